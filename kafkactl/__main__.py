@@ -1,0 +1,3 @@
+from kafkactl.cli.app import main
+
+main()

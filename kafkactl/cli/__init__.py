@@ -1,0 +1,1 @@
+"""The one Typer app; one thin module per subcommand (see app.py)."""

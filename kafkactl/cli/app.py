@@ -1,0 +1,50 @@
+"""The `kafkactl` Typer app.
+
+Each subcommand lives in its own module under `kafkactl.cli` and exposes
+`register(app)`; this module only wires them together. Subcommand modules parse
+options, call the library and render; they hold no protocol or storage logic.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+import typer
+
+from kafkactl import __version__
+
+app = typer.Typer(
+    name="kafkactl",
+    help="Apache Kafka's design in one CLI: a broker (serve), clients and operator tools.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+
+# Subcommand modules, in the order `--help` lists them. Each defines register(app).
+SUBCOMMAND_MODULES: list[str] = []
+
+
+def _version_callback(value: bool) -> None:
+    if value:
+        typer.echo(f"kafkactl {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: bool = typer.Option(
+        False, "--version", "-V", help="Print the version and exit.",
+        callback=_version_callback, is_eager=True,
+    ),
+) -> None:
+    """Apache Kafka's design in one CLI: a broker (serve), clients and operator tools."""
+
+
+for _name in SUBCOMMAND_MODULES:
+    importlib.import_module(f"kafkactl.cli.{_name}").register(app)
+
+
+def main() -> None:
+    app()

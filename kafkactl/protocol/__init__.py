@@ -1,0 +1,1 @@
+"""kafkactl.protocol"""
