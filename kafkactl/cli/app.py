@@ -8,6 +8,7 @@ options, call the library and render; they hold no protocol or storage logic.
 from __future__ import annotations
 
 import importlib
+import importlib.util
 
 import typer
 
@@ -23,7 +24,11 @@ app = typer.Typer(
 )
 
 # Subcommand modules, in the order `--help` lists them. Each defines register(app).
-SUBCOMMAND_MODULES: list[str] = []
+# A module that is not (yet) part of the tree is skipped, so there are no placeholders.
+SUBCOMMAND_MODULES: list[str] = [
+    "serve", "topics", "produce", "consume", "dump_log", "recover",
+    "rebalance", "offsets", "mirror",
+]
 
 
 def _version_callback(value: bool) -> None:
@@ -43,7 +48,8 @@ def _root(
 
 
 for _name in SUBCOMMAND_MODULES:
-    importlib.import_module(f"kafkactl.cli.{_name}").register(app)
+    if importlib.util.find_spec(f"kafkactl.cli.{_name}") is not None:
+        importlib.import_module(f"kafkactl.cli.{_name}").register(app)
 
 
 def main() -> None:
