@@ -1,0 +1,114 @@
+"""Shared fixtures: a real `kafkactl serve` subprocess on a free port with a temp data dir."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@dataclass
+class BrokerProcess:
+    """A `kafkactl serve` child process. `bootstrap` is "127.0.0.1:<port>"."""
+
+    data_dir: Path
+    port: int
+    overrides: dict[str, str] = field(default_factory=dict)
+    proc: subprocess.Popen[bytes] | None = None
+    log_path: Path | None = None
+
+    @property
+    def bootstrap(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def start(self, timeout: float = 20.0) -> None:
+        args = [
+            sys.executable, "-m", "kafkactl", "serve",
+            "--data-dir", str(self.data_dir),
+            "--override", f"listeners=PLAINTEXT://127.0.0.1:{self.port}",
+        ]
+        for key, value in self.overrides.items():
+            args += ["--override", f"{key}={value}"]
+        self.log_path = self.data_dir.parent / f"broker-{self.port}.log"
+        log = open(self.log_path, "ab")  # noqa: SIM115 - owned by the child for its lifetime
+        self.proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT)
+        log.close()
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"broker exited with {self.proc.returncode}:\n{self.log()}")
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=0.2):
+                    return
+            except OSError:
+                time.sleep(0.05)
+        self.kill()
+        raise RuntimeError(f"broker did not listen within {timeout}s:\n{self.log()}")
+
+    def stop(self, timeout: float = 20.0) -> int:
+        """SIGTERM (clean shutdown) and wait; returns the exit code."""
+        assert self.proc is not None
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        return int(self.proc.returncode)
+
+    def kill(self) -> None:
+        """SIGKILL: an unclean stop (no clean-shutdown marker)."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+
+    def restart(self) -> None:
+        self.stop()
+        self.start()
+
+    def log(self) -> str:
+        if self.log_path and self.log_path.exists():
+            return self.log_path.read_text(errors="replace")[-20000:]
+        return ""
+
+
+@pytest.fixture
+def broker_factory(tmp_path: Path) -> Iterator[object]:
+    """Call with optional overrides (server.properties keys) to start a broker."""
+    started: list[BrokerProcess] = []
+
+    def make(**overrides: str) -> BrokerProcess:
+        data = tmp_path / f"data-{len(started)}"
+        data.mkdir()
+        b = BrokerProcess(data, free_port(), {k.replace("_", "."): v for k, v in overrides.items()})
+        b.start()
+        started.append(b)
+        return b
+
+    yield make
+    for b in started:
+        b.kill()
+
+
+@pytest.fixture
+def broker(broker_factory: object) -> BrokerProcess:
+    return broker_factory()  # type: ignore[operator]
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    os.environ.setdefault("PYTHONUNBUFFERED", "1")
