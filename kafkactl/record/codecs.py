@@ -1,0 +1,196 @@
+"""Compression codecs of Kafka's record formats (attributes bits 0-2).
+
+Compression applies to a whole records section (v2) or a whole inner message set (v0/v1),
+never to one record. Formats, matching what the Java client and librdkafka write and read:
+
+- GZIP (1): a gzip stream (any number of members is read).
+- SNAPPY (2): written with the xerial framing the Java client uses (8-byte magic
+  ``\\x82SNAPPY\\x00``, int32 version 1, int32 compatible version 1, then blocks of int32
+  length + raw snappy); read both that framing and a bare raw snappy block (librdkafka).
+- LZ4 (3): the LZ4 frame format with independent 64 KiB blocks (as Java's
+  KafkaLZ4BlockOutputStream). Magic 0 messages from Kafka 0.8/0.9 carry a frame header
+  checksum computed over the magic bytes too (KAFKA-3160); `legacy_lz4_checksum=True`
+  reads (and writes) that broken form.
+- ZSTD (4): zstd frames (content size optional; several frames are read back to back).
+"""
+
+from __future__ import annotations
+
+import gzip
+import io
+import struct
+import zlib
+from enum import IntEnum
+
+import lz4.frame
+import snappy
+import zstandard
+
+from kafkactl.record.errors import CorruptRecordError, InvalidRecordError
+
+__all__ = ["Compression", "compress", "decompress"]
+
+
+class Compression(IntEnum):
+    NONE = 0
+    GZIP = 1
+    SNAPPY = 2
+    LZ4 = 3
+    ZSTD = 4
+
+    @property
+    def java_name(self) -> str:
+        """The name Kafka's `compression.type` and DumpLogSegments use (`none`, `gzip`...)."""
+        return self.name.lower()
+
+    @classmethod
+    def from_name(cls, name: str) -> Compression:
+        try:
+            return cls[name.strip().upper()]
+        except KeyError:
+            raise InvalidRecordError(
+                f"unknown compression type {name!r} (expected none, gzip, snappy, lz4 or zstd)"
+            ) from None
+
+
+XERIAL_MAGIC = b"\x82SNAPPY\x00"
+_XERIAL_HEADER = XERIAL_MAGIC + struct.pack(">ii", 1, 1)
+_XERIAL_BLOCK = 32 * 1024
+_LZ4_MAGIC = b"\x04\x22\x4d\x18"
+
+
+def compress(
+    codec: int, data: bytes | bytearray | memoryview, *, legacy_lz4_checksum: bool = False
+) -> bytes:
+    """Compress a records section with `codec` (a `Compression` value)."""
+    codec = _codec(codec)
+    if codec == Compression.NONE:
+        return bytes(data)
+    if codec == Compression.GZIP:
+        return gzip.compress(bytes(data), compresslevel=6, mtime=0)
+    if codec == Compression.SNAPPY:
+        return _xerial_compress(data)
+    if codec == Compression.LZ4:
+        out = lz4.frame.compress(
+            bytes(data), block_size=lz4.frame.BLOCKSIZE_MAX64KB, block_linked=False,
+            content_checksum=False, store_size=False,
+        )
+        return _lz4_set_header_checksum(out, legacy=True) if legacy_lz4_checksum else out
+    return zstandard.ZstdCompressor(level=3).compress(bytes(data))
+
+
+def decompress(
+    codec: int, data: bytes | bytearray | memoryview, *, legacy_lz4_checksum: bool = False
+) -> bytes:
+    """Decompress a records section. Bad input raises `CorruptRecordError`."""
+    codec = _codec(codec)
+    try:
+        if codec == Compression.NONE:
+            return bytes(data)
+        if codec == Compression.GZIP:
+            return zlib.decompress(bytes(data), wbits=47)  # gzip or zlib, auto-detected
+        if codec == Compression.SNAPPY:
+            if bytes(data[:8]) == XERIAL_MAGIC:
+                return _xerial_decompress(memoryview(data))
+            return snappy.uncompress(bytes(data))
+        if codec == Compression.LZ4:
+            frame = bytes(data)
+            if legacy_lz4_checksum:
+                frame = _lz4_set_header_checksum(frame, legacy=False)
+            return lz4.frame.decompress(frame)
+        reader = zstandard.ZstdDecompressor().stream_reader(
+            io.BytesIO(bytes(data)), read_across_frames=True
+        )
+        return reader.read()
+    except CorruptRecordError:
+        raise
+    except Exception as e:  # each library has its own error types
+        raise CorruptRecordError(f"cannot decompress {codec.java_name} data: {e}") from e
+
+
+def _codec(codec: int) -> Compression:
+    try:
+        return Compression(codec)
+    except ValueError:
+        raise InvalidRecordError(f"unknown compression codec id {codec}") from None
+
+
+def _xerial_compress(data: bytes | bytearray | memoryview) -> bytes:
+    mv = memoryview(data)
+    parts = [_XERIAL_HEADER]
+    for start in range(0, len(mv), _XERIAL_BLOCK):
+        block = snappy.compress(bytes(mv[start:start + _XERIAL_BLOCK]))
+        parts.append(struct.pack(">i", len(block)))
+        parts.append(block)
+    return b"".join(parts)
+
+
+def _xerial_decompress(mv: memoryview) -> bytes:
+    if len(mv) < 16:
+        raise CorruptRecordError("xerial snappy header truncated")
+    pos = 16
+    out = []
+    while pos < len(mv):
+        if pos + 4 > len(mv):
+            raise CorruptRecordError(f"xerial snappy block length truncated at {pos}")
+        (n,) = struct.unpack_from(">i", mv, pos)
+        pos += 4
+        if n < 0 or pos + n > len(mv):
+            raise CorruptRecordError(f"xerial snappy block of {n} bytes overruns the data")
+        out.append(snappy.uncompress(bytes(mv[pos:pos + n])))
+        pos += n
+    return b"".join(out)
+
+
+# --- LZ4 frame header checksum (xxHash32, second byte), for the legacy magic-0 form ---
+
+_P1, _P2, _P3, _P4, _P5 = 2654435761, 2246822519, 3266489917, 668265263, 374761393
+_M32 = 0xFFFFFFFF
+
+
+def _rotl(x: int, r: int) -> int:
+    return ((x << r) | (x >> (32 - r))) & _M32
+
+
+def xxh32(data: bytes, seed: int = 0) -> int:
+    """xxHash32 (used only on the few bytes of an LZ4 frame descriptor)."""
+    n = len(data)
+    pos = 0
+    if n >= 16:
+        v = [(seed + _P1 + _P2) & _M32, (seed + _P2) & _M32, seed & _M32, (seed - _P1) & _M32]
+        while pos + 16 <= n:
+            for i in range(4):
+                (lane,) = struct.unpack_from("<I", data, pos)
+                v[i] = (_rotl((v[i] + lane * _P2) & _M32, 13) * _P1) & _M32
+                pos += 4
+        h = (_rotl(v[0], 1) + _rotl(v[1], 7) + _rotl(v[2], 12) + _rotl(v[3], 18)) & _M32
+    else:
+        h = (seed + _P5) & _M32
+    h = (h + n) & _M32
+    while pos + 4 <= n:
+        (lane,) = struct.unpack_from("<I", data, pos)
+        h = (_rotl((h + lane * _P3) & _M32, 17) * _P4) & _M32
+        pos += 4
+    while pos < n:
+        h = (_rotl((h + data[pos] * _P5) & _M32, 11) * _P1) & _M32
+        pos += 1
+    h ^= h >> 15
+    h = (h * _P2) & _M32
+    h ^= h >> 13
+    h = (h * _P3) & _M32
+    h ^= h >> 16
+    return h
+
+
+def _lz4_set_header_checksum(frame: bytes, *, legacy: bool) -> bytes:
+    """Rewrite the frame descriptor's HC byte: the broken Kafka 0.8 form (over the magic too)
+    when `legacy`, else the standard one (over FLG..content size)."""
+    if len(frame) < 7 or frame[:4] != _LZ4_MAGIC:
+        raise CorruptRecordError("not an LZ4 frame (bad magic)")
+    flg = frame[4]
+    hc_pos = 6 + (8 if flg & 0x08 else 0) + (4 if flg & 0x01 else 0)
+    if hc_pos >= len(frame):
+        raise CorruptRecordError("LZ4 frame descriptor truncated")
+    covered = frame[0:hc_pos] if legacy else frame[4:hc_pos]
+    hc = (xxh32(covered) >> 8) & 0xFF
+    return frame[:hc_pos] + bytes([hc]) + frame[hc_pos + 1:]

@@ -1,0 +1,15 @@
+"""Typed errors of the record layer (they map to Kafka's CORRUPT_MESSAGE / INVALID_RECORD)."""
+
+from __future__ import annotations
+
+
+class RecordError(Exception):
+    """Base class of every error raised by `kafkactl.record`."""
+
+
+class CorruptRecordError(RecordError):
+    """Bytes that are not a well-formed record: bad CRC, bad lengths, truncated, bad varint."""
+
+
+class InvalidRecordError(RecordError):
+    """Well-formed bytes that are not acceptable (unknown codec, bad magic for the context...)."""
