@@ -1,0 +1,474 @@
+"""Compile a declarative :class:`~kafkactl.protocol.schema.Message` into fast closures.
+
+``compile_decoder(message, version)`` returns ``decode(buf, pos) -> (dict, pos)`` and
+``compile_encoder(message, version)`` returns ``encode(out, parts, dict) -> None``. Both
+are built once per (schema, version): every version test, flexible/compact choice,
+nullability and default is resolved at compile time, and runs of consecutive fixed-width
+fields are merged into a single ``struct`` call.
+
+Decoding: ``buf`` must be a ``memoryview`` (records fields are zero-copy slices of it).
+Encoding: bytes are appended to the ``bytearray`` ``out``; a records field holding a
+:class:`~kafkactl.protocol.types.FileRegion` (or any object with ``fd``/``position``/
+``length``), or a large in-memory buffer, flushes ``out`` into ``parts`` and is appended to
+``parts`` as its own element, so the network layer can ``sendfile``/``sendmsg`` it without
+a copy. The caller appends what is left in ``out`` at the end.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Callable
+from typing import Any
+
+from kafkactl.protocol.errors import ProtocolDecodeError, ProtocolEncodeError
+from kafkactl.protocol.schema import MISSING, Field, Message
+from kafkactl.protocol.types import (
+    FIXED_FORMATS,
+    INT16,
+    INT32,
+    FileRegion,
+    read_array_length,
+    read_uuid,
+    read_uvarint,
+    uuid_bytes,
+    uvarint_bytes,
+)
+
+Decoder = Callable[[memoryview, int], tuple[Any, int]]
+Encoder = Callable[[bytearray, "list[Any] | None", Any], None]
+
+# In-memory records at least this big become their own part instead of being copied.
+ZERO_COPY_THRESHOLD = 16 * 1024
+
+_BUFFER_TYPES = (bytes, bytearray, memoryview)
+
+
+# =============================================================================== decoding
+def _string_decoder(compact: bool, nullable: bool) -> Decoder:
+    unpack16 = INT16.unpack_from
+
+    def read_string(buf: memoryview, pos: int) -> tuple[str | None, int]:
+        if compact:
+            n, pos = read_uvarint(buf, pos)
+            n -= 1
+        else:
+            n = unpack16(buf, pos)[0]
+            pos += 2
+        if n < 0:
+            if n == -1 and nullable:
+                return None, pos
+            raise ProtocolDecodeError(f"invalid string length {n} at position {pos}")
+        end = pos + n
+        if end > len(buf):
+            raise ProtocolDecodeError(f"string of {n} bytes at position {pos} is truncated")
+        return str(buf[pos:end], "utf-8"), end
+
+    return read_string
+
+
+def _bytes_decoder(compact: bool, nullable: bool, view: bool) -> Decoder:
+    unpack32 = INT32.unpack_from
+
+    def read_bytes(buf: memoryview, pos: int) -> tuple[Any, int]:
+        if compact:
+            n, pos = read_uvarint(buf, pos)
+            n -= 1
+        else:
+            n = unpack32(buf, pos)[0]
+            pos += 4
+        if n < 0:
+            if n == -1 and nullable:
+                return None, pos
+            raise ProtocolDecodeError(f"invalid bytes length {n} at position {pos}")
+        end = pos + n
+        if end > len(buf):
+            raise ProtocolDecodeError(f"{n} bytes at position {pos} run past the buffer end")
+        return (buf[pos:end] if view else bytes(buf[pos:end])), end
+
+    return read_bytes
+
+
+def _primitive_decoder(ftype: str, flexible: bool, nullable: bool) -> Decoder:
+    fmt = FIXED_FORMATS.get(ftype)
+    if fmt is not None:
+        s = struct.Struct(">" + fmt)
+        unpack, size = s.unpack_from, s.size
+
+        def read_fixed(buf: memoryview, pos: int) -> tuple[Any, int]:
+            return unpack(buf, pos)[0], pos + size
+
+        return read_fixed
+    if ftype == "string":
+        return _string_decoder(flexible, nullable)
+    if ftype == "bytes":
+        return _bytes_decoder(flexible, nullable, view=False)
+    if ftype == "records":
+        return _bytes_decoder(flexible, nullable, view=True)
+    if ftype == "uuid":
+        return read_uuid
+    raise ValueError(f"unknown primitive type {ftype!r}")
+
+
+def _min_size(f: Field, version: int, flexible: bool, element: bool = False) -> int:
+    """The fewest bytes one value of this field (or one array element) can take."""
+    if f.is_array and not element:
+        return 1 if flexible else 4
+    if f.fields:
+        n = sum(
+            _min_size(sub, version, flexible)
+            for sub in f.fields
+            if sub.present_in(version) and not sub.tagged_in(version)
+        )
+        return n + (1 if flexible else 0)
+    t = f.element_type
+    if t in FIXED_FORMATS:
+        return struct.calcsize(">" + FIXED_FORMATS[t])
+    if t == "uuid":
+        return 16
+    if t == "string":
+        return 1 if flexible else 2
+    return 1 if flexible else 4
+
+
+def _field_decoder(f: Field, version: int, flexible: bool) -> Decoder:
+    nullable = f.nullable_in(version)
+    if not f.is_array:
+        if f.fields:
+            return struct_decoder(f.fields, version, flexible)
+        return _primitive_decoder(f.type, flexible, nullable)
+    elem_type = f.element_type
+    min_item = _min_size(f, version, flexible, element=True)
+    fmt = FIXED_FORMATS.get(elem_type)
+    if fmt is not None and not f.fields:
+        width = struct.calcsize(">" + fmt)
+
+        def read_fixed_array(buf: memoryview, pos: int) -> tuple[Any, int]:
+            n, pos = read_array_length(
+                buf, pos, compact=flexible, nullable=nullable, min_item=width
+            )
+            if n < 0:
+                return None, pos
+            return list(struct.unpack_from(f">{n}{fmt}", buf, pos)), pos + n * width
+
+        return read_fixed_array
+    elem = (
+        struct_decoder(f.fields, version, flexible)
+        if f.fields
+        else _primitive_decoder(elem_type, flexible, False)
+    )
+
+    def read_array(buf: memoryview, pos: int) -> tuple[Any, int]:
+        n, pos = read_array_length(buf, pos, compact=flexible, nullable=nullable, min_item=min_item)
+        if n < 0:
+            return None, pos
+        items = []
+        append = items.append
+        for _ in range(n):
+            v, pos = elem(buf, pos)
+            append(v)
+        return items, pos
+
+    return read_array
+
+
+def _is_fixed(f: Field) -> bool:
+    return not f.is_array and not f.fields and f.type in FIXED_FORMATS
+
+
+def _immutable(v: Any) -> bool:
+    return not isinstance(v, list | dict)
+
+
+def _copy_default(v: Any) -> Any:
+    if isinstance(v, list):
+        return list(v)
+    if isinstance(v, dict):
+        return {k: _copy_default(x) for k, x in v.items()}
+    return v
+
+
+def struct_decoder(fields: tuple[Field, ...], version: int, flexible: bool) -> Decoder:
+    """A decoder for a struct (a message body or a nested struct) at one version."""
+    plan: list[tuple[Any, Decoder]] = []
+    defaults: dict[str, Any] = {}
+    mutable_defaults: list[tuple[str, Any]] = []
+    tagged: dict[int, tuple[str, Decoder]] = {}
+    run: list[Field] = []
+
+    def flush_run() -> None:
+        if not run:
+            return
+        s = struct.Struct(">" + "".join(FIXED_FORMATS[f.type] for f in run))
+        unpack, size = s.unpack_from, s.size
+        if len(run) == 1:
+
+            def read_one(buf: memoryview, pos: int) -> tuple[Any, int]:
+                return unpack(buf, pos)[0], pos + size
+
+            plan.append((run[0].name, read_one))
+        else:
+
+            def read_run(buf: memoryview, pos: int) -> tuple[Any, int]:
+                return unpack(buf, pos), pos + size
+
+            plan.append((tuple(f.name for f in run), read_run))
+        run.clear()
+
+    for f in fields:
+        present = f.present_in(version)
+        if present and f.tagged_in(version) and flexible:
+            tagged[f.tag] = (f.name, _field_decoder(f, version, True))  # type: ignore[index]
+            present = False
+        if not present:
+            dv = f.default_value(version)
+            if _immutable(dv):
+                defaults[f.name] = dv
+            else:
+                mutable_defaults.append((f.name, dv))
+            continue
+        if _is_fixed(f):
+            run.append(f)
+            continue
+        flush_run()
+        plan.append((f.name, _field_decoder(f, version, flexible)))
+    flush_run()
+    steps = tuple(plan)
+
+    def read_tags(buf: memoryview, pos: int, d: dict[str, Any]) -> int:
+        count, pos = read_uvarint(buf, pos)
+        for _ in range(count):
+            tag, pos = read_uvarint(buf, pos)
+            size, pos = read_uvarint(buf, pos)
+            end = pos + size
+            if end > len(buf):
+                raise ProtocolDecodeError(f"tagged field {tag} at position {pos} is truncated")
+            entry = tagged.get(tag)
+            if entry is not None:
+                d[entry[0]] = entry[1](buf[:end], pos)[0]
+            pos = end
+        return pos
+
+    def read_struct(buf: memoryview, pos: int) -> tuple[dict[str, Any], int]:
+        d = dict(defaults)
+        for name, dv in mutable_defaults:
+            d[name] = _copy_default(dv)
+        for name, reader in steps:
+            v, pos = reader(buf, pos)
+            if name.__class__ is str:
+                d[name] = v
+            else:
+                d.update(zip(name, v, strict=True))
+        if flexible:
+            if buf[pos] == 0:
+                return d, pos + 1
+            pos = read_tags(buf, pos, d)
+        return d, pos
+
+    return read_struct
+
+
+def compile_decoder(message: Message, version: int) -> Decoder:
+    return struct_decoder(message.fields, version, message.is_flexible(version))
+
+
+# =============================================================================== encoding
+def _length_writer(compact: bool, wide: bool) -> Callable[[bytearray, int], None]:
+    if compact:
+
+        def write_compact(out: bytearray, n: int) -> None:
+            out += uvarint_bytes(n + 1)
+
+        return write_compact
+    pack = INT32.pack if wide else INT16.pack
+
+    def write_plain(out: bytearray, n: int) -> None:
+        out += pack(n)
+
+    return write_plain
+
+
+def _primitive_encoder(ftype: str, flexible: bool, nullable: bool, where: str) -> Encoder:
+    fmt = FIXED_FORMATS.get(ftype)
+    if fmt is not None:
+        pack = struct.Struct(">" + fmt).pack
+
+        def write_fixed(out: bytearray, parts: list[Any] | None, v: Any) -> None:
+            out += pack(v)
+
+        return write_fixed
+    if ftype == "uuid":
+
+        def write_uuid(out: bytearray, parts: list[Any] | None, v: Any) -> None:
+            out += uuid_bytes(v)
+
+        return write_uuid
+    if ftype == "string":
+        length = _length_writer(flexible, False)
+
+        def write_string(out: bytearray, parts: list[Any] | None, v: Any) -> None:
+            if v is None:
+                if not nullable:
+                    raise ProtocolEncodeError(f"{where} is not nullable here, got None")
+                length(out, -1)
+                return
+            data = v.encode("utf-8")
+            if len(data) > 0x7FFF and not flexible:
+                raise ProtocolEncodeError(f"{where}: string longer than 32767 bytes")
+            length(out, len(data))
+            out += data
+
+        return write_string
+    if ftype in ("bytes", "records"):
+        length = _length_writer(flexible, True)
+        records = ftype == "records"
+
+        def write_bytes(out: bytearray, parts: list[Any] | None, v: Any) -> None:
+            if v is None:
+                if not nullable:
+                    raise ProtocolEncodeError(f"{where} is not nullable here, got None")
+                length(out, -1)
+                return
+            if isinstance(v, _BUFFER_TYPES):
+                n = v.nbytes if isinstance(v, memoryview) else len(v)
+                length(out, n)
+                if records and parts is not None and n >= ZERO_COPY_THRESHOLD:
+                    parts.append(bytes(out))
+                    out.clear()
+                    parts.append(v)
+                else:
+                    out += v
+                return
+            if not records or parts is None or not hasattr(v, "fd"):
+                raise ProtocolEncodeError(f"{where}: cannot encode {type(v).__name__}")
+            length(out, v.length)
+            parts.append(bytes(out))
+            out.clear()
+            parts.append(v if isinstance(v, FileRegion) else FileRegion(v.fd, v.position, v.length))
+
+        return write_bytes
+    raise ValueError(f"unknown primitive type {ftype!r}")
+
+
+def _field_encoder(f: Field, version: int, flexible: bool, where: str) -> Encoder:
+    nullable = f.nullable_in(version)
+    if not f.is_array:
+        if f.fields:
+            return struct_encoder(f.fields, version, flexible, where)
+        return _primitive_encoder(f.type, flexible, nullable, where)
+    length = _length_writer(flexible, True)
+    fmt = FIXED_FORMATS.get(f.element_type)
+    if fmt is not None and not f.fields:
+
+        def write_fixed_array(out: bytearray, parts: list[Any] | None, v: Any) -> None:
+            if v is None:
+                if not nullable:
+                    raise ProtocolEncodeError(f"{where} is not nullable here, got None")
+                length(out, -1)
+                return
+            length(out, len(v))
+            out += struct.pack(f">{len(v)}{fmt}", *v)
+
+        return write_fixed_array
+    elem = (
+        struct_encoder(f.fields, version, flexible, where)
+        if f.fields
+        else _primitive_encoder(f.element_type, flexible, False, where + "[]")
+    )
+
+    def write_array(out: bytearray, parts: list[Any] | None, v: Any) -> None:
+        if v is None:
+            if not nullable:
+                raise ProtocolEncodeError(f"{where} is not nullable here, got None")
+            length(out, -1)
+            return
+        length(out, len(v))
+        for item in v:
+            elem(out, parts, item)
+
+    return write_array
+
+
+def struct_encoder(
+    fields: tuple[Field, ...], version: int, flexible: bool, where: str = ""
+) -> Encoder:
+    """An encoder for a struct at one version; missing keys take the spec default."""
+    plan: list[Callable[[bytearray, list[Any] | None, dict[str, Any]], None]] = []
+    tagged: list[tuple[int, str, Any, Encoder]] = []
+    run: list[Field] = []
+
+    def flush_run() -> None:
+        if not run:
+            return
+        pack = struct.Struct(">" + "".join(FIXED_FORMATS[f.type] for f in run)).pack
+        pairs = tuple((f.name, f.default_value(version)) for f in run)
+        if len(pairs) == 1:
+            (name, dv), = pairs
+
+            def write_one(out: bytearray, parts: list[Any] | None, d: dict[str, Any]) -> None:
+                out += pack(d.get(name, dv))
+
+            plan.append(write_one)
+        else:
+
+            def write_run(out: bytearray, parts: list[Any] | None, d: dict[str, Any]) -> None:
+                get = d.get
+                out += pack(*[get(n, dv) for n, dv in pairs])
+
+            plan.append(write_run)
+        run.clear()
+
+    def field_step(name: str, dv: Any, enc: Encoder) -> Callable[..., None]:
+        def write_field(out: bytearray, parts: list[Any] | None, d: dict[str, Any]) -> None:
+            enc(out, parts, d.get(name, dv))
+
+        return write_field
+
+    for f in fields:
+        if not f.present_in(version):
+            continue
+        path = f"{where}.{f.name}" if where else f.name
+        if flexible and f.tagged_in(version):
+            enc = _field_encoder(f, version, True, path)
+            tagged.append((f.tag, f.name, f.default_value(version), enc))  # type: ignore[arg-type]
+            continue
+        if _is_fixed(f):
+            run.append(f)
+            continue
+        flush_run()
+        enc = _field_encoder(f, version, flexible, path)
+        plan.append(field_step(f.name, f.default_value(version), enc))
+    flush_run()
+    steps = tuple(plan)
+    tags = tuple(sorted(tagged, key=lambda t: t[0]))
+
+    def write_tags(out: bytearray, d: dict[str, Any]) -> None:
+        entries = []
+        for tag, name, dv, enc in tags:
+            v = d.get(name, MISSING)
+            if v is MISSING or v == dv:
+                continue
+            tmp = bytearray()
+            enc(tmp, None, v)
+            entries.append((tag, tmp))
+        out += uvarint_bytes(len(entries))
+        for tag, tmp in entries:
+            out += uvarint_bytes(tag)
+            out += uvarint_bytes(len(tmp))
+            out += tmp
+
+    def write_struct(out: bytearray, parts: list[Any] | None, d: Any) -> None:
+        if d.__class__ is not dict and not hasattr(d, "get"):
+            raise ProtocolEncodeError(f"{where or 'message'}: expected a dict, got {d!r}")
+        for step in steps:
+            step(out, parts, d)
+        if flexible:
+            if tags:
+                write_tags(out, d)
+            else:
+                out.append(0)
+
+    return write_struct
+
+
+def compile_encoder(message: Message, version: int) -> Encoder:
+    return struct_encoder(message.fields, version, message.is_flexible(version), message.name)

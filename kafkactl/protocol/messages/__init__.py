@@ -1,0 +1,73 @@
+"""One declarative table module per API (``REQUEST`` / ``RESPONSE``), plus the embedded
+consumer-protocol and ``__consumer_offsets`` data schemas.
+
+The tables were drafted by ``scripts/gen_protocol_tables.py`` from Kafka's JSON specs and
+trimmed to our advertised versions (:mod:`kafkactl.protocol.versions`).
+"""
+
+from __future__ import annotations
+
+from types import ModuleType
+
+from kafkactl.protocol.api_keys import ApiKey
+from kafkactl.protocol.messages import (
+    alter_configs,
+    api_versions,
+    create_partitions,
+    create_topics,
+    delete_groups,
+    delete_records,
+    delete_topics,
+    describe_cluster,
+    describe_configs,
+    describe_groups,
+    fetch,
+    find_coordinator,
+    heartbeat,
+    incremental_alter_configs,
+    init_producer_id,
+    join_group,
+    leave_group,
+    list_groups,
+    list_offsets,
+    metadata,
+    offset_commit,
+    offset_delete,
+    offset_fetch,
+    offset_for_leader_epoch,
+    produce,
+    sync_group,
+)
+from kafkactl.protocol.schema import Message
+
+MODULES: dict[ApiKey, ModuleType] = {
+    ApiKey.PRODUCE: produce,
+    ApiKey.FETCH: fetch,
+    ApiKey.LIST_OFFSETS: list_offsets,
+    ApiKey.METADATA: metadata,
+    ApiKey.OFFSET_COMMIT: offset_commit,
+    ApiKey.OFFSET_FETCH: offset_fetch,
+    ApiKey.FIND_COORDINATOR: find_coordinator,
+    ApiKey.JOIN_GROUP: join_group,
+    ApiKey.HEARTBEAT: heartbeat,
+    ApiKey.LEAVE_GROUP: leave_group,
+    ApiKey.SYNC_GROUP: sync_group,
+    ApiKey.DESCRIBE_GROUPS: describe_groups,
+    ApiKey.LIST_GROUPS: list_groups,
+    ApiKey.API_VERSIONS: api_versions,
+    ApiKey.CREATE_TOPICS: create_topics,
+    ApiKey.DELETE_TOPICS: delete_topics,
+    ApiKey.DELETE_RECORDS: delete_records,
+    ApiKey.INIT_PRODUCER_ID: init_producer_id,
+    ApiKey.OFFSET_FOR_LEADER_EPOCH: offset_for_leader_epoch,
+    ApiKey.DESCRIBE_CONFIGS: describe_configs,
+    ApiKey.ALTER_CONFIGS: alter_configs,
+    ApiKey.INCREMENTAL_ALTER_CONFIGS: incremental_alter_configs,
+    ApiKey.CREATE_PARTITIONS: create_partitions,
+    ApiKey.DELETE_GROUPS: delete_groups,
+    ApiKey.OFFSET_DELETE: offset_delete,
+    ApiKey.DESCRIBE_CLUSTER: describe_cluster,
+}
+
+REQUESTS: dict[int, Message] = {int(k): m.REQUEST for k, m in MODULES.items()}
+RESPONSES: dict[int, Message] = {int(k): m.RESPONSE for k, m in MODULES.items()}

@@ -1,0 +1,177 @@
+"""Draft kafkactl/protocol/messages/*.py from Kafka's protocol JSON specs.
+
+The committed tables are our own Python data (reviewed, trimmed to the advertised version
+range); this script only drafts them. Usage::
+
+    python scripts/gen_protocol_tables.py [SPEC_DIR] [--write]
+
+Without ``--write`` it prints the drafts; with it, it (re)writes the message modules.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+from kafkactl.protocol.api_keys import ApiKey
+from kafkactl.protocol.specjson import (
+    load_spec,
+    parse_versions,
+    resolve_common_structs,
+    snake_case,
+)
+from kafkactl.protocol.versions import SUPPORTED_VERSIONS
+
+ROOT = Path(__file__).resolve().parent.parent
+OUT_DIR = ROOT / "kafkactl" / "protocol" / "messages"
+
+# Embedded / internal data schemas: module name -> [(constant, spec file, max version)].
+DATA_SCHEMAS: dict[str, list[tuple[str, str]]] = {
+    "consumer_protocol": [
+        ("SUBSCRIPTION", "ConsumerProtocolSubscription.json"),
+        ("ASSIGNMENT", "ConsumerProtocolAssignment.json"),
+    ],
+    "group_metadata": [
+        ("OFFSET_COMMIT_KEY", "OffsetCommitKey.json"),
+        ("OFFSET_COMMIT_VALUE", "OffsetCommitValue.json"),
+        ("GROUP_METADATA_KEY", "GroupMetadataKey.json"),
+        ("GROUP_METADATA_VALUE", "GroupMetadataValue.json"),
+    ],
+}
+
+
+PURPOSE: dict[str, str] = {
+    "Produce": "append record batches to partitions",
+    "Fetch": "read record batches from partitions",
+    "ListOffsets": "earliest / latest / by-timestamp offsets",
+    "Metadata": "brokers, topics, partitions and leaders",
+    "OffsetCommit": "store a group's committed offsets",
+    "OffsetFetch": "read a group's committed offsets",
+    "FindCoordinator": "locate the group (or transaction) coordinator",
+    "JoinGroup": "join a consumer group (first rebalance step)",
+    "Heartbeat": "keep a group membership alive",
+    "LeaveGroup": "leave a consumer group",
+    "SyncGroup": "distribute the leader's assignment (second rebalance step)",
+    "DescribeGroups": "group state, protocol and members",
+    "ListGroups": "groups known to a coordinator",
+    "ApiVersions": "the version handshake (responses always use header v0)",
+    "CreateTopics": "create topics",
+    "DeleteTopics": "delete topics",
+    "DeleteRecords": "move a partition's log start offset forward",
+    "InitProducerId": "allocate an idempotent / transactional producer id",
+    "OffsetForLeaderEpoch": "end offset of a leader epoch (truncation detection)",
+    "DescribeConfigs": "read topic / broker configs",
+    "AlterConfigs": "replace topic / broker configs",
+    "IncrementalAlterConfigs": "set / delete / append / subtract config entries",
+    "CreatePartitions": "add partitions to topics",
+    "DeleteGroups": "delete consumer groups",
+    "OffsetDelete": "delete a group's committed offsets for partitions",
+    "DescribeCluster": "cluster id, controller and brokers",
+}
+
+
+def convert_default(ftype: str, raw: Any) -> Any:
+    if raw is None or raw == "null":
+        return None
+    if ftype == "bool":
+        return raw if isinstance(raw, bool) else raw == "true"
+    if ftype in ("int8", "int16", "int32", "int64", "uint16", "uint32"):
+        return raw if isinstance(raw, int) else int(raw, 0)
+    if ftype == "float64":
+        return float(raw)
+    return raw
+
+
+def version_str(raw: str | None) -> str | None:
+    if raw is None or raw == "none":
+        return None
+    return raw
+
+
+def render_fields(fields: list[dict[str, Any]], max_version: int, indent: int) -> list[str]:
+    pad = " " * indent
+    lines: list[str] = []
+    for f in fields:
+        rng = parse_versions(f.get("versions"))
+        if rng is None or rng[0] > max_version:
+            continue
+        args = [repr(snake_case(f["name"])), repr(f["type"])]
+        args.append(repr(f["versions"]))
+        if version_str(f.get("nullableVersions")):
+            args.append(f"nullable={f['nullableVersions']!r}")
+        if "tag" in f:
+            args.append(f"tag={f['tag']}")
+            args.append(f"tagged={f['taggedVersions']!r}")
+        if "default" in f:
+            base = f["type"][2:] if f["type"].startswith("[]") else f["type"]
+            args.append(f"default={convert_default(base, f['default'])!r}")
+        sub = f.get("fields")
+        if sub:
+            lines.append(f"{pad}F({', '.join(args)}, fields=(")
+            lines.extend(render_fields(sub, max_version, indent + 4))
+            lines.append(f"{pad})),")
+        else:
+            lines.append(f"{pad}F({', '.join(args)}),")
+    return lines
+
+
+def render_message(const: str, spec: dict[str, Any], max_version: int) -> list[str]:
+    lo = parse_versions(spec["validVersions"])
+    assert lo is not None
+    valid = f"{lo[0]}-{max_version}" if max_version > lo[0] else f"{lo[0]}"
+    flex = parse_versions(spec.get("flexibleVersions"))
+    flexible = spec["flexibleVersions"] if flex and flex[0] <= max_version else None
+    api_key = spec.get("apiKey")
+    head = f"{const} = Message({spec['name']!r}, {api_key!r}, {valid!r}, {flexible!r}, ("
+    body = render_fields(resolve_common_structs(spec), max_version, 4)
+    return [head, *body, "))"]
+
+
+def render_module(doc: str, messages: list[tuple[str, dict[str, Any], int]]) -> str:
+    lines = [f'"""{doc}"""', "", "from kafkactl.protocol.schema import F, Message"]
+    for const, spec, max_version in messages:
+        lines.append("")
+        lines.extend(render_message(const, spec, max_version))
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str]) -> int:
+    write = "--write" in argv
+    args = [a for a in argv if not a.startswith("--")]
+    spec_dir = Path(args[0]) if args else ROOT.parent / "shared" / "reference" / "kafka-protocol"
+    outputs: dict[str, str] = {}
+    for key, (_lo, hi) in sorted(SUPPORTED_VERSIONS.items()):
+        name = ApiKey(key).spec_name
+        req = load_spec(spec_dir / f"{name}Request.json")
+        resp = load_spec(spec_dir / f"{name}Response.json")
+        doc = (
+            f"{name} (API key {int(key)}, versions 0-{hi}): {PURPOSE[name]}.\n\n"
+            "Drafted from Kafka's JSON spec by scripts/gen_protocol_tables.py.\n"
+        )
+        outputs[ApiKey(key).name.lower()] = render_module(
+            doc, [("REQUEST", req, hi), ("RESPONSE", resp, hi)]
+        )
+    for module, items in DATA_SCHEMAS.items():
+        msgs = []
+        for const, fname in items:
+            spec = load_spec(spec_dir / "other" / fname)
+            rng = parse_versions(spec["validVersions"])
+            assert rng is not None
+            msgs.append((const, spec, rng[1]))
+        names = ", ".join(spec["name"] for _c, spec, _m in msgs)
+        doc = (
+            f"Version-prefixed data schemas: {names}.\n\n"
+            "Drafted from Kafka's JSON specs (other/) by scripts/gen_protocol_tables.py.\n"
+        )
+        outputs[module] = render_module(doc, msgs)
+    for module, text in outputs.items():
+        if write:
+            (OUT_DIR / f"{module}.py").write_text(text, encoding="utf-8")
+        else:
+            print(f"# ---- {module}.py\n{text}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))
