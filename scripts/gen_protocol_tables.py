@@ -146,7 +146,7 @@ def main(argv: list[str]) -> int:
         req = load_spec(spec_dir / f"{name}Request.json")
         resp = load_spec(spec_dir / f"{name}Response.json")
         doc = (
-            f"{name} (API key {int(key)}, versions 0-{hi}): {PURPOSE[name]}.\n\n"
+            f"{name} (API key {int(key)}, versions 0-{hi}):\n{PURPOSE[name]}.\n\n"
             "Drafted from Kafka's JSON spec by scripts/gen_protocol_tables.py.\n"
         )
         outputs[ApiKey(key).name.lower()] = render_module(
@@ -161,7 +161,7 @@ def main(argv: list[str]) -> int:
             msgs.append((const, spec, rng[1]))
         names = ", ".join(spec["name"] for _c, spec, _m in msgs)
         doc = (
-            f"Version-prefixed data schemas: {names}.\n\n"
+            f"Version-prefixed data schemas:\n{names}.\n\n"
             "Drafted from Kafka's JSON specs (other/) by scripts/gen_protocol_tables.py.\n"
         )
         outputs[module] = render_module(doc, msgs)

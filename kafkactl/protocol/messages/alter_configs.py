@@ -1,4 +1,5 @@
-"""AlterConfigs (API key 33, versions 0-2): replace topic / broker configs.
+"""AlterConfigs (API key 33, versions 0-2):
+replace topic / broker configs.
 
 Drafted from Kafka's JSON spec by scripts/gen_protocol_tables.py.
 """

@@ -1,4 +1,5 @@
-"""ApiVersions (API key 18, versions 0-4): the version handshake (responses always use header v0).
+"""ApiVersions (API key 18, versions 0-4):
+the version handshake (responses always use header v0).
 
 Drafted from Kafka's JSON spec by scripts/gen_protocol_tables.py.
 """

@@ -1,4 +1,5 @@
-"""Version-prefixed data schemas: ConsumerProtocolSubscription, ConsumerProtocolAssignment.
+"""Version-prefixed data schemas:
+ConsumerProtocolSubscription, ConsumerProtocolAssignment.
 
 Drafted from Kafka's JSON specs (other/) by scripts/gen_protocol_tables.py.
 """

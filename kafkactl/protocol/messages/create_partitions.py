@@ -1,4 +1,5 @@
-"""CreatePartitions (API key 37, versions 0-3): add partitions to topics.
+"""CreatePartitions (API key 37, versions 0-3):
+add partitions to topics.
 
 Drafted from Kafka's JSON spec by scripts/gen_protocol_tables.py.
 """

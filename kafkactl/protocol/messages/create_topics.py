@@ -1,4 +1,5 @@
-"""CreateTopics (API key 19, versions 0-7): create topics.
+"""CreateTopics (API key 19, versions 0-7):
+create topics.
 
 Drafted from Kafka's JSON spec by scripts/gen_protocol_tables.py.
 """

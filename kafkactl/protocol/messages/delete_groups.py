@@ -1,4 +1,5 @@
-"""DeleteGroups (API key 42, versions 0-2): delete consumer groups.
+"""DeleteGroups (API key 42, versions 0-2):
+delete consumer groups.
 
 Drafted from Kafka's JSON spec by scripts/gen_protocol_tables.py.
 """

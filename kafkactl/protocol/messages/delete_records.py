@@ -1,4 +1,5 @@
-"""DeleteRecords (API key 21, versions 0-2): move a partition's log start offset forward.
+"""DeleteRecords (API key 21, versions 0-2):
+move a partition's log start offset forward.
 
 Drafted from Kafka's JSON spec by scripts/gen_protocol_tables.py.
 """

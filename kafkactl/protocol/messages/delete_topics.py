@@ -1,4 +1,5 @@
-"""DeleteTopics (API key 20, versions 0-6): delete topics.
+"""DeleteTopics (API key 20, versions 0-6):
+delete topics.
 
 Drafted from Kafka's JSON spec by scripts/gen_protocol_tables.py.
 """

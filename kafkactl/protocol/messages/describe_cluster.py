@@ -1,4 +1,5 @@
-"""DescribeCluster (API key 60, versions 0-1): cluster id, controller and brokers.
+"""DescribeCluster (API key 60, versions 0-1):
+cluster id, controller and brokers.
 
 Drafted from Kafka's JSON spec by scripts/gen_protocol_tables.py.
 """

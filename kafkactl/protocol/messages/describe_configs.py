@@ -1,4 +1,5 @@
-"""DescribeConfigs (API key 32, versions 0-4): read topic / broker configs.
+"""DescribeConfigs (API key 32, versions 0-4):
+read topic / broker configs.
 
 Drafted from Kafka's JSON spec by scripts/gen_protocol_tables.py.
 """

@@ -1,4 +1,5 @@
-"""DescribeGroups (API key 15, versions 0-5): group state, protocol and members.
+"""DescribeGroups (API key 15, versions 0-5):
+group state, protocol and members.
 
 Drafted from Kafka's JSON spec by scripts/gen_protocol_tables.py.
 """

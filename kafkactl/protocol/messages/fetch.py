@@ -1,4 +1,5 @@
-"""Fetch (API key 1, versions 0-12): read record batches from partitions.
+"""Fetch (API key 1, versions 0-12):
+read record batches from partitions.
 
 Drafted from Kafka's JSON spec by scripts/gen_protocol_tables.py.
 """

@@ -1,4 +1,5 @@
-"""FindCoordinator (API key 10, versions 0-4): locate the group (or transaction) coordinator.
+"""FindCoordinator (API key 10, versions 0-4):
+locate the group (or transaction) coordinator.
 
 Drafted from Kafka's JSON spec by scripts/gen_protocol_tables.py.
 """

@@ -1,4 +1,5 @@
-"""Version-prefixed data schemas: OffsetCommitKey, OffsetCommitValue, GroupMetadataKey, GroupMetadataValue.
+"""Version-prefixed data schemas:
+OffsetCommitKey, OffsetCommitValue, GroupMetadataKey, GroupMetadataValue.
 
 Drafted from Kafka's JSON specs (other/) by scripts/gen_protocol_tables.py.
 """

@@ -1,4 +1,5 @@
-"""Heartbeat (API key 12, versions 0-4): keep a group membership alive.
+"""Heartbeat (API key 12, versions 0-4):
+keep a group membership alive.
 
 Drafted from Kafka's JSON spec by scripts/gen_protocol_tables.py.
 """

@@ -1,4 +1,5 @@
-"""IncrementalAlterConfigs (API key 44, versions 0-1): set / delete / append / subtract config entries.
+"""IncrementalAlterConfigs (API key 44, versions 0-1):
+set / delete / append / subtract config entries.
 
 Drafted from Kafka's JSON spec by scripts/gen_protocol_tables.py.
 """

@@ -1,4 +1,5 @@
-"""InitProducerId (API key 22, versions 0-4): allocate an idempotent / transactional producer id.
+"""InitProducerId (API key 22, versions 0-4):
+allocate an idempotent / transactional producer id.
 
 Drafted from Kafka's JSON spec by scripts/gen_protocol_tables.py.
 """

@@ -1,4 +1,5 @@
-"""JoinGroup (API key 11, versions 0-7): join a consumer group (first rebalance step).
+"""JoinGroup (API key 11, versions 0-7):
+join a consumer group (first rebalance step).
 
 Drafted from Kafka's JSON spec by scripts/gen_protocol_tables.py.
 """

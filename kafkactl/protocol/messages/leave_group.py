@@ -1,4 +1,5 @@
-"""LeaveGroup (API key 13, versions 0-4): leave a consumer group.
+"""LeaveGroup (API key 13, versions 0-4):
+leave a consumer group.
 
 Drafted from Kafka's JSON spec by scripts/gen_protocol_tables.py.
 """

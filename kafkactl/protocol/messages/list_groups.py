@@ -1,4 +1,5 @@
-"""ListGroups (API key 16, versions 0-4): groups known to a coordinator.
+"""ListGroups (API key 16, versions 0-4):
+groups known to a coordinator.
 
 Drafted from Kafka's JSON spec by scripts/gen_protocol_tables.py.
 """

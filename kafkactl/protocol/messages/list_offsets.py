@@ -1,4 +1,5 @@
-"""ListOffsets (API key 2, versions 0-7): earliest / latest / by-timestamp offsets.
+"""ListOffsets (API key 2, versions 0-7):
+earliest / latest / by-timestamp offsets.
 
 Drafted from Kafka's JSON spec by scripts/gen_protocol_tables.py.
 """

@@ -1,4 +1,5 @@
-"""Metadata (API key 3, versions 0-12): brokers, topics, partitions and leaders.
+"""Metadata (API key 3, versions 0-12):
+brokers, topics, partitions and leaders.
 
 Drafted from Kafka's JSON spec by scripts/gen_protocol_tables.py.
 """

@@ -1,4 +1,5 @@
-"""OffsetCommit (API key 8, versions 0-8): store a group's committed offsets.
+"""OffsetCommit (API key 8, versions 0-8):
+store a group's committed offsets.
 
 Drafted from Kafka's JSON spec by scripts/gen_protocol_tables.py.
 """

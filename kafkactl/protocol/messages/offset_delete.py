@@ -1,4 +1,5 @@
-"""OffsetDelete (API key 47, versions 0-0): delete a group's committed offsets for partitions.
+"""OffsetDelete (API key 47, versions 0-0):
+delete a group's committed offsets for partitions.
 
 Drafted from Kafka's JSON spec by scripts/gen_protocol_tables.py.
 """

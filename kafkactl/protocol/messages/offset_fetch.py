@@ -1,4 +1,5 @@
-"""OffsetFetch (API key 9, versions 0-8): read a group's committed offsets.
+"""OffsetFetch (API key 9, versions 0-8):
+read a group's committed offsets.
 
 Drafted from Kafka's JSON spec by scripts/gen_protocol_tables.py.
 """

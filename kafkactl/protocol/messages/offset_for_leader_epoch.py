@@ -1,4 +1,5 @@
-"""OffsetForLeaderEpoch (API key 23, versions 0-4): end offset of a leader epoch (truncation detection).
+"""OffsetForLeaderEpoch (API key 23, versions 0-4):
+end offset of a leader epoch (truncation detection).
 
 Drafted from Kafka's JSON spec by scripts/gen_protocol_tables.py.
 """

@@ -1,4 +1,5 @@
-"""Produce (API key 0, versions 0-9): append record batches to partitions.
+"""Produce (API key 0, versions 0-9):
+append record batches to partitions.
 
 Drafted from Kafka's JSON spec by scripts/gen_protocol_tables.py.
 """

@@ -1,4 +1,5 @@
-"""SyncGroup (API key 14, versions 0-5): distribute the leader's assignment (second rebalance step).
+"""SyncGroup (API key 14, versions 0-5):
+distribute the leader's assignment (second rebalance step).
 
 Drafted from Kafka's JSON spec by scripts/gen_protocol_tables.py.
 """
