@@ -258,20 +258,43 @@ def _add_sequence(base: int, delta: int) -> int:
 def _iter_records(
     mv: memoryview, count: int, base_offset: int, base_ts: int, log_append_ts: int | None
 ) -> Iterator[Record]:
+    # Varints are inlined for the one-byte case (values -64..63), the common one for
+    # attributes, deltas and short keys; longer ones go through decode_varint/varlong.
     pos = 0
     end = len(mv)
     dv = decode_varint
     for _ in range(count):
-        length, pos = dv(mv, pos)
+        if pos >= end:
+            raise CorruptRecordError(f"records section ends before record {_} of {count}")
+        b = mv[pos]
+        if b < 0x80:
+            length = (b >> 1) ^ -(b & 1)
+            pos += 1
+        else:
+            length, pos = dv(mv, pos)
         start = pos
-        if length < 0 or pos + length > end:
-            raise CorruptRecordError(f"record length {length} overruns the records section")
         rec_end = pos + length
+        if length < 6 or rec_end > end:
+            raise CorruptRecordError(f"record length {length} at {start} overruns the section")
         attributes = mv[pos]
-        pos += 1
-        ts_delta, pos = decode_varlong(mv, pos)
-        off_delta, pos = dv(mv, pos)
-        klen, pos = dv(mv, pos)
+        b = mv[pos + 1]
+        if b < 0x80:
+            ts_delta = (b >> 1) ^ -(b & 1)
+            pos += 2
+        else:
+            ts_delta, pos = decode_varlong(mv, pos + 1)
+        b = mv[pos]
+        if b < 0x80:
+            off_delta = (b >> 1) ^ -(b & 1)
+            pos += 1
+        else:
+            off_delta, pos = dv(mv, pos)
+        b = mv[pos]
+        if b < 0x80:
+            klen = (b >> 1) ^ -(b & 1)
+            pos += 1
+        else:
+            klen, pos = dv(mv, pos)
         if klen < 0:
             key = None
         else:
@@ -283,35 +306,49 @@ def _iter_records(
         else:
             value = mv[pos:pos + vlen]
             pos += vlen
-        nh, pos = dv(mv, pos)
-        headers: list[tuple[str, memoryview | None]] = []
-        if nh:
-            if nh < 0:
-                raise CorruptRecordError(f"negative header count {nh}")
-            for _h in range(nh):
-                hklen, pos = dv(mv, pos)
-                if hklen < 0:
-                    raise CorruptRecordError("null header key")
-                hkey = str(mv[pos:pos + hklen], "utf-8")
-                pos += hklen
-                hvlen, pos = dv(mv, pos)
-                if hvlen < 0:
-                    hval = None
-                else:
-                    hval = mv[pos:pos + hvlen]
-                    pos += hvlen
-                headers.append((hkey, hval))
+        if pos < rec_end and mv[pos] == 0:
+            headers: list[tuple[str, memoryview | None]] = []
+            pos += 1
+        else:
+            headers, pos = _decode_headers(mv, pos)
         if pos != rec_end:
             raise CorruptRecordError(
                 f"record at {start} declares {length} bytes but its fields use {pos - start}"
             )
         yield Record(
             base_offset + off_delta,
-            log_append_ts if log_append_ts is not None else base_ts + ts_delta,
+            base_ts + ts_delta if log_append_ts is None else log_append_ts,
             key, value, headers, attributes,
         )
     if pos != end:
         raise CorruptRecordError(f"{end - pos} unexpected bytes after the last record")
+
+
+def _decode_headers(mv: memoryview, pos: int) -> tuple[list[tuple[str, memoryview | None]], int]:
+    dv = decode_varint
+    nh, pos = dv(mv, pos)
+    if nh < 0:
+        raise CorruptRecordError(f"negative header count {nh}")
+    headers: list[tuple[str, memoryview | None]] = []
+    for _h in range(nh):
+        hklen, pos = dv(mv, pos)
+        if hklen < 0:
+            raise CorruptRecordError("null header key")
+        if pos + hklen > len(mv):
+            raise CorruptRecordError("header key overruns the record")
+        try:
+            hkey = str(mv[pos:pos + hklen], "utf-8")
+        except UnicodeDecodeError as e:
+            raise CorruptRecordError(f"header key is not UTF-8: {e}") from None
+        pos += hklen
+        hvlen, pos = dv(mv, pos)
+        if hvlen < 0:
+            hval = None
+        else:
+            hval = mv[pos:pos + hvlen]
+            pos += hvlen
+        headers.append((hkey, hval))
+    return headers, pos
 
 
 class RecordBatchBuilder:

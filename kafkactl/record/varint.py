@@ -91,25 +91,26 @@ def size_of_varlong(n: int) -> int:
 def _decode_unsigned(buf: Buffer, pos: int, max_bytes: int, what: str) -> tuple[int, int]:
     result = 0
     shift = 0
-    end = len(buf)
-    for _ in range(max_bytes):
-        if pos >= end:
-            raise CorruptRecordError(f"truncated {what} at position {pos}")
-        b = buf[pos]
-        pos += 1
-        result |= (b & 0x7F) << shift
-        if b < 0x80:
-            return result, pos
-        shift += 7
-    raise CorruptRecordError(f"{what} longer than {max_bytes} bytes at position {pos - max_bytes}")
+    limit = 7 * max_bytes
+    p = pos
+    try:
+        while True:
+            b = buf[p]
+            p += 1
+            result |= (b & 0x7F) << shift
+            if b < 0x80:
+                return result, p
+            shift += 7
+            if shift >= limit:
+                raise CorruptRecordError(
+                    f"{what} longer than {max_bytes} bytes at position {pos}"
+                )
+    except IndexError:
+        raise CorruptRecordError(f"truncated {what} at position {pos}") from None
 
 
 def decode_uvarint(buf: Buffer, pos: int = 0) -> tuple[int, int]:
     """Decode an unsigned 32-bit varint at `pos` -> (value, new_pos)."""
-    if pos < len(buf):
-        b = buf[pos]
-        if b < 0x80:
-            return b, pos + 1
     value, new_pos = _decode_unsigned(buf, pos, 5, "varint")
     if value > UINT32_MAX:
         raise CorruptRecordError(f"varint out of 32-bit range at position {pos}")
@@ -126,19 +127,31 @@ def decode_uvarlong(buf: Buffer, pos: int = 0) -> tuple[int, int]:
 
 def decode_varint(buf: Buffer, pos: int = 0) -> tuple[int, int]:
     """Decode a zigzag int32 at `pos` -> (value, new_pos)."""
-    if pos < len(buf):
+    try:
         b = buf[pos]
         if b < 0x80:
             return (b >> 1) ^ -(b & 1), pos + 1
+        c = buf[pos + 1]
+        if c < 0x80:
+            z = (b & 0x7F) | (c << 7)
+            return (z >> 1) ^ -(z & 1), pos + 2
+    except IndexError:
+        raise CorruptRecordError(f"truncated varint at position {pos}") from None
     z, new_pos = decode_uvarint(buf, pos)
     return (z >> 1) ^ -(z & 1), new_pos
 
 
 def decode_varlong(buf: Buffer, pos: int = 0) -> tuple[int, int]:
     """Decode a zigzag int64 at `pos` -> (value, new_pos)."""
-    if pos < len(buf):
+    try:
         b = buf[pos]
         if b < 0x80:
             return (b >> 1) ^ -(b & 1), pos + 1
+        c = buf[pos + 1]
+        if c < 0x80:
+            z = (b & 0x7F) | (c << 7)
+            return (z >> 1) ^ -(z & 1), pos + 2
+    except IndexError:
+        raise CorruptRecordError(f"truncated varlong at position {pos}") from None
     z, new_pos = decode_uvarlong(buf, pos)
     return (z >> 1) ^ -(z & 1), new_pos
