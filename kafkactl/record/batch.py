@@ -384,8 +384,8 @@ class RecordBatchBuilder:
         self, timestamp: int | None, key: bytes | None, value: bytes | None,
         headers: Iterable[tuple[str, bytes | None]] = (),
     ) -> int:
-        """Encode one record; returns its offset delta."""
-        delta = len(self._records)
+        """Encode one record at the next offset delta; returns that delta."""
+        delta = self._last_delta + 1
         if timestamp is None:
             timestamp = int(time.time() * 1000)
         base_ts = self._base_ts
@@ -418,6 +418,19 @@ class RecordBatchBuilder:
         self._size += len(rec)
         self._last_delta = delta
         return delta
+
+    def append_at(
+        self, offset_delta: int, timestamp: int | None, key: bytes | None,
+        value: bytes | None, headers: Iterable[tuple[str, bytes | None]] = (),
+    ) -> int:
+        """Append with an explicit offset delta (gaps allowed, as after compaction);
+        deltas must increase."""
+        if offset_delta <= self._last_delta:
+            raise InvalidRecordError(
+                f"offset delta {offset_delta} does not follow {self._last_delta}"
+            )
+        self._last_delta = offset_delta - 1
+        return self.append(timestamp, key, value, headers)
 
     def size_in_bytes(self) -> int:
         """Size of the batch built now, before compression."""
