@@ -54,7 +54,6 @@ from kafkactl.protocol.types import (
     INT16,
     INT32,
     FileRegion,
-    read_string,
     skip_tagged_fields,
 )
 from kafkactl.protocol.versions import API_VERSIONS_MAX, SUPPORTED_VERSIONS
@@ -67,6 +66,7 @@ __all__ = [
 ]
 
 _HEADER = struct.Struct(">hhi")
+_HEADER_V1 = struct.Struct(">hhih")
 _DECODE_ERRORS = (struct.error, IndexError, ValueError, OverflowError, TypeError)
 _ENCODE_ERRORS = (struct.error, TypeError, AttributeError, OverflowError)
 
@@ -82,21 +82,30 @@ class ResponseHeader(NamedTuple):
     correlation_id: int
 
 
-def _is_flexible(table: dict[int, Message], api_key: int, version: int) -> bool:
-    msg = table.get(api_key)
-    return msg is not None and msg.is_flexible(version)
+def _flexible_from(table: dict[int, Message]) -> dict[int, int]:
+    """api key -> first flexible version (open-ended, as in the specs)."""
+    result = {}
+    for key, msg in table.items():
+        if msg.flexible is not None:
+            result[key] = int(msg.flexible.rstrip("+").split("-")[0])
+    return result
+
+
+_REQUEST_FLEX = _flexible_from(REQUESTS)
+_RESPONSE_FLEX = _flexible_from(RESPONSES)
+_NEVER = 1 << 16
 
 
 def request_header_version(api_key: int, version: int) -> int:
     """1, or 2 for flexible versions (also for versions above our max, as Kafka does)."""
-    return 2 if _is_flexible(REQUESTS, api_key, version) else 1
+    return 2 if version >= _REQUEST_FLEX.get(api_key, _NEVER) else 1
 
 
 def response_header_version(api_key: int, version: int) -> int:
     """0, or 1 for flexible versions, except ApiVersions which always uses 0."""
     if api_key == ApiKey.API_VERSIONS:
         return 0
-    return 1 if _is_flexible(RESPONSES, api_key, version) else 0
+    return 1 if version >= _RESPONSE_FLEX.get(api_key, _NEVER) else 0
 
 
 # ------------------------------------------------------------------ compiled-schema caches
@@ -149,12 +158,22 @@ def _as_view(buf: Any) -> memoryview:
 # ---------------------------------------------------------------------------- requests
 def decode_request_header(buf: Any, offset: int = 0) -> tuple[RequestHeader, int]:
     """Parse a request header; ``buf`` is the frame without its size prefix."""
-    mv = _as_view(buf)
+    mv = buf if buf.__class__ is memoryview else memoryview(buf)
     try:
-        api_key, api_version, correlation_id = _HEADER.unpack_from(mv, offset)
-        client_id, pos = read_string(mv, offset + 8, nullable=True)
-        if request_header_version(api_key, api_version) >= 2:
-            pos = skip_tagged_fields(mv, pos)
+        api_key, api_version, correlation_id, n = _HEADER_V1.unpack_from(mv, offset)
+        pos = offset + 10
+        if n >= 0:
+            end = pos + n
+            if end > len(mv):
+                raise ProtocolDecodeError("request header: client id runs past the frame")
+            client_id: str | None = str(mv[pos:end], "utf-8")
+            pos = end
+        elif n == -1:
+            client_id = None
+        else:
+            raise ProtocolDecodeError(f"request header: invalid client id length {n}")
+        if api_version >= _REQUEST_FLEX.get(api_key, _NEVER):
+            pos = pos + 1 if mv[pos] == 0 else skip_tagged_fields(mv, pos)
     except ProtocolDecodeError:
         raise
     except _DECODE_ERRORS as exc:

@@ -187,52 +187,69 @@ def _copy_default(v: Any) -> Any:
     return v
 
 
+def _gen(source: str, namespace: dict[str, Any], name: str) -> Any:
+    """Compile generated source once; the function is looked up in ``namespace``."""
+    exec(compile(source, f"<kafkactl.protocol {name}>", "exec"), namespace)  # noqa: S102
+    return namespace[name]
+
+
 def struct_decoder(fields: tuple[Field, ...], version: int, flexible: bool) -> Decoder:
-    """A decoder for a struct (a message body or a nested struct) at one version."""
-    plan: list[tuple[Any, Decoder]] = []
-    defaults: dict[str, Any] = {}
-    mutable_defaults: list[tuple[str, Any]] = []
+    """A decoder for a struct (a message body or a nested struct) at one version.
+
+    Generates one straight-line function: merged ``struct`` unpacks for fixed-width runs,
+    one call per variable-width field, and a dict display with every field (absent ones
+    at their defaults).
+    """
+    ns: dict[str, Any] = {"_copy": _copy_default, "read_uvarint": read_uvarint,
+                          "ProtocolDecodeError": ProtocolDecodeError}
+    body: list[str] = []
+    items: list[str] = []  # "'name': expr" entries of the resulting dict
     tagged: dict[int, tuple[str, Decoder]] = {}
     run: list[Field] = []
+    counter = [0]
+
+    def sym(prefix: str, value: Any) -> str:
+        counter[0] += 1
+        name = f"{prefix}{counter[0]}"
+        ns[name] = value
+        return name
+
+    def default_expr(f: Field) -> str:
+        dv = f.default_value(version)
+        if isinstance(dv, list) and not dv:
+            return "[]"
+        if _immutable(dv):
+            return sym("D", dv)
+        return f"_copy({sym('D', dv)})"
 
     def flush_run() -> None:
         if not run:
             return
         s = struct.Struct(">" + "".join(FIXED_FORMATS[f.type] for f in run))
-        unpack, size = s.unpack_from, s.size
-        if len(run) == 1:
-
-            def read_one(buf: memoryview, pos: int) -> tuple[Any, int]:
-                return unpack(buf, pos)[0], pos + size
-
-            plan.append((run[0].name, read_one))
-        else:
-
-            def read_run(buf: memoryview, pos: int) -> tuple[Any, int]:
-                return unpack(buf, pos), pos + size
-
-            plan.append((tuple(f.name for f in run), read_run))
+        unpack = sym("U", s.unpack_from)
+        names = [f"v{counter[0]}_{i}" for i in range(len(run))]
+        body.append(f"    {', '.join(names)}, = {unpack}(buf, pos)")
+        body.append(f"    pos += {s.size}")
+        items.extend(f"{f.name!r}: {n}" for f, n in zip(run, names, strict=True))
         run.clear()
 
     for f in fields:
         present = f.present_in(version)
-        if present and f.tagged_in(version) and flexible:
+        if present and flexible and f.tagged_in(version):
             tagged[f.tag] = (f.name, _field_decoder(f, version, True))  # type: ignore[index]
             present = False
         if not present:
-            dv = f.default_value(version)
-            if _immutable(dv):
-                defaults[f.name] = dv
-            else:
-                mutable_defaults.append((f.name, dv))
+            items.append(f"{f.name!r}: {default_expr(f)}")
             continue
         if _is_fixed(f):
             run.append(f)
             continue
         flush_run()
-        plan.append((f.name, _field_decoder(f, version, flexible)))
+        reader = sym("R", _field_decoder(f, version, flexible))
+        var = f"v{counter[0]}"
+        body.append(f"    {var}, pos = {reader}(buf, pos)")
+        items.append(f"{f.name!r}: {var}")
     flush_run()
-    steps = tuple(plan)
 
     def read_tags(buf: memoryview, pos: int, d: dict[str, Any]) -> int:
         count, pos = read_uvarint(buf, pos)
@@ -248,23 +265,15 @@ def struct_decoder(fields: tuple[Field, ...], version: int, flexible: bool) -> D
             pos = end
         return pos
 
-    def read_struct(buf: memoryview, pos: int) -> tuple[dict[str, Any], int]:
-        d = dict(defaults)
-        for name, dv in mutable_defaults:
-            d[name] = _copy_default(dv)
-        for name, reader in steps:
-            v, pos = reader(buf, pos)
-            if name.__class__ is str:
-                d[name] = v
-            else:
-                d.update(zip(name, v, strict=True))
-        if flexible:
-            if buf[pos] == 0:
-                return d, pos + 1
-            pos = read_tags(buf, pos, d)
-        return d, pos
-
-    return read_struct
+    ns["read_tags"] = read_tags
+    src = ["def read_struct(buf, pos):", *body, f"    d = {{{', '.join(items)}}}"]
+    if flexible:
+        src.append("    if buf[pos] == 0:")
+        src.append("        return d, pos + 1")
+        src.append("    return d, read_tags(buf, pos, d)")
+    else:
+        src.append("    return d, pos")
+    return _gen("\n".join(src) + "\n", ns, "read_struct")
 
 
 def compile_decoder(message: Message, version: int) -> Decoder:
@@ -391,37 +400,29 @@ def _field_encoder(f: Field, version: int, flexible: bool, where: str) -> Encode
 def struct_encoder(
     fields: tuple[Field, ...], version: int, flexible: bool, where: str = ""
 ) -> Encoder:
-    """An encoder for a struct at one version; missing keys take the spec default."""
-    plan: list[Callable[[bytearray, list[Any] | None, dict[str, Any]], None]] = []
+    """An encoder for a struct at one version; missing keys take the spec default.
+
+    Generated as one straight-line function, like :func:`struct_decoder`.
+    """
+    ns: dict[str, Any] = {"ProtocolEncodeError": ProtocolEncodeError, "dict": dict}
+    body: list[str] = []
     tagged: list[tuple[int, str, Any, Encoder]] = []
     run: list[Field] = []
+    counter = [0]
+
+    def sym(prefix: str, value: Any) -> str:
+        counter[0] += 1
+        name = f"{prefix}{counter[0]}"
+        ns[name] = value
+        return name
 
     def flush_run() -> None:
         if not run:
             return
-        pack = struct.Struct(">" + "".join(FIXED_FORMATS[f.type] for f in run)).pack
-        pairs = tuple((f.name, f.default_value(version)) for f in run)
-        if len(pairs) == 1:
-            (name, dv), = pairs
-
-            def write_one(out: bytearray, parts: list[Any] | None, d: dict[str, Any]) -> None:
-                out += pack(d.get(name, dv))
-
-            plan.append(write_one)
-        else:
-
-            def write_run(out: bytearray, parts: list[Any] | None, d: dict[str, Any]) -> None:
-                get = d.get
-                out += pack(*[get(n, dv) for n, dv in pairs])
-
-            plan.append(write_run)
+        pack = sym("P", struct.Struct(">" + "".join(FIXED_FORMATS[f.type] for f in run)).pack)
+        args = ", ".join(f"get({f.name!r}, {sym('D', f.default_value(version))})" for f in run)
+        body.append(f"    out += {pack}({args})")
         run.clear()
-
-    def field_step(name: str, dv: Any, enc: Encoder) -> Callable[..., None]:
-        def write_field(out: bytearray, parts: list[Any] | None, d: dict[str, Any]) -> None:
-            enc(out, parts, d.get(name, dv))
-
-        return write_field
 
     for f in fields:
         if not f.present_in(version):
@@ -435,10 +436,10 @@ def struct_encoder(
             run.append(f)
             continue
         flush_run()
-        enc = _field_encoder(f, version, flexible, path)
-        plan.append(field_step(f.name, f.default_value(version), enc))
+        writer = sym("W", _field_encoder(f, version, flexible, path))
+        dv = sym("D", f.default_value(version))
+        body.append(f"    {writer}(out, parts, get({f.name!r}, {dv}))")
     flush_run()
-    steps = tuple(plan)
     tags = tuple(sorted(tagged, key=lambda t: t[0]))
 
     def write_tags(out: bytearray, d: dict[str, Any]) -> None:
@@ -456,18 +457,20 @@ def struct_encoder(
             out += uvarint_bytes(len(tmp))
             out += tmp
 
-    def write_struct(out: bytearray, parts: list[Any] | None, d: Any) -> None:
-        if d.__class__ is not dict and not hasattr(d, "get"):
-            raise ProtocolEncodeError(f"{where or 'message'}: expected a dict, got {d!r}")
-        for step in steps:
-            step(out, parts, d)
-        if flexible:
-            if tags:
-                write_tags(out, d)
-            else:
-                out.append(0)
-
-    return write_struct
+    ns["write_tags"] = write_tags
+    ns["WHERE"] = where or "message"
+    src = [
+        "def write_struct(out, parts, d):",
+        "    try:",
+        "        get = d.get",
+        "    except AttributeError:",
+        "        raise ProtocolEncodeError(f'{WHERE}: expected a dict, got {d!r}') from None",
+        *body,
+    ]
+    if flexible:
+        src.append("    write_tags(out, d)" if tags else "    out.append(0)")
+    src.append("    return None")
+    return _gen("\n".join(src) + "\n", ns, "write_struct")
 
 
 def compile_encoder(message: Message, version: int) -> Encoder:
