@@ -1,0 +1,54 @@
+"""Typed exceptions of the log layer.
+
+Each maps to one Kafka error code (`code`), so the broker can answer with the right
+error without string matching.
+"""
+
+from __future__ import annotations
+
+
+class LogError(Exception):
+    """Base class for storage errors. `code` is the Kafka error code it maps to."""
+
+    code: int = 56  # KAFKA_STORAGE_ERROR
+
+
+class OffsetOutOfRange(LogError):
+    """The requested offset is below the log start offset or above the log end offset."""
+
+    code = 1  # OFFSET_OUT_OF_RANGE
+
+    def __init__(self, message: str, *, log_start_offset: int = -1, log_end_offset: int = -1):
+        super().__init__(message)
+        self.log_start_offset = log_start_offset
+        self.log_end_offset = log_end_offset
+
+
+class CorruptIndexError(LogError):
+    """An .index/.timeindex file fails its sanity check (it is rebuilt from the .log)."""
+
+    code = 2  # CORRUPT_MESSAGE
+
+
+class InvalidOffsetError(LogError):
+    """Offsets given to the log (pre-assigned or to an index) are not increasing."""
+
+    code = 2  # CORRUPT_MESSAGE (Kafka: UnexpectedAppendOffsetException)
+
+
+class LogSegmentFullError(LogError):
+    """Internal: an index or relative offset cannot take another entry (the log rolls)."""
+
+
+class LogDirInUseError(LogError):
+    """Another process holds the `.lock` of a log directory."""
+
+
+class ConfigError(LogError, ValueError):
+    """A log config value is malformed or out of range."""
+
+    code = 40  # INVALID_CONFIG
+
+
+class CheckpointError(LogError):
+    """A checkpoint file cannot be parsed."""

@@ -1,0 +1,110 @@
+"""Loading a partition directory into segments (Kafka's LogLoader, reduced).
+
+Leftovers of interrupted operations are settled first: `.deleted` files are queued for
+deletion, `.cleaned` and `.tmp` files removed, `.swap` files (a finished compaction) renamed
+into place, orphan index files removed. Then every `.log` is opened; a segment whose index
+files are missing or fail the sanity check is recovered (validated and re-indexed), and so
+is every segment from the recovery point on when the log was not shut down cleanly.
+"""
+
+from __future__ import annotations
+
+import bisect
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from kafkactl.log.config import LogConfig
+from kafkactl.log.errors import CorruptIndexError
+from kafkactl.log.recovery import SegmentRecoveryReport, recover_segment
+from kafkactl.log.segment import (
+    CLEANED_SUFFIX,
+    DELETED_SUFFIX,
+    INDEX_SUFFIX,
+    LOG_SUFFIX,
+    SWAP_SUFFIX,
+    TIME_INDEX_SUFFIX,
+    LogSegment,
+    offset_from_filename,
+)
+
+
+@dataclass
+class LoadedSegments:
+    segments: list[LogSegment]
+    reports: list[SegmentRecoveryReport] = field(default_factory=list)
+    leftover_files: list[Path] = field(default_factory=list)
+    recovered: bool = False
+
+
+def _settle_leftovers(directory: Path) -> list[Path]:
+    leftovers: list[Path] = []
+    for p in sorted(directory.iterdir()):
+        name = p.name
+        if name.endswith(DELETED_SUFFIX):
+            leftovers.append(p)
+        elif name.endswith((CLEANED_SUFFIX, ".tmp")):
+            p.unlink(missing_ok=True)
+        elif name.endswith(SWAP_SUFFIX):
+            os.replace(p, p.with_name(name[: -len(SWAP_SUFFIX)]))
+    names = {p.name for p in directory.iterdir()}
+    for name in names:
+        for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+            if name.endswith(suffix) and offset_from_filename(name) is not None:
+                stem = name[: -len(suffix)]
+                if stem + LOG_SUFFIX not in names:
+                    (directory / name).unlink(missing_ok=True)
+    return leftovers
+
+
+def load_segments(
+    directory: Path,
+    config: LogConfig,
+    *,
+    now_ms: int,
+    recovery_point: int,
+    needs_recovery: bool,
+    log_start_offset: int = 0,
+) -> LoadedSegments:
+    leftovers = _settle_leftovers(directory)
+    bases = sorted(
+        off for p in directory.iterdir()
+        if p.name.endswith(LOG_SUFFIX) and (off := offset_from_filename(p.name)) is not None
+    )
+    segments: list[LogSegment] = []
+    broken: set[int] = set()
+    try:
+        for base in bases:
+            stem = f"{base:020d}"
+            missing = not (directory / (stem + INDEX_SUFFIX)).exists() or not (
+                directory / (stem + TIME_INDEX_SUFFIX)).exists()
+            seg = LogSegment(directory, base, config, created_ms=now_ms)
+            segments.append(seg)
+            if missing:
+                broken.add(base)
+                continue
+            try:
+                seg.offset_index.sanity_check(seg.size)
+                seg.time_index.sanity_check(seg.size)
+            except CorruptIndexError:
+                broken.add(base)
+        result = LoadedSegments(segments, leftover_files=leftovers)
+        first_unflushed = len(segments)
+        if needs_recovery and segments:
+            first_unflushed = max(0, bisect.bisect_right(bases, recovery_point) - 1)
+        for i, seg in enumerate(segments):
+            if i >= first_unflushed or seg.base_offset in broken:
+                nxt = segments[i + 1].base_offset if i + 1 < len(segments) else None
+                result.reports.append(recover_segment(seg, next_base_offset=nxt))
+                result.recovered = True
+            if i < len(segments) - 1:
+                seg.on_become_inactive()
+        if not segments:
+            seg = LogSegment(directory, max(0, log_start_offset), config, created_ms=now_ms,
+                             create=True)
+            segments.append(seg)
+        return result
+    except BaseException:
+        for seg in segments:
+            seg.close()
+        raise

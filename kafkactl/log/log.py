@@ -1,0 +1,585 @@
+"""Log: one partition's segmented log (`<dir>/<topic>-<partition>/`).
+
+Thread model: the broker calls every method from one (asyncio) thread, except `flush()`,
+which may run on a worker thread. The segment list is a tuple replaced copy-on-write, so a
+reader holds a consistent snapshot; structural changes (roll, truncate, retention) and
+flush are serialised by `self._lock`, and each segment guards its files with its own lock.
+Deleted segments are renamed to `.deleted` and only closed/unlinked later by
+`delete_pending()` (after `file.delete.delay.ms`), so a FetchSlice fd stays valid while
+the broker sends it.
+"""
+
+from __future__ import annotations
+
+import bisect
+import contextlib
+import os
+import struct
+import threading
+import time as _time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from kafkactl.log.config import LogConfig
+from kafkactl.log.errors import InvalidOffsetError, LogError, OffsetOutOfRange
+from kafkactl.log.loader import load_segments
+from kafkactl.log.segment import DELETED_SUFFIX, BatchInfo, LogSegment
+from kafkactl.log.time_index import NO_TIMESTAMP
+from kafkactl.record.batch import (
+    LOG_OVERHEAD,
+    RECORD_BATCH_OVERHEAD,
+    TimestampType,
+    set_log_append_time,
+)
+from kafkactl.record.memory_records import LegacyBatch, iter_batches
+
+# baseOffset, length, epoch, magic, crc, attributes, lastOffsetDelta, baseTs, maxTs,
+# producerId, producerEpoch, baseSequence, recordCount
+_V2 = struct.Struct(">qiibIhiqqqhii")
+_INT64 = struct.Struct(">q")
+_INT32 = struct.Struct(">i")
+
+EARLIEST_TIMESTAMP = -2
+LATEST_TIMESTAMP = -1
+MAX_TIMESTAMP = -3
+
+
+@dataclass(slots=True)
+class LogAppendInfo:
+    first_offset: int
+    last_offset: int
+    max_timestamp: int
+    offset_of_max_timestamp: int
+    log_append_time: int  # -1 unless the batches were restamped
+    num_records: int
+    valid_bytes: int
+
+
+@dataclass(slots=True)
+class FetchSlice:
+    """A byte range of a segment file, ready for `os.sendfile(sock, fd, position, length)`.
+    `first_offset` is the base offset of the first batch in the range."""
+
+    fd: int
+    position: int
+    length: int
+    first_offset: int
+
+    def read_bytes(self) -> bytes:
+        parts: list[bytes] = []
+        pos, left = self.position, self.length
+        while left > 0:
+            chunk = os.pread(self.fd, left, pos)
+            if not chunk:
+                break
+            parts.append(chunk)
+            pos += len(chunk)
+            left -= len(chunk)
+        return b"".join(parts)
+
+
+def parse_topic_partition(dirname: str) -> tuple[str, int]:
+    topic, sep, part = dirname.rpartition("-")
+    if not sep or not topic or not part.isdigit():
+        raise LogError(f"Directory name {dirname!r} is not <topic>-<partition>.")
+    return topic, int(part)
+
+
+class Log:
+    def __init__(
+        self,
+        dir: Path,  # noqa: A002 - the contract's name
+        config: LogConfig,
+        *,
+        recovery_point: int = 0,
+        needs_recovery: bool = True,
+        time: Any = _time,  # noqa: A002 - anything with .time() (seconds)
+        log_start_offset: int = 0,
+    ) -> None:
+        self.dir = Path(dir)
+        self.topic, self.partition = parse_topic_partition(self.dir.name)
+        self.config = config
+        self._time = time
+        self._lock = threading.RLock()
+        self._flush_lock = threading.Lock()
+        self.dir.mkdir(parents=True, exist_ok=True)
+        loaded = load_segments(
+            self.dir, config, now_ms=self._now_ms(), recovery_point=recovery_point,
+            needs_recovery=needs_recovery, log_start_offset=log_start_offset,
+        )
+        self._segments: tuple[LogSegment, ...] = tuple(loaded.segments)
+        self._bases: tuple[int, ...] = tuple(s.base_offset for s in self._segments)
+        self.recovery_reports = loaded.reports
+        self._pending_deletes: list[tuple[int, LogSegment | Path]] = [
+            (0, p) for p in loaded.leftover_files
+        ]
+        active = self._segments[-1]
+        active.resize_indexes(config.segment_index_bytes)
+        active._recompute_max_timestamp()
+        self._log_end_offset = active.next_offset
+        self._log_start_offset = min(max(log_start_offset, self._segments[0].base_offset),
+                                     self._log_end_offset)
+        if loaded.recovered:
+            self._recovery_point = self._log_end_offset
+            self.flush()
+        else:
+            self._recovery_point = min(recovery_point, self._log_end_offset)
+        self._last_flush_ms = self._now_ms()
+        self._closed = False
+
+    # ----------------------------------------------------------------- properties
+    def _now_ms(self) -> int:
+        return int(self._time.time() * 1000)
+
+    @property
+    def topic_partition(self) -> tuple[str, int]:
+        return (self.topic, self.partition)
+
+    @property
+    def segments(self) -> tuple[LogSegment, ...]:
+        return self._segments
+
+    @property
+    def active_segment(self) -> LogSegment:
+        return self._segments[-1]
+
+    @property
+    def log_start_offset(self) -> int:
+        return self._log_start_offset
+
+    @property
+    def log_end_offset(self) -> int:
+        return self._log_end_offset
+
+    @property
+    def recovery_point(self) -> int:
+        return self._recovery_point
+
+    @property
+    def last_flush_ms(self) -> int:
+        return self._last_flush_ms
+
+    @property
+    def unflushed_messages(self) -> int:
+        return self._log_end_offset - self._recovery_point
+
+    @property
+    def size_in_bytes(self) -> int:
+        return sum(s.size for s in self._segments)
+
+    def _set_segments(self, segments: list[LogSegment] | tuple[LogSegment, ...]) -> None:
+        self._segments = tuple(segments)
+        self._bases = tuple(s.base_offset for s in self._segments)
+
+    # ----------------------------------------------------------------- append
+    def append(
+        self,
+        records: bytes | bytearray | memoryview,
+        *,
+        assign_offsets: bool = True,
+        log_append_time: int | None = None,
+        leader_epoch: int | None = 0,
+    ) -> LogAppendInfo:
+        """Append whole batches (already validated by the caller).
+
+        With `assign_offsets` the base offsets (and the partition leader epoch) are stamped
+        in place in each batch header; a read-only buffer is copied once first. With
+        `log_append_time` each magic-2 batch is switched to LogAppendTime (new CRC).
+        Without `assign_offsets` the batches must carry increasing offsets >= the log end.
+        """
+        if isinstance(records, bytearray):
+            buf: bytearray | memoryview = records
+        elif isinstance(records, memoryview) and not records.readonly:
+            buf = records.cast("B") if records.format != "B" else records
+        elif assign_offsets or log_append_time is not None:
+            buf = bytearray(records)
+        else:
+            buf = memoryview(records)
+        total = len(buf)
+        if total == 0:
+            raise LogError("Cannot append an empty record set.")
+        next_offset = self._log_end_offset
+        infos: list[BatchInfo] = []
+        first_offset = -1
+        max_ts = NO_TIMESTAMP
+        max_ts_offset = -1
+        num_records = 0
+        pos = 0
+        v2 = _V2.unpack_from
+        while pos < total:
+            if total - pos < LOG_OVERHEAD + 5:
+                raise LogError(f"Truncated batch header at position {pos} of the append.")
+            magic = buf[pos + 16]
+            if magic == 2:
+                if total - pos < RECORD_BATCH_OVERHEAD:
+                    raise LogError(f"Truncated batch header at position {pos} of the append.")
+                (base, length, _ep, _m, _crc, attrs, delta, _bts, ts, _pid, _pe, _bs,
+                 count) = v2(buf, pos)
+                size = LOG_OVERHEAD + length
+                if size < RECORD_BATCH_OVERHEAD or pos + size > total or delta < 0:
+                    raise LogError(f"Malformed batch at position {pos} of the append.")
+                if assign_offsets:
+                    _INT64.pack_into(buf, pos, next_offset)
+                    if leader_epoch is not None:
+                        _INT32.pack_into(buf, pos + 12, leader_epoch)
+                    base = next_offset
+                elif base < next_offset:
+                    raise InvalidOffsetError(
+                        f"Batch offset {base} is below the log end offset {next_offset}."
+                    )
+                if log_append_time is not None:
+                    set_log_append_time(buf, pos, log_append_time)
+                    ts = log_append_time
+                elif attrs & 0x08 and ts < 0:
+                    ts = NO_TIMESTAMP
+                last = base + delta
+            elif magic in (0, 1):
+                batch = LegacyBatch(buf, pos)
+                size = batch.size
+                if pos + size > total:
+                    raise LogError(f"Truncated message at position {pos} of the append.")
+                count = batch.record_count
+                base = next_offset if assign_offsets else batch.base_offset
+                last = base + count - 1
+                if assign_offsets:
+                    if magic == 0 and count > 1:
+                        raise LogError(
+                            "Cannot assign offsets inside a compressed magic-0 message set; "
+                            "up-convert it to magic 2 first."
+                        )
+                    _INT64.pack_into(buf, pos, last)
+                elif base < next_offset:
+                    raise InvalidOffsetError(
+                        f"Message offset {base} is below the log end offset {next_offset}."
+                    )
+                if log_append_time is not None:
+                    raise LogError("LogAppendTime needs magic-2 batches; up-convert first.")
+                ts = batch.max_timestamp
+            else:
+                raise LogError(f"Unknown magic {magic} at position {pos} of the append.")
+            if first_offset < 0:
+                first_offset = base
+            if ts > max_ts:
+                max_ts, max_ts_offset = ts, last
+            num_records += count
+            infos.append((last, ts, size))
+            next_offset = last + 1
+            pos += size
+        last_offset = next_offset - 1
+        data = buf if isinstance(buf, memoryview) else memoryview(buf)
+        segment = self._segments[-1]
+        if segment.should_roll(total, max_ts, last_offset, self._now_ms()):
+            segment = self.roll(first_offset)
+        segment.append(data, infos)
+        self._log_end_offset = next_offset
+        if self._log_end_offset - self._recovery_point >= self.config.flush_messages:
+            self.flush()
+        return LogAppendInfo(
+            first_offset, last_offset, max_ts, max_ts_offset if max_ts_offset >= 0 else
+            first_offset, log_append_time if log_append_time is not None else -1,
+            num_records, total,
+        )
+
+    def roll(self, new_base_offset: int | None = None) -> LogSegment:
+        """Start a new active segment (at the log end offset by default)."""
+        with self._lock:
+            active = self._segments[-1]
+            base = self._log_end_offset if new_base_offset is None else new_base_offset
+            if active.size == 0 and active.base_offset == base:
+                return active
+            if base < active.next_offset:
+                raise InvalidOffsetError(
+                    f"Cannot roll at offset {base}: the active segment ends at "
+                    f"{active.next_offset}."
+                )
+            new = LogSegment(self.dir, base, self.config, created_ms=self._now_ms(), create=True)
+            new.resize_indexes(self.config.segment_index_bytes)
+            active.on_become_inactive()
+            if active.size == 0:
+                # an empty segment before the new one holds nothing: drop it
+                segs = list(self._segments[:-1]) + [new]
+                self._schedule_delete([active])
+            else:
+                segs = list(self._segments) + [new]
+            self._set_segments(segs)
+            return new
+
+    # ----------------------------------------------------------------- flush
+    def flush(self) -> None:
+        """fsync every segment with unflushed data and advance the recovery point.
+        Safe to call from a worker thread while the owner thread appends."""
+        with self._flush_lock:
+            target = self._log_end_offset
+            segments = self._segments
+            rp = self._recovery_point
+            i = max(0, bisect.bisect_right(self._bases_of(segments), rp) - 1)
+            for seg in segments[i:]:
+                seg.flush()
+            with self._lock:
+                if target > self._recovery_point:
+                    self._recovery_point = target
+                self._last_flush_ms = self._now_ms()
+
+    @staticmethod
+    def _bases_of(segments: tuple[LogSegment, ...]) -> list[int]:
+        return [s.base_offset for s in segments]
+
+    def maybe_flush(self, now_ms: int | None = None) -> bool:
+        """Flush if `flush.ms` has passed since the last flush and data is unflushed."""
+        now = self._now_ms() if now_ms is None else now_ms
+        if self.unflushed_messages > 0 and now - self._last_flush_ms >= self.config.flush_ms:
+            self.flush()
+            return True
+        return False
+
+    # ----------------------------------------------------------------- read
+    def _floor_index(self, offset: int, bases: tuple[int, ...]) -> int:
+        return max(0, bisect.bisect_right(bases, offset) - 1)
+
+    def read(
+        self,
+        offset: int,
+        max_bytes: int,
+        *,
+        max_offset: int | None = None,
+        min_one_batch: bool = True,
+    ) -> FetchSlice:
+        """The byte range to send for a fetch at `offset` (starting at the batch holding it)."""
+        segments, bases = self._segments, self._bases
+        start, end = self._log_start_offset, self._log_end_offset
+        if offset < start or offset > end:
+            raise OffsetOutOfRange(
+                f"Offset {offset} is out of range for {self.topic}-{self.partition}: "
+                f"the log holds [{start}, {end}).",
+                log_start_offset=start, log_end_offset=end,
+            )
+        i = self._floor_index(offset, bases)
+        while i < len(segments):
+            seg = segments[i]
+            size = seg.size  # snapshot: later appends are not part of this slice
+            h = seg.translate_offset(offset) if offset < end else None
+            if h is not None:
+                limit = size
+                if max_offset is not None:
+                    if h.base_offset >= max_offset and h.last_offset >= max_offset:
+                        return FetchSlice(seg.fd, h.position, 0, h.base_offset)
+                    mh = seg.translate_offset(max_offset, h.position)
+                    if mh is not None:
+                        limit = mh.position if mh.position > h.position else h.position + h.size
+                length = min(max_bytes, limit - h.position)
+                if min_one_batch and length < h.size:
+                    length = min(h.size, size - h.position)
+                length = max(0, length)
+                first = h.base_offset if h.magic == 2 else h.last_offset
+                return FetchSlice(seg.fd, h.position, length, first)
+            if offset >= end or i == len(segments) - 1:
+                break
+            i += 1
+        last = segments[-1]
+        return FetchSlice(last.fd, last.size, 0, end)
+
+    def iter_batches(self, start_offset: int | None = None) -> Iterator[Any]:
+        """Every batch from `start_offset` (default: the log start), read into memory.
+        For tools and tests; the broker uses read()."""
+        offset = self._log_start_offset if start_offset is None else start_offset
+        for seg in self._segments:
+            if seg.next_offset <= offset or seg.size == 0:
+                continue
+            h = seg.translate_offset(offset)
+            if h is None:
+                continue
+            data = seg.read_bytes(h.position, seg.size - h.position)
+            yield from iter_batches(memoryview(data))
+
+    # ----------------------------------------------------------------- time lookup
+    def fetch_offset_by_timestamp(self, ts: int) -> tuple[int, int] | None:
+        """(offset, timestamp) of the first record with timestamp >= ts (ListOffsets).
+        -2 = earliest, -1 = latest, -3 = the record with the max timestamp."""
+        segments = self._segments
+        if ts == EARLIEST_TIMESTAMP:
+            return (self._log_start_offset, NO_TIMESTAMP)
+        if ts == LATEST_TIMESTAMP:
+            return (self._log_end_offset, NO_TIMESTAMP)
+        if ts == MAX_TIMESTAMP:
+            best = max(segments, key=lambda s: s.max_timestamp_so_far)
+            if best.max_timestamp_so_far < 0:
+                return None
+            return (best.offset_of_max_timestamp_so_far, best.max_timestamp_so_far)
+        start = self._log_start_offset
+        for seg in segments:
+            if seg.size == 0 or seg.max_timestamp_so_far < ts:
+                continue
+            tentry = seg.time_index.lookup(ts)
+            pos = seg.offset_index.lookup(max(tentry.offset, start)).position
+            for h in seg.headers_from(pos):
+                if h.max_timestamp < ts or h.last_offset < start:
+                    continue
+                data = seg.read_bytes(h.position, h.size)
+                for batch in iter_batches(memoryview(data)):
+                    log_append = batch.timestamp_type == TimestampType.LOG_APPEND_TIME
+                    for rec in batch:
+                        rts = batch.max_timestamp if log_append else rec.timestamp
+                        if rts >= ts and rec.offset >= start:
+                            return (rec.offset, rts)
+        return None
+
+    # ----------------------------------------------------------------- truncation
+    def truncate_to(self, offset: int) -> None:
+        """Remove every batch holding an offset >= `offset` (the batch holding `offset`
+        is removed whole)."""
+        with self._lock:
+            if offset >= self._log_end_offset:
+                return
+            if offset < 0:
+                raise LogError(f"Cannot truncate to negative offset {offset}.")
+            if offset <= self._segments[0].base_offset:
+                self._truncate_fully_and_start_at(offset)
+                return
+            keep = [s for s in self._segments if s.base_offset < offset]
+            drop = [s for s in self._segments if s.base_offset >= offset]
+            active = keep[-1]
+            self._set_segments(keep)
+            self._schedule_delete(drop)
+            active.truncate_to(offset)
+            active.resize_indexes(self.config.segment_index_bytes)
+            self._log_end_offset = active.next_offset
+            self._recovery_point = min(self._recovery_point, self._log_end_offset)
+            self._log_start_offset = min(self._log_start_offset, self._log_end_offset)
+
+    def _truncate_fully_and_start_at(self, offset: int) -> None:
+        old = list(self._segments)
+        same = [s for s in old if s.base_offset == offset]
+        # rename the others to .deleted first, so the new segment's file name is free
+        self._schedule_delete([s for s in old if s.base_offset != offset])
+        if same:
+            segment = same[0]
+            segment.truncate_bytes(0)
+            segment.rebuild_indexes([])
+        else:
+            segment = LogSegment(self.dir, offset, self.config, created_ms=self._now_ms(),
+                                 create=True)
+        segment.resize_indexes(self.config.segment_index_bytes)
+        self._set_segments([segment])
+        self._log_end_offset = offset
+        self._log_start_offset = offset
+        self._recovery_point = min(self._recovery_point, offset)
+
+    # ----------------------------------------------------------------- retention
+    def delete_records_before(self, offset: int) -> int:
+        """DeleteRecords: advance the log start offset; returns the new log start."""
+        with self._lock:
+            if offset > self._log_end_offset or offset < 0:
+                raise OffsetOutOfRange(
+                    f"Cannot delete records before {offset}: the log ends at "
+                    f"{self._log_end_offset}.",
+                    log_start_offset=self._log_start_offset,
+                    log_end_offset=self._log_end_offset,
+                )
+            if offset > self._log_start_offset:
+                self._log_start_offset = offset
+            self._delete_segments_below_start()
+            return self._log_start_offset
+
+    def _delete_segments_below_start(self) -> int:
+        segs = list(self._segments)
+        n = 0
+        while len(segs) > 1 and segs[1].base_offset <= self._log_start_offset:
+            n += 1
+            segs.pop(0)
+        if n:
+            dropped = list(self._segments[:n])
+            self._set_segments(segs)
+            self._schedule_delete(dropped)
+        return n
+
+    def delete_old_segments(self, now_ms: int | None = None) -> int:
+        """Retention: delete whole segments past retention.ms / retention.bytes or below
+        the log start offset. Returns how many segments were deleted."""
+        now = self._now_ms() if now_ms is None else now_ms
+        with self._lock:
+            deleted = self._delete_segments_below_start()
+            if not self.config.delete:
+                return deleted
+            cfg = self.config
+            doomed = 0
+            segs = self._segments
+            if cfg.retention_ms >= 0:
+                while doomed < len(segs) and segs[doomed].size > 0 and (
+                    now - segs[doomed].largest_timestamp() > cfg.retention_ms
+                ):
+                    doomed += 1
+            if cfg.retention_bytes >= 0:
+                excess = sum(s.size for s in segs) - cfg.retention_bytes
+                n = 0
+                for s in segs:
+                    if excess - s.size < 0:
+                        break
+                    excess -= s.size
+                    n += 1
+                doomed = max(doomed, n)
+            if doomed == 0:
+                return deleted
+            if doomed >= len(segs):
+                # the active segment goes too: roll first so the log keeps a segment
+                if segs[-1].size > 0:
+                    self.roll()
+                    segs = self._segments
+                doomed = len(segs) - 1
+            if doomed <= 0:
+                return deleted
+            dropped = list(segs[:doomed])
+            self._set_segments(segs[doomed:])
+            self._schedule_delete(dropped)
+            self._log_start_offset = max(self._log_start_offset, self._segments[0].base_offset)
+            return deleted + len(dropped)
+
+    def _schedule_delete(self, segments: list[LogSegment]) -> None:
+        """Rename to `.deleted` now; close and unlink after file.delete.delay.ms."""
+        deadline = self._now_ms() + self.config.file_delete_delay_ms
+        for seg in segments:
+            seg.add_suffix(DELETED_SUFFIX)
+            self._pending_deletes.append((deadline, seg))
+
+    @property
+    def pending_deletes(self) -> int:
+        return len(self._pending_deletes)
+
+    def delete_pending(self, now_ms: int | None = None, *, force: bool = False) -> int:
+        """Close and unlink `.deleted` files whose delay has passed (off the hot path:
+        unlinking is slow on a discard-mounted disk). Returns files deleted."""
+        now = self._now_ms() if now_ms is None else now_ms
+        with self._lock:
+            due = [(d, s) for d, s in self._pending_deletes if force or d <= now]
+            self._pending_deletes = [
+                (d, s) for d, s in self._pending_deletes if not (force or d <= now)
+            ]
+        for _d, item in due:
+            if isinstance(item, LogSegment):
+                item.delete_files()
+            else:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(item)
+        return len(due)
+
+    # ----------------------------------------------------------------- lifecycle
+    def close(self) -> None:
+        """Clean close: final time-index entries, trimmed indexes, files closed."""
+        with self._flush_lock, self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            for seg in self._segments:
+                seg.close_clean()
+            for _d, item in self._pending_deletes:
+                if isinstance(item, LogSegment):
+                    item.close()
+
+    def delete(self) -> None:
+        """Close and remove the whole partition directory."""
+        import shutil
+
+        self.close()
+        self.delete_pending(force=True)
+        shutil.rmtree(self.dir, ignore_errors=True)

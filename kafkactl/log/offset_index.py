@@ -1,0 +1,118 @@
+"""OffsetIndex: `<base>.index`, 8-byte entries (int32 offset relative to the segment base,
+int32 byte position in the .log), big-endian.
+
+Kafka's semantics: an entry carries a batch's LAST offset and its START position; the first
+batch of a segment is never indexed. `lookup(target)` returns the greatest entry whose
+offset <= target (or (base_offset, 0)); the caller scans forward from that position.
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import NamedTuple
+
+from kafkactl.log.abstract_index import AbstractIndex
+from kafkactl.log.errors import CorruptIndexError, InvalidOffsetError, LogSegmentFullError
+
+_ENTRY = struct.Struct(">ii")
+INT32_MAX = 2**31 - 1
+
+
+class OffsetPosition(NamedTuple):
+    offset: int
+    position: int
+
+
+class OffsetIndex(AbstractIndex):
+    ENTRY_SIZE = 8
+    SUFFIX = ".index"
+
+    def _unpack(self, n: int) -> tuple[int, int]:
+        assert self._mmap is not None
+        rel, pos = _ENTRY.unpack_from(self._mmap, n * 8)
+        return OffsetPosition(self.base_offset + rel, pos)
+
+    def relative_entry(self, n: int) -> tuple[int, int]:
+        """The stored (relative offset, position) of entry n."""
+        assert self._mmap is not None
+        return _ENTRY.unpack_from(self._mmap, n * 8)
+
+    @property
+    def last_offset(self) -> int:
+        """The offset of the last entry, or the base offset when empty."""
+        return self._unpack(self._entries - 1)[0] if self._entries else self.base_offset
+
+    @property
+    def last_entry(self) -> OffsetPosition:
+        if self._entries:
+            return OffsetPosition(*self._unpack(self._entries - 1))
+        return OffsetPosition(self.base_offset, 0)
+
+    def can_append_offset(self, offset: int) -> bool:
+        return 0 <= offset - self.base_offset <= INT32_MAX
+
+    def append(self, offset: int, position: int) -> None:
+        self._check_writable()
+        if self._entries >= self.max_entries:
+            raise LogSegmentFullError(f"Offset index {self.path} is full.")
+        if self._entries and offset <= self.last_offset:
+            raise InvalidOffsetError(
+                f"Offset {offset} is not larger than the last indexed offset "
+                f"{self.last_offset} in {self.path}."
+            )
+        rel = offset - self.base_offset
+        if not 0 <= rel <= INT32_MAX:
+            raise LogSegmentFullError(
+                f"Offset {offset} does not fit relative to base {self.base_offset}."
+            )
+        assert self._mmap is not None
+        _ENTRY.pack_into(self._mmap, self._entries * 8, rel, position)
+        self._entries += 1
+
+    def lookup(self, target: int) -> OffsetPosition:
+        n = self._bisect(0, target)
+        if n < 0:
+            return OffsetPosition(self.base_offset, 0)
+        return OffsetPosition(*self._unpack(n))
+
+    def lookup_position(self, position: int) -> OffsetPosition:
+        """Greatest entry whose position <= `position`."""
+        n = self._bisect(1, position)
+        if n < 0:
+            return OffsetPosition(self.base_offset, 0)
+        return OffsetPosition(*self._unpack(n))
+
+    def truncate_to(self, offset: int) -> None:
+        """Remove every entry whose offset >= `offset`."""
+        n = self._bisect(0, offset - 1)
+        self._zero_from(n + 1)
+
+    def _check_entries(self, log_size: int | None) -> None:
+        if not self._entries:
+            return
+        last_rel, last_pos = self.relative_entry(self._entries - 1)
+        if last_rel <= 0:
+            raise CorruptIndexError(
+                f"Corrupt index found, index file ({self.path}) has non-zero size but the "
+                f"last offset is {self.base_offset + last_rel} which is less than or equal "
+                f"to the base offset {self.base_offset}."
+            )
+        if log_size is not None and last_pos >= log_size:
+            raise CorruptIndexError(
+                f"Index file {self.path} points at position {last_pos}, past the end of "
+                f"the {log_size}-byte log."
+            )
+
+    def full_check(self) -> list[str]:
+        """Every problem found walking all entries (offsets and positions must increase)."""
+        problems: list[str] = []
+        prev_rel, prev_pos = 0, 0
+        for n in range(self._entries):
+            rel, pos = self.relative_entry(n)
+            if rel <= prev_rel or (n and pos <= prev_pos):
+                problems.append(
+                    f"entry {n} (offset {self.base_offset + rel}, position {pos}) does not "
+                    f"increase over the previous entry"
+                )
+            prev_rel, prev_pos = rel, pos
+        return problems

@@ -1,0 +1,185 @@
+"""Segment recovery: validate every batch, cut at the first invalid byte, rebuild indexes.
+
+Shared by `Log` (at open after an unclean shutdown) and `kafkactl recover`. Validation is
+`kafkactl.record.scan` (length inside the file, magic, CRC, increasing offsets, no
+per-record work for magic 2), plus the segment's own rules: offsets are >= the segment's
+base offset, fit 4 bytes relative to it, and stay below the next segment's base offset.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from kafkactl.log.abstract_index import base_offset_from_path
+from kafkactl.log.batch_header import BatchHeader, parse_header
+from kafkactl.log.offset_index import INT32_MAX, OffsetIndex
+from kafkactl.log.segment import INDEX_SUFFIX, TIME_INDEX_SUFFIX, LogSegment
+from kafkactl.log.time_index import NO_TIMESTAMP, TimeIndex
+from kafkactl.record.memory_records import scan
+
+
+@dataclass
+class SegmentRecoveryReport:
+    path: str
+    base_offset: int
+    original_bytes: int
+    valid_bytes: int
+    valid_batches: int
+    first_offset: int | None
+    last_offset: int | None
+    error: str | None  # why the tail was cut (None: the whole file is valid)
+    error_position: int | None
+    indexes_rebuilt: bool  # the index files were (or, in a dry run, would be) rewritten
+    offset_index_entries: int
+    time_index_entries: int
+    dry_run: bool = False
+
+    @property
+    def bytes_truncated(self) -> int:
+        return self.original_bytes - self.valid_bytes
+
+    def to_dict(self) -> dict[str, object]:
+        d = asdict(self)
+        d["bytes_truncated"] = self.bytes_truncated
+        return d
+
+
+@dataclass
+class ValidPrefix:
+    valid_bytes: int
+    headers: list[BatchHeader]
+    error: str | None
+    error_position: int | None
+
+
+def validate_log_bytes(
+    buf: memoryview | bytes, base_offset: int, next_base_offset: int | None = None
+) -> ValidPrefix:
+    """The valid prefix of a segment's bytes and the headers of its batches."""
+    res = scan(buf, 0, expected_offset=base_offset)
+    valid = res.valid_bytes
+    error, error_pos = res.error, res.error_position
+    headers: list[BatchHeader] = []
+    pos = 0
+    while pos < valid:
+        h = parse_header(buf, pos, pos)
+        assert h is not None  # scan framed it
+        problem = None
+        if h.last_offset - base_offset > INT32_MAX:
+            problem = (f"offset {h.last_offset} at position {pos} does not fit relative to "
+                       f"the segment base offset {base_offset}")
+        elif next_base_offset is not None and h.last_offset >= next_base_offset:
+            problem = (f"offset {h.last_offset} at position {pos} belongs to the next "
+                       f"segment (base offset {next_base_offset})")
+        if problem:
+            valid, error, error_pos = pos, problem, pos
+            break
+        headers.append(h)
+        pos += h.size
+    return ValidPrefix(valid, headers, error, error_pos)
+
+
+def validate_file(fd: int, size: int, base_offset: int,
+                  next_base_offset: int | None = None) -> ValidPrefix:
+    if size == 0:
+        return ValidPrefix(0, [], None, None)
+    mm = mmap.mmap(fd, size, access=mmap.ACCESS_READ)
+    try:
+        with memoryview(mm) as mv:
+            return validate_log_bytes(mv, base_offset, next_base_offset)
+    finally:
+        mm.close()
+
+
+def expected_index_entries(
+    headers: list[BatchHeader], base_offset: int, interval: int
+) -> tuple[list[tuple[int, int]], list[tuple[int, int]], int, int]:
+    """(offset entries, time entries, max timestamp, its offset) Kafka would write."""
+    offsets: list[tuple[int, int]] = []
+    times: list[tuple[int, int]] = []
+    since = 0
+    max_ts, max_off = NO_TIMESTAMP, base_offset
+    for h in headers:
+        if h.max_timestamp > max_ts:
+            max_ts, max_off = h.max_timestamp, h.last_offset
+        if since > interval:
+            offsets.append((h.last_offset, h.position))
+            if max_ts > (times[-1][0] if times else NO_TIMESTAMP):
+                times.append((max_ts, max_off))
+            since = 0
+        since += h.size
+    return offsets, times, max_ts, max_off
+
+
+def recover_segment(segment: LogSegment, *, next_base_offset: int | None = None
+                    ) -> SegmentRecoveryReport:
+    """Validate `segment`, truncate it at the first invalid byte, rebuild its indexes."""
+    original = segment.size
+    vp = validate_file(segment.fd, original, segment.base_offset, next_base_offset)
+    if vp.valid_bytes != original:
+        segment.truncate_bytes(vp.valid_bytes)
+    segment.rebuild_indexes(vp.headers)
+    return _report(segment.log_path, segment.base_offset, original, vp, True,
+                   segment.offset_index.entry_count, segment.time_index.entry_count, False)
+
+
+def inspect_segment(log_path: Path, *, index_interval_bytes: int = 4096,
+                    next_base_offset: int | None = None) -> SegmentRecoveryReport:
+    """What `recover_segment` would do, without changing any byte (dry run)."""
+    base = base_offset_from_path(log_path)
+    fd = os.open(log_path, os.O_RDONLY)
+    try:
+        size = os.fstat(fd).st_size
+        vp = validate_file(fd, size, base, next_base_offset)
+    finally:
+        os.close(fd)
+    offsets, times, max_ts, max_off = expected_index_entries(vp.headers, base,
+                                                             index_interval_bytes)
+    stale = not _index_matches(log_path, base, offsets, times, max_ts, max_off)
+    return _report(log_path, base, size, vp, stale, len(offsets), len(times), True)
+
+
+def _index_matches(log_path: Path, base: int, offsets: list[tuple[int, int]],
+                   times: list[tuple[int, int]], max_ts: int, max_off: int) -> bool:
+    stem = log_path.name.split(".", 1)[0]
+    ipath = log_path.with_name(stem + INDEX_SUFFIX)
+    tpath = log_path.with_name(stem + TIME_INDEX_SUFFIX)
+    if not ipath.exists() or not tpath.exists():
+        return False
+    oi = OffsetIndex.open_readonly(ipath, base)
+    ti = TimeIndex.open_readonly(tpath, base)
+    try:
+        if oi.file_length % 8 or ti.file_length % 12:
+            return False
+        if [tuple(e) for e in oi.entries()] != offsets:
+            return False
+        found = [tuple(e) for e in ti.entries()]
+        with_final = list(times)
+        if max_ts > (times[-1][0] if times else NO_TIMESTAMP):
+            with_final.append((max_ts, max_off))
+        return found in (times, with_final)
+    finally:
+        oi.close()
+        ti.close()
+
+
+def _report(path: Path, base: int, original: int, vp: ValidPrefix, rebuilt: bool,
+            n_off: int, n_time: int, dry_run: bool) -> SegmentRecoveryReport:
+    return SegmentRecoveryReport(
+        path=str(path), base_offset=base, original_bytes=original,
+        valid_bytes=vp.valid_bytes, valid_batches=len(vp.headers),
+        first_offset=_first_offset(vp.headers), last_offset=
+        vp.headers[-1].last_offset if vp.headers else None,
+        error=vp.error, error_position=vp.error_position, indexes_rebuilt=rebuilt,
+        offset_index_entries=n_off, time_index_entries=n_time, dry_run=dry_run,
+    )
+
+
+def _first_offset(headers: list[BatchHeader]) -> int | None:
+    if not headers:
+        return None
+    h = headers[0]
+    return h.base_offset if h.magic == 2 or h.record_count == 1 else h.last_offset

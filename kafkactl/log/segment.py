@@ -1,0 +1,330 @@
+"""LogSegment: one `<20-digit base offset>.log` with its `.index` and `.timeindex`.
+
+Appends are not thread-safe (one writer, the Log's); `flush()` may run on another thread
+and is serialised against close/rename/index resizing by `self._io_lock`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import threading
+from pathlib import Path
+
+from kafkactl.log.batch_header import BatchHeader, read_header
+from kafkactl.log.config import LogConfig
+from kafkactl.log.offset_index import INT32_MAX, OffsetIndex
+from kafkactl.log.time_index import NO_TIMESTAMP, TimeIndex
+
+LOG_SUFFIX = ".log"
+INDEX_SUFFIX = ".index"
+TIME_INDEX_SUFFIX = ".timeindex"
+DELETED_SUFFIX = ".deleted"
+CLEANED_SUFFIX = ".cleaned"
+SWAP_SUFFIX = ".swap"
+
+# (last_offset, max_timestamp, size) of each batch handed to LogSegment.append
+BatchInfo = tuple[int, int, int]
+
+
+def filename_prefix(offset: int) -> str:
+    """Kafka's 20-digit zero-padded segment name."""
+    return f"{offset:020d}"
+
+
+def offset_from_filename(name: str) -> int | None:
+    stem = name.split(".", 1)[0]
+    return int(stem) if stem.isdigit() and len(stem) == 20 else None
+
+
+class LogSegment:
+    def __init__(
+        self,
+        directory: Path,
+        base_offset: int,
+        config: LogConfig,
+        *,
+        created_ms: int,
+        create: bool = False,
+    ) -> None:
+        self.dir = Path(directory)
+        self.base_offset = base_offset
+        self.config = config
+        prefix = filename_prefix(base_offset)
+        self.log_path = self.dir / (prefix + LOG_SUFFIX)
+        flags = os.O_RDWR | (os.O_CREAT if create else 0)
+        self.fd = os.open(self.log_path, flags, 0o644)
+        self.size = os.fstat(self.fd).st_size
+        try:
+            self.offset_index = OffsetIndex(
+                self.dir / (prefix + INDEX_SUFFIX), base_offset, config.segment_index_bytes
+            )
+            self.time_index = TimeIndex(
+                self.dir / (prefix + TIME_INDEX_SUFFIX), base_offset, config.segment_index_bytes
+            )
+        except BaseException:
+            os.close(self.fd)
+            raise
+        self.created_ms = created_ms
+        self.closed = False
+        self._io_lock = threading.Lock()
+        # as a rebuild would leave it: bytes from the last indexed batch to the end
+        self._bytes_since_last_index_entry = self.size - self.offset_index.last_entry.position
+        self._max_ts: int | None = None
+        self._offset_of_max_ts = base_offset
+        self._next_offset: int | None = None if self.size else base_offset
+        self._rolling_ts: int | None = None
+        self._flushed_size = self.size
+
+    def __repr__(self) -> str:
+        return f"LogSegment({self.log_path}, size={self.size})"
+
+    # ----------------------------------------------------------------- state
+    @property
+    def max_timestamp_so_far(self) -> int:
+        if self._max_ts is None:
+            ts, off = self.time_index.last_entry
+            self._max_ts, self._offset_of_max_ts = ts, off
+        return self._max_ts
+
+    @property
+    def offset_of_max_timestamp_so_far(self) -> int:
+        _ = self.max_timestamp_so_far
+        return self._offset_of_max_ts
+
+    def set_max_timestamp(self, ts: int, offset: int) -> None:
+        self._max_ts, self._offset_of_max_ts = ts, offset
+
+    def largest_timestamp(self) -> int:
+        """Max timestamp in the segment, or the .log mtime when it has none (retention)."""
+        ts = self.max_timestamp_so_far
+        if ts > NO_TIMESTAMP:
+            return ts
+        try:
+            return int(os.stat(self.log_path).st_mtime * 1000)
+        except FileNotFoundError:
+            return 0
+
+    @property
+    def next_offset(self) -> int:
+        """One past the last offset in the segment (base offset when empty)."""
+        if self._next_offset is None:
+            self._next_offset = self._read_next_offset()
+        return self._next_offset
+
+    def _read_next_offset(self) -> int:
+        nxt = self.base_offset
+        pos = self.offset_index.last_entry.position
+        while pos < self.size:
+            h = read_header(self.fd, pos)
+            if h is None or h.size <= 0:
+                break
+            nxt = max(nxt, h.last_offset + 1)
+            pos += h.size
+        return nxt
+
+    def rolling_based_timestamp(self) -> int:
+        """Max timestamp of the first batch (segment.ms counts from it), or -1."""
+        if self._rolling_ts is None and self.size:
+            h = read_header(self.fd, 0)
+            self._rolling_ts = h.max_timestamp if h is not None else NO_TIMESTAMP
+        return self._rolling_ts if self._rolling_ts is not None else NO_TIMESTAMP
+
+    def should_roll(self, incoming_bytes: int, max_ts: int, last_offset: int, now_ms: int) -> bool:
+        if self.size == 0:
+            return False
+        cfg = self.config
+        if self.size > cfg.segment_bytes - incoming_bytes:
+            return True
+        first_ts = self.rolling_based_timestamp()
+        waited = max_ts - first_ts if first_ts >= 0 and max_ts >= 0 else now_ms - self.created_ms
+        if waited > cfg.segment_ms - cfg.segment_jitter_ms:
+            return True
+        if self.offset_index.is_full or self.time_index.is_full:
+            return True
+        return last_offset - self.base_offset > INT32_MAX
+
+    # ----------------------------------------------------------------- append
+    def append(self, data: memoryview, batches: list[BatchInfo]) -> None:
+        """Write `data` (whole batches) at the end and index them, Kafka's way: an entry
+        when more than index.interval.bytes were written since the last one, tested before
+        the batch is counted, pointing at the batch's last offset and start position."""
+        pos = self.size
+        view = data
+        written = 0
+        total = len(data)
+        while written < total:
+            written += os.pwrite(self.fd, view[written:] if written else view, pos + written)
+        interval = self.config.index_interval_bytes
+        max_ts = self.max_timestamp_so_far
+        for last, ts, size in batches:
+            if ts > max_ts:
+                max_ts = ts
+                self._offset_of_max_ts = last
+            if self._bytes_since_last_index_entry > interval:
+                self.offset_index.append(last, pos)
+                self.time_index.maybe_append(max_ts, self._offset_of_max_ts)
+                self._bytes_since_last_index_entry = 0
+            pos += size
+            self._bytes_since_last_index_entry += size
+        self._max_ts = max_ts
+        self.size = pos
+        self._next_offset = batches[-1][0] + 1
+        if self._rolling_ts is None:
+            self._rolling_ts = batches[0][1] if pos == total else None
+
+    def rebuild_indexes(self, headers: list[BatchHeader]) -> None:
+        """Reset both indexes and re-add entries for `headers` (recovery)."""
+        self.offset_index.reset()
+        self.time_index.reset()
+        self._bytes_since_last_index_entry = 0
+        self._max_ts = NO_TIMESTAMP
+        self._offset_of_max_ts = self.base_offset
+        interval = self.config.index_interval_bytes
+        max_ts = NO_TIMESTAMP
+        for h in headers:
+            if h.max_timestamp > max_ts:
+                max_ts = h.max_timestamp
+                self._offset_of_max_ts = h.last_offset
+            if self._bytes_since_last_index_entry > interval:
+                self.offset_index.append(h.last_offset, h.position)
+                self.time_index.maybe_append(max_ts, self._offset_of_max_ts)
+                self._bytes_since_last_index_entry = 0
+            self._bytes_since_last_index_entry += h.size
+        self._max_ts = max_ts
+        self._next_offset = headers[-1].last_offset + 1 if headers else self.base_offset
+        self._rolling_ts = headers[0].max_timestamp if headers else None
+
+    # ----------------------------------------------------------------- reads
+    def translate_offset(self, offset: int, start_position: int = 0) -> BatchHeader | None:
+        """The first batch at or after `start_position` whose last offset >= `offset`."""
+        entry = self.offset_index.lookup(offset)
+        pos = max(entry.position, start_position)
+        size = self.size
+        fd = self.fd
+        while pos < size:
+            h = read_header(fd, pos)
+            if h is None or h.size <= 0:
+                return None
+            if h.last_offset >= offset:
+                return h
+            pos += h.size
+        return None
+
+    def headers_from(self, position: int, end: int | None = None) -> list[BatchHeader]:
+        out: list[BatchHeader] = []
+        end = self.size if end is None else end
+        while position < end:
+            h = read_header(self.fd, position)
+            if h is None or h.size <= 0:
+                break
+            out.append(h)
+            position += h.size
+        return out
+
+    def read_bytes(self, position: int, length: int) -> bytes:
+        parts: list[bytes] = []
+        while length > 0:
+            chunk = os.pread(self.fd, length, position)
+            if not chunk:
+                break
+            parts.append(chunk)
+            position += len(chunk)
+            length -= len(chunk)
+        return b"".join(parts)
+
+    # ----------------------------------------------------------------- truncation
+    def truncate_to(self, offset: int) -> int:
+        """Drop the batch holding `offset` and everything after; returns bytes removed."""
+        h = self.translate_offset(offset)
+        if h is None:
+            return 0
+        removed = self.size - h.position
+        self.offset_index.truncate_to(offset)
+        self.time_index.truncate_to(offset)
+        os.ftruncate(self.fd, h.position)
+        self.size = h.position
+        self._flushed_size = min(self._flushed_size, self.size)
+        self._bytes_since_last_index_entry = self.size - self.offset_index.last_entry.position
+        self._next_offset = None
+        if self.size == 0:
+            self._rolling_ts = None
+        self._recompute_max_timestamp()
+        return removed
+
+    def _recompute_max_timestamp(self) -> None:
+        """Max timestamp = the last time-index entry, or newer batches after it."""
+        max_ts, max_off = self.time_index.last_entry
+        start = self.offset_index.lookup(max_off).position if max_ts >= 0 else 0
+        for h in self.headers_from(start):
+            if h.max_timestamp > max_ts:
+                max_ts, max_off = h.max_timestamp, h.last_offset
+        self._max_ts, self._offset_of_max_ts = max_ts, max_off
+
+    def truncate_bytes(self, size: int) -> None:
+        """Cut the .log file to `size` bytes (recovery)."""
+        os.ftruncate(self.fd, size)
+        self.size = size
+        self._flushed_size = min(self._flushed_size, size)
+
+    # ----------------------------------------------------------------- lifecycle
+    def resize_indexes(self, size: int) -> None:
+        with self._io_lock:
+            self.offset_index.resize(size)
+            self.time_index.resize(size)
+
+    def on_become_inactive(self) -> None:
+        """The segment rolled: force the final time-index entry, trim both indexes."""
+        if self.size:
+            self.time_index.maybe_append(
+                self.max_timestamp_so_far, self._offset_of_max_ts, skip_full_check=True
+            )
+        with self._io_lock:
+            self.offset_index.trim_to_valid_size()
+            self.time_index.trim_to_valid_size()
+
+    def flush(self) -> None:
+        with self._io_lock:
+            if self.closed:
+                return
+            size = self.size
+            if size != self._flushed_size:
+                os.fsync(self.fd)
+            self.offset_index.flush()
+            self.time_index.flush()
+            self._flushed_size = size
+
+    def close(self) -> None:
+        with self._io_lock:
+            if self.closed:
+                return
+            self.closed = True
+            self.offset_index.close()
+            self.time_index.close()
+            os.close(self.fd)
+
+    def close_clean(self) -> None:
+        """Clean close (shutdown): final time-index entry, trimmed indexes, closed files."""
+        if not self.closed:
+            self.on_become_inactive()
+        self.close()
+
+    @property
+    def paths(self) -> list[Path]:
+        return [self.log_path, self.offset_index.path, self.time_index.path]
+
+    def add_suffix(self, suffix: str) -> None:
+        """Rename the three files with `suffix` (e.g. `.deleted`); fds stay valid."""
+        with self._io_lock:
+            new = self.log_path.with_name(self.log_path.name + suffix)
+            with contextlib.suppress(FileNotFoundError):
+                os.replace(self.log_path, new)
+            self.log_path = new
+            for index in (self.offset_index, self.time_index):
+                index.rename_to(index.path.with_name(index.path.name + suffix))
+
+    def delete_files(self) -> None:
+        self.close()
+        for p in self.paths:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(p)
