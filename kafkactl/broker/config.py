@@ -1,0 +1,264 @@
+"""Broker configuration: Kafka's server.properties keys, a properties-file parser and overrides.
+
+Precedence (lowest first): built-in defaults, `--config FILE`, the friendly CLI flags
+(`--listen`, `--data-dir`, `--broker-id`), then every `--override key=value` in order.
+The defaults are standalone-friendly: one broker on 127.0.0.1:9092 with its data in
+./kafkactl-data (Kafka itself listens on all interfaces and uses /tmp/kafka-logs).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+
+log = logging.getLogger(__name__)
+
+LONG_MAX = 2**63 - 1
+
+# key -> default (as text, the way server.properties spells it). Keys not listed here are
+# kept (a warning is logged) so that a full Kafka server.properties loads unchanged.
+BROKER_DEFAULTS: dict[str, str] = {
+    "broker.id": "-1",
+    "listeners": "PLAINTEXT://127.0.0.1:9092",
+    "advertised.listeners": "",
+    "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT",
+    "log.dirs": "",
+    "log.dir": "./kafkactl-data",
+    "num.partitions": "1",
+    "default.replication.factor": "1",
+    "min.insync.replicas": "1",
+    "auto.create.topics.enable": "true",
+    "delete.topic.enable": "true",
+    "message.max.bytes": "1048588",
+    "num.network.threads": "3",
+    "num.io.threads": "8",
+    "socket.request.max.bytes": "104857600",
+    "socket.send.buffer.bytes": "102400",
+    "socket.receive.buffer.bytes": "102400",
+    "connections.max.idle.ms": "600000",
+    "log.segment.bytes": "1073741824",
+    "log.roll.hours": "168",
+    "log.roll.ms": "",
+    "log.retention.hours": "168",
+    "log.retention.minutes": "",
+    "log.retention.ms": "",
+    "log.retention.bytes": "-1",
+    "log.retention.check.interval.ms": "300000",
+    "log.flush.interval.messages": str(LONG_MAX),
+    "log.flush.interval.ms": "",
+    "log.flush.scheduler.interval.ms": str(LONG_MAX),
+    "log.flush.offset.checkpoint.interval.ms": "60000",
+    "log.index.interval.bytes": "4096",
+    "log.index.size.max.bytes": "10485760",
+    "log.cleanup.policy": "delete",
+    "log.message.timestamp.type": "CreateTime",
+    "log.message.timestamp.difference.max.ms": str(LONG_MAX),
+    "log.segment.delete.delay.ms": "60000",
+    "compression.type": "producer",
+    "num.recovery.threads.per.data.dir": "1",
+    "zookeeper.connect": "",
+    "zookeeper.connection.timeout.ms": "18000",
+    "zookeeper.session.timeout.ms": "18000",
+    "offsets.topic.replication.factor": "1",
+    "offsets.topic.num.partitions": "50",
+    "offsets.retention.minutes": "10080",
+    "transaction.state.log.replication.factor": "1",
+    "transaction.state.log.min.isr": "1",
+    "group.initial.rebalance.delay.ms": "3000",
+    "unclean.leader.election.enable": "false",
+    "cluster.id": "",
+}
+
+# Broker-level log.* keys and the topic-level key each one is the default for.
+TOPIC_CONFIG_SYNONYMS: dict[str, str] = {
+    "log.segment.bytes": "segment.bytes",
+    "log.index.size.max.bytes": "segment.index.bytes",
+    "log.index.interval.bytes": "index.interval.bytes",
+    "log.flush.interval.messages": "flush.messages",
+    "log.retention.bytes": "retention.bytes",
+    "log.cleanup.policy": "cleanup.policy",
+    "log.message.timestamp.type": "message.timestamp.type",
+    "log.message.timestamp.difference.max.ms": "message.timestamp.difference.max.ms",
+    "message.max.bytes": "max.message.bytes",
+    "compression.type": "compression.type",
+    "log.segment.delete.delay.ms": "file.delete.delay.ms",
+}
+
+
+class ConfigError(ValueError):
+    """A configuration file or value that cannot be used (message names the key)."""
+
+
+def parse_properties(text: str) -> dict[str, str]:
+    """Parse Java .properties text: `k=v`, `k: v` or `k v`, `#`/`!` comments, `\\` continuations."""
+    out: dict[str, str] = {}
+    logical: list[str] = []
+    for raw in text.splitlines():
+        line = raw.strip() if not logical else raw.lstrip()
+        if not logical and (not line or line[0] in "#!"):
+            continue
+        if line.endswith("\\") and not line.endswith("\\\\"):
+            logical.append(line[:-1])
+            continue
+        logical.append(line)
+        entry = "".join(logical)
+        logical = []
+        key, value = _split_property(entry)
+        out[key] = value
+    if logical:
+        key, value = _split_property("".join(logical))
+        out[key] = value
+    return out
+
+
+def _split_property(entry: str) -> tuple[str, str]:
+    for i, ch in enumerate(entry):
+        if ch in "=:" or ch.isspace():
+            rest = entry[i:].lstrip()
+            if rest[:1] in ("=", ":"):
+                rest = rest[1:]
+            return entry[:i].strip(), rest.strip()
+    return entry.strip(), ""
+
+
+def parse_override(text: str) -> tuple[str, str]:
+    key, sep, value = text.partition("=")
+    if not sep or not key.strip():
+        raise ConfigError(f"override {text!r} is not of the form key=value")
+    return key.strip(), value.strip()
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    listener: str
+    host: str
+    port: int
+
+
+def parse_listeners(value: str) -> list[Endpoint]:
+    """`PLAINTEXT://host:port,...` -> endpoints. An empty host means all interfaces."""
+    endpoints: list[Endpoint] = []
+    for item in filter(None, (s.strip() for s in value.split(","))):
+        name, sep, hostport = item.partition("://")
+        if not sep:
+            raise ConfigError(f"listener {item!r} must look like PLAINTEXT://host:port")
+        host, colon, port = hostport.rpartition(":")
+        if not colon or not port.isdigit() or not 0 <= int(port) <= 65535:
+            raise ConfigError(f"listener {item!r} has no valid port")
+        endpoints.append(Endpoint(name.upper(), host.strip("[]"), int(port)))
+    if not endpoints:
+        raise ConfigError("listeners is empty: give at least one PLAINTEXT://host:port")
+    return endpoints
+
+
+@dataclass
+class BrokerConfig:
+    """All broker properties as text plus typed accessors for the ones the broker uses."""
+
+    props: dict[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def build(
+        cls,
+        *,
+        config_file: Path | None = None,
+        flags: dict[str, str] | None = None,
+        overrides: list[str] | None = None,
+    ) -> BrokerConfig:
+        props = dict(BROKER_DEFAULTS)
+        if config_file is not None:
+            try:
+                text = config_file.read_text()
+            except OSError as e:
+                raise ConfigError(f"cannot read config file {config_file}: {e.strerror}") from e
+            props.update(parse_properties(text))
+        props.update(flags or {})
+        for item in overrides or []:
+            k, v = parse_override(item)
+            props[k] = v
+        cfg = cls(props)
+        cfg.validate()
+        return cfg
+
+    def get(self, key: str) -> str:
+        return self.props.get(key, BROKER_DEFAULTS.get(key, ""))
+
+    def get_int(self, key: str) -> int:
+        value = self.get(key)
+        try:
+            return int(value)
+        except ValueError:
+            raise ConfigError(f"{key}={value!r} is not an integer") from None
+
+    def get_bool(self, key: str) -> bool:
+        value = self.get(key).strip().lower()
+        if value not in ("true", "false"):
+            raise ConfigError(f"{key}={value!r} must be true or false")
+        return value == "true"
+
+    def validate(self) -> None:
+        for key in self.props:
+            if key not in BROKER_DEFAULTS and not key.startswith(("log.", "listener.")):
+                log.debug("config key %s is not used by this broker", key)
+        for key in ("broker.id", "num.partitions", "message.max.bytes",
+                    "socket.request.max.bytes", "connections.max.idle.ms",
+                    "log.retention.check.interval.ms", "log.segment.bytes"):
+            self.get_int(key)
+        for key in ("auto.create.topics.enable", "delete.topic.enable"):
+            self.get_bool(key)
+        if self.get_int("num.partitions") < 1:
+            raise ConfigError("num.partitions must be at least 1")
+        self.listeners  # noqa: B018 - parses and raises ConfigError on a bad value
+
+    # ---- typed views -------------------------------------------------------------------
+    @property
+    def broker_id(self) -> int:
+        bid = self.get_int("broker.id")
+        return 0 if bid < 0 else bid
+
+    @property
+    def listeners(self) -> list[Endpoint]:
+        return parse_listeners(self.get("listeners"))
+
+    @property
+    def advertised_listeners(self) -> list[Endpoint]:
+        adv = self.get("advertised.listeners")
+        eps = parse_listeners(adv) if adv else self.listeners
+        return [Endpoint(e.listener, e.host or "127.0.0.1", e.port)
+                if e.host in ("", "0.0.0.0", "::") else e for e in eps]
+
+    @property
+    def log_dirs(self) -> list[Path]:
+        dirs = self.get("log.dirs") or self.get("log.dir")
+        return [Path(d.strip()) for d in dirs.split(",") if d.strip()]
+
+    @property
+    def zookeeper_connect(self) -> str:
+        return self.get("zookeeper.connect")
+
+    def retention_ms(self) -> int:
+        if self.get("log.retention.ms"):
+            return self.get_int("log.retention.ms")
+        if self.get("log.retention.minutes"):
+            return self.get_int("log.retention.minutes") * 60_000
+        hours = self.get_int("log.retention.hours")
+        return -1 if hours < 0 else hours * 3_600_000
+
+    def roll_ms(self) -> int:
+        if self.get("log.roll.ms"):
+            return self.get_int("log.roll.ms")
+        return self.get_int("log.roll.hours") * 3_600_000
+
+    def topic_defaults(self) -> dict[str, str]:
+        """Topic-level defaults derived from the broker's log.* keys (Kafka's synonyms)."""
+        out = {topic_key: self.get(broker_key)
+               for broker_key, topic_key in TOPIC_CONFIG_SYNONYMS.items()}
+        out["retention.ms"] = str(self.retention_ms())
+        out["segment.ms"] = str(self.roll_ms())
+        if self.get("log.flush.interval.ms"):
+            out["flush.ms"] = self.get("log.flush.interval.ms")
+        return out
+
+    def is_sensitive(self, key: str) -> bool:
+        return "password" in key or "secret" in key

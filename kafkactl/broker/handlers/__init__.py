@@ -1,0 +1,26 @@
+"""One module per API family. `register_all(apis)` installs every handler we implement;
+ApiVersions advertises exactly the registered APIs."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def register_all(apis: Any) -> None:
+    from kafkactl.broker.handlers import (
+        api_versions,
+        cluster,
+        configs,
+        fetch,
+        leader_epoch,
+        list_offsets,
+        metadata,
+        produce,
+        producer_id,
+        records,
+        topics,
+    )
+
+    for module in (api_versions, metadata, produce, fetch, list_offsets, topics, configs,
+                   records, producer_id, leader_epoch, cluster):
+        module.register(apis)

@@ -1,0 +1,97 @@
+"""Fetch (key 1): zero-copy reads of many partitions, long poll, sessionless.
+
+Records go out as FileRegions (the network layer sendfile()s them). A fetch starting inside a
+batch returns that whole batch (clients skip the earlier records). `max_bytes` bounds the
+response and `partition_max_bytes` each partition, except that the first batch of the first
+non-empty partition is always returned whole (KIP-74) so a big batch cannot stall a consumer.
+If fewer than `min_bytes` are available, the request waits in the purgatory until appends
+bring enough or `max_wait_ms` passes. Fetch v0-3 (magic 0/1 clients) get down-converted
+bytes. Fetch sessions are not kept: every answer has session_id 0 (full fetches).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kafkactl.protocol.api_keys import ApiKey
+from kafkactl.protocol.errors import ErrorCode
+from kafkactl.protocol.types import FileRegion
+
+FETCH_SESSION_ID_NOT_FOUND = 70
+
+
+def _read_all(apis: Any, ctx: Any, request: dict[str, Any]) -> tuple[list[dict[str, Any]], int,
+                                                                       bool]:
+    rm = apis.server.replica_manager
+    version = ctx.api_version
+    remaining = request.get("max_bytes", 0x7FFFFFFF)
+    if remaining <= 0:
+        remaining = 0x7FFFFFFF
+    read_committed = request.get("isolation_level", 0) == 1
+    total = 0
+    errors = False
+    topics = []
+    for topic in request["topics"]:
+        name = topic["topic"]
+        parts = []
+        for p in topic["partitions"]:
+            limit = min(p["partition_max_bytes"], remaining)
+            r = rm.read(name, p["partition"], p["fetch_offset"], max(limit, 0),
+                        min_one_batch=(total == 0),
+                        current_leader_epoch=p.get("current_leader_epoch", -1))
+            records: Any = b""
+            if r.records is not None and r.size > 0:
+                fs = r.records
+                if version <= 3:
+                    records = _down_convert(fs, 0 if version <= 1 else 1)
+                    size = len(records)
+                else:
+                    records = FileRegion(fs.fd, fs.position, fs.length)
+                    size = fs.length
+                total += size
+                remaining -= size
+            if r.error != ErrorCode.NONE:
+                errors = True
+            parts.append({
+                "partition_index": p["partition"], "error_code": r.error,
+                "high_watermark": r.high_watermark, "last_stable_offset": r.last_stable_offset,
+                "log_start_offset": r.log_start_offset,
+                "aborted_transactions": [] if read_committed else None,
+                "preferred_read_replica": -1, "records": records,
+            })
+        topics.append({"topic": name, "partitions": parts})
+    return topics, total, errors
+
+
+def _down_convert(fs: Any, magic: int) -> bytes:
+    from kafkactl.record.convert import down_convert
+
+    return bytes(down_convert(memoryview(fs.read_bytes()), magic))
+
+
+def _response(topics: list[dict[str, Any]], error: int = 0) -> dict[str, Any]:
+    return {"throttle_time_ms": 0, "error_code": error, "session_id": 0, "responses": topics}
+
+
+def handle_fetch(apis: Any, ctx: Any, request: dict[str, Any]) -> Any:
+    if request.get("session_id", 0) != 0 and request.get("session_epoch", -1) > 0:
+        return _response([], FETCH_SESSION_ID_NOT_FOUND)
+    topics, total, errors = _read_all(apis, ctx, request)
+    max_wait = request.get("max_wait_ms", 0)
+    min_bytes = request.get("min_bytes", 0)
+    keys = [(t["topic"], p["partition"]) for t in request["topics"] for p in t["partitions"]]
+    if errors or max_wait <= 0 or total >= min_bytes or not keys:
+        return _response(topics)
+    return _long_poll(apis, ctx, request, keys, total, min_bytes, max_wait)
+
+
+async def _long_poll(apis: Any, ctx: Any, request: dict[str, Any], keys: list[tuple[str, int]],
+                     total: int, min_bytes: int, max_wait: int) -> dict[str, Any]:
+    await apis.server.purgatory.wait(keys, min_bytes=min_bytes, accumulated=total,
+                                     timeout_s=max_wait / 1000.0)
+    topics, _total, _errors = _read_all(apis, ctx, request)
+    return _response(topics)
+
+
+def register(apis: Any) -> None:
+    apis.register(ApiKey.FETCH, handle_fetch)

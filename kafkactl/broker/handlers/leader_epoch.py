@@ -1,0 +1,39 @@
+"""OffsetForLeaderEpoch (key 23): with one constant leader epoch (0) the answer for epoch 0
+is the log end; a newer epoch than ours is unknown."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kafkactl.protocol.api_keys import ApiKey
+from kafkactl.protocol.errors import ErrorCode
+
+
+def handle_offset_for_leader_epoch(apis: Any, ctx: Any, request: dict[str, Any]) -> dict[str, Any]:
+    tm = apis.server.topics
+    topics = []
+    for t in request["topics"]:
+        parts = []
+        for p in t["partitions"]:
+            idx = p["partition"]
+            part = tm.get_partition(t["topic"], idx)
+            out: dict[str, Any] = {"partition": idx, "leader_epoch": -1, "end_offset": -1}
+            if part is None:
+                out["error_code"] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            elif p.get("current_leader_epoch", -1) > part.leader_epoch:
+                out["error_code"] = ErrorCode.UNKNOWN_LEADER_EPOCH
+            elif p.get("current_leader_epoch", -1) >= 0 and \
+                    p["current_leader_epoch"] < part.leader_epoch:
+                out["error_code"] = ErrorCode.FENCED_LEADER_EPOCH
+            else:
+                out["error_code"] = ErrorCode.NONE
+                if p["leader_epoch"] <= part.leader_epoch:
+                    out["leader_epoch"] = part.leader_epoch
+                    out["end_offset"] = part.log_end_offset
+            parts.append(out)
+        topics.append({"topic": t["topic"], "partitions": parts})
+    return {"throttle_time_ms": 0, "topics": topics}
+
+
+def register(apis: Any) -> None:
+    apis.register(ApiKey.OFFSET_FOR_LEADER_EPOCH, handle_offset_for_leader_epoch)

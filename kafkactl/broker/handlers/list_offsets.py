@@ -1,0 +1,54 @@
+"""ListOffsets (key 2): earliest (-2), latest (-1), max timestamp (-3), or by timestamp
+(the seed's getOffsetsBefore, answered from the time index)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kafkactl.protocol.api_keys import ApiKey
+from kafkactl.protocol.errors import ErrorCode
+
+LATEST, EARLIEST, MAX_TIMESTAMP = -1, -2, -3
+def _lookup(apis: Any, topic: str, p: dict[str, Any]) -> dict[str, Any]:
+    part = apis.server.topics.get_partition(topic, p["partition_index"])
+    out: dict[str, Any] = {"partition_index": p["partition_index"], "timestamp": -1,
+                           "offset": -1, "old_style_offsets": [], "leader_epoch": -1}
+    if part is None:
+        out["error_code"] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        return out
+    if p.get("current_leader_epoch", -1) > part.leader_epoch:
+        out["error_code"] = ErrorCode.UNKNOWN_LEADER_EPOCH
+        return out
+    ts = p["timestamp"]
+    found: tuple[int, int] | None
+    if ts == LATEST:
+        found = (part.last_stable_offset, -1)
+    elif ts == EARLIEST:
+        found = (part.log_start_offset, -1)
+    elif ts == MAX_TIMESTAMP:
+        found = part.log.fetch_offset_by_timestamp(MAX_TIMESTAMP)
+    elif ts < 0:
+        out["error_code"] = ErrorCode.INVALID_REQUEST
+        return out
+    else:
+        found = part.log.fetch_offset_by_timestamp(ts)
+        if found is not None and found[0] < part.log_start_offset:
+            found = (part.log_start_offset, found[1])
+    out["error_code"] = ErrorCode.NONE
+    if found is not None:
+        out["offset"], out["timestamp"] = found
+        out["old_style_offsets"] = [found[0]]
+        out["leader_epoch"] = part.leader_epoch
+    return out
+
+
+def handle_list_offsets(apis: Any, ctx: Any, request: dict[str, Any]) -> dict[str, Any]:
+    topics = []
+    for t in request["topics"]:
+        topics.append({"name": t["name"],
+                       "partitions": [_lookup(apis, t["name"], p) for p in t["partitions"]]})
+    return {"throttle_time_ms": 0, "topics": topics}
+
+
+def register(apis: Any) -> None:
+    apis.register(ApiKey.LIST_OFFSETS, handle_list_offsets)

@@ -1,0 +1,82 @@
+"""Metadata (key 3): brokers, controller, topics and partitions; auto-creates topics.
+
+Topic list semantics: null = every topic; an empty list = no topic (v1+; aiokafka sends
+that at bootstrap); in v0 an empty list meant every topic.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from kafkactl.broker.topic_manager import TopicError, validate_topic_name
+from kafkactl.protocol.api_keys import ApiKey
+from kafkactl.protocol.errors import ErrorCode
+
+NULL_UUID = uuid.UUID(int=0)
+
+
+def _topic_entry(cache: Any, name: str) -> dict[str, Any]:
+    meta = cache.topic(name)
+    if meta is None:
+        return {"error_code": ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "name": name,
+                "topic_id": NULL_UUID, "partitions": []}
+    return {
+        "error_code": ErrorCode.NONE, "name": name, "topic_id": meta.topic_id,
+        "is_internal": meta.is_internal,
+        "partitions": [
+            {"error_code": ErrorCode.NONE, "partition_index": p.partition,
+             "leader_id": p.leader, "leader_epoch": p.leader_epoch,
+             "replica_nodes": p.replicas, "isr_nodes": p.isr,
+             "offline_replicas": p.offline_replicas}
+            for p in sorted(meta.partitions.values(), key=lambda p: p.partition)],
+    }
+
+
+def handle_metadata(apis: Any, ctx: Any, request: dict[str, Any]) -> dict[str, Any]:
+    server = apis.server
+    cache = server.cache
+    requested = request.get("topics")
+    if requested is None or (ctx.api_version == 0 and not requested):
+        names = cache.topic_names()
+    else:
+        names = []
+        for t in requested:
+            name = t.get("name")
+            if name is None:
+                topic_id = t.get("topic_id")
+                meta = cache.topic_by_id(topic_id) if topic_id else None
+                if meta is not None:
+                    names.append(meta.name)
+                continue
+            names.append(name)
+    allow_auto = request.get("allow_auto_topic_creation", True) and server.auto_create_topics
+    topics = []
+    for name in dict.fromkeys(names):
+        if cache.topic(name) is None:
+            try:
+                validate_topic_name(name)
+            except TopicError:
+                topics.append({"error_code": ErrorCode.INVALID_TOPIC_EXCEPTION, "name": name,
+                               "topic_id": NULL_UUID, "partitions": []})
+                continue
+            if allow_auto:
+                try:
+                    server.topics.auto_create(name)
+                except TopicError as e:
+                    topics.append({"error_code": ErrorCode[e.code_name], "name": name,
+                                   "topic_id": NULL_UUID, "partitions": []})
+                    continue
+        topics.append(_topic_entry(cache, name))
+    return {
+        "throttle_time_ms": 0,
+        "brokers": [{"node_id": b.node_id, "host": b.host, "port": b.port, "rack": b.rack}
+                    for b in cache.brokers()],
+        "cluster_id": cache.cluster_id,
+        "controller_id": cache.controller_id(),
+        "topics": topics,
+    }
+
+
+def register(apis: Any) -> None:
+    apis.register(ApiKey.METADATA, handle_metadata)

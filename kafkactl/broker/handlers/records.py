@@ -1,0 +1,40 @@
+"""DeleteRecords (key 21): move a partition's log start offset forward."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kafkactl.protocol.api_keys import ApiKey
+from kafkactl.protocol.errors import ErrorCode
+
+
+def handle_delete_records(apis: Any, ctx: Any, request: dict[str, Any]) -> dict[str, Any]:
+    tm = apis.server.topics
+    topics = []
+    for t in request["topics"]:
+        parts = []
+        for p in t["partitions"]:
+            idx = p["partition_index"]
+            part = tm.get_partition(t["name"], idx)
+            if part is None:
+                parts.append({"partition_index": idx, "low_watermark": -1,
+                              "error_code": ErrorCode.UNKNOWN_TOPIC_OR_PARTITION})
+                continue
+            offset = p["offset"]
+            hw = part.high_watermark
+            if offset == -1:
+                offset = hw
+            if offset < 0 or offset > hw:
+                parts.append({"partition_index": idx, "low_watermark": part.log_start_offset,
+                              "error_code": ErrorCode.OFFSET_OUT_OF_RANGE})
+                continue
+            if offset > part.log_start_offset:
+                part.log.delete_records_before(offset)
+            parts.append({"partition_index": idx, "low_watermark": part.log_start_offset,
+                          "error_code": ErrorCode.NONE})
+        topics.append({"name": t["name"], "partitions": parts})
+    return {"throttle_time_ms": 0, "topics": topics}
+
+
+def register(apis: Any) -> None:
+    apis.register(ApiKey.DELETE_RECORDS, handle_delete_records)

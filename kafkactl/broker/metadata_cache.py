@@ -1,0 +1,108 @@
+"""What the broker tells clients about the cluster: brokers, topics, partitions, leaders.
+
+`MetadataCache` is the read interface every handler uses. `StandaloneMetadataCache` is fed
+by this broker's own TopicManager (one broker leads every partition, leader epoch 0). A
+ZooKeeper-fed cache (cluster/ controller updates) can replace it without touching handlers.
+"""
+
+from __future__ import annotations
+
+import uuid
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class BrokerEndpoint:
+    node_id: int
+    host: str
+    port: int
+    rack: str | None = None
+
+
+@dataclass
+class PartitionMetadata:
+    partition: int
+    leader: int
+    leader_epoch: int
+    replicas: list[int]
+    isr: list[int]
+    offline_replicas: list[int] = field(default_factory=list)
+
+
+@dataclass
+class TopicMetadata:
+    name: str
+    topic_id: uuid.UUID
+    partitions: dict[int, PartitionMetadata]
+    is_internal: bool = False
+
+
+class MetadataCache(ABC):
+    cluster_id: str
+    broker_id: int
+
+    @abstractmethod
+    def brokers(self) -> list[BrokerEndpoint]: ...
+
+    @abstractmethod
+    def controller_id(self) -> int: ...
+
+    @abstractmethod
+    def topic(self, name: str) -> TopicMetadata | None: ...
+
+    @abstractmethod
+    def topic_by_id(self, topic_id: uuid.UUID) -> TopicMetadata | None: ...
+
+    @abstractmethod
+    def topic_names(self) -> list[str]: ...
+
+    def partition(self, topic: str, partition: int) -> PartitionMetadata | None:
+        t = self.topic(topic)
+        return None if t is None else t.partitions.get(partition)
+
+
+class StandaloneMetadataCache(MetadataCache):
+    """One broker that is leader and only replica of everything."""
+
+    def __init__(self, cluster_id: str, broker: BrokerEndpoint) -> None:
+        self.cluster_id = cluster_id
+        self.broker_id = broker.node_id
+        self._broker = broker
+        self._topics: dict[str, TopicMetadata] = {}
+        self._by_id: dict[uuid.UUID, TopicMetadata] = {}
+
+    def brokers(self) -> list[BrokerEndpoint]:
+        return [self._broker]
+
+    def controller_id(self) -> int:
+        return self._broker.node_id
+
+    def topic(self, name: str) -> TopicMetadata | None:
+        return self._topics.get(name)
+
+    def topic_by_id(self, topic_id: uuid.UUID) -> TopicMetadata | None:
+        return self._by_id.get(topic_id)
+
+    def topic_names(self) -> list[str]:
+        return sorted(self._topics)
+
+    def update_broker(self, broker: BrokerEndpoint) -> None:
+        """Replace this broker's advertised endpoint (e.g. once an ephemeral port is bound)."""
+        self._broker = broker
+        self.broker_id = broker.node_id
+
+    # ---- updates from the TopicManager ---------------------------------------------------
+    def put_topic(self, name: str, topic_id: uuid.UUID, num_partitions: int,
+                  leader_epoch: int = 0) -> None:
+        me = self._broker.node_id
+        parts = {p: PartitionMetadata(p, me, leader_epoch, [me], [me])
+                 for p in range(num_partitions)}
+        meta = TopicMetadata(name, topic_id, parts, is_internal=name.startswith("__"))
+        self._topics[name] = meta
+        self._by_id[topic_id] = meta
+
+    def remove_topic(self, name: str) -> None:
+        meta = self._topics.pop(name, None)
+        if meta is not None:
+            self._by_id.pop(meta.topic_id, None)

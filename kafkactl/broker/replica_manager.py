@@ -1,0 +1,147 @@
+"""Produce and fetch coordination across partitions (Kafka's ReplicaManager).
+
+Produce: validate each partition's records (validation.py), up-convert magic 0/1, apply the
+topic's compression.type, append through the Partition (idempotence checks, offsets stamped
+in place), and wake delayed fetches. Fetch: read slices (file regions, never bytes) for
+many partitions within the request's byte limits; the long poll lives in handlers/fetch.py.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from kafkactl.broker.partition import Partition
+from kafkactl.broker.producer_state import ProducerStateError
+from kafkactl.broker.purgatory import FetchPurgatory
+from kafkactl.broker.topic_manager import TopicManager
+from kafkactl.broker.validation import (
+    BatchValidationError,
+    find_magic,
+    recompress,
+    target_codec,
+    validate_batches,
+)
+from kafkactl.protocol.errors import ErrorCode
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(slots=True)
+class ProduceResult:
+    error: ErrorCode
+    base_offset: int = -1
+    log_append_time: int = -1
+    log_start_offset: int = -1
+    message: str | None = None
+
+
+@dataclass(slots=True)
+class FetchResult:
+    error: ErrorCode
+    high_watermark: int = -1
+    last_stable_offset: int = -1
+    log_start_offset: int = -1
+    records: Any = None  # FileRegion | bytes | None
+    size: int = 0
+
+
+class ReplicaManager:
+    def __init__(self, topics: TopicManager, purgatory: FetchPurgatory, *,
+                 auto_create: bool) -> None:
+        self.topics = topics
+        self.purgatory = purgatory
+        self.auto_create = auto_create
+
+    def partition_or_create(self, topic: str, partition: int) -> Partition | None:
+        part = self.topics.get_partition(topic, partition)
+        if part is None and self.auto_create and topic not in self.topics.topics:
+            try:
+                self.topics.auto_create(topic)
+            except Exception as e:  # invalid name etc.: the caller reports unknown topic
+                log.debug("not auto-creating %r: %s", topic, e)
+                return None
+            part = self.topics.get_partition(topic, partition)
+        return part
+
+    # ---- produce ---------------------------------------------------------------------------
+    def append(self, topic: str, partition: int, records: memoryview | None, *,
+               produce_version: int) -> ProduceResult:
+        part = self.partition_or_create(topic, partition)
+        if part is None:
+            return ProduceResult(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                                 message=f"unknown topic-partition {topic}-{partition}")
+        if records is None:
+            return ProduceResult(ErrorCode.INVALID_RECORD, message="records are null")
+        config = part.log.config
+        now_ms = int(time.time() * 1000)
+        buf = records if isinstance(records, memoryview) else memoryview(records)
+        try:
+            if find_magic(buf) < 2:
+                if produce_version >= 3:
+                    raise BatchValidationError("INVALID_RECORD",
+                                               "Produce v3+ must carry magic-2 batches")
+                buf = self._up_convert(buf)
+            if buf.readonly:
+                buf = memoryview(bytearray(buf))
+            batches = validate_batches(
+                buf, max_message_bytes=config.max_message_bytes,
+                timestamp_type=config.message_timestamp_type,
+                max_timestamp_difference_ms=config.message_timestamp_difference_max_ms,
+                now_ms=now_ms, produce_version=produce_version,
+                single_batch=produce_version >= 3)
+            codec = target_codec(config.compression_type)
+            if codec is not None and any(b.compression != codec for b in batches):
+                buf = memoryview(bytearray(b"".join(
+                    recompress(buf, b, codec) if b.compression != codec
+                    else bytes(buf[b.position:b.position + b.size]) for b in batches)))
+                batches = validate_batches(
+                    buf, max_message_bytes=2**31 - 1, timestamp_type="CreateTime",
+                    max_timestamp_difference_ms=2**63 - 1, now_ms=now_ms,
+                    produce_version=max(produce_version, 7), single_batch=False)
+            lat = now_ms if config.message_timestamp_type == "LogAppendTime" else None
+            result = part.append_as_leader(buf, batches, log_append_time=lat)
+        except (BatchValidationError, ProducerStateError) as e:
+            code = ErrorCode[e.code_name]
+            log.debug("rejected produce to %s-%d: %s", topic, partition, e)
+            return ProduceResult(code, log_start_offset=part.log_start_offset, message=str(e))
+        if result.appended_bytes:
+            self.purgatory.notify_append((topic, partition), result.appended_bytes)
+        return ProduceResult(ErrorCode.NONE, result.first_offset, result.log_append_time,
+                             part.log_start_offset)
+
+    @staticmethod
+    def _up_convert(buf: memoryview) -> memoryview:
+        from kafkactl.record.convert import up_convert
+        from kafkactl.record.errors import RecordError
+
+        try:
+            return memoryview(bytearray(up_convert(buf)))
+        except RecordError as e:
+            raise BatchValidationError("CORRUPT_MESSAGE", f"bad magic 0/1 message set: {e}") \
+                from e
+
+    # ---- fetch -----------------------------------------------------------------------------
+    def read(self, topic: str, partition: int, offset: int, max_bytes: int, *,
+             min_one_batch: bool, current_leader_epoch: int = -1) -> FetchResult:
+        from kafkactl.log.errors import OffsetOutOfRange
+
+        part = self.topics.get_partition(topic, partition)
+        if part is None:
+            return FetchResult(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        if current_leader_epoch > part.leader_epoch:
+            return FetchResult(ErrorCode.UNKNOWN_LEADER_EPOCH)
+        if 0 <= current_leader_epoch < part.leader_epoch:
+            return FetchResult(ErrorCode.FENCED_LEADER_EPOCH)
+        hw = part.high_watermark
+        lso = part.last_stable_offset
+        lso_ = part.log_start_offset
+        if offset == hw:
+            return FetchResult(ErrorCode.NONE, hw, lso, lso_, None, 0)
+        try:
+            fs = part.read(offset, max_bytes, min_one_batch=min_one_batch)
+        except OffsetOutOfRange:
+            return FetchResult(ErrorCode.OFFSET_OUT_OF_RANGE, hw, lso, lso_)
+        return FetchResult(ErrorCode.NONE, hw, lso, lso_, fs, int(fs.length))

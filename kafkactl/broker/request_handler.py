@@ -1,0 +1,97 @@
+"""Request dispatch (Kafka's KafkaApis): frame -> header -> body -> handler -> response parts.
+
+A handler is `fn(apis, ctx, request: dict) -> dict | None | Awaitable[dict | None]` (None =
+no response, e.g. Produce with acks=0). The handler table decides what ApiVersions
+advertises: an API is advertised only if a handler for it is registered here, so the
+group coordinator adds its handlers with `register()` when it arrives.
+
+Bad input: an unknown API key or a version outside our table closes the connection (as
+Kafka does), except a too-new ApiVersions request, which gets the v0-format
+UNSUPPORTED_VERSION reply clients need to retry lower. A body that fails to decode (truncated,
+bad UTF-8, absurd lengths) also closes the connection; each is logged once, at WARNING.
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+import struct
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+from kafkactl.broker.network import CloseConnection, ConnectionInfo, HandlerResult
+from kafkactl.protocol import codec
+from kafkactl.protocol.api_keys import ApiKey
+from kafkactl.protocol.errors import KafkaError
+from kafkactl.protocol.versions import SUPPORTED_VERSIONS
+
+log = logging.getLogger(__name__)
+
+_HEADER = struct.Struct(">hhi")
+
+
+@dataclass(slots=True)
+class RequestContext:
+    api_key: int
+    api_version: int
+    correlation_id: int
+    client_id: str | None
+    connection: ConnectionInfo
+
+
+Handler = Callable[[Any, RequestContext, dict[str, Any]],
+                   dict[str, Any] | None | Awaitable[dict[str, Any] | None]]
+
+
+class KafkaApis:
+    """Owns the handler table; `server` is the KafkaServer (config, managers...)."""
+
+    def __init__(self, server: Any) -> None:
+        self.server = server
+        self.handlers: dict[int, Handler] = {}
+
+    def register(self, api_key: ApiKey, handler: Handler) -> None:
+        if api_key not in SUPPORTED_VERSIONS:
+            raise ValueError(f"{api_key!r} has no version range in protocol.versions")
+        self.handlers[int(api_key)] = handler
+
+    def advertised(self) -> list[dict[str, int]]:
+        return [{"api_key": k, "min_version": lo, "max_version": hi}
+                for k, (lo, hi) in sorted((int(k), v) for k, v in SUPPORTED_VERSIONS.items())
+                if k in self.handlers]
+
+    # ---- the network layer's entry point ----------------------------------------------------
+    def handle(self, conn: ConnectionInfo, frame: bytearray) -> HandlerResult:
+        if len(frame) < 8:
+            raise CloseConnection(f"request of {len(frame)} bytes is shorter than a header")
+        api_key, api_version, correlation_id = _HEADER.unpack_from(frame)
+        handler = self.handlers.get(api_key)
+        if handler is None:
+            raise CloseConnection(f"unknown or unsupported API key {api_key}; closing")
+        lo, hi = SUPPORTED_VERSIONS[ApiKey(api_key)]
+        if not lo <= api_version <= hi:
+            if api_key == ApiKey.API_VERSIONS and api_version > hi:
+                return [codec.encode_api_versions_unsupported(correlation_id)]
+            raise CloseConnection(
+                f"{ApiKey(api_key).name} v{api_version} is not supported (v{lo}-v{hi}); closing")
+        try:
+            header, offset = codec.decode_request_header(frame)
+            request = codec.decode_request(api_key, api_version, frame, offset)
+        except KafkaError as e:
+            raise CloseConnection(
+                f"malformed {ApiKey(api_key).name} v{api_version} request: {e}; closing") from e
+        ctx = RequestContext(api_key, api_version, correlation_id, header.client_id, conn)
+        body = handler(self, ctx, request)
+        if body is None:
+            return None
+        if inspect.isawaitable(body):
+            return self._finish(ctx, body)
+        return codec.encode_response(api_key, api_version, correlation_id, body)
+
+    async def _finish(self, ctx: RequestContext,
+                      pending: Awaitable[dict[str, Any] | None]) -> list[Any] | None:
+        body = await pending
+        if body is None:
+            return None
+        return codec.encode_response(ctx.api_key, ctx.api_version, ctx.correlation_id, body)

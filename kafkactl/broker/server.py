@@ -1,0 +1,233 @@
+"""KafkaServer: wires config, LogManager, topics, replica manager, handlers and the network
+layer together; runs background flush/retention/checkpoint work; stops gracefully.
+
+Shutdown order (SIGTERM/SIGINT): stop accepting, complete long polls, wait (bounded) for
+in-flight requests, close connections, snapshot producer state, then LogManager.shutdown()
+(flush, checkpoints, clean-shutdown marker).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import logging
+import os
+import signal
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+from kafkactl.broker.config import BrokerConfig, ConfigError
+from kafkactl.broker.handlers import register_all
+from kafkactl.broker.handlers.producer_id import ProducerIdManager
+from kafkactl.broker.metadata_cache import BrokerEndpoint, StandaloneMetadataCache
+from kafkactl.broker.network import SocketServer
+from kafkactl.broker.purgatory import FetchPurgatory
+from kafkactl.broker.replica_manager import ReplicaManager
+from kafkactl.broker.request_handler import KafkaApis
+from kafkactl.broker.topic_manager import TopicManager
+
+log = logging.getLogger(__name__)
+
+FLUSH_CHECK_INTERVAL_S = 1.0
+SHUTDOWN_DRAIN_TIMEOUT_S = 10.0
+
+
+class BrokerStartupError(Exception):
+    """The broker cannot start; the message says why and what to do."""
+
+
+def new_cluster_id() -> str:
+    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+
+
+def read_meta_properties(path: Path) -> dict[str, str]:
+    from kafkactl.broker.config import parse_properties
+
+    return parse_properties(path.read_text()) if path.exists() else {}
+
+
+def ensure_meta_properties(log_dirs: list[Path], broker_id: int, cluster_id: str | None) -> str:
+    """Read (or write) meta.properties in each log dir; all must agree. Returns the cluster id."""
+    found: dict[str, str] = {}
+    for d in log_dirs:
+        meta = read_meta_properties(d / "meta.properties")
+        if meta:
+            if "broker.id" in meta and int(meta["broker.id"]) != broker_id:
+                raise BrokerStartupError(
+                    f"{d / 'meta.properties'} belongs to broker.id={meta['broker.id']}, but this "
+                    f"broker is {broker_id}; use --broker-id {meta['broker.id']} or another "
+                    "data dir")
+            if meta.get("cluster.id"):
+                found[str(d)] = meta["cluster.id"]
+    ids = set(found.values())
+    if len(ids) > 1:
+        raise BrokerStartupError(f"log dirs belong to different clusters: {found}")
+    cid = cluster_id or (ids.pop() if ids else new_cluster_id())
+    for d in log_dirs:
+        path = d / "meta.properties"
+        if str(d) in found:
+            continue
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(f"#\n#{time.strftime('%a %b %d %H:%M:%S %Z %Y')}\n"
+                       f"version=0\nbroker.id={broker_id}\ncluster.id={cid}\n")
+        os.replace(tmp, path)
+    return cid
+
+
+class KafkaServer:
+    def __init__(self, config: BrokerConfig) -> None:
+        self.config = config
+        self.auto_create_topics = config.get_bool("auto.create.topics.enable")
+        self.explicit_broker_keys: set[str] = set()
+        self.bound: list[tuple[str, int]] = []
+        self._stop = asyncio.Event()
+        self._tasks: list[asyncio.Task[None]] = []
+        self.log_manager: Any = None
+        self.socket_server: SocketServer | None = None
+
+    # ---- start -----------------------------------------------------------------------------
+    async def startup(self) -> None:
+        from kafkactl.log.config import LogConfig
+        from kafkactl.log.errors import LogDirInUseError
+        from kafkactl.log.manager import LogManager
+
+        cfg = self.config
+        log_dirs = [d.resolve() for d in cfg.log_dirs]
+        for d in log_dirs:
+            try:
+                d.mkdir(parents=True, exist_ok=True)
+            except OSError as e:
+                raise BrokerStartupError(f"cannot create log dir {d}: {e.strerror}") from e
+        props = {k: v for k, v in cfg.props.items() if v != ""}
+        try:
+            default_log_config = LogConfig.from_properties(props)
+        except ValueError as e:
+            raise ConfigError(str(e)) from e
+        self.cache = StandaloneMetadataCache("", BrokerEndpoint(cfg.broker_id, "", 0))
+        self.purgatory = FetchPurgatory()
+        self.topics = TopicManager(
+            None, self.cache, self.purgatory, metadata_dir=log_dirs[0],
+            default_partitions=cfg.get_int("num.partitions"), log_config_cls=LogConfig,
+            default_log_config=default_log_config,
+            delete_enabled=cfg.get_bool("delete.topic.enable"))
+        try:
+            self.topics.read_metadata()
+        except RuntimeError as e:
+            raise BrokerStartupError(str(e)) from e
+        try:
+            self.log_manager = LogManager(log_dirs, default_log_config,
+                                          topic_config=self.topics.topic_log_config)
+            self.log_manager.load()
+        except LogDirInUseError as e:
+            raise BrokerStartupError(
+                f"{e} Another broker is using this data dir; stop it or pick another "
+                "--data-dir.") from e
+        cluster_id = ensure_meta_properties(log_dirs, cfg.broker_id, cfg.get("cluster.id") or None)
+
+        endpoints = cfg.listeners
+        advertised = cfg.advertised_listeners[0]
+        self.cache.cluster_id = cluster_id
+        self.cache.update_broker(BrokerEndpoint(cfg.broker_id, advertised.host, advertised.port))
+        self.topics.log_manager = self.log_manager
+        self.topics.load()
+        self.replica_manager = ReplicaManager(self.topics, self.purgatory,
+                                              auto_create=self.auto_create_topics)
+        self.producer_ids = ProducerIdManager(log_dirs[0] / "producer-id-block")
+        self.apis = KafkaApis(self)
+        register_all(self.apis)
+        with contextlib.suppress(Exception):
+            from kafkactl.protocol.codec import precompile
+            precompile()
+
+        self.socket_server = SocketServer(
+            self.apis, max_request_size=cfg.get_int("socket.request.max.bytes"),
+            idle_timeout_ms=cfg.get_int("connections.max.idle.ms"))
+        for ep in endpoints:
+            try:
+                host, port = await self.socket_server.start(ep.host, ep.port)
+            except OSError as e:
+                raise BrokerStartupError(
+                    f"cannot listen on {ep.host or '*'}:{ep.port}: {e.strerror}; is another "
+                    "broker running? Pick another port with --listen HOST:PORT") from e
+            self.bound.append((host, port))
+            if ep.port == 0 and not cfg.get("advertised.listeners"):
+                b = self.cache.brokers()[0]
+                self.cache.update_broker(BrokerEndpoint(b.node_id, b.host, port))
+        self._start_background()
+        log.info("kafkactl broker %d started: cluster %s, listening on %s, data in %s, %d "
+                 "topic(s)", cfg.broker_id, cluster_id,
+                 ", ".join(f"{h}:{p}" for h, p in self.bound),
+                 ", ".join(map(str, log_dirs)), len(self.topics.topics))
+
+    # ---- background work -------------------------------------------------------------------
+    def _start_background(self) -> None:
+        cfg = self.config
+        loop = asyncio.get_running_loop()
+        self._tasks = [
+            loop.create_task(self._every(FLUSH_CHECK_INTERVAL_S, self._flush, "flush")),
+            loop.create_task(self._every(
+                cfg.get_int("log.retention.check.interval.ms") / 1000, self._retention,
+                "retention")),
+            loop.create_task(self._every(
+                cfg.get_int("log.flush.offset.checkpoint.interval.ms") / 1000, self._checkpoint,
+                "checkpoint")),
+        ]
+
+    async def _every(self, interval: float, fn: Any, what: str) -> None:
+        interval = max(interval, 0.01)
+        while True:
+            await asyncio.sleep(interval)
+            try:
+                fn()
+            except Exception:
+                log.exception("background %s failed; will retry", what)
+
+    def _flush(self) -> None:
+        self.log_manager.flush_dirty()
+
+    def _retention(self) -> None:
+        deleted = self.log_manager.run_retention()
+        if deleted:
+            log.info("retention removed %s segment(s)", deleted)
+
+    def _checkpoint(self) -> None:
+        for part in list(self.topics.partitions.values()):
+            part.take_snapshot()
+        self.log_manager.checkpoint()
+
+    # ---- run / stop ------------------------------------------------------------------------
+    def request_stop(self, signame: str = "") -> None:
+        if not self._stop.is_set():
+            log.info("received %s: shutting down", signame or "stop request")
+            self._stop.set()
+
+    def install_signal_handlers(self) -> None:
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            with contextlib.suppress(NotImplementedError, RuntimeError):
+                loop.add_signal_handler(sig, self.request_stop, sig.name)
+
+    async def serve_forever(self) -> None:
+        await self._stop.wait()
+        await self.shutdown()
+
+    async def shutdown(self) -> None:
+        ss = self.socket_server
+        if ss is not None:
+            ss.stop_accepting()
+        if getattr(self, "purgatory", None) is not None:
+            self.purgatory.shutdown()
+        if ss is not None:
+            await ss.drain(SHUTDOWN_DRAIN_TIMEOUT_S)
+            await ss.close()
+        for task in self._tasks:
+            task.cancel()
+        if self.log_manager is not None:
+            if getattr(self, "topics", None) is not None:
+                for part in list(self.topics.partitions.values()):
+                    part.take_snapshot()
+            self.log_manager.shutdown()
+        log.info("broker stopped cleanly")

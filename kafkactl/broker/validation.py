@@ -1,0 +1,151 @@
+"""Produce-side validation of record batches (Kafka's LogValidator, header level only).
+
+Every batch is checked from its 61-byte header and one CRC-32C over its bytes: length in the
+buffer, magic, CRC, last-offset-delta vs record count, size vs `max.message.bytes`,
+timestamps vs `message.timestamp.difference.max.ms`, compression codec. No record is decoded
+unless the topic forces a compression codec different from the producer's (then the batch is
+re-encoded) or the request carries old magic 0/1 message sets (then they are up-converted).
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+
+from kafkactl.record.crc import crc32c
+
+LONG_MAX = 2**63 - 1
+RECORD_BATCH_OVERHEAD = 61
+HEADER = struct.Struct(">qiibIhiqqqhii")
+MAGIC_OFFSET = 16
+CRC_DATA_OFFSET = 21
+ATTR_COMPRESSION_MASK = 0x07
+ATTR_TRANSACTIONAL = 0x10
+ATTR_CONTROL = 0x20
+
+COMPRESSION_CODES = {"uncompressed": 0, "none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
+
+
+class BatchValidationError(Exception):
+    """A produce that must be rejected; `code_name` is the Kafka error name."""
+
+    def __init__(self, code_name: str, message: str) -> None:
+        super().__init__(message)
+        self.code_name = code_name
+
+
+@dataclass(slots=True)
+class BatchInfo:
+    position: int
+    size: int
+    producer_id: int
+    producer_epoch: int
+    base_sequence: int
+    record_count: int
+    first_timestamp: int
+    max_timestamp: int
+    compression: int
+    is_transactional: bool
+
+
+def find_magic(buf: memoryview) -> int:
+    if len(buf) <= MAGIC_OFFSET:
+        raise BatchValidationError("CORRUPT_MESSAGE", "records shorter than one batch header")
+    return buf[MAGIC_OFFSET]
+
+
+def validate_batches(
+    buf: memoryview,
+    *,
+    max_message_bytes: int,
+    timestamp_type: str,
+    max_timestamp_difference_ms: int,
+    now_ms: int,
+    produce_version: int,
+    single_batch: bool,
+) -> list[BatchInfo]:
+    """Check every magic-2 batch in `buf`; raise BatchValidationError on the first bad one."""
+    out: list[BatchInfo] = []
+    pos, end = 0, len(buf)
+    if end == 0:
+        raise BatchValidationError("INVALID_RECORD", "produce request carries no records")
+    check_time = timestamp_type == "CreateTime" and max_timestamp_difference_ms < LONG_MAX
+    while pos < end:
+        if end - pos < RECORD_BATCH_OVERHEAD:
+            raise BatchValidationError(
+                "CORRUPT_MESSAGE", f"{end - pos} trailing bytes are shorter than a batch header")
+        (_base, length, _epoch, magic, crc, attributes, last_delta, first_ts, max_ts, pid,
+         pepoch, base_seq, count) = HEADER.unpack_from(buf, pos)
+        size = length + 12
+        if magic != 2:
+            raise BatchValidationError(
+                "INVALID_RECORD" if produce_version >= 3 else "CORRUPT_MESSAGE",
+                f"batch at byte {pos} has magic {magic}; Produce v3+ needs magic 2")
+        if size < RECORD_BATCH_OVERHEAD or pos + size > end:
+            raise BatchValidationError(
+                "CORRUPT_MESSAGE", f"batch at byte {pos} claims {size} bytes; "
+                f"{end - pos} are present")
+        if size > max_message_bytes:
+            raise BatchValidationError(
+                "MESSAGE_TOO_LARGE", f"batch of {size} bytes is larger than "
+                f"max.message.bytes={max_message_bytes}")
+        if crc32c(buf[pos + CRC_DATA_OFFSET:pos + size]) != crc:
+            raise BatchValidationError("CORRUPT_MESSAGE", f"batch at byte {pos} fails its CRC")
+        if count <= 0 or last_delta != count - 1:
+            raise BatchValidationError(
+                "INVALID_RECORD", f"batch at byte {pos}: record count {count} does not match "
+                f"last offset delta {last_delta}")
+        if attributes & ATTR_CONTROL:
+            raise BatchValidationError("INVALID_RECORD", "clients may not produce control batches")
+        codec = attributes & ATTR_COMPRESSION_MASK
+        if codec > 4:
+            raise BatchValidationError("UNSUPPORTED_COMPRESSION_TYPE",
+                                       f"unknown compression codec {codec}")
+        if codec == 4 and produce_version < 7:
+            raise BatchValidationError("UNSUPPORTED_COMPRESSION_TYPE",
+                                       "zstd batches need Produce v7 or later")
+        transactional = bool(attributes & ATTR_TRANSACTIONAL)
+        if transactional:
+            raise BatchValidationError("INVALID_TXN_STATE",
+                                       "transactions are not supported by this broker")
+        if check_time:
+            for ts in (first_ts, max_ts):
+                if ts >= 0 and abs(now_ms - ts) > max_timestamp_difference_ms:
+                    raise BatchValidationError(
+                        "INVALID_TIMESTAMP", f"timestamp {ts} is more than "
+                        f"{max_timestamp_difference_ms} ms from the broker's clock")
+        out.append(BatchInfo(pos, size, pid, pepoch, base_seq, count, first_ts, max_ts, codec,
+                             transactional))
+        pos += size
+    if single_batch and len(out) != 1:
+        raise BatchValidationError(
+            "INVALID_RECORD",
+            f"Produce v3+ carries exactly one batch per partition, got {len(out)}")
+    return out
+
+
+def target_codec(compression_type: str) -> int | None:
+    """The codec a topic forces, or None for `producer` (keep what the producer sent)."""
+    ct = compression_type.strip().lower()
+    if ct == "producer":
+        return None
+    if ct not in COMPRESSION_CODES:
+        raise BatchValidationError("INVALID_CONFIG", f"unknown compression.type {ct!r}")
+    return COMPRESSION_CODES[ct]
+
+
+def recompress(buf: memoryview, info: BatchInfo, codec: int) -> bytes:
+    """Re-encode one batch with `codec` (only when the topic's compression.type says so)."""
+    from kafkactl.record.batch import RecordBatch, RecordBatchBuilder
+    from kafkactl.record.codecs import Compression
+
+    batch = RecordBatch(buf, info.position)
+    builder = RecordBatchBuilder(
+        compression=Compression(codec), producer_id=info.producer_id,
+        producer_epoch=info.producer_epoch, base_sequence=info.base_sequence)
+    for rec in batch:
+        builder.append(
+            rec.timestamp, None if rec.key is None else bytes(rec.key),
+            None if rec.value is None else bytes(rec.value),
+            [(k, None if v is None else bytes(v)) for k, v in rec.headers])
+    return builder.build()

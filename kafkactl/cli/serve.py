@@ -1,0 +1,106 @@
+"""`kafkactl serve`: run a Kafka broker in the foreground."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import sys
+from pathlib import Path
+
+import typer
+
+LOG_LEVELS = ("debug", "info", "warning", "error")
+
+
+def setup_logging(level: str) -> None:
+    root = logging.getLogger()
+    root.setLevel(level.upper())
+    for h in list(root.handlers):
+        root.removeHandler(h)
+    if sys.stderr.isatty():
+        from rich.console import Console
+        from rich.logging import RichHandler
+
+        handler: logging.Handler = RichHandler(console=Console(stderr=True), show_path=False,
+                                               rich_tracebacks=False)
+        handler.setFormatter(logging.Formatter("%(name)s: %(message)s"))
+    else:
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter(
+            "%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    root.addHandler(handler)
+
+
+def serve(
+    config: Path | None = typer.Option(
+        None, "--config", "-c", help="A Kafka server.properties file.", dir_okay=False),
+    override: list[str] = typer.Option(
+        [], "--override", "-o", help="key=value, overrides the config file (repeatable)."),
+    listen: str | None = typer.Option(
+        None, "--listen", "-l", help="HOST:PORT to listen on (default 127.0.0.1:9092)."),
+    data_dir: Path | None = typer.Option(
+        None, "--data-dir", "-d", help="Log directory (default ./kafkactl-data)."),
+    broker_id: int | None = typer.Option(None, "--broker-id", help="broker.id (default 0)."),
+    log_level: str = typer.Option("info", "--log-level", help="debug, info, warning or error."),
+) -> None:
+    """Run a Kafka broker in the foreground (Ctrl-C or SIGTERM stops it cleanly)."""
+    from kafkactl.broker.config import BrokerConfig, ConfigError
+
+    if log_level.lower() not in LOG_LEVELS:
+        raise typer.BadParameter(f"must be one of {', '.join(LOG_LEVELS)}",
+                                 param_hint="--log-level")
+    setup_logging(log_level)
+    flags: dict[str, str] = {}
+    if listen is not None:
+        host, sep, port = listen.rpartition(":")
+        if not sep or not port.isdigit():
+            raise typer.BadParameter("expected HOST:PORT, e.g. 127.0.0.1:9092",
+                                     param_hint="--listen")
+        flags["listeners"] = f"PLAINTEXT://{host}:{port}"
+    if data_dir is not None:
+        flags["log.dirs"] = str(data_dir)
+    if broker_id is not None:
+        flags["broker.id"] = str(broker_id)
+    try:
+        cfg = BrokerConfig.build(config_file=config, flags=flags, overrides=override)
+    except ConfigError as e:
+        typer.echo(f"Error: {e}", err=True)
+        raise typer.Exit(2) from None
+    code = asyncio.run(_run(cfg, explicit=_explicit_keys(config, flags, override)))
+    raise typer.Exit(code)
+
+
+def _explicit_keys(config: Path | None, flags: dict[str, str], override: list[str]) -> set[str]:
+    from kafkactl.broker.config import parse_override, parse_properties
+
+    keys = set(flags)
+    if config is not None:
+        keys |= set(parse_properties(config.read_text()))
+    keys |= {parse_override(o)[0] for o in override}
+    return keys
+
+
+async def _run(cfg: object, explicit: set[str]) -> int:
+    from kafkactl.broker.config import ConfigError
+    from kafkactl.broker.server import BrokerStartupError, KafkaServer
+
+    log = logging.getLogger("kafkactl.serve")
+    server = KafkaServer(cfg)  # type: ignore[arg-type]
+    server.explicit_broker_keys = explicit
+    server.install_signal_handlers()
+    try:
+        await server.startup()
+    except (BrokerStartupError, ConfigError) as e:
+        log.error("%s", e)
+        await server.shutdown()
+        return 1
+    except Exception:
+        log.exception("the broker failed to start")
+        await server.shutdown()
+        return 1
+    await server.serve_forever()
+    return 0
+
+
+def register(app: typer.Typer) -> None:
+    app.command("serve")(serve)
