@@ -1,0 +1,48 @@
+"""Helpers shared by the client subcommands (produce, consume, topics)."""
+
+from __future__ import annotations
+
+import codecs
+import os
+import sys
+from collections.abc import Iterable
+
+import typer
+
+BOOTSTRAP_HELP = "Broker(s) host:port[,host:port]; default $KAFKACTL_BOOTSTRAP or 127.0.0.1:9092."
+
+
+def bootstrap_option() -> str | None:
+    return typer.Option(None, "--bootstrap-server", "-b", help=BOOTSTRAP_HELP,
+                        envvar="KAFKACTL_BOOTSTRAP", show_envvar=False)
+
+
+def unescape(text: str) -> bytes:
+    r"""`\n`, `\t`, `\r`, `\0`, `\xNN`, `\\` -> bytes."""
+    try:
+        return codecs.escape_decode(text.encode("utf-8"))[0]  # type: ignore[attr-defined,no-any-return]
+    except ValueError as e:
+        raise typer.BadParameter(f"bad escape in {text!r}: {e}") from None
+
+
+def parse_key_values(items: Iterable[str], what: str) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for item in items:
+        k, sep, v = item.partition("=")
+        if not sep or not k:
+            raise typer.BadParameter(f"{what} {item!r} must look like key=value")
+        out[k.strip()] = v
+    return out
+
+
+def fail(message: str, code: int = 1) -> typer.Exit:
+    """Print a clear error on stderr and return an Exit to raise."""
+    typer.echo(f"error: {message}", err=True)
+    return typer.Exit(code)
+
+
+def stderr_is_tty() -> bool:
+    try:
+        return os.isatty(sys.stderr.fileno())
+    except (OSError, ValueError):
+        return False

@@ -1,0 +1,197 @@
+"""RecordAccumulator: per-partition queues of ProducerBatches (the seed's batch.size /
+queue.time), bounded by buffer.memory with backpressure on the appending thread."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from kafkactl.client.errors import KafkaTimeoutError
+from kafkactl.client.producer_batch import ProducerBatch
+
+TopicPartition = tuple[str, int]
+
+
+class RecordAccumulator:
+    def __init__(self, *, batch_size: int = 16384, linger_ms: float = 5.0,
+                 buffer_memory: int = 32 * 1024 * 1024, max_block_ms: int = 60000,
+                 on_full_batch: Callable[[], None] | None = None) -> None:
+        self.batch_size = batch_size
+        self.linger = linger_ms / 1000.0
+        self.buffer_memory = buffer_memory
+        self.max_block = max_block_ms / 1000.0
+        self.batches: dict[TopicPartition, deque[ProducerBatch]] = {}
+        self.lock = threading.Condition()
+        self.used_memory = 0
+        self.incomplete: set[ProducerBatch] = set()
+        self.flushes_in_progress = 0
+        self.closed = False
+        self._on_full_batch = on_full_batch or (lambda: None)
+        self.on_new_batch: Callable[[str, int], None] | None = None
+        self.batch_callbacks: list[Callable[[ProducerBatch, int, BaseException | None], None]] = []
+
+    # -- appending (caller's thread) ---------------------------------------------------------
+
+    def _reserve(self, nbytes: int) -> None:
+        """Block while the buffer is full (backpressure); caller holds the lock."""
+        if self.used_memory + nbytes <= self.buffer_memory or not self.incomplete:
+            self.used_memory += nbytes
+            return
+        deadline = time.monotonic() + self.max_block
+        self._on_full_batch()
+        while self.used_memory + nbytes > self.buffer_memory and self.incomplete:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise KafkaTimeoutError(
+                    f"buffer.memory ({self.buffer_memory} bytes) stayed full for "
+                    f"{self.max_block:g} s: the broker is not taking records fast enough")
+            self.lock.wait(min(remaining, 0.5))
+        self.used_memory += nbytes
+
+    def _new_batch(self, tp: TopicPartition, dq: deque[ProducerBatch],
+                   timestamp: int | None) -> ProducerBatch:
+        self._reserve(self.batch_size)
+        batch = ProducerBatch(tp[0], tp[1], self.batch_size, timestamp)
+        if self.batch_callbacks:
+            batch.callbacks.extend(self.batch_callbacks)
+        if dq:
+            dq[-1].closed = True
+            self._on_full_batch()
+            if self.on_new_batch is not None:
+                self.on_new_batch(tp[0], tp[1])
+        dq.append(batch)
+        self.incomplete.add(batch)
+        return batch
+
+    def append(self, topic: str, partition: int, timestamp: int | None, key: bytes | None,
+               value: bytes | None, headers: Sequence[tuple[str, bytes | None]] = (),
+               entry: Any = None, future: Any = None) -> ProducerBatch:
+        tp = (topic, partition)
+        with self.lock:
+            if self.closed:
+                raise RuntimeError("the producer is closed")
+            dq = self.batches.get(tp)
+            if dq is None:
+                dq = self.batches[tp] = deque()
+            batch = dq[-1] if dq else None
+            delta = None if batch is None else batch.append(timestamp, key, value, headers)
+            if delta is None:
+                batch = self._new_batch(tp, dq, timestamp)
+                delta = batch.append(timestamp, key, value, headers)
+                assert delta is not None
+            assert batch is not None
+            if entry is not None:
+                batch.entries.append(entry)
+            if future is not None:
+                batch.futures.append((delta, future))
+            return batch
+
+    def append_values(self, topic: str, partition: int, values: Sequence[bytes],
+                      entries: bool = False) -> None:
+        """Append null-key, header-less values (the CLI fast path)."""
+        tp = (topic, partition)
+        i, n = 0, len(values)
+        with self.lock:
+            dq = self.batches.get(tp)
+            if dq is None:
+                dq = self.batches[tp] = deque()
+            while i < n:
+                if self.closed:
+                    raise RuntimeError("the producer is closed")
+                batch = dq[-1] if dq else None
+                j = i if batch is None else batch.append_values(values, i)
+                if batch is not None and entries:
+                    batch.entries.extend(values[i:j])
+                if j == i:
+                    self._new_batch(tp, dq, None)
+                i = j
+
+    # -- sender side -------------------------------------------------------------------------
+
+    def ready(self, now: float, sendable: Callable[[TopicPartition], bool]
+              ) -> tuple[list[TopicPartition], float]:
+        """Partitions whose head batch should be sent now, and the seconds until the next
+        linger expiry (or a long wait when nothing is pending)."""
+        out: list[TopicPartition] = []
+        wait = 1.0
+        now_ms = now * 1000.0
+        with self.lock:
+            flushing = self.flushes_in_progress > 0 or self.closed
+            for tp, dq in self.batches.items():
+                if not dq:
+                    continue
+                head = dq[0]
+                if head.record_count == 0 or not sendable(tp):
+                    continue
+                if head.retry_at > now:
+                    wait = min(wait, head.retry_at - now)
+                    continue
+                if head.closed or len(dq) > 1 or flushing:
+                    out.append(tp)
+                    continue
+                due = head.created_ms + self.linger * 1000.0 - now_ms
+                if due <= 0:
+                    out.append(tp)
+                else:
+                    wait = min(wait, due / 1000.0)
+        return out, wait
+
+    def pop_head(self, tp: TopicPartition) -> ProducerBatch | None:
+        with self.lock:
+            dq = self.batches.get(tp)
+            if not dq:
+                return None
+            batch = dq.popleft()
+            batch.closed = True
+            if self.on_new_batch is not None and not dq:
+                self.on_new_batch(tp[0], tp[1])
+            return batch
+
+    def reenqueue(self, batch: ProducerBatch) -> None:
+        """Put a batch back for retry, in front of every batch that came after it."""
+        tp = (batch.topic, batch.partition)
+        with self.lock:
+            dq = self.batches.setdefault(tp, deque())
+            pos = 0
+            if batch.base_sequence >= 0:
+                while pos < len(dq) and 0 <= dq[pos].base_sequence < batch.base_sequence:
+                    pos += 1
+            dq.insert(pos, batch)
+
+    def done(self, batch: ProducerBatch) -> None:
+        with self.lock:
+            if batch in self.incomplete:
+                self.incomplete.discard(batch)
+                self.used_memory -= self.batch_size
+                self.lock.notify_all()
+
+    def has_pending(self) -> bool:
+        with self.lock:
+            return bool(self.incomplete)
+
+    def all_batches(self) -> list[ProducerBatch]:
+        with self.lock:
+            return [b for dq in self.batches.values() for b in dq]
+
+    # -- flush -------------------------------------------------------------------------------
+
+    def flush(self, timeout: float | None, wake: Callable[[], None]) -> bool:
+        with self.lock:
+            self.flushes_in_progress += 1
+            targets = set(self.incomplete)
+        wake()
+        deadline = None if timeout is None else time.monotonic() + timeout
+        try:
+            with self.lock:
+                while targets & self.incomplete:
+                    remaining = None if deadline is None else deadline - time.monotonic()
+                    if remaining is not None and remaining <= 0:
+                        return False
+                    self.lock.wait(0.5 if remaining is None else min(remaining, 0.5))
+            return True
+        finally:
+            with self.lock:
+                self.flushes_in_progress -= 1

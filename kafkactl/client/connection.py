@@ -1,0 +1,298 @@
+"""BrokerConnection: one TCP connection to one broker, with pipelined requests.
+
+Design (measured, see bench/client_connection.py): plain blocking sockets driven by the
+thread that owns the connection, no asyncio. Requests are written as soon as they are sent
+(many in flight); responses arrive in request order and complete the in-flight entries
+first-in first-out. A connection negotiates API versions (ApiVersions v3, falling back to
+v0 on UNSUPPORTED_VERSION) before anything else and then picks, per API, the highest
+version both sides speak.
+
+Not thread-safe: one thread owns a connection (the producer's sender thread, or the caller
+of a consumer/admin client).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import select
+import socket
+import struct
+import time
+from collections import deque
+from collections.abc import Callable
+from typing import Any
+
+from kafkactl import __version__
+from kafkactl.client import wire
+from kafkactl.client.errors import KafkaConnectionError, KafkaTimeoutError
+from kafkactl.protocol.api_keys import ApiKey
+
+_SIZE = struct.Struct(">i")
+_RECV_CHUNK = 1 << 20
+
+ResponseHandler = Callable[[dict[str, Any] | None, BaseException | None], None]
+
+
+class InFlightRequest:
+    __slots__ = ("correlation_id", "api_key", "version", "handler", "sent_at", "response",
+                 "error", "done")
+
+    def __init__(self, correlation_id: int, api_key: int, version: int,
+                 handler: ResponseHandler | None) -> None:
+        self.correlation_id = correlation_id
+        self.api_key = api_key
+        self.version = version
+        self.handler = handler
+        self.sent_at = time.monotonic()
+        self.response: dict[str, Any] | None = None
+        self.error: BaseException | None = None
+        self.done = False
+
+    def complete(self, response: dict[str, Any] | None, error: BaseException | None) -> None:
+        self.response, self.error, self.done = response, error, True
+        if self.handler is not None:
+            self.handler(response, error)
+
+
+class BrokerConnection:
+    """A connection to `host:port` (node `node_id`, -1 for a bootstrap server)."""
+
+    def __init__(self, host: str, port: int, *, node_id: int = -1,
+                 client_id: str = "kafkactl", connect_timeout: float = 10.0,
+                 request_timeout: float = 30.0) -> None:
+        self.host = host
+        self.port = port
+        self.node_id = node_id
+        self.client_id = client_id
+        self.connect_timeout = connect_timeout
+        self.request_timeout = request_timeout
+        self.sock: socket.socket | None = None
+        self.api_versions: dict[int, tuple[int, int]] = {}
+        self._correlation_id = 0
+        self._in_flight: deque[InFlightRequest] = deque()
+        self._rbuf = bytearray()
+        self._closed_error: BaseException | None = None
+
+    def __repr__(self) -> str:
+        return f"<BrokerConnection node={self.node_id} {self.host}:{self.port}>"
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    @property
+    def connected(self) -> bool:
+        return self.sock is not None
+
+    def connect(self) -> None:
+        """Open the socket and negotiate API versions; raises KafkaConnectionError."""
+        if self.sock is not None:
+            return
+        try:
+            sock = socket.create_connection((self.host, self.port), timeout=self.connect_timeout)
+        except OSError as e:
+            raise KafkaConnectionError(
+                f"cannot connect to broker {self.host}:{self.port}: {e.strerror or e}") from e
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        for opt in (socket.SO_SNDBUF, socket.SO_RCVBUF):
+            with contextlib.suppress(OSError):
+                sock.setsockopt(socket.SOL_SOCKET, opt, 4 << 20)
+        sock.settimeout(self.request_timeout)
+        self.sock = sock
+        self._rbuf = bytearray()
+        self._closed_error = None
+        try:
+            self._negotiate_versions()
+        except BaseException:
+            self.close(KafkaConnectionError(f"ApiVersions failed on {self.host}:{self.port}"))
+            raise
+
+    def _negotiate_versions(self) -> None:
+        version = wire.API_VERSIONS_FIRST
+        for _ in range(3):
+            body = wire.api_versions_request(version, "kafkactl", __version__)
+            resp = self.request(ApiKey.API_VERSIONS, body, version=version)
+            code = resp.get("error_code", 0)
+            table = {e["api_key"]: (e["min_version"], e["max_version"])
+                     for e in resp.get("api_keys") or ()}
+            if code == 35:  # UNSUPPORTED_VERSION: retry with what the broker offers
+                lo_hi = table.get(int(ApiKey.API_VERSIONS))
+                version = min(version - 1, lo_hi[1]) if lo_hi else 0
+                continue
+            if code:
+                raise KafkaConnectionError(
+                    f"broker {self.host}:{self.port} refused ApiVersions (error {code})")
+            self.api_versions = table
+            return
+        raise KafkaConnectionError(f"no ApiVersions version agreed with {self.host}:{self.port}")
+
+    def close(self, error: BaseException | None = None) -> None:
+        """Close the socket; every in-flight request fails with `error`."""
+        sock, self.sock = self.sock, None
+        if sock is not None:
+            with contextlib.suppress(OSError):
+                sock.close()
+        err = error or KafkaConnectionError(f"connection to {self.host}:{self.port} closed")
+        self._closed_error = err
+        pending, self._in_flight = self._in_flight, deque()
+        for req in pending:
+            req.complete(None, err)
+
+    # -- versions ----------------------------------------------------------------------------
+
+    def version_for(self, api_key: int) -> int:
+        """The highest version of `api_key` that both we and the broker speak."""
+        ours = wire.CLIENT_VERSIONS.get(int(api_key))
+        theirs = self.api_versions.get(int(api_key))
+        if ours is None:
+            raise ValueError(f"the client does not implement API {api_key}")
+        if theirs is None:
+            if api_key == ApiKey.API_VERSIONS:
+                return wire.API_VERSIONS_FIRST
+            raise KafkaConnectionError(
+                f"broker {self.host}:{self.port} does not support {ApiKey(api_key).name}")
+        hi = min(ours[1], theirs[1])
+        lo = max(ours[0], theirs[0])
+        if hi < lo:
+            raise KafkaConnectionError(
+                f"no common version of {ApiKey(api_key).name}: client {ours}, broker {theirs}")
+        return hi
+
+    def supports(self, api_key: int) -> bool:
+        try:
+            self.version_for(api_key)
+        except (KafkaConnectionError, ValueError):
+            return False
+        return True
+
+    # -- requests ----------------------------------------------------------------------------
+
+    @property
+    def in_flight_count(self) -> int:
+        return len(self._in_flight)
+
+    def send(self, api_key: int, body: dict[str, Any], *, version: int | None = None,
+             handler: ResponseHandler | None = None,
+             expect_response: bool = True) -> InFlightRequest:
+        """Write a request now; its response completes the returned entry (FIFO)."""
+        if self.sock is None:
+            raise self._closed_error or KafkaConnectionError(
+                f"not connected to {self.host}:{self.port}")
+        if version is None:
+            version = self.version_for(api_key)
+        self._correlation_id = (self._correlation_id + 1) & 0x7FFFFFFF
+        cid = self._correlation_id
+        frame = wire.encode_request(int(api_key), version, cid, self.client_id, body)
+        req = InFlightRequest(cid, int(api_key), version, handler)
+        if expect_response:
+            self._in_flight.append(req)
+        try:
+            if isinstance(frame, list | tuple):
+                self.sock.sendmsg(frame) if sum(map(len, frame)) < 65536 else \
+                    self.sock.sendall(b"".join(frame))
+            else:
+                self.sock.sendall(frame)
+        except OSError as e:
+            err = KafkaConnectionError(f"send to {self.host}:{self.port} failed: {e}")
+            if not expect_response:
+                req.complete(None, err)
+            self.close(err)
+            raise err from e
+        if not expect_response:
+            req.complete(None, None)
+        return req
+
+    def poll(self, timeout: float = 0.0) -> int:
+        """Read whatever responses are available (waiting up to `timeout` for the first);
+        returns how many requests completed. Connection errors close the connection."""
+        if self.sock is None or not self._in_flight:
+            return 0
+        try:
+            ready, _, _ = select.select([self.sock], [], [], max(timeout, 0.0))
+            if not ready:
+                self._check_timeouts()
+                return 0
+            return self._read_available()
+        except (OSError, KafkaConnectionError) as e:
+            err = e if isinstance(e, KafkaConnectionError) else KafkaConnectionError(
+                f"connection to {self.host}:{self.port} lost: {e}")
+            self.close(err)
+            return 0
+
+    def _check_timeouts(self) -> None:
+        if self._in_flight and time.monotonic() - self._in_flight[0].sent_at > \
+                self.request_timeout:
+            self.close(KafkaTimeoutError(
+                f"broker {self.host}:{self.port} did not answer within "
+                f"{self.request_timeout:g} s"))
+
+    def _read_available(self) -> int:
+        assert self.sock is not None
+        sock = self.sock
+        sock.setblocking(False)
+        try:
+            while True:
+                try:
+                    chunk = sock.recv(_RECV_CHUNK)
+                except BlockingIOError:
+                    break
+                if not chunk:
+                    raise KafkaConnectionError(
+                        f"broker {self.host}:{self.port} closed the connection")
+                self._rbuf += chunk
+                if len(chunk) < _RECV_CHUNK:
+                    break
+        finally:
+            if self.sock is not None:
+                self.sock.settimeout(self.request_timeout)
+        return self._process_frames()
+
+    def _process_frames(self) -> int:
+        buf = self._rbuf
+        pos = 0
+        done = 0
+        n = len(buf)
+        while n - pos >= 4:
+            (size,) = _SIZE.unpack_from(buf, pos)
+            if size < 4:
+                raise KafkaConnectionError(f"bad response size {size} from {self.host}")
+            if n - pos - 4 < size:
+                break
+            with memoryview(buf) as mv:
+                frame = memoryview(mv[pos + 4:pos + 4 + size].tobytes())
+            pos += 4 + size
+            if not self._in_flight:
+                raise KafkaConnectionError(f"unexpected response from {self.host}:{self.port}")
+            req = self._in_flight.popleft()
+            cid, body = wire.decode_response(req.api_key, req.version, frame)
+            if cid != req.correlation_id:
+                raise KafkaConnectionError(
+                    f"correlation id mismatch from {self.host}:{self.port}: expected "
+                    f"{req.correlation_id}, got {cid}")
+            req.complete(body, None)
+            done += 1
+        if pos:
+            del buf[:pos]
+        return done
+
+    def wait(self, req: InFlightRequest, timeout: float | None = None) -> dict[str, Any]:
+        """Poll until `req` completes (earlier in-flight requests complete first)."""
+        deadline = time.monotonic() + (self.request_timeout if timeout is None else timeout)
+        while not req.done:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                err = KafkaTimeoutError(
+                    f"broker {self.host}:{self.port} did not answer "
+                    f"{ApiKey(req.api_key).name} in time")
+                self.close(err)
+                raise err
+            if self.sock is None:
+                raise self._closed_error or KafkaConnectionError("connection closed")
+            self.poll(min(remaining, 1.0))
+        if req.error is not None:
+            raise req.error
+        assert req.response is not None
+        return req.response
+
+    def request(self, api_key: int, body: dict[str, Any], *, version: int | None = None,
+                timeout: float | None = None) -> dict[str, Any]:
+        """Send and wait for one response."""
+        return self.wait(self.send(api_key, body, version=version), timeout)

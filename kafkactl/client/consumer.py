@@ -1,0 +1,436 @@
+"""Consumers: the seed's SimpleConsumer and an iterating Consumer over assigned partitions.
+
+Consumer gets its partitions from an AssignmentSource. Today that is a static source
+(explicit `assign()`, or topic names / a whitelist-blacklist TopicFilter resolved through
+metadata); group membership plugs in as another AssignmentSource (join/sync/heartbeat in
+`on_poll`, committed offsets from `committed()`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+import time
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from kafkactl.client.errors import KafkaConnectionError, KafkaTimeoutError, UnknownTopicError
+from kafkactl.client.fetcher import (
+    EARLIEST,
+    LATEST,
+    ConsumerRecord,
+    PartitionFetch,
+    TopicPartition,
+    fetch_request_body,
+    group_by_leader,
+    list_offsets_body,
+    parse_fetch_response,
+    parse_list_offsets,
+)
+from kafkactl.client.kafka_client import KafkaClient
+from kafkactl.protocol.api_keys import ApiKey
+from kafkactl.protocol.errors import OffsetOutOfRangeError, error_for
+
+REFRESH_CODES = {3, 5, 6, 74, 75}
+
+
+@dataclass
+class TopicFilter:
+    """Topic subscription: names, or a whitelist regex minus a blacklist regex."""
+
+    topics: tuple[str, ...] = ()
+    pattern: str | None = None
+    exclude: str | None = None
+    include_internal: bool = False
+
+    def __post_init__(self) -> None:
+        self._inc = re.compile(self.pattern) if self.pattern else None
+        self._exc = re.compile(self.exclude) if self.exclude else None
+
+    def matches(self, topic: str, internal: bool = False) -> bool:
+        if self._exc is not None and self._exc.fullmatch(topic):
+            return False
+        if topic in self.topics:
+            return True
+        if self._inc is not None:
+            return (not internal or self.include_internal) and bool(self._inc.fullmatch(topic))
+        return False
+
+
+class AssignmentSource(Protocol):
+    """Where a Consumer's partitions come from (static today, a group coordinator later)."""
+
+    def assignment(self, client: KafkaClient) -> set[TopicPartition]: ...
+
+    def committed(self, client: KafkaClient,
+                  tps: set[TopicPartition]) -> dict[TopicPartition, int]: ...
+
+    def on_poll(self, client: KafkaClient) -> None: ...
+
+    def close(self, client: KafkaClient) -> None: ...
+
+
+class StaticAssignment:
+    """Explicit partitions, or every partition of the topics a TopicFilter matches."""
+
+    def __init__(self, partitions: Iterable[TopicPartition] | None = None,
+                 topic_filter: TopicFilter | None = None,
+                 partition_filter: set[int] | None = None) -> None:
+        self.partitions = set(partitions or ())
+        self.filter = topic_filter
+        self.partition_filter = partition_filter
+
+    def assignment(self, client: KafkaClient) -> set[TopicPartition]:
+        if self.filter is None:
+            return set(self.partitions)
+        f = self.filter
+        if f.pattern is None:
+            cluster = client.ensure_topics(list(f.topics), allow_auto_create=False)
+        else:
+            cluster = client.refresh_metadata(None)
+        out = set()
+        for name, tm in cluster.topics.items():
+            if not f.matches(name, tm.is_internal):
+                continue
+            for p in tm.partitions:
+                if self.partition_filter is None or p in self.partition_filter:
+                    out.add((name, p))
+        if self.partition_filter is not None:
+            missing = {p for p in self.partition_filter if not any(q == p for _, q in out)}
+            if missing and f.topics:
+                raise UnknownTopicError(
+                    f"partition {', '.join(map(str, sorted(missing)))} does not exist in "
+                    f"{', '.join(f.topics)}")
+        return out
+
+    def committed(self, client: KafkaClient,
+                  tps: set[TopicPartition]) -> dict[TopicPartition, int]:
+        return {}
+
+    def on_poll(self, client: KafkaClient) -> None:
+        return None
+
+    def close(self, client: KafkaClient) -> None:
+        return None
+
+
+class SimpleConsumer:
+    """The seed's SimpleConsumer: fetch by topic/partition/offset (many partitions per
+    request), and offsets before a time. Stateless about positions."""
+
+    def __init__(self, bootstrap_servers: str | Iterable[str] | None = None, *,
+                 client_id: str = "kafkactl-consumer", max_wait_ms: int = 500,
+                 min_bytes: int = 1, max_bytes: int = 52428800,
+                 max_partition_bytes: int = 1048576, isolation_level: int = 0,
+                 request_timeout_ms: int = 30000, client: KafkaClient | None = None) -> None:
+        self.client = client or KafkaClient(bootstrap_servers, client_id=client_id,
+                                            request_timeout_ms=request_timeout_ms)
+        self.max_wait_ms = max_wait_ms
+        self.min_bytes = min_bytes
+        self.max_bytes = max_bytes
+        self.max_partition_bytes = max_partition_bytes
+        self.isolation_level = isolation_level
+
+    def partitions_for(self, topic: str) -> list[int]:
+        cluster = self.client.ensure_topics([topic], allow_auto_create=False)
+        return sorted(cluster.topics[topic].partitions)
+
+    def _leaders(self, tps: Iterable[TopicPartition]) -> dict[int, list[TopicPartition]]:
+        tps = list(tps)
+        cluster = self.client.cluster
+        if any(cluster.leader_for(*tp) < 0 for tp in tps):
+            self.client.ensure_topics(sorted({t for t, _ in tps}), allow_auto_create=False)
+        return group_by_leader(self.client.cluster, tps)
+
+    def send_fetch(self, node: int, positions: Mapping[TopicPartition, int],
+                   max_wait_ms: int | None = None) -> Any:
+        conn = self.client.connection(node)
+        body = fetch_request_body(
+            positions, max_wait_ms=self.max_wait_ms if max_wait_ms is None else max_wait_ms,
+            min_bytes=self.min_bytes, max_bytes=self.max_bytes,
+            partition_max_bytes=self.max_partition_bytes,
+            isolation_level=self.isolation_level)
+        return conn, conn.send(ApiKey.FETCH, body)
+
+    def fetch(self, positions: Mapping[TopicPartition, int],
+              max_wait_ms: int | None = None) -> list[PartitionFetch]:
+        """One Fetch per leader for all `positions` (multifetch)."""
+        pending = []
+        for node, tps in self._leaders(positions).items():
+            pending.append((self.send_fetch(node, {tp: positions[tp] for tp in tps},
+                                            max_wait_ms), tps))
+        out: list[PartitionFetch] = []
+        for (conn, req), _tps in pending:
+            resp = conn.wait(req, self.client.request_timeout +
+                             (max_wait_ms or self.max_wait_ms) / 1000.0)
+            out.extend(parse_fetch_response(resp, positions))
+        return out
+
+    def list_offsets(self, requests: Mapping[TopicPartition, int]
+                     ) -> dict[TopicPartition, tuple[int, int]]:
+        """(offset, timestamp) per partition for a timestamp, EARLIEST (-2) or LATEST (-1).
+        offset -1 means no record at or after that timestamp."""
+        out: dict[TopicPartition, tuple[int, int]] = {}
+        todo = dict(requests)
+        for attempt in range(5):
+            retry: dict[TopicPartition, int] = {}
+            for node, tps in self._leaders(todo).items():
+                conn = self.client.connection(node)
+                resp = conn.request(ApiKey.LIST_OFFSETS, list_offsets_body(
+                    {tp: todo[tp] for tp in tps}, self.isolation_level))
+                for tp, (code, off, ts) in parse_list_offsets(resp).items():
+                    if code == 0:
+                        out[tp] = (off, ts)
+                    elif code in REFRESH_CODES and attempt < 4:
+                        retry[tp] = todo[tp]
+                    else:
+                        raise error_for(code)(f"ListOffsets for {tp[0]}-{tp[1]}")
+            if not retry:
+                return out
+            self.client.cluster.invalidate()
+            time.sleep(self.client.retry_backoff)
+            todo = retry
+        return out
+
+    def offsets_before(self, topic: str, partition: int, timestamp_ms: int) -> int:
+        """The seed's getOffsetsBefore: first offset at/after `timestamp_ms` (-2 earliest,
+        -1 latest); the log end offset when no record is that new."""
+        off, _ = self.list_offsets({(topic, partition): timestamp_ms})[(topic, partition)]
+        if off < 0:
+            off, _ = self.list_offsets({(topic, partition): LATEST})[(topic, partition)]
+        return off
+
+    def close(self) -> None:
+        self.client.close()
+
+
+class Consumer:
+    """Iterates records of its assigned partitions, fetching ahead (one Fetch in flight per
+    leader while the caller processes the previous response)."""
+
+    def __init__(self, *topics: str, bootstrap_servers: str | Iterable[str] | None = None,
+                 pattern: str | None = None, exclude: str | None = None,
+                 partitions: Iterable[int] | None = None,
+                 auto_offset_reset: str = "latest", client_id: str = "kafkactl-consumer",
+                 fetch_max_wait_ms: int = 500, fetch_min_bytes: int = 1,
+                 fetch_max_bytes: int = 52428800, max_partition_fetch_bytes: int = 8388608,
+                 isolation_level: int = 0, check_crcs: bool = True,
+                 assignment_source: AssignmentSource | None = None,
+                 request_timeout_ms: int = 30000) -> None:
+        if auto_offset_reset not in ("earliest", "latest", "none"):
+            raise ValueError("auto_offset_reset must be earliest, latest or none")
+        self.simple = SimpleConsumer(
+            bootstrap_servers, client_id=client_id, max_wait_ms=fetch_max_wait_ms,
+            min_bytes=fetch_min_bytes, max_bytes=fetch_max_bytes,
+            max_partition_bytes=max_partition_fetch_bytes, isolation_level=isolation_level,
+            request_timeout_ms=request_timeout_ms)
+        self.client = self.simple.client
+        self.auto_offset_reset = auto_offset_reset
+        self.check_crcs = check_crcs
+        self.source: AssignmentSource | None = assignment_source
+        if self.source is None and (topics or pattern):
+            self.subscribe(topics, pattern=pattern, exclude=exclude, partitions=partitions)
+        self._assignment: set[TopicPartition] | None = None
+        self.positions: dict[TopicPartition, int] = {}
+        self.high_watermarks: dict[TopicPartition, int] = {}
+        self._in_flight: dict[int, tuple[Any, Any, dict[TopicPartition, int]]] = {}
+        self._buffered: list[PartitionFetch] = []
+
+    # -- assignment ----------------------------------------------------------------------------
+
+    def subscribe(self, topics: Iterable[str] = (), *, pattern: str | None = None,
+                  exclude: str | None = None, partitions: Iterable[int] | None = None) -> None:
+        self.source = StaticAssignment(
+            topic_filter=TopicFilter(tuple(topics), pattern, exclude),
+            partition_filter=set(partitions) if partitions is not None else None)
+        self._assignment = None
+
+    def assign(self, partitions: Iterable[TopicPartition]) -> None:
+        self.source = StaticAssignment(partitions)
+        self._assignment = None
+
+    def assignment(self) -> set[TopicPartition]:
+        if self._assignment is None:
+            if self.source is None:
+                raise ValueError("the consumer has no subscription or assignment")
+            self._assignment = self.source.assignment(self.client)
+            for tp in list(self.positions):
+                if tp not in self._assignment:
+                    del self.positions[tp]
+        return self._assignment
+
+    # -- positions -----------------------------------------------------------------------------
+
+    def seek(self, tp: TopicPartition, offset: int) -> None:
+        self._drop_in_flight()
+        self.positions[tp] = offset
+
+    def seek_to_beginning(self, *tps: TopicPartition) -> None:
+        self._seek_to(tps or tuple(self.assignment()), EARLIEST)
+
+    def seek_to_end(self, *tps: TopicPartition) -> None:
+        self._seek_to(tps or tuple(self.assignment()), LATEST)
+
+    def _seek_to(self, tps: Iterable[TopicPartition], which: int) -> None:
+        tps = list(tps)
+        if not tps:
+            return
+        offs = self.simple.list_offsets({tp: which for tp in tps})
+        for tp in tps:
+            self.seek(tp, offs[tp][0])
+
+    def position(self, tp: TopicPartition) -> int:
+        if tp not in self.positions:
+            self._init_positions()
+        return self.positions[tp]
+
+    def offsets_for_times(self, timestamps: Mapping[TopicPartition, int]
+                          ) -> dict[TopicPartition, tuple[int, int] | None]:
+        res = self.simple.list_offsets(timestamps)
+        return {tp: (None if res[tp][0] < 0 else res[tp]) for tp in timestamps}
+
+    def beginning_offsets(self, tps: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
+        return {tp: v[0] for tp, v in self.simple.list_offsets(
+            {tp: EARLIEST for tp in tps}).items()}
+
+    def end_offsets(self, tps: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
+        return {tp: v[0] for tp, v in self.simple.list_offsets(
+            {tp: LATEST for tp in tps}).items()}
+
+    def _init_positions(self) -> None:
+        need = [tp for tp in self.assignment() if tp not in self.positions]
+        if not need:
+            return
+        committed = self.source.committed(self.client, set(need)) if self.source else {}
+        for tp, off in committed.items():
+            if off >= 0:
+                self.positions[tp] = off
+        rest = [tp for tp in need if tp not in self.positions]
+        if rest:
+            self._reset(rest)
+
+    def _reset(self, tps: list[TopicPartition]) -> None:
+        if self.auto_offset_reset == "none":
+            raise OffsetOutOfRangeError(
+                f"no position for {', '.join(f'{t}-{p}' for t, p in tps)} and "
+                "auto.offset.reset=none")
+        which = EARLIEST if self.auto_offset_reset == "earliest" else LATEST
+        offs = self.simple.list_offsets({tp: which for tp in tps})
+        for tp in tps:
+            self.positions[tp] = offs[tp][0]
+
+    # -- fetching ------------------------------------------------------------------------------
+
+    def _drop_in_flight(self) -> None:
+        for conn, _req, _pos in self._in_flight.values():
+            conn.close()
+        self._in_flight.clear()
+        self._buffered.clear()
+
+    def _send_fetches(self) -> None:
+        wanted = {tp: self.positions[tp] for tp in self.assignment() if tp in self.positions}
+        busy: set[TopicPartition] = set()
+        for _c, _r, pos in self._in_flight.values():
+            busy.update(pos)
+        todo = {tp: off for tp, off in wanted.items() if tp not in busy}
+        if not todo:
+            return
+        for node, tps in self.simple._leaders(todo).items():
+            if node in self._in_flight:
+                continue
+            pos = {tp: todo[tp] for tp in tps}
+            try:
+                conn, req = self.simple.send_fetch(node, pos)
+            except (KafkaConnectionError, KafkaTimeoutError):
+                self.client.drop_connection(node)
+                self.client.cluster.invalidate()
+                continue
+            self._in_flight[node] = (conn, req, pos)
+
+    def poll_fetches(self, timeout: float = 1.0) -> list[PartitionFetch]:
+        """The next fetched partition chunks (positions already advanced past them), sending
+        the following Fetch before returning (prefetch)."""
+        if self.source is not None:
+            self.source.on_poll(self.client)
+        self._init_positions()
+        if self._buffered:
+            out, self._buffered = self._buffered, []
+            return out
+        self._send_fetches()
+        deadline = time.monotonic() + timeout
+        results: list[PartitionFetch] = []
+        while not results:
+            remaining = deadline - time.monotonic()
+            if not self._in_flight:
+                if remaining <= 0:
+                    return []
+                time.sleep(min(remaining, self.client.retry_backoff))
+                self._send_fetches()
+                continue
+            self.client.poll(max(0.0, min(remaining, 0.5)))
+            for node, (_conn, req, pos) in list(self._in_flight.items()):
+                if not req.done:
+                    continue
+                del self._in_flight[node]
+                if req.error is not None:
+                    self.client.drop_connection(node)
+                    self.client.cluster.invalidate()
+                    continue
+                for pf in parse_fetch_response(req.response, pos):
+                    self._handle(pf, results)
+            self._send_fetches()  # prefetch the next chunk while the caller works
+            if time.monotonic() >= deadline:
+                break
+        return results
+
+    def _handle(self, pf: PartitionFetch, results: list[PartitionFetch]) -> None:
+        tp = (pf.topic, pf.partition)
+        if self.positions.get(tp) != pf.fetch_offset:
+            return  # a seek happened meanwhile
+        if pf.error_code == 0:
+            if pf.high_watermark >= 0:
+                self.high_watermarks[tp] = pf.high_watermark
+            nxt = pf.next_offset()
+            if nxt > pf.fetch_offset:
+                self.positions[tp] = nxt
+                results.append(pf)
+        elif pf.error_code == 1:  # OFFSET_OUT_OF_RANGE -> auto.offset.reset
+            self._reset([tp])
+        elif pf.error_code in REFRESH_CODES:
+            self.client.cluster.invalidate(pf.topic)
+        else:
+            raise error_for(pf.error_code)(f"fetch {pf.topic}-{pf.partition}")
+
+    def poll(self, timeout_ms: int = 1000) -> dict[TopicPartition, list[ConsumerRecord]]:
+        out: dict[TopicPartition, list[ConsumerRecord]] = {}
+        for pf in self.poll_fetches(timeout_ms / 1000.0):
+            out.setdefault((pf.topic, pf.partition), []).extend(
+                pf.records_iter(self.check_crcs))
+        return out
+
+    def __iter__(self) -> Iterator[ConsumerRecord]:
+        while True:
+            for pf in self.poll_fetches(1.0):
+                yield from pf.records_iter(self.check_crcs)
+
+    def at_end(self) -> bool:
+        """True when every assigned partition's position reached its high watermark."""
+        for tp in self.assignment():
+            hw = self.high_watermarks.get(tp)
+            if hw is None or self.positions.get(tp, -1) < hw:
+                return False
+        return True
+
+    def close(self) -> None:
+        if self.source is not None:
+            with contextlib.suppress(Exception):
+                self.source.close(self.client)
+        self._drop_in_flight()
+        self.client.close()
+
+    def __enter__(self) -> Consumer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -1,0 +1,226 @@
+"""Fetch and ListOffsets requests/responses, and lazy record decoding for consumers.
+
+Records stay in the response buffer: keys, values and header values are memoryviews until
+the caller asks for bytes. `fast_values` is the value-only path used by `kafkactl consume`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from kafkactl.record.batch import RecordBatch
+from kafkactl.record.codecs import decompress
+from kafkactl.record.errors import CorruptRecordError
+from kafkactl.record.memory_records import iter_batches
+
+TopicPartition = tuple[str, int]
+EARLIEST = -2
+LATEST = -1
+
+
+class ConsumerRecord:
+    __slots__ = ("topic", "partition", "offset", "timestamp", "timestamp_type", "key",
+                 "value", "headers")
+
+    def __init__(self, topic: str, partition: int, offset: int, timestamp: int,
+                 timestamp_type: int, key: memoryview | None, value: memoryview | None,
+                 headers: list[tuple[str, memoryview | None]]) -> None:
+        self.topic = topic
+        self.partition = partition
+        self.offset = offset
+        self.timestamp = timestamp
+        self.timestamp_type = timestamp_type
+        self.key = key
+        self.value = value
+        self.headers = headers
+
+    def __repr__(self) -> str:
+        v = None if self.value is None else bytes(self.value[:40])
+        return (f"ConsumerRecord({self.topic}-{self.partition}@{self.offset}, "
+                f"key={None if self.key is None else bytes(self.key)!r}, value={v!r})")
+
+
+@dataclass(slots=True)
+class PartitionFetch:
+    """One partition's part of a Fetch response."""
+
+    topic: str
+    partition: int
+    error_code: int
+    high_watermark: int
+    last_stable_offset: int
+    log_start_offset: int
+    records: memoryview
+    fetch_offset: int = 0
+
+    def batches(self) -> Iterator[Any]:
+        """Complete batches (a truncated tail batch is dropped), control batches skipped."""
+        for b in iter_batches(self.records):
+            if b.last_offset < self.fetch_offset:
+                continue
+            if b.magic == 2 and b.is_control:
+                continue
+            yield b
+
+    def next_offset(self) -> int:
+        """The offset after the last complete batch (fetch_offset when there is none)."""
+        nxt = self.fetch_offset
+        for b in iter_batches(self.records):
+            if b.last_offset + 1 > nxt:
+                nxt = b.last_offset + 1
+        return nxt
+
+    def records_iter(self, check_crcs: bool = True) -> Iterator[ConsumerRecord]:
+        t, p, start = self.topic, self.partition, self.fetch_offset
+        for b in self.batches():
+            if check_crcs and not b.is_valid():
+                raise CorruptRecordError(
+                    f"CRC mismatch in batch at offset {b.base_offset} of {t}-{p}")
+            tstype = int(b.timestamp_type)
+            for r in b:
+                if r.offset >= start:
+                    yield ConsumerRecord(t, p, r.offset, r.timestamp, tstype, r.key, r.value,
+                                         r.headers)
+
+
+def fast_values(batch: RecordBatch, start: int) -> list[memoryview | None] | None:
+    """Values of an uncompressed-or-compressed v2 batch whose records carry no headers and
+    no keys, with offset >= start; None when the batch needs the general decoder."""
+    codec = batch.attributes & 0x07
+    section = batch.records_section()
+    if codec:
+        section = memoryview(decompress(codec, section))
+    skip = start - batch.base_offset
+    out: list[memoryview | None] = []
+    append = out.append
+    sec = section
+    pos = 0
+    end = len(sec)
+    try:
+        for _ in range(batch.record_count):
+            b = sec[pos]
+            if b < 0x80:
+                p = pos + 1
+                length = b >> 1
+            else:
+                b2 = sec[pos + 1]
+                if b2 >= 0x80:
+                    return None
+                length = ((b & 0x7F) | (b2 << 7)) >> 1
+                p = pos + 2
+            rec_end = p + length
+            q = p + 1  # after attributes
+            while sec[q] >= 0x80:  # timestamp delta, any length
+                q += 1
+            q += 1
+            b = sec[q]
+            if b < 0x80:
+                od = b >> 1
+                q += 1
+            else:
+                od = b & 0x7F
+                shift = 7
+                q += 1
+                b = sec[q]
+                while b >= 0x80:
+                    od |= (b & 0x7F) << shift
+                    shift += 7
+                    q += 1
+                    b = sec[q]
+                od = (od | (b << shift)) >> 1
+                q += 1
+            if sec[q] != 1:  # a key: general path
+                return None
+            b = sec[q + 1]
+            if b == 1:
+                value = None
+                vend = q + 2
+            elif b < 0x80:
+                vend = q + 2 + (b >> 1)
+                value = sec[q + 2:vend]
+            else:
+                b2 = sec[q + 2]
+                if b2 >= 0x80:
+                    return None
+                vend = q + 3 + (((b & 0x7F) | (b2 << 7)) >> 1)
+                value = sec[q + 3:vend]
+            if vend + 1 != rec_end or sec[vend] != 0:  # headers: general path
+                return None
+            if od >= skip:
+                append(value)
+            pos = rec_end
+    except IndexError:
+        return None
+    if pos != end:
+        return None
+    return out
+
+
+# -- request / response bodies --------------------------------------------------------------
+
+def fetch_request_body(positions: Mapping[TopicPartition, int], *, max_wait_ms: int,
+                       min_bytes: int, max_bytes: int, partition_max_bytes: int,
+                       isolation_level: int = 0) -> dict[str, Any]:
+    topics: dict[str, list[dict[str, Any]]] = {}
+    for (t, p), off in positions.items():
+        topics.setdefault(t, []).append({
+            "partition": p, "current_leader_epoch": -1, "fetch_offset": off,
+            "last_fetched_epoch": -1, "log_start_offset": -1,
+            "partition_max_bytes": partition_max_bytes})
+    return {
+        "replica_id": -1, "max_wait_ms": max_wait_ms, "min_bytes": min_bytes,
+        "max_bytes": max_bytes, "isolation_level": isolation_level, "session_id": 0,
+        "session_epoch": -1,
+        "topics": [{"topic": t, "partitions": ps} for t, ps in topics.items()],
+        "forgotten_topics_data": [], "rack_id": "",
+    }
+
+
+def parse_fetch_response(resp: dict[str, Any],
+                         positions: Mapping[TopicPartition, int]) -> list[PartitionFetch]:
+    out = []
+    for t in resp.get("responses") or ():
+        name = t.get("topic")
+        for p in t.get("partitions") or ():
+            tp = (name, p["partition_index"])
+            rec = p.get("records")
+            mv = memoryview(b"") if rec is None else (
+                rec if isinstance(rec, memoryview) else memoryview(rec))
+            out.append(PartitionFetch(
+                name, tp[1], p.get("error_code", 0), p.get("high_watermark", -1),
+                p.get("last_stable_offset", -1), p.get("log_start_offset", -1), mv,
+                positions.get(tp, 0)))
+    return out
+
+
+def list_offsets_body(requests: Mapping[TopicPartition, int],
+                      isolation_level: int = 0) -> dict[str, Any]:
+    topics: dict[str, list[dict[str, Any]]] = {}
+    for (t, p), ts in requests.items():
+        topics.setdefault(t, []).append({"partition_index": p, "current_leader_epoch": -1,
+                                         "timestamp": ts, "max_num_offsets": 1})
+    return {"replica_id": -1, "isolation_level": isolation_level,
+            "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()],
+            "timeout_ms": 30000}
+
+
+def parse_list_offsets(resp: dict[str, Any]) -> dict[TopicPartition, tuple[int, int, int]]:
+    """(topic, partition) -> (error_code, offset, timestamp)."""
+    out = {}
+    for t in resp.get("topics") or ():
+        for p in t.get("partitions") or ():
+            off = p.get("offset", -1)
+            if off == -1 and p.get("old_style_offsets"):
+                off = p["old_style_offsets"][0]
+            out[(t["name"], p["partition_index"])] = (p.get("error_code", 0), off,
+                                                      p.get("timestamp", -1))
+    return out
+
+
+def group_by_leader(cluster: Any, tps: Iterable[TopicPartition]) -> dict[int, list[TopicPartition]]:
+    out: dict[int, list[TopicPartition]] = {}
+    for tp in tps:
+        out.setdefault(cluster.leader_for(*tp), []).append(tp)
+    return out

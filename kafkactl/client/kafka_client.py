@@ -1,0 +1,260 @@
+"""KafkaClient: bootstrap, per-node connections, the metadata cache and leader routing.
+
+Shared by Producer (from its sender thread), the consumers and the admin client. One thread
+uses a KafkaClient at a time.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import select
+import socket
+import time
+from collections.abc import Iterable
+from typing import Any
+
+from kafkactl.client.cluster import ClusterMetadata
+from kafkactl.client.connection import BrokerConnection
+from kafkactl.client.errors import (
+    KafkaConnectionError,
+    KafkaTimeoutError,
+    NoBrokersAvailable,
+    UnknownTopicError,
+)
+from kafkactl.protocol.api_keys import ApiKey
+
+DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
+RETRIABLE_METADATA_CODES = {3, 5, 6, 9}  # unknown topic/partition, leader not avail, not leader
+
+
+def default_bootstrap() -> str:
+    return os.environ.get("KAFKACTL_BOOTSTRAP") or DEFAULT_BOOTSTRAP
+
+
+def parse_bootstrap(servers: str | Iterable[str]) -> list[tuple[str, int]]:
+    """'h1:p1,h2:p2' (or a list) -> [(host, port)]; port defaults to 9092."""
+    items = servers.split(",") if isinstance(servers, str) else list(servers)
+    out: list[tuple[str, int]] = []
+    for raw in items:
+        s = raw.strip()
+        if not s:
+            continue
+        if s.startswith("PLAINTEXT://"):
+            s = s[len("PLAINTEXT://"):]
+        if s.startswith("["):  # [ipv6]:port
+            host, _, rest = s[1:].partition("]")
+            port_s = rest.lstrip(":") or "9092"
+        elif s.count(":") == 1:
+            host, port_s = s.split(":")
+        else:
+            host, port_s = s, "9092"
+        try:
+            port = int(port_s)
+            if not 0 < port < 65536:
+                raise ValueError
+        except ValueError:
+            raise ValueError(f"bad bootstrap server {raw!r}: expected host:port") from None
+        out.append((host or "127.0.0.1", port))
+    if not out:
+        raise ValueError("no bootstrap servers given (expected host:port[,host:port...])")
+    return out
+
+
+class KafkaClient:
+    def __init__(self, bootstrap_servers: str | Iterable[str] | None = None, *,
+                 client_id: str = "kafkactl", request_timeout_ms: int = 30000,
+                 connect_timeout_ms: int = 10000, retry_backoff_ms: int = 100,
+                 metadata_max_age_ms: int = 300000) -> None:
+        self.bootstrap_servers = parse_bootstrap(bootstrap_servers or default_bootstrap())
+        self.client_id = client_id
+        self.request_timeout = request_timeout_ms / 1000.0
+        self.connect_timeout = connect_timeout_ms / 1000.0
+        self.retry_backoff = retry_backoff_ms / 1000.0
+        self.metadata_max_age = metadata_max_age_ms / 1000.0
+        self.cluster = ClusterMetadata()
+        self._conns: dict[int, BrokerConnection] = {}
+        self._bootstrap_conn: BrokerConnection | None = None
+        self._next_bootstrap = 0
+        self._wake_r, self._wake_w = socket.socketpair()
+        self._wake_r.setblocking(False)
+        self._wake_w.setblocking(False)
+
+    def wakeup(self) -> None:
+        """Interrupt a poll() running in another thread."""
+        with contextlib.suppress(OSError):
+            self._wake_w.send(b"x")
+
+    # -- connections ---------------------------------------------------------------------
+
+    def _new_conn(self, host: str, port: int, node_id: int) -> BrokerConnection:
+        return BrokerConnection(host, port, node_id=node_id, client_id=self.client_id,
+                                connect_timeout=self.connect_timeout,
+                                request_timeout=self.request_timeout)
+
+    def bootstrap(self) -> BrokerConnection:
+        """A connection to the first bootstrap server that answers."""
+        if self._bootstrap_conn is not None and self._bootstrap_conn.connected:
+            return self._bootstrap_conn
+        errors = []
+        n = len(self.bootstrap_servers)
+        for i in range(n):
+            host, port = self.bootstrap_servers[(self._next_bootstrap + i) % n]
+            conn = self._new_conn(host, port, -1)
+            try:
+                conn.connect()
+            except (KafkaConnectionError, KafkaTimeoutError) as e:
+                errors.append(str(e))
+                continue
+            self._next_bootstrap = (self._next_bootstrap + i + 1) % n
+            self._bootstrap_conn = conn
+            return conn
+        servers = ",".join(f"{h}:{p}" for h, p in self.bootstrap_servers)
+        raise NoBrokersAvailable(
+            f"no broker answered at {servers} ({'; '.join(errors)}). Is `kafkactl serve` "
+            "running there? Use -b/--bootstrap-server or KAFKACTL_BOOTSTRAP to point "
+            "elsewhere.")
+
+    def connection(self, node_id: int) -> BrokerConnection:
+        """The (lazily connected) connection to broker `node_id`."""
+        conn = self._conns.get(node_id)
+        if conn is not None and conn.connected:
+            return conn
+        broker = self.cluster.brokers.get(node_id)
+        if broker is None:
+            raise KafkaConnectionError(f"broker {node_id} is not in the cluster metadata")
+        # Reuse the bootstrap connection when it reaches the same address.
+        bc = self._bootstrap_conn
+        if bc is not None and bc.connected and (bc.host, bc.port) == (broker.host, broker.port):
+            bc.node_id = node_id
+            self._conns[node_id] = bc
+            self._bootstrap_conn = None
+            return bc
+        conn = self._new_conn(broker.host, broker.port, node_id)
+        self._conns[node_id] = conn
+        conn.connect()
+        return conn
+
+    def any_connection(self) -> BrokerConnection:
+        """The least loaded live connection, else any known broker, else bootstrap."""
+        live = [c for c in self._conns.values() if c.connected]
+        if live:
+            return min(live, key=lambda c: c.in_flight_count)
+        for node_id in list(self.cluster.brokers):
+            try:
+                return self.connection(node_id)
+            except KafkaConnectionError:
+                continue
+        return self.bootstrap()
+
+    def connections(self) -> list[BrokerConnection]:
+        out = [c for c in self._conns.values() if c.connected]
+        if self._bootstrap_conn is not None and self._bootstrap_conn.connected:
+            out.append(self._bootstrap_conn)
+        return out
+
+    def drop_connection(self, node_id: int, error: BaseException | None = None) -> None:
+        conn = self._conns.pop(node_id, None)
+        if conn is not None:
+            conn.close(error)
+
+    def poll(self, timeout: float = 0.0) -> int:
+        """Read responses on every connection with requests in flight; returns early on
+        wakeup()."""
+        busy = [c for c in self.connections() if c.in_flight_count and c.sock is not None]
+        socks: list[socket.socket] = [self._wake_r] + [c.sock for c in busy]  # type: ignore
+        try:
+            ready, _, _ = select.select(socks, [], [], max(timeout, 0.0))
+        except (OSError, ValueError):
+            ready = socks
+        if self._wake_r in ready:
+            try:
+                while self._wake_r.recv(4096):
+                    pass
+            except OSError:
+                pass
+        done = 0
+        for c in busy:
+            if c.sock in ready:
+                done += c.poll(0)
+            elif c.in_flight_count:
+                c._check_timeouts()
+        return done
+
+    # -- metadata --------------------------------------------------------------------------
+
+    def metadata_request_body(self, version: int, topics: list[str] | None,
+                              allow_auto_create: bool) -> dict[str, Any]:
+        if topics is None:
+            tlist: list[dict[str, Any]] | None = None if version >= 1 else []
+        else:
+            tlist = [{"name": t} for t in topics]
+        return {"topics": tlist, "allow_auto_topic_creation": allow_auto_create,
+                "include_cluster_authorized_operations": False,
+                "include_topic_authorized_operations": False}
+
+    def refresh_metadata(self, topics: list[str] | None = None, *,
+                         allow_auto_create: bool = False,
+                         timeout: float | None = None) -> ClusterMetadata:
+        """Fetch metadata for `topics` (None = all); retries other brokers until `timeout`."""
+        deadline = time.monotonic() + (self.request_timeout if timeout is None else timeout)
+        last: BaseException | None = None
+        while True:
+            try:
+                conn = self.any_connection()
+                version = conn.version_for(ApiKey.METADATA)
+                body = self.metadata_request_body(version, topics, allow_auto_create)
+                resp = conn.request(ApiKey.METADATA, body, version=version,
+                                    timeout=max(0.1, deadline - time.monotonic()))
+                self.cluster.update(resp, all_topics=topics is None)
+                return self.cluster
+            except NoBrokersAvailable:
+                raise
+            except (KafkaConnectionError, KafkaTimeoutError) as e:
+                last = e
+                for nid, c in list(self._conns.items()):
+                    if not c.connected:
+                        self._conns.pop(nid, None)
+            if time.monotonic() + self.retry_backoff >= deadline:
+                raise KafkaTimeoutError(f"metadata request failed: {last}")
+            time.sleep(self.retry_backoff)
+
+    def ensure_topics(self, topics: list[str], *, allow_auto_create: bool = True,
+                      timeout: float | None = None) -> ClusterMetadata:
+        """Refresh until each topic has partitions with leaders; UnknownTopicError if absent."""
+        deadline = time.monotonic() + (self.request_timeout if timeout is None else timeout)
+        attempts = 0
+        while True:
+            attempts += 1
+            cluster = self.refresh_metadata(topics, allow_auto_create=allow_auto_create,
+                                            timeout=max(0.1, deadline - time.monotonic()))
+            missing, waiting = [], []
+            for t in topics:
+                tm = cluster.topics.get(t)
+                if tm is None or tm.error_code == 3 or (not tm.partitions and not tm.error_code):
+                    missing.append(t)
+                elif tm.error_code and tm.error_code not in RETRIABLE_METADATA_CODES:
+                    raise UnknownTopicError(f"topic {t!r}: broker error {tm.error_code}")
+                elif tm.error_code or any(p.leader < 0 for p in tm.partitions.values()):
+                    waiting.append(t)
+            if not missing and not waiting:
+                return cluster
+            give_up = missing and (not allow_auto_create or attempts >= 5)
+            if give_up or time.monotonic() + self.retry_backoff >= deadline:
+                if missing:
+                    raise UnknownTopicError(
+                        f"topic {', '.join(map(repr, missing))} does not exist"
+                        + ("" if allow_auto_create else
+                           " (create it with `kafkactl topics create`)"))
+                raise KafkaTimeoutError(f"no leader for topic {', '.join(waiting)}")
+            time.sleep(self.retry_backoff)
+
+    def close(self) -> None:
+        for s in (self._wake_r, self._wake_w):
+            s.close()
+        for c in list(self._conns.values()):
+            c.close()
+        self._conns.clear()
+        if self._bootstrap_conn is not None:
+            self._bootstrap_conn.close()
+            self._bootstrap_conn = None

@@ -1,0 +1,136 @@
+"""Partitioners: which partition a record goes to.
+
+Names follow librdkafka's `partitioner` property where they overlap:
+
+* ``murmur2`` (default for keyed records): ``toPositive(murmur2(key)) % n``, exactly the Java
+  client's DefaultPartitioner, so a key lands on the same partition as with the Java client.
+* ``crc32``: librdkafka's "consistent" partitioner, ``crc32(key) % n`` (a null key hashes as
+  the empty string).
+* ``random`` and ``roundrobin``: ignore the key.
+* null keys under murmur2/crc32 are "sticky": one partition is used until the batch being
+  filled for it is sent, then another is chosen (KIP-480), which keeps batches large.
+* ``module:function``: a user partitioner called as ``fn(topic, key, num_partitions) -> int``
+  (the seed's ``partitioner.class``).
+"""
+
+from __future__ import annotations
+
+import importlib
+import random
+import zlib
+from collections.abc import Callable
+
+_M = 0x5BD1E995
+_SEED = 0x9747B28C
+_MASK = 0xFFFFFFFF
+
+
+def murmur2(data: bytes) -> int:
+    """Kafka's murmur2 (Utils.murmur2): returns the signed 32-bit Java int."""
+    length = len(data)
+    h = (_SEED ^ length) & _MASK
+    n4 = length & ~3
+    for i in range(0, n4, 4):
+        k = data[i] | (data[i + 1] << 8) | (data[i + 2] << 16) | (data[i + 3] << 24)
+        k = (k * _M) & _MASK
+        k ^= k >> 24
+        k = (k * _M) & _MASK
+        h = (h * _M) & _MASK
+        h ^= k
+    rest = length & 3
+    if rest == 3:
+        h ^= data[n4 + 2] << 16
+    if rest >= 2:
+        h ^= data[n4 + 1] << 8
+    if rest >= 1:
+        h ^= data[n4]
+        h = (h * _M) & _MASK
+    h ^= h >> 13
+    h = (h * _M) & _MASK
+    h ^= h >> 15
+    return h - 0x100000000 if h & 0x80000000 else h
+
+
+def to_positive(n: int) -> int:
+    """Java's Utils.toPositive: clear the sign bit."""
+    return n & 0x7FFFFFFF
+
+
+def murmur2_partition(key: bytes, num_partitions: int) -> int:
+    return to_positive(murmur2(key)) % num_partitions
+
+
+def crc32_partition(key: bytes | None, num_partitions: int) -> int:
+    return zlib.crc32(key or b"") % num_partitions
+
+
+UserPartitioner = Callable[[str, "bytes | None", int], int]
+
+
+def load_user_partitioner(spec: str) -> UserPartitioner:
+    """Import ``module:function``; raise ValueError with a clear message on failure."""
+    module_name, sep, attr = spec.partition(":")
+    if not sep or not module_name or not attr:
+        raise ValueError(f"partitioner {spec!r} must be 'murmur2', 'crc32', 'random', "
+                         "'roundrobin' or 'module:function'")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as e:
+        raise ValueError(f"cannot import partitioner module {module_name!r}: {e}") from e
+    fn = getattr(module, attr, None)
+    if not callable(fn):
+        raise ValueError(f"{module_name!r} has no callable {attr!r} to use as partitioner")
+    return fn  # type: ignore[no-any-return]
+
+
+class Partitioner:
+    """Chooses a partition for (topic, key). Sticky for null keys unless random/roundrobin."""
+
+    BUILTIN = ("murmur2", "crc32", "random", "roundrobin")
+
+    def __init__(self, name: str = "murmur2") -> None:
+        self.name = name
+        self._user: UserPartitioner | None = None
+        if name not in self.BUILTIN:
+            self._user = load_user_partitioner(name)
+        self._sticky: dict[str, int] = {}
+        self._rr: dict[str, int] = {}
+
+    def partition(self, topic: str, key: bytes | None, num_partitions: int) -> int:
+        if num_partitions <= 0:
+            raise ValueError(f"topic {topic!r} has no partitions")
+        if self._user is not None:
+            p = int(self._user(topic, key, num_partitions))
+            if not 0 <= p < num_partitions:
+                raise ValueError(f"partitioner {self.name} returned {p} for topic {topic!r} "
+                                 f"with {num_partitions} partitions")
+            return p
+        name = self.name
+        if name == "roundrobin":
+            p = self._rr.get(topic, -1) + 1
+            self._rr[topic] = p
+            return p % num_partitions
+        if name == "random":
+            return random.randrange(num_partitions)
+        if key is None:
+            return self.sticky_partition(topic, num_partitions)
+        if name == "crc32":
+            return crc32_partition(key, num_partitions)
+        return to_positive(murmur2(key)) % num_partitions
+
+    def sticky_partition(self, topic: str, num_partitions: int) -> int:
+        p = self._sticky.get(topic)
+        if p is None or p >= num_partitions:
+            p = random.randrange(num_partitions)
+            self._sticky[topic] = p
+        return p
+
+    def on_new_batch(self, topic: str, previous: int, num_partitions: int) -> None:
+        """The batch of the sticky partition filled up: move null keys to another one."""
+        if self._sticky.get(topic) == previous and num_partitions > 1:
+            choices = [p for p in range(num_partitions) if p != previous]
+            self._sticky[topic] = random.choice(choices)
+
+    @property
+    def is_sticky(self) -> bool:
+        return self._user is None and self.name in ("murmur2", "crc32")

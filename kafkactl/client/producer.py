@@ -1,0 +1,269 @@
+"""Producer: the seed's producer API on a Kafka-style accumulator + sender thread.
+
+    with Producer("127.0.0.1:9092", acks="all", compression_type="lz4") as p:
+        fut = p.send("orders", b"value", key=b"k", headers=[("trace", b"1")])
+        print(fut.result().offset)
+
+`send()` is asynchronous (returns a future; `on_delivery(metadata, error)` is called from the
+sender thread) unless the producer is created with `sync=True`, which waits for each record.
+Idempotence is on by default (InitProducerId + per-partition sequences), so retries after a
+lost connection or a broker restart neither reorder nor duplicate records.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from kafkactl.client.accumulator import RecordAccumulator
+from kafkactl.client.errors import (
+    ConfigError,
+    KafkaTimeoutError,
+    ProducerClosedError,
+    RecordTooLargeError,
+)
+from kafkactl.client.future import FutureRecordMetadata, RecordMetadata
+from kafkactl.client.kafka_client import KafkaClient
+from kafkactl.client.partitioner import Partitioner
+from kafkactl.client.producer_batch import ProducerBatch
+from kafkactl.client.sender import Sender
+from kafkactl.record.codecs import Compression
+
+BatchCallback = Callable[[ProducerBatch, int, BaseException | None], None]
+DeliveryCallback = Callable[[RecordMetadata | None, BaseException | None], None]
+
+COMPRESSION_NAMES = {"none": Compression.NONE, "gzip": Compression.GZIP,
+                     "snappy": Compression.SNAPPY, "lz4": Compression.LZ4,
+                     "zstd": Compression.ZSTD}
+
+# Kafka property name -> keyword argument of Producer.__init__.
+PROPERTY_NAMES = {
+    "bootstrap.servers": "bootstrap_servers", "client.id": "client_id", "acks": "acks",
+    "compression.type": "compression_type", "batch.size": "batch_size",
+    "linger.ms": "linger_ms", "buffer.memory": "buffer_memory",
+    "max.block.ms": "max_block_ms", "enable.idempotence": "enable_idempotence",
+    "retries": "retries", "retry.backoff.ms": "retry_backoff_ms",
+    "request.timeout.ms": "request_timeout_ms", "delivery.timeout.ms": "delivery_timeout_ms",
+    "max.request.size": "max_request_size",
+    "max.in.flight.requests.per.connection": "max_in_flight", "partitioner": "partitioner",
+    "partitioner.class": "partitioner", "metadata.max.age.ms": "metadata_max_age_ms",
+}
+_INT_OPTS = {"batch_size", "linger_ms", "buffer_memory", "max_block_ms", "retries",
+             "retry_backoff_ms", "request_timeout_ms", "delivery_timeout_ms",
+             "max_request_size", "max_in_flight", "metadata_max_age_ms"}
+
+
+def parse_acks(acks: str | int) -> int:
+    s = str(acks).strip().lower()
+    if s in ("all", "-1"):
+        return -1
+    if s in ("0", "1"):
+        return int(s)
+    raise ConfigError(f"acks must be 0, 1 or all (got {acks!r})")
+
+
+def parse_compression(name: str | int | None) -> Compression:
+    if name is None:
+        return Compression.NONE
+    if isinstance(name, int):
+        return Compression(name)
+    try:
+        return COMPRESSION_NAMES[name.strip().lower()]
+    except KeyError:
+        raise ConfigError(f"compression must be one of {', '.join(COMPRESSION_NAMES)} "
+                          f"(got {name!r})") from None
+
+
+def properties_to_kwargs(props: Mapping[str, str]) -> dict[str, Any]:
+    """Kafka producer properties (`linger.ms=5`) -> Producer keyword arguments."""
+    out: dict[str, Any] = {}
+    for k, v in props.items():
+        name = PROPERTY_NAMES.get(k)
+        if name is None:
+            raise ConfigError(f"unknown producer property {k!r} (known: "
+                              f"{', '.join(sorted(PROPERTY_NAMES))})")
+        if name in _INT_OPTS:
+            try:
+                out[name] = int(v)
+            except ValueError:
+                raise ConfigError(f"property {k} needs an integer (got {v!r})") from None
+        elif name == "enable_idempotence":
+            out[name] = str(v).lower() in ("true", "1", "yes")
+        else:
+            out[name] = v
+    return out
+
+
+class Producer:
+    def __init__(self, bootstrap_servers: str | Sequence[str] | None = None, *,
+                 client_id: str = "kafkactl-producer", acks: str | int = "all",
+                 compression_type: str | int | None = "none", batch_size: int = 16384,
+                 linger_ms: int = 5, buffer_memory: int = 32 * 1024 * 1024,
+                 max_block_ms: int = 60000, enable_idempotence: bool = True,
+                 retries: int = 2147483647, retry_backoff_ms: int = 100,
+                 request_timeout_ms: int = 30000, delivery_timeout_ms: int = 120000,
+                 max_request_size: int = 1048576, max_in_flight: int = 5,
+                 partitioner: str = "murmur2", metadata_max_age_ms: int = 300000,
+                 sync: bool = False) -> None:
+        if batch_size <= 0 or linger_ms < 0 or buffer_memory < batch_size:
+            raise ConfigError("batch.size must be > 0, linger.ms >= 0 and buffer.memory >= "
+                              "batch.size")
+        self.acks = parse_acks(acks)
+        self.compression = parse_compression(compression_type)
+        self.sync = sync
+        self.max_block = max_block_ms / 1000.0
+        self.max_request_size = max_request_size
+        self.partitioner = Partitioner(partitioner)
+        self.client = KafkaClient(bootstrap_servers, client_id=client_id,
+                                  request_timeout_ms=request_timeout_ms,
+                                  retry_backoff_ms=retry_backoff_ms,
+                                  metadata_max_age_ms=metadata_max_age_ms)
+        self.accumulator = RecordAccumulator(
+            batch_size=min(batch_size, max_request_size), linger_ms=linger_ms,
+            buffer_memory=buffer_memory, max_block_ms=max_block_ms)
+        self.sender = Sender(
+            self.client, self.accumulator, acks=self.acks, compression=self.compression,
+            idempotent=enable_idempotence, retries=retries, retry_backoff_ms=retry_backoff_ms,
+            delivery_timeout_ms=delivery_timeout_ms, request_timeout_ms=request_timeout_ms,
+            max_request_size=max_request_size, max_in_flight=max_in_flight)
+        self.accumulator._on_full_batch = self.sender.wakeup
+        self.accumulator.on_new_batch = self._on_new_batch
+        self._partition_counts: dict[str, int] = {}
+        self._closed = False
+        self.sender.start()
+
+    @classmethod
+    def from_properties(cls, props: Mapping[str, str], **overrides: Any) -> Producer:
+        kwargs = properties_to_kwargs(props)
+        kwargs.update(overrides)
+        return cls(**kwargs)
+
+    def __enter__(self) -> Producer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- metadata ----------------------------------------------------------------------------
+
+    def partitions_for(self, topic: str) -> list[int]:
+        """Partition ids of `topic`, waiting (max.block.ms) for metadata; auto-creates."""
+        parts = self.client.cluster.partitions_for(topic)
+        if parts is not None:
+            self._partition_counts[topic] = len(parts)
+            return parts
+        self.sender.request_topic(topic)
+        deadline = time.monotonic() + self.max_block
+        cond = self.sender.metadata_cond
+        with cond:
+            while True:
+                parts = self.client.cluster.partitions_for(topic)
+                if parts is not None:
+                    self._partition_counts[topic] = len(parts)
+                    return parts
+                err = self.sender.topic_errors.get(topic)
+                if err is not None:
+                    raise err
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise KafkaTimeoutError(
+                        f"no metadata for topic {topic!r} within {self.max_block:g} s")
+                cond.wait(min(remaining, 0.2))
+
+    def _num_partitions(self, topic: str) -> int:
+        n = self._partition_counts.get(topic)
+        if n is None:
+            n = len(self.partitions_for(topic))
+        return n
+
+    def _on_new_batch(self, topic: str, partition: int) -> None:
+        n = self._partition_counts.get(topic)
+        if n and self.partitioner.is_sticky:
+            self.partitioner.on_new_batch(topic, partition, n)
+
+    def _check_partition(self, topic: str, partition: int) -> None:
+        n = self._num_partitions(topic)
+        if not 0 <= partition < n:
+            raise ValueError(f"topic {topic!r} has partitions 0..{n - 1}; "
+                             f"partition {partition} does not exist")
+
+    # -- sending ---------------------------------------------------------------------------------
+
+    def send(self, topic: str, value: bytes | None = None, key: bytes | None = None, *,
+             partition: int | None = None,
+             headers: Sequence[tuple[str, bytes | None]] | None = None,
+             timestamp_ms: int | None = None, on_delivery: DeliveryCallback | None = None,
+             entry: Any = None) -> FutureRecordMetadata:
+        if self._closed:
+            raise ProducerClosedError("send() on a closed producer")
+        if self.sender.fatal_error is not None:
+            raise self.sender.fatal_error
+        size = (len(key) if key else 0) + (len(value) if value else 0)
+        if size + 100 > self.max_request_size:
+            raise RecordTooLargeError(
+                f"a record of {size} bytes is larger than max.request.size "
+                f"({self.max_request_size})")
+        if partition is None:
+            partition = self.partitioner.partition(topic, key, self._num_partitions(topic))
+        elif topic not in self._partition_counts:
+            self._check_partition(topic, partition)
+        fut = FutureRecordMetadata(timestamp_ms)
+        if on_delivery is not None:
+            fut.add_done_callback(lambda f: on_delivery(
+                None if f.exception() else f.result(), f.exception()))
+        self.accumulator.append(topic, partition, timestamp_ms, key, value, headers or (),
+                                entry, fut)
+        if self.sync:
+            self.sender.wakeup()
+            self.flush()
+            fut.result()
+        return fut
+
+    def send_values(self, topic: str, values: Sequence[bytes], *,
+                    partition: int | None = None, keep_entries: bool = False) -> None:
+        """Bulk fast path: null-key, header-less values, timestamped now. Delivery is
+        reported through add_batch_callback (per batch), not per-record futures."""
+        if self._closed:
+            raise ProducerClosedError("send_values() on a closed producer")
+        if partition is None:
+            n = self._num_partitions(topic)
+            if self.partitioner.name in ("roundrobin", "random") or self.partitioner._user:
+                for v in values:
+                    p = self.partitioner.partition(topic, None, n)
+                    self.accumulator.append_values(topic, p, (v,), keep_entries)
+                return
+            partition = self.partitioner.sticky_partition(topic, n)
+        elif topic not in self._partition_counts:
+            self._check_partition(topic, partition)
+        self.accumulator.append_values(topic, partition, values, keep_entries)
+        if self.sync:
+            self.flush()
+
+    def add_batch_callback(self, callback: BatchCallback) -> None:
+        """Call `callback(batch, base_offset, error)` for every completed batch (from the
+        sender thread): the cheap way to count acknowledgements in bulk."""
+        self.accumulator.batch_callbacks.append(callback)
+
+    def flush(self, timeout: float | None = None) -> bool:
+        """Send everything buffered and wait for the outcome; False on timeout."""
+        return self.accumulator.flush(timeout, self.sender.wakeup)
+
+    def close(self, timeout: float | None = None) -> None:
+        """Flush (up to `timeout`) and stop; records still unsent then fail."""
+        if self._closed:
+            return
+        self._closed = True
+        self.flush(timeout)
+        self.sender.running = False
+        self.sender.force_close = True
+        self.sender.wakeup()
+        self.sender.join(10.0)
+
+    def abort(self) -> None:
+        """Stop without waiting: undelivered batches fail (their callbacks run)."""
+        self._closed = True
+        self.sender.running = False
+        self.sender.force_close = True
+        self.sender.wakeup()
+        self.sender.join(10.0)

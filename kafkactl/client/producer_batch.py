@@ -1,0 +1,235 @@
+"""ProducerBatch: the records of one partition being filled, encoded straight into v2 bytes.
+
+The producer is the only place records are ever encoded (the broker stores and serves these
+bytes unchanged), so this encoder is tuned: zig-zag varints come from precomputed tables and
+each record is a handful of list appends joined once at `build()` time. The output is a
+standard magic-2 RecordBatch (see kafkactl.record.batch for the layout); the base offset is 0
+and the broker stamps the real one.
+"""
+
+from __future__ import annotations
+
+import struct
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from kafkactl.record.codecs import Compression, compress
+from kafkactl.record.crc import crc32c
+
+_TABLE_SIZE = 1 << 16
+
+
+def _zigzag_varint(n: int) -> bytes:
+    z = (n << 1) ^ (n >> 63)
+    z &= 0xFFFFFFFFFFFFFFFF
+    out = bytearray()
+    while z >= 0x80:
+        out.append((z & 0x7F) | 0x80)
+        z >>= 7
+    out.append(z)
+    return bytes(out)
+
+
+# ZZ[n] = zig-zag varint of a small non-negative n (lengths, offset deltas, header counts).
+ZZ: list[bytes] = [_zigzag_varint(n) for n in range(_TABLE_SIZE)]
+_NULL = ZZ and _zigzag_varint(-1)  # b"\x01": a null key/value/header value
+
+
+def zz(n: int) -> bytes:
+    return ZZ[n] if 0 <= n < _TABLE_SIZE else _zigzag_varint(n)
+
+
+# Per offset delta: attributes(0) + timestamp delta(0) + offset delta + null key.
+_VALUE_ONLY_PREFIX: list[bytes] = [b"\x00\x00" + ZZ[n] + b"\x01" for n in range(_TABLE_SIZE)]
+
+# Header fields after the CRC: attributes .. record count (40 bytes).
+_AFTER_CRC = struct.Struct(">hiqqqhii")
+# Fields before (and including) the CRC: base offset, batch length, leader epoch, magic, crc.
+_BEFORE_CRC = struct.Struct(">qiibI")
+RECORD_BATCH_OVERHEAD = 61
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class ProducerBatch:
+    """Records for one topic-partition, appended until `batch_size` bytes are reached.
+
+    `entries` keeps whatever the caller wants back for each record when the batch fails
+    (the CLI keeps the raw input line for --failed-file). `futures` holds per-record futures
+    (index, future) for records sent through `Producer.send`.
+    """
+
+    __slots__ = (
+        "topic", "partition", "batch_size", "created_ms", "base_timestamp", "max_timestamp",
+        "parts", "size", "record_count", "entries", "futures", "callbacks", "closed",
+        "producer_id", "producer_epoch", "base_sequence", "attempts", "built", "retry_at",
+        "drained_ms", "_uniform_ts",
+    )
+
+    def __init__(self, topic: str, partition: int, batch_size: int,
+                 timestamp: int | None = None) -> None:
+        self.topic = topic
+        self.partition = partition
+        self.batch_size = batch_size
+        self.created_ms = time.monotonic() * 1000.0
+        ts = now_ms() if timestamp is None else timestamp
+        self.base_timestamp = ts
+        self.max_timestamp = ts
+        self.parts: list[bytes] = []
+        self.size = RECORD_BATCH_OVERHEAD
+        self.record_count = 0
+        self.entries: list[Any] = []
+        self.futures: list[tuple[int, Any]] = []
+        self.callbacks: list[Callable[[ProducerBatch, int, BaseException | None], None]] = []
+        self.closed = False
+        self.producer_id = -1
+        self.producer_epoch = -1
+        self.base_sequence = -1
+        self.attempts = 0
+        self.built: bytes | None = None
+        self.retry_at = 0.0
+        self.drained_ms = 0.0
+        self._uniform_ts = True
+
+    # -- appending -----------------------------------------------------------------------
+
+    def has_room_for(self, nbytes: int) -> bool:
+        return self.record_count == 0 or self.size + nbytes + 16 <= self.batch_size
+
+    def append(self, timestamp: int | None, key: bytes | None, value: bytes | None,
+               headers: Sequence[tuple[str, bytes | None]] = ()) -> int | None:
+        """Encode one record; return its offset delta, or None if the batch is full."""
+        klen = -1 if key is None else len(key)
+        vlen = -1 if value is None else len(value)
+        estimate = klen + vlen + 24 + sum(len(k) + len(v or b"") + 6 for k, v in headers)
+        if self.closed or (self.record_count and self.size + estimate > self.batch_size):
+            return None
+        delta = self.record_count
+        ts_delta = 0 if timestamp is None else timestamp - self.base_timestamp
+        if ts_delta:
+            self._uniform_ts = False
+            if timestamp is not None and timestamp > self.max_timestamp:
+                self.max_timestamp = timestamp
+        body = [b"\x00", zz(ts_delta) if ts_delta >= 0 else _zigzag_varint(ts_delta), zz(delta)]
+        if key is None:
+            body.append(b"\x01")
+        else:
+            body.append(zz(klen))
+            body.append(key)
+        if value is None:
+            body.append(b"\x01")
+        else:
+            body.append(zz(vlen))
+            body.append(value)
+        body.append(zz(len(headers)))
+        for hk, hv in headers:
+            hkb = hk.encode()
+            body.append(zz(len(hkb)))
+            body.append(hkb)
+            if hv is None:
+                body.append(b"\x01")
+            else:
+                body.append(zz(len(hv)))
+                body.append(hv)
+        record = b"".join(body)
+        head = zz(len(record))
+        self.parts.append(head)
+        self.parts.append(record)
+        self.size += len(head) + len(record)
+        self.record_count = delta + 1
+        return delta
+
+    def append_values(self, values: Sequence[bytes], start: int = 0) -> int:
+        """Fast path: null-key, header-less records sharing the batch timestamp.
+
+        Appends values[start:] until the batch is full; returns the index after the last
+        value appended (== start when nothing fit)."""
+        if self.closed:
+            return start
+        parts = self.parts
+        append = parts.append
+        prefix = _VALUE_ONLY_PREFIX
+        table = ZZ
+        delta = self.record_count
+        size = self.size
+        limit = self.batch_size
+        n = len(values)
+        i = start
+        while i < n:
+            v = values[i]
+            vlen = len(v)
+            if delta >= _TABLE_SIZE - 1 or vlen >= _TABLE_SIZE - 8:
+                break
+            p = prefix[delta]
+            lv = table[vlen]
+            rlen = len(p) + len(lv) + vlen + 1
+            lr = table[rlen]
+            add = len(lr) + rlen
+            if delta and size + add > limit:
+                break
+            append(lr)
+            append(p)
+            append(lv)
+            append(v)
+            append(b"\x00")
+            size += add
+            delta += 1
+            i += 1
+        if i == start and delta == self.record_count and i < n:
+            # A single big value (or past the table): take the general path.
+            self.size = size
+            if self.append(None, None, values[i]) is not None:
+                i += 1
+            return i
+        self.size = size
+        self.record_count = delta
+        return i
+
+    # -- building --------------------------------------------------------------------------
+
+    def build(self, compression: int = Compression.NONE) -> bytes:
+        """The v2 batch bytes (cached: a retried batch is re-sent byte for byte)."""
+        if self.built is not None:
+            return self.built
+        self.closed = True
+        records = b"".join(self.parts)
+        attributes = 0
+        if compression:
+            records = compress(Compression(compression), records)
+            attributes = int(compression) & 0x07
+        after = _AFTER_CRC.pack(
+            attributes, self.record_count - 1, self.base_timestamp, self.max_timestamp,
+            self.producer_id, self.producer_epoch, self.base_sequence, self.record_count,
+        )
+        crc = crc32c(records, crc32c(after))
+        batch_length = len(after) + len(records) + 9  # leader epoch(4) + magic(1) + crc(4)
+        before = _BEFORE_CRC.pack(0, batch_length, -1, 2, crc)
+        self.built = b"".join((before, after, records))
+        self.parts = []
+        return self.built
+
+    def set_producer_state(self, producer_id: int, epoch: int, base_sequence: int) -> None:
+        if self.built is not None:
+            raise RuntimeError("producer state must be set before the batch is built")
+        self.producer_id = producer_id
+        self.producer_epoch = epoch
+        self.base_sequence = base_sequence
+
+    # -- completion ------------------------------------------------------------------------
+
+    def complete(self, base_offset: int, error: BaseException | None,
+                 log_append_time: int = -1) -> None:
+        for index, fut in self.futures:
+            if error is None:
+                fut.set_result_from_batch(
+                    self, base_offset + index if base_offset >= 0 else -1, index, log_append_time)
+            else:
+                fut.set_exception(error)
+        for cb in self.callbacks:
+            cb(self, base_offset, error)
+        self.entries = []
+        self.futures = []
+        self.callbacks = []

@@ -1,0 +1,311 @@
+"""Sender: the producer's I/O thread. Drains ready batches to partition leaders, handles
+responses, retries without reordering, and keeps the idempotent producer state."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import defaultdict
+from typing import Any
+
+from kafkactl.client.accumulator import RecordAccumulator, TopicPartition
+from kafkactl.client.errors import (
+    KafkaConnectionError,
+    KafkaTimeoutError,
+    NoBrokersAvailable,
+    UnknownTopicError,
+)
+from kafkactl.client.kafka_client import KafkaClient
+from kafkactl.client.producer_batch import ProducerBatch
+from kafkactl.protocol.api_keys import ApiKey
+from kafkactl.protocol.errors import error_for
+
+log = logging.getLogger("kafkactl.producer")
+
+# Error codes after which a batch is sent again (Kafka's RetriableException family).
+RETRIABLE = {3, 5, 6, 7, 13, 14, 15, 19, 20, 45, 56, 74, 75, 76}
+REFRESH_METADATA = {3, 5, 6, 13, 74, 75}
+DUPLICATE_SEQUENCE = 46
+UNKNOWN_PRODUCER_ID = 59
+
+
+class ProducerState:
+    """Idempotence: producer id/epoch and the next sequence per partition."""
+
+    def __init__(self) -> None:
+        self.producer_id = -1
+        self.epoch = -1
+        self.next_sequence: dict[TopicPartition, int] = defaultdict(int)
+
+    def assign(self, batch: ProducerBatch) -> None:
+        tp = (batch.topic, batch.partition)
+        seq = self.next_sequence[tp]
+        batch.set_producer_state(self.producer_id, self.epoch, seq)
+        self.next_sequence[tp] = (seq + batch.record_count) & 0x7FFFFFFF
+
+
+class Sender(threading.Thread):
+    def __init__(self, client: KafkaClient, accumulator: RecordAccumulator, *,
+                 acks: int = -1, compression: int = 0, idempotent: bool = True,
+                 retries: int = 2147483647, retry_backoff_ms: int = 100,
+                 delivery_timeout_ms: int = 120000, request_timeout_ms: int = 30000,
+                 max_request_size: int = 1048576, max_in_flight: int = 5) -> None:
+        super().__init__(name="kafkactl-producer-sender", daemon=True)
+        self.client = client
+        self.acc = accumulator
+        self.acks = acks
+        self.compression = compression
+        self.idempotent = idempotent and acks == -1
+        self.retries = retries
+        self.retry_backoff = retry_backoff_ms / 1000.0
+        self.delivery_timeout = delivery_timeout_ms / 1000.0
+        self.request_timeout_ms = request_timeout_ms
+        self.max_request_size = max_request_size
+        # Without idempotence only one batch per partition may be in flight, or a retry
+        # could overtake a later batch (reordering).
+        self.max_in_flight_per_partition = max_in_flight if self.idempotent else 1
+        self.state = ProducerState()
+        self.in_flight: dict[TopicPartition, list[ProducerBatch]] = defaultdict(list)
+        self.running = True
+        self.force_close = False
+        self.fatal_error: BaseException | None = None
+        self.metadata_cond = threading.Condition()
+        self.wanted_topics: set[str] = set()
+        self.topic_errors: dict[str, BaseException] = {}
+        self._need_metadata = False
+
+    # -- API for the producer's thread -------------------------------------------------------
+
+    def wakeup(self) -> None:
+        self.client.wakeup()
+
+    def request_topic(self, topic: str) -> None:
+        with self.metadata_cond:
+            self.wanted_topics.add(topic)
+            self.topic_errors.pop(topic, None)
+            self._need_metadata = True
+        self.wakeup()
+
+    # -- the loop ------------------------------------------------------------------------------
+
+    def run(self) -> None:
+        while True:
+            if not self.running and (self.force_close or not self.acc.has_pending()):
+                break
+            try:
+                self.run_once()
+            except NoBrokersAvailable as e:
+                self._on_no_brokers(e)
+            except Exception as e:  # keep the thread alive; fail what cannot proceed
+                log.exception("producer sender error")
+                self._on_no_brokers(e)
+        self._fail_all(KafkaConnectionError("the producer was closed before delivery"))
+        self.client.close()
+
+    def _on_no_brokers(self, e: BaseException) -> None:
+        with self.metadata_cond:
+            for t in self.wanted_topics:
+                self.topic_errors[t] = e
+            self.metadata_cond.notify_all()
+        self._expire_batches(time.monotonic())
+        time.sleep(self.retry_backoff)
+
+    def run_once(self) -> None:
+        if self._need_metadata or self.client.cluster.updated_at == 0.0:
+            self._update_metadata()
+        if self.idempotent and self.state.producer_id < 0 and self.acc.has_pending():
+            self._init_producer_id()
+        now = time.monotonic()
+        ready, wait = self.acc.ready(now, self._sendable)
+        by_node: dict[int, list[ProducerBatch]] = defaultdict(list)
+        sizes: dict[int, int] = defaultdict(int)
+        cluster = self.client.cluster
+        for tp in ready:
+            leader = cluster.leader_for(*tp)
+            if leader < 0:
+                self._need_metadata = True
+                wait = min(wait, self.retry_backoff)
+                continue
+            batch = self.acc.pop_head(tp)
+            if batch is None:
+                continue
+            if batch.base_sequence < 0 and self.idempotent:
+                self.state.assign(batch)
+            data = batch.build(self.compression)
+            if by_node[leader] and sizes[leader] + len(data) > self.max_request_size:
+                self._send_produce(leader, by_node.pop(leader))
+                sizes[leader] = 0
+            by_node[leader].append(batch)
+            sizes[leader] += len(data)
+            batch.drained_ms = now
+            self.in_flight[tp].append(batch)
+        for node, batches in by_node.items():
+            self._send_produce(node, batches)
+        self._expire_batches(now)
+        self.client.poll(wait if not ready else 0.0)
+
+    def _sendable(self, tp: TopicPartition) -> bool:
+        return len(self.in_flight.get(tp, ())) < self.max_in_flight_per_partition
+
+    # -- metadata and producer id --------------------------------------------------------------
+
+    def _update_metadata(self) -> None:
+        with self.metadata_cond:
+            topics = set(self.wanted_topics)
+            self._need_metadata = False
+        topics |= {tp[0] for tp in self.acc.batches}
+        try:
+            if topics:
+                self.client.ensure_topics(sorted(topics), allow_auto_create=True,
+                                          timeout=self.request_timeout_ms / 1000.0)
+            else:
+                self.client.refresh_metadata([])
+            errors: dict[str, BaseException] = {}
+        except UnknownTopicError as e:
+            errors = {t: e for t in topics if self.client.cluster.partitions_for(t) is None}
+        except (KafkaTimeoutError, KafkaConnectionError) as e:
+            errors = {t: e for t in topics if self.client.cluster.partitions_for(t) is None}
+            self._need_metadata = True
+        with self.metadata_cond:
+            self.topic_errors.update(errors)
+            self.metadata_cond.notify_all()
+
+    def _init_producer_id(self) -> None:
+        conn = self.client.any_connection()
+        if not conn.supports(ApiKey.INIT_PRODUCER_ID):
+            self.idempotent = False
+            self.max_in_flight_per_partition = 1
+            return
+        resp = conn.request(ApiKey.INIT_PRODUCER_ID, {
+            "transactional_id": None, "transaction_timeout_ms": 60000,
+            "producer_id": -1, "producer_epoch": -1})
+        code = resp.get("error_code", 0)
+        if code:
+            raise error_for(code)("InitProducerId failed")
+        self.state.producer_id = resp["producer_id"]
+        self.state.epoch = resp["producer_epoch"]
+        self.state.next_sequence.clear()
+
+    # -- produce requests ------------------------------------------------------------------------
+
+    def _send_produce(self, node: int, batches: list[ProducerBatch]) -> None:
+        topics: dict[str, list[dict[str, Any]]] = defaultdict(list)
+        for b in batches:
+            b.attempts += 1
+            topics[b.topic].append({"index": b.partition, "records": b.built})
+        body = {
+            "transactional_id": None, "acks": self.acks, "timeout_ms": self.request_timeout_ms,
+            "topic_data": [{"name": t, "partition_data": parts} for t, parts in topics.items()],
+        }
+        expect = self.acks != 0
+
+        def handler(resp: dict[str, Any] | None, err: BaseException | None) -> None:
+            self._on_produce_response(batches, resp, err)
+
+        try:
+            conn = self.client.connection(node)
+        except (KafkaConnectionError, KafkaTimeoutError, OSError) as e:
+            self.client.drop_connection(node, e)
+            self._on_produce_response(batches, None, e)
+            return
+        try:
+            conn.send(ApiKey.PRODUCE, body, handler=handler if expect else None,
+                      expect_response=expect)
+        except (KafkaConnectionError, KafkaTimeoutError, OSError) as e:
+            # A sent request was already failed (and retried) by the connection's close().
+            if not expect:
+                self._on_produce_response(batches, None, e)
+            return
+        if not expect:
+            for b in batches:
+                self._complete(b, -1, None)
+
+    def _on_produce_response(self, batches: list[ProducerBatch], resp: dict[str, Any] | None,
+                             err: BaseException | None) -> None:
+        if resp is None:
+            # Connection-level failure: every batch of the request is retried, in order.
+            self.client.cluster.invalidate()
+            self._need_metadata = True
+            for b in batches:
+                self._retry_or_fail(b, 13, err)
+            return
+        results: dict[TopicPartition, dict[str, Any]] = {}
+        for t in resp.get("responses") or ():
+            for p in t.get("partition_responses") or ():
+                results[(t["name"], p["index"])] = p
+        for b in batches:
+            r = results.get((b.topic, b.partition))
+            if r is None:
+                self._retry_or_fail(b, 13, KafkaConnectionError("partition missing in response"))
+                continue
+            code = r.get("error_code", 0)
+            if code == 0:
+                self._complete(b, r.get("base_offset", -1), None,
+                               r.get("log_append_time_ms", -1))
+            elif code == DUPLICATE_SEQUENCE:
+                self._complete(b, r.get("base_offset", -1), None)
+            else:
+                msg = r.get("error_message")
+                self._retry_or_fail(b, code, error_for(code)(msg or ""))
+
+    def _retry_or_fail(self, batch: ProducerBatch, code: int, err: BaseException | None) -> None:
+        tp = (batch.topic, batch.partition)
+        self._remove_in_flight(batch)
+        age = time.monotonic() - batch.created_ms / 1000.0
+        if code == UNKNOWN_PRODUCER_ID and self.idempotent:
+            # The broker lost our producer state: start over with a new producer id.
+            self.state.producer_id = -1
+            code = 13
+        if code in REFRESH_METADATA:
+            self.client.cluster.invalidate(batch.topic)
+            self._need_metadata = True
+        if (code in RETRIABLE and batch.attempts <= self.retries and age < self.delivery_timeout
+                and not self.force_close):
+            batch.retry_at = time.monotonic() + self.retry_backoff
+            if self.state.producer_id < 0 and self.idempotent:
+                batch.built = None  # re-stamped with the new producer id
+                batch.base_sequence = -1
+                self.state.next_sequence.pop(tp, None)
+            if batch.built is None and not batch.parts:
+                self._complete(batch, -1, err or KafkaConnectionError("cannot re-send batch"))
+                return
+            self.acc.reenqueue(batch)
+            return
+        self._complete(batch, -1, err or KafkaConnectionError(f"produce failed ({code})"))
+
+    def _remove_in_flight(self, batch: ProducerBatch) -> None:
+        lst = self.in_flight.get((batch.topic, batch.partition))
+        if lst and batch in lst:
+            lst.remove(batch)
+
+    def _complete(self, batch: ProducerBatch, base_offset: int, err: BaseException | None,
+                  log_append_time: int = -1) -> None:
+        self._remove_in_flight(batch)
+        try:
+            batch.complete(base_offset, err, log_append_time)
+        except Exception:
+            log.exception("delivery callback failed")
+        finally:
+            self.acc.done(batch)
+
+    def _expire_batches(self, now: float) -> None:
+        for batch in self.acc.all_batches():
+            if now - batch.created_ms / 1000.0 > self.delivery_timeout and \
+                    batch not in self.in_flight.get((batch.topic, batch.partition), ()):
+                with self.acc.lock:
+                    dq = self.acc.batches.get((batch.topic, batch.partition))
+                    if dq is not None and batch in dq:
+                        dq.remove(batch)
+                self._complete(batch, -1, KafkaTimeoutError(
+                    f"{batch.record_count} records for {batch.topic}-{batch.partition} "
+                    f"expired after {self.delivery_timeout:g} s (delivery.timeout.ms)"))
+
+    def _fail_all(self, err: BaseException) -> None:
+        for batch in self.acc.all_batches():
+            self._complete(batch, -1, err)
+        for lst in list(self.in_flight.values()):
+            for batch in list(lst):
+                self._complete(batch, -1, err)
+        with self.acc.lock:
+            self.acc.batches.clear()
