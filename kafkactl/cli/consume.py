@@ -1,0 +1,297 @@
+"""`kafkactl consume`: records of one or more topics to stdout."""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import re
+import signal
+import sys
+import time
+from datetime import UTC, datetime
+from typing import Any
+
+import typer
+
+from kafkactl.cli._client_options import bootstrap_option, fail, unescape
+from kafkactl.client.consumer import Consumer
+from kafkactl.client.errors import ClientError
+from kafkactl.client.fetcher import EARLIEST, LATEST, ConsumerRecord, fast_values
+from kafkactl.protocol.errors import KafkaError
+from kafkactl.record.errors import RecordError
+
+TOKEN = re.compile(rb"%[tpokKsSTh%]")
+
+
+def parse_offset(spec: str) -> tuple[str, int]:
+    """-> ("earliest"|"latest"|"absolute"|"relative"|"timestamp", value)."""
+    s = spec.strip()
+    low = s.lower()
+    if low in ("earliest", "beginning", "start"):
+        return ("earliest", EARLIEST)
+    if low in ("latest", "end"):
+        return ("latest", LATEST)
+    if re.fullmatch(r"\d+", s):
+        return ("absolute", int(s))
+    if re.fullmatch(r"-\d+", s):
+        return ("relative", int(s))
+    if s.startswith("@") and re.fullmatch(r"@\d+", s):
+        return ("timestamp", int(s[1:]))
+    try:
+        dt = datetime.fromisoformat(s.replace("Z", "+00:00"))
+    except ValueError:
+        raise typer.BadParameter(
+            f"--offset {spec!r}: use earliest, latest, N, -N (from the end), @<ms timestamp> "
+            "or an ISO date such as 2024-05-01T12:00:00") from None
+    if dt.tzinfo is None:
+        dt = dt.astimezone()  # local time, like the shell tools
+    return ("timestamp", int(dt.astimezone(UTC).timestamp() * 1000))
+
+
+def _b(v: memoryview | None, null: bytes = b"") -> bytes:
+    return null if v is None else bytes(v)
+
+
+def compile_format(fmt: str) -> Any:
+    """kcat -f tokens: %t %p %o %k %s %K %S %T %h, plus %% and \\n \\t \\xNN escapes."""
+    raw = unescape(fmt)
+    pieces = TOKEN.split(raw)
+    tokens = TOKEN.findall(raw)
+
+    def render(r: ConsumerRecord) -> bytes:
+        out = [pieces[0]]
+        for tok, lit in zip(tokens, pieces[1:], strict=True):
+            c = tok[1:2]
+            if c == b"s":
+                out.append(_b(r.value))
+            elif c == b"k":
+                out.append(_b(r.key))
+            elif c == b"t":
+                out.append(r.topic.encode())
+            elif c == b"p":
+                out.append(b"%d" % r.partition)
+            elif c == b"o":
+                out.append(b"%d" % r.offset)
+            elif c == b"T":
+                out.append(b"%d" % r.timestamp)
+            elif c == b"S":
+                out.append(b"%d" % (-1 if r.value is None else len(r.value)))
+            elif c == b"K":
+                out.append(b"%d" % (-1 if r.key is None else len(r.key)))
+            elif c == b"h":
+                out.append(b",".join(k.encode() + b"=" + _b(v, b"NULL") for k, v in r.headers))
+            else:
+                out.append(b"%")
+            out.append(lit)
+        return b"".join(out)
+
+    return render
+
+
+def _text(v: memoryview | None) -> tuple[Any, bool]:
+    if v is None:
+        return None, False
+    b = bytes(v)
+    try:
+        return b.decode("utf-8"), False
+    except UnicodeDecodeError:
+        return base64.b64encode(b).decode("ascii"), True
+
+
+def render_json(r: ConsumerRecord) -> bytes:
+    key, kb64 = _text(r.key)
+    payload, vb64 = _text(r.value)
+    d: dict[str, Any] = {
+        "topic": r.topic, "partition": r.partition, "offset": r.offset,
+        "tstype": "logappend" if r.timestamp_type == 1 else "create", "ts": r.timestamp,
+    }
+    if r.headers:
+        d["headers"] = [[k, _text(v)[0]] for k, v in r.headers]
+    d["key"] = key
+    d["payload"] = payload
+    if kb64:
+        d["key_encoding"] = "base64"
+    if vb64:
+        d["payload_encoding"] = "base64"
+    return json.dumps(d, ensure_ascii=False).encode() + b"\n"
+
+
+def _group_source(group: str) -> Any:
+    """Hook for consumer groups (the consumer-group issue provides the source)."""
+    try:
+        from kafkactl.client.group import GroupAssignment  # type: ignore[import-not-found]
+    except ImportError:
+        raise fail("--group needs consumer-group support, which this build does not have "
+                   "yet; consume without --group (static assignment)", 2) from None
+    return GroupAssignment(group)
+
+
+def consume(
+    topic: list[str] = typer.Option([], "--topic", "-t", help="Topic (repeatable)."),
+    topic_pattern: str | None = typer.Option(None, "--topic-pattern",
+                                             help="Whitelist: topics matching this regex."),
+    exclude_pattern: str | None = typer.Option(None, "--exclude-pattern",
+                                               help="Blacklist: skip topics matching this."),
+    partition: list[int] = typer.Option([], "--partition", "-p",
+                                        help="Only this partition (repeatable)."),
+    offset: str | None = typer.Option(
+        None, "--offset", "-o",
+        help="earliest | latest | N | -N (N before the end) | @<ms timestamp> | ISO date."),
+    from_beginning: bool = typer.Option(False, "--from-beginning",
+                                        help="Start at the earliest offset."),
+    max_messages: int | None = typer.Option(None, "--max-messages", "-c",
+                                            help="Exit after this many records."),
+    exit_at_end: bool = typer.Option(False, "--exit-at-end", "-e",
+                                     help="Exit when every partition is read to its end."),
+    fmt: str | None = typer.Option(None, "--format", "-f",
+                                   help="kcat tokens %t %p %o %k %s %T %h %K %S; \\n \\t."),
+    as_json: bool = typer.Option(False, "--json", "-J", help="One JSON object per record."),
+    key_separator: str | None = typer.Option(None, "--key-separator", "-K",
+                                             help="Print key SEP value."),
+    print_offsets: bool = typer.Option(False, "--print-offsets",
+                                       help="Prefix each record with its offset."),
+    group: str | None = typer.Option(None, "--group", "-G",
+                                     help="Consumer group (needs group support)."),
+    bootstrap: str | None = bootstrap_option(),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No summary on stderr."),
+) -> None:
+    """Print records of the given topics to stdout (value per line by default)."""
+    if not topic and not topic_pattern:
+        raise fail("give -t/--topic (repeatable) or --topic-pattern", 2)
+    if offset is not None and from_beginning:
+        raise fail("--offset and --from-beginning are mutually exclusive", 2)
+    try:
+        start = ("earliest", EARLIEST) if from_beginning else (
+            parse_offset(offset) if offset is not None else ("latest", LATEST))
+        for rx in (topic_pattern, exclude_pattern):
+            if rx:
+                re.compile(rx)
+        sep = unescape(key_separator) if key_separator is not None else None
+        if fmt is not None:
+            render = compile_format(fmt)
+        elif as_json:
+            render = render_json
+        else:
+            parts = []
+            if print_offsets:
+                parts.append("%o" + (key_separator if key_separator is not None else "\\t"))
+            if sep is not None:
+                parts.append("%k" + key_separator)  # type: ignore[operator]
+            parts.append("%s\\n")
+            render = compile_format("".join(parts))
+    except (typer.BadParameter, re.error) as e:
+        raise fail(str(e), 2) from None
+    value_only = fmt is None and not as_json and sep is None and not print_offsets
+    source = _group_source(group) if group else None
+
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    out = sys.stdout.buffer
+    count = 0
+    t0 = time.monotonic()
+    consumer: Consumer | None = None
+    try:
+        consumer = Consumer(*topic, bootstrap_servers=bootstrap, pattern=topic_pattern,
+                            exclude=exclude_pattern,
+                            partitions=partition or None, assignment_source=source,
+                            auto_offset_reset="earliest" if start[0] == "earliest"
+                            else "latest")
+        tps = sorted(consumer.assignment())
+        if not tps:
+            raise fail("no partitions match the given topics", 1)
+        if source is None:
+            _position(consumer, tps, start)
+        ends = consumer.end_offsets(tps) if exit_at_end else {}
+        remaining = max_messages
+        while remaining is None or remaining > 0:
+            if exit_at_end and all(consumer.position(tp) >= max(ends[tp], consumer.
+                                   high_watermarks.get(tp, ends[tp])) for tp in tps):
+                break
+            chunks = consumer.poll_fetches(1.0)
+            buf: list[bytes] = []
+            for pf in chunks:
+                for b in pf.batches():
+                    vals = fast_values(b, pf.fetch_offset) if value_only and b.magic == 2 \
+                        else None
+                    if vals is not None:
+                        if remaining is not None and len(vals) > remaining:
+                            vals = vals[:remaining]
+                        if vals:
+                            buf.append(b"\n".join(
+                                b"" if v is None else v for v in vals))  # type: ignore[misc]
+                            buf.append(b"\n")
+                        n = len(vals)
+                    else:
+                        n = 0
+                        tstype = int(b.timestamp_type)
+                        for r in b:
+                            if r.offset < pf.fetch_offset:
+                                continue
+                            if remaining is not None and n >= remaining:
+                                break
+                            buf.append(render(ConsumerRecord(
+                                pf.topic, pf.partition, r.offset, r.timestamp, tstype, r.key,
+                                r.value, r.headers)))
+                            n += 1
+                    count += n
+                    if remaining is not None:
+                        remaining -= n
+                        if remaining <= 0:
+                            break
+                if remaining is not None and remaining <= 0:
+                    break
+            if buf:
+                out.write(b"".join(buf))
+        out.flush()
+    except KeyboardInterrupt:
+        pass
+    except BrokenPipeError:
+        _silence_stdout()
+        raise typer.Exit(0) from None
+    except (ClientError, KafkaError, RecordError, ValueError) as e:
+        raise fail(str(e)) from None
+    finally:
+        if consumer is not None:
+            consumer.close()
+    try:
+        out.flush()
+    except BrokenPipeError:
+        _silence_stdout()
+    if not quiet:
+        dt = max(time.monotonic() - t0, 1e-6)
+        typer.echo(f"Processed a total of {count:,} messages in {dt:.2f} s", err=True)
+
+
+def _position(consumer: Consumer, tps: list[Any], start: tuple[str, int]) -> None:
+    kind, value = start
+    if kind == "earliest":
+        consumer.seek_to_beginning(*tps)
+    elif kind == "latest":
+        consumer.seek_to_end(*tps)
+    elif kind == "absolute":
+        lo, hi = consumer.beginning_offsets(tps), consumer.end_offsets(tps)
+        for tp in tps:
+            consumer.seek(tp, min(max(value, lo[tp]), hi[tp]))
+    elif kind == "relative":
+        lo, hi = consumer.beginning_offsets(tps), consumer.end_offsets(tps)
+        for tp in tps:
+            consumer.seek(tp, max(lo[tp], hi[tp] + value))
+    else:
+        found = consumer.offsets_for_times({tp: value for tp in tps})
+        hi = consumer.end_offsets(tps)
+        for tp in tps:
+            f = found[tp]
+            consumer.seek(tp, hi[tp] if f is None else f[0])
+
+
+def _silence_stdout() -> None:
+    """After EPIPE: point stdout at /dev/null so interpreter shutdown prints nothing."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except OSError:
+        pass
+
+
+def register(app: typer.Typer) -> None:
+    app.command("consume")(consume)
