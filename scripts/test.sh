@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Install every test dependency and run the whole test suite.
 # Debian packages: zookeeper and kcat (real peers for the tests), a Java runtime
-# (ZooKeeper, Spark); then this package with its `test` extra; then ruff and pytest.
+# (ZooKeeper, Spark); then this package with its `test` extra; then ruff and pytest;
+# then the PyInstaller binary is built and smoke-tested (scripts/smoke_binary.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -20,3 +21,9 @@ fi
 python3 -m pip install -q -e '.[test]'
 python3 -m ruff check kafkactl tests bench scripts
 python3 -m pytest -q "$@"
+
+# The one-file binary: build it (once per run) and smoke-test it against itself
+# (serve, produce, consume, dump-log). KAFKACTL_SKIP_BINARY=1 skips this step locally.
+if [ "${KAFKACTL_SKIP_BINARY:-0}" != "1" ]; then
+    ./scripts/smoke_binary.sh
+fi
