@@ -337,6 +337,12 @@ def _primitive_encoder(ftype: str, flexible: bool, nullable: bool, where: str) -
                     raise ProtocolEncodeError(f"{where} is not nullable here, got None")
                 length(out, -1)
                 return
+            if v.__class__ is FileRegion and records and parts is not None:
+                length(out, v.length)
+                parts.append(bytes(out))
+                out.clear()
+                parts.append(v)
+                return
             if isinstance(v, _BUFFER_TYPES):
                 n = v.nbytes if isinstance(v, memoryview) else len(v)
                 length(out, n)
@@ -468,7 +474,14 @@ def struct_encoder(
         *body,
     ]
     if flexible:
-        src.append("    write_tags(out, d)" if tags else "    out.append(0)")
+        if tags:
+            absent = " and ".join(f"{name!r} not in d" for _t, name, _d, _e in tags)
+            src.append(f"    if {absent}:")
+            src.append("        out.append(0)")
+            src.append("    else:")
+            src.append("        write_tags(out, d)")
+        else:
+            src.append("    out.append(0)")
     src.append("    return None")
     return _gen("\n".join(src) + "\n", ns, "write_struct")
 
