@@ -30,6 +30,7 @@ class BrokerProcess:
     overrides: dict[str, str] = field(default_factory=dict)
     proc: subprocess.Popen[bytes] | None = None
     log_path: Path | None = None
+    extra_args: list[str] = field(default_factory=list)  # e.g. ["--config", "server.properties"]
 
     @property
     def bootstrap(self) -> str:
@@ -43,6 +44,7 @@ class BrokerProcess:
         ]
         for key, value in self.overrides.items():
             args += ["--override", f"{key}={value}"]
+        args += self.extra_args
         self.log_path = self.data_dir.parent / f"broker-{self.port}.log"
         log = open(self.log_path, "ab")  # noqa: SIM115 - owned by the child for its lifetime
         self.proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT)
@@ -89,13 +91,15 @@ class BrokerProcess:
 
 @pytest.fixture
 def broker_factory(tmp_path: Path) -> Iterator[object]:
-    """Call with optional overrides (server.properties keys) to start a broker."""
+    """Call with optional overrides (server.properties keys) to start a broker;
+    `extra_args=[...]` adds raw `kafkactl serve` arguments."""
     started: list[BrokerProcess] = []
 
-    def make(**overrides: str) -> BrokerProcess:
+    def make(extra_args: list[str] | None = None, **overrides: str) -> BrokerProcess:
         data = tmp_path / f"data-{len(started)}"
         data.mkdir()
-        b = BrokerProcess(data, free_port(), {k.replace("_", "."): v for k, v in overrides.items()})
+        b = BrokerProcess(data, free_port(), {k.replace("_", "."): v for k, v in overrides.items()},
+                          extra_args=list(extra_args or []))
         b.start()
         started.append(b)
         return b
