@@ -136,14 +136,51 @@ def inspect_segment(log_path: Path, *, index_interval_bytes: int = 4096,
         vp = validate_file(fd, size, base, next_base_offset)
     finally:
         os.close(fd)
-    offsets, times, max_ts, max_off = expected_index_entries(vp.headers, base,
-                                                             index_interval_bytes)
-    stale = not _index_matches(log_path, base, offsets, times, max_ts, max_off)
+    offsets, times, _ts, _off = expected_index_entries(vp.headers, base, index_interval_bytes)
+    stale = not _index_matches(log_path, base, vp.headers)
     return _report(log_path, base, size, vp, stale, len(offsets), len(times), True)
 
 
-def _index_matches(log_path: Path, base: int, offsets: list[tuple[int, int]],
-                   times: list[tuple[int, int]], max_ts: int, max_off: int) -> bool:
+def index_problems(
+    headers: list[BatchHeader],
+    offset_entries: list[tuple[int, int]],
+    time_entries: list[tuple[int, int]],
+) -> list[str]:
+    """Why these index entries are not a valid index of these batches (empty: valid).
+
+    Valid means what any Kafka broker could have written, whatever its
+    index.interval.bytes: each offset entry is (last offset, start position) of a batch
+    other than the first, increasing; each time entry is (max timestamp so far, last offset
+    of the batch holding it) at some batch, increasing."""
+    problems: list[str] = []
+    by_pos = {h.position: h for h in headers}
+    running: set[tuple[int, int]] = set()  # (max ts so far, its offset) after each batch
+    max_ts, max_off = NO_TIMESTAMP, -1
+    for h in headers:
+        if h.max_timestamp > max_ts:
+            max_ts, max_off = h.max_timestamp, h.last_offset
+            running.add((max_ts, max_off))
+    prev = (-1, -1)
+    for n, (off, pos) in enumerate(offset_entries):
+        h = by_pos.get(pos)
+        if h is None or pos == 0 or h.last_offset != off:
+            problems.append(f"offset index entry {n} ({off} -> position {pos}) does not "
+                            f"point at the start of the batch ending at that offset")
+        elif off <= prev[0] or pos <= prev[1]:
+            problems.append(f"offset index entry {n} ({off} -> {pos}) does not increase")
+        prev = (off, pos)
+    prev_t = (NO_TIMESTAMP - 1, -1)
+    for n, (ts, off) in enumerate(time_entries):
+        if (ts, off) not in running:
+            problems.append(f"time index entry {n} ({ts} -> offset {off}) does not match the "
+                            f"max timestamp of the batches up to it")
+        elif ts <= prev_t[0] or off < prev_t[1]:
+            problems.append(f"time index entry {n} ({ts} -> {off}) does not increase")
+        prev_t = (ts, off)
+    return problems
+
+
+def _index_matches(log_path: Path, base: int, headers: list[BatchHeader]) -> bool:
     stem = log_path.name.split(".", 1)[0]
     ipath = log_path.with_name(stem + INDEX_SUFFIX)
     tpath = log_path.with_name(stem + TIME_INDEX_SUFFIX)
@@ -154,13 +191,8 @@ def _index_matches(log_path: Path, base: int, offsets: list[tuple[int, int]],
     try:
         if oi.file_length % 8 or ti.file_length % 12:
             return False
-        if [tuple(e) for e in oi.entries()] != offsets:
-            return False
-        found = [tuple(e) for e in ti.entries()]
-        with_final = list(times)
-        if max_ts > (times[-1][0] if times else NO_TIMESTAMP):
-            with_final.append((max_ts, max_off))
-        return found in (times, with_final)
+        return not index_problems(headers, [tuple(e) for e in oi.entries()],
+                                  [tuple(e) for e in ti.entries()])
     finally:
         oi.close()
         ti.close()
