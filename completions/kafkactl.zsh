@@ -6,9 +6,229 @@
 #     (in ~/.zshrc, before compinit:  fpath=(~/.zfunc $fpath))
 
 _kafkactl() {
+    local curcontext="$curcontext" state line
+    typeset -A opt_args
     _arguments -s -S \
         '(-V --version)-V[Print the version and exit.]' \
         '(-V --version)--version[Print the version and exit.]' \
+        '(-h --help)-h[Show this message and exit.]' \
+        '(-h --help)--help[Show this message and exit.]' \
+        '1: :->command' \
+        '*:: :->argument'
+    case $state in
+        command)
+            local -a commands
+            commands=(
+                'serve:Run a Kafka broker in the foreground (Ctrl-C or SIGTERM stops it cleanly).'
+                'produce:Produce records read from stdin (or --file), one per line by default.'
+                'consume:Print records of the given topics to stdout (value per line by default).'
+                'dump-log:Dump log segments and indexes like Kafka'\''s DumpLogSegments.'
+                'recover:Validate and repair log segments offline\: cut torn or corrupt tails, rebuild indexes.'
+                'topics:Create, list, describe, alter and delete topics.'
+            )
+            _describe -t commands 'kafkactl command' commands ;;
+        argument)
+            case $words[1] in
+                serve) _kafkactl_serve ;;
+                produce) _kafkactl_produce ;;
+                consume) _kafkactl_consume ;;
+                dump-log) _kafkactl_dump_log ;;
+                recover) _kafkactl_recover ;;
+                topics) _kafkactl_topics ;;
+            esac ;;
+    esac
+}
+
+_kafkactl_serve() {
+    _arguments -s -S \
+        '(-c --config)-c[A Kafka server.properties file.]:CONFIG:_files' \
+        '(-c --config)--config[A Kafka server.properties file.]:CONFIG:_files' \
+        '*-o[key=value, overrides the config file (repeatable).]:OVERRIDE: ' \
+        '*--override[key=value, overrides the config file (repeatable).]:OVERRIDE: ' \
+        '(-l --listen)-l[HOST\:PORT to listen on (default 127.0.0.1\:9092).]:LISTEN: ' \
+        '(-l --listen)--listen[HOST\:PORT to listen on (default 127.0.0.1\:9092).]:LISTEN: ' \
+        '(-d --data-dir)-d[Log directory (default ./kafkactl-data).]:DATA_DIR:_files' \
+        '(-d --data-dir)--data-dir[Log directory (default ./kafkactl-data).]:DATA_DIR:_files' \
+        '--broker-id[broker.id (default 0).]:BROKER_ID: ' \
+        '--log-level[debug, info, warning or error. \[default\: info\]]:LOG_LEVEL: ' \
+        '(-h --help)-h[Show this message and exit.]' \
+        '(-h --help)--help[Show this message and exit.]'
+}
+
+_kafkactl_produce() {
+    _arguments -s -S \
+        '(-t --topic)-t[Topic to write to. \[required\]]:TOPIC: ' \
+        '(-t --topic)--topic[Topic to write to. \[required\]]:TOPIC: ' \
+        '(-f --file)-f[Read this file, not stdin.]:FILE:_files' \
+        '(-f --file)--file[Read this file, not stdin.]:FILE:_files' \
+        '(-D --delimiter)-D[Record delimiter (escapes \\n \\t \\xNN). \[default\: \\n\]]:DELIMITER: ' \
+        '(-D --delimiter)--delimiter[Record delimiter (escapes \\n \\t \\xNN). \[default\: \\n\]]:DELIMITER: ' \
+        '(-0 --null-delimited)-0[Records are separated by NUL bytes.]' \
+        '(-0 --null-delimited)--null-delimited[Records are separated by NUL bytes.]' \
+        '(-K --key-separator)-K[Split each record into key SEP value.]:KEY_SEPARATOR: ' \
+        '(-K --key-separator)--key-separator[Split each record into key SEP value.]:KEY_SEPARATOR: ' \
+        '*-H[k=v header on every record (repeatable; k alone = null).]:HEADER: ' \
+        '*--header[k=v header on every record (repeatable; k alone = null).]:HEADER: ' \
+        '(-p --partition)-p[Write every record to this partition.]:PARTITION: ' \
+        '(-p --partition)--partition[Write every record to this partition.]:PARTITION: ' \
+        '(-z --compression)-z[none, gzip, snappy, lz4 or zstd. \[default\: none\]]:COMPRESSION: ' \
+        '(-z --compression)--compression[none, gzip, snappy, lz4 or zstd. \[default\: none\]]:COMPRESSION: ' \
+        '--acks[0, 1 or all. \[default\: all\]]:ACKS: ' \
+        '--batch-size[Max bytes per batch. \[default\: 1000000\]]:BATCH_SIZE: ' \
+        '--linger-ms[Wait up to this long to fill a batch. \[default\: 5\]]:LINGER_MS: ' \
+        '--sync[Send each record and wait for its ack.]' \
+        '--partitioner[murmur2 (Java client), crc32 (librdkafka consistent), random, roundrobin, or module\:function. \[default\: murmur2\]]:PARTITIONER: ' \
+        '*-X[Any producer property key=value (repeatable).]:PROP: ' \
+        '*--property[Any producer property key=value (repeatable).]:PROP: ' \
+        '(-b --bootstrap-server)-b[Broker(s) host\:port\[,host\:port\]; default $KAFKACTL_BOOTSTRAP or 127.0.0.1\:9092.]:BOOTSTRAP: ' \
+        '(-b --bootstrap-server)--bootstrap-server[Broker(s) host\:port\[,host\:port\]; default $KAFKACTL_BOOTSTRAP or 127.0.0.1\:9092.]:BOOTSTRAP: ' \
+        '(-q --quiet)-q[No progress or summary.]' \
+        '(-q --quiet)--quiet[No progress or summary.]' \
+        '--failed-file[Write records that were not acknowledged here.]:FAILED_FILE:_files' \
+        '(-h --help)-h[Show this message and exit.]' \
+        '(-h --help)--help[Show this message and exit.]'
+}
+
+_kafkactl_consume() {
+    _arguments -s -S \
+        '*-t[Topic (repeatable).]:TOPIC: ' \
+        '*--topic[Topic (repeatable).]:TOPIC: ' \
+        '--topic-pattern[Whitelist\: topics matching this regex.]:TOPIC_PATTERN: ' \
+        '--exclude-pattern[Blacklist\: skip topics matching this.]:EXCLUDE_PATTERN: ' \
+        '*-p[Only this partition (repeatable).]:PARTITION: ' \
+        '*--partition[Only this partition (repeatable).]:PARTITION: ' \
+        '(-o --offset)-o[earliest | latest | N | -N (N before the end) | @<ms timestamp> | ISO date.]:OFFSET: ' \
+        '(-o --offset)--offset[earliest | latest | N | -N (N before the end) | @<ms timestamp> | ISO date.]:OFFSET: ' \
+        '--from-beginning[Start at the earliest offset.]' \
+        '(-c --max-messages)-c[Exit after this many records.]:MAX_MESSAGES: ' \
+        '(-c --max-messages)--max-messages[Exit after this many records.]:MAX_MESSAGES: ' \
+        '(-e --exit-at-end)-e[Exit when every partition is read to its end.]' \
+        '(-e --exit-at-end)--exit-at-end[Exit when every partition is read to its end.]' \
+        '(-f --format)-f[kcat tokens %t %p %o %k %s %T %h %K %S; \\n \\t.]:FMT: ' \
+        '(-f --format)--format[kcat tokens %t %p %o %k %s %T %h %K %S; \\n \\t.]:FMT: ' \
+        '(-J --json)-J[One JSON object per record.]' \
+        '(-J --json)--json[One JSON object per record.]' \
+        '(-K --key-separator)-K[Print key SEP value.]:KEY_SEPARATOR: ' \
+        '(-K --key-separator)--key-separator[Print key SEP value.]:KEY_SEPARATOR: ' \
+        '--print-offsets[Prefix each record with its offset.]' \
+        '(-G --group)-G[Consumer group (needs group support).]:GROUP: ' \
+        '(-G --group)--group[Consumer group (needs group support).]:GROUP: ' \
+        '(-b --bootstrap-server)-b[Broker(s) host\:port\[,host\:port\]; default $KAFKACTL_BOOTSTRAP or 127.0.0.1\:9092.]:BOOTSTRAP: ' \
+        '(-b --bootstrap-server)--bootstrap-server[Broker(s) host\:port\[,host\:port\]; default $KAFKACTL_BOOTSTRAP or 127.0.0.1\:9092.]:BOOTSTRAP: ' \
+        '(-q --quiet)-q[No summary on stderr.]' \
+        '(-q --quiet)--quiet[No summary on stderr.]' \
+        '(-h --help)-h[Show this message and exit.]' \
+        '(-h --help)--help[Show this message and exit.]'
+}
+
+_kafkactl_dump_log() {
+    _arguments -s -S \
+        '--print-data-log[Print keys and payloads (implies --deep-iteration).]' \
+        '--deep-iteration[Print one line per record.]' \
+        '--skip-record-metadata[Record lines without offset, timestamp and sizes.]' \
+        '--verify-index-only[Check index files against the .log without printing entries.]' \
+        '--index-sanity-check[Run the startup sanity check on index files.]' \
+        '--max-bytes[Read at most this many bytes of each .log. \[default\: 2147483647; x>=0\]]:MAX_BYTES: ' \
+        '--max-message-size[Bytes read at each index position. \[default\: 5242880; x>=1\]]:MAX_MESSAGE_SIZE: ' \
+        '--json[One JSON object per line.]' \
+        '(-h --help)-h[Show this message and exit.]' \
+        '(-h --help)--help[Show this message and exit.]' \
+        '*:FILES...:_files'
+}
+
+_kafkactl_recover() {
+    _arguments -s -S \
+        '--dry-run[Report only; change nothing.]' \
+        '--json[Print one JSON document.]' \
+        '--index-interval-bytes[index.interval.bytes to rebuild indexes with (Kafka'\''s default 4096). \[default\: 4096; x>=0\]]:INDEX_INTERVAL_BYTES: ' \
+        '(-h --help)-h[Show this message and exit.]' \
+        '(-h --help)--help[Show this message and exit.]' \
+        ':PATH:_files'
+}
+
+_kafkactl_topics() {
+    local curcontext="$curcontext" state line
+    typeset -A opt_args
+    _arguments -s -S \
+        '(-h --help)-h[Show this message and exit.]' \
+        '(-h --help)--help[Show this message and exit.]' \
+        '1: :->command' \
+        '*:: :->argument'
+    case $state in
+        command)
+            local -a commands
+            commands=(
+                'create:Create topics.'
+                'list:List topic names.'
+                'describe:Partitions, leaders, replicas and config overrides, in kafka-topics'\'' layout.'
+                'delete:Delete topics.'
+                'alter:Add partitions and/or change topic configs.'
+            )
+            _describe -t commands 'kafkactl command' commands ;;
+        argument)
+            case $words[1] in
+                create) _kafkactl_topics_create ;;
+                list) _kafkactl_topics_list ;;
+                describe) _kafkactl_topics_describe ;;
+                delete) _kafkactl_topics_delete ;;
+                alter) _kafkactl_topics_alter ;;
+            esac ;;
+    esac
+}
+
+_kafkactl_topics_create() {
+    _arguments -s -S \
+        '*-t[Topic name (repeatable). \[required\]]:TOPIC: ' \
+        '*--topic[Topic name (repeatable). \[required\]]:TOPIC: ' \
+        '--partitions[Partition count (broker default). \[default\: -1\]]:PARTITIONS: ' \
+        '--replication-factor[Replicas (broker default). \[default\: -1\]]:REPLICATION_FACTOR: ' \
+        '*--config[Topic config k=v (repeatable).]:CONFIG: ' \
+        '--if-not-exists[No error if the topic exists.]' \
+        '(-b --bootstrap-server)-b[Broker(s) host\:port\[,host\:port\]; default $KAFKACTL_BOOTSTRAP or 127.0.0.1\:9092.]:BOOTSTRAP: ' \
+        '(-b --bootstrap-server)--bootstrap-server[Broker(s) host\:port\[,host\:port\]; default $KAFKACTL_BOOTSTRAP or 127.0.0.1\:9092.]:BOOTSTRAP: ' \
+        '(-h --help)-h[Show this message and exit.]' \
+        '(-h --help)--help[Show this message and exit.]'
+}
+
+_kafkactl_topics_list() {
+    _arguments -s -S \
+        '--exclude-internal[]' \
+        '(-b --bootstrap-server)-b[Broker(s) host\:port\[,host\:port\]; default $KAFKACTL_BOOTSTRAP or 127.0.0.1\:9092.]:BOOTSTRAP: ' \
+        '(-b --bootstrap-server)--bootstrap-server[Broker(s) host\:port\[,host\:port\]; default $KAFKACTL_BOOTSTRAP or 127.0.0.1\:9092.]:BOOTSTRAP: ' \
+        '(-h --help)-h[Show this message and exit.]' \
+        '(-h --help)--help[Show this message and exit.]'
+}
+
+_kafkactl_topics_describe() {
+    _arguments -s -S \
+        '*-t[Topic (default\: all).]:TOPIC: ' \
+        '*--topic[Topic (default\: all).]:TOPIC: ' \
+        '(-b --bootstrap-server)-b[Broker(s) host\:port\[,host\:port\]; default $KAFKACTL_BOOTSTRAP or 127.0.0.1\:9092.]:BOOTSTRAP: ' \
+        '(-b --bootstrap-server)--bootstrap-server[Broker(s) host\:port\[,host\:port\]; default $KAFKACTL_BOOTSTRAP or 127.0.0.1\:9092.]:BOOTSTRAP: ' \
+        '(-h --help)-h[Show this message and exit.]' \
+        '(-h --help)--help[Show this message and exit.]'
+}
+
+_kafkactl_topics_delete() {
+    _arguments -s -S \
+        '*-t[Topic (repeatable). \[required\]]:TOPIC: ' \
+        '*--topic[Topic (repeatable). \[required\]]:TOPIC: ' \
+        '--if-exists[No error if it is absent.]' \
+        '(-b --bootstrap-server)-b[Broker(s) host\:port\[,host\:port\]; default $KAFKACTL_BOOTSTRAP or 127.0.0.1\:9092.]:BOOTSTRAP: ' \
+        '(-b --bootstrap-server)--bootstrap-server[Broker(s) host\:port\[,host\:port\]; default $KAFKACTL_BOOTSTRAP or 127.0.0.1\:9092.]:BOOTSTRAP: ' \
+        '(-h --help)-h[Show this message and exit.]' \
+        '(-h --help)--help[Show this message and exit.]'
+}
+
+_kafkactl_topics_alter() {
+    _arguments -s -S \
+        '(-t --topic)-t[\[required\]]:TOPIC: ' \
+        '(-t --topic)--topic[\[required\]]:TOPIC: ' \
+        '--partitions[Grow the topic to this many partitions.]:PARTITIONS: ' \
+        '*--config[Set k=v (repeatable).]:CONFIG: ' \
+        '*--delete-config[Remove an override (repeatable).]:DELETE_CONFIG: ' \
+        '(-b --bootstrap-server)-b[Broker(s) host\:port\[,host\:port\]; default $KAFKACTL_BOOTSTRAP or 127.0.0.1\:9092.]:BOOTSTRAP: ' \
+        '(-b --bootstrap-server)--bootstrap-server[Broker(s) host\:port\[,host\:port\]; default $KAFKACTL_BOOTSTRAP or 127.0.0.1\:9092.]:BOOTSTRAP: ' \
         '(-h --help)-h[Show this message and exit.]' \
         '(-h --help)--help[Show this message and exit.]'
 }
