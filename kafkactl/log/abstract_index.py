@@ -50,6 +50,7 @@ class AbstractIndex:
         self._lock = threading.Lock()
         self._mmap: mmap.mmap | None = None
         self._length = 0
+        self._slots = 0
         self._entries = 0
         self.closed = False
         if writable:
@@ -63,6 +64,7 @@ class AbstractIndex:
         finally:
             os.close(fd)
         self._entries = self._count_entries()
+        self._entries_changed()
 
     # ----------------------------------------------------------------- construction
     @classmethod
@@ -77,11 +79,15 @@ class AbstractIndex:
 
     def _map(self, fd: int, length: int) -> None:
         self._length = length
+        self._slots = length // self.ENTRY_SIZE
         if length == 0:
             self._mmap = None
             return
         access = mmap.ACCESS_WRITE if self.writable else mmap.ACCESS_READ
         self._mmap = mmap.mmap(fd, length, access=access)
+
+    def _entries_changed(self) -> None:
+        """Hook: refresh cached values derived from the last entry."""
 
     def _is_zero(self, n: int) -> bool:
         assert self._mmap is not None
@@ -173,6 +179,7 @@ class AbstractIndex:
         start, end = n * self.ENTRY_SIZE, self._entries * self.ENTRY_SIZE
         self._mmap[start:end] = bytes(end - start)
         self._entries = n
+        self._entries_changed()
 
     def reset(self) -> None:
         """Drop every entry and preallocate again (used when rebuilding)."""

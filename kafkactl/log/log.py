@@ -39,7 +39,7 @@ from kafkactl.record.memory_records import LegacyBatch, iter_batches
 # producerId, producerEpoch, baseSequence, recordCount
 _V2 = struct.Struct(">qiibIhiqqqhii")
 _INT64 = struct.Struct(">q")
-_INT32 = struct.Struct(">i")
+_BASE_LEN_EPOCH = struct.Struct(">qii")
 
 EARLIEST_TIMESTAMP = -2
 LATEST_TIMESTAMP = -1
@@ -221,9 +221,10 @@ class Log:
                 if size < RECORD_BATCH_OVERHEAD or pos + size > total or delta < 0:
                     raise LogError(f"Malformed batch at position {pos} of the append.")
                 if assign_offsets:
-                    _INT64.pack_into(buf, pos, next_offset)
                     if leader_epoch is not None:
-                        _INT32.pack_into(buf, pos + 12, leader_epoch)
+                        _BASE_LEN_EPOCH.pack_into(buf, pos, next_offset, length, leader_epoch)
+                    else:
+                        _INT64.pack_into(buf, pos, next_offset)
                     base = next_offset
                 elif base < next_offset:
                     raise InvalidOffsetError(
@@ -270,7 +271,7 @@ class Log:
         last_offset = next_offset - 1
         data = buf if isinstance(buf, memoryview) else memoryview(buf)
         segment = self._segments[-1]
-        if segment.should_roll(total, max_ts, last_offset, self._now_ms()):
+        if segment.size and segment.should_roll(total, max_ts, last_offset, self._now_ms):
             segment = self.roll(first_offset)
         segment.append(data, infos)
         self._log_end_offset = next_offset

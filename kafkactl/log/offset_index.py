@@ -48,26 +48,31 @@ class OffsetIndex(AbstractIndex):
             return OffsetPosition(*self._unpack(self._entries - 1))
         return OffsetPosition(self.base_offset, 0)
 
+    def _entries_changed(self) -> None:
+        self._last_rel = self.relative_entry(self._entries - 1)[0] if self._entries else -1
+
     def can_append_offset(self, offset: int) -> bool:
         return 0 <= offset - self.base_offset <= INT32_MAX
 
     def append(self, offset: int, position: int) -> None:
-        self._check_writable()
-        if self._entries >= self.max_entries:
+        """Add (offset, position); offsets must increase. (Hot path: few checks.)"""
+        n = self._entries
+        rel = offset - self.base_offset
+        if n >= self._slots or self.closed or not self.writable:
+            self._check_writable()
             raise LogSegmentFullError(f"Offset index {self.path} is full.")
-        if self._entries and offset <= self.last_offset:
+        if rel <= self._last_rel:
             raise InvalidOffsetError(
                 f"Offset {offset} is not larger than the last indexed offset "
                 f"{self.last_offset} in {self.path}."
             )
-        rel = offset - self.base_offset
-        if not 0 <= rel <= INT32_MAX:
+        if rel > INT32_MAX:
             raise LogSegmentFullError(
                 f"Offset {offset} does not fit relative to base {self.base_offset}."
             )
-        assert self._mmap is not None
-        _ENTRY.pack_into(self._mmap, self._entries * 8, rel, position)
-        self._entries += 1
+        _ENTRY.pack_into(self._mmap, n * 8, rel, position)  # type: ignore[arg-type]
+        self._entries = n + 1
+        self._last_rel = rel
 
     def lookup(self, target: int) -> OffsetPosition:
         n = self._bisect(0, target)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import os
 import threading
+from collections.abc import Callable
 from pathlib import Path
 
 from kafkactl.log.batch_header import BatchHeader, read_header
@@ -75,6 +76,7 @@ class LogSegment:
         self._next_offset: int | None = None if self.size else base_offset
         self._rolling_ts: int | None = None
         self._flushed_size = self.size
+        self._index_interval = config.index_interval_bytes
 
     def __repr__(self) -> str:
         return f"LogSegment({self.log_path}, size={self.size})"
@@ -130,14 +132,17 @@ class LogSegment:
             self._rolling_ts = h.max_timestamp if h is not None else NO_TIMESTAMP
         return self._rolling_ts if self._rolling_ts is not None else NO_TIMESTAMP
 
-    def should_roll(self, incoming_bytes: int, max_ts: int, last_offset: int, now_ms: int) -> bool:
+    def should_roll(self, incoming_bytes: int, max_ts: int, last_offset: int,
+                    now_ms: Callable[[], int]) -> bool:
         if self.size == 0:
             return False
         cfg = self.config
         if self.size > cfg.segment_bytes - incoming_bytes:
             return True
-        first_ts = self.rolling_based_timestamp()
-        waited = max_ts - first_ts if first_ts >= 0 and max_ts >= 0 else now_ms - self.created_ms
+        first_ts = self._rolling_ts if self._rolling_ts is not None else \
+            self.rolling_based_timestamp()
+        waited = max_ts - first_ts if first_ts >= 0 and max_ts >= 0 else (
+            now_ms() - self.created_ms)
         if waited > cfg.segment_ms - cfg.segment_jitter_ms:
             return True
         if self.offset_index.is_full or self.time_index.is_full:
@@ -149,29 +154,30 @@ class LogSegment:
         """Write `data` (whole batches) at the end and index them, Kafka's way: an entry
         when more than index.interval.bytes were written since the last one, tested before
         the batch is counted, pointing at the batch's last offset and start position."""
-        pos = self.size
-        view = data
-        written = 0
+        pos = start = self.size
         total = len(data)
+        written = os.pwrite(self.fd, data, pos)
         while written < total:
-            written += os.pwrite(self.fd, view[written:] if written else view, pos + written)
-        interval = self.config.index_interval_bytes
-        max_ts = self.max_timestamp_so_far
+            written += os.pwrite(self.fd, data[written:], pos + written)
+        interval = self._index_interval
+        since = self._bytes_since_last_index_entry
+        max_ts = self._max_ts if self._max_ts is not None else self.max_timestamp_so_far
         for last, ts, size in batches:
             if ts > max_ts:
                 max_ts = ts
                 self._offset_of_max_ts = last
-            if self._bytes_since_last_index_entry > interval:
+            if since > interval:
                 self.offset_index.append(last, pos)
                 self.time_index.maybe_append(max_ts, self._offset_of_max_ts)
-                self._bytes_since_last_index_entry = 0
+                since = 0
             pos += size
-            self._bytes_since_last_index_entry += size
+            since += size
+        self._bytes_since_last_index_entry = since
         self._max_ts = max_ts
         self.size = pos
         self._next_offset = batches[-1][0] + 1
-        if self._rolling_ts is None:
-            self._rolling_ts = batches[0][1] if pos == total else None
+        if start == 0:
+            self._rolling_ts = batches[0][1]
 
     def rebuild_indexes(self, headers: list[BatchHeader]) -> None:
         """Reset both indexes and re-add entries for `headers` (recovery)."""

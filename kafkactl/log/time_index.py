@@ -35,9 +35,13 @@ class TimeIndex(AbstractIndex):
 
     @property
     def last_entry(self) -> TimestampOffset:
+        return TimestampOffset(self._last_ts, self._last_off)
+
+    def _entries_changed(self) -> None:
         if self._entries:
-            return TimestampOffset(*self._unpack(self._entries - 1))
-        return TimestampOffset(NO_TIMESTAMP, self.base_offset)
+            self._last_ts, self._last_off = self._unpack(self._entries - 1)
+        else:
+            self._last_ts, self._last_off = NO_TIMESTAMP, self.base_offset
 
     @property
     def is_full(self) -> bool:
@@ -46,22 +50,23 @@ class TimeIndex(AbstractIndex):
 
     def maybe_append(self, timestamp: int, offset: int, skip_full_check: bool = False) -> bool:
         """Append (timestamp, offset) if timestamp is newer than the last entry's."""
-        self._check_writable()
-        if not skip_full_check and self.is_full:
+        if self.closed or not self.writable:
+            self._check_writable()
+        n = self._entries
+        if not skip_full_check and n >= self._slots - 1:
             raise LogSegmentFullError(f"Time index {self.path} is full.")
-        last_ts, last_off = self.last_entry
-        if self._entries and offset < last_off:
+        if n and offset < self._last_off:
             raise InvalidOffsetError(
-                f"Offset {offset} is smaller than the last time-indexed offset {last_off} "
-                f"in {self.path}."
+                f"Offset {offset} is smaller than the last time-indexed offset "
+                f"{self._last_off} in {self.path}."
             )
-        if timestamp <= last_ts:
+        if timestamp <= self._last_ts:
             return False
-        if self._entries >= self.max_entries:
-            self.resize((self._entries + 1) * 12)
-        assert self._mmap is not None
-        _ENTRY.pack_into(self._mmap, self._entries * 12, timestamp, offset - self.base_offset)
-        self._entries += 1
+        if n >= self._slots:
+            self.resize((n + 1) * 12)
+        _ENTRY.pack_into(self._mmap, n * 12, timestamp, offset - self.base_offset)  # type: ignore[arg-type]
+        self._entries = n + 1
+        self._last_ts, self._last_off = timestamp, offset
         return True
 
     def lookup(self, timestamp: int) -> TimestampOffset:
