@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import struct
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from enum import IntEnum
 
 from kafkactl.record.codecs import Compression, compress, decompress
@@ -351,6 +351,10 @@ def _decode_headers(mv: memoryview, pos: int) -> tuple[list[tuple[str, memoryvie
     return headers, pos
 
 
+# (offset delta << 24 | value length) -> encoded record prefix, for append_values
+_BULK_PREFIX_CACHE: dict[int, bytes] = {}
+
+
 class RecordBatchBuilder:
     """Builds one magic-2 batch. Records are encoded as they are appended (one bytes each)."""
 
@@ -370,7 +374,8 @@ class RecordBatchBuilder:
         self.is_control = is_control
         self.base_offset = base_offset
         self.partition_leader_epoch = partition_leader_epoch
-        self._records: list[bytes] = []
+        self._records: list[bytes] = []  # encoded records (or runs of them)
+        self._count = 0
         self._size = 0
         self._base_ts: int | None = None
         self._max_ts = NO_TIMESTAMP
@@ -378,7 +383,7 @@ class RecordBatchBuilder:
 
     @property
     def record_count(self) -> int:
-        return len(self._records)
+        return self._count
 
     def append(
         self, timestamp: int | None, key: bytes | None, value: bytes | None,
@@ -415,9 +420,53 @@ class RecordBatchBuilder:
         n = len(body)
         rec = (cache[n << 1] if n < 8192 else encode_varint(n)) + body
         self._records.append(rec)
+        self._count += 1
         self._size += len(rec)
         self._last_delta = delta
         return delta
+
+    def append_values(self, values: Sequence[bytes], timestamp: int | None = None) -> None:
+        """Append many records with a null key, no headers and one shared timestamp.
+
+        The bulk path of line-oriented producers: each record's prefix (length, attributes,
+        timestamp delta 0, offset delta, null key, value length) depends only on its offset
+        delta and value length, so it is cached and a record costs one lookup and three
+        list items. Falls back to `append` when the shared timestamp is not the batch's
+        base timestamp or a value is None.
+        """
+        if timestamp is None:
+            timestamp = int(time.time() * 1000)
+        if self._base_ts is None:
+            self._base_ts = timestamp
+        if timestamp != self._base_ts or None in values:
+            for v in values:
+                self.append(timestamp, None, v)
+            return
+        if timestamp > self._max_ts:
+            self._max_ts = timestamp
+        cache = _UNSIGNED_CACHE
+        prefixes = _BULK_PREFIX_CACHE
+        parts: list[bytes] = []
+        extend = parts.extend
+        start = self._last_delta + 1
+        delta = start - 1
+        for delta, v in enumerate(values, start):
+            n = len(v)
+            k = (delta << 24) | n
+            pre = prefixes.get(k)
+            if pre is None:
+                off = cache[delta << 1] if delta < 8192 else encode_varint(delta)
+                vl = cache[n << 1] if n < 8192 else encode_varint(n)
+                size = 4 + len(off) + len(vl) + n
+                pre = b"".join((encode_varint(size), b"\x00\x00", off, b"\x01", vl))
+                if delta < 4096 and n < (1 << 24) and len(prefixes) < 1 << 18:
+                    prefixes[k] = pre
+            extend((pre, v, b"\x00"))
+        chunk = b"".join(parts)
+        self._records.append(chunk)
+        self._count += delta - start + 1
+        self._size += len(chunk)
+        self._last_delta = delta
 
     def append_at(
         self, offset_delta: int, timestamp: int | None, key: bytes | None,
@@ -457,7 +506,7 @@ class RecordBatchBuilder:
         base_ts = self._base_ts if self._base_ts is not None else NO_TIMESTAMP
         tail = _AFTER_CRC.pack(
             self._attributes(), max(self._last_delta, 0), base_ts, self._max_ts,
-            self.producer_id, self.producer_epoch, self.base_sequence, len(self._records),
+            self.producer_id, self.producer_epoch, self.base_sequence, self._count,
         )
         crc = crc32c(records, crc32c(tail))
         head = struct.pack(
