@@ -181,6 +181,22 @@ class AbstractIndex:
         self._entries = n
         self._entries_changed()
 
+    def _pack_entry(self, a: int, b: int) -> bytes:
+        raise NotImplementedError
+
+    def replace_entries(self, entries: list[tuple[int, int]]) -> None:
+        """Drop every entry and write `entries` (already validated), preallocated."""
+        self._check_writable()
+        self._zero_from(0)
+        need = len(entries) * self.ENTRY_SIZE
+        self.resize(max(self.max_index_size, need + self.ENTRY_SIZE))
+        if entries:
+            assert self._mmap is not None
+            pack = self._pack_entry
+            self._mmap[0:need] = b"".join([pack(a, b) for a, b in entries])
+            self._entries = len(entries)
+            self._entries_changed()
+
     def reset(self) -> None:
         """Drop every entry and preallocate again (used when rebuilding)."""
         self._check_writable()

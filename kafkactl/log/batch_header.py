@@ -25,9 +25,12 @@ HEADER_READ_SIZE = RECORD_BATCH_OVERHEAD  # enough for the v2 header and the v1 
 _OVERHEAD = struct.Struct(">qi")
 _INT32 = struct.Struct(">i")
 _INT64 = struct.Struct(">q")
+# magic 2 fields the log needs, in one unpack: baseOffset, length, magic, lastOffsetDelta,
+# maxTimestamp, recordCount
+V2_FIELDS = struct.Struct(">qi4xb6xi8xq14xi")
 _V1_TIMESTAMP_OFFSET = 18  # offset(8) size(4) crc(4) magic(1) attributes(1)
 
-assert MAGIC_OFFSET == 16
+assert MAGIC_OFFSET == 16 and V2_FIELDS.size == RECORD_BATCH_OVERHEAD
 
 
 class BatchHeader(NamedTuple):

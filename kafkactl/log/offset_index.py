@@ -32,6 +32,9 @@ class OffsetIndex(AbstractIndex):
         rel, pos = _ENTRY.unpack_from(self._mmap, n * 8)
         return OffsetPosition(self.base_offset + rel, pos)
 
+    def _pack_entry(self, offset: int, position: int) -> bytes:
+        return _ENTRY.pack(offset - self.base_offset, position)
+
     def relative_entry(self, n: int) -> tuple[int, int]:
         """The stored (relative offset, position) of entry n."""
         assert self._mmap is not None

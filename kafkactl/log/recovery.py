@@ -14,9 +14,14 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from kafkactl.log.abstract_index import base_offset_from_path
-from kafkactl.log.batch_header import BatchHeader, parse_header
+from kafkactl.log.batch_header import V2_FIELDS, BatchHeader, parse_header
 from kafkactl.log.offset_index import INT32_MAX, OffsetIndex
-from kafkactl.log.segment import INDEX_SUFFIX, TIME_INDEX_SUFFIX, LogSegment
+from kafkactl.log.segment import (
+    INDEX_SUFFIX,
+    TIME_INDEX_SUFFIX,
+    LogSegment,
+    index_entries_for,
+)
 from kafkactl.log.time_index import NO_TIMESTAMP, TimeIndex
 from kafkactl.record.memory_records import scan
 
@@ -63,8 +68,19 @@ def validate_log_bytes(
     valid = res.valid_bytes
     error, error_pos = res.error, res.error_position
     headers: list[BatchHeader] = []
+    append = headers.append
+    v2 = V2_FIELDS.unpack_from
+    limit = INT32_MAX + base_offset
+    next_base = next_base_offset if next_base_offset is not None else 2**63
     pos = 0
     while pos < valid:
+        if buf[pos + 16] == 2:
+            base, length, _magic, delta, ts, count = v2(buf, pos)
+            last = base + delta
+            if last <= limit and last < next_base:
+                append(BatchHeader(pos, 12 + length, 2, base, last, ts, count))
+                pos += 12 + length
+                continue
         h = parse_header(buf, pos, pos)
         assert h is not None  # scan framed it
         problem = None
@@ -77,7 +93,7 @@ def validate_log_bytes(
         if problem:
             valid, error, error_pos = pos, problem, pos
             break
-        headers.append(h)
+        append(h)
         pos += h.size
     return ValidPrefix(valid, headers, error, error_pos)
 
@@ -94,24 +110,7 @@ def validate_file(fd: int, size: int, base_offset: int,
         mm.close()
 
 
-def expected_index_entries(
-    headers: list[BatchHeader], base_offset: int, interval: int
-) -> tuple[list[tuple[int, int]], list[tuple[int, int]], int, int]:
-    """(offset entries, time entries, max timestamp, its offset) Kafka would write."""
-    offsets: list[tuple[int, int]] = []
-    times: list[tuple[int, int]] = []
-    since = 0
-    max_ts, max_off = NO_TIMESTAMP, base_offset
-    for h in headers:
-        if h.max_timestamp > max_ts:
-            max_ts, max_off = h.max_timestamp, h.last_offset
-        if since > interval:
-            offsets.append((h.last_offset, h.position))
-            if max_ts > (times[-1][0] if times else NO_TIMESTAMP):
-                times.append((max_ts, max_off))
-            since = 0
-        since += h.size
-    return offsets, times, max_ts, max_off
+expected_index_entries = index_entries_for  # the name the tests and tools use
 
 
 def recover_segment(segment: LogSegment, *, next_base_offset: int | None = None

@@ -38,6 +38,32 @@ def offset_from_filename(name: str) -> int | None:
     return int(stem) if stem.isdigit() and len(stem) == 20 else None
 
 
+def index_entries_for(
+    headers: list[BatchHeader], base_offset: int, interval: int
+) -> tuple[list[tuple[int, int]], list[tuple[int, int]], int, int]:
+    """(offset entries, time entries, max timestamp, its offset) as Kafka builds them: an
+    entry when more than `interval` bytes passed since the last one (tested before the
+    batch is counted), carrying the batch's last offset and start position; a time entry
+    with it when the max timestamp so far grew."""
+    offsets: list[tuple[int, int]] = []
+    times: list[tuple[int, int]] = []
+    since = 0
+    max_ts, max_off = NO_TIMESTAMP, base_offset
+    last_time = NO_TIMESTAMP
+    for h in headers:
+        ts = h[5]
+        if ts > max_ts:
+            max_ts, max_off = ts, h[4]
+        if since > interval:
+            offsets.append((h[4], h[0]))
+            if max_ts > last_time:
+                times.append((max_ts, max_off))
+                last_time = max_ts
+            since = 0
+        since += h[1]
+    return offsets, times, max_ts, max_off
+
+
 class LogSegment:
     def __init__(
         self,
@@ -180,24 +206,16 @@ class LogSegment:
             self._rolling_ts = batches[0][1]
 
     def rebuild_indexes(self, headers: list[BatchHeader]) -> None:
-        """Reset both indexes and re-add entries for `headers` (recovery)."""
-        self.offset_index.reset()
-        self.time_index.reset()
-        self._bytes_since_last_index_entry = 0
-        self._max_ts = NO_TIMESTAMP
-        self._offset_of_max_ts = self.base_offset
-        interval = self.config.index_interval_bytes
-        max_ts = NO_TIMESTAMP
-        for h in headers:
-            if h.max_timestamp > max_ts:
-                max_ts = h.max_timestamp
-                self._offset_of_max_ts = h.last_offset
-            if self._bytes_since_last_index_entry > interval:
-                self.offset_index.append(h.last_offset, h.position)
-                self.time_index.maybe_append(max_ts, self._offset_of_max_ts)
-                self._bytes_since_last_index_entry = 0
-            self._bytes_since_last_index_entry += h.size
-        self._max_ts = max_ts
+        """Replace both indexes with the entries Kafka would build for `headers`."""
+        offsets, times, max_ts, max_off = index_entries_for(
+            headers, self.base_offset, self.config.index_interval_bytes)
+        with self._io_lock:
+            self.offset_index.replace_entries(offsets)
+            self.time_index.replace_entries(times)
+        last_pos = offsets[-1][1] if offsets else 0
+        self._bytes_since_last_index_entry = (
+            headers[-1].position + headers[-1].size - last_pos if headers else 0)
+        self._max_ts, self._offset_of_max_ts = max_ts, max_off
         self._next_offset = headers[-1].last_offset + 1 if headers else self.base_offset
         self._rolling_ts = headers[0].max_timestamp if headers else None
 

@@ -37,6 +37,9 @@ class TimeIndex(AbstractIndex):
     def last_entry(self) -> TimestampOffset:
         return TimestampOffset(self._last_ts, self._last_off)
 
+    def _pack_entry(self, timestamp: int, offset: int) -> bytes:
+        return _ENTRY.pack(timestamp, offset - self.base_offset)
+
     def _entries_changed(self) -> None:
         if self._entries:
             self._last_ts, self._last_off = self._unpack(self._entries - 1)
