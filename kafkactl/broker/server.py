@@ -136,6 +136,9 @@ class KafkaServer:
         self.replica_manager = ReplicaManager(self.topics, self.purgatory,
                                               auto_create=self.auto_create_topics)
         self.producer_ids = ProducerIdManager(log_dirs[0] / "producer-id-block")
+        from kafkactl.broker.coordinator import GroupCoordinator
+
+        self.group_coordinator = GroupCoordinator(self, cfg)
         self.apis = KafkaApis(self)
         register_all(self.apis)
         with contextlib.suppress(Exception):
@@ -156,6 +159,7 @@ class KafkaServer:
             if ep.port == 0 and not cfg.get("advertised.listeners"):
                 b = self.cache.brokers()[0]
                 self.cache.update_broker(BrokerEndpoint(b.node_id, b.host, port))
+        await self.group_coordinator.startup()
         self._start_background()
         log.info("kafkactl broker %d started: cluster %s, listening on %s, data in %s, %d "
                  "topic(s)", cfg.broker_id, cluster_id,
@@ -220,6 +224,8 @@ class KafkaServer:
             ss.stop_accepting()
         if getattr(self, "purgatory", None) is not None:
             self.purgatory.shutdown()
+        if getattr(self, "group_coordinator", None) is not None:
+            await self.group_coordinator.shutdown()  # parked joins/syncs answer now
         if ss is not None:
             await ss.drain(SHUTDOWN_DRAIN_TIMEOUT_S)
             await ss.close()

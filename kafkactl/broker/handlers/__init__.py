@@ -20,7 +20,8 @@ def register_all(apis: Any) -> None:
         records,
         topics,
     )
+    from kafkactl.broker.handlers import groups, offsets
 
     for module in (api_versions, metadata, produce, fetch, list_offsets, topics, configs,
-                   records, producer_id, leader_epoch, cluster):
+                   records, producer_id, leader_epoch, cluster, groups, offsets):
         module.register(apis)

@@ -1,0 +1,323 @@
+"""The offset manager (seed 002): group metadata and committed offsets, cached in memory and
+persisted to the compacted internal topic `__consumer_offsets` in Kafka's key/value schemas.
+
+* Key v0/v1 = OffsetCommitKey(group, topic, partition) -> OffsetCommitValue (v1 when an
+  explicit expire timestamp was given, else v3); key v2 = GroupMetadataKey(group) ->
+  GroupMetadataValue v3. A null value (tombstone) deletes the key.
+* A group lives in partition `abs(javaStringHashCode(group)) % offsets.topic.num.partitions`;
+  this broker leads every partition, so it coordinates every group.
+* After a restart each partition is replayed into the cache in a worker thread; until that
+  is done the coordinator answers COORDINATOR_LOAD_IN_PROGRESS (the seed's
+  OffsetsLoadInProgress) for the groups in it, and clients retry.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from kafkactl.broker.coordinator.group import GroupMetadata, GroupState, OffsetAndMetadata
+from kafkactl.protocol.data import (
+    GROUP_METADATA_KEY,
+    GROUP_METADATA_VALUE,
+    OFFSET_COMMIT_KEY,
+    OFFSET_COMMIT_VALUE,
+    decode_data,
+    encode_data,
+)
+from kafkactl.protocol.errors import ErrorCode
+from kafkactl.record.batch import RecordBatchBuilder
+
+log = logging.getLogger(__name__)
+
+OFFSETS_TOPIC = "__consumer_offsets"
+OFFSETS_TOPIC_CONFIGS = {"cleanup.policy": "compact", "segment.bytes": "104857600",
+                         "compression.type": "producer"}
+
+
+def java_string_hash(s: str) -> int:
+    """Java's String.hashCode (over UTF-16 code units), as a signed int32."""
+    h = 0
+    data = s.encode("utf-16-be")
+    for i in range(0, len(data), 2):
+        h = (31 * h + ((data[i] << 8) | data[i + 1])) & 0xFFFFFFFF
+    return h - (1 << 32) if h >= 1 << 31 else h
+
+
+def partition_for(group_id: str, num_partitions: int) -> int:
+    """Kafka's Utils.abs(groupId.hashCode) % partitions (abs(MIN_VALUE) is 0)."""
+    h = java_string_hash(group_id)
+    return (0 if h == -(1 << 31) else abs(h)) % num_partitions
+
+
+# ---- record encoding --------------------------------------------------------------------
+def offset_key(group: str, topic: str, partition: int) -> bytes:
+    return encode_data(OFFSET_COMMIT_KEY, 1, {"group": group, "topic": topic,
+                                              "partition": partition})
+
+
+def offset_value(o: OffsetAndMetadata) -> bytes:
+    if o.expire_timestamp >= 0:
+        return encode_data(OFFSET_COMMIT_VALUE, 1, {
+            "offset": o.offset, "metadata": o.metadata, "commit_timestamp": o.commit_timestamp,
+            "expire_timestamp": o.expire_timestamp})
+    return encode_data(OFFSET_COMMIT_VALUE, 3, {
+        "offset": o.offset, "leader_epoch": o.leader_epoch, "metadata": o.metadata,
+        "commit_timestamp": o.commit_timestamp})
+
+
+def group_key(group: str) -> bytes:
+    return encode_data(GROUP_METADATA_KEY, 2, {"group": group})
+
+
+def group_value(g: GroupMetadata) -> bytes:
+    return encode_data(GROUP_METADATA_VALUE, 3, {
+        "protocol_type": g.protocol_type or "", "generation": g.generation_id,
+        "protocol": g.protocol_name, "leader": g.leader_id,
+        "current_state_timestamp": g.state_timestamp_ms,
+        "members": [{
+            "member_id": m.member_id, "group_instance_id": m.group_instance_id,
+            "client_id": m.client_id, "client_host": m.client_host,
+            "rebalance_timeout": m.rebalance_timeout_ms,
+            "session_timeout": m.session_timeout_ms,
+            "subscription": m.metadata_for(g.protocol_name), "assignment": m.assignment,
+        } for m in g.members.values()],
+    })
+
+
+@dataclass(slots=True)
+class LoadedEntry:
+    """One decoded record of __consumer_offsets (value None = tombstone)."""
+
+    kind: str  # "offset" | "group"
+    group: str
+    topic: str = ""
+    partition: int = -1
+    value: dict[str, Any] | None = None
+    value_version: int = 0
+
+
+def decode_record(key: bytes | memoryview, value: bytes | memoryview | None) -> LoadedEntry:
+    kver, k = decode_data(OFFSET_COMMIT_KEY if _version(key) <= 1 else GROUP_METADATA_KEY, key)
+    if kver <= 1:
+        entry = LoadedEntry("offset", k["group"], k["topic"], k["partition"])
+        if value is not None:
+            entry.value_version, entry.value = decode_data(OFFSET_COMMIT_VALUE, value)
+        return entry
+    if kver == 2:
+        entry = LoadedEntry("group", k["group"])
+        if value is not None:
+            entry.value_version, entry.value = decode_data(GROUP_METADATA_VALUE, value)
+        return entry
+    raise ValueError(f"unknown __consumer_offsets key version {kver}")
+
+
+def _version(buf: bytes | memoryview) -> int:
+    return int.from_bytes(bytes(buf[:2]), "big", signed=True) if len(buf) >= 2 else -1
+
+
+class GroupMetadataManager:
+    def __init__(self, server: Any, *, num_partitions: int, time_fn: Callable[[], float] =
+                 time.time) -> None:
+        self.server = server
+        self.num_partitions = num_partitions
+        self._time = time_fn
+        self.groups: dict[str, GroupMetadata] = {}
+        self.loading: set[int] = set()
+        self.on_group_loaded: Callable[[GroupMetadata], None] | None = None
+
+    def now_ms(self) -> int:
+        return int(self._time() * 1000)
+
+    def partition_for(self, group_id: str) -> int:
+        return partition_for(group_id, self.num_partitions)
+
+    def is_loading(self, group_id: str) -> bool:
+        return bool(self.loading) and self.partition_for(group_id) in self.loading
+
+    # ---- the internal topic -------------------------------------------------------------
+    def topic_exists(self) -> bool:
+        return OFFSETS_TOPIC in self.server.topics.topics
+
+    def ensure_topic(self) -> None:
+        """Create __consumer_offsets (compacted) on first use."""
+        tm = self.server.topics
+        if OFFSETS_TOPIC in tm.topics:
+            return
+        tm.create_topic(OFFSETS_TOPIC, self.num_partitions, dict(OFFSETS_TOPIC_CONFIGS))
+        log.info("created the offsets topic %s with %d partitions", OFFSETS_TOPIC,
+                 self.num_partitions)
+
+    def _append(self, group_id: str, records: Iterable[tuple[bytes, bytes | None]]) -> ErrorCode:
+        self.ensure_topic()
+        builder = RecordBatchBuilder()
+        now = self.now_ms()
+        for key, value in records:
+            builder.append(now, key, value)
+        if builder.record_count == 0:
+            return ErrorCode.NONE
+        result = self.server.replica_manager.append(
+            OFFSETS_TOPIC, self.partition_for(group_id),
+            memoryview(bytearray(builder.build())), produce_version=9)
+        if result.error != ErrorCode.NONE:
+            log.warning("cannot write group %s to %s: %s", group_id, OFFSETS_TOPIC,
+                        result.message or result.error.name)
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        return ErrorCode.NONE
+
+    # ---- writes ---------------------------------------------------------------------------
+    def store_offsets(self, group: GroupMetadata,
+                      offsets: dict[tuple[str, int], OffsetAndMetadata]) -> ErrorCode:
+        code = self._append(group.group_id, [
+            (offset_key(group.group_id, t, p), offset_value(o)) for (t, p), o in offsets.items()])
+        if code == ErrorCode.NONE:
+            group.offsets.update(offsets)
+        return code
+
+    def store_group(self, group: GroupMetadata) -> ErrorCode:
+        return self._append(group.group_id, [(group_key(group.group_id), group_value(group))])
+
+    def delete_offsets(self, group: GroupMetadata, tps: Iterable[tuple[str, int]]) -> ErrorCode:
+        tps = [tp for tp in tps if tp in group.offsets]
+        code = self._append(group.group_id,
+                            [(offset_key(group.group_id, t, p), None) for t, p in tps])
+        if code == ErrorCode.NONE:
+            for tp in tps:
+                group.offsets.pop(tp, None)
+        return code
+
+    def delete_group(self, group: GroupMetadata) -> ErrorCode:
+        """Tombstones for the group and all its offsets; the group becomes Dead."""
+        records: list[tuple[bytes, bytes | None]] = [
+            (offset_key(group.group_id, t, p), None) for t, p in group.offsets]
+        records.append((group_key(group.group_id), None))
+        code = self._append(group.group_id, records)
+        if code == ErrorCode.NONE:
+            group.offsets.clear()
+            group.transition(GroupState.DEAD, self.now_ms())
+            self.groups.pop(group.group_id, None)
+        return code
+
+    def expire_offsets(self, retention_ms: int) -> int:
+        """Kafka's offset expiration: offsets of a group without members expire
+        offsets.retention.minutes after the group became empty (or, for a group that only
+        stores offsets, after the commit); explicit expire timestamps win. Empty groups
+        left with no offsets are removed. Returns how many offsets expired."""
+        now = self.now_ms()
+        expired_total = 0
+        for group in list(self.groups.values()):
+            if not group.is_(GroupState.EMPTY) or self.is_loading(group.group_id):
+                continue
+            doomed = []
+            for tp, o in group.offsets.items():
+                if o.expire_timestamp >= 0:
+                    if now >= o.expire_timestamp:
+                        doomed.append(tp)
+                    continue
+                base = o.commit_timestamp if not group.protocol_type or \
+                    group.state_timestamp_ms < 0 else group.state_timestamp_ms
+                if now - base >= retention_ms:
+                    doomed.append(tp)
+            if doomed and self.delete_offsets(group, doomed) == ErrorCode.NONE:
+                expired_total += len(doomed)
+                log.info("expired %d offset(s) of group %s", len(doomed), group.group_id)
+            if not group.offsets and group.generation_id >= 0:
+                self.delete_group(group)
+        return expired_total
+
+    # ---- loading ------------------------------------------------------------------------
+    async def load_all(self) -> None:
+        """Replay every partition of __consumer_offsets (after a restart)."""
+        if not self.topic_exists():
+            return
+        parts = list(range(self.server.topics.topics[OFFSETS_TOPIC].num_partitions))
+        self.loading.update(parts)
+        started = time.monotonic()
+        count = 0
+        try:
+            for p in parts:
+                part = self.server.topics.get_partition(OFFSETS_TOPIC, p)
+                if part is None:
+                    self.loading.discard(p)
+                    continue
+                entries = await asyncio.to_thread(self._read_partition, part.log)
+                count += len(entries)
+                self._apply(entries)
+                self.loading.discard(p)
+        finally:
+            self.loading.clear()
+        log.info("loaded %d group(s) from %d record(s) of %s in %.2f s", len(self.groups),
+                 count, OFFSETS_TOPIC, time.monotonic() - started)
+
+    @staticmethod
+    def _read_partition(lg: Any) -> list[LoadedEntry]:
+        out: list[LoadedEntry] = []
+        for batch in lg.iter_batches():
+            if batch.magic < 2 or batch.is_control:
+                continue
+            for rec in batch:
+                if rec.key is None:
+                    continue
+                try:
+                    out.append(decode_record(rec.key, rec.value))
+                except Exception as e:  # one bad record must not stop the load
+                    log.warning("skipping unreadable record at offset %d of %s-%d: %s",
+                                rec.offset, lg.topic, lg.partition, e)
+        return out
+
+    def _apply(self, entries: list[LoadedEntry]) -> None:
+        from kafkactl.broker.coordinator.group import MemberMetadata
+
+        touched: dict[str, GroupMetadata] = {}
+        for e in entries:
+            group = self.groups.get(e.group)
+            if e.kind == "offset":
+                if e.value is None:
+                    if group is not None:
+                        group.offsets.pop((e.topic, e.partition), None)
+                    continue
+                if group is None:
+                    group = self.groups[e.group] = GroupMetadata(e.group)
+                v = e.value
+                group.offsets[(e.topic, e.partition)] = OffsetAndMetadata(
+                    v["offset"], v.get("leader_epoch", -1), v.get("metadata") or "",
+                    v.get("commit_timestamp", -1),
+                    v.get("expire_timestamp", -1) if e.value_version == 1 else -1)
+                touched[e.group] = group
+                continue
+            if e.value is None:
+                if group is not None:
+                    group.offsets.clear()
+                    self.groups.pop(e.group, None)
+                    touched.pop(e.group, None)
+                continue
+            if group is None:
+                group = self.groups[e.group] = GroupMetadata(e.group)
+            v = e.value
+            group.protocol_type = v["protocol_type"] or None
+            group.generation_id = v["generation"]
+            group.protocol_name = v.get("protocol")
+            group.leader_id = v.get("leader")
+            group.state_timestamp_ms = v.get("current_state_timestamp", -1)
+            group.members = {}
+            group.static_members = {}
+            for m in v.get("members") or ():
+                member = MemberMetadata(
+                    m["member_id"], m.get("group_instance_id"), m["client_id"],
+                    m["client_host"], m.get("rebalance_timeout", -1) if
+                    m.get("rebalance_timeout", -1) >= 0 else m["session_timeout"],
+                    m["session_timeout"], group.protocol_type or "",
+                    [(group.protocol_name or "", bytes(m["subscription"] or b""))],
+                    bytes(m["assignment"] or b""), is_new=False)
+                group.members[member.member_id] = member
+                if member.group_instance_id:
+                    group.static_members[member.group_instance_id] = member.member_id
+            group.state = GroupState.STABLE if group.members else GroupState.EMPTY
+            touched[e.group] = group
+        for group in touched.values():
+            if self.on_group_loaded is not None:
+                self.on_group_loaded(group)

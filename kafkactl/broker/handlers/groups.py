@@ -1,0 +1,168 @@
+"""Group membership APIs: FindCoordinator (10), JoinGroup (11), Heartbeat (12),
+LeaveGroup (13), SyncGroup (14), DescribeGroups (15), ListGroups (16), DeleteGroups (42).
+
+Thin adapters: decode the version-specific request shape, call the GroupCoordinator, encode
+the answer. JoinGroup and SyncGroup park until the rebalance completes (asyncio futures).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kafkactl.broker.coordinator.group_metadata_manager import OFFSETS_TOPIC
+from kafkactl.protocol.api_keys import ApiKey
+from kafkactl.protocol.errors import ErrorCode
+
+GROUP_KEY_TYPE = 0
+
+
+def _coordinator(apis: Any) -> Any:
+    return apis.server.group_coordinator
+
+
+def _client_host(ctx: Any) -> str:
+    peer = str(getattr(ctx.connection, "peer", "") or "")
+    host = peer.rsplit(":", 1)[0] if peer.count(":") == 1 else peer
+    return "/" + host.strip("[]")
+
+
+def _find_one(apis: Any, key: str | None, key_type: int) -> dict[str, Any]:
+    coordinator = _coordinator(apis)
+    entry: dict[str, Any] = {"key": key or "", "node_id": -1, "host": "", "port": -1,
+                             "error_code": ErrorCode.NONE, "error_message": None}
+    if key_type != GROUP_KEY_TYPE:
+        entry.update(error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE,
+                     error_message="this broker has no transaction coordinator")
+        return entry
+    if key is None or not coordinator.active:
+        entry.update(error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE if key is not None
+                     else ErrorCode.INVALID_REQUEST)
+        return entry
+    try:
+        partition = coordinator.coordinator_for(key)
+    except Exception as e:  # the offsets topic cannot be created
+        entry.update(error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE, error_message=str(e))
+        return entry
+    cache = apis.server.cache
+    meta = cache.partition(OFFSETS_TOPIC, partition)
+    broker = next((b for b in cache.brokers() if meta is not None and b.node_id == meta.leader),
+                  None)
+    if broker is None:
+        entry["error_code"] = ErrorCode.COORDINATOR_NOT_AVAILABLE
+        return entry
+    entry.update(node_id=broker.node_id, host=broker.host, port=broker.port)
+    return entry
+
+
+def handle_find_coordinator(apis: Any, ctx: Any, request: dict[str, Any]) -> dict[str, Any]:
+    key_type = request.get("key_type", 0)
+    if ctx.api_version >= 4:
+        return {"throttle_time_ms": 0, "coordinators": [
+            _find_one(apis, k, key_type) for k in request.get("coordinator_keys") or ()]}
+    one = _find_one(apis, request.get("key"), key_type)
+    one.pop("key")
+    return {"throttle_time_ms": 0, **one}
+
+
+async def handle_join_group(apis: Any, ctx: Any, request: dict[str, Any]) -> dict[str, Any]:
+    v = ctx.api_version
+    r = await _coordinator(apis).join_group(
+        request["group_id"], request["member_id"] or "", request.get("group_instance_id"),
+        v >= 4, ctx.client_id or "", _client_host(ctx),
+        request.get("rebalance_timeout_ms", -1), request["session_timeout_ms"],
+        request["protocol_type"],
+        [(p["name"], bytes(p["metadata"] or b"")) for p in request.get("protocols") or ()])
+    return {
+        "throttle_time_ms": 0, "error_code": r.error, "generation_id": r.generation_id,
+        "protocol_type": r.protocol_type if r.error == ErrorCode.NONE else None,
+        "protocol_name": r.protocol_name if r.protocol_name is not None or v >= 7 else "",
+        "leader": r.leader_id, "member_id": r.member_id,
+        "members": [{"member_id": mid, "group_instance_id": iid, "metadata": meta}
+                    for mid, iid, meta in r.members or ()],
+    }
+
+
+async def handle_sync_group(apis: Any, ctx: Any, request: dict[str, Any]) -> dict[str, Any]:
+    r = await _coordinator(apis).sync_group(
+        request["group_id"], request["generation_id"], request["member_id"],
+        request.get("group_instance_id"), request.get("protocol_type"),
+        request.get("protocol_name"),
+        {a["member_id"]: bytes(a["assignment"] or b"") for a in request.get("assignments") or ()})
+    ok = r.error == ErrorCode.NONE
+    return {"throttle_time_ms": 0, "error_code": r.error,
+            "protocol_type": r.protocol_type if ok else None,
+            "protocol_name": r.protocol_name if ok else None,
+            "assignment": r.assignment if ok else b""}
+
+
+def handle_heartbeat(apis: Any, ctx: Any, request: dict[str, Any]) -> dict[str, Any]:
+    code = _coordinator(apis).heartbeat(request["group_id"], request["generation_id"],
+                                        request["member_id"], request.get("group_instance_id"))
+    return {"throttle_time_ms": 0, "error_code": code}
+
+
+def handle_leave_group(apis: Any, ctx: Any, request: dict[str, Any]) -> dict[str, Any]:
+    if ctx.api_version >= 3:
+        members = [(m["member_id"] or "", m.get("group_instance_id"))
+                   for m in request.get("members") or ()]
+    else:
+        members = [(request["member_id"] or "", None)]
+    code, results = _coordinator(apis).leave_group(request["group_id"], members)
+    if ctx.api_version < 3:
+        if code == ErrorCode.NONE and results:
+            code = results[0]
+        return {"throttle_time_ms": 0, "error_code": code}
+    return {"throttle_time_ms": 0, "error_code": code, "members": [
+        {"member_id": mid, "group_instance_id": iid, "error_code": err}
+        for (mid, iid), err in zip(members, results, strict=False)]}
+
+
+def describe_group_entry(coordinator: Any, group_id: str) -> dict[str, Any]:
+    from kafkactl.broker.coordinator.group import GroupState
+
+    code, group = coordinator.describe(group_id)
+    entry: dict[str, Any] = {"error_code": code, "group_id": group_id, "group_state": "Dead",
+                             "protocol_type": "", "protocol_data": "", "members": []}
+    if code != ErrorCode.NONE or group is None:
+        return entry
+    stable = group.is_(GroupState.STABLE)
+    entry.update(group_state=group.state.value, protocol_type=group.protocol_type or "",
+                 protocol_data=group.protocol_name or "" if stable else "")
+    entry["members"] = [{
+        "member_id": m.member_id, "group_instance_id": m.group_instance_id,
+        "client_id": m.client_id, "client_host": m.client_host,
+        "member_metadata": m.metadata_for(group.protocol_name) if stable else b"",
+        "member_assignment": m.assignment if stable else b"",
+    } for m in group.members.values()]
+    return entry
+
+
+def handle_describe_groups(apis: Any, ctx: Any, request: dict[str, Any]) -> dict[str, Any]:
+    coordinator = _coordinator(apis)
+    return {"throttle_time_ms": 0, "groups": [
+        describe_group_entry(coordinator, g) for g in request.get("groups") or ()]}
+
+
+def handle_list_groups(apis: Any, ctx: Any, request: dict[str, Any]) -> dict[str, Any]:
+    code, groups = _coordinator(apis).list_groups(request.get("states_filter"))
+    return {"throttle_time_ms": 0, "error_code": code, "groups": [
+        {"group_id": g.group_id, "protocol_type": g.protocol_type or "",
+         "group_state": g.state.value} for g in groups]}
+
+
+def handle_delete_groups(apis: Any, ctx: Any, request: dict[str, Any]) -> dict[str, Any]:
+    coordinator = _coordinator(apis)
+    return {"throttle_time_ms": 0, "results": [
+        {"group_id": g, "error_code": coordinator.delete_group(g)}
+        for g in request.get("groups_names") or ()]}
+
+
+def register(apis: Any) -> None:
+    apis.register(ApiKey.FIND_COORDINATOR, handle_find_coordinator)
+    apis.register(ApiKey.JOIN_GROUP, handle_join_group)
+    apis.register(ApiKey.SYNC_GROUP, handle_sync_group)
+    apis.register(ApiKey.HEARTBEAT, handle_heartbeat)
+    apis.register(ApiKey.LEAVE_GROUP, handle_leave_group)
+    apis.register(ApiKey.DESCRIBE_GROUPS, handle_describe_groups)
+    apis.register(ApiKey.LIST_GROUPS, handle_list_groups)
+    apis.register(ApiKey.DELETE_GROUPS, handle_delete_groups)
