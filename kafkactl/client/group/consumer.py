@@ -1,0 +1,147 @@
+"""GroupConsumer: the Consumer with its partitions assigned by a consumer group.
+
+Subscribe to topic names or a regex; membership (join/sync, background heartbeats) is the
+ConsumerCoordinator's. Each poll first checks for a pending rebalance: partitions are
+revoked (offsets committed when auto-commit is on, then `on_revoke`), the member rejoins,
+and `on_assign` sees the new partitions, whose positions come from the committed offsets
+(or auto.offset.reset). Auto-commit commits consumed positions every
+auto_commit_interval_ms; `commit()` commits now; `close()` commits (when auto-commit is on)
+and leaves the group so the others rebalance at once.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+import time
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+from kafkactl.client.consumer import Consumer
+from kafkactl.client.errors import ClientError
+from kafkactl.client.group.membership import CommitFailedError, ConsumerCoordinator
+from kafkactl.client.kafka_client import KafkaClient
+from kafkactl.protocol.errors import KafkaError
+
+TopicPartition = tuple[str, int]
+RebalanceCallback = Callable[[set[TopicPartition]], None]
+
+
+class _GroupSource:
+    """The AssignmentSource view of the coordinator (committed offsets for positions)."""
+
+    def __init__(self, consumer: GroupConsumer) -> None:
+        self.consumer = consumer
+
+    def assignment(self, client: KafkaClient) -> set[TopicPartition]:
+        return self.consumer.assignment()
+
+    def committed(self, client: KafkaClient,
+                  tps: set[TopicPartition]) -> dict[TopicPartition, int]:
+        return self.consumer.coordinator.committed(tps)
+
+    def on_poll(self, client: KafkaClient) -> None:
+        self.consumer.maybe_rebalance()
+
+    def close(self, client: KafkaClient) -> None:
+        return None
+
+
+class GroupConsumer(Consumer):
+    def __init__(self, *topics: str, group_id: str,
+                 bootstrap_servers: str | Iterable[str] | None = None,
+                 pattern: str | None = None, assignors: Iterable[str] = ("range", "roundrobin"),
+                 session_timeout_ms: int = 10000, heartbeat_interval_ms: int = 3000,
+                 rebalance_timeout_ms: int = 300000, enable_auto_commit: bool = True,
+                 auto_commit_interval_ms: int = 5000, group_instance_id: str | None = None,
+                 on_assign: RebalanceCallback | None = None,
+                 on_revoke: RebalanceCallback | None = None,
+                 auto_offset_reset: str = "latest", client_id: str = "kafkactl-consumer",
+                 **kwargs: Any) -> None:
+        if not topics and not pattern:
+            raise ValueError("subscribe to at least one topic or a pattern")
+        super().__init__(bootstrap_servers=bootstrap_servers,
+                         auto_offset_reset=auto_offset_reset, client_id=client_id, **kwargs)
+        self.group_id = group_id
+        self.coordinator = ConsumerCoordinator(
+            self.client, group_id, topics=topics, pattern=pattern, assignors=assignors,
+            session_timeout_ms=session_timeout_ms, rebalance_timeout_ms=rebalance_timeout_ms,
+            heartbeat_interval_ms=heartbeat_interval_ms, group_instance_id=group_instance_id)
+        self.source = _GroupSource(self)
+        self.enable_auto_commit = enable_auto_commit
+        self.auto_commit_interval = auto_commit_interval_ms / 1000
+        self.on_assign = on_assign
+        self.on_revoke = on_revoke
+        self._owned: set[TopicPartition] = set()
+        self._next_auto_commit = time.monotonic() + self.auto_commit_interval
+        self._closed = False
+
+    # ---- assignment ---------------------------------------------------------------------
+    def subscribe(self, topics: Iterable[str] = (), *, pattern: str | None = None,
+                  exclude: str | None = None, partitions: Iterable[int] | None = None) -> None:
+        coordinator = getattr(self, "coordinator", None)
+        if coordinator is None:
+            return  # Consumer.__init__ has no topics to hand over
+        coordinator.topics = tuple(topics)
+        coordinator.pattern = re.compile(pattern) if pattern else None
+        coordinator.rejoin_needed = True
+
+    def assign(self, partitions: Iterable[TopicPartition]) -> None:
+        raise ValueError("a GroupConsumer gets its partitions from the group; use Consumer "
+                         "for manual assignment")
+
+    def assignment(self) -> set[TopicPartition]:
+        if not self._owned and self.coordinator.rejoin_needed:
+            self.maybe_rebalance()
+        return set(self._owned)
+
+    def maybe_rebalance(self) -> None:
+        """Rejoin if the group asked for it (or we never joined); auto-commit when due."""
+        if self._closed:
+            return
+        if self.coordinator.rejoin_needed:
+            self._revoke()
+            self.coordinator.ensure_active()
+            self._owned = set(self.coordinator.assignment)
+            for tp in list(self.positions):
+                if tp not in self._owned:
+                    del self.positions[tp]
+            if self.on_assign is not None:
+                self.on_assign(set(self._owned))
+        elif self.enable_auto_commit and time.monotonic() >= self._next_auto_commit:
+            with contextlib.suppress(CommitFailedError):
+                self.commit()
+
+    def _revoke(self) -> None:
+        if not self._owned:
+            return
+        if self.enable_auto_commit:
+            with contextlib.suppress(CommitFailedError, ClientError, KafkaError):
+                self.commit()
+        self._drop_in_flight()
+        if self.on_revoke is not None:
+            self.on_revoke(set(self._owned))
+
+    # ---- commits ------------------------------------------------------------------------
+    def commit(self, offsets: Mapping[TopicPartition, int] | None = None,
+               metadata: str = "") -> None:
+        """Commit `offsets` (default: the current position of every owned partition)."""
+        if offsets is None:
+            offsets = {tp: off for tp, off in self.positions.items() if tp in self._owned}
+        self._next_auto_commit = time.monotonic() + self.auto_commit_interval
+        self.coordinator.commit(offsets, metadata)
+
+    def committed(self, tps: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
+        return self.coordinator.committed(list(tps))
+
+    # ---- lifecycle ----------------------------------------------------------------------
+    def close(self) -> None:
+        if self._closed:
+            return
+        if self.enable_auto_commit and self._owned:
+            with contextlib.suppress(ClientError, KafkaError, OSError):
+                self.commit()
+        self._closed = True
+        with contextlib.suppress(ClientError, KafkaError, OSError):
+            self.coordinator.close()
+        super().close()

@@ -1,0 +1,221 @@
+"""Group operations that need no membership: find the coordinator, describe/list/delete
+groups, fetch, commit (generation -1, the "simple" commit) and delete offsets.
+
+Used by `kafkactl offsets` / `kafkactl rebalance` and by the group consumer for
+FindCoordinator. Retriable coordinator errors (load in progress, not coordinator, not
+available) are retried with backoff until the request timeout.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from kafkactl.client.connection import BrokerConnection
+from kafkactl.client.errors import KafkaTimeoutError
+from kafkactl.client.kafka_client import KafkaClient
+from kafkactl.protocol.api_keys import ApiKey
+from kafkactl.protocol.data import ASSIGNMENT, SUBSCRIPTION, decode_data
+from kafkactl.protocol.errors import ErrorCode, KafkaError, error_for
+
+TopicPartition = tuple[str, int]
+RETRIABLE = {ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, ErrorCode.COORDINATOR_NOT_AVAILABLE,
+             ErrorCode.NOT_COORDINATOR}
+
+
+def raise_for(code: int, what: str) -> None:
+    if code:
+        raise error_for(code)(f"{what}: {ErrorCode(code).name}")
+
+
+@dataclass
+class MemberDescription:
+    member_id: str
+    group_instance_id: str | None
+    client_id: str
+    client_host: str
+    subscription: list[str] = field(default_factory=list)
+    assignment: list[TopicPartition] = field(default_factory=list)
+
+
+@dataclass
+class GroupDescription:
+    group_id: str
+    state: str
+    protocol_type: str
+    protocol: str
+    members: list[MemberDescription]
+
+
+def decode_subscription(data: bytes | memoryview | None) -> list[str]:
+    if not data:
+        return []
+    try:
+        return list(decode_data(SUBSCRIPTION, data)[1].get("topics") or [])
+    except KafkaError:
+        return []
+
+
+def decode_assignment(data: bytes | memoryview | None) -> list[TopicPartition]:
+    if not data:
+        return []
+    try:
+        a = decode_data(ASSIGNMENT, data)[1]
+    except KafkaError:
+        return []
+    return sorted((t["topic"], p) for t in a.get("assigned_partitions") or ()
+                  for p in t.get("partitions") or ())
+
+
+class GroupAdmin:
+    def __init__(self, client: KafkaClient) -> None:
+        self.client = client
+        self._coordinators: dict[str, BrokerConnection] = {}
+
+    # ---- coordinator --------------------------------------------------------------------
+    def find_coordinator(self, group_id: str) -> tuple[str, int, int]:
+        """(host, port, node id) of the group's coordinator."""
+        deadline = time.monotonic() + self.client.request_timeout
+        while True:
+            conn = self.client.any_connection()
+            version = min(conn.version_for(ApiKey.FIND_COORDINATOR), 3)
+            resp = conn.request(ApiKey.FIND_COORDINATOR, {"key": group_id, "key_type": 0},
+                                version=version)
+            code = resp.get("error_code", 0)
+            if code == 0:
+                return resp["host"], resp["port"], resp["node_id"]
+            if code not in RETRIABLE or time.monotonic() >= deadline:
+                raise_for(code, f"FindCoordinator for group {group_id!r}")
+            time.sleep(self.client.retry_backoff)
+
+    def coordinator(self, group_id: str) -> BrokerConnection:
+        conn = self._coordinators.get(group_id)
+        if conn is not None and conn.connected:
+            return conn
+        host, port, node = self.find_coordinator(group_id)
+        conn = BrokerConnection(host, port, node_id=node, client_id=self.client.client_id,
+                                connect_timeout=self.client.connect_timeout,
+                                request_timeout=self.client.request_timeout)
+        conn.connect()
+        self._coordinators[group_id] = conn
+        return conn
+
+    def request(self, group_id: str, api_key: ApiKey, body: dict[str, Any],
+                error_of: Any = None, version: int | None = None) -> dict[str, Any]:
+        """Send to the coordinator, retrying retriable coordinator errors."""
+        deadline = time.monotonic() + self.client.request_timeout
+        while True:
+            conn = self.coordinator(group_id)
+            resp = conn.request(api_key, body, version=version)
+            code = error_of(resp) if error_of else resp.get("error_code", 0)
+            if code in RETRIABLE:
+                if code != ErrorCode.COORDINATOR_LOAD_IN_PROGRESS:
+                    self._coordinators.pop(group_id, None)
+                    conn.close()
+                if time.monotonic() >= deadline:
+                    raise KafkaTimeoutError(f"group {group_id!r}: coordinator still "
+                                            f"answers {ErrorCode(code).name}")
+                time.sleep(self.client.retry_backoff)
+                continue
+            return resp
+
+    # ---- groups -------------------------------------------------------------------------
+    def list_groups(self) -> list[tuple[str, str, str]]:
+        """[(group id, protocol type, state)] from every broker."""
+        self.client.refresh_metadata(None)
+        out: dict[str, tuple[str, str, str]] = {}
+        for node in list(self.client.cluster.brokers):
+            conn = self.client.connection(node)
+            resp = conn.request(ApiKey.LIST_GROUPS, {"states_filter": []})
+            raise_for(resp.get("error_code", 0), "ListGroups")
+            for g in resp.get("groups") or ():
+                out[g["group_id"]] = (g["group_id"], g["protocol_type"],
+                                      g.get("group_state") or "")
+        return sorted(out.values())
+
+    def describe_group(self, group_id: str) -> GroupDescription:
+        resp = self.request(group_id, ApiKey.DESCRIBE_GROUPS,
+                            {"groups": [group_id], "include_authorized_operations": False},
+                            error_of=lambda r: r["groups"][0]["error_code"])
+        g = resp["groups"][0]
+        raise_for(g["error_code"], f"DescribeGroups {group_id!r}")
+        members = [MemberDescription(
+            m["member_id"], m.get("group_instance_id"), m["client_id"], m["client_host"],
+            decode_subscription(m.get("member_metadata")) if g["protocol_type"] == "consumer"
+            else [],
+            decode_assignment(m.get("member_assignment")) if g["protocol_type"] == "consumer"
+            else []) for m in g.get("members") or ()]
+        return GroupDescription(group_id, g["group_state"], g["protocol_type"],
+                                g["protocol_data"], members)
+
+    def delete_group(self, group_id: str) -> None:
+        resp = self.request(group_id, ApiKey.DELETE_GROUPS, {"groups_names": [group_id]},
+                            error_of=lambda r: r["results"][0]["error_code"])
+        raise_for(resp["results"][0]["error_code"], f"DeleteGroups {group_id!r}")
+
+    # ---- offsets ------------------------------------------------------------------------
+    def fetch_offsets(self, group_id: str, tps: Iterable[TopicPartition] | None = None
+                      ) -> dict[TopicPartition, int]:
+        """Committed offsets (-1 = none); all of the group's offsets when `tps` is None."""
+        topics = None
+        if tps is not None:
+            by_topic: dict[str, list[int]] = {}
+            for t, p in tps:
+                by_topic.setdefault(t, []).append(p)
+            topics = [{"name": t, "partition_indexes": sorted(ps)} for t, ps in by_topic.items()]
+        conn = self.coordinator(group_id)
+        version = min(conn.version_for(ApiKey.OFFSET_FETCH), 7)
+        if topics is None and version < 2:
+            raise ValueError("listing all offsets of a group needs OffsetFetch v2+")
+        resp = self.request(group_id, ApiKey.OFFSET_FETCH,
+                            {"group_id": group_id, "topics": topics, "require_stable": False},
+                            version=version)
+        raise_for(resp.get("error_code", 0), f"OffsetFetch for group {group_id!r}")
+        out: dict[TopicPartition, int] = {}
+        for t in resp.get("topics") or ():
+            for p in t["partitions"]:
+                raise_for(p["error_code"], f"OffsetFetch {t['name']}-{p['partition_index']}")
+                out[(t["name"], p["partition_index"])] = p["committed_offset"]
+        return out
+
+    def commit_offsets(self, group_id: str, offsets: Mapping[TopicPartition, int], *,
+                       generation: int = -1, member_id: str = "",
+                       group_instance_id: str | None = None,
+                       metadata: str = "") -> dict[TopicPartition, int]:
+        """OffsetCommit; returns the error code per partition."""
+        by_topic: dict[str, list[dict[str, Any]]] = {}
+        for (t, p), off in offsets.items():
+            by_topic.setdefault(t, []).append({
+                "partition_index": p, "committed_offset": off, "committed_leader_epoch": -1,
+                "commit_timestamp": -1, "committed_metadata": metadata})
+        body = {"group_id": group_id, "generation_id_or_member_epoch": generation,
+                "member_id": member_id, "group_instance_id": group_instance_id,
+                "retention_time_ms": -1,
+                "topics": [{"name": t, "partitions": ps} for t, ps in by_topic.items()]}
+
+        def first_error(r: dict[str, Any]) -> int:
+            return next((p["error_code"] for t in r.get("topics") or ()
+                         for p in t["partitions"] if p["error_code"] in RETRIABLE), 0)
+
+        resp = self.request(group_id, ApiKey.OFFSET_COMMIT, body, error_of=first_error)
+        return {(t["name"], p["partition_index"]): p["error_code"]
+                for t in resp.get("topics") or () for p in t["partitions"]}
+
+    def delete_offsets(self, group_id: str, tps: Iterable[TopicPartition]
+                       ) -> dict[TopicPartition, int]:
+        by_topic: dict[str, list[dict[str, int]]] = {}
+        for t, p in tps:
+            by_topic.setdefault(t, []).append({"partition_index": p})
+        resp = self.request(group_id, ApiKey.OFFSET_DELETE, {
+            "group_id": group_id,
+            "topics": [{"name": t, "partitions": ps} for t, ps in by_topic.items()]})
+        raise_for(resp.get("error_code", 0), f"OffsetDelete for group {group_id!r}")
+        return {(t["name"], p["partition_index"]): p["error_code"]
+                for t in resp.get("topics") or () for p in t["partitions"]}
+
+    def close(self) -> None:
+        for conn in self._coordinators.values():
+            conn.close()
+        self._coordinators.clear()
