@@ -1,0 +1,272 @@
+"""`kafkactl offsets show|reset|delete`: committed offsets of consumer groups
+(kafka-consumer-groups --describe / --reset-offsets / --delete[-offsets])."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any, TypeVar
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from kafkactl.cli._client_options import bootstrap_option, fail
+from kafkactl.client.consumer import SimpleConsumer
+from kafkactl.client.errors import ClientError
+from kafkactl.client.fetcher import EARLIEST, LATEST
+from kafkactl.client.group.group_admin import GroupAdmin
+from kafkactl.client.kafka_client import KafkaClient
+from kafkactl.protocol.errors import ErrorCode, KafkaError
+
+offsets_app = typer.Typer(help="Show, reset and delete consumer-group offsets.",
+                          no_args_is_help=True)
+T = TypeVar("T")
+TopicPartition = tuple[str, int]
+INACTIVE = ("Empty", "Dead")
+
+
+def _run(bootstrap: str | None, fn: Callable[[KafkaClient, GroupAdmin, SimpleConsumer], T]) -> T:
+    client = KafkaClient(bootstrap, client_id="kafkactl-offsets")
+    admin = GroupAdmin(client)
+    try:
+        return fn(client, admin, SimpleConsumer(client=client))
+    except (ClientError, KafkaError, ValueError) as e:
+        raise fail(str(e)) from None
+    finally:
+        admin.close()
+        client.close()
+
+
+def parse_topic_spec(spec: str) -> tuple[str, list[int] | None]:
+    """`T` or `T:0,2,5` (kafka-consumer-groups' --topic form)."""
+    topic, sep, parts = spec.partition(":")
+    if not topic:
+        raise typer.BadParameter(f"bad --topic {spec!r}: expected TOPIC or TOPIC:P,P")
+    if not sep:
+        return topic, None
+    try:
+        return topic, sorted({int(p) for p in parts.split(",") if p.strip()})
+    except ValueError:
+        raise typer.BadParameter(f"bad partitions in --topic {spec!r}: expected numbers "
+                                 "like T:0,1") from None
+
+
+def parse_datetime(text: str) -> int:
+    """ISO-8601 (`2024-05-01T12:00:00.000`, optional zone; local time if none) -> ms."""
+    try:
+        dt = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        raise typer.BadParameter(f"bad --to-datetime {text!r}: expected "
+                                 "YYYY-MM-DDTHH:mm:SS[.sss][+HH:MM]") from None
+    if dt.tzinfo is None:
+        dt = dt.astimezone()
+    return int(dt.astimezone(UTC).timestamp() * 1000)
+
+
+def group_offsets_rows(admin: GroupAdmin, simple: SimpleConsumer,
+                       group: str) -> list[dict[str, Any]]:
+    committed = {tp: o for tp, o in admin.fetch_offsets(group).items() if o >= 0}
+    owners: dict[TopicPartition, Any] = {}
+    try:
+        desc = admin.describe_group(group)
+        for m in desc.members:
+            for tp in m.assignment:
+                owners[tp] = m
+    except (KafkaError, ClientError):
+        desc = None
+    tps = sorted(set(committed) | set(owners))
+    ends = {tp: v[0] for tp, v in simple.list_offsets({tp: LATEST for tp in tps}).items()} \
+        if tps else {}
+    rows = []
+    for tp in tps:
+        cur = committed.get(tp)
+        end = ends.get(tp)
+        m = owners.get(tp)
+        rows.append({"group": group, "topic": tp[0], "partition": tp[1],
+                     "current_offset": cur, "log_end_offset": end,
+                     "lag": None if cur is None or end is None else max(0, end - cur),
+                     "consumer_id": m.member_id if m else None,
+                     "host": m.client_host if m else None,
+                     "client_id": m.client_id if m else None,
+                     "state": desc.state if desc else None})
+    return rows
+
+
+def _dash(v: Any) -> str:
+    return "-" if v is None else str(v)
+
+
+@offsets_app.command("show")
+def show(group: list[str] = typer.Option([], "--group", "-g", help="Group (repeatable)."),
+         all_groups: bool = typer.Option(False, "--all", help="Every group."),
+         as_json: bool = typer.Option(False, "--json", help="JSON output."),
+         bootstrap: str | None = bootstrap_option()) -> None:
+    """Per partition: committed offset, log end offset and lag (plus the owning member)."""
+    if not group and not all_groups:
+        raise fail("give --group G (repeatable) or --all", 2)
+
+    def go(client: KafkaClient, admin: GroupAdmin, simple: SimpleConsumer) -> list[Any]:
+        names = [g for g, _t, _s in admin.list_groups()] if all_groups else list(group)
+        return [r for g in names for r in group_offsets_rows(admin, simple, g)]
+
+    rows = _run(bootstrap, go)
+    if as_json:
+        typer.echo(json.dumps(rows, indent=1))
+        return
+    table = Table("GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG",
+                  "CONSUMER-ID", "HOST", "CLIENT-ID", box=None)
+    for r in rows:
+        table.add_row(r["group"], r["topic"], str(r["partition"]), _dash(r["current_offset"]),
+                      _dash(r["log_end_offset"]), _dash(r["lag"]), _dash(r["consumer_id"]),
+                      _dash(r["host"]), _dash(r["client_id"]))
+    if not rows:
+        typer.echo("No committed offsets.", err=True)
+        return
+    Console(width=200).print(table)
+
+
+def plan_reset(client: KafkaClient, admin: GroupAdmin, simple: SimpleConsumer, group: str,
+               topics: list[tuple[str, list[int] | None]], spec: tuple[str, int]
+               ) -> dict[TopicPartition, int]:
+    committed = admin.fetch_offsets(group)
+    if topics:
+        cluster = client.ensure_topics(sorted({t for t, _ in topics}), allow_auto_create=False)
+        tps = []
+        for t, parts in topics:
+            known = sorted(cluster.topics[t].partitions)
+            for p in parts if parts is not None else known:
+                if p not in known:
+                    raise ValueError(f"topic {t} has no partition {p}")
+                tps.append((t, p))
+    else:
+        tps = sorted(tp for tp, o in committed.items() if o >= 0)
+    if not tps:
+        raise ValueError(f"group {group!r} has no committed offsets; name the partitions "
+                         "with --topic")
+    lo = {tp: v[0] for tp, v in simple.list_offsets({tp: EARLIEST for tp in tps}).items()}
+    hi = {tp: v[0] for tp, v in simple.list_offsets({tp: LATEST for tp in tps}).items()}
+    kind, value = spec
+    out: dict[TopicPartition, int] = {}
+    if kind == "datetime":
+        found = simple.list_offsets({tp: value for tp in tps})
+    for tp in tps:
+        if kind == "earliest":
+            new = lo[tp]
+        elif kind == "latest":
+            new = hi[tp]
+        elif kind == "offset":
+            new = value
+        elif kind == "shift":
+            cur = committed.get(tp, -1)
+            if cur < 0:
+                raise ValueError(f"{tp[0]}-{tp[1]} has no committed offset to shift")
+            new = cur + value
+        else:
+            new = found[tp][0] if found[tp][0] >= 0 else hi[tp]
+        out[tp] = min(max(new, lo[tp]), hi[tp])
+    return out
+
+
+@offsets_app.command("reset")
+def reset(group: str = typer.Option(..., "--group", "-g", help="The group."),
+          topic: list[str] = typer.Option([], "--topic", "-t",
+                                          help="T or T:P,P (repeatable); default: every "
+                                               "partition the group has offsets for."),
+          to_earliest: bool = typer.Option(False, "--to-earliest"),
+          to_latest: bool = typer.Option(False, "--to-latest"),
+          to_offset: int | None = typer.Option(None, "--to-offset"),
+          to_datetime: str | None = typer.Option(None, "--to-datetime",
+                                                 help="YYYY-MM-DDTHH:mm:SS[.sss]"),
+          shift_by: int | None = typer.Option(None, "--shift-by"),
+          execute: bool = typer.Option(False, "--execute",
+                                       help="Commit the new offsets (default: dry run)."),
+          as_json: bool = typer.Option(False, "--json"),
+          bootstrap: str | None = bootstrap_option()) -> None:
+    """Reset a group's offsets (dry run unless --execute; the group must be inactive)."""
+    specs = [s for s, on in (("earliest", to_earliest), ("latest", to_latest),
+                             ("offset", to_offset is not None),
+                             ("datetime", to_datetime is not None),
+                             ("shift", shift_by is not None)) if on]
+    if len(specs) != 1:
+        raise fail("give exactly one of --to-earliest, --to-latest, --to-offset N, "
+                   "--to-datetime ISO, --shift-by N", 2)
+    try:
+        topics = [parse_topic_spec(t) for t in topic]
+        kind = specs[0]
+        value = {"offset": to_offset, "shift": shift_by,
+                 "datetime": parse_datetime(to_datetime) if to_datetime else None}.get(kind)
+    except typer.BadParameter as e:
+        raise fail(str(e), 2) from None
+
+    def go(client: KafkaClient, admin: GroupAdmin, simple: SimpleConsumer) -> Any:
+        state = admin.describe_group(group).state
+        if state not in INACTIVE:
+            raise ValueError(f"Assignments can only be reset if the group '{group}' is "
+                             f"inactive, but the current state is {state}. Stop its "
+                             "consumers first.")
+        plan = plan_reset(client, admin, simple, group, topics, (kind, value or 0))
+        errors = admin.commit_offsets(group, plan) if execute else {}
+        return plan, errors
+
+    plan, errors = _run(bootstrap, go)
+    failed = {tp: c for tp, c in errors.items() if c}
+    if as_json:
+        typer.echo(json.dumps({"group": group, "executed": execute, "offsets": [
+            {"topic": t, "partition": p, "new_offset": o,
+             "error": ErrorCode(failed[(t, p)]).name if (t, p) in failed else None}
+            for (t, p), o in sorted(plan.items())]}, indent=1))
+    else:
+        table = Table("GROUP", "TOPIC", "PARTITION", "NEW-OFFSET", box=None)
+        for (t, p), o in sorted(plan.items()):
+            table.add_row(group, t, str(p), str(o))
+        Console(width=200).print(table)
+        if not execute:
+            typer.echo("Dry run: nothing was committed; add --execute to apply.", err=True)
+    if failed:
+        for (t, p), c in sorted(failed.items()):
+            typer.echo(f"error: {t}-{p}: {ErrorCode(c).name}", err=True)
+        raise typer.Exit(1)
+
+
+@offsets_app.command("delete")
+def delete(group: str = typer.Option(..., "--group", "-g", help="The group."),
+           topic: list[str] = typer.Option([], "--topic", "-t",
+                                           help="Only this topic's offsets (T or T:P,P)."),
+           bootstrap: str | None = bootstrap_option()) -> None:
+    """Delete a group's offsets for a topic, or (without --topic) the whole inactive group."""
+    try:
+        topics = [parse_topic_spec(t) for t in topic]
+    except typer.BadParameter as e:
+        raise fail(str(e), 2) from None
+
+    def go(client: KafkaClient, admin: GroupAdmin, simple: SimpleConsumer) -> Any:
+        if not topics:
+            admin.delete_group(group)
+            return None
+        committed = admin.fetch_offsets(group)
+        tps = [tp for tp, o in committed.items() if o >= 0 and any(
+            tp[0] == t and (ps is None or tp[1] in ps) for t, ps in topics)]
+        if not tps:
+            raise ValueError(f"group {group!r} has no offsets for "
+                             f"{', '.join(t for t, _ in topics)}")
+        return admin.delete_offsets(group, tps)
+
+    result = _run(bootstrap, go)
+    if result is None:
+        typer.echo(f"Deleted group {group}.")
+        return
+    bad = False
+    for (t, p), c in sorted(result.items()):
+        if c:
+            bad = True
+            typer.echo(f"error: {t}-{p}: {ErrorCode(c).name}", err=True)
+        else:
+            typer.echo(f"Deleted the offset of {t}-{p} for group {group}.")
+    if bad:
+        raise typer.Exit(1)
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(offsets_app, name="offsets")
