@@ -6,6 +6,7 @@ import base64
 import json
 import os
 import re
+import select
 import signal
 import sys
 import time
@@ -118,13 +119,10 @@ def render_json(r: ConsumerRecord) -> bytes:
 
 
 def _group_source(group: str) -> Any:
-    """Hook for consumer groups (the consumer-group issue provides the source)."""
-    try:
-        from kafkactl.client.group import GroupAssignment  # type: ignore[import-not-found]
-    except ImportError:
-        raise fail("--group needs consumer-group support, which this build does not have "
-                   "yet; consume without --group (static assignment)", 2) from None
-    return GroupAssignment(group)
+    """Consumer groups: `--group G` consumes through kafkactl.client.group.GroupConsumer."""
+    from kafkactl.client.group import GroupConsumer
+
+    return GroupConsumer
 
 
 def consume(
@@ -191,13 +189,16 @@ def consume(
     t0 = time.monotonic()
     consumer: Consumer | None = None
     try:
-        consumer = Consumer(*topic, bootstrap_servers=bootstrap, pattern=topic_pattern,
-                            exclude=exclude_pattern,
-                            partitions=partition or None, assignment_source=source,
-                            auto_offset_reset="earliest" if start[0] == "earliest"
-                            else "latest")
+        reset = "earliest" if start[0] == "earliest" else "latest"
+        if source is not None:  # --group: the group assigns partitions, offsets committed
+            consumer = source(*topic, group_id=group, bootstrap_servers=bootstrap,
+                              pattern=topic_pattern, auto_offset_reset=reset)
+        else:
+            consumer = Consumer(*topic, bootstrap_servers=bootstrap, pattern=topic_pattern,
+                                exclude=exclude_pattern, partitions=partition or None,
+                                auto_offset_reset=reset)
         tps = sorted(consumer.assignment())
-        if not tps:
+        if not tps and source is None:
             raise fail("no partitions match the given topics", 1)
         if source is None:
             _position(consumer, tps, start)
@@ -208,6 +209,8 @@ def consume(
                                    high_watermarks.get(tp, ends[tp])) for tp in tps):
                 break
             chunks = consumer.poll_fetches(1.0)
+            if not chunks and _stdout_closed():
+                break
             buf: list[bytes] = []
             for pf in chunks:
                 for b in pf.batches():
@@ -282,6 +285,17 @@ def _position(consumer: Consumer, tps: list[Any], start: tuple[str, int]) -> Non
         for tp in tps:
             f = found[tp]
             consumer.seek(tp, hi[tp] if f is None else f[0])
+
+
+def _stdout_closed() -> bool:
+    """True when stdout is a pipe whose reader went away (checked while idle, so that
+    `consume | head` ends even when no more records arrive)."""
+    try:
+        poller = select.poll()
+        poller.register(sys.stdout.fileno(), select.POLLOUT)
+        return any(ev & (select.POLLERR | select.POLLHUP) for _, ev in poller.poll(0))
+    except (OSError, ValueError, AttributeError):
+        return False
 
 
 def _silence_stdout() -> None:

@@ -198,9 +198,12 @@ def produce(
     if error is not None or unacked or interrupted:
         cause = error or stats.first_error
         why = f": {cause}" if cause else (" (interrupted)" if interrupted else "")
-        typer.echo(f"error: {unacked:,} records were not acknowledged{why}"
-                   + (f"; written to {failed_file}" if failed_file and unacked else ""),
-                   err=True)
+        if unacked or not cause:
+            typer.echo(f"error: {unacked:,} records were not acknowledged{why}"
+                       + (f"; written to {failed_file}" if failed_file and unacked else ""),
+                       err=True)
+        else:
+            typer.echo(f"error: {cause}", err=True)
         raise typer.Exit(130 if interrupted and not error and not stats.failed else 1)
 
 
