@@ -1,0 +1,169 @@
+"""Egress: consumers fetching a page-cached topic from `kafkactl serve`, next to a raw
+`os.sendfile` of the same segment bytes over loopback, in the same run.
+
+* librdkafka consumer (confluent-kafka, assign, `consume(10000)` batches): records/s, MB/s;
+* wire consumer (plain socket, Fetch v12 with 8 MiB partition limit, bytes not parsed): the
+  broker's own sendfile path, MB/s and its ratio to raw sendfile (goal >= 0.8).
+
+    python bench/broker_egress.py [--records 3000000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import socket
+import threading
+import time
+
+from broker_common import start_broker
+from broker_ingest import wire_producer
+from confluent_kafka import Consumer, TopicPartition
+
+from kafkactl.protocol import codec
+from kafkactl.protocol.api_keys import ApiKey
+
+
+def fill(bootstrap: str, records: int) -> int:
+    n = 0
+    while n < records:
+        got, _ = wire_producer(bootstrap, 1.0)
+        n += got
+    return n
+
+
+def librdkafka_consume(bootstrap: str, total: int) -> tuple[int, float]:
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench",
+                  "enable.partition.eof": False, "fetch.max.bytes": 50 << 20,
+                  "max.partition.fetch.bytes": 8 << 20, "queued.max.messages.kbytes": 1 << 20,
+                  # librdkafka otherwise pauses fetching for 1 s whenever its local queue
+                  # holds > queued.min.messages (a client-side stall, the same on real Kafka)
+                  "queued.min.messages": 2_000_000, "fetch.queue.backoff.ms": 1})
+    c.assign([TopicPartition("ingest-wire", 0, 0)])
+    n = 0
+    t0 = time.perf_counter()
+    while n < total:
+        msgs = c.consume(10000, 10)
+        if not msgs:
+            raise RuntimeError("consumer stalled")
+        n += len(msgs)
+    dt = time.perf_counter() - t0
+    c.close()
+    return n, dt
+
+
+def wire_consume(bootstrap: str, end_offset: int) -> tuple[int, float]:
+    host, port = bootstrap.rsplit(":", 1)
+    sock = socket.create_connection((host, int(port)))
+    buf = bytearray(16 << 20)
+    view = memoryview(buf)
+    offset, total_bytes, cid = 0, 0, 0
+    t0 = time.perf_counter()
+    while offset < end_offset:
+        cid += 1
+        sock.sendall(codec.encode_request(ApiKey.FETCH, 12, cid, "bench", {
+            "replica_id": -1, "max_wait_ms": 0, "min_bytes": 1, "max_bytes": 16 << 20,
+            "isolation_level": 0, "session_id": 0, "session_epoch": -1, "topics": [
+                {"topic": "ingest-wire", "partitions": [
+                    {"partition": 0, "fetch_offset": offset, "partition_max_bytes": 8 << 20,
+                     "current_leader_epoch": -1, "log_start_offset": -1,
+                     "last_fetched_epoch": -1}]}], "forgotten_topics_data": [], "rack_id": ""}))
+        got = 0
+        while got < 4:
+            got += sock.recv_into(view[got:4])
+        size = int.from_bytes(buf[:4], "big") + 4
+        if size > len(buf):
+            buf = bytearray(size)
+            view = memoryview(buf)
+            buf[:4] = size.to_bytes(4, "big")
+        while got < size:
+            got += sock.recv_into(view[got:size])
+        resp = codec.decode_response(ApiKey.FETCH, 12, view[4:size])
+        records = resp["responses"][0]["partitions"][0]["records"]
+        # Skip to the last complete batch's end by walking headers (no record parsing).
+        mv = memoryview(records) if records is not None else memoryview(b"")
+        pos = 0
+        while pos + 12 <= len(mv):
+            base = int.from_bytes(mv[pos:pos + 8], "big")
+            length = int.from_bytes(mv[pos + 8:pos + 12], "big")
+            if pos + 12 + length > len(mv):
+                break
+            last_delta = int.from_bytes(mv[pos + 23:pos + 27], "big")
+            offset = base + last_delta + 1
+            pos += 12 + length
+        total_bytes += size
+    dt = time.perf_counter() - t0
+    sock.close()
+    return total_bytes, dt
+
+
+def raw_sendfile(paths: list[str]) -> float:
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(1)
+    port = srv.getsockname()[1]
+    total = sum(os.path.getsize(p) for p in paths)
+
+    def serve() -> None:
+        conn, _ = srv.accept()
+        for p in paths:
+            with open(p, "rb") as f:
+                off, size = 0, os.path.getsize(p)
+                while off < size:
+                    off += os.sendfile(conn.fileno(), f.fileno(), off, min(8 << 20, size - off))
+        conn.close()
+
+    t = threading.Thread(target=serve)
+    t.start()
+    sock = socket.create_connection(("127.0.0.1", port))
+    buf = bytearray(1 << 20)
+    got = 0
+    t0 = time.perf_counter()
+    while got < total:
+        n = sock.recv_into(buf)
+        if not n:
+            break
+        got += n
+    dt = time.perf_counter() - t0
+    t.join()
+    sock.close()
+    srv.close()
+    return got / dt / 1e6
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--records", type=int, default=3_000_000)
+    args = ap.parse_args()
+    broker = start_broker()
+    try:
+        n = fill(broker.bootstrap, args.records)
+        paths = sorted(str(p) for p in broker.data_dir.glob("ingest-wire-0/*.log"))
+        size = sum(os.path.getsize(p) for p in paths)
+        for p in paths:  # make sure it is page-cached
+            with open(p, "rb") as f:
+                while f.read(8 << 20):
+                    pass
+        cpu0 = broker.cpu_seconds()
+        wbytes, wdt = wire_consume(broker.bootstrap, n)
+        wcpu = broker.cpu_seconds() - cpu0
+        cpu0 = broker.cpu_seconds()
+        cn, cdt = librdkafka_consume(broker.bootstrap, n)
+        ccpu = broker.cpu_seconds() - cpu0
+        raw = raw_sendfile(paths)
+    finally:
+        broker.stop()
+        shutil.rmtree(broker.data_dir, ignore_errors=True)
+    print(f"topic           : {n:,} records of 100 B, {size / 1e6:.0f} MB on disk")
+    print(f"raw os.sendfile : {raw:,.0f} MB/s over loopback")
+    print(f"wire consumer   : {wbytes / wdt / 1e6:,.0f} MB/s = {n / wdt:,.0f} records/s "
+          f"(wire/raw = {wbytes / wdt / 1e6 / raw:.2f}); broker CPU "
+          f"{wcpu / wdt * 100:.0f}% of a core")
+    print(f"librdkafka      : {cn / cdt:,.0f} records/s, {size / cdt / 1e6:,.0f} MB/s "
+          f"(librdkafka/raw = {size / cdt / 1e6 / raw:.2f}); broker CPU "
+          f"{ccpu / cdt * 100:.0f}% of a core")
+
+
+if __name__ == "__main__":
+    main()
