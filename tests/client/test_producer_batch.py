@@ -1,0 +1,87 @@
+"""ProducerBatch encodes standard v2 batches; fast_values agrees with the general decoder."""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from kafka.record.memory_records import MemoryRecords
+
+from kafkactl.client.accumulator import RecordAccumulator
+from kafkactl.client.fetcher import fast_values
+from kafkactl.client.producer_batch import ProducerBatch
+from kafkactl.record.batch import RecordBatch
+from kafkactl.record.codecs import Compression
+
+records_st = st.lists(st.tuples(
+    st.one_of(st.none(), st.binary(max_size=300)),
+    st.one_of(st.none(), st.binary(max_size=9000)),
+    st.lists(st.tuples(st.text(max_size=5), st.one_of(st.none(), st.binary(max_size=5))),
+             max_size=2),
+    st.integers(min_value=-5000, max_value=5000)), min_size=1, max_size=40)
+
+
+@settings(max_examples=60, deadline=None)
+@given(records_st, st.sampled_from(list(Compression)))
+def test_batch_decodes_with_kafka_python_and_our_reader(records, codec) -> None:
+    b = ProducerBatch("t", 0, 1 << 22, timestamp=1_700_000_000_000)
+    for key, value, headers, dts in records:
+        assert b.append(1_700_000_000_000 + dts, key, value, headers) is not None
+    b.set_producer_state(42, 3, 7)
+    data = b.build(codec)
+    kb = MemoryRecords(data).next_batch()
+    assert kb.validate_crc() and kb.producer_id == 42 and kb.base_sequence == 7
+    got = [(r.key, r.value, r.headers, r.timestamp) for r in kb]
+    assert got == [(k, v, [(hk, hv) for hk, hv in h], 1_700_000_000_000 + d)
+                   for k, v, h, d in records]
+    ours = RecordBatch(memoryview(data))
+    assert ours.is_valid() and ours.record_count == len(records)
+    assert [None if r.value is None else bytes(r.value) for r in ours] == \
+        [v for _, v, _, _ in records]
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.binary(max_size=20000), min_size=1, max_size=300),
+       st.integers(min_value=0, max_value=50), st.sampled_from([Compression.NONE,
+                                                                 Compression.LZ4]))
+def test_fast_values_matches_general_decoder(values, start, codec) -> None:
+    b = ProducerBatch("t", 0, 1 << 24)
+    assert b.append_values(values) == len(values)
+    batch = RecordBatch(memoryview(b.build(codec)))
+    fast = fast_values(batch, start)
+    assert fast is not None
+    assert [bytes(v) for v in fast] == [bytes(r.value) for r in batch if r.offset >= start]
+
+
+def test_fast_values_declines_keys_and_headers() -> None:
+    b = ProducerBatch("t", 0, 1 << 20)
+    b.append(None, b"k", b"v")
+    assert fast_values(RecordBatch(memoryview(b.build())), 0) is None
+    b = ProducerBatch("t", 0, 1 << 20)
+    b.append(None, None, b"v", [("h", b"1")])
+    assert fast_values(RecordBatch(memoryview(b.build())), 0) is None
+
+
+def test_accumulator_batches_by_size_and_keeps_order() -> None:
+    acc = RecordAccumulator(batch_size=1000, linger_ms=10_000, buffer_memory=1 << 20)
+    acc.append_values("t", 0, [b"x" * 100] * 30, entries=True)
+    dq = acc.batches[("t", 0)]
+    assert len(dq) >= 3 and all(b.size <= 1000 for b in dq)
+    assert sum(b.record_count for b in dq) == 30
+    ready, _ = acc.ready(0.0, lambda tp: True)
+    assert ready == [("t", 0)]  # full batches are ready before linger.ms
+    first = acc.pop_head(("t", 0))
+    assert first is not None
+    first.set_producer_state(1, 0, 0)
+    acc.reenqueue(first)  # a retried batch goes back in front
+    assert acc.batches[("t", 0)][0] is first
+
+
+def test_accumulator_backpressure_times_out() -> None:
+    import pytest
+
+    from kafkactl.client.errors import KafkaTimeoutError
+
+    acc = RecordAccumulator(batch_size=1000, linger_ms=0, buffer_memory=2000, max_block_ms=200)
+    acc.append_values("t", 0, [b"x" * 900] * 2)
+    with pytest.raises(KafkaTimeoutError, match="buffer.memory"):
+        acc.append_values("t", 0, [b"x" * 900])
