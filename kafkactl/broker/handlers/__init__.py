@@ -12,15 +12,16 @@ def register_all(apis: Any) -> None:
         cluster,
         configs,
         fetch,
+        groups,
         leader_epoch,
         list_offsets,
         metadata,
+        offsets,
         produce,
         producer_id,
         records,
         topics,
     )
-    from kafkactl.broker.handlers import groups, offsets
 
     for module in (api_versions, metadata, produce, fetch, list_offsets, topics, configs,
                    records, producer_id, leader_epoch, cluster, groups, offsets):
