@@ -2,7 +2,7 @@
 
 Both generators read the live Typer app (whatever subcommand modules exist when they run)
 through `command_tree()`, so their output changes exactly when the app does; the tests in
-tests/packaging/ regenerate in memory and compare with the committed files.
+tests/distribution/ regenerate in memory and compare with the committed files.
 """
 
 from __future__ import annotations

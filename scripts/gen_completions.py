@@ -6,7 +6,7 @@
 The scripts are static: the command tree (subcommands, options, option choices, which
 values are paths) is written into them, so pressing TAB never starts Python or unpacks
 the one-file binary. That is why they must be regenerated whenever the app changes
-(tests/packaging/test_completions.py fails until they are).
+(tests/distribution/test_completions.py fails until they are).
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@
 
 Real roff (the man macros): NAME, SYNOPSIS, DESCRIPTION, OPTIONS, COMMANDS (for command
 groups), SEE ALSO. Read one with `man -l man/kafkactl.1`. The pages carry no date, so
-they change only when the app's help texts do; tests/packaging/test_man.py fails when
+they change only when the app's help texts do; tests/distribution/test_man.py fails when
 the committed pages are stale and when groff warns while rendering them.
 """
 

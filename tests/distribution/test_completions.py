@@ -11,7 +11,7 @@ import cli_tree
 import gen_completions
 import pytest
 
-from tests.packaging import sample_app
+from tests.distribution import sample_app
 
 REPO = Path(__file__).resolve().parents[2]
 BASH = REPO / "completions" / "kafkactl.bash"

@@ -12,7 +12,7 @@ import cli_tree
 import gen_man
 import pytest
 
-from tests.packaging import sample_app
+from tests.distribution import sample_app
 
 REPO = Path(__file__).resolve().parents[2]
 MAN_DIR = REPO / "man"
