@@ -351,7 +351,15 @@ class SocketServer:
         self._next_id += 1
         return KafkaConnection(self, self._next_id)
 
+    def _loop_exception(self, loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+        """Errors asyncio reports from inside its own callbacks (e.g. accept() failing on a
+        connection the peer already reset): one line, no traceback; the loop carries on."""
+        exc = context.get("exception")
+        log.warning("event loop: %s%s", context.get("message", "error"),
+                    f": {exc.__class__.__name__}: {exc}" if exc is not None else "")
+
     async def start(self, host: str, port: int) -> tuple[str, int]:
+        self.loop.set_exception_handler(self._loop_exception)
         server = await self.loop.create_server(
             self._factory, host or None, port, reuse_address=True, backlog=1024)
         self._servers.append(server)
