@@ -16,24 +16,18 @@ from typing import Any
 
 from kafkactl.record.codecs import Compression, compress
 from kafkactl.record.crc import crc32c
+from kafkactl.record.varint import _UNSIGNED_CACHE, encode_varint, encode_varlong
 
-_TABLE_SIZE = 1 << 16
+# ZZ[n] = zig-zag varint of a small non-negative n (lengths, offset deltas, header counts):
+# the zig-zag of n is the unsigned varint of 2n, so this is every other entry of record's
+# shared unsigned-varint table (no table of our own to build at import).
+ZZ: tuple[bytes, ...] = _UNSIGNED_CACHE[0::2]
+_TABLE_SIZE = len(ZZ)
+_NULL = encode_varint(-1)  # b"\x01": a null key/value/header value
 
 
 def _zigzag_varint(n: int) -> bytes:
-    z = (n << 1) ^ (n >> 63)
-    z &= 0xFFFFFFFFFFFFFFFF
-    out = bytearray()
-    while z >= 0x80:
-        out.append((z & 0x7F) | 0x80)
-        z >>= 7
-    out.append(z)
-    return bytes(out)
-
-
-# ZZ[n] = zig-zag varint of a small non-negative n (lengths, offset deltas, header counts).
-ZZ: list[bytes] = [_zigzag_varint(n) for n in range(_TABLE_SIZE)]
-_NULL = ZZ and _zigzag_varint(-1)  # b"\x01": a null key/value/header value
+    return encode_varlong(n)
 
 
 def zz(n: int) -> bytes:

@@ -38,7 +38,7 @@ def _encode_unsigned(n: int) -> bytes:
 
 
 # Encodings of the small values the builder writes all the time (lengths, deltas).
-_CACHE_LIMIT = 1 << 14
+_CACHE_LIMIT = 1 << 15
 _UNSIGNED_CACHE: tuple[bytes, ...] = tuple(_encode_unsigned(n) for n in range(_CACHE_LIMIT))
 
 
