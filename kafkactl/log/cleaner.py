@@ -1,0 +1,275 @@
+"""LogCleaner: log compaction for `cleanup.policy=compact` (and `compact,delete`).
+
+For one log: build a map key -> latest offset over the dirty section (from the
+cleaner-offset-checkpoint position up to the active segment), then rewrite every inactive
+segment keeping a record only if no later record has its key. Tombstones (null values) are
+dropped once their segment is older than `delete.retention.ms`. Offsets never change (gaps
+are fine), batches whose records all survive are copied byte for byte, and the active
+segment is never touched. Magic 0/1 message sets are kept as they are.
+
+Crash safety, one segment at a time (Kafka's `.cleaned` / `.swap`):
+  1. write `<base>.log.cleaned` and fsync it          crash: the loader deletes it
+  2. unlink the old segment's index files             crash: the indexes are rebuilt
+  3. rename `.cleaned` -> `<base>.log.swap`           (the commit point) crash: the loader
+                                                      renames the swap over the old log
+  4. rename `.swap` -> `<base>.log`, build fresh indexes, swap the LogSegment in.
+Open file descriptors of the replaced segment stay valid for in-flight reads and are closed
+after `file.delete.delay.ms`.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time as _time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from kafkactl.log.checkpoint import CLEANER_OFFSET_CHECKPOINT, read_checkpoint, write_checkpoint
+from kafkactl.log.errors import CheckpointError
+from kafkactl.log.segment import CLEANED_SUFFIX, SWAP_SUFFIX, LogSegment
+from kafkactl.record.batch import RecordBatchBuilder
+from kafkactl.record.memory_records import iter_batches
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class SegmentSwap:
+    segment: LogSegment
+    cleaned_path: Path
+    records_in: int
+    records_out: int
+    bytes_in: int
+    bytes_out: int
+
+
+@dataclass
+class CleanerStats:
+    topic: str
+    partition: int
+    first_dirty: int
+    end_offset: int
+    segments: int = 0
+    records_in: int = 0
+    records_out: int = 0
+    bytes_in: int = 0
+    bytes_out: int = 0
+
+
+def _fsync_dir(d: Path) -> None:
+    fd = os.open(d, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+class LogCleaner:
+    def __init__(self, *, time: Any = _time) -> None:  # noqa: A002
+        self._time = time
+        self._to_close: list[tuple[int, LogSegment]] = []
+
+    def _now_ms(self) -> int:
+        return int(self._time.time() * 1000)
+
+    # ---- checkpoint -----------------------------------------------------------------------
+    @staticmethod
+    def checkpoint_path(lg: Any) -> Path:
+        return Path(lg.dir).parent / CLEANER_OFFSET_CHECKPOINT
+
+    def first_dirty_offset(self, lg: Any) -> int:
+        try:
+            saved = read_checkpoint(self.checkpoint_path(lg))
+        except CheckpointError:
+            saved = {}
+        return max(saved.get((lg.topic, lg.partition), 0), lg.log_start_offset)
+
+    def _save_checkpoint(self, lg: Any, offset: int) -> None:
+        path = self.checkpoint_path(lg)
+        try:
+            entries = read_checkpoint(path)
+        except CheckpointError:
+            entries = {}
+        entries[(lg.topic, lg.partition)] = offset
+        write_checkpoint(path, entries)
+
+    # ---- deciding ---------------------------------------------------------------------------
+    def dirty_ratio(self, lg: Any) -> float:
+        segs = [s for s in lg.segments[:-1] if s.size]
+        total = sum(s.size for s in segs)
+        if not total:
+            return 0.0
+        first_dirty = self.first_dirty_offset(lg)
+        dirty = sum(s.size for s in segs if s.next_offset > first_dirty)
+        return dirty / total
+
+    def needs_cleaning(self, lg: Any) -> bool:
+        return bool(lg.config.compact) and self.dirty_ratio(lg) >= \
+            lg.config.min_cleanable_dirty_ratio and self.dirty_ratio(lg) > 0
+
+    # ---- cleaning -----------------------------------------------------------------------------
+    def clean(self, lg: Any, *, force: bool = False) -> CleanerStats | None:
+        """Compact the inactive segments of `lg` (prepare + commit). None: nothing to do."""
+        plan = self.prepare(lg, force=force)
+        if plan is None:
+            return None
+        stats, swaps = plan
+        self.commit(lg, stats, swaps)
+        return stats
+
+    def prepare(self, lg: Any, *, force: bool = False
+                ) -> tuple[CleanerStats, list[SegmentSwap]] | None:
+        """Steps that can run beside appends: the offset map and the `.cleaned` files."""
+        segments = [s for s in lg.segments[:-1] if s.size]
+        if not segments:
+            return None
+        end = lg.segments[-1].base_offset
+        first_dirty = self.first_dirty_offset(lg)
+        if not force and (first_dirty >= end or not self.needs_cleaning(lg)):
+            return None
+        stats = CleanerStats(lg.topic, lg.partition, first_dirty, end)
+        offset_map: dict[bytes, int] = {}
+        for seg in segments:
+            if seg.next_offset <= first_dirty:
+                continue
+            for batch in iter_batches(memoryview(seg.read_bytes(0, seg.size))):
+                if batch.magic < 2 or batch.is_control or batch.last_offset < first_dirty:
+                    continue
+                for rec in batch:
+                    if rec.key is not None and rec.offset >= first_dirty:
+                        offset_map[bytes(rec.key)] = rec.offset
+        horizon = self._now_ms() - lg.config.delete_retention_ms
+        swaps = []
+        for seg in segments:
+            swap = self._clean_segment(seg, offset_map, horizon)
+            if swap is not None:
+                swaps.append(swap)
+        return stats, swaps
+
+    def _clean_segment(self, seg: LogSegment, offset_map: dict[bytes, int],
+                       horizon: int) -> SegmentSwap | None:
+        data = memoryview(seg.read_bytes(0, seg.size))
+        drop_tombstones = seg.largest_timestamp() < horizon
+        parts: list[bytes | memoryview] = []
+        changed = False
+        rin = rout = 0
+        for batch in iter_batches(data):
+            raw = data[batch.position:batch.position + batch.size]
+            if batch.magic < 2 or batch.is_control:
+                parts.append(raw)
+                continue
+            keep = []
+            records = list(batch)
+            rin += len(records)
+            for rec in records:
+                if rec.key is not None:
+                    latest = offset_map.get(bytes(rec.key))
+                    if latest is not None and latest > rec.offset:
+                        continue
+                    if rec.value is None and drop_tombstones:
+                        continue
+                keep.append(rec)
+            rout += len(keep)
+            if len(keep) == len(records):
+                parts.append(raw)
+                continue
+            changed = True
+            if not keep:
+                continue
+            builder = RecordBatchBuilder(
+                compression=batch.compression, timestamp_type=batch.timestamp_type,
+                producer_id=batch.producer_id, producer_epoch=batch.producer_epoch,
+                base_sequence=batch.base_sequence, base_offset=batch.base_offset,
+                partition_leader_epoch=batch.partition_leader_epoch)
+            for rec in keep:
+                builder.append_at(rec.offset - batch.base_offset, rec.timestamp,
+                                  None if rec.key is None else bytes(rec.key),
+                                  None if rec.value is None else bytes(rec.value),
+                                  [(k, None if v is None else bytes(v)) for k, v in rec.headers])
+            parts.append(builder.build())
+        if not changed:
+            return None
+        cleaned = seg.log_path.with_name(seg.log_path.name + CLEANED_SUFFIX)
+        with open(cleaned, "wb") as f:
+            for p in parts:
+                f.write(p)
+            f.flush()
+            os.fsync(f.fileno())
+        return SegmentSwap(seg, cleaned, rin, rout, seg.size, cleaned.stat().st_size)
+
+    def commit(self, lg: Any, stats: CleanerStats, swaps: list[SegmentSwap], *,
+               stop_after: int | None = None) -> None:
+        """Swap the cleaned segments in (see the module doc for the crash-safe order).
+        `stop_after` (tests) stops after that step of the first swap, as a crash would."""
+        with lg._lock:
+            for swap in swaps:
+                if swap.segment not in lg.segments[:-1]:
+                    swap.cleaned_path.unlink(missing_ok=True)  # retention removed it
+                    continue
+                self._swap_in(lg, swap, stop_after)
+                if stop_after is not None:
+                    return
+                stats.segments += 1
+                stats.records_in += swap.records_in
+                stats.records_out += swap.records_out
+                stats.bytes_in += swap.bytes_in
+                stats.bytes_out += swap.bytes_out
+        self._save_checkpoint(lg, stats.end_offset)
+        log.info("cleaned %s-%d up to offset %d: %d segment(s), %d -> %d records, "
+                 "%d -> %d bytes", stats.topic, stats.partition, stats.end_offset,
+                 stats.segments, stats.records_in, stats.records_out, stats.bytes_in,
+                 stats.bytes_out)
+
+    def _swap_in(self, lg: Any, swap: SegmentSwap, stop_after: int | None) -> None:
+        old = swap.segment
+        d = Path(lg.dir)
+        log_path = d / f"{old.base_offset:020d}.log"
+        for index in (old.offset_index, old.time_index):
+            Path(index.path).unlink(missing_ok=True)
+        _fsync_dir(d)
+        if stop_after == 2:
+            return
+        swap_path = log_path.with_name(log_path.name + SWAP_SUFFIX)
+        os.replace(swap.cleaned_path, swap_path)
+        _fsync_dir(d)
+        if stop_after == 3:
+            return
+        os.replace(swap_path, log_path)
+        _fsync_dir(d)
+        new = LogSegment(d, old.base_offset, lg.config, created_ms=old.created_ms)
+        headers = new.headers_from(0)
+        new.rebuild_indexes(headers)
+        new.on_become_inactive()
+        new.flush()
+        lg._set_segments([new if s is old else s for s in lg.segments])
+        self._to_close.append((self._now_ms() + lg.config.file_delete_delay_ms, old))
+
+    def close_replaced(self, *, force: bool = False) -> None:
+        """Close replaced segments whose delay has passed (their files are already gone)."""
+        now = self._now_ms()
+        keep = []
+        for deadline, seg in self._to_close:
+            if force or deadline <= now:
+                seg.close()
+            else:
+                keep.append((deadline, seg))
+        self._to_close = keep
+
+    def run(self, logs: Any, *, force: bool = False) -> list[CleanerStats]:
+        """One pass over `logs` (compacted ones only)."""
+        out = []
+        for lg in list(logs):
+            if not lg.config.compact:
+                continue
+            try:
+                stats = self.clean(lg, force=force)
+            except Exception:
+                log.exception("cleaning %s-%d failed; it will be retried", lg.topic,
+                              lg.partition)
+                continue
+            if stats is not None:
+                out.append(stats)
+        self.close_replaced()
+        return out
