@@ -170,7 +170,13 @@ class KafkaServer:
     def _start_background(self) -> None:
         cfg = self.config
         loop = asyncio.get_running_loop()
+        from kafkactl.log.cleaner import LogCleaner
+
+        self.log_cleaner = LogCleaner()
         self._tasks = [
+            loop.create_task(self.log_cleaner.run_periodically(
+                lambda: self.log_manager.logs.values(),
+                int(cfg.get("log.cleaner.backoff.ms") or 15000) / 1000)),
             loop.create_task(self._every(FLUSH_CHECK_INTERVAL_S, self._flush, "flush")),
             loop.create_task(self._every(
                 cfg.get_int("log.retention.check.interval.ms") / 1000, self._retention,

@@ -204,6 +204,10 @@ class LogCleaner:
         """Swap the cleaned segments in (see the module doc for the crash-safe order).
         `stop_after` (tests) stops after that step of the first swap, as a crash would."""
         with lg._lock:
+            if getattr(lg, "_closed", False):
+                for swap in swaps:
+                    swap.cleaned_path.unlink(missing_ok=True)
+                return
             for swap in swaps:
                 if swap.segment not in lg.segments[:-1]:
                     swap.cleaned_path.unlink(missing_ok=True)  # retention removed it
@@ -273,3 +277,18 @@ class LogCleaner:
                 out.append(stats)
         self.close_replaced()
         return out
+
+    async def run_periodically(self, get_logs: Any, interval_s: float) -> None:
+        """The broker's background cleaner: a pass every `interval_s` (log.cleaner.backoff.ms)
+        in a worker thread, so the event loop keeps serving."""
+        import asyncio
+
+        while True:
+            await asyncio.sleep(max(interval_s, 0.05))
+            try:
+                await asyncio.to_thread(self.run, list(get_logs()))
+            except Exception:
+                log.exception("log cleaner pass failed; will retry")
+
+    def shutdown(self) -> None:
+        self.close_replaced(force=True)

@@ -127,8 +127,8 @@ def test_kafka_python_group_and_offsets_shared_with_confluent(broker_factory: An
 
 
 def _kcat(bootstrap: str, group: str, out: Any) -> subprocess.Popen[bytes]:
-    return subprocess.Popen(["kcat", "-b", bootstrap, "-G", group, "-o", "beginning",
-                             "-f", "%s\n", "-q", "-X", "heartbeat.interval.ms=500", "kc"],
+    return subprocess.Popen(["kcat", "-b", bootstrap, "-G", group, "-X", "auto.offset.reset=earliest",
+                             "-f", "%s\n", "-q", "-u", "-X", "heartbeat.interval.ms=500", "kc"],
                             stdout=out, stderr=subprocess.DEVNULL)
 
 

@@ -1,0 +1,78 @@
+"""`kafkactl consume --group`, `kafkactl rebalance` and `kafkactl offsets` end to end."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from tests.groups.helpers import FAST, create_topic, kafkactl, offsets_show, produce, wait_until
+
+
+def _consume(bootstrap: str, out: Path) -> subprocess.Popen[bytes]:
+    return subprocess.Popen([sys.executable, "-m", "kafkactl", "consume", "-t", "cli6",
+                             "--group", "G", "-o", "earliest", "-q", "-b", bootstrap],
+                            stdout=open(out, "wb"), stderr=subprocess.DEVNULL)  # noqa: SIM115
+
+
+def test_two_consume_group_processes_split_partitions(broker_factory: Any,
+                                                      tmp_path: Path) -> None:
+    b = broker_factory(**FAST)
+    create_topic(b.bootstrap, "cli6", 6)
+    outs = [tmp_path / "c1.out", tmp_path / "c2.out"]
+    procs = [_consume(b.bootstrap, outs[0])]
+    try:
+        def members() -> list[Any]:
+            r = kafkactl("rebalance", "--group", "G", "--json", "-b", b.bootstrap)
+            return json.loads(r.stdout)["members"] if r.returncode == 0 else []
+
+        wait_until(lambda: len(members()) == 1, 60, "the first member")
+        procs.append(_consume(b.bootstrap, outs[1]))
+        wait_until(lambda: len(members()) == 2 and all(len(m["current"]) == 3
+                                                       for m in members()),
+                   60, "two members with 3 partitions each")
+        ms = members()
+        assert all(m["current"] == m["range"] for m in ms)  # the seed's range algorithm
+        # offsets reset is refused while the group is active
+        r = kafkactl("offsets", "reset", "--group", "G", "--to-earliest", "--topic", "cli6",
+                     "--execute", "-b", b.bootstrap)
+        assert r.returncode == 1 and "inactive" in r.stderr
+        values = [f"rec-{i}" for i in range(600)]
+        produce(b.bootstrap, "cli6", values)
+
+        def lines() -> list[str]:
+            return [ln for p in outs for ln in p.read_text().splitlines()]
+
+        wait_until(lambda: len(lines()) >= 600, 60, "600 printed records")
+    finally:
+        for p in procs:
+            p.send_signal(signal.SIGINT)
+        for p in procs:
+            p.wait(30)
+    assert sorted(lines()) == sorted(values)  # every record once across both processes
+    assert all(p.read_text() for p in outs)  # and both printed some
+    shown = offsets_show(b.bootstrap, "G")
+    assert sum(r["current_offset"] for r in shown.values()) == 600
+    assert all(r["lag"] == 0 for r in shown.values())
+    # now inactive: reset (dry run first), then execute, then delete
+    r = kafkactl("offsets", "reset", "--group", "G", "--to-offset", "1", "--topic",
+                 "cli6:0,1", "--json", "-b", b.bootstrap)
+    assert r.returncode == 0, r.stderr
+    plan = json.loads(r.stdout)
+    assert not plan["executed"] and [o["partition"] for o in plan["offsets"]] == [0, 1]
+    assert offsets_show(b.bootstrap, "G")[("cli6", 0)]["current_offset"] > 1
+    r = kafkactl("offsets", "reset", "--group", "G", "--shift-by", "-2", "--topic", "cli6:0",
+                 "--execute", "-b", b.bootstrap)
+    assert r.returncode == 0, r.stderr
+    before = shown[("cli6", 0)]["current_offset"]
+    assert offsets_show(b.bootstrap, "G")[("cli6", 0)]["current_offset"] == max(0, before - 2)
+    r = kafkactl("offsets", "delete", "--group", "G", "--topic", "cli6", "-b", b.bootstrap)
+    assert r.returncode == 0, r.stderr
+    assert offsets_show(b.bootstrap, "G") == {}
+    r = kafkactl("offsets", "show", "--all", "--json", "-b", b.bootstrap)
+    assert r.returncode == 0
+    r = kafkactl("rebalance", "--group", "nope", "-b", b.bootstrap)
+    assert r.returncode == 1 and "does not exist" in r.stderr
