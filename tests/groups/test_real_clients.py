@@ -127,8 +127,10 @@ def test_kafka_python_group_and_offsets_shared_with_confluent(broker_factory: An
 
 
 def _kcat(bootstrap: str, group: str, out: Any) -> subprocess.Popen[bytes]:
-    return subprocess.Popen(["kcat", "-b", bootstrap, "-G", group, "-X", "auto.offset.reset=earliest",
-                             "-f", "%s\n", "-q", "-u", "-X", "heartbeat.interval.ms=500", "kc"],
+    # -X auto.offset.reset (not -o, which overrides committed offsets); -u: unbuffered
+    return subprocess.Popen(["kcat", "-b", bootstrap, "-G", group,
+                             "-X", "auto.offset.reset=earliest", "-f", "%s\n", "-q", "-u",
+                             "-X", "heartbeat.interval.ms=500", "kc"],
                             stdout=out, stderr=subprocess.DEVNULL)
 
 
