@@ -3,12 +3,19 @@
 page-cache `os.write` of the same bytes, and Redis Streams XADD via `redis-benchmark -P 100`
 when redis-server is installed. All in the same run; ratios are what to compare.
 
-    python bench/broker_ingest.py [--seconds 10] [--partitions 1]
+The same producer loop is also run against librdkafka's in-process mock broker
+(`test.mock.num.brokers=1`) in the same run: that is the client's own ceiling on this box
+(the Python produce() loop plus librdkafka's threads), so kafkactl/mock near 1.0 means the
+broker is not what limits the single-producer figure. `--producers N` runs N producer
+processes at once (one per core) to load the broker past one Python loop.
+
+    python bench/broker_ingest.py [--seconds 10] [--partitions 1] [--producers 1]
 """
 
 from __future__ import annotations
 
 import argparse
+import multiprocessing as mp
 import os
 import shutil
 import socket
@@ -23,8 +30,10 @@ from confluent_kafka import Producer
 VALUE = b"x" * 100
 
 
-def run_producer(bootstrap: str, seconds: float, partitions: int) -> tuple[int, float]:
-    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "acks": 1,
+def run_producer(bootstrap: str | None, seconds: float, partitions: int) -> tuple[int, float]:
+    """The producer loop; bootstrap None = librdkafka's mock broker (the client ceiling)."""
+    target = {"bootstrap.servers": bootstrap} if bootstrap else {"test.mock.num.brokers": 1}
+    p = Producer({**target, "linger.ms": 5, "acks": 1,
                   "batch.size": 1 << 20, "batch.num.messages": 100000,
                   "queue.buffering.max.messages": 2_000_000,
                   "queue.buffering.max.kbytes": 1 << 20, "enable.idempotence": False})
@@ -57,6 +66,27 @@ def run_producer(bootstrap: str, seconds: float, partitions: int) -> tuple[int, 
     if errors[0] or left:
         raise RuntimeError(f"{errors[0]} delivery errors, {left} undelivered")
     return n, dt
+
+
+def _producer_proc(bootstrap: str | None, seconds: float, partitions: int, out: object) -> None:
+    out.put(run_producer(bootstrap, seconds, partitions))  # type: ignore[attr-defined]
+
+
+def run_producers(bootstrap: str | None, seconds: float, partitions: int,
+                  count: int) -> tuple[int, float]:
+    """`count` producer processes at once; total records and the longest run's duration."""
+    if count == 1:
+        return run_producer(bootstrap, seconds, partitions)
+    ctx = mp.get_context("spawn")
+    out = ctx.Queue()
+    procs = [ctx.Process(target=_producer_proc, args=(bootstrap, seconds, partitions, out))
+             for _ in range(count)]
+    for proc in procs:
+        proc.start()
+    results = [out.get(timeout=seconds + 120) for _ in procs]
+    for proc in procs:
+        proc.join(30)
+    return sum(n for n, _ in results), max(dt for _, dt in results)
 
 
 def wire_producer(bootstrap: str, seconds: float) -> tuple[int, float]:
@@ -145,11 +175,14 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--seconds", type=float, default=10.0)
     ap.add_argument("--partitions", type=int, default=1)
+    ap.add_argument("--producers", type=int, default=1)
     args = ap.parse_args()
+    mn, mdt = run_producers(None, args.seconds, args.partitions, args.producers)
     broker = start_broker(f"num.partitions={args.partitions}")
     try:
         cpu0 = broker.cpu_seconds()
-        n, dt = run_producer(broker.bootstrap, args.seconds, args.partitions)
+        n, dt = run_producers(broker.bootstrap, args.seconds, args.partitions,
+                              args.producers)
         cpu = broker.cpu_seconds() - cpu0
         on_disk = sum(f.stat().st_size for f in broker.data_dir.glob("ingest-0/*.log"))
         cpu1 = broker.cpu_seconds()
@@ -164,6 +197,8 @@ def main() -> None:
     print(f"kafkactl serve  : {n:,} records in {dt:.2f} s = {rate:,.0f} records/s, "
           f"{rate * 100 / 1e6:.1f} MB/s payload, {on_disk / dt / 1e6:.1f} MB/s on disk; "
           f"broker CPU {cpu / dt * 100:.0f}% of a core")
+    print(f"mock broker     : {mn / mdt:,.0f} records/s: the same producer loop ({args.producers} "
+          f"process(es)) against librdkafka's mock (kafkactl/mock = {rate / (mn / mdt):.2f})")
     print(f"wire producer   : {wn:,} records in {wdt:.2f} s = {wn / wdt:,.0f} records/s, "
           f"{wn * 110.5 / wdt / 1e6:.0f} MB/s on the wire (prebuilt 1 MiB batches, 5 in "
           f"flight); broker CPU {wcpu / wdt * 100:.0f}% of a core")

@@ -35,17 +35,27 @@ class FetchPurgatory:
     def size(self) -> int:
         return len(self._all)
 
-    async def wait(self, keys: Iterable[TopicPartition], *, min_bytes: int, accumulated: int,
-                   timeout_s: float) -> None:
-        """Return once enough bytes were appended to `keys`, on timeout, or on shutdown."""
-        if self.closed:
-            return
+    def watch(self, keys: Iterable[TopicPartition], *, min_bytes: int,
+              accumulated: int) -> DelayedFetch:
+        """Register a delayed fetch now, synchronously, in the same step that read the log.
+
+        This must happen before the event loop runs anything else: an append handled between
+        the fetch's read and a later registration would wake nobody, and the fetch would sit
+        out its whole max_wait_ms with data available.
+        """
         loop = asyncio.get_running_loop()
         op = DelayedFetch(loop.create_future(), min_bytes, accumulated, list(keys))
+        if self.closed:
+            op.complete()
+            return op
         for key in op.keys:
             self._watchers.setdefault(key, set()).add(op)
         self._all.add(op)
-        timer = loop.call_later(timeout_s, op.complete)
+        return op
+
+    async def wait_for(self, op: DelayedFetch, timeout_s: float) -> None:
+        """Wait until `op` (from watch()) completes or `timeout_s` passes; then unregister it."""
+        timer = asyncio.get_running_loop().call_later(timeout_s, op.complete)
         try:
             await op.future
         finally:
@@ -58,11 +68,21 @@ class FetchPurgatory:
                     if not watchers:
                         del self._watchers[key]
 
+    async def wait(self, keys: Iterable[TopicPartition], *, min_bytes: int, accumulated: int,
+                   timeout_s: float) -> None:
+        """Return once enough bytes were appended to `keys`, on timeout, or on shutdown."""
+        op = self.watch(keys, min_bytes=min_bytes, accumulated=accumulated)
+        await self.wait_for(op, timeout_s)
+
     def notify_append(self, key: TopicPartition, nbytes: int) -> None:
         watchers = self._watchers.get(key)
         if not watchers:
             return
         for op in list(watchers):
+            if op.future.done():  # its waiter never ran (connection closed): drop it
+                watchers.discard(op)
+                self._all.discard(op)
+                continue
             op.accumulated += nbytes
             if op.accumulated >= op.min_bytes:
                 op.complete()

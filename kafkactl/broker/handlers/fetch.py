@@ -82,13 +82,16 @@ def handle_fetch(apis: Any, ctx: Any, request: dict[str, Any]) -> Any:
     keys = [(t["topic"], p["partition"]) for t in request["topics"] for p in t["partitions"]]
     if errors or max_wait <= 0 or total >= min_bytes or not keys:
         return _response(topics)
-    return _long_poll(apis, ctx, request, keys, total, min_bytes, max_wait)
+    # Register now, not in the coroutine: its first step runs only on a later loop
+    # iteration, and an append handled before then must still wake this fetch.
+    purgatory = apis.server.purgatory
+    op = purgatory.watch(keys, min_bytes=min_bytes, accumulated=total)
+    return _long_poll(apis, ctx, request, op, max_wait)
 
 
-async def _long_poll(apis: Any, ctx: Any, request: dict[str, Any], keys: list[tuple[str, int]],
-                     total: int, min_bytes: int, max_wait: int) -> dict[str, Any]:
-    await apis.server.purgatory.wait(keys, min_bytes=min_bytes, accumulated=total,
-                                     timeout_s=max_wait / 1000.0)
+async def _long_poll(apis: Any, ctx: Any, request: dict[str, Any], op: Any,
+                     max_wait: int) -> dict[str, Any]:
+    await apis.server.purgatory.wait_for(op, max_wait / 1000.0)
     topics, _total, _errors = _read_all(apis, ctx, request)
     return _response(topics)
 
