@@ -38,8 +38,14 @@ def _encode_unsigned(n: int) -> bytes:
 
 
 # Encodings of the small values the builder writes all the time (lengths, deltas).
+# Built from the 1/2/3-byte forms directly: a general encode per entry costs ~30 ms at import.
 _CACHE_LIMIT = 1 << 15
-_UNSIGNED_CACHE: tuple[bytes, ...] = tuple(_encode_unsigned(n) for n in range(_CACHE_LIMIT))
+_UNSIGNED_CACHE: tuple[bytes, ...] = (
+    tuple(bytes((n,)) for n in range(0x80))
+    + tuple(bytes((n & 0x7F | 0x80, n >> 7)) for n in range(0x80, 1 << 14))
+    + tuple(bytes((n & 0x7F | 0x80, (n >> 7) & 0x7F | 0x80, n >> 14))
+            for n in range(1 << 14, _CACHE_LIMIT))
+)
 
 
 def encode_uvarint(n: int) -> bytes:
