@@ -9,18 +9,23 @@
 _kafkactl_spec() {
     _kc_subs=""; _kc_opts=""; _kc_vopts=""; _kc_args=""; _kc_afiles=""
     case "$1" in
-        "") _kc_subs="serve produce consume dump-log recover topics"; _kc_opts="-V --version -h --help"; _kc_vopts=""; _kc_args=""; _kc_afiles="" ;;
+        "") _kc_subs="serve produce consume dump-log recover rebalance topics offsets"; _kc_opts="-V --version -h --help"; _kc_vopts=""; _kc_args=""; _kc_afiles="" ;;
         "serve") _kc_subs=""; _kc_opts="-c --config -o --override -l --listen -d --data-dir --broker-id --log-level -h --help"; _kc_vopts="-c --config -o --override -l --listen -d --data-dir --broker-id --log-level"; _kc_args=""; _kc_afiles="" ;;
         "produce") _kc_subs=""; _kc_opts="-t --topic -f --file -D --delimiter -0 --null-delimited -K --key-separator -H --header -p --partition -z --compression --acks --batch-size --linger-ms --sync --partitioner -X --property -b --bootstrap-server -q --quiet --failed-file -h --help"; _kc_vopts="-t --topic -f --file -D --delimiter -K --key-separator -H --header -p --partition -z --compression --acks --batch-size --linger-ms --partitioner -X --property -b --bootstrap-server --failed-file"; _kc_args=""; _kc_afiles="" ;;
         "consume") _kc_subs=""; _kc_opts="-t --topic --topic-pattern --exclude-pattern -p --partition -o --offset --from-beginning -c --max-messages -e --exit-at-end -f --format -J --json -K --key-separator --print-offsets -G --group -b --bootstrap-server -q --quiet -h --help"; _kc_vopts="-t --topic --topic-pattern --exclude-pattern -p --partition -o --offset -c --max-messages -f --format -K --key-separator -G --group -b --bootstrap-server"; _kc_args=""; _kc_afiles="" ;;
         "dump-log") _kc_subs=""; _kc_opts="--print-data-log --deep-iteration --skip-record-metadata --verify-index-only --index-sanity-check --max-bytes --max-message-size --json -h --help"; _kc_vopts="--max-bytes --max-message-size"; _kc_args=""; _kc_afiles="1" ;;
         "recover") _kc_subs=""; _kc_opts="--dry-run --json --index-interval-bytes -h --help"; _kc_vopts="--index-interval-bytes"; _kc_args=""; _kc_afiles="1" ;;
+        "rebalance") _kc_subs=""; _kc_opts="-g --group --json --trigger --dry-run --timeout -b --bootstrap-server -h --help"; _kc_vopts="-g --group --timeout -b --bootstrap-server"; _kc_args=""; _kc_afiles="" ;;
         "topics") _kc_subs="create list describe delete alter"; _kc_opts="-h --help"; _kc_vopts=""; _kc_args=""; _kc_afiles="" ;;
         "topics create") _kc_subs=""; _kc_opts="-t --topic --partitions --replication-factor --config --if-not-exists -b --bootstrap-server -h --help"; _kc_vopts="-t --topic --partitions --replication-factor --config -b --bootstrap-server"; _kc_args=""; _kc_afiles="" ;;
         "topics list") _kc_subs=""; _kc_opts="--exclude-internal -b --bootstrap-server -h --help"; _kc_vopts="-b --bootstrap-server"; _kc_args=""; _kc_afiles="" ;;
         "topics describe") _kc_subs=""; _kc_opts="-t --topic -b --bootstrap-server -h --help"; _kc_vopts="-t --topic -b --bootstrap-server"; _kc_args=""; _kc_afiles="" ;;
         "topics delete") _kc_subs=""; _kc_opts="-t --topic --if-exists -b --bootstrap-server -h --help"; _kc_vopts="-t --topic -b --bootstrap-server"; _kc_args=""; _kc_afiles="" ;;
         "topics alter") _kc_subs=""; _kc_opts="-t --topic --partitions --config --delete-config -b --bootstrap-server -h --help"; _kc_vopts="-t --topic --partitions --config --delete-config -b --bootstrap-server"; _kc_args=""; _kc_afiles="" ;;
+        "offsets") _kc_subs="show reset delete"; _kc_opts="-h --help"; _kc_vopts=""; _kc_args=""; _kc_afiles="" ;;
+        "offsets show") _kc_subs=""; _kc_opts="-g --group --all --json -b --bootstrap-server -h --help"; _kc_vopts="-g --group -b --bootstrap-server"; _kc_args=""; _kc_afiles="" ;;
+        "offsets reset") _kc_subs=""; _kc_opts="-g --group -t --topic --to-earliest --to-latest --to-offset --to-datetime --shift-by --execute --json -b --bootstrap-server -h --help"; _kc_vopts="-g --group -t --topic --to-offset --to-datetime --shift-by -b --bootstrap-server"; _kc_args=""; _kc_afiles="" ;;
+        "offsets delete") _kc_subs=""; _kc_opts="-g --group -t --topic -b --bootstrap-server -h --help"; _kc_vopts="-g --group -t --topic -b --bootstrap-server"; _kc_args=""; _kc_afiles="" ;;
     esac
 }
 

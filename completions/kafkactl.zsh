@@ -24,7 +24,9 @@ _kafkactl() {
                 'consume:Print records of the given topics to stdout (value per line by default).'
                 'dump-log:Dump log segments and indexes like Kafka'\''s DumpLogSegments.'
                 'recover:Validate and repair log segments offline\: cut torn or corrupt tails, rebuild indexes.'
+                'rebalance:Members, their current assignment and the range assignment for the group.'
                 'topics:Create, list, describe, alter and delete topics.'
+                'offsets:Show, reset and delete consumer-group offsets.'
             )
             _describe -t commands 'kafkactl command' commands ;;
         argument)
@@ -34,7 +36,9 @@ _kafkactl() {
                 consume) _kafkactl_consume ;;
                 dump-log) _kafkactl_dump_log ;;
                 recover) _kafkactl_recover ;;
+                rebalance) _kafkactl_rebalance ;;
                 topics) _kafkactl_topics ;;
+                offsets) _kafkactl_offsets ;;
             esac ;;
     esac
 }
@@ -146,6 +150,20 @@ _kafkactl_recover() {
         ':PATH:_files'
 }
 
+_kafkactl_rebalance() {
+    _arguments -s -S \
+        '(-g --group)-g[The consumer group. \[required\]]:GROUP: ' \
+        '(-g --group)--group[The consumer group. \[required\]]:GROUP: ' \
+        '--json[JSON output.]' \
+        '--trigger[Force the group to rebalance.]' \
+        '--dry-run[Only show (with --trigger\: do nothing).]' \
+        '--timeout[Seconds to wait for a triggered rebalance. \[default\: 60.0\]]:TIMEOUT: ' \
+        '(-b --bootstrap-server)-b[Broker(s) host\:port\[,host\:port\]; default $KAFKACTL_BOOTSTRAP or 127.0.0.1\:9092.]:BOOTSTRAP: ' \
+        '(-b --bootstrap-server)--bootstrap-server[Broker(s) host\:port\[,host\:port\]; default $KAFKACTL_BOOTSTRAP or 127.0.0.1\:9092.]:BOOTSTRAP: ' \
+        '(-h --help)-h[Show this message and exit.]' \
+        '(-h --help)--help[Show this message and exit.]'
+}
+
 _kafkactl_topics() {
     local curcontext="$curcontext" state line
     typeset -A opt_args
@@ -227,6 +245,75 @@ _kafkactl_topics_alter() {
         '--partitions[Grow the topic to this many partitions.]:PARTITIONS: ' \
         '*--config[Set k=v (repeatable).]:CONFIG: ' \
         '*--delete-config[Remove an override (repeatable).]:DELETE_CONFIG: ' \
+        '(-b --bootstrap-server)-b[Broker(s) host\:port\[,host\:port\]; default $KAFKACTL_BOOTSTRAP or 127.0.0.1\:9092.]:BOOTSTRAP: ' \
+        '(-b --bootstrap-server)--bootstrap-server[Broker(s) host\:port\[,host\:port\]; default $KAFKACTL_BOOTSTRAP or 127.0.0.1\:9092.]:BOOTSTRAP: ' \
+        '(-h --help)-h[Show this message and exit.]' \
+        '(-h --help)--help[Show this message and exit.]'
+}
+
+_kafkactl_offsets() {
+    local curcontext="$curcontext" state line
+    typeset -A opt_args
+    _arguments -s -S \
+        '(-h --help)-h[Show this message and exit.]' \
+        '(-h --help)--help[Show this message and exit.]' \
+        '1: :->command' \
+        '*:: :->argument'
+    case $state in
+        command)
+            local -a commands
+            commands=(
+                'show:Per partition\: committed offset, log end offset and lag (plus the owning member).'
+                'reset:Reset a group'\''s offsets (dry run unless --execute; the group must be inactive).'
+                'delete:Delete a group'\''s offsets for a topic, or (without --topic) the whole inactive group.'
+            )
+            _describe -t commands 'kafkactl command' commands ;;
+        argument)
+            case $words[1] in
+                show) _kafkactl_offsets_show ;;
+                reset) _kafkactl_offsets_reset ;;
+                delete) _kafkactl_offsets_delete ;;
+            esac ;;
+    esac
+}
+
+_kafkactl_offsets_show() {
+    _arguments -s -S \
+        '*-g[Group (repeatable).]:GROUP: ' \
+        '*--group[Group (repeatable).]:GROUP: ' \
+        '--all[Every group.]' \
+        '--json[JSON output.]' \
+        '(-b --bootstrap-server)-b[Broker(s) host\:port\[,host\:port\]; default $KAFKACTL_BOOTSTRAP or 127.0.0.1\:9092.]:BOOTSTRAP: ' \
+        '(-b --bootstrap-server)--bootstrap-server[Broker(s) host\:port\[,host\:port\]; default $KAFKACTL_BOOTSTRAP or 127.0.0.1\:9092.]:BOOTSTRAP: ' \
+        '(-h --help)-h[Show this message and exit.]' \
+        '(-h --help)--help[Show this message and exit.]'
+}
+
+_kafkactl_offsets_reset() {
+    _arguments -s -S \
+        '(-g --group)-g[The group. \[required\]]:GROUP: ' \
+        '(-g --group)--group[The group. \[required\]]:GROUP: ' \
+        '*-t[T or T\:P,P (repeatable); default\: every partition the group has offsets for.]:TOPIC: ' \
+        '*--topic[T or T\:P,P (repeatable); default\: every partition the group has offsets for.]:TOPIC: ' \
+        '--to-earliest[]' \
+        '--to-latest[]' \
+        '--to-offset[]:TO_OFFSET: ' \
+        '--to-datetime[YYYY-MM-DDTHH\:mm\:SS\[.sss\]]:TO_DATETIME: ' \
+        '--shift-by[]:SHIFT_BY: ' \
+        '--execute[Commit the new offsets (default\: dry run).]' \
+        '--json[]' \
+        '(-b --bootstrap-server)-b[Broker(s) host\:port\[,host\:port\]; default $KAFKACTL_BOOTSTRAP or 127.0.0.1\:9092.]:BOOTSTRAP: ' \
+        '(-b --bootstrap-server)--bootstrap-server[Broker(s) host\:port\[,host\:port\]; default $KAFKACTL_BOOTSTRAP or 127.0.0.1\:9092.]:BOOTSTRAP: ' \
+        '(-h --help)-h[Show this message and exit.]' \
+        '(-h --help)--help[Show this message and exit.]'
+}
+
+_kafkactl_offsets_delete() {
+    _arguments -s -S \
+        '(-g --group)-g[The group. \[required\]]:GROUP: ' \
+        '(-g --group)--group[The group. \[required\]]:GROUP: ' \
+        '*-t[Only this topic'\''s offsets (T or T\:P,P).]:TOPIC: ' \
+        '*--topic[Only this topic'\''s offsets (T or T\:P,P).]:TOPIC: ' \
         '(-b --bootstrap-server)-b[Broker(s) host\:port\[,host\:port\]; default $KAFKACTL_BOOTSTRAP or 127.0.0.1\:9092.]:BOOTSTRAP: ' \
         '(-b --bootstrap-server)--bootstrap-server[Broker(s) host\:port\[,host\:port\]; default $KAFKACTL_BOOTSTRAP or 127.0.0.1\:9092.]:BOOTSTRAP: ' \
         '(-h --help)-h[Show this message and exit.]' \
