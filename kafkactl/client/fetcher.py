@@ -12,9 +12,7 @@ from typing import Any
 
 from kafkactl.record.errors import CorruptRecordError
 from kafkactl.record.memory_records import iter_batches
-from kafkactl.record.value_scan import fast_values
-
-__all__ = ["fast_values"]  # re-exported: consume's value-only path
+from kafkactl.record.value_scan import fast_values as fast_values  # re-export for consume
 
 TopicPartition = tuple[str, int]
 EARLIEST = -2
