@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Install every test dependency and run the whole test suite.
 # Debian packages: zookeeper and kcat (real peers for the tests), a Java runtime
-# (ZooKeeper, Spark); then this package with its `test` extra; then ruff and pytest;
-# then the PyInstaller binary is built and smoke-tested (scripts/smoke_binary.sh).
+# (ZooKeeper, Spark), man-db, zsh and fish (the man page and completion tests); then
+# this package with its `test` extra; then ruff and pytest; then the PyInstaller binary
+# is built and smoke-tested (scripts/smoke_binary.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -13,6 +14,8 @@ command -v kcat >/dev/null || need+=(kcat)
 [ -x /usr/share/zookeeper/bin/zkServer.sh ] || need+=(zookeeper)
 command -v java >/dev/null || need+=(default-jre-headless)
 command -v man >/dev/null || need+=(man-db)
+command -v zsh >/dev/null || need+=(zsh)      # the zsh and fish completion tests
+command -v fish >/dev/null || need+=(fish)
 if [ ${#need[@]} -gt 0 ]; then
     $SUDO apt-get update -qq
     DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need[@]}"

@@ -16,3 +16,31 @@ def test_help_lists_usage() -> None:
         [sys.executable, "-m", "kafkactl", "--help"], capture_output=True, text=True, check=True
     )
     assert "Usage" in proc.stdout
+
+
+def test_version_matches_installed_distribution() -> None:
+    from importlib.metadata import version
+
+    assert version("kafkactl") == __version__
+
+
+def test_help_does_not_import_the_libraries() -> None:
+    """`--help` must stay fast: building the app (every subcommand and its options) loads
+    Typer only; the client, log, broker, protocol and record packages load when a command
+    runs. A module-level import in a kafkactl/cli module breaks this."""
+    probe = (
+        "import sys, runpy\n"
+        "sys.argv = ['kafkactl', 'produce', '--help']\n"
+        "try:\n"
+        "    runpy.run_module('kafkactl', run_name='__main__')\n"
+        "except SystemExit:\n"
+        "    pass\n"
+        "heavy = sorted(m for m in sys.modules if m.split('.')[:2] in (\n"
+        "    ['kafkactl', p] for p in ('client', 'log', 'broker', 'protocol', 'record')))\n"
+        "print('LOADED', ' '.join(heavy))\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                          check=True)
+    assert "--topic" in proc.stdout  # the help really rendered
+    loaded = proc.stdout.rsplit("LOADED", 1)[1].split()
+    assert loaded == [], f"--help imported {loaded}"

@@ -11,22 +11,23 @@ import signal
 import sys
 import time
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 
 from kafkactl.cli._client_options import bootstrap_option, fail, unescape
-from kafkactl.client.consumer import Consumer
-from kafkactl.client.errors import ClientError
-from kafkactl.client.fetcher import EARLIEST, LATEST, ConsumerRecord, fast_values
-from kafkactl.protocol.errors import KafkaError
-from kafkactl.record.errors import RecordError
+
+if TYPE_CHECKING:  # the client is imported when a command runs, so --help stays fast
+    from kafkactl.client.consumer import Consumer
+    from kafkactl.client.fetcher import ConsumerRecord
 
 TOKEN = re.compile(rb"%[tpokKsSTh%]")
 
 
 def parse_offset(spec: str) -> tuple[str, int]:
     """-> ("earliest"|"latest"|"absolute"|"relative"|"timestamp", value)."""
+    from kafkactl.client.fetcher import EARLIEST, LATEST
+
     s = spec.strip()
     low = s.lower()
     if low in ("earliest", "beginning", "start"):
@@ -155,6 +156,12 @@ def consume(
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No summary on stderr."),
 ) -> None:
     """Print records of the given topics to stdout (value per line by default)."""
+    from kafkactl.client.consumer import Consumer
+    from kafkactl.client.errors import ClientError
+    from kafkactl.client.fetcher import EARLIEST, LATEST, ConsumerRecord, fast_values
+    from kafkactl.protocol.errors import KafkaError
+    from kafkactl.record.errors import RecordError
+
     if not topic and not topic_pattern:
         raise fail("give -t/--topic (repeatable) or --topic-pattern", 2)
     if offset is not None and from_beginning:

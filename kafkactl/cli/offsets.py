@@ -6,19 +6,20 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import typer
-from rich.console import Console
-from rich.table import Table
 
 from kafkactl.cli._client_options import bootstrap_option, fail
-from kafkactl.client.consumer import SimpleConsumer
-from kafkactl.client.errors import ClientError
-from kafkactl.client.fetcher import EARLIEST, LATEST
-from kafkactl.client.group.group_admin import GroupAdmin
-from kafkactl.client.kafka_client import KafkaClient
-from kafkactl.protocol.errors import ErrorCode, KafkaError
+
+if TYPE_CHECKING:  # the client is imported when a command runs, so --help stays fast
+    from rich.table import Table
+
+    from kafkactl.client.consumer import SimpleConsumer
+    from kafkactl.client.group.group_admin import GroupAdmin
+    from kafkactl.client.kafka_client import KafkaClient
+
+EARLIEST, LATEST = -2, -1  # ListOffsets' special timestamps
 
 offsets_app = typer.Typer(help="Show, reset and delete consumer-group offsets.",
                           no_args_is_help=True)
@@ -28,6 +29,12 @@ INACTIVE = ("Empty", "Dead")
 
 
 def _run(bootstrap: str | None, fn: Callable[[KafkaClient, GroupAdmin, SimpleConsumer], T]) -> T:
+    from kafkactl.client.consumer import SimpleConsumer
+    from kafkactl.client.errors import ClientError
+    from kafkactl.client.group.group_admin import GroupAdmin
+    from kafkactl.client.kafka_client import KafkaClient
+    from kafkactl.protocol.errors import KafkaError
+
     client = KafkaClient(bootstrap, client_id="kafkactl-offsets")
     admin = GroupAdmin(client)
     try:
@@ -67,6 +74,9 @@ def parse_datetime(text: str) -> int:
 
 def group_offsets_rows(admin: GroupAdmin, simple: SimpleConsumer,
                        group: str) -> list[dict[str, Any]]:
+    from kafkactl.client.errors import ClientError
+    from kafkactl.protocol.errors import KafkaError
+
     committed = {tp: o for tp, o in admin.fetch_offsets(group).items() if o >= 0}
     owners: dict[TopicPartition, Any] = {}
     try:
@@ -98,6 +108,24 @@ def _dash(v: Any) -> str:
     return "-" if v is None else str(v)
 
 
+def _error_name(code: int) -> str:
+    from kafkactl.protocol.errors import ErrorCode
+
+    return ErrorCode(code).name
+
+
+def _table(*columns: str) -> Table:
+    from rich.table import Table
+
+    return Table(*columns, box=None)
+
+
+def _print_table(table: Table) -> None:
+    from rich.console import Console
+
+    Console(width=200).print(table)
+
+
 @offsets_app.command("show")
 def show(group: list[str] = typer.Option([], "--group", "-g", help="Group (repeatable)."),
          all_groups: bool = typer.Option(False, "--all", help="Every group."),
@@ -115,8 +143,8 @@ def show(group: list[str] = typer.Option([], "--group", "-g", help="Group (repea
     if as_json:
         typer.echo(json.dumps(rows, indent=1))
         return
-    table = Table("GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG",
-                  "CONSUMER-ID", "HOST", "CLIENT-ID", box=None)
+    table = _table("GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG",
+                   "CONSUMER-ID", "HOST", "CLIENT-ID")
     for r in rows:
         table.add_row(r["group"], r["topic"], str(r["partition"]), _dash(r["current_offset"]),
                       _dash(r["log_end_offset"]), _dash(r["lag"]), _dash(r["consumer_id"]),
@@ -124,7 +152,7 @@ def show(group: list[str] = typer.Option([], "--group", "-g", help="Group (repea
     if not rows:
         typer.echo("No committed offsets.", err=True)
         return
-    Console(width=200).print(table)
+    _print_table(table)
 
 
 def plan_reset(client: KafkaClient, admin: GroupAdmin, simple: SimpleConsumer, group: str,
@@ -215,18 +243,18 @@ def reset(group: str = typer.Option(..., "--group", "-g", help="The group."),
     if as_json:
         typer.echo(json.dumps({"group": group, "executed": execute, "offsets": [
             {"topic": t, "partition": p, "new_offset": o,
-             "error": ErrorCode(failed[(t, p)]).name if (t, p) in failed else None}
+             "error": _error_name(failed[(t, p)]) if (t, p) in failed else None}
             for (t, p), o in sorted(plan.items())]}, indent=1))
     else:
-        table = Table("GROUP", "TOPIC", "PARTITION", "NEW-OFFSET", box=None)
+        table = _table("GROUP", "TOPIC", "PARTITION", "NEW-OFFSET")
         for (t, p), o in sorted(plan.items()):
             table.add_row(group, t, str(p), str(o))
-        Console(width=200).print(table)
+        _print_table(table)
         if not execute:
             typer.echo("Dry run: nothing was committed; add --execute to apply.", err=True)
     if failed:
         for (t, p), c in sorted(failed.items()):
-            typer.echo(f"error: {t}-{p}: {ErrorCode(c).name}", err=True)
+            typer.echo(f"error: {t}-{p}: {_error_name(c)}", err=True)
         raise typer.Exit(1)
 
 
@@ -261,7 +289,7 @@ def delete(group: str = typer.Option(..., "--group", "-g", help="The group."),
     for (t, p), c in sorted(result.items()):
         if c:
             bad = True
-            typer.echo(f"error: {t}-{p}: {ErrorCode(c).name}", err=True)
+            typer.echo(f"error: {t}-{p}: {_error_name(c)}", err=True)
         else:
             typer.echo(f"Deleted the offset of {t}-{p} for group {group}.")
     if bad:

@@ -7,7 +7,7 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 import typer
 
@@ -18,10 +18,9 @@ from kafkactl.cli._client_options import (
     stderr_is_tty,
     unescape,
 )
-from kafkactl.client.errors import ClientError
-from kafkactl.client.producer import Producer, parse_acks, parse_compression
-from kafkactl.client.producer_batch import ProducerBatch
-from kafkactl.protocol.errors import KafkaError
+
+if TYPE_CHECKING:  # the client is imported when a command runs, so --help stays fast
+    from kafkactl.client.producer_batch import ProducerBatch
 
 CHUNK = 4 << 20
 
@@ -111,6 +110,10 @@ def produce(
         None, "--failed-file", help="Write records that were not acknowledged here."),
 ) -> None:
     """Produce records read from stdin (or --file), one per line by default."""
+    from kafkactl.client.errors import ClientError
+    from kafkactl.client.producer import Producer, parse_acks, parse_compression
+    from kafkactl.protocol.errors import KafkaError
+
     try:
         delim = b"\x00" if null_delimited else unescape(delimiter)
         if not delim:

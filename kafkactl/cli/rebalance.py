@@ -11,23 +11,20 @@ from __future__ import annotations
 
 import json
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
-from rich.console import Console
-from rich.table import Table
 
 from kafkactl.cli._client_options import bootstrap_option, fail
-from kafkactl.client.errors import ClientError
-from kafkactl.client.group.assignors import MemberSubscription, range_assign
-from kafkactl.client.group.group_admin import GroupAdmin, GroupDescription
-from kafkactl.client.kafka_client import KafkaClient
-from kafkactl.protocol.api_keys import ApiKey
-from kafkactl.protocol.data import SUBSCRIPTION, encode_data
-from kafkactl.protocol.errors import ErrorCode, KafkaError
+
+if TYPE_CHECKING:  # the client is imported when a command runs, so --help stays fast
+    from kafkactl.client.group.group_admin import GroupAdmin, GroupDescription
+    from kafkactl.client.kafka_client import KafkaClient
 
 
 def range_plan(client: KafkaClient, desc: GroupDescription) -> dict[str, list[tuple[str, int]]]:
+    from kafkactl.client.group.assignors import MemberSubscription, range_assign
+
     topics = sorted({t for m in desc.members for t in m.subscription})
     partitions: dict[str, list[int]] = {}
     if topics:
@@ -42,6 +39,10 @@ def range_plan(client: KafkaClient, desc: GroupDescription) -> dict[str, list[tu
 def trigger(admin: GroupAdmin, desc: GroupDescription, timeout_s: float) -> int:
     """Join as a transient member (forcing every member to rejoin), then leave.
     Returns the generation the rebalance produced."""
+    from kafkactl.protocol.api_keys import ApiKey
+    from kafkactl.protocol.data import SUBSCRIPTION, encode_data
+    from kafkactl.protocol.errors import ErrorCode
+
     if not desc.members:
         raise ValueError(f"group {desc.group_id!r} has no members to rebalance")
     conn = admin.coordinator(desc.group_id)
@@ -77,6 +78,14 @@ def rebalance(group: str = typer.Option(..., "--group", "-g", help="The consumer
                                                  "rebalance."),
               bootstrap: str | None = bootstrap_option()) -> None:
     """Members, their current assignment and the range assignment for the group."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from kafkactl.client.errors import ClientError
+    from kafkactl.client.group.group_admin import GroupAdmin
+    from kafkactl.client.kafka_client import KafkaClient
+    from kafkactl.protocol.errors import KafkaError
+
     client = KafkaClient(bootstrap, client_id="kafkactl-rebalance")
     admin = GroupAdmin(client)
     triggered = None

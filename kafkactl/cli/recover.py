@@ -12,16 +12,15 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
-from rich.console import Console
-from rich.table import Table
 
-from kafkactl.log.config import LogConfig
-from kafkactl.log.errors import LogDirInUseError, LogError
-from kafkactl.log.manager import is_partition_dir, lock_log_dir
-from kafkactl.log.recovery import SegmentRecoveryReport, inspect_segment, recover_segment
-from kafkactl.log.segment import LOG_SUFFIX, LogSegment, offset_from_filename
+if TYPE_CHECKING:  # the log is imported when the command runs, so --help stays fast
+    from rich.console import Console
+
+    from kafkactl.log.config import LogConfig
+    from kafkactl.log.recovery import SegmentRecoveryReport
 
 EXIT_REPAIRS_NEEDED = 1
 EXIT_CANNOT_REPAIR = 2
@@ -33,6 +32,8 @@ class RecoverError(Exception):
 
 def partition_dirs(path: Path) -> tuple[Path, list[Path]]:
     """(the log dir holding the `.lock`, the partition dirs to recover) for PATH."""
+    from kafkactl.log.manager import is_partition_dir
+
     if not path.exists():
         raise RecoverError(f"{path} does not exist.")
     if not path.is_dir():
@@ -51,6 +52,8 @@ def partition_dirs(path: Path) -> tuple[Path, list[Path]]:
 
 
 def _segment_files(d: Path) -> list[tuple[int, Path]]:
+    from kafkactl.log.segment import LOG_SUFFIX, offset_from_filename
+
     out = []
     for p in d.iterdir():
         if p.name.endswith(LOG_SUFFIX) and (base := offset_from_filename(p.name)) is not None:
@@ -60,6 +63,9 @@ def _segment_files(d: Path) -> list[tuple[int, Path]]:
 
 def recover_partition(d: Path, *, dry_run: bool, config: LogConfig
                       ) -> list[SegmentRecoveryReport]:
+    from kafkactl.log.recovery import inspect_segment, recover_segment
+    from kafkactl.log.segment import LogSegment
+
     segments = _segment_files(d)
     reports = []
     for i, (base, path) in enumerate(segments):
@@ -87,6 +93,8 @@ def _needs_repair(r: SegmentRecoveryReport) -> bool:
 
 def _render(console: Console, rows: list[tuple[str, SegmentRecoveryReport]], dry_run: bool
             ) -> None:
+    from rich.table import Table
+
     title = "kafkactl recover" + (" (dry run: nothing changed)" if dry_run else "")
     table = Table(title=title)
     for col, just in (("partition", "left"), ("segment", "right"), ("valid batches", "right"),
@@ -113,6 +121,12 @@ def recover_command(
         help="index.interval.bytes to rebuild indexes with (Kafka's default 4096)."),
 ) -> None:
     """Validate and repair log segments offline: cut torn or corrupt tails, rebuild indexes."""
+    from rich.console import Console
+
+    from kafkactl.log.config import LogConfig
+    from kafkactl.log.errors import LogDirInUseError, LogError
+    from kafkactl.log.manager import lock_log_dir
+
     console = Console()
     err = Console(stderr=True, soft_wrap=True)
     config = LogConfig(index_interval_bytes=index_interval_bytes)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import sys
 from pathlib import Path
@@ -44,6 +43,8 @@ def serve(
     log_level: str = typer.Option("info", "--log-level", help="debug, info, warning or error."),
 ) -> None:
     """Run a Kafka broker in the foreground (Ctrl-C or SIGTERM stops it cleanly)."""
+    import asyncio
+
     from kafkactl.broker.config import BrokerConfig, ConfigError
 
     if log_level.lower() not in LOG_LEVELS:

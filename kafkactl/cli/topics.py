@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import typer
 
 from kafkactl.cli._client_options import bootstrap_option, fail, parse_key_values
-from kafkactl.client.admin import AdminClient
-from kafkactl.client.errors import ClientError
-from kafkactl.protocol.errors import KafkaError
+
+if TYPE_CHECKING:  # the client is imported when a command runs, so --help stays fast
+    from kafkactl.client.admin import AdminClient
 
 topics_app = typer.Typer(help="Create, list, describe, alter and delete topics.",
                          no_args_is_help=True)
@@ -18,6 +18,10 @@ T = TypeVar("T")
 
 
 def _run(bootstrap: str | None, fn: Callable[[AdminClient], T]) -> T:
+    from kafkactl.client.admin import AdminClient
+    from kafkactl.client.errors import ClientError
+    from kafkactl.protocol.errors import KafkaError
+
     try:
         with AdminClient(bootstrap) as admin:
             return fn(admin)

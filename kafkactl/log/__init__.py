@@ -3,7 +3,8 @@
 See docs/internals.md for the contract. Modules: `config` (LogConfig), `segment`
 (LogSegment), `offset_index`/`time_index` (mmap'ed sparse indexes), `log` (Log, one
 partition), `loader` + `recovery` (open/repair), `manager` (LogManager: dirs, lock,
-checkpoints, flush and retention), `checkpoint` (Kafka's text checkpoint files).
+checkpoints, flush and retention), `checkpoint` (Kafka's text checkpoint files), `dump`
+(DumpLogSegments' formatter behind `kafkactl dump-log`).
 """
 
 from kafkactl.log.config import LogConfig

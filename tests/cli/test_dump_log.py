@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from kafkactl.cli.dump_log import Options, Output, dump_files
+from kafkactl.log.dump import Options, Output, dump_files
 from kafkactl.log.offset_index import OffsetIndex
 from kafkactl.log.time_index import TimeIndex
 from kafkactl.record.batch import (

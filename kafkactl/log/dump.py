@@ -1,0 +1,474 @@
+"""Kafka's DumpLogSegments (`kafkactl dump-log`), same line formats (notes section 5).
+
+.log files print one batch line per batch (and with --deep-iteration one `| offset: ...`
+line per record); .index / .timeindex print their entries and check them against the .log;
+.snapshot prints producer state. Bytes after the last whole batch are reported as
+"Found N invalid bytes at the end of <name>". `--json` prints one JSON object per line.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import mmap
+import os
+import struct
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kafkactl.record.batch import Record, RecordBatch, TimestampType
+from kafkactl.record.crc import crc32c
+from kafkactl.record.errors import RecordError
+from kafkactl.record.legacy import LegacyBatch
+from kafkactl.record.memory_records import AnyBatch, iter_batches
+
+INT32_MAX = 2**31 - 1
+
+
+@dataclass
+class Options:
+    print_data: bool = False
+    deep: bool = False
+    skip_metadata: bool = False
+    verify_only: bool = False
+    sanity_only: bool = False
+    max_bytes: int = INT32_MAX
+    max_message_size: int = 5 * 1024 * 1024
+    as_json: bool = False
+
+
+@dataclass
+class Output:
+    """Text lines or JSON objects to stdout / stderr."""
+
+    opts: Options
+    out: Callable[[str], None] = field(default=lambda s: sys.stdout.write(s + "\n"))
+    err: Callable[[str], None] = field(default=lambda s: sys.stderr.write(s + "\n"))
+
+    def line(self, text: str, obj: dict[str, Any]) -> None:
+        self.out(json.dumps(obj) if self.opts.as_json else text)
+
+    def error(self, text: str, obj: dict[str, Any]) -> None:
+        if self.opts.as_json:
+            self.out(json.dumps(obj))
+        else:
+            self.err(text)
+
+
+def _jbool(b: bool) -> str:
+    return "true" if b else "false"
+
+
+def _text(b: memoryview | None) -> str:
+    return "" if b is None else bytes(b).decode("utf-8", errors="replace")
+
+
+def _read_file(path: Path) -> bytes | mmap.mmap:
+    with open(path, "rb") as f:
+        size = os.fstat(f.fileno()).st_size
+        if size == 0:
+            return b""
+        return mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+
+
+def _close(data: bytes | mmap.mmap) -> None:
+    """Unmap now if nothing still views the map; otherwise the GC unmaps it later."""
+    if isinstance(data, mmap.mmap):
+        with contextlib.suppress(BufferError):
+            data.close()
+
+
+def _base_offset(path: Path) -> int:
+    stem = path.name.split(".", 1)[0]
+    return int(stem) if stem.isdigit() else 0
+
+
+# ---------------------------------------------------------------- .log
+
+def _batch_line(batch: AnyBatch, position: int) -> tuple[str, dict[str, Any]]:
+    ts_type = batch.timestamp_type
+    valid = batch.is_valid()
+    obj: dict[str, Any] = {"type": "batch", "position": position}
+    if isinstance(batch, RecordBatch):
+        dh = batch.delete_horizon_ms
+        dh_text = "OptionalLong.empty" if dh is None else f"OptionalLong[{dh}]"
+        head = (
+            f"baseOffset: {batch.base_offset} lastOffset: {batch.last_offset} "
+            f"count: {batch.record_count} baseSequence: {batch.base_sequence} "
+            f"lastSequence: {batch.last_sequence} producerId: {batch.producer_id} "
+            f"producerEpoch: {batch.producer_epoch} "
+            f"partitionLeaderEpoch: {batch.partition_leader_epoch} "
+            f"isTransactional: {_jbool(batch.is_transactional)} "
+            f"isControl: {_jbool(batch.is_control)} deleteHorizonMs: {dh_text}"
+        )
+        obj.update(
+            base_offset=batch.base_offset, last_offset=batch.last_offset,
+            count=batch.record_count, base_sequence=batch.base_sequence,
+            last_sequence=batch.last_sequence, producer_id=batch.producer_id,
+            producer_epoch=batch.producer_epoch,
+            partition_leader_epoch=batch.partition_leader_epoch,
+            is_transactional=batch.is_transactional, is_control=batch.is_control,
+            delete_horizon_ms=dh,
+        )
+    else:
+        head = f"offset: {batch.last_offset}"
+        obj.update(offset=batch.last_offset)
+    text = (
+        f"{head} position: {position} {ts_type.java_name}: {batch.max_timestamp} "
+        f"size: {batch.size} magic: {batch.magic} "
+        f"compresscodec: {batch.compression.java_name} crc: {batch.crc} "
+        f"isvalid: {_jbool(valid)}"
+    )
+    obj.update(
+        timestamp_type=ts_type.java_name, max_timestamp=batch.max_timestamp, size=batch.size,
+        magic=batch.magic, compresscodec=batch.compression.java_name, crc=batch.crc,
+        isvalid=valid,
+    )
+    return text, obj
+
+
+def _control_text(rec: Record) -> tuple[str, dict[str, Any]]:
+    key = bytes(rec.key) if rec.key is not None else b""
+    if len(key) < 4:
+        return " controlType: UNKNOWN(-1)", {"control_type": "UNKNOWN"}
+    (type_id,) = struct.unpack_from(">h", key, 2)
+    if type_id in (0, 1):
+        name = "ABORT" if type_id == 0 else "COMMIT"
+        value = bytes(rec.value) if rec.value is not None else b""
+        epoch = struct.unpack_from(">i", value, 2)[0] if len(value) >= 6 else -1
+        return (f" endTxnMarker: {name} coordinatorEpoch: {epoch}",
+                {"end_txn_marker": name, "coordinator_epoch": epoch})
+    names = {2: "LEADER_CHANGE", 3: "SNAPSHOT_HEADER", 4: "SNAPSHOT_FOOTER",
+             5: "KRAFT_VERSION", 6: "KRAFT_VOTERS"}
+    name = names.get(type_id, "UNKNOWN")
+    return f" controlType: {name}({type_id})", {"control_type": name}
+
+
+def _record_lines(
+    batch: AnyBatch, opts: Options
+) -> list[tuple[str, dict[str, Any], int]]:
+    lines: list[tuple[str, dict[str, Any], int]] = []
+    ts_name = batch.timestamp_type.java_name
+    if isinstance(batch, LegacyBatch):
+        wrapper = batch.entry.message
+        log_append = batch.timestamp_type == TimestampType.LOG_APPEND_TIME
+        pairs = [
+            (Record(off, wrapper.timestamp if log_append else m.timestamp, m.key, m.value,
+                    [], m.attributes), m)
+            for off, m in batch.iter_messages()
+        ]
+    else:
+        pairs = [(r, None) for r in batch]
+    for rec, legacy in pairs:
+        obj: dict[str, Any] = {"type": "record", "offset": rec.offset}
+        prefix = "| "
+        text = ""
+        if not opts.skip_metadata:
+            ks = -1 if rec.key is None else len(rec.key)
+            vs = -1 if rec.value is None else len(rec.value)
+            text = (f"{prefix}offset: {rec.offset} {ts_name}: {rec.timestamp} "
+                    f"keySize: {ks} valueSize: {vs}")
+            obj.update(timestamp_type=ts_name, timestamp=rec.timestamp, key_size=ks,
+                       value_size=vs)
+            prefix = " "
+            if isinstance(batch, RecordBatch):
+                seq = -1 if batch.base_sequence == -1 else (
+                    (batch.base_sequence + rec.offset - batch.base_offset) & 0x7FFFFFFF)
+                hkeys = [k for k, _v in rec.headers]
+                text += f" sequence: {seq} headerKeys: [{','.join(hkeys)}]"
+                obj.update(sequence=seq, header_keys=hkeys)
+            if legacy is not None:
+                valid = legacy.is_valid()
+                text += f" isValid: {_jbool(valid)} crc: {legacy.crc}}}"
+                obj.update(is_valid=valid, crc=legacy.crc)
+            if isinstance(batch, RecordBatch) and batch.is_control:
+                ctext, cobj = _control_text(rec)
+                text += ctext
+                obj.update(cobj)
+        if opts.print_data and not (isinstance(batch, RecordBatch) and batch.is_control):
+            if rec.key is not None:
+                text += f"{prefix}key: {_text(rec.key)}"
+                prefix = " "
+                obj["key"] = _text(rec.key)
+            if rec.value is not None:
+                text += f" payload: {_text(rec.value)}"
+                obj["payload"] = _text(rec.value)
+        lines.append((text, obj, rec.offset))
+    return lines
+
+
+def dump_log(path: Path, opts: Options, out: Output) -> bool:
+    """Returns False when corrupt data was found."""
+    data = _read_file(path)
+    base = _base_offset(path)
+    out.line(f"Log starting offset: {base}", {"type": "log", "starting_offset": base})
+    try:
+        total = len(data)
+        view = memoryview(data)[: min(total, opts.max_bytes)]
+        valid_bytes = 0
+        last_offset = -1
+        gaps: list[tuple[int, int]] = []
+        ok = True
+        problem: str | None = None
+        try:
+            for batch in iter_batches(view):
+                text, obj = _batch_line(batch, valid_bytes)
+                out.line(text, obj)
+                ok = ok and bool(obj["isvalid"])
+                if opts.deep:
+                    try:
+                        lines = _record_lines(batch, opts)
+                    except RecordError as e:
+                        lines = []
+                        ok = False
+                        out.error(
+                            f"Could not read the records of the batch at position "
+                            f"{valid_bytes}: {e}",
+                            {"type": "error", "position": valid_bytes, "message": str(e)},
+                        )
+                    for text, obj, off in lines:
+                        if last_offset != -1 and off != last_offset + 1:
+                            gaps.append((last_offset, off))
+                        last_offset = off
+                        out.line(text, obj)
+                valid_bytes += batch.size
+        except RecordError as e:
+            problem = str(e)
+        trailing = len(view) - valid_bytes
+        if trailing > 0 and opts.max_bytes == INT32_MAX:
+            ok = False
+            out.line(
+                f"Found {trailing} invalid bytes at the end of {path.name}",
+                {"type": "invalid_bytes", "count": trailing, "position": valid_bytes,
+                 "file": path.name, "reason": problem or "truncated batch"},
+            )
+        if gaps:
+            out.error(f"Non-consecutive offsets in {path.resolve()}",
+                      {"type": "non_consecutive_offsets", "file": str(path.resolve()),
+                       "pairs": gaps})
+            if not opts.as_json:
+                for a, b in gaps:
+                    out.err(f"  {a} is followed by {b}")
+        return ok
+    finally:
+        _close(data)
+
+
+# ---------------------------------------------------------------- indexes
+
+def _first_batch_last_offset(log: bytes | mmap.mmap, position: int, limit: int) -> int | None:
+    view = memoryview(log)[position:position + limit]
+    try:
+        for batch in iter_batches(view):
+            return batch.last_offset
+    except RecordError:
+        return None
+    finally:
+        view.release()
+    return None
+
+
+def dump_offset_index(path: Path, opts: Options, out: Output) -> bool:
+    from kafkactl.log.offset_index import OffsetIndex
+
+    log_path = path.with_name(path.name.split(".", 1)[0] + ".log")
+    index = OffsetIndex.open_readonly(path)
+    try:
+        if index.entry_count == 0:
+            out.line(f"{path} is empty.", {"type": "index_empty", "file": str(path)})
+            return True
+        if opts.sanity_only:
+            log_size = log_path.stat().st_size if log_path.exists() else None
+            index.sanity_check(log_size)
+            out.line(f"{path} passed sanity check.",
+                     {"type": "sanity_check", "file": str(path), "passed": True})
+            return True
+        log = _read_file(log_path) if log_path.exists() else b""
+        mismatches: list[tuple[int, int]] = []
+        try:
+            for i, (offset, position) in enumerate(index.entries()):
+                if offset == index.base_offset and i > 0:
+                    break
+                found = _first_batch_last_offset(log, position, opts.max_message_size)
+                if found is None or found != offset:
+                    mismatches.append((offset, -1 if found is None else found))
+                if not opts.verify_only:
+                    out.line(f"offset: {offset} position: {position}",
+                             {"type": "index_entry", "offset": offset, "position": position})
+        finally:
+            _close(log)
+        if mismatches:
+            abs_path = str(path.resolve())
+            out.error(f"Mismatches in :{abs_path}",
+                      {"type": "index_mismatches", "file": abs_path,
+                       "pairs": [list(p) for p in mismatches]})
+            if not opts.as_json:
+                for idx_off, log_off in reversed(mismatches):
+                    out.err(f"  Index offset: {idx_off}, log offset: {log_off}")
+        return not mismatches
+    finally:
+        index.close()
+
+
+def dump_time_index(path: Path, opts: Options, out: Output) -> bool:
+    from kafkactl.log.offset_index import OffsetIndex
+    from kafkactl.log.time_index import TimeIndex
+
+    stem = path.name.split(".", 1)[0]
+    log_path = path.with_name(stem + ".log")
+    index_path = path.with_name(stem + ".index")
+    time_index = TimeIndex.open_readonly(path)
+    try:
+        if opts.sanity_only:
+            time_index.sanity_check()
+            out.line(f"{path} passed sanity check.",
+                     {"type": "sanity_check", "file": str(path), "passed": True})
+            return True
+        log = _read_file(log_path) if log_path.exists() else b""
+        offset_index = OffsetIndex.open_readonly(index_path) if index_path.exists() else None
+        mismatch: list[tuple[int, int]] = []
+        out_of_order: list[tuple[int, int]] = []
+        not_found: list[tuple[int, int]] = []
+        try:
+            prev_ts = -1
+            for i, (ts, offset) in enumerate(time_index.entries()):
+                if offset == time_index.base_offset and i > 0:
+                    break
+                start = offset_index.lookup(offset).position if offset_index else 0
+                view = memoryview(log)[start:]
+                found: AnyBatch | None = None
+                try:
+                    for batch in iter_batches(view):
+                        if batch.last_offset >= offset:
+                            found = batch
+                            break
+                except RecordError:
+                    found = None
+                if found is None:
+                    not_found.append((offset, -1))
+                elif found.last_offset != offset:
+                    not_found.append((offset, found.last_offset))
+                else:
+                    try:
+                        max_ts = max((r.timestamp for r in found), default=-1)
+                    except RecordError:
+                        max_ts = -1
+                    if max_ts != ts:
+                        mismatch.append((ts, max_ts))
+                    if prev_ts >= ts:
+                        out_of_order.append((ts, prev_ts))
+                found = None
+                view.release()
+                if not opts.verify_only:
+                    out.line(f"timestamp: {ts} offset: {offset}",
+                             {"type": "time_index_entry", "timestamp": ts, "offset": offset})
+                prev_ts = ts
+        finally:
+            if offset_index is not None:
+                offset_index.close()
+            _close(log)
+        abs_path = str(path.resolve())
+        for title, detail, pairs in (
+            ("Found timestamp mismatch in :", "  Index timestamp: {}, log timestamp: {}",
+             mismatch),
+            ("Found out of order timestamp in :",
+             "  Index timestamp: {}, Previously indexed timestamp: {}", out_of_order),
+        ):
+            if pairs:
+                out.error(title + abs_path, {"type": "time_index_error", "error": title[6:-3],
+                                             "file": abs_path, "pairs": pairs})
+                if not opts.as_json:
+                    for a, b in pairs:
+                        out.err(detail.format(a, b))
+        if not_found:
+            out.error("The following indexed offsets are not found in the log.",
+                      {"type": "time_index_error", "error": "offsets not found",
+                       "file": abs_path, "pairs": not_found})
+            if not opts.as_json:
+                for a, b in not_found:
+                    out.err(f"Indexed offset: {a}, found log offset: {b}")
+        return not (mismatch or out_of_order or not_found)
+    finally:
+        time_index.close()
+
+
+# ---------------------------------------------------------------- .snapshot
+
+_SNAPSHOT_ENTRY = struct.Struct(">qhiqiqiq")  # 46 bytes
+
+
+def dump_producer_snapshot(path: Path, opts: Options, out: Output) -> bool:
+    data = path.read_bytes()
+    if len(data) < 10:
+        out.error(f"Producer snapshot {path} is truncated ({len(data)} bytes).",
+                  {"type": "error", "file": str(path), "message": "truncated"})
+        return False
+    version, crc, count = struct.unpack_from(">hIi", data, 0)
+    computed = crc32c(memoryview(data)[6:])
+    if computed != crc or version != 1:
+        out.error(f"Producer snapshot {path} is corrupt: version {version}, stored crc {crc}, "
+                  f"computed crc {computed}.",
+                  {"type": "error", "file": str(path), "message": "bad crc or version"})
+        return False
+    pos = 10
+    for _ in range(count):
+        if pos + _SNAPSHOT_ENTRY.size > len(data):
+            break
+        pid, epoch, last_seq, last_off, delta, ts, coord_epoch, txn_first = (
+            _SNAPSHOT_ENTRY.unpack_from(data, pos))
+        pos += _SNAPSHOT_ENTRY.size
+        txn = "OptionalLong.empty" if txn_first < 0 else f"OptionalLong[{txn_first}]"
+        text = (f"producerId: {pid} producerEpoch: {epoch} coordinatorEpoch: {coord_epoch} "
+                f"currentTxnFirstOffset: {txn} lastTimestamp: {ts}")
+        obj: dict[str, Any] = {
+            "type": "producer", "producer_id": pid, "producer_epoch": epoch,
+            "coordinator_epoch": coord_epoch,
+            "current_txn_first_offset": None if txn_first < 0 else txn_first,
+            "last_timestamp": ts,
+        }
+        if last_off >= 0:
+            first_seq = last_seq - delta if last_seq - delta >= 0 else last_seq - delta + 2**31
+            text += (f" firstSequence: {first_seq} lastSequence: {last_seq} "
+                     f"lastOffset: {last_off} offsetDelta: {delta} timestamp: {ts}")
+            obj.update(first_sequence=first_seq, last_sequence=last_seq, last_offset=last_off,
+                       offset_delta=delta, timestamp=ts)
+        out.line(text, obj)
+    return True
+
+
+# ---------------------------------------------------------------- command
+
+_DUMPERS: dict[str, Callable[[Path, Options, Output], bool]] = {
+    ".log": dump_log,
+    ".index": dump_offset_index,
+    ".timeindex": dump_time_index,
+    ".snapshot": dump_producer_snapshot,
+}
+
+
+def dump_files(paths: list[Path], opts: Options, out: Output) -> int:
+    """Dump each file; returns the exit code (0 ok, 1 corrupt data found, 2 bad input)."""
+    code = 0
+    for path in paths:
+        dumper = _DUMPERS.get(path.suffix)
+        if dumper is None:
+            out.error(f"Ignoring unknown file {path}",
+                      {"type": "ignored", "file": str(path)})
+            continue
+        out.line(f"Dumping {path}", {"type": "file", "file": str(path)})
+        try:
+            if not dumper(path, opts, out):
+                code = max(code, 1)
+        except FileNotFoundError as e:
+            out.error(f"Cannot dump {path}: file not found ({e.filename}).",
+                      {"type": "error", "file": str(path), "message": "file not found"})
+            code = 2
+        except Exception as e:  # never a traceback at the CLI edge: one clear sentence
+            # OSError (permissions, mmap), RecordError, the log package's CorruptIndexError
+            out.error(f"Cannot dump {path}: {e}",
+                      {"type": "error", "file": str(path), "message": str(e)})
+            code = 2
+    return code
