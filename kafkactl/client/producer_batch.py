@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import struct
 import time
+from bisect import bisect_right
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -36,6 +37,44 @@ def zz(n: int) -> bytes:
 
 # Per offset delta: attributes(0) + timestamp delta(0) + offset delta + null key.
 _VALUE_ONLY_PREFIX: list[bytes] = [b"\x00\x00" + ZZ[n] + b"\x01" for n in range(_TABLE_SIZE)]
+
+
+class _UniformLayout:
+    """Every record of one value length (null key, no headers, the batch timestamp), by
+    offset delta: `heads[d]` is the record's length varint + attributes + timestamp delta +
+    offset delta + null key + value length, so a record is heads[d] + value + b"\x00";
+    `ends[d]` is the byte count of records 0..d-1 (for fitting a run into a batch)."""
+
+    __slots__ = ("heads", "ends")
+
+    def __init__(self, vlen: int) -> None:
+        lv = ZZ[vlen]
+        heads = []
+        ends = [0]
+        total = 0
+        for p in _VALUE_ONLY_PREFIX[:_TABLE_SIZE - 1]:
+            rlen = len(p) + len(lv) + vlen + 1
+            head = ZZ[rlen] + p + lv
+            heads.append(head)
+            total += len(head) + vlen + 1
+            ends.append(total)
+        self.heads = heads
+        self.ends = ends
+
+
+_LAYOUTS: dict[int, _UniformLayout] = {}
+_MAX_LAYOUTS = 8  # distinct value lengths kept (each ~1 MB of small bytes objects)
+_MIN_RUN = 16  # shorter runs take the per-record loop
+
+
+def _layout(vlen: int) -> _UniformLayout:
+    layout = _LAYOUTS.get(vlen)
+    if layout is None:
+        if len(_LAYOUTS) >= _MAX_LAYOUTS:
+            _LAYOUTS.clear()
+        layout = _LAYOUTS[vlen] = _UniformLayout(vlen)
+    return layout
+
 
 # Header fields after the CRC: attributes .. record count (40 bytes).
 _AFTER_CRC = struct.Struct(">hiqqqhii")
@@ -143,6 +182,10 @@ class ProducerBatch:
         value appended (== start when nothing fit)."""
         if self.closed:
             return start
+        if len(values) - start >= _MIN_RUN and len(values[start]) < 4096:
+            done = self._append_uniform_run(values, start)
+            if done != start:
+                return done
         parts = self.parts
         append = parts.append
         prefix = _VALUE_ONLY_PREFIX
@@ -181,6 +224,38 @@ class ProducerBatch:
         self.size = size
         self.record_count = delta
         return i
+
+    def _append_uniform_run(self, values: Sequence[bytes], start: int) -> int:
+        """The run of values from `start` that share one length and fit the batch, encoded
+        without a per-record Python loop: the cached heads for that length are interleaved
+        with the values (list slice assignment) and joined once at build(). Returns the
+        index after the run (== start when there is no such run of at least _MIN_RUN)."""
+        vlen = len(values[start])
+        delta = self.record_count
+        layout = _layout(vlen)
+        ends = layout.ends
+        room = self.batch_size - self.size
+        last = bisect_right(ends, ends[delta] + room, delta) - 1  # deltas < last fit
+        if delta == 0 and last == 0:
+            last = 1  # a batch always takes its first record
+        k = min(last - delta, len(values) - start)
+        if k < _MIN_RUN:
+            return start
+        run = values[start:start + k]
+        lengths = set(map(len, run))
+        if len(lengths) != 1:
+            # Mixed lengths: keep the uniform prefix, if it is long enough.
+            k = next(j for j, v in enumerate(run) if len(v) != vlen)
+            if k < _MIN_RUN:
+                return start
+            run = run[:k]
+        out: list[bytes] = [b"\x00"] * (3 * k)  # every third item: the header count (0)
+        out[0::3] = layout.heads[delta:delta + k]
+        out[1::3] = run
+        self.parts += out
+        self.size += ends[delta + k] - ends[delta]
+        self.record_count = delta + k
+        return start + k
 
     # -- building --------------------------------------------------------------------------
 

@@ -85,3 +85,41 @@ def test_accumulator_backpressure_times_out() -> None:
     acc.append_values("t", 0, [b"x" * 900] * 2)
     with pytest.raises(KafkaTimeoutError, match="buffer.memory"):
         acc.append_values("t", 0, [b"x" * 900])
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.integers(min_value=0, max_value=300),
+                          st.integers(min_value=1, max_value=400)), min_size=1, max_size=6),
+       st.integers(min_value=200, max_value=60_000), st.integers(min_value=0, max_value=3))
+def test_uniform_runs_fill_batches_exactly_like_the_record_loop(runs, batch_size, pre) -> None:
+    """Runs of equal-length values take the interleaving path; the batches it fills must
+    hold the same records, decode the same and respect batch.size like the loop does."""
+    values = [bytes([65 + r % 26]) * vlen + b"%d" % (i % 10)
+              for r, (vlen, count) in enumerate(runs) for i in range(count)]
+    acc = RecordAccumulator(batch_size=batch_size, linger_ms=10_000, buffer_memory=1 << 30)
+    for v in values[:pre]:  # a batch that already holds records from the general path
+        acc.append("t", 0, None, None, v, ())
+    acc.append_values("t", 0, values[pre:])
+    got: list[bytes] = []
+    for b in acc.batches[("t", 0)]:
+        data = b.build()
+        assert len(data) == b.size
+        assert b.size <= batch_size or b.record_count == 1
+        batch = RecordBatch(memoryview(data))
+        assert batch.is_valid() and batch.record_count == b.record_count
+        assert [r.offset for r in batch] == list(range(b.record_count))
+        assert all(r.key is None and r.headers == [] for r in batch)
+        got += [bytes(r.value) for r in batch]
+        kb = MemoryRecords(data).next_batch()
+        assert kb.validate_crc() and [r.value for r in kb] == got[-b.record_count:]
+    assert got == values
+
+
+def test_uniform_run_fills_a_batch_to_the_byte() -> None:
+    b = ProducerBatch("t", 0, 100_000)
+    values = [b"v" * 100] * 5000
+    n = b.append_values(values)
+    assert 900 < n < 5000  # the batch filled up: the remaining values wait for the next
+    assert b.size <= 100_000 < b.size + 104  # one more 100-byte record would not fit
+    assert b.append_values(values, n) == n
+    assert len(b.build()) == b.size
