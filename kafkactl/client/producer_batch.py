@@ -17,12 +17,12 @@ from typing import Any
 
 from kafkactl.record.codecs import Compression, compress
 from kafkactl.record.crc import crc32c
-from kafkactl.record.varint import _UNSIGNED_CACHE, encode_varint, encode_varlong
+from kafkactl.record.uniform import MAX_VALUE_SIZE, MIN_RUN, VALUE_ONLY_PREFIX, ZIGZAG, layout_for
+from kafkactl.record.varint import encode_varint, encode_varlong
 
-# ZZ[n] = zig-zag varint of a small non-negative n (lengths, offset deltas, header counts):
-# the zig-zag of n is the unsigned varint of 2n, so this is every other entry of record's
-# shared unsigned-varint table (no table of our own to build at import).
-ZZ: tuple[bytes, ...] = _UNSIGNED_CACHE[0::2]
+# ZZ[n] = zig-zag varint of a small non-negative n (lengths, offset deltas, header counts),
+# from record's shared tables.
+ZZ: tuple[bytes, ...] = ZIGZAG
 _TABLE_SIZE = len(ZZ)
 _NULL = encode_varint(-1)  # b"\x01": a null key/value/header value
 
@@ -35,45 +35,7 @@ def zz(n: int) -> bytes:
     return ZZ[n] if 0 <= n < _TABLE_SIZE else _zigzag_varint(n)
 
 
-# Per offset delta: attributes(0) + timestamp delta(0) + offset delta + null key.
-_VALUE_ONLY_PREFIX: list[bytes] = [b"\x00\x00" + ZZ[n] + b"\x01" for n in range(_TABLE_SIZE)]
-
-
-class _UniformLayout:
-    """Every record of one value length (null key, no headers, the batch timestamp), by
-    offset delta: `heads[d]` is the record's length varint + attributes + timestamp delta +
-    offset delta + null key + value length, so a record is heads[d] + value + b"\x00";
-    `ends[d]` is the byte count of records 0..d-1 (for fitting a run into a batch)."""
-
-    __slots__ = ("heads", "ends")
-
-    def __init__(self, vlen: int) -> None:
-        lv = ZZ[vlen]
-        heads = []
-        ends = [0]
-        total = 0
-        for p in _VALUE_ONLY_PREFIX[:_TABLE_SIZE - 1]:
-            rlen = len(p) + len(lv) + vlen + 1
-            head = ZZ[rlen] + p + lv
-            heads.append(head)
-            total += len(head) + vlen + 1
-            ends.append(total)
-        self.heads = heads
-        self.ends = ends
-
-
-_LAYOUTS: dict[int, _UniformLayout] = {}
-_MAX_LAYOUTS = 8  # distinct value lengths kept (each ~1 MB of small bytes objects)
-_MIN_RUN = 16  # shorter runs take the per-record loop
-
-
-def _layout(vlen: int) -> _UniformLayout:
-    layout = _LAYOUTS.get(vlen)
-    if layout is None:
-        if len(_LAYOUTS) >= _MAX_LAYOUTS:
-            _LAYOUTS.clear()
-        layout = _LAYOUTS[vlen] = _UniformLayout(vlen)
-    return layout
+_VALUE_ONLY_PREFIX = VALUE_ONLY_PREFIX  # per offset delta: attributes .. null key
 
 
 # Header fields after the CRC: attributes .. record count (40 bytes).
@@ -182,7 +144,7 @@ class ProducerBatch:
         value appended (== start when nothing fit)."""
         if self.closed:
             return start
-        if len(values) - start >= _MIN_RUN and len(values[start]) < 4096:
+        if len(values) - start >= MIN_RUN and len(values[start]) < MAX_VALUE_SIZE:
             done = self._append_uniform_run(values, start)
             if done != start:
                 return done
@@ -232,27 +194,24 @@ class ProducerBatch:
         index after the run (== start when there is no such run of at least _MIN_RUN)."""
         vlen = len(values[start])
         delta = self.record_count
-        layout = _layout(vlen)
+        layout = layout_for(vlen)
         ends = layout.ends
         room = self.batch_size - self.size
         last = bisect_right(ends, ends[delta] + room, delta) - 1  # deltas < last fit
         if delta == 0 and last == 0:
             last = 1  # a batch always takes its first record
         k = min(last - delta, len(values) - start)
-        if k < _MIN_RUN:
+        if k < MIN_RUN:
             return start
         run = values[start:start + k]
         lengths = set(map(len, run))
         if len(lengths) != 1:
             # Mixed lengths: keep the uniform prefix, if it is long enough.
             k = next(j for j, v in enumerate(run) if len(v) != vlen)
-            if k < _MIN_RUN:
+            if k < MIN_RUN:
                 return start
             run = run[:k]
-        out: list[bytes] = [b"\x00"] * (3 * k)  # every third item: the header count (0)
-        out[0::3] = layout.heads[delta:delta + k]
-        out[1::3] = run
-        self.parts += out
+        self.parts += layout.encode(run, delta)
         self.size += ends[delta + k] - ends[delta]
         self.record_count = delta + k
         return start + k

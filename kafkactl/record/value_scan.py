@@ -1,15 +1,18 @@
 """Value-only decoding of magic-2 batches: the consumer's fast path for records with no key
-and no headers (what line producers write). It walks the records section once, returning the
-values as memoryviews, and declines (None) whenever the general `RecordBatch` iterator is
-needed, so the two never disagree (tests/client/test_producer_batch.py checks it)."""
+and no headers (what line producers write). Sections in record.uniform's fixed-size layout
+are sliced without a loop; others are walked once. Values come back as memoryviews, and it
+declines (None) whenever the general `RecordBatch` iterator is needed, so the two never
+disagree (tests/client/test_producer_batch.py and tests/record/test_uniform.py check it)."""
 
 from __future__ import annotations
 
 from kafkactl.record.batch import RecordBatch
 from kafkactl.record.codecs import decompress
+from kafkactl.record.uniform import uniform_values
 
 
-def fast_values(batch: RecordBatch, start: int) -> list[memoryview | None] | None:
+def fast_values(batch: RecordBatch, start: int
+                ) -> list[memoryview | None] | tuple[bytes, ...] | None:
     """Values of an uncompressed-or-compressed v2 batch whose records carry no headers and
     no keys, with offset >= start; None when the batch needs the general decoder."""
     codec = batch.attributes & 0x07
@@ -17,6 +20,9 @@ def fast_values(batch: RecordBatch, start: int) -> list[memoryview | None] | Non
     if codec:
         section = memoryview(decompress(codec, section))
     skip = start - batch.base_offset
+    whole = uniform_values(section, batch.record_count)
+    if whole is not None:  # fixed-size line records: sliced out without a record loop
+        return whole[skip:] if skip > 0 else whole
     out: list[memoryview | None] = []
     append = out.append
     sec = section
