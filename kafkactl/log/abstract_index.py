@@ -121,7 +121,7 @@ class AbstractIndex:
 
     @property
     def is_full(self) -> bool:
-        return self._entries >= self.max_entries
+        return self._entries >= self._slots
 
     @property
     def size_in_bytes(self) -> int:

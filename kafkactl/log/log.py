@@ -189,6 +189,11 @@ class Log:
         `log_append_time` each magic-2 batch is switched to LogAppendTime (new CRC).
         Without `assign_offsets` the batches must carry increasing offsets >= the log end.
         """
+        if (assign_offsets and log_append_time is None and leader_epoch is not None
+                and type(records) is bytearray):
+            info = self._append_one_batch(records, leader_epoch)
+            if info is not None:
+                return info
         if isinstance(records, bytearray):
             buf: bytearray | memoryview = records
         elif isinstance(records, memoryview) and not records.readonly:
@@ -282,6 +287,33 @@ class Log:
             first_offset, log_append_time if log_append_time is not None else -1,
             num_records, total,
         )
+
+    def _append_one_batch(self, buf: bytearray, leader_epoch: int) -> LogAppendInfo | None:
+        """append()'s hot path: exactly one well-formed magic-2 batch in a writable buffer,
+        offsets assigned, no LogAppendTime. The same steps as the general loop without its
+        bookkeeping; None (nothing changed) sends anything else to the general path."""
+        total = len(buf)
+        if total < RECORD_BATCH_OVERHEAD or buf[16] != 2:
+            return None
+        (_b, length, _ep, _m, _crc, attrs, delta, _bts, ts, _pid, _pe, _bs,
+         count) = _V2.unpack_from(buf, 0)
+        if LOG_OVERHEAD + length != total or delta < 0:
+            return None
+        base = self._log_end_offset
+        last = base + delta
+        if attrs & 0x08 and ts < 0:
+            ts = NO_TIMESTAMP
+        segment = self._segments[-1]
+        if segment.size and segment.should_roll(total, ts, last, self._now_ms):
+            segment = self.roll(base)
+        _BASE_LEN_EPOCH.pack_into(buf, 0, base, length, leader_epoch)
+        segment.write(buf)
+        segment.index_batch(last, ts, total)
+        self._log_end_offset = last + 1
+        if last + 1 - self._recovery_point >= self.config.flush_messages:
+            self.flush()
+        return LogAppendInfo(base, last, ts, last if ts > NO_TIMESTAMP else base, -1, count,
+                             total)
 
     def roll(self, new_base_offset: int | None = None) -> LogSegment:
         """Start a new active segment (at the log end offset by default)."""

@@ -160,15 +160,21 @@ class LogSegment:
 
     def should_roll(self, incoming_bytes: int, max_ts: int, last_offset: int,
                     now_ms: Callable[[], int]) -> bool:
-        if self.size == 0:
+        """Kafka's roll conditions (checked before every append, so kept lean): the file
+        would pass segment.bytes, segment.ms (less jitter) has passed since the first
+        batch's max timestamp (or creation), an index is full, or the offset would not fit
+        relative to the base offset."""
+        size = self.size
+        if size == 0:
             return False
         cfg = self.config
-        if self.size > cfg.segment_bytes - incoming_bytes:
+        if size > cfg.segment_bytes - incoming_bytes:
             return True
-        first_ts = self._rolling_ts if self._rolling_ts is not None else \
-            self.rolling_based_timestamp()
-        waited = max_ts - first_ts if first_ts >= 0 and max_ts >= 0 else (
-            now_ms() - self.created_ms)
+        first_ts = self._rolling_ts
+        if first_ts is None:
+            first_ts = self.rolling_based_timestamp()
+        waited = (max_ts - first_ts if first_ts >= 0 and max_ts >= 0
+                  else now_ms() - self.created_ms)
         if waited > cfg.segment_ms - cfg.segment_jitter_ms:
             return True
         if self.offset_index.is_full or self.time_index.is_full:
@@ -176,34 +182,43 @@ class LogSegment:
         return last_offset - self.base_offset > INT32_MAX
 
     # ----------------------------------------------------------------- append
-    def append(self, data: memoryview, batches: list[BatchInfo]) -> None:
+    def append(self, data: memoryview | bytearray, batches: list[BatchInfo]) -> None:
         """Write `data` (whole batches) at the end and index them, Kafka's way: an entry
         when more than index.interval.bytes were written since the last one, tested before
         the batch is counted, pointing at the batch's last offset and start position."""
-        pos = start = self.size
+        self.write(data)
+        for last, ts, size in batches:
+            self.index_batch(last, ts, size)
+
+    def write(self, data: memoryview | bytearray) -> None:
+        """Write whole batches at the end of the file (index them with index_batch)."""
+        pos = self.size
         total = len(data)
         written = os.pwrite(self.fd, data, pos)
         while written < total:
-            written += os.pwrite(self.fd, data[written:], pos + written)
-        interval = self._index_interval
-        since = self._bytes_since_last_index_entry
-        max_ts = self._max_ts if self._max_ts is not None else self.max_timestamp_so_far
-        for last, ts, size in batches:
-            if ts > max_ts:
-                max_ts = ts
-                self._offset_of_max_ts = last
-            if since > interval:
-                self.offset_index.append(last, pos)
-                self.time_index.maybe_append(max_ts, self._offset_of_max_ts)
-                since = 0
-            pos += size
-            since += size
-        self._bytes_since_last_index_entry = since
-        self._max_ts = max_ts
-        self.size = pos
-        self._next_offset = batches[-1][0] + 1
-        if start == 0:
-            self._rolling_ts = batches[0][1]
+            written += os.pwrite(self.fd, memoryview(data)[written:], pos + written)
+
+    def index_batch(self, last_offset: int, max_timestamp: int, size: int) -> None:
+        """Account for one batch just written at `self.size` (see append)."""
+        pos = self.size
+        max_ts = self._max_ts
+        if max_ts is None:
+            max_ts = self.max_timestamp_so_far
+        if max_timestamp > max_ts:
+            self._max_ts = max_ts = max_timestamp
+            self._offset_of_max_ts = last_offset
+        if self._bytes_since_last_index_entry > self._index_interval:
+            self.offset_index.append(last_offset, pos)
+            time_index = self.time_index
+            if max_ts > time_index.last_timestamp:  # else maybe_append would skip it
+                time_index.maybe_append(max_ts, self._offset_of_max_ts)
+            self._bytes_since_last_index_entry = size
+        else:
+            self._bytes_since_last_index_entry += size
+        self.size = pos + size
+        self._next_offset = last_offset + 1
+        if pos == 0:
+            self._rolling_ts = max_timestamp
 
     def rebuild_indexes(self, headers: list[BatchHeader]) -> None:
         """Replace both indexes with the entries Kafka would build for `headers`."""

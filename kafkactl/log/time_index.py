@@ -37,6 +37,11 @@ class TimeIndex(AbstractIndex):
     def last_entry(self) -> TimestampOffset:
         return TimestampOffset(self._last_ts, self._last_off)
 
+    @property
+    def last_timestamp(self) -> int:
+        """The newest timestamp indexed (NO_TIMESTAMP when empty)."""
+        return self._last_ts
+
     def _pack_entry(self, timestamp: int, offset: int) -> bytes:
         return _ENTRY.pack(timestamp, offset - self.base_offset)
 
@@ -49,7 +54,7 @@ class TimeIndex(AbstractIndex):
     @property
     def is_full(self) -> bool:
         # Kafka keeps one slot free for the entry forced at roll time.
-        return self._entries >= self.max_entries - 1
+        return self._entries >= self._slots - 1
 
     def maybe_append(self, timestamp: int, offset: int, skip_full_check: bool = False) -> bool:
         """Append (timestamp, offset) if timestamp is newer than the last entry's."""
