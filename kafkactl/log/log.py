@@ -189,8 +189,10 @@ class Log:
         `log_append_time` each magic-2 batch is switched to LogAppendTime (new CRC).
         Without `assign_offsets` the batches must carry increasing offsets >= the log end.
         """
-        if (assign_offsets and log_append_time is None and leader_epoch is not None
-                and type(records) is bytearray):
+        if assign_offsets and log_append_time is None and leader_epoch is not None and (
+                type(records) is bytearray or (type(records) is memoryview
+                                               and not records.readonly
+                                               and records.format == "B")):
             info = self._append_one_batch(records, leader_epoch)
             if info is not None:
                 return info
@@ -288,7 +290,8 @@ class Log:
             num_records, total,
         )
 
-    def _append_one_batch(self, buf: bytearray, leader_epoch: int) -> LogAppendInfo | None:
+    def _append_one_batch(self, buf: bytearray | memoryview, leader_epoch: int
+                          ) -> LogAppendInfo | None:
         """append()'s hot path: exactly one well-formed magic-2 batch in a writable buffer,
         offsets assigned, no LogAppendTime. The same steps as the general loop without its
         bookkeeping; None (nothing changed) sends anything else to the general path."""

@@ -319,3 +319,30 @@ def test_scan_of_written_segment_is_clean(log_dir: Path, clock: FakeTime) -> Non
     assert res.is_clean and res.batch_count == 10 and res.last_offset == 29
     assert os.path.getsize(seg.log_path) == seg.size
     log.close()
+
+
+@pytest.mark.parametrize("kind", ["bytearray", "memoryview"])
+def test_single_batch_path_matches_the_general_path(tmp_path: Path, clock: FakeTime,
+                                                    kind: str) -> None:
+    """One writable batch per append takes Log's single-batch path; a read-only `bytes`
+    copy of the same batches takes the general loop. Files, indexes, infos must agree,
+    across rolls and index entries, with timestamps going up, flat and down."""
+    stamps = [1_000, 1_000, 2_000, 1_500, -1, 3_000] * 8
+    cfg = dataclasses.replace(SMALL, segment_bytes=4_000)
+    fast, slow = Log(tmp_path / "f-0", cfg, time=clock), Log(tmp_path / "s-0", cfg, time=clock)
+    for i, ts in enumerate(stamps):
+        raw = make_batch(1 + i % 4, ts=ts, value_size=30 + i * 7)
+        buf = bytearray(raw)
+        info_fast = fast.append(buf if kind == "bytearray" else memoryview(buf)[0:],
+                                leader_epoch=3)
+        info_slow = slow.append(bytes(raw), leader_epoch=3)
+        assert dataclasses.astuple(info_fast) == dataclasses.astuple(info_slow)
+    assert len(fast.segments) == len(slow.segments) > 1
+    for a, b in zip(fast.segments, slow.segments, strict=True):
+        assert a.read_bytes(0, a.size) == b.read_bytes(0, b.size)
+        assert a.base_offset == b.base_offset
+        assert_indexes_agree(a)
+        assert list(a.offset_index.entries()) == list(b.offset_index.entries())
+        assert list(a.time_index.entries()) == list(b.time_index.entries())
+    fast.close()
+    slow.close()
