@@ -3,7 +3,9 @@
 
 * librdkafka consumer (confluent-kafka, assign, `consume(10000)` batches): records/s, MB/s;
 * wire consumer (plain socket, Fetch v12 with 8 MiB partition limit, bytes not parsed): the
-  broker's own sendfile path, MB/s and its ratio to raw sendfile (goal >= 0.8).
+  broker's own sendfile path, MB/s and its ratio to raw sendfile (goal >= 0.8);
+* `kcat -C -e` (librdkafka from C, every record printed to /dev/null) and
+  `kafkactl consume -e` (our client, values to /dev/null): whole processes, start-up included.
 
     python bench/broker_egress.py [--records 3000000]
 """
@@ -14,6 +16,8 @@ import argparse
 import os
 import shutil
 import socket
+import subprocess
+import sys
 import threading
 import time
 
@@ -51,6 +55,14 @@ def librdkafka_consume(bootstrap: str, total: int) -> tuple[int, float]:
     dt = time.perf_counter() - t0
     c.close()
     return n, dt
+
+
+def process_consume(cmd: list[str]) -> float:
+    """Seconds a consumer process takes to read the whole topic to /dev/null."""
+    t0 = time.perf_counter()
+    subprocess.run(cmd, check=True, timeout=600, stdout=subprocess.DEVNULL,
+                   stderr=subprocess.DEVNULL)
+    return time.perf_counter() - t0
 
 
 def wire_consume(bootstrap: str, end_offset: int) -> tuple[int, float]:
@@ -151,6 +163,12 @@ def main() -> None:
         cpu0 = broker.cpu_seconds()
         cn, cdt = librdkafka_consume(broker.bootstrap, n)
         ccpu = broker.cpu_seconds() - cpu0
+        kcat = shutil.which("kcat") or shutil.which("kafkacat")
+        kdt = process_consume([kcat, "-C", "-b", broker.bootstrap, "-t", "ingest-wire", "-p",
+                               "0", "-o", "beginning", "-e", "-q"]) if kcat else None
+        pdt = process_consume([sys.executable, "-m", "kafkactl", "consume", "-b",
+                               broker.bootstrap, "-t", "ingest-wire", "--from-beginning",
+                               "-e", "-q"])
         raw = raw_sendfile(paths)
     finally:
         broker.stop()
@@ -163,6 +181,13 @@ def main() -> None:
     print(f"librdkafka      : {cn / cdt:,.0f} records/s, {size / cdt / 1e6:,.0f} MB/s "
           f"(librdkafka/raw = {size / cdt / 1e6 / raw:.2f}); broker CPU "
           f"{ccpu / cdt * 100:.0f}% of a core")
+    if kdt is None:
+        print("kcat -C         : kcat not installed; skipped")
+    else:
+        print(f"kcat -C -e      : {n / kdt:,.0f} records/s, {size / kdt / 1e6:,.0f} MB/s "
+              f"(whole process)")
+    print(f"kafkactl consume: {n / pdt:,.0f} records/s, {size / pdt / 1e6:,.0f} MB/s "
+          f"(whole process)")
 
 
 if __name__ == "__main__":

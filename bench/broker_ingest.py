@@ -7,7 +7,9 @@ The same producer loop is also run against librdkafka's in-process mock broker
 (`test.mock.num.brokers=1`) in the same run: that is the client's own ceiling on this box
 (the Python produce() loop plus librdkafka's threads), so kafkactl/mock near 1.0 means the
 broker is not what limits the single-producer figure. `--producers N` runs N producer
-processes at once (one per core) to load the broker past one Python loop.
+processes at once (one per core) to load the broker past one Python loop. `kcat -P` (the
+same librdkafka, driven from C, reading a file of lines; start-up and file read included)
+shows the broker's ingest with a producer that has no Python loop.
 
     python bench/broker_ingest.py [--seconds 10] [--partitions 1] [--producers 1]
 """
@@ -131,6 +133,35 @@ def wire_producer(bootstrap: str, seconds: float) -> tuple[int, float]:
     return n, dt
 
 
+KCAT_PRODUCER_PROPS = ["linger.ms=5", "batch.size=1048576", "batch.num.messages=100000",
+                       "queue.buffering.max.messages=2000000",
+                       "queue.buffering.max.kbytes=1048576", "acks=1",
+                       "enable.idempotence=false"]
+
+
+def kcat_producer(bootstrap: str, records: int) -> tuple[int, float] | None:
+    """`kcat -P -l FILE` of `records` 100-byte lines to partition 0 of `ingest-kcat`."""
+    kcat = shutil.which("kcat") or shutil.which("kafkacat")
+    if kcat is None:
+        return None
+    d = Path(tempfile.mkdtemp(prefix="kafkactl-bench-kcat-"))
+    try:
+        lines = d / "lines"
+        with open(lines, "wb") as f:
+            chunk = (VALUE + b"\n") * 100_000
+            for _ in range(records // 100_000):
+                f.write(chunk)
+        n = records // 100_000 * 100_000
+        cmd = [kcat, "-P", "-b", bootstrap, "-t", "ingest-kcat", "-p", "0", "-l", str(lines)]
+        for prop in KCAT_PRODUCER_PROPS:
+            cmd += ["-X", prop]
+        t0 = time.perf_counter()
+        subprocess.run(cmd, check=True, timeout=600)
+        return n, time.perf_counter() - t0
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+
+
 def raw_write(total_bytes: int) -> float:
     d = Path(tempfile.mkdtemp(prefix="kafkactl-bench-raw-"))
     chunk = os.urandom(1 << 20)
@@ -176,6 +207,7 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=10.0)
     ap.add_argument("--partitions", type=int, default=1)
     ap.add_argument("--producers", type=int, default=1)
+    ap.add_argument("--kcat-records", type=int, default=10_000_000)
     args = ap.parse_args()
     mn, mdt = run_producers(None, args.seconds, args.partitions, args.producers)
     broker = start_broker(f"num.partitions={args.partitions}")
@@ -188,6 +220,9 @@ def main() -> None:
         cpu1 = broker.cpu_seconds()
         wn, wdt = wire_producer(broker.bootstrap, min(args.seconds, 5.0))
         wcpu = broker.cpu_seconds() - cpu1
+        cpu2 = broker.cpu_seconds()
+        kcat = kcat_producer(broker.bootstrap, args.kcat_records)
+        kcpu = broker.cpu_seconds() - cpu2
     finally:
         broker.stop()
         shutil.rmtree(broker.data_dir, ignore_errors=True)
@@ -202,6 +237,13 @@ def main() -> None:
     print(f"wire producer   : {wn:,} records in {wdt:.2f} s = {wn / wdt:,.0f} records/s, "
           f"{wn * 110.5 / wdt / 1e6:.0f} MB/s on the wire (prebuilt 1 MiB batches, 5 in "
           f"flight); broker CPU {wcpu / wdt * 100:.0f}% of a core")
+    if kcat is None:
+        print("kcat -P         : kcat not installed; skipped")
+    else:
+        kn, kdt = kcat
+        print(f"kcat -P         : {kn:,} records in {kdt:.2f} s = {kn / kdt:,.0f} records/s "
+              f"(librdkafka from C, whole process); broker CPU {kcpu / kdt * 100:.0f}% of a "
+              f"core")
     print(f"raw os.write    : {raw:,.0f} MB/s of the same {on_disk / 1e6:.0f} MB "
           f"(broker/raw = {on_disk / dt / 1e6 / raw:.3f})")
     if redis is None:
