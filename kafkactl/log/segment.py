@@ -12,7 +12,7 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
-from kafkactl.log.batch_header import BatchHeader, read_header
+from kafkactl.log.batch_header import HEADER_READ_SIZE, BatchHeader, parse_header, read_header
 from kafkactl.log.config import LogConfig
 from kafkactl.log.offset_index import INT32_MAX, OffsetIndex
 from kafkactl.log.time_index import NO_TIMESTAMP, TimeIndex
@@ -62,6 +62,9 @@ def index_entries_for(
             since = 0
         since += h[1]
     return offsets, times, max_ts, max_off
+
+
+TRANSLATE_READ_SIZE = 16384  # bytes of batch headers read at once when locating an offset
 
 
 class LogSegment:
@@ -241,8 +244,16 @@ class LogSegment:
         pos = max(entry.position, start_position)
         size = self.size
         fd = self.fd
+        # The target is usually within index.interval.bytes of the entry: read the headers
+        # there with one pread per TRANSLATE_READ_SIZE bytes, not one per batch.
+        chunk = b""
+        chunk_pos = pos
         while pos < size:
-            h = read_header(fd, pos)
+            rel = pos - chunk_pos
+            if rel + HEADER_READ_SIZE > len(chunk):
+                chunk = os.pread(fd, min(TRANSLATE_READ_SIZE, size - pos), pos)
+                chunk_pos, rel = pos, 0
+            h = parse_header(chunk, rel, pos)
             if h is None or h.size <= 0:
                 return None
             if h.last_offset >= offset:
