@@ -1,6 +1,7 @@
 """`kafkactl recover PATH`: offline repair of a log dir or one partition dir.
 
-Runs the broker's own segment recovery (kafkactl.log.recovery): every batch is validated
+Runs the broker's own segment recovery (kafkactl.log.repair over kafkactl.log.recovery):
+every batch is validated
 (length inside the file, magic, CRC, increasing offsets), each .log is cut at its first
 invalid byte and stale indexes are rebuilt. Valid batches are never removed. Exit codes:
 0 the log is consistent (now), 1 `--dry-run` found something to repair, 2 it cannot be
@@ -19,76 +20,10 @@ import typer
 if TYPE_CHECKING:  # the log is imported when the command runs, so --help stays fast
     from rich.console import Console
 
-    from kafkactl.log.config import LogConfig
     from kafkactl.log.recovery import SegmentRecoveryReport
 
 EXIT_REPAIRS_NEEDED = 1
 EXIT_CANNOT_REPAIR = 2
-
-
-class RecoverError(Exception):
-    """A sentence for the user; exit code 2."""
-
-
-def partition_dirs(path: Path) -> tuple[Path, list[Path]]:
-    """(the log dir holding the `.lock`, the partition dirs to recover) for PATH."""
-    from kafkactl.log.manager import is_partition_dir
-
-    if not path.exists():
-        raise RecoverError(f"{path} does not exist.")
-    if not path.is_dir():
-        raise RecoverError(f"{path} is not a directory: give a log dir or a partition dir.")
-    if is_partition_dir(path) and _segment_files(path):
-        return path.parent, [path]
-    dirs = [p for p in sorted(path.iterdir()) if is_partition_dir(p)]
-    if not dirs:
-        if is_partition_dir(path):
-            return path.parent, [path]
-        raise RecoverError(
-            f"{path} holds no <topic>-<partition> directories and no .log segments; "
-            f"give a log dir (log.dirs) or one partition dir."
-        )
-    return path, dirs
-
-
-def _segment_files(d: Path) -> list[tuple[int, Path]]:
-    from kafkactl.log.segment import LOG_SUFFIX, offset_from_filename
-
-    out = []
-    for p in d.iterdir():
-        if p.name.endswith(LOG_SUFFIX) and (base := offset_from_filename(p.name)) is not None:
-            out.append((base, p))
-    return sorted(out)
-
-
-def recover_partition(d: Path, *, dry_run: bool, config: LogConfig
-                      ) -> list[SegmentRecoveryReport]:
-    from kafkactl.log.recovery import inspect_segment, recover_segment
-    from kafkactl.log.segment import LogSegment
-
-    segments = _segment_files(d)
-    reports = []
-    for i, (base, path) in enumerate(segments):
-        nxt = segments[i + 1][0] if i + 1 < len(segments) else None
-        found = inspect_segment(path, index_interval_bytes=config.index_interval_bytes,
-                                next_base_offset=nxt)
-        if dry_run or (found.bytes_truncated == 0 and not found.indexes_rebuilt):
-            reports.append(found)
-            continue
-        seg = LogSegment(d, base, config, created_ms=0)
-        try:
-            done = recover_segment(seg, next_base_offset=nxt)
-            seg.on_become_inactive()  # final time entry, trimmed indexes: a clean state
-            seg.flush()
-        finally:
-            seg.close()
-        done.indexes_rebuilt = True
-        reports.append(done)
-    return reports
-
-
-def _needs_repair(r: SegmentRecoveryReport) -> bool:
-    return r.bytes_truncated > 0 or r.indexes_rebuilt
 
 
 def _render(console: Console, rows: list[tuple[str, SegmentRecoveryReport]], dry_run: bool
@@ -126,6 +61,7 @@ def recover_command(
     from kafkactl.log.config import LogConfig
     from kafkactl.log.errors import LogDirInUseError, LogError
     from kafkactl.log.manager import lock_log_dir
+    from kafkactl.log.repair import RepairError, needs_repair, partition_dirs, recover_partition
 
     console = Console()
     err = Console(stderr=True, soft_wrap=True)
@@ -135,7 +71,7 @@ def recover_command(
         log_dir, dirs = partition_dirs(path)
         if not dry_run:
             if not os.access(log_dir, os.W_OK):
-                raise RecoverError(
+                raise RepairError(
                     f"Cannot repair {path}: permission denied writing to {log_dir}. "
                     f"Run as the user that owns the log dir, or use --dry-run.")
             lock_fd = lock_log_dir(log_dir)
@@ -151,7 +87,7 @@ def recover_command(
                   f"{e.filename or path}. Run as the user that owns the log dir.",
                   highlight=False)
         raise typer.Exit(EXIT_CANNOT_REPAIR) from None
-    except (RecoverError, LogError) as e:
+    except (RepairError, LogError) as e:
         err.print(f"[red]error:[/red] {e}", highlight=False)
         raise typer.Exit(EXIT_CANNOT_REPAIR) from None
     except OSError as e:
@@ -161,7 +97,7 @@ def recover_command(
     finally:
         if lock_fd is not None:
             os.close(lock_fd)
-    needs = any(_needs_repair(r) for _p, r in rows)
+    needs = any(needs_repair(r) for _p, r in rows)
     if as_json:
         doc = {
             "path": str(path), "dry_run": dry_run,
