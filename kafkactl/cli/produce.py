@@ -42,6 +42,23 @@ def read_records(stream: IO[bytes], delimiter: bytes) -> Any:
         yield [rest]
 
 
+def split_keys(records: list[bytes], separator: bytes) -> tuple[list[bytes | None],
+                                                                 list[bytes]]:
+    """key SEP value -> (key, value); a record without SEP has a null key."""
+    keys: list[bytes | None] = []
+    values: list[bytes] = []
+    key_append, value_append = keys.append, values.append
+    for raw in records:
+        k, sep, v = raw.partition(separator)
+        if sep:
+            key_append(k)
+            value_append(v)
+        else:
+            key_append(None)
+            value_append(raw)
+    return keys, values
+
+
 class Stats:
     def __init__(self) -> None:
         self.sent = 0
@@ -155,9 +172,17 @@ def produce(
     signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         simple = ksep is None and not headers
+        keyed = ksep is not None and not headers
         for records in read_records(stream, delim):
             if simple and not sync:
                 producer.send_values(topic, records, partition=partition, keep_entries=keep)
+                stats.sent += len(records)
+                stats.bytes += sum(map(len, records))
+                continue
+            if keyed and not sync:
+                keys, values = split_keys(records, ksep)  # type: ignore[arg-type]
+                producer.send_key_values(topic, keys, values, partition=partition,
+                                         entries=records if keep else None)
                 stats.sent += len(records)
                 stats.bytes += sum(map(len, records))
                 continue

@@ -109,6 +109,28 @@ class RecordAccumulator:
                     self._new_batch(tp, dq, None)
                 i = j
 
+    def append_key_values(self, topic: str, partition: int, keys: Sequence[bytes | None],
+                          values: Sequence[bytes], entries: Sequence[Any] | None = None
+                          ) -> None:
+        """Append keyed, header-less records (the CLI's `--key-separator` fast path);
+        `entries[i]` is kept with record i for failure reports when given."""
+        tp = (topic, partition)
+        i, n = 0, len(values)
+        with self.lock:
+            dq = self.batches.get(tp)
+            if dq is None:
+                dq = self.batches[tp] = deque()
+            while i < n:
+                if self.closed:
+                    raise RuntimeError("the producer is closed")
+                batch = dq[-1] if dq else None
+                j = i if batch is None else batch.append_key_values(keys, values, i)
+                if batch is not None and entries is not None:
+                    batch.entries.extend(entries[i:j])
+                if j == i:
+                    self._new_batch(tp, dq, None)
+                i = j
+
     # -- sender side -------------------------------------------------------------------------
 
     def ready(self, now: float, sendable: Callable[[TopicPartition], bool]

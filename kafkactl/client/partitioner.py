@@ -134,3 +134,8 @@ class Partitioner:
     @property
     def is_sticky(self) -> bool:
         return self._user is None and self.name in ("murmur2", "crc32")
+
+    @property
+    def is_deterministic(self) -> bool:
+        """A non-null key always maps to the same partition (for a given count)."""
+        return self._user is None and self.name in ("murmur2", "crc32")

@@ -240,6 +240,53 @@ class Producer:
         if self.sync:
             self.flush()
 
+    def send_key_values(self, topic: str, keys: Sequence[bytes | None],
+                        values: Sequence[bytes], *, partition: int | None = None,
+                        entries: Sequence[Any] | None = None) -> None:
+        """Bulk path for keyed records without headers, timestamped now: each key goes to
+        the partition `send` would choose (null keys: the sticky partition), in order per
+        partition. Delivery is reported through add_batch_callback, not futures."""
+        if self._closed:
+            raise ProducerClosedError("send_key_values() on a closed producer")
+        if self.sender.fatal_error is not None:
+            raise self.sender.fatal_error
+        if partition is None:
+            n = self._num_partitions(topic)
+            if n > 1:
+                self._send_key_values_partitioned(topic, keys, values, n, entries)
+                return
+            partition = 0
+        elif topic not in self._partition_counts:
+            self._check_partition(topic, partition)
+        self.accumulator.append_key_values(topic, partition, keys, values, entries)
+        if self.sync:
+            self.flush()
+
+    def _send_key_values_partitioned(self, topic: str, keys: Sequence[bytes | None],
+                                     values: Sequence[bytes], n: int,
+                                     entries: Sequence[Any] | None) -> None:
+        choose = self.partitioner.partition
+        chosen: dict[bytes | None, int] = {}  # keys repeat: hash each distinct key once
+        groups: dict[int, tuple[list[Any], list[Any], list[Any]]] = {}
+        for i, k in enumerate(keys):
+            p = chosen.get(k) if k is not None else None
+            if p is None:
+                p = choose(topic, k, n)
+                if k is not None and self.partitioner.is_deterministic:
+                    chosen[k] = p
+            g = groups.get(p)
+            if g is None:
+                g = groups[p] = ([], [], [])
+            g[0].append(k)
+            g[1].append(values[i])
+            if entries is not None:
+                g[2].append(entries[i])
+        for p, (ks, vs, es) in groups.items():
+            self.accumulator.append_key_values(topic, p, ks, vs,
+                                               es if entries is not None else None)
+        if self.sync:
+            self.flush()
+
     def add_batch_callback(self, callback: BatchCallback) -> None:
         """Call `callback(batch, base_offset, error)` for every completed batch (from the
         sender thread): the cheap way to count acknowledgements in bulk."""

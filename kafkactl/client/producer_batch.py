@@ -187,6 +187,57 @@ class ProducerBatch:
         self.record_count = delta
         return i
 
+    def append_key_values(self, keys: Sequence[bytes | None], values: Sequence[bytes],
+                          start: int = 0) -> int:
+        """Fast path for keyed lines: (key or None, value) pairs, no headers, the batch
+        timestamp. Appends from `start` until the batch is full; returns the index after the
+        last pair appended (== start when nothing fit)."""
+        if self.closed:
+            return start
+        append = self.parts.append
+        table = ZZ
+        delta = self.record_count
+        size = self.size
+        limit = self.batch_size
+        n = len(values)
+        i = start
+        big = _TABLE_SIZE - 16
+        while i < n:
+            k = keys[i]
+            v = values[i]
+            vlen = len(v)
+            klen = 0 if k is None else len(k)
+            if delta >= _TABLE_SIZE - 1 or klen + vlen >= big:
+                break
+            od = table[delta]
+            kl = b"\x01" if k is None else table[klen]
+            lv = table[vlen]
+            rlen = 3 + len(od) + len(kl) + klen + len(lv) + vlen  # attrs, ts, header count
+            lr = table[rlen]
+            add = len(lr) + rlen
+            if delta and size + add > limit:
+                break
+            append(lr)
+            append(b"\x00\x00")  # attributes, timestamp delta 0
+            append(od)
+            append(kl)
+            if k is not None:
+                append(k)
+            append(lv)
+            append(v)
+            append(b"\x00")  # no headers
+            size += add
+            delta += 1
+            i += 1
+        if i == start and delta == self.record_count and i < n:
+            # One big record (or past the tables): the general path.
+            if self.append(None, keys[i], values[i]) is not None:
+                i += 1
+            return i
+        self.size = size
+        self.record_count = delta
+        return i
+
     def _append_uniform_run(self, values: Sequence[bytes], start: int) -> int:
         """The run of values from `start` that share one length and fit the batch, encoded
         without a per-record Python loop: the cached heads for that length are interleaved

@@ -87,3 +87,48 @@ def test_missing_partition_reports_unacknowledged(broker) -> None:
     r = run(["produce", "-b", broker.bootstrap, "-t", "onep", "-p", "7"], b"a\nb\n")
     assert r.returncode == 1
     assert b"partition 7 does not exist" in r.stderr and b"Traceback" not in r.stderr
+
+
+@pytest.mark.parametrize("partitions", [1, 3])
+def test_keyed_lines_land_where_the_java_client_would_put_them(broker, partitions: int) -> None:
+    """`-K` without headers takes the bulk keyed path: every key must go to
+    murmur2(key) % partitions (kafka-python's implementation of the Java formula), null and
+    empty keys stay null/empty, and per-partition order is the input order."""
+    from kafka import KafkaConsumer, TopicPartition
+    from kafka.partitioner.default import murmur2
+
+    topic = f"keyed{partitions}"
+    r = run(["topics", "create", "-b", broker.bootstrap, "-t", topic,
+             "--partitions", str(partitions)])
+    assert r.returncode == 0, r.stderr
+    lines = [b"user%d:event %d" % (i % 17, i) for i in range(3000)]
+    lines[5] = b"no separator here"
+    lines[9] = b":empty key"
+    lines[11] = b"big:" + b"v" * 70_000  # past the encoder's tables: the general path
+    r = run(["produce", "-b", broker.bootstrap, "-t", topic, "-K", ":", "--batch-size",
+             "16384", "-q"], b"\n".join(lines) + b"\n")
+    assert r.returncode == 0, r.stderr
+    c = KafkaConsumer(bootstrap_servers=broker.bootstrap, enable_auto_commit=False,
+                      consumer_timeout_ms=5000, max_partition_fetch_bytes=1 << 20)
+    tps = [TopicPartition(topic, p) for p in range(partitions)]
+    c.assign(tps)
+    c.seek_to_beginning(*tps)
+    got: dict[int, list[tuple[bytes | None, bytes]]] = {p: [] for p in range(partitions)}
+    for n, m in enumerate(c, 1):
+        got[m.partition].append((m.key, m.value))
+        if n == len(lines):
+            break
+    c.close()
+    expected: dict[int, list[tuple[bytes | None, bytes]]] = {p: [] for p in range(partitions)}
+    null_key_partitions = set()
+    for line in lines:
+        k, sep, v = line.partition(b":")
+        key, value = (k, v) if sep else (None, line)
+        if key is None:
+            null_key_partitions.update(p for p, recs in got.items() if (None, line) in recs)
+            continue
+        expected[(murmur2(key) & 0x7FFFFFFF) % partitions].append((key, value))
+    assert len(null_key_partitions) == 1  # the sticky partition
+    for p in range(partitions):
+        assert [kv for kv in got[p] if kv[0] is not None] == expected[p]
+    assert sum(map(len, got.values())) == len(lines)
