@@ -98,6 +98,14 @@ class GroupMetadata:
     def has(self, member_id: str) -> bool:
         return member_id in self.members
 
+    def is_fenced(self, member_id: str, instance_id: str | None) -> bool:
+        """Kafka's isStaticMemberFenced: the instance id is known and belongs to another
+        member id (the caller is a zombie of a static member that has since rejoined)."""
+        if not instance_id:
+            return False
+        current = self.static_members.get(instance_id)
+        return current is not None and current != member_id
+
     @property
     def is_empty(self) -> bool:
         return not self.members

@@ -200,7 +200,7 @@ class GroupCoordinator:
                           client_id: str, client_host: str, rebalance_ms: int,
                           session_ms: int, protocol_type: str,
                           protocols: list[tuple[str, bytes]]) -> JoinResult:
-        if instance_id and group.static_members.get(instance_id, member_id) != member_id:
+        if group.is_fenced(member_id, instance_id):
             return JoinResult(E.FENCED_INSTANCE_ID, member_id)
         if member_id not in group.members:
             if member_id not in group.pending_members:
@@ -232,6 +232,7 @@ class GroupCoordinator:
     async def _replace_static(self, group: GroupMetadata, old_id: str, new_id: str,
                               protocols: list[tuple[str, bytes]]) -> JoinResult:
         """A static member came back with a new member id: take over the old identity."""
+        current_leader = group.leader_id or ""
         member = group.members.pop(old_id)
         member.cancel_session_timer()
         if member.join_future is not None and not member.join_future.done():
@@ -249,7 +250,11 @@ class GroupCoordinator:
             self._schedule_session(group, member)
             self.manager.store_group(group)
             result = self._join_result(group, member)
-            result.members = [] if new_id == group.leader_id else result.members
+            # as Kafka: no member list, and the leader id from before the replacement, so
+            # a returning static leader does not compute an assignment a stable group
+            # would never hand out (SyncGroup returns the stored one)
+            result.members = []
+            result.leader_id = current_leader
             return result
         member.protocols = protocols
         return await self._update_and_wait(group, member, member.rebalance_timeout_ms,
@@ -361,11 +366,23 @@ class GroupCoordinator:
     def _complete_join(self, group: GroupMetadata) -> None:
         if not group.is_(GroupState.PREPARING_REBALANCE):
             return
+        # as Kafka: only dynamic members that missed the rebalance are dropped; a static
+        # member keeps its place (and its partitions) until its session expires
         for m in list(group.members.values()):
-            if not m.awaiting_join:
+            if not m.awaiting_join and not m.group_instance_id:
                 log.info("removing member %s of group %s: it did not rejoin in time",
                          m.member_id, group.group_id)
                 self._remove_member(group, m)
+        joined = [m for m in group.members.values() if m.awaiting_join]
+        if group.members and not joined:
+            log.warning("group %s: no member rejoined in time; waiting for the static "
+                        "members to rejoin or expire", group.group_id)
+            group.join_event = asyncio.Event()
+            group.join_task = asyncio.get_running_loop().create_task(self._delayed_join(group))
+            return
+        leader = group.members.get(group.leader_id or "")
+        if joined and (leader is None or not leader.awaiting_join):
+            group.leader_id = joined[0].member_id  # the leader must be a member that rejoined
         group.generation_id += 1
         now = self.now_ms()
         if group.is_empty:
@@ -438,10 +455,14 @@ class GroupCoordinator:
         if code != E.NONE:
             return SyncResult(code)
         group = self.groups.get(group_id)
-        if group is None or not group.has(member_id):
+        if group is None:
             return SyncResult(E.UNKNOWN_MEMBER_ID)
-        if instance_id and group.static_members.get(instance_id) != member_id:
+        if group.is_(GroupState.DEAD):
+            return SyncResult(E.COORDINATOR_NOT_AVAILABLE)
+        if group.is_fenced(member_id, instance_id):
             return SyncResult(E.FENCED_INSTANCE_ID)
+        if not group.has(member_id):
+            return SyncResult(E.UNKNOWN_MEMBER_ID)
         if generation_id != group.generation_id:
             return SyncResult(E.ILLEGAL_GENERATION)
         if (protocol_type is not None and protocol_type != group.protocol_type) or (
@@ -495,10 +516,16 @@ class GroupCoordinator:
         if code != E.NONE:
             return code
         group = self.groups.get(group_id)
-        if group is None or group.is_(GroupState.EMPTY) or not group.has(member_id):
+        if group is None:
             return E.UNKNOWN_MEMBER_ID
-        if instance_id and group.static_members.get(instance_id) != member_id:
+        if group.is_(GroupState.DEAD):
+            return E.COORDINATOR_NOT_AVAILABLE
+        # Kafka's order: a zombie of a static member (its old member id with its instance
+        # id) is fenced before it could be told its id is unknown
+        if group.is_fenced(member_id, instance_id):
             return E.FENCED_INSTANCE_ID
+        if not group.has(member_id) or group.is_(GroupState.EMPTY):
+            return E.UNKNOWN_MEMBER_ID
         if generation_id != group.generation_id:
             return E.ILLEGAL_GENERATION
         member = group.members[member_id]
@@ -596,7 +623,7 @@ class GroupCoordinator:
         if group.is_(GroupState.DEAD):
             return {tp: E.COORDINATOR_NOT_AVAILABLE for tp in offsets}
         if not (generation_id < 0 and group.is_(GroupState.EMPTY)):
-            if instance_id and group.static_members.get(instance_id) not in (None, member_id):
+            if group.is_fenced(member_id, instance_id):
                 return {tp: E.FENCED_INSTANCE_ID for tp in offsets}
             if not group.has(member_id):
                 return {tp: E.UNKNOWN_MEMBER_ID for tp in offsets}
