@@ -13,6 +13,8 @@ the versions real clients send (see helpers.RawMember) and with real clients:
 
 from __future__ import annotations
 
+import asyncio
+import threading
 import time
 from typing import Any
 
@@ -22,10 +24,16 @@ from tests.groups.helpers import (
     FAST,
     RawMember,
     assignment,
+    commit_offsets,
     connect,
     create_topic,
     describe_group,
     fetch_offsets,
+    kafkactl,
+    offsets_show,
+    produce,
+    send_commit,
+    wait_commit,
     wait_until,
 )
 
@@ -279,3 +287,312 @@ def test_rebalance_timeout_drops_member_that_does_not_rejoin(broker_factory: Any
     for x in (a, m, c):
         x.close()
     admin.close()
+
+
+# ---- 4. offset retention ----------------------------------------------------------------
+DAY_MS = 86_400_000
+
+
+def test_offset_retention_rules_and_expiry_survives_restart(broker_factory: Any) -> None:
+    """Kafka's rules (KIP-211, KIP-496): offsets of a group without members expire
+    offsets.retention.minutes (7 days) after the group became Empty, or after the commit for
+    a group that only stores offsets; an explicit retention (OffsetCommit v2-v4) sets the
+    deadline; a live consumer group keeps the offsets of the topics it subscribes to whatever
+    their age; the expiry is written to __consumer_offsets as tombstones."""
+    b = broker_factory(**SHORT_SESSIONS, offsets_retention_check_interval_ms="200")
+    create_topic(b.bootstrap, "ret", 2)
+    create_topic(b.bootstrap, "unsub", 1)
+    conn = connect(b.bootstrap)
+    ancient = int(time.time() * 1000) - 8 * DAY_MS
+    ok = {E.NONE}
+    # Everything that must survive is committed first, with deadlines at or before those
+    # of the offsets that must expire: once those are gone, the expiry pass that removed
+    # them saw the survivors too (no timing involved).
+    live = RawMember(b.bootstrap, "live", ["ret"], client_id="live")
+    live.join()
+    assert live.sync({live.member_id: assignment([("ret", 0), ("ret", 1)])})["error_code"] == 0
+    assert set(live.commit({("ret", 0): 10}, version=2, retention_ms=300).values()) == ok
+    assert set(live.commit({("ret", 1): 11}, version=1, commit_timestamp=ancient).values()) \
+        == ok
+    left = RawMember(b.bootstrap, "left", ["ret"], client_id="left")
+    left.join()
+    assert left.sync({left.member_id: assignment([("ret", 0), ("ret", 1)])})["error_code"] == 0
+    assert set(left.commit({("ret", 0): 20}, version=1, commit_timestamp=ancient).values()) \
+        == ok
+    # the doomed ones
+    assert set(live.commit({("unsub", 0): 12}, version=1, commit_timestamp=ancient).values()) \
+        == ok  # a topic the live group does not subscribe to (KIP-496)
+    assert set(left.commit({("ret", 1): 21}, version=2, retention_ms=300).values()) == ok
+    assert left.leave() == E.NONE
+    wait_until(lambda: describe_group(conn, "left")["group_state"] == "Empty", 30,
+               "group 'left' to be Empty")
+    assert set(commit_offsets(conn, "simple", {("ret", 0): 30}, version=2,
+                              retention_ms=300).values()) == ok
+    assert set(commit_offsets(conn, "simple-old", {("ret", 0): 40}, version=1,
+                              commit_timestamp=ancient).values()) == ok
+    doomed = [("live", ("unsub", 0)), ("left", ("ret", 1)), ("simple", ("ret", 0)),
+              ("simple-old", ("ret", 0))]
+
+    def fetch(group: str, tp: tuple[str, int]) -> int:
+        code, got = fetch_offsets(conn, group, [tp])
+        assert code == E.NONE
+        return got[tp]
+
+    def all_expired() -> bool:
+        assert live.heartbeat() == E.NONE  # the live group stays live
+        return all(fetch(g, tp) == -1 for g, tp in doomed)
+
+    wait_until(all_expired, 30, "the offsets to expire")
+    survivors = {("live", ("ret", 0)): 10, ("live", ("ret", 1)): 11, ("left", ("ret", 0)): 20}
+    for (g, tp), offset in survivors.items():
+        assert fetch(g, tp) == offset, (g, tp)
+    # groups left with no offsets and no members are deleted
+    assert describe_group(conn, "simple")["group_state"] == "Dead"
+    assert describe_group(conn, "left")["group_state"] == "Empty"
+    # restart without any expiry pass: what was expired stays expired (tombstones), what
+    # was kept is still there
+    conn.close()
+    live.close()
+    left.close()
+    b.stop()
+    b.overrides["offsets.retention.check.interval.ms"] = "600000"
+    b.start()
+    conn = connect(b.bootstrap)
+    wait_until(lambda: fetch_offsets(conn, "live", [("ret", 0)])[0] == E.NONE, 30,
+               "__consumer_offsets to load")
+    for g, tp in doomed:
+        assert fetch(g, tp) == -1, (g, tp)
+    for (g, tp), offset in survivors.items():
+        assert fetch(g, tp) == offset, (g, tp)
+    conn.close()
+
+
+# ---- 5. answers while __consumer_offsets loads ------------------------------------------
+def test_requests_while_offsets_load_after_restart(broker_factory: Any) -> None:
+    """After a restart the coordinator replays __consumer_offsets (100,000 commits here,
+    about two seconds of loading). Kafka's answers meanwhile: JoinGroup, OffsetCommit,
+    OffsetFetch, DescribeGroups, ListGroups COORDINATOR_LOAD_IN_PROGRESS; SyncGroup
+    REBALANCE_IN_PROGRESS (older clients do not expect the loading error); Heartbeat NONE
+    (answered blindly); FindCoordinator answers. Every answer must be one of those or the
+    right final one: never an empty or partial view of the group as if it were loaded.
+    That the first requests land inside the loading window is very likely (they go out
+    within milliseconds of the port opening) but timing, so it is reported, not asserted."""
+    partitions, rounds = 50, 2000
+    b = broker_factory(**FAST, offsets_topic_num_partitions="1")
+    create_topic(b.bootstrap, "load", partitions)
+    live = RawMember(b.bootstrap, "load-live", ["load"], session_ms=30000, client_id="live")
+    live.join()
+    mine = assignment([("load", p) for p in range(partitions)])
+    assert live.sync({live.member_id: mine})["error_code"] == E.NONE
+    assert set(live.commit({("load", 0): 7}).values()) == {E.NONE}
+    conn = connect(b.bootstrap)
+    pending = []
+    for r in range(rounds):  # pipelined simple commits: one record per partition each
+        pending.append(send_commit(conn, "big", {("load", p): r * 100 + p
+                                                 for p in range(partitions)}))
+        if len(pending) == 200 or r == rounds - 1:
+            for req in pending:
+                assert set(wait_commit(conn, req).values()) == {E.NONE}
+            pending = []
+    conn.close()
+    expected = {("load", p): (rounds - 1) * 100 + p for p in range(partitions)}
+    tps = sorted(expected)
+    b.restart()
+
+    conn = connect(b.bootstrap)
+    live.reconnect()
+    loading: dict[str, int] = {}
+    done: set[str] = set()
+
+    def answer(api: str, code: int, ok: bool, while_loading: set[int]) -> None:
+        if code in while_loading and not ok:
+            loading[api] = loading.get(api, 0) + 1
+            assert api not in done, f"{api} answered {code} after a final answer"
+        else:
+            assert ok, f"{api} answered {code}: not a loading answer nor the right one"
+            done.add(api)
+
+    load = {E.COORDINATOR_LOAD_IN_PROGRESS}
+    deadline = time.monotonic() + 60
+    while len(done) < 8:
+        assert time.monotonic() < deadline, f"still loading: {loading}"
+        code, got = fetch_offsets(conn, "big", tps, version=7)
+        answer("OffsetFetch v7", code, code == E.NONE and got == expected, load)
+        r8 = conn.request(ApiKey.OFFSET_FETCH, {"groups": [{"group_id": "big", "topics": [
+            {"name": "load", "partition_indexes": list(range(partitions))}]}],
+            "require_stable": False}, version=8)["groups"][0]
+        got8 = {("load", p["partition_index"]): p["committed_offset"]
+                for t in r8["topics"] for p in t["partitions"]}
+        answer("OffsetFetch v8", r8["error_code"], r8["error_code"] == E.NONE and
+               got8 == expected, load)
+        code = live.heartbeat()
+        answer("Heartbeat", code, code == E.NONE, set())
+        sync = live.sync()
+        answer("SyncGroup", sync["error_code"],
+               sync["error_code"] == E.NONE and sync["assignment"] == mine,
+               {E.REBALANCE_IN_PROGRESS})
+        d = describe_group(conn, "load-live")
+        answer("DescribeGroups", d["error_code"], d["error_code"] == E.NONE and
+               d["group_state"] == "Stable" and _member_ids(d) == {live.member_id}, load)
+        lg = conn.request(ApiKey.LIST_GROUPS, {"states_filter": []}, version=3)
+        answer("ListGroups", lg["error_code"], lg["error_code"] == E.NONE and
+               {g["group_id"] for g in lg["groups"]} >= {"big", "load-live"}, load)
+        j = conn.request(ApiKey.JOIN_GROUP, RawMember.join_body(live, ""), version=5)
+        answer("JoinGroup", j["error_code"], j["error_code"] == E.MEMBER_ID_REQUIRED, load)
+        c = live.commit({("load", 1): 9})
+        answer("OffsetCommit", c[("load", 1)], c == {("load", 1): E.NONE}, load)
+        fc = conn.request(ApiKey.FIND_COORDINATOR, {"key": "big", "key_type": 0}, version=2)
+        assert fc["error_code"] == E.NONE and fc["port"] == b.port
+    print(f"answers while loading: {loading}")
+    # and it all holds together afterwards
+    assert fetch_offsets(conn, "load-live", [("load", 0), ("load", 1)]) == \
+        (E.NONE, {("load", 0): 7, ("load", 1): 9})
+    assert live.heartbeat() == E.NONE
+    assert describe_group(conn, "load-live")["group_state"] == "Stable"
+    live.close()
+    conn.close()
+
+
+# ---- 6. a regex subscription through the CLI --------------------------------------------
+def _consume_pattern(bootstrap: str, group: str, pattern: str) -> list[str]:
+    r = kafkactl("consume", "--group", group, "--topic-pattern", pattern, "-e",
+                 "-o", "earliest", "-q", "-b", bootstrap)
+    assert r.returncode == 0, r.stderr
+    return r.stdout.splitlines()
+
+
+def test_cli_regex_subscription_consumes_and_commits_matching_topics(
+        broker_factory: Any) -> None:
+    b = broker_factory(**FAST)
+    topics = {"rx-a": 2, "rx-b": 1, "other": 1, "xrx-c": 1}  # the pattern must match fully
+    values = {t: [f"{t}:{i}" for i in range(30)] for t in topics}
+    for t, n in topics.items():
+        create_topic(b.bootstrap, t, n)
+        produce(b.bootstrap, t, values[t])
+    out = _consume_pattern(b.bootstrap, "RX", "rx-.*")
+    assert sorted(out) == sorted(values["rx-a"] + values["rx-b"])
+    shown = offsets_show(b.bootstrap, "RX")
+    assert set(shown) == {("rx-a", 0), ("rx-a", 1), ("rx-b", 0)}
+    assert all(r["current_offset"] == r["log_end_offset"] and r["lag"] == 0
+               for r in shown.values())
+    assert sum(r["current_offset"] for r in shown.values()) == 60
+    # a matching topic created later is picked up on the next run, which resumes the
+    # others from their committed offsets
+    create_topic(b.bootstrap, "rx-new", 1)
+    produce(b.bootstrap, "rx-new", ["rx-new:0", "rx-new:1"])
+    produce(b.bootstrap, "rx-a", ["rx-a:late"])
+    out = _consume_pattern(b.bootstrap, "RX", "rx-.*")
+    assert sorted(out) == ["rx-a:late", "rx-new:0", "rx-new:1"]
+    shown = offsets_show(b.bootstrap, "RX")
+    assert set(shown) == {("rx-a", 0), ("rx-a", 1), ("rx-b", 0), ("rx-new", 0)}
+    assert all(r["lag"] == 0 for r in shown.values())
+    assert shown[("rx-new", 0)]["current_offset"] == 2
+
+
+# ---- 7. aiokafka and confluent-kafka in one group ---------------------------------------
+def test_aiokafka_and_confluent_share_a_group(broker_factory: Any) -> None:
+    from aiokafka import AIOKafkaConsumer
+    from aiokafka.structs import TopicPartition as ATP
+    from confluent_kafka import Consumer, TopicPartition
+
+    b = broker_factory(**FAST)
+    create_topic(b.bootstrap, "mix", 4)
+    group = "mix-g"
+    lock = threading.Lock()
+    seen: dict[str, list[tuple[int, int, str]]] = {"aio": [], "cf": []}
+    aio: dict[str, Any] = {"assignment": set(), "committed": None, "error": None}
+    read_commits, stop = threading.Event(), threading.Event()
+
+    async def aio_member() -> None:
+        consumer = AIOKafkaConsumer(
+            "mix", bootstrap_servers=b.bootstrap, group_id=group,
+            auto_offset_reset="earliest", enable_auto_commit=False,
+            heartbeat_interval_ms=500, session_timeout_ms=10000)
+        await consumer.start()
+        try:
+            while not read_commits.is_set():
+                batches = await consumer.getmany(timeout_ms=100)
+                with lock:
+                    for tp, msgs in batches.items():
+                        seen["aio"].extend((tp.partition, m.offset, m.value.decode())
+                                           for m in msgs)
+                    aio["assignment"] = {tp.partition for tp in consumer.assignment()}
+                if batches:
+                    await consumer.commit()
+            aio["committed"] = {p: await consumer.committed(ATP("mix", p)) for p in range(4)}
+            while not stop.is_set():
+                await asyncio.sleep(0.1)
+        finally:
+            await consumer.stop()  # leaves the group
+
+    def run_aio() -> None:
+        try:
+            asyncio.run(aio_member())
+        except BaseException as e:  # surfaced by the main thread
+            aio["error"] = e
+
+    cf = Consumer({"bootstrap.servers": b.bootstrap, "group.id": group,
+                   "auto.offset.reset": "earliest", "enable.auto.commit": False,
+                   "heartbeat.interval.ms": 500, "session.timeout.ms": 10000})
+    cf.subscribe(["mix"])
+
+    def pump(seconds: float = 0.3) -> None:
+        assert aio["error"] is None, aio["error"]
+        end = time.monotonic() + seconds
+        while time.monotonic() < end:
+            m = cf.poll(0.05)
+            if m is not None and not m.error():
+                with lock:
+                    seen["cf"].append((m.partition(), m.offset(), m.value().decode()))
+
+    thread = threading.Thread(target=run_aio, daemon=True)
+    try:
+        wait_until(lambda: (pump(), len(cf.assignment()) == 4)[1], 60,
+                   "confluent to own all 4 partitions")
+        thread.start()
+
+        def split() -> bool:
+            pump()
+            with lock:
+                mine, theirs = {tp.partition for tp in cf.assignment()}, aio["assignment"]
+            return len(mine) == len(theirs) == 2 and mine | theirs == {0, 1, 2, 3}
+
+        wait_until(split, 60, "the partitions to be split 2/2")
+        admin = connect(b.bootstrap)
+        wait_until(lambda: (pump(), describe_group(admin, group)["group_state"] == "Stable")[1],
+                   30, "the group to be Stable")
+        d = describe_group(admin, group)
+        admin.close()
+        # confluent offers range then roundrobin, aiokafka only roundrobin: the one
+        # protocol every member supports wins
+        assert d["protocol_data"] == "roundrobin" and len(d["members"]) == 2
+        values = [f"mix-{i}" for i in range(400)]
+        produce(b.bootstrap, "mix", values)  # after the split: nothing read twice
+        wait_until(lambda: (pump(), len(seen["aio"]) + len(seen["cf"]) >= 400)[1], 60,
+                   "400 records between the two members")
+        pump(1.0)
+        with lock:
+            parts = {"aio": {p for p, _, _ in seen["aio"]}, "cf": {p for p, _, _ in seen["cf"]}}
+            got = [v for _, _, v in seen["aio"] + seen["cf"]]
+        assert sorted(got) == sorted(values)  # none missing, none twice
+        assert parts["aio"] and parts["cf"] and not parts["aio"] & parts["cf"]
+        cf.commit(asynchronous=False)
+        ends: dict[int, int] = {}
+        for p, o, _ in seen["aio"] + seen["cf"]:
+            ends[p] = max(ends.get(p, 0), o + 1)
+        read_commits.set()  # aiokafka reads every partition's committed offset
+        wait_until(lambda: aio["committed"] is not None or aio["error"] is not None, 30,
+                   "aiokafka to read the committed offsets")
+        assert aio["error"] is None, aio["error"]
+        assert aio["committed"] == ends  # confluent's commits are visible to aiokafka
+        committed = cf.committed([TopicPartition("mix", p) for p in range(4)], timeout=20)
+        assert {tp.partition: tp.offset for tp in committed} == ends  # and aiokafka's to it
+    finally:
+        read_commits.set()
+        stop.set()
+        if thread.is_alive():
+            thread.join(30)
+        cf.close()
+    shown = offsets_show(b.bootstrap, group)
+    assert {tp[1]: r["current_offset"] for tp, r in shown.items()} == ends
+    assert all(r["lag"] == 0 for r in shown.values())

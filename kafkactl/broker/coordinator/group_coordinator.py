@@ -452,6 +452,11 @@ class GroupCoordinator:
                          protocol_name: str | None,
                          assignments: dict[str, bytes]) -> SyncResult:
         code = self.check_group(group_id)
+        if code == E.COORDINATOR_LOAD_IN_PROGRESS:
+            # as Kafka: the rebalance's state is lost while loading; REBALANCE_IN_PROGRESS
+            # sends the member back to JoinGroup (older clients do not expect the loading
+            # error from SyncGroup)
+            return SyncResult(E.REBALANCE_IN_PROGRESS)
         if code != E.NONE:
             return SyncResult(code)
         group = self.groups.get(group_id)
@@ -513,6 +518,8 @@ class GroupCoordinator:
     def heartbeat(self, group_id: str, generation_id: int, member_id: str,
                   instance_id: str | None) -> ErrorCode:
         code = self.check_group(group_id)
+        if code == E.COORDINATOR_LOAD_IN_PROGRESS:
+            return E.NONE  # as Kafka: answered blindly while the group loads
         if code != E.NONE:
             return code
         group = self.groups.get(group_id)

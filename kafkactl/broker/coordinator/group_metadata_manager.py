@@ -203,31 +203,57 @@ class GroupMetadataManager:
         return code
 
     def expire_offsets(self, retention_ms: int) -> int:
-        """Kafka's offset expiration: offsets of a group without members expire
-        offsets.retention.minutes after the group became empty (or, for a group that only
-        stores offsets, after the commit); explicit expire timestamps win. Empty groups
-        left with no offsets are removed. Returns how many offsets expired."""
+        """Kafka's offset expiration (KIP-211, KIP-496), per group:
+
+        * a group with a protocol type and no members (Empty): an offset expires
+          offsets.retention.minutes after the group became Empty (after its commit if that
+          time is unknown);
+        * a Stable consumer group: only offsets of topics no member subscribes to, counted
+          from their commit;
+        * a group that only stores offsets (no protocol type): counted from the commit;
+        * an explicit expire timestamp (OffsetCommit v2-v4 retention) replaces the
+          computed deadline wherever the group's rule lets an offset expire.
+
+        An Empty group left with no offsets is deleted. Returns how many offsets expired."""
         now = self.now_ms()
         expired_total = 0
         for group in list(self.groups.values()):
-            if not group.is_(GroupState.EMPTY) or self.is_loading(group.group_id):
+            if self.is_loading(group.group_id):
                 continue
-            doomed = []
-            for tp, o in group.offsets.items():
-                if o.expire_timestamp >= 0:
-                    if now >= o.expire_timestamp:
-                        doomed.append(tp)
-                    continue
-                base = o.commit_timestamp if not group.protocol_type or \
-                    group.state_timestamp_ms < 0 else group.state_timestamp_ms
-                if now - base >= retention_ms:
-                    doomed.append(tp)
+            doomed = self._expired_offsets(group, now, retention_ms)
             if doomed and self.delete_offsets(group, doomed) == ErrorCode.NONE:
                 expired_total += len(doomed)
                 log.info("expired %d offset(s) of group %s", len(doomed), group.group_id)
-            if not group.offsets and group.generation_id >= 0:
+            if group.is_(GroupState.EMPTY) and not group.offsets:
                 self.delete_group(group)
         return expired_total
+
+    @staticmethod
+    def _expired_offsets(group: GroupMetadata, now: int, retention_ms: int
+                         ) -> list[tuple[str, int]]:
+        keep_topics: set[str] = set()
+        since_empty = False
+        if group.protocol_type and group.is_(GroupState.EMPTY):
+            since_empty = group.state_timestamp_ms >= 0
+        elif group.protocol_type == "consumer" and group.is_(GroupState.STABLE):
+            subscribed = group.subscribed_topics()
+            if subscribed is None:
+                return []
+            keep_topics = subscribed
+        elif group.protocol_type:
+            return []  # rebalancing, or a non-consumer protocol with members
+        doomed = []
+        for tp, o in group.offsets.items():
+            if tp[0] in keep_topics:
+                continue
+            if o.expire_timestamp >= 0:
+                if now >= o.expire_timestamp:
+                    doomed.append(tp)
+                continue
+            base = group.state_timestamp_ms if since_empty else o.commit_timestamp
+            if now - base >= retention_ms:
+                doomed.append(tp)
+        return doomed
 
     # ---- loading ------------------------------------------------------------------------
     async def load_all(self) -> None:

@@ -14,17 +14,18 @@ def handle_offset_commit(apis: Any, ctx: Any, request: dict[str, Any]) -> dict[s
     coordinator = apis.server.group_coordinator
     v = ctx.api_version
     now = coordinator.now_ms()
+    # As Kafka since 2.1 (KIP-211): v1's commit_timestamp is only the commit time (it no
+    # longer sets a deadline); v2-v4's retention_time_ms sets an explicit deadline from now;
+    # otherwise the group's state decides when offsets expire (see expire_offsets).
     retention = request.get("retention_time_ms", -1) if 2 <= v <= 4 else -1
+    expire = now + retention if retention >= 0 else -1
     offsets: dict[tuple[str, int], OffsetAndMetadata] = {}
     for t in request.get("topics") or ():
         for p in t.get("partitions") or ():
             ts = p.get("commit_timestamp", -1) if v == 1 else -1
-            commit_ts = ts if ts >= 0 else now
             offsets[(t["name"], p["partition_index"])] = OffsetAndMetadata(
                 p["committed_offset"], p.get("committed_leader_epoch", -1),
-                p.get("committed_metadata") or "", commit_ts,
-                commit_ts + retention if retention >= 0 else (ts + coordinator.retention_ms
-                                                              if ts >= 0 else -1))
+                p.get("committed_metadata") or "", ts if ts >= 0 else now, expire)
     generation = request.get("generation_id_or_member_epoch", -1) if v >= 1 else -1
     member = (request.get("member_id") or "") if v >= 1 else ""
     errors = coordinator.commit_offsets(request["group_id"], generation, member,
