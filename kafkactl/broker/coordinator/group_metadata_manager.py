@@ -8,7 +8,8 @@ persisted to the compacted internal topic `__consumer_offsets` in Kafka's key/va
   this broker leads every partition, so it coordinates every group.
 * After a restart each partition is replayed into the cache in a worker thread; until that
   is done the coordinator answers COORDINATOR_LOAD_IN_PROGRESS (the seed's
-  OffsetsLoadInProgress) for the groups in it, and clients retry.
+  OffsetsLoadInProgress) for the groups in it, and clients retry (as Kafka, Heartbeat
+  answers NONE and SyncGroup REBALANCE_IN_PROGRESS meanwhile).
 """
 
 from __future__ import annotations
