@@ -119,6 +119,44 @@ def render_json(r: ConsumerRecord) -> bytes:
     return json.dumps(d, ensure_ascii=False).encode() + b"\n"
 
 
+def plain_lines(batch: Any, fetch_offset: int, sep: bytes | None, limit: int | None
+                ) -> tuple[bytes, int] | None:
+    """`value\n` (or `key SEP value\n`) for every record of a header-less magic-2 batch
+    from fetch_offset on (at most `limit`), joined in C; (lines, count), or None when the
+    batch needs the per-record render. Null keys and values print as nothing."""
+    from kafkactl.record.value_scan import fast_key_values, fast_values
+
+    if batch.magic != 2:
+        return None
+    keys: Any = None
+    if sep is None:
+        values: Any = fast_values(batch, fetch_offset)
+        if values is None:
+            return None
+    else:
+        found = fast_key_values(batch, fetch_offset)
+        if found is None:
+            return None
+        keys, values = found
+    if limit is not None and len(values) > limit:
+        values = values[:limit]
+        keys = keys[:limit] if keys is not None else None
+    n = len(values)
+    if n == 0:
+        return b"", 0
+    if None in values:
+        values = [b"" if v is None else v for v in values]
+    if keys is None:
+        return b"\n".join(values) + b"\n", n
+    if None in keys:
+        keys = [b"" if k is None else k for k in keys]
+    parts = [b"\n"] * (4 * n)
+    parts[0::4] = keys
+    parts[1::4] = [sep] * n
+    parts[2::4] = values
+    return b"".join(parts), n
+
+
 def _group_source(group: str) -> Any:
     """Consumer groups: `--group G` consumes through kafkactl.client.group.GroupConsumer."""
     from kafkactl.client.group import GroupConsumer
@@ -158,7 +196,7 @@ def consume(
     """Print records of the given topics to stdout (value per line by default)."""
     from kafkactl.client.consumer import Consumer
     from kafkactl.client.errors import ClientError
-    from kafkactl.client.fetcher import EARLIEST, LATEST, ConsumerRecord, fast_values
+    from kafkactl.client.fetcher import EARLIEST, LATEST, ConsumerRecord
     from kafkactl.protocol.errors import KafkaError
     from kafkactl.record.errors import RecordError
 
@@ -187,7 +225,8 @@ def consume(
             render = compile_format("".join(parts))
     except (typer.BadParameter, re.error) as e:
         raise fail(str(e), 2) from None
-    value_only = fmt is None and not as_json and sep is None and not print_offsets
+    # value (or key SEP value) per line: header-less batches skip the per-record render
+    plain = fmt is None and not as_json and not print_offsets and (sep is None or b"%" not in sep)
     source = _group_source(group) if group else None
 
     signal.signal(signal.SIGINT, signal.default_int_handler)
@@ -221,16 +260,10 @@ def consume(
             buf: list[bytes] = []
             for pf in chunks:
                 for b in pf.batches():
-                    vals = fast_values(b, pf.fetch_offset) if value_only and b.magic == 2 \
-                        else None
-                    if vals is not None:
-                        if remaining is not None and len(vals) > remaining:
-                            vals = vals[:remaining]
-                        if vals:
-                            buf.append(b"\n".join(
-                                b"" if v is None else v for v in vals))  # type: ignore[misc]
-                            buf.append(b"\n")
-                        n = len(vals)
+                    fast = plain_lines(b, pf.fetch_offset, sep, remaining) if plain else None
+                    if fast is not None:
+                        lines, n = fast
+                        buf.append(lines)
                     else:
                         n = 0
                         tstype = int(b.timestamp_type)

@@ -99,3 +99,26 @@ def test_closed_pipe_and_bad_input(broker) -> None:
                  ["-t", "nope-missing"], [], ["-t", "big", "--topic-pattern", "("]):
         r = consume(broker.bootstrap, *args)
         assert r.returncode != 0 and b"Traceback" not in r.stderr and b"error" in r.stderr, args
+
+
+def test_key_separator_fast_path_prints_what_the_format_path_prints(broker) -> None:
+    """`-K SEP` renders header-less batches without the per-record formatter; the bytes
+    must be exactly what `-f '%kSEP%s\\n'` (the general path) prints, including null keys
+    and values, a batch with headers in between, and a -c limit inside a batch."""
+    from confluent_kafka import Producer
+
+    p = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 50})
+    for i in range(500):
+        key = None if i % 7 == 0 else b"k%d" % i
+        value = None if i % 11 == 0 else b"value %d" % i
+        headers = [("h", b"x")] if 200 <= i < 210 else None
+        if i in (200, 210):
+            assert p.flush(30) == 0  # the records with headers get batches of their own
+        p.produce("ksep", value=value, key=key, partition=0, headers=headers)
+    assert p.flush(30) == 0
+    for extra in (["--from-beginning"], ["--from-beginning", "-c", "333"],
+                  ["-o", "123", "-c", "50"]):
+        fast = consume(broker.bootstrap, "-t", "ksep", *extra, "-K", "=>")
+        slow = consume(broker.bootstrap, "-t", "ksep", *extra, "-f", "%k=>%s\\n")
+        assert fast.returncode == slow.returncode == 0, fast.stderr + slow.stderr
+        assert fast.stdout == slow.stdout and fast.stdout

@@ -151,3 +151,34 @@ def test_key_values_path_matches_the_general_encoder(pairs, batch_size) -> None:
         entries += b.entries
     assert got == pairs
     assert entries == list(range(len(pairs)))
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.one_of(st.none(), st.binary(max_size=300)),
+                          st.one_of(st.none(), st.binary(max_size=9000))),
+                min_size=1, max_size=60),
+       st.integers(min_value=0, max_value=70), st.sampled_from([Compression.NONE,
+                                                                Compression.ZSTD]))
+def test_fast_key_values_matches_general_decoder(pairs, start, codec) -> None:
+    from kafkactl.record.value_scan import fast_key_values
+
+    b = ProducerBatch("t", 0, 1 << 24)
+    for k, v in pairs:
+        assert b.append(None, k, v) is not None
+    batch = RecordBatch(memoryview(b.build(codec)))
+    found = fast_key_values(batch, start)
+    assert found is not None
+    keys, values = found
+    general = [r for r in batch if r.offset >= start]
+    assert [None if k is None else bytes(k) for k in keys] == \
+        [None if r.key is None else bytes(r.key) for r in general]
+    assert [None if v is None else bytes(v) for v in values] == \
+        [None if r.value is None else bytes(r.value) for r in general]
+
+
+def test_fast_key_values_declines_headers() -> None:
+    from kafkactl.record.value_scan import fast_key_values
+
+    b = ProducerBatch("t", 0, 1 << 20)
+    b.append(None, b"k", b"v", [("h", b"1")])
+    assert fast_key_values(RecordBatch(memoryview(b.build())), 0) is None
