@@ -1,48 +1,29 @@
 """ProducerBatch: the records of one partition being filled, encoded straight into v2 bytes.
 
 The producer is the only place records are ever encoded (the broker stores and serves these
-bytes unchanged), so this encoder is tuned: zig-zag varints come from precomputed tables and
-each record is a handful of list appends joined once at `build()` time. The output is a
-standard magic-2 RecordBatch (see kafkactl.record.batch for the layout); the base offset is 0
-and the broker stamps the real one.
+bytes unchanged). A record in general goes through record.batch.encode_record and the batch
+is framed by record.batch.assemble_batch (the same code RecordBatchBuilder uses); the bulk
+paths (values only, keyed values, equal-length runs via record.uniform) fill batch.size
+with table lookups and list appends joined once at `build()` time. The base offset is 0 and
+the broker stamps the real one.
 """
 
 from __future__ import annotations
 
-import struct
 import time
 from bisect import bisect_right
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from kafkactl.record.batch import RECORD_BATCH_OVERHEAD, assemble_batch, encode_record
 from kafkactl.record.codecs import Compression, compress
-from kafkactl.record.crc import crc32c
 from kafkactl.record.uniform import MAX_VALUE_SIZE, MIN_RUN, VALUE_ONLY_PREFIX, ZIGZAG, layout_for
-from kafkactl.record.varint import encode_varint, encode_varlong
 
 # ZZ[n] = zig-zag varint of a small non-negative n (lengths, offset deltas, header counts),
 # from record's shared tables.
 ZZ: tuple[bytes, ...] = ZIGZAG
 _TABLE_SIZE = len(ZZ)
-_NULL = encode_varint(-1)  # b"\x01": a null key/value/header value
-
-
-def _zigzag_varint(n: int) -> bytes:
-    return encode_varlong(n)
-
-
-def zz(n: int) -> bytes:
-    return ZZ[n] if 0 <= n < _TABLE_SIZE else _zigzag_varint(n)
-
-
 _VALUE_ONLY_PREFIX = VALUE_ONLY_PREFIX  # per offset delta: attributes .. null key
-
-
-# Header fields after the CRC: attributes .. record count (40 bytes).
-_AFTER_CRC = struct.Struct(">hiqqqhii")
-# Fields before (and including) the CRC: base offset, batch length, leader epoch, magic, crc.
-_BEFORE_CRC = struct.Struct(">qiibI")
-RECORD_BATCH_OVERHEAD = 61
 
 
 def now_ms() -> int:
@@ -108,32 +89,9 @@ class ProducerBatch:
             self._uniform_ts = False
             if timestamp is not None and timestamp > self.max_timestamp:
                 self.max_timestamp = timestamp
-        body = [b"\x00", zz(ts_delta) if ts_delta >= 0 else _zigzag_varint(ts_delta), zz(delta)]
-        if key is None:
-            body.append(b"\x01")
-        else:
-            body.append(zz(klen))
-            body.append(key)
-        if value is None:
-            body.append(b"\x01")
-        else:
-            body.append(zz(vlen))
-            body.append(value)
-        body.append(zz(len(headers)))
-        for hk, hv in headers:
-            hkb = hk.encode()
-            body.append(zz(len(hkb)))
-            body.append(hkb)
-            if hv is None:
-                body.append(b"\x01")
-            else:
-                body.append(zz(len(hv)))
-                body.append(hv)
-        record = b"".join(body)
-        head = zz(len(record))
-        self.parts.append(head)
+        record = encode_record(delta, ts_delta, key, value, headers)
         self.parts.append(record)
-        self.size += len(head) + len(record)
+        self.size += len(record)
         self.record_count = delta + 1
         return delta
 
@@ -279,14 +237,11 @@ class ProducerBatch:
         if compression:
             records = compress(Compression(compression), records)
             attributes = int(compression) & 0x07
-        after = _AFTER_CRC.pack(
-            attributes, self.record_count - 1, self.base_timestamp, self.max_timestamp,
-            self.producer_id, self.producer_epoch, self.base_sequence, self.record_count,
-        )
-        crc = crc32c(records, crc32c(after))
-        batch_length = len(after) + len(records) + 9  # leader epoch(4) + magic(1) + crc(4)
-        before = _BEFORE_CRC.pack(0, batch_length, -1, 2, crc)
-        self.built = b"".join((before, after, records))
+        self.built = assemble_batch(
+            records, attributes=attributes, last_offset_delta=self.record_count - 1,
+            base_timestamp=self.base_timestamp, max_timestamp=self.max_timestamp,
+            producer_id=self.producer_id, producer_epoch=self.producer_epoch,
+            base_sequence=self.base_sequence, record_count=self.record_count)
         self.parts = []
         return self.built
 

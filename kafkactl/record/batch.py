@@ -398,27 +398,7 @@ class RecordBatchBuilder:
             base_ts = self._base_ts = timestamp
         if timestamp > self._max_ts:
             self._max_ts = timestamp
-        cache = _UNSIGNED_CACHE
-        # zigzag of small non-negative deltas is 2*n: index the cache directly
-        ts_delta = timestamp - base_ts
-        ts_enc = cache[ts_delta << 1] if 0 <= ts_delta < 8192 else encode_varlong(ts_delta)
-        off_enc = cache[delta << 1] if delta < 8192 else encode_varint(delta)
-        if key is None:
-            klen = b"\x01"
-            key = b""
-        else:
-            n = len(key)
-            klen = cache[n << 1] if n < 8192 else encode_varint(n)
-        if value is None:
-            vlen = b"\x01"
-            value = b""
-        else:
-            n = len(value)
-            vlen = cache[n << 1] if n < 8192 else encode_varint(n)
-        hdr = _encode_headers(headers) if headers else b"\x00"
-        body = b"".join((b"\x00", ts_enc, off_enc, klen, key, vlen, value, hdr))
-        n = len(body)
-        rec = (cache[n << 1] if n < 8192 else encode_varint(n)) + body
+        rec = encode_record(delta, timestamp - base_ts, key, value, headers)
         self._records.append(rec)
         self._count += 1
         self._size += len(rec)
@@ -503,35 +483,77 @@ class RecordBatchBuilder:
         records = b"".join(self._records)
         if self.compression != Compression.NONE:
             records = compress(self.compression, records)
-        base_ts = self._base_ts if self._base_ts is not None else NO_TIMESTAMP
-        tail = _AFTER_CRC.pack(
-            self._attributes(), max(self._last_delta, 0), base_ts, self._max_ts,
-            self.producer_id, self.producer_epoch, self.base_sequence, self._count,
-        )
-        crc = crc32c(records, crc32c(tail))
-        head = struct.pack(
-            ">qiibI", self.base_offset, RECORD_BATCH_OVERHEAD - LOG_OVERHEAD + len(records),
-            self.partition_leader_epoch, CURRENT_MAGIC, crc,
-        )
-        return b"".join((head, tail, records))
+        return assemble_batch(
+            records, attributes=self._attributes(), last_offset_delta=max(self._last_delta, 0),
+            base_timestamp=self._base_ts if self._base_ts is not None else NO_TIMESTAMP,
+            max_timestamp=self._max_ts, producer_id=self.producer_id,
+            producer_epoch=self.producer_epoch, base_sequence=self.base_sequence,
+            record_count=self._count, base_offset=self.base_offset,
+            partition_leader_epoch=self.partition_leader_epoch)
 
 
-def _encode_bytes(b: bytes | None) -> bytes:
-    if b is None:
-        return b"\x01"
-    return encode_varint(len(b)) + b
+def encode_record(offset_delta: int, timestamp_delta: int, key: bytes | None,
+                  value: bytes | None, headers: Iterable[tuple[str, bytes | None]] = ()
+                  ) -> bytes:
+    """One v2 record, length prefix included (the one record encoder: RecordBatchBuilder
+    and the client's ProducerBatch both call it)."""
+    cache = _UNSIGNED_CACHE
+    # zigzag of small non-negative n is 2n: index the unsigned cache directly
+    ts_enc = (cache[timestamp_delta << 1] if 0 <= timestamp_delta < 8192
+              else encode_varlong(timestamp_delta))
+    off_enc = cache[offset_delta << 1] if offset_delta < 8192 else encode_varint(offset_delta)
+    if key is None:
+        klen = b"\x01"
+        key = b""
+    else:
+        n = len(key)
+        klen = cache[n << 1] if n < 8192 else encode_varint(n)
+    if value is None:
+        vlen = b"\x01"
+        value = b""
+    else:
+        n = len(value)
+        vlen = cache[n << 1] if n < 8192 else encode_varint(n)
+    hdr = _encode_headers(headers) if headers else b"\x00"
+    body = b"".join((b"\x00", ts_enc, off_enc, klen, key, vlen, value, hdr))
+    n = len(body)
+    return (cache[n << 1] if n < 8192 else encode_varint(n)) + body
+
+
+_BEFORE_CRC = struct.Struct(">qiibI")  # base offset, batch length, leader epoch, magic, crc
+
+
+def assemble_batch(records: bytes, *, attributes: int, last_offset_delta: int,
+                   base_timestamp: int, max_timestamp: int, producer_id: int,
+                   producer_epoch: int, base_sequence: int, record_count: int,
+                   base_offset: int = 0, partition_leader_epoch: int = -1) -> bytes:
+    """A complete magic-2 batch around an (already compressed) records section, with its
+    CRC-32C (which covers everything after the CRC field)."""
+    tail = _AFTER_CRC.pack(attributes, last_offset_delta, base_timestamp, max_timestamp,
+                           producer_id, producer_epoch, base_sequence, record_count)
+    crc = crc32c(records, crc32c(tail))
+    head = _BEFORE_CRC.pack(base_offset, RECORD_BATCH_OVERHEAD - LOG_OVERHEAD + len(records),
+                            partition_leader_epoch, CURRENT_MAGIC, crc)
+    return b"".join((head, tail, records))
 
 
 def _encode_headers(headers: Iterable[tuple[str, bytes | None]]) -> bytes:
+    cache = _UNSIGNED_CACHE
     parts = []
     n = 0
     for hkey, hval in headers:
         kb = hkey.encode("utf-8") if isinstance(hkey, str) else bytes(hkey)
-        parts.append(encode_varint(len(kb)))
+        k = len(kb)
+        parts.append(cache[k << 1] if k < 8192 else encode_varint(k))
         parts.append(kb)
-        parts.append(_encode_bytes(None if hval is None else bytes(hval)))
+        if hval is None:
+            parts.append(b"\x01")
+        else:
+            v = len(hval)
+            parts.append(cache[v << 1] if v < 8192 else encode_varint(v))
+            parts.append(hval if isinstance(hval, bytes) else bytes(hval))
         n += 1
-    return encode_varint(n) + b"".join(parts)
+    return (cache[n << 1] if n < 8192 else encode_varint(n)) + b"".join(parts)
 
 
 # -- in-place header edits (bytearray or writable memoryview) --
