@@ -11,7 +11,6 @@ the broker stamps the real one.
 from __future__ import annotations
 
 import time
-from bisect import bisect_right
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -202,26 +201,26 @@ class ProducerBatch:
         with the values (list slice assignment) and joined once at build(). Returns the
         index after the run (== start when there is no such run of at least _MIN_RUN)."""
         vlen = len(values[start])
+        head = values[start:start + MIN_RUN]
+        if len(head) < MIN_RUN or set(map(len, head)) != {vlen}:
+            return start  # varying lengths: no table is built for them
         delta = self.record_count
         layout = layout_for(vlen)
-        ends = layout.ends
-        room = self.batch_size - self.size
-        last = bisect_right(ends, ends[delta] + room, delta) - 1  # deltas < last fit
-        if delta == 0 and last == 0:
-            last = 1  # a batch always takes its first record
-        k = min(last - delta, len(values) - start)
+        k = layout.fit(delta, self.batch_size - self.size)
+        if delta == 0 and k == 0:
+            k = 1  # a batch always takes its first record
+        k = min(k, len(values) - start)
         if k < MIN_RUN:
             return start
         run = values[start:start + k]
-        lengths = set(map(len, run))
-        if len(lengths) != 1:
+        if set(map(len, run)) != {vlen}:
             # Mixed lengths: keep the uniform prefix, if it is long enough.
             k = next(j for j, v in enumerate(run) if len(v) != vlen)
             if k < MIN_RUN:
                 return start
             run = run[:k]
         self.parts += layout.encode(run, delta)
-        self.size += ends[delta + k] - ends[delta]
+        self.size += layout.size_of(delta, k)
         self.record_count = delta + k
         return start + k
 

@@ -10,6 +10,7 @@ memcmp), so a section that differs in any byte takes the general decoder instead
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from operator import itemgetter
 
 from kafkactl.record.varint import _UNSIGNED_CACHE
@@ -28,27 +29,48 @@ VALUE_ONLY_PREFIX: tuple[bytes, ...] = tuple(
 class UniformLayout:
     """Records of one value length, by offset delta d: `heads[d]` (length varint ..
     value length varint; the record is heads[d] + value + b"\\x00"), `ends[d]` (bytes of
-    records 0..d-1) and `value_at[d]` (the slice of record d's value in the section)."""
+    records 0..d-1) and `value_at[d]` (the slice of record d's value in the section).
+    The tables grow on demand, so a layout costs in proportion to the records it served."""
 
-    __slots__ = ("value_size", "heads", "ends", "value_at")
+    __slots__ = ("value_size", "heads", "ends", "value_at", "_lv")
 
     def __init__(self, value_size: int) -> None:
-        lv = ZIGZAG[value_size]
         self.value_size = value_size
+        self._lv = ZIGZAG[value_size]
         self.heads: list[bytes] = []
         self.ends: list[int] = [0]
         self.value_at: list[slice] = []
-        total = 0
-        for prefix in VALUE_ONLY_PREFIX[:MAX_RECORDS]:
-            head = ZIGZAG[len(prefix) + len(lv) + value_size + 1] + prefix + lv
-            self.heads.append(head)
+
+    def ensure(self, count: int) -> None:
+        """Make the tables cover offset deltas 0..count-1 (count <= MAX_RECORDS)."""
+        heads, ends, value_at = self.heads, self.ends, self.value_at
+        if len(heads) >= count:
+            return
+        lv, size = self._lv, self.value_size
+        total = ends[-1]
+        for prefix in VALUE_ONLY_PREFIX[len(heads):min(count, MAX_RECORDS)]:
+            head = ZIGZAG[len(prefix) + len(lv) + size + 1] + prefix + lv
+            heads.append(head)
             start = total + len(head)
-            self.value_at.append(slice(start, start + value_size))
-            total = start + value_size + 1
-            self.ends.append(total)
+            value_at.append(slice(start, start + size))
+            total = start + size + 1
+            ends.append(total)
+
+    def fit(self, first_delta: int, room: int) -> int:
+        """How many records from offset delta `first_delta` fit in `room` bytes."""
+        upper = min(MAX_RECORDS, first_delta + room // (self.value_size + 5) + 1)
+        self.ensure(upper)
+        ends = self.ends
+        return bisect_right(ends, ends[first_delta] + room, first_delta) - 1 - first_delta
+
+    def size_of(self, first_delta: int, count: int) -> int:
+        """Bytes of records first_delta .. first_delta+count-1."""
+        self.ensure(first_delta + count)
+        return self.ends[first_delta + count] - self.ends[first_delta]
 
     def encode(self, values: list[bytes] | tuple[bytes, ...], first_delta: int) -> list[bytes]:
         """Parts to join for records first_delta.. holding `values` (all value_size long)."""
+        self.ensure(first_delta + len(values))
         out: list[bytes] = [b"\x00"] * (3 * len(values))  # every third: header count 0
         out[0::3] = self.heads[first_delta:first_delta + len(values)]
         out[1::3] = values
@@ -58,7 +80,10 @@ class UniformLayout:
         """The `count` values of a section in this layout, or None when the section is not
         exactly that. (Bytes, not memoryviews: slicing and comparing bytes is C-speed, while
         a memoryview comparison unpacks item by item.)"""
-        if count < MIN_RUN or count > MAX_RECORDS or len(section) != self.ends[count]:
+        if count < MIN_RUN or count > MAX_RECORDS:
+            return None
+        self.ensure(count)
+        if len(section) != self.ends[count]:
             return None
         data = section if isinstance(section, bytes) else bytes(section)
         values: tuple[bytes, ...] = itemgetter(*self.value_at[:count])(data)
@@ -68,7 +93,7 @@ class UniformLayout:
 
 
 _LAYOUTS: dict[int, UniformLayout] = {}
-_MAX_LAYOUTS = 8  # value lengths kept (each ~1-2 MB of small objects)
+_MAX_LAYOUTS = 16  # value lengths kept (each up to ~1-2 MB of small objects)
 
 
 def layout_for(value_size: int) -> UniformLayout:
@@ -85,16 +110,30 @@ def uniform_values(section: bytes | memoryview, count: int) -> tuple[bytes, ...]
     uniform layout; None otherwise (the caller decodes it record by record)."""
     if count < MIN_RUN or len(section) < 8:
         return None
-    b0 = section[0]
-    if b0 < 0x80:
-        record_size = b0 >> 1
-    elif section[1] < 0x80:
-        record_size = ((b0 & 0x7F) | (section[1] << 7)) >> 1
-    else:
+    size = _record_size(section, 0)
+    if size is None:
         return None
+    # Cheap rejection before any table: records 1 and 2 must be as long as record 0
+    # (offset deltas 1 and 2 still take one varint byte).
+    second = size[0] + size[1]
+    for at in (second, 2 * second):
+        if at + 2 > len(section) or _record_size(section, at) != size:
+            return None
+    record_size = size[0]
     # record_size = 4 (prefix of delta 0) + len(value length varint) + value_size + 1
     for lv_len in (1, 2):
         value_size = record_size - 5 - lv_len
         if 0 <= value_size < MAX_VALUE_SIZE and len(ZIGZAG[value_size]) == lv_len:
             return layout_for(value_size).decode(section, count)
+    return None
+
+
+def _record_size(section: bytes | memoryview, at: int) -> tuple[int, int] | None:
+    """(record length, bytes of its length varint) at `at`, for 1-2 byte varints."""
+    b0 = section[at]
+    if b0 < 0x80:
+        return b0 >> 1, 1
+    b1 = section[at + 1]
+    if b1 < 0x80:
+        return ((b0 & 0x7F) | (b1 << 7)) >> 1, 2
     return None

@@ -72,3 +72,21 @@ def test_declines_other_shapes() -> None:
                           40) is None
     mixed = [b"x" * 10] * 20 + [b"y" * 11] * 20
     assert uniform_values(bytes(_batch(mixed).records_section()), 40) is None
+
+
+def test_varying_lengths_build_no_tables() -> None:
+    """Sections and value runs whose lengths vary are turned away before a layout is
+    built (building one per length thrashed the cache and cost ~10 ms per batch)."""
+    from kafkactl.client.producer_batch import ProducerBatch
+    from kafkactl.record import uniform
+
+    uniform._LAYOUTS.clear()
+    values = [b"v" * (50 + (i * 37) % 101) for i in range(2000)]
+    assert uniform_values(bytes(_batch(values).records_section()), len(values)) is None
+    batch = ProducerBatch("t", 0, 1 << 20)
+    assert batch.append_values(values) == len(values)
+    assert uniform._LAYOUTS == {}
+    same = [b"s" * 77] * 100
+    assert uniform_values(bytes(_batch(same).records_section()), 100) == tuple(same)
+    assert list(uniform._LAYOUTS) == [77]
+    assert len(uniform._LAYOUTS[77].heads) == 100  # grown as far as it was used
