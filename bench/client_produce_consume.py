@@ -7,7 +7,8 @@ a file, then times (wall clock, whole process, start-up included):
   produce: `kafkactl produce -f FILE`, a kafka-python KafkaProducer script, `kcat -P -l FILE`
   consume: `kafkactl consume --from-beginning -e`, a kafka-python KafkaConsumer script,
            `kcat -C -e` (all to /dev/null, all reading the topic kafkactl produced)
-and prints records/s and the ratios. Goals (issue 4): kafkactl >= 1 M rec/s and >= 3x
+and prints records/s and the ratios; then the same for lines of varying length (50-150
+bytes), kafkactl against kcat only. Goals (issue 4): kafkactl >= 1 M rec/s and >= 3x
 kafka-python both ways. Never gates anything: the box is shared and noisy.
 """
 
@@ -80,6 +81,12 @@ def main() -> None:
         for _ in range(n // 10000):
             f.write(block)
         f.write(block[: 101 * (n % 10000)])
+    varied = tmp / "varied-lines"
+    with open(varied, "wb") as f:  # 50..150 bytes, mean 100: real log lines vary
+        block = b"".join(b"%09d" % i + b"y" * (41 + (i * 37) % 101) + b"\n"
+                         for i in range(10000))
+        for _ in range(n // 10000):
+            f.write(block)
     broker = subprocess.Popen(
         [PY, "-m", "kafkactl", "serve", "--data-dir", str(tmp / "data"),
          "--override", f"listeners=PLAINTEXT://127.0.0.1:{port}"],
@@ -107,9 +114,22 @@ def main() -> None:
         cc = (timed("kcat -C -e", ["kcat", "-b", bootstrap, "-C", "-t", "kafkactl", "-e",
                                    "-q", "-o", "beginning"], n)
               if shutil.which("kcat") else float("nan"))
+        nv = n // 10000 * 10000
+        print("varying lengths (50-150 B, mean 100), kafkactl vs kcat:")
+        vk = timed("kafkactl produce", [PY, "-m", "kafkactl", "produce", "-b", bootstrap,
+                                        "-t", "varied", "-p", "0", "-q", "-f", str(varied)], nv)
+        vc = (timed("kcat -P", ["kcat", "-b", bootstrap, "-P", "-t", "varied-kcat", "-p", "0",
+                                "-l", str(varied)], nv) if shutil.which("kcat") else float("nan"))
+        vck = timed("kafkactl consume", [PY, "-m", "kafkactl", "consume", "-b", bootstrap,
+                                         "-t", "varied", "--from-beginning", "-e", "-q"], nv)
+        vcc = (timed("kcat -C -e", ["kcat", "-b", bootstrap, "-C", "-t", "varied", "-e",
+                                    "-q", "-o", "beginning"], nv)
+               if shutil.which("kcat") else float("nan"))
         print("ratios:")
         print(f"  produce kafkactl/kafka-python = {kk / kp:.2f}x   kafkactl/kcat = {kk / kc:.2f}x")
         print(f"  consume kafkactl/kafka-python = {ck / cp:.2f}x   kafkactl/kcat = {ck / cc:.2f}x")
+        print(f"  varying lengths: produce kafkactl/kcat = {vk / vc:.2f}x   "
+              f"consume kafkactl/kcat = {vck / vcc:.2f}x")
         print(f"  goals: >= 1,000,000 rec/s (produce {kk:,.0f}, consume {ck:,.0f}) and >= 3x "
               "kafka-python")
     finally:
