@@ -17,7 +17,7 @@ from kafkactl.client.connection import BrokerConnection
 from kafkactl.client.errors import KafkaTimeoutError
 from kafkactl.client.kafka_client import KafkaClient
 from kafkactl.protocol.api_keys import ApiKey
-from kafkactl.protocol.data import ASSIGNMENT, SUBSCRIPTION, decode_data
+from kafkactl.protocol.data import ASSIGNMENT, SUBSCRIPTION, decode_data, encode_data
 from kafkactl.protocol.errors import ErrorCode, KafkaError, error_for
 
 TopicPartition = tuple[str, int]
@@ -214,6 +214,48 @@ class GroupAdmin:
         raise_for(resp.get("error_code", 0), f"OffsetDelete for group {group_id!r}")
         return {(t["name"], p["partition_index"]): p["error_code"]
                 for t in resp.get("topics") or () for p in t["partitions"]}
+
+    def range_plan(self, desc: GroupDescription) -> dict[str, list[TopicPartition]]:
+        """The assignment the range algorithm (the seed's: sort partitions, sort members,
+        contiguous blocks, remainders to the first members) computes for the group's
+        current members and subscriptions."""
+        from kafkactl.client.group.assignors import MemberSubscription, range_assign
+
+        topics = sorted({t for m in desc.members for t in m.subscription})
+        partitions: dict[str, list[int]] = {}
+        if topics:
+            cluster = self.client.refresh_metadata(topics)
+            partitions = {t: sorted(cluster.topics[t].partitions) for t in topics
+                          if t in cluster.topics and cluster.topics[t].partitions}
+        subs = [MemberSubscription(m.member_id, tuple(m.subscription), m.group_instance_id)
+                for m in desc.members]
+        return range_assign(partitions, subs)
+
+    def trigger_rebalance(self, desc: GroupDescription, timeout_s: float) -> int:
+        """Join as a transient member (every member must rejoin), then leave. Returns the
+        generation the rebalance produced."""
+        if not desc.members:
+            raise ValueError(f"group {desc.group_id!r} has no members to rebalance")
+        conn = self.coordinator(desc.group_id)
+        conn.request_timeout = max(conn.request_timeout, timeout_s)
+        meta = encode_data(SUBSCRIPTION, 0, {"topics": [], "user_data": None})
+        body: dict[str, Any] = {
+            "group_id": desc.group_id, "session_timeout_ms": 10000,
+            "rebalance_timeout_ms": int(timeout_s * 1000), "member_id": "",
+            "group_instance_id": None, "protocol_type": desc.protocol_type or "consumer",
+            "protocols": [{"name": desc.protocol or "range", "metadata": meta}]}
+        resp = conn.request(ApiKey.JOIN_GROUP, body, timeout=timeout_s)
+        if resp["error_code"] == ErrorCode.MEMBER_ID_REQUIRED:
+            body["member_id"] = resp["member_id"]
+            resp = conn.request(ApiKey.JOIN_GROUP, body, timeout=timeout_s)
+        if resp["error_code"]:
+            raise ValueError(f"could not trigger a rebalance: JoinGroup answered "
+                             f"{ErrorCode(resp['error_code']).name}")
+        member, generation = resp["member_id"], resp["generation_id"]
+        conn.request(ApiKey.LEAVE_GROUP, {"group_id": desc.group_id, "member_id": member,
+                                          "members": [{"member_id": member,
+                                                       "group_instance_id": None}]})
+        return int(generation)
 
     def close(self) -> None:
         for conn in self._coordinators.values():
