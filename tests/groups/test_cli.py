@@ -36,6 +36,18 @@ def test_two_consume_group_processes_split_partitions(broker_factory: Any,
                    60, "two members with 3 partitions each")
         ms = members()
         assert all(m["current"] == m["range"] for m in ms)  # the seed's range algorithm
+        # --trigger --dry-run changes nothing; --trigger makes every member rejoin
+        r = kafkactl("rebalance", "--group", "G", "--trigger", "--dry-run", "--json",
+                     "-b", b.bootstrap)
+        assert r.returncode == 0 and json.loads(r.stdout)["triggered_generation"] is None
+        r = kafkactl("rebalance", "--group", "G", "--trigger", "--timeout", "45", "--json",
+                     "-b", b.bootstrap)
+        assert r.returncode == 0, r.stderr
+        assert json.loads(r.stdout)["triggered_generation"] >= 3  # 1, 2: the two joins
+        wait_until(lambda: len(members()) == 2 and all(m["current"] == m["range"] and
+                                                       len(m["current"]) == 3
+                                                       for m in members()),
+                   60, "both members back with 3 partitions each after the trigger")
         # offsets reset is refused while the group is active
         r = kafkactl("offsets", "reset", "--group", "G", "--to-earliest", "--topic", "cli6",
                      "--execute", "-b", b.bootstrap)
