@@ -7,12 +7,17 @@ epoch bumps here without changing the produce/fetch callers.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kafkactl.broker.producer_state import ProducerStateError, ProducerStateManager
+from kafkactl.broker.producer_state import (
+    ProducerStateError,
+    ProducerStateManager,
+    snapshot_path,
+)
 from kafkactl.broker.validation import BatchInfo
 
 log = logging.getLogger(__name__)
@@ -126,7 +131,14 @@ class Partition:
                 return
 
     def take_snapshot(self) -> None:
+        """Snapshot the producer state at the log end. A disk error is logged (the next
+        checkpoint tries again; a restart replays the log from the previous snapshot)
+        and the partial `.snapshot.tmp` removed to give its space back."""
+        leo = self.log_end_offset
         try:
-            self.producer_state.take_snapshot(self.log_end_offset)
+            self.producer_state.take_snapshot(leo)
         except OSError as e:
+            tmp = snapshot_path(Path(self.log.dir), leo).with_suffix(".snapshot.tmp")
+            with contextlib.suppress(OSError):
+                tmp.unlink()
             log.warning("%s: cannot write producer snapshot: %s", self, e)

@@ -4,6 +4,10 @@ Produce: validate each partition's records (validation.py), up-convert magic 0/1
 topic's compression.type, append through the Partition (idempotence checks, offsets stamped
 in place), and wake delayed fetches. Fetch: read slices (file regions, never bytes) for
 many partitions within the request's byte limits; the long poll lives in handlers/fetch.py.
+
+A disk error in an append (a full disk) is that partition's KAFKA_STORAGE_ERROR: nothing
+was appended, the client retries, and the log manager's `storage_errors` reports it once
+per log dir rather than a traceback per request (see kafkactl/log/manager.py).
 """
 
 from __future__ import annotations
@@ -24,6 +28,9 @@ from kafkactl.broker.validation import (
     target_codec,
     validate_batches,
 )
+from kafkactl.log.errors import LogError
+from kafkactl.log.log import KafkaStorageError
+from kafkactl.log.manager import StorageErrorLog
 from kafkactl.protocol.errors import ErrorCode
 
 log = logging.getLogger(__name__)
@@ -54,6 +61,9 @@ class ReplicaManager:
         self.topics = topics
         self.purgatory = purgatory
         self.auto_create = auto_create
+        # the log manager's disk-error reporter (shared with its background work)
+        self.storage_errors: StorageErrorLog = (
+            getattr(topics.log_manager, "storage_errors", None) or StorageErrorLog())
 
     def partition_or_create(self, topic: str, partition: int) -> Partition | None:
         part = self.topics.get_partition(topic, partition)
@@ -107,6 +117,16 @@ class ReplicaManager:
             code = ErrorCode[e.code_name]
             log.debug("rejected produce to %s-%d: %s", topic, partition, e)
             return ProduceResult(code, log_start_offset=part.log_start_offset, message=str(e))
+        except KafkaStorageError as e:
+            self.storage_errors.failed(e.log_dir, str(e))
+            return ProduceResult(ErrorCode.KAFKA_STORAGE_ERROR,
+                                 log_start_offset=part.log_start_offset, message=str(e))
+        except LogError as e:
+            log.warning("produce to %s-%d failed: %s", topic, partition, e)
+            return ProduceResult(ErrorCode(e.code), log_start_offset=part.log_start_offset,
+                                 message=str(e))
+        if self.storage_errors.failing:
+            self.storage_errors.succeeded(part.log.dir.parent, f"append to {topic}-{partition}")
         if result.appended_bytes:
             self.purgatory.notify_append((topic, partition), result.appended_bytes)
         return ProduceResult(ErrorCode.NONE, result.first_offset, result.log_append_time,
@@ -144,4 +164,7 @@ class ReplicaManager:
             fs = part.read(offset, max_bytes, min_one_batch=min_one_batch)
         except OffsetOutOfRange:
             return FetchResult(ErrorCode.OFFSET_OUT_OF_RANGE, hw, lso, lso_)
+        except OSError as e:  # a failing disk (EIO): this partition only
+            log.error("cannot read %s-%d at offset %d: %s", topic, partition, offset, e)
+            return FetchResult(ErrorCode.KAFKA_STORAGE_ERROR, hw, lso, lso_)
         return FetchResult(ErrorCode.NONE, hw, lso, lso_, fs, int(fs.length))

@@ -187,11 +187,16 @@ class KafkaServer:
         ]
 
     async def _every(self, interval: float, fn: Any, what: str) -> None:
+        """Run fn every `interval` seconds until cancelled; a failure is logged and the
+        next round runs as usual (disk errors in one line, without a traceback: the log
+        manager already reports them per log dir)."""
         interval = max(interval, 0.01)
         while True:
             await asyncio.sleep(interval)
             try:
                 fn()
+            except OSError as e:
+                log.error("background %s failed: %s; will retry", what, e)
             except Exception:
                 log.exception("background %s failed; will retry", what)
 

@@ -7,17 +7,25 @@ flush are serialised by `self._lock`, and each segment guards its files with its
 Deleted segments are renamed to `.deleted` and only closed/unlinked later by
 `delete_pending()` (after `file.delete.delay.ms`), so a FetchSlice fd stays valid while
 the broker sends it.
+
+A disk error while appending (ENOSPC, EFBIG, EIO: in the .log write, an index page, a roll's
+new files, or the inline flush of `flush.messages`) raises KafkaStorageError (Kafka's
+KAFKA_STORAGE_ERROR, retriable) and appends nothing: the segment cuts its file back, a
+half-made new segment is removed, the log end offset stays, and a retry once space is
+freed appends at the same offsets.
 """
 
 from __future__ import annotations
 
 import bisect
 import contextlib
+import errno as _errno
+import logging
 import os
 import struct
 import threading
 import time as _time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -25,7 +33,15 @@ from typing import Any
 from kafkactl.log.config import LogConfig
 from kafkactl.log.errors import InvalidOffsetError, LogError, OffsetOutOfRange
 from kafkactl.log.loader import load_segments
-from kafkactl.log.segment import DELETED_SUFFIX, BatchInfo, LogSegment
+from kafkactl.log.segment import (
+    DELETED_SUFFIX,
+    INDEX_SUFFIX,
+    LOG_SUFFIX,
+    TIME_INDEX_SUFFIX,
+    BatchInfo,
+    LogSegment,
+    filename_prefix,
+)
 from kafkactl.log.time_index import NO_TIMESTAMP
 from kafkactl.record.batch import (
     LOG_OVERHEAD,
@@ -44,6 +60,22 @@ _BASE_LEN_EPOCH = struct.Struct(">qii")
 EARLIEST_TIMESTAMP = -2
 LATEST_TIMESTAMP = -1
 MAX_TIMESTAMP = -3
+
+logger = logging.getLogger(__name__)
+
+
+class KafkaStorageError(LogError):
+    """A disk error (full disk, I/O error) while writing a log; the append did not happen.
+    The message names the partition and the OS error ("cannot append to orders-0: No space
+    left on device (ENOSPC)"); `log_dir` is the log directory (parent of the partition
+    dir), `errno` the OS error number."""
+
+    code = 56  # KAFKA_STORAGE_ERROR
+
+    def __init__(self, message: str, *, log_dir: Path, errno: int | None) -> None:
+        super().__init__(message)
+        self.log_dir = log_dir
+        self.errno = errno
 
 
 @dataclass(slots=True)
@@ -278,12 +310,15 @@ class Log:
         last_offset = next_offset - 1
         data = buf if isinstance(buf, memoryview) else memoryview(buf)
         segment = self._segments[-1]
-        if segment.size and segment.should_roll(total, max_ts, last_offset, self._now_ms):
-            segment = self.roll(first_offset)
-        segment.append(data, infos)
+        try:
+            if segment.size and segment.should_roll(total, max_ts, last_offset, self._now_ms):
+                segment = self.roll(first_offset)
+            segment.append(data, infos)
+        except OSError as e:
+            raise self._storage_error("append to", e) from e
         self._log_end_offset = next_offset
         if self._log_end_offset - self._recovery_point >= self.config.flush_messages:
-            self.flush()
+            self._flush_appended(first_offset)
         return LogAppendInfo(
             first_offset, last_offset, max_ts, max_ts_offset if max_ts_offset >= 0 else
             first_offset, log_append_time if log_append_time is not None else -1,
@@ -307,19 +342,77 @@ class Log:
         if attrs & 0x08 and ts < 0:
             ts = NO_TIMESTAMP
         segment = self._segments[-1]
-        if segment.size and segment.should_roll(total, ts, last, self._now_ms):
-            segment = self.roll(base)
-        _BASE_LEN_EPOCH.pack_into(buf, 0, base, length, leader_epoch)
-        segment.write(buf)
-        segment.index_batch(last, ts, total)
+        try:
+            if segment.size and segment.should_roll(total, ts, last, self._now_ms):
+                segment = self.roll(base)
+            _BASE_LEN_EPOCH.pack_into(buf, 0, base, length, leader_epoch)
+            segment.write(buf)
+            segment.index_batch(last, ts, total)
+        except OSError as e:
+            raise self._storage_error("append to", e) from e
         self._log_end_offset = last + 1
         if last + 1 - self._recovery_point >= self.config.flush_messages:
-            self.flush()
+            self._flush_appended(base)
         return LogAppendInfo(base, last, ts, last if ts > NO_TIMESTAMP else base, -1, count,
                              total)
 
+    def _storage_error(self, action: str, e: OSError) -> KafkaStorageError:
+        text = e.strerror or (os.strerror(e.errno) if e.errno else str(e))
+        name = _errno.errorcode.get(e.errno or 0, "")
+        return KafkaStorageError(
+            f"cannot {action} {self.topic}-{self.partition}: {text}"
+            f"{f' ({name})' if name else ''}", log_dir=self.dir.parent, errno=e.errno)
+
+    def _flush_appended(self, first_offset: int) -> None:
+        """The inline flush of flush.messages. If it fails the records from `first_offset`
+        (this append) were not made durable as the config promises: take them back and
+        raise, so they are not acknowledged. Older unflushed records stay (the recovery
+        point did not move: a restart re-validates them)."""
+        try:
+            self.flush()
+        except OSError as e:
+            try:
+                self.truncate_to(first_offset)
+            except OSError as e2:
+                logger.error("%s-%d: cannot take back an append that failed to flush: %s",
+                             self.topic, self.partition, e2.strerror or e2)
+            raise self._storage_error("flush", e) from e
+
+    def _new_segment(self, base: int) -> tuple[LogSegment, Callable[[], None]]:
+        """A new, empty segment at `base` with preallocated indexes, and a function that
+        closes it and removes the files it created. If creating it fails, those files
+        are removed at once and the OSError raised."""
+        prefix = filename_prefix(base)
+        paths = [self.dir / (prefix + suffix)
+                 for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX)]
+        created = [p for p in paths if not p.exists()]
+
+        def remove_created() -> None:
+            for p in created:
+                with contextlib.suppress(OSError):
+                    os.unlink(p)
+
+        try:
+            seg = LogSegment(self.dir, base, self.config, created_ms=self._now_ms(),
+                             create=True)
+        except BaseException:
+            remove_created()
+            raise
+
+        def discard() -> None:
+            seg.close()
+            remove_created()
+
+        try:
+            seg.resize_indexes(self.config.segment_index_bytes)
+        except BaseException:
+            discard()
+            raise
+        return seg, discard
+
     def roll(self, new_base_offset: int | None = None) -> LogSegment:
-        """Start a new active segment (at the log end offset by default)."""
+        """Start a new active segment (at the log end offset by default). An OSError
+        (full disk) leaves the segment list as it was, without the new files."""
         with self._lock:
             active = self._segments[-1]
             base = self._log_end_offset if new_base_offset is None else new_base_offset
@@ -330,15 +423,18 @@ class Log:
                     f"Cannot roll at offset {base}: the active segment ends at "
                     f"{active.next_offset}."
                 )
-            new = LogSegment(self.dir, base, self.config, created_ms=self._now_ms(), create=True)
-            new.resize_indexes(self.config.segment_index_bytes)
-            active.on_become_inactive()
-            if active.size == 0:
-                # an empty segment before the new one holds nothing: drop it
-                segs = list(self._segments[:-1]) + [new]
-                self._schedule_delete([active])
-            else:
-                segs = list(self._segments) + [new]
+            new, discard = self._new_segment(base)
+            try:
+                active.on_become_inactive()
+                if active.size == 0:
+                    # an empty segment before the new one holds nothing: drop it
+                    segs = list(self._segments[:-1]) + [new]
+                    self._schedule_delete([active])
+                else:
+                    segs = list(self._segments) + [new]
+            except BaseException:
+                discard()
+                raise
             self._set_segments(segs)
             return new
 

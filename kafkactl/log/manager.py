@@ -8,13 +8,25 @@ the same dir fails with LogDirInUseError), the clean-shutdown marker `.kafka_cle
 `flush_dirty()`, `run_retention()` and `checkpoint()` are plain methods the broker
 schedules (flush/retention may run on a worker thread); `shutdown()` flushes, closes
 (trimming indexes), checkpoints and writes the marker.
+
+Disk errors (a full disk: ENOSPC; EIO): Kafka marks the log dir offline on its first I/O
+error and stops serving its partitions until a restart. We keep the dir online instead: a
+failed append changes nothing and answers KAFKA_STORAGE_ERROR (clients retry), so produces
+succeed again as soon as space is freed, and fetches keep reading what is there. The
+background work does each log and each dir on its own (one failing flush or checkpoint
+does not stop the others; retention, which frees space, keeps running), and
+`storage_errors` says it in the broker log once per dir (then at most every
+STORAGE_ERROR_REPEAT_S) instead of a traceback per request. A dir whose logs could not be
+flushed or closed at shutdown gets no clean-shutdown marker: the next start recovers it.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import json
+import logging
 import os
 import shutil
 import threading
@@ -39,8 +51,69 @@ from kafkactl.log.log import Log, parse_topic_partition
 CLEAN_SHUTDOWN_MARKER = ".kafka_cleanshutdown"
 LOCK_FILE = ".lock"
 DELETE_DIR_SUFFIX = "-delete"
+STORAGE_ERROR_REPEAT_S = 30.0
 
 TopicPartition = tuple[str, int]
+
+log = logging.getLogger(__name__)
+
+
+def describe_os_error(e: BaseException) -> str:
+    """`No space left on device (ENOSPC)` for an OSError; str(e) for anything else."""
+    if isinstance(e, OSError) and e.errno:
+        name = errno.errorcode.get(e.errno, str(e.errno))
+        return f"{e.strerror or os.strerror(e.errno)} ({name})"
+    return str(e)
+
+
+class StorageErrorLog:
+    """What the broker log says about disk errors, per log dir: the first error at ERROR,
+    repeats at most once per `repeat_s` at WARNING with the number of errors in between,
+    and the first success after errors at INFO. Thread-safe."""
+
+    def __init__(self, repeat_s: float = STORAGE_ERROR_REPEAT_S,
+                 clock: Callable[[], float] = _time.monotonic) -> None:
+        self.repeat_s = repeat_s
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._state: dict[Path, list[float]] = {}  # dir -> [last report, unreported count]
+
+    @property
+    def failing(self) -> bool:
+        """Any dir with errors not followed by a success yet (cheap: for hot paths)."""
+        return bool(self._state)
+
+    def is_failing(self, log_dir: Path) -> bool:
+        return log_dir in self._state
+
+    def failed(self, log_dir: Path, what: str) -> None:
+        now = self._clock()
+        with self._lock:
+            state = self._state.get(log_dir)
+            if state is None:
+                self._state[log_dir] = [now, 0]
+                first = True
+            elif now - state[0] >= self.repeat_s:
+                more = int(state[1])
+                state[0], state[1] = now, 0
+                first = False
+            else:
+                state[1] += 1
+                log.debug("storage error in log dir %s: %s", log_dir, what)
+                return
+        if first:
+            log.error("Storage error in log dir %s: %s. Its partitions answer produces with "
+                      "KAFKA_STORAGE_ERROR (clients retry) until this is fixed (free space "
+                      "on the disk); everything else keeps running.", log_dir, what)
+        else:
+            log.warning("Storage errors continue in log dir %s (%d more since the last "
+                        "report): %s", log_dir, more, what)
+
+    def succeeded(self, log_dir: Path, what: str) -> None:
+        with self._lock:
+            if self._state.pop(log_dir, None) is None:
+                return
+        log.info("Log dir %s works again: %s succeeded.", log_dir, what)
 
 
 def lock_log_dir(directory: Path) -> int:
@@ -92,6 +165,7 @@ class LogManager:
         self._pending_dir_deletes: list[Path] = []
         self.had_clean_shutdown: dict[Path, bool] = {}
         self.loaded = False
+        self.storage_errors = StorageErrorLog()
 
     def _now_ms(self) -> int:
         return int(self._time.time() * 1000)
@@ -189,49 +263,124 @@ class LogManager:
         return True
 
     # ----------------------------------------------------------------- background work
+    def log_dir_of(self, tp: TopicPartition) -> Path | None:
+        return self._log_dir_of.get(tp)
+
+    def _each_log(self) -> list[tuple[TopicPartition, Path, Log]]:
+        with self._lock:
+            return [(tp, self._log_dir_of[tp], lg) for tp, lg in self._logs.items()
+                    if tp in self._log_dir_of]
+
     def flush_dirty(self, now_ms: int | None = None) -> int:
-        """Flush logs whose flush.ms has passed with unflushed data; returns how many."""
+        """Flush logs whose flush.ms has passed with unflushed data; returns how many.
+        A log that fails to flush is reported (storage_errors) and retried next time; its
+        recovery point does not move."""
         now = self._now_ms() if now_ms is None else now_ms
-        return sum(1 for log in list(self._logs.values()) if log.maybe_flush(now))
+        flushed = 0
+        for (topic, p), d, lg in self._each_log():
+            try:
+                if lg.maybe_flush(now):
+                    flushed += 1
+                    if self.storage_errors.failing:
+                        self.storage_errors.succeeded(d, f"flush of {topic}-{p}")
+            except OSError as e:
+                self.storage_errors.failed(
+                    d, f"cannot flush {topic}-{p}: {describe_os_error(e)}")
+        return flushed
 
     def run_retention(self, now_ms: int | None = None) -> int:
         """Apply retention to every log and delete files whose delay passed. Returns the
-        number of segments removed from logs."""
+        number of segments removed from logs. A log whose retention fails (a roll on a
+        full disk) is reported and skipped: the others still free their space."""
         now = self._now_ms() if now_ms is None else now_ms
         removed = 0
-        for log in list(self._logs.values()):
-            removed += log.delete_old_segments(now)
-            log.delete_pending(now)
+        for (topic, p), d, lg in self._each_log():
+            try:
+                removed += lg.delete_old_segments(now)
+            except (OSError, LogError) as e:
+                self.storage_errors.failed(
+                    d, f"retention of {topic}-{p} failed: {describe_os_error(e)}")
+            try:
+                lg.delete_pending(now)
+            except OSError as e:
+                self.storage_errors.failed(
+                    d, f"cannot delete old segments of {topic}-{p}: {describe_os_error(e)}")
         dirs, self._pending_dir_deletes = self._pending_dir_deletes, []
-        for d in dirs:
-            shutil.rmtree(d, ignore_errors=True)
+        for pending in dirs:
+            shutil.rmtree(pending, ignore_errors=True)
         return removed
 
-    def checkpoint(self) -> None:
-        """Write recovery-point and log-start-offset checkpoints for every dir."""
+    def checkpoint(self) -> list[Path]:
+        """Write recovery-point and log-start-offset checkpoints for every dir. A dir
+        whose files cannot be written keeps its previous ones (reported, retried next
+        time); returns the dirs that failed."""
+        failed: list[Path] = []
         for d in self.log_dirs:
             tps = [tp for tp, owner in self._log_dir_of.items() if owner == d]
             logs = [(tp, self._logs[tp]) for tp in tps if tp in self._logs]
-            write_checkpoint(d / RECOVERY_POINT_CHECKPOINT,
-                             {tp: log.recovery_point for tp, log in logs})
-            write_checkpoint(d / LOG_START_OFFSET_CHECKPOINT,
-                             {tp: log.log_start_offset for tp, log in logs})
+            for name, values in (
+                (RECOVERY_POINT_CHECKPOINT, {tp: lg.recovery_point for tp, lg in logs}),
+                (LOG_START_OFFSET_CHECKPOINT, {tp: lg.log_start_offset for tp, lg in logs}),
+            ):
+                try:
+                    write_checkpoint(d / name, values)
+                except OSError as e:
+                    self._remove_tmp(d / name)
+                    self.storage_errors.failed(
+                        d, f"cannot write {d / name}: {describe_os_error(e)}")
+                    failed.append(d)
+                    break
+        return failed
+
+    @staticmethod
+    def _remove_tmp(path: Path) -> None:
+        """The `.tmp` file a failed write_atomically(path) left behind (frees its space)."""
+        with contextlib.suppress(OSError):
+            os.unlink(path.with_name(path.name + ".tmp"))
 
     # ----------------------------------------------------------------- shutdown
     def shutdown(self) -> None:
-        """Flush, close (trimming indexes), checkpoint, write the clean-shutdown marker."""
+        """Flush, close (trimming indexes), checkpoint, write the clean-shutdown marker.
+        Disk errors do not stop it: a dir whose logs could not be flushed or closed gets
+        no marker (the next start recovers its logs), and one whose marker cannot be
+        written is simply recovered too."""
         if not self._lock_fds:
             return
-        for log in list(self._logs.values()):
-            log.flush()
+        unclean: set[Path] = set()
+        for (topic, p), d, lg in self._each_log():
+            try:
+                lg.flush()
+            except OSError as e:
+                unclean.add(d)
+                self.storage_errors.failed(
+                    d, f"cannot flush {topic}-{p} at shutdown: {describe_os_error(e)}")
         self.checkpoint()
-        self._close_logs(clean=True)
-        for log in list(self._logs.values()):
-            log.delete_pending(force=True)
+        for (topic, p), d, lg in self._each_log():
+            try:
+                lg.close()
+            except Exception as e:
+                unclean.add(d)
+                self.storage_errors.failed(
+                    d, f"cannot close {topic}-{p} cleanly: {describe_os_error(e)}")
+        for (topic, p), d, lg in self._each_log():
+            try:
+                lg.delete_pending(force=True)
+            except OSError as e:
+                self.storage_errors.failed(
+                    d, f"cannot delete old segments of {topic}-{p}: {describe_os_error(e)}")
         for d in self.log_dirs:
-            write_atomically(d / CLEAN_SHUTDOWN_MARKER,
-                             json.dumps({"version": 0, "brokerEpoch": self.broker_epoch})
-                             .encode())
+            marker = d / CLEAN_SHUTDOWN_MARKER
+            if d in unclean:
+                log.warning("Not marking log dir %s as cleanly shut down after the errors "
+                            "above: the next start recovers its logs.", d)
+                continue
+            try:
+                write_atomically(marker, json.dumps(
+                    {"version": 0, "brokerEpoch": self.broker_epoch}).encode())
+            except OSError as e:
+                self._remove_tmp(marker)
+                log.warning("Cannot write the clean-shutdown marker %s (%s): the next start "
+                            "recovers the logs in %s.", marker, describe_os_error(e), d)
         self._release_locks()
 
     def _close_logs(self, *, clean: bool) -> None:

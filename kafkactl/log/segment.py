@@ -2,11 +2,21 @@
 
 Appends are not thread-safe (one writer, the Log's); `flush()` may run on another thread
 and is serialised against close/rename/index resizing by `self._io_lock`.
+
+I/O errors (a full disk: ENOSPC; EFBIG, EIO) leave the segment as it was: a failed or
+short write is cut off the file again (ftruncate to `size`) before the OSError propagates,
+and nothing (size, indexes, next offset, max timestamp) counts the batch. The indexes are
+mmap'ed over preallocated, sparse files; writing a page the disk cannot back would kill
+the process with SIGBUS, so the pages an index entry lands on are allocated
+(posix_fallocate) ahead of use, INDEX_RESERVE_ENTRIES entries at a time: a full disk
+then shows up as an OSError before anything is written.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
+import logging
 import os
 import threading
 from collections.abc import Callable
@@ -26,6 +36,27 @@ SWAP_SUFFIX = ".swap"
 
 # (last_offset, max_timestamp, size) of each batch handed to LogSegment.append
 BatchInfo = tuple[int, int, int]
+
+# index entries whose pages are allocated at once (8 KiB of .index, 12 KiB of .timeindex)
+INDEX_RESERVE_ENTRIES = 1024
+
+log = logging.getLogger(__name__)
+
+
+def allocate(path: Path, start: int, end: int) -> None:
+    """Back bytes [start, end) of the file with real blocks (extending it if shorter), so
+    writing them through an mmap cannot fault on a full disk. Raises OSError (ENOSPC...);
+    a file system without fallocate support is left as it is."""
+    if end <= start:
+        return
+    fd = os.open(path, os.O_RDWR)
+    try:
+        os.posix_fallocate(fd, start, end - start)
+    except OSError as e:
+        if e.errno not in (errno.EOPNOTSUPP, errno.EINVAL):
+            raise
+    finally:
+        os.close(fd)
 
 
 def filename_prefix(offset: int) -> str:
@@ -106,6 +137,8 @@ class LogSegment:
         self._rolling_ts: int | None = None
         self._flushed_size = self.size
         self._index_interval = config.index_interval_bytes
+        self._index_room = 0  # index entries that fit in allocated index pages
+        self._tail_dirty = False  # a failed write could not be cut off the file
 
     def __repr__(self) -> str:
         return f"LogSegment({self.log_path}, size={self.size})"
@@ -188,35 +221,81 @@ class LogSegment:
     def append(self, data: memoryview | bytearray, batches: list[BatchInfo]) -> None:
         """Write `data` (whole batches) at the end and index them, Kafka's way: an entry
         when more than index.interval.bytes were written since the last one, tested before
-        the batch is counted, pointing at the batch's last offset and start position."""
+        the batch is counted, pointing at the batch's last offset and start position.
+        All or nothing: an OSError leaves the segment as it was."""
+        if self._index_room < len(batches):
+            self._reserve_index_room(len(batches))
         self.write(data)
         for last, ts, size in batches:
             self.index_batch(last, ts, size)
 
     def write(self, data: memoryview | bytearray) -> None:
-        """Write whole batches at the end of the file (index them with index_batch)."""
+        """Write whole batches at the end of the file (index them with index_batch).
+        On an OSError the file is cut back to `size` and the error raised."""
         pos = self.size
         total = len(data)
-        written = os.pwrite(self.fd, data, pos)
-        while written < total:
-            written += os.pwrite(self.fd, memoryview(data)[written:], pos + written)
+        try:
+            written = os.pwrite(self.fd, data, pos)
+            while written < total:
+                written += os.pwrite(self.fd, memoryview(data)[written:], pos + written)
+        except BaseException:
+            self._cut_back()
+            raise
+
+    def _cut_back(self) -> None:
+        """Drop bytes written past `size` by a failed append."""
+        try:
+            os.ftruncate(self.fd, self.size)
+        except OSError as e:
+            # Not counted, so never served; the next write overwrites them. Rolling or
+            # closing this segment retries the cut (and fails if it still cannot).
+            self._tail_dirty = True
+            log.error("cannot cut a failed write off %s at %d bytes: %s", self.log_path,
+                      self.size, e.strerror or e)
+        else:
+            self._tail_dirty = False
+
+    def _reserve_index_room(self, entries: int) -> None:
+        """Allocate the index pages of the next `entries` index entries or more (a time
+        index keeps one more for the entry forced at roll). Raises OSError, changing
+        nothing else."""
+        oi, ti = self.offset_index, self.time_index
+        n, t = oi.entry_count, ti.entry_count
+        want = max(entries, INDEX_RESERVE_ENTRIES)
+        o_end = min(n + want, oi.max_entries)
+        t_end = min(t + want + 1, ti.max_entries)
+        self._index_room = 0
+        allocate(oi.path, n * oi.ENTRY_SIZE, o_end * oi.ENTRY_SIZE)
+        allocate(ti.path, t * ti.ENTRY_SIZE, t_end * ti.ENTRY_SIZE)
+        self._index_room = max(0, min(o_end - n, t_end - 1 - t))
 
     def index_batch(self, last_offset: int, max_timestamp: int, size: int) -> None:
-        """Account for one batch just written at `self.size` (see append)."""
+        """Account for one batch just written at `self.size` (see append). If its index
+        pages cannot be allocated the batch is cut off the file and the OSError raised."""
         pos = self.size
         max_ts = self._max_ts
         if max_ts is None:
             max_ts = self.max_timestamp_so_far
-        if max_timestamp > max_ts:
-            self._max_ts = max_ts = max_timestamp
-            self._offset_of_max_ts = last_offset
         if self._bytes_since_last_index_entry > self._index_interval:
+            if self._index_room <= 0:
+                try:
+                    self._reserve_index_room(1)
+                except BaseException:
+                    self._cut_back()
+                    raise
+            self._index_room -= 1
+            if max_timestamp > max_ts:
+                self._max_ts = max_ts = max_timestamp
+                self._offset_of_max_ts = last_offset
             self.offset_index.append(last_offset, pos)
             time_index = self.time_index
             if max_ts > time_index.last_timestamp:  # else maybe_append would skip it
                 time_index.maybe_append(max_ts, self._offset_of_max_ts)
             self._bytes_since_last_index_entry = size
         else:
+            if max_timestamp > max_ts:
+                self._max_ts = max_timestamp
+                self._offset_of_max_ts = last_offset
             self._bytes_since_last_index_entry += size
         self.size = pos + size
         self._next_offset = last_offset + 1
@@ -227,6 +306,7 @@ class LogSegment:
         """Replace both indexes with the entries Kafka would build for `headers`."""
         offsets, times, max_ts, max_off = index_entries_for(
             headers, self.base_offset, self.config.index_interval_bytes)
+        self._index_room = 0
         with self._io_lock:
             self.offset_index.replace_entries(offsets)
             self.time_index.replace_entries(times)
@@ -290,6 +370,7 @@ class LogSegment:
         if h is None:
             return 0
         removed = self.size - h.position
+        self._index_room = 0
         self.offset_index.truncate_to(offset)
         self.time_index.truncate_to(offset)
         os.ftruncate(self.fd, h.position)
@@ -319,16 +400,26 @@ class LogSegment:
 
     # ----------------------------------------------------------------- lifecycle
     def resize_indexes(self, size: int) -> None:
+        self._index_room = 0  # grown files are sparse again
         with self._io_lock:
             self.offset_index.resize(size)
             self.time_index.resize(size)
 
     def on_become_inactive(self) -> None:
-        """The segment rolled: force the final time-index entry, trim both indexes."""
+        """The segment rolled: force the final time-index entry, trim both indexes.
+        Raises OSError (a full disk) before changing anything if that entry's page cannot
+        be allocated or an earlier failed write cannot be cut off."""
+        if self._tail_dirty:
+            os.ftruncate(self.fd, self.size)
+            self._tail_dirty = False
         if self.size:
-            self.time_index.maybe_append(
-                self.max_timestamp_so_far, self._offset_of_max_ts, skip_full_check=True
-            )
+            ts = self.max_timestamp_so_far
+            time_index = self.time_index
+            if ts > time_index.last_timestamp:
+                n = time_index.entry_count
+                allocate(time_index.path, n * time_index.ENTRY_SIZE,
+                         (n + 1) * time_index.ENTRY_SIZE)
+                time_index.maybe_append(ts, self._offset_of_max_ts, skip_full_check=True)
         with self._io_lock:
             self.offset_index.trim_to_valid_size()
             self.time_index.trim_to_valid_size()
@@ -354,10 +445,13 @@ class LogSegment:
             os.close(self.fd)
 
     def close_clean(self) -> None:
-        """Clean close (shutdown): final time-index entry, trimmed indexes, closed files."""
-        if not self.closed:
-            self.on_become_inactive()
-        self.close()
+        """Clean close (shutdown): final time-index entry, trimmed indexes, closed files.
+        The files are closed even when the first part fails (the error is raised)."""
+        try:
+            if not self.closed:
+                self.on_become_inactive()
+        finally:
+            self.close()
 
     @property
     def paths(self) -> list[Path]:
