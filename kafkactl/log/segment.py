@@ -98,6 +98,39 @@ def index_entries_for(
 TRANSLATE_READ_SIZE = 16384  # bytes of batch headers read at once when locating an offset
 
 
+def trim_sparse_index_tail(path: Path, entry_size: int) -> None:
+    """Cut an index file back to its entries if its preallocated tail is a hole (the
+    active segment of a log that was not closed cleanly), finding them with pread. On
+    tmpfs even reading a hole through a shared mmap allocates a page: with the disk full,
+    opening such an index would kill the process with SIGBUS. One stat when not sparse."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return
+    if st.st_blocks * 512 >= st.st_size:
+        return
+    fd = os.open(path, os.O_RDWR)
+    try:
+        zero = bytes(entry_size)
+
+        def is_zero(n: int) -> bool:
+            return os.pread(fd, entry_size, n * entry_size) == zero
+
+        slots = st.st_size // entry_size
+        if slots == 0 or not is_zero(slots - 1):
+            return
+        lo, hi = 0, slots - 1  # the first zero slot is in [lo, hi]
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if is_zero(mid):
+                hi = mid
+            else:
+                lo = mid + 1
+        os.ftruncate(fd, lo * entry_size)
+    finally:
+        os.close(fd)
+
+
 class LogSegment:
     def __init__(
         self,
@@ -117,6 +150,11 @@ class LogSegment:
         self.fd = os.open(self.log_path, flags, 0o644)
         self.size = os.fstat(self.fd).st_size
         try:
+            if not create:
+                trim_sparse_index_tail(self.dir / (prefix + INDEX_SUFFIX),
+                                       OffsetIndex.ENTRY_SIZE)
+                trim_sparse_index_tail(self.dir / (prefix + TIME_INDEX_SUFFIX),
+                                       TimeIndex.ENTRY_SIZE)
             self.offset_index = OffsetIndex(
                 self.dir / (prefix + INDEX_SUFFIX), base_offset, config.segment_index_bytes
             )
@@ -307,6 +345,10 @@ class LogSegment:
         offsets, times, max_ts, max_off = index_entries_for(
             headers, self.base_offset, self.config.index_interval_bytes)
         self._index_room = 0
+        # back the entries (and the time entry a roll forces) with real blocks first:
+        # on a full disk this is an OSError, not a SIGBUS while writing the mmap
+        allocate(self.offset_index.path, 0, (len(offsets) + 1) * self.offset_index.ENTRY_SIZE)
+        allocate(self.time_index.path, 0, (len(times) + 1) * self.time_index.ENTRY_SIZE)
         with self._io_lock:
             self.offset_index.replace_entries(offsets)
             self.time_index.replace_entries(times)

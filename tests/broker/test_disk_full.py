@@ -265,10 +265,13 @@ def test_full_log_dir_fails_produces_cleanly_and_loses_nothing(tmpfs: Path, brok
         fill_disk(tmpfs)
         assert sender.until_error(w)["error_code"] == ErrorCode.KAFKA_STORAGE_ERROR
     broker.kill()
-    free_disk(tmpfs)
+    # It starts (recovering the full dir) with the disk still full, and serves it.
     broker.start()
     with Wire(broker.bootstrap) as w:
         assert_exactly(w, sender)
+        assert sender.send(w)["error_code"] == ErrorCode.KAFKA_STORAGE_ERROR
+    free_disk(tmpfs)
+    with Wire(broker.bootstrap) as w:
         sender.resend_last_acked(w)
         leo = len(sender.acked)
         last = sender.send(w)  # the batch that failed before the kill

@@ -304,11 +304,39 @@ def _index_page_scenario(root: str) -> None:
     print("ok")
 
 
-def test_index_page_on_a_full_disk_is_an_error_not_sigbus(mount_tmpfs: MountTmpfs) -> None:
+def _reopen_full_scenario(root: str) -> None:
+    """Run in a child process: a log left open (as by kill -9) on a disk that is full,
+    opened again with recovery while the disk is still full. The active segment's
+    preallocated index tail is a hole, and on tmpfs even reading a hole through the mmap
+    needs a page."""
+    mnt = Path(root)
+    cfg = dataclasses.replace(SMALL, segment_bytes=64 * 1024, segment_index_bytes=16384,
+                              index_interval_bytes=4096)
+    crashed = Log(mnt / "orders-0", cfg, time=FakeTime())
+    with open(mnt / "ballast", "wb") as f:
+        f.write(b"\xee" * (256 * 1024))
+    bases = []
+    with contextlib.suppress(KafkaStorageError):
+        while True:
+            bases.append(crashed.append(
+                bytearray(make_batch(4, ts=1_000 + len(bases), value_size=500))).first_offset)
+    assert len(crashed.segments) > 1
+    log = Log(mnt / "orders-0", cfg, time=FakeTime(), needs_recovery=True)
+    assert [b.base_offset for b in log.iter_batches()] == bases
+    with pytest.raises(KafkaStorageError):
+        log.append(bytearray(make_batch(4, value_size=BIG)))
+    (mnt / "ballast").unlink()
+    assert log.append(bytearray(make_batch(4))).first_offset == bases[-1] + 4
+    log.close()
+    print("ok")
+
+
+@pytest.mark.parametrize("scenario", ["_index_page_scenario", "_reopen_full_scenario"])
+def test_full_disk_is_an_error_not_sigbus(mount_tmpfs: MountTmpfs, scenario: str) -> None:
     mnt = mount_tmpfs(512 * 1024)
     proc = subprocess.run(
-        [sys.executable, "-c", "import sys; from tests.log.test_disk_errors import "
-         "_index_page_scenario as s; s(sys.argv[1])", str(mnt)],
+        [sys.executable, "-c", f"import sys; from tests.log.test_disk_errors import "
+         f"{scenario} as s; s(sys.argv[1])", str(mnt)],
         cwd=REPO, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0 and proc.stdout.strip() == "ok", (
         f"exit {proc.returncode} (-7 = SIGBUS)\n{proc.stdout[-2000:]}{proc.stderr[-3000:]}")
