@@ -98,7 +98,7 @@ def index_entries_for(
 TRANSLATE_READ_SIZE = 16384  # bytes of batch headers read at once when locating an offset
 
 
-def trim_sparse_index_tail(path: Path, entry_size: int) -> None:
+def trim_sparse_index_tail(path: str, entry_size: int) -> None:
     """Cut an index file back to its entries if its preallocated tail is a hole (the
     active segment of a log that was not closed cleanly), finding them with pread. On
     tmpfs even reading a hole through a shared mmap allocates a page: with the disk full,
@@ -150,11 +150,10 @@ class LogSegment:
         self.fd = os.open(self.log_path, flags, 0o644)
         self.size = os.fstat(self.fd).st_size
         try:
-            if not create:
-                trim_sparse_index_tail(self.dir / (prefix + INDEX_SUFFIX),
-                                       OffsetIndex.ENTRY_SIZE)
-                trim_sparse_index_tail(self.dir / (prefix + TIME_INDEX_SUFFIX),
-                                       TimeIndex.ENTRY_SIZE)
+            if not create:  # (str paths: this runs for every segment at start-up)
+                stem = os.path.join(str(self.dir), prefix)
+                trim_sparse_index_tail(stem + INDEX_SUFFIX, OffsetIndex.ENTRY_SIZE)
+                trim_sparse_index_tail(stem + TIME_INDEX_SUFFIX, TimeIndex.ENTRY_SIZE)
             self.offset_index = OffsetIndex(
                 self.dir / (prefix + INDEX_SUFFIX), base_offset, config.segment_index_bytes
             )
