@@ -83,9 +83,6 @@ class StorageErrorLog:
         """Any dir with errors not followed by a success yet (cheap: for hot paths)."""
         return bool(self._state)
 
-    def is_failing(self, log_dir: Path) -> bool:
-        return log_dir in self._state
-
     def failed(self, log_dir: Path, what: str) -> None:
         now = self._clock()
         with self._lock:
@@ -263,9 +260,6 @@ class LogManager:
         return True
 
     # ----------------------------------------------------------------- background work
-    def log_dir_of(self, tp: TopicPartition) -> Path | None:
-        return self._log_dir_of.get(tp)
-
     def _each_log(self) -> list[tuple[TopicPartition, Path, Log]]:
         with self._lock:
             return [(tp, self._log_dir_of[tp], lg) for tp, lg in self._logs.items()
