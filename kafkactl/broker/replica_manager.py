@@ -28,8 +28,7 @@ from kafkactl.broker.validation import (
     target_codec,
     validate_batches,
 )
-from kafkactl.log.errors import LogError
-from kafkactl.log.log import KafkaStorageError
+from kafkactl.log.errors import KafkaStorageError, LogError
 from kafkactl.log.manager import StorageErrorLog
 from kafkactl.protocol.errors import ErrorCode
 

@@ -6,6 +6,8 @@ error without string matching.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 
 class LogError(Exception):
     """Base class for storage errors. `code` is the Kafka error code it maps to."""
@@ -52,3 +54,17 @@ class ConfigError(LogError, ValueError):
 
 class CheckpointError(LogError):
     """A checkpoint file cannot be parsed."""
+
+
+class KafkaStorageError(LogError):
+    """A disk error (full disk, I/O error) while writing a log; the append did not happen.
+    The message names the partition and the OS error ("cannot append to orders-0: No space
+    left on device (ENOSPC)"); `log_dir` is the log directory (parent of the partition
+    dir), `errno` the OS error number."""
+
+    code = 56  # KAFKA_STORAGE_ERROR
+
+    def __init__(self, message: str, *, log_dir: Path, errno: int | None) -> None:
+        super().__init__(message)
+        self.log_dir = log_dir
+        self.errno = errno

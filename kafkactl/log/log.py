@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from kafkactl.log.config import LogConfig
-from kafkactl.log.errors import InvalidOffsetError, LogError, OffsetOutOfRange
+from kafkactl.log.errors import InvalidOffsetError, KafkaStorageError, LogError, OffsetOutOfRange
 from kafkactl.log.loader import load_segments
 from kafkactl.log.segment import (
     DELETED_SUFFIX,
@@ -62,20 +62,6 @@ LATEST_TIMESTAMP = -1
 MAX_TIMESTAMP = -3
 
 logger = logging.getLogger(__name__)
-
-
-class KafkaStorageError(LogError):
-    """A disk error (full disk, I/O error) while writing a log; the append did not happen.
-    The message names the partition and the OS error ("cannot append to orders-0: No space
-    left on device (ENOSPC)"); `log_dir` is the log directory (parent of the partition
-    dir), `errno` the OS error number."""
-
-    code = 56  # KAFKA_STORAGE_ERROR
-
-    def __init__(self, message: str, *, log_dir: Path, errno: int | None) -> None:
-        super().__init__(message)
-        self.log_dir = log_dir
-        self.errno = errno
 
 
 @dataclass(slots=True)

@@ -19,7 +19,8 @@ from pathlib import Path
 import pytest
 
 from kafkactl.log.config import LogConfig
-from kafkactl.log.log import KafkaStorageError, Log
+from kafkactl.log.errors import KafkaStorageError
+from kafkactl.log.log import Log
 from kafkactl.log.manager import CLEAN_SHUTDOWN_MARKER, LogManager
 from kafkactl.log.segment import INDEX_RESERVE_ENTRIES
 from kafkactl.record.memory_records import scan
