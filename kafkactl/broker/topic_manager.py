@@ -21,6 +21,7 @@ from typing import Any
 from kafkactl.broker.metadata_cache import StandaloneMetadataCache
 from kafkactl.broker.partition import Partition
 from kafkactl.broker.purgatory import FetchPurgatory
+from kafkactl.log.errors import LogError
 
 log = logging.getLogger(__name__)
 
@@ -166,14 +167,32 @@ class TopicManager:
         state = TopicState(name, uuid.uuid4(), num_partitions, configs)
         if validate_only:
             return state
-        for p in range(num_partitions):
-            self._open_partition(name, p, config)
-        self.topics[name] = state
+        try:
+            for p in range(num_partitions):
+                self._open_partition(name, p, config)
+            self.topics[name] = state
+            self._persist()
+        except (OSError, LogError) as e:
+            # A full or failing disk: undo the partitions made so far, so the topic is
+            # either whole or absent (a retry can create it once space is freed).
+            self.topics.pop(name, None)
+            self._discard_partitions(name, num_partitions)
+            log.error("cannot create topic %s: %s", name, e)
+            raise TopicError("KAFKA_STORAGE_ERROR", f"cannot create topic {name!r}: "
+                             f"{getattr(e, 'strerror', None) or e}") from None
         self.cache.put_topic(name, state.topic_id, num_partitions)
-        self._persist()
         log.info("created topic %s with %d partition(s)%s", name, num_partitions,
                  f" and configs {configs}" if configs else "")
         return state
+
+    def _discard_partitions(self, name: str, num_partitions: int) -> None:
+        for p in range(num_partitions):
+            self.partitions.pop((name, p), None)
+            with contextlib.suppress(OSError, LogError):
+                if not self.log_manager.delete_log(name, p):
+                    for d in self.log_manager.log_dirs:  # a dir made before the failure
+                        with contextlib.suppress(OSError):
+                            (d / f"{name}-{p}").rmdir()
 
     def _collision(self, name: str) -> str | None:
         norm = name.replace(".", "_")

@@ -280,3 +280,32 @@ def test_full_log_dir_fails_produces_cleanly_and_loses_nothing(tmpfs: Path, brok
     assert broker.stop() == 0
     assert "Traceback" not in broker.log()
     assert_dump_log_clean(tmpfs / "full-0")
+
+
+def partition_dirs(log_dir: Path, topic: str) -> list[str]:
+    return sorted(p.name for p in log_dir.glob(f"{topic}-*")
+                  if p.name[len(topic) + 1:].isdigit())
+
+
+def test_topic_creation_on_a_full_disk_is_all_or_nothing(tmpfs: Path, broker_factory) -> None:
+    """CreateTopics on a full log dir answers KAFKA_STORAGE_ERROR and leaves no half-made
+    topic (no partitions served, no directories left behind); once space is freed the
+    same request creates the topic whole."""
+    broker = broker_factory(log_dirs=str(tmpfs), log_segment_bytes=str(SEGMENT_BYTES),
+                            log_index_size_max_bytes="16384",
+                            offsets_topic_num_partitions="1",
+                            auto_create_topics_enable="false")
+    fill_disk(tmpfs)
+    with Wire(broker.bootstrap) as w:
+        r = w.create_topic("t3", partitions=3)
+        assert r["error_code"] == ErrorCode.KAFKA_STORAGE_ERROR, r
+        assert partition_dirs(tmpfs, "t3") == []  # undone ones are renamed *-delete
+        md = w.request(ApiKey.METADATA, 12, {
+            "topics": [{"name": "t3"}], "allow_auto_topic_creation": False,
+            "include_topic_authorized_operations": False})
+        assert md["topics"][0]["error_code"] == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        free_disk(tmpfs)
+        assert w.create_topic("t3", partitions=3)["error_code"] == 0
+        assert partition_dirs(tmpfs, "t3") == ["t3-0", "t3-1", "t3-2"]
+        assert w.produce("t3", batch([b"after"]), partition=2)["error_code"] == 0
+    assert "Traceback" not in broker.log()
