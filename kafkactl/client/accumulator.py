@@ -92,30 +92,24 @@ class RecordAccumulator:
     def append_values(self, topic: str, partition: int, values: Sequence[bytes],
                       entries: bool = False) -> None:
         """Append null-key, header-less values (the CLI fast path)."""
-        tp = (topic, partition)
-        i, n = 0, len(values)
-        with self.lock:
-            dq = self.batches.get(tp)
-            if dq is None:
-                dq = self.batches[tp] = deque()
-            while i < n:
-                if self.closed:
-                    raise RuntimeError("the producer is closed")
-                batch = dq[-1] if dq else None
-                j = i if batch is None else batch.append_values(values, i)
-                if batch is not None and entries:
-                    batch.entries.extend(values[i:j])
-                if j == i:
-                    self._new_batch(tp, dq, None)
-                i = j
+        self._fill((topic, partition), len(values),
+                   lambda batch, i: batch.append_values(values, i),
+                   values if entries else None)
 
     def append_key_values(self, topic: str, partition: int, keys: Sequence[bytes | None],
                           values: Sequence[bytes], entries: Sequence[Any] | None = None
                           ) -> None:
         """Append keyed, header-less records (the CLI's `--key-separator` fast path);
         `entries[i]` is kept with record i for failure reports when given."""
-        tp = (topic, partition)
-        i, n = 0, len(values)
+        self._fill((topic, partition), len(values),
+                   lambda batch, i: batch.append_key_values(keys, values, i), entries)
+
+    def _fill(self, tp: TopicPartition, n: int,
+              append: Callable[[ProducerBatch, int], int],
+              entries: Sequence[Any] | None) -> None:
+        """Records 0..n-1 into tp's batches: `append(batch, i)` takes records from i until
+        the batch is full and returns the next index; a full batch gets a successor."""
+        i = 0
         with self.lock:
             dq = self.batches.get(tp)
             if dq is None:
@@ -124,7 +118,7 @@ class RecordAccumulator:
                 if self.closed:
                     raise RuntimeError("the producer is closed")
                 batch = dq[-1] if dq else None
-                j = i if batch is None else batch.append_key_values(keys, values, i)
+                j = i if batch is None else append(batch, i)
                 if batch is not None and entries is not None:
                     batch.entries.extend(entries[i:j])
                 if j == i:
