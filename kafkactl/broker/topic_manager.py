@@ -13,6 +13,7 @@ import json
 import logging
 import os
 import re
+import resource
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,6 +37,31 @@ class TopicError(Exception):
     def __init__(self, code_name: str, message: str) -> None:
         super().__init__(message)
         self.code_name = code_name
+
+
+FILES_PER_PARTITION = 3  # the active segment's .log, .index and .timeindex
+RESERVED_FILES = 512  # connections, checkpoints, snapshots
+
+
+def check_open_file_room(new_partitions: int) -> None:
+    """Refuse (INVALID_PARTITIONS, before anything is made) partitions the process could
+    not hold open: each keeps FILES_PER_PARTITION descriptors, and running out of them
+    mid-request would stall the broker for as long as it takes to undo the work."""
+    soft, _hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == resource.RLIM_INFINITY:
+        return
+    try:
+        open_now = len(os.listdir("/proc/self/fd"))
+    except OSError:
+        open_now = 0
+    room = (soft - RESERVED_FILES - open_now) // FILES_PER_PARTITION
+    if new_partitions > room:
+        raise TopicError(
+            "INVALID_PARTITIONS",
+            f"{new_partitions} new partitions need about "
+            f"{new_partitions * FILES_PER_PARTITION} open files; this broker has room for "
+            f"{max(room, 0)} more partitions (open files limit {soft}: raise `ulimit -n` "
+            f"or ask for fewer)")
 
 
 def validate_topic_name(name: str | None) -> None:
@@ -164,6 +190,7 @@ class TopicManager:
             raise TopicError("INVALID_PARTITIONS", "the number of partitions must be at least 1")
         configs = dict(configs or {})
         config = self.validate_configs(configs)
+        check_open_file_room(num_partitions)
         state = TopicState(name, uuid.uuid4(), num_partitions, configs)
         if validate_only:
             return state
@@ -229,6 +256,7 @@ class TopicManager:
             raise TopicError("INVALID_PARTITIONS",
                              f"topic {name!r} has {state.num_partitions} partitions; the new "
                              f"count {count} must be larger")
+        check_open_file_room(count - state.num_partitions)
         if validate_only:
             return
         config = self.log_config_for(state.configs)

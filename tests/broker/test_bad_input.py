@@ -13,7 +13,7 @@ from kafkactl.protocol import codec
 from kafkactl.protocol.api_keys import ApiKey
 from kafkactl.protocol.errors import ErrorCode
 
-from .wire import Wire
+from .wire import Wire, batch
 
 
 def _api_versions_ok(bootstrap: str) -> None:
@@ -109,3 +109,22 @@ def test_half_open_and_idle_connections(broker_factory) -> None:
         while chunk := s.recv(65536):
             got += chunk
         assert codec.peek_correlation_id(got[4:]) == 5
+
+
+def test_absurd_partition_counts_are_refused_up_front(broker) -> None:
+    """CreateTopics / CreatePartitions asking for more partitions than the broker can hold
+    open get INVALID_PARTITIONS at once (nothing made, nothing to undo), and the broker
+    keeps serving: before, a fuzzed count of millions stalled it for seconds creating and
+    then removing thousands of partitions until it ran out of file descriptors."""
+    with Wire(broker.bootstrap) as w:
+        r = w.create_topic("huge", partitions=10_000_000)
+        assert r["error_code"] == 37, r  # INVALID_PARTITIONS
+        assert "open files" in (r.get("error_message") or "")
+        assert not list(broker.data_dir.glob("huge-*"))
+        assert w.create_topic("small", partitions=2)["error_code"] == 0
+        grow = w.request(ApiKey.CREATE_PARTITIONS, 3, {
+            "topics": [{"name": "small", "count": 5_000_000, "assignments": None}],
+            "timeout_ms": 5000, "validate_only": False})
+        assert grow["results"][0]["error_code"] == 37
+        assert w.produce("small", batch([b"still serving"]), partition=1)["error_code"] == 0
+    assert len(list(broker.data_dir.glob("small-*"))) == 2
