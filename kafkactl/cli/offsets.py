@@ -19,8 +19,6 @@ if TYPE_CHECKING:  # the client is imported when a command runs, so --help stays
     from kafkactl.client.group.group_admin import GroupAdmin
     from kafkactl.client.kafka_client import KafkaClient
 
-EARLIEST, LATEST = -2, -1  # ListOffsets' special timestamps
-
 offsets_app = typer.Typer(help="Show, reset and delete consumer-group offsets.",
                           no_args_is_help=True)
 T = TypeVar("T")
@@ -75,6 +73,7 @@ def parse_datetime(text: str) -> int:
 def group_offsets_rows(admin: GroupAdmin, simple: SimpleConsumer,
                        group: str) -> list[dict[str, Any]]:
     from kafkactl.client.errors import ClientError
+    from kafkactl.client.fetcher import LATEST
     from kafkactl.protocol.errors import KafkaError
 
     committed = {tp: o for tp, o in admin.fetch_offsets(group).items() if o >= 0}
@@ -158,6 +157,8 @@ def show(group: list[str] = typer.Option([], "--group", "-g", help="Group (repea
 def plan_reset(client: KafkaClient, admin: GroupAdmin, simple: SimpleConsumer, group: str,
                topics: list[tuple[str, list[int] | None]], spec: tuple[str, int]
                ) -> dict[TopicPartition, int]:
+    from kafkactl.client.fetcher import EARLIEST, LATEST
+
     committed = admin.fetch_offsets(group)
     if topics:
         cluster = client.ensure_topics(sorted({t for t, _ in topics}), allow_auto_create=False)

@@ -1,7 +1,7 @@
 """Fetch and ListOffsets requests/responses, and lazy record decoding for consumers.
 
 Records stay in the response buffer: keys, values and header values are memoryviews until
-the caller asks for bytes. `fast_values` is the value-only path used by `kafkactl consume`.
+the caller asks for bytes.
 """
 
 from __future__ import annotations
@@ -12,7 +12,6 @@ from typing import Any
 
 from kafkactl.record.errors import CorruptRecordError
 from kafkactl.record.memory_records import iter_batches
-from kafkactl.record.value_scan import fast_values as fast_values  # re-export for consume
 
 TopicPartition = tuple[str, int]
 EARLIEST = -2

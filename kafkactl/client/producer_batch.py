@@ -18,11 +18,9 @@ from kafkactl.record.batch import RECORD_BATCH_OVERHEAD, assemble_batch, encode_
 from kafkactl.record.codecs import Compression, compress
 from kafkactl.record.uniform import MAX_VALUE_SIZE, MIN_RUN, VALUE_ONLY_PREFIX, ZIGZAG, layout_for
 
-# ZZ[n] = zig-zag varint of a small non-negative n (lengths, offset deltas, header counts),
-# from record's shared tables.
-ZZ: tuple[bytes, ...] = ZIGZAG
-_TABLE_SIZE = len(ZZ)
-_VALUE_ONLY_PREFIX = VALUE_ONLY_PREFIX  # per offset delta: attributes .. null key
+# ZIGZAG[n]: zig-zag varint of a small non-negative n (lengths, offset deltas), from
+# record's shared tables; VALUE_ONLY_PREFIX[d]: attributes .. null key of offset delta d.
+_TABLE_SIZE = len(ZIGZAG)
 
 
 def now_ms() -> int:
@@ -41,7 +39,7 @@ class ProducerBatch:
         "topic", "partition", "batch_size", "created_ms", "base_timestamp", "max_timestamp",
         "parts", "size", "record_count", "entries", "futures", "callbacks", "closed",
         "producer_id", "producer_epoch", "base_sequence", "attempts", "built", "retry_at",
-        "drained_ms", "_uniform_ts",
+        "drained_ms",
     )
 
     def __init__(self, topic: str, partition: int, batch_size: int,
@@ -67,7 +65,6 @@ class ProducerBatch:
         self.built: bytes | None = None
         self.retry_at = 0.0
         self.drained_ms = 0.0
-        self._uniform_ts = True
 
     # -- appending -----------------------------------------------------------------------
 
@@ -84,10 +81,8 @@ class ProducerBatch:
             return None
         delta = self.record_count
         ts_delta = 0 if timestamp is None else timestamp - self.base_timestamp
-        if ts_delta:
-            self._uniform_ts = False
-            if timestamp is not None and timestamp > self.max_timestamp:
-                self.max_timestamp = timestamp
+        if timestamp is not None and timestamp > self.max_timestamp:
+            self.max_timestamp = timestamp
         record = encode_record(delta, ts_delta, key, value, headers)
         self.parts.append(record)
         self.size += len(record)
@@ -107,8 +102,8 @@ class ProducerBatch:
                 return done
         parts = self.parts
         append = parts.append
-        prefix = _VALUE_ONLY_PREFIX
-        table = ZZ
+        prefix = VALUE_ONLY_PREFIX
+        table = ZIGZAG
         delta = self.record_count
         size = self.size
         limit = self.batch_size
@@ -152,7 +147,7 @@ class ProducerBatch:
         if self.closed:
             return start
         append = self.parts.append
-        table = ZZ
+        table = ZIGZAG
         delta = self.record_count
         size = self.size
         limit = self.batch_size

@@ -480,7 +480,7 @@ class Log:
             h = seg.translate_offset(offset) if offset < end else None
             if h is not None:
                 limit = size
-                if max_offset is not None:
+                if max_offset is not None and max_offset < end:  # else nothing to cut
                     if h.base_offset >= max_offset and h.last_offset >= max_offset:
                         return FetchSlice(seg.fd, h.position, 0, h.base_offset)
                     mh = seg.translate_offset(max_offset, h.position)

@@ -18,6 +18,14 @@ import uuid
 from typing import Any, NamedTuple
 
 from kafkactl.protocol.errors import ProtocolDecodeError, ProtocolEncodeError
+from kafkactl.record.varint import (
+    _CACHE_LIMIT,
+    _UNSIGNED_CACHE,
+    encode_uvarint,
+    encode_uvarlong,
+    encode_varint,
+    encode_varlong,
+)
 
 INT8 = struct.Struct(">b")
 INT16 = struct.Struct(">h")
@@ -95,42 +103,31 @@ def read_varlong(buf: Any, pos: int) -> tuple[int, int]:
     return (n >> 1) ^ -(n & 1), pos
 
 
-def _uv(n: int) -> bytes:
-    out = bytearray()
-    while n > 0x7F:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
-
-
-_UV_CACHE = tuple(_uv(n) for n in range(1 << 12))
+def _encoded(encode: Any, n: int) -> bytes:
+    """record.varint's encoders (one varint implementation, cached for small values),
+    with the protocol's error type."""
+    try:
+        return encode(n)  # type: ignore[no-any-return]
+    except ValueError as e:
+        raise ProtocolEncodeError(str(e)) from None
 
 
 def uvarint_bytes(n: int) -> bytes:
-    if 0 <= n < 4096:
-        return _UV_CACHE[n]
-    if not 0 <= n <= 0xFFFFFFFF:
-        raise ProtocolEncodeError(f"unsigned varint out of range: {n}")
-    return _uv(n)
+    if 0 <= n < _CACHE_LIMIT:
+        return _UNSIGNED_CACHE[n]
+    return _encoded(encode_uvarint, n)
 
 
 def uvarlong_bytes(n: int) -> bytes:
-    if not 0 <= n <= 0xFFFFFFFFFFFFFFFF:
-        raise ProtocolEncodeError(f"unsigned varlong out of range: {n}")
-    return _uv(n)
+    return _encoded(encode_uvarlong, n)
 
 
 def varint_bytes(n: int) -> bytes:
-    if not -(1 << 31) <= n < (1 << 31):
-        raise ProtocolEncodeError(f"varint out of range: {n}")
-    return uvarint_bytes(((n << 1) ^ (n >> 31)) & 0xFFFFFFFF)
+    return _encoded(encode_varint, n)
 
 
 def varlong_bytes(n: int) -> bytes:
-    if not -(1 << 63) <= n < (1 << 63):
-        raise ProtocolEncodeError(f"varlong out of range: {n}")
-    return _uv(((n << 1) ^ (n >> 63)) & 0xFFFFFFFFFFFFFFFF)
+    return _encoded(encode_varlong, n)
 
 
 def write_uvarint(out: bytearray, n: int) -> None:

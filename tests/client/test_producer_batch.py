@@ -7,10 +7,10 @@ from hypothesis import strategies as st
 from kafka.record.memory_records import MemoryRecords
 
 from kafkactl.client.accumulator import RecordAccumulator
-from kafkactl.client.fetcher import fast_values
 from kafkactl.client.producer_batch import ProducerBatch
 from kafkactl.record.batch import RecordBatch
 from kafkactl.record.codecs import Compression
+from kafkactl.record.value_scan import fast_values
 
 records_st = st.lists(st.tuples(
     st.one_of(st.none(), st.binary(max_size=300)),
