@@ -62,6 +62,11 @@ class RecordAccumulator:
             self._on_full_batch()
             if self.on_new_batch is not None:
                 self.on_new_batch(tp[0], tp[1])
+        elif not self.closed:
+            # A partition that had nothing queued: the sender may be asleep on its idle
+            # poll, so wake it to start this batch's linger clock (kafka-python does the
+            # same). The caller still holds the lock, so the sender sees the first record.
+            self._on_full_batch()
         dq.append(batch)
         self.incomplete.add(batch)
         return batch
@@ -140,7 +145,11 @@ class RecordAccumulator:
                 if not dq:
                     continue
                 head = dq[0]
-                if head.record_count == 0 or not sendable(tp):
+                if head.record_count == 0:
+                    # Being filled right now: look again within one linger.
+                    wait = min(wait, max(self.linger, 0.001))
+                    continue
+                if not sendable(tp):
                     continue
                 if head.retry_at > now:
                     wait = min(wait, head.retry_at - now)

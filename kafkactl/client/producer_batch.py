@@ -23,6 +23,10 @@ from kafkactl.record.uniform import MAX_VALUE_SIZE, MIN_RUN, VALUE_ONLY_PREFIX, 
 _TABLE_SIZE = len(ZIGZAG)
 
 
+def klen_of(key: bytes | None) -> int:
+    return 0 if key is None else len(key)
+
+
 def now_ms() -> int:
     return int(time.time() * 1000)
 
@@ -129,14 +133,14 @@ class ProducerBatch:
             size += add
             delta += 1
             i += 1
-        if i == start and delta == self.record_count and i < n:
-            # A single big value (or past the table): take the general path.
-            self.size = size
-            if self.append(None, None, values[i]) is not None:
-                i += 1
-            return i
         self.size = size
         self.record_count = delta
+        if i < n and (delta >= _TABLE_SIZE - 1 or len(values[i]) >= _TABLE_SIZE - 8
+                      or i == start):
+            # Past the tables (offset delta or value length), or a first record bigger
+            # than the batch: the general encoder takes values until the batch is full.
+            while i < n and self.append(None, None, values[i]) is not None:
+                i += 1
         return i
 
     def append_key_values(self, keys: Sequence[bytes | None], values: Sequence[bytes],
@@ -181,13 +185,14 @@ class ProducerBatch:
             size += add
             delta += 1
             i += 1
-        if i == start and delta == self.record_count and i < n:
-            # One big record (or past the tables): the general path.
-            if self.append(None, keys[i], values[i]) is not None:
-                i += 1
-            return i
         self.size = size
         self.record_count = delta
+        if i < n and (delta >= _TABLE_SIZE - 1 or i == start or klen_of(keys[i])
+                      + len(values[i]) >= big):
+            # Past the tables, or a first record bigger than the batch: the general
+            # encoder takes records until the batch is full.
+            while i < n and self.append(None, keys[i], values[i]) is not None:
+                i += 1
         return i
 
     def _append_uniform_run(self, values: Sequence[bytes], start: int) -> int:

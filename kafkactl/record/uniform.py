@@ -57,7 +57,10 @@ class UniformLayout:
             ends.append(total)
 
     def fit(self, first_delta: int, room: int) -> int:
-        """How many records from offset delta `first_delta` fit in `room` bytes."""
+        """How many records from offset delta `first_delta` fit in `room` bytes (0 when
+        `first_delta` is past the tables or there is no room)."""
+        if first_delta >= MAX_RECORDS or room <= 0:
+            return 0
         upper = min(MAX_RECORDS, first_delta + room // (self.value_size + 5) + 1)
         self.ensure(upper)
         ends = self.ends
