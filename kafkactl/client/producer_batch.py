@@ -14,7 +14,12 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from kafkactl.record.batch import RECORD_BATCH_OVERHEAD, assemble_batch, encode_record
+from kafkactl.record.batch import (
+    RECORD_BATCH_OVERHEAD,
+    assemble_batch,
+    encode_record,
+    set_producer_state,
+)
 from kafkactl.record.codecs import Compression, compress
 from kafkactl.record.uniform import MAX_VALUE_SIZE, MIN_RUN, VALUE_ONLY_PREFIX, ZIGZAG, layout_for
 
@@ -102,8 +107,9 @@ class ProducerBatch:
             return start
         if len(values) - start >= MIN_RUN and len(values[start]) < MAX_VALUE_SIZE:
             done = self._append_uniform_run(values, start)
-            if done != start:
+            if done == len(values):
                 return done
+            start = done  # a shorter run, or the tables ended: go on record by record
         parts = self.parts
         append = parts.append
         prefix = VALUE_ONLY_PREFIX
@@ -245,11 +251,16 @@ class ProducerBatch:
         return self.built
 
     def set_producer_state(self, producer_id: int, epoch: int, base_sequence: int) -> None:
-        if self.built is not None:
-            raise RuntimeError("producer state must be set before the batch is built")
+        """Stamp the idempotent producer's id, epoch and base sequence: before the batch is
+        built, or on a built batch that is re-sent under a new producer id (its header is
+        rewritten and its CRC recomputed; the records stay byte for byte)."""
         self.producer_id = producer_id
         self.producer_epoch = epoch
         self.base_sequence = base_sequence
+        if self.built is not None:
+            buf = bytearray(self.built)
+            set_producer_state(buf, 0, producer_id, epoch, base_sequence)
+            self.built = bytes(buf)
 
     # -- completion ------------------------------------------------------------------------
 

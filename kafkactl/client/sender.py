@@ -130,7 +130,9 @@ class Sender(threading.Thread):
             batch = self.acc.pop_head(tp)
             if batch is None:
                 continue
-            if batch.base_sequence < 0 and self.idempotent:
+            if self.idempotent and (batch.base_sequence < 0
+                                    or batch.producer_id != self.state.producer_id):
+                # New, or re-sent after a producer id reset: the next sequence of tp.
                 self.state.assign(batch)
             data = batch.build(self.compression)
             if by_node[leader] and sizes[leader] + len(data) > self.max_request_size:
@@ -250,12 +252,11 @@ class Sender(threading.Thread):
                 self._retry_or_fail(b, code, error_for(code)(msg or ""))
 
     def _retry_or_fail(self, batch: ProducerBatch, code: int, err: BaseException | None) -> None:
-        tp = (batch.topic, batch.partition)
         self._remove_in_flight(batch)
         age = time.monotonic() - batch.created_ms / 1000.0
         if code == UNKNOWN_PRODUCER_ID and self.idempotent:
             # The broker lost our producer state: start over with a new producer id.
-            self.state.producer_id = -1
+            self._reset_producer_id(batch)
             code = 13
         if code in REFRESH_METADATA:
             self.client.cluster.invalidate(batch.topic)
@@ -263,16 +264,23 @@ class Sender(threading.Thread):
         if (code in RETRIABLE and batch.attempts <= self.retries and age < self.delivery_timeout
                 and not self.force_close):
             batch.retry_at = time.monotonic() + self.retry_backoff
-            if self.state.producer_id < 0 and self.idempotent:
-                batch.built = None  # re-stamped with the new producer id
-                batch.base_sequence = -1
-                self.state.next_sequence.pop(tp, None)
-            if batch.built is None and not batch.parts:
-                self._complete(batch, -1, err or KafkaConnectionError("cannot re-send batch"))
-                return
+            # (After a producer id reset the drain re-stamps it with the new id and the
+            # next sequence; reenqueue keeps the old sequences' order meanwhile.)
             self.acc.reenqueue(batch)
             return
+        if self.idempotent and batch.base_sequence >= 0 and not self.force_close:
+            # The broker refused this batch for good (too large, invalid...), so its
+            # sequence numbers were never written and every later batch of the partition
+            # would be out of order: start a new producer id (Kafka's epoch bump, KIP-360)
+            # so later batches are re-stamped from sequence 0 instead of waiting out
+            # delivery.timeout.ms.
+            self._reset_producer_id(batch)
         self._complete(batch, -1, err or KafkaConnectionError(f"produce failed ({code})"))
+
+    def _reset_producer_id(self, batch: ProducerBatch) -> None:
+        if batch.producer_id == self.state.producer_id:
+            self.state.producer_id = -1
+            self.state.next_sequence.clear()
 
     def _remove_in_flight(self, batch: ProducerBatch) -> None:
         lst = self.in_flight.get((batch.topic, batch.partition))

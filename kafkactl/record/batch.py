@@ -590,3 +590,18 @@ def set_log_append_time(buf: bytearray | memoryview, pos: int, timestamp: int) -
         raise CorruptRecordError(f"record batch at position {pos} is truncated")
     _UINT32.pack_into(buf, pos + CRC_OFFSET, crc32c(memoryview(buf)[pos + ATTRIBUTES_OFFSET:end]))
 
+
+
+def set_producer_state(buf: bytearray | memoryview, pos: int, producer_id: int,
+                       producer_epoch: int, base_sequence: int) -> None:
+    """Re-stamp an idempotent batch with a new producer id, epoch and base sequence (the
+    producer does this after an epoch reset) and recompute the CRC-32C they are under."""
+    _check_writable(buf, pos)
+    _INT64.pack_into(buf, pos + PRODUCER_ID_OFFSET, producer_id)
+    _INT16.pack_into(buf, pos + PRODUCER_EPOCH_OFFSET, producer_epoch)
+    _INT32.pack_into(buf, pos + BASE_SEQUENCE_OFFSET, base_sequence)
+    (length,) = _INT32.unpack_from(buf, pos + LENGTH_OFFSET)
+    end = pos + LOG_OVERHEAD + length
+    if end > len(buf):
+        raise CorruptRecordError(f"record batch at position {pos} is truncated")
+    _UINT32.pack_into(buf, pos + CRC_OFFSET, crc32c(memoryview(buf)[pos + ATTRIBUTES_OFFSET:end]))
