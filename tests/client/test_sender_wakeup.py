@@ -1,0 +1,61 @@
+"""The sender wakes for a lone record, and a refused batch does not strand the ones after it."""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+
+import pytest
+
+from kafkactl.client.accumulator import RecordAccumulator
+
+
+def test_a_batch_on_an_idle_partition_wakes_the_sender() -> None:
+    """Before: the sender was woken only when a partition already had a batch queued, so a
+    lone record waited out the sender's 1 s idle poll."""
+    wakes: list[int] = []
+    acc = RecordAccumulator(batch_size=1 << 16, linger_ms=5,
+                            on_full_batch=lambda: wakes.append(1))
+    acc.append("t", 0, None, None, b"a")
+    assert wakes == [1]
+    acc.append("t", 0, None, None, b"b")  # same batch: no new wake-up
+    assert wakes == [1]
+    acc.append_values("t", 1, [b"c"])  # another idle partition
+    assert wakes == [1, 1]
+    ready, wait = acc.ready(time.monotonic(), lambda tp: True)
+    assert ready == [] and wait <= 0.005 + 1e-9  # wakes again when the linger ends
+
+
+def test_a_batch_being_filled_does_not_park_the_sender_for_its_idle_poll() -> None:
+    acc = RecordAccumulator(batch_size=1 << 16, linger_ms=0)
+    with acc.lock:
+        acc._new_batch(("t", 0), acc.batches.setdefault(("t", 0), deque()), None)
+    _, wait = acc.ready(time.monotonic(), lambda tp: True)
+    assert wait <= 0.001 + 1e-9
+
+
+def test_records_after_a_refused_batch_are_delivered(broker) -> None:
+    """An idempotent producer: a record the broker refuses (bigger than the topic's
+    max.message.bytes) fails alone, and the records after it are not left waiting for
+    delivery.timeout.ms behind a sequence gap (a new producer id re-stamps them)."""
+    from kafkactl.client.admin import AdminClient
+    from kafkactl.client.producer import Producer
+    from kafkactl.protocol.errors import MessageTooLargeError
+
+    admin = AdminClient(bootstrap_servers=broker.bootstrap)
+    assert admin.create_topics({"small": (1, 1, {"max.message.bytes": "2000"})}) == \
+        {"small": None}
+    admin.close()
+    # batch.size 1000: the big record travels alone (a batch fails as a unit)
+    p = Producer(bootstrap_servers=broker.bootstrap, linger_ms=0, acks="all", batch_size=1000)
+    try:
+        first = p.send("small", b"one", partition=0)
+        first.result(30)
+        big = p.send("small", b"x" * 5000, partition=0)
+        after = [p.send("small", b"after %d" % i, partition=0) for i in range(20)]
+        with pytest.raises(MessageTooLargeError):
+            big.result(30)
+        offsets = [f.result(30).offset for f in after]  # before the fix: timed out here
+        assert offsets == sorted(offsets) and len(set(offsets)) == 20
+    finally:
+        p.close()
