@@ -125,7 +125,19 @@ class KafkaServer:
             raise BrokerStartupError(
                 f"{e} Another broker is using this data dir; stop it or pick another "
                 "--data-dir.") from e
-        cluster_id = ensure_meta_properties(log_dirs, cfg.broker_id, cfg.get("cluster.id") or None)
+        self.zk_registration: Any = None
+        zk_cluster_id: str | None = None
+        if cfg.get("zookeeper.connect"):
+            from kafkactl.broker.zk_registration import ZkRegistration, ZkRegistrationError
+
+            self.zk_registration = ZkRegistration(cfg)
+            try:
+                zk_cluster_id = await asyncio.to_thread(
+                    self.zk_registration.connect_and_check, log_dirs)
+            except ZkRegistrationError as e:
+                raise BrokerStartupError(str(e)) from None
+        cluster_id = ensure_meta_properties(
+            log_dirs, cfg.broker_id, zk_cluster_id or cfg.get("cluster.id") or None)
 
         endpoints = cfg.listeners
         advertised = cfg.advertised_listeners[0]
@@ -160,11 +172,26 @@ class KafkaServer:
                 b = self.cache.brokers()[0]
                 self.cache.update_broker(BrokerEndpoint(b.node_id, b.host, port))
         await self.group_coordinator.startup()
+        if self.zk_registration is not None:
+            await self._register_in_zookeeper()
         self._start_background()
         log.info("kafkactl broker %d started: cluster %s, listening on %s, data in %s, %d "
                  "topic(s)", cfg.broker_id, cluster_id,
                  ", ".join(f"{h}:{p}" for h, p in self.bound),
                  ", ".join(map(str, log_dirs)), len(self.topics.topics))
+
+    async def _register_in_zookeeper(self) -> None:
+        """/brokers/ids/[id] with the advertised address, then the topics, kept in step."""
+        from kafkactl.broker.zk_registration import ZkRegistrationError
+
+        me = self.cache.brokers()[0]
+        try:
+            await asyncio.to_thread(self.zk_registration.register, me.host, me.port,
+                                    [("PLAINTEXT", me.host, me.port)])
+        except ZkRegistrationError as e:
+            raise BrokerStartupError(str(e)) from None
+        self.zk_registration.start_sync(
+            lambda: {name: t.num_partitions for name, t in self.topics.topics.items()})
 
     # ---- background work -------------------------------------------------------------------
     def _start_background(self) -> None:
@@ -230,6 +257,9 @@ class KafkaServer:
         await self.shutdown()
 
     async def shutdown(self) -> None:
+        if getattr(self, "zk_registration", None) is not None:
+            # Leave the registry first, so ZooKeeper consumers move away at once.
+            await asyncio.to_thread(self.zk_registration.close)
         ss = self.socket_server
         if ss is not None:
             ss.stop_accepting()

@@ -1,0 +1,123 @@
+"""The broker's side of ZooKeeper when `zookeeper.connect` is set: the cluster id (checked
+against meta.properties), the broker's registration and its topics, kept in step every
+second off the event loop (topic changes, and re-registration after a session expiry)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from kafkactl.cluster import zookeeper
+from kafkactl.cluster.broker_registry import BrokerRegistry, get_or_create_cluster_id
+
+if TYPE_CHECKING:
+    from kazoo.client import KazooClient
+
+    from kafkactl.broker.config import BrokerConfig
+
+log = logging.getLogger("kafkactl.broker")
+
+SYNC_INTERVAL_S = 1.0
+
+
+class ZkRegistrationError(Exception):
+    """The broker cannot join ZooKeeper (the message says why)."""
+
+
+def meta_cluster_ids(log_dirs: list[Path]) -> dict[str, str]:
+    """cluster.id in each log dir's meta.properties (dirs without one are left out)."""
+    out = {}
+    for d in log_dirs:
+        path = d / "meta.properties"
+        try:
+            text = path.read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            continue
+        for line in text.splitlines():
+            key, sep, value = line.partition("=")
+            if sep and key.strip() == "cluster.id" and value.strip():
+                out[str(d)] = value.strip()
+    return out
+
+
+class ZkRegistration:
+    def __init__(self, config: BrokerConfig) -> None:
+        self.connect_string = config.get("zookeeper.connect")
+        self.connection_timeout_s = config.get_int("zookeeper.connection.timeout.ms") / 1000
+        self.session_timeout_s = config.get_int("zookeeper.session.timeout.ms") / 1000
+        self.broker_id = config.broker_id
+        self.zk: KazooClient | None = None
+        self.registry: BrokerRegistry | None = None
+        self._task: asyncio.Task[None] | None = None
+
+    def connect_and_check(self, log_dirs: list[Path]) -> str:
+        """Connect; return the cluster id from /cluster/id (created by the first broker,
+        reusing the id already in meta.properties). A log dir of another cluster is an
+        error."""
+        try:
+            self.zk = zookeeper.connect(self.connect_string,
+                                        timeout_s=self.connection_timeout_s,
+                                        session_timeout_s=self.session_timeout_s)
+        except (zookeeper.ZooKeeperUnavailable, ValueError) as e:
+            raise ZkRegistrationError(str(e)) from None
+        local = meta_cluster_ids(log_dirs)
+        proposed = next(iter(sorted(set(local.values()))), None)
+        cid = get_or_create_cluster_id(self.zk, proposed)
+        for d, other in local.items():
+            if other != cid:
+                self.close()
+                raise ZkRegistrationError(
+                    f"log dir {d} belongs to cluster {other}, but ZooKeeper at "
+                    f"{self.connect_string} holds cluster {cid}; point this broker at its own "
+                    "cluster's zookeeper.connect or give it an empty data dir")
+        return cid
+
+    def register(self, host: str, port: int, endpoints: list[tuple[str, str, int]]) -> None:
+        from kafkactl.cluster.broker_registry import DuplicateBrokerIdError
+
+        assert self.zk is not None
+        self.registry = BrokerRegistry(self.zk, self.broker_id, host, port, endpoints,
+                                       session_timeout_s=self.session_timeout_s)
+        try:
+            self.registry.register()
+        except DuplicateBrokerIdError as e:
+            self.close()
+            raise ZkRegistrationError(str(e)) from None
+
+    def start_sync(self, topics: Any) -> None:
+        """Publish `topics()` (name -> partition count) now and every second."""
+        self._task = asyncio.get_running_loop().create_task(self._sync_loop(topics))
+
+    async def _sync_loop(self, topics: Any) -> None:
+        while True:
+            try:
+                current = dict(topics())
+                await asyncio.to_thread(self._sync_once, current)
+            except asyncio.CancelledError:
+                raise
+            except Exception as e:  # ZooKeeper away for a while: keep serving, retry
+                log.warning("ZooKeeper sync failed (%s: %s); will retry", type(e).__name__, e)
+            await asyncio.sleep(SYNC_INTERVAL_S)
+
+    def _sync_once(self, topics: dict[str, int]) -> None:
+        from kazoo.protocol.states import KazooState
+
+        if self.registry is None or self.zk is None or self.zk.state != KazooState.CONNECTED:
+            return
+        self.registry.ensure_registered()
+        self.registry.sync_topics(topics)
+
+    def close(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            self._task = None
+        if self.zk is not None:
+            zk, self.zk = self.zk, None
+            try:
+                if self.registry is not None:
+                    self.registry.deregister()
+            except Exception as e:
+                log.warning("could not deregister from ZooKeeper: %s", e)
+            zookeeper.close(zk)

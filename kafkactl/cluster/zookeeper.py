@@ -1,0 +1,94 @@
+"""The ZooKeeper connection (kazoo): `zookeeper.connect` strings with a chroot, a clear error
+when the ensemble cannot be reached, and JSON znode helpers that never crash on bad data."""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from kazoo.client import KazooClient
+
+log = logging.getLogger("kafkactl.zookeeper")
+
+
+class ZooKeeperUnavailable(Exception):
+    """ZooKeeper could not be reached (the message names the connect string)."""
+
+
+def split_connect(connect: str) -> tuple[str, str]:
+    """'h1:2181,h2:2181/kafka' -> ('h1:2181,h2:2181', '/kafka'); no chroot -> ''."""
+    connect = connect.strip()
+    if not connect:
+        raise ValueError("zookeeper.connect is empty")
+    hosts, slash, chroot = connect.partition("/")
+    if not hosts:
+        raise ValueError(f"zookeeper.connect={connect!r} names no host")
+    chroot = ("/" + chroot.rstrip("/")) if slash and chroot.strip("/") else ""
+    return hosts, chroot
+
+
+def connect(connect_string: str, *, timeout_s: float = 18.0,
+            session_timeout_s: float = 18.0, read_only: bool = False) -> KazooClient:
+    """A started KazooClient rooted at the connect string's chroot (created when missing,
+    as Kafka does). Raises ZooKeeperUnavailable after `timeout_s` without a session."""
+    from kazoo.client import KazooClient
+    from kazoo.handlers.threading import KazooTimeoutError
+
+    hosts, chroot = split_connect(connect_string)
+    if chroot and not read_only:
+        root = KazooClient(hosts=hosts, timeout=session_timeout_s)
+        try:
+            root.start(timeout=timeout_s)
+        except KazooTimeoutError:
+            root.close()
+            raise ZooKeeperUnavailable(
+                f"cannot reach ZooKeeper at {connect_string} (zookeeper.connect) within "
+                f"{timeout_s:g} s") from None
+        try:
+            root.ensure_path(chroot)
+        finally:
+            root.stop()
+            root.close()
+    zk = KazooClient(hosts=hosts + chroot, timeout=session_timeout_s)
+    try:
+        zk.start(timeout=timeout_s)
+    except KazooTimeoutError:
+        zk.close()
+        raise ZooKeeperUnavailable(
+            f"cannot reach ZooKeeper at {connect_string} (zookeeper.connect) within "
+            f"{timeout_s:g} s") from None
+    return zk
+
+
+def close(zk: KazooClient) -> None:
+    try:
+        zk.stop()
+    finally:
+        zk.close()
+
+
+def decode_json(data: bytes | None, path: str) -> Any:
+    """A znode's JSON value, or None (logged) when it is empty or malformed."""
+    if not data:
+        return None
+    try:
+        return json.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError) as e:
+        log.warning("ignoring malformed JSON in znode %s: %s", path, e)
+        return None
+
+
+def read_json(zk: KazooClient, path: str) -> Any:
+    from kazoo.exceptions import NoNodeError
+
+    try:
+        data, _ = zk.get(path)
+    except NoNodeError:
+        return None
+    return decode_json(data, path)
+
+
+def encode_json(value: Any) -> bytes:
+    return json.dumps(value, separators=(",", ":")).encode()

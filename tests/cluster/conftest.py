@@ -1,0 +1,31 @@
+"""Fixtures: `zookeeper` (a real server per test module) and `zk` (a kazoo client on it)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from tests.cluster.zk import ZooKeeperServer, available
+
+
+@pytest.fixture(scope="module")
+def zookeeper(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ZooKeeperServer]:
+    reason = available()
+    if reason is not None:
+        pytest.skip(reason)
+    server = ZooKeeperServer(tmp_path_factory.mktemp("zookeeper"))
+    server.start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def zk(zookeeper: ZooKeeperServer) -> Iterator[object]:
+    from kazoo.client import KazooClient
+
+    client = KazooClient(hosts=zookeeper.connect)
+    client.start(timeout=15)
+    yield client
+    client.stop()
+    client.close()

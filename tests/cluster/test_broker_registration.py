@@ -1,0 +1,166 @@
+"""A broker with zookeeper.connect registers itself and its topics (seed 002's layout)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+from tests.cluster.zk import ZooKeeperServer
+from tests.conftest import free_port
+
+
+def chroot(zookeeper: ZooKeeperServer) -> str:
+    return f"{zookeeper.connect}/t-{uuid.uuid4().hex[:8]}"
+
+
+def wait_for(fn, timeout: float = 20.0, what: str = "condition"):  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + timeout
+    while True:
+        value = fn()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.05)
+
+
+def get_json(zk, path: str):  # type: ignore[no-untyped-def]
+    data, _ = zk.get(path)
+    return json.loads(data)
+
+
+def test_broker_registers_itself_cluster_id_and_topics(broker_factory, zookeeper, zk) -> None:
+    connect = chroot(zookeeper)
+    root = connect.split("/", 1)[1]
+    b = broker_factory(zookeeper_connect=connect, num_partitions="3")
+    wait_for(lambda: zk.exists(f"/{root}/brokers/ids/0"), what="registration")
+    reg = get_json(zk, f"/{root}/brokers/ids/0")
+    assert reg["host"] == "127.0.0.1" and reg["port"] == b.port and reg["version"] == 4
+    assert reg["endpoints"] == [f"PLAINTEXT://127.0.0.1:{b.port}"]
+    assert reg["jmx_port"] == -1 and int(reg["timestamp"]) > 0
+    assert zk.exists(f"/{root}/brokers/ids/0").ephemeralOwner != 0
+    cid = get_json(zk, f"/{root}/cluster/id")["id"]
+    assert len(cid) == 22
+    meta = (b.data_dir / "meta.properties").read_text()
+    assert f"cluster.id={cid}" in meta
+
+    r = subprocess.run(["kcat", "-P", "-b", b.bootstrap, "-t", "orders"], input=b"a\nb\n",
+                       capture_output=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    wait_for(lambda: zk.exists(f"/{root}/brokers/topics/orders/partitions/2/state"),
+             what="topic znodes")
+    value = get_json(zk, f"/{root}/brokers/topics/orders")
+    assert value["partitions"] == {"0": [0], "1": [0], "2": [0]}
+    state = get_json(zk, f"/{root}/brokers/topics/orders/partitions/1/state")
+    assert state["leader"] == 0 and state["isr"] == [0] and state["leader_epoch"] == 0
+
+    b.stop()  # a clean stop leaves the registry at once
+    assert zk.exists(f"/{root}/brokers/ids/0") is None
+    assert zk.exists(f"/{root}/brokers/topics/orders") is not None  # topics persist
+
+
+def test_deleted_topic_leaves_the_registry(broker_factory, zookeeper, zk) -> None:
+    connect = chroot(zookeeper)
+    root = connect.split("/", 1)[1]
+    b = broker_factory(zookeeper_connect=connect)
+    from kafkactl.client.admin import AdminClient
+
+    admin = AdminClient(bootstrap_servers=b.bootstrap)
+    try:
+        assert admin.create_topics({"gone": (2, 1, {})}) == {"gone": None}
+        wait_for(lambda: zk.exists(f"/{root}/brokers/topics/gone"), what="topic znode")
+        admin.delete_topics(["gone"])
+        wait_for(lambda: zk.exists(f"/{root}/brokers/topics/gone") is None,
+                 what="topic znode removed")
+    finally:
+        admin.close()
+
+
+def serve(data: Path, *overrides: str, timeout: float = 60) -> subprocess.CompletedProcess:
+    """A `kafkactl serve` expected to refuse to start: its exit and output."""
+    args = [sys.executable, "-m", "kafkactl", "serve", "--data-dir", str(data),
+            "--override", f"listeners=PLAINTEXT://127.0.0.1:{free_port()}"]
+    for o in overrides:
+        args += ["--override", o]
+    return subprocess.run(args, capture_output=True, timeout=timeout, text=True)
+
+
+def test_second_broker_with_the_same_id_is_refused(broker_factory, zookeeper, zk,
+                                                   tmp_path: Path) -> None:
+    connect = chroot(zookeeper)
+    root = connect.split("/", 1)[1]
+    b = broker_factory(zookeeper_connect=connect, zookeeper_session_timeout_ms="2000")
+    wait_for(lambda: zk.exists(f"/{root}/brokers/ids/0"), what="registration")
+    r = serve(tmp_path / "second", f"zookeeper.connect={connect}",
+              "zookeeper.session.timeout.ms=2000")
+    assert r.returncode != 0
+    assert "broker.id 0 is already registered in ZooKeeper" in r.stderr, r.stderr
+    assert f"127.0.0.1:{b.port}" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_log_dir_of_another_cluster_is_refused(broker_factory, zookeeper, zk) -> None:
+    b = broker_factory(zookeeper_connect=chroot(zookeeper))
+    b.stop()
+    other = chroot(zookeeper)  # a ZooKeeper that already holds another cluster's id
+    zk.create(f"/{other.split('/', 1)[1]}/cluster/id",
+              b'{"version":"1","id":"AAAAAAAAAAAAAAAAAAAAAA"}', makepath=True)
+    r = serve(b.data_dir, f"zookeeper.connect={other}")
+    assert r.returncode != 0
+    assert "belongs to cluster" in r.stderr and "AAAAAAAAAAAAAAAAAAAAAA" in r.stderr, r.stderr
+
+
+def test_unreachable_zookeeper_is_one_clear_line(tmp_path: Path) -> None:
+    port = free_port()  # nothing listens there
+    r = subprocess.run(
+        [sys.executable, "-m", "kafkactl", "serve", "--data-dir", str(tmp_path / "d"),
+         "--override", f"listeners=PLAINTEXT://127.0.0.1:{free_port()}",
+         "--override", f"zookeeper.connect=127.0.0.1:{port}/kafka",
+         "--override", "zookeeper.connection.timeout.ms=1500"],
+        capture_output=True, timeout=60)
+    assert r.returncode != 0
+    err = r.stderr.decode()
+    assert f"cannot reach ZooKeeper at 127.0.0.1:{port}/kafka" in err, err
+    assert "Traceback" not in err
+
+
+def test_session_expiry_re_registers(broker_factory, zookeeper, zk) -> None:
+    """SIGSTOP the broker past its session timeout: the ephemeral node goes; on SIGCONT
+    the broker registers again without a restart."""
+    import signal
+
+    connect = chroot(zookeeper)
+    root = connect.split("/", 1)[1]
+    b = broker_factory(zookeeper_connect=connect, zookeeper_session_timeout_ms="2000")
+    assert b.proc is not None
+    path = f"/{root}/brokers/ids/0"
+    first = wait_for(lambda: zk.exists(path), what="registration").ephemeralOwner
+    b.proc.send_signal(signal.SIGSTOP)
+    try:
+        wait_for(lambda: zk.exists(path) is None, timeout=30, what="session expiry")
+    finally:
+        b.proc.send_signal(signal.SIGCONT)
+    stat = wait_for(lambda: zk.exists(path), timeout=30, what="re-registration")
+    assert stat.ephemeralOwner != first
+
+
+def test_malformed_znodes_are_skipped(zookeeper, zk) -> None:
+    from kafkactl.cluster import broker_registry
+    from kafkactl.cluster import zookeeper as zkmod
+
+    root = f"/t-{uuid.uuid4().hex[:8]}"
+    zk.create(f"{root}/brokers/ids/1", b"{not json", makepath=True)
+    zk.create(f"{root}/brokers/ids/2", json.dumps(
+        {"host": "h", "port": 9092, "version": 4}).encode(), makepath=True)
+    zk.create(f"{root}/brokers/topics/bad", b"\xff\xfe", makepath=True)
+    zk.create(f"{root}/brokers/topics/good", b'{"version":2,"partitions":{"0":[2]}}',
+              makepath=True)
+    client = zkmod.connect(zookeeper.connect + root, timeout_s=10)
+    try:
+        assert list(broker_registry.live_brokers(client)) == [2]
+        assert broker_registry.registered_topics(client) == {"good": {0: [2]}}
+    finally:
+        zkmod.close(client)

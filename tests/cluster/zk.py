@@ -1,0 +1,85 @@
+"""A real ZooKeeper server for tests: Debian's `zookeeper` package, standalone, on a free
+loopback port with its data in a temp dir (shared by the ZooKeeper-consumer, offsets-migrate
+and cluster tests)."""
+
+from __future__ import annotations
+
+import shutil
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+ZK_JAR = Path("/usr/share/java/zookeeper.jar")
+ZK_CONF = Path("/etc/zookeeper/conf")
+
+
+def available() -> str | None:
+    """None when a ZooKeeper server can run here, else the reason it cannot."""
+    if not ZK_JAR.exists():
+        return f"{ZK_JAR} missing: install Debian's zookeeper package (scripts/test.sh does)"
+    if shutil.which("java") is None:
+        return "no java on PATH: install default-jre-headless (scripts/test.sh does)"
+    return None
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class ZooKeeperServer:
+    def __init__(self, base: Path) -> None:
+        self.base = base
+        self.port = _free_port()
+        self.proc: subprocess.Popen[bytes] | None = None
+        (base / "data").mkdir(parents=True, exist_ok=True)
+        (base / "zoo.cfg").write_text(
+            "tickTime=500\n"
+            f"dataDir={base / 'data'}\n"
+            f"clientPort={self.port}\n"
+            "clientPortAddress=127.0.0.1\n"
+            "admin.enableServer=false\n"
+            "minSessionTimeout=1000\nmaxSessionTimeout=60000\n"
+            "4lw.commands.whitelist=ruok,srvr\n")
+
+    @property
+    def connect(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def start(self, timeout: float = 30.0) -> None:
+        log = open(self.base / "zookeeper.log", "ab")  # noqa: SIM115 - owned by the child
+        self.proc = subprocess.Popen(
+            ["java", "-Xmx128m", f"-Dzookeeper.log.dir={self.base}",
+             "-Dzookeeper.root.logger=WARN,CONSOLE", "-cp", f"{ZK_CONF}:{ZK_JAR}",
+             "org.apache.zookeeper.server.quorum.QuorumPeerMain", str(self.base / "zoo.cfg")],
+            stdout=log, stderr=subprocess.STDOUT)
+        log.close()
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"zookeeper exited: {self.log()}")
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=0.5) as s:
+                    s.sendall(b"ruok")
+                    if s.recv(4) == b"imok":
+                        return
+            except OSError:
+                pass
+            time.sleep(0.1)
+        self.stop()
+        raise RuntimeError(f"zookeeper did not start within {timeout}s: {self.log()}")
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+    def log(self) -> str:
+        path = self.base / "zookeeper.log"
+        return path.read_text(errors="replace")[-4000:] if path.exists() else ""
