@@ -30,14 +30,14 @@ def split_connect(connect: str) -> tuple[str, str]:
 
 
 def connect(connect_string: str, *, timeout_s: float = 18.0,
-            session_timeout_s: float = 18.0, read_only: bool = False) -> KazooClient:
+            session_timeout_s: float = 18.0, create_chroot: bool = True) -> KazooClient:
     """A started KazooClient rooted at the connect string's chroot (created when missing,
     as Kafka does). Raises ZooKeeperUnavailable after `timeout_s` without a session."""
     from kazoo.client import KazooClient
     from kazoo.handlers.threading import KazooTimeoutError
 
     hosts, chroot = split_connect(connect_string)
-    if chroot and not read_only:
+    if chroot and create_chroot:
         root = KazooClient(hosts=hosts, timeout=session_timeout_s)
         try:
             root.start(timeout=timeout_s)

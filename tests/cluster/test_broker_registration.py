@@ -10,7 +10,7 @@ import uuid
 from pathlib import Path
 
 from tests.cluster.zk import ZooKeeperServer
-from tests.conftest import free_port
+from tests.conftest import BrokerProcess, free_port
 
 
 def chroot(zookeeper: ZooKeeperServer) -> str:
@@ -164,3 +164,32 @@ def test_malformed_znodes_are_skipped(zookeeper, zk) -> None:
         assert broker_registry.registered_topics(client) == {"good": {0: [2]}}
     finally:
         zkmod.close(client)
+
+
+def test_discovery_follows_the_registry(broker_factory, zookeeper, zk) -> None:
+    """A producer bootstrapped from ZooKeeper follows a broker that moved to a new port."""
+    from kafkactl.client.producer import Producer
+    from kafkactl.client.zookeeper_discovery import ZookeeperBrokerDiscovery
+
+    connect = chroot(zookeeper)
+    root = connect.split("/", 1)[1]
+    first = broker_factory(zookeeper_connect=connect)
+    wait_for(lambda: zk.exists(f"/{root}/brokers/ids/0"), what="registration")
+    disco = ZookeeperBrokerDiscovery(connect)
+    try:
+        assert disco.bootstrap() == first.bootstrap
+        p = Producer(bootstrap_servers=disco.bootstrap(), linger_ms=0)
+        disco.attach(p.client)
+        assert p.send("moved", b"one", partition=0).result(30).offset == 0
+        first.stop()
+        moved = BrokerProcess(first.data_dir, free_port(), dict(first.overrides))
+        moved.start()
+        try:
+            wait_for(lambda: disco.servers == [("127.0.0.1", moved.port)], what="new address")
+            assert p.client.bootstrap_servers == [("127.0.0.1", moved.port)]
+            assert p.send("moved", b"two", partition=0).result(60).offset == 1
+        finally:
+            p.close()
+            moved.kill()
+    finally:
+        disco.close()

@@ -1,0 +1,68 @@
+"""Broker discovery through ZooKeeper (seed 000/002: producers find brokers in the registry):
+the bootstrap list is /brokers/ids, kept current by a watch, for `kafkactl produce
+--zookeeper`. `--broker-list`/`-b` is the static alternative."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from typing import TYPE_CHECKING, Any
+
+from kafkactl.client.errors import NoBrokersAvailable
+from kafkactl.cluster import zk_paths
+from kafkactl.cluster import zookeeper as zkconn
+from kafkactl.cluster.broker_registry import live_brokers
+
+if TYPE_CHECKING:
+    from kafkactl.client.kafka_client import KafkaClient
+
+log = logging.getLogger("kafkactl.client")
+
+
+class ZookeeperBrokerDiscovery:
+    def __init__(self, connect: str, *, timeout_s: float = 10.0,
+                 session_timeout_s: float = 10.0) -> None:
+        self.connect_string = connect
+        self.zk = zkconn.connect(connect, timeout_s=timeout_s,
+                                 session_timeout_s=session_timeout_s, create_chroot=False)
+        self.servers: list[tuple[str, int]] = []
+        self._clients: list[KafkaClient] = []
+        self._lock = threading.Lock()
+        self._closed = False
+        from kazoo.recipe.watchers import ChildrenWatch
+
+        self.zk.ensure_path(zk_paths.BROKER_IDS)
+        ChildrenWatch(self.zk, zk_paths.BROKER_IDS, self._changed)
+
+    def _changed(self, _children: Any) -> bool:
+        if self._closed:
+            return False
+        servers = [(b.host, b.port) for _, b in sorted(live_brokers(self.zk).items())]
+        with self._lock:
+            if servers != self.servers:
+                log.info("brokers in ZooKeeper at %s: %s", self.connect_string,
+                         ", ".join(f"{h}:{p}" for h, p in servers) or "none")
+            self.servers = servers
+            if servers:
+                for client in self._clients:
+                    client.bootstrap_servers = list(servers)
+        return True
+
+    def bootstrap(self) -> str:
+        with self._lock:
+            servers = list(self.servers)
+        if not servers:
+            raise NoBrokersAvailable(f"no brokers are registered in ZooKeeper at "
+                                     f"{self.connect_string} ({zk_paths.BROKER_IDS} is empty)")
+        return ",".join(f"{h}:{p}" for h, p in servers)
+
+    def attach(self, client: KafkaClient) -> None:
+        """Keep `client`'s bootstrap list equal to the registry from now on."""
+        with self._lock:
+            self._clients.append(client)
+            if self.servers:
+                client.bootstrap_servers = list(self.servers)
+
+    def close(self) -> None:
+        self._closed = True
+        zkconn.close(self.zk)
