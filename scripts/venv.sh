@@ -105,12 +105,13 @@ install_digest() {
 # this checkout's kafkactl. pip's download and wheel cache (~/.cache/pip) is reused.
 venv_install() {
     local spec=$1 stamp_file="$KAFKACTL_VENV/.kafkactl-install" digest
+    local here_init="$PWD/kafkactl/__init__.py"
     digest="$(install_digest)"
     if [ -f "$stamp_file" ] \
         && { grep -qxF "$spec $digest" "$stamp_file" \
              || { [ "$spec" = "." ] && grep -q " $digest\$" "$stamp_file"; }; } \
         && (cd / && "$VENV_PY" -c 'import sys, kafkactl; sys.exit(kafkactl.__file__ != sys.argv[1])' \
-            "$PWD/kafkactl/__init__.py"); then
+            "$here_init"); then
         say "kafkactl ($spec) is up to date in $KAFKACTL_VENV"
         return 0
     fi
