@@ -61,7 +61,7 @@ venv_usable() {
     [ -x "$VENV_PY" ] \
         && "$VENV_PY" -c 'import sys; sys.exit(sys.version_info < (3, 11) or sys.prefix == sys.base_prefix)' \
             2>/dev/null \
-        && "$VENV_PY" -m pip --version >/dev/null 2>&1
+        && venv_pip --version >/dev/null 2>&1
 }
 
 # ensure_venv: reuse the environment when it works, else (re)make it.
