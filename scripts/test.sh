@@ -114,9 +114,10 @@ trap on_exit EXIT
 
 for name in "${selected[@]}"; do
     current="$name"
+    started=$SECONDS
     say "step $name: ${STEP_WHAT[$name]}"
     if [ "$name" = pytest ]; then "step_$name" "$@"; else "step_$name"; fi
-    done_steps+=("$name")
+    done_steps+=("$name ($((SECONDS - started)) s)")
 done
 current=""
 say "OK: ${done_steps[*]}"
