@@ -13,6 +13,10 @@ SCRIPT_NAME=install.sh
 # shellcheck source=scripts/venv.sh
 . scripts/venv.sh
 
+if [ "${1:-}" = "-h" ] || [ "${1:-}" = "--help" ]; then
+    sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'
+    exit 0
+fi
 if [ $# -gt 0 ]; then
     say "takes no arguments (got: $*); environment: KAFKACTL_VENV=DIR, PYTHON=python3.x"
     exit 2
