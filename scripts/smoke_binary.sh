@@ -7,8 +7,14 @@
 #
 #   scripts/smoke_binary.sh              build, then test
 #   scripts/smoke_binary.sh --no-build   test an existing dist/kafkactl
+#
+# Python (PyInstaller, kafkactl's version) comes from the project's virtual environment
+# (KAFKACTL_VENV, default .venv, as made by scripts/test.sh) when it exists, else python3.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+venv="${KAFKACTL_VENV:-.venv}"
+if [ -x "$venv/bin/python" ]; then PY="$venv/bin/python"; else PY=python3; fi
 
 BIN=dist/kafkactl
 TOPIC=smoke
@@ -27,15 +33,15 @@ fail() { echo "smoke_binary: FAIL: $*" >&2; exit 1; }
 say() { echo "smoke_binary: $*" >&2; }
 
 if [ "${1:-}" != "--no-build" ]; then
-    say "building $BIN with PyInstaller (build.spec)"
-    python3 -m PyInstaller --noconfirm --clean --log-level WARN build.spec \
+    say "building $BIN with PyInstaller (build.spec, $PY)"
+    "$PY" -m PyInstaller --noconfirm --clean --log-level WARN build.spec \
         || fail "pyinstaller build.spec failed"
 fi
 [ -x "$BIN" ] || fail "$BIN does not exist; build it with: pyinstaller --noconfirm --clean build.spec"
 
 # --- the binary starts, and knows its version ------------------------------------------
 "$BIN" --help >/dev/null || fail "$BIN --help exited non-zero"
-want_version="kafkactl $(python3 -c 'from kafkactl import __version__; print(__version__)')"
+want_version="kafkactl $("$PY" -c 'from kafkactl import __version__; print(__version__)')"
 got_version="$("$BIN" --version)"
 [ "$got_version" = "$want_version" ] || fail "$BIN --version printed '$got_version', expected '$want_version'"
 best=""
@@ -54,7 +60,7 @@ for sub in serve produce consume dump-log; do
         if ! grep -q "No such command" "$work/stderr.txt"; then
             tail -n 20 "$work/stderr.txt" >&2
             fail "'$BIN $sub --help' failed (above): something the binary needs is not in it"
-        elif python3 -c "import importlib.util, sys; sys.exit(importlib.util.find_spec('$module') is None)"; then
+        elif "$PY" -c "import importlib.util, sys; sys.exit(importlib.util.find_spec('$module') is None)"; then
             say "subcommand '$sub' is missing from the binary although $module exists:" \
                 "build.spec does not collect it, or it was added after the build started"
         else
@@ -66,7 +72,7 @@ done
 [ ${#missing[@]} -eq 0 ] || fail "cannot smoke-test the binary without: ${missing[*]}"
 
 # --- a broker on a free port with a temp data dir --------------------------------------
-port="$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
+port="$("$PY" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
 bootstrap="127.0.0.1:$port"
 "$BIN" serve --data-dir "$work/data" \
     --override "listeners=PLAINTEXT://$bootstrap" --override num.partitions=1 \

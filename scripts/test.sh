@@ -1,32 +1,123 @@
 #!/usr/bin/env bash
-# Install every test dependency and run the whole test suite.
-# Debian packages: zookeeper and kcat (real peers for the tests), a Java runtime
-# (ZooKeeper, Spark), man-db, zsh and fish (the man page and completion tests); then
-# this package with its `test` extra; then ruff and pytest; then the PyInstaller binary
-# is built and smoke-tested (scripts/smoke_binary.sh).
+# Install every test dependency and run the whole test suite (the README's test command;
+# CI runs it through .ci/run). Arguments are passed to pytest:
+#
+#   ./scripts/test.sh                          everything
+#   ./scripts/test.sh tests/record -q -x       ruff, then only these tests, then the binary
+#   KAFKACTL_SKIP_BINARY=1 ./scripts/test.sh   without the binary build and smoke test
+#   KAFKACTL_TEST_STEPS="ruff pytest" ./scripts/test.sh    only these steps
+#
+# The steps, in order; each is a function step_<name> below. To add one, write the
+# function, add its name to STEPS and a few words to STEP_WHAT.
+#   apt     Debian packages: zookeeper and kcat (real peers for the tests), a Java runtime
+#           (ZooKeeper), man-db, zsh and fish (the man page and completion tests), and
+#           python3-venv when python3 cannot make a virtual environment
+#   venv    the virtual environment (.venv, or KAFKACTL_VENV=DIR) with this checkout
+#           installed editable with its `test` extra: never the system's python (PEP 668)
+#   ruff    ruff check, from the environment
+#   pytest  pytest, run by the environment's python (the tests start `sys.executable -m
+#           kafkactl`); exit 5 (no tests collected) is a failure like any other
+#   binary  build the one-file binary and smoke-test it (scripts/smoke_binary.sh);
+#           KAFKACTL_SKIP_BINARY=1 skips it
+#
+# When a step fails, the last line names it and what was skipped, e.g.
+#   test.sh: FAILED at pytest (exit 1); skipped: binary (the binary build and smoke test)
+# and the script exits with that step's code.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+SCRIPT_NAME=test.sh
+# shellcheck source=scripts/venv.sh
+. scripts/venv.sh
 
-SUDO=""
-if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
-need=()
-command -v kcat >/dev/null || need+=(kcat)
-[ -x /usr/share/zookeeper/bin/zkServer.sh ] || need+=(zookeeper)
-command -v java >/dev/null || need+=(default-jre-headless)
-command -v man >/dev/null || need+=(man-db)
-command -v zsh >/dev/null || need+=(zsh)      # the zsh and fish completion tests
-command -v fish >/dev/null || need+=(fish)
-if [ ${#need[@]} -gt 0 ]; then
-    $SUDO apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need[@]}"
-fi
+STEPS=(apt venv ruff pytest binary)
+declare -A STEP_WHAT=(
+    [apt]="the Debian packages"
+    [venv]="the virtual environment and the install"
+    [ruff]="the lint"
+    [pytest]="the tests"
+    [binary]="the binary build and smoke test"
+)
 
-python3 -m pip install -q -e '.[test]'
-python3 -m ruff check kafkactl tests bench scripts
-python3 -m pytest -q "$@"
+step_apt() {
+    local need=()
+    command -v kcat >/dev/null || need+=(kcat)
+    [ -x /usr/share/zookeeper/bin/zkServer.sh ] || need+=(zookeeper)
+    command -v java >/dev/null || need+=(default-jre-headless)
+    command -v man >/dev/null || need+=(man-db)
+    command -v zsh >/dev/null || need+=(zsh)
+    command -v fish >/dev/null || need+=(fish)
+    if ! venv_usable && ! "${PYTHON:-python3}" -c 'import ensurepip' 2>/dev/null; then
+        need+=(python3-venv)
+    fi
+    if [ ${#need[@]} -gt 0 ]; then
+        apt_install "${need[@]}"
+    fi
+}
 
-# The one-file binary: build it (once per run) and smoke-test it against itself
-# (serve, produce, consume, dump-log). KAFKACTL_SKIP_BINARY=1 skips this step locally.
-if [ "${KAFKACTL_SKIP_BINARY:-0}" != "1" ]; then
+step_venv() {
+    ensure_venv
+    venv_install '.[test]'
+}
+
+step_ruff() {
+    "$VENV_PY" -m ruff check kafkactl tests bench scripts
+}
+
+step_pytest() {
+    "$VENV_PY" -m pytest -q "$@"
+}
+
+step_binary() {
     ./scripts/smoke_binary.sh
+}
+
+# --- the runner -------------------------------------------------------------------------
+selected=("${STEPS[@]}")
+if [ -n "${KAFKACTL_TEST_STEPS:-}" ]; then
+    read -r -a selected <<<"$KAFKACTL_TEST_STEPS"
+    for name in "${selected[@]}"; do
+        [ -n "${STEP_WHAT[$name]:-}" ] \
+            || { say "KAFKACTL_TEST_STEPS: no step '$name' (steps: ${STEPS[*]})"; exit 2; }
+    done
 fi
+if [ "${KAFKACTL_SKIP_BINARY:-0}" = "1" ]; then
+    kept=()
+    for name in "${selected[@]}"; do [ "$name" = binary ] || kept+=("$name"); done
+    selected=("${kept[@]}")
+fi
+
+# Every step runs with the environment first on the PATH, as if activated, so that what
+# they start (python3, kafkactl, pyinstaller) is the environment's; the environment itself
+# is made by the python3 found before that (or PYTHON).
+PYTHON="${PYTHON:-$(command -v python3 || echo python3)}"
+export VIRTUAL_ENV="$KAFKACTL_VENV"
+export PATH="$KAFKACTL_VENV/bin:$PATH"
+export KAFKACTL_VENV
+
+current=""
+done_steps=()
+on_exit() {
+    local rc=$?
+    [ -n "$current" ] || return 0
+    local msg="FAILED at $current (exit $rc)"
+    if [ "$current" = pytest ] && [ "$rc" -eq 5 ]; then msg+=": pytest collected no tests"; fi
+    local skipped="" seen=0 name
+    for name in "${selected[@]}"; do
+        if [ "$seen" = 1 ]; then skipped+="${skipped:+, }$name (${STEP_WHAT[$name]})"; fi
+        if [ "$name" = "$current" ]; then seen=1; fi
+    done
+    if [ -n "$skipped" ]; then msg+="; skipped: $skipped"; fi
+    say "$msg"
+    [ "$rc" -ne 0 ] || exit 1
+}
+trap on_exit EXIT
+
+for name in "${selected[@]}"; do
+    current="$name"
+    started=$SECONDS
+    say "step $name: ${STEP_WHAT[$name]}"
+    if [ "$name" = pytest ]; then "step_$name" "$@"; else "step_$name"; fi
+    done_steps+=("$name ($((SECONDS - started)) s)")
+done
+current=""
+say "OK: ${done_steps[*]}"

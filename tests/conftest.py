@@ -14,6 +14,12 @@ from pathlib import Path
 
 import pytest
 
+from tests import hypothesis_profiles
+
+# Before any test module is imported: @settings(...) objects inherit the profile loaded
+# when they are made. Derandomized unless HYPOTHESIS_PROFILE=random (tests/hypothesis_profiles.py).
+hypothesis_profiles.load()
+
 
 def free_port() -> int:
     with socket.socket() as s:

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from kafkactl.protocol import codec
 from kafkactl.protocol.api_keys import ApiKey
 from kafkactl.record.memory_records import scan
+from tests.hypothesis_profiles import examples
 
 from .wire import Wire, batch
 
@@ -89,7 +90,7 @@ def test_fuzz_mutated_requests(broker) -> None:
     with Wire(broker.bootstrap) as w:
         assert w.produce("fuzz", batch([b"before"]))["error_code"] == 0
 
-    @settings(max_examples=150, deadline=None, database=None,
+    @settings(max_examples=examples(150), deadline=None, database=None,
               suppress_health_check=list(HealthCheck))
     @given(seed=st.sampled_from(SEEDS), muts=st.lists(mutation, min_size=1, max_size=4),
            fix_size=st.booleans())

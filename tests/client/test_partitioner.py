@@ -17,6 +17,7 @@ from kafkactl.client.partitioner import (
     murmur2_partition,
     to_positive,
 )
+from tests.hypothesis_profiles import examples
 
 # Published vectors: Apache Kafka's UtilsTest.testMurmur2 (clients/src/test/.../UtilsTest.java).
 PUBLISHED = [
@@ -65,7 +66,7 @@ def test_murmur2_published_vectors(key: bytes, expected: int) -> None:
     assert java_murmur2(key) == expected
 
 
-@settings(max_examples=300)
+@settings(max_examples=examples(300))
 @given(st.binary(max_size=64), st.integers(min_value=1, max_value=1000))
 def test_murmur2_matches_java_formula(key: bytes, n: int) -> None:
     assert murmur2(key) == java_murmur2(key)

@@ -11,6 +11,7 @@ from kafkactl.client.producer_batch import ProducerBatch
 from kafkactl.record.batch import RecordBatch
 from kafkactl.record.codecs import Compression
 from kafkactl.record.value_scan import fast_values
+from tests.hypothesis_profiles import examples
 
 records_st = st.lists(st.tuples(
     st.one_of(st.none(), st.binary(max_size=300)),
@@ -20,7 +21,7 @@ records_st = st.lists(st.tuples(
     st.integers(min_value=-5000, max_value=5000)), min_size=1, max_size=40)
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(records_st, st.sampled_from(list(Compression)))
 def test_batch_decodes_with_kafka_python_and_our_reader(records, codec) -> None:
     b = ProducerBatch("t", 0, 1 << 22, timestamp=1_700_000_000_000)
@@ -39,7 +40,7 @@ def test_batch_decodes_with_kafka_python_and_our_reader(records, codec) -> None:
         [v for _, v, _, _ in records]
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=examples(40), deadline=None)
 @given(st.lists(st.binary(max_size=20000), min_size=1, max_size=300),
        st.integers(min_value=0, max_value=50), st.sampled_from([Compression.NONE,
                                                                  Compression.LZ4]))
@@ -87,7 +88,7 @@ def test_accumulator_backpressure_times_out() -> None:
         acc.append_values("t", 0, [b"x" * 900])
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(st.lists(st.tuples(st.integers(min_value=0, max_value=300),
                           st.integers(min_value=1, max_value=400)), min_size=1, max_size=6),
        st.integers(min_value=200, max_value=60_000), st.integers(min_value=0, max_value=3))
@@ -125,7 +126,7 @@ def test_uniform_run_fills_a_batch_to_the_byte() -> None:
     assert len(b.build()) == b.size
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(st.lists(st.tuples(st.one_of(st.none(), st.binary(max_size=200)),
                           st.binary(max_size=20_000)), min_size=1, max_size=200),
        st.integers(min_value=100, max_value=200_000))
@@ -153,7 +154,7 @@ def test_key_values_path_matches_the_general_encoder(pairs, batch_size) -> None:
     assert entries == list(range(len(pairs)))
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(st.lists(st.tuples(st.one_of(st.none(), st.binary(max_size=300)),
                           st.one_of(st.none(), st.binary(max_size=9000))),
                 min_size=1, max_size=60),

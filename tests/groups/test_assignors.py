@@ -7,6 +7,7 @@ from hypothesis import strategies as st
 
 from kafkactl.broker.coordinator import java_string_hash, partition_for
 from kafkactl.client.group.assignors import MemberSubscription, range_assign, roundrobin_assign
+from tests.hypothesis_profiles import examples
 
 
 def subs(*ids: str, topics: tuple[str, ...] = ("t",)) -> list[MemberSubscription]:
@@ -44,7 +45,7 @@ def test_roundrobin_deals_in_turn_skipping_unsubscribed() -> None:
     assert plan == {"a": [("x", 0), ("x", 2), ("y", 0), ("y", 1)], "b": [("x", 1)]}
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(st.integers(1, 40), st.integers(1, 9), st.sampled_from(["range", "roundrobin"]))
 def test_every_partition_exactly_once_and_balanced(n: int, c: int, name: str) -> None:
     fn = range_assign if name == "range" else roundrobin_assign

@@ -19,6 +19,7 @@ from kafkactl.protocol.errors import (
     UnsupportedVersionError,
 )
 from kafkactl.protocol.messages import REQUESTS, RESPONSES
+from tests.hypothesis_profiles import examples
 
 from .samples import plain, sample_message
 
@@ -145,7 +146,7 @@ def test_encode_errors_are_typed() -> None:
 FRAMES = [request_frame(k, v) for k, v in SAMPLES]
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(300), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     index=st.integers(0, len(FRAMES) - 1),
     edits=st.lists(st.tuples(st.integers(0, 10_000), st.integers(0, 255)), max_size=6),
@@ -160,7 +161,7 @@ def test_fuzz_mutated_requests(index: int, edits: list[tuple[int, int]], cut: in
         decode_whole_request(data)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(api=st.sampled_from(sorted(RESPONSES)), data=st.binary(max_size=200),
        version=st.integers(0, 12))
 def test_fuzz_random_bytes_as_responses(api: int, data: bytes, version: int) -> None:

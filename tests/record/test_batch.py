@@ -15,6 +15,7 @@ from kafkactl.record.batch import (
 )
 from kafkactl.record.codecs import Compression
 from kafkactl.record.errors import CorruptRecordError, InvalidRecordError
+from tests.hypothesis_profiles import examples
 
 large = st.builds(lambda n, s: (s * n)[:n], st.integers(8000, 40000),
                   st.binary(min_size=1, max_size=8))
@@ -25,15 +26,15 @@ headers = st.lists(
 record = st.tuples(
     st.integers(0, 2**41), maybe_bytes, maybe_bytes, headers
 )
-settings.register_profile("record", max_examples=60, deadline=None,
-                          suppress_health_check=[HealthCheck.too_slow])
-settings.load_profile("record")
+RECORD_SETTINGS = settings(max_examples=examples(60), deadline=None,
+                           suppress_health_check=[HealthCheck.too_slow])
 
 
 def _b(m: memoryview | None) -> bytes | None:
     return None if m is None else bytes(m)
 
 
+@RECORD_SETTINGS
 @given(
     st.lists(record, min_size=1, max_size=12), st.sampled_from(list(Compression)),
     st.integers(0, 2**40), st.booleans(),
@@ -69,6 +70,7 @@ def test_roundtrip_every_codec(records, codec, base_offset, transactional) -> No
     ]
 
 
+@RECORD_SETTINGS
 @given(st.lists(record, min_size=1, max_size=8), st.sampled_from([0, 1, 2, 3]))
 def test_reads_what_kafka_python_writes(records, codec) -> None:
     kb = DefaultRecordBatchBuilder(2, codec, False, -1, -1, -1, 1 << 30)

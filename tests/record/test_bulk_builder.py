@@ -5,11 +5,12 @@ from hypothesis import strategies as st
 
 from kafkactl.record import Compression
 from kafkactl.record.batch import RecordBatch, RecordBatchBuilder
+from tests.hypothesis_profiles import examples
 
 values_st = st.lists(st.binary(max_size=300), min_size=1, max_size=300)
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(values=values_st, split=st.integers(0, 300), ts=st.integers(0, 2**40))
 def test_append_values_matches_append(values: list[bytes], split: int, ts: int) -> None:
     one = RecordBatchBuilder(producer_id=7, producer_epoch=1, base_sequence=3)

@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 
 from kafkactl.record.batch import RecordBatch, RecordBatchBuilder
 from kafkactl.record.uniform import MIN_RUN, layout_for, uniform_values
+from tests.hypothesis_profiles import examples
 
 TS = 1_700_000_000_000
 
@@ -19,7 +20,7 @@ def _batch(values: list[bytes]) -> RecordBatch:
     return RecordBatch(memoryview(builder.build()))
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(st.integers(min_value=0, max_value=300), st.integers(min_value=MIN_RUN, max_value=300))
 def test_layout_is_the_builders_encoding(value_size: int, count: int) -> None:
     values = [bytes([i % 251]) * value_size for i in range(count)]
@@ -36,7 +37,7 @@ def test_offset_deltas_past_one_byte_varints() -> None:
     assert uniform_values(section, len(values)) == tuple(values)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(st.integers(min_value=1, max_value=40), st.integers(min_value=MIN_RUN, max_value=60),
        st.data())
 def test_a_changed_byte_is_declined_or_decoded_like_the_general_reader(

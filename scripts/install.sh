@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Install kafkactl from this checkout into a virtual environment, .venv in the checkout
+# (KAFKACTL_VENV=DIR picks another), never into the system's python: Debian's python3 is
+# externally managed (PEP 668). The environment is made by python3 on the PATH (PYTHON=...
+# picks another, 3.11 or newer); on Debian without python3-venv, that package is installed
+# first with apt-get (with sudo when not root). Running it again reuses the environment and
+# skips the install when pyproject.toml has not changed.
+#
+#   ./scripts/install.sh && .venv/bin/kafkactl serve
+set -euo pipefail
+cd "$(dirname "$0")/.."
+SCRIPT_NAME=install.sh
+# shellcheck source=scripts/venv.sh
+. scripts/venv.sh
+
+if [ "${1:-}" = "-h" ] || [ "${1:-}" = "--help" ]; then
+    sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'
+    exit 0
+fi
+if [ $# -gt 0 ]; then
+    say "takes no arguments (got: $*); environment: KAFKACTL_VENV=DIR, PYTHON=python3.x"
+    exit 2
+fi
+
+on_exit() {
+    local rc=$?
+    if [ "$rc" -ne 0 ]; then
+        say "FAILED (exit $rc): kafkactl is not installed; nothing was installed into the system's python"
+    fi
+}
+trap on_exit EXIT
+
+ensure_venv
+venv_install .
+bin="$KAFKACTL_VENV/bin"
+[ "$KAFKACTL_VENV" = "$PWD/.venv" ] && bin=".venv/bin"
+"$bin/kafkactl" --version >/dev/null
+say "installed: run '$bin/kafkactl serve' (or put $KAFKACTL_VENV/bin on your PATH)"
