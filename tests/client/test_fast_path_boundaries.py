@@ -22,6 +22,7 @@ from kafkactl.record.batch import RecordBatch, encode_record
 from kafkactl.record.codecs import Compression
 from kafkactl.record.uniform import MAX_RECORDS, MAX_VALUE_SIZE, MIN_RUN
 from kafkactl.record.value_scan import fast_key_values, fast_values
+from tests.hypothesis_profiles import examples
 
 TS = 1_700_000_000_000
 
@@ -177,7 +178,7 @@ edge_len = st.sampled_from([0, 1, 62, 63, 64, 65, 127, 128, MAX_VALUE_SIZE - 1, 
                             MAX_VALUE_SIZE + 1])
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=examples(40), deadline=None)
 @given(st.lists(st.tuples(edge_len, st.sampled_from([1, MIN_RUN - 1, MIN_RUN, MIN_RUN + 1, 40])),
                 min_size=1, max_size=6),
        st.integers(min_value=-1, max_value=1), st.integers(min_value=1, max_value=30),
