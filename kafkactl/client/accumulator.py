@@ -32,6 +32,7 @@ class RecordAccumulator:
         self._on_full_batch = on_full_batch or (lambda: None)
         self.on_new_batch: Callable[[str, int], None] | None = None
         self.batch_callbacks: list[Callable[[ProducerBatch, int, BaseException | None], None]] = []
+        self._next_order = 0  # batches are sent, and re-sent, in this order per partition
 
     # -- appending (caller's thread) ---------------------------------------------------------
 
@@ -55,6 +56,8 @@ class RecordAccumulator:
                    timestamp: int | None) -> ProducerBatch:
         self._reserve(self.batch_size)
         batch = ProducerBatch(tp[0], tp[1], self.batch_size, timestamp)
+        batch.order = (self._next_order,)
+        self._next_order += 1
         if self.batch_callbacks:
             batch.callbacks.extend(self.batch_callbacks)
         if dq:
@@ -181,10 +184,21 @@ class RecordAccumulator:
         with self.lock:
             dq = self.batches.setdefault(tp, deque())
             pos = 0
-            if batch.base_sequence >= 0:
-                while pos < len(dq) and 0 <= dq[pos].base_sequence < batch.base_sequence:
-                    pos += 1
+            while pos < len(dq) and dq[pos].order < batch.order:
+                pos += 1
             dq.insert(pos, batch)
+
+    def split_and_reenqueue(self, batch: ProducerBatch) -> None:
+        """Replace a batch the broker refused as too large by its two halves, in its place
+        (their records, futures and entries move with them)."""
+        halves = batch.split()
+        with self.lock:
+            for half in halves:
+                self.used_memory += self.batch_size
+                self.incomplete.add(half)
+        for half in halves:
+            self.reenqueue(half)
+        self.done(batch)
 
     def done(self, batch: ProducerBatch) -> None:
         with self.lock:

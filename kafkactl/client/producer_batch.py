@@ -48,7 +48,7 @@ class ProducerBatch:
         "topic", "partition", "batch_size", "created_ms", "base_timestamp", "max_timestamp",
         "parts", "size", "record_count", "entries", "futures", "callbacks", "closed",
         "producer_id", "producer_epoch", "base_sequence", "attempts", "built", "retry_at",
-        "drained_ms",
+        "drained_ms", "order",
     )
 
     def __init__(self, topic: str, partition: int, batch_size: int,
@@ -74,6 +74,7 @@ class ProducerBatch:
         self.built: bytes | None = None
         self.retry_at = 0.0
         self.drained_ms = 0.0
+        self.order: tuple[int, ...] = ()  # the partition's send order (the accumulator's)
 
     # -- appending -----------------------------------------------------------------------
 
@@ -81,12 +82,15 @@ class ProducerBatch:
         return self.record_count == 0 or self.size + nbytes + 16 <= self.batch_size
 
     def append(self, timestamp: int | None, key: bytes | None, value: bytes | None,
-               headers: Sequence[tuple[str, bytes | None]] = ()) -> int | None:
-        """Encode one record; return its offset delta, or None if the batch is full."""
+               headers: Sequence[tuple[str, bytes | None]] = (), *,
+               force: bool = False) -> int | None:
+        """Encode one record; return its offset delta, or None if the batch is full
+        (`force`: append even past batch.size, for split())."""
         klen = -1 if key is None else len(key)
         vlen = -1 if value is None else len(value)
         estimate = klen + vlen + 24 + sum(len(k) + len(v or b"") + 6 for k, v in headers)
-        if self.closed or (self.record_count and self.size + estimate > self.batch_size):
+        if self.closed or (self.record_count and self.size + estimate > self.batch_size
+                           and not force):
             return None
         delta = self.record_count
         ts_delta = 0 if timestamp is None else timestamp - self.base_timestamp
@@ -261,6 +265,35 @@ class ProducerBatch:
             buf = bytearray(self.built)
             set_producer_state(buf, 0, producer_id, epoch, base_sequence)
             self.built = bytes(buf)
+
+    def split(self) -> list[ProducerBatch]:
+        """Two batches holding this built batch's records, first half and second half, each
+        with its records' futures, entries and the batch callbacks (Kafka's producer splits
+        a batch the broker refused as too large, until single records are left)."""
+        assert self.built is not None and self.record_count > 1
+        from kafkactl.record.batch import RecordBatch
+
+        records = list(RecordBatch(memoryview(self.built)))
+        futures = dict(self.futures)
+        cut = len(records) // 2
+        halves = []
+        for n, part in enumerate((records[:cut], records[cut:])):
+            first = 0 if n == 0 else cut
+            half = ProducerBatch(self.topic, self.partition, self.batch_size,
+                                 self.base_timestamp)
+            half.order = (*self.order, n)
+            for i, r in enumerate(part):
+                half.append(r.timestamp, None if r.key is None else bytes(r.key),
+                            None if r.value is None else bytes(r.value),
+                            [(k, None if v is None else bytes(v)) for k, v in r.headers],
+                            force=True)
+                fut = futures.get(first + i)
+                if fut is not None:
+                    half.futures.append((i, fut))
+            half.entries = list(self.entries[first:first + len(part)])
+            half.callbacks = list(self.callbacks)
+            halves.append(half)
+        return halves
 
     # -- completion ------------------------------------------------------------------------
 

@@ -27,6 +27,7 @@ log = logging.getLogger("kafkactl.producer")
 RETRIABLE = {3, 5, 6, 7, 13, 14, 15, 19, 20, 45, 56, 74, 75, 76}
 REFRESH_METADATA = {3, 5, 6, 13, 74, 75}
 DUPLICATE_SEQUENCE = 46
+MESSAGE_TOO_LARGE = 10
 UNKNOWN_PRODUCER_ID = 59
 
 
@@ -247,6 +248,12 @@ class Sender(threading.Thread):
                                r.get("log_append_time_ms", -1))
             elif code == DUPLICATE_SEQUENCE:
                 self._complete(b, r.get("base_offset", -1), None)
+            elif code == MESSAGE_TOO_LARGE and b.record_count > 1 and not self.force_close:
+                # Split it and send the halves (down to single records, which fail alone).
+                self._remove_in_flight(b)
+                if self.idempotent and b.base_sequence >= 0:
+                    self._reset_producer_id(b)  # its sequences were never written
+                self.acc.split_and_reenqueue(b)
             else:
                 msg = r.get("error_message")
                 self._retry_or_fail(b, code, error_for(code)(msg or ""))

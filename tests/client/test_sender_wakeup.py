@@ -59,3 +59,38 @@ def test_records_after_a_refused_batch_are_delivered(broker) -> None:
         assert offsets == sorted(offsets) and len(set(offsets)) == 20
     finally:
         p.close()
+
+
+@pytest.mark.parametrize("idempotent", [True, False])
+def test_a_batch_too_large_for_the_topic_is_split(broker, idempotent: bool) -> None:
+    """Records that fit the topic's max.message.bytes one by one but not together in one
+    batch are delivered (in order) by splitting the refused batch, as Kafka's producer
+    does; only a record too large on its own fails."""
+    from kafkactl.client.admin import AdminClient
+    from kafkactl.client.producer import Producer
+    from kafkactl.protocol.errors import MessageTooLargeError
+
+    admin = AdminClient(bootstrap_servers=broker.bootstrap)
+    assert admin.create_topics({"split": (1, 1, {"max.message.bytes": "2000"})}) == \
+        {"split": None}
+    admin.close()
+    p = Producer(bootstrap_servers=broker.bootstrap, linger_ms=200,
+                 acks="all" if idempotent else 1, enable_idempotence=idempotent)
+    try:
+        futs = [p.send("split", b"%03d" % i + b"v" * 97, partition=0) for i in range(40)]
+        big = p.send("split", b"B" * 5000, partition=0)
+        tail = [p.send("split", b"t%d" % i, partition=0) for i in range(5)]
+        offsets = [f.result(30).offset for f in futs + tail]
+        with pytest.raises(MessageTooLargeError):
+            big.result(30)
+    finally:
+        p.close()
+    assert offsets == sorted(offsets) and len(set(offsets)) == 45
+    from kafka import KafkaConsumer, TopicPartition
+
+    c = KafkaConsumer(bootstrap_servers=broker.bootstrap, consumer_timeout_ms=5000)
+    c.assign([TopicPartition("split", 0)])
+    c.seek_to_beginning()
+    got = [m.value for m in c]
+    c.close()
+    assert got == [b"%03d" % i + b"v" * 97 for i in range(40)] + [b"t%d" % i for i in range(5)]
