@@ -54,6 +54,10 @@ def recover_command(
     index_interval_bytes: int = typer.Option(
         4096, "--index-interval-bytes", min=0,
         help="index.interval.bytes to rebuild indexes with (Kafka's default 4096)."),
+    salvage: bool = typer.Option(
+        False, "--salvage",
+        help="Keep the valid batches after a corrupt region (offsets stay as written: the "
+             "log gets a gap) instead of cutting everything from the first bad byte."),
 ) -> None:
     """Validate and repair log segments offline: cut torn or corrupt tails, rebuild indexes."""
     from rich.console import Console
@@ -77,7 +81,7 @@ def recover_command(
             lock_fd = lock_log_dir(log_dir)
         rows: list[tuple[str, SegmentRecoveryReport]] = []
         for d in dirs:
-            for r in recover_partition(d, dry_run=dry_run, config=config):
+            for r in recover_partition(d, dry_run=dry_run, config=config, salvage=salvage):
                 rows.append((d.name, r))
     except LogDirInUseError as e:
         err.print(f"[red]error:[/red] {e} Stop the broker before repairing.", highlight=False)

@@ -191,11 +191,15 @@ class LogManager:
         self.had_clean_shutdown[d] = clean
         try:
             recovery_points = read_checkpoint(d / RECOVERY_POINT_CHECKPOINT)
-        except CheckpointError:
+        except CheckpointError as e:
+            log.warning("%s Treating it as absent: every log in %s is recovered from its "
+                        "segments (`kafkactl recover %s` rewrites the file offline).", e, d, d)
             recovery_points, clean = {}, False  # unknown: recover everything
         try:
             start_offsets = read_checkpoint(d / LOG_START_OFFSET_CHECKPOINT)
-        except CheckpointError:
+        except CheckpointError as e:
+            log.warning("%s Treating it as absent: each log starts at its first segment "
+                        "(`kafkactl recover %s` rewrites the file offline).", e, d)
             start_offsets = {}
         for child in sorted(d.iterdir()):
             if child.is_dir() and child.name.endswith(DELETE_DIR_SUFFIX):
@@ -209,12 +213,12 @@ class LogManager:
                     f"Partition {tp[0]}-{tp[1]} exists in two log directories "
                     f"({self._log_dir_of[tp]} and {d}); remove one copy."
                 )
-            log = Log(
+            lg = Log(
                 child, self.config_for(tp[0]), recovery_point=recovery_points.get(tp, 0),
                 needs_recovery=not clean, time=self._time,
                 log_start_offset=start_offsets.get(tp, 0),
             )
-            self._logs[tp] = log
+            self._logs[tp] = lg
             self._log_dir_of[tp] = d
         if clean:
             marker.unlink()  # from now on the dir is "in use": a crash means recovery

@@ -12,7 +12,12 @@ from pathlib import Path
 
 from kafkactl.log.config import LogConfig
 from kafkactl.log.manager import is_partition_dir
-from kafkactl.log.recovery import SegmentRecoveryReport, inspect_segment, recover_segment
+from kafkactl.log.recovery import (
+    SegmentRecoveryReport,
+    inspect_segment,
+    recover_segment,
+    salvage_segment_file,
+)
 from kafkactl.log.segment import LOG_SUFFIX, LogSegment, offset_from_filename
 
 
@@ -48,19 +53,23 @@ def segment_files(d: Path) -> list[tuple[int, Path]]:
     return sorted(out)
 
 
-def recover_partition(d: Path, *, dry_run: bool, config: LogConfig
+def recover_partition(d: Path, *, dry_run: bool, config: LogConfig, salvage: bool = False
                       ) -> list[SegmentRecoveryReport]:
     """Inspect every segment of a partition dir; unless `dry_run`, repair those that need
-    it (cut the invalid tail, rebuild the indexes). One report per segment."""
+    it (cut the invalid tail, rebuild the indexes). With `salvage`, the valid batches after
+    a corrupt region are kept (offsets as written: the log gets a gap) instead of being
+    cut with it (Kafka's rule). One report per segment."""
     segments = segment_files(d)
     reports = []
     for i, (base, path) in enumerate(segments):
         nxt = segments[i + 1][0] if i + 1 < len(segments) else None
         found = inspect_segment(path, index_interval_bytes=config.index_interval_bytes,
-                                next_base_offset=nxt)
+                                next_base_offset=nxt, salvage=salvage)
         if dry_run or (found.bytes_truncated == 0 and not found.indexes_rebuilt):
             reports.append(found)
             continue
+        if salvage:
+            salvage_segment_file(path, next_base_offset=nxt)
         seg = LogSegment(d, base, config, created_ms=0)
         try:
             done = recover_segment(seg, next_base_offset=nxt)
@@ -69,6 +78,10 @@ def recover_partition(d: Path, *, dry_run: bool, config: LogConfig
         finally:
             seg.close()
         done.indexes_rebuilt = True
+        if salvage:  # as found, before the rewrite
+            done.original_bytes, done.error = found.original_bytes, found.error
+            done.error_position = found.error_position
+            done.salvaged_batches = found.salvaged_batches
         reports.append(done)
     return reports
 

@@ -369,18 +369,41 @@ class LogSegment:
         # there with one pread per TRANSLATE_READ_SIZE bytes, not one per batch.
         chunk = b""
         chunk_pos = pos
+        check = entry.position > 0 and pos == entry.position  # the entry's batch is first
         while pos < size:
             rel = pos - chunk_pos
             if rel + HEADER_READ_SIZE > len(chunk):
                 chunk = os.pread(fd, min(TRANSLATE_READ_SIZE, size - pos), pos)
                 chunk_pos, rel = pos, 0
             h = parse_header(chunk, rel, pos)
+            if check:
+                check = False
+                if h is None or not h.base_offset <= entry.offset <= h.last_offset:
+                    self._rebuild_offset_index(entry.offset, entry.position)
+                    entry = self.offset_index.lookup(offset)
+                    pos = chunk_pos = max(entry.position, start_position)
+                    chunk = b""
+                    continue
             if h is None or h.size <= 0:
                 return None
             if h.last_offset >= offset:
                 return h
             pos += h.size
         return None
+
+    def _rebuild_offset_index(self, offset: int, position: int) -> None:
+        """An index entry that does not point at the batch holding its offset: the index
+        is corrupt (Kafka rebuilds such an index); rebuild both from the batch headers."""
+        log.warning("Corrupt index %s: its entry for offset %d points at position %d, which "
+                    "is not the start of the batch holding that offset; rebuilding the "
+                    "indexes from %s.", self.offset_index.path.name, offset, position,
+                    self.log_path.name)
+        trimmed = self.offset_index.file_length_is_entries()
+        self.rebuild_indexes(self.headers_from(0))
+        if trimmed:  # an inactive segment: keep its indexes trimmed
+            with self._io_lock:
+                self.offset_index.trim_to_valid_size()
+                self.time_index.trim_to_valid_size()
 
     def headers_from(self, position: int, end: int | None = None) -> list[BatchHeader]:
         out: list[BatchHeader] = []
