@@ -51,6 +51,7 @@ from kafkactl.log.log import Log, parse_topic_partition
 CLEAN_SHUTDOWN_MARKER = ".kafka_cleanshutdown"
 LOCK_FILE = ".lock"
 DELETE_DIR_SUFFIX = "-delete"
+MAX_DIR_NAME_BYTES = 255
 STORAGE_ERROR_REPEAT_S = 30.0
 
 TopicPartition = tuple[str, int]
@@ -126,6 +127,15 @@ def lock_log_dir(directory: Path) -> int:
             f"locked). Stop the other broker or tool, or point log.dirs somewhere else."
         ) from None
     return fd
+
+
+def delete_dir_name(topic: str, partition: int) -> str:
+    """Kafka's name for a log dir being deleted: `<topic>-<partition>.<uuid hex>-delete`,
+    the topic cut so that the whole name fits in MAX_DIR_NAME_BYTES (a topic may have 249
+    characters)."""
+    suffix = f"-{partition}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}"
+    keep = MAX_DIR_NAME_BYTES - len(suffix)
+    return topic.encode()[:keep].decode(errors="ignore") + suffix
 
 
 def is_partition_dir(path: Path) -> bool:
@@ -250,18 +260,28 @@ class LogManager:
             return log
 
     def delete_log(self, topic: str, partition: int) -> bool:
-        """Close the log and rename its dir to `<tp>.<uuid>-delete` (removed later)."""
+        """Close the log and rename its dir to Kafka's `<topic>-<partition>.<uuid>-delete`
+        (the topic cut so the name fits 255 bytes), fsynced; the dir is removed later.
+        After the rename a restart can no longer open the log."""
         tp = (topic, partition)
         with self._lock:
-            log = self._logs.pop(tp, None)
+            lg = self._logs.pop(tp, None)
             self._log_dir_of.pop(tp, None)
-        if log is None:
+        if lg is None:
             return False
-        log.close()
-        target = log.dir.with_name(f"{log.dir.name}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}")
-        os.replace(log.dir, target)
+        lg.close()
+        target = lg.dir.with_name(delete_dir_name(topic, partition))
+        os.replace(lg.dir, target)
+        fsync_dir(target.parent)
         self._pending_dir_deletes.append(target)
         return True
+
+    def delete_stray_logs(self, topic: str) -> int:
+        """Delete every log of `topic` found on disk (a deletion a crash interrupted)."""
+        found = [p for (t, p) in list(self._logs) if t == topic]
+        for p in found:
+            self.delete_log(topic, p)
+        return len(found)
 
     # ----------------------------------------------------------------- background work
     def _each_log(self) -> list[tuple[TopicPartition, Path, Log]]:

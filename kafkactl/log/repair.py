@@ -8,10 +8,20 @@ indexes are rebuilt; valid batches are never removed. The caller holds the log d
 
 from __future__ import annotations
 
+import contextlib
+import os
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from kafkactl.log.checkpoint import (
+    RECOVERY_POINT_CHECKPOINT,
+    checkpoint_problem,
+    fsync_dir,
+    salvage_checkpoint,
+    write_checkpoint,
+)
 from kafkactl.log.config import LogConfig
-from kafkactl.log.manager import is_partition_dir
+from kafkactl.log.manager import CLEAN_SHUTDOWN_MARKER, is_partition_dir
 from kafkactl.log.recovery import (
     SegmentRecoveryReport,
     inspect_segment,
@@ -89,3 +99,37 @@ def recover_partition(d: Path, *, dry_run: bool, config: LogConfig, salvage: boo
 def needs_repair(r: SegmentRecoveryReport) -> bool:
     """The segment had (or, in a dry run, has) bytes to cut or indexes to rebuild."""
     return r.bytes_truncated > 0 or r.indexes_rebuilt
+
+
+@dataclass
+class CheckpointReport:
+    path: str
+    problem: str  # why it cannot be read
+    entries_kept: int  # well-formed lines kept in the rewritten file
+    rewritten: bool  # False in a dry run
+
+    def to_dict(self) -> dict[str, object]:
+        return asdict(self)
+
+
+def repair_checkpoints(log_dir: Path, *, dry_run: bool) -> list[CheckpointReport]:
+    """Check every checkpoint file of a log dir (`*-checkpoint`); unless `dry_run`,
+    rewrite a damaged one with its well-formed lines (what the broker would otherwise
+    ignore whole). A damaged recovery-point file also removes the clean-shutdown marker,
+    so the next start recovers every log from the offsets that survived."""
+    reports = []
+    for path in sorted(log_dir.glob("*checkpoint")):
+        if not path.is_file():
+            continue
+        problem = checkpoint_problem(path)
+        if problem is None:
+            continue
+        entries = salvage_checkpoint(path)
+        if not dry_run:
+            write_checkpoint(path, entries)
+            if path.name == RECOVERY_POINT_CHECKPOINT:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(log_dir / CLEAN_SHUTDOWN_MARKER)
+                    fsync_dir(log_dir)
+        reports.append(CheckpointReport(str(path), problem, len(entries), not dry_run))
+    return reports
