@@ -88,10 +88,11 @@ def load_segments(
             if missing:
                 broken[base] = "an index file is missing"
                 continue
-            nxt = bases[i + 1] if i + 1 < len(bases) else None
             try:
                 seg.offset_index.sanity_check(seg.size)
-                seg.offset_index.check_entries(seg.size, nxt)
+                if i == len(bases) - 1:  # older segments: at their first lookup
+                    seg.offset_index.check_entries(seg.size)
+                    seg.index_checked = True
                 seg.time_index.sanity_check(seg.size)
             except CorruptIndexError as e:
                 broken[base] = str(e)
@@ -110,6 +111,7 @@ def load_segments(
                     log.warning("%s: rebuilding the indexes of segment %s: %s",
                                 directory.name, seg.log_path.name, broken[seg.base_offset])
                 report = recover_segment(seg, next_base_offset=nxt)
+                seg.index_checked = True
                 if report.bytes_truncated:
                     log_truncation(directory.name, report)
                 result.reports.append(report)

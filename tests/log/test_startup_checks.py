@@ -75,7 +75,7 @@ def test_healthy_clean_start_recovers_nothing(tmp_path: Path, clock: FakeTime) -
     log.close()
 
 
-def test_non_monotonic_index_is_rebuilt_on_open(tmp_path: Path, clock: FakeTime,
+def test_non_monotonic_index_is_rebuilt_at_first_lookup(tmp_path: Path, clock: FakeTime,
                                                 caplog: pytest.LogCaptureFixture) -> None:
     d = tmp_path / "orders-0"
     end, batches = _closed_log(d, clock, MULTI, batches=30)
@@ -84,16 +84,31 @@ def test_non_monotonic_index_is_rebuilt_on_open(tmp_path: Path, clock: FakeTime,
     assert len(data) >= 24
     data[8:16] = b"\x7f\x00\x00\x00\x00\x00\x00\x08"  # a huge offset, then smaller ones
     index.write_bytes(bytes(data))
-    with caplog.at_level(logging.WARNING, logger="kafkactl.log.loader"):
-        log = Log(d, MULTI, time=clock, needs_recovery=False)
-    assert [r.base_offset for r in log.recovery_reports] == [0]
+    log = Log(d, MULTI, time=clock, needs_recovery=False)
+    with caplog.at_level(logging.WARNING, logger="kafkactl.log.segment"):
+        for base, _last, pos, size in batches[: len(batches) // 2]:
+            s = log.read(base, 1)  # the first lookup in the segment checks its index
+            assert (s.first_offset, s.position, s.length) == (base, pos, size)
     assert "Corrupt index" in caplog.text and "do not increase" in caplog.text
     for seg in log.segments:
         assert_indexes_agree(seg)
-    for base, _last, pos, size in batches[: len(batches) // 2]:
-        s = log.read(base, 1)
-        assert (s.first_offset, s.position, s.length) == (base, pos, size)
     assert log.log_end_offset == end
+    log.close()
+
+
+def test_corrupt_active_index_is_rebuilt_on_open(tmp_path: Path, clock: FakeTime,
+                                                 caplog: pytest.LogCaptureFixture) -> None:
+    d = tmp_path / "orders-0"
+    _end, batches = _closed_log(d, clock, batches=30)
+    index = d / "00000000000000000000.index"
+    data = bytearray(index.read_bytes())
+    data[8:16] = b"\x7f\x00\x00\x00\x00\x00\x00\x08"
+    index.write_bytes(bytes(data))
+    with caplog.at_level(logging.WARNING, logger="kafkactl.log.loader"):
+        log = Log(d, CFG, time=clock, needs_recovery=False)
+    assert [r.base_offset for r in log.recovery_reports] == [0]
+    assert "Corrupt index" in caplog.text
+    assert_indexes_agree(log.active_segment)
     log.close()
 
 
