@@ -14,12 +14,12 @@ from typing import Any
 from kafkactl.record.batch import RECORD_BATCH_OVERHEAD
 
 _HEAD = struct.Struct(">qi4xb26xq")  # base offset, length, magic, producer id
-READ_SIZE = 1 << 20
+READ_SIZE = 16384  # small: with big batches only their headers are read
 
 
 def max_producer_id(log: Any) -> int:
     """The highest producer id in the magic-2 batch headers of `log`'s segments, -1 when
-    there is none. Reads the segment files in 1 MiB chunks; stops at a torn tail."""
+    there is none. Reads the headers in 16 KiB chunks; stops at a torn tail."""
     best = -1
     unpack = _HEAD.unpack_from
     for seg in log.segments:

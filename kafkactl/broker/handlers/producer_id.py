@@ -42,11 +42,15 @@ class ProducerIdManager:
             if problem is not None or seen >= 0:
                 log.warning("%s %s: the next producer ids start above the highest id in the "
                             "logs (%d).", path, problem or "is missing", seen)
-            start = 0
+            start = seen + 1
+            try:
+                self._persist(start)  # so the logs are scanned at most once
+            except OSError as e:
+                log.warning("cannot write %s: %s", path, e.strerror or e)
         elif seen >= start:
             log.warning("%s says the next producer id is %d but the logs hold id %d: "
                         "starting above it.", path, start, seen)
-        start = max(start, seen + 1)
+            start = seen + 1
         self._next = start
         self._block_end = start
 
@@ -67,15 +71,18 @@ class ProducerIdManager:
             return None, f"is damaged (negative id {value})"
         return value, None
 
+    def _persist(self, block_end: int) -> None:
+        tmp = self.path.with_suffix(".tmp")
+        with open(tmp, "w") as f:
+            f.write(f"{block_end}\n")
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, self.path)
+
     def next_id(self) -> int:
         if self._next >= self._block_end:
             self._block_end = self._next + BLOCK_SIZE
-            tmp = self.path.with_suffix(".tmp")
-            with open(tmp, "w") as f:
-                f.write(f"{self._block_end}\n")
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, self.path)
+            self._persist(self._block_end)
         pid = self._next
         self._next += 1
         return pid
