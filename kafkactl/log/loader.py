@@ -148,9 +148,11 @@ def log_truncation(partition: str, r: SegmentRecoveryReport) -> None:
     """One WARNING per truncation: partition, segment, offsets kept and bytes cut."""
     kept = (f"offsets {r.first_offset}..{r.last_offset} kept" if r.last_offset is not None
             else "no valid batch kept")
+    claims = (f", the first cut batch claims offset {r.cut_first_offset}"
+              if r.cut_first_offset is not None else "")
     log.warning(
-        "Recovery of %s truncated segment %s at position %d: %d of %d bytes cut (%s); %s, "
-        "the segment now ends at offset %d.",
+        "Recovery of %s truncated segment %s at position %d: %d of %d bytes cut (%s%s); "
+        "%s, the segment now ends at offset %d.",
         partition, Path(r.path).name, r.valid_bytes, r.bytes_truncated, r.original_bytes,
-        r.error or "invalid bytes", kept,
+        r.error or "invalid bytes", claims, kept,
         (r.last_offset + 1) if r.last_offset is not None else r.base_offset)

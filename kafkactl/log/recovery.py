@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from kafkactl.log.abstract_index import base_offset_from_path
-from kafkactl.log.batch_header import V2_FIELDS, BatchHeader, parse_header
+from kafkactl.log.batch_header import V2_FIELDS, BatchHeader, parse_header, read_header
 from kafkactl.log.checkpoint import fsync_dir
 from kafkactl.log.offset_index import INT32_MAX, OffsetIndex
 from kafkactl.log.segment import (
@@ -48,6 +48,7 @@ class SegmentRecoveryReport:
     time_index_entries: int
     dry_run: bool = False
     salvaged_batches: int = 0  # valid batches kept after a corrupt region (--salvage)
+    cut_first_offset: int | None = None  # the offset the first cut batch's header claims
 
     @property
     def bytes_truncated(self) -> int:
@@ -182,11 +183,17 @@ def recover_segment(segment: LogSegment, *, next_base_offset: int | None = None
     """Validate `segment`, truncate it at the first invalid byte, rebuild its indexes."""
     original = segment.size
     vp = validate_file(segment.fd, original, segment.base_offset, next_base_offset)
+    cut_offset = None
     if vp.valid_bytes != original:
+        h = read_header(segment.fd, vp.valid_bytes)
+        if h is not None and h.base_offset >= segment.base_offset:
+            cut_offset = h.base_offset  # what the first cut batch claims (maybe damaged)
         segment.truncate_bytes(vp.valid_bytes)
     segment.rebuild_indexes(vp.headers)
-    return _report(segment.log_path, segment.base_offset, original, vp, True,
-                   segment.offset_index.entry_count, segment.time_index.entry_count, False)
+    report = _report(segment.log_path, segment.base_offset, original, vp, True,
+                     segment.offset_index.entry_count, segment.time_index.entry_count, False)
+    report.cut_first_offset = cut_offset
+    return report
 
 
 def inspect_segment(log_path: Path, *, index_interval_bytes: int = 4096,

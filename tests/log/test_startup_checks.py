@@ -42,7 +42,7 @@ def test_torn_tail_after_clean_stop_is_cut_and_logged(tmp_path: Path, clock: Fak
     os.truncate(seg, seg.stat().st_size - 37)
     with caplog.at_level(logging.WARNING, logger="kafkactl.log.loader"):
         log = Log(d, CFG, time=clock, needs_recovery=False)  # a clean stop: no recovery
-    last_base, _last, last_pos, _size = batches[-1]
+    last_base, _last, last_pos, last_size = batches[-1]
     assert log.log_end_offset == last_base
     assert log.active_segment.size == last_pos
     assert_indexes_agree(log.active_segment)
@@ -51,7 +51,10 @@ def test_torn_tail_after_clean_stop_is_cut_and_logged(tmp_path: Path, clock: Fak
     msg = rec.getMessage()
     assert rec.levelno == logging.WARNING
     assert "orders-0" in msg and f"position {last_pos}" in msg
-    assert f"now ends at offset {last_base}" in msg and "bytes cut" in msg
+    assert f"now ends at offset {last_base}" in msg
+    assert f"claims offset {last_base}" in msg
+    size = last_pos + last_size - 37
+    assert f"{size - last_pos} of {size} bytes cut" in msg
     log.close()
 
 
