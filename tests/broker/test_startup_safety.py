@@ -367,3 +367,23 @@ def test_torn_older_segment_heals_with_recover(broker_factory) -> None:
     kept = [(i, v) for i, v in enumerate(values) if not torn_base <= i <= torn_last]
     assert got == kept
     _no_traceback(b)
+
+
+def test_torn_older_segment_without_producer_snapshot_still_starts(broker_factory) -> None:
+    """No snapshot: producer state is replayed from the log start and meets the torn batch;
+    the replay stops there (logged) instead of failing the start-up."""
+    b = broker_factory(**SMALL_SEGMENTS)
+    values = _values("m", 600)
+    produce(b.bootstrap, "nosnap", values, per_batch=4)
+    assert b.stop() == 0
+    first = segments(b.data_dir, "nosnap")[0]
+    torn_base = batches_of(first)[-1][0]
+    truncate_by(first, 37)
+    for snap in partition_dir(b.data_dir, "nosnap").glob("*.snapshot"):
+        snap.unlink()
+    b.start()
+    produce(b.bootstrap, "nosnap", _values("after", 10))
+    assert "producer state replay stops at offset" in b.log()
+    r = kafkactl("consume", "-b", b.bootstrap, "-t", "nosnap", "--from-beginning", "-e", "-q")
+    assert r.returncode != 0 and f"offset {torn_base}" in r.stderr, r.stderr
+    _no_traceback(b)
