@@ -19,6 +19,7 @@ from kafkactl.broker.producer_state import (
     snapshot_path,
 )
 from kafkactl.broker.validation import BatchInfo
+from kafkactl.log.errors import CorruptRecordError
 
 log = logging.getLogger(__name__)
 
@@ -114,7 +115,12 @@ class Partition:
 
         offset = start
         while offset < end:
-            fs = self.log.read(offset, REPLAY_CHUNK_BYTES, min_one_batch=True)
+            try:
+                fs = self.log.read(offset, REPLAY_CHUNK_BYTES, min_one_batch=True)
+            except CorruptRecordError as e:  # a torn older segment: replay what is whole
+                log.warning("%s: producer state replay stops at offset %d: %s", self,
+                            offset, e)
+                return
             if fs.length <= 0:
                 return
             data = memoryview(fs.read_bytes())

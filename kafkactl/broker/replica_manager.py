@@ -63,6 +63,8 @@ class ReplicaManager:
         # the log manager's disk-error reporter (shared with its background work)
         self.storage_errors: StorageErrorLog = (
             getattr(topics.log_manager, "storage_errors", None) or StorageErrorLog())
+        # (topic, partition) -> the offset of the corrupt batch last logged
+        self._corrupt_reported: dict[tuple[str, int], int] = {}
 
     def partition_or_create(self, topic: str, partition: int) -> Partition | None:
         part = self.topics.get_partition(topic, partition)
@@ -145,7 +147,7 @@ class ReplicaManager:
     # ---- fetch -----------------------------------------------------------------------------
     def read(self, topic: str, partition: int, offset: int, max_bytes: int, *,
              min_one_batch: bool, current_leader_epoch: int = -1) -> FetchResult:
-        from kafkactl.log.errors import OffsetOutOfRange
+        from kafkactl.log.errors import CorruptRecordError, OffsetOutOfRange
 
         part = self.topics.get_partition(topic, partition)
         if part is None:
@@ -163,6 +165,12 @@ class ReplicaManager:
             fs = part.read(offset, max_bytes, min_one_batch=min_one_batch)
         except OffsetOutOfRange:
             return FetchResult(ErrorCode.OFFSET_OUT_OF_RANGE, hw, lso, lso_)
+        except CorruptRecordError as e:  # torn bytes on disk: never served, said once
+            if self._corrupt_reported.get((topic, partition)) != e.offset:
+                self._corrupt_reported[(topic, partition)] = e.offset
+                log.error("cannot serve fetch of %s-%d at offset %d: %s", topic, partition,
+                          offset, e)
+            return FetchResult(ErrorCode.CORRUPT_MESSAGE, hw, lso, lso_)
         except OSError as e:  # a failing disk (EIO): this partition only
             log.error("cannot read %s-%d at offset %d: %s", topic, partition, offset, e)
             return FetchResult(ErrorCode.KAFKA_STORAGE_ERROR, hw, lso, lso_)

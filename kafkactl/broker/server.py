@@ -44,9 +44,25 @@ def new_cluster_id() -> str:
 
 
 def read_meta_properties(path: Path) -> dict[str, str]:
+    """meta.properties as a dict; {} when absent or damaged (not UTF-8 text, a broker.id
+    or version that is not a number): a damaged file is logged and rewritten."""
     from kafkactl.broker.config import parse_properties
 
-    return parse_properties(path.read_text()) if path.exists() else {}
+    try:
+        meta = parse_properties(path.read_bytes().decode("utf-8"))
+    except FileNotFoundError:
+        return {}
+    except UnicodeDecodeError as e:
+        problem = f"byte {e.start} is not UTF-8"
+    else:
+        bad = [k for k in ("broker.id", "node.id", "version")
+               if k in meta and not meta[k].lstrip("-").isdigit()]
+        if not bad and all(v.isprintable() for v in meta.values()):
+            return meta
+        problem = f"{', '.join(bad) or 'a value'} is not readable"
+    log.warning("%s is damaged (%s): treating it as absent and writing it again.", path,
+                problem)
+    return {}
 
 
 def ensure_meta_properties(log_dirs: list[Path], broker_id: int, cluster_id: str | None) -> str:
@@ -147,7 +163,8 @@ class KafkaServer:
         self.topics.load()
         self.replica_manager = ReplicaManager(self.topics, self.purgatory,
                                               auto_create=self.auto_create_topics)
-        self.producer_ids = ProducerIdManager(log_dirs[0] / "producer-id-block")
+        self.producer_ids = ProducerIdManager(log_dirs[0] / "producer-id-block",
+                                              self._highest_producer_id)
         from kafkactl.broker.coordinator import GroupCoordinator
 
         self.group_coordinator = GroupCoordinator(self, cfg)
@@ -192,6 +209,20 @@ class KafkaServer:
             raise BrokerStartupError(str(e)) from None
         self.zk_registration.start_sync(
             lambda: {name: t.num_partitions for name, t in self.topics.topics.items()})
+
+    def _highest_producer_id(self, full: bool) -> int:
+        """The highest producer id in the partitions' producer states (and, when `full`,
+        in every batch header of their logs); -1 when there is none."""
+        from kafkactl.log.producer_ids import max_producer_id
+
+        best = -1
+        for part in list(self.topics.partitions.values()):
+            producers = part.producer_state.producers
+            if producers:
+                best = max(best, max(producers))
+            if full:
+                best = max(best, max_producer_id(part.log))
+        return best
 
     # ---- background work -------------------------------------------------------------------
     def _start_background(self) -> None:

@@ -100,6 +100,8 @@ class TopicManager:
         self.delete_enabled = delete_enabled
         self.topics: dict[str, TopicState] = {}
         self.partitions: dict[tuple[str, int], Partition] = {}
+        # topics whose deletion is decided (persisted) but whose log dirs may remain
+        self.deleting: set[str] = set()
 
     # ---- startup ---------------------------------------------------------------------------
     def read_metadata(self) -> None:
@@ -107,7 +109,9 @@ class TopicManager:
         if not self.metadata_path.exists():
             return
         try:
-            saved = json.loads(self.metadata_path.read_text()).get("topics", {})
+            doc = json.loads(self.metadata_path.read_text())
+            saved = doc.get("topics", {})
+            self.deleting = {str(n) for n in doc.get("deleting", [])}
             for name, info in saved.items():
                 self.topics[name] = TopicState(name, uuid.UUID(info["topic_id"]),
                                                int(info["partitions"]),
@@ -128,6 +132,12 @@ class TopicManager:
 
     def load(self) -> None:
         """Open every partition: persisted topics plus logs found on disk."""
+        for name in sorted(self.deleting):  # deletions a crash interrupted: finish them
+            if name not in self.topics:
+                n = self.log_manager.delete_stray_logs(name)
+                log.info("finished deleting topic %s (%d partition dir(s) left by an "
+                         "interrupted deletion)", name, n)
+        self.deleting.clear()
         # Logs on disk that the metadata file does not know (older data dir): adopt them.
         for (topic, partition), _log in self._existing_logs().items():
             state = self.topics.get(topic)
@@ -181,6 +191,9 @@ class TopicManager:
         validate_topic_name(name)
         if name in self.topics:
             raise TopicError("TOPIC_ALREADY_EXISTS", f"topic {name!r} already exists")
+        if name in self.deleting:
+            raise TopicError("TOPIC_ALREADY_EXISTS",
+                             f"topic {name!r} is marked for deletion; retry after a restart")
         collision = self._collision(name)
         if collision:
             raise TopicError("INVALID_TOPIC_EXCEPTION",
@@ -239,12 +252,24 @@ class TopicManager:
             raise TopicError("TOPIC_DELETION_DISABLED", "delete.topic.enable is false")
         del self.topics[name]
         self.cache.remove_topic(name)
+        # Decided first, durably: a crash from here on finishes the deletion at the next
+        # start (load) instead of adopting the remaining dirs as a topic again.
+        self.deleting.add(name)
+        self._persist()
+        failed = False
         for p in range(state.num_partitions):
             part = self.partitions.pop((name, p), None)
             self.purgatory.wake((name, p))
             if part is not None:
-                self.log_manager.delete_log(name, p)
-        self._persist()
+                try:
+                    self.log_manager.delete_log(name, p)
+                except OSError as e:
+                    failed = True
+                    log.error("cannot delete the log dir of %s-%d: %s; the next start "
+                              "deletes it", name, p, e.strerror or e)
+        if not failed:
+            self.deleting.discard(name)
+            self._persist()
         log.info("deleted topic %s", name)
         return state
 
@@ -297,9 +322,11 @@ class TopicManager:
 
     # ---- persistence -----------------------------------------------------------------------
     def _persist(self) -> None:
-        data = {"version": 1, "topics": {
+        data: dict[str, Any] = {"version": 1, "topics": {
             s.name: {"topic_id": str(s.topic_id), "partitions": s.num_partitions,
                      "configs": s.configs} for s in self.topics.values()}}
+        if self.deleting:
+            data["deleting"] = sorted(self.deleting)
         tmp = self.metadata_path.with_suffix(".json.tmp")
         self.metadata_path.parent.mkdir(parents=True, exist_ok=True)
         with open(tmp, "w") as f:

@@ -54,6 +54,10 @@ def recover_command(
     index_interval_bytes: int = typer.Option(
         4096, "--index-interval-bytes", min=0,
         help="index.interval.bytes to rebuild indexes with (Kafka's default 4096)."),
+    salvage: bool = typer.Option(
+        False, "--salvage",
+        help="Keep the valid batches after a corrupt region (offsets stay as written: the "
+             "log gets a gap) instead of cutting everything from the first bad byte."),
 ) -> None:
     """Validate and repair log segments offline: cut torn or corrupt tails, rebuild indexes."""
     from rich.console import Console
@@ -61,7 +65,13 @@ def recover_command(
     from kafkactl.log.config import LogConfig
     from kafkactl.log.errors import LogDirInUseError, LogError
     from kafkactl.log.manager import lock_log_dir
-    from kafkactl.log.repair import RepairError, needs_repair, partition_dirs, recover_partition
+    from kafkactl.log.repair import (
+        RepairError,
+        needs_repair,
+        partition_dirs,
+        recover_partition,
+        repair_checkpoints,
+    )
 
     console = Console()
     err = Console(stderr=True, soft_wrap=True)
@@ -77,8 +87,9 @@ def recover_command(
             lock_fd = lock_log_dir(log_dir)
         rows: list[tuple[str, SegmentRecoveryReport]] = []
         for d in dirs:
-            for r in recover_partition(d, dry_run=dry_run, config=config):
+            for r in recover_partition(d, dry_run=dry_run, config=config, salvage=salvage):
                 rows.append((d.name, r))
+        checkpoints = repair_checkpoints(log_dir, dry_run=dry_run)
     except LogDirInUseError as e:
         err.print(f"[red]error:[/red] {e} Stop the broker before repairing.", highlight=False)
         raise typer.Exit(EXIT_CANNOT_REPAIR) from None
@@ -97,16 +108,20 @@ def recover_command(
     finally:
         if lock_fd is not None:
             os.close(lock_fd)
-    needs = any(needs_repair(r) for _p, r in rows)
+    needs = any(needs_repair(r) for _p, r in rows) or bool(checkpoints)
     if as_json:
         doc = {
             "path": str(path), "dry_run": dry_run,
             "consistent": not (dry_run and needs),
             "segments": [{"partition": p, **r.to_dict()} for p, r in rows],
+            "checkpoints": [c.to_dict() for c in checkpoints],
         }
         typer.echo(json.dumps(doc, indent=2))
     else:
         _render(console, rows, dry_run)
+        for c in checkpoints:
+            console.print(f"{c.problem} {'Rewrote it' if c.rewritten else 'Would rewrite it'}"
+                          f" with its {c.entries_kept} readable entries.", highlight=False)
         if dry_run and needs:
             console.print("Repairs needed: run again without --dry-run (with the broker "
                           "stopped).")

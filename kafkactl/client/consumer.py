@@ -30,9 +30,11 @@ from kafkactl.client.fetcher import (
 )
 from kafkactl.client.kafka_client import KafkaClient
 from kafkactl.protocol.api_keys import ApiKey
-from kafkactl.protocol.errors import OffsetOutOfRangeError, error_for
+from kafkactl.protocol.errors import CorruptMessageError, OffsetOutOfRangeError, error_for
+from kafkactl.record.errors import CorruptRecordError
 
 REFRESH_CODES = {3, 5, 6, 74, 75}
+NO_PROGRESS_LIMIT = 3  # fetches in a row that return bytes but no whole batch
 
 
 @dataclass
@@ -236,6 +238,7 @@ class Consumer:
         self.high_watermarks: dict[TopicPartition, int] = {}
         self._in_flight: dict[int, tuple[Any, Any, dict[TopicPartition, int]]] = {}
         self._buffered: list[PartitionFetch] = []
+        self._stalled: dict[TopicPartition, tuple[int, int]] = {}  # offset, answers
 
     # -- assignment ----------------------------------------------------------------------------
 
@@ -391,16 +394,40 @@ class Consumer:
         if pf.error_code == 0:
             if pf.high_watermark >= 0:
                 self.high_watermarks[tp] = pf.high_watermark
-            nxt = pf.next_offset()
+            try:
+                nxt = pf.next_offset()
+            except CorruptRecordError as e:
+                raise CorruptMessageError(
+                    f"fetch {pf.topic}-{pf.partition} at offset {pf.fetch_offset}: {e}"
+                ) from None
             if nxt > pf.fetch_offset:
                 self.positions[tp] = nxt
+                self._stalled.pop(tp, None)
                 results.append(pf)
+            elif len(pf.records) and len(pf.records) < self.simple.max_partition_bytes:
+                self._no_progress(pf)
         elif pf.error_code == 1:  # OFFSET_OUT_OF_RANGE -> auto.offset.reset
             self._reset([tp])
         elif pf.error_code in REFRESH_CODES:
             self.client.cluster.invalidate(pf.topic)
         else:
-            raise error_for(pf.error_code)(f"fetch {pf.topic}-{pf.partition}")
+            raise error_for(pf.error_code)(
+                f"fetch {pf.topic}-{pf.partition} at offset {pf.fetch_offset}")
+
+    def _no_progress(self, pf: PartitionFetch) -> None:
+        """Bytes came back below the partition limit but not one whole batch: the log is
+        torn there. Refetching cannot help; after NO_PROGRESS_LIMIT answers in a row at the
+        same offset it is an error naming the offset (not an endless loop)."""
+        tp = (pf.topic, pf.partition)
+        off, n = self._stalled.get(tp, (pf.fetch_offset, 0))
+        n = n + 1 if off == pf.fetch_offset else 1
+        self._stalled[tp] = (pf.fetch_offset, n)
+        if n >= NO_PROGRESS_LIMIT:
+            raise CorruptMessageError(
+                f"fetch {pf.topic}-{pf.partition} at offset {pf.fetch_offset} makes no "
+                f"progress: the broker answered {n} times with {len(pf.records)} bytes that "
+                f"hold no whole batch (high watermark {pf.high_watermark}); the log is "
+                f"damaged at that offset")
 
     def poll(self, timeout_ms: int = 1000) -> dict[TopicPartition, list[ConsumerRecord]]:
         out: dict[TopicPartition, list[ConsumerRecord]] = {}

@@ -222,6 +222,10 @@ class AbstractIndex:
             finally:
                 os.close(fd)
 
+    def file_length_is_entries(self) -> bool:
+        """The file holds its entries and nothing more (trimmed: an inactive segment)."""
+        return self._length == self._entries * self.ENTRY_SIZE
+
     def trim_to_valid_size(self) -> None:
         self.resize(self._entries * self.ENTRY_SIZE)
 

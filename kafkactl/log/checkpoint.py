@@ -24,11 +24,18 @@ TopicPartition = tuple[str, int]
 
 
 def read_checkpoint(path: Path) -> dict[TopicPartition, int]:
-    """Entries of a checkpoint file; an absent file reads as empty."""
+    """Entries of a checkpoint file; an absent file reads as empty. Anything else that
+    is not a well-formed checkpoint (bytes that are not UTF-8, a bad header or line) raises
+    CheckpointError."""
     try:
-        text = path.read_text(encoding="utf-8")
+        raw = path.read_bytes()
     except FileNotFoundError:
         return {}
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise CheckpointError(
+            f"Checkpoint file {path} is not text (byte {e.start} is not UTF-8).") from None
     lines = text.splitlines()
     if len(lines) < 2:
         raise CheckpointError(f"Checkpoint file {path} is truncated (fewer than 2 lines).")
@@ -47,7 +54,7 @@ def read_checkpoint(path: Path) -> dict[TopicPartition, int]:
     out: dict[TopicPartition, int] = {}
     for ln in body:
         parts = ln.split()
-        if len(parts) != 3:
+        if len(parts) != 3 or not parts[0].isprintable():
             raise CheckpointError(f"Checkpoint file {path} has a malformed line: {ln!r}.")
         try:
             out[(parts[0], int(parts[1]))] = int(parts[2])
@@ -89,3 +96,27 @@ def fsync_dir(directory: Path) -> None:
         pass
     finally:
         os.close(fd)
+
+
+def checkpoint_problem(path: Path) -> str | None:
+    """Why the checkpoint file cannot be read (None: absent or well-formed)."""
+    try:
+        read_checkpoint(path)
+    except CheckpointError as e:
+        return str(e)
+    return None
+
+
+def salvage_checkpoint(path: Path) -> dict[TopicPartition, int]:
+    """The well-formed `<topic> <partition> <offset>` lines of a damaged checkpoint file;
+    headers, counts and anything unreadable are dropped."""
+    entries: dict[TopicPartition, int] = {}
+    for line in path.read_bytes().splitlines()[2:]:
+        try:
+            parts = line.decode("utf-8").split()
+        except UnicodeDecodeError:
+            continue
+        if len(parts) == 3 and parts[0].isprintable() and parts[1].isdigit() and \
+                parts[2].lstrip("-").isdigit():
+            entries[(parts[0], int(parts[1]))] = int(parts[2])
+    return entries

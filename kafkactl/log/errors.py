@@ -32,6 +32,17 @@ class CorruptIndexError(LogError):
     code = 2  # CORRUPT_MESSAGE
 
 
+class CorruptRecordError(LogError):
+    """A read found a batch that is not whole in its segment (torn or damaged bytes on
+    disk): the fetch answers CORRUPT_MESSAGE for that partition instead of serving it."""
+
+    code = 2  # CORRUPT_MESSAGE
+
+    def __init__(self, message: str, *, offset: int) -> None:
+        super().__init__(message)
+        self.offset = offset
+
+
 class InvalidOffsetError(LogError):
     """Offsets given to the log (pre-assigned or to an index) are not increasing."""
 

@@ -4,19 +4,22 @@ Leftovers of interrupted operations are settled first: `.deleted` files are queu
 deletion, `.cleaned` and `.tmp` files removed, `.swap` files (a finished compaction) renamed
 into place, orphan index files removed. Then every `.log` is opened; a segment whose index
 files are missing or fail the sanity check is recovered (validated and re-indexed), and so
-is every segment from the recovery point on when the log was not shut down cleanly.
+is every segment from the recovery point on when the log was not shut down cleanly. After
+a clean stop the active segment's tail (from its last index entry) is still validated, and
+the segment recovered if it is torn. Every truncation is logged at WARNING.
 """
 
 from __future__ import annotations
 
 import bisect
+import logging
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from kafkactl.log.config import LogConfig
 from kafkactl.log.errors import CorruptIndexError
-from kafkactl.log.recovery import SegmentRecoveryReport, recover_segment
+from kafkactl.log.recovery import SegmentRecoveryReport, recover_segment, validate_log_bytes
 from kafkactl.log.segment import (
     CLEANED_SUFFIX,
     DELETED_SUFFIX,
@@ -27,6 +30,8 @@ from kafkactl.log.segment import (
     LogSegment,
     offset_from_filename,
 )
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -72,30 +77,44 @@ def load_segments(
         if p.name.endswith(LOG_SUFFIX) and (off := offset_from_filename(p.name)) is not None
     )
     segments: list[LogSegment] = []
-    broken: set[int] = set()
+    broken: dict[int, str] = {}  # base offset -> why its indexes are rebuilt
     try:
-        for base in bases:
+        for i, base in enumerate(bases):
             stem = f"{base:020d}"
             missing = not (directory / (stem + INDEX_SUFFIX)).exists() or not (
                 directory / (stem + TIME_INDEX_SUFFIX)).exists()
             seg = LogSegment(directory, base, config, created_ms=now_ms)
             segments.append(seg)
             if missing:
-                broken.add(base)
+                broken[base] = "an index file is missing"
                 continue
             try:
                 seg.offset_index.sanity_check(seg.size)
+                if i == len(bases) - 1:  # older segments: at their first lookup
+                    seg.offset_index.check_entries(seg.size)
+                    seg.index_checked = True
                 seg.time_index.sanity_check(seg.size)
-            except CorruptIndexError:
-                broken.add(base)
+            except CorruptIndexError as e:
+                broken[base] = str(e)
         result = LoadedSegments(segments, leftover_files=leftovers)
         first_unflushed = len(segments)
         if needs_recovery and segments:
             first_unflushed = max(0, bisect.bisect_right(bases, recovery_point) - 1)
+        elif segments and segments[-1].base_offset not in broken:
+            problem = tail_problem(segments[-1])
+            if problem:  # a torn or damaged tail after a clean stop: recover that segment
+                first_unflushed = len(segments) - 1
         for i, seg in enumerate(segments):
             if i >= first_unflushed or seg.base_offset in broken:
                 nxt = segments[i + 1].base_offset if i + 1 < len(segments) else None
-                result.reports.append(recover_segment(seg, next_base_offset=nxt))
+                if seg.base_offset in broken:
+                    log.warning("%s: rebuilding the indexes of segment %s: %s",
+                                directory.name, seg.log_path.name, broken[seg.base_offset])
+                report = recover_segment(seg, next_base_offset=nxt)
+                seg.index_checked = True
+                if report.bytes_truncated:
+                    log_truncation(directory.name, report)
+                result.reports.append(report)
                 result.recovered = True
             if i < len(segments) - 1:
                 seg.on_become_inactive()
@@ -108,3 +127,32 @@ def load_segments(
         for seg in segments:
             seg.close()
         raise
+
+
+def tail_problem(seg: LogSegment) -> str | None:
+    """Why the bytes of `seg` from its last offset-index entry on are not whole, valid
+    batches (None: they are). Cheap: at most index.interval.bytes plus one batch."""
+    start = seg.offset_index.last_entry.position
+    if start > seg.size:
+        return f"the last index entry points past the end of {seg.log_path.name}"
+    if start == seg.size:
+        return None
+    data = os.pread(seg.fd, seg.size - start, start)
+    vp = validate_log_bytes(memoryview(data), seg.base_offset)
+    if vp.error is None and vp.valid_bytes == len(data):
+        return None
+    return vp.error or "the tail is not whole batches"
+
+
+def log_truncation(partition: str, r: SegmentRecoveryReport) -> None:
+    """One WARNING per truncation: partition, segment, offsets kept and bytes cut."""
+    kept = (f"offsets {r.first_offset}..{r.last_offset} kept" if r.last_offset is not None
+            else "no valid batch kept")
+    claims = (f", the first cut batch claims offset {r.cut_first_offset}"
+              if r.cut_first_offset is not None else "")
+    log.warning(
+        "Recovery of %s truncated segment %s at position %d: %d of %d bytes cut (%s%s); "
+        "%s, the segment now ends at offset %d.",
+        partition, Path(r.path).name, r.valid_bytes, r.bytes_truncated, r.original_bytes,
+        r.error or "invalid bytes", claims, kept,
+        (r.last_offset + 1) if r.last_offset is not None else r.base_offset)

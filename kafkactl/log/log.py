@@ -31,7 +31,13 @@ from pathlib import Path
 from typing import Any
 
 from kafkactl.log.config import LogConfig
-from kafkactl.log.errors import InvalidOffsetError, KafkaStorageError, LogError, OffsetOutOfRange
+from kafkactl.log.errors import (
+    CorruptRecordError,
+    InvalidOffsetError,
+    KafkaStorageError,
+    LogError,
+    OffsetOutOfRange,
+)
 from kafkactl.log.loader import load_segments
 from kafkactl.log.segment import (
     DELETED_SUFFIX,
@@ -479,6 +485,8 @@ class Log:
             size = seg.size  # snapshot: later appends are not part of this slice
             h = seg.translate_offset(offset) if offset < end else None
             if h is not None:
+                if h.position + h.size > size:
+                    raise self._torn(seg, h.position, h.size, size, offset)
                 limit = size
                 if max_offset is not None and max_offset < end:  # else nothing to cut
                     if h.base_offset >= max_offset and h.last_offset >= max_offset:
@@ -497,6 +505,14 @@ class Log:
             i += 1
         last = segments[-1]
         return FetchSlice(last.fd, last.size, 0, end)
+
+    def _torn(self, seg: LogSegment, position: int, batch_size: int, size: int,
+              offset: int) -> CorruptRecordError:
+        return CorruptRecordError(
+            f"{self.topic}-{self.partition}: the batch holding offset {offset} at position "
+            f"{position} of {seg.log_path.name} is {batch_size} bytes but the segment ends "
+            f"after {size - position}: the segment is torn. Stop the broker and run "
+            f"`kafkactl recover {self.dir}`.", offset=offset)
 
     def iter_batches(self, start_offset: int | None = None) -> Iterator[Any]:
         """Every batch from `start_offset` (default: the log start), read into memory.

@@ -51,6 +51,7 @@ from kafkactl.log.log import Log, parse_topic_partition
 CLEAN_SHUTDOWN_MARKER = ".kafka_cleanshutdown"
 LOCK_FILE = ".lock"
 DELETE_DIR_SUFFIX = "-delete"
+MAX_DIR_NAME_BYTES = 255
 STORAGE_ERROR_REPEAT_S = 30.0
 
 TopicPartition = tuple[str, int]
@@ -128,6 +129,15 @@ def lock_log_dir(directory: Path) -> int:
     return fd
 
 
+def delete_dir_name(topic: str, partition: int) -> str:
+    """Kafka's name for a log dir being deleted: `<topic>-<partition>.<uuid hex>-delete`,
+    the topic cut so that the whole name fits in MAX_DIR_NAME_BYTES (a topic may have 249
+    characters)."""
+    suffix = f"-{partition}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}"
+    keep = MAX_DIR_NAME_BYTES - len(suffix)
+    return topic.encode()[:keep].decode(errors="ignore") + suffix
+
+
 def is_partition_dir(path: Path) -> bool:
     if not path.is_dir() or path.name.startswith("."):
         return False
@@ -191,11 +201,15 @@ class LogManager:
         self.had_clean_shutdown[d] = clean
         try:
             recovery_points = read_checkpoint(d / RECOVERY_POINT_CHECKPOINT)
-        except CheckpointError:
+        except CheckpointError as e:
+            log.warning("%s Treating it as absent: every log in %s is recovered from its "
+                        "segments (`kafkactl recover %s` rewrites the file offline).", e, d, d)
             recovery_points, clean = {}, False  # unknown: recover everything
         try:
             start_offsets = read_checkpoint(d / LOG_START_OFFSET_CHECKPOINT)
-        except CheckpointError:
+        except CheckpointError as e:
+            log.warning("%s Treating it as absent: each log starts at its first segment "
+                        "(`kafkactl recover %s` rewrites the file offline).", e, d)
             start_offsets = {}
         for child in sorted(d.iterdir()):
             if child.is_dir() and child.name.endswith(DELETE_DIR_SUFFIX):
@@ -209,12 +223,12 @@ class LogManager:
                     f"Partition {tp[0]}-{tp[1]} exists in two log directories "
                     f"({self._log_dir_of[tp]} and {d}); remove one copy."
                 )
-            log = Log(
+            lg = Log(
                 child, self.config_for(tp[0]), recovery_point=recovery_points.get(tp, 0),
                 needs_recovery=not clean, time=self._time,
                 log_start_offset=start_offsets.get(tp, 0),
             )
-            self._logs[tp] = log
+            self._logs[tp] = lg
             self._log_dir_of[tp] = d
         if clean:
             marker.unlink()  # from now on the dir is "in use": a crash means recovery
@@ -246,18 +260,28 @@ class LogManager:
             return log
 
     def delete_log(self, topic: str, partition: int) -> bool:
-        """Close the log and rename its dir to `<tp>.<uuid>-delete` (removed later)."""
+        """Close the log and rename its dir to Kafka's `<topic>-<partition>.<uuid>-delete`
+        (the topic cut so the name fits 255 bytes), fsynced; the dir is removed later.
+        After the rename a restart can no longer open the log."""
         tp = (topic, partition)
         with self._lock:
-            log = self._logs.pop(tp, None)
+            lg = self._logs.pop(tp, None)
             self._log_dir_of.pop(tp, None)
-        if log is None:
+        if lg is None:
             return False
-        log.close()
-        target = log.dir.with_name(f"{log.dir.name}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}")
-        os.replace(log.dir, target)
+        lg.close()
+        target = lg.dir.with_name(delete_dir_name(topic, partition))
+        os.replace(lg.dir, target)
+        fsync_dir(target.parent)
         self._pending_dir_deletes.append(target)
         return True
+
+    def delete_stray_logs(self, topic: str) -> int:
+        """Delete every log of `topic` found on disk (a deletion a crash interrupted)."""
+        found = [p for (t, p) in list(self._logs) if t == topic]
+        for p in found:
+            self.delete_log(topic, p)
+        return len(found)
 
     # ----------------------------------------------------------------- background work
     def _each_log(self) -> list[tuple[TopicPartition, Path, Log]]:

@@ -9,6 +9,9 @@ offset <= target (or (base_offset, 0)); the caller scans forward from that posit
 from __future__ import annotations
 
 import struct
+import sys
+from array import array
+from operator import lt
 from typing import NamedTuple
 
 from kafkactl.log.abstract_index import AbstractIndex
@@ -110,6 +113,30 @@ class OffsetIndex(AbstractIndex):
                 f"Index file {self.path} points at position {last_pos}, past the end of "
                 f"the {log_size}-byte log."
             )
+
+    def check_entries(self, log_size: int, next_base_offset: int | None = None) -> None:
+        """Raise CorruptIndexError unless every entry is inside the segment (offsets above
+        the base and below the next segment's, positions inside the log) and both fields
+        strictly increase. C-speed: one array over the mapped entries."""
+        n = self._entries
+        if not n:
+            return
+        assert self._mmap is not None
+        arr = array("i")
+        arr.frombytes(self._mmap[:n * 8])
+        if sys.byteorder == "little":
+            arr.byteswap()
+        rels, poss = arr[0::2], arr[1::2]
+        top = INT32_MAX if next_base_offset is None else next_base_offset - self.base_offset
+        problem = None
+        if rels[0] <= 0 or poss[0] <= 0:
+            problem = "its first entry does not point past the segment's first batch"
+        elif rels[-1] >= top or poss[-1] >= log_size:
+            problem = "its last entry points outside the segment"
+        elif not all(map(lt, rels, rels[1:])) or not all(map(lt, poss, poss[1:])):
+            problem = "its entries do not increase"
+        if problem:
+            raise CorruptIndexError(f"Corrupt index {self.path}: {problem}.")
 
     def full_check(self) -> list[str]:
         """Every problem found walking all entries (offsets and positions must increase)."""

@@ -10,20 +10,26 @@ from __future__ import annotations
 
 import mmap
 import os
+import struct
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from kafkactl.log.abstract_index import base_offset_from_path
-from kafkactl.log.batch_header import V2_FIELDS, BatchHeader, parse_header
+from kafkactl.log.batch_header import V2_FIELDS, BatchHeader, parse_header, read_header
+from kafkactl.log.checkpoint import fsync_dir
 from kafkactl.log.offset_index import INT32_MAX, OffsetIndex
 from kafkactl.log.segment import (
     INDEX_SUFFIX,
+    SWAP_SUFFIX,
     TIME_INDEX_SUFFIX,
     LogSegment,
     index_entries_for,
 )
 from kafkactl.log.time_index import NO_TIMESTAMP, TimeIndex
+from kafkactl.record.batch import LOG_OVERHEAD, MAGIC_OFFSET, RECORD_BATCH_OVERHEAD
 from kafkactl.record.memory_records import scan
+
+_OFFSET_LENGTH = struct.Struct(">qi")
 
 
 @dataclass
@@ -41,6 +47,8 @@ class SegmentRecoveryReport:
     offset_index_entries: int
     time_index_entries: int
     dry_run: bool = False
+    salvaged_batches: int = 0  # valid batches kept after a corrupt region (--salvage)
+    cut_first_offset: int | None = None  # the offset the first cut batch's header claims
 
     @property
     def bytes_truncated(self) -> int:
@@ -61,18 +69,22 @@ class ValidPrefix:
 
 
 def validate_log_bytes(
-    buf: memoryview | bytes, base_offset: int, next_base_offset: int | None = None
+    buf: memoryview | bytes, base_offset: int, next_base_offset: int | None = None, *,
+    start: int = 0, expected_offset: int | None = None,
 ) -> ValidPrefix:
-    """The valid prefix of a segment's bytes and the headers of its batches."""
-    res = scan(buf, 0, expected_offset=base_offset)
-    valid = res.valid_bytes
+    """The valid run of a segment's bytes from `start` and the headers of its batches;
+    `valid_bytes` is the (absolute) position of the first invalid byte. The first batch's
+    offsets must be >= `expected_offset` (default: the segment's base offset)."""
+    res = scan(buf, start, expected_offset=base_offset if expected_offset is None
+               else expected_offset)
+    valid = start + res.valid_bytes
     error, error_pos = res.error, res.error_position
     headers: list[BatchHeader] = []
     append = headers.append
     v2 = V2_FIELDS.unpack_from
     limit = INT32_MAX + base_offset
     next_base = next_base_offset if next_base_offset is not None else 2**63
-    pos = 0
+    pos = start
     while pos < valid:
         if buf[pos + 16] == 2:
             base, length, _magic, delta, ts, count = v2(buf, pos)
@@ -99,15 +111,68 @@ def validate_log_bytes(
 
 
 def validate_file(fd: int, size: int, base_offset: int,
-                  next_base_offset: int | None = None) -> ValidPrefix:
+                  next_base_offset: int | None = None, *, salvage: bool = False
+                  ) -> ValidPrefix:
+    """The valid prefix of a segment file; with `salvage`, every valid batch (see
+    plan_salvage): then `valid_bytes` counts the bytes kept."""
     if size == 0:
         return ValidPrefix(0, [], None, None)
     mm = mmap.mmap(fd, size, access=mmap.ACCESS_READ)
     try:
         with memoryview(mm) as mv:
+            if salvage:
+                return plan_salvage(mm, mv, base_offset, next_base_offset)
             return validate_log_bytes(mv, base_offset, next_base_offset)
     finally:
         mm.close()
+
+
+def plan_salvage(raw: mmap.mmap | bytes, mv: memoryview, base_offset: int,
+                 next_base_offset: int | None) -> ValidPrefix:
+    """Every valid batch of a segment, also those after a corrupt region (`kafkactl recover
+    --salvage`): after the first bad byte, look for the next position where a CRC-valid
+    batch starts whose offsets follow the last valid one, and go on from there. Offsets
+    stay as written (the log then has a gap). The headers keep their original positions;
+    `valid_bytes` is the bytes they hold, `error` the first problem found."""
+    first = validate_log_bytes(mv, base_offset, next_base_offset)
+    headers = list(first.headers)
+    pos = first.valid_bytes
+    end = len(mv)
+    while pos < end:
+        last = headers[-1].last_offset if headers else base_offset - 1
+        nxt = _next_valid_batch(raw, mv, pos + 1, last + 1, base_offset, next_base_offset)
+        if nxt is None:
+            break
+        run = validate_log_bytes(mv, base_offset, next_base_offset, start=nxt,
+                                 expected_offset=last + 1)
+        headers += run.headers
+        pos = run.valid_bytes
+    kept = sum(h.size for h in headers)
+    return ValidPrefix(kept, headers, first.error, first.error_position)
+
+
+def _next_valid_batch(raw: mmap.mmap | bytes, mv: memoryview, pos: int, min_offset: int,
+                      base_offset: int, next_base_offset: int | None) -> int | None:
+    """The first position >= `pos` where a whole, CRC-valid magic-2 batch starts whose
+    offsets are >= `min_offset` and belong to this segment."""
+    end = len(mv)
+    top = min(base_offset + INT32_MAX,
+              (next_base_offset if next_base_offset is not None else 2**63) - 1)
+    i = pos + MAGIC_OFFSET
+    while True:
+        i = raw.find(b"\x02", i, end)
+        if i < 0:
+            return None
+        p = i - MAGIC_OFFSET
+        i += 1
+        if end - p < RECORD_BATCH_OVERHEAD:
+            return None
+        offset, length = _OFFSET_LENGTH.unpack_from(mv, p)
+        size = LOG_OVERHEAD + length
+        if (min_offset <= offset <= top and size >= RECORD_BATCH_OVERHEAD
+                and p + size <= end
+                and scan(mv[p:p + size], 0, expected_offset=min_offset).valid_bytes == size):
+            return p
 
 
 expected_index_entries = index_entries_for  # the name the tests and tools use
@@ -118,26 +183,99 @@ def recover_segment(segment: LogSegment, *, next_base_offset: int | None = None
     """Validate `segment`, truncate it at the first invalid byte, rebuild its indexes."""
     original = segment.size
     vp = validate_file(segment.fd, original, segment.base_offset, next_base_offset)
+    cut_offset = None
     if vp.valid_bytes != original:
+        h = read_header(segment.fd, vp.valid_bytes)
+        if h is not None and h.base_offset >= segment.base_offset:
+            cut_offset = h.base_offset  # what the first cut batch claims (maybe damaged)
         segment.truncate_bytes(vp.valid_bytes)
     segment.rebuild_indexes(vp.headers)
-    return _report(segment.log_path, segment.base_offset, original, vp, True,
-                   segment.offset_index.entry_count, segment.time_index.entry_count, False)
+    report = _report(segment.log_path, segment.base_offset, original, vp, True,
+                     segment.offset_index.entry_count, segment.time_index.entry_count, False)
+    report.cut_first_offset = cut_offset
+    return report
 
 
 def inspect_segment(log_path: Path, *, index_interval_bytes: int = 4096,
-                    next_base_offset: int | None = None) -> SegmentRecoveryReport:
-    """What `recover_segment` would do, without changing any byte (dry run)."""
+                    next_base_offset: int | None = None, salvage: bool = False
+                    ) -> SegmentRecoveryReport:
+    """What `recover_segment` (or, with `salvage`, salvage_segment_file and then
+    recover_segment) would do, without changing any byte (dry run)."""
     base = base_offset_from_path(log_path)
     fd = os.open(log_path, os.O_RDONLY)
     try:
         size = os.fstat(fd).st_size
-        vp = validate_file(fd, size, base, next_base_offset)
+        vp = validate_file(fd, size, base, next_base_offset, salvage=salvage)
     finally:
         os.close(fd)
-    offsets, times, _ts, _off = expected_index_entries(vp.headers, base, index_interval_bytes)
-    stale = not _index_matches(log_path, base, vp.headers)
-    return _report(log_path, base, size, vp, stale, len(offsets), len(times), True)
+    gaps = has_gaps(vp.headers)
+    headers = relocated(vp.headers) if gaps else vp.headers
+    offsets, times, _ts, _off = expected_index_entries(headers, base, index_interval_bytes)
+    stale = gaps or not _index_matches(log_path, base, vp.headers)
+    report = _report(log_path, base, size, vp, stale, len(offsets), len(times), True)
+    report.salvaged_batches = salvaged_count(vp)
+    return report
+
+
+def has_gaps(headers: list[BatchHeader]) -> bool:
+    """The batches do not follow each other from position 0 (a salvage skipped bytes)."""
+    pos = 0
+    for h in headers:
+        if h.position != pos:
+            return True
+        pos += h.size
+    return False
+
+
+def relocated(headers: list[BatchHeader]) -> list[BatchHeader]:
+    """The headers at the positions they get once written one after the other."""
+    out, pos = [], 0
+    for h in headers:
+        out.append(h._replace(position=pos))
+        pos += h.size
+    return out
+
+
+def salvaged_count(vp: ValidPrefix) -> int:
+    """Batches kept after the first invalid byte (by a salvage)."""
+    if vp.error_position is None:
+        return 0
+    return sum(1 for h in vp.headers if h.position > vp.error_position)
+
+
+def salvage_segment_file(log_path: Path, *, next_base_offset: int | None = None
+                         ) -> ValidPrefix | None:
+    """Rewrite a segment file with every valid batch, also those after a corrupt region
+    (offsets as written, so the log gets a gap). The new bytes go to `<name>.swap`
+    (fsynced), which then replaces the file: a crash in between leaves either the old
+    file or the swap file, which the broker's loader renames into place. Returns the plan
+    when the file was rewritten, None when there was nothing after the first bad byte to
+    keep (plain recovery does the rest)."""
+    base = base_offset_from_path(log_path)
+    fd = os.open(log_path, os.O_RDONLY)
+    try:
+        size = os.fstat(fd).st_size
+        vp = validate_file(fd, size, base, next_base_offset, salvage=True)
+        if not has_gaps(vp.headers):
+            return None
+        swap = log_path.with_name(log_path.name + SWAP_SUFFIX)
+        out = os.open(swap, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            written = 0
+            for h in vp.headers:
+                data = os.pread(fd, h.size, h.position)
+                while data:
+                    n = os.pwrite(out, data, written)
+                    written += n
+                    data = data[n:]
+            os.fsync(out)
+        finally:
+            os.close(out)
+    finally:
+        os.close(fd)
+    os.replace(swap, log_path)
+    fsync_dir(log_path.parent)
+    return vp
 
 
 def index_problems(

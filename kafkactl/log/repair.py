@@ -8,11 +8,26 @@ indexes are rebuilt; valid batches are never removed. The caller holds the log d
 
 from __future__ import annotations
 
+import contextlib
+import os
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from kafkactl.log.checkpoint import (
+    RECOVERY_POINT_CHECKPOINT,
+    checkpoint_problem,
+    fsync_dir,
+    salvage_checkpoint,
+    write_checkpoint,
+)
 from kafkactl.log.config import LogConfig
-from kafkactl.log.manager import is_partition_dir
-from kafkactl.log.recovery import SegmentRecoveryReport, inspect_segment, recover_segment
+from kafkactl.log.manager import CLEAN_SHUTDOWN_MARKER, is_partition_dir
+from kafkactl.log.recovery import (
+    SegmentRecoveryReport,
+    inspect_segment,
+    recover_segment,
+    salvage_segment_file,
+)
 from kafkactl.log.segment import LOG_SUFFIX, LogSegment, offset_from_filename
 
 
@@ -48,19 +63,23 @@ def segment_files(d: Path) -> list[tuple[int, Path]]:
     return sorted(out)
 
 
-def recover_partition(d: Path, *, dry_run: bool, config: LogConfig
+def recover_partition(d: Path, *, dry_run: bool, config: LogConfig, salvage: bool = False
                       ) -> list[SegmentRecoveryReport]:
     """Inspect every segment of a partition dir; unless `dry_run`, repair those that need
-    it (cut the invalid tail, rebuild the indexes). One report per segment."""
+    it (cut the invalid tail, rebuild the indexes). With `salvage`, the valid batches after
+    a corrupt region are kept (offsets as written: the log gets a gap) instead of being
+    cut with it (Kafka's rule). One report per segment."""
     segments = segment_files(d)
     reports = []
     for i, (base, path) in enumerate(segments):
         nxt = segments[i + 1][0] if i + 1 < len(segments) else None
         found = inspect_segment(path, index_interval_bytes=config.index_interval_bytes,
-                                next_base_offset=nxt)
+                                next_base_offset=nxt, salvage=salvage)
         if dry_run or (found.bytes_truncated == 0 and not found.indexes_rebuilt):
             reports.append(found)
             continue
+        if salvage:
+            salvage_segment_file(path, next_base_offset=nxt)
         seg = LogSegment(d, base, config, created_ms=0)
         try:
             done = recover_segment(seg, next_base_offset=nxt)
@@ -69,6 +88,10 @@ def recover_partition(d: Path, *, dry_run: bool, config: LogConfig
         finally:
             seg.close()
         done.indexes_rebuilt = True
+        if salvage:  # as found, before the rewrite
+            done.original_bytes, done.error = found.original_bytes, found.error
+            done.error_position = found.error_position
+            done.salvaged_batches = found.salvaged_batches
         reports.append(done)
     return reports
 
@@ -76,3 +99,37 @@ def recover_partition(d: Path, *, dry_run: bool, config: LogConfig
 def needs_repair(r: SegmentRecoveryReport) -> bool:
     """The segment had (or, in a dry run, has) bytes to cut or indexes to rebuild."""
     return r.bytes_truncated > 0 or r.indexes_rebuilt
+
+
+@dataclass
+class CheckpointReport:
+    path: str
+    problem: str  # why it cannot be read
+    entries_kept: int  # well-formed lines kept in the rewritten file
+    rewritten: bool  # False in a dry run
+
+    def to_dict(self) -> dict[str, object]:
+        return asdict(self)
+
+
+def repair_checkpoints(log_dir: Path, *, dry_run: bool) -> list[CheckpointReport]:
+    """Check every checkpoint file of a log dir (`*-checkpoint`); unless `dry_run`,
+    rewrite a damaged one with its well-formed lines (what the broker would otherwise
+    ignore whole). A damaged recovery-point file also removes the clean-shutdown marker,
+    so the next start recovers every log from the offsets that survived."""
+    reports = []
+    for path in sorted(log_dir.glob("*checkpoint")):
+        if not path.is_file():
+            continue
+        problem = checkpoint_problem(path)
+        if problem is None:
+            continue
+        entries = salvage_checkpoint(path)
+        if not dry_run:
+            write_checkpoint(path, entries)
+            if path.name == RECOVERY_POINT_CHECKPOINT:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(log_dir / CLEAN_SHUTDOWN_MARKER)
+                    fsync_dir(log_dir)
+        reports.append(CheckpointReport(str(path), problem, len(entries), not dry_run))
+    return reports

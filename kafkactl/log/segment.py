@@ -24,6 +24,7 @@ from pathlib import Path
 
 from kafkactl.log.batch_header import HEADER_READ_SIZE, BatchHeader, parse_header, read_header
 from kafkactl.log.config import LogConfig
+from kafkactl.log.errors import CorruptIndexError
 from kafkactl.log.offset_index import INT32_MAX, OffsetIndex
 from kafkactl.log.time_index import NO_TIMESTAMP, TimeIndex
 
@@ -176,6 +177,9 @@ class LogSegment:
         self._index_interval = config.index_interval_bytes
         self._index_room = 0  # index entries that fit in allocated index pages
         self._tail_dirty = False  # a failed write could not be cut off the file
+        # the offset index passed check_entries (the loader checks the active segment's;
+        # an older segment's is checked at its first lookup, so a start stays cheap)
+        self.index_checked = create
 
     def __repr__(self) -> str:
         return f"LogSegment({self.log_path}, size={self.size})"
@@ -351,6 +355,7 @@ class LogSegment:
         with self._io_lock:
             self.offset_index.replace_entries(offsets)
             self.time_index.replace_entries(times)
+        self.index_checked = True
         last_pos = offsets[-1][1] if offsets else 0
         self._bytes_since_last_index_entry = (
             headers[-1].position + headers[-1].size - last_pos if headers else 0)
@@ -361,6 +366,8 @@ class LogSegment:
     # ----------------------------------------------------------------- reads
     def translate_offset(self, offset: int, start_position: int = 0) -> BatchHeader | None:
         """The first batch at or after `start_position` whose last offset >= `offset`."""
+        if not self.index_checked:
+            self.check_offset_index()
         entry = self.offset_index.lookup(offset)
         pos = max(entry.position, start_position)
         size = self.size
@@ -369,18 +376,54 @@ class LogSegment:
         # there with one pread per TRANSLATE_READ_SIZE bytes, not one per batch.
         chunk = b""
         chunk_pos = pos
+        check = entry.position > 0 and pos == entry.position  # the entry's batch is first
         while pos < size:
             rel = pos - chunk_pos
             if rel + HEADER_READ_SIZE > len(chunk):
                 chunk = os.pread(fd, min(TRANSLATE_READ_SIZE, size - pos), pos)
                 chunk_pos, rel = pos, 0
             h = parse_header(chunk, rel, pos)
+            if check:
+                check = False
+                if h is None or not h.base_offset <= entry.offset <= h.last_offset:
+                    self._rebuild_offset_index(entry.offset, entry.position)
+                    entry = self.offset_index.lookup(offset)
+                    pos = chunk_pos = max(entry.position, start_position)
+                    chunk = b""
+                    continue
             if h is None or h.size <= 0:
                 return None
             if h.last_offset >= offset:
                 return h
             pos += h.size
         return None
+
+    def check_offset_index(self, next_base_offset: int | None = None) -> None:
+        """Check every offset-index entry (inside the segment, increasing); rebuild both
+        indexes from the batch headers if one fails (logged at WARNING)."""
+        try:
+            self.offset_index.check_entries(self.size, next_base_offset)
+        except CorruptIndexError as e:
+            log.warning("%s Rebuilding the indexes from %s.", e, self.log_path.name)
+            self._rebuild_indexes_from_headers()
+        self.index_checked = True
+
+    def _rebuild_offset_index(self, offset: int, position: int) -> None:
+        """An index entry that does not point at the batch holding its offset: the index
+        is corrupt (Kafka rebuilds such an index); rebuild both from the batch headers."""
+        log.warning("Corrupt index %s: its entry for offset %d points at position %d, which "
+                    "is not the start of the batch holding that offset; rebuilding the "
+                    "indexes from %s.", self.offset_index.path.name, offset, position,
+                    self.log_path.name)
+        self._rebuild_indexes_from_headers()
+
+    def _rebuild_indexes_from_headers(self) -> None:
+        trimmed = self.offset_index.file_length_is_entries()
+        self.rebuild_indexes(self.headers_from(0))
+        if trimmed:  # an inactive segment: keep its indexes trimmed
+            with self._io_lock:
+                self.offset_index.trim_to_valid_size()
+                self.time_index.trim_to_valid_size()
 
     def headers_from(self, position: int, end: int | None = None) -> list[BatchHeader]:
         out: list[BatchHeader] = []
