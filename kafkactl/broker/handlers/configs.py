@@ -10,6 +10,14 @@ from typing import Any
 
 from kafkactl.broker.config import BROKER_DEFAULTS
 from kafkactl.broker.topic_manager import TopicError
+from kafkactl.log.config_def import (
+    PASSWORD,
+    config_type,
+    describe_values,
+    is_list,
+    validate_topic_configs,
+)
+from kafkactl.log.errors import ConfigError
 from kafkactl.protocol.api_keys import ApiKey
 from kafkactl.protocol.errors import ErrorCode
 
@@ -17,12 +25,9 @@ TOPIC, BROKER, BROKER_LOGGER = 2, 4, 8
 DYNAMIC_TOPIC_CONFIG, STATIC_BROKER_CONFIG, DEFAULT_CONFIG = 1, 4, 5
 TYPE_BOOLEAN, TYPE_STRING, TYPE_LONG, TYPE_DOUBLE, TYPE_LIST = 1, 2, 5, 6, 7
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
-LIST_KEYS = {"cleanup.policy"}
 
 
 def _type_of(value: str, key: str) -> int:
-    if key in LIST_KEYS:
-        return TYPE_LIST
     if value in ("true", "false"):
         return TYPE_BOOLEAN
     try:
@@ -51,7 +56,7 @@ def topic_config_entries(server: Any, config: Any, overrides: dict[str, str],
                          include_synonyms: bool = False) -> list[dict[str, Any]]:
     entries = []
     explicit = server.explicit_broker_keys
-    for key, value in config.to_properties().items():
+    for key, value in describe_values(config).items():
         synonyms = []
         if key in overrides:
             source = DYNAMIC_TOPIC_CONFIG
@@ -67,7 +72,7 @@ def topic_config_entries(server: Any, config: Any, overrides: dict[str, str],
                         "is_default": source == DEFAULT_CONFIG, "config_source": source,
                         "is_sensitive": False,
                         "synonyms": synonyms if include_synonyms else [],
-                        "config_type": _type_of(value, key), "documentation": None})
+                        "config_type": config_type(key), "documentation": None})
     return entries
 
 
@@ -81,7 +86,8 @@ def _broker_entries(server: Any) -> list[dict[str, Any]]:
         entries.append({"name": key, "value": None if sensitive else value, "read_only": True,
                         "is_default": source == DEFAULT_CONFIG, "config_source": source,
                         "is_sensitive": sensitive, "synonyms": [],
-                        "config_type": _type_of(value, key), "documentation": None})
+                        "config_type": PASSWORD if sensitive else _type_of(value, key),
+                        "documentation": None})
     return entries
 
 
@@ -135,7 +141,7 @@ def _alter(apis: Any, request: dict[str, Any], incremental: bool) -> dict[str, A
                 raise TopicError("UNKNOWN_TOPIC_OR_PARTITION", f"topic {rname!r} does not exist")
             if incremental:
                 new = dict(state.configs)
-                current = server.topics.config_of(rname).to_properties()
+                current = describe_values(server.topics.config_of(rname))
                 for c in r["configs"]:
                     _apply_op(new, current, c["name"], c["config_operation"], c["value"])
             else:
@@ -144,6 +150,11 @@ def _alter(apis: Any, request: dict[str, Any], incremental: bool) -> dict[str, A
                     if c["value"] is None:
                         raise TopicError("INVALID_CONFIG", f"{c['name']} has a null value")
                     new[c["name"]] = c["value"]
+            changed = {k: v for k, v in new.items() if state.configs.get(k) != v}
+            try:
+                validate_topic_configs(changed)
+            except ConfigError as e:
+                raise TopicError("INVALID_CONFIG", str(e)) from e
             server.topics.set_configs(rname, new, validate_only=request["validate_only"])
         except TopicError as e:
             res.update(error_code=ErrorCode[e.code_name], error_message=str(e))
@@ -160,7 +171,7 @@ def _apply_op(new: dict[str, str], current: dict[str, str], key: str, op: int,
     elif op == DELETE:
         new.pop(key, None)
     elif op in (APPEND, SUBTRACT):
-        if key not in LIST_KEYS:
+        if not is_list(key):
             raise TopicError("INVALID_CONFIG", f"{key} is not a list config")
         items = [x for x in new.get(key, current.get(key, "")).split(",") if x]
         given = [x.strip() for x in (value or "").split(",") if x.strip()]
