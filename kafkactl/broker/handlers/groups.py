@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from kafkactl.broker.coordinator.group_metadata_manager import OFFSETS_TOPIC
+from kafkactl.broker.handlers.acls import GROUP_OPERATIONS, authorized_operations
 from kafkactl.broker.handlers.producer_id import TRANSACTIONS_MESSAGE, TRANSACTIONS_UNSUPPORTED
 from kafkactl.protocol.api_keys import ApiKey
 from kafkactl.protocol.errors import ErrorCode
@@ -140,8 +141,12 @@ def describe_group_entry(coordinator: Any, group_id: str) -> dict[str, Any]:
 
 def handle_describe_groups(apis: Any, ctx: Any, request: dict[str, Any]) -> dict[str, Any]:
     coordinator = _coordinator(apis)
-    return {"throttle_time_ms": 0, "groups": [
-        describe_group_entry(coordinator, g) for g in request.get("groups") or ()]}
+    ops = authorized_operations(GROUP_OPERATIONS,
+                                bool(request.get("include_authorized_operations")))
+    groups = [describe_group_entry(coordinator, g) for g in request.get("groups") or ()]
+    for g in groups:
+        g["authorized_operations"] = ops
+    return {"throttle_time_ms": 0, "groups": groups}
 
 
 def handle_list_groups(apis: Any, ctx: Any, request: dict[str, Any]) -> dict[str, Any]:
