@@ -4,6 +4,8 @@ with their source and synonyms; read-only keys refused naming the key."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from typing import Any
 
 from kafkactl.protocol.api_keys import ApiKey
@@ -93,3 +95,41 @@ def test_read_only_and_invalid_broker_configs_refused(broker) -> None:
         assert _describe(w, BROKER, "0")["log.retention.ms"]["config_source"] == DEFAULT
         r = _incremental(w, "9", [("log.retention.ms", 0, "1000")])
         assert r["error_code"] == 42  # not this broker
+
+
+def _cli(broker, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "kafkactl", "configs", *args,
+                           "--bootstrap-server", broker.bootstrap],
+                          capture_output=True, text=True, timeout=60)
+
+
+def test_configs_cli_with_kafka_configs_flags(broker) -> None:
+    with Wire(broker.bootstrap) as w:
+        assert w.create_topic("cli")["error_code"] == 0
+    r = _cli(broker, "alter", "--entity-type", "topics", "--entity-name", "cli",
+             "--add-config", "retention.ms=5000,cleanup.policy=[compact,delete]")
+    assert r.returncode == 0 and "Completed updating config for topic cli." in r.stdout, r
+    r = _cli(broker, "describe", "--entity-type", "topics", "--entity-name", "cli")
+    assert "Dynamic configs for topic cli are:" in r.stdout
+    assert "  cleanup.policy=compact,delete sensitive=false synonyms={DYNAMIC_TOPIC_CONFIG:" \
+        in r.stdout
+    r = _cli(broker, "alter", "--entity-type", "brokers", "--entity-default",
+             "--add-config", "log.retention.ms=3600000")
+    assert "Completed updating default config for brokers in the cluster." in r.stdout, r
+    r = _cli(broker, "alter", "--broker", "0", "--add-config", "log.segment.bytes=2000000")
+    assert r.returncode == 0, r
+    r = _cli(broker, "describe", "--entity-type", "brokers", "--entity-name", "0")
+    assert r.stdout.splitlines() == [
+        "Dynamic configs for broker 0 are:",
+        "  log.segment.bytes=2000000 sensitive=false synonyms={DYNAMIC_BROKER_CONFIG:"
+        "log.segment.bytes=2000000, DEFAULT_CONFIG:log.segment.bytes=1073741824}"]
+    r = _cli(broker, "describe", "--broker-defaults")
+    assert "  log.retention.ms=3600000 sensitive=false" in r.stdout
+    r = _cli(broker, "alter", "--broker", "0", "--add-config", "log.dirs=/elsewhere")
+    assert r.returncode == 1 and "log.dirs" in r.stderr, r
+    r = _cli(broker, "alter", "--broker", "0", "--delete-config", "log.segment.bytes")
+    assert r.returncode == 0, r
+    r = _cli(broker, "describe", "--broker", "0", "--all")
+    assert "  log.segment.bytes=1073741824 sensitive=false" in r.stdout
+    r = _cli(broker, "describe", "--entity-type", "users")
+    assert r.returncode != 0 and "topics or brokers" in r.stderr
