@@ -27,6 +27,7 @@ _kafkactl() {
                 'rebalance:Members, their current assignment and the range assignment for the group.'
                 'topics:Create, list, describe, alter and delete topics.'
                 'offsets:Show, reset and delete consumer-group offsets.'
+                'configs:Describe and alter topic and broker configs (kafka-configs).'
             )
             _describe -t commands 'kafkactl command' commands ;;
         argument)
@@ -39,6 +40,7 @@ _kafkactl() {
                 rebalance) _kafkactl_rebalance ;;
                 topics) _kafkactl_topics ;;
                 offsets) _kafkactl_offsets ;;
+                configs) _kafkactl_configs ;;
             esac ;;
     esac
 }
@@ -314,6 +316,61 @@ _kafkactl_offsets_delete() {
         '(-g --group)--group[The group. \[required\]]:GROUP: ' \
         '*-t[Only this topic'\''s offsets (T or T\:P,P).]:TOPIC: ' \
         '*--topic[Only this topic'\''s offsets (T or T\:P,P).]:TOPIC: ' \
+        '(-b --bootstrap-server)-b[Broker(s) host\:port\[,host\:port\]; default $KAFKACTL_BOOTSTRAP or 127.0.0.1\:9092.]:BOOTSTRAP: ' \
+        '(-b --bootstrap-server)--bootstrap-server[Broker(s) host\:port\[,host\:port\]; default $KAFKACTL_BOOTSTRAP or 127.0.0.1\:9092.]:BOOTSTRAP: ' \
+        '(-h --help)-h[Show this message and exit.]' \
+        '(-h --help)--help[Show this message and exit.]'
+}
+
+_kafkactl_configs() {
+    local curcontext="$curcontext" state line
+    typeset -A opt_args
+    _arguments -s -S \
+        '(-h --help)-h[Show this message and exit.]' \
+        '(-h --help)--help[Show this message and exit.]' \
+        '1: :->command' \
+        '*:: :->argument'
+    case $state in
+        command)
+            local -a commands
+            commands=(
+                'describe:Show the dynamic configs of topics or brokers (--all\: every config).'
+                'alter:Set (--add-config) and remove (--delete-config) configs of a topic or broker.'
+            )
+            _describe -t commands 'kafkactl command' commands ;;
+        argument)
+            case $words[1] in
+                describe) _kafkactl_configs_describe ;;
+                alter) _kafkactl_configs_alter ;;
+            esac ;;
+    esac
+}
+
+_kafkactl_configs_describe() {
+    _arguments -s -S \
+        '--entity-type[topics or brokers.]:ENTITY_TYPE: ' \
+        '--entity-name[Topic name or broker id.]:ENTITY_NAME: ' \
+        '--entity-default[The cluster-wide default broker configs.]' \
+        '--topic[Same as --entity-type topics --entity-name.]:TOPIC: ' \
+        '--broker[Same as --entity-type brokers --entity-name.]:BROKER: ' \
+        '--broker-defaults[Same as --entity-type brokers --entity-default.]' \
+        '--all[Every config, not only the dynamic ones.]' \
+        '(-b --bootstrap-server)-b[Broker(s) host\:port\[,host\:port\]; default $KAFKACTL_BOOTSTRAP or 127.0.0.1\:9092.]:BOOTSTRAP: ' \
+        '(-b --bootstrap-server)--bootstrap-server[Broker(s) host\:port\[,host\:port\]; default $KAFKACTL_BOOTSTRAP or 127.0.0.1\:9092.]:BOOTSTRAP: ' \
+        '(-h --help)-h[Show this message and exit.]' \
+        '(-h --help)--help[Show this message and exit.]'
+}
+
+_kafkactl_configs_alter() {
+    _arguments -s -S \
+        '--entity-type[topics or brokers.]:ENTITY_TYPE: ' \
+        '--entity-name[Topic name or broker id.]:ENTITY_NAME: ' \
+        '--entity-default[The cluster-wide default broker configs.]' \
+        '--topic[Same as --entity-type topics --entity-name.]:TOPIC: ' \
+        '--broker[Same as --entity-type brokers --entity-name.]:BROKER: ' \
+        '--broker-defaults[Same as --entity-type brokers --entity-default.]' \
+        '--add-config[Configs to set\: '\''k1=v1,k2=,k3=v3'\''.]:ADD_CONFIG: ' \
+        '--delete-config[Configs to remove\: '\''k1,k2'\''.]:DELETE_CONFIG: ' \
         '(-b --bootstrap-server)-b[Broker(s) host\:port\[,host\:port\]; default $KAFKACTL_BOOTSTRAP or 127.0.0.1\:9092.]:BOOTSTRAP: ' \
         '(-b --bootstrap-server)--bootstrap-server[Broker(s) host\:port\[,host\:port\]; default $KAFKACTL_BOOTSTRAP or 127.0.0.1\:9092.]:BOOTSTRAP: ' \
         '(-h --help)-h[Show this message and exit.]' \

@@ -261,4 +261,34 @@ class BrokerConfig:
         return out
 
     def is_sensitive(self, key: str) -> bool:
-        return "password" in key or "secret" in key
+        return is_sensitive(key)
+
+
+# Every broker key Kafka types PASSWORD (DescribeConfigs returns them as null with
+# is_sensitive=true), also when prefixed by `listener.name.<listener>.[<mechanism>.]`.
+PASSWORD_KEYS = frozenset({
+    "sasl.jaas.config",
+    "ssl.key.password", "ssl.keystore.password", "ssl.truststore.password",
+    "ssl.keystore.key", "ssl.keystore.certificate.chain", "ssl.truststore.certificates",
+    "zookeeper.ssl.keystore.password", "zookeeper.ssl.truststore.password",
+    "password.encoder.secret", "password.encoder.old.secret",
+    "delegation.token.master.key", "delegation.token.secret.key",
+    "sasl.oauthbearer.client.credentials.client.secret",
+    "sasl.oauthbearer.assertion.private.key.passphrase",
+})
+
+
+def is_sensitive(key: str) -> bool:
+    """True for a PASSWORD-typed key (or one whose name says it holds a secret)."""
+    base = key
+    if key.startswith("listener.name."):
+        # listener.name.<listener>.<key> or listener.name.<listener>.<mechanism>.<key>
+        parts = key.split(".", 3)
+        base = parts[3] if len(parts) == 4 else ""
+        if base not in PASSWORD_KEYS and "." in base:
+            mech_rest = base.split(".", 1)[1]
+            if mech_rest in PASSWORD_KEYS:
+                return True
+    lowered = base.lower()
+    return (base in PASSWORD_KEYS or "password" in lowered or "secret" in lowered
+            or lowered.endswith(("jaas.config", ".private.key", "keystore.key")))

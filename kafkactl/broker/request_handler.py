@@ -5,10 +5,13 @@ no response, e.g. Produce with acks=0). The handler table decides what ApiVersio
 advertises: an API is advertised only if a handler for it is registered here, so the
 group coordinator adds its handlers with `register()` when it arrives.
 
-Bad input: an unknown API key or a version outside our table closes the connection (as
-Kafka does), except a too-new ApiVersions request, which gets the v0-format
-UNSUPPORTED_VERSION reply clients need to retry lower. A body that fails to decode (truncated,
-bad UTF-8, absurd lengths) also closes the connection; each is logged once, at WARNING.
+Bad input: an API Kafka has and we do not serve gets a well-formed error response in its own
+shape where one can carry the error (kafkactl.protocol.refusal: UNSUPPORTED_VERSION), so the
+client keeps its connection. An API key Kafka does not define, a version outside our table
+(or Kafka's) closes the connection, as Kafka does, except a too-new ApiVersions request,
+which gets the v0-format UNSUPPORTED_VERSION reply clients need to retry lower. A body that
+fails to decode (truncated, bad UTF-8, absurd lengths) also closes the connection; each is
+logged once, at WARNING.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from kafkactl.broker.network import CloseConnection, ConnectionInfo, HandlerResu
 from kafkactl.protocol import codec
 from kafkactl.protocol.api_keys import ApiKey
 from kafkactl.protocol.errors import KafkaError
+from kafkactl.protocol.refusal import refusal_frame
 from kafkactl.protocol.versions import SUPPORTED_VERSIONS
 
 log = logging.getLogger(__name__)
@@ -68,6 +72,14 @@ class KafkaApis:
         api_key, api_version, correlation_id = _HEADER.unpack_from(frame)
         handler = self.handlers.get(api_key)
         if handler is None:
+            known = api_key in ApiKey._value2member_map_
+            name = ApiKey(api_key).spec_name if known else f"API key {api_key}"
+            refusal = refusal_frame(api_key, api_version, correlation_id,
+                                    f"{name} is not supported by this broker (kafkactl)")
+            if refusal is not None:
+                log.debug("answered %s v%d from %s with an error: not implemented", name,
+                          api_version, conn.peer)
+                return [refusal]
             raise CloseConnection(f"unknown or unsupported API key {api_key}; closing")
         lo, hi = SUPPORTED_VERSIONS[ApiKey(api_key)]
         if not lo <= api_version <= hi:

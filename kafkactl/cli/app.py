@@ -27,7 +27,7 @@ app = typer.Typer(
 # A module that is not (yet) part of the tree is skipped, so there are no placeholders.
 SUBCOMMAND_MODULES: list[str] = [
     "serve", "topics", "produce", "consume", "dump_log", "recover",
-    "rebalance", "offsets", "mirror",
+    "rebalance", "offsets", "mirror", "configs",
 ]
 
 

@@ -53,13 +53,21 @@ TIMESTAMP_TYPES = {"CreateTime", "LogAppendTime"}
 COMPRESSION_TYPES = {"producer", "uncompressed", "gzip", "snappy", "lz4", "zstd"}
 
 
-def _int(key: str, value: str, minimum: int) -> int:
+def invalid(key: str, value: object, why: str) -> ConfigError:
+    """Kafka's wording: `Invalid value X for configuration KEY: WHY`."""
+    return ConfigError(f"Invalid value {value} for configuration {key}: {why}")
+
+
+def _int(key: str, value: str, minimum: int, bits: int = 64) -> int:
     try:
         n = int(str(value).strip())
     except ValueError:
-        raise ConfigError(f"Config {key}={value!r} is not an integer.") from None
+        raise invalid(key, value, f"Not a number of type {'INT' if bits == 32 else 'LONG'}"
+                      ) from None
+    if not -(1 << (bits - 1)) <= n < 1 << (bits - 1):
+        raise invalid(key, value, f"Not a number of type {'INT' if bits == 32 else 'LONG'}")
     if n < minimum:
-        raise ConfigError(f"Config {key}={value!r} must be at least {minimum}.")
+        raise invalid(key, value, f"Value must be at least {minimum}")
     return n
 
 
@@ -67,9 +75,9 @@ def _float(key: str, value: str, lo: float, hi: float) -> float:
     try:
         x = float(str(value).strip())
     except ValueError:
-        raise ConfigError(f"Config {key}={value!r} is not a number.") from None
+        raise invalid(key, value, "Not a number of type DOUBLE") from None
     if not lo <= x <= hi:
-        raise ConfigError(f"Config {key}={value!r} must be between {lo} and {hi}.")
+        raise invalid(key, value, f"Value must be between {lo} and {hi}")
     return x
 
 
@@ -77,13 +85,17 @@ def _bool(key: str, value: str) -> bool:
     v = str(value).strip().lower()
     if v in ("true", "false"):
         return v == "true"
-    raise ConfigError(f"Config {key}={value!r} must be true or false.")
+    raise invalid(key, value, "Expected value to be either true or false")
 
 
 def _policy(key: str, value: str) -> str:
     parts = [p.strip() for p in str(value).split(",") if p.strip()]
-    if not parts or any(p not in CLEANUP_POLICIES for p in parts):
-        raise ConfigError(f"Config {key}={value!r} must be delete, compact or both.")
+    if not parts:
+        raise invalid(key, value, "Empty list")
+    for p in parts:
+        if p not in CLEANUP_POLICIES:
+            allowed = ", ".join(sorted(CLEANUP_POLICIES))
+            raise invalid(key, value, f"String must be one of: {allowed}")
     return ",".join(parts)
 
 
@@ -91,8 +103,7 @@ def _choice(choices: set[str]) -> Callable[[str, str], str]:
     def parse(key: str, value: str) -> str:
         v = str(value).strip()
         if v not in choices:
-            allowed = ", ".join(sorted(choices))
-            raise ConfigError(f"Config {key}={value!r} must be one of {allowed}.")
+            raise invalid(key, value, f"String must be one of: {', '.join(sorted(choices))}")
         return v
 
     return parse
@@ -100,18 +111,18 @@ def _choice(choices: set[str]) -> Callable[[str, str], str]:
 
 # topic key -> parser(key, text) -> value
 _PARSERS: dict[str, Callable[[str, str], Any]] = {
-    "segment.bytes": lambda k, v: _int(k, v, 14),
+    "segment.bytes": lambda k, v: _int(k, v, 14, 32),
     "segment.ms": lambda k, v: _int(k, v, 1),
     "segment.jitter.ms": lambda k, v: _int(k, v, 0),
-    "segment.index.bytes": lambda k, v: _int(k, v, 8),
-    "index.interval.bytes": lambda k, v: _int(k, v, 0),
+    "segment.index.bytes": lambda k, v: _int(k, v, 8, 32),
+    "index.interval.bytes": lambda k, v: _int(k, v, 0, 32),
     "flush.messages": lambda k, v: _int(k, v, 1),
     "flush.ms": lambda k, v: _int(k, v, 0),
     "retention.ms": lambda k, v: _int(k, v, -1),
     "retention.bytes": lambda k, v: _int(k, v, -1),
     "cleanup.policy": _policy,
     "message.timestamp.type": _choice(TIMESTAMP_TYPES),
-    "max.message.bytes": lambda k, v: _int(k, v, 0),
+    "max.message.bytes": lambda k, v: _int(k, v, 0, 32),
     "message.timestamp.difference.max.ms": lambda k, v: _int(k, v, 0),
     "compression.type": _choice(COMPRESSION_TYPES),
     "delete.retention.ms": lambda k, v: _int(k, v, 0),

@@ -43,7 +43,7 @@ def _header(api_key: int, version: int, cid: int = 1, client: bytes = b"c") -> b
     struct.pack(">i", 0x7FFFFFFF),  # a 2 GiB size prefix
     struct.pack(">i", -5),
     struct.pack(">i", 3) + b"abc",  # shorter than a header
-    struct.pack(">i", 10) + _header(71, 0),  # telemetry: not implemented
+    struct.pack(">i", 10) + _header(999, 0),  # an API key Kafka does not define
     struct.pack(">i", 10) + _header(3, 99),  # Metadata v99
     struct.pack(">i", 12) + _header(3, 1) + b"\x00\x00",  # truncated Metadata body
     # Metadata v1 asking for a topic whose name is not UTF-8

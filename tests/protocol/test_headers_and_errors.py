@@ -74,7 +74,7 @@ def test_advertised_table() -> None:
     assert table[ApiKey.FIND_COORDINATOR] == (0, 4)
     assert ApiKey.SASL_HANDSHAKE not in table and 71 not in table
     assert all(lo == 0 <= hi for lo, hi in table.values())
-    assert len(table) == len(SUPPORTED_VERSIONS) == 26
+    assert len(table) == len(SUPPORTED_VERSIONS) == 29
 
 
 def test_fetch_response_with_file_regions() -> None:

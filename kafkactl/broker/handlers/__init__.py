@@ -8,6 +8,7 @@ from typing import Any
 
 def register_all(apis: Any) -> None:
     from kafkactl.broker.handlers import (
+        acls,
         api_versions,
         cluster,
         configs,
@@ -24,5 +25,5 @@ def register_all(apis: Any) -> None:
     )
 
     for module in (api_versions, metadata, produce, fetch, list_offsets, topics, configs,
-                   records, producer_id, leader_epoch, cluster, groups, offsets):
+                   records, producer_id, leader_epoch, cluster, groups, offsets, acls):
         module.register(apis)

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from kafkactl.broker.handlers.acls import CLUSTER_OPERATIONS, authorized_operations
+from kafkactl.broker.handlers.producer_id import TRANSACTIONS_MESSAGE, TRANSACTIONS_UNSUPPORTED
 from kafkactl.protocol.api_keys import ApiKey
 from kafkactl.protocol.errors import ErrorCode
 
@@ -23,6 +25,8 @@ def handle_describe_cluster(apis: Any, ctx: Any, request: dict[str, Any]) -> dic
         "controller_id": cache.controller_id(),
         "brokers": [{"broker_id": b.node_id, "host": b.host, "port": b.port, "rack": b.rack}
                     for b in cache.brokers()],
+        "cluster_authorized_operations": authorized_operations(
+            CLUSTER_OPERATIONS, bool(request.get("include_cluster_authorized_operations"))),
     }
 
 
@@ -34,8 +38,8 @@ def handle_find_coordinator(apis: Any, ctx: Any, request: dict[str, Any]) -> dic
     def answer(key: str) -> dict[str, Any]:
         if key_type != GROUP:
             return {"key": key, "node_id": -1, "host": "", "port": -1,
-                    "error_code": ErrorCode.COORDINATOR_NOT_AVAILABLE,
-                    "error_message": "transactions are not supported"}
+                    "error_code": TRANSACTIONS_UNSUPPORTED,
+                    "error_message": TRANSACTIONS_MESSAGE}
         return {"key": key, "node_id": me.node_id, "host": me.host, "port": me.port,
                 "error_code": ErrorCode.NONE, "error_message": None}
 

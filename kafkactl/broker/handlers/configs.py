@@ -1,7 +1,8 @@
 """DescribeConfigs (32), AlterConfigs (33), IncrementalAlterConfigs (44).
 
-Topic resources have dynamic overrides (persisted by the TopicManager); broker resources are
-read-only here (they come from server.properties and --override at start-up).
+Topic resources have dynamic overrides (persisted by the TopicManager); broker resources
+(this broker's id, or "" for the cluster-wide default) have the dynamic broker configs of
+KIP-226 (kafkactl.broker.dynamic_config); every other broker key is read-only.
 """
 
 from __future__ import annotations
@@ -9,7 +10,21 @@ from __future__ import annotations
 from typing import Any
 
 from kafkactl.broker.config import BROKER_DEFAULTS
+from kafkactl.broker.dynamic_config import (
+    DYNAMIC_DEFAULT_BROKER_CONFIG,
+    DYNAMIC_KEYS,
+    FILE_NAME,
+    DynamicBrokerConfig,
+)
 from kafkactl.broker.topic_manager import TopicError
+from kafkactl.log.config_def import (
+    PASSWORD,
+    config_type,
+    describe_values,
+    is_list,
+    validate_topic_configs,
+)
+from kafkactl.log.errors import ConfigError
 from kafkactl.protocol.api_keys import ApiKey
 from kafkactl.protocol.errors import ErrorCode
 
@@ -17,12 +32,9 @@ TOPIC, BROKER, BROKER_LOGGER = 2, 4, 8
 DYNAMIC_TOPIC_CONFIG, STATIC_BROKER_CONFIG, DEFAULT_CONFIG = 1, 4, 5
 TYPE_BOOLEAN, TYPE_STRING, TYPE_LONG, TYPE_DOUBLE, TYPE_LIST = 1, 2, 5, 6, 7
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
-LIST_KEYS = {"cleanup.policy"}
 
 
 def _type_of(value: str, key: str) -> int:
-    if key in LIST_KEYS:
-        return TYPE_LIST
     if value in ("true", "false"):
         return TYPE_BOOLEAN
     try:
@@ -37,52 +49,62 @@ def _type_of(value: str, key: str) -> int:
         return TYPE_STRING
 
 
-def _broker_synonyms(server: Any, topic_key: str) -> list[tuple[str, str]]:
-    from kafkactl.log.config import BROKER_SYNONYMS
-
-    out = []
-    for broker_key, _scale in BROKER_SYNONYMS.get(topic_key, []):
-        if broker_key in server.config.props and server.config.props[broker_key] != "":
-            out.append((broker_key, server.config.props[broker_key]))
-    return out
+def _broker_layers(server: Any, broker_key: str) -> list[dict[str, Any]]:
+    """Where the broker sets `broker_key`, highest precedence first (no DEFAULT_CONFIG)."""
+    dyn = getattr(server, "dynamic_config", None)
+    if dyn is not None:
+        return [x for x in dyn.synonyms(broker_key)
+                if x["name"] == broker_key and x["source"] != DEFAULT_CONFIG]
+    if broker_key in server.explicit_broker_keys and server.config.get(broker_key) != "":
+        return [{"name": broker_key, "value": server.config.get(broker_key),
+                 "source": STATIC_BROKER_CONFIG}]
+    return []
 
 
 def topic_config_entries(server: Any, config: Any, overrides: dict[str, str],
                          include_synonyms: bool = False) -> list[dict[str, Any]]:
+    from kafkactl.log.config import BROKER_SYNONYMS
+
     entries = []
-    explicit = server.explicit_broker_keys
-    for key, value in config.to_properties().items():
+    for key, value in describe_values(config).items():
         synonyms = []
         if key in overrides:
-            source = DYNAMIC_TOPIC_CONFIG
-            synonyms.append({"name": key, "value": overrides[key], "source": source})
-        else:
-            source = DEFAULT_CONFIG
-        for bk, bv in _broker_synonyms(server, key):
-            if bk in explicit:
-                if source == DEFAULT_CONFIG:
-                    source = STATIC_BROKER_CONFIG
-                synonyms.append({"name": bk, "value": bv, "source": STATIC_BROKER_CONFIG})
+            synonyms.append({"name": key, "value": overrides[key],
+                             "source": DYNAMIC_TOPIC_CONFIG})
+        for bk, _scale in BROKER_SYNONYMS.get(key, []):
+            synonyms += _broker_layers(server, bk)
+        source = synonyms[0]["source"] if synonyms else DEFAULT_CONFIG
         entries.append({"name": key, "value": value, "read_only": False,
                         "is_default": source == DEFAULT_CONFIG, "config_source": source,
                         "is_sensitive": False,
                         "synonyms": synonyms if include_synonyms else [],
-                        "config_type": _type_of(value, key), "documentation": None})
+                        "config_type": config_type(key), "documentation": None})
     return entries
 
 
-def _broker_entries(server: Any) -> list[dict[str, Any]]:
-    entries = []
-    explicit = server.explicit_broker_keys
-    for key in sorted(set(BROKER_DEFAULTS) | set(server.config.props)):
-        value = server.config.get(key)
-        sensitive = server.config.is_sensitive(key)
-        source = STATIC_BROKER_CONFIG if key in explicit else DEFAULT_CONFIG
-        entries.append({"name": key, "value": None if sensitive else value, "read_only": True,
-                        "is_default": source == DEFAULT_CONFIG, "config_source": source,
-                        "is_sensitive": sensitive, "synonyms": [],
-                        "config_type": _type_of(value, key), "documentation": None})
-    return entries
+def _broker_entry(server: Any, key: str, value: str | None, source: int,
+                  synonyms: list[dict[str, Any]]) -> dict[str, Any]:
+    sensitive = server.config.is_sensitive(key)
+    if sensitive:
+        synonyms = [dict(x, value=None) for x in synonyms]
+    return {"name": key, "value": None if sensitive else value,
+            "read_only": key not in DYNAMIC_KEYS,
+            "is_default": source == DEFAULT_CONFIG, "config_source": source,
+            "is_sensitive": sensitive, "synonyms": synonyms,
+            "config_type": PASSWORD if sensitive else _type_of(value or "", key),
+            "documentation": None}
+
+
+def _broker_entries(server: Any, rname: str, include_synonyms: bool) -> list[dict[str, Any]]:
+    dyn = server.dynamic_config
+    if rname == "":  # the cluster-wide default resource: its dynamic configs only
+        return [_broker_entry(server, k, v, DYNAMIC_DEFAULT_BROKER_CONFIG,
+                              [{"name": k, "value": v, "source": DYNAMIC_DEFAULT_BROKER_CONFIG}]
+                              if include_synonyms else [])
+                for k, v in sorted(dyn.default.items())]
+    return [_broker_entry(server, key, server.config.get(key), dyn.source_of(key),
+                          dyn.synonyms(key) if include_synonyms else [])
+            for key in sorted(set(BROKER_DEFAULTS) | set(server.config.props))]
 
 
 def handle_describe_configs(apis: Any, ctx: Any, request: dict[str, Any]) -> dict[str, Any]:
@@ -108,7 +130,8 @@ def handle_describe_configs(apis: Any, ctx: Any, request: dict[str, Any]) -> dic
                 res.update(error_code=ErrorCode.INVALID_REQUEST,
                            error_message=f"this is broker {server.cache.broker_id}, not {rname}")
             else:
-                res["configs"] = _broker_entries(server)
+                res["configs"] = _broker_entries(server, rname,
+                                                 request.get("include_synonyms", False))
         else:
             res.update(error_code=ErrorCode.INVALID_REQUEST,
                        error_message=f"resource type {rtype} is not supported")
@@ -127,15 +150,18 @@ def _alter(apis: Any, request: dict[str, Any], incremental: bool) -> dict[str, A
         res: dict[str, Any] = {"resource_type": rtype, "resource_name": rname,
                                "error_code": ErrorCode.NONE, "error_message": None}
         try:
+            if rtype == BROKER:
+                _alter_broker(server, r, incremental, request["validate_only"])
+                responses.append(res)
+                continue
             if rtype != TOPIC:
-                raise TopicError("INVALID_REQUEST", "only topic configs can be altered; broker "
-                                 "configs come from server.properties / --override")
+                raise TopicError("INVALID_REQUEST", f"resource type {rtype} cannot be altered")
             state = server.topics.topics.get(rname)
             if state is None:
                 raise TopicError("UNKNOWN_TOPIC_OR_PARTITION", f"topic {rname!r} does not exist")
             if incremental:
                 new = dict(state.configs)
-                current = server.topics.config_of(rname).to_properties()
+                current = describe_values(server.topics.config_of(rname))
                 for c in r["configs"]:
                     _apply_op(new, current, c["name"], c["config_operation"], c["value"])
             else:
@@ -144,6 +170,11 @@ def _alter(apis: Any, request: dict[str, Any], incremental: bool) -> dict[str, A
                     if c["value"] is None:
                         raise TopicError("INVALID_CONFIG", f"{c['name']} has a null value")
                     new[c["name"]] = c["value"]
+            changed = {k: v for k, v in new.items() if state.configs.get(k) != v}
+            try:
+                validate_topic_configs(changed)
+            except ConfigError as e:
+                raise TopicError("INVALID_CONFIG", str(e)) from e
             server.topics.set_configs(rname, new, validate_only=request["validate_only"])
         except TopicError as e:
             res.update(error_code=ErrorCode[e.code_name], error_message=str(e))
@@ -151,8 +182,39 @@ def _alter(apis: Any, request: dict[str, Any], incremental: bool) -> dict[str, A
     return {"throttle_time_ms": 0, "responses": responses}
 
 
+def _alter_broker(server: Any, r: dict[str, Any], incremental: bool,
+                  validate_only: bool) -> None:
+    """KIP-226: replace (AlterConfigs) or edit (IncrementalAlterConfigs) the dynamic
+    configs of this broker (resource name = its id) or of the cluster default ("")."""
+    dyn = server.dynamic_config
+    rname = r["resource_name"]
+    try:
+        current = dyn.layer(rname)
+    except ConfigError as e:
+        raise TopicError("INVALID_REQUEST", str(e)) from e
+    if incremental:
+        new = dict(current)
+        effective = dyn.effective()
+        for c in r["configs"]:
+            _apply_op(new, effective, c["name"], c["config_operation"], c["value"],
+                      is_list_key=c["name"] == "log.cleanup.policy")
+    else:
+        new = {}
+        for c in r["configs"]:
+            if c["value"] is None:
+                raise TopicError("INVALID_CONFIG", f"{c['name']} has a null value")
+            new[c["name"]] = c["value"]
+    try:
+        if validate_only:
+            dyn.validate(rname, new)
+        else:
+            dyn.update(rname, new)
+    except ConfigError as e:
+        raise TopicError("INVALID_CONFIG", str(e)) from e
+
+
 def _apply_op(new: dict[str, str], current: dict[str, str], key: str, op: int,
-              value: str | None) -> None:
+              value: str | None, *, is_list_key: bool | None = None) -> None:
     if op == SET:
         if value is None:
             raise TopicError("INVALID_CONFIG", f"SET {key} needs a value")
@@ -160,7 +222,7 @@ def _apply_op(new: dict[str, str], current: dict[str, str], key: str, op: int,
     elif op == DELETE:
         new.pop(key, None)
     elif op in (APPEND, SUBTRACT):
-        if key not in LIST_KEYS:
+        if not (is_list(key) if is_list_key is None else is_list_key):
             raise TopicError("INVALID_CONFIG", f"{key} is not a list config")
         items = [x for x in new.get(key, current.get(key, "")).split(",") if x]
         given = [x.strip() for x in (value or "").split(",") if x.strip()]
@@ -183,6 +245,10 @@ def handle_incremental_alter_configs(apis: Any, ctx: Any,
 
 
 def register(apis: Any) -> None:
+    server = apis.server
+    server.dynamic_config = DynamicBrokerConfig(
+        server, server.config.log_dirs[0].resolve() / FILE_NAME)
+    server.dynamic_config.load()
     apis.register(ApiKey.DESCRIBE_CONFIGS, handle_describe_configs)
     apis.register(ApiKey.ALTER_CONFIGS, handle_alter_configs)
     apis.register(ApiKey.INCREMENTAL_ALTER_CONFIGS, handle_incremental_alter_configs)

@@ -6,18 +6,24 @@ response and `partition_max_bytes` each partition, except that the first batch o
 non-empty partition is always returned whole (KIP-74) so a big batch cannot stall a consumer.
 If fewer than `min_bytes` are available, the request waits in the purgatory until appends
 bring enough or `max_wait_ms` passes. Fetch v0-3 (magic 0/1 clients) get down-converted
-bytes. Fetch sessions are not kept: every answer has session_id 0 (full fetches).
+bytes. Fetch sessions are not kept: every answer has session_id 0 (full fetches). Below
+v10 a zstd topic or batch gets UNSUPPORTED_COMPRESSION_TYPE for that partition, as in Kafka.
 """
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from kafkactl.protocol.api_keys import ApiKey
 from kafkactl.protocol.errors import ErrorCode
 from kafkactl.protocol.types import FileRegion
+from kafkactl.record.codecs import Compression
 
 FETCH_SESSION_ID_NOT_FOUND = 70
+ZSTD_MIN_FETCH_VERSION = 10  # KIP-110: older fetchers cannot decode zstd
+# v2 header up to attributes: baseOffset 8, length 4, epoch 4, magic 1, crc 4, attributes 2
+_ATTRIBUTES_END = 23
 
 
 def _read_all(apis: Any, ctx: Any, request: dict[str, Any]) -> tuple[list[dict[str, Any]], int,
@@ -40,6 +46,12 @@ def _read_all(apis: Any, ctx: Any, request: dict[str, Any]) -> tuple[list[dict[s
                         min_one_batch=(total == 0),
                         current_leader_epoch=p.get("current_leader_epoch", -1))
             records: Any = b""
+            if version < ZSTD_MIN_FETCH_VERSION and r.error == ErrorCode.NONE and (
+                    _zstd_topic(apis, name) or (r.records is not None and r.size > 0
+                                                and _has_zstd(r.records))):
+                errors = True
+                parts.append(_unsupported_compression(p["partition"], read_committed))
+                continue
             if r.records is not None and r.size > 0:
                 fs = r.records
                 if version <= 3:
@@ -61,6 +73,40 @@ def _read_all(apis: Any, ctx: Any, request: dict[str, Any]) -> tuple[list[dict[s
             })
         topics.append({"topic": name, "partitions": parts})
     return topics, total, errors
+
+
+def _zstd_topic(apis: Any, topic: str) -> bool:
+    try:
+        return bool(apis.server.topics.config_of(topic).compression_type == "zstd")
+    except KeyError:
+        return False
+
+
+def _has_zstd(fs: Any) -> bool:
+    """True if a batch in the slice is zstd-compressed (reads only the batch headers)."""
+    pos, end = fs.position, fs.position + fs.length
+    while pos + _ATTRIBUTES_END <= end:
+        head = os.pread(fs.fd, _ATTRIBUTES_END, pos)
+        if len(head) < _ATTRIBUTES_END:
+            return False
+        size = int.from_bytes(head[8:12], "big", signed=True)
+        if size <= 0:
+            return False
+        magic = head[16]
+        attributes = int.from_bytes(head[21:23], "big") if magic >= 2 else head[17]
+        if attributes & 0x07 == Compression.ZSTD:
+            return True
+        pos += 12 + size
+    return False
+
+
+def _unsupported_compression(partition: int, read_committed: bool) -> dict[str, Any]:
+    """Kafka's answer to a client below Fetch v10 for zstd data: an error for that
+    partition and no records (it could not decode them)."""
+    return {"partition_index": partition, "error_code": ErrorCode.UNSUPPORTED_COMPRESSION_TYPE,
+            "high_watermark": -1, "last_stable_offset": -1, "log_start_offset": -1,
+            "aborted_transactions": [] if read_committed else None,
+            "preferred_read_replica": -1, "records": b""}
 
 
 def _down_convert(fs: Any, magic: int) -> bytes:

@@ -10,6 +10,8 @@ from __future__ import annotations
 from typing import Any
 
 from kafkactl.broker.coordinator.group_metadata_manager import OFFSETS_TOPIC
+from kafkactl.broker.handlers.acls import GROUP_OPERATIONS, authorized_operations
+from kafkactl.broker.handlers.producer_id import TRANSACTIONS_MESSAGE, TRANSACTIONS_UNSUPPORTED
 from kafkactl.protocol.api_keys import ApiKey
 from kafkactl.protocol.errors import ErrorCode
 
@@ -31,8 +33,8 @@ def _find_one(apis: Any, key: str | None, key_type: int) -> dict[str, Any]:
     entry: dict[str, Any] = {"key": key or "", "node_id": -1, "host": "", "port": -1,
                              "error_code": ErrorCode.NONE, "error_message": None}
     if key_type != GROUP_KEY_TYPE:
-        entry.update(error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE,
-                     error_message="this broker has no transaction coordinator")
+        # Not COORDINATOR_NOT_AVAILABLE: every client retries that until it times out.
+        entry.update(error_code=TRANSACTIONS_UNSUPPORTED, error_message=TRANSACTIONS_MESSAGE)
         return entry
     if key is None or not coordinator.active:
         entry.update(error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE if key is not None
@@ -139,8 +141,12 @@ def describe_group_entry(coordinator: Any, group_id: str) -> dict[str, Any]:
 
 def handle_describe_groups(apis: Any, ctx: Any, request: dict[str, Any]) -> dict[str, Any]:
     coordinator = _coordinator(apis)
-    return {"throttle_time_ms": 0, "groups": [
-        describe_group_entry(coordinator, g) for g in request.get("groups") or ()]}
+    ops = authorized_operations(GROUP_OPERATIONS,
+                                bool(request.get("include_authorized_operations")))
+    groups = [describe_group_entry(coordinator, g) for g in request.get("groups") or ()]
+    for g in groups:
+        g["authorized_operations"] = ops
+    return {"throttle_time_ms": 0, "groups": groups}
 
 
 def handle_list_groups(apis: Any, ctx: Any, request: dict[str, Any]) -> dict[str, Any]:

@@ -5,10 +5,38 @@ from __future__ import annotations
 
 from typing import Any
 
+from kafkactl.log.errors import LogError
 from kafkactl.protocol.api_keys import ApiKey
 from kafkactl.protocol.errors import ErrorCode
+from kafkactl.record.batch import TimestampType
+from kafkactl.record.memory_records import iter_batches
 
 LATEST, EARLIEST, MAX_TIMESTAMP = -1, -2, -3
+
+
+def _record_with_max_timestamp(log: Any) -> tuple[int, int] | None:
+    """KIP-734: the offset of the first record holding the log's max timestamp. The log
+    knows the batch (its segments keep a batch's last offset); the record is found in it.
+    With LogAppendTime every record of the batch has that timestamp: its first record."""
+    found = log.fetch_offset_by_timestamp(MAX_TIMESTAMP)
+    if found is None:
+        return None
+    batch_offset, max_ts = found
+    try:
+        fs = log.read(batch_offset, 1, min_one_batch=True)  # just the batch holding it
+    except LogError:
+        return found
+    for batch in iter_batches(memoryview(fs.read_bytes())):
+        if batch.last_offset < batch_offset:
+            continue
+        if batch.base_offset > batch_offset:
+            break
+        log_append = batch.timestamp_type == TimestampType.LOG_APPEND_TIME
+        for rec in batch:
+            if log_append or rec.timestamp == max_ts:
+                return (rec.offset, max_ts)
+        break
+    return found
 def _lookup(apis: Any, topic: str, p: dict[str, Any]) -> dict[str, Any]:
     part = apis.server.topics.get_partition(topic, p["partition_index"])
     out: dict[str, Any] = {"partition_index": p["partition_index"], "timestamp": -1,
@@ -26,7 +54,7 @@ def _lookup(apis: Any, topic: str, p: dict[str, Any]) -> dict[str, Any]:
     elif ts == EARLIEST:
         found = (part.log_start_offset, -1)
     elif ts == MAX_TIMESTAMP:
-        found = part.log.fetch_offset_by_timestamp(MAX_TIMESTAMP)
+        found = _record_with_max_timestamp(part.log)
     elif ts < 0:
         out["error_code"] = ErrorCode.INVALID_REQUEST
         return out

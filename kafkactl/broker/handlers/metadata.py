@@ -9,6 +9,11 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
+from kafkactl.broker.handlers.acls import (
+    CLUSTER_OPERATIONS,
+    TOPIC_OPERATIONS,
+    authorized_operations,
+)
 from kafkactl.broker.topic_manager import TopicError, validate_topic_name
 from kafkactl.protocol.api_keys import ApiKey
 from kafkactl.protocol.errors import ErrorCode
@@ -68,6 +73,10 @@ def handle_metadata(apis: Any, ctx: Any, request: dict[str, Any]) -> dict[str, A
                                    "topic_id": NULL_UUID, "partitions": []})
                     continue
         topics.append(_topic_entry(cache, name))
+    topic_ops = authorized_operations(
+        TOPIC_OPERATIONS, bool(request.get("include_topic_authorized_operations")))
+    for t in topics:
+        t["topic_authorized_operations"] = topic_ops
     return {
         "throttle_time_ms": 0,
         "brokers": [{"node_id": b.node_id, "host": b.host, "port": b.port, "rack": b.rack}
@@ -75,6 +84,8 @@ def handle_metadata(apis: Any, ctx: Any, request: dict[str, Any]) -> dict[str, A
         "cluster_id": cache.cluster_id,
         "controller_id": cache.controller_id(),
         "topics": topics,
+        "cluster_authorized_operations": authorized_operations(
+            CLUSTER_OPERATIONS, bool(request.get("include_cluster_authorized_operations"))),
     }
 
 

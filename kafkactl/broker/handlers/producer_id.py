@@ -3,7 +3,12 @@
 Producer ids come in blocks of 1000; the next block's start is persisted in the data dir
 (`producer-id-block`, fsynced) before any id from the block is handed out, so ids are never
 reused across restarts; a missing or damaged file is rebuilt from the producer ids in the
-logs (never below any id seen). Transactions are not supported: a transactional id is refused.
+logs (never below any id seen). Transactions are not supported: a transactional id is
+refused, here
+and in FindCoordinator (key type 1), with TRANSACTIONAL_ID_AUTHORIZATION_FAILED, the one
+non-retriable answer that aiokafka, kafka-python, librdkafka and kafkajs all surface at once
+(COORDINATOR_NOT_AVAILABLE made each of them retry until its timeout; UNSUPPORTED_VERSION
+and INVALID_REQUEST still make librdkafka's init_transactions retry).
 """
 
 from __future__ import annotations
@@ -19,6 +24,9 @@ from kafkactl.protocol.errors import ErrorCode
 
 log = logging.getLogger(__name__)
 
+TRANSACTIONS_UNSUPPORTED = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+TRANSACTIONS_MESSAGE = ("transactions are not supported by this broker (kafkactl); use an "
+                        "idempotent producer without transactional.id")
 BLOCK_SIZE = 1000
 MAX_EPOCH = 32767
 
@@ -90,7 +98,7 @@ class ProducerIdManager:
 
 def handle_init_producer_id(apis: Any, ctx: Any, request: dict[str, Any]) -> dict[str, Any]:
     if request.get("transactional_id") is not None:
-        return {"throttle_time_ms": 0, "error_code": ErrorCode.INVALID_REQUEST,
+        return {"throttle_time_ms": 0, "error_code": TRANSACTIONS_UNSUPPORTED,
                 "producer_id": -1, "producer_epoch": -1}
     pid, epoch = request.get("producer_id", -1), request.get("producer_epoch", -1)
     if pid >= 0 and 0 <= epoch < MAX_EPOCH:

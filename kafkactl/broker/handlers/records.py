@@ -1,4 +1,5 @@
-"""DeleteRecords (key 21): move a partition's log start offset forward."""
+"""DeleteRecords (key 21): move a partition's log start offset forward. An error row
+carries low_watermark -1, as Kafka's does."""
 
 from __future__ import annotations
 
@@ -6,6 +7,8 @@ from typing import Any
 
 from kafkactl.protocol.api_keys import ApiKey
 from kafkactl.protocol.errors import ErrorCode
+
+INVALID_LOW_WATERMARK = -1
 
 
 def handle_delete_records(apis: Any, ctx: Any, request: dict[str, Any]) -> dict[str, Any]:
@@ -17,7 +20,7 @@ def handle_delete_records(apis: Any, ctx: Any, request: dict[str, Any]) -> dict[
             idx = p["partition_index"]
             part = tm.get_partition(t["name"], idx)
             if part is None:
-                parts.append({"partition_index": idx, "low_watermark": -1,
+                parts.append({"partition_index": idx, "low_watermark": INVALID_LOW_WATERMARK,
                               "error_code": ErrorCode.UNKNOWN_TOPIC_OR_PARTITION})
                 continue
             offset = p["offset"]
@@ -25,8 +28,13 @@ def handle_delete_records(apis: Any, ctx: Any, request: dict[str, Any]) -> dict[
             if offset == -1:
                 offset = hw
             if offset < 0 or offset > hw:
-                parts.append({"partition_index": idx, "low_watermark": part.log_start_offset,
+                parts.append({"partition_index": idx, "low_watermark": INVALID_LOW_WATERMARK,
                               "error_code": ErrorCode.OFFSET_OUT_OF_RANGE})
+                continue
+            if not tm.config_of(t["name"]).delete:
+                # Kafka: records of a compact-only topic cannot be deleted
+                parts.append({"partition_index": idx, "low_watermark": INVALID_LOW_WATERMARK,
+                              "error_code": ErrorCode.POLICY_VIOLATION})
                 continue
             if offset > part.log_start_offset:
                 part.log.delete_records_before(offset)

@@ -6,6 +6,8 @@ import uuid
 from typing import Any
 
 from kafkactl.broker.topic_manager import TopicError
+from kafkactl.log.config_def import validate_topic_configs
+from kafkactl.log.errors import ConfigError
 from kafkactl.protocol.api_keys import ApiKey
 from kafkactl.protocol.errors import ErrorCode
 
@@ -51,6 +53,10 @@ def handle_create_topics(apis: Any, ctx: Any, request: dict[str, Any]) -> dict[s
                 if c["value"] is None:
                     raise TopicError("INVALID_CONFIG", f"config {c['name']} has a null value")
                 configs[c["name"]] = c["value"]
+            try:
+                validate_topic_configs(configs)
+            except ConfigError as e:
+                raise TopicError("INVALID_CONFIG", str(e)) from e
             state = tm.create_topic(name, n, configs, validate_only=validate_only)
             res.update(error_code=ErrorCode.NONE, error_message=None, topic_id=state.topic_id,
                        num_partitions=n, replication_factor=1)

@@ -1,0 +1,192 @@
+"""`kafkactl configs describe|alter` (kafka-configs, through the protocol).
+
+Topic configs and dynamic broker configs (KIP-226), with kafka-configs' flags:
+`--entity-type topics|brokers` with `--entity-name NAME` or `--entity-default` (the
+cluster-wide broker default), or the shorthands `--topic`, `--broker`, `--broker-defaults`;
+`--add-config 'k1=v1,k2=[a,b]'` and `--delete-config 'k1,k2'`; `--all` to describe every
+config, not only the dynamic ones.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import typer
+
+from kafkactl.cli._client_options import bootstrap_option, fail
+
+if TYPE_CHECKING:
+    from kafkactl.client.admin import AdminClient, ConfigEntry
+
+configs_app = typer.Typer(help="Describe and alter topic and broker configs (kafka-configs).",
+                          no_args_is_help=True)
+
+TOPIC, BROKER = 2, 4
+SOURCES = {1: "DYNAMIC_TOPIC_CONFIG", 2: "DYNAMIC_BROKER_CONFIG",
+           3: "DYNAMIC_DEFAULT_BROKER_CONFIG", 4: "STATIC_BROKER_CONFIG", 5: "DEFAULT_CONFIG",
+           6: "DYNAMIC_BROKER_LOGGER_CONFIG"}
+ENTITY_TYPES = {"topics": TOPIC, "brokers": BROKER}
+
+
+def parse_add_config(text: str) -> dict[str, str]:
+    """kafka-configs' `k1=v1,k2=[v1,v2],k3=v3`: brackets group a list value's commas."""
+    out: dict[str, str] = {}
+    items: list[str] = []
+    depth, current = 0, ""
+    for ch in text:
+        if ch == "[":
+            depth += 1
+        elif ch == "]":
+            depth -= 1
+        if ch == "," and depth == 0:
+            items.append(current)
+            current = ""
+        else:
+            current += ch
+    if depth != 0:
+        raise typer.BadParameter(f"unbalanced brackets in --add-config {text!r}")
+    items.append(current)
+    for item in filter(None, (i.strip() for i in items)):
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise typer.BadParameter(f"--add-config entry {item!r} must look like key=value")
+        value = value.strip()
+        if value.startswith("[") and value.endswith("]"):
+            value = value[1:-1]
+        out[key.strip()] = value
+    return out
+
+
+def _entity(entity_type: str | None, entity_name: str | None, entity_default: bool,
+            topic: str | None, broker: str | None, broker_defaults: bool) -> tuple[int, str | None]:
+    """-> (resource type, resource name; None = every entity of that type)."""
+    chosen = [x for x in (topic is not None, broker is not None, broker_defaults) if x]
+    if len(chosen) > 1 or (chosen and entity_type is not None):
+        raise fail("give one entity: --entity-type with --entity-name/--entity-default, or "
+                   "one of --topic, --broker, --broker-defaults")
+    if topic is not None:
+        return TOPIC, topic
+    if broker is not None:
+        return BROKER, broker
+    if broker_defaults:
+        return BROKER, ""
+    if entity_type is None:
+        raise fail("--entity-type (topics or brokers) is required")
+    if entity_type not in ENTITY_TYPES:
+        raise fail(f"--entity-type {entity_type!r} is not supported here; use topics or brokers")
+    rtype = ENTITY_TYPES[entity_type]
+    if entity_default:
+        if rtype != BROKER:
+            raise fail("--entity-default is only for --entity-type brokers")
+        if entity_name is not None:
+            raise fail("give --entity-name or --entity-default, not both")
+        return rtype, ""
+    return rtype, entity_name
+
+
+def _label(rtype: int, name: str) -> str:
+    if rtype == BROKER and name == "":
+        return "brokers in the cluster"
+    return f"{'topic' if rtype == TOPIC else 'broker'} {name}"
+
+
+def _format(entry: ConfigEntry) -> str:
+    synonyms = ", ".join(f"{SOURCES.get(src, 'UNKNOWN')}:{n}={v}" for n, v, src in
+                         entry.synonyms)
+    return (f"  {entry.name}={entry.value} sensitive={str(entry.sensitive).lower()} "
+            f"synonyms={{{synonyms}}}")
+
+
+def _names(admin: AdminClient, rtype: int, name: str | None) -> list[str]:
+    if name is not None:
+        return [name]
+    if rtype == TOPIC:
+        return list(admin.list_topics(include_internal=False))
+    cluster = admin.client.refresh_metadata([])
+    return [str(b) for b in sorted(cluster.brokers)]
+
+
+def _run(bootstrap: str | None, fn: Any) -> Any:
+    from kafkactl.client.admin import AdminClient
+    from kafkactl.client.errors import ClientError
+    from kafkactl.protocol.errors import KafkaError
+
+    try:
+        with AdminClient(bootstrap) as admin:
+            return fn(admin)
+    except (ClientError, KafkaError, ValueError) as e:
+        raise fail(str(e)) from None
+
+
+_ENTITY_TYPE = typer.Option(None, "--entity-type", help="topics or brokers.")
+_ENTITY_NAME = typer.Option(None, "--entity-name", help="Topic name or broker id.")
+_ENTITY_DEFAULT = typer.Option(False, "--entity-default",
+                               help="The cluster-wide default broker configs.")
+_TOPIC = typer.Option(None, "--topic", help="Same as --entity-type topics --entity-name.")
+_BROKER = typer.Option(None, "--broker", help="Same as --entity-type brokers --entity-name.")
+_BROKER_DEFAULTS = typer.Option(False, "--broker-defaults",
+                                help="Same as --entity-type brokers --entity-default.")
+
+
+@configs_app.command("describe")
+def describe(
+    entity_type: str | None = _ENTITY_TYPE, entity_name: str | None = _ENTITY_NAME,
+    entity_default: bool = _ENTITY_DEFAULT, topic: str | None = _TOPIC,
+    broker: str | None = _BROKER, broker_defaults: bool = _BROKER_DEFAULTS,
+    show_all: bool = typer.Option(False, "--all",
+                                  help="Every config, not only the dynamic ones."),
+    bootstrap: str | None = bootstrap_option(),
+) -> None:
+    """Show the dynamic configs of topics or brokers (--all: every config)."""
+    rtype, name = _entity(entity_type, entity_name, entity_default, topic, broker,
+                          broker_defaults)
+
+    def run(admin: AdminClient) -> None:
+        for n in _names(admin, rtype, name):
+            entries = admin.describe_configs(n, resource_type=rtype)
+            dynamic = {TOPIC: {1}, BROKER: {2} if n != "" else {3}}[rtype]
+            shown = [e for e in entries.values() if show_all or e.source in dynamic]
+            head = "All" if show_all else ("Default" if rtype == BROKER and n == ""
+                                           else "Dynamic")
+            typer.echo(f"{head} configs for {_label(rtype, n)} are:")
+            for e in sorted(shown, key=lambda e: e.name):
+                typer.echo(_format(e))
+
+    _run(bootstrap, run)
+
+
+@configs_app.command("alter")
+def alter(
+    entity_type: str | None = _ENTITY_TYPE, entity_name: str | None = _ENTITY_NAME,
+    entity_default: bool = _ENTITY_DEFAULT, topic: str | None = _TOPIC,
+    broker: str | None = _BROKER, broker_defaults: bool = _BROKER_DEFAULTS,
+    add_config: str = typer.Option("", "--add-config",
+                                   help="Configs to set: 'k1=v1,k2=[v1,v2],k3=v3'."),
+    delete_config: str = typer.Option("", "--delete-config",
+                                      help="Configs to remove: 'k1,k2'."),
+    bootstrap: str | None = bootstrap_option(),
+) -> None:
+    """Set (--add-config) and remove (--delete-config) configs of a topic or broker."""
+    rtype, name = _entity(entity_type, entity_name, entity_default, topic, broker,
+                          broker_defaults)
+    if name is None:
+        raise fail("--alter needs --entity-name or --entity-default")
+    try:
+        to_set = parse_add_config(add_config)
+    except typer.BadParameter as e:
+        raise fail(str(e)) from None
+    to_delete = [k.strip() for k in delete_config.split(",") if k.strip()]
+    if not to_set and not to_delete:
+        raise fail("give --add-config and/or --delete-config")
+    both = set(to_set) & set(to_delete)
+    if both:
+        raise fail(f"both added and deleted: {', '.join(sorted(both))}")
+    _run(bootstrap, lambda admin: admin.alter_configs(name, to_set, to_delete,
+                                                      resource_type=rtype))
+    what = ("default config for brokers in the cluster" if rtype == BROKER and name == ""
+            else f"config for {_label(rtype, name)}")
+    typer.echo(f"Completed updating {what}.")
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(configs_app, name="configs")
