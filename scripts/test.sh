@@ -12,6 +12,9 @@
 #   apt     Debian packages: zookeeper and kcat (real peers for the tests), a Java runtime
 #           (ZooKeeper), man-db, zsh and fish (the man page and completion tests), and
 #           python3-venv when python3 cannot make a virtual environment
+#   clients the test clients that are not Python packages (scripts/install_test_clients.sh:
+#           kafkajs from npm, Go and Sarama from Debian); a client that cannot be installed
+#           makes its tests skip with the reason printed
 #   venv    the virtual environment (.venv, or KAFKACTL_VENV=DIR) with this checkout
 #           installed editable with its `test` extra: never the system's python (PEP 668)
 #   ruff    ruff check, from the environment
@@ -29,9 +32,10 @@ SCRIPT_NAME=test.sh
 # shellcheck source=scripts/venv.sh
 . scripts/venv.sh
 
-STEPS=(apt venv ruff pytest binary)
+STEPS=(apt clients venv ruff pytest binary)
 declare -A STEP_WHAT=(
     [apt]="the Debian packages"
+    [clients]="the non-Python test clients (kafkajs, Go + Sarama)"
     [venv]="the virtual environment and the install"
     [ruff]="the lint"
     [pytest]="the tests"
@@ -52,6 +56,10 @@ step_apt() {
     if [ ${#need[@]} -gt 0 ]; then
         apt_install "${need[@]}"
     fi
+}
+
+step_clients() {
+    ./scripts/install_test_clients.sh
 }
 
 step_venv() {
