@@ -1,0 +1,195 @@
+"""Record validation on append (Kafka's LogValidator): CRC-valid batches whose records are
+garbage, whose count is wrong, whose attributes claim a codec the bytes are not, or whose
+offset deltas are not 0..n-1 are refused (INVALID_RECORD / CORRUPT_MESSAGE) and nothing is
+stored, so every consumer keeps reading the partition. Keyless records on a compacted topic
+are refused per record (record_errors), and clients cannot write to __consumer_offsets."""
+
+from __future__ import annotations
+
+import gzip
+import shutil
+import subprocess
+import time
+from typing import Any
+
+import pytest
+
+from kafkactl.protocol.errors import ErrorCode
+from kafkactl.record.batch import RecordBatch, assemble_batch, encode_record
+from kafkactl.record.codecs import Compression, compress
+
+from .wire import Wire, batch
+
+
+def _raw_batch(records: bytes, count: int, *, attributes: int = 0,
+               last_offset_delta: int | None = None) -> bytes:
+    """A batch with a correct CRC around any records section."""
+    ts = int(time.time() * 1000)
+    return assemble_batch(
+        records, attributes=attributes,
+        last_offset_delta=count - 1 if last_offset_delta is None else last_offset_delta,
+        base_timestamp=ts, max_timestamp=ts, producer_id=-1, producer_epoch=-1,
+        base_sequence=-1, record_count=count)
+
+
+def _records(n: int, *, deltas: list[int] | None = None, key: bytes | None = None,
+             keys: list[bytes | None] | None = None) -> bytes:
+    return b"".join(
+        encode_record(i if deltas is None else deltas[i], 0,
+                      key if keys is None else keys[i], b"value-%d" % i)
+        for i in range(n))
+
+
+def _log_end(w: Wire, topic: str) -> int:
+    return int(w.fetch(topic, 0)["high_watermark"])
+
+
+def _fetched_offsets(w: Wire, topic: str) -> list[int]:
+    data = w.fetch(topic, 0)["records"]
+    out: list[int] = []
+    pos = 0
+    while pos + 61 <= len(data):
+        b = RecordBatch(data, pos)
+        if not b.is_in_buffer():
+            break
+        out.extend(r.offset for r in b)
+        pos += b.size
+    return out
+
+
+POISON = {
+    # 3 records claimed, the section is noise
+    "garbage": (lambda: _raw_batch(b"\x8f\xff\xff\xff\x0f" + bytes(range(200)), 3),
+                ErrorCode.INVALID_RECORD),
+    # 5 well-formed records, the header says 4 (last offset delta 3): one left over
+    "count-too-small": (lambda: _raw_batch(_records(5), 4), ErrorCode.INVALID_RECORD),
+    # 5 well-formed records, the header says 6: premature end
+    "count-too-large": (lambda: _raw_batch(_records(5), 6), ErrorCode.INVALID_RECORD),
+    # a record whose length varint overruns the section
+    "length-overrun": (lambda: _raw_batch(_records(2) + b"\x7e\x00\x00", 3),
+                       ErrorCode.INVALID_RECORD),
+    # a key length reaching past its record
+    "key-overrun": (lambda: _raw_batch(
+        b"\x10\x00\x00\x00\x7e" + b"k" * 3 + b"\x00\x00", 1), ErrorCode.INVALID_RECORD),
+    # uncompressed records that all carry offset delta 0 (they would share one offset)
+    "deltas-all-zero": (lambda: _raw_batch(_records(4, deltas=[0, 0, 0, 0]), 4),
+                        ErrorCode.INVALID_RECORD),
+    # attributes say gzip, the bytes are plain records
+    "gzip-over-plain": (lambda: _raw_batch(_records(3), 3, attributes=int(Compression.GZIP)),
+                        ErrorCode.CORRUPT_MESSAGE),
+    # a valid gzip stream of garbage records
+    "gzip-of-garbage": (lambda: _raw_batch(gzip.compress(bytes(range(256)) * 4), 3,
+                                           attributes=int(Compression.GZIP)),
+                        ErrorCode.INVALID_RECORD),
+    # lz4 whose records are one short of the count
+    "lz4-count": (lambda: _raw_batch(compress(Compression.LZ4, _records(4)), 5,
+                                     attributes=int(Compression.LZ4)),
+                  ErrorCode.INVALID_RECORD),
+}
+
+
+@pytest.mark.parametrize("case", sorted(POISON))
+def test_poisoned_batches_are_refused_and_nothing_is_stored(broker: Any, case: str) -> None:
+    make, code = POISON[case]
+    with Wire(broker.bootstrap) as w:
+        assert w.produce("poison", batch([b"before"]))["error_code"] == 0
+        r = w.produce("poison", make())
+        assert r["error_code"] == code, r
+        assert r["error_message"]
+        assert _log_end(w, "poison") == 1
+        ok = w.produce("poison", batch([b"after-1", b"after-2"]))
+        assert ok["error_code"] == 0 and ok["base_offset"] == 1
+        assert _fetched_offsets(w, "poison") == [0, 1, 2]
+    if shutil.which("kcat"):
+        out = subprocess.run(
+            ["kcat", "-b", broker.bootstrap, "-C", "-t", "poison", "-e", "-f", "%o:%s\n"],
+            capture_output=True, timeout=30, check=True).stdout
+        assert out.decode().splitlines() == ["0:before", "1:after-1", "2:after-2"]
+
+
+@pytest.mark.parametrize("codec", [Compression.GZIP, Compression.SNAPPY, Compression.LZ4,
+                                   Compression.ZSTD])
+def test_compressed_batch_with_offset_deltas_all_zero_is_renumbered(broker: Any,
+                                                                    codec: Compression) -> None:
+    records = _records(5, deltas=[0] * 5)
+    with Wire(broker.bootstrap) as w:
+        r = w.produce("renumber", _raw_batch(compress(codec, records), 5, attributes=int(codec)))
+        assert r["error_code"] == 0, r
+        assert _fetched_offsets(w, "renumber") == [0, 1, 2, 3, 4]
+        stored = RecordBatch(w.fetch("renumber", 0)["records"])
+        assert stored.compression == codec
+        assert [bytes(x.value) for x in stored] == [b"value-%d" % i for i in range(5)]
+
+
+def test_valid_batches_of_every_shape_are_accepted(broker: Any) -> None:
+    """Mixed value sizes, keys, headers, timestamp deltas of several widths, > 64 and
+    > 8192 records (offset-delta varints of 1, 2 and 3 bytes): all stored."""
+    from kafkactl.record.batch import RecordBatchBuilder
+
+    shapes = []
+    b = RecordBatchBuilder()
+    for i in range(9000):
+        b.append(1_700_000_000_000 + i * 7, None, b"x" * 20)
+    shapes.append(b.build())
+    b = RecordBatchBuilder()
+    for i in range(300):
+        b.append(1_700_000_000_000 + i, b"k%d" % i, b"v" * (i % 37),
+                 [("h", b"1")] if i % 3 else [])
+    shapes.append(b.build())
+    with Wire(broker.bootstrap) as w:
+        w.create_topic("shapes", configs={"message.timestamp.difference.max.ms":
+                                          str(2**63 - 1)})
+        for raw in shapes:
+            assert w.produce("shapes", raw)["error_code"] == 0
+        assert _log_end(w, "shapes") == 9300
+
+
+def test_keyless_records_on_a_compacted_topic_get_record_errors(broker: Any) -> None:
+    keys: list[bytes | None] = [b"a", None, b"c", None, None]
+    with Wire(broker.bootstrap) as w:
+        assert w.create_topic("cmp", configs={"cleanup.policy": "compact,delete"})[
+            "error_code"] == 0
+        r = w.produce("cmp", _raw_batch(_records(5, keys=keys), 5), version=9)
+        assert r["error_code"] == ErrorCode.INVALID_RECORD
+        assert [e["batch_index"] for e in r["record_errors"]] == [1, 3, 4]
+        assert all("Compacted topic cannot accept message without key in topic partition "
+                   "cmp-0" in e["batch_index_error_message"] for e in r["record_errors"])
+        assert "3 record errors" in r["error_message"]
+        r7 = w.produce("cmp", _raw_batch(_records(5, keys=keys), 5), version=7)
+        assert r7["error_code"] == ErrorCode.INVALID_RECORD  # no record_errors before v8
+        assert _log_end(w, "cmp") == 0
+        assert w.produce("cmp", _raw_batch(_records(2, key=b"k"), 2))["error_code"] == 0
+        assert _log_end(w, "cmp") == 2
+
+
+def test_confluent_kafka_reports_invalid_record_per_keyless_message(broker: Any) -> None:
+    from confluent_kafka import KafkaError, Producer
+
+    with Wire(broker.bootstrap) as w:
+        assert w.create_topic("cmp2", configs={"cleanup.policy": "compact"})["error_code"] == 0
+    # default retries: INVALID_RECORD is permanent, so the report comes at once
+    p = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 50})
+    reports: dict[bytes, Any] = {}
+
+    def on_delivery(err: Any, msg: Any) -> None:
+        reports[msg.value()] = err
+
+    p.produce("cmp2", key=b"k1", value=b"keyed", on_delivery=on_delivery)
+    p.produce("cmp2", value=b"keyless", on_delivery=on_delivery)
+    assert p.flush(30) == 0
+    err = reports[b"keyless"]
+    assert err is not None and err.code() == KafkaError.INVALID_RECORD, err
+    # librdkafka 2.x fails the whole batch the keyless record was in (with the same code)
+    assert reports[b"keyed"] is not None
+    p.produce("cmp2", key=b"k2", value=b"alone", on_delivery=on_delivery)
+    assert p.flush(30) == 0
+    assert reports[b"alone"] is None
+    with Wire(broker.bootstrap) as w:
+        assert _log_end(w, "cmp2") == 1
+
+
+def test_clients_cannot_produce_to_the_offsets_topic(broker: Any) -> None:
+    with Wire(broker.bootstrap) as w:
+        r = w.produce("__consumer_offsets", batch([b"garbage"]))
+        assert r["error_code"] == ErrorCode.INVALID_TOPIC_EXCEPTION
+        assert "internal topic" in r["error_message"]
