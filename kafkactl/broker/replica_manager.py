@@ -139,7 +139,7 @@ class ReplicaManager:
         from kafkactl.record.errors import RecordError
 
         try:
-            return memoryview(bytearray(up_convert(buf)))
+            return memoryview(bytearray(up_convert(buf, assign_offsets=True)))
         except RecordError as e:
             raise BatchValidationError("CORRUPT_MESSAGE", f"bad magic 0/1 message set: {e}") \
                 from e

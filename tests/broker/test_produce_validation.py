@@ -193,3 +193,78 @@ def test_clients_cannot_produce_to_the_offsets_topic(broker: Any) -> None:
         r = w.produce("__consumer_offsets", batch([b"garbage"]))
         assert r["error_code"] == ErrorCode.INVALID_TOPIC_EXCEPTION
         assert "internal topic" in r["error_message"]
+
+
+# ---- Produce v0-v2: magic 0/1 message sets, offsets as old producers leave them ----------
+
+def _message_set(magic: int, n: int, *, inner: str, codec: Compression, tag: str) -> bytes:
+    """`n` messages whose offsets are what an old producer writes: all 0 (`inner="zero"`),
+    or 0..n-1 inside a wrapper (`inner="relative"`); the wrapper itself carries offset 0."""
+    from kafkactl.record.legacy import encode_message
+
+    ts = int(time.time() * 1000)
+    msgs = [encode_message(magic, 0 if inner == "zero" else i, b"k%d" % i,
+                           f"{tag}-{i}".encode(), timestamp=ts) for i in range(n)]
+    if codec == Compression.NONE:
+        return b"".join(msgs)
+    payload = compress(codec, b"".join(msgs), legacy_lz4_checksum=(magic == 0))
+    return encode_message(magic, 0, None, payload, timestamp=ts, attributes=int(codec))
+
+
+LEGACY = [(0, 0, "zero", Compression.NONE), (1, 1, "zero", Compression.NONE),
+          (2, 1, "zero", Compression.NONE), (0, 0, "zero", Compression.GZIP),
+          (1, 1, "relative", Compression.GZIP), (2, 1, "zero", Compression.GZIP),
+          (2, 1, "relative", Compression.SNAPPY), (2, 1, "zero", Compression.LZ4)]
+
+
+@pytest.mark.parametrize(("version", "magic", "inner", "codec"), LEGACY,
+                         ids=[f"v{v}-magic{m}-{i}-{c.name.lower()}" for v, m, i, c in LEGACY])
+def test_old_produce_versions_are_renumbered(broker: Any, version: int, magic: int,
+                                             inner: str, codec: Compression) -> None:
+    topic = f"legacy-v{version}-{codec.name.lower()}-{inner}"
+    with Wire(broker.bootstrap) as w:
+        for round_ in range(2):
+            r = w.produce(topic, _message_set(magic, 4, inner=inner, codec=codec,
+                                              tag=f"r{round_}"), version=version)
+            assert r["error_code"] == 0, r
+            assert r["base_offset"] == 4 * round_
+        assert _fetched_offsets(w, topic) == list(range(8))
+    if shutil.which("kcat"):
+        out = subprocess.run(
+            ["kcat", "-b", broker.bootstrap, "-C", "-t", topic, "-e", "-f", "%o:%k:%s\n"],
+            capture_output=True, timeout=30, check=True).stdout.decode().splitlines()
+        assert out == [f"{4 * r + i}:k{i}:r{r}-{i}" for r in range(2) for i in range(4)]
+
+
+def test_old_produce_with_a_bad_crc_is_corrupt_message(broker: Any) -> None:
+    raw = bytearray(_message_set(1, 3, inner="zero", codec=Compression.NONE, tag="x"))
+    raw[-1] ^= 0xFF  # the last message's value: its CRC no longer matches
+    with Wire(broker.bootstrap) as w:
+        r = w.produce("legacy-crc", bytes(raw), version=2)
+        assert r["error_code"] == ErrorCode.CORRUPT_MESSAGE
+        assert _log_end(w, "legacy-crc") == 0
+
+
+@pytest.mark.parametrize("api_version", [(0, 10), (0, 9), (0, 8, 2)])
+def test_kafka_python_old_api_versions_produce_several_records(broker: Any,
+                                                               api_version: tuple[int, ...]
+                                                               ) -> None:
+    from kafka import KafkaProducer
+
+    topic = "kp-" + "-".join(map(str, api_version))
+    with Wire(broker.bootstrap) as w:
+        assert w.create_topic(topic)["error_code"] == 0
+    for codec in (None, "gzip"):
+        p = KafkaProducer(bootstrap_servers=broker.bootstrap, api_version=api_version,
+                          linger_ms=100, compression_type=codec)
+        futures = [p.send(topic, key=b"k", value=f"{codec}-{i}".encode()) for i in range(6)]
+        p.flush(30)
+        offsets = [f.get(timeout=30).offset for f in futures]
+        p.close(5)
+        assert offsets == sorted(offsets) and len(set(offsets)) == 6
+    if shutil.which("kcat"):
+        out = subprocess.run(
+            ["kcat", "-b", broker.bootstrap, "-C", "-t", topic, "-e", "-f", "%o:%s\n"],
+            capture_output=True, timeout=30, check=True).stdout.decode().splitlines()
+        assert out == [f"{i}:None-{i}" for i in range(6)] + \
+            [f"{6 + i}:gzip-{i}" for i in range(6)]
