@@ -62,6 +62,7 @@ BROKER_DEFAULTS: dict[str, str] = {
     "zookeeper.session.timeout.ms": "18000",
     "offsets.topic.replication.factor": "1",
     "offsets.topic.num.partitions": "50",
+    "offsets.topic.segment.bytes": "104857600",
     "offsets.retention.minutes": "10080",
     "transaction.state.log.replication.factor": "1",
     "transaction.state.log.min.isr": "1",
