@@ -268,3 +268,60 @@ def test_kafka_python_old_api_versions_produce_several_records(broker: Any,
             capture_output=True, timeout=30, check=True).stdout.decode().splitlines()
         assert out == [f"{i}:None-{i}" for i in range(6)] + \
             [f"{6 + i}:gzip-{i}" for i in range(6)]
+
+
+# ---- producer state is bounded (KIP-854) --------------------------------------------------
+
+def test_idle_producer_ids_expire(broker_factory: Any) -> None:
+    from tests.groups.helpers import wait_until
+
+    b = broker_factory(producer_id_expiration_ms="1500",
+                       producer_id_expiration_check_interval_ms="100")
+    with Wire(b.bootstrap) as w:
+        first = batch([b"a", b"b", b"c"], producer_id=4242, producer_epoch=0, base_sequence=0)
+        assert w.produce("idem", first)["error_code"] == 0
+        # the state is there: a retry is a duplicate, a gap is out of order
+        dup = w.produce("idem", first)
+        assert dup["error_code"] == 0 and dup["base_offset"] == 0
+        gap = batch([b"z"], producer_id=4242, producer_epoch=0, base_sequence=10)
+        assert w.produce("idem", gap)["error_code"] == \
+            ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
+
+        def forgotten() -> bool:  # once expired, the producer is new: any sequence goes
+            return w.produce("idem", gap)["error_code"] == 0
+
+        wait_until(forgotten, 30, "producer id 4242 to expire")
+        assert _log_end(w, "idem") == 4
+
+
+def test_producer_state_entries_are_small_and_expire(tmp_path: Any) -> None:
+    """Unit: 20,000 producers cost a bounded number of bytes each (packed batches), and
+    the expiration horizon is the last batch's timestamp."""
+    import tracemalloc
+
+    from kafkactl.broker import producer_state as ps
+
+    now = [10_000_000]
+    m = ps.ProducerStateManager(tmp_path, time_ms=lambda: now[0])
+    tracemalloc.start()
+    before = tracemalloc.get_traced_memory()[0]
+    for pid in range(20_000):
+        for seq in range(0, 40, 5):  # 8 batches: only the last 5 are kept
+            m.update(pid, 0, seq, seq + 4, 1000 * pid + seq, 1000 * pid + seq + 4,
+                     now[0] - (pid % 2) * 3_600_000)
+    per_entry = (tracemalloc.get_traced_memory()[0] - before) / 20_000
+    tracemalloc.stop()
+    assert per_entry < 400, per_entry
+    entry = m.producers[7]
+    assert [b.first_seq for b in entry.batches] == [15, 20, 25, 30, 35]
+    assert m.check(7, 0, 35, 39) is not None  # a retried batch is still a duplicate
+    ps.configure(3_000_000, 1)
+    try:
+        assert m.remove_expired_producers() == 10_000  # the odd ids: an hour idle
+        assert all(pid % 2 == 0 for pid in m.producers)
+        m.take_snapshot(123)
+        reloaded = ps.ProducerStateManager(tmp_path, time_ms=lambda: now[0] + 3_000_000)
+        assert reloaded.load_latest_snapshot(200) == 123
+        assert reloaded.producers == {}  # all idle by then: not loaded back
+    finally:
+        ps.configure(ps.PRODUCER_ID_EXPIRATION_MS, ps.PRODUCER_ID_EXPIRATION_CHECK_INTERVAL_MS)
