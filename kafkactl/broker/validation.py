@@ -31,10 +31,11 @@ from kafkactl.record.batch import (
 )
 from kafkactl.record.codecs import decompress
 from kafkactl.record.crc import crc32c
-from kafkactl.record.errors import CorruptRecordError, InvalidRecordError
+from kafkactl.record.errors import CorruptRecordError, InvalidRecordError, RecordTooLargeError
 from kafkactl.record.framing import check_records
 
 LONG_MAX = 2**63 - 1
+MIN_DECOMPRESS_LIMIT = 64 << 20  # a records section may expand to max(this, 64 x max.message.bytes)
 HEADER = struct.Struct(">qiibIhiqqqhii")  # record/batch.py's header layout, unpacked at once
 
 COMPRESSION_CODES = {"uncompressed": 0, "none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
@@ -91,6 +92,10 @@ def validate_batches(
     if end == 0:
         raise BatchValidationError("INVALID_RECORD", "produce request carries no records")
     check_time = timestamp_type == "CreateTime" and max_timestamp_difference_ms < LONG_MAX
+    # the bytes object under `buf` when buf views all of it (then at offset 0)
+    parent = buf.obj
+    backing = parent if isinstance(parent, bytes | bytearray) and buf.c_contiguous \
+        and buf.nbytes == len(parent) else None
     while pos < end:
         if end - pos < RECORD_BATCH_OVERHEAD:
             raise BatchValidationError(
@@ -136,7 +141,8 @@ def validate_batches(
                         "INVALID_TIMESTAMP", f"timestamp {ts} is more than "
                         f"{max_timestamp_difference_ms} ms from the broker's clock")
         renumber = _check_records(buf[pos + RECORDS_OFFSET:pos + size], pos, codec, count,
-                                  compacted, topic_partition)
+                                  compacted, topic_partition,
+                                  max(MIN_DECOMPRESS_LIMIT, 64 * max_message_bytes), backing)
         out.append(BatchInfo(pos, size, pid, pepoch, base_seq, count, first_ts, max_ts, codec,
                              transactional, renumber))
         pos += size
@@ -148,19 +154,29 @@ def validate_batches(
 
 
 def _check_records(section: memoryview, pos: int, codec: int, count: int, compacted: bool,
-                   topic_partition: str) -> bool:
+                   topic_partition: str, max_size: int,
+                   backing: bytes | bytearray | None = None) -> bool:
     """The record-level checks of one batch; True when its offset deltas need renumbering."""
     where = f" in topic partition {topic_partition}" if topic_partition else ""
     records: bytes | memoryview = section
     if codec:
         try:
-            records = decompress(codec, section)
+            records = decompress(codec, section, max_size=max_size)
+        except RecordTooLargeError as e:
+            raise BatchValidationError(
+                "MESSAGE_TOO_LARGE", f"batch at byte {pos}: {e}{where} (the broker "
+                f"decompresses at most max(64 MiB, 64 x max.message.bytes))") from None
         except (CorruptRecordError, InvalidRecordError) as e:
             raise BatchValidationError(
                 "CORRUPT_MESSAGE", f"batch at byte {pos}: its records do not decompress as "
                 f"its attributes say{where}: {e}") from None
     try:
-        check = check_records(records, count, want_keyless=compacted)
+        if codec or backing is None:
+            check = check_records(records, count, want_keyless=compacted)
+        else:  # scan the request's bytearray in place rather than copy the section
+            start = pos + RECORDS_OFFSET
+            check = check_records(backing, count, want_keyless=compacted, start=start,
+                                  end=start + len(section))
     except InvalidRecordError as e:
         raise BatchValidationError("INVALID_RECORD", f"batch at byte {pos}: {e}{where}") \
             from None

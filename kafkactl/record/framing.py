@@ -8,17 +8,19 @@ and headers (varint-length key, varint-length value). Layout: record/batch.py.
 
 `check_records` proves this in two ways:
 
-- **Columns** (the hot path, no Python object per record): record 0 is parsed into a
-  template, and every record is assumed to share its shape (same timestamp-delta width,
-  key/value/header lengths), so records with the same offset-delta width sit at one stride.
-  Each field is then a column of the section read with one strided slice (C speed):
-  length varints and key/value/header lengths must equal the template's bytes, timestamp
-  deltas must keep their width (continuation bits), offset deltas must read 0..n-1, and
-  the strides must end exactly at the section's end. Producers write this shape (fixed-size
-  values, timestamps within 63 ms of the batch's first).
-- **Walk**: any section the columns do not prove (mixed value sizes, or a bad one) is
-  walked record by record with ints only; it accepts every well-formed section and names
-  the first fault.
+- **Columns** (the hot path, no Python object per record): the record at the current
+  position is parsed into a template, and the records after it are assumed to share its
+  shape (timestamp-delta width, key/value/header lengths) and so to sit at one stride, up
+  to where the offset-delta varint widens (records 64 and 8192). Each field is then a
+  column of the section read with one strided slice (C speed): length varints and
+  key/value/header lengths must equal the template's bytes, timestamp deltas must keep
+  their width (continuation bits), offset deltas must read i for record i. The first
+  record that differs in any column ends the run and starts the next template there, so
+  a batch whose timestamp deltas or value sizes change a few times costs a few runs.
+  Producers write this shape (fixed-size values, timestamps close together).
+- **Walk**: when runs stay short (mixed value sizes) or a record has no provable shape (a
+  bad one), the rest is walked record by record with ints only; the walk accepts every
+  well-formed section and names the first fault.
 
 Faults raise `InvalidRecordError` (Kafka's InvalidRecordException: INVALID_RECORD).
 """
@@ -54,33 +56,41 @@ class RecordsCheck:
     keyless: tuple[int, ...] = ()
 
 
-def check_records(section: Buf, count: int, *, want_keyless: bool = False) -> RecordsCheck:
-    """Check that `section` holds exactly `count` well-framed v2 records."""
+def check_records(section: Buf, count: int, *, want_keyless: bool = False,
+                  start: int = 0, end: int | None = None) -> RecordsCheck:
+    """Check that `section` (or its bytes start..end, which saves a copy of a bytearray
+    the caller already holds) holds exactly `count` well-framed v2 records."""
+    if isinstance(section, memoryview):
+        section = section[start:end].tobytes()
+        start, end = 0, None
+    stop = len(section) if end is None else end
     if count <= 0:
         raise InvalidRecordError(f"Found invalid record count {count}")
-    if count > len(section) // MIN_RECORD_SIZE:
+    if count > (stop - start) // MIN_RECORD_SIZE:
         raise InvalidRecordError(
             f"Incorrect declared batch size, premature EOF reached: {count} records cannot "
-            f"fit in {len(section)} bytes")
-    data = section if isinstance(section, bytes) else bytes(section)
+            f"fit in {stop - start} bytes")
+    data = section
     keyless: list[int] = []
-    i, pos, runs = 0, 0, 0
+    i, pos, runs = 0, start, 0
     while i < count:
         if runs >= MAX_RUNS and i < runs * MIN_AVERAGE_RUN:  # short runs: walk the rest
             break
-        run = _column_run(data, pos, i, count)
+        run = _column_run(data, pos, stop, i, count)
         if run is None:
             break
-        j, stop, key_null = run
+        j, pos, key_null = run
         if key_null and want_keyless:
             keyless.extend(range(i, j))
-        i, pos, runs = j, stop, runs + 1
+        i, runs = j, runs + 1
     if i < count:
-        return _walk(data, pos, i, count, want_keyless, keyless)
-    if pos != len(data):
+        if not isinstance(data, bytes):  # indexing bytes is cheaper than a bytearray's
+            data, stop, pos = bytes(data[pos:stop]), stop - pos, 0
+        return _walk(data, pos, stop, i, count, want_keyless, keyless)
+    if pos != stop:
         raise InvalidRecordError(
             f"Incorrect declared batch size, records still remaining in file: "
-            f"{len(data) - pos} bytes follow record {count - 1}")
+            f"{stop - pos} bytes follow record {count - 1}")
     return RecordsCheck(True, tuple(keyless))
 
 
@@ -123,7 +133,7 @@ def _od_width(i: int) -> tuple[int, int]:
     return 0, 0
 
 
-def _shape(data: bytes, pos: int, index: int, od_width: int
+def _shape(data: Buf, pos: int, stop: int, index: int, od_width: int
            ) -> tuple[int, int, list[tuple[int, int]], int, bool] | None:
     """The record at `pos` as a template: (length-varint width, timestamp width, constant
     bytes as (offset in record, byte), record size, key is null); None when it is not a
@@ -170,47 +180,52 @@ def _shape(data: bytes, pos: int, index: int, od_width: int
             q += max(hv, 0)
     except (IndexError, InvalidRecordError):
         return None
-    if q - p != length or q > len(data):
+    if q - p != length or q > stop:
         return None
     return head, ts_width, consts, q - pos, klen < 0
 
 
-def _column_run(data: bytes, pos: int, i: int, count: int) -> tuple[int, int, bool] | None:
+def _column_run(data: Buf, pos: int, stop: int, i: int, count: int
+                ) -> tuple[int, int, bool] | None:
     """Records i.. shaped like record i at `pos`, proven column by column: (index after
     the run, position after it, keys are null); None when record i has no provable shape."""
     width, bound = _od_width(i)
     if not width:
         return None
-    shape = _shape(data, pos, i, width)
+    shape = _shape(data, pos, stop, i, width)
     if shape is None:
         return None
     head, ts_width, consts, stride, key_null = shape
-    n = min(min(bound, count) - i, (len(data) - pos) // stride)
-    region = data[pos:pos + stride * n]
-    ok = n  # records 0..ok-1 of the run match every column
+    ok = min(min(bound, count) - i, (stop - pos) // stride)
+    # Records 0..ok-1 of the run match every column checked so far; a column that differs
+    # cuts `ok` to its first difference, and later columns are read only up to there.
+    for off, b in consts:  # the length varint first: where a record's size changes
+        col = data[pos + off:pos + stride * ok:stride]
+        want = _BYTE[b] * ok
+        if col != want:
+            ok = _first_difference(col, want)
     ts_at = head + 1
-    for off, b in consts:
-        col = region[off::stride]
-        ok = min(ok, n - len(col.lstrip(_BYTE[b])))
     for k in range(ts_width - 1):
-        m = _LOW.search(region[ts_at + k::stride])
-        if m is not None:
-            ok = min(ok, m.start())
-    m = _NOT_ASCII.search(region[ts_at + ts_width - 1::stride])
-    if m is not None:
-        ok = min(ok, m.start())
+        col = data[pos + ts_at + k:pos + stride * ok:stride]
+        if col.translate(None, _HIGH):
+            m = _LOW.search(col)
+            ok = m.start() if m is not None else ok
+    col = data[pos + ts_at + ts_width - 1:pos + stride * ok:stride]
+    if not col.isascii():
+        m = _NOT_ASCII.search(col)
+        ok = m.start() if m is not None else ok
     od_at = ts_at + ts_width
     for k in range(width):
-        col = region[od_at + k::stride]
-        want = _od_table(width, k)[i:i + n]
+        col = data[pos + od_at + k:pos + stride * ok:stride]
+        want = _od_table(width, k)[i:i + ok]
         if col != want:
-            ok = min(ok, _first_difference(col, want))
+            ok = _first_difference(col, want)
     if ok <= 0:  # cannot happen: record i is the template
         return None
     return i + ok, pos + stride * ok, key_null
 
 
-def _first_difference(a: bytes, b: bytes) -> int:
+def _first_difference(a: Buf, b: bytes) -> int:
     """Index of the first differing byte of two equal-length, unequal byte strings."""
     lo, hi = 0, len(a)  # a[:lo] == b[:lo], a[:hi] != b[:hi]
     while hi - lo > 1:
@@ -244,16 +259,20 @@ def _varint(mv: Buf, pos: int) -> tuple[int, int]:
     return (z >> 1) ^ -(z & 1), p
 
 
-def _walk(data: bytes, pos: int, first: int, count: int, want_keyless: bool,
+def _walk(data: Buf, pos: int, stop: int, first: int, count: int, want_keyless: bool,
           keyless: list[int]) -> RecordsCheck:
     # One-byte varints (-64..63) are decoded inline: attributes, deltas, null keys, header
     # counts and short lengths; longer ones go through _varint.
-    end = len(data)
+    end = stop
     sequential = True
     i = first
     vi = _varint
     try:
         for i in range(first, count):
+            if pos >= end:
+                raise InvalidRecordError(
+                    f"Incorrect declared batch size, premature EOF reached: the records "
+                    f"section ends after {i} of {count} records")
             b = data[pos]
             if b < 0x80:
                 length = (b >> 1) ^ -(b & 1)
@@ -339,7 +358,7 @@ def _walk(data: bytes, pos: int, first: int, count: int, want_keyless: bool,
     return RecordsCheck(sequential, tuple(keyless))
 
 
-def _skip_headers(data: bytes, p: int, rec_end: int, i: int) -> int:
+def _skip_headers(data: Buf, p: int, rec_end: int, i: int) -> int:
     nh, p = _varint(data, p)
     if nh < 0 or nh > rec_end - p:
         raise InvalidRecordError(f"Found invalid number of record headers {nh} in record {i}")

@@ -81,6 +81,10 @@ POISON = {
     "gzip-of-garbage": (lambda: _raw_batch(gzip.compress(bytes(range(256)) * 4), 3,
                                            attributes=int(Compression.GZIP)),
                         ErrorCode.INVALID_RECORD),
+    # a decompression bomb: ~80 KB of gzip that would be 80 MiB in memory
+    "gzip-bomb": (lambda: _raw_batch(gzip.compress(b"\x00" * (80 << 20), compresslevel=1),
+                                     1, attributes=int(Compression.GZIP)),
+                  ErrorCode.MESSAGE_TOO_LARGE),
     # lz4 whose records are one short of the count
     "lz4-count": (lambda: _raw_batch(compress(Compression.LZ4, _records(4)), 5,
                                      attributes=int(Compression.LZ4)),
