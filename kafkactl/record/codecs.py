@@ -110,7 +110,18 @@ def decompress(
             reader = zstandard.ZstdDecompressor().stream_reader(
                 io.BytesIO(bytes(data)), read_across_frames=True
             )
-            out = reader.read() if max_size is None else reader.read(max_size + 1)
+            if max_size is None:
+                out = reader.read()
+            else:  # in chunks: read(n) would allocate n bytes up front
+                chunks: list[bytes] = []
+                total = 0
+                while total <= max_size:
+                    chunk = reader.read(min(max_size + 1 - total, 1 << 20))
+                    if not chunk:
+                        break
+                    chunks.append(chunk)
+                    total += len(chunk)
+                out = b"".join(chunks)
     except (CorruptRecordError, RecordTooLargeError):
         raise
     except Exception as e:  # each library has its own error types
