@@ -17,10 +17,10 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from kafkactl.broker.validation import HEADER, validate_batches
+from kafkactl.broker.validation import validate_batches
 from kafkactl.log.config import LogConfig
 from kafkactl.log.log import Log
-from kafkactl.record.batch import RecordBatchBuilder
+from kafkactl.record.batch import BATCH_HEADER, RecordBatchBuilder
 from kafkactl.record.codecs import Compression
 from kafkactl.record.crc import crc32c
 
@@ -66,18 +66,18 @@ def main() -> None:
         for kind, codec in cases:
             raw = build(kind, codec)
             buf = memoryview(bytearray(raw))
-            records = HEADER.unpack_from(buf, 0)[-1]
+            records = BATCH_HEADER.unpack_from(buf, 0)[-1]
 
-            def before() -> None:
-                HEADER.unpack_from(buf, 0)
+            def before(buf: memoryview = buf) -> None:
+                BATCH_HEADER.unpack_from(buf, 0)
                 crc32c(buf[21:])
 
-            def now_() -> None:
+            def now_(buf: memoryview = buf) -> None:
                 validate_batches(buf, max_message_bytes=1 << 30, timestamp_type="CreateTime",
                                  max_timestamp_difference_ms=2**63 - 1, now_ms=now,
                                  produce_version=9, single_batch=True)
 
-            def append() -> None:
+            def append(raw: bytes = raw) -> None:
                 lg.append(memoryview(bytearray(raw)))
 
             t_before, t_now = best(before, args.rounds), best(now_, args.rounds)

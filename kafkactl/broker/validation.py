@@ -17,11 +17,11 @@ magic 0/1 message sets (then they are up-converted).
 
 from __future__ import annotations
 
-import struct
 from dataclasses import dataclass, field
 
 from kafkactl.record.batch import (
     ATTRIBUTES_OFFSET,
+    BATCH_HEADER,
     COMPRESSION_MASK,
     CONTROL_FLAG,
     MAGIC_OFFSET,
@@ -36,7 +36,7 @@ from kafkactl.record.framing import check_records
 
 LONG_MAX = 2**63 - 1
 MIN_DECOMPRESS_LIMIT = 64 << 20  # a records section may expand to max(this, 64 x max.message.bytes)
-HEADER = struct.Struct(">qiibIhiqqqhii")  # record/batch.py's header layout, unpacked at once
+HEADER = BATCH_HEADER
 
 COMPRESSION_CODES = {"uncompressed": 0, "none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
 
