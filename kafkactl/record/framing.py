@@ -36,6 +36,7 @@ from kafkactl.record.varint import encode_varint
 __all__ = ["RecordsCheck", "check_records"]
 
 Buf = bytes | bytearray | memoryview
+Data = bytes | bytearray  # what the scan reads (a memoryview is copied to bytes first)
 
 MIN_RECORD_SIZE = 7  # length, attributes, ts delta, offset delta, key len, value len, headers
 MAX_COLUMN_RECORDS = 1 << 20  # offset deltas up to 3 varint bytes take the column path
@@ -70,7 +71,7 @@ def check_records(section: Buf, count: int, *, want_keyless: bool = False,
         raise InvalidRecordError(
             f"Incorrect declared batch size, premature EOF reached: {count} records cannot "
             f"fit in {stop - start} bytes")
-    data = section
+    data: Data = section
     keyless: list[int] = []
     i, pos, runs = 0, start, 0
     while i < count:
@@ -133,7 +134,7 @@ def _od_width(i: int) -> tuple[int, int]:
     return 0, 0
 
 
-def _shape(data: Buf, pos: int, stop: int, index: int, od_width: int
+def _shape(data: Data, pos: int, stop: int, index: int, od_width: int
            ) -> tuple[int, int, list[tuple[int, int]], int, bool] | None:
     """The record at `pos` as a template: (length-varint width, timestamp width, constant
     bytes as (offset in record, byte), record size, key is null); None when it is not a
@@ -185,7 +186,7 @@ def _shape(data: Buf, pos: int, stop: int, index: int, od_width: int
     return head, ts_width, consts, q - pos, klen < 0
 
 
-def _column_run(data: Buf, pos: int, stop: int, i: int, count: int
+def _column_run(data: Data, pos: int, stop: int, i: int, count: int
                 ) -> tuple[int, int, bool] | None:
     """Records i.. shaped like record i at `pos`, proven column by column: (index after
     the run, position after it, keys are null); None when record i has no provable shape."""
@@ -225,7 +226,7 @@ def _column_run(data: Buf, pos: int, stop: int, i: int, count: int
     return i + ok, pos + stride * ok, key_null
 
 
-def _first_difference(a: Buf, b: bytes) -> int:
+def _first_difference(a: Data, b: bytes) -> int:
     """Index of the first differing byte of two equal-length, unequal byte strings."""
     lo, hi = 0, len(a)  # a[:lo] == b[:lo], a[:hi] != b[:hi]
     while hi - lo > 1:
@@ -259,7 +260,7 @@ def _varint(mv: Buf, pos: int) -> tuple[int, int]:
     return (z >> 1) ^ -(z & 1), p
 
 
-def _walk(data: Buf, pos: int, stop: int, first: int, count: int, want_keyless: bool,
+def _walk(data: Data, pos: int, stop: int, first: int, count: int, want_keyless: bool,
           keyless: list[int]) -> RecordsCheck:
     # One-byte varints (-64..63) are decoded inline: attributes, deltas, null keys, header
     # counts and short lengths; longer ones go through _varint.
@@ -358,7 +359,7 @@ def _walk(data: Buf, pos: int, stop: int, first: int, count: int, want_keyless: 
     return RecordsCheck(sequential, tuple(keyless))
 
 
-def _skip_headers(data: Buf, p: int, rec_end: int, i: int) -> int:
+def _skip_headers(data: Data, p: int, rec_end: int, i: int) -> int:
     nh, p = _varint(data, p)
     if nh < 0 or nh > rec_end - p:
         raise InvalidRecordError(f"Found invalid number of record headers {nh} in record {i}")
