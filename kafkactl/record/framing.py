@@ -85,8 +85,8 @@ def check_records(section: Buf, count: int, *, want_keyless: bool = False,
             keyless.extend(range(i, j))
         i, runs = j, runs + 1
     if i < count:
-        if not isinstance(data, bytes):  # indexing bytes is cheaper than a bytearray's
-            data, stop, pos = bytes(data[pos:stop]), stop - pos, 0
+        if not isinstance(data, bytes) or stop != len(data):  # the walk reads bytes (cheaper
+            data, stop, pos = bytes(data[pos:stop]), stop - pos, 0  # to index) up to its end
         return _walk(data, pos, stop, i, count, want_keyless, keyless)
     if pos != stop:
         raise InvalidRecordError(

@@ -100,6 +100,7 @@ def test_poisoned_batches_are_refused_and_nothing_is_stored(broker: Any, case: s
         r = w.produce("poison", make())
         assert r["error_code"] == code, r
         assert r["error_message"]
+        assert r["record_errors"] == []  # as Kafka: only per-record rules name records
         assert _log_end(w, "poison") == 1
         ok = w.produce("poison", batch([b"after-1", b"after-2"]))
         assert ok["error_code"] == 0 and ok["base_offset"] == 1
