@@ -62,6 +62,9 @@ BROKER_DEFAULTS: dict[str, str] = {
     "zookeeper.session.timeout.ms": "18000",
     "offsets.topic.replication.factor": "1",
     "offsets.topic.num.partitions": "50",
+    "offsets.topic.segment.bytes": "104857600",
+    "producer.id.expiration.ms": "86400000",  # KIP-854
+    "producer.id.expiration.check.interval.ms": "600000",
     "offsets.retention.minutes": "10080",
     "transaction.state.log.replication.factor": "1",
     "transaction.state.log.min.isr": "1",

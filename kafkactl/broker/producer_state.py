@@ -9,6 +9,13 @@ The state survives restarts through `<20-digit offset>.snapshot` files in the pa
 directory, in Kafka's layout (version 1, CRC-32C, 46-byte entries; see
 reference/kafka-protocol/other/ProducerSnapshot.json); after an unclean stop the batches
 between the snapshot and the log end are replayed from their headers.
+
+Bounded (KIP-854): a producer id whose last batch timestamp is `producer.id.expiration.ms`
+(default one day) in the past is forgotten, checked every
+`producer.id.expiration.check.interval.ms` (on the produce path and at each snapshot) and on
+load; this broker has no transactions, so no producer is ever kept for an open one. Each
+entry keeps its last batches packed in one bytes object (32 bytes a batch, at most 5), so a
+producer costs ~0.2 KB rather than a deque and objects per batch.
 """
 
 from __future__ import annotations
@@ -17,9 +24,9 @@ import contextlib
 import logging
 import os
 import struct
-from collections import deque
-from collections.abc import Iterable
-from dataclasses import dataclass, field
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from pathlib import Path
 
 from kafkactl.record.crc import crc32c
@@ -32,6 +39,19 @@ SNAPSHOT_SUFFIX = ".snapshot"
 _HEADER = struct.Struct(">hIi")  # version, crc, count
 _ENTRY = struct.Struct(">qhiqiqiq")  # 46 bytes
 SNAPSHOT_VERSION = 1
+_BATCH = struct.Struct(">iiqqq")  # first_seq, last_seq, first_offset, last_offset, timestamp
+
+# Kafka's defaults (KIP-854); configure() sets them from the broker's config
+PRODUCER_ID_EXPIRATION_MS = 86_400_000
+PRODUCER_ID_EXPIRATION_CHECK_INTERVAL_MS = 600_000
+_expiration = {"ms": PRODUCER_ID_EXPIRATION_MS,
+               "check_ms": PRODUCER_ID_EXPIRATION_CHECK_INTERVAL_MS}
+
+
+def configure(expiration_ms: int, check_interval_ms: int) -> None:
+    """`producer.id.expiration.ms` and `producer.id.expiration.check.interval.ms`."""
+    _expiration["ms"] = max(1, expiration_ms)
+    _expiration["check_ms"] = max(1, check_interval_ms)
 
 
 class ProducerStateError(Exception):
@@ -51,21 +71,44 @@ class BatchMetadata:
     timestamp: int
 
 
-@dataclass(slots=True)
 class ProducerStateEntry:
-    producer_id: int
-    epoch: int
-    batches: deque[BatchMetadata] = field(
-        default_factory=lambda: deque(maxlen=NUM_BATCHES_TO_RETAIN))
-    coordinator_epoch: int = -1
+    """One producer id: its epoch and its last batches, packed (`_BATCH` each, oldest
+    first, at most NUM_BATCHES_TO_RETAIN)."""
+
+    __slots__ = ("_packed", "coordinator_epoch", "epoch", "producer_id")
+
+    def __init__(self, producer_id: int, epoch: int, coordinator_epoch: int = -1) -> None:
+        self.producer_id = producer_id
+        self.epoch = epoch
+        self.coordinator_epoch = coordinator_epoch
+        self._packed = b""
+
+    @property
+    def batches(self) -> list[BatchMetadata]:
+        return [BatchMetadata(*t) for t in _BATCH.iter_unpack(self._packed)]
+
+    def add_batch(self, first_seq: int, last_seq: int, first_offset: int, last_offset: int,
+                  timestamp: int) -> None:
+        keep = self._packed[-_BATCH.size * (NUM_BATCHES_TO_RETAIN - 1):] \
+            if len(self._packed) >= _BATCH.size * NUM_BATCHES_TO_RETAIN else self._packed
+        self._packed = keep + _BATCH.pack(first_seq, last_seq, first_offset, last_offset,
+                                          timestamp)
+
+    @property
+    def last_batch(self) -> BatchMetadata | None:
+        if not self._packed:
+            return None
+        return BatchMetadata(*_BATCH.unpack_from(self._packed, len(self._packed) - _BATCH.size))
 
     @property
     def last_seq(self) -> int:
-        return self.batches[-1].last_seq if self.batches else -1
+        last = self.last_batch
+        return last.last_seq if last else -1
 
     @property
     def last_timestamp(self) -> int:
-        return self.batches[-1].timestamp if self.batches else -1
+        last = self.last_batch
+        return last.timestamp if last else -1
 
 
 def next_sequence(seq: int) -> int:
@@ -77,15 +120,35 @@ def snapshot_path(directory: Path, offset: int) -> Path:
 
 
 class ProducerStateManager:
-    def __init__(self, directory: Path) -> None:
+    def __init__(self, directory: Path, *, time_ms: Callable[[], int] | None = None) -> None:
         self.directory = directory
         self.producers: dict[int, ProducerStateEntry] = {}
         self.last_snapshot_offset = -1
+        self._time_ms = time_ms or (lambda: int(time.time() * 1000))
+        self._last_expiry_check = self._time_ms()
+
+    # ---- expiration (KIP-854) -----------------------------------------------------------
+    def remove_expired_producers(self, now_ms: int | None = None) -> int:
+        """Forget producer ids idle for `producer.id.expiration.ms`; returns how many."""
+        now = self._time_ms() if now_ms is None else now_ms
+        self._last_expiry_check = now
+        horizon = now - _expiration["ms"]
+        doomed = [pid for pid, e in self.producers.items() if e.last_timestamp <= horizon]
+        for pid in doomed:
+            del self.producers[pid]
+        if doomed:
+            log.debug("%s: expired %d idle producer id(s)", self.directory.name, len(doomed))
+        return len(doomed)
+
+    def _maybe_expire(self) -> None:
+        if self._time_ms() - self._last_expiry_check >= _expiration["check_ms"]:
+            self.remove_expired_producers()
 
     # ---- the produce path ---------------------------------------------------------------
     def check(self, producer_id: int, epoch: int, first_seq: int,
               last_seq: int) -> BatchMetadata | None:
         """Validate one batch; return the original batch if it is a duplicate."""
+        self._maybe_expire()
         entry = self.producers.get(producer_id)
         if entry is None:
             return None  # unknown producer (new, or its state expired): accept any sequence
@@ -116,20 +179,20 @@ class ProducerStateManager:
         if entry is None or epoch != entry.epoch:
             entry = ProducerStateEntry(producer_id, epoch)
             self.producers[producer_id] = entry
-        entry.batches.append(BatchMetadata(first_seq, last_seq, first_offset, last_offset,
-                                           timestamp))
+        entry.add_batch(first_seq, last_seq, first_offset, last_offset, timestamp)
 
     def truncate(self) -> None:
         self.producers.clear()
 
     # ---- snapshots ----------------------------------------------------------------------
     def take_snapshot(self, log_end_offset: int) -> Path | None:
-        if log_end_offset == self.last_snapshot_offset:
+        expired = self.remove_expired_producers()
+        if log_end_offset == self.last_snapshot_offset and not expired:
             return None
         body = bytearray(_ENTRY.size * len(self.producers))
         pos = 0
         for entry in self.producers.values():
-            last = entry.batches[-1] if entry.batches else None
+            last = entry.last_batch
             _ENTRY.pack_into(
                 body, pos, entry.producer_id, entry.epoch,
                 last.last_seq if last else -1, last.last_offset if last else -1,
@@ -175,6 +238,7 @@ class ProducerStateManager:
             except (OSError, ValueError) as e:
                 log.warning("ignoring unreadable producer snapshot %s: %s", path, e)
                 continue
+            self.remove_expired_producers()
             self.last_snapshot_offset = offset
             return offset
         self.producers = {}
@@ -187,6 +251,7 @@ class ProducerStateManager:
                 continue
             last_seq = (base_seq + (last_offset - first_offset)) % (INT32_MAX + 1)
             self.update(pid, epoch, base_seq, last_seq, first_offset, last_offset, max_ts)
+        self.remove_expired_producers()
 
 
 def read_snapshot(path: Path) -> dict[int, ProducerStateEntry]:
@@ -206,7 +271,7 @@ def read_snapshot(path: Path) -> dict[int, ProducerStateEntry]:
             data, _HEADER.size + i * _ENTRY.size)
         entry = ProducerStateEntry(pid, epoch, coordinator_epoch=coord)
         if last_seq >= 0:
-            entry.batches.append(BatchMetadata(
-                (last_seq - delta) % (INT32_MAX + 1), last_seq, last_off - delta, last_off, ts))
+            entry.add_batch((last_seq - delta) % (INT32_MAX + 1), last_seq, last_off - delta,
+                            last_off, ts)
         out[pid] = entry
     return out

@@ -24,7 +24,7 @@ from kafkactl.broker.topic_manager import TopicManager
 from kafkactl.broker.validation import (
     BatchValidationError,
     find_magic,
-    recompress,
+    rebuild_batches,
     target_codec,
     validate_batches,
 )
@@ -42,6 +42,7 @@ class ProduceResult:
     log_append_time: int = -1
     log_start_offset: int = -1
     message: str | None = None
+    record_errors: tuple[tuple[int, str], ...] = ()  # (index in batch, message), v8+
 
 
 @dataclass(slots=True)
@@ -102,12 +103,12 @@ class ReplicaManager:
                 timestamp_type=config.message_timestamp_type,
                 max_timestamp_difference_ms=config.message_timestamp_difference_max_ms,
                 now_ms=now_ms, produce_version=produce_version,
-                single_batch=produce_version >= 3)
-            codec = target_codec(config.compression_type)
-            if codec is not None and any(b.compression != codec for b in batches):
-                buf = memoryview(bytearray(b"".join(
-                    recompress(buf, b, codec) if b.compression != codec
-                    else bytes(buf[b.position:b.position + b.size]) for b in batches)))
+                single_batch=produce_version >= 3,
+                compacted=config.compact,
+                topic_partition=f"{topic}-{partition}")
+            rebuilt = rebuild_batches(buf, batches, target_codec(config.compression_type))
+            if rebuilt is not None:
+                buf = rebuilt
                 batches = validate_batches(
                     buf, max_message_bytes=2**31 - 1, timestamp_type="CreateTime",
                     max_timestamp_difference_ms=2**63 - 1, now_ms=now_ms,
@@ -117,7 +118,8 @@ class ReplicaManager:
         except (BatchValidationError, ProducerStateError) as e:
             code = ErrorCode[e.code_name]
             log.debug("rejected produce to %s-%d: %s", topic, partition, e)
-            return ProduceResult(code, log_start_offset=part.log_start_offset, message=str(e))
+            return ProduceResult(code, log_start_offset=part.log_start_offset, message=str(e),
+                                 record_errors=tuple(getattr(e, "record_errors", ())))
         except KafkaStorageError as e:
             self.storage_errors.failed(e.log_dir, str(e))
             return ProduceResult(ErrorCode.KAFKA_STORAGE_ERROR,
@@ -139,7 +141,7 @@ class ReplicaManager:
         from kafkactl.record.errors import RecordError
 
         try:
-            return memoryview(bytearray(up_convert(buf)))
+            return memoryview(bytearray(up_convert(buf, assign_offsets=True)))
         except RecordError as e:
             raise BatchValidationError("CORRUPT_MESSAGE", f"bad magic 0/1 message set: {e}") \
                 from e

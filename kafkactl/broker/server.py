@@ -106,6 +106,7 @@ class KafkaServer:
 
     # ---- start -----------------------------------------------------------------------------
     async def startup(self) -> None:
+        from kafkactl.broker import producer_state
         from kafkactl.log.config import LogConfig
         from kafkactl.log.errors import LogDirInUseError
         from kafkactl.log.manager import LogManager
@@ -122,6 +123,8 @@ class KafkaServer:
             default_log_config = LogConfig.from_properties(props)
         except ValueError as e:
             raise ConfigError(str(e)) from e
+        producer_state.configure(cfg.get_int("producer.id.expiration.ms"),
+                                 cfg.get_int("producer.id.expiration.check.interval.ms"))
         self.cache = StandaloneMetadataCache("", BrokerEndpoint(cfg.broker_id, "", 0))
         self.purgatory = FetchPurgatory()
         self.topics = TopicManager(

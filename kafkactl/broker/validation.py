@@ -1,27 +1,42 @@
-"""Produce-side validation of record batches (Kafka's LogValidator, header level only).
+"""Produce-side validation of record batches (Kafka's LogValidator).
 
 Every batch is checked from its 61-byte header and one CRC-32C over its bytes: length in the
 buffer, magic, CRC, last-offset-delta vs record count, size vs `max.message.bytes`,
-timestamps vs `message.timestamp.difference.max.ms`, compression codec. No record is decoded
-unless the topic forces a compression codec different from the producer's (then the batch is
-re-encoded) or the request carries old magic 0/1 message sets (then they are up-converted).
+timestamps vs `message.timestamp.difference.max.ms`, compression codec. Then its records
+section (decompressed once when compressed) goes through record.framing's scan: exactly
+`count` records tiling the section, offset deltas 0..n-1, key/value/header lengths inside
+each record; on a compacted topic, a null key is a per-record error (record_errors).
+
+Answers, as Kafka's: framing faults are INVALID_RECORD (InvalidRecordException); a section
+that does not decompress is CORRUPT_MESSAGE (Kafka itself answers UNKNOWN_SERVER_ERROR
+there). A compressed batch whose offset deltas are not 0..n-1 is renumbered (re-encoded), as
+Kafka does; an uncompressed one is refused. No record is decoded into objects unless the
+batch must be re-encoded (renumbering, a topic-forced codec) or the request carries old
+magic 0/1 message sets (then they are up-converted).
 """
 
 from __future__ import annotations
 
-import struct
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+from kafkactl.record.batch import (
+    ATTRIBUTES_OFFSET,
+    BATCH_HEADER,
+    COMPRESSION_MASK,
+    CONTROL_FLAG,
+    MAGIC_OFFSET,
+    RECORD_BATCH_OVERHEAD,
+    RECORDS_OFFSET,
+    TRANSACTIONAL_FLAG,
+)
+from kafkactl.record.codecs import decompress
 from kafkactl.record.crc import crc32c
+from kafkactl.record.errors import CorruptRecordError, InvalidRecordError, RecordTooLargeError
+from kafkactl.record.framing import check_records
 
 LONG_MAX = 2**63 - 1
-RECORD_BATCH_OVERHEAD = 61
-HEADER = struct.Struct(">qiibIhiqqqhii")
-MAGIC_OFFSET = 16
-CRC_DATA_OFFSET = 21
-ATTR_COMPRESSION_MASK = 0x07
-ATTR_TRANSACTIONAL = 0x10
-ATTR_CONTROL = 0x20
+MIN_DECOMPRESS_LIMIT = 64 << 20  # a records section may expand to max(this, 64 x max.message.bytes)
+HEADER = BATCH_HEADER
 
 COMPRESSION_CODES = {"uncompressed": 0, "none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
 
@@ -29,9 +44,12 @@ COMPRESSION_CODES = {"uncompressed": 0, "none": 0, "gzip": 1, "snappy": 2, "lz4"
 class BatchValidationError(Exception):
     """A produce that must be rejected; `code_name` is the Kafka error name."""
 
-    def __init__(self, code_name: str, message: str) -> None:
+    def __init__(self, code_name: str, message: str,
+                 record_errors: list[tuple[int, str]] | None = None) -> None:
         super().__init__(message)
         self.code_name = code_name
+        # (index of the record in its batch, message): Produce v8+'s record_errors
+        self.record_errors = record_errors or []
 
 
 @dataclass(slots=True)
@@ -46,6 +64,7 @@ class BatchInfo:
     max_timestamp: int
     compression: int
     is_transactional: bool
+    renumber: bool = field(default=False)  # offset deltas not 0..n-1 (compressed batches)
 
 
 def find_magic(buf: memoryview) -> int:
@@ -63,13 +82,20 @@ def validate_batches(
     now_ms: int,
     produce_version: int,
     single_batch: bool,
+    compacted: bool = False,
+    topic_partition: str = "",
 ) -> list[BatchInfo]:
-    """Check every magic-2 batch in `buf`; raise BatchValidationError on the first bad one."""
+    """Check every magic-2 batch in `buf`; raise BatchValidationError on the first bad one.
+    `compacted`: the topic's cleanup.policy includes compact (null keys are refused)."""
     out: list[BatchInfo] = []
     pos, end = 0, len(buf)
     if end == 0:
         raise BatchValidationError("INVALID_RECORD", "produce request carries no records")
     check_time = timestamp_type == "CreateTime" and max_timestamp_difference_ms < LONG_MAX
+    # the bytes object under `buf` when buf views all of it (then at offset 0)
+    parent = buf.obj
+    backing = parent if isinstance(parent, bytes | bytearray) and buf.c_contiguous \
+        and buf.nbytes == len(parent) else None
     while pos < end:
         if end - pos < RECORD_BATCH_OVERHEAD:
             raise BatchValidationError(
@@ -89,22 +115,22 @@ def validate_batches(
             raise BatchValidationError(
                 "MESSAGE_TOO_LARGE", f"batch of {size} bytes is larger than "
                 f"max.message.bytes={max_message_bytes}")
-        if crc32c(buf[pos + CRC_DATA_OFFSET:pos + size]) != crc:
+        if crc32c(buf[pos + ATTRIBUTES_OFFSET:pos + size]) != crc:
             raise BatchValidationError("CORRUPT_MESSAGE", f"batch at byte {pos} fails its CRC")
         if count <= 0 or last_delta != count - 1:
             raise BatchValidationError(
                 "INVALID_RECORD", f"batch at byte {pos}: record count {count} does not match "
                 f"last offset delta {last_delta}")
-        if attributes & ATTR_CONTROL:
+        if attributes & CONTROL_FLAG:
             raise BatchValidationError("INVALID_RECORD", "clients may not produce control batches")
-        codec = attributes & ATTR_COMPRESSION_MASK
+        codec = attributes & COMPRESSION_MASK
         if codec > 4:
             raise BatchValidationError("UNSUPPORTED_COMPRESSION_TYPE",
                                        f"unknown compression codec {codec}")
         if codec == 4 and produce_version < 7:
             raise BatchValidationError("UNSUPPORTED_COMPRESSION_TYPE",
                                        "zstd batches need Produce v7 or later")
-        transactional = bool(attributes & ATTR_TRANSACTIONAL)
+        transactional = bool(attributes & TRANSACTIONAL_FLAG)
         if transactional:
             raise BatchValidationError("INVALID_TXN_STATE",
                                        "transactions are not supported by this broker")
@@ -114,14 +140,73 @@ def validate_batches(
                     raise BatchValidationError(
                         "INVALID_TIMESTAMP", f"timestamp {ts} is more than "
                         f"{max_timestamp_difference_ms} ms from the broker's clock")
+        renumber = _check_records(buf[pos + RECORDS_OFFSET:pos + size], pos, codec, count,
+                                  compacted, topic_partition,
+                                  max(MIN_DECOMPRESS_LIMIT, 64 * max_message_bytes), backing)
         out.append(BatchInfo(pos, size, pid, pepoch, base_seq, count, first_ts, max_ts, codec,
-                             transactional))
+                             transactional, renumber))
         pos += size
     if single_batch and len(out) != 1:
         raise BatchValidationError(
             "INVALID_RECORD",
             f"Produce v3+ carries exactly one batch per partition, got {len(out)}")
     return out
+
+
+def _check_records(section: memoryview, pos: int, codec: int, count: int, compacted: bool,
+                   topic_partition: str, max_size: int,
+                   backing: bytes | bytearray | None = None) -> bool:
+    """The record-level checks of one batch; True when its offset deltas need renumbering."""
+    where = f" in topic partition {topic_partition}" if topic_partition else ""
+    records: bytes | memoryview = section
+    if codec:
+        try:
+            records = decompress(codec, section, max_size=max_size)
+        except RecordTooLargeError as e:
+            raise BatchValidationError(
+                "MESSAGE_TOO_LARGE", f"batch at byte {pos}: {e}{where} (the broker "
+                f"decompresses at most max(64 MiB, 64 x max.message.bytes))") from None
+        except (CorruptRecordError, InvalidRecordError) as e:
+            raise BatchValidationError(
+                "CORRUPT_MESSAGE", f"batch at byte {pos}: its records do not decompress as "
+                f"its attributes say{where}: {e}") from None
+    try:
+        if codec or backing is None:
+            check = check_records(records, count, want_keyless=compacted)
+        else:  # scan the request's bytearray in place rather than copy the section
+            start = pos + RECORDS_OFFSET
+            check = check_records(backing, count, want_keyless=compacted, start=start,
+                                  end=start + len(section))
+    except InvalidRecordError as e:
+        raise BatchValidationError("INVALID_RECORD", f"batch at byte {pos}: {e}{where}") \
+            from None
+    if check.keyless:
+        message = f"Compacted topic cannot accept message without key{where}."
+        errors = [(i, message) for i in check.keyless]
+        shown = ", ".join(f"RecordError(batchIndex={i}, message='{m}')" for i, m in errors[:3])
+        raise BatchValidationError(
+            "INVALID_RECORD", f"One or more records have been rejected due to {len(errors)} "
+            f"record errors in total, and only showing the first three errors at most: "
+            f"[{shown}]", errors)
+    if not check.sequential and not codec:
+        raise BatchValidationError(
+            "INVALID_RECORD", f"batch at byte {pos}: the offset deltas of its records are not "
+            f"0..{count - 1}{where}")
+    return not check.sequential
+
+
+def rebuild_batches(buf: memoryview, batches: list[BatchInfo],
+                    codec: int | None) -> memoryview | None:
+    """The request's batches re-encoded where needed: renumbered (offset deltas not 0..n-1)
+    or recompressed with the topic's forced `codec`; None when none needs it."""
+    def needs(b: BatchInfo) -> bool:
+        return b.renumber or (codec is not None and b.compression != codec)
+
+    if not any(needs(b) for b in batches):
+        return None
+    return memoryview(bytearray(b"".join(
+        recompress(buf, b, b.compression if codec is None else codec) if needs(b)
+        else bytes(buf[b.position:b.position + b.size]) for b in batches)))
 
 
 def target_codec(compression_type: str) -> int | None:

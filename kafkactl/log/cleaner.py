@@ -29,10 +29,23 @@ from typing import Any
 from kafkactl.log.checkpoint import CLEANER_OFFSET_CHECKPOINT, read_checkpoint, write_checkpoint
 from kafkactl.log.errors import CheckpointError
 from kafkactl.log.segment import CLEANED_SUFFIX, SWAP_SUFFIX, LogSegment
-from kafkactl.record.batch import RecordBatchBuilder
+from kafkactl.record.batch import Record, RecordBatchBuilder
+from kafkactl.record.errors import RecordError
 from kafkactl.record.memory_records import iter_batches
 
 log = logging.getLogger(__name__)
+
+
+def _records_or_none(batch: Any, lg: Any) -> list[Record] | None:
+    """The records of one batch, or None (logged) when its bytes do not parse: the cleaner
+    skips such a batch (keeps it as it is) instead of failing the pass on every run."""
+    try:
+        return list(batch)
+    except (RecordError, UnicodeDecodeError, IndexError, ValueError) as e:
+        where = f"{lg.topic}-{lg.partition}" if lg is not None else "a log"
+        log.warning("cleaner: skipping unparseable batch at offsets %d..%d of %s: %s",
+                    batch.base_offset, batch.last_offset, where, e)
+        return None
 
 
 @dataclass
@@ -134,22 +147,39 @@ class LogCleaner:
         for seg in segments:
             if seg.next_offset <= first_dirty:
                 continue
-            for batch in iter_batches(memoryview(seg.read_bytes(0, seg.size))):
-                if batch.magic < 2 or batch.is_control or batch.last_offset < first_dirty:
-                    continue
-                for rec in batch:
-                    if rec.key is not None and rec.offset >= first_dirty:
-                        offset_map[bytes(rec.key)] = rec.offset
+            try:
+                for batch in iter_batches(memoryview(seg.read_bytes(0, seg.size))):
+                    if batch.magic < 2 or batch.is_control or batch.last_offset < first_dirty:
+                        continue
+                    records = _records_or_none(batch, lg)
+                    for rec in records or ():
+                        if rec.key is not None and rec.offset >= first_dirty:
+                            offset_map[bytes(rec.key)] = rec.offset
+            except RecordError as e:  # a header that cannot be framed: the rest is unread
+                log.warning("cleaner: %s-%d segment %d cannot be read past an unframeable "
+                            "batch: %s", lg.topic, lg.partition, seg.base_offset, e)
         horizon = self._now_ms() - lg.config.delete_retention_ms
         swaps = []
         for seg in segments:
-            swap = self._clean_segment(seg, offset_map, horizon)
+            swap = self._clean_segment(seg, offset_map, horizon, lg)
             if swap is not None:
                 swaps.append(swap)
         return stats, swaps
 
     def _clean_segment(self, seg: LogSegment, offset_map: dict[bytes, int],
-                       horizon: int) -> SegmentSwap | None:
+                       horizon: int, lg: Any = None) -> SegmentSwap | None:
+        """The segment rewritten without superseded records; None when nothing changes.
+        A batch whose records cannot be parsed is kept byte for byte (logged); a segment
+        with an unframeable batch header is left as it is."""
+        try:
+            return self._rewrite_segment(seg, offset_map, horizon, lg)
+        except RecordError as e:
+            log.warning("cleaner: leaving segment %d of %s as it is: %s", seg.base_offset,
+                        seg.log_path.parent.name, e)
+            return None
+
+    def _rewrite_segment(self, seg: LogSegment, offset_map: dict[bytes, int],
+                         horizon: int, lg: Any) -> SegmentSwap | None:
         data = memoryview(seg.read_bytes(0, seg.size))
         drop_tombstones = seg.largest_timestamp() < horizon
         parts: list[bytes | memoryview] = []
@@ -161,7 +191,11 @@ class LogCleaner:
                 parts.append(raw)
                 continue
             keep = []
-            records = list(batch)
+            parsed = _records_or_none(batch, lg)
+            if parsed is None:
+                parts.append(raw)
+                continue
+            records = parsed
             rin += len(records)
             for rec in records:
                 if rec.key is not None:

@@ -33,6 +33,7 @@ from kafkactl.record.varint import (
 
 __all__ = [
     "ATTRIBUTES_OFFSET", "BASE_OFFSET_OFFSET", "BASE_SEQUENCE_OFFSET", "BASE_TIMESTAMP_OFFSET",
+    "BATCH_HEADER",
     "CRC_OFFSET", "LAST_OFFSET_DELTA_OFFSET", "LENGTH_OFFSET", "LOG_OVERHEAD", "MAGIC_OFFSET",
     "MAX_TIMESTAMP_OFFSET", "NO_PRODUCER_EPOCH", "NO_PRODUCER_ID", "NO_SEQUENCE",
     "NO_TIMESTAMP", "PARTITION_LEADER_EPOCH_OFFSET", "PRODUCER_EPOCH_OFFSET",
@@ -71,6 +72,7 @@ CONTROL_FLAG = 0x20
 DELETE_HORIZON_FLAG = 0x40
 
 _HEADER = struct.Struct(">qiibIhiqqqhii")  # the whole 61-byte header
+BATCH_HEADER = _HEADER  # public: the broker's validator unpacks a header in one call
 _AFTER_CRC = struct.Struct(">hiqqqhii")  # attributes..recordCount (40 bytes)
 _INT64 = struct.Struct(">q")
 _INT32 = struct.Struct(">i")

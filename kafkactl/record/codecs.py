@@ -26,7 +26,7 @@ import lz4.frame
 import snappy
 import zstandard
 
-from kafkactl.record.errors import CorruptRecordError, InvalidRecordError
+from kafkactl.record.errors import CorruptRecordError, InvalidRecordError, RecordTooLargeError
 
 __all__ = ["Compression", "compress", "decompress"]
 
@@ -80,32 +80,74 @@ def compress(
 
 
 def decompress(
-    codec: int, data: bytes | bytearray | memoryview, *, legacy_lz4_checksum: bool = False
+    codec: int, data: bytes | bytearray | memoryview, *, legacy_lz4_checksum: bool = False,
+    max_size: int | None = None,
 ) -> bytes:
-    """Decompress a records section. Bad input raises `CorruptRecordError`."""
+    """Decompress a records section. Bad input raises `CorruptRecordError`; output beyond
+    `max_size` bytes raises `RecordTooLargeError` without producing it (a broker decompresses
+    what any client sends: a few KiB of gzip must not become gigabytes in memory)."""
     codec = _codec(codec)
     try:
         if codec == Compression.NONE:
-            return bytes(data)
-        if codec == Compression.GZIP:
-            return zlib.decompress(bytes(data), wbits=47)  # gzip or zlib, auto-detected
-        if codec == Compression.SNAPPY:
+            out = bytes(data)
+        elif codec == Compression.GZIP:
+            out = _gunzip(bytes(data), max_size)
+        elif codec == Compression.SNAPPY:
             if bytes(data[:8]) == XERIAL_MAGIC:
-                return _xerial_decompress(memoryview(data))
-            return snappy.uncompress(bytes(data))
-        if codec == Compression.LZ4:
+                out = _xerial_decompress(memoryview(data))
+            else:
+                out = snappy.uncompress(bytes(data))  # snappy expands ~21x at most
+        elif codec == Compression.LZ4:
             frame = bytes(data)
             if legacy_lz4_checksum:
                 frame = _lz4_set_header_checksum(frame, legacy=False)
-            return lz4.frame.decompress(frame)
-        reader = zstandard.ZstdDecompressor().stream_reader(
-            io.BytesIO(bytes(data)), read_across_frames=True
-        )
-        return reader.read()
-    except CorruptRecordError:
+            bound = _lz4_bound(frame)
+            if max_size is None or (bound is not None and bound <= max_size):
+                out = lz4.frame.decompress(frame)
+            else:  # streamed, so that a bomb stops at max_size
+                out = lz4.frame.LZ4FrameFile(io.BytesIO(frame)).read(max_size + 1)
+        else:
+            reader = zstandard.ZstdDecompressor().stream_reader(
+                io.BytesIO(bytes(data)), read_across_frames=True
+            )
+            if max_size is None:
+                out = reader.read()
+            else:  # in chunks: read(n) would allocate n bytes up front
+                chunks: list[bytes] = []
+                total = 0
+                while total <= max_size:
+                    chunk = reader.read(min(max_size + 1 - total, 1 << 20))
+                    if not chunk:
+                        break
+                    chunks.append(chunk)
+                    total += len(chunk)
+                out = b"".join(chunks)
+    except (CorruptRecordError, RecordTooLargeError):
         raise
     except Exception as e:  # each library has its own error types
         raise CorruptRecordError(f"cannot decompress {codec.java_name} data: {e}") from e
+    if max_size is not None and len(out) > max_size:
+        raise RecordTooLargeError(
+            f"{codec.java_name} records decompress to more than {max_size} bytes")
+    return out
+
+
+def _gunzip(data: bytes, max_size: int | None) -> bytes:
+    """Every gzip member (or zlib stream) in `data`, stopping past `max_size` bytes."""
+    out: list[bytes] = []
+    total = 0
+    while True:
+        d = zlib.decompressobj(wbits=47)  # gzip or zlib, auto-detected
+        chunk = d.decompress(data, 0 if max_size is None else max_size + 1 - total)
+        out.append(chunk)
+        total += len(chunk)
+        if max_size is not None and total > max_size:
+            raise RecordTooLargeError(f"gzip records decompress to more than {max_size} bytes")
+        if not d.eof:
+            raise CorruptRecordError("cannot decompress gzip data: truncated stream")
+        data = d.unused_data
+        if data[:2] != b"\x1f\x8b":  # no further member (Java's GZIPInputStream ignores
+            return b"".join(out)      # what follows the last one, as this does)
 
 
 def _codec(codec: int) -> Compression:
@@ -140,6 +182,34 @@ def _xerial_decompress(mv: memoryview) -> bytes:
         out.append(snappy.uncompress(bytes(mv[pos:pos + n])))
         pos += n
     return b"".join(out)
+
+
+_LZ4_BLOCK_MAX = {4: 64 << 10, 5: 256 << 10, 6: 1 << 20, 7: 4 << 20}
+
+
+def _lz4_bound(frame: bytes) -> int | None:
+    """The most bytes the LZ4 frames in `frame` can decompress to (blocks x block maximum),
+    from the block headers alone; None when the frames cannot be walked."""
+    pos, total, end = 0, 0, len(frame)
+    while pos < end:
+        if frame[pos:pos + 4] != _LZ4_MAGIC or pos + 7 > end:
+            return None
+        flg, bd = frame[pos + 4], frame[pos + 5]
+        block_max = _LZ4_BLOCK_MAX.get((bd >> 4) & 0x07)
+        if block_max is None:
+            return None
+        pos += 7 + (8 if flg & 0x08 else 0) + (4 if flg & 0x01 else 0)
+        while True:
+            if pos + 4 > end:
+                return None
+            size = int.from_bytes(frame[pos:pos + 4], "little")
+            pos += 4
+            if size == 0:
+                pos += 4 if flg & 0x04 else 0  # content checksum
+                break
+            pos += (size & 0x7FFFFFFF) + (4 if flg & 0x10 else 0)
+            total += block_max
+    return total
 
 
 # --- LZ4 frame header checksum (xxHash32, second byte), for the legacy magic-0 form ---

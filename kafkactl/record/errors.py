@@ -13,3 +13,7 @@ class CorruptRecordError(RecordError):
 
 class InvalidRecordError(RecordError):
     """Well-formed bytes that are not acceptable (unknown codec, bad magic for the context...)."""
+
+
+class RecordTooLargeError(InvalidRecordError):
+    """A compressed records section that expands past the caller's limit."""

@@ -149,7 +149,11 @@ class GroupMetadataManager:
         tm = self.server.topics
         if OFFSETS_TOPIC in tm.topics:
             return
-        tm.create_topic(OFFSETS_TOPIC, self.num_partitions, dict(OFFSETS_TOPIC_CONFIGS))
+        configs = dict(OFFSETS_TOPIC_CONFIGS)
+        props = getattr(getattr(self.server, "config", None), "props", None) or {}
+        if props.get("offsets.topic.segment.bytes"):  # Kafka's key for the topic's segments
+            configs["segment.bytes"] = str(props["offsets.topic.segment.bytes"])
+        tm.create_topic(OFFSETS_TOPIC, self.num_partitions, configs)
         log.info("created the offsets topic %s with %d partitions", OFFSETS_TOPIC,
                  self.num_partitions)
 
@@ -282,18 +286,32 @@ class GroupMetadataManager:
 
     @staticmethod
     def _read_partition(lg: Any) -> list[LoadedEntry]:
+        """Every readable record of one partition. What cannot be read is logged with its
+        partition and offsets and skipped (Kafka's loader does the same): a batch whose
+        records do not parse, or a record whose key/value is not the offsets schema."""
         out: list[LoadedEntry] = []
-        for batch in lg.iter_batches():
-            if batch.magic < 2 or batch.is_control:
-                continue
-            for rec in batch:
-                if rec.key is None:
+        try:
+            for batch in lg.iter_batches():
+                if batch.magic < 2 or batch.is_control:
                     continue
                 try:
-                    out.append(decode_record(rec.key, rec.value))
-                except Exception as e:  # one bad record must not stop the load
-                    log.warning("skipping unreadable record at offset %d of %s-%d: %s",
-                                rec.offset, lg.topic, lg.partition, e)
+                    records = list(batch)
+                except Exception as e:  # CRC-valid bytes that are not records
+                    log.warning("skipping unreadable batch at offsets %d..%d of %s-%d: %s",
+                                batch.base_offset, batch.last_offset, lg.topic, lg.partition,
+                                e)
+                    continue
+                for rec in records:
+                    if rec.key is None:
+                        continue
+                    try:
+                        out.append(decode_record(rec.key, rec.value))
+                    except Exception as e:  # one bad record must not stop the load
+                        log.warning("skipping unreadable record at offset %d of %s-%d: %s",
+                                    rec.offset, lg.topic, lg.partition, e)
+        except Exception as e:  # a batch header that cannot be framed: nothing after it
+            log.error("stopped loading %s-%d after %d record(s): %s", lg.topic, lg.partition,
+                      len(out), e)
         return out
 
     def _apply(self, entries: list[LoadedEntry]) -> None:
@@ -301,50 +319,57 @@ class GroupMetadataManager:
 
         touched: dict[str, GroupMetadata] = {}
         for e in entries:
-            group = self.groups.get(e.group)
-            if e.kind == "offset":
-                if e.value is None:
-                    if group is not None:
-                        group.offsets.pop((e.topic, e.partition), None)
-                    continue
-                if group is None:
-                    group = self.groups[e.group] = GroupMetadata(e.group)
-                v = e.value
-                group.offsets[(e.topic, e.partition)] = OffsetAndMetadata(
-                    v["offset"], v.get("leader_epoch", -1), v.get("metadata") or "",
-                    v.get("commit_timestamp", -1),
-                    v.get("expire_timestamp", -1) if e.value_version == 1 else -1)
-                touched[e.group] = group
-                continue
-            if e.value is None:
-                if group is not None:
-                    group.offsets.clear()
-                    self.groups.pop(e.group, None)
-                    touched.pop(e.group, None)
-                continue
-            if group is None:
-                group = self.groups[e.group] = GroupMetadata(e.group)
-            v = e.value
-            group.protocol_type = v["protocol_type"] or None
-            group.generation_id = v["generation"]
-            group.protocol_name = v.get("protocol")
-            group.leader_id = v.get("leader")
-            group.state_timestamp_ms = v.get("current_state_timestamp", -1)
-            group.members = {}
-            group.static_members = {}
-            for m in v.get("members") or ():
-                member = MemberMetadata(
-                    m["member_id"], m.get("group_instance_id"), m["client_id"],
-                    m["client_host"], m.get("rebalance_timeout", -1) if
-                    m.get("rebalance_timeout", -1) >= 0 else m["session_timeout"],
-                    m["session_timeout"], group.protocol_type or "",
-                    [(group.protocol_name or "", bytes(m["subscription"] or b""))],
-                    bytes(m["assignment"] or b""), is_new=False)
-                group.members[member.member_id] = member
-                if member.group_instance_id:
-                    group.static_members[member.group_instance_id] = member.member_id
-            group.state = GroupState.STABLE if group.members else GroupState.EMPTY
-            touched[e.group] = group
+            try:
+                self._apply_one(e, touched, MemberMetadata)
+            except Exception as exc:  # a decodable record with impossible contents
+                log.warning("skipping %s record of group %r: %s", e.kind, e.group, exc)
         for group in touched.values():
             if self.on_group_loaded is not None:
                 self.on_group_loaded(group)
+
+    def _apply_one(self, e: LoadedEntry, touched: dict[str, GroupMetadata],
+                   member_cls: Any) -> None:
+        group = self.groups.get(e.group)
+        if e.kind == "offset":
+            if e.value is None:
+                if group is not None:
+                    group.offsets.pop((e.topic, e.partition), None)
+                return
+            if group is None:
+                group = self.groups[e.group] = GroupMetadata(e.group)
+            v = e.value
+            group.offsets[(e.topic, e.partition)] = OffsetAndMetadata(
+                v["offset"], v.get("leader_epoch", -1), v.get("metadata") or "",
+                v.get("commit_timestamp", -1),
+                v.get("expire_timestamp", -1) if e.value_version == 1 else -1)
+            touched[e.group] = group
+            return
+        if e.value is None:
+            if group is not None:
+                group.offsets.clear()
+                self.groups.pop(e.group, None)
+                touched.pop(e.group, None)
+            return
+        if group is None:
+            group = self.groups[e.group] = GroupMetadata(e.group)
+        v = e.value
+        group.protocol_type = v["protocol_type"] or None
+        group.generation_id = v["generation"]
+        group.protocol_name = v.get("protocol")
+        group.leader_id = v.get("leader")
+        group.state_timestamp_ms = v.get("current_state_timestamp", -1)
+        group.members = {}
+        group.static_members = {}
+        for m in v.get("members") or ():
+            member = member_cls(
+                m["member_id"], m.get("group_instance_id"), m["client_id"],
+                m["client_host"], m.get("rebalance_timeout", -1) if
+                m.get("rebalance_timeout", -1) >= 0 else m["session_timeout"],
+                m["session_timeout"], group.protocol_type or "",
+                [(group.protocol_name or "", bytes(m["subscription"] or b""))],
+                bytes(m["assignment"] or b""), is_new=False)
+            group.members[member.member_id] = member
+            if member.group_instance_id:
+                group.static_members[member.group_instance_id] = member.member_id
+        group.state = GroupState.STABLE if group.members else GroupState.EMPTY
+        touched[e.group] = group

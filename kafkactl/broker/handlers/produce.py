@@ -1,4 +1,11 @@
-"""Produce (key 0): acks 0 / 1 / -1 (with one replica, -1 behaves as 1)."""
+"""Produce (key 0): acks 0 / 1 / -1 (with one replica, -1 behaves as 1).
+
+A partition's error carries `error_message` (v8+) and, when the validator names records
+(Kafka's RecordValidationException: a null key on a compacted topic), one `record_errors`
+entry per offending record (its index in the batch and why), so that clients fail exactly
+those records. Clients may not write to internal topics (INVALID_TOPIC_EXCEPTION): only the
+broker's own coordinators append there.
+"""
 
 from __future__ import annotations
 
@@ -6,6 +13,13 @@ from typing import Any
 
 from kafkactl.protocol.api_keys import ApiKey
 from kafkactl.protocol.errors import ErrorCode
+
+# Kafka's Topic.INTERNAL_TOPICS
+INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
+
+
+def _error(index: int, code: ErrorCode, message: str) -> dict[str, Any]:
+    return {"index": index, "error_code": code, "base_offset": -1, "error_message": message}
 
 
 def handle_produce(apis: Any, ctx: Any, request: dict[str, Any]) -> dict[str, Any] | None:
@@ -19,13 +33,16 @@ def handle_produce(apis: Any, ctx: Any, request: dict[str, Any]) -> dict[str, An
         for pdata in topic["partition_data"]:
             index = pdata["index"]
             if acks not in (0, 1, -1):
-                parts.append({"index": index, "error_code": ErrorCode.INVALID_REQUIRED_ACKS,
-                              "base_offset": -1})
+                parts.append(_error(index, ErrorCode.INVALID_REQUIRED_ACKS,
+                                    f"acks must be 0, 1 or -1, not {acks}"))
                 continue
             if request.get("transactional_id") is not None:
-                parts.append({"index": index, "error_code": ErrorCode.INVALID_TXN_STATE,
-                              "base_offset": -1,
-                              "error_message": "transactions are not supported"})
+                parts.append(_error(index, ErrorCode.INVALID_TXN_STATE,
+                                    "transactions are not supported"))
+                continue
+            if name in INTERNAL_TOPICS:
+                parts.append(_error(index, ErrorCode.INVALID_TOPIC_EXCEPTION,
+                                    f"Cannot append to internal topic {name}"))
                 continue
             r = rm.append(name, index, pdata["records"], produce_version=version)
             entry: dict[str, Any] = {
@@ -34,10 +51,10 @@ def handle_produce(apis: Any, ctx: Any, request: dict[str, Any]) -> dict[str, An
             }
             if r.error != ErrorCode.NONE:
                 entry["error_message"] = r.message
-                if r.error in (ErrorCode.CORRUPT_MESSAGE, ErrorCode.INVALID_RECORD,
-                               ErrorCode.INVALID_TIMESTAMP):
-                    entry["record_errors"] = [{"batch_index": 0,
-                                               "batch_index_error_message": r.message}]
+                if r.record_errors:
+                    entry["record_errors"] = [
+                        {"batch_index": i, "batch_index_error_message": m}
+                        for i, m in r.record_errors]
             parts.append(entry)
         responses.append({"name": name, "partition_responses": parts})
     if acks == 0:
