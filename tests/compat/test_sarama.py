@@ -22,9 +22,6 @@ SOURCE = Path(__file__).resolve().parent / "go" / "sarama_probe.go"
 GOPATH = Path("/usr/share/gocode")
 SARAMA = GOPATH / "src" / "github.com" / "Shopify" / "sarama"
 COUNT = 5
-OLD_PRODUCE = pytest.mark.xfail(
-    strict=True, reason="issue 12 item 1: Produce v0-v2 message sets whose offsets are all 0 "
-    "are refused as CORRUPT_MESSAGE; Kafka renumbers them (the produce path's fix)")
 
 
 def _missing() -> str | None:
@@ -59,8 +56,7 @@ def _run(probe: Path, bootstrap: str, version: str) -> dict[str, Any]:
 
 
 @pytest.mark.parametrize("version", [
-    pytest.param("0.8.2.0", marks=OLD_PRODUCE), pytest.param("0.10.0.0", marks=OLD_PRODUCE),
-    pytest.param("0.10.2.0", marks=OLD_PRODUCE), "0.11.0.0", "1.0.0", "2.0.0", "2.2.0"])
+    "0.8.2.0", "0.10.0.0", "0.10.2.0", "0.11.0.0", "1.0.0", "2.0.0", "2.2.0"])
 def test_sarama_produce_consume_and_admin(broker, probe: Path, version: str) -> None:
     out = _run(probe, broker.bootstrap, version)
     assert out["produce_error"] == "", out
