@@ -188,8 +188,10 @@ def consume(
                                              help="Print key SEP value."),
     print_offsets: bool = typer.Option(False, "--print-offsets",
                                        help="Prefix each record with its offset."),
-    group: str | None = typer.Option(None, "--group", "-G",
-                                     help="Consumer group (needs group support)."),
+    group: str | None = typer.Option(
+        None, "--group", "-G", "-g",
+        help="Consume as a member of this consumer group: the group assigns the "
+             "partitions and the consumed offsets are committed."),
     bootstrap: str | None = bootstrap_option(),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No summary on stderr."),
 ) -> None:

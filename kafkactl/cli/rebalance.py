@@ -17,7 +17,7 @@ import typer
 from kafkactl.cli._client_options import bootstrap_option, fail
 
 
-def rebalance(group: str = typer.Option(..., "--group", "-g", help="The consumer group."),
+def rebalance(group: str = typer.Option(..., "--group", "-G", "-g", help="The consumer group."),
               as_json: bool = typer.Option(False, "--json", help="JSON output."),
               do_trigger: bool = typer.Option(False, "--trigger",
                                               help="Force the group to rebalance."),
