@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import typer
 
 from kafkactl.cli._client_options import bootstrap_option, fail
+from kafkactl.cli._output import print_table
 
 if TYPE_CHECKING:  # the client is imported when a command runs, so --help stays fast
     from rich.table import Table
@@ -120,9 +121,7 @@ def _table(*columns: str) -> Table:
 
 
 def _print_table(table: Table) -> None:
-    from rich.console import Console
-
-    Console(width=200).print(table)
+    print_table(table)
 
 
 @offsets_app.command("show")

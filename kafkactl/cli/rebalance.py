@@ -15,6 +15,7 @@ import time
 import typer
 
 from kafkactl.cli._client_options import bootstrap_option, fail
+from kafkactl.cli._output import print_table
 
 
 def rebalance(group: str = typer.Option(..., "--group", "-G", "-g", help="The consumer group."),
@@ -28,7 +29,6 @@ def rebalance(group: str = typer.Option(..., "--group", "-G", "-g", help="The co
                                                  "rebalance."),
               bootstrap: str | None = bootstrap_option()) -> None:
     """Members, their current assignment and the range assignment for the group."""
-    from rich.console import Console
     from rich.table import Table
 
     from kafkactl.client.errors import ClientError
@@ -68,7 +68,7 @@ def rebalance(group: str = typer.Option(..., "--group", "-G", "-g", help="The co
     for r in rows:
         table.add_row(r["member_id"], r["client_id"], r["host"], ",".join(r["subscription"]),
                       " ".join(r["current"]) or "-", " ".join(r["range"]) or "-")
-    Console(width=220).print(table)
+    print_table(table)
     if triggered is not None:
         typer.echo(f"Rebalance triggered: the group reached generation {triggered}.")
     elif do_trigger:
