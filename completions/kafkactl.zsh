@@ -97,8 +97,8 @@ _kafkactl_consume() {
     _arguments -s -S \
         '*-t[Topic (repeatable).]:TOPIC: ' \
         '*--topic[Topic (repeatable).]:TOPIC: ' \
-        '--topic-pattern[Whitelist\: topics matching this regex.]:TOPIC_PATTERN: ' \
-        '--exclude-pattern[Blacklist\: skip topics matching this.]:EXCLUDE_PATTERN: ' \
+        '--topic-pattern[Whitelist\: topics whose whole name matches this regex (e.g. '\''orders.*'\'').]:TOPIC_PATTERN: ' \
+        '--exclude-pattern[Blacklist\: skip topics whose whole name matches this.]:EXCLUDE_PATTERN: ' \
         '*-p[Only this partition (repeatable).]:PARTITION: ' \
         '*--partition[Only this partition (repeatable).]:PARTITION: ' \
         '(-o --offset)-o[earliest | latest | N | -N (N before the end) | @<ms timestamp> | ISO date.]:OFFSET: ' \
@@ -115,8 +115,9 @@ _kafkactl_consume() {
         '(-K --key-separator)-K[Print key SEP value.]:KEY_SEPARATOR: ' \
         '(-K --key-separator)--key-separator[Print key SEP value.]:KEY_SEPARATOR: ' \
         '--print-offsets[Prefix each record with its offset.]' \
-        '(-G --group)-G[Consumer group (needs group support).]:GROUP: ' \
-        '(-G --group)--group[Consumer group (needs group support).]:GROUP: ' \
+        '(-G -g --group)-G[Consume as a member of this consumer group\: the group assigns the partitions and the consumed offsets are committed.]:GROUP: ' \
+        '(-G -g --group)-g[Consume as a member of this consumer group\: the group assigns the partitions and the consumed offsets are committed.]:GROUP: ' \
+        '(-G -g --group)--group[Consume as a member of this consumer group\: the group assigns the partitions and the consumed offsets are committed.]:GROUP: ' \
         '(-b --bootstrap-server)-b[Broker(s) host\:port\[,host\:port\]; default $KAFKACTL_BOOTSTRAP or 127.0.0.1\:9092.]:BOOTSTRAP: ' \
         '(-b --bootstrap-server)--bootstrap-server[Broker(s) host\:port\[,host\:port\]; default $KAFKACTL_BOOTSTRAP or 127.0.0.1\:9092.]:BOOTSTRAP: ' \
         '(-q --quiet)-q[No summary on stderr.]' \
@@ -152,8 +153,9 @@ _kafkactl_recover() {
 
 _kafkactl_rebalance() {
     _arguments -s -S \
-        '(-g --group)-g[The consumer group. \[required\]]:GROUP: ' \
-        '(-g --group)--group[The consumer group. \[required\]]:GROUP: ' \
+        '(-G -g --group)-G[The consumer group. \[required\]]:GROUP: ' \
+        '(-G -g --group)-g[The consumer group. \[required\]]:GROUP: ' \
+        '(-G -g --group)--group[The consumer group. \[required\]]:GROUP: ' \
         '--json[JSON output.]' \
         '--trigger[Force the group to rebalance.]' \
         '--dry-run[Only show (with --trigger\: do nothing).]' \
@@ -211,6 +213,7 @@ _kafkactl_topics_create() {
 _kafkactl_topics_list() {
     _arguments -s -S \
         '--exclude-internal[]' \
+        '--json[A JSON array of names.]' \
         '(-b --bootstrap-server)-b[Broker(s) host\:port\[,host\:port\]; default $KAFKACTL_BOOTSTRAP or 127.0.0.1\:9092.]:BOOTSTRAP: ' \
         '(-b --bootstrap-server)--bootstrap-server[Broker(s) host\:port\[,host\:port\]; default $KAFKACTL_BOOTSTRAP or 127.0.0.1\:9092.]:BOOTSTRAP: ' \
         '(-h --help)-h[Show this message and exit.]' \
@@ -221,6 +224,7 @@ _kafkactl_topics_describe() {
     _arguments -s -S \
         '*-t[Topic (default\: all).]:TOPIC: ' \
         '*--topic[Topic (default\: all).]:TOPIC: ' \
+        '--json[One JSON document.]' \
         '(-b --bootstrap-server)-b[Broker(s) host\:port\[,host\:port\]; default $KAFKACTL_BOOTSTRAP or 127.0.0.1\:9092.]:BOOTSTRAP: ' \
         '(-b --bootstrap-server)--bootstrap-server[Broker(s) host\:port\[,host\:port\]; default $KAFKACTL_BOOTSTRAP or 127.0.0.1\:9092.]:BOOTSTRAP: ' \
         '(-h --help)-h[Show this message and exit.]' \
@@ -265,7 +269,7 @@ _kafkactl_offsets() {
             commands=(
                 'show:Per partition\: committed offset, log end offset and lag (plus the owning member).'
                 'reset:Reset a group'\''s offsets (dry run unless --execute; the group must be inactive).'
-                'delete:Delete a group'\''s offsets for a topic, or (without --topic) the whole inactive group.'
+                'delete:Delete a group'\''s offsets for a topic, or (without --topic) the whole inactive group (dry run unless --execute).'
             )
             _describe -t commands 'kafkactl command' commands ;;
         argument)
@@ -279,6 +283,7 @@ _kafkactl_offsets() {
 
 _kafkactl_offsets_show() {
     _arguments -s -S \
+        '*-G[Group (repeatable).]:GROUP: ' \
         '*-g[Group (repeatable).]:GROUP: ' \
         '*--group[Group (repeatable).]:GROUP: ' \
         '--all[Every group.]' \
@@ -291,8 +296,9 @@ _kafkactl_offsets_show() {
 
 _kafkactl_offsets_reset() {
     _arguments -s -S \
-        '(-g --group)-g[The group. \[required\]]:GROUP: ' \
-        '(-g --group)--group[The group. \[required\]]:GROUP: ' \
+        '(-G -g --group)-G[The group. \[required\]]:GROUP: ' \
+        '(-G -g --group)-g[The group. \[required\]]:GROUP: ' \
+        '(-G -g --group)--group[The group. \[required\]]:GROUP: ' \
         '*-t[T or T\:P,P (repeatable); default\: every partition the group has offsets for.]:TOPIC: ' \
         '*--topic[T or T\:P,P (repeatable); default\: every partition the group has offsets for.]:TOPIC: ' \
         '--to-earliest[]' \
@@ -310,10 +316,13 @@ _kafkactl_offsets_reset() {
 
 _kafkactl_offsets_delete() {
     _arguments -s -S \
-        '(-g --group)-g[The group. \[required\]]:GROUP: ' \
-        '(-g --group)--group[The group. \[required\]]:GROUP: ' \
+        '(-G -g --group)-G[The group. \[required\]]:GROUP: ' \
+        '(-G -g --group)-g[The group. \[required\]]:GROUP: ' \
+        '(-G -g --group)--group[The group. \[required\]]:GROUP: ' \
         '*-t[Only this topic'\''s offsets (T or T\:P,P).]:TOPIC: ' \
         '*--topic[Only this topic'\''s offsets (T or T\:P,P).]:TOPIC: ' \
+        '--execute[Delete (default\: dry run, show what would go).]' \
+        '--json[JSON output.]' \
         '(-b --bootstrap-server)-b[Broker(s) host\:port\[,host\:port\]; default $KAFKACTL_BOOTSTRAP or 127.0.0.1\:9092.]:BOOTSTRAP: ' \
         '(-b --bootstrap-server)--bootstrap-server[Broker(s) host\:port\[,host\:port\]; default $KAFKACTL_BOOTSTRAP or 127.0.0.1\:9092.]:BOOTSTRAP: ' \
         '(-h --help)-h[Show this message and exit.]' \

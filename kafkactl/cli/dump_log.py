@@ -55,6 +55,11 @@ def register(app: typer.Typer) -> None:
                     self.dumped += 1
                 super().line(text, obj)
 
+            def error(self, text: str, obj: dict[str, Any]) -> None:
+                # the one error style; notes ("Ignoring unknown file") and index
+                # findings stay as DumpLogSegments words them
+                super().error(f"error: {text}" if obj.get("type") == "error" else text, obj)
+
         opts = Options(
             print_data=print_data_log, deep=deep_iteration or print_data_log,
             skip_metadata=skip_record_metadata, verify_only=verify_index_only,

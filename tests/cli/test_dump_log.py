@@ -292,3 +292,9 @@ def test_nothing_dumped_is_an_error(tmp_path: Path) -> None:
         assert r.stdout == ""
     r = run(str(tmp_path))
     assert f"{tmp_path / '*.log'}" in r.stderr  # a directory: how to name its files
+
+
+def test_errors_use_the_one_error_style(tmp_path: Path) -> None:
+    r = run(str(tmp_path / "missing.log"))
+    assert r.returncode == 2
+    assert f"error: Cannot dump {tmp_path / 'missing.log'}: file not found" in r.stderr
