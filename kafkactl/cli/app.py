@@ -103,9 +103,10 @@ def run(args: Sequence[str] | None = None) -> int:
     except typer.Abort:
         typer.echo("error: aborted", err=True)
         code = 1
-    if not flush_stdout():
-        return EPIPE_EXIT
-    return code if isinstance(code, int) else 0
+    code = code if isinstance(code, int) else 0
+    if not flush_stdout() and code == 0:  # output still buffered met a closed pipe
+        code = EPIPE_EXIT
+    return code
 
 
 def main() -> None:

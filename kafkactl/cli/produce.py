@@ -320,12 +320,17 @@ def _report(stats: Stats, pipeline: Pipeline, topic: str, delim: bytes,
     read = pipeline.read
     acked = stats.acked
     not_acked = read - acked
+    kept_in = ""
     if failed_file is not None and not_acked:
-        with open(failed_file, "wb") as f:
-            for entry in stats.failed_entries:
-                f.write(entry_bytes(entry) + delim)
-            for raw in unsent:
-                f.write(raw + delim)
+        try:
+            with open(failed_file, "wb") as f:
+                for entry in stats.failed_entries:
+                    f.write(entry_bytes(entry) + delim)
+                for raw in unsent:
+                    f.write(raw + delim)
+            kept_in = f"; the {not_acked:,} are in {failed_file}"
+        except OSError as e:
+            kept_in = f"; they could NOT be written to {failed_file}: {e.strerror or e}"
     if error is None and not not_acked:
         if interrupted and read == 0:
             raise typer.Exit(130)  # Ctrl-C before anything was read: nothing to say
@@ -348,7 +353,7 @@ def _report(stats: Stats, pipeline: Pipeline, topic: str, delim: bytes,
         line += f" ({len(unsent):,} read but never sent)"
     line += f": {why}"
     if failed_file is not None:
-        line += f"; the {not_acked:,} are in {failed_file}"
+        line += kept_in
     else:
         line += " (--failed-file FILE keeps them)"
     if error is not None and not pipeline.input_done:
