@@ -321,7 +321,10 @@ class RecordWriter:
         off = 0
         try:
             while off < len(data):
-                off += os.write(self.fd, data[off:])
+                try:
+                    off += os.write(self.fd, data[off:])
+                except BlockingIOError:  # a non-blocking stdout (shared with a parent)
+                    select.select([], [self.fd], [])
         except OSError as e:
             if not is_epipe(e):
                 raise
