@@ -208,8 +208,9 @@ def test_topic_creation_failure_keeps_every_record_read(broker_factory, tmp_path
 
 def test_broker_killed_mid_stream(broker_factory, tmp_path: Path) -> None:
     """Keyed records over 3 partitions; the broker dies part-way. After it comes back,
-    what the topic holds plus --failed-file is every input line, and the failed file holds
-    exactly as many lines as the message says were not acknowledged."""
+    the topic holds at least the acknowledged records, the topic plus --failed-file is
+    every input line, and the failed file holds exactly as many lines as the message says
+    were not acknowledged."""
     b = broker_factory()
     assert run(["topics", "create", "-b", b.bootstrap, "-t", "k3", "--partitions",
                 "3"]).returncode == 0
@@ -237,11 +238,13 @@ def test_broker_killed_mid_stream(broker_factory, tmp_path: Path) -> None:
     err = stderr.decode().strip().splitlines()
     assert len(err) == 1 and err[0].startswith("error: "), err
     acked, total = (int(x.replace(",", "")) for x in err[0].split()[1:4:2])
-    assert total == 2 * len(first) and data.count(b"\n", 0, CHUNK) <= acked < total
+    # (records the broker stored may still be unacknowledged: it died before answering)
+    assert total == 2 * len(first) and acked < total
     kept = failed.read_bytes().split(b"\n")[:-1]
     assert len(kept) == total - acked
     b.start()
     stored = kcat_read(b.bootstrap, "k3", "%k:%s\n").split(b"\n")[:-1]
+    assert len(set(stored)) >= acked  # every acknowledged record is there
     assert set(stored) | set(kept) == set(first + second)
 
 
