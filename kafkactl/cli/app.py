@@ -99,7 +99,7 @@ def run(args: Sequence[str] | None = None) -> int:
             code = 2  # the help is printed already
         else:
             _show_usage_error(e)
-            code = e.exit_code
+            code = int(getattr(e, "exit_code", 2))
     except typer.Abort:
         typer.echo("error: aborted", err=True)
         code = 1

@@ -151,11 +151,11 @@ def plain_lines(batch: Any, fetch_offset: int, sep: bytes | None, limit: int | N
         return b"\n".join(values) + b"\n", n
     if None in keys:
         keys = [b"" if k is None else k for k in keys]
-    parts = [b"\n"] * (4 * n)
+    parts: list[bytes | None] = [b"\n"] * (4 * n)
     parts[0::4] = keys
     parts[1::4] = [sep] * n
     parts[2::4] = values
-    return b"".join(parts), n
+    return b"".join(parts), n  # type: ignore[arg-type]  # no None is left
 
 
 def _group_source(group: str) -> Any:

@@ -79,6 +79,7 @@ def group_offsets_rows(admin: GroupAdmin, simple: SimpleConsumer,
 
     committed = {tp: o for tp, o in admin.fetch_offsets(group).items() if o >= 0}
     owners: dict[TopicPartition, Any] = {}
+    m: Any
     try:
         desc = admin.describe_group(group)
         for m in desc.members:

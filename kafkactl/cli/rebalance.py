@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import time
+from typing import Any
 
 import typer
 
@@ -53,11 +54,12 @@ def rebalance(group: str = typer.Option(..., "--group", "-G", "-g", help="The co
     finally:
         admin.close()
         client.close()
-    rows = [{"member_id": m.member_id, "group_instance_id": m.group_instance_id,
-             "client_id": m.client_id, "host": m.client_host, "subscription": m.subscription,
-             "current": [f"{t}-{p}" for t, p in m.assignment],
-             "range": [f"{t}-{p}" for t, p in plan.get(m.member_id, [])]}
-            for m in sorted(desc.members, key=lambda m: m.member_id)]
+    rows: list[dict[str, Any]] = [
+        {"member_id": m.member_id, "group_instance_id": m.group_instance_id,
+         "client_id": m.client_id, "host": m.client_host, "subscription": m.subscription,
+         "current": [f"{t}-{p}" for t, p in m.assignment],
+         "range": [f"{t}-{p}" for t, p in plan.get(m.member_id, [])]}
+        for m in sorted(desc.members, key=lambda m: m.member_id)]
     if as_json:
         typer.echo(json.dumps({"group": group, "state": desc.state,
                                "protocol": desc.protocol, "triggered_generation": triggered,
