@@ -99,8 +99,8 @@ _kafkactl_consume() {
     _arguments -s -S \
         '*-t[Topic (repeatable).]:TOPIC: ' \
         '*--topic[Topic (repeatable).]:TOPIC: ' \
-        '--topic-pattern[Whitelist\: topics matching this regex.]:TOPIC_PATTERN: ' \
-        '--exclude-pattern[Blacklist\: skip topics matching this.]:EXCLUDE_PATTERN: ' \
+        '--topic-pattern[Whitelist\: topics whose whole name matches this regex (e.g. '\''orders.*'\'').]:TOPIC_PATTERN: ' \
+        '--exclude-pattern[Blacklist\: skip topics whose whole name matches this.]:EXCLUDE_PATTERN: ' \
         '*-p[Only this partition (repeatable).]:PARTITION: ' \
         '*--partition[Only this partition (repeatable).]:PARTITION: ' \
         '(-o --offset)-o[earliest | latest | N | -N (N before the end) | @<ms timestamp> | ISO date.]:OFFSET: ' \
@@ -117,8 +117,9 @@ _kafkactl_consume() {
         '(-K --key-separator)-K[Print key SEP value.]:KEY_SEPARATOR: ' \
         '(-K --key-separator)--key-separator[Print key SEP value.]:KEY_SEPARATOR: ' \
         '--print-offsets[Prefix each record with its offset.]' \
-        '(-G --group)-G[Consumer group (needs group support).]:GROUP: ' \
-        '(-G --group)--group[Consumer group (needs group support).]:GROUP: ' \
+        '(-G -g --group)-G[Consume as a member of this consumer group\: the group assigns the partitions and the consumed offsets are committed.]:GROUP: ' \
+        '(-G -g --group)-g[Consume as a member of this consumer group\: the group assigns the partitions and the consumed offsets are committed.]:GROUP: ' \
+        '(-G -g --group)--group[Consume as a member of this consumer group\: the group assigns the partitions and the consumed offsets are committed.]:GROUP: ' \
         '(-b --bootstrap-server)-b[Broker(s) host\:port\[,host\:port\]; default $KAFKACTL_BOOTSTRAP or 127.0.0.1\:9092.]:BOOTSTRAP: ' \
         '(-b --bootstrap-server)--bootstrap-server[Broker(s) host\:port\[,host\:port\]; default $KAFKACTL_BOOTSTRAP or 127.0.0.1\:9092.]:BOOTSTRAP: ' \
         '(-q --quiet)-q[No summary on stderr.]' \
@@ -147,6 +148,7 @@ _kafkactl_recover() {
         '--dry-run[Report only; change nothing.]' \
         '--json[Print one JSON document.]' \
         '--index-interval-bytes[index.interval.bytes to rebuild indexes with (Kafka'\''s default 4096). \[default\: 4096; x>=0\]]:INDEX_INTERVAL_BYTES: ' \
+        '--salvage[Keep the valid batches after a corrupt region (offsets stay as written\: the log gets a gap) instead of cutting everyt...]' \
         '(-h --help)-h[Show this message and exit.]' \
         '(-h --help)--help[Show this message and exit.]' \
         ':PATH:_files'
@@ -154,8 +156,9 @@ _kafkactl_recover() {
 
 _kafkactl_rebalance() {
     _arguments -s -S \
-        '(-g --group)-g[The consumer group. \[required\]]:GROUP: ' \
-        '(-g --group)--group[The consumer group. \[required\]]:GROUP: ' \
+        '(-G -g --group)-G[The consumer group. \[required\]]:GROUP: ' \
+        '(-G -g --group)-g[The consumer group. \[required\]]:GROUP: ' \
+        '(-G -g --group)--group[The consumer group. \[required\]]:GROUP: ' \
         '--json[JSON output.]' \
         '--trigger[Force the group to rebalance.]' \
         '--dry-run[Only show (with --trigger\: do nothing).]' \
@@ -213,6 +216,7 @@ _kafkactl_topics_create() {
 _kafkactl_topics_list() {
     _arguments -s -S \
         '--exclude-internal[]' \
+        '--json[A JSON array of names.]' \
         '(-b --bootstrap-server)-b[Broker(s) host\:port\[,host\:port\]; default $KAFKACTL_BOOTSTRAP or 127.0.0.1\:9092.]:BOOTSTRAP: ' \
         '(-b --bootstrap-server)--bootstrap-server[Broker(s) host\:port\[,host\:port\]; default $KAFKACTL_BOOTSTRAP or 127.0.0.1\:9092.]:BOOTSTRAP: ' \
         '(-h --help)-h[Show this message and exit.]' \
@@ -223,6 +227,7 @@ _kafkactl_topics_describe() {
     _arguments -s -S \
         '*-t[Topic (default\: all).]:TOPIC: ' \
         '*--topic[Topic (default\: all).]:TOPIC: ' \
+        '--json[One JSON document.]' \
         '(-b --bootstrap-server)-b[Broker(s) host\:port\[,host\:port\]; default $KAFKACTL_BOOTSTRAP or 127.0.0.1\:9092.]:BOOTSTRAP: ' \
         '(-b --bootstrap-server)--bootstrap-server[Broker(s) host\:port\[,host\:port\]; default $KAFKACTL_BOOTSTRAP or 127.0.0.1\:9092.]:BOOTSTRAP: ' \
         '(-h --help)-h[Show this message and exit.]' \
@@ -267,7 +272,7 @@ _kafkactl_offsets() {
             commands=(
                 'show:Per partition\: committed offset, log end offset and lag (plus the owning member).'
                 'reset:Reset a group'\''s offsets (dry run unless --execute; the group must be inactive).'
-                'delete:Delete a group'\''s offsets for a topic, or (without --topic) the whole inactive group.'
+                'delete:Delete a group'\''s offsets for a topic, or (without --topic) the whole inactive group (dry run unless --execute).'
             )
             _describe -t commands 'kafkactl command' commands ;;
         argument)
@@ -281,6 +286,7 @@ _kafkactl_offsets() {
 
 _kafkactl_offsets_show() {
     _arguments -s -S \
+        '*-G[Group (repeatable).]:GROUP: ' \
         '*-g[Group (repeatable).]:GROUP: ' \
         '*--group[Group (repeatable).]:GROUP: ' \
         '--all[Every group.]' \
@@ -293,8 +299,9 @@ _kafkactl_offsets_show() {
 
 _kafkactl_offsets_reset() {
     _arguments -s -S \
-        '(-g --group)-g[The group. \[required\]]:GROUP: ' \
-        '(-g --group)--group[The group. \[required\]]:GROUP: ' \
+        '(-G -g --group)-G[The group. \[required\]]:GROUP: ' \
+        '(-G -g --group)-g[The group. \[required\]]:GROUP: ' \
+        '(-G -g --group)--group[The group. \[required\]]:GROUP: ' \
         '*-t[T or T\:P,P (repeatable); default\: every partition the group has offsets for.]:TOPIC: ' \
         '*--topic[T or T\:P,P (repeatable); default\: every partition the group has offsets for.]:TOPIC: ' \
         '--to-earliest[]' \
@@ -312,10 +319,13 @@ _kafkactl_offsets_reset() {
 
 _kafkactl_offsets_delete() {
     _arguments -s -S \
-        '(-g --group)-g[The group. \[required\]]:GROUP: ' \
-        '(-g --group)--group[The group. \[required\]]:GROUP: ' \
+        '(-G -g --group)-G[The group. \[required\]]:GROUP: ' \
+        '(-G -g --group)-g[The group. \[required\]]:GROUP: ' \
+        '(-G -g --group)--group[The group. \[required\]]:GROUP: ' \
         '*-t[Only this topic'\''s offsets (T or T\:P,P).]:TOPIC: ' \
         '*--topic[Only this topic'\''s offsets (T or T\:P,P).]:TOPIC: ' \
+        '--execute[Delete (default\: dry run, show what would go).]' \
+        '--json[JSON output.]' \
         '(-b --bootstrap-server)-b[Broker(s) host\:port\[,host\:port\]; default $KAFKACTL_BOOTSTRAP or 127.0.0.1\:9092.]:BOOTSTRAP: ' \
         '(-b --bootstrap-server)--bootstrap-server[Broker(s) host\:port\[,host\:port\]; default $KAFKACTL_BOOTSTRAP or 127.0.0.1\:9092.]:BOOTSTRAP: ' \
         '(-h --help)-h[Show this message and exit.]' \

@@ -3,25 +3,46 @@
 Each subcommand lives in its own module under `kafkactl.cli` and exposes
 `register(app)`; this module only wires them together. Subcommand modules parse
 options, call the library and render; they hold no protocol or storage logic.
+
+Two rules hold for every command and live here, once: a closed stdout (EPIPE) ends the
+command quietly (kafkactl.cli._output), and every error line, ours and the usage errors of
+the option parser alike, starts with `error: `.
 """
 
 from __future__ import annotations
 
 import importlib
 import importlib.util
+import sys
+from collections.abc import Sequence
+from typing import Any
 
 import typer
+from typer.core import TyperGroup
 
 from kafkactl import __version__
+from kafkactl.cli._help import hide_flag_value_types
+from kafkactl.cli._output import EPIPE_EXIT, flush_stdout, stdout_guard
+
+
+class KafkactlGroup(TyperGroup):
+    """The root command: runs the chosen subcommand under the one EPIPE rule."""
+
+    def invoke(self, ctx: Any) -> Any:
+        with stdout_guard():
+            return super().invoke(ctx)
+
 
 app = typer.Typer(
     name="kafkactl",
+    cls=KafkactlGroup,
     help="Apache Kafka's design in one CLI: a broker (serve), clients and operator tools.",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
     context_settings={"help_option_names": ["-h", "--help"]},
 )
+hide_flag_value_types()
 
 # Subcommand modules, in the order `--help` lists them. Each defines register(app).
 # A module that is not (yet) part of the tree is skipped, so there are no placeholders.
@@ -52,5 +73,41 @@ for _name in SUBCOMMAND_MODULES:
         importlib.import_module(f"kafkactl.cli.{_name}").register(app)
 
 
+# click's ClickException (the base of every usage error) as Typer ships it: Typer 0.12+
+# re-exports click, newer Typers vendor it; BadParameter derives from it either way.
+CLICK_EXCEPTION: type[Exception] = next(
+    c for c in typer.BadParameter.__mro__ if c.__name__ == "ClickException")
+
+
+def _show_usage_error(e: Any) -> None:
+    """A usage error as click prints it (usage, hint), with our `error: ` line."""
+    ctx = getattr(e, "ctx", None)
+    if ctx is not None:
+        hint = ""
+        if ctx.command.get_help_option(ctx) is not None:
+            hint = f"Try '{ctx.command_path} {ctx.help_option_names[0]}' for help.\n"
+        typer.echo(f"{ctx.get_usage()}\n{hint}", err=True)
+    typer.echo(f"error: {e.format_message()}", err=True)
+
+
+def run(args: Sequence[str] | None = None) -> int:
+    """Run kafkactl with `args` (default: sys.argv[1:]); returns the exit status."""
+    try:
+        code = app(args=args, prog_name="kafkactl", standalone_mode=False)
+    except CLICK_EXCEPTION as e:
+        if type(e).__name__ == "NoArgsIsHelpError":  # as Typer tells it: by name
+            code = 2  # the help is printed already
+        else:
+            _show_usage_error(e)
+            code = int(getattr(e, "exit_code", 2))
+    except typer.Abort:
+        typer.echo("error: aborted", err=True)
+        code = 1
+    code = code if isinstance(code, int) else 0
+    if not flush_stdout() and code == 0:  # output still buffered met a closed pipe
+        code = EPIPE_EXIT
+    return code
+
+
 def main() -> None:
-    app()
+    sys.exit(run())

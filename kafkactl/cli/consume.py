@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 import typer
 
 from kafkactl.cli._client_options import bootstrap_option, fail, unescape
+from kafkactl.cli._output import StdoutClosed, is_epipe
 
 if TYPE_CHECKING:  # the client is imported when a command runs, so --help stays fast
     from kafkactl.client.consumer import Consumer
@@ -150,11 +151,11 @@ def plain_lines(batch: Any, fetch_offset: int, sep: bytes | None, limit: int | N
         return b"\n".join(values) + b"\n", n
     if None in keys:
         keys = [b"" if k is None else k for k in keys]
-    parts = [b"\n"] * (4 * n)
+    parts: list[bytes | None] = [b"\n"] * (4 * n)
     parts[0::4] = keys
     parts[1::4] = [sep] * n
     parts[2::4] = values
-    return b"".join(parts), n
+    return b"".join(parts), n  # type: ignore[arg-type]  # no None is left
 
 
 def _group_source(group: str) -> Any:
@@ -166,10 +167,12 @@ def _group_source(group: str) -> Any:
 
 def consume(
     topic: list[str] = typer.Option([], "--topic", "-t", help="Topic (repeatable)."),
-    topic_pattern: str | None = typer.Option(None, "--topic-pattern",
-                                             help="Whitelist: topics matching this regex."),
+    topic_pattern: str | None = typer.Option(
+        None, "--topic-pattern",
+        help="Whitelist: topics whose whole name matches this regex (e.g. 'orders.*')."),
     exclude_pattern: str | None = typer.Option(None, "--exclude-pattern",
-                                               help="Blacklist: skip topics matching this."),
+                                               help="Blacklist: skip topics whose whole name "
+                                                    "matches this."),
     partition: list[int] = typer.Option([], "--partition", "-p",
                                         help="Only this partition (repeatable)."),
     offset: str | None = typer.Option(
@@ -188,8 +191,10 @@ def consume(
                                              help="Print key SEP value."),
     print_offsets: bool = typer.Option(False, "--print-offsets",
                                        help="Prefix each record with its offset."),
-    group: str | None = typer.Option(None, "--group", "-G",
-                                     help="Consumer group (needs group support)."),
+    group: str | None = typer.Option(
+        None, "--group", "-G", "-g",
+        help="Consume as a member of this consumer group: the group assigns the "
+             "partitions and the consumed offsets are committed."),
     bootstrap: str | None = bootstrap_option(),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No summary on stderr."),
 ) -> None:
@@ -230,10 +235,10 @@ def consume(
     source = _group_source(group) if group else None
 
     signal.signal(signal.SIGINT, signal.default_int_handler)
-    out = sys.stdout.buffer
-    count = 0
+    out = RecordWriter()
     t0 = time.monotonic()
     consumer: Consumer | None = None
+    closed = False
     try:
         reset = "earliest" if start[0] == "earliest" else "latest"
         if source is not None:  # --group: the group assigns partitions, offsets committed
@@ -245,7 +250,7 @@ def consume(
                                 auto_offset_reset=reset)
         tps = sorted(consumer.assignment())
         if not tps and source is None:
-            raise fail("no partitions match the given topics", 1)
+            raise fail(_no_partitions_message(topic, topic_pattern, exclude_pattern), 1)
         if source is None:
             _position(consumer, tps, start)
         ends = consumer.end_offsets(tps) if exit_at_end else {}
@@ -257,13 +262,13 @@ def consume(
             chunks = consumer.poll_fetches(1.0)
             if not chunks and _stdout_closed():
                 break
-            buf: list[bytes] = []
+            buf: list[tuple[bytes, int]] = []
             for pf in chunks:
                 for b in pf.batches():
                     fast = plain_lines(b, pf.fetch_offset, sep, remaining) if plain else None
                     if fast is not None:
-                        lines, n = fast
-                        buf.append(lines)
+                        buf.append(fast)
+                        n = fast[1]
                     else:
                         n = 0
                         tstype = int(b.timestamp_type)
@@ -272,11 +277,10 @@ def consume(
                                 continue
                             if remaining is not None and n >= remaining:
                                 break
-                            buf.append(render(ConsumerRecord(
+                            buf.append((render(ConsumerRecord(
                                 pf.topic, pf.partition, r.offset, r.timestamp, tstype, r.key,
-                                r.value, r.headers)))
+                                r.value, r.headers)), 1))
                             n += 1
-                    count += n
                     if remaining is not None:
                         remaining -= n
                         if remaining <= 0:
@@ -284,25 +288,76 @@ def consume(
                 if remaining is not None and remaining <= 0:
                     break
             if buf:
-                out.write(b"".join(buf))
-        out.flush()
+                out.write(buf)
     except KeyboardInterrupt:
         pass
-    except BrokenPipeError:
-        _silence_stdout()
-        raise typer.Exit(0) from None
+    except StdoutClosed:
+        closed = True  # the reader went away: the EPIPE rule, after the summary
     except (ClientError, KafkaError, RecordError, ValueError) as e:
         raise fail(str(e)) from None
     finally:
         if consumer is not None:
             consumer.close()
-    try:
-        out.flush()
-    except BrokenPipeError:
-        _silence_stdout()
     if not quiet:
         dt = max(time.monotonic() - t0, 1e-6)
-        typer.echo(f"Processed a total of {count:,} messages in {dt:.2f} s", err=True)
+        typer.echo(f"Processed a total of {out.records:,} messages in {dt:.2f} s", err=True)
+    if closed:
+        raise StdoutClosed
+
+
+class RecordWriter:
+    """Writes rendered records to stdout (fd 1, unbuffered) and counts the records written
+    in full, so that the summary counts what reached the pipe, not what was read."""
+
+    def __init__(self) -> None:
+        sys.stdout.flush()
+        self.fd = sys.stdout.fileno()
+        self.records = 0
+
+    def write(self, pieces: list[tuple[bytes, int]]) -> None:
+        """`pieces`: (bytes, number of records in them), each record ending in a newline
+        when a piece holds more than one. Raises StdoutClosed when the reader went away."""
+        data = memoryview(b"".join(p for p, _ in pieces))
+        off = 0
+        try:
+            while off < len(data):
+                try:
+                    off += os.write(self.fd, data[off:])
+                except BlockingIOError:  # a non-blocking stdout (shared with a parent)
+                    select.select([], [self.fd], [])
+        except OSError as e:
+            if not is_epipe(e):
+                raise
+            self.records += _complete_records(pieces, off)
+            raise StdoutClosed from None
+        self.records += sum(n for _, n in pieces)
+
+
+def _complete_records(pieces: list[tuple[bytes, int]], written: int) -> int:
+    """Records wholly inside the first `written` bytes of the joined pieces."""
+    done = 0
+    for piece, n in pieces:
+        if written >= len(piece):
+            done += n
+            written -= len(piece)
+            continue
+        if n > 1:  # a batch's lines: each record ends with its newline
+            done += min(piece.count(b"\n", 0, written), n)
+        break
+    return done
+
+
+def _no_partitions_message(topics: list[str], pattern: str | None,
+                           exclude: str | None) -> str:
+    if pattern is None:
+        return "no partitions match the given topics"
+    msg = (f"no topic matches --topic-pattern {pattern!r}" +
+           (f" (minus --exclude-pattern {exclude!r})" if exclude else "") +
+           ": the pattern must match the whole topic name, as in Kafka's tools (Java's "
+           "Pattern.matches)")
+    if not pattern.endswith((".*", ".+")):
+        msg += f"; for names that start with it, try {pattern + '.*'!r}"
+    return msg
 
 
 def _position(consumer: Consumer, tps: list[Any], start: tuple[str, int]) -> None:
@@ -336,15 +391,6 @@ def _stdout_closed() -> bool:
         return any(ev & (select.POLLERR | select.POLLHUP) for _, ev in poller.poll(0))
     except (OSError, ValueError, AttributeError):
         return False
-
-
-def _silence_stdout() -> None:
-    """After EPIPE: point stdout at /dev/null so interpreter shutdown prints nothing."""
-    try:
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-    except OSError:
-        pass
 
 
 def register(app: typer.Typer) -> None:

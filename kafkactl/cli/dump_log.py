@@ -7,8 +7,11 @@ The reading and formatting live in kafkactl.log.dump (imported when the command 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import typer
+
+from kafkactl.cli._output import error, write_line
 
 INT32_MAX = 2**31 - 1
 
@@ -41,6 +44,22 @@ def register(app: typer.Typer) -> None:
         """Dump log segments and indexes like Kafka's DumpLogSegments."""
         from kafkactl.log.dump import Options, Output, dump_files
 
+        class CountingOutput(Output):
+            """Output that counts the files dumped and turns a closed stdout into the
+            CLI's EPIPE rule (dump_files reports any Exception per file)."""
+
+            dumped = 0
+
+            def line(self, text: str, obj: dict[str, Any]) -> None:
+                if obj.get("type") == "file":
+                    self.dumped += 1
+                super().line(text, obj)
+
+            def error(self, text: str, obj: dict[str, Any]) -> None:
+                # the one error style; notes ("Ignoring unknown file") and index
+                # findings stay as DumpLogSegments words them
+                super().error(f"error: {text}" if obj.get("type") == "error" else text, obj)
+
         opts = Options(
             print_data=print_data_log, deep=deep_iteration or print_data_log,
             skip_metadata=skip_record_metadata, verify_only=verify_index_only,
@@ -48,4 +67,13 @@ def register(app: typer.Typer) -> None:
             max_message_size=max_message_size, as_json=as_json,
         )
         paths = [Path(p) for f in files for p in str(f).split(",") if p]
-        raise typer.Exit(dump_files(paths, opts, Output(opts)))
+        out = CountingOutput(opts, out=write_line)
+        code = dump_files(paths, opts, out)
+        if out.dumped == 0:
+            dirs = [str(p) for p in paths if p.is_dir()]
+            hint = (f" ({', '.join(dirs)}: a directory; give its files, e.g. "
+                    f"{Path(dirs[0]) / '*.log'})" if dirs else "")
+            error("nothing was dumped: give .log, .index, .timeindex or .snapshot files"
+                  + hint)
+            code = max(code, 2)
+        raise typer.Exit(code)

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import typer
 
 from kafkactl.cli._client_options import bootstrap_option, fail
+from kafkactl.cli._output import print_table
 
 if TYPE_CHECKING:  # the client is imported when a command runs, so --help stays fast
     from rich.table import Table
@@ -78,6 +79,7 @@ def group_offsets_rows(admin: GroupAdmin, simple: SimpleConsumer,
 
     committed = {tp: o for tp, o in admin.fetch_offsets(group).items() if o >= 0}
     owners: dict[TopicPartition, Any] = {}
+    m: Any
     try:
         desc = admin.describe_group(group)
         for m in desc.members:
@@ -120,13 +122,11 @@ def _table(*columns: str) -> Table:
 
 
 def _print_table(table: Table) -> None:
-    from rich.console import Console
-
-    Console(width=200).print(table)
+    print_table(table)
 
 
 @offsets_app.command("show")
-def show(group: list[str] = typer.Option([], "--group", "-g", help="Group (repeatable)."),
+def show(group: list[str] = typer.Option([], "--group", "-G", "-g", help="Group (repeatable)."),
          all_groups: bool = typer.Option(False, "--all", help="Every group."),
          as_json: bool = typer.Option(False, "--json", help="JSON output."),
          bootstrap: str | None = bootstrap_option()) -> None:
@@ -199,7 +199,7 @@ def plan_reset(client: KafkaClient, admin: GroupAdmin, simple: SimpleConsumer, g
 
 
 @offsets_app.command("reset")
-def reset(group: str = typer.Option(..., "--group", "-g", help="The group."),
+def reset(group: str = typer.Option(..., "--group", "-G", "-g", help="The group."),
           topic: list[str] = typer.Option([], "--topic", "-t",
                                           help="T or T:P,P (repeatable); default: every "
                                                "partition the group has offsets for."),
@@ -260,40 +260,63 @@ def reset(group: str = typer.Option(..., "--group", "-g", help="The group."),
 
 
 @offsets_app.command("delete")
-def delete(group: str = typer.Option(..., "--group", "-g", help="The group."),
+def delete(group: str = typer.Option(..., "--group", "-G", "-g", help="The group."),
            topic: list[str] = typer.Option([], "--topic", "-t",
                                            help="Only this topic's offsets (T or T:P,P)."),
+           execute: bool = typer.Option(False, "--execute",
+                                        help="Delete (default: dry run, show what would go)."),
+           as_json: bool = typer.Option(False, "--json", help="JSON output."),
            bootstrap: str | None = bootstrap_option()) -> None:
-    """Delete a group's offsets for a topic, or (without --topic) the whole inactive group."""
+    """Delete a group's offsets for a topic, or (without --topic) the whole inactive group
+    (dry run unless --execute)."""
     try:
         topics = [parse_topic_spec(t) for t in topic]
     except typer.BadParameter as e:
         raise fail(str(e), 2) from None
 
     def go(client: KafkaClient, admin: GroupAdmin, simple: SimpleConsumer) -> Any:
+        committed = {tp: o for tp, o in admin.fetch_offsets(group).items() if o >= 0}
         if not topics:
-            admin.delete_group(group)
-            return None
-        committed = admin.fetch_offsets(group)
-        tps = [tp for tp, o in committed.items() if o >= 0 and any(
-            tp[0] == t and (ps is None or tp[1] in ps) for t, ps in topics)]
+            state = admin.describe_group(group).state
+            if state == "Dead" and not committed:
+                raise ValueError(f"group {group!r} does not exist")
+            if state not in INACTIVE:
+                raise ValueError(f"group {group!r} is {state}: only an inactive group can be "
+                                 "deleted; stop its consumers first")
+            if execute:
+                admin.delete_group(group)
+            return None, committed, {}
+        tps = sorted(tp for tp in committed if any(
+            tp[0] == t and (ps is None or tp[1] in ps) for t, ps in topics))
         if not tps:
             raise ValueError(f"group {group!r} has no offsets for "
                              f"{', '.join(t for t, _ in topics)}")
-        return admin.delete_offsets(group, tps)
+        return tps, committed, admin.delete_offsets(group, tps) if execute else {}
 
-    result = _run(bootstrap, go)
-    if result is None:
-        typer.echo(f"Deleted group {group}.")
-        return
-    bad = False
-    for (t, p), c in sorted(result.items()):
-        if c:
-            bad = True
+    tps, committed, result = _run(bootstrap, go)
+    whole = tps is None
+    shown = sorted(committed) if whole else tps
+    failed = {tp: c for tp, c in result.items() if c}
+    if as_json:
+        typer.echo(json.dumps({"group": group, "executed": execute, "whole_group": whole,
+                               "offsets": [
+            {"topic": t, "partition": p, "committed_offset": committed[(t, p)],
+             "error": _error_name(failed[(t, p)]) if (t, p) in failed else None}
+            for t, p in shown]}, indent=1))
+    elif whole:
+        verb = "Deleted" if execute else "Would delete"
+        typer.echo(f"{verb} group {group} ({len(committed)} committed offsets).")
+    else:
+        verb = "Deleted" if execute else "Would delete"
+        for t, p in shown:
+            if (t, p) not in failed:
+                typer.echo(f"{verb} the offset of {t}-{p} ({committed[(t, p)]}) "
+                           f"for group {group}.")
+    if not execute:
+        typer.echo("Dry run: nothing was deleted; add --execute to apply.", err=True)
+    if failed:
+        for (t, p), c in sorted(failed.items()):
             typer.echo(f"error: {t}-{p}: {_error_name(c)}", err=True)
-        else:
-            typer.echo(f"Deleted the offset of {t}-{p} for group {group}.")
-    if bad:
         raise typer.Exit(1)
 
 

@@ -8,6 +8,7 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
+from contextlib import nullcontext
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
@@ -22,6 +23,7 @@ from kafkactl.cli._client_options import (
 )
 
 if TYPE_CHECKING:  # the client is imported when a command runs, so --help stays fast
+    from kafkactl.client.producer import Producer
     from kafkactl.client.producer_batch import ProducerBatch
 
 CHUNK = 4 << 20
@@ -93,26 +95,135 @@ def split_keys(records: list[bytes], separator: bytes) -> tuple[list[bytes | Non
 
 
 class Stats:
+    """Counts of the run, updated by the sender thread's batch callbacks."""
+
     def __init__(self) -> None:
-        self.sent = 0
+        self.sent = 0  # records handed to the producer
         self.bytes = 0
         self.acked = 0
-        self.failed = 0
+        self.failed = 0  # records of batches that failed
         self.failed_entries: list[Any] = []
         self.first_error: BaseException | None = None
         self.lock = threading.Lock()
         self.start = time.monotonic()
+        # entries of the batches acknowledged since the current input chunk was read, while
+        # a chunk whose records are not handed over in input order is being sent (see
+        # Pipeline.unsent_of_chunk); None otherwise
+        self.recent_acked: list[list[Any]] | None = None
 
     def on_batch(self, batch: ProducerBatch, base_offset: int, error: BaseException | None,
                  ) -> None:
         with self.lock:
             if error is None:
                 self.acked += batch.record_count
+                if self.recent_acked is not None:
+                    self.recent_acked.append(batch.entries)
             else:
                 self.failed += batch.record_count
                 self.failed_entries.extend(batch.entries)
                 if self.first_error is None:
                     self.first_error = error
+
+    @property
+    def handed_and_done(self) -> int:
+        """Records the producer acknowledged or failed (after abort(): all it was given)."""
+        with self.lock:
+            return self.acked + self.failed
+
+
+def entry_bytes(entry: Any) -> bytes:
+    """A kept entry is the raw input record, or (sequence number, raw record) where the
+    order of hand-over is not the input order (the keyed path over several partitions)."""
+    return entry[1] if isinstance(entry, tuple) else entry  # type: ignore[no-any-return]
+
+
+class Pipeline:
+    """Hands the input, chunk by chunk, to the producer. When the run stops part-way it
+    knows which records of the chunk being sent the producer never got (`unsent`), so that
+    every record read is either acknowledged or reported (and kept with --failed-file)."""
+
+    def __init__(self, producer: Producer, stats: Stats, topic: str, partition: int | None,
+                 ksep: bytes | None, headers: list[tuple[str, bytes | None]], keep: bool,
+                 sync: bool) -> None:
+        self.producer = producer
+        self.stats = stats
+        self.topic = topic
+        self.partition = partition
+        self.ksep = ksep
+        self.headers = headers
+        self.keep = keep
+        self.simple = ksep is None and not headers and not sync
+        self.keyed = ksep is not None and not headers and not sync
+        self.chunk: list[bytes] = []  # the chunk being handed over; [] between chunks
+        self.chunk_base = 0  # stats.sent when it was read
+        self.tagged: list[tuple[int, bytes]] | None = None
+        self.input_done = False
+
+    def run(self, stream: IO[bytes], delimiter: bytes) -> None:
+        stats = self.stats
+        for records in read_records(stream, delimiter):
+            self.chunk = records
+            self.chunk_base = stats.sent
+            self.tagged = None
+            self._send(records)
+            stats.sent = self.chunk_base + len(records)
+            self.chunk = []
+        self.input_done = True
+
+    def _send(self, records: list[bytes]) -> None:
+        producer, stats, topic, partition = self.producer, self.stats, self.topic, self.partition
+        if self.simple:
+            producer.send_values(topic, records, partition=partition, keep_entries=self.keep)
+            stats.bytes += sum(map(len, records))
+            return
+        if self.keyed:
+            keys, values = split_keys(records, self.ksep)  # type: ignore[arg-type]
+            entries: list[Any] | None = None
+            if self.keep and partition is None:
+                # records are handed over grouped by partition, not in input order: tag
+                # each with its sequence number to tell later which ones were handed over
+                entries = self.tagged = list(enumerate(records, self.chunk_base))
+                with stats.lock:
+                    stats.recent_acked = []
+            elif self.keep:
+                entries = records
+            producer.send_key_values(topic, keys, values, partition=partition,
+                                     entries=entries)
+            stats.bytes += sum(map(len, records))
+            return
+        ksep, headers, keep = self.ksep, self.headers, self.keep
+        for raw in records:
+            key = None
+            value = raw
+            if ksep is not None:
+                k, sep, v = raw.partition(ksep)
+                if sep:
+                    key, value = k, v
+            producer.send(topic, value, key, partition=partition, headers=headers,
+                          entry=raw if keep else None)
+            stats.sent += 1
+            stats.bytes += len(raw)
+
+    def unsent(self) -> list[bytes]:
+        """Records of the interrupted chunk the producer never got; call after abort(),
+        when every record it got was acknowledged or failed."""
+        if not self.chunk:
+            return []
+        stats = self.stats
+        if self.tagged is not None:
+            with stats.lock:
+                got = {e[0] for batch in stats.recent_acked or () for e in batch
+                       if isinstance(e, tuple)}
+                got.update(e[0] for e in stats.failed_entries if isinstance(e, tuple))
+            return [raw for n, raw in self.tagged if n not in got]
+        # every other path hands records over in input order: the first `handed` went
+        handed = min(max(stats.handed_and_done - self.chunk_base, 0), len(self.chunk))
+        return self.chunk[handed:]
+
+    @property
+    def read(self) -> int:
+        """Records read from the input so far."""
+        return self.chunk_base + len(self.chunk) if self.chunk else self.stats.sent
 
 
 def _progress(stats: Stats, stop: threading.Event) -> None:
@@ -162,7 +273,6 @@ def produce(
     """Produce records read from stdin (or --file), one per line by default."""
     from kafkactl.client.errors import ClientError
     from kafkactl.client.producer import Producer, parse_acks, parse_compression
-    from kafkactl.protocol.errors import KafkaError
 
     try:
         delim = b"\x00" if null_delimited else unescape(delimiter)
@@ -201,71 +311,88 @@ def produce(
         progress.start()
     interrupted = False
     error: BaseException | None = None
-    stream = open(file, "rb") if file else sys.stdin.buffer  # noqa: SIM115
+    pipeline = Pipeline(producer, stats, topic, partition, ksep, headers, keep, sync)
     signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
-        simple = ksep is None and not headers
-        keyed = ksep is not None and not headers
-        for records in read_records(stream, delim):
-            if simple and not sync:
-                producer.send_values(topic, records, partition=partition, keep_entries=keep)
-                stats.sent += len(records)
-                stats.bytes += sum(map(len, records))
-                continue
-            if keyed and not sync:
-                keys, values = split_keys(records, ksep)  # type: ignore[arg-type]
-                producer.send_key_values(topic, keys, values, partition=partition,
-                                         entries=records if keep else None)
-                stats.sent += len(records)
-                stats.bytes += sum(map(len, records))
-                continue
-            for raw in records:
-                key = None
-                value = raw
-                if ksep is not None:
-                    k, sep, v = raw.partition(ksep)
-                    if sep:
-                        key, value = k, v
-                producer.send(topic, value, key, partition=partition, headers=headers,
-                              entry=raw if keep else None)
-                stats.sent += 1
-                stats.bytes += len(raw)
+        with open(file, "rb") if file else nullcontext(sys.stdin.buffer) as stream:
+            pipeline.run(stream, delim)
     except KeyboardInterrupt:
         interrupted = True
-    except (ClientError, KafkaError, ValueError, OSError) as e:
+    except Exception as e:  # noqa: BLE001 - whatever stops the run, report every record
         error = e
-    finally:
-        if file:
-            stream.close()
+    # What the producer was given is flushed whatever stopped the run: acknowledged
+    # records stay acknowledged; the rest are counted (and kept with --failed-file).
     try:
         producer.flush(30.0 if interrupted or error else None)
     except KeyboardInterrupt:
         interrupted = True
+    except Exception as e:  # noqa: BLE001
+        error = error or e
     producer.abort()
     stop.set()
     if progress is not None:
         progress.join(1.0)
+    _report(stats, pipeline, topic, delim, failed_file, quiet, interrupted, error)
 
-    unacked = stats.sent - stats.acked
-    if failed_file is not None and (stats.failed_entries or unacked):
-        with open(failed_file, "wb") as f:
-            for e in stats.failed_entries:
-                f.write(e + delim)
-    dt = max(time.monotonic() - stats.start, 1e-6)
-    if not quiet:
-        typer.echo(f"{stats.acked:,} of {stats.sent:,} records acknowledged "
-                   f"({stats.bytes / 1e6:,.1f} MB) to {topic} in {dt:.2f} s "
-                   f"({stats.sent / dt:,.0f} records/s)", err=True)
-    if error is not None or unacked or interrupted:
-        cause = error or stats.first_error
-        why = f": {cause}" if cause else (" (interrupted)" if interrupted else "")
-        if unacked or not cause:
-            typer.echo(f"error: {unacked:,} records were not acknowledged{why}"
-                       + (f"; written to {failed_file}" if failed_file and unacked else ""),
-                       err=True)
-        else:
-            typer.echo(f"error: {cause}", err=True)
-        raise typer.Exit(130 if interrupted and not error and not stats.failed else 1)
+
+def _cause(e: BaseException) -> str:
+    from kafkactl.client.errors import ClientError
+    from kafkactl.protocol.errors import KafkaError
+
+    if isinstance(e, (ClientError, KafkaError, ValueError, OSError)):
+        return str(e)
+    return f"{type(e).__name__}: {e} (a bug in kafkactl: please report it)"
+
+
+def _report(stats: Stats, pipeline: Pipeline, topic: str, delim: bytes,
+            failed_file: Path | None, quiet: bool, interrupted: bool,
+            error: BaseException | None) -> None:
+    """One line: the summary when every record read was acknowledged, else one `error:`
+    line with how many were and were not; exit 1 on failure, 130 on Ctrl-C."""
+    unsent = pipeline.unsent()
+    read = pipeline.read
+    acked = stats.acked
+    not_acked = read - acked
+    kept_in = ""
+    if failed_file is not None and not_acked:
+        try:
+            with open(failed_file, "wb") as f:
+                for entry in stats.failed_entries:
+                    f.write(entry_bytes(entry) + delim)
+                for raw in unsent:
+                    f.write(raw + delim)
+            kept_in = f"; the {not_acked:,} are in {failed_file}"
+        except OSError as e:
+            kept_in = f"; they could NOT be written to {failed_file}: {e.strerror or e}"
+    if error is None and not not_acked:
+        if interrupted and read == 0:
+            raise typer.Exit(130)  # Ctrl-C before anything was read: nothing to say
+        if not quiet:
+            dt = max(time.monotonic() - stats.start, 1e-6)
+            typer.echo(f"{acked:,} of {read:,} records acknowledged "
+                       f"({stats.bytes / 1e6:,.1f} MB) to {topic} in {dt:.2f} s "
+                       f"({stats.sent / dt:,.0f} records/s)"
+                       + (" (interrupted)" if interrupted else ""), err=True)
+        if interrupted:
+            raise typer.Exit(130)
+        return
+    cause = error or stats.first_error
+    why = _cause(cause) if cause is not None else "interrupted"
+    if read == 0:
+        typer.echo(f"error: {why}", err=True)
+        raise typer.Exit(1 if error is not None or not interrupted else 130)
+    line = f"error: {acked:,} of {read:,} records acknowledged, {not_acked:,} not"
+    if unsent:
+        line += f" ({len(unsent):,} read but never sent)"
+    line += f": {why}"
+    if failed_file is not None:
+        line += kept_in
+    else:
+        line += " (--failed-file FILE keeps them)"
+    if error is not None and not pipeline.input_done:
+        line += f"; stopped reading the input after record {read:,}"
+    typer.echo(line, err=True)
+    raise typer.Exit(130 if interrupted and error is None and not stats.failed else 1)
 
 
 def register(app: typer.Typer) -> None:

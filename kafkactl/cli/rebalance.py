@@ -11,13 +11,15 @@ from __future__ import annotations
 
 import json
 import time
+from typing import Any
 
 import typer
 
 from kafkactl.cli._client_options import bootstrap_option, fail
+from kafkactl.cli._output import print_table
 
 
-def rebalance(group: str = typer.Option(..., "--group", "-g", help="The consumer group."),
+def rebalance(group: str = typer.Option(..., "--group", "-G", "-g", help="The consumer group."),
               as_json: bool = typer.Option(False, "--json", help="JSON output."),
               do_trigger: bool = typer.Option(False, "--trigger",
                                               help="Force the group to rebalance."),
@@ -28,7 +30,6 @@ def rebalance(group: str = typer.Option(..., "--group", "-g", help="The consumer
                                                  "rebalance."),
               bootstrap: str | None = bootstrap_option()) -> None:
     """Members, their current assignment and the range assignment for the group."""
-    from rich.console import Console
     from rich.table import Table
 
     from kafkactl.client.errors import ClientError
@@ -53,11 +54,12 @@ def rebalance(group: str = typer.Option(..., "--group", "-g", help="The consumer
     finally:
         admin.close()
         client.close()
-    rows = [{"member_id": m.member_id, "group_instance_id": m.group_instance_id,
-             "client_id": m.client_id, "host": m.client_host, "subscription": m.subscription,
-             "current": [f"{t}-{p}" for t, p in m.assignment],
-             "range": [f"{t}-{p}" for t, p in plan.get(m.member_id, [])]}
-            for m in sorted(desc.members, key=lambda m: m.member_id)]
+    rows: list[dict[str, Any]] = [
+        {"member_id": m.member_id, "group_instance_id": m.group_instance_id,
+         "client_id": m.client_id, "host": m.client_host, "subscription": m.subscription,
+         "current": [f"{t}-{p}" for t, p in m.assignment],
+         "range": [f"{t}-{p}" for t, p in plan.get(m.member_id, [])]}
+        for m in sorted(desc.members, key=lambda m: m.member_id)]
     if as_json:
         typer.echo(json.dumps({"group": group, "state": desc.state,
                                "protocol": desc.protocol, "triggered_generation": triggered,
@@ -68,7 +70,7 @@ def rebalance(group: str = typer.Option(..., "--group", "-g", help="The consumer
     for r in rows:
         table.add_row(r["member_id"], r["client_id"], r["host"], ",".join(r["subscription"]),
                       " ".join(r["current"]) or "-", " ".join(r["range"]) or "-")
-    Console(width=220).print(table)
+    print_table(table)
     if triggered is not None:
         typer.echo(f"Rebalance triggered: the group reached generation {triggered}.")
     elif do_trigger:

@@ -17,17 +17,16 @@ from typing import TYPE_CHECKING
 
 import typer
 
-if TYPE_CHECKING:  # the log is imported when the command runs, so --help stays fast
-    from rich.console import Console
+from kafkactl.cli._output import print_table
 
+if TYPE_CHECKING:  # the log is imported when the command runs, so --help stays fast
     from kafkactl.log.recovery import SegmentRecoveryReport
 
 EXIT_REPAIRS_NEEDED = 1
 EXIT_CANNOT_REPAIR = 2
 
 
-def _render(console: Console, rows: list[tuple[str, SegmentRecoveryReport]], dry_run: bool
-            ) -> None:
+def _render(rows: list[tuple[str, SegmentRecoveryReport]], dry_run: bool) -> None:
     from rich.table import Table
 
     title = "kafkactl recover" + (" (dry run: nothing changed)" if dry_run else "")
@@ -44,7 +43,7 @@ def _render(console: Console, rows: list[tuple[str, SegmentRecoveryReport]], dry
         problem = f"{r.error_position}: {r.error}" if r.error else ""
         table.add_row(part, str(r.base_offset), str(r.valid_batches), str(r.valid_bytes),
                       cut_text, idx, problem)
-    console.print(table)
+    print_table(table)
 
 
 def recover_command(
@@ -73,10 +72,14 @@ def recover_command(
         repair_checkpoints,
     )
 
-    console = Console()
     err = Console(stderr=True, soft_wrap=True)
     config = LogConfig(index_interval_bytes=index_interval_bytes)
     lock_fd: int | None = None
+    if path.exists() and not path.is_dir():
+        err.print(f"[red]error:[/red] {path} is a file, not a partition directory: give a "
+                  "log dir (a log.dirs entry) or one <topic>-<partition> directory.",
+                  highlight=False)
+        raise typer.Exit(EXIT_CANNOT_REPAIR)
     try:
         log_dir, dirs = partition_dirs(path)
         if not dry_run:
@@ -118,17 +121,17 @@ def recover_command(
         }
         typer.echo(json.dumps(doc, indent=2))
     else:
-        _render(console, rows, dry_run)
+        _render(rows, dry_run)
         for c in checkpoints:
-            console.print(f"{c.problem} {'Rewrote it' if c.rewritten else 'Would rewrite it'}"
-                          f" with its {c.entries_kept} readable entries.", highlight=False)
+            typer.echo(f"{c.problem} {'Rewrote it' if c.rewritten else 'Would rewrite it'}"
+                       f" with its {c.entries_kept} readable entries.")
         if dry_run and needs:
-            console.print("Repairs needed: run again without --dry-run (with the broker "
-                          "stopped).")
+            typer.echo("Repairs needed: run again without --dry-run (with the broker "
+                       "stopped).")
         elif needs:
-            console.print("Repaired: the log is consistent now.")
+            typer.echo("Repaired: the log is consistent now.")
         else:
-            console.print("The log is consistent; nothing to repair.")
+            typer.echo("The log is consistent; nothing to repair.")
     if dry_run and needs:
         raise typer.Exit(EXIT_REPAIRS_NEEDED)
 

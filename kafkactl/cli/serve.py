@@ -8,6 +8,8 @@ from pathlib import Path
 
 import typer
 
+from kafkactl.cli._output import error
+
 LOG_LEVELS = ("debug", "info", "warning", "error")
 
 
@@ -65,7 +67,7 @@ def serve(
     try:
         cfg = BrokerConfig.build(config_file=config, flags=flags, overrides=override)
     except ConfigError as e:
-        typer.echo(f"Error: {e}", err=True)
+        error(str(e))
         raise typer.Exit(2) from None
     code = asyncio.run(_run(cfg, explicit=_explicit_keys(config, flags, override)))
     raise typer.Exit(code)
@@ -92,15 +94,45 @@ async def _run(cfg: object, explicit: set[str]) -> int:
     try:
         await server.startup()
     except (BrokerStartupError, ConfigError) as e:
-        log.error("%s", e)
-        await server.shutdown()
+        error(_startup_error(e))
+        await _release(server)
         return 1
     except Exception:
         log.exception("the broker failed to start")
-        await server.shutdown()
+        await _release(server)
         return 1
     await server.serve_forever()
     return 0
+
+
+def _startup_error(e: Exception) -> str:
+    """The one sentence to print: a log dir locked by another process is already said in
+    full by the log layer (the broker's wrapper repeats it in other words)."""
+    from kafkactl.log.errors import LogDirInUseError
+
+    cause = e.__cause__
+    if isinstance(cause, LogDirInUseError):
+        return str(cause)
+    return str(e)
+
+
+class _NotStoppedCleanly(logging.Filter):
+    """A broker that never started did not "stop cleanly": drop that line."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.getMessage() != "broker stopped cleanly"
+
+
+async def _release(server: object) -> None:
+    """Undo a failed start-up (close what was opened, unlock log dirs) without claiming
+    that a broker stopped."""
+    server_log = logging.getLogger("kafkactl.broker.server")
+    quiet = _NotStoppedCleanly()
+    server_log.addFilter(quiet)
+    try:
+        await server.shutdown()  # type: ignore[attr-defined]
+    finally:
+        server_log.removeFilter(quiet)
 
 
 def register(app: typer.Typer) -> None:

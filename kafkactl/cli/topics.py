@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -67,37 +68,57 @@ def create(
 @topics_app.command("list")
 def list_(
     exclude_internal: bool = typer.Option(False, "--exclude-internal"),
+    as_json: bool = typer.Option(False, "--json", help="A JSON array of names."),
     bootstrap: str | None = bootstrap_option(),
 ) -> None:
     """List topic names."""
-    for name in _run(bootstrap, lambda a: a.list_topics(not exclude_internal)):
+    names = _run(bootstrap, lambda a: a.list_topics(not exclude_internal))
+    if as_json:
+        typer.echo(json.dumps(list(names)))
+        return
+    for name in names:
         typer.echo(name)
 
 
 @topics_app.command("describe")
 def describe(
     topic: list[str] = typer.Option([], "--topic", "-t", help="Topic (default: all)."),
+    as_json: bool = typer.Option(False, "--json", help="One JSON document."),
     bootstrap: str | None = bootstrap_option(),
 ) -> None:
     """Partitions, leaders, replicas and config overrides, in kafka-topics' layout."""
 
-    def go(a: AdminClient) -> list[str]:
-        lines = []
+    def go(a: AdminClient) -> list[dict[str, Any]]:
+        docs = []
         for name, t in a.describe_topics(topic or None).items():
             configs = a.describe_configs(name)
-            overrides = ",".join(f"{k}={c.value}" for k, c in sorted(configs.items())
-                                 if not c.is_default and c.source == 1)
-            rf = max((len(p.replicas) for p in t.partitions.values()), default=0)
-            lines.append(f"Topic: {name}\tPartitionCount: {len(t.partitions)}\t"
-                         f"ReplicationFactor: {rf}\tConfigs: {overrides}")
-            for p in sorted(t.partitions.values(), key=lambda p: p.partition):
-                lines.append(f"\tTopic: {name}\tPartition: {p.partition}\tLeader: {p.leader}\t"
-                             f"Replicas: {','.join(map(str, p.replicas))}\t"
-                             f"Isr: {','.join(map(str, p.isr))}")
-        return lines
+            docs.append({
+                "topic": name,
+                "partition_count": len(t.partitions),
+                "replication_factor": max((len(p.replicas) for p in t.partitions.values()),
+                                          default=0),
+                "configs": {k: c.value for k, c in sorted(configs.items())
+                            if not c.is_default and c.source == 1},
+                "partitions": [{"partition": p.partition, "leader": p.leader,
+                                "replicas": list(p.replicas), "isr": list(p.isr)}
+                               for p in sorted(t.partitions.values(),
+                                               key=lambda p: p.partition)],
+            })
+        return docs
 
-    for line in _run(bootstrap, go):
-        typer.echo(line)
+    docs = _run(bootstrap, go)
+    if as_json:
+        typer.echo(json.dumps(docs, indent=1))
+        return
+    for d in docs:
+        overrides = ",".join(f"{k}={v}" for k, v in d["configs"].items())
+        typer.echo(f"Topic: {d['topic']}\tPartitionCount: {d['partition_count']}\t"
+                   f"ReplicationFactor: {d['replication_factor']}\tConfigs: {overrides}")
+        for p in d["partitions"]:
+            typer.echo(f"\tTopic: {d['topic']}\tPartition: {p['partition']}\t"
+                       f"Leader: {p['leader']}\t"
+                       f"Replicas: {','.join(map(str, p['replicas']))}\t"
+                       f"Isr: {','.join(map(str, p['isr']))}")
 
 
 @topics_app.command("delete")

@@ -122,3 +122,20 @@ def test_key_separator_fast_path_prints_what_the_format_path_prints(broker) -> N
         slow = consume(broker.bootstrap, "-t", "ksep", *extra, "-f", "%k=>%s\\n")
         assert fast.returncode == slow.returncode == 0, fast.stderr + slow.stderr
         assert fast.stdout == slow.stdout and fast.stdout
+
+
+def test_topic_pattern_must_match_the_whole_name(broker) -> None:
+    """Kafka's tools match --topic-pattern against the whole name (Java's matches()):
+    '^gree' matches no topic 'greetings', and the error says so and what to write."""
+    from confluent_kafka import Producer
+
+    p = Producer({"bootstrap.servers": broker.bootstrap})
+    p.produce("greetings", value=b"hello", partition=0)
+    assert p.flush(30) == 0
+    r = consume(broker.bootstrap, "--topic-pattern", "^gree", "--from-beginning")
+    assert r.returncode == 1
+    err = r.stderr.decode()
+    assert "must match the whole topic name" in err and "'^gree.*'" in err, err
+    assert err.startswith("error: ")
+    r = consume(broker.bootstrap, "--topic-pattern", "^gree.*", "--from-beginning")
+    assert r.returncode == 0 and r.stdout == b"hello\n", r.stderr

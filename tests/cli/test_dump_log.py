@@ -277,3 +277,24 @@ def test_bad_input_is_a_sentence_not_a_traceback(tmp_path: Path) -> None:
     r = run(str(noise), "--print-data-log")
     assert "Traceback" not in r.stderr
     assert r.stdout.splitlines()[1] == "Log starting offset: 42"
+
+
+def test_nothing_dumped_is_an_error(tmp_path: Path) -> None:
+    """A directory or a file that is no segment: the "Ignoring" note, then one error line
+    and a non-zero exit, so scripts see that nothing was dumped."""
+    notes = tmp_path / "notalog.txt"
+    notes.write_text("x")
+    for target in (tmp_path, notes):
+        r = run(str(target))
+        assert r.returncode == 2, (target, r.stderr)
+        assert f"Ignoring unknown file {target}" in r.stderr
+        assert "error: nothing was dumped" in r.stderr
+        assert r.stdout == ""
+    r = run(str(tmp_path))
+    assert f"{tmp_path / '*.log'}" in r.stderr  # a directory: how to name its files
+
+
+def test_errors_use_the_one_error_style(tmp_path: Path) -> None:
+    r = run(str(tmp_path / "missing.log"))
+    assert r.returncode == 2
+    assert f"error: Cannot dump {tmp_path / 'missing.log'}: file not found" in r.stderr

@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
+
+from kafkactl.cli.produce import CHUNK
 
 KAFKACTL = [sys.executable, "-m", "kafkactl"]
 
@@ -132,3 +137,144 @@ def test_keyed_lines_land_where_the_java_client_would_put_them(broker, partition
     for p in range(partitions):
         assert [kv for kv in got[p] if kv[0] is not None] == expected[p]
     assert sum(map(len, got.values())) == len(lines)
+
+
+# -- a produce that fails part-way: acknowledged records stay, every other one is reported
+# (and kept with --failed-file), one line says how many, the exit code is not 0 ---------------
+
+def kcat_values(bootstrap: str, topic: str) -> list[bytes]:
+    return kcat_read(bootstrap, topic, "%s\n").split(b"\n")[:-1]
+
+
+def test_any_exception_part_way_flushes_what_was_accepted(broker, tmp_path: Path) -> None:
+    """A user partitioner (`--partitioner module:function`) that raises IndexError at the
+    1,501st record: the 1,500 before it are stored, the other 1,500 are in --failed-file,
+    one line counts them, no traceback."""
+    (tmp_path / "flaky_partitioner.py").write_text(
+        "import itertools\n"
+        "_seen = itertools.count()\n"
+        "def partition(topic, key, num_partitions):\n"
+        "    return [0][next(_seen) // 1500]\n")
+    env = {**os.environ, "PYTHONPATH": f"{tmp_path}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+    lines = [b"record %d" % i for i in range(3000)]
+    failed = tmp_path / "failed"
+    r = subprocess.run(KAFKACTL + ["produce", "-b", broker.bootstrap, "-t", "flaky",
+                                   "--partitioner", "flaky_partitioner:partition",
+                                   "--failed-file", str(failed)],
+                       input=b"\n".join(lines) + b"\n", capture_output=True, timeout=60, env=env)
+    assert r.returncode == 1, r.stderr
+    assert b"Traceback" not in r.stderr
+    err = r.stderr.decode().strip().splitlines()
+    assert len(err) == 1, err
+    assert err[0].startswith("error: 1,500 of 3,000 records acknowledged, 1,500 not "
+                             "(1,500 read but never sent): IndexError"), err
+    assert kcat_values(broker.bootstrap, "flaky") == lines[:1500]
+    assert failed.read_bytes() == b"".join(line + b"\n" for line in lines[1500:])
+
+
+def test_a_record_refused_part_way_in_sync_mode(broker_factory, tmp_path: Path) -> None:
+    """`--sync` against a broker whose message.max.bytes refuses the 101st record: the
+    100 before it are stored; the refused one and the 100 never sent are in --failed-file."""
+    b = broker_factory(message_max_bytes="2000")
+    lines = [b"small %d" % i for i in range(100)] + [b"x" * 5000] + \
+        [b"after %d" % i for i in range(100)]
+    failed = tmp_path / "failed"
+    r = run(["produce", "-b", b.bootstrap, "-t", "big", "--sync", "--failed-file", str(failed)],
+            b"\n".join(lines) + b"\n")
+    assert r.returncode == 1, r.stderr
+    err = r.stderr.decode().strip().splitlines()
+    assert len(err) == 1, err
+    assert err[0].startswith("error: 100 of 201 records acknowledged, 101 not "
+                             "(100 read but never sent): "), err
+    assert "max.message.bytes" in err[0] and str(failed) in err[0]
+    assert kcat_values(b.bootstrap, "big") == lines[:100]
+    assert failed.read_bytes() == b"".join(line + b"\n" for line in lines[100:])
+
+
+def test_topic_creation_failure_keeps_every_record_read(broker_factory, tmp_path: Path) -> None:
+    b = broker_factory(auto_create_topics_enable="false")
+    failed = tmp_path / "failed"
+    r = run(["produce", "-b", b.bootstrap, "-t", "absent", "--failed-file", str(failed)],
+            b"a\nb\nc\n")
+    assert r.returncode == 1
+    err = r.stderr.decode().strip().splitlines()
+    assert len(err) == 1 and "0 of 0" not in err[0], err
+    assert err[0].startswith("error: 0 of 3 records acknowledged, 3 not (3 read but never "
+                             "sent): topic 'absent' does not exist"), err
+    assert failed.read_bytes() == b"a\nb\nc\n"
+    r = run(["produce", "-b", b.bootstrap, "-t", "absent"], b"a\n")  # no --failed-file
+    assert r.returncode == 1 and b"--failed-file" in r.stderr
+
+
+def test_broker_killed_mid_stream(broker_factory, tmp_path: Path) -> None:
+    """Keyed records over 3 partitions; the broker dies part-way. After it comes back,
+    the topic holds at least the acknowledged records, the topic plus --failed-file is
+    every input line, and the failed file holds exactly as many lines as the message says
+    were not acknowledged."""
+    b = broker_factory()
+    assert run(["topics", "create", "-b", b.bootstrap, "-t", "k3", "--partitions",
+                "3"]).returncode == 0
+    failed = tmp_path / "failed"
+    p = subprocess.Popen(KAFKACTL + ["produce", "-b", b.bootstrap, "-t", "k3", "-K", ":",
+                                     "--failed-file", str(failed),
+                                     "-X", "delivery.timeout.ms=4000",
+                                     "-X", "request.timeout.ms=1000",
+                                     "-X", "max.block.ms=2000"],
+                         stdin=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert p.stdin is not None
+    # at least one read's worth (read_records reads up to CHUNK bytes at a time)
+    first = [b"k%d:first %d" % (i % 7, i) for i in range(CHUNK // 14 + 1)]
+    data = b"\n".join(first) + b"\n"
+    p.stdin.write(data)
+    p.stdin.flush()
+    deadline = time.monotonic() + 60
+    while stored_count(b.bootstrap, "k3", 3) < data.count(b"\n", 0, CHUNK):
+        assert time.monotonic() < deadline, "the first records never arrived"
+        time.sleep(0.1)
+    b.kill()
+    second = [b"k%d:second %d" % (i % 7, i) for i in range(len(first))]
+    _, stderr = p.communicate(b"\n".join(second) + b"\n", timeout=90)
+    assert p.returncode == 1, stderr
+    err = stderr.decode().strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error: "), err
+    acked, total = (int(x.replace(",", "")) for x in err[0].split()[1:4:2])
+    # (records the broker stored may still be unacknowledged: it died before answering)
+    assert total == 2 * len(first) and acked < total
+    kept = failed.read_bytes().split(b"\n")[:-1]
+    assert len(kept) == total - acked
+    b.start()
+    stored = kcat_read(b.bootstrap, "k3", "%k:%s\n").split(b"\n")[:-1]
+    assert len(set(stored)) >= acked  # every acknowledged record is there
+    assert set(stored) | set(kept) == set(first + second)
+
+
+def stored_count(bootstrap: str, topic: str, partitions: int) -> int:
+    from kafka import KafkaConsumer, TopicPartition
+
+    c = KafkaConsumer(bootstrap_servers=bootstrap)
+    try:
+        ends = c.end_offsets([TopicPartition(topic, p) for p in range(partitions)])
+    finally:
+        c.close()
+    return sum(ends.values())
+
+
+def test_ctrl_c_before_any_record_says_nothing(broker) -> None:
+    p = subprocess.Popen(KAFKACTL + ["produce", "-b", broker.bootstrap, "-t", "idle"],
+                         stdin=subprocess.PIPE, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 30
+    while b"pipe_read" not in _wchan(p.pid):  # blocked reading stdin: started, nothing read
+        assert time.monotonic() < deadline and p.poll() is None
+        time.sleep(0.02)
+    p.send_signal(signal.SIGINT)
+    _, stderr = p.communicate(timeout=30)
+    assert p.returncode == 130
+    assert stderr == b""
+
+
+def _wchan(pid: int) -> bytes:
+    """Where the process sleeps in the kernel (Linux)."""
+    try:
+        return Path(f"/proc/{pid}/wchan").read_bytes()
+    except OSError:
+        return b""

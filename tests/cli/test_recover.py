@@ -150,3 +150,12 @@ def test_legacy_and_v2_mixed_partition(tmp_path: Path) -> None:
     assert seg["valid_batches"] == 2 and seg["bytes_truncated"] == 2 and seg["last_offset"] == 2
     assert (part / "00000000000000000000.log").read_bytes() == data
     assert [b.last_offset for b in iter_batches(data)] == [1, 2]
+
+
+def test_an_existing_file_is_not_a_partition_directory(tmp_path: Path) -> None:
+    readme = tmp_path / "README.md"
+    readme.write_text("# not a log\n")
+    r = runner.invoke(app, ["recover", str(readme)])
+    assert r.exit_code == 2
+    assert f"error: {readme} is a file, not a partition directory" in r.output
+    assert "does not exist" not in r.output

@@ -81,10 +81,28 @@ def test_two_consume_group_processes_split_partitions(broker_factory: Any,
     assert r.returncode == 0, r.stderr
     before = shown[("cli6", 0)]["current_offset"]
     assert offsets_show(b.bootstrap, "G")[("cli6", 0)]["current_offset"] == max(0, before - 2)
-    r = kafkactl("offsets", "delete", "--group", "G", "--topic", "cli6", "-b", b.bootstrap)
+    # delete is a dry run unless --execute, like reset
+    kept = offsets_show(b.bootstrap, "G")
+    r = kafkactl("offsets", "delete", "-G", "G", "--topic", "cli6", "-b", b.bootstrap)
     assert r.returncode == 0, r.stderr
+    assert "Would delete the offset of cli6-0" in r.stdout and "Dry run" in r.stderr
+    assert offsets_show(b.bootstrap, "G") == kept
+    r = kafkactl("offsets", "delete", "-g", "G", "--topic", "cli6", "--execute",
+                 "-b", b.bootstrap)
+    assert r.returncode == 0, r.stderr
+    assert "Deleted the offset of cli6-0" in r.stdout
     assert offsets_show(b.bootstrap, "G") == {}
     r = kafkactl("offsets", "show", "--all", "--json", "-b", b.bootstrap)
     assert r.returncode == 0
-    r = kafkactl("rebalance", "--group", "nope", "-b", b.bootstrap)
+    # the whole (inactive) group: a dry run first, then --execute
+    r = kafkactl("offsets", "delete", "-G", "G", "-b", b.bootstrap)
+    assert r.returncode == 0 and "Would delete group G" in r.stdout, r.stderr
+    r = kafkactl("rebalance", "-G", "G", "--json", "-b", b.bootstrap)
+    assert r.returncode == 0 and json.loads(r.stdout)["state"] == "Empty"  # still there
+    r = kafkactl("offsets", "delete", "-G", "G", "--execute", "-b", b.bootstrap)
+    assert r.returncode == 0 and "Deleted group G" in r.stdout, r.stderr
+    r = kafkactl("rebalance", "-G", "G", "-b", b.bootstrap)
     assert r.returncode == 1 and "does not exist" in r.stderr
+    for flag in ("--group", "-G", "-g"):  # one group flag everywhere, -g accepted too
+        r = kafkactl("rebalance", flag, "nope", "-b", b.bootstrap)
+        assert r.returncode == 1 and "does not exist" in r.stderr
