@@ -26,7 +26,7 @@ _kafkactl() {
                 'recover:Validate and repair log segments offline\: cut torn or corrupt tails, rebuild indexes.'
                 'rebalance:Members, their current assignment and the range assignment for the group.'
                 'topics:Create, list, describe, alter and delete topics.'
-                'offsets:Show, reset and delete consumer-group offsets.'
+                'offsets:Show, reset, delete and migrate consumer-group offsets.'
                 'configs:Describe and alter topic and broker configs (kafka-configs).'
             )
             _describe -t commands 'kafkactl command' commands ;;
@@ -56,6 +56,7 @@ _kafkactl_serve() {
         '(-d --data-dir)-d[Log directory (default ./kafkactl-data).]:DATA_DIR:_files' \
         '(-d --data-dir)--data-dir[Log directory (default ./kafkactl-data).]:DATA_DIR:_files' \
         '--broker-id[broker.id (default 0).]:BROKER_ID: ' \
+        '--zookeeper[zookeeper.connect\: register this broker, its cluster id and its topics in ZooKeeper (default\: standalone, no ZooKeeper).]:HOST\:PORT\[/CHROOT\]: ' \
         '--log-level[debug, info, warning or error. \[default\: info\]]:LOG_LEVEL: ' \
         '(-h --help)-h[Show this message and exit.]' \
         '(-h --help)--help[Show this message and exit.]'
@@ -88,6 +89,7 @@ _kafkactl_produce() {
         '*--property[Any producer property key=value (repeatable).]:PROP: ' \
         '(-b --bootstrap-server)-b[Broker(s) host\:port\[,host\:port\]; default $KAFKACTL_BOOTSTRAP or 127.0.0.1\:9092.]:BOOTSTRAP: ' \
         '(-b --bootstrap-server)--bootstrap-server[Broker(s) host\:port\[,host\:port\]; default $KAFKACTL_BOOTSTRAP or 127.0.0.1\:9092.]:BOOTSTRAP: ' \
+        '--zookeeper[Find the brokers in ZooKeeper'\''s registry (/brokers/ids) and follow it; -b/--bootstrap-server is the static alternative.]:HOST\:PORT\[/CHROOT\]: ' \
         '(-q --quiet)-q[No progress or summary.]' \
         '(-q --quiet)--quiet[No progress or summary.]' \
         '--failed-file[Write records that were not acknowledged here.]:FAILED_FILE:_files' \
@@ -122,6 +124,9 @@ _kafkactl_consume() {
         '(-G -g --group)--group[Consume as a member of this consumer group\: the group assigns the partitions and the consumed offsets are committed.]:GROUP: ' \
         '(-b --bootstrap-server)-b[Broker(s) host\:port\[,host\:port\]; default $KAFKACTL_BOOTSTRAP or 127.0.0.1\:9092.]:BOOTSTRAP: ' \
         '(-b --bootstrap-server)--bootstrap-server[Broker(s) host\:port\[,host\:port\]; default $KAFKACTL_BOOTSTRAP or 127.0.0.1\:9092.]:BOOTSTRAP: ' \
+        '--zookeeper[With --group\: a ZooKeeper-coordinated group (the seed'\''s consumer\: members, partition owners and offsets under /consum...]:HOST\:PORT\[/CHROOT\]: ' \
+        '--offsets-storage[With --zookeeper\: where offsets are kept, zookeeper or kafka (the broker). \[default\: zookeeper\]]:OFFSETS_STORAGE: ' \
+        '--dual-commit[With --offsets-storage kafka\: commit to ZooKeeper too (the migration step).]' \
         '(-q --quiet)-q[No summary on stderr.]' \
         '(-q --quiet)--quiet[No summary on stderr.]' \
         '(-h --help)-h[Show this message and exit.]' \
@@ -165,6 +170,7 @@ _kafkactl_rebalance() {
         '--timeout[Seconds to wait for a triggered rebalance. \[default\: 60.0\]]:TIMEOUT: ' \
         '(-b --bootstrap-server)-b[Broker(s) host\:port\[,host\:port\]; default $KAFKACTL_BOOTSTRAP or 127.0.0.1\:9092.]:BOOTSTRAP: ' \
         '(-b --bootstrap-server)--bootstrap-server[Broker(s) host\:port\[,host\:port\]; default $KAFKACTL_BOOTSTRAP or 127.0.0.1\:9092.]:BOOTSTRAP: ' \
+        '--zookeeper[A ZooKeeper-coordinated group (consume --zookeeper)\: members, owners and the seed'\''s plan from /consumers/GROUP.]:HOST\:PORT\[/CHROOT\]: ' \
         '(-h --help)-h[Show this message and exit.]' \
         '(-h --help)--help[Show this message and exit.]'
 }
@@ -273,6 +279,7 @@ _kafkactl_offsets() {
                 'show:Per partition\: committed offset, log end offset and lag (plus the owning member).'
                 'reset:Reset a group'\''s offsets (dry run unless --execute; the group must be inactive).'
                 'delete:Delete a group'\''s offsets for a topic, or (without --topic) the whole inactive group (dry run unless --execute).'
+                'migrate:Move consumer offsets from ZooKeeper into the broker and verify them.'
             )
             _describe -t commands 'kafkactl command' commands ;;
         argument)
@@ -280,6 +287,7 @@ _kafkactl_offsets() {
                 show) _kafkactl_offsets_show ;;
                 reset) _kafkactl_offsets_reset ;;
                 delete) _kafkactl_offsets_delete ;;
+                migrate) _kafkactl_offsets_migrate ;;
             esac ;;
     esac
 }
@@ -325,6 +333,23 @@ _kafkactl_offsets_delete() {
         '*-t[Only this topic'\''s offsets (T or T\:P,P).]:TOPIC: ' \
         '*--topic[Only this topic'\''s offsets (T or T\:P,P).]:TOPIC: ' \
         '--execute[Delete (default\: dry run, show what would go).]' \
+        '--json[JSON output.]' \
+        '(-b --bootstrap-server)-b[Broker(s) host\:port\[,host\:port\]; default $KAFKACTL_BOOTSTRAP or 127.0.0.1\:9092.]:BOOTSTRAP: ' \
+        '(-b --bootstrap-server)--bootstrap-server[Broker(s) host\:port\[,host\:port\]; default $KAFKACTL_BOOTSTRAP or 127.0.0.1\:9092.]:BOOTSTRAP: ' \
+        '(-h --help)-h[Show this message and exit.]' \
+        '(-h --help)--help[Show this message and exit.]'
+}
+
+_kafkactl_offsets_migrate() {
+    _arguments -s -S \
+        '--zookeeper[The ZooKeeper the groups committed to. \[required\]]:HOST\:PORT\[/CHROOT\]: ' \
+        '*-G[A group to migrate (repeatable).]:GROUP: ' \
+        '*-g[A group to migrate (repeatable).]:GROUP: ' \
+        '*--group[A group to migrate (repeatable).]:GROUP: ' \
+        '--all-groups[Every group under /consumers.]' \
+        '--dry-run[Show what would move; write nothing anywhere.]' \
+        '--overwrite[Also replace newer offsets the broker holds and take offsets past the log end.]' \
+        '--delete-source[After every partition of a group verified, delete its ZooKeeper offsets.]' \
         '--json[JSON output.]' \
         '(-b --bootstrap-server)-b[Broker(s) host\:port\[,host\:port\]; default $KAFKACTL_BOOTSTRAP or 127.0.0.1\:9092.]:BOOTSTRAP: ' \
         '(-b --bootstrap-server)--bootstrap-server[Broker(s) host\:port\[,host\:port\]; default $KAFKACTL_BOOTSTRAP or 127.0.0.1\:9092.]:BOOTSTRAP: ' \

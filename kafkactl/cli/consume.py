@@ -158,6 +158,10 @@ def plain_lines(batch: Any, fetch_offset: int, sep: bytes | None, limit: int | N
     return b"".join(parts), n  # type: ignore[arg-type]  # no None is left
 
 
+def _terminate(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt
+
+
 def _group_source(group: str) -> Any:
     """Consumer groups: `--group G` consumes through kafkactl.client.group.GroupConsumer."""
     from kafkactl.client.group import GroupConsumer
@@ -196,17 +200,37 @@ def consume(
         help="Consume as a member of this consumer group: the group assigns the "
              "partitions and the consumed offsets are committed."),
     bootstrap: str | None = bootstrap_option(),
+    zookeeper: str | None = typer.Option(
+        None, "--zookeeper", metavar="HOST:PORT[/CHROOT]",
+        help="With --group: a ZooKeeper-coordinated group (the seed's consumer: members, "
+             "partition owners and offsets under /consumers/GROUP); brokers are found in "
+             "/brokers/ids unless -b is given."),
+    offsets_storage: str = typer.Option(
+        "zookeeper", "--offsets-storage",
+        help="With --zookeeper: where offsets are kept, zookeeper or kafka (the broker)."),
+    dual_commit: bool = typer.Option(
+        False, "--dual-commit",
+        help="With --offsets-storage kafka: commit to ZooKeeper too (the migration step)."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No summary on stderr."),
 ) -> None:
     """Print records of the given topics to stdout (value per line by default)."""
     from kafkactl.client.consumer import Consumer
     from kafkactl.client.errors import ClientError
     from kafkactl.client.fetcher import EARLIEST, LATEST, ConsumerRecord
+    from kafkactl.cluster.zookeeper import ZooKeeperUnavailable
     from kafkactl.protocol.errors import KafkaError
     from kafkactl.record.errors import RecordError
 
     if not topic and not topic_pattern:
         raise fail("give -t/--topic (repeatable) or --topic-pattern", 2)
+    if zookeeper and not group:
+        raise fail("--zookeeper needs -G/--group (a ZooKeeper consumer group)", 2)
+    if offsets_storage not in ("zookeeper", "kafka"):
+        raise fail("--offsets-storage must be zookeeper or kafka", 2)
+    if dual_commit and offsets_storage != "kafka":
+        raise fail("--dual-commit goes with --offsets-storage kafka", 2)
+    if zookeeper and topic and topic_pattern:
+        raise fail("a ZooKeeper consumer takes -t/--topic or --topic-pattern, not both", 2)
     if offset is not None and from_beginning:
         raise fail("--offset and --from-beginning are mutually exclusive", 2)
     try:
@@ -235,13 +259,23 @@ def consume(
     source = _group_source(group) if group else None
 
     signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGTERM, _terminate)  # like Ctrl-C: commit, leave the group, exit
     out = RecordWriter()
     t0 = time.monotonic()
     consumer: Consumer | None = None
     closed = False
     try:
         reset = "earliest" if start[0] == "earliest" else "latest"
-        if source is not None:  # --group: the group assigns partitions, offsets committed
+        if zookeeper:  # the seed's ZooKeeper-coordinated group
+            from kafkactl.client.zookeeper_consumer import ZookeeperConsumer
+
+            consumer = ZookeeperConsumer(
+                *topic, group_id=group or "", zookeeper=zookeeper,
+                pattern=topic_pattern or exclude_pattern, blacklist=bool(exclude_pattern
+                                                                      and not topic_pattern),
+                bootstrap_servers=bootstrap, auto_offset_reset=reset,
+                offsets_storage=offsets_storage, dual_commit=dual_commit)
+        elif source is not None:  # --group: the group assigns partitions, offsets committed
             consumer = source(*topic, group_id=group, bootstrap_servers=bootstrap,
                               pattern=topic_pattern, auto_offset_reset=reset)
         else:
@@ -249,9 +283,9 @@ def consume(
                                 exclude=exclude_pattern, partitions=partition or None,
                                 auto_offset_reset=reset)
         tps = sorted(consumer.assignment())
-        if not tps and source is None:
+        if not tps and source is None and not zookeeper:
             raise fail(_no_partitions_message(topic, topic_pattern, exclude_pattern), 1)
-        if source is None:
+        if source is None and not zookeeper:
             _position(consumer, tps, start)
         ends = consumer.end_offsets(tps) if exit_at_end else {}
         remaining = max_messages
@@ -293,7 +327,7 @@ def consume(
         pass
     except StdoutClosed:
         closed = True  # the reader went away: the EPIPE rule, after the summary
-    except (ClientError, KafkaError, RecordError, ValueError) as e:
+    except (ClientError, KafkaError, RecordError, ValueError, ZooKeeperUnavailable) as e:
         raise fail(str(e)) from None
     finally:
         if consumer is not None:

@@ -1,5 +1,6 @@
-"""`kafkactl offsets show|reset|delete`: committed offsets of consumer groups
-(kafka-consumer-groups --describe / --reset-offsets / --delete[-offsets])."""
+"""`kafkactl offsets show|reset|delete|migrate`: committed offsets of consumer groups
+(kafka-consumer-groups --describe / --reset-offsets / --delete[-offsets]; `migrate` moves
+ZooKeeper-stored offsets into the broker, in kafkactl.cli.offsets_migrate)."""
 
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ if TYPE_CHECKING:  # the client is imported when a command runs, so --help stays
     from kafkactl.client.group.group_admin import GroupAdmin
     from kafkactl.client.kafka_client import KafkaClient
 
-offsets_app = typer.Typer(help="Show, reset and delete consumer-group offsets.",
+offsets_app = typer.Typer(help="Show, reset, delete and migrate consumer-group offsets.",
                           no_args_is_help=True)
 T = TypeVar("T")
 TopicPartition = tuple[str, int]
@@ -321,4 +322,7 @@ def delete(group: str = typer.Option(..., "--group", "-G", "-g", help="The group
 
 
 def register(app: typer.Typer) -> None:
+    from kafkactl.cli.offsets_migrate import migrate
+
+    offsets_app.command("migrate")(migrate)
     app.add_typer(offsets_app, name="offsets")

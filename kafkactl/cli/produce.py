@@ -266,6 +266,10 @@ def produce(
     prop: list[str] = typer.Option([], "--property", "-X",
                                    help="Any producer property key=value (repeatable)."),
     bootstrap: str | None = bootstrap_option(),
+    zookeeper: str | None = typer.Option(
+        None, "--zookeeper", metavar="HOST:PORT[/CHROOT]",
+        help="Find the brokers in ZooKeeper's registry (/brokers/ids) and follow it; "
+             "-b/--bootstrap-server is the static alternative."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress or summary."),
     failed_file: Path | None = typer.Option(
         None, "--failed-file", help="Write records that were not acknowledged here."),
@@ -298,10 +302,26 @@ def produce(
         "buffer_memory": max(64 << 20, 4 * batch_size), "sync": sync,
     }
     stats = Stats()
+    discovery = None
     try:
+        if zookeeper:
+            from kafkactl.client.zookeeper_discovery import ZookeeperBrokerDiscovery
+
+            if bootstrap:
+                raise ValueError("give --zookeeper or -b/--bootstrap-server, not both")
+            discovery = ZookeeperBrokerDiscovery(zookeeper)
+            kwargs["bootstrap_servers"] = discovery.bootstrap()
         producer = Producer.from_properties(props, **kwargs)
-    except (ValueError, ClientError) as e:
-        raise fail(str(e), 2) from None
+        if discovery is not None:
+            discovery.attach(producer.client)
+    except Exception as e:  # noqa: BLE001 - ZooKeeper, config and client errors alike
+        if discovery is not None:
+            discovery.close()
+        from kafkactl.cluster.zookeeper import ZooKeeperUnavailable
+
+        if not isinstance(e, ValueError | ClientError | ZooKeeperUnavailable):
+            raise
+        raise fail(str(e), 2 if isinstance(e, ValueError) else 1) from None
     producer.add_batch_callback(stats.on_batch)
     keep = failed_file is not None
     stop = threading.Event()
@@ -329,6 +349,8 @@ def produce(
     except Exception as e:  # noqa: BLE001
         error = error or e
     producer.abort()
+    if discovery is not None:
+        discovery.close()
     stop.set()
     if progress is not None:
         progress.join(1.0)

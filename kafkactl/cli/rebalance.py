@@ -28,9 +28,22 @@ def rebalance(group: str = typer.Option(..., "--group", "-G", "-g", help="The co
               timeout: float = typer.Option(60.0, "--timeout",
                                             help="Seconds to wait for a triggered "
                                                  "rebalance."),
-              bootstrap: str | None = bootstrap_option()) -> None:
+              bootstrap: str | None = bootstrap_option(),
+              zookeeper: str | None = typer.Option(
+                  None, "--zookeeper", metavar="HOST:PORT[/CHROOT]",
+                  help="A ZooKeeper-coordinated group (consume --zookeeper): members, "
+                       "owners and the seed's plan from /consumers/GROUP.")) -> None:
     """Members, their current assignment and the range assignment for the group."""
     from rich.table import Table
+
+    if zookeeper:
+        from kafkactl.cli.rebalance_zookeeper import zookeeper_rebalance
+
+        zookeeper_rebalance(group, zookeeper, as_json=as_json,
+                            trigger=do_trigger and not dry_run, timeout=timeout)
+        if do_trigger and dry_run:
+            typer.echo("Dry run: no rebalance was triggered.", err=True)
+        return
 
     from kafkactl.client.errors import ClientError
     from kafkactl.client.group.group_admin import GroupAdmin

@@ -42,6 +42,10 @@ def serve(
     data_dir: Path | None = typer.Option(
         None, "--data-dir", "-d", help="Log directory (default ./kafkactl-data)."),
     broker_id: int | None = typer.Option(None, "--broker-id", help="broker.id (default 0)."),
+    zookeeper: str | None = typer.Option(
+        None, "--zookeeper", metavar="HOST:PORT[/CHROOT]",
+        help="zookeeper.connect: register this broker, its cluster id and its topics in "
+             "ZooKeeper (default: standalone, no ZooKeeper)."),
     log_level: str = typer.Option("info", "--log-level", help="debug, info, warning or error."),
 ) -> None:
     """Run a Kafka broker in the foreground (Ctrl-C or SIGTERM stops it cleanly)."""
@@ -64,6 +68,8 @@ def serve(
         flags["log.dirs"] = str(data_dir)
     if broker_id is not None:
         flags["broker.id"] = str(broker_id)
+    if zookeeper is not None:
+        flags["zookeeper.connect"] = zookeeper
     try:
         cfg = BrokerConfig.build(config_file=config, flags=flags, overrides=override)
     except ConfigError as e:

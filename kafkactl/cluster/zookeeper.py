@@ -30,11 +30,15 @@ def split_connect(connect: str) -> tuple[str, str]:
 
 
 def connect(connect_string: str, *, timeout_s: float = 18.0,
-            session_timeout_s: float = 18.0, create_chroot: bool = True) -> KazooClient:
+            session_timeout_s: float = 18.0, create_chroot: bool = True,
+            what: str = "zookeeper.connect") -> KazooClient:
     """A started KazooClient rooted at the connect string's chroot (created when missing,
-    as Kafka does). Raises ZooKeeperUnavailable after `timeout_s` without a session."""
+    as Kafka does). Raises ZooKeeperUnavailable after `timeout_s` without a session, naming
+    the connect string and `what` it came from (a config key or a flag)."""
     from kazoo.client import KazooClient
     from kazoo.handlers.threading import KazooTimeoutError
+
+    _quiet_kazoo()
 
     hosts, chroot = split_connect(connect_string)
     if chroot and create_chroot:
@@ -44,7 +48,7 @@ def connect(connect_string: str, *, timeout_s: float = 18.0,
         except KazooTimeoutError:
             root.close()
             raise ZooKeeperUnavailable(
-                f"cannot reach ZooKeeper at {connect_string} (zookeeper.connect) within "
+                f"cannot reach ZooKeeper at {connect_string} ({what}) within "
                 f"{timeout_s:g} s") from None
         try:
             root.ensure_path(chroot)
@@ -57,9 +61,20 @@ def connect(connect_string: str, *, timeout_s: float = 18.0,
     except KazooTimeoutError:
         zk.close()
         raise ZooKeeperUnavailable(
-            f"cannot reach ZooKeeper at {connect_string} (zookeeper.connect) within "
+            f"cannot reach ZooKeeper at {connect_string} ({what}) within "
             f"{timeout_s:g} s") from None
     return zk
+
+
+def _quiet_kazoo() -> None:
+    """In a command-line tool (no logging configured), kazoo's retry chatter would go to
+    stderr through logging's last-resort handler; our own error says what failed. A broker
+    (logging configured) keeps kazoo's lines in its log."""
+    if not logging.getLogger().handlers:
+        kazoo_log = logging.getLogger("kazoo")
+        if not kazoo_log.handlers:
+            kazoo_log.addHandler(logging.NullHandler())
+            kazoo_log.propagate = False
 
 
 def close(zk: KazooClient) -> None:

@@ -1,0 +1,106 @@
+"""`kafkactl offsets migrate`: consumer offsets from ZooKeeper (/consumers/GROUP/offsets)
+into the broker's offset manager, verified by reading them back (seed 002's migration).
+The work is kafkactl.client.offsets_migrate; this module parses and renders."""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Any
+
+import typer
+
+from kafkactl.cli._client_options import bootstrap_option, fail
+from kafkactl.cli._output import print_table
+
+if TYPE_CHECKING:
+    from kafkactl.client.offsets_migrate import GroupResult
+
+
+def migrate(
+    zookeeper: str = typer.Option(..., "--zookeeper", metavar="HOST:PORT[/CHROOT]",
+                                  help="The ZooKeeper the groups committed to."),
+    group: list[str] = typer.Option([], "--group", "-G", "-g",
+                                    help="A group to migrate (repeatable)."),
+    all_groups: bool = typer.Option(False, "--all-groups",
+                                    help="Every group under /consumers."),
+    dry_run: bool = typer.Option(False, "--dry-run",
+                                 help="Show what would move; write nothing anywhere."),
+    overwrite: bool = typer.Option(
+        False, "--overwrite",
+        help="Also replace newer offsets the broker holds and take offsets past the log "
+             "end."),
+    delete_source: bool = typer.Option(
+        False, "--delete-source",
+        help="After every partition of a group verified, delete its ZooKeeper offsets."),
+    as_json: bool = typer.Option(False, "--json", help="JSON output."),
+    bootstrap: str | None = bootstrap_option(),
+) -> None:
+    """Move consumer offsets from ZooKeeper into the broker and verify them."""
+    from kafkactl.client import offsets_migrate as om
+    from kafkactl.client.consumer import SimpleConsumer
+    from kafkactl.client.errors import ClientError
+    from kafkactl.client.group.group_admin import GroupAdmin
+    from kafkactl.cluster import consumer_registry
+    from kafkactl.cluster import zookeeper as zkconn
+    from kafkactl.protocol.errors import KafkaError
+
+    if bool(group) == all_groups:
+        raise fail("give -G/--group (repeatable) or --all-groups", 2)
+    if dry_run and delete_source:
+        raise fail("--dry-run deletes nothing: drop --delete-source or --dry-run", 2)
+    try:
+        zk = zkconn.connect(zookeeper, timeout_s=10, create_chroot=False,
+                            what="--zookeeper")
+    except (zkconn.ZooKeeperUnavailable, ValueError) as e:
+        raise fail(str(e)) from None
+    try:
+        groups = consumer_registry.groups(zk) if all_groups else list(group)
+        simple = SimpleConsumer(bootstrap, client_id="kafkactl-offsets-migrate")
+        try:
+            results = om.migrate(zk, GroupAdmin(simple.client), simple, groups,
+                                 dry_run=dry_run, overwrite=overwrite,
+                                 delete_source=delete_source)
+        finally:
+            simple.close()
+    except (ClientError, KafkaError) as e:
+        raise fail(str(e)) from None
+    finally:
+        zkconn.close(zk)
+    if as_json:
+        typer.echo(json.dumps({"dry_run": dry_run, "groups": [_doc(r) for r in results]},
+                              indent=1))
+    else:
+        _render(results, dry_run)
+    if not all(r.error is None and all(row.ok for row in r.rows) for r in results):
+        raise typer.Exit(1)
+
+
+def _doc(r: GroupResult) -> dict[str, Any]:
+    return {"group": r.group, "error": r.error, "partitions": [
+        {"topic": x.topic, "partition": x.partition, "zookeeper": x.zookeeper,
+         "broker_before": x.broker_before, "broker_after": x.broker_after,
+         "status": x.status, "note": x.note, "deleted_from_zookeeper": x.deleted}
+        for x in r.rows]}
+
+
+def _render(results: list[GroupResult], dry_run: bool) -> None:
+    from rich.table import Table
+
+    for r in results:
+        title = f"group {r.group}" + (" (dry run: nothing written)" if dry_run else "")
+        table = Table("TOPIC", "PARTITION", "ZOOKEEPER", "BROKER BEFORE", "BROKER AFTER",
+                      "STATUS", "NOTE", title=title, box=None)
+        for x in r.rows:
+            table.add_row(x.topic, str(x.partition), x.zookeeper,
+                          "-" if x.broker_before < 0 else str(x.broker_before),
+                          "-" if x.broker_after < 0 else str(x.broker_after),
+                          x.status + (" (source deleted)" if x.deleted else ""), x.note)
+        if r.rows:
+            print_table(table)
+        counts: dict[str, int] = {}
+        for x in r.rows:
+            counts[x.status] = counts.get(x.status, 0) + 1
+        summary = ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
+        typer.echo(f"group {r.group}: {summary or 'nothing to migrate'}")
+        if r.error:
+            typer.echo(f"error: group {r.group}: {r.error}", err=True)
