@@ -28,6 +28,7 @@ app = typer.Typer(
 SUBCOMMAND_MODULES: list[str] = [
     "serve", "topics", "produce", "consume", "dump_log", "recover",
     "rebalance", "offsets", "mirror",
+    "spark_load",
 ]
 
 
