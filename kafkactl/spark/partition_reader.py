@@ -16,7 +16,12 @@ from collections.abc import Iterator
 from typing import Any
 
 from kafkactl.client.consumer import REFRESH_CODES, SimpleConsumer
-from kafkactl.client.errors import ClientError, KafkaConnectionError, KafkaTimeoutError
+from kafkactl.client.errors import (
+    ClientError,
+    KafkaConnectionError,
+    KafkaTimeoutError,
+    NoBrokersAvailable,
+)
 from kafkactl.client.fetcher import EARLIEST, LATEST, PartitionFetch, parse_fetch_response
 from kafkactl.spark.options import DataLossError, ReadOptions
 from kafkactl.spark.planner import OffsetRange
@@ -123,13 +128,14 @@ def records_of(pf: PartitionFetch, start: int, end: int) -> tuple[list[Any], ...
 class RangeReader:
     """Fetches [start, end) of one partition, one Fetch ahead of the caller."""
 
-    def __init__(self, ro: ReadOptions, rng: OffsetRange) -> None:
+    def __init__(self, ro: ReadOptions, rng: OffsetRange,
+                 fetch_bytes: int = PARTITION_FETCH_BYTES) -> None:
         self.ro = ro
         self.rng = rng
         self.tp = (rng.topic, rng.partition)
         self.sc = SimpleConsumer(ro.bootstrap, client_id="kafkactl-spark-executor",
-                                 max_wait_ms=500, max_partition_bytes=PARTITION_FETCH_BYTES,
-                                 max_bytes=PARTITION_FETCH_BYTES)
+                                 max_wait_ms=500, max_partition_bytes=fetch_bytes,
+                                 max_bytes=fetch_bytes)
         self.sc.client.request_timeout = min(self.sc.client.request_timeout,
                                              ro.poll_timeout_ms / 1000.0)
         self._pending: tuple[Any, Any, int] | None = None
@@ -178,7 +184,7 @@ class RangeReader:
             while pos < end:
                 try:
                     pf = self._receive(pos)
-                except (KafkaConnectionError, KafkaTimeoutError) as e:
+                except (KafkaConnectionError, KafkaTimeoutError, NoBrokersAvailable) as e:
                     self._pending = None
                     self.sc.client.cluster.invalidate(t)
                     for c in self.sc.client.connections():
@@ -220,8 +226,11 @@ class RangeReader:
                                          f"{pf.high_watermark})")
                     continue
                 empty = 0
-                if nxt < end:
-                    self._send(nxt)  # the next Fetch travels while this chunk converts
+                if nxt < end:  # the next Fetch travels while this chunk converts
+                    try:
+                        self._send(nxt)
+                    except (KafkaConnectionError, KafkaTimeoutError, NoBrokersAvailable):
+                        self._pending = None  # _receive sends it again (and retries)
                 cols = records_of(pf, pos, end)
                 pos = nxt
                 last_progress = time.monotonic()
