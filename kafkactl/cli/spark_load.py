@@ -11,6 +11,7 @@ import os
 import shlex
 import subprocess
 import sys
+import tempfile
 import zipfile
 from pathlib import Path
 
@@ -114,9 +115,15 @@ def register(app: typer.Typer) -> None:
         if print_command:
             typer.echo(f"PYSPARK_PYTHON={shlex.quote(sys.executable)} {shlex.join(cmd)}")
             return
-        try:
-            code = subprocess.call(cmd, env=env)
-        except OSError as e:
-            raise fail(f"cannot run {cmd[0]}: {e.strerror}", 2) from None
+        with tempfile.TemporaryDirectory(prefix="kafkactl-spark-load-") as tmp:
+            status = Path(tmp) / "status"
+            try:
+                code = subprocess.call(cmd + ["--status-file", str(status)], env=env)
+            except OSError as e:
+                raise fail(f"cannot run {cmd[0]}: {e.strerror}", 2) from None
+            reason = status.read_text("utf-8").strip() if status.exists() else ""
         if code:
+            # the driver's own line, last on stderr (spark-submit printed it on stdout)
+            typer.echo(reason or f"kafkactl spark-load: error: spark-submit exited with "
+                       f"{code} (see its output above)", err=True)
             raise typer.Exit(code)

@@ -71,6 +71,9 @@ def parser() -> argparse.ArgumentParser:
                     "(and start from its committed offsets) instead of the manifest")
     ap.add_argument("--fail-on-data-loss", default="true", choices=("true", "false"))
     ap.add_argument("--max-records-per-partition", type=int, default=None)
+    ap.add_argument("--status-file", help="also write the outcome line here (spark-submit "
+                    "merges the driver's stderr into its stdout; `kafkactl spark-load` "
+                    "reads this file to print the reason on its own stderr)")
     return ap
 
 
@@ -214,7 +217,9 @@ def main(argv: Sequence[str] | None = None, spark: Any = None) -> int:
     except SystemExit as e:
         return EXIT_USAGE if e.code else EXIT_OK
     try:
-        print(run(args, spark, crash_from_env), flush=True)
+        summary = run(args, spark, crash_from_env)
+        print(summary, flush=True)
+        write_status(args.status_file, summary)
         return EXIT_OK
     except LoadError as e:
         reason, code = str(e), e.code
@@ -229,8 +234,16 @@ def main(argv: Sequence[str] | None = None, spark: Any = None) -> int:
     except Exception as e:  # the Spark job (a task failed its retries) or anything else
         first = next((ln for ln in str(e).splitlines() if ln.strip()), type(e).__name__)
         reason, code = f"load failed: {type(e).__name__}: {first[:400]}", EXIT_FAILED
-    print(f"kafkactl spark-load: error: {reason}", file=sys.stderr, flush=True)
+    line = f"kafkactl spark-load: error: {reason}"
+    print(line, file=sys.stderr, flush=True)
+    write_status(args.status_file, line)
     return code
+
+
+def write_status(path: str | None, line: str) -> None:
+    if path:
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(line.replace("\n", " ") + "\n")
 
 
 if __name__ == "__main__":
