@@ -22,7 +22,13 @@ from kafkactl.client.errors import (
     KafkaTimeoutError,
     NoBrokersAvailable,
 )
-from kafkactl.client.fetcher import EARLIEST, LATEST, PartitionFetch, parse_fetch_response
+from kafkactl.client.fetcher import (
+    EARLIEST,
+    LATEST,
+    PartitionFetch,
+    parse_fetch_response,
+    uniform_columns,
+)
 from kafkactl.spark.options import DataLossError, ReadOptions
 from kafkactl.spark.planner import OffsetRange
 
@@ -110,6 +116,18 @@ def records_of(pf: PartitionFetch, start: int, end: int) -> tuple[list[Any], ...
             raise FetchError(f"CRC mismatch in the batch at offset {b.base_offset} of "
                              f"{pf.topic}-{pf.partition}")
         tstype = int(b.timestamp_type)
+        fast = uniform_columns(b, start)
+        if fast is not None:  # null keys, no headers, contiguous offsets, one timestamp
+            first, ts, vals = fast
+            vals = vals[:max(0, end - first)]
+            k = len(vals)
+            offsets.extend(range(first, first + k))
+            timestamps.extend([ts] * k)
+            tstypes.extend([tstype] * k)
+            keys.extend([None] * k)
+            values.extend(vals)
+            headers.extend([()] * k)
+            continue
         for r in b:
             o = r.offset
             if o < start:
