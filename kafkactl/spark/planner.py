@@ -52,7 +52,7 @@ def topic_partitions(sc: SimpleConsumer, ro: ReadOptions) -> list[TopicPartition
     if ro.assign:
         wanted = set(ro.assign)
         for t, p in sorted(wanted - set(out)):
-            _lost(ro, f"topic {t} partition {p} named in assign does not exist")
+            lost_data(ro, f"topic {t} partition {p} named in assign does not exist")
         out = [tp for tp in out if tp in wanted]
     return sorted(out)
 
@@ -65,7 +65,7 @@ def in_subscription(ro: ReadOptions, tp: TopicPartition) -> bool:
     return bool(ro.pattern is not None and re.fullmatch(ro.pattern, tp[0]))
 
 
-def _lost(ro: ReadOptions, message: str) -> None:
+def lost_data(ro: ReadOptions, message: str) -> None:
     if ro.fail_on_data_loss:
         raise DataLossError(message + "; set failOnDataLoss=false to skip what is missing")
     log.warning("%s; skipped (failOnDataLoss=false)", message)
@@ -82,7 +82,7 @@ def resolve_offsets(sc: SimpleConsumer, ro: ReadOptions, tps: list[TopicPartitio
     for tp in sorted(named - existing):
         if not in_subscription(ro, tp):
             raise OptionError(f"offsets name {tp[0]}-{tp[1]}, which is not in the subscription")
-        _lost(ro, f"topic {tp[0]} partition {tp[1]} named in the offsets does not exist")
+        lost_data(ro, f"topic {tp[0]} partition {tp[1]} named in the offsets does not exist")
     if not tps:
         return {}, {}
     earliest = {tp: v[0] for tp, v in sc.list_offsets({tp: EARLIEST for tp in tps}).items()}
@@ -107,16 +107,16 @@ def resolve_offsets(sc: SimpleConsumer, ro: ReadOptions, tps: list[TopicPartitio
     for tp in tps:
         t, p = tp
         if start[tp] < earliest[tp]:
-            _lost(ro, f"topic {t} partition {p}: starting offset {start[tp]} is below the log "
+            lost_data(ro, f"topic {t} partition {p}: starting offset {start[tp]} is below the log "
                       f"start offset {earliest[tp]} (records {start[tp]}..{earliest[tp] - 1} "
                       "are gone)")
             start[tp] = earliest[tp]
         if start[tp] > latest[tp]:
-            _lost(ro, f"topic {t} partition {p}: starting offset {start[tp]} is past the log "
+            lost_data(ro, f"topic {t} partition {p}: starting offset {start[tp]} is past the log "
                       f"end offset {latest[tp]}")
             start[tp] = latest[tp]
         if end[tp] > latest[tp]:
-            _lost(ro, f"topic {t} partition {p}: ending offset {end[tp]} is past the log end "
+            lost_data(ro, f"topic {t} partition {p}: ending offset {end[tp]} is past the log end "
                       f"offset {latest[tp]}")
             end[tp] = latest[tp]
         if end[tp] < start[tp]:
