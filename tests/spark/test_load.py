@@ -162,3 +162,33 @@ def test_cli_run_killed_mid_write_then_rerun(spark: Any, broker: Any, tmp_path: 
     assert down.returncode == load.EXIT_BROKER
     assert down.stderr.strip().splitlines()[-1].startswith(
         "kafkactl spark-load: error: broker unreachable: no broker answered at 127.0.0.1:1")
+
+
+def test_commit_group_holds_the_offsets(spark: Any, broker: Any, tmp_path: Path) -> None:
+    """--commit-group G: the group's committed offsets are the loader's, no manifest; a run
+    killed after committing is finished (published) by the next run."""
+    from kafkactl.client.group.group_admin import GroupAdmin
+    from kafkactl.client.kafka_client import KafkaClient
+
+    b, out = broker.bootstrap, tmp_path / "out"
+    create_topic(b, "load.g", 2)
+    fill(b, "load.g", 2, 4, "r1")
+    group = ["--commit-group", "etl"]
+    assert load.run(args(b, out, *group), spark).startswith("loaded 8 records")
+    fill(b, "load.g", 2, 3, "r2")
+
+    def crash(step: str) -> None:
+        if step == "committed":
+            raise SimulatedCrash(step)
+
+    with pytest.raises(SimulatedCrash):
+        load.run(args(b, out, *group), spark, crash)
+    client = KafkaClient(b)
+    try:
+        assert GroupAdmin(client).fetch_offsets("etl", [("load.g", 0), ("load.g", 1)]) == \
+            {("load.g", 0): 7, ("load.g", 1): 7}
+    finally:
+        client.close()
+    assert load.run(args(b, out, *group), spark).startswith("nothing new")
+    assert loaded(out) == every({("load.g", 0): 7, ("load.g", 1): 7})
+    assert not (out / "_kafkactl" / "offsets.json").exists()
