@@ -19,6 +19,7 @@ from pyspark.sql.datasource import (
     DataSource,
     DataSourceReader,
     DataSourceStreamReader,
+    DataSourceStreamWriter,
     DataSourceWriter,
     InputPartition,
 )
@@ -71,6 +72,11 @@ class KafkactlDataSource(DataSource):
         from kafkactl.spark.writer import KafkactlWriter
 
         return KafkactlWriter(dict(self.options), schema)
+
+    def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
+        from kafkactl.spark.writer import KafkactlStreamWriter
+
+        return KafkactlStreamWriter(dict(self.options), schema)
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
         from kafkactl.spark.stream import KafkactlStreamReader

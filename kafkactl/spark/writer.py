@@ -1,4 +1,5 @@
-"""`df.write.format("kafkactl")`: each Spark task produces its rows with kafkactl's Producer.
+"""`df.write.format("kafkactl")` and `writeStream`: each Spark task produces its rows with
+kafkactl's Producer.
 
 Columns, as Spark's Kafka sink takes them: `value` (binary or string, required), `key`
 (optional), `topic` (optional when the `topic` option is set; the column wins when not
@@ -14,7 +15,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from pyspark.sql.datasource import DataSourceWriter, WriterCommitMessage
+from pyspark.sql.datasource import DataSourceStreamWriter, DataSourceWriter, WriterCommitMessage
 from pyspark.sql.types import BinaryType, IntegerType, StringType, StructType
 
 from kafkactl.client.producer import Producer, properties_to_kwargs
@@ -49,8 +50,10 @@ def _bytes(v: Any) -> bytes | None:
 
 
 class KafkactlWriter(DataSourceWriter):
+    known_options = WRITE_OPTIONS
+
     def __init__(self, options: Mapping[str, str], schema: StructType) -> None:
-        opts = canonical_options(options, WRITE_OPTIONS)
+        opts = canonical_options(options, self.known_options)
         self.bootstrap = opts.get("kafka.bootstrap.servers") or opts.get("bootstrap")
         if not self.bootstrap:
             raise OptionError("option kafka.bootstrap.servers (or bootstrap) is required")
@@ -104,4 +107,19 @@ class KafkactlWriter(DataSourceWriter):
         return None
 
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:
+        return None
+
+
+class KafkactlStreamWriter(KafkactlWriter, DataSourceStreamWriter):
+    """`writeStream.format("kafkactl")`: each micro-batch's tasks produce their rows; a batch
+    commits once every task's records are acknowledged (at-least-once, as Spark's sink)."""
+
+    known_options = WRITE_OPTIONS + ("checkpointLocation",)
+
+    def commit(self, messages: list[WriterCommitMessage | None],  # type: ignore[override]
+               batchId: int) -> None:  # noqa: N803 - Spark's parameter name
+        return None
+
+    def abort(self, messages: list[WriterCommitMessage | None],  # type: ignore[override]
+              batchId: int) -> None:  # noqa: N803
         return None

@@ -52,6 +52,29 @@ def test_stream_resumes_from_checkpoint_exactly_once(spark: Any, broker: Any,
         + [("s.a", 2, o) for o in range(3)] + [("s.b", 0, o) for o in range(4)])
 
 
+def test_write_stream_copies_a_topic(spark: Any, broker: Any, tmp_path: Path) -> None:
+    import json
+    import subprocess
+    import sys
+
+    b = broker.bootstrap
+    create_topic(b, "src", 2)
+    create_topic(b, "copy", 1)
+    produce(b, "src", [(i % 2, f"k{i}".encode(), f"v{i}".encode(), None) for i in range(12)])
+    query = (spark.readStream.format("kafkactl").option("bootstrap", b)
+             .option("subscribe", "src").option("startingOffsets", "earliest").load()
+             .select("key", "value")  # no topic column: the topic option applies
+             .writeStream.format("kafkactl").option("bootstrap", b).option("topic", "copy")
+             .option("checkpointLocation", str(tmp_path / "ck")).trigger(availableNow=True)
+             .start())
+    assert query.awaitTermination(240) and query.exception() is None
+    out = subprocess.run([sys.executable, "-m", "kafkactl", "consume", "-b", b, "-t", "copy",
+                          "--from-beginning", "-e", "-J", "-q"], capture_output=True,
+                         text=True, timeout=60, check=True).stdout
+    assert sorted((r["key"], r["payload"]) for r in map(json.loads, out.splitlines())) == \
+        sorted((f"k{i}", f"v{i}") for i in range(12))
+
+
 def test_max_offsets_per_trigger_is_shared_in_proportion() -> None:
     start = {("t", 0): 0, ("t", 1): 10, ("t", 2): 5}
     latest = {("t", 0): 30, ("t", 1): 20, ("t", 2): 5}
