@@ -232,12 +232,29 @@ def main(argv: Sequence[str] | None = None, spark: Any = None) -> int:
     except OptionError as e:
         reason, code = str(e), EXIT_USAGE
     except Exception as e:  # the Spark job (a task failed its retries) or anything else
-        first = next((ln for ln in str(e).splitlines() if ln.strip()), type(e).__name__)
-        reason, code = f"load failed: {type(e).__name__}: {first[:400]}", EXIT_FAILED
+        reason, code = task_failure(e)
     line = f"kafkactl spark-load: error: {reason}"
     print(line, file=sys.stderr, flush=True)
     write_status(args.status_file, line)
     return code
+
+
+# A task's Python error, as Spark relays it in the job's exception text.
+TASK_ERRORS = (
+    ("kafkactl.spark.options.DataLossError: ", "offsets out of range: ", EXIT_DATA_LOSS),
+    ("kafkactl.spark.partition_reader.FetchError: ", "broker unreachable: ", EXIT_BROKER),
+)
+
+
+def task_failure(e: Exception) -> tuple[str, int]:
+    """(one-line reason, exit code) for a failed Spark job or another unexpected error."""
+    lines = [ln.strip() for ln in str(e).splitlines() if ln.strip()]
+    for marker, prefix, code in TASK_ERRORS:
+        for ln in lines:
+            if ln.startswith(marker):
+                return prefix + ln[len(marker):], code
+    first = lines[0] if lines else ""
+    return f"load failed: {type(e).__name__}: {first[:400]}", EXIT_FAILED
 
 
 def write_status(path: str | None, line: str) -> None:

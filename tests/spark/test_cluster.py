@@ -98,6 +98,7 @@ def standalone(tmp_path: Path) -> Iterator[tuple[str, Path, dict[str, str]]]:
             log.close()
 
 
+@pytest.mark.slow  # spark-submit runs: tens of seconds
 def test_loader_on_a_standalone_cluster(standalone: Any, broker: Any, tmp_path: Path) -> None:
     master, work, cluster_env = standalone
     # the executors' Python, with the worker's environment, cannot import kafkactl itself

@@ -127,6 +127,7 @@ def test_exit_codes_and_one_line_reasons(spark: Any, broker: Any, tmp_path: Path
     assert "is not writable" in capsys.readouterr().err.strip().splitlines()[-1]
 
 
+@pytest.mark.slow  # spark-submit runs: tens of seconds
 def test_cli_run_killed_mid_write_then_rerun(spark: Any, broker: Any, tmp_path: Path) -> None:
     """`kafkactl spark-load` through spark-submit: SIGKILL to the whole job while Spark
     writes its staging output, rerun: exactly one copy of every record; exit code 3 when
@@ -192,3 +193,20 @@ def test_commit_group_holds_the_offsets(spark: Any, broker: Any, tmp_path: Path)
     assert load.run(args(b, out, *group), spark).startswith("nothing new")
     assert loaded(out) == every({("load.g", 0): 7, ("load.g", 1): 7})
     assert not (out / "_kafkactl" / "offsets.json").exists()
+
+
+def test_task_errors_map_to_exit_codes(spark: Any, broker: Any) -> None:
+    """Records deleted after the loader planned: the Spark job fails, and the loader's exit
+    code and one-line reason are those of data loss, not a generic failure."""
+    b = broker.bootstrap
+    create_topic(b, "load.t", 1)
+    fill(b, "load.t", 1, 10, "r1")
+    df = spark.read.format("kafkactl").option("bootstrap", b).option(
+        "subscribe", "load.t").option("startingOffsets", '{"load.t": {"0": 0}}').load()
+    df.count()  # planned (and read) while every record is there
+    delete_records(b, "load.t", 0, 5)
+    with pytest.raises(Exception) as failed:
+        df.collect()
+    reason, code = load.task_failure(failed.value)
+    assert code == load.EXIT_DATA_LOSS, reason
+    assert reason.startswith("offsets out of range: topic load.t partition 0"), reason
