@@ -80,6 +80,9 @@ def register(app: typer.Typer) -> None:
             help="Fail (exit 5) when a start offset was deleted, or skip what is gone."),
         max_records_per_partition: int | None = typer.Option(
             None, "--max-records-per-partition", help="Split bigger ranges into tasks."),
+        partition_by: str = typer.Option(
+            "partition", "--partition-by", help="Output directories topic=T/partition=P, "
+            "or topic=T/date=YYYY-MM-DD (the records' UTC date) with 'date'."),
         master: str = typer.Option("local[*]", "--master",
                                    help="Spark master: local[*], spark://host:7077, yarn..."),
         conf: list[str] = typer.Option([], "--conf", "-c",
@@ -97,6 +100,8 @@ def register(app: typer.Typer) -> None:
         """
         if bool(topic) == bool(pattern):
             raise fail("give either --topic (repeatable) or --pattern", 2)
+        if partition_by not in ("partition", "date"):
+            raise fail("--partition-by takes partition or date", 2)
         args = ["--bootstrap", bootstrap or os.environ.get("KAFKACTL_BOOTSTRAP")
                 or "127.0.0.1:9092", "--output", os.path.abspath(output),
                 "--fail-on-data-loss", "true" if fail_on_data_loss else "false"]
@@ -108,6 +113,8 @@ def register(app: typer.Typer) -> None:
             args += ["--commit-group", commit_group]
         if max_records_per_partition:
             args += ["--max-records-per-partition", str(max_records_per_partition)]
+        if partition_by != "partition":
+            args += ["--partition-by", partition_by]
         zip_path = Path(py_files) if py_files else package_zip()
         cmd = build_command(master=master, loader_args=args, py_files=zip_path, confs=conf)
         env = dict(os.environ, PYSPARK_PYTHON=sys.executable,

@@ -71,6 +71,9 @@ def parser() -> argparse.ArgumentParser:
                     "(and start from its committed offsets) instead of the manifest")
     ap.add_argument("--fail-on-data-loss", default="true", choices=("true", "false"))
     ap.add_argument("--max-records-per-partition", type=int, default=None)
+    ap.add_argument("--partition-by", choices=("partition", "date"), default="partition",
+                    help="output directories topic=T/partition=P (default) or "
+                    "topic=T/date=YYYY-MM-DD (the record timestamp's UTC date)")
     ap.add_argument("--status-file", help="also write the outcome line here (spark-submit "
                     "merges the driver's stderr into its stdout; `kafkactl spark-load` "
                     "reads this file to print the reason on its own stderr)")
@@ -161,7 +164,12 @@ def write_staging(spark: Any, args: argparse.Namespace, out: OutputDir,
     if args.max_records_per_partition:
         reader = reader.option("maxRecordsPerPartition", str(args.max_records_per_partition))
     df = reader.load()
-    df.write.mode("errorifexists").partitionBy("topic", "partition").parquet(
+    if args.partition_by == "date":  # the UTC day, whatever the session's time zone
+        from pyspark.sql import functions as F  # noqa: N812
+
+        df = df.withColumn("date", F.date_from_unix_date(
+            F.floor(F.unix_micros("timestamp") / 86_400_000_000).cast("int")))
+    df.write.mode("errorifexists").partitionBy("topic", args.partition_by).parquet(
         str(out.data_dir(staged.run)))
 
 

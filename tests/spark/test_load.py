@@ -73,6 +73,14 @@ def test_second_run_loads_only_new_records(spark: Any, broker: Any, tmp_path: Pa
     assert load.run(args(b, out), spark).startswith("nothing new")
     assert list((out / "_kafkactl" / "staging").iterdir()) == []
 
+    # --partition-by date: topic=T/date=YYYY-MM-DD (UTC), same offsets commit
+    produce(b, "load.b", [(0, None, b"dated", None)] * 2, timestamp_ms=1_700_000_000_000)
+    dated = tmp_path / "dated"
+    assert load.run(args(b, dated, "--partition-by", "date"), spark).startswith(
+        "loaded 23 records")
+    assert sorted(p.name for p in (dated / "topic=load.b").iterdir())[0] == "date=2023-11-14"
+    assert len(list((dated / "topic=load.b" / "date=2023-11-14").glob("*.parquet"))) == 1
+
     # the values written are the records' values, in the right partition directories
     import pyarrow.parquet as pq
 
