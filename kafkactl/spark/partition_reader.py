@@ -180,9 +180,9 @@ class RangeReader:
         raise FetchError(f"the Fetch response has no {self.tp[0]}-{self.tp[1]}")
 
     def _bounds(self) -> tuple[int, int]:
-        got = self.sc.list_offsets({self.tp: EARLIEST})[self.tp][0], \
-            self.sc.list_offsets({self.tp: LATEST})[self.tp][0]
-        return got
+        """(log start offset, log end offset) of the partition now."""
+        first = self.sc.list_offsets({self.tp: EARLIEST})[self.tp][0]
+        return first, self.sc.list_offsets({self.tp: LATEST})[self.tp][0]
 
     def _missing(self, pos: int, message: str) -> None:
         t, p = self.tp
@@ -219,8 +219,15 @@ class RangeReader:
                         self._missing(pos, f"the log now starts at offset {first}")
                         pos = first
                         continue
-                    self._missing(pos, f"the log now ends at offset {last}")
-                    return
+                    if pos >= last:
+                        self._missing(pos, f"the log now ends at offset {last}")
+                        return
+                    if time.monotonic() - last_progress > timeout:  # in range after all:
+                        raise FetchError(f"reading {t}-{p} at offset {pos}: the leader "
+                                         f"answers OFFSET_OUT_OF_RANGE for {timeout:.0f} s")
+                    self.sc.client.cluster.invalidate(t)  # a stale leader? ask again
+                    time.sleep(self.sc.client.retry_backoff)
+                    continue
                 if code in REFRESH_CODES:
                     self.sc.client.cluster.invalidate(t)
                     if time.monotonic() - last_progress > timeout:
