@@ -25,6 +25,7 @@ _kafkactl() {
                 'dump-log:Dump log segments and indexes like Kafka'\''s DumpLogSegments.'
                 'recover:Validate and repair log segments offline\: cut torn or corrupt tails, rebuild indexes.'
                 'rebalance:Members, their current assignment and the range assignment for the group.'
+                'spark-load:Load topics into Parquet with Spark, one task per topic-partition range.'
                 'topics:Create, list, describe, alter and delete topics.'
                 'offsets:Show, reset, delete and migrate consumer-group offsets.'
                 'configs:Describe and alter topic and broker configs (kafka-configs).'
@@ -38,6 +39,7 @@ _kafkactl() {
                 dump-log) _kafkactl_dump_log ;;
                 recover) _kafkactl_recover ;;
                 rebalance) _kafkactl_rebalance ;;
+                spark-load) _kafkactl_spark_load ;;
                 topics) _kafkactl_topics ;;
                 offsets) _kafkactl_offsets ;;
                 configs) _kafkactl_configs ;;
@@ -171,6 +173,30 @@ _kafkactl_rebalance() {
         '(-b --bootstrap-server)-b[Broker(s) host\:port\[,host\:port\]; default $KAFKACTL_BOOTSTRAP or 127.0.0.1\:9092.]:BOOTSTRAP: ' \
         '(-b --bootstrap-server)--bootstrap-server[Broker(s) host\:port\[,host\:port\]; default $KAFKACTL_BOOTSTRAP or 127.0.0.1\:9092.]:BOOTSTRAP: ' \
         '--zookeeper[A ZooKeeper-coordinated group (consume --zookeeper)\: members, owners and the seed'\''s plan from /consumers/GROUP.]:HOST\:PORT\[/CHROOT\]: ' \
+        '(-h --help)-h[Show this message and exit.]' \
+        '(-h --help)--help[Show this message and exit.]'
+}
+
+_kafkactl_spark_load() {
+    _arguments -s -S \
+        '(-o --output)-o[Output directory (Parquet, partitioned by topic and partition). \[required\]]:OUTPUT: ' \
+        '(-o --output)--output[Output directory (Parquet, partitioned by topic and partition). \[required\]]:OUTPUT: ' \
+        '*-t[Topic (repeatable).]:TOPIC: ' \
+        '*--topic[Topic (repeatable).]:TOPIC: ' \
+        '(-p --pattern)-p[Regex of topic names (fully matched).]:PATTERN: ' \
+        '(-p --pattern)--pattern[Regex of topic names (fully matched).]:PATTERN: ' \
+        '--commit-group[Commit end offsets to this consumer group (and start from its offsets) instead of the output'\''s offsets manifest.]:COMMIT_GROUP: ' \
+        '(--fail-on-data-loss --skip-data-loss)--fail-on-data-loss[Fail (exit 5) when a start offset was deleted, or skip what is gone. \[default\: fail-on-data-loss\]]' \
+        '(--fail-on-data-loss --skip-data-loss)--skip-data-loss[Fail (exit 5) when a start offset was deleted, or skip what is gone. \[default\: fail-on-data-loss\]]' \
+        '--max-records-per-partition[Split bigger ranges into tasks.]:MAX_RECORDS_PER_PARTITION: ' \
+        '--partition-by[Output directories topic=T/partition=P, or topic=T/date=YYYY-MM-DD (the records'\'' UTC date) with '\''date'\''. \[default\: par...]:PARTITION_BY: ' \
+        '--master[Spark master\: local\[*\], spark\://host\:7077, yarn... \[default\: local\[*\]\]]:MASTER: ' \
+        '*-c[Extra spark-submit --conf key=value.]:CONF: ' \
+        '*--conf[Extra spark-submit --conf key=value.]:CONF: ' \
+        '--py-files[Ship this zip/wheel instead of kafkactl'\''s own sources.]:PY_FILES: ' \
+        '--print-command[Print the spark-submit line, run nothing.]' \
+        '(-b --bootstrap-server)-b[Broker(s) host\:port\[,host\:port\]; default $KAFKACTL_BOOTSTRAP or 127.0.0.1\:9092.]:BOOTSTRAP: ' \
+        '(-b --bootstrap-server)--bootstrap-server[Broker(s) host\:port\[,host\:port\]; default $KAFKACTL_BOOTSTRAP or 127.0.0.1\:9092.]:BOOTSTRAP: ' \
         '(-h --help)-h[Show this message and exit.]' \
         '(-h --help)--help[Show this message and exit.]'
 }

@@ -49,6 +49,7 @@ hide_flag_value_types()
 SUBCOMMAND_MODULES: list[str] = [
     "serve", "topics", "produce", "consume", "dump_log", "recover",
     "rebalance", "offsets", "mirror", "configs",
+    "spark_load",
 ]
 
 

@@ -10,8 +10,10 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from kafkactl.record.codecs import decompress
 from kafkactl.record.errors import CorruptRecordError
 from kafkactl.record.memory_records import iter_batches
+from kafkactl.record.uniform import uniform_values
 
 TopicPartition = tuple[str, int]
 EARLIEST = -2
@@ -81,6 +83,25 @@ class PartitionFetch:
                 if r.offset >= start:
                     yield ConsumerRecord(t, p, r.offset, r.timestamp, tstype, r.key, r.value,
                                          r.headers)
+
+
+def uniform_columns(batch: Any, start: int) -> tuple[int, int, tuple[bytes, ...]] | None:
+    """For a magic-2 batch in record.uniform's layout (null keys, no headers, timestamp
+    delta 0, offset delta = index): (offset of the first value returned, the timestamp of
+    every record, the values from offset `start` on); None for any other batch (decode it
+    record by record). The columnar fast path of the Spark reader."""
+    if batch.magic != 2:
+        return None
+    section = batch.records_section()
+    codec = batch.attributes & 0x07
+    if codec:
+        section = memoryview(decompress(codec, section))
+    values = uniform_values(section, batch.record_count)
+    if values is None:
+        return None
+    skip = max(0, start - batch.base_offset)
+    ts = batch.max_timestamp if int(batch.timestamp_type) == 1 else batch.first_timestamp
+    return batch.base_offset + skip, ts, values[skip:] if skip else values
 
 
 # -- request / response bodies --------------------------------------------------------------

@@ -1,0 +1,136 @@
+"""`kafkactl spark-load`: build and run the spark-submit line of the loader job.
+
+pyspark is located, never imported, here: `kafkactl --help` stays fast and works without it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import os
+import shlex
+import subprocess
+import sys
+import tempfile
+import zipfile
+from pathlib import Path
+
+import typer
+
+from kafkactl.cli._client_options import bootstrap_option, fail
+
+
+def spark_submit_path() -> str:
+    """pyspark's own bin/spark-submit (SPARK_HOME's when set)."""
+    home = os.environ.get("SPARK_HOME")
+    if home:
+        return str(Path(home) / "bin" / "spark-submit")
+    spec = importlib.util.find_spec("pyspark")
+    if spec is None or spec.origin is None:
+        raise fail("pyspark is not installed (pip install 'kafkactl[spark]') and SPARK_HOME "
+                   "is not set", 2)
+    return str(Path(spec.origin).parent / "bin" / "spark-submit")
+
+
+def package_zip(cache_dir: Path | None = None) -> Path:
+    """kafkactl's Python sources as a zip for --py-files (cached by content hash)."""
+    pkg = Path(__file__).resolve().parent.parent
+    files = sorted(p for p in pkg.rglob("*.py") if "__pycache__" not in p.parts)
+    digest = hashlib.sha1()
+    for p in files:
+        digest.update(str(p.relative_to(pkg.parent)).encode())
+        digest.update(p.read_bytes())
+    base = cache_dir or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    out = base / "kafkactl" / f"kafkactl-{digest.hexdigest()[:16]}.zip"
+    if not out.exists():
+        out.parent.mkdir(parents=True, exist_ok=True)
+        tmp = out.with_suffix(f".{os.getpid()}.tmp")
+        with zipfile.ZipFile(tmp, "w", zipfile.ZIP_DEFLATED) as z:
+            for p in files:
+                z.write(p, str(p.relative_to(pkg.parent)))
+        os.replace(tmp, out)
+    return out
+
+
+def build_command(*, master: str, loader_args: list[str], py_files: Path,
+                  confs: list[str]) -> list[str]:
+    load_py = Path(__file__).resolve().parent.parent / "spark" / "load.py"
+    cmd = [spark_submit_path(), "--master", master, "--name", "kafkactl-spark-load",
+           "--conf", f"spark.pyspark.python={sys.executable}",
+           "--conf", f"spark.pyspark.driver.python={sys.executable}",
+           "--conf", "spark.ui.showConsoleProgress=false", "--conf", "spark.log.level=WARN"]
+    for c in confs:
+        cmd += ["--conf", c]
+    return cmd + ["--py-files", str(py_files), str(load_py), *loader_args]
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("spark-load")
+    def spark_load(
+        output: str = typer.Option(..., "--output", "-o", help="Output directory (Parquet, "
+                                   "partitioned by topic and partition)."),
+        topic: list[str] = typer.Option([], "--topic", "-t", help="Topic (repeatable)."),
+        pattern: str | None = typer.Option(None, "--pattern", "-p",
+                                           help="Regex of topic names (fully matched)."),
+        commit_group: str | None = typer.Option(
+            None, "--commit-group", help="Commit end offsets to this consumer group (and "
+            "start from its offsets) instead of the output's offsets manifest."),
+        fail_on_data_loss: bool = typer.Option(
+            True, "--fail-on-data-loss/--skip-data-loss",
+            help="Fail (exit 5) when a start offset was deleted, or skip what is gone."),
+        max_records_per_partition: int | None = typer.Option(
+            None, "--max-records-per-partition", help="Split bigger ranges into tasks."),
+        partition_by: str = typer.Option(
+            "partition", "--partition-by", help="Output directories topic=T/partition=P, "
+            "or topic=T/date=YYYY-MM-DD (the records' UTC date) with 'date'."),
+        master: str = typer.Option("local[*]", "--master",
+                                   help="Spark master: local[*], spark://host:7077, yarn..."),
+        conf: list[str] = typer.Option([], "--conf", "-c",
+                                       help="Extra spark-submit --conf key=value."),
+        py_files: str | None = typer.Option(
+            None, "--py-files", help="Ship this zip/wheel instead of kafkactl's own sources."),
+        print_command: bool = typer.Option(False, "--print-command",
+                                           help="Print the spark-submit line, run nothing."),
+        bootstrap: str | None = bootstrap_option(),
+    ) -> None:
+        """Load topics into Parquet with Spark, one task per topic-partition range.
+
+        Exit codes: 0 loaded, 1 the Spark job failed, 2 bad arguments, 3 broker unreachable,
+        4 output not writable, 5 offsets out of range (with --fail-on-data-loss).
+        """
+        if bool(topic) == bool(pattern):
+            raise fail("give either --topic (repeatable) or --pattern", 2)
+        if partition_by not in ("partition", "date"):
+            raise fail("--partition-by takes partition or date", 2)
+        args = ["--bootstrap", bootstrap or os.environ.get("KAFKACTL_BOOTSTRAP")
+                or "127.0.0.1:9092", "--output", os.path.abspath(output),
+                "--fail-on-data-loss", "true" if fail_on_data_loss else "false"]
+        for t in topic:
+            args += ["--topic", t]
+        if pattern:
+            args += ["--pattern", pattern]
+        if commit_group:
+            args += ["--commit-group", commit_group]
+        if max_records_per_partition:
+            args += ["--max-records-per-partition", str(max_records_per_partition)]
+        if partition_by != "partition":
+            args += ["--partition-by", partition_by]
+        zip_path = Path(py_files) if py_files else package_zip()
+        cmd = build_command(master=master, loader_args=args, py_files=zip_path, confs=conf)
+        env = dict(os.environ, PYSPARK_PYTHON=sys.executable,
+                   PYSPARK_DRIVER_PYTHON=sys.executable)
+        if print_command:
+            typer.echo(f"PYSPARK_PYTHON={shlex.quote(sys.executable)} {shlex.join(cmd)}")
+            return
+        with tempfile.TemporaryDirectory(prefix="kafkactl-spark-load-") as tmp:
+            status = Path(tmp) / "status"
+            try:
+                code = subprocess.call(cmd + ["--status-file", str(status)], env=env)
+            except OSError as e:
+                raise fail(f"cannot run {cmd[0]}: {e.strerror}", 2) from None
+            reason = status.read_text("utf-8").strip() if status.exists() else ""
+        if code:
+            # the driver's own line, last on stderr (spark-submit printed it on stdout)
+            typer.echo(reason or f"kafkactl spark-load: error: spark-submit exited with "
+                       f"{code} (see its output above)", err=True)
+            raise typer.Exit(code)

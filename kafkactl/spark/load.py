@@ -1,0 +1,275 @@
+"""The parallel loader job: topics -> Parquet partitioned by topic and partition.
+
+    spark-submit kafkactl/spark/load.py --bootstrap HOST:PORT --pattern 'events\\..*' \\
+        --output /data/events
+
+(or `kafkactl spark-load ...`, which builds that line). One Spark task per topic-partition
+offset range; the end offsets reached are committed with the output (see
+kafkactl.spark.manifest), so the next run starts where the last committed run ended and a
+killed run, rerun, leaves exactly one copy of every record.
+
+Exit codes: 0 loaded (or nothing new), 1 the Spark job failed, 2 bad arguments, 3 broker
+unreachable, 4 output not writable (or locked by another loader), 5 offsets out of range
+with failOnDataLoss=true. A failure prints one line `kafkactl spark-load: error: ...`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import sys
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+if __package__ in (None, ""):  # run as a script by spark-submit: import the package
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(
+        os.path.abspath(__file__)))))
+
+from kafkactl.client.consumer import SimpleConsumer  # noqa: E402
+from kafkactl.client.errors import (  # noqa: E402
+    KafkaConnectionError,
+    KafkaTimeoutError,
+    NoBrokersAvailable,
+)
+from kafkactl.spark.manifest import OutputDir, OutputError, StagedRun, new_run_id  # noqa: E402
+from kafkactl.spark.options import (  # noqa: E402
+    DataLossError,
+    OptionError,
+    ReadOptions,
+    TopicPartition,
+)
+from kafkactl.spark.planner import resolve_offsets, topic_partitions  # noqa: E402
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_BROKER, EXIT_OUTPUT, EXIT_DATA_LOSS = 0, 1, 2, 3, 4, 5
+GROUP_METADATA = "kafkactl-spark-load"
+# Fault injection for the tests of the commit protocol: crash (SIGKILL) at this point.
+CRASH_ENV = "KAFKACTL_SPARK_LOAD_CRASH_AT"
+CRASH_POINTS = ("staged", "committed", "published-one")
+
+log = logging.getLogger("kafkactl.spark")
+
+
+class LoadError(Exception):
+    def __init__(self, code: int, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+def parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(
+        prog="kafkactl spark-load",
+        description="Load Kafka topics into Parquet (partitioned by topic and partition).")
+    ap.add_argument("--bootstrap", "-b", default=os.environ.get("KAFKACTL_BOOTSTRAP"),
+                    help="broker(s) host:port[,host:port]")
+    ap.add_argument("--topic", "-t", action="append", default=[], help="topic (repeatable)")
+    ap.add_argument("--pattern", "-p", help="regex of topic names (fully matched)")
+    ap.add_argument("--output", "-o", required=True, help="output directory")
+    ap.add_argument("--commit-group", help="commit the end offsets to this consumer group "
+                    "(and start from its committed offsets) instead of the manifest")
+    ap.add_argument("--fail-on-data-loss", default="true", choices=("true", "false"))
+    ap.add_argument("--max-records-per-partition", type=int, default=None)
+    ap.add_argument("--partition-by", choices=("partition", "date"), default="partition",
+                    help="output directories topic=T/partition=P (default) or "
+                    "topic=T/date=YYYY-MM-DD (the record timestamp's UTC date)")
+    ap.add_argument("--status-file", help="also write the outcome line here (spark-submit "
+                    "merges the driver's stderr into its stdout; `kafkactl spark-load` "
+                    "reads this file to print the reason on its own stderr)")
+    return ap
+
+
+def crash_from_env(name: str) -> None:
+    """The step hook of `main`: SIGKILL this process at the step named by $CRASH_ENV."""
+    if os.environ.get(CRASH_ENV) == name:
+        import signal
+
+        sys.stdout.flush()
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+# -- committed offsets: the manifest or a consumer group ----------------------------------------
+
+def group_offsets(bootstrap: str, group: str,
+                  tps: list[TopicPartition] | None) -> dict[TopicPartition, int]:
+    from kafkactl.client.group.group_admin import GroupAdmin
+    from kafkactl.client.kafka_client import KafkaClient
+
+    client = KafkaClient(bootstrap, client_id="kafkactl-spark-load")
+    try:
+        got = GroupAdmin(client).fetch_offsets(group, tps)
+    finally:
+        client.close()
+    return {tp: off for tp, off in got.items() if off >= 0}
+
+
+def commit_group(bootstrap: str, group: str, offsets: dict[TopicPartition, int],
+                 run: str) -> None:
+    from kafkactl.client.group.group_admin import GroupAdmin
+    from kafkactl.client.kafka_client import KafkaClient
+
+    client = KafkaClient(bootstrap, client_id="kafkactl-spark-load")
+    try:
+        errors = GroupAdmin(client).commit_offsets(group, offsets,
+                                                   metadata=f"{GROUP_METADATA} run={run}")
+    finally:
+        client.close()
+    bad = {tp: c for tp, c in errors.items() if c}
+    if bad:
+        raise LoadError(EXIT_FAILED, f"committing offsets to group {group!r} failed: "
+                        + ", ".join(f"{t}-{p}: error {c}" for (t, p), c in sorted(bad.items())))
+
+
+# -- the run ------------------------------------------------------------------------------------
+
+def plan_run(args: argparse.Namespace, committed: dict[TopicPartition, int]
+             ) -> tuple[dict[TopicPartition, int], dict[TopicPartition, int]]:
+    """(start, end) per partition: start at the committed offsets, else earliest."""
+    ro = ReadOptions(bootstrap=args.bootstrap, subscribe=tuple(args.topic),
+                     pattern=args.pattern, fail_on_data_loss=args.fail_on_data_loss == "true")
+    sc = SimpleConsumer(args.bootstrap, client_id="kafkactl-spark-load")
+    try:
+        tps = topic_partitions(sc, ro)
+        ro.starting = {tp: committed[tp] for tp in tps if tp in committed}
+        return resolve_offsets(sc, ro, tps)
+    finally:
+        sc.close()
+
+
+def spark_session() -> Any:
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    from pyspark.sql import SparkSession
+
+    spark = (SparkSession.builder.appName("kafkactl-spark-load")
+             .config("spark.ui.showConsoleProgress", "false").getOrCreate())
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark
+
+
+def write_staging(spark: Any, args: argparse.Namespace, out: OutputDir,
+                  staged: StagedRun) -> None:
+    from kafkactl.spark.manifest import offsets_to_json
+    from kafkactl.spark.source import register
+
+    register(spark)
+    ranges = {tp: off for tp, off in staged.start.items() if staged.end[tp] > off}
+    reader = (spark.read.format("kafkactl").option("kafka.bootstrap.servers", args.bootstrap)
+              .option("assign", json.dumps({t: sorted(p for tt, p in ranges if tt == t)
+                                            for t, _ in ranges}))
+              .option("startingOffsets", json.dumps(offsets_to_json(ranges)))
+              .option("endingOffsets", json.dumps(offsets_to_json(
+                  {tp: staged.end[tp] for tp in ranges})))
+              .option("failOnDataLoss", args.fail_on_data_loss))
+    if args.max_records_per_partition:
+        reader = reader.option("maxRecordsPerPartition", str(args.max_records_per_partition))
+    df = reader.load()
+    if args.partition_by == "date":  # the UTC day, whatever the session's time zone
+        from pyspark.sql import functions as F  # noqa: N812
+
+        df = df.withColumn("date", F.date_from_unix_date(
+            F.floor(F.unix_micros("timestamp") / 86_400_000_000).cast("int")))
+    df.write.mode("errorifexists").partitionBy("topic", args.partition_by).parquet(
+        str(out.data_dir(staged.run)))
+
+
+def count_rows(out: OutputDir, staged: StagedRun) -> int:
+    import pyarrow.parquet as pq
+
+    data = out.data_dir(staged.run)
+    return sum(pq.ParquetFile(data / f).metadata.num_rows for f in staged.files)
+
+
+def run(args: argparse.Namespace, spark: Any = None,
+        step: Callable[[str], None] = lambda name: None) -> str:
+    """Load once; returns the summary line. Raises LoadError. `step` is called after each
+    step of the output commit (CRASH_POINTS), for fault injection."""
+    if not args.bootstrap:
+        raise LoadError(EXIT_USAGE, "--bootstrap is required (or set KAFKACTL_BOOTSTRAP)")
+    if bool(args.topic) == bool(args.pattern):
+        raise LoadError(EXIT_USAGE, "give either --topic (repeatable) or --pattern")
+    out = OutputDir(args.output)
+    t0 = time.monotonic()
+    with out.locked():
+        if args.commit_group:
+            committed = group_offsets(args.bootstrap, args.commit_group, None)
+        else:
+            committed = out.committed_offsets()
+        for note in out.recover(committed):
+            log.warning("%s", note)
+        start, end = plan_run(args, committed)
+        todo = sum(max(0, end[tp] - start[tp]) for tp in start)
+        if todo == 0:
+            return f"nothing new to load into {out.root} ({len(start)} partitions)"
+        staged = StagedRun(new_run_id(), start, end)
+        write_staging(spark or spark_session(), args, out, staged)
+        out.list_files(staged)
+        staged.records = count_rows(out, staged)
+        out.seal(staged)
+        step("staged")
+        if args.commit_group:
+            commit_group(args.bootstrap, args.commit_group, end, staged.run)
+        else:
+            out.write_manifest(staged)
+        step("committed")
+        out.publish(staged, on_first=lambda: step("published-one"))
+    secs = time.monotonic() - t0
+    return (f"loaded {staged.records} records from {len(start)} partitions into {out.root} "
+            f"in {secs:.1f} s (run {staged.run})")
+
+
+def main(argv: Sequence[str] | None = None, spark: Any = None) -> int:
+    logging.basicConfig(level=logging.WARNING, format="kafkactl spark-load: %(message)s")
+    try:
+        args = parser().parse_args(argv)
+    except SystemExit as e:
+        return EXIT_USAGE if e.code else EXIT_OK
+    try:
+        summary = run(args, spark, crash_from_env)
+        print(summary, flush=True)
+        write_status(args.status_file, summary)
+        return EXIT_OK
+    except LoadError as e:
+        reason, code = str(e), e.code
+    except (NoBrokersAvailable, KafkaConnectionError, KafkaTimeoutError) as e:
+        reason, code = f"broker unreachable: {e}", EXIT_BROKER
+    except OutputError as e:
+        reason, code = str(e), EXIT_OUTPUT
+    except DataLossError as e:
+        reason, code = f"offsets out of range: {e}", EXIT_DATA_LOSS
+    except OptionError as e:
+        reason, code = str(e), EXIT_USAGE
+    except Exception as e:  # the Spark job (a task failed its retries) or anything else
+        reason, code = task_failure(e)
+    line = f"kafkactl spark-load: error: {reason}"
+    print(line, file=sys.stderr, flush=True)
+    write_status(args.status_file, line)
+    return code
+
+
+# A task's Python error, as Spark relays it in the job's exception text.
+TASK_ERRORS = (
+    ("kafkactl.spark.options.DataLossError: ", "offsets out of range: ", EXIT_DATA_LOSS),
+    ("kafkactl.spark.partition_reader.FetchError: ", "broker unreachable: ", EXIT_BROKER),
+)
+
+
+def task_failure(e: Exception) -> tuple[str, int]:
+    """(one-line reason, exit code) for a failed Spark job or another unexpected error."""
+    lines = [ln.strip() for ln in str(e).splitlines() if ln.strip()]
+    for marker, prefix, code in TASK_ERRORS:
+        for ln in lines:
+            if ln.startswith(marker):
+                return prefix + ln[len(marker):], code
+    first = lines[0] if lines else ""
+    return f"load failed: {type(e).__name__}: {first[:400]}", EXIT_FAILED
+
+
+def write_status(path: str | None, line: str) -> None:
+    if path:
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(line.replace("\n", " ") + "\n")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,270 @@
+"""Executor side of a read: fetch one OffsetRange from the partition leader, as Arrow batches.
+
+A range is complete only when every offset in [start, end) has been fetched: a broker that
+dies, a log that ends early or a leader that moved past the range's start makes the task
+fail (Spark retries it), never end short. The one exception is failOnDataLoss=false, which
+skips deleted records with a warning, as Spark's connector does.
+"""
+
+from __future__ import annotations
+
+import array
+import itertools
+import logging
+import time
+from collections.abc import Iterator
+from typing import Any
+
+from kafkactl.client.consumer import REFRESH_CODES, SimpleConsumer
+from kafkactl.client.errors import (
+    ClientError,
+    KafkaConnectionError,
+    KafkaTimeoutError,
+    NoBrokersAvailable,
+)
+from kafkactl.client.fetcher import (
+    EARLIEST,
+    LATEST,
+    PartitionFetch,
+    parse_fetch_response,
+    uniform_columns,
+)
+from kafkactl.spark.options import DataLossError, ReadOptions
+from kafkactl.spark.planner import OffsetRange
+
+log = logging.getLogger("kafkactl.spark")
+
+OFFSET_OUT_OF_RANGE = 1
+PARTITION_FETCH_BYTES = 8 * 1024 * 1024
+SHORT_LOG_RETRIES = 5
+
+
+class FetchError(ClientError):
+    """A Fetch for a range failed in a way a retry of the task may fix (or not)."""
+
+
+def arrow_schema() -> Any:
+    import pyarrow as pa
+
+    return pa.schema([
+        ("key", pa.binary()), ("value", pa.binary()), ("topic", pa.string()),
+        ("partition", pa.int32()), ("offset", pa.int64()),
+        ("timestamp", pa.timestamp("us", tz="UTC")), ("timestampType", pa.int32()),
+        ("headers", pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))),
+    ])
+
+
+def binary_column(views: list[Any]) -> Any:
+    """bytes-like values (None = null) -> an Arrow binary array, joined in C."""
+    import pyarrow as pa
+
+    n = len(views)
+    mask = None
+    if None in views:
+        if views.count(None) == n:
+            return pa.nulls(n, pa.binary())
+        mask = pa.array([v is not None for v in views])
+        views = [b"" if v is None else v for v in views]
+    data = b"".join(views)
+    if len(data) >= 2**31:
+        return pa.array([bytes(v) for v in views], pa.large_binary()).cast(pa.binary())
+    offsets = array.array("i", [0])
+    offsets.extend(itertools.accumulate(map(len, views)))
+    arr = pa.Array.from_buffers(pa.binary(), n, [None, pa.py_buffer(offsets),
+                                                 pa.py_buffer(data)])
+    if mask is not None:
+        import pyarrow.compute as pc
+
+        arr = pc.if_else(mask, arr, pa.scalar(None, pa.binary()))
+    return arr
+
+
+def to_arrow(topic: str, partition: int, offsets: list[int], timestamps: list[int],
+             tstypes: list[int], keys: list[Any], values: list[Any],
+             headers: list[Any]) -> Any:
+    import pyarrow as pa
+
+    n = len(offsets)
+    schema = arrow_schema()
+    ts = pa.array(timestamps, pa.int64()).cast(pa.timestamp("ms")).cast(
+        pa.timestamp("us")).cast(pa.timestamp("us", tz="UTC"))
+    hdr_type = schema.field("headers").type
+    if any(headers):
+        hdr = pa.array([[(k, None if v is None else bytes(v)) for k, v in h] for h in headers],
+                       hdr_type)
+    else:
+        hdr = pa.array([[]] * n, hdr_type)
+    return pa.RecordBatch.from_arrays([
+        binary_column(keys), binary_column(values),
+        pa.array([topic] * n, pa.string()) if n else pa.array([], pa.string()),
+        pa.array([partition] * n, pa.int32()), pa.array(offsets, pa.int64()), ts,
+        pa.array(tstypes, pa.int32()), hdr], schema=schema)
+
+
+def records_of(pf: PartitionFetch, start: int, end: int) -> tuple[list[Any], ...]:
+    """Column lists of the records with start <= offset < end (CRC checked per batch)."""
+    offsets: list[int] = []
+    timestamps: list[int] = []
+    tstypes: list[int] = []
+    keys: list[Any] = []
+    values: list[Any] = []
+    headers: list[Any] = []
+    for b in pf.batches():
+        if b.base_offset >= end:
+            break
+        if not b.is_valid():
+            raise FetchError(f"CRC mismatch in the batch at offset {b.base_offset} of "
+                             f"{pf.topic}-{pf.partition}")
+        tstype = int(b.timestamp_type)
+        fast = uniform_columns(b, start)
+        if fast is not None:  # null keys, no headers, contiguous offsets, one timestamp
+            first, ts, vals = fast
+            vals = vals[:max(0, end - first)]
+            k = len(vals)
+            offsets.extend(range(first, first + k))
+            timestamps.extend([ts] * k)
+            tstypes.extend([tstype] * k)
+            keys.extend([None] * k)
+            values.extend(vals)
+            headers.extend([()] * k)
+            continue
+        for r in b:
+            o = r.offset
+            if o < start:
+                continue
+            if o >= end:
+                break
+            offsets.append(o)
+            timestamps.append(r.timestamp)
+            tstypes.append(tstype)
+            keys.append(r.key)
+            values.append(r.value)
+            headers.append(r.headers)
+    return offsets, timestamps, tstypes, keys, values, headers
+
+
+class RangeReader:
+    """Fetches [start, end) of one partition, one Fetch ahead of the caller."""
+
+    def __init__(self, ro: ReadOptions, rng: OffsetRange,
+                 fetch_bytes: int = PARTITION_FETCH_BYTES) -> None:
+        self.ro = ro
+        self.rng = rng
+        self.tp = (rng.topic, rng.partition)
+        self.sc = SimpleConsumer(ro.bootstrap, client_id="kafkactl-spark-executor",
+                                 max_wait_ms=500, max_partition_bytes=fetch_bytes,
+                                 max_bytes=fetch_bytes)
+        self.sc.client.request_timeout = min(self.sc.client.request_timeout,
+                                             ro.poll_timeout_ms / 1000.0)
+        self._pending: tuple[Any, Any, int] | None = None
+
+    def _send(self, offset: int) -> None:
+        node = self.sc._leaders([self.tp])
+        leader = next(iter(node))
+        if leader < 0:
+            raise KafkaConnectionError(f"no leader for {self.tp[0]}-{self.tp[1]}")
+        conn, req = self.sc.send_fetch(leader, {self.tp: offset})
+        self._pending = (conn, req, offset)
+
+    def _receive(self, offset: int) -> PartitionFetch:
+        if self._pending is None or self._pending[2] != offset:
+            self._pending = None
+            self._send(offset)
+        assert self._pending is not None
+        conn, req, _ = self._pending
+        self._pending = None
+        resp = conn.wait(req, self.sc.client.request_timeout + 0.5)
+        for pf in parse_fetch_response(resp, {self.tp: offset}):
+            if (pf.topic, pf.partition) == self.tp:
+                return pf
+        raise FetchError(f"the Fetch response has no {self.tp[0]}-{self.tp[1]}")
+
+    def _bounds(self) -> tuple[int, int]:
+        """(log start offset, log end offset) of the partition now."""
+        first = self.sc.list_offsets({self.tp: EARLIEST})[self.tp][0]
+        return first, self.sc.list_offsets({self.tp: LATEST})[self.tp][0]
+
+    def _missing(self, pos: int, message: str) -> None:
+        t, p = self.tp
+        text = (f"topic {t} partition {p}: offsets {pos}..{self.rng.end - 1} of the planned "
+                f"range {self.rng.start}..{self.rng.end - 1} cannot be read: {message}")
+        if self.ro.fail_on_data_loss:
+            raise DataLossError(text + "; set failOnDataLoss=false to skip them")
+        log.warning("%s; skipped (failOnDataLoss=false)", text)
+
+    def batches(self) -> Iterator[Any]:
+        t, p = self.tp
+        pos, end = self.rng.start, self.rng.end
+        timeout = self.ro.poll_timeout_ms / 1000.0
+        last_progress = time.monotonic()
+        empty = 0
+        try:
+            while pos < end:
+                try:
+                    pf = self._receive(pos)
+                except (KafkaConnectionError, KafkaTimeoutError, NoBrokersAvailable) as e:
+                    self._pending = None
+                    self.sc.client.cluster.invalidate(t)
+                    for c in self.sc.client.connections():
+                        c.close()
+                    if time.monotonic() - last_progress > timeout:
+                        raise FetchError(f"reading {t}-{p} at offset {pos} (range "
+                                         f"{self.rng.start}..{end - 1}): {e}") from e
+                    time.sleep(self.sc.client.retry_backoff * 5)
+                    continue
+                code = pf.error_code
+                if code == OFFSET_OUT_OF_RANGE:
+                    first, last = self._bounds()
+                    if pos < first:
+                        self._missing(pos, f"the log now starts at offset {first}")
+                        pos = first
+                        continue
+                    if pos >= last:
+                        self._missing(pos, f"the log now ends at offset {last}")
+                        return
+                    if time.monotonic() - last_progress > timeout:  # in range after all:
+                        raise FetchError(f"reading {t}-{p} at offset {pos}: the leader "
+                                         f"answers OFFSET_OUT_OF_RANGE for {timeout:.0f} s")
+                    self.sc.client.cluster.invalidate(t)  # a stale leader? ask again
+                    time.sleep(self.sc.client.retry_backoff)
+                    continue
+                if code in REFRESH_CODES:
+                    self.sc.client.cluster.invalidate(t)
+                    if time.monotonic() - last_progress > timeout:
+                        raise FetchError(f"reading {t}-{p} at offset {pos}: broker error "
+                                         f"code {code} for {timeout:.0f} s")
+                    time.sleep(self.sc.client.retry_backoff)
+                    continue
+                if code:
+                    raise FetchError(f"reading {t}-{p} at offset {pos}: broker error code "
+                                     f"{code}")
+                nxt = pf.next_offset()
+                if nxt <= pos:
+                    empty += 1
+                    if 0 <= pf.high_watermark <= pos and empty >= SHORT_LOG_RETRIES:
+                        self._missing(pos, f"the log ends at offset {pf.high_watermark} "
+                                           "(truncated since the read was planned?)")
+                        return
+                    if time.monotonic() - last_progress > timeout:
+                        raise FetchError(f"reading {t}-{p}: no records at offset {pos} for "
+                                         f"{timeout:.0f} s (high watermark "
+                                         f"{pf.high_watermark})")
+                    continue
+                empty = 0
+                if nxt < end:  # the next Fetch travels while this chunk converts
+                    try:
+                        self._send(nxt)
+                    except (KafkaConnectionError, KafkaTimeoutError, NoBrokersAvailable):
+                        self._pending = None  # _receive sends it again (and retries)
+                cols = records_of(pf, pos, end)
+                pos = nxt
+                last_progress = time.monotonic()
+                if cols[0]:
+                    yield to_arrow(t, p, *cols)
+        finally:
+            self.sc.close()
+
+
+def read_range(ro: ReadOptions, rng: OffsetRange) -> Iterator[Any]:
+    """Arrow record batches of the range (the data source's read())."""
+    yield from RangeReader(ro, rng).batches()

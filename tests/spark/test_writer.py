@@ -1,0 +1,53 @@
+"""df.write.format("kafkactl"), read back with `kafkactl consume`."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from typing import Any
+
+import pytest
+
+from tests.spark.conftest import create_topic
+
+
+def test_write_then_consume(spark: Any, broker: Any) -> None:
+    b = broker.bootstrap
+    create_topic(b, "written", 2)
+    create_topic(b, "other", 1)
+    rows = [(f"k{i}".encode(), f"v{i}", None if i == 7 else i % 2,
+             [("h", b"x%d" % i)] if i == 3 else [], "other" if i == 7 else None)
+            for i in range(8)]
+    df = spark.createDataFrame(rows, "key binary, value string, partition int, "
+                                     "headers array<struct<key string, value binary>>, "
+                                     "topic string")
+    (df.write.format("kafkactl").option("kafka.bootstrap.servers", b)
+     .option("topic", "written").option("kafka.linger.ms", "0").mode("append").save())
+
+    def consume(topic: str) -> list[dict[str, Any]]:
+        out = subprocess.run([sys.executable, "-m", "kafkactl", "consume", "-b", b, "-t",
+                              topic, "--from-beginning", "-e", "-J", "-q"],
+                             capture_output=True, text=True, timeout=60, check=True).stdout
+        return sorted((json.loads(line) for line in out.splitlines()),
+                      key=lambda r: r["payload"])
+
+    got = consume("written")
+    assert [(r["key"], r["payload"], r["partition"]) for r in got] == \
+        [(f"k{i}", f"v{i}", i % 2) for i in range(7)]
+    assert [r.get("headers") for r in got][3] == [["h", "x3"]]
+    assert [(r["key"], r["payload"]) for r in consume("other")] == [("k7", "v7")]
+
+
+def test_write_refuses_bad_columns_and_options(spark: Any, broker: Any) -> None:
+    df = spark.createDataFrame([(1,)], "value int")
+    with pytest.raises(Exception, match="column value must be binary or string"):
+        df.write.format("kafkactl").option("bootstrap", broker.bootstrap).option(
+            "topic", "t").mode("append").save()
+    df = spark.createDataFrame([("v",)], "value string")
+    with pytest.raises(Exception, match="(?i)unknown option 'kafka.lnger.ms'.*known options"):
+        df.write.format("kafkactl").option("bootstrap", broker.bootstrap).option(
+            "topic", "t").option("kafka.lnger.ms", "1").mode("append").save()
+    with pytest.raises(Exception, match="needs a topic column or the topic option"):
+        df.write.format("kafkactl").option("bootstrap", broker.bootstrap).mode(
+            "append").save()
