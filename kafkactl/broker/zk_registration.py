@@ -85,6 +85,11 @@ class ZkRegistration:
         except DuplicateBrokerIdError as e:
             self.close()
             raise ZkRegistrationError(str(e)) from None
+        except Exception as e:  # ZooKeeper went away while we registered
+            self.close()
+            raise ZkRegistrationError(
+                f"could not register in ZooKeeper at {self.connect_string}: "
+                f"{type(e).__name__} {e}".rstrip()) from None
 
     def start_sync(self, topics: Any) -> None:
         """Publish `topics()` (name -> partition count) now and every second."""

@@ -30,6 +30,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("kafkactl.cluster")
 
 BROKER_REGISTRATION_VERSION = 4
+CALL_TIMEOUT_S = 5.0  # one ZooKeeper call from the broker, at most
 TOPIC_ZNODE_VERSION = 2
 
 
@@ -178,26 +179,31 @@ class BrokerRegistry:
         self._published: dict[str, int] = {}  # topic -> partitions written by us
 
     # ---- the broker's own node ---------------------------------------------------------------
-    def _owned_by_us(self) -> bool | None:
+    def _owned_by_us(self, timeout: float = CALL_TIMEOUT_S) -> bool | None:
         """True/False: the node exists and is (not) this session's; None: no node."""
-        stat = self.zk.exists(self.path)
+        stat = self.zk.exists_async(self.path).get(timeout=timeout)
         if stat is None:
             return None
         return bool(stat.ephemeralOwner == self.zk.client_id[0])
 
     def register(self) -> None:
         """Create /brokers/ids/[id]. A node left by a previous session of this broker (a
-        kill -9) expires within the session timeout: wait for it that long, then refuse."""
-        from kazoo.exceptions import NodeExistsError
+        kill -9) expires within the session timeout: wait for it that long, then refuse.
+        Every call is bounded: a ZooKeeper that goes away meanwhile is an error, not a
+        hang."""
+        from kazoo.exceptions import NodeExistsError, ZookeeperError
+        from kazoo.handlers.threading import KazooTimeoutError
 
         deadline = time.monotonic() + self.session_timeout_s + 2.0
         while True:
+            remaining = max(0.5, deadline - time.monotonic())
             try:
-                self.zk.create(self.path, self.value, ephemeral=True, makepath=True)
+                self.zk.create_async(self.path, self.value, ephemeral=True,
+                                     makepath=True).get(timeout=remaining)
                 log.info("registered broker %d in ZooKeeper at %s", self.broker_id, self.path)
                 return
             except NodeExistsError:
-                if self._owned_by_us():
+                if self._owned_by_us(remaining):
                     return
                 if time.monotonic() >= deadline:
                     other = read_json(self.zk, self.path)
@@ -207,6 +213,12 @@ class BrokerRegistry:
                         f"broker.id {self.broker_id} is already registered in ZooKeeper "
                         f"({self.path}, {where}) by a live broker; give this broker another "
                         "broker.id") from None
+                time.sleep(0.25)
+            except (KazooTimeoutError, ZookeeperError) as e:
+                if time.monotonic() >= deadline:
+                    raise DuplicateBrokerIdError(
+                        f"could not register broker.id {self.broker_id} in ZooKeeper "
+                        f"({self.path}): {type(e).__name__} {e}".rstrip()) from None
                 time.sleep(0.25)
 
     def ensure_registered(self) -> bool:
@@ -271,8 +283,7 @@ class BrokerRegistry:
         self._published.pop(name, None)
 
     def deregister(self) -> None:
-        from kazoo.exceptions import NoNodeError
-
+        """Delete our node now (at most CALL_TIMEOUT_S: closing the session removes it
+        anyway)."""
         if self._owned_by_us():
-            with contextlib.suppress(NoNodeError):
-                self.zk.delete(self.path)
+            self.zk.delete_async(self.path).get(timeout=CALL_TIMEOUT_S)

@@ -9,6 +9,8 @@ import time
 import uuid
 from pathlib import Path
 
+import pytest
+
 from tests.cluster.zk import ZooKeeperServer
 from tests.conftest import BrokerProcess, free_port
 
@@ -193,3 +195,37 @@ def test_discovery_follows_the_registry(broker_factory, zookeeper, zk) -> None:
             moved.kill()
     finally:
         disco.close()
+
+
+def test_zookeeper_restart_and_a_stop_while_it_is_away(broker_factory, tmp_path: Path) -> None:
+    """ZooKeeper restarted under a running broker: the broker is registered again after;
+    ZooKeeper gone for good: SIGTERM still stops the broker promptly (no ZooKeeper call
+    blocks its shutdown)."""
+    from kafkactl.cluster import zookeeper as zkmod
+    from tests.cluster.zk import ZooKeeperServer, available
+
+    if available() is not None:
+        pytest.skip(str(available()))
+    server = ZooKeeperServer(tmp_path / "own-zk")
+    server.start()
+    try:
+        b = broker_factory(zookeeper_connect=server.connect,
+                           zookeeper_session_timeout_ms="3000")
+        client = zkmod.connect(server.connect, timeout_s=10)
+        wait_for(lambda: client.exists("/brokers/ids/0"), what="registration")
+        zkmod.close(client)
+        server.stop()
+        time.sleep(4)  # past the session timeout: the session (and its node) expires
+        server.start()
+        client = zkmod.connect(server.connect, timeout_s=10)
+        try:
+            wait_for(lambda: client.exists("/brokers/ids/0"), timeout=40,
+                     what="registration after the restart")
+        finally:
+            zkmod.close(client)
+        server.stop()
+        start = time.monotonic()
+        assert b.stop(timeout=40) == 0
+        assert time.monotonic() - start < 40
+    finally:
+        server.stop()
