@@ -4,8 +4,8 @@
 Kafka's defaults are unbounded; here `max.connections` defaults to what the open files limit
 (RLIMIT_NOFILE) leaves after the files the log needs (see kafkactl.broker.config), so that
 accept() never fails with EMFILE, and the per-IP limit stays unbounded. A refused connection
-is closed right after accept with one log line naming the peer and the limit (at most one
-such line a second; the rest are counted into the next line).
+is closed right after accept with one log line naming the peer and the limit (at most ten
+such lines a second; the rest are counted into the next line).
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ import time
 log = logging.getLogger(__name__)
 
 REFUSAL_LOG_INTERVAL_S = 1.0
+REFUSAL_LOG_LINES = 10  # "refused connection" lines per interval; the rest are counted
 UNBOUNDED = 1 << 62
 
 
@@ -41,7 +42,8 @@ class ConnectionQuotas:
         self.total = 0
         self._per_ip: dict[str, int] = {}
         self._unlogged = 0
-        self._last_log = -REFUSAL_LOG_INTERVAL_S
+        self._window_start = -REFUSAL_LOG_INTERVAL_S
+        self._logged_in_window = 0
 
     def admit(self, ip: str) -> str | None:
         """Count a new connection from `ip` in, or return which limit refuses it."""
@@ -69,10 +71,13 @@ class ConnectionQuotas:
 
     def log_refusal(self, peer: str, reason: str) -> None:
         now = time.monotonic()
-        if now - self._last_log < REFUSAL_LOG_INTERVAL_S:
+        if now - self._window_start >= REFUSAL_LOG_INTERVAL_S:
+            self._window_start, self._logged_in_window = now, 0
+        if self._logged_in_window >= REFUSAL_LOG_LINES:
             self._unlogged += 1
             return
-        more = (f" ({self._unlogged} more refused since the last such line)"
+        more = (f" ({self._unlogged} more refused without a line of their own)"
                 if self._unlogged else "")
-        self._last_log, self._unlogged = now, 0
+        self._logged_in_window += 1
+        self._unlogged = 0
         log.warning("refused connection from %s: %s; closed it%s", peer, reason, more)
