@@ -22,11 +22,9 @@ every socket (transport.pause_reading) but one, the connection with the oldest i
 frame, so that a request in progress always finishes (at most one request past the cap, as
 Kafka's memory pool allows); reading resumes when the total is back under the cap.
 
-Deadlines: a request whose bytes have not all arrived within `socket.request.read.timeout.ms`
-of its first byte closes its connection; a connection with no traffic for
-`connections.max.idle.ms` is closed. `max.connections` and `max.connections.per.ip` (with
-`max.connections.per.ip.overrides`) are checked on accept: a connection over a limit is
-logged (peer and limit) and closed at once.
+Deadlines: a request not all in `socket.request.read.timeout.ms` after its first byte (not
+counting time its own backlog held it back), or `connections.max.idle.ms` without traffic,
+closes the connection. Connection limits on accept: kafkactl.broker.connection_quotas.
 
 Ordering: requests of one connection are handled strictly one after another (as Kafka does by
 muting a channel while a request is in flight). A handler answers at once (the fast path:
@@ -106,7 +104,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
     __slots__ = (
         "server", "loop", "info", "transport", "ip", "last_active", "_sock_fd", "_counted",
         "_partial", "_big", "_big_filled", "_big_size", "frame_started", "_held",
-        "_backlog", "_backlog_bytes", "_backlog_full", "_reading_paused", "_busy",
+        "_backlog", "_backlog_bytes", "_backlog_full", "_full_since", "_reading_paused", "_busy",
         "_write_paused", "_closed", "_close_after_drain", "_task")
 
     def __init__(self, server: SocketServer, connection_id: int) -> None:
@@ -129,6 +127,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._backlog: deque[bytearray] = deque()
         self._backlog_bytes = 0
         self._backlog_full = False
+        self._full_since = 0.0
         self._reading_paused = False
         self._busy = False
         self._write_paused = False
@@ -276,6 +275,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self.server.account(n)
         if self._backlog_bytes > MAX_BACKLOG_BYTES and not self._backlog_full:
             self._backlog_full = True
+            self._full_since = self.loop.time()
             self.update_reading()
 
     def _release_memory(self) -> None:
@@ -287,6 +287,11 @@ class KafkaConnection(asyncio.BufferedProtocol):
         if held:
             self.server.account(-held)
         self.server.frame_finished(self)
+
+    @property
+    def backlog_full(self) -> bool:
+        """Reading is paused until this connection's own queued requests are answered."""
+        return self._backlog_full
 
     @property
     def reading_frame(self) -> bool:
@@ -340,6 +345,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
             else:
                 self._run_async(self._await_and_write(result))
         if self._backlog_full and self._backlog_bytes <= MAX_BACKLOG_BYTES // 2:
+            # The read deadline does not run while we hold the client back.
+            self.frame_started += self.loop.time() - self._full_since
             self._backlog_full = False
             self.update_reading()
         if self._close_after_drain and not self._busy and not self._backlog:
@@ -553,7 +560,8 @@ class SocketServer:
             idle_deadline = now - self.idle_timeout
             read_deadline = now - self.read_timeout
             for conn in list(self.connections):
-                if conn.reading_frame and conn.frame_started < read_deadline:
+                if conn.reading_frame and conn.frame_started < read_deadline and not (
+                        conn.backlog_full):
                     conn.close(f"request incomplete after {self.read_timeout_ms} ms "
                                f"({conn.frame_progress()} received; "
                                "socket.request.read.timeout.ms); closing the connection")
