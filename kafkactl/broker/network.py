@@ -11,9 +11,9 @@ that actually arrive, never the size a peer announces:
   a time), so an idle connection holds no buffer at all;
 - complete frames are copied out into their own bytearray; the leftover of an incomplete
   frame is kept per connection, exactly as long as it is;
-- a frame larger than the receive buffer gets its own bytearray that grows (doubling, at
-  least 64 KiB a step, never past the announced size) as its bytes are read, and bytes are
-  read straight into it.
+- a frame larger than the receive buffer gets its own bytearray, sized for the bytes that
+  are already in the socket (FIONREAD) and grown as more arrive (at least doubling or 64 KiB
+  a step, never past the announced size); bytes are read straight into it.
 Frames are writable bytearrays, so the log can stamp offsets into produced batches in place.
 
 Memory of all in-flight requests together (incomplete frames and complete ones waiting for
@@ -36,10 +36,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import fcntl
 import logging
 import os
 import socket
 import struct
+import termios
 from collections import deque
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
@@ -59,6 +61,8 @@ MAX_BACKLOG_BYTES = 16 * 1024 * 1024
 SMALL_REGION_BYTES = 16 * 1024
 
 _SIZE = struct.Struct(">i")
+_INT = struct.Struct("i")
+_INT_ZERO = bytes(_INT.size)
 
 
 class CloseConnection(Exception):
@@ -104,6 +108,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
     __slots__ = (
         "server", "loop", "info", "transport", "ip", "last_active", "_sock_fd", "_counted",
         "_partial", "_big", "_big_filled", "_big_size", "frame_started", "_held",
+        "_charged",
         "_backlog", "_backlog_bytes", "_backlog_full", "_full_since", "_reading_paused", "_busy",
         "_write_paused", "_closed", "_close_after_drain", "_task")
 
@@ -124,6 +129,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._big_size = 0
         self.frame_started = 0.0
         self._held = 0
+        self._charged = 0  # what the server counts for us: _held + _backlog_bytes, settled
+        # once per read (_settle), not per frame
         self._backlog: deque[bytearray] = deque()
         self._backlog_bytes = 0
         self._backlog_full = False
@@ -178,10 +185,11 @@ class KafkaConnection(asyncio.BufferedProtocol):
         if big is not None:
             filled = self._big_filled
             if filled == len(big):
-                grow = min(self._big_size, max(2 * filled, filled + MIN_FRAME_GROWTH)) - filled
+                step = max(filled, self._available(), MIN_FRAME_GROWTH)
+                grow = min(self._big_size, filled + step) - filled
                 big += bytes(grow)
                 self._held += grow
-                self.server.account(grow)
+                self._settle()
             return memoryview(big)[filled:]
         partial = self._partial
         if partial is None:
@@ -199,7 +207,6 @@ class KafkaConnection(asyncio.BufferedProtocol):
                 return
             # Complete: its bytes move from "incomplete" to the backlog (same total).
             self._big = None
-            self.server.queued_bytes -= self._held
             self._held = 0
             self._enqueue(big)
             self.server.frame_finished(self)
@@ -246,33 +253,42 @@ class KafkaConnection(asyncio.BufferedProtocol):
         finished = self._partial is not None and (start > 0 or rest == 0)
         if rest == 0:
             self._partial = None
-            self._set_held(0)
+            self._held = 0
         else:
             if start or self._partial is None:
                 self.frame_started = self.loop.time()
             if rest >= 4 and size + 4 > RECV_BUFFER_SIZE:
+                # A large frame: room for the bytes already here and those waiting in the
+                # socket (FIONREAD), at least MIN_FRAME_GROWTH, never past its size.
+                have = rest - 4
+                big = bytearray(min(size, have + max(self._available(), MIN_FRAME_GROWTH)))
+                big[:have] = view[start + 4:end]
                 self._partial = None
-                self._big = bytearray(view[start + 4:end])
-                self._big_filled = rest - 4
-                self._big_size = size
-                self._set_held(rest - 4)
+                self._big, self._big_filled, self._big_size = big, have, size
+                self._held = len(big)
             else:
                 self._partial = bytearray(view[start:end])
-                self._set_held(rest)
+                self._held = rest
         if finished:
             server.frame_finished(self)
 
-    def _set_held(self, n: int) -> None:
-        if n != self._held:
-            delta = n - self._held
-            self._held = n
+    def _available(self) -> int:
+        """Bytes waiting in this socket's receive queue (0 if unknown)."""
+        try:
+            return int(_INT.unpack(fcntl.ioctl(self._sock_fd, termios.FIONREAD, _INT_ZERO))[0])
+        except (OSError, ValueError):
+            return 0
+
+    def _settle(self) -> None:
+        """Bring the server's count of in-flight request bytes up to date for us."""
+        owed = self._held + self._backlog_bytes
+        if owed != self._charged:
+            delta, self._charged = owed - self._charged, owed
             self.server.account(delta)
 
     def _enqueue(self, frame: bytearray) -> None:
         self._backlog.append(frame)
-        n = len(frame)
-        self._backlog_bytes += n
-        self.server.account(n)
+        self._backlog_bytes += len(frame)
         if self._backlog_bytes > MAX_BACKLOG_BYTES and not self._backlog_full:
             self._backlog_full = True
             self._full_since = self.loop.time()
@@ -282,10 +298,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
         """Give back what this connection holds against queued.max.request.bytes."""
         self._backlog.clear()
         self._partial = self._big = None
-        held = self._held + self._backlog_bytes
         self._held = self._backlog_bytes = 0
-        if held:
-            self.server.account(-held)
+        self._settle()
         self.server.frame_finished(self)
 
     @property
@@ -319,12 +333,9 @@ class KafkaConnection(asyncio.BufferedProtocol):
     # ---- request processing ---------------------------------------------------------------
     def _drain(self) -> None:
         handler = self.server.handler
-        server = self.server
         while self._backlog and not self._busy and not self._write_paused and not self._closed:
             frame = self._backlog.popleft()
-            n = len(frame)
-            self._backlog_bytes -= n
-            server.account(-n)
+            self._backlog_bytes -= len(frame)
             try:
                 result = handler.handle(self.info, frame)
             except CloseConnection as e:
@@ -351,6 +362,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
             self.update_reading()
         if self._close_after_drain and not self._busy and not self._backlog:
             self.close(None)
+        self._settle()
 
     def _run_async(self, coro: Awaitable[None]) -> None:
         self._busy = True
