@@ -16,11 +16,9 @@ that actually arrive, never the size a peer announces:
   a step, never past the announced size); bytes are read straight into it.
 Frames are writable bytearrays, so the log can stamp offsets into produced batches in place.
 
-Memory of all in-flight requests together (incomplete frames and complete ones waiting for
-their turn) is capped by `queued.max.request.bytes`: over it, the server stops reading from
-every socket (transport.pause_reading) but one, the connection with the oldest incomplete
-frame, so that a request in progress always finishes (at most one request past the cap, as
-Kafka's memory pool allows); reading resumes when the total is back under the cap.
+Memory of all in-flight requests together is capped by `queued.max.request.bytes`
+(kafkactl.broker.memory_pool): over it, reading pauses on every socket but the one whose
+request is oldest.
 
 Deadlines: a request not all in `socket.request.read.timeout.ms` after its first byte (not
 counting time its own backlog held it back), or `connections.max.idle.ms` without traffic,
@@ -48,6 +46,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from kafkactl.broker.connection_quotas import ConnectionQuotas
+from kafkactl.broker.memory_pool import RequestMemoryPool
 
 log = logging.getLogger(__name__)
 
@@ -165,7 +164,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
             self._sock_fd = sock.fileno()
             with contextlib.suppress(OSError):
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        if server.memory_paused:
+        if server.pool.paused:
             self.update_reading()
         log.debug("connection %d from %s", self.info.connection_id, self.info.peer)
 
@@ -209,7 +208,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
             self._big = None
             self._held = 0
             self._enqueue(big)
-            self.server.frame_finished(self)
+            self.server.pool.frame_finished(self)
         else:
             partial = self._partial
             self._split_frames(nbytes if partial is None else len(partial) + nbytes)
@@ -270,7 +269,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
                 self._partial = bytearray(view[start:end])
                 self._held = rest
         if finished:
-            server.frame_finished(self)
+            server.pool.frame_finished(self)
 
     def _available(self) -> int:
         """Bytes waiting in this socket's receive queue (0 if unknown)."""
@@ -284,7 +283,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         owed = self._held + self._backlog_bytes
         if owed != self._charged:
             delta, self._charged = owed - self._charged, owed
-            self.server.account(delta)
+            self.server.pool.account(delta)
 
     def _enqueue(self, frame: bytearray) -> None:
         self._backlog.append(frame)
@@ -300,7 +299,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._partial = self._big = None
         self._held = self._backlog_bytes = 0
         self._settle()
-        self.server.frame_finished(self)
+        self.server.pool.frame_finished(self)
 
     @property
     def backlog_full(self) -> bool:
@@ -322,7 +321,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         is full, or while the server is over queued.max.request.bytes (unless this is the
         connection allowed to finish its request)."""
         server = self.server
-        paused = self._backlog_full or (server.memory_paused and server.exempt is not self)
+        paused = self._backlog_full or (server.pool.paused and server.pool.exempt is not self)
         if paused != self._reading_paused and not self._closed and self.transport is not None:
             self._reading_paused = paused
             if paused:
@@ -477,18 +476,13 @@ class SocketServer:
         self.idle_timeout = idle_timeout_ms / 1000.0
         self.read_timeout_ms = read_timeout_ms
         self.read_timeout = read_timeout_ms / 1000.0
-        unbounded = 1 << 62
-        self.max_queued_bytes = max_queued_bytes if max_queued_bytes > 0 else unbounded
-        self._resume_below = self.max_queued_bytes - self.max_queued_bytes // 8
         self.quotas = ConnectionQuotas(max_connections, max_connections_per_ip,
                                        per_ip_overrides)
         self.loop = asyncio.get_running_loop()
         self.recv_buffer = bytearray(RECV_BUFFER_SIZE)
         self.recv_view = memoryview(self.recv_buffer)
         self.connections: set[KafkaConnection] = set()
-        self.queued_bytes = 0  # incomplete + waiting request bytes, all connections
-        self.memory_paused = False
-        self.exempt: KafkaConnection | None = None  # reads on while memory_paused
+        self.pool = RequestMemoryPool(max_queued_bytes, self.connections)
         self.in_flight = 0
         self._servers: list[asyncio.Server] = []
         self._next_id = 0
@@ -498,52 +492,6 @@ class SocketServer:
     def _factory(self) -> KafkaConnection:
         self._next_id += 1
         return KafkaConnection(self, self._next_id)
-
-    # ---- in-flight request memory (queued.max.request.bytes) -------------------------------
-    def account(self, delta: int) -> None:
-        queued = self.queued_bytes + delta
-        self.queued_bytes = queued
-        if delta > 0:
-            if queued > self.max_queued_bytes and not self.memory_paused:
-                self._enter_memory_pressure()
-        elif self.memory_paused and queued <= self._resume_below:
-            self._leave_memory_pressure()
-
-    def _enter_memory_pressure(self) -> None:
-        self.memory_paused = True
-        log.warning("in-flight requests hold %d bytes, over queued.max.request.bytes=%d: "
-                    "reading from sockets is paused until requests complete",
-                    self.queued_bytes, self.max_queued_bytes)
-        self._choose_exempt()
-        for conn in list(self.connections):
-            conn.update_reading()
-
-    def _leave_memory_pressure(self) -> None:
-        self.memory_paused = False
-        self.exempt = None
-        log.info("in-flight requests hold %d bytes (queued.max.request.bytes=%d): reading "
-                 "resumed", self.queued_bytes, self.max_queued_bytes)
-        for conn in list(self.connections):
-            conn.update_reading()
-
-    def frame_finished(self, conn: KafkaConnection) -> None:
-        """`conn`'s incomplete frame is complete (or gone): if it was the one allowed to
-        read on under memory pressure, pass that on to the oldest incomplete frame."""
-        if self.exempt is conn:
-            self._choose_exempt()
-
-    def _choose_exempt(self) -> None:
-        old, best = self.exempt, None
-        if self.memory_paused:
-            for conn in self.connections:
-                if conn.reading_frame and (best is None
-                                           or conn.frame_started < best.frame_started):
-                    best = conn
-        self.exempt = best
-        if old is not None and old is not best:
-            old.update_reading()
-        if best is not None and best is not old:
-            best.update_reading()
 
     def _loop_exception(self, loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
         """Errors asyncio reports from inside its own callbacks (e.g. accept() failing on a
