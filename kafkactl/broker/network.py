@@ -9,11 +9,11 @@ Framing: every request is a 4-byte big-endian size and a body. A size outside
 that actually arrive, never the size a peer announces:
 - every socket is read into one receive buffer the server owns (the loop reads one socket at
   a time), so an idle connection holds no buffer at all;
-- complete frames are copied out into their own bytearray; the leftover of an incomplete
-  frame is kept per connection, exactly as long as it is;
-- a frame larger than the receive buffer gets its own bytearray, sized for the bytes that
+- complete frames are copied out into their own bytearray;
+- an incomplete frame whose size is known gets its own bytearray, sized for the bytes that
   are already in the socket (FIONREAD) and grown as more arrive (at least doubling or 64 KiB
-  a step, never past the announced size); bytes are read straight into it.
+  a step, never past the announced size); its bytes are read straight into it. Fewer than
+  4 bytes (a size not yet known) are kept per connection as they are.
 Frames are writable bytearrays, so the log can stamp offsets into produced batches in place.
 
 Memory of all in-flight requests together is capped by `queued.max.request.bytes`
@@ -50,7 +50,7 @@ from kafkactl.broker.memory_pool import RequestMemoryPool
 
 log = logging.getLogger(__name__)
 
-# The server's one receive buffer; frames up to this size (prefix included) are split out of it.
+# The server's one receive buffer (all connections read into it, one at a time).
 RECV_BUFFER_SIZE = 256 * 1024
 # A larger frame's own buffer grows by at least this much (and at least doubles) per step.
 MIN_FRAME_GROWTH = 64 * 1024
@@ -62,6 +62,7 @@ SMALL_REGION_BYTES = 16 * 1024
 _SIZE = struct.Struct(">i")
 _INT = struct.Struct("i")
 _INT_ZERO = bytes(_INT.size)
+_ZEROS = memoryview(bytes(1024 * 1024))
 
 
 class CloseConnection(Exception):
@@ -119,7 +120,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self.ip = "?"
         self._sock_fd = -1
         self._counted = False  # counted in the server's connection limits
-        # An incomplete frame: `_partial` (small: its bytes so far, prefix included) or
+        # An incomplete frame: `_partial` (under 4 bytes: its size is not known yet) or
         # `_big` (its body so far; `_big_filled` of `_big_size` bytes read). `_held` is what
         # they hold against queued.max.request.bytes.
         self._partial: bytearray | None = None
@@ -186,8 +187,11 @@ class KafkaConnection(asyncio.BufferedProtocol):
             if filled == len(big):
                 step = max(filled, self._available(), MIN_FRAME_GROWTH)
                 grow = min(self._big_size, filled + step) - filled
-                big += bytes(grow)
-                self._held += grow
+                while grow > 0:  # zeros from a shared block: no temporary allocation
+                    n = min(grow, len(_ZEROS))
+                    big += _ZEROS[:n]
+                    grow -= n
+                    self._held += n
                 self._settle()
             return memoryview(big)[filled:]
         partial = self._partial
@@ -231,7 +235,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
     # ---- framing ------------------------------------------------------------------------
     def _split_frames(self, end: int) -> None:
         """Split the complete frames out of the server's receive buffer [0:end]; keep the
-        incomplete rest (as `_partial`, or as a growing `_big` for a large frame)."""
+        incomplete rest (as `_partial` if under 4 bytes, else as a growing `_big`)."""
         server = self.server
         buf, view = server.recv_buffer, server.recv_view
         max_size = server.max_request_size
@@ -256,11 +260,15 @@ class KafkaConnection(asyncio.BufferedProtocol):
         else:
             if start or self._partial is None:
                 self.frame_started = self.loop.time()
-            if rest >= 4 and size + 4 > RECV_BUFFER_SIZE:
-                # A large frame: room for the bytes already here and those waiting in the
-                # socket (FIONREAD), at least MIN_FRAME_GROWTH, never past its size.
+            if rest >= 4:
+                # Its size is known: the frame gets its own buffer, with room for the bytes
+                # here and those waiting in the socket (FIONREAD), at least MIN_FRAME_GROWTH,
+                # never past its size; the rest is read straight into it.
                 have = rest - 4
-                big = bytearray(min(size, have + max(self._available(), MIN_FRAME_GROWTH)))
+                need = size - have
+                if need > MIN_FRAME_GROWTH:
+                    need = min(need, max(self._available(), MIN_FRAME_GROWTH))
+                big = bytearray(have + need)
                 big[:have] = view[start + 4:end]
                 self._partial = None
                 self._big, self._big_filled, self._big_size = big, have, size
