@@ -384,3 +384,12 @@ def test_max_connections_per_ip_and_its_overrides(limited_broker) -> None:
     finally:
         for s in first:
             s.close()
+
+
+def test_an_idle_connection_closes_after_connections_max_idle_ms(limited_broker) -> None:
+    b = limited_broker({"connections.max.idle.ms": "1000"})
+    with socket.create_connection(("127.0.0.1", b.port)) as s:
+        assert _served(s)
+        assert _closed_by_peer(s, 30)
+    _round_trip(b)
+    assert "connections.max.idle.ms" in b.log()
