@@ -73,6 +73,34 @@ BROKER_DEFAULTS: dict[str, str] = {
     "cluster.id": "",
 }
 
+# ---- network limits (kafkactl.broker.network, kafkactl.broker.connection_quotas) -----------
+def default_max_connections() -> int:
+    """`max.connections` unless set: Kafka's default is unbounded; here it is what the open
+    files limit (RLIMIT_NOFILE, soft) leaves for the log's segment and index files: half of
+    it, or all but 4096 descriptors when that is more."""
+    import resource
+
+    soft, _hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == resource.RLIM_INFINITY or soft >= 2**31:
+        return 2**31 - 1
+    return max(soft // 2, soft - 4096, 1)
+
+
+BROKER_DEFAULTS.update({
+    # Bytes of all in-flight requests together (incomplete ones and ones waiting for their
+    # turn); over it the broker stops reading from sockets until requests complete. Kafka's
+    # default is -1 (unbounded; -1 or 0 still means that here); ours is 100 MiB.
+    "queued.max.request.bytes": str(100 * 1024 * 1024),
+    # Not a Kafka key: a request whose bytes are not all in this long after its first byte
+    # closes its connection (Kafka clients give up on a request after request.timeout.ms,
+    # 30000, anyway).
+    "socket.request.read.timeout.ms": "30000",
+    "max.connections": str(default_max_connections()),
+    "max.connections.per.ip": str(2**31 - 1),
+    "max.connections.per.ip.overrides": "",
+})
+
+
 # Broker-level log.* keys and the topic-level key each one is the default for.
 TOPIC_CONFIG_SYNONYMS: dict[str, str] = {
     "log.segment.bytes": "segment.bytes",

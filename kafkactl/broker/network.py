@@ -4,11 +4,25 @@ Why an event loop and not acceptor/processor threads: with the GIL, a processor 
 core buys no parallel Python work, and every hand-off between threads costs a lock and a
 wake-up. One loop keeps each request on one thread from socket to log (bench/broker_*.py).
 
-Framing: every request is a 4-byte big-endian size and a body. The size is checked against
-`socket.request.max.bytes` before any of the body is read; a bad size closes the connection.
-Small frames are parsed out of one reusable receive buffer; a frame larger than that buffer
-is read straight into its own bytearray (no second copy). Frames are writable bytearrays,
-so the log can stamp offsets into produced batches in place.
+Framing: every request is a 4-byte big-endian size and a body. A size outside
+0..`socket.request.max.bytes` is logged and closes the connection. Memory follows the bytes
+that actually arrive, never the size a peer announces:
+- every socket is read into one receive buffer the server owns (the loop reads one socket at
+  a time), so an idle connection holds no buffer at all;
+- complete frames are copied out into their own bytearray;
+- an incomplete frame whose size is known gets its own bytearray, sized for the bytes that
+  are already in the socket (FIONREAD) and grown as more arrive (at least doubling or 64 KiB
+  a step, never past the announced size); its bytes are read straight into it. Fewer than
+  4 bytes (a size not yet known) are kept per connection as they are.
+Frames are writable bytearrays, so the log can stamp offsets into produced batches in place.
+
+Memory of all in-flight requests together is capped by `queued.max.request.bytes`
+(kafkactl.broker.memory_pool): over it, reading pauses on every socket but the one whose
+request is oldest.
+
+Deadlines: a request not all in `socket.request.read.timeout.ms` after its first byte (not
+counting time its own backlog held it back), or `connections.max.idle.ms` without traffic,
+closes the connection. Connection limits on accept: kafkactl.broker.connection_quotas.
 
 Ordering: requests of one connection are handled strictly one after another (as Kafka does by
 muting a channel while a request is in flight). A handler answers at once (the fast path:
@@ -20,24 +34,35 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import fcntl
 import logging
 import os
 import socket
 import struct
+import termios
 from collections import deque
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from kafkactl.broker.connection_quotas import ConnectionQuotas
+from kafkactl.broker.memory_pool import RequestMemoryPool
+
 log = logging.getLogger(__name__)
 
+# The server's one receive buffer (all connections read into it, one at a time).
 RECV_BUFFER_SIZE = 256 * 1024
+# A larger frame's own buffer grows by at least this much (and at least doubles) per step.
+MIN_FRAME_GROWTH = 64 * 1024
 # Pending-frame bytes per connection before we stop reading from its socket.
 MAX_BACKLOG_BYTES = 16 * 1024 * 1024
 # Regions up to this size are copied with pread (cheaper than a sendfile round trip).
 SMALL_REGION_BYTES = 16 * 1024
 
 _SIZE = struct.Struct(">i")
+_INT = struct.Struct("i")
+_INT_ZERO = bytes(_INT.size)
+_ZEROS = memoryview(bytes(1024 * 1024))
 
 
 class CloseConnection(Exception):
@@ -80,24 +105,41 @@ class _RegionFile:
 
 
 class KafkaConnection(asyncio.BufferedProtocol):
+    __slots__ = (
+        "server", "loop", "info", "transport", "ip", "last_active", "_sock_fd", "_counted",
+        "_partial", "_big", "_big_filled", "_big_size", "frame_started", "_held",
+        "_charged",
+        "_backlog", "_backlog_bytes", "_backlog_full", "_full_since", "_reading_paused", "_busy",
+        "_write_paused", "_closed", "_close_after_drain", "_task")
+
     def __init__(self, server: SocketServer, connection_id: int) -> None:
         self.server = server
         self.loop = server.loop
         self.info = ConnectionInfo("?", connection_id)
         self.transport: asyncio.Transport | None = None
+        self.ip = "?"
         self._sock_fd = -1
-        self._buf = bytearray(RECV_BUFFER_SIZE)
-        self._view = memoryview(self._buf)
-        self._start = 0
-        self._end = 0
+        self._counted = False  # counted in the server's connection limits
+        # An incomplete frame: `_partial` (under 4 bytes: its size is not known yet) or
+        # `_big` (its body so far; `_big_filled` of `_big_size` bytes read). `_held` is what
+        # they hold against queued.max.request.bytes.
+        self._partial: bytearray | None = None
         self._big: bytearray | None = None
         self._big_filled = 0
+        self._big_size = 0
+        self.frame_started = 0.0
+        self._held = 0
+        self._charged = 0  # what the server counts for us: _held + _backlog_bytes, settled
+        # once per read (_settle), not per frame
         self._backlog: deque[bytearray] = deque()
         self._backlog_bytes = 0
+        self._backlog_full = False
+        self._full_since = 0.0
+        self._reading_paused = False
         self._busy = False
         self._write_paused = False
-        self._read_paused = False
         self._closed = False
+        self._close_after_drain = False
         self._task: asyncio.Task[None] | None = None
         self.last_active = self.loop.time()
 
@@ -106,41 +148,74 @@ class KafkaConnection(asyncio.BufferedProtocol):
         assert isinstance(transport, asyncio.Transport)
         self.transport = transport
         peer = transport.get_extra_info("peername")
-        self.info.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
+        if peer:
+            self.ip = str(peer[0])
+            self.info.peer = f"{peer[0]}:{peer[1]}"
+        server = self.server
+        refusal = server.quotas.admit(self.ip)
+        if refusal is not None:
+            self._closed = True
+            transport.close()
+            server.quotas.log_refusal(self.info.peer, refusal)
+            return
+        self._counted = True
+        server.connections.add(self)
         sock = transport.get_extra_info("socket")
         if sock is not None:
             self._sock_fd = sock.fileno()
             with contextlib.suppress(OSError):
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        self.server.connections.add(self)
+        if server.pool.paused:
+            self.update_reading()
         log.debug("connection %d from %s", self.info.connection_id, self.info.peer)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._closed = True
-        self.server.connections.discard(self)
         if self._task is not None and not self._task.done():
             self._task.cancel()
-        self._backlog.clear()
+        self._release_memory()
+        if self._counted:
+            self._counted = False
+            self.server.connections.discard(self)
+            self.server.quotas.release(self.ip)
         log.debug("connection %d from %s closed", self.info.connection_id, self.info.peer)
 
     def get_buffer(self, sizehint: int) -> memoryview:
-        if self._big is not None:
-            return memoryview(self._big)[self._big_filled:]
-        if self._end == len(self._buf):
-            self._compact()
-        return self._view[self._end:]
+        big = self._big
+        if big is not None:
+            filled = self._big_filled
+            if filled == len(big):
+                step = max(filled, self._available(), MIN_FRAME_GROWTH)
+                grow = min(self._big_size, filled + step) - filled
+                while grow > 0:  # zeros from a shared block: no temporary allocation
+                    n = min(grow, len(_ZEROS))
+                    big += _ZEROS[:n]
+                    grow -= n
+                    self._held += n
+                self._settle()
+            return memoryview(big)[filled:]
+        partial = self._partial
+        if partial is None:
+            return self.server.recv_view
+        n = len(partial)
+        self.server.recv_buffer[:n] = partial
+        return self.server.recv_view[n:]
 
     def buffer_updated(self, nbytes: int) -> None:
         self.last_active = self.loop.time()
-        if self._big is not None:
+        big = self._big
+        if big is not None:
             self._big_filled += nbytes
-            if self._big_filled < len(self._big):
+            if self._big_filled < self._big_size:
                 return
-            self._enqueue(self._big)
+            # Complete: its bytes move from "incomplete" to the backlog (same total).
             self._big = None
+            self._held = 0
+            self._enqueue(big)
+            self.server.pool.frame_finished(self)
         else:
-            self._end += nbytes
-            self._split_frames()
+            partial = self._partial
+            self._split_frames(nbytes if partial is None else len(partial) + nbytes)
         self._drain()
 
     def eof_received(self) -> bool:
@@ -150,8 +225,6 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._close_after_drain = True
         return True
 
-    _close_after_drain = False
-
     def pause_writing(self) -> None:
         self._write_paused = True
 
@@ -160,45 +233,109 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._drain()
 
     # ---- framing ------------------------------------------------------------------------
-    def _compact(self) -> None:
-        n = self._end - self._start
-        if self._start:
-            self._buf[:n] = self._buf[self._start:self._end]
-        self._start, self._end = 0, n
-
-    def _split_frames(self) -> None:
-        buf, start, end = self._buf, self._start, self._end
-        max_size = self.server.max_request_size
+    def _split_frames(self, end: int) -> None:
+        """Split the complete frames out of the server's receive buffer [0:end]; keep the
+        incomplete rest (as `_partial` if under 4 bytes, else as a growing `_big`)."""
+        server = self.server
+        buf, view = server.recv_buffer, server.recv_view
+        max_size = server.max_request_size
+        start = size = 0
         while end - start >= 4:
             (size,) = _SIZE.unpack_from(buf, start)
             if size < 0 or size > max_size:
-                self._start = self._end = 0
                 self.close(f"request size {size} is outside 0..{max_size} "
                            "(socket.request.max.bytes); closing the connection")
                 return
             if end - start - 4 >= size:
-                self._enqueue(bytearray(self._view[start + 4:start + 4 + size]))
+                self._enqueue(bytearray(view[start + 4:start + 4 + size]))
                 start += 4 + size
                 continue
-            if size + 4 > len(buf):
-                # A big frame: read the rest straight into its own buffer.
-                big = bytearray(size)
-                have = end - start - 4
-                big[:have] = self._view[start + 4:end]
-                self._big, self._big_filled = big, have
-                start = end = 0
             break
-        if start == end:
-            start = end = 0
-        self._start, self._end = start, end
+        rest = end - start
+        # The incomplete frame we had (if any) is finished unless it is still the first one.
+        finished = self._partial is not None and (start > 0 or rest == 0)
+        if rest == 0:
+            self._partial = None
+            self._held = 0
+        else:
+            if start or self._partial is None:
+                self.frame_started = self.loop.time()
+            if rest >= 4:
+                # Its size is known: the frame gets its own buffer, with room for the bytes
+                # here and those waiting in the socket (FIONREAD), at least MIN_FRAME_GROWTH,
+                # never past its size; the rest is read straight into it.
+                have = rest - 4
+                need = size - have
+                if need > MIN_FRAME_GROWTH:
+                    need = min(need, max(self._available(), MIN_FRAME_GROWTH))
+                big = bytearray(have + need)
+                big[:have] = view[start + 4:end]
+                self._partial = None
+                self._big, self._big_filled, self._big_size = big, have, size
+                self._held = len(big)
+            else:
+                self._partial = bytearray(view[start:end])
+                self._held = rest
+        if finished:
+            server.pool.frame_finished(self)
+
+    def _available(self) -> int:
+        """Bytes waiting in this socket's receive queue (0 if unknown)."""
+        try:
+            return int(_INT.unpack(fcntl.ioctl(self._sock_fd, termios.FIONREAD, _INT_ZERO))[0])
+        except (OSError, ValueError):
+            return 0
+
+    def _settle(self) -> None:
+        """Bring the server's count of in-flight request bytes up to date for us."""
+        owed = self._held + self._backlog_bytes
+        if owed != self._charged:
+            delta, self._charged = owed - self._charged, owed
+            self.server.pool.account(delta)
 
     def _enqueue(self, frame: bytearray) -> None:
         self._backlog.append(frame)
         self._backlog_bytes += len(frame)
-        if self._backlog_bytes > MAX_BACKLOG_BYTES and not self._read_paused:
-            self._read_paused = True
-            if self.transport is not None:
+        if self._backlog_bytes > MAX_BACKLOG_BYTES and not self._backlog_full:
+            self._backlog_full = True
+            self._full_since = self.loop.time()
+            self.update_reading()
+
+    def _release_memory(self) -> None:
+        """Give back what this connection holds against queued.max.request.bytes."""
+        self._backlog.clear()
+        self._partial = self._big = None
+        self._held = self._backlog_bytes = 0
+        self._settle()
+        self.server.pool.frame_finished(self)
+
+    @property
+    def backlog_full(self) -> bool:
+        """Reading is paused until this connection's own queued requests are answered."""
+        return self._backlog_full
+
+    @property
+    def reading_frame(self) -> bool:
+        """True while a request has started to arrive but is not complete."""
+        return self._partial is not None or self._big is not None
+
+    def frame_progress(self) -> str:
+        if self._big is not None:
+            return f"{self._big_filled} of {self._big_size} bytes"
+        return f"{len(self._partial or b'')} bytes"
+
+    def update_reading(self) -> None:
+        """Pause or resume reading from the socket: paused while this connection's backlog
+        is full, or while the server is over queued.max.request.bytes (unless this is the
+        connection allowed to finish its request)."""
+        server = self.server
+        paused = self._backlog_full or (server.pool.paused and server.pool.exempt is not self)
+        if paused != self._reading_paused and not self._closed and self.transport is not None:
+            self._reading_paused = paused
+            if paused:
                 self.transport.pause_reading()
+            else:
+                self.transport.resume_reading()
 
     # ---- request processing ---------------------------------------------------------------
     def _drain(self) -> None:
@@ -225,12 +362,14 @@ class KafkaConnection(asyncio.BufferedProtocol):
                 self._run_async(pending)
             else:
                 self._run_async(self._await_and_write(result))
-        if self._read_paused and self._backlog_bytes <= MAX_BACKLOG_BYTES // 2:
-            self._read_paused = False
-            if self.transport is not None and not self._closed:
-                self.transport.resume_reading()
+        if self._backlog_full and self._backlog_bytes <= MAX_BACKLOG_BYTES // 2:
+            # The read deadline does not run while we hold the client back.
+            self.frame_started += self.loop.time() - self._full_since
+            self._backlog_full = False
+            self.update_reading()
         if self._close_after_drain and not self._busy and not self._backlog:
             self.close(None)
+        self._settle()
 
     def _run_async(self, coro: Awaitable[None]) -> None:
         self._busy = True
@@ -323,7 +462,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
             log.warning("%s: %s", self.info.peer, reason)
         if not self._closed and self.transport is not None:
             self._closed = True
-            self._backlog.clear()
+            self._release_memory()
             self.transport.close()
 
     @property
@@ -332,15 +471,26 @@ class KafkaConnection(asyncio.BufferedProtocol):
 
 
 class SocketServer:
-    """Listens on the configured endpoints and owns every open connection."""
+    """Listens on the configured endpoints and owns every open connection, the shared
+    receive buffer, the in-flight request memory and the connection limits."""
 
     def __init__(self, handler: RequestHandler, *, max_request_size: int,
-                 idle_timeout_ms: int) -> None:
+                 idle_timeout_ms: int, read_timeout_ms: int = 30_000,
+                 max_queued_bytes: int = -1, max_connections: int = -1,
+                 max_connections_per_ip: int = -1,
+                 per_ip_overrides: dict[str, int] | None = None) -> None:
         self.handler = handler
         self.max_request_size = max_request_size
         self.idle_timeout = idle_timeout_ms / 1000.0
+        self.read_timeout_ms = read_timeout_ms
+        self.read_timeout = read_timeout_ms / 1000.0
+        self.quotas = ConnectionQuotas(max_connections, max_connections_per_ip,
+                                       per_ip_overrides)
         self.loop = asyncio.get_running_loop()
+        self.recv_buffer = bytearray(RECV_BUFFER_SIZE)
+        self.recv_view = memoryview(self.recv_buffer)
         self.connections: set[KafkaConnection] = set()
+        self.pool = RequestMemoryPool(max_queued_bytes, self.connections)
         self.in_flight = 0
         self._servers: list[asyncio.Server] = []
         self._next_id = 0
@@ -369,12 +519,21 @@ class SocketServer:
         return sockname[0], sockname[1]
 
     async def _reap_idle(self) -> None:
-        interval = max(0.05, min(self.idle_timeout / 4, 10.0))
+        """Close connections idle past connections.max.idle.ms and requests still arriving
+        after socket.request.read.timeout.ms."""
+        interval = max(0.05, min(self.idle_timeout / 4, self.read_timeout / 4, 10.0))
         while True:
             await asyncio.sleep(interval)
-            deadline = self.loop.time() - self.idle_timeout
+            now = self.loop.time()
+            idle_deadline = now - self.idle_timeout
+            read_deadline = now - self.read_timeout
             for conn in list(self.connections):
-                if conn.last_active < deadline and not conn.busy:
+                if conn.reading_frame and conn.frame_started < read_deadline and not (
+                        conn.backlog_full):
+                    conn.close(f"request incomplete after {self.read_timeout_ms} ms "
+                               f"({conn.frame_progress()} received; "
+                               "socket.request.read.timeout.ms); closing the connection")
+                elif conn.last_active < idle_deadline and not conn.busy:
                     log.info("closing idle connection from %s (connections.max.idle.ms)",
                              conn.info.peer)
                     conn.close(None)

@@ -93,6 +93,106 @@ def ensure_meta_properties(log_dirs: list[Path], broker_id: int, cluster_id: str
     return cid
 
 
+# ---- what this broker cannot honour is a start-up error, never a silent downgrade ---------
+SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+# ssl.* / sasl.* keys that set up TLS identity or client authentication (also under a
+# `listener.name.<listener>.` prefix, and `<mechanism>.sasl.jaas.config`): setting one asks
+# for security this broker does not have yet. Other ssl.*/sasl.* keys tune a security
+# listener that cannot exist here; they are logged as ignored.
+SECURITY_ENABLING_KEYS = frozenset({
+    "ssl.keystore.location", "ssl.keystore.key", "ssl.keystore.certificate.chain",
+    "ssl.truststore.location", "ssl.truststore.certificates", "ssl.client.auth",
+    "sasl.enabled.mechanisms", "sasl.jaas.config", "sasl.server.callback.handler.class",
+})
+_SHOWN_VALUES = ("ssl.client.auth", "sasl.enabled.mechanisms")  # never secrets
+
+
+def _security_key(key: str) -> str | None:
+    """The plain ssl.*/sasl.* name of `key` (prefixes removed), or None."""
+    if key.startswith("listener.name."):
+        key = key[len("listener.name."):].partition(".")[2]
+    if key.endswith(".sasl.jaas.config"):
+        return "sasl.jaas.config"
+    return key if key.startswith(("ssl.", "sasl.")) else None
+
+
+def check_supported_security(cfg: BrokerConfig) -> None:
+    """Raise BrokerStartupError naming the first key that asks for security (TLS, SASL,
+    ACLs) or a listener this broker cannot honour: only PLAINTEXT listeners exist so far."""
+    protocol_map: dict[str, str] = {}
+    map_value = cfg.get("listener.security.protocol.map")
+    for item in filter(None, (s.strip() for s in map_value.split(","))):
+        name, sep, protocol = item.partition(":")
+        if not sep:
+            raise BrokerStartupError(
+                f"listener.security.protocol.map={map_value}: {item!r} must look like "
+                "LISTENER_NAME:PROTOCOL")
+        protocol_map[name.strip().upper()] = protocol.strip().upper()
+    for key in ("listeners", "advertised.listeners"):
+        value = cfg.get(key)
+        for item in filter(None, (s.strip() for s in value.split(","))):
+            name = item.partition("://")[0].strip().upper()
+            protocol = protocol_map.get(name, name if name in SECURITY_PROTOCOLS else "")
+            if not protocol:
+                raise BrokerStartupError(
+                    f"{key}={value}: listener {name} has no security protocol; map it in "
+                    f"listener.security.protocol.map (e.g. {name}:PLAINTEXT)")
+            if protocol not in SECURITY_PROTOCOLS:
+                raise BrokerStartupError(
+                    f"listener.security.protocol.map={map_value}: {protocol} (for listener "
+                    f"{name}) is not a security protocol ({', '.join(SECURITY_PROTOCOLS)})")
+            if protocol != "PLAINTEXT":
+                via = f" (listener {name} maps to it)" if name != protocol else ""
+                raise BrokerStartupError(
+                    f"{key}={value}: {protocol}{via} is not supported yet (only PLAINTEXT)")
+    inter = cfg.get("security.inter.broker.protocol").strip().upper()
+    if inter and inter != "PLAINTEXT":
+        raise BrokerStartupError(
+            f"security.inter.broker.protocol={inter}: {inter} is not supported yet (only "
+            "PLAINTEXT)")
+    authorizer = cfg.get("authorizer.class.name").strip()
+    if authorizer:
+        raise BrokerStartupError(
+            f"authorizer.class.name={authorizer}: authorization (ACLs) is not supported yet; "
+            "this broker would let every client do everything. Remove the key to run "
+            "without an authorizer")
+    for key, value in sorted(cfg.props.items()):
+        plain = _security_key(key)
+        if plain is None or not value.strip():
+            continue
+        if plain in SECURITY_ENABLING_KEYS and not (
+                plain == "ssl.client.auth" and value.strip().lower() == "none"):
+            shown = value if plain in _SHOWN_VALUES else "(value not shown)"
+            what = "SSL" if plain.startswith("ssl.") else "SASL"
+            raise BrokerStartupError(
+                f"{key}={shown}: {what} is not supported yet (only PLAINTEXT listeners); "
+                "remove the key")
+        log.warning("%s is ignored: this broker has no SSL or SASL listener", key)
+
+
+def socket_server_settings(cfg: BrokerConfig) -> dict[str, Any]:
+    """SocketServer keyword arguments from the network keys (ConfigError names a bad key)."""
+    from kafkactl.broker.connection_quotas import parse_per_ip_overrides
+
+    try:
+        overrides = parse_per_ip_overrides(cfg.get("max.connections.per.ip.overrides"))
+    except ValueError as e:
+        raise ConfigError(str(e)) from None
+    for key in ("socket.request.max.bytes", "socket.request.read.timeout.ms",
+                "connections.max.idle.ms"):
+        if cfg.get_int(key) <= 0:
+            raise ConfigError(f"{key}={cfg.get(key)} must be positive")
+    return {
+        "max_request_size": cfg.get_int("socket.request.max.bytes"),
+        "idle_timeout_ms": cfg.get_int("connections.max.idle.ms"),
+        "read_timeout_ms": cfg.get_int("socket.request.read.timeout.ms"),
+        "max_queued_bytes": cfg.get_int("queued.max.request.bytes"),
+        "max_connections": cfg.get_int("max.connections"),
+        "max_connections_per_ip": cfg.get_int("max.connections.per.ip"),
+        "per_ip_overrides": overrides,
+    }
+
+
 class KafkaServer:
     def __init__(self, config: BrokerConfig) -> None:
         self.config = config
@@ -112,6 +212,8 @@ class KafkaServer:
         from kafkactl.log.manager import LogManager
 
         cfg = self.config
+        check_supported_security(cfg)
+        network_settings = socket_server_settings(cfg)
         log_dirs = [d.resolve() for d in cfg.log_dirs]
         for d in log_dirs:
             try:
@@ -177,9 +279,7 @@ class KafkaServer:
             from kafkactl.protocol.codec import precompile
             precompile()
 
-        self.socket_server = SocketServer(
-            self.apis, max_request_size=cfg.get_int("socket.request.max.bytes"),
-            idle_timeout_ms=cfg.get_int("connections.max.idle.ms"))
+        self.socket_server = SocketServer(self.apis, **network_settings)
         for ep in endpoints:
             try:
                 host, port = await self.socket_server.start(ep.host, ep.port)
@@ -295,6 +395,8 @@ class KafkaServer:
             # Leave the registry first, so ZooKeeper consumers move away at once.
             await asyncio.to_thread(self.zk_registration.close)
         ss = self.socket_server
+        if ss is None and self.log_manager is None:
+            return  # start-up stopped before anything ran: nothing to stop
         if ss is not None:
             ss.stop_accepting()
         if getattr(self, "purgatory", None) is not None:

@@ -1,0 +1,142 @@
+"""Listeners and security keys the broker cannot honour are a start-up error naming the key
+(one line, non-zero exit, nothing written), never a silent plaintext downgrade; what it can
+honour (a listener name mapped to PLAINTEXT, Kafka's stock protocol map) starts."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from kafkactl.protocol.api_keys import ApiKey
+
+from .wire import Wire
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _serve(data: Path, port: int, overrides: dict[str, str]) -> subprocess.Popen[bytes]:
+    args = [sys.executable, "-m", "kafkactl", "serve", "--data-dir", str(data),
+            "--override", f"listeners=PLAINTEXT://127.0.0.1:{port}"]
+    for key, value in overrides.items():
+        args += ["--override", f"{key}={value}"]
+    return subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+
+
+SECRET = 'org.apache.kafka.common.security.plain.PlainLoginModule required password="s3cret";'
+
+# (overrides with {port}, text the one error line must contain)
+REFUSED = {
+    "ssl": ({"listeners": "SSL://127.0.0.1:{port}"},
+            "listeners=SSL://127.0.0.1:{port}: SSL is not supported yet (only PLAINTEXT)"),
+    "sasl_ssl": ({"listeners": "SASL_SSL://127.0.0.1:{port}"},
+                 "listeners=SASL_SSL://127.0.0.1:{port}: SASL_SSL is not supported yet"),
+    "sasl_plaintext": ({"listeners": "SASL_PLAINTEXT://127.0.0.1:{port}"},
+                       "listeners=SASL_PLAINTEXT://127.0.0.1:{port}: SASL_PLAINTEXT is not "
+                       "supported yet"),
+    "second_listener_ssl": (
+        {"listeners": "PLAINTEXT://127.0.0.1:{port},SSL://127.0.0.1:0"},
+        "listeners=PLAINTEXT://127.0.0.1:{port},SSL://127.0.0.1:0: SSL is not supported"),
+    "unmapped_name": ({"listeners": "FOO://127.0.0.1:{port}"},
+                      "listeners=FOO://127.0.0.1:{port}: listener FOO has no security "
+                      "protocol; map it in listener.security.protocol.map"),
+    "name_mapped_to_ssl": ({"listeners": "INTERNAL://127.0.0.1:{port}",
+                            "listener.security.protocol.map": "INTERNAL:SSL"},
+                           "listeners=INTERNAL://127.0.0.1:{port}: SSL (listener INTERNAL maps "
+                           "to it) is not supported yet"),
+    "advertised_ssl": ({"advertised.listeners": "SSL://localhost:{port}"},
+                       "advertised.listeners=SSL://localhost:{port}: SSL is not supported"),
+    "inter_broker_ssl": ({"security.inter.broker.protocol": "SSL"},
+                         "security.inter.broker.protocol=SSL: SSL is not supported yet"),
+    "acl_authorizer": ({"authorizer.class.name": "kafka.security.authorizer.AclAuthorizer"},
+                       "authorizer.class.name=kafka.security.authorizer.AclAuthorizer: "
+                       "authorization (ACLs) is not supported yet"),
+    "standard_authorizer": (
+        {"authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer"},
+        "authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer: "
+        "authorization"),
+    "keystore": ({"ssl.keystore.location": "/etc/kafka/broker.jks"},
+                 "ssl.keystore.location=(value not shown): SSL is not supported yet"),
+    "truststore": ({"ssl.truststore.location": "/etc/kafka/trust.jks"},
+                   "ssl.truststore.location=(value not shown): SSL is not supported yet"),
+    "client_auth": ({"ssl.client.auth": "required"},
+                    "ssl.client.auth=required: SSL is not supported yet"),
+    "sasl_mechanisms": ({"sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-256"},
+                        "sasl.enabled.mechanisms=PLAIN,SCRAM-SHA-256: SASL is not supported"),
+    "jaas": ({"sasl.jaas.config": SECRET},
+             "sasl.jaas.config=(value not shown): SASL is not supported yet"),
+    "listener_jaas": ({"listener.name.plaintext.plain.sasl.jaas.config": SECRET},
+                      "listener.name.plaintext.plain.sasl.jaas.config=(value not shown): SASL"),
+    "listener_keystore": ({"listener.name.plaintext.ssl.keystore.location": "/k.jks"},
+                          "listener.name.plaintext.ssl.keystore.location=(value not shown)"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(REFUSED))
+def test_what_cannot_be_honoured_is_a_start_up_error(tmp_path: Path, case: str) -> None:
+    port = _free_port()
+    overrides, expected = REFUSED[case]
+    data = tmp_path / "data"
+    proc = _serve(data, port, {k: v.format(port=port) for k, v in overrides.items()})
+    try:
+        out, _ = proc.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        out, _ = proc.communicate()
+        pytest.fail(f"the broker started anyway (a silent downgrade):\n{out.decode()}")
+    text = out.decode(errors="replace")
+    lines = [line for line in text.splitlines() if line.strip()]
+    assert proc.returncode != 0, text
+    assert len(lines) == 1, text
+    assert expected.format(port=port) in lines[0], text
+    assert "ERROR" in lines[0], text
+    assert "s3cret" not in text
+    assert not data.exists(), "nothing is written before the configuration is accepted"
+
+
+def _wait_started(proc: subprocess.Popen[bytes], port: int) -> None:
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        assert proc.poll() is None, proc.communicate()[0].decode()
+        try:
+            with Wire(f"127.0.0.1:{port}", timeout=10) as w:
+                assert w.request(ApiKey.API_VERSIONS, 0, {})["error_code"] == 0
+                return
+        except OSError:
+            time.sleep(0.05)
+    raise AssertionError("the broker did not start")
+
+
+ACCEPTED = {
+    "name_mapped_to_plaintext": {"listeners": "FOO://127.0.0.1:{port}",
+                                 "listener.security.protocol.map": "FOO:PLAINTEXT"},
+    "kafka_stock_protocol_map": {
+        "listener.security.protocol.map":
+            "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL"},
+    "client_auth_none": {"ssl.client.auth": "none"},
+    "tuning_key_only": {"ssl.enabled.protocols": "TLSv1.2,TLSv1.3"},
+    "empty_authorizer": {"authorizer.class.name": ""},
+}
+
+
+@pytest.mark.parametrize("case", sorted(ACCEPTED))
+def test_what_can_be_honoured_starts(tmp_path: Path, case: str) -> None:
+    port = _free_port()
+    overrides = {k: v.format(port=port) for k, v in ACCEPTED[case].items()}
+    proc = _serve(tmp_path / "data", port, overrides)
+    try:
+        _wait_started(proc, port)
+    finally:
+        proc.terminate()
+        out, _ = proc.communicate(timeout=30)
+    assert proc.returncode == 0, out.decode()
+    if case == "tuning_key_only":
+        assert "ssl.enabled.protocols is ignored" in out.decode()
