@@ -73,7 +73,8 @@ def test_second_broker_on_same_data_dir_refuses(broker) -> None:
         [sys.executable, "-m", "kafkactl", "serve", "--data-dir", str(broker.data_dir),
          "--listen", "127.0.0.1:0"], capture_output=True, text=True, timeout=30)
     assert proc.returncode == 1
-    assert "Another broker is using this data dir" in proc.stderr
+    assert "is in use by another process" in proc.stderr
+    assert proc.stderr.count("\n") == 1 and "stopped cleanly" not in proc.stderr
     assert "Traceback" not in proc.stderr
 
 
