@@ -97,7 +97,7 @@ def test_what_cannot_be_honoured_is_a_start_up_error(tmp_path: Path, case: str) 
     assert proc.returncode != 0, text
     assert len(lines) == 1, text
     assert expected.format(port=port) in lines[0], text
-    assert "ERROR" in lines[0], text
+    assert lines[0].startswith("error: "), text
     assert "s3cret" not in text
     assert not data.exists(), "nothing is written before the configuration is accepted"
 
