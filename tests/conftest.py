@@ -120,5 +120,26 @@ def broker(broker_factory: object) -> BrokerProcess:
     return broker_factory()  # type: ignore[operator]
 
 
+@pytest.fixture(scope="module")
+def _module_broker_process(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
+    data = tmp_path_factory.mktemp("module-broker") / "data"
+    data.mkdir()
+    b = BrokerProcess(data, free_port())
+    b.start()
+    yield b
+    b.kill()
+
+
+@pytest.fixture
+def module_broker(_module_broker_process: BrokerProcess) -> BrokerProcess:
+    """One default broker shared by every test of a module that asks for it: for tests that
+    only create their own (distinct) topics and groups, and read. A test that changes the
+    broker itself (restart, kill, broker configs, ACLs, quotas, disk) uses `broker`."""
+    b = _module_broker_process
+    assert b.proc is not None and b.proc.poll() is None, \
+        f"the module's shared broker died (an earlier test of this module?):\n{b.log()}"
+    return b
+
+
 def pytest_configure(config: pytest.Config) -> None:
     os.environ.setdefault("PYTHONUNBUFFERED", "1")

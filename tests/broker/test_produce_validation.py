@@ -17,8 +17,16 @@ import pytest
 from kafkactl.protocol.errors import ErrorCode
 from kafkactl.record.batch import RecordBatch, assemble_batch, encode_record
 from kafkactl.record.codecs import Compression, compress
+from tests.conftest import BrokerProcess
 
 from .wire import Wire, batch
+
+
+@pytest.fixture
+def broker(module_broker: BrokerProcess) -> BrokerProcess:
+    """The tests given `broker` here only create and read topics of their own (named after
+    their parameters): one broker for the module. Broker-wide ones use broker_factory."""
+    return module_broker
 
 
 def _raw_batch(records: bytes, count: int, *, attributes: int = 0,
@@ -95,19 +103,20 @@ POISON = {
 @pytest.mark.parametrize("case", sorted(POISON))
 def test_poisoned_batches_are_refused_and_nothing_is_stored(broker: Any, case: str) -> None:
     make, code = POISON[case]
+    topic = f"poison-{case}"
     with Wire(broker.bootstrap) as w:
-        assert w.produce("poison", batch([b"before"]))["error_code"] == 0
-        r = w.produce("poison", make())
+        assert w.produce(topic, batch([b"before"]))["error_code"] == 0
+        r = w.produce(topic, make())
         assert r["error_code"] == code, r
         assert r["error_message"]
         assert r["record_errors"] == []  # as Kafka: only per-record rules name records
-        assert _log_end(w, "poison") == 1
-        ok = w.produce("poison", batch([b"after-1", b"after-2"]))
+        assert _log_end(w, topic) == 1
+        ok = w.produce(topic, batch([b"after-1", b"after-2"]))
         assert ok["error_code"] == 0 and ok["base_offset"] == 1
-        assert _fetched_offsets(w, "poison") == [0, 1, 2]
+        assert _fetched_offsets(w, topic) == [0, 1, 2]
     if shutil.which("kcat"):
         out = subprocess.run(
-            ["kcat", "-b", broker.bootstrap, "-C", "-t", "poison", "-e", "-f", "%o:%s\n"],
+            ["kcat", "-b", broker.bootstrap, "-C", "-t", topic, "-e", "-f", "%o:%s\n"],
             capture_output=True, timeout=30, check=True).stdout
         assert out.decode().splitlines() == ["0:before", "1:after-1", "2:after-2"]
 
@@ -117,11 +126,12 @@ def test_poisoned_batches_are_refused_and_nothing_is_stored(broker: Any, case: s
 def test_compressed_batch_with_offset_deltas_all_zero_is_renumbered(broker: Any,
                                                                     codec: Compression) -> None:
     records = _records(5, deltas=[0] * 5)
+    topic = f"renumber-{codec.name.lower()}"
     with Wire(broker.bootstrap) as w:
-        r = w.produce("renumber", _raw_batch(compress(codec, records), 5, attributes=int(codec)))
+        r = w.produce(topic, _raw_batch(compress(codec, records), 5, attributes=int(codec)))
         assert r["error_code"] == 0, r
-        assert _fetched_offsets(w, "renumber") == [0, 1, 2, 3, 4]
-        stored = RecordBatch(w.fetch("renumber", 0)["records"])
+        assert _fetched_offsets(w, topic) == [0, 1, 2, 3, 4]
+        stored = RecordBatch(w.fetch(topic, 0)["records"])
         assert stored.compression == codec
         assert [bytes(x.value) for x in stored] == [b"value-%d" % i for i in range(5)]
 

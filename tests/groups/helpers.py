@@ -5,9 +5,11 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import time
-from collections.abc import Callable
 from typing import Any
+
+from tests.polling import wait_until
+
+__all__ = ["wait_until"]  # re-exported: the group tests import it from here
 
 FAST = {"group_initial_rebalance_delay_ms": "0"}
 
@@ -36,15 +38,6 @@ def offsets_show(bootstrap: str, group: str) -> dict[tuple[str, int], Any]:
     r = kafkactl("offsets", "show", "--group", group, "--json", "-b", bootstrap)
     assert r.returncode == 0, r.stderr
     return {(row["topic"], row["partition"]): row for row in json.loads(r.stdout)}
-
-
-def wait_until(cond: Callable[[], bool], timeout: float = 60, what: str = "condition") -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if cond():
-            return
-        time.sleep(0.2)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 # ---- raw classic-group-protocol members (real requests, the versions real clients send) ----
