@@ -7,6 +7,14 @@ import subprocess
 
 import pytest
 
+from tests.conftest import BrokerProcess
+
+
+@pytest.fixture
+def broker(module_broker: BrokerProcess) -> BrokerProcess:
+    """Tests here only use topics of their own: one broker for the module."""
+    return module_broker
+
 pytestmark = pytest.mark.skipif(shutil.which("kcat") is None, reason="kcat is not installed")
 
 

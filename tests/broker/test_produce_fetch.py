@@ -5,11 +5,21 @@ from __future__ import annotations
 import threading
 import time
 
+import pytest
+
 from kafkactl.protocol.api_keys import ApiKey
 from kafkactl.protocol.errors import ErrorCode
 from kafkactl.record.memory_records import iter_batches
+from tests.conftest import BrokerProcess
 
 from .wire import Wire, batch
+
+
+@pytest.fixture
+def broker(module_broker: BrokerProcess) -> BrokerProcess:
+    """Tests given `broker` here only use topics of their own: one broker for the module
+    (broker-wide ones use broker_factory)."""
+    return module_broker
 
 
 def _values(records: bytes) -> list[tuple[int, bytes]]:
@@ -118,7 +128,8 @@ def test_long_poll_is_woken_by_append(broker) -> None:
         w.produce("lp", batch([b"first"]))
 
         def produce_later() -> None:
-            time.sleep(0.5)
+            time.sleep(0.5)  # elapsed time is the point: the fetch is parked by then (if
+            # not, it finds the record at once and the test still holds)
             with Wire(broker.bootstrap) as w2:
                 w2.produce("lp", batch([b"second"]))
 

@@ -8,7 +8,15 @@ import os
 
 import pytest
 
+from tests.conftest import BrokerProcess
+
 from ._aiokafka import import_aiokafka
+
+
+@pytest.fixture
+def broker(module_broker: BrokerProcess) -> BrokerProcess:
+    """Tests here only use topics of their own: one broker for the module."""
+    return module_broker
 
 BIG = 1_000_000
 

@@ -9,6 +9,14 @@ import sys
 
 import pytest
 
+from tests.conftest import BrokerProcess
+
+
+@pytest.fixture
+def broker(module_broker: BrokerProcess) -> BrokerProcess:
+    """Tests here only use topics of their own: one broker for the module."""
+    return module_broker
+
 KAFKACTL = [sys.executable, "-m", "kafkactl"]
 
 
@@ -19,6 +27,7 @@ def consume(bootstrap: str, *args: str) -> subprocess.CompletedProcess:
 
 @pytest.mark.parametrize("codec", ["none", "gzip", "snappy", "lz4", "zstd"])
 def test_confluent_kafka_every_codec(broker, codec: str) -> None:
+    topic = f"cf-{codec}"
     from confluent_kafka import Producer
 
     p = Producer({"bootstrap.servers": broker.bootstrap, "compression.type": codec,
@@ -28,10 +37,10 @@ def test_confluent_kafka_every_codec(broker, codec: str) -> None:
         key = None if i % 7 == 0 else b"k%d" % i
         value = None if i % 11 == 0 else bytes(range(256))[i:] + b"\n\t%d" % i
         headers = [("h", b"%d" % i), ("bin", b"\xff\x00")] if i % 2 else None
-        p.produce("cf", value=value, key=key, headers=headers, partition=0)
+        p.produce(topic, value=value, key=key, headers=headers, partition=0)
         sent.append((key, value, headers or []))
     assert p.flush(30) == 0
-    r = consume(broker.bootstrap, "-t", "cf", "--from-beginning", "--json")
+    r = consume(broker.bootstrap, "-t", topic, "--from-beginning", "--json")
     assert r.returncode == 0, r.stderr
     got = []
     for line in r.stdout.splitlines():

@@ -12,6 +12,14 @@ from kafkactl.client.errors import NoBrokersAvailable, UnknownTopicError
 from kafkactl.client.kafka_client import KafkaClient, parse_bootstrap
 from kafkactl.client.partitioner import murmur2_partition
 from kafkactl.client.producer import Producer
+from tests.conftest import BrokerProcess
+
+
+@pytest.fixture
+def broker(module_broker: BrokerProcess) -> BrokerProcess:
+    """Tests given `broker` here only use topics of their own: one broker for the module (the
+    restart test has its own)."""
+    return module_broker
 
 CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
 
@@ -30,15 +38,16 @@ def read_all(bootstrap: str, topic: str) -> list:
 
 @pytest.mark.parametrize("codec", CODECS)
 def test_produce_consume_every_codec(broker, codec: str) -> None:
+    topic = f"rt-{codec}"
     with Producer(broker.bootstrap, compression_type=codec, linger_ms=1) as p:
-        futs = [p.send("rt", b"v%d" % i, key=b"k%d" % (i % 3),
+        futs = [p.send(topic, b"v%d" % i, key=b"k%d" % (i % 3),
                        headers=[("h", b"x"), ("n", None)], timestamp_ms=1700000000000 + i)
                 for i in range(200)]
-        futs.append(p.send("rt", None, key=b"tomb"))
+        futs.append(p.send(topic, None, key=b"tomb"))
         p.flush()
         metas = [f.result(10) for f in futs]
     assert all(m.offset >= 0 for m in metas)
-    recs = read_all(broker.bootstrap, "rt")
+    recs = read_all(broker.bootstrap, topic)
     assert len(recs) == 201
     by_value = {None if r.value is None else bytes(r.value): r for r in recs}
     r = by_value[b"v7"]
@@ -117,9 +126,10 @@ def test_unknown_topic_and_no_broker(broker) -> None:
         parse_bootstrap("a:notaport")
 
 
-def test_broker_restart_mid_produce_loses_and_duplicates_nothing(broker) -> None:
+def test_broker_restart_mid_produce_loses_and_duplicates_nothing(broker_factory) -> None:
     """Idempotent producer: kill -9 the broker while records are in flight, restart it;
     every acknowledged record is there exactly once, and all records end up acknowledged."""
+    broker = broker_factory()  # killed and restarted: not the shared one
     total = 30000
     acked: list[int] = []
     errors: list[BaseException] = []
