@@ -3,9 +3,19 @@ the resource, as a bit field of 1 << AclOperation code; Kafka's sentinel when no
 
 from __future__ import annotations
 
+import pytest
+
 from kafkactl.protocol.api_keys import ApiKey
+from tests.conftest import BrokerProcess
 
 from .wire import Wire
+
+
+@pytest.fixture
+def broker(module_broker: BrokerProcess) -> BrokerProcess:
+    """Tests given `broker` here only use topics and groups of their own: one broker for the
+    module (broker-wide ones use broker_factory)."""
+    return module_broker
 
 OMITTED = -(1 << 31)
 # AclOperation: READ 3, WRITE 4, CREATE 5, DELETE 6, ALTER 7, DESCRIBE 8, CLUSTER_ACTION 9,

@@ -8,8 +8,16 @@ from typing import Any
 import pytest
 
 from kafkactl.protocol.api_keys import ApiKey
+from tests.conftest import BrokerProcess
 
 from .wire import Wire
+
+
+@pytest.fixture
+def broker(module_broker: BrokerProcess) -> BrokerProcess:
+    """Tests given `broker` here only use topics and groups of their own: one broker for the
+    module (broker-wide ones use broker_factory)."""
+    return module_broker
 
 INVALID_CONFIG = 40
 TOPIC, BROKER = 2, 4
@@ -63,23 +71,24 @@ def _incremental(w: Wire, name: str, configs: dict[str, str], validate_only: boo
 
 @pytest.mark.parametrize("configs,key", BAD)
 def test_invalid_topic_configs_refused_by_all_three_apis(broker, configs, key) -> None:
+    bad, ok = f"bad-{key}", f"ok-{key}"
     with Wire(broker.bootstrap) as w:
-        res = _create(w, "bad", configs)
+        res = _create(w, bad, configs)
         assert res["error_code"] == INVALID_CONFIG and key in res["error_message"], res
-        assert _create(w, "ok", {})["error_code"] == 0
+        assert _create(w, ok, {})["error_code"] == 0
         for alter in (_alter, _incremental):
-            res = alter(w, "ok", configs)
+            res = alter(w, ok, configs)
             assert res["error_code"] == INVALID_CONFIG and key in res["error_message"], res
-        described = _describe(w, TOPIC, "ok")
+        described = _describe(w, TOPIC, ok)
         assert "no.such.config" not in described
         for k, _v in configs.items():
             if k in described:
                 assert described[k]["config_source"] == 5, described[k]  # still the default
-        meta = w.request(ApiKey.METADATA, 9, {"topics": [{"name": "bad"}],
+        meta = w.request(ApiKey.METADATA, 9, {"topics": [{"name": bad}],
                                               "allow_auto_topic_creation": False,
                                               "include_cluster_authorized_operations": False,
                                               "include_topic_authorized_operations": False})
-        assert meta["topics"][0]["error_code"] == 3  # "bad" was never created
+        assert meta["topics"][0]["error_code"] == 3  # `bad` was never created
 
 
 def test_known_kafka_topic_keys_accepted_and_described_with_types(broker) -> None:

@@ -10,8 +10,16 @@ import pytest
 from kafkactl.protocol.api_keys import ApiKey
 from kafkactl.record.batch import RecordBatchBuilder
 from kafkactl.record.codecs import Compression
+from tests.conftest import BrokerProcess
 
 from .wire import Wire, batch
+
+
+@pytest.fixture
+def broker(module_broker: BrokerProcess) -> BrokerProcess:
+    """Tests given `broker` here only use topics and groups of their own: one broker for the
+    module (broker-wide ones use broker_factory)."""
+    return module_broker
 
 UNSUPPORTED_COMPRESSION_TYPE = 76
 
@@ -57,19 +65,20 @@ def test_max_timestamp_with_log_append_time_is_the_batch_first_record(broker) ->
 
 @pytest.mark.parametrize("via", ["batch", "topic"])
 def test_zstd_is_refused_to_fetch_below_v10(broker, via: str) -> None:
+    z, plain = f"z-{via}", f"plain-{via}"
     with Wire(broker.bootstrap) as w:
         configs = {"compression.type": "zstd"} if via == "topic" else {}
-        assert w.create_topic("z", configs=configs)["error_code"] == 0
-        assert w.create_topic("plain")["error_code"] == 0
+        assert w.create_topic(z, configs=configs)["error_code"] == 0
+        assert w.create_topic(plain)["error_code"] == 0
         codec = Compression.NONE if via == "topic" else Compression.ZSTD
-        assert w.produce("z", _records([1, 2, 3], codec))["error_code"] == 0
-        assert w.produce("plain", batch([b"x"]))["error_code"] == 0
+        assert w.produce(z, _records([1, 2, 3], codec))["error_code"] == 0
+        assert w.produce(plain, batch([b"x"]))["error_code"] == 0
         for version in (4, 9):
-            p = w.fetch("z", 0, version=version)
+            p = w.fetch(z, 0, version=version)
             assert p["error_code"] == UNSUPPORTED_COMPRESSION_TYPE, (version, p)
             assert not p["records"]
-            assert w.fetch("plain", 0, version=version)["error_code"] == 0
-        p = w.fetch("z", 0, version=10)
+            assert w.fetch(plain, 0, version=version)["error_code"] == 0
+        p = w.fetch(z, 0, version=10)
         assert p["error_code"] == 0 and p["records"]
 
 

@@ -15,8 +15,16 @@ import pytest
 
 from kafkactl.protocol.api_keys import ApiKey
 from tests.compat.node_client import run_node
+from tests.conftest import BrokerProcess
 
 from .wire import Wire
+
+
+@pytest.fixture
+def broker(module_broker: BrokerProcess) -> BrokerProcess:
+    """Tests given `broker` here only use topics and groups of their own: one broker for the
+    module (broker-wide ones use broker_factory)."""
+    return module_broker
 
 TXN_AUTH_FAILED = 53
 
