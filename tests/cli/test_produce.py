@@ -12,8 +12,16 @@ from pathlib import Path
 import pytest
 
 from kafkactl.cli.produce import CHUNK
+from tests.conftest import BrokerProcess
 
 KAFKACTL = [sys.executable, "-m", "kafkactl"]
+
+
+@pytest.fixture
+def broker(module_broker: BrokerProcess) -> BrokerProcess:
+    """Tests given `broker` here only use topics of their own: one broker for the module
+    (those that need broker configs or kill it use broker_factory)."""
+    return module_broker
 
 
 def run(args: list[str], stdin: bytes = b"", timeout: float = 60) -> subprocess.CompletedProcess:
@@ -29,12 +37,13 @@ def kcat_read(bootstrap: str, topic: str, fmt: str) -> bytes:
 
 @pytest.mark.parametrize("codec", ["none", "gzip", "snappy", "lz4", "zstd"])
 def test_produce_lines_read_by_kcat(broker, codec: str) -> None:
+    topic = f"p-{codec}"
     lines = [b"line %d \xff\x00 binary" % i for i in range(300)]
-    r = run(["produce", "-b", broker.bootstrap, "-t", "p", "-z", codec, "-p", "0"],
+    r = run(["produce", "-b", broker.bootstrap, "-t", topic, "-z", codec, "-p", "0"],
             b"\n".join(lines) + b"\n")
     assert r.returncode == 0, r.stderr
     assert b"300 of 300 records acknowledged" in r.stderr
-    assert kcat_read(broker.bootstrap, "p", "%s\n").split(b"\n")[:-1] == lines
+    assert kcat_read(broker.bootstrap, topic, "%s\n").split(b"\n")[:-1] == lines
 
 
 def test_keys_headers_delimiters_read_by_kafka_python(broker, tmp_path: Path) -> None:

@@ -11,24 +11,20 @@ import random
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import BrokerProcess, free_port
+from tests.conftest import BrokerProcess
 
 KAFKACTL = [sys.executable, "-m", "kafkactl"]
 
 
-@pytest.fixture(scope="module")
-def shared_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
-    data = tmp_path_factory.mktemp("shapes") / "data"
-    data.mkdir()
-    b = BrokerProcess(data, free_port(), {"num.partitions": "1"})
-    b.start()
-    yield b
-    b.kill()
+@pytest.fixture
+def shared_broker(module_broker: BrokerProcess) -> BrokerProcess:
+    """One broker for the module (num.partitions is 1 by default): every test uses topics
+    of its own."""
+    return module_broker
 
 
 def produce(bootstrap: str, topic: str, data: bytes, *args: str,

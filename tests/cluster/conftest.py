@@ -1,4 +1,5 @@
-"""Fixtures: `zookeeper` (a real server per test module) and `zk` (a kazoo client on it)."""
+"""Fixtures: `zookeeper` (one real server for the whole package: every test works under a
+chroot of its own, so none sees another's znodes) and `zk` (a kazoo client on it)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import pytest
 from tests.cluster.zk import ZooKeeperServer, available
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="package")
 def zookeeper(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ZooKeeperServer]:
     reason = available()
     if reason is not None:
