@@ -6,9 +6,19 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from kafkactl.client.admin import AdminClient
 from kafkactl.spark.stream import cap
+from tests.conftest import BrokerProcess
 from tests.spark.conftest import create_topic, produce
+
+
+@pytest.fixture
+def broker(module_broker: BrokerProcess) -> BrokerProcess:
+    """Tests here only use topics of their own (the pattern matches only its own test's): one
+    broker for the module."""
+    return module_broker
 
 
 def run_available_now(spark: Any, bootstrap: str, out: Path, checkpoint: Path) -> list[int]:

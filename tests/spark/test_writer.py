@@ -9,7 +9,14 @@ from typing import Any
 
 import pytest
 
+from tests.conftest import BrokerProcess
 from tests.spark.conftest import create_topic
+
+
+@pytest.fixture
+def broker(module_broker: BrokerProcess) -> BrokerProcess:
+    """Tests here only use topics of their own: one broker for the module."""
+    return module_broker
 
 
 def test_write_then_consume(spark: Any, broker: Any) -> None:
