@@ -163,11 +163,16 @@ def test_an_interrupted_migrate_converges(zk_env) -> None:
 
 def test_unreachable_zookeeper_is_one_line(tmp_path: Path) -> None:
     port = free_port()
-    for args in (["offsets", "migrate", "--zookeeper", f"127.0.0.1:{port}", "-G", "g"],
-                 ["consume", "--zookeeper", f"127.0.0.1:{port}", "-G", "g", "-t", "t"],
-                 ["rebalance", "--zookeeper", f"127.0.0.1:{port}", "-G", "g"]):
-        r = run(*args, timeout=60)
-        assert r.returncode == 1, (args, r.stderr)
-        err = r.stderr.decode()
+    commands = (["offsets", "migrate", "--zookeeper", f"127.0.0.1:{port}", "-G", "g"],
+                ["consume", "--zookeeper", f"127.0.0.1:{port}", "-G", "g", "-t", "t"],
+                ["rebalance", "--zookeeper", f"127.0.0.1:{port}", "-G", "g"])
+    # each waits out its whole connection timeout: run the three side by side
+    procs = [subprocess.Popen(KAFKACTL + args, stdin=subprocess.DEVNULL,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+             for args in commands]
+    results = [p.communicate(timeout=60)[1] for p in procs]
+    for args, p, stderr in zip(commands, procs, results, strict=True):
+        assert p.returncode == 1, (args, stderr)
+        err = stderr.decode()
         assert err.startswith("error: cannot reach ZooKeeper at 127.0.0.1:"), err
         assert "Traceback" not in err and err.count("\n") == 1, err
