@@ -30,6 +30,7 @@ import pytest
 
 from kafkactl.protocol import codec
 from kafkactl.protocol.api_keys import ApiKey
+from tests.polling import wait_until
 
 from .wire import Wire
 
@@ -70,11 +71,7 @@ class LimitedBroker:
 
 
 def _wait_for(what: str, check: Callable[[], bool], timeout: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.05)
+    wait_until(check, timeout, what)
 
 
 @pytest.fixture

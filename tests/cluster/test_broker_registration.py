@@ -13,6 +13,7 @@ import pytest
 
 from tests.cluster.zk import ZooKeeperServer
 from tests.conftest import BrokerProcess, free_port
+from tests.polling import wait_until
 
 
 def chroot(zookeeper: ZooKeeperServer) -> str:
@@ -20,14 +21,7 @@ def chroot(zookeeper: ZooKeeperServer) -> str:
 
 
 def wait_for(fn, timeout: float = 20.0, what: str = "condition"):  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout
-    while True:
-        value = fn()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.05)
+    return wait_until(fn, timeout, what)
 
 
 def get_json(zk, path: str):  # type: ignore[no-untyped-def]

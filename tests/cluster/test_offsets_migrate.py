@@ -96,9 +96,15 @@ def test_migrate_then_every_client_resumes_exactly(env) -> None:
 
     from kafka import KafkaConsumer
     kp = KafkaConsumer(*TOPICS, bootstrap_servers=b.bootstrap, group_id=group,
-                       enable_auto_commit=False, auto_offset_reset="earliest",
-                       consumer_timeout_ms=8000)
-    got = [m.value.decode() for m in kp]
+                       enable_auto_commit=False, auto_offset_reset="earliest")
+
+    def kp_poll(timeout_ms: int) -> list[str]:
+        return [m.value.decode() for recs in kp.poll(timeout_ms=timeout_ms).values()
+                for m in recs]
+
+    got = []
+    wait_for(lambda: got.extend(kp_poll(300)) or len(got) >= len(want), what="kafka-python")
+    got += kp_poll(1000)  # anything past what was migrated would show up here
     kp.close(autocommit=False)
     assert sorted(got) == want
 
