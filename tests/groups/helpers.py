@@ -40,6 +40,20 @@ def offsets_show(bootstrap: str, group: str) -> dict[tuple[str, int], Any]:
     return {(row["topic"], row["partition"]): row for row in json.loads(r.stdout)}
 
 
+def assigned_members(bootstrap: str, group: str) -> int:
+    """How many members of `group` hold partitions once it is Stable (0 while it is not):
+    a rebalance is over when this reaches the number of members."""
+    from kafkactl.client.group import GroupAdmin
+    from kafkactl.client.kafka_client import KafkaClient
+
+    client = KafkaClient(bootstrap)
+    try:
+        desc = GroupAdmin(client).describe_group(group)
+    finally:
+        client.close()
+    return sum(1 for m in desc.members if m.assignment) if desc.state == "Stable" else 0
+
+
 # ---- raw classic-group-protocol members (real requests, the versions real clients send) ----
 # librdkafka 2.0.2 sends JoinGroup v5, SyncGroup v3, Heartbeat v3, LeaveGroup v1,
 # OffsetCommit v7, OffsetFetch v7, DescribeGroups v4; the Java client against this broker

@@ -12,7 +12,14 @@ from typing import Any
 
 import pytest
 
-from tests.groups.helpers import FAST, create_topic, offsets_show, produce, wait_until
+from tests.groups.helpers import (
+    FAST,
+    assigned_members,
+    create_topic,
+    offsets_show,
+    produce,
+    wait_until,
+)
 
 
 def _vals(prefix: str, n: int) -> list[str]:
@@ -49,7 +56,7 @@ def test_confluent_three_members_join_and_leave(broker_factory: Any) -> None:
 
     produce(b.bootstrap, "cf", _vals("a", 300))
     member()
-    pump(3)
+    wait_until(lambda: (pump(0.5), len(seen) >= 300)[1], 60, "the first member")  # type: ignore
     member()
     member()
     produce(b.bootstrap, "cf", _vals("b", 300))
@@ -60,7 +67,7 @@ def test_confluent_three_members_join_and_leave(broker_factory: Any) -> None:
     leaver.close()  # clean leave: the others take its partitions over
     produce(b.bootstrap, "cf", _vals("c", 300))
     wait_until(lambda: (pump(0.5), len(seen) >= 900)[1], 60, "900 records")  # type: ignore
-    pump(2)
+    pump(2)  # elapsed time is the point: a record read twice would show up here
     for c in consumers:
         c.close()
     expected = _vals("a", 300) + _vals("b", 300) + _vals("c", 300)
@@ -102,7 +109,8 @@ def test_kafka_python_group_and_offsets_shared_with_confluent(broker_factory: An
         wait_until(lambda: len(seen) > 0, 60, "the first member")
         threads[1].start()
         wait_until(lambda: len(seen) >= 200, 60, "200 records")
-        time.sleep(3)  # let the second member's join complete
+        # the second member's join is complete: both hold partitions
+        wait_until(lambda: assigned_members(b.bootstrap, "kp-group") == 2, 60, "the rebalance")
         stops[1].set()
         threads[1].join(30)
         produce(b.bootstrap, "kp", _vals("y", 100))
@@ -154,10 +162,10 @@ def test_kcat_group_then_restart_keeps_offsets(broker_factory: Any, tmp_path: An
     try:
         wait_until(lambda: len(lines()) >= 200, 60, "kcat to read 200 records")
         procs.append(_kcat(b.bootstrap, "kc-group", files[1]))  # a second member joins
-        time.sleep(4)
+        wait_until(lambda: assigned_members(b.bootstrap, "kc-group") == 2, 60, "the rebalance")
         produce(b.bootstrap, "kc", _vals("m", 200))
         wait_until(lambda: len(lines()) >= 400, 60, "kcat members to read 400 records")
-        time.sleep(1)
+        time.sleep(1)  # elapsed time is the point: a record read twice would show up here
     finally:
         for p in procs:
             p.send_signal(signal.SIGTERM)  # clean leave, final commit
