@@ -79,8 +79,9 @@ def test_usage_errors_use_the_one_error_style() -> None:
 
 # -- one EPIPE rule: `cmd | head` stops quietly with exit 0 ------------------------------------
 
-@pytest.fixture
-def populated(broker: Any) -> Any:
+@pytest.fixture(scope="module")
+def _populated_once(_module_broker_process: Any) -> Any:
+    broker = _module_broker_process
     r = run("topics", "create", "-b", broker.bootstrap, "-t", "pipe", "--partitions", "2")
     assert r.returncode == 0, r.stderr
     r = run("produce", "-b", broker.bootstrap, "-t", "pipe", "-p", "0", "-q",
@@ -96,6 +97,14 @@ def populated(broker: Any) -> Any:
     c.commit()
     c.close()
     return broker
+
+
+@pytest.fixture
+def populated(_populated_once: Any, module_broker: Any) -> Any:
+    """A topic "pipe" (2,000 records) and a group "pipers" with a committed offset, made once
+    for the module: the tests below only read them (or reset the group's offset, which no
+    other test here looks at)."""
+    return module_broker
 
 
 @pytest.mark.parametrize("args", [
