@@ -121,10 +121,13 @@ def broker(broker_factory: object) -> BrokerProcess:
 
 
 @pytest.fixture(scope="module")
-def _module_broker_process(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
+def _module_broker_process(request: pytest.FixtureRequest,
+                           tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
     data = tmp_path_factory.mktemp("module-broker") / "data"
     data.mkdir()
-    b = BrokerProcess(data, free_port())
+    # a module may set MODULE_BROKER_OVERRIDES = {"server.properties.key": "value"}
+    overrides = dict(getattr(request.module, "MODULE_BROKER_OVERRIDES", {}))
+    b = BrokerProcess(data, free_port(), overrides)
     b.start()
     yield b
     b.kill()
