@@ -18,10 +18,18 @@ from typing import Any
 
 import pytest
 
+from tests.conftest import BrokerProcess
+
 SOURCE = Path(__file__).resolve().parent / "go" / "sarama_probe.go"
 GOPATH = Path("/usr/share/gocode")
 SARAMA = GOPATH / "src" / "github.com" / "Shopify" / "sarama"
 COUNT = 5
+
+
+@pytest.fixture
+def broker(module_broker: BrokerProcess) -> BrokerProcess:
+    """Every version writes a topic of its own (sarama-VERSION): one broker for the module."""
+    return module_broker
 
 
 def _missing() -> str | None:
@@ -39,8 +47,10 @@ def probe(tmp_path_factory: pytest.TempPathFactory) -> Path:
         warnings.warn(f"Sarama tests skipped: {reason}", stacklevel=2)
         pytest.skip(reason)
     out = tmp_path_factory.mktemp("sarama")
-    env = dict(os.environ, GO111MODULE="off", GOPATH=str(GOPATH), GOFLAGS="",
-               GOCACHE=str(out / "cache"))
+    # Go's build cache is content-addressed (an entry is never stale): a lasting one makes
+    # every build after the first on a machine take a second instead of compiling Sarama
+    cache = os.environ.get("GOCACHE") or str(Path.home() / ".cache" / "kafkactl-tests" / "go")
+    env = dict(os.environ, GO111MODULE="off", GOPATH=str(GOPATH), GOFLAGS="", GOCACHE=cache)
     binary = out / "sarama_probe"
     build = subprocess.run(["go", "build", "-o", str(binary), str(SOURCE)], env=env,
                            capture_output=True, text=True, timeout=300)
