@@ -88,9 +88,17 @@ def test_a_batch_too_large_for_the_topic_is_split(broker, idempotent: bool) -> N
     assert offsets == sorted(offsets) and len(set(offsets)) == 45
     from kafka import KafkaConsumer, TopicPartition
 
-    c = KafkaConsumer(bootstrap_servers=broker.bootstrap, consumer_timeout_ms=5000)
-    c.assign([TopicPartition("split", 0)])
+    c = KafkaConsumer(bootstrap_servers=broker.bootstrap,
+                      consumer_timeout_ms=30000)  # a hang detector
+    tp = TopicPartition("split", 0)
+    c.assign([tp])
     c.seek_to_beginning()
-    got = [m.value for m in c]
+    got = []
+    for m in c:
+        got.append(m.value)
+        if len(got) == 45:
+            break
+    end = c.end_offsets([tp])[tp]  # and nothing past them
     c.close()
     assert got == [b"%03d" % i + b"v" * 97 for i in range(40)] + [b"t%d" % i for i in range(5)]
+    assert end == 45
