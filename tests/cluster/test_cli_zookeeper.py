@@ -33,7 +33,9 @@ def zk_env(zookeeper, tmp_path: Path):  # type: ignore[no-untyped-def]
     connect = f"{zookeeper.connect}/cli-{uuid.uuid4().hex[:8]}"
     data = tmp_path / "data"
     data.mkdir()
-    b = BrokerProcess(data, free_port(), {"num.partitions": "4"},
+    # no initial rebalance delay: each broker-coordinated group here has one member
+    b = BrokerProcess(data, free_port(), {"num.partitions": "4",
+                                          "group.initial.rebalance.delay.ms": "0"},
                       extra_args=["--zookeeper", connect])
     b.start()
     zk = zkmod.connect(connect, timeout_s=10)

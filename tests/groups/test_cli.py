@@ -31,9 +31,10 @@ def test_two_consume_group_processes_split_partitions(broker_factory: Any,
 
         wait_until(lambda: len(members()) == 1, 60, "the first member")
         procs.append(_consume(b.bootstrap, outs[1]))
-        wait_until(lambda: len(members()) == 2 and all(len(m["current"]) == 3
-                                                       for m in members()),
-                   60, "two members with 3 partitions each")
+        def settled(ms: list[Any]) -> bool:  # one `rebalance` run per check
+            return len(ms) == 2 and all(len(m["current"]) == 3 for m in ms)
+
+        wait_until(lambda: settled(members()), 60, "two members with 3 partitions each")
         ms = members()
         assert all(m["current"] == m["range"] for m in ms)  # the seed's range algorithm
         # --trigger --dry-run changes nothing; --trigger makes every member rejoin
@@ -44,9 +45,8 @@ def test_two_consume_group_processes_split_partitions(broker_factory: Any,
                      "-b", b.bootstrap)
         assert r.returncode == 0, r.stderr
         assert json.loads(r.stdout)["triggered_generation"] >= 3  # 1, 2: the two joins
-        wait_until(lambda: len(members()) == 2 and all(m["current"] == m["range"] and
-                                                       len(m["current"]) == 3
-                                                       for m in members()),
+        wait_until(lambda: (lambda ms: settled(ms) and all(m["current"] == m["range"]
+                                                           for m in ms))(members()),
                    60, "both members back with 3 partitions each after the trigger")
         # offsets reset is refused while the group is active
         r = kafkactl("offsets", "reset", "--group", "G", "--to-earliest", "--topic", "cli6",
