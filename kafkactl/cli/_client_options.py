@@ -6,6 +6,7 @@ import codecs
 import os
 import sys
 from collections.abc import Iterable
+from typing import Any
 
 import typer
 
@@ -46,3 +47,13 @@ def stderr_is_tty() -> bool:
         return os.isatty(sys.stderr.fileno())
     except (OSError, ValueError):
         return False
+
+
+def connect_zookeeper(connect: str) -> Any:
+    """A kazoo client for a `--zookeeper` option, or a one-line error (exit 1)."""
+    from kafkactl.cluster import zookeeper as zkconn
+
+    try:
+        return zkconn.connect(connect, timeout_s=10, create_chroot=False, what="--zookeeper")
+    except (zkconn.ZooKeeperUnavailable, ValueError) as e:
+        raise fail(str(e)) from None
