@@ -21,7 +21,7 @@ def bootstrap_option() -> str | None:
 def unescape(text: str) -> bytes:
     r"""`\n`, `\t`, `\r`, `\0`, `\xNN`, `\\` -> bytes."""
     try:
-        return codecs.escape_decode(text.encode("utf-8"))[0]  # type: ignore[attr-defined,no-any-return]
+        return codecs.escape_decode(text.encode("utf-8"))[0]
     except ValueError as e:
         raise typer.BadParameter(f"bad escape in {text!r}: {e}") from None
 
