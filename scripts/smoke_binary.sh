@@ -102,6 +102,14 @@ timeout "$STEP_TIMEOUT" "$BIN" consume -b "$bootstrap" -t "$TOPIC" --from-beginn
 diff -u "$expected" "$work/consumed.txt" >&2 || fail "'kafkactl consume' did not print the produced records"
 say "produced and consumed $count records"
 
+# What users pipe most: `seq` (many lengths, more than 16,383 equal-length lines per batch).
+seq 1 50000 | timeout "$STEP_TIMEOUT" "$BIN" produce -b "$bootstrap" -t seq -q \
+    || { broker_log; fail "'seq 1 50000 | kafkactl produce' failed"; }
+timeout "$STEP_TIMEOUT" "$BIN" consume -b "$bootstrap" -t seq --from-beginning -e -q \
+    >"$work/seq.txt" || { broker_log; fail "'kafkactl consume -t seq' failed"; }
+seq 1 50000 | cmp -s - "$work/seq.txt" || fail "'seq 1 50000' did not come back line for line"
+say "seq 1 50000 round-tripped"
+
 segment="$(find "$work/data" -path "*/$TOPIC-0/*.log" | sort | head -n 1)"
 [ -n "$segment" ] || fail "no segment file for $TOPIC-0 under the data dir"
 timeout "$STEP_TIMEOUT" "$BIN" dump-log --print-data-log "$segment" >"$work/dump.txt" \

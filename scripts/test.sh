@@ -3,9 +3,9 @@
 # CI runs it through .ci/run). Arguments are passed to pytest:
 #
 #   ./scripts/test.sh                          everything
-#   ./scripts/test.sh tests/record -q -x       ruff, then only these tests, then the binary
+#   ./scripts/test.sh tests/record -q -x       ruff, mypy, then only these tests, then the binary
 #   KAFKACTL_SKIP_BINARY=1 ./scripts/test.sh   without the binary build and smoke test
-#   KAFKACTL_TEST_STEPS="ruff pytest" ./scripts/test.sh    only these steps
+#   KAFKACTL_TEST_STEPS="ruff mypy pytest" ./scripts/test.sh    only these steps
 #
 # The steps, in order; each is a function step_<name> below. To add one, write the
 # function, add its name to STEPS and a few words to STEP_WHAT.
@@ -18,6 +18,8 @@
 #   venv    the virtual environment (.venv, or KAFKACTL_VENV=DIR) with this checkout
 #           installed editable with its `test` extra: never the system's python (PEP 668)
 #   ruff    ruff check, from the environment
+#   mypy    mypy kafkactl, from the environment, with pyproject.toml's [tool.mypy]: zero
+#           errors or the run fails
 #   pytest  pytest, run by the environment's python (the tests start `sys.executable -m
 #           kafkactl`); exit 5 (no tests collected) is a failure like any other
 #   binary  build the one-file binary and smoke-test it (scripts/smoke_binary.sh);
@@ -32,12 +34,13 @@ SCRIPT_NAME=test.sh
 # shellcheck source=scripts/venv.sh
 . scripts/venv.sh
 
-STEPS=(apt clients venv ruff pytest binary)
+STEPS=(apt clients venv ruff mypy pytest binary)
 declare -A STEP_WHAT=(
     [apt]="the Debian packages"
     [clients]="the non-Python test clients (kafkajs, Go + Sarama)"
     [venv]="the virtual environment and the install"
     [ruff]="the lint"
+    [mypy]="the type check"
     [pytest]="the tests"
     [binary]="the binary build and smoke test"
 )
@@ -69,6 +72,10 @@ step_venv() {
 
 step_ruff() {
     "$VENV_PY" -m ruff check kafkactl tests bench scripts
+}
+
+step_mypy() {
+    "$VENV_PY" -m mypy kafkactl
 }
 
 step_pytest() {

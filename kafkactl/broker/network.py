@@ -374,7 +374,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
     def _run_async(self, coro: Awaitable[None]) -> None:
         self._busy = True
         self.server.in_flight += 1
-        self._task = self.loop.create_task(self._finish(coro))  # type: ignore[arg-type]
+        self._task = self.loop.create_task(self._finish(coro))
 
     async def _finish(self, coro: Awaitable[None]) -> None:
         try:

@@ -111,7 +111,7 @@ class Partition:
             log.info("%s: rebuilt producer state from offsets %d..%d", self, start, leo)
 
     def _batch_headers(self, start: int, end: int) -> Any:
-        from kafkactl.record.memory_records import iter_batches
+        from kafkactl.record.memory_records import RecordBatch, iter_batches
 
         offset = start
         while offset < end:
@@ -129,7 +129,7 @@ class Partition:
                 if batch.last_offset < offset:
                     continue
                 progressed = True
-                if batch.magic >= 2:
+                if isinstance(batch, RecordBatch):
                     yield (batch.producer_id, batch.producer_epoch, batch.base_sequence,
                            batch.base_offset, batch.last_offset, batch.max_timestamp)
                 offset = batch.last_offset + 1

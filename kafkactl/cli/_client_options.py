@@ -6,6 +6,7 @@ import codecs
 import os
 import sys
 from collections.abc import Iterable
+from typing import Any
 
 import typer
 
@@ -20,7 +21,7 @@ def bootstrap_option() -> str | None:
 def unescape(text: str) -> bytes:
     r"""`\n`, `\t`, `\r`, `\0`, `\xNN`, `\\` -> bytes."""
     try:
-        return codecs.escape_decode(text.encode("utf-8"))[0]  # type: ignore[attr-defined,no-any-return]
+        return codecs.escape_decode(text.encode("utf-8"))[0]
     except ValueError as e:
         raise typer.BadParameter(f"bad escape in {text!r}: {e}") from None
 
@@ -46,3 +47,13 @@ def stderr_is_tty() -> bool:
         return os.isatty(sys.stderr.fileno())
     except (OSError, ValueError):
         return False
+
+
+def connect_zookeeper(connect: str) -> Any:
+    """A kazoo client for a `--zookeeper` option, or a one-line error (exit 1)."""
+    from kafkactl.cluster import zookeeper as zkconn
+
+    try:
+        return zkconn.connect(connect, timeout_s=10, create_chroot=False, what="--zookeeper")
+    except (zkconn.ZooKeeperUnavailable, ValueError) as e:
+        raise fail(str(e)) from None

@@ -20,7 +20,7 @@ def hide_flag_value_types() -> None:
     def display_type_rich(self: Any, ctx: Any) -> str | None:
         if self.is_flag or getattr(self, "count", False):
             return None
-        return original(self, ctx)  # type: ignore[no-any-return]
+        return original(self, ctx)
 
     display_type_rich._kafkactl_flags_hidden = True  # type: ignore[attr-defined]
     TyperOption.display_type_rich = display_type_rich  # type: ignore[method-assign]

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
-from kafkactl.cli._client_options import bootstrap_option, fail
+from kafkactl.cli._client_options import bootstrap_option, connect_zookeeper, fail
 from kafkactl.cli._output import print_table
 
 if TYPE_CHECKING:
@@ -48,11 +48,7 @@ def migrate(
         raise fail("give -G/--group (repeatable) or --all-groups", 2)
     if dry_run and delete_source:
         raise fail("--dry-run deletes nothing: drop --delete-source or --dry-run", 2)
-    try:
-        zk = zkconn.connect(zookeeper, timeout_s=10, create_chroot=False,
-                            what="--zookeeper")
-    except (zkconn.ZooKeeperUnavailable, ValueError) as e:
-        raise fail(str(e)) from None
+    zk = connect_zookeeper(zookeeper)
     try:
         groups = consumer_registry.groups(zk) if all_groups else list(group)
         simple = SimpleConsumer(bootstrap, client_id="kafkactl-offsets-migrate")

@@ -134,7 +134,7 @@ class Stats:
 def entry_bytes(entry: Any) -> bytes:
     """A kept entry is the raw input record, or (sequence number, raw record) where the
     order of hand-over is not the input order (the keyed path over several partitions)."""
-    return entry[1] if isinstance(entry, tuple) else entry  # type: ignore[no-any-return]
+    return entry[1] if isinstance(entry, tuple) else entry
 
 
 class Pipeline:

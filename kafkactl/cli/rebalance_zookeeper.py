@@ -12,7 +12,7 @@ from typing import Any
 
 import typer
 
-from kafkactl.cli._client_options import fail
+from kafkactl.cli._client_options import connect_zookeeper, fail
 from kafkactl.cli._output import print_table
 
 
@@ -22,11 +22,7 @@ def zookeeper_rebalance(group: str, zookeeper: str, *, as_json: bool, trigger: b
     from kafkactl.cluster import zookeeper as zkconn
     from kafkactl.cluster.broker_registry import registered_topics
 
-    try:
-        zk = zkconn.connect(zookeeper, timeout_s=10, create_chroot=False,
-                            what="--zookeeper")
-    except (zkconn.ZooKeeperUnavailable, ValueError) as e:
-        raise fail(str(e)) from None
+    zk = connect_zookeeper(zookeeper)
     try:
         if group not in registry.groups(zk):
             raise fail(f"no group {group!r} in ZooKeeper at {zookeeper} (/consumers)")

@@ -12,7 +12,7 @@ from typing import Any
 
 from kafkactl.record.codecs import decompress
 from kafkactl.record.errors import CorruptRecordError
-from kafkactl.record.memory_records import iter_batches
+from kafkactl.record.memory_records import RecordBatch, iter_batches
 from kafkactl.record.uniform import uniform_values
 
 TopicPartition = tuple[str, int]
@@ -60,7 +60,7 @@ class PartitionFetch:
         for b in iter_batches(self.records):
             if b.last_offset < self.fetch_offset:
                 continue
-            if b.magic == 2 and b.is_control:
+            if isinstance(b, RecordBatch) and b.is_control:
                 continue
             yield b
 

@@ -67,7 +67,7 @@ class Future(Generic[T]):
         self._wait(timeout)
         if self._error is not None:
             raise self._error
-        return self._value  # type: ignore[no-any-return]
+        return self._value
 
     def _wait(self, timeout: float | None) -> None:
         if self._done:

@@ -163,7 +163,7 @@ def _existing_partitions(consumer: SimpleConsumer, topics: set[str]) -> set[Topi
     if not topics:
         return set()
     cluster = consumer.client.refresh_metadata(sorted(topics), allow_auto_create=False)
-    out = set()
+    out: set[TopicPartition] = set()
     for name, tm in cluster.topics.items():
         if name in topics:
             out.update((name, p) for p in tm.partitions)

@@ -80,7 +80,7 @@ def load_user_partitioner(spec: str) -> UserPartitioner:
     fn = getattr(module, attr, None)
     if not callable(fn):
         raise ValueError(f"{module_name!r} has no callable {attr!r} to use as partitioner")
-    return fn  # type: ignore[no-any-return]
+    return fn
 
 
 class Partitioner:

@@ -41,29 +41,25 @@ def connect(connect_string: str, *, timeout_s: float = 18.0,
     _quiet_kazoo()
 
     hosts, chroot = split_connect(connect_string)
-    if chroot and create_chroot:
-        root = KazooClient(hosts=hosts, timeout=session_timeout_s)
+
+    def started(where: str) -> KazooClient:
+        zk = KazooClient(hosts=where, timeout=session_timeout_s)
         try:
-            root.start(timeout=timeout_s)
+            zk.start(timeout=timeout_s)
         except KazooTimeoutError:
-            root.close()
+            zk.close()
             raise ZooKeeperUnavailable(
                 f"cannot reach ZooKeeper at {connect_string} ({what}) within "
                 f"{timeout_s:g} s") from None
+        return zk
+
+    if chroot and create_chroot:
+        root = started(hosts)
         try:
             root.ensure_path(chroot)
         finally:
-            root.stop()
-            root.close()
-    zk = KazooClient(hosts=hosts + chroot, timeout=session_timeout_s)
-    try:
-        zk.start(timeout=timeout_s)
-    except KazooTimeoutError:
-        zk.close()
-        raise ZooKeeperUnavailable(
-            f"cannot reach ZooKeeper at {connect_string} ({what}) within "
-            f"{timeout_s:g} s") from None
-    return zk
+            close(root)
+    return started(hosts + chroot)
 
 
 def _quiet_kazoo() -> None:

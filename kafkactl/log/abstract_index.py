@@ -18,7 +18,7 @@ import os
 import threading
 from collections.abc import Iterator
 from pathlib import Path
-from typing import ClassVar
+from typing import ClassVar, Self
 
 from kafkactl.log.errors import CorruptIndexError
 
@@ -68,7 +68,7 @@ class AbstractIndex:
 
     # ----------------------------------------------------------------- construction
     @classmethod
-    def open_readonly(cls, path: Path, base_offset: int | None = None) -> AbstractIndex:
+    def open_readonly(cls, path: Path, base_offset: int | None = None) -> Self:
         """Open any .index/.timeindex file read-only (dump-log, recover --dry-run)."""
         if base_offset is None:
             base_offset = base_offset_from_path(Path(path))

@@ -31,7 +31,7 @@ from kafkactl.log.errors import CheckpointError
 from kafkactl.log.segment import CLEANED_SUFFIX, SWAP_SUFFIX, LogSegment
 from kafkactl.record.batch import Record, RecordBatchBuilder
 from kafkactl.record.errors import RecordError
-from kafkactl.record.memory_records import iter_batches
+from kafkactl.record.memory_records import RecordBatch, iter_batches
 
 log = logging.getLogger(__name__)
 
@@ -149,7 +149,8 @@ class LogCleaner:
                 continue
             try:
                 for batch in iter_batches(memoryview(seg.read_bytes(0, seg.size))):
-                    if batch.magic < 2 or batch.is_control or batch.last_offset < first_dirty:
+                    if (not isinstance(batch, RecordBatch) or batch.is_control
+                            or batch.last_offset < first_dirty):
                         continue
                     records = _records_or_none(batch, lg)
                     for rec in records or ():
@@ -187,7 +188,7 @@ class LogCleaner:
         rin = rout = 0
         for batch in iter_batches(data):
             raw = data[batch.position:batch.position + batch.size]
-            if batch.magic < 2 or batch.is_control:
+            if not isinstance(batch, RecordBatch) or batch.is_control:
                 parts.append(raw)
                 continue
             keep = []

@@ -22,7 +22,7 @@ from typing import Any
 from kafkactl.record.batch import Record, RecordBatch, TimestampType
 from kafkactl.record.crc import crc32c
 from kafkactl.record.errors import RecordError
-from kafkactl.record.legacy import LegacyBatch
+from kafkactl.record.legacy import LegacyBatch, LegacyMessage
 from kafkactl.record.memory_records import AnyBatch, iter_batches
 
 INT32_MAX = 2**31 - 1
@@ -40,13 +40,21 @@ class Options:
     as_json: bool = False
 
 
+def _stdout_line(text: str) -> None:
+    sys.stdout.write(text + "\n")
+
+
+def _stderr_line(text: str) -> None:
+    sys.stderr.write(text + "\n")
+
+
 @dataclass
 class Output:
     """Text lines or JSON objects to stdout / stderr."""
 
     opts: Options
-    out: Callable[[str], None] = field(default=lambda s: sys.stdout.write(s + "\n"))
-    err: Callable[[str], None] = field(default=lambda s: sys.stderr.write(s + "\n"))
+    out: Callable[[str], None] = field(default=_stdout_line)
+    err: Callable[[str], None] = field(default=_stderr_line)
 
     def line(self, text: str, obj: dict[str, Any]) -> None:
         self.out(json.dumps(obj) if self.opts.as_json else text)
@@ -152,6 +160,7 @@ def _record_lines(
 ) -> list[tuple[str, dict[str, Any], int]]:
     lines: list[tuple[str, dict[str, Any], int]] = []
     ts_name = batch.timestamp_type.java_name
+    pairs: list[tuple[Record, LegacyMessage | None]]
     if isinstance(batch, LegacyBatch):
         wrapper = batch.entry.message
         log_append = batch.timestamp_type == TimestampType.LOG_APPEND_TIME

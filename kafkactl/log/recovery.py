@@ -299,8 +299,8 @@ def index_problems(
             running.add((max_ts, max_off))
     prev = (-1, -1)
     for n, (off, pos) in enumerate(offset_entries):
-        h = by_pos.get(pos)
-        if h is None or pos == 0 or h.last_offset != off:
+        at = by_pos.get(pos)
+        if at is None or pos == 0 or at.last_offset != off:
             problems.append(f"offset index entry {n} ({off} -> position {pos}) does not "
                             f"point at the start of the batch ending at that offset")
         elif off <= prev[0] or pos <= prev[1]:
@@ -328,8 +328,7 @@ def _index_matches(log_path: Path, base: int, headers: list[BatchHeader]) -> boo
     try:
         if oi.file_length % 8 or ti.file_length % 12:
             return False
-        return not index_problems(headers, [tuple(e) for e in oi.entries()],
-                                  [tuple(e) for e in ti.entries()])
+        return not index_problems(headers, list(oi.entries()), list(ti.entries()))
     finally:
         oi.close()
         ti.close()

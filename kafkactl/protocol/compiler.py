@@ -161,7 +161,7 @@ def _field_decoder(f: Field, version: int, flexible: bool) -> Decoder:
         n, pos = read_array_length(buf, pos, compact=flexible, nullable=nullable, min_item=min_item)
         if n < 0:
             return None, pos
-        items = []
+        items: list[Any] = []
         append = items.append
         for _ in range(n):
             v, pos = elem(buf, pos)

@@ -107,7 +107,7 @@ def _encoded(encode: Any, n: int) -> bytes:
     """record.varint's encoders (one varint implementation, cached for small values),
     with the protocol's error type."""
     try:
-        return encode(n)  # type: ignore[no-any-return]
+        return encode(n)
     except ValueError as e:
         raise ProtocolEncodeError(str(e)) from None
 

@@ -586,11 +586,7 @@ def set_log_append_time(buf: bytearray | memoryview, pos: int, timestamp: int) -
     (attrs,) = _INT16.unpack_from(buf, pos + ATTRIBUTES_OFFSET)
     _INT16.pack_into(buf, pos + ATTRIBUTES_OFFSET, attrs | TIMESTAMP_TYPE_MASK)
     _INT64.pack_into(buf, pos + MAX_TIMESTAMP_OFFSET, timestamp)
-    (length,) = _INT32.unpack_from(buf, pos + LENGTH_OFFSET)
-    end = pos + LOG_OVERHEAD + length
-    if end > len(buf):
-        raise CorruptRecordError(f"record batch at position {pos} is truncated")
-    _UINT32.pack_into(buf, pos + CRC_OFFSET, crc32c(memoryview(buf)[pos + ATTRIBUTES_OFFSET:end]))
+    _restamp_crc(buf, pos)
 
 
 
@@ -602,6 +598,11 @@ def set_producer_state(buf: bytearray | memoryview, pos: int, producer_id: int,
     _INT64.pack_into(buf, pos + PRODUCER_ID_OFFSET, producer_id)
     _INT16.pack_into(buf, pos + PRODUCER_EPOCH_OFFSET, producer_epoch)
     _INT32.pack_into(buf, pos + BASE_SEQUENCE_OFFSET, base_sequence)
+    _restamp_crc(buf, pos)
+
+
+def _restamp_crc(buf: bytearray | memoryview, pos: int) -> None:
+    """Recompute the CRC-32C of the batch at `pos` after a field under it changed."""
     (length,) = _INT32.unpack_from(buf, pos + LENGTH_OFFSET)
     end = pos + LOG_OVERHEAD + length
     if end > len(buf):

@@ -11,6 +11,7 @@ memcmp), so a section that differs in any byte takes the general decoder instead
 from __future__ import annotations
 
 from bisect import bisect_right
+from collections.abc import Sequence
 from operator import itemgetter
 
 from kafkactl.record.varint import _UNSIGNED_CACHE
@@ -71,7 +72,7 @@ class UniformLayout:
         self.ensure(first_delta + count)
         return self.ends[first_delta + count] - self.ends[first_delta]
 
-    def encode(self, values: list[bytes] | tuple[bytes, ...], first_delta: int) -> list[bytes]:
+    def encode(self, values: Sequence[bytes], first_delta: int) -> list[bytes]:
         """Parts to join for records first_delta.. holding `values` (all value_size long)."""
         self.ensure(first_delta + len(values))
         out: list[bytes] = [b"\x00"] * (3 * len(values))  # every third: header count 0

@@ -41,7 +41,7 @@ def topic_partitions(sc: SimpleConsumer, ro: ReadOptions) -> list[TopicPartition
                       if not tm.is_internal and rx.fullmatch(name) for p in tm.partitions)
     topics = list(ro.subscribe) or sorted({t for t, _ in ro.assign})
     cluster = sc.client.refresh_metadata(topics)
-    out = []
+    out: list[TopicPartition] = []
     for t in topics:
         tm = cluster.topics.get(t)
         if tm is None or tm.error_code or not tm.partitions:
@@ -128,7 +128,7 @@ def resolve_offsets(sc: SimpleConsumer, ro: ReadOptions, tps: list[TopicPartitio
 def split_ranges(start: dict[TopicPartition, int], end: dict[TopicPartition, int],
                  max_records: int | None) -> list[OffsetRange]:
     """One range per partition, cut into pieces of at most `max_records` offsets."""
-    out = []
+    out: list[OffsetRange] = []
     for tp in sorted(start):
         s, e = start[tp], end[tp]
         if e <= s:

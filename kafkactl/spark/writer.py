@@ -54,9 +54,10 @@ class KafkactlWriter(DataSourceWriter):
 
     def __init__(self, options: Mapping[str, str], schema: StructType) -> None:
         opts = canonical_options(options, self.known_options)
-        self.bootstrap = opts.get("kafka.bootstrap.servers") or opts.get("bootstrap")
-        if not self.bootstrap:
+        bootstrap = opts.get("kafka.bootstrap.servers") or opts.get("bootstrap")
+        if not bootstrap:
             raise OptionError("option kafka.bootstrap.servers (or bootstrap) is required")
+        self.bootstrap: str = bootstrap
         self.topic = opts.get("topic")
         self.props = {k[len("kafka."):]: v for k, v in opts.items()
                       if k.startswith("kafka.") and k != "kafka.bootstrap.servers"}

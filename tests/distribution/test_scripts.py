@@ -53,9 +53,11 @@ def test_pip_runs_only_through_the_venvs_python(name: str) -> None:
     assert offenders == []
 
 
-def test_test_sh_runs_ruff_pytest_and_the_smoke_test_from_the_venv() -> None:
+def test_test_sh_runs_ruff_mypy_pytest_and_the_smoke_test_from_the_venv() -> None:
     text = (SCRIPTS / "test.sh").read_text()
     assert '"$VENV_PY" -m ruff check' in text
+    assert '"$VENV_PY" -m mypy kafkactl' in text
+    assert "STEPS=(apt clients venv ruff mypy pytest binary)" in text
     assert '"$VENV_PY" -m pytest' in text
     assert "venv_install '.[test]'" in text
     smoke = (SCRIPTS / "smoke_binary.sh").read_text()
@@ -89,6 +91,16 @@ def test_pytest_arguments_pass_through_and_run_in_the_venv() -> None:
     assert r.returncode == 0, r.stdout + r.stderr
     assert "1 passed" in r.stdout, r.stdout
     assert re.fullmatch(r"test\.sh: OK: pytest \(\d+ s\)", r.stderr.strip().splitlines()[-1])
+
+
+@needs_venv
+def test_the_mypy_step_type_checks_the_package_clean() -> None:
+    """The mypy step runs the environment's mypy with pyproject.toml's [tool.mypy] and the
+    tree has no type error (a new one fails this test and the step)."""
+    r = _test_sh(steps="mypy")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "Success: no issues found" in r.stdout, r.stdout
+    assert re.fullmatch(r"test\.sh: OK: mypy \(\d+ s\)", r.stderr.strip().splitlines()[-1])
 
 
 def test_runs_under_test_sh() -> None:

@@ -307,7 +307,7 @@ class GroupCoordinator:
             raise
         if result is None:
             return JoinResult(E.COORDINATOR_NOT_AVAILABLE, member.member_id)
-        return result  # type: ignore[no-any-return]
+        return result
 
     def _prepare_or_check(self, group: GroupMetadata, reason: str) -> None:
         if group.state in (GroupState.STABLE, GroupState.COMPLETING_REBALANCE,
@@ -504,7 +504,7 @@ class GroupCoordinator:
         result = await fut
         if result is None:
             return SyncResult(E.COORDINATOR_NOT_AVAILABLE)
-        return result  # type: ignore[no-any-return]
+        return result
 
     def _finish_sync(self, group: GroupMetadata, code: ErrorCode) -> None:
         for m in group.members.values():
