@@ -165,11 +165,7 @@ def _alter(apis: Any, request: dict[str, Any], incremental: bool) -> dict[str, A
                 for c in r["configs"]:
                     _apply_op(new, current, c["name"], c["config_operation"], c["value"])
             else:
-                new = {}
-                for c in r["configs"]:
-                    if c["value"] is None:
-                        raise TopicError("INVALID_CONFIG", f"{c['name']} has a null value")
-                    new[c["name"]] = c["value"]
+                new = _replacement(r["configs"])
             changed = {k: v for k, v in new.items() if state.configs.get(k) != v}
             try:
                 validate_topic_configs(changed)
@@ -180,6 +176,16 @@ def _alter(apis: Any, request: dict[str, Any], incremental: bool) -> dict[str, A
             res.update(error_code=ErrorCode[e.code_name], error_message=str(e))
         responses.append(res)
     return {"throttle_time_ms": 0, "responses": responses}
+
+
+def _replacement(configs: list[dict[str, Any]]) -> dict[str, str]:
+    """AlterConfigs' (non-incremental) new set of keys: every value must be given."""
+    new: dict[str, str] = {}
+    for c in configs:
+        if c["value"] is None:
+            raise TopicError("INVALID_CONFIG", f"{c['name']} has a null value")
+        new[c["name"]] = c["value"]
+    return new
 
 
 def _alter_broker(server: Any, r: dict[str, Any], incremental: bool,
@@ -199,11 +205,7 @@ def _alter_broker(server: Any, r: dict[str, Any], incremental: bool,
             _apply_op(new, effective, c["name"], c["config_operation"], c["value"],
                       is_list_key=c["name"] == "log.cleanup.policy")
     else:
-        new = {}
-        for c in r["configs"]:
-            if c["value"] is None:
-                raise TopicError("INVALID_CONFIG", f"{c['name']} has a null value")
-            new[c["name"]] = c["value"]
+        new = _replacement(r["configs"])
     try:
         if validate_only:
             dyn.validate(rname, new)
