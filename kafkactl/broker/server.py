@@ -9,13 +9,11 @@ in-flight requests, close connections, snapshot producer state, then LogManager.
 from __future__ import annotations
 
 import asyncio
-import base64
 import contextlib
 import logging
 import os
 import signal
 import time
-import uuid
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +26,7 @@ from kafkactl.broker.purgatory import FetchPurgatory
 from kafkactl.broker.replica_manager import ReplicaManager
 from kafkactl.broker.request_handler import KafkaApis
 from kafkactl.broker.topic_manager import TopicManager
+from kafkactl.cluster.broker_registry import new_cluster_id
 
 log = logging.getLogger(__name__)
 
@@ -37,10 +36,6 @@ SHUTDOWN_DRAIN_TIMEOUT_S = 10.0
 
 class BrokerStartupError(Exception):
     """The broker cannot start; the message says why and what to do."""
-
-
-def new_cluster_id() -> str:
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
 
 
 def read_meta_properties(path: Path) -> dict[str, str]:

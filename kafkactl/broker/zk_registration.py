@@ -28,17 +28,13 @@ class ZkRegistrationError(Exception):
 
 def meta_cluster_ids(log_dirs: list[Path]) -> dict[str, str]:
     """cluster.id in each log dir's meta.properties (dirs without one are left out)."""
+    from kafkactl.broker.server import read_meta_properties
+
     out = {}
     for d in log_dirs:
-        path = d / "meta.properties"
-        try:
-            text = path.read_text(encoding="utf-8", errors="replace")
-        except OSError:
-            continue
-        for line in text.splitlines():
-            key, sep, value = line.partition("=")
-            if sep and key.strip() == "cluster.id" and value.strip():
-                out[str(d)] = value.strip()
+        cid = read_meta_properties(d / "meta.properties").get("cluster.id")
+        if cid:
+            out[str(d)] = cid
     return out
 
 
