@@ -71,6 +71,10 @@ PURPOSE: dict[str, str] = {
     "DeleteGroups": "delete consumer groups",
     "OffsetDelete": "delete a group's committed offsets for partitions",
     "DescribeCluster": "cluster id, controller and brokers",
+    "LeaderAndIsr": "the controller tells a broker which partitions it leads or follows",
+    "StopReplica": "the controller tells a broker to stop (and maybe delete) replicas",
+    "UpdateMetadata": "the controller sends every broker the cluster's metadata",
+    "ControlledShutdown": "a stopping broker asks the controller to move its leaders away",
 }
 
 

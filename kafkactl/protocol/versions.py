@@ -19,6 +19,10 @@ SUPPORTED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     ApiKey.FETCH: (0, 12),
     ApiKey.LIST_OFFSETS: (0, 7),
     ApiKey.METADATA: (0, 12),
+    ApiKey.LEADER_AND_ISR: (4, 6),
+    ApiKey.STOP_REPLICA: (3, 3),
+    ApiKey.UPDATE_METADATA: (7, 7),
+    ApiKey.CONTROLLED_SHUTDOWN: (3, 3),
     ApiKey.OFFSET_COMMIT: (0, 8),
     ApiKey.OFFSET_FETCH: (0, 8),
     ApiKey.FIND_COORDINATOR: (0, 4),
@@ -45,6 +49,13 @@ SUPPORTED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     ApiKey.OFFSET_DELETE: (0, 0),
     ApiKey.DESCRIBE_CLUSTER: (0, 1),
 }
+
+# Sent only by a kafkactl controller to the brokers of its cluster (ZooKeeper mode), at the
+# newest version it speaks; no client sends them, so their ranges need not start at v0.
+INTER_BROKER_APIS: frozenset[ApiKey] = frozenset({
+    ApiKey.LEADER_AND_ISR, ApiKey.STOP_REPLICA, ApiKey.UPDATE_METADATA,
+    ApiKey.CONTROLLED_SHUTDOWN,
+})
 
 API_VERSIONS_MAX = SUPPORTED_VERSIONS[ApiKey.API_VERSIONS][1]
 

@@ -13,6 +13,7 @@ from kafkactl.protocol.api_keys import ApiKey
 from kafkactl.protocol.messages import (
     alter_configs,
     api_versions,
+    controlled_shutdown,
     create_acls,
     create_partitions,
     create_topics,
@@ -30,6 +31,7 @@ from kafkactl.protocol.messages import (
     incremental_alter_configs,
     init_producer_id,
     join_group,
+    leader_and_isr,
     leave_group,
     list_groups,
     list_offsets,
@@ -39,7 +41,9 @@ from kafkactl.protocol.messages import (
     offset_fetch,
     offset_for_leader_epoch,
     produce,
+    stop_replica,
     sync_group,
+    update_metadata,
 )
 from kafkactl.protocol.schema import Message
 
@@ -48,6 +52,10 @@ MODULES: dict[ApiKey, ModuleType] = {
     ApiKey.FETCH: fetch,
     ApiKey.LIST_OFFSETS: list_offsets,
     ApiKey.METADATA: metadata,
+    ApiKey.LEADER_AND_ISR: leader_and_isr,
+    ApiKey.STOP_REPLICA: stop_replica,
+    ApiKey.UPDATE_METADATA: update_metadata,
+    ApiKey.CONTROLLED_SHUTDOWN: controlled_shutdown,
     ApiKey.OFFSET_COMMIT: offset_commit,
     ApiKey.OFFSET_FETCH: offset_fetch,
     ApiKey.FIND_COORDINATOR: find_coordinator,
