@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import dataclasses
 import logging
 import time
 import uuid
@@ -44,6 +45,7 @@ class BrokerInfo:
     host: str
     port: int
     endpoints: tuple[str, ...] = ()
+    epoch: int = -1  # the czxid of its registration: a new value means it restarted
 
     @property
     def address(self) -> str:
@@ -116,14 +118,14 @@ def live_brokers(zk: KazooClient) -> dict[int, BrokerInfo]:
             continue
         path = zk_paths.broker(int(child))
         try:
-            data, _ = zk.get(path)
+            data, stat = zk.get(path)
         except NoNodeError:
             continue
         info = parse_broker(int(child), decode_json(data, path))
         if info is None:
             log.warning("ignoring broker registration %s: no host/port", path)
             continue
-        out[info.broker_id] = info
+        out[info.broker_id] = dataclasses.replace(info, epoch=stat.czxid)
     return out
 
 

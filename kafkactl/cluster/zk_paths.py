@@ -2,7 +2,8 @@
 Kafka's ZooKeeper mode). Paths are relative to the chroot of `zookeeper.connect`.
 
     /cluster/id                                    {"version":"1","id":...}
-    /controller, /controller_epoch                 (the cluster issue)
+    /controller                                    {"version":1,"brokerid":id,...} (ephemeral)
+    /controller_epoch                              "N", bumped by each new controller
     /brokers/ids/[id]                              broker registration (ephemeral)
     /brokers/topics/[topic]                        {"version":2,"partitions":{"0":[ids]}}
     /brokers/topics/[topic]/partitions/[n]/state   leader, leader_epoch, isr, ...
@@ -44,6 +45,10 @@ def partition_state(name: str, partition: int) -> str:
 
 def topic_config(name: str) -> str:
     return f"{CONFIG_TOPICS}/{name}"
+
+
+def topic_delete_marker(name: str) -> str:
+    return f"{DELETE_TOPICS}/{name}"
 
 
 def consumer_group(group: str) -> str:

@@ -1,0 +1,504 @@
+"""The cluster controller (Kafka's KafkaController in ZooKeeper mode).
+
+Every broker runs one; the one that holds `/controller` is active. It watches the broker
+registry, the topics and the deletion requests in ZooKeeper, decides partition leaders
+(partition_election.py), writes `/brokers/topics/[t]/partitions/[n]/state` with its epoch
+and conditional versions, and tells the brokers with LeaderAndIsr, UpdateMetadata and
+StopReplica over the Kafka protocol (controller_channel.py). Brokers never decide
+leadership themselves.
+
+ZooKeeper watches fire on kazoo's thread; they only queue an event. One asyncio task takes
+the events in order (as Kafka's single controller event thread does) and runs the blocking
+ZooKeeper work in a worker thread, so the broker's event loop keeps serving clients.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any
+
+from kafkactl.cluster import controller_requests as requests
+from kafkactl.cluster import topic_state as zk_topics
+from kafkactl.cluster import zk_paths
+from kafkactl.cluster.broker_registry import live_brokers
+from kafkactl.cluster.controller_channel import ControllerChannel
+from kafkactl.cluster.controller_election import NO_CONTROLLER, resign, try_elect
+from kafkactl.cluster.controller_requests import ClusterView
+from kafkactl.cluster.partition_election import (
+    elect_leader,
+    new_partition_state,
+    remove_replicas,
+)
+from kafkactl.cluster.topic_state import PartitionState
+from kafkactl.protocol.api_keys import ApiKey
+from kafkactl.protocol.errors import ErrorCode
+
+if TYPE_CHECKING:
+    from kazoo.client import KazooClient
+
+log = logging.getLogger("kafkactl.controller")
+
+TopicPartition = tuple[str, int]
+RETRY_AFTER_ERROR_S = 1.0
+
+
+class NotControllerError(Exception):
+    """This broker is not the active controller."""
+
+
+class KafkaController:
+    def __init__(self, zk: KazooClient, broker_id: int, *,
+                 unclean_leader_election: bool = False) -> None:
+        self.zk = zk
+        self.broker_id = broker_id
+        self.unclean = unclean_leader_election
+        self.active = False
+        self.epoch = 0
+        self.controller_id = NO_CONTROLLER
+        self.view = ClusterView(broker_id, 0)
+        self.channel: ControllerChannel | None = None
+        self.shutting_down: set[int] = set()
+        # topic -> (partitions, brokers that have not confirmed the deletion yet)
+        self._deleting: dict[str, tuple[dict[int, list[int]], set[int]]] = {}
+        self._events: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
+        self._pending: set[str] = set()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._task: asyncio.Task[None] | None = None
+        self._watched_topics: set[str] = set()
+
+    # ---- life cycle --------------------------------------------------------------------------
+    async def start(self) -> None:
+        from kazoo.recipe.watchers import ChildrenWatch, DataWatch
+
+        self._loop = asyncio.get_running_loop()
+        self._task = self._loop.create_task(self._process())
+
+        def on_children(kind: str) -> Any:
+            def fn(_children: list[str]) -> None:
+                self._enqueue(kind)
+            return fn
+
+        def on_controller(_data: Any, _stat: Any) -> None:
+            self._enqueue("elect")
+
+        def prepare() -> None:
+            for path in (zk_paths.BROKER_IDS, zk_paths.BROKER_TOPICS, zk_paths.DELETE_TOPICS):
+                self.zk.ensure_path(path)
+            DataWatch(self.zk, zk_paths.CONTROLLER, on_controller)
+            ChildrenWatch(self.zk, zk_paths.BROKER_IDS, on_children("brokers"))
+            ChildrenWatch(self.zk, zk_paths.BROKER_TOPICS, on_children("topics"))
+            ChildrenWatch(self.zk, zk_paths.DELETE_TOPICS, on_children("deletions"))
+            self.zk.add_listener(self._on_session_state)
+
+        await asyncio.to_thread(prepare)
+
+    async def stop(self) -> None:
+        """Give up the controller role (another broker takes it at once) and stop."""
+        if self._task is not None:
+            self._task.cancel()
+            self._task = None
+        was_active = self.active
+        self._deactivate()
+        if was_active:
+            try:
+                await asyncio.to_thread(resign, self.zk)
+            except Exception as e:  # ZooKeeper away: the session end removes it
+                log.warning("could not resign as controller: %s", e)
+
+    def _on_session_state(self, state: str) -> None:
+        from kazoo.protocol.states import KazooState
+
+        if state == KazooState.LOST:  # our ephemeral /controller is gone with the session
+            self._call_soon(self._deactivate)
+        elif state == KazooState.CONNECTED:
+            self._enqueue("elect")
+
+    def _call_soon(self, fn: Any) -> None:
+        if self._loop is not None and not self._loop.is_closed():
+            self._loop.call_soon_threadsafe(fn)
+
+    def _enqueue(self, kind: str, arg: Any = None) -> None:
+        """Queue an event (from any thread); a plain event already queued is not repeated."""
+        def put() -> None:
+            if arg is None:
+                if kind in self._pending:
+                    return
+                self._pending.add(kind)
+            self._events.put_nowait((kind, arg))
+        if self._loop is None or self._loop.is_closed():
+            return
+        try:
+            if asyncio.get_running_loop() is self._loop:
+                put()
+                return
+        except RuntimeError:
+            pass
+        self._loop.call_soon_threadsafe(put)
+
+    async def _process(self) -> None:
+        while True:
+            kind, arg = await self._events.get()
+            if arg is None:
+                self._pending.discard(kind)
+            try:
+                await self._handle(kind, arg)
+            except asyncio.CancelledError:
+                raise
+            except Exception as e:
+                if isinstance(arg, asyncio.Future) and not arg.done():
+                    arg.set_exception(e)
+                log.warning("controller event %s failed (%s: %s); retrying", kind,
+                            type(e).__name__, e)
+                await asyncio.sleep(RETRY_AFTER_ERROR_S)
+                if not isinstance(arg, asyncio.Future):
+                    self._enqueue(kind, arg)
+
+    async def _handle(self, kind: str, arg: Any) -> None:
+        if kind == "elect":
+            await self._elect()
+            return
+        if not self.active:
+            if isinstance(arg, asyncio.Future) and not arg.done():
+                arg.set_exception(NotControllerError(
+                    f"broker {self.broker_id} is not the controller"))
+            return
+        if kind == "brokers":
+            await self._on_broker_change()
+        elif kind == "topics":
+            await self._on_topic_change()
+        elif kind == "partitions":
+            await self._on_partition_change(arg)
+        elif kind == "deletions":
+            await self._on_deletions()
+        elif kind == "stopped":
+            await self._on_replica_stopped(*arg)
+        elif kind == "controlled_shutdown":
+            broker_id, future = arg
+            remaining = await self._controlled_shutdown(broker_id)
+            if not future.done():
+                future.set_result(remaining)
+
+    # ---- election ----------------------------------------------------------------------------
+    async def _elect(self) -> None:
+        result = await asyncio.to_thread(try_elect, self.zk, self.broker_id,
+                                         self.epoch if self.active else 0)
+        self.controller_id = result.controller_id
+        if result.won and not (self.active and result.epoch == self.epoch):
+            self.epoch = result.epoch
+            await self._become_active()
+        elif not result.won and self.active:
+            log.info("broker %d is no longer the controller (broker %d is)", self.broker_id,
+                     result.controller_id)
+            self._deactivate()
+
+    def _deactivate(self) -> None:
+        self.active = False
+        if self.channel is not None:
+            channel, self.channel = self.channel, None
+            asyncio.ensure_future(channel.close(), loop=self._loop)
+        self._deleting.clear()
+        self.shutting_down.clear()
+
+    async def _become_active(self) -> None:
+        self.active = True
+        self.channel = ControllerChannel(self.broker_id)
+        view = ClusterView(self.broker_id, self.epoch)
+        view.brokers = await asyncio.to_thread(live_brokers, self.zk)
+        names = await asyncio.to_thread(zk_topics.topic_names, self.zk)
+        self.view = view
+        for info in view.brokers.values():
+            self.channel.add_broker(info.broker_id, info.host, info.port)
+        await self._add_topics(names, announce=False)
+        await asyncio.to_thread(self._start_partitions, self._all_partitions())
+        log.info("broker %d is the controller (epoch %d): %d live broker(s), %d topic(s)",
+                 self.broker_id, self.epoch, len(view.brokers), len(view.assignments))
+        self._send_update_metadata()
+        for b in view.brokers:
+            self._send_leader_and_isr(b, view.partitions_of(b), full=True)
+        self._enqueue("deletions")
+
+    # ---- brokers -----------------------------------------------------------------------------
+    async def _on_broker_change(self) -> None:
+        live = await asyncio.to_thread(live_brokers, self.zk)
+        old = self.view.brokers
+        dead = {b for b, info in old.items() if b not in live or live[b].epoch != info.epoch}
+        new = {b for b, info in live.items() if b not in old or old[b].epoch != info.epoch}
+        if not dead and not new:
+            return
+        self.view.brokers = live
+        assert self.channel is not None
+        for b in dead - set(live):
+            self.channel.remove_broker(b)
+        for b in new:
+            self.channel.add_broker(b, live[b].host, live[b].port)
+        self.shutting_down -= dead
+        if dead:
+            log.info("brokers %s left the cluster", sorted(dead))
+        if new:
+            log.info("brokers %s joined the cluster", sorted(new))
+        changed = await asyncio.to_thread(self._on_brokers_changed, dead)
+        self._send_update_metadata()
+        for b in live:
+            hosted = self.view.partitions_of(b) if b in new else \
+                [tp for tp in changed if b in self.view.assignments[tp[0]][tp[1]]]
+            self._send_leader_and_isr(b, hosted, full=b in new)
+        for name, (parts, waiting) in self._deleting.items():
+            for b in waiting & new:
+                self._send_stop_replica(b, name, parts)
+
+    def _on_brokers_changed(self, dead: set[int]) -> set[TopicPartition]:
+        """(worker thread) New states for the partitions the change affects: replicas that
+        died leave, offline partitions with an eligible live replica get a leader."""
+        live = set(self.view.brokers)
+        changed: dict[TopicPartition, PartitionState] = {}
+        for tp, state in self.view.states.items():
+            replicas = self.view.assignments[tp[0]][tp[1]]
+            new = None
+            if state.leader in dead or state.leader not in live:
+                new = elect_leader(replicas, state, live, self.epoch, unclean=self.unclean,
+                                   exclude=self.shutting_down)
+            if new is None and set(state.isr) & dead:
+                new = remove_replicas(state, dead, self.epoch)
+            if new is not None:
+                changed[tp] = new
+        self._write_states(changed, create=False)
+        started = self._start_partitions(self._all_partitions())
+        return set(changed) | started
+
+    # ---- topics ------------------------------------------------------------------------------
+    def _all_partitions(self) -> list[TopicPartition]:
+        return [(t, p) for t, parts in self.view.assignments.items() for p in parts]
+
+    async def _on_topic_change(self) -> None:
+        names = await asyncio.to_thread(zk_topics.topic_names, self.zk)
+        present = set(names)
+        for gone in [t for t in self.view.assignments if t not in present]:
+            self._forget_topic(gone)
+        new = [n for n in names if n not in self.view.assignments and n not in self._deleting]
+        if new:
+            await self._add_topics(new, announce=True)
+        elif len(present) != len(self.view.assignments):
+            self._send_update_metadata()
+
+    async def _add_topics(self, names: Iterable[str], *, announce: bool) -> None:
+        added = await asyncio.to_thread(self._read_topics, list(names))
+        if not announce or not added:
+            return
+        started = await asyncio.to_thread(self._start_partitions, added)
+        self._announce(started, is_new=True)
+
+    def _read_topics(self, names: list[str]) -> list[TopicPartition]:
+        """(worker thread) Assignments (a missing topic id is created and written back) and
+        the partition states that exist; returns the partitions read."""
+        from kazoo.recipe.watchers import DataWatch
+
+        out: list[TopicPartition] = []
+        for name in names:
+            assignment = zk_topics.read_assignment(self.zk, name)
+            if assignment is None:
+                continue
+            if assignment.topic_id is None:
+                assignment.topic_id = uuid.uuid4()
+                try:
+                    zk_topics.set_assignment(self.zk, assignment)
+                except Exception as e:
+                    log.warning("could not store a topic id for %s: %s", name, e)
+            self.view.assignments[name] = assignment.partitions
+            self.view.topic_ids[name] = assignment.topic_id
+            for p in assignment.partitions:
+                state = zk_topics.read_partition_state(self.zk, name, p)
+                if state is not None:
+                    self.view.states[(name, p)] = state
+                out.append((name, p))
+            if name not in self._watched_topics:
+                self._watched_topics.add(name)
+
+                def on_change(data: Any, _stat: Any, topic: str = name) -> bool:
+                    if data is None:
+                        self._watched_topics.discard(topic)
+                        return False
+                    self._enqueue("partitions", topic)
+                    return True
+                DataWatch(self.zk, zk_paths.topic(name), on_change)
+        return out
+
+    def _start_partitions(self, partitions: Iterable[TopicPartition]) -> set[TopicPartition]:
+        """(worker thread) Give a first state to partitions that have none and a live
+        replica, and a leader to offline ones that have an eligible live replica."""
+        live = set(self.view.brokers) - self.shutting_down
+        created: dict[TopicPartition, PartitionState] = {}
+        elected: dict[TopicPartition, PartitionState] = {}
+        for tp in partitions:
+            replicas = self.view.assignments.get(tp[0], {}).get(tp[1])
+            if replicas is None:
+                continue
+            state = self.view.states.get(tp)
+            if state is None:
+                first = new_partition_state(replicas, live, self.epoch)
+                if first is not None:
+                    created[tp] = first
+            elif state.leader not in live:
+                new = elect_leader(replicas, state, live, self.epoch, unclean=self.unclean)
+                if new is not None:
+                    elected[tp] = new
+        self._write_states(created, create=True)
+        self._write_states(elected, create=False)
+        return set(created) | set(elected)
+
+    def _write_states(self, states: dict[TopicPartition, PartitionState], *,
+                      create: bool) -> None:
+        """(worker thread) Write partition states, pipelined; a conditional update that
+        lost a race re-reads the znode and keeps what it holds (the next event decides)."""
+        from kazoo.exceptions import BadVersionError, NodeExistsError
+
+        pending = []
+        for (topic, p), state in states.items():
+            path = zk_paths.partition_state(topic, p)
+            if create:
+                op = self.zk.create_async(path, state.to_json(), makepath=True)
+            else:
+                op = self.zk.set_async(path, state.to_json(), version=state.zk_version)
+            pending.append(((topic, p), state, op))
+        for tp, state, op in pending:
+            try:
+                result = op.get(timeout=30)
+                state.zk_version = 0 if create else result.version
+                self.view.states[tp] = state
+            except (BadVersionError, NodeExistsError):
+                found = zk_topics.read_partition_state(self.zk, *tp)
+                if found is not None:
+                    self.view.states[tp] = found
+
+    async def _on_partition_change(self, topic: str) -> None:
+        if topic in self._deleting or topic not in self.view.assignments:
+            return
+        assignment = await asyncio.to_thread(zk_topics.read_assignment, self.zk, topic)
+        if assignment is None:
+            return
+        known = self.view.assignments[topic]
+        added = [(topic, p) for p in assignment.partitions if p not in known]
+        if not added:
+            return
+        known.update({p: r for p, r in assignment.partitions.items() if p not in known})
+        started = await asyncio.to_thread(self._start_partitions, added)
+        log.info("topic %s now has %d partitions", topic, len(known))
+        self._announce(started, is_new=True)
+
+    def _forget_topic(self, name: str) -> None:
+        parts = self.view.assignments.pop(name, {})
+        self.view.topic_ids.pop(name, None)
+        for p in parts:
+            self.view.states.pop((name, p), None)
+
+    # ---- deletion ----------------------------------------------------------------------------
+    async def _on_deletions(self) -> None:
+        names = await asyncio.to_thread(zk_topics.topics_to_delete, self.zk)
+        for name in names:
+            if name in self._deleting:
+                continue
+            parts = self.view.assignments.get(name)
+            if parts is None:  # nothing to delete (or gone already): drop the request
+                await asyncio.to_thread(zk_topics.remove_topic, self.zk, name)
+                continue
+            replicas = {r for reps in parts.values() for r in reps}
+            self._deleting[name] = (dict(parts), set(replicas))
+            self._forget_topic(name)
+            log.info("deleting topic %s from brokers %s", name, sorted(replicas))
+            self._send_update_metadata()
+            for b in replicas:
+                self._send_stop_replica(b, name, parts)
+
+    def _send_stop_replica(self, broker_id: int, name: str, parts: dict[int, list[int]]) -> None:
+        if self.channel is None:
+            return
+        mine = [p for p, reps in parts.items() if broker_id in reps]
+        body = requests.stop_replica(self.view, broker_id, {name: mine}, delete=True)
+        self.channel.send(broker_id, ApiKey.STOP_REPLICA, requests.STOP_REPLICA_VERSION, body,
+                          lambda resp: self._enqueue("stopped", (name, broker_id, resp)))
+
+    async def _on_replica_stopped(self, name: str, broker_id: int,
+                                  response: dict[str, Any]) -> None:
+        entry = self._deleting.get(name)
+        if entry is None:
+            return
+        errors = [e for e in response.get("partition_errors", []) if e["error_code"]]
+        if response.get("error_code") or errors:
+            log.warning("broker %d could not delete %s yet (%s); it will be asked again when "
+                        "it restarts", broker_id, name, response)
+            return
+        entry[1].discard(broker_id)
+        if not entry[1]:
+            await asyncio.to_thread(zk_topics.remove_topic, self.zk, name)
+            del self._deleting[name]
+            log.info("deleted topic %s", name)
+
+    # ---- controlled shutdown -----------------------------------------------------------------
+    async def controlled_shutdown(self, broker_id: int) -> list[TopicPartition]:
+        """Move leadership away from a stopping broker; returns the replicated partitions
+        it still leads (the broker retries while there are some)."""
+        future: asyncio.Future[list[TopicPartition]] = asyncio.get_running_loop().create_future()
+        self._enqueue("controlled_shutdown", (broker_id, future))
+        return await future
+
+    async def _controlled_shutdown(self, broker_id: int) -> list[TopicPartition]:
+        if broker_id not in self.view.brokers:
+            raise NotControllerError(f"broker {broker_id} is not a live broker")
+        self.shutting_down.add(broker_id)
+        live = set(self.view.brokers)
+        moves: dict[TopicPartition, PartitionState] = {}
+        remaining: list[TopicPartition] = []
+        for tp, state in self.view.states.items():
+            replicas = self.view.assignments[tp[0]][tp[1]]
+            if state.leader != broker_id or len(replicas) < 2:
+                continue
+            new = elect_leader(replicas, state, live, self.epoch, exclude=self.shutting_down)
+            if new is None:
+                remaining.append(tp)
+            else:
+                moves[tp] = new
+        await asyncio.to_thread(self._write_states, moves, create=False)
+        self._announce(set(moves), is_new=False)
+        log.info("controlled shutdown of broker %d: moved %d leader(s), %d remain",
+                 broker_id, len(moves), len(remaining))
+        return sorted(remaining)
+
+    # ---- telling the brokers -----------------------------------------------------------------
+    def _announce(self, partitions: set[TopicPartition], *, is_new: bool) -> None:
+        self._send_update_metadata()
+        for b in self.view.brokers:
+            parts = [tp for tp in partitions if b in self.view.assignments[tp[0]][tp[1]]]
+            self._send_leader_and_isr(b, parts, is_new=is_new)
+
+    def _send_update_metadata(self) -> None:
+        if self.channel is None:
+            return
+        for b in self.view.brokers:
+            self.channel.send(b, ApiKey.UPDATE_METADATA, requests.UPDATE_METADATA_VERSION,
+                              requests.update_metadata(self.view, b),
+                              self._checker("UpdateMetadata", b))
+
+    def _send_leader_and_isr(self, broker_id: int, partitions: Iterable[TopicPartition], *,
+                             is_new: bool = False, full: bool = False) -> None:
+        if self.channel is None:
+            return
+        body = requests.leader_and_isr(self.view, broker_id, partitions, is_new=is_new,
+                                       full=full)
+        if body is not None:
+            self.channel.send(broker_id, ApiKey.LEADER_AND_ISR,
+                              requests.LEADER_AND_ISR_VERSION, body,
+                              self._checker("LeaderAndIsr", broker_id))
+
+    @staticmethod
+    def _checker(what: str, broker_id: int) -> Callable[[dict[str, Any]], None]:
+        def check(response: dict[str, Any]) -> None:
+            code = response.get("error_code", 0)
+            failed = [e for t in response.get("topics", [])
+                      for e in t.get("partition_errors", []) if e["error_code"]]
+            if code or failed:
+                name = ErrorCode(code).name if code in ErrorCode._value2member_map_ else code
+                log.warning("broker %d answered %s with %s%s", broker_id, what, name,
+                            f" ({len(failed)} partition error(s))" if failed else "")
+        return check

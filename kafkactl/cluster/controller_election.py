@@ -1,0 +1,103 @@
+"""Who is the controller: the broker whose session holds the ephemeral `/controller`
+znode ({"version":1,"brokerid":id,"timestamp":ms}). The winner bumps `/controller_epoch`;
+brokers ignore requests from a controller with an older epoch. Blocking kazoo calls."""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from kafkactl.cluster import zk_paths
+from kafkactl.cluster.zookeeper import decode_json, encode_json
+
+if TYPE_CHECKING:
+    from kazoo.client import KazooClient
+
+NO_CONTROLLER = -1
+
+
+@dataclass(frozen=True)
+class Election:
+    won: bool
+    controller_id: int
+    epoch: int  # ours when won; otherwise the epoch in ZooKeeper (0 if none)
+
+
+def parse_controller(value: Any) -> int:
+    if isinstance(value, dict) and isinstance(value.get("brokerid"), int):
+        return int(value["brokerid"])
+    if isinstance(value, int):  # the oldest layout held the bare id
+        return value
+    return NO_CONTROLLER
+
+
+def current_controller(zk: KazooClient) -> tuple[int, bool]:
+    """(controller id, whether this session holds the znode); (-1, False) if none."""
+    from kazoo.exceptions import NoNodeError
+
+    try:
+        data, stat = zk.get(zk_paths.CONTROLLER)
+    except NoNodeError:
+        return NO_CONTROLLER, False
+    return parse_controller(decode_json(data, zk_paths.CONTROLLER)), \
+        stat.ephemeralOwner == zk.client_id[0]
+
+
+def read_epoch(zk: KazooClient) -> tuple[int, int]:
+    """(controller epoch, znode version); (0, -1) when there is none yet."""
+    from kazoo.exceptions import NoNodeError
+
+    try:
+        data, stat = zk.get(zk_paths.CONTROLLER_EPOCH)
+    except NoNodeError:
+        return 0, -1
+    try:
+        return int(data.decode().strip() or 0), stat.version
+    except (UnicodeDecodeError, ValueError):
+        return 0, stat.version
+
+
+def _bump_epoch(zk: KazooClient) -> int:
+    from kazoo.exceptions import BadVersionError, NodeExistsError
+
+    while True:
+        epoch, version = read_epoch(zk)
+        try:
+            if version < 0:
+                zk.create(zk_paths.CONTROLLER_EPOCH, b"1")
+                return 1
+            zk.set(zk_paths.CONTROLLER_EPOCH, str(epoch + 1).encode(), version=version)
+            return epoch + 1
+        except (BadVersionError, NodeExistsError):
+            continue
+
+
+def try_elect(zk: KazooClient, broker_id: int, current_epoch: int) -> Election:
+    """Create /controller if nobody holds it. Holding it already (our session) keeps the
+    epoch we have; winning it anew bumps /controller_epoch."""
+    from kazoo.exceptions import NodeExistsError
+
+    value = encode_json({"version": 1, "brokerid": broker_id,
+                         "timestamp": str(int(time.time() * 1000))})
+    try:
+        zk.create(zk_paths.CONTROLLER, value, ephemeral=True)
+    except NodeExistsError:
+        holder, ours = current_controller(zk)
+        if ours and current_epoch > 0:
+            return Election(True, broker_id, current_epoch)
+        if ours:  # ours, but we did not know it (a retry after a lost reply)
+            return Election(True, broker_id, _bump_epoch(zk))
+        return Election(False, holder, read_epoch(zk)[0])
+    return Election(True, broker_id, _bump_epoch(zk))
+
+
+def resign(zk: KazooClient) -> None:
+    """Give up /controller if this session holds it (a clean shutdown)."""
+    from kazoo.exceptions import NoNodeError
+
+    _, ours = current_controller(zk)
+    if ours:
+        with contextlib.suppress(NoNodeError):
+            zk.delete(zk_paths.CONTROLLER)

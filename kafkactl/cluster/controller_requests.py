@@ -1,0 +1,124 @@
+"""The bodies of the controller's requests to brokers (LeaderAndIsr v6, UpdateMetadata v7,
+StopReplica v3), built from the controller's view of the cluster. Pure functions."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from kafkactl.cluster.broker_registry import BrokerInfo
+from kafkactl.cluster.topic_state import NO_LEADER, PartitionState
+
+LEADER_AND_ISR_VERSION = 6
+UPDATE_METADATA_VERSION = 7
+STOP_REPLICA_VERSION = 3
+PLAINTEXT = 0  # SecurityProtocol id
+EPOCH_DURING_DELETE = -2  # StopReplica's leader epoch when the partition is deleted
+NULL_UUID = uuid.UUID(int=0)
+
+
+@dataclass
+class ClusterView:
+    """What the controller knows: live brokers, assignments, partition states."""
+
+    controller_id: int
+    controller_epoch: int
+    brokers: dict[int, BrokerInfo] = field(default_factory=dict)
+    assignments: dict[str, dict[int, list[int]]] = field(default_factory=dict)
+    topic_ids: dict[str, uuid.UUID] = field(default_factory=dict)
+    states: dict[tuple[str, int], PartitionState] = field(default_factory=dict)
+
+    def partitions_of(self, broker_id: int) -> list[tuple[str, int]]:
+        return [(t, p) for t, parts in self.assignments.items()
+                for p, replicas in parts.items() if broker_id in replicas]
+
+    def broker_epoch(self, broker_id: int) -> int:
+        info = self.brokers.get(broker_id)
+        return info.epoch if info is not None else -1
+
+
+def _endpoint(info: BrokerInfo) -> dict[str, Any]:
+    return {"port": info.port, "host": info.host, "listener": "PLAINTEXT",
+            "security_protocol": PLAINTEXT}
+
+
+def _state_fields(view: ClusterView, topic: str, p: int) -> dict[str, Any]:
+    state = view.states.get((topic, p))
+    replicas = view.assignments[topic][p]
+    if state is None:  # never started: no replica has been live
+        return {"controller_epoch": view.controller_epoch, "leader": NO_LEADER,
+                "leader_epoch": -1, "isr": [], "replicas": replicas}
+    return {"controller_epoch": state.controller_epoch, "leader": state.leader,
+            "leader_epoch": state.leader_epoch, "isr": list(state.isr),
+            "replicas": replicas, "zk_version": state.zk_version}
+
+
+def update_metadata(view: ClusterView, broker_id: int) -> dict[str, Any]:
+    """The whole cluster's metadata for one broker (the broker replaces its cache)."""
+    topic_states = []
+    for topic in sorted(view.assignments):
+        parts = []
+        for p in sorted(view.assignments[topic]):
+            f = _state_fields(view, topic, p)
+            parts.append({
+                "partition_index": p, "controller_epoch": f["controller_epoch"],
+                "leader": f["leader"], "leader_epoch": f["leader_epoch"], "isr": f["isr"],
+                "zk_version": f.get("zk_version", -1), "replicas": f["replicas"],
+                "offline_replicas": [r for r in f["replicas"] if r not in view.brokers]})
+        topic_states.append({"topic_name": topic,
+                             "topic_id": view.topic_ids.get(topic, NULL_UUID),
+                             "partition_states": parts})
+    return {
+        "controller_id": view.controller_id, "controller_epoch": view.controller_epoch,
+        "broker_epoch": view.broker_epoch(broker_id), "topic_states": topic_states,
+        "live_brokers": [{"id": b.broker_id, "endpoints": [_endpoint(b)], "rack": None}
+                         for b in sorted(view.brokers.values(), key=lambda b: b.broker_id)],
+    }
+
+
+def leader_and_isr(view: ClusterView, broker_id: int,
+                   partitions: Iterable[tuple[str, int]], *, is_new: bool = False,
+                   full: bool = False) -> dict[str, Any] | None:
+    """LeaderAndIsr for `partitions` that `broker_id` hosts; None when there is none."""
+    by_topic: dict[str, list[dict[str, Any]]] = {}
+    leaders: set[int] = set()
+    for topic, p in sorted(set(partitions)):
+        replicas = view.assignments.get(topic, {}).get(p)
+        if replicas is None or broker_id not in replicas:
+            continue
+        f = _state_fields(view, topic, p)
+        if "zk_version" not in f:
+            continue  # no state yet: nothing to lead or follow
+        by_topic.setdefault(topic, []).append({
+            "partition_index": p, "controller_epoch": f["controller_epoch"],
+            "leader": f["leader"], "leader_epoch": f["leader_epoch"], "isr": f["isr"],
+            "partition_epoch": f["zk_version"], "replicas": replicas,
+            "adding_replicas": [], "removing_replicas": [], "is_new": is_new,
+            "leader_recovery_state": 0})
+        if f["leader"] >= 0:
+            leaders.add(f["leader"])
+    if not by_topic:
+        return None
+    return {
+        "controller_id": view.controller_id, "controller_epoch": view.controller_epoch,
+        "broker_epoch": view.broker_epoch(broker_id), "type": 1 if full else 0,
+        "topic_states": [{"topic_name": t, "topic_id": view.topic_ids.get(t, NULL_UUID),
+                          "partition_states": ps} for t, ps in by_topic.items()],
+        "live_leaders": [{"broker_id": b, "host_name": view.brokers[b].host,
+                          "port": view.brokers[b].port}
+                         for b in sorted(leaders) if b in view.brokers],
+    }
+
+
+def stop_replica(view: ClusterView, broker_id: int,
+                 partitions: Mapping[str, list[int]], *, delete: bool) -> dict[str, Any]:
+    return {
+        "controller_id": view.controller_id, "controller_epoch": view.controller_epoch,
+        "broker_epoch": view.broker_epoch(broker_id),
+        "topic_states": [{"topic_name": t, "partition_states": [
+            {"partition_index": p, "delete_partition": delete,
+             "leader_epoch": EPOCH_DURING_DELETE if delete else -1} for p in sorted(ps)]}
+            for t, ps in sorted(partitions.items())],
+    }
