@@ -48,7 +48,7 @@ hide_flag_value_types()
 # A module that is not (yet) part of the tree is skipped, so there are no placeholders.
 SUBCOMMAND_MODULES: list[str] = [
     "serve", "topics", "produce", "consume", "dump_log", "recover",
-    "rebalance", "offsets", "mirror", "configs",
+    "rebalance", "offsets", "mirror", "configs", "cluster",
     "spark_load",
 ]
 

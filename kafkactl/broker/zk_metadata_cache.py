@@ -1,0 +1,82 @@
+"""The metadata cache of a broker in a ZooKeeper cluster (Kafka's ZkMetadataCache): the
+whole cluster as the controller last described it in UpdateMetadata (live brokers,
+controller, every topic's partitions with leader, epoch, replicas and ISR). Each request
+carries the complete picture and replaces the previous one, so a topic the controller
+deleted disappears with the next update. Requests from an older controller epoch are
+refused by the caller (handlers/controller_requests.py)."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from kafkactl.broker.metadata_cache import (
+    BrokerEndpoint,
+    MetadataCache,
+    PartitionMetadata,
+    TopicMetadata,
+)
+
+NULL_UUID = uuid.UUID(int=0)
+
+
+class ZkMetadataCache(MetadataCache):
+    def __init__(self, cluster_id: str, broker: BrokerEndpoint) -> None:
+        self.cluster_id = cluster_id
+        self.broker_id = broker.node_id
+        self._me = broker
+        self._brokers: dict[int, BrokerEndpoint] = {broker.node_id: broker}
+        self._controller_id = -1
+        self._topics: dict[str, TopicMetadata] = {}
+        self._by_id: dict[uuid.UUID, TopicMetadata] = {}
+        self.updated = False  # True once the first UpdateMetadata arrived
+
+    # ---- reads ---------------------------------------------------------------------------
+    def brokers(self) -> list[BrokerEndpoint]:
+        return [self._brokers[b] for b in sorted(self._brokers)]
+
+    def broker(self, node_id: int) -> BrokerEndpoint | None:
+        return self._brokers.get(node_id)
+
+    def controller_id(self) -> int:
+        return self._controller_id
+
+    def topic(self, name: str) -> TopicMetadata | None:
+        return self._topics.get(name)
+
+    def topic_by_id(self, topic_id: uuid.UUID) -> TopicMetadata | None:
+        return self._by_id.get(topic_id)
+
+    def topic_names(self) -> list[str]:
+        return sorted(self._topics)
+
+    def update_broker(self, broker: BrokerEndpoint) -> None:
+        """This broker's own endpoint (known before any UpdateMetadata arrives)."""
+        self._me = broker
+        self.broker_id = broker.node_id
+        self._brokers[broker.node_id] = broker
+
+    # ---- the controller's update ---------------------------------------------------------
+    def apply_update_metadata(self, request: dict[str, Any]) -> None:
+        brokers: dict[int, BrokerEndpoint] = {}
+        for b in request.get("live_brokers") or []:
+            endpoints = b.get("endpoints") or []
+            if endpoints:
+                ep = endpoints[0]
+                brokers[b["id"]] = BrokerEndpoint(b["id"], ep["host"], ep["port"], b.get("rack"))
+        topics: dict[str, TopicMetadata] = {}
+        for t in request.get("topic_states") or []:
+            name = t["topic_name"]
+            parts = {
+                p["partition_index"]: PartitionMetadata(
+                    p["partition_index"], p["leader"], p["leader_epoch"],
+                    list(p["replicas"]), list(p["isr"]), list(p.get("offline_replicas") or []))
+                for p in t["partition_states"]}
+            topic_id = t.get("topic_id") or NULL_UUID
+            topics[name] = TopicMetadata(name, topic_id, parts,
+                                         is_internal=name.startswith("__"))
+        self._brokers = brokers or {self._me.node_id: self._me}
+        self._controller_id = request.get("controller_id", -1)
+        self._topics = topics
+        self._by_id = {m.topic_id: m for m in topics.values() if m.topic_id != NULL_UUID}
+        self.updated = True

@@ -1,0 +1,82 @@
+"""`kafkactl cluster describe`: the cluster id, the controller, the live brokers with their
+endpoints, and the partitions that need attention (no leader: offline; fewer in-sync
+replicas than replicas: under-replicated), from one Metadata request to any broker."""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Any
+
+import typer
+
+from kafkactl.cli._client_options import bootstrap_option, fail
+
+if TYPE_CHECKING:
+    from kafkactl.client.cluster import ClusterMetadata
+
+cluster_app = typer.Typer(help="Describe the cluster: controller, brokers, offline partitions.",
+                          no_args_is_help=True)
+
+
+def describe_document(cluster: ClusterMetadata) -> dict[str, Any]:
+    offline: dict[str, list[int]] = {}
+    under: dict[str, list[int]] = {}
+    for name, t in sorted(cluster.topics.items()):
+        for p in sorted(t.partitions.values(), key=lambda p: p.partition):
+            if p.leader < 0:
+                offline.setdefault(name, []).append(p.partition)
+            elif len(p.isr) < len(p.replicas):
+                under.setdefault(name, []).append(p.partition)
+    return {
+        "cluster_id": cluster.cluster_id,
+        "controller_id": cluster.controller_id,
+        "brokers": [{"id": b.node_id, "host": b.host, "port": b.port, "rack": b.rack}
+                    for b in sorted(cluster.brokers.values(), key=lambda b: b.node_id)],
+        "topics": len(cluster.topics),
+        "partitions": sum(len(t.partitions) for t in cluster.topics.values()),
+        "offline_partitions": offline,
+        "under_replicated_partitions": under,
+    }
+
+
+@cluster_app.command("describe")
+def describe(
+    as_json: bool = typer.Option(False, "--json", help="One JSON document."),
+    bootstrap: str | None = bootstrap_option(),
+) -> None:
+    """Cluster id, controller, live brokers, and offline / under-replicated partitions."""
+    from kafkactl.client.errors import ClientError
+    from kafkactl.client.kafka_client import KafkaClient
+    from kafkactl.protocol.errors import KafkaError
+
+    try:
+        client = KafkaClient(bootstrap, client_id="kafkactl-cluster")
+        try:
+            doc = describe_document(client.refresh_metadata(None))
+        finally:
+            client.close()
+    except (ClientError, KafkaError, ValueError) as e:
+        raise fail(str(e)) from None
+    if as_json:
+        typer.echo(json.dumps(doc, indent=1))
+        return
+    controller = doc["controller_id"]
+    typer.echo(f"Cluster id: {doc['cluster_id']}")
+    typer.echo(f"Controller: {controller if controller >= 0 else 'none'}")
+    typer.echo(f"Brokers ({len(doc['brokers'])}):")
+    for b in doc["brokers"]:
+        mark = "  (controller)" if b["id"] == controller else ""
+        rack = f"  rack {b['rack']}" if b["rack"] else ""
+        typer.echo(f"  {b['id']}\t{b['host']}:{b['port']}{rack}{mark}")
+    typer.echo(f"Topics: {doc['topics']}, partitions: {doc['partitions']}")
+    for key, title in (("offline_partitions", "Offline partitions (no leader)"),
+                       ("under_replicated_partitions", "Under-replicated partitions")):
+        entries = doc[key]
+        count = sum(len(v) for v in entries.values())
+        typer.echo(f"{title}: {count}")
+        for name, parts in entries.items():
+            typer.echo(f"  {name}: {','.join(map(str, parts))}")
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(cluster_app, name="cluster")
