@@ -222,6 +222,17 @@ class BrokerConfig:
         except ValueError:
             raise ConfigError(f"{key}={value!r} is not an integer") from None
 
+    def get_int_or(self, key: str, default: int) -> int:
+        """`key` as an int, or `default` when it is unset, empty or not an integer (for
+        keys that fall back quietly rather than stop the broker)."""
+        raw = self.props.get(key)
+        if not raw:
+            return default
+        try:
+            return int(raw)
+        except ValueError:
+            return default
+
     def get_bool(self, key: str) -> bool:
         value = self.get(key).strip().lower()
         if value not in ("true", "false"):

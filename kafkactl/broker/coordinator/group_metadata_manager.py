@@ -1,5 +1,7 @@
-"""The offset manager (seed 002): group metadata and committed offsets, cached in memory and
-persisted to the compacted internal topic `__consumer_offsets` in Kafka's key/value schemas.
+"""GroupMetadataManager (seed 002's offset manager, storage half): group metadata and
+committed offsets, cached in memory and persisted to the compacted internal topic
+`__consumer_offsets` in Kafka's key/value schemas. What may be committed, fetched, deleted or
+expired is decided in offset_manager.py; this module writes, reads and replays the records.
 
 * Key v0/v1 = OffsetCommitKey(group, topic, partition) -> OffsetCommitValue (v1 when an
   explicit expire timestamp was given, else v3); key v2 = GroupMetadataKey(group) ->
@@ -157,7 +159,9 @@ class GroupMetadataManager:
         log.info("created the offsets topic %s with %d partitions", OFFSETS_TOPIC,
                  self.num_partitions)
 
-    def _append(self, group_id: str, records: Iterable[tuple[bytes, bytes | None]]) -> ErrorCode:
+    def append_records(self, group_id: str, records: Iterable[tuple[bytes, bytes | None]]
+                       ) -> ErrorCode:
+        """Append `records` (key, value or None for a tombstone) to the group's partition."""
         self.ensure_topic()
         builder = RecordBatchBuilder()
         now = self.now_ms()
@@ -175,90 +179,21 @@ class GroupMetadataManager:
         return ErrorCode.NONE
 
     # ---- writes ---------------------------------------------------------------------------
-    def store_offsets(self, group: GroupMetadata,
-                      offsets: dict[tuple[str, int], OffsetAndMetadata]) -> ErrorCode:
-        code = self._append(group.group_id, [
-            (offset_key(group.group_id, t, p), offset_value(o)) for (t, p), o in offsets.items()])
-        if code == ErrorCode.NONE:
-            group.offsets.update(offsets)
-        return code
-
     def store_group(self, group: GroupMetadata) -> ErrorCode:
-        return self._append(group.group_id, [(group_key(group.group_id), group_value(group))])
-
-    def delete_offsets(self, group: GroupMetadata, tps: Iterable[tuple[str, int]]) -> ErrorCode:
-        tps = [tp for tp in tps if tp in group.offsets]
-        code = self._append(group.group_id,
-                            [(offset_key(group.group_id, t, p), None) for t, p in tps])
-        if code == ErrorCode.NONE:
-            for tp in tps:
-                group.offsets.pop(tp, None)
-        return code
+        return self.append_records(group.group_id,
+                                   [(group_key(group.group_id), group_value(group))])
 
     def delete_group(self, group: GroupMetadata) -> ErrorCode:
         """Tombstones for the group and all its offsets; the group becomes Dead."""
         records: list[tuple[bytes, bytes | None]] = [
             (offset_key(group.group_id, t, p), None) for t, p in group.offsets]
         records.append((group_key(group.group_id), None))
-        code = self._append(group.group_id, records)
+        code = self.append_records(group.group_id, records)
         if code == ErrorCode.NONE:
             group.offsets.clear()
             group.transition(GroupState.DEAD, self.now_ms())
             self.groups.pop(group.group_id, None)
         return code
-
-    def expire_offsets(self, retention_ms: int) -> int:
-        """Kafka's offset expiration (KIP-211, KIP-496), per group:
-
-        * a group with a protocol type and no members (Empty): an offset expires
-          offsets.retention.minutes after the group became Empty (after its commit if that
-          time is unknown);
-        * a Stable consumer group: only offsets of topics no member subscribes to, counted
-          from their commit;
-        * a group that only stores offsets (no protocol type): counted from the commit;
-        * an explicit expire timestamp (OffsetCommit v2-v4 retention) replaces the
-          computed deadline wherever the group's rule lets an offset expire.
-
-        An Empty group left with no offsets is deleted. Returns how many offsets expired."""
-        now = self.now_ms()
-        expired_total = 0
-        for group in list(self.groups.values()):
-            if self.is_loading(group.group_id):
-                continue
-            doomed = self._expired_offsets(group, now, retention_ms)
-            if doomed and self.delete_offsets(group, doomed) == ErrorCode.NONE:
-                expired_total += len(doomed)
-                log.info("expired %d offset(s) of group %s", len(doomed), group.group_id)
-            if group.is_(GroupState.EMPTY) and not group.offsets:
-                self.delete_group(group)
-        return expired_total
-
-    @staticmethod
-    def _expired_offsets(group: GroupMetadata, now: int, retention_ms: int
-                         ) -> list[tuple[str, int]]:
-        keep_topics: set[str] = set()
-        since_empty = False
-        if group.protocol_type and group.is_(GroupState.EMPTY):
-            since_empty = group.state_timestamp_ms >= 0
-        elif group.protocol_type == "consumer" and group.is_(GroupState.STABLE):
-            subscribed = group.subscribed_topics()
-            if subscribed is None:
-                return []
-            keep_topics = subscribed
-        elif group.protocol_type:
-            return []  # rebalancing, or a non-consumer protocol with members
-        doomed = []
-        for tp, o in group.offsets.items():
-            if tp[0] in keep_topics:
-                continue
-            if o.expire_timestamp >= 0:
-                if now >= o.expire_timestamp:
-                    doomed.append(tp)
-                continue
-            base = group.state_timestamp_ms if since_empty else o.commit_timestamp
-            if now - base >= retention_ms:
-                doomed.append(tp)
-        return doomed
 
     # ---- loading ------------------------------------------------------------------------
     async def load_all(self) -> None:
