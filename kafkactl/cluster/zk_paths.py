@@ -46,10 +46,6 @@ def topic_config(name: str) -> str:
     return f"{CONFIG_TOPICS}/{name}"
 
 
-def consumer_group(group: str) -> str:
-    return f"{CONSUMERS}/{group}"
-
-
 def consumer_ids(group: str) -> str:
     return f"{CONSUMERS}/{group}/ids"
 
