@@ -170,16 +170,16 @@ class DynamicBrokerConfig:
         server.config.props.clear()
         server.config.props.update(effective)
         defaults = LogConfig.from_properties({k: v for k, v in effective.items() if v != ""})
-        tm = getattr(server, "topics", None)
-        if tm is None:
+        topic_manager = getattr(server, "topics", None)
+        if topic_manager is None:
             return
-        tm.default_log_config = defaults
+        topic_manager.default_log_config = defaults
         if getattr(server, "log_manager", None) is not None and \
                 hasattr(server.log_manager, "default_config"):
             server.log_manager.default_config = defaults
-        for name, state in tm.topics.items():
-            config = tm.log_config_for(state.configs)
+        for name, state in topic_manager.topics.items():
+            config = topic_manager.log_config_for(state.configs)
             for p in range(state.num_partitions):
-                part = tm.get_partition(name, p)
+                part = topic_manager.get_partition(name, p)
                 if part is not None:
-                    tm._apply_config(part.log, config)
+                    topic_manager._apply_config(part.log, config)

@@ -148,14 +148,14 @@ class GroupMetadataManager:
 
     def ensure_topic(self) -> None:
         """Create __consumer_offsets (compacted) on first use."""
-        tm = self.server.topics
-        if OFFSETS_TOPIC in tm.topics:
+        topic_manager = self.server.topics
+        if OFFSETS_TOPIC in topic_manager.topics:
             return
         configs = dict(OFFSETS_TOPIC_CONFIGS)
         props = getattr(getattr(self.server, "config", None), "props", None) or {}
         if props.get("offsets.topic.segment.bytes"):  # Kafka's key for the topic's segments
             configs["segment.bytes"] = str(props["offsets.topic.segment.bytes"])
-        tm.create_topic(OFFSETS_TOPIC, self.num_partitions, configs)
+        topic_manager.create_topic(OFFSETS_TOPIC, self.num_partitions, configs)
         log.info("created the offsets topic %s with %d partitions", OFFSETS_TOPIC,
                  self.num_partitions)
 
@@ -220,21 +220,21 @@ class GroupMetadataManager:
                  count, OFFSETS_TOPIC, time.monotonic() - started)
 
     @staticmethod
-    def _read_partition(lg: Any) -> list[LoadedEntry]:
+    def _read_partition(partition_log: Any) -> list[LoadedEntry]:
         """Every readable record of one partition. What cannot be read is logged with its
         partition and offsets and skipped (Kafka's loader does the same): a batch whose
         records do not parse, or a record whose key/value is not the offsets schema."""
         out: list[LoadedEntry] = []
         try:
-            for batch in lg.iter_batches():
+            for batch in partition_log.iter_batches():
                 if batch.magic < 2 or batch.is_control:
                     continue
                 try:
                     records = list(batch)
                 except Exception as e:  # CRC-valid bytes that are not records
                     log.warning("skipping unreadable batch at offsets %d..%d of %s-%d: %s",
-                                batch.base_offset, batch.last_offset, lg.topic, lg.partition,
-                                e)
+                                batch.base_offset, batch.last_offset, partition_log.topic,
+                                partition_log.partition, e)
                     continue
                 for rec in records:
                     if rec.key is None:
@@ -243,10 +243,10 @@ class GroupMetadataManager:
                         out.append(decode_record(rec.key, rec.value))
                     except Exception as e:  # one bad record must not stop the load
                         log.warning("skipping unreadable record at offset %d of %s-%d: %s",
-                                    rec.offset, lg.topic, lg.partition, e)
+                                    rec.offset, partition_log.topic, partition_log.partition, e)
         except Exception as e:  # a batch header that cannot be framed: nothing after it
-            log.error("stopped loading %s-%d after %d record(s): %s", lg.topic, lg.partition,
-                      len(out), e)
+            log.error("stopped loading %s-%d after %d record(s): %s", partition_log.topic,
+                      partition_log.partition, len(out), e)
         return out
 
     def _apply(self, entries: list[LoadedEntry]) -> None:
