@@ -1,7 +1,7 @@
 """What the broker tells clients about the cluster: brokers, topics, partitions, leaders.
 
 `MetadataCache` is the read interface every handler uses. `StandaloneMetadataCache` is fed
-by this broker's own TopicManager (one broker leads every partition, leader epoch 0). A
+by this broker's StandaloneTopicAdmin (one broker leads every partition, leader epoch 0). A
 ZooKeeper-fed cache (cluster/ controller updates) can replace it without touching handlers.
 """
 

@@ -13,7 +13,7 @@ import contextlib
 import logging
 import uuid
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kafkactl.broker.coordinator.group import (
     GroupMetadata,
@@ -23,6 +23,13 @@ from kafkactl.broker.coordinator.group import (
 )
 from kafkactl.broker.coordinator.group_metadata_manager import GroupMetadataManager
 from kafkactl.protocol.errors import ErrorCode
+
+if TYPE_CHECKING:
+    from kafkactl.broker.config import BrokerConfig
+    from kafkactl.broker.metadata_cache import MetadataCache
+    from kafkactl.broker.partition_store import PartitionStore
+    from kafkactl.broker.replica_manager import ReplicaManager
+    from kafkactl.broker.topic_admin import TopicAdmin
 
 log = logging.getLogger(__name__)
 
@@ -61,8 +68,9 @@ def _setting(config: Any, key: str, default: int) -> int:
 
 
 class GroupCoordinator:
-    def __init__(self, server: Any, config: Any) -> None:
-        self.server = server
+    def __init__(self, config: BrokerConfig, cache: MetadataCache, topic_admin: TopicAdmin,
+                 partitions: PartitionStore, replica_manager: ReplicaManager) -> None:
+        self.cache = cache
         self.initial_rebalance_delay_ms = _setting(config, "group.initial.rebalance.delay.ms",
                                                    3000)
         self.min_session_timeout_ms = _setting(config, "group.min.session.timeout.ms",
@@ -76,7 +84,8 @@ class GroupCoordinator:
         self.retention_check_ms = _setting(config, "offsets.retention.check.interval.ms",
                                            600000)
         self.manager = GroupMetadataManager(
-            server, num_partitions=max(1, _setting(config, "offsets.topic.num.partitions", 50)))
+            config, topic_admin, partitions, replica_manager,
+            num_partitions=max(1, _setting(config, "offsets.topic.num.partitions", 50)))
         self.manager.on_group_loaded = self._on_group_loaded
         self._tasks: list[asyncio.Task[None]] = []
         self.active = False
@@ -643,7 +652,7 @@ class GroupCoordinator:
                 self._schedule_session(group, member)
         errors: dict[tuple[str, int], ErrorCode] = {}
         good: dict[tuple[str, int], OffsetAndMetadata] = {}
-        cache = self.server.cache
+        cache = self.cache
         for tp, o in offsets.items():
             if cache.partition(*tp) is None:
                 errors[tp] = E.UNKNOWN_TOPIC_OR_PARTITION
@@ -684,7 +693,7 @@ class GroupCoordinator:
         for tp in tps:
             if subscribed is None or tp[0] in subscribed:
                 results[tp] = E.GROUP_SUBSCRIBED_TO_TOPIC
-            elif self.server.cache.partition(*tp) is None:
+            elif self.cache.partition(*tp) is None:
                 results[tp] = E.UNKNOWN_TOPIC_OR_PARTITION
             else:
                 deletable.append(tp)
