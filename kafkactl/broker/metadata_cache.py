@@ -92,7 +92,7 @@ class StandaloneMetadataCache(MetadataCache):
         self._broker = broker
         self.broker_id = broker.node_id
 
-    # ---- updates from the TopicManager ---------------------------------------------------
+    # ---- updates from the StandaloneTopicAdmin --------------------------------------------
     def put_topic(self, name: str, topic_id: uuid.UUID, num_partitions: int,
                   leader_epoch: int = 0) -> None:
         me = self._broker.node_id
