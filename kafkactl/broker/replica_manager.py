@@ -18,9 +18,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from kafkactl.broker.partition import Partition
+from kafkactl.broker.partition_store import PartitionStore
 from kafkactl.broker.producer_state import ProducerStateError
 from kafkactl.broker.purgatory import FetchPurgatory
-from kafkactl.broker.topic_manager import TopicManager
+from kafkactl.broker.topic_admin import TopicAdmin
 from kafkactl.broker.validation import (
     BatchValidationError,
     find_magic,
@@ -56,26 +57,26 @@ class FetchResult:
 
 
 class ReplicaManager:
-    def __init__(self, topics: TopicManager, purgatory: FetchPurgatory, *,
-                 auto_create: bool) -> None:
-        self.topics = topics
+    def __init__(self, partitions: PartitionStore, topic_admin: TopicAdmin,
+                 purgatory: FetchPurgatory, *, auto_create: bool) -> None:
+        self.partitions = partitions
+        self.topic_admin = topic_admin
         self.purgatory = purgatory
         self.auto_create = auto_create
         # the log manager's disk-error reporter (shared with its background work)
-        self.storage_errors: StorageErrorLog = (
-            getattr(topics.log_manager, "storage_errors", None) or StorageErrorLog())
+        self.storage_errors: StorageErrorLog = partitions.log_manager.storage_errors
         # (topic, partition) -> the offset of the corrupt batch last logged
         self._corrupt_reported: dict[tuple[str, int], int] = {}
 
     def partition_or_create(self, topic: str, partition: int) -> Partition | None:
-        part = self.topics.get_partition(topic, partition)
-        if part is None and self.auto_create and topic not in self.topics.topics:
+        part = self.partitions.get_partition(topic, partition)
+        if part is None and self.auto_create and self.topic_admin.topic(topic) is None:
             try:
-                self.topics.auto_create(topic)
+                self.topic_admin.auto_create(topic)
             except Exception as e:  # invalid name etc.: the caller reports unknown topic
                 log.debug("not auto-creating %r: %s", topic, e)
                 return None
-            part = self.topics.get_partition(topic, partition)
+            part = self.partitions.get_partition(topic, partition)
         return part
 
     # ---- produce ---------------------------------------------------------------------------
@@ -151,7 +152,7 @@ class ReplicaManager:
              min_one_batch: bool, current_leader_epoch: int = -1) -> FetchResult:
         from kafkactl.log.errors import CorruptRecordError, OffsetOutOfRange
 
-        part = self.topics.get_partition(topic, partition)
+        part = self.partitions.get_partition(topic, partition)
         if part is None:
             return FetchResult(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
         if current_leader_epoch > part.leader_epoch:

@@ -13,7 +13,7 @@ import asyncio
 import contextlib
 import logging
 import uuid
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from kafkactl.broker.coordinator.group import (
     GroupMetadata,
@@ -29,6 +29,10 @@ from kafkactl.protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
     from kafkactl.broker.config import BrokerConfig
+    from kafkactl.broker.metadata_cache import MetadataCache
+    from kafkactl.broker.partition_store import PartitionStore
+    from kafkactl.broker.replica_manager import ReplicaManager
+    from kafkactl.broker.topic_admin import TopicAdmin
 
 log = logging.getLogger(__name__)
 
@@ -38,8 +42,9 @@ MAX_GROUP_ID_LENGTH = 32767
 
 
 class GroupCoordinator:
-    def __init__(self, server: Any, config: BrokerConfig) -> None:
-        self.server = server
+    def __init__(self, config: BrokerConfig, cache: MetadataCache, topic_admin: TopicAdmin,
+                 partitions: PartitionStore, replica_manager: ReplicaManager) -> None:
+        self.cache = cache
         self.initial_rebalance_delay_ms = config.get_int_or("group.initial.rebalance.delay.ms",
                                                             3000)
         self.min_session_timeout_ms = config.get_int_or("group.min.session.timeout.ms",
@@ -48,7 +53,8 @@ class GroupCoordinator:
                                                         MAX_SESSION_TIMEOUT_MS)
         self.max_group_size = config.get_int_or("group.max.size", 2**31 - 1)
         self.manager = GroupMetadataManager(
-            server, num_partitions=max(1, config.get_int_or("offsets.topic.num.partitions", 50)))
+            config, topic_admin, partitions, replica_manager,
+            num_partitions=max(1, config.get_int_or("offsets.topic.num.partitions", 50)))
         self.manager.on_group_loaded = self._on_group_loaded
         self.offsets = OffsetManager(self, config)
         self._tasks: list[asyncio.Task[None]] = []

@@ -21,7 +21,7 @@ import logging
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kafkactl.broker.coordinator.group import GroupMetadata, GroupState, OffsetAndMetadata
 from kafkactl.protocol.data import (
@@ -34,6 +34,12 @@ from kafkactl.protocol.data import (
 )
 from kafkactl.protocol.errors import ErrorCode
 from kafkactl.record.batch import RecordBatchBuilder
+
+if TYPE_CHECKING:
+    from kafkactl.broker.config import BrokerConfig
+    from kafkactl.broker.partition_store import PartitionStore
+    from kafkactl.broker.replica_manager import ReplicaManager
+    from kafkactl.broker.topic_admin import TopicAdmin
 
 log = logging.getLogger(__name__)
 
@@ -124,9 +130,13 @@ def _version(buf: bytes | memoryview) -> int:
 
 
 class GroupMetadataManager:
-    def __init__(self, server: Any, *, num_partitions: int, time_fn: Callable[[], float] =
-                 time.time) -> None:
-        self.server = server
+    def __init__(self, config: BrokerConfig, topic_admin: TopicAdmin, partitions: PartitionStore,
+                 replica_manager: ReplicaManager, *, num_partitions: int,
+                 time_fn: Callable[[], float] = time.time) -> None:
+        self.config = config
+        self.topic_admin = topic_admin
+        self.partitions = partitions
+        self.replica_manager = replica_manager
         self.num_partitions = num_partitions
         self._time = time_fn
         self.groups: dict[str, GroupMetadata] = {}
@@ -144,18 +154,17 @@ class GroupMetadataManager:
 
     # ---- the internal topic -------------------------------------------------------------
     def topic_exists(self) -> bool:
-        return OFFSETS_TOPIC in self.server.topics.topics
+        return self.topic_admin.topic(OFFSETS_TOPIC) is not None
 
     def ensure_topic(self) -> None:
         """Create __consumer_offsets (compacted) on first use."""
-        topic_manager = self.server.topics
-        if OFFSETS_TOPIC in topic_manager.topics:
+        if self.topic_exists():
             return
         configs = dict(OFFSETS_TOPIC_CONFIGS)
-        props = getattr(getattr(self.server, "config", None), "props", None) or {}
+        props = self.config.props
         if props.get("offsets.topic.segment.bytes"):  # Kafka's key for the topic's segments
             configs["segment.bytes"] = str(props["offsets.topic.segment.bytes"])
-        topic_manager.create_topic(OFFSETS_TOPIC, self.num_partitions, configs)
+        self.topic_admin.auto_create(OFFSETS_TOPIC, self.num_partitions, configs)
         log.info("created the offsets topic %s with %d partitions", OFFSETS_TOPIC,
                  self.num_partitions)
 
@@ -169,7 +178,7 @@ class GroupMetadataManager:
             builder.append(now, key, value)
         if builder.record_count == 0:
             return ErrorCode.NONE
-        result = self.server.replica_manager.append(
+        result = self.replica_manager.append(
             OFFSETS_TOPIC, self.partition_for(group_id),
             memoryview(bytearray(builder.build())), produce_version=9)
         if result.error != ErrorCode.NONE:
@@ -198,15 +207,16 @@ class GroupMetadataManager:
     # ---- loading ------------------------------------------------------------------------
     async def load_all(self) -> None:
         """Replay every partition of __consumer_offsets (after a restart)."""
-        if not self.topic_exists():
+        state = self.topic_admin.topic(OFFSETS_TOPIC)
+        if state is None:
             return
-        parts = list(range(self.server.topics.topics[OFFSETS_TOPIC].num_partitions))
+        parts = list(range(state.num_partitions))
         self.loading.update(parts)
         started = time.monotonic()
         count = 0
         try:
             for p in parts:
-                part = self.server.topics.get_partition(OFFSETS_TOPIC, p)
+                part = self.partitions.get_partition(OFFSETS_TOPIC, p)
                 if part is None:
                     self.loading.discard(p)
                     continue

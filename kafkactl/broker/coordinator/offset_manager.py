@@ -49,7 +49,7 @@ class OffsetManager:
             return {tp: code for tp in offsets}
         errors: dict[TopicPartition, ErrorCode] = {}
         good: dict[TopicPartition, OffsetAndMetadata] = {}
-        cache = self.coordinator.server.cache
+        cache = self.coordinator.cache
         for tp, o in offsets.items():
             if cache.partition(*tp) is None:
                 errors[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
@@ -128,7 +128,7 @@ class OffsetManager:
         subscribed = group.subscribed_topics() if not group.is_empty else set()
         results: dict[TopicPartition, ErrorCode] = {}
         deletable = []
-        cache = self.coordinator.server.cache
+        cache = self.coordinator.cache
         for tp in tps:
             if subscribed is None or tp[0] in subscribed:
                 results[tp] = ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC
