@@ -1,6 +1,6 @@
 """Produce and fetch coordination across partitions (Kafka's ReplicaManager).
 
-Produce: validate each partition's records (validation.py), up-convert magic 0/1, apply the
+Produce: validate each partition's records (log/validator.py), up-convert magic 0/1, apply the
 topic's compression.type, append through the Partition (idempotence checks, offsets stamped
 in place), and wake delayed fetches. Fetch: read slices (file regions, never bytes) for
 many partitions within the request's byte limits; the long poll lives in handlers/fetch.py.
@@ -19,18 +19,18 @@ from typing import Any
 
 from kafkactl.broker.partition import Partition
 from kafkactl.broker.partition_store import PartitionStore
-from kafkactl.broker.producer_state import ProducerStateError
 from kafkactl.broker.purgatory import FetchPurgatory
 from kafkactl.broker.topic_admin import TopicAdmin
-from kafkactl.broker.validation import (
+from kafkactl.log.errors import KafkaStorageError, LogError
+from kafkactl.log.manager import StorageErrorLog
+from kafkactl.log.producer_state import ProducerStateError
+from kafkactl.log.validator import (
     BatchValidationError,
     find_magic,
     rebuild_batches,
     target_codec,
     validate_batches,
 )
-from kafkactl.log.errors import KafkaStorageError, LogError
-from kafkactl.log.manager import StorageErrorLog
 from kafkactl.protocol.errors import ErrorCode
 
 log = logging.getLogger(__name__)
@@ -94,7 +94,7 @@ class ReplicaManager:
         try:
             if find_magic(buf) < 2:
                 if produce_version >= 3:
-                    raise BatchValidationError("INVALID_RECORD",
+                    raise BatchValidationError(ErrorCode.INVALID_RECORD,
                                                "Produce v3+ must carry magic-2 batches")
                 buf = self._up_convert(buf)
             if buf.readonly:
@@ -117,9 +117,8 @@ class ReplicaManager:
             lat = now_ms if config.message_timestamp_type == "LogAppendTime" else None
             result = part.append_as_leader(buf, batches, log_append_time=lat)
         except (BatchValidationError, ProducerStateError) as e:
-            code = ErrorCode[e.code_name]
             log.debug("rejected produce to %s-%d: %s", topic, partition, e)
-            return ProduceResult(code, log_start_offset=part.log_start_offset, message=str(e),
+            return ProduceResult(e.code, log_start_offset=part.log_start_offset, message=str(e),
                                  record_errors=tuple(getattr(e, "record_errors", ())))
         except KafkaStorageError as e:
             self.storage_errors.failed(e.log_dir, str(e))
@@ -144,8 +143,8 @@ class ReplicaManager:
         try:
             return memoryview(bytearray(up_convert(buf, assign_offsets=True)))
         except RecordError as e:
-            raise BatchValidationError("CORRUPT_MESSAGE", f"bad magic 0/1 message set: {e}") \
-                from e
+            raise BatchValidationError(ErrorCode.CORRUPT_MESSAGE,
+                                       f"bad magic 0/1 message set: {e}") from e
 
     # ---- fetch -----------------------------------------------------------------------------
     def read(self, topic: str, partition: int, offset: int, max_bytes: int, *,

@@ -240,7 +240,7 @@ class KafkaServer:
 
     # ---- start -----------------------------------------------------------------------------
     async def startup(self) -> None:
-        from kafkactl.broker import producer_state
+        from kafkactl.log import producer_state
         from kafkactl.log.config import LogConfig
         from kafkactl.log.errors import LogDirInUseError
 
