@@ -17,9 +17,9 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from kafkactl.broker.validation import validate_batches
 from kafkactl.log.config import LogConfig
 from kafkactl.log.log import Log
+from kafkactl.log.validator import validate_batches
 from kafkactl.record.batch import BATCH_HEADER, RecordBatchBuilder
 from kafkactl.record.codecs import Compression
 from kafkactl.record.crc import crc32c

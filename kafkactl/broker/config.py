@@ -101,22 +101,6 @@ BROKER_DEFAULTS.update({
 })
 
 
-# Broker-level log.* keys and the topic-level key each one is the default for.
-TOPIC_CONFIG_SYNONYMS: dict[str, str] = {
-    "log.segment.bytes": "segment.bytes",
-    "log.index.size.max.bytes": "segment.index.bytes",
-    "log.index.interval.bytes": "index.interval.bytes",
-    "log.flush.interval.messages": "flush.messages",
-    "log.retention.bytes": "retention.bytes",
-    "log.cleanup.policy": "cleanup.policy",
-    "log.message.timestamp.type": "message.timestamp.type",
-    "log.message.timestamp.difference.max.ms": "message.timestamp.difference.max.ms",
-    "message.max.bytes": "max.message.bytes",
-    "compression.type": "compression.type",
-    "log.segment.delete.delay.ms": "file.delete.delay.ms",
-}
-
-
 class ConfigError(ValueError):
     """A configuration file or value that cannot be used (message names the key)."""
 
@@ -222,6 +206,17 @@ class BrokerConfig:
         except ValueError:
             raise ConfigError(f"{key}={value!r} is not an integer") from None
 
+    def get_int_or(self, key: str, default: int) -> int:
+        """`key` as an int, or `default` when it is unset, empty or not an integer (for
+        keys that fall back quietly rather than stop the broker)."""
+        raw = self.props.get(key)
+        if not raw:
+            return default
+        try:
+            return int(raw)
+        except ValueError:
+            return default
+
     def get_bool(self, key: str) -> bool:
         value = self.get(key).strip().lower()
         if value not in ("true", "false"):
@@ -263,33 +258,6 @@ class BrokerConfig:
     def log_dirs(self) -> list[Path]:
         dirs = self.get("log.dirs") or self.get("log.dir")
         return [Path(d.strip()) for d in dirs.split(",") if d.strip()]
-
-    @property
-    def zookeeper_connect(self) -> str:
-        return self.get("zookeeper.connect")
-
-    def retention_ms(self) -> int:
-        if self.get("log.retention.ms"):
-            return self.get_int("log.retention.ms")
-        if self.get("log.retention.minutes"):
-            return self.get_int("log.retention.minutes") * 60_000
-        hours = self.get_int("log.retention.hours")
-        return -1 if hours < 0 else hours * 3_600_000
-
-    def roll_ms(self) -> int:
-        if self.get("log.roll.ms"):
-            return self.get_int("log.roll.ms")
-        return self.get_int("log.roll.hours") * 3_600_000
-
-    def topic_defaults(self) -> dict[str, str]:
-        """Topic-level defaults derived from the broker's log.* keys (Kafka's synonyms)."""
-        out = {topic_key: self.get(broker_key)
-               for broker_key, topic_key in TOPIC_CONFIG_SYNONYMS.items()}
-        out["retention.ms"] = str(self.retention_ms())
-        out["segment.ms"] = str(self.roll_ms())
-        if self.get("log.flush.interval.ms"):
-            out["flush.ms"] = self.get("log.flush.interval.ms")
-        return out
 
     def is_sensitive(self, key: str) -> bool:
         return is_sensitive(key)

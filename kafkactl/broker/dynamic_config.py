@@ -20,7 +20,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from kafkactl.broker.config import BROKER_DEFAULTS
+from kafkactl.broker.config import BROKER_DEFAULTS, BrokerConfig
+from kafkactl.broker.partition_store import PartitionStore
 from kafkactl.log.config import BROKER_SYNONYMS, LogConfig
 from kafkactl.log.config_def import TOPIC_CONFIGS
 from kafkactl.log.errors import ConfigError
@@ -51,18 +52,22 @@ def synonyms_of(key: str) -> list[str]:
 
 
 class DynamicBrokerConfig:
-    """The two dynamic layers over the static config of `server`."""
+    """The two dynamic layers over the static `config` (whose explicitly set keys are
+    `explicit_keys`); changes reach the logs hosted in `partitions`."""
 
-    def __init__(self, server: Any, path: Path) -> None:
-        self.server = server
+    def __init__(self, config: BrokerConfig, explicit_keys: set[str], path: Path,
+                 partitions: PartitionStore) -> None:
+        self.config = config
+        self.explicit_keys = explicit_keys
+        self.partitions = partitions
         self.path = path
-        self.static: dict[str, str] = dict(server.config.props)
+        self.static: dict[str, str] = dict(config.props)
         self.default: dict[str, str] = {}
         self.broker: dict[str, str] = {}
 
     @property
     def broker_id(self) -> str:
-        return str(self.server.config.broker_id)
+        return str(self.config.broker_id)
 
     # ---- persistence -----------------------------------------------------------------------
     def load(self) -> None:
@@ -117,7 +122,7 @@ class DynamicBrokerConfig:
             return DYNAMIC_BROKER_CONFIG
         if key in self.default:
             return DYNAMIC_DEFAULT_BROKER_CONFIG
-        if key in self.server.explicit_broker_keys:
+        if key in self.explicit_keys:
             return STATIC_BROKER_CONFIG
         return DEFAULT_CONFIG
 
@@ -130,7 +135,7 @@ class DynamicBrokerConfig:
             out += [{"name": n, "value": layer[n], "source": source} for n in names
                     if n in layer]
         out += [{"name": n, "value": self.static[n], "source": STATIC_BROKER_CONFIG}
-                for n in names if n in self.server.explicit_broker_keys and n in self.static]
+                for n in names if n in self.explicit_keys and n in self.static]
         out += [{"name": n, "value": BROKER_DEFAULTS[n], "source": DEFAULT_CONFIG}
                 for n in names if BROKER_DEFAULTS.get(n, "") != ""]
         return out
@@ -165,21 +170,8 @@ class DynamicBrokerConfig:
 
     def apply(self) -> None:
         """Make the effective config live: the broker's props and every log's defaults."""
-        server = self.server
         effective = self.effective()
-        server.config.props.clear()
-        server.config.props.update(effective)
+        self.config.props.clear()
+        self.config.props.update(effective)
         defaults = LogConfig.from_properties({k: v for k, v in effective.items() if v != ""})
-        tm = getattr(server, "topics", None)
-        if tm is None:
-            return
-        tm.default_log_config = defaults
-        if getattr(server, "log_manager", None) is not None and \
-                hasattr(server.log_manager, "default_config"):
-            server.log_manager.default_config = defaults
-        for name, state in tm.topics.items():
-            config = tm.log_config_for(state.configs)
-            for p in range(state.num_partitions):
-                part = tm.get_partition(name, p)
-                if part is not None:
-                    tm._apply_config(part.log, config)
+        self.partitions.update_default_config(defaults)

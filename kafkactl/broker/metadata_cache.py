@@ -1,7 +1,7 @@
 """What the broker tells clients about the cluster: brokers, topics, partitions, leaders.
 
 `MetadataCache` is the read interface every handler uses. `StandaloneMetadataCache` is fed
-by this broker's own TopicManager (one broker leads every partition, leader epoch 0). A
+by this broker's StandaloneTopicAdmin (one broker leads every partition, leader epoch 0). A
 ZooKeeper-fed cache (cluster/ controller updates) can replace it without touching handlers.
 """
 
@@ -92,7 +92,7 @@ class StandaloneMetadataCache(MetadataCache):
         self._broker = broker
         self.broker_id = broker.node_id
 
-    # ---- updates from the TopicManager ---------------------------------------------------
+    # ---- updates from the StandaloneTopicAdmin --------------------------------------------
     def put_topic(self, name: str, topic_id: uuid.UUID, num_partitions: int,
                   leader_epoch: int = 0) -> None:
         me = self._broker.node_id

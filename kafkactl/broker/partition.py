@@ -13,13 +13,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kafkactl.broker.producer_state import (
+from kafkactl.log.errors import CorruptRecordError
+from kafkactl.log.producer_state import (
     ProducerStateError,
     ProducerStateManager,
     snapshot_path,
 )
-from kafkactl.broker.validation import BatchInfo
-from kafkactl.log.errors import CorruptRecordError
+from kafkactl.log.validator import BatchInfo
+from kafkactl.protocol.errors import ErrorCode
 
 log = logging.getLogger(__name__)
 
@@ -79,8 +80,8 @@ class Partition:
                 if dup is not None:
                     if len(batches) != 1:
                         raise ProducerStateError(
-                            "DUPLICATE_SEQUENCE_NUMBER", "duplicate batch inside a multi-batch "
-                            "produce")
+                            ErrorCode.DUPLICATE_SEQUENCE_NUMBER, "duplicate batch inside a "
+                            "multi-batch produce")
                     return AppendResult(dup.first_offset, dup.last_offset, -1, 0, True)
         info = self.log.append(buf, log_append_time=log_append_time,
                                leader_epoch=self.leader_epoch)

@@ -1,6 +1,6 @@
 """Produce and fetch coordination across partitions (Kafka's ReplicaManager).
 
-Produce: validate each partition's records (validation.py), up-convert magic 0/1, apply the
+Produce: validate each partition's records (log/validator.py), up-convert magic 0/1, apply the
 topic's compression.type, append through the Partition (idempotence checks, offsets stamped
 in place), and wake delayed fetches. Fetch: read slices (file regions, never bytes) for
 many partitions within the request's byte limits; the long poll lives in handlers/fetch.py.
@@ -18,18 +18,19 @@ from dataclasses import dataclass
 from typing import Any
 
 from kafkactl.broker.partition import Partition
-from kafkactl.broker.producer_state import ProducerStateError
+from kafkactl.broker.partition_store import PartitionStore
 from kafkactl.broker.purgatory import FetchPurgatory
-from kafkactl.broker.topic_manager import TopicManager
-from kafkactl.broker.validation import (
+from kafkactl.broker.topic_admin import TopicAdmin
+from kafkactl.log.errors import KafkaStorageError, LogError
+from kafkactl.log.manager import StorageErrorLog
+from kafkactl.log.producer_state import ProducerStateError
+from kafkactl.log.validator import (
     BatchValidationError,
     find_magic,
     rebuild_batches,
     target_codec,
     validate_batches,
 )
-from kafkactl.log.errors import KafkaStorageError, LogError
-from kafkactl.log.manager import StorageErrorLog
 from kafkactl.protocol.errors import ErrorCode
 
 log = logging.getLogger(__name__)
@@ -56,26 +57,26 @@ class FetchResult:
 
 
 class ReplicaManager:
-    def __init__(self, topics: TopicManager, purgatory: FetchPurgatory, *,
-                 auto_create: bool) -> None:
-        self.topics = topics
+    def __init__(self, partitions: PartitionStore, topic_admin: TopicAdmin,
+                 purgatory: FetchPurgatory, *, auto_create: bool) -> None:
+        self.partitions = partitions
+        self.topic_admin = topic_admin
         self.purgatory = purgatory
         self.auto_create = auto_create
         # the log manager's disk-error reporter (shared with its background work)
-        self.storage_errors: StorageErrorLog = (
-            getattr(topics.log_manager, "storage_errors", None) or StorageErrorLog())
+        self.storage_errors: StorageErrorLog = partitions.log_manager.storage_errors
         # (topic, partition) -> the offset of the corrupt batch last logged
         self._corrupt_reported: dict[tuple[str, int], int] = {}
 
     def partition_or_create(self, topic: str, partition: int) -> Partition | None:
-        part = self.topics.get_partition(topic, partition)
-        if part is None and self.auto_create and topic not in self.topics.topics:
+        part = self.partitions.get_partition(topic, partition)
+        if part is None and self.auto_create and self.topic_admin.topic(topic) is None:
             try:
-                self.topics.auto_create(topic)
+                self.topic_admin.auto_create(topic)
             except Exception as e:  # invalid name etc.: the caller reports unknown topic
                 log.debug("not auto-creating %r: %s", topic, e)
                 return None
-            part = self.topics.get_partition(topic, partition)
+            part = self.partitions.get_partition(topic, partition)
         return part
 
     # ---- produce ---------------------------------------------------------------------------
@@ -93,7 +94,7 @@ class ReplicaManager:
         try:
             if find_magic(buf) < 2:
                 if produce_version >= 3:
-                    raise BatchValidationError("INVALID_RECORD",
+                    raise BatchValidationError(ErrorCode.INVALID_RECORD,
                                                "Produce v3+ must carry magic-2 batches")
                 buf = self._up_convert(buf)
             if buf.readonly:
@@ -116,9 +117,8 @@ class ReplicaManager:
             lat = now_ms if config.message_timestamp_type == "LogAppendTime" else None
             result = part.append_as_leader(buf, batches, log_append_time=lat)
         except (BatchValidationError, ProducerStateError) as e:
-            code = ErrorCode[e.code_name]
             log.debug("rejected produce to %s-%d: %s", topic, partition, e)
-            return ProduceResult(code, log_start_offset=part.log_start_offset, message=str(e),
+            return ProduceResult(e.code, log_start_offset=part.log_start_offset, message=str(e),
                                  record_errors=tuple(getattr(e, "record_errors", ())))
         except KafkaStorageError as e:
             self.storage_errors.failed(e.log_dir, str(e))
@@ -143,15 +143,15 @@ class ReplicaManager:
         try:
             return memoryview(bytearray(up_convert(buf, assign_offsets=True)))
         except RecordError as e:
-            raise BatchValidationError("CORRUPT_MESSAGE", f"bad magic 0/1 message set: {e}") \
-                from e
+            raise BatchValidationError(ErrorCode.CORRUPT_MESSAGE,
+                                       f"bad magic 0/1 message set: {e}") from e
 
     # ---- fetch -----------------------------------------------------------------------------
     def read(self, topic: str, partition: int, offset: int, max_bytes: int, *,
              min_one_batch: bool, current_leader_epoch: int = -1) -> FetchResult:
         from kafkactl.log.errors import CorruptRecordError, OffsetOutOfRange
 
-        part = self.topics.get_partition(topic, partition)
+        part = self.partitions.get_partition(topic, partition)
         if part is None:
             return FetchResult(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
         if current_leader_epoch > part.leader_epoch:

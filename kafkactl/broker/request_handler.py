@@ -1,9 +1,9 @@
 """Request dispatch (Kafka's KafkaApis): frame -> header -> body -> handler -> response parts.
 
-A handler is `fn(apis, ctx, request: dict) -> dict | None | Awaitable[dict | None]` (None =
-no response, e.g. Produce with acks=0). The handler table decides what ApiVersions
-advertises: an API is advertised only if a handler for it is registered here, so the
-group coordinator adds its handlers with `register()` when it arrives.
+A handler is `fn(services: BrokerServices, ctx: RequestContext, request: dict) -> dict |
+None | Awaitable[dict | None]` (None = no response, e.g. Produce with acks=0). The table
+(kafkactl.broker.handlers.HANDLERS) must cover exactly protocol.versions.SUPPORTED_VERSIONS,
+the table ApiVersions advertises: KafkaApis refuses any other.
 
 Bad input: an API Kafka has and we do not serve gets a well-formed error response in its own
 shape where one can carry the error (kafkactl.protocol.refusal: UNSUPPORTED_VERSION), so the
@@ -19,11 +19,12 @@ from __future__ import annotations
 import inspect
 import logging
 import struct
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from kafkactl.broker.network import CloseConnection, ConnectionInfo, HandlerResult
+from kafkactl.broker.services import BrokerServices
 from kafkactl.protocol import codec
 from kafkactl.protocol.api_keys import ApiKey
 from kafkactl.protocol.errors import KafkaError
@@ -44,26 +45,28 @@ class RequestContext:
     connection: ConnectionInfo
 
 
-Handler = Callable[[Any, RequestContext, dict[str, Any]],
+Handler = Callable[[BrokerServices, RequestContext, dict[str, Any]],
                    dict[str, Any] | None | Awaitable[dict[str, Any] | None]]
 
 
+def check_handler_table(handlers: Mapping[ApiKey, Handler]) -> None:
+    """ValueError unless `handlers` has exactly the keys of SUPPORTED_VERSIONS (the table
+    ApiVersions advertises)."""
+    unranged = sorted(k.name for k in handlers.keys() - SUPPORTED_VERSIONS.keys())
+    unhandled = sorted(k.name for k in SUPPORTED_VERSIONS.keys() - handlers.keys())
+    if unranged or unhandled:
+        raise ValueError(
+            "the handler table must cover exactly protocol.versions.SUPPORTED_VERSIONS: "
+            f"no version range for {unranged}, no handler for {unhandled}")
+
+
 class KafkaApis:
-    """Owns the handler table; `server` is the KafkaServer (config, managers...)."""
+    """Dispatches each request to its handler in `handlers`, with `services`."""
 
-    def __init__(self, server: Any) -> None:
-        self.server = server
-        self.handlers: dict[int, Handler] = {}
-
-    def register(self, api_key: ApiKey, handler: Handler) -> None:
-        if api_key not in SUPPORTED_VERSIONS:
-            raise ValueError(f"{api_key!r} has no version range in protocol.versions")
-        self.handlers[int(api_key)] = handler
-
-    def advertised(self) -> list[dict[str, int]]:
-        return [{"api_key": k, "min_version": lo, "max_version": hi}
-                for k, (lo, hi) in sorted((int(k), v) for k, v in SUPPORTED_VERSIONS.items())
-                if k in self.handlers]
+    def __init__(self, services: BrokerServices, handlers: Mapping[ApiKey, Handler]) -> None:
+        check_handler_table(handlers)
+        self.services = services
+        self.handlers: dict[int, Handler] = {int(k): h for k, h in handlers.items()}
 
     # ---- the network layer's entry point ----------------------------------------------------
     def handle(self, conn: ConnectionInfo, frame: bytearray) -> HandlerResult:
@@ -94,7 +97,7 @@ class KafkaApis:
             raise CloseConnection(
                 f"malformed {ApiKey(api_key).name} v{api_version} request: {e}; closing") from e
         ctx = RequestContext(api_key, api_version, correlation_id, header.client_id, conn)
-        body = handler(self, ctx, request)
+        body = handler(self.services, ctx, request)
         if body is None:
             return None
         if inspect.isawaitable(body):

@@ -1,5 +1,6 @@
-"""KafkaServer: wires config, LogManager, topics, replica manager, handlers and the network
-layer together; runs background flush/retention/checkpoint work; stops gracefully.
+"""KafkaServer: wires config, LogManager, partition store, topic admin, replica manager,
+coordinators (one BrokerServices), the handler table and the network layer together; runs
+background flush/retention/checkpoint work; stops gracefully.
 
 Shutdown order (SIGTERM/SIGINT): stop accepting, complete long polls, wait (bounded) for
 in-flight requests, close connections, snapshot producer state, then LogManager.shutdown()
@@ -14,19 +15,33 @@ import logging
 import os
 import signal
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kafkactl.broker.config import BrokerConfig, ConfigError
-from kafkactl.broker.handlers import register_all
-from kafkactl.broker.handlers.producer_id import ProducerIdManager
+from kafkactl.broker.coordinator import GroupCoordinator
+from kafkactl.broker.dynamic_config import FILE_NAME as DYNAMIC_CONFIG_FILE
+from kafkactl.broker.dynamic_config import DynamicBrokerConfig
+from kafkactl.broker.handlers import HANDLERS
 from kafkactl.broker.metadata_cache import BrokerEndpoint, StandaloneMetadataCache
 from kafkactl.broker.network import SocketServer
+from kafkactl.broker.partition_store import PartitionStore, TopicLogConfigs
+from kafkactl.broker.producer_id_manager import ProducerIdManager
 from kafkactl.broker.purgatory import FetchPurgatory
 from kafkactl.broker.replica_manager import ReplicaManager
 from kafkactl.broker.request_handler import KafkaApis
-from kafkactl.broker.topic_manager import TopicManager
+from kafkactl.broker.services import BrokerServices
+from kafkactl.broker.standalone_topic_admin import (
+    METADATA_FILE,
+    StandaloneTopicAdmin,
+    TopicMetadataFile,
+)
 from kafkactl.cluster.broker_registry import new_cluster_id
+from kafkactl.log.manager import LogManager
+
+if TYPE_CHECKING:
+    from kafkactl.broker.zk_registration import ZkRegistration
 
 log = logging.getLogger(__name__)
 
@@ -188,7 +203,26 @@ def socket_server_settings(cfg: BrokerConfig) -> dict[str, Any]:
     }
 
 
+def highest_producer_id(partitions: PartitionStore, full: bool) -> int:
+    """The highest producer id in the hosted partitions' producer states (and, when
+    `full`, in every batch header of their logs); -1 when there is none."""
+    from kafkactl.log.producer_ids import max_producer_id
+
+    best = -1
+    for part in list(partitions.partitions.values()):
+        producers = part.producer_state.producers
+        if producers:
+            best = max(best, max(producers))
+        if full:
+            best = max(best, max_producer_id(part.log))
+    return best
+
+
 class KafkaServer:
+    """One broker: `startup()` builds its parts in dependency order (log manager, partition
+    store, topic admin, replica manager, coordinators) into one BrokerServices, then
+    listens; `shutdown()` stops whatever a (possibly failed) start-up made."""
+
     def __init__(self, config: BrokerConfig) -> None:
         self.config = config
         self.auto_create_topics = config.get_bool("auto.create.topics.enable")
@@ -196,15 +230,19 @@ class KafkaServer:
         self.bound: list[tuple[str, int]] = []
         self._stop = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
-        self.log_manager: Any = None
+        self.log_manager: LogManager | None = None
+        self.purgatory: FetchPurgatory | None = None
+        self.partitions: PartitionStore | None = None
+        self.group_coordinator: GroupCoordinator | None = None
+        self.zk_registration: ZkRegistration | None = None
+        self.services: BrokerServices | None = None
         self.socket_server: SocketServer | None = None
 
     # ---- start -----------------------------------------------------------------------------
     async def startup(self) -> None:
-        from kafkactl.broker import producer_state
+        from kafkactl.log import producer_state
         from kafkactl.log.config import LogConfig
         from kafkactl.log.errors import LogDirInUseError
-        from kafkactl.log.manager import LogManager
 
         cfg = self.config
         check_supported_security(cfg)
@@ -222,26 +260,23 @@ class KafkaServer:
             raise ConfigError(str(e)) from e
         producer_state.configure(cfg.get_int("producer.id.expiration.ms"),
                                  cfg.get_int("producer.id.expiration.check.interval.ms"))
-        self.cache = StandaloneMetadataCache("", BrokerEndpoint(cfg.broker_id, "", 0))
-        self.purgatory = FetchPurgatory()
-        self.topics = TopicManager(
-            None, self.cache, self.purgatory, metadata_dir=log_dirs[0],
-            default_partitions=cfg.get_int("num.partitions"), log_config_cls=LogConfig,
-            default_log_config=default_log_config,
-            delete_enabled=cfg.get_bool("delete.topic.enable"))
+        cache = StandaloneMetadataCache("", BrokerEndpoint(cfg.broker_id, "", 0))
+        purgatory = self.purgatory = FetchPurgatory()
+        topic_metadata = TopicMetadataFile(log_dirs[0] / METADATA_FILE)
         try:
-            self.topics.read_metadata()
+            topic_metadata.read()
         except RuntimeError as e:
             raise BrokerStartupError(str(e)) from e
+        log_configs = TopicLogConfigs(
+            default_log_config, {n: t.configs for n, t in topic_metadata.topics.items()})
         try:
-            self.log_manager = LogManager(log_dirs, default_log_config,
-                                          topic_config=self.topics.topic_log_config)
-            self.log_manager.load()
+            log_manager = self.log_manager = LogManager(log_dirs, default_log_config,
+                                                        topic_config=log_configs.for_topic)
+            log_manager.load()
         except LogDirInUseError as e:
             raise BrokerStartupError(
                 f"{e} Another broker is using this data dir; stop it or pick another "
                 "--data-dir.") from e
-        self.zk_registration: Any = None
         zk_cluster_id: str | None = None
         if cfg.get("zookeeper.connect"):
             from kafkactl.broker.zk_registration import ZkRegistration, ZkRegistrationError
@@ -257,24 +292,36 @@ class KafkaServer:
 
         endpoints = cfg.listeners
         advertised = cfg.advertised_listeners[0]
-        self.cache.cluster_id = cluster_id
-        self.cache.update_broker(BrokerEndpoint(cfg.broker_id, advertised.host, advertised.port))
-        self.topics.log_manager = self.log_manager
-        self.topics.load()
-        self.replica_manager = ReplicaManager(self.topics, self.purgatory,
-                                              auto_create=self.auto_create_topics)
-        self.producer_ids = ProducerIdManager(log_dirs[0] / "producer-id-block",
-                                              self._highest_producer_id)
-        from kafkactl.broker.coordinator import GroupCoordinator
-
-        self.group_coordinator = GroupCoordinator(self, cfg)
-        self.apis = KafkaApis(self)
-        register_all(self.apis)
+        cache.cluster_id = cluster_id
+        cache.update_broker(BrokerEndpoint(cfg.broker_id, advertised.host, advertised.port))
+        partitions = self.partitions = PartitionStore(log_manager, log_configs, purgatory)
+        topic_admin = StandaloneTopicAdmin(
+            partitions, cache, topic_metadata, config=cfg, broker_id=cfg.broker_id,
+            default_partitions=cfg.get_int("num.partitions"),
+            delete_enabled=cfg.get_bool("delete.topic.enable"))
+        topic_admin.load()
+        replica_manager = ReplicaManager(partitions, topic_admin, purgatory,
+                                         auto_create=self.auto_create_topics)
+        producer_ids = ProducerIdManager(
+            log_dirs[0] / "producer-id-block",
+            lambda full: highest_producer_id(partitions, full))
+        group_coordinator = self.group_coordinator = GroupCoordinator(
+            cfg, cache, topic_admin, partitions, replica_manager)
+        dynamic_config = DynamicBrokerConfig(
+            cfg, self.explicit_broker_keys, log_dirs[0] / DYNAMIC_CONFIG_FILE, partitions)
+        dynamic_config.load()
+        self.services = BrokerServices(
+            broker_id=cfg.broker_id, config=cfg, dynamic_config=dynamic_config,
+            metadata_cache=cache, topic_admin=topic_admin, partitions=partitions,
+            replica_manager=replica_manager, fetch_purgatory=purgatory,
+            group_coordinator=group_coordinator, producer_ids=producer_ids,
+            log_manager=log_manager, auto_create_topics=self.auto_create_topics)
+        apis = KafkaApis(self.services, HANDLERS)
         with contextlib.suppress(Exception):
             from kafkactl.protocol.codec import precompile
             precompile()
 
-        self.socket_server = SocketServer(self.apis, **network_settings)
+        self.socket_server = SocketServer(apis, **network_settings)
         for ep in endpoints:
             try:
                 host, port = await self.socket_server.start(ep.host, ep.port)
@@ -284,65 +331,67 @@ class KafkaServer:
                     "broker running? Pick another port with --listen HOST:PORT") from e
             self.bound.append((host, port))
             if ep.port == 0 and not cfg.get("advertised.listeners"):
-                b = self.cache.brokers()[0]
-                self.cache.update_broker(BrokerEndpoint(b.node_id, b.host, port))
-        await self.group_coordinator.startup()
+                b = cache.brokers()[0]
+                cache.update_broker(BrokerEndpoint(b.node_id, b.host, port))
+        await group_coordinator.startup()
         if self.zk_registration is not None:
-            await self._register_in_zookeeper()
-        self._start_background()
+            await self._register_in_zookeeper(self.zk_registration, cache, topic_admin)
+        self._start_background(log_manager, partitions)
         log.info("kafkactl broker %d started: cluster %s, listening on %s, data in %s, %d "
                  "topic(s)", cfg.broker_id, cluster_id,
                  ", ".join(f"{h}:{p}" for h, p in self.bound),
-                 ", ".join(map(str, log_dirs)), len(self.topics.topics))
+                 ", ".join(map(str, log_dirs)), len(topic_admin.topics))
 
-    async def _register_in_zookeeper(self) -> None:
+    @staticmethod
+    async def _register_in_zookeeper(registration: ZkRegistration,
+                                     cache: StandaloneMetadataCache,
+                                     topic_admin: StandaloneTopicAdmin) -> None:
         """/brokers/ids/[id] with the advertised address, then the topics, kept in step."""
         from kafkactl.broker.zk_registration import ZkRegistrationError
 
-        me = self.cache.brokers()[0]
+        me = cache.brokers()[0]
         try:
-            await asyncio.to_thread(self.zk_registration.register, me.host, me.port,
+            await asyncio.to_thread(registration.register, me.host, me.port,
                                     [("PLAINTEXT", me.host, me.port)])
         except ZkRegistrationError as e:
             raise BrokerStartupError(str(e)) from None
-        self.zk_registration.start_sync(
-            lambda: {name: t.num_partitions for name, t in self.topics.topics.items()})
-
-    def _highest_producer_id(self, full: bool) -> int:
-        """The highest producer id in the partitions' producer states (and, when `full`,
-        in every batch header of their logs); -1 when there is none."""
-        from kafkactl.log.producer_ids import max_producer_id
-
-        best = -1
-        for part in list(self.topics.partitions.values()):
-            producers = part.producer_state.producers
-            if producers:
-                best = max(best, max(producers))
-            if full:
-                best = max(best, max_producer_id(part.log))
-        return best
+        registration.start_sync(
+            lambda: {name: t.num_partitions for name, t in topic_admin.topics.items()})
 
     # ---- background work -------------------------------------------------------------------
-    def _start_background(self) -> None:
+    def _start_background(self, log_manager: LogManager, partitions: PartitionStore) -> None:
         cfg = self.config
         loop = asyncio.get_running_loop()
         from kafkactl.log.cleaner import LogCleaner
 
+        def flush() -> None:
+            log_manager.flush_dirty()
+
+        def retention() -> None:
+            deleted = log_manager.run_retention()
+            if deleted:
+                log.info("retention removed %s segment(s)", deleted)
+
+        def checkpoint() -> None:
+            for part in list(partitions.partitions.values()):
+                part.take_snapshot()
+            log_manager.checkpoint()
+
         self.log_cleaner = LogCleaner()
         self._tasks = [
             loop.create_task(self.log_cleaner.run_periodically(
-                lambda: self.log_manager.logs.values(),
+                lambda: log_manager.logs.values(),
                 int(cfg.get("log.cleaner.backoff.ms") or 15000) / 1000)),
-            loop.create_task(self._every(FLUSH_CHECK_INTERVAL_S, self._flush, "flush")),
+            loop.create_task(self._every(FLUSH_CHECK_INTERVAL_S, flush, "flush")),
             loop.create_task(self._every(
-                cfg.get_int("log.retention.check.interval.ms") / 1000, self._retention,
+                cfg.get_int("log.retention.check.interval.ms") / 1000, retention,
                 "retention")),
             loop.create_task(self._every(
-                cfg.get_int("log.flush.offset.checkpoint.interval.ms") / 1000, self._checkpoint,
+                cfg.get_int("log.flush.offset.checkpoint.interval.ms") / 1000, checkpoint,
                 "checkpoint")),
         ]
 
-    async def _every(self, interval: float, fn: Any, what: str) -> None:
+    async def _every(self, interval: float, fn: Callable[[], None], what: str) -> None:
         """Run fn every `interval` seconds until cancelled; a failure is logged and the
         next round runs as usual (disk errors in one line, without a traceback: the log
         manager already reports them per log dir)."""
@@ -355,19 +404,6 @@ class KafkaServer:
                 log.error("background %s failed: %s; will retry", what, e)
             except Exception:
                 log.exception("background %s failed; will retry", what)
-
-    def _flush(self) -> None:
-        self.log_manager.flush_dirty()
-
-    def _retention(self) -> None:
-        deleted = self.log_manager.run_retention()
-        if deleted:
-            log.info("retention removed %s segment(s)", deleted)
-
-    def _checkpoint(self) -> None:
-        for part in list(self.topics.partitions.values()):
-            part.take_snapshot()
-        self.log_manager.checkpoint()
 
     # ---- run / stop ------------------------------------------------------------------------
     def request_stop(self, signame: str = "") -> None:
@@ -386,7 +422,7 @@ class KafkaServer:
         await self.shutdown()
 
     async def shutdown(self) -> None:
-        if getattr(self, "zk_registration", None) is not None:
+        if self.zk_registration is not None:
             # Leave the registry first, so ZooKeeper consumers move away at once.
             await asyncio.to_thread(self.zk_registration.close)
         ss = self.socket_server
@@ -394,9 +430,9 @@ class KafkaServer:
             return  # start-up stopped before anything ran: nothing to stop
         if ss is not None:
             ss.stop_accepting()
-        if getattr(self, "purgatory", None) is not None:
+        if self.purgatory is not None:
             self.purgatory.shutdown()
-        if getattr(self, "group_coordinator", None) is not None:
+        if self.group_coordinator is not None:
             await self.group_coordinator.shutdown()  # parked joins/syncs answer now
         if ss is not None:
             await ss.drain(SHUTDOWN_DRAIN_TIMEOUT_S)
@@ -404,8 +440,8 @@ class KafkaServer:
         for task in self._tasks:
             task.cancel()
         if self.log_manager is not None:
-            if getattr(self, "topics", None) is not None:
-                for part in list(self.topics.partitions.values()):
+            if self.partitions is not None:
+                for part in list(self.partitions.partitions.values()):
                     part.take_snapshot()
             self.log_manager.shutdown()
         log.info("broker stopped cleanly")

@@ -12,7 +12,6 @@ the option parser alike, starts with `error: `.
 from __future__ import annotations
 
 import importlib
-import importlib.util
 import sys
 from collections.abc import Sequence
 from typing import Any
@@ -44,11 +43,11 @@ app = typer.Typer(
 )
 hide_flag_value_types()
 
-# Subcommand modules, in the order `--help` lists them. Each defines register(app).
-# A module that is not (yet) part of the tree is skipped, so there are no placeholders.
+# Subcommand modules, in the order `--help` lists them. Each defines register(app); a name
+# here without its module fails at import, so a typo cannot drop a command silently.
 SUBCOMMAND_MODULES: list[str] = [
     "serve", "topics", "produce", "consume", "dump_log", "recover",
-    "rebalance", "offsets", "mirror", "configs", "cluster",
+    "rebalance", "offsets", "configs", "cluster",
     "spark_load",
 ]
 
@@ -70,8 +69,7 @@ def _root(
 
 
 for _name in SUBCOMMAND_MODULES:
-    if importlib.util.find_spec(f"kafkactl.cli.{_name}") is not None:
-        importlib.import_module(f"kafkactl.cli.{_name}").register(app)
+    importlib.import_module(f"kafkactl.cli.{_name}").register(app)
 
 
 # click's ClickException (the base of every usage error) as Typer ships it: Typer 0.12+

@@ -110,10 +110,15 @@ def _dash(v: Any) -> str:
     return "-" if v is None else str(v)
 
 
-def _error_name(code: int) -> str:
-    from kafkactl.protocol.errors import ErrorCode
+def _exit_on_errors(failed: dict[TopicPartition, int]) -> None:
+    """One `error:` line per partition that failed, then exit 1."""
+    if not failed:
+        return
+    from kafkactl.protocol.errors import error_name
 
-    return ErrorCode(code).name
+    for (t, p), c in sorted(failed.items()):
+        typer.echo(f"error: {t}-{p}: {error_name(c)}", err=True)
+    raise typer.Exit(1)
 
 
 def _table(*columns: str) -> Table:
@@ -241,11 +246,13 @@ def reset(group: str = typer.Option(..., "--group", "-G", "-g", help="The group.
         return plan, errors
 
     plan, errors = _run(bootstrap, go)
+    from kafkactl.protocol.errors import error_name
+
     failed = {tp: c for tp, c in errors.items() if c}
     if as_json:
         typer.echo(json.dumps({"group": group, "executed": execute, "offsets": [
             {"topic": t, "partition": p, "new_offset": o,
-             "error": _error_name(failed[(t, p)]) if (t, p) in failed else None}
+             "error": error_name(failed[(t, p)]) if (t, p) in failed else None}
             for (t, p), o in sorted(plan.items())]}, indent=1))
     else:
         table = _table("GROUP", "TOPIC", "PARTITION", "NEW-OFFSET")
@@ -254,10 +261,7 @@ def reset(group: str = typer.Option(..., "--group", "-G", "-g", help="The group.
         _print_table(table)
         if not execute:
             typer.echo("Dry run: nothing was committed; add --execute to apply.", err=True)
-    if failed:
-        for (t, p), c in sorted(failed.items()):
-            typer.echo(f"error: {t}-{p}: {_error_name(c)}", err=True)
-        raise typer.Exit(1)
+    _exit_on_errors(failed)
 
 
 @offsets_app.command("delete")
@@ -288,13 +292,15 @@ def delete(group: str = typer.Option(..., "--group", "-G", "-g", help="The group
                 admin.delete_group(group)
             return None, committed, {}
         tps = sorted(tp for tp in committed if any(
-            tp[0] == t and (ps is None or tp[1] in ps) for t, ps in topics))
+            tp[0] == t and (partitions is None or tp[1] in partitions) for t, partitions in topics))
         if not tps:
             raise ValueError(f"group {group!r} has no offsets for "
                              f"{', '.join(t for t, _ in topics)}")
         return tps, committed, admin.delete_offsets(group, tps) if execute else {}
 
     tps, committed, result = _run(bootstrap, go)
+    from kafkactl.protocol.errors import error_name
+
     whole = tps is None
     shown = sorted(committed) if whole else tps
     failed = {tp: c for tp, c in result.items() if c}
@@ -302,7 +308,7 @@ def delete(group: str = typer.Option(..., "--group", "-G", "-g", help="The group
         typer.echo(json.dumps({"group": group, "executed": execute, "whole_group": whole,
                                "offsets": [
             {"topic": t, "partition": p, "committed_offset": committed[(t, p)],
-             "error": _error_name(failed[(t, p)]) if (t, p) in failed else None}
+             "error": error_name(failed[(t, p)]) if (t, p) in failed else None}
             for t, p in shown]}, indent=1))
     elif whole:
         verb = "Deleted" if execute else "Would delete"
@@ -315,10 +321,7 @@ def delete(group: str = typer.Option(..., "--group", "-G", "-g", help="The group
                            f"for group {group}.")
     if not execute:
         typer.echo("Dry run: nothing was deleted; add --execute to apply.", err=True)
-    if failed:
-        for (t, p), c in sorted(failed.items()):
-            typer.echo(f"error: {t}-{p}: {_error_name(c)}", err=True)
-        raise typer.Exit(1)
+    _exit_on_errors(failed)
 
 
 def register(app: typer.Typer) -> None:

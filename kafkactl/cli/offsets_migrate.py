@@ -36,7 +36,7 @@ def migrate(
     bootstrap: str | None = bootstrap_option(),
 ) -> None:
     """Move consumer offsets from ZooKeeper into the broker and verify them."""
-    from kafkactl.client import offsets_migrate as om
+    from kafkactl.client import offsets_migrate as migration
     from kafkactl.client.consumer import SimpleConsumer
     from kafkactl.client.errors import ClientError
     from kafkactl.client.group.group_admin import GroupAdmin
@@ -53,9 +53,9 @@ def migrate(
         groups = consumer_registry.groups(zk) if all_groups else list(group)
         simple = SimpleConsumer(bootstrap, client_id="kafkactl-offsets-migrate")
         try:
-            results = om.migrate(zk, GroupAdmin(simple.client), simple, groups,
-                                 dry_run=dry_run, overwrite=overwrite,
-                                 delete_source=delete_source)
+            results = migration.migrate(zk, GroupAdmin(simple.client), simple, groups,
+                                        dry_run=dry_run, overwrite=overwrite,
+                                        delete_source=delete_source)
         finally:
             simple.close()
     except (ClientError, KafkaError) as e:

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from kafkactl.cluster import consumer_registry as registry
-from kafkactl.protocol.errors import ErrorCode
+from kafkactl.protocol.errors import error_name
 
 if TYPE_CHECKING:
     from kazoo.client import KazooClient
@@ -136,7 +136,7 @@ def _migrate_group(zk: KazooClient, admin: GroupAdmin, consumer: SimpleConsumer,
             code = codes.get(tp, 0)
             if code:
                 row.status = FAILED
-                row.note = f"OffsetCommit: {_error_name(code)}"
+                row.note = f"OffsetCommit: {error_name(code)}"
             elif row.broker_after != off:
                 row.status = FAILED
                 row.note = f"verify: the broker reads back {row.broker_after}"
@@ -164,14 +164,8 @@ def _existing_partitions(consumer: SimpleConsumer, topics: set[str]) -> set[Topi
         return set()
     cluster = consumer.client.refresh_metadata(sorted(topics), allow_auto_create=False)
     out: set[TopicPartition] = set()
-    for name, tm in cluster.topics.items():
+    for name, topic_metadata in cluster.topics.items():
         if name in topics:
-            out.update((name, p) for p in tm.partitions)
+            out.update((name, p) for p in topic_metadata.partitions)
     return out
 
-
-def _error_name(code: int) -> str:
-    try:
-        return ErrorCode(code).name
-    except ValueError:
-        return f"error {code}"

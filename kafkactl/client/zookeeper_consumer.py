@@ -26,17 +26,16 @@ from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 from kafkactl.client.consumer import Consumer
-from kafkactl.client.errors import ClientError, NoBrokersAvailable
+from kafkactl.client.errors import ClientError
 from kafkactl.client.kafka_client import KafkaClient
+from kafkactl.client.zookeeper_discovery import discover_bootstrap
 from kafkactl.cluster import consumer_registry as registry
 from kafkactl.cluster import zk_paths
 from kafkactl.cluster import zookeeper as zkconn
-from kafkactl.cluster.broker_registry import live_brokers, registered_topics
+from kafkactl.cluster.broker_registry import registered_topics
 from kafkactl.protocol.errors import KafkaError
 
 if TYPE_CHECKING:
-    from kazoo.client import KazooClient
-
     from kafkactl.client.group.group_admin import GroupAdmin
 
 log = logging.getLogger("kafkactl.consumer")
@@ -48,14 +47,6 @@ OFFSETS_STORAGE = ("zookeeper", "kafka")
 
 class ConsumerRebalanceFailedError(ClientError):
     """The partitions could not be claimed within rebalance.max.retries attempts."""
-
-
-def discover_bootstrap(zk: KazooClient, connect: str) -> str:
-    brokers = live_brokers(zk)
-    if not brokers:
-        raise NoBrokersAvailable(f"no brokers are registered in ZooKeeper at {connect} "
-                                 f"({zk_paths.BROKER_IDS} is empty)")
-    return ",".join(b.address for _, b in sorted(brokers.items()))
 
 
 class _ZkSource:

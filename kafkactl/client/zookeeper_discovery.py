@@ -1,6 +1,7 @@
-"""Broker discovery through ZooKeeper (seed 000/002: producers find brokers in the registry):
-the bootstrap list is /brokers/ids, kept current by a watch, for `kafkactl produce
---zookeeper`. `--broker-list`/`-b` is the static alternative."""
+"""Broker discovery through ZooKeeper (seed 000/002: clients find brokers in the registry):
+the bootstrap list is /brokers/ids, read once (discover_bootstrap, for the ZooKeeper
+consumer) or kept current by a watch (ZookeeperBrokerDiscovery, for `kafkactl produce
+--zookeeper`). `--broker-list`/`-b` is the static alternative."""
 
 from __future__ import annotations
 
@@ -14,9 +15,29 @@ from kafkactl.cluster import zookeeper as zkconn
 from kafkactl.cluster.broker_registry import live_brokers
 
 if TYPE_CHECKING:
+    from kazoo.client import KazooClient
+
     from kafkactl.client.kafka_client import KafkaClient
 
 log = logging.getLogger("kafkactl.client")
+
+
+def registered_servers(zk: KazooClient) -> list[tuple[str, int]]:
+    """(host, port) of every live broker in /brokers/ids, by broker id."""
+    return [(b.host, b.port) for _, b in sorted(live_brokers(zk).items())]
+
+
+def bootstrap_string(servers: list[tuple[str, int]], connect: str) -> str:
+    """`host:port,...` for a client's bootstrap list; NoBrokersAvailable if none."""
+    if not servers:
+        raise NoBrokersAvailable(f"no brokers are registered in ZooKeeper at {connect} "
+                                 f"({zk_paths.BROKER_IDS} is empty)")
+    return ",".join(f"{h}:{p}" for h, p in servers)
+
+
+def discover_bootstrap(zk: KazooClient, connect: str) -> str:
+    """The bootstrap list of the brokers registered now."""
+    return bootstrap_string(registered_servers(zk), connect)
 
 
 class ZookeeperBrokerDiscovery:
@@ -37,7 +58,7 @@ class ZookeeperBrokerDiscovery:
     def _changed(self, _children: Any) -> bool:
         if self._closed:
             return False
-        servers = [(b.host, b.port) for _, b in sorted(live_brokers(self.zk).items())]
+        servers = registered_servers(self.zk)
         with self._lock:
             if servers != self.servers:
                 log.info("brokers in ZooKeeper at %s: %s", self.connect_string,
@@ -51,10 +72,7 @@ class ZookeeperBrokerDiscovery:
     def bootstrap(self) -> str:
         with self._lock:
             servers = list(self.servers)
-        if not servers:
-            raise NoBrokersAvailable(f"no brokers are registered in ZooKeeper at "
-                                     f"{self.connect_string} ({zk_paths.BROKER_IDS} is empty)")
-        return ",".join(f"{h}:{p}" for h, p in servers)
+        return bootstrap_string(servers, self.connect_string)
 
     def attach(self, client: KafkaClient) -> None:
         """Keep `client`'s bootstrap list equal to the registry from now on."""

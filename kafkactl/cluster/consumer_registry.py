@@ -46,9 +46,6 @@ class Member:
     subscription: dict[str, int] = field(default_factory=dict)
     pattern: str = "static"  # static | white_list | black_list
 
-    def thread_ids(self, topic: str) -> list[str]:
-        return [f"{self.consumer_id}-{i}" for i in range(self.subscription.get(topic, 0))]
-
     def matches(self, topic: str) -> bool:
         """For pattern members the subscription key is the regex (one entry)."""
         if self.pattern == "static":

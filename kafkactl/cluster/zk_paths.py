@@ -51,10 +51,6 @@ def topic_delete_marker(name: str) -> str:
     return f"{DELETE_TOPICS}/{name}"
 
 
-def consumer_group(group: str) -> str:
-    return f"{CONSUMERS}/{group}"
-
-
 def consumer_ids(group: str) -> str:
     return f"{CONSUMERS}/{group}/ids"
 

@@ -2,10 +2,11 @@
 
 See docs/internals.md for the contract. Modules: `config` (LogConfig), `segment`
 (LogSegment), `offset_index`/`time_index` (mmap'ed sparse indexes), `log` (Log, one
-partition), `loader` + `recovery` (open/repair), `manager` (LogManager: dirs, lock,
-checkpoints, flush and retention), `checkpoint` (Kafka's text checkpoint files), `dump`
-(DumpLogSegments' formatter behind `kafkactl dump-log`), `repair` (offline repair behind
-`kafkactl recover`).
+partition) with `segments` (its segment list) and `retention`, `validator` (LogValidator),
+`producer_state` + `producer_snapshot` (idempotence), `loader` + `recovery` (open/repair),
+`manager` (LogManager: dirs, lock, checkpoints, flush and retention), `checkpoint`
+(Kafka's text checkpoint files), `dump` (DumpLogSegments' formatter behind
+`kafkactl dump-log`), `repair` (offline repair behind `kafkactl recover`).
 """
 
 from kafkactl.log.config import LogConfig

@@ -3,7 +3,8 @@
 In every format the 8-byte offset comes first, then a 4-byte size and the magic byte at
 position 16. For magic 2 the offset is the batch's base offset and the last offset is
 base + lastOffsetDelta; for magic 0/1 the shallow entry's offset is its last offset (a
-compressed wrapper carries the offset of its last inner message).
+compressed wrapper carries the offset of its last inner message). The v2 fields are read
+with record.batch_header's layout.
 """
 
 from __future__ import annotations
@@ -12,25 +13,20 @@ import os
 import struct
 from typing import NamedTuple
 
-from kafkactl.record.batch import (
-    LAST_OFFSET_DELTA_OFFSET,
+from kafkactl.record.batch_header import (
     LOG_OVERHEAD,
     MAGIC_OFFSET,
-    MAX_TIMESTAMP_OFFSET,
     RECORD_BATCH_OVERHEAD,
-    RECORDS_COUNT_OFFSET,
+    header_struct,
 )
 
 HEADER_READ_SIZE = RECORD_BATCH_OVERHEAD  # enough for the v2 header and the v1 timestamp
 _OVERHEAD = struct.Struct(">qi")
-_INT32 = struct.Struct(">i")
 _INT64 = struct.Struct(">q")
-# magic 2 fields the log needs, in one unpack: baseOffset, length, magic, lastOffsetDelta,
-# maxTimestamp, recordCount
-V2_FIELDS = struct.Struct(">qi4xb6xi8xq14xi")
+# magic 2 fields the log needs, in one unpack
+V2_FIELDS = header_struct("base_offset", "batch_length", "magic", "last_offset_delta",
+                          "max_timestamp", "record_count")
 _V1_TIMESTAMP_OFFSET = 18  # offset(8) size(4) crc(4) magic(1) attributes(1)
-
-assert MAGIC_OFFSET == 16 and V2_FIELDS.size == RECORD_BATCH_OVERHEAD
 
 
 class BatchHeader(NamedTuple):
@@ -56,9 +52,7 @@ def parse_header(
     if magic == 2:
         if avail < RECORD_BATCH_OVERHEAD:
             return None
-        delta = _INT32.unpack_from(buf, pos + LAST_OFFSET_DELTA_OFFSET)[0]
-        ts = _INT64.unpack_from(buf, pos + MAX_TIMESTAMP_OFFSET)[0]
-        count = _INT32.unpack_from(buf, pos + RECORDS_COUNT_OFFSET)[0]
+        _o, _l, _m, delta, ts, count = V2_FIELDS.unpack_from(buf, pos)
         return BatchHeader(file_pos, size, 2, offset, offset + delta, ts, count)
     if magic == 1:
         if avail < _V1_TIMESTAMP_OFFSET + 8:

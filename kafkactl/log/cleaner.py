@@ -282,7 +282,7 @@ class LogCleaner:
         new.rebuild_indexes(headers)
         new.on_become_inactive()
         new.flush()
-        lg._set_segments([new if s is old else s for s in lg.segments])
+        lg.replace_segment(old, new)
         self._to_close.append((self._now_ms() + lg.config.file_delete_delay_ms, old))
 
     def close_replaced(self, *, force: bool = False) -> None:

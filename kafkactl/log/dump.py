@@ -19,8 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from kafkactl.log.producer_snapshot import iter_snapshot_entries, read_snapshot_header
 from kafkactl.record.batch import Record, RecordBatch, TimestampType
-from kafkactl.record.crc import crc32c
 from kafkactl.record.errors import RecordError
 from kafkactl.record.legacy import LegacyBatch, LegacyMessage
 from kafkactl.record.memory_records import AnyBatch, iter_batches
@@ -406,29 +406,20 @@ def dump_time_index(path: Path, opts: Options, out: Output) -> bool:
 
 # ---------------------------------------------------------------- .snapshot
 
-_SNAPSHOT_ENTRY = struct.Struct(">qhiqiqiq")  # 46 bytes
-
-
 def dump_producer_snapshot(path: Path, opts: Options, out: Output) -> bool:
     data = path.read_bytes()
-    if len(data) < 10:
+    header = read_snapshot_header(data)
+    if header is None:
         out.error(f"Producer snapshot {path} is truncated ({len(data)} bytes).",
                   {"type": "error", "file": str(path), "message": "truncated"})
         return False
-    version, crc, count = struct.unpack_from(">hIi", data, 0)
-    computed = crc32c(memoryview(data)[6:])
-    if computed != crc or version != 1:
-        out.error(f"Producer snapshot {path} is corrupt: version {version}, stored crc {crc}, "
-                  f"computed crc {computed}.",
+    if not header.is_valid:
+        out.error(f"Producer snapshot {path} is corrupt: version {header.version}, stored crc "
+                  f"{header.crc}, computed crc {header.computed_crc}.",
                   {"type": "error", "file": str(path), "message": "bad crc or version"})
         return False
-    pos = 10
-    for _ in range(count):
-        if pos + _SNAPSHOT_ENTRY.size > len(data):
-            break
-        pid, epoch, last_seq, last_off, delta, ts, coord_epoch, txn_first = (
-            _SNAPSHOT_ENTRY.unpack_from(data, pos))
-        pos += _SNAPSHOT_ENTRY.size
+    for (pid, epoch, last_seq, last_off, delta, ts, coord_epoch,
+         txn_first) in iter_snapshot_entries(data, header.entry_count):
         txn = "OptionalLong.empty" if txn_first < 0 else f"OptionalLong[{txn_first}]"
         text = (f"producerId: {pid} producerEpoch: {epoch} coordinatorEpoch: {coord_epoch} "
                 f"currentTxnFirstOffset: {txn} lastTimestamp: {ts}")

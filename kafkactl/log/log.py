@@ -4,9 +4,11 @@ Thread model: the broker calls every method from one (asyncio) thread, except `f
 which may run on a worker thread. The segment list is a tuple replaced copy-on-write, so a
 reader holds a consistent snapshot; structural changes (roll, truncate, retention) and
 flush are serialised by `self._lock`, and each segment guards its files with its own lock.
-Deleted segments are renamed to `.deleted` and only closed/unlinked later by
-`delete_pending()` (after `file.delete.delay.ms`), so a FetchSlice fd stays valid while
-the broker sends it.
+The segment list and the deletion of dropped segments (renamed to `.deleted`, unlinked by
+`delete_pending()` after `file.delete.delay.ms`, so a FetchSlice fd stays valid while the
+broker sends it) are LogSegments (segments.py); which segments retention drops is decided
+in retention.py; the bytes appended are stamped by record.stamp_batches (Kafka's
+LogValidator), so the log never parses a batch header on the append path.
 
 A disk error while appending (ENOSPC, EFBIG, EIO: in the .log write, an index page, a roll's
 new files, or the inline flush of `flush.messages`) raises KafkaStorageError (Kafka's
@@ -17,12 +19,10 @@ freed appends at the same offsets.
 
 from __future__ import annotations
 
-import bisect
 import contextlib
 import errno as _errno
 import logging
 import os
-import struct
 import threading
 import time as _time
 from collections.abc import Callable, Iterator
@@ -39,29 +39,20 @@ from kafkactl.log.errors import (
     OffsetOutOfRange,
 )
 from kafkactl.log.loader import load_segments
+from kafkactl.log.retention import segments_below_start, segments_past_retention
 from kafkactl.log.segment import (
-    DELETED_SUFFIX,
     INDEX_SUFFIX,
     LOG_SUFFIX,
     TIME_INDEX_SUFFIX,
-    BatchInfo,
     LogSegment,
     filename_prefix,
 )
+from kafkactl.log.segments import LogSegments
 from kafkactl.log.time_index import NO_TIMESTAMP
-from kafkactl.record.batch import (
-    LOG_OVERHEAD,
-    RECORD_BATCH_OVERHEAD,
-    TimestampType,
-    set_log_append_time,
-)
-from kafkactl.record.memory_records import LegacyBatch, iter_batches
-
-# baseOffset, length, epoch, magic, crc, attributes, lastOffsetDelta, baseTs, maxTs,
-# producerId, producerEpoch, baseSequence, recordCount
-_V2 = struct.Struct(">qiibIhiqqqhii")
-_INT64 = struct.Struct(">q")
-_BASE_LEN_EPOCH = struct.Struct(">qii")
+from kafkactl.record.batch import TimestampType
+from kafkactl.record.errors import OffsetOrderError, UnstampableBatchError
+from kafkactl.record.memory_records import iter_batches
+from kafkactl.record.stamp import AppendSummary, stamp_batches
 
 EARLIEST_TIMESTAMP = -2
 LATEST_TIMESTAMP = -1
@@ -70,15 +61,10 @@ MAX_TIMESTAMP = -3
 logger = logging.getLogger(__name__)
 
 
-@dataclass(slots=True)
-class LogAppendInfo:
-    first_offset: int
-    last_offset: int
-    max_timestamp: int
-    offset_of_max_timestamp: int
-    log_append_time: int  # -1 unless the batches were restamped
-    num_records: int
-    valid_bytes: int
+# What Log.append reports is what record.stamp_batches returned: first/last offset, max
+# timestamp and its offset, log-append time, record count, bytes and the stamped batches
+# (one object from the stamping to the caller: the append path is benchmarked).
+LogAppendInfo = AppendSummary
 
 
 @dataclass(slots=True)
@@ -133,17 +119,13 @@ class Log:
             self.dir, config, now_ms=self._now_ms(), recovery_point=recovery_point,
             needs_recovery=needs_recovery, log_start_offset=log_start_offset,
         )
-        self._segments: tuple[LogSegment, ...] = tuple(loaded.segments)
-        self._bases: tuple[int, ...] = tuple(s.base_offset for s in self._segments)
+        self._segs = LogSegments(loaded.segments, loaded.leftover_files)
         self.recovery_reports = loaded.reports
-        self._pending_deletes: list[tuple[int, LogSegment | Path]] = [
-            (0, p) for p in loaded.leftover_files
-        ]
-        active = self._segments[-1]
+        active = self._segs.active
         active.resize_indexes(config.segment_index_bytes)
         active._recompute_max_timestamp()
         self._log_end_offset = active.next_offset
-        self._log_start_offset = min(max(log_start_offset, self._segments[0].base_offset),
+        self._log_start_offset = min(max(log_start_offset, self._segs.segments[0].base_offset),
                                      self._log_end_offset)
         if loaded.recovered:
             self._recovery_point = self._log_end_offset
@@ -163,11 +145,11 @@ class Log:
 
     @property
     def segments(self) -> tuple[LogSegment, ...]:
-        return self._segments
+        return self._segs.segments
 
     @property
     def active_segment(self) -> LogSegment:
-        return self._segments[-1]
+        return self._segs.segments[-1]
 
     @property
     def log_start_offset(self) -> int:
@@ -191,11 +173,12 @@ class Log:
 
     @property
     def size_in_bytes(self) -> int:
-        return sum(s.size for s in self._segments)
+        return sum(s.size for s in self._segs.segments)
 
-    def _set_segments(self, segments: list[LogSegment] | tuple[LogSegment, ...]) -> None:
-        self._segments = tuple(segments)
-        self._bases = tuple(s.base_offset for s in self._segments)
+    def replace_segment(self, old: LogSegment, new: LogSegment) -> None:
+        """Put `new` where `old` was (the cleaner's swap); `old` is the caller's to close."""
+        with self._lock:
+            self._segs.replace([new if s is old else s for s in self._segs.segments])
 
     # ----------------------------------------------------------------- append
     def append(
@@ -212,14 +195,8 @@ class Log:
         in place in each batch header; a read-only buffer is copied once first. With
         `log_append_time` each magic-2 batch is switched to LogAppendTime (new CRC).
         Without `assign_offsets` the batches must carry increasing offsets >= the log end.
+        The stamping is record.stamp_batches; the segment gets the stamped bytes.
         """
-        if assign_offsets and log_append_time is None and leader_epoch is not None and (
-                type(records) is bytearray or (type(records) is memoryview
-                                               and not records.readonly
-                                               and records.format == "B")):
-            info = self._append_one_batch(records, leader_epoch)
-            if info is not None:
-                return info
         if isinstance(records, bytearray):
             buf: bytearray | memoryview = records
         elif isinstance(records, memoryview) and not records.readonly:
@@ -231,122 +208,26 @@ class Log:
         total = len(buf)
         if total == 0:
             raise LogError("Cannot append an empty record set.")
-        next_offset = self._log_end_offset
-        infos: list[BatchInfo] = []
-        first_offset = -1
-        max_ts = NO_TIMESTAMP
-        max_ts_offset = -1
-        num_records = 0
-        pos = 0
-        v2 = _V2.unpack_from
-        while pos < total:
-            if total - pos < LOG_OVERHEAD + 5:
-                raise LogError(f"Truncated batch header at position {pos} of the append.")
-            magic = buf[pos + 16]
-            if magic == 2:
-                if total - pos < RECORD_BATCH_OVERHEAD:
-                    raise LogError(f"Truncated batch header at position {pos} of the append.")
-                (base, length, _ep, _m, _crc, attrs, delta, _bts, ts, _pid, _pe, _bs,
-                 count) = v2(buf, pos)
-                size = LOG_OVERHEAD + length
-                if size < RECORD_BATCH_OVERHEAD or pos + size > total or delta < 0:
-                    raise LogError(f"Malformed batch at position {pos} of the append.")
-                if assign_offsets:
-                    if leader_epoch is not None:
-                        _BASE_LEN_EPOCH.pack_into(buf, pos, next_offset, length, leader_epoch)
-                    else:
-                        _INT64.pack_into(buf, pos, next_offset)
-                    base = next_offset
-                elif base < next_offset:
-                    raise InvalidOffsetError(
-                        f"Batch offset {base} is below the log end offset {next_offset}."
-                    )
-                if log_append_time is not None:
-                    set_log_append_time(buf, pos, log_append_time)
-                    ts = log_append_time
-                elif attrs & 0x08 and ts < 0:
-                    ts = NO_TIMESTAMP
-                last = base + delta
-            elif magic in (0, 1):
-                batch = LegacyBatch(buf, pos)
-                size = batch.size
-                if pos + size > total:
-                    raise LogError(f"Truncated message at position {pos} of the append.")
-                count = batch.record_count
-                base = next_offset if assign_offsets else batch.base_offset
-                last = base + count - 1
-                if assign_offsets:
-                    if magic == 0 and count > 1:
-                        raise LogError(
-                            "Cannot assign offsets inside a compressed magic-0 message set; "
-                            "up-convert it to magic 2 first."
-                        )
-                    _INT64.pack_into(buf, pos, last)
-                elif base < next_offset:
-                    raise InvalidOffsetError(
-                        f"Message offset {base} is below the log end offset {next_offset}."
-                    )
-                if log_append_time is not None:
-                    raise LogError("LogAppendTime needs magic-2 batches; up-convert first.")
-                ts = batch.max_timestamp
-            else:
-                raise LogError(f"Unknown magic {magic} at position {pos} of the append.")
-            if first_offset < 0:
-                first_offset = base
-            if ts > max_ts:
-                max_ts, max_ts_offset = ts, last
-            num_records += count
-            infos.append((last, ts, size))
-            next_offset = last + 1
-            pos += size
-        last_offset = next_offset - 1
-        data = buf if isinstance(buf, memoryview) else memoryview(buf)
-        segment = self._segments[-1]
         try:
-            if segment.size and segment.should_roll(total, max_ts, last_offset, self._now_ms):
+            info = stamp_batches(buf, self._log_end_offset, leader_epoch, log_append_time,
+                                 assign_offsets=assign_offsets)
+        except OffsetOrderError as e:
+            raise InvalidOffsetError(str(e)) from None
+        except UnstampableBatchError as e:
+            raise LogError(str(e)) from None
+        first_offset, last_offset = info.first_offset, info.last_offset
+        segment = self._segs.segments[-1]
+        try:
+            if segment.size and segment.should_roll(total, info.max_timestamp, last_offset,
+                                                    self._now_ms):
                 segment = self.roll(first_offset)
-            segment.append(data, infos)
+            segment.append(buf, info.batches)
         except OSError as e:
             raise self._storage_error("append to", e) from e
-        self._log_end_offset = next_offset
+        self._log_end_offset = last_offset + 1
         if self._log_end_offset - self._recovery_point >= self.config.flush_messages:
             self._flush_appended(first_offset)
-        return LogAppendInfo(
-            first_offset, last_offset, max_ts, max_ts_offset if max_ts_offset >= 0 else
-            first_offset, log_append_time if log_append_time is not None else -1,
-            num_records, total,
-        )
-
-    def _append_one_batch(self, buf: bytearray | memoryview, leader_epoch: int
-                          ) -> LogAppendInfo | None:
-        """append()'s hot path: exactly one well-formed magic-2 batch in a writable buffer,
-        offsets assigned, no LogAppendTime. The same steps as the general loop without its
-        bookkeeping; None (nothing changed) sends anything else to the general path."""
-        total = len(buf)
-        if total < RECORD_BATCH_OVERHEAD or buf[16] != 2:
-            return None
-        (_b, length, _ep, _m, _crc, attrs, delta, _bts, ts, _pid, _pe, _bs,
-         count) = _V2.unpack_from(buf, 0)
-        if LOG_OVERHEAD + length != total or delta < 0:
-            return None
-        base = self._log_end_offset
-        last = base + delta
-        if attrs & 0x08 and ts < 0:
-            ts = NO_TIMESTAMP
-        segment = self._segments[-1]
-        try:
-            if segment.size and segment.should_roll(total, ts, last, self._now_ms):
-                segment = self.roll(base)
-            _BASE_LEN_EPOCH.pack_into(buf, 0, base, length, leader_epoch)
-            segment.write(buf)
-            segment.index_batch(last, ts, total)
-        except OSError as e:
-            raise self._storage_error("append to", e) from e
-        self._log_end_offset = last + 1
-        if last + 1 - self._recovery_point >= self.config.flush_messages:
-            self._flush_appended(base)
-        return LogAppendInfo(base, last, ts, last if ts > NO_TIMESTAMP else base, -1, count,
-                             total)
+        return info
 
     def _storage_error(self, action: str, e: OSError) -> KafkaStorageError:
         text = e.strerror or (os.strerror(e.errno) if e.errno else str(e))
@@ -406,7 +287,7 @@ class Log:
         """Start a new active segment (at the log end offset by default). An OSError
         (full disk) leaves the segment list as it was, without the new files."""
         with self._lock:
-            active = self._segments[-1]
+            active = self._segs.segments[-1]
             base = self._log_end_offset if new_base_offset is None else new_base_offset
             if active.size == 0 and active.base_offset == base:
                 return active
@@ -420,14 +301,14 @@ class Log:
                 active.on_become_inactive()
                 if active.size == 0:
                     # an empty segment before the new one holds nothing: drop it
-                    segs = list(self._segments[:-1]) + [new]
-                    self._schedule_delete([active])
+                    segs = list(self._segs.segments[:-1]) + [new]
+                    self._segs.schedule_delete([active], self._delete_deadline())
                 else:
-                    segs = list(self._segments) + [new]
+                    segs = list(self._segs.segments) + [new]
             except BaseException:
                 discard()
                 raise
-            self._set_segments(segs)
+            self._segs.replace(segs)
             return new
 
     # ----------------------------------------------------------------- flush
@@ -436,19 +317,14 @@ class Log:
         Safe to call from a worker thread while the owner thread appends."""
         with self._flush_lock:
             target = self._log_end_offset
-            segments = self._segments
-            rp = self._recovery_point
-            i = max(0, bisect.bisect_right(self._bases_of(segments), rp) - 1)
-            for seg in segments[i:]:
+            segs = self._segs
+            segments, bases = segs.segments, segs.bases  # one consistent snapshot
+            for seg in segments[segs.floor_index(bases, self._recovery_point):]:
                 seg.flush()
             with self._lock:
                 if target > self._recovery_point:
                     self._recovery_point = target
                 self._last_flush_ms = self._now_ms()
-
-    @staticmethod
-    def _bases_of(segments: tuple[LogSegment, ...]) -> list[int]:
-        return [s.base_offset for s in segments]
 
     def maybe_flush(self, now_ms: int | None = None) -> bool:
         """Flush if `flush.ms` has passed since the last flush and data is unflushed."""
@@ -459,9 +335,6 @@ class Log:
         return False
 
     # ----------------------------------------------------------------- read
-    def _floor_index(self, offset: int, bases: tuple[int, ...]) -> int:
-        return max(0, bisect.bisect_right(bases, offset) - 1)
-
     def read(
         self,
         offset: int,
@@ -471,7 +344,8 @@ class Log:
         min_one_batch: bool = True,
     ) -> FetchSlice:
         """The byte range to send for a fetch at `offset` (starting at the batch holding it)."""
-        segments, bases = self._segments, self._bases
+        segs = self._segs
+        segments, bases = segs.segments, segs.bases
         start, end = self._log_start_offset, self._log_end_offset
         if offset < start or offset > end:
             raise OffsetOutOfRange(
@@ -479,7 +353,7 @@ class Log:
                 f"the log holds [{start}, {end}).",
                 log_start_offset=start, log_end_offset=end,
             )
-        i = self._floor_index(offset, bases)
+        i = segs.floor_index(bases, offset)
         while i < len(segments):
             seg = segments[i]
             size = seg.size  # snapshot: later appends are not part of this slice
@@ -518,7 +392,7 @@ class Log:
         """Every batch from `start_offset` (default: the log start), read into memory.
         For tools and tests; the broker uses read()."""
         offset = self._log_start_offset if start_offset is None else start_offset
-        for seg in self._segments:
+        for seg in self._segs.segments:
             if seg.next_offset <= offset or seg.size == 0:
                 continue
             h = seg.translate_offset(offset)
@@ -531,7 +405,7 @@ class Log:
     def fetch_offset_by_timestamp(self, ts: int) -> tuple[int, int] | None:
         """(offset, timestamp) of the first record with timestamp >= ts (ListOffsets).
         -2 = earliest, -1 = latest, -3 = the record with the max timestamp."""
-        segments = self._segments
+        segments = self._segs.segments
         if ts == EARLIEST_TIMESTAMP:
             return (self._log_start_offset, NO_TIMESTAMP)
         if ts == LATEST_TIMESTAMP:
@@ -568,14 +442,13 @@ class Log:
                 return
             if offset < 0:
                 raise LogError(f"Cannot truncate to negative offset {offset}.")
-            if offset <= self._segments[0].base_offset:
+            segments = self._segs.segments
+            if offset <= segments[0].base_offset:
                 self._truncate_fully_and_start_at(offset)
                 return
-            keep = [s for s in self._segments if s.base_offset < offset]
-            drop = [s for s in self._segments if s.base_offset >= offset]
-            active = keep[-1]
-            self._set_segments(keep)
-            self._schedule_delete(drop)
+            self._segs.drop([s for s in segments if s.base_offset >= offset],
+                            self._delete_deadline())
+            active = self._segs.active
             active.truncate_to(offset)
             active.resize_indexes(self.config.segment_index_bytes)
             self._log_end_offset = active.next_offset
@@ -583,10 +456,11 @@ class Log:
             self._log_start_offset = min(self._log_start_offset, self._log_end_offset)
 
     def _truncate_fully_and_start_at(self, offset: int) -> None:
-        old = list(self._segments)
+        old = list(self._segs.segments)
         same = [s for s in old if s.base_offset == offset]
         # rename the others to .deleted first, so the new segment's file name is free
-        self._schedule_delete([s for s in old if s.base_offset != offset])
+        self._segs.schedule_delete([s for s in old if s.base_offset != offset],
+                                   self._delete_deadline())
         if same:
             segment = same[0]
             segment.truncate_bytes(0)
@@ -595,7 +469,7 @@ class Log:
             segment = LogSegment(self.dir, offset, self.config, created_ms=self._now_ms(),
                                  create=True)
         segment.resize_indexes(self.config.segment_index_bytes)
-        self._set_segments([segment])
+        self._segs.replace([segment])
         self._log_end_offset = offset
         self._log_start_offset = offset
         self._recovery_point = min(self._recovery_point, offset)
@@ -617,15 +491,9 @@ class Log:
             return self._log_start_offset
 
     def _delete_segments_below_start(self) -> int:
-        segs = list(self._segments)
-        n = 0
-        while len(segs) > 1 and segs[1].base_offset <= self._log_start_offset:
-            n += 1
-            segs.pop(0)
+        n = segments_below_start(self._segs.segments, self._log_start_offset)
         if n:
-            dropped = list(self._segments[:n])
-            self._set_segments(segs)
-            self._schedule_delete(dropped)
+            self._segs.drop(self._segs.segments[:n], self._delete_deadline())
         return n
 
     def delete_old_segments(self, now_ms: int | None = None) -> int:
@@ -636,65 +504,37 @@ class Log:
             deleted = self._delete_segments_below_start()
             if not self.config.delete:
                 return deleted
-            cfg = self.config
-            doomed = 0
-            segs = self._segments
-            if cfg.retention_ms >= 0:
-                while doomed < len(segs) and segs[doomed].size > 0 and (
-                    now - segs[doomed].largest_timestamp() > cfg.retention_ms
-                ):
-                    doomed += 1
-            if cfg.retention_bytes >= 0:
-                excess = sum(s.size for s in segs) - cfg.retention_bytes
-                n = 0
-                for s in segs:
-                    if excess - s.size < 0:
-                        break
-                    excess -= s.size
-                    n += 1
-                doomed = max(doomed, n)
+            segs = self._segs.segments
+            doomed = segments_past_retention(segs, self.config, now)
             if doomed == 0:
                 return deleted
             if doomed >= len(segs):
                 # the active segment goes too: roll first so the log keeps a segment
                 if segs[-1].size > 0:
                     self.roll()
-                    segs = self._segments
+                    segs = self._segs.segments
                 doomed = len(segs) - 1
             if doomed <= 0:
                 return deleted
-            dropped = list(segs[:doomed])
-            self._set_segments(segs[doomed:])
-            self._schedule_delete(dropped)
-            self._log_start_offset = max(self._log_start_offset, self._segments[0].base_offset)
-            return deleted + len(dropped)
+            self._segs.drop(segs[:doomed], self._delete_deadline())
+            self._log_start_offset = max(self._log_start_offset,
+                                         self._segs.segments[0].base_offset)
+            return deleted + doomed
 
-    def _schedule_delete(self, segments: list[LogSegment]) -> None:
-        """Rename to `.deleted` now; close and unlink after file.delete.delay.ms."""
-        deadline = self._now_ms() + self.config.file_delete_delay_ms
-        for seg in segments:
-            seg.add_suffix(DELETED_SUFFIX)
-            self._pending_deletes.append((deadline, seg))
+    def _delete_deadline(self) -> int:
+        return self._now_ms() + self.config.file_delete_delay_ms
 
     @property
     def pending_deletes(self) -> int:
-        return len(self._pending_deletes)
+        return self._segs.pending_count
 
     def delete_pending(self, now_ms: int | None = None, *, force: bool = False) -> int:
         """Close and unlink `.deleted` files whose delay has passed (off the hot path:
         unlinking is slow on a discard-mounted disk). Returns files deleted."""
         now = self._now_ms() if now_ms is None else now_ms
         with self._lock:
-            due = [(d, s) for d, s in self._pending_deletes if force or d <= now]
-            self._pending_deletes = [
-                (d, s) for d, s in self._pending_deletes if not (force or d <= now)
-            ]
-        for _d, item in due:
-            if isinstance(item, LogSegment):
-                item.delete_files()
-            else:
-                with contextlib.suppress(FileNotFoundError):
-                    os.unlink(item)
+            due = self._segs.take_due(now, force=force)
+        self._segs.delete_files(due)
         return len(due)
 
     # ----------------------------------------------------------------- lifecycle
@@ -704,11 +544,9 @@ class Log:
             if self._closed:
                 return
             self._closed = True
-            for seg in self._segments:
+            for seg in self._segs.segments:
                 seg.close_clean()
-            for _d, item in self._pending_deletes:
-                if isinstance(item, LogSegment):
-                    item.close()
+            self._segs.close_pending()
 
     def delete(self) -> None:
         """Close and remove the whole partition directory."""

@@ -8,12 +8,11 @@ one and its first batches would be taken for duplicates and dropped.
 from __future__ import annotations
 
 import os
-import struct
 from typing import Any
 
-from kafkactl.record.batch import RECORD_BATCH_OVERHEAD
+from kafkactl.record.batch_header import LOG_OVERHEAD, RECORD_BATCH_OVERHEAD, header_struct
 
-_HEAD = struct.Struct(">qi4xb26xq")  # base offset, length, magic, producer id
+_HEAD = header_struct("base_offset", "batch_length", "magic", "producer_id")
 READ_SIZE = 16384  # small: with big batches only their headers are read
 
 
@@ -37,5 +36,5 @@ def max_producer_id(log: Any) -> int:
                 break
             if magic == 2 and pid > best:
                 best = pid
-            pos += 12 + length
+            pos += LOG_OVERHEAD + length
     return best

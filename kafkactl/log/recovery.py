@@ -86,12 +86,12 @@ def validate_log_bytes(
     next_base = next_base_offset if next_base_offset is not None else 2**63
     pos = start
     while pos < valid:
-        if buf[pos + 16] == 2:
+        if buf[pos + MAGIC_OFFSET] == 2:
             base, length, _magic, delta, ts, count = v2(buf, pos)
             last = base + delta
             if last <= limit and last < next_base:
-                append(BatchHeader(pos, 12 + length, 2, base, last, ts, count))
-                pos += 12 + length
+                append(BatchHeader(pos, LOG_OVERHEAD + length, 2, base, last, ts, count))
+                pos += LOG_OVERHEAD + length
                 continue
         h = parse_header(buf, pos, pos)
         assert h is not None  # scan framed it

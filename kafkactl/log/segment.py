@@ -19,7 +19,7 @@ import errno
 import logging
 import os
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from kafkactl.log.batch_header import HEADER_READ_SIZE, BatchHeader, parse_header, read_header
@@ -27,6 +27,7 @@ from kafkactl.log.config import LogConfig
 from kafkactl.log.errors import CorruptIndexError
 from kafkactl.log.offset_index import INT32_MAX, OffsetIndex
 from kafkactl.log.time_index import NO_TIMESTAMP, TimeIndex
+from kafkactl.record.stamp import StampedBatch
 
 LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
@@ -34,9 +35,6 @@ TIME_INDEX_SUFFIX = ".timeindex"
 DELETED_SUFFIX = ".deleted"
 CLEANED_SUFFIX = ".cleaned"
 SWAP_SUFFIX = ".swap"
-
-# (last_offset, max_timestamp, size) of each batch handed to LogSegment.append
-BatchInfo = tuple[int, int, int]
 
 # index entries whose pages are allocated at once (8 KiB of .index, 12 KiB of .timeindex)
 INDEX_RESERVE_ENTRIES = 1024
@@ -259,16 +257,17 @@ class LogSegment:
         return last_offset - self.base_offset > INT32_MAX
 
     # ----------------------------------------------------------------- append
-    def append(self, data: memoryview | bytearray, batches: list[BatchInfo]) -> None:
-        """Write `data` (whole batches) at the end and index them, Kafka's way: an entry
+    def append(self, data: memoryview | bytearray, batches: Sequence[StampedBatch]) -> None:
+        """Write `data` (whole batches, stamped by record.stamp_batches, which describes
+        each in `batches`) at the end and index them, Kafka's way: an entry
         when more than index.interval.bytes were written since the last one, tested before
         the batch is counted, pointing at the batch's last offset and start position.
         All or nothing: an OSError leaves the segment as it was."""
         if self._index_room < len(batches):
             self._reserve_index_room(len(batches))
         self.write(data)
-        for last, ts, size in batches:
-            self.index_batch(last, ts, size)
+        for b in batches:
+            self.index_batch(b.last_offset, b.max_timestamp, b.size)
 
     def write(self, data: memoryview | bytearray) -> None:
         """Write whole batches at the end of the file (index them with index_batch).

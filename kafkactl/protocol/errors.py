@@ -258,6 +258,14 @@ def error_for(code: int) -> type[KafkaError]:
     return _BY_CODE.get(int(code), UnknownServerError)
 
 
+def error_name(code: int) -> str:
+    """Kafka's name for an error code (`error N` for a code this table does not know)."""
+    try:
+        return ErrorCode(code).name
+    except ValueError:
+        return f"error {code}"
+
+
 def raise_for_code(code: int, message: str | None = None) -> None:
     """Raise the matching KafkaError unless ``code`` is 0."""
     if code:

@@ -35,13 +35,6 @@ class _Missing:
 
 MISSING: Any = _Missing()
 
-PRIMITIVES = frozenset(
-    {
-        "int8", "int16", "int32", "int64", "uint16", "uint32", "float64", "bool",
-        "string", "bytes", "records", "uuid",
-    }
-)
-
 ZERO_UUID = uuid.UUID(int=0)
 
 

@@ -4,10 +4,11 @@ Readers take ``(buf, pos)`` (``buf`` a memoryview / bytes) and return ``(value, 
 writers append to a ``bytearray``. Lengths are checked against the buffer so a bad frame
 raises :class:`~kafkactl.protocol.errors.ProtocolDecodeError`, never ``IndexError``.
 
-Covered: int8/16/32/64, uint16, uint32, float64, bool, varint / varlong (zigzag), unsigned
-varint / varlong, string / nullable string / compact (nullable) string, bytes / nullable /
-compact bytes, records (a zero-copy ``memoryview``), uuid, arrays and compact arrays (length
-prefixes), and tagged-field sections. :class:`FileRegion` stands for a records field whose
+Covered: int8/16/32/64, uint16, uint32, float64, bool (as struct formats, FIXED_FORMATS,
+that the compiler merges), unsigned varints (compact lengths, tags), string / nullable
+string / compact (nullable) string, bytes / nullable / compact bytes, records (a zero-copy
+``memoryview``), uuid, arrays and compact arrays (length prefixes), and tagged-field
+sections. :class:`FileRegion` stands for a records field whose
 bytes stay in a file until the network layer ``os.sendfile``\\ s them.
 """
 
@@ -22,19 +23,11 @@ from kafkactl.record.varint import (
     _CACHE_LIMIT,
     _UNSIGNED_CACHE,
     encode_uvarint,
-    encode_uvarlong,
-    encode_varint,
-    encode_varlong,
 )
 
-INT8 = struct.Struct(">b")
 INT16 = struct.Struct(">h")
 INT32 = struct.Struct(">i")
 INT64 = struct.Struct(">q")
-UINT16 = struct.Struct(">H")
-UINT32 = struct.Struct(">I")
-FLOAT64 = struct.Struct(">d")
-BOOL = struct.Struct(">?")
 
 # struct format char per fixed-width primitive (used to merge runs of fixed fields)
 FIXED_FORMATS: dict[str, str] = {
@@ -75,71 +68,15 @@ def read_uvarint(buf: Any, pos: int) -> tuple[int, int]:
             raise ProtocolDecodeError("unsigned varint longer than 5 bytes")
 
 
-def read_uvarlong(buf: Any, pos: int) -> tuple[int, int]:
-    """Unsigned varlong (at most 10 bytes)."""
-    result = shift = 0
-    while True:
-        b = buf[pos]
-        pos += 1
-        result |= (b & 0x7F) << shift
-        if b < 0x80:
-            if result > 0xFFFFFFFFFFFFFFFF:
-                raise ProtocolDecodeError("unsigned varlong out of range")
-            return result, pos
-        shift += 7
-        if shift > 63:
-            raise ProtocolDecodeError("unsigned varlong longer than 10 bytes")
-
-
-def read_varint(buf: Any, pos: int) -> tuple[int, int]:
-    """Zigzag-encoded signed int32."""
-    n, pos = read_uvarint(buf, pos)
-    return (n >> 1) ^ -(n & 1), pos
-
-
-def read_varlong(buf: Any, pos: int) -> tuple[int, int]:
-    """Zigzag-encoded signed int64."""
-    n, pos = read_uvarlong(buf, pos)
-    return (n >> 1) ^ -(n & 1), pos
-
-
-def _encoded(encode: Any, n: int) -> bytes:
-    """record.varint's encoders (one varint implementation, cached for small values),
-    with the protocol's error type."""
-    try:
-        return encode(n)
-    except ValueError as e:
-        raise ProtocolEncodeError(str(e)) from None
-
-
 def uvarint_bytes(n: int) -> bytes:
+    """record.varint's encoder (one varint implementation, cached for small values), with
+    the protocol's error type."""
     if 0 <= n < _CACHE_LIMIT:
         return _UNSIGNED_CACHE[n]
-    return _encoded(encode_uvarint, n)
-
-
-def uvarlong_bytes(n: int) -> bytes:
-    return _encoded(encode_uvarlong, n)
-
-
-def varint_bytes(n: int) -> bytes:
-    return _encoded(encode_varint, n)
-
-
-def varlong_bytes(n: int) -> bytes:
-    return _encoded(encode_varlong, n)
-
-
-def write_uvarint(out: bytearray, n: int) -> None:
-    out += uvarint_bytes(n)
-
-
-def write_varint(out: bytearray, n: int) -> None:
-    out += varint_bytes(n)
-
-
-def write_varlong(out: bytearray, n: int) -> None:
-    out += varlong_bytes(n)
+    try:
+        return encode_uvarint(n)
+    except ValueError as e:
+        raise ProtocolEncodeError(str(e)) from None
 
 
 # ------------------------------------------------------------------- length prefixes

@@ -1,8 +1,10 @@
 """kafkactl.record: Kafka's record formats as pure functions over bytes (sans-IO).
 
-Magic 2 record batches (`batch`), legacy magic 0/1 message sets (`legacy`), the codecs,
-CRCs and varints they use, the magic-agnostic `memory_records` layer (iteration and the
-recovery `scan`) and format conversion (`convert`). See docs/internals.md.
+Magic 2 record batches (`batch_header`: the one header layout; `batch`: the reader;
+`builder`; `stamp`: offsets stamped for an append), legacy magic 0/1 message sets
+(`legacy`), the codecs, CRCs and varints they use, the magic-agnostic `memory_records`
+layer (iteration and the recovery `scan`) and format conversion (`convert`). See
+docs/internals.md.
 """
 
 from kafkactl.record.batch import Record, RecordBatch, RecordBatchBuilder, TimestampType

@@ -1,12 +1,7 @@
-"""Record batch, magic 2 (Kafka 0.11+): a zero-copy reader, a builder, in-place header edits.
+"""Record batch, magic 2 (Kafka 0.11+): a zero-copy reader of batches and their records.
 
-Layout (big-endian; seed 003 and notes section 6)::
-
-    0  baseOffset int64         8  batchLength int32    12 partitionLeaderEpoch int32
-    16 magic int8 (=2)          17 crc uint32 (CRC-32C over attributes..end)
-    21 attributes int16         23 lastOffsetDelta int32  27 baseTimestamp int64
-    35 maxTimestamp int64       43 producerId int64       51 producerEpoch int16
-    53 baseSequence int32       57 recordCount int32      61 records...
+The header layout and the in-place header edits are in record.batch_header, the builder
+in record.builder; both are re-exported here, where most callers import them from.
 
 A record: length varint, attributes int8, timestampDelta varlong, offsetDelta varint,
 key (varint length, -1 = null), value (same), header count varint, headers (varint-length
@@ -15,82 +10,62 @@ string key, varint-length value, -1 = null).
 
 from __future__ import annotations
 
-import struct
-import time
-from collections.abc import Iterable, Iterator, Sequence
-from enum import IntEnum
+from collections.abc import Iterator
 
-from kafkactl.record.codecs import Compression, compress, decompress
-from kafkactl.record.crc import crc32c
-from kafkactl.record.errors import CorruptRecordError, InvalidRecordError
-from kafkactl.record.varint import (
-    _UNSIGNED_CACHE,
-    decode_varint,
-    decode_varlong,
-    encode_varint,
-    encode_varlong,
+from kafkactl.record.batch_header import (
+    ATTRIBUTES_OFFSET,
+    BASE_OFFSET_OFFSET,
+    BASE_SEQUENCE_OFFSET,
+    BASE_TIMESTAMP_OFFSET,
+    BATCH_HEADER,
+    COMPRESSION_MASK,
+    CONTROL_FLAG,
+    CRC_OFFSET,
+    CURRENT_MAGIC,
+    DELETE_HORIZON_FLAG,
+    LAST_OFFSET_DELTA_OFFSET,
+    LENGTH_OFFSET,
+    LOG_OVERHEAD,
+    MAGIC_OFFSET,
+    MAX_TIMESTAMP_OFFSET,
+    NO_PRODUCER_EPOCH,
+    NO_PRODUCER_ID,
+    NO_SEQUENCE,
+    NO_TIMESTAMP,
+    PARTITION_LEADER_EPOCH_OFFSET,
+    PRODUCER_EPOCH_OFFSET,
+    PRODUCER_ID_OFFSET,
+    RECORD_BATCH_OVERHEAD,
+    RECORDS_COUNT_OFFSET,
+    RECORDS_OFFSET,
+    TIMESTAMP_TYPE_MASK,
+    TRANSACTIONAL_FLAG,
+    TimestampType,
+    set_base_offset,
+    set_log_append_time,
+    set_partition_leader_epoch,
+    set_producer_state,
 )
+from kafkactl.record.builder import RecordBatchBuilder, assemble_batch, encode_record
+from kafkactl.record.codecs import Compression, decompress
+from kafkactl.record.crc import crc32c
+from kafkactl.record.errors import CorruptRecordError
+from kafkactl.record.varint import decode_varint, decode_varlong
 
 __all__ = [
     "ATTRIBUTES_OFFSET", "BASE_OFFSET_OFFSET", "BASE_SEQUENCE_OFFSET", "BASE_TIMESTAMP_OFFSET",
-    "BATCH_HEADER",
-    "CRC_OFFSET", "LAST_OFFSET_DELTA_OFFSET", "LENGTH_OFFSET", "LOG_OVERHEAD", "MAGIC_OFFSET",
-    "MAX_TIMESTAMP_OFFSET", "NO_PRODUCER_EPOCH", "NO_PRODUCER_ID", "NO_SEQUENCE",
-    "NO_TIMESTAMP", "PARTITION_LEADER_EPOCH_OFFSET", "PRODUCER_EPOCH_OFFSET",
+    "BATCH_HEADER", "COMPRESSION_MASK", "CONTROL_FLAG", "CRC_OFFSET", "CURRENT_MAGIC",
+    "DELETE_HORIZON_FLAG", "LAST_OFFSET_DELTA_OFFSET", "LENGTH_OFFSET", "LOG_OVERHEAD",
+    "MAGIC_OFFSET", "MAX_TIMESTAMP_OFFSET", "NO_PRODUCER_EPOCH", "NO_PRODUCER_ID",
+    "NO_SEQUENCE", "NO_TIMESTAMP", "PARTITION_LEADER_EPOCH_OFFSET", "PRODUCER_EPOCH_OFFSET",
     "PRODUCER_ID_OFFSET", "RECORDS_COUNT_OFFSET", "RECORDS_OFFSET", "RECORD_BATCH_OVERHEAD",
-    "Record", "RecordBatch", "RecordBatchBuilder", "TimestampType", "set_base_offset",
-    "set_log_append_time", "set_partition_leader_epoch",
+    "Record", "RecordBatch", "RecordBatchBuilder", "TIMESTAMP_TYPE_MASK",
+    "TRANSACTIONAL_FLAG", "TimestampType", "assemble_batch", "encode_record",
+    "set_base_offset", "set_log_append_time", "set_partition_leader_epoch",
+    "set_producer_state",
 ]
 
-BASE_OFFSET_OFFSET = 0
-LENGTH_OFFSET = 8
-PARTITION_LEADER_EPOCH_OFFSET = 12
-MAGIC_OFFSET = 16
-CRC_OFFSET = 17
-ATTRIBUTES_OFFSET = 21
-LAST_OFFSET_DELTA_OFFSET = 23
-BASE_TIMESTAMP_OFFSET = 27
-MAX_TIMESTAMP_OFFSET = 35
-PRODUCER_ID_OFFSET = 43
-PRODUCER_EPOCH_OFFSET = 51
-BASE_SEQUENCE_OFFSET = 53
-RECORDS_COUNT_OFFSET = 57
-RECORDS_OFFSET = 61
-RECORD_BATCH_OVERHEAD = 61
-LOG_OVERHEAD = 12  # baseOffset + batchLength (offset + size for magic 0/1)
-
-NO_TIMESTAMP = -1
-NO_PRODUCER_ID = -1
-NO_PRODUCER_EPOCH = -1
-NO_SEQUENCE = -1
-CURRENT_MAGIC = 2
-
-COMPRESSION_MASK = 0x07
-TIMESTAMP_TYPE_MASK = 0x08
-TRANSACTIONAL_FLAG = 0x10
-CONTROL_FLAG = 0x20
-DELETE_HORIZON_FLAG = 0x40
-
-_HEADER = struct.Struct(">qiibIhiqqqhii")  # the whole 61-byte header
-BATCH_HEADER = _HEADER  # public: the broker's validator unpacks a header in one call
-_AFTER_CRC = struct.Struct(">hiqqqhii")  # attributes..recordCount (40 bytes)
-_INT64 = struct.Struct(">q")
-_INT32 = struct.Struct(">i")
-_UINT32 = struct.Struct(">I")
-_INT16 = struct.Struct(">h")
-
 Buf = bytes | bytearray | memoryview
-
-
-class TimestampType(IntEnum):
-    NO_TIMESTAMP_TYPE = -1
-    CREATE_TIME = 0
-    LOG_APPEND_TIME = 1
-
-    @property
-    def java_name(self) -> str:
-        """`CreateTime`, `LogAppendTime` or `NoTimestampType` (Kafka's display names)."""
-        return {-1: "NoTimestampType", 0: "CreateTime", 1: "LogAppendTime"}[int(self)]
 
 
 class Record:
@@ -141,7 +116,7 @@ class RecordBatch:
             self.crc, self.attributes, self.last_offset_delta, self.first_timestamp,
             self.max_timestamp, self.producer_id, self.producer_epoch, self.base_sequence,
             self.record_count,
-        ) = _HEADER.unpack_from(mv, position)
+        ) = BATCH_HEADER.unpack_from(mv, position)
 
     # -- header-derived properties --
     @property
@@ -351,260 +326,3 @@ def _decode_headers(mv: memoryview, pos: int) -> tuple[list[tuple[str, memoryvie
             pos += hvlen
         headers.append((hkey, hval))
     return headers, pos
-
-
-# (offset delta << 24 | value length) -> encoded record prefix, for append_values
-_BULK_PREFIX_CACHE: dict[int, bytes] = {}
-
-
-class RecordBatchBuilder:
-    """Builds one magic-2 batch. Records are encoded as they are appended (one bytes each)."""
-
-    def __init__(
-        self, compression: int = Compression.NONE,
-        timestamp_type: int = TimestampType.CREATE_TIME,
-        producer_id: int = NO_PRODUCER_ID, producer_epoch: int = NO_PRODUCER_EPOCH,
-        base_sequence: int = NO_SEQUENCE, is_transactional: bool = False,
-        is_control: bool = False, base_offset: int = 0, partition_leader_epoch: int = -1,
-    ) -> None:
-        self.compression = Compression(compression)
-        self.timestamp_type = TimestampType(timestamp_type)
-        self.producer_id = producer_id
-        self.producer_epoch = producer_epoch
-        self.base_sequence = base_sequence
-        self.is_transactional = is_transactional
-        self.is_control = is_control
-        self.base_offset = base_offset
-        self.partition_leader_epoch = partition_leader_epoch
-        self._records: list[bytes] = []  # encoded records (or runs of them)
-        self._count = 0
-        self._size = 0
-        self._base_ts: int | None = None
-        self._max_ts = NO_TIMESTAMP
-        self._last_delta = -1
-
-    @property
-    def record_count(self) -> int:
-        return self._count
-
-    def append(
-        self, timestamp: int | None, key: bytes | None, value: bytes | None,
-        headers: Iterable[tuple[str, bytes | None]] = (),
-    ) -> int:
-        """Encode one record at the next offset delta; returns that delta."""
-        delta = self._last_delta + 1
-        if timestamp is None:
-            timestamp = int(time.time() * 1000)
-        base_ts = self._base_ts
-        if base_ts is None:
-            base_ts = self._base_ts = timestamp
-        if timestamp > self._max_ts:
-            self._max_ts = timestamp
-        rec = encode_record(delta, timestamp - base_ts, key, value, headers)
-        self._records.append(rec)
-        self._count += 1
-        self._size += len(rec)
-        self._last_delta = delta
-        return delta
-
-    def append_values(self, values: Sequence[bytes], timestamp: int | None = None) -> None:
-        """Append many records with a null key, no headers and one shared timestamp.
-
-        The bulk path of line-oriented producers: each record's prefix (length, attributes,
-        timestamp delta 0, offset delta, null key, value length) depends only on its offset
-        delta and value length, so it is cached and a record costs one lookup and three
-        list items. Falls back to `append` when the shared timestamp is not the batch's
-        base timestamp or a value is None.
-        """
-        if timestamp is None:
-            timestamp = int(time.time() * 1000)
-        if self._base_ts is None:
-            self._base_ts = timestamp
-        if timestamp != self._base_ts or None in values:
-            for v in values:
-                self.append(timestamp, None, v)
-            return
-        if timestamp > self._max_ts:
-            self._max_ts = timestamp
-        cache = _UNSIGNED_CACHE
-        prefixes = _BULK_PREFIX_CACHE
-        parts: list[bytes] = []
-        extend = parts.extend
-        start = self._last_delta + 1
-        delta = start - 1
-        for delta, v in enumerate(values, start):
-            n = len(v)
-            k = (delta << 24) | n
-            pre = prefixes.get(k)
-            if pre is None:
-                off = cache[delta << 1] if delta < 8192 else encode_varint(delta)
-                vl = cache[n << 1] if n < 8192 else encode_varint(n)
-                size = 4 + len(off) + len(vl) + n
-                pre = b"".join((encode_varint(size), b"\x00\x00", off, b"\x01", vl))
-                if delta < 4096 and n < (1 << 24) and len(prefixes) < 1 << 18:
-                    prefixes[k] = pre
-            extend((pre, v, b"\x00"))
-        chunk = b"".join(parts)
-        self._records.append(chunk)
-        self._count += delta - start + 1
-        self._size += len(chunk)
-        self._last_delta = delta
-
-    def append_at(
-        self, offset_delta: int, timestamp: int | None, key: bytes | None,
-        value: bytes | None, headers: Iterable[tuple[str, bytes | None]] = (),
-    ) -> int:
-        """Append with an explicit offset delta (gaps allowed, as after compaction);
-        deltas must increase."""
-        if offset_delta <= self._last_delta:
-            raise InvalidRecordError(
-                f"offset delta {offset_delta} does not follow {self._last_delta}"
-            )
-        self._last_delta = offset_delta - 1
-        return self.append(timestamp, key, value, headers)
-
-    def size_in_bytes(self) -> int:
-        """Size of the batch built now, before compression."""
-        return RECORD_BATCH_OVERHEAD + self._size
-
-    def estimated_size_after_append(self, key: bytes | None, value: bytes | None) -> int:
-        return self.size_in_bytes() + 21 + (len(key) if key else 0) + (len(value) if value else 0)
-
-    def _attributes(self) -> int:
-        attrs = int(self.compression)
-        if self.timestamp_type == TimestampType.LOG_APPEND_TIME:
-            attrs |= TIMESTAMP_TYPE_MASK
-        if self.is_transactional:
-            attrs |= TRANSACTIONAL_FLAG
-        if self.is_control:
-            attrs |= CONTROL_FLAG
-        return attrs
-
-    def build(self) -> bytes:
-        """The complete batch (header + records, compressed if asked) with its CRC."""
-        records = b"".join(self._records)
-        if self.compression != Compression.NONE:
-            records = compress(self.compression, records)
-        return assemble_batch(
-            records, attributes=self._attributes(), last_offset_delta=max(self._last_delta, 0),
-            base_timestamp=self._base_ts if self._base_ts is not None else NO_TIMESTAMP,
-            max_timestamp=self._max_ts, producer_id=self.producer_id,
-            producer_epoch=self.producer_epoch, base_sequence=self.base_sequence,
-            record_count=self._count, base_offset=self.base_offset,
-            partition_leader_epoch=self.partition_leader_epoch)
-
-
-def encode_record(offset_delta: int, timestamp_delta: int, key: bytes | None,
-                  value: bytes | None, headers: Iterable[tuple[str, bytes | None]] = ()
-                  ) -> bytes:
-    """One v2 record, length prefix included (the one record encoder: RecordBatchBuilder
-    and the client's ProducerBatch both call it)."""
-    cache = _UNSIGNED_CACHE
-    # zigzag of small non-negative n is 2n: index the unsigned cache directly
-    ts_enc = (cache[timestamp_delta << 1] if 0 <= timestamp_delta < 8192
-              else encode_varlong(timestamp_delta))
-    off_enc = cache[offset_delta << 1] if offset_delta < 8192 else encode_varint(offset_delta)
-    if key is None:
-        klen = b"\x01"
-        key = b""
-    else:
-        n = len(key)
-        klen = cache[n << 1] if n < 8192 else encode_varint(n)
-    if value is None:
-        vlen = b"\x01"
-        value = b""
-    else:
-        n = len(value)
-        vlen = cache[n << 1] if n < 8192 else encode_varint(n)
-    hdr = _encode_headers(headers) if headers else b"\x00"
-    body = b"".join((b"\x00", ts_enc, off_enc, klen, key, vlen, value, hdr))
-    n = len(body)
-    return (cache[n << 1] if n < 8192 else encode_varint(n)) + body
-
-
-_BEFORE_CRC = struct.Struct(">qiibI")  # base offset, batch length, leader epoch, magic, crc
-
-
-def assemble_batch(records: bytes, *, attributes: int, last_offset_delta: int,
-                   base_timestamp: int, max_timestamp: int, producer_id: int,
-                   producer_epoch: int, base_sequence: int, record_count: int,
-                   base_offset: int = 0, partition_leader_epoch: int = -1) -> bytes:
-    """A complete magic-2 batch around an (already compressed) records section, with its
-    CRC-32C (which covers everything after the CRC field)."""
-    tail = _AFTER_CRC.pack(attributes, last_offset_delta, base_timestamp, max_timestamp,
-                           producer_id, producer_epoch, base_sequence, record_count)
-    crc = crc32c(records, crc32c(tail))
-    head = _BEFORE_CRC.pack(base_offset, RECORD_BATCH_OVERHEAD - LOG_OVERHEAD + len(records),
-                            partition_leader_epoch, CURRENT_MAGIC, crc)
-    return b"".join((head, tail, records))
-
-
-def _encode_headers(headers: Iterable[tuple[str, bytes | None]]) -> bytes:
-    cache = _UNSIGNED_CACHE
-    parts = []
-    n = 0
-    for hkey, hval in headers:
-        kb = hkey.encode("utf-8") if isinstance(hkey, str) else bytes(hkey)
-        k = len(kb)
-        parts.append(cache[k << 1] if k < 8192 else encode_varint(k))
-        parts.append(kb)
-        if hval is None:
-            parts.append(b"\x01")
-        else:
-            v = len(hval)
-            parts.append(cache[v << 1] if v < 8192 else encode_varint(v))
-            parts.append(hval if isinstance(hval, bytes) else bytes(hval))
-        n += 1
-    return (cache[n << 1] if n < 8192 else encode_varint(n)) + b"".join(parts)
-
-
-# -- in-place header edits (bytearray or writable memoryview) --
-
-def _check_writable(buf: bytearray | memoryview, pos: int) -> None:
-    if isinstance(buf, memoryview) and buf.readonly:
-        raise InvalidRecordError("the batch buffer is read-only")
-    if pos < 0 or pos + RECORD_BATCH_OVERHEAD > len(buf):
-        raise CorruptRecordError(f"no record batch header at position {pos}")
-
-
-def set_base_offset(buf: bytearray | memoryview, pos: int, offset: int) -> None:
-    """Stamp the base offset (not covered by the CRC, so no recompute)."""
-    _check_writable(buf, pos)
-    _INT64.pack_into(buf, pos + BASE_OFFSET_OFFSET, offset)
-
-
-def set_partition_leader_epoch(buf: bytearray | memoryview, pos: int, epoch: int) -> None:
-    """Stamp the partition leader epoch (not covered by the CRC)."""
-    _check_writable(buf, pos)
-    _INT32.pack_into(buf, pos + PARTITION_LEADER_EPOCH_OFFSET, epoch)
-
-
-def set_log_append_time(buf: bytearray | memoryview, pos: int, timestamp: int) -> None:
-    """Switch the batch to LogAppendTime at `timestamp`: attribute bit 3, max timestamp,
-    and a new CRC-32C."""
-    _check_writable(buf, pos)
-    (attrs,) = _INT16.unpack_from(buf, pos + ATTRIBUTES_OFFSET)
-    _INT16.pack_into(buf, pos + ATTRIBUTES_OFFSET, attrs | TIMESTAMP_TYPE_MASK)
-    _INT64.pack_into(buf, pos + MAX_TIMESTAMP_OFFSET, timestamp)
-    _restamp_crc(buf, pos)
-
-
-
-def set_producer_state(buf: bytearray | memoryview, pos: int, producer_id: int,
-                       producer_epoch: int, base_sequence: int) -> None:
-    """Re-stamp an idempotent batch with a new producer id, epoch and base sequence (the
-    producer does this after an epoch reset) and recompute the CRC-32C they are under."""
-    _check_writable(buf, pos)
-    _INT64.pack_into(buf, pos + PRODUCER_ID_OFFSET, producer_id)
-    _INT16.pack_into(buf, pos + PRODUCER_EPOCH_OFFSET, producer_epoch)
-    _INT32.pack_into(buf, pos + BASE_SEQUENCE_OFFSET, base_sequence)
-    _restamp_crc(buf, pos)
-
-
-def _restamp_crc(buf: bytearray | memoryview, pos: int) -> None:
-    """Recompute the CRC-32C of the batch at `pos` after a field under it changed."""
-    (length,) = _INT32.unpack_from(buf, pos + LENGTH_OFFSET)
-    end = pos + LOG_OVERHEAD + length
-    if end > len(buf):
-        raise CorruptRecordError(f"record batch at position {pos} is truncated")
-    _UINT32.pack_into(buf, pos + CRC_OFFSET, crc32c(memoryview(buf)[pos + ATTRIBUTES_OFFSET:end]))

@@ -17,3 +17,12 @@ class InvalidRecordError(RecordError):
 
 class RecordTooLargeError(InvalidRecordError):
     """A compressed records section that expands past the caller's limit."""
+
+
+class UnstampableBatchError(InvalidRecordError):
+    """A buffer `stamp_batches` cannot stamp: a truncated or malformed header, an unknown
+    magic, a compressed magic-0 set to number, or LogAppendTime asked of magic 0/1."""
+
+
+class OffsetOrderError(InvalidRecordError):
+    """Pre-assigned offsets (a follower's append) below the next offset of the log."""

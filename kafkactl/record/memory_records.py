@@ -15,12 +15,13 @@ import struct
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from kafkactl.record.batch import (
+from kafkactl.record.batch import RecordBatch
+from kafkactl.record.batch_header import (
     ATTRIBUTES_OFFSET,
     LOG_OVERHEAD,
     MAGIC_OFFSET,
     RECORD_BATCH_OVERHEAD,
-    RecordBatch,
+    header_struct,
 )
 from kafkactl.record.crc import crc32, crc32c
 from kafkactl.record.errors import CorruptRecordError
@@ -31,9 +32,9 @@ __all__ = ["AnyBatch", "LegacyBatch", "RecordBatch", "ScanResult", "iter_batches
 AnyBatch = RecordBatch | LegacyBatch
 Buf = bytes | bytearray | memoryview
 
-_OVERHEAD = struct.Struct(">qi4xb")  # offset, size, magic (at byte 16 in every format)
-# v2: baseOffset, length, epoch, magic, crc, attributes, lastOffsetDelta, baseTs, maxTs
-_V2_HEAD = struct.Struct(">qiibIhiqq")
+# offset, size, magic: where the v2 header has them, and so does every older format
+_OVERHEAD = header_struct("base_offset", "batch_length", "magic")
+_V2_HEAD = header_struct("base_offset", "crc", "last_offset_delta", "max_timestamp")
 # v0/v1: offset, size, crc, magic, attributes, [timestamp]
 _V0_HEAD = struct.Struct(">qiIbb")
 _V1_HEAD = struct.Struct(">qiIbbq")
@@ -128,7 +129,7 @@ def scan(buf: Buf, position: int = 0, *, expected_offset: int | None = None) -> 
                 error = (f"truncated batch at position {pos}: {LOG_OVERHEAD + size} bytes "
                          f"declared, {end - pos} present")
                 break
-            base, _l, _e, _m, crc, _a, last_delta, _bts, ts = v2(mv, pos)
+            base, crc, last_delta, ts = v2(mv, pos)
             computed = c32c(mv[pos + ATTRIBUTES_OFFSET:batch_end])
             if computed != crc:
                 error = (f"corrupt record batch at position {pos}: stored crc {crc} != "

@@ -314,7 +314,7 @@ def test_producer_state_entries_are_small_and_expire(tmp_path: Any) -> None:
     the expiration horizon is the last batch's timestamp."""
     import tracemalloc
 
-    from kafkactl.broker import producer_state as ps
+    from kafkactl.log import producer_state as ps
 
     now = [10_000_000]
     m = ps.ProducerStateManager(tmp_path, time_ms=lambda: now[0])

@@ -8,6 +8,8 @@ from kafkactl.broker.coordinator.group_metadata_manager import (
     java_string_hash,
     partition_for,
 )
+from kafkactl.broker.coordinator.offset_manager import OffsetManager
 
 __all__ = ["GroupCoordinator", "GroupMetadata", "GroupMetadataManager", "GroupState",
-           "MemberMetadata", "OFFSETS_TOPIC", "java_string_hash", "partition_for"]
+           "MemberMetadata", "OFFSETS_TOPIC", "OffsetManager", "java_string_hash",
+           "partition_for"]

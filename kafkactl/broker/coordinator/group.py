@@ -15,7 +15,8 @@ from __future__ import annotations
 import asyncio
 import enum
 from dataclasses import dataclass, field
-from typing import Any
+
+from kafkactl.protocol.errors import ErrorCode
 
 
 class GroupState(enum.Enum):
@@ -35,6 +36,29 @@ class OffsetAndMetadata:
     expire_timestamp: int = -1  # explicit retention (OffsetCommit v2-4), else -1
 
 
+@dataclass(slots=True)
+class JoinResult:
+    """A JoinGroup answer."""
+
+    error: ErrorCode
+    member_id: str = ""
+    generation_id: int = -1
+    protocol_type: str | None = None
+    protocol_name: str | None = None
+    leader_id: str = ""
+    members: list[tuple[str, str | None, bytes]] | None = None
+
+
+@dataclass(slots=True)
+class SyncResult:
+    """A SyncGroup answer."""
+
+    error: ErrorCode
+    assignment: bytes = b""
+    protocol_type: str | None = None
+    protocol_name: str | None = None
+
+
 @dataclass(eq=False)
 class MemberMetadata:
     member_id: str
@@ -46,8 +70,9 @@ class MemberMetadata:
     protocol_type: str
     protocols: list[tuple[str, bytes]]
     assignment: bytes = b""
-    join_future: asyncio.Future[Any] | None = None
-    sync_future: asyncio.Future[Any] | None = None
+    # a parked JoinGroup / SyncGroup; None answers "the coordinator is stopping"
+    join_future: asyncio.Future[JoinResult | None] | None = None
+    sync_future: asyncio.Future[SyncResult | None] | None = None
     session_timer: asyncio.TimerHandle | None = None
     is_new: bool = True
 
@@ -72,6 +97,18 @@ class MemberMetadata:
         if self.session_timer is not None:
             self.session_timer.cancel()
             self.session_timer = None
+
+    def answer_join(self, result: JoinResult | None) -> None:
+        """Answer the parked JoinGroup, if any, and forget it."""
+        fut, self.join_future = self.join_future, None
+        if fut is not None and not fut.done():
+            fut.set_result(result)
+
+    def answer_sync(self, result: SyncResult | None) -> None:
+        """Answer the parked SyncGroup, if any, and forget it."""
+        fut, self.sync_future = self.sync_future, None
+        if fut is not None and not fut.done():
+            fut.set_result(result)
 
 
 @dataclass(eq=False)
@@ -160,6 +197,93 @@ class GroupMetadata:
             topics.update(sub.get("topics") or ())
         return topics
 
+    def current_member_metadata(self) -> list[tuple[str, str | None, bytes]]:
+        """(member id, instance id, subscription) of every member, for the leader."""
+        return [(m.member_id, m.group_instance_id, m.metadata_for(self.protocol_name))
+                for m in self.members.values()]
+
+    # ---- changes ------------------------------------------------------------------------
     def transition(self, state: GroupState, now_ms: int) -> None:
         self.state = state
         self.state_timestamp_ms = now_ms
+
+    def add(self, member: MemberMetadata) -> None:
+        """A new member; the first one sets the protocol type and any one leads a group
+        whose leader is gone."""
+        if not self.members:
+            self.protocol_type = member.protocol_type
+        self.members[member.member_id] = member
+        if member.group_instance_id:
+            self.static_members[member.group_instance_id] = member.member_id
+        self.new_member_added = True
+        if self.leader_id is None or self.leader_id not in self.members:
+            self.leader_id = member.member_id
+
+    def remove(self, member: MemberMetadata) -> None:
+        """Drop a member: its session timer stops, its parked requests answer
+        UNKNOWN_MEMBER_ID and the next member leads if it did."""
+        member.cancel_session_timer()
+        self.members.pop(member.member_id, None)
+        if member.group_instance_id:
+            self.static_members.pop(member.group_instance_id, None)
+        member.answer_join(JoinResult(ErrorCode.UNKNOWN_MEMBER_ID, member.member_id))
+        member.answer_sync(SyncResult(ErrorCode.UNKNOWN_MEMBER_ID))
+        if self.leader_id == member.member_id:
+            self.leader_id = next(iter(self.members), None)
+
+    def remove_pending(self, member_id: str) -> bool:
+        """Forget a member id handed out by MEMBER_ID_REQUIRED; False if there is none."""
+        if member_id not in self.pending_members:
+            return False
+        handle = self.pending_members.pop(member_id)
+        if handle is not None:
+            handle.cancel()
+        return True
+
+    def replace_static_member(self, old_id: str, new_id: str) -> MemberMetadata:
+        """A static member rejoined under a new member id: the old id's parked requests
+        answer FENCED_INSTANCE_ID and the member (and its leadership) moves to the new id."""
+        member = self.members.pop(old_id)
+        member.cancel_session_timer()
+        member.answer_join(JoinResult(ErrorCode.FENCED_INSTANCE_ID, old_id))
+        member.answer_sync(SyncResult(ErrorCode.FENCED_INSTANCE_ID))
+        member.member_id = new_id
+        self.members[new_id] = member
+        assert member.group_instance_id is not None
+        self.static_members[member.group_instance_id] = new_id
+        if self.leader_id == old_id:
+            self.leader_id = new_id
+        return member
+
+    def init_next_generation(self, now_ms: int) -> None:
+        """The next generation: Empty without members, else CompletingRebalance with the
+        protocol the members vote for."""
+        self.generation_id += 1
+        if self.is_empty:
+            self.protocol_name = None
+            self.leader_id = None
+            self.transition(GroupState.EMPTY, now_ms)
+            return
+        self.protocol_name = self.select_protocol()
+        if self.leader_id not in self.members:
+            self.leader_id = next(iter(self.members))
+        self.transition(GroupState.COMPLETING_REBALANCE, now_ms)
+
+    def propagate_assignment(self, error: ErrorCode) -> None:
+        """Answer every parked SyncGroup: its member's assignment, or `error`."""
+        for m in self.members.values():
+            m.answer_sync(SyncResult(error, m.assignment if error == ErrorCode.NONE else b"",
+                                     self.protocol_type, self.protocol_name))
+
+    def shutdown(self) -> None:
+        """The coordinator is stopping: cancel the group's tasks and timers and answer its
+        parked requests with None."""
+        if self.join_task is not None:
+            self.join_task.cancel()
+        for m in self.members.values():
+            m.cancel_session_timer()
+            m.answer_join(None)
+            m.answer_sync(None)
+        for handle in self.pending_members.values():
+            if handle is not None:
+                handle.cancel()

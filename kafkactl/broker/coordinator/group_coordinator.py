@@ -1,9 +1,10 @@
-"""GroupCoordinator: the classic group membership protocol and offset commits.
+"""GroupCoordinator: the classic group membership protocol.
 
 JoinGroup / SyncGroup / Heartbeat / LeaveGroup drive the state machine in group.py; the
 leader computes the assignment (the broker never decodes it) and SyncGroup hands each
 member its part. Delayed joins, session expiry and the initial rebalance delay are asyncio
-timers and tasks on the broker's event loop, never polling loops.
+timers and tasks on the broker's event loop, never polling loops. Offset commits, fetches
+and deletes are the OffsetManager's (offset_manager.py); the coordinator hands them on.
 """
 
 from __future__ import annotations
@@ -12,72 +13,50 @@ import asyncio
 import contextlib
 import logging
 import uuid
-from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 from kafkactl.broker.coordinator.group import (
     GroupMetadata,
     GroupState,
+    JoinResult,
     MemberMetadata,
     OffsetAndMetadata,
+    SyncResult,
 )
 from kafkactl.broker.coordinator.group_metadata_manager import GroupMetadataManager
+from kafkactl.broker.coordinator.offset_manager import OffsetManager
 from kafkactl.protocol.errors import ErrorCode
+
+if TYPE_CHECKING:
+    from kafkactl.broker.config import BrokerConfig
+    from kafkactl.broker.metadata_cache import MetadataCache
+    from kafkactl.broker.partition_store import PartitionStore
+    from kafkactl.broker.replica_manager import ReplicaManager
+    from kafkactl.broker.topic_admin import TopicAdmin
 
 log = logging.getLogger(__name__)
 
-E = ErrorCode
 MIN_SESSION_TIMEOUT_MS = 6000
 MAX_SESSION_TIMEOUT_MS = 1800000
-OFFSET_METADATA_MAX_BYTES = 4096
 MAX_GROUP_ID_LENGTH = 32767
 
 
-@dataclass(slots=True)
-class JoinResult:
-    error: ErrorCode
-    member_id: str = ""
-    generation_id: int = -1
-    protocol_type: str | None = None
-    protocol_name: str | None = None
-    leader_id: str = ""
-    members: list[tuple[str, str | None, bytes]] | None = None
-
-
-@dataclass(slots=True)
-class SyncResult:
-    error: ErrorCode
-    assignment: bytes = b""
-    protocol_type: str | None = None
-    protocol_name: str | None = None
-
-
-def _setting(config: Any, key: str, default: int) -> int:
-    raw = config.props.get(key) if config is not None else None
-    try:
-        return int(raw) if raw not in (None, "") else default
-    except ValueError:
-        return default
-
-
 class GroupCoordinator:
-    def __init__(self, server: Any, config: Any) -> None:
-        self.server = server
-        self.initial_rebalance_delay_ms = _setting(config, "group.initial.rebalance.delay.ms",
-                                                   3000)
-        self.min_session_timeout_ms = _setting(config, "group.min.session.timeout.ms",
-                                               MIN_SESSION_TIMEOUT_MS)
-        self.max_session_timeout_ms = _setting(config, "group.max.session.timeout.ms",
-                                               MAX_SESSION_TIMEOUT_MS)
-        self.max_group_size = _setting(config, "group.max.size", 2**31 - 1)
-        self.metadata_max_bytes = _setting(config, "offset.metadata.max.bytes",
-                                           OFFSET_METADATA_MAX_BYTES)
-        self.retention_ms = _setting(config, "offsets.retention.minutes", 10080) * 60000
-        self.retention_check_ms = _setting(config, "offsets.retention.check.interval.ms",
-                                           600000)
+    def __init__(self, config: BrokerConfig, cache: MetadataCache, topic_admin: TopicAdmin,
+                 partitions: PartitionStore, replica_manager: ReplicaManager) -> None:
+        self.cache = cache
+        self.initial_rebalance_delay_ms = config.get_int_or("group.initial.rebalance.delay.ms",
+                                                            3000)
+        self.min_session_timeout_ms = config.get_int_or("group.min.session.timeout.ms",
+                                                        MIN_SESSION_TIMEOUT_MS)
+        self.max_session_timeout_ms = config.get_int_or("group.max.session.timeout.ms",
+                                                        MAX_SESSION_TIMEOUT_MS)
+        self.max_group_size = config.get_int_or("group.max.size", 2**31 - 1)
         self.manager = GroupMetadataManager(
-            server, num_partitions=max(1, _setting(config, "offsets.topic.num.partitions", 50)))
+            config, topic_admin, partitions, replica_manager,
+            num_partitions=max(1, config.get_int_or("offsets.topic.num.partitions", 50)))
         self.manager.on_group_loaded = self._on_group_loaded
+        self.offsets = OffsetManager(self, config)
         self._tasks: list[asyncio.Task[None]] = []
         self.active = False
 
@@ -93,7 +72,7 @@ class GroupCoordinator:
         self.active = True
         loop = asyncio.get_running_loop()
         self._tasks.append(loop.create_task(self._load()))
-        self._tasks.append(loop.create_task(self._expire_loop()))
+        self._tasks.append(loop.create_task(self.offsets.expire_loop()))
 
     async def _load(self) -> None:
         try:
@@ -102,43 +81,26 @@ class GroupCoordinator:
             log.exception("loading %s failed", "__consumer_offsets")
             self.manager.loading.clear()
 
-    async def _expire_loop(self) -> None:
-        while True:
-            await asyncio.sleep(max(self.retention_check_ms, 100) / 1000)
-            try:
-                self.manager.expire_offsets(self.retention_ms)
-            except Exception:
-                log.exception("offset expiration failed; will retry")
-
     async def shutdown(self) -> None:
         self.active = False
         for t in self._tasks:
             t.cancel()
         for group in list(self.groups.values()):
-            if group.join_task is not None:
-                group.join_task.cancel()
-            for m in group.members.values():
-                m.cancel_session_timer()
-                for fut in (m.join_future, m.sync_future):
-                    if fut is not None and not fut.done():
-                        fut.set_result(None)
-            for handle in group.pending_members.values():
-                if handle is not None:
-                    handle.cancel()
+            group.shutdown()
 
     def _on_group_loaded(self, group: GroupMetadata) -> None:
         for m in group.members.values():
-            self._schedule_session(group, m)
+            self.schedule_session(group, m)
 
     # ---- common checks ------------------------------------------------------------------
     def check_group(self, group_id: str | None) -> ErrorCode:
         if not self.active:
-            return E.COORDINATOR_NOT_AVAILABLE
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
         if group_id is None or group_id == "" or len(group_id) > MAX_GROUP_ID_LENGTH:
-            return E.INVALID_GROUP_ID
+            return ErrorCode.INVALID_GROUP_ID
         if self.manager.is_loading(group_id):
-            return E.COORDINATOR_LOAD_IN_PROGRESS
-        return E.NONE
+            return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+        return ErrorCode.NONE
 
     def coordinator_for(self, group_id: str) -> int:
         """The __consumer_offsets partition whose leader coordinates `group_id` (created on
@@ -152,21 +114,21 @@ class GroupCoordinator:
                          rebalance_timeout_ms: int, session_timeout_ms: int,
                          protocol_type: str, protocols: list[tuple[str, bytes]]) -> JoinResult:
         code = self.check_group(group_id)
-        if code != E.NONE:
+        if code != ErrorCode.NONE:
             return JoinResult(code, member_id)
         if not self.min_session_timeout_ms <= session_timeout_ms <= self.max_session_timeout_ms:
-            return JoinResult(E.INVALID_SESSION_TIMEOUT, member_id)
+            return JoinResult(ErrorCode.INVALID_SESSION_TIMEOUT, member_id)
         if rebalance_timeout_ms < 0:
             rebalance_timeout_ms = session_timeout_ms
         group = self.groups.get(group_id)
         if group is None:
             if member_id:
-                return JoinResult(E.UNKNOWN_MEMBER_ID, member_id)
+                return JoinResult(ErrorCode.UNKNOWN_MEMBER_ID, member_id)
             group = self.groups[group_id] = GroupMetadata(group_id, state_timestamp_ms=-1)
         if group.is_(GroupState.DEAD):
-            return JoinResult(E.COORDINATOR_NOT_AVAILABLE, member_id)
+            return JoinResult(ErrorCode.COORDINATOR_NOT_AVAILABLE, member_id)
         if not group.supports(protocol_type, [n for n, _ in protocols]):
-            return JoinResult(E.INCONSISTENT_GROUP_PROTOCOL, member_id)
+            return JoinResult(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, member_id)
         if not member_id:
             return await self._join_unknown(group, instance_id, require_known_member,
                                             client_id, client_host, rebalance_timeout_ms,
@@ -189,9 +151,9 @@ class GroupCoordinator:
             loop = asyncio.get_running_loop()
             group.pending_members[new_id] = loop.call_later(
                 session_ms / 1000, self._expire_pending, group, new_id)
-            return JoinResult(E.MEMBER_ID_REQUIRED, new_id)
+            return JoinResult(ErrorCode.MEMBER_ID_REQUIRED, new_id)
         if len(group.members) >= self.max_group_size:
-            return JoinResult(E.GROUP_MAX_SIZE_REACHED, "")
+            return JoinResult(ErrorCode.GROUP_MAX_SIZE_REACHED, "")
         member = MemberMetadata(new_id, instance_id, client_id, client_host, rebalance_ms,
                                 session_ms, protocol_type, protocols)
         return await self._add_and_wait(group, member)
@@ -201,15 +163,12 @@ class GroupCoordinator:
                           session_ms: int, protocol_type: str,
                           protocols: list[tuple[str, bytes]]) -> JoinResult:
         if group.is_fenced(member_id, instance_id):
-            return JoinResult(E.FENCED_INSTANCE_ID, member_id)
+            return JoinResult(ErrorCode.FENCED_INSTANCE_ID, member_id)
         if member_id not in group.members:
-            if member_id not in group.pending_members:
-                return JoinResult(E.UNKNOWN_MEMBER_ID, member_id)
-            handle = group.pending_members.pop(member_id)
-            if handle is not None:
-                handle.cancel()
+            if not group.remove_pending(member_id):
+                return JoinResult(ErrorCode.UNKNOWN_MEMBER_ID, member_id)
             if len(group.members) >= self.max_group_size:
-                return JoinResult(E.GROUP_MAX_SIZE_REACHED, member_id)
+                return JoinResult(ErrorCode.GROUP_MAX_SIZE_REACHED, member_id)
             member = MemberMetadata(member_id, instance_id, client_id, client_host,
                                     rebalance_ms, session_ms, protocol_type, protocols)
             return await self._add_and_wait(group, member)
@@ -227,27 +186,15 @@ class GroupCoordinator:
                 return await self._update_and_wait(group, member, rebalance_ms, session_ms,
                                                    protocols)
             return self._join_result(group, member)
-        return JoinResult(E.UNKNOWN_MEMBER_ID, member_id)
+        return JoinResult(ErrorCode.UNKNOWN_MEMBER_ID, member_id)
 
     async def _replace_static(self, group: GroupMetadata, old_id: str, new_id: str,
                               protocols: list[tuple[str, bytes]]) -> JoinResult:
         """A static member came back with a new member id: take over the old identity."""
         current_leader = group.leader_id or ""
-        member = group.members.pop(old_id)
-        member.cancel_session_timer()
-        if member.join_future is not None and not member.join_future.done():
-            member.join_future.set_result(JoinResult(E.FENCED_INSTANCE_ID, old_id))
-        if member.sync_future is not None and not member.sync_future.done():
-            member.sync_future.set_result(SyncResult(E.FENCED_INSTANCE_ID))
-        member.join_future = member.sync_future = None
-        member.member_id = new_id
-        group.members[new_id] = member
-        assert member.group_instance_id is not None
-        group.static_members[member.group_instance_id] = new_id
-        if group.leader_id == old_id:
-            group.leader_id = new_id
+        member = group.replace_static_member(old_id, new_id)
         if group.is_(GroupState.STABLE) and member.matches(protocols):
-            self._schedule_session(group, member)
+            self.schedule_session(group, member)
             self.manager.store_group(group)
             result = self._join_result(group, member)
             # as Kafka: no member list, and the leader id from before the replacement, so
@@ -261,26 +208,18 @@ class GroupCoordinator:
                                            member.session_timeout_ms, protocols)
 
     def _join_result(self, group: GroupMetadata, member: MemberMetadata) -> JoinResult:
-        self._schedule_session(group, member)
-        members = None
-        if member.member_id == group.leader_id:
-            members = [(m.member_id, m.group_instance_id, m.metadata_for(group.protocol_name))
-                       for m in group.members.values()]
-        return JoinResult(E.NONE, member.member_id, group.generation_id, group.protocol_type,
-                          group.protocol_name, group.leader_id or "", members or [])
+        self.schedule_session(group, member)
+        members = (group.current_member_metadata() if member.member_id == group.leader_id
+                   else [])
+        return JoinResult(ErrorCode.NONE, member.member_id, group.generation_id,
+                          group.protocol_type, group.protocol_name, group.leader_id or "",
+                          members)
 
     async def _add_and_wait(self, group: GroupMetadata, member: MemberMetadata) -> JoinResult:
         loop = asyncio.get_running_loop()
         member.join_future = loop.create_future()
         member.is_new = True
-        if not group.members:
-            group.protocol_type = member.protocol_type
-        group.members[member.member_id] = member
-        if member.group_instance_id:
-            group.static_members[member.group_instance_id] = member.member_id
-        group.new_member_added = True
-        if group.leader_id is None or group.leader_id not in group.members:
-            group.leader_id = member.member_id
+        group.add(member)
         self._prepare_or_check(group, f"member {member.member_id} joined")
         return await self._wait_join(member)
 
@@ -291,8 +230,7 @@ class GroupCoordinator:
         member.protocols = protocols
         member.rebalance_timeout_ms = rebalance_ms
         member.session_timeout_ms = session_ms
-        if member.join_future is not None and not member.join_future.done():
-            member.join_future.set_result(JoinResult(E.UNKNOWN_MEMBER_ID, member.member_id))
+        member.answer_join(JoinResult(ErrorCode.UNKNOWN_MEMBER_ID, member.member_id))
         member.join_future = loop.create_future()
         self._prepare_or_check(group, f"member {member.member_id} rejoined")
         return await self._wait_join(member)
@@ -301,12 +239,9 @@ class GroupCoordinator:
         member.cancel_session_timer()
         fut = member.join_future
         assert fut is not None
-        try:
-            result = await fut
-        except asyncio.CancelledError:
-            raise
+        result = await fut
         if result is None:
-            return JoinResult(E.COORDINATOR_NOT_AVAILABLE, member.member_id)
+            return JoinResult(ErrorCode.COORDINATOR_NOT_AVAILABLE, member.member_id)
         return result
 
     def _prepare_or_check(self, group: GroupMetadata, reason: str) -> None:
@@ -319,9 +254,7 @@ class GroupCoordinator:
     def prepare_rebalance(self, group: GroupMetadata, reason: str) -> None:
         if group.is_(GroupState.COMPLETING_REBALANCE):
             for m in group.members.values():  # pending syncs must rejoin
-                if m.sync_future is not None and not m.sync_future.done():
-                    m.sync_future.set_result(SyncResult(E.REBALANCE_IN_PROGRESS))
-                m.sync_future = None
+                m.answer_sync(SyncResult(ErrorCode.REBALANCE_IN_PROGRESS))
         was_empty = group.is_(GroupState.EMPTY)
         group.transition(GroupState.PREPARING_REBALANCE, self.now_ms())
         log.info("preparing to rebalance group %s (generation %d): %s", group.group_id,
@@ -372,7 +305,7 @@ class GroupCoordinator:
             if not m.awaiting_join and not m.group_instance_id:
                 log.info("removing member %s of group %s: it did not rejoin in time",
                          m.member_id, group.group_id)
-                self._remove_member(group, m)
+                group.remove(m)
         joined = [m for m in group.members.values() if m.awaiting_join]
         if group.members and not joined:
             log.warning("group %s: no member rejoined in time; waiting for the static "
@@ -383,31 +316,19 @@ class GroupCoordinator:
         leader = group.members.get(group.leader_id or "")
         if joined and (leader is None or not leader.awaiting_join):
             group.leader_id = joined[0].member_id  # the leader must be a member that rejoined
-        group.generation_id += 1
-        now = self.now_ms()
+        group.init_next_generation(self.now_ms())
         if group.is_empty:
-            group.protocol_name = None
-            group.leader_id = None
-            group.transition(GroupState.EMPTY, now)
             self.manager.store_group(group)
             log.info("group %s is empty at generation %d", group.group_id, group.generation_id)
             return
-        group.protocol_name = group.select_protocol()
-        if group.leader_id not in group.members:
-            group.leader_id = next(iter(group.members))
-        group.transition(GroupState.COMPLETING_REBALANCE, now)
         log.info("group %s: generation %d with %d member(s), protocol %s", group.group_id,
                  group.generation_id, len(group.members), group.protocol_name)
         for m in group.members.values():
-            fut = m.join_future
-            m.join_future = None
             m.is_new = False
-            result = self._join_result(group, m)
-            if fut is not None and not fut.done():
-                fut.set_result(result)
+            m.answer_join(self._join_result(group, m))
 
     # ---- sessions -----------------------------------------------------------------------
-    def _schedule_session(self, group: GroupMetadata, member: MemberMetadata) -> None:
+    def schedule_session(self, group: GroupMetadata, member: MemberMetadata) -> None:
         member.cancel_session_timer()
         loop = asyncio.get_running_loop()
         member.session_timer = loop.call_later(member.session_timeout_ms / 1000,
@@ -426,21 +347,8 @@ class GroupCoordinator:
         if group.is_(GroupState.PREPARING_REBALANCE):
             self._check_join_complete(group)
 
-    def _remove_member(self, group: GroupMetadata, member: MemberMetadata) -> None:
-        member.cancel_session_timer()
-        group.members.pop(member.member_id, None)
-        if member.group_instance_id:
-            group.static_members.pop(member.group_instance_id, None)
-        for fut in (member.join_future, member.sync_future):
-            if fut is not None and not fut.done():
-                fut.set_result(JoinResult(E.UNKNOWN_MEMBER_ID, member.member_id)
-                               if fut is member.join_future
-                               else SyncResult(E.UNKNOWN_MEMBER_ID))
-        if group.leader_id == member.member_id:
-            group.leader_id = next(iter(group.members), None)
-
     def _member_left(self, group: GroupMetadata, member: MemberMetadata) -> None:
-        self._remove_member(group, member)
+        group.remove(member)
         if group.state in (GroupState.STABLE, GroupState.COMPLETING_REBALANCE):
             self.prepare_rebalance(group, f"member {member.member_id} left")
         elif group.is_(GroupState.PREPARING_REBALANCE):
@@ -451,246 +359,170 @@ class GroupCoordinator:
                          instance_id: str | None, protocol_type: str | None,
                          protocol_name: str | None,
                          assignments: dict[str, bytes]) -> SyncResult:
+        code, group = self._group_for_sync(group_id, generation_id, member_id, instance_id,
+                                           protocol_type, protocol_name)
+        if group is None:
+            return SyncResult(code)
+        member = group.members[member_id]
+        if group.is_(GroupState.PREPARING_REBALANCE):
+            return SyncResult(ErrorCode.REBALANCE_IN_PROGRESS)
+        if group.is_(GroupState.STABLE):
+            self.schedule_session(group, member)
+            return SyncResult(ErrorCode.NONE, member.assignment, group.protocol_type,
+                              group.protocol_name)
+        if not group.is_(GroupState.COMPLETING_REBALANCE):
+            return SyncResult(ErrorCode.UNKNOWN_MEMBER_ID)
+        fut: asyncio.Future[SyncResult | None] = asyncio.get_running_loop().create_future()
+        member.sync_future = fut
+        self.schedule_session(group, member)
+        if member_id == group.leader_id:
+            self._store_assignment(group, assignments)
+        result = await fut
+        if result is None:
+            return SyncResult(ErrorCode.COORDINATOR_NOT_AVAILABLE)
+        return result
+
+    def _group_for_sync(self, group_id: str, generation_id: int, member_id: str,
+                        instance_id: str | None, protocol_type: str | None,
+                        protocol_name: str | None) -> tuple[ErrorCode, GroupMetadata | None]:
+        """The group of a current member, or (the error, None)."""
         code = self.check_group(group_id)
-        if code == E.COORDINATOR_LOAD_IN_PROGRESS:
+        if code == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS:
             # as Kafka: the rebalance's state is lost while loading; REBALANCE_IN_PROGRESS
             # sends the member back to JoinGroup (older clients do not expect the loading
             # error from SyncGroup)
-            return SyncResult(E.REBALANCE_IN_PROGRESS)
-        if code != E.NONE:
-            return SyncResult(code)
+            return ErrorCode.REBALANCE_IN_PROGRESS, None
+        if code != ErrorCode.NONE:
+            return code, None
         group = self.groups.get(group_id)
         if group is None:
-            return SyncResult(E.UNKNOWN_MEMBER_ID)
+            return ErrorCode.UNKNOWN_MEMBER_ID, None
         if group.is_(GroupState.DEAD):
-            return SyncResult(E.COORDINATOR_NOT_AVAILABLE)
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE, None
         if group.is_fenced(member_id, instance_id):
-            return SyncResult(E.FENCED_INSTANCE_ID)
+            return ErrorCode.FENCED_INSTANCE_ID, None
         if not group.has(member_id):
-            return SyncResult(E.UNKNOWN_MEMBER_ID)
+            return ErrorCode.UNKNOWN_MEMBER_ID, None
         if generation_id != group.generation_id:
-            return SyncResult(E.ILLEGAL_GENERATION)
+            return ErrorCode.ILLEGAL_GENERATION, None
         if (protocol_type is not None and protocol_type != group.protocol_type) or (
                 protocol_name is not None and protocol_name != group.protocol_name):
-            return SyncResult(E.INCONSISTENT_GROUP_PROTOCOL)
-        member = group.members[member_id]
-        if group.is_(GroupState.PREPARING_REBALANCE):
-            return SyncResult(E.REBALANCE_IN_PROGRESS)
-        if group.is_(GroupState.STABLE):
-            self._schedule_session(group, member)
-            return SyncResult(E.NONE, member.assignment, group.protocol_type,
-                              group.protocol_name)
-        if not group.is_(GroupState.COMPLETING_REBALANCE):
-            return SyncResult(E.UNKNOWN_MEMBER_ID)
-        loop = asyncio.get_running_loop()
-        fut: asyncio.Future[Any] = loop.create_future()
-        member.sync_future = fut
-        self._schedule_session(group, member)
-        if member_id == group.leader_id:
-            for m in group.members.values():
-                m.assignment = assignments.get(m.member_id, b"")
-            store = self.manager.store_group(group)
-            generation = group.generation_id
-            if group.is_(GroupState.COMPLETING_REBALANCE) and generation == group.generation_id:
-                if store != E.NONE:
-                    for m in group.members.values():
-                        m.assignment = b""
-                    self._finish_sync(group, store)
-                    self.prepare_rebalance(group, "storing the assignment failed")
-                else:
-                    group.transition(GroupState.STABLE, self.now_ms())
-                    self._finish_sync(group, E.NONE)
-                    log.info("group %s is stable at generation %d", group_id, generation)
-        result = await fut
-        if result is None:
-            return SyncResult(E.COORDINATOR_NOT_AVAILABLE)
-        return result
+            return ErrorCode.INCONSISTENT_GROUP_PROTOCOL, None
+        return ErrorCode.NONE, group
 
-    def _finish_sync(self, group: GroupMetadata, code: ErrorCode) -> None:
+    def _store_assignment(self, group: GroupMetadata, assignments: dict[str, bytes]) -> None:
+        """The leader's SyncGroup: persist the assignment, then answer every member (or
+        rebalance again if it could not be stored)."""
         for m in group.members.values():
-            fut = m.sync_future
-            m.sync_future = None
-            if fut is not None and not fut.done():
-                fut.set_result(SyncResult(code, m.assignment if code == E.NONE else b"",
-                                          group.protocol_type, group.protocol_name))
+            m.assignment = assignments.get(m.member_id, b"")
+        stored = self.manager.store_group(group)
+        if stored != ErrorCode.NONE:
+            for m in group.members.values():
+                m.assignment = b""
+            group.propagate_assignment(stored)
+            self.prepare_rebalance(group, "storing the assignment failed")
+            return
+        group.transition(GroupState.STABLE, self.now_ms())
+        group.propagate_assignment(ErrorCode.NONE)
+        log.info("group %s is stable at generation %d", group.group_id, group.generation_id)
 
     # ---- Heartbeat / LeaveGroup ---------------------------------------------------------
     def heartbeat(self, group_id: str, generation_id: int, member_id: str,
                   instance_id: str | None) -> ErrorCode:
         code = self.check_group(group_id)
-        if code == E.COORDINATOR_LOAD_IN_PROGRESS:
-            return E.NONE  # as Kafka: answered blindly while the group loads
-        if code != E.NONE:
+        if code == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS:
+            return ErrorCode.NONE  # as Kafka: answered blindly while the group loads
+        if code != ErrorCode.NONE:
             return code
         group = self.groups.get(group_id)
         if group is None:
-            return E.UNKNOWN_MEMBER_ID
+            return ErrorCode.UNKNOWN_MEMBER_ID
         if group.is_(GroupState.DEAD):
-            return E.COORDINATOR_NOT_AVAILABLE
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
         # Kafka's order: a zombie of a static member (its old member id with its instance
         # id) is fenced before it could be told its id is unknown
         if group.is_fenced(member_id, instance_id):
-            return E.FENCED_INSTANCE_ID
+            return ErrorCode.FENCED_INSTANCE_ID
         if not group.has(member_id) or group.is_(GroupState.EMPTY):
-            return E.UNKNOWN_MEMBER_ID
+            return ErrorCode.UNKNOWN_MEMBER_ID
         if generation_id != group.generation_id:
-            return E.ILLEGAL_GENERATION
+            return ErrorCode.ILLEGAL_GENERATION
         member = group.members[member_id]
         if not member.awaiting_join:
-            self._schedule_session(group, member)
+            self.schedule_session(group, member)
         if group.is_(GroupState.PREPARING_REBALANCE):
-            return E.REBALANCE_IN_PROGRESS
-        return E.NONE
+            return ErrorCode.REBALANCE_IN_PROGRESS
+        return ErrorCode.NONE
 
     def leave_group(self, group_id: str, members: list[tuple[str, str | None]]
                     ) -> tuple[ErrorCode, list[ErrorCode]]:
         code = self.check_group(group_id)
-        if code != E.NONE:
+        if code != ErrorCode.NONE:
             return code, []
         group = self.groups.get(group_id)
         if group is None:
-            return E.NONE, [E.UNKNOWN_MEMBER_ID] * len(members)
+            return ErrorCode.NONE, [ErrorCode.UNKNOWN_MEMBER_ID] * len(members)
         results = []
         for member_id, instance_id in members:
             if instance_id:
                 known = group.static_members.get(instance_id)
                 if known is None:
-                    results.append(E.UNKNOWN_MEMBER_ID)
+                    results.append(ErrorCode.UNKNOWN_MEMBER_ID)
                     continue
                 if member_id and member_id != known:
-                    results.append(E.FENCED_INSTANCE_ID)
+                    results.append(ErrorCode.FENCED_INSTANCE_ID)
                     continue
                 member_id = known
-            if member_id in group.pending_members:
-                handle = group.pending_members.pop(member_id)
-                if handle is not None:
-                    handle.cancel()
+            if group.remove_pending(member_id):
                 self._check_join_complete(group)
-                results.append(E.NONE)
+                results.append(ErrorCode.NONE)
                 continue
             member = group.members.get(member_id)
             if member is None:
-                results.append(E.UNKNOWN_MEMBER_ID)
+                results.append(ErrorCode.UNKNOWN_MEMBER_ID)
                 continue
             log.info("member %s is leaving group %s", member_id, group_id)
             self._member_left(group, member)
-            results.append(E.NONE)
-        return E.NONE, results
-
-    def force_rebalance(self, group_id: str) -> ErrorCode:
-        """Used by `kafkactl rebalance --trigger` (through a JoinGroup with a new
-        protocol set is not possible for an outsider): members see REBALANCE_IN_PROGRESS
-        on their next heartbeat and rejoin."""
-        group = self.groups.get(group_id)
-        if group is None or group.is_empty:
-            return E.GROUP_ID_NOT_FOUND
-        if not group.is_(GroupState.PREPARING_REBALANCE):
-            self.prepare_rebalance(group, "forced by an operator")
-        return E.NONE
+            results.append(ErrorCode.NONE)
+        return ErrorCode.NONE, results
 
     # ---- DescribeGroups / ListGroups / DeleteGroups --------------------------------------
     def describe(self, group_id: str) -> tuple[ErrorCode, GroupMetadata | None]:
         code = self.check_group(group_id)
-        if code != E.NONE:
+        if code != ErrorCode.NONE:
             return code, None
-        return E.NONE, self.groups.get(group_id)
+        return ErrorCode.NONE, self.groups.get(group_id)
 
     def list_groups(self, states: list[str] | None) -> tuple[ErrorCode, list[GroupMetadata]]:
         if self.manager.loading:
-            return E.COORDINATOR_LOAD_IN_PROGRESS, []
+            return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, []
         wanted = {s.lower() for s in states or ()}
-        return E.NONE, [g for g in self.groups.values()
+        return ErrorCode.NONE, [g for g in self.groups.values()
                         if not wanted or g.state.value.lower() in wanted]
 
     def delete_group(self, group_id: str) -> ErrorCode:
         code = self.check_group(group_id)
-        if code != E.NONE:
+        if code != ErrorCode.NONE:
             return code
         group = self.groups.get(group_id)
         if group is None or group.is_(GroupState.DEAD):
-            return E.GROUP_ID_NOT_FOUND
+            return ErrorCode.GROUP_ID_NOT_FOUND
         if not group.is_(GroupState.EMPTY):
-            return E.NON_EMPTY_GROUP
+            return ErrorCode.NON_EMPTY_GROUP
         return self.manager.delete_group(group)
 
-    # ---- offsets ------------------------------------------------------------------------
+    # ---- offsets (the OffsetManager's) -------------------------------------------------
     def commit_offsets(self, group_id: str, generation_id: int, member_id: str,
                        instance_id: str | None,
                        offsets: dict[tuple[str, int], OffsetAndMetadata]
                        ) -> dict[tuple[str, int], ErrorCode]:
-        """Validate then store; returns an error per partition."""
-        code = self.check_group(group_id)
-        if code != E.NONE:
-            return {tp: code for tp in offsets}
-        group = self.groups.get(group_id)
-        if group is None:
-            if generation_id >= 0:
-                return {tp: E.ILLEGAL_GENERATION for tp in offsets}
-            group = self.groups[group_id] = GroupMetadata(group_id)
-        if group.is_(GroupState.DEAD):
-            return {tp: E.COORDINATOR_NOT_AVAILABLE for tp in offsets}
-        if not (generation_id < 0 and group.is_(GroupState.EMPTY)):
-            if group.is_fenced(member_id, instance_id):
-                return {tp: E.FENCED_INSTANCE_ID for tp in offsets}
-            if not group.has(member_id):
-                return {tp: E.UNKNOWN_MEMBER_ID for tp in offsets}
-            if generation_id != group.generation_id:
-                return {tp: E.ILLEGAL_GENERATION for tp in offsets}
-            if group.is_(GroupState.COMPLETING_REBALANCE):
-                return {tp: E.REBALANCE_IN_PROGRESS for tp in offsets}
-            member = group.members[member_id]
-            if not member.awaiting_join:
-                self._schedule_session(group, member)
-        errors: dict[tuple[str, int], ErrorCode] = {}
-        good: dict[tuple[str, int], OffsetAndMetadata] = {}
-        cache = self.server.cache
-        for tp, o in offsets.items():
-            if cache.partition(*tp) is None:
-                errors[tp] = E.UNKNOWN_TOPIC_OR_PARTITION
-            elif len(o.metadata.encode("utf-8")) > self.metadata_max_bytes:
-                errors[tp] = E.OFFSET_METADATA_TOO_LARGE
-            else:
-                good[tp] = o
-        if good:
-            stored = self.manager.store_offsets(group, good)
-            for tp in good:
-                errors[tp] = stored
-        return errors
+        return self.offsets.commit_offsets(group_id, generation_id, member_id, instance_id,
+                                           offsets)
 
     def fetch_offsets(self, group_id: str, tps: list[tuple[str, int]] | None
                       ) -> tuple[ErrorCode, dict[tuple[str, int], OffsetAndMetadata | None]]:
-        code = self.check_group(group_id)
-        if code != E.NONE:
-            return code, {}
-        group = self.groups.get(group_id)
-        stored = group.offsets if group is not None else {}
-        if tps is None:
-            return E.NONE, dict(stored)
-        return E.NONE, {tp: stored.get(tp) for tp in tps}
+        return self.offsets.fetch_offsets(group_id, tps)
 
     def delete_offsets(self, group_id: str, tps: list[tuple[str, int]]
                        ) -> tuple[ErrorCode, dict[tuple[str, int], ErrorCode]]:
-        code = self.check_group(group_id)
-        if code != E.NONE:
-            return code, {}
-        group = self.groups.get(group_id)
-        if group is None or group.is_(GroupState.DEAD):
-            return E.GROUP_ID_NOT_FOUND, {}
-        if group.protocol_type not in (None, "", "consumer") and not group.is_empty:
-            return E.NON_EMPTY_GROUP, {}
-        subscribed = group.subscribed_topics() if not group.is_empty else set()
-        results: dict[tuple[str, int], ErrorCode] = {}
-        deletable = []
-        for tp in tps:
-            if subscribed is None or tp[0] in subscribed:
-                results[tp] = E.GROUP_SUBSCRIBED_TO_TOPIC
-            elif self.server.cache.partition(*tp) is None:
-                results[tp] = E.UNKNOWN_TOPIC_OR_PARTITION
-            else:
-                deletable.append(tp)
-                results[tp] = E.NONE
-        if deletable:
-            stored = self.manager.delete_offsets(group, deletable)
-            for tp in deletable:
-                results[tp] = stored
-        return E.NONE, results
+        return self.offsets.delete_offsets(group_id, tps)

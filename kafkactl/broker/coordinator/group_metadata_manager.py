@@ -1,5 +1,7 @@
-"""The offset manager (seed 002): group metadata and committed offsets, cached in memory and
-persisted to the compacted internal topic `__consumer_offsets` in Kafka's key/value schemas.
+"""GroupMetadataManager (seed 002's offset manager, storage half): group metadata and
+committed offsets, cached in memory and persisted to the compacted internal topic
+`__consumer_offsets` in Kafka's key/value schemas. What may be committed, fetched, deleted or
+expired is decided in offset_manager.py; this module writes, reads and replays the records.
 
 * Key v0/v1 = OffsetCommitKey(group, topic, partition) -> OffsetCommitValue (v1 when an
   explicit expire timestamp was given, else v3); key v2 = GroupMetadataKey(group) ->
@@ -19,7 +21,7 @@ import logging
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kafkactl.broker.coordinator.group import GroupMetadata, GroupState, OffsetAndMetadata
 from kafkactl.protocol.data import (
@@ -32,6 +34,12 @@ from kafkactl.protocol.data import (
 )
 from kafkactl.protocol.errors import ErrorCode
 from kafkactl.record.batch import RecordBatchBuilder
+
+if TYPE_CHECKING:
+    from kafkactl.broker.config import BrokerConfig
+    from kafkactl.broker.partition_store import PartitionStore
+    from kafkactl.broker.replica_manager import ReplicaManager
+    from kafkactl.broker.topic_admin import TopicAdmin
 
 log = logging.getLogger(__name__)
 
@@ -122,9 +130,13 @@ def _version(buf: bytes | memoryview) -> int:
 
 
 class GroupMetadataManager:
-    def __init__(self, server: Any, *, num_partitions: int, time_fn: Callable[[], float] =
-                 time.time) -> None:
-        self.server = server
+    def __init__(self, config: BrokerConfig, topic_admin: TopicAdmin, partitions: PartitionStore,
+                 replica_manager: ReplicaManager, *, num_partitions: int,
+                 time_fn: Callable[[], float] = time.time) -> None:
+        self.config = config
+        self.topic_admin = topic_admin
+        self.partitions = partitions
+        self.replica_manager = replica_manager
         self.num_partitions = num_partitions
         self._time = time_fn
         self.groups: dict[str, GroupMetadata] = {}
@@ -142,22 +154,23 @@ class GroupMetadataManager:
 
     # ---- the internal topic -------------------------------------------------------------
     def topic_exists(self) -> bool:
-        return OFFSETS_TOPIC in self.server.topics.topics
+        return self.topic_admin.topic(OFFSETS_TOPIC) is not None
 
     def ensure_topic(self) -> None:
         """Create __consumer_offsets (compacted) on first use."""
-        tm = self.server.topics
-        if OFFSETS_TOPIC in tm.topics:
+        if self.topic_exists():
             return
         configs = dict(OFFSETS_TOPIC_CONFIGS)
-        props = getattr(getattr(self.server, "config", None), "props", None) or {}
+        props = self.config.props
         if props.get("offsets.topic.segment.bytes"):  # Kafka's key for the topic's segments
             configs["segment.bytes"] = str(props["offsets.topic.segment.bytes"])
-        tm.create_topic(OFFSETS_TOPIC, self.num_partitions, configs)
+        self.topic_admin.auto_create(OFFSETS_TOPIC, self.num_partitions, configs)
         log.info("created the offsets topic %s with %d partitions", OFFSETS_TOPIC,
                  self.num_partitions)
 
-    def _append(self, group_id: str, records: Iterable[tuple[bytes, bytes | None]]) -> ErrorCode:
+    def append_records(self, group_id: str, records: Iterable[tuple[bytes, bytes | None]]
+                       ) -> ErrorCode:
+        """Append `records` (key, value or None for a tombstone) to the group's partition."""
         self.ensure_topic()
         builder = RecordBatchBuilder()
         now = self.now_ms()
@@ -165,7 +178,7 @@ class GroupMetadataManager:
             builder.append(now, key, value)
         if builder.record_count == 0:
             return ErrorCode.NONE
-        result = self.server.replica_manager.append(
+        result = self.replica_manager.append(
             OFFSETS_TOPIC, self.partition_for(group_id),
             memoryview(bytearray(builder.build())), produce_version=9)
         if result.error != ErrorCode.NONE:
@@ -175,103 +188,35 @@ class GroupMetadataManager:
         return ErrorCode.NONE
 
     # ---- writes ---------------------------------------------------------------------------
-    def store_offsets(self, group: GroupMetadata,
-                      offsets: dict[tuple[str, int], OffsetAndMetadata]) -> ErrorCode:
-        code = self._append(group.group_id, [
-            (offset_key(group.group_id, t, p), offset_value(o)) for (t, p), o in offsets.items()])
-        if code == ErrorCode.NONE:
-            group.offsets.update(offsets)
-        return code
-
     def store_group(self, group: GroupMetadata) -> ErrorCode:
-        return self._append(group.group_id, [(group_key(group.group_id), group_value(group))])
-
-    def delete_offsets(self, group: GroupMetadata, tps: Iterable[tuple[str, int]]) -> ErrorCode:
-        tps = [tp for tp in tps if tp in group.offsets]
-        code = self._append(group.group_id,
-                            [(offset_key(group.group_id, t, p), None) for t, p in tps])
-        if code == ErrorCode.NONE:
-            for tp in tps:
-                group.offsets.pop(tp, None)
-        return code
+        return self.append_records(group.group_id,
+                                   [(group_key(group.group_id), group_value(group))])
 
     def delete_group(self, group: GroupMetadata) -> ErrorCode:
         """Tombstones for the group and all its offsets; the group becomes Dead."""
         records: list[tuple[bytes, bytes | None]] = [
             (offset_key(group.group_id, t, p), None) for t, p in group.offsets]
         records.append((group_key(group.group_id), None))
-        code = self._append(group.group_id, records)
+        code = self.append_records(group.group_id, records)
         if code == ErrorCode.NONE:
             group.offsets.clear()
             group.transition(GroupState.DEAD, self.now_ms())
             self.groups.pop(group.group_id, None)
         return code
 
-    def expire_offsets(self, retention_ms: int) -> int:
-        """Kafka's offset expiration (KIP-211, KIP-496), per group:
-
-        * a group with a protocol type and no members (Empty): an offset expires
-          offsets.retention.minutes after the group became Empty (after its commit if that
-          time is unknown);
-        * a Stable consumer group: only offsets of topics no member subscribes to, counted
-          from their commit;
-        * a group that only stores offsets (no protocol type): counted from the commit;
-        * an explicit expire timestamp (OffsetCommit v2-v4 retention) replaces the
-          computed deadline wherever the group's rule lets an offset expire.
-
-        An Empty group left with no offsets is deleted. Returns how many offsets expired."""
-        now = self.now_ms()
-        expired_total = 0
-        for group in list(self.groups.values()):
-            if self.is_loading(group.group_id):
-                continue
-            doomed = self._expired_offsets(group, now, retention_ms)
-            if doomed and self.delete_offsets(group, doomed) == ErrorCode.NONE:
-                expired_total += len(doomed)
-                log.info("expired %d offset(s) of group %s", len(doomed), group.group_id)
-            if group.is_(GroupState.EMPTY) and not group.offsets:
-                self.delete_group(group)
-        return expired_total
-
-    @staticmethod
-    def _expired_offsets(group: GroupMetadata, now: int, retention_ms: int
-                         ) -> list[tuple[str, int]]:
-        keep_topics: set[str] = set()
-        since_empty = False
-        if group.protocol_type and group.is_(GroupState.EMPTY):
-            since_empty = group.state_timestamp_ms >= 0
-        elif group.protocol_type == "consumer" and group.is_(GroupState.STABLE):
-            subscribed = group.subscribed_topics()
-            if subscribed is None:
-                return []
-            keep_topics = subscribed
-        elif group.protocol_type:
-            return []  # rebalancing, or a non-consumer protocol with members
-        doomed = []
-        for tp, o in group.offsets.items():
-            if tp[0] in keep_topics:
-                continue
-            if o.expire_timestamp >= 0:
-                if now >= o.expire_timestamp:
-                    doomed.append(tp)
-                continue
-            base = group.state_timestamp_ms if since_empty else o.commit_timestamp
-            if now - base >= retention_ms:
-                doomed.append(tp)
-        return doomed
-
     # ---- loading ------------------------------------------------------------------------
     async def load_all(self) -> None:
         """Replay every partition of __consumer_offsets (after a restart)."""
-        if not self.topic_exists():
+        state = self.topic_admin.topic(OFFSETS_TOPIC)
+        if state is None:
             return
-        parts = list(range(self.server.topics.topics[OFFSETS_TOPIC].num_partitions))
+        parts = list(range(state.num_partitions))
         self.loading.update(parts)
         started = time.monotonic()
         count = 0
         try:
             for p in parts:
-                part = self.server.topics.get_partition(OFFSETS_TOPIC, p)
+                part = self.partitions.get_partition(OFFSETS_TOPIC, p)
                 if part is None:
                     self.loading.discard(p)
                     continue
@@ -285,21 +230,21 @@ class GroupMetadataManager:
                  count, OFFSETS_TOPIC, time.monotonic() - started)
 
     @staticmethod
-    def _read_partition(lg: Any) -> list[LoadedEntry]:
+    def _read_partition(partition_log: Any) -> list[LoadedEntry]:
         """Every readable record of one partition. What cannot be read is logged with its
         partition and offsets and skipped (Kafka's loader does the same): a batch whose
         records do not parse, or a record whose key/value is not the offsets schema."""
         out: list[LoadedEntry] = []
         try:
-            for batch in lg.iter_batches():
+            for batch in partition_log.iter_batches():
                 if batch.magic < 2 or batch.is_control:
                     continue
                 try:
                     records = list(batch)
                 except Exception as e:  # CRC-valid bytes that are not records
                     log.warning("skipping unreadable batch at offsets %d..%d of %s-%d: %s",
-                                batch.base_offset, batch.last_offset, lg.topic, lg.partition,
-                                e)
+                                batch.base_offset, batch.last_offset, partition_log.topic,
+                                partition_log.partition, e)
                     continue
                 for rec in records:
                     if rec.key is None:
@@ -308,10 +253,10 @@ class GroupMetadataManager:
                         out.append(decode_record(rec.key, rec.value))
                     except Exception as e:  # one bad record must not stop the load
                         log.warning("skipping unreadable record at offset %d of %s-%d: %s",
-                                    rec.offset, lg.topic, lg.partition, e)
+                                    rec.offset, partition_log.topic, partition_log.partition, e)
         except Exception as e:  # a batch header that cannot be framed: nothing after it
-            log.error("stopped loading %s-%d after %d record(s): %s", lg.topic, lg.partition,
-                      len(out), e)
+            log.error("stopped loading %s-%d after %d record(s): %s", partition_log.topic,
+                      partition_log.partition, len(out), e)
         return out
 
     def _apply(self, entries: list[LoadedEntry]) -> None:

@@ -1,29 +1,60 @@
-"""One module per API family. `register_all(apis)` installs every handler we implement;
-ApiVersions advertises exactly the registered APIs."""
+"""One module per API family, and HANDLERS: the one table of API key -> handler.
+
+A handler is `fn(services, ctx, request) -> response | None | awaitable` (see
+kafkactl.broker.request_handler). The table's keys must be exactly those of
+protocol.versions.SUPPORTED_VERSIONS: KafkaApis refuses any other table, and ApiVersions
+advertises that table (tests/broker/test_api_table.py checks both on a running broker).
+"""
 
 from __future__ import annotations
 
-from typing import Any
+from kafkactl.broker.handlers import (
+    acls,
+    api_versions,
+    cluster,
+    configs,
+    fetch,
+    groups,
+    leader_epoch,
+    list_offsets,
+    metadata,
+    offsets,
+    produce,
+    producer_id,
+    records,
+    topics,
+)
+from kafkactl.broker.request_handler import Handler
+from kafkactl.protocol.api_keys import ApiKey
 
-
-def register_all(apis: Any) -> None:
-    from kafkactl.broker.handlers import (
-        acls,
-        api_versions,
-        cluster,
-        configs,
-        fetch,
-        groups,
-        leader_epoch,
-        list_offsets,
-        metadata,
-        offsets,
-        produce,
-        producer_id,
-        records,
-        topics,
-    )
-
-    for module in (api_versions, metadata, produce, fetch, list_offsets, topics, configs,
-                   records, producer_id, leader_epoch, cluster, groups, offsets, acls):
-        module.register(apis)
+HANDLERS: dict[ApiKey, Handler] = {
+    ApiKey.PRODUCE: produce.handle_produce,
+    ApiKey.FETCH: fetch.handle_fetch,
+    ApiKey.LIST_OFFSETS: list_offsets.handle_list_offsets,
+    ApiKey.METADATA: metadata.handle_metadata,
+    ApiKey.OFFSET_COMMIT: offsets.handle_offset_commit,
+    ApiKey.OFFSET_FETCH: offsets.handle_offset_fetch,
+    ApiKey.FIND_COORDINATOR: groups.handle_find_coordinator,
+    ApiKey.JOIN_GROUP: groups.handle_join_group,
+    ApiKey.HEARTBEAT: groups.handle_heartbeat,
+    ApiKey.LEAVE_GROUP: groups.handle_leave_group,
+    ApiKey.SYNC_GROUP: groups.handle_sync_group,
+    ApiKey.DESCRIBE_GROUPS: groups.handle_describe_groups,
+    ApiKey.LIST_GROUPS: groups.handle_list_groups,
+    ApiKey.API_VERSIONS: api_versions.handle_api_versions,
+    ApiKey.CREATE_TOPICS: topics.handle_create_topics,
+    ApiKey.DELETE_TOPICS: topics.handle_delete_topics,
+    ApiKey.DELETE_RECORDS: records.handle_delete_records,
+    ApiKey.INIT_PRODUCER_ID: producer_id.handle_init_producer_id,
+    ApiKey.OFFSET_FOR_LEADER_EPOCH: leader_epoch.handle_offset_for_leader_epoch,
+    ApiKey.DESCRIBE_ACLS: acls.handle_describe_acls,
+    ApiKey.CREATE_ACLS: acls.handle_create_acls,
+    ApiKey.DELETE_ACLS: acls.handle_delete_acls,
+    ApiKey.DESCRIBE_CONFIGS: configs.handle_describe_configs,
+    ApiKey.ALTER_CONFIGS: configs.handle_alter_configs,
+    ApiKey.CREATE_PARTITIONS: topics.handle_create_partitions,
+    ApiKey.DELETE_GROUPS: groups.handle_delete_groups,
+    ApiKey.INCREMENTAL_ALTER_CONFIGS: configs.handle_incremental_alter_configs,
+    ApiKey.OFFSET_DELETE: offsets.handle_offset_delete,
+    ApiKey.DESCRIBE_CLUSTER: cluster.handle_describe_cluster,
+}

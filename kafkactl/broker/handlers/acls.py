@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from kafkactl.protocol.api_keys import ApiKey
+from kafkactl.broker.request_handler import RequestContext
+from kafkactl.broker.services import BrokerServices
 from kafkactl.protocol.errors import ErrorCode
 
 NO_AUTHORIZER = "No Authorizer is configured on the broker"
@@ -35,24 +36,21 @@ def authorized_operations(operations: tuple[int, ...], requested: bool) -> int:
     return sum(1 << op for op in set(operations))
 
 
-def handle_describe_acls(apis: Any, ctx: Any, request: dict[str, Any]) -> dict[str, Any]:
+def handle_describe_acls(services: BrokerServices, ctx: RequestContext,
+                         request: dict[str, Any]) -> dict[str, Any]:
     return {"throttle_time_ms": 0, "error_code": ErrorCode.SECURITY_DISABLED,
             "error_message": NO_AUTHORIZER, "resources": []}
 
 
-def handle_create_acls(apis: Any, ctx: Any, request: dict[str, Any]) -> dict[str, Any]:
+def handle_create_acls(services: BrokerServices, ctx: RequestContext,
+                       request: dict[str, Any]) -> dict[str, Any]:
     return {"throttle_time_ms": 0, "results": [
         {"error_code": ErrorCode.SECURITY_DISABLED, "error_message": NO_AUTHORIZER}
         for _ in request["creations"]]}
 
 
-def handle_delete_acls(apis: Any, ctx: Any, request: dict[str, Any]) -> dict[str, Any]:
+def handle_delete_acls(services: BrokerServices, ctx: RequestContext,
+                       request: dict[str, Any]) -> dict[str, Any]:
     return {"throttle_time_ms": 0, "filter_results": [
         {"error_code": ErrorCode.SECURITY_DISABLED, "error_message": NO_AUTHORIZER,
          "matching_acls": []} for _ in request["filters"]]}
-
-
-def register(apis: Any) -> None:
-    apis.register(ApiKey.DESCRIBE_ACLS, handle_describe_acls)
-    apis.register(ApiKey.CREATE_ACLS, handle_create_acls)
-    apis.register(ApiKey.DELETE_ACLS, handle_delete_acls)

@@ -1,6 +1,6 @@
 """DescribeConfigs (32), AlterConfigs (33), IncrementalAlterConfigs (44).
 
-Topic resources have dynamic overrides (persisted by the TopicManager); broker resources
+Topic resources have dynamic overrides (decided by the TopicAdmin); broker resources
 (this broker's id, or "" for the cluster-wide default) have the dynamic broker configs of
 KIP-226 (kafkactl.broker.dynamic_config); every other broker key is read-only.
 """
@@ -9,27 +9,27 @@ from __future__ import annotations
 
 from typing import Any
 
-from kafkactl.broker.config import BROKER_DEFAULTS
+from kafkactl.broker.config import BROKER_DEFAULTS, BrokerConfig
 from kafkactl.broker.dynamic_config import (
     DYNAMIC_DEFAULT_BROKER_CONFIG,
     DYNAMIC_KEYS,
-    FILE_NAME,
     DynamicBrokerConfig,
 )
-from kafkactl.broker.topic_manager import TopicError
+from kafkactl.broker.request_handler import RequestContext
+from kafkactl.broker.services import BrokerServices
+from kafkactl.broker.topic_admin import TopicError
+from kafkactl.log.config import BROKER_SYNONYMS, LogConfig
 from kafkactl.log.config_def import (
     PASSWORD,
     config_type,
     describe_values,
     is_list,
-    validate_topic_configs,
 )
 from kafkactl.log.errors import ConfigError
-from kafkactl.protocol.api_keys import ApiKey
 from kafkactl.protocol.errors import ErrorCode
 
 TOPIC, BROKER, BROKER_LOGGER = 2, 4, 8
-DYNAMIC_TOPIC_CONFIG, STATIC_BROKER_CONFIG, DEFAULT_CONFIG = 1, 4, 5
+DYNAMIC_TOPIC_CONFIG, DEFAULT_CONFIG = 1, 5
 TYPE_BOOLEAN, TYPE_STRING, TYPE_LONG, TYPE_DOUBLE, TYPE_LIST = 1, 2, 5, 6, 7
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 
@@ -49,22 +49,14 @@ def _type_of(value: str, key: str) -> int:
         return TYPE_STRING
 
 
-def _broker_layers(server: Any, broker_key: str) -> list[dict[str, Any]]:
+def _broker_layers(dyn: DynamicBrokerConfig, broker_key: str) -> list[dict[str, Any]]:
     """Where the broker sets `broker_key`, highest precedence first (no DEFAULT_CONFIG)."""
-    dyn = getattr(server, "dynamic_config", None)
-    if dyn is not None:
-        return [x for x in dyn.synonyms(broker_key)
-                if x["name"] == broker_key and x["source"] != DEFAULT_CONFIG]
-    if broker_key in server.explicit_broker_keys and server.config.get(broker_key) != "":
-        return [{"name": broker_key, "value": server.config.get(broker_key),
-                 "source": STATIC_BROKER_CONFIG}]
-    return []
+    return [x for x in dyn.synonyms(broker_key)
+            if x["name"] == broker_key and x["source"] != DEFAULT_CONFIG]
 
 
-def topic_config_entries(server: Any, config: Any, overrides: dict[str, str],
+def topic_config_entries(services: BrokerServices, config: LogConfig, overrides: dict[str, str],
                          include_synonyms: bool = False) -> list[dict[str, Any]]:
-    from kafkactl.log.config import BROKER_SYNONYMS
-
     entries = []
     for key, value in describe_values(config).items():
         synonyms = []
@@ -72,7 +64,7 @@ def topic_config_entries(server: Any, config: Any, overrides: dict[str, str],
             synonyms.append({"name": key, "value": overrides[key],
                              "source": DYNAMIC_TOPIC_CONFIG})
         for bk, _scale in BROKER_SYNONYMS.get(key, []):
-            synonyms += _broker_layers(server, bk)
+            synonyms += _broker_layers(services.dynamic_config, bk)
         source = synonyms[0]["source"] if synonyms else DEFAULT_CONFIG
         entries.append({"name": key, "value": value, "read_only": False,
                         "is_default": source == DEFAULT_CONFIG, "config_source": source,
@@ -82,9 +74,9 @@ def topic_config_entries(server: Any, config: Any, overrides: dict[str, str],
     return entries
 
 
-def _broker_entry(server: Any, key: str, value: str | None, source: int,
+def _broker_entry(config: BrokerConfig, key: str, value: str | None, source: int,
                   synonyms: list[dict[str, Any]]) -> dict[str, Any]:
-    sensitive = server.config.is_sensitive(key)
+    sensitive = config.is_sensitive(key)
     if sensitive:
         synonyms = [dict(x, value=None) for x in synonyms]
     return {"name": key, "value": None if sensitive else value,
@@ -95,20 +87,21 @@ def _broker_entry(server: Any, key: str, value: str | None, source: int,
             "documentation": None}
 
 
-def _broker_entries(server: Any, rname: str, include_synonyms: bool) -> list[dict[str, Any]]:
-    dyn = server.dynamic_config
+def _broker_entries(services: BrokerServices, rname: str,
+                    include_synonyms: bool) -> list[dict[str, Any]]:
+    dyn, config = services.dynamic_config, services.config
     if rname == "":  # the cluster-wide default resource: its dynamic configs only
-        return [_broker_entry(server, k, v, DYNAMIC_DEFAULT_BROKER_CONFIG,
+        return [_broker_entry(config, k, v, DYNAMIC_DEFAULT_BROKER_CONFIG,
                               [{"name": k, "value": v, "source": DYNAMIC_DEFAULT_BROKER_CONFIG}]
                               if include_synonyms else [])
                 for k, v in sorted(dyn.default.items())]
-    return [_broker_entry(server, key, server.config.get(key), dyn.source_of(key),
+    return [_broker_entry(config, key, config.get(key), dyn.source_of(key),
                           dyn.synonyms(key) if include_synonyms else [])
-            for key in sorted(set(BROKER_DEFAULTS) | set(server.config.props))]
+            for key in sorted(set(BROKER_DEFAULTS) | set(config.props))]
 
 
-def handle_describe_configs(apis: Any, ctx: Any, request: dict[str, Any]) -> dict[str, Any]:
-    server = apis.server
+def handle_describe_configs(services: BrokerServices, ctx: RequestContext,
+                            request: dict[str, Any]) -> dict[str, Any]:
     results = []
     for r in request["resources"]:
         rtype, rname = r["resource_type"], r["resource_name"]
@@ -116,21 +109,23 @@ def handle_describe_configs(apis: Any, ctx: Any, request: dict[str, Any]) -> dic
         res: dict[str, Any] = {"resource_type": rtype, "resource_name": rname,
                                "error_code": ErrorCode.NONE, "error_message": None, "configs": []}
         if rtype == TOPIC:
-            state = server.topics.topics.get(rname)
+            state = services.topic_admin.topic(rname)
             if state is None:
                 res.update(error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                            error_message=f"topic {rname!r} does not exist")
             else:
-                entries = topic_config_entries(server, server.topics.config_of(rname),
+                entries = topic_config_entries(services,
+                                               services.partitions.topic_config(rname),
                                                state.configs,
                                                request.get("include_synonyms", False))
                 res["configs"] = entries
         elif rtype == BROKER:
-            if rname not in ("", str(server.cache.broker_id)):
+            broker_id = services.metadata_cache.broker_id
+            if rname not in ("", str(broker_id)):
                 res.update(error_code=ErrorCode.INVALID_REQUEST,
-                           error_message=f"this is broker {server.cache.broker_id}, not {rname}")
+                           error_message=f"this is broker {broker_id}, not {rname}")
             else:
-                res["configs"] = _broker_entries(server, rname,
+                res["configs"] = _broker_entries(services, rname,
                                                  request.get("include_synonyms", False))
         else:
             res.update(error_code=ErrorCode.INVALID_REQUEST,
@@ -142,8 +137,8 @@ def handle_describe_configs(apis: Any, ctx: Any, request: dict[str, Any]) -> dic
     return {"throttle_time_ms": 0, "results": results}
 
 
-def _alter(apis: Any, request: dict[str, Any], incremental: bool) -> dict[str, Any]:
-    server = apis.server
+def _alter(services: BrokerServices, request: dict[str, Any],
+           incremental: bool) -> dict[str, Any]:
     responses = []
     for r in request["resources"]:
         rtype, rname = r["resource_type"], r["resource_name"]
@@ -151,29 +146,27 @@ def _alter(apis: Any, request: dict[str, Any], incremental: bool) -> dict[str, A
                                "error_code": ErrorCode.NONE, "error_message": None}
         try:
             if rtype == BROKER:
-                _alter_broker(server, r, incremental, request["validate_only"])
+                _alter_broker(services.dynamic_config, r, incremental, request["validate_only"])
                 responses.append(res)
                 continue
             if rtype != TOPIC:
-                raise TopicError("INVALID_REQUEST", f"resource type {rtype} cannot be altered")
-            state = server.topics.topics.get(rname)
+                raise TopicError(ErrorCode.INVALID_REQUEST,
+                                 f"resource type {rtype} cannot be altered")
+            state = services.topic_admin.topic(rname)
             if state is None:
-                raise TopicError("UNKNOWN_TOPIC_OR_PARTITION", f"topic {rname!r} does not exist")
+                raise TopicError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                                 f"topic {rname!r} does not exist")
             if incremental:
                 new = dict(state.configs)
-                current = describe_values(server.topics.config_of(rname))
+                current = describe_values(services.partitions.topic_config(rname))
                 for c in r["configs"]:
                     _apply_op(new, current, c["name"], c["config_operation"], c["value"])
             else:
                 new = _replacement(r["configs"])
-            changed = {k: v for k, v in new.items() if state.configs.get(k) != v}
-            try:
-                validate_topic_configs(changed)
-            except ConfigError as e:
-                raise TopicError("INVALID_CONFIG", str(e)) from e
-            server.topics.set_configs(rname, new, validate_only=request["validate_only"])
+            services.topic_admin.set_configs(rname, new,
+                                             validate_only=request["validate_only"])
         except TopicError as e:
-            res.update(error_code=ErrorCode[e.code_name], error_message=str(e))
+            res.update(error_code=e.code, error_message=str(e))
         responses.append(res)
     return {"throttle_time_ms": 0, "responses": responses}
 
@@ -183,21 +176,20 @@ def _replacement(configs: list[dict[str, Any]]) -> dict[str, str]:
     new: dict[str, str] = {}
     for c in configs:
         if c["value"] is None:
-            raise TopicError("INVALID_CONFIG", f"{c['name']} has a null value")
+            raise TopicError(ErrorCode.INVALID_CONFIG, f"{c['name']} has a null value")
         new[c["name"]] = c["value"]
     return new
 
 
-def _alter_broker(server: Any, r: dict[str, Any], incremental: bool,
+def _alter_broker(dyn: DynamicBrokerConfig, r: dict[str, Any], incremental: bool,
                   validate_only: bool) -> None:
     """KIP-226: replace (AlterConfigs) or edit (IncrementalAlterConfigs) the dynamic
     configs of this broker (resource name = its id) or of the cluster default ("")."""
-    dyn = server.dynamic_config
     rname = r["resource_name"]
     try:
         current = dyn.layer(rname)
     except ConfigError as e:
-        raise TopicError("INVALID_REQUEST", str(e)) from e
+        raise TopicError(ErrorCode.INVALID_REQUEST, str(e)) from e
     if incremental:
         new = dict(current)
         effective = dyn.effective()
@@ -212,20 +204,20 @@ def _alter_broker(server: Any, r: dict[str, Any], incremental: bool,
         else:
             dyn.update(rname, new)
     except ConfigError as e:
-        raise TopicError("INVALID_CONFIG", str(e)) from e
+        raise TopicError(ErrorCode.INVALID_CONFIG, str(e)) from e
 
 
 def _apply_op(new: dict[str, str], current: dict[str, str], key: str, op: int,
               value: str | None, *, is_list_key: bool | None = None) -> None:
     if op == SET:
         if value is None:
-            raise TopicError("INVALID_CONFIG", f"SET {key} needs a value")
+            raise TopicError(ErrorCode.INVALID_CONFIG, f"SET {key} needs a value")
         new[key] = value
     elif op == DELETE:
         new.pop(key, None)
     elif op in (APPEND, SUBTRACT):
         if not (is_list(key) if is_list_key is None else is_list_key):
-            raise TopicError("INVALID_CONFIG", f"{key} is not a list config")
+            raise TopicError(ErrorCode.INVALID_CONFIG, f"{key} is not a list config")
         items = [x for x in new.get(key, current.get(key, "")).split(",") if x]
         given = [x.strip() for x in (value or "").split(",") if x.strip()]
         if op == APPEND:
@@ -234,23 +226,14 @@ def _apply_op(new: dict[str, str], current: dict[str, str], key: str, op: int,
             items = [x for x in items if x not in given]
         new[key] = ",".join(items)
     else:
-        raise TopicError("INVALID_REQUEST", f"unknown config operation {op}")
+        raise TopicError(ErrorCode.INVALID_REQUEST, f"unknown config operation {op}")
 
 
-def handle_alter_configs(apis: Any, ctx: Any, request: dict[str, Any]) -> dict[str, Any]:
-    return _alter(apis, request, incremental=False)
+def handle_alter_configs(services: BrokerServices, ctx: RequestContext,
+                         request: dict[str, Any]) -> dict[str, Any]:
+    return _alter(services, request, incremental=False)
 
 
-def handle_incremental_alter_configs(apis: Any, ctx: Any,
+def handle_incremental_alter_configs(services: BrokerServices, ctx: RequestContext,
                                      request: dict[str, Any]) -> dict[str, Any]:
-    return _alter(apis, request, incremental=True)
-
-
-def register(apis: Any) -> None:
-    server = apis.server
-    server.dynamic_config = DynamicBrokerConfig(
-        server, server.config.log_dirs[0].resolve() / FILE_NAME)
-    server.dynamic_config.load()
-    apis.register(ApiKey.DESCRIBE_CONFIGS, handle_describe_configs)
-    apis.register(ApiKey.ALTER_CONFIGS, handle_alter_configs)
-    apis.register(ApiKey.INCREMENTAL_ALTER_CONFIGS, handle_incremental_alter_configs)
+    return _alter(services, request, incremental=True)

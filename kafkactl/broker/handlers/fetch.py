@@ -13,9 +13,12 @@ v10 a zstd topic or batch gets UNSUPPORTED_COMPRESSION_TYPE for that partition, 
 from __future__ import annotations
 
 import os
+from collections.abc import Awaitable
 from typing import Any
 
-from kafkactl.protocol.api_keys import ApiKey
+from kafkactl.broker.purgatory import DelayedFetch
+from kafkactl.broker.request_handler import RequestContext
+from kafkactl.broker.services import BrokerServices
 from kafkactl.protocol.errors import ErrorCode
 from kafkactl.protocol.types import FileRegion
 from kafkactl.record.codecs import Compression
@@ -26,9 +29,9 @@ ZSTD_MIN_FETCH_VERSION = 10  # KIP-110: older fetchers cannot decode zstd
 _ATTRIBUTES_END = 23
 
 
-def _read_all(apis: Any, ctx: Any, request: dict[str, Any]) -> tuple[list[dict[str, Any]], int,
-                                                                       bool]:
-    rm = apis.server.replica_manager
+def _read_all(services: BrokerServices, ctx: RequestContext, request: dict[str, Any]
+              ) -> tuple[list[dict[str, Any]], int, bool]:
+    rm = services.replica_manager
     version = ctx.api_version
     remaining = request.get("max_bytes", 0x7FFFFFFF)
     if remaining <= 0:
@@ -47,7 +50,7 @@ def _read_all(apis: Any, ctx: Any, request: dict[str, Any]) -> tuple[list[dict[s
                         current_leader_epoch=p.get("current_leader_epoch", -1))
             records: Any = b""
             if version < ZSTD_MIN_FETCH_VERSION and r.error == ErrorCode.NONE and (
-                    _zstd_topic(apis, name) or (r.records is not None and r.size > 0
+                    _zstd_topic(services, name) or (r.records is not None and r.size > 0
                                                 and _has_zstd(r.records))):
                 errors = True
                 parts.append(_unsupported_compression(p["partition"], read_committed))
@@ -75,9 +78,9 @@ def _read_all(apis: Any, ctx: Any, request: dict[str, Any]) -> tuple[list[dict[s
     return topics, total, errors
 
 
-def _zstd_topic(apis: Any, topic: str) -> bool:
+def _zstd_topic(services: BrokerServices, topic: str) -> bool:
     try:
-        return bool(apis.server.topics.config_of(topic).compression_type == "zstd")
+        return bool(services.partitions.topic_config(topic).compression_type == "zstd")
     except KeyError:
         return False
 
@@ -119,10 +122,11 @@ def _response(topics: list[dict[str, Any]], error: int = 0) -> dict[str, Any]:
     return {"throttle_time_ms": 0, "error_code": error, "session_id": 0, "responses": topics}
 
 
-def handle_fetch(apis: Any, ctx: Any, request: dict[str, Any]) -> Any:
+def handle_fetch(services: BrokerServices, ctx: RequestContext, request: dict[str, Any]
+                 ) -> dict[str, Any] | Awaitable[dict[str, Any]]:
     if request.get("session_id", 0) != 0 and request.get("session_epoch", -1) > 0:
         return _response([], FETCH_SESSION_ID_NOT_FOUND)
-    topics, total, errors = _read_all(apis, ctx, request)
+    topics, total, errors = _read_all(services, ctx, request)
     max_wait = request.get("max_wait_ms", 0)
     min_bytes = request.get("min_bytes", 0)
     keys = [(t["topic"], p["partition"]) for t in request["topics"] for p in t["partitions"]]
@@ -130,17 +134,13 @@ def handle_fetch(apis: Any, ctx: Any, request: dict[str, Any]) -> Any:
         return _response(topics)
     # Register now, not in the coroutine: its first step runs only on a later loop
     # iteration, and an append handled before then must still wake this fetch.
-    purgatory = apis.server.purgatory
+    purgatory = services.fetch_purgatory
     op = purgatory.watch(keys, min_bytes=min_bytes, accumulated=total)
-    return _long_poll(apis, ctx, request, op, max_wait)
+    return _long_poll(services, ctx, request, op, max_wait)
 
 
-async def _long_poll(apis: Any, ctx: Any, request: dict[str, Any], op: Any,
-                     max_wait: int) -> dict[str, Any]:
-    await apis.server.purgatory.wait_for(op, max_wait / 1000.0)
-    topics, _total, _errors = _read_all(apis, ctx, request)
+async def _long_poll(services: BrokerServices, ctx: RequestContext, request: dict[str, Any],
+                     op: DelayedFetch, max_wait: int) -> dict[str, Any]:
+    await services.fetch_purgatory.wait_for(op, max_wait / 1000.0)
+    topics, _total, _errors = _read_all(services, ctx, request)
     return _response(topics)
-
-
-def register(apis: Any) -> None:
-    apis.register(ApiKey.FETCH, handle_fetch)

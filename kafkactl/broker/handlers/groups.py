@@ -9,27 +9,25 @@ from __future__ import annotations
 
 from typing import Any
 
+from kafkactl.broker.coordinator.group_coordinator import GroupCoordinator
 from kafkactl.broker.coordinator.group_metadata_manager import OFFSETS_TOPIC
 from kafkactl.broker.handlers.acls import GROUP_OPERATIONS, authorized_operations
 from kafkactl.broker.handlers.producer_id import TRANSACTIONS_MESSAGE, TRANSACTIONS_UNSUPPORTED
-from kafkactl.protocol.api_keys import ApiKey
+from kafkactl.broker.request_handler import RequestContext
+from kafkactl.broker.services import BrokerServices
 from kafkactl.protocol.errors import ErrorCode
 
 GROUP_KEY_TYPE = 0
 
 
-def _coordinator(apis: Any) -> Any:
-    return apis.server.group_coordinator
-
-
-def _client_host(ctx: Any) -> str:
-    peer = str(getattr(ctx.connection, "peer", "") or "")
+def _client_host(ctx: RequestContext) -> str:
+    peer = str(ctx.connection.peer or "")
     host = peer.rsplit(":", 1)[0] if peer.count(":") == 1 else peer
     return "/" + host.strip("[]")
 
 
-def _find_one(apis: Any, key: str | None, key_type: int) -> dict[str, Any]:
-    coordinator = _coordinator(apis)
+def _find_one(services: BrokerServices, key: str | None, key_type: int) -> dict[str, Any]:
+    coordinator = services.group_coordinator
     entry: dict[str, Any] = {"key": key or "", "node_id": -1, "host": "", "port": -1,
                              "error_code": ErrorCode.NONE, "error_message": None}
     if key_type != GROUP_KEY_TYPE:
@@ -45,7 +43,7 @@ def _find_one(apis: Any, key: str | None, key_type: int) -> dict[str, Any]:
     except Exception as e:  # the offsets topic cannot be created
         entry.update(error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE, error_message=str(e))
         return entry
-    cache = apis.server.cache
+    cache = services.metadata_cache
     meta = cache.partition(OFFSETS_TOPIC, partition)
     broker = next((b for b in cache.brokers() if meta is not None and b.node_id == meta.leader),
                   None)
@@ -56,19 +54,21 @@ def _find_one(apis: Any, key: str | None, key_type: int) -> dict[str, Any]:
     return entry
 
 
-def handle_find_coordinator(apis: Any, ctx: Any, request: dict[str, Any]) -> dict[str, Any]:
+def handle_find_coordinator(services: BrokerServices, ctx: RequestContext,
+                            request: dict[str, Any]) -> dict[str, Any]:
     key_type = request.get("key_type", 0)
     if ctx.api_version >= 4:
         return {"throttle_time_ms": 0, "coordinators": [
-            _find_one(apis, k, key_type) for k in request.get("coordinator_keys") or ()]}
-    one = _find_one(apis, request.get("key"), key_type)
+            _find_one(services, k, key_type) for k in request.get("coordinator_keys") or ()]}
+    one = _find_one(services, request.get("key"), key_type)
     one.pop("key")
     return {"throttle_time_ms": 0, **one}
 
 
-async def handle_join_group(apis: Any, ctx: Any, request: dict[str, Any]) -> dict[str, Any]:
+async def handle_join_group(services: BrokerServices, ctx: RequestContext,
+                            request: dict[str, Any]) -> dict[str, Any]:
     v = ctx.api_version
-    r = await _coordinator(apis).join_group(
+    r = await services.group_coordinator.join_group(
         request["group_id"], request["member_id"] or "", request.get("group_instance_id"),
         v >= 4, ctx.client_id or "", _client_host(ctx),
         request.get("rebalance_timeout_ms", -1), request["session_timeout_ms"],
@@ -84,8 +84,9 @@ async def handle_join_group(apis: Any, ctx: Any, request: dict[str, Any]) -> dic
     }
 
 
-async def handle_sync_group(apis: Any, ctx: Any, request: dict[str, Any]) -> dict[str, Any]:
-    r = await _coordinator(apis).sync_group(
+async def handle_sync_group(services: BrokerServices, ctx: RequestContext,
+                            request: dict[str, Any]) -> dict[str, Any]:
+    r = await services.group_coordinator.sync_group(
         request["group_id"], request["generation_id"], request["member_id"],
         request.get("group_instance_id"), request.get("protocol_type"),
         request.get("protocol_name"),
@@ -97,19 +98,21 @@ async def handle_sync_group(apis: Any, ctx: Any, request: dict[str, Any]) -> dic
             "assignment": r.assignment if ok else b""}
 
 
-def handle_heartbeat(apis: Any, ctx: Any, request: dict[str, Any]) -> dict[str, Any]:
-    code = _coordinator(apis).heartbeat(request["group_id"], request["generation_id"],
+def handle_heartbeat(services: BrokerServices, ctx: RequestContext,
+                     request: dict[str, Any]) -> dict[str, Any]:
+    code = services.group_coordinator.heartbeat(request["group_id"], request["generation_id"],
                                         request["member_id"], request.get("group_instance_id"))
     return {"throttle_time_ms": 0, "error_code": code}
 
 
-def handle_leave_group(apis: Any, ctx: Any, request: dict[str, Any]) -> dict[str, Any]:
+def handle_leave_group(services: BrokerServices, ctx: RequestContext,
+                       request: dict[str, Any]) -> dict[str, Any]:
     if ctx.api_version >= 3:
         members = [(m["member_id"] or "", m.get("group_instance_id"))
                    for m in request.get("members") or ()]
     else:
         members = [(request["member_id"] or "", None)]
-    code, results = _coordinator(apis).leave_group(request["group_id"], members)
+    code, results = services.group_coordinator.leave_group(request["group_id"], members)
     if ctx.api_version < 3:
         if code == ErrorCode.NONE and results:
             code = results[0]
@@ -119,7 +122,7 @@ def handle_leave_group(apis: Any, ctx: Any, request: dict[str, Any]) -> dict[str
         for (mid, iid), err in zip(members, results, strict=False)]}
 
 
-def describe_group_entry(coordinator: Any, group_id: str) -> dict[str, Any]:
+def describe_group_entry(coordinator: GroupCoordinator, group_id: str) -> dict[str, Any]:
     from kafkactl.broker.coordinator.group import GroupState
 
     code, group = coordinator.describe(group_id)
@@ -139,8 +142,9 @@ def describe_group_entry(coordinator: Any, group_id: str) -> dict[str, Any]:
     return entry
 
 
-def handle_describe_groups(apis: Any, ctx: Any, request: dict[str, Any]) -> dict[str, Any]:
-    coordinator = _coordinator(apis)
+def handle_describe_groups(services: BrokerServices, ctx: RequestContext,
+                           request: dict[str, Any]) -> dict[str, Any]:
+    coordinator = services.group_coordinator
     ops = authorized_operations(GROUP_OPERATIONS,
                                 bool(request.get("include_authorized_operations")))
     groups = [describe_group_entry(coordinator, g) for g in request.get("groups") or ()]
@@ -149,26 +153,17 @@ def handle_describe_groups(apis: Any, ctx: Any, request: dict[str, Any]) -> dict
     return {"throttle_time_ms": 0, "groups": groups}
 
 
-def handle_list_groups(apis: Any, ctx: Any, request: dict[str, Any]) -> dict[str, Any]:
-    code, groups = _coordinator(apis).list_groups(request.get("states_filter"))
+def handle_list_groups(services: BrokerServices, ctx: RequestContext,
+                       request: dict[str, Any]) -> dict[str, Any]:
+    code, groups = services.group_coordinator.list_groups(request.get("states_filter"))
     return {"throttle_time_ms": 0, "error_code": code, "groups": [
         {"group_id": g.group_id, "protocol_type": g.protocol_type or "",
          "group_state": g.state.value} for g in groups]}
 
 
-def handle_delete_groups(apis: Any, ctx: Any, request: dict[str, Any]) -> dict[str, Any]:
-    coordinator = _coordinator(apis)
+def handle_delete_groups(services: BrokerServices, ctx: RequestContext,
+                         request: dict[str, Any]) -> dict[str, Any]:
+    coordinator = services.group_coordinator
     return {"throttle_time_ms": 0, "results": [
         {"group_id": g, "error_code": coordinator.delete_group(g)}
         for g in request.get("groups_names") or ()]}
-
-
-def register(apis: Any) -> None:
-    apis.register(ApiKey.FIND_COORDINATOR, handle_find_coordinator)
-    apis.register(ApiKey.JOIN_GROUP, handle_join_group)
-    apis.register(ApiKey.SYNC_GROUP, handle_sync_group)
-    apis.register(ApiKey.HEARTBEAT, handle_heartbeat)
-    apis.register(ApiKey.LEAVE_GROUP, handle_leave_group)
-    apis.register(ApiKey.DESCRIBE_GROUPS, handle_describe_groups)
-    apis.register(ApiKey.LIST_GROUPS, handle_list_groups)
-    apis.register(ApiKey.DELETE_GROUPS, handle_delete_groups)

@@ -5,18 +5,20 @@ from __future__ import annotations
 
 from typing import Any
 
-from kafkactl.protocol.api_keys import ApiKey
+from kafkactl.broker.request_handler import RequestContext
+from kafkactl.broker.services import BrokerServices
 from kafkactl.protocol.errors import ErrorCode
 
 
-def handle_offset_for_leader_epoch(apis: Any, ctx: Any, request: dict[str, Any]) -> dict[str, Any]:
-    tm = apis.server.topics
+def handle_offset_for_leader_epoch(services: BrokerServices, ctx: RequestContext,
+                                   request: dict[str, Any]) -> dict[str, Any]:
+    store = services.partitions
     topics = []
     for t in request["topics"]:
         parts = []
         for p in t["partitions"]:
             idx = p["partition"]
-            part = tm.get_partition(t["topic"], idx)
+            part = store.get_partition(t["topic"], idx)
             out: dict[str, Any] = {"partition": idx, "leader_epoch": -1, "end_offset": -1}
             if part is None:
                 out["error_code"] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
@@ -33,7 +35,3 @@ def handle_offset_for_leader_epoch(apis: Any, ctx: Any, request: dict[str, Any])
             parts.append(out)
         topics.append({"topic": t["topic"], "partitions": parts})
     return {"throttle_time_ms": 0, "topics": topics}
-
-
-def register(apis: Any) -> None:
-    apis.register(ApiKey.OFFSET_FOR_LEADER_EPOCH, handle_offset_for_leader_epoch)

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from kafkactl.broker.request_handler import RequestContext
+from kafkactl.broker.services import BrokerServices
 from kafkactl.log.errors import LogError
-from kafkactl.protocol.api_keys import ApiKey
 from kafkactl.protocol.errors import ErrorCode
 from kafkactl.record.batch import TimestampType
 from kafkactl.record.memory_records import iter_batches
@@ -37,8 +38,8 @@ def _record_with_max_timestamp(log: Any) -> tuple[int, int] | None:
                 return (rec.offset, max_ts)
         break
     return found
-def _lookup(apis: Any, topic: str, p: dict[str, Any]) -> dict[str, Any]:
-    part = apis.server.topics.get_partition(topic, p["partition_index"])
+def _lookup(services: BrokerServices, topic: str, p: dict[str, Any]) -> dict[str, Any]:
+    part = services.partitions.get_partition(topic, p["partition_index"])
     out: dict[str, Any] = {"partition_index": p["partition_index"], "timestamp": -1,
                            "offset": -1, "old_style_offsets": [], "leader_epoch": -1}
     if part is None:
@@ -70,13 +71,10 @@ def _lookup(apis: Any, topic: str, p: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def handle_list_offsets(apis: Any, ctx: Any, request: dict[str, Any]) -> dict[str, Any]:
+def handle_list_offsets(services: BrokerServices, ctx: RequestContext,
+                        request: dict[str, Any]) -> dict[str, Any]:
     topics = []
     for t in request["topics"]:
         topics.append({"name": t["name"],
-                       "partitions": [_lookup(apis, t["name"], p) for p in t["partitions"]]})
+                       "partitions": [_lookup(services, t["name"], p) for p in t["partitions"]]})
     return {"throttle_time_ms": 0, "topics": topics}
-
-
-def register(apis: Any) -> None:
-    apis.register(ApiKey.LIST_OFFSETS, handle_list_offsets)

@@ -14,14 +14,16 @@ from kafkactl.broker.handlers.acls import (
     TOPIC_OPERATIONS,
     authorized_operations,
 )
-from kafkactl.broker.topic_manager import TopicError, validate_topic_name
-from kafkactl.protocol.api_keys import ApiKey
+from kafkactl.broker.metadata_cache import MetadataCache
+from kafkactl.broker.request_handler import RequestContext
+from kafkactl.broker.services import BrokerServices
+from kafkactl.broker.topic_admin import TopicError, validate_topic_name
 from kafkactl.protocol.errors import ErrorCode
 
 NULL_UUID = uuid.UUID(int=0)
 
 
-def _topic_entry(cache: Any, name: str) -> dict[str, Any]:
+def _topic_entry(cache: MetadataCache, name: str) -> dict[str, Any]:
     meta = cache.topic(name)
     if meta is None:
         return {"error_code": ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "name": name,
@@ -38,9 +40,9 @@ def _topic_entry(cache: Any, name: str) -> dict[str, Any]:
     }
 
 
-def handle_metadata(apis: Any, ctx: Any, request: dict[str, Any]) -> dict[str, Any]:
-    server = apis.server
-    cache = server.cache
+def handle_metadata(services: BrokerServices, ctx: RequestContext,
+                    request: dict[str, Any]) -> dict[str, Any]:
+    cache = services.metadata_cache
     requested = request.get("topics")
     if requested is None or (ctx.api_version == 0 and not requested):
         names = cache.topic_names()
@@ -55,7 +57,7 @@ def handle_metadata(apis: Any, ctx: Any, request: dict[str, Any]) -> dict[str, A
                     names.append(meta.name)
                 continue
             names.append(name)
-    allow_auto = request.get("allow_auto_topic_creation", True) and server.auto_create_topics
+    allow_auto = request.get("allow_auto_topic_creation", True) and services.auto_create_topics
     topics = []
     for name in dict.fromkeys(names):
         if cache.topic(name) is None:
@@ -67,9 +69,9 @@ def handle_metadata(apis: Any, ctx: Any, request: dict[str, Any]) -> dict[str, A
                 continue
             if allow_auto:
                 try:
-                    server.topics.auto_create(name)
+                    services.topic_admin.auto_create(name)
                 except TopicError as e:
-                    topics.append({"error_code": ErrorCode[e.code_name], "name": name,
+                    topics.append({"error_code": e.code, "name": name,
                                    "topic_id": NULL_UUID, "partitions": []})
                     continue
         topics.append(_topic_entry(cache, name))
@@ -87,7 +89,3 @@ def handle_metadata(apis: Any, ctx: Any, request: dict[str, Any]) -> dict[str, A
         "cluster_authorized_operations": authorized_operations(
             CLUSTER_OPERATIONS, bool(request.get("include_cluster_authorized_operations"))),
     }
-
-
-def register(apis: Any) -> None:
-    apis.register(ApiKey.METADATA, handle_metadata)

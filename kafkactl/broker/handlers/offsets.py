@@ -6,12 +6,15 @@ from __future__ import annotations
 from typing import Any
 
 from kafkactl.broker.coordinator.group import OffsetAndMetadata
-from kafkactl.protocol.api_keys import ApiKey
+from kafkactl.broker.coordinator.group_coordinator import GroupCoordinator
+from kafkactl.broker.request_handler import RequestContext
+from kafkactl.broker.services import BrokerServices
 from kafkactl.protocol.errors import ErrorCode
 
 
-def handle_offset_commit(apis: Any, ctx: Any, request: dict[str, Any]) -> dict[str, Any]:
-    coordinator = apis.server.group_coordinator
+def handle_offset_commit(services: BrokerServices, ctx: RequestContext,
+                         request: dict[str, Any]) -> dict[str, Any]:
+    coordinator = services.group_coordinator
     v = ctx.api_version
     now = coordinator.now_ms()
     # As Kafka since 2.1 (KIP-211): v1's commit_timestamp is only the commit time (it no
@@ -37,7 +40,7 @@ def handle_offset_commit(apis: Any, ctx: Any, request: dict[str, Any]) -> dict[s
         {"name": name, "partitions": parts} for name, parts in topics.items()]}
 
 
-def _fetch_group(coordinator: Any, group_id: str, topics: list[dict[str, Any]] | None
+def _fetch_group(coordinator: GroupCoordinator, group_id: str, topics: list[dict[str, Any]] | None
                  ) -> tuple[ErrorCode, list[dict[str, Any]]]:
     tps = None if topics is None else [
         (t["name"], p) for t in topics for p in t.get("partition_indexes") or ()]
@@ -56,8 +59,9 @@ def _fetch_group(coordinator: Any, group_id: str, topics: list[dict[str, Any]] |
     return code, [{"name": n, "partitions": parts} for n, parts in out.items()]
 
 
-def handle_offset_fetch(apis: Any, ctx: Any, request: dict[str, Any]) -> dict[str, Any]:
-    coordinator = apis.server.group_coordinator
+def handle_offset_fetch(services: BrokerServices, ctx: RequestContext,
+                        request: dict[str, Any]) -> dict[str, Any]:
+    coordinator = services.group_coordinator
     v = ctx.api_version
     if v >= 8:
         groups = []
@@ -80,8 +84,9 @@ def handle_offset_fetch(apis: Any, ctx: Any, request: dict[str, Any]) -> dict[st
     return {"throttle_time_ms": 0, "topics": topics, "error_code": code}
 
 
-def handle_offset_delete(apis: Any, ctx: Any, request: dict[str, Any]) -> dict[str, Any]:
-    coordinator = apis.server.group_coordinator
+def handle_offset_delete(services: BrokerServices, ctx: RequestContext,
+                         request: dict[str, Any]) -> dict[str, Any]:
+    coordinator = services.group_coordinator
     tps = [(t["name"], p["partition_index"]) for t in request.get("topics") or ()
            for p in t.get("partitions") or ()]
     code, results = coordinator.delete_offsets(request["group_id"], tps)
@@ -90,9 +95,3 @@ def handle_offset_delete(apis: Any, ctx: Any, request: dict[str, Any]) -> dict[s
         topics.setdefault(topic, []).append({"partition_index": partition, "error_code": err})
     return {"error_code": code, "throttle_time_ms": 0, "topics": [
         {"name": n, "partitions": parts} for n, parts in topics.items()]}
-
-
-def register(apis: Any) -> None:
-    apis.register(ApiKey.OFFSET_COMMIT, handle_offset_commit)
-    apis.register(ApiKey.OFFSET_FETCH, handle_offset_fetch)
-    apis.register(ApiKey.OFFSET_DELETE, handle_offset_delete)

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from kafkactl.protocol.api_keys import ApiKey
+from kafkactl.broker.request_handler import RequestContext
+from kafkactl.broker.services import BrokerServices
 from kafkactl.protocol.errors import ErrorCode
 
 # Kafka's Topic.INTERNAL_TOPICS
@@ -22,8 +23,9 @@ def _error(index: int, code: ErrorCode, message: str) -> dict[str, Any]:
     return {"index": index, "error_code": code, "base_offset": -1, "error_message": message}
 
 
-def handle_produce(apis: Any, ctx: Any, request: dict[str, Any]) -> dict[str, Any] | None:
-    rm = apis.server.replica_manager
+def handle_produce(services: BrokerServices, ctx: RequestContext,
+                   request: dict[str, Any]) -> dict[str, Any] | None:
+    rm = services.replica_manager
     acks = request["acks"]
     version = ctx.api_version
     responses = []
@@ -60,7 +62,3 @@ def handle_produce(apis: Any, ctx: Any, request: dict[str, Any]) -> dict[str, An
     if acks == 0:
         return None
     return {"responses": responses, "throttle_time_ms": 0}
-
-
-def register(apis: Any) -> None:
-    apis.register(ApiKey.PRODUCE, handle_produce)

@@ -5,20 +5,22 @@ from __future__ import annotations
 
 from typing import Any
 
-from kafkactl.protocol.api_keys import ApiKey
+from kafkactl.broker.request_handler import RequestContext
+from kafkactl.broker.services import BrokerServices
 from kafkactl.protocol.errors import ErrorCode
 
 INVALID_LOW_WATERMARK = -1
 
 
-def handle_delete_records(apis: Any, ctx: Any, request: dict[str, Any]) -> dict[str, Any]:
-    tm = apis.server.topics
+def handle_delete_records(services: BrokerServices, ctx: RequestContext,
+                          request: dict[str, Any]) -> dict[str, Any]:
+    store = services.partitions
     topics = []
     for t in request["topics"]:
         parts = []
         for p in t["partitions"]:
             idx = p["partition_index"]
-            part = tm.get_partition(t["name"], idx)
+            part = store.get_partition(t["name"], idx)
             if part is None:
                 parts.append({"partition_index": idx, "low_watermark": INVALID_LOW_WATERMARK,
                               "error_code": ErrorCode.UNKNOWN_TOPIC_OR_PARTITION})
@@ -31,7 +33,7 @@ def handle_delete_records(apis: Any, ctx: Any, request: dict[str, Any]) -> dict[
                 parts.append({"partition_index": idx, "low_watermark": INVALID_LOW_WATERMARK,
                               "error_code": ErrorCode.OFFSET_OUT_OF_RANGE})
                 continue
-            if not tm.config_of(t["name"]).delete:
+            if not store.topic_config(t["name"]).delete:
                 # Kafka: records of a compact-only topic cannot be deleted
                 parts.append({"partition_index": idx, "low_watermark": INVALID_LOW_WATERMARK,
                               "error_code": ErrorCode.POLICY_VIOLATION})
@@ -42,7 +44,3 @@ def handle_delete_records(apis: Any, ctx: Any, request: dict[str, Any]) -> dict[
                           "error_code": ErrorCode.NONE})
         topics.append({"name": t["name"], "partitions": parts})
     return {"throttle_time_ms": 0, "topics": topics}
-
-
-def register(apis: Any) -> None:
-    apis.register(ApiKey.DELETE_RECORDS, handle_delete_records)

@@ -1,4 +1,4 @@
-"""Idempotent producer state of one partition (Kafka's ProducerStateManager).
+"""ProducerStateManager: the idempotent producer state of one partition.
 
 Per producer id: the current epoch and the metadata of its last few batches (sequence range
 and the offsets they got). A retried batch that matches one of them is a duplicate and is
@@ -6,8 +6,7 @@ acknowledged with its original offsets instead of being appended twice; a gap in
 sequence is OUT_OF_ORDER_SEQUENCE_NUMBER; an older epoch is INVALID_PRODUCER_EPOCH.
 
 The state survives restarts through `<20-digit offset>.snapshot` files in the partition
-directory, in Kafka's layout (version 1, CRC-32C, 46-byte entries; see
-reference/kafka-protocol/other/ProducerSnapshot.json); after an unclean stop the batches
+directory, in Kafka's layout (producer_snapshot.py); after an unclean stop the batches
 between the snapshot and the log end are replayed from their headers.
 
 Bounded (KIP-854): a producer id whose last batch timestamp is `producer.id.expiration.ms`
@@ -16,6 +15,8 @@ Bounded (KIP-854): a producer id whose last batch timestamp is `producer.id.expi
 load; this broker has no transactions, so no producer is ever kept for an open one. Each
 entry keeps its last batches packed in one bytes object (32 bytes a batch, at most 5), so a
 producer costs ~0.2 KB rather than a deque and objects per batch.
+
+Violations raise ProducerStateError carrying the Kafka ErrorCode of the answer.
 """
 
 from __future__ import annotations
@@ -29,16 +30,22 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from kafkactl.record.crc import crc32c
+from kafkactl.log.producer_snapshot import (
+    SNAPSHOT_ENTRY,
+    SNAPSHOT_HEADER,
+    SNAPSHOT_SUFFIX,
+    SNAPSHOT_VERSION,
+    SnapshotEntry,
+    encode_snapshot,
+    iter_snapshot_entries,
+    read_snapshot_header,
+)
+from kafkactl.protocol.errors import ErrorCode, KafkaError
 
 log = logging.getLogger(__name__)
 
 INT32_MAX = 2**31 - 1
 NUM_BATCHES_TO_RETAIN = 5
-SNAPSHOT_SUFFIX = ".snapshot"
-_HEADER = struct.Struct(">hIi")  # version, crc, count
-_ENTRY = struct.Struct(">qhiqiqiq")  # 46 bytes
-SNAPSHOT_VERSION = 1
 _BATCH = struct.Struct(">iiqqq")  # first_seq, last_seq, first_offset, last_offset, timestamp
 
 # Kafka's defaults (KIP-854); configure() sets them from the broker's config
@@ -54,12 +61,12 @@ def configure(expiration_ms: int, check_interval_ms: int) -> None:
     _expiration["check_ms"] = max(1, check_interval_ms)
 
 
-class ProducerStateError(Exception):
-    """A produce that breaks the idempotence rules; `code_name` is the Kafka error name."""
+class ProducerStateError(KafkaError):
+    """A produce that breaks the idempotence rules, answered with `code`."""
 
-    def __init__(self, code_name: str, message: str) -> None:
+    def __init__(self, code: ErrorCode, message: str) -> None:
         super().__init__(message)
-        self.code_name = code_name
+        self.code = code
 
 
 @dataclass(slots=True)
@@ -154,12 +161,12 @@ class ProducerStateManager:
             return None  # unknown producer (new, or its state expired): accept any sequence
         if epoch < entry.epoch:
             raise ProducerStateError(
-                "INVALID_PRODUCER_EPOCH",
+                ErrorCode.INVALID_PRODUCER_EPOCH,
                 f"producer {producer_id} epoch {epoch} is older than the current {entry.epoch}")
         if epoch > entry.epoch:
             if first_seq != 0:
                 raise ProducerStateError(
-                    "OUT_OF_ORDER_SEQUENCE_NUMBER",
+                    ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER,
                     f"producer {producer_id} new epoch {epoch} must start at sequence 0, "
                     f"got {first_seq}")
             return None
@@ -168,7 +175,7 @@ class ProducerStateManager:
                 return batch
         if entry.batches and first_seq != next_sequence(entry.last_seq):
             raise ProducerStateError(
-                "OUT_OF_ORDER_SEQUENCE_NUMBER",
+                ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER,
                 f"producer {producer_id} sent sequence {first_seq}, expected "
                 f"{next_sequence(entry.last_seq)}")
         return None
@@ -189,19 +196,7 @@ class ProducerStateManager:
         expired = self.remove_expired_producers()
         if log_end_offset == self.last_snapshot_offset and not expired:
             return None
-        body = bytearray(_ENTRY.size * len(self.producers))
-        pos = 0
-        for entry in self.producers.values():
-            last = entry.last_batch
-            _ENTRY.pack_into(
-                body, pos, entry.producer_id, entry.epoch,
-                last.last_seq if last else -1, last.last_offset if last else -1,
-                (last.last_offset - last.first_offset) if last else 0,
-                last.timestamp if last else -1, entry.coordinator_epoch, -1)
-            pos += _ENTRY.size
-        count = struct.pack(">i", len(self.producers))
-        crc = crc32c(count + bytes(body))
-        data = _HEADER.pack(SNAPSHOT_VERSION, crc, len(self.producers)) + bytes(body)
+        data = encode_snapshot(_snapshot_entry(e) for e in self.producers.values())
         path = snapshot_path(self.directory, log_end_offset)
         tmp = path.with_suffix(".snapshot.tmp")
         with open(tmp, "wb") as f:
@@ -254,21 +249,28 @@ class ProducerStateManager:
         self.remove_expired_producers()
 
 
+def _snapshot_entry(entry: ProducerStateEntry) -> SnapshotEntry:
+    last = entry.last_batch
+    return SnapshotEntry(
+        entry.producer_id, entry.epoch, last.last_seq if last else -1,
+        last.last_offset if last else -1, (last.last_offset - last.first_offset) if last else 0,
+        last.timestamp if last else -1, entry.coordinator_epoch, -1)
+
+
 def read_snapshot(path: Path) -> dict[int, ProducerStateEntry]:
     data = path.read_bytes()
-    if len(data) < _HEADER.size:
+    header = read_snapshot_header(data)
+    if header is None:
         raise ValueError("shorter than its header")
-    version, crc, count = _HEADER.unpack_from(data)
-    if version != SNAPSHOT_VERSION:
-        raise ValueError(f"unknown snapshot version {version}")
-    if crc32c(data[6:]) != crc:
+    if header.version != SNAPSHOT_VERSION:
+        raise ValueError(f"unknown snapshot version {header.version}")
+    if header.computed_crc != header.crc:
         raise ValueError("CRC mismatch")
-    if len(data) != _HEADER.size + count * _ENTRY.size:
+    if len(data) != SNAPSHOT_HEADER.size + header.entry_count * SNAPSHOT_ENTRY.size:
         raise ValueError("length does not match the entry count")
     out: dict[int, ProducerStateEntry] = {}
-    for i in range(count):
-        pid, epoch, last_seq, last_off, delta, ts, coord, _txn = _ENTRY.unpack_from(
-            data, _HEADER.size + i * _ENTRY.size)
+    for pid, epoch, last_seq, last_off, delta, ts, coord, _txn in iter_snapshot_entries(
+            data, header.entry_count):
         entry = ProducerStateEntry(pid, epoch, coordinator_epoch=coord)
         if last_seq >= 0:
             entry.add_batch((last_seq - delta) % (INT32_MAX + 1), last_seq, last_off - delta,

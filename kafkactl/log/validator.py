@@ -1,4 +1,4 @@
-"""Produce-side validation of record batches (Kafka's LogValidator).
+"""LogValidator: produce-side validation of record batches.
 
 Every batch is checked from its 61-byte header and one CRC-32C over its bytes: length in the
 buffer, magic, CRC, last-offset-delta vs record count, size vs `max.message.bytes`,
@@ -12,42 +12,43 @@ that does not decompress is CORRUPT_MESSAGE (Kafka itself answers UNKNOWN_SERVER
 there). A compressed batch whose offset deltas are not 0..n-1 is renumbered (re-encoded), as
 Kafka does; an uncompressed one is refused. No record is decoded into objects unless the
 batch must be re-encoded (renumbering, a topic-forced codec) or the request carries old
-magic 0/1 message sets (then they are up-converted).
+magic 0/1 message sets (then they are up-converted). The offsets are stamped afterwards, by
+record.stamp_batches inside Log.append. A rejection is a BatchValidationError carrying the
+Kafka ErrorCode the produce response answers with.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from kafkactl.record.batch import (
+from kafkactl.protocol.errors import ErrorCode, KafkaError
+from kafkactl.record.batch_header import (
     ATTRIBUTES_OFFSET,
     BATCH_HEADER,
     COMPRESSION_MASK,
     CONTROL_FLAG,
+    LOG_OVERHEAD,
     MAGIC_OFFSET,
     RECORD_BATCH_OVERHEAD,
     RECORDS_OFFSET,
     TRANSACTIONAL_FLAG,
 )
-from kafkactl.record.codecs import decompress
+from kafkactl.record.codecs import Compression, decompress
 from kafkactl.record.crc import crc32c
 from kafkactl.record.errors import CorruptRecordError, InvalidRecordError, RecordTooLargeError
 from kafkactl.record.framing import check_records
 
 LONG_MAX = 2**63 - 1
 MIN_DECOMPRESS_LIMIT = 64 << 20  # a records section may expand to max(this, 64 x max.message.bytes)
-HEADER = BATCH_HEADER
-
-COMPRESSION_CODES = {"uncompressed": 0, "none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
 
 
-class BatchValidationError(Exception):
-    """A produce that must be rejected; `code_name` is the Kafka error name."""
+class BatchValidationError(KafkaError):
+    """A produce that must be rejected, answered with `code`."""
 
-    def __init__(self, code_name: str, message: str,
+    def __init__(self, code: ErrorCode, message: str,
                  record_errors: list[tuple[int, str]] | None = None) -> None:
         super().__init__(message)
-        self.code_name = code_name
+        self.code = code
         # (index of the record in its batch, message): Produce v8+'s record_errors
         self.record_errors = record_errors or []
 
@@ -69,7 +70,8 @@ class BatchInfo:
 
 def find_magic(buf: memoryview) -> int:
     if len(buf) <= MAGIC_OFFSET:
-        raise BatchValidationError("CORRUPT_MESSAGE", "records shorter than one batch header")
+        raise BatchValidationError(ErrorCode.CORRUPT_MESSAGE,
+                                   "records shorter than one batch header")
     return buf[MAGIC_OFFSET]
 
 
@@ -90,7 +92,7 @@ def validate_batches(
     out: list[BatchInfo] = []
     pos, end = 0, len(buf)
     if end == 0:
-        raise BatchValidationError("INVALID_RECORD", "produce request carries no records")
+        raise BatchValidationError(ErrorCode.INVALID_RECORD, "produce request carries no records")
     check_time = timestamp_type == "CreateTime" and max_timestamp_difference_ms < LONG_MAX
     # the bytes object under `buf` when buf views all of it (then at offset 0)
     parent = buf.obj
@@ -99,46 +101,49 @@ def validate_batches(
     while pos < end:
         if end - pos < RECORD_BATCH_OVERHEAD:
             raise BatchValidationError(
-                "CORRUPT_MESSAGE", f"{end - pos} trailing bytes are shorter than a batch header")
+                ErrorCode.CORRUPT_MESSAGE,
+                f"{end - pos} trailing bytes are shorter than a batch header")
         (_base, length, _epoch, magic, crc, attributes, last_delta, first_ts, max_ts, pid,
-         pepoch, base_seq, count) = HEADER.unpack_from(buf, pos)
-        size = length + 12
+         pepoch, base_seq, count) = BATCH_HEADER.unpack_from(buf, pos)
+        size = LOG_OVERHEAD + length
         if magic != 2:
             raise BatchValidationError(
-                "INVALID_RECORD" if produce_version >= 3 else "CORRUPT_MESSAGE",
+                ErrorCode.INVALID_RECORD if produce_version >= 3 else ErrorCode.CORRUPT_MESSAGE,
                 f"batch at byte {pos} has magic {magic}; Produce v3+ needs magic 2")
         if size < RECORD_BATCH_OVERHEAD or pos + size > end:
             raise BatchValidationError(
-                "CORRUPT_MESSAGE", f"batch at byte {pos} claims {size} bytes; "
+                ErrorCode.CORRUPT_MESSAGE, f"batch at byte {pos} claims {size} bytes; "
                 f"{end - pos} are present")
         if size > max_message_bytes:
             raise BatchValidationError(
-                "MESSAGE_TOO_LARGE", f"batch of {size} bytes is larger than "
+                ErrorCode.MESSAGE_TOO_LARGE, f"batch of {size} bytes is larger than "
                 f"max.message.bytes={max_message_bytes}")
         if crc32c(buf[pos + ATTRIBUTES_OFFSET:pos + size]) != crc:
-            raise BatchValidationError("CORRUPT_MESSAGE", f"batch at byte {pos} fails its CRC")
+            raise BatchValidationError(ErrorCode.CORRUPT_MESSAGE,
+                                       f"batch at byte {pos} fails its CRC")
         if count <= 0 or last_delta != count - 1:
             raise BatchValidationError(
-                "INVALID_RECORD", f"batch at byte {pos}: record count {count} does not match "
-                f"last offset delta {last_delta}")
+                ErrorCode.INVALID_RECORD, f"batch at byte {pos}: record count {count} does not "
+                f"match last offset delta {last_delta}")
         if attributes & CONTROL_FLAG:
-            raise BatchValidationError("INVALID_RECORD", "clients may not produce control batches")
+            raise BatchValidationError(ErrorCode.INVALID_RECORD,
+                                       "clients may not produce control batches")
         codec = attributes & COMPRESSION_MASK
         if codec > 4:
-            raise BatchValidationError("UNSUPPORTED_COMPRESSION_TYPE",
+            raise BatchValidationError(ErrorCode.UNSUPPORTED_COMPRESSION_TYPE,
                                        f"unknown compression codec {codec}")
         if codec == 4 and produce_version < 7:
-            raise BatchValidationError("UNSUPPORTED_COMPRESSION_TYPE",
+            raise BatchValidationError(ErrorCode.UNSUPPORTED_COMPRESSION_TYPE,
                                        "zstd batches need Produce v7 or later")
         transactional = bool(attributes & TRANSACTIONAL_FLAG)
         if transactional:
-            raise BatchValidationError("INVALID_TXN_STATE",
+            raise BatchValidationError(ErrorCode.INVALID_TXN_STATE,
                                        "transactions are not supported by this broker")
         if check_time:
             for ts in (first_ts, max_ts):
                 if ts >= 0 and abs(now_ms - ts) > max_timestamp_difference_ms:
                     raise BatchValidationError(
-                        "INVALID_TIMESTAMP", f"timestamp {ts} is more than "
+                        ErrorCode.INVALID_TIMESTAMP, f"timestamp {ts} is more than "
                         f"{max_timestamp_difference_ms} ms from the broker's clock")
         renumber = _check_records(buf[pos + RECORDS_OFFSET:pos + size], pos, codec, count,
                                   compacted, topic_partition,
@@ -148,7 +153,7 @@ def validate_batches(
         pos += size
     if single_batch and len(out) != 1:
         raise BatchValidationError(
-            "INVALID_RECORD",
+            ErrorCode.INVALID_RECORD,
             f"Produce v3+ carries exactly one batch per partition, got {len(out)}")
     return out
 
@@ -164,11 +169,11 @@ def _check_records(section: memoryview, pos: int, codec: int, count: int, compac
             records = decompress(codec, section, max_size=max_size)
         except RecordTooLargeError as e:
             raise BatchValidationError(
-                "MESSAGE_TOO_LARGE", f"batch at byte {pos}: {e}{where} (the broker "
+                ErrorCode.MESSAGE_TOO_LARGE, f"batch at byte {pos}: {e}{where} (the broker "
                 f"decompresses at most max(64 MiB, 64 x max.message.bytes))") from None
         except (CorruptRecordError, InvalidRecordError) as e:
             raise BatchValidationError(
-                "CORRUPT_MESSAGE", f"batch at byte {pos}: its records do not decompress as "
+                ErrorCode.CORRUPT_MESSAGE, f"batch at byte {pos}: its records do not decompress as "
                 f"its attributes say{where}: {e}") from None
     try:
         if codec or backing is None:
@@ -178,20 +183,20 @@ def _check_records(section: memoryview, pos: int, codec: int, count: int, compac
             check = check_records(backing, count, want_keyless=compacted, start=start,
                                   end=start + len(section))
     except InvalidRecordError as e:
-        raise BatchValidationError("INVALID_RECORD", f"batch at byte {pos}: {e}{where}") \
+        raise BatchValidationError(ErrorCode.INVALID_RECORD, f"batch at byte {pos}: {e}{where}") \
             from None
     if check.keyless:
         message = f"Compacted topic cannot accept message without key{where}."
         errors = [(i, message) for i in check.keyless]
         shown = ", ".join(f"RecordError(batchIndex={i}, message='{m}')" for i, m in errors[:3])
         raise BatchValidationError(
-            "INVALID_RECORD", f"One or more records have been rejected due to {len(errors)} "
-            f"record errors in total, and only showing the first three errors at most: "
-            f"[{shown}]", errors)
+            ErrorCode.INVALID_RECORD, f"One or more records have been rejected due to "
+            f"{len(errors)} record errors in total, and only showing the first three errors at "
+            f"most: [{shown}]", errors)
     if not check.sequential and not codec:
         raise BatchValidationError(
-            "INVALID_RECORD", f"batch at byte {pos}: the offset deltas of its records are not "
-            f"0..{count - 1}{where}")
+            ErrorCode.INVALID_RECORD, f"batch at byte {pos}: the offset deltas of its records "
+            f"are not 0..{count - 1}{where}")
     return not check.sequential
 
 
@@ -214,15 +219,18 @@ def target_codec(compression_type: str) -> int | None:
     ct = compression_type.strip().lower()
     if ct == "producer":
         return None
-    if ct not in COMPRESSION_CODES:
-        raise BatchValidationError("INVALID_CONFIG", f"unknown compression.type {ct!r}")
-    return COMPRESSION_CODES[ct]
+    if ct == "uncompressed":  # Kafka's name for a topic's `none`
+        return Compression.NONE
+    try:
+        return Compression.from_name(ct)
+    except InvalidRecordError:
+        raise BatchValidationError(ErrorCode.INVALID_CONFIG,
+                                   f"unknown compression.type {ct!r}") from None
 
 
 def recompress(buf: memoryview, info: BatchInfo, codec: int) -> bytes:
     """Re-encode one batch with `codec` (only when the topic's compression.type says so)."""
     from kafkactl.record.batch import RecordBatch, RecordBatchBuilder
-    from kafkactl.record.codecs import Compression
 
     batch = RecordBatch(buf, info.position)
     builder = RecordBatchBuilder(

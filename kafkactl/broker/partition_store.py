@@ -1,0 +1,140 @@
+"""The partitions this broker hosts: their logs, Partition objects and log configs.
+
+This is the receiving end of what a controller decides. `make_partition(topic, p, config,
+leader_epoch)` is "you now host partition p of topic t at leader epoch e" (Kafka's
+LeaderAndIsr, `ReplicaManager.becomeLeaderOrFollower`); `remove_partition` is StopReplica
+with deletion. Which partitions exist, and with which replicas, is the TopicAdmin's
+business (kafkactl.broker.topic_admin); the store never decides it.
+
+`TopicLogConfigs` is the log config of each topic: the broker's defaults (changed at run
+time by dynamic broker configs) with the topic's overrides. The LogManager asks it for a
+topic's config when it opens the logs on disk at start-up.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Mapping
+
+from kafkactl.broker.partition import Partition
+from kafkactl.broker.purgatory import FetchPurgatory
+from kafkactl.log.config import LogConfig
+from kafkactl.log.errors import LogError
+from kafkactl.log.manager import LogManager
+
+TopicPartition = tuple[str, int]
+
+
+class TopicLogConfigs:
+    """The broker's default LogConfig and each topic's overrides of it."""
+
+    def __init__(self, defaults: LogConfig,
+                 overrides: Mapping[str, Mapping[str, str]] | None = None) -> None:
+        self.defaults = defaults
+        self.overrides: dict[str, dict[str, str]] = {
+            name: dict(o) for name, o in (overrides or {}).items()}
+
+    def log_config_for(self, overrides: Mapping[str, str]) -> LogConfig:
+        """The defaults with `overrides` applied; ValueError names a bad value."""
+        return self.defaults.with_overrides(overrides) if overrides else self.defaults
+
+    def config_of(self, topic: str) -> LogConfig:
+        """The effective config of a known topic (KeyError if unknown)."""
+        return self.log_config_for(self.overrides[topic])
+
+    def for_topic(self, topic: str) -> LogConfig:
+        """The LogManager's per-topic callback: the defaults for an unknown topic or
+        overrides that no longer build."""
+        overrides = self.overrides.get(topic)
+        if overrides is None:
+            return self.defaults
+        try:
+            return self.log_config_for(overrides)
+        except ValueError:
+            return self.defaults
+
+
+class PartitionStore:
+    """The partitions hosted here, by (topic, partition), over the LogManager's logs."""
+
+    def __init__(self, log_manager: LogManager, configs: TopicLogConfigs,
+                 purgatory: FetchPurgatory) -> None:
+        self.log_manager = log_manager
+        self.configs = configs
+        self.purgatory = purgatory
+        self.partitions: dict[TopicPartition, Partition] = {}
+
+    # ---- queries ---------------------------------------------------------------------------
+    def get_partition(self, topic: str, partition: int) -> Partition | None:
+        return self.partitions.get((topic, partition))
+
+    def logs_on_disk(self) -> list[TopicPartition]:
+        """Every (topic, partition) whose log the LogManager found or made."""
+        return list(self.log_manager.logs)
+
+    def topic_config(self, topic: str) -> LogConfig:
+        """The effective log config of a hosted topic (KeyError if unknown)."""
+        return self.configs.config_of(topic)
+
+    # ---- what a controller tells this broker -------------------------------------------------
+    def make_partition(self, topic: str, partition: int, config: LogConfig,
+                       leader_epoch: int = 0) -> Partition:
+        """Host (topic, partition): open its log (made if absent) with `config`, load its
+        producer state. Raises OSError or LogError when the disk fails."""
+        lg = self.log_manager.get_log((topic, partition))
+        if lg is None:
+            lg = self.log_manager.create_log(topic, partition, config)
+        else:
+            lg.config = config
+        part = Partition(topic, partition, lg, leader_epoch=leader_epoch)
+        part.load_producer_state()
+        self.partitions[(topic, partition)] = part
+        return part
+
+    def remove_partition(self, topic: str, partition: int) -> None:
+        """Stop hosting (topic, partition) and delete its log; fetches waiting on it
+        return. Raises OSError if the log dir cannot be renamed for deletion."""
+        part = self.partitions.pop((topic, partition), None)
+        self.purgatory.wake((topic, partition))
+        if part is not None:
+            self.log_manager.delete_log(topic, partition)
+
+    def discard_partition(self, topic: str, partition: int) -> None:
+        """Undo a `make_partition` that a disk error interrupted, ignoring further errors."""
+        self.partitions.pop((topic, partition), None)
+        with contextlib.suppress(OSError, LogError):
+            if not self.log_manager.delete_log(topic, partition):
+                for d in self.log_manager.log_dirs:  # a dir made before the failure
+                    with contextlib.suppress(OSError):
+                        (d / f"{topic}-{partition}").rmdir()
+
+    def delete_stray_logs(self, topic: str) -> int:
+        """Delete the logs of a topic no longer hosted; the number deleted."""
+        return self.log_manager.delete_stray_logs(topic)
+
+    # ---- configs ---------------------------------------------------------------------------
+    def set_topic_overrides(self, topic: str, overrides: Mapping[str, str]) -> None:
+        """Record a topic's overrides without touching its logs (a new topic)."""
+        self.configs.overrides[topic] = dict(overrides)
+
+    def forget_topic(self, topic: str) -> None:
+        self.configs.overrides.pop(topic, None)
+
+    def update_topic_config(self, topic: str, overrides: Mapping[str, str]) -> None:
+        """New overrides of a topic, applied to its hosted logs (ValueError: bad value)."""
+        config = self.configs.log_config_for(overrides)
+        self.configs.overrides[topic] = dict(overrides)
+        for (name, _p), part in self.partitions.items():
+            if name == topic:
+                part.log.config = config
+
+    def update_default_config(self, defaults: LogConfig) -> None:
+        """New broker defaults (dynamic broker configs), re-applied to every hosted log
+        with its topic's overrides (ValueError: overrides that no longer build)."""
+        self.configs.defaults = defaults
+        self.log_manager.default_config = defaults
+        by_topic: dict[str, LogConfig] = {}
+        for (name, _p), part in self.partitions.items():
+            if name not in by_topic:
+                by_topic[name] = self.configs.log_config_for(self.configs.overrides.get(name, {}))
+            part.log.config = by_topic[name]

@@ -1,0 +1,37 @@
+"""BrokerServices: everything a request handler may use, built once by the KafkaServer
+after all of it exists (kafkactl.broker.server constructs the parts in dependency order).
+
+Handlers are `fn(services: BrokerServices, ctx: RequestContext, request: dict)`; they reach
+the broker only through these fields.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from kafkactl.broker.config import BrokerConfig
+from kafkactl.broker.coordinator.group_coordinator import GroupCoordinator
+from kafkactl.broker.dynamic_config import DynamicBrokerConfig
+from kafkactl.broker.metadata_cache import MetadataCache
+from kafkactl.broker.partition_store import PartitionStore
+from kafkactl.broker.producer_id_manager import ProducerIdManager
+from kafkactl.broker.purgatory import FetchPurgatory
+from kafkactl.broker.replica_manager import ReplicaManager
+from kafkactl.broker.topic_admin import TopicAdmin
+from kafkactl.log.manager import LogManager
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerServices:
+    broker_id: int
+    config: BrokerConfig
+    dynamic_config: DynamicBrokerConfig  # KIP-226 layers over `config`
+    metadata_cache: MetadataCache
+    topic_admin: TopicAdmin  # what a controller decides about topics
+    partitions: PartitionStore  # the partitions this broker hosts
+    replica_manager: ReplicaManager
+    fetch_purgatory: FetchPurgatory
+    group_coordinator: GroupCoordinator
+    producer_ids: ProducerIdManager
+    log_manager: LogManager
+    auto_create_topics: bool  # auto.create.topics.enable

@@ -1,0 +1,314 @@
+"""The topic decisions of a one-broker cluster: this broker is the controller, the only
+replica and the leader (epoch 0) of every partition.
+
+The topic list (ids, partition counts, config overrides) is persisted in
+`<first log dir>/topic-metadata.json` (written to a temp file, fsynced, renamed), so topics
+and their overrides survive restarts; partition data lives in the LogManager's
+`<topic>-<partition>` directories, hosted through the PartitionStore. Only what a single
+broker adds to the common checks is here: the replication factor must be 1, every
+assignment must name this broker, and the new partitions must fit in its open-files limit.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import resource
+import uuid
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from kafkactl.broker.config import BrokerConfig
+from kafkactl.broker.metadata_cache import StandaloneMetadataCache
+from kafkactl.broker.partition_store import PartitionStore
+from kafkactl.broker.topic_admin import (
+    NO_NUM_PARTITIONS,
+    NO_REPLICATION_FACTOR,
+    ReplicaAssignment,
+    TopicError,
+    TopicState,
+    check_assignments,
+    check_config_changes,
+    requested_overrides,
+    validate_topic_name,
+)
+from kafkactl.log.config import LogConfig
+from kafkactl.log.errors import LogError
+from kafkactl.protocol.errors import ErrorCode
+
+log = logging.getLogger(__name__)
+
+METADATA_FILE = "topic-metadata.json"
+FILES_PER_PARTITION = 3  # the active segment's .log, .index and .timeindex
+RESERVED_FILES = 512  # connections, checkpoints, snapshots
+
+
+def check_open_file_room(new_partitions: int) -> None:
+    """Refuse (INVALID_PARTITIONS, before anything is made) partitions the process could
+    not hold open: each keeps FILES_PER_PARTITION descriptors, and running out of them
+    mid-request would stall the broker for as long as it takes to undo the work."""
+    soft, _hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == resource.RLIM_INFINITY:
+        return
+    try:
+        open_now = len(os.listdir("/proc/self/fd"))
+    except OSError:
+        open_now = 0
+    room = (soft - RESERVED_FILES - open_now) // FILES_PER_PARTITION
+    if new_partitions > room:
+        raise TopicError(
+            ErrorCode.INVALID_PARTITIONS,
+            f"{new_partitions} new partitions need about "
+            f"{new_partitions * FILES_PER_PARTITION} open files; this broker has room for "
+            f"{max(room, 0)} more partitions (open files limit {soft}: raise `ulimit -n` "
+            f"or ask for fewer)")
+
+
+class TopicMetadataFile:
+    """topic-metadata.json: the topics, and those whose deletion is decided (persisted)
+    but whose log dirs may remain."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.topics: dict[str, TopicState] = {}
+        self.deleting: set[str] = set()
+
+    def read(self) -> None:
+        """Read the persisted topic list (before the LogManager opens logs); RuntimeError
+        says what to do with an unreadable file."""
+        if not self.path.exists():
+            return
+        try:
+            doc = json.loads(self.path.read_text())
+            saved = doc.get("topics", {})
+            self.deleting = {str(n) for n in doc.get("deleting", [])}
+            for name, info in saved.items():
+                self.topics[name] = TopicState(name, uuid.UUID(info["topic_id"]),
+                                               int(info["partitions"]),
+                                               dict(info.get("configs", {})))
+        except (OSError, ValueError, KeyError, TypeError) as e:
+            raise RuntimeError(f"{self.path} is unreadable ({e}); move it away "
+                               "to rebuild the topic list from the log directories") from e
+
+    def write(self) -> None:
+        data: dict[str, Any] = {"version": 1, "topics": {
+            s.name: {"topic_id": str(s.topic_id), "partitions": s.num_partitions,
+                     "configs": s.configs} for s in self.topics.values()}}
+        if self.deleting:
+            data["deleting"] = sorted(self.deleting)
+        tmp = self.path.with_suffix(".json.tmp")
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with open(tmp, "w") as f:
+            json.dump(data, f, indent=1, sort_keys=True)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, self.path)
+        with contextlib.suppress(OSError):
+            fd = os.open(self.path.parent, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+
+
+class StandaloneTopicAdmin:
+    """TopicAdmin of a one-broker cluster (see the module docstring)."""
+
+    def __init__(self, store: PartitionStore, cache: StandaloneMetadataCache,
+                 metadata: TopicMetadataFile, *, config: BrokerConfig, broker_id: int,
+                 default_partitions: int, delete_enabled: bool = True) -> None:
+        self.store = store
+        self.cache = cache
+        self.metadata = metadata
+        self.config = config
+        self.broker_id = broker_id
+        self.default_partitions = default_partitions
+        self.delete_enabled = delete_enabled
+
+    @property
+    def topics(self) -> dict[str, TopicState]:
+        return self.metadata.topics
+
+    def topic(self, name: str) -> TopicState | None:
+        return self.metadata.topics.get(name)
+
+    # ---- startup ---------------------------------------------------------------------------
+    def load(self) -> None:
+        """Host every partition: persisted topics plus logs found on disk."""
+        topics, deleting = self.metadata.topics, self.metadata.deleting
+        for name in sorted(deleting):  # deletions a crash interrupted: finish them
+            if name not in topics:
+                n = self.store.delete_stray_logs(name)
+                log.info("finished deleting topic %s (%d partition dir(s) left by an "
+                         "interrupted deletion)", name, n)
+        deleting.clear()
+        # Logs on disk that the metadata file does not know (older data dir): adopt them.
+        for topic, partition in self.store.logs_on_disk():
+            state = topics.get(topic)
+            if state is None:
+                state = topics[topic] = TopicState(topic, uuid.uuid4(), partition + 1)
+            elif partition >= state.num_partitions:
+                state.num_partitions = partition + 1
+        for state in topics.values():
+            self.store.set_topic_overrides(state.name, state.configs)
+            config = self.store.configs.for_topic(state.name)
+            for p in range(state.num_partitions):
+                self.store.make_partition(state.name, p, config)
+            self.cache.put_topic(state.name, state.topic_id, state.num_partitions)
+        self.metadata.write()
+
+    # ---- create ----------------------------------------------------------------------------
+    def create_topic(self, name: str, num_partitions: int, replication_factor: int,
+                     assignments: list[ReplicaAssignment],
+                     configs: Sequence[tuple[str, str | None]], *,
+                     validate_only: bool = False) -> TopicState:
+        check_assignments(num_partitions, replication_factor, assignments)
+        if assignments:
+            self._check_this_broker([brokers for _index, brokers in assignments])
+            num_partitions, replication_factor = len(assignments), 1
+        if num_partitions == NO_NUM_PARTITIONS:
+            num_partitions = self.config.get_int("num.partitions")
+        if replication_factor == NO_REPLICATION_FACTOR:
+            replication_factor = self.config.get_int("default.replication.factor")
+        if replication_factor != 1:
+            raise TopicError(ErrorCode.INVALID_REPLICATION_FACTOR,
+                             f"replication factor {replication_factor} is larger than the 1 "
+                             "available broker")
+        overrides = requested_overrides(configs)
+        return self._create(name, num_partitions, overrides, validate_only=validate_only)
+
+    def auto_create(self, name: str, num_partitions: int | None = None,
+                    configs: Mapping[str, str] | None = None) -> TopicState:
+        partitions = self.default_partitions if num_partitions is None else num_partitions
+        return self._create(name, partitions, dict(configs or {}))
+
+    def _check_this_broker(self, assignments: list[list[int]]) -> None:
+        for brokers in assignments:
+            if brokers != [self.broker_id]:
+                raise TopicError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                                 f"this cluster has one broker, id {self.broker_id}")
+
+    def _create(self, name: str, num_partitions: int, configs: dict[str, str], *,
+                validate_only: bool = False) -> TopicState:
+        validate_topic_name(name)
+        if name in self.metadata.topics:
+            raise TopicError(ErrorCode.TOPIC_ALREADY_EXISTS, f"topic {name!r} already exists")
+        if name in self.metadata.deleting:
+            raise TopicError(ErrorCode.TOPIC_ALREADY_EXISTS,
+                             f"topic {name!r} is marked for deletion; retry after a restart")
+        collision = self._collision(name)
+        if collision:
+            raise TopicError(ErrorCode.INVALID_TOPIC_EXCEPTION,
+                             f"topic {name!r} collides with existing topic {collision!r} "
+                             "('.' and '_' are interchangeable in metric names)")
+        if num_partitions < 1:
+            raise TopicError(ErrorCode.INVALID_PARTITIONS,
+                             "the number of partitions must be at least 1")
+        config = self._log_config(configs)
+        check_open_file_room(num_partitions)
+        state = TopicState(name, uuid.uuid4(), num_partitions, configs)
+        if validate_only:
+            return state
+        try:
+            for p in range(num_partitions):
+                self.store.make_partition(name, p, config)
+            self.metadata.topics[name] = state
+            self.metadata.write()
+        except (OSError, LogError) as e:
+            # A full or failing disk: undo the partitions made so far, so the topic is
+            # either whole or absent (a retry can create it once space is freed).
+            self.metadata.topics.pop(name, None)
+            for p in range(num_partitions):
+                self.store.discard_partition(name, p)
+            log.error("cannot create topic %s: %s", name, e)
+            reason = e.strerror if isinstance(e, OSError) and e.strerror else e
+            raise TopicError(ErrorCode.KAFKA_STORAGE_ERROR,
+                             f"cannot create topic {name!r}: {reason}") from None
+        self.store.set_topic_overrides(name, configs)
+        self.cache.put_topic(name, state.topic_id, num_partitions)
+        log.info("created topic %s with %d partition(s)%s", name, num_partitions,
+                 f" and configs {configs}" if configs else "")
+        return state
+
+    def _collision(self, name: str) -> str | None:
+        norm = name.replace(".", "_")
+        for other in self.metadata.topics:
+            if other != name and other.replace(".", "_") == norm:
+                return other
+        return None
+
+    def _log_config(self, configs: Mapping[str, str]) -> LogConfig:
+        try:
+            return self.store.configs.log_config_for(configs)
+        except ValueError as e:
+            raise TopicError(ErrorCode.INVALID_CONFIG, str(e)) from e
+
+    # ---- delete / partitions ---------------------------------------------------------------
+    def delete_topic(self, name: str) -> TopicState:
+        state = self.metadata.topics.get(name)
+        if state is None:
+            raise TopicError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                             f"topic {name!r} does not exist")
+        if not self.delete_enabled:
+            raise TopicError(ErrorCode.TOPIC_DELETION_DISABLED, "delete.topic.enable is false")
+        del self.metadata.topics[name]
+        self.cache.remove_topic(name)
+        # Decided first, durably: a crash from here on finishes the deletion at the next
+        # start (load) instead of adopting the remaining dirs as a topic again.
+        self.metadata.deleting.add(name)
+        self.metadata.write()
+        failed = False
+        for p in range(state.num_partitions):
+            try:
+                self.store.remove_partition(name, p)
+            except OSError as e:
+                failed = True
+                log.error("cannot delete the log dir of %s-%d: %s; the next start "
+                          "deletes it", name, p, e.strerror or e)
+        self.store.forget_topic(name)
+        if not failed:
+            self.metadata.deleting.discard(name)
+            self.metadata.write()
+        log.info("deleted topic %s", name)
+        return state
+
+    def add_partitions(self, name: str, count: int, assignments: list[list[int]], *,
+                       validate_only: bool = False) -> None:
+        self._check_this_broker(assignments)
+        state = self.metadata.topics.get(name)
+        if state is None:
+            raise TopicError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                             f"topic {name!r} does not exist")
+        if count <= state.num_partitions:
+            raise TopicError(ErrorCode.INVALID_PARTITIONS,
+                             f"topic {name!r} has {state.num_partitions} partitions; the new "
+                             f"count {count} must be larger")
+        check_open_file_room(count - state.num_partitions)
+        if validate_only:
+            return
+        config = self.store.configs.log_config_for(state.configs)
+        for p in range(state.num_partitions, count):
+            self.store.make_partition(name, p, config)
+        state.num_partitions = count
+        self.cache.put_topic(name, state.topic_id, count)
+        self.metadata.write()
+        log.info("topic %s now has %d partitions", name, count)
+
+    # ---- configs ---------------------------------------------------------------------------
+    def set_configs(self, name: str, configs: Mapping[str, str], *,
+                    validate_only: bool = False) -> None:
+        state = self.metadata.topics.get(name)
+        if state is None:
+            raise TopicError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                             f"topic {name!r} does not exist")
+        check_config_changes(state.configs, configs)
+        self._log_config(configs)
+        if validate_only:
+            return
+        state.configs = dict(configs)
+        self.store.update_topic_config(name, configs)
+        self.metadata.write()
+        log.info("topic %s configs are now %s", name, configs or "the broker defaults")

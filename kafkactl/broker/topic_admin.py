@@ -1,0 +1,132 @@
+"""What a controller decides about topics: creation, deletion, partition counts, configs.
+
+`TopicAdmin` is the strategy the request handlers call (CreateTopics, DeleteTopics,
+CreatePartitions, AlterConfigs, Metadata auto-creation). `StandaloneTopicAdmin`
+(kafkactl.broker.standalone_topic_admin) is the trivial controller of a one-broker cluster;
+in ZooKeeper mode a ZkTopicAdmin writes the decisions to znodes and the controller then
+tells each broker which partitions to host (kafkactl.broker.partition_store).
+
+The request checks every controller makes (Kafka's ZkAdminManager) are functions here, so
+that each strategy adds only its own: `check_assignments`, `requested_overrides`,
+`check_config_changes`, `validate_topic_name`. Failures are `TopicError`s carrying the
+Kafka error code.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from kafkactl.log.config_def import validate_topic_configs
+from kafkactl.log.errors import ConfigError
+from kafkactl.protocol.errors import ErrorCode, KafkaError
+
+MAX_NAME_LENGTH = 249
+_LEGAL = re.compile(r"^[a-zA-Z0-9._-]+$")
+NO_NUM_PARTITIONS = NO_REPLICATION_FACTOR = -1  # CreateTopics: "use the broker default"
+
+ReplicaAssignment = tuple[int, list[int]]  # (partition index, broker ids)
+
+
+class TopicError(KafkaError):
+    """A topic operation that fails with the Kafka error `code`."""
+
+    def __init__(self, code: ErrorCode, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+@dataclass
+class TopicState:
+    name: str
+    topic_id: uuid.UUID
+    num_partitions: int
+    configs: dict[str, str] = field(default_factory=dict)
+    replication_factor: int = 1
+
+
+class TopicAdmin(Protocol):
+    """The controller's topic decisions, as the request handlers need them."""
+
+    def topic(self, name: str) -> TopicState | None:
+        """The topic's state, or None if it does not exist."""
+
+    def create_topic(self, name: str, num_partitions: int, replication_factor: int,
+                     assignments: list[ReplicaAssignment],
+                     configs: Sequence[tuple[str, str | None]], *,
+                     validate_only: bool = False) -> TopicState:
+        """CreateTopics: -1 partitions / replication factor mean the broker defaults;
+        `assignments` (partition index, broker ids) replaces both; `configs` are the
+        request's (name, value) pairs."""
+
+    def delete_topic(self, name: str) -> TopicState:
+        """DeleteTopics: the deleted topic's state."""
+
+    def add_partitions(self, name: str, count: int, assignments: list[list[int]], *,
+                       validate_only: bool = False) -> None:
+        """CreatePartitions: grow the topic to `count` partitions."""
+
+    def auto_create(self, name: str, num_partitions: int | None = None,
+                    configs: Mapping[str, str] | None = None) -> TopicState:
+        """A topic the broker creates itself (auto.create.topics.enable, or an internal
+        topic such as __consumer_offsets), without a client's request checks."""
+
+    def set_configs(self, name: str, configs: Mapping[str, str], *,
+                    validate_only: bool = False) -> None:
+        """AlterConfigs: replace the topic's overrides."""
+
+
+def validate_topic_name(name: str | None) -> None:
+    if not name:
+        raise TopicError(ErrorCode.INVALID_TOPIC_EXCEPTION, "topic name is empty")
+    if name in (".", ".."):
+        raise TopicError(ErrorCode.INVALID_TOPIC_EXCEPTION, f"topic name cannot be {name!r}")
+    if len(name) > MAX_NAME_LENGTH:
+        raise TopicError(ErrorCode.INVALID_TOPIC_EXCEPTION,
+                         f"topic name is {len(name)} characters; the limit is {MAX_NAME_LENGTH}")
+    if not _LEGAL.match(name):
+        raise TopicError(ErrorCode.INVALID_TOPIC_EXCEPTION,
+                         f"topic name {name!r} may only contain ASCII letters, digits, "
+                         "'.', '_' and '-'")
+
+
+def check_assignments(num_partitions: int, replication_factor: int,
+                      assignments: list[ReplicaAssignment]) -> None:
+    """A CreateTopics entry gives either assignments or counts, and assignments cover
+    partitions 0..N-1."""
+    if not assignments:
+        return
+    if num_partitions != NO_NUM_PARTITIONS or replication_factor != NO_REPLICATION_FACTOR:
+        raise TopicError(ErrorCode.INVALID_REQUEST, "give either assignments or "
+                         "num_partitions/replication_factor, not both")
+    indexes = sorted(index for index, _brokers in assignments)
+    if indexes != list(range(len(indexes))):
+        raise TopicError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                         "partition indexes must be 0..N-1")
+
+
+def requested_overrides(configs: Sequence[tuple[str, str | None]]) -> dict[str, str]:
+    """The topic configs of a CreateTopics entry: no null values, only known keys with
+    valid values."""
+    overrides: dict[str, str] = {}
+    for key, value in configs:
+        if value is None:
+            raise TopicError(ErrorCode.INVALID_CONFIG, f"config {key} has a null value")
+        overrides[key] = value
+    try:
+        validate_topic_configs(overrides)
+    except ConfigError as e:
+        raise TopicError(ErrorCode.INVALID_CONFIG, str(e)) from e
+    return overrides
+
+
+def check_config_changes(current: Mapping[str, str], new: Mapping[str, str]) -> None:
+    """AlterConfigs: every key set to a new value is known and valid."""
+    changed = {k: v for k, v in new.items() if current.get(k) != v}
+    try:
+        validate_topic_configs(changed)
+    except ConfigError as e:
+        raise TopicError(ErrorCode.INVALID_CONFIG, str(e)) from e
