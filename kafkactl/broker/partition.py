@@ -1,8 +1,9 @@
 """One topic-partition on this broker: its Log plus leader state and producer state.
 
-Today every partition is led by this broker at leader epoch 0 (stamped into every stored
-batch); the high watermark is the log end. Replication will add follower state, the ISR and
-epoch bumps here without changing the produce/fetch callers.
+A standalone broker leads every partition at leader epoch 0; in a ZooKeeper cluster the
+controller's LeaderAndIsr sets `is_leader` and `leader_epoch` (stamped into every batch
+appended). The high watermark is the log end (one replica). Replication will add follower
+state and the ISR here without changing the produce/fetch callers.
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ class Partition:
         self.partition = partition
         self.log = log_
         self.leader_epoch = leader_epoch
+        self.is_leader = True  # False: a replica the controller made a follower (or offline)
         self.producer_state = ProducerStateManager(Path(log_.dir))
 
     def __repr__(self) -> str:

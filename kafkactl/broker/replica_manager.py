@@ -17,6 +17,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from kafkactl.broker.metadata_cache import MetadataCache
 from kafkactl.broker.partition import Partition
 from kafkactl.broker.partition_store import PartitionStore
 from kafkactl.broker.purgatory import FetchPurgatory
@@ -58,9 +59,10 @@ class FetchResult:
 
 class ReplicaManager:
     def __init__(self, partitions: PartitionStore, topic_admin: TopicAdmin,
-                 purgatory: FetchPurgatory, *, auto_create: bool) -> None:
+                 purgatory: FetchPurgatory, cache: MetadataCache, *, auto_create: bool) -> None:
         self.partitions = partitions
         self.topic_admin = topic_admin
+        self.cache = cache
         self.purgatory = purgatory
         self.auto_create = auto_create
         # the log manager's disk-error reporter (shared with its background work)
@@ -80,12 +82,25 @@ class ReplicaManager:
         return part
 
     # ---- produce ---------------------------------------------------------------------------
+    def leader_partition(self, topic: str, partition: int) -> tuple[Partition | None, ErrorCode]:
+        """(the partition, NONE) when this broker leads it; otherwise (None, the error for
+        a client): NOT_LEADER_OR_FOLLOWER when the cluster has the partition elsewhere (or
+        here as a follower), UNKNOWN_TOPIC_OR_PARTITION when nobody has it."""
+        part = self.partitions.get_partition(topic, partition)
+        if part is not None and part.is_leader:
+            return part, ErrorCode.NONE
+        if part is not None or self.cache.partition(topic, partition) is not None:
+            return None, ErrorCode.NOT_LEADER_OR_FOLLOWER
+        return None, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+
     def append(self, topic: str, partition: int, records: memoryview | None, *,
                produce_version: int) -> ProduceResult:
         part = self.partition_or_create(topic, partition)
-        if part is None:
-            return ProduceResult(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-                                 message=f"unknown topic-partition {topic}-{partition}")
+        if part is None or not part.is_leader:
+            _, code = self.leader_partition(topic, partition)
+            where = "is not led by this broker" if code == ErrorCode.NOT_LEADER_OR_FOLLOWER \
+                else "is unknown"
+            return ProduceResult(code, message=f"topic-partition {topic}-{partition} {where}")
         if records is None:
             return ProduceResult(ErrorCode.INVALID_RECORD, message="records are null")
         config = part.log.config
@@ -151,9 +166,9 @@ class ReplicaManager:
              min_one_batch: bool, current_leader_epoch: int = -1) -> FetchResult:
         from kafkactl.log.errors import CorruptRecordError, OffsetOutOfRange
 
-        part = self.partitions.get_partition(topic, partition)
+        part, code = self.leader_partition(topic, partition)
         if part is None:
-            return FetchResult(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+            return FetchResult(code)
         if current_leader_epoch > part.leader_epoch:
             return FetchResult(ErrorCode.UNKNOWN_LEADER_EPOCH)
         if 0 <= current_leader_epoch < part.leader_epoch:

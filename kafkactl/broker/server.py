@@ -37,7 +37,11 @@ from kafkactl.broker.standalone_topic_admin import (
     StandaloneTopicAdmin,
     TopicMetadataFile,
 )
+from kafkactl.broker.zk_cluster import ZkCluster
+from kafkactl.broker.zk_metadata_cache import ZkMetadataCache
+from kafkactl.broker.zk_topic_admin import ZkTopicAdmin
 from kafkactl.cluster.broker_registry import new_cluster_id
+from kafkactl.cluster.controller import KafkaController
 from kafkactl.log.manager import LogManager
 
 if TYPE_CHECKING:
@@ -218,6 +222,20 @@ def highest_producer_id(partitions: PartitionStore, full: bool) -> int:
     return best
 
 
+def local_topics(metadata: TopicMetadataFile,
+                 store: PartitionStore) -> dict[str, tuple[int, dict[str, str]]]:
+    """The topics of this data dir (name -> partition count, config overrides): those of
+    topic-metadata.json (a standalone broker's) and the logs found on disk."""
+    out = {name: (t.num_partitions, dict(t.configs)) for name, t in metadata.topics.items()
+           if name not in metadata.deleting}
+    for topic, partition in store.logs_on_disk():
+        if topic in metadata.deleting:
+            continue
+        count, configs = out.get(topic, (0, {}))
+        out[topic] = (max(count, partition + 1), configs)
+    return out
+
+
 class KafkaServer:
     """One broker: `startup()` builds its parts in dependency order (log manager, partition
     store, topic admin, replica manager, coordinators) into one BrokerServices, then
@@ -235,6 +253,8 @@ class KafkaServer:
         self.partitions: PartitionStore | None = None
         self.group_coordinator: GroupCoordinator | None = None
         self.zk_registration: ZkRegistration | None = None
+        self.cluster: ZkCluster | None = None
+        self._local_topics: dict[str, tuple[int, dict[str, str]]] = {}
         self.services: BrokerServices | None = None
         self.socket_server: SocketServer | None = None
 
@@ -260,7 +280,6 @@ class KafkaServer:
             raise ConfigError(str(e)) from e
         producer_state.configure(cfg.get_int("producer.id.expiration.ms"),
                                  cfg.get_int("producer.id.expiration.check.interval.ms"))
-        cache = StandaloneMetadataCache("", BrokerEndpoint(cfg.broker_id, "", 0))
         purgatory = self.purgatory = FetchPurgatory()
         topic_metadata = TopicMetadataFile(log_dirs[0] / METADATA_FILE)
         try:
@@ -292,21 +311,37 @@ class KafkaServer:
 
         endpoints = cfg.listeners
         advertised = cfg.advertised_listeners[0]
-        cache.cluster_id = cluster_id
-        cache.update_broker(BrokerEndpoint(cfg.broker_id, advertised.host, advertised.port))
+        me = BrokerEndpoint(cfg.broker_id, advertised.host, advertised.port)
         partitions = self.partitions = PartitionStore(log_manager, log_configs, purgatory)
-        topic_admin = StandaloneTopicAdmin(
-            partitions, cache, topic_metadata, config=cfg, broker_id=cfg.broker_id,
-            default_partitions=cfg.get_int("num.partitions"),
-            delete_enabled=cfg.get_bool("delete.topic.enable"))
-        topic_admin.load()
-        replica_manager = ReplicaManager(partitions, topic_admin, purgatory,
-                                         auto_create=self.auto_create_topics)
+        cache: StandaloneMetadataCache | ZkMetadataCache
+        topic_admin: StandaloneTopicAdmin | ZkTopicAdmin
+        if self.zk_registration is None:
+            cache = StandaloneMetadataCache(cluster_id, me)
+            topic_admin = StandaloneTopicAdmin(
+                partitions, cache, topic_metadata, config=cfg, broker_id=cfg.broker_id,
+                default_partitions=cfg.get_int("num.partitions"),
+                delete_enabled=cfg.get_bool("delete.topic.enable"))
+            topic_admin.load()
+        else:  # a ZooKeeper cluster: the controller decides what this broker hosts
+            assert self.zk_registration.zk is not None
+            cache = ZkMetadataCache(cluster_id, me)
+            controller = KafkaController(
+                self.zk_registration.zk, cfg.broker_id,
+                unclean_leader_election=cfg.get_bool("unclean.leader.election.enable"))
+            topic_admin = ZkTopicAdmin(self.zk_registration.zk, cache, partitions, controller,
+                                       config=cfg, broker_id=cfg.broker_id)
+            self.cluster = ZkCluster(cfg, self.zk_registration, controller, cache, partitions)
+            self._local_topics = local_topics(topic_metadata, partitions)
+        replica_manager = ReplicaManager(
+            partitions, topic_admin, purgatory, cache,
+            auto_create=self.auto_create_topics and self.cluster is None)
         producer_ids = ProducerIdManager(
             log_dirs[0] / "producer-id-block",
             lambda full: highest_producer_id(partitions, full))
         group_coordinator = self.group_coordinator = GroupCoordinator(
             cfg, cache, topic_admin, partitions, replica_manager)
+        if self.cluster is not None:
+            group_coordinator.coordinate_by_partition()
         dynamic_config = DynamicBrokerConfig(
             cfg, self.explicit_broker_keys, log_dirs[0] / DYNAMIC_CONFIG_FILE, partitions)
         dynamic_config.load()
@@ -315,7 +350,8 @@ class KafkaServer:
             metadata_cache=cache, topic_admin=topic_admin, partitions=partitions,
             replica_manager=replica_manager, fetch_purgatory=purgatory,
             group_coordinator=group_coordinator, producer_ids=producer_ids,
-            log_manager=log_manager, auto_create_topics=self.auto_create_topics)
+            log_manager=log_manager, auto_create_topics=self.auto_create_topics,
+            cluster=self.cluster)
         apis = KafkaApis(self.services, HANDLERS)
         with contextlib.suppress(Exception):
             from kafkactl.protocol.codec import precompile
@@ -331,32 +367,31 @@ class KafkaServer:
                     "broker running? Pick another port with --listen HOST:PORT") from e
             self.bound.append((host, port))
             if ep.port == 0 and not cfg.get("advertised.listeners"):
-                b = cache.brokers()[0]
-                cache.update_broker(BrokerEndpoint(b.node_id, b.host, port))
+                me = BrokerEndpoint(me.node_id, me.host, port)
+                cache.update_broker(me)
         await group_coordinator.startup()
-        if self.zk_registration is not None:
-            await self._register_in_zookeeper(self.zk_registration, cache, topic_admin)
+        if self.zk_registration is not None and self.cluster is not None:
+            await self._join_cluster(self.zk_registration, self.cluster, me)
         self._start_background(log_manager, partitions)
-        log.info("kafkactl broker %d started: cluster %s, listening on %s, data in %s, %d "
-                 "topic(s)", cfg.broker_id, cluster_id,
-                 ", ".join(f"{h}:{p}" for h, p in self.bound),
-                 ", ".join(map(str, log_dirs)), len(topic_admin.topics))
+        log.info("kafkactl broker %d started: cluster %s, listening on %s, data in %s, %s",
+                 cfg.broker_id, cluster_id, ", ".join(f"{h}:{p}" for h, p in self.bound),
+                 ", ".join(map(str, log_dirs)),
+                 f"ZooKeeper {cfg.get('zookeeper.connect')}" if self.cluster is not None
+                 else f"{len(cache.topic_names())} topic(s)")
 
-    @staticmethod
-    async def _register_in_zookeeper(registration: ZkRegistration,
-                                     cache: StandaloneMetadataCache,
-                                     topic_admin: StandaloneTopicAdmin) -> None:
-        """/brokers/ids/[id] with the advertised address, then the topics, kept in step."""
+    async def _join_cluster(self, registration: ZkRegistration, cluster: ZkCluster,
+                            me: BrokerEndpoint) -> None:
+        """/brokers/ids/[id] with the advertised address (kept after session expiries),
+        this data dir's own topics, then the controller election."""
         from kafkactl.broker.zk_registration import ZkRegistrationError
 
-        me = cache.brokers()[0]
         try:
             await asyncio.to_thread(registration.register, me.host, me.port,
                                     [("PLAINTEXT", me.host, me.port)])
         except ZkRegistrationError as e:
             raise BrokerStartupError(str(e)) from None
-        registration.start_sync(
-            lambda: {name: t.num_partitions for name, t in topic_admin.topics.items()})
+        registration.start_sync()
+        await cluster.start(self._local_topics)
 
     # ---- background work -------------------------------------------------------------------
     def _start_background(self, log_manager: LogManager, partitions: PartitionStore) -> None:
@@ -422,6 +457,11 @@ class KafkaServer:
         await self.shutdown()
 
     async def shutdown(self) -> None:
+        if self.cluster is not None:
+            # Leaders move away while this broker still serves; then leave the controller
+            # role, so another broker takes it at once.
+            await self.cluster.controlled_shutdown()
+            await self.cluster.stop()
         if self.zk_registration is not None:
             # Leave the registry first, so ZooKeeper consumers move away at once.
             await asyncio.to_thread(self.zk_registration.close)

@@ -18,6 +18,7 @@ from kafkactl.broker.producer_id_manager import ProducerIdManager
 from kafkactl.broker.purgatory import FetchPurgatory
 from kafkactl.broker.replica_manager import ReplicaManager
 from kafkactl.broker.topic_admin import TopicAdmin
+from kafkactl.broker.zk_cluster import ZkCluster
 from kafkactl.log.manager import LogManager
 
 
@@ -35,3 +36,4 @@ class BrokerServices:
     producer_ids: ProducerIdManager
     log_manager: LogManager
     auto_create_topics: bool  # auto.create.topics.enable
+    cluster: ZkCluster | None = None  # ZooKeeper mode: registration, controller, fencing

@@ -297,6 +297,11 @@ class StandaloneTopicAdmin:
         self.metadata.write()
         log.info("topic %s now has %d partitions", name, count)
 
+    async def settled(self, created: Sequence[str], deleted: Sequence[str],
+                      timeout_ms: int) -> dict[str, ErrorCode]:
+        """Nothing to wait for: one broker creates and deletes before it answers."""
+        return {}
+
     # ---- configs ---------------------------------------------------------------------------
     def set_configs(self, name: str, configs: Mapping[str, str], *,
                     validate_only: bool = False) -> None:

@@ -78,6 +78,11 @@ class TopicAdmin(Protocol):
                     validate_only: bool = False) -> None:
         """AlterConfigs: replace the topic's overrides."""
 
+    async def settled(self, created: Sequence[str], deleted: Sequence[str],
+                      timeout_ms: int) -> dict[str, ErrorCode]:
+        """Wait (at most timeout_ms) until created topics are served and deleted ones are
+        gone; the topics still pending, with REQUEST_TIMED_OUT."""
+
 
 def validate_topic_name(name: str | None) -> None:
     if not name:

@@ -7,7 +7,10 @@ refused by the caller (handlers/controller_requests.py)."""
 
 from __future__ import annotations
 
+import asyncio
+import time
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 from kafkactl.broker.metadata_cache import (
@@ -30,6 +33,7 @@ class ZkMetadataCache(MetadataCache):
         self._topics: dict[str, TopicMetadata] = {}
         self._by_id: dict[uuid.UUID, TopicMetadata] = {}
         self.updated = False  # True once the first UpdateMetadata arrived
+        self._waiters: list[asyncio.Future[None]] = []
 
     # ---- reads ---------------------------------------------------------------------------
     def brokers(self) -> list[BrokerEndpoint]:
@@ -80,3 +84,24 @@ class ZkMetadataCache(MetadataCache):
         self._topics = topics
         self._by_id = {m.topic_id: m for m in topics.values() if m.topic_id != NULL_UUID}
         self.updated = True
+        waiters, self._waiters = self._waiters, []
+        for w in waiters:
+            if not w.done():
+                w.set_result(None)
+
+    async def wait_until(self, condition: Callable[[], bool], timeout_s: float) -> bool:
+        """Wait (woken by each update, no polling) until `condition()` holds; False when
+        `timeout_s` passes first."""
+        deadline = time.monotonic() + timeout_s
+        loop = asyncio.get_running_loop()
+        while not condition():
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return False
+            waiter: asyncio.Future[None] = loop.create_future()
+            self._waiters.append(waiter)
+            try:
+                await asyncio.wait_for(waiter, remaining)
+            except TimeoutError:
+                return condition()
+        return True

@@ -47,6 +47,7 @@ class ZkRegistration:
         self.zk: KazooClient | None = None
         self.registry: BrokerRegistry | None = None
         self._task: asyncio.Task[None] | None = None
+        self.broker_epoch = -1  # czxid of our registration, refreshed after re-registering
 
     def connect_and_check(self, log_dirs: list[Path]) -> str:
         """Connect; return the cluster id from /cluster/id (created by the first broker,
@@ -78,6 +79,7 @@ class ZkRegistration:
                                        session_timeout_s=self.session_timeout_s)
         try:
             self.registry.register()
+            self.broker_epoch = self.registry.epoch()
         except DuplicateBrokerIdError as e:
             self.close()
             raise ZkRegistrationError(str(e)) from None
@@ -87,14 +89,15 @@ class ZkRegistration:
                 f"could not register in ZooKeeper at {self.connect_string}: "
                 f"{type(e).__name__} {e}".rstrip()) from None
 
-    def start_sync(self, topics: Any) -> None:
-        """Publish `topics()` (name -> partition count) now and every second."""
+    def start_sync(self, topics: Any = None) -> None:
+        """Every second: re-register after a session expiry and, when `topics` is given (a
+        broker publishing its own topics), publish `topics()` (name -> partition count)."""
         self._task = asyncio.get_running_loop().create_task(self._sync_loop(topics))
 
     async def _sync_loop(self, topics: Any) -> None:
         while True:
             try:
-                current = dict(topics())
+                current = dict(topics()) if topics is not None else None
                 await asyncio.to_thread(self._sync_once, current)
             except asyncio.CancelledError:
                 raise
@@ -102,13 +105,15 @@ class ZkRegistration:
                 log.warning("ZooKeeper sync failed (%s: %s); will retry", type(e).__name__, e)
             await asyncio.sleep(SYNC_INTERVAL_S)
 
-    def _sync_once(self, topics: dict[str, int]) -> None:
+    def _sync_once(self, topics: dict[str, int] | None) -> None:
         from kazoo.protocol.states import KazooState
 
         if self.registry is None or self.zk is None or self.zk.state != KazooState.CONNECTED:
             return
-        self.registry.ensure_registered()
-        self.registry.sync_topics(topics)
+        if self.registry.ensure_registered():
+            self.broker_epoch = self.registry.epoch()
+        if topics is not None:
+            self.registry.sync_topics(topics)
 
     def close(self) -> None:
         if self._task is not None:

@@ -223,6 +223,11 @@ class BrokerRegistry:
                         f"({self.path}): {type(e).__name__} {e}".rstrip()) from None
                 time.sleep(0.25)
 
+    def epoch(self) -> int:
+        """The czxid of this broker's registration (its broker epoch); -1 if absent."""
+        stat = self.zk.exists_async(self.path).get(timeout=CALL_TIMEOUT_S)
+        return -1 if stat is None else int(stat.czxid)
+
     def ensure_registered(self) -> bool:
         """Re-create the id node after a session expiry; True when it had to."""
         from kazoo.exceptions import NodeExistsError

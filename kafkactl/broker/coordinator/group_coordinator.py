@@ -100,7 +100,40 @@ class GroupCoordinator:
             return ErrorCode.INVALID_GROUP_ID
         if self.manager.is_loading(group_id):
             return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+        if not self.manager.owns(group_id):
+            return ErrorCode.NOT_COORDINATOR
         return ErrorCode.NONE
+
+    # ---- leadership of __consumer_offsets partitions (a cluster) -------------------------
+    def coordinate_by_partition(self) -> None:
+        """In a cluster: coordinate only the groups of the __consumer_offsets partitions
+        this broker leads (elected()/resigned() follow the controller's decisions)."""
+        self.manager.owned = set()
+
+    def elected(self, partition: int) -> None:
+        owned = self.manager.owned
+        if owned is None or partition in owned:
+            return
+        owned.add(partition)
+        self.manager.loading.add(partition)
+        task = asyncio.get_running_loop().create_task(self._load_partition(partition))
+        self._tasks.append(task)
+        task.add_done_callback(lambda t: self._tasks.remove(t) if t in self._tasks else None)
+
+    async def _load_partition(self, partition: int) -> None:
+        try:
+            await self.manager.load_partition(partition)
+        except Exception:
+            log.exception("loading %s-%d failed", "__consumer_offsets", partition)
+            self.manager.loading.discard(partition)
+
+    def resigned(self, partition: int) -> None:
+        owned = self.manager.owned
+        if owned is None or partition not in owned:
+            return
+        owned.discard(partition)
+        for group in self.manager.unload_partition(partition):
+            group.shutdown()  # parked joins/syncs answer; members find the new coordinator
 
     def coordinator_for(self, group_id: str) -> int:
         """The __consumer_offsets partition whose leader coordinates `group_id` (created on

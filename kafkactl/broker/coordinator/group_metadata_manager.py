@@ -141,6 +141,9 @@ class GroupMetadataManager:
         self._time = time_fn
         self.groups: dict[str, GroupMetadata] = {}
         self.loading: set[int] = set()
+        # The __consumer_offsets partitions this broker leads, whose groups it coordinates;
+        # None: all of them (a standalone broker leads everything).
+        self.owned: set[int] | None = None
         self.on_group_loaded: Callable[[GroupMetadata], None] | None = None
 
     def now_ms(self) -> int:
@@ -148,6 +151,9 @@ class GroupMetadataManager:
 
     def partition_for(self, group_id: str) -> int:
         return partition_for(group_id, self.num_partitions)
+
+    def owns(self, group_id: str) -> bool:
+        return self.owned is None or self.partition_for(group_id) in self.owned
 
     def is_loading(self, group_id: str) -> bool:
         return bool(self.loading) and self.partition_for(group_id) in self.loading
@@ -208,8 +214,8 @@ class GroupMetadataManager:
     async def load_all(self) -> None:
         """Replay every partition of __consumer_offsets (after a restart)."""
         state = self.topic_admin.topic(OFFSETS_TOPIC)
-        if state is None:
-            return
+        if state is None or self.owned is not None:
+            return  # in a cluster, partitions load as this broker becomes their leader
         parts = list(range(state.num_partitions))
         self.loading.update(parts)
         started = time.monotonic()
@@ -228,6 +234,27 @@ class GroupMetadataManager:
             self.loading.clear()
         log.info("loaded %d group(s) from %d record(s) of %s in %.2f s", len(self.groups),
                  count, OFFSETS_TOPIC, time.monotonic() - started)
+
+    async def load_partition(self, p: int) -> None:
+        """This broker now leads partition p: replay it, then serve its groups."""
+        part = self.partitions.get_partition(OFFSETS_TOPIC, p)
+        if part is None:
+            return
+        self.loading.add(p)
+        try:
+            entries = await asyncio.to_thread(self._read_partition, part.log)
+            self._apply(entries)
+        finally:
+            self.loading.discard(p)
+        log.info("loaded %s-%d: %d record(s), %d group(s) coordinated here", OFFSETS_TOPIC, p,
+                 len(entries), sum(1 for g in self.groups if self.partition_for(g) == p))
+
+    def unload_partition(self, p: int) -> list[GroupMetadata]:
+        """Another broker leads partition p now: its groups leave this coordinator."""
+        gone = [g for gid, g in self.groups.items() if self.partition_for(gid) == p]
+        for g in gone:
+            del self.groups[g.group_id]
+        return gone
 
     @staticmethod
     def _read_partition(partition_log: Any) -> list[LoadedEntry]:

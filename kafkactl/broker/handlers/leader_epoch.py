@@ -12,16 +12,15 @@ from kafkactl.protocol.errors import ErrorCode
 
 def handle_offset_for_leader_epoch(services: BrokerServices, ctx: RequestContext,
                                    request: dict[str, Any]) -> dict[str, Any]:
-    store = services.partitions
     topics = []
     for t in request["topics"]:
         parts = []
         for p in t["partitions"]:
             idx = p["partition"]
-            part = store.get_partition(t["topic"], idx)
+            part, code = services.replica_manager.leader_partition(t["topic"], idx)
             out: dict[str, Any] = {"partition": idx, "leader_epoch": -1, "end_offset": -1}
             if part is None:
-                out["error_code"] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                out["error_code"] = code
             elif p.get("current_leader_epoch", -1) > part.leader_epoch:
                 out["error_code"] = ErrorCode.UNKNOWN_LEADER_EPOCH
             elif p.get("current_leader_epoch", -1) >= 0 and \

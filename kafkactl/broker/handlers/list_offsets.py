@@ -39,11 +39,11 @@ def _record_with_max_timestamp(log: Any) -> tuple[int, int] | None:
         break
     return found
 def _lookup(services: BrokerServices, topic: str, p: dict[str, Any]) -> dict[str, Any]:
-    part = services.partitions.get_partition(topic, p["partition_index"])
+    part, code = services.replica_manager.leader_partition(topic, p["partition_index"])
     out: dict[str, Any] = {"partition_index": p["partition_index"], "timestamp": -1,
                            "offset": -1, "old_style_offsets": [], "leader_epoch": -1}
     if part is None:
-        out["error_code"] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        out["error_code"] = code
         return out
     if p.get("current_leader_epoch", -1) > part.leader_epoch:
         out["error_code"] = ErrorCode.UNKNOWN_LEADER_EPOCH

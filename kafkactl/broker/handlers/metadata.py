@@ -32,7 +32,8 @@ def _topic_entry(cache: MetadataCache, name: str) -> dict[str, Any]:
         "error_code": ErrorCode.NONE, "name": name, "topic_id": meta.topic_id,
         "is_internal": meta.is_internal,
         "partitions": [
-            {"error_code": ErrorCode.NONE, "partition_index": p.partition,
+            {"error_code": ErrorCode.NONE if p.leader >= 0 else ErrorCode.LEADER_NOT_AVAILABLE,
+             "partition_index": p.partition,
              "leader_id": p.leader, "leader_epoch": p.leader_epoch,
              "replica_nodes": p.replicas, "isr_nodes": p.isr,
              "offline_replicas": p.offline_replicas}
@@ -72,6 +73,10 @@ def handle_metadata(services: BrokerServices, ctx: RequestContext,
                     services.topic_admin.auto_create(name)
                 except TopicError as e:
                     topics.append({"error_code": e.code, "name": name,
+                                   "topic_id": NULL_UUID, "partitions": []})
+                    continue
+                if cache.topic(name) is None:  # a cluster: the controller makes it next
+                    topics.append({"error_code": ErrorCode.LEADER_NOT_AVAILABLE, "name": name,
                                    "topic_id": NULL_UUID, "partitions": []})
                     continue
         topics.append(_topic_entry(cache, name))

@@ -20,10 +20,10 @@ def handle_delete_records(services: BrokerServices, ctx: RequestContext,
         parts = []
         for p in t["partitions"]:
             idx = p["partition_index"]
-            part = store.get_partition(t["name"], idx)
+            part, code = services.replica_manager.leader_partition(t["name"], idx)
             if part is None:
                 parts.append({"partition_index": idx, "low_watermark": INVALID_LOW_WATERMARK,
-                              "error_code": ErrorCode.UNKNOWN_TOPIC_OR_PARTITION})
+                              "error_code": code})
                 continue
             offset = p["offset"]
             hw = part.high_watermark

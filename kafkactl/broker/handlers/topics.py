@@ -15,8 +15,23 @@ from kafkactl.protocol.errors import ErrorCode
 NULL_UUID = uuid.UUID(int=0)
 
 
-def handle_create_topics(services: BrokerServices, ctx: RequestContext,
-                         request: dict[str, Any]) -> dict[str, Any]:
+async def _settle(services: BrokerServices, rows: list[dict[str, Any]], key: str, *,
+                  created: bool, timeout_ms: int) -> None:
+    """Wait for the controller to carry out what succeeded (a cluster); rows it did not
+    finish in time get REQUEST_TIMED_OUT, as Kafka's delayed topic operations answer."""
+    done = [r[key] for r in rows if r.get("error_code") == ErrorCode.NONE and r[key]]
+    if not done:
+        return
+    late = await services.topic_admin.settled(done if created else [],
+                                              [] if created else done, timeout_ms)
+    for r in rows:
+        if r[key] in late:
+            r.update(error_code=late[r[key]],
+                     error_message="the controller has not finished it within timeout_ms")
+
+
+async def handle_create_topics(services: BrokerServices, ctx: RequestContext,
+                               request: dict[str, Any]) -> dict[str, Any]:
     admin = services.topic_admin
     validate_only = request.get("validate_only", False)
     results = []
@@ -42,11 +57,14 @@ def handle_create_topics(services: BrokerServices, ctx: RequestContext,
         except TopicError as e:
             res.update(error_code=e.code, error_message=str(e))
         results.append(res)
+    if not validate_only:
+        await _settle(services, results, "name", created=True,
+                      timeout_ms=request.get("timeout_ms", 30000))
     return {"throttle_time_ms": 0, "topics": results}
 
 
-def handle_delete_topics(services: BrokerServices, ctx: RequestContext,
-                         request: dict[str, Any]) -> dict[str, Any]:
+async def handle_delete_topics(services: BrokerServices, ctx: RequestContext,
+                               request: dict[str, Any]) -> dict[str, Any]:
     wanted: list[tuple[str | None, Any]] = []
     if ctx.api_version >= 6:
         wanted = [(t.get("name"), t.get("topic_id")) for t in request["topics"]]
@@ -70,6 +88,8 @@ def handle_delete_topics(services: BrokerServices, ctx: RequestContext,
         except TopicError as e:
             res.update(error_code=e.code, error_message=str(e))
         responses.append(res)
+    await _settle(services, responses, "name", created=False,
+                  timeout_ms=request.get("timeout_ms", 30000))
     return {"throttle_time_ms": 0, "responses": responses}
 
 

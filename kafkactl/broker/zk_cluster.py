@@ -1,0 +1,176 @@
+"""A broker's membership of a ZooKeeper cluster (`zookeeper.connect` set).
+
+- Registration: `/brokers/ids/[id]` (kept, and re-made after a session expiry, by
+  ZkRegistration); its czxid is this broker's epoch.
+- The controller: every broker runs a KafkaController; the one holding `/controller` acts.
+- Fencing: requests from a controller older than the newest one seen are refused with
+  STALE_CONTROLLER_EPOCH, and requests meant for an earlier registration of this broker
+  with STALE_BROKER_EPOCH.
+- Topic configs: `/config/topics/[t]` is watched for every topic, so each broker applies a
+  config change made through any broker.
+- Adoption: topics of this broker's data dir that ZooKeeper does not know (a standalone
+  broker joining a cluster) are registered with this broker as their only replica.
+- Controlled shutdown: on SIGTERM the broker asks the controller to move its leaders away
+  before it stops (Kafka's ControlledShutdown), retrying while replicated partitions remain.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+from typing import TYPE_CHECKING, Any
+
+from kafkactl.broker.partition_store import PartitionStore
+from kafkactl.broker.zk_metadata_cache import ZkMetadataCache
+from kafkactl.broker.zk_registration import ZkRegistration
+from kafkactl.cluster import topic_state as zk_topics
+from kafkactl.cluster import zk_paths
+from kafkactl.cluster.controller import KafkaController
+from kafkactl.cluster.controller_channel import request_once
+from kafkactl.protocol.api_keys import ApiKey
+from kafkactl.protocol.errors import ErrorCode
+
+if TYPE_CHECKING:
+    from kazoo.client import KazooClient
+
+    from kafkactl.broker.config import BrokerConfig
+
+log = logging.getLogger("kafkactl.broker")
+
+CONTROLLED_SHUTDOWN_VERSION = 3
+
+
+class ZkCluster:
+    def __init__(self, config: BrokerConfig, registration: ZkRegistration,
+                 controller: KafkaController, cache: ZkMetadataCache,
+                 store: PartitionStore) -> None:
+        assert registration.zk is not None
+        self.config = config
+        self.zk: KazooClient = registration.zk
+        self.registration = registration
+        self.controller = controller
+        self.cache = cache
+        self.store = store
+        self.broker_id = config.broker_id
+        self.controller_epoch_seen = 0
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._watched_configs: set[str] = set()
+
+    # ---- start / stop ------------------------------------------------------------------------
+    async def start(self, local_topics: dict[str, tuple[int, dict[str, str]]]) -> None:
+        """After this broker registered: adopt local topics, watch topic configs, and run
+        the controller election."""
+        self._loop = asyncio.get_running_loop()
+        if local_topics:
+            await asyncio.to_thread(self._adopt, local_topics)
+        await asyncio.to_thread(self._watch_configs)
+        await self.controller.start()
+
+    def _adopt(self, local: dict[str, tuple[int, dict[str, str]]]) -> None:
+        from kazoo.exceptions import NodeExistsError
+
+        for name, (partitions, configs) in sorted(local.items()):
+            found = zk_topics.read_assignment(self.zk, name)
+            if found is not None:
+                if any(self.broker_id not in r for r in found.partitions.values()):
+                    log.warning("topic %s in ZooKeeper is assigned to brokers %s; this "
+                                "broker's local logs of it are not served", name,
+                                sorted({b for r in found.partitions.values() for b in r}))
+                continue
+            assignment = zk_topics.TopicAssignment(
+                name, {p: [self.broker_id] for p in range(partitions)}, uuid.uuid4())
+            try:
+                zk_topics.create_topic(self.zk, assignment, configs)
+                log.info("registered local topic %s (%d partitions) in ZooKeeper", name,
+                         partitions)
+            except NodeExistsError:
+                pass
+
+    def _watch_configs(self) -> None:
+        from kazoo.recipe.watchers import ChildrenWatch, DataWatch
+
+        self.zk.ensure_path(zk_paths.CONFIG_TOPICS)
+
+        def on_topics(names: list[str]) -> None:
+            for name in names:
+                if name in self._watched_configs:
+                    continue
+                self._watched_configs.add(name)
+
+                def on_config(data: Any, _stat: Any, topic: str = name) -> bool:
+                    if data is None:
+                        self._watched_configs.discard(topic)
+                        return False
+                    configs = zk_topics.read_topic_config(self.zk, topic)
+                    self._call_soon(self._apply_config, topic, configs)
+                    return True
+                DataWatch(self.zk, zk_paths.topic_config(name), on_config)
+
+        ChildrenWatch(self.zk, zk_paths.CONFIG_TOPICS, on_topics)
+
+    def _call_soon(self, fn: Any, *args: Any) -> None:
+        if self._loop is not None and not self._loop.is_closed():
+            self._loop.call_soon_threadsafe(fn, *args)
+
+    def _apply_config(self, topic: str, configs: dict[str, str]) -> None:
+        if self.store.configs.overrides.get(topic) == configs:
+            return
+        try:
+            self.store.update_topic_config(topic, configs)
+        except ValueError as e:
+            log.warning("ignoring the configs of topic %s in ZooKeeper: %s", topic, e)
+
+    async def load_topic_config(self, topic: str) -> None:
+        """Before hosting a partition of `topic`: its overrides, if not known yet."""
+        if topic not in self.store.configs.overrides:
+            configs = await asyncio.to_thread(zk_topics.read_topic_config, self.zk, topic)
+            self.store.set_topic_overrides(topic, configs)
+
+    async def stop(self) -> None:
+        await self.controller.stop()
+
+    # ---- fencing -----------------------------------------------------------------------------
+    def check_controller_request(self, controller_id: int, controller_epoch: int,
+                                 broker_epoch: int) -> ErrorCode:
+        if controller_epoch < self.controller_epoch_seen:
+            log.warning("ignoring a request of controller %d at epoch %d (epoch %d is newer)",
+                        controller_id, controller_epoch, self.controller_epoch_seen)
+            return ErrorCode.STALE_CONTROLLER_EPOCH
+        own = self.registration.broker_epoch
+        if 0 <= broker_epoch < own:
+            return ErrorCode.STALE_BROKER_EPOCH
+        self.controller_epoch_seen = controller_epoch
+        return ErrorCode.NONE
+
+    # ---- controlled shutdown -----------------------------------------------------------------
+    async def controlled_shutdown(self) -> None:
+        """Ask the controller to move this broker's leaders away; retried (as Kafka's
+        controlled.shutdown.max.retries / .retry.backoff.ms) while some remain."""
+        if not self.config.get_bool("controlled.shutdown.enable"):
+            return
+        retries = self.config.get_int("controlled.shutdown.max.retries")
+        backoff = self.config.get_int("controlled.shutdown.retry.backoff.ms") / 1000
+        for attempt in range(retries + 1):
+            controller = self.cache.broker(self.cache.controller_id())
+            if controller is not None:
+                try:
+                    resp = await request_once(
+                        controller.host, controller.port, ApiKey.CONTROLLED_SHUTDOWN,
+                        CONTROLLED_SHUTDOWN_VERSION,
+                        {"broker_id": self.broker_id,
+                         "broker_epoch": self.registration.broker_epoch},
+                        client_id=f"kafkactl-broker-{self.broker_id}", timeout_s=10)
+                    remaining = resp.get("remaining_partitions") or []
+                    if resp["error_code"] == ErrorCode.NONE and not remaining:
+                        log.info("controlled shutdown succeeded (controller %d)",
+                                 controller.node_id)
+                        return
+                    log.info("controlled shutdown: controller %d answered %s with %d "
+                             "partition(s) still led here", controller.node_id,
+                             ErrorCode(resp["error_code"]).name, len(remaining))
+                except (OSError, EOFError, TimeoutError) as e:
+                    log.info("controlled shutdown: controller unreachable (%s)", e)
+            if attempt < retries:
+                await asyncio.sleep(backoff)
+        log.warning("controlled shutdown did not complete; stopping anyway")

@@ -1,0 +1,263 @@
+"""The topic decisions of a broker in a ZooKeeper cluster (Kafka's ZK-mode AdminManager):
+requests are checked here and written to ZooKeeper; the controller acts on the znodes
+(assigns leaders, tells the brokers which partitions to host). As in Kafka, CreateTopics,
+DeleteTopics and CreatePartitions are served by the controller only (others answer
+NOT_CONTROLLER, and clients send them to the Metadata response's controller), while any
+broker may auto-create a topic or change its configs.
+
+Replicated partitions (replication factor above 1) are not built yet: they are refused
+with INVALID_REPLICATION_FACTOR and the reason, never silently created with one replica.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
+
+from kafkactl.broker.config import BrokerConfig
+from kafkactl.broker.partition_store import PartitionStore
+from kafkactl.broker.topic_admin import (
+    NO_NUM_PARTITIONS,
+    NO_REPLICATION_FACTOR,
+    ReplicaAssignment,
+    TopicError,
+    TopicState,
+    check_assignments,
+    check_config_changes,
+    requested_overrides,
+    validate_topic_name,
+)
+from kafkactl.broker.zk_metadata_cache import ZkMetadataCache
+from kafkactl.cluster import topic_state as zk_topics
+from kafkactl.cluster.assignment import AssignmentError, assign_replicas
+from kafkactl.cluster.controller import KafkaController
+from kafkactl.protocol.errors import ErrorCode
+
+if TYPE_CHECKING:
+    from kazoo.client import KazooClient
+
+log = logging.getLogger(__name__)
+
+MAX_REPLICATION_FACTOR = 1  # until replication (leaders, followers, ISR) is built
+
+
+class ZkTopicAdmin:
+    def __init__(self, zk: KazooClient, cache: ZkMetadataCache, store: PartitionStore,
+                 controller: KafkaController, *, config: BrokerConfig, broker_id: int) -> None:
+        self.zk = zk
+        self.cache = cache
+        self.store = store
+        self.controller = controller
+        self.config = config
+        self.broker_id = broker_id
+
+    def topic(self, name: str) -> TopicState | None:
+        meta = self.cache.topic(name)
+        if meta is None:
+            return None
+        rf = max((len(p.replicas) for p in meta.partitions.values()), default=1)
+        return TopicState(name, meta.topic_id, len(meta.partitions),
+                          dict(self.store.configs.overrides.get(name, {})), rf)
+
+    # ---- checks ------------------------------------------------------------------------------
+    def _require_controller(self, what: str) -> None:
+        if not self.controller.active:
+            raise TopicError(ErrorCode.NOT_CONTROLLER,
+                             f"{what} goes to the controller (broker "
+                             f"{self.cache.controller_id()}), not broker {self.broker_id}")
+
+    def _live_brokers(self) -> list[int]:
+        return [b.node_id for b in self.cache.brokers()]
+
+    def _check_replication_factor(self, rf: int) -> None:
+        if rf < 1:
+            raise TopicError(ErrorCode.INVALID_REPLICATION_FACTOR,
+                             "the replication factor must be at least 1")
+        if rf > MAX_REPLICATION_FACTOR:
+            raise TopicError(ErrorCode.INVALID_REPLICATION_FACTOR,
+                             f"replication factor {rf}: replicated partitions are not "
+                             "supported yet; use 1")
+
+    def _check_new_name(self, name: str) -> None:
+        validate_topic_name(name)
+        if self.cache.topic(name) is not None or \
+                zk_topics.read_assignment(self.zk, name) is not None:
+            raise TopicError(ErrorCode.TOPIC_ALREADY_EXISTS, f"topic {name!r} already exists")
+        norm = name.replace(".", "_")
+        for other in self.cache.topic_names():
+            if other != name and other.replace(".", "_") == norm:
+                raise TopicError(ErrorCode.INVALID_TOPIC_EXCEPTION,
+                                 f"topic {name!r} collides with existing topic {other!r} "
+                                 "('.' and '_' are interchangeable in metric names)")
+
+    def _check_broker_ids(self, assignments: Sequence[list[int]]) -> None:
+        live = set(self._live_brokers())
+        for brokers in assignments:
+            unknown = [b for b in brokers if b not in live]
+            if unknown or not brokers or len(set(brokers)) != len(brokers):
+                raise TopicError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                                 f"assignment {brokers} must name distinct live brokers "
+                                 f"(live: {sorted(live)})")
+            self._check_replication_factor(len(brokers))
+
+    def _log_config_check(self, configs: Mapping[str, str]) -> None:
+        try:
+            self.store.configs.log_config_for(configs)
+        except ValueError as e:
+            raise TopicError(ErrorCode.INVALID_CONFIG, str(e)) from e
+
+    def _assign(self, count: int, rf: int, *, first: int = 0,
+                start_index: int | None = None) -> dict[int, list[int]]:
+        try:
+            return assign_replicas(self._live_brokers(), count, rf, first_partition=first,
+                                   start_index=start_index)
+        except AssignmentError as e:
+            code = ErrorCode.INVALID_PARTITIONS if count < 1 else \
+                ErrorCode.INVALID_REPLICATION_FACTOR
+            raise TopicError(code, str(e)) from e
+
+    def _write_new_topic(self, name: str, partitions: dict[int, list[int]],
+                         configs: Mapping[str, str]) -> TopicState:
+        from kazoo.exceptions import NodeExistsError
+
+        topic_id = uuid.uuid4()
+        try:
+            zk_topics.create_topic(self.zk, zk_topics.TopicAssignment(name, partitions, topic_id),
+                                   dict(configs))
+        except NodeExistsError:
+            raise TopicError(ErrorCode.TOPIC_ALREADY_EXISTS,
+                             f"topic {name!r} already exists") from None
+        self.store.set_topic_overrides(name, configs)
+        log.info("created topic %s with %d partition(s)%s", name, len(partitions),
+                 f" and configs {dict(configs)}" if configs else "")
+        return TopicState(name, topic_id, len(partitions), dict(configs), 1)
+
+    # ---- create ----------------------------------------------------------------------------
+    def create_topic(self, name: str, num_partitions: int, replication_factor: int,
+                     assignments: list[ReplicaAssignment],
+                     configs: Sequence[tuple[str, str | None]], *,
+                     validate_only: bool = False) -> TopicState:
+        self._require_controller("CreateTopics")
+        check_assignments(num_partitions, replication_factor, assignments)
+        if assignments:
+            self._check_broker_ids([brokers for _i, brokers in assignments])
+            partitions = {i: list(brokers) for i, brokers in assignments}
+        else:
+            if num_partitions == NO_NUM_PARTITIONS:
+                num_partitions = self.config.get_int("num.partitions")
+            if replication_factor == NO_REPLICATION_FACTOR:
+                replication_factor = self.config.get_int("default.replication.factor")
+            self._check_replication_factor(replication_factor)
+            if num_partitions < 1:
+                raise TopicError(ErrorCode.INVALID_PARTITIONS,
+                                 "the number of partitions must be at least 1")
+            partitions = self._assign(num_partitions, replication_factor)
+        overrides = requested_overrides(configs)
+        self._log_config_check(overrides)
+        self._check_new_name(name)
+        if validate_only:
+            return TopicState(name, uuid.UUID(int=0), len(partitions), overrides, 1)
+        return self._write_new_topic(name, partitions, overrides)
+
+    def auto_create(self, name: str, num_partitions: int | None = None,
+                    configs: Mapping[str, str] | None = None) -> TopicState:
+        """Any broker: written to ZooKeeper unless it exists; the controller makes it."""
+        validate_topic_name(name)
+        existing = self.topic(name)
+        if existing is not None:
+            return existing
+        count = self.config.get_int("num.partitions") if num_partitions is None \
+            else num_partitions
+        found = zk_topics.read_assignment(self.zk, name)
+        if found is not None:  # created, not yet propagated
+            return TopicState(name, found.topic_id or uuid.UUID(int=0), len(found.partitions),
+                              dict(configs or {}), 1)
+        try:
+            return self._write_new_topic(name, self._assign(count, 1), dict(configs or {}))
+        except TopicError as e:
+            if e.code == ErrorCode.TOPIC_ALREADY_EXISTS:  # another broker won the race
+                return TopicState(name, uuid.UUID(int=0), count, dict(configs or {}), 1)
+            raise
+
+    # ---- delete / partitions -----------------------------------------------------------------
+    def delete_topic(self, name: str) -> TopicState:
+        self._require_controller("DeleteTopics")
+        state = self.topic(name)
+        if state is None:
+            raise TopicError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                             f"topic {name!r} does not exist")
+        if not self.config.get_bool("delete.topic.enable"):
+            raise TopicError(ErrorCode.TOPIC_DELETION_DISABLED, "delete.topic.enable is false")
+        zk_topics.mark_for_deletion(self.zk, name)
+        log.info("topic %s marked for deletion", name)
+        return state
+
+    def add_partitions(self, name: str, count: int, assignments: list[list[int]], *,
+                       validate_only: bool = False) -> None:
+        from kazoo.exceptions import BadVersionError
+
+        self._require_controller("CreatePartitions")
+        current = zk_topics.read_assignment(self.zk, name)
+        if current is None or self.cache.topic(name) is None:
+            raise TopicError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                             f"topic {name!r} does not exist")
+        have = len(current.partitions)
+        if count <= have:
+            raise TopicError(ErrorCode.INVALID_PARTITIONS,
+                             f"topic {name!r} has {have} partitions; the new count {count} "
+                             "must be larger")
+        if assignments:
+            if len(assignments) != count - have:
+                raise TopicError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                                 f"{len(assignments)} assignments for {count - have} new "
+                                 "partitions")
+            self._check_broker_ids(assignments)
+            added = {have + i: list(b) for i, b in enumerate(assignments)}
+        else:
+            live = sorted(self._live_brokers())
+            leader0 = current.partitions[0][0]
+            start = live.index(leader0) if leader0 in live else None
+            added = self._assign(count - have, 1, first=have, start_index=start)
+        if validate_only:
+            return
+        current.partitions.update(added)
+        try:
+            zk_topics.set_assignment(self.zk, current)
+        except BadVersionError:
+            raise TopicError(ErrorCode.REASSIGNMENT_IN_PROGRESS,
+                             f"topic {name!r} changed meanwhile; retry") from None
+        log.info("topic %s grows to %d partitions", name, count)
+
+    # ---- configs ---------------------------------------------------------------------------
+    def set_configs(self, name: str, configs: Mapping[str, str], *,
+                    validate_only: bool = False) -> None:
+        if self.cache.topic(name) is None:
+            raise TopicError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                             f"topic {name!r} does not exist")
+        current = zk_topics.read_topic_config(self.zk, name)
+        check_config_changes(current, configs)
+        self._log_config_check(configs)
+        if validate_only:
+            return
+        zk_topics.set_topic_config(self.zk, name, dict(configs))
+        self.store.update_topic_config(name, configs)  # the others follow the znode
+        log.info("topic %s configs are now %s", name, dict(configs) or "the broker defaults")
+
+    # ---- waiting for the controller ----------------------------------------------------------
+    async def settled(self, created: Sequence[str], deleted: Sequence[str],
+                      timeout_ms: int) -> dict[str, ErrorCode]:
+        """Wait until the created topics have a leader for every partition and the deleted
+        ones are gone from the metadata (Kafka's delayed CreateTopics/DeleteTopics); the
+        topics not there by the timeout get REQUEST_TIMED_OUT."""
+        def pending() -> list[str]:
+            out = [n for n in created if not self._ready(n)]
+            return out + [n for n in deleted if self.cache.topic(n) is not None]
+
+        await self.cache.wait_until(lambda: not pending(), max(0, timeout_ms) / 1000)
+        return {n: ErrorCode.REQUEST_TIMED_OUT for n in pending()}
+
+    def _ready(self, name: str) -> bool:
+        meta = self.cache.topic(name)
+        return meta is not None and all(p.leader >= 0 for p in meta.partitions.values())
