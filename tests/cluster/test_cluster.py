@@ -33,7 +33,7 @@ def kafkactl(*args: str, timeout: float = 60, **kw: object) -> subprocess.Comple
 
 
 def create_topic(bootstrap: str, name: str, partitions: int) -> None:
-    r = kafkactl("topics", "create", "-b", bootstrap, "-t", name, "-p", str(partitions))
+    r = kafkactl("topics", "create", "-b", bootstrap, "-t", name, "--partitions", str(partitions))
     assert r.returncode == 0, r.stderr
 
 
@@ -85,8 +85,12 @@ def test_topic_spreads_and_clients_reach_every_leader_from_any_broker(cluster, z
     finally:
         consumer.close()
     assert sorted(seen) == sorted(lines)
-    r = kafkactl("offsets", "describe", "-b", b1.bootstrap, "-G", "g1", "--json")
+    # the committed offsets, read through another broker: lag 0 on every partition
+    r = kafkactl("offsets", "show", "-b", b1.bootstrap, "-G", "g1", "--json")
     assert r.returncode == 0, r.stderr
+    rows = json.loads(r.stdout)
+    assert len(rows) == 12 and all(row["lag"] == 0 for row in rows)
+    assert sum(row["current_offset"] for row in rows) == len(lines)
 
 
 def test_requests_for_partitions_or_admin_work_elsewhere_are_redirected(cluster) -> None:
@@ -173,8 +177,10 @@ def test_sigterm_is_a_controlled_shutdown_and_deletion_reaches_every_broker(clus
                zk.exists(f"{cluster.chroot}/admin/delete_topics/gone") is None, 30,
                "the deletion to finish in ZooKeeper")
     for b in cluster.brokers.values():
-        wait_until(lambda b=b: not any(p.name.startswith("gone-") for p in
-                                       b.data_dir.iterdir()), 30, "the logs to go")
+        # each replica's log is renamed <topic>-<p>.<uuid>-delete (removed later, as Kafka)
+        wait_until(lambda b=b: not any(p.name.startswith("gone-") and
+                                       not p.name.endswith("-delete")
+                                       for p in b.data_dir.iterdir()), 30, "the logs to go")
         assert leaders(b.port, "gone") == {}
     victim = next(b for b in (1, 2, 3) if b != cluster.controller())
     assert cluster.brokers[victim].stop() == 0
