@@ -11,12 +11,13 @@ NOT_RETRIABLE_IN_KAFKA = {ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER,
 
 
 def test_sets_hold_the_codes_the_client_always_handled() -> None:
-    assert errors.METADATA_NOT_READY == {3, 5, 6, 9}
-    assert errors.STALE_LEADER == {3, 5, 6, 74, 75}
-    assert errors.PRODUCE_REFRESH_METADATA == {3, 5, 6, 13, 74, 75}
-    assert errors.PRODUCE_RETRIABLE == {3, 5, 6, 7, 13, 14, 15, 19, 20, 45, 56, 74, 75, 76}
-    assert errors.COORDINATOR_RETRIABLE == {14, 15, 16}
-    assert errors.REJOIN_GROUP == {22, 25, 27, 82}
+    assert set(map(int, errors.METADATA_NOT_READY)) == {3, 5, 6, 9}
+    assert set(map(int, errors.STALE_LEADER)) == {3, 5, 6, 74, 75}
+    assert set(map(int, errors.PRODUCE_REFRESH_METADATA)) == {3, 5, 6, 13, 74, 75}
+    assert set(map(int, errors.PRODUCE_RETRIABLE)) == {
+        3, 5, 6, 7, 13, 14, 15, 19, 20, 45, 56, 74, 75, 76}
+    assert set(map(int, errors.COORDINATOR_RETRIABLE)) == {14, 15, 16}
+    assert set(map(int, errors.REJOIN_GROUP)) == {22, 25, 27, 82}
 
 
 def test_sets_are_error_codes_and_retriability_comes_from_the_table() -> None:
