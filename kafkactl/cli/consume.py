@@ -21,26 +21,28 @@ from kafkactl.cli._output import StdoutClosed, is_epipe
 if TYPE_CHECKING:  # the client is imported when a command runs, so --help stays fast
     from kafkactl.client.consumer import Consumer
     from kafkactl.client.fetcher import ConsumerRecord
+    from kafkactl.client.topic_reader import Piece, StartOffset
 
 TOKEN = re.compile(rb"%[tpokKsSTh%]")
 
 
-def parse_offset(spec: str) -> tuple[str, int]:
-    """-> ("earliest"|"latest"|"absolute"|"relative"|"timestamp", value)."""
+def parse_offset(spec: str) -> StartOffset:
+    """--offset -> StartOffset(earliest|latest|absolute|relative|timestamp, value)."""
     from kafkactl.client.fetcher import EARLIEST, LATEST
+    from kafkactl.client.topic_reader import StartOffset
 
     s = spec.strip()
     low = s.lower()
     if low in ("earliest", "beginning", "start"):
-        return ("earliest", EARLIEST)
+        return StartOffset("earliest", EARLIEST)
     if low in ("latest", "end"):
-        return ("latest", LATEST)
+        return StartOffset("latest", LATEST)
     if re.fullmatch(r"\d+", s):
-        return ("absolute", int(s))
+        return StartOffset("absolute", int(s))
     if re.fullmatch(r"-\d+", s):
-        return ("relative", int(s))
+        return StartOffset("relative", int(s))
     if s.startswith("@") and re.fullmatch(r"@\d+", s):
-        return ("timestamp", int(s[1:]))
+        return StartOffset("timestamp", int(s[1:]))
     try:
         dt = datetime.fromisoformat(s.replace("Z", "+00:00"))
     except ValueError:
@@ -49,7 +51,7 @@ def parse_offset(spec: str) -> tuple[str, int]:
             "or an ISO date such as 2024-05-01T12:00:00") from None
     if dt.tzinfo is None:
         dt = dt.astimezone()  # local time, like the shell tools
-    return ("timestamp", int(dt.astimezone(UTC).timestamp() * 1000))
+    return StartOffset("timestamp", int(dt.astimezone(UTC).timestamp() * 1000))
 
 
 def _b(v: memoryview | None, null: bytes = b"") -> bytes:
@@ -120,44 +122,6 @@ def render_json(r: ConsumerRecord) -> bytes:
     return json.dumps(d, ensure_ascii=False).encode() + b"\n"
 
 
-def plain_lines(batch: Any, fetch_offset: int, sep: bytes | None, limit: int | None
-                ) -> tuple[bytes, int] | None:
-    """`value\n` (or `key SEP value\n`) for every record of a header-less magic-2 batch
-    from fetch_offset on (at most `limit`), joined in C; (lines, count), or None when the
-    batch needs the per-record render. Null keys and values print as nothing."""
-    from kafkactl.record.value_scan import fast_key_values, fast_values
-
-    if batch.magic != 2:
-        return None
-    keys: Any = None
-    if sep is None:
-        values: Any = fast_values(batch, fetch_offset)
-        if values is None:
-            return None
-    else:
-        found = fast_key_values(batch, fetch_offset)
-        if found is None:
-            return None
-        keys, values = found
-    if limit is not None and len(values) > limit:
-        values = values[:limit]
-        keys = keys[:limit] if keys is not None else None
-    n = len(values)
-    if n == 0:
-        return b"", 0
-    if None in values:
-        values = [b"" if v is None else v for v in values]
-    if keys is None:
-        return b"\n".join(values) + b"\n", n
-    if None in keys:
-        keys = [b"" if k is None else k for k in keys]
-    parts: list[bytes | None] = [b"\n"] * (4 * n)
-    parts[0::4] = keys
-    parts[1::4] = [sep] * n
-    parts[2::4] = values
-    return b"".join(parts), n  # type: ignore[arg-type]  # no None is left
-
-
 def _terminate(signum: int, frame: Any) -> None:
     raise KeyboardInterrupt
 
@@ -216,7 +180,8 @@ def consume(
     """Print records of the given topics to stdout (value per line by default)."""
     from kafkactl.client.consumer import Consumer
     from kafkactl.client.errors import ClientError
-    from kafkactl.client.fetcher import EARLIEST, LATEST, ConsumerRecord
+    from kafkactl.client.fetcher import EARLIEST, LATEST
+    from kafkactl.client.topic_reader import StartOffset, TopicReader
     from kafkactl.cluster.zookeeper import ZooKeeperUnavailable
     from kafkactl.protocol.errors import KafkaError
     from kafkactl.record.errors import RecordError
@@ -234,8 +199,8 @@ def consume(
     if offset is not None and from_beginning:
         raise fail("--offset and --from-beginning are mutually exclusive", 2)
     try:
-        start = ("earliest", EARLIEST) if from_beginning else (
-            parse_offset(offset) if offset is not None else ("latest", LATEST))
+        start = StartOffset("earliest", EARLIEST) if from_beginning else (
+            parse_offset(offset) if offset is not None else StartOffset("latest", LATEST))
         for rx in (topic_pattern, exclude_pattern):
             if rx:
                 re.compile(rx)
@@ -254,7 +219,8 @@ def consume(
             render = compile_format("".join(parts))
     except (typer.BadParameter, re.error) as e:
         raise fail(str(e), 2) from None
-    # value (or key SEP value) per line: header-less batches skip the per-record render
+    # value (or key SEP value) per line: the reader renders those itself, and header-less
+    # batches skip the per-record render
     plain = fmt is None and not as_json and not print_offsets and (sep is None or b"%" not in sep)
     source = _group_source(group) if group else None
 
@@ -265,7 +231,7 @@ def consume(
     consumer: Consumer | None = None
     closed = False
     try:
-        reset = "earliest" if start[0] == "earliest" else "latest"
+        reset = "earliest" if start.kind == "earliest" else "latest"
         if zookeeper:  # the seed's ZooKeeper-coordinated group
             from kafkactl.client.zookeeper_consumer import ZookeeperConsumer
 
@@ -282,47 +248,15 @@ def consume(
             consumer = Consumer(*topic, bootstrap_servers=bootstrap, pattern=topic_pattern,
                                 exclude=exclude_pattern, partitions=partition or None,
                                 auto_offset_reset=reset)
-        tps = sorted(consumer.assignment())
-        if not tps and source is None and not zookeeper:
+        reader = TopicReader(consumer, max_records=max_messages, until_end=exit_at_end,
+                             stop_when_idle=_stdout_closed)
+        if not reader.partitions and source is None and not zookeeper:
             raise fail(_no_partitions_message(topic, topic_pattern, exclude_pattern), 1)
         if source is None and not zookeeper:
-            _position(consumer, tps, start)
-        ends = consumer.end_offsets(tps) if exit_at_end else {}
-        remaining = max_messages
-        while remaining is None or remaining > 0:
-            if exit_at_end and all(consumer.position(tp) >= max(ends[tp], consumer.
-                                   high_watermarks.get(tp, ends[tp])) for tp in tps):
-                break
-            chunks = consumer.poll_fetches(1.0)
-            if not chunks and _stdout_closed():
-                break
-            buf: list[tuple[bytes, int]] = []
-            for pf in chunks:
-                for b in pf.batches():
-                    fast = plain_lines(b, pf.fetch_offset, sep, remaining) if plain else None
-                    if fast is not None:
-                        buf.append(fast)
-                        n = fast[1]
-                    else:
-                        n = 0
-                        tstype = int(b.timestamp_type)
-                        for r in b:
-                            if r.offset < pf.fetch_offset:
-                                continue
-                            if remaining is not None and n >= remaining:
-                                break
-                            buf.append((render(ConsumerRecord(
-                                pf.topic, pf.partition, r.offset, r.timestamp, tstype, r.key,
-                                r.value, r.headers)), 1))
-                            n += 1
-                    if remaining is not None:
-                        remaining -= n
-                        if remaining <= 0:
-                            break
-                if remaining is not None and remaining <= 0:
-                    break
-            if buf:
-                out.write(buf)
+            reader.seek(start)
+        lines = reader.lines(key_separator=sep) if plain else reader.lines(render)
+        for pieces in lines:
+            out.write(pieces)
     except KeyboardInterrupt:
         pass
     except StdoutClosed:
@@ -348,7 +282,7 @@ class RecordWriter:
         self.fd = sys.stdout.fileno()
         self.records = 0
 
-    def write(self, pieces: list[tuple[bytes, int]]) -> None:
+    def write(self, pieces: list[Piece]) -> None:
         """`pieces`: (bytes, number of records in them), each record ending in a newline
         when a piece holds more than one. Raises StdoutClosed when the reader went away."""
         data = memoryview(b"".join(p for p, _ in pieces))
@@ -367,7 +301,7 @@ class RecordWriter:
         self.records += sum(n for _, n in pieces)
 
 
-def _complete_records(pieces: list[tuple[bytes, int]], written: int) -> int:
+def _complete_records(pieces: list[Piece], written: int) -> int:
     """Records wholly inside the first `written` bytes of the joined pieces."""
     done = 0
     for piece, n in pieces:
@@ -392,28 +326,6 @@ def _no_partitions_message(topics: list[str], pattern: str | None,
     if not pattern.endswith((".*", ".+")):
         msg += f"; for names that start with it, try {pattern + '.*'!r}"
     return msg
-
-
-def _position(consumer: Consumer, tps: list[Any], start: tuple[str, int]) -> None:
-    kind, value = start
-    if kind == "earliest":
-        consumer.seek_to_beginning(*tps)
-    elif kind == "latest":
-        consumer.seek_to_end(*tps)
-    elif kind == "absolute":
-        lo, hi = consumer.beginning_offsets(tps), consumer.end_offsets(tps)
-        for tp in tps:
-            consumer.seek(tp, min(max(value, lo[tp]), hi[tp]))
-    elif kind == "relative":
-        lo, hi = consumer.beginning_offsets(tps), consumer.end_offsets(tps)
-        for tp in tps:
-            consumer.seek(tp, max(lo[tp], hi[tp] + value))
-    else:
-        found = consumer.offsets_for_times({tp: value for tp in tps})
-        hi = consumer.end_offsets(tps)
-        for tp in tps:
-            f = found[tp]
-            consumer.seek(tp, hi[tp] if f is None else f[0])
 
 
 def _stdout_closed() -> bool:

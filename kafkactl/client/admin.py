@@ -11,7 +11,7 @@ from kafkactl.client.consumer import SimpleConsumer
 from kafkactl.client.fetcher import TopicPartition
 from kafkactl.client.kafka_client import KafkaClient
 from kafkactl.protocol.api_keys import ApiKey
-from kafkactl.protocol.errors import KafkaError, error_for
+from kafkactl.protocol.errors import ErrorCode, KafkaError, error_for
 
 TOPIC_RESOURCE = 2
 BROKER_RESOURCE = 4
@@ -61,8 +61,8 @@ class AdminClient:
         out = {}
         for n in names:
             t = cluster.topics.get(n)
-            if t is None or t.error_code == 3:
-                raise error_for(3)(f"topic {n!r} does not exist")
+            if t is None or t.error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
+                raise error_for(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)(f"topic {n!r} does not exist")
             out[n] = t
         return out
 

@@ -26,6 +26,7 @@ from kafkactl import __version__
 from kafkactl.client import wire
 from kafkactl.client.errors import KafkaConnectionError, KafkaTimeoutError
 from kafkactl.protocol.api_keys import ApiKey
+from kafkactl.protocol.errors import ErrorCode
 
 _SIZE = struct.Struct(">i")
 _RECV_CHUNK = 1 << 20
@@ -113,7 +114,7 @@ class BrokerConnection:
             code = resp.get("error_code", 0)
             table = {e["api_key"]: (e["min_version"], e["max_version"])
                      for e in resp.get("api_keys") or ()}
-            if code == 35:  # UNSUPPORTED_VERSION: retry with what the broker offers
+            if code == ErrorCode.UNSUPPORTED_VERSION:  # retry with what the broker offers
                 lo_hi = table.get(int(ApiKey.API_VERSIONS))
                 version = min(version - 1, lo_hi[1]) if lo_hi else 0
                 continue

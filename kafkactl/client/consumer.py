@@ -15,7 +15,12 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from kafkactl.client.errors import KafkaConnectionError, KafkaTimeoutError, UnknownTopicError
+from kafkactl.client.errors import (
+    STALE_LEADER,
+    KafkaConnectionError,
+    KafkaTimeoutError,
+    UnknownTopicError,
+)
 from kafkactl.client.fetcher import (
     EARLIEST,
     LATEST,
@@ -30,10 +35,14 @@ from kafkactl.client.fetcher import (
 )
 from kafkactl.client.kafka_client import KafkaClient
 from kafkactl.protocol.api_keys import ApiKey
-from kafkactl.protocol.errors import CorruptMessageError, OffsetOutOfRangeError, error_for
+from kafkactl.protocol.errors import (
+    CorruptMessageError,
+    ErrorCode,
+    OffsetOutOfRangeError,
+    error_for,
+)
 from kafkactl.record.errors import CorruptRecordError
 
-REFRESH_CODES = {3, 5, 6, 74, 75}
 NO_PROGRESS_LIMIT = 3  # fetches in a row that return bytes but no whole batch
 
 
@@ -184,7 +193,7 @@ class SimpleConsumer:
                 for tp, (code, off, ts) in parse_list_offsets(resp).items():
                     if code == 0:
                         out[tp] = (off, ts)
-                    elif code in REFRESH_CODES and attempt < 4:
+                    elif code in STALE_LEADER and attempt < 4:
                         retry[tp] = todo[tp]
                     else:
                         raise error_for(code)(f"ListOffsets for {tp[0]}-{tp[1]}")
@@ -406,9 +415,9 @@ class Consumer:
                 results.append(pf)
             elif len(pf.records) and len(pf.records) < self.simple.max_partition_bytes:
                 self._no_progress(pf)
-        elif pf.error_code == 1:  # OFFSET_OUT_OF_RANGE -> auto.offset.reset
+        elif pf.error_code == ErrorCode.OFFSET_OUT_OF_RANGE:  # -> auto.offset.reset
             self._reset([tp])
-        elif pf.error_code in REFRESH_CODES:
+        elif pf.error_code in STALE_LEADER:
             self.client.cluster.invalidate(pf.topic)
         else:
             raise error_for(pf.error_code)(

@@ -17,15 +17,16 @@ from typing import Any
 from kafkactl.client.cluster import ClusterMetadata
 from kafkactl.client.connection import BrokerConnection
 from kafkactl.client.errors import (
+    METADATA_NOT_READY,
     KafkaConnectionError,
     KafkaTimeoutError,
     NoBrokersAvailable,
     UnknownTopicError,
 )
 from kafkactl.protocol.api_keys import ApiKey
+from kafkactl.protocol.errors import ErrorCode
 
 DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
-RETRIABLE_METADATA_CODES = {3, 5, 6, 9}  # unknown topic/partition, leader not avail, not leader
 
 
 def default_bootstrap() -> str:
@@ -231,9 +232,10 @@ class KafkaClient:
             missing, waiting = [], []
             for t in topics:
                 tm = cluster.topics.get(t)
-                if tm is None or tm.error_code == 3 or (not tm.partitions and not tm.error_code):
+                if (tm is None or tm.error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                        or (not tm.partitions and not tm.error_code)):
                     missing.append(t)
-                elif tm.error_code and tm.error_code not in RETRIABLE_METADATA_CODES:
+                elif tm.error_code and tm.error_code not in METADATA_NOT_READY:
                     raise UnknownTopicError(f"topic {t!r}: broker error {tm.error_code}")
                 elif tm.error_code or any(p.leader < 0 for p in tm.partitions.values()):
                     waiting.append(t)

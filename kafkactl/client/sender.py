@@ -11,6 +11,8 @@ from typing import Any
 
 from kafkactl.client.accumulator import RecordAccumulator, TopicPartition
 from kafkactl.client.errors import (
+    PRODUCE_REFRESH_METADATA,
+    PRODUCE_RETRIABLE,
     KafkaConnectionError,
     KafkaTimeoutError,
     NoBrokersAvailable,
@@ -19,16 +21,10 @@ from kafkactl.client.errors import (
 from kafkactl.client.kafka_client import KafkaClient
 from kafkactl.client.producer_batch import ProducerBatch
 from kafkactl.protocol.api_keys import ApiKey
-from kafkactl.protocol.errors import error_for
+from kafkactl.protocol.errors import ErrorCode, error_for
 
 log = logging.getLogger("kafkactl.producer")
 
-# Error codes after which a batch is sent again (Kafka's RetriableException family).
-RETRIABLE = {3, 5, 6, 7, 13, 14, 15, 19, 20, 45, 56, 74, 75, 76}
-REFRESH_METADATA = {3, 5, 6, 13, 74, 75}
-DUPLICATE_SEQUENCE = 46
-MESSAGE_TOO_LARGE = 10
-UNKNOWN_PRODUCER_ID = 59
 
 
 class ProducerState:
@@ -231,7 +227,7 @@ class Sender(threading.Thread):
             self.client.cluster.invalidate()
             self._need_metadata = True
             for b in batches:
-                self._retry_or_fail(b, 13, err)
+                self._retry_or_fail(b, ErrorCode.NETWORK_EXCEPTION, err)
             return
         results: dict[TopicPartition, dict[str, Any]] = {}
         for t in resp.get("responses") or ():
@@ -240,15 +236,17 @@ class Sender(threading.Thread):
         for b in batches:
             r = results.get((b.topic, b.partition))
             if r is None:
-                self._retry_or_fail(b, 13, KafkaConnectionError("partition missing in response"))
+                self._retry_or_fail(b, ErrorCode.NETWORK_EXCEPTION,
+                                    KafkaConnectionError("partition missing in response"))
                 continue
             code = r.get("error_code", 0)
             if code == 0:
                 self._complete(b, r.get("base_offset", -1), None,
                                r.get("log_append_time_ms", -1))
-            elif code == DUPLICATE_SEQUENCE:
+            elif code == ErrorCode.DUPLICATE_SEQUENCE_NUMBER:
                 self._complete(b, r.get("base_offset", -1), None)
-            elif code == MESSAGE_TOO_LARGE and b.record_count > 1 and not self.force_close:
+            elif (code == ErrorCode.MESSAGE_TOO_LARGE and b.record_count > 1
+                  and not self.force_close):
                 # Split it and send the halves (down to single records, which fail alone).
                 self._remove_in_flight(b)
                 if self.idempotent and b.base_sequence >= 0:
@@ -261,15 +259,15 @@ class Sender(threading.Thread):
     def _retry_or_fail(self, batch: ProducerBatch, code: int, err: BaseException | None) -> None:
         self._remove_in_flight(batch)
         age = time.monotonic() - batch.created_ms / 1000.0
-        if code == UNKNOWN_PRODUCER_ID and self.idempotent:
+        if code == ErrorCode.UNKNOWN_PRODUCER_ID and self.idempotent:
             # The broker lost our producer state: start over with a new producer id.
             self._reset_producer_id(batch)
-            code = 13
-        if code in REFRESH_METADATA:
+            code = ErrorCode.NETWORK_EXCEPTION
+        if code in PRODUCE_REFRESH_METADATA:
             self.client.cluster.invalidate(batch.topic)
             self._need_metadata = True
-        if (code in RETRIABLE and batch.attempts <= self.retries and age < self.delivery_timeout
-                and not self.force_close):
+        if (code in PRODUCE_RETRIABLE and batch.attempts <= self.retries
+                and age < self.delivery_timeout and not self.force_close):
             batch.retry_at = time.monotonic() + self.retry_backoff
             # (After a producer id reset the drain re-stamps it with the new id and the
             # next sequence; reenqueue keeps the old sequences' order meanwhile.)

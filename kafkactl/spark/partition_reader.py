@@ -15,8 +15,9 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-from kafkactl.client.consumer import REFRESH_CODES, SimpleConsumer
+from kafkactl.client.consumer import SimpleConsumer
 from kafkactl.client.errors import (
+    STALE_LEADER,
     ClientError,
     KafkaConnectionError,
     KafkaTimeoutError,
@@ -228,7 +229,7 @@ class RangeReader:
                     self.sc.client.cluster.invalidate(t)  # a stale leader? ask again
                     time.sleep(self.sc.client.retry_backoff)
                     continue
-                if code in REFRESH_CODES:
+                if code in STALE_LEADER:
                     self.sc.client.cluster.invalidate(t)
                     if time.monotonic() - last_progress > timeout:
                         raise FetchError(f"reading {t}-{p} at offset {pos}: broker error "

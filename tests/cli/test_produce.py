@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from kafkactl.cli.produce import CHUNK
+from kafkactl.client.delimited import CHUNK
 from tests.conftest import BrokerProcess
 
 KAFKACTL = [sys.executable, "-m", "kafkactl"]

@@ -14,15 +14,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kafkactl.client.connection import BrokerConnection
-from kafkactl.client.errors import KafkaTimeoutError
+from kafkactl.client.errors import COORDINATOR_RETRIABLE, KafkaTimeoutError
 from kafkactl.client.kafka_client import KafkaClient
 from kafkactl.protocol.api_keys import ApiKey
 from kafkactl.protocol.data import ASSIGNMENT, SUBSCRIPTION, decode_data, encode_data
 from kafkactl.protocol.errors import ErrorCode, KafkaError, error_for
 
 TopicPartition = tuple[str, int]
-RETRIABLE = {ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, ErrorCode.COORDINATOR_NOT_AVAILABLE,
-             ErrorCode.NOT_COORDINATOR}
 
 
 def raise_for(code: int, what: str) -> None:
@@ -86,7 +84,7 @@ class GroupAdmin:
             code = resp.get("error_code", 0)
             if code == 0:
                 return resp["host"], resp["port"], resp["node_id"]
-            if code not in RETRIABLE or time.monotonic() >= deadline:
+            if code not in COORDINATOR_RETRIABLE or time.monotonic() >= deadline:
                 raise_for(code, f"FindCoordinator for group {group_id!r}")
             time.sleep(self.client.retry_backoff)
 
@@ -110,7 +108,7 @@ class GroupAdmin:
             conn = self.coordinator(group_id)
             resp = conn.request(api_key, body, version=version)
             code = error_of(resp) if error_of else resp.get("error_code", 0)
-            if code in RETRIABLE:
+            if code in COORDINATOR_RETRIABLE:
                 if code != ErrorCode.COORDINATOR_LOAD_IN_PROGRESS:
                     self._coordinators.pop(group_id, None)
                     conn.close()
@@ -197,7 +195,7 @@ class GroupAdmin:
 
         def first_error(r: dict[str, Any]) -> int:
             return next((p["error_code"] for t in r.get("topics") or ()
-                         for p in t["partitions"] if p["error_code"] in RETRIABLE), 0)
+                         for p in t["partitions"] if p["error_code"] in COORDINATOR_RETRIABLE), 0)
 
         resp = self.request(group_id, ApiKey.OFFSET_COMMIT, body, error_of=first_error)
         return {(t["name"], p["partition_index"]): p["error_code"]

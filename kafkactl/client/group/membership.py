@@ -18,9 +18,15 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from kafkactl.client.connection import BrokerConnection
-from kafkactl.client.errors import ClientError, KafkaConnectionError, KafkaTimeoutError
+from kafkactl.client.errors import (
+    COORDINATOR_RETRIABLE,
+    REJOIN_GROUP,
+    ClientError,
+    KafkaConnectionError,
+    KafkaTimeoutError,
+)
 from kafkactl.client.group.assignors import MemberSubscription, assign
-from kafkactl.client.group.group_admin import RETRIABLE, GroupAdmin
+from kafkactl.client.group.group_admin import GroupAdmin
 from kafkactl.client.kafka_client import KafkaClient
 from kafkactl.protocol.api_keys import ApiKey
 from kafkactl.protocol.data import ASSIGNMENT, SUBSCRIPTION, decode_data, encode_data
@@ -29,8 +35,6 @@ from kafkactl.protocol.errors import ErrorCode, KafkaError, error_for
 log = logging.getLogger(__name__)
 
 TopicPartition = tuple[str, int]
-REJOIN_CODES = {ErrorCode.REBALANCE_IN_PROGRESS, ErrorCode.ILLEGAL_GENERATION,
-                ErrorCode.UNKNOWN_MEMBER_ID, ErrorCode.FENCED_INSTANCE_ID}
 
 
 class CommitFailedError(ClientError):
@@ -144,7 +148,7 @@ class ConsumerCoordinator:
         if code == ErrorCode.UNKNOWN_MEMBER_ID:
             self.member_id = ""
             return False
-        if code in RETRIABLE:
+        if code in COORDINATOR_RETRIABLE:
             if code != ErrorCode.COORDINATOR_LOAD_IN_PROGRESS:
                 self._drop_coordinator()
             return False
@@ -165,7 +169,7 @@ class ConsumerCoordinator:
             "protocol_type": "consumer", "protocol_name": self.protocol,
             "assignments": assignments})
         code = sync["error_code"]
-        if code in REJOIN_CODES or code in RETRIABLE:
+        if code in REJOIN_GROUP or code in COORDINATOR_RETRIABLE:
             if code == ErrorCode.UNKNOWN_MEMBER_ID:
                 self.member_id = ""
             return False
@@ -222,12 +226,12 @@ class ConsumerCoordinator:
                 self.rejoin_needed = True
                 continue
             code = resp["error_code"]
-            if code in REJOIN_CODES:
+            if code in REJOIN_GROUP:
                 if code == ErrorCode.UNKNOWN_MEMBER_ID:
                     self.member_id = ""
                 self.rejoin_needed = True
                 self.client.wakeup()
-            elif code in RETRIABLE:
+            elif code in COORDINATOR_RETRIABLE:
                 with self._lock:
                     self._drop_coordinator()
 
@@ -245,7 +249,7 @@ class ConsumerCoordinator:
         if not bad:
             return
         codes = set(bad.values())
-        if codes & REJOIN_CODES:
+        if codes & REJOIN_GROUP:
             self.rejoin_needed = True
             raise CommitFailedError(
                 f"commit failed: group {self.group_id!r} rebalanced "

@@ -1,0 +1,223 @@
+"""LineProducer: produce an iterable of raw records (lines) to one topic, and account for
+every one of them: acknowledged, failed, or read but never handed to the producer.
+
+    lp = LineProducer(producer, "logs", key_separator=b"\\t", keep_failed=True)
+    outcome = lp.run(read_records(sys.stdin.buffer, b"\\n"))   # flushes, then aborts
+    lp.stats.acked, lp.stats.failed, lp.read, list(lp.failed_records())
+
+`kafkactl produce` is this plus option parsing and the report; a mirror is this fed by a
+TopicReader. Lines come in chunks (lists of records): with no headers and no --sync, a
+chunk is handed over in bulk (Producer.send_values / send_key_values, the batch fast path);
+otherwise record by record. When the run stops part-way (Ctrl-C, an input or producer
+error), `unsent()` names the records of the interrupted chunk the producer never got.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from kafkactl.client.producer import Producer
+    from kafkactl.client.producer_batch import ProducerBatch
+
+# Called from the sender thread with the raw records of a failed batch and its error.
+FailedRecordsCallback = Callable[[list[bytes], BaseException], None]
+
+
+def split_keys(records: list[bytes], separator: bytes) -> tuple[list[bytes | None],
+                                                                 list[bytes]]:
+    """key SEP value -> (key, value); a record without SEP has a null key."""
+    keys: list[bytes | None] = []
+    values: list[bytes] = []
+    key_append, value_append = keys.append, values.append
+    for raw in records:
+        k, sep, v = raw.partition(separator)
+        if sep:
+            key_append(k)
+            value_append(v)
+        else:
+            key_append(None)
+            value_append(raw)
+    return keys, values
+
+
+def entry_bytes(entry: Any) -> bytes:
+    """A kept entry is the raw input record, or (sequence number, raw record) where the
+    order of hand-over is not the input order (the keyed path over several partitions)."""
+    return entry[1] if isinstance(entry, tuple) else entry
+
+
+class DeliveryStats:
+    """Counts of the run, updated by the sender thread's batch callbacks."""
+
+    def __init__(self, on_failed: FailedRecordsCallback | None = None) -> None:
+        self.sent = 0  # records handed to the producer
+        self.bytes = 0
+        self.acked = 0
+        self.failed = 0  # records of batches that failed
+        self.failed_entries: list[Any] = []
+        self.first_error: BaseException | None = None
+        self.on_failed = on_failed
+        self.lock = threading.Lock()
+        self.start = time.monotonic()
+        # entries of the batches acknowledged since the current input chunk was read, while
+        # a chunk whose records are not handed over in input order is being sent (see
+        # LineProducer.unsent); None otherwise
+        self.recent_acked: list[list[Any]] | None = None
+
+    def on_batch(self, batch: ProducerBatch, base_offset: int, error: BaseException | None,
+                 ) -> None:
+        with self.lock:
+            if error is None:
+                self.acked += batch.record_count
+                if self.recent_acked is not None:
+                    self.recent_acked.append(batch.entries)
+            else:
+                self.failed += batch.record_count
+                self.failed_entries.extend(batch.entries)
+                if self.first_error is None:
+                    self.first_error = error
+        if error is not None and self.on_failed is not None:
+            self.on_failed([entry_bytes(e) for e in batch.entries], error)
+
+    @property
+    def handed_and_done(self) -> int:
+        """Records the producer acknowledged or failed (after abort(): all it was given)."""
+        with self.lock:
+            return self.acked + self.failed
+
+
+@dataclass
+class RunOutcome:
+    """How LineProducer.run ended: Ctrl-C, or the first error that stopped it."""
+
+    interrupted: bool = False
+    error: BaseException | None = None
+
+
+class LineProducer:
+    """Hands records, chunk by chunk, to `producer` for `topic` (every record to
+    `partition` when given; split into key SEP value with a key_separator; the same
+    headers on every record). With keep_failed the raw records of failed batches are kept
+    (`failed_records()`); `on_failed` is told of each failed batch as it fails."""
+
+    def __init__(self, producer: Producer, topic: str, *, partition: int | None = None,
+                 key_separator: bytes | None = None,
+                 headers: list[tuple[str, bytes | None]] | None = None,
+                 keep_failed: bool = False, on_failed: FailedRecordsCallback | None = None
+                 ) -> None:
+        self.producer = producer
+        self.stats = DeliveryStats(on_failed)
+        producer.add_batch_callback(self.stats.on_batch)
+        self.topic = topic
+        self.partition = partition
+        self.ksep = key_separator
+        self.headers = headers or []
+        self.keep = keep_failed or on_failed is not None
+        sync = producer.sync
+        self.simple = key_separator is None and not self.headers and not sync
+        self.keyed = key_separator is not None and not self.headers and not sync
+        self.chunk: list[bytes] = []  # the chunk being handed over; [] between chunks
+        self.chunk_base = 0  # stats.sent when it was read
+        self.tagged: list[tuple[int, bytes]] | None = None
+        self.input_done = False
+
+    def run(self, chunks: Iterable[list[bytes]]) -> RunOutcome:
+        """Send every chunk, then flush (30 s at most after Ctrl-C or an error) and abort
+        the producer: afterwards every record read was acknowledged, failed or is unsent.
+        Ctrl-C and errors (of the input too) end the run and are returned, not raised."""
+        outcome = RunOutcome()
+        try:
+            self.send_all(chunks)
+        except KeyboardInterrupt:
+            outcome.interrupted = True
+        except Exception as e:  # noqa: BLE001 - whatever stops the run, report every record
+            outcome.error = e
+        # What the producer was given is flushed whatever stopped the run: acknowledged
+        # records stay acknowledged; the rest are counted (and kept with keep_failed).
+        try:
+            self.producer.flush(30.0 if outcome.interrupted or outcome.error else None)
+        except KeyboardInterrupt:
+            outcome.interrupted = True
+        except Exception as e:  # noqa: BLE001
+            outcome.error = outcome.error or e
+        self.producer.abort()
+        return outcome
+
+    def send_all(self, chunks: Iterable[list[bytes]]) -> None:
+        """Hand every chunk to the producer (without waiting for acknowledgements)."""
+        stats = self.stats
+        for records in chunks:
+            self.chunk = records
+            self.chunk_base = stats.sent
+            self.tagged = None
+            self._send(records)
+            stats.sent = self.chunk_base + len(records)
+            self.chunk = []
+        self.input_done = True
+
+    def _send(self, records: list[bytes]) -> None:
+        producer, stats, topic, partition = self.producer, self.stats, self.topic, self.partition
+        if self.simple:
+            producer.send_values(topic, records, partition=partition, keep_entries=self.keep)
+            stats.bytes += sum(map(len, records))
+            return
+        if self.keyed:
+            keys, values = split_keys(records, self.ksep)  # type: ignore[arg-type]
+            entries: list[Any] | None = None
+            if self.keep and partition is None:
+                # records are handed over grouped by partition, not in input order: tag
+                # each with its sequence number to tell later which ones were handed over
+                entries = self.tagged = list(enumerate(records, self.chunk_base))
+                with stats.lock:
+                    stats.recent_acked = []
+            elif self.keep:
+                entries = records
+            producer.send_key_values(topic, keys, values, partition=partition,
+                                     entries=entries)
+            stats.bytes += sum(map(len, records))
+            return
+        ksep, headers, keep = self.ksep, self.headers, self.keep
+        for raw in records:
+            key = None
+            value = raw
+            if ksep is not None:
+                k, sep, v = raw.partition(ksep)
+                if sep:
+                    key, value = k, v
+            producer.send(topic, value, key, partition=partition, headers=headers,
+                          entry=raw if keep else None)
+            stats.sent += 1
+            stats.bytes += len(raw)
+
+    def unsent(self) -> list[bytes]:
+        """Records of the interrupted chunk the producer never got; call after abort(),
+        when every record it got was acknowledged or failed."""
+        if not self.chunk:
+            return []
+        stats = self.stats
+        if self.tagged is not None:
+            with stats.lock:
+                got = {e[0] for batch in stats.recent_acked or () for e in batch
+                       if isinstance(e, tuple)}
+                got.update(e[0] for e in stats.failed_entries if isinstance(e, tuple))
+            return [raw for n, raw in self.tagged if n not in got]
+        # every other path hands records over in input order: the first `handed` went
+        handed = min(max(stats.handed_and_done - self.chunk_base, 0), len(self.chunk))
+        return self.chunk[handed:]
+
+    def failed_records(self) -> Iterator[bytes]:
+        """Every record read and not acknowledged, after run(): those of failed batches
+        (kept with keep_failed), then the unsent ones."""
+        for entry in self.stats.failed_entries:
+            yield entry_bytes(entry)
+        yield from self.unsent()
+
+    @property
+    def read(self) -> int:
+        """Records read from the input so far."""
+        return self.chunk_base + len(self.chunk) if self.chunk else self.stats.sent

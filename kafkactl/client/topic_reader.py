@@ -1,0 +1,199 @@
+"""TopicReader: the records of a Consumer's partitions, from start offsets to an end condition.
+
+The read loop of `kafkactl consume`, for anything built on client/ (mirror, spark):
+
+    reader = TopicReader(consumer, max_records=1000, until_end=True)
+    reader.seek(StartOffset("relative", -1000))   # static assignments; groups use commits
+    for record in reader.records(): ...           # ConsumerRecord objects, or
+    for pieces in reader.lines(): ...             # a poll's records as ready-made lines
+
+It ends when `max_records` records were read, when every partition is read to its end
+(`until_end`: the end offsets at the start, or a higher high watermark seen since), when
+`stop_when_idle()` says so after a poll that brought nothing, or never (follow). `lines()`
+keeps the fast path of value-per-line output: a header-less magic-2 batch becomes its lines
+in C (record.value_scan), with no Python object per record.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any, NamedTuple
+
+from kafkactl.client.consumer import Consumer
+from kafkactl.client.fetcher import ConsumerRecord, PartitionFetch, TopicPartition
+from kafkactl.record.value_scan import fast_key_values, fast_values
+
+# Rendered records: (bytes, how many records they hold). A piece of more than one record
+# ends each record with a newline (a batch's lines).
+Piece = tuple[bytes, int]
+RecordRenderer = Callable[[ConsumerRecord], bytes]
+START_KINDS = ("earliest", "latest", "absolute", "relative", "timestamp")
+
+
+class StartOffset(NamedTuple):
+    """Where reading starts in every partition: `earliest`, `latest`, `absolute` (offset
+    `value`, clamped to the log), `relative` (`value` < 0 records before the end, clamped to
+    the log start) or `timestamp` (the first offset at or after `value` ms; the end when no
+    record is that new)."""
+
+    kind: str
+    value: int
+
+
+def seek_to_start(consumer: Consumer, tps: list[TopicPartition], start: StartOffset) -> None:
+    """Position every partition of `tps` at `start`."""
+    kind, value = start
+    if kind == "earliest":
+        consumer.seek_to_beginning(*tps)
+    elif kind == "latest":
+        consumer.seek_to_end(*tps)
+    elif kind == "absolute":
+        lo, hi = consumer.beginning_offsets(tps), consumer.end_offsets(tps)
+        for tp in tps:
+            consumer.seek(tp, min(max(value, lo[tp]), hi[tp]))
+    elif kind == "relative":
+        lo, hi = consumer.beginning_offsets(tps), consumer.end_offsets(tps)
+        for tp in tps:
+            consumer.seek(tp, max(lo[tp], hi[tp] + value))
+    elif kind == "timestamp":
+        found = consumer.offsets_for_times({tp: value for tp in tps})
+        hi = consumer.end_offsets(tps)
+        for tp in tps:
+            f = found[tp]
+            consumer.seek(tp, hi[tp] if f is None else f[0])
+    else:
+        raise ValueError(f"start offset kind {kind!r}: use one of {', '.join(START_KINDS)}")
+
+
+def plain_lines(batch: Any, fetch_offset: int, sep: bytes | None, limit: int | None
+                ) -> Piece | None:
+    """`value\\n` (or `key SEP value\\n`) for every record of a header-less magic-2 batch
+    from fetch_offset on (at most `limit`), joined in C; (lines, count), or None when the
+    batch needs the per-record render. Null keys and values print as nothing."""
+    if batch.magic != 2:
+        return None
+    keys: Any = None
+    if sep is None:
+        values: Any = fast_values(batch, fetch_offset)
+        if values is None:
+            return None
+    else:
+        found = fast_key_values(batch, fetch_offset)
+        if found is None:
+            return None
+        keys, values = found
+    if limit is not None and len(values) > limit:
+        values = values[:limit]
+        keys = keys[:limit] if keys is not None else None
+    n = len(values)
+    if n == 0:
+        return b"", 0
+    if None in values:
+        values = [b"" if v is None else v for v in values]
+    if keys is None:
+        return b"\n".join(values) + b"\n", n
+    if None in keys:
+        keys = [b"" if k is None else k for k in keys]
+    parts: list[bytes | None] = [b"\n"] * (4 * n)
+    parts[0::4] = keys
+    parts[1::4] = [sep] * n
+    parts[2::4] = values
+    return b"".join(parts), n  # type: ignore[arg-type]  # no None is left
+
+
+def plain_renderer(sep: bytes | None) -> RecordRenderer:
+    """The per-record form of plain_lines: `value\\n` or `key SEP value\\n`, nulls empty."""
+    def render(r: ConsumerRecord) -> bytes:
+        value = b"" if r.value is None else bytes(r.value)
+        if sep is None:
+            return value + b"\n"
+        return (b"" if r.key is None else bytes(r.key)) + sep + value + b"\n"
+
+    return render
+
+
+class TopicReader:
+    """Reads the partitions assigned to `consumer` (sorted in `partitions`), from their
+    positions on, until the end condition holds. The consumer stays the caller's to close."""
+
+    def __init__(self, consumer: Consumer, *, max_records: int | None = None,
+                 until_end: bool = False, stop_when_idle: Callable[[], bool] | None = None,
+                 poll_timeout: float = 1.0) -> None:
+        self.consumer = consumer
+        self.partitions: list[TopicPartition] = sorted(consumer.assignment())
+        self.remaining = max_records  # records still to read; None: no limit
+        self.until_end = until_end
+        self.stop_when_idle = stop_when_idle
+        self.poll_timeout = poll_timeout
+
+    def seek(self, start: StartOffset) -> None:
+        """Position every partition at `start` (for static assignments: a group's members
+        start from the committed offsets)."""
+        seek_to_start(self.consumer, self.partitions, start)
+
+    def polls(self) -> Iterator[list[PartitionFetch]]:
+        """The fetched partition chunks, a poll at a time, until the end condition. Callers
+        that read records from them take them off `remaining`."""
+        consumer, tps = self.consumer, self.partitions
+        ends = consumer.end_offsets(tps) if self.until_end else {}
+        while self.remaining is None or self.remaining > 0:
+            if self.until_end and all(
+                    consumer.position(tp) >= max(ends[tp], consumer.high_watermarks.get(
+                        tp, ends[tp])) for tp in tps):
+                return
+            chunks = consumer.poll_fetches(self.poll_timeout)
+            if not chunks and self.stop_when_idle is not None and self.stop_when_idle():
+                return
+            yield chunks
+
+    def records(self) -> Iterator[ConsumerRecord]:
+        """Every record read, in fetch order (CRCs checked as the consumer's check_crcs)."""
+        check_crcs = self.consumer.check_crcs
+        for chunks in self.polls():
+            for pf in chunks:
+                for r in pf.records_iter(check_crcs):
+                    if self.remaining is not None:
+                        self.remaining -= 1
+                    yield r
+                    if self.remaining is not None and self.remaining <= 0:
+                        return
+
+    def lines(self, render: RecordRenderer | None = None, key_separator: bytes | None = None
+              ) -> Iterator[list[Piece]]:
+        """The records of each poll that brought any, rendered: by `render` one by one, or
+        without it as `value\\n` (`key SEP value\\n` with a key_separator), where a
+        header-less magic-2 batch is joined in C as a whole."""
+        plain = render is None
+        if render is None:
+            render = plain_renderer(key_separator)
+        for chunks in self.polls():
+            remaining = self.remaining
+            buf: list[Piece] = []
+            for pf in chunks:
+                for b in pf.batches():
+                    fast = (plain_lines(b, pf.fetch_offset, key_separator, remaining)
+                            if plain else None)
+                    if fast is not None:
+                        buf.append(fast)
+                        n = fast[1]
+                    else:
+                        n = 0
+                        tstype = int(b.timestamp_type)
+                        for r in b:
+                            if r.offset < pf.fetch_offset:
+                                continue
+                            if remaining is not None and n >= remaining:
+                                break
+                            buf.append((render(ConsumerRecord(
+                                pf.topic, pf.partition, r.offset, r.timestamp, tstype, r.key,
+                                r.value, r.headers)), 1))
+                            n += 1
+                    if remaining is not None:
+                        remaining -= n
+                        if remaining <= 0:
+                            break
+                if remaining is not None and remaining <= 0:
+                    break
+            self.remaining = remaining
+            if buf:
+                yield buf
