@@ -39,6 +39,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("kafkactl.broker")
 
 CONTROLLED_SHUTDOWN_VERSION = 3
+JOIN_RETRY_S = 1.0
 
 
 class ZkCluster:
@@ -56,16 +57,47 @@ class ZkCluster:
         self.controller_epoch_seen = 0
         self._loop: asyncio.AbstractEventLoop | None = None
         self._watched_configs: set[str] = set()
+        self._local_topics: dict[str, tuple[int, dict[str, str]]] = {}
+        self._done: set[str] = set()  # join steps completed
+        self._start_task: asyncio.Task[None] | None = None
 
     # ---- start / stop ------------------------------------------------------------------------
     async def start(self, local_topics: dict[str, tuple[int, dict[str, str]]]) -> None:
         """After this broker registered: adopt local topics, watch topic configs, and run
-        the controller election."""
+        the controller election. ZooKeeper going away meanwhile is not a start-up failure:
+        the steps left are retried in the background until it is back."""
         self._loop = asyncio.get_running_loop()
-        if local_topics:
-            await asyncio.to_thread(self._adopt, local_topics)
-        await asyncio.to_thread(self._watch_configs)
-        await self.controller.start()
+        self._local_topics = local_topics
+        try:
+            await self._join_steps()
+        except Exception as e:
+            log.warning("joining the cluster is not finished (%s: %s); retrying",
+                        type(e).__name__, e)
+            self._start_task = self._loop.create_task(self._retry_join())
+
+    async def _join_steps(self) -> None:
+        if "adopt" not in self._done:
+            if self._local_topics:
+                await asyncio.to_thread(self._adopt, self._local_topics)
+            self._done.add("adopt")
+        if "configs" not in self._done:
+            await asyncio.to_thread(self._watch_configs)
+            self._done.add("configs")
+        if "controller" not in self._done:
+            await self.controller.start()
+            self._done.add("controller")
+
+    async def _retry_join(self) -> None:
+        while True:
+            await asyncio.sleep(JOIN_RETRY_S)
+            try:
+                await self._join_steps()
+                log.info("joined the cluster")
+                return
+            except asyncio.CancelledError:
+                raise
+            except Exception as e:
+                log.debug("joining the cluster: %s: %s", type(e).__name__, e)
 
     def _adopt(self, local: dict[str, tuple[int, dict[str, str]]]) -> None:
         from kazoo.exceptions import NodeExistsError
@@ -128,6 +160,8 @@ class ZkCluster:
             self.store.set_topic_overrides(topic, configs)
 
     async def stop(self) -> None:
+        if self._start_task is not None:
+            self._start_task.cancel()
         await self.controller.stop()
 
     # ---- fencing -----------------------------------------------------------------------------
@@ -152,6 +186,19 @@ class ZkCluster:
         retries = self.config.get_int("controlled.shutdown.max.retries")
         backoff = self.config.get_int("controlled.shutdown.retry.backoff.ms") / 1000
         for attempt in range(retries + 1):
+            if self.controller.active:  # this broker is the controller: no round trip
+                try:
+                    remaining = await asyncio.wait_for(
+                        self.controller.controlled_shutdown(self.broker_id), 10)
+                    if not remaining:
+                        log.info("controlled shutdown succeeded (this broker is the "
+                                 "controller)")
+                        return
+                except Exception as e:
+                    log.info("controlled shutdown: %s: %s", type(e).__name__, e)
+                if attempt < retries:
+                    await asyncio.sleep(backoff)
+                continue
             controller = self.cache.broker(self.cache.controller_id())
             if controller is not None:
                 try:

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+import time
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -42,6 +43,25 @@ class AdminClient:
             return self.client.connection(cluster.controller_id)
         return self.client.any_connection()
 
+    def _controller_request(self, api_key: ApiKey, rows: str,
+                            build: Callable[[Any], tuple[dict[str, Any], int | None]]
+                            ) -> dict[str, Any]:
+        """Send a controller-only request (CreateTopics, DeleteTopics, CreatePartitions),
+        again to the new controller while every row answers NOT_CONTROLLER (a controller
+        move, or a cluster still electing one), until the request timeout."""
+        deadline = time.monotonic() + self.timeout_ms / 1000
+        backoff = 0.05
+        while True:
+            conn = self._controller()
+            body, version = build(conn)
+            resp = conn.request(api_key, body, version=version)
+            codes = [r["error_code"] for r in resp.get(rows) or ()]
+            moved = bool(codes) and all(c == ErrorCode.NOT_CONTROLLER for c in codes)
+            if not moved or time.monotonic() + backoff >= deadline:
+                return resp
+            time.sleep(backoff)
+            backoff = min(backoff * 2, 1.0)
+
     @staticmethod
     def _check(code: int, message: str | None, what: str) -> None:
         if code:
@@ -74,20 +94,22 @@ class AdminClient:
              "configs": [{"name": k, "value": v} for k, v in cfg.items()]}
             for n, (p, rf, cfg) in topics.items()],
             "timeout_ms": self.timeout_ms, "validate_only": validate_only}
-        resp = self._controller().request(ApiKey.CREATE_TOPICS, body)
+        resp = self._controller_request(ApiKey.CREATE_TOPICS, "topics", lambda _c: (body, None))
         return {t["name"]: (error_for(t["error_code"])(t.get("error_message") or
                             f"topic {t['name']!r}") if t["error_code"] else None)
                 for t in resp.get("topics") or ()}
 
     def delete_topics(self, names: list[str]) -> dict[str, KafkaError | None]:
-        conn = self._controller()
-        v = conn.version_for(ApiKey.DELETE_TOPICS)
-        body: dict[str, Any] = {"timeout_ms": self.timeout_ms}
-        if v >= 6:
-            body["topics"] = [{"name": n} for n in names]
-        else:
-            body["topic_names"] = names
-        resp = conn.request(ApiKey.DELETE_TOPICS, body, version=v)
+        def build(conn: Any) -> tuple[dict[str, Any], int | None]:
+            v = conn.version_for(ApiKey.DELETE_TOPICS)
+            body: dict[str, Any] = {"timeout_ms": self.timeout_ms}
+            if v >= 6:
+                body["topics"] = [{"name": n} for n in names]
+            else:
+                body["topic_names"] = names
+            return body, v
+
+        resp = self._controller_request(ApiKey.DELETE_TOPICS, "responses", build)
         return {r["name"]: (error_for(r["error_code"])(r.get("error_message") or
                             f"topic {r['name']!r}") if r["error_code"] else None)
                 for r in resp.get("responses") or ()}
@@ -96,7 +118,8 @@ class AdminClient:
         body = {"topics": [{"name": n, "count": c, "assignments": None}
                            for n, c in counts.items()],
                 "timeout_ms": self.timeout_ms, "validate_only": False}
-        resp = self._controller().request(ApiKey.CREATE_PARTITIONS, body)
+        resp = self._controller_request(ApiKey.CREATE_PARTITIONS, "results",
+                                        lambda _c: (body, None))
         return {r["name"]: (error_for(r["error_code"])(r.get("error_message") or r["name"])
                             if r["error_code"] else None) for r in resp.get("results") or ()}
 

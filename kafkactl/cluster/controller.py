@@ -68,13 +68,17 @@ class KafkaController:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._task: asyncio.Task[None] | None = None
         self._watched_topics: set[str] = set()
+        self._watching = False
 
     # ---- life cycle --------------------------------------------------------------------------
     async def start(self) -> None:
+        """Watch ZooKeeper and take part in the election (ZooKeeper errors propagate: the
+        caller retries; a retry after a partial start does not watch twice)."""
         from kazoo.recipe.watchers import ChildrenWatch, DataWatch
 
         self._loop = asyncio.get_running_loop()
-        self._task = self._loop.create_task(self._process())
+        if self._task is None:
+            self._task = self._loop.create_task(self._process())
 
         def on_children(kind: str) -> Any:
             def fn(_children: list[str]) -> None:
@@ -87,6 +91,9 @@ class KafkaController:
         def prepare() -> None:
             for path in (zk_paths.BROKER_IDS, zk_paths.BROKER_TOPICS, zk_paths.DELETE_TOPICS):
                 self.zk.ensure_path(path)
+            if self._watching:
+                return
+            self._watching = True
             DataWatch(self.zk, zk_paths.CONTROLLER, on_controller)
             ChildrenWatch(self.zk, zk_paths.BROKER_IDS, on_children("brokers"))
             ChildrenWatch(self.zk, zk_paths.BROKER_TOPICS, on_children("topics"))
