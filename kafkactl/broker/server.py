@@ -224,8 +224,12 @@ def highest_producer_id(partitions: PartitionStore, full: bool) -> int:
 
 def local_topics(metadata: TopicMetadataFile,
                  store: PartitionStore) -> dict[str, tuple[int, dict[str, str]]]:
-    """The topics of this data dir (name -> partition count, config overrides): those of
-    topic-metadata.json (a standalone broker's) and the logs found on disk."""
+    """The topics of a standalone broker's data dir joining a cluster (name -> partition
+    count, config overrides): those of its topic-metadata.json and the logs on disk. None
+    when there is no topic-metadata.json: a cluster member's data dir, or one adopted
+    already (ZooKeeper is then the only truth: a log of a deleted topic is never revived)."""
+    if not metadata.path.exists():
+        return {}
     out = {name: (t.num_partitions, dict(t.configs)) for name, t in metadata.topics.items()
            if name not in metadata.deleting}
     for topic, partition in store.logs_on_disk():
@@ -255,6 +259,7 @@ class KafkaServer:
         self.zk_registration: ZkRegistration | None = None
         self.cluster: ZkCluster | None = None
         self._local_topics: dict[str, tuple[int, dict[str, str]]] = {}
+        self._topic_metadata_path: Path | None = None
         self.services: BrokerServices | None = None
         self.socket_server: SocketServer | None = None
 
@@ -332,6 +337,7 @@ class KafkaServer:
                                        config=cfg, broker_id=cfg.broker_id)
             self.cluster = ZkCluster(cfg, self.zk_registration, controller, cache, partitions)
             self._local_topics = local_topics(topic_metadata, partitions)
+            self._topic_metadata_path = topic_metadata.path
         replica_manager = ReplicaManager(
             partitions, topic_admin, purgatory, cache,
             auto_create=self.auto_create_topics and self.cluster is None)
@@ -391,7 +397,7 @@ class KafkaServer:
         except ZkRegistrationError as e:
             raise BrokerStartupError(str(e)) from None
         registration.start_sync()
-        await cluster.start(self._local_topics)
+        await cluster.start(self._local_topics, self._topic_metadata_path)
 
     # ---- background work -------------------------------------------------------------------
     def _start_background(self, log_manager: LogManager, partitions: PartitionStore) -> None:

@@ -18,7 +18,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import uuid
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from kafkactl.broker.partition_store import PartitionStore
@@ -58,16 +60,19 @@ class ZkCluster:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._watched_configs: set[str] = set()
         self._local_topics: dict[str, tuple[int, dict[str, str]]] = {}
+        self._topic_metadata: Path | None = None
         self._done: set[str] = set()  # join steps completed
         self._start_task: asyncio.Task[None] | None = None
 
     # ---- start / stop ------------------------------------------------------------------------
-    async def start(self, local_topics: dict[str, tuple[int, dict[str, str]]]) -> None:
+    async def start(self, local_topics: dict[str, tuple[int, dict[str, str]]],
+                    topic_metadata: Path | None = None) -> None:
         """After this broker registered: adopt local topics, watch topic configs, and run
         the controller election. ZooKeeper going away meanwhile is not a start-up failure:
         the steps left are retried in the background until it is back."""
         self._loop = asyncio.get_running_loop()
         self._local_topics = local_topics
+        self._topic_metadata = topic_metadata
         try:
             await self._join_steps()
         except Exception as e:
@@ -79,6 +84,11 @@ class ZkCluster:
         if "adopt" not in self._done:
             if self._local_topics:
                 await asyncio.to_thread(self._adopt, self._local_topics)
+            if self._topic_metadata is not None and self._topic_metadata.exists():
+                # adopted once: from now on ZooKeeper alone says which topics exist
+                os.replace(self._topic_metadata,
+                           self._topic_metadata.with_name(self._topic_metadata.name +
+                                                          ".adopted"))
             self._done.add("adopt")
         if "configs" not in self._done:
             await asyncio.to_thread(self._watch_configs)

@@ -11,9 +11,10 @@ with INVALID_REPLICATION_FACTOR and the reason, never silently created with one 
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from kafkactl.broker.config import BrokerConfig
@@ -41,6 +42,21 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 MAX_REPLICATION_FACTOR = 1  # until replication (leaders, followers, ISR) is built
+
+
+@contextlib.contextmanager
+def zookeeper_errors(what: str, code: ErrorCode) -> Iterator[None]:
+    """ZooKeeper unreachable or this broker's session lost while doing `what`: a retriable
+    Kafka error for the client (`code`), never a dropped connection."""
+    from kazoo.exceptions import KazooException
+    from kazoo.handlers.threading import KazooTimeoutError
+
+    try:
+        yield
+    except (KazooException, KazooTimeoutError) as e:
+        log.warning("%s failed: ZooKeeper %s", what, type(e).__name__)
+        raise TopicError(code, f"{what}: ZooKeeper is not reachable from this broker "
+                         f"({type(e).__name__}); retry") from None
 
 
 class ZkTopicAdmin:
@@ -140,6 +156,14 @@ class ZkTopicAdmin:
                      configs: Sequence[tuple[str, str | None]], *,
                      validate_only: bool = False) -> TopicState:
         self._require_controller("CreateTopics")
+        with zookeeper_errors(f"creating topic {name!r}", ErrorCode.NOT_CONTROLLER):
+            return self._create_topic(name, num_partitions, replication_factor, assignments,
+                                      configs, validate_only=validate_only)
+
+    def _create_topic(self, name: str, num_partitions: int, replication_factor: int,
+                      assignments: list[ReplicaAssignment],
+                      configs: Sequence[tuple[str, str | None]], *,
+                      validate_only: bool) -> TopicState:
         check_assignments(num_partitions, replication_factor, assignments)
         if assignments:
             self._check_broker_ids([brokers for _i, brokers in assignments])
@@ -164,6 +188,11 @@ class ZkTopicAdmin:
     def auto_create(self, name: str, num_partitions: int | None = None,
                     configs: Mapping[str, str] | None = None) -> TopicState:
         """Any broker: written to ZooKeeper unless it exists; the controller makes it."""
+        with zookeeper_errors(f"creating topic {name!r}", ErrorCode.LEADER_NOT_AVAILABLE):
+            return self._auto_create(name, num_partitions, configs)
+
+    def _auto_create(self, name: str, num_partitions: int | None,
+                     configs: Mapping[str, str] | None) -> TopicState:
         validate_topic_name(name)
         existing = self.topic(name)
         if existing is not None:
@@ -190,15 +219,21 @@ class ZkTopicAdmin:
                              f"topic {name!r} does not exist")
         if not self.config.get_bool("delete.topic.enable"):
             raise TopicError(ErrorCode.TOPIC_DELETION_DISABLED, "delete.topic.enable is false")
-        zk_topics.mark_for_deletion(self.zk, name)
+        with zookeeper_errors(f"deleting topic {name!r}", ErrorCode.NOT_CONTROLLER):
+            zk_topics.mark_for_deletion(self.zk, name)
         log.info("topic %s marked for deletion", name)
         return state
 
     def add_partitions(self, name: str, count: int, assignments: list[list[int]], *,
                        validate_only: bool = False) -> None:
+        self._require_controller("CreatePartitions")
+        with zookeeper_errors(f"adding partitions to {name!r}", ErrorCode.NOT_CONTROLLER):
+            self._add_partitions(name, count, assignments, validate_only=validate_only)
+
+    def _add_partitions(self, name: str, count: int, assignments: list[list[int]], *,
+                        validate_only: bool) -> None:
         from kazoo.exceptions import BadVersionError
 
-        self._require_controller("CreatePartitions")
         current = zk_topics.read_assignment(self.zk, name)
         if current is None or self.cache.topic(name) is None:
             raise TopicError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
@@ -236,12 +271,13 @@ class ZkTopicAdmin:
         if self.cache.topic(name) is None:
             raise TopicError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                              f"topic {name!r} does not exist")
-        current = zk_topics.read_topic_config(self.zk, name)
-        check_config_changes(current, configs)
-        self._log_config_check(configs)
-        if validate_only:
-            return
-        zk_topics.set_topic_config(self.zk, name, dict(configs))
+        with zookeeper_errors(f"changing the configs of {name!r}", ErrorCode.REQUEST_TIMED_OUT):
+            current = zk_topics.read_topic_config(self.zk, name)
+            check_config_changes(current, configs)
+            self._log_config_check(configs)
+            if validate_only:
+                return
+            zk_topics.set_topic_config(self.zk, name, dict(configs))
         self.store.update_topic_config(name, configs)  # the others follow the znode
         log.info("topic %s configs are now %s", name, dict(configs) or "the broker defaults")
 

@@ -232,3 +232,89 @@ def test_malformed_topic_znode_is_skipped_and_the_cluster_goes_on(cluster, zk) -
     assert leaders(cluster.brokers[2].port, "broken") == {}
     for b in cluster.live():
         assert b.proc is not None and b.proc.poll() is None
+
+
+def test_session_expiry_offline_then_the_broker_takes_its_partitions_back(cluster) -> None:
+    """SIGSTOP a broker past zookeeper.session.timeout.ms: its registration expires and
+    its partitions go offline; on SIGCONT it registers again (no restart) and the
+    controller gives them back to it."""
+    import signal
+
+    create_topic(cluster.brokers[1].bootstrap, "paused", 6)
+    lead = cluster.wait_for_leaders("paused", 6)
+    victim = next(b for b in (1, 2, 3) if b != cluster.controller())
+    proc = cluster.brokers[victim].proc
+    assert proc is not None
+    mine = {p for p, leader in lead.items() if leader == victim}
+    others = [b for i, b in cluster.brokers.items() if i != victim]
+    proc.send_signal(signal.SIGSTOP)
+    try:
+        wait_until(lambda: all({p for p, leader in leaders(b.port, "paused").items()
+                                if leader == -1} == mine for b in others),
+                   SESSION_TIMEOUT_MS / 1000 + 20, "its partitions offline")
+    finally:
+        proc.send_signal(signal.SIGCONT)
+    cluster.wait_for_leaders("paused", 6, timeout=40, expect=lambda now: now == lead)
+    r = subprocess.run(["kcat", "-P", "-b", cluster.bootstrap, "-t", "paused"],
+                       input="".join(f"v{i}\n" for i in range(60)), capture_output=True,
+                       text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    r = subprocess.run(["kcat", "-C", "-b", cluster.bootstrap, "-t", "paused", "-e", "-q"],
+                       capture_output=True, text=True, timeout=60)
+    assert sorted(r.stdout.split()) == sorted(f"v{i}" for i in range(60))
+
+
+def test_zookeeper_restart_under_a_running_cluster(broker_factory, tmp_path: Path) -> None:
+    """ZooKeeper stopped past the session timeout and started again: the brokers register
+    again, a controller is elected, and the cluster goes on (old topics served, new ones
+    created)."""
+    import time
+
+    from tests.cluster.zk import ZooKeeperServer, available
+
+    if available() is not None:
+        pytest.skip(str(available()))
+    server = ZooKeeperServer(tmp_path / "own-zk")
+    server.start()
+    try:
+        cluster = start_cluster(broker_factory, server)
+        create_topic(cluster.brokers[1].bootstrap, "before", 3)
+        cluster.wait_for_leaders("before", 3)
+        server.stop()
+        time.sleep(SESSION_TIMEOUT_MS / 1000 + 1)  # ZooKeeper is away past the timeout
+        server.start()
+        wait_until(lambda: cluster.controller() in cluster.brokers and all(
+            len(metadata(b.port, [])["brokers"]) == 3 for b in cluster.live()), 60,
+            "every broker back in every broker's metadata")
+        create_topic(cluster.brokers[2].bootstrap, "after", 3)
+        cluster.wait_for_leaders("after", 3)
+        cluster.wait_for_leaders("before", 3)
+        r = subprocess.run(["kcat", "-P", "-b", cluster.bootstrap, "-t", "before"],
+                           input="x\ny\n", capture_output=True, text=True, timeout=60)
+        assert r.returncode == 0, r.stderr
+    finally:
+        server.stop()
+
+
+def test_a_standalone_data_dir_joins_a_cluster_with_its_topics(broker_factory, zookeeper,
+                                                             zk) -> None:
+    """A standalone broker's topics (and their records) are registered when it first starts
+    with zookeeper.connect; afterwards ZooKeeper alone says which topics exist."""
+    import uuid
+
+    b = broker_factory(num_partitions="2")
+    r = subprocess.run(["kcat", "-P", "-b", b.bootstrap, "-t", "legacy"], input="old1\nold2\n",
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    b.stop()
+    chroot = f"/adopt-{uuid.uuid4().hex[:8]}"
+    b.overrides.update({"zookeeper.connect": zookeeper.connect + chroot,
+                        "zookeeper.session.timeout.ms": str(SESSION_TIMEOUT_MS)})
+    b.start()
+    wait_until(lambda: leaders(b.port, "legacy") == {0: 0, 1: 0}, 30, "the adopted topic")
+    assert json.loads(zk.get(f"{chroot}/brokers/topics/legacy")[0])["partitions"] == {
+        "0": [0], "1": [0]}
+    assert (b.data_dir / "topic-metadata.json.adopted").exists()
+    r = subprocess.run(["kcat", "-C", "-b", b.bootstrap, "-t", "legacy", "-e", "-q"],
+                       capture_output=True, text=True, timeout=60)
+    assert sorted(r.stdout.split()) == ["old1", "old2"]
