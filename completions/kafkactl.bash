@@ -9,7 +9,7 @@
 _kafkactl_spec() {
     _kc_subs=""; _kc_opts=""; _kc_vopts=""; _kc_args=""; _kc_afiles=""
     case "$1" in
-        "") _kc_subs="serve produce consume dump-log recover rebalance spark-load topics offsets configs"; _kc_opts="-V --version -h --help"; _kc_vopts=""; _kc_args=""; _kc_afiles="" ;;
+        "") _kc_subs="serve produce consume dump-log recover rebalance spark-load topics offsets configs cluster"; _kc_opts="-V --version -h --help"; _kc_vopts=""; _kc_args=""; _kc_afiles="" ;;
         "serve") _kc_subs=""; _kc_opts="-c --config -o --override -l --listen -d --data-dir --broker-id --zookeeper --log-level -h --help"; _kc_vopts="-c --config -o --override -l --listen -d --data-dir --broker-id --zookeeper --log-level"; _kc_args=""; _kc_afiles="" ;;
         "produce") _kc_subs=""; _kc_opts="-t --topic -f --file -D --delimiter -0 --null-delimited -K --key-separator -H --header -p --partition -z --compression --acks --batch-size --linger-ms --sync --partitioner -X --property -b --bootstrap-server --zookeeper -q --quiet --failed-file -h --help"; _kc_vopts="-t --topic -f --file -D --delimiter -K --key-separator -H --header -p --partition -z --compression --acks --batch-size --linger-ms --partitioner -X --property -b --bootstrap-server --zookeeper --failed-file"; _kc_args=""; _kc_afiles="" ;;
         "consume") _kc_subs=""; _kc_opts="-t --topic --topic-pattern --exclude-pattern -p --partition -o --offset --from-beginning -c --max-messages -e --exit-at-end -f --format -J --json -K --key-separator --print-offsets -G -g --group -b --bootstrap-server --zookeeper --offsets-storage --dual-commit -q --quiet -h --help"; _kc_vopts="-t --topic --topic-pattern --exclude-pattern -p --partition -o --offset -c --max-messages -f --format -K --key-separator -G -g --group -b --bootstrap-server --zookeeper --offsets-storage"; _kc_args=""; _kc_afiles="" ;;
@@ -31,6 +31,8 @@ _kafkactl_spec() {
         "configs") _kc_subs="describe alter"; _kc_opts="-h --help"; _kc_vopts=""; _kc_args=""; _kc_afiles="" ;;
         "configs describe") _kc_subs=""; _kc_opts="--entity-type --entity-name --entity-default --topic --broker --broker-defaults --all -b --bootstrap-server -h --help"; _kc_vopts="--entity-type --entity-name --topic --broker -b --bootstrap-server"; _kc_args=""; _kc_afiles="" ;;
         "configs alter") _kc_subs=""; _kc_opts="--entity-type --entity-name --entity-default --topic --broker --broker-defaults --add-config --delete-config -b --bootstrap-server -h --help"; _kc_vopts="--entity-type --entity-name --topic --broker --add-config --delete-config -b --bootstrap-server"; _kc_args=""; _kc_afiles="" ;;
+        "cluster") _kc_subs="describe"; _kc_opts="-h --help"; _kc_vopts=""; _kc_args=""; _kc_afiles="" ;;
+        "cluster describe") _kc_subs=""; _kc_opts="--json -b --bootstrap-server -h --help"; _kc_vopts="-b --bootstrap-server"; _kc_args=""; _kc_afiles="" ;;
     esac
 }
 

@@ -29,6 +29,7 @@ _kafkactl() {
                 'topics:Create, list, describe, alter and delete topics.'
                 'offsets:Show, reset, delete and migrate consumer-group offsets.'
                 'configs:Describe and alter topic and broker configs (kafka-configs).'
+                'cluster:Describe the cluster\: controller, brokers, offline partitions.'
             )
             _describe -t commands 'kafkactl command' commands ;;
         argument)
@@ -43,6 +44,7 @@ _kafkactl() {
                 topics) _kafkactl_topics ;;
                 offsets) _kafkactl_offsets ;;
                 configs) _kafkactl_configs ;;
+                cluster) _kafkactl_cluster ;;
             esac ;;
     esac
 }
@@ -432,6 +434,37 @@ _kafkactl_configs_alter() {
         '--broker-defaults[Same as --entity-type brokers --entity-default.]' \
         '--add-config[Configs to set\: '\''k1=v1,k2=,k3=v3'\''.]:ADD_CONFIG: ' \
         '--delete-config[Configs to remove\: '\''k1,k2'\''.]:DELETE_CONFIG: ' \
+        '(-b --bootstrap-server)-b[Broker(s) host\:port\[,host\:port\]; default $KAFKACTL_BOOTSTRAP or 127.0.0.1\:9092.]:BOOTSTRAP: ' \
+        '(-b --bootstrap-server)--bootstrap-server[Broker(s) host\:port\[,host\:port\]; default $KAFKACTL_BOOTSTRAP or 127.0.0.1\:9092.]:BOOTSTRAP: ' \
+        '(-h --help)-h[Show this message and exit.]' \
+        '(-h --help)--help[Show this message and exit.]'
+}
+
+_kafkactl_cluster() {
+    local curcontext="$curcontext" state line
+    typeset -A opt_args
+    _arguments -s -S \
+        '(-h --help)-h[Show this message and exit.]' \
+        '(-h --help)--help[Show this message and exit.]' \
+        '1: :->command' \
+        '*:: :->argument'
+    case $state in
+        command)
+            local -a commands
+            commands=(
+                'describe:Cluster id, controller, live brokers, and offline / under-replicated partitions.'
+            )
+            _describe -t commands 'kafkactl command' commands ;;
+        argument)
+            case $words[1] in
+                describe) _kafkactl_cluster_describe ;;
+            esac ;;
+    esac
+}
+
+_kafkactl_cluster_describe() {
+    _arguments -s -S \
+        '--json[One JSON document.]' \
         '(-b --bootstrap-server)-b[Broker(s) host\:port\[,host\:port\]; default $KAFKACTL_BOOTSTRAP or 127.0.0.1\:9092.]:BOOTSTRAP: ' \
         '(-b --bootstrap-server)--bootstrap-server[Broker(s) host\:port\[,host\:port\]; default $KAFKACTL_BOOTSTRAP or 127.0.0.1\:9092.]:BOOTSTRAP: ' \
         '(-h --help)-h[Show this message and exit.]' \
