@@ -191,7 +191,13 @@ class ZkCluster:
     async def controlled_shutdown(self) -> None:
         """Ask the controller to move this broker's leaders away; retried (as Kafka's
         controlled.shutdown.max.retries / .retry.backoff.ms) while some remain."""
+        from kazoo.protocol.states import KazooState
+
         if not self.config.get_bool("controlled.shutdown.enable"):
+            return
+        if self.zk.state != KazooState.CONNECTED:
+            # no controller can act without ZooKeeper: do not hold the shutdown up
+            log.warning("ZooKeeper is not reachable: stopping without a controlled shutdown")
             return
         retries = self.config.get_int("controlled.shutdown.max.retries")
         backoff = self.config.get_int("controlled.shutdown.retry.backoff.ms") / 1000
