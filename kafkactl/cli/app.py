@@ -48,7 +48,7 @@ hide_flag_value_types()
 SUBCOMMAND_MODULES: list[str] = [
     "serve", "topics", "produce", "consume", "dump_log", "recover",
     "rebalance", "offsets", "configs",
-    "spark_load",
+    "spark_load", "mirror",
 ]
 
 
