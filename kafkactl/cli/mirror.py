@@ -92,7 +92,20 @@ def mirror(
         raise fail(str(e), 2) from None
     if source_zookeeper is not None:
         config.source = _discover_source(source_zookeeper)
+    _log_warnings()
     raise typer.Exit(_run(config, json_status, wait, status_interval, quiet))
+
+
+def _log_warnings() -> None:
+    """The library's warnings (retries, skipped records) as `warning: ...` lines."""
+    import logging
+
+    handler = logging.StreamHandler()
+    handler.setFormatter(logging.Formatter("warning: %(message)s"))
+    logger = logging.getLogger("kafkactl.mirror")
+    logger.addHandler(handler)
+    logger.setLevel(logging.WARNING)
+    logger.propagate = False
 
 
 def _discover_source(connect: str) -> str:

@@ -220,12 +220,14 @@ class RecordAccumulator:
     def flush(self, timeout: float | None, wake: Callable[[], None]) -> bool:
         with self.lock:
             self.flushes_in_progress += 1
-            targets = set(self.incomplete)
+            # Every batch appended so far, and the halves a split makes of them later
+            # (they inherit their batch's order as a prefix).
+            limit = self._next_order
         wake()
         deadline = None if timeout is None else time.monotonic() + timeout
         try:
             with self.lock:
-                while targets & self.incomplete:
+                while any(b.order[0] < limit for b in self.incomplete):
                     remaining = None if deadline is None else deadline - time.monotonic()
                     if remaining is not None and remaining <= 0:
                         return False

@@ -154,8 +154,7 @@ class MirrorMaker:
 
     def _on_failure(self, failure: SendFailure) -> None:
         if self.failure is None:
-            self.failure = failure
-            log.error("%s", failure.message())
+            self.failure = failure  # the caller reports it (status, exit message)
         self.stopping.set()
 
     def _on_skip(self, topic: str, n: int) -> None:
@@ -165,7 +164,6 @@ class MirrorMaker:
     def _on_error(self, error: BaseException) -> None:
         if self.error is None:
             self.error = error
-            log.error("mirror stream failed: %s", error)
         self.stopping.set()
 
     # ---- status -------------------------------------------------------------------------
