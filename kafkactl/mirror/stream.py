@@ -32,6 +32,8 @@ from kafkactl.mirror.config import MirrorConfig, consumer_kwargs
 from kafkactl.mirror.progress import ProgressTracker, SentChunk
 from kafkactl.mirror.topics import TargetTopics
 from kafkactl.protocol.errors import RETRIABLE_CODES, KafkaError
+from kafkactl.record.batch import RecordBatch, TimestampType
+from kafkactl.record.codecs import decompress
 
 log = logging.getLogger("kafkactl.mirror")
 
@@ -203,6 +205,8 @@ class MirrorStream:
         target = self.topics.get(pf.topic, n_source or pf.partition + 1)
         partition = pf.partition if target.keep_partition else None
         chunk = self.tracker.open_chunk(tp, pf.fetch_offset, pf.next_offset())
+        if partition is not None and self._copy_batches(pf, chunk, target.name):
+            return
         send = self.producer.send
         name = target.name
         sent = 0
@@ -225,6 +229,40 @@ class MirrorStream:
                 raise
             sent += 1
         self.tracker.seal(chunk, sent)
+
+    def _copy_batches(self, pf: PartitionFetch, chunk: SentChunk, target: str) -> bool:
+        """The fast path: every batch of the chunk copied byte for byte (records section)
+        into the same target partition. False (nothing sent) when a batch needs records
+        decoded: a partial first batch, LogAppendTime, compaction gaps, magic 0/1."""
+        batches = list(pf.batches())
+        for b in batches:
+            if (not isinstance(b, RecordBatch) or b.base_offset < pf.fetch_offset
+                    or b.timestamp_type != TimestampType.CREATE_TIME
+                    or b.last_offset_delta != b.record_count - 1
+                    or b.size + 100 > self.producer.max_request_size):
+                return False
+        if self.consumer is not None and self.consumer.check_crcs:
+            for b in batches:
+                if not b.is_valid():
+                    return False  # records_iter raises the CRC error with its offset
+        sent = 0
+        for b in batches:
+            section = b.records_section()
+            codec = b.attributes & 0x07
+            data = decompress(codec, section) if codec else bytes(section)
+            base = b.base_offset
+            try:
+                self.producer.send_records_section(
+                    target, pf.partition, data, b.record_count, b.first_timestamp,
+                    b.max_timestamp, entries=[(chunk, base + i) for i in range(b.record_count)])
+            except Exception:
+                self.tracker.seal(chunk, sent, base)  # fetch from this batch again
+                assert self.consumer is not None
+                self.consumer.seek((pf.topic, pf.partition), base)
+                raise
+            sent += b.record_count
+        self.tracker.seal(chunk, sent)
+        return True
 
     def _refused(self, chunk: SentChunk, sent: int, offset: int, target: str,
                  error: BaseException) -> bool:
