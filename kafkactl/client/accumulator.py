@@ -112,6 +112,27 @@ class RecordAccumulator:
         self._fill((topic, partition), len(values),
                    lambda batch, i: batch.append_key_values(keys, values, i), entries)
 
+    def append_records_section(self, topic: str, partition: int, section: bytes,
+                               record_count: int, base_timestamp: int, max_timestamp: int,
+                               entries: Sequence[Any] | None = None) -> None:
+        """A v2 records section encoded elsewhere (offset deltas 0..record_count-1, timestamp
+        deltas from `base_timestamp`) as a batch of its own, byte for byte."""
+        tp = (topic, partition)
+        with self.lock:
+            if self.closed:
+                raise RuntimeError("the producer is closed")
+            dq = self.batches.get(tp)
+            if dq is None:
+                dq = self.batches[tp] = deque()
+            batch = self._new_batch(tp, dq, base_timestamp)
+            batch.parts.append(section)
+            batch.size += len(section)
+            batch.record_count = record_count
+            batch.max_timestamp = max(max_timestamp, base_timestamp)
+            batch.closed = True
+            if entries is not None:
+                batch.entries.extend(entries)
+
     def _fill(self, tp: TopicPartition, n: int,
               append: Callable[[ProducerBatch, int], int],
               entries: Sequence[Any] | None) -> None:
@@ -220,12 +241,14 @@ class RecordAccumulator:
     def flush(self, timeout: float | None, wake: Callable[[], None]) -> bool:
         with self.lock:
             self.flushes_in_progress += 1
-            targets = set(self.incomplete)
+            # Every batch appended so far, and the halves a split makes of them later
+            # (they inherit their batch's order as a prefix).
+            limit = self._next_order
         wake()
         deadline = None if timeout is None else time.monotonic() + timeout
         try:
             with self.lock:
-                while targets & self.incomplete:
+                while any(b.order[0] < limit for b in self.incomplete):
                     remaining = None if deadline is None else deadline - time.monotonic()
                     if remaining is not None and remaining <= 0:
                         return False

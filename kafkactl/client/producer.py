@@ -287,6 +287,28 @@ class Producer:
         if self.sync:
             self.flush()
 
+    def send_records_section(self, topic: str, partition: int, section: bytes,
+                             record_count: int, base_timestamp: int, max_timestamp: int, *,
+                             entries: Sequence[Any] | None = None) -> None:
+        """Copy path (kafkactl mirror): the uncompressed records section of a consumed v2
+        batch, whose records keep their keys, values, headers and timestamps, sent as one
+        batch without decoding a record. Delivery is reported through add_batch_callback
+        (`entries[i]` is kept with record i)."""
+        if self._closed:
+            raise ProducerClosedError("send_records_section() on a closed producer")
+        if self.sender.fatal_error is not None:
+            raise self.sender.fatal_error
+        if len(section) + 100 > self.max_request_size:
+            raise RecordTooLargeError(
+                f"a batch of {len(section)} bytes is larger than max.request.size "
+                f"({self.max_request_size})")
+        if topic not in self._partition_counts:
+            self._check_partition(topic, partition)
+        self.accumulator.append_records_section(topic, partition, section, record_count,
+                                                base_timestamp, max_timestamp, entries)
+        if self.sync:
+            self.flush()
+
     def add_batch_callback(self, callback: BatchCallback) -> None:
         """Call `callback(batch, base_offset, error)` for every completed batch (from the
         sender thread): the cheap way to count acknowledgements in bulk."""

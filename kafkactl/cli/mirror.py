@@ -1,0 +1,254 @@
+"""`kafkactl mirror`: copy topics from a source cluster into a target cluster, losing
+nothing (kafkactl.mirror does the work; this module parses options, shows the status and
+maps the outcome to an exit status: 0 after SIGTERM/Ctrl-C, 1 on failure, 2 on bad input)."""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+import time
+from pathlib import Path
+from types import FrameType
+from typing import TYPE_CHECKING, Any
+
+import typer
+
+from kafkactl.cli._client_options import fail, parse_key_values, stderr_is_tty
+
+if TYPE_CHECKING:  # the library loads when the command runs, so --help stays fast
+    from rich.table import Table
+
+    from kafkactl.mirror import MirrorConfig, MirrorMaker, MirrorStatus
+
+
+def mirror(
+    source: str | None = typer.Option(
+        None, "--source", metavar="HOST:PORT[,...]",
+        help="Bootstrap servers of the cluster to copy from."),
+    target: str = typer.Option(..., "--target", metavar="HOST:PORT[,...]",
+                               help="Bootstrap servers of the cluster to copy into."),
+    whitelist: str | None = typer.Option(
+        None, "--whitelist", metavar="REGEX",
+        help="Mirror every topic whose whole name matches (new ones too, while running)."),
+    topic: list[str] = typer.Option([], "--topic", "-t", help="A topic to mirror (repeatable)."),
+    blacklist: str | None = typer.Option(None, "--blacklist", metavar="REGEX",
+                                         help="Skip topics whose whole name matches."),
+    group: str = typer.Option("kafkactl-mirror", "--group", "-G",
+                              help="Consumer group in the source: mirrors in one group "
+                                   "share the partitions and take over from each other."),
+    num_streams: int = typer.Option(1, "--num-streams", help="Group members in this process."),
+    source_zookeeper: str | None = typer.Option(
+        None, "--source-zookeeper", metavar="HOST:PORT[/CHROOT]",
+        help="Find the source brokers in this ZooKeeper (/brokers/ids) instead of --source."),
+    consumer_property: list[str] = typer.Option(
+        [], "--consumer-property", metavar="K=V",
+        help="Source consumer property, e.g. auto.offset.reset=latest (repeatable)."),
+    producer_property: list[str] = typer.Option(
+        [], "--producer-property", metavar="K=V",
+        help="Target producer property, e.g. compression.type=lz4 (repeatable)."),
+    abort_on_send_failure: bool = typer.Option(
+        True, "--abort-on-send-failure/--no-abort-on-send-failure",
+        help="Stop at a record the target refuses (default), or skip and count it."),
+    rename: list[str] = typer.Option([], "--rename", metavar="SRC:DST",
+                                     help="Write source topic SRC into target topic DST."),
+    copy_topic_configs: bool = typer.Option(
+        False, "--copy-topic-configs",
+        help="Create missing target topics with the source topic's configs."),
+    json_status: Path | None = typer.Option(
+        None, "--json-status", metavar="FILE",
+        help="Keep FILE replaced with the status as JSON, for monitoring."),
+    wait: bool = typer.Option(False, "--wait",
+                              help="Wait for unreachable clusters at start instead of exiting."),
+    status_interval: float = typer.Option(1.0, "--status-interval", metavar="SECONDS",
+                                          help="How often the status is refreshed."),
+    topic_refresh_ms: int = typer.Option(
+        5000, "--topic-refresh-ms", help="How often new source topics are looked for."),
+    commit_interval_ms: int = typer.Option(
+        1000, "--commit-interval-ms", help="How often acknowledged offsets are committed."),
+    quiet: bool = typer.Option(False, "--quiet", "-q",
+                               help="No live status and no summary on stderr."),
+) -> None:
+    """Copy topics from a source cluster into a target cluster as a consumer group,
+    committing source offsets only for records the target acknowledged."""
+    from kafkactl.mirror import MirrorConfig, MirrorConfigError, parse_renames
+
+    if source is None and source_zookeeper is None:
+        raise fail("give --source BOOTSTRAP or --source-zookeeper HOST:PORT", 2)
+    if source is not None and source_zookeeper is not None:
+        raise fail("--source and --source-zookeeper are mutually exclusive", 2)
+    if status_interval <= 0:
+        raise fail("--status-interval must be positive", 2)
+    try:
+        config = MirrorConfig(
+            source=source or "", target=target, topics=tuple(topic), whitelist=whitelist,
+            blacklist=blacklist, group=group, num_streams=num_streams,
+            consumer_properties=parse_key_values(consumer_property, "--consumer-property"),
+            producer_properties=parse_key_values(producer_property, "--producer-property"),
+            abort_on_send_failure=abort_on_send_failure, renames=parse_renames(rename),
+            copy_topic_configs=copy_topic_configs, topic_refresh_ms=topic_refresh_ms,
+            commit_interval_ms=commit_interval_ms)
+        config.validate()
+    except (MirrorConfigError, typer.BadParameter) as e:
+        raise fail(str(e), 2) from None
+    if source_zookeeper is not None:
+        config.source = _discover_source(source_zookeeper)
+    _log_warnings()
+    raise typer.Exit(_run(config, json_status, wait, status_interval, quiet))
+
+
+def _log_warnings() -> None:
+    """The library's warnings (retries, skipped records) as `warning: ...` lines."""
+    import logging
+
+    handler = logging.StreamHandler()
+    handler.setFormatter(logging.Formatter("warning: %(message)s"))
+    logger = logging.getLogger("kafkactl.mirror")
+    logger.addHandler(handler)
+    logger.setLevel(logging.WARNING)
+    logger.propagate = False
+
+
+def _discover_source(connect: str) -> str:
+    from kafkactl.cli._client_options import connect_zookeeper
+    from kafkactl.client.errors import NoBrokersAvailable
+    from kafkactl.client.zookeeper_discovery import discover_bootstrap
+
+    zk = connect_zookeeper(connect)
+    try:
+        return discover_bootstrap(zk, connect)
+    except NoBrokersAvailable as e:
+        raise fail(f"--source-zookeeper: {e}") from None
+    finally:
+        zk.stop()
+        zk.close()
+
+
+def _run(config: MirrorConfig, json_status: Path | None, wait: bool, interval: float,
+         quiet: bool) -> int:
+    from kafkactl.client.errors import ClientError
+    from kafkactl.mirror.maker import ClusterUnreachable
+    from kafkactl.protocol.errors import KafkaError
+
+    stop_requested = False
+
+    def on_signal(_signum: int, _frame: FrameType | None) -> None:
+        nonlocal stop_requested
+        stop_requested = True
+        if maker is not None:
+            maker.stop()
+
+    maker: MirrorMaker | None = None
+    previous = signal.signal(signal.SIGTERM, on_signal)
+    try:
+        maker = _start(config, wait, lambda: stop_requested)
+        if maker is None:
+            return 0  # stopped while waiting for a cluster
+        if stop_requested:
+            maker.stop()
+        _follow(maker, json_status, interval, quiet)
+        maker.close()
+        final = maker.status()
+        if json_status is not None:
+            _write_status(json_status, final)
+        if not quiet:
+            typer.echo(f"mirrored {final.mirrored} records ({final.skipped} skipped) of "
+                       f"{len(final.topics)} topic(s)", err=True)
+        if final.error is not None:
+            typer.echo(f"error: {final.error}", err=True)
+            return 1
+        return 0
+    except ClusterUnreachable as e:
+        typer.echo(f"error: {e}", err=True)
+        return 1
+    except (ClientError, KafkaError, OSError, ValueError) as e:
+        typer.echo(f"error: {e}", err=True)
+        return 1
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+        if maker is not None:
+            with contextlib.suppress(Exception):
+                maker.close()
+
+
+def _start(config: MirrorConfig, wait: bool, stop_requested: Any) -> MirrorMaker | None:
+    """A started MirrorMaker; with --wait, retries until both clusters answer."""
+    from kafkactl.mirror import MirrorMaker
+    from kafkactl.mirror.maker import ClusterUnreachable
+
+    told = False
+    while True:
+        maker = MirrorMaker(config)
+        try:
+            maker.start()
+            return maker
+        except ClusterUnreachable as e:
+            maker.close()
+            if not wait:
+                raise
+            if not told:
+                typer.echo(f"waiting: {e}", err=True)
+                told = True
+        for _ in range(10):
+            if stop_requested():
+                return None
+            time.sleep(0.1)
+
+
+def _follow(maker: MirrorMaker, json_status: Path | None, interval: float,
+            quiet: bool) -> None:
+    """Refresh the status (live table on a terminal, --json-status file) until stopped;
+    Ctrl-C stops the mirror the way SIGTERM does."""
+    live: Any = None
+    if not quiet and stderr_is_tty():
+        from rich.console import Console
+        from rich.live import Live
+
+        live = Live(console=Console(stderr=True), refresh_per_second=4, transient=False)
+        live.start()
+    try:
+        while True:
+            try:
+                done = maker.wait(interval)
+            except KeyboardInterrupt:
+                maker.stop()
+                continue
+            status = maker.status()
+            if json_status is not None:
+                _write_status(json_status, status)
+            if live is not None:
+                live.update(_table(status))
+            if done:
+                return
+    finally:
+        if live is not None:
+            live.stop()
+
+
+def _write_status(path: Path, status: MirrorStatus) -> None:
+    from kafkactl.mirror.status import write_status_file
+
+    try:
+        write_status_file(path, status)
+    except OSError as e:
+        typer.echo(f"error: cannot write --json-status {path}: {e}", err=True)
+
+
+def _table(status: MirrorStatus) -> Table:
+    from rich.table import Table
+
+    table = Table(title=f"mirror {status.source} → {status.target} (group {status.group}, "
+                        f"{status.state})", title_justify="left")
+    for name in ("topic", "target", "partitions", "records/s", "lag", "mirrored", "skipped"):
+        table.add_column(name, justify="left" if name in ("topic", "target") else "right")
+    for t in status.topics.values():
+        table.add_row(t.topic, t.target_topic, str(t.partitions), f"{t.records_per_sec:,.0f}",
+                      "-" if t.lag is None else f"{t.lag:,}", f"{t.mirrored:,}",
+                      f"{t.skipped:,}")
+    table.add_row("total", "", "", f"{status.records_per_sec:,.0f}",
+                  "-" if status.lag is None else f"{status.lag:,}", f"{status.mirrored:,}",
+                  f"{status.skipped:,}", style="bold")
+    return table
+
+
+def register(app: typer.Typer) -> None:
+    app.command("mirror")(mirror)

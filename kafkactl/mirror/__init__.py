@@ -1,0 +1,21 @@
+"""Cross-cluster mirroring (seed 000's mirror cluster), built only on kafkactl.client.
+
+A MirrorMaker consumes the source cluster as a consumer group and republishes every record
+(key, value, headers, timestamp) into the target through one idempotent acks=all producer.
+Source offsets are committed only up to the first record the target has not acknowledged,
+so a killed mirror restarts without losing anything.
+
+- `config.py`: MirrorConfig, topic renames, consumer properties.
+- `progress.py`: per-partition bookkeeping of sent and acknowledged records.
+- `topics.py`: TargetTopics, creating missing target topics like the source's.
+- `stream.py`: MirrorStream, one group member copying into the shared producer.
+- `maker.py`: MirrorMaker, the streams, the producer and the status snapshot.
+- `status.py`: MirrorStatus, records/s and lag per topic, and its JSON file.
+"""
+
+from kafkactl.mirror.config import MirrorConfig, MirrorConfigError, parse_renames
+from kafkactl.mirror.maker import MirrorMaker, SendFailure
+from kafkactl.mirror.status import MirrorStatus, TopicStatus
+
+__all__ = ["MirrorConfig", "MirrorConfigError", "MirrorMaker", "MirrorStatus", "SendFailure",
+           "TopicStatus", "parse_renames"]

@@ -1,0 +1,144 @@
+"""MirrorConfig: what to mirror, from where to where, and how; checked before connecting."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from kafkactl.client.consumer import TopicFilter
+from kafkactl.client.errors import ConfigError
+from kafkactl.client.producer import properties_to_kwargs
+
+DEFAULT_GROUP = "kafkactl-mirror"
+
+# Kafka consumer property -> GroupConsumer keyword argument (integers unless listed below).
+CONSUMER_PROPERTY_NAMES: dict[str, str] = {
+    "auto.offset.reset": "auto_offset_reset", "client.id": "client_id",
+    "fetch.max.wait.ms": "fetch_max_wait_ms", "fetch.min.bytes": "fetch_min_bytes",
+    "fetch.max.bytes": "fetch_max_bytes",
+    "max.partition.fetch.bytes": "max_partition_fetch_bytes",
+    "session.timeout.ms": "session_timeout_ms",
+    "heartbeat.interval.ms": "heartbeat_interval_ms",
+    "max.poll.interval.ms": "rebalance_timeout_ms",
+    "request.timeout.ms": "request_timeout_ms", "isolation.level": "isolation_level",
+    "partition.assignment.strategy": "assignors", "check.crcs": "check_crcs",
+    "group.instance.id": "group_instance_id",
+}
+_TEXT = {"auto_offset_reset", "client_id", "group_instance_id"}
+_ISOLATION = {"read_uncommitted": 0, "read_committed": 1}
+# Set by the mirror itself: the no-loss protocol needs them.
+_FIXED_CONSUMER = {"enable.auto.commit", "group.id", "bootstrap.servers"}
+_FIXED_PRODUCER = {"acks": "all", "enable.idempotence": "true"}
+
+
+class MirrorConfigError(ValueError):
+    """A mirror setting that cannot work (bad regex, bad rename, bad property)."""
+
+
+def consumer_kwargs(props: Mapping[str, str]) -> dict[str, Any]:
+    """Kafka consumer properties (`fetch.min.bytes=1024`) -> GroupConsumer arguments."""
+    out: dict[str, Any] = {}
+    for key, value in props.items():
+        if key in _FIXED_CONSUMER:
+            raise MirrorConfigError(f"consumer property {key} is set by the mirror itself "
+                                    "(use --group and --source)")
+        name = CONSUMER_PROPERTY_NAMES.get(key)
+        if name is None:
+            raise MirrorConfigError(f"unknown consumer property {key!r} (known: "
+                                    f"{', '.join(sorted(CONSUMER_PROPERTY_NAMES))})")
+        if name in _TEXT:
+            out[name] = value
+        elif name == "assignors":
+            out[name] = tuple(a.strip() for a in value.split(",") if a.strip())
+        elif name == "check_crcs":
+            out[name] = value.strip().lower() in ("true", "1", "yes")
+        elif name == "isolation_level" and value in _ISOLATION:
+            out[name] = _ISOLATION[value]
+        else:
+            try:
+                out[name] = int(value)
+            except ValueError:
+                raise MirrorConfigError(f"consumer property {key} needs an integer "
+                                        f"(got {value!r})") from None
+    return out
+
+
+def producer_kwargs(props: Mapping[str, str]) -> dict[str, Any]:
+    """Kafka producer properties -> Producer arguments; acks=all and idempotence stay on."""
+    for key, fixed in _FIXED_PRODUCER.items():
+        if key in props and props[key].strip().lower() not in (fixed, "-1" if fixed == "all"
+                                                                 else fixed):
+            raise MirrorConfigError(f"producer property {key}={props[key]} would lose "
+                                    f"records: the mirror needs {key}={fixed}")
+    try:
+        out = properties_to_kwargs(props)
+    except ConfigError as e:
+        raise MirrorConfigError(str(e)) from None
+    out["acks"] = "all"
+    out["enable_idempotence"] = True
+    return out
+
+
+def parse_renames(items: Iterable[str]) -> dict[str, str]:
+    """`SRC:DST` items -> {source topic: target topic}."""
+    out: dict[str, str] = {}
+    for item in items:
+        src, sep, dst = item.partition(":")
+        if not sep or not src or not dst:
+            raise MirrorConfigError(f"--rename {item!r} must look like SOURCE:TARGET")
+        if src in out and out[src] != dst:
+            raise MirrorConfigError(f"--rename gives topic {src!r} two targets")
+        out[src] = dst
+    return out
+
+
+def check_regex(pattern: str | None, option: str) -> None:
+    if pattern is None:
+        return
+    try:
+        re.compile(pattern)
+    except re.error as e:
+        raise MirrorConfigError(f"{option} {pattern!r} is not a valid regular expression: "
+                                f"{e}") from None
+
+
+@dataclass
+class MirrorConfig:
+    """Everything a MirrorMaker needs; `validate()` checks it without connecting."""
+
+    source: str
+    target: str
+    topics: tuple[str, ...] = ()
+    whitelist: str | None = None
+    blacklist: str | None = None
+    group: str = DEFAULT_GROUP
+    num_streams: int = 1
+    consumer_properties: dict[str, str] = field(default_factory=dict)
+    producer_properties: dict[str, str] = field(default_factory=dict)
+    abort_on_send_failure: bool = True
+    renames: dict[str, str] = field(default_factory=dict)
+    copy_topic_configs: bool = False
+    topic_refresh_ms: int = 5000
+    commit_interval_ms: int = 1000
+
+    def validate(self) -> None:
+        if not self.topics and self.whitelist is None:
+            raise MirrorConfigError("name the topics to mirror: --whitelist REGEX or --topic T")
+        check_regex(self.whitelist, "--whitelist")
+        check_regex(self.blacklist, "--blacklist")
+        if self.num_streams < 1:
+            raise MirrorConfigError("--num-streams must be at least 1")
+        if not self.group:
+            raise MirrorConfigError("--group must not be empty")
+        if self.topic_refresh_ms <= 0 or self.commit_interval_ms <= 0:
+            raise MirrorConfigError("the refresh and commit intervals must be positive")
+        consumer_kwargs(self.consumer_properties)
+        producer_kwargs(self.producer_properties)
+
+    def topic_filter(self) -> TopicFilter:
+        return TopicFilter(tuple(self.topics), self.whitelist, self.blacklist)
+
+    def target_topic(self, source_topic: str) -> str:
+        return self.renames.get(source_topic, source_topic)

@@ -1,0 +1,211 @@
+"""MirrorMaker: N MirrorStreams (group members) feeding one idempotent acks=all producer.
+
+    maker = MirrorMaker(MirrorConfig(source="a:9092", target="b:9092", whitelist="orders.*"))
+    maker.start()          # connects; raises if a cluster cannot be reached
+    maker.wait(timeout)    # True once stopped (stop(), a failure, or an error)
+    maker.stop(); maker.close()
+
+The status (`status()`) counts per source topic the records the target acknowledged and the
+ones skipped, and the lag: records in the source the target does not have yet.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from typing import Any
+
+from kafkactl.client.admin import AdminClient
+from kafkactl.client.errors import KafkaTimeoutError, NoBrokersAvailable, UnknownTopicError
+from kafkactl.client.producer import Producer
+from kafkactl.client.producer_batch import ProducerBatch
+from kafkactl.mirror.config import MirrorConfig, producer_kwargs
+from kafkactl.mirror.progress import SentChunk, acknowledge
+from kafkactl.mirror.status import MirrorStatus, RateMeter, TopicStatus
+from kafkactl.mirror.stream import MirrorStream, SendFailure
+from kafkactl.mirror.topics import TargetTopics
+
+log = logging.getLogger("kafkactl.mirror")
+
+__all__ = ["ClusterUnreachable", "MirrorMaker", "SendFailure"]
+
+
+class ClusterUnreachable(ConnectionError):
+    """No broker of the source or target cluster answered at start."""
+
+    def __init__(self, which: str, bootstrap: str, cause: str) -> None:
+        super().__init__(f"cannot reach the {which} cluster at {bootstrap}: no broker "
+                         f"answered ({cause})")
+        self.which = which
+
+
+class MirrorMaker:
+    def __init__(self, config: MirrorConfig) -> None:
+        config.validate()
+        self.config = config
+        self.lock = threading.Lock()  # the trackers' and counters' lock
+        self.stopping = threading.Event()
+        self.stopped = threading.Event()
+        self.failure: SendFailure | None = None
+        self.error: BaseException | None = None
+        self.mirrored: dict[str, int] = {}
+        self.skipped: dict[str, int] = {}
+        self.streams: list[MirrorStream] = []
+        self.producer: Producer | None = None
+        self.topics: TargetTopics | None = None
+        self._admins: list[AdminClient] = []
+        self._rates = RateMeter()
+        self._state = "starting"
+
+    # ---- lifecycle ----------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Connect to both clusters (NoBrokersAvailable names the one that did not answer),
+        then start the streams."""
+        source = self._connect("source", self.config.source)
+        target = self._connect("target", self.config.target)
+        self._check_named_topics(source)
+        self.topics = TargetTopics(target, source, self.config.target_topic,
+                                   copy_configs=self.config.copy_topic_configs)
+        kwargs: dict[str, Any] = {"client_id": "kafkactl-mirror", "linger_ms": 5,
+                                  "batch_size": 262144}
+        kwargs.update(producer_kwargs(self.config.producer_properties))
+        self.producer = Producer(self.config.target, **kwargs)
+        self.producer.add_batch_callback(self._on_batch)
+        for i in range(self.config.num_streams):
+            stream = MirrorStream(i, self.config, self.producer, self.topics, self.lock,
+                                  self.stopping, self._on_failure, self._on_skip,
+                                  self._on_error)
+            self.streams.append(stream)
+        self._state = "running"
+        for stream in self.streams:
+            stream.start()
+        threading.Thread(target=self._watch, name="mirror-watch", daemon=True).start()
+
+    def _connect(self, which: str, bootstrap: str) -> AdminClient:
+        admin = AdminClient(bootstrap, client_id="kafkactl-mirror-admin")
+        try:
+            admin.client.refresh_metadata([], timeout=admin.client.connect_timeout)
+        except (NoBrokersAvailable, KafkaTimeoutError) as e:
+            admin.close()
+            raise ClusterUnreachable(which, bootstrap, _first_cause(e)) from None
+        self._admins.append(admin)
+        return admin
+
+    def _check_named_topics(self, source: AdminClient) -> None:
+        if not self.config.topics:
+            return
+        present = source.list_topics()
+        missing = [t for t in self.config.topics if t not in present]
+        if missing and self.config.whitelist is None:
+            raise UnknownTopicError(f"topic {', '.join(map(repr, missing))} does not exist in the "
+                           f"source cluster {self.config.source}")
+
+    def _watch(self) -> None:
+        for stream in self.streams:
+            stream.thread.join()
+        self.stopping.set()
+        self._state = "failed" if self.failure or self.error else "stopped"
+        self.stopped.set()
+
+    def stop(self) -> None:
+        """Finish the records in flight, commit, leave the group (SIGTERM)."""
+        if not self.stopping.is_set():
+            self._state = "stopping"
+        self.stopping.set()
+
+    def wait(self, timeout: float | None = None) -> bool:
+        return self.stopped.wait(timeout)
+
+    def close(self) -> None:
+        self.stop()
+        if self.streams:
+            self.stopped.wait(60.0)
+        if self.producer is not None:
+            self.producer.close(10.0)
+        for admin in self._admins:
+            admin.close()
+
+    # ---- callbacks ----------------------------------------------------------------------
+
+    def _on_batch(self, batch: ProducerBatch, base_offset: int,
+                  error: BaseException | None) -> None:
+        """The producer's verdict on one target batch (its sender thread)."""
+        entries: list[tuple[SentChunk, int]] = batch.entries
+        if not entries:
+            return
+        if error is not None and self.config.abort_on_send_failure:
+            chunk, offset = entries[0]
+            topic, partition = chunk.partition.tp
+            self._on_failure(SendFailure(topic, partition, offset, batch.topic,
+                                         f"{type(error).__name__}: {error}"))
+            return
+        counts = self.skipped if error is not None else self.mirrored
+        with self.lock:
+            acknowledge(entries)
+            for chunk, _offset in entries:
+                topic = chunk.partition.tp[0]
+                counts[topic] = counts.get(topic, 0) + 1
+        if error is not None:
+            chunk, offset = entries[0]
+            log.warning("skipped %d record(s) from offset %d of %s-%d: %s", len(entries),
+                        offset, *chunk.partition.tp, error)
+
+    def _on_failure(self, failure: SendFailure) -> None:
+        if self.failure is None:
+            self.failure = failure  # the caller reports it (status, exit message)
+        self.stopping.set()
+
+    def _on_skip(self, topic: str, n: int) -> None:
+        with self.lock:
+            self.skipped[topic] = self.skipped.get(topic, 0) + n
+
+    def _on_error(self, error: BaseException) -> None:
+        if self.error is None:
+            self.error = error
+        self.stopping.set()
+
+    # ---- status -------------------------------------------------------------------------
+
+    def status(self) -> MirrorStatus:
+        out = MirrorStatus(self._state, self.config.source, self.config.target,
+                           self.config.group, updated_ms=int(time.time() * 1000))
+        acked: dict[tuple[str, int], int] = {}
+        high: dict[tuple[str, int], int] = {}
+        owned: set[tuple[str, int]] = set()
+        for stream in self.streams:
+            acked.update(stream.tracker.acked_offsets())
+            owned |= stream.owned
+            consumer = stream.consumer
+            if consumer is not None:
+                high.update(dict(consumer.high_watermarks))
+        with self.lock:
+            mirrored, skipped = dict(self.mirrored), dict(self.skipped)
+        names = set(mirrored) | set(skipped) | {t for t, _ in owned}
+        for topic in sorted(names):
+            ts = TopicStatus(topic, self.config.target_topic(topic),
+                             partitions=sum(1 for t, _ in owned if t == topic),
+                             mirrored=mirrored.get(topic, 0), skipped=skipped.get(topic, 0))
+            ts.records_per_sec = round(self._rates.update(topic, ts.mirrored), 1)
+            lags = [high[tp] - acked[tp] for tp in owned
+                    if tp[0] == topic and tp in high and tp in acked]
+            ts.lag = sum(max(0, lag) for lag in lags) if lags else None
+            out.topics[topic] = ts
+        out.mirrored = sum(mirrored.values())
+        out.skipped = sum(skipped.values())
+        out.records_per_sec = round(sum(t.records_per_sec for t in out.topics.values()), 1)
+        lags = [t.lag for t in out.topics.values() if t.lag is not None]
+        out.lag = sum(lags) if lags else None
+        if self.failure is not None:
+            out.error = self.failure.message()
+        elif self.error is not None:
+            out.error = str(self.error)
+        return out
+
+
+def _first_cause(error: BaseException) -> str:
+    """The connection error itself, without the client's advice on -b/--bootstrap-server."""
+    text = str(error)
+    start, end = text.find(" ("), text.rfind(")")
+    return text[start + 2:end] if 0 <= start < end else text

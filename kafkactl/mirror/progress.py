@@ -1,0 +1,114 @@
+"""No-loss bookkeeping: which source offsets the target has acknowledged.
+
+Records of one source partition are sent in fetch order, one SentChunk per fetched chunk.
+The target acknowledges them per producer batch, possibly out of order (several target
+partitions, retries). A partition's committable offset is the end of its longest prefix of
+fully acknowledged chunks, so a commit never passes a record the target may not have.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import deque
+
+TopicPartition = tuple[str, int]
+
+
+class SentChunk:
+    """Records [first_offset, next_offset) of one source partition. `unacked`: records
+    sent minus records acknowledged, counted once the chunk is sealed (acknowledgements may
+    arrive before the stream has finished sending the chunk)."""
+
+    __slots__ = ("partition", "first_offset", "next_offset", "unacked", "sealed")
+
+    def __init__(self, partition: PartitionProgress, first_offset: int,
+                 next_offset: int) -> None:
+        self.partition = partition
+        self.first_offset = first_offset
+        self.next_offset = next_offset
+        self.unacked = 0
+        self.sealed = False
+
+
+class PartitionProgress:
+    """One source partition: chunks in send order and the offset safe to commit."""
+
+    __slots__ = ("tp", "chunks", "acked_offset", "committed_offset")
+
+    def __init__(self, tp: TopicPartition, start_offset: int) -> None:
+        self.tp = tp
+        self.chunks: deque[SentChunk] = deque()
+        self.acked_offset = start_offset  # every record before it is in the target
+        self.committed_offset = -1
+
+    def advance(self) -> int:
+        """Drop the fully acknowledged chunks at the front; the committable offset."""
+        chunks = self.chunks
+        while chunks and chunks[0].sealed and chunks[0].unacked == 0:
+            self.acked_offset = chunks.popleft().next_offset
+        return self.acked_offset
+
+
+def acknowledge(entries: list[tuple[SentChunk, int]]) -> None:
+    """The target has the records of `entries` ((chunk, source offset) per record). The
+    caller holds the trackers' shared lock."""
+    for chunk, _offset in entries:
+        chunk.unacked -= 1
+
+
+class ProgressTracker:
+    """The source partitions one stream sends from. Chunks are opened and sealed by the
+    stream's thread and acknowledged from the producer's sender thread, so every tracker of
+    a process shares one lock with the acknowledging callback."""
+
+    def __init__(self, lock: threading.Lock | None = None) -> None:
+        self.lock = lock or threading.Lock()
+        self.partitions: dict[TopicPartition, PartitionProgress] = {}
+
+    def open_chunk(self, tp: TopicPartition, first_offset: int, next_offset: int) -> SentChunk:
+        with self.lock:
+            progress = self.partitions.get(tp)
+            if progress is None:
+                progress = self.partitions[tp] = PartitionProgress(tp, first_offset)
+            chunk = SentChunk(progress, first_offset, next_offset)
+            progress.chunks.append(chunk)
+            return chunk
+
+    def seal(self, chunk: SentChunk, sent: int, next_offset: int | None = None) -> None:
+        """The stream sent `sent` records of `chunk` and will send no more; `next_offset`
+        cuts the chunk short (the records from there on will be fetched again)."""
+        with self.lock:
+            if next_offset is not None:
+                chunk.next_offset = next_offset
+            chunk.unacked += sent
+            chunk.sealed = True
+
+    def committable(self, tps: set[TopicPartition] | None = None) -> dict[TopicPartition, int]:
+        """Offsets to commit now: the partitions (of `tps`) that moved since their last
+        commit; `mark_committed` records that a commit went through."""
+        with self.lock:
+            out: dict[TopicPartition, int] = {}
+            for tp, progress in self.partitions.items():
+                if tps is not None and tp not in tps:
+                    continue
+                offset = progress.advance()
+                if offset != progress.committed_offset:
+                    out[tp] = offset
+            return out
+
+    def mark_committed(self, offsets: dict[TopicPartition, int]) -> None:
+        with self.lock:
+            for tp, offset in offsets.items():
+                progress = self.partitions.get(tp)
+                if progress is not None:
+                    progress.committed_offset = offset
+
+    def acked_offsets(self) -> dict[TopicPartition, int]:
+        with self.lock:
+            return {tp: p.advance() for tp, p in self.partitions.items()}
+
+    def forget(self, tps: set[TopicPartition]) -> None:
+        """Partitions this stream no longer owns (after a rebalance)."""
+        with self.lock:
+            for tp in tps:
+                self.partitions.pop(tp, None)

@@ -1,0 +1,277 @@
+"""MirrorStream: one consumer-group member copying its partitions into the target.
+
+Each fetched chunk of a source partition becomes one SentChunk; every record goes to the
+shared producer with (chunk, source offset) as its entry, and the producer's batch callback
+acknowledges it (MirrorMaker._on_batch). Offsets are committed every commit interval, and
+before partitions are revoked: the producer is flushed first, so a rebalance hands over
+exactly what the target has.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from kafkactl.client.consumer import TopicFilter
+from kafkactl.client.errors import (
+    REJOIN_GROUP,
+    KafkaConnectionError,
+    KafkaTimeoutError,
+    NoBrokersAvailable,
+    RecordTooLargeError,
+    UnknownTopicError,
+)
+from kafkactl.client.fetcher import PartitionFetch
+from kafkactl.client.group import CommitFailedError, GroupConsumer
+from kafkactl.client.producer import Producer
+from kafkactl.mirror.config import MirrorConfig, consumer_kwargs
+from kafkactl.mirror.progress import ProgressTracker, SentChunk
+from kafkactl.mirror.topics import TargetTopics
+from kafkactl.protocol.errors import RETRIABLE_CODES, KafkaError
+from kafkactl.record.batch import RecordBatch, TimestampType
+from kafkactl.record.codecs import decompress
+
+log = logging.getLogger("kafkactl.mirror")
+
+TopicPartition = tuple[str, int]
+TRANSIENT = (KafkaConnectionError, KafkaTimeoutError, NoBrokersAvailable, CommitFailedError,
+             UnknownTopicError, OSError)
+
+
+def is_transient(error: BaseException) -> bool:
+    """An error the mirror waits out (a cluster restarting, a rebalance)."""
+    if isinstance(error, TRANSIENT):
+        return True
+    return isinstance(error, KafkaError) and (error.code in RETRIABLE_CODES
+                                              or error.code in REJOIN_GROUP)
+
+
+@dataclass(frozen=True)
+class SendFailure:
+    """A record the target refused for good."""
+
+    topic: str
+    partition: int
+    offset: int
+    target_topic: str
+    error: str
+
+    def message(self) -> str:
+        return (f"the target refused the record at offset {self.offset} of "
+                f"{self.topic}-{self.partition} (target topic {self.target_topic}): "
+                f"{self.error}")
+
+
+class MirrorStream:
+    """One group member (a thread of a MirrorMaker)."""
+
+    def __init__(self, index: int, config: MirrorConfig, producer: Producer,
+                 topics: TargetTopics, lock: threading.Lock, stop: threading.Event,
+                 on_failure: Callable[[SendFailure], None],
+                 on_skip: Callable[[str, int], None],
+                 on_error: Callable[[BaseException], None]) -> None:
+        self.index = index
+        self.config = config
+        self.producer = producer
+        self.topics = topics
+        self.tracker = ProgressTracker(lock)
+        self.stop = stop
+        self.on_failure = on_failure
+        self.on_skip = on_skip
+        self.on_error = on_error
+        self.filter: TopicFilter = config.topic_filter()
+        self.subscribed: list[str] | None = None
+        self.consumer: GroupConsumer | None = None
+        self.owned: set[TopicPartition] = set()
+        self.thread = threading.Thread(target=self.run, name=f"mirror-stream-{index}",
+                                       daemon=True)
+        self._next_commit = 0.0
+        self._next_refresh = 0.0
+
+    # ---- lifecycle ----------------------------------------------------------------------
+
+    def start(self) -> None:
+        self.thread.start()
+
+    def run(self) -> None:
+        try:
+            self.consumer = self._new_consumer()
+            while not self.stop.is_set():
+                try:
+                    self._step()
+                except Exception as e:
+                    if not is_transient(e):
+                        raise
+                    log.warning("stream %d: %s; retrying", self.index, e)
+                    self.stop.wait(self.consumer.client.retry_backoff * 5)
+        except Exception as e:
+            self.on_error(e)
+        finally:
+            self._shutdown()
+
+    def _new_consumer(self) -> GroupConsumer:
+        kwargs: dict[str, Any] = {"auto_offset_reset": "earliest",
+                                  "client_id": f"kafkactl-mirror-{self.index}"}
+        kwargs.update(consumer_kwargs(self.config.consumer_properties))
+        consumer = GroupConsumer(
+            *self.config.topics, group_id=self.config.group,
+            bootstrap_servers=self.config.source, pattern=self.config.whitelist,
+            enable_auto_commit=False, on_assign=self._on_assign, on_revoke=self._on_revoke,
+            **kwargs)
+        consumer.subscribe(())  # nothing until _refresh_subscription says what matches
+        return consumer
+
+    def _step(self) -> None:
+        consumer = self.consumer
+        assert consumer is not None
+        now = time.monotonic()
+        if now >= self._next_refresh:
+            self._refresh_subscription()
+            self._next_refresh = now + self.config.topic_refresh_ms / 1000
+        for pf in consumer.poll_fetches(0.2):
+            self._copy(pf)
+            if self.stop.is_set():
+                break
+        if time.monotonic() >= self._next_commit:
+            self.commit()
+
+    def _shutdown(self) -> None:
+        """Finish the records in flight, commit what the target has, leave the group."""
+        consumer = self.consumer
+        if consumer is None:
+            return
+        try:
+            self.producer.flush(30.0)
+            self.commit()
+        except Exception as e:  # the offsets stay where they were: duplicates, no loss
+            log.warning("stream %d: final commit failed: %s", self.index, e)
+        try:
+            consumer.close()
+        except Exception as e:
+            log.warning("stream %d: leaving the group failed: %s", self.index, e)
+
+    # ---- subscription and rebalances ----------------------------------------------------
+
+    def _refresh_subscription(self) -> None:
+        """Subscribe to the source topics the filter matches now (new ones are picked up
+        while running); their target topics are created first."""
+        assert self.consumer is not None
+        cluster = self.consumer.client.refresh_metadata(None)
+        wanted = sorted(t for t, tm in cluster.topics.items()
+                        if tm.partitions and not tm.error_code
+                        and self.filter.matches(t, tm.is_internal))
+        for t in wanted:
+            self.topics.get(t, len(cluster.topics[t].partitions))
+        if wanted != self.subscribed:
+            if self.subscribed is not None:
+                log.info("stream %d: topics now %s", self.index, ", ".join(wanted) or "none")
+            self.consumer.subscribe(wanted)
+            self.subscribed = wanted
+
+    def _on_assign(self, tps: set[TopicPartition]) -> None:
+        self.owned = set(tps)
+
+    def _on_revoke(self, tps: set[TopicPartition]) -> None:
+        """Before the partitions go to another member: flush, commit, forget them."""
+        try:
+            self.producer.flush()
+            self.commit(tps)
+        except Exception as e:  # the next owner re-sends from the last commit
+            log.warning("stream %d: commit before rebalance failed: %s", self.index, e)
+        self.tracker.forget(tps)
+        self.owned -= tps
+
+    def commit(self, tps: set[TopicPartition] | None = None) -> None:
+        """Commit each partition's offset up to which the target acknowledged everything."""
+        assert self.consumer is not None
+        self._next_commit = time.monotonic() + self.config.commit_interval_ms / 1000
+        offsets = self.tracker.committable(self.owned if tps is None else tps)
+        if offsets:
+            self.consumer.commit(offsets)
+            self.tracker.mark_committed(offsets)
+
+    # ---- copying ------------------------------------------------------------------------
+
+    def _copy(self, pf: PartitionFetch) -> None:
+        consumer = self.consumer
+        assert consumer is not None
+        tp = (pf.topic, pf.partition)
+        source_topic = consumer.client.cluster.topics.get(pf.topic)
+        n_source = len(source_topic.partitions) if source_topic is not None else 0
+        target = self.topics.get(pf.topic, n_source or pf.partition + 1)
+        partition = pf.partition if target.keep_partition else None
+        chunk = self.tracker.open_chunk(tp, pf.fetch_offset, pf.next_offset())
+        if partition is not None and self._copy_batches(pf, chunk, target.name):
+            return
+        send = self.producer.send
+        name = target.name
+        sent = 0
+        for rec in pf.records_iter(consumer.check_crcs):
+            key = None if rec.key is None else bytes(rec.key)
+            value = None if rec.value is None else bytes(rec.value)
+            headers = [(k, None if v is None else bytes(v)) for k, v in rec.headers]
+            try:
+                send(name, value, key, partition=partition, headers=headers,
+                     timestamp_ms=rec.timestamp, entry=(chunk, rec.offset))
+            except RecordTooLargeError as e:
+                if self._refused(chunk, sent, rec.offset, name, e):
+                    return
+                continue
+            except Exception:
+                # Not sent (e.g. buffer.memory full while the target is down): fetch this
+                # record again and let the loop retry.
+                self.tracker.seal(chunk, sent, rec.offset)
+                consumer.seek(tp, rec.offset)
+                raise
+            sent += 1
+        self.tracker.seal(chunk, sent)
+
+    def _copy_batches(self, pf: PartitionFetch, chunk: SentChunk, target: str) -> bool:
+        """The fast path: every batch of the chunk copied byte for byte (records section)
+        into the same target partition. False (nothing sent) when a batch needs records
+        decoded: a partial first batch, LogAppendTime, compaction gaps, magic 0/1."""
+        batches = list(pf.batches())
+        for b in batches:
+            if (not isinstance(b, RecordBatch) or b.base_offset < pf.fetch_offset
+                    or b.timestamp_type != TimestampType.CREATE_TIME
+                    or b.last_offset_delta != b.record_count - 1
+                    or b.size + 100 > self.producer.max_request_size):
+                return False
+        if self.consumer is not None and self.consumer.check_crcs:
+            for b in batches:
+                if not b.is_valid():
+                    return False  # records_iter raises the CRC error with its offset
+        sent = 0
+        for b in batches:
+            section = b.records_section()
+            codec = b.attributes & 0x07
+            data = decompress(codec, section) if codec else bytes(section)
+            base = b.base_offset
+            try:
+                self.producer.send_records_section(
+                    target, pf.partition, data, b.record_count, b.first_timestamp,
+                    b.max_timestamp, entries=[(chunk, base + i) for i in range(b.record_count)])
+            except Exception:
+                self.tracker.seal(chunk, sent, base)  # fetch from this batch again
+                assert self.consumer is not None
+                self.consumer.seek((pf.topic, pf.partition), base)
+                raise
+            sent += b.record_count
+        self.tracker.seal(chunk, sent)
+        return True
+
+    def _refused(self, chunk: SentChunk, sent: int, offset: int, target: str,
+                 error: BaseException) -> bool:
+        """A record refused before sending; True when the stream stops at it."""
+        topic, partition = chunk.partition.tp
+        if self.config.abort_on_send_failure:
+            self.tracker.seal(chunk, sent, offset)
+            self.on_failure(SendFailure(topic, partition, offset, target, str(error)))
+            return True
+        log.warning("skipped offset %d of %s-%d: %s", offset, topic, partition, error)
+        self.on_skip(topic, 1)
+        return False

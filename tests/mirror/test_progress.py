@@ -1,0 +1,58 @@
+"""ProgressTracker: a commit never passes a record the target has not acknowledged."""
+
+from __future__ import annotations
+
+from kafkactl.mirror.progress import ProgressTracker, acknowledge
+
+TP = ("t", 0)
+
+
+def test_nothing_is_committable_past_an_unacknowledged_record() -> None:
+    tracker = ProgressTracker()
+    first = tracker.open_chunk(TP, 10, 13)
+    second = tracker.open_chunk(TP, 13, 15)
+    tracker.seal(first, 3)
+    tracker.seal(second, 2)
+    assert tracker.committable() == {TP: 10}
+    with tracker.lock:  # the second chunk is acknowledged first (another target partition)
+        acknowledge([(second, 13), (second, 14)])
+    assert tracker.committable() == {TP: 10}
+    with tracker.lock:
+        acknowledge([(first, 10), (first, 11)])
+    assert tracker.committable() == {TP: 10}
+    with tracker.lock:
+        acknowledge([(first, 12)])
+    assert tracker.committable() == {TP: 15}
+
+
+def test_an_acknowledgement_before_the_chunk_is_sealed_does_not_complete_it() -> None:
+    tracker = ProgressTracker()
+    chunk = tracker.open_chunk(TP, 0, 5)
+    with tracker.lock:
+        acknowledge([(chunk, 0)])  # the sender is faster than the stream
+    assert tracker.committable() == {TP: 0}
+    tracker.seal(chunk, 2)
+    assert tracker.committable() == {TP: 0}
+    with tracker.lock:
+        acknowledge([(chunk, 1)])
+    assert tracker.committable() == {TP: 5}
+
+
+def test_a_chunk_cut_short_commits_up_to_the_cut() -> None:
+    tracker = ProgressTracker()
+    chunk = tracker.open_chunk(TP, 0, 10)
+    with tracker.lock:
+        acknowledge([(chunk, 0), (chunk, 1)])
+    tracker.seal(chunk, 2, next_offset=2)  # offset 2 was refused: fetch it again
+    assert tracker.committable() == {TP: 2}
+
+
+def test_committed_partitions_are_not_committed_again_and_forget_drops() -> None:
+    tracker = ProgressTracker()
+    tracker.seal(tracker.open_chunk(TP, 0, 4), 0)  # only control records: nothing sent
+    tracker.seal(tracker.open_chunk(("u", 1), 7, 9), 1)
+    assert tracker.committable({TP}) == {TP: 4}
+    tracker.mark_committed({TP: 4})
+    assert tracker.committable({TP}) == {}
+    tracker.forget({TP})
+    assert tracker.committable() == {("u", 1): 7}
