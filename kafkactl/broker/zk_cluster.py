@@ -28,8 +28,8 @@ from kafkactl.broker.zk_metadata_cache import ZkMetadataCache
 from kafkactl.broker.zk_registration import ZkRegistration
 from kafkactl.cluster import topic_state as zk_topics
 from kafkactl.cluster import zk_paths
+from kafkactl.cluster.broker_connection import request_once
 from kafkactl.cluster.controller import KafkaController
-from kafkactl.cluster.controller_channel import request_once
 from kafkactl.protocol.api_keys import ApiKey
 from kafkactl.protocol.errors import ErrorCode
 
@@ -191,7 +191,13 @@ class ZkCluster:
     async def controlled_shutdown(self) -> None:
         """Ask the controller to move this broker's leaders away; retried (as Kafka's
         controlled.shutdown.max.retries / .retry.backoff.ms) while some remain."""
+        from kazoo.protocol.states import KazooState
+
         if not self.config.get_bool("controlled.shutdown.enable"):
+            return
+        if self.zk.state != KazooState.CONNECTED:
+            # no controller can act without ZooKeeper: do not hold the shutdown up
+            log.warning("ZooKeeper is not reachable: stopping without a controlled shutdown")
             return
         retries = self.config.get_int("controlled.shutdown.max.retries")
         backoff = self.config.get_int("controlled.shutdown.retry.backoff.ms") / 1000

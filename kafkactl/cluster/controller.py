@@ -107,9 +107,11 @@ class KafkaController:
         if self._task is not None:
             self._task.cancel()
             self._task = None
+        from kazoo.protocol.states import KazooState
+
         was_active = self.active
         self._deactivate()
-        if was_active:
+        if was_active and self.zk.state == KazooState.CONNECTED:
             try:
                 await asyncio.to_thread(resign, self.zk)
             except Exception as e:  # ZooKeeper away: the session end removes it

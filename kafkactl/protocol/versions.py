@@ -23,6 +23,7 @@ SUPPORTED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     ApiKey.STOP_REPLICA: (3, 3),
     ApiKey.UPDATE_METADATA: (7, 7),
     ApiKey.CONTROLLED_SHUTDOWN: (3, 3),
+    ApiKey.ALTER_PARTITION: (1, 1),
     ApiKey.OFFSET_COMMIT: (0, 8),
     ApiKey.OFFSET_FETCH: (0, 8),
     ApiKey.FIND_COORDINATOR: (0, 4),
@@ -54,7 +55,7 @@ SUPPORTED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
 # newest version it speaks; no client sends them, so their ranges need not start at v0.
 INTER_BROKER_APIS: frozenset[ApiKey] = frozenset({
     ApiKey.LEADER_AND_ISR, ApiKey.STOP_REPLICA, ApiKey.UPDATE_METADATA,
-    ApiKey.CONTROLLED_SHUTDOWN,
+    ApiKey.CONTROLLED_SHUTDOWN, ApiKey.ALTER_PARTITION,
 })
 
 API_VERSIONS_MAX = SUPPORTED_VERSIONS[ApiKey.API_VERSIONS][1]

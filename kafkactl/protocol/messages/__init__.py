@@ -12,6 +12,7 @@ from types import ModuleType
 from kafkactl.protocol.api_keys import ApiKey
 from kafkactl.protocol.messages import (
     alter_configs,
+    alter_partition,
     api_versions,
     controlled_shutdown,
     create_acls,
@@ -56,6 +57,7 @@ MODULES: dict[ApiKey, ModuleType] = {
     ApiKey.STOP_REPLICA: stop_replica,
     ApiKey.UPDATE_METADATA: update_metadata,
     ApiKey.CONTROLLED_SHUTDOWN: controlled_shutdown,
+    ApiKey.ALTER_PARTITION: alter_partition,
     ApiKey.OFFSET_COMMIT: offset_commit,
     ApiKey.OFFSET_FETCH: offset_fetch,
     ApiKey.FIND_COORDINATOR: find_coordinator,

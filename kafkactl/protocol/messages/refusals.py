@@ -116,11 +116,6 @@ RESPONSES = {
         F('topics', '[]int8', '0+'),
         F('nodes', '[]int8', '2+'),
     )),
-    56: Message('AlterPartitionResponse', 56, '0-3', '0+', (
-        F('throttle_time_ms', 'int32', '0+'),
-        F('error_code', 'int16', '0+'),
-        F('topics', '[]int8', '0+'),
-    )),
     57: Message('UpdateFeaturesResponse', 57, '0-2', '0+', (
         F('throttle_time_ms', 'int32', '0+'),
         F('error_code', 'int16', '0+'),
