@@ -73,6 +73,7 @@ class Partition:
         self.partition_epoch = 0
         self.followers: dict[int, FollowerState] = {}
         self.isr_change_pending = False
+        self.role_set = False  # a LeaderAndIsr has said leader or follower
         # None: the log end (this broker is the only replica); else the leader's view
         self._hw: int | None = None
         self._hw_checkpoint = high_watermark
@@ -103,9 +104,10 @@ class Partition:
                       partition_epoch: int, now_ms: float) -> None:
         """Lead from `epoch`: the epoch starts at the log end; followers start unknown (the
         high watermark waits for each in-sync follower's first fetch)."""
-        new_term = not self.is_leader or epoch != self.leader_epoch
+        new_term = not self.role_set or not self.is_leader or epoch != self.leader_epoch
         self._set_replicas(local_id, local_id, epoch, isr, replicas, partition_epoch)
         self.is_leader = True
+        self.role_set = True
         if new_term:
             self.followers = {r: FollowerState(-1, now_ms if r in isr else 0.0)
                               for r in replicas if r != local_id}
@@ -125,6 +127,7 @@ class Partition:
             self._hw = max(self.log_start_offset, min(known, self.log_end_offset))
         self._set_replicas(local_id, leader_id, epoch, isr, replicas, partition_epoch)
         self.is_leader = False
+        self.role_set = True
         self.followers = {}
 
     def _set_replicas(self, local_id: int, leader_id: int, epoch: int, isr: list[int],
@@ -243,6 +246,14 @@ class Partition:
         self.epochs.truncate_from_end(offset)
         if self._hw is not None:
             self._hw = min(self._hw, offset)
+        self.producer_state.truncate()
+        self.load_producer_state()
+
+    def restart_at(self, offset: int) -> None:
+        """Drop the whole log and continue at `offset` (the leader's log starts later)."""
+        self.log.truncate_fully_and_start_at(offset)
+        self.epochs.clear()
+        self._hw = offset
         self.producer_state.truncate()
         self.load_producer_state()
 

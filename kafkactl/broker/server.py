@@ -24,6 +24,7 @@ from kafkactl.broker.coordinator import GroupCoordinator
 from kafkactl.broker.dynamic_config import FILE_NAME as DYNAMIC_CONFIG_FILE
 from kafkactl.broker.dynamic_config import DynamicBrokerConfig
 from kafkactl.broker.handlers import HANDLERS
+from kafkactl.broker.isr_changer import IsrChanger
 from kafkactl.broker.metadata_cache import BrokerEndpoint, StandaloneMetadataCache
 from kafkactl.broker.network import SocketServer
 from kafkactl.broker.partition_store import PartitionStore, TopicLogConfigs
@@ -258,6 +259,7 @@ class KafkaServer:
         self.group_coordinator: GroupCoordinator | None = None
         self.zk_registration: ZkRegistration | None = None
         self.cluster: ZkCluster | None = None
+        self.isr_changer: IsrChanger | None = None
         self._local_topics: dict[str, tuple[int, dict[str, str]]] = {}
         self._topic_metadata_path: Path | None = None
         self.services: BrokerServices | None = None
@@ -341,6 +343,13 @@ class KafkaServer:
         replica_manager = ReplicaManager(
             partitions, topic_admin, purgatory, cache,
             auto_create=self.auto_create_topics and self.cluster is None)
+        if self.cluster is not None:
+            registration = self.zk_registration
+            assert registration is not None and isinstance(cache, ZkMetadataCache)
+            self.isr_changer = IsrChanger(cfg.broker_id, cache,
+                                          lambda: registration.broker_epoch,
+                                          replica_manager.high_watermark_moved)
+            replica_manager.isr_changes = self.isr_changer
         producer_ids = ProducerIdManager(
             log_dirs[0] / "producer-id-block",
             lambda full: highest_producer_id(partitions, full))
@@ -378,7 +387,7 @@ class KafkaServer:
         await group_coordinator.startup()
         if self.zk_registration is not None and self.cluster is not None:
             await self._join_cluster(self.zk_registration, self.cluster, me)
-        self._start_background(log_manager, partitions)
+        self._start_background(log_manager, partitions, replica_manager)
         log.info("kafkactl broker %d started: cluster %s, listening on %s, data in %s, %s",
                  cfg.broker_id, cluster_id, ", ".join(f"{h}:{p}" for h, p in self.bound),
                  ", ".join(map(str, log_dirs)),
@@ -400,7 +409,8 @@ class KafkaServer:
         await cluster.start(self._local_topics, self._topic_metadata_path)
 
     # ---- background work -------------------------------------------------------------------
-    def _start_background(self, log_manager: LogManager, partitions: PartitionStore) -> None:
+    def _start_background(self, log_manager: LogManager, partitions: PartitionStore,
+                          replica_manager: ReplicaManager) -> None:
         cfg = self.config
         loop = asyncio.get_running_loop()
         from kafkactl.log.cleaner import LogCleaner
@@ -417,6 +427,7 @@ class KafkaServer:
             for part in list(partitions.partitions.values()):
                 part.take_snapshot()
             log_manager.checkpoint()
+            partitions.checkpoint_high_watermarks()
 
         self.log_cleaner = LogCleaner()
         self._tasks = [
@@ -431,6 +442,10 @@ class KafkaServer:
                 cfg.get_int("log.flush.offset.checkpoint.interval.ms") / 1000, checkpoint,
                 "checkpoint")),
         ]
+        if self.cluster is not None:
+            max_lag = cfg.get_int("replica.lag.time.max.ms")
+            self._tasks.append(loop.create_task(self._every(
+                max_lag / 2000, lambda: replica_manager.shrink_isrs(max_lag), "ISR check")))
 
     async def _every(self, interval: float, fn: Callable[[], None], what: str) -> None:
         """Run fn every `interval` seconds until cancelled; a failure is logged and the
@@ -468,6 +483,8 @@ class KafkaServer:
             # role, so another broker takes it at once.
             await self.cluster.controlled_shutdown()
             await self.cluster.stop()
+            if self.isr_changer is not None:
+                self.isr_changer.stop()
         if self.zk_registration is not None:
             # Leave the registry first, so ZooKeeper consumers move away at once.
             await asyncio.to_thread(self.zk_registration.close)
@@ -478,6 +495,8 @@ class KafkaServer:
             ss.stop_accepting()
         if self.purgatory is not None:
             self.purgatory.shutdown()
+        if self.services is not None:
+            self.services.replica_manager.produce_purgatory.shutdown()
         if self.group_coordinator is not None:
             await self.group_coordinator.shutdown()  # parked joins/syncs answer now
         if ss is not None:
@@ -489,5 +508,7 @@ class KafkaServer:
             if self.partitions is not None:
                 for part in list(self.partitions.partitions.values()):
                     part.take_snapshot()
+                with contextlib.suppress(OSError):
+                    self.partitions.checkpoint_high_watermarks()
             self.log_manager.shutdown()
         log.info("broker stopped cleanly")

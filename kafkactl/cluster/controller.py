@@ -18,6 +18,7 @@ import asyncio
 import logging
 import uuid
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from kafkactl.cluster import controller_requests as requests
@@ -47,6 +48,17 @@ RETRY_AFTER_ERROR_S = 1.0
 
 class NotControllerError(Exception):
     """This broker is not the active controller."""
+
+
+@dataclass(frozen=True)
+class IsrChange:
+    """One partition of an AlterPartition request."""
+
+    topic: str
+    partition: int
+    leader_epoch: int
+    isr: list[int]
+    partition_epoch: int
 
 
 class KafkaController:
@@ -189,6 +201,11 @@ class KafkaController:
             remaining = await self._controlled_shutdown(broker_id)
             if not future.done():
                 future.set_result(remaining)
+        elif kind == "alter_partition":
+            broker_id, changes, future = arg
+            results = await self._alter_partition(broker_id, changes)
+            if not future.done():
+                future.set_result(results)
 
     # ---- election ----------------------------------------------------------------------------
     async def _elect(self) -> None:
@@ -473,6 +490,58 @@ class KafkaController:
         log.info("controlled shutdown of broker %d: moved %d leader(s), %d remain",
                  broker_id, len(moves), len(remaining))
         return sorted(remaining)
+
+    # ---- ISR changes asked by leaders (AlterPartition) -----------------------------------------
+    async def alter_partition(self, broker_id: int, changes: list[IsrChange]
+                              ) -> list[tuple[IsrChange, ErrorCode, PartitionState | None]]:
+        """Check and write the ISR changes a leader asks for; each answered with the
+        resulting state (or the error)."""
+        future: asyncio.Future[list[tuple[IsrChange, ErrorCode, PartitionState | None]]] = \
+            asyncio.get_running_loop().create_future()
+        self._enqueue("alter_partition", (broker_id, changes, future))
+        return await future
+
+    async def _alter_partition(self, broker_id: int, changes: list[IsrChange]
+                               ) -> list[tuple[IsrChange, ErrorCode, PartitionState | None]]:
+        results: list[tuple[IsrChange, ErrorCode, PartitionState | None]] = []
+        writes: dict[TopicPartition, PartitionState] = {}
+        for change in changes:
+            tp = (change.topic, change.partition)
+            state = self.view.states.get(tp)
+            replicas = self.view.assignments.get(change.topic, {}).get(change.partition)
+            code = ErrorCode.NONE
+            if state is None or replicas is None:
+                code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            elif state.leader != broker_id:
+                code = ErrorCode.NOT_LEADER_OR_FOLLOWER
+            elif change.leader_epoch != state.leader_epoch:
+                code = ErrorCode.FENCED_LEADER_EPOCH
+            elif change.partition_epoch != state.zk_version:
+                code = ErrorCode.INVALID_UPDATE_VERSION
+            elif broker_id not in change.isr or not set(change.isr) <= set(replicas) or \
+                    not set(change.isr) - set(state.isr) <= set(self.view.brokers):
+                code = ErrorCode.INVALID_REQUEST
+            if code != ErrorCode.NONE or state is None:
+                results.append((change, code, None))
+                continue
+            writes[tp] = PartitionState(state.leader, state.leader_epoch, list(change.isr),
+                                        self.epoch, state.zk_version)
+        if writes:
+            await asyncio.to_thread(self._write_states, writes, create=False)
+        for change in changes:
+            tp = (change.topic, change.partition)
+            if tp not in writes:
+                continue
+            now = self.view.states[tp]
+            if now.isr == change.isr:
+                results.append((change, ErrorCode.NONE, now))
+            else:  # lost a race with another writer: the leader proposes again
+                results.append((change, ErrorCode.INVALID_UPDATE_VERSION, None))
+        if writes:
+            log.info("ISR changes: %s", ", ".join(
+                f"{t}-{p} {self.view.states[(t, p)].isr}" for t, p in writes))
+            self._send_update_metadata()
+        return results
 
     # ---- telling the brokers -----------------------------------------------------------------
     def _announce(self, partitions: set[TopicPartition], *, is_new: bool) -> None:

@@ -37,6 +37,7 @@ HANDLERS: dict[ApiKey, Handler] = {
     ApiKey.STOP_REPLICA: controller_requests.handle_stop_replica,
     ApiKey.UPDATE_METADATA: controller_requests.handle_update_metadata,
     ApiKey.CONTROLLED_SHUTDOWN: controller_requests.handle_controlled_shutdown,
+    ApiKey.ALTER_PARTITION: controller_requests.handle_alter_partition,
     ApiKey.OFFSET_COMMIT: offsets.handle_offset_commit,
     ApiKey.OFFSET_FETCH: offsets.handle_offset_fetch,
     ApiKey.FIND_COORDINATOR: groups.handle_find_coordinator,
