@@ -118,6 +118,8 @@ class Partition:
         else:
             self._hw = None
         self.epochs.assign(epoch, self.log_end_offset)
+        log.info("%s: leader at epoch %d (log end %d, high watermark %d, ISR %s)", self,
+                 epoch, self.log_end_offset, self.high_watermark, isr)
 
     def become_follower(self, local_id: int, leader_id: int, epoch: int, isr: list[int],
                         replicas: list[int], partition_epoch: int) -> None:
@@ -128,6 +130,8 @@ class Partition:
         self._set_replicas(local_id, leader_id, epoch, isr, replicas, partition_epoch)
         self.is_leader = False
         self.role_set = True
+        log.info("%s: follower of broker %d at epoch %d (log end %d)", self, leader_id, epoch,
+                 self.log_end_offset)
         self.followers = {}
 
     def _set_replicas(self, local_id: int, leader_id: int, epoch: int, isr: list[int],

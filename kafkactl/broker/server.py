@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import os
 import signal
@@ -43,6 +44,7 @@ from kafkactl.broker.zk_metadata_cache import ZkMetadataCache
 from kafkactl.broker.zk_topic_admin import ZkTopicAdmin
 from kafkactl.cluster.broker_registry import new_cluster_id
 from kafkactl.cluster.controller import KafkaController
+from kafkactl.cluster.producer_id_block import allocate_block
 from kafkactl.log.manager import LogManager
 
 if TYPE_CHECKING:
@@ -350,9 +352,13 @@ class KafkaServer:
                                           lambda: registration.broker_epoch,
                                           replica_manager.high_watermark_moved)
             replica_manager.isr_changes = self.isr_changer
+        allocate: Callable[[int], tuple[int, int]] | None = None
+        if self.zk_registration is not None and self.zk_registration.zk is not None:
+            zk = self.zk_registration.zk
+            allocate = functools.partial(allocate_block, zk, cfg.broker_id)
         producer_ids = ProducerIdManager(
             log_dirs[0] / "producer-id-block",
-            lambda full: highest_producer_id(partitions, full))
+            lambda full: highest_producer_id(partitions, full), allocate)
         group_coordinator = self.group_coordinator = GroupCoordinator(
             cfg, cache, topic_admin, partitions, replica_manager)
         if self.cluster is not None:
