@@ -164,3 +164,98 @@ def test_a_stalled_follower_leaves_the_isr_and_rejoins(cluster) -> None:
     finally:
         proc.send_signal(signal.SIGCONT)
     full_isr(cluster, "lagging", 1, timeout=60)
+
+
+def test_two_of_three_brokers_down_writes_fail_reads_work_then_recover(cluster) -> None:
+    create(cluster, "quorum", 1, configs=("min.insync.replicas=2",))
+    full_isr(cluster, "quorum", 1)
+    r = produce_acks_all(cluster.bootstrap, "quorum", [f"q{i}" for i in range(100)])
+    assert r.returncode == 0, r.stderr
+    survivor = cluster.controller()
+    for bid, b in cluster.brokers.items():
+        if bid != survivor:
+            b.kill()
+    wait_until(lambda: partition_state(cluster, "quorum")[0]["isr"] == [survivor]
+               and partition_state(cluster, "quorum")[0]["leader"] == survivor,
+               SESSION_TIMEOUT_MS / 1000 + 20, "the survivor alone in the ISR, leading")
+    # a write is refused at once with the reason (not left hanging)
+    from kafkactl.record.builder import RecordBatchBuilder
+
+    b = RecordBatchBuilder()
+    b.append(int(time.time() * 1000), None, b"x")
+    t0 = time.monotonic()
+    resp = request(cluster.brokers[survivor].port, ApiKey.PRODUCE, 9, {
+        "transactional_id": None, "acks": -1, "timeout_ms": 30000,
+        "topic_data": [{"name": "quorum", "partition_data": [
+            {"index": 0, "records": b.build()}]}]})
+    assert resp["responses"][0]["partition_responses"][0]["error_code"] == \
+        ErrorCode.NOT_ENOUGH_REPLICAS
+    assert time.monotonic() - t0 < 5
+    # committed data is still served
+    assert consume_all(cluster.brokers[survivor].bootstrap, "quorum") == \
+        [f"q{i}" for i in range(100)]
+    for bid, broker in cluster.brokers.items():
+        if bid != survivor:
+            broker.start()
+    full_isr(cluster, "quorum", 1, timeout=60)
+    r = produce_acks_all(cluster.bootstrap, "quorum", ["after"])
+    assert r.returncode == 0, r.stderr
+    assert consume_all(cluster.bootstrap, "quorum")[-1] == "after"
+
+
+def test_continuous_idempotent_writes_survive_ten_leader_kills(cluster) -> None:
+    """An idempotent acks=all producer writes all along while the partition's leader is
+    SIGKILLed (and restarted) ten times: every acknowledged record is there exactly once,
+    in order, and the replicas are byte-identical."""
+    import threading
+
+    confluent_kafka = pytest.importorskip("confluent_kafka")
+    create(cluster, "storm", 1, configs=("min.insync.replicas=2",))
+    full_isr(cluster, "storm", 1)
+    acked: list[int] = []
+    failed: list[int] = []
+    stop = threading.Event()
+
+    def produce() -> None:
+        p = confluent_kafka.Producer({"bootstrap.servers": cluster.bootstrap,
+                                      "enable.idempotence": True, "acks": "all",
+                                      "linger.ms": 5, "message.timeout.ms": 120000})
+
+        def done(err, msg) -> None:  # type: ignore[no-untyped-def]
+            (failed if err is not None else acked).append(int(msg.value()))
+        n = 0
+        while not stop.is_set():
+            try:
+                p.produce("storm", str(n).encode(), on_delivery=done)
+                n += 1
+            except BufferError:
+                p.poll(0.05)
+            p.poll(0)
+            if n % 50 == 0:
+                time.sleep(0.01)
+        p.flush(120)
+
+    t = threading.Thread(target=produce)
+    t.start()
+    try:
+        for _ in range(10):
+            before = len(acked)
+            wait_until(lambda before=before: len(acked) > before + 100, 60,
+                       "acknowledged records before the kill")
+            leader = leaders(cluster.live()[0].port, "storm")[0]
+            cluster.brokers[leader].kill()
+            wait_until(lambda leader=leader: leaders(cluster.live()[0].port, "storm").get(0)
+                       not in (None, -1, leader), SESSION_TIMEOUT_MS / 1000 + 20,
+                       "a new leader")
+            cluster.brokers[leader].start()
+            full_isr(cluster, "storm", 1, timeout=60)
+    finally:
+        stop.set()
+        t.join(180)
+    assert not failed
+    got = [int(v) for v in consume_all(cluster.bootstrap, "storm")]
+    assert got == sorted(got) and len(got) == len(set(got))  # in order, no duplicate
+    assert set(acked) <= set(got)  # nothing acknowledged is missing
+    wait_until(lambda: len({log_bytes(b.data_dir, "storm", 0)
+                            for b in cluster.brokers.values()}) == 1, 30,
+               "byte-identical replicas")
