@@ -336,7 +336,11 @@ class KafkaServer:
             cache = ZkMetadataCache(cluster_id, me)
             controller = KafkaController(
                 self.zk_registration.zk, cfg.broker_id,
-                unclean_leader_election=cfg.get_bool("unclean.leader.election.enable"))
+                unclean_leader_election=cfg.get_bool("unclean.leader.election.enable"),
+                leader_rebalance_interval_s=(
+                    cfg.get_int("leader.imbalance.check.interval.seconds")
+                    if cfg.get_bool("auto.leader.rebalance.enable") else None),
+                leader_imbalance_percent=cfg.get_int("leader.imbalance.per.broker.percentage"))
             topic_admin = ZkTopicAdmin(self.zk_registration.zk, cache, partitions, controller,
                                        config=cfg, broker_id=cfg.broker_id)
             self.cluster = ZkCluster(cfg, self.zk_registration, controller, cache, partitions)

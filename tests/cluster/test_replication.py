@@ -259,3 +259,53 @@ def test_continuous_idempotent_writes_survive_ten_leader_kills(cluster) -> None:
     wait_until(lambda: len({log_bytes(b.data_dir, "storm", 0)
                             for b in cluster.brokers.values()}) == 1, 30,
                "byte-identical replicas")
+
+
+def test_partitions_move_to_new_brokers_and_leaders_return_to_preferred(cluster) -> None:
+    """Three partitions all on broker 1 are spread over the three brokers with
+    `rebalance --partitions --execute` (data copied by the new followers first, broker 1's
+    copies dropped after); then a preferred leader displaced by a restart gets its
+    partition back with `rebalance --preferred-leaders`."""
+    controller = cluster.brokers[cluster.controller()]
+    resp = request(controller.port, ApiKey.CREATE_TOPICS, 5, {"topics": [{
+        "name": "moving", "num_partitions": -1, "replication_factor": -1, "configs": [],
+        "assignments": [{"partition_index": p, "broker_ids": [1]} for p in range(3)]}],
+        "timeout_ms": 30000, "validate_only": False})
+    assert resp["topics"][0]["error_code"] == 0, resp
+    full_isr(cluster, "moving", 3, size=1)
+    lines = [f"m{i}" for i in range(600)]
+    r = produce_acks_all(cluster.bootstrap, "moving", lines)
+    assert r.returncode == 0, r.stderr
+    dry = subprocess.run([*KAFKACTL, "rebalance", "--partitions", "-t", "moving", "--json",
+                          "-b", cluster.bootstrap], capture_output=True, text=True, timeout=60)
+    assert dry.returncode == 0, dry.stderr
+    import json
+
+    moves = json.loads(dry.stdout)["moves"]
+    assert moves and not json.loads(dry.stdout)["executed"]
+    done = subprocess.run([*KAFKACTL, "rebalance", "--partitions", "-t", "moving", "--execute",
+                           "-b", cluster.bootstrap], capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr
+    st = full_isr(cluster, "moving", 3, size=1)
+    assert sorted(s["replicas"][0] for s in st.values()) == [1, 2, 3]  # type: ignore[index]
+    assert sorted(consume_all(cluster.bootstrap, "moving")) == sorted(lines)
+    moved_away = [p for p, s in st.items() if s["replicas"] != [1]]
+    wait_until(lambda: all(not (cluster.brokers[1].data_dir / f"moving-{p}").exists()
+                           for p in moved_away), 30, "broker 1's moved copies to go")
+
+    create(cluster, "prefer", 1)
+    st = full_isr(cluster, "prefer", 1)
+    preferred = st[0]["leader"]
+    cluster.brokers[preferred].kill()  # type: ignore[index]
+    wait_until(lambda: partition_state(cluster, "prefer")[0]["leader"] not in (-1, preferred),
+               SESSION_TIMEOUT_MS / 1000 + 20, "another leader")
+    cluster.brokers[preferred].start()  # type: ignore[index]
+    full_isr(cluster, "prefer", 1, timeout=60)
+    assert partition_state(cluster, "prefer")[0]["leader"] != preferred
+    r = subprocess.run([*KAFKACTL, "rebalance", "--preferred-leaders", "-t", "prefer",
+                        "-b", cluster.bootstrap], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert "1 partition(s) moved" in r.stdout
+    wait_until(lambda: partition_state(cluster, "prefer")[0]["leader"] == preferred, 20,
+               "the preferred leader back")
