@@ -75,6 +75,10 @@ PURPOSE: dict[str, str] = {
     "StopReplica": "the controller tells a broker to stop (and maybe delete) replicas",
     "UpdateMetadata": "the controller sends every broker the cluster's metadata",
     "ControlledShutdown": "a stopping broker asks the controller to move its leaders away",
+    "AlterPartition": "a partition leader asks the controller to change its ISR",
+    "ElectLeaders": "preferred (or unclean) leader election, through the controller",
+    "AlterPartitionReassignments": "move partitions' replicas to other brokers",
+    "ListPartitionReassignments": "the partition reassignments in progress",
 }
 
 

@@ -1,20 +1,26 @@
 """One topic-partition on this broker: its Log plus leader state and producer state.
 
-A standalone broker leads every partition at leader epoch 0; in a ZooKeeper cluster the
-controller's LeaderAndIsr sets `is_leader` and `leader_epoch` (stamped into every batch
-appended). The high watermark is the log end (one replica). Replication will add follower
-state and the ISR here without changing the produce/fetch callers.
+A standalone broker leads every partition at leader epoch 0 and its high watermark is the
+log end. In a ZooKeeper cluster the controller's LeaderAndIsr makes the partition a leader
+or a follower for an epoch (stamped into every batch the leader appends). A leader of a
+replicated partition tracks each follower's log end (from its fetches) and when it was last
+caught up; the high watermark is the smallest log end over the in-sync replicas, and only
+records below it are served to consumers or acknowledge acks=all. A follower appends the
+leader's batches as they are (offsets, epochs, CRCs) and takes the leader's high watermark.
+The leader-epoch cache (log.leader_epoch_cache) follows every append and truncation.
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
+import struct
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from kafkactl.log.errors import CorruptRecordError
+from kafkactl.log.leader_epoch_cache import LeaderEpochCache
 from kafkactl.log.producer_state import (
     ProducerStateError,
     ProducerStateManager,
@@ -38,14 +44,39 @@ class AppendResult:
     duplicate: bool = False
 
 
+@dataclass(slots=True)
+class FollowerState:
+    """What the leader knows of one follower replica."""
+
+    log_end_offset: int = -1  # unknown until its first fetch
+    last_caught_up_ms: float = 0.0
+
+
 class Partition:
-    def __init__(self, topic: str, partition: int, log_: Any, *, leader_epoch: int = 0) -> None:
+    def __init__(self, topic: str, partition: int, log_: Any, *, leader_epoch: int = 0,
+                 high_watermark: int | None = None) -> None:
         self.topic = topic
         self.partition = partition
         self.log = log_
         self.leader_epoch = leader_epoch
         self.is_leader = True  # False: a replica the controller made a follower (or offline)
         self.producer_state = ProducerStateManager(Path(log_.dir))
+        self.epochs = LeaderEpochCache(Path(log_.dir))
+        if not self.epochs.load():
+            self.epochs.rebuild((getattr(b, "partition_leader_epoch", -1), b.base_offset)
+                                for b in log_.iter_batches())
+        # replication (a cluster): set by the controller's LeaderAndIsr
+        self.local_id = -1
+        self.leader_id = -1
+        self.replicas: list[int] = []
+        self.isr: list[int] = []
+        self.partition_epoch = 0
+        self.followers: dict[int, FollowerState] = {}
+        self.isr_change_pending = False
+        self.role_set = False  # a LeaderAndIsr has said leader or follower
+        # None: the log end (this broker is the only replica); else the leader's view
+        self._hw: int | None = None
+        self._hw_checkpoint = high_watermark
 
     def __repr__(self) -> str:
         return f"Partition({self.topic}-{self.partition})"
@@ -61,7 +92,98 @@ class Partition:
 
     @property
     def high_watermark(self) -> int:
-        return self.log_end_offset  # one replica: everything appended is committed
+        leo = self.log_end_offset
+        return leo if self._hw is None else min(self._hw, leo)
+
+    @property
+    def replicated(self) -> bool:
+        return len(self.replicas) > 1
+
+    # ---- leadership (LeaderAndIsr) -----------------------------------------------------------
+    def become_leader(self, local_id: int, epoch: int, isr: list[int], replicas: list[int],
+                      partition_epoch: int, now_ms: float) -> None:
+        """Lead from `epoch`: the epoch starts at the log end; followers start unknown (the
+        high watermark waits for each in-sync follower's first fetch)."""
+        new_term = not self.role_set or not self.is_leader or epoch != self.leader_epoch
+        self._set_replicas(local_id, local_id, epoch, isr, replicas, partition_epoch)
+        self.is_leader = True
+        self.role_set = True
+        if new_term:
+            self.followers = {r: FollowerState(-1, now_ms if r in isr else 0.0)
+                              for r in replicas if r != local_id}
+        if self.replicated:
+            if self._hw is None:
+                known = self._hw_checkpoint if self._hw_checkpoint is not None else 0
+                self._hw = max(self.log_start_offset, min(known, self.log_end_offset))
+        else:
+            self._hw = None
+        self.epochs.assign(epoch, self.log_end_offset)
+        log.info("%s: leader at epoch %d (log end %d, high watermark %d, ISR %s)", self,
+                 epoch, self.log_end_offset, self.high_watermark, isr)
+
+    def become_follower(self, local_id: int, leader_id: int, epoch: int, isr: list[int],
+                        replicas: list[int], partition_epoch: int) -> None:
+        if self._hw is None:
+            known = self._hw_checkpoint if self._hw_checkpoint is not None \
+                else self.log_end_offset
+            self._hw = max(self.log_start_offset, min(known, self.log_end_offset))
+        self._set_replicas(local_id, leader_id, epoch, isr, replicas, partition_epoch)
+        self.is_leader = False
+        self.role_set = True
+        log.info("%s: follower of broker %d at epoch %d (log end %d)", self, leader_id, epoch,
+                 self.log_end_offset)
+        self.followers = {}
+
+    def _set_replicas(self, local_id: int, leader_id: int, epoch: int, isr: list[int],
+                      replicas: list[int], partition_epoch: int) -> None:
+        self.local_id, self.leader_id, self.leader_epoch = local_id, leader_id, epoch
+        self.isr, self.replicas = list(isr), list(replicas)
+        self.partition_epoch = partition_epoch
+        self.isr_change_pending = False
+
+    def set_isr(self, isr: list[int], partition_epoch: int) -> bool:
+        """The controller accepted an ISR change; True when the high watermark moved."""
+        self.isr, self.partition_epoch = list(isr), partition_epoch
+        self.isr_change_pending = False
+        return self.maybe_advance_high_watermark()
+
+    # ---- the leader's view of its followers ---------------------------------------------------
+    def update_follower(self, replica_id: int, fetch_offset: int, leader_end_at_read: int,
+                        now_ms: float) -> bool:
+        """A follower fetched from `fetch_offset` (its log end); True when the high
+        watermark moved."""
+        state = self.followers.get(replica_id)
+        if state is None or not self.is_leader:
+            return False
+        state.log_end_offset = fetch_offset
+        if fetch_offset >= leader_end_at_read:
+            state.last_caught_up_ms = now_ms
+        return self.maybe_advance_high_watermark()
+
+    def maybe_advance_high_watermark(self) -> bool:
+        if self._hw is None or not self.is_leader:
+            return False
+        ends = [self.log_end_offset]
+        for r in self.isr:
+            if r != self.local_id:
+                state = self.followers.get(r)
+                ends.append(state.log_end_offset if state is not None else -1)
+        new = min(ends)
+        if new > self._hw:
+            self._hw = new
+            return True
+        return False
+
+    def isr_to_add(self) -> list[int]:
+        """Followers out of the ISR that have caught up to the high watermark."""
+        hw = self.high_watermark
+        return [r for r, f in self.followers.items()
+                if r not in self.isr and f.log_end_offset >= hw]
+
+    def isr_to_remove(self, now_ms: float, max_lag_ms: float) -> list[int]:
+        """In-sync followers not caught up for longer than replica.lag.time.max.ms."""
+        return [r for r in self.isr if r != self.local_id and r in self.followers
+                and now_ms - self.followers[r].last_caught_up_ms > max_lag_ms]
 
     @property
     def last_stable_offset(self) -> int:
@@ -87,6 +209,8 @@ class Partition:
                     return AppendResult(dup.first_offset, dup.last_offset, -1, 0, True)
         info = self.log.append(buf, log_append_time=log_append_time,
                                leader_epoch=self.leader_epoch)
+        if self.epochs.latest_epoch < self.leader_epoch:
+            self.epochs.assign(self.leader_epoch, info.first_offset)
         offset = info.first_offset
         for b in batches:
             last = offset + b.record_count - 1
@@ -99,9 +223,51 @@ class Partition:
         return AppendResult(info.first_offset, info.last_offset,
                             -1 if lat is None else lat, len(buf))
 
+    def append_as_follower(self, records: memoryview, leader_high_watermark: int) -> int:
+        """Append the leader's batches as they are (whole batches only: a cut last one is
+        fetched again); producer state and epochs follow. Returns the bytes appended."""
+        size = _whole_batches(records)
+        if size:
+            info = self.log.append(records[:size], assign_offsets=False, leader_epoch=None)
+            for b in info.batches:
+                if b.producer_id >= 0 and b.base_sequence >= 0:
+                    self.producer_state.update(
+                        b.producer_id, b.producer_epoch, b.base_sequence,
+                        (b.base_sequence + b.record_count - 1) % INT32_MOD, b.base_offset,
+                        b.last_offset, b.max_timestamp)
+            for epoch, base in _batch_epochs(records[:size]):
+                if epoch > self.epochs.latest_epoch:
+                    self.epochs.assign(epoch, base)
+        self._hw = max(self.log_start_offset, min(leader_high_watermark, self.log_end_offset))
+        return size
+
+    def truncate_to(self, offset: int) -> None:
+        """Cut the log (a follower's divergent suffix); producer state is rebuilt."""
+        if offset >= self.log_end_offset:
+            return
+        log.info("%s: truncating from %d to %d", self, self.log_end_offset, offset)
+        self.log.truncate_to(offset)
+        self.epochs.truncate_from_end(offset)
+        if self._hw is not None:
+            self._hw = min(self._hw, offset)
+        self.producer_state.truncate()
+        self.load_producer_state()
+
+    def restart_at(self, offset: int) -> None:
+        """Drop the whole log and continue at `offset` (the leader's log starts later)."""
+        self.log.truncate_fully_and_start_at(offset)
+        self.epochs.clear()
+        self._hw = offset
+        self.producer_state.truncate()
+        self.load_producer_state()
+
     # ---- fetch ----------------------------------------------------------------------------
-    def read(self, offset: int, max_bytes: int, *, min_one_batch: bool) -> Any:
-        return self.log.read(offset, max_bytes, max_offset=self.high_watermark,
+    def read(self, offset: int, max_bytes: int, *, min_one_batch: bool,
+             committed_only: bool = True) -> Any:
+        """Records from `offset`: below the high watermark for consumers; up to the log
+        end for a follower (`committed_only=False`)."""
+        return self.log.read(offset, max_bytes,
+                             max_offset=self.high_watermark if committed_only else None,
                              min_one_batch=min_one_batch)
 
     # ---- producer state lifecycle -----------------------------------------------------------
@@ -151,3 +317,31 @@ class Partition:
             with contextlib.suppress(OSError):
                 tmp.unlink()
             log.warning("%s: cannot write producer snapshot: %s", self, e)
+
+
+_LENGTH_END = 12  # base offset (8) + batch length (4)
+_EPOCH = struct.Struct(">i")  # the partition leader epoch follows the length (magic 2)
+
+
+def _whole_batches(records: memoryview) -> int:
+    """The bytes of the whole batches at the start of `records`."""
+    pos, end = 0, len(records)
+    while pos + _LENGTH_END <= end:
+        size = int.from_bytes(records[pos + 8:pos + 12], "big", signed=True)
+        if size <= 0 or pos + _LENGTH_END + size > end:
+            break
+        pos += _LENGTH_END + size
+    return pos
+
+
+def _batch_epochs(records: memoryview) -> list[tuple[int, int]]:
+    """(partition leader epoch, base offset) of each magic-2 batch in `records`."""
+    out = []
+    pos, end = 0, len(records)
+    while pos + 17 <= end:
+        size = int.from_bytes(records[pos + 8:pos + 12], "big", signed=True)
+        if records[pos + 16] >= 2:
+            out.append((_EPOCH.unpack_from(records, pos + 12)[0],
+                        int.from_bytes(records[pos:pos + 8], "big", signed=True)))
+        pos += _LENGTH_END + size
+    return out

@@ -14,15 +14,20 @@ topic's config when it opens the logs on disk at start-up.
 from __future__ import annotations
 
 import contextlib
+import logging
 from collections.abc import Mapping
+from pathlib import Path
 
 from kafkactl.broker.partition import Partition
 from kafkactl.broker.purgatory import FetchPurgatory
+from kafkactl.log.checkpoint import CheckpointError, read_checkpoint, write_checkpoint
 from kafkactl.log.config import LogConfig
 from kafkactl.log.errors import LogError
 from kafkactl.log.manager import LogManager
 
 TopicPartition = tuple[str, int]
+HIGH_WATERMARK_CHECKPOINT = "replication-offset-checkpoint"
+log = logging.getLogger(__name__)
 
 
 class TopicLogConfigs:
@@ -63,6 +68,7 @@ class PartitionStore:
         self.configs = configs
         self.purgatory = purgatory
         self.partitions: dict[TopicPartition, Partition] = {}
+        self.checkpointed_high_watermarks = self._read_high_watermarks()
 
     # ---- queries ---------------------------------------------------------------------------
     def get_partition(self, topic: str, partition: int) -> Partition | None:
@@ -86,7 +92,9 @@ class PartitionStore:
             lg = self.log_manager.create_log(topic, partition, config)
         else:
             lg.config = config
-        part = Partition(topic, partition, lg, leader_epoch=leader_epoch)
+        part = Partition(topic, partition, lg, leader_epoch=leader_epoch,
+                         high_watermark=self.checkpointed_high_watermarks.get(
+                             (topic, partition)))
         part.load_producer_state()
         self.partitions[(topic, partition)] = part
         return part
@@ -111,6 +119,27 @@ class PartitionStore:
     def delete_stray_logs(self, topic: str) -> int:
         """Delete the logs of a topic no longer hosted; the number deleted."""
         return self.log_manager.delete_stray_logs(topic)
+
+    # ---- high watermarks (replication-offset-checkpoint) -------------------------------------
+    def _read_high_watermarks(self) -> dict[TopicPartition, int]:
+        out: dict[TopicPartition, int] = {}
+        for d in self.log_manager.log_dirs:
+            try:
+                out.update(read_checkpoint(d / HIGH_WATERMARK_CHECKPOINT))
+            except CheckpointError as e:  # lost: replicas start low and catch up
+                log.warning("%s; high watermarks restart from the log start", e)
+        return out
+
+    def checkpoint_high_watermarks(self) -> None:
+        """Each log dir's replicated partitions' high watermarks, written atomically."""
+        by_dir: dict[Path, dict[TopicPartition, int]] = {}
+        for key, part in list(self.partitions.items()):
+            if part.replicated:
+                by_dir.setdefault(Path(part.log.dir).parent, {})[key] = part.high_watermark
+        for d in self.log_manager.log_dirs:
+            entries = by_dir.get(d, {})
+            if entries or (d / HIGH_WATERMARK_CHECKPOINT).exists():
+                write_checkpoint(d / HIGH_WATERMARK_CHECKPOINT, entries)
 
     # ---- configs ---------------------------------------------------------------------------
     def set_topic_overrides(self, topic: str, overrides: Mapping[str, str]) -> None:

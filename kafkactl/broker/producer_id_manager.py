@@ -3,7 +3,8 @@
 Producer ids come in blocks of 1000; the next block's start is persisted in the data dir
 (`producer-id-block`, fsynced) before any id from the block is handed out, so ids are never
 reused across restarts; a missing or damaged file is rebuilt from the producer ids in the
-logs (never below any id seen).
+logs (never below any id seen). In a ZooKeeper cluster the blocks come from ZooKeeper
+instead (kafkactl.cluster.producer_id_block), so no two brokers hand out the same id.
 """
 
 from __future__ import annotations
@@ -29,8 +30,12 @@ class ProducerIdManager:
     producer's first batches would be taken for an old producer's and dropped."""
 
     def __init__(self, path: Path,
-                 highest_seen: Callable[[bool], int] = lambda _full: -1) -> None:
+                 highest_seen: Callable[[bool], int] = lambda _full: -1,
+                 allocate_block: Callable[[int], tuple[int, int]] | None = None) -> None:
+        """`allocate_block(floor)`, when given (a cluster), returns a block [start, end]
+        no other broker holds, starting at `floor` or above."""
         self.path = path
+        self.allocate_block = allocate_block
         start, problem = self._read(path)
         seen = highest_seen(start is None)
         if start is None:
@@ -76,7 +81,11 @@ class ProducerIdManager:
 
     def next_id(self) -> int:
         if self._next >= self._block_end:
-            self._block_end = self._next + BLOCK_SIZE
+            if self.allocate_block is not None:
+                start, end = self.allocate_block(self._next)
+                self._next, self._block_end = start, end + 1
+            else:
+                self._block_end = self._next + BLOCK_SIZE
             self._persist(self._block_end)
         pid = self._next
         self._next += 1

@@ -1,11 +1,14 @@
 """Delayed operations (Kafka's purgatory): a long-poll Fetch waits here until appends to the
-partitions it watches bring `min_bytes`, or `max_wait_ms` passes. Appends wake it directly
-(no polling loop); the event loop's timer handles the deadline."""
+partitions it watches bring `min_bytes`, or `max_wait_ms` passes; an acks=all Produce waits
+until the high watermark passes what it appended. Appends and high-watermark advances wake
+them directly (no polling loop); the event loop's timer handles the deadline."""
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterable
+
+from kafkactl.protocol.errors import ErrorCode
 
 TopicPartition = tuple[str, int]
 
@@ -96,3 +99,71 @@ class FetchPurgatory:
         self.closed = True
         for op in list(self._all):
             op.complete()
+
+
+class DelayedProduce:
+    """An acks=all produce waiting for the high watermark of its partitions to pass the
+    records it appended (Kafka's DelayedProduce)."""
+
+    __slots__ = ("future", "pending", "errors", "keys")
+
+    def __init__(self, future: asyncio.Future[None], required: dict[TopicPartition, int]) -> None:
+        self.future = future
+        self.pending = dict(required)  # partition -> offset the high watermark must reach
+        self.keys = list(required)
+        self.errors: dict[TopicPartition, ErrorCode] = {}
+
+    def settle(self, key: TopicPartition, error: ErrorCode | None = None) -> None:
+        if self.pending.pop(key, None) is not None and error is not None:
+            self.errors[key] = error
+        if not self.pending and not self.future.done():
+            self.future.set_result(None)
+
+
+class ProducePurgatory:
+    """acks=all produces wait here; a high-watermark advance (a follower's fetch, an ISR
+    change) completes them, a lost leadership fails them; no polling."""
+
+    def __init__(self) -> None:
+        self._watchers: dict[TopicPartition, set[DelayedProduce]] = {}
+
+    def watch(self, required: dict[TopicPartition, int]) -> DelayedProduce:
+        """Register synchronously, in the step that appended (a follower fetch handled
+        later must find it)."""
+        op = DelayedProduce(asyncio.get_running_loop().create_future(), required)
+        for key in required:
+            self._watchers.setdefault(key, set()).add(op)
+        return op
+
+    async def wait_for(self, op: DelayedProduce, timeout_s: float) -> dict[TopicPartition,
+                                                                          ErrorCode]:
+        """The partitions that failed: lost leadership, or REQUEST_TIMED_OUT when the
+        high watermark did not get there in `timeout_s`."""
+        try:
+            await asyncio.wait_for(asyncio.shield(op.future), timeout_s)
+        except TimeoutError:
+            for key in list(op.pending):
+                op.settle(key, ErrorCode.REQUEST_TIMED_OUT)
+        finally:
+            for key in op.keys:
+                watchers = self._watchers.get(key)
+                if watchers is not None:
+                    watchers.discard(op)
+                    if not watchers:
+                        del self._watchers[key]
+        return dict(op.errors)
+
+    def high_watermark(self, key: TopicPartition, hw: int) -> None:
+        for op in list(self._watchers.get(key, ())):
+            required = op.pending.get(key)
+            if required is not None and hw >= required:
+                op.settle(key)
+
+    def fail(self, key: TopicPartition, error: ErrorCode) -> None:
+        """The partition's leadership moved (or it stopped): its waiters fail with `error`."""
+        for op in list(self._watchers.pop(key, ())):
+            op.settle(key, error)
+
+    def shutdown(self) -> None:
+        for key in list(self._watchers):
+            self.fail(key, ErrorCode.NOT_LEADER_OR_FOLLOWER)

@@ -15,12 +15,12 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kafkactl.broker.metadata_cache import MetadataCache
 from kafkactl.broker.partition import Partition
 from kafkactl.broker.partition_store import PartitionStore
-from kafkactl.broker.purgatory import FetchPurgatory
+from kafkactl.broker.purgatory import FetchPurgatory, ProducePurgatory
 from kafkactl.broker.topic_admin import TopicAdmin
 from kafkactl.log.errors import KafkaStorageError, LogError
 from kafkactl.log.manager import StorageErrorLog
@@ -34,6 +34,9 @@ from kafkactl.log.validator import (
 )
 from kafkactl.protocol.errors import ErrorCode
 
+if TYPE_CHECKING:
+    from kafkactl.broker.isr_changer import IsrChanger
+
 log = logging.getLogger(__name__)
 
 
@@ -45,6 +48,8 @@ class ProduceResult:
     log_start_offset: int = -1
     message: str | None = None
     record_errors: tuple[tuple[int, str], ...] = ()  # (index in batch, message), v8+
+    # acks=all: the offset the high watermark must reach first (-1: acknowledged now)
+    required_high_watermark: int = -1
 
 
 @dataclass(slots=True)
@@ -64,6 +69,8 @@ class ReplicaManager:
         self.topic_admin = topic_admin
         self.cache = cache
         self.purgatory = purgatory
+        self.produce_purgatory = ProducePurgatory()
+        self.isr_changes: IsrChanger | None = None  # a cluster: AlterPartition requests
         self.auto_create = auto_create
         # the log manager's disk-error reporter (shared with its background work)
         self.storage_errors: StorageErrorLog = partitions.log_manager.storage_errors
@@ -94,7 +101,7 @@ class ReplicaManager:
         return None, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
 
     def append(self, topic: str, partition: int, records: memoryview | None, *,
-               produce_version: int) -> ProduceResult:
+               produce_version: int, acks: int = 1) -> ProduceResult:
         part = self.partition_or_create(topic, partition)
         if part is None or not part.is_leader:
             _, code = self.leader_partition(topic, partition)
@@ -104,6 +111,11 @@ class ReplicaManager:
         if records is None:
             return ProduceResult(ErrorCode.INVALID_RECORD, message="records are null")
         config = part.log.config
+        if acks == -1 and part.replicated and len(part.isr) < config.min_insync_replicas:
+            return ProduceResult(
+                ErrorCode.NOT_ENOUGH_REPLICAS, log_start_offset=part.log_start_offset,
+                message=f"{topic}-{partition} has {len(part.isr)} in-sync replica(s) "
+                        f"{part.isr}; min.insync.replicas is {config.min_insync_replicas}")
         now_ms = int(time.time() * 1000)
         buf = records if isinstance(records, memoryview) else memoryview(records)
         try:
@@ -147,6 +159,12 @@ class ReplicaManager:
             self.storage_errors.succeeded(part.log.dir.parent, f"append to {topic}-{partition}")
         if result.appended_bytes:
             self.purgatory.notify_append((topic, partition), result.appended_bytes)
+            if part.maybe_advance_high_watermark():  # an ISR of one: committed at once
+                self.high_watermark_moved(part)
+        required = result.last_offset + 1
+        if acks == -1 and part.high_watermark < required:
+            return ProduceResult(ErrorCode.NONE, result.first_offset, result.log_append_time,
+                                 part.log_start_offset, required_high_watermark=required)
         return ProduceResult(ErrorCode.NONE, result.first_offset, result.log_append_time,
                              part.log_start_offset)
 
@@ -161,9 +179,16 @@ class ReplicaManager:
             raise BatchValidationError(ErrorCode.CORRUPT_MESSAGE,
                                        f"bad magic 0/1 message set: {e}") from e
 
+    def high_watermark_moved(self, part: Partition) -> None:
+        """Committed records: acks=all produces and consumers' long polls learn of them."""
+        key = (part.topic, part.partition)
+        self.produce_purgatory.high_watermark(key, part.high_watermark)
+        self.purgatory.wake(key)
+
     # ---- fetch -----------------------------------------------------------------------------
     def read(self, topic: str, partition: int, offset: int, max_bytes: int, *,
-             min_one_batch: bool, current_leader_epoch: int = -1) -> FetchResult:
+             min_one_batch: bool, current_leader_epoch: int = -1,
+             replica_id: int = -1) -> FetchResult:
         from kafkactl.log.errors import CorruptRecordError, OffsetOutOfRange
 
         part, code = self.leader_partition(topic, partition)
@@ -173,13 +198,17 @@ class ReplicaManager:
             return FetchResult(ErrorCode.UNKNOWN_LEADER_EPOCH)
         if 0 <= current_leader_epoch < part.leader_epoch:
             return FetchResult(ErrorCode.FENCED_LEADER_EPOCH)
+        follower = replica_id >= 0
+        if follower:
+            self._follower_fetched(part, replica_id, offset)
         hw = part.high_watermark
         lso = part.last_stable_offset
         lso_ = part.log_start_offset
-        if offset == hw:
+        if offset == (part.log_end_offset if follower else hw):
             return FetchResult(ErrorCode.NONE, hw, lso, lso_, None, 0)
         try:
-            fs = part.read(offset, max_bytes, min_one_batch=min_one_batch)
+            fs = part.read(offset, max_bytes, min_one_batch=min_one_batch,
+                           committed_only=not follower)
         except OffsetOutOfRange:
             return FetchResult(ErrorCode.OFFSET_OUT_OF_RANGE, hw, lso, lso_)
         except CorruptRecordError as e:  # torn bytes on disk: never served, said once
@@ -192,3 +221,29 @@ class ReplicaManager:
             log.error("cannot read %s-%d at offset %d: %s", topic, partition, offset, e)
             return FetchResult(ErrorCode.KAFKA_STORAGE_ERROR, hw, lso, lso_)
         return FetchResult(ErrorCode.NONE, hw, lso, lso_, fs, int(fs.length))
+
+    def _follower_fetched(self, part: Partition, replica_id: int, fetch_offset: int) -> None:
+        """A follower's fetch says where its log ends: the high watermark may move, and a
+        follower caught up to it may rejoin the ISR."""
+        now = time.time() * 1000
+        if part.update_follower(replica_id, fetch_offset, part.log_end_offset, now):
+            self.high_watermark_moved(part)
+        if self.isr_changes is not None and not part.isr_change_pending:
+            joining = part.isr_to_add()
+            if joining:
+                self.isr_changes.submit(part, sorted(set(part.isr) | set(joining)))
+
+    def shrink_isrs(self, max_lag_ms: float) -> None:
+        """Drop from the ISR the followers not caught up for `max_lag_ms` (Kafka's
+        replica.lag.time.max.ms), through the controller."""
+        if self.isr_changes is None:
+            return
+        now = time.time() * 1000
+        for part in list(self.partitions.partitions.values()):
+            if not part.is_leader or not part.replicated or part.isr_change_pending:
+                continue
+            lagging = part.isr_to_remove(now, max_lag_ms)
+            if lagging:
+                log.info("%s: followers %s are behind for more than %d ms; leaving the ISR",
+                         part, lagging, max_lag_ms)
+                self.isr_changes.submit(part, [r for r in part.isr if r not in lagging])

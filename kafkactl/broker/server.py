@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import os
 import signal
@@ -24,6 +25,7 @@ from kafkactl.broker.coordinator import GroupCoordinator
 from kafkactl.broker.dynamic_config import FILE_NAME as DYNAMIC_CONFIG_FILE
 from kafkactl.broker.dynamic_config import DynamicBrokerConfig
 from kafkactl.broker.handlers import HANDLERS
+from kafkactl.broker.isr_changer import IsrChanger
 from kafkactl.broker.metadata_cache import BrokerEndpoint, StandaloneMetadataCache
 from kafkactl.broker.network import SocketServer
 from kafkactl.broker.partition_store import PartitionStore, TopicLogConfigs
@@ -42,6 +44,7 @@ from kafkactl.broker.zk_metadata_cache import ZkMetadataCache
 from kafkactl.broker.zk_topic_admin import ZkTopicAdmin
 from kafkactl.cluster.broker_registry import new_cluster_id
 from kafkactl.cluster.controller import KafkaController
+from kafkactl.cluster.producer_id_block import allocate_block
 from kafkactl.log.manager import LogManager
 
 if TYPE_CHECKING:
@@ -258,6 +261,7 @@ class KafkaServer:
         self.group_coordinator: GroupCoordinator | None = None
         self.zk_registration: ZkRegistration | None = None
         self.cluster: ZkCluster | None = None
+        self.isr_changer: IsrChanger | None = None
         self._local_topics: dict[str, tuple[int, dict[str, str]]] = {}
         self._topic_metadata_path: Path | None = None
         self.services: BrokerServices | None = None
@@ -332,7 +336,11 @@ class KafkaServer:
             cache = ZkMetadataCache(cluster_id, me)
             controller = KafkaController(
                 self.zk_registration.zk, cfg.broker_id,
-                unclean_leader_election=cfg.get_bool("unclean.leader.election.enable"))
+                unclean_leader_election=cfg.get_bool("unclean.leader.election.enable"),
+                leader_rebalance_interval_s=(
+                    cfg.get_int("leader.imbalance.check.interval.seconds")
+                    if cfg.get_bool("auto.leader.rebalance.enable") else None),
+                leader_imbalance_percent=cfg.get_int("leader.imbalance.per.broker.percentage"))
             topic_admin = ZkTopicAdmin(self.zk_registration.zk, cache, partitions, controller,
                                        config=cfg, broker_id=cfg.broker_id)
             self.cluster = ZkCluster(cfg, self.zk_registration, controller, cache, partitions)
@@ -341,9 +349,20 @@ class KafkaServer:
         replica_manager = ReplicaManager(
             partitions, topic_admin, purgatory, cache,
             auto_create=self.auto_create_topics and self.cluster is None)
+        if self.cluster is not None:
+            registration = self.zk_registration
+            assert registration is not None and isinstance(cache, ZkMetadataCache)
+            self.isr_changer = IsrChanger(cfg.broker_id, cache,
+                                          lambda: registration.broker_epoch,
+                                          replica_manager.high_watermark_moved)
+            replica_manager.isr_changes = self.isr_changer
+        allocate: Callable[[int], tuple[int, int]] | None = None
+        if self.zk_registration is not None and self.zk_registration.zk is not None:
+            zk = self.zk_registration.zk
+            allocate = functools.partial(allocate_block, zk, cfg.broker_id)
         producer_ids = ProducerIdManager(
             log_dirs[0] / "producer-id-block",
-            lambda full: highest_producer_id(partitions, full))
+            lambda full: highest_producer_id(partitions, full), allocate)
         group_coordinator = self.group_coordinator = GroupCoordinator(
             cfg, cache, topic_admin, partitions, replica_manager)
         if self.cluster is not None:
@@ -378,7 +397,7 @@ class KafkaServer:
         await group_coordinator.startup()
         if self.zk_registration is not None and self.cluster is not None:
             await self._join_cluster(self.zk_registration, self.cluster, me)
-        self._start_background(log_manager, partitions)
+        self._start_background(log_manager, partitions, replica_manager)
         log.info("kafkactl broker %d started: cluster %s, listening on %s, data in %s, %s",
                  cfg.broker_id, cluster_id, ", ".join(f"{h}:{p}" for h, p in self.bound),
                  ", ".join(map(str, log_dirs)),
@@ -400,7 +419,8 @@ class KafkaServer:
         await cluster.start(self._local_topics, self._topic_metadata_path)
 
     # ---- background work -------------------------------------------------------------------
-    def _start_background(self, log_manager: LogManager, partitions: PartitionStore) -> None:
+    def _start_background(self, log_manager: LogManager, partitions: PartitionStore,
+                          replica_manager: ReplicaManager) -> None:
         cfg = self.config
         loop = asyncio.get_running_loop()
         from kafkactl.log.cleaner import LogCleaner
@@ -417,6 +437,7 @@ class KafkaServer:
             for part in list(partitions.partitions.values()):
                 part.take_snapshot()
             log_manager.checkpoint()
+            partitions.checkpoint_high_watermarks()
 
         self.log_cleaner = LogCleaner()
         self._tasks = [
@@ -431,6 +452,10 @@ class KafkaServer:
                 cfg.get_int("log.flush.offset.checkpoint.interval.ms") / 1000, checkpoint,
                 "checkpoint")),
         ]
+        if self.cluster is not None:
+            max_lag = cfg.get_int("replica.lag.time.max.ms")
+            self._tasks.append(loop.create_task(self._every(
+                max_lag / 2000, lambda: replica_manager.shrink_isrs(max_lag), "ISR check")))
 
     async def _every(self, interval: float, fn: Callable[[], None], what: str) -> None:
         """Run fn every `interval` seconds until cancelled; a failure is logged and the
@@ -468,6 +493,8 @@ class KafkaServer:
             # role, so another broker takes it at once.
             await self.cluster.controlled_shutdown()
             await self.cluster.stop()
+            if self.isr_changer is not None:
+                self.isr_changer.stop()
         if self.zk_registration is not None:
             # Leave the registry first, so ZooKeeper consumers move away at once.
             await asyncio.to_thread(self.zk_registration.close)
@@ -478,6 +505,8 @@ class KafkaServer:
             ss.stop_accepting()
         if self.purgatory is not None:
             self.purgatory.shutdown()
+        if self.services is not None:
+            self.services.replica_manager.produce_purgatory.shutdown()
         if self.group_coordinator is not None:
             await self.group_coordinator.shutdown()  # parked joins/syncs answer now
         if ss is not None:
@@ -489,5 +518,7 @@ class KafkaServer:
             if self.partitions is not None:
                 for part in list(self.partitions.partitions.values()):
                     part.take_snapshot()
+                with contextlib.suppress(OSError):
+                    self.partitions.checkpoint_high_watermarks()
             self.log_manager.shutdown()
         log.info("broker stopped cleanly")

@@ -24,12 +24,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from kafkactl.broker.partition_store import PartitionStore
+from kafkactl.broker.replica_fetcher import FetcherSettings, ReplicaFetcherManager
 from kafkactl.broker.zk_metadata_cache import ZkMetadataCache
 from kafkactl.broker.zk_registration import ZkRegistration
 from kafkactl.cluster import topic_state as zk_topics
 from kafkactl.cluster import zk_paths
+from kafkactl.cluster.broker_connection import request_once
 from kafkactl.cluster.controller import KafkaController
-from kafkactl.cluster.controller_channel import request_once
 from kafkactl.protocol.api_keys import ApiKey
 from kafkactl.protocol.errors import ErrorCode
 
@@ -42,6 +43,15 @@ log = logging.getLogger("kafkactl.broker")
 
 CONTROLLED_SHUTDOWN_VERSION = 3
 JOIN_RETRY_S = 1.0
+
+
+def fetcher_settings(config: BrokerConfig) -> FetcherSettings:
+    return FetcherSettings(
+        max_wait_ms=config.get_int("replica.fetch.wait.max.ms"),
+        min_bytes=config.get_int("replica.fetch.min.bytes"),
+        max_bytes=config.get_int("replica.fetch.response.max.bytes"),
+        partition_max_bytes=config.get_int("replica.fetch.max.bytes"),
+        backoff_ms=config.get_int("replica.fetch.backoff.ms"))
 
 
 class ZkCluster:
@@ -59,6 +69,8 @@ class ZkCluster:
         self.controller_epoch_seen = 0
         self._loop: asyncio.AbstractEventLoop | None = None
         self._watched_configs: set[str] = set()
+        self.fetchers = ReplicaFetcherManager(config.broker_id, cache,
+                                              fetcher_settings(config))
         self._local_topics: dict[str, tuple[int, dict[str, str]]] = {}
         self._topic_metadata: Path | None = None
         self._done: set[str] = set()  # join steps completed
@@ -170,6 +182,7 @@ class ZkCluster:
             self.store.set_topic_overrides(topic, configs)
 
     async def stop(self) -> None:
+        self.fetchers.shutdown()
         if self._start_task is not None:
             self._start_task.cancel()
         await self.controller.stop()

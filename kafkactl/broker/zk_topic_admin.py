@@ -5,8 +5,9 @@ DeleteTopics and CreatePartitions are served by the controller only (others answ
 NOT_CONTROLLER, and clients send them to the Metadata response's controller), while any
 broker may auto-create a topic or change its configs.
 
-Replicated partitions (replication factor above 1) are not built yet: they are refused
-with INVALID_REPLICATION_FACTOR and the reason, never silently created with one replica.
+Replicas are spread over the live brokers (cluster.assignment); a replication factor above
+the number of live brokers is refused with INVALID_REPLICATION_FACTOR. Auto-created topics
+take default.replication.factor, __consumer_offsets offsets.topic.replication.factor.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from kafkactl.broker.config import BrokerConfig
+from kafkactl.broker.coordinator.group_metadata_manager import OFFSETS_TOPIC
 from kafkactl.broker.partition_store import PartitionStore
 from kafkactl.broker.topic_admin import (
     NO_NUM_PARTITIONS,
@@ -41,7 +43,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-MAX_REPLICATION_FACTOR = 1  # until replication (leaders, followers, ISR) is built
 
 
 @contextlib.contextmanager
@@ -91,10 +92,11 @@ class ZkTopicAdmin:
         if rf < 1:
             raise TopicError(ErrorCode.INVALID_REPLICATION_FACTOR,
                              "the replication factor must be at least 1")
-        if rf > MAX_REPLICATION_FACTOR:
+        live = len(self._live_brokers())
+        if rf > live:
             raise TopicError(ErrorCode.INVALID_REPLICATION_FACTOR,
-                             f"replication factor {rf}: replicated partitions are not "
-                             "supported yet; use 1")
+                             f"replication factor {rf} is larger than the {live} live "
+                             f"broker{'s' if live != 1 else ''}")
 
     def _check_new_name(self, name: str) -> None:
         validate_topic_name(name)
@@ -148,7 +150,8 @@ class ZkTopicAdmin:
         self.store.set_topic_overrides(name, configs)
         log.info("created topic %s with %d partition(s)%s", name, len(partitions),
                  f" and configs {dict(configs)}" if configs else "")
-        return TopicState(name, topic_id, len(partitions), dict(configs), 1)
+        rf = len(next(iter(partitions.values())))
+        return TopicState(name, topic_id, len(partitions), dict(configs), rf)
 
     # ---- create ----------------------------------------------------------------------------
     def create_topic(self, name: str, num_partitions: int, replication_factor: int,
@@ -182,7 +185,8 @@ class ZkTopicAdmin:
         self._log_config_check(overrides)
         self._check_new_name(name)
         if validate_only:
-            return TopicState(name, uuid.UUID(int=0), len(partitions), overrides, 1)
+            return TopicState(name, uuid.UUID(int=0), len(partitions), overrides,
+                              len(next(iter(partitions.values()))))
         return self._write_new_topic(name, partitions, overrides)
 
     def auto_create(self, name: str, num_partitions: int | None = None,
@@ -203,8 +207,12 @@ class ZkTopicAdmin:
         if found is not None:  # created, not yet propagated
             return TopicState(name, found.topic_id or uuid.UUID(int=0), len(found.partitions),
                               dict(configs or {}), 1)
+        key = "offsets.topic.replication.factor" if name == OFFSETS_TOPIC \
+            else "default.replication.factor"
+        rf = self.config.get_int(key)
+        self._check_replication_factor(rf)
         try:
-            return self._write_new_topic(name, self._assign(count, 1), dict(configs or {}))
+            return self._write_new_topic(name, self._assign(count, rf), dict(configs or {}))
         except TopicError as e:
             if e.code == ErrorCode.TOPIC_ALREADY_EXISTS:  # another broker won the race
                 return TopicState(name, uuid.UUID(int=0), count, dict(configs or {}), 1)
@@ -254,7 +262,9 @@ class ZkTopicAdmin:
             live = sorted(self._live_brokers())
             leader0 = current.partitions[0][0]
             start = live.index(leader0) if leader0 in live else None
-            added = self._assign(count - have, 1, first=have, start_index=start)
+            rf = len(current.partitions[0])
+            self._check_replication_factor(rf)
+            added = self._assign(count - have, rf, first=have, start_index=start)
         if validate_only:
             return
         current.partitions.update(added)

@@ -1,5 +1,6 @@
 """`kafkactl rebalance --group G [--json] [--trigger] [--dry-run]`: the seed's consumer
-rebalancing, shown and driven.
+rebalancing, shown and driven; `--partitions [--execute]` and `--preferred-leaders` move
+partition replicas and leadership in a cluster (kafkactl.cli.rebalance_partitions).
 
 Prints each member with its subscription, its current assignment and the assignment the
 range algorithm (sort partitions, sort members, contiguous blocks, remainders to the first
@@ -19,7 +20,19 @@ from kafkactl.cli._client_options import bootstrap_option, fail
 from kafkactl.cli._output import print_table
 
 
-def rebalance(group: str = typer.Option(..., "--group", "-G", "-g", help="The consumer group."),
+def rebalance(group: str | None = typer.Option(None, "--group", "-G", "-g",
+                                               help="The consumer group."),
+              partitions: bool = typer.Option(
+                  False, "--partitions", help="Spread partition replicas evenly over the "
+                  "live brokers (a dry run unless --execute)."),
+              preferred_leaders: bool = typer.Option(
+                  False, "--preferred-leaders",
+                  help="Give leadership back to each partition's preferred replica."),
+              topic: list[str] = typer.Option([], "--topic", "-t",
+                                              help="With --partitions / --preferred-leaders: "
+                                                   "only these topics (repeatable)."),
+              execute: bool = typer.Option(False, "--execute",
+                                           help="With --partitions: move the replicas."),
               as_json: bool = typer.Option(False, "--json", help="JSON output."),
               do_trigger: bool = typer.Option(False, "--trigger",
                                               help="Force the group to rebalance."),
@@ -33,8 +46,23 @@ def rebalance(group: str = typer.Option(..., "--group", "-G", "-g", help="The co
                   None, "--zookeeper", metavar="HOST:PORT[/CHROOT]",
                   help="A ZooKeeper-coordinated group (consume --zookeeper): members, "
                        "owners and the seed's plan from /consumers/GROUP.")) -> None:
-    """Members, their current assignment and the range assignment for the group."""
+    """Members, their current assignment and the range assignment for the group; or, with
+    --partitions / --preferred-leaders, replicas and leaders over the brokers."""
     from rich.table import Table
+
+    if partitions or preferred_leaders:
+        from kafkactl.cli import rebalance_partitions as rp
+
+        if partitions and preferred_leaders:
+            raise fail("give either --partitions or --preferred-leaders", 2)
+        if partitions:
+            rp.rebalance_partitions(bootstrap, topic, execute=execute and not dry_run,
+                                    as_json=as_json, timeout=timeout)
+        else:
+            rp.preferred_leaders(bootstrap, topic, as_json=as_json)
+        return
+    if group is None:
+        raise fail("give --group G (or --partitions / --preferred-leaders)", 2)
 
     if zookeeper:
         from kafkactl.cli.rebalance_zookeeper import zookeeper_rebalance

@@ -154,6 +154,66 @@ class AdminClient:
         for r in resp.get("responses") or ():
             self._check(r.get("error_code", 0), r.get("error_message"), f"alter {topic}")
 
+    # -- leaders and replicas ---------------------------------------------------------------
+
+    def _top_level_to_controller(self, api_key: ApiKey, body: dict[str, Any]
+                                 ) -> dict[str, Any]:
+        """A controller-only request whose whole answer is NOT_CONTROLLER until it reaches
+        the controller (retried as the controller moves, until the request timeout)."""
+        deadline = time.monotonic() + self.timeout_ms / 1000
+        backoff = 0.05
+        while True:
+            resp = self._controller().request(api_key, body)
+            if resp.get("error_code") != ErrorCode.NOT_CONTROLLER or \
+                    time.monotonic() + backoff >= deadline:
+                self._check(resp.get("error_code", 0), resp.get("error_message"),
+                            api_key.name.lower())
+                return resp
+            time.sleep(backoff)
+            backoff = min(backoff * 2, 1.0)
+
+    def elect_preferred_leaders(self, partitions: Iterable[TopicPartition] | None = None
+                                ) -> dict[TopicPartition, KafkaError | None]:
+        """Move leadership back to each partition's preferred (first) replica; None for
+        every partition (all of them when `partitions` is None) that moved."""
+        wanted: list[dict[str, Any]] | None = None
+        if partitions is not None:
+            by_topic: dict[str, list[int]] = {}
+            for t, p in partitions:
+                by_topic.setdefault(t, []).append(p)
+            wanted = [{"topic": t, "partitions": ps} for t, ps in by_topic.items()]
+        resp = self._top_level_to_controller(ApiKey.ELECT_LEADERS, {
+            "election_type": 0, "topic_partitions": wanted, "timeout_ms": self.timeout_ms})
+        return {(r["topic"], p["partition_id"]):
+                (error_for(p["error_code"])(p.get("error_message") or f"{r['topic']}-"
+                                            f"{p['partition_id']}")
+                 if p["error_code"] else None)
+                for r in resp.get("replica_election_results") or ()
+                for p in r["partition_result"]}
+
+    def alter_partition_reassignments(self, targets: Mapping[TopicPartition, list[int] | None]
+                                      ) -> dict[TopicPartition, KafkaError | None]:
+        """Start moving partitions to the `targets` replicas (None cancels a move)."""
+        by_topic: dict[str, list[dict[str, Any]]] = {}
+        for (t, p), replicas in targets.items():
+            by_topic.setdefault(t, []).append({"partition_index": p, "replicas": replicas})
+        resp = self._top_level_to_controller(ApiKey.ALTER_PARTITION_REASSIGNMENTS, {
+            "timeout_ms": self.timeout_ms,
+            "topics": [{"name": t, "partitions": ps} for t, ps in by_topic.items()]})
+        return {(r["name"], p["partition_index"]):
+                (error_for(p["error_code"])(p.get("error_message") or r["name"])
+                 if p["error_code"] else None)
+                for r in resp.get("responses") or () for p in r["partitions"]}
+
+    def list_partition_reassignments(self) -> dict[TopicPartition, tuple[list[int], list[int],
+                                                                         list[int]]]:
+        """Moves in progress: partition -> (replicas, adding, removing)."""
+        resp = self._top_level_to_controller(ApiKey.LIST_PARTITION_REASSIGNMENTS, {
+            "timeout_ms": self.timeout_ms, "topics": None})
+        return {(t["name"], p["partition_index"]):
+                (list(p["replicas"]), list(p["adding_replicas"]), list(p["removing_replicas"]))
+                for t in resp.get("topics") or () for p in t["partitions"]}
+
     # -- offsets ---------------------------------------------------------------------------
 
     def list_offsets(self, requests: Mapping[TopicPartition, int]

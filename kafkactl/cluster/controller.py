@@ -18,12 +18,14 @@ import asyncio
 import logging
 import uuid
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from kafkactl.cluster import controller_admin, zk_paths
 from kafkactl.cluster import controller_requests as requests
 from kafkactl.cluster import topic_state as zk_topics
-from kafkactl.cluster import zk_paths
 from kafkactl.cluster.broker_registry import live_brokers
+from kafkactl.cluster.controller_admin import Reassignment
 from kafkactl.cluster.controller_channel import ControllerChannel
 from kafkactl.cluster.controller_election import NO_CONTROLLER, resign, try_elect
 from kafkactl.cluster.controller_requests import ClusterView
@@ -49,9 +51,22 @@ class NotControllerError(Exception):
     """This broker is not the active controller."""
 
 
+@dataclass(frozen=True)
+class IsrChange:
+    """One partition of an AlterPartition request."""
+
+    topic: str
+    partition: int
+    leader_epoch: int
+    isr: list[int]
+    partition_epoch: int
+
+
 class KafkaController:
     def __init__(self, zk: KazooClient, broker_id: int, *,
-                 unclean_leader_election: bool = False) -> None:
+                 unclean_leader_election: bool = False,
+                 leader_rebalance_interval_s: float | None = None,
+                 leader_imbalance_percent: int = 10) -> None:
         self.zk = zk
         self.broker_id = broker_id
         self.unclean = unclean_leader_election
@@ -69,6 +84,10 @@ class KafkaController:
         self._task: asyncio.Task[None] | None = None
         self._watched_topics: set[str] = set()
         self._watching = False
+        self.reassignments: dict[TopicPartition, Reassignment] = {}
+        self.rebalance_interval_s = leader_rebalance_interval_s
+        self.imbalance_percent = leader_imbalance_percent
+        self._rebalance_task: asyncio.Task[None] | None = None
 
     # ---- life cycle --------------------------------------------------------------------------
     async def start(self) -> None:
@@ -79,6 +98,8 @@ class KafkaController:
         self._loop = asyncio.get_running_loop()
         if self._task is None:
             self._task = self._loop.create_task(self._process())
+        if self._rebalance_task is None and self.rebalance_interval_s:
+            self._rebalance_task = self._loop.create_task(self._rebalance_timer())
 
         def on_children(kind: str) -> Any:
             def fn(_children: list[str]) -> None:
@@ -104,11 +125,14 @@ class KafkaController:
 
     async def stop(self) -> None:
         """Give up the controller role (another broker takes it at once) and stop."""
+        from kazoo.protocol.states import KazooState
+
         if self._task is not None:
             self._task.cancel()
             self._task = None
-        from kazoo.protocol.states import KazooState
-
+        if self._rebalance_task is not None:
+            self._rebalance_task.cancel()
+            self._rebalance_task = None
         was_active = self.active
         self._deactivate()
         if was_active and self.zk.state == KazooState.CONNECTED:
@@ -189,6 +213,27 @@ class KafkaController:
             remaining = await self._controlled_shutdown(broker_id)
             if not future.done():
                 future.set_result(remaining)
+        elif kind == "alter_partition":
+            broker_id, changes, future = arg
+            results = await self._alter_partition(broker_id, changes)
+            if not future.done():
+                future.set_result(results)
+        elif kind == "elect_leaders":
+            partitions, future = arg
+            outcome = await self._elect_preferred(partitions)
+            if not future.done():
+                future.set_result(outcome)
+        elif kind == "reassign":
+            targets, future = arg
+            outcome = await self._reassign(targets)
+            if not future.done():
+                future.set_result(outcome)
+        elif kind == "auto_rebalance":
+            imbalanced = controller_admin.imbalanced_partitions(self, self.imbalance_percent)
+            if imbalanced:
+                log.info("leadership is imbalanced: moving %d partition(s) back to their "
+                         "preferred leader", len(imbalanced))
+                await self._elect_preferred(imbalanced)
 
     # ---- election ----------------------------------------------------------------------------
     async def _elect(self) -> None:
@@ -210,6 +255,7 @@ class KafkaController:
             asyncio.ensure_future(channel.close(), loop=self._loop)
         self._deleting.clear()
         self.shutting_down.clear()
+        self.reassignments.clear()
 
     async def _become_active(self) -> None:
         self.active = True
@@ -317,6 +363,7 @@ class KafkaController:
                     log.warning("could not store a topic id for %s: %s", name, e)
             self.view.assignments[name] = assignment.partitions
             self.view.topic_ids[name] = assignment.topic_id
+            controller_admin.resume(self, assignment)
             for p in assignment.partitions:
                 state = zk_topics.read_partition_state(self.zk, name, p)
                 if state is not None:
@@ -420,13 +467,17 @@ class KafkaController:
             for b in replicas:
                 self._send_stop_replica(b, name, parts)
 
-    def _send_stop_replica(self, broker_id: int, name: str, parts: dict[int, list[int]]) -> None:
+    def _send_stop_replica(self, broker_id: int, name: str, parts: dict[int, list[int]], *,
+                           deleting_topic: bool = True) -> None:
+        """StopReplica with deletion of `broker_id`'s replicas among `parts`; for a topic
+        being deleted its answer counts towards finishing the deletion."""
         if self.channel is None:
             return
         mine = [p for p, reps in parts.items() if broker_id in reps]
         body = requests.stop_replica(self.view, broker_id, {name: mine}, delete=True)
         self.channel.send(broker_id, ApiKey.STOP_REPLICA, requests.STOP_REPLICA_VERSION, body,
-                          lambda resp: self._enqueue("stopped", (name, broker_id, resp)))
+                          (lambda resp: self._enqueue("stopped", (name, broker_id, resp)))
+                          if deleting_topic else self._checker("StopReplica", broker_id))
 
     async def _on_replica_stopped(self, name: str, broker_id: int,
                                   response: dict[str, Any]) -> None:
@@ -473,6 +524,136 @@ class KafkaController:
         log.info("controlled shutdown of broker %d: moved %d leader(s), %d remain",
                  broker_id, len(moves), len(remaining))
         return sorted(remaining)
+
+    # ---- ISR changes asked by leaders (AlterPartition) -----------------------------------------
+    async def alter_partition(self, broker_id: int, changes: list[IsrChange]
+                              ) -> list[tuple[IsrChange, ErrorCode, PartitionState | None]]:
+        """Check and write the ISR changes a leader asks for; each answered with the
+        resulting state (or the error)."""
+        future: asyncio.Future[list[tuple[IsrChange, ErrorCode, PartitionState | None]]] = \
+            asyncio.get_running_loop().create_future()
+        self._enqueue("alter_partition", (broker_id, changes, future))
+        return await future
+
+    async def _alter_partition(self, broker_id: int, changes: list[IsrChange]
+                               ) -> list[tuple[IsrChange, ErrorCode, PartitionState | None]]:
+        results: list[tuple[IsrChange, ErrorCode, PartitionState | None]] = []
+        writes: dict[TopicPartition, PartitionState] = {}
+        for change in changes:
+            tp = (change.topic, change.partition)
+            state = self.view.states.get(tp)
+            replicas = self.view.assignments.get(change.topic, {}).get(change.partition)
+            code = ErrorCode.NONE
+            if state is None or replicas is None:
+                code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            elif state.leader != broker_id:
+                code = ErrorCode.NOT_LEADER_OR_FOLLOWER
+            elif change.leader_epoch != state.leader_epoch:
+                code = ErrorCode.FENCED_LEADER_EPOCH
+            elif change.partition_epoch != state.zk_version:
+                code = ErrorCode.INVALID_UPDATE_VERSION
+            elif broker_id not in change.isr or not set(change.isr) <= set(replicas) or \
+                    not set(change.isr) - set(state.isr) <= set(self.view.brokers):
+                code = ErrorCode.INVALID_REQUEST
+            if code != ErrorCode.NONE or state is None:
+                results.append((change, code, None))
+                continue
+            writes[tp] = PartitionState(state.leader, state.leader_epoch, list(change.isr),
+                                        self.epoch, state.zk_version)
+        if writes:
+            await asyncio.to_thread(self._write_states, writes, create=False)
+        for change in changes:
+            tp = (change.topic, change.partition)
+            if tp not in writes:
+                continue
+            now = self.view.states[tp]
+            if now.isr == change.isr:
+                results.append((change, ErrorCode.NONE, now))
+            else:  # lost a race with another writer: the leader proposes again
+                results.append((change, ErrorCode.INVALID_UPDATE_VERSION, None))
+        if writes:
+            log.info("ISR changes: %s", ", ".join(
+                f"{t}-{p} {self.view.states[(t, p)].isr}" for t, p in writes))
+            self._send_update_metadata()
+        for tp in writes:
+            if tp in self.reassignments:
+                await self._maybe_complete_reassignment(tp)
+        return results
+
+    # ---- preferred leaders and reassignments (controller_admin) -------------------------------
+    async def request(self, kind: str, arg: Any) -> Any:
+        """Run an operator's request (elect_leaders, reassign) on the event task."""
+        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self._enqueue(kind, (arg, future))
+        return await future
+
+    async def _rebalance_timer(self) -> None:
+        assert self.rebalance_interval_s
+        while True:
+            await asyncio.sleep(self.rebalance_interval_s)
+            if self.active:
+                self._enqueue("auto_rebalance")
+
+    async def _elect_preferred(self, partitions: list[TopicPartition] | None
+                               ) -> dict[TopicPartition, tuple[ErrorCode, str]]:
+        changes, outcome = controller_admin.preferred_elections(self, partitions)
+        if changes:
+            await asyncio.to_thread(self._write_states, changes, create=False)
+            for tp, state in changes.items():
+                ok = self.view.states.get(tp) is state
+                outcome[tp] = (ErrorCode.NONE, "") if ok else (
+                    ErrorCode.INVALID_UPDATE_VERSION, "the partition changed meanwhile")
+            self._announce(set(changes), is_new=False)
+            log.info("preferred leader election: %d partition(s) moved", len(changes))
+        return outcome
+
+    async def _reassign(self, targets: dict[TopicPartition, list[int] | None]
+                        ) -> dict[TopicPartition, tuple[ErrorCode, str]]:
+        outcome: dict[TopicPartition, tuple[ErrorCode, str]] = {}
+        changed: dict[TopicPartition, PartitionState] = {}
+        for tp, target in targets.items():
+            code, why = controller_admin.check_target(self, tp, target)
+            if code == ErrorCode.NONE and target is None:
+                existing = self.reassignments.get(tp)
+                if existing is None:
+                    code, why = ErrorCode.NO_REASSIGNMENT_IN_PROGRESS, "nothing to cancel"
+                else:
+                    target = existing.original
+            outcome[tp] = (code, why)
+            if code != ErrorCode.NONE or target is None:
+                continue
+            replica_set = controller_admin.start(self, tp, target)
+            state = self.view.states.get(tp)
+            if replica_set is None or state is None:
+                continue
+            self.view.assignments[tp[0]][tp[1]] = replica_set
+            changed[tp] = PartitionState(state.leader, state.leader_epoch + 1,
+                                         list(state.isr), self.epoch, state.zk_version)
+            log.info("reassigning %s-%d to %s (replicas now %s)", tp[0], tp[1], target,
+                     replica_set)
+        if changed:
+            await asyncio.to_thread(self._write_states, changed, create=False)
+            for topic in {t for t, _p in changed}:
+                await asyncio.to_thread(controller_admin.write_assignment, self, topic)
+            self._announce(set(changed), is_new=False)
+        for tp in list(changed):
+            await self._maybe_complete_reassignment(tp)
+        return outcome
+
+    async def _maybe_complete_reassignment(self, tp: TopicPartition) -> None:
+        done = controller_admin.completion(self, tp)
+        if done is None:
+            return
+        target, state = done
+        removed = [b for b in self.view.assignments[tp[0]][tp[1]] if b not in target]
+        self.view.assignments[tp[0]][tp[1]] = target
+        del self.reassignments[tp]
+        await asyncio.to_thread(self._write_states, {tp: state}, create=False)
+        await asyncio.to_thread(controller_admin.write_assignment, self, tp[0])
+        self._announce({tp}, is_new=False)
+        for b in removed:
+            self._send_stop_replica(b, tp[0], {tp[1]: [b]}, deleting_topic=False)
+        log.info("reassignment of %s-%d done: replicas %s", tp[0], tp[1], target)
 
     # ---- telling the brokers -----------------------------------------------------------------
     def _announce(self, partitions: set[TopicPartition], *, is_new: bool) -> None:

@@ -67,13 +67,16 @@ class TopicAssignment:
     partitions: dict[int, list[int]]
     topic_id: uuid.UUID | None = None
     zk_version: int = 0
-    extra: dict[str, Any] = field(default_factory=dict)
+    # reassignments in progress: partition -> replicas being added / removed (KIP-455)
+    adding: dict[int, list[int]] = field(default_factory=dict)
+    removing: dict[int, list[int]] = field(default_factory=dict)
 
     def to_json(self) -> bytes:
         value: dict[str, Any] = {
             "version": TOPIC_ZNODE_VERSION,
             "partitions": {str(p): r for p, r in sorted(self.partitions.items())},
-            "adding_replicas": {}, "removing_replicas": {}}
+            "adding_replicas": {str(p): r for p, r in sorted(self.adding.items()) if r},
+            "removing_replicas": {str(p): r for p, r in sorted(self.removing.items()) if r}}
         if self.topic_id is not None:
             value["topic_id"] = str(self.topic_id)
         return encode_json(value)
@@ -98,7 +101,16 @@ def parse_assignment(name: str, value: Any, zk_version: int = 0) -> TopicAssignm
             topic_id = uuid.UUID(raw)
         except ValueError:
             topic_id = None
-    return TopicAssignment(name, out, topic_id, zk_version)
+    return TopicAssignment(name, out, topic_id, zk_version,
+                           _replica_map(value.get("adding_replicas")),
+                           _replica_map(value.get("removing_replicas")))
+
+
+def _replica_map(value: Any) -> dict[int, list[int]]:
+    if not isinstance(value, dict):
+        return {}
+    return {int(p): [b for b in r if isinstance(b, int)] for p, r in value.items()
+            if str(p).isdigit() and isinstance(r, list)}
 
 
 def read_assignment(zk: KazooClient, name: str) -> TopicAssignment | None:

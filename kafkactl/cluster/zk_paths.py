@@ -9,6 +9,7 @@ Kafka's ZooKeeper mode). Paths are relative to the chroot of `zookeeper.connect`
     /brokers/topics/[topic]/partitions/[n]/state   leader, leader_epoch, isr, ...
     /config/topics/[topic]                         {"version":1,"config":{...}}
     /admin/delete_topics/[topic]
+    /latest_producer_id_block                      the last block of producer ids handed out
     /consumers/[group]/ids/[consumer_id]           registration (ephemeral)
     /consumers/[group]/owners/[topic]/[partition]  owning consumer thread id (ephemeral)
     /consumers/[group]/offsets/[topic]/[partition] next offset to consume (persistent)
@@ -25,6 +26,7 @@ BROKER_TOPICS = "/brokers/topics"
 CONFIG_TOPICS = "/config/topics"
 DELETE_TOPICS = "/admin/delete_topics"
 CONSUMERS = "/consumers"
+PRODUCER_ID_BLOCK = "/latest_producer_id_block"
 
 
 def broker(broker_id: int) -> str:

@@ -176,6 +176,12 @@ class LogConfig:
         return "delete" in self.cleanup_policy.split(",")
 
     @property
+    def min_insync_replicas(self) -> int:
+        """min.insync.replicas (validated by config_def when set; kept in `extra`)."""
+        raw = self.extra.get("min.insync.replicas", "1")
+        return int(raw) if str(raw).strip().isdigit() else 1
+
+    @property
     def log_append_time(self) -> bool:
         return self.message_timestamp_type == "LogAppendTime"
 

@@ -455,6 +455,12 @@ class Log:
             self._recovery_point = min(self._recovery_point, self._log_end_offset)
             self._log_start_offset = min(self._log_start_offset, self._log_end_offset)
 
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        """Drop every record and continue at `offset` (a follower behind its leader's log
+        start)."""
+        with self._lock:
+            self._truncate_fully_and_start_at(offset)
+
     def _truncate_fully_and_start_at(self, offset: int) -> None:
         old = list(self._segs.segments)
         same = [s for s in old if s.base_offset == offset]

@@ -23,6 +23,7 @@ SUPPORTED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     ApiKey.STOP_REPLICA: (3, 3),
     ApiKey.UPDATE_METADATA: (7, 7),
     ApiKey.CONTROLLED_SHUTDOWN: (3, 3),
+    ApiKey.ALTER_PARTITION: (1, 1),
     ApiKey.OFFSET_COMMIT: (0, 8),
     ApiKey.OFFSET_FETCH: (0, 8),
     ApiKey.FIND_COORDINATOR: (0, 4),
@@ -48,13 +49,16 @@ SUPPORTED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     ApiKey.INCREMENTAL_ALTER_CONFIGS: (0, 1),
     ApiKey.OFFSET_DELETE: (0, 0),
     ApiKey.DESCRIBE_CLUSTER: (0, 1),
+    ApiKey.ELECT_LEADERS: (0, 2),
+    ApiKey.ALTER_PARTITION_REASSIGNMENTS: (0, 0),
+    ApiKey.LIST_PARTITION_REASSIGNMENTS: (0, 0),
 }
 
 # Sent only by a kafkactl controller to the brokers of its cluster (ZooKeeper mode), at the
 # newest version it speaks; no client sends them, so their ranges need not start at v0.
 INTER_BROKER_APIS: frozenset[ApiKey] = frozenset({
     ApiKey.LEADER_AND_ISR, ApiKey.STOP_REPLICA, ApiKey.UPDATE_METADATA,
-    ApiKey.CONTROLLED_SHUTDOWN,
+    ApiKey.CONTROLLED_SHUTDOWN, ApiKey.ALTER_PARTITION,
 })
 
 API_VERSIONS_MAX = SUPPORTED_VERSIONS[ApiKey.API_VERSIONS][1]

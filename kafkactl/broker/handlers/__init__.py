@@ -22,6 +22,7 @@ from kafkactl.broker.handlers import (
     offsets,
     produce,
     producer_id,
+    reassignments,
     records,
     topics,
 )
@@ -37,6 +38,10 @@ HANDLERS: dict[ApiKey, Handler] = {
     ApiKey.STOP_REPLICA: controller_requests.handle_stop_replica,
     ApiKey.UPDATE_METADATA: controller_requests.handle_update_metadata,
     ApiKey.CONTROLLED_SHUTDOWN: controller_requests.handle_controlled_shutdown,
+    ApiKey.ALTER_PARTITION: controller_requests.handle_alter_partition,
+    ApiKey.ELECT_LEADERS: reassignments.handle_elect_leaders,
+    ApiKey.ALTER_PARTITION_REASSIGNMENTS: reassignments.handle_alter_partition_reassignments,
+    ApiKey.LIST_PARTITION_REASSIGNMENTS: reassignments.handle_list_partition_reassignments,
     ApiKey.OFFSET_COMMIT: offsets.handle_offset_commit,
     ApiKey.OFFSET_FETCH: offsets.handle_offset_fetch,
     ApiKey.FIND_COORDINATOR: groups.handle_find_coordinator,

@@ -1,5 +1,6 @@
 """What the controller tells a broker (ZooKeeper mode): LeaderAndIsr (4), StopReplica (5),
-UpdateMetadata (6); and ControlledShutdown (7), which a stopping broker sends the controller.
+UpdateMetadata (6); and what brokers ask the controller: ControlledShutdown (7) when one
+stops, AlterPartition (56) when a leader's ISR changes.
 
 Every request carries the controller's epoch (older ones are refused, so a deposed
 controller cannot undo its successor's decisions) and the broker epoch it was meant for. A
@@ -10,12 +11,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from typing import Any
 
 from kafkactl.broker.coordinator.group_metadata_manager import OFFSETS_TOPIC
+from kafkactl.broker.partition import Partition
 from kafkactl.broker.request_handler import RequestContext
 from kafkactl.broker.services import BrokerServices
-from kafkactl.cluster.controller import NotControllerError
+from kafkactl.cluster.controller import IsrChange, NotControllerError
 from kafkactl.log.errors import LogError
 from kafkactl.protocol.errors import ErrorCode
 
@@ -39,9 +42,10 @@ async def handle_leader_and_isr(services: BrokerServices, ctx: RequestContext,
     if code != ErrorCode.NONE:
         return {"error_code": code, "partition_errors": [], "topics": []}
     assert services.cluster is not None
-    store, me = services.partitions, services.broker_id
+    store = services.partitions
     coordinator = services.group_coordinator
     made = 0
+    now_ms = time.time() * 1000
     topics = []
     for t in request["topic_states"]:
         name = t["topic_name"]
@@ -59,11 +63,7 @@ async def handle_leader_and_isr(services: BrokerServices, ctx: RequestContext,
                         part = store.make_partition(name, p, store.configs.for_topic(name),
                                                     epoch)
                         made += 1
-                    was_leader = part.is_leader
-                    part.leader_epoch = epoch
-                    part.is_leader = ps["leader"] == me
-                    if was_leader and not part.is_leader:
-                        services.fetch_purgatory.wake((name, p))
+                    _take_role(services, part, ps, now_ms)
                     if name == OFFSETS_TOPIC:
                         if part.is_leader:
                             coordinator.elected(p)
@@ -77,6 +77,32 @@ async def handle_leader_and_isr(services: BrokerServices, ctx: RequestContext,
                 await asyncio.sleep(0)  # let produce and fetch requests through
         topics.append({"topic_id": t.get("topic_id"), "partition_errors": errors})
     return {"error_code": ErrorCode.NONE, "partition_errors": [], "topics": topics}
+
+
+def _take_role(services: BrokerServices, part: Partition, ps: dict[str, Any],
+               now_ms: float) -> None:
+    """Lead or follow as the controller says; a leader that becomes a follower fails its
+    waiting acks=all produces and wakes its long polls."""
+    assert services.cluster is not None
+    me, key = services.broker_id, (part.topic, part.partition)
+    fetchers = services.cluster.fetchers
+    was_leader = part.is_leader
+    if ps["leader"] == me:
+        fetchers.unfollow(key)
+        part.become_leader(me, ps["leader_epoch"], ps["isr"], ps["replicas"],
+                           ps["partition_epoch"], now_ms)
+        if part.maybe_advance_high_watermark():
+            services.replica_manager.high_watermark_moved(part)
+        return
+    part.become_follower(me, ps["leader"], ps["leader_epoch"], ps["isr"], ps["replicas"],
+                         ps["partition_epoch"])
+    if was_leader:
+        services.replica_manager.produce_purgatory.fail(key, ErrorCode.NOT_LEADER_OR_FOLLOWER)
+        services.fetch_purgatory.wake(key)
+    if ps["leader"] >= 0:
+        fetchers.follow(part)
+    else:
+        fetchers.unfollow(key)
 
 
 def handle_update_metadata(services: BrokerServices, ctx: RequestContext,
@@ -93,6 +119,7 @@ def handle_stop_replica(services: BrokerServices, ctx: RequestContext,
     code = _fenced(services, request)
     if code != ErrorCode.NONE:
         return {"error_code": code, "partition_errors": []}
+    assert services.cluster is not None
     store = services.partitions
     errors = []
     for t in request.get("topic_states") or []:
@@ -102,6 +129,9 @@ def handle_stop_replica(services: BrokerServices, ctx: RequestContext,
             error = ErrorCode.NONE
             if name == OFFSETS_TOPIC:
                 services.group_coordinator.resigned(p)
+            services.cluster.fetchers.unfollow((name, p))
+            services.replica_manager.produce_purgatory.fail((name, p),
+                                                            ErrorCode.NOT_LEADER_OR_FOLLOWER)
             try:
                 if ps["delete_partition"]:
                     store.remove_partition(name, p)
@@ -131,3 +161,27 @@ async def handle_controlled_shutdown(services: BrokerServices, ctx: RequestConte
         return {"error_code": ErrorCode.NOT_CONTROLLER, "remaining_partitions": []}
     return {"error_code": ErrorCode.NONE, "remaining_partitions": [
         {"topic_name": t, "partition_index": p} for t, p in remaining]}
+
+
+async def handle_alter_partition(services: BrokerServices, ctx: RequestContext,
+                                 request: dict[str, Any]) -> dict[str, Any]:
+    cluster = services.cluster
+    if cluster is None or not cluster.controller.active:
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.NOT_CONTROLLER, "topics": []}
+    changes = [IsrChange(t["topic_name"], p["partition_index"], p["leader_epoch"],
+                         list(p["new_isr"]), p["partition_epoch"])
+               for t in request["topics"] for p in t["partitions"]]
+    try:
+        results = await cluster.controller.alter_partition(request["broker_id"], changes)
+    except NotControllerError:
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.NOT_CONTROLLER, "topics": []}
+    topics: dict[str, list[dict[str, Any]]] = {}
+    for change, code, state in results:
+        topics.setdefault(change.topic, []).append({
+            "partition_index": change.partition, "error_code": code,
+            "leader_id": state.leader if state else -1,
+            "leader_epoch": state.leader_epoch if state else -1,
+            "isr": list(state.isr) if state else [], "leader_recovery_state": 0,
+            "partition_epoch": state.zk_version if state else -1})
+    return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE,
+            "topics": [{"topic_name": t, "partitions": ps} for t, ps in topics.items()]}

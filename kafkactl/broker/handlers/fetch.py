@@ -37,6 +37,7 @@ def _read_all(services: BrokerServices, ctx: RequestContext, request: dict[str, 
     if remaining <= 0:
         remaining = 0x7FFFFFFF
     read_committed = request.get("isolation_level", 0) == 1
+    replica_id = request.get("replica_id", -1)
     total = 0
     errors = False
     topics = []
@@ -47,7 +48,8 @@ def _read_all(services: BrokerServices, ctx: RequestContext, request: dict[str, 
             limit = min(p["partition_max_bytes"], remaining)
             r = rm.read(name, p["partition"], p["fetch_offset"], max(limit, 0),
                         min_one_batch=(total == 0),
-                        current_leader_epoch=p.get("current_leader_epoch", -1))
+                        current_leader_epoch=p.get("current_leader_epoch", -1),
+                        replica_id=replica_id)
             records: Any = b""
             if version < ZSTD_MIN_FETCH_VERSION and r.error == ErrorCode.NONE and (
                     _zstd_topic(services, name) or (r.records is not None and r.size > 0

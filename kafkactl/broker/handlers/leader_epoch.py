@@ -1,5 +1,6 @@
-"""OffsetForLeaderEpoch (key 23): with one constant leader epoch (0) the answer for epoch 0
-is the log end; a newer epoch than ours is unknown."""
+"""OffsetForLeaderEpoch (key 23): where a leader epoch ended in the leader's log (its
+leader-epoch cache): the log end for the current epoch, the start of the next epoch for an
+older one; followers truncate there after a leader change (KIP-101)."""
 
 from __future__ import annotations
 
@@ -28,9 +29,8 @@ def handle_offset_for_leader_epoch(services: BrokerServices, ctx: RequestContext
                 out["error_code"] = ErrorCode.FENCED_LEADER_EPOCH
             else:
                 out["error_code"] = ErrorCode.NONE
-                if p["leader_epoch"] <= part.leader_epoch:
-                    out["leader_epoch"] = part.leader_epoch
-                    out["end_offset"] = part.log_end_offset
+                out["leader_epoch"], out["end_offset"] = part.epochs.end_offset_for(
+                    p["leader_epoch"], part.log_end_offset)
             parts.append(out)
         topics.append({"topic": t["topic"], "partitions": parts})
     return {"throttle_time_ms": 0, "topics": topics}

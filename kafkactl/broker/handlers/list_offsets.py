@@ -38,7 +38,10 @@ def _record_with_max_timestamp(log: Any) -> tuple[int, int] | None:
                 return (rec.offset, max_ts)
         break
     return found
-def _lookup(services: BrokerServices, topic: str, p: dict[str, Any]) -> dict[str, Any]:
+def _lookup(services: BrokerServices, topic: str, p: dict[str, Any],
+            replica: bool = False) -> dict[str, Any]:
+    """One partition's answer; a replica (a follower, replica_id >= 0) learns the log end
+    for LATEST, a consumer the high watermark."""
     part, code = services.replica_manager.leader_partition(topic, p["partition_index"])
     out: dict[str, Any] = {"partition_index": p["partition_index"], "timestamp": -1,
                            "offset": -1, "old_style_offsets": [], "leader_epoch": -1}
@@ -51,7 +54,7 @@ def _lookup(services: BrokerServices, topic: str, p: dict[str, Any]) -> dict[str
     ts = p["timestamp"]
     found: tuple[int, int] | None
     if ts == LATEST:
-        found = (part.last_stable_offset, -1)
+        found = (part.log_end_offset if replica else part.last_stable_offset, -1)
     elif ts == EARLIEST:
         found = (part.log_start_offset, -1)
     elif ts == MAX_TIMESTAMP:
@@ -74,7 +77,9 @@ def _lookup(services: BrokerServices, topic: str, p: dict[str, Any]) -> dict[str
 def handle_list_offsets(services: BrokerServices, ctx: RequestContext,
                         request: dict[str, Any]) -> dict[str, Any]:
     topics = []
+    replica = request.get("replica_id", -1) >= 0
     for t in request["topics"]:
         topics.append({"name": t["name"],
-                       "partitions": [_lookup(services, t["name"], p) for p in t["partitions"]]})
+                       "partitions": [_lookup(services, t["name"], p, replica)
+                                      for p in t["partitions"]]})
     return {"throttle_time_ms": 0, "topics": topics}

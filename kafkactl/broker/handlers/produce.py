@@ -1,4 +1,8 @@
-"""Produce (key 0): acks 0 / 1 / -1 (with one replica, -1 behaves as 1).
+"""Produce (key 0): acks 0 / 1 / -1. With acks=-1 (all) a replicated partition answers
+once its high watermark passes the appended records (every in-sync replica has them), or
+REQUEST_TIMED_OUT after the request's timeout_ms; the request waits in the produce
+purgatory, not in a thread or a polling loop. Fewer in-sync replicas than the topic's
+min.insync.replicas: NOT_ENOUGH_REPLICAS, nothing appended.
 
 A partition's error carries `error_message` (v8+) and, when the validator names records
 (Kafka's RecordValidationException: a null key on a compacted topic), one `record_errors`
@@ -9,6 +13,7 @@ broker's own coordinators append there.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable
 from typing import Any
 
 from kafkactl.broker.request_handler import RequestContext
@@ -23,12 +28,14 @@ def _error(index: int, code: ErrorCode, message: str) -> dict[str, Any]:
     return {"index": index, "error_code": code, "base_offset": -1, "error_message": message}
 
 
-def handle_produce(services: BrokerServices, ctx: RequestContext,
-                   request: dict[str, Any]) -> dict[str, Any] | None:
+def handle_produce(services: BrokerServices, ctx: RequestContext, request: dict[str, Any]
+                   ) -> dict[str, Any] | None | Awaitable[dict[str, Any] | None]:
     rm = services.replica_manager
     acks = request["acks"]
     version = ctx.api_version
     responses = []
+    waiting: dict[tuple[str, int], int] = {}  # acks=all: partition -> high watermark needed
+    entries: dict[tuple[str, int], dict[str, Any]] = {}
     for topic in request["topic_data"]:
         name = topic["name"]
         parts = []
@@ -46,7 +53,7 @@ def handle_produce(services: BrokerServices, ctx: RequestContext,
                 parts.append(_error(index, ErrorCode.INVALID_TOPIC_EXCEPTION,
                                     f"Cannot append to internal topic {name}"))
                 continue
-            r = rm.append(name, index, pdata["records"], produce_version=version)
+            r = rm.append(name, index, pdata["records"], produce_version=version, acks=acks)
             entry: dict[str, Any] = {
                 "index": index, "error_code": r.error, "base_offset": r.base_offset,
                 "log_append_time_ms": r.log_append_time, "log_start_offset": r.log_start_offset,
@@ -57,8 +64,31 @@ def handle_produce(services: BrokerServices, ctx: RequestContext,
                     entry["record_errors"] = [
                         {"batch_index": i, "batch_index_error_message": m}
                         for i, m in r.record_errors]
+            elif r.required_high_watermark >= 0:
+                waiting[(name, index)] = r.required_high_watermark
+                entries[(name, index)] = entry
             parts.append(entry)
         responses.append({"name": name, "partition_responses": parts})
     if acks == 0:
         return None
-    return {"responses": responses, "throttle_time_ms": 0}
+    response = {"responses": responses, "throttle_time_ms": 0}
+    if not waiting:
+        return response
+    # registered now, in the step that appended: a follower fetch handled next must find it
+    op = rm.produce_purgatory.watch(waiting)
+    return _await_replication(services, op, entries, response,
+                              request.get("timeout_ms", 30000))
+
+
+async def _await_replication(services: BrokerServices, op: Any,
+                             entries: dict[tuple[str, int], dict[str, Any]],
+                             response: dict[str, Any], timeout_ms: int) -> dict[str, Any]:
+    failed = await services.replica_manager.produce_purgatory.wait_for(
+        op, max(timeout_ms, 0) / 1000)
+    for key, code in failed.items():
+        entry = entries[key]
+        entry.update(error_code=code, base_offset=-1, error_message=(
+            "the in-sync replicas did not all get the records within timeout_ms"
+            if code == ErrorCode.REQUEST_TIMED_OUT else
+            "the partition's leader moved before the in-sync replicas got the records"))
+    return response

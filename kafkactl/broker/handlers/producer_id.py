@@ -9,6 +9,7 @@ and INVALID_REQUEST still make librdkafka's init_transactions retry).
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from kafkactl.broker.request_handler import RequestContext
@@ -19,6 +20,7 @@ TRANSACTIONS_UNSUPPORTED = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
 TRANSACTIONS_MESSAGE = ("transactions are not supported by this broker (kafkactl); use an "
                         "idempotent producer without transactional.id")
 MAX_EPOCH = 32767
+log = logging.getLogger(__name__)
 
 
 def handle_init_producer_id(services: BrokerServices, ctx: RequestContext,
@@ -31,5 +33,11 @@ def handle_init_producer_id(services: BrokerServices, ctx: RequestContext,
         # KIP-360 epoch bump of an existing idempotent producer.
         return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "producer_id": pid,
                 "producer_epoch": epoch + 1}
+    try:
+        new_id = services.producer_ids.next_id()
+    except Exception as e:  # a cluster's block from ZooKeeper, which is away: retriable
+        log.warning("cannot allocate a producer id: %s: %s", type(e).__name__, e)
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.COORDINATOR_NOT_AVAILABLE,
+                "producer_id": -1, "producer_epoch": -1}
     return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE,
-            "producer_id": services.producer_ids.next_id(), "producer_epoch": 0}
+            "producer_id": new_id, "producer_epoch": 0}

@@ -12,6 +12,8 @@ from types import ModuleType
 from kafkactl.protocol.api_keys import ApiKey
 from kafkactl.protocol.messages import (
     alter_configs,
+    alter_partition,
+    alter_partition_reassignments,
     api_versions,
     controlled_shutdown,
     create_acls,
@@ -25,6 +27,7 @@ from kafkactl.protocol.messages import (
     describe_cluster,
     describe_configs,
     describe_groups,
+    elect_leaders,
     fetch,
     find_coordinator,
     heartbeat,
@@ -35,6 +38,7 @@ from kafkactl.protocol.messages import (
     leave_group,
     list_groups,
     list_offsets,
+    list_partition_reassignments,
     metadata,
     offset_commit,
     offset_delete,
@@ -56,6 +60,7 @@ MODULES: dict[ApiKey, ModuleType] = {
     ApiKey.STOP_REPLICA: stop_replica,
     ApiKey.UPDATE_METADATA: update_metadata,
     ApiKey.CONTROLLED_SHUTDOWN: controlled_shutdown,
+    ApiKey.ALTER_PARTITION: alter_partition,
     ApiKey.OFFSET_COMMIT: offset_commit,
     ApiKey.OFFSET_FETCH: offset_fetch,
     ApiKey.FIND_COORDINATOR: find_coordinator,
@@ -81,6 +86,9 @@ MODULES: dict[ApiKey, ModuleType] = {
     ApiKey.DELETE_GROUPS: delete_groups,
     ApiKey.OFFSET_DELETE: offset_delete,
     ApiKey.DESCRIBE_CLUSTER: describe_cluster,
+    ApiKey.ELECT_LEADERS: elect_leaders,
+    ApiKey.ALTER_PARTITION_REASSIGNMENTS: alter_partition_reassignments,
+    ApiKey.LIST_PARTITION_REASSIGNMENTS: list_partition_reassignments,
 }
 
 REQUESTS: dict[int, Message] = {int(k): m.REQUEST for k, m in MODULES.items()}

@@ -66,23 +66,6 @@ RESPONSES = {
         F('tokens', '[]int8', '0+'),
         F('throttle_time_ms', 'int32', '0+'),
     )),
-    43: Message('ElectLeadersResponse', 43, '0-2', '2+', (
-        F('throttle_time_ms', 'int32', '0+'),
-        F('error_code', 'int16', '1+'),
-        F('replica_election_results', '[]int8', '0+'),
-    )),
-    45: Message('AlterPartitionReassignmentsResponse', 45, '0', '0+', (
-        F('throttle_time_ms', 'int32', '0+'),
-        F('error_code', 'int16', '0+'),
-        F('error_message', 'string', '0+', nullable='0+'),
-        F('responses', '[]int8', '0+'),
-    )),
-    46: Message('ListPartitionReassignmentsResponse', 46, '0', '0+', (
-        F('throttle_time_ms', 'int32', '0+'),
-        F('error_code', 'int16', '0+'),
-        F('error_message', 'string', '0+', nullable='0+'),
-        F('topics', '[]int8', '0+'),
-    )),
     48: Message('DescribeClientQuotasResponse', 48, '0-1', '1+', (
         F('throttle_time_ms', 'int32', '0+'),
         F('error_code', 'int16', '0+'),
@@ -115,11 +98,6 @@ RESPONSES = {
         F('error_message', 'string', '2+', nullable='2+'),
         F('topics', '[]int8', '0+'),
         F('nodes', '[]int8', '2+'),
-    )),
-    56: Message('AlterPartitionResponse', 56, '0-3', '0+', (
-        F('throttle_time_ms', 'int32', '0+'),
-        F('error_code', 'int16', '0+'),
-        F('topics', '[]int8', '0+'),
     )),
     57: Message('UpdateFeaturesResponse', 57, '0-2', '0+', (
         F('throttle_time_ms', 'int32', '0+'),

@@ -1,0 +1,243 @@
+"""Followers fetch from their leaders (Kafka's ReplicaFetcherManager / ReplicaFetcherThread).
+
+One asyncio fetcher per leader broker fetches all the partitions this broker follows there,
+with the Fetch API and `replica_id` set to this broker (the leader then knows how far each
+follower is). Before fetching a partition it just started following, the fetcher asks the
+leader where its own latest leader epoch ended (OffsetForLeaderEpoch, KIP-101) and cuts
+its log there, so it never keeps records the leader does not have. Batches are appended
+as the leader wrote them (offsets, epochs, CRCs); the leader's high watermark comes with
+each response.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+from kafkactl.broker.partition import Partition
+from kafkactl.broker.zk_metadata_cache import ZkMetadataCache
+from kafkactl.cluster.broker_connection import CONNECTION_ERRORS, BrokerConnection
+from kafkactl.log.errors import LogError
+from kafkactl.log.leader_epoch_cache import UNDEFINED_EPOCH, UNDEFINED_OFFSET
+from kafkactl.protocol.api_keys import ApiKey
+from kafkactl.protocol.errors import ErrorCode, KafkaError
+
+log = logging.getLogger(__name__)
+
+FETCH_VERSION = 12
+OFFSET_FOR_LEADER_EPOCH_VERSION = 4
+LIST_OFFSETS_VERSION = 7
+LATEST, EARLIEST = -1, -2
+TopicPartition = tuple[str, int]
+FETCH_ERRORS: tuple[type[BaseException], ...] = (*CONNECTION_ERRORS, KafkaError, LookupError)
+
+
+@dataclass
+class FetcherSettings:
+    """replica.fetch.* keys."""
+
+    max_wait_ms: int = 500
+    min_bytes: int = 1
+    max_bytes: int = 10 * 1024 * 1024  # replica.fetch.response.max.bytes
+    partition_max_bytes: int = 1024 * 1024  # replica.fetch.max.bytes
+    backoff_ms: int = 1000
+
+
+@dataclass
+class _Followed:
+    part: Partition
+    truncate_first: bool = True
+
+
+class ReplicaFetcherManager:
+    def __init__(self, broker_id: int, cache: ZkMetadataCache,
+                 settings: FetcherSettings) -> None:
+        self.broker_id = broker_id
+        self.cache = cache
+        self.settings = settings
+        self.fetchers: dict[int, ReplicaFetcher] = {}
+
+    def follow(self, part: Partition) -> None:
+        """Fetch `part` from its leader (after truncating to where the leader agrees)."""
+        key = (part.topic, part.partition)
+        for source, other in list(self.fetchers.items()):
+            if source != part.leader_id:
+                other.remove(key)
+        fetcher = self.fetchers.get(part.leader_id)
+        if fetcher is None:
+            fetcher = self.fetchers[part.leader_id] = ReplicaFetcher(part.leader_id, self)
+        fetcher.add(part)
+
+    def unfollow(self, key: TopicPartition) -> None:
+        for fetcher in self.fetchers.values():
+            fetcher.remove(key)
+
+    def following(self) -> dict[TopicPartition, int]:
+        return {key: source for source, f in self.fetchers.items() for key in f.partitions}
+
+    def shutdown(self) -> None:
+        for fetcher in self.fetchers.values():
+            fetcher.stop()
+        self.fetchers.clear()
+
+
+class ReplicaFetcher:
+    def __init__(self, source_id: int, manager: ReplicaFetcherManager) -> None:
+        self.source_id = source_id
+        self.manager = manager
+        self.partitions: dict[TopicPartition, _Followed] = {}
+        self._wakeup = asyncio.Event()
+        self._connection: BrokerConnection | None = None
+        self._task = asyncio.get_running_loop().create_task(self._run())
+
+    def add(self, part: Partition) -> None:
+        self.partitions[(part.topic, part.partition)] = _Followed(part)
+        self._wakeup.set()
+
+    def remove(self, key: TopicPartition) -> None:
+        self.partitions.pop(key, None)
+
+    def stop(self) -> None:
+        self._task.cancel()
+        if self._connection is not None:
+            self._connection.close()
+
+    # ---- the loop ----------------------------------------------------------------------------
+    async def _run(self) -> None:
+        settings = self.manager.settings
+        while True:
+            if not self.partitions:
+                self._wakeup.clear()
+                await self._wakeup.wait()
+                continue
+            try:
+                conn = self._connect()
+                truncating = [f for f in self.partitions.values() if f.truncate_first]
+                if truncating:
+                    await self._truncate(conn, truncating)
+                await self._fetch(conn)
+            except asyncio.CancelledError:
+                raise
+            except FETCH_ERRORS as e:
+                log.debug("fetch from broker %d failed: %s: %s", self.source_id,
+                          type(e).__name__, e)
+                await asyncio.sleep(settings.backoff_ms / 1000)
+            except Exception:
+                log.exception("replica fetcher for broker %d failed; retrying", self.source_id)
+                await asyncio.sleep(settings.backoff_ms / 1000)
+
+    def _connect(self) -> BrokerConnection:
+        leader = self.manager.cache.broker(self.source_id)
+        if leader is None:
+            raise LookupError(f"broker {self.source_id} is not live")
+        conn = self._connection
+        if conn is None or (conn.host, conn.port) != (leader.host, leader.port):
+            if conn is not None:
+                conn.close()
+            conn = self._connection = BrokerConnection(
+                leader.host, leader.port,
+                client_id=f"kafkactl-replica-fetcher-{self.manager.broker_id}")
+        return conn
+
+    # ---- truncation (KIP-101) -----------------------------------------------------------------
+    async def _truncate(self, conn: BrokerConnection, followed: list[_Followed]) -> None:
+        asks: dict[str, list[dict[str, Any]]] = {}
+        for ask in followed:
+            asks.setdefault(ask.part.topic, []).append({
+                "partition": ask.part.partition,
+                "current_leader_epoch": ask.part.leader_epoch,
+                "leader_epoch": ask.part.epochs.latest_epoch})
+        body = {"replica_id": self.manager.broker_id, "topics": [
+            {"topic": t, "partitions": ps} for t, ps in asks.items()]}
+        resp = await conn.request(ApiKey.OFFSET_FOR_LEADER_EPOCH,
+                                  OFFSET_FOR_LEADER_EPOCH_VERSION, body, 30)
+        for t in resp["topics"]:
+            for r in t["partitions"]:
+                f = self.partitions.get((t["topic"], r["partition"]))
+                if f is None or not f.truncate_first:
+                    continue
+                if r["error_code"] != ErrorCode.NONE:
+                    continue  # the leader is not ready yet: asked again next round
+                part = f.part
+                epoch, end = r["leader_epoch"], r["end_offset"]
+                if epoch == UNDEFINED_EPOCH or end == UNDEFINED_OFFSET:
+                    target = part.high_watermark
+                else:
+                    _e, local_end = part.epochs.end_offset_for(epoch, part.log_end_offset)
+                    target = min(end, local_end if local_end >= 0 else part.log_end_offset)
+                part.truncate_to(target)
+                f.truncate_first = False
+
+    # ---- fetching ----------------------------------------------------------------------------
+    async def _fetch(self, conn: BrokerConnection) -> None:
+        settings = self.manager.settings
+        ready = [f for f in self.partitions.values() if not f.truncate_first]
+        if not ready:
+            await asyncio.sleep(settings.backoff_ms / 1000)
+            return
+        topics: dict[str, list[dict[str, Any]]] = {}
+        for item in ready:
+            part = item.part
+            topics.setdefault(part.topic, []).append({
+                "partition": part.partition, "current_leader_epoch": part.leader_epoch,
+                "fetch_offset": part.log_end_offset, "last_fetched_epoch": -1,
+                "log_start_offset": part.log_start_offset,
+                "partition_max_bytes": settings.partition_max_bytes})
+        body = {"replica_id": self.manager.broker_id, "max_wait_ms": settings.max_wait_ms,
+                "min_bytes": settings.min_bytes, "max_bytes": settings.max_bytes,
+                "isolation_level": 0, "session_id": 0, "session_epoch": -1,
+                "topics": [{"topic": t, "partitions": ps} for t, ps in topics.items()],
+                "forgotten_topics_data": [], "rack_id": ""}
+        resp = await conn.request(ApiKey.FETCH, FETCH_VERSION, body,
+                                  settings.max_wait_ms / 1000 + 30)
+        backoff = False
+        for t in resp["responses"]:
+            for r in t["partitions"]:
+                f = self.partitions.get((t["topic"], r["partition_index"]))
+                if f is None:
+                    continue
+                if not await self._handle(conn, f, r):
+                    backoff = True
+        if backoff:
+            await asyncio.sleep(settings.backoff_ms / 1000)
+
+    async def _handle(self, conn: BrokerConnection, f: _Followed, r: dict[str, Any]) -> bool:
+        part = f.part
+        code = r["error_code"]
+        if code == ErrorCode.NONE:
+            records = r.get("records") or b""
+            try:
+                part.append_as_follower(memoryview(records), r["high_watermark"])
+            except (OSError, LogError) as e:
+                log.error("%s: cannot append the leader's records: %s", part, e)
+                return False
+            return True
+        if code == ErrorCode.OFFSET_OUT_OF_RANGE:
+            await self._reset_out_of_range(conn, part)
+            return True
+        log.debug("%s: fetch from broker %d answered %s", part, self.source_id,
+                  ErrorCode(code).name)
+        return False
+
+    async def _reset_out_of_range(self, conn: BrokerConnection, part: Partition) -> None:
+        """The fetch offset is outside the leader's log: past its end (cut ours back to
+        it) or before its start (restart ours at its start)."""
+        ends = {}
+        for ts in (LATEST, EARLIEST):
+            body = {"replica_id": self.manager.broker_id, "isolation_level": 0, "topics": [
+                {"name": part.topic, "partitions": [{
+                    "partition_index": part.partition, "current_leader_epoch":
+                    part.leader_epoch, "timestamp": ts}]}]}
+            resp = await conn.request(ApiKey.LIST_OFFSETS, LIST_OFFSETS_VERSION, body, 30)
+            p = resp["topics"][0]["partitions"][0]
+            if p["error_code"] != ErrorCode.NONE:
+                return
+            ends[ts] = p["offset"]
+        if part.log_end_offset > ends[LATEST]:
+            part.truncate_to(ends[LATEST])
+        elif part.log_end_offset < ends[EARLIEST]:
+            log.warning("%s: the leader's log starts at %d, after this replica's end %d: "
+                        "starting over there", part, ends[EARLIEST], part.log_end_offset)
+            part.restart_at(ends[EARLIEST])
