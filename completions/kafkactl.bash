@@ -9,13 +9,14 @@
 _kafkactl_spec() {
     _kc_subs=""; _kc_opts=""; _kc_vopts=""; _kc_args=""; _kc_afiles=""
     case "$1" in
-        "") _kc_subs="serve produce consume dump-log recover rebalance spark-load topics offsets configs cluster"; _kc_opts="-V --version -h --help"; _kc_vopts=""; _kc_args=""; _kc_afiles="" ;;
+        "") _kc_subs="serve produce consume dump-log recover rebalance mirror spark-load topics offsets configs cluster"; _kc_opts="-V --version -h --help"; _kc_vopts=""; _kc_args=""; _kc_afiles="" ;;
         "serve") _kc_subs=""; _kc_opts="-c --config -o --override -l --listen -d --data-dir --broker-id --zookeeper --log-level -h --help"; _kc_vopts="-c --config -o --override -l --listen -d --data-dir --broker-id --zookeeper --log-level"; _kc_args=""; _kc_afiles="" ;;
         "produce") _kc_subs=""; _kc_opts="-t --topic -f --file -D --delimiter -0 --null-delimited -K --key-separator -H --header -p --partition -z --compression --acks --batch-size --linger-ms --sync --partitioner -X --property -b --bootstrap-server --zookeeper -q --quiet --failed-file -h --help"; _kc_vopts="-t --topic -f --file -D --delimiter -K --key-separator -H --header -p --partition -z --compression --acks --batch-size --linger-ms --partitioner -X --property -b --bootstrap-server --zookeeper --failed-file"; _kc_args=""; _kc_afiles="" ;;
         "consume") _kc_subs=""; _kc_opts="-t --topic --topic-pattern --exclude-pattern -p --partition -o --offset --from-beginning -c --max-messages -e --exit-at-end -f --format -J --json -K --key-separator --print-offsets -G -g --group -b --bootstrap-server --zookeeper --offsets-storage --dual-commit -q --quiet -h --help"; _kc_vopts="-t --topic --topic-pattern --exclude-pattern -p --partition -o --offset -c --max-messages -f --format -K --key-separator -G -g --group -b --bootstrap-server --zookeeper --offsets-storage"; _kc_args=""; _kc_afiles="" ;;
         "dump-log") _kc_subs=""; _kc_opts="--print-data-log --deep-iteration --skip-record-metadata --verify-index-only --index-sanity-check --max-bytes --max-message-size --json -h --help"; _kc_vopts="--max-bytes --max-message-size"; _kc_args=""; _kc_afiles="1" ;;
         "recover") _kc_subs=""; _kc_opts="--dry-run --json --index-interval-bytes --salvage -h --help"; _kc_vopts="--index-interval-bytes"; _kc_args=""; _kc_afiles="1" ;;
-        "rebalance") _kc_subs=""; _kc_opts="-G -g --group --json --trigger --dry-run --timeout -b --bootstrap-server --zookeeper -h --help"; _kc_vopts="-G -g --group --timeout -b --bootstrap-server --zookeeper"; _kc_args=""; _kc_afiles="" ;;
+        "rebalance") _kc_subs=""; _kc_opts="-G -g --group --partitions --preferred-leaders -t --topic --execute --json --trigger --dry-run --timeout -b --bootstrap-server --zookeeper -h --help"; _kc_vopts="-G -g --group -t --topic --timeout -b --bootstrap-server --zookeeper"; _kc_args=""; _kc_afiles="" ;;
+        "mirror") _kc_subs=""; _kc_opts="--source --target --whitelist -t --topic --blacklist -G --group --num-streams --source-zookeeper --consumer-property --producer-property --abort-on-send-failure --no-abort-on-send-failure --rename --copy-topic-configs --json-status --wait --status-interval --topic-refresh-ms --commit-interval-ms -q --quiet -h --help"; _kc_vopts="--source --target --whitelist -t --topic --blacklist -G --group --num-streams --source-zookeeper --consumer-property --producer-property --rename --json-status --status-interval --topic-refresh-ms --commit-interval-ms"; _kc_args=""; _kc_afiles="" ;;
         "spark-load") _kc_subs=""; _kc_opts="-o --output -t --topic -p --pattern --commit-group --fail-on-data-loss --skip-data-loss --max-records-per-partition --partition-by --master -c --conf --py-files --print-command -b --bootstrap-server -h --help"; _kc_vopts="-o --output -t --topic -p --pattern --commit-group --max-records-per-partition --partition-by --master -c --conf --py-files -b --bootstrap-server"; _kc_args=""; _kc_afiles="" ;;
         "topics") _kc_subs="create list describe delete alter"; _kc_opts="-h --help"; _kc_vopts=""; _kc_args=""; _kc_afiles="" ;;
         "topics create") _kc_subs=""; _kc_opts="-t --topic --partitions --replication-factor --config --if-not-exists -b --bootstrap-server -h --help"; _kc_vopts="-t --topic --partitions --replication-factor --config -b --bootstrap-server"; _kc_args=""; _kc_afiles="" ;;
@@ -68,6 +69,7 @@ _kafkactl() {
         "serve|-d"|"serve|--data-dir") compopt -o filenames 2>/dev/null; COMPREPLY=($(compgen -f -- "$cur")); return 0 ;;
         "produce|-f"|"produce|--file") compopt -o filenames 2>/dev/null; COMPREPLY=($(compgen -f -- "$cur")); return 0 ;;
         "produce|--failed-file") compopt -o filenames 2>/dev/null; COMPREPLY=($(compgen -f -- "$cur")); return 0 ;;
+        "mirror|--json-status") compopt -o filenames 2>/dev/null; COMPREPLY=($(compgen -f -- "$cur")); return 0 ;;
         esac
         COMPREPLY=()
         return 0

@@ -24,7 +24,8 @@ _kafkactl() {
                 'consume:Print records of the given topics to stdout (value per line by default).'
                 'dump-log:Dump log segments and indexes like Kafka'\''s DumpLogSegments.'
                 'recover:Validate and repair log segments offline\: cut torn or corrupt tails, rebuild indexes.'
-                'rebalance:Members, their current assignment and the range assignment for the group.'
+                'rebalance:Members, their current assignment and the range assignment for the group; or, with --partitions / --preferred-leaders...'
+                'mirror:Copy topics from a source cluster into a target cluster as a consumer group, committing source offsets only for recor...'
                 'spark-load:Load topics into Parquet with Spark, one task per topic-partition range.'
                 'topics:Create, list, describe, alter and delete topics.'
                 'offsets:Show, reset, delete and migrate consumer-group offsets.'
@@ -40,6 +41,7 @@ _kafkactl() {
                 dump-log) _kafkactl_dump_log ;;
                 recover) _kafkactl_recover ;;
                 rebalance) _kafkactl_rebalance ;;
+                mirror) _kafkactl_mirror ;;
                 spark-load) _kafkactl_spark_load ;;
                 topics) _kafkactl_topics ;;
                 offsets) _kafkactl_offsets ;;
@@ -165,9 +167,14 @@ _kafkactl_recover() {
 
 _kafkactl_rebalance() {
     _arguments -s -S \
-        '(-G -g --group)-G[The consumer group. \[required\]]:GROUP: ' \
-        '(-G -g --group)-g[The consumer group. \[required\]]:GROUP: ' \
-        '(-G -g --group)--group[The consumer group. \[required\]]:GROUP: ' \
+        '(-G -g --group)-G[The consumer group.]:GROUP: ' \
+        '(-G -g --group)-g[The consumer group.]:GROUP: ' \
+        '(-G -g --group)--group[The consumer group.]:GROUP: ' \
+        '--partitions[Spread partition replicas evenly over the live brokers (a dry run unless --execute).]' \
+        '--preferred-leaders[Give leadership back to each partition'\''s preferred replica.]' \
+        '*-t[With --partitions / --preferred-leaders\: only these topics (repeatable).]:TOPIC: ' \
+        '*--topic[With --partitions / --preferred-leaders\: only these topics (repeatable).]:TOPIC: ' \
+        '--execute[With --partitions\: move the replicas.]' \
         '--json[JSON output.]' \
         '--trigger[Force the group to rebalance.]' \
         '--dry-run[Only show (with --trigger\: do nothing).]' \
@@ -175,6 +182,35 @@ _kafkactl_rebalance() {
         '(-b --bootstrap-server)-b[Broker(s) host\:port\[,host\:port\]; default $KAFKACTL_BOOTSTRAP or 127.0.0.1\:9092.]:BOOTSTRAP: ' \
         '(-b --bootstrap-server)--bootstrap-server[Broker(s) host\:port\[,host\:port\]; default $KAFKACTL_BOOTSTRAP or 127.0.0.1\:9092.]:BOOTSTRAP: ' \
         '--zookeeper[A ZooKeeper-coordinated group (consume --zookeeper)\: members, owners and the seed'\''s plan from /consumers/GROUP.]:HOST\:PORT\[/CHROOT\]: ' \
+        '(-h --help)-h[Show this message and exit.]' \
+        '(-h --help)--help[Show this message and exit.]'
+}
+
+_kafkactl_mirror() {
+    _arguments -s -S \
+        '--source[Bootstrap servers of the cluster to copy from.]:HOST\:PORT\[,...\]: ' \
+        '--target[Bootstrap servers of the cluster to copy into. \[required\]]:HOST\:PORT\[,...\]: ' \
+        '--whitelist[Mirror every topic whose whole name matches (new ones too, while running).]:REGEX: ' \
+        '*-t[A topic to mirror (repeatable).]:TOPIC: ' \
+        '*--topic[A topic to mirror (repeatable).]:TOPIC: ' \
+        '--blacklist[Skip topics whose whole name matches.]:REGEX: ' \
+        '(-G --group)-G[Consumer group in the source\: mirrors in one group share the partitions and take over from each other. \[default\: kafk...]:GROUP: ' \
+        '(-G --group)--group[Consumer group in the source\: mirrors in one group share the partitions and take over from each other. \[default\: kafk...]:GROUP: ' \
+        '--num-streams[Group members in this process. \[default\: 1\]]:NUM_STREAMS: ' \
+        '--source-zookeeper[Find the source brokers in this ZooKeeper (/brokers/ids) instead of --source.]:HOST\:PORT\[/CHROOT\]: ' \
+        '*--consumer-property[Source consumer property, e.g. auto.offset.reset=latest (repeatable).]:K=V: ' \
+        '*--producer-property[Target producer property, e.g. compression.type=lz4 (repeatable).]:K=V: ' \
+        '(--abort-on-send-failure --no-abort-on-send-failure)--abort-on-send-failure[Stop at a record the target refuses (default), or skip and count it. \[default\: abort-on-send-failure\]]' \
+        '(--abort-on-send-failure --no-abort-on-send-failure)--no-abort-on-send-failure[Stop at a record the target refuses (default), or skip and count it. \[default\: abort-on-send-failure\]]' \
+        '*--rename[Write source topic SRC into target topic DST.]:SRC\:DST: ' \
+        '--copy-topic-configs[Create missing target topics with the source topic'\''s configs.]' \
+        '--json-status[Keep FILE replaced with the status as JSON, for monitoring.]:FILE:_files' \
+        '--wait[Wait for unreachable clusters at start instead of exiting.]' \
+        '--status-interval[How often the status is refreshed. \[default\: 1.0\]]:SECONDS: ' \
+        '--topic-refresh-ms[How often new source topics are looked for. \[default\: 5000\]]:TOPIC_REFRESH_MS: ' \
+        '--commit-interval-ms[How often acknowledged offsets are committed. \[default\: 1000\]]:COMMIT_INTERVAL_MS: ' \
+        '(-q --quiet)-q[No live status and no summary on stderr.]' \
+        '(-q --quiet)--quiet[No live status and no summary on stderr.]' \
         '(-h --help)-h[Show this message and exit.]' \
         '(-h --help)--help[Show this message and exit.]'
 }

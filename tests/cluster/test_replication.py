@@ -67,7 +67,8 @@ def full_isr(cluster: Cluster, topic: str, partitions: int, size: int = 3,
     return wait_until(ok, timeout, f"{topic}: every partition with {size} in-sync replicas")
 
 
-def produce_acks_all(bootstrap: str, topic: str, lines: list[str]) -> subprocess.CompletedProcess[str]:
+def produce_acks_all(bootstrap: str, topic: str,
+                     lines: list[str]) -> subprocess.CompletedProcess[str]:
     return subprocess.run(["kcat", "-P", "-b", bootstrap, "-t", topic, "-X", "acks=all",
                            "-X", "enable.idempotence=true"],
                           input="".join(f"{v}\n" for v in lines), capture_output=True,
@@ -81,7 +82,7 @@ def consume_all(bootstrap: str, topic: str) -> list[str]:
     return r.stdout.split()
 
 
-def log_bytes(data_dir: Path, topic: str, partition: int, upto: int | None = None) -> bytes:
+def log_bytes(data_dir: Path, topic: str, partition: int) -> bytes:
     """The partition's batches (all segments, in order) as stored on one broker."""
     d = data_dir / f"{topic}-{partition}"
     return b"".join(p.read_bytes() for p in sorted(d.glob("*.log")))
