@@ -120,12 +120,13 @@ def test_requests_for_partitions_or_admin_work_elsewhere_are_redirected(cluster)
                     "assignments": [], "configs": []}], "timeout_ms": 5000,
         "validate_only": False})
     assert resp["topics"][0]["error_code"] == ErrorCode.NOT_CONTROLLER
-    # replication is not built yet: a factor above 1 is refused with the reason
+    # more replicas than live brokers: refused with the reason
     resp = request(cluster.brokers[controller].port, ApiKey.CREATE_TOPICS, 5, {
-        "topics": [{"name": "y", "num_partitions": 1, "replication_factor": 3,
+        "topics": [{"name": "y", "num_partitions": 1, "replication_factor": 4,
                     "assignments": [], "configs": []}], "timeout_ms": 5000,
         "validate_only": False})
     assert resp["topics"][0]["error_code"] == ErrorCode.INVALID_REPLICATION_FACTOR
+    assert "larger than the 3 live brokers" in resp["topics"][0]["error_message"]
 
 
 def test_controller_failover_and_a_topic_created_afterwards(cluster) -> None:
