@@ -39,6 +39,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+DEBUGGING_CONSUMER_ID = -2  # a Fetch's replica_id that may read followers (verification)
+
 
 @dataclass(slots=True)
 class ProduceResult:
@@ -192,6 +194,9 @@ class ReplicaManager:
         from kafkactl.log.errors import CorruptRecordError, OffsetOutOfRange
 
         part, code = self.leader_partition(topic, partition)
+        if part is None and replica_id == DEBUGGING_CONSUMER_ID:
+            # Kafka's ReplicaVerificationTool reads any replica's committed records
+            part = self.partitions.get_partition(topic, partition)
         if part is None:
             return FetchResult(code)
         if current_leader_epoch > part.leader_epoch:

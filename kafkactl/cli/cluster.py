@@ -14,7 +14,8 @@ from kafkactl.cli._client_options import bootstrap_option, fail
 if TYPE_CHECKING:
     from kafkactl.client.cluster import ClusterMetadata
 
-cluster_app = typer.Typer(help="Describe the cluster: controller, brokers, offline partitions.",
+cluster_app = typer.Typer(help="Describe the cluster (controller, brokers, offline and "
+                          "under-replicated partitions) and verify replicas.",
                           no_args_is_help=True)
 
 
@@ -76,6 +77,50 @@ def describe(
         typer.echo(f"{title}: {count}")
         for name, parts in entries.items():
             typer.echo(f"  {name}: {','.join(map(str, parts))}")
+
+
+@cluster_app.command("verify-replicas")
+def verify_replicas(
+    topic: list[str] = typer.Option([], "--topic", "-t", help="Topic (repeatable; "
+                                    "default: every topic)."),
+    as_json: bool = typer.Option(False, "--json", help="One JSON document."),
+    bootstrap: str | None = bootstrap_option(),
+) -> None:
+    """Compare every replica's committed log (batch offsets and CRCs) and report where
+    replicas differ (Kafka's ReplicaVerificationTool). Exit 1 on any divergence."""
+    from kafkactl.client.errors import ClientError
+    from kafkactl.client.kafka_client import KafkaClient
+    from kafkactl.client.replica_verifier import verify_partition
+    from kafkactl.protocol.errors import KafkaError
+
+    try:
+        client = KafkaClient(bootstrap, client_id="kafkactl-verify-replicas")
+        try:
+            cluster = client.refresh_metadata(topic or None)
+            checks = [verify_partition(client, name, p, list(part.replicas))
+                      for name, t in sorted(cluster.topics.items())
+                      if (topic and name in topic) or (not topic and not t.is_internal)
+                      for p, part in sorted(t.partitions.items())]
+        finally:
+            client.close()
+    except (ClientError, KafkaError, ValueError) as e:
+        raise fail(str(e)) from None
+    rows = [{"topic": c.topic, "partition": c.partition, "replicas": c.replicas,
+             "checked_up_to": c.checked_up_to, "batches": c.batches,
+             "diverged_at": c.diverged_at, "errors": {str(b): e for b, e in c.errors.items()}}
+            for c in checks]
+    if as_json:
+        typer.echo(json.dumps(rows, indent=1))
+    else:
+        for c in checks:
+            state = "ok" if c.ok else (f"DIVERGED at offset {c.diverged_at}"
+                                       if c.diverged_at is not None else "NOT CHECKED")
+            typer.echo(f"{c.topic}-{c.partition}\treplicas {','.join(map(str, c.replicas))}"
+                       f"\tup to offset {c.checked_up_to} ({c.batches} batches)\t{state}")
+            for broker, why in c.errors.items():
+                typer.echo(f"  replica {broker}: {why}", err=True)
+    if any(not c.ok for c in checks):
+        raise typer.Exit(1)
 
 
 def register(app: typer.Typer) -> None:

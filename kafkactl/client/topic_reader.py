@@ -146,16 +146,27 @@ class TopicReader:
                 return
             yield chunks
 
+    def _rewind(self, chunks: list[PartitionFetch], next_offsets: dict[TopicPartition, int]
+                ) -> None:
+        """Stopped inside a poll (max_records): put each fetched partition back at the
+        first record not returned, so that a group commits only what was read."""
+        for pf in chunks:
+            tp = (pf.topic, pf.partition)
+            self.consumer.seek(tp, next_offsets.get(tp, pf.fetch_offset))
+
     def records(self) -> Iterator[ConsumerRecord]:
         """Every record read, in fetch order (CRCs checked as the consumer's check_crcs)."""
         check_crcs = self.consumer.check_crcs
         for chunks in self.polls():
+            returned: dict[TopicPartition, int] = {}
             for pf in chunks:
                 for r in pf.records_iter(check_crcs):
                     if self.remaining is not None:
                         self.remaining -= 1
+                    returned[(pf.topic, pf.partition)] = r.offset + 1
                     yield r
                     if self.remaining is not None and self.remaining <= 0:
+                        self._rewind(chunks, returned)
                         return
 
     def lines(self, render: RecordRenderer | None = None, key_separator: bytes | None = None
@@ -169,13 +180,20 @@ class TopicReader:
         for chunks in self.polls():
             remaining = self.remaining
             buf: list[Piece] = []
+            returned: dict[TopicPartition, int] = {}
             for pf in chunks:
+                tp = (pf.topic, pf.partition)
                 for b in pf.batches():
-                    fast = (plain_lines(b, pf.fetch_offset, key_separator, remaining)
-                            if plain else None)
+                    # the fast path only for a batch the limit does not cut, so that the
+                    # offset after the last record returned is known (the batch's end)
+                    whole = remaining is None or \
+                        remaining > b.last_offset - max(b.base_offset, pf.fetch_offset)
+                    fast = (plain_lines(b, pf.fetch_offset, key_separator, None)
+                            if plain and whole else None)
                     if fast is not None:
                         buf.append(fast)
                         n = fast[1]
+                        returned[tp] = b.last_offset + 1
                     else:
                         n = 0
                         tstype = int(b.timestamp_type)
@@ -187,6 +205,7 @@ class TopicReader:
                             buf.append((render(ConsumerRecord(
                                 pf.topic, pf.partition, r.offset, r.timestamp, tstype, r.key,
                                 r.value, r.headers)), 1))
+                            returned[tp] = r.offset + 1
                             n += 1
                     if remaining is not None:
                         remaining -= n
@@ -195,5 +214,7 @@ class TopicReader:
                 if remaining is not None and remaining <= 0:
                     break
             self.remaining = remaining
+            if remaining is not None and remaining <= 0:
+                self._rewind(chunks, returned)
             if buf:
                 yield buf

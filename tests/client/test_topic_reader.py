@@ -90,3 +90,25 @@ def test_unknown_start_kind(module_broker: BrokerProcess, topic: str) -> None:
     with Consumer(topic, bootstrap_servers=module_broker.bootstrap) as c, \
             pytest.raises(ValueError, match="start offset kind"):
         TopicReader(c).seek(StartOffset("middle", 0))
+
+
+@pytest.mark.parametrize("plain", [True, False])
+@pytest.mark.parametrize("limit", [1, 9, 10, 11, 49, 50])
+def test_stopping_at_max_records_leaves_the_rest_unread(module_broker: BrokerProcess,
+                                                       topic: str, plain: bool,
+                                                       limit: int) -> None:
+    """A reader stopped by max_records inside a fetched chunk puts the consumer back after
+    the last record it returned (a group then commits exactly what was read), for the
+    batch fast path and the per-record render, at and around batch edges."""
+    r = reader(module_broker.bootstrap, topic, StartOffset("earliest", EARLIEST),
+               max_records=limit)
+    try:
+        if plain:
+            got = sum(n for piece in r.lines() for _text, n in piece)
+        else:
+            got = sum(1 for _ in r.records())
+        assert got == limit
+        positions = {tp: r.consumer.position(tp) for tp in r.partitions}
+        assert sum(positions.values()) == limit  # nothing past the records returned
+    finally:
+        r.consumer.close()

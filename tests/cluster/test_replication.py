@@ -102,6 +102,14 @@ def test_followers_copy_the_leader_and_acks_all_waits_for_them(cluster) -> None:
         return all(len({log_bytes(b.data_dir, "rep", p) for b in cluster.brokers.values()})
                    == 1 for p in range(3))
     wait_until(identical, 30, "byte-identical replicas")
+    r = subprocess.run([*KAFKACTL, "cluster", "verify-replicas", "-t", "rep", "--json",
+                        "-b", cluster.bootstrap], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr + r.stdout
+    import json
+
+    rows = json.loads(r.stdout)
+    assert len(rows) == 3 and all(row["diverged_at"] is None for row in rows)
+    assert sum(row["checked_up_to"] for row in rows) == len(lines)
 
 
 def test_min_insync_replicas_refuses_writes_it_cannot_protect(cluster) -> None:
@@ -310,3 +318,49 @@ def test_partitions_move_to_new_brokers_and_leaders_return_to_preferred(cluster)
     assert "1 partition(s) moved" in r.stdout
     wait_until(lambda: partition_state(cluster, "prefer")[0]["leader"] == preferred, 20,
                "the preferred leader back")
+
+
+def test_group_offsets_survive_the_coordinator_dying(cluster) -> None:
+    """__consumer_offsets is replicated (offsets.topic.replication.factor=3): when the
+    group coordinator's broker dies, the new leader of its offsets partition loads the
+    group and the members resume from the committed offsets."""
+    create(cluster, "work", 1)
+    full_isr(cluster, "work", 1)
+    r = produce_acks_all(cluster.bootstrap, "work", [f"w{i}" for i in range(100)])
+    assert r.returncode == 0, r.stderr
+    first = subprocess.run([*KAFKACTL, "consume", "-b", cluster.bootstrap, "-t", "work",
+                            "-G", "crew", "-c", "40", "-o", "earliest"],
+                           capture_output=True, text=True, timeout=120)
+    assert first.returncode == 0, first.stderr
+    assert first.stdout.split() == [f"w{i}" for i in range(40)]
+    found = request(cluster.live()[0].port, ApiKey.FIND_COORDINATOR, 3,
+                    {"key": "crew", "key_type": 0})
+    coordinator = found["node_id"]
+    assert coordinator in cluster.brokers
+    cluster.brokers[coordinator].kill()
+    wait_until(lambda: request(cluster.live()[0].port, ApiKey.FIND_COORDINATOR, 3,
+                               {"key": "crew", "key_type": 0})["node_id"]
+               not in (-1, coordinator), SESSION_TIMEOUT_MS / 1000 + 20,
+               "another coordinator")
+    rest = subprocess.run([*KAFKACTL, "consume", "-b", cluster.bootstrap, "-t", "work",
+                           "-G", "crew", "-e"], capture_output=True, text=True, timeout=120)
+    assert rest.returncode == 0, rest.stderr
+    assert rest.stdout.split() == [f"w{i}" for i in range(40, 100)]
+
+
+def test_controller_and_leader_die_together_and_the_election_completes(cluster) -> None:
+    create(cluster, "both", 3)
+    st = full_isr(cluster, "both", 3)
+    controller = cluster.controller()
+    led_by_other = {p: s["leader"] for p, s in st.items() if s["leader"] != controller}
+    victim = next(iter(led_by_other.values()), None)
+    cluster.brokers[controller].kill()
+    if victim is not None:
+        cluster.brokers[victim].kill()  # type: ignore[index]
+    survivor = next(b for b in cluster.brokers if b not in (controller, victim))
+    wait_until(lambda: all(s["leader"] == survivor
+                           for s in partition_state(cluster, "both").values()),
+               SESSION_TIMEOUT_MS / 1000 + 20, "the survivor leading every partition")
+    r = subprocess.run(["kcat", "-C", "-b", cluster.brokers[survivor].bootstrap, "-t", "both",
+                        "-e", "-q"], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
