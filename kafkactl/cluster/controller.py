@@ -15,17 +15,17 @@ ZooKeeper work in a worker thread, so the broker's event loop keeps serving clie
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import uuid
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 from kafkactl.cluster import controller_admin, zk_paths
 from kafkactl.cluster import controller_requests as requests
 from kafkactl.cluster import topic_state as zk_topics
 from kafkactl.cluster.broker_registry import live_brokers
-from kafkactl.cluster.controller_admin import Reassignment
+from kafkactl.cluster.controller_admin import IsrChange, Reassignment
 from kafkactl.cluster.controller_channel import ControllerChannel
 from kafkactl.cluster.controller_election import NO_CONTROLLER, resign, try_elect
 from kafkactl.cluster.controller_requests import ClusterView
@@ -50,16 +50,6 @@ RETRY_AFTER_ERROR_S = 1.0
 class NotControllerError(Exception):
     """This broker is not the active controller."""
 
-
-@dataclass(frozen=True)
-class IsrChange:
-    """One partition of an AlterPartition request."""
-
-    topic: str
-    partition: int
-    leader_epoch: int
-    isr: list[int]
-    partition_epoch: int
 
 
 class KafkaController:
@@ -88,6 +78,13 @@ class KafkaController:
         self.rebalance_interval_s = leader_rebalance_interval_s
         self.imbalance_percent = leader_imbalance_percent
         self._rebalance_task: asyncio.Task[None] | None = None
+        # what brokers and operators ask for: run on the event task, answered by a future
+        self._requests: dict[str, Callable[..., Awaitable[Any]]] = {
+            "controlled_shutdown": self._controlled_shutdown,
+            "alter_partition": self._alter_partition,
+            "elect_leaders": functools.partial(controller_admin.elect_preferred, self),
+            "reassign": functools.partial(controller_admin.reassign, self),
+        }
 
     # ---- life cycle --------------------------------------------------------------------------
     async def start(self) -> None:
@@ -181,21 +178,26 @@ class KafkaController:
             except asyncio.CancelledError:
                 raise
             except Exception as e:
-                if isinstance(arg, asyncio.Future) and not arg.done():
-                    arg.set_exception(e)
+                future = arg[1] if kind in self._requests else None
+                if isinstance(future, asyncio.Future):
+                    if not future.done():
+                        future.set_exception(e)
+                    log.warning("controller request %s failed: %s: %s", kind,
+                                type(e).__name__, e)
+                    continue
                 log.warning("controller event %s failed (%s: %s); retrying", kind,
                             type(e).__name__, e)
                 await asyncio.sleep(RETRY_AFTER_ERROR_S)
-                if not isinstance(arg, asyncio.Future):
-                    self._enqueue(kind, arg)
+                self._enqueue(kind, arg)
 
     async def _handle(self, kind: str, arg: Any) -> None:
         if kind == "elect":
             await self._elect()
             return
         if not self.active:
-            if isinstance(arg, asyncio.Future) and not arg.done():
-                arg.set_exception(NotControllerError(
+            future = arg[1] if kind in self._requests else None
+            if isinstance(future, asyncio.Future) and not future.done():
+                future.set_exception(NotControllerError(
                     f"broker {self.broker_id} is not the controller"))
             return
         if kind == "brokers":
@@ -208,32 +210,17 @@ class KafkaController:
             await self._on_deletions()
         elif kind == "stopped":
             await self._on_replica_stopped(*arg)
-        elif kind == "controlled_shutdown":
-            broker_id, future = arg
-            remaining = await self._controlled_shutdown(broker_id)
+        elif kind in self._requests:
+            args, future = arg
+            result = await self._requests[kind](*args)
             if not future.done():
-                future.set_result(remaining)
-        elif kind == "alter_partition":
-            broker_id, changes, future = arg
-            results = await self._alter_partition(broker_id, changes)
-            if not future.done():
-                future.set_result(results)
-        elif kind == "elect_leaders":
-            partitions, future = arg
-            outcome = await self._elect_preferred(partitions)
-            if not future.done():
-                future.set_result(outcome)
-        elif kind == "reassign":
-            targets, future = arg
-            outcome = await self._reassign(targets)
-            if not future.done():
-                future.set_result(outcome)
+                future.set_result(result)
         elif kind == "auto_rebalance":
             imbalanced = controller_admin.imbalanced_partitions(self, self.imbalance_percent)
             if imbalanced:
                 log.info("leadership is imbalanced: moving %d partition(s) back to their "
                          "preferred leader", len(imbalanced))
-                await self._elect_preferred(imbalanced)
+                await controller_admin.elect_preferred(self, imbalanced)
 
     # ---- election ----------------------------------------------------------------------------
     async def _elect(self) -> None:
@@ -302,7 +289,7 @@ class KafkaController:
             self._send_leader_and_isr(b, hosted, full=b in new)
         for name, (parts, waiting) in self._deleting.items():
             for b in waiting & new:
-                self._send_stop_replica(b, name, parts)
+                self.send_stop_replica(b, name, parts)
 
     def _on_brokers_changed(self, dead: set[int]) -> set[TopicPartition]:
         """(worker thread) New states for the partitions the change affects: replicas that
@@ -319,7 +306,7 @@ class KafkaController:
                 new = remove_replicas(state, dead, self.epoch)
             if new is not None:
                 changed[tp] = new
-        self._write_states(changed, create=False)
+        self.write_states(changed, create=False)
         started = self._start_partitions(self._all_partitions())
         return set(changed) | started
 
@@ -343,7 +330,7 @@ class KafkaController:
         if not announce or not added:
             return
         started = await asyncio.to_thread(self._start_partitions, added)
-        self._announce(started, is_new=True)
+        self.announce(started, is_new=True)
 
     def _read_topics(self, names: list[str]) -> list[TopicPartition]:
         """(worker thread) Assignments (a missing topic id is created and written back) and
@@ -400,11 +387,11 @@ class KafkaController:
                 new = elect_leader(replicas, state, live, self.epoch, unclean=self.unclean)
                 if new is not None:
                     elected[tp] = new
-        self._write_states(created, create=True)
-        self._write_states(elected, create=False)
+        self.write_states(created, create=True)
+        self.write_states(elected, create=False)
         return set(created) | set(elected)
 
-    def _write_states(self, states: dict[TopicPartition, PartitionState], *,
+    def write_states(self, states: dict[TopicPartition, PartitionState], *,
                       create: bool) -> None:
         """(worker thread) Write partition states, pipelined; a conditional update that
         lost a race re-reads the znode and keeps what it holds (the next event decides)."""
@@ -441,7 +428,7 @@ class KafkaController:
         known.update({p: r for p, r in assignment.partitions.items() if p not in known})
         started = await asyncio.to_thread(self._start_partitions, added)
         log.info("topic %s now has %d partitions", topic, len(known))
-        self._announce(started, is_new=True)
+        self.announce(started, is_new=True)
 
     def _forget_topic(self, name: str) -> None:
         parts = self.view.assignments.pop(name, {})
@@ -465,9 +452,9 @@ class KafkaController:
             log.info("deleting topic %s from brokers %s", name, sorted(replicas))
             self._send_update_metadata()
             for b in replicas:
-                self._send_stop_replica(b, name, parts)
+                self.send_stop_replica(b, name, parts)
 
-    def _send_stop_replica(self, broker_id: int, name: str, parts: dict[int, list[int]], *,
+    def send_stop_replica(self, broker_id: int, name: str, parts: dict[int, list[int]], *,
                            deleting_topic: bool = True) -> None:
         """StopReplica with deletion of `broker_id`'s replicas among `parts`; for a topic
         being deleted its answer counts towards finishing the deletion."""
@@ -499,28 +486,16 @@ class KafkaController:
     async def controlled_shutdown(self, broker_id: int) -> list[TopicPartition]:
         """Move leadership away from a stopping broker; returns the replicated partitions
         it still leads (the broker retries while there are some)."""
-        future: asyncio.Future[list[TopicPartition]] = asyncio.get_running_loop().create_future()
-        self._enqueue("controlled_shutdown", (broker_id, future))
-        return await future
+        result: list[TopicPartition] = await self.request("controlled_shutdown", (broker_id,))
+        return result
 
     async def _controlled_shutdown(self, broker_id: int) -> list[TopicPartition]:
         if broker_id not in self.view.brokers:
             raise NotControllerError(f"broker {broker_id} is not a live broker")
         self.shutting_down.add(broker_id)
-        live = set(self.view.brokers)
-        moves: dict[TopicPartition, PartitionState] = {}
-        remaining: list[TopicPartition] = []
-        for tp, state in self.view.states.items():
-            replicas = self.view.assignments[tp[0]][tp[1]]
-            if state.leader != broker_id or len(replicas) < 2:
-                continue
-            new = elect_leader(replicas, state, live, self.epoch, exclude=self.shutting_down)
-            if new is None:
-                remaining.append(tp)
-            else:
-                moves[tp] = new
-        await asyncio.to_thread(self._write_states, moves, create=False)
-        self._announce(set(moves), is_new=False)
+        moves, remaining = controller_admin.shutdown_moves(self, broker_id)
+        await asyncio.to_thread(self.write_states, moves, create=False)
+        self.announce(set(moves), is_new=False)
         log.info("controlled shutdown of broker %d: moved %d leader(s), %d remain",
                  broker_id, len(moves), len(remaining))
         return sorted(remaining)
@@ -530,38 +505,15 @@ class KafkaController:
                               ) -> list[tuple[IsrChange, ErrorCode, PartitionState | None]]:
         """Check and write the ISR changes a leader asks for; each answered with the
         resulting state (or the error)."""
-        future: asyncio.Future[list[tuple[IsrChange, ErrorCode, PartitionState | None]]] = \
-            asyncio.get_running_loop().create_future()
-        self._enqueue("alter_partition", (broker_id, changes, future))
-        return await future
+        result: list[tuple[IsrChange, ErrorCode, PartitionState | None]] = \
+            await self.request("alter_partition", (broker_id, changes))
+        return result
 
     async def _alter_partition(self, broker_id: int, changes: list[IsrChange]
                                ) -> list[tuple[IsrChange, ErrorCode, PartitionState | None]]:
-        results: list[tuple[IsrChange, ErrorCode, PartitionState | None]] = []
-        writes: dict[TopicPartition, PartitionState] = {}
-        for change in changes:
-            tp = (change.topic, change.partition)
-            state = self.view.states.get(tp)
-            replicas = self.view.assignments.get(change.topic, {}).get(change.partition)
-            code = ErrorCode.NONE
-            if state is None or replicas is None:
-                code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-            elif state.leader != broker_id:
-                code = ErrorCode.NOT_LEADER_OR_FOLLOWER
-            elif change.leader_epoch != state.leader_epoch:
-                code = ErrorCode.FENCED_LEADER_EPOCH
-            elif change.partition_epoch != state.zk_version:
-                code = ErrorCode.INVALID_UPDATE_VERSION
-            elif broker_id not in change.isr or not set(change.isr) <= set(replicas) or \
-                    not set(change.isr) - set(state.isr) <= set(self.view.brokers):
-                code = ErrorCode.INVALID_REQUEST
-            if code != ErrorCode.NONE or state is None:
-                results.append((change, code, None))
-                continue
-            writes[tp] = PartitionState(state.leader, state.leader_epoch, list(change.isr),
-                                        self.epoch, state.zk_version)
+        writes, results = controller_admin.isr_changes(self, broker_id, changes)
         if writes:
-            await asyncio.to_thread(self._write_states, writes, create=False)
+            await asyncio.to_thread(self.write_states, writes, create=False)
         for change in changes:
             tp = (change.topic, change.partition)
             if tp not in writes:
@@ -577,14 +529,15 @@ class KafkaController:
             self._send_update_metadata()
         for tp in writes:
             if tp in self.reassignments:
-                await self._maybe_complete_reassignment(tp)
+                await controller_admin.maybe_complete_reassignment(self, tp)
         return results
 
     # ---- preferred leaders and reassignments (controller_admin) -------------------------------
-    async def request(self, kind: str, arg: Any) -> Any:
-        """Run an operator's request (elect_leaders, reassign) on the event task."""
+    async def request(self, kind: str, args: tuple[Any, ...]) -> Any:
+        """Run a request (controlled_shutdown, alter_partition, elect_leaders, reassign)
+        on the event task; its answer, or NotControllerError."""
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-        self._enqueue(kind, (arg, future))
+        self._enqueue(kind, (args, future))
         return await future
 
     async def _rebalance_timer(self) -> None:
@@ -594,69 +547,8 @@ class KafkaController:
             if self.active:
                 self._enqueue("auto_rebalance")
 
-    async def _elect_preferred(self, partitions: list[TopicPartition] | None
-                               ) -> dict[TopicPartition, tuple[ErrorCode, str]]:
-        changes, outcome = controller_admin.preferred_elections(self, partitions)
-        if changes:
-            await asyncio.to_thread(self._write_states, changes, create=False)
-            for tp, state in changes.items():
-                ok = self.view.states.get(tp) is state
-                outcome[tp] = (ErrorCode.NONE, "") if ok else (
-                    ErrorCode.INVALID_UPDATE_VERSION, "the partition changed meanwhile")
-            self._announce(set(changes), is_new=False)
-            log.info("preferred leader election: %d partition(s) moved", len(changes))
-        return outcome
-
-    async def _reassign(self, targets: dict[TopicPartition, list[int] | None]
-                        ) -> dict[TopicPartition, tuple[ErrorCode, str]]:
-        outcome: dict[TopicPartition, tuple[ErrorCode, str]] = {}
-        changed: dict[TopicPartition, PartitionState] = {}
-        for tp, target in targets.items():
-            code, why = controller_admin.check_target(self, tp, target)
-            if code == ErrorCode.NONE and target is None:
-                existing = self.reassignments.get(tp)
-                if existing is None:
-                    code, why = ErrorCode.NO_REASSIGNMENT_IN_PROGRESS, "nothing to cancel"
-                else:
-                    target = existing.original
-            outcome[tp] = (code, why)
-            if code != ErrorCode.NONE or target is None:
-                continue
-            replica_set = controller_admin.start(self, tp, target)
-            state = self.view.states.get(tp)
-            if replica_set is None or state is None:
-                continue
-            self.view.assignments[tp[0]][tp[1]] = replica_set
-            changed[tp] = PartitionState(state.leader, state.leader_epoch + 1,
-                                         list(state.isr), self.epoch, state.zk_version)
-            log.info("reassigning %s-%d to %s (replicas now %s)", tp[0], tp[1], target,
-                     replica_set)
-        if changed:
-            await asyncio.to_thread(self._write_states, changed, create=False)
-            for topic in {t for t, _p in changed}:
-                await asyncio.to_thread(controller_admin.write_assignment, self, topic)
-            self._announce(set(changed), is_new=False)
-        for tp in list(changed):
-            await self._maybe_complete_reassignment(tp)
-        return outcome
-
-    async def _maybe_complete_reassignment(self, tp: TopicPartition) -> None:
-        done = controller_admin.completion(self, tp)
-        if done is None:
-            return
-        target, state = done
-        removed = [b for b in self.view.assignments[tp[0]][tp[1]] if b not in target]
-        self.view.assignments[tp[0]][tp[1]] = target
-        del self.reassignments[tp]
-        await asyncio.to_thread(self._write_states, {tp: state}, create=False)
-        await asyncio.to_thread(controller_admin.write_assignment, self, tp[0])
-        self._announce({tp}, is_new=False)
-        for b in removed:
-            self._send_stop_replica(b, tp[0], {tp[1]: [b]}, deleting_topic=False)
-        log.info("reassignment of %s-%d done: replicas %s", tp[0], tp[1], target)
-
     # ---- telling the brokers -----------------------------------------------------------------
-    def _announce(self, partitions: set[TopicPartition], *, is_new: bool) -> None:
+    def announce(self, partitions: set[TopicPartition], *, is_new: bool) -> None:
         self._send_update_metadata()
         for b in self.view.brokers:
             parts = [tp for tp in partitions if b in self.view.assignments[tp[0]][tp[1]]]

@@ -12,11 +12,13 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from kafkactl.cluster import topic_state as zk_topics
+from kafkactl.cluster.partition_election import elect_leader
 from kafkactl.cluster.topic_state import PartitionState
 from kafkactl.protocol.errors import ErrorCode
 
@@ -26,6 +28,70 @@ if TYPE_CHECKING:
 log = logging.getLogger("kafkactl.controller")
 
 TopicPartition = tuple[str, int]
+
+
+@dataclass(frozen=True)
+class IsrChange:
+    """One partition of an AlterPartition request."""
+
+    topic: str
+    partition: int
+    leader_epoch: int
+    isr: list[int]
+    partition_epoch: int
+
+
+IsrResult = tuple[IsrChange, ErrorCode, PartitionState | None]
+
+
+def isr_changes(c: KafkaController, broker_id: int, changes: list[IsrChange]
+                ) -> tuple[dict[TopicPartition, PartitionState], list[IsrResult]]:
+    """(states to write, refusals) for a leader's AlterPartition: it must lead at the
+    epoch it names, know the current partition epoch, and propose an ISR of live replicas
+    that keeps itself."""
+    refused: list[IsrResult] = []
+    writes: dict[TopicPartition, PartitionState] = {}
+    for change in changes:
+        tp = (change.topic, change.partition)
+        state = c.view.states.get(tp)
+        replicas = c.view.assignments.get(change.topic, {}).get(change.partition)
+        code = ErrorCode.NONE
+        if state is None or replicas is None:
+            code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        elif state.leader != broker_id:
+            code = ErrorCode.NOT_LEADER_OR_FOLLOWER
+        elif change.leader_epoch != state.leader_epoch:
+            code = ErrorCode.FENCED_LEADER_EPOCH
+        elif change.partition_epoch != state.zk_version:
+            code = ErrorCode.INVALID_UPDATE_VERSION
+        elif broker_id not in change.isr or not set(change.isr) <= set(replicas) or \
+                not set(change.isr) - set(state.isr) <= set(c.view.brokers):
+            code = ErrorCode.INVALID_REQUEST
+        if code != ErrorCode.NONE or state is None:
+            refused.append((change, code, None))
+            continue
+        writes[tp] = PartitionState(state.leader, state.leader_epoch, list(change.isr),
+                                    c.epoch, state.zk_version)
+    return writes, refused
+
+
+def shutdown_moves(c: KafkaController, broker_id: int
+                   ) -> tuple[dict[TopicPartition, PartitionState], list[TopicPartition]]:
+    """(new leaders, partitions left) for a controlled shutdown: replicated partitions the
+    stopping broker leads move to another live in-sync replica where there is one."""
+    live = set(c.view.brokers)
+    moves: dict[TopicPartition, PartitionState] = {}
+    remaining: list[TopicPartition] = []
+    for tp, state in c.view.states.items():
+        replicas = c.view.assignments[tp[0]][tp[1]]
+        if state.leader != broker_id or len(replicas) < 2:
+            continue
+        new = elect_leader(replicas, state, live, c.epoch, exclude=c.shutting_down)
+        if new is None:
+            remaining.append(tp)
+        else:
+            moves[tp] = new
+    return moves, remaining
 
 
 @dataclass
@@ -152,3 +218,66 @@ def resume(c: KafkaController, assignment: zk_topics.TopicAssignment) -> None:
             original = [b for b in replicas if b not in adding]
             c.reassignments[(assignment.name, p)] = Reassignment(target, original)
             log.info("resuming the reassignment of %s-%d to %s", assignment.name, p, target)
+
+
+# ---- applied on the controller's event task ---------------------------------------------
+async def elect_preferred(c: KafkaController, partitions: list[TopicPartition] | None
+                           ) -> dict[TopicPartition, tuple[ErrorCode, str]]:
+    changes, outcome = preferred_elections(c, partitions)
+    if changes:
+        await asyncio.to_thread(c.write_states, changes, create=False)
+        for tp, state in changes.items():
+            ok = c.view.states.get(tp) is state
+            outcome[tp] = (ErrorCode.NONE, "") if ok else (
+                ErrorCode.INVALID_UPDATE_VERSION, "the partition changed meanwhile")
+        c.announce(set(changes), is_new=False)
+        log.info("preferred leader election: %d partition(s) moved", len(changes))
+    return outcome
+
+async def reassign(c: KafkaController, targets: dict[TopicPartition, list[int] | None]
+                    ) -> dict[TopicPartition, tuple[ErrorCode, str]]:
+    outcome: dict[TopicPartition, tuple[ErrorCode, str]] = {}
+    changed: dict[TopicPartition, PartitionState] = {}
+    for tp, target in targets.items():
+        code, why = check_target(c, tp, target)
+        if code == ErrorCode.NONE and target is None:
+            existing = c.reassignments.get(tp)
+            if existing is None:
+                code, why = ErrorCode.NO_REASSIGNMENT_IN_PROGRESS, "nothing to cancel"
+            else:
+                target = existing.original
+        outcome[tp] = (code, why)
+        if code != ErrorCode.NONE or target is None:
+            continue
+        replica_set = start(c, tp, target)
+        state = c.view.states.get(tp)
+        if replica_set is None or state is None:
+            continue
+        c.view.assignments[tp[0]][tp[1]] = replica_set
+        changed[tp] = PartitionState(state.leader, state.leader_epoch + 1,
+                                     list(state.isr), c.epoch, state.zk_version)
+        log.info("reassigning %s-%d to %s (replicas now %s)", tp[0], tp[1], target,
+                 replica_set)
+    if changed:
+        await asyncio.to_thread(c.write_states, changed, create=False)
+        for topic in {t for t, _p in changed}:
+            await asyncio.to_thread(write_assignment, c, topic)
+        c.announce(set(changed), is_new=False)
+    for tp in list(changed):
+        await maybe_complete_reassignment(c, tp)
+    return outcome
+
+async def maybe_complete_reassignment(c: KafkaController, tp: TopicPartition) -> None:
+    done = completion(c, tp)
+    if done is None:
+        return
+    target, state = done
+    removed = [b for b in c.view.assignments[tp[0]][tp[1]] if b not in target]
+    c.view.assignments[tp[0]][tp[1]] = target
+    del c.reassignments[tp]
+    await asyncio.to_thread(c.write_states, {tp: state}, create=False)
+    await asyncio.to_thread(write_assignment, c, tp[0])
+    c.announce({tp}, is_new=False)
+    for b in removed:
+        c.send_stop_replica(b, tp[0], {tp[1]: [b]}, deleting_topic=False)
+    log.info("reassignment of %s-%d done: replicas %s", tp[0], tp[1], target)

@@ -18,7 +18,8 @@ from kafkactl.broker.coordinator.group_metadata_manager import OFFSETS_TOPIC
 from kafkactl.broker.partition import Partition
 from kafkactl.broker.request_handler import RequestContext
 from kafkactl.broker.services import BrokerServices
-from kafkactl.cluster.controller import IsrChange, NotControllerError
+from kafkactl.cluster.controller import NotControllerError
+from kafkactl.cluster.controller_admin import IsrChange
 from kafkactl.log.errors import LogError
 from kafkactl.protocol.errors import ErrorCode
 

@@ -48,7 +48,7 @@ async def handle_elect_leaders(services: BrokerServices, ctx: RequestContext,
     if not controller.active:
         return _election_response({}, ErrorCode.NOT_CONTROLLER)
     try:
-        outcome = await controller.request("elect_leaders", partitions)
+        outcome = await controller.request("elect_leaders", (partitions,))
     except NotControllerError:
         return _election_response({}, ErrorCode.NOT_CONTROLLER)
     return _election_response(outcome, ErrorCode.NONE)
@@ -88,7 +88,7 @@ async def handle_alter_partition_reassignments(services: BrokerServices, ctx: Re
                 "error_message": "send it to the controller", "responses": []}
     else:
         try:
-            outcome = await controller.request("reassign", targets)
+            outcome = await controller.request("reassign", (targets,))
         except NotControllerError:
             return {"throttle_time_ms": 0, "error_code": ErrorCode.NOT_CONTROLLER,
                     "error_message": "send it to the controller", "responses": []}
