@@ -39,8 +39,13 @@ class TopicMetadata:
 
 
 class MetadataCache(ABC):
+    """Topics by name and by id (kept by the subclass in `_topics` / `_by_id`), brokers and
+    the controller as the subclass knows them."""
+
     cluster_id: str
     broker_id: int
+    _topics: dict[str, TopicMetadata]
+    _by_id: dict[uuid.UUID, TopicMetadata]
 
     @abstractmethod
     def brokers(self) -> list[BrokerEndpoint]: ...
@@ -48,14 +53,14 @@ class MetadataCache(ABC):
     @abstractmethod
     def controller_id(self) -> int: ...
 
-    @abstractmethod
-    def topic(self, name: str) -> TopicMetadata | None: ...
+    def topic(self, name: str) -> TopicMetadata | None:
+        return self._topics.get(name)
 
-    @abstractmethod
-    def topic_by_id(self, topic_id: uuid.UUID) -> TopicMetadata | None: ...
+    def topic_by_id(self, topic_id: uuid.UUID) -> TopicMetadata | None:
+        return self._by_id.get(topic_id)
 
-    @abstractmethod
-    def topic_names(self) -> list[str]: ...
+    def topic_names(self) -> list[str]:
+        return sorted(self._topics)
 
     def partition(self, topic: str, partition: int) -> PartitionMetadata | None:
         t = self.topic(topic)
@@ -77,15 +82,6 @@ class StandaloneMetadataCache(MetadataCache):
 
     def controller_id(self) -> int:
         return self._broker.node_id
-
-    def topic(self, name: str) -> TopicMetadata | None:
-        return self._topics.get(name)
-
-    def topic_by_id(self, topic_id: uuid.UUID) -> TopicMetadata | None:
-        return self._by_id.get(topic_id)
-
-    def topic_names(self) -> list[str]:
-        return sorted(self._topics)
 
     def update_broker(self, broker: BrokerEndpoint) -> None:
         """Replace this broker's advertised endpoint (e.g. once an ephemeral port is bound)."""

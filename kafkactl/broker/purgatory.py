@@ -7,10 +7,22 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterable
+from typing import Any
 
 from kafkactl.protocol.errors import ErrorCode
 
 TopicPartition = tuple[str, int]
+
+
+def _unwatch(watchers: dict[TopicPartition, set[Any]], op: object,
+             keys: Iterable[TopicPartition]) -> None:
+    """Forget `op` under each of its keys (and keys left with no watcher)."""
+    for key in keys:
+        ops = watchers.get(key)
+        if ops is not None:
+            ops.discard(op)
+            if not ops:
+                del watchers[key]
 
 
 class DelayedFetch:
@@ -64,12 +76,7 @@ class FetchPurgatory:
         finally:
             timer.cancel()
             self._all.discard(op)
-            for key in op.keys:
-                watchers = self._watchers.get(key)
-                if watchers is not None:
-                    watchers.discard(op)
-                    if not watchers:
-                        del self._watchers[key]
+            _unwatch(self._watchers, op, op.keys)
 
     async def wait(self, keys: Iterable[TopicPartition], *, min_bytes: int, accumulated: int,
                    timeout_s: float) -> None:
@@ -145,12 +152,7 @@ class ProducePurgatory:
             for key in list(op.pending):
                 op.settle(key, ErrorCode.REQUEST_TIMED_OUT)
         finally:
-            for key in op.keys:
-                watchers = self._watchers.get(key)
-                if watchers is not None:
-                    watchers.discard(op)
-                    if not watchers:
-                        del self._watchers[key]
+            _unwatch(self._watchers, op, op.keys)
         return dict(op.errors)
 
     def high_watermark(self, key: TopicPartition, hw: int) -> None:

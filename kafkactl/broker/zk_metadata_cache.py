@@ -45,15 +45,6 @@ class ZkMetadataCache(MetadataCache):
     def controller_id(self) -> int:
         return self._controller_id
 
-    def topic(self, name: str) -> TopicMetadata | None:
-        return self._topics.get(name)
-
-    def topic_by_id(self, topic_id: uuid.UUID) -> TopicMetadata | None:
-        return self._by_id.get(topic_id)
-
-    def topic_names(self) -> list[str]:
-        return sorted(self._topics)
-
     def update_broker(self, broker: BrokerEndpoint) -> None:
         """This broker's own endpoint (known before any UpdateMetadata arrives)."""
         self._me = broker

@@ -74,16 +74,22 @@ class RecordAccumulator:
         self.incomplete.add(batch)
         return batch
 
+    def _open_deque(self, tp: TopicPartition) -> deque[ProducerBatch]:
+        """The partition's batch queue (made when absent); called with the lock held.
+        RuntimeError once the producer is closed."""
+        if self.closed:
+            raise RuntimeError("the producer is closed")
+        dq = self.batches.get(tp)
+        if dq is None:
+            dq = self.batches[tp] = deque()
+        return dq
+
     def append(self, topic: str, partition: int, timestamp: int | None, key: bytes | None,
                value: bytes | None, headers: Sequence[tuple[str, bytes | None]] = (),
                entry: Any = None, future: Any = None) -> ProducerBatch:
         tp = (topic, partition)
         with self.lock:
-            if self.closed:
-                raise RuntimeError("the producer is closed")
-            dq = self.batches.get(tp)
-            if dq is None:
-                dq = self.batches[tp] = deque()
+            dq = self._open_deque(tp)
             batch = dq[-1] if dq else None
             delta = None if batch is None else batch.append(timestamp, key, value, headers)
             if delta is None:
@@ -119,11 +125,7 @@ class RecordAccumulator:
         deltas from `base_timestamp`) as a batch of its own, byte for byte."""
         tp = (topic, partition)
         with self.lock:
-            if self.closed:
-                raise RuntimeError("the producer is closed")
-            dq = self.batches.get(tp)
-            if dq is None:
-                dq = self.batches[tp] = deque()
+            dq = self._open_deque(tp)
             batch = self._new_batch(tp, dq, base_timestamp)
             batch.parts.append(section)
             batch.size += len(section)
