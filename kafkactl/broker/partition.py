@@ -117,7 +117,8 @@ class Partition:
                 self._hw = max(self.log_start_offset, min(known, self.log_end_offset))
         else:
             self._hw = None
-        self.epochs.assign(epoch, self.log_end_offset)
+        # written with the epoch's first batch: a leader that never appends leaves no trace
+        self.epochs.assign(epoch, self.log_end_offset, flush=False)
         log.info("%s: leader at epoch %d (log end %d, high watermark %d, ISR %s)", self,
                  epoch, self.log_end_offset, self.high_watermark, isr)
 
@@ -211,6 +212,8 @@ class Partition:
                                leader_epoch=self.leader_epoch)
         if self.epochs.latest_epoch < self.leader_epoch:
             self.epochs.assign(self.leader_epoch, info.first_offset)
+        elif self.epochs.dirty:
+            self.epochs.flush()
         offset = info.first_offset
         for b in batches:
             last = offset + b.record_count - 1

@@ -29,6 +29,7 @@ class LeaderEpochCache:
         self.path = directory / FILE_NAME
         self.epochs: list[int] = []
         self.offsets: list[int] = []  # start offset of each epoch, increasing with it
+        self.dirty = False  # changed since the file was written
 
     # ---- persistence -------------------------------------------------------------------------
     def load(self) -> bool:
@@ -57,6 +58,7 @@ class LeaderEpochCache:
         return True
 
     def flush(self) -> None:
+        self.dirty = False
         body = "".join(f"{e} {o}\n" for e, o in zip(self.epochs, self.offsets, strict=True))
         write_atomically(self.path, f"0\n{len(self.epochs)}\n{body}".encode())
 
@@ -66,7 +68,9 @@ class LeaderEpochCache:
         for epoch, offset in batches:
             if epoch >= 0:
                 self.assign(epoch, offset, flush=False)
-        self.flush()
+        if self.epochs or self.path.exists():
+            self.flush()
+        self.dirty = False
 
     # ---- updates -----------------------------------------------------------------------------
     def assign(self, epoch: int, start_offset: int, *, flush: bool = True) -> bool:
@@ -82,6 +86,8 @@ class LeaderEpochCache:
         self.offsets.append(start_offset)
         if flush:
             self.flush()
+        else:
+            self.dirty = True
         return True
 
     def truncate_from_end(self, end_offset: int) -> None:

@@ -25,7 +25,7 @@ from kafkactl.protocol.errors import ErrorCode
 
 log = logging.getLogger(__name__)
 
-YIELD_EVERY = 32  # partitions made between two turns of the event loop
+YIELD_EVERY = 4  # partitions made between two turns of the event loop
 
 
 def _fenced(services: BrokerServices, request: dict[str, Any]) -> ErrorCode:
