@@ -26,14 +26,15 @@ def _unwatch(watchers: dict[TopicPartition, set[Any]], op: object,
 
 
 class DelayedFetch:
-    __slots__ = ("future", "min_bytes", "accumulated", "keys")
+    __slots__ = ("future", "min_bytes", "accumulated", "keys", "replica")
 
     def __init__(self, future: asyncio.Future[None], min_bytes: int, accumulated: int,
-                 keys: list[TopicPartition]) -> None:
+                 keys: list[TopicPartition], replica: bool = False) -> None:
         self.future = future
         self.min_bytes = min_bytes
         self.accumulated = accumulated
         self.keys = keys
+        self.replica = replica  # a follower's fetch: it reads up to the log end
 
     def complete(self) -> None:
         if not self.future.done():
@@ -51,7 +52,7 @@ class FetchPurgatory:
         return len(self._all)
 
     def watch(self, keys: Iterable[TopicPartition], *, min_bytes: int,
-              accumulated: int) -> DelayedFetch:
+              accumulated: int, replica: bool = False) -> DelayedFetch:
         """Register a delayed fetch now, synchronously, in the same step that read the log.
 
         This must happen before the event loop runs anything else: an append handled between
@@ -59,7 +60,7 @@ class FetchPurgatory:
         out its whole max_wait_ms with data available.
         """
         loop = asyncio.get_running_loop()
-        op = DelayedFetch(loop.create_future(), min_bytes, accumulated, list(keys))
+        op = DelayedFetch(loop.create_future(), min_bytes, accumulated, list(keys), replica)
         if self.closed:
             op.complete()
             return op
@@ -84,7 +85,11 @@ class FetchPurgatory:
         op = self.watch(keys, min_bytes=min_bytes, accumulated=accumulated)
         await self.wait_for(op, timeout_s)
 
-    def notify_append(self, key: TopicPartition, nbytes: int) -> None:
+    def notify_append(self, key: TopicPartition, nbytes: int, *,
+                      consumers: bool = True) -> None:
+        """`nbytes` appended to `key`: followers' fetches count them; consumers' only when
+        `consumers` (the records are committed at once: one replica), else they wait for
+        the high watermark (`high_watermark_moved`)."""
         watchers = self._watchers.get(key)
         if not watchers:
             return
@@ -93,8 +98,17 @@ class FetchPurgatory:
                 watchers.discard(op)
                 self._all.discard(op)
                 continue
+            if not consumers and not op.replica:
+                continue
             op.accumulated += nbytes
             if op.accumulated >= op.min_bytes:
+                op.complete()
+
+    def high_watermark_moved(self, key: TopicPartition) -> None:
+        """Committed records for consumers: their fetches on `key` answer now (followers'
+        fetches keep waiting for appends)."""
+        for op in list(self._watchers.get(key, ())):
+            if not op.replica:
                 op.complete()
 
     def wake(self, key: TopicPartition) -> None:

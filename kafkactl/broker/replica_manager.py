@@ -160,7 +160,8 @@ class ReplicaManager:
         if self.storage_errors.failing:
             self.storage_errors.succeeded(part.log.dir.parent, f"append to {topic}-{partition}")
         if result.appended_bytes:
-            self.purgatory.notify_append((topic, partition), result.appended_bytes)
+            self.purgatory.notify_append((topic, partition), result.appended_bytes,
+                                         consumers=not part.replicated)
             if part.maybe_advance_high_watermark():  # an ISR of one: committed at once
                 self.high_watermark_moved(part)
         required = result.last_offset + 1
@@ -185,7 +186,7 @@ class ReplicaManager:
         """Committed records: acks=all produces and consumers' long polls learn of them."""
         key = (part.topic, part.partition)
         self.produce_purgatory.high_watermark(key, part.high_watermark)
-        self.purgatory.wake(key)
+        self.purgatory.high_watermark_moved(key)
 
     # ---- fetch -----------------------------------------------------------------------------
     def read(self, topic: str, partition: int, offset: int, max_bytes: int, *,

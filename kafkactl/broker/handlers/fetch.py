@@ -137,7 +137,8 @@ def handle_fetch(services: BrokerServices, ctx: RequestContext, request: dict[st
     # Register now, not in the coroutine: its first step runs only on a later loop
     # iteration, and an append handled before then must still wake this fetch.
     purgatory = services.fetch_purgatory
-    op = purgatory.watch(keys, min_bytes=min_bytes, accumulated=total)
+    op = purgatory.watch(keys, min_bytes=min_bytes, accumulated=total,
+                         replica=request.get("replica_id", -1) >= 0)
     return _long_poll(services, ctx, request, op, max_wait)
 
 
