@@ -109,8 +109,9 @@ def _recv(sock: socket.socket, n: int) -> bytes:
     # DescribeLogDirs v1: throttle_time_ms, results[] (no error code before v3): closed
     # below; v3 (flexible): throttle, error_code, results[] -> UNSUPPORTED_VERSION
     (35, 3, True, struct.pack(">ihB", 0, 35, 1) + b"\x00"),
-    # ListPartitionReassignments v0 (flexible): throttle, error_code, error_message, topics
-    (46, 0, True, None),
+    # ListTransactions v0 (flexible): throttle, error_code, unknown filters, states (empty
+    # compact arrays), no tagged fields
+    (66, 0, True, struct.pack(">ih", 0, 35) + b"\x01\x01\x00"),
     # DescribeClientQuotas v0: throttle, error_code, error_message, entries (nullable)
     (48, 0, False, None),
     # SaslHandshake v1 on a listener without SASL: ILLEGAL_SASL_STATE, no mechanisms
