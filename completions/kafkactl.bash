@@ -32,8 +32,9 @@ _kafkactl_spec() {
         "configs") _kc_subs="describe alter"; _kc_opts="-h --help"; _kc_vopts=""; _kc_args=""; _kc_afiles="" ;;
         "configs describe") _kc_subs=""; _kc_opts="--entity-type --entity-name --entity-default --topic --broker --broker-defaults --all -b --bootstrap-server -h --help"; _kc_vopts="--entity-type --entity-name --topic --broker -b --bootstrap-server"; _kc_args=""; _kc_afiles="" ;;
         "configs alter") _kc_subs=""; _kc_opts="--entity-type --entity-name --entity-default --topic --broker --broker-defaults --add-config --delete-config -b --bootstrap-server -h --help"; _kc_vopts="--entity-type --entity-name --topic --broker --add-config --delete-config -b --bootstrap-server"; _kc_args=""; _kc_afiles="" ;;
-        "cluster") _kc_subs="describe"; _kc_opts="-h --help"; _kc_vopts=""; _kc_args=""; _kc_afiles="" ;;
+        "cluster") _kc_subs="describe verify-replicas"; _kc_opts="-h --help"; _kc_vopts=""; _kc_args=""; _kc_afiles="" ;;
         "cluster describe") _kc_subs=""; _kc_opts="--json -b --bootstrap-server -h --help"; _kc_vopts="-b --bootstrap-server"; _kc_args=""; _kc_afiles="" ;;
+        "cluster verify-replicas") _kc_subs=""; _kc_opts="-t --topic --json -b --bootstrap-server -h --help"; _kc_vopts="-t --topic -b --bootstrap-server"; _kc_args=""; _kc_afiles="" ;;
     esac
 }
 

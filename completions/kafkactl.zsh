@@ -30,7 +30,7 @@ _kafkactl() {
                 'topics:Create, list, describe, alter and delete topics.'
                 'offsets:Show, reset, delete and migrate consumer-group offsets.'
                 'configs:Describe and alter topic and broker configs (kafka-configs).'
-                'cluster:Describe the cluster\: controller, brokers, offline partitions.'
+                'cluster:Describe the cluster (controller, brokers, offline and under-replicated partitions) and verify replicas.'
             )
             _describe -t commands 'kafkactl command' commands ;;
         argument)
@@ -489,17 +489,30 @@ _kafkactl_cluster() {
             local -a commands
             commands=(
                 'describe:Cluster id, controller, live brokers, and offline / under-replicated partitions.'
+                'verify-replicas:Compare every replica'\''s committed log (batch offsets and CRCs) and report where replicas differ (Kafka'\''s ReplicaVerif...'
             )
             _describe -t commands 'kafkactl command' commands ;;
         argument)
             case $words[1] in
                 describe) _kafkactl_cluster_describe ;;
+                verify-replicas) _kafkactl_cluster_verify_replicas ;;
             esac ;;
     esac
 }
 
 _kafkactl_cluster_describe() {
     _arguments -s -S \
+        '--json[One JSON document.]' \
+        '(-b --bootstrap-server)-b[Broker(s) host\:port\[,host\:port\]; default $KAFKACTL_BOOTSTRAP or 127.0.0.1\:9092.]:BOOTSTRAP: ' \
+        '(-b --bootstrap-server)--bootstrap-server[Broker(s) host\:port\[,host\:port\]; default $KAFKACTL_BOOTSTRAP or 127.0.0.1\:9092.]:BOOTSTRAP: ' \
+        '(-h --help)-h[Show this message and exit.]' \
+        '(-h --help)--help[Show this message and exit.]'
+}
+
+_kafkactl_cluster_verify_replicas() {
+    _arguments -s -S \
+        '*-t[Topic (repeatable; default\: every topic).]:TOPIC: ' \
+        '*--topic[Topic (repeatable; default\: every topic).]:TOPIC: ' \
         '--json[One JSON document.]' \
         '(-b --bootstrap-server)-b[Broker(s) host\:port\[,host\:port\]; default $KAFKACTL_BOOTSTRAP or 127.0.0.1\:9092.]:BOOTSTRAP: ' \
         '(-b --bootstrap-server)--bootstrap-server[Broker(s) host\:port\[,host\:port\]; default $KAFKACTL_BOOTSTRAP or 127.0.0.1\:9092.]:BOOTSTRAP: ' \
