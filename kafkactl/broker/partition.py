@@ -63,8 +63,7 @@ class Partition:
         self.producer_state = ProducerStateManager(Path(log_.dir))
         self.epochs = LeaderEpochCache(Path(log_.dir))
         if not self.epochs.load():
-            self.epochs.rebuild((getattr(b, "partition_leader_epoch", -1), b.base_offset)
-                                for b in log_.iter_batches())
+            self.epochs.rebuild(self._epochs_in_log())
         # replication (a cluster): set by the controller's LeaderAndIsr
         self.local_id = -1
         self.leader_id = -1
@@ -80,6 +79,26 @@ class Partition:
 
     def __repr__(self) -> str:
         return f"Partition({self.topic}-{self.partition})"
+
+    def _epochs_in_log(self) -> list[tuple[int, int]]:
+        """(leader epoch, base offset) of the log's batches, for a log without a
+        leader-epoch checkpoint (one written before there were epochs, or a damaged file).
+        When the first and the last batch have the same epoch (every log of a standalone
+        broker: epoch 0) that is the only entry, found without reading the log."""
+        start, end = self.log_start_offset, self.log_end_offset
+        if start >= end:
+            return []
+        try:
+            first = _batch_epochs(memoryview(
+                self.log.read(start, 64, min_one_batch=True).read_bytes()))
+            last = _batch_epochs(memoryview(
+                self.log.read(end - 1, 64, min_one_batch=True).read_bytes()))
+        except (CorruptRecordError, OSError):
+            first = last = []
+        if first and last and first[0][0] == last[-1][0]:
+            return first[:1]
+        return [(getattr(b, "partition_leader_epoch", -1), b.base_offset)
+                for b in self.log.iter_batches()]
 
     # ---- offsets --------------------------------------------------------------------------
     @property
