@@ -17,6 +17,8 @@ from kafkactl.broker.partition_store import PartitionStore
 from kafkactl.broker.producer_id_manager import ProducerIdManager
 from kafkactl.broker.purgatory import FetchPurgatory
 from kafkactl.broker.replica_manager import ReplicaManager
+from kafkactl.broker.security.authorizer import AclAuthorizer
+from kafkactl.broker.security.credential_store import CredentialStore
 from kafkactl.broker.topic_admin import TopicAdmin
 from kafkactl.log.manager import LogManager
 
@@ -35,3 +37,5 @@ class BrokerServices:
     producer_ids: ProducerIdManager
     log_manager: LogManager
     auto_create_topics: bool  # auto.create.topics.enable
+    authorizer: AclAuthorizer | None = None  # authorizer.class.name; None: allow everything
+    credentials: CredentialStore | None = None  # SCRAM credentials (salted, never passwords)

@@ -12,6 +12,7 @@ from types import ModuleType
 from kafkactl.protocol.api_keys import ApiKey
 from kafkactl.protocol.messages import (
     alter_configs,
+    alter_user_scram_credentials,
     api_versions,
     create_acls,
     create_partitions,
@@ -24,6 +25,7 @@ from kafkactl.protocol.messages import (
     describe_cluster,
     describe_configs,
     describe_groups,
+    describe_user_scram_credentials,
     fetch,
     find_coordinator,
     heartbeat,
@@ -39,6 +41,8 @@ from kafkactl.protocol.messages import (
     offset_fetch,
     offset_for_leader_epoch,
     produce,
+    sasl_authenticate,
+    sasl_handshake,
     sync_group,
 )
 from kafkactl.protocol.schema import Message
@@ -73,6 +77,10 @@ MODULES: dict[ApiKey, ModuleType] = {
     ApiKey.DELETE_GROUPS: delete_groups,
     ApiKey.OFFSET_DELETE: offset_delete,
     ApiKey.DESCRIBE_CLUSTER: describe_cluster,
+    ApiKey.SASL_HANDSHAKE: sasl_handshake,
+    ApiKey.SASL_AUTHENTICATE: sasl_authenticate,
+    ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: describe_user_scram_credentials,
+    ApiKey.ALTER_USER_SCRAM_CREDENTIALS: alter_user_scram_credentials,
 }
 
 REQUESTS: dict[int, Message] = {int(k): m.REQUEST for k, m in MODULES.items()}

@@ -23,10 +23,6 @@ RESPONSES = {
         F('error_code', 'int16', '0+'),
         F('remaining_partitions', '[]int8', '0+'),
     )),
-    17: Message('SaslHandshakeResponse', 17, '0-1', None, (
-        F('error_code', 'int16', '0+'),
-        F('mechanisms', '[]string', '0+'),
-    )),
     24: Message('AddPartitionsToTxnResponse', 24, '0-5', '3+', (
         F('throttle_time_ms', 'int32', '0+'),
         F('error_code', 'int16', '4+'),
@@ -47,12 +43,6 @@ RESPONSES = {
         F('throttle_time_ms', 'int32', '0+'),
         F('error_code', 'int16', '3+'),
         F('results', '[]int8', '0+'),
-    )),
-    36: Message('SaslAuthenticateResponse', 36, '0-2', '2+', (
-        F('error_code', 'int16', '0+'),
-        F('error_message', 'string', '0+', nullable='0+'),
-        F('auth_bytes', 'bytes', '0+'),
-        F('session_lifetime_ms', 'int64', '1+', default=0),
     )),
     38: Message('CreateDelegationTokenResponse', 38, '0-3', '2+', (
         F('error_code', 'int16', '0+'),
@@ -104,12 +94,6 @@ RESPONSES = {
         F('error_code', 'int16', '0+'),
         F('error_message', 'string', '0+', nullable='0+'),
         F('entries', '[]int8', '0+', nullable='0+'),
-    )),
-    50: Message('DescribeUserScramCredentialsResponse', 50, '0', '0+', (
-        F('throttle_time_ms', 'int32', '0+'),
-        F('error_code', 'int16', '0+'),
-        F('error_message', 'string', '0+', nullable='0+'),
-        F('results', '[]int8', '0+'),
     )),
     52: Message('VoteResponse', 52, '0-1', '0+', (
         F('error_code', 'int16', '0+'),
