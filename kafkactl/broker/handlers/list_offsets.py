@@ -6,6 +6,8 @@ from __future__ import annotations
 from typing import Any
 
 from kafkactl.broker.request_handler import RequestContext
+from kafkactl.broker.security.acl import AclOperation
+from kafkactl.broker.security.checks import unauthorized_topics
 from kafkactl.broker.services import BrokerServices
 from kafkactl.log.errors import LogError
 from kafkactl.protocol.errors import ErrorCode
@@ -74,7 +76,16 @@ def _lookup(services: BrokerServices, topic: str, p: dict[str, Any]) -> dict[str
 def handle_list_offsets(services: BrokerServices, ctx: RequestContext,
                         request: dict[str, Any]) -> dict[str, Any]:
     topics = []
+    refused = unauthorized_topics(services, ctx, AclOperation.DESCRIBE,
+                                  (t["name"] for t in request["topics"]))
     for t in request["topics"]:
+        if t["name"] in refused:  # Describe on the topic, as Kafka checks
+            topics.append({"name": t["name"], "partitions": [
+                {"partition_index": p["partition_index"],
+                 "error_code": ErrorCode.TOPIC_AUTHORIZATION_FAILED, "old_style_offsets": [],
+                 "timestamp": -1, "offset": -1, "leader_epoch": -1}
+                for p in t["partitions"]]})
+            continue
         topics.append({"name": t["name"],
                        "partitions": [_lookup(services, t["name"], p) for p in t["partitions"]]})
     return {"throttle_time_ms": 0, "topics": topics}

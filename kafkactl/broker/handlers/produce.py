@@ -12,6 +12,8 @@ from __future__ import annotations
 from typing import Any
 
 from kafkactl.broker.request_handler import RequestContext
+from kafkactl.broker.security.acl import AclOperation
+from kafkactl.broker.security.checks import unauthorized_topics
 from kafkactl.broker.services import BrokerServices
 from kafkactl.protocol.errors import ErrorCode
 
@@ -29,11 +31,17 @@ def handle_produce(services: BrokerServices, ctx: RequestContext,
     acks = request["acks"]
     version = ctx.api_version
     responses = []
+    refused = unauthorized_topics(services, ctx, AclOperation.WRITE,
+                                  (t["name"] for t in request["topic_data"]))
     for topic in request["topic_data"]:
         name = topic["name"]
         parts = []
         for pdata in topic["partition_data"]:
             index = pdata["index"]
+            if name in refused:
+                parts.append(_error(index, ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                                    "Not authorized to access topics: [" + name + "]"))
+                continue
             if acks not in (0, 1, -1):
                 parts.append(_error(index, ErrorCode.INVALID_REQUIRED_ACKS,
                                     f"acks must be 0, 1 or -1, not {acks}"))
