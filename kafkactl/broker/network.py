@@ -256,7 +256,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         if not self._busy and not self._backlog:
             return False
         self._close_after_drain = True
-        return True
+        return self._zero_copy  # asyncio's TLS transport cannot half-close: it closes
 
     def pause_writing(self) -> None:
         self._write_paused = True

@@ -262,7 +262,8 @@ class KafkaServer:
             replica_manager=replica_manager, fetch_purgatory=purgatory,
             group_coordinator=group_coordinator, producer_ids=producer_ids,
             log_manager=log_manager, auto_create_topics=self.auto_create_topics,
-            authorizer=authorizer, credentials=credentials)
+            authorizer=authorizer, credentials=credentials,
+            listener_endpoints={e.listener: (e.host, e.port) for e in cfg.advertised_listeners})
         apis = KafkaApis(self.services, HANDLERS)
         handler = AuthenticationGate(apis) if any(
             s.uses_sasl for s in listener_security.values()) else apis
@@ -284,6 +285,8 @@ class KafkaServer:
                     "broker running? Pick another port with --listen HOST:PORT") from e
             self.bound.append((host, port))
             if ep.port == 0 and not cfg.get("advertised.listeners"):
+                advertised_host = self.services.listener_endpoints[ep.listener][0]
+                self.services.listener_endpoints[ep.listener] = (advertised_host, port)
                 b = cache.brokers()[0]
                 cache.update_broker(BrokerEndpoint(b.node_id, b.host, port))
         await group_coordinator.startup()

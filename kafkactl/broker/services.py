@@ -7,7 +7,7 @@ the broker only through these fields.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from kafkactl.broker.config import BrokerConfig
 from kafkactl.broker.coordinator.group_coordinator import GroupCoordinator
@@ -39,3 +39,5 @@ class BrokerServices:
     auto_create_topics: bool  # auto.create.topics.enable
     authorizer: AclAuthorizer | None = None  # authorizer.class.name; None: allow everything
     credentials: CredentialStore | None = None  # SCRAM credentials (salted, never passwords)
+    # This broker's advertised (host, port) per listener name (filled in as ports bind).
+    listener_endpoints: dict[str, tuple[str, int]] = field(default_factory=dict)

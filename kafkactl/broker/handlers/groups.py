@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from kafkactl.broker.advertised import endpoint_for
 from kafkactl.broker.coordinator.group_coordinator import GroupCoordinator
 from kafkactl.broker.coordinator.group_metadata_manager import OFFSETS_TOPIC
 from kafkactl.broker.handlers.acls import GROUP_OPERATIONS, authorized_operations
@@ -60,7 +61,8 @@ def _find_one(services: BrokerServices, ctx: RequestContext, key: str | None,
     if broker is None:
         entry["error_code"] = ErrorCode.COORDINATOR_NOT_AVAILABLE
         return entry
-    entry.update(node_id=broker.node_id, host=broker.host, port=broker.port)
+    host, port = endpoint_for(services, ctx, broker)
+    entry.update(node_id=broker.node_id, host=host, port=port)
     return entry
 
 

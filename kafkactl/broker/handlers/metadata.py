@@ -13,6 +13,7 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
+from kafkactl.broker.advertised import endpoint_for
 from kafkactl.broker.handlers.acls import (
     CLUSTER_OPERATIONS,
     TOPIC_OPERATIONS,
@@ -103,8 +104,9 @@ def handle_metadata(services: BrokerServices, ctx: RequestContext,
         t["topic_authorized_operations"] = topic_ops
     return {
         "throttle_time_ms": 0,
-        "brokers": [{"node_id": b.node_id, "host": b.host, "port": b.port, "rack": b.rack}
-                    for b in cache.brokers()],
+        "brokers": [{"node_id": b.node_id, "host": host, "port": port, "rack": b.rack}
+                    for b in cache.brokers()
+                    for host, port in [endpoint_for(services, ctx, b)]],
         "cluster_id": cache.cluster_id,
         "controller_id": cache.controller_id(),
         "topics": topics,

@@ -52,11 +52,11 @@ def handle_describe_user_scram_credentials(services: BrokerServices, ctx: Reques
 
 
 def _check(change: dict[str, Any], upsert: bool, users: dict[str, dict[str, Any]],
-           counts: dict[str, int]) -> tuple[int, str | None]:
+           counts: dict[tuple[str, int], int]) -> tuple[int, str | None]:
     name = change["name"]
     if not name:
         return ErrorCode.UNACCEPTABLE_CREDENTIAL, "Username must not be empty"
-    if counts[name] > 1:
+    if counts[(name, change["mechanism"])] > 1:
         return ErrorCode.DUPLICATE_RESOURCE, (
             f"A user credential cannot be altered twice in the same request: {name}")
     mechanism = scram.BY_TYPE.get(change["mechanism"])
@@ -87,7 +87,8 @@ def handle_alter_user_scram_credentials(services: BrokerServices, ctx: RequestCo
             {"user": n, "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
              "error_message": None} for n in dict.fromkeys(names)]}
     users = store.users()
-    counts = {n: names.count(n) for n in names}
+    pairs = [(c["name"], c["mechanism"]) for c in (*deletions, *upsertions)]
+    counts = {p: pairs.count(p) for p in pairs}
     errors: dict[str, tuple[int, str | None]] = {}
     upserts: dict[tuple[str, str], scram.ScramCredential] = {}
     removals: set[tuple[str, str]] = set()

@@ -6,10 +6,13 @@ nothing about which users exist."""
 from __future__ import annotations
 
 import base64
+import logging
 
 from kafkactl.broker.security.credential_store import CredentialStore
 from kafkactl.protocol import scram
 from kafkactl.protocol.scram import ScramError
+
+log = logging.getLogger(__name__)
 
 
 class SaslAuthenticationError(Exception):
@@ -62,11 +65,15 @@ class ScramServerExchange:
         assert self._first is not None and self._credential is not None
         final = scram.ClientFinal.parse(token)
         expected_binding = base64.b64encode(self._first.gs2_header.encode()).decode()
-        if final.nonce != self._nonce or final.channel_binding != expected_binding:
+        # Kafka's check is endsWith: librdkafka sends its own nonce again in front.
+        if not final.nonce.endswith(self._nonce) or final.channel_binding != expected_binding:
+            log.debug("SCRAM client-final for %r: nonce or channel binding changed",
+                      self.username)
             raise self._fail()
         message = scram.auth_message(self._first.bare, self._server_first,
                                      final.without_proof)
         if not scram.verify_proof(self.mechanism, self._credential, message, final.proof):
+            log.debug("SCRAM client-final for %r: wrong proof", self.username)
             raise self._fail()
         self.complete = True
         signature = scram.server_signature(self.mechanism, self._credential.server_key,
