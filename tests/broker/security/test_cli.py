@@ -31,8 +31,8 @@ def test_users_and_acls_from_the_cli(certs: Certs, tmp_path: Path) -> None:
         r = kafkactl("users", "list", *admin)
         assert "dave\tSCRAM-SHA-256 (iterations=4096), SCRAM-SHA-512" in r.stdout, r.stderr
         r = kafkactl("acls", "add", "--allow-principal", "User:dave", "--operation", "Write",
-                     "--operation", "Describe", "--operation", "Create", "--topic", "logs-", "--resource-pattern-type",
-                     "prefixed", *admin)
+                     "--operation", "Describe", "--operation", "Create", "--topic", "logs-",
+                     "--resource-pattern-type", "prefixed", *admin)
         assert r.returncode == 0 and "Added 3 ACL(s)" in r.stdout, r.stderr
         r = kafkactl("acls", "list", "--principal", "User:dave", *admin)
         assert "Topic:PREFIXED:logs-\tprincipal=User:dave, host=*, operation=Write, " \
