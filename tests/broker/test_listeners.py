@@ -139,6 +139,7 @@ ACCEPTED = {
     "acl_authorizer": {"authorizer.class.name": "kafka.security.authorizer.AclAuthorizer"},
     "standard_authorizer": {
         "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer"},
+    "all_interfaces_plaintext": {"listeners": "PLAINTEXT://0.0.0.0:{port}"},
 }
 
 
@@ -155,3 +156,5 @@ def test_what_can_be_honoured_starts(tmp_path: Path, case: str) -> None:
     assert proc.returncode == 0, out.decode()
     if case == "tuning_key_only":
         assert "ssl.enabled.protocols is ignored" in out.decode()
+    exposed = f"binds 0.0.0.0:{port} with PLAINTEXT (no TLS, no authentication)"
+    assert (exposed in out.decode()) == (case == "all_interfaces_plaintext"), out.decode()

@@ -276,5 +276,5 @@ def warn_if_exposed(cfg: BrokerConfig, listeners: dict[str, ListenerSecurity]) -
         log.warning(
             "listener %s binds %s:%d with PLAINTEXT (no TLS, no authentication)%s: anyone "
             "who can reach this port can read, write and delete every topic. Use an SSL, "
-            "SASL_SSL or SASL_PLAINTEXT listener (see `kafkactl serve --help`), or bind "
-            "127.0.0.1", ep.listener, ep.host or "*", ep.port, acl)
+            "SASL_SSL or SASL_PLAINTEXT listener (--override listeners=..., ssl.*, sasl.*), "
+            "or bind 127.0.0.1", ep.listener, ep.host or "*", ep.port, acl)
