@@ -45,11 +45,15 @@ class Broker:
                 self.proc.wait()
 
 
-def start_broker(*overrides: str, data_dir: Path | None = None) -> Broker:
+def start_broker(*overrides: str, data_dir: Path | None = None,
+                 extra_listeners: str = "") -> Broker:
+    """`extra_listeners` (e.g. `SASL_SSL://127.0.0.1:9093`) come after the PLAINTEXT one."""
     port = free_port()
     d = data_dir or Path(tempfile.mkdtemp(prefix="kafkactl-bench-"))
     args = [sys.executable, "-m", "kafkactl", "serve", "--data-dir", str(d),
             "--listen", f"127.0.0.1:{port}", "--log-level", "warning"]
+    if extra_listeners:
+        args += ["--override", f"listeners=PLAINTEXT://127.0.0.1:{port},{extra_listeners}"]
     for o in overrides:
         args += ["--override", o]
     proc = subprocess.Popen(args)

@@ -28,6 +28,13 @@ Ordering: requests of one connection are handled strictly one after another (as 
 muting a channel while a request is in flight). A handler answers at once (the fast path:
 no task, no queue) or returns an awaitable (long-poll fetch, a sendfile that could not finish
 at once); frames that arrive meanwhile wait in the connection's backlog.
+
+Listeners: each endpoint may carry a TLS context and a ConnectionSetup (the security
+package's: the TLS principal, the SASL authenticator). A connection whose ConnectionInfo
+has `max_receive` set (before SASL authentication) refuses larger frames, and one marked
+`close_after_response` (a failed authentication) closes once its answer is written. TLS
+cannot run through sendfile: on a TLS connection file regions are copied (pread) into the
+encrypted stream; plaintext connections keep zero-copy.
 """
 
 from __future__ import annotations
@@ -35,9 +42,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import fcntl
+import functools
 import logging
 import os
 import socket
+import ssl
 import struct
 import termios
 from collections import deque
@@ -47,6 +56,7 @@ from typing import Any, Protocol
 
 from kafkactl.broker.connection_quotas import ConnectionQuotas
 from kafkactl.broker.memory_pool import RequestMemoryPool
+from kafkactl.broker.security.principal import ANONYMOUS, KafkaPrincipal
 
 log = logging.getLogger(__name__)
 
@@ -83,6 +93,17 @@ HandlerResult = ResponseParts | None | Awaitable[ResponseParts | None]
 class ConnectionInfo:
     peer: str
     connection_id: int
+    listener: str = "PLAINTEXT"
+    client_host: str = ""  # the peer's address, as ACLs name hosts
+    principal: KafkaPrincipal = ANONYMOUS
+    authenticator: Any = None  # a SaslServerAuthenticator on SASL listeners
+    max_receive: int = 0  # frame size limit while authenticating (0: the server's)
+    close_after_response: bool = False
+
+
+# Called when a connection is made (after the TLS handshake): sets up its security;
+# returns a reason to refuse it, or None.
+ConnectionSetup = Callable[[ConnectionInfo, asyncio.Transport], "str | None"]
 
 
 class RequestHandler(Protocol):
@@ -110,12 +131,15 @@ class KafkaConnection(asyncio.BufferedProtocol):
         "_partial", "_big", "_big_filled", "_big_size", "frame_started", "_held",
         "_charged",
         "_backlog", "_backlog_bytes", "_backlog_full", "_full_since", "_reading_paused", "_busy",
-        "_write_paused", "_closed", "_close_after_drain", "_task")
+        "_write_paused", "_closed", "_close_after_drain", "_task", "_zero_copy", "_setup")
 
-    def __init__(self, server: SocketServer, connection_id: int) -> None:
+    def __init__(self, server: SocketServer, connection_id: int, listener: str = "PLAINTEXT",
+                 zero_copy: bool = True, setup: ConnectionSetup | None = None) -> None:
         self.server = server
         self.loop = server.loop
-        self.info = ConnectionInfo("?", connection_id)
+        self.info = ConnectionInfo("?", connection_id, listener)
+        self._zero_copy = zero_copy  # False on TLS: file regions are copied, not sendfile'd
+        self._setup = setup
         self.transport: asyncio.Transport | None = None
         self.ip = "?"
         self._sock_fd = -1
@@ -151,6 +175,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         if peer:
             self.ip = str(peer[0])
             self.info.peer = f"{peer[0]}:{peer[1]}"
+            self.info.client_host = self.ip
         server = self.server
         refusal = server.quotas.admit(self.ip)
         if refusal is not None:
@@ -158,6 +183,14 @@ class KafkaConnection(asyncio.BufferedProtocol):
             transport.close()
             server.quotas.log_refusal(self.info.peer, refusal)
             return
+        if self._setup is not None:
+            reason = self._setup(self.info, transport)
+            if reason is not None:
+                server.quotas.release(self.ip)
+                self._closed = True
+                transport.close()
+                log.info("%s: %s; closing the connection", self.info.peer, reason)
+                return
         self._counted = True
         server.connections.add(self)
         sock = transport.get_extra_info("socket")
@@ -223,7 +256,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         if not self._busy and not self._backlog:
             return False
         self._close_after_drain = True
-        return True
+        return self._zero_copy  # asyncio's TLS transport cannot half-close: it closes
 
     def pause_writing(self) -> None:
         self._write_paused = True
@@ -238,13 +271,15 @@ class KafkaConnection(asyncio.BufferedProtocol):
         incomplete rest (as `_partial` if under 4 bytes, else as a growing `_big`)."""
         server = self.server
         buf, view = server.recv_buffer, server.recv_view
-        max_size = server.max_request_size
+        max_size = self.info.max_receive or server.max_request_size
         start = size = 0
         while end - start >= 4:
             (size,) = _SIZE.unpack_from(buf, start)
             if size < 0 or size > max_size:
+                limit = "sasl.server.max.receive.size, before authentication" \
+                    if self.info.max_receive else "socket.request.max.bytes"
                 self.close(f"request size {size} is outside 0..{max_size} "
-                           "(socket.request.max.bytes); closing the connection")
+                           f"({limit}); closing the connection")
                 return
             if end - start - 4 >= size:
                 self._enqueue(bytearray(view[start + 4:start + 4 + size]))
@@ -357,6 +392,9 @@ class KafkaConnection(asyncio.BufferedProtocol):
                 continue
             if isinstance(result, Sequence):
                 pending = self._write_parts(result)
+                if self.info.close_after_response:
+                    self.close(None)
+                    return
                 if pending is None:
                     continue
                 self._run_async(pending)
@@ -391,6 +429,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
             self._busy = False
             self.server.in_flight -= 1
             self.server.notify_idle()
+        if self.info.close_after_response:
+            self.close(None)
         if not self._closed:
             self._drain()
 
@@ -415,7 +455,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
             length = part.length
             if length <= 0:
                 continue
-            if length <= SMALL_REGION_BYTES:
+            if length <= SMALL_REGION_BYTES or not self._zero_copy:
                 chunks.append(os.pread(part.fd, length, part.position))
                 continue
             if chunks:
@@ -497,9 +537,10 @@ class SocketServer:
         self._idle_waiters: list[asyncio.Future[None]] = []
         self._reaper: asyncio.Task[None] | None = None
 
-    def _factory(self) -> KafkaConnection:
+    def _factory(self, listener: str, zero_copy: bool,
+                 setup: ConnectionSetup | None) -> KafkaConnection:
         self._next_id += 1
-        return KafkaConnection(self, self._next_id)
+        return KafkaConnection(self, self._next_id, listener, zero_copy, setup)
 
     def _loop_exception(self, loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
         """Errors asyncio reports from inside its own callbacks (e.g. accept() failing on a
@@ -508,10 +549,15 @@ class SocketServer:
         log.warning("event loop: %s%s", context.get("message", "error"),
                     f": {exc.__class__.__name__}: {exc}" if exc is not None else "")
 
-    async def start(self, host: str, port: int) -> tuple[str, int]:
+    async def start(self, host: str, port: int, *, listener: str = "PLAINTEXT",
+                    ssl_context: ssl.SSLContext | None = None,
+                    setup: ConnectionSetup | None = None) -> tuple[str, int]:
+        """Listen on host:port for `listener` (TLS when `ssl_context` is given)."""
         self.loop.set_exception_handler(self._loop_exception)
         server = await self.loop.create_server(
-            self._factory, host or None, port, reuse_address=True, backlog=1024)
+            functools.partial(self._factory, listener, ssl_context is None, setup),
+            host or None, port, reuse_address=True, backlog=1024, ssl=ssl_context,
+            ssl_handshake_timeout=self.read_timeout if ssl_context is not None else None)
         self._servers.append(server)
         if self._reaper is None:
             self._reaper = self.loop.create_task(self._reap_idle())

@@ -33,6 +33,16 @@ from kafkactl.broker.producer_id_manager import ProducerIdManager
 from kafkactl.broker.purgatory import FetchPurgatory
 from kafkactl.broker.replica_manager import ReplicaManager
 from kafkactl.broker.request_handler import KafkaApis
+from kafkactl.broker.security.channel import channel_builder
+from kafkactl.broker.security.gate import AuthenticationGate
+from kafkactl.broker.security.listeners import (
+    ListenerSecurity,
+    SecurityConfigError,
+    check_broker_security,
+    warn_if_exposed,
+)
+from kafkactl.broker.security.store_file import StoreFileError
+from kafkactl.broker.security.stores import security_stores
 from kafkactl.broker.services import BrokerServices
 from kafkactl.broker.standalone_topic_admin import (
     METADATA_FILE,
@@ -110,81 +120,13 @@ def ensure_meta_properties(log_dirs: list[Path], broker_id: int, cluster_id: str
     return cid
 
 
-# ---- what this broker cannot honour is a start-up error, never a silent downgrade ---------
-SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
-# ssl.* / sasl.* keys that set up TLS identity or client authentication (also under a
-# `listener.name.<listener>.` prefix, and `<mechanism>.sasl.jaas.config`): setting one asks
-# for security this broker does not have yet. Other ssl.*/sasl.* keys tune a security
-# listener that cannot exist here; they are logged as ignored.
-SECURITY_ENABLING_KEYS = frozenset({
-    "ssl.keystore.location", "ssl.keystore.key", "ssl.keystore.certificate.chain",
-    "ssl.truststore.location", "ssl.truststore.certificates", "ssl.client.auth",
-    "sasl.enabled.mechanisms", "sasl.jaas.config", "sasl.server.callback.handler.class",
-})
-_SHOWN_VALUES = ("ssl.client.auth", "sasl.enabled.mechanisms")  # never secrets
-
-
-def _security_key(key: str) -> str | None:
-    """The plain ssl.*/sasl.* name of `key` (prefixes removed), or None."""
-    if key.startswith("listener.name."):
-        key = key[len("listener.name."):].partition(".")[2]
-    if key.endswith(".sasl.jaas.config"):
-        return "sasl.jaas.config"
-    return key if key.startswith(("ssl.", "sasl.")) else None
-
-
-def check_supported_security(cfg: BrokerConfig) -> None:
-    """Raise BrokerStartupError naming the first key that asks for security (TLS, SASL,
-    ACLs) or a listener this broker cannot honour: only PLAINTEXT listeners exist so far."""
-    protocol_map: dict[str, str] = {}
-    map_value = cfg.get("listener.security.protocol.map")
-    for item in filter(None, (s.strip() for s in map_value.split(","))):
-        name, sep, protocol = item.partition(":")
-        if not sep:
-            raise BrokerStartupError(
-                f"listener.security.protocol.map={map_value}: {item!r} must look like "
-                "LISTENER_NAME:PROTOCOL")
-        protocol_map[name.strip().upper()] = protocol.strip().upper()
-    for key in ("listeners", "advertised.listeners"):
-        value = cfg.get(key)
-        for item in filter(None, (s.strip() for s in value.split(","))):
-            name = item.partition("://")[0].strip().upper()
-            protocol = protocol_map.get(name, name if name in SECURITY_PROTOCOLS else "")
-            if not protocol:
-                raise BrokerStartupError(
-                    f"{key}={value}: listener {name} has no security protocol; map it in "
-                    f"listener.security.protocol.map (e.g. {name}:PLAINTEXT)")
-            if protocol not in SECURITY_PROTOCOLS:
-                raise BrokerStartupError(
-                    f"listener.security.protocol.map={map_value}: {protocol} (for listener "
-                    f"{name}) is not a security protocol ({', '.join(SECURITY_PROTOCOLS)})")
-            if protocol != "PLAINTEXT":
-                via = f" (listener {name} maps to it)" if name != protocol else ""
-                raise BrokerStartupError(
-                    f"{key}={value}: {protocol}{via} is not supported yet (only PLAINTEXT)")
-    inter = cfg.get("security.inter.broker.protocol").strip().upper()
-    if inter and inter != "PLAINTEXT":
-        raise BrokerStartupError(
-            f"security.inter.broker.protocol={inter}: {inter} is not supported yet (only "
-            "PLAINTEXT)")
-    authorizer = cfg.get("authorizer.class.name").strip()
-    if authorizer:
-        raise BrokerStartupError(
-            f"authorizer.class.name={authorizer}: authorization (ACLs) is not supported yet; "
-            "this broker would let every client do everything. Remove the key to run "
-            "without an authorizer")
-    for key, value in sorted(cfg.props.items()):
-        plain = _security_key(key)
-        if plain is None or not value.strip():
-            continue
-        if plain in SECURITY_ENABLING_KEYS and not (
-                plain == "ssl.client.auth" and value.strip().lower() == "none"):
-            shown = value if plain in _SHOWN_VALUES else "(value not shown)"
-            what = "SSL" if plain.startswith("ssl.") else "SASL"
-            raise BrokerStartupError(
-                f"{key}={shown}: {what} is not supported yet (only PLAINTEXT listeners); "
-                "remove the key")
-        log.warning("%s is ignored: this broker has no SSL or SASL listener", key)
+def check_supported_security(cfg: BrokerConfig) -> dict[str, ListenerSecurity]:
+    """Every listener's security (kafkactl.broker.security.listeners); BrokerStartupError
+    naming the first key this broker cannot honour (never a silent downgrade)."""
+    try:
+        return check_broker_security(cfg)
+    except SecurityConfigError as e:
+        raise BrokerStartupError(str(e)) from None
 
 
 def socket_server_settings(cfg: BrokerConfig) -> dict[str, Any]:
@@ -274,7 +216,7 @@ class KafkaServer:
         from kafkactl.log.errors import LogDirInUseError
 
         cfg = self.config
-        check_supported_security(cfg)
+        listener_security = check_supported_security(cfg)
         network_settings = socket_server_settings(cfg)
         log_dirs = [d.resolve() for d in cfg.log_dirs]
         for d in log_dirs:
@@ -370,30 +312,45 @@ class KafkaServer:
         dynamic_config = DynamicBrokerConfig(
             cfg, self.explicit_broker_keys, log_dirs[0] / DYNAMIC_CONFIG_FILE, partitions)
         dynamic_config.load()
+        try:
+            credentials, authorizer = security_stores(cfg, log_dirs[0])
+        except StoreFileError as e:
+            raise BrokerStartupError(str(e)) from None
         self.services = BrokerServices(
             broker_id=cfg.broker_id, config=cfg, dynamic_config=dynamic_config,
             metadata_cache=cache, topic_admin=topic_admin, partitions=partitions,
             replica_manager=replica_manager, fetch_purgatory=purgatory,
             group_coordinator=group_coordinator, producer_ids=producer_ids,
             log_manager=log_manager, auto_create_topics=self.auto_create_topics,
-            cluster=self.cluster)
+            cluster=self.cluster,
+            authorizer=authorizer, credentials=credentials,
+            listener_endpoints={e.listener: (e.host, e.port) for e in cfg.advertised_listeners})
         apis = KafkaApis(self.services, HANDLERS)
+        handler = AuthenticationGate(apis) if any(
+            s.uses_sasl for s in listener_security.values()) else apis
         with contextlib.suppress(Exception):
             from kafkactl.protocol.codec import precompile
             precompile()
 
-        self.socket_server = SocketServer(apis, **network_settings)
+        self.socket_server = SocketServer(handler, **network_settings)
+        warn_if_exposed(cfg, listener_security)
         for ep in endpoints:
+            sec = listener_security[ep.listener]
             try:
-                host, port = await self.socket_server.start(ep.host, ep.port)
+                host, port = await self.socket_server.start(
+                    ep.host, ep.port, listener=ep.listener, ssl_context=sec.ssl_context,
+                    setup=channel_builder(sec, credentials))
             except OSError as e:
                 raise BrokerStartupError(
                     f"cannot listen on {ep.host or '*'}:{ep.port}: {e.strerror}; is another "
                     "broker running? Pick another port with --listen HOST:PORT") from e
             self.bound.append((host, port))
             if ep.port == 0 and not cfg.get("advertised.listeners"):
-                me = BrokerEndpoint(me.node_id, me.host, port)
-                cache.update_broker(me)
+                advertised_host = self.services.listener_endpoints[ep.listener][0]
+                self.services.listener_endpoints[ep.listener] = (advertised_host, port)
+                if ep.listener == cfg.advertised_listeners[0].listener:
+                    me = BrokerEndpoint(me.node_id, me.host, port)
+                    cache.update_broker(me)
         await group_coordinator.startup()
         if self.zk_registration is not None and self.cluster is not None:
             await self._join_cluster(self.zk_registration, self.cluster, me)

@@ -7,7 +7,7 @@ the broker only through these fields.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from kafkactl.broker.config import BrokerConfig
 from kafkactl.broker.coordinator.group_coordinator import GroupCoordinator
@@ -17,6 +17,8 @@ from kafkactl.broker.partition_store import PartitionStore
 from kafkactl.broker.producer_id_manager import ProducerIdManager
 from kafkactl.broker.purgatory import FetchPurgatory
 from kafkactl.broker.replica_manager import ReplicaManager
+from kafkactl.broker.security.authorizer import AclAuthorizer
+from kafkactl.broker.security.credential_store import CredentialStore
 from kafkactl.broker.topic_admin import TopicAdmin
 from kafkactl.broker.zk_cluster import ZkCluster
 from kafkactl.log.manager import LogManager
@@ -37,3 +39,7 @@ class BrokerServices:
     log_manager: LogManager
     auto_create_topics: bool  # auto.create.topics.enable
     cluster: ZkCluster | None = None  # ZooKeeper mode: registration, controller, fencing
+    authorizer: AclAuthorizer | None = None  # authorizer.class.name; None: allow everything
+    credentials: CredentialStore | None = None  # SCRAM credentials (salted, never passwords)
+    # This broker's advertised (host, port) per listener name (filled in as ports bind).
+    listener_endpoints: dict[str, tuple[str, int]] = field(default_factory=dict)

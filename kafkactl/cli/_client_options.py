@@ -57,3 +57,35 @@ def connect_zookeeper(connect: str) -> Any:
         return zkconn.connect(connect, timeout_s=10, create_chroot=False, what="--zookeeper")
     except (zkconn.ZooKeeperUnavailable, ValueError) as e:
         raise fail(str(e)) from None
+
+
+# ---- security: librdkafka's -X names (as kcat takes them) and Kafka tools' --command-config
+SECURITY_HELP = ("Client property key=value, librdkafka's names (repeatable): "
+                 "security.protocol, sasl.mechanism, sasl.username, sasl.password, "
+                 "ssl.ca.location, ssl.certificate.location, ssl.key.location.")
+
+
+def property_option() -> list[str]:
+    return typer.Option([], "--property", "-X", help=SECURITY_HELP)
+
+
+def command_config_option() -> Any:
+    return typer.Option(None, "--command-config", metavar="FILE", exists=True,
+                        dir_okay=False,
+                        help="A properties file of client settings (Kafka's tools' flag).")
+
+
+def client_security(props: list[str], command_config: Any) -> Any:
+    """The ClientSecurity of `--command-config FILE` overlaid by `-X key=value`; a
+    one-line error (exit 2) for a bad one."""
+    from kafkactl.broker.config import parse_properties
+    from kafkactl.client.security import ClientSecurity, SecurityConfigError
+
+    merged: dict[str, str] = {}
+    try:
+        if command_config is not None:
+            merged.update(parse_properties(command_config.read_text()))
+        merged.update(parse_key_values(props, "property"))
+        return ClientSecurity.from_properties(merged)
+    except (OSError, SecurityConfigError, typer.BadParameter) as e:
+        raise fail(str(e), 2) from None

@@ -47,7 +47,7 @@ hide_flag_value_types()
 # here without its module fails at import, so a typo cannot drop a command silently.
 SUBCOMMAND_MODULES: list[str] = [
     "serve", "topics", "produce", "consume", "dump_log", "recover",
-    "rebalance", "offsets", "mirror", "configs", "cluster",
+    "rebalance", "offsets", "mirror", "configs", "cluster", "acls", "users",
     "spark_load",
 ]
 

@@ -11,6 +11,7 @@ from kafkactl.client.cluster import TopicMetadata
 from kafkactl.client.consumer import SimpleConsumer
 from kafkactl.client.fetcher import TopicPartition
 from kafkactl.client.kafka_client import KafkaClient
+from kafkactl.client.security import ClientSecurity
 from kafkactl.protocol.api_keys import ApiKey
 from kafkactl.protocol.errors import ErrorCode, KafkaError, error_for
 
@@ -32,9 +33,10 @@ class ConfigEntry:
 
 class AdminClient:
     def __init__(self, bootstrap_servers: str | Iterable[str] | None = None, *,
-                 client_id: str = "kafkactl-admin", request_timeout_ms: int = 30000) -> None:
+                 client_id: str = "kafkactl-admin", request_timeout_ms: int = 30000,
+                 security: ClientSecurity | None = None) -> None:
         self.client = KafkaClient(bootstrap_servers, client_id=client_id,
-                                  request_timeout_ms=request_timeout_ms)
+                                  request_timeout_ms=request_timeout_ms, security=security)
         self.timeout_ms = request_timeout_ms
 
     def _controller(self) -> Any:

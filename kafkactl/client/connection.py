@@ -7,6 +7,10 @@ first-in first-out. A connection negotiates API versions (ApiVersions v3, fallin
 v0 on UNSUPPORTED_VERSION) before anything else and then picks, per API, the highest
 version both sides speak.
 
+Security (kafkactl.client.security): on SSL / SASL_SSL the socket is wrapped in TLS before
+ApiVersions; on SASL_* the SASL exchange (SaslHandshake v1, SaslAuthenticate) follows
+ApiVersions, before any other request.
+
 Not thread-safe: one thread owns a connection (the producer's sender thread, or the caller
 of a consumer/admin client).
 """
@@ -16,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import select
 import socket
+import ssl
 import struct
 import time
 from collections import deque
@@ -25,6 +30,7 @@ from typing import Any
 from kafkactl import __version__
 from kafkactl.client import wire
 from kafkactl.client.errors import KafkaConnectionError, KafkaTimeoutError
+from kafkactl.client.security import ClientSecurity, sasl_authenticate
 from kafkactl.protocol.api_keys import ApiKey
 from kafkactl.protocol.errors import ErrorCode
 
@@ -60,7 +66,9 @@ class BrokerConnection:
 
     def __init__(self, host: str, port: int, *, node_id: int = -1,
                  client_id: str = "kafkactl", connect_timeout: float = 10.0,
-                 request_timeout: float = 30.0) -> None:
+                 request_timeout: float = 30.0,
+                 security: ClientSecurity | None = None) -> None:
+        self.security = security or ClientSecurity()
         self.host = host
         self.port = port
         self.node_id = node_id
@@ -97,11 +105,24 @@ class BrokerConnection:
             with contextlib.suppress(OSError):
                 sock.setsockopt(socket.SOL_SOCKET, opt, 4 << 20)
         sock.settimeout(self.request_timeout)
+        ctx = self.security.ssl_context
+        if ctx is not None:
+            try:
+                sock = ctx.wrap_socket(sock, server_hostname=self.host)
+            except (OSError, ssl.SSLError) as e:
+                sock.close()
+                raise KafkaConnectionError(
+                    f"TLS handshake with {self.host}:{self.port} failed: {e}") from e
         self.sock = sock
         self._rbuf = bytearray()
         self._closed_error = None
         try:
             self._negotiate_versions()
+            if self.security.uses_sasl:
+                sasl_authenticate(self.request, self.security, f"{self.host}:{self.port}")
+        except KafkaConnectionError as e:
+            self.close(e)
+            raise
         except BaseException:
             self.close(KafkaConnectionError(f"ApiVersions failed on {self.host}:{self.port}"))
             raise
@@ -187,7 +208,9 @@ class BrokerConnection:
             self._in_flight.append(req)
         try:
             if isinstance(frame, list | tuple):
-                self.sock.sendmsg(frame) if sum(map(len, frame)) < 65536 else \
+                if sum(map(len, frame)) < 65536 and not isinstance(self.sock, ssl.SSLSocket):
+                    self.sock.sendmsg(frame)
+                else:
                     self.sock.sendall(b"".join(frame))
             else:
                 self.sock.sendall(frame)
@@ -207,7 +230,9 @@ class BrokerConnection:
         if self.sock is None or not self._in_flight:
             return 0
         try:
-            ready, _, _ = select.select([self.sock], [], [], max(timeout, 0.0))
+            pending = isinstance(self.sock, ssl.SSLSocket) and self.sock.pending() > 0
+            ready = [self.sock] if pending else \
+                select.select([self.sock], [], [], max(timeout, 0.0))[0]
             if not ready:
                 self._check_timeouts()
                 return 0
@@ -233,7 +258,7 @@ class BrokerConnection:
             while True:
                 try:
                     chunk = sock.recv(_RECV_CHUNK)
-                except BlockingIOError:
+                except (BlockingIOError, ssl.SSLWantReadError, ssl.SSLWantWriteError):
                     break
                 if not chunk:
                     raise KafkaConnectionError(

@@ -34,6 +34,7 @@ from kafkactl.client.fetcher import (
     parse_list_offsets,
 )
 from kafkactl.client.kafka_client import KafkaClient
+from kafkactl.client.security import ClientSecurity
 from kafkactl.protocol.api_keys import ApiKey
 from kafkactl.protocol.errors import (
     CorruptMessageError,
@@ -134,9 +135,11 @@ class SimpleConsumer:
                  client_id: str = "kafkactl-consumer", max_wait_ms: int = 500,
                  min_bytes: int = 1, max_bytes: int = 52428800,
                  max_partition_bytes: int = 1048576, isolation_level: int = 0,
-                 request_timeout_ms: int = 30000, client: KafkaClient | None = None) -> None:
+                 request_timeout_ms: int = 30000, client: KafkaClient | None = None,
+                 security: ClientSecurity | None = None) -> None:
         self.client = client or KafkaClient(bootstrap_servers, client_id=client_id,
-                                            request_timeout_ms=request_timeout_ms)
+                                            request_timeout_ms=request_timeout_ms,
+                                            security=security)
         self.max_wait_ms = max_wait_ms
         self.min_bytes = min_bytes
         self.max_bytes = max_bytes

@@ -23,6 +23,7 @@ from kafkactl.client.errors import (
     NoBrokersAvailable,
     UnknownTopicError,
 )
+from kafkactl.client.security import ClientSecurity
 from kafkactl.protocol.api_keys import ApiKey
 from kafkactl.protocol.errors import ErrorCode
 
@@ -41,8 +42,9 @@ def parse_bootstrap(servers: str | Iterable[str]) -> list[tuple[str, int]]:
         s = raw.strip()
         if not s:
             continue
-        if s.startswith("PLAINTEXT://"):
-            s = s[len("PLAINTEXT://"):]
+        for scheme in ("PLAINTEXT://", "SSL://", "SASL_PLAINTEXT://", "SASL_SSL://"):
+            if s.startswith(scheme):
+                s = s[len(scheme):]
         if s.startswith("["):  # [ipv6]:port
             host, _, rest = s[1:].partition("]")
             port_s = rest.lstrip(":") or "9092"
@@ -66,7 +68,9 @@ class KafkaClient:
     def __init__(self, bootstrap_servers: str | Iterable[str] | None = None, *,
                  client_id: str = "kafkactl", request_timeout_ms: int = 30000,
                  connect_timeout_ms: int = 10000, retry_backoff_ms: int = 100,
-                 metadata_max_age_ms: int = 300000) -> None:
+                 metadata_max_age_ms: int = 300000,
+                 security: ClientSecurity | None = None) -> None:
+        self.security = security or ClientSecurity()
         self.bootstrap_servers = parse_bootstrap(bootstrap_servers or default_bootstrap())
         self.client_id = client_id
         self.request_timeout = request_timeout_ms / 1000.0
@@ -91,7 +95,8 @@ class KafkaClient:
     def _new_conn(self, host: str, port: int, node_id: int) -> BrokerConnection:
         return BrokerConnection(host, port, node_id=node_id, client_id=self.client_id,
                                 connect_timeout=self.connect_timeout,
-                                request_timeout=self.request_timeout)
+                                request_timeout=self.request_timeout,
+                                security=self.security)
 
     def bootstrap(self) -> BrokerConnection:
         """A connection to the first bootstrap server that answers."""

@@ -27,6 +27,7 @@ from kafkactl.client.future import FutureRecordMetadata, RecordMetadata
 from kafkactl.client.kafka_client import KafkaClient
 from kafkactl.client.partitioner import Partitioner
 from kafkactl.client.producer_batch import ProducerBatch
+from kafkactl.client.security import ClientSecurity, split_properties
 from kafkactl.client.sender import Sender
 from kafkactl.record.codecs import Compression
 
@@ -105,7 +106,7 @@ class Producer:
                  request_timeout_ms: int = 30000, delivery_timeout_ms: int = 120000,
                  max_request_size: int = 1048576, max_in_flight: int = 5,
                  partitioner: str = "murmur2", metadata_max_age_ms: int = 300000,
-                 sync: bool = False) -> None:
+                 sync: bool = False, security: ClientSecurity | None = None) -> None:
         if batch_size <= 0 or linger_ms < 0 or buffer_memory < batch_size:
             raise ConfigError("batch.size must be > 0, linger.ms >= 0 and buffer.memory >= "
                               "batch.size")
@@ -118,7 +119,8 @@ class Producer:
         self.client = KafkaClient(bootstrap_servers, client_id=client_id,
                                   request_timeout_ms=request_timeout_ms,
                                   retry_backoff_ms=retry_backoff_ms,
-                                  metadata_max_age_ms=metadata_max_age_ms)
+                                  metadata_max_age_ms=metadata_max_age_ms,
+                                  security=security)
         self.accumulator = RecordAccumulator(
             batch_size=min(batch_size, max_request_size), linger_ms=linger_ms,
             buffer_memory=buffer_memory, max_block_ms=max_block_ms)
@@ -135,7 +137,9 @@ class Producer:
 
     @classmethod
     def from_properties(cls, props: Mapping[str, str], **overrides: Any) -> Producer:
+        security, props = split_properties(props)
         kwargs = properties_to_kwargs(props)
+        kwargs["security"] = security
         kwargs.update(overrides)
         return cls(**kwargs)
 

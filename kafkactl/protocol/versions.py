@@ -7,7 +7,9 @@ Why these ranges (``../shared/reference/notes-protocol-and-clients.md``):
   Fetch 10 for zstd, ListOffsets 1 for offsets-by-time, InitProducerId 0);
 * Fetch stops at 12: v13+ addresses topics by topic id;
 * nothing we do not implement is advertised (librdkafka starts telemetry on key 71), and no
-  range has max < min (aiokafka drops the connection). SaslHandshake is not advertised.
+  range has max < min (aiokafka drops the connection);
+* SaslHandshake 0-1 and SaslAuthenticate 0-2 (KIP-152, KIP-368) are advertised on every
+  listener, as Kafka does: on one without SASL they answer ILLEGAL_SASL_STATE.
 """
 
 from __future__ import annotations
@@ -52,6 +54,10 @@ SUPPORTED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     ApiKey.ELECT_LEADERS: (0, 2),
     ApiKey.ALTER_PARTITION_REASSIGNMENTS: (0, 0),
     ApiKey.LIST_PARTITION_REASSIGNMENTS: (0, 0),
+    ApiKey.SASL_HANDSHAKE: (0, 1),
+    ApiKey.SASL_AUTHENTICATE: (0, 2),
+    ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: (0, 0),
+    ApiKey.ALTER_USER_SCRAM_CREDENTIALS: (0, 0),
 }
 
 # Sent only by a kafkactl controller to the brokers of its cluster (ZooKeeper mode), at the

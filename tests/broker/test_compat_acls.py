@@ -114,13 +114,15 @@ def _recv(sock: socket.socket, n: int) -> bytes:
     (66, 0, True, struct.pack(">ih", 0, 35) + b"\x01\x01\x00"),
     # DescribeClientQuotas v0: throttle, error_code, error_message, entries (nullable)
     (48, 0, False, None),
-    # SaslHandshake v1 on a listener without SASL: ILLEGAL_SASL_STATE, no mechanisms
+    # SaslHandshake v1 (mechanism PLAIN) on a listener without SASL: ILLEGAL_SASL_STATE,
+    # no mechanisms
     (17, 1, False, struct.pack(">hi", 34, 0)),
 ])
 def test_unimplemented_kafka_apis_get_a_well_formed_error(broker, api_key, version, flexible,
                                                           expected) -> None:
     with socket.create_connection(("127.0.0.1", broker.port)) as s:
-        frame = _raw_request(s, api_key, version, 41, flexible)
+        body = struct.pack(">h", 5) + b"PLAIN" if api_key == 17 else b""
+        frame = _raw_request(s, api_key, version, 41, flexible, body)
         assert struct.unpack_from(">i", frame)[0] == 41
         body = frame[5:] if flexible else frame[4:]  # response header v1 has a tag byte
         if expected is not None:

@@ -1,6 +1,9 @@
 """Listeners and security keys the broker cannot honour are a start-up error naming the key
-(one line, non-zero exit, nothing written), never a silent plaintext downgrade; what it can
-honour (a listener name mapped to PLAINTEXT, Kafka's stock protocol map) starts."""
+(one line, non-zero exit, nothing written), never a silent plaintext downgrade: a TLS
+listener without a key, SASL without mechanisms or users, JKS stores, GSSAPI, custom
+classes, security keys no listener uses. What it can honour (a listener name mapped to
+PLAINTEXT, Kafka's stock protocol map, Kafka's ACL authorizers) starts. The security
+listeners themselves are tested in tests/broker/security/."""
 
 from __future__ import annotations
 
@@ -35,46 +38,55 @@ SECRET = 'org.apache.kafka.common.security.plain.PlainLoginModule required passw
 
 # (overrides with {port}, text the one error line must contain)
 REFUSED = {
-    "ssl": ({"listeners": "SSL://127.0.0.1:{port}"},
-            "listeners=SSL://127.0.0.1:{port}: SSL is not supported yet (only PLAINTEXT)"),
-    "sasl_ssl": ({"listeners": "SASL_SSL://127.0.0.1:{port}"},
-                 "listeners=SASL_SSL://127.0.0.1:{port}: SASL_SSL is not supported yet"),
-    "sasl_plaintext": ({"listeners": "SASL_PLAINTEXT://127.0.0.1:{port}"},
-                       "listeners=SASL_PLAINTEXT://127.0.0.1:{port}: SASL_PLAINTEXT is not "
-                       "supported yet"),
-    "second_listener_ssl": (
+    "ssl_without_key": ({"listeners": "SSL://127.0.0.1:{port}"},
+                        "listener SSL uses TLS but has no key: set ssl.keystore.location"),
+    "sasl_ssl_without_key": ({"listeners": "SASL_SSL://127.0.0.1:{port}"},
+                             "listener SASL_SSL uses TLS but has no key"),
+    "sasl_plaintext_without_mechanisms": (
+        {"listeners": "SASL_PLAINTEXT://127.0.0.1:{port}"},
+        "listener SASL_PLAINTEXT uses SASL_PLAINTEXT but sasl.enabled.mechanisms is unset"),
+    "second_listener_ssl_without_key": (
         {"listeners": "PLAINTEXT://127.0.0.1:{port},SSL://127.0.0.1:0"},
-        "listeners=PLAINTEXT://127.0.0.1:{port},SSL://127.0.0.1:0: SSL is not supported"),
+        "listener SSL uses TLS but has no key"),
     "unmapped_name": ({"listeners": "FOO://127.0.0.1:{port}"},
                       "listeners=FOO://127.0.0.1:{port}: listener FOO has no security "
                       "protocol; map it in listener.security.protocol.map"),
-    "name_mapped_to_ssl": ({"listeners": "INTERNAL://127.0.0.1:{port}",
-                            "listener.security.protocol.map": "INTERNAL:SSL"},
-                           "listeners=INTERNAL://127.0.0.1:{port}: SSL (listener INTERNAL maps "
-                           "to it) is not supported yet"),
-    "advertised_ssl": ({"advertised.listeners": "SSL://localhost:{port}"},
-                       "advertised.listeners=SSL://localhost:{port}: SSL is not supported"),
+    "name_mapped_to_ssl_without_key": ({"listeners": "INTERNAL://127.0.0.1:{port}",
+                                        "listener.security.protocol.map": "INTERNAL:SSL"},
+                                       "listener INTERNAL uses TLS but has no key"),
+    "jks_keystore": ({"listeners": "SSL://127.0.0.1:{port}", "ssl.keystore.type": "JKS",
+                      "ssl.keystore.location": "/etc/kafka/broker.jks"},
+                     "ssl.keystore.type=JKS: only PEM stores are supported"),
+    "gssapi": ({"listeners": "SASL_PLAINTEXT://127.0.0.1:{port}",
+                "sasl.enabled.mechanisms": "GSSAPI"},
+               "sasl.enabled.mechanisms=GSSAPI: GSSAPI is not supported yet"),
+    "plain_without_users": ({"listeners": "SASL_PLAINTEXT://127.0.0.1:{port}",
+                             "sasl.enabled.mechanisms": "PLAIN"},
+                            "listener SASL_PLAINTEXT enables PLAIN but has no users"),
+    "advertised_unknown_listener": ({"advertised.listeners": "SSL://localhost:{port}"},
+                                    "advertised.listeners=SSL://localhost:{port}: listener "
+                                    "SSL is not one of listeners"),
     "inter_broker_ssl": ({"security.inter.broker.protocol": "SSL"},
-                         "security.inter.broker.protocol=SSL: SSL is not supported yet"),
-    "acl_authorizer": ({"authorizer.class.name": "kafka.security.authorizer.AclAuthorizer"},
-                       "authorizer.class.name=kafka.security.authorizer.AclAuthorizer: "
-                       "authorization (ACLs) is not supported yet"),
-    "standard_authorizer": (
-        {"authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer"},
-        "authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer: "
-        "authorization"),
+                         "security.inter.broker.protocol=SSL: no listener uses SSL"),
+    "custom_authorizer": ({"authorizer.class.name": "com.example.MyAuthorizer"},
+                          "authorizer.class.name=com.example.MyAuthorizer: only Kafka's ACL "
+                          "authorizers are supported"),
+    "callback_handler": ({"listener.name.sasl_plaintext.plain.sasl.server.callback.handler."
+                          "class": "com.example.Handler"},
+                         "custom classes are not supported"),
     "keystore": ({"ssl.keystore.location": "/etc/kafka/broker.jks"},
-                 "ssl.keystore.location=(value not shown): SSL is not supported yet"),
+                 "ssl.keystore.location=(value not shown): no listener uses SSL"),
     "truststore": ({"ssl.truststore.location": "/etc/kafka/trust.jks"},
-                   "ssl.truststore.location=(value not shown): SSL is not supported yet"),
+                   "ssl.truststore.location=(value not shown): no listener uses SSL"),
     "client_auth": ({"ssl.client.auth": "required"},
-                    "ssl.client.auth=required: SSL is not supported yet"),
+                    "ssl.client.auth=required: no listener uses SSL"),
     "sasl_mechanisms": ({"sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-256"},
-                        "sasl.enabled.mechanisms=PLAIN,SCRAM-SHA-256: SASL is not supported"),
+                        "sasl.enabled.mechanisms=PLAIN,SCRAM-SHA-256: no listener uses SASL"),
     "jaas": ({"sasl.jaas.config": SECRET},
-             "sasl.jaas.config=(value not shown): SASL is not supported yet"),
+             "sasl.jaas.config=(value not shown): no listener uses SASL"),
     "listener_jaas": ({"listener.name.plaintext.plain.sasl.jaas.config": SECRET},
-                      "listener.name.plaintext.plain.sasl.jaas.config=(value not shown): SASL"),
+                      "listener.name.plaintext.plain.sasl.jaas.config=(value not shown): "
+                      "listener PLAINTEXT does not use SASL"),
     "listener_keystore": ({"listener.name.plaintext.ssl.keystore.location": "/k.jks"},
                           "listener.name.plaintext.ssl.keystore.location=(value not shown)"),
 }
@@ -124,6 +136,10 @@ ACCEPTED = {
     "client_auth_none": {"ssl.client.auth": "none"},
     "tuning_key_only": {"ssl.enabled.protocols": "TLSv1.2,TLSv1.3"},
     "empty_authorizer": {"authorizer.class.name": ""},
+    "acl_authorizer": {"authorizer.class.name": "kafka.security.authorizer.AclAuthorizer"},
+    "standard_authorizer": {
+        "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer"},
+    "all_interfaces_plaintext": {"listeners": "PLAINTEXT://0.0.0.0:{port}"},
 }
 
 
@@ -140,3 +156,5 @@ def test_what_can_be_honoured_starts(tmp_path: Path, case: str) -> None:
     assert proc.returncode == 0, out.decode()
     if case == "tuning_key_only":
         assert "ssl.enabled.protocols is ignored" in out.decode()
+    exposed = f"binds 0.0.0.0:{port} with PLAINTEXT (no TLS, no authentication)"
+    assert (exposed in out.decode()) == (case == "all_interfaces_plaintext"), out.decode()

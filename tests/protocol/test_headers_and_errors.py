@@ -72,12 +72,14 @@ def test_advertised_table() -> None:
     table = {e["api_key"]: (e["min_version"], e["max_version"]) for e in api_versions_entries()}
     assert table[ApiKey.FETCH] == (0, 12)
     assert table[ApiKey.FIND_COORDINATOR] == (0, 4)
-    assert ApiKey.SASL_HANDSHAKE not in table and 71 not in table
+    assert table[ApiKey.SASL_HANDSHAKE] == (0, 1)
+    assert table[ApiKey.SASL_AUTHENTICATE] == (0, 2)
+    assert ApiKey.DESCRIBE_LOG_DIRS not in table and 71 not in table
     # every client API starts at v0 (librdkafka turns features on by old versions); the
     # controller-to-broker APIs only ever come from a kafkactl controller
     assert all(lo == 0 <= hi for k, (lo, hi) in table.items() if k not in INTER_BROKER_APIS)
     assert all(lo <= hi for lo, hi in table.values())
-    assert len(table) == len(SUPPORTED_VERSIONS) == 37
+    assert len(table) == len(SUPPORTED_VERSIONS) == 41
 
 
 def test_fetch_response_with_file_regions() -> None:

@@ -24,6 +24,8 @@ from kafkactl.broker.handlers import (
     producer_id,
     reassignments,
     records,
+    sasl,
+    scram_credentials,
     topics,
 )
 from kafkactl.broker.request_handler import Handler
@@ -67,4 +69,9 @@ HANDLERS: dict[ApiKey, Handler] = {
     ApiKey.INCREMENTAL_ALTER_CONFIGS: configs.handle_incremental_alter_configs,
     ApiKey.OFFSET_DELETE: offsets.handle_offset_delete,
     ApiKey.DESCRIBE_CLUSTER: cluster.handle_describe_cluster,
+    ApiKey.SASL_HANDSHAKE: sasl.handle_sasl_handshake,
+    ApiKey.SASL_AUTHENTICATE: sasl.handle_sasl_authenticate,
+    ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS:
+        scram_credentials.handle_describe_user_scram_credentials,
+    ApiKey.ALTER_USER_SCRAM_CREDENTIALS: scram_credentials.handle_alter_user_scram_credentials,
 }

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from kafkactl.broker.advertised import endpoint_for
 from kafkactl.broker.handlers.acls import CLUSTER_OPERATIONS, authorized_operations
 from kafkactl.broker.request_handler import RequestContext
 from kafkactl.broker.services import BrokerServices
@@ -20,8 +21,9 @@ def handle_describe_cluster(services: BrokerServices, ctx: RequestContext,
         "throttle_time_ms": 0, "error_code": ErrorCode.NONE, "error_message": None,
         "endpoint_type": request.get("endpoint_type", 1), "cluster_id": cache.cluster_id,
         "controller_id": cache.controller_id(),
-        "brokers": [{"broker_id": b.node_id, "host": b.host, "port": b.port, "rack": b.rack}
-                    for b in cache.brokers()],
+        "brokers": [{"broker_id": b.node_id, "host": host, "port": port, "rack": b.rack}
+                    for b in cache.brokers()
+                    for host, port in [endpoint_for(services, ctx, b)]],
         "cluster_authorized_operations": authorized_operations(
             CLUSTER_OPERATIONS, bool(request.get("include_cluster_authorized_operations"))),
     }

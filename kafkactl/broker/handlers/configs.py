@@ -16,6 +16,8 @@ from kafkactl.broker.dynamic_config import (
     DynamicBrokerConfig,
 )
 from kafkactl.broker.request_handler import RequestContext
+from kafkactl.broker.security.acl import AclOperation
+from kafkactl.broker.security.checks import authorize_cluster, authorize_topic
 from kafkactl.broker.services import BrokerServices
 from kafkactl.broker.topic_admin import TopicError
 from kafkactl.log.config import BROKER_SYNONYMS, LogConfig
@@ -100,6 +102,17 @@ def _broker_entries(services: BrokerServices, rname: str,
             for key in sorted(set(BROKER_DEFAULTS) | set(config.props))]
 
 
+def _refusal(services: BrokerServices, ctx: RequestContext, rtype: int, rname: str,
+             operation: AclOperation) -> int:
+    """The authorization error for DescribeConfigs / AlterConfigs on a resource, or 0:
+    the topic or the cluster (for a broker resource), as Kafka checks."""
+    if rtype == TOPIC and not authorize_topic(services, ctx, operation, rname):
+        return ErrorCode.TOPIC_AUTHORIZATION_FAILED
+    if rtype == BROKER and not authorize_cluster(services, ctx, operation):
+        return ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+    return 0
+
+
 def handle_describe_configs(services: BrokerServices, ctx: RequestContext,
                             request: dict[str, Any]) -> dict[str, Any]:
     results = []
@@ -108,7 +121,10 @@ def handle_describe_configs(services: BrokerServices, ctx: RequestContext,
         keys = r.get("configuration_keys")
         res: dict[str, Any] = {"resource_type": rtype, "resource_name": rname,
                                "error_code": ErrorCode.NONE, "error_message": None, "configs": []}
-        if rtype == TOPIC:
+        refusal = _refusal(services, ctx, rtype, rname, AclOperation.DESCRIBE_CONFIGS)
+        if refusal:
+            res.update(error_code=refusal, error_message="Authorization failed.")
+        elif rtype == TOPIC:
             state = services.topic_admin.topic(rname)
             if state is None:
                 res.update(error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
@@ -137,13 +153,18 @@ def handle_describe_configs(services: BrokerServices, ctx: RequestContext,
     return {"throttle_time_ms": 0, "results": results}
 
 
-def _alter(services: BrokerServices, request: dict[str, Any],
+def _alter(services: BrokerServices, ctx: RequestContext, request: dict[str, Any],
            incremental: bool) -> dict[str, Any]:
     responses = []
     for r in request["resources"]:
         rtype, rname = r["resource_type"], r["resource_name"]
         res: dict[str, Any] = {"resource_type": rtype, "resource_name": rname,
                                "error_code": ErrorCode.NONE, "error_message": None}
+        refusal = _refusal(services, ctx, rtype, rname, AclOperation.ALTER_CONFIGS)
+        if refusal:
+            res.update(error_code=refusal, error_message="Authorization failed.")
+            responses.append(res)
+            continue
         try:
             if rtype == BROKER:
                 _alter_broker(services.dynamic_config, r, incremental, request["validate_only"])
@@ -231,9 +252,9 @@ def _apply_op(new: dict[str, str], current: dict[str, str], key: str, op: int,
 
 def handle_alter_configs(services: BrokerServices, ctx: RequestContext,
                          request: dict[str, Any]) -> dict[str, Any]:
-    return _alter(services, request, incremental=False)
+    return _alter(services, ctx, request, incremental=False)
 
 
 def handle_incremental_alter_configs(services: BrokerServices, ctx: RequestContext,
                                      request: dict[str, Any]) -> dict[str, Any]:
-    return _alter(services, request, incremental=True)
+    return _alter(services, ctx, request, incremental=True)

@@ -8,6 +8,8 @@ If fewer than `min_bytes` are available, the request waits in the purgatory unti
 bring enough or `max_wait_ms` passes. Fetch v0-3 (magic 0/1 clients) get down-converted
 bytes. Fetch sessions are not kept: every answer has session_id 0 (full fetches). Below
 v10 a zstd topic or batch gets UNSUPPORTED_COMPRESSION_TYPE for that partition, as in Kafka.
+With an authorizer a consumer needs Read on each topic (TOPIC_AUTHORIZATION_FAILED per
+partition otherwise) and a follower (replica_id >= 0) ClusterAction on the cluster.
 """
 
 from __future__ import annotations
@@ -18,6 +20,8 @@ from typing import Any
 
 from kafkactl.broker.purgatory import DelayedFetch
 from kafkactl.broker.request_handler import RequestContext
+from kafkactl.broker.security.acl import AclOperation
+from kafkactl.broker.security.checks import authorize_cluster, unauthorized_topics
 from kafkactl.broker.services import BrokerServices
 from kafkactl.protocol.errors import ErrorCode
 from kafkactl.protocol.types import FileRegion
@@ -41,10 +45,22 @@ def _read_all(services: BrokerServices, ctx: RequestContext, request: dict[str, 
     total = 0
     errors = False
     topics = []
+    names = [t["topic"] for t in request["topics"]]
+    if request.get("replica_id", -1) >= 0:
+        denied = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+        refused = set() if authorize_cluster(services, ctx, AclOperation.CLUSTER_ACTION) \
+            else set(names)
+    else:
+        denied = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+        refused = unauthorized_topics(services, ctx, AclOperation.READ, names)
     for topic in request["topics"]:
         name = topic["topic"]
         parts = []
         for p in topic["partitions"]:
+            if name in refused:
+                errors = True
+                parts.append(_refused(p["partition"], denied, read_committed))
+                continue
             limit = min(p["partition_max_bytes"], remaining)
             r = rm.read(name, p["partition"], p["fetch_offset"], max(limit, 0),
                         min_one_batch=(total == 0),
@@ -110,6 +126,13 @@ def _unsupported_compression(partition: int, read_committed: bool) -> dict[str, 
     partition and no records (it could not decode them)."""
     return {"partition_index": partition, "error_code": ErrorCode.UNSUPPORTED_COMPRESSION_TYPE,
             "high_watermark": -1, "last_stable_offset": -1, "log_start_offset": -1,
+            "aborted_transactions": [] if read_committed else None,
+            "preferred_read_replica": -1, "records": b""}
+
+
+def _refused(partition: int, code: int, read_committed: bool) -> dict[str, Any]:
+    return {"partition_index": partition, "error_code": code, "high_watermark": -1,
+            "last_stable_offset": -1, "log_start_offset": -1,
             "aborted_transactions": [] if read_committed else None,
             "preferred_read_replica": -1, "records": b""}
 

@@ -3,17 +3,23 @@ LeaveGroup (13), SyncGroup (14), DescribeGroups (15), ListGroups (16), DeleteGro
 
 Thin adapters: decode the version-specific request shape, call the GroupCoordinator, encode
 the answer. JoinGroup and SyncGroup park until the rebalance completes (asyncio futures).
+With an authorizer (GROUP_AUTHORIZATION_FAILED otherwise): FindCoordinator and
+DescribeGroups need Describe on the group, Join/Sync/Heartbeat/Leave need Read, DeleteGroups
+Delete; ListGroups lists the groups the principal may Describe (all with cluster Describe).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from kafkactl.broker.advertised import endpoint_for
 from kafkactl.broker.coordinator.group_coordinator import GroupCoordinator
 from kafkactl.broker.coordinator.group_metadata_manager import OFFSETS_TOPIC
 from kafkactl.broker.handlers.acls import GROUP_OPERATIONS, authorized_operations
 from kafkactl.broker.handlers.producer_id import TRANSACTIONS_MESSAGE, TRANSACTIONS_UNSUPPORTED
 from kafkactl.broker.request_handler import RequestContext
+from kafkactl.broker.security.acl import AclOperation
+from kafkactl.broker.security.checks import authorize_cluster, authorize_group
 from kafkactl.broker.services import BrokerServices
 from kafkactl.protocol.errors import ErrorCode
 
@@ -26,10 +32,15 @@ def _client_host(ctx: RequestContext) -> str:
     return "/" + host.strip("[]")
 
 
-def _find_one(services: BrokerServices, key: str | None, key_type: int) -> dict[str, Any]:
+def _find_one(services: BrokerServices, ctx: RequestContext, key: str | None,
+              key_type: int) -> dict[str, Any]:
     coordinator = services.group_coordinator
     entry: dict[str, Any] = {"key": key or "", "node_id": -1, "host": "", "port": -1,
                              "error_code": ErrorCode.NONE, "error_message": None}
+    if key_type == GROUP_KEY_TYPE and key is not None and not authorize_group(
+            services, ctx, AclOperation.DESCRIBE, key):
+        entry["error_code"] = ErrorCode.GROUP_AUTHORIZATION_FAILED
+        return entry
     if key_type != GROUP_KEY_TYPE:
         # Not COORDINATOR_NOT_AVAILABLE: every client retries that until it times out.
         entry.update(error_code=TRANSACTIONS_UNSUPPORTED, error_message=TRANSACTIONS_MESSAGE)
@@ -50,7 +61,8 @@ def _find_one(services: BrokerServices, key: str | None, key_type: int) -> dict[
     if broker is None:
         entry["error_code"] = ErrorCode.COORDINATOR_NOT_AVAILABLE
         return entry
-    entry.update(node_id=broker.node_id, host=broker.host, port=broker.port)
+    host, port = endpoint_for(services, ctx, broker)
+    entry.update(node_id=broker.node_id, host=host, port=port)
     return entry
 
 
@@ -59,8 +71,9 @@ def handle_find_coordinator(services: BrokerServices, ctx: RequestContext,
     key_type = request.get("key_type", 0)
     if ctx.api_version >= 4:
         return {"throttle_time_ms": 0, "coordinators": [
-            _find_one(services, k, key_type) for k in request.get("coordinator_keys") or ()]}
-    one = _find_one(services, request.get("key"), key_type)
+            _find_one(services, ctx, k, key_type)
+            for k in request.get("coordinator_keys") or ()]}
+    one = _find_one(services, ctx, request.get("key"), key_type)
     one.pop("key")
     return {"throttle_time_ms": 0, **one}
 
@@ -68,6 +81,11 @@ def handle_find_coordinator(services: BrokerServices, ctx: RequestContext,
 async def handle_join_group(services: BrokerServices, ctx: RequestContext,
                             request: dict[str, Any]) -> dict[str, Any]:
     v = ctx.api_version
+    if not authorize_group(services, ctx, AclOperation.READ, request["group_id"]):
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED,
+                "generation_id": -1, "protocol_type": None,
+                "protocol_name": None if v >= 7 else "", "leader": "",
+                "member_id": request["member_id"] or "", "members": []}
     r = await services.group_coordinator.join_group(
         request["group_id"], request["member_id"] or "", request.get("group_instance_id"),
         v >= 4, ctx.client_id or "", _client_host(ctx),
@@ -86,6 +104,9 @@ async def handle_join_group(services: BrokerServices, ctx: RequestContext,
 
 async def handle_sync_group(services: BrokerServices, ctx: RequestContext,
                             request: dict[str, Any]) -> dict[str, Any]:
+    if not authorize_group(services, ctx, AclOperation.READ, request["group_id"]):
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED,
+                "protocol_type": None, "protocol_name": None, "assignment": b""}
     r = await services.group_coordinator.sync_group(
         request["group_id"], request["generation_id"], request["member_id"],
         request.get("group_instance_id"), request.get("protocol_type"),
@@ -100,6 +121,8 @@ async def handle_sync_group(services: BrokerServices, ctx: RequestContext,
 
 def handle_heartbeat(services: BrokerServices, ctx: RequestContext,
                      request: dict[str, Any]) -> dict[str, Any]:
+    if not authorize_group(services, ctx, AclOperation.READ, request["group_id"]):
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED}
     code = services.group_coordinator.heartbeat(request["group_id"], request["generation_id"],
                                         request["member_id"], request.get("group_instance_id"))
     return {"throttle_time_ms": 0, "error_code": code}
@@ -107,6 +130,9 @@ def handle_heartbeat(services: BrokerServices, ctx: RequestContext,
 
 def handle_leave_group(services: BrokerServices, ctx: RequestContext,
                        request: dict[str, Any]) -> dict[str, Any]:
+    if not authorize_group(services, ctx, AclOperation.READ, request["group_id"]):
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED,
+                "members": []}
     if ctx.api_version >= 3:
         members = [(m["member_id"] or "", m.get("group_instance_id"))
                    for m in request.get("members") or ()]
@@ -147,7 +173,11 @@ def handle_describe_groups(services: BrokerServices, ctx: RequestContext,
     coordinator = services.group_coordinator
     ops = authorized_operations(GROUP_OPERATIONS,
                                 bool(request.get("include_authorized_operations")))
-    groups = [describe_group_entry(coordinator, g) for g in request.get("groups") or ()]
+    groups = [describe_group_entry(coordinator, g)
+              if authorize_group(services, ctx, AclOperation.DESCRIBE, g) else
+              {"error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED, "group_id": g,
+               "group_state": "", "protocol_type": "", "protocol_data": "", "members": []}
+              for g in request.get("groups") or ()]
     for g in groups:
         g["authorized_operations"] = ops
     return {"throttle_time_ms": 0, "groups": groups}
@@ -156,6 +186,9 @@ def handle_describe_groups(services: BrokerServices, ctx: RequestContext,
 def handle_list_groups(services: BrokerServices, ctx: RequestContext,
                        request: dict[str, Any]) -> dict[str, Any]:
     code, groups = services.group_coordinator.list_groups(request.get("states_filter"))
+    if not authorize_cluster(services, ctx, AclOperation.DESCRIBE):
+        groups = [g for g in groups
+                  if authorize_group(services, ctx, AclOperation.DESCRIBE, g.group_id)]
     return {"throttle_time_ms": 0, "error_code": code, "groups": [
         {"group_id": g.group_id, "protocol_type": g.protocol_type or "",
          "group_state": g.state.value} for g in groups]}
@@ -165,5 +198,7 @@ def handle_delete_groups(services: BrokerServices, ctx: RequestContext,
                          request: dict[str, Any]) -> dict[str, Any]:
     coordinator = services.group_coordinator
     return {"throttle_time_ms": 0, "results": [
-        {"group_id": g, "error_code": coordinator.delete_group(g)}
+        {"group_id": g, "error_code": coordinator.delete_group(g)
+         if authorize_group(services, ctx, AclOperation.DELETE, g)
+         else ErrorCode.GROUP_AUTHORIZATION_FAILED}
         for g in request.get("groups_names") or ()]}

@@ -7,6 +7,8 @@ from __future__ import annotations
 from typing import Any
 
 from kafkactl.broker.request_handler import RequestContext
+from kafkactl.broker.security.acl import AclOperation
+from kafkactl.broker.security.checks import unauthorized_topics
 from kafkactl.broker.services import BrokerServices
 from kafkactl.protocol.errors import ErrorCode
 
@@ -14,13 +16,17 @@ from kafkactl.protocol.errors import ErrorCode
 def handle_offset_for_leader_epoch(services: BrokerServices, ctx: RequestContext,
                                    request: dict[str, Any]) -> dict[str, Any]:
     topics = []
+    refused = unauthorized_topics(services, ctx, AclOperation.DESCRIBE,
+                                  (t["topic"] for t in request["topics"]))
     for t in request["topics"]:
         parts = []
         for p in t["partitions"]:
             idx = p["partition"]
             part, code = services.replica_manager.leader_partition(t["topic"], idx)
             out: dict[str, Any] = {"partition": idx, "leader_epoch": -1, "end_offset": -1}
-            if part is None:
+            if t["topic"] in refused:
+                out["error_code"] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+            elif part is None:
                 out["error_code"] = code
             elif p.get("current_leader_epoch", -1) > part.leader_epoch:
                 out["error_code"] = ErrorCode.UNKNOWN_LEADER_EPOCH

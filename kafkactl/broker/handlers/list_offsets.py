@@ -6,6 +6,8 @@ from __future__ import annotations
 from typing import Any
 
 from kafkactl.broker.request_handler import RequestContext
+from kafkactl.broker.security.acl import AclOperation
+from kafkactl.broker.security.checks import unauthorized_topics
 from kafkactl.broker.services import BrokerServices
 from kafkactl.log.errors import LogError
 from kafkactl.protocol.errors import ErrorCode
@@ -78,7 +80,16 @@ def handle_list_offsets(services: BrokerServices, ctx: RequestContext,
                         request: dict[str, Any]) -> dict[str, Any]:
     topics = []
     replica = request.get("replica_id", -1) >= 0
+    refused = unauthorized_topics(services, ctx, AclOperation.DESCRIBE,
+                                  (t["name"] for t in request["topics"]))
     for t in request["topics"]:
+        if t["name"] in refused:  # Describe on the topic, as Kafka checks
+            topics.append({"name": t["name"], "partitions": [
+                {"partition_index": p["partition_index"],
+                 "error_code": ErrorCode.TOPIC_AUTHORIZATION_FAILED, "old_style_offsets": [],
+                 "timestamp": -1, "offset": -1, "leader_epoch": -1}
+                for p in t["partitions"]]})
+            continue
         topics.append({"name": t["name"],
                        "partitions": [_lookup(services, t["name"], p, replica)
                                       for p in t["partitions"]]})

@@ -2,6 +2,10 @@
 
 Topic list semantics: null = every topic; an empty list = no topic (v1+; aiokafka sends
 that at bootstrap); in v0 an empty list meant every topic.
+
+With an authorizer: "every topic" lists only the topics the principal may Describe; a
+named topic it may not Describe answers TOPIC_AUTHORIZATION_FAILED; auto-creation needs
+Create on the cluster or on the topic.
 """
 
 from __future__ import annotations
@@ -9,6 +13,7 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
+from kafkactl.broker.advertised import endpoint_for
 from kafkactl.broker.handlers.acls import (
     CLUSTER_OPERATIONS,
     TOPIC_OPERATIONS,
@@ -16,6 +21,12 @@ from kafkactl.broker.handlers.acls import (
 )
 from kafkactl.broker.metadata_cache import MetadataCache
 from kafkactl.broker.request_handler import RequestContext
+from kafkactl.broker.security.acl import AclOperation
+from kafkactl.broker.security.checks import (
+    authorize_cluster,
+    authorize_topic,
+    unauthorized_topics,
+)
 from kafkactl.broker.services import BrokerServices
 from kafkactl.broker.topic_admin import TopicError, validate_topic_name
 from kafkactl.protocol.errors import ErrorCode
@@ -47,6 +58,8 @@ def handle_metadata(services: BrokerServices, ctx: RequestContext,
     requested = request.get("topics")
     if requested is None or (ctx.api_version == 0 and not requested):
         names = cache.topic_names()
+        hidden = unauthorized_topics(services, ctx, AclOperation.DESCRIBE, names)
+        names = [n for n in names if n not in hidden]
     else:
         names = []
         for t in requested:
@@ -60,13 +73,23 @@ def handle_metadata(services: BrokerServices, ctx: RequestContext,
             names.append(name)
     allow_auto = request.get("allow_auto_topic_creation", True) and services.auto_create_topics
     topics = []
+    refused = unauthorized_topics(services, ctx, AclOperation.DESCRIBE, names)
     for name in dict.fromkeys(names):
+        if name in refused:
+            topics.append({"error_code": ErrorCode.TOPIC_AUTHORIZATION_FAILED, "name": name,
+                           "topic_id": NULL_UUID, "partitions": []})
+            continue
         if cache.topic(name) is None:
             try:
                 validate_topic_name(name)
             except TopicError:
                 topics.append({"error_code": ErrorCode.INVALID_TOPIC_EXCEPTION, "name": name,
                                "topic_id": NULL_UUID, "partitions": []})
+                continue
+            if allow_auto and not (authorize_cluster(services, ctx, AclOperation.CREATE)
+                                   or authorize_topic(services, ctx, AclOperation.CREATE, name)):
+                topics.append({"error_code": ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                               "name": name, "topic_id": NULL_UUID, "partitions": []})
                 continue
             if allow_auto:
                 try:
@@ -86,8 +109,9 @@ def handle_metadata(services: BrokerServices, ctx: RequestContext,
         t["topic_authorized_operations"] = topic_ops
     return {
         "throttle_time_ms": 0,
-        "brokers": [{"node_id": b.node_id, "host": b.host, "port": b.port, "rack": b.rack}
-                    for b in cache.brokers()],
+        "brokers": [{"node_id": b.node_id, "host": host, "port": port, "rack": b.rack}
+                    for b in cache.brokers()
+                    for host, port in [endpoint_for(services, ctx, b)]],
         "cluster_id": cache.cluster_id,
         "controller_id": cache.controller_id(),
         "topics": topics,

@@ -1,5 +1,10 @@
 """Committed offsets: OffsetCommit (8), OffsetFetch (9, incl. the v8 batched form) and
-OffsetDelete (47), answered by the GroupCoordinator's offset manager."""
+OffsetDelete (47), answered by the GroupCoordinator's offset manager.
+
+With an authorizer: OffsetCommit needs Read on the group and on each topic, OffsetFetch
+Describe on the group and on each topic (unauthorized topics are left out of an "all
+topics" answer), OffsetDelete Delete on the group and Read on each topic.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +13,8 @@ from typing import Any
 from kafkactl.broker.coordinator.group import OffsetAndMetadata
 from kafkactl.broker.coordinator.group_coordinator import GroupCoordinator
 from kafkactl.broker.request_handler import RequestContext
+from kafkactl.broker.security.acl import AclOperation
+from kafkactl.broker.security.checks import authorize_group, unauthorized_topics
 from kafkactl.broker.services import BrokerServices
 from kafkactl.protocol.errors import ErrorCode
 
@@ -31,8 +38,19 @@ def handle_offset_commit(services: BrokerServices, ctx: RequestContext,
                 p.get("committed_metadata") or "", ts if ts >= 0 else now, expire)
     generation = request.get("generation_id_or_member_epoch", -1) if v >= 1 else -1
     member = (request.get("member_id") or "") if v >= 1 else ""
+    denied: dict[tuple[str, int], ErrorCode] = {}
+    if not authorize_group(services, ctx, AclOperation.READ, request["group_id"]):
+        denied = dict.fromkeys(offsets, ErrorCode.GROUP_AUTHORIZATION_FAILED)
+    else:
+        refused = unauthorized_topics(services, ctx, AclOperation.READ,
+                                      (t for t, _p in offsets))
+        denied = {tp: ErrorCode.TOPIC_AUTHORIZATION_FAILED for tp in offsets
+                  if tp[0] in refused}
+    offsets = {tp: o for tp, o in offsets.items() if tp not in denied}
     errors = coordinator.commit_offsets(request["group_id"], generation, member,
-                                        request.get("group_instance_id"), offsets)
+                                        request.get("group_instance_id"),
+                                        offsets) if offsets or not denied else {}
+    errors = {**errors, **denied}
     topics: dict[str, list[dict[str, Any]]] = {}
     for (topic, partition), code in errors.items():
         topics.setdefault(topic, []).append({"partition_index": partition, "error_code": code})
@@ -40,13 +58,24 @@ def handle_offset_commit(services: BrokerServices, ctx: RequestContext,
         {"name": name, "partitions": parts} for name, parts in topics.items()]}
 
 
-def _fetch_group(coordinator: GroupCoordinator, group_id: str, topics: list[dict[str, Any]] | None
-                 ) -> tuple[ErrorCode, list[dict[str, Any]]]:
+def _fetch_group(services: BrokerServices, ctx: RequestContext, group_id: str,
+                 topics: list[dict[str, Any]] | None) -> tuple[ErrorCode, list[dict[str, Any]]]:
+    coordinator: GroupCoordinator = services.group_coordinator
     tps = None if topics is None else [
         (t["name"], p) for t in topics for p in t.get("partition_indexes") or ()]
-    code, found = coordinator.fetch_offsets(group_id, tps)
+    if not authorize_group(services, ctx, AclOperation.DESCRIBE, group_id):
+        code, found = ErrorCode.GROUP_AUTHORIZATION_FAILED, dict[tuple[str, int], Any]()
+    else:
+        code, found = coordinator.fetch_offsets(group_id, tps)
     if code != ErrorCode.NONE:
         found = {tp: None for tp in tps or ()}
+    refused = unauthorized_topics(services, ctx, AclOperation.DESCRIBE,
+                                  (t for t, _p in found))
+    if refused and code == ErrorCode.NONE:
+        if tps is None:
+            found = {tp: o for tp, o in found.items() if tp[0] not in refused}
+        else:
+            return code, _with_refused(found, refused)
     out: dict[str, list[dict[str, Any]]] = {}
     for (topic, partition), o in sorted(found.items()):
         out.setdefault(topic, []).append({
@@ -59,14 +88,28 @@ def _fetch_group(coordinator: GroupCoordinator, group_id: str, topics: list[dict
     return code, [{"name": n, "partitions": parts} for n, parts in out.items()]
 
 
+def _with_refused(found: dict[tuple[str, int], OffsetAndMetadata | None],
+                  refused: set[str]) -> list[dict[str, Any]]:
+    out: dict[str, list[dict[str, Any]]] = {}
+    for (topic, partition), o in sorted(found.items()):
+        denied = topic in refused
+        out.setdefault(topic, []).append({
+            "partition_index": partition,
+            "committed_offset": -1 if o is None or denied else o.offset,
+            "committed_leader_epoch": -1 if o is None or denied else o.leader_epoch,
+            "metadata": "" if o is None or denied else o.metadata,
+            "error_code": ErrorCode.TOPIC_AUTHORIZATION_FAILED if denied else ErrorCode.NONE,
+        })
+    return [{"name": n, "partitions": parts} for n, parts in out.items()]
+
+
 def handle_offset_fetch(services: BrokerServices, ctx: RequestContext,
                         request: dict[str, Any]) -> dict[str, Any]:
-    coordinator = services.group_coordinator
     v = ctx.api_version
     if v >= 8:
         groups = []
         for g in request.get("groups") or ():
-            code, topics = _fetch_group(coordinator, g["group_id"], g.get("topics"))
+            code, topics = _fetch_group(services, ctx, g["group_id"], g.get("topics"))
             if code != ErrorCode.NONE:
                 for t in topics:
                     for p in t["partitions"]:
@@ -76,7 +119,7 @@ def handle_offset_fetch(services: BrokerServices, ctx: RequestContext,
     topics_req = request.get("topics")
     if v < 2 and topics_req is None:
         topics_req = []
-    code, topics = _fetch_group(coordinator, request["group_id"], topics_req)
+    code, topics = _fetch_group(services, ctx, request["group_id"], topics_req)
     if v >= 2 and code != ErrorCode.NONE:
         for t in topics:
             for p in t["partitions"]:
@@ -89,7 +132,14 @@ def handle_offset_delete(services: BrokerServices, ctx: RequestContext,
     coordinator = services.group_coordinator
     tps = [(t["name"], p["partition_index"]) for t in request.get("topics") or ()
            for p in t.get("partitions") or ()]
-    code, results = coordinator.delete_offsets(request["group_id"], tps)
+    if not authorize_group(services, ctx, AclOperation.DELETE, request["group_id"]):
+        return {"error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED, "throttle_time_ms": 0,
+                "topics": []}
+    refused = unauthorized_topics(services, ctx, AclOperation.READ, (t for t, _p in tps))
+    code, results = coordinator.delete_offsets(
+        request["group_id"], [tp for tp in tps if tp[0] not in refused])
+    results.update({tp: ErrorCode.TOPIC_AUTHORIZATION_FAILED for tp in tps
+                    if tp[0] in refused})
     topics: dict[str, list[dict[str, Any]]] = {}
     for (topic, partition), err in results.items():
         topics.setdefault(topic, []).append({"partition_index": partition, "error_code": err})

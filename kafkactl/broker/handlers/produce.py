@@ -17,6 +17,8 @@ from collections.abc import Awaitable
 from typing import Any
 
 from kafkactl.broker.request_handler import RequestContext
+from kafkactl.broker.security.acl import AclOperation
+from kafkactl.broker.security.checks import unauthorized_topics
 from kafkactl.broker.services import BrokerServices
 from kafkactl.protocol.errors import ErrorCode
 
@@ -36,11 +38,17 @@ def handle_produce(services: BrokerServices, ctx: RequestContext, request: dict[
     responses = []
     waiting: dict[tuple[str, int], int] = {}  # acks=all: partition -> high watermark needed
     entries: dict[tuple[str, int], dict[str, Any]] = {}
+    refused = unauthorized_topics(services, ctx, AclOperation.WRITE,
+                                  (t["name"] for t in request["topic_data"]))
     for topic in request["topic_data"]:
         name = topic["name"]
         parts = []
         for pdata in topic["partition_data"]:
             index = pdata["index"]
+            if name in refused:
+                parts.append(_error(index, ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                                    "Not authorized to access topics: [" + name + "]"))
+                continue
             if acks not in (0, 1, -1):
                 parts.append(_error(index, ErrorCode.INVALID_REQUIRED_ACKS,
                                     f"acks must be 0, 1 or -1, not {acks}"))

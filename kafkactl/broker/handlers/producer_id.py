@@ -13,6 +13,7 @@ import logging
 from typing import Any
 
 from kafkactl.broker.request_handler import RequestContext
+from kafkactl.broker.security.checks import authorize_idempotent_write
 from kafkactl.broker.services import BrokerServices
 from kafkactl.protocol.errors import ErrorCode
 
@@ -27,6 +28,9 @@ def handle_init_producer_id(services: BrokerServices, ctx: RequestContext,
                             request: dict[str, Any]) -> dict[str, Any]:
     if request.get("transactional_id") is not None:
         return {"throttle_time_ms": 0, "error_code": TRANSACTIONS_UNSUPPORTED,
+                "producer_id": -1, "producer_epoch": -1}
+    if not authorize_idempotent_write(services, ctx):
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
                 "producer_id": -1, "producer_epoch": -1}
     pid, epoch = request.get("producer_id", -1), request.get("producer_epoch", -1)
     if pid >= 0 and 0 <= epoch < MAX_EPOCH:

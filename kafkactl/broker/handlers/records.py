@@ -6,6 +6,8 @@ from __future__ import annotations
 from typing import Any
 
 from kafkactl.broker.request_handler import RequestContext
+from kafkactl.broker.security.acl import AclOperation
+from kafkactl.broker.security.checks import unauthorized_topics
 from kafkactl.broker.services import BrokerServices
 from kafkactl.protocol.errors import ErrorCode
 
@@ -16,10 +18,16 @@ def handle_delete_records(services: BrokerServices, ctx: RequestContext,
                           request: dict[str, Any]) -> dict[str, Any]:
     store = services.partitions
     topics = []
+    refused = unauthorized_topics(services, ctx, AclOperation.DELETE,
+                                  (t["name"] for t in request["topics"]))
     for t in request["topics"]:
         parts = []
         for p in t["partitions"]:
             idx = p["partition_index"]
+            if t["name"] in refused:  # Delete on the topic, as Kafka checks
+                parts.append({"partition_index": idx, "low_watermark": INVALID_LOW_WATERMARK,
+                              "error_code": ErrorCode.TOPIC_AUTHORIZATION_FAILED})
+                continue
             part, code = services.replica_manager.leader_partition(t["name"], idx)
             if part is None:
                 parts.append({"partition_index": idx, "low_watermark": INVALID_LOW_WATERMARK,

@@ -1,5 +1,7 @@
 """CreateTopics (19), DeleteTopics (20), CreatePartitions (37): decode each entry and ask
-the TopicAdmin, which decides (kafkactl.broker.topic_admin)."""
+the TopicAdmin, which decides (kafkactl.broker.topic_admin). With an authorizer, CreateTopics
+needs Create on the cluster or the topic, DeleteTopics Delete and CreatePartitions Alter on
+the topic (TOPIC_AUTHORIZATION_FAILED otherwise)."""
 
 from __future__ import annotations
 
@@ -8,6 +10,8 @@ from typing import Any
 
 from kafkactl.broker.handlers.configs import topic_config_entries
 from kafkactl.broker.request_handler import RequestContext
+from kafkactl.broker.security.acl import AclOperation
+from kafkactl.broker.security.checks import authorize_cluster, unauthorized_topics
 from kafkactl.broker.services import BrokerServices
 from kafkactl.broker.topic_admin import TopicError
 from kafkactl.protocol.errors import ErrorCode
@@ -35,10 +39,18 @@ async def handle_create_topics(services: BrokerServices, ctx: RequestContext,
     admin = services.topic_admin
     validate_only = request.get("validate_only", False)
     results = []
+    refused = set() if authorize_cluster(services, ctx, AclOperation.CREATE) else \
+        unauthorized_topics(services, ctx, AclOperation.CREATE,
+                            (t["name"] for t in request["topics"]))
     for t in request["topics"]:
         name = t["name"]
         res: dict[str, Any] = {"name": name, "topic_id": NULL_UUID, "num_partitions": -1,
                                "replication_factor": -1, "configs": None}
+        if name in refused:
+            res.update(error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                       error_message="Authorization failed.")
+            results.append(res)
+            continue
         try:
             assignments = [(a["partition_index"], a["broker_ids"])
                            for a in t.get("assignments") or []]
@@ -82,6 +94,11 @@ async def handle_delete_topics(services: BrokerServices, ctx: RequestContext,
                 continue
             name = meta.name
             res["name"] = name
+        if unauthorized_topics(services, ctx, AclOperation.DELETE, [name or ""]):
+            res.update(error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                       error_message="Authorization failed.")
+            responses.append(res)
+            continue
         try:
             state = services.topic_admin.delete_topic(name or "")
             res.update(error_code=ErrorCode.NONE, topic_id=state.topic_id, error_message=None)
@@ -98,6 +115,11 @@ def handle_create_partitions(services: BrokerServices, ctx: RequestContext,
     results = []
     for t in request["topics"]:
         res: dict[str, Any] = {"name": t["name"], "error_message": None}
+        if unauthorized_topics(services, ctx, AclOperation.ALTER, [t["name"]]):
+            res.update(error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                       error_message="Authorization failed.")
+            results.append(res)
+            continue
         try:
             services.topic_admin.add_partitions(
                 t["name"], t["count"], [a["broker_ids"] for a in t.get("assignments") or []],

@@ -95,7 +95,8 @@ class GroupAdmin:
         host, port, node = self.find_coordinator(group_id)
         conn = BrokerConnection(host, port, node_id=node, client_id=self.client.client_id,
                                 connect_timeout=self.client.connect_timeout,
-                                request_timeout=self.client.request_timeout)
+                                request_timeout=self.client.request_timeout,
+                                security=self.client.security)
         conn.connect()
         self._coordinators[group_id] = conn
         return conn

@@ -80,7 +80,8 @@ class ConsumerCoordinator:
         conn = BrokerConnection(host, port, node_id=node, client_id=self.client.client_id,
                                 connect_timeout=self.client.connect_timeout,
                                 request_timeout=max(self.client.request_timeout,
-                                                    self.rebalance_timeout_ms / 1000 + 5))
+                                                    self.rebalance_timeout_ms / 1000 + 5),
+                                security=self.client.security)
         conn.connect()
         self._conn = conn
         return conn

@@ -14,6 +14,7 @@ from kafkactl.protocol.messages import (
     alter_configs,
     alter_partition,
     alter_partition_reassignments,
+    alter_user_scram_credentials,
     api_versions,
     controlled_shutdown,
     create_acls,
@@ -27,6 +28,7 @@ from kafkactl.protocol.messages import (
     describe_cluster,
     describe_configs,
     describe_groups,
+    describe_user_scram_credentials,
     elect_leaders,
     fetch,
     find_coordinator,
@@ -45,6 +47,8 @@ from kafkactl.protocol.messages import (
     offset_fetch,
     offset_for_leader_epoch,
     produce,
+    sasl_authenticate,
+    sasl_handshake,
     stop_replica,
     sync_group,
     update_metadata,
@@ -89,6 +93,10 @@ MODULES: dict[ApiKey, ModuleType] = {
     ApiKey.ELECT_LEADERS: elect_leaders,
     ApiKey.ALTER_PARTITION_REASSIGNMENTS: alter_partition_reassignments,
     ApiKey.LIST_PARTITION_REASSIGNMENTS: list_partition_reassignments,
+    ApiKey.SASL_HANDSHAKE: sasl_handshake,
+    ApiKey.SASL_AUTHENTICATE: sasl_authenticate,
+    ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: describe_user_scram_credentials,
+    ApiKey.ALTER_USER_SCRAM_CREDENTIALS: alter_user_scram_credentials,
 }
 
 REQUESTS: dict[int, Message] = {int(k): m.REQUEST for k, m in MODULES.items()}

@@ -1,0 +1,204 @@
+"""`kafkactl acls add|list|remove` (kafka-acls, through the protocol).
+
+kafka-acls' flags: `--allow-principal` / `--deny-principal` (User:NAME, repeatable),
+`--allow-host` / `--deny-host` (default *), `--operation` (Read, Write, Create, Delete,
+Alter, Describe, ClusterAction, DescribeConfigs, AlterConfigs, IdempotentWrite, All;
+repeatable), the resource `--topic`, `--group`, `--transactional-id` or `--cluster`, and
+`--resource-pattern-type` (literal, prefixed; for list and remove also any, match).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import typer
+
+from kafkactl.cli._client_options import (
+    bootstrap_option,
+    client_security,
+    command_config_option,
+    fail,
+    property_option,
+)
+
+acls_app = typer.Typer(help="Add, list and remove ACLs (kafka-acls).", no_args_is_help=True)
+
+RESOURCE_TYPES = {"any": 1, "topic": 2, "group": 3, "cluster": 4, "transactional-id": 5}
+PATTERN_TYPES = {"any": 1, "match": 2, "literal": 3, "prefixed": 4}
+OPERATIONS = {"any": 1, "all": 2, "read": 3, "write": 4, "create": 5, "delete": 6,
+              "alter": 7, "describe": 8, "clusteraction": 9, "describeconfigs": 10,
+              "alterconfigs": 11, "idempotentwrite": 12}
+PERMISSIONS = {1: "ANY", 2: "Deny", 3: "Allow"}
+OPERATION_NAMES = {3: "Read", 4: "Write", 5: "Create", 6: "Delete", 7: "Alter", 8: "Describe",
+                   9: "ClusterAction", 10: "DescribeConfigs", 11: "AlterConfigs",
+                   12: "IdempotentWrite", 2: "All"}
+RESOURCE_NAMES = {2: "Topic", 3: "Group", 4: "Cluster", 5: "TransactionalId"}
+PATTERN_NAMES = {3: "LITERAL", 4: "PREFIXED"}
+
+
+def _resources(topic: list[str], group: list[str], transactional_id: list[str],
+               cluster: bool) -> list[tuple[int, str]]:
+    out = [(2, t) for t in topic] + [(3, g) for g in group] + \
+        [(5, t) for t in transactional_id]
+    if cluster:
+        out.append((4, "kafka-cluster"))
+    return out
+
+
+def _operations(operation: list[str], default: str) -> list[int]:
+    ops = []
+    for op in operation or [default]:
+        code = OPERATIONS.get(op.replace("-", "").replace("_", "").lower())
+        if code is None:
+            raise fail(f"--operation {op}: unknown operation (use "
+                       f"{', '.join(OPERATION_NAMES.values())})", 2)
+        ops.append(code)
+    return ops
+
+
+def _pattern(value: str, allowed: tuple[str, ...]) -> int:
+    if value.lower() not in allowed:
+        raise fail(f"--resource-pattern-type {value}: use {', '.join(allowed)}", 2)
+    return PATTERN_TYPES[value.lower()]
+
+
+def _client(bootstrap: str | None, prop: list[str], command_config: Path | None) -> Any:
+    from kafkactl.client.kafka_client import KafkaClient
+
+    return KafkaClient(bootstrap, client_id="kafkactl-acls",
+                       security=client_security(prop, command_config))
+
+
+def _run(fn: Any) -> Any:
+    from kafkactl.client.errors import ClientError
+
+    try:
+        return fn()
+    except ClientError as e:
+        raise fail(str(e)) from None
+
+
+@acls_app.command("add")
+def add(
+    allow_principal: list[str] = typer.Option([], "--allow-principal"),
+    deny_principal: list[str] = typer.Option([], "--deny-principal"),
+    allow_host: str = typer.Option("*", "--allow-host"),
+    deny_host: str = typer.Option("*", "--deny-host"),
+    operation: list[str] = typer.Option([], "--operation"),
+    topic: list[str] = typer.Option([], "--topic"),
+    group: list[str] = typer.Option([], "--group"),
+    transactional_id: list[str] = typer.Option([], "--transactional-id"),
+    cluster: bool = typer.Option(False, "--cluster"),
+    resource_pattern_type: str = typer.Option("literal", "--resource-pattern-type"),
+    bootstrap: str | None = bootstrap_option(),
+    prop: list[str] = property_option(),
+    command_config: Path | None = command_config_option(),
+) -> None:
+    """Add ACLs (every principal x operation x resource)."""
+    from kafkactl.client.security_admin import AclEntry, create_acls
+
+    resources = _resources(topic, group, transactional_id, cluster)
+    if not resources or not (allow_principal or deny_principal):
+        raise fail("give a resource (--topic, --group, --transactional-id, --cluster) and "
+                   "--allow-principal or --deny-principal", 2)
+    ptype = _pattern(resource_pattern_type, ("literal", "prefixed"))
+    ops = _operations(operation, "all")
+    entries = [AclEntry(rt, name, ptype, p, host, op, perm)
+               for perm, principals, host in ((3, allow_principal, allow_host),
+                                              (2, deny_principal, deny_host))
+               for p in principals for rt, name in resources for op in ops]
+    client = _client(bootstrap, prop, command_config)
+    try:
+        _run(lambda: create_acls(client, entries))
+    finally:
+        client.close()
+    typer.echo(f"Added {len(entries)} ACL(s).")
+
+
+def _filters(principal: list[str], topic: list[str], group: list[str],
+             transactional_id: list[str], cluster: bool, pattern: str,
+             operation: list[str]) -> list[Any]:
+    from kafkactl.client.security_admin import AclEntry
+
+    ptype = _pattern(pattern, ("any", "match", "literal", "prefixed"))
+    resources: list[tuple[int, str | None]] = list(
+        _resources(topic, group, transactional_id, cluster)) or [(1, None)]
+    ops = _operations(operation, "any")
+    principals: list[str | None] = list(principal) or [None]
+    return [AclEntry(rt, name, ptype, p, None, op, 1)  # type: ignore[arg-type]
+            for rt, name in resources for p in principals for op in ops]
+
+
+def _show(entries: list[Any]) -> None:
+    for e in entries:
+        typer.echo(f"{RESOURCE_NAMES.get(e.resource_type, e.resource_type)}:"
+                   f"{PATTERN_NAMES.get(e.pattern_type, e.pattern_type)}:{e.resource_name}\t"
+                   f"principal={e.principal}, host={e.host}, "
+                   f"operation={OPERATION_NAMES.get(e.operation, e.operation)}, "
+                   f"permissionType={PERMISSIONS.get(e.permission_type, e.permission_type)}")
+
+
+@acls_app.command("list")
+def list_acls(
+    principal: list[str] = typer.Option([], "--principal"),
+    topic: list[str] = typer.Option([], "--topic"),
+    group: list[str] = typer.Option([], "--group"),
+    transactional_id: list[str] = typer.Option([], "--transactional-id"),
+    cluster: bool = typer.Option(False, "--cluster"),
+    resource_pattern_type: str = typer.Option("any", "--resource-pattern-type"),
+    bootstrap: str | None = bootstrap_option(),
+    prop: list[str] = property_option(),
+    command_config: Path | None = command_config_option(),
+) -> None:
+    """List ACLs (all, or those matching the filters)."""
+    from kafkactl.client.security_admin import describe_acls
+
+    client = _client(bootstrap, prop, command_config)
+    try:
+        for flt in _filters(principal, topic, group, transactional_id, cluster,
+                            resource_pattern_type, []):
+            _show(_run(lambda flt=flt: describe_acls(client, flt)))
+    finally:
+        client.close()
+
+
+@acls_app.command("remove")
+def remove(
+    allow_principal: list[str] = typer.Option([], "--allow-principal"),
+    deny_principal: list[str] = typer.Option([], "--deny-principal"),
+    principal: list[str] = typer.Option([], "--principal"),
+    operation: list[str] = typer.Option([], "--operation"),
+    topic: list[str] = typer.Option([], "--topic"),
+    group: list[str] = typer.Option([], "--group"),
+    transactional_id: list[str] = typer.Option([], "--transactional-id"),
+    cluster: bool = typer.Option(False, "--cluster"),
+    resource_pattern_type: str = typer.Option("literal", "--resource-pattern-type"),
+    bootstrap: str | None = bootstrap_option(),
+    prop: list[str] = property_option(),
+    command_config: Path | None = command_config_option(),
+) -> None:
+    """Remove the ACLs matching the flags (a resource is required)."""
+    from dataclasses import replace
+
+    from kafkactl.client.security_admin import delete_acls
+
+    if not _resources(topic, group, transactional_id, cluster):
+        raise fail("give a resource (--topic, --group, --transactional-id, --cluster)", 2)
+    filters = []
+    for perm, names in ((3, allow_principal), (2, deny_principal), (1, principal)):
+        if names or perm == 1 and not (allow_principal or deny_principal):
+            filters += [replace(f, permission_type=perm) for f in _filters(
+                names, topic, group, transactional_id, cluster, resource_pattern_type,
+                operation)]
+    client = _client(bootstrap, prop, command_config)
+    try:
+        removed = _run(lambda: delete_acls(client, filters))
+    finally:
+        client.close()
+    _show(removed)
+    typer.echo(f"Removed {len(removed)} ACL(s).")
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(acls_app, name="acls")

@@ -1,0 +1,105 @@
+"""`kafkactl users add|list|delete`: SCRAM users (kafka-configs --entity-type users, through
+the AlterUserScramCredentials API; the salted password is computed here, the broker stores
+salt, StoredKey, ServerKey and iterations only)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from kafkactl.cli._client_options import (
+    bootstrap_option,
+    client_security,
+    command_config_option,
+    fail,
+    property_option,
+)
+
+users_app = typer.Typer(help="Add, list and delete SCRAM users.", no_args_is_help=True)
+MECHANISMS = ["SCRAM-SHA-256", "SCRAM-SHA-512"]
+
+
+def _mechanisms(mechanism: list[str]) -> list[str]:
+    names = [m.upper() for m in mechanism] or MECHANISMS
+    for m in names:
+        if m not in MECHANISMS:
+            raise fail(f"--mechanism {m}: use {' or '.join(MECHANISMS)}", 2)
+    return names
+
+
+def _call(bootstrap: str | None, prop: list[str], command_config: Path | None,
+          fn: object) -> object:
+    from kafkactl.client.errors import ClientError
+    from kafkactl.client.kafka_client import KafkaClient
+
+    client = KafkaClient(bootstrap, client_id="kafkactl-users",
+                         security=client_security(prop, command_config))
+    try:
+        return fn(client)  # type: ignore[operator]
+    except ClientError as e:
+        raise fail(str(e)) from None
+    finally:
+        client.close()
+
+
+@users_app.command("add")
+def add(
+    name: str = typer.Argument(..., help="The user name (principal User:NAME)."),
+    password: str = typer.Option(..., "--password", prompt=True, hide_input=True,
+                                 help="The password (prompted when not given)."),
+    mechanism: list[str] = typer.Option([], "--mechanism",
+                                        help="SCRAM-SHA-256 and/or SCRAM-SHA-512 (both)."),
+    iterations: int = typer.Option(4096, "--iterations", min=4096, max=16384),
+    bootstrap: str | None = bootstrap_option(),
+    prop: list[str] = property_option(),
+    command_config: Path | None = command_config_option(),
+) -> None:
+    """Add a SCRAM user or change its password."""
+    from kafkactl.client.security_admin import alter_user
+
+    mechs = _mechanisms(mechanism)
+    _call(bootstrap, prop, command_config, lambda c: alter_user(
+        c, name, password=password, mechanisms=mechs, iterations=iterations))
+    typer.echo(f"User {name}: {', '.join(mechs)} credentials stored.")
+
+
+@users_app.command("list")
+def list_users(
+    bootstrap: str | None = bootstrap_option(),
+    prop: list[str] = property_option(),
+    command_config: Path | None = command_config_option(),
+) -> None:
+    """List SCRAM users with their mechanisms and iterations."""
+    from kafkactl.client.security_admin import describe_users
+
+    users = _call(bootstrap, prop, command_config, describe_users)
+    for user, creds in sorted(users.items()):  # type: ignore[attr-defined]
+        typer.echo(f"{user}\t" + ", ".join(f"{m} (iterations={i})" for m, i in creds))
+
+
+@users_app.command("delete")
+def delete(
+    name: str = typer.Argument(...),
+    mechanism: list[str] = typer.Option([], "--mechanism"),
+    bootstrap: str | None = bootstrap_option(),
+    prop: list[str] = property_option(),
+    command_config: Path | None = command_config_option(),
+) -> None:
+    """Delete a SCRAM user's credentials (both mechanisms unless --mechanism)."""
+    from kafkactl.client.security_admin import alter_user, describe_users
+
+    def run(client: object) -> list[str]:
+        have = [m for m, _i in describe_users(client).get(name, [])]  # type: ignore[arg-type]
+        mechs = [m for m in _mechanisms(mechanism) if m in have]
+        if not mechs:
+            raise fail(f"user {name} has no such SCRAM credentials")
+        alter_user(client, name, password=None, mechanisms=mechs)  # type: ignore[arg-type]
+        return mechs
+
+    mechs = _call(bootstrap, prop, command_config, run)
+    typer.echo(f"User {name}: {', '.join(mechs)} credentials deleted.")  # type: ignore[arg-type]
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(users_app, name="users")
