@@ -17,6 +17,8 @@ from typing import Any
 from kafkactl.broker.coordinator.group_metadata_manager import OFFSETS_TOPIC
 from kafkactl.broker.partition import Partition
 from kafkactl.broker.request_handler import RequestContext
+from kafkactl.broker.security.acl import AclOperation
+from kafkactl.broker.security.checks import authorize_cluster
 from kafkactl.broker.services import BrokerServices
 from kafkactl.cluster.controller import NotControllerError
 from kafkactl.cluster.controller_admin import IsrChange
@@ -28,7 +30,13 @@ log = logging.getLogger(__name__)
 YIELD_EVERY = 4  # partitions made between two turns of the event loop
 
 
-def _fenced(services: BrokerServices, request: dict[str, Any]) -> ErrorCode:
+def _fenced(services: BrokerServices, ctx: RequestContext,
+            request: dict[str, Any]) -> ErrorCode:
+    """An error when the request may not be obeyed: a sender without ClusterAction (with
+    an authorizer: the brokers' principal must be allowed it, e.g. in super.users), no
+    controller here, or an older controller / broker epoch."""
+    if not authorize_cluster(services, ctx, AclOperation.CLUSTER_ACTION):
+        return ErrorCode.CLUSTER_AUTHORIZATION_FAILED
     cluster = services.cluster
     if cluster is None:
         return ErrorCode.STALE_CONTROLLER_EPOCH
@@ -39,7 +47,7 @@ def _fenced(services: BrokerServices, request: dict[str, Any]) -> ErrorCode:
 
 async def handle_leader_and_isr(services: BrokerServices, ctx: RequestContext,
                                 request: dict[str, Any]) -> dict[str, Any]:
-    code = _fenced(services, request)
+    code = _fenced(services, ctx, request)
     if code != ErrorCode.NONE:
         return {"error_code": code, "partition_errors": [], "topics": []}
     assert services.cluster is not None
@@ -108,7 +116,7 @@ def _take_role(services: BrokerServices, part: Partition, ps: dict[str, Any],
 
 def handle_update_metadata(services: BrokerServices, ctx: RequestContext,
                            request: dict[str, Any]) -> dict[str, Any]:
-    code = _fenced(services, request)
+    code = _fenced(services, ctx, request)
     if code == ErrorCode.NONE:
         assert services.cluster is not None
         services.cluster.cache.apply_update_metadata(request)
@@ -117,7 +125,7 @@ def handle_update_metadata(services: BrokerServices, ctx: RequestContext,
 
 def handle_stop_replica(services: BrokerServices, ctx: RequestContext,
                         request: dict[str, Any]) -> dict[str, Any]:
-    code = _fenced(services, request)
+    code = _fenced(services, ctx, request)
     if code != ErrorCode.NONE:
         return {"error_code": code, "partition_errors": []}
     assert services.cluster is not None
@@ -152,6 +160,9 @@ def handle_stop_replica(services: BrokerServices, ctx: RequestContext,
 
 async def handle_controlled_shutdown(services: BrokerServices, ctx: RequestContext,
                                      request: dict[str, Any]) -> dict[str, Any]:
+    if not authorize_cluster(services, ctx, AclOperation.CLUSTER_ACTION):
+        return {"error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+                "remaining_partitions": []}
     cluster = services.cluster
     if cluster is None or not cluster.controller.active:
         return {"error_code": ErrorCode.NOT_CONTROLLER, "remaining_partitions": []}
@@ -166,6 +177,9 @@ async def handle_controlled_shutdown(services: BrokerServices, ctx: RequestConte
 
 async def handle_alter_partition(services: BrokerServices, ctx: RequestContext,
                                  request: dict[str, Any]) -> dict[str, Any]:
+    if not authorize_cluster(services, ctx, AclOperation.CLUSTER_ACTION):
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+                "topics": []}
     cluster = services.cluster
     if cluster is None or not cluster.controller.active:
         return {"throttle_time_ms": 0, "error_code": ErrorCode.NOT_CONTROLLER, "topics": []}

@@ -9,6 +9,8 @@ from __future__ import annotations
 from typing import Any
 
 from kafkactl.broker.request_handler import RequestContext
+from kafkactl.broker.security.acl import AclOperation
+from kafkactl.broker.security.checks import authorize_cluster
 from kafkactl.broker.services import BrokerServices
 from kafkactl.cluster.controller import KafkaController, NotControllerError
 from kafkactl.protocol.errors import ErrorCode
@@ -28,6 +30,8 @@ def _known(services: BrokerServices, topic: str, p: int) -> bool:
 
 async def handle_elect_leaders(services: BrokerServices, ctx: RequestContext,
                                request: dict[str, Any]) -> dict[str, Any]:
+    if not authorize_cluster(services, ctx, AclOperation.ALTER):
+        return _election_response({}, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
     wanted = request.get("topic_partitions")
     partitions = None if wanted is None else [
         (t["topic"], p) for t in wanted for p in t["partitions"]]
@@ -66,6 +70,9 @@ def _election_response(outcome: dict[TopicPartition, tuple[ErrorCode, str]],
 
 async def handle_alter_partition_reassignments(services: BrokerServices, ctx: RequestContext,
                                                request: dict[str, Any]) -> dict[str, Any]:
+    if not authorize_cluster(services, ctx, AclOperation.ALTER):
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+                "error_message": "Alter on the cluster is needed", "responses": []}
     targets = {(t["name"], p["partition_index"]): p["replicas"]
                for t in request["topics"] for p in t["partitions"]}
     controller = _controller(services)
@@ -102,6 +109,9 @@ async def handle_alter_partition_reassignments(services: BrokerServices, ctx: Re
 
 def handle_list_partition_reassignments(services: BrokerServices, ctx: RequestContext,
                                         request: dict[str, Any]) -> dict[str, Any]:
+    if not authorize_cluster(services, ctx, AclOperation.DESCRIBE):
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+                "error_message": "Describe on the cluster is needed", "topics": []}
     controller = _controller(services)
     if controller is not None and not controller.active:
         return {"throttle_time_ms": 0, "error_code": ErrorCode.NOT_CONTROLLER,
