@@ -9,7 +9,7 @@
 _kafkactl_spec() {
     _kc_subs=""; _kc_opts=""; _kc_vopts=""; _kc_args=""; _kc_afiles=""
     case "$1" in
-        "") _kc_subs="serve produce consume dump-log recover rebalance mirror spark-load topics offsets configs cluster"; _kc_opts="-V --version -h --help"; _kc_vopts=""; _kc_args=""; _kc_afiles="" ;;
+        "") _kc_subs="serve produce consume dump-log recover rebalance mirror spark-load topics offsets configs cluster acls users"; _kc_opts="-V --version -h --help"; _kc_vopts=""; _kc_args=""; _kc_afiles="" ;;
         "serve") _kc_subs=""; _kc_opts="-c --config -o --override -l --listen -d --data-dir --broker-id --zookeeper --log-level -h --help"; _kc_vopts="-c --config -o --override -l --listen -d --data-dir --broker-id --zookeeper --log-level"; _kc_args=""; _kc_afiles="" ;;
         "produce") _kc_subs=""; _kc_opts="-t --topic -f --file -D --delimiter -0 --null-delimited -K --key-separator -H --header -p --partition -z --compression --acks --batch-size --linger-ms --sync --partitioner -X --property -b --bootstrap-server --zookeeper -q --quiet --failed-file -h --help"; _kc_vopts="-t --topic -f --file -D --delimiter -K --key-separator -H --header -p --partition -z --compression --acks --batch-size --linger-ms --partitioner -X --property -b --bootstrap-server --zookeeper --failed-file"; _kc_args=""; _kc_afiles="" ;;
         "consume") _kc_subs=""; _kc_opts="-t --topic --topic-pattern --exclude-pattern -p --partition -o --offset --from-beginning -c --max-messages -e --exit-at-end -f --format -J --json -K --key-separator --print-offsets -G -g --group -b --bootstrap-server --zookeeper --offsets-storage --dual-commit -q --quiet -h --help"; _kc_vopts="-t --topic --topic-pattern --exclude-pattern -p --partition -o --offset -c --max-messages -f --format -K --key-separator -G -g --group -b --bootstrap-server --zookeeper --offsets-storage"; _kc_args=""; _kc_afiles="" ;;
@@ -35,6 +35,14 @@ _kafkactl_spec() {
         "cluster") _kc_subs="describe verify-replicas"; _kc_opts="-h --help"; _kc_vopts=""; _kc_args=""; _kc_afiles="" ;;
         "cluster describe") _kc_subs=""; _kc_opts="--json -b --bootstrap-server -h --help"; _kc_vopts="-b --bootstrap-server"; _kc_args=""; _kc_afiles="" ;;
         "cluster verify-replicas") _kc_subs=""; _kc_opts="-t --topic --json -b --bootstrap-server -h --help"; _kc_vopts="-t --topic -b --bootstrap-server"; _kc_args=""; _kc_afiles="" ;;
+        "acls") _kc_subs="add list remove"; _kc_opts="-h --help"; _kc_vopts=""; _kc_args=""; _kc_afiles="" ;;
+        "acls add") _kc_subs=""; _kc_opts="--allow-principal --deny-principal --allow-host --deny-host --operation --topic --group --transactional-id --cluster --resource-pattern-type -b --bootstrap-server -X --property --command-config -h --help"; _kc_vopts="--allow-principal --deny-principal --allow-host --deny-host --operation --topic --group --transactional-id --resource-pattern-type -b --bootstrap-server -X --property --command-config"; _kc_args=""; _kc_afiles="" ;;
+        "acls list") _kc_subs=""; _kc_opts="--principal --topic --group --transactional-id --cluster --resource-pattern-type -b --bootstrap-server -X --property --command-config -h --help"; _kc_vopts="--principal --topic --group --transactional-id --resource-pattern-type -b --bootstrap-server -X --property --command-config"; _kc_args=""; _kc_afiles="" ;;
+        "acls remove") _kc_subs=""; _kc_opts="--allow-principal --deny-principal --principal --operation --topic --group --transactional-id --cluster --resource-pattern-type -b --bootstrap-server -X --property --command-config -h --help"; _kc_vopts="--allow-principal --deny-principal --principal --operation --topic --group --transactional-id --resource-pattern-type -b --bootstrap-server -X --property --command-config"; _kc_args=""; _kc_afiles="" ;;
+        "users") _kc_subs="add list delete"; _kc_opts="-h --help"; _kc_vopts=""; _kc_args=""; _kc_afiles="" ;;
+        "users add") _kc_subs=""; _kc_opts="--password --mechanism --iterations -b --bootstrap-server -X --property --command-config -h --help"; _kc_vopts="--password --mechanism --iterations -b --bootstrap-server -X --property --command-config"; _kc_args=""; _kc_afiles="" ;;
+        "users list") _kc_subs=""; _kc_opts="-b --bootstrap-server -X --property --command-config -h --help"; _kc_vopts="-b --bootstrap-server -X --property --command-config"; _kc_args=""; _kc_afiles="" ;;
+        "users delete") _kc_subs=""; _kc_opts="--mechanism -b --bootstrap-server -X --property --command-config -h --help"; _kc_vopts="--mechanism -b --bootstrap-server -X --property --command-config"; _kc_args=""; _kc_afiles="" ;;
     esac
 }
 
@@ -71,6 +79,12 @@ _kafkactl() {
         "produce|-f"|"produce|--file") compopt -o filenames 2>/dev/null; COMPREPLY=($(compgen -f -- "$cur")); return 0 ;;
         "produce|--failed-file") compopt -o filenames 2>/dev/null; COMPREPLY=($(compgen -f -- "$cur")); return 0 ;;
         "mirror|--json-status") compopt -o filenames 2>/dev/null; COMPREPLY=($(compgen -f -- "$cur")); return 0 ;;
+        "acls add|--command-config") compopt -o filenames 2>/dev/null; COMPREPLY=($(compgen -f -- "$cur")); return 0 ;;
+        "acls list|--command-config") compopt -o filenames 2>/dev/null; COMPREPLY=($(compgen -f -- "$cur")); return 0 ;;
+        "acls remove|--command-config") compopt -o filenames 2>/dev/null; COMPREPLY=($(compgen -f -- "$cur")); return 0 ;;
+        "users add|--command-config") compopt -o filenames 2>/dev/null; COMPREPLY=($(compgen -f -- "$cur")); return 0 ;;
+        "users list|--command-config") compopt -o filenames 2>/dev/null; COMPREPLY=($(compgen -f -- "$cur")); return 0 ;;
+        "users delete|--command-config") compopt -o filenames 2>/dev/null; COMPREPLY=($(compgen -f -- "$cur")); return 0 ;;
         esac
         COMPREPLY=()
         return 0

@@ -31,6 +31,8 @@ _kafkactl() {
                 'offsets:Show, reset, delete and migrate consumer-group offsets.'
                 'configs:Describe and alter topic and broker configs (kafka-configs).'
                 'cluster:Describe the cluster (controller, brokers, offline and under-replicated partitions) and verify replicas.'
+                'acls:Add, list and remove ACLs (kafka-acls).'
+                'users:Add, list and delete SCRAM users.'
             )
             _describe -t commands 'kafkactl command' commands ;;
         argument)
@@ -47,6 +49,8 @@ _kafkactl() {
                 offsets) _kafkactl_offsets ;;
                 configs) _kafkactl_configs ;;
                 cluster) _kafkactl_cluster ;;
+                acls) _kafkactl_acls ;;
+                users) _kafkactl_users ;;
             esac ;;
     esac
 }
@@ -518,6 +522,155 @@ _kafkactl_cluster_verify_replicas() {
         '(-b --bootstrap-server)--bootstrap-server[Broker(s) host\:port\[,host\:port\]; default $KAFKACTL_BOOTSTRAP or 127.0.0.1\:9092.]:BOOTSTRAP: ' \
         '(-h --help)-h[Show this message and exit.]' \
         '(-h --help)--help[Show this message and exit.]'
+}
+
+_kafkactl_acls() {
+    local curcontext="$curcontext" state line
+    typeset -A opt_args
+    _arguments -s -S \
+        '(-h --help)-h[Show this message and exit.]' \
+        '(-h --help)--help[Show this message and exit.]' \
+        '1: :->command' \
+        '*:: :->argument'
+    case $state in
+        command)
+            local -a commands
+            commands=(
+                'add:Add ACLs (every principal x operation x resource).'
+                'list:List ACLs (all, or those matching the filters).'
+                'remove:Remove the ACLs matching the flags (a resource is required).'
+            )
+            _describe -t commands 'kafkactl command' commands ;;
+        argument)
+            case $words[1] in
+                add) _kafkactl_acls_add ;;
+                list) _kafkactl_acls_list ;;
+                remove) _kafkactl_acls_remove ;;
+            esac ;;
+    esac
+}
+
+_kafkactl_acls_add() {
+    _arguments -s -S \
+        '*--allow-principal[]:ALLOW_PRINCIPAL: ' \
+        '*--deny-principal[]:DENY_PRINCIPAL: ' \
+        '--allow-host[\[default\: *\]]:ALLOW_HOST: ' \
+        '--deny-host[\[default\: *\]]:DENY_HOST: ' \
+        '*--operation[]:OPERATION: ' \
+        '*--topic[]:TOPIC: ' \
+        '*--group[]:GROUP: ' \
+        '*--transactional-id[]:TRANSACTIONAL_ID: ' \
+        '--cluster[]' \
+        '--resource-pattern-type[\[default\: literal\]]:RESOURCE_PATTERN_TYPE: ' \
+        '(-b --bootstrap-server)-b[Broker(s) host\:port\[,host\:port\]; default $KAFKACTL_BOOTSTRAP or 127.0.0.1\:9092.]:BOOTSTRAP: ' \
+        '(-b --bootstrap-server)--bootstrap-server[Broker(s) host\:port\[,host\:port\]; default $KAFKACTL_BOOTSTRAP or 127.0.0.1\:9092.]:BOOTSTRAP: ' \
+        '*-X[Client property key=value, librdkafka'\''s names (repeatable)\: security.protocol, sasl.mechanism, sasl.username, sasl.pa...]:PROP: ' \
+        '*--property[Client property key=value, librdkafka'\''s names (repeatable)\: security.protocol, sasl.mechanism, sasl.username, sasl.pa...]:PROP: ' \
+        '--command-config[A properties file of client settings (Kafka'\''s tools'\'' flag).]:FILE:_files' \
+        '(-h --help)-h[Show this message and exit.]' \
+        '(-h --help)--help[Show this message and exit.]'
+}
+
+_kafkactl_acls_list() {
+    _arguments -s -S \
+        '*--principal[]:PRINCIPAL: ' \
+        '*--topic[]:TOPIC: ' \
+        '*--group[]:GROUP: ' \
+        '*--transactional-id[]:TRANSACTIONAL_ID: ' \
+        '--cluster[]' \
+        '--resource-pattern-type[\[default\: any\]]:RESOURCE_PATTERN_TYPE: ' \
+        '(-b --bootstrap-server)-b[Broker(s) host\:port\[,host\:port\]; default $KAFKACTL_BOOTSTRAP or 127.0.0.1\:9092.]:BOOTSTRAP: ' \
+        '(-b --bootstrap-server)--bootstrap-server[Broker(s) host\:port\[,host\:port\]; default $KAFKACTL_BOOTSTRAP or 127.0.0.1\:9092.]:BOOTSTRAP: ' \
+        '*-X[Client property key=value, librdkafka'\''s names (repeatable)\: security.protocol, sasl.mechanism, sasl.username, sasl.pa...]:PROP: ' \
+        '*--property[Client property key=value, librdkafka'\''s names (repeatable)\: security.protocol, sasl.mechanism, sasl.username, sasl.pa...]:PROP: ' \
+        '--command-config[A properties file of client settings (Kafka'\''s tools'\'' flag).]:FILE:_files' \
+        '(-h --help)-h[Show this message and exit.]' \
+        '(-h --help)--help[Show this message and exit.]'
+}
+
+_kafkactl_acls_remove() {
+    _arguments -s -S \
+        '*--allow-principal[]:ALLOW_PRINCIPAL: ' \
+        '*--deny-principal[]:DENY_PRINCIPAL: ' \
+        '*--principal[]:PRINCIPAL: ' \
+        '*--operation[]:OPERATION: ' \
+        '*--topic[]:TOPIC: ' \
+        '*--group[]:GROUP: ' \
+        '*--transactional-id[]:TRANSACTIONAL_ID: ' \
+        '--cluster[]' \
+        '--resource-pattern-type[\[default\: literal\]]:RESOURCE_PATTERN_TYPE: ' \
+        '(-b --bootstrap-server)-b[Broker(s) host\:port\[,host\:port\]; default $KAFKACTL_BOOTSTRAP or 127.0.0.1\:9092.]:BOOTSTRAP: ' \
+        '(-b --bootstrap-server)--bootstrap-server[Broker(s) host\:port\[,host\:port\]; default $KAFKACTL_BOOTSTRAP or 127.0.0.1\:9092.]:BOOTSTRAP: ' \
+        '*-X[Client property key=value, librdkafka'\''s names (repeatable)\: security.protocol, sasl.mechanism, sasl.username, sasl.pa...]:PROP: ' \
+        '*--property[Client property key=value, librdkafka'\''s names (repeatable)\: security.protocol, sasl.mechanism, sasl.username, sasl.pa...]:PROP: ' \
+        '--command-config[A properties file of client settings (Kafka'\''s tools'\'' flag).]:FILE:_files' \
+        '(-h --help)-h[Show this message and exit.]' \
+        '(-h --help)--help[Show this message and exit.]'
+}
+
+_kafkactl_users() {
+    local curcontext="$curcontext" state line
+    typeset -A opt_args
+    _arguments -s -S \
+        '(-h --help)-h[Show this message and exit.]' \
+        '(-h --help)--help[Show this message and exit.]' \
+        '1: :->command' \
+        '*:: :->argument'
+    case $state in
+        command)
+            local -a commands
+            commands=(
+                'add:Add a SCRAM user or change its password.'
+                'list:List SCRAM users with their mechanisms and iterations.'
+                'delete:Delete a SCRAM user'\''s credentials (both mechanisms unless --mechanism).'
+            )
+            _describe -t commands 'kafkactl command' commands ;;
+        argument)
+            case $words[1] in
+                add) _kafkactl_users_add ;;
+                list) _kafkactl_users_list ;;
+                delete) _kafkactl_users_delete ;;
+            esac ;;
+    esac
+}
+
+_kafkactl_users_add() {
+    _arguments -s -S \
+        '--password[The password (prompted when not given). \[required\]]:PASSWORD: ' \
+        '*--mechanism[SCRAM-SHA-256 and/or SCRAM-SHA-512 (both).]:MECHANISM: ' \
+        '--iterations[\[default\: 4096; 4096<=x<=16384\]]:ITERATIONS: ' \
+        '(-b --bootstrap-server)-b[Broker(s) host\:port\[,host\:port\]; default $KAFKACTL_BOOTSTRAP or 127.0.0.1\:9092.]:BOOTSTRAP: ' \
+        '(-b --bootstrap-server)--bootstrap-server[Broker(s) host\:port\[,host\:port\]; default $KAFKACTL_BOOTSTRAP or 127.0.0.1\:9092.]:BOOTSTRAP: ' \
+        '*-X[Client property key=value, librdkafka'\''s names (repeatable)\: security.protocol, sasl.mechanism, sasl.username, sasl.pa...]:PROP: ' \
+        '*--property[Client property key=value, librdkafka'\''s names (repeatable)\: security.protocol, sasl.mechanism, sasl.username, sasl.pa...]:PROP: ' \
+        '--command-config[A properties file of client settings (Kafka'\''s tools'\'' flag).]:FILE:_files' \
+        '(-h --help)-h[Show this message and exit.]' \
+        '(-h --help)--help[Show this message and exit.]' \
+        ':NAME: '
+}
+
+_kafkactl_users_list() {
+    _arguments -s -S \
+        '(-b --bootstrap-server)-b[Broker(s) host\:port\[,host\:port\]; default $KAFKACTL_BOOTSTRAP or 127.0.0.1\:9092.]:BOOTSTRAP: ' \
+        '(-b --bootstrap-server)--bootstrap-server[Broker(s) host\:port\[,host\:port\]; default $KAFKACTL_BOOTSTRAP or 127.0.0.1\:9092.]:BOOTSTRAP: ' \
+        '*-X[Client property key=value, librdkafka'\''s names (repeatable)\: security.protocol, sasl.mechanism, sasl.username, sasl.pa...]:PROP: ' \
+        '*--property[Client property key=value, librdkafka'\''s names (repeatable)\: security.protocol, sasl.mechanism, sasl.username, sasl.pa...]:PROP: ' \
+        '--command-config[A properties file of client settings (Kafka'\''s tools'\'' flag).]:FILE:_files' \
+        '(-h --help)-h[Show this message and exit.]' \
+        '(-h --help)--help[Show this message and exit.]'
+}
+
+_kafkactl_users_delete() {
+    _arguments -s -S \
+        '*--mechanism[]:MECHANISM: ' \
+        '(-b --bootstrap-server)-b[Broker(s) host\:port\[,host\:port\]; default $KAFKACTL_BOOTSTRAP or 127.0.0.1\:9092.]:BOOTSTRAP: ' \
+        '(-b --bootstrap-server)--bootstrap-server[Broker(s) host\:port\[,host\:port\]; default $KAFKACTL_BOOTSTRAP or 127.0.0.1\:9092.]:BOOTSTRAP: ' \
+        '*-X[Client property key=value, librdkafka'\''s names (repeatable)\: security.protocol, sasl.mechanism, sasl.username, sasl.pa...]:PROP: ' \
+        '*--property[Client property key=value, librdkafka'\''s names (repeatable)\: security.protocol, sasl.mechanism, sasl.username, sasl.pa...]:PROP: ' \
+        '--command-config[A properties file of client settings (Kafka'\''s tools'\'' flag).]:FILE:_files' \
+        '(-h --help)-h[Show this message and exit.]' \
+        '(-h --help)--help[Show this message and exit.]' \
+        ':NAME: '
 }
 
 if [ "$funcstack[1]" = "_kafkactl" ]; then
