@@ -9,7 +9,7 @@
 #
 # The steps, in order; each is a function step_<name> below. To add one, write the
 # function, add its name to STEPS and a few words to STEP_WHAT.
-#   apt     Debian packages: zookeeper and kcat (real peers for the tests), a Java runtime
+#   apt     Debian packages: zookeeper and kcat (real peers for the tests), openssl, a Java runtime
 #           (ZooKeeper), man-db, zsh and fish (the man page and completion tests), and
 #           python3-venv when python3 cannot make a virtual environment
 #   clients the test clients that are not Python packages (scripts/install_test_clients.sh:
@@ -48,6 +48,7 @@ declare -A STEP_WHAT=(
 step_apt() {
     local need=()
     command -v kcat >/dev/null || need+=(kcat)
+    command -v openssl >/dev/null || need+=(openssl)  # the TLS tests make certificates
     [ -x /usr/share/zookeeper/bin/zkServer.sh ] || need+=(zookeeper)
     command -v java >/dev/null || need+=(default-jre-headless)
     command -v man >/dev/null || need+=(man-db)
