@@ -36,16 +36,18 @@ def handle_produce(services: BrokerServices, ctx: RequestContext, request: dict[
     responses = []
     waiting: dict[tuple[str, int], int] = {}  # acks=all: partition -> high watermark needed
     entries: dict[tuple[str, int], dict[str, Any]] = {}
+    bad_acks = acks not in (0, 1, -1)
+    transactional = request.get("transactional_id") is not None
     for topic in request["topic_data"]:
         name = topic["name"]
         parts = []
         for pdata in topic["partition_data"]:
             index = pdata["index"]
-            if acks not in (0, 1, -1):
+            if bad_acks:
                 parts.append(_error(index, ErrorCode.INVALID_REQUIRED_ACKS,
                                     f"acks must be 0, 1 or -1, not {acks}"))
                 continue
-            if request.get("transactional_id") is not None:
+            if transactional:
                 parts.append(_error(index, ErrorCode.INVALID_TXN_STATE,
                                     "transactions are not supported"))
                 continue
