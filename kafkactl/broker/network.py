@@ -52,7 +52,7 @@ import termios
 from collections import deque
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 from kafkactl.broker.connection_quotas import ConnectionQuotas
 from kafkactl.broker.memory_pool import RequestMemoryPool
@@ -125,6 +125,11 @@ class _RegionFile:
         return offset
 
 
+def _wake(future: asyncio.Future[None]) -> None:
+    if not future.done():
+        future.set_result(None)
+
+
 class KafkaConnection(asyncio.BufferedProtocol):
     __slots__ = (
         "server", "loop", "info", "transport", "ip", "last_active", "_sock_fd", "_counted",
@@ -169,8 +174,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
 
     # ---- asyncio callbacks ---------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self.transport = transport
+        # asyncio's own transports are asyncio.Transport; uvloop's have its methods only
+        self.transport = cast(asyncio.Transport, transport)
         peer = transport.get_extra_info("peername")
         if peer:
             self.ip = str(peer[0])
@@ -184,7 +189,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
             server.quotas.log_refusal(self.info.peer, refusal)
             return
         if self._setup is not None:
-            reason = self._setup(self.info, transport)
+            reason = self._setup(self.info, cast(asyncio.Transport, transport))
             if reason is not None:
                 server.quotas.release(self.ip)
                 self._closed = True
@@ -390,7 +395,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
                 return
             if result is None:
                 continue
-            if isinstance(result, Sequence):
+            if result.__class__ is list or isinstance(result, Sequence):
                 pending = self._write_parts(result)
                 if self.info.close_after_response:
                     self.close(None)
@@ -447,6 +452,10 @@ class KafkaConnection(asyncio.BufferedProtocol):
         transport = self.transport
         if transport is None or self._closed:
             return None
+        if len(parts) == 1 and parts[0].__class__ is bytes:  # most responses: one bytes
+            transport.write(parts[0])
+            self.last_active = self.loop.time()
+            return None
         chunks: list[Any] = []
         for i, part in enumerate(parts):
             if isinstance(part, bytes | bytearray | memoryview):
@@ -489,13 +498,39 @@ class KafkaConnection(asyncio.BufferedProtocol):
         transport = self.transport
         if transport is None or self._closed:
             return
-        sent = await self.loop.sendfile(transport, _RegionFile(fd), position, length)  # type: ignore[arg-type]
+        if self.server.native_sendfile:
+            sent = await self.loop.sendfile(transport, _RegionFile(fd), position, length)  # type: ignore[arg-type]
+        else:
+            sent = await self._sendfile_when_writable(transport, fd, position, length)
         if sent < length:
             raise CloseConnection("log segment shrank while being sent; closing")
         if rest:
             pending = self._write_parts(rest)
             if pending is not None:
                 await pending
+
+    async def _sendfile_when_writable(self, transport: asyncio.Transport, fd: int,
+                                      position: int, length: int) -> int:
+        """loop.sendfile() for a loop without it (uvloop): os.sendfile whenever the socket
+        can take more, once the transport's own buffer is empty. The socket is watched
+        through a duplicate descriptor (the transport owns the original)."""
+        watched = os.dup(self._sock_fd)
+        sent = 0
+        try:
+            while sent < length:
+                if transport.get_write_buffer_size() == 0:
+                    sent += self._try_sendfile(fd, position + sent, length - sent)
+                    if sent >= length:
+                        break
+                writable = self.loop.create_future()
+                self.loop.add_writer(watched, _wake, writable)
+                try:
+                    await writable
+                finally:
+                    self.loop.remove_writer(watched)
+        finally:
+            os.close(watched)
+        return sent
 
     def close(self, reason: str | None) -> None:
         if reason:
@@ -527,6 +562,9 @@ class SocketServer:
         self.quotas = ConnectionQuotas(max_connections, max_connections_per_ip,
                                        per_ip_overrides)
         self.loop = asyncio.get_running_loop()
+        # asyncio's loops have loop.sendfile(); uvloop's do not (AbstractEventLoop's raises)
+        self.native_sendfile = (
+            type(self.loop).sendfile is not asyncio.AbstractEventLoop.sendfile)
         self.recv_buffer = bytearray(RECV_BUFFER_SIZE)
         self.recv_view = memoryview(self.recv_buffer)
         self.connections: set[KafkaConnection] = set()

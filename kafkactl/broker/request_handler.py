@@ -67,14 +67,35 @@ class KafkaApis:
         check_handler_table(handlers)
         self.services = services
         self.handlers: dict[int, Handler] = {int(k): h for k, h in handlers.items()}
+        # api key -> (lowest version, highest version, handler): one lookup per request
+        self._routes: dict[int, tuple[int, int, Handler]] = {
+            int(k): (*SUPPORTED_VERSIONS[k], h) for k, h in handlers.items()}
 
     # ---- the network layer's entry point ----------------------------------------------------
     def handle(self, conn: ConnectionInfo, frame: bytearray) -> HandlerResult:
         if len(frame) < 8:
             raise CloseConnection(f"request of {len(frame)} bytes is shorter than a header")
         api_key, api_version, correlation_id = _HEADER.unpack_from(frame)
-        handler = self.handlers.get(api_key)
-        if handler is None:
+        route = self._routes.get(api_key)
+        if route is None or not route[0] <= api_version <= route[1]:
+            return self._refuse(conn, api_key, api_version, correlation_id)
+        try:
+            client_id, request = codec.decode_request_frame(api_key, api_version, frame)
+        except KafkaError as e:
+            raise CloseConnection(
+                f"malformed {ApiKey(api_key).name} v{api_version} request: {e}; closing") from e
+        ctx = RequestContext(api_key, api_version, correlation_id, client_id, conn)
+        body = route[2](self.services, ctx, request)
+        if body is None:
+            return None
+        if body.__class__ is not dict and inspect.isawaitable(body):
+            return self._finish(ctx, body)
+        return codec.encode_response(api_key, api_version, correlation_id, body)
+
+    def _refuse(self, conn: ConnectionInfo, api_key: int, api_version: int,
+                correlation_id: int) -> HandlerResult:
+        """An API key we do not serve, or a version outside our range."""
+        if api_key not in self.handlers:
             known = api_key in ApiKey._value2member_map_
             name = ApiKey(api_key).spec_name if known else f"API key {api_key}"
             refusal = refusal_frame(api_key, api_version, correlation_id,
@@ -85,24 +106,10 @@ class KafkaApis:
                 return [refusal]
             raise CloseConnection(f"unknown or unsupported API key {api_key}; closing")
         lo, hi = SUPPORTED_VERSIONS[ApiKey(api_key)]
-        if not lo <= api_version <= hi:
-            if api_key == ApiKey.API_VERSIONS and api_version > hi:
-                return [codec.encode_api_versions_unsupported(correlation_id)]
-            raise CloseConnection(
-                f"{ApiKey(api_key).name} v{api_version} is not supported (v{lo}-v{hi}); closing")
-        try:
-            header, offset = codec.decode_request_header(frame)
-            request = codec.decode_request(api_key, api_version, frame, offset)
-        except KafkaError as e:
-            raise CloseConnection(
-                f"malformed {ApiKey(api_key).name} v{api_version} request: {e}; closing") from e
-        ctx = RequestContext(api_key, api_version, correlation_id, header.client_id, conn)
-        body = handler(self.services, ctx, request)
-        if body is None:
-            return None
-        if inspect.isawaitable(body):
-            return self._finish(ctx, body)
-        return codec.encode_response(api_key, api_version, correlation_id, body)
+        if api_key == ApiKey.API_VERSIONS and api_version > hi:
+            return [codec.encode_api_versions_unsupported(correlation_id)]
+        raise CloseConnection(
+            f"{ApiKey(api_key).name} v{api_version} is not supported (v{lo}-v{hi}); closing")
 
     async def _finish(self, ctx: RequestContext,
                       pending: Awaitable[dict[str, Any] | None]) -> list[Any] | None:

@@ -60,13 +60,16 @@ from kafkactl.protocol.versions import API_VERSIONS_MAX, SUPPORTED_VERSIONS
 
 __all__ = [
     "RequestHeader", "ResponseHeader", "FileRegion", "decode_request_header",
-    "decode_request", "encode_request", "decode_response", "decode_response_header",
+    "decode_request", "decode_request_frame", "encode_request", "decode_response",
+    "decode_response_header",
     "encode_response", "encode_api_versions_unsupported", "peek_correlation_id",
     "frame_bytes", "frame_size", "request_header_version", "response_header_version",
 ]
 
 _HEADER = struct.Struct(">hhi")
 _HEADER_V1 = struct.Struct(">hhih")
+_RESPONSE_HEADER_V0 = struct.Struct(">ii")  # size (filled in last), correlation id
+_RESPONSE_HEADER_V1 = struct.Struct(">iiB")  # ... and an empty tagged-field section
 _DECODE_ERRORS = (struct.error, IndexError, ValueError, OverflowError, TypeError)
 _ENCODE_ERRORS = (struct.error, TypeError, AttributeError, OverflowError)
 
@@ -113,6 +116,8 @@ _REQUEST_DECODERS: dict[tuple[int, int], Decoder] = {}
 _REQUEST_ENCODERS: dict[tuple[int, int], Encoder] = {}
 _RESPONSE_DECODERS: dict[tuple[int, int], Decoder] = {}
 _RESPONSE_ENCODERS: dict[tuple[int, int], Encoder] = {}
+# (api key, version) -> (encoder, response header v1?)
+_RESPONSE_PLANS: dict[tuple[int, int], tuple[Encoder, bool]] = {}
 
 
 def _check_supported(api_key: int, version: int) -> None:
@@ -188,6 +193,41 @@ def decode_request(api_key: int, version: int, buf: Any, offset: int = 0) -> dic
     )
     try:
         return decode(_as_view(buf), offset)[0]
+    except ProtocolDecodeError:
+        raise
+    except _DECODE_ERRORS as exc:
+        raise ProtocolDecodeError(
+            f"malformed {REQUESTS[api_key].name} v{version}: {exc}"
+        ) from exc
+
+
+def decode_request_frame(api_key: int, version: int, frame: Any) -> tuple[str | None, Any]:
+    """(client id, body) of one request frame (without its size prefix) whose api key and
+    version the caller has read from it (the broker's hot path: one call, no header tuple)."""
+    decode = _REQUEST_DECODERS.get((api_key, version)) or _compiled(
+        _REQUEST_DECODERS, REQUESTS, api_key, version, False
+    )
+    mv = frame if frame.__class__ is memoryview else memoryview(frame)
+    try:
+        n = INT16.unpack_from(mv, 8)[0]
+        pos = 10
+        if n >= 0:
+            pos += n
+            if pos > len(mv):
+                raise ProtocolDecodeError("request header: client id runs past the frame")
+            client_id: str | None = str(mv[10:pos], "utf-8")
+        elif n == -1:
+            client_id = None
+        else:
+            raise ProtocolDecodeError(f"request header: invalid client id length {n}")
+        if version >= _REQUEST_FLEX.get(api_key, _NEVER):
+            pos = pos + 1 if mv[pos] == 0 else skip_tagged_fields(mv, pos)
+    except ProtocolDecodeError:
+        raise
+    except _DECODE_ERRORS as exc:
+        raise ProtocolDecodeError(f"malformed request header: {exc}") from exc
+    try:
+        return client_id, decode(mv, pos)[0]
     except ProtocolDecodeError:
         raise
     except _DECODE_ERRORS as exc:
@@ -282,17 +322,25 @@ def decode_response(api_key: int, version: int, buf: Any, offset: int = 0) -> di
         ) from exc
 
 
+def _response_plan(api_key: int, version: int) -> tuple[Encoder, bool]:
+    plan = _RESPONSE_PLANS.get((api_key, version))
+    if plan is None:
+        encode = _compiled(_RESPONSE_ENCODERS, RESPONSES, api_key, version, True)
+        plan = _RESPONSE_PLANS[(api_key, version)] = (
+            encode, response_header_version(api_key, version) >= 1)
+    return plan
+
+
 def encode_response(
     api_key: int, version: int, correlation_id: int, body: dict[str, Any]
 ) -> list[Any]:
     """Frame a response: ``[bytes(size + header + ...), (FileRegion | memoryview | bytes)...]``."""
-    encode = _RESPONSE_ENCODERS.get((api_key, version)) or _compiled(
-        _RESPONSE_ENCODERS, RESPONSES, api_key, version, True
-    )
-    out = bytearray(4)
-    out += INT32.pack(correlation_id)
-    if response_header_version(api_key, version) >= 1:
-        out.append(0)
+    encode, flexible_header = _RESPONSE_PLANS.get((api_key, version)) or _response_plan(
+        api_key, version)
+    if flexible_header:
+        out = bytearray(_RESPONSE_HEADER_V1.pack(0, correlation_id, 0))
+    else:
+        out = bytearray(_RESPONSE_HEADER_V0.pack(0, correlation_id))
     parts: list[Any] = []
     try:
         encode(out, parts, body)
@@ -303,7 +351,7 @@ def encode_response(
             f"cannot encode {RESPONSES[api_key].name} v{version}: {exc}"
         ) from exc
     if not parts:
-        out[0:4] = INT32.pack(len(out) - 4)
+        INT32.pack_into(out, 0, len(out) - 4)
         return [bytes(out)]
     if out:
         parts.append(bytes(out))

@@ -40,6 +40,8 @@ def handle_produce(services: BrokerServices, ctx: RequestContext, request: dict[
     entries: dict[tuple[str, int], dict[str, Any]] = {}
     refused = unauthorized_topics(services, ctx, AclOperation.WRITE,
                                   (t["name"] for t in request["topic_data"]))
+    bad_acks = acks not in (0, 1, -1)
+    transactional = request.get("transactional_id") is not None
     for topic in request["topic_data"]:
         name = topic["name"]
         parts = []
@@ -49,11 +51,11 @@ def handle_produce(services: BrokerServices, ctx: RequestContext, request: dict[
                 parts.append(_error(index, ErrorCode.TOPIC_AUTHORIZATION_FAILED,
                                     "Not authorized to access topics: [" + name + "]"))
                 continue
-            if acks not in (0, 1, -1):
+            if bad_acks:
                 parts.append(_error(index, ErrorCode.INVALID_REQUIRED_ACKS,
                                     f"acks must be 0, 1 or -1, not {acks}"))
                 continue
-            if request.get("transactional_id") is not None:
+            if transactional:
                 parts.append(_error(index, ErrorCode.INVALID_TXN_STATE,
                                     "transactions are not supported"))
                 continue

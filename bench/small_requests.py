@@ -1,0 +1,308 @@
+"""Small requests: many producer processes sending one record per Produce request
+(linger.ms=0) to one `kafkactl serve`; the broker's CPU per request is the figure to watch.
+
+Phases, all in one run (each phase: its own clients, CPU sampled over the same window):
+- echo   a bare asyncio server answering each Kafka-framed request with a small response
+         (what the event loop and the socket cost, nothing else), driven by raw-socket
+         clients that each keep one Produce request in flight;
+- raw    the same raw-socket clients and the same Produce frames against the broker:
+         broker/echo is the broker's own cost;
+- acks1, acksall   confluent-kafka producers (linger.ms=0, one record per request, each
+         process keeping `--window` records outstanding), acks=1 and acks=all;
+- latency  confluent-kafka producers paced to `--rate` requests/s in total: p50/p99 of
+         produce() -> delivery report (librdkafka's msg.latency()).
+
+Requests/s depend on how many cores the clients leave the server (2 cores here, shared):
+compare the server µs of CPU per request, and the ratios. `--kafkactl DIR` runs the broker
+from another checkout (PYTHONPATH=DIR), for before/after rounds in the same conditions.
+
+    python bench/small_requests.py [--producers 20] [--seconds 5] [--rate 10000]
+                                   [--phases echo,raw,acks1,acksall,latency] [--kafkactl DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import multiprocessing as mp
+import os
+import socket
+import struct
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from broker_common import Broker, free_port, start_broker
+
+ROOT = Path(__file__).resolve().parent.parent
+TOPIC = "small"
+VALUE = b"v" * 100
+PRODUCE_VERSION = 9
+WARMUP = 1.5
+_SIZE = struct.Struct(">i")
+
+
+def process_cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def percentile(values: list[float], p: float) -> float:
+    s = sorted(values)
+    return s[min(len(s) - 1, int(len(s) * p))] if s else float("nan")
+
+
+# ---------------------------------------------------------------- the echo baseline server
+class _Echo(asyncio.Protocol):
+    """Kafka framing only: each size-prefixed request gets a 40-byte response carrying its
+    correlation id (about the size of a one-partition Produce response)."""
+
+    def __init__(self) -> None:
+        self.buf = bytearray()
+        self.transport: asyncio.Transport | None = None
+
+    def connection_made(self, transport: Any) -> None:
+        self.transport = transport
+        sock = transport.get_extra_info("socket")
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+    def data_received(self, data: bytes) -> None:
+        buf = self.buf
+        buf += data
+        out = []
+        while len(buf) >= 4:
+            (size,) = _SIZE.unpack_from(buf)
+            if len(buf) < 4 + size:
+                break
+            out.append(b"\x00\x00\x00\x24" + bytes(buf[8:12]) + bytes(32))
+            del buf[:4 + size]
+        if out and self.transport is not None:
+            self.transport.write(b"".join(out))
+
+
+def echo_server(port: int) -> None:
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        server = await loop.create_server(_Echo, "127.0.0.1", port, backlog=1024)
+        async with server:
+            await server.serve_forever()
+
+    asyncio.run(main())
+
+
+def start_echo() -> tuple[subprocess.Popen[bytes], int]:
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, __file__, "--echo-server", str(port)])
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+                return proc, port
+        except OSError:
+            time.sleep(0.05)
+    proc.kill()
+    raise RuntimeError("echo server did not start")
+
+
+# ------------------------------------------------------------------------ raw-socket client
+def produce_frame(partition: int, acks: int) -> bytes:
+    from kafkactl.protocol.api_keys import ApiKey
+    from kafkactl.protocol.codec import encode_request
+    from kafkactl.record.builder import RecordBatchBuilder
+
+    b = RecordBatchBuilder()
+    b.append(None, None, VALUE)
+    body = {"transactional_id": None, "acks": acks, "timeout_ms": 30000, "topic_data": [
+        {"name": TOPIC, "partition_data": [{"index": partition, "records": b.build()}]}]}
+    return encode_request(ApiKey.PRODUCE, PRODUCE_VERSION, 1, "small-requests", body)
+
+
+def raw_client(port: int, frame: bytes, t0: float, t1: float, out: Any) -> None:
+    """One request in flight at a time; counts the answers received inside [t0, t1]."""
+    s = socket.create_connection(("127.0.0.1", port))
+    s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    buf = bytearray(65536)
+    view = memoryview(buf)
+    done = 0
+    while (now := time.monotonic()) < t1:
+        s.sendall(frame)
+        got = s.recv_into(buf)
+        while got < 4 or got < 4 + _SIZE.unpack_from(buf)[0]:
+            n = s.recv_into(view[got:])
+            if n == 0:
+                raise ConnectionError("server closed the connection")
+            got += n
+        if now >= t0:
+            done += 1
+    s.close()
+    out.put(done)
+
+
+# ------------------------------------------------------------------ confluent-kafka clients
+def ck_saturate(bootstrap: str, partition: int, acks: int, window: int, t0: float, t1: float,
+                out: Any) -> None:
+    """At most `window` records outstanding; linger.ms=0 and batch.num.messages=1: one
+    record per Produce request. Counts the deliveries inside [t0, t1]."""
+    from confluent_kafka import Producer
+
+    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0, "acks": acks,
+                  "batch.num.messages": 1})
+    state = [0, 0]  # outstanding, delivered in window
+
+    def delivered(err: Any, msg: Any) -> None:
+        state[0] -= 1
+        if err is None and t0 <= time.monotonic() <= t1:
+            state[1] += 1
+
+    while time.monotonic() < t1:
+        while state[0] >= window:
+            p.poll(1.0)
+        p.produce(TOPIC, VALUE, partition=partition, on_delivery=delivered)
+        state[0] += 1
+        p.poll(0)
+    p.flush(10)
+    out.put(state[1])
+
+
+def ck_paced(bootstrap: str, partition: int, acks: int, rate: float, t0: float, t1: float,
+             out: Any) -> None:
+    """Sends at `rate` records/s (sleeping, never spinning, to each slot); collects the
+    produce -> delivery latency of the records sent inside [t0, t1], in ms."""
+    from confluent_kafka import Producer
+
+    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0, "acks": acks,
+                  "batch.num.messages": 1})
+    latencies: list[float] = []
+
+    def delivered(err: Any, msg: Any) -> None:
+        lat = msg.latency()
+        if err is None and lat is not None and msg.key() == b"w":
+            latencies.append(lat * 1e3)
+
+    interval = 1.0 / rate
+    start = time.monotonic()
+    i = 0
+    while (now := time.monotonic()) < t1:
+        delay = start + i * interval - now
+        if delay > 0:
+            time.sleep(delay)
+        key = b"w" if t0 <= now else None
+        p.produce(TOPIC, VALUE, key=key, partition=partition, on_delivery=delivered)
+        i += 1
+        p.poll(0)
+    p.flush(10)
+    out.put(latencies)
+
+
+# ---------------------------------------------------------------------------- the phases
+CLIENT_NICE = 0
+
+
+def _niced(target: Any, *args: Any) -> None:
+    os.nice(CLIENT_NICE)
+    target(*args)
+
+
+def run_clients(target: Any, args_for: Any, n: int, server_pid: int,
+                seconds: float) -> tuple[list[Any], float]:
+    """Start n client processes over one window; returns their results and the server's
+    CPU seconds inside the window."""
+    ctx = mp.get_context("fork")
+    out = ctx.Queue()
+    t0 = time.monotonic() + WARMUP + 0.05 * n
+    t1 = t0 + seconds
+    procs = [ctx.Process(target=_niced, args=(target, *args_for(i), t0, t1, out)) for i in range(n)]
+    for p in procs:
+        p.start()
+    time.sleep(max(0.0, t0 - time.monotonic()))
+    cpu0 = process_cpu_seconds(server_pid)
+    time.sleep(max(0.0, t1 - time.monotonic()))
+    cpu1 = process_cpu_seconds(server_pid)
+    results = [out.get(timeout=60) for _ in procs]
+    for p in procs:
+        p.join(30)
+    return results, cpu1 - cpu0
+
+
+def create_topic(bootstrap: str, partitions: int) -> None:
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for f in admin.create_topics([NewTopic(TOPIC, partitions, 1)]).values():
+        f.result(30)
+
+
+def line(name: str, requests: int, seconds: float, cpu: float, extra: str = "") -> float:
+    rate = requests / seconds
+    us = cpu / requests * 1e6 if requests else float("nan")
+    print(f"{name:<9} {rate:>10,.0f} req/s  server {us:6.1f} µs CPU/req  "
+          f"({cpu / seconds * 100:3.0f}% of a core){extra}", flush=True)
+    return us
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--producers", type=int, default=20)
+    ap.add_argument("--seconds", type=float, default=5.0)
+    ap.add_argument("--rate", type=int, default=10_000)
+    ap.add_argument("--window", type=int, default=1,
+                    help="records each confluent-kafka producer keeps outstanding")
+    ap.add_argument("--phases", default="echo,raw,acks1,acksall,latency")
+    ap.add_argument("--kafkactl", type=Path, default=ROOT,
+                    help="checkout to run the broker from (before/after rounds)")
+    ap.add_argument("--client-nice", type=int, default=0,
+                    help="run the clients at this niceness (profiling: fewer preemptions "
+                         "of the server inside its send())")
+    ap.add_argument("--echo-server", type=int, help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    global CLIENT_NICE
+    CLIENT_NICE = args.client_nice
+    if args.echo_server:
+        echo_server(args.echo_server)
+        return
+    phases = args.phases.split(",")
+    n, secs = args.producers, args.seconds
+    print(f"{n} producer processes, {secs:g} s per phase, broker from {args.kafkactl}")
+    echo_us = None
+    if "echo" in phases:
+        proc, port = start_echo()
+        try:
+            frame = produce_frame(0, 1)
+            res, cpu = run_clients(raw_client, lambda i: (port, frame), n, proc.pid, secs)
+            echo_us = line("echo", sum(res), secs, cpu)
+        finally:
+            proc.terminate()
+            proc.wait()
+    os.environ["PYTHONPATH"] = str(args.kafkactl.resolve())
+    broker: Broker = start_broker()
+    try:
+        create_topic(broker.bootstrap, n)
+        pid = broker.proc.pid
+        if "raw" in phases:
+            frames = [produce_frame(i, 1) for i in range(n)]
+            res, cpu = run_clients(raw_client, lambda i: (broker.port, frames[i]), n, pid, secs)
+            us = line("raw", sum(res), secs, cpu)
+            if echo_us is not None:
+                print(f"{'':9} broker/echo CPU per request: {us / echo_us:.2f}x")
+        for name, acks in (("acks1", 1), ("acksall", -1)):
+            if name in phases:
+                res, cpu = run_clients(
+                    ck_saturate, lambda i, a=acks: (broker.bootstrap, i, a, args.window),
+                    n, pid, secs)
+                line(name, sum(res), secs, cpu)
+        if "latency" in phases:
+            per = args.rate / n
+            res, cpu = run_clients(
+                ck_paced, lambda i: (broker.bootstrap, i, 1, per), n, pid, secs)
+            lat = [x for r in res for x in r]
+            line("latency", len(lat), secs, cpu,
+                 f"  p50 {percentile(lat, 0.5):.2f} ms  p99 {percentile(lat, 0.99):.2f} ms"
+                 f"  (acks=1, {args.rate:,}/s asked)")
+    finally:
+        broker.stop()
+
+
+if __name__ == "__main__":
+    main()
