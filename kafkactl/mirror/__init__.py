@@ -9,13 +9,21 @@ so a killed mirror restarts without losing anything.
 - `progress.py`: per-partition bookkeeping of sent and acknowledged records.
 - `topics.py`: TargetTopics, creating missing target topics like the source's.
 - `stream.py`: MirrorStream, one group member copying into the shared producer.
+- `subscription.py`: SourceTopics, the matching source topics, looked up off the copy path.
 - `maker.py`: MirrorMaker, the streams, the producer and the status snapshot.
+- `workers.py`: MirrorWorkers, a mirror as N worker processes (`worker.py`), one group.
 - `status.py`: MirrorStatus, records/s and lag per topic, and its JSON file.
 """
 
-from kafkactl.mirror.config import MirrorConfig, MirrorConfigError, parse_renames
+from kafkactl.mirror.config import (
+    MirrorConfig,
+    MirrorConfigError,
+    parse_num_streams,
+    parse_renames,
+)
 from kafkactl.mirror.maker import MirrorMaker, SendFailure
 from kafkactl.mirror.status import MirrorStatus, TopicStatus
+from kafkactl.mirror.workers import MirrorWorkers, new_mirror
 
-__all__ = ["MirrorConfig", "MirrorConfigError", "MirrorMaker", "MirrorStatus", "SendFailure",
-           "TopicStatus", "parse_renames"]
+__all__ = ["MirrorConfig", "MirrorConfigError", "MirrorMaker", "MirrorStatus", "MirrorWorkers",
+           "SendFailure", "TopicStatus", "new_mirror", "parse_num_streams", "parse_renames"]

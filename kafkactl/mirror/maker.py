@@ -90,6 +90,18 @@ class MirrorMaker:
             stream.start()
         threading.Thread(target=self._watch, name="mirror-watch", daemon=True).start()
 
+    def check(self) -> None:
+        """What start() checks first (both clusters answer, the named topics exist), then
+        disconnect: a parent of worker processes does this before starting them."""
+        try:
+            source = self._connect("source", self.config.source)
+            self._connect("target", self.config.target)
+            self._check_named_topics(source)
+        finally:
+            for admin in self._admins:
+                admin.close()
+            self._admins.clear()
+
     def _connect(self, which: str, bootstrap: str) -> AdminClient:
         admin = AdminClient(bootstrap, client_id="kafkactl-mirror-admin")
         try:
