@@ -21,7 +21,7 @@ from kafkactl.client.errors import KafkaTimeoutError, NoBrokersAvailable, Unknow
 from kafkactl.client.producer import Producer
 from kafkactl.client.producer_batch import ProducerBatch
 from kafkactl.mirror.config import MirrorConfig, producer_kwargs
-from kafkactl.mirror.progress import SentChunk, acknowledge
+from kafkactl.mirror.progress import Entry, acknowledge, first_record
 from kafkactl.mirror.status import MirrorStatus, RateMeter, TopicStatus
 from kafkactl.mirror.stream import MirrorStream, SendFailure, is_transient
 from kafkactl.mirror.subscription import SourceTopics
@@ -151,11 +151,11 @@ class MirrorMaker:
     def _on_batch(self, batch: ProducerBatch, base_offset: int,
                   error: BaseException | None) -> None:
         """The producer's verdict on one target batch (its sender thread)."""
-        entries: list[tuple[SentChunk, int]] = batch.entries
+        entries: list[Entry] = batch.entries
         if not entries:
             return
         if error is not None and self.config.abort_on_send_failure:
-            chunk, offset = entries[0]
+            chunk, offset = first_record(entries, batch.first_index)
             topic, partition = chunk.partition.tp
             self._on_failure(SendFailure(topic, partition, offset, batch.topic,
                                          f"{type(error).__name__}: {error}"))
@@ -166,7 +166,7 @@ class MirrorMaker:
                 topic = chunk.partition.tp[0]
                 counts[topic] = counts.get(topic, 0) + n
         if error is not None:
-            chunk, offset = entries[0]
+            chunk, offset = first_record(entries, batch.first_index)
             log.warning("skipped %d record(s) from offset %d of %s-%d: %s", len(entries),
                         offset, *chunk.partition.tp, error)
 

@@ -28,7 +28,7 @@ from kafkactl.client.fetcher import PartitionFetch
 from kafkactl.client.group import CommitFailedError, GroupConsumer
 from kafkactl.client.producer import Producer
 from kafkactl.mirror.config import MirrorConfig, consumer_kwargs
-from kafkactl.mirror.progress import ProgressTracker, SentChunk, chunk_entries
+from kafkactl.mirror.progress import CopiedBatch, ProgressTracker, SentChunk
 from kafkactl.mirror.subscription import SourceTopics
 from kafkactl.mirror.topics import TargetTopics
 from kafkactl.protocol.errors import RETRIABLE_CODES, KafkaError
@@ -128,6 +128,8 @@ class MirrorStream:
     def _step(self) -> None:
         consumer = self.consumer
         assert consumer is not None
+        if self.subscribed is None:  # no fetch to wait on yet: wait for the topics
+            self.source_topics.known.wait(0.2)
         wanted = self.source_topics.wanted
         if wanted is not None and wanted != self.subscribed:
             consumer.subscribe(wanted)
@@ -238,7 +240,7 @@ class MirrorStream:
             try:
                 self.producer.send_records_section(
                     target, pf.partition, data, b.record_count, b.first_timestamp,
-                    b.max_timestamp, entries=chunk_entries(chunk, base, b.record_count))
+                    b.max_timestamp, entries=[CopiedBatch(chunk, base)] * b.record_count)
             except Exception:
                 self.tracker.seal(chunk, sent, base)  # fetch from this batch again
                 assert self.consumer is not None

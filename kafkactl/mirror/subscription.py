@@ -35,6 +35,7 @@ class SourceTopics:
         self.is_transient = is_transient
         self.on_error = on_error
         self.wanted: list[str] | None = None
+        self.known = threading.Event()  # set once `wanted` is
         self.thread = threading.Thread(target=self.run, name="mirror-topics", daemon=True)
 
     def start(self) -> None:
@@ -51,6 +52,7 @@ class SourceTopics:
         if self.wanted is not None and wanted != self.wanted:
             log.info("topics now %s", ", ".join(wanted) or "none")
         self.wanted = wanted
+        self.known.set()
         return wanted
 
     def run(self) -> None:
