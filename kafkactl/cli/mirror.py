@@ -40,7 +40,8 @@ def mirror(
                                    "share the partitions and take over from each other."),
     num_streams: str = typer.Option(
         "1", "--num-streams", metavar="N|auto",
-        help="Group members, each a process of its own (auto: one per CPU, at most 4)."),
+        help="Group members; above 1, each is a worker process of its own (auto: one per "
+             "CPU, at most 4)."),
     source_zookeeper: str | None = typer.Option(
         None, "--source-zookeeper", metavar="HOST:PORT[/CHROOT]",
         help="Find the source brokers in this ZooKeeper (/brokers/ids) instead of --source."),

@@ -5,6 +5,12 @@ A MirrorMaker consumes the source cluster as a consumer group and republishes ev
 Source offsets are committed only up to the first record the target has not acknowledged,
 so a killed mirror restarts without losing anything.
 
+`--num-streams N` above 1 runs N worker processes (MirrorWorkers), each a MirrorMaker with
+one stream in the same group. The default is 1: on 2 shared cores one process copied
+faster than two (bench/mirror.py: the copy path is a byte copy per source batch, so one
+process is far from CPU-bound, and a second adds start-up and a rebalance); use more on a
+machine with cores to spare and many partitions.
+
 - `config.py`: MirrorConfig, topic renames, consumer properties.
 - `progress.py`: per-partition bookkeeping of sent and acknowledged records.
 - `topics.py`: TargetTopics, creating missing target topics like the source's.

@@ -1,13 +1,12 @@
 """One worker process of a multi-process mirror (`python -m kafkactl.mirror.worker`).
 
-The parent (MirrorWorkers) starts the worker early (its imports overlap the parent's
-checks), then writes one JSON line on its stdin, {"config": ..., "status_interval": s},
-and keeps stdin open: end of file there means the parent is gone, and the worker stops the
-way SIGTERM stops it (finish the records in flight, commit, leave the group); end of file
-before that line means there is nothing to do (exit 0). The worker runs one MirrorMaker
-and writes its status as one JSON line on stdout every interval, and a last one when it
-has stopped; it exits 0 when stopped, 1 on failure. Warnings go to stderr, which the
-worker shares with the parent.
+The parent (MirrorWorkers) writes one JSON line on its stdin, {"config": ...,
+"status_interval": s}, and keeps stdin open: end of file there means the parent is gone,
+and the worker stops the way SIGTERM stops it (finish the records in flight, commit, leave
+the group); end of file before that line means there is nothing to do (exit 0). The
+worker runs one MirrorMaker and writes its status as one JSON line on stdout every
+interval, and a last one when it has stopped; it exits 0 when stopped, 1 on failure.
+Warnings go to stderr, which the worker shares with the parent.
 """
 
 from __future__ import annotations
@@ -51,7 +50,7 @@ def _follow_parent(maker: MirrorMaker, stdin: IO[str]) -> None:
 def run(stdin: IO[str], stdout: IO[str]) -> int:
     request: dict[str, Any] = json.loads(stdin.readline() or "{}")
     if "config" not in request:
-        return 0  # the parent gave up before starting us (a cluster did not answer)
+        return 0  # the parent gave up before sending the config
     config = MirrorConfig.from_json(request["config"])
     interval = float(request.get("status_interval", 1.0))
     out = StatusWriter(stdout)

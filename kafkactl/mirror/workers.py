@@ -77,17 +77,10 @@ class MirrorWorkers:
     def start(self) -> None:
         """Check both clusters (ClusterUnreachable, UnknownTopicError as MirrorMaker.start
         raises them), then start the workers."""
+        MirrorMaker(self.config).check()
         procs = [subprocess.Popen([sys.executable, "-m", WORKER_MODULE],
                                   stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
                                   bufsize=1) for _ in range(self.processes)]
-        try:
-            MirrorMaker(self.config).check()
-        except BaseException:
-            for proc in procs:  # they exit at the end of their stdin
-                _close(proc.stdin)
-                _close(proc.stdout)
-                proc.wait()
-            raise
         request = json.dumps({"config": replace(self.config, num_streams=1).to_json(),
                               "status_interval": min(self.status_interval, 1.0)})
         for i, proc in enumerate(procs):
