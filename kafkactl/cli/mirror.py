@@ -18,7 +18,9 @@ from kafkactl.cli._client_options import fail, parse_key_values, stderr_is_tty
 if TYPE_CHECKING:  # the library loads when the command runs, so --help stays fast
     from rich.table import Table
 
-    from kafkactl.mirror import MirrorConfig, MirrorMaker, MirrorStatus
+    from kafkactl.mirror import MirrorConfig, MirrorMaker, MirrorStatus, MirrorWorkers
+
+    Mirror = MirrorMaker | MirrorWorkers
 
 
 def mirror(
@@ -36,7 +38,10 @@ def mirror(
     group: str = typer.Option("kafkactl-mirror", "--group", "-G",
                               help="Consumer group in the source: mirrors in one group "
                                    "share the partitions and take over from each other."),
-    num_streams: int = typer.Option(1, "--num-streams", help="Group members in this process."),
+    num_streams: str = typer.Option(
+        "1", "--num-streams", metavar="N|auto",
+        help="Group members; above 1, each is a worker process of its own (auto: one per "
+             "CPU, at most 4)."),
     source_zookeeper: str | None = typer.Option(
         None, "--source-zookeeper", metavar="HOST:PORT[/CHROOT]",
         help="Find the source brokers in this ZooKeeper (/brokers/ids) instead of --source."),
@@ -70,7 +75,7 @@ def mirror(
 ) -> None:
     """Copy topics from a source cluster into a target cluster as a consumer group,
     committing source offsets only for records the target acknowledged."""
-    from kafkactl.mirror import MirrorConfig, MirrorConfigError, parse_renames
+    from kafkactl.mirror import MirrorConfig, MirrorConfigError, parse_num_streams, parse_renames
 
     if source is None and source_zookeeper is None:
         raise fail("give --source BOOTSTRAP or --source-zookeeper HOST:PORT", 2)
@@ -81,7 +86,7 @@ def mirror(
     try:
         config = MirrorConfig(
             source=source or "", target=target, topics=tuple(topic), whitelist=whitelist,
-            blacklist=blacklist, group=group, num_streams=num_streams,
+            blacklist=blacklist, group=group, num_streams=parse_num_streams(num_streams),
             consumer_properties=parse_key_values(consumer_property, "--consumer-property"),
             producer_properties=parse_key_values(producer_property, "--producer-property"),
             abort_on_send_failure=abort_on_send_failure, renames=parse_renames(rename),
@@ -137,10 +142,10 @@ def _run(config: MirrorConfig, json_status: Path | None, wait: bool, interval: f
         if maker is not None:
             maker.stop()
 
-    maker: MirrorMaker | None = None
+    maker: Mirror | None = None
     previous = signal.signal(signal.SIGTERM, on_signal)
     try:
-        maker = _start(config, wait, lambda: stop_requested)
+        maker = _start(config, wait, interval, lambda: stop_requested)
         if maker is None:
             return 0  # stopped while waiting for a cluster
         if stop_requested:
@@ -170,14 +175,16 @@ def _run(config: MirrorConfig, json_status: Path | None, wait: bool, interval: f
                 maker.close()
 
 
-def _start(config: MirrorConfig, wait: bool, stop_requested: Any) -> MirrorMaker | None:
-    """A started MirrorMaker; with --wait, retries until both clusters answer."""
-    from kafkactl.mirror import MirrorMaker
+def _start(config: MirrorConfig, wait: bool, interval: float,
+           stop_requested: Any) -> Mirror | None:
+    """A started mirror (MirrorMaker, or MirrorWorkers for --num-streams above 1); with
+    --wait, retries until both clusters answer."""
+    from kafkactl.mirror import new_mirror
     from kafkactl.mirror.maker import ClusterUnreachable
 
     told = False
     while True:
-        maker = MirrorMaker(config)
+        maker = new_mirror(config, interval)
         try:
             maker.start()
             return maker
@@ -194,7 +201,7 @@ def _start(config: MirrorConfig, wait: bool, stop_requested: Any) -> MirrorMaker
             time.sleep(0.1)
 
 
-def _follow(maker: MirrorMaker, json_status: Path | None, interval: float,
+def _follow(maker: Mirror, json_status: Path | None, interval: float,
             quiet: bool) -> None:
     """Refresh the status (live table on a terminal, --json-status file) until stopped;
     Ctrl-C stops the mirror the way SIGTERM does."""

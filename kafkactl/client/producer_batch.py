@@ -48,7 +48,7 @@ class ProducerBatch:
         "topic", "partition", "batch_size", "created_ms", "base_timestamp", "max_timestamp",
         "parts", "size", "record_count", "entries", "futures", "callbacks", "closed",
         "producer_id", "producer_epoch", "base_sequence", "attempts", "built", "retry_at",
-        "drained_ms", "order",
+        "drained_ms", "order", "first_index",
     )
 
     def __init__(self, topic: str, partition: int, batch_size: int,
@@ -75,6 +75,7 @@ class ProducerBatch:
         self.retry_at = 0.0
         self.drained_ms = 0.0
         self.order: tuple[int, ...] = ()  # the partition's send order (the accumulator's)
+        self.first_index = 0  # of its first record in the batch first appended (split())
 
     # -- appending -----------------------------------------------------------------------
 
@@ -282,6 +283,7 @@ class ProducerBatch:
             half = ProducerBatch(self.topic, self.partition, self.batch_size,
                                  self.base_timestamp)
             half.order = (*self.order, n)
+            half.first_index = self.first_index + first
             for i, r in enumerate(part):
                 half.append(r.timestamp, None if r.key is None else bytes(r.key),
                             None if r.value is None else bytes(r.value),

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from kafkactl.client.consumer import TopicFilter
@@ -12,6 +13,7 @@ from kafkactl.client.errors import ConfigError
 from kafkactl.client.producer import properties_to_kwargs
 
 DEFAULT_GROUP = "kafkactl-mirror"
+AUTO_STREAMS_MAX = 4
 
 # Kafka consumer property -> GroupConsumer keyword argument (integers unless listed below).
 CONSUMER_PROPERTY_NAMES: dict[str, str] = {
@@ -94,6 +96,19 @@ def parse_renames(items: Iterable[str]) -> dict[str, str]:
     return out
 
 
+def parse_num_streams(text: str) -> int:
+    """`--num-streams`: a count, or `auto` (one per CPU, at most AUTO_STREAMS_MAX)."""
+    if text.strip().lower() == "auto":
+        return max(1, min(os.cpu_count() or 1, AUTO_STREAMS_MAX))
+    try:
+        n = int(text)
+    except ValueError:
+        raise MirrorConfigError(f"--num-streams must be a number or auto (got {text!r})") from None
+    if n < 1:
+        raise MirrorConfigError("--num-streams must be at least 1")
+    return n
+
+
 def check_regex(pattern: str | None, option: str) -> None:
     if pattern is None:
         return
@@ -136,6 +151,15 @@ class MirrorConfig:
             raise MirrorConfigError("the refresh and commit intervals must be positive")
         consumer_kwargs(self.consumer_properties)
         producer_kwargs(self.producer_properties)
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> MirrorConfig:
+        fields = dict(data)
+        fields["topics"] = tuple(fields.get("topics", ()))
+        return cls(**fields)
 
     def topic_filter(self) -> TopicFilter:
         return TopicFilter(tuple(self.topics), self.whitelist, self.blacklist)

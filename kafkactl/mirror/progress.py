@@ -9,7 +9,9 @@ fully acknowledged chunks, so a commit never passes a record the target may not 
 from __future__ import annotations
 
 import threading
-from collections import deque
+from collections import Counter, deque
+from operator import itemgetter
+from typing import cast
 
 TopicPartition = tuple[str, int]
 
@@ -49,11 +51,43 @@ class PartitionProgress:
         return self.acked_offset
 
 
-def acknowledge(entries: list[tuple[SentChunk, int]]) -> None:
-    """The target has the records of `entries` ((chunk, source offset) per record). The
-    caller holds the trackers' shared lock."""
-    for chunk, _offset in entries:
-        chunk.unacked -= 1
+class CopiedBatch:
+    """The entry of every record of one source batch copied as one target batch (the copy
+    path): one object per batch instead of one per record. A target batch split by the
+    producer keeps it; the record's index is the split half's `first_index` plus its own."""
+
+    __slots__ = ("chunk", "first_offset")
+
+    def __init__(self, chunk: SentChunk, first_offset: int) -> None:
+        self.chunk = chunk
+        self.first_offset = first_offset
+
+
+Entry = tuple[SentChunk, int] | CopiedBatch
+_CHUNK = itemgetter(0)
+
+
+def acknowledge(entries: list[Entry]) -> dict[SentChunk, int]:
+    """The target has the records of `entries` (one target batch: (chunk, source offset)
+    per record, or one CopiedBatch for all of them); returns the records acknowledged per
+    chunk, counted without a Python step per record. The caller holds the trackers' lock."""
+    first = entries[0]
+    if isinstance(first, CopiedBatch):
+        counts: dict[SentChunk, int] = {first.chunk: len(entries)}
+    else:
+        counts = Counter(map(_CHUNK, cast(list[tuple[SentChunk, int]], entries)))
+    for chunk, n in counts.items():
+        chunk.unacked -= n
+    return counts
+
+
+def first_record(entries: list[Entry], first_index: int = 0) -> tuple[SentChunk, int]:
+    """The chunk and source offset of a target batch's first record (`first_index`: the
+    batch's ProducerBatch.first_index)."""
+    first = entries[0]
+    if isinstance(first, CopiedBatch):
+        return first.chunk, first.first_offset + first_index
+    return first
 
 
 class ProgressTracker:

@@ -44,6 +44,14 @@ class MirrorStatus:
         out["topics"] = {t: asdict(s) for t, s in sorted(self.topics.items())}
         return out
 
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> MirrorStatus:
+        fields = dict(data)
+        topics = fields.pop("topics", {})
+        out = cls(**fields)
+        out.topics = {t: TopicStatus(**s) for t, s in topics.items()}
+        return out
+
 
 class RateMeter:
     """Records per second from successive running totals (per key)."""

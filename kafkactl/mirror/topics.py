@@ -74,12 +74,15 @@ class TargetTopics:
 
     def _wait_for_partitions(self, name: str, expected: int) -> int:
         topic = None
-        for _ in range(50):
+        deadline = time.monotonic() + 5.0
+        while True:
             topic = self.target.list_topics().get(name)
             if topic is not None and topic.partitions and all(
                     p.leader >= 0 for p in topic.partitions.values()):
                 return len(topic.partitions)
-            time.sleep(0.1)
+            if time.monotonic() >= deadline:
+                break
+            time.sleep(0.02)
         return len(topic.partitions) if topic is not None and topic.partitions else expected
 
     def _source_configs(self, source_topic: str) -> dict[str, str]:

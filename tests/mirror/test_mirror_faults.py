@@ -151,3 +151,21 @@ def test_a_named_topic_missing_from_the_source_is_an_error(broker_factory: Any) 
     r = run_mirror("--source", source.bootstrap, "--target", target.bootstrap, "-t", "nope")
     assert r.returncode == 1
     assert "'nope' does not exist in the source cluster" in r.stderr
+
+
+def test_a_refused_record_inside_a_copied_batch_is_named(broker_factory: Any,
+                                                          tmp_path: Path) -> None:
+    """One source batch of 100 records (the copy path) with a 2000-byte record at offset
+    50: the target splits it down to that record, and the mirror names its offset."""
+    from kafkactl.client.producer import Producer
+
+    source, target = broker_factory(**FAST), broker_factory(**FAST)
+    create_topics(source.bootstrap, {"big": 1})
+    create_topics(target.bootstrap, {"big": 1}, {"max.message.bytes": "1000"})
+    with Producer(source.bootstrap, linger_ms=200, batch_size=1 << 20) as p:
+        for i in range(100):
+            p.send("big", b"x" * (2000 if i == 50 else 10), f"k{i}".encode(), partition=0)
+        assert p.flush(60)
+    m = start_mirror(tmp_path, source.bootstrap, target.bootstrap, "-t", "big")
+    assert m.proc.wait(60) == 1, m.log()
+    assert "error: the target refused the record at offset 50 of big-0" in m.log(), m.log()

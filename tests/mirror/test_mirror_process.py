@@ -195,3 +195,43 @@ def test_target_restart_mid_run_loses_nothing(broker_factory: Any, tmp_path: Pat
     assert m.terminate() == 0, m.log()
     assert_nothing_missing(read_topic(source.bootstrap, "dc1.orders"),
                            read_topic(target.bootstrap, "dc1.orders"))
+
+
+def _batch_layout(bootstrap: str, topic: str, partitions: int) -> dict[int, list[tuple[int, int]]]:
+    """(base offset, record count) of every batch, per partition."""
+    from kafkactl.client.consumer import Consumer
+
+    out: dict[int, list[tuple[int, int]]] = {p: [] for p in range(partitions)}
+    with Consumer(bootstrap_servers=bootstrap) as c:
+        tps = [(topic, p) for p in range(partitions)]
+        c.assign(tps)
+        c.seek_to_beginning(*tps)
+        end = c.end_offsets(tps)
+
+        def done() -> bool:
+            for pf in c.poll_fetches(0.2):
+                out[pf.partition].extend((b.base_offset, b.record_count) for b in pf.batches()
+                                         if b.base_offset >= pf.fetch_offset)
+            return all(c.position(tp) >= end[tp] for tp in tps)
+
+        wait_until(done, 60, f"reading the batches of {topic}")
+    return out
+
+
+def test_large_source_batches_are_copied_whole(broker_factory: Any, tmp_path: Path) -> None:
+    from kafkactl.client.producer import Producer
+
+    source, target = _clusters(broker_factory)
+    create_topics(source.bootstrap, {"bulk": 2})
+    with Producer(source.bootstrap, linger_ms=50, batch_size=1 << 20) as p:
+        for i in range(6000):
+            p.send("bulk", f"v{i}".encode() * 5, f"k{i}".encode(), partition=i % 2,
+                   headers=[("seq", str(i).encode())], timestamp_ms=1_600_000_000_000 + i)
+        assert p.flush(60)
+    m = start_mirror(tmp_path, source.bootstrap, target.bootstrap, "-t", "bulk")
+    wait_until(lambda: mirrored(m, 6000), 60, f"mirrored:\n{m.log()}")
+    assert m.terminate() == 0, m.log()
+    assert_same(read_topic(source.bootstrap, "bulk"), read_topic(target.bootstrap, "bulk"))
+    layout = _batch_layout(source.bootstrap, "bulk", 2)
+    assert all(n >= 64 for batches in layout.values() for _, n in batches), layout
+    assert _batch_layout(target.bootstrap, "bulk", 2) == layout  # batch for batch

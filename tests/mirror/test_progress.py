@@ -56,3 +56,27 @@ def test_committed_partitions_are_not_committed_again_and_forget_drops() -> None
     assert tracker.committable({TP}) == {}
     tracker.forget({TP})
     assert tracker.committable() == {("u", 1): 7}
+
+
+def test_a_copied_batch_is_one_entry_object_and_a_split_half_names_its_first_record() -> None:
+    from kafkactl.client.producer_batch import ProducerBatch
+    from kafkactl.mirror.progress import CopiedBatch, first_record
+
+    tracker = ProgressTracker()
+    chunk = tracker.open_chunk(TP, 100, 110)
+    tracker.seal(chunk, 10)
+    batch = ProducerBatch("t", 0, 1 << 20, 0)
+    for i in range(10):
+        batch.append(i, None, b"v%d" % i)
+    batch.entries = [CopiedBatch(chunk, 100)] * 10
+    batch.build()
+    first, second = batch.split()
+    assert first_record(second.entries, second.first_index) == (chunk, 105)
+    second.build()
+    _left, right = second.split()  # records 105, 106 | 107, 108, 109
+    assert first_record(right.entries, right.first_index) == (chunk, 107)
+    assert first_record(first.entries, first.first_index) == (chunk, 100)
+    with tracker.lock:
+        assert acknowledge(first.entries) == {chunk: 5}
+        acknowledge(second.entries)
+    assert tracker.committable() == {TP: 110}

@@ -131,7 +131,7 @@ class ConsumerCoordinator:
                 raise KafkaTimeoutError(f"could not join group {self.group_id!r} in time")
             time.sleep(self.client.retry_backoff)
 
-    def _join_and_sync(self) -> bool:
+    def _join_and_sync(self, given_member_id: bool = False) -> bool:
         self._stable.clear()
         topics = self.subscribed_topics()
         if self.topics and self.pattern is None:
@@ -145,7 +145,9 @@ class ConsumerCoordinator:
         code = resp["error_code"]
         if code == ErrorCode.MEMBER_ID_REQUIRED:
             self.member_id = resp["member_id"]
-            return False
+            # Rejoin at once with the id just given, as Kafka's client does (not after a
+            # retry backoff: 100 ms off every group member's start).
+            return False if given_member_id else self._join_and_sync(given_member_id=True)
         if code == ErrorCode.UNKNOWN_MEMBER_ID:
             self.member_id = ""
             return False

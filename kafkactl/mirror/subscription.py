@@ -1,0 +1,70 @@
+"""SourceTopics: the source topics the mirror's filter matches, looked up on a thread of
+its own every topic refresh interval.
+
+A stream never asks for cluster metadata itself: a metadata request queued behind a fetch
+long poll on the stream's connection stalled copying for up to a fetch wait (the p99
+latency spikes every 5 s that bench/mirror.py showed). Target topics are created here,
+before the streams subscribe to their source topics.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+
+from kafkactl.client.admin import AdminClient
+from kafkactl.client.consumer import TopicFilter
+from kafkactl.mirror.topics import TargetTopics
+
+log = logging.getLogger("kafkactl.mirror")
+
+
+class SourceTopics:
+    """`wanted`: the matching source topics, sorted (None until the first lookup)."""
+
+    def __init__(self, source: AdminClient, topic_filter: TopicFilter, targets: TargetTopics,
+                 interval_s: float, stop: threading.Event,
+                 is_transient: Callable[[BaseException], bool],
+                 on_error: Callable[[BaseException], None]) -> None:
+        self.source = source
+        self.filter = topic_filter
+        self.targets = targets
+        self.interval_s = interval_s
+        self.stop = stop
+        self.is_transient = is_transient
+        self.on_error = on_error
+        self.wanted: list[str] | None = None
+        self.known = threading.Event()  # set once `wanted` is
+        self.thread = threading.Thread(target=self.run, name="mirror-topics", daemon=True)
+
+    def start(self) -> None:
+        self.thread.start()
+
+    def refresh(self) -> list[str]:
+        """Look the matching topics up, create their target topics, publish them."""
+        cluster = self.source.client.refresh_metadata(None)
+        wanted = sorted(t for t, tm in cluster.topics.items()
+                        if tm.partitions and not tm.error_code
+                        and self.filter.matches(t, tm.is_internal))
+        for t in wanted:
+            self.targets.get(t, len(cluster.topics[t].partitions))
+        if self.wanted is not None and wanted != self.wanted:
+            log.info("topics now %s", ", ".join(wanted) or "none")
+        self.wanted = wanted
+        self.known.set()
+        return wanted
+
+    def run(self) -> None:
+        backoff = self.source.client.retry_backoff * 5
+        while not self.stop.is_set():
+            try:
+                self.refresh()
+                wait = self.interval_s
+            except Exception as e:
+                if not self.is_transient(e):
+                    self.on_error(e)
+                    return
+                log.warning("looking up source topics: %s; retrying", e)
+                wait = backoff
+            self.stop.wait(wait)
