@@ -99,7 +99,7 @@ complete -c kafkactl -n '__fish_seen_subcommand_from mirror' -l whitelist -x -d 
 complete -c kafkactl -n '__fish_seen_subcommand_from mirror' -s t -l topic -x -d 'A topic to mirror (repeatable).'
 complete -c kafkactl -n '__fish_seen_subcommand_from mirror' -l blacklist -x -d 'Skip topics whose whole name matches.'
 complete -c kafkactl -n '__fish_seen_subcommand_from mirror' -s G -l group -x -d 'Consumer group in the source: mirrors in one group share the partitions and take over from each other. [default: kafk...'
-complete -c kafkactl -n '__fish_seen_subcommand_from mirror' -l num-streams -x -d 'Group members in this process. [default: 1]'
+complete -c kafkactl -n '__fish_seen_subcommand_from mirror' -l num-streams -x -d 'Group members; above 1, each is a worker process of its own (auto: one per CPU, at most 4). [default: 1]'
 complete -c kafkactl -n '__fish_seen_subcommand_from mirror' -l source-zookeeper -x -d 'Find the source brokers in this ZooKeeper (/brokers/ids) instead of --source.'
 complete -c kafkactl -n '__fish_seen_subcommand_from mirror' -l consumer-property -x -d 'Source consumer property, e.g. auto.offset.reset=latest (repeatable).'
 complete -c kafkactl -n '__fish_seen_subcommand_from mirror' -l producer-property -x -d 'Target producer property, e.g. compression.type=lz4 (repeatable).'

@@ -200,7 +200,7 @@ _kafkactl_mirror() {
         '--blacklist[Skip topics whose whole name matches.]:REGEX: ' \
         '(-G --group)-G[Consumer group in the source\: mirrors in one group share the partitions and take over from each other. \[default\: kafk...]:GROUP: ' \
         '(-G --group)--group[Consumer group in the source\: mirrors in one group share the partitions and take over from each other. \[default\: kafk...]:GROUP: ' \
-        '--num-streams[Group members in this process. \[default\: 1\]]:NUM_STREAMS: ' \
+        '--num-streams[Group members; above 1, each is a worker process of its own (auto\: one per CPU, at most 4). \[default\: 1\]]:N|auto: ' \
         '--source-zookeeper[Find the source brokers in this ZooKeeper (/brokers/ids) instead of --source.]:HOST\:PORT\[/CHROOT\]: ' \
         '*--consumer-property[Source consumer property, e.g. auto.offset.reset=latest (repeatable).]:K=V: ' \
         '*--producer-property[Target producer property, e.g. compression.type=lz4 (repeatable).]:K=V: ' \
