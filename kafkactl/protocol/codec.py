@@ -165,7 +165,19 @@ def decode_request_header(buf: Any, offset: int = 0) -> tuple[RequestHeader, int
     """Parse a request header; ``buf`` is the frame without its size prefix."""
     mv = buf if buf.__class__ is memoryview else memoryview(buf)
     try:
-        api_key, api_version, correlation_id, n = _HEADER_V1.unpack_from(mv, offset)
+        api_key, api_version, correlation_id, _n = _HEADER_V1.unpack_from(mv, offset)
+    except _DECODE_ERRORS as exc:
+        raise ProtocolDecodeError(f"malformed request header: {exc}") from exc
+    client_id, pos = _header_rest(mv, offset, api_key, api_version)
+    return RequestHeader(api_key, api_version, correlation_id, client_id), pos
+
+
+def _header_rest(mv: memoryview, offset: int, api_key: int,
+                 version: int) -> tuple[str | None, int]:
+    """(client id, where the body starts) of a request header at `offset` whose fixed
+    part (api key, version, correlation id) is already read."""
+    try:
+        n = INT16.unpack_from(mv, offset + 8)[0]
         pos = offset + 10
         if n >= 0:
             end = pos + n
@@ -177,20 +189,23 @@ def decode_request_header(buf: Any, offset: int = 0) -> tuple[RequestHeader, int
             client_id = None
         else:
             raise ProtocolDecodeError(f"request header: invalid client id length {n}")
-        if api_version >= _REQUEST_FLEX.get(api_key, _NEVER):
+        if version >= _REQUEST_FLEX.get(api_key, _NEVER):
             pos = pos + 1 if mv[pos] == 0 else skip_tagged_fields(mv, pos)
     except ProtocolDecodeError:
         raise
     except _DECODE_ERRORS as exc:
         raise ProtocolDecodeError(f"malformed request header: {exc}") from exc
-    return RequestHeader(api_key, api_version, correlation_id, client_id), pos
+    return client_id, pos
+
+
+def _request_decoder(api_key: int, version: int) -> Any:
+    return _REQUEST_DECODERS.get((api_key, version)) or _compiled(
+        _REQUEST_DECODERS, REQUESTS, api_key, version, False)
 
 
 def decode_request(api_key: int, version: int, buf: Any, offset: int = 0) -> dict[str, Any]:
     """Decode a request body that starts at ``offset`` in ``buf``."""
-    decode = _REQUEST_DECODERS.get((api_key, version)) or _compiled(
-        _REQUEST_DECODERS, REQUESTS, api_key, version, False
-    )
+    decode = _request_decoder(api_key, version)
     try:
         return decode(_as_view(buf), offset)[0]
     except ProtocolDecodeError:
@@ -204,28 +219,9 @@ def decode_request(api_key: int, version: int, buf: Any, offset: int = 0) -> dic
 def decode_request_frame(api_key: int, version: int, frame: Any) -> tuple[str | None, Any]:
     """(client id, body) of one request frame (without its size prefix) whose api key and
     version the caller has read from it (the broker's hot path: one call, no header tuple)."""
-    decode = _REQUEST_DECODERS.get((api_key, version)) or _compiled(
-        _REQUEST_DECODERS, REQUESTS, api_key, version, False
-    )
+    decode = _request_decoder(api_key, version)
     mv = frame if frame.__class__ is memoryview else memoryview(frame)
-    try:
-        n = INT16.unpack_from(mv, 8)[0]
-        pos = 10
-        if n >= 0:
-            pos += n
-            if pos > len(mv):
-                raise ProtocolDecodeError("request header: client id runs past the frame")
-            client_id: str | None = str(mv[10:pos], "utf-8")
-        elif n == -1:
-            client_id = None
-        else:
-            raise ProtocolDecodeError(f"request header: invalid client id length {n}")
-        if version >= _REQUEST_FLEX.get(api_key, _NEVER):
-            pos = pos + 1 if mv[pos] == 0 else skip_tagged_fields(mv, pos)
-    except ProtocolDecodeError:
-        raise
-    except _DECODE_ERRORS as exc:
-        raise ProtocolDecodeError(f"malformed request header: {exc}") from exc
+    client_id, pos = _header_rest(mv, 0, api_key, version)
     try:
         return client_id, decode(mv, pos)[0]
     except ProtocolDecodeError:
