@@ -552,16 +552,16 @@ _kafkactl_acls() {
 
 _kafkactl_acls_add() {
     _arguments -s -S \
-        '*--allow-principal[]:ALLOW_PRINCIPAL: ' \
-        '*--deny-principal[]:DENY_PRINCIPAL: ' \
-        '--allow-host[\[default\: *\]]:ALLOW_HOST: ' \
-        '--deny-host[\[default\: *\]]:DENY_HOST: ' \
-        '*--operation[]:OPERATION: ' \
-        '*--topic[]:TOPIC: ' \
-        '*--group[]:GROUP: ' \
-        '*--transactional-id[]:TRANSACTIONAL_ID: ' \
-        '--cluster[]' \
-        '--resource-pattern-type[\[default\: literal\]]:RESOURCE_PATTERN_TYPE: ' \
+        '*--allow-principal[Principal to allow, e.g. User\:alice (repeatable).]:ALLOW_PRINCIPAL: ' \
+        '*--deny-principal[Principal to deny (repeatable).]:DENY_PRINCIPAL: ' \
+        '--allow-host[Host the allow applies to (* = any). \[default\: *\]]:ALLOW_HOST: ' \
+        '--deny-host[Host the deny applies to (* = any). \[default\: *\]]:DENY_HOST: ' \
+        '*--operation[Read, Write, Create, Delete, Alter, Describe, ClusterAction, DescribeConfigs, AlterConfigs, IdempotentWrite or All (r...]:OPERATION: ' \
+        '*--topic[Topic resource (repeatable; * = every topic).]:TOPIC: ' \
+        '*--group[Consumer group resource (repeatable).]:GROUP: ' \
+        '*--transactional-id[Transactional id resource (repeatable).]:TRANSACTIONAL_ID: ' \
+        '--cluster[The cluster resource.]' \
+        '--resource-pattern-type[literal, prefixed (add/remove); any, match too (list). \[default\: literal\]]:RESOURCE_PATTERN_TYPE: ' \
         '(-b --bootstrap-server)-b[Broker(s) host\:port\[,host\:port\]; default $KAFKACTL_BOOTSTRAP or 127.0.0.1\:9092.]:BOOTSTRAP: ' \
         '(-b --bootstrap-server)--bootstrap-server[Broker(s) host\:port\[,host\:port\]; default $KAFKACTL_BOOTSTRAP or 127.0.0.1\:9092.]:BOOTSTRAP: ' \
         '*-X[Client property key=value, librdkafka'\''s names (repeatable)\: security.protocol, sasl.mechanism, sasl.username, sasl.pa...]:PROP: ' \
@@ -573,12 +573,12 @@ _kafkactl_acls_add() {
 
 _kafkactl_acls_list() {
     _arguments -s -S \
-        '*--principal[]:PRINCIPAL: ' \
-        '*--topic[]:TOPIC: ' \
-        '*--group[]:GROUP: ' \
-        '*--transactional-id[]:TRANSACTIONAL_ID: ' \
-        '--cluster[]' \
-        '--resource-pattern-type[\[default\: any\]]:RESOURCE_PATTERN_TYPE: ' \
+        '*--principal[Only ACLs of this principal (repeatable).]:PRINCIPAL: ' \
+        '*--topic[Topic resource (repeatable; * = every topic).]:TOPIC: ' \
+        '*--group[Consumer group resource (repeatable).]:GROUP: ' \
+        '*--transactional-id[Transactional id resource (repeatable).]:TRANSACTIONAL_ID: ' \
+        '--cluster[The cluster resource.]' \
+        '--resource-pattern-type[literal, prefixed (add/remove); any, match too (list). \[default\: any\]]:RESOURCE_PATTERN_TYPE: ' \
         '(-b --bootstrap-server)-b[Broker(s) host\:port\[,host\:port\]; default $KAFKACTL_BOOTSTRAP or 127.0.0.1\:9092.]:BOOTSTRAP: ' \
         '(-b --bootstrap-server)--bootstrap-server[Broker(s) host\:port\[,host\:port\]; default $KAFKACTL_BOOTSTRAP or 127.0.0.1\:9092.]:BOOTSTRAP: ' \
         '*-X[Client property key=value, librdkafka'\''s names (repeatable)\: security.protocol, sasl.mechanism, sasl.username, sasl.pa...]:PROP: ' \
@@ -590,15 +590,15 @@ _kafkactl_acls_list() {
 
 _kafkactl_acls_remove() {
     _arguments -s -S \
-        '*--allow-principal[]:ALLOW_PRINCIPAL: ' \
-        '*--deny-principal[]:DENY_PRINCIPAL: ' \
-        '*--principal[]:PRINCIPAL: ' \
-        '*--operation[]:OPERATION: ' \
-        '*--topic[]:TOPIC: ' \
-        '*--group[]:GROUP: ' \
-        '*--transactional-id[]:TRANSACTIONAL_ID: ' \
-        '--cluster[]' \
-        '--resource-pattern-type[\[default\: literal\]]:RESOURCE_PATTERN_TYPE: ' \
+        '*--allow-principal[Principal to allow, e.g. User\:alice (repeatable).]:ALLOW_PRINCIPAL: ' \
+        '*--deny-principal[Principal to deny (repeatable).]:DENY_PRINCIPAL: ' \
+        '*--principal[Only ACLs of this principal (repeatable).]:PRINCIPAL: ' \
+        '*--operation[Read, Write, Create, Delete, Alter, Describe, ClusterAction, DescribeConfigs, AlterConfigs, IdempotentWrite or All (r...]:OPERATION: ' \
+        '*--topic[Topic resource (repeatable; * = every topic).]:TOPIC: ' \
+        '*--group[Consumer group resource (repeatable).]:GROUP: ' \
+        '*--transactional-id[Transactional id resource (repeatable).]:TRANSACTIONAL_ID: ' \
+        '--cluster[The cluster resource.]' \
+        '--resource-pattern-type[literal, prefixed (add/remove); any, match too (list). \[default\: literal\]]:RESOURCE_PATTERN_TYPE: ' \
         '(-b --bootstrap-server)-b[Broker(s) host\:port\[,host\:port\]; default $KAFKACTL_BOOTSTRAP or 127.0.0.1\:9092.]:BOOTSTRAP: ' \
         '(-b --bootstrap-server)--bootstrap-server[Broker(s) host\:port\[,host\:port\]; default $KAFKACTL_BOOTSTRAP or 127.0.0.1\:9092.]:BOOTSTRAP: ' \
         '*-X[Client property key=value, librdkafka'\''s names (repeatable)\: security.protocol, sasl.mechanism, sasl.username, sasl.pa...]:PROP: ' \
@@ -638,7 +638,7 @@ _kafkactl_users_add() {
     _arguments -s -S \
         '--password[The password (prompted when not given). \[required\]]:PASSWORD: ' \
         '*--mechanism[SCRAM-SHA-256 and/or SCRAM-SHA-512 (both).]:MECHANISM: ' \
-        '--iterations[\[default\: 4096; 4096<=x<=16384\]]:ITERATIONS: ' \
+        '--iterations[SCRAM iterations (4096-16384). \[default\: 4096; 4096<=x<=16384\]]:ITERATIONS: ' \
         '(-b --bootstrap-server)-b[Broker(s) host\:port\[,host\:port\]; default $KAFKACTL_BOOTSTRAP or 127.0.0.1\:9092.]:BOOTSTRAP: ' \
         '(-b --bootstrap-server)--bootstrap-server[Broker(s) host\:port\[,host\:port\]; default $KAFKACTL_BOOTSTRAP or 127.0.0.1\:9092.]:BOOTSTRAP: ' \
         '*-X[Client property key=value, librdkafka'\''s names (repeatable)\: security.protocol, sasl.mechanism, sasl.username, sasl.pa...]:PROP: ' \
@@ -662,7 +662,7 @@ _kafkactl_users_list() {
 
 _kafkactl_users_delete() {
     _arguments -s -S \
-        '*--mechanism[]:MECHANISM: ' \
+        '*--mechanism[Only this mechanism'\''s credential (default\: all).]:MECHANISM: ' \
         '(-b --bootstrap-server)-b[Broker(s) host\:port\[,host\:port\]; default $KAFKACTL_BOOTSTRAP or 127.0.0.1\:9092.]:BOOTSTRAP: ' \
         '(-b --bootstrap-server)--bootstrap-server[Broker(s) host\:port\[,host\:port\]; default $KAFKACTL_BOOTSTRAP or 127.0.0.1\:9092.]:BOOTSTRAP: ' \
         '*-X[Client property key=value, librdkafka'\''s names (repeatable)\: security.protocol, sasl.mechanism, sasl.username, sasl.pa...]:PROP: ' \

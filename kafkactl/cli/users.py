@@ -50,7 +50,8 @@ def add(
                                  help="The password (prompted when not given)."),
     mechanism: list[str] = typer.Option([], "--mechanism",
                                         help="SCRAM-SHA-256 and/or SCRAM-SHA-512 (both)."),
-    iterations: int = typer.Option(4096, "--iterations", min=4096, max=16384),
+    iterations: int = typer.Option(4096, "--iterations", min=4096, max=16384,
+                                    help="SCRAM iterations (4096-16384)."),
     bootstrap: str | None = bootstrap_option(),
     prop: list[str] = property_option(),
     command_config: Path | None = command_config_option(),
@@ -81,7 +82,8 @@ def list_users(
 @users_app.command("delete")
 def delete(
     name: str = typer.Argument(...),
-    mechanism: list[str] = typer.Option([], "--mechanism"),
+    mechanism: list[str] = typer.Option([], "--mechanism",
+                                        help="Only this mechanism's credential (default: all)."),
     bootstrap: str | None = bootstrap_option(),
     prop: list[str] = property_option(),
     command_config: Path | None = command_config_option(),
