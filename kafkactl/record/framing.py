@@ -79,17 +79,9 @@ def check_records(section: Buf, count: int, *, want_keyless: bool = False,
             f"fit in {stop - start} bytes")
     data: Data = section
     keyless: list[int] = []
-    i, pos, runs = 0, start, 0
-    while i < count:
-        if runs >= MAX_RUNS and i < runs * MIN_AVERAGE_RUN:  # short runs: walk the rest
-            break
-        run = _column_run(data, pos, stop, i, count)
-        if run is None:
-            break
-        j, pos, key_null = run
-        if key_null and want_keyless:
-            keyless.extend(range(i, j))
-        i, runs = j, runs + 1
+    i, pos = 0, start
+    if count > MAX_WALK_FIRST:  # a few records: the walk costs less than one template
+        i, pos = _column_runs(data, pos, stop, count, want_keyless, keyless)
     if i < count:
         if not isinstance(data, bytes) or stop != len(data):  # the walk reads bytes (cheaper
             data, stop, pos = bytes(data[pos:stop]), stop - pos, 0  # to index) up to its end
@@ -103,10 +95,29 @@ def check_records(section: Buf, count: int, *, want_keyless: bool = False,
 
 # ---- the column path -------------------------------------------------------------------------
 
+MAX_WALK_FIRST = 4  # batches of up to this many records are walked (bench: mb_framing)
 MAX_RUNS = 8  # after this many runs, columns go on only while runs are long enough
 MIN_AVERAGE_RUN = 32
 _LOW = re.compile(rb"[\x00-\x7f]")
 _NOT_ASCII = re.compile(rb"[\x80-\xff]")
+
+
+def _column_runs(data: Data, pos: int, stop: int, count: int, want_keyless: bool,
+                 keyless: list[int]) -> tuple[int, int]:
+    """Prove records by column runs from `pos` while runs stay long: (records proven,
+    position after them); the walk checks the rest."""
+    i = runs = 0
+    while i < count:
+        if runs >= MAX_RUNS and i < runs * MIN_AVERAGE_RUN:  # short runs: walk the rest
+            break
+        run = _column_run(data, pos, stop, i, count)
+        if run is None:
+            break
+        j, pos, key_null = run
+        if key_null and want_keyless:
+            keyless.extend(range(i, j))
+        i, runs = j, runs + 1
+    return i, pos
 
 
 def _od_table(width: int, k: int) -> bytes:

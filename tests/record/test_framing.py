@@ -40,7 +40,7 @@ def walks(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     return calls
 
 
-@pytest.mark.parametrize("n", [1, 2, 63, 64, 65, 8191, 8192, 8193, 20000])
+@pytest.mark.parametrize("n", [5, 6, 63, 64, 65, 8191, 8192, 8193, 20000])
 def test_fixed_size_records_are_proven_by_columns(n: int, walks: list[int]) -> None:
     b = RecordBatchBuilder()
     for i in range(n):
@@ -52,6 +52,50 @@ def test_fixed_size_records_are_proven_by_columns(n: int, walks: list[int]) -> N
         b.append(1_000 + i * 3, b"k%07d" % i, b"v" * 10, [("h", b"1"), ("g", None)])
     assert check_records(_section(b), n, want_keyless=True).keyless == ()
     assert walks == []
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 4])
+def test_a_few_records_are_walked(n: int, walks: list[int]) -> None:
+    """Up to MAX_WALK_FIRST records (one-record produce requests) skip the template."""
+    assert framing.MAX_WALK_FIRST == 4
+    b = RecordBatchBuilder()
+    for i in range(n):
+        b.append(1_000 + i, None, b"x" * 100)
+    assert check_records(_section(b), n, want_keyless=True).keyless == tuple(range(n))
+    assert walks == [1]
+
+
+def _outcome(section: bytes, count: int, walk_first: int) -> object:
+    saved = framing.MAX_WALK_FIRST
+    framing.MAX_WALK_FIRST = walk_first
+    try:
+        return check_records(section, count, want_keyless=True)
+    except InvalidRecordError:
+        return "refused"
+    finally:
+        framing.MAX_WALK_FIRST = saved
+
+
+@given(st.lists(
+    st.tuples(st.integers(0, 300), st.none() | st.binary(max_size=4),
+              st.none() | st.binary(max_size=200)), min_size=1, max_size=6),
+    st.integers(-1, 1), st.lists(st.tuples(st.integers(0, 400), st.integers(0, 255)),
+                                 max_size=2))
+def test_walk_first_and_columns_agree_around_the_threshold(
+        recs: list[tuple[int, bytes | None, bytes | None]], dc: int,
+        flips: list[tuple[int, int]]) -> None:
+    """Counts one below, at and above MAX_WALK_FIRST, valid or with bytes flipped: the
+    walk-first path answers exactly as the column path."""
+    b = RecordBatchBuilder()
+    for ts, k, v in recs:
+        b.append(1_000 + ts, k, v)
+    section = bytearray(_section(b))
+    for at, byte in flips:
+        section[at % len(section)] = byte
+    count = len(recs) + dc
+    if count <= 0:
+        return
+    assert _outcome(bytes(section), count, 4) == _outcome(bytes(section), count, 0)
 
 
 def test_timestamp_width_changes_stay_on_columns(walks: list[int]) -> None:
