@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 from kafkactl.log.errors import ConfigError
@@ -167,7 +168,7 @@ class LogConfig:
 
     KEYS = tuple(_PARSERS)
 
-    @property
+    @cached_property  # read on every produce; the config is immutable
     def compact(self) -> bool:
         return "compact" in self.cleanup_policy.split(",")
 
@@ -175,7 +176,7 @@ class LogConfig:
     def delete(self) -> bool:
         return "delete" in self.cleanup_policy.split(",")
 
-    @property
+    @cached_property
     def min_insync_replicas(self) -> int:
         """min.insync.replicas (validated by config_def when set; kept in `extra`)."""
         raw = self.extra.get("min.insync.replicas", "1")

@@ -20,6 +20,7 @@ Kafka ErrorCode the produce response answers with.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 from kafkactl.protocol.errors import ErrorCode, KafkaError
 from kafkactl.record.batch_header import (
@@ -214,6 +215,7 @@ def rebuild_batches(buf: memoryview, batches: list[BatchInfo],
         else bytes(buf[b.position:b.position + b.size]) for b in batches)))
 
 
+@lru_cache(maxsize=64)  # once per distinct compression.type, not per produce
 def target_codec(compression_type: str) -> int | None:
     """The codec a topic forces, or None for `producer` (keep what the producer sent)."""
     ct = compression_type.strip().lower()
