@@ -24,6 +24,7 @@ import time
 from broker_common import start_broker
 from broker_ingest import wire_producer
 from confluent_kafka import Consumer, TopicPartition
+from summary import Row, add_summary_option, write_summary
 
 from kafkactl.protocol import codec
 from kafkactl.protocol.api_keys import ApiKey
@@ -147,6 +148,7 @@ def raw_sendfile(paths: list[str]) -> float:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--records", type=int, default=3_000_000)
+    add_summary_option(ap)
     args = ap.parse_args()
     broker = start_broker()
     try:
@@ -188,6 +190,10 @@ def main() -> None:
               f"(whole process)")
     print(f"kafkactl consume: {n / pdt:,.0f} records/s, {size / pdt / 1e6:,.0f} MB/s "
           f"(whole process)")
+    wire = wbytes / wdt / 1e6
+    write_summary(args.summary_json, [Row(
+        "6 keep: fetch", "wire consumer (Fetch, sendfile path)", wire, "MB/s",
+        "raw os.sendfile of the segments", raw, wire / raw, ">= 0.75x", wire / raw >= 0.75)])
 
 
 if __name__ == "__main__":

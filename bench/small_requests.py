@@ -35,9 +35,11 @@ from pathlib import Path
 from typing import Any
 
 from broker_common import Broker, free_port, start_broker
+from summary import Row, add_summary_option, write_summary
 
 ROOT = Path(__file__).resolve().parent.parent
 TOPIC = "small"
+GOAL = "2 small requests"
 VALUE = b"v" * 100
 PRODUCE_VERSION = 9
 WARMUP = 1.5
@@ -256,6 +258,7 @@ def main() -> None:
                     help="run the clients at this niceness (profiling: fewer preemptions "
                          "of the server inside its send())")
     ap.add_argument("--echo-server", type=int, help=argparse.SUPPRESS)
+    add_summary_option(ap)
     args = ap.parse_args()
     global CLIENT_NICE
     CLIENT_NICE = args.client_nice
@@ -266,12 +269,15 @@ def main() -> None:
     n, secs = args.producers, args.seconds
     print(f"{n} producer processes, {secs:g} s per phase, broker from {args.kafkactl}")
     echo_us = None
+    rows: list[Row] = []
     if "echo" in phases:
         proc, port = start_echo()
         try:
             frame = produce_frame(0, 1)
             res, cpu = run_clients(raw_client, lambda i: (port, frame), n, proc.pid, secs)
             echo_us = line("echo", sum(res), secs, cpu)
+            rows.append(Row(GOAL, "bare asyncio echo server: CPU per request", echo_us,
+                            "µs", target="(the event loop's own cost)"))
         finally:
             proc.terminate()
             proc.wait()
@@ -284,6 +290,11 @@ def main() -> None:
             frames = [produce_frame(i, 1) for i in range(n)]
             res, cpu = run_clients(raw_client, lambda i: (broker.port, frames[i]), n, pid, secs)
             us = line("raw", sum(res), secs, cpu)
+            rows.append(Row(GOAL, "Produce requests/s one core sustains (1e6 / CPU µs "
+                            "per request, raw clients, acks=1)", 1e6 / us, "req/s",
+                            "bare asyncio echo server", 1e6 / echo_us if echo_us else None,
+                            echo_us / us if echo_us else None, ">= 35,000 req/s",
+                            1e6 / us >= 35_000))
             if echo_us is not None:
                 print(f"{'':9} broker/echo CPU per request: {us / echo_us:.2f}x")
         for name, acks in (("acks1", 1), ("acksall", -1)):
@@ -291,7 +302,9 @@ def main() -> None:
                 res, cpu = run_clients(
                     ck_saturate, lambda i, a=acks: (broker.bootstrap, i, a, args.window),
                     n, pid, secs)
-                line(name, sum(res), secs, cpu)
+                cus = line(name, sum(res), secs, cpu)
+                rows.append(Row(GOAL, f"broker CPU per request, confluent-kafka {name}", cus,
+                                "µs", target="(informative)"))
         if "latency" in phases:
             per = args.rate / n
             res, cpu = run_clients(
@@ -300,8 +313,12 @@ def main() -> None:
             line("latency", len(lat), secs, cpu,
                  f"  p50 {percentile(lat, 0.5):.2f} ms  p99 {percentile(lat, 0.99):.2f} ms"
                  f"  (acks=1, {args.rate:,}/s asked)")
+            p99 = percentile(lat, 0.99)
+            rows.append(Row(GOAL, f"produce p99 at {args.rate:,} req/s (acks=1, linger.ms=0)",
+                            p99, "ms", target="<= 5 ms", met=p99 <= 5))
     finally:
         broker.stop()
+    write_summary(args.summary_json, rows)
 
 
 if __name__ == "__main__":
