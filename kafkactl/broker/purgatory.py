@@ -141,6 +141,11 @@ class DelayedProduce:
             self.future.set_result(None)
 
 
+def _expire(op: DelayedProduce) -> None:
+    for key in list(op.pending):
+        op.settle(key, ErrorCode.REQUEST_TIMED_OUT)
+
+
 class ProducePurgatory:
     """acks=all produces wait here; a high-watermark advance (a follower's fetch, an ISR
     change) completes them, a lost leadership fails them; no polling."""
@@ -159,13 +164,12 @@ class ProducePurgatory:
     async def wait_for(self, op: DelayedProduce, timeout_s: float) -> dict[TopicPartition,
                                                                           ErrorCode]:
         """The partitions that failed: lost leadership, or REQUEST_TIMED_OUT when the
-        high watermark did not get there in `timeout_s`."""
+        high watermark did not get there in `timeout_s` (a loop timer: no task per wait)."""
+        timer = asyncio.get_running_loop().call_later(timeout_s, _expire, op)
         try:
-            await asyncio.wait_for(asyncio.shield(op.future), timeout_s)
-        except TimeoutError:
-            for key in list(op.pending):
-                op.settle(key, ErrorCode.REQUEST_TIMED_OUT)
+            await op.future
         finally:
+            timer.cancel()
             _unwatch(self._watchers, op, op.keys)
         return dict(op.errors)
 
