@@ -84,20 +84,25 @@ def plain(text: str | None, markup: bool = True) -> str:
     return text.strip()
 
 
+def _names_path(annotation: Any) -> bool:
+    """A Path annotation, or a list/Optional/union of one (Typer < 0.29 flags neither
+    `Path | None` nor `list[Path]` as a path)."""
+    if isinstance(annotation, type) and issubclass(annotation, PurePath):
+        return True
+    return any(_names_path(a) for a in get_args(annotation))
+
+
 def _type_info(param: Any) -> tuple[tuple[str, ...], bool]:
     """(choices, names-a-path) of a parameter, from Typer's type descriptor or Click's type."""
     desc = getattr(param, "type_descriptor", None)
     if desc is not None:  # Typer >= 0.20 (its own parameter classes)
         choices = tuple(str(c.value if isinstance(c, enum.Enum) else c) for c in desc.choices or ())
-        is_path = bool(desc.is_path or desc.is_file)
-        if not is_path and desc.is_list:
-            args = get_args(desc.annotation)
-            is_path = bool(args) and isinstance(args[0], type) and issubclass(args[0], PurePath)
-        return choices, is_path
+        return choices, bool(desc.is_path or desc.is_file or _names_path(desc.annotation))
     ptype = getattr(param, "type", None)  # plain Click types (older Typer)
     raw = getattr(ptype, "choices", None) or ()
     choices = tuple(str(c.value if isinstance(c, enum.Enum) else c) for c in raw)
-    return choices, getattr(ptype, "name", "") in ("path", "filename")
+    kinds = {c.__name__ for c in type(ptype).__mro__}  # Click's Path/File (or Typer's own)
+    return choices, bool(kinds & {"Path", "File", "TyperPath"})
 
 
 def _ordered(names: list[str]) -> tuple[str, ...]:

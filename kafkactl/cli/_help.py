@@ -13,7 +13,8 @@ def hide_flag_value_types() -> None:
     counters, so both formatters agree. Options that take a value are unchanged."""
     from typer.core import TyperOption
 
-    original = TyperOption.__dict__.get("display_type_rich")
+    option_class: Any = TyperOption  # its attributes differ between Typer versions
+    original = option_class.__dict__.get("display_type_rich")
     if original is None or getattr(original, "_kafkactl_flags_hidden", False):
         return  # an older Typer without the type column, or already applied
 
@@ -23,4 +24,4 @@ def hide_flag_value_types() -> None:
         return original(self, ctx)
 
     display_type_rich._kafkactl_flags_hidden = True  # type: ignore[attr-defined]
-    TyperOption.display_type_rich = display_type_rich  # type: ignore[method-assign]
+    option_class.display_type_rich = display_type_rich
