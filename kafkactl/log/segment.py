@@ -95,6 +95,7 @@ def index_entries_for(
 
 
 TRANSLATE_READ_SIZE = 16384  # bytes of batch headers read at once when locating an offset
+RECENT_STARTS = 64  # batch starts remembered per segment (translate_offset's shortcut)
 
 
 def trim_sparse_index_tail(path: str, entry_size: int) -> None:
@@ -175,6 +176,10 @@ class LogSegment:
         self._index_interval = config.index_interval_bytes
         self._index_room = 0  # index entries that fit in allocated index pages
         self._tail_dirty = False  # a failed write could not be cut off the file
+        # offset -> position of the first batch whose last offset is >= it, for batches
+        # appended lately: followers and tailing consumers fetch exactly where an append
+        # began, and find it without scanning headers from an index entry
+        self._recent_starts: dict[int, int] = {}
         # the offset index passed check_entries (the loader checks the active segment's;
         # an older segment's is checked at its first lookup, so a start stays cheap)
         self.index_checked = create
@@ -338,6 +343,12 @@ class LogSegment:
                 self._offset_of_max_ts = last_offset
             self._bytes_since_last_index_entry += size
         self.size = pos + size
+        start = self._next_offset
+        if start is not None:
+            starts = self._recent_starts
+            starts[start] = pos
+            if len(starts) > RECENT_STARTS:
+                del starts[next(iter(starts))]
         self._next_offset = last_offset + 1
         if pos == 0:
             self._rolling_ts = max_timestamp
@@ -360,6 +371,7 @@ class LogSegment:
             headers[-1].position + headers[-1].size - last_pos if headers else 0)
         self._max_ts, self._offset_of_max_ts = max_ts, max_off
         self._next_offset = headers[-1].last_offset + 1 if headers else self.base_offset
+        self._recent_starts.clear()
         self._rolling_ts = headers[0].max_timestamp if headers else None
 
     # ----------------------------------------------------------------- reads
@@ -367,6 +379,11 @@ class LogSegment:
         """The first batch at or after `start_position` whose last offset >= `offset`."""
         if not self.index_checked:
             self.check_offset_index()
+        recent = self._recent_starts.get(offset)
+        if recent is not None and recent >= start_position:
+            h = read_header(self.fd, recent)
+            if h is not None and h.size > 0 and h.last_offset >= offset:
+                return h
         entry = self.offset_index.lookup(offset)
         pos = max(entry.position, start_position)
         size = self.size
@@ -457,6 +474,7 @@ class LogSegment:
         self.offset_index.truncate_to(offset)
         self.time_index.truncate_to(offset)
         os.ftruncate(self.fd, h.position)
+        self._recent_starts.clear()
         self.size = h.position
         self._flushed_size = min(self._flushed_size, self.size)
         self._bytes_since_last_index_entry = self.size - self.offset_index.last_entry.position
@@ -478,6 +496,7 @@ class LogSegment:
     def truncate_bytes(self, size: int) -> None:
         """Cut the .log file to `size` bytes (recovery)."""
         os.ftruncate(self.fd, size)
+        self._recent_starts.clear()
         self.size = size
         self._flushed_size = min(self._flushed_size, size)
 
