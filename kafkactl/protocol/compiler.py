@@ -247,7 +247,7 @@ def struct_decoder(fields: tuple[Field, ...], version: int, flexible: bool) -> D
         flush_run()
         reader = sym("R", _field_decoder(f, version, flexible))
         var = f"v{counter[0]}"
-        body.append(f"    {var}, pos = {reader}(buf, pos)")
+        body.extend(_inline_read(f, version, flexible, var, reader, sym))
         items.append(f"{f.name!r}: {var}")
     flush_run()
 
@@ -266,7 +266,8 @@ def struct_decoder(fields: tuple[Field, ...], version: int, flexible: bool) -> D
         return pos
 
     ns["read_tags"] = read_tags
-    src = ["def read_struct(buf, pos):", *body, f"    d = {{{', '.join(items)}}}"]
+    src = ["def read_struct(buf, pos):", "    size = len(buf)", *body,
+           f"    d = {{{', '.join(items)}}}"]
     if flexible:
         src.append("    if buf[pos] == 0:")
         src.append("        return d, pos + 1")
@@ -274,6 +275,27 @@ def struct_decoder(fields: tuple[Field, ...], version: int, flexible: bool) -> D
     else:
         src.append("    return d, pos")
     return _gen("\n".join(src) + "\n", ns, "read_struct")
+
+
+def _inline_read(f: Field, version: int, flexible: bool, var: str, reader: str,
+                 sym: Callable[[str, Any], str]) -> list[str]:
+    """Source reading field `f` into `var`. Compact strings and compact arrays of structs
+    (most of a flexible request) are read inline when their length takes one byte and
+    fits; anything else (null, long, truncated, another type) goes to `reader`, the
+    general decoder, which also raises the errors."""
+    general = [f"        {var}, pos = {reader}(buf, pos)"]
+    if flexible and not f.is_array and not f.fields and f.type == "string":
+        return ["    b = buf[pos]", "    if 0 < b < 0x80 and pos + b <= size:",
+                f"        {var} = str(buf[pos + 1:pos + b], 'utf-8')",
+                "        pos += b", "    else:", *general]
+    if flexible and f.is_array and f.fields:
+        elem = sym("E", struct_decoder(f.fields, version, flexible))
+        least = _min_size(f, version, flexible, element=True)
+        return ["    b = buf[pos]", f"    if 0 < b < 0x80 and (b - 1) * {least} <= size - pos - 1:",
+                "        pos += 1", f"        {var} = []",
+                "        for _ in range(b - 1):", f"            e, pos = {elem}(buf, pos)",
+                f"            {var}.append(e)", "    else:", *general]
+    return [general[0][4:]]
 
 
 def compile_decoder(message: Message, version: int) -> Decoder:
@@ -403,6 +425,25 @@ def _field_encoder(f: Field, version: int, flexible: bool, where: str) -> Encode
     return write_array
 
 
+def _inline_write(f: Field, version: int, flexible: bool, path: str, value: str,
+                  writer: str, sym: Callable[[str, Any], str]) -> list[str]:
+    """Source writing `value` for field `f`. A compact string that is a str and a compact
+    array of structs that is a list are written inline; anything else (None, other
+    types, errors) goes to `writer`, the general encoder."""
+    general = [f"        {writer}(out, parts, v)"]
+    if flexible and not f.is_array and not f.fields and f.type == "string":
+        return [f"    v = {value}", "    if v.__class__ is str:", "        e = v.encode()",
+                "        out += uvarint_bytes(len(e) + 1)", "        out += e", "    else:",
+                *general]
+    if flexible and f.is_array and f.fields:
+        elem = sym("E", struct_encoder(f.fields, version, flexible, path))
+        return [f"    v = {value}", "    if v.__class__ is list:",
+                "        out += uvarint_bytes(len(v) + 1)",
+                "        for e in v:", f"            {elem}(out, parts, e)", "    else:",
+                *general]
+    return [f"    {writer}(out, parts, {value})"]
+
+
 def struct_encoder(
     fields: tuple[Field, ...], version: int, flexible: bool, where: str = ""
 ) -> Encoder:
@@ -410,7 +451,8 @@ def struct_encoder(
 
     Generated as one straight-line function, like :func:`struct_decoder`.
     """
-    ns: dict[str, Any] = {"ProtocolEncodeError": ProtocolEncodeError, "dict": dict}
+    ns: dict[str, Any] = {"ProtocolEncodeError": ProtocolEncodeError, "dict": dict,
+                          "uvarint_bytes": uvarint_bytes}
     body: list[str] = []
     tagged: list[tuple[int, str, Any, Encoder]] = []
     run: list[Field] = []
@@ -444,7 +486,8 @@ def struct_encoder(
         flush_run()
         writer = sym("W", _field_encoder(f, version, flexible, path))
         dv = sym("D", f.default_value(version))
-        body.append(f"    {writer}(out, parts, get({f.name!r}, {dv}))")
+        body.extend(_inline_write(f, version, flexible, path, f"get({f.name!r}, {dv})",
+                                  writer, sym))
     flush_run()
     tags = tuple(sorted(tagged, key=lambda t: t[0]))
 
