@@ -190,3 +190,58 @@ def test_x_overrides_the_command_config_and_typos_are_errors(cli_broker: SecureB
     assert r.returncode == 2 and "sasl.pasword" in r.stderr, r.stderr
     r = kafkactl(["topics", "list", "--command-config", str(tmp_path / "missing")])
     assert r.returncode == 2 and "missing" in r.stderr, r.stderr
+
+
+def _mirror(args: list[str], status: Path) -> subprocess.Popen[str]:
+    return subprocess.Popen([sys.executable, "-m", "kafkactl", "mirror", "--json-status",
+                             str(status), "--status-interval", "0.2", "--quiet", *args],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def test_mirror_takes_security_from_its_config_files(cli_broker: SecureBroker,
+                                                     tmp_path: Path) -> None:
+    """MirrorMaker's --consumer.config / --producer.config files, with bootstrap.servers,
+    group.id and the security properties, reach both clusters' clients."""
+    import contextlib
+    import json
+    import signal
+    import time
+
+    lines = "".join(f"{k}={v}\n" for k, v in _properties(cli_broker, "x").items())
+    consumer = tmp_path / "consumer.properties"
+    consumer.write_text(f"bootstrap.servers={cli_broker.bootstrap('SASL_SSL')}\n"
+                        "group.id=alice-mirror\nauto.offset.reset=earliest\n" + lines)
+    producer = tmp_path / "producer.properties"
+    producer.write_text(f"bootstrap.servers={cli_broker.bootstrap('SASL_SSL')}\n" + lines)
+    status = tmp_path / "status.json"
+    # the files' password is wrong: --consumer-property / --producer-property override it
+    good = f"sasl.password={PASSWORDS['alice']}"
+    proc = _mirror(["--consumer.config", str(consumer), "--producer.config", str(producer),
+                    "--consumer-property", good, "--producer-property", good,
+                    "--topic", "orders", "--rename", "orders:alice-copy"], status)
+    try:
+        deadline = time.monotonic() + 60
+        mirrored = 0
+        while time.monotonic() < deadline and proc.poll() is None:
+            with contextlib.suppress(OSError, ValueError):
+                mirrored = json.loads(status.read_text()).get("mirrored", 0)
+            if mirrored >= 2:
+                break
+            time.sleep(0.2)
+        assert mirrored >= 2, proc.stderr.read() if proc.poll() is not None else mirrored
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+        proc.wait(60)
+    assert proc.returncode == 0, proc.stderr.read() if proc.stderr else ""
+    r = kafkactl(["consume", "-t", "alice-copy", "--from-beginning", "-e", "-q",
+                  *_x(cli_broker)])
+    assert r.stdout.startswith("one\ntwo\n"), r.stdout + r.stderr
+    # -X is for both clusters, and each side's file overrides it: the consumer file's
+    # wrong password is used, and refused with one clear line, exit 1
+    r = subprocess.run([sys.executable, "-m", "kafkactl", "mirror", "--quiet", "-X", good,
+                        "--consumer.config", str(consumer), "--producer.config", str(producer),
+                        "--producer-property", good, "--topic", "orders"],
+                       capture_output=True, text=True, timeout=60)
+    _assert_clear_failure(r, "SASL_AUTHENTICATION_FAILED")
+    assert "source" in r.stderr or "SASL authentication" in r.stderr, r.stderr
