@@ -95,10 +95,11 @@ _kafkactl_produce() {
         '--linger-ms[Wait up to this long to fill a batch. \[default\: 5\]]:LINGER_MS: ' \
         '--sync[Send each record and wait for its ack.]' \
         '--partitioner[murmur2 (Java client), crc32 (librdkafka consistent), random, roundrobin, or module\:function. \[default\: murmur2\]]:PARTITIONER: ' \
-        '*-X[Any producer property key=value (repeatable).]:PROP: ' \
-        '*--property[Any producer property key=value (repeatable).]:PROP: ' \
         '(-b --bootstrap-server)-b[Broker(s) host\:port\[,host\:port\]; default $KAFKACTL_BOOTSTRAP or 127.0.0.1\:9092.]:BOOTSTRAP: ' \
         '(-b --bootstrap-server)--bootstrap-server[Broker(s) host\:port\[,host\:port\]; default $KAFKACTL_BOOTSTRAP or 127.0.0.1\:9092.]:BOOTSTRAP: ' \
+        '*-X[Producer property key=value (repeatable)\: Kafka'\''s names (linger.ms, acks, ...) and the client'\''s, librdkafka'\''s names\:...]:PROP: ' \
+        '*--property[Producer property key=value (repeatable)\: Kafka'\''s names (linger.ms, acks, ...) and the client'\''s, librdkafka'\''s names\:...]:PROP: ' \
+        '--command-config[A properties file of client settings (Kafka'\''s tools'\'' flag); -X overrides it.]:FILE:_files' \
         '--zookeeper[Find the brokers in ZooKeeper'\''s registry (/brokers/ids) and follow it; -b/--bootstrap-server is the static alternative.]:HOST\:PORT\[/CHROOT\]: ' \
         '(-q --quiet)-q[No progress or summary.]' \
         '(-q --quiet)--quiet[No progress or summary.]' \
@@ -134,6 +135,9 @@ _kafkactl_consume() {
         '(-G -g --group)--group[Consume as a member of this consumer group\: the group assigns the partitions and the consumed offsets are committed.]:GROUP: ' \
         '(-b --bootstrap-server)-b[Broker(s) host\:port\[,host\:port\]; default $KAFKACTL_BOOTSTRAP or 127.0.0.1\:9092.]:BOOTSTRAP: ' \
         '(-b --bootstrap-server)--bootstrap-server[Broker(s) host\:port\[,host\:port\]; default $KAFKACTL_BOOTSTRAP or 127.0.0.1\:9092.]:BOOTSTRAP: ' \
+        '*-X[Client property key=value, librdkafka'\''s names (repeatable)\: security.protocol, sasl.mechanism, sasl.username, sasl.pa...]:PROP: ' \
+        '*--property[Client property key=value, librdkafka'\''s names (repeatable)\: security.protocol, sasl.mechanism, sasl.username, sasl.pa...]:PROP: ' \
+        '--command-config[A properties file of client settings (Kafka'\''s tools'\'' flag); -X overrides it.]:FILE:_files' \
         '--zookeeper[With --group\: a ZooKeeper-coordinated group (the seed'\''s consumer\: members, partition owners and offsets under /consum...]:HOST\:PORT\[/CHROOT\]: ' \
         '--offsets-storage[With --zookeeper\: where offsets are kept, zookeeper or kafka (the broker). \[default\: zookeeper\]]:OFFSETS_STORAGE: ' \
         '--dual-commit[With --offsets-storage kafka\: commit to ZooKeeper too (the migration step).]' \
@@ -185,6 +189,9 @@ _kafkactl_rebalance() {
         '--timeout[Seconds to wait for a triggered rebalance. \[default\: 60.0\]]:TIMEOUT: ' \
         '(-b --bootstrap-server)-b[Broker(s) host\:port\[,host\:port\]; default $KAFKACTL_BOOTSTRAP or 127.0.0.1\:9092.]:BOOTSTRAP: ' \
         '(-b --bootstrap-server)--bootstrap-server[Broker(s) host\:port\[,host\:port\]; default $KAFKACTL_BOOTSTRAP or 127.0.0.1\:9092.]:BOOTSTRAP: ' \
+        '*-X[Client property key=value, librdkafka'\''s names (repeatable)\: security.protocol, sasl.mechanism, sasl.username, sasl.pa...]:PROP: ' \
+        '*--property[Client property key=value, librdkafka'\''s names (repeatable)\: security.protocol, sasl.mechanism, sasl.username, sasl.pa...]:PROP: ' \
+        '--command-config[A properties file of client settings (Kafka'\''s tools'\'' flag); -X overrides it.]:FILE:_files' \
         '--zookeeper[A ZooKeeper-coordinated group (consume --zookeeper)\: members, owners and the seed'\''s plan from /consumers/GROUP.]:HOST\:PORT\[/CHROOT\]: ' \
         '(-h --help)-h[Show this message and exit.]' \
         '(-h --help)--help[Show this message and exit.]'
@@ -192,18 +199,23 @@ _kafkactl_rebalance() {
 
 _kafkactl_mirror() {
     _arguments -s -S \
-        '--source[Bootstrap servers of the cluster to copy from.]:HOST\:PORT\[,...\]: ' \
-        '--target[Bootstrap servers of the cluster to copy into. \[required\]]:HOST\:PORT\[,...\]: ' \
+        '--source[Bootstrap servers of the cluster to copy from (or bootstrap.servers in --consumer.config).]:HOST\:PORT\[,...\]: ' \
+        '--target[Bootstrap servers of the cluster to copy into (or bootstrap.servers in --producer.config).]:HOST\:PORT\[,...\]: ' \
         '--whitelist[Mirror every topic whose whole name matches (new ones too, while running).]:REGEX: ' \
         '*-t[A topic to mirror (repeatable).]:TOPIC: ' \
         '*--topic[A topic to mirror (repeatable).]:TOPIC: ' \
         '--blacklist[Skip topics whose whole name matches.]:REGEX: ' \
-        '(-G --group)-G[Consumer group in the source\: mirrors in one group share the partitions and take over from each other. \[default\: kafk...]:GROUP: ' \
-        '(-G --group)--group[Consumer group in the source\: mirrors in one group share the partitions and take over from each other. \[default\: kafk...]:GROUP: ' \
+        '(-G --group)-G[Consumer group in the source\: mirrors in one group share the partitions and take over from each other (default\: group...]:GROUP: ' \
+        '(-G --group)--group[Consumer group in the source\: mirrors in one group share the partitions and take over from each other (default\: group...]:GROUP: ' \
         '--num-streams[Group members; above 1, each is a worker process of its own (auto\: one per CPU, at most 4). \[default\: 1\]]:N|auto: ' \
         '--source-zookeeper[Find the source brokers in this ZooKeeper (/brokers/ids) instead of --source.]:HOST\:PORT\[/CHROOT\]: ' \
         '*--consumer-property[Source consumer property, e.g. auto.offset.reset=latest (repeatable).]:K=V: ' \
         '*--producer-property[Target producer property, e.g. compression.type=lz4 (repeatable).]:K=V: ' \
+        '--consumer.config[Source consumer properties file (MirrorMaker'\''s flag), security ones too; --consumer-property overrides it.]:FILE:_files' \
+        '--producer.config[Target producer properties file (MirrorMaker'\''s flag), security ones too; --producer-property overrides it.]:FILE:_files' \
+        '*-X[Client security property key=value for both clusters, librdkafka'\''s names (repeatable); the consumer and producer prop...]:PROP: ' \
+        '*--property[Client security property key=value for both clusters, librdkafka'\''s names (repeatable); the consumer and producer prop...]:PROP: ' \
+        '--command-config[A properties file of client settings (Kafka'\''s tools'\'' flag); -X overrides it.]:FILE:_files' \
         '(--abort-on-send-failure --no-abort-on-send-failure)--abort-on-send-failure[Stop at a record the target refuses (default), or skip and count it. \[default\: abort-on-send-failure\]]' \
         '(--abort-on-send-failure --no-abort-on-send-failure)--no-abort-on-send-failure[Stop at a record the target refuses (default), or skip and count it. \[default\: abort-on-send-failure\]]' \
         '*--rename[Write source topic SRC into target topic DST.]:SRC\:DST: ' \
@@ -239,6 +251,9 @@ _kafkactl_spark_load() {
         '--print-command[Print the spark-submit line, run nothing.]' \
         '(-b --bootstrap-server)-b[Broker(s) host\:port\[,host\:port\]; default $KAFKACTL_BOOTSTRAP or 127.0.0.1\:9092.]:BOOTSTRAP: ' \
         '(-b --bootstrap-server)--bootstrap-server[Broker(s) host\:port\[,host\:port\]; default $KAFKACTL_BOOTSTRAP or 127.0.0.1\:9092.]:BOOTSTRAP: ' \
+        '*-X[Client property key=value, librdkafka'\''s names (repeatable)\: security.protocol, sasl.mechanism, sasl.username, sasl.pa...]:PROP: ' \
+        '*--property[Client property key=value, librdkafka'\''s names (repeatable)\: security.protocol, sasl.mechanism, sasl.username, sasl.pa...]:PROP: ' \
+        '--command-config[A properties file of client settings (Kafka'\''s tools'\'' flag); -X overrides it.]:FILE:_files' \
         '(-h --help)-h[Show this message and exit.]' \
         '(-h --help)--help[Show this message and exit.]'
 }
@@ -283,6 +298,9 @@ _kafkactl_topics_create() {
         '--if-not-exists[No error if the topic exists.]' \
         '(-b --bootstrap-server)-b[Broker(s) host\:port\[,host\:port\]; default $KAFKACTL_BOOTSTRAP or 127.0.0.1\:9092.]:BOOTSTRAP: ' \
         '(-b --bootstrap-server)--bootstrap-server[Broker(s) host\:port\[,host\:port\]; default $KAFKACTL_BOOTSTRAP or 127.0.0.1\:9092.]:BOOTSTRAP: ' \
+        '*-X[Client property key=value, librdkafka'\''s names (repeatable)\: security.protocol, sasl.mechanism, sasl.username, sasl.pa...]:PROP: ' \
+        '*--property[Client property key=value, librdkafka'\''s names (repeatable)\: security.protocol, sasl.mechanism, sasl.username, sasl.pa...]:PROP: ' \
+        '--command-config[A properties file of client settings (Kafka'\''s tools'\'' flag); -X overrides it.]:FILE:_files' \
         '(-h --help)-h[Show this message and exit.]' \
         '(-h --help)--help[Show this message and exit.]'
 }
@@ -293,6 +311,9 @@ _kafkactl_topics_list() {
         '--json[A JSON array of names.]' \
         '(-b --bootstrap-server)-b[Broker(s) host\:port\[,host\:port\]; default $KAFKACTL_BOOTSTRAP or 127.0.0.1\:9092.]:BOOTSTRAP: ' \
         '(-b --bootstrap-server)--bootstrap-server[Broker(s) host\:port\[,host\:port\]; default $KAFKACTL_BOOTSTRAP or 127.0.0.1\:9092.]:BOOTSTRAP: ' \
+        '*-X[Client property key=value, librdkafka'\''s names (repeatable)\: security.protocol, sasl.mechanism, sasl.username, sasl.pa...]:PROP: ' \
+        '*--property[Client property key=value, librdkafka'\''s names (repeatable)\: security.protocol, sasl.mechanism, sasl.username, sasl.pa...]:PROP: ' \
+        '--command-config[A properties file of client settings (Kafka'\''s tools'\'' flag); -X overrides it.]:FILE:_files' \
         '(-h --help)-h[Show this message and exit.]' \
         '(-h --help)--help[Show this message and exit.]'
 }
@@ -304,6 +325,9 @@ _kafkactl_topics_describe() {
         '--json[One JSON document.]' \
         '(-b --bootstrap-server)-b[Broker(s) host\:port\[,host\:port\]; default $KAFKACTL_BOOTSTRAP or 127.0.0.1\:9092.]:BOOTSTRAP: ' \
         '(-b --bootstrap-server)--bootstrap-server[Broker(s) host\:port\[,host\:port\]; default $KAFKACTL_BOOTSTRAP or 127.0.0.1\:9092.]:BOOTSTRAP: ' \
+        '*-X[Client property key=value, librdkafka'\''s names (repeatable)\: security.protocol, sasl.mechanism, sasl.username, sasl.pa...]:PROP: ' \
+        '*--property[Client property key=value, librdkafka'\''s names (repeatable)\: security.protocol, sasl.mechanism, sasl.username, sasl.pa...]:PROP: ' \
+        '--command-config[A properties file of client settings (Kafka'\''s tools'\'' flag); -X overrides it.]:FILE:_files' \
         '(-h --help)-h[Show this message and exit.]' \
         '(-h --help)--help[Show this message and exit.]'
 }
@@ -315,6 +339,9 @@ _kafkactl_topics_delete() {
         '--if-exists[No error if it is absent.]' \
         '(-b --bootstrap-server)-b[Broker(s) host\:port\[,host\:port\]; default $KAFKACTL_BOOTSTRAP or 127.0.0.1\:9092.]:BOOTSTRAP: ' \
         '(-b --bootstrap-server)--bootstrap-server[Broker(s) host\:port\[,host\:port\]; default $KAFKACTL_BOOTSTRAP or 127.0.0.1\:9092.]:BOOTSTRAP: ' \
+        '*-X[Client property key=value, librdkafka'\''s names (repeatable)\: security.protocol, sasl.mechanism, sasl.username, sasl.pa...]:PROP: ' \
+        '*--property[Client property key=value, librdkafka'\''s names (repeatable)\: security.protocol, sasl.mechanism, sasl.username, sasl.pa...]:PROP: ' \
+        '--command-config[A properties file of client settings (Kafka'\''s tools'\'' flag); -X overrides it.]:FILE:_files' \
         '(-h --help)-h[Show this message and exit.]' \
         '(-h --help)--help[Show this message and exit.]'
 }
@@ -328,6 +355,9 @@ _kafkactl_topics_alter() {
         '*--delete-config[Remove an override (repeatable).]:DELETE_CONFIG: ' \
         '(-b --bootstrap-server)-b[Broker(s) host\:port\[,host\:port\]; default $KAFKACTL_BOOTSTRAP or 127.0.0.1\:9092.]:BOOTSTRAP: ' \
         '(-b --bootstrap-server)--bootstrap-server[Broker(s) host\:port\[,host\:port\]; default $KAFKACTL_BOOTSTRAP or 127.0.0.1\:9092.]:BOOTSTRAP: ' \
+        '*-X[Client property key=value, librdkafka'\''s names (repeatable)\: security.protocol, sasl.mechanism, sasl.username, sasl.pa...]:PROP: ' \
+        '*--property[Client property key=value, librdkafka'\''s names (repeatable)\: security.protocol, sasl.mechanism, sasl.username, sasl.pa...]:PROP: ' \
+        '--command-config[A properties file of client settings (Kafka'\''s tools'\'' flag); -X overrides it.]:FILE:_files' \
         '(-h --help)-h[Show this message and exit.]' \
         '(-h --help)--help[Show this message and exit.]'
 }
@@ -369,6 +399,9 @@ _kafkactl_offsets_show() {
         '--json[JSON output.]' \
         '(-b --bootstrap-server)-b[Broker(s) host\:port\[,host\:port\]; default $KAFKACTL_BOOTSTRAP or 127.0.0.1\:9092.]:BOOTSTRAP: ' \
         '(-b --bootstrap-server)--bootstrap-server[Broker(s) host\:port\[,host\:port\]; default $KAFKACTL_BOOTSTRAP or 127.0.0.1\:9092.]:BOOTSTRAP: ' \
+        '*-X[Client property key=value, librdkafka'\''s names (repeatable)\: security.protocol, sasl.mechanism, sasl.username, sasl.pa...]:PROP: ' \
+        '*--property[Client property key=value, librdkafka'\''s names (repeatable)\: security.protocol, sasl.mechanism, sasl.username, sasl.pa...]:PROP: ' \
+        '--command-config[A properties file of client settings (Kafka'\''s tools'\'' flag); -X overrides it.]:FILE:_files' \
         '(-h --help)-h[Show this message and exit.]' \
         '(-h --help)--help[Show this message and exit.]'
 }
@@ -389,6 +422,9 @@ _kafkactl_offsets_reset() {
         '--json[]' \
         '(-b --bootstrap-server)-b[Broker(s) host\:port\[,host\:port\]; default $KAFKACTL_BOOTSTRAP or 127.0.0.1\:9092.]:BOOTSTRAP: ' \
         '(-b --bootstrap-server)--bootstrap-server[Broker(s) host\:port\[,host\:port\]; default $KAFKACTL_BOOTSTRAP or 127.0.0.1\:9092.]:BOOTSTRAP: ' \
+        '*-X[Client property key=value, librdkafka'\''s names (repeatable)\: security.protocol, sasl.mechanism, sasl.username, sasl.pa...]:PROP: ' \
+        '*--property[Client property key=value, librdkafka'\''s names (repeatable)\: security.protocol, sasl.mechanism, sasl.username, sasl.pa...]:PROP: ' \
+        '--command-config[A properties file of client settings (Kafka'\''s tools'\'' flag); -X overrides it.]:FILE:_files' \
         '(-h --help)-h[Show this message and exit.]' \
         '(-h --help)--help[Show this message and exit.]'
 }
@@ -404,6 +440,9 @@ _kafkactl_offsets_delete() {
         '--json[JSON output.]' \
         '(-b --bootstrap-server)-b[Broker(s) host\:port\[,host\:port\]; default $KAFKACTL_BOOTSTRAP or 127.0.0.1\:9092.]:BOOTSTRAP: ' \
         '(-b --bootstrap-server)--bootstrap-server[Broker(s) host\:port\[,host\:port\]; default $KAFKACTL_BOOTSTRAP or 127.0.0.1\:9092.]:BOOTSTRAP: ' \
+        '*-X[Client property key=value, librdkafka'\''s names (repeatable)\: security.protocol, sasl.mechanism, sasl.username, sasl.pa...]:PROP: ' \
+        '*--property[Client property key=value, librdkafka'\''s names (repeatable)\: security.protocol, sasl.mechanism, sasl.username, sasl.pa...]:PROP: ' \
+        '--command-config[A properties file of client settings (Kafka'\''s tools'\'' flag); -X overrides it.]:FILE:_files' \
         '(-h --help)-h[Show this message and exit.]' \
         '(-h --help)--help[Show this message and exit.]'
 }
@@ -421,6 +460,9 @@ _kafkactl_offsets_migrate() {
         '--json[JSON output.]' \
         '(-b --bootstrap-server)-b[Broker(s) host\:port\[,host\:port\]; default $KAFKACTL_BOOTSTRAP or 127.0.0.1\:9092.]:BOOTSTRAP: ' \
         '(-b --bootstrap-server)--bootstrap-server[Broker(s) host\:port\[,host\:port\]; default $KAFKACTL_BOOTSTRAP or 127.0.0.1\:9092.]:BOOTSTRAP: ' \
+        '*-X[Client property key=value, librdkafka'\''s names (repeatable)\: security.protocol, sasl.mechanism, sasl.username, sasl.pa...]:PROP: ' \
+        '*--property[Client property key=value, librdkafka'\''s names (repeatable)\: security.protocol, sasl.mechanism, sasl.username, sasl.pa...]:PROP: ' \
+        '--command-config[A properties file of client settings (Kafka'\''s tools'\'' flag); -X overrides it.]:FILE:_files' \
         '(-h --help)-h[Show this message and exit.]' \
         '(-h --help)--help[Show this message and exit.]'
 }
@@ -460,6 +502,9 @@ _kafkactl_configs_describe() {
         '--all[Every config, not only the dynamic ones.]' \
         '(-b --bootstrap-server)-b[Broker(s) host\:port\[,host\:port\]; default $KAFKACTL_BOOTSTRAP or 127.0.0.1\:9092.]:BOOTSTRAP: ' \
         '(-b --bootstrap-server)--bootstrap-server[Broker(s) host\:port\[,host\:port\]; default $KAFKACTL_BOOTSTRAP or 127.0.0.1\:9092.]:BOOTSTRAP: ' \
+        '*-X[Client property key=value, librdkafka'\''s names (repeatable)\: security.protocol, sasl.mechanism, sasl.username, sasl.pa...]:PROP: ' \
+        '*--property[Client property key=value, librdkafka'\''s names (repeatable)\: security.protocol, sasl.mechanism, sasl.username, sasl.pa...]:PROP: ' \
+        '--command-config[A properties file of client settings (Kafka'\''s tools'\'' flag); -X overrides it.]:FILE:_files' \
         '(-h --help)-h[Show this message and exit.]' \
         '(-h --help)--help[Show this message and exit.]'
 }
@@ -476,6 +521,9 @@ _kafkactl_configs_alter() {
         '--delete-config[Configs to remove\: '\''k1,k2'\''.]:DELETE_CONFIG: ' \
         '(-b --bootstrap-server)-b[Broker(s) host\:port\[,host\:port\]; default $KAFKACTL_BOOTSTRAP or 127.0.0.1\:9092.]:BOOTSTRAP: ' \
         '(-b --bootstrap-server)--bootstrap-server[Broker(s) host\:port\[,host\:port\]; default $KAFKACTL_BOOTSTRAP or 127.0.0.1\:9092.]:BOOTSTRAP: ' \
+        '*-X[Client property key=value, librdkafka'\''s names (repeatable)\: security.protocol, sasl.mechanism, sasl.username, sasl.pa...]:PROP: ' \
+        '*--property[Client property key=value, librdkafka'\''s names (repeatable)\: security.protocol, sasl.mechanism, sasl.username, sasl.pa...]:PROP: ' \
+        '--command-config[A properties file of client settings (Kafka'\''s tools'\'' flag); -X overrides it.]:FILE:_files' \
         '(-h --help)-h[Show this message and exit.]' \
         '(-h --help)--help[Show this message and exit.]'
 }
@@ -509,6 +557,9 @@ _kafkactl_cluster_describe() {
         '--json[One JSON document.]' \
         '(-b --bootstrap-server)-b[Broker(s) host\:port\[,host\:port\]; default $KAFKACTL_BOOTSTRAP or 127.0.0.1\:9092.]:BOOTSTRAP: ' \
         '(-b --bootstrap-server)--bootstrap-server[Broker(s) host\:port\[,host\:port\]; default $KAFKACTL_BOOTSTRAP or 127.0.0.1\:9092.]:BOOTSTRAP: ' \
+        '*-X[Client property key=value, librdkafka'\''s names (repeatable)\: security.protocol, sasl.mechanism, sasl.username, sasl.pa...]:PROP: ' \
+        '*--property[Client property key=value, librdkafka'\''s names (repeatable)\: security.protocol, sasl.mechanism, sasl.username, sasl.pa...]:PROP: ' \
+        '--command-config[A properties file of client settings (Kafka'\''s tools'\'' flag); -X overrides it.]:FILE:_files' \
         '(-h --help)-h[Show this message and exit.]' \
         '(-h --help)--help[Show this message and exit.]'
 }
@@ -520,6 +571,9 @@ _kafkactl_cluster_verify_replicas() {
         '--json[One JSON document.]' \
         '(-b --bootstrap-server)-b[Broker(s) host\:port\[,host\:port\]; default $KAFKACTL_BOOTSTRAP or 127.0.0.1\:9092.]:BOOTSTRAP: ' \
         '(-b --bootstrap-server)--bootstrap-server[Broker(s) host\:port\[,host\:port\]; default $KAFKACTL_BOOTSTRAP or 127.0.0.1\:9092.]:BOOTSTRAP: ' \
+        '*-X[Client property key=value, librdkafka'\''s names (repeatable)\: security.protocol, sasl.mechanism, sasl.username, sasl.pa...]:PROP: ' \
+        '*--property[Client property key=value, librdkafka'\''s names (repeatable)\: security.protocol, sasl.mechanism, sasl.username, sasl.pa...]:PROP: ' \
+        '--command-config[A properties file of client settings (Kafka'\''s tools'\'' flag); -X overrides it.]:FILE:_files' \
         '(-h --help)-h[Show this message and exit.]' \
         '(-h --help)--help[Show this message and exit.]'
 }
@@ -566,7 +620,7 @@ _kafkactl_acls_add() {
         '(-b --bootstrap-server)--bootstrap-server[Broker(s) host\:port\[,host\:port\]; default $KAFKACTL_BOOTSTRAP or 127.0.0.1\:9092.]:BOOTSTRAP: ' \
         '*-X[Client property key=value, librdkafka'\''s names (repeatable)\: security.protocol, sasl.mechanism, sasl.username, sasl.pa...]:PROP: ' \
         '*--property[Client property key=value, librdkafka'\''s names (repeatable)\: security.protocol, sasl.mechanism, sasl.username, sasl.pa...]:PROP: ' \
-        '--command-config[A properties file of client settings (Kafka'\''s tools'\'' flag).]:FILE:_files' \
+        '--command-config[A properties file of client settings (Kafka'\''s tools'\'' flag); -X overrides it.]:FILE:_files' \
         '(-h --help)-h[Show this message and exit.]' \
         '(-h --help)--help[Show this message and exit.]'
 }
@@ -583,7 +637,7 @@ _kafkactl_acls_list() {
         '(-b --bootstrap-server)--bootstrap-server[Broker(s) host\:port\[,host\:port\]; default $KAFKACTL_BOOTSTRAP or 127.0.0.1\:9092.]:BOOTSTRAP: ' \
         '*-X[Client property key=value, librdkafka'\''s names (repeatable)\: security.protocol, sasl.mechanism, sasl.username, sasl.pa...]:PROP: ' \
         '*--property[Client property key=value, librdkafka'\''s names (repeatable)\: security.protocol, sasl.mechanism, sasl.username, sasl.pa...]:PROP: ' \
-        '--command-config[A properties file of client settings (Kafka'\''s tools'\'' flag).]:FILE:_files' \
+        '--command-config[A properties file of client settings (Kafka'\''s tools'\'' flag); -X overrides it.]:FILE:_files' \
         '(-h --help)-h[Show this message and exit.]' \
         '(-h --help)--help[Show this message and exit.]'
 }
@@ -603,7 +657,7 @@ _kafkactl_acls_remove() {
         '(-b --bootstrap-server)--bootstrap-server[Broker(s) host\:port\[,host\:port\]; default $KAFKACTL_BOOTSTRAP or 127.0.0.1\:9092.]:BOOTSTRAP: ' \
         '*-X[Client property key=value, librdkafka'\''s names (repeatable)\: security.protocol, sasl.mechanism, sasl.username, sasl.pa...]:PROP: ' \
         '*--property[Client property key=value, librdkafka'\''s names (repeatable)\: security.protocol, sasl.mechanism, sasl.username, sasl.pa...]:PROP: ' \
-        '--command-config[A properties file of client settings (Kafka'\''s tools'\'' flag).]:FILE:_files' \
+        '--command-config[A properties file of client settings (Kafka'\''s tools'\'' flag); -X overrides it.]:FILE:_files' \
         '(-h --help)-h[Show this message and exit.]' \
         '(-h --help)--help[Show this message and exit.]'
 }
@@ -643,7 +697,7 @@ _kafkactl_users_add() {
         '(-b --bootstrap-server)--bootstrap-server[Broker(s) host\:port\[,host\:port\]; default $KAFKACTL_BOOTSTRAP or 127.0.0.1\:9092.]:BOOTSTRAP: ' \
         '*-X[Client property key=value, librdkafka'\''s names (repeatable)\: security.protocol, sasl.mechanism, sasl.username, sasl.pa...]:PROP: ' \
         '*--property[Client property key=value, librdkafka'\''s names (repeatable)\: security.protocol, sasl.mechanism, sasl.username, sasl.pa...]:PROP: ' \
-        '--command-config[A properties file of client settings (Kafka'\''s tools'\'' flag).]:FILE:_files' \
+        '--command-config[A properties file of client settings (Kafka'\''s tools'\'' flag); -X overrides it.]:FILE:_files' \
         '(-h --help)-h[Show this message and exit.]' \
         '(-h --help)--help[Show this message and exit.]' \
         ':NAME: '
@@ -655,7 +709,7 @@ _kafkactl_users_list() {
         '(-b --bootstrap-server)--bootstrap-server[Broker(s) host\:port\[,host\:port\]; default $KAFKACTL_BOOTSTRAP or 127.0.0.1\:9092.]:BOOTSTRAP: ' \
         '*-X[Client property key=value, librdkafka'\''s names (repeatable)\: security.protocol, sasl.mechanism, sasl.username, sasl.pa...]:PROP: ' \
         '*--property[Client property key=value, librdkafka'\''s names (repeatable)\: security.protocol, sasl.mechanism, sasl.username, sasl.pa...]:PROP: ' \
-        '--command-config[A properties file of client settings (Kafka'\''s tools'\'' flag).]:FILE:_files' \
+        '--command-config[A properties file of client settings (Kafka'\''s tools'\'' flag); -X overrides it.]:FILE:_files' \
         '(-h --help)-h[Show this message and exit.]' \
         '(-h --help)--help[Show this message and exit.]'
 }
@@ -667,7 +721,7 @@ _kafkactl_users_delete() {
         '(-b --bootstrap-server)--bootstrap-server[Broker(s) host\:port\[,host\:port\]; default $KAFKACTL_BOOTSTRAP or 127.0.0.1\:9092.]:BOOTSTRAP: ' \
         '*-X[Client property key=value, librdkafka'\''s names (repeatable)\: security.protocol, sasl.mechanism, sasl.username, sasl.pa...]:PROP: ' \
         '*--property[Client property key=value, librdkafka'\''s names (repeatable)\: security.protocol, sasl.mechanism, sasl.username, sasl.pa...]:PROP: ' \
-        '--command-config[A properties file of client settings (Kafka'\''s tools'\'' flag).]:FILE:_files' \
+        '--command-config[A properties file of client settings (Kafka'\''s tools'\'' flag); -X overrides it.]:FILE:_files' \
         '(-h --help)-h[Show this message and exit.]' \
         '(-h --help)--help[Show this message and exit.]' \
         ':NAME: '

@@ -1,4 +1,4 @@
-"""Helpers shared by the client subcommands (produce, consume, topics)."""
+"""Helpers shared by the client subcommands: -b, -X / --command-config, errors."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ import codecs
 import os
 import sys
 from collections.abc import Iterable
+from pathlib import Path
 from typing import Any
 
 import typer
@@ -59,33 +60,56 @@ def connect_zookeeper(connect: str) -> Any:
         raise fail(str(e)) from None
 
 
-# ---- security: librdkafka's -X names (as kcat takes them) and Kafka tools' --command-config
+# ---- security: librdkafka's -X names (as kcat takes them) and Kafka tools' --command-config.
+# Every command that talks to a broker takes both, with this meaning: the file's security
+# properties, overlaid by -X. -X names are checked (a typo is an error); other keys in the
+# file are ignored, as Kafka's tools ignore what they do not use.
+SECURITY_PROPERTIES = ("security.protocol, sasl.mechanism, sasl.username, sasl.password, "
+                       "ssl.ca.location, ssl.certificate.location, ssl.key.location")
 SECURITY_HELP = ("Client property key=value, librdkafka's names (repeatable): "
-                 "security.protocol, sasl.mechanism, sasl.username, sasl.password, "
-                 "ssl.ca.location, ssl.certificate.location, ssl.key.location.")
+                 f"{SECURITY_PROPERTIES}.")
+COMMAND_CONFIG_HELP = ("A properties file of client settings (Kafka's tools' flag); -X "
+                       "overrides it.")
 
 
-def property_option() -> list[str]:
-    return typer.Option([], "--property", "-X", help=SECURITY_HELP)
+def property_option(help_text: str = SECURITY_HELP) -> list[str]:
+    return typer.Option([], "--property", "-X", help=help_text)
 
 
 def command_config_option() -> Any:
     return typer.Option(None, "--command-config", metavar="FILE", exists=True,
-                        dir_okay=False,
-                        help="A properties file of client settings (Kafka's tools' flag).")
+                        dir_okay=False, help=COMMAND_CONFIG_HELP)
 
 
-def client_security(props: list[str], command_config: Any) -> Any:
-    """The ClientSecurity of `--command-config FILE` overlaid by `-X key=value`; a
-    one-line error (exit 2) for a bad one."""
+def client_properties(props: list[str], command_config: Path | None, *,
+                      check: bool = True) -> dict[str, str]:
+    """The security properties of `--command-config FILE` overlaid by `-X key=value`;
+    with `check`, an -X name that is no security property is an error (exit 2)."""
     from kafkactl.broker.config import parse_properties
-    from kafkactl.client.security import ClientSecurity, SecurityConfigError
+    from kafkactl.client.security import SECURITY_KEYS
 
     merged: dict[str, str] = {}
     try:
         if command_config is not None:
-            merged.update(parse_properties(command_config.read_text()))
-        merged.update(parse_key_values(props, "property"))
-        return ClientSecurity.from_properties(merged)
-    except (OSError, SecurityConfigError, typer.BadParameter) as e:
+            merged.update((k, v) for k, v in parse_properties(command_config.read_text())
+                          .items() if k in SECURITY_KEYS)
+        given = parse_key_values(props, "property")
+    except (OSError, typer.BadParameter) as e:
+        raise fail(str(e), 2) from None
+    unknown = sorted(k for k in given if k not in SECURITY_KEYS)
+    if check and unknown:
+        raise fail(f"-X {unknown[0]}: not a client property this command takes (use "
+                   f"{SECURITY_PROPERTIES}, ...)", 2)
+    merged.update(given)
+    return merged
+
+
+def client_security(props: list[str], command_config: Path | None) -> Any:
+    """The ClientSecurity of `--command-config FILE` overlaid by `-X key=value`; a
+    one-line error (exit 2) for a bad one."""
+    from kafkactl.client.security import ClientSecurity, SecurityConfigError
+
+    try:
+        return ClientSecurity.from_properties(client_properties(props, command_config))
+    except SecurityConfigError as e:
         raise fail(str(e), 2) from None

@@ -5,11 +5,18 @@ replicas than replicas: under-replicated), from one Metadata request to any brok
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import typer
 
-from kafkactl.cli._client_options import bootstrap_option, fail
+from kafkactl.cli._client_options import (
+    bootstrap_option,
+    client_security,
+    command_config_option,
+    fail,
+    property_option,
+)
 
 if TYPE_CHECKING:
     from kafkactl.client.cluster import ClusterMetadata
@@ -44,14 +51,17 @@ def describe_document(cluster: ClusterMetadata) -> dict[str, Any]:
 def describe(
     as_json: bool = typer.Option(False, "--json", help="One JSON document."),
     bootstrap: str | None = bootstrap_option(),
+    prop: list[str] = property_option(),
+    command_config: Path | None = command_config_option(),
 ) -> None:
     """Cluster id, controller, live brokers, and offline / under-replicated partitions."""
     from kafkactl.client.errors import ClientError
     from kafkactl.client.kafka_client import KafkaClient
     from kafkactl.protocol.errors import KafkaError
 
+    security = client_security(prop, command_config)
     try:
-        client = KafkaClient(bootstrap, client_id="kafkactl-cluster")
+        client = KafkaClient(bootstrap, client_id="kafkactl-cluster", security=security)
         try:
             doc = describe_document(client.refresh_metadata(None))
         finally:
@@ -85,6 +95,8 @@ def verify_replicas(
                                     "default: every topic)."),
     as_json: bool = typer.Option(False, "--json", help="One JSON document."),
     bootstrap: str | None = bootstrap_option(),
+    prop: list[str] = property_option(),
+    command_config: Path | None = command_config_option(),
 ) -> None:
     """Compare every replica's committed log (batch offsets and CRCs) and report where
     replicas differ (Kafka's ReplicaVerificationTool). Exit 1 on any divergence."""
@@ -93,10 +105,12 @@ def verify_replicas(
     from kafkactl.client.replica_verifier import verify_partition
     from kafkactl.protocol.errors import KafkaError
 
+    security = client_security(prop, command_config)
     try:
-        client = KafkaClient(bootstrap, client_id="kafkactl-verify-replicas")
+        client = KafkaClient(bootstrap, client_id="kafkactl-verify-replicas", security=security)
         try:
-            cluster = client.refresh_metadata(topic or None)
+            cluster = (client.ensure_topics(list(topic), allow_auto_create=False) if topic
+                       else client.refresh_metadata(None))
             checks = [verify_partition(client, name, p, list(part.replicas))
                       for name, t in sorted(cluster.topics.items())
                       if (topic and name in topic) or (not topic and not t.is_internal)

@@ -9,11 +9,18 @@ config, not only the dynamic ones.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import typer
 
-from kafkactl.cli._client_options import bootstrap_option, fail
+from kafkactl.cli._client_options import (
+    bootstrap_option,
+    client_security,
+    command_config_option,
+    fail,
+    property_option,
+)
 
 if TYPE_CHECKING:
     from kafkactl.client.admin import AdminClient, ConfigEntry
@@ -106,13 +113,15 @@ def _names(admin: AdminClient, rtype: int, name: str | None) -> list[str]:
     return [str(b) for b in sorted(cluster.brokers)]
 
 
-def _run(bootstrap: str | None, fn: Any) -> Any:
+def _run(bootstrap: str | None, prop: list[str], command_config: Path | None,
+         fn: Any) -> Any:
     from kafkactl.client.admin import AdminClient
     from kafkactl.client.errors import ClientError
     from kafkactl.protocol.errors import KafkaError
 
+    security = client_security(prop, command_config)
     try:
-        with AdminClient(bootstrap) as admin:
+        with AdminClient(bootstrap, security=security) as admin:
             return fn(admin)
     except (ClientError, KafkaError, ValueError) as e:
         raise fail(str(e)) from None
@@ -136,6 +145,8 @@ def describe(
     show_all: bool = typer.Option(False, "--all",
                                   help="Every config, not only the dynamic ones."),
     bootstrap: str | None = bootstrap_option(),
+    prop: list[str] = property_option(),
+    command_config: Path | None = command_config_option(),
 ) -> None:
     """Show the dynamic configs of topics or brokers (--all: every config)."""
     rtype, name = _entity(entity_type, entity_name, entity_default, topic, broker,
@@ -152,7 +163,7 @@ def describe(
             for e in sorted(shown, key=lambda e: e.name):
                 typer.echo(_format(e))
 
-    _run(bootstrap, run)
+    _run(bootstrap, prop, command_config, run)
 
 
 @configs_app.command("alter")
@@ -165,6 +176,8 @@ def alter(
     delete_config: str = typer.Option("", "--delete-config",
                                       help="Configs to remove: 'k1,k2'."),
     bootstrap: str | None = bootstrap_option(),
+    prop: list[str] = property_option(),
+    command_config: Path | None = command_config_option(),
 ) -> None:
     """Set (--add-config) and remove (--delete-config) configs of a topic or broker."""
     rtype, name = _entity(entity_type, entity_name, entity_default, topic, broker,
@@ -181,7 +194,7 @@ def alter(
     both = set(to_set) & set(to_delete)
     if both:
         raise fail(f"both added and deleted: {', '.join(sorted(both))}")
-    _run(bootstrap, lambda admin: admin.alter_configs(name, to_set, to_delete,
+    _run(bootstrap, prop, command_config, lambda admin: admin.alter_configs(name, to_set, to_delete,
                                                       resource_type=rtype))
     what = ("default config for brokers in the cluster" if rtype == BROKER and name == ""
             else f"config for {_label(rtype, name)}")

@@ -11,11 +11,19 @@ import signal
 import sys
 import time
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import typer
 
-from kafkactl.cli._client_options import bootstrap_option, fail, unescape
+from kafkactl.cli._client_options import (
+    bootstrap_option,
+    client_security,
+    command_config_option,
+    fail,
+    property_option,
+    unescape,
+)
 from kafkactl.cli._output import StdoutClosed, is_epipe
 
 if TYPE_CHECKING:  # the client is imported when a command runs, so --help stays fast
@@ -164,6 +172,8 @@ def consume(
         help="Consume as a member of this consumer group: the group assigns the "
              "partitions and the consumed offsets are committed."),
     bootstrap: str | None = bootstrap_option(),
+    prop: list[str] = property_option(),
+    command_config: Path | None = command_config_option(),
     zookeeper: str | None = typer.Option(
         None, "--zookeeper", metavar="HOST:PORT[/CHROOT]",
         help="With --group: a ZooKeeper-coordinated group (the seed's consumer: members, "
@@ -223,6 +233,7 @@ def consume(
     # batches skip the per-record render
     plain = fmt is None and not as_json and not print_offsets and (sep is None or b"%" not in sep)
     source = _group_source(group) if group else None
+    security = client_security(prop, command_config)
 
     signal.signal(signal.SIGINT, signal.default_int_handler)
     signal.signal(signal.SIGTERM, _terminate)  # like Ctrl-C: commit, leave the group, exit
@@ -240,14 +251,15 @@ def consume(
                 pattern=topic_pattern or exclude_pattern, blacklist=bool(exclude_pattern
                                                                       and not topic_pattern),
                 bootstrap_servers=bootstrap, auto_offset_reset=reset,
-                offsets_storage=offsets_storage, dual_commit=dual_commit)
+                offsets_storage=offsets_storage, dual_commit=dual_commit, security=security)
         elif source is not None:  # --group: the group assigns partitions, offsets committed
             consumer = source(*topic, group_id=group, bootstrap_servers=bootstrap,
-                              pattern=topic_pattern, auto_offset_reset=reset)
+                              pattern=topic_pattern, auto_offset_reset=reset,
+                              security=security)
         else:
             consumer = Consumer(*topic, bootstrap_servers=bootstrap, pattern=topic_pattern,
                                 exclude=exclude_pattern, partitions=partition or None,
-                                auto_offset_reset=reset)
+                                auto_offset_reset=reset, security=security)
         reader = TopicReader(consumer, max_records=max_messages, until_end=exit_at_end,
                              stop_when_idle=_stdout_closed)
         if not reader.partitions and source is None and not zookeeper:

@@ -13,7 +13,14 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
-from kafkactl.cli._client_options import fail, parse_key_values, stderr_is_tty
+from kafkactl.cli._client_options import (
+    client_properties,
+    command_config_option,
+    fail,
+    parse_key_values,
+    property_option,
+    stderr_is_tty,
+)
 
 if TYPE_CHECKING:  # the library loads when the command runs, so --help stays fast
     from rich.table import Table
@@ -26,18 +33,23 @@ if TYPE_CHECKING:  # the library loads when the command runs, so --help stays fa
 def mirror(
     source: str | None = typer.Option(
         None, "--source", metavar="HOST:PORT[,...]",
-        help="Bootstrap servers of the cluster to copy from."),
-    target: str = typer.Option(..., "--target", metavar="HOST:PORT[,...]",
-                               help="Bootstrap servers of the cluster to copy into."),
+        help="Bootstrap servers of the cluster to copy from (or bootstrap.servers in "
+             "--consumer.config)."),
+    target: str | None = typer.Option(
+        None, "--target", metavar="HOST:PORT[,...]",
+        help="Bootstrap servers of the cluster to copy into (or bootstrap.servers in "
+             "--producer.config)."),
     whitelist: str | None = typer.Option(
         None, "--whitelist", metavar="REGEX",
         help="Mirror every topic whose whole name matches (new ones too, while running)."),
     topic: list[str] = typer.Option([], "--topic", "-t", help="A topic to mirror (repeatable)."),
     blacklist: str | None = typer.Option(None, "--blacklist", metavar="REGEX",
                                          help="Skip topics whose whole name matches."),
-    group: str = typer.Option("kafkactl-mirror", "--group", "-G",
-                              help="Consumer group in the source: mirrors in one group "
-                                   "share the partitions and take over from each other."),
+    group: str | None = typer.Option(
+        None, "--group", "-G",
+        help="Consumer group in the source: mirrors in one group share the partitions and "
+             "take over from each other (default: group.id in --consumer.config, else "
+             "kafkactl-mirror)."),
     num_streams: str = typer.Option(
         "1", "--num-streams", metavar="N|auto",
         help="Group members; above 1, each is a worker process of its own (auto: one per "
@@ -51,6 +63,18 @@ def mirror(
     producer_property: list[str] = typer.Option(
         [], "--producer-property", metavar="K=V",
         help="Target producer property, e.g. compression.type=lz4 (repeatable)."),
+    consumer_config: Path | None = typer.Option(
+        None, "--consumer.config", metavar="FILE", exists=True, dir_okay=False,
+        help="Source consumer properties file (MirrorMaker's flag), security ones too; "
+             "--consumer-property overrides it."),
+    producer_config: Path | None = typer.Option(
+        None, "--producer.config", metavar="FILE", exists=True, dir_okay=False,
+        help="Target producer properties file (MirrorMaker's flag), security ones too; "
+             "--producer-property overrides it."),
+    prop: list[str] = property_option(
+        "Client security property key=value for both clusters, librdkafka's names "
+        "(repeatable); the consumer and producer properties override it per cluster."),
+    command_config: Path | None = command_config_option(),
     abort_on_send_failure: bool = typer.Option(
         True, "--abort-on-send-failure/--no-abort-on-send-failure",
         help="Stop at a record the target refuses (default), or skip and count it."),
@@ -76,7 +100,27 @@ def mirror(
     """Copy topics from a source cluster into a target cluster as a consumer group,
     committing source offsets only for records the target acknowledged."""
     from kafkactl.mirror import MirrorConfig, MirrorConfigError, parse_num_streams, parse_renames
+    from kafkactl.mirror.config import DEFAULT_GROUP
 
+    both = client_properties(prop, command_config)
+    consumer_file = _read_config(consumer_config, "--consumer.config")
+    producer_file = _read_config(producer_config, "--producer.config")
+    # what Kafka's MirrorMaker reads from its files, unless given as options
+    file_source = consumer_file.pop("bootstrap.servers", None)
+    file_target = producer_file.pop("bootstrap.servers", None)
+    file_group = consumer_file.pop("group.id", None)
+    try:
+        consumer_props = {**both, **consumer_file,
+                          **parse_key_values(consumer_property, "--consumer-property")}
+        producer_props = {**both, **producer_file,
+                          **parse_key_values(producer_property, "--producer-property")}
+    except typer.BadParameter as e:
+        raise fail(str(e), 2) from None
+    if source is None and source_zookeeper is None:
+        source = file_source
+    target = target or file_target
+    if target is None:
+        raise fail("give --target BOOTSTRAP (or bootstrap.servers in --producer.config)", 2)
     if source is None and source_zookeeper is None:
         raise fail("give --source BOOTSTRAP or --source-zookeeper HOST:PORT", 2)
     if source is not None and source_zookeeper is not None:
@@ -86,19 +130,32 @@ def mirror(
     try:
         config = MirrorConfig(
             source=source or "", target=target, topics=tuple(topic), whitelist=whitelist,
-            blacklist=blacklist, group=group, num_streams=parse_num_streams(num_streams),
-            consumer_properties=parse_key_values(consumer_property, "--consumer-property"),
-            producer_properties=parse_key_values(producer_property, "--producer-property"),
+            blacklist=blacklist,
+            group=group if group is not None else file_group or DEFAULT_GROUP,
+            num_streams=parse_num_streams(num_streams), consumer_properties=consumer_props,
+            producer_properties=producer_props,
             abort_on_send_failure=abort_on_send_failure, renames=parse_renames(rename),
             copy_topic_configs=copy_topic_configs, topic_refresh_ms=topic_refresh_ms,
             commit_interval_ms=commit_interval_ms)
         config.validate()
-    except (MirrorConfigError, typer.BadParameter) as e:
+    except MirrorConfigError as e:
         raise fail(str(e), 2) from None
     if source_zookeeper is not None:
         config.source = _discover_source(source_zookeeper)
     _log_warnings()
     raise typer.Exit(_run(config, json_status, wait, status_interval, quiet))
+
+
+def _read_config(path: Path | None, option: str) -> dict[str, str]:
+    """A Java properties file (MirrorMaker's --consumer.config / --producer.config)."""
+    from kafkactl.broker.config import parse_properties
+
+    if path is None:
+        return {}
+    try:
+        return parse_properties(path.read_text())
+    except (OSError, UnicodeDecodeError) as e:
+        raise fail(f"{option} {path}: {getattr(e, 'strerror', None) or e}", 2) from None
 
 
 def _log_warnings() -> None:

@@ -7,11 +7,18 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import typer
 
-from kafkactl.cli._client_options import bootstrap_option, fail
+from kafkactl.cli._client_options import (
+    bootstrap_option,
+    client_security,
+    command_config_option,
+    fail,
+    property_option,
+)
 from kafkactl.cli._output import print_table
 
 if TYPE_CHECKING:  # the client is imported when a command runs, so --help stays fast
@@ -28,14 +35,19 @@ TopicPartition = tuple[str, int]
 INACTIVE = ("Empty", "Dead")
 
 
-def _run(bootstrap: str | None, fn: Callable[[KafkaClient, GroupAdmin, SimpleConsumer], T]) -> T:
+def _run(bootstrap: str | None, prop: list[str], command_config: Path | None,
+         fn: Callable[[KafkaClient, GroupAdmin, SimpleConsumer], T]) -> T:
     from kafkactl.client.consumer import SimpleConsumer
     from kafkactl.client.errors import ClientError
     from kafkactl.client.group.group_admin import GroupAdmin
     from kafkactl.client.kafka_client import KafkaClient
     from kafkactl.protocol.errors import KafkaError
 
-    client = KafkaClient(bootstrap, client_id="kafkactl-offsets")
+    security = client_security(prop, command_config)
+    try:
+        client = KafkaClient(bootstrap, client_id="kafkactl-offsets", security=security)
+    except (ClientError, ValueError) as e:
+        raise fail(str(e)) from None
     admin = GroupAdmin(client)
     try:
         return fn(client, admin, SimpleConsumer(client=client))
@@ -135,7 +147,9 @@ def _print_table(table: Table) -> None:
 def show(group: list[str] = typer.Option([], "--group", "-G", "-g", help="Group (repeatable)."),
          all_groups: bool = typer.Option(False, "--all", help="Every group."),
          as_json: bool = typer.Option(False, "--json", help="JSON output."),
-         bootstrap: str | None = bootstrap_option()) -> None:
+         bootstrap: str | None = bootstrap_option(),
+         prop: list[str] = property_option(),
+         command_config: Path | None = command_config_option()) -> None:
     """Per partition: committed offset, log end offset and lag (plus the owning member)."""
     if not group and not all_groups:
         raise fail("give --group G (repeatable) or --all", 2)
@@ -144,7 +158,7 @@ def show(group: list[str] = typer.Option([], "--group", "-G", "-g", help="Group 
         names = [g for g, _t, _s in admin.list_groups()] if all_groups else list(group)
         return [r for g in names for r in group_offsets_rows(admin, simple, g)]
 
-    rows = _run(bootstrap, go)
+    rows = _run(bootstrap, prop, command_config, go)
     if as_json:
         typer.echo(json.dumps(rows, indent=1))
         return
@@ -218,7 +232,9 @@ def reset(group: str = typer.Option(..., "--group", "-G", "-g", help="The group.
           execute: bool = typer.Option(False, "--execute",
                                        help="Commit the new offsets (default: dry run)."),
           as_json: bool = typer.Option(False, "--json"),
-          bootstrap: str | None = bootstrap_option()) -> None:
+          bootstrap: str | None = bootstrap_option(),
+          prop: list[str] = property_option(),
+          command_config: Path | None = command_config_option()) -> None:
     """Reset a group's offsets (dry run unless --execute; the group must be inactive)."""
     specs = [s for s, on in (("earliest", to_earliest), ("latest", to_latest),
                              ("offset", to_offset is not None),
@@ -245,7 +261,7 @@ def reset(group: str = typer.Option(..., "--group", "-G", "-g", help="The group.
         errors = admin.commit_offsets(group, plan) if execute else {}
         return plan, errors
 
-    plan, errors = _run(bootstrap, go)
+    plan, errors = _run(bootstrap, prop, command_config, go)
     from kafkactl.protocol.errors import error_name
 
     failed = {tp: c for tp, c in errors.items() if c}
@@ -271,7 +287,9 @@ def delete(group: str = typer.Option(..., "--group", "-G", "-g", help="The group
            execute: bool = typer.Option(False, "--execute",
                                         help="Delete (default: dry run, show what would go)."),
            as_json: bool = typer.Option(False, "--json", help="JSON output."),
-           bootstrap: str | None = bootstrap_option()) -> None:
+           bootstrap: str | None = bootstrap_option(),
+           prop: list[str] = property_option(),
+           command_config: Path | None = command_config_option()) -> None:
     """Delete a group's offsets for a topic, or (without --topic) the whole inactive group
     (dry run unless --execute)."""
     try:
@@ -298,7 +316,7 @@ def delete(group: str = typer.Option(..., "--group", "-G", "-g", help="The group
                              f"{', '.join(t for t, _ in topics)}")
         return tps, committed, admin.delete_offsets(group, tps) if execute else {}
 
-    tps, committed, result = _run(bootstrap, go)
+    tps, committed, result = _run(bootstrap, prop, command_config, go)
     from kafkactl.protocol.errors import error_name
 
     whole = tps is None

@@ -5,11 +5,19 @@ The work is kafkactl.client.offsets_migrate; this module parses and renders."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import typer
 
-from kafkactl.cli._client_options import bootstrap_option, connect_zookeeper, fail
+from kafkactl.cli._client_options import (
+    bootstrap_option,
+    client_security,
+    command_config_option,
+    connect_zookeeper,
+    fail,
+    property_option,
+)
 from kafkactl.cli._output import print_table
 
 if TYPE_CHECKING:
@@ -34,6 +42,8 @@ def migrate(
         help="After every partition of a group verified, delete its ZooKeeper offsets."),
     as_json: bool = typer.Option(False, "--json", help="JSON output."),
     bootstrap: str | None = bootstrap_option(),
+    prop: list[str] = property_option(),
+    command_config: Path | None = command_config_option(),
 ) -> None:
     """Move consumer offsets from ZooKeeper into the broker and verify them."""
     from kafkactl.client import offsets_migrate as migration
@@ -48,10 +58,12 @@ def migrate(
         raise fail("give -G/--group (repeatable) or --all-groups", 2)
     if dry_run and delete_source:
         raise fail("--dry-run deletes nothing: drop --delete-source or --dry-run", 2)
+    security = client_security(prop, command_config)
     zk = connect_zookeeper(zookeeper)
     try:
         groups = consumer_registry.groups(zk) if all_groups else list(group)
-        simple = SimpleConsumer(bootstrap, client_id="kafkactl-offsets-migrate")
+        simple = SimpleConsumer(bootstrap, client_id="kafkactl-offsets-migrate",
+                                security=security)
         try:
             results = migration.migrate(zk, GroupAdmin(simple.client), simple, groups,
                                         dry_run=dry_run, overwrite=overwrite,

@@ -13,9 +13,12 @@ from typing import TYPE_CHECKING, Any
 import typer
 
 from kafkactl.cli._client_options import (
+    SECURITY_PROPERTIES,
     bootstrap_option,
+    client_properties,
+    command_config_option,
     fail,
-    parse_key_values,
+    property_option,
     stderr_is_tty,
     unescape,
 )
@@ -61,9 +64,11 @@ def produce(
         "murmur2", "--partitioner",
         help="murmur2 (Java client), crc32 (librdkafka consistent), random, roundrobin, "
              "or module:function."),
-    prop: list[str] = typer.Option([], "--property", "-X",
-                                   help="Any producer property key=value (repeatable)."),
     bootstrap: str | None = bootstrap_option(),
+    prop: list[str] = property_option(
+        "Producer property key=value (repeatable): Kafka's names (linger.ms, acks, ...) and "
+        f"the client's, librdkafka's names: {SECURITY_PROPERTIES}."),
+    command_config: Path | None = command_config_option(),
     zookeeper: str | None = typer.Option(
         None, "--zookeeper", metavar="HOST:PORT[/CHROOT]",
         help="Find the brokers in ZooKeeper's registry (/brokers/ids) and follow it; "
@@ -88,7 +93,7 @@ def produce(
             if not k:
                 raise typer.BadParameter(f"header {h!r} must look like key=value")
             headers.append((k, v.encode() if sep else None))
-        props = parse_key_values(prop, "property")
+        props = client_properties(prop, command_config, check=False)
         parse_acks(acks)
         parse_compression(compression)
     except (typer.BadParameter, ValueError) as e:

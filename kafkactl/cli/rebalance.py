@@ -12,11 +12,18 @@ from __future__ import annotations
 
 import json
 import time
+from pathlib import Path
 from typing import Any
 
 import typer
 
-from kafkactl.cli._client_options import bootstrap_option, fail
+from kafkactl.cli._client_options import (
+    bootstrap_option,
+    client_security,
+    command_config_option,
+    fail,
+    property_option,
+)
 from kafkactl.cli._output import print_table
 
 
@@ -42,6 +49,8 @@ def rebalance(group: str | None = typer.Option(None, "--group", "-G", "-g",
                                             help="Seconds to wait for a triggered "
                                                  "rebalance."),
               bootstrap: str | None = bootstrap_option(),
+              prop: list[str] = property_option(),
+              command_config: Path | None = command_config_option(),
               zookeeper: str | None = typer.Option(
                   None, "--zookeeper", metavar="HOST:PORT[/CHROOT]",
                   help="A ZooKeeper-coordinated group (consume --zookeeper): members, "
@@ -50,6 +59,7 @@ def rebalance(group: str | None = typer.Option(None, "--group", "-G", "-g",
     --partitions / --preferred-leaders, replicas and leaders over the brokers."""
     from rich.table import Table
 
+    security = client_security(prop, command_config)
     if partitions or preferred_leaders:
         from kafkactl.cli import rebalance_partitions as rp
 
@@ -57,9 +67,9 @@ def rebalance(group: str | None = typer.Option(None, "--group", "-G", "-g",
             raise fail("give either --partitions or --preferred-leaders", 2)
         if partitions:
             rp.rebalance_partitions(bootstrap, topic, execute=execute and not dry_run,
-                                    as_json=as_json, timeout=timeout)
+                                    as_json=as_json, timeout=timeout, security=security)
         else:
-            rp.preferred_leaders(bootstrap, topic, as_json=as_json)
+            rp.preferred_leaders(bootstrap, topic, as_json=as_json, security=security)
         return
     if group is None:
         raise fail("give --group G (or --partitions / --preferred-leaders)", 2)
@@ -78,7 +88,7 @@ def rebalance(group: str | None = typer.Option(None, "--group", "-G", "-g",
     from kafkactl.client.kafka_client import KafkaClient
     from kafkactl.protocol.errors import KafkaError
 
-    client = KafkaClient(bootstrap, client_id="kafkactl-rebalance")
+    client = KafkaClient(bootstrap, client_id="kafkactl-rebalance", security=security)
     admin = GroupAdmin(client)
     triggered = None
     try:

@@ -50,13 +50,14 @@ def _topics(cluster: ClusterMetadata, wanted: list[str]) -> list[str]:
 
 
 def rebalance_partitions(bootstrap: str | None, topics: list[str], *, execute: bool,
-                         as_json: bool, timeout: float) -> None:
+                         as_json: bool, timeout: float, security: Any = None) -> None:
     from kafkactl.client.admin import AdminClient
     from kafkactl.client.errors import ClientError
     from kafkactl.protocol.errors import KafkaError
 
     try:
-        with AdminClient(bootstrap, client_id="kafkactl-rebalance") as admin:
+        with AdminClient(bootstrap, client_id="kafkactl-rebalance",
+                         security=security) as admin:
             cluster = admin.client.refresh_metadata(None)
             plan = even_plan(cluster, _topics(cluster, topics))
             current = {tp: list(cluster.topics[tp[0]].partitions[tp[1]].replicas)
@@ -111,13 +112,15 @@ def _wait(admin: AdminClient, moving: set[TopicPartition], timeout: float, *,
         time.sleep(0.5)
 
 
-def preferred_leaders(bootstrap: str | None, topics: list[str], *, as_json: bool) -> None:
+def preferred_leaders(bootstrap: str | None, topics: list[str], *, as_json: bool,
+                      security: Any = None) -> None:
     from kafkactl.client.admin import AdminClient
     from kafkactl.client.errors import ClientError
     from kafkactl.protocol.errors import ErrorCode, KafkaError
 
     try:
-        with AdminClient(bootstrap, client_id="kafkactl-rebalance") as admin:
+        with AdminClient(bootstrap, client_id="kafkactl-rebalance",
+                         security=security) as admin:
             cluster = admin.client.refresh_metadata(None)
             names = _topics(cluster, topics)
             wanted = [(t, p) for t in names for p in cluster.topics[t].partitions]

@@ -17,7 +17,13 @@ from pathlib import Path
 
 import typer
 
-from kafkactl.cli._client_options import bootstrap_option, fail
+from kafkactl.cli._client_options import (
+    bootstrap_option,
+    client_properties,
+    command_config_option,
+    fail,
+    property_option,
+)
 
 
 def spark_submit_path() -> str:
@@ -92,16 +98,25 @@ def register(app: typer.Typer) -> None:
         print_command: bool = typer.Option(False, "--print-command",
                                            help="Print the spark-submit line, run nothing."),
         bootstrap: str | None = bootstrap_option(),
+        prop: list[str] = property_option(),
+        command_config: Path | None = command_config_option(),
     ) -> None:
         """Load topics into Parquet with Spark, one task per topic-partition range.
 
-        Exit codes: 0 loaded, 1 the Spark job failed, 2 bad arguments, 3 broker unreachable,
-        4 output not writable, 5 offsets out of range (with --fail-on-data-loss).
+        Exit codes: 0 loaded, 1 the Spark job failed, 2 bad arguments, 3 broker unreachable
+        (or refusing the credentials), 4 output not writable, 5 offsets out of range (with
+        --fail-on-data-loss).
         """
         if bool(topic) == bool(pattern):
             raise fail("give either --topic (repeatable) or --pattern", 2)
         if partition_by not in ("partition", "date"):
             raise fail("--partition-by takes partition or date", 2)
+        security = client_properties(prop, command_config)
+        if any("\n" in v or "\r" in v for v in security.values()):
+            raise fail("a -X value must be one line", 2)
+        if print_command and prop:
+            raise fail("--print-command does not print -X properties (secrets on a command "
+                       "line): put them in a --command-config file", 2)
         args = ["--bootstrap", bootstrap or os.environ.get("KAFKACTL_BOOTSTRAP")
                 or "127.0.0.1:9092", "--output", os.path.abspath(output),
                 "--fail-on-data-loss", "true" if fail_on_data_loss else "false"]
@@ -120,10 +135,17 @@ def register(app: typer.Typer) -> None:
         env = dict(os.environ, PYSPARK_PYTHON=sys.executable,
                    PYSPARK_DRIVER_PYTHON=sys.executable)
         if print_command:
+            if command_config is not None:
+                cmd += ["--command-config", str(command_config.resolve())]
             typer.echo(f"PYSPARK_PYTHON={shlex.quote(sys.executable)} {shlex.join(cmd)}")
             return
         with tempfile.TemporaryDirectory(prefix="kafkactl-spark-load-") as tmp:
             status = Path(tmp) / "status"
+            if security:  # a file only this user reads, not the command line
+                config = Path(tmp) / "client.properties"
+                config.touch(mode=0o600)
+                config.write_text("".join(f"{k}={v}\n" for k, v in security.items()))
+                cmd += ["--command-config", str(config)]
             try:
                 code = subprocess.call(cmd + ["--status-file", str(status)], env=env)
             except OSError as e:

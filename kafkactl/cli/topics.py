@@ -4,11 +4,19 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import typer
 
-from kafkactl.cli._client_options import bootstrap_option, fail, parse_key_values
+from kafkactl.cli._client_options import (
+    bootstrap_option,
+    client_security,
+    command_config_option,
+    fail,
+    parse_key_values,
+    property_option,
+)
 
 if TYPE_CHECKING:  # the client is imported when a command runs, so --help stays fast
     from kafkactl.client.admin import AdminClient
@@ -18,13 +26,15 @@ topics_app = typer.Typer(help="Create, list, describe, alter and delete topics."
 T = TypeVar("T")
 
 
-def _run(bootstrap: str | None, fn: Callable[[AdminClient], T]) -> T:
+def _run(bootstrap: str | None, prop: list[str], command_config: Path | None,
+         fn: Callable[[AdminClient], T]) -> T:
     from kafkactl.client.admin import AdminClient
     from kafkactl.client.errors import ClientError
     from kafkactl.protocol.errors import KafkaError
 
+    security = client_security(prop, command_config)
     try:
-        with AdminClient(bootstrap) as admin:
+        with AdminClient(bootstrap, security=security) as admin:
             return fn(admin)
     except (ClientError, KafkaError, ValueError) as e:
         raise fail(str(e)) from None
@@ -54,13 +64,15 @@ def create(
     if_not_exists: bool = typer.Option(False, "--if-not-exists",
                                        help="No error if the topic exists."),
     bootstrap: str | None = bootstrap_option(),
+    prop: list[str] = property_option(),
+    command_config: Path | None = command_config_option(),
 ) -> None:
     """Create topics."""
     try:
         cfg = parse_key_values(config, "config")
     except typer.BadParameter as e:
         raise fail(str(e), 2) from None
-    res = _run(bootstrap, lambda a: a.create_topics(
+    res = _run(bootstrap, prop, command_config, lambda a: a.create_topics(
         {t: (partitions, replication_factor, cfg) for t in topic}))
     _raise_errors(res, "Created", tolerate=36 if if_not_exists else None)
 
@@ -70,9 +82,11 @@ def list_(
     exclude_internal: bool = typer.Option(False, "--exclude-internal"),
     as_json: bool = typer.Option(False, "--json", help="A JSON array of names."),
     bootstrap: str | None = bootstrap_option(),
+    prop: list[str] = property_option(),
+    command_config: Path | None = command_config_option(),
 ) -> None:
     """List topic names."""
-    names = _run(bootstrap, lambda a: a.list_topics(not exclude_internal))
+    names = _run(bootstrap, prop, command_config, lambda a: a.list_topics(not exclude_internal))
     if as_json:
         typer.echo(json.dumps(list(names)))
         return
@@ -85,6 +99,8 @@ def describe(
     topic: list[str] = typer.Option([], "--topic", "-t", help="Topic (default: all)."),
     as_json: bool = typer.Option(False, "--json", help="One JSON document."),
     bootstrap: str | None = bootstrap_option(),
+    prop: list[str] = property_option(),
+    command_config: Path | None = command_config_option(),
 ) -> None:
     """Partitions, leaders, replicas and config overrides, in kafka-topics' layout."""
 
@@ -106,7 +122,7 @@ def describe(
             })
         return docs
 
-    docs = _run(bootstrap, go)
+    docs = _run(bootstrap, prop, command_config, go)
     if as_json:
         typer.echo(json.dumps(docs, indent=1))
         return
@@ -126,9 +142,11 @@ def delete(
     topic: list[str] = typer.Option(..., "--topic", "-t", help="Topic (repeatable)."),
     if_exists: bool = typer.Option(False, "--if-exists", help="No error if it is absent."),
     bootstrap: str | None = bootstrap_option(),
+    prop: list[str] = property_option(),
+    command_config: Path | None = command_config_option(),
 ) -> None:
     """Delete topics."""
-    res = _run(bootstrap, lambda a: a.delete_topics(list(topic)))
+    res = _run(bootstrap, prop, command_config, lambda a: a.delete_topics(list(topic)))
     _raise_errors(res, "Deleted", tolerate=3 if if_exists else None)
 
 
@@ -141,6 +159,8 @@ def alter(
     delete_config: list[str] = typer.Option([], "--delete-config",
                                             help="Remove an override (repeatable)."),
     bootstrap: str | None = bootstrap_option(),
+    prop: list[str] = property_option(),
+    command_config: Path | None = command_config_option(),
 ) -> None:
     """Add partitions and/or change topic configs."""
     if partitions is None and not config and not delete_config:
@@ -157,7 +177,7 @@ def alter(
             a.alter_configs(topic, cfg, delete_config)
             typer.echo(f"Updated config of topic {topic}.")
 
-    _run(bootstrap, go)
+    _run(bootstrap, prop, command_config, go)
 
 
 def register(app: typer.Typer) -> None:

@@ -68,7 +68,7 @@ class AdminClient:
     def _check(code: int, message: str | None, what: str) -> None:
         if code:
             err = error_for(code)
-            raise err(f"{what}: {message or err.code.name}")
+            raise err(f"{what}: {err.code.name}" + (f": {message}" if message else ""))
 
     # -- topics ----------------------------------------------------------------------------
 

@@ -29,7 +29,11 @@ from typing import Any
 
 from kafkactl import __version__
 from kafkactl.client import wire
-from kafkactl.client.errors import KafkaConnectionError, KafkaTimeoutError
+from kafkactl.client.errors import (
+    AuthenticationFailedError,
+    KafkaConnectionError,
+    KafkaTimeoutError,
+)
 from kafkactl.client.security import ClientSecurity, sasl_authenticate
 from kafkactl.protocol.api_keys import ApiKey
 from kafkactl.protocol.errors import ErrorCode
@@ -120,7 +124,7 @@ class BrokerConnection:
             self._negotiate_versions()
             if self.security.uses_sasl:
                 sasl_authenticate(self.request, self.security, f"{self.host}:{self.port}")
-        except KafkaConnectionError as e:
+        except (KafkaConnectionError, AuthenticationFailedError) as e:
             self.close(e)
             raise
         except BaseException:

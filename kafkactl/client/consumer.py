@@ -231,14 +231,15 @@ class Consumer:
                  fetch_max_bytes: int = 52428800, max_partition_fetch_bytes: int = 8388608,
                  isolation_level: int = 0, check_crcs: bool = True,
                  assignment_source: AssignmentSource | None = None,
-                 request_timeout_ms: int = 30000) -> None:
+                 request_timeout_ms: int = 30000,
+                 security: ClientSecurity | None = None) -> None:
         if auto_offset_reset not in ("earliest", "latest", "none"):
             raise ValueError("auto_offset_reset must be earliest, latest or none")
         self.simple = SimpleConsumer(
             bootstrap_servers, client_id=client_id, max_wait_ms=fetch_max_wait_ms,
             min_bytes=fetch_min_bytes, max_bytes=fetch_max_bytes,
             max_partition_bytes=max_partition_fetch_bytes, isolation_level=isolation_level,
-            request_timeout_ms=request_timeout_ms)
+            request_timeout_ms=request_timeout_ms, security=security)
         self.client = self.simple.client
         self.auto_offset_reset = auto_offset_reset
         self.check_crcs = check_crcs

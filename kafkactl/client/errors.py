@@ -15,6 +15,12 @@ class KafkaConnectionError(ClientError):
     """A broker connection could not be made or was lost."""
 
 
+class AuthenticationFailedError(ClientError):
+    """The broker refused the SASL mechanism or the credentials (Kafka's
+    SaslAuthenticationException): fatal, so no connection error the clients retry; the
+    message names Kafka's error."""
+
+
 class NoBrokersAvailable(ClientError):
     """None of the bootstrap servers answered."""
 

@@ -25,7 +25,7 @@ from kafkactl.client.errors import (
 )
 from kafkactl.client.security import ClientSecurity
 from kafkactl.protocol.api_keys import ApiKey
-from kafkactl.protocol.errors import ErrorCode
+from kafkactl.protocol.errors import ErrorCode, error_name
 
 DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
 
@@ -241,7 +241,7 @@ class KafkaClient:
                         or (not tm.partitions and not tm.error_code)):
                     missing.append(t)
                 elif tm.error_code and tm.error_code not in METADATA_NOT_READY:
-                    raise UnknownTopicError(f"topic {t!r}: broker error {tm.error_code}")
+                    raise UnknownTopicError(f"topic {t!r}: {error_name(tm.error_code)}")
                 elif tm.error_code or any(p.leader < 0 for p in tm.partitions.values()):
                     waiting.append(t)
             if not missing and not waiting:

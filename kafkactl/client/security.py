@@ -16,9 +16,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from kafkactl.client.errors import KafkaConnectionError
+from kafkactl.client.errors import AuthenticationFailedError, KafkaConnectionError
 from kafkactl.protocol import scram
 from kafkactl.protocol.api_keys import ApiKey
+from kafkactl.protocol.errors import error_name
 
 PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
@@ -106,15 +107,18 @@ def sasl_authenticate(request: Request, security: ClientSecurity, where: str) ->
     KafkaConnectionError with the broker's message when it refuses."""
     resp = request(ApiKey.SASL_HANDSHAKE, {"mechanism": security.mechanism}, version=1)
     if resp["error_code"]:
-        raise KafkaConnectionError(
-            f"broker {where} refused SASL mechanism {security.mechanism} (error "
-            f"{resp['error_code']}; it offers {', '.join(resp['mechanisms']) or 'none'})")
+        raise AuthenticationFailedError(
+            f"broker {where} refused SASL mechanism {security.mechanism} "
+            f"({error_name(resp['error_code'])}; it offers "
+            f"{', '.join(resp['mechanisms']) or 'none'})")
 
     def step(token: bytes) -> bytes:
         r = request(ApiKey.SASL_AUTHENTICATE, {"auth_bytes": token}, version=1)
         if r["error_code"]:
-            raise KafkaConnectionError(f"SASL authentication with {where} failed: "
-                                       f"{r['error_message'] or r['error_code']}")
+            message = r["error_message"]
+            raise AuthenticationFailedError(
+                f"SASL authentication with {where} failed: {error_name(r['error_code'])}"
+                + (f": {message}" if message else ""))
         return bytes(r["auth_bytes"] or b"")
 
     if security.mechanism == "PLAIN":

@@ -13,6 +13,7 @@ from kafkactl.client.accumulator import RecordAccumulator, TopicPartition
 from kafkactl.client.errors import (
     PRODUCE_REFRESH_METADATA,
     PRODUCE_RETRIABLE,
+    AuthenticationFailedError,
     KafkaConnectionError,
     KafkaTimeoutError,
     NoBrokersAvailable,
@@ -92,7 +93,7 @@ class Sender(threading.Thread):
                 break
             try:
                 self.run_once()
-            except NoBrokersAvailable as e:
+            except (NoBrokersAvailable, AuthenticationFailedError) as e:
                 self._on_no_brokers(e)
             except Exception as e:  # keep the thread alive; fail what cannot proceed
                 log.exception("producer sender error")

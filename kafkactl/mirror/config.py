@@ -1,4 +1,8 @@
-"""MirrorConfig: what to mirror, from where to where, and how; checked before connecting."""
+"""MirrorConfig: what to mirror, from where to where, and how; checked before connecting.
+
+Each side's security (`security.protocol`, `sasl.*`, `ssl.*`, librdkafka's or the Java
+client's names) travels in its properties: the consumer's for the source cluster, the
+producer's for the target, as in Kafka's MirrorMaker config files."""
 
 from __future__ import annotations
 
@@ -11,6 +15,12 @@ from typing import Any
 from kafkactl.client.consumer import TopicFilter
 from kafkactl.client.errors import ConfigError
 from kafkactl.client.producer import properties_to_kwargs
+from kafkactl.client.security import (
+    SECURITY_KEYS,
+    ClientSecurity,
+    SecurityConfigError,
+    split_properties,
+)
 
 DEFAULT_GROUP = "kafkactl-mirror"
 AUTO_STREAMS_MAX = 4
@@ -39,10 +49,29 @@ class MirrorConfigError(ValueError):
     """A mirror setting that cannot work (bad regex, bad rename, bad property)."""
 
 
+def client_security(props: Mapping[str, str], which: str) -> ClientSecurity:
+    """The security properties among a side's properties (`security.protocol`,
+    `sasl.*`, `ssl.*`) as the ClientSecurity its connections use."""
+    try:
+        return split_properties(props)[0]
+    except SecurityConfigError as e:
+        raise MirrorConfigError(f"{which} property {e}") from None
+
+
+def _with_security(props: Mapping[str, str], which: str,
+                   out: dict[str, Any]) -> dict[str, Any]:
+    if any(k in SECURITY_KEYS for k in props):
+        out["security"] = client_security(props, which)
+    return out
+
+
 def consumer_kwargs(props: Mapping[str, str]) -> dict[str, Any]:
-    """Kafka consumer properties (`fetch.min.bytes=1024`) -> GroupConsumer arguments."""
+    """Kafka consumer properties (`fetch.min.bytes=1024`, `security.protocol=SSL`) ->
+    GroupConsumer arguments."""
     out: dict[str, Any] = {}
     for key, value in props.items():
+        if key in SECURITY_KEYS:
+            continue
         if key in _FIXED_CONSUMER:
             raise MirrorConfigError(f"consumer property {key} is set by the mirror itself "
                                     "(use --group and --source)")
@@ -64,7 +93,7 @@ def consumer_kwargs(props: Mapping[str, str]) -> dict[str, Any]:
             except ValueError:
                 raise MirrorConfigError(f"consumer property {key} needs an integer "
                                         f"(got {value!r})") from None
-    return out
+    return _with_security(props, "consumer", out)
 
 
 def producer_kwargs(props: Mapping[str, str]) -> dict[str, Any]:
@@ -75,12 +104,12 @@ def producer_kwargs(props: Mapping[str, str]) -> dict[str, Any]:
             raise MirrorConfigError(f"producer property {key}={props[key]} would lose "
                                     f"records: the mirror needs {key}={fixed}")
     try:
-        out = properties_to_kwargs(props)
+        out = properties_to_kwargs({k: v for k, v in props.items() if k not in SECURITY_KEYS})
     except ConfigError as e:
         raise MirrorConfigError(str(e)) from None
     out["acks"] = "all"
     out["enable_idempotence"] = True
-    return out
+    return _with_security(props, "producer", out)
 
 
 def parse_renames(items: Iterable[str]) -> dict[str, str]:
@@ -151,6 +180,14 @@ class MirrorConfig:
             raise MirrorConfigError("the refresh and commit intervals must be positive")
         consumer_kwargs(self.consumer_properties)
         producer_kwargs(self.producer_properties)
+
+    def source_security(self) -> ClientSecurity:
+        """How to connect to the source: the consumer properties' security ones."""
+        return client_security(self.consumer_properties, "consumer")
+
+    def target_security(self) -> ClientSecurity:
+        """How to connect to the target: the producer properties' security ones."""
+        return client_security(self.producer_properties, "producer")
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)

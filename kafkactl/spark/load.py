@@ -9,8 +9,9 @@ kafkactl.spark.manifest), so the next run starts where the last committed run en
 killed run, rerun, leaves exactly one copy of every record.
 
 Exit codes: 0 loaded (or nothing new), 1 the Spark job failed, 2 bad arguments, 3 broker
-unreachable, 4 output not writable (or locked by another loader), 5 offsets out of range
-with failOnDataLoss=true. A failure prints one line `kafkactl spark-load: error: ...`.
+unreachable (or refusing the credentials), 4 output not writable (or locked by another
+loader), 5 offsets out of range with failOnDataLoss=true. A failure prints one line
+`kafkactl spark-load: error: ...`.
 """
 
 from __future__ import annotations
@@ -30,16 +31,19 @@ if __package__ in (None, ""):  # run as a script by spark-submit: import the pac
 
 from kafkactl.client.consumer import SimpleConsumer  # noqa: E402
 from kafkactl.client.errors import (  # noqa: E402
+    AuthenticationFailedError,
     KafkaConnectionError,
     KafkaTimeoutError,
     NoBrokersAvailable,
 )
+from kafkactl.client.security import SECURITY_KEYS, ClientSecurity  # noqa: E402
 from kafkactl.spark.manifest import OutputDir, OutputError, StagedRun, new_run_id  # noqa: E402
 from kafkactl.spark.options import (  # noqa: E402
     DataLossError,
     OptionError,
     ReadOptions,
     TopicPartition,
+    security_from,
 )
 from kafkactl.spark.planner import resolve_offsets, topic_partitions  # noqa: E402
 
@@ -74,6 +78,9 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--partition-by", choices=("partition", "date"), default="partition",
                     help="output directories topic=T/partition=P (default) or "
                     "topic=T/date=YYYY-MM-DD (the record timestamp's UTC date)")
+    ap.add_argument("--command-config", metavar="FILE",
+                    help="client properties file: its security ones (security.protocol, "
+                    "sasl.*, ssl.*) reach the driver's and the executors' connections")
     ap.add_argument("--status-file", help="also write the outcome line here (spark-submit "
                     "merges the driver's stderr into its stdout; `kafkactl spark-load` "
                     "reads this file to print the reason on its own stderr)")
@@ -91,12 +98,26 @@ def crash_from_env(name: str) -> None:
 
 # -- committed offsets: the manifest or a consumer group ----------------------------------------
 
-def group_offsets(bootstrap: str, group: str,
-                  tps: list[TopicPartition] | None) -> dict[TopicPartition, int]:
+def security_properties(path: str | None) -> dict[str, str]:
+    """The security properties of a --command-config file (other keys are ignored)."""
+    if not path:
+        return {}
+    from kafkactl.broker.config import parse_properties
+
+    try:
+        with open(path, encoding="utf-8") as f:
+            props = parse_properties(f.read())
+    except OSError as e:
+        raise LoadError(EXIT_USAGE, f"--command-config {path}: {e.strerror or e}") from None
+    return {k: v for k, v in props.items() if k in SECURITY_KEYS}
+
+
+def group_offsets(bootstrap: str, group: str, tps: list[TopicPartition] | None,
+                  security: ClientSecurity | None = None) -> dict[TopicPartition, int]:
     from kafkactl.client.group.group_admin import GroupAdmin
     from kafkactl.client.kafka_client import KafkaClient
 
-    client = KafkaClient(bootstrap, client_id="kafkactl-spark-load")
+    client = KafkaClient(bootstrap, client_id="kafkactl-spark-load", security=security)
     try:
         got = GroupAdmin(client).fetch_offsets(group, tps)
     finally:
@@ -105,11 +126,11 @@ def group_offsets(bootstrap: str, group: str,
 
 
 def commit_group(bootstrap: str, group: str, offsets: dict[TopicPartition, int],
-                 run: str) -> None:
+                 run: str, security: ClientSecurity | None = None) -> None:
     from kafkactl.client.group.group_admin import GroupAdmin
     from kafkactl.client.kafka_client import KafkaClient
 
-    client = KafkaClient(bootstrap, client_id="kafkactl-spark-load")
+    client = KafkaClient(bootstrap, client_id="kafkactl-spark-load", security=security)
     try:
         errors = GroupAdmin(client).commit_offsets(group, offsets,
                                                    metadata=f"{GROUP_METADATA} run={run}")
@@ -127,8 +148,10 @@ def plan_run(args: argparse.Namespace, committed: dict[TopicPartition, int]
              ) -> tuple[dict[TopicPartition, int], dict[TopicPartition, int]]:
     """(start, end) per partition: start at the committed offsets, else earliest."""
     ro = ReadOptions(bootstrap=args.bootstrap, subscribe=tuple(args.topic),
-                     pattern=args.pattern, fail_on_data_loss=args.fail_on_data_loss == "true")
-    sc = SimpleConsumer(args.bootstrap, client_id="kafkactl-spark-load")
+                     pattern=args.pattern, fail_on_data_loss=args.fail_on_data_loss == "true",
+                     security_properties=security_properties(args.command_config))
+    sc = SimpleConsumer(args.bootstrap, client_id="kafkactl-spark-load",
+                        security=ro.client_security())
     try:
         tps = topic_partitions(sc, ro)
         ro.starting = {tp: committed[tp] for tp in tps if tp in committed}
@@ -163,6 +186,8 @@ def write_staging(spark: Any, args: argparse.Namespace, out: OutputDir,
               .option("failOnDataLoss", args.fail_on_data_loss))
     if args.max_records_per_partition:
         reader = reader.option("maxRecordsPerPartition", str(args.max_records_per_partition))
+    for key, value in security_properties(args.command_config).items():
+        reader = reader.option(f"kafka.{key}", value)
     df = reader.load()
     if args.partition_by == "date":  # the UTC day, whatever the session's time zone
         from pyspark.sql import functions as F  # noqa: N812
@@ -188,11 +213,12 @@ def run(args: argparse.Namespace, spark: Any = None,
         raise LoadError(EXIT_USAGE, "--bootstrap is required (or set KAFKACTL_BOOTSTRAP)")
     if bool(args.topic) == bool(args.pattern):
         raise LoadError(EXIT_USAGE, "give either --topic (repeatable) or --pattern")
+    security = security_from(security_properties(args.command_config))
     out = OutputDir(args.output)
     t0 = time.monotonic()
     with out.locked():
         if args.commit_group:
-            committed = group_offsets(args.bootstrap, args.commit_group, None)
+            committed = group_offsets(args.bootstrap, args.commit_group, None, security)
         else:
             committed = out.committed_offsets()
         for note in out.recover(committed):
@@ -208,7 +234,7 @@ def run(args: argparse.Namespace, spark: Any = None,
         out.seal(staged)
         step("staged")
         if args.commit_group:
-            commit_group(args.bootstrap, args.commit_group, end, staged.run)
+            commit_group(args.bootstrap, args.commit_group, end, staged.run, security)
         else:
             out.write_manifest(staged)
         step("committed")
@@ -233,6 +259,8 @@ def main(argv: Sequence[str] | None = None, spark: Any = None) -> int:
         reason, code = str(e), e.code
     except (NoBrokersAvailable, KafkaConnectionError, KafkaTimeoutError) as e:
         reason, code = f"broker unreachable: {e}", EXIT_BROKER
+    except AuthenticationFailedError as e:
+        reason, code = str(e), EXIT_BROKER
     except OutputError as e:
         reason, code = str(e), EXIT_OUTPUT
     except DataLossError as e:

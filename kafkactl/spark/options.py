@@ -13,19 +13,23 @@ from dataclasses import dataclass, field
 
 from kafkactl.client.fetcher import EARLIEST, LATEST
 from kafkactl.client.producer import PROPERTY_NAMES
+from kafkactl.client.security import SECURITY_KEYS, ClientSecurity, SecurityConfigError
 
 TopicPartition = tuple[str, int]
 
+# The client's security, `kafka.`-prefixed as Spark's connector passes Kafka properties on:
+# kafka.security.protocol, kafka.sasl.mechanism, kafka.sasl.jaas.config, kafka.ssl.*...
+SECURITY_OPTIONS = tuple(f"kafka.{k}" for k in sorted(SECURITY_KEYS))
 READ_OPTIONS = (
     "kafka.bootstrap.servers", "bootstrap", "subscribe", "subscribePattern", "assign",
     "startingOffsets", "endingOffsets", "startingTimestamp", "endingTimestamp",
     "failOnDataLoss", "maxRecordsPerPartition", "includeHeaders",
     "kafkaConsumer.pollTimeoutMs",
-)
+) + SECURITY_OPTIONS
 STREAM_OPTIONS = READ_OPTIONS + ("maxOffsetsPerTrigger",)
 # The writer takes `topic` and Kafka producer properties prefixed `kafka.`, as Spark's does.
 WRITE_OPTIONS = ("kafka.bootstrap.servers", "bootstrap", "topic", "includeHeaders") + tuple(
-    f"kafka.{p}" for p in sorted(PROPERTY_NAMES) if p != "bootstrap.servers")
+    f"kafka.{p}" for p in sorted(PROPERTY_NAMES) if p != "bootstrap.servers") + SECURITY_OPTIONS
 
 
 class OptionError(ValueError):
@@ -120,6 +124,19 @@ class ReadOptions:
     max_offsets_per_trigger: int | None = None
     poll_timeout_ms: int = 120000
     raw: dict[str, str] = field(default_factory=dict)
+    # security properties as text (an SSLContext does not pickle); built where they are used
+    security_properties: dict[str, str] = field(default_factory=dict)
+
+    def client_security(self) -> ClientSecurity:
+        return security_from(self.security_properties)
+
+
+def security_from(props: dict[str, str]) -> ClientSecurity:
+    """The ClientSecurity of un-prefixed security properties; OptionError names a bad one."""
+    try:
+        return ClientSecurity.from_properties(props)
+    except SecurityConfigError as e:
+        raise OptionError(f"option kafka.{e}") from None
 
 
 def _offsets(name: str, value: str | None, default: int) -> int | dict[TopicPartition, int]:
@@ -156,7 +173,9 @@ def parse_read_options(options: Mapping[str, str], *, streaming: bool = False) -
     if len(given) != 1:
         raise OptionError("exactly one of the options subscribe, subscribePattern, assign "
                           f"must be given (got {', '.join(given) or 'none'})")
-    ro = ReadOptions(bootstrap=bootstrap, raw=opts)
+    ro = ReadOptions(bootstrap=bootstrap, raw=opts, security_properties={
+        k[len("kafka."):]: v for k, v in opts.items() if k in SECURITY_OPTIONS})
+    ro.client_security()  # a bad one fails on the driver
     if "subscribe" in opts:
         ro.subscribe = tuple(t.strip() for t in opts["subscribe"].split(",") if t.strip())
         if not ro.subscribe:

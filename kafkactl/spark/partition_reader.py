@@ -154,7 +154,7 @@ class RangeReader:
         self.tp = (rng.topic, rng.partition)
         self.sc = SimpleConsumer(ro.bootstrap, client_id="kafkactl-spark-executor",
                                  max_wait_ms=500, max_partition_bytes=fetch_bytes,
-                                 max_bytes=fetch_bytes)
+                                 max_bytes=fetch_bytes, security=ro.client_security())
         self.sc.client.request_timeout = min(self.sc.client.request_timeout,
                                              ro.poll_timeout_ms / 1000.0)
         self._pending: tuple[Any, Any, int] | None = None

@@ -141,7 +141,8 @@ def split_ranges(start: dict[TopicPartition, int], end: dict[TopicPartition, int
 def plan(ro: ReadOptions) -> tuple[list[OffsetRange], dict[TopicPartition, int],
                                    dict[TopicPartition, int]]:
     """(ranges, start offsets, end offsets) for a batch read."""
-    sc = SimpleConsumer(ro.bootstrap, client_id="kafkactl-spark-driver")
+    sc = SimpleConsumer(ro.bootstrap, client_id="kafkactl-spark-driver",
+                        security=ro.client_security())
     try:
         tps = topic_partitions(sc, ro)
         start, end = resolve_offsets(sc, ro, tps)

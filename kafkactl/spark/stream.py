@@ -78,7 +78,8 @@ class KafkactlStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._target: dict[TopicPartition, int] | None = None  # Trigger.AvailableNow
 
     def _client(self) -> SimpleConsumer:
-        return SimpleConsumer(self.ro.bootstrap, client_id="kafkactl-spark-stream")
+        return SimpleConsumer(self.ro.bootstrap, client_id="kafkactl-spark-stream",
+                              security=self.ro.client_security())
 
     def _bounds(self, sc: SimpleConsumer
                 ) -> tuple[dict[TopicPartition, int], dict[TopicPartition, int]]:

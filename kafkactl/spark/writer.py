@@ -19,7 +19,8 @@ from pyspark.sql.datasource import DataSourceStreamWriter, DataSourceWriter, Wri
 from pyspark.sql.types import BinaryType, IntegerType, StringType, StructType
 
 from kafkactl.client.producer import Producer, properties_to_kwargs
-from kafkactl.spark.options import WRITE_OPTIONS, OptionError, canonical_options
+from kafkactl.client.security import SECURITY_KEYS
+from kafkactl.spark.options import WRITE_OPTIONS, OptionError, canonical_options, security_from
 
 
 @dataclass
@@ -61,7 +62,9 @@ class KafkactlWriter(DataSourceWriter):
         self.topic = opts.get("topic")
         self.props = {k[len("kafka."):]: v for k, v in opts.items()
                       if k.startswith("kafka.") and k != "kafka.bootstrap.servers"}
-        properties_to_kwargs(self.props)  # bad producer properties fail on the driver
+        # bad producer or security properties fail on the driver
+        properties_to_kwargs({k: v for k, v in self.props.items() if k not in SECURITY_KEYS})
+        security_from({k: v for k, v in self.props.items() if k in SECURITY_KEYS})
         _check_schema(schema, self.topic)
         self.columns = [f.name for f in schema.fields]
 

@@ -28,25 +28,6 @@ from kafkactl.protocol.errors import ErrorCode
 
 NO_AUTHORIZER = "No Authorizer is configured on the broker"
 
-# AclOperation codes and the operations Kafka supports on each resource type. With no
-# authorizer, Kafka reports every supported operation as authorized (a 32-bit field of
-# 1 << code); a request that did not ask for them gets AUTHORIZED_OPERATIONS_OMITTED.
-READ, WRITE, CREATE, DELETE, ALTER, DESCRIBE = 3, 4, 5, 6, 7, 8
-CLUSTER_ACTION, DESCRIBE_CONFIGS, ALTER_CONFIGS, IDEMPOTENT_WRITE = 9, 10, 11, 12
-TOPIC_OPERATIONS = (READ, WRITE, CREATE, DESCRIBE, DELETE, ALTER, DESCRIBE_CONFIGS,
-                    ALTER_CONFIGS)
-GROUP_OPERATIONS = (READ, DESCRIBE, DELETE)
-CLUSTER_OPERATIONS = (CREATE, CLUSTER_ACTION, DESCRIBE_CONFIGS, ALTER_CONFIGS,
-                      IDEMPOTENT_WRITE, ALTER, DESCRIBE)
-AUTHORIZED_OPERATIONS_OMITTED = -(1 << 31)
-
-
-def authorized_operations(operations: tuple[int, ...], requested: bool) -> int:
-    """The bit field a response carries: every supported operation (no authorizer)."""
-    if not requested:
-        return AUTHORIZED_OPERATIONS_OMITTED
-    return sum(1 << op for op in set(operations))
-
 
 def _filter(f: dict[str, Any], prefix: str = "") -> AclBindingFilter:
     return AclBindingFilter(

@@ -8,8 +8,9 @@ from __future__ import annotations
 from typing import Any
 
 from kafkactl.broker.advertised import endpoint_for
-from kafkactl.broker.handlers.acls import CLUSTER_OPERATIONS, authorized_operations
 from kafkactl.broker.request_handler import RequestContext
+from kafkactl.broker.security.acl import CLUSTER_NAME, ResourceType
+from kafkactl.broker.security.checks import authorized_operations
 from kafkactl.broker.services import BrokerServices
 from kafkactl.protocol.errors import ErrorCode
 
@@ -25,5 +26,6 @@ def handle_describe_cluster(services: BrokerServices, ctx: RequestContext,
                     for b in cache.brokers()
                     for host, port in [endpoint_for(services, ctx, b)]],
         "cluster_authorized_operations": authorized_operations(
-            CLUSTER_OPERATIONS, bool(request.get("include_cluster_authorized_operations"))),
+            services, ctx, ResourceType.CLUSTER, CLUSTER_NAME,
+            bool(request.get("include_cluster_authorized_operations"))),
     }

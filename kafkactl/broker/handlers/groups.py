@@ -15,11 +15,14 @@ from typing import Any
 from kafkactl.broker.advertised import endpoint_for
 from kafkactl.broker.coordinator.group_coordinator import GroupCoordinator
 from kafkactl.broker.coordinator.group_metadata_manager import OFFSETS_TOPIC
-from kafkactl.broker.handlers.acls import GROUP_OPERATIONS, authorized_operations
 from kafkactl.broker.handlers.producer_id import TRANSACTIONS_MESSAGE, TRANSACTIONS_UNSUPPORTED
 from kafkactl.broker.request_handler import RequestContext
-from kafkactl.broker.security.acl import AclOperation
-from kafkactl.broker.security.checks import authorize_cluster, authorize_group
+from kafkactl.broker.security.acl import AclOperation, ResourceType
+from kafkactl.broker.security.checks import (
+    authorize_cluster,
+    authorize_group,
+    authorized_operations,
+)
 from kafkactl.broker.services import BrokerServices
 from kafkactl.protocol.errors import ErrorCode
 
@@ -171,15 +174,19 @@ def describe_group_entry(coordinator: GroupCoordinator, group_id: str) -> dict[s
 def handle_describe_groups(services: BrokerServices, ctx: RequestContext,
                            request: dict[str, Any]) -> dict[str, Any]:
     coordinator = services.group_coordinator
-    ops = authorized_operations(GROUP_OPERATIONS,
-                                bool(request.get("include_authorized_operations")))
-    groups = [describe_group_entry(coordinator, g)
-              if authorize_group(services, ctx, AclOperation.DESCRIBE, g) else
-              {"error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED, "group_id": g,
-               "group_state": "", "protocol_type": "", "protocol_data": "", "members": []}
-              for g in request.get("groups") or ()]
-    for g in groups:
-        g["authorized_operations"] = ops
+    include = bool(request.get("include_authorized_operations"))
+    groups = []
+    for g in request.get("groups") or ():
+        if authorize_group(services, ctx, AclOperation.DESCRIBE, g):
+            entry = describe_group_entry(coordinator, g)
+            entry["authorized_operations"] = authorized_operations(
+                services, ctx, ResourceType.GROUP, g, include)
+        else:  # as Kafka: the error, and the sentinel for the operations
+            entry = {"error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED, "group_id": g,
+                     "group_state": "", "protocol_type": "", "protocol_data": "",
+                     "members": [], "authorized_operations": authorized_operations(
+                         services, ctx, ResourceType.GROUP, g, False)}
+        groups.append(entry)
     return {"throttle_time_ms": 0, "groups": groups}
 
 

@@ -14,17 +14,13 @@ import uuid
 from typing import Any
 
 from kafkactl.broker.advertised import endpoint_for
-from kafkactl.broker.handlers.acls import (
-    CLUSTER_OPERATIONS,
-    TOPIC_OPERATIONS,
-    authorized_operations,
-)
 from kafkactl.broker.metadata_cache import MetadataCache
 from kafkactl.broker.request_handler import RequestContext
-from kafkactl.broker.security.acl import AclOperation
+from kafkactl.broker.security.acl import CLUSTER_NAME, AclOperation, ResourceType
 from kafkactl.broker.security.checks import (
     authorize_cluster,
     authorize_topic,
+    authorized_operations,
     unauthorized_topics,
 )
 from kafkactl.broker.services import BrokerServices
@@ -72,7 +68,7 @@ def handle_metadata(services: BrokerServices, ctx: RequestContext,
                 continue
             names.append(name)
     allow_auto = request.get("allow_auto_topic_creation", True) and services.auto_create_topics
-    topics = []
+    topics: list[dict[str, Any]] = []
     refused = unauthorized_topics(services, ctx, AclOperation.DESCRIBE, names)
     for name in dict.fromkeys(names):
         if name in refused:
@@ -103,10 +99,10 @@ def handle_metadata(services: BrokerServices, ctx: RequestContext,
                                    "topic_id": NULL_UUID, "partitions": []})
                     continue
         topics.append(_topic_entry(cache, name))
-    topic_ops = authorized_operations(
-        TOPIC_OPERATIONS, bool(request.get("include_topic_authorized_operations")))
+    include_topic_ops = bool(request.get("include_topic_authorized_operations"))
     for t in topics:
-        t["topic_authorized_operations"] = topic_ops
+        t["topic_authorized_operations"] = authorized_operations(
+            services, ctx, ResourceType.TOPIC, t["name"], include_topic_ops)
     return {
         "throttle_time_ms": 0,
         "brokers": [{"node_id": b.node_id, "host": host, "port": port, "rack": b.rack}
@@ -116,5 +112,6 @@ def handle_metadata(services: BrokerServices, ctx: RequestContext,
         "controller_id": cache.controller_id(),
         "topics": topics,
         "cluster_authorized_operations": authorized_operations(
-            CLUSTER_OPERATIONS, bool(request.get("include_cluster_authorized_operations"))),
+            services, ctx, ResourceType.CLUSTER, CLUSTER_NAME,
+            bool(request.get("include_cluster_authorized_operations"))),
     }

@@ -1,6 +1,11 @@
 """The handlers' one way to ask the authorizer: may this request's principal, from this
 host, do `operation` on this resource? Everything is allowed without an authorizer
-(`authorizer.class.name` unset), as in Kafka."""
+(`authorizer.class.name` unset), as in Kafka.
+
+`authorized_operations` answers KIP-430's fields (Metadata, DescribeCluster,
+DescribeGroups): a 32-bit field of 1 << AclOperation for each operation Kafka supports on
+the resource type that the principal may do; Kafka's sentinel when the request did not ask.
+"""
 
 from __future__ import annotations
 
@@ -22,6 +27,30 @@ def authorize(services: BrokerServices, ctx: RequestContext, operation: AclOpera
     conn = ctx.connection
     return authorizer.authorize(conn.principal, conn.client_host, operation, resource_type,
                                 name)
+
+
+# The operations Kafka supports per resource type (AclEntry.supportedOperations).
+TOPIC_OPERATIONS = (AclOperation.READ, AclOperation.WRITE, AclOperation.CREATE,
+                    AclOperation.DESCRIBE, AclOperation.DELETE, AclOperation.ALTER,
+                    AclOperation.DESCRIBE_CONFIGS, AclOperation.ALTER_CONFIGS)
+GROUP_OPERATIONS = (AclOperation.READ, AclOperation.DESCRIBE, AclOperation.DELETE)
+CLUSTER_OPERATIONS = (AclOperation.CREATE, AclOperation.CLUSTER_ACTION,
+                      AclOperation.DESCRIBE_CONFIGS, AclOperation.ALTER_CONFIGS,
+                      AclOperation.IDEMPOTENT_WRITE, AclOperation.ALTER, AclOperation.DESCRIBE)
+SUPPORTED_OPERATIONS = {ResourceType.TOPIC: TOPIC_OPERATIONS,
+                        ResourceType.GROUP: GROUP_OPERATIONS,
+                        ResourceType.CLUSTER: CLUSTER_OPERATIONS}
+AUTHORIZED_OPERATIONS_OMITTED = -(1 << 31)
+
+
+def authorized_operations(services: BrokerServices, ctx: RequestContext,
+                          resource_type: ResourceType, name: str, requested: bool) -> int:
+    """The bit field of the operations on the resource (a LITERAL name) this request's
+    principal may do: every supported one without an authorizer."""
+    if not requested:
+        return AUTHORIZED_OPERATIONS_OMITTED
+    return sum(1 << op for op in SUPPORTED_OPERATIONS[resource_type]
+               if authorize(services, ctx, op, resource_type, name))
 
 
 def authorize_cluster(services: BrokerServices, ctx: RequestContext,
