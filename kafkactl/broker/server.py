@@ -312,10 +312,17 @@ class KafkaServer:
         dynamic_config = DynamicBrokerConfig(
             cfg, self.explicit_broker_keys, log_dirs[0] / DYNAMIC_CONFIG_FILE, partitions)
         dynamic_config.load()
+        zk = self.zk_registration.zk if self.zk_registration is not None else None
         try:
-            credentials, authorizer = security_stores(cfg, log_dirs[0])
+            credentials, authorizer = await asyncio.to_thread(
+                security_stores, cfg, log_dirs[0], zk)
         except StoreFileError as e:
             raise BrokerStartupError(str(e)) from None
+        except Exception as e:
+            if zk is None:
+                raise
+            raise BrokerStartupError(f"cannot load the ACLs and SCRAM credentials from "
+                                     f"ZooKeeper ({type(e).__name__}: {e})") from None
         self.services = BrokerServices(
             broker_id=cfg.broker_id, config=cfg, dynamic_config=dynamic_config,
             metadata_cache=cache, topic_admin=topic_admin, partitions=partitions,
