@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import functools
 import logging
 import os
@@ -35,6 +36,7 @@ from kafkactl.broker.replica_manager import ReplicaManager
 from kafkactl.broker.request_handler import KafkaApis
 from kafkactl.broker.security.channel import channel_builder
 from kafkactl.broker.security.gate import AuthenticationGate
+from kafkactl.broker.security.inter_broker import inter_broker_security
 from kafkactl.broker.security.listeners import (
     ListenerSecurity,
     SecurityConfigError,
@@ -52,6 +54,7 @@ from kafkactl.broker.standalone_topic_admin import (
 from kafkactl.broker.zk_cluster import ZkCluster
 from kafkactl.broker.zk_metadata_cache import ZkMetadataCache
 from kafkactl.broker.zk_topic_admin import ZkTopicAdmin
+from kafkactl.cluster.broker_connection import PLAINTEXT, InterBrokerSecurity
 from kafkactl.cluster.broker_registry import new_cluster_id
 from kafkactl.cluster.controller import KafkaController
 from kafkactl.cluster.producer_id_block import allocate_block
@@ -217,6 +220,14 @@ class KafkaServer:
 
         cfg = self.config
         listener_security = check_supported_security(cfg)
+        inter_broker = PLAINTEXT
+        if cfg.get("zookeeper.connect"):
+            try:
+                inter_broker = inter_broker_security(cfg, listener_security)
+            except SecurityConfigError as e:
+                raise BrokerStartupError(str(e)) from None
+        self.inter_broker: InterBrokerSecurity = inter_broker
+        self.listener_protocols = {n: s.protocol for n, s in listener_security.items()}
         network_settings = socket_server_settings(cfg)
         log_dirs = [d.resolve() for d in cfg.log_dirs]
         for d in log_dirs:
@@ -262,7 +273,9 @@ class KafkaServer:
 
         endpoints = cfg.listeners
         advertised = cfg.advertised_listeners[0]
-        me = BrokerEndpoint(cfg.broker_id, advertised.host, advertised.port)
+        me = BrokerEndpoint(cfg.broker_id, advertised.host, advertised.port,
+                            listeners=tuple((e.listener, e.host, e.port)
+                                            for e in cfg.advertised_listeners))
         partitions = self.partitions = PartitionStore(log_manager, log_configs, purgatory)
         cache: StandaloneMetadataCache | ZkMetadataCache
         topic_admin: StandaloneTopicAdmin | ZkTopicAdmin
@@ -277,7 +290,7 @@ class KafkaServer:
             assert self.zk_registration.zk is not None
             cache = ZkMetadataCache(cluster_id, me)
             controller = KafkaController(
-                self.zk_registration.zk, cfg.broker_id,
+                self.zk_registration.zk, cfg.broker_id, inter_broker=inter_broker,
                 unclean_leader_election=cfg.get_bool("unclean.leader.election.enable"),
                 leader_rebalance_interval_s=(
                     cfg.get_int("leader.imbalance.check.interval.seconds")
@@ -285,7 +298,8 @@ class KafkaServer:
                 leader_imbalance_percent=cfg.get_int("leader.imbalance.per.broker.percentage"))
             topic_admin = ZkTopicAdmin(self.zk_registration.zk, cache, partitions, controller,
                                        config=cfg, broker_id=cfg.broker_id)
-            self.cluster = ZkCluster(cfg, self.zk_registration, controller, cache, partitions)
+            self.cluster = ZkCluster(cfg, self.zk_registration, controller, cache, partitions,
+                                     inter_broker)
             self._local_topics = local_topics(topic_metadata, partitions)
             self._topic_metadata_path = topic_metadata.path
         replica_manager = ReplicaManager(
@@ -296,7 +310,7 @@ class KafkaServer:
             assert registration is not None and isinstance(cache, ZkMetadataCache)
             self.isr_changer = IsrChanger(cfg.broker_id, cache,
                                           lambda: registration.broker_epoch,
-                                          replica_manager.high_watermark_moved)
+                                          replica_manager.high_watermark_moved, inter_broker)
             replica_manager.isr_changes = self.isr_changer
         allocate: Callable[[int], tuple[int, int]] | None = None
         if self.zk_registration is not None and self.zk_registration.zk is not None:
@@ -355,9 +369,11 @@ class KafkaServer:
             if ep.port == 0 and not cfg.get("advertised.listeners"):
                 advertised_host = self.services.listener_endpoints[ep.listener][0]
                 self.services.listener_endpoints[ep.listener] = (advertised_host, port)
+                me = dataclasses.replace(me, listeners=tuple(
+                    (n, h, port if n == ep.listener else p) for n, h, p in me.listeners))
                 if ep.listener == cfg.advertised_listeners[0].listener:
-                    me = BrokerEndpoint(me.node_id, me.host, port)
-                    cache.update_broker(me)
+                    me = dataclasses.replace(me, port=port)
+                cache.update_broker(me)
         await group_coordinator.startup()
         if self.zk_registration is not None and self.cluster is not None:
             await self._join_cluster(self.zk_registration, self.cluster, me)
@@ -374,9 +390,11 @@ class KafkaServer:
         this data dir's own topics, then the controller election."""
         from kafkactl.broker.zk_registration import ZkRegistrationError
 
+        plaintext = next(((h, p) for n, h, p in me.listeners
+                          if self.listener_protocols.get(n) == "PLAINTEXT"), (None, -1))
         try:
-            await asyncio.to_thread(registration.register, me.host, me.port,
-                                    [("PLAINTEXT", me.host, me.port)])
+            await asyncio.to_thread(registration.register, plaintext[0], plaintext[1],
+                                    list(me.listeners), self.listener_protocols)
         except ZkRegistrationError as e:
             raise BrokerStartupError(str(e)) from None
         registration.start_sync()

@@ -71,12 +71,17 @@ class ZkRegistration:
                     "cluster's zookeeper.connect or give it an empty data dir")
         return cid
 
-    def register(self, host: str, port: int, endpoints: list[tuple[str, str, int]]) -> None:
+    def register(self, host: str | None, port: int, endpoints: list[tuple[str, str, int]],
+                 protocols: dict[str, str] | None = None) -> None:
+        """/brokers/ids/[id] with every advertised listener (`endpoints`: name, host, port)
+        and its security protocol; `host`/`port` are the PLAINTEXT listener's (None, -1
+        without one), as Kafka registers them."""
         from kafkactl.cluster.broker_registry import DuplicateBrokerIdError
 
         assert self.zk is not None
         self.registry = BrokerRegistry(self.zk, self.broker_id, host, port, endpoints,
-                                       session_timeout_s=self.session_timeout_s)
+                                       session_timeout_s=self.session_timeout_s,
+                                       protocols=protocols)
         try:
             self.registry.register()
             self.broker_epoch = self.registry.epoch()
