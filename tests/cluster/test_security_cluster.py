@@ -220,3 +220,81 @@ def _logs_in(bootstrap: str, user: str) -> bool:
 def _topic_error(bootstrap: str, user: str, topic: str) -> int:
     md = metadata(bootstrap, [topic], user, f"{user}-secret")
     return int(md["topics"][0]["error_code"])
+
+
+def test_tls_inter_broker_listener(zookeeper: ZooKeeperServer, tmp_path: Path) -> None:
+    """Two brokers with only an SSL listener requiring client certificates: each uses its
+    keystore as client certificate towards the other (principal User:CN=broker, the only
+    super user), so the controller's requests and the followers' fetches are authorized
+    and a topic with replication factor 2 gets its full ISR."""
+    from tests.broker.security.certs import OPENSSL, _leaf, make_certs
+
+    if OPENSSL is None:
+        pytest.skip("openssl is not installed")
+    certs = make_certs(tmp_path / "certs")
+    _leaf(certs.ca.parent, "inter", "/CN=broker",
+          "subjectAltName=IP:127.0.0.1,DNS:localhost\n"
+          "extendedKeyUsage=serverAuth,clientAuth\n")
+    keystore = certs.ca.parent / "inter-keystore.pem"
+    keystore.write_text((certs.ca.parent / "inter.key").read_text() +
+                        (certs.ca.parent / "inter.pem").read_text())
+    connect = f"{zookeeper.connect}/tls-{uuid.uuid4().hex[:8]}"
+    brokers = []
+    try:
+        for i in (1, 2):
+            data = tmp_path / f"data-{i}"
+            data.mkdir()
+            port = free_port()
+            b = BrokerProcess(data, port, {
+                "listeners": f"SSL://127.0.0.1:{port}", "broker.id": str(i),
+                "zookeeper.connect": connect, "zookeeper.session.timeout.ms": "3000",
+                "security.inter.broker.protocol": "SSL",
+                "ssl.keystore.location": str(keystore), "ssl.truststore.location": str(certs.ca),
+                "ssl.client.auth": "required",
+                "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
+                "super.users": "User:CN=broker", "offsets.topic.replication.factor": "2"})
+            b.start()
+            brokers.append(b)
+        security = ClientSecurity.from_properties({
+            "security.protocol": "SSL", "ssl.ca.location": str(certs.ca),
+            "ssl.certificate.location": str(certs.ca.parent / "inter.pem"),
+            "ssl.key.location": str(certs.ca.parent / "inter.key")})
+
+        def request(api_key: ApiKey, body: dict[str, Any], version: int) -> dict[str, Any]:
+            conn = BrokerConnection("127.0.0.1", brokers[1].port, security=security,
+                                    request_timeout=10)
+            try:
+                conn.connect()
+                return conn.request(api_key, body, version=version)
+            finally:
+                conn.close()
+
+        def topic_metadata() -> dict[str, Any] | None:
+            try:
+                md = request(ApiKey.METADATA, {"topics": [{"name": "tls"}],
+                                               "allow_auto_topic_creation": False}, 9)
+            except Exception:
+                return None
+            return md if len(md["brokers"]) == 2 else None
+
+        wait_until(topic_metadata, 30, "both brokers in the metadata over TLS")
+        from confluent_kafka.admin import AdminClient, NewTopic
+
+        admin = AdminClient({
+            "bootstrap.servers": brokers[1].bootstrap, "security.protocol": "SSL",
+            "ssl.ca.location": str(certs.ca),
+            "ssl.certificate.location": str(certs.ca.parent / "inter.pem"),
+            "ssl.key.location": str(certs.ca.parent / "inter.key")})
+        admin.create_topics([NewTopic("tls", 2, 2)])["tls"].result(20)
+
+        def replicated() -> bool:
+            md = topic_metadata()
+            if md is None or md["topics"][0]["error_code"]:
+                return False
+            parts = md["topics"][0]["partitions"]
+            return len(parts) == 2 and all(len(p["isr_nodes"]) == 2 for p in parts)
+
+        wait_until(replicated, 30, "topic tls with an ISR of 2 on both partitions")
+    finally:
+        for b in brokers:
+            b.kill()
