@@ -1,6 +1,7 @@
 """SCRAM (RFC 5802, RFC 7677) as Kafka speaks it: the mechanisms, the credential math and
-the four messages, sans-IO. The broker's server side (kafkactl.broker.security.scram) and
-the client library's client side (kafkactl.client.sasl) both use it.
+the four messages, sans-IO. The broker's server side (kafkactl.broker.security.scram) uses
+them; `ScramClientExchange` is the client side, for the client library and for brokers
+authenticating to each other.
 
 A stored credential is `salt`, `stored_key`, `server_key` and `iterations`; the password
 is never kept. Kafka's `SCRAM-SHA-256` / `SCRAM-SHA-512` are mechanism types 1 and 2 in
