@@ -123,11 +123,13 @@ class ZkCredentialStore:
 
     def reload(self, sanitized: str) -> None:
         creds = self._read(sanitized)[1]
-        with self._lock:
+        with self._lock:  # copy on write: readers on the event loop never see a change
+            users = dict(self._users)
             if creds:
-                self._users[desanitize(sanitized)] = creds
+                users[desanitize(sanitized)] = creds
             else:
-                self._users.pop(desanitize(sanitized), None)
+                users.pop(desanitize(sanitized), None)
+            self._users = users
 
     # ---- the CredentialStore interface -------------------------------------------------------
     def get(self, user: str, mechanism: str) -> ScramCredential | None:
