@@ -123,11 +123,15 @@ def ensure_meta_properties(log_dirs: list[Path], broker_id: int, cluster_id: str
     return cid
 
 
-def check_supported_security(cfg: BrokerConfig) -> dict[str, ListenerSecurity]:
-    """Every listener's security (kafkactl.broker.security.listeners); BrokerStartupError
-    naming the first key this broker cannot honour (never a silent downgrade)."""
+def check_supported_security(
+        cfg: BrokerConfig) -> tuple[dict[str, ListenerSecurity], InterBrokerSecurity]:
+    """Every listener's security (kafkactl.broker.security.listeners) and, in a ZooKeeper
+    cluster, how this broker reaches the others; BrokerStartupError naming the first key
+    this broker cannot honour (never a silent downgrade)."""
     try:
-        return check_broker_security(cfg)
+        listeners = check_broker_security(cfg)
+        return listeners, (inter_broker_security(cfg, listeners)
+                           if cfg.get("zookeeper.connect") else PLAINTEXT)
     except SecurityConfigError as e:
         raise BrokerStartupError(str(e)) from None
 
@@ -219,14 +223,7 @@ class KafkaServer:
         from kafkactl.log.errors import LogDirInUseError
 
         cfg = self.config
-        listener_security = check_supported_security(cfg)
-        inter_broker = PLAINTEXT
-        if cfg.get("zookeeper.connect"):
-            try:
-                inter_broker = inter_broker_security(cfg, listener_security)
-            except SecurityConfigError as e:
-                raise BrokerStartupError(str(e)) from None
-        self.inter_broker: InterBrokerSecurity = inter_broker
+        listener_security, inter_broker = check_supported_security(cfg)
         self.listener_protocols = {n: s.protocol for n, s in listener_security.items()}
         network_settings = socket_server_settings(cfg)
         log_dirs = [d.resolve() for d in cfg.log_dirs]
@@ -390,11 +387,9 @@ class KafkaServer:
         this data dir's own topics, then the controller election."""
         from kafkactl.broker.zk_registration import ZkRegistrationError
 
-        plaintext = next(((h, p) for n, h, p in me.listeners
-                          if self.listener_protocols.get(n) == "PLAINTEXT"), (None, -1))
         try:
-            await asyncio.to_thread(registration.register, plaintext[0], plaintext[1],
-                                    list(me.listeners), self.listener_protocols)
+            await asyncio.to_thread(registration.register, list(me.listeners),
+                                    self.listener_protocols)
         except ZkRegistrationError as e:
             raise BrokerStartupError(str(e)) from None
         registration.start_sync()
