@@ -153,3 +153,32 @@ def test_scram_credentials_in_config_users(clients: list[Any]) -> None:
     fresh = ZkCredentialStore(zk2)
     fresh.start()
     assert set(fresh.users()) == {"bob smith*"}
+
+
+def test_a_standalone_data_dirs_users_and_acls_are_adopted(clients: list[Any],
+                                                           tmp_path: Any) -> None:
+    from kafkactl.broker.config import BrokerConfig
+    from kafkactl.broker.security import acl_store, credential_store
+    from kafkactl.broker.security.stores import security_stores
+
+    zk = clients[0]
+    local_users = credential_store.FileCredentialStore(tmp_path / credential_store.FILE_NAME)
+    local_users.alter({("carol", "SCRAM-SHA-256"): new_credential(SCRAM_SHA_256, "c"),
+                       ("dave", "SCRAM-SHA-256"): new_credential(SCRAM_SHA_256, "local")},
+                      set())
+    acl_store.FileAclStore(tmp_path / acl_store.FILE_NAME).add([binding("User:carol")])
+    in_zk = new_credential(SCRAM_SHA_256, "cluster")
+    ZkCredentialStore(zk).alter({("dave", "SCRAM-SHA-256"): in_zk}, set())
+
+    cfg = BrokerConfig.build(overrides=[
+        "authorizer.class.name=kafka.security.authorizer.AclAuthorizer"])
+    credentials, authorizer = security_stores(cfg, tmp_path, zk)
+    assert authorizer is not None
+    assert authorizer.store.bindings() == {binding("User:carol")}
+    assert credentials.get("carol", "SCRAM-SHA-256") is not None
+    assert credentials.get("dave", "SCRAM-SHA-256") == in_zk  # ZooKeeper's stays
+    assert json.loads(zk.get("/kafka-acl/Topic/orders")[0])["acls"][0]["principal"] == \
+        "User:carol"
+    assert not (tmp_path / acl_store.FILE_NAME).exists()
+    assert (tmp_path / f"{acl_store.FILE_NAME}.adopted").exists()
+    assert (tmp_path / f"{credential_store.FILE_NAME}.adopted").exists()

@@ -5,6 +5,7 @@ scram_zk_store), so every broker enforces the same rules and knows the same user
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -29,6 +30,8 @@ from kafkactl.cluster.scram_zk_store import ZkCredentialStore
 
 if TYPE_CHECKING:
     from kazoo.client import KazooClient
+
+log = logging.getLogger(__name__)
 
 
 def binding_from_znode(resource: AclResource, entry: AclEntry) -> AclBinding:
@@ -64,11 +67,10 @@ def security_stores(cfg: BrokerConfig, data_dir: Path,
     if zk is not None:
         zk_credentials = ZkCredentialStore(zk)
         zk_credentials.start()
-        if not enabled:
-            return zk_credentials, None
         acls = ZkAclStore(zk, binding_from_znode, binding_to_znode)
         acls.start()
-        return zk_credentials, _authorizer(cfg, acls)
+        _adopt(data_dir, zk_credentials, acls)
+        return zk_credentials, _authorizer(cfg, acls) if enabled else None
     credentials = credential_store.FileCredentialStore(data_dir / credential_store.FILE_NAME)
     credentials.load()
     if not enabled:
@@ -76,3 +78,28 @@ def security_stores(cfg: BrokerConfig, data_dir: Path,
     file_acls = acl_store.FileAclStore(data_dir / acl_store.FILE_NAME)
     file_acls.load()
     return credentials, _authorizer(cfg, file_acls)
+
+
+def _adopt(data_dir: Path, credentials: ZkCredentialStore,
+           acls: ZkAclStore[AclBinding]) -> None:
+    """A standalone data dir joining a cluster: its users and ACLs are added to ZooKeeper's
+    (a user ZooKeeper already has keeps ZooKeeper's credentials), then the files are
+    renamed `*.adopted`, as the topics are: from now on ZooKeeper alone holds them."""
+    users_file = data_dir / credential_store.FILE_NAME
+    if users_file.exists():
+        local = credential_store.FileCredentialStore(users_file)
+        local.load()
+        known = credentials.users()
+        credentials.alter({(u, m): c for u, creds in local.users().items() if u not in known
+                           for m, c in creds.items()}, set())
+        users_file.rename(users_file.with_name(users_file.name + ".adopted"))
+        log.info("adopted %d SCRAM user(s) of %s into ZooKeeper", len(local.users()),
+                 users_file)
+    acls_file = data_dir / acl_store.FILE_NAME
+    if acls_file.exists():
+        local_acls = acl_store.FileAclStore(acls_file)
+        local_acls.load()
+        acls.add(local_acls.bindings())
+        acls_file.rename(acls_file.with_name(acls_file.name + ".adopted"))
+        log.info("adopted %d ACL(s) of %s into ZooKeeper", len(local_acls.bindings()),
+                 acls_file)
