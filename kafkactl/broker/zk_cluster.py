@@ -43,6 +43,7 @@ log = logging.getLogger("kafkactl.broker")
 
 CONTROLLED_SHUTDOWN_VERSION = 3
 JOIN_RETRY_S = 1.0
+JOIN_WAIT_S = 5.0
 
 
 def fetcher_settings(config: BrokerConfig) -> FetcherSettings:
@@ -86,12 +87,28 @@ class ZkCluster:
         self._loop = asyncio.get_running_loop()
         self._local_topics = local_topics
         self._topic_metadata = topic_metadata
+        # A ZooKeeper that vanishes mid-way leaves kazoo calls waiting for it: start-up
+        # does not wait past JOIN_WAIT_S (a SIGTERM must still stop the broker).
+        first = self._loop.create_task(self._join_steps())
+        await asyncio.wait({first}, timeout=JOIN_WAIT_S)
+        if first.done() and not first.cancelled() and first.exception() is None:
+            return
+        if not first.done():
+            log.warning("joining the cluster takes more than %g s (is ZooKeeper at %s "
+                        "reachable?); going on in the background", JOIN_WAIT_S,
+                        self.config.get("zookeeper.connect"))
+        self._start_task = self._loop.create_task(self._finish_join(first))
+
+    async def _finish_join(self, first: asyncio.Task[None]) -> None:
         try:
-            await self._join_steps()
+            await first
+            return
+        except asyncio.CancelledError:
+            raise
         except Exception as e:
             log.warning("joining the cluster is not finished (%s: %s); retrying",
                         type(e).__name__, e)
-            self._start_task = self._loop.create_task(self._retry_join())
+        await self._retry_join()
 
     async def _join_steps(self) -> None:
         if "adopt" not in self._done:
