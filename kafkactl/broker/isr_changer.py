@@ -14,7 +14,12 @@ from typing import Any
 
 from kafkactl.broker.partition import Partition
 from kafkactl.broker.zk_metadata_cache import ZkMetadataCache
-from kafkactl.cluster.broker_connection import CONNECTION_ERRORS, BrokerConnection
+from kafkactl.cluster.broker_connection import (
+    CONNECTION_ERRORS,
+    PLAINTEXT,
+    BrokerConnection,
+    InterBrokerSecurity,
+)
 from kafkactl.protocol.api_keys import ApiKey
 from kafkactl.protocol.errors import ErrorCode, KafkaError
 
@@ -29,8 +34,10 @@ SEND_ERRORS: tuple[type[BaseException], ...] = (*CONNECTION_ERRORS, KafkaError, 
 class IsrChanger:
     def __init__(self, broker_id: int, cache: ZkMetadataCache,
                  broker_epoch: Callable[[], int],
-                 on_changed: Callable[[Partition], None]) -> None:
+                 on_changed: Callable[[Partition], None],
+                 security: InterBrokerSecurity = PLAINTEXT) -> None:
         self.broker_id = broker_id
+        self.security = security
         self.cache = cache
         self.broker_epoch = broker_epoch
         self.on_changed = on_changed
@@ -74,14 +81,16 @@ class IsrChanger:
     async def _send(self, batch: dict[tuple[str, int], tuple[Partition, list[int]]]
                     ) -> dict[str, Any]:
         controller = self.cache.broker(self.cache.controller_id())
-        if controller is None:
+        address = controller.endpoint(self.security.listener) if controller else None
+        if address is None:
             raise LookupError("no controller known yet")
         conn = self._connection
-        if conn is None or (conn.host, conn.port) != (controller.host, controller.port):
+        if conn is None or (conn.host, conn.port) != address:
             if conn is not None:
                 conn.close()
             conn = self._connection = BrokerConnection(
-                controller.host, controller.port, client_id=f"kafkactl-broker-{self.broker_id}")
+                *address, client_id=f"kafkactl-broker-{self.broker_id}",
+                security=self.security)
         topics: dict[str, list[dict[str, Any]]] = {}
         for (topic, p), (part, isr) in batch.items():
             topics.setdefault(topic, []).append({

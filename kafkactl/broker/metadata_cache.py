@@ -18,6 +18,16 @@ class BrokerEndpoint:
     host: str
     port: int
     rack: str | None = None
+    # (listener name, host, port) of every listener the broker advertises; host/port
+    # above are the first one's (or the only one a standalone broker has)
+    listeners: tuple[tuple[str, str, int], ...] = ()
+
+    def endpoint(self, listener: str) -> tuple[str, int] | None:
+        """(host, port) of `listener`; None when the broker does not have it (a broker
+        known without its listeners is taken to have every one at host:port)."""
+        if not self.listeners:
+            return self.host, self.port
+        return next(((h, p) for n, h, p in self.listeners if n == listener), None)
 
 
 @dataclass

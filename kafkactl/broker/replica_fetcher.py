@@ -18,7 +18,12 @@ from typing import Any
 
 from kafkactl.broker.partition import Partition
 from kafkactl.broker.zk_metadata_cache import ZkMetadataCache
-from kafkactl.cluster.broker_connection import CONNECTION_ERRORS, BrokerConnection
+from kafkactl.cluster.broker_connection import (
+    CONNECTION_ERRORS,
+    PLAINTEXT,
+    BrokerConnection,
+    InterBrokerSecurity,
+)
 from kafkactl.log.errors import LogError
 from kafkactl.log.leader_epoch_cache import UNDEFINED_EPOCH, UNDEFINED_OFFSET
 from kafkactl.protocol.api_keys import ApiKey
@@ -53,10 +58,11 @@ class _Followed:
 
 class ReplicaFetcherManager:
     def __init__(self, broker_id: int, cache: ZkMetadataCache,
-                 settings: FetcherSettings) -> None:
+                 settings: FetcherSettings, security: InterBrokerSecurity = PLAINTEXT) -> None:
         self.broker_id = broker_id
         self.cache = cache
         self.settings = settings
+        self.security = security  # leaders are fetched from on the inter-broker listener
         self.fetchers: dict[int, ReplicaFetcher] = {}
 
     def follow(self, part: Partition) -> None:
@@ -130,15 +136,18 @@ class ReplicaFetcher:
 
     def _connect(self) -> BrokerConnection:
         leader = self.manager.cache.broker(self.source_id)
-        if leader is None:
-            raise LookupError(f"broker {self.source_id} is not live")
+        security = self.manager.security
+        address = leader.endpoint(security.listener) if leader is not None else None
+        if address is None:
+            raise LookupError(f"broker {self.source_id} is not live on listener "
+                              f"{security.listener}")
         conn = self._connection
-        if conn is None or (conn.host, conn.port) != (leader.host, leader.port):
+        if conn is None or (conn.host, conn.port) != address:
             if conn is not None:
                 conn.close()
             conn = self._connection = BrokerConnection(
-                leader.host, leader.port,
-                client_id=f"kafkactl-replica-fetcher-{self.manager.broker_id}")
+                *address, client_id=f"kafkactl-replica-fetcher-{self.manager.broker_id}",
+                security=security)
         return conn
 
     # ---- truncation (KIP-101) -----------------------------------------------------------------

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import functools
 import logging
 import os
@@ -35,6 +36,7 @@ from kafkactl.broker.replica_manager import ReplicaManager
 from kafkactl.broker.request_handler import KafkaApis
 from kafkactl.broker.security.channel import channel_builder
 from kafkactl.broker.security.gate import AuthenticationGate
+from kafkactl.broker.security.inter_broker import inter_broker_security
 from kafkactl.broker.security.listeners import (
     ListenerSecurity,
     SecurityConfigError,
@@ -52,6 +54,7 @@ from kafkactl.broker.standalone_topic_admin import (
 from kafkactl.broker.zk_cluster import ZkCluster
 from kafkactl.broker.zk_metadata_cache import ZkMetadataCache
 from kafkactl.broker.zk_topic_admin import ZkTopicAdmin
+from kafkactl.cluster.broker_connection import PLAINTEXT, InterBrokerSecurity
 from kafkactl.cluster.broker_registry import new_cluster_id
 from kafkactl.cluster.controller import KafkaController
 from kafkactl.cluster.producer_id_block import allocate_block
@@ -120,11 +123,15 @@ def ensure_meta_properties(log_dirs: list[Path], broker_id: int, cluster_id: str
     return cid
 
 
-def check_supported_security(cfg: BrokerConfig) -> dict[str, ListenerSecurity]:
-    """Every listener's security (kafkactl.broker.security.listeners); BrokerStartupError
-    naming the first key this broker cannot honour (never a silent downgrade)."""
+def check_supported_security(
+        cfg: BrokerConfig) -> tuple[dict[str, ListenerSecurity], InterBrokerSecurity]:
+    """Every listener's security (kafkactl.broker.security.listeners) and, in a ZooKeeper
+    cluster, how this broker reaches the others; BrokerStartupError naming the first key
+    this broker cannot honour (never a silent downgrade)."""
     try:
-        return check_broker_security(cfg)
+        listeners = check_broker_security(cfg)
+        return listeners, (inter_broker_security(cfg, listeners)
+                           if cfg.get("zookeeper.connect") else PLAINTEXT)
     except SecurityConfigError as e:
         raise BrokerStartupError(str(e)) from None
 
@@ -216,7 +223,8 @@ class KafkaServer:
         from kafkactl.log.errors import LogDirInUseError
 
         cfg = self.config
-        listener_security = check_supported_security(cfg)
+        listener_security, inter_broker = check_supported_security(cfg)
+        self.listener_protocols = {n: s.protocol for n, s in listener_security.items()}
         network_settings = socket_server_settings(cfg)
         log_dirs = [d.resolve() for d in cfg.log_dirs]
         for d in log_dirs:
@@ -262,7 +270,9 @@ class KafkaServer:
 
         endpoints = cfg.listeners
         advertised = cfg.advertised_listeners[0]
-        me = BrokerEndpoint(cfg.broker_id, advertised.host, advertised.port)
+        me = BrokerEndpoint(cfg.broker_id, advertised.host, advertised.port,
+                            listeners=tuple((e.listener, e.host, e.port)
+                                            for e in cfg.advertised_listeners))
         partitions = self.partitions = PartitionStore(log_manager, log_configs, purgatory)
         cache: StandaloneMetadataCache | ZkMetadataCache
         topic_admin: StandaloneTopicAdmin | ZkTopicAdmin
@@ -277,7 +287,7 @@ class KafkaServer:
             assert self.zk_registration.zk is not None
             cache = ZkMetadataCache(cluster_id, me)
             controller = KafkaController(
-                self.zk_registration.zk, cfg.broker_id,
+                self.zk_registration.zk, cfg.broker_id, inter_broker=inter_broker,
                 unclean_leader_election=cfg.get_bool("unclean.leader.election.enable"),
                 leader_rebalance_interval_s=(
                     cfg.get_int("leader.imbalance.check.interval.seconds")
@@ -285,7 +295,8 @@ class KafkaServer:
                 leader_imbalance_percent=cfg.get_int("leader.imbalance.per.broker.percentage"))
             topic_admin = ZkTopicAdmin(self.zk_registration.zk, cache, partitions, controller,
                                        config=cfg, broker_id=cfg.broker_id)
-            self.cluster = ZkCluster(cfg, self.zk_registration, controller, cache, partitions)
+            self.cluster = ZkCluster(cfg, self.zk_registration, controller, cache, partitions,
+                                     inter_broker)
             self._local_topics = local_topics(topic_metadata, partitions)
             self._topic_metadata_path = topic_metadata.path
         replica_manager = ReplicaManager(
@@ -296,7 +307,7 @@ class KafkaServer:
             assert registration is not None and isinstance(cache, ZkMetadataCache)
             self.isr_changer = IsrChanger(cfg.broker_id, cache,
                                           lambda: registration.broker_epoch,
-                                          replica_manager.high_watermark_moved)
+                                          replica_manager.high_watermark_moved, inter_broker)
             replica_manager.isr_changes = self.isr_changer
         allocate: Callable[[int], tuple[int, int]] | None = None
         if self.zk_registration is not None and self.zk_registration.zk is not None:
@@ -312,10 +323,17 @@ class KafkaServer:
         dynamic_config = DynamicBrokerConfig(
             cfg, self.explicit_broker_keys, log_dirs[0] / DYNAMIC_CONFIG_FILE, partitions)
         dynamic_config.load()
+        zk = self.zk_registration.zk if self.zk_registration is not None else None
         try:
-            credentials, authorizer = security_stores(cfg, log_dirs[0])
+            credentials, authorizer = await asyncio.to_thread(
+                security_stores, cfg, log_dirs[0], zk)
         except StoreFileError as e:
             raise BrokerStartupError(str(e)) from None
+        except Exception as e:
+            if zk is None:
+                raise
+            raise BrokerStartupError(f"cannot load the ACLs and SCRAM credentials from "
+                                     f"ZooKeeper ({type(e).__name__}: {e})") from None
         self.services = BrokerServices(
             broker_id=cfg.broker_id, config=cfg, dynamic_config=dynamic_config,
             metadata_cache=cache, topic_admin=topic_admin, partitions=partitions,
@@ -348,9 +366,11 @@ class KafkaServer:
             if ep.port == 0 and not cfg.get("advertised.listeners"):
                 advertised_host = self.services.listener_endpoints[ep.listener][0]
                 self.services.listener_endpoints[ep.listener] = (advertised_host, port)
+                me = dataclasses.replace(me, listeners=tuple(
+                    (n, h, port if n == ep.listener else p) for n, h, p in me.listeners))
                 if ep.listener == cfg.advertised_listeners[0].listener:
-                    me = BrokerEndpoint(me.node_id, me.host, port)
-                    cache.update_broker(me)
+                    me = dataclasses.replace(me, port=port)
+                cache.update_broker(me)
         await group_coordinator.startup()
         if self.zk_registration is not None and self.cluster is not None:
             await self._join_cluster(self.zk_registration, self.cluster, me)
@@ -368,8 +388,8 @@ class KafkaServer:
         from kafkactl.broker.zk_registration import ZkRegistrationError
 
         try:
-            await asyncio.to_thread(registration.register, me.host, me.port,
-                                    [("PLAINTEXT", me.host, me.port)])
+            await asyncio.to_thread(registration.register, list(me.listeners),
+                                    self.listener_protocols)
         except ZkRegistrationError as e:
             raise BrokerStartupError(str(e)) from None
         registration.start_sync()

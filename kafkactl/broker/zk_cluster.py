@@ -29,7 +29,7 @@ from kafkactl.broker.zk_metadata_cache import ZkMetadataCache
 from kafkactl.broker.zk_registration import ZkRegistration
 from kafkactl.cluster import topic_state as zk_topics
 from kafkactl.cluster import zk_paths
-from kafkactl.cluster.broker_connection import request_once
+from kafkactl.cluster.broker_connection import PLAINTEXT, InterBrokerSecurity, request_once
 from kafkactl.cluster.controller import KafkaController
 from kafkactl.protocol.api_keys import ApiKey
 from kafkactl.protocol.errors import ErrorCode
@@ -43,6 +43,7 @@ log = logging.getLogger("kafkactl.broker")
 
 CONTROLLED_SHUTDOWN_VERSION = 3
 JOIN_RETRY_S = 1.0
+JOIN_WAIT_S = 5.0
 
 
 def fetcher_settings(config: BrokerConfig) -> FetcherSettings:
@@ -57,7 +58,7 @@ def fetcher_settings(config: BrokerConfig) -> FetcherSettings:
 class ZkCluster:
     def __init__(self, config: BrokerConfig, registration: ZkRegistration,
                  controller: KafkaController, cache: ZkMetadataCache,
-                 store: PartitionStore) -> None:
+                 store: PartitionStore, inter_broker: InterBrokerSecurity = PLAINTEXT) -> None:
         assert registration.zk is not None
         self.config = config
         self.zk: KazooClient = registration.zk
@@ -66,11 +67,12 @@ class ZkCluster:
         self.cache = cache
         self.store = store
         self.broker_id = config.broker_id
+        self.inter_broker = inter_broker  # the listener and credentials to reach brokers
         self.controller_epoch_seen = 0
         self._loop: asyncio.AbstractEventLoop | None = None
         self._watched_configs: set[str] = set()
         self.fetchers = ReplicaFetcherManager(config.broker_id, cache,
-                                              fetcher_settings(config))
+                                              fetcher_settings(config), inter_broker)
         self._local_topics: dict[str, tuple[int, dict[str, str]]] = {}
         self._topic_metadata: Path | None = None
         self._done: set[str] = set()  # join steps completed
@@ -85,12 +87,28 @@ class ZkCluster:
         self._loop = asyncio.get_running_loop()
         self._local_topics = local_topics
         self._topic_metadata = topic_metadata
+        # A ZooKeeper that vanishes mid-way leaves kazoo calls waiting for it: start-up
+        # does not wait past JOIN_WAIT_S (a SIGTERM must still stop the broker).
+        first = self._loop.create_task(self._join_steps())
+        await asyncio.wait({first}, timeout=JOIN_WAIT_S)
+        if first.done() and not first.cancelled() and first.exception() is None:
+            return
+        if not first.done():
+            log.warning("joining the cluster takes more than %g s (is ZooKeeper at %s "
+                        "reachable?); going on in the background", JOIN_WAIT_S,
+                        self.config.get("zookeeper.connect"))
+        self._start_task = self._loop.create_task(self._finish_join(first))
+
+    async def _finish_join(self, first: asyncio.Task[None]) -> None:
         try:
-            await self._join_steps()
+            await first
+            return
+        except asyncio.CancelledError:
+            raise
         except Exception as e:
             log.warning("joining the cluster is not finished (%s: %s); retrying",
                         type(e).__name__, e)
-            self._start_task = self._loop.create_task(self._retry_join())
+        await self._retry_join()
 
     async def _join_steps(self) -> None:
         if "adopt" not in self._done:
@@ -229,14 +247,16 @@ class ZkCluster:
                     await asyncio.sleep(backoff)
                 continue
             controller = self.cache.broker(self.cache.controller_id())
-            if controller is not None:
+            address = controller.endpoint(self.inter_broker.listener) if controller else None
+            if controller is not None and address is not None:
                 try:
                     resp = await request_once(
-                        controller.host, controller.port, ApiKey.CONTROLLED_SHUTDOWN,
+                        *address, ApiKey.CONTROLLED_SHUTDOWN,
                         CONTROLLED_SHUTDOWN_VERSION,
                         {"broker_id": self.broker_id,
                          "broker_epoch": self.registration.broker_epoch},
-                        client_id=f"kafkactl-broker-{self.broker_id}", timeout_s=10)
+                        client_id=f"kafkactl-broker-{self.broker_id}", timeout_s=10,
+                        security=self.inter_broker)
                     remaining = resp.get("remaining_partitions") or []
                     if resp["error_code"] == ErrorCode.NONE and not remaining:
                         log.info("controlled shutdown succeeded (controller %d)",

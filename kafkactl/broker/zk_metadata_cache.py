@@ -58,7 +58,9 @@ class ZkMetadataCache(MetadataCache):
             endpoints = b.get("endpoints") or []
             if endpoints:
                 ep = endpoints[0]
-                brokers[b["id"]] = BrokerEndpoint(b["id"], ep["host"], ep["port"], b.get("rack"))
+                brokers[b["id"]] = BrokerEndpoint(
+                    b["id"], ep["host"], ep["port"], b.get("rack"),
+                    tuple((e["listener"], e["host"], e["port"]) for e in endpoints))
         topics: dict[str, TopicMetadata] = {}
         for t in request.get("topic_states") or []:
             name = t["topic_name"]

@@ -71,12 +71,19 @@ class ZkRegistration:
                     "cluster's zookeeper.connect or give it an empty data dir")
         return cid
 
-    def register(self, host: str, port: int, endpoints: list[tuple[str, str, int]]) -> None:
+    def register(self, endpoints: list[tuple[str, str, int]],
+                 protocols: dict[str, str]) -> None:
+        """/brokers/ids/[id] with every advertised listener (`endpoints`: name, host, port)
+        and its security protocol; the top-level host/port are the first PLAINTEXT
+        listener's (null and -1 without one), as Kafka registers them."""
         from kafkactl.cluster.broker_registry import DuplicateBrokerIdError
 
         assert self.zk is not None
+        host, port = next(((h, p) for n, h, p in endpoints
+                           if protocols.get(n) == "PLAINTEXT"), (None, -1))
         self.registry = BrokerRegistry(self.zk, self.broker_id, host, port, endpoints,
-                                       session_timeout_s=self.session_timeout_s)
+                                       session_timeout_s=self.session_timeout_s,
+                                       protocols=protocols)
         try:
             self.registry.register()
             self.broker_epoch = self.registry.epoch()

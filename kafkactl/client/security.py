@@ -9,7 +9,6 @@ SaslAuthenticate): PLAIN and SCRAM-SHA-256/512.
 
 from __future__ import annotations
 
-import base64
 import re
 import ssl
 from collections.abc import Callable, Mapping
@@ -124,20 +123,9 @@ def sasl_authenticate(request: Request, security: ClientSecurity, where: str) ->
     if security.mechanism == "PLAIN":
         step(b"\x00" + security.username.encode() + b"\x00" + security.password.encode())
         return
-    mech = scram.MECHANISMS[security.mechanism]
-    first = scram.ClientFirst.build(security.username, scram.new_nonce())
-    server_first = scram.ServerFirst.parse(step(first.to_bytes()))
-    if not server_first.nonce.startswith(first.nonce) or \
-            server_first.iterations < mech.min_iterations:
-        raise KafkaConnectionError(f"SCRAM with {where}: the server's first message is "
-                                   "not acceptable")
-    salted = mech.salted_password(security.password, server_first.salt,
-                                  server_first.iterations)
-    without_proof = f"c={base64.b64encode(b'n,,').decode()},r={server_first.nonce}"
-    message = scram.auth_message(first.bare, server_first.text, without_proof)
-    proof = base64.b64encode(scram.client_proof(mech, salted, message)).decode()
-    final = step(f"{without_proof},p={proof}".encode())
-    expected = b"v=" + base64.b64encode(scram.server_signature(
-        mech, mech.hmac(salted, b"Server Key"), message))
-    if final != expected:
-        raise KafkaConnectionError(f"SCRAM with {where}: the server's signature is wrong")
+    exchange = scram.ScramClientExchange(scram.MECHANISMS[security.mechanism],
+                                         security.username, security.password)
+    try:
+        exchange.verify(step(exchange.final(step(exchange.first()))))
+    except scram.ScramError as e:
+        raise KafkaConnectionError(f"SCRAM with {where}: {e}") from None

@@ -44,12 +44,31 @@ class BrokerInfo:
     broker_id: int
     host: str
     port: int
-    endpoints: tuple[str, ...] = ()
+    endpoints: tuple[str, ...] = ()  # "LISTENER://host:port", as registered
     epoch: int = -1  # the czxid of its registration: a new value means it restarted
+    # listener name -> security protocol (listener_security_protocol_map)
+    protocols: Mapping[str, str] = dataclasses.field(default_factory=dict, hash=False)
 
     @property
     def address(self) -> str:
         return f"{self.host}:{self.port}"
+
+    def listeners(self) -> dict[str, tuple[str, int]]:
+        """Listener name -> (host, port), from the registered endpoints."""
+        out: dict[str, tuple[str, int]] = {}
+        for e in self.endpoints:
+            name, sep, rest = e.partition("://")
+            host, _, port = rest.rpartition(":")
+            if sep and port.isdigit():
+                out[name.upper()] = (host.strip("[]"), int(port))
+        return out
+
+    def endpoint(self, listener: str) -> tuple[str, int]:
+        """(host, port) of `listener`; the registration's host/port when it has none."""
+        return self.listeners().get(listener.upper(), (self.host, self.port))
+
+    def protocol(self, listener: str) -> str:
+        return self.protocols.get(listener.upper(), listener.upper())
 
 
 def new_cluster_id() -> str:
@@ -78,11 +97,16 @@ def get_or_create_cluster_id(zk: KazooClient, proposed: str | None = None) -> st
                            "fix or delete it") from None
 
 
-def registration(broker_id: int, host: str, port: int,
-                 endpoints: list[tuple[str, str, int]]) -> dict[str, Any]:
-    """The JSON of /brokers/ids/[id] (Kafka's version 4 layout)."""
+def registration(broker_id: int, host: str | None, port: int,
+                 endpoints: list[tuple[str, str, int]],
+                 protocols: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """The JSON of /brokers/ids/[id] (Kafka's version 4 layout): every advertised listener
+    in `endpoints`, its security protocol in `listener_security_protocol_map`; `host` and
+    `port` are the first PLAINTEXT listener's (null and -1 without one), for old clients."""
+    protocols = protocols or {}
     return {
-        "listener_security_protocol_map": {name: "PLAINTEXT" for name, _, _ in endpoints},
+        "listener_security_protocol_map": {name: protocols.get(name, "PLAINTEXT")
+                                           for name, _, _ in endpoints},
         "endpoints": [f"{name}://{h}:{p}" for name, h, p in endpoints],
         "jmx_port": -1, "host": host, "port": port,
         "timestamp": str(int(time.time() * 1000)), "version": BROKER_REGISTRATION_VERSION,
@@ -101,7 +125,10 @@ def parse_broker(broker_id: int, value: Any) -> BrokerInfo | None:
         port = int(p) if p.isdigit() else -1
     if not isinstance(host, str) or not isinstance(port, int) or port <= 0:
         return None
-    return BrokerInfo(broker_id, host, port, endpoints)
+    pmap = value.get("listener_security_protocol_map")
+    protocols = {str(k).upper(): str(v).upper() for k, v in pmap.items()} \
+        if isinstance(pmap, dict) else {}
+    return BrokerInfo(broker_id, host, port, endpoints, protocols=protocols)
 
 
 def live_brokers(zk: KazooClient) -> dict[int, BrokerInfo]:
@@ -171,12 +198,13 @@ def registered_topics(zk: KazooClient) -> dict[str, dict[int, list[int]]]:
 class BrokerRegistry:
     """One broker's registration: its ephemeral id node and the topics it holds."""
 
-    def __init__(self, zk: KazooClient, broker_id: int, host: str, port: int,
-                 endpoints: list[tuple[str, str, int]], *, session_timeout_s: float) -> None:
+    def __init__(self, zk: KazooClient, broker_id: int, host: str | None, port: int,
+                 endpoints: list[tuple[str, str, int]], *, session_timeout_s: float,
+                 protocols: Mapping[str, str] | None = None) -> None:
         self.zk = zk
         self.broker_id = broker_id
         self.path = zk_paths.broker(broker_id)
-        self.value = encode_json(registration(broker_id, host, port, endpoints))
+        self.value = encode_json(registration(broker_id, host, port, endpoints, protocols))
         self.session_timeout_s = session_timeout_s
         self._published: dict[str, int] = {}  # topic -> partitions written by us
 

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 from kafkactl.cluster import controller_admin, zk_paths
 from kafkactl.cluster import controller_requests as requests
 from kafkactl.cluster import topic_state as zk_topics
+from kafkactl.cluster.broker_connection import PLAINTEXT, InterBrokerSecurity
 from kafkactl.cluster.broker_registry import live_brokers
 from kafkactl.cluster.controller_admin import IsrChange, Reassignment
 from kafkactl.cluster.controller_channel import ControllerChannel
@@ -54,11 +55,13 @@ class NotControllerError(Exception):
 
 class KafkaController:
     def __init__(self, zk: KazooClient, broker_id: int, *,
+                 inter_broker: InterBrokerSecurity = PLAINTEXT,
                  unclean_leader_election: bool = False,
                  leader_rebalance_interval_s: float | None = None,
                  leader_imbalance_percent: int = 10) -> None:
         self.zk = zk
         self.broker_id = broker_id
+        self.inter_broker = inter_broker  # how the channel reaches the brokers
         self.unclean = unclean_leader_election
         self.active = False
         self.epoch = 0
@@ -246,13 +249,14 @@ class KafkaController:
 
     async def _become_active(self) -> None:
         self.active = True
-        self.channel = ControllerChannel(self.broker_id)
+        self.channel = ControllerChannel(self.broker_id, self.inter_broker)
         view = ClusterView(self.broker_id, self.epoch)
         view.brokers = await asyncio.to_thread(live_brokers, self.zk)
         names = await asyncio.to_thread(zk_topics.topic_names, self.zk)
         self.view = view
         for info in view.brokers.values():
-            self.channel.add_broker(info.broker_id, info.host, info.port)
+            self.channel.add_broker(info.broker_id,
+                                    *info.endpoint(self.inter_broker.listener))
         await self._add_topics(names, announce=False)
         await asyncio.to_thread(self._start_partitions, self._all_partitions())
         log.info("broker %d is the controller (epoch %d): %d live broker(s), %d topic(s)",
@@ -275,7 +279,7 @@ class KafkaController:
         for b in dead - set(live):
             self.channel.remove_broker(b)
         for b in new:
-            self.channel.add_broker(b, live[b].host, live[b].port)
+            self.channel.add_broker(b, *live[b].endpoint(self.inter_broker.listener))
         self.shutting_down -= dead
         if dead:
             log.info("brokers %s left the cluster", sorted(dead))

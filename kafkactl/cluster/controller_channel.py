@@ -12,7 +12,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from kafkactl.cluster.broker_connection import CONNECTION_ERRORS, BrokerConnection
+from kafkactl.cluster.broker_connection import (
+    CONNECTION_ERRORS,
+    PLAINTEXT,
+    BrokerConnection,
+    InterBrokerSecurity,
+)
 from kafkactl.protocol.errors import KafkaError
 
 log = logging.getLogger("kafkactl.controller")
@@ -41,8 +46,9 @@ class _BrokerQueue:
 
 
 class ControllerChannel:
-    def __init__(self, controller_id: int) -> None:
+    def __init__(self, controller_id: int, security: InterBrokerSecurity = PLAINTEXT) -> None:
         self.client_id = f"kafkactl-controller-{controller_id}"
+        self.security = security  # the inter-broker listener's TLS / SASL
         self._brokers: dict[int, _BrokerQueue] = {}
 
     def brokers(self) -> list[int]:
@@ -55,7 +61,8 @@ class ControllerChannel:
             return
         if b is not None:
             self.remove_broker(broker_id)
-        b = _BrokerQueue(broker_id, BrokerConnection(host, port, client_id=self.client_id))
+        b = _BrokerQueue(broker_id, BrokerConnection(host, port, client_id=self.client_id,
+                                                     security=self.security))
         b.task = asyncio.get_running_loop().create_task(self._run(b))
         self._brokers[broker_id] = b
 

@@ -15,6 +15,7 @@ LEADER_AND_ISR_VERSION = 6
 UPDATE_METADATA_VERSION = 7
 STOP_REPLICA_VERSION = 3
 PLAINTEXT = 0  # SecurityProtocol id
+SECURITY_PROTOCOL_IDS = {"PLAINTEXT": 0, "SSL": 1, "SASL_PLAINTEXT": 2, "SASL_SSL": 3}
 EPOCH_DURING_DELETE = -2  # StopReplica's leader epoch when the partition is deleted
 NULL_UUID = uuid.UUID(int=0)
 
@@ -39,9 +40,12 @@ class ClusterView:
         return info.epoch if info is not None else -1
 
 
-def _endpoint(info: BrokerInfo) -> dict[str, Any]:
-    return {"port": info.port, "host": info.host, "listener": "PLAINTEXT",
-            "security_protocol": PLAINTEXT}
+def _endpoints(info: BrokerInfo) -> list[dict[str, Any]]:
+    """Every listener the broker registered, in its order (the first is its default)."""
+    listeners = info.listeners() or {"PLAINTEXT": (info.host, info.port)}
+    return [{"port": port, "host": host, "listener": name,
+             "security_protocol": SECURITY_PROTOCOL_IDS.get(info.protocol(name), PLAINTEXT)}
+            for name, (host, port) in listeners.items()]
 
 
 def _state_fields(view: ClusterView, topic: str, p: int) -> dict[str, Any]:
@@ -73,7 +77,7 @@ def update_metadata(view: ClusterView, broker_id: int) -> dict[str, Any]:
     return {
         "controller_id": view.controller_id, "controller_epoch": view.controller_epoch,
         "broker_epoch": view.broker_epoch(broker_id), "topic_states": topic_states,
-        "live_brokers": [{"id": b.broker_id, "endpoints": [_endpoint(b)], "rack": None}
+        "live_brokers": [{"id": b.broker_id, "endpoints": _endpoints(b), "rack": None}
                          for b in sorted(view.brokers.values(), key=lambda b: b.broker_id)],
     }
 

@@ -13,6 +13,12 @@ Kafka's ZooKeeper mode). Paths are relative to the chroot of `zookeeper.connect`
     /consumers/[group]/ids/[consumer_id]           registration (ephemeral)
     /consumers/[group]/owners/[topic]/[partition]  owning consumer thread id (ephemeral)
     /consumers/[group]/offsets/[topic]/[partition] next offset to consume (persistent)
+    /kafka-acl/[ResourceType]/[name]               LITERAL ACLs {"version":1,"acls":[...]}
+    /kafka-acl-extended/prefixed/[ResourceType]/[name]  PREFIXED ACLs
+    /kafka-acl-changes/acl_changes_[seq]           a LITERAL resource's ACLs changed
+    /kafka-acl-extended-changes/acl_changes_[seq]  a PREFIXED resource's ACLs changed
+    /config/users/[user]                           {"version":1,"config":{"SCRAM-SHA-256":..}}
+    /config/changes/config_change_[seq]            {"version":2,"entity_path":"users/[user]"}
 """
 
 from __future__ import annotations
@@ -27,6 +33,15 @@ CONFIG_TOPICS = "/config/topics"
 DELETE_TOPICS = "/admin/delete_topics"
 CONSUMERS = "/consumers"
 PRODUCER_ID_BLOCK = "/latest_producer_id_block"
+ACL = "/kafka-acl"
+ACL_EXTENDED = "/kafka-acl-extended"
+ACL_PREFIXED = "/kafka-acl-extended/prefixed"
+ACL_CHANGES = "/kafka-acl-changes"
+ACL_EXTENDED_CHANGES = "/kafka-acl-extended-changes"
+ACL_CHANGE_PREFIX = "acl_changes_"
+CONFIG_USERS = "/config/users"
+CONFIG_CHANGES = "/config/changes"
+CONFIG_CHANGE_PREFIX = "config_change_"
 
 
 def broker(broker_id: int) -> str:
@@ -77,3 +92,14 @@ def offsets(group: str, topic_name: str | None = None) -> str:
 
 def offset(group: str, topic_name: str, partition: int) -> str:
     return f"{CONSUMERS}/{group}/offsets/{topic_name}/{partition}"
+
+
+def acl_resource(resource_type: str, pattern_type: str, name: str) -> str:
+    """A resource's ACL znode: `resource_type` in Kafka's names (Topic, Group, Cluster,
+    TransactionalId), `pattern_type` LITERAL or PREFIXED."""
+    root = ACL if pattern_type == "LITERAL" else f"{ACL_EXTENDED}/{pattern_type.lower()}"
+    return f"{root}/{resource_type}/{name}"
+
+
+def user_config(sanitized_user: str) -> str:
+    return f"{CONFIG_USERS}/{sanitized_user}"

@@ -103,3 +103,10 @@ def read_json(zk: KazooClient, path: str) -> Any:
 
 def encode_json(value: Any) -> bytes:
     return json.dumps(value, separators=(",", ":")).encode()
+
+
+def sequence_number(child: str) -> int:
+    """The counter ZooKeeper appended to a sequential znode's name (`acl_changes_0000000042`
+    -> 42); -1 for a name without one."""
+    digits = child.rsplit("_", 1)[-1]
+    return int(digits) if digits.isdigit() else -1

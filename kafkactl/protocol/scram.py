@@ -1,6 +1,7 @@
 """SCRAM (RFC 5802, RFC 7677) as Kafka speaks it: the mechanisms, the credential math and
-the four messages, sans-IO. The broker's server side (kafkactl.broker.security.scram) and
-the client library's client side (kafkactl.client.sasl) both use it.
+the four messages, sans-IO. The broker's server side (kafkactl.broker.security.scram) uses
+them; `ScramClientExchange` is the client side, for the client library and for brokers
+authenticating to each other.
 
 A stored credential is `salt`, `stored_key`, `server_key` and `iterations`; the password
 is never kept. Kafka's `SCRAM-SHA-256` / `SCRAM-SHA-512` are mechanism types 1 and 2 in
@@ -222,3 +223,36 @@ def verify_proof(mechanism: ScramMechanism, credential: ScramCredential, message
 
 def server_signature(mechanism: ScramMechanism, server_key: bytes, message: bytes) -> bytes:
     return mechanism.hmac(server_key, message)
+
+
+class ScramClientExchange:
+    """The client's side (sans-IO): `first()` -> client-first; `final(server_first)` ->
+    client-final; `verify(server_final)` checks the server's signature. ScramError when
+    the server's messages are not acceptable."""
+
+    def __init__(self, mechanism: ScramMechanism, username: str, password: str) -> None:
+        self.mechanism = mechanism
+        self.password = password
+        self._first = ClientFirst.build(username, new_nonce())
+        self._salted = b""
+        self._message = b""
+
+    def first(self) -> bytes:
+        return self._first.to_bytes()
+
+    def final(self, server_first_message: bytes) -> bytes:
+        sf = ServerFirst.parse(server_first_message)
+        if not sf.nonce.startswith(self._first.nonce) or \
+                sf.iterations < self.mechanism.min_iterations:
+            raise ScramError("the server's first message is not acceptable")
+        self._salted = self.mechanism.salted_password(self.password, sf.salt, sf.iterations)
+        without_proof = f"c={base64.b64encode(b'n,,').decode()},r={sf.nonce}"
+        self._message = auth_message(self._first.bare, sf.text, without_proof)
+        proof = client_proof(self.mechanism, self._salted, self._message)
+        return f"{without_proof},p={base64.b64encode(proof).decode()}".encode()
+
+    def verify(self, server_final_message: bytes) -> None:
+        expected = b"v=" + base64.b64encode(server_signature(
+            self.mechanism, self.mechanism.hmac(self._salted, b"Server Key"), self._message))
+        if not self._message or not hmac.compare_digest(server_final_message, expected):
+            raise ScramError("the server's signature is wrong")

@@ -13,7 +13,7 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from kafkactl.broker.advertised import endpoint_for
+from kafkactl.broker.advertised import brokers_on_listener
 from kafkactl.broker.metadata_cache import MetadataCache
 from kafkactl.broker.request_handler import RequestContext
 from kafkactl.broker.security.acl import CLUSTER_NAME, AclOperation, ResourceType
@@ -106,8 +106,7 @@ def handle_metadata(services: BrokerServices, ctx: RequestContext,
     return {
         "throttle_time_ms": 0,
         "brokers": [{"node_id": b.node_id, "host": host, "port": port, "rack": b.rack}
-                    for b in cache.brokers()
-                    for host, port in [endpoint_for(services, ctx, b)]],
+                    for b, host, port in brokers_on_listener(services, ctx)],
         "cluster_id": cache.cluster_id,
         "controller_id": cache.controller_id(),
         "topics": topics,

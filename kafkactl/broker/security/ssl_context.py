@@ -55,6 +55,40 @@ def server_context(get: Callable[[str], str], listener: str) -> ssl.SSLContext:
     _check_type(get, "ssl.keystore.type")
     _check_type(get, "ssl.truststore.type")
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    _load_keystore(ctx, get, listener)
+    client_auth = (get("ssl.client.auth") or "none").strip().lower()
+    if client_auth not in CLIENT_AUTH:
+        raise SslConfigError(f"ssl.client.auth={client_auth}: use required, requested or "
+                             "none")
+    trusted = _load_truststore(ctx, get, listener)
+    if client_auth != "none" and not trusted:
+        raise SslConfigError(f"ssl.client.auth={client_auth} on listener {listener} needs "
+                             "a truststore (ssl.truststore.location) to check client "
+                             "certificates against")
+    ctx.verify_mode = CLIENT_AUTH[client_auth]
+    _set_protocols(ctx, get)
+    return ctx
+
+
+def client_context(get: Callable[[str], str], listener: str, *,
+                   check_hostname: bool = True) -> ssl.SSLContext:
+    """The context this broker connects to other brokers' TLS listener `listener` with:
+    its keystore as client certificate (when it has one), its truststore (or the system's
+    CAs) to check theirs, and the host name unless `check_hostname` is False (Kafka's
+    `ssl.endpoint.identification.algorithm` set empty)."""
+    _check_type(get, "ssl.keystore.type")
+    _check_type(get, "ssl.truststore.type")
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    if get("ssl.keystore.location") or get("ssl.keystore.key"):
+        _load_keystore(ctx, get, listener)
+    if not _load_truststore(ctx, get, listener):
+        ctx.load_default_certs()
+    ctx.check_hostname = check_hostname
+    _set_protocols(ctx, get)
+    return ctx
+
+
+def _load_keystore(ctx: ssl.SSLContext, get: Callable[[str], str], listener: str) -> None:
     password = get("ssl.key.password") or None
     location = get("ssl.keystore.location")
     key, chain = get("ssl.keystore.key"), get("ssl.keystore.certificate.chain")
@@ -73,10 +107,10 @@ def server_context(get: Callable[[str], str], listener: str) -> ssl.SSLContext:
         where = "ssl.keystore.location" if location else "ssl.keystore.key"
         raise SslConfigError(f"listener {listener}: cannot load the key from {where}: "
                              f"{getattr(e, 'strerror', None) or e}") from None
-    client_auth = (get("ssl.client.auth") or "none").strip().lower()
-    if client_auth not in CLIENT_AUTH:
-        raise SslConfigError(f"ssl.client.auth={client_auth}: use required, requested or "
-                             "none")
+
+
+def _load_truststore(ctx: ssl.SSLContext, get: Callable[[str], str], listener: str) -> bool:
+    """Load the truststore into `ctx`; False when none is configured."""
     trust_file, trust_text = get("ssl.truststore.location"), get("ssl.truststore.certificates")
     try:
         if trust_file:
@@ -86,11 +120,10 @@ def server_context(get: Callable[[str], str], listener: str) -> ssl.SSLContext:
     except (OSError, ssl.SSLError) as e:
         raise SslConfigError(f"listener {listener}: cannot load the truststore: "
                              f"{getattr(e, 'strerror', None) or e}") from None
-    if client_auth != "none" and not (trust_file or trust_text):
-        raise SslConfigError(f"ssl.client.auth={client_auth} on listener {listener} needs "
-                             "a truststore (ssl.truststore.location) to check client "
-                             "certificates against")
-    ctx.verify_mode = CLIENT_AUTH[client_auth]
+    return bool(trust_file or trust_text)
+
+
+def _set_protocols(ctx: ssl.SSLContext, get: Callable[[str], str]) -> None:
     protocols = [p.strip() for p in (get("ssl.enabled.protocols") or "TLSv1.2,TLSv1.3")
                  .split(",") if p.strip()]
     known = [_PROTOCOLS[p] for p in protocols if p in _PROTOCOLS]
@@ -104,6 +137,5 @@ def server_context(get: Callable[[str], str], listener: str) -> ssl.SSLContext:
             ctx.set_ciphers(ciphers.replace(",", ":"))
         except ssl.SSLError:
             raise SslConfigError(f"ssl.cipher.suites={ciphers}: no usable cipher") from None
-    return ctx
 
 
