@@ -2,7 +2,8 @@
 its own request came in on (Kafka answers Metadata, FindCoordinator and DescribeCluster
 per listener), so a SASL_SSL client is never sent to the PLAINTEXT port. In a ZooKeeper
 cluster the other brokers' listeners come from their registrations (through the
-controller's UpdateMetadata); Metadata leaves out a broker that lacks the listener."""
+controller's UpdateMetadata); Metadata and DescribeCluster leave out a broker that lacks
+the listener, and FindCoordinator answers COORDINATOR_NOT_AVAILABLE for one."""
 
 from __future__ import annotations
 
@@ -24,12 +25,6 @@ def listener_endpoint(services: BrokerServices, ctx: RequestContext,
         if endpoint is not None:
             return endpoint
     return broker.endpoint(ctx.connection.listener)
-
-
-def endpoint_for(services: BrokerServices, ctx: RequestContext,
-                 broker: BrokerEndpoint) -> tuple[str, int]:
-    """(host, port) of `broker` on the request's listener, else its default endpoint."""
-    return listener_endpoint(services, ctx, broker) or (broker.host, broker.port)
 
 
 def brokers_on_listener(services: BrokerServices,

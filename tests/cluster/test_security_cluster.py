@@ -162,6 +162,17 @@ def produce(bootstrap: str, user: str, password: str, topic: str, n: int) -> lis
     return results
 
 
+def plaintext_request(cluster: SecureCluster, api: ApiKey, body: dict[str, Any],
+                      version: int) -> dict[str, Any]:
+    """One request to broker 1's PLAINTEXT listener."""
+    conn = BrokerConnection("127.0.0.1", cluster.plaintext_ports[1], request_timeout=10)
+    try:
+        conn.connect()
+        return conn.request(api, body, version=version)
+    finally:
+        conn.close()
+
+
 def test_secure_cluster(secure_cluster: SecureCluster) -> None:
     cluster = secure_cluster
     # --- every broker sees all three, over SASL, with the SASL endpoints ------------------
@@ -171,6 +182,10 @@ def test_secure_cluster(secure_cluster: SecureCluster) -> None:
     # a PLAINTEXT client is shown the PLAINTEXT endpoints; broker 3 has none: left out
     plain = metadata(f"127.0.0.1:{cluster.plaintext_ports[1]}", [])
     assert sorted((b["node_id"], b["port"]) for b in plain["brokers"]) == [
+        (i, cluster.plaintext_ports[i]) for i in (1, 2)]
+    described = plaintext_request(cluster, ApiKey.DESCRIBE_CLUSTER, {
+        "include_cluster_authorized_operations": False}, 0)
+    assert sorted((b["broker_id"], b["port"]) for b in described["brokers"]) == [
         (i, cluster.plaintext_ports[i]) for i in (1, 2)]
 
     # --- replication over the authenticated inter-broker listener -------------------------

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from kafkactl.broker.advertised import endpoint_for
+from kafkactl.broker.advertised import brokers_on_listener
 from kafkactl.broker.request_handler import RequestContext
 from kafkactl.broker.security.acl import CLUSTER_NAME, ResourceType
 from kafkactl.broker.security.checks import authorized_operations
@@ -23,8 +23,7 @@ def handle_describe_cluster(services: BrokerServices, ctx: RequestContext,
         "endpoint_type": request.get("endpoint_type", 1), "cluster_id": cache.cluster_id,
         "controller_id": cache.controller_id(),
         "brokers": [{"broker_id": b.node_id, "host": host, "port": port, "rack": b.rack}
-                    for b in cache.brokers()
-                    for host, port in [endpoint_for(services, ctx, b)]],
+                    for b, host, port in brokers_on_listener(services, ctx)],
         "cluster_authorized_operations": authorized_operations(
             services, ctx, ResourceType.CLUSTER, CLUSTER_NAME,
             bool(request.get("include_cluster_authorized_operations"))),

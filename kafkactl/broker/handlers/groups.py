@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from kafkactl.broker.advertised import endpoint_for
+from kafkactl.broker.advertised import listener_endpoint
 from kafkactl.broker.coordinator.group_coordinator import GroupCoordinator
 from kafkactl.broker.coordinator.group_metadata_manager import OFFSETS_TOPIC
 from kafkactl.broker.handlers.producer_id import TRANSACTIONS_MESSAGE, TRANSACTIONS_UNSUPPORTED
@@ -61,10 +61,11 @@ def _find_one(services: BrokerServices, ctx: RequestContext, key: str | None,
     meta = cache.partition(OFFSETS_TOPIC, partition)
     broker = next((b for b in cache.brokers() if meta is not None and b.node_id == meta.leader),
                   None)
-    if broker is None:
-        entry["error_code"] = ErrorCode.COORDINATOR_NOT_AVAILABLE
+    endpoint = None if broker is None else listener_endpoint(services, ctx, broker)
+    if broker is None or endpoint is None:  # no leader, or not on this listener (Kafka's
+        entry["error_code"] = ErrorCode.COORDINATOR_NOT_AVAILABLE  # answer too)
         return entry
-    host, port = endpoint_for(services, ctx, broker)
+    host, port = endpoint
     entry.update(node_id=broker.node_id, host=host, port=port)
     return entry
 
