@@ -72,7 +72,8 @@ class BrokerConnection:
         connection is closed and the error raised (OSError, EOFError, TimeoutError, or the
         codec's KafkaError for a response that does not decode)."""
         try:
-            return await asyncio.wait_for(self._exchange(api_key, version, body), timeout_s)
+            async with asyncio.timeout(timeout_s):  # no task per request, unlike wait_for
+                return await self._exchange(api_key, version, body)
         except BaseException:
             self.close()
             raise
