@@ -18,7 +18,8 @@ each input, times whole processes (start-up included, output to /dev/null):
                     (of the keyed topic)
 
 Both consumers read the topics kcat wrote, so they decode the same batches. Prints
-records/s of each, the ratio kafkactl/kcat (goal >= 1.0) and a summary table;
+records/s of each, the ratio kafkactl/kcat (goal >= 1.0) and a summary table, then each
+client's CPU time per record (steadier than wall time when the machine is shared);
 `--summary-json PATH` writes the summary rows for bench/run_all. `--kafkactl DIR` (repeat
 it) runs the kafkactl clients from other checkouts too (PYTHONPATH=DIR), alternately with
 this one, for before/after figures in the same conditions; the broker is always this
@@ -33,6 +34,7 @@ import json
 import os
 import random
 import re
+import resource
 import shutil
 import subprocess
 import sys
@@ -161,14 +163,34 @@ class Figure:
     label: str
     kcat: float = 0.0
     kafkactl: dict[str, float] = field(default_factory=dict)  # build label -> rec/s
+    # client CPU seconds (user + system) of the fastest run: "kcat" and each build label
+    cpu: dict[str, float] = field(default_factory=dict)
+    records: int = 1
+
+    def keep(self, who: str, rate: float) -> None:
+        """Record a run's rate (and its CPU time) when it is the best so far."""
+        best = self.kcat if who == "kcat" else self.kafkactl.get(who, 0.0)
+        if rate > best:
+            if who == "kcat":
+                self.kcat = rate
+            else:
+                self.kafkactl[who] = rate
+            self.cpu[who] = CPU["last"]
+
+
+CPU: dict[str, float] = {}  # command label -> CPU seconds of its last run
 
 
 def run(cmd: list[str], env: dict[str, str] | None = None) -> tuple[float, str]:
-    """Wall-clock seconds of `cmd` (stdout to /dev/null) and its stderr."""
+    """Wall-clock seconds of `cmd` (stdout to /dev/null) and its stderr; its CPU seconds
+    (user + system) go to CPU["last"]."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t = time.perf_counter()
     r = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env,
                        timeout=3600)
     dt = time.perf_counter() - t
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    CPU["last"] = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     err = r.stderr.decode(errors="replace")
     if r.returncode != 0:
         raise RuntimeError(f"{' '.join(cmd)} failed ({r.returncode}): {err[-800:]}")
@@ -204,10 +226,12 @@ class Bench:
         cells = [f"kcat {fig.kcat:>10,.0f}"] + [
             f"{b} {r:>10,.0f} ({r / fig.kcat:.2f}x)" for b, r in fig.kafkactl.items()]
         print(f"  {fig.label:<34} rec/s: " + "   ".join(cells), flush=True)
+        cpu = "   ".join(f"{b} {s / n * 1e6:.2f}" for b, s in fig.cpu.items())
+        print(f"  {'':<34} client CPU µs/record: {cpu}", flush=True)
 
     def produce(self, ds: Dataset, keyed: bool) -> str:
         """Both producers `rounds` times each; returns a topic kcat wrote."""
-        fig = Figure(f"produce {'keyed -K' if keyed else 'unkeyed'}")
+        fig = Figure(f"produce {'keyed -K' if keyed else 'unkeyed'}", records=ds.records)
         n = ds.records
         ksep = ["-K", ds.key_separator] if keyed else []
         kcat_topic = ""
@@ -215,34 +239,34 @@ class Bench:
             kcat_topic = self.topic("kcat")
             dt, _ = run(["kcat", "-b", self.broker.bootstrap, "-P", "-t", kcat_topic, *ksep,
                          "-l", str(ds.path)])
-            fig.kcat = max(fig.kcat, n / dt)
+            fig.keep("kcat", n / dt)
             for label, build in self.builds.items():
                 topic = self.topic("kafkactl")
                 dt, err = run(self.kafkactl(build, "produce", "-t", topic, *ksep,
                                             "-f", str(ds.path)), self.env(build))
                 check_count(f"kafkactl produce ({label})", err,
                             r"([\d,]+) of [\d,]+ records acknowledged", n)
-                fig.kafkactl[label] = max(fig.kafkactl.get(label, 0.0), n / dt)
+                fig.keep(label, n / dt)
         self.report(fig, n)
         fig.label = f"{ds.name}: {fig.label}"
         self.figures.append(fig)
         return kcat_topic
 
     def consume(self, ds: Dataset, topic: str, fmt: str | None) -> None:
-        fig = Figure(f"consume -f '{fmt}'" if fmt else "consume plain")
+        fig = Figure(f"consume -f '{fmt}'" if fmt else "consume plain", records=ds.records)
         n = ds.records
         f = ["-f", fmt] if fmt else []
         for _ in range(self.rounds):
             dt, err = run(["kcat", "-b", self.broker.bootstrap, "-C", "-t", topic, "-e",
                            "-o", "beginning", *f])
             check_count("kcat -C", err, r"Reached end of topic .* at offset (\d+)", n)
-            fig.kcat = max(fig.kcat, n / dt)
+            fig.keep("kcat", n / dt)
             for label, build in self.builds.items():
                 dt, err = run(self.kafkactl(build, "consume", "-t", topic, "--from-beginning",
                                             "-e", *f), self.env(build))
                 check_count(f"kafkactl consume ({label})", err,
                             r"Processed a total of ([\d,]+) messages", n)
-                fig.kafkactl[label] = max(fig.kafkactl.get(label, 0.0), n / dt)
+                fig.keep(label, n / dt)
         self.report(fig, n)
         fig.label = f"{ds.name}: {fig.label}"
         self.figures.append(fig)
@@ -262,6 +286,13 @@ def summary(figures: list[Figure], builds: list[str]) -> list[dict[str, object]]
                      "ratio": round(value / fig.kcat, 3), "target": ">=1.0"})
     worst = min(fig.kafkactl[builds[0]] / fig.kcat for fig in figures)
     print(f"  worst ratio ({builds[0]}): {worst:.2f}x")
+    print("\nclient CPU µs/record (user + system, start-up included; steadier than wall "
+          "time on a shared machine):")
+    print(f"  {'figure':<46} {'kcat':>8}" + "".join(f" {b:>12}" for b in builds))
+    for fig in figures:
+        n = fig.records
+        print(f"  {fig.label:<46} {fig.cpu['kcat'] / n * 1e6:>8.2f}"
+              + "".join(f" {fig.cpu[b] / n * 1e6:>12.2f}" for b in builds))
     return rows
 
 
