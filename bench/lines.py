@@ -181,13 +181,15 @@ class Figure:
 CPU: dict[str, float] = {}  # command label -> CPU seconds of its last run
 
 
-def run(cmd: list[str], env: dict[str, str] | None = None) -> tuple[float, str]:
+def run(cmd: list[str], build: Path | None = None) -> tuple[float, str]:
     """Wall-clock seconds of `cmd` (stdout to /dev/null) and its stderr; its CPU seconds
-    (user + system) go to CPU["last"]."""
+    (user + system) go to CPU["last"]. A kafkactl `build` runs from its directory (`python
+    -m` puts the working directory first on sys.path, before PYTHONPATH)."""
+    env = None if build is None else {**os.environ, "PYTHONPATH": str(build)}
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t = time.perf_counter()
     r = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env,
-                       timeout=3600)
+                       cwd=build, timeout=3600)
     dt = time.perf_counter() - t
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     CPU["last"] = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
@@ -212,10 +214,7 @@ class Bench:
         self.figures: list[Figure] = []
         self.serial = 0
 
-    def env(self, build: Path) -> dict[str, str]:
-        return {**os.environ, "PYTHONPATH": str(build)}
-
-    def kafkactl(self, build: Path, *args: str) -> list[str]:
+    def kafkactl(self, *args: str) -> list[str]:
         return [PY, "-m", "kafkactl", *args, "-b", self.broker.bootstrap]
 
     def topic(self, what: str) -> str:
@@ -242,8 +241,8 @@ class Bench:
             fig.keep("kcat", n / dt)
             for label, build in self.builds.items():
                 topic = self.topic("kafkactl")
-                dt, err = run(self.kafkactl(build, "produce", "-t", topic, *ksep,
-                                            "-f", str(ds.path)), self.env(build))
+                dt, err = run(self.kafkactl("produce", "-t", topic, *ksep,
+                                            "-f", str(ds.path)), build)
                 check_count(f"kafkactl produce ({label})", err,
                             r"([\d,]+) of [\d,]+ records acknowledged", n)
                 fig.keep(label, n / dt)
@@ -262,8 +261,8 @@ class Bench:
             check_count("kcat -C", err, r"Reached end of topic .* at offset (\d+)", n)
             fig.keep("kcat", n / dt)
             for label, build in self.builds.items():
-                dt, err = run(self.kafkactl(build, "consume", "-t", topic, "--from-beginning",
-                                            "-e", *f), self.env(build))
+                dt, err = run(self.kafkactl("consume", "-t", topic, "--from-beginning",
+                                            "-e", *f), build)
                 check_count(f"kafkactl consume ({label})", err,
                             r"Processed a total of ([\d,]+) messages", n)
                 fig.keep(label, n / dt)
@@ -313,6 +312,7 @@ def main() -> None:
     tmp = Path(os.environ.get("TMPDIR", "/tmp")) / f"kafkactl-lines-{os.getpid()}"
     tmp.mkdir()
     os.environ["PYTHONPATH"] = str(ROOT)
+    os.chdir(ROOT)  # the broker is this checkout's (python -m looks in the cwd first)
     broker = start_broker("log.segment.bytes=1073741824", data_dir=tmp / "data")
     try:
         bench = Bench(broker, builds, args.rounds)
