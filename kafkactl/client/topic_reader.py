@@ -92,7 +92,7 @@ def plain_lines(batch: Any, fetch_offset: int, sep: bytes | None, limit: int | N
     if None in values:
         values = [b"" if v is None else v for v in values]
     if keys is None:
-        return b"\n".join(values) + b"\n", n
+        return b"\n".join([*values, b""]), n  # the empty last item: the last newline
     if None in keys:
         keys = [b"" if k is None else k for k in keys]
     parts: list[bytes | None] = [b"\n"] * (4 * n)
