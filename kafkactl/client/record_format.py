@@ -51,7 +51,6 @@ class BatchFormat:
             raise ValueError("a format has one more literal piece than it has tokens")
         self.pieces = list(pieces)
         self.tokens = list(tokens)
-        self.keys = any(t in (b"k", b"K") for t in tokens)
         self.offsets = b"o" in tokens
 
     @classmethod
@@ -70,7 +69,7 @@ class BatchFormat:
         """(the rendered records of `batch` from offset `start`, how many), or None."""
         if batch.magic != 2:
             return None
-        found = fast_columns(batch, start, keys=self.keys, offsets=self.offsets)
+        found = fast_columns(batch, start, keys=True, offsets=self.offsets)
         if found is None:
             return None
         keys, values, deltas = found
