@@ -29,6 +29,7 @@ from kafkactl.cli._output import StdoutClosed, is_epipe
 if TYPE_CHECKING:  # the client is imported when a command runs, so --help stays fast
     from kafkactl.client.consumer import Consumer
     from kafkactl.client.fetcher import ConsumerRecord
+    from kafkactl.client.record_format import BatchFormat
     from kafkactl.client.topic_reader import Piece, StartOffset
 
 TOKEN = re.compile(rb"%[tpokKsSTh%]")
@@ -100,6 +101,14 @@ def compile_format(fmt: str) -> Any:
         return b"".join(out)
 
     return render
+
+
+def compile_batch_format(fmt: str) -> BatchFormat | None:
+    """The whole-batch form of a -f format (None: render it record by record)."""
+    from kafkactl.client.record_format import BatchFormat
+
+    raw = unescape(fmt)
+    return BatchFormat.compile(TOKEN.split(raw), [t[1:2] for t in TOKEN.findall(raw)])
 
 
 def _text(v: memoryview | None) -> tuple[Any, bool]:
@@ -215,8 +224,10 @@ def consume(
             if rx:
                 re.compile(rx)
         sep = unescape(key_separator) if key_separator is not None else None
+        batch_format = None
         if fmt is not None:
             render = compile_format(fmt)
+            batch_format = compile_batch_format(fmt)
         elif as_json:
             render = render_json
         else:
@@ -266,7 +277,8 @@ def consume(
             raise fail(_no_partitions_message(topic, topic_pattern, exclude_pattern), 1)
         if source is None and not zookeeper:
             reader.seek(start)
-        lines = reader.lines(key_separator=sep) if plain else reader.lines(render)
+        lines = reader.lines(key_separator=sep) if plain else reader.lines(
+            render, batch_format=batch_format)
         for pieces in lines:
             out.write(pieces)
     except KeyboardInterrupt:

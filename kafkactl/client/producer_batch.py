@@ -3,8 +3,9 @@
 The producer is the only place records are ever encoded (the broker stores and serves these
 bytes unchanged). A record in general goes through record.batch.encode_record and the batch
 is framed by record.batch.assemble_batch (the same code RecordBatchBuilder uses); the bulk
-paths (values only, keyed values, equal-length runs via record.uniform) fill batch.size
-with table lookups and list appends joined once at `build()` time. The base offset is 0 and
+paths (values only, keyed values) fill batch.size a run of records at a time with
+record.columns (table lookups over the whole run, no per-record Python loop), joined once
+at `build()` time. The base offset is 0 and
 the broker stamps the real one.
 """
 
@@ -21,11 +22,7 @@ from kafkactl.record.batch import (
     set_producer_state,
 )
 from kafkactl.record.codecs import Compression, compress
-from kafkactl.record.uniform import MAX_VALUE_SIZE, MIN_RUN, VALUE_ONLY_PREFIX, ZIGZAG, layout_for
-
-# ZIGZAG[n]: zig-zag varint of a small non-negative n (lengths, offset deltas), from
-# record's shared tables; VALUE_ONLY_PREFIX[d]: attributes .. null key of offset delta d.
-_TABLE_SIZE = len(ZIGZAG)
+from kafkactl.record.columns import MAX_DELTA, MAX_FIELDS, encode_key_values, encode_values
 
 
 def klen_of(key: bytes | None) -> int:
@@ -104,53 +101,19 @@ class ProducerBatch:
         return delta
 
     def append_values(self, values: Sequence[bytes], start: int = 0) -> int:
-        """Fast path: null-key, header-less records sharing the batch timestamp.
-
-        Appends values[start:] until the batch is full; returns the index after the last
-        value appended (== start when nothing fit)."""
+        """Fast path: null-key, header-less records sharing the batch timestamp, encoded a
+        run at a time (record.columns). Appends values[start:] until the batch is full;
+        returns the index after the last value appended (== start when nothing fit)."""
         if self.closed:
             return start
-        if len(values) - start >= MIN_RUN and len(values[start]) < MAX_VALUE_SIZE:
-            done = self._append_uniform_run(values, start)
-            if done == len(values):
-                return done
-            start = done  # a shorter run, or the tables ended: go on record by record
-        parts = self.parts
-        append = parts.append
-        prefix = VALUE_ONLY_PREFIX
-        table = ZIGZAG
-        delta = self.record_count
-        size = self.size
-        limit = self.batch_size
-        n = len(values)
-        i = start
-        while i < n:
-            v = values[i]
-            vlen = len(v)
-            if delta >= _TABLE_SIZE - 1 or vlen >= _TABLE_SIZE - 8:
-                break
-            p = prefix[delta]
-            lv = table[vlen]
-            rlen = len(p) + len(lv) + vlen + 1
-            lr = table[rlen]
-            add = len(lr) + rlen
-            if delta and size + add > limit:
-                break
-            append(lr)
-            append(p)
-            append(lv)
-            append(v)
-            append(b"\x00")
-            size += add
-            delta += 1
-            i += 1
-        self.size = size
-        self.record_count = delta
-        if i < n and (delta >= _TABLE_SIZE - 1 or len(values[i]) >= _TABLE_SIZE - 8
-                      or i == start):
+        parts, i, used = encode_values(values, start, self.record_count,
+                                       self.batch_size - self.size)
+        self._took(parts, i - start, used)
+        if i < len(values) and (i == start or self.record_count >= MAX_DELTA
+                                or len(values[i]) > MAX_FIELDS):
             # Past the tables (offset delta or value length), or a first record bigger
             # than the batch: the general encoder takes values until the batch is full.
-            while i < n and self.append(None, None, values[i]) is not None:
+            while i < len(values) and self.append(None, None, values[i]) is not None:
                 i += 1
         return i
 
@@ -161,79 +124,20 @@ class ProducerBatch:
         last pair appended (== start when nothing fit)."""
         if self.closed:
             return start
-        append = self.parts.append
-        table = ZIGZAG
-        delta = self.record_count
-        size = self.size
-        limit = self.batch_size
-        n = len(values)
-        i = start
-        big = _TABLE_SIZE - 16
-        while i < n:
-            k = keys[i]
-            v = values[i]
-            vlen = len(v)
-            klen = 0 if k is None else len(k)
-            if delta >= _TABLE_SIZE - 1 or klen + vlen >= big:
-                break
-            od = table[delta]
-            kl = b"\x01" if k is None else table[klen]
-            lv = table[vlen]
-            rlen = 3 + len(od) + len(kl) + klen + len(lv) + vlen  # attrs, ts, header count
-            lr = table[rlen]
-            add = len(lr) + rlen
-            if delta and size + add > limit:
-                break
-            append(lr)
-            append(b"\x00\x00")  # attributes, timestamp delta 0
-            append(od)
-            append(kl)
-            if k is not None:
-                append(k)
-            append(lv)
-            append(v)
-            append(b"\x00")  # no headers
-            size += add
-            delta += 1
-            i += 1
-        self.size = size
-        self.record_count = delta
-        if i < n and (delta >= _TABLE_SIZE - 1 or i == start or klen_of(keys[i])
-                      + len(values[i]) >= big):
-            # Past the tables, or a first record bigger than the batch: the general
-            # encoder takes records until the batch is full.
-            while i < n and self.append(None, keys[i], values[i]) is not None:
+        parts, i, used = encode_key_values(keys, values, start, self.record_count,
+                                           self.batch_size - self.size)
+        self._took(parts, i - start, used)
+        if i < len(values) and (i == start or self.record_count >= MAX_DELTA
+                                or max(klen_of(keys[i]), len(values[i])) > MAX_FIELDS // 2):
+            while i < len(values) and self.append(None, keys[i], values[i]) is not None:
                 i += 1
         return i
 
-    def _append_uniform_run(self, values: Sequence[bytes], start: int) -> int:
-        """The run of values from `start` that share one length and fit the batch, encoded
-        without a per-record Python loop: the cached heads for that length are interleaved
-        with the values (list slice assignment) and joined once at build(). Returns the
-        index after the run (== start when there is no such run of at least _MIN_RUN)."""
-        vlen = len(values[start])
-        head = values[start:start + MIN_RUN]
-        if len(head) < MIN_RUN or set(map(len, head)) != {vlen}:
-            return start  # varying lengths: no table is built for them
-        delta = self.record_count
-        layout = layout_for(vlen)
-        k = layout.fit(delta, self.batch_size - self.size)
-        if delta == 0 and k == 0:
-            k = 1  # a batch always takes its first record
-        k = min(k, len(values) - start)
-        if k < MIN_RUN:
-            return start
-        run = values[start:start + k]
-        if set(map(len, run)) != {vlen}:
-            # Mixed lengths: keep the uniform prefix, if it is long enough.
-            k = next(j for j, v in enumerate(run) if len(v) != vlen)
-            if k < MIN_RUN:
-                return start
-            run = run[:k]
-        self.parts += layout.encode(run, delta)
-        self.size += layout.size_of(delta, k)
-        self.record_count = delta + k
-        return start + k
+    def _took(self, parts: list[bytes], count: int, size: int) -> None:
+        if count:
+            self.parts += parts
+            self.size += size
+            self.record_count += count
 
     # -- building --------------------------------------------------------------------------
 

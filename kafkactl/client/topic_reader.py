@@ -21,6 +21,7 @@ from typing import Any, NamedTuple
 
 from kafkactl.client.consumer import Consumer
 from kafkactl.client.fetcher import ConsumerRecord, PartitionFetch, TopicPartition
+from kafkactl.client.record_format import BatchFormat
 from kafkactl.record.value_scan import fast_key_values, fast_values
 
 # Rendered records: (bytes, how many records they hold). A piece of more than one record
@@ -91,7 +92,7 @@ def plain_lines(batch: Any, fetch_offset: int, sep: bytes | None, limit: int | N
     if None in values:
         values = [b"" if v is None else v for v in values]
     if keys is None:
-        return b"\n".join(values) + b"\n", n
+        return b"\n".join([*values, b""]), n  # the empty last item: the last newline
     if None in keys:
         keys = [b"" if k is None else k for k in keys]
     parts: list[bytes | None] = [b"\n"] * (4 * n)
@@ -169,11 +170,12 @@ class TopicReader:
                         self._rewind(chunks, returned)
                         return
 
-    def lines(self, render: RecordRenderer | None = None, key_separator: bytes | None = None
-              ) -> Iterator[list[Piece]]:
+    def lines(self, render: RecordRenderer | None = None, key_separator: bytes | None = None,
+              batch_format: BatchFormat | None = None) -> Iterator[list[Piece]]:
         """The records of each poll that brought any, rendered: by `render` one by one, or
         without it as `value\\n` (`key SEP value\\n` with a key_separator), where a
-        header-less magic-2 batch is joined in C as a whole."""
+        header-less magic-2 batch is joined in C as a whole. A `batch_format` (the same
+        format as `render`) renders such batches as a whole too."""
         plain = render is None
         if render is None:
             render = plain_renderer(key_separator)
@@ -188,8 +190,11 @@ class TopicReader:
                     # offset after the last record returned is known (the batch's end)
                     whole = remaining is None or \
                         remaining > b.last_offset - max(b.base_offset, pf.fetch_offset)
-                    fast = (plain_lines(b, pf.fetch_offset, key_separator, None)
-                            if plain and whole else None)
+                    fast = None
+                    if whole and plain:
+                        fast = plain_lines(b, pf.fetch_offset, key_separator, None)
+                    elif whole and batch_format is not None:
+                        fast = batch_format.render(b, pf.fetch_offset, pf.topic, pf.partition)
                     if fast is not None:
                         buf.append(fast)
                         n = fast[1]

@@ -148,3 +148,22 @@ def test_topic_pattern_must_match_the_whole_name(broker) -> None:
     assert err.startswith("error: ")
     r = consume(broker.bootstrap, "--topic-pattern", "^gree.*", "--from-beginning")
     assert r.returncode == 0 and r.stdout == b"hello\n", r.stderr
+
+
+def test_format_of_keyed_lines_of_many_lengths_is_kcats(broker) -> None:
+    """`-f` over header-less batches (rendered a batch at a time) prints what kcat -f
+    prints for the same format: keyed lines of 50-500 bytes from kcat -P -K, some without
+    the key separator, read whole and from inside a batch."""
+    lines = b"".join(b"10.0.%d.%d GET /%s\n" % (i % 256, i % 9, b"p" * (40 + i * 37 % 450))
+                     if i % 10 else b"no-separator-%d\n" % i for i in range(3000))
+    subprocess.run(["kcat", "-b", broker.bootstrap, "-P", "-t", "fmtlines", "-K", " "],
+                   input=lines, check=True, timeout=60)
+    for fmt in ("%k\\t%s\\n", "%o %K %S %k|%s\\n"):
+        for start in (["-o", "beginning"], ["-o", "1234"]):
+            kcat = subprocess.run(["kcat", "-b", broker.bootstrap, "-C", "-t", "fmtlines",
+                                   "-e", "-q", *start, "-f", fmt], capture_output=True,
+                                  check=True, timeout=60)
+            ours = consume(broker.bootstrap, "-t", "fmtlines", "-o",
+                           start[1].replace("beginning", "earliest"), "-f", fmt)
+            assert ours.returncode == 0, ours.stderr
+            assert ours.stdout == kcat.stdout and ours.stdout

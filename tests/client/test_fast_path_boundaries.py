@@ -1,6 +1,7 @@
 """Every producer/consumer fast path against the general path at its edges: exactly at, one
 below and one above each table size (record.uniform's MAX_RECORDS offset deltas and
-MAX_VALUE_SIZE, the varint tables' _TABLE_SIZE, MIN_RUN, one-/two-byte varint lengths) and
+MAX_VALUE_SIZE, the varint tables' _TABLE_SIZE, record.columns' MAX_DELTA and MAX_FIELDS,
+MIN_RUN, one-/two-byte varint lengths) and
 batch.size (a batch that holds exactly n records, one byte less, one byte more).
 
 The reference is the general encoder: `ProducerBatch.append` (record.batch.encode_record)
@@ -17,14 +18,16 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kafkactl.client.accumulator import RecordAccumulator
-from kafkactl.client.producer_batch import _TABLE_SIZE, ProducerBatch
+from kafkactl.client.producer_batch import ProducerBatch
 from kafkactl.record.batch import RecordBatch, encode_record
 from kafkactl.record.codecs import Compression
+from kafkactl.record.columns import MAX_DELTA, MAX_FIELDS, ZIGZAG
 from kafkactl.record.uniform import MAX_RECORDS, MAX_VALUE_SIZE, MIN_RUN
 from kafkactl.record.value_scan import fast_key_values, fast_values
 from tests.hypothesis_profiles import examples
 
 TS = 1_700_000_000_000
+_TABLE_SIZE = len(ZIGZAG)  # the varint tables' size
 
 
 def reference(keys: Sequence[bytes | None], values: Sequence[bytes]) -> bytes:
@@ -93,7 +96,8 @@ def test_equal_length_runs_around_max_records(count: int, vlen: int) -> None:
     assert check(None, values, 1 << 30) == [count]  # one batch, past the tables
 
 
-@pytest.mark.parametrize("count", [MAX_RECORDS - 1, MAX_RECORDS, MAX_RECORDS + 1])
+@pytest.mark.parametrize("count", [MAX_RECORDS - 1, MAX_RECORDS, MAX_RECORDS + 1, 64, 65,
+                                   8192, 8193, MAX_DELTA, MAX_DELTA + 1, MAX_DELTA + 2])
 def test_keyed_runs_around_the_delta_table(count: int) -> None:
     keys = [b"k%d" % (i % 7) for i in range(count)]
     values = [b"v" * (i % 9) for i in range(count)]
@@ -134,7 +138,9 @@ def test_keyed_batch_size_boundaries(slack: int) -> None:
 # -- value lengths at each table's edge --------------------------------------------------------
 
 @pytest.mark.parametrize("vlen", [MAX_VALUE_SIZE - 1, MAX_VALUE_SIZE, MAX_VALUE_SIZE + 1,
-                                  _TABLE_SIZE - 9, _TABLE_SIZE - 8, _TABLE_SIZE - 7])
+                                  _TABLE_SIZE - 9, _TABLE_SIZE - 8, _TABLE_SIZE - 7,
+                                  MAX_FIELDS - 1, MAX_FIELDS, MAX_FIELDS + 1,
+                                  MAX_FIELDS // 2, MAX_FIELDS // 2 + 1])
 @pytest.mark.parametrize("count", [MIN_RUN - 1, MIN_RUN, MIN_RUN + 1])
 def test_value_lengths_at_table_edges(vlen: int, count: int) -> None:
     values = [bytes([65 + i % 26]) * vlen for i in range(count)]

@@ -1,0 +1,219 @@
+"""Columnar encoding of header-less v2 records: a list of values (or of keys and values) of
+any lengths into the records section's bytes, without a Python loop per record.
+
+What line producers write: attributes 0, timestamp delta 0 (the batch's timestamp),
+offset delta = the record's index in the batch, no headers. A record is then
+
+    length | 00 | 00 | offset delta | key length (01: null) | key | value length | value | 00
+
+and everything but the key and value is a function of the key length, the value length and
+the offset delta: tables by those (built on demand) give the parts, `map` looks them up for
+a whole run of records, slice assignment interleaves them with the keys and values (a
+record's header count goes with the next record's head: four parts a null-key record, six
+a keyed one), and
+`bytes.join` assembles the section once per batch. Sizes come from the same tables, summed
+with `itertools.accumulate`, so a batch is filled to exactly the record that would not fit.
+The bytes are those of `encode_record` (tests/record/test_columns.py compares them).
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_right
+from collections.abc import Callable, Sequence
+from itertools import accumulate, compress, count, repeat
+from operator import add, is_
+from typing import TypeVar
+
+from kafkactl.record.varint import _UNSIGNED_CACHE
+
+T = TypeVar("T")
+
+# ZIGZAG[n]: the zig-zag varint of 0 <= n < len(ZIGZAG) (the unsigned varint of 2n).
+ZIGZAG: tuple[bytes, ...] = _UNSIGNED_CACHE[0::2]
+MAX_DELTA = len(ZIGZAG) - 1  # offset deltas the tables cover (the caller encodes the rest)
+# Key and value lengths the tables cover: a record's length must stay inside ZIGZAG too.
+MAX_FIELDS = MAX_DELTA - 32
+RUN = 4096  # records encoded per step (a batch takes what fits of a step's run)
+NULL_KEY = b"\x01"
+NO_HEADERS = b"\x00"
+ATTRIBUTES_AND_TIMESTAMP = b"\x00\x00"  # attributes 0, timestamp delta 0
+
+# Offset deltas by the width of their varint: [start, end) and width.
+_DELTA_CLASSES = ((0, 64, 1), (64, 8192, 2), (8192, MAX_DELTA, 3))
+
+
+def _grow(table: list[T], size: int, item: Callable[[int], T]) -> list[T]:
+    """`table` extended with item(n) up to index `size` (tables grow on demand)."""
+    if len(table) <= size:
+        table.extend(item(n) for n in range(len(table), size + 1))
+    return table
+
+
+# _FIELD[n]: bytes of a key or value of length n with its length varint.
+_FIELD: list[int] = []
+# _NULL_KEY_VALUE_LENGTH[n]: the null key and the length varint of a value of length n.
+_NULL_KEY_VALUE_LENGTH: list[bytes] = []
+
+
+class _Tables:
+    """For records whose offset delta varint is `width` bytes long, by an index x: `head[x]`
+    (record length varint, attributes, timestamp delta), `after[x]` (the same after the
+    previous record's header count) and `size[x]` (the whole record's bytes). Null-key
+    records (`keyed` False) are indexed by the value length; keyed ones by the bytes of key
+    and value with their length varints."""
+
+    __slots__ = ("width", "keyed", "head", "after", "size")
+
+    def __init__(self, width: int, keyed: bool) -> None:
+        self.width = width
+        self.keyed = keyed
+        self.head: list[bytes] = []
+        self.after: list[bytes] = []  # the previous record's header count 0, then head
+        self.size: list[int] = []
+
+    def cover(self, top: int) -> None:
+        """Make the tables reach index `top`."""
+        if len(self.head) > top:
+            return
+        field = _grow(_FIELD, top, _field_size)
+        for x in range(len(self.head), top + 1):
+            # attributes + timestamp delta + offset delta + key + value + header count
+            length = 3 + self.width + (x if self.keyed else 1 + field[x])
+            lv = ZIGZAG[length]
+            self.head.append(lv + ATTRIBUTES_AND_TIMESTAMP)
+            self.after.append(NO_HEADERS + lv + ATTRIBUTES_AND_TIMESTAMP)
+            self.size.append(len(lv) + length)
+
+
+def _field_size(n: int) -> int:
+    return len(ZIGZAG[n]) + n
+
+
+def _null_key_value_length(n: int) -> bytes:
+    return NULL_KEY + ZIGZAG[n]
+
+
+_VALUE_TABLES = {w: _Tables(w, False) for _, _, w in _DELTA_CLASSES}
+_KEYED_TABLES = {w: _Tables(w, True) for _, _, w in _DELTA_CLASSES}
+
+
+def _delta_class(delta: int) -> tuple[int, int, int] | None:
+    for cls in _DELTA_CLASSES:
+        if delta < cls[1]:
+            return cls
+    return None
+
+
+def _lengths(column: Sequence[bytes], limit: int) -> tuple[list[int], int]:
+    """len() of each item, cut before the first one longer than `limit`, and the longest."""
+    lengths = list(map(len, column))
+    top = max(lengths, default=0)
+    if top > limit:
+        lengths = lengths[:next(i for i, n in enumerate(lengths) if n > limit)]
+        top = max(lengths, default=0)
+    return lengths, top
+
+
+def _heads(table: _Tables, index: list[int]) -> list[bytes]:
+    """Each record's head, after the previous record's header count but for the first."""
+    heads = list(map(table.after.__getitem__, index))
+    heads[0] = table.head[index[0]]
+    return heads
+
+
+def _fit(totals: list[int], room: int, first_in_batch: bool) -> int:
+    """How many records fit in `room` bytes, given their running totals of bytes; the first
+    record of a batch always does."""
+    k = bisect_right(totals, room)
+    return 1 if k == 0 and first_in_batch and totals else k
+
+
+def encode_values(values: Sequence[bytes], start: int, first_delta: int, room: int
+                  ) -> tuple[list[bytes], int, int]:
+    """Null-key records holding values[start:], from offset delta `first_delta`, while they
+    fit in `room` bytes (the first record of a batch, delta 0, always fits). Returns the
+    parts to join, the index after the last value encoded and the bytes they take. Stops
+    early at a value longer than MAX_FIELDS or at offset delta MAX_DELTA: the caller encodes
+    that record some other way."""
+    parts: list[bytes] = []
+    i, delta, used = start, first_delta, 0
+    n = len(values)
+    while i < n and (cls := _delta_class(delta)) is not None:
+        table = _VALUE_TABLES[cls[2]]
+        run = values[i:i + min(RUN, cls[1] - delta)]
+        lengths, top = _lengths(run, MAX_FIELDS)
+        if not lengths:
+            break
+        table.cover(top)
+        totals = list(accumulate(map(table.size.__getitem__, lengths)))
+        k = _fit(totals, room - used, delta == 0)
+        if k == 0:
+            break
+        full = k < len(lengths)
+        if k < len(run):
+            lengths, run = lengths[:k], run[:k]
+        out: list[bytes] = [NO_HEADERS] * (4 * k + 1)  # the last: the run's header count
+        out[0:-1:4] = _heads(table, lengths)
+        out[1::4] = ZIGZAG[delta:delta + k]
+        out[2::4] = map(_grow(_NULL_KEY_VALUE_LENGTH, top, _null_key_value_length).__getitem__,
+                        lengths)
+        out[3::4] = run
+        parts += out
+        used += totals[k - 1]
+        delta += k
+        i += k
+        if full:
+            break
+    return parts, i, used
+
+
+def encode_key_values(keys: Sequence[bytes | None], values: Sequence[bytes], start: int,
+                      first_delta: int, room: int) -> tuple[list[bytes], int, int]:
+    """As encode_values, for (key or None, value) pairs from index `start`."""
+    parts: list[bytes] = []
+    i, delta, used = start, first_delta, 0
+    n = len(values)
+    while i < n and (cls := _delta_class(delta)) is not None:
+        table = _KEYED_TABLES[cls[2]]
+        end = i + min(RUN, cls[1] - delta)
+        run, krun = values[i:end], keys[i:end]
+        nulls: list[int] = []
+        if None in krun:
+            krun = list(krun)
+            nulls = list(compress(count(), map(is_, krun, repeat(None))))
+            for j in nulls:
+                krun[j] = b""
+        lengths, top = _lengths(run, MAX_FIELDS // 2)
+        klengths, ktop = _lengths(krun, MAX_FIELDS // 2)  # type: ignore[arg-type]
+        m = min(len(lengths), len(klengths))
+        if m == 0:
+            break
+        if m < len(lengths) or m < len(klengths):
+            lengths, klengths = lengths[:m], klengths[:m]
+        field = _grow(_FIELD, max(top, ktop), _field_size)
+        sizes = list(map(add, map(field.__getitem__, klengths), map(field.__getitem__, lengths)))
+        table.cover(field[top] + field[ktop])
+        totals = list(accumulate(map(table.size.__getitem__, sizes)))
+        k = _fit(totals, room - used, delta == 0)
+        if k == 0:
+            break
+        full = k < m
+        key_lengths = list(map(ZIGZAG.__getitem__, klengths[:k]))
+        for j in nulls:
+            if j >= k:
+                break
+            key_lengths[j] = NULL_KEY  # as long as the empty key's length 0
+        out: list[bytes | None] = [NO_HEADERS] * (6 * k + 1)  # the last: header count
+        out[0:-1:6] = _heads(table, sizes[:k])
+        out[1::6] = ZIGZAG[delta:delta + k]
+        out[2::6] = key_lengths
+        out[3::6] = krun[:k]
+        out[4::6] = map(ZIGZAG.__getitem__, lengths[:k])
+        out[5::6] = run[:k]
+        parts += out  # type: ignore[arg-type]  # no None is left
+        used += totals[k - 1]
+        delta += k
+        i += k
+        if full:
+            break
+    return parts, i, used
