@@ -56,7 +56,9 @@ def start_broker(*overrides: str, data_dir: Path | None = None,
         args += ["--override", f"listeners=PLAINTEXT://127.0.0.1:{port},{extra_listeners}"]
     for o in overrides:
         args += ["--override", o]
-    proc = subprocess.Popen(args)
+    # cwd: not a checkout, so `python -m` takes kafkactl from PYTHONPATH (--kafkactl DIR
+    # rounds) or the installed package, not from the directory the bench runs in
+    proc = subprocess.Popen(args, cwd=d)
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
         if proc.poll() is not None:
