@@ -12,6 +12,8 @@ import logging
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from kafkactl.protocol.properties import parse_properties
+
 log = logging.getLogger(__name__)
 
 LONG_MAX = 2**63 - 1
@@ -116,37 +118,6 @@ BROKER_DEFAULTS.update({
 class ConfigError(ValueError):
     """A configuration file or value that cannot be used (message names the key)."""
 
-
-def parse_properties(text: str) -> dict[str, str]:
-    """Parse Java .properties text: `k=v`, `k: v` or `k v`, `#`/`!` comments, `\\` continuations."""
-    out: dict[str, str] = {}
-    logical: list[str] = []
-    for raw in text.splitlines():
-        line = raw.strip() if not logical else raw.lstrip()
-        if not logical and (not line or line[0] in "#!"):
-            continue
-        if line.endswith("\\") and not line.endswith("\\\\"):
-            logical.append(line[:-1])
-            continue
-        logical.append(line)
-        entry = "".join(logical)
-        logical = []
-        key, value = _split_property(entry)
-        out[key] = value
-    if logical:
-        key, value = _split_property("".join(logical))
-        out[key] = value
-    return out
-
-
-def _split_property(entry: str) -> tuple[str, str]:
-    for i, ch in enumerate(entry):
-        if ch in "=:" or ch.isspace():
-            rest = entry[i:].lstrip()
-            if rest[:1] in ("=", ":"):
-                rest = rest[1:]
-            return entry[:i].strip(), rest.strip()
-    return entry.strip(), ""
 
 
 def parse_override(text: str) -> tuple[str, str]:

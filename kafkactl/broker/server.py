@@ -76,7 +76,7 @@ class BrokerStartupError(Exception):
 def read_meta_properties(path: Path) -> dict[str, str]:
     """meta.properties as a dict; {} when absent or damaged (not UTF-8 text, a broker.id
     or version that is not a number): a damaged file is logged and rewritten."""
-    from kafkactl.broker.config import parse_properties
+    from kafkactl.protocol.properties import parse_properties
 
     try:
         meta = parse_properties(path.read_bytes().decode("utf-8"))

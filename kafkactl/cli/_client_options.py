@@ -85,8 +85,8 @@ def client_properties(props: list[str], command_config: Path | None, *,
                       check: bool = True) -> dict[str, str]:
     """The security properties of `--command-config FILE` overlaid by `-X key=value`;
     with `check`, an -X name that is no security property is an error (exit 2)."""
-    from kafkactl.broker.config import parse_properties
     from kafkactl.client.security import SECURITY_KEYS
+    from kafkactl.protocol.properties import parse_properties
 
     merged: dict[str, str] = {}
     try:

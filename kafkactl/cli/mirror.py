@@ -148,7 +148,7 @@ def mirror(
 
 def _read_config(path: Path | None, option: str) -> dict[str, str]:
     """A Java properties file (MirrorMaker's --consumer.config / --producer.config)."""
-    from kafkactl.broker.config import parse_properties
+    from kafkactl.protocol.properties import parse_properties
 
     if path is None:
         return {}

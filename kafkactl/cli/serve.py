@@ -101,7 +101,8 @@ def event_loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:
 
 
 def _explicit_keys(config: Path | None, flags: dict[str, str], override: list[str]) -> set[str]:
-    from kafkactl.broker.config import parse_override, parse_properties
+    from kafkactl.broker.config import parse_override
+    from kafkactl.protocol.properties import parse_properties
 
     keys = set(flags)
     if config is not None:

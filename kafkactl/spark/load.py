@@ -102,7 +102,7 @@ def security_properties(path: str | None) -> dict[str, str]:
     """The security properties of a --command-config file (other keys are ignored)."""
     if not path:
         return {}
-    from kafkactl.broker.config import parse_properties
+    from kafkactl.protocol.properties import parse_properties
 
     try:
         with open(path, encoding="utf-8") as f:
