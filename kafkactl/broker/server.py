@@ -28,6 +28,7 @@ from kafkactl.broker.handlers import HANDLERS
 from kafkactl.broker.isr_changer import IsrChanger
 from kafkactl.broker.metadata_cache import BrokerEndpoint, StandaloneMetadataCache
 from kafkactl.broker.network import SocketServer
+from kafkactl.broker.open_files import check_start_limit
 from kafkactl.broker.partition_store import PartitionStore, TopicLogConfigs
 from kafkactl.broker.producer_id_manager import ProducerIdManager
 from kafkactl.broker.purgatory import FetchPurgatory
@@ -239,6 +240,7 @@ class KafkaServer:
             raise BrokerStartupError(str(e)) from e
         log_configs = TopicLogConfigs(
             default_log_config, {n: t.configs for n, t in topic_metadata.topics.items()})
+        check_start_limit(log_dirs)
         try:
             log_manager = self.log_manager = LogManager(log_dirs, default_log_config,
                                                         topic_config=log_configs.for_topic)

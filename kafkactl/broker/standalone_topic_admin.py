@@ -15,7 +15,6 @@ import contextlib
 import json
 import logging
 import os
-import resource
 import uuid
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -23,6 +22,7 @@ from typing import Any
 
 from kafkactl.broker.config import BrokerConfig
 from kafkactl.broker.metadata_cache import StandaloneMetadataCache
+from kafkactl.broker.open_files import check_open_file_room
 from kafkactl.broker.partition_store import PartitionStore
 from kafkactl.broker.topic_admin import (
     NO_NUM_PARTITIONS,
@@ -42,29 +42,6 @@ from kafkactl.protocol.errors import ErrorCode
 log = logging.getLogger(__name__)
 
 METADATA_FILE = "topic-metadata.json"
-FILES_PER_PARTITION = 3  # the active segment's .log, .index and .timeindex
-RESERVED_FILES = 512  # connections, checkpoints, snapshots
-
-
-def check_open_file_room(new_partitions: int) -> None:
-    """Refuse (INVALID_PARTITIONS, before anything is made) partitions the process could
-    not hold open: each keeps FILES_PER_PARTITION descriptors, and running out of them
-    mid-request would stall the broker for as long as it takes to undo the work."""
-    soft, _hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    if soft == resource.RLIM_INFINITY:
-        return
-    try:
-        open_now = len(os.listdir("/proc/self/fd"))
-    except OSError:
-        open_now = 0
-    room = (soft - RESERVED_FILES - open_now) // FILES_PER_PARTITION
-    if new_partitions > room:
-        raise TopicError(
-            ErrorCode.INVALID_PARTITIONS,
-            f"{new_partitions} new partitions need about "
-            f"{new_partitions * FILES_PER_PARTITION} open files; this broker has room for "
-            f"{max(room, 0)} more partitions (open files limit {soft}: raise `ulimit -n` "
-            f"or ask for fewer)")
 
 
 class TopicMetadataFile:
