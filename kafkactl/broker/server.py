@@ -462,6 +462,9 @@ class KafkaServer:
             return  # start-up stopped before anything ran: nothing to stop
         if ss is not None:
             ss.stop_accepting()
+        if self.services is not None and isinstance(self.services.topic_admin,
+                                                    StandaloneTopicAdmin):
+            self.services.topic_admin.cancel_creations()  # the next start makes the rest
         if self.purgatory is not None:
             self.purgatory.shutdown()
         if self.services is not None:

@@ -11,10 +11,12 @@ assignment must name this broker, and the new partitions must fit in its open-fi
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import logging
 import os
+import time
 import uuid
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -42,6 +44,11 @@ from kafkactl.protocol.errors import ErrorCode
 log = logging.getLogger(__name__)
 
 METADATA_FILE = "topic-metadata.json"
+# A CreateTopics of more partitions than this makes them on the event loop in slices of at
+# most CREATE_SLICE_S seconds, answering other requests in between; smaller topics are made
+# before the answer, in one go.
+INLINE_PARTITIONS = 100
+CREATE_SLICE_S = 0.005
 
 
 class TopicMetadataFile:
@@ -104,6 +111,7 @@ class StandaloneTopicAdmin:
         self.broker_id = broker_id
         self.default_partitions = default_partitions
         self.delete_enabled = delete_enabled
+        self._creating: dict[str, asyncio.Task[ErrorCode]] = {}
 
     @property
     def topics(self) -> dict[str, TopicState]:
@@ -159,6 +167,8 @@ class StandaloneTopicAdmin:
 
     def auto_create(self, name: str, num_partitions: int | None = None,
                     configs: Mapping[str, str] | None = None) -> TopicState:
+        if name in self._creating:  # being made: not there yet (LEADER_NOT_AVAILABLE)
+            return self.metadata.topics[name]
         partitions = self.default_partitions if num_partitions is None else num_partitions
         return self._create(name, partitions, dict(configs or {}))
 
@@ -189,26 +199,85 @@ class StandaloneTopicAdmin:
         state = TopicState(name, uuid.uuid4(), num_partitions, configs)
         if validate_only:
             return state
+        if num_partitions > INLINE_PARTITIONS and self._loop() is not None:
+            self._start_creation(state, config)
+            return state
         try:
             for p in range(num_partitions):
                 self.store.make_partition(name, p, config)
             self.metadata.topics[name] = state
             self.metadata.write()
         except (OSError, LogError) as e:
-            # A full or failing disk: undo the partitions made so far, so the topic is
-            # either whole or absent (a retry can create it once space is freed).
-            self.metadata.topics.pop(name, None)
-            for p in range(num_partitions):
-                self.store.discard_partition(name, p)
-            log.error("cannot create topic %s: %s", name, e)
-            reason = e.strerror if isinstance(e, OSError) and e.strerror else e
-            raise TopicError(ErrorCode.KAFKA_STORAGE_ERROR,
-                             f"cannot create topic {name!r}: {reason}") from None
-        self.store.set_topic_overrides(name, configs)
-        self.cache.put_topic(name, state.topic_id, num_partitions)
-        log.info("created topic %s with %d partition(s)%s", name, num_partitions,
-                 f" and configs {configs}" if configs else "")
+            raise self._undo_creation(state, e) from None
+        self._announce(state)
         return state
+
+    @staticmethod
+    def _loop() -> asyncio.AbstractEventLoop | None:
+        try:
+            return asyncio.get_running_loop()
+        except RuntimeError:
+            return None
+
+    def _undo_creation(self, state: TopicState, e: OSError | LogError) -> TopicError:
+        """A full or failing disk: undo the partitions made so far, so the topic is either
+        whole or absent (a retry can create it once space is freed)."""
+        name = state.name
+        if self.metadata.topics.pop(name, None) is not None:
+            with contextlib.suppress(OSError):
+                self.metadata.write()
+        for p in range(state.num_partitions):
+            self.store.discard_partition(name, p)
+        self.store.forget_topic(name)
+        log.error("cannot create topic %s: %s", name, e)
+        reason = e.strerror if isinstance(e, OSError) and e.strerror else e
+        return TopicError(ErrorCode.KAFKA_STORAGE_ERROR, f"cannot create topic {name!r}: {reason}")
+
+    def _announce(self, state: TopicState) -> None:
+        self.store.set_topic_overrides(state.name, state.configs)
+        self.cache.put_topic(state.name, state.topic_id, state.num_partitions)
+        log.info("created topic %s with %d partition(s)%s", state.name, state.num_partitions,
+                 f" and configs {state.configs}" if state.configs else "")
+
+    # ---- creation in slices (large topics) ---------------------------------------------------
+    def _start_creation(self, state: TopicState, config: LogConfig) -> None:
+        """Decide durably (topic-metadata.json: a restart makes whatever is missing), then
+        make the partitions on the event loop in slices of at most CREATE_SLICE_S, so the
+        broker keeps answering other requests; the topic enters the metadata when whole."""
+        self.metadata.topics[state.name] = state
+        try:
+            self.metadata.write()
+        except OSError as e:
+            raise self._undo_creation(state, e) from None
+        self.store.set_topic_overrides(state.name, state.configs)
+        task = asyncio.get_running_loop().create_task(self._make_partitions(state, config))
+        self._creating[state.name] = task
+
+    async def _make_partitions(self, state: TopicState, config: LogConfig) -> ErrorCode:
+        try:
+            deadline = time.monotonic() + CREATE_SLICE_S
+            for p in range(state.num_partitions):
+                self.store.make_partition(state.name, p, config)
+                if time.monotonic() >= deadline:
+                    await asyncio.sleep(0)
+                    deadline = time.monotonic() + CREATE_SLICE_S
+        except (OSError, LogError) as e:
+            self._undo_creation(state, e)
+            return ErrorCode.KAFKA_STORAGE_ERROR
+        finally:
+            self._creating.pop(state.name, None)
+        self._announce(state)
+        return ErrorCode.NONE
+
+    def creating(self, name: str) -> bool:
+        """Whether `name`'s partitions are being made (it is not in the metadata yet)."""
+        return name in self._creating
+
+    def cancel_creations(self) -> None:
+        """Stop making partitions (shutdown): the next start makes the rest."""
+        for task in list(self._creating.values()):
+            task.cancel()
+        self._creating.clear()
 
     def _collision(self, name: str) -> str | None:
         norm = name.replace(".", "_")
@@ -231,6 +300,9 @@ class StandaloneTopicAdmin:
                              f"topic {name!r} does not exist")
         if not self.delete_enabled:
             raise TopicError(ErrorCode.TOPIC_DELETION_DISABLED, "delete.topic.enable is false")
+        creation = self._creating.pop(name, None)
+        if creation is not None:  # suspended between slices: it makes nothing more
+            creation.cancel()
         del self.metadata.topics[name]
         self.cache.remove_topic(name)
         # Decided first, durably: a crash from here on finishes the deletion at the next
@@ -276,8 +348,22 @@ class StandaloneTopicAdmin:
 
     async def settled(self, created: Sequence[str], deleted: Sequence[str],
                       timeout_ms: int) -> dict[str, ErrorCode]:
-        """Nothing to wait for: one broker creates and deletes before it answers."""
-        return {}
+        """Wait for the topics whose partitions are made in slices (the others were made
+        before the answer): REQUEST_TIMED_OUT for those not whole by the timeout (their
+        creation goes on), KAFKA_STORAGE_ERROR for those a disk error undid."""
+        tasks = {n: t for n in created if (t := self._creating.get(n)) is not None}
+        if not tasks:
+            return {}
+        await asyncio.wait(tasks.values(), timeout=max(0, timeout_ms) / 1000)
+        late: dict[str, ErrorCode] = {}
+        for name, task in tasks.items():
+            if not task.done():
+                late[name] = ErrorCode.REQUEST_TIMED_OUT
+            elif task.cancelled():
+                late[name] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            elif task.result() != ErrorCode.NONE:
+                late[name] = task.result()
+        return late
 
     # ---- configs ---------------------------------------------------------------------------
     def set_configs(self, name: str, configs: Mapping[str, str], *,
