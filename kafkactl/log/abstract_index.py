@@ -51,6 +51,7 @@ class AbstractIndex:
         self._lock = threading.Lock()
         self._mmap: Any = None  # the mapped bytes (FileMap.data, or mmap.mmap read-only)
         self._file_map: FileMap | None = None
+        self._dirty = False  # entries written since the last msync
         self._length = 0
         self._slots = 0
         self._entries = 0
@@ -92,8 +93,11 @@ class AbstractIndex:
             self._mmap = mmap.mmap(fd, length, access=mmap.ACCESS_READ)
 
     def _msync(self) -> None:
-        if self._file_map is not None:
+        """msync when entries were written since the last one (an msync costs a disk
+        write even when nothing changed: thousands of idle partitions at shutdown)."""
+        if self._file_map is not None and self._dirty:
             self._file_map.flush()
+            self._dirty = False
 
     def _unmap(self) -> None:
         fm, self._file_map = self._file_map, None
@@ -196,6 +200,7 @@ class AbstractIndex:
             return
         start, end = n * self.ENTRY_SIZE, self._entries * self.ENTRY_SIZE
         self._mmap[start:end] = bytes(end - start)
+        self._dirty = True
         self._entries = n
         self._entries_changed()
 
@@ -212,6 +217,7 @@ class AbstractIndex:
             assert self._mmap is not None
             pack = self._pack_entry
             self._mmap[0:need] = b"".join([pack(a, b) for a, b in entries])
+            self._dirty = True
             self._entries = len(entries)
             self._entries_changed()
 

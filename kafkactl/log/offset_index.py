@@ -77,6 +77,7 @@ class OffsetIndex(AbstractIndex):
                 f"Offset {offset} does not fit relative to base {self.base_offset}."
             )
         _ENTRY.pack_into(self._mmap, n * 8, rel, position)
+        self._dirty = True
         self._entries = n + 1
         self._last_rel = rel
 
