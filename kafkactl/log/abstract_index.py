@@ -44,7 +44,7 @@ class AbstractIndex:
         *,
         writable: bool = True,
     ) -> None:
-        self.path = Path(path)
+        self.path = path if isinstance(path, Path) else Path(path)
         self.base_offset = base_offset
         self.writable = writable
         self.max_index_size = max(self.ENTRY_SIZE, max_index_size)

@@ -211,13 +211,19 @@ class LogManager:
             log.warning("%s Treating it as absent: each log starts at its first segment "
                         "(`kafkactl recover %s` rewrites the file offline).", e, d)
             start_offsets = {}
-        for child in sorted(d.iterdir()):
-            if child.is_dir() and child.name.endswith(DELETE_DIR_SUFFIX):
+        with os.scandir(d) as it:  # names and d_type: no stat or Path per entry
+            entries = sorted((e.name, e.is_dir()) for e in it)
+        for name, is_dir in entries:
+            if not is_dir or name.startswith("."):
+                continue
+            child = d / name
+            if name.endswith(DELETE_DIR_SUFFIX):
                 self._pending_dir_deletes.append(child)
                 continue
-            if not is_partition_dir(child):
+            try:
+                tp = parse_topic_partition(name)
+            except LogError:
                 continue
-            tp = parse_topic_partition(child.name)
             if tp in self._logs:
                 raise LogError(
                     f"Partition {tp[0]}-{tp[1]} exists in two log directories "
