@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import json
 import logging
 import os
@@ -267,6 +268,7 @@ class StandaloneTopicAdmin:
         finally:
             self._creating.pop(state.name, None)
         self._announce(state)
+        gc.freeze()  # long-lived now: keep full collections short (see KafkaServer.startup)
         return ErrorCode.NONE
 
     def creating(self, name: str) -> bool:
