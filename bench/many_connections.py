@@ -56,10 +56,16 @@ def produce_frame(partition: int, records: int) -> bytes:
     return encode_request(ApiKey.PRODUCE, 9, 1, "conns", body)
 
 
-def producer(port: int, partition: int, records: int, t0: float, t1: float, out: Any) -> None:
-    """One request in flight; the requests answered inside [t0, t1]."""
+def producer(port: int, partition: int, records: int, seconds: float, ready: Any, go: Any,
+             out: Any) -> None:
+    """One request in flight; the requests answered in `seconds` after a 0.5 s warm-up
+    that starts when every producer is connected (`go`)."""
     s = connect(port)
     frame = produce_frame(partition, records)
+    ready.put(1)
+    go.wait()
+    t0 = time.monotonic() + 0.5
+    t1 = t0 + seconds
     done = 0
     while (now := time.monotonic()) < t1:
         s.sendall(frame)
@@ -71,15 +77,16 @@ def producer(port: int, partition: int, records: int, t0: float, t1: float, out:
 
 
 def run_producers(port: int, n: int, records: int, seconds: float) -> float:
-    """Records/s acknowledged to `n` producer processes over `seconds` (after a warm-up)."""
+    """Records/s acknowledged to `n` producer processes over `seconds`."""
     ctx = mp.get_context("spawn")
-    out = ctx.Queue()
-    start = time.monotonic() + 2.0  # spawned interpreters need a moment
-    t0, t1 = start + 0.5, start + 0.5 + seconds
-    procs = [ctx.Process(target=producer, args=(port, i, records, t0, t1, out))
+    out, ready, go = ctx.Queue(), ctx.Queue(), ctx.Event()
+    procs = [ctx.Process(target=producer, args=(port, i, records, seconds, ready, go, out))
              for i in range(n)]
     for p in procs:
         p.start()
+    for _ in procs:
+        ready.get(timeout=120)
+    go.set()
     total = sum(out.get(timeout=seconds + 60) for _ in procs)
     for p in procs:
         p.join()
