@@ -17,7 +17,7 @@ import logging
 import os
 import signal
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -396,10 +396,12 @@ class KafkaServer:
             if deleted:
                 log.info("retention removed %s segment(s)", deleted)
 
-        def checkpoint() -> None:
+        async def checkpoint() -> None:
             for part in list(partitions.partitions.values()):
                 part.take_snapshot()
-            log_manager.checkpoint()
+            # formatting and fsyncing thousands of entries: off the event loop
+            await asyncio.to_thread(log_manager.write_checkpoints,
+                                    log_manager.checkpoint_values())
             partitions.checkpoint_high_watermarks()
 
         self.log_cleaner = LogCleaner()
@@ -420,7 +422,8 @@ class KafkaServer:
             self._tasks.append(loop.create_task(self._every(
                 max_lag / 2000, lambda: replica_manager.shrink_isrs(max_lag), "ISR check")))
 
-    async def _every(self, interval: float, fn: Callable[[], None], what: str) -> None:
+    async def _every(self, interval: float, fn: Callable[[], Awaitable[None] | None],
+                     what: str) -> None:
         """Run fn every `interval` seconds until cancelled; a failure is logged and the
         next round runs as usual (disk errors in one line, without a traceback: the log
         manager already reports them per log dir)."""
@@ -428,7 +431,9 @@ class KafkaServer:
         while True:
             await asyncio.sleep(interval)
             try:
-                fn()
+                done = fn()
+                if done is not None:
+                    await done
             except OSError as e:
                 log.error("background %s failed: %s; will retry", what, e)
             except Exception:

@@ -237,6 +237,7 @@ class StandaloneTopicAdmin:
     def _announce(self, state: TopicState) -> None:
         self.store.set_topic_overrides(state.name, state.configs)
         self.cache.put_topic(state.name, state.topic_id, state.num_partitions)
+        gc.freeze()  # long-lived now: keep full collections short (see KafkaServer.startup)
         log.info("created topic %s with %d partition(s)%s", state.name, state.num_partitions,
                  f" and configs {state.configs}" if state.configs else "")
 
@@ -268,7 +269,6 @@ class StandaloneTopicAdmin:
         finally:
             self._creating.pop(state.name, None)
         self._announce(state)
-        gc.freeze()  # long-lived now: keep full collections short (see KafkaServer.startup)
         return ErrorCode.NONE
 
     def creating(self, name: str) -> bool:

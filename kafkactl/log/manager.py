@@ -169,6 +169,7 @@ class LogManager:
         self._log_dir_of: dict[TopicPartition, Path] = {}
         self._lock_fds: dict[Path, int] = {}
         self._lock = threading.RLock()
+        self._checkpoint_lock = threading.Lock()
         self._pending_dir_deletes: list[Path] = []
         self.had_clean_shutdown: dict[Path, bool] = {}
         self.loaded = False
@@ -338,22 +339,35 @@ class LogManager:
         """Write recovery-point and log-start-offset checkpoints for every dir. A dir
         whose files cannot be written keeps its previous ones (reported, retried next
         time); returns the dirs that failed."""
-        failed: list[Path] = []
+        return self.write_checkpoints(self.checkpoint_values())
+
+    def checkpoint_values(self) -> dict[Path, dict[str, dict[TopicPartition, int]]]:
+        """What `checkpoint` writes, per dir and file: cheap, taken on the thread that
+        changes the logs; `write_checkpoints` (formatting, fsync) may then run on another."""
+        with self._lock:
+            owners = list(self._log_dir_of.items())
+            logs = dict(self._logs)
+        out: dict[Path, dict[str, dict[TopicPartition, int]]] = {}
         for d in self.log_dirs:
-            tps = [tp for tp, owner in self._log_dir_of.items() if owner == d]
-            logs = [(tp, self._logs[tp]) for tp in tps if tp in self._logs]
-            for name, values in (
-                (RECOVERY_POINT_CHECKPOINT, {tp: lg.recovery_point for tp, lg in logs}),
-                (LOG_START_OFFSET_CHECKPOINT, {tp: lg.log_start_offset for tp, lg in logs}),
-            ):
-                try:
-                    write_checkpoint(d / name, values)
-                except OSError as e:
-                    self._remove_tmp(d / name)
-                    self.storage_errors.failed(
-                        d, f"cannot write {d / name}: {describe_os_error(e)}")
-                    failed.append(d)
-                    break
+            mine = [(tp, logs[tp]) for tp, owner in owners if owner == d and tp in logs]
+            out[d] = {RECOVERY_POINT_CHECKPOINT: {tp: lg.recovery_point for tp, lg in mine},
+                      LOG_START_OFFSET_CHECKPOINT: {tp: lg.log_start_offset for tp, lg in mine}}
+        return out
+
+    def write_checkpoints(self, values: dict[Path, dict[str, dict[TopicPartition, int]]]
+                          ) -> list[Path]:
+        failed: list[Path] = []
+        with self._checkpoint_lock:  # one writer per file (a thread's, then shutdown's)
+            for d, files in values.items():
+                for name, entries in files.items():
+                    try:
+                        write_checkpoint(d / name, entries)
+                    except OSError as e:
+                        self._remove_tmp(d / name)
+                        self.storage_errors.failed(
+                            d, f"cannot write {d / name}: {describe_os_error(e)}")
+                        failed.append(d)
+                        break
         return failed
 
     @staticmethod
