@@ -80,7 +80,9 @@ def row(goal: str, figure: str, value: float, unit: str, target: str, *,
 
 
 def print_rows(rows: list[dict[str, Any]]) -> None:
-    print(f"\n{'figure':46} {'value':>14} {'baseline':>30} {'ratio':>7}  goal")
+    load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
+    print(f"\n(load average {load} on {os.cpu_count()} cores: the machine is shared)")
+    print(f"{'figure':46} {'value':>14} {'baseline':>30} {'ratio':>7}  goal")
     for r in rows:
         base = (f"{r['baseline']} {r['baseline_value']:.4g}"
                 if r["baseline_value"] is not None else r["baseline"] or "-")
