@@ -3,7 +3,8 @@
 Each open segment keeps one descriptor, its .log: the .index and .timeindex are mapped
 without one (kafkactl.log.file_map). At start the broker raises its soft limit to the hard
 one, as Kafka's packaging and many servers do, then counts the segments on disk and warns
-when the limit leaves too little room for them and the connections. CreateTopics and
+when the limit leaves too little room for them and the connections (and when their index
+mappings come near vm.max_map_count). CreateTopics and
 CreatePartitions refuse partitions the limit cannot hold (`check_open_file_room`).
 """
 
@@ -20,6 +21,9 @@ from kafkactl.protocol.errors import ErrorCode
 
 FILES_PER_PARTITION = 1  # the active segment's .log (indexes are mapped without an fd)
 RESERVED_FILES = 512  # connections, checkpoints, snapshots, the Python runtime
+MAPS_PER_SEGMENT = 2  # its .index and .timeindex
+RESERVED_MAPS = 2048  # the interpreter, libraries, thread stacks
+MAX_MAP_COUNT = Path("/proc/sys/vm/max_map_count")
 
 log = logging.getLogger(__name__)
 
@@ -70,7 +74,23 @@ def check_start_limit(log_dirs: Iterable[Path]) -> int:
             "files limit is %d: the broker may fail to open them or to accept connections. "
             "Raise it (`ulimit -n %d` or more, LimitNOFILE= in a systemd unit) and restart.",
             segments, soft, segments + RESERVED_FILES + 1024)
+    check_map_count(segments)
     return segments
+
+
+def check_map_count(segments: int, path: Path = MAX_MAP_COUNT) -> None:
+    """Warn when the segments' index mappings come near vm.max_map_count (Linux)."""
+    try:
+        limit = int(path.read_text())
+    except (OSError, ValueError):
+        return
+    need = segments * MAPS_PER_SEGMENT + RESERVED_MAPS
+    if need > limit:
+        log.warning(
+            "The logs on disk have %d segments, each mapping its 2 index files, but "
+            "vm.max_map_count is %d: opening them may fail. Raise it (sysctl "
+            "vm.max_map_count=%d, as Kafka's docs also advise) and restart.",
+            segments, limit, need * 2)
 
 
 def check_open_file_room(new_partitions: int) -> None:

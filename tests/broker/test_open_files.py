@@ -93,3 +93,16 @@ def test_the_broker_raises_its_soft_limit_to_the_hard_one(tmp_path: Path) -> Non
         assert _limits_of(b.proc.pid) == (hard, hard)
     finally:
         b.stop()
+
+
+def test_start_warns_near_max_map_count(tmp_path: Path,
+                                        caplog: pytest.LogCaptureFixture) -> None:
+    limit = tmp_path / "max_map_count"
+    limit.write_text("4096\n")
+    with caplog.at_level(logging.WARNING):
+        open_files.check_map_count(2000, limit)
+    assert "vm.max_map_count is 4096" in caplog.text
+    caplog.clear()
+    with caplog.at_level(logging.WARNING):
+        open_files.check_map_count(10, limit)
+    assert not caplog.text
