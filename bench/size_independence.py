@@ -303,6 +303,10 @@ def main() -> None:
                   f"CPU {(broker.cpu_seconds() - cpu0) / dt:.0%}); raw sendfile "
                   f"{sendfiles[-1]:,.0f} MB/s")
         catch_up, sendfile = max(catch_ups), max(sendfiles)
+        small_end = log_end(port, "small")
+        nbytes, dt = consume(port, "small", 0, small_end, time.monotonic() + 600)
+        small_catch_up = nbytes / dt / 1e6
+        print(f"catch-up of small: {nbytes / 2**20:.0f} MiB at {small_catch_up:,.0f} MB/s")
         gb = f"{large / 2**30:.0f} GiB"
         rows = [
             row(GOAL, f"ingest, {gb} retained ({len(segs)} segments)", large_in, "rec/s",
@@ -313,6 +317,9 @@ def main() -> None:
             row(GOAL, f"catch-up from 0 of {gb}, {args.fetch_mb} MiB fetches", catch_up,
                 "MB/s", ">= 0.8x",
                 baseline="raw sendfile (best of 2)", baseline_value=sendfile),
+            row(GOAL, f"catch-up from 0 of {gb} (vs small topic)", catch_up, "MB/s",
+                "report", baseline=f"{args.small_mb:.0f} MB topic",
+                baseline_value=small_catch_up),
             row(GOAL, f"start-up with {gb} retained", start_s, "s", "report"),
         ]
         print_rows(rows)
