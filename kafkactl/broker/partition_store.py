@@ -99,6 +99,13 @@ class PartitionStore:
         self.partitions[(topic, partition)] = part
         return part
 
+    def prepare_logs(self, topic: str, partitions: range, config: LogConfig) -> None:
+        """Make the logs of `partitions` (directories, segment and index files) without
+        hosting them: thread-safe, so a worker thread can do the disk work of a large
+        creation; `make_partition` then finds each log made. Raises OSError or LogError."""
+        for p in partitions:
+            self.log_manager.create_log(topic, p, config)
+
     def remove_partition(self, topic: str, partition: int) -> None:
         """Stop hosting (topic, partition) and delete its log; fetches waiting on it
         return. Raises OSError if the log dir cannot be renamed for deletion."""

@@ -50,6 +50,7 @@ METADATA_FILE = "topic-metadata.json"
 # before the answer, in one go.
 INLINE_PARTITIONS = 100
 CREATE_SLICE_S = 0.005
+CREATE_CHUNK = 32  # logs made per worker-thread call
 
 
 class TopicMetadataFile:
@@ -113,6 +114,7 @@ class StandaloneTopicAdmin:
         self.default_partitions = default_partitions
         self.delete_enabled = delete_enabled
         self._creating: dict[str, asyncio.Task[ErrorCode]] = {}
+        self._stopping: set[str] = set()  # creations to stop at their next step
 
     @property
     def topics(self) -> dict[str, TopicState]:
@@ -244,7 +246,8 @@ class StandaloneTopicAdmin:
     # ---- creation in slices (large topics) ---------------------------------------------------
     def _start_creation(self, state: TopicState, config: LogConfig) -> None:
         """Decide durably (topic-metadata.json: a restart makes whatever is missing), then
-        make the partitions on the event loop in slices of at most CREATE_SLICE_S, so the
+        make the partitions: their files on a worker thread, CREATE_CHUNK at a time, and
+        the Partition objects on the event loop in slices of at most CREATE_SLICE_S, so the
         broker keeps answering other requests; the topic enters the metadata when whole."""
         self.metadata.topics[state.name] = state
         try:
@@ -256,30 +259,60 @@ class StandaloneTopicAdmin:
         self._creating[state.name] = task
 
     async def _make_partitions(self, state: TopicState, config: LogConfig) -> ErrorCode:
+        name = state.name
         try:
             deadline = time.monotonic() + CREATE_SLICE_S
-            for p in range(state.num_partitions):
-                self.store.make_partition(state.name, p, config)
-                if time.monotonic() >= deadline:
-                    await asyncio.sleep(0)
-                    deadline = time.monotonic() + CREATE_SLICE_S
+            for first in range(0, state.num_partitions, CREATE_CHUNK):
+                chunk = range(first, min(first + CREATE_CHUNK, state.num_partitions))
+                # the disk work on a worker thread: a slow mkdir or open (a busy disk)
+                # blocks it, not the event loop
+                await asyncio.to_thread(self.store.prepare_logs, name, chunk, config)
+                for p in chunk:
+                    if name in self._stopping:
+                        return self._stopped(name)
+                    self.store.make_partition(name, p, config)
+                    if time.monotonic() >= deadline:
+                        await asyncio.sleep(0)
+                        deadline = time.monotonic() + CREATE_SLICE_S
         except (OSError, LogError) as e:
+            if name in self._stopping:
+                return self._stopped(name)
             self._undo_creation(state, e)
             return ErrorCode.KAFKA_STORAGE_ERROR
         finally:
-            self._creating.pop(state.name, None)
+            self._creating.pop(name, None)
+            self._stopping.discard(name)
         self._announce(state)
         return ErrorCode.NONE
+
+    def _stopped(self, name: str) -> ErrorCode:
+        """A creation told to stop, between two steps. Shutdown: the next start makes the
+        rest. Deletion: delete_topic removed what was hosted; the logs made but not hosted
+        yet go too, and only then is the deletion finished (its durable mark cleared)."""
+        if name in self.metadata.topics:
+            return ErrorCode.REQUEST_TIMED_OUT
+        try:
+            self.store.delete_stray_logs(name)
+        except OSError as e:
+            log.error("cannot delete the logs of %s: %s; the next start deletes them",
+                      name, e.strerror or e)
+            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        if name in self.metadata.deleting:
+            self.metadata.deleting.discard(name)
+            with contextlib.suppress(OSError):
+                self.metadata.write()
+        return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
 
     def creating(self, name: str) -> bool:
         """Whether `name`'s partitions are being made (it is not in the metadata yet)."""
         return name in self._creating
 
-    def cancel_creations(self) -> None:
-        """Stop making partitions (shutdown): the next start makes the rest."""
-        for task in list(self._creating.values()):
-            task.cancel()
-        self._creating.clear()
+    async def stop_creations(self) -> None:
+        """Stop making partitions (shutdown), once each worker-thread step in progress
+        has finished: the next start makes the rest."""
+        tasks = list(self._creating.values())
+        self._stopping.update(self._creating)
+        await asyncio.gather(*tasks, return_exceptions=True)
 
     def _collision(self, name: str) -> str | None:
         norm = name.replace(".", "_")
@@ -302,9 +335,9 @@ class StandaloneTopicAdmin:
                              f"topic {name!r} does not exist")
         if not self.delete_enabled:
             raise TopicError(ErrorCode.TOPIC_DELETION_DISABLED, "delete.topic.enable is false")
-        creation = self._creating.pop(name, None)
-        if creation is not None:  # suspended between slices: it makes nothing more
-            creation.cancel()
+        creating = name in self._creating
+        if creating:  # it stops at its next step and deletes the logs it made meanwhile
+            self._stopping.add(name)
         del self.metadata.topics[name]
         self.cache.remove_topic(name)
         # Decided first, durably: a crash from here on finishes the deletion at the next
@@ -320,7 +353,7 @@ class StandaloneTopicAdmin:
                 log.error("cannot delete the log dir of %s-%d: %s; the next start "
                           "deletes it", name, p, e.strerror or e)
         self.store.forget_topic(name)
-        if not failed:
+        if not failed and not creating:
             self.metadata.deleting.discard(name)
             self.metadata.write()
         log.info("deleted topic %s", name)

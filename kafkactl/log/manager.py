@@ -167,6 +167,7 @@ class LogManager:
         self.broker_epoch = broker_epoch
         self._logs: dict[TopicPartition, Log] = {}
         self._log_dir_of: dict[TopicPartition, Path] = {}
+        self._logs_per_dir: dict[Path, int] = {}  # for create_log's choice (O(1), not O(logs))
         self._lock_fds: dict[Path, int] = {}
         self._lock = threading.RLock()
         self._checkpoint_lock = threading.Lock()
@@ -237,6 +238,7 @@ class LogManager:
             )
             self._logs[tp] = lg
             self._log_dir_of[tp] = d
+            self._logs_per_dir[d] = self._logs_per_dir.get(d, 0) + 1
         if clean:
             marker.unlink()  # from now on the dir is "in use": a crash means recovery
             fsync_dir(d)
@@ -250,18 +252,30 @@ class LogManager:
         return self._logs.get(tp)
 
     def create_log(self, topic: str, partition: int, config: LogConfig | None = None) -> Log:
-        """The log of (topic, partition), created in the least loaded dir if absent."""
+        """The log of (topic, partition), created in the least loaded dir if absent.
+        Thread-safe; the files are made outside the manager's lock (a slow disk must not
+        stall the threads that only list the logs)."""
         tp = (topic, partition)
         with self._lock:
             existing = self._logs.get(tp)
             if existing is not None:
                 return existing
-            counts = {d: 0 for d in self.log_dirs}
-            for owner in self._log_dir_of.values():
-                counts[owner] += 1
-            d = min(self.log_dirs, key=lambda x: (counts[x], self.log_dirs.index(x)))
+            counts = self._logs_per_dir
+            d = min(self.log_dirs, key=lambda x: (counts.get(x, 0), self.log_dirs.index(x)))
+            counts[d] = counts.get(d, 0) + 1  # reserved while the files are made
+        try:
             log = Log(d / f"{topic}-{partition}", config or self.config_for(topic),
                       needs_recovery=False, time=self._time)
+        except BaseException:
+            with self._lock:
+                counts[d] -= 1
+            raise
+        with self._lock:
+            existing = self._logs.get(tp)
+            if existing is not None:  # made by another thread meanwhile: keep that one
+                counts[d] -= 1
+                log.close()
+                return existing
             self._logs[tp] = log
             self._log_dir_of[tp] = d
             return log
@@ -273,7 +287,9 @@ class LogManager:
         tp = (topic, partition)
         with self._lock:
             lg = self._logs.pop(tp, None)
-            self._log_dir_of.pop(tp, None)
+            owner = self._log_dir_of.pop(tp, None)
+            if owner is not None:
+                self._logs_per_dir[owner] -= 1
         if lg is None:
             return False
         lg.close()

@@ -16,7 +16,7 @@ from kafkactl.broker import standalone_topic_admin
 from kafkactl.protocol.api_keys import ApiKey
 from kafkactl.protocol.codec import decode_response, encode_request
 from kafkactl.protocol.errors import ErrorCode
-from tests.broker.test_topic_admin import _open
+from tests.broker.test_topic_admin import Standalone, _open
 from tests.conftest import BrokerProcess
 
 N = 300
@@ -61,18 +61,23 @@ def test_other_work_runs_between_slices(tmp_path: Path, one_per_slice: None) -> 
         s.log_manager.shutdown()
 
 
+async def _until_some_hosted(s: Standalone) -> None:
+    while not s.store.partitions:  # the first worker-thread step has finished
+        await asyncio.sleep(0.001)
+
+
 def test_a_restart_makes_what_an_interrupted_creation_left(tmp_path: Path,
                                                            one_per_slice: None) -> None:
     s = _open(tmp_path)
 
     async def main() -> None:
         s.admin.create_topic("big", N, 1, [], [])
-        for _ in range(5):
-            await asyncio.sleep(0)
-        s.admin.cancel_creations()  # shutdown while it runs
+        await _until_some_hosted(s)
+        await s.admin.stop_creations()  # shutdown while it runs
 
     asyncio.run(main())
     assert 0 < len(s.store.partitions) < N
+    assert not s.admin.creating("big")
     s.log_manager.shutdown()
     s = _open(tmp_path)
     try:
@@ -89,8 +94,7 @@ def test_deleting_a_topic_being_created_stops_it(tmp_path: Path, one_per_slice: 
     async def main() -> dict[str, ErrorCode]:
         s.admin.create_topic("big", N, 1, [], [])
         waiter = asyncio.create_task(s.admin.settled(["big"], [], 60_000))
-        for _ in range(5):
-            await asyncio.sleep(0)
+        await _until_some_hosted(s)
         s.admin.delete_topic("big")
         return await waiter
 
@@ -98,7 +102,13 @@ def test_deleting_a_topic_being_created_stops_it(tmp_path: Path, one_per_slice: 
         late = asyncio.run(main())
         assert late == {"big": ErrorCode.UNKNOWN_TOPIC_OR_PARTITION}
         assert not s.store.partitions and s.cache.topic("big") is None
-        assert not list(tmp_path.glob("big-*[0-9]"))  # no log dir left to adopt
+        assert not s.log_manager.logs  # the logs made but not hosted yet went too
+        assert "big" not in s.admin.metadata.deleting  # the deletion is finished
+    finally:
+        s.log_manager.shutdown()
+    s = _open(tmp_path)  # and a restart brings nothing back
+    try:
+        assert s.cache.topic("big") is None and not s.store.partitions
     finally:
         s.log_manager.shutdown()
 
