@@ -7,6 +7,10 @@ and their overrides survive restarts; partition data lives in the LogManager's
 `<topic>-<partition>` directories, hosted through the PartitionStore. Only what a single
 broker adds to the common checks is here: the replication factor must be 1, every
 assignment must name this broker, and the new partitions must fit in its open-files limit.
+
+A large CreateTopics (over INLINE_PARTITIONS) is decided durably at once and its partitions
+made in the background, while the broker answers other requests; the CreateTopics answer
+waits for it (`settled`), and the topic enters the metadata when whole.
 """
 
 from __future__ import annotations
@@ -45,9 +49,10 @@ from kafkactl.protocol.errors import ErrorCode
 log = logging.getLogger(__name__)
 
 METADATA_FILE = "topic-metadata.json"
-# A CreateTopics of more partitions than this makes them on the event loop in slices of at
-# most CREATE_SLICE_S seconds, answering other requests in between; smaller topics are made
-# before the answer, in one go.
+# A CreateTopics of more partitions than this makes them in the background (files on a
+# worker thread, CREATE_CHUNK at a time; Partition objects on the event loop in slices of at
+# most CREATE_SLICE_S), answering other requests meanwhile; smaller topics are made before
+# the answer, in one go.
 INLINE_PARTITIONS = 100
 CREATE_SLICE_S = 0.005
 CREATE_CHUNK = 32  # logs made per worker-thread call
