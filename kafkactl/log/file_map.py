@@ -7,7 +7,7 @@ libc's `mmap` and closes the caller's fd as usual: Kafka does the same (it close
 index's FileChannel once mapped). The mapping is a ctypes char array: it slices to bytes,
 takes slice assignment, and is a buffer for `struct.pack_into`/`unpack_from`.
 
-Where libc cannot be loaded, `map_file` falls back to `mmap.mmap`.
+Elsewhere than Linux, or where libc cannot be loaded, it falls back to `mmap.mmap`.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ import ctypes
 import ctypes.util
 import mmap
 import os
+import sys
 from typing import Any
 
 _PROT = mmap.PROT_READ | mmap.PROT_WRITE
@@ -24,6 +25,8 @@ _MAP_FAILED = ctypes.c_void_p(-1).value
 
 
 def _load_libc() -> Any:
+    if not sys.platform.startswith("linux"):  # _MS_SYNC and the call ABI are Linux's
+        return None
     try:
         libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
         libc.mmap.restype = ctypes.c_void_p
