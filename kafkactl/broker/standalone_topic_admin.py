@@ -203,7 +203,10 @@ class StandaloneTopicAdmin:
             raise TopicError(ErrorCode.INVALID_PARTITIONS,
                              "the number of partitions must be at least 1")
         config = self._log_config(configs)
-        check_open_file_room(num_partitions)
+        # the creations under way open their files later: count them as open already
+        check_open_file_room(num_partitions + sum(
+            self.metadata.topics[n].num_partitions for n in self._creating
+            if n in self.metadata.topics))
         state = TopicState(name, uuid.uuid4(), num_partitions, configs)
         if validate_only:
             return state
