@@ -9,7 +9,8 @@ Phases, in one run:
           answers Metadata, against an empty broker's;
 - stall   `--producers` processes produce one record per request (acks=1, one request in
           flight, paced to `--rate` requests/s each); their p99 before, and while one
-          CreateTopics of `--big` partitions runs, is the figure.
+          CreateTopics of `--big` partitions runs, is the figure; then the same while
+          a DeleteTopics of that topic runs.
 
 Baselines: the empty broker (RSS, fds, start-up) and the producers' p99 before the
 CreateTopics. Needs about 1 open file per partition (`ulimit -n` at least partitions + a
@@ -116,6 +117,18 @@ def create(port: int, topics: list[tuple[str, int]]) -> float:
     return time.perf_counter() - t
 
 
+def delete(port: int, names: list[str]) -> float:
+    from kafkactl.protocol.api_keys import ApiKey
+
+    t = time.perf_counter()
+    with connect(port) as s:
+        resp = call(s, ApiKey.DELETE_TOPICS, 4, {"topic_names": names, "timeout_ms": 600_000})
+    bad = [(r["name"], r["error_code"]) for r in resp["responses"] if r["error_code"] != 0]
+    if bad:
+        raise RuntimeError(f"DeleteTopics failed: {bad[:3]}")
+    return time.perf_counter() - t
+
+
 def wait_metadata(port: int, timeout: float) -> None:
     from kafkactl.protocol.api_keys import ApiKey
 
@@ -200,6 +213,12 @@ def main() -> None:
         during0 = time.monotonic()
         big_s = create(port, [("big", args.big)])
         during1 = time.monotonic()
+        rss_big = rss_bytes(pid)
+        time.sleep(1.0)
+        deleting0 = time.monotonic()
+        delete_s = delete(port, ["big"])
+        deleting1 = time.monotonic()
+        print(f"DeleteTopics of {args.big} partitions took {delete_s:.2f} s")
         print(f"CreateTopics of {args.big} partitions took {big_s:.2f} s")
         stop.set()
         samples: list[tuple[float, float]] = []
@@ -209,7 +228,7 @@ def main() -> None:
             p.join()
         before = [lat for t, lat in samples if before0 <= t < during0]
         during = [lat for t, lat in samples if during0 <= t < during1]
-        rss_big = rss_bytes(pid)
+        deleting = [lat for t, lat in samples if deleting0 <= t < deleting1]
         broker.stop()
 
         total_now = total + args.big + args.producers
@@ -226,12 +245,17 @@ def main() -> None:
             row(GOAL, f"produce max during CreateTopics {args.big}",
                 max(during) if during else float("nan"), "ms", "report"),
             row(GOAL, f"CreateTopics {args.big} partitions", big_s, "s", "report"),
+            row(GOAL, f"produce p99 during DeleteTopics {args.big}",
+                percentile(deleting, .99), "ms", "<= 50 ms (not in the issue)",
+                baseline="p99 before", baseline_value=percentile(before, .99)),
+            row(GOAL, f"DeleteTopics {args.big} partitions", delete_s, "s", "report"),
             row(GOAL, "RSS per partition", rss_pp / 1024, "KiB", "report",
                 baseline="empty broker MiB", baseline_value=empty_rss / 2**20),
             row(GOAL, "open files per partition", fds_pp, "fds", "report (Kafka ~4/segment)"),
             row(GOAL, f"RSS with {total_now} partitions", rss_big / 2**20, "MiB", "report"),
         ]
-        print(f"producer samples: {len(before)} before, {len(during)} during")
+        print(f"producer samples: {len(before)} before, {len(during)} during create, "
+              f"{len(deleting)} during delete")
         print(f"ulimit -n needed: about {total_now} + connections + 100 "
               f"(this machine's soft limit: {resource.getrlimit(resource.RLIMIT_NOFILE)[0]})")
         print_rows(rows)

@@ -114,6 +114,25 @@ class PartitionStore:
         if part is not None:
             self.log_manager.delete_log(topic, partition)
 
+    def stop_hosting(self, topic: str, partitions: range) -> None:
+        """Stop hosting `partitions` (their logs stay: `delete_logs`); fetches waiting on
+        them return."""
+        for p in partitions:
+            self.partitions.pop((topic, p), None)
+            self.purgatory.wake((topic, p))
+
+    def delete_logs(self, topic: str, partitions: range) -> list[tuple[int, OSError]]:
+        """Delete the logs of partitions no longer hosted (thread-safe: a worker thread
+        does the disk work of a large deletion); the partitions whose dir could not be
+        renamed, with the error."""
+        failed: list[tuple[int, OSError]] = []
+        for p in partitions:
+            try:
+                self.log_manager.delete_log(topic, p)
+            except OSError as e:
+                failed.append((p, e))
+        return failed
+
     def discard_partition(self, topic: str, partition: int) -> None:
         """Undo a `make_partition` that a disk error interrupted, ignoring further errors."""
         self.partitions.pop((topic, partition), None)

@@ -473,7 +473,7 @@ class KafkaServer:
             ss.stop_accepting()
         if self.services is not None and isinstance(self.services.topic_admin,
                                                     StandaloneTopicAdmin):
-            await self.services.topic_admin.stop_creations()  # the next start makes the rest
+            await self.services.topic_admin.stop_background_work()  # the next start finishes it
         if self.purgatory is not None:
             self.purgatory.shutdown()
         if self.services is not None:

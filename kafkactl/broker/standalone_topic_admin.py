@@ -8,9 +8,10 @@ and their overrides survive restarts; partition data lives in the LogManager's
 broker adds to the common checks is here: the replication factor must be 1, every
 assignment must name this broker, and the new partitions must fit in its open-files limit.
 
-A large CreateTopics (over INLINE_PARTITIONS) is decided durably at once and its partitions
-made in the background, while the broker answers other requests; the CreateTopics answer
-waits for it (`settled`), and the topic enters the metadata when whole.
+A large CreateTopics or DeleteTopics (over INLINE_PARTITIONS) is decided durably at once
+and its partitions made or deleted in the background, while the broker answers other
+requests; the answer waits for it (`settled`). A topic enters the metadata when whole and
+leaves it at once when deleted.
 """
 
 from __future__ import annotations
@@ -120,6 +121,8 @@ class StandaloneTopicAdmin:
         self.delete_enabled = delete_enabled
         self._creating: dict[str, asyncio.Task[ErrorCode]] = {}
         self._stopping: set[str] = set()  # creations to stop at their next step
+        self._deleting: dict[str, asyncio.Task[None]] = {}
+        self._stopping_all = False  # shutdown
 
     @property
     def topics(self) -> dict[str, TopicState]:
@@ -191,6 +194,9 @@ class StandaloneTopicAdmin:
         validate_topic_name(name)
         if name in self.metadata.topics:
             raise TopicError(ErrorCode.TOPIC_ALREADY_EXISTS, f"topic {name!r} already exists")
+        if name in self._deleting:
+            raise TopicError(ErrorCode.TOPIC_ALREADY_EXISTS,
+                             f"topic {name!r} is being deleted; retry once that is done")
         if name in self.metadata.deleting:
             raise TopicError(ErrorCode.TOPIC_ALREADY_EXISTS,
                              f"topic {name!r} is marked for deletion; retry after a restart")
@@ -315,11 +321,12 @@ class StandaloneTopicAdmin:
         """Whether `name`'s partitions are being made (it is not in the metadata yet)."""
         return name in self._creating
 
-    async def stop_creations(self) -> None:
-        """Stop making partitions (shutdown), once each worker-thread step in progress
-        has finished: the next start makes the rest."""
-        tasks = list(self._creating.values())
+    async def stop_background_work(self) -> None:
+        """Stop making and deleting partitions (shutdown), once each worker-thread step
+        in progress has finished: the next start finishes both."""
+        tasks = [*self._creating.values(), *self._deleting.values()]
         self._stopping.update(self._creating)
+        self._stopping_all = True
         await asyncio.gather(*tasks, return_exceptions=True)
 
     def _collision(self, name: str) -> str | None:
@@ -352,6 +359,11 @@ class StandaloneTopicAdmin:
         # start (load) instead of adopting the remaining dirs as a topic again.
         self.metadata.deleting.add(name)
         self.metadata.write()
+        if state.num_partitions > INLINE_PARTITIONS and self._loop() is not None:
+            task = asyncio.get_running_loop().create_task(
+                self._remove_partitions(name, state.num_partitions, finish=not creating))
+            self._deleting[name] = task
+            return state
         failed = False
         for p in range(state.num_partitions):
             try:
@@ -362,10 +374,36 @@ class StandaloneTopicAdmin:
                           "deletes it", name, p, e.strerror or e)
         self.store.forget_topic(name)
         if not failed and not creating:
-            self.metadata.deleting.discard(name)
-            self.metadata.write()
+            self._finish_deletion(name)
         log.info("deleted topic %s", name)
         return state
+
+    def _finish_deletion(self, name: str) -> None:
+        self.metadata.deleting.discard(name)
+        self.metadata.write()
+
+    async def _remove_partitions(self, name: str, count: int, *, finish: bool) -> None:
+        """A large deletion: stop hosting each chunk of partitions (event loop), delete
+        their logs (close, rename, fsync: a worker thread). Shutdown stops it between
+        chunks; the next start finishes it (the topic is marked as being deleted)."""
+        failed = False
+        try:
+            for first in range(0, count, CREATE_CHUNK):
+                if self._stopping_all:
+                    return
+                chunk = range(first, min(first + CREATE_CHUNK, count))
+                self.store.stop_hosting(name, chunk)
+                for p, e in await asyncio.to_thread(self.store.delete_logs, name, chunk):
+                    failed = True
+                    log.error("cannot delete the log dir of %s-%d: %s; the next start "
+                              "deletes it", name, p, e.strerror or e)
+            self.store.forget_topic(name)
+            if not failed and finish:
+                with contextlib.suppress(OSError):
+                    self._finish_deletion(name)
+            log.info("deleted topic %s", name)
+        finally:
+            self._deleting.pop(name, None)
 
     def add_partitions(self, name: str, count: int, assignments: list[list[int]], *,
                        validate_only: bool = False) -> None:
@@ -391,10 +429,12 @@ class StandaloneTopicAdmin:
 
     async def settled(self, created: Sequence[str], deleted: Sequence[str],
                       timeout_ms: int) -> dict[str, ErrorCode]:
-        """Wait for the topics whose partitions are made in slices (the others were made
-        before the answer): REQUEST_TIMED_OUT for those not whole by the timeout (their
-        creation goes on), KAFKA_STORAGE_ERROR for those a disk error undid."""
-        tasks = {n: t for n in created if (t := self._creating.get(n)) is not None}
+        """Wait for the topics made or deleted in the background (the others were before
+        the answer): REQUEST_TIMED_OUT for those not finished by the timeout (the work goes
+        on), KAFKA_STORAGE_ERROR for a creation a disk error undid."""
+        tasks: dict[str, asyncio.Task[Any]] = {
+            n: t for n in created if (t := self._creating.get(n)) is not None}
+        tasks.update((n, d) for n in deleted if (d := self._deleting.get(n)) is not None)
         if not tasks:
             return {}
         await asyncio.wait(tasks.values(), timeout=max(0, timeout_ms) / 1000)
@@ -404,7 +444,7 @@ class StandaloneTopicAdmin:
                 late[name] = ErrorCode.REQUEST_TIMED_OUT
             elif task.cancelled():
                 late[name] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-            elif task.result() != ErrorCode.NONE:
+            elif task.result() not in (None, ErrorCode.NONE):
                 late[name] = task.result()
         return late
 

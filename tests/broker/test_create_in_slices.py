@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from kafkactl.broker import standalone_topic_admin
+from kafkactl.broker.topic_admin import TopicError
 from kafkactl.protocol.api_keys import ApiKey
 from kafkactl.protocol.codec import decode_response, encode_request
 from kafkactl.protocol.errors import ErrorCode
@@ -73,7 +74,7 @@ def test_a_restart_makes_what_an_interrupted_creation_left(tmp_path: Path,
     async def main() -> None:
         s.admin.create_topic("big", N, 1, [], [])
         await _until_some_hosted(s)
-        await s.admin.stop_creations()  # shutdown while it runs
+        await s.admin.stop_background_work()  # shutdown while it runs
 
     asyncio.run(main())
     assert 0 < len(s.store.partitions) < N
@@ -96,6 +97,7 @@ def test_deleting_a_topic_being_created_stops_it(tmp_path: Path, one_per_slice: 
         waiter = asyncio.create_task(s.admin.settled(["big"], [], 60_000))
         await _until_some_hosted(s)
         s.admin.delete_topic("big")
+        assert await s.admin.settled([], ["big"], 60_000) == {}
         return await waiter
 
     try:
@@ -109,6 +111,61 @@ def test_deleting_a_topic_being_created_stops_it(tmp_path: Path, one_per_slice: 
     s = _open(tmp_path)  # and a restart brings nothing back
     try:
         assert s.cache.topic("big") is None and not s.store.partitions
+    finally:
+        s.log_manager.shutdown()
+
+
+def test_a_large_deletion_runs_in_the_background(tmp_path: Path, one_per_slice: None) -> None:
+    s = _open(tmp_path)
+    seen: list[int] = []
+
+    async def main() -> dict[str, ErrorCode]:
+        s.admin.create_topic("big", N, 1, [], [])
+        await s.admin.settled(["big"], [], 60_000)
+        s.admin.delete_topic("big")
+        assert s.cache.topic("big") is None  # gone from the metadata at once
+        with pytest.raises(TopicError, match="being deleted"):
+            s.admin.create_topic("big", 1, 1, [], [])
+        done = asyncio.Event()
+
+        async def other_client() -> None:
+            while not done.is_set():
+                seen.append(len(s.log_manager.logs))
+                await asyncio.sleep(0)
+
+        other = asyncio.create_task(other_client())
+        late = await s.admin.settled([], ["big"], 60_000)
+        done.set()
+        await other
+        return late
+
+    try:
+        assert asyncio.run(main()) == {}
+        assert any(0 < n < N for n in seen)  # ran while logs were being deleted
+        assert not s.store.partitions and not s.log_manager.logs
+        assert "big" not in s.admin.metadata.deleting
+    finally:
+        s.log_manager.shutdown()
+
+
+def test_a_restart_finishes_a_stopped_deletion(tmp_path: Path, one_per_slice: None) -> None:
+    s = _open(tmp_path)
+
+    async def main() -> None:
+        s.admin.create_topic("big", N, 1, [], [])
+        await s.admin.settled(["big"], [], 60_000)
+        s.admin.delete_topic("big")
+        await asyncio.sleep(0)
+        await s.admin.stop_background_work()  # shutdown while it runs
+
+    asyncio.run(main())
+    assert 0 < len(s.log_manager.logs) < N
+    assert "big" in s.admin.metadata.deleting
+    s.log_manager.shutdown()
+    s = _open(tmp_path)
+    try:
+        assert s.cache.topic("big") is None and not s.log_manager.logs
+        assert not s.admin.metadata.deleting
     finally:
         s.log_manager.shutdown()
 
