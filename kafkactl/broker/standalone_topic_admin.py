@@ -253,7 +253,6 @@ class StandaloneTopicAdmin:
     def _announce(self, state: TopicState) -> None:
         self.store.set_topic_overrides(state.name, state.configs)
         self.cache.put_topic(state.name, state.topic_id, state.num_partitions)
-        gc.freeze()  # long-lived now: keep full collections short (see KafkaServer.startup)
         log.info("created topic %s with %d partition(s)%s", state.name, state.num_partitions,
                  f" and configs {state.configs}" if state.configs else "")
 
@@ -297,6 +296,9 @@ class StandaloneTopicAdmin:
             self._creating.pop(name, None)
             self._stopping.discard(name)
         self._announce(state)
+        # thousands of long-lived objects: out of the cyclic GC's sight, as at start-up
+        # (KafkaServer.startup), so full collections stay short
+        gc.freeze()
         return ErrorCode.NONE
 
     def _stopped(self, name: str) -> ErrorCode:
