@@ -10,6 +10,7 @@ from __future__ import annotations
 import uuid
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -42,10 +43,15 @@ class PartitionMetadata:
 
 @dataclass
 class TopicMetadata:
+    """Replaced as a whole (never changed in place) when the topic changes."""
+
     name: str
     topic_id: uuid.UUID
     partitions: dict[int, PartitionMetadata]
     is_internal: bool = False
+    # the Metadata response's partition entries, built at the first request (read-only)
+    response_partitions: list[dict[str, Any]] | None = field(
+        default=None, compare=False, repr=False)
 
 
 class MetadataCache(ABC):

@@ -99,6 +99,13 @@ class PartitionStore:
         self.partitions[(topic, partition)] = part
         return part
 
+    def prepare_logs(self, topic: str, partitions: range, config: LogConfig) -> None:
+        """Make the logs of `partitions` (directories, segment and index files) without
+        hosting them: thread-safe, so a worker thread can do the disk work of a large
+        creation; `make_partition` then finds each log made. Raises OSError or LogError."""
+        for p in partitions:
+            self.log_manager.create_log(topic, p, config)
+
     def remove_partition(self, topic: str, partition: int) -> None:
         """Stop hosting (topic, partition) and delete its log; fetches waiting on it
         return. Raises OSError if the log dir cannot be renamed for deletion."""
@@ -106,6 +113,25 @@ class PartitionStore:
         self.purgatory.wake((topic, partition))
         if part is not None:
             self.log_manager.delete_log(topic, partition)
+
+    def stop_hosting(self, topic: str, partitions: range) -> None:
+        """Stop hosting `partitions` (their logs stay: `delete_logs`); fetches waiting on
+        them return."""
+        for p in partitions:
+            self.partitions.pop((topic, p), None)
+            self.purgatory.wake((topic, p))
+
+    def delete_logs(self, topic: str, partitions: range) -> list[tuple[int, OSError]]:
+        """Delete the logs of partitions no longer hosted (thread-safe: a worker thread
+        does the disk work of a large deletion); the partitions whose dir could not be
+        renamed, with the error."""
+        failed: list[tuple[int, OSError]] = []
+        for p in partitions:
+            try:
+                self.log_manager.delete_log(topic, p)
+            except OSError as e:
+                failed.append((p, e))
+        return failed
 
     def discard_partition(self, topic: str, partition: int) -> None:
         """Undo a `make_partition` that a disk error interrupted, ignoring further errors."""

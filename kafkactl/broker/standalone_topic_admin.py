@@ -7,15 +7,22 @@ and their overrides survive restarts; partition data lives in the LogManager's
 `<topic>-<partition>` directories, hosted through the PartitionStore. Only what a single
 broker adds to the common checks is here: the replication factor must be 1, every
 assignment must name this broker, and the new partitions must fit in its open-files limit.
+
+A large CreateTopics or DeleteTopics (over INLINE_PARTITIONS) is decided durably at once
+and its partitions made or deleted in the background, while the broker answers other
+requests; the answer waits for it (`settled`). A topic enters the metadata when whole and
+leaves it at once when deleted.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import gc
 import json
 import logging
 import os
-import resource
+import time
 import uuid
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -23,6 +30,7 @@ from typing import Any
 
 from kafkactl.broker.config import BrokerConfig
 from kafkactl.broker.metadata_cache import StandaloneMetadataCache
+from kafkactl.broker.open_files import check_open_file_room
 from kafkactl.broker.partition_store import PartitionStore
 from kafkactl.broker.topic_admin import (
     NO_NUM_PARTITIONS,
@@ -42,29 +50,13 @@ from kafkactl.protocol.errors import ErrorCode
 log = logging.getLogger(__name__)
 
 METADATA_FILE = "topic-metadata.json"
-FILES_PER_PARTITION = 3  # the active segment's .log, .index and .timeindex
-RESERVED_FILES = 512  # connections, checkpoints, snapshots
-
-
-def check_open_file_room(new_partitions: int) -> None:
-    """Refuse (INVALID_PARTITIONS, before anything is made) partitions the process could
-    not hold open: each keeps FILES_PER_PARTITION descriptors, and running out of them
-    mid-request would stall the broker for as long as it takes to undo the work."""
-    soft, _hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    if soft == resource.RLIM_INFINITY:
-        return
-    try:
-        open_now = len(os.listdir("/proc/self/fd"))
-    except OSError:
-        open_now = 0
-    room = (soft - RESERVED_FILES - open_now) // FILES_PER_PARTITION
-    if new_partitions > room:
-        raise TopicError(
-            ErrorCode.INVALID_PARTITIONS,
-            f"{new_partitions} new partitions need about "
-            f"{new_partitions * FILES_PER_PARTITION} open files; this broker has room for "
-            f"{max(room, 0)} more partitions (open files limit {soft}: raise `ulimit -n` "
-            f"or ask for fewer)")
+# A CreateTopics of more partitions than this makes them in the background (files on a
+# worker thread, CREATE_CHUNK at a time; Partition objects on the event loop in slices of at
+# most CREATE_SLICE_S), answering other requests meanwhile; smaller topics are made before
+# the answer, in one go.
+INLINE_PARTITIONS = 100
+CREATE_SLICE_S = 0.005
+CREATE_CHUNK = 32  # logs made per worker-thread call
 
 
 class TopicMetadataFile:
@@ -127,6 +119,10 @@ class StandaloneTopicAdmin:
         self.broker_id = broker_id
         self.default_partitions = default_partitions
         self.delete_enabled = delete_enabled
+        self._creating: dict[str, asyncio.Task[ErrorCode]] = {}
+        self._stopping: set[str] = set()  # creations to stop at their next step
+        self._deleting: dict[str, asyncio.Task[None]] = {}
+        self._stopping_all = False  # shutdown
 
     @property
     def topics(self) -> dict[str, TopicState]:
@@ -182,6 +178,8 @@ class StandaloneTopicAdmin:
 
     def auto_create(self, name: str, num_partitions: int | None = None,
                     configs: Mapping[str, str] | None = None) -> TopicState:
+        if name in self._creating:  # being made: not there yet (LEADER_NOT_AVAILABLE)
+            return self.metadata.topics[name]
         partitions = self.default_partitions if num_partitions is None else num_partitions
         return self._create(name, partitions, dict(configs or {}))
 
@@ -196,6 +194,9 @@ class StandaloneTopicAdmin:
         validate_topic_name(name)
         if name in self.metadata.topics:
             raise TopicError(ErrorCode.TOPIC_ALREADY_EXISTS, f"topic {name!r} already exists")
+        if name in self._deleting:
+            raise TopicError(ErrorCode.TOPIC_ALREADY_EXISTS,
+                             f"topic {name!r} is being deleted; retry once that is done")
         if name in self.metadata.deleting:
             raise TopicError(ErrorCode.TOPIC_ALREADY_EXISTS,
                              f"topic {name!r} is marked for deletion; retry after a restart")
@@ -208,9 +209,15 @@ class StandaloneTopicAdmin:
             raise TopicError(ErrorCode.INVALID_PARTITIONS,
                              "the number of partitions must be at least 1")
         config = self._log_config(configs)
-        check_open_file_room(num_partitions)
+        # the creations under way open their files later: count them as open already
+        check_open_file_room(num_partitions + sum(
+            self.metadata.topics[n].num_partitions for n in self._creating
+            if n in self.metadata.topics))
         state = TopicState(name, uuid.uuid4(), num_partitions, configs)
         if validate_only:
+            return state
+        if num_partitions > INLINE_PARTITIONS and self._loop() is not None:
+            self._start_creation(state, config)
             return state
         try:
             for p in range(num_partitions):
@@ -218,20 +225,111 @@ class StandaloneTopicAdmin:
             self.metadata.topics[name] = state
             self.metadata.write()
         except (OSError, LogError) as e:
-            # A full or failing disk: undo the partitions made so far, so the topic is
-            # either whole or absent (a retry can create it once space is freed).
-            self.metadata.topics.pop(name, None)
-            for p in range(num_partitions):
-                self.store.discard_partition(name, p)
-            log.error("cannot create topic %s: %s", name, e)
-            reason = e.strerror if isinstance(e, OSError) and e.strerror else e
-            raise TopicError(ErrorCode.KAFKA_STORAGE_ERROR,
-                             f"cannot create topic {name!r}: {reason}") from None
-        self.store.set_topic_overrides(name, configs)
-        self.cache.put_topic(name, state.topic_id, num_partitions)
-        log.info("created topic %s with %d partition(s)%s", name, num_partitions,
-                 f" and configs {configs}" if configs else "")
+            raise self._undo_creation(state, e) from None
+        self._announce(state)
         return state
+
+    @staticmethod
+    def _loop() -> asyncio.AbstractEventLoop | None:
+        try:
+            return asyncio.get_running_loop()
+        except RuntimeError:
+            return None
+
+    def _undo_creation(self, state: TopicState, e: OSError | LogError) -> TopicError:
+        """A full or failing disk: undo the partitions made so far, so the topic is either
+        whole or absent (a retry can create it once space is freed)."""
+        name = state.name
+        if self.metadata.topics.pop(name, None) is not None:
+            with contextlib.suppress(OSError):
+                self.metadata.write()
+        for p in range(state.num_partitions):
+            self.store.discard_partition(name, p)
+        self.store.forget_topic(name)
+        log.error("cannot create topic %s: %s", name, e)
+        reason = e.strerror if isinstance(e, OSError) and e.strerror else e
+        return TopicError(ErrorCode.KAFKA_STORAGE_ERROR, f"cannot create topic {name!r}: {reason}")
+
+    def _announce(self, state: TopicState) -> None:
+        self.store.set_topic_overrides(state.name, state.configs)
+        self.cache.put_topic(state.name, state.topic_id, state.num_partitions)
+        log.info("created topic %s with %d partition(s)%s", state.name, state.num_partitions,
+                 f" and configs {state.configs}" if state.configs else "")
+
+    # ---- creation in slices (large topics) ---------------------------------------------------
+    def _start_creation(self, state: TopicState, config: LogConfig) -> None:
+        """Decide durably (topic-metadata.json: a restart makes whatever is missing), then
+        make the partitions: their files on a worker thread, CREATE_CHUNK at a time, and
+        the Partition objects on the event loop in slices of at most CREATE_SLICE_S, so the
+        broker keeps answering other requests; the topic enters the metadata when whole."""
+        self.metadata.topics[state.name] = state
+        try:
+            self.metadata.write()
+        except OSError as e:
+            raise self._undo_creation(state, e) from None
+        self.store.set_topic_overrides(state.name, state.configs)
+        task = asyncio.get_running_loop().create_task(self._make_partitions(state, config))
+        self._creating[state.name] = task
+
+    async def _make_partitions(self, state: TopicState, config: LogConfig) -> ErrorCode:
+        name = state.name
+        try:
+            deadline = time.monotonic() + CREATE_SLICE_S
+            for first in range(0, state.num_partitions, CREATE_CHUNK):
+                chunk = range(first, min(first + CREATE_CHUNK, state.num_partitions))
+                # the disk work on a worker thread: a slow mkdir or open (a busy disk)
+                # blocks it, not the event loop
+                await asyncio.to_thread(self.store.prepare_logs, name, chunk, config)
+                for p in chunk:
+                    if name in self._stopping:
+                        return self._stopped(name)
+                    self.store.make_partition(name, p, config)
+                    if time.monotonic() >= deadline:
+                        await asyncio.sleep(0)
+                        deadline = time.monotonic() + CREATE_SLICE_S
+        except (OSError, LogError) as e:
+            if name in self._stopping:
+                return self._stopped(name)
+            self._undo_creation(state, e)
+            return ErrorCode.KAFKA_STORAGE_ERROR
+        finally:
+            self._creating.pop(name, None)
+            self._stopping.discard(name)
+        self._announce(state)
+        # thousands of long-lived objects: out of the cyclic GC's sight, as at start-up
+        # (KafkaServer.startup), so full collections stay short
+        gc.freeze()
+        return ErrorCode.NONE
+
+    def _stopped(self, name: str) -> ErrorCode:
+        """A creation told to stop, between two steps. Shutdown: the next start makes the
+        rest. Deletion: delete_topic removed what was hosted; the logs made but not hosted
+        yet go too, and only then is the deletion finished (its durable mark cleared)."""
+        if name in self.metadata.topics:
+            return ErrorCode.REQUEST_TIMED_OUT
+        try:
+            self.store.delete_stray_logs(name)
+        except OSError as e:
+            log.error("cannot delete the logs of %s: %s; the next start deletes them",
+                      name, e.strerror or e)
+            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        if name in self.metadata.deleting:
+            self.metadata.deleting.discard(name)
+            with contextlib.suppress(OSError):
+                self.metadata.write()
+        return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+
+    def creating(self, name: str) -> bool:
+        """Whether `name`'s partitions are being made (it is not in the metadata yet)."""
+        return name in self._creating
+
+    async def stop_background_work(self) -> None:
+        """Stop making and deleting partitions (shutdown), once each worker-thread step
+        in progress has finished: the next start finishes both."""
+        tasks = [*self._creating.values(), *self._deleting.values()]
+        self._stopping.update(self._creating)
+        self._stopping_all = True
+        await asyncio.gather(*tasks, return_exceptions=True)
 
     def _collision(self, name: str) -> str | None:
         norm = name.replace(".", "_")
@@ -254,12 +352,20 @@ class StandaloneTopicAdmin:
                              f"topic {name!r} does not exist")
         if not self.delete_enabled:
             raise TopicError(ErrorCode.TOPIC_DELETION_DISABLED, "delete.topic.enable is false")
+        creating = name in self._creating
+        if creating:  # it stops at its next step and deletes the logs it made meanwhile
+            self._stopping.add(name)
         del self.metadata.topics[name]
         self.cache.remove_topic(name)
         # Decided first, durably: a crash from here on finishes the deletion at the next
         # start (load) instead of adopting the remaining dirs as a topic again.
         self.metadata.deleting.add(name)
         self.metadata.write()
+        if state.num_partitions > INLINE_PARTITIONS and self._loop() is not None:
+            task = asyncio.get_running_loop().create_task(
+                self._remove_partitions(name, state.num_partitions, finish=not creating))
+            self._deleting[name] = task
+            return state
         failed = False
         for p in range(state.num_partitions):
             try:
@@ -269,11 +375,37 @@ class StandaloneTopicAdmin:
                 log.error("cannot delete the log dir of %s-%d: %s; the next start "
                           "deletes it", name, p, e.strerror or e)
         self.store.forget_topic(name)
-        if not failed:
-            self.metadata.deleting.discard(name)
-            self.metadata.write()
+        if not failed and not creating:
+            self._finish_deletion(name)
         log.info("deleted topic %s", name)
         return state
+
+    def _finish_deletion(self, name: str) -> None:
+        self.metadata.deleting.discard(name)
+        self.metadata.write()
+
+    async def _remove_partitions(self, name: str, count: int, *, finish: bool) -> None:
+        """A large deletion: stop hosting each chunk of partitions (event loop), delete
+        their logs (close, rename, fsync: a worker thread). Shutdown stops it between
+        chunks; the next start finishes it (the topic is marked as being deleted)."""
+        failed = False
+        try:
+            for first in range(0, count, CREATE_CHUNK):
+                if self._stopping_all:
+                    return
+                chunk = range(first, min(first + CREATE_CHUNK, count))
+                self.store.stop_hosting(name, chunk)
+                for p, e in await asyncio.to_thread(self.store.delete_logs, name, chunk):
+                    failed = True
+                    log.error("cannot delete the log dir of %s-%d: %s; the next start "
+                              "deletes it", name, p, e.strerror or e)
+            self.store.forget_topic(name)
+            if not failed and finish:
+                with contextlib.suppress(OSError):
+                    self._finish_deletion(name)
+            log.info("deleted topic %s", name)
+        finally:
+            self._deleting.pop(name, None)
 
     def add_partitions(self, name: str, count: int, assignments: list[list[int]], *,
                        validate_only: bool = False) -> None:
@@ -299,8 +431,24 @@ class StandaloneTopicAdmin:
 
     async def settled(self, created: Sequence[str], deleted: Sequence[str],
                       timeout_ms: int) -> dict[str, ErrorCode]:
-        """Nothing to wait for: one broker creates and deletes before it answers."""
-        return {}
+        """Wait for the topics made or deleted in the background (the others were before
+        the answer): REQUEST_TIMED_OUT for those not finished by the timeout (the work goes
+        on), KAFKA_STORAGE_ERROR for a creation a disk error undid."""
+        tasks: dict[str, asyncio.Task[Any]] = {
+            n: t for n in created if (t := self._creating.get(n)) is not None}
+        tasks.update((n, d) for n in deleted if (d := self._deleting.get(n)) is not None)
+        if not tasks:
+            return {}
+        await asyncio.wait(tasks.values(), timeout=max(0, timeout_ms) / 1000)
+        late: dict[str, ErrorCode] = {}
+        for name, task in tasks.items():
+            if not task.done():
+                late[name] = ErrorCode.REQUEST_TIMED_OUT
+            elif task.cancelled():
+                late[name] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            elif task.result() not in (None, ErrorCode.NONE):
+                late[name] = task.result()
+        return late
 
     # ---- configs ---------------------------------------------------------------------------
     def set_configs(self, name: str, configs: Mapping[str, str], *,

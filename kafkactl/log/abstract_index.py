@@ -18,9 +18,10 @@ import os
 import threading
 from collections.abc import Iterator
 from pathlib import Path
-from typing import ClassVar, Self
+from typing import Any, ClassVar, Self
 
 from kafkactl.log.errors import CorruptIndexError
+from kafkactl.log.file_map import FileMap
 
 DEFAULT_MAX_INDEX_SIZE = 10 * 1024 * 1024
 
@@ -43,12 +44,14 @@ class AbstractIndex:
         *,
         writable: bool = True,
     ) -> None:
-        self.path = Path(path)
+        self.path = path if isinstance(path, Path) else Path(path)
         self.base_offset = base_offset
         self.writable = writable
         self.max_index_size = max(self.ENTRY_SIZE, max_index_size)
         self._lock = threading.Lock()
-        self._mmap: mmap.mmap | None = None
+        self._mmap: Any = None  # the mapped bytes (FileMap.data, or mmap.mmap read-only)
+        self._file_map: FileMap | None = None
+        self._dirty = False  # entries written since the last msync
         self._length = 0
         self._slots = 0
         self._entries = 0
@@ -83,8 +86,27 @@ class AbstractIndex:
         if length == 0:
             self._mmap = None
             return
-        access = mmap.ACCESS_WRITE if self.writable else mmap.ACCESS_READ
-        self._mmap = mmap.mmap(fd, length, access=access)
+        if self.writable:  # no fd kept open (FileMap); read-only tools use mmap.mmap
+            self._file_map = FileMap(fd, length)
+            self._mmap = self._file_map.data
+        else:
+            self._mmap = mmap.mmap(fd, length, access=mmap.ACCESS_READ)
+
+    def _msync(self) -> None:
+        """msync when entries were written since the last one (an msync costs a disk
+        write even when nothing changed: thousands of idle partitions at shutdown)."""
+        if self._file_map is not None and self._dirty:
+            self._file_map.flush()
+            self._dirty = False
+
+    def _unmap(self) -> None:
+        fm, self._file_map = self._file_map, None
+        mm, self._mmap = self._mmap, None
+        if fm is not None:
+            del mm
+            fm.close()
+        elif mm is not None:
+            mm.close()
 
     def _entries_changed(self) -> None:
         """Hook: refresh cached values derived from the last entry."""
@@ -178,6 +200,7 @@ class AbstractIndex:
             return
         start, end = n * self.ENTRY_SIZE, self._entries * self.ENTRY_SIZE
         self._mmap[start:end] = bytes(end - start)
+        self._dirty = True
         self._entries = n
         self._entries_changed()
 
@@ -194,6 +217,7 @@ class AbstractIndex:
             assert self._mmap is not None
             pack = self._pack_entry
             self._mmap[0:need] = b"".join([pack(a, b) for a, b in entries])
+            self._dirty = True
             self._entries = len(entries)
             self._entries_changed()
 
@@ -212,9 +236,8 @@ class AbstractIndex:
             if length == self._length:
                 return
             if self._mmap is not None:
-                self._mmap.flush()
-                self._mmap.close()
-                self._mmap = None
+                self._msync()
+                self._unmap()
             fd = os.open(self.path, os.O_RDWR)
             try:
                 os.ftruncate(fd, length)
@@ -232,7 +255,7 @@ class AbstractIndex:
     def flush(self) -> None:
         with self._lock:
             if self._mmap is not None and self.writable and not self.closed:
-                self._mmap.flush()
+                self._msync()
 
     def close(self) -> None:
         with self._lock:
@@ -240,9 +263,8 @@ class AbstractIndex:
                 return
             if self._mmap is not None:
                 if self.writable:
-                    self._mmap.flush()
-                self._mmap.close()
-                self._mmap = None
+                    self._msync()
+                self._unmap()
             self.closed = True
 
     def rename_to(self, new_path: Path) -> None:

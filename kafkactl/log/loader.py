@@ -42,24 +42,36 @@ class LoadedSegments:
     recovered: bool = False
 
 
-def _settle_leftovers(directory: Path) -> list[Path]:
+def _settle_leftovers(directory: Path) -> tuple[list[Path], list[str]]:
+    """Settle what interrupted operations left; (files to delete later, names now there).
+    Plain names and one listing when nothing is left over: this runs for every partition
+    at start-up."""
     leftovers: list[Path] = []
-    for p in sorted(directory.iterdir()):
-        name = p.name
+    names = sorted(os.listdir(directory))
+    changed = False
+    for name in names:
         if name.endswith(DELETED_SUFFIX):
-            leftovers.append(p)
+            leftovers.append(directory / name)
         elif name.endswith((CLEANED_SUFFIX, ".tmp")):
-            p.unlink(missing_ok=True)
+            (directory / name).unlink(missing_ok=True)
+            changed = True
         elif name.endswith(SWAP_SUFFIX):
-            os.replace(p, p.with_name(name[: -len(SWAP_SUFFIX)]))
-    names = {p.name for p in directory.iterdir()}
+            os.replace(directory / name, directory / name[: -len(SWAP_SUFFIX)])
+            changed = True
+    if changed:
+        names = sorted(os.listdir(directory))
+    present = set(names)
+    orphans = False
     for name in names:
         for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX):
             if name.endswith(suffix) and offset_from_filename(name) is not None:
                 stem = name[: -len(suffix)]
-                if stem + LOG_SUFFIX not in names:
+                if stem + LOG_SUFFIX not in present:
                     (directory / name).unlink(missing_ok=True)
-    return leftovers
+                    orphans = True
+    if orphans:
+        names = sorted(os.listdir(directory))
+    return leftovers, names
 
 
 def load_segments(
@@ -71,18 +83,19 @@ def load_segments(
     needs_recovery: bool,
     log_start_offset: int = 0,
 ) -> LoadedSegments:
-    leftovers = _settle_leftovers(directory)
+    leftovers, names = _settle_leftovers(directory)
+    present = set(names)
     bases = sorted(
-        off for p in directory.iterdir()
-        if p.name.endswith(LOG_SUFFIX) and (off := offset_from_filename(p.name)) is not None
+        off for name in names
+        if name.endswith(LOG_SUFFIX) and (off := offset_from_filename(name)) is not None
     )
     segments: list[LogSegment] = []
     broken: dict[int, str] = {}  # base offset -> why its indexes are rebuilt
     try:
         for i, base in enumerate(bases):
             stem = f"{base:020d}"
-            missing = not (directory / (stem + INDEX_SUFFIX)).exists() or not (
-                directory / (stem + TIME_INDEX_SUFFIX)).exists()
+            missing = (stem + INDEX_SUFFIX not in present
+                       or stem + TIME_INDEX_SUFFIX not in present)
             seg = LogSegment(directory, base, config, created_ms=now_ms)
             segments.append(seg)
             if missing:

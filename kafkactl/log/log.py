@@ -108,7 +108,7 @@ class Log:
         time: Any = _time,  # noqa: A002 - anything with .time() (seconds)
         log_start_offset: int = 0,
     ) -> None:
-        self.dir = Path(dir)
+        self.dir = dir if isinstance(dir, Path) else Path(dir)
         self.topic, self.partition = parse_topic_partition(self.dir.name)
         self.config = config
         self._time = time

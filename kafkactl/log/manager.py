@@ -167,8 +167,10 @@ class LogManager:
         self.broker_epoch = broker_epoch
         self._logs: dict[TopicPartition, Log] = {}
         self._log_dir_of: dict[TopicPartition, Path] = {}
+        self._logs_per_dir: dict[Path, int] = {}  # for create_log's choice (O(1), not O(logs))
         self._lock_fds: dict[Path, int] = {}
         self._lock = threading.RLock()
+        self._checkpoint_lock = threading.Lock()
         self._pending_dir_deletes: list[Path] = []
         self.had_clean_shutdown: dict[Path, bool] = {}
         self.loaded = False
@@ -211,13 +213,19 @@ class LogManager:
             log.warning("%s Treating it as absent: each log starts at its first segment "
                         "(`kafkactl recover %s` rewrites the file offline).", e, d)
             start_offsets = {}
-        for child in sorted(d.iterdir()):
-            if child.is_dir() and child.name.endswith(DELETE_DIR_SUFFIX):
+        with os.scandir(d) as it:  # names and d_type: no stat or Path per entry
+            entries = sorted((e.name, e.is_dir()) for e in it)
+        for name, is_dir in entries:
+            if not is_dir or name.startswith("."):
+                continue
+            child = d / name
+            if name.endswith(DELETE_DIR_SUFFIX):
                 self._pending_dir_deletes.append(child)
                 continue
-            if not is_partition_dir(child):
+            try:
+                tp = parse_topic_partition(name)
+            except LogError:
                 continue
-            tp = parse_topic_partition(child.name)
             if tp in self._logs:
                 raise LogError(
                     f"Partition {tp[0]}-{tp[1]} exists in two log directories "
@@ -230,6 +238,7 @@ class LogManager:
             )
             self._logs[tp] = lg
             self._log_dir_of[tp] = d
+            self._logs_per_dir[d] = self._logs_per_dir.get(d, 0) + 1
         if clean:
             marker.unlink()  # from now on the dir is "in use": a crash means recovery
             fsync_dir(d)
@@ -243,18 +252,30 @@ class LogManager:
         return self._logs.get(tp)
 
     def create_log(self, topic: str, partition: int, config: LogConfig | None = None) -> Log:
-        """The log of (topic, partition), created in the least loaded dir if absent."""
+        """The log of (topic, partition), created in the least loaded dir if absent.
+        Thread-safe; the files are made outside the manager's lock (a slow disk must not
+        stall the threads that only list the logs)."""
         tp = (topic, partition)
         with self._lock:
             existing = self._logs.get(tp)
             if existing is not None:
                 return existing
-            counts = {d: 0 for d in self.log_dirs}
-            for owner in self._log_dir_of.values():
-                counts[owner] += 1
-            d = min(self.log_dirs, key=lambda x: (counts[x], self.log_dirs.index(x)))
+            counts = self._logs_per_dir
+            d = min(self.log_dirs, key=lambda x: (counts.get(x, 0), self.log_dirs.index(x)))
+            counts[d] = counts.get(d, 0) + 1  # reserved while the files are made
+        try:
             log = Log(d / f"{topic}-{partition}", config or self.config_for(topic),
                       needs_recovery=False, time=self._time)
+        except BaseException:
+            with self._lock:
+                counts[d] -= 1
+            raise
+        with self._lock:
+            existing = self._logs.get(tp)
+            if existing is not None:  # made by another thread meanwhile: keep that one
+                counts[d] -= 1
+                log.close()
+                return existing
             self._logs[tp] = log
             self._log_dir_of[tp] = d
             return log
@@ -266,7 +287,9 @@ class LogManager:
         tp = (topic, partition)
         with self._lock:
             lg = self._logs.pop(tp, None)
-            self._log_dir_of.pop(tp, None)
+            owner = self._log_dir_of.pop(tp, None)
+            if owner is not None:
+                self._logs_per_dir[owner] -= 1
         if lg is None:
             return False
         lg.close()
@@ -332,22 +355,35 @@ class LogManager:
         """Write recovery-point and log-start-offset checkpoints for every dir. A dir
         whose files cannot be written keeps its previous ones (reported, retried next
         time); returns the dirs that failed."""
-        failed: list[Path] = []
+        return self.write_checkpoints(self.checkpoint_values())
+
+    def checkpoint_values(self) -> dict[Path, dict[str, dict[TopicPartition, int]]]:
+        """What `checkpoint` writes, per dir and file: cheap, taken on the thread that
+        changes the logs; `write_checkpoints` (formatting, fsync) may then run on another."""
+        with self._lock:
+            owners = list(self._log_dir_of.items())
+            logs = dict(self._logs)
+        out: dict[Path, dict[str, dict[TopicPartition, int]]] = {}
         for d in self.log_dirs:
-            tps = [tp for tp, owner in self._log_dir_of.items() if owner == d]
-            logs = [(tp, self._logs[tp]) for tp in tps if tp in self._logs]
-            for name, values in (
-                (RECOVERY_POINT_CHECKPOINT, {tp: lg.recovery_point for tp, lg in logs}),
-                (LOG_START_OFFSET_CHECKPOINT, {tp: lg.log_start_offset for tp, lg in logs}),
-            ):
-                try:
-                    write_checkpoint(d / name, values)
-                except OSError as e:
-                    self._remove_tmp(d / name)
-                    self.storage_errors.failed(
-                        d, f"cannot write {d / name}: {describe_os_error(e)}")
-                    failed.append(d)
-                    break
+            mine = [(tp, logs[tp]) for tp, owner in owners if owner == d and tp in logs]
+            out[d] = {RECOVERY_POINT_CHECKPOINT: {tp: lg.recovery_point for tp, lg in mine},
+                      LOG_START_OFFSET_CHECKPOINT: {tp: lg.log_start_offset for tp, lg in mine}}
+        return out
+
+    def write_checkpoints(self, values: dict[Path, dict[str, dict[TopicPartition, int]]]
+                          ) -> list[Path]:
+        failed: list[Path] = []
+        with self._checkpoint_lock:  # one writer per file (a thread's, then shutdown's)
+            for d, files in values.items():
+                for name, entries in files.items():
+                    try:
+                        write_checkpoint(d / name, entries)
+                    except OSError as e:
+                        self._remove_tmp(d / name)
+                        self.storage_errors.failed(
+                            d, f"cannot write {d / name}: {describe_os_error(e)}")
+                        failed.append(d)
+                        break
         return failed
 
     @staticmethod

@@ -76,7 +76,8 @@ class OffsetIndex(AbstractIndex):
             raise LogSegmentFullError(
                 f"Offset {offset} does not fit relative to base {self.base_offset}."
             )
-        _ENTRY.pack_into(self._mmap, n * 8, rel, position)  # type: ignore[arg-type]
+        _ENTRY.pack_into(self._mmap, n * 8, rel, position)
+        self._dirty = True
         self._entries = n + 1
         self._last_rel = rel
 

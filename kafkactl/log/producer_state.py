@@ -194,8 +194,8 @@ class ProducerStateManager:
     # ---- snapshots ----------------------------------------------------------------------
     def take_snapshot(self, log_end_offset: int) -> Path | None:
         expired = self.remove_expired_producers()
-        if log_end_offset == self.last_snapshot_offset and not expired:
-            return None
+        if (log_end_offset == self.last_snapshot_offset or log_end_offset == 0) and not expired:
+            return None  # nothing new, or an empty log (nothing to replay without one)
         data = encode_snapshot(_snapshot_entry(e) for e in self.producers.values())
         path = snapshot_path(self.directory, log_end_offset)
         tmp = path.with_suffix(".snapshot.tmp")

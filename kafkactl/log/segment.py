@@ -141,7 +141,7 @@ class LogSegment:
         created_ms: int,
         create: bool = False,
     ) -> None:
-        self.dir = Path(directory)
+        self.dir = directory if isinstance(directory, Path) else Path(directory)
         self.base_offset = base_offset
         self.config = config
         prefix = filename_prefix(base_offset)

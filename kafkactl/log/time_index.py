@@ -72,7 +72,8 @@ class TimeIndex(AbstractIndex):
             return False
         if n >= self._slots:
             self.resize((n + 1) * 12)
-        _ENTRY.pack_into(self._mmap, n * 12, timestamp, offset - self.base_offset)  # type: ignore[arg-type]
+        _ENTRY.pack_into(self._mmap, n * 12, timestamp, offset - self.base_offset)
+        self._dirty = True
         self._entries = n + 1
         self._last_ts, self._last_off = timestamp, offset
         return True

@@ -1,0 +1,200 @@
+"""A large CreateTopics makes its partitions on the event loop in slices: other work runs in
+between, the topic enters the metadata only when whole, a restart finishes an interrupted
+creation, and a deletion stops one. Ordering is asserted, never timing."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import struct
+import time
+from pathlib import Path
+
+import pytest
+
+from kafkactl.broker import standalone_topic_admin
+from kafkactl.broker.topic_admin import TopicError
+from kafkactl.protocol.api_keys import ApiKey
+from kafkactl.protocol.codec import decode_response, encode_request
+from kafkactl.protocol.errors import ErrorCode
+from tests.broker.test_topic_admin import Standalone, _open
+from tests.conftest import BrokerProcess
+
+N = 300
+
+
+@pytest.fixture
+def one_per_slice(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Yield after every partition made; topics of more than 10 partitions go in slices."""
+    monkeypatch.setattr(standalone_topic_admin, "CREATE_SLICE_S", 0.0)
+    monkeypatch.setattr(standalone_topic_admin, "INLINE_PARTITIONS", 10)
+
+
+def test_other_work_runs_between_slices(tmp_path: Path, one_per_slice: None) -> None:
+    s = _open(tmp_path)
+    seen: list[int] = []
+
+    async def other_client(done: asyncio.Event) -> None:
+        while not done.is_set():
+            seen.append(len(s.store.partitions))
+            if seen[-1] < N:  # not in the metadata until whole
+                assert s.cache.topic("big") is None
+            await asyncio.sleep(0)
+
+    async def main() -> dict[str, ErrorCode]:
+        state = s.admin.create_topic("big", N, 1, [], [])
+        assert state.num_partitions == N and s.admin.creating("big")
+        assert s.admin.auto_create("big") is state  # no TOPIC_ALREADY_EXISTS meanwhile
+        done = asyncio.Event()
+        other = asyncio.create_task(other_client(done))
+        late = await s.admin.settled(["big"], [], 60_000)
+        done.set()
+        await other
+        return late
+
+    try:
+        assert asyncio.run(main()) == {}
+        assert any(0 < n < N for n in seen)  # ran while the creation was half done
+        meta = s.cache.topic("big")
+        assert meta is not None and len(meta.partitions) == N
+        assert not s.admin.creating("big")
+    finally:
+        s.log_manager.shutdown()
+
+
+async def _until_some_hosted(s: Standalone) -> None:
+    while not s.store.partitions:  # the first worker-thread step has finished
+        await asyncio.sleep(0.001)
+
+
+def test_a_restart_makes_what_an_interrupted_creation_left(tmp_path: Path,
+                                                           one_per_slice: None) -> None:
+    s = _open(tmp_path)
+
+    async def main() -> None:
+        s.admin.create_topic("big", N, 1, [], [])
+        await _until_some_hosted(s)
+        await s.admin.stop_background_work()  # shutdown while it runs
+
+    asyncio.run(main())
+    assert 0 < len(s.store.partitions) < N
+    assert not s.admin.creating("big")
+    s.log_manager.shutdown()
+    s = _open(tmp_path)
+    try:
+        meta = s.cache.topic("big")
+        assert meta is not None and len(meta.partitions) == N
+        assert len(s.store.partitions) == N
+    finally:
+        s.log_manager.shutdown()
+
+
+def test_deleting_a_topic_being_created_stops_it(tmp_path: Path, one_per_slice: None) -> None:
+    s = _open(tmp_path)
+
+    async def main() -> dict[str, ErrorCode]:
+        s.admin.create_topic("big", N, 1, [], [])
+        waiter = asyncio.create_task(s.admin.settled(["big"], [], 60_000))
+        await _until_some_hosted(s)
+        s.admin.delete_topic("big")
+        assert await s.admin.settled([], ["big"], 60_000) == {}
+        return await waiter
+
+    try:
+        late = asyncio.run(main())
+        assert late == {"big": ErrorCode.UNKNOWN_TOPIC_OR_PARTITION}
+        assert not s.store.partitions and s.cache.topic("big") is None
+        assert not s.log_manager.logs  # the logs made but not hosted yet went too
+        assert "big" not in s.admin.metadata.deleting  # the deletion is finished
+    finally:
+        s.log_manager.shutdown()
+    s = _open(tmp_path)  # and a restart brings nothing back
+    try:
+        assert s.cache.topic("big") is None and not s.store.partitions
+    finally:
+        s.log_manager.shutdown()
+
+
+def test_a_large_deletion_runs_in_the_background(tmp_path: Path, one_per_slice: None) -> None:
+    s = _open(tmp_path)
+    seen: list[int] = []
+
+    async def main() -> dict[str, ErrorCode]:
+        s.admin.create_topic("big", N, 1, [], [])
+        await s.admin.settled(["big"], [], 60_000)
+        s.admin.delete_topic("big")
+        assert s.cache.topic("big") is None  # gone from the metadata at once
+        with pytest.raises(TopicError, match="being deleted"):
+            s.admin.create_topic("big", 1, 1, [], [])
+        done = asyncio.Event()
+
+        async def other_client() -> None:
+            while not done.is_set():
+                seen.append(len(s.log_manager.logs))
+                await asyncio.sleep(0)
+
+        other = asyncio.create_task(other_client())
+        late = await s.admin.settled([], ["big"], 60_000)
+        done.set()
+        await other
+        return late
+
+    try:
+        assert asyncio.run(main()) == {}
+        assert any(0 < n < N for n in seen)  # ran while logs were being deleted
+        assert not s.store.partitions and not s.log_manager.logs
+        assert "big" not in s.admin.metadata.deleting
+    finally:
+        s.log_manager.shutdown()
+
+
+def test_a_restart_finishes_a_stopped_deletion(tmp_path: Path, one_per_slice: None) -> None:
+    s = _open(tmp_path)
+
+    async def main() -> None:
+        s.admin.create_topic("big", N, 1, [], [])
+        await s.admin.settled(["big"], [], 60_000)
+        s.admin.delete_topic("big")
+        await asyncio.sleep(0)
+        await s.admin.stop_background_work()  # shutdown while it runs
+
+    asyncio.run(main())
+    assert 0 < len(s.log_manager.logs) < N
+    assert "big" in s.admin.metadata.deleting
+    s.log_manager.shutdown()
+    s = _open(tmp_path)
+    try:
+        assert s.cache.topic("big") is None and not s.log_manager.logs
+        assert not s.admin.metadata.deleting
+    finally:
+        s.log_manager.shutdown()
+
+
+# ------------------------------------------------------------------ against a real broker
+def _frame(s: socket.socket) -> bytes:
+    size = struct.unpack(">i", s.recv(4, socket.MSG_WAITALL))[0]
+    return s.recv(size, socket.MSG_WAITALL)
+
+
+def test_broker_answers_others_while_a_big_create_topics_runs(broker: BrokerProcess) -> None:
+    n = 2000
+    body = {"topics": [{"name": "big", "num_partitions": n, "replication_factor": 1,
+                        "assignments": [], "configs": []}],
+            "timeout_ms": 120_000, "validate_only": False}
+    versions = encode_request(ApiKey.API_VERSIONS, 0, 2, "t", {})
+    with socket.create_connection(("127.0.0.1", broker.port)) as creator, \
+            socket.create_connection(("127.0.0.1", broker.port)) as other:
+        creator.sendall(encode_request(ApiKey.CREATE_TOPICS, 5, 1, "t", body))
+        first = broker.data_dir / "big-0"
+        while not first.exists():  # the creation has started
+            time.sleep(0.001)
+        other.sendall(versions)
+        assert decode_response(ApiKey.API_VERSIONS, 0, _frame(other))["error_code"] == 0
+        made = len(list(broker.data_dir.glob("big-*")))
+        creator.setblocking(False)
+        with pytest.raises(BlockingIOError):  # the CreateTopics answer is not there yet
+            creator.recv(1, socket.MSG_PEEK)
+        creator.setblocking(True)
+        resp = decode_response(ApiKey.CREATE_TOPICS, 5, _frame(creator))
+        assert resp["topics"][0]["error_code"] == 0
+        assert made < n  # ApiVersions was answered while partitions were still being made
