@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from kafkactl.broker.partition import Partition
@@ -99,7 +99,7 @@ class PartitionStore:
         self.partitions[(topic, partition)] = part
         return part
 
-    def prepare_logs(self, topic: str, partitions: range, config: LogConfig) -> None:
+    def prepare_logs(self, topic: str, partitions: Iterable[int], config: LogConfig) -> None:
         """Make the logs of `partitions` (directories, segment and index files) without
         hosting them: thread-safe, so a worker thread can do the disk work of a large
         creation; `make_partition` then finds each log made. Raises OSError or LogError."""

@@ -10,6 +10,7 @@ standalone broker has no controller and answers STALE_CONTROLLER_EPOCH.
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 import time
 from typing import Any
@@ -28,6 +29,9 @@ from kafkactl.protocol.errors import ErrorCode
 log = logging.getLogger(__name__)
 
 YIELD_EVERY = 4  # partitions made between two turns of the event loop
+PREPARE_OFF_LOOP = 32  # new partitions in one LeaderAndIsr whose files a worker thread makes
+PREPARE_CHUNK = 32
+FREEZE_AFTER = 100  # partitions made in one LeaderAndIsr after which the GC freezes
 
 
 def _fenced(services: BrokerServices, ctx: RequestContext,
@@ -59,6 +63,7 @@ async def handle_leader_and_isr(services: BrokerServices, ctx: RequestContext,
     for t in request["topic_states"]:
         name = t["topic_name"]
         await services.cluster.load_topic_config(name)
+        await _prepare_new_logs(services, name, t["partition_states"])
         errors = []
         for ps in t["partition_states"]:
             p, epoch = ps["partition_index"], ps["leader_epoch"]
@@ -85,7 +90,31 @@ async def handle_leader_and_isr(services: BrokerServices, ctx: RequestContext,
             if made and made % YIELD_EVERY == 0:
                 await asyncio.sleep(0)  # let produce and fetch requests through
         topics.append({"topic_id": t.get("topic_id"), "partition_errors": errors})
+    if made >= FREEZE_AFTER:
+        # thousands of long-lived objects: out of the cyclic GC's sight, as at start-up
+        # (KafkaServer.startup), so full collections stay short
+        gc.freeze()
     return {"error_code": ErrorCode.NONE, "partition_errors": [], "topics": topics}
+
+
+async def _prepare_new_logs(services: BrokerServices, name: str,
+                            states: list[dict[str, Any]]) -> None:
+    """Make the files of the partitions this LeaderAndIsr adds on a worker thread, a chunk
+    at a time, when there are many (a topic of thousands of partitions): a slow mkdir or
+    open blocks the thread, not the produce and fetch requests on the event loop. A chunk
+    that fails is left to make_partition, which reports each partition's error."""
+    store = services.partitions
+    new = [ps["partition_index"] for ps in states
+           if store.get_partition(name, ps["partition_index"]) is None]
+    if len(new) < PREPARE_OFF_LOOP:
+        return
+    config = store.configs.for_topic(name)
+    for first in range(0, len(new), PREPARE_CHUNK):
+        try:
+            await asyncio.to_thread(store.prepare_logs, name, new[first:first + PREPARE_CHUNK],
+                                    config)
+        except (OSError, LogError):
+            return
 
 
 def _take_role(services: BrokerServices, part: Partition, ps: dict[str, Any],
