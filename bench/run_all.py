@@ -45,9 +45,12 @@ def run(script: str, args: list[str], timeout: float) -> tuple[list[Row], str]:
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "rows.json"
         try:
+            # the benches (and the brokers they start) run this checkout's kafkactl
+            path = os.pathsep.join(filter(None, [str(HERE.parent),
+                                                 os.environ.get("PYTHONPATH", "")]))
             p = subprocess.run([sys.executable, str(HERE / script), *args, "--summary-json",
                                 str(out)], cwd=HERE.parent, capture_output=True, text=True,
-                               timeout=timeout)
+                               timeout=timeout, env={**os.environ, "PYTHONPATH": path})
         except subprocess.TimeoutExpired:
             return [], f"timed out after {timeout:.0f} s"
         sys.stdout.write(p.stdout)
