@@ -56,8 +56,9 @@ def start_broker(*overrides: str, data_dir: Path | None = None,
         args += ["--override", f"listeners=PLAINTEXT://127.0.0.1:{port},{extra_listeners}"]
     for o in overrides:
         args += ["--override", o]
-    # cwd: not a checkout (the data dir may not exist yet), so `python -m` takes kafkactl from PYTHONPATH (--kafkactl DIR
-    # rounds) or the installed package, not from the directory the bench runs in
+    # cwd: not a checkout (and the data dir may not exist yet), so `python -m` takes
+    # kafkactl from PYTHONPATH (--kafkactl DIR rounds) or the installed package, not from
+    # the directory the bench runs in
     proc = subprocess.Popen(args, cwd=tempfile.gettempdir())
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
