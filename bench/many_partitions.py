@@ -250,7 +250,7 @@ def main() -> None:
                 baseline="p99 before", baseline_value=percentile(before, .99)),
             row(GOAL, f"DeleteTopics {args.big} partitions", delete_s, "s", "report"),
             row(GOAL, "RSS per partition", rss_pp / 1024, "KiB", "report",
-                baseline="empty broker MiB", baseline_value=empty_rss / 2**20),
+                baseline=f"empty broker {empty_rss / 2**20:.1f} MiB"),
             row(GOAL, "open files per partition", fds_pp, "fds", "report (Kafka ~4/segment)"),
             row(GOAL, f"RSS with {total_now} partitions", rss_big / 2**20, "MiB", "report"),
         ]
