@@ -62,7 +62,8 @@ def _settle_leftovers(directory: Path) -> list[Path]:
     return leftovers
 
 
-def load_segments(
+# C901: LogLoader's order: leftovers, index checks, recovery point, truncation
+def load_segments(  # noqa: C901
     directory: Path,
     config: LogConfig,
     *,

@@ -47,7 +47,8 @@ def fast_key_values(batch: RecordBatch, start: int
     return None if scanned is None else (scanned[0], scanned[1])  # type: ignore[return-value]
 
 
-def _scan(sec: memoryview, count: int, skip: int, *, keyed: bool
+# C901: consume fast path: each record's varint walk inlined for speed
+def _scan(sec: memoryview, count: int, skip: int, *, keyed: bool  # noqa: C901
           ) -> tuple[list[memoryview | None], list[memoryview | None]] | None:
     """Walk `count` records: (keys, values) of those with offset delta >= skip, or None
     when a record has headers, a key longer than 2 varint bytes' worth, or (unless
