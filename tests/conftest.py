@@ -146,3 +146,46 @@ def module_broker(_module_broker_process: BrokerProcess) -> BrokerProcess:
 
 def pytest_configure(config: pytest.Config) -> None:
     os.environ.setdefault("PYTHONUNBUFFERED", "1")
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Under pytest-xdist (`--dist loadgroup`, as scripts/test.sh runs it), a module-scoped
+    fixture is made once per worker that runs a test of the module: the tests that use one
+    (a module broker, a built probe) share one worker, and so do the tests of the one
+    SparkSession (session-scoped, seconds to start). A test can also ask for a worker of
+    its own group with @pytest.mark.xdist_group("name")."""
+    for item in items:
+        if item.get_closest_marker("xdist_group") is not None:
+            continue
+        info = getattr(item, "_fixtureinfo", None)
+        if info is None:
+            continue
+        scopes = {name: defs[-1].scope for name, defs in info.name2fixturedefs.items() if defs}
+        if "spark" in scopes:
+            item.add_marker(pytest.mark.xdist_group("spark"))
+        elif "module" in scopes.values():
+            item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::", 1)[0]))
+
+
+@pytest.hookimpl(tryfirst=True)  # before the xdist worker reports its collection
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """pytest-xdist's loadgroup sends a worker "<node id>@<group>" names, renaming each
+    grouped test through `item._nodeid`, which pytest 9 no longer reads (the id is
+    `item._id`): the groups would be silently ignored. Rename them here when it did not."""
+    if not getattr(session.config.option, "loadgroup", False):
+        return
+    from _pytest.nodeid import NodeId
+
+    for item in session.items:
+        names = {str(m.args[0] if m.args else m.kwargs.get("name", "default"))
+                 for m in item.iter_markers("xdist_group")}
+        if not names:
+            continue
+        suffix = "@" + "_".join(sorted(names))
+        old = getattr(item, "_id", None)
+        if item.nodeid.endswith(suffix) or not isinstance(old, NodeId):
+            continue
+        renamed = NodeId(path=old.path, names=old.names, params=old.params)
+        object.__setattr__(renamed, "_str_cache", str(old) + suffix)
+        item._id = renamed
