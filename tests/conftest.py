@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -21,8 +22,37 @@ from tests import hypothesis_profiles
 hypothesis_profiles.load()
 
 
+# Ports for brokers and ZooKeeper come from below the kernel's ephemeral range
+# (net.ipv4.ip_local_port_range), so no client socket is given one between the test picking
+# it and the server binding it, and each pytest-xdist worker has a slice of its own.
+PORTS_LOW = 20000
+
+
+def _ephemeral_low() -> int:
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
 def free_port() -> int:
-    with socket.socket() as s:
+    """A loopback port nothing listens on now, for a server a test is about to start."""
+    high = _ephemeral_low()
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    count = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1") or 1)
+    index = int(worker[2:]) if worker.startswith("gw") and worker[2:].isdigit() else 0
+    width = (high - PORTS_LOW) // max(count, 1)
+    if width >= 100:
+        low = PORTS_LOW + (index % count) * width
+        for _ in range(200):
+            port = random.randrange(low, low + width)
+            with socket.socket() as s:
+                try:
+                    s.bind(("127.0.0.1", port))
+                except OSError:
+                    continue
+                return port
+    with socket.socket() as s:  # no room below the ephemeral range: any free port
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
 
