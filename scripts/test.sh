@@ -23,9 +23,10 @@
 #           errors or the run fails
 #   pytest  pytest, run by the environment's python (the tests start `sys.executable -m
 #           kafkactl`); exit 5 (no tests collected) is a failure like any other. The tests run
-#           in KAFKACTL_TEST_WORKERS pytest-xdist workers (default 4: they mostly wait on
-#           brokers and ZooKeeper, so 4 beat 2 on 2 cores; 0 runs them serially); tests marked
-#           xdist_group("<name>") share one worker
+#           in KAFKACTL_TEST_WORKERS pytest-xdist workers (default 4: a test mostly waits on
+#           the brokers, ZooKeeper or Spark it starts; 0 runs them serially); tests that share
+#           a module-scoped fixture or the SparkSession, or are marked xdist_group("<name>"),
+#           run on one worker (tests/conftest.py)
 #   binary  build the one-file binary and smoke-test it (scripts/smoke_binary.sh);
 #           KAFKACTL_SKIP_BINARY=1 skips it
 #
