@@ -86,16 +86,30 @@ class BrokerProcess:
         self.proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT)
         log.close()
         deadline = time.monotonic() + timeout
+        waiting = [self.port, *self._other_listener_ports()]
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"broker exited with {self.proc.returncode}:\n{self.log()}")
             try:
-                with socket.create_connection(("127.0.0.1", self.port), timeout=0.2):
+                with socket.create_connection(("127.0.0.1", waiting[0]), timeout=0.2):
+                    waiting.pop(0)
+                if not waiting:
                     return
             except OSError:
                 time.sleep(0.05)
         self.kill()
         raise RuntimeError(f"broker did not listen within {timeout}s:\n{self.log()}")
+
+    def _other_listener_ports(self) -> list[int]:
+        """The loopback ports of a `listeners` override besides `port`: the broker opens its
+        listeners one after another, so listening on `port` does not mean on these."""
+        ports = []
+        for endpoint in self.overrides.get("listeners", "").split(","):
+            host, _, port = endpoint.rpartition("://")[2].rpartition(":")
+            if port.isdigit() and int(port) not in (0, self.port) and \
+                    host in ("", "127.0.0.1", "localhost", "0.0.0.0"):
+                ports.append(int(port))
+        return ports
 
     def stop(self, timeout: float = 20.0) -> int:
         """SIGTERM (clean shutdown) and wait; returns the exit code."""
