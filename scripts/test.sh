@@ -4,6 +4,7 @@
 #
 #   ./scripts/test.sh                          everything
 #   ./scripts/test.sh tests/record -q -x       ruff, mypy, then only these tests, then the binary
+#   KAFKACTL_TEST_WORKERS=0 ./scripts/test.sh  the tests one after another, in this process
 #   KAFKACTL_SKIP_BINARY=1 ./scripts/test.sh   without the binary build and smoke test
 #   KAFKACTL_TEST_STEPS="ruff mypy pytest" ./scripts/test.sh    only these steps
 #
@@ -21,7 +22,11 @@
 #   mypy    mypy kafkactl, from the environment, with pyproject.toml's [tool.mypy]: zero
 #           errors or the run fails
 #   pytest  pytest, run by the environment's python (the tests start `sys.executable -m
-#           kafkactl`); exit 5 (no tests collected) is a failure like any other
+#           kafkactl`); exit 5 (no tests collected) is a failure like any other. The tests run
+#           in KAFKACTL_TEST_WORKERS pytest-xdist workers (default 4: a test mostly waits on
+#           the brokers, ZooKeeper or Spark it starts; 0 runs them serially); tests that share
+#           a module-scoped fixture or the SparkSession, or are marked xdist_group("<name>"),
+#           run on one worker (tests/conftest.py)
 #   binary  build the one-file binary and smoke-test it (scripts/smoke_binary.sh);
 #           KAFKACTL_SKIP_BINARY=1 skips it
 #
@@ -80,7 +85,12 @@ step_mypy() {
 }
 
 step_pytest() {
-    "$VENV_PY" -m pytest -q "$@"
+    local workers="${KAFKACTL_TEST_WORKERS:-4}"
+    if [ "$workers" = 0 ]; then
+        "$VENV_PY" -m pytest -q "$@"
+    else
+        "$VENV_PY" -m pytest -q -n "$workers" --dist loadgroup "$@"
+    fi
 }
 
 step_binary() {

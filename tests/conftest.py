@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -21,8 +22,37 @@ from tests import hypothesis_profiles
 hypothesis_profiles.load()
 
 
+# Ports for brokers and ZooKeeper come from below the kernel's ephemeral range
+# (net.ipv4.ip_local_port_range), so no client socket is given one between the test picking
+# it and the server binding it, and each pytest-xdist worker has a slice of its own.
+PORTS_LOW = 20000
+
+
+def _ephemeral_low() -> int:
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
 def free_port() -> int:
-    with socket.socket() as s:
+    """A loopback port nothing listens on now, for a server a test is about to start."""
+    high = _ephemeral_low()
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    count = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1") or 1)
+    index = int(worker[2:]) if worker.startswith("gw") and worker[2:].isdigit() else 0
+    width = (high - PORTS_LOW) // max(count, 1)
+    if width >= 100:
+        low = PORTS_LOW + (index % count) * width
+        for _ in range(200):
+            port = random.randrange(low, low + width)
+            with socket.socket() as s:
+                try:
+                    s.bind(("127.0.0.1", port))
+                except OSError:
+                    continue
+                return port
+    with socket.socket() as s:  # no room below the ephemeral range: any free port
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
 
@@ -56,16 +86,30 @@ class BrokerProcess:
         self.proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT)
         log.close()
         deadline = time.monotonic() + timeout
+        waiting = [self.port, *self._other_listener_ports()]
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"broker exited with {self.proc.returncode}:\n{self.log()}")
             try:
-                with socket.create_connection(("127.0.0.1", self.port), timeout=0.2):
+                with socket.create_connection(("127.0.0.1", waiting[0]), timeout=0.2):
+                    waiting.pop(0)
+                if not waiting:
                     return
             except OSError:
                 time.sleep(0.05)
         self.kill()
         raise RuntimeError(f"broker did not listen within {timeout}s:\n{self.log()}")
+
+    def _other_listener_ports(self) -> list[int]:
+        """The loopback ports of a `listeners` override besides `port`: the broker opens its
+        listeners one after another, so listening on `port` does not mean on these."""
+        ports = []
+        for endpoint in self.overrides.get("listeners", "").split(","):
+            host, _, port = endpoint.rpartition("://")[2].rpartition(":")
+            if port.isdigit() and int(port) not in (0, self.port) and \
+                    host in ("", "127.0.0.1", "localhost", "0.0.0.0"):
+                ports.append(int(port))
+        return ports
 
     def stop(self, timeout: float = 20.0) -> int:
         """SIGTERM (clean shutdown) and wait; returns the exit code."""
@@ -146,3 +190,46 @@ def module_broker(_module_broker_process: BrokerProcess) -> BrokerProcess:
 
 def pytest_configure(config: pytest.Config) -> None:
     os.environ.setdefault("PYTHONUNBUFFERED", "1")
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Under pytest-xdist (`--dist loadgroup`, as scripts/test.sh runs it), a module-scoped
+    fixture is made once per worker that runs a test of the module: the tests that use one
+    (a module broker, a built probe) share one worker, and so do the tests of the one
+    SparkSession (session-scoped, seconds to start). A test can also ask for a worker of
+    its own group with @pytest.mark.xdist_group("name")."""
+    for item in items:
+        if item.get_closest_marker("xdist_group") is not None:
+            continue
+        info = getattr(item, "_fixtureinfo", None)
+        if info is None:
+            continue
+        scopes = {name: defs[-1].scope for name, defs in info.name2fixturedefs.items() if defs}
+        if "spark" in scopes:
+            item.add_marker(pytest.mark.xdist_group("spark"))
+        elif "module" in scopes.values():
+            item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::", 1)[0]))
+
+
+@pytest.hookimpl(tryfirst=True)  # before the xdist worker reports its collection
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """pytest-xdist's loadgroup sends a worker "<node id>@<group>" names, renaming each
+    grouped test through `item._nodeid`, which pytest 9 no longer reads (the id is
+    `item._id`): the groups would be silently ignored. Rename them here when it did not."""
+    if not getattr(session.config.option, "loadgroup", False):
+        return
+    from _pytest.nodeid import NodeId
+
+    for item in session.items:
+        names = {str(m.args[0] if m.args else m.kwargs.get("name", "default"))
+                 for m in item.iter_markers("xdist_group")}
+        if not names:
+            continue
+        suffix = "@" + "_".join(sorted(names))
+        old = getattr(item, "_id", None)
+        if item.nodeid.endswith(suffix) or not isinstance(old, NodeId):
+            continue
+        renamed = NodeId(path=old.path, names=old.names, params=old.params)
+        object.__setattr__(renamed, "_str_cache", str(old) + suffix)
+        item._id = renamed

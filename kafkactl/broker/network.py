@@ -32,9 +32,8 @@ at once); frames that arrive meanwhile wait in the connection's backlog.
 Listeners: each endpoint may carry a TLS context and a ConnectionSetup (the security
 package's: the TLS principal, the SASL authenticator). A connection whose ConnectionInfo
 has `max_receive` set (before SASL authentication) refuses larger frames, and one marked
-`close_after_response` (a failed authentication) closes once its answer is written. TLS
-cannot run through sendfile: on a TLS connection file regions are copied (pread) into the
-encrypted stream; plaintext connections keep zero-copy.
+`close_after_response` (a failed authentication) closes once its answer is written.
+Responses (bytes and file regions; sendfile, or pread on TLS): kafkactl.broker.transfer.
 """
 
 from __future__ import annotations
@@ -44,7 +43,6 @@ import contextlib
 import fcntl
 import functools
 import logging
-import os
 import socket
 import ssl
 import struct
@@ -54,9 +52,11 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, cast
 
+from kafkactl.broker import transfer
 from kafkactl.broker.connection_quotas import ConnectionQuotas
 from kafkactl.broker.memory_pool import RequestMemoryPool
 from kafkactl.broker.security.principal import ANONYMOUS, KafkaPrincipal
+from kafkactl.broker.transfer import ResponseParts
 
 log = logging.getLogger(__name__)
 
@@ -66,8 +66,6 @@ RECV_BUFFER_SIZE = 256 * 1024
 MIN_FRAME_GROWTH = 64 * 1024
 # Pending-frame bytes per connection before we stop reading from its socket.
 MAX_BACKLOG_BYTES = 16 * 1024 * 1024
-# Regions up to this size are copied with pread (cheaper than a sendfile round trip).
-SMALL_REGION_BYTES = 16 * 1024
 
 _SIZE = struct.Struct(">i")
 _INT = struct.Struct("i")
@@ -79,13 +77,6 @@ class CloseConnection(Exception):
     """Raised by a request handler: log `reason` once and close this connection."""
 
 
-class FileRegionLike(Protocol):
-    fd: int
-    position: int
-    length: int
-
-
-ResponseParts = Sequence[Any]  # bytes-like parts and FileRegion parts, size prefix included
 HandlerResult = ResponseParts | None | Awaitable[ResponseParts | None]
 
 
@@ -108,26 +99,6 @@ ConnectionSetup = Callable[[ConnectionInfo, asyncio.Transport], "str | None"]
 
 class RequestHandler(Protocol):
     def handle(self, conn: ConnectionInfo, frame: bytearray) -> HandlerResult: ...
-
-
-class _RegionFile:
-    """The minimal file object loop.sendfile() needs around a raw descriptor."""
-
-    mode = "rb"
-
-    def __init__(self, fd: int) -> None:
-        self._fd = fd
-
-    def fileno(self) -> int:
-        return self._fd
-
-    def seek(self, offset: int, whence: int = 0) -> int:
-        return offset
-
-
-def _wake(future: asyncio.Future[None]) -> None:
-    if not future.done():
-        future.set_result(None)
 
 
 class KafkaConnection(asyncio.BufferedProtocol):
@@ -454,83 +425,31 @@ class KafkaConnection(asyncio.BufferedProtocol):
             return None
         if len(parts) == 1 and parts[0].__class__ is bytes:  # most responses: one bytes
             transport.write(parts[0])
-            self.last_active = self.loop.time()
-            return None
-        chunks: list[Any] = []
-        for i, part in enumerate(parts):
-            if isinstance(part, bytes | bytearray | memoryview):
-                chunks.append(part)
-                continue
-            length = part.length
-            if length <= 0:
-                continue
-            if length <= SMALL_REGION_BYTES or not self._zero_copy:
-                chunks.append(os.pread(part.fd, length, part.position))
-                continue
-            if chunks:
-                transport.write(b"".join(chunks))
-                chunks = []
-            sent = 0
-            if transport.get_write_buffer_size() == 0 and self._sock_fd >= 0:
-                sent = self._try_sendfile(part.fd, part.position, length)
-            if sent < length:
-                return self._write_rest_async(part.fd, part.position + sent, length - sent,
+        else:
+            pending = transfer.write_parts(transport, parts, self._sock_fd, self._zero_copy)
+            if pending is not None:
+                i, sent = pending
+                if sent == transfer.SHRANK:
+                    raise CloseConnection(transfer.SHRANK_REASON)
+                part = parts[i]
+                return self._write_rest_async(part.fd, part.position + sent, part.length - sent,
                                               parts[i + 1:])
-        if chunks:
-            transport.write(chunks[0] if len(chunks) == 1 else b"".join(chunks))
         self.last_active = self.loop.time()
         return None
-
-    def _try_sendfile(self, fd: int, position: int, length: int) -> int:
-        sent = 0
-        while sent < length:
-            try:
-                n = os.sendfile(self._sock_fd, fd, position + sent, length - sent)
-            except (BlockingIOError, InterruptedError):
-                break
-            if n == 0:  # the file is shorter than the region (truncated under us)
-                raise CloseConnection("log segment shrank while being sent; closing")
-            sent += n
-        return sent
 
     async def _write_rest_async(self, fd: int, position: int, length: int,
                                 rest: ResponseParts) -> None:
         transport = self.transport
         if transport is None or self._closed:
             return
-        if self.server.native_sendfile:
-            sent = await self.loop.sendfile(transport, _RegionFile(fd), position, length)  # type: ignore[arg-type]
-        else:
-            sent = await self._sendfile_when_writable(transport, fd, position, length)
+        sent = await transfer.send_region(self.loop, transport, self._sock_fd, fd, position,
+                                          length, self.server.native_sendfile)
         if sent < length:
-            raise CloseConnection("log segment shrank while being sent; closing")
+            raise CloseConnection(transfer.SHRANK_REASON)
         if rest:
             pending = self._write_parts(rest)
             if pending is not None:
                 await pending
-
-    async def _sendfile_when_writable(self, transport: asyncio.Transport, fd: int,
-                                      position: int, length: int) -> int:
-        """loop.sendfile() for a loop without it (uvloop): os.sendfile whenever the socket
-        can take more, once the transport's own buffer is empty. The socket is watched
-        through a duplicate descriptor (the transport owns the original)."""
-        watched = os.dup(self._sock_fd)
-        sent = 0
-        try:
-            while sent < length:
-                if transport.get_write_buffer_size() == 0:
-                    sent += self._try_sendfile(fd, position + sent, length - sent)
-                    if sent >= length:
-                        break
-                writable = self.loop.create_future()
-                self.loop.add_writer(watched, _wake, writable)
-                try:
-                    await writable
-                finally:
-                    self.loop.remove_writer(watched)
-        finally:
-            os.close(watched)
-        return sent
 
     def close(self, reason: str | None) -> None:
         if reason:
@@ -650,5 +569,3 @@ class SocketServer:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(server.wait_closed(), 2.0)
 
-
-Callback = Callable[[], None]

@@ -46,7 +46,8 @@ def _render(rows: list[tuple[str, SegmentRecoveryReport]], dry_run: bool) -> Non
     print_table(table)
 
 
-def recover_command(
+# C901: a command: one check per option, then one report per outcome
+def recover_command(  # noqa: C901
     path: Path = typer.Argument(..., help="A log dir (log.dirs entry) or one partition dir."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Report only; change nothing."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON document."),

@@ -120,7 +120,7 @@ async def _run(cfg: object, explicit: set[str]) -> int:
     server.explicit_broker_keys = explicit
     server.install_signal_handlers()
     try:
-        await server.startup()
+        started = await server.startup_unless_stopped()
     except (BrokerStartupError, ConfigError) as e:
         error(_startup_error(e))
         await _release(server)
@@ -129,6 +129,9 @@ async def _run(cfg: object, explicit: set[str]) -> int:
         log.exception("the broker failed to start")
         await _release(server)
         return 1
+    if not started:  # stopped (SIGTERM) while starting
+        await server.shutdown()
+        return 0
     await server.serve_forever()
     return 0
 

@@ -84,8 +84,10 @@ def migrate(zk: KazooClient, admin: GroupAdmin, consumer: SimpleConsumer,
     return results
 
 
-def _migrate_group(zk: KazooClient, admin: GroupAdmin, consumer: SimpleConsumer, group: str,
-                   *, dry_run: bool, overwrite: bool, delete_source: bool) -> GroupResult:
+# C901: one decision per partition (equal/beyond end/conflict), then commit+verify
+def _migrate_group(  # noqa: C901
+        zk: KazooClient, admin: GroupAdmin, consumer: SimpleConsumer, group: str,
+        *, dry_run: bool, overwrite: bool, delete_source: bool) -> GroupResult:
     stored = registry.read_offsets(zk, group)
     rows: dict[TopicPartition, Row] = {}
     valid: dict[TopicPartition, int] = {}

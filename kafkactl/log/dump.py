@@ -322,6 +322,24 @@ def dump_offset_index(path: Path, opts: Options, out: Output) -> bool:
         index.close()
 
 
+def _batch_reaching(view: memoryview, offset: int) -> tuple[int, int] | None:
+    """The first batch in `view` whose last offset reaches `offset`: (that last offset, the
+    largest timestamp of its records, -1 if they cannot be read); None if there is none."""
+    try:
+        for batch in iter_batches(view):
+            if batch.last_offset >= offset:
+                break
+        else:
+            return None
+    except RecordError:
+        return None
+    try:
+        max_ts = max((r.timestamp for r in batch), default=-1)
+    except RecordError:
+        max_ts = -1
+    return batch.last_offset, max_ts
+
+
 def dump_time_index(path: Path, opts: Options, out: Output) -> bool:
     from kafkactl.log.offset_index import OffsetIndex
     from kafkactl.log.time_index import TimeIndex
@@ -348,29 +366,17 @@ def dump_time_index(path: Path, opts: Options, out: Output) -> bool:
                     break
                 start = offset_index.lookup(offset).position if offset_index else 0
                 view = memoryview(log)[start:]
-                found: AnyBatch | None = None
-                try:
-                    for batch in iter_batches(view):
-                        if batch.last_offset >= offset:
-                            found = batch
-                            break
-                except RecordError:
-                    found = None
-                if found is None:
+                hit = _batch_reaching(view, offset)
+                view.release()
+                if hit is None:
                     not_found.append((offset, -1))
-                elif found.last_offset != offset:
-                    not_found.append((offset, found.last_offset))
+                elif hit[0] != offset:
+                    not_found.append((offset, hit[0]))
                 else:
-                    try:
-                        max_ts = max((r.timestamp for r in found), default=-1)
-                    except RecordError:
-                        max_ts = -1
-                    if max_ts != ts:
-                        mismatch.append((ts, max_ts))
+                    if hit[1] != ts:
+                        mismatch.append((ts, hit[1]))
                     if prev_ts >= ts:
                         out_of_order.append((ts, prev_ts))
-                found = None
-                view.release()
                 if not opts.verify_only:
                     out.line(f"timestamp: {ts} offset: {offset}",
                              {"type": "time_index_entry", "timestamp": ts, "offset": offset})
@@ -379,29 +385,35 @@ def dump_time_index(path: Path, opts: Options, out: Output) -> bool:
             if offset_index is not None:
                 offset_index.close()
             _close(log)
-        abs_path = str(path.resolve())
-        for title, detail, pairs in (
-            ("Found timestamp mismatch in :", "  Index timestamp: {}, log timestamp: {}",
-             mismatch),
-            ("Found out of order timestamp in :",
-             "  Index timestamp: {}, Previously indexed timestamp: {}", out_of_order),
-        ):
-            if pairs:
-                out.error(title + abs_path, {"type": "time_index_error", "error": title[6:-3],
-                                             "file": abs_path, "pairs": pairs})
-                if not opts.as_json:
-                    for a, b in pairs:
-                        out.err(detail.format(a, b))
-        if not_found:
-            out.error("The following indexed offsets are not found in the log.",
-                      {"type": "time_index_error", "error": "offsets not found",
-                       "file": abs_path, "pairs": not_found})
-            if not opts.as_json:
-                for a, b in not_found:
-                    out.err(f"Indexed offset: {a}, found log offset: {b}")
+        _report_time_index(path, opts, out, mismatch, out_of_order, not_found)
         return not (mismatch or out_of_order or not_found)
     finally:
         time_index.close()
+
+
+def _report_time_index(path: Path, opts: Options, out: Output, mismatch: list[tuple[int, int]],
+                       out_of_order: list[tuple[int, int]],
+                       not_found: list[tuple[int, int]]) -> None:
+    abs_path = str(path.resolve())
+    for title, detail, pairs in (
+        ("Found timestamp mismatch in :", "  Index timestamp: {}, log timestamp: {}",
+         mismatch),
+        ("Found out of order timestamp in :",
+         "  Index timestamp: {}, Previously indexed timestamp: {}", out_of_order),
+    ):
+        if pairs:
+            out.error(title + abs_path, {"type": "time_index_error", "error": title[6:-3],
+                                         "file": abs_path, "pairs": pairs})
+            if not opts.as_json:
+                for a, b in pairs:
+                    out.err(detail.format(a, b))
+    if not_found:
+        out.error("The following indexed offsets are not found in the log.",
+                  {"type": "time_index_error", "error": "offsets not found",
+                   "file": abs_path, "pairs": not_found})
+        if not opts.as_json:
+            for a, b in not_found:
+                out.err(f"Indexed offset: {a}, found log offset: {b}")
 
 
 # ---------------------------------------------------------------- .snapshot

@@ -74,7 +74,8 @@ def _settle_leftovers(directory: Path) -> tuple[list[Path], list[str]]:
     return leftovers, names
 
 
-def load_segments(
+# C901: LogLoader's order: leftovers, index checks, recovery point, truncation
+def load_segments(  # noqa: C901
     directory: Path,
     config: LogConfig,
     *,

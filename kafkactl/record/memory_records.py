@@ -99,7 +99,9 @@ class ScanResult:
         return self.error is None
 
 
-def scan(buf: Buf, position: int = 0, *, expected_offset: int | None = None) -> ScanResult:
+# C901: the hot scan loop: size, magic, CRC and offset checks inlined
+def scan(  # noqa: C901
+        buf: Buf, position: int = 0, *, expected_offset: int | None = None) -> ScanResult:
     """Validate batches from `position` and stop at the first invalid byte.
 
     Checks that each batch fits in the buffer, has a known magic and a minimum size, a

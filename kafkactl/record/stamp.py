@@ -65,7 +65,8 @@ class AppendSummary:
     batches: list[StampedBatch]
 
 
-def stamp_batches(
+# C901: produce hot path: header checks and stamping inlined, one pass
+def stamp_batches(  # noqa: C901
     buf: bytearray | memoryview,
     next_offset: int,
     leader_epoch: int | None,

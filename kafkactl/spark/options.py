@@ -163,7 +163,9 @@ def _timestamp(name: str, value: str | None) -> int | None:
     return ts
 
 
-def parse_read_options(options: Mapping[str, str], *, streaming: bool = False) -> ReadOptions:
+# C901: one check per Spark Kafka source option, as documented
+def parse_read_options(  # noqa: C901
+        options: Mapping[str, str], *, streaming: bool = False) -> ReadOptions:
     opts = canonical_options(options, STREAM_OPTIONS if streaming else READ_OPTIONS)
     bootstrap = opts.get("kafka.bootstrap.servers") or opts.get("bootstrap")
     if not bootstrap:

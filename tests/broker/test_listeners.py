@@ -7,7 +7,6 @@ listeners themselves are tested in tests/broker/security/."""
 
 from __future__ import annotations
 
-import socket
 import subprocess
 import sys
 import time
@@ -16,14 +15,9 @@ from pathlib import Path
 import pytest
 
 from kafkactl.protocol.api_keys import ApiKey
+from tests.conftest import free_port as _free_port
 
 from .wire import Wire
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _serve(data: Path, port: int, overrides: dict[str, str]) -> subprocess.Popen[bytes]:

@@ -30,18 +30,13 @@ import pytest
 
 from kafkactl.protocol import codec
 from kafkactl.protocol.api_keys import ApiKey
+from tests.conftest import free_port as _free_port
 from tests.polling import wait_until
 
 from .wire import Wire
 
 MiB = 1024 * 1024
 API_VERSIONS_V0 = codec.encode_request(ApiKey.API_VERSIONS, 0, 1, "t", {})
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @dataclass

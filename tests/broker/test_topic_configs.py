@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import time
-
 from kafkactl.record.memory_records import iter_batches
+from tests.polling import wait_until
 
 from .wire import Wire, batch
 
@@ -26,11 +25,5 @@ def test_background_retention_deletes_old_segments(broker_factory) -> None:
                                               "file.delete.delay.ms": "0"})["error_code"] == 0
         for i in range(20):
             w.produce("ret", batch([b"%d" % i + b"x" * 200]))
-        deadline = time.monotonic() + 20
-        start = 0
-        while time.monotonic() < deadline:
-            start = w.fetch("ret", 19)["log_start_offset"]
-            if start > 0:
-                break
-            time.sleep(0.2)
-        assert start > 0
+        wait_until(lambda: w.fetch("ret", 19)["log_start_offset"] > 0, 20,
+                   "retention to delete the oldest segments")

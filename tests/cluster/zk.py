@@ -10,6 +10,8 @@ import subprocess
 import time
 from pathlib import Path
 
+from tests.conftest import free_port as _free_port
+
 ZK_JAR = Path("/usr/share/java/zookeeper.jar")
 ZK_CONF = Path("/etc/zookeeper/conf")
 
@@ -21,12 +23,6 @@ def available() -> str | None:
     if shutil.which("java") is None:
         return "no java on PATH: install default-jre-headless (scripts/test.sh does)"
     return None
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 class ZooKeeperServer:

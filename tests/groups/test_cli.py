@@ -29,12 +29,14 @@ def test_two_consume_group_processes_split_partitions(broker_factory: Any,
             r = kafkactl("rebalance", "--group", "G", "--json", "-b", b.bootstrap)
             return json.loads(r.stdout)["members"] if r.returncode == 0 else []
 
-        wait_until(lambda: len(members()) == 1, 60, "the first member")
+        # each check runs `kafkactl rebalance` (a process): poll at 0.5 s, not 0.05 s
+        wait_until(lambda: len(members()) == 1, 60, "the first member", interval=0.5)
         procs.append(_consume(b.bootstrap, outs[1]))
         def settled(ms: list[Any]) -> bool:  # one `rebalance` run per check
             return len(ms) == 2 and all(len(m["current"]) == 3 for m in ms)
 
-        wait_until(lambda: settled(members()), 60, "two members with 3 partitions each")
+        wait_until(lambda: settled(members()), 60, "two members with 3 partitions each",
+                   interval=0.5)
         ms = members()
         assert all(m["current"] == m["range"] for m in ms)  # the seed's range algorithm
         # --trigger --dry-run changes nothing; --trigger makes every member rejoin
@@ -47,7 +49,8 @@ def test_two_consume_group_processes_split_partitions(broker_factory: Any,
         assert json.loads(r.stdout)["triggered_generation"] >= 3  # 1, 2: the two joins
         wait_until(lambda: (lambda ms: settled(ms) and all(m["current"] == m["range"]
                                                            for m in ms))(members()),
-                   60, "both members back with 3 partitions each after the trigger")
+                   60, "both members back with 3 partitions each after the trigger",
+                   interval=0.5)
         # offsets reset is refused while the group is active
         r = kafkactl("offsets", "reset", "--group", "G", "--to-earliest", "--topic", "cli6",
                      "--execute", "-b", b.bootstrap)

@@ -28,6 +28,15 @@ def spark_missing() -> str | None:
     return None
 
 
+@pytest.fixture
+def spark_installed() -> None:
+    """Skips the test when Spark cannot run here; for tests that run Spark in processes of
+    their own (spark-submit) and so need no SparkSession in this one."""
+    reason = spark_missing()
+    if reason is not None:
+        pytest.skip(reason)
+
+
 @pytest.fixture(scope="session")
 def spark() -> Iterator[Any]:
     reason = spark_missing()

@@ -136,7 +136,8 @@ def test_exit_codes_and_one_line_reasons(spark: Any, broker: Any, tmp_path: Path
 
 
 @pytest.mark.slow  # spark-submit runs: tens of seconds
-def test_cli_run_killed_mid_write_then_rerun(spark: Any, broker: Any, tmp_path: Path) -> None:
+def test_cli_run_killed_mid_write_then_rerun(spark_installed: None, broker: Any,
+                                              tmp_path: Path) -> None:
     """`kafkactl spark-load` through spark-submit: SIGKILL to the whole job while Spark
     writes its staging output, rerun: exactly one copy of every record; exit code 3 when
     the broker is unreachable."""
