@@ -70,7 +70,8 @@ def build_command(*, master: str, loader_args: list[str], py_files: Path,
     return cmd + ["--py-files", str(py_files), str(load_py), *loader_args]
 
 
-def register(app: typer.Typer) -> None:
+# C901: one Typer command: its option checks and the spark-submit/local choice in one place
+def register(app: typer.Typer) -> None:  # noqa: C901
     @app.command("spark-load")
     def spark_load(
         output: str = typer.Option(..., "--output", "-o", help="Output directory (Parquet, "

@@ -22,6 +22,7 @@ from typing import Any, NamedTuple
 from kafkactl.client.consumer import Consumer
 from kafkactl.client.fetcher import ConsumerRecord, PartitionFetch, TopicPartition
 from kafkactl.client.record_format import BatchFormat
+from kafkactl.record.batch import RecordBatch
 from kafkactl.record.value_scan import fast_key_values, fast_values
 
 # Rendered records: (bytes, how many records they hold). A piece of more than one record
@@ -190,11 +191,8 @@ class TopicReader:
                     # offset after the last record returned is known (the batch's end)
                     whole = remaining is None or \
                         remaining > b.last_offset - max(b.base_offset, pf.fetch_offset)
-                    fast = None
-                    if whole and plain:
-                        fast = plain_lines(b, pf.fetch_offset, key_separator, None)
-                    elif whole and batch_format is not None:
-                        fast = batch_format.render(b, pf.fetch_offset, pf.topic, pf.partition)
+                    fast = _whole_batch(b, pf, plain, key_separator, batch_format) \
+                        if whole else None
                     if fast is not None:
                         buf.append(fast)
                         n = fast[1]
@@ -223,3 +221,14 @@ class TopicReader:
                 self._rewind(chunks, returned)
             if buf:
                 yield buf
+
+
+def _whole_batch(b: RecordBatch, pf: PartitionFetch, plain: bool, key_separator: bytes | None,
+                 batch_format: BatchFormat | None) -> Any:
+    """A batch rendered as a whole (plain lines, or `batch_format`), or None when it needs
+    the record-by-record path."""
+    if plain:
+        return plain_lines(b, pf.fetch_offset, key_separator, None)
+    if batch_format is not None:
+        return batch_format.render(b, pf.fetch_offset, pf.topic, pf.partition)
+    return None
