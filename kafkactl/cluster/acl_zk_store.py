@@ -224,13 +224,7 @@ class ZkAclStore(Generic[B]):
 
     def reload(self, resource: AclResource) -> None:
         """Read one resource's znode again (after a change notification)."""
-        entries = self._read(resource)[0]
-        with self._lock:
-            if entries:
-                self._acls[resource] = entries
-            else:
-                self._acls.pop(resource, None)
-            self._rebuild()
+        self._cache(resource, self._read(resource)[0])
 
     def _rebuild(self) -> None:
         out = set()
