@@ -40,9 +40,9 @@ _kafkactl_spec() {
         "acls list") _kc_subs=""; _kc_opts="--principal --topic --group --transactional-id --cluster --resource-pattern-type -b --bootstrap-server -X --property --command-config -h --help"; _kc_vopts="--principal --topic --group --transactional-id --resource-pattern-type -b --bootstrap-server -X --property --command-config"; _kc_args=""; _kc_afiles="" ;;
         "acls remove") _kc_subs=""; _kc_opts="--allow-principal --deny-principal --principal --operation --topic --group --transactional-id --cluster --resource-pattern-type -b --bootstrap-server -X --property --command-config -h --help"; _kc_vopts="--allow-principal --deny-principal --principal --operation --topic --group --transactional-id --resource-pattern-type -b --bootstrap-server -X --property --command-config"; _kc_args=""; _kc_afiles="" ;;
         "users") _kc_subs="add list delete"; _kc_opts="-h --help"; _kc_vopts=""; _kc_args=""; _kc_afiles="" ;;
-        "users add") _kc_subs=""; _kc_opts="--password --mechanism --iterations -b --bootstrap-server -X --property --command-config -h --help"; _kc_vopts="--password --mechanism --iterations -b --bootstrap-server -X --property --command-config"; _kc_args=""; _kc_afiles="" ;;
-        "users list") _kc_subs=""; _kc_opts="-b --bootstrap-server -X --property --command-config -h --help"; _kc_vopts="-b --bootstrap-server -X --property --command-config"; _kc_args=""; _kc_afiles="" ;;
-        "users delete") _kc_subs=""; _kc_opts="--mechanism -b --bootstrap-server -X --property --command-config -h --help"; _kc_vopts="--mechanism -b --bootstrap-server -X --property --command-config"; _kc_args=""; _kc_afiles="" ;;
+        "users add") _kc_subs=""; _kc_opts="--password --mechanism --iterations -b --bootstrap-server -X --property --command-config --zookeeper -h --help"; _kc_vopts="--password --mechanism --iterations -b --bootstrap-server -X --property --command-config --zookeeper"; _kc_args=""; _kc_afiles="" ;;
+        "users list") _kc_subs=""; _kc_opts="-b --bootstrap-server -X --property --command-config --zookeeper -h --help"; _kc_vopts="-b --bootstrap-server -X --property --command-config --zookeeper"; _kc_args=""; _kc_afiles="" ;;
+        "users delete") _kc_subs=""; _kc_opts="--mechanism -b --bootstrap-server -X --property --command-config --zookeeper -h --help"; _kc_vopts="--mechanism -b --bootstrap-server -X --property --command-config --zookeeper"; _kc_args=""; _kc_afiles="" ;;
     esac
 }
 

@@ -698,6 +698,7 @@ _kafkactl_users_add() {
         '*-X[Client property key=value, librdkafka'\''s names (repeatable)\: security.protocol, sasl.mechanism, sasl.username, sasl.pa...]:PROP: ' \
         '*--property[Client property key=value, librdkafka'\''s names (repeatable)\: security.protocol, sasl.mechanism, sasl.username, sasl.pa...]:PROP: ' \
         '--command-config[A properties file of client settings (Kafka'\''s tools'\'' flag); -X overrides it.]:FILE:_files' \
+        '--zookeeper[Write/read /config/users in this ZooKeeper (HOST\:PORT) instead of through a broker\: the brokers'\'' own SCRAM user, befo...]:HOST\:PORT\[/CHROOT\]: ' \
         '(-h --help)-h[Show this message and exit.]' \
         '(-h --help)--help[Show this message and exit.]' \
         ':NAME: '
@@ -710,6 +711,7 @@ _kafkactl_users_list() {
         '*-X[Client property key=value, librdkafka'\''s names (repeatable)\: security.protocol, sasl.mechanism, sasl.username, sasl.pa...]:PROP: ' \
         '*--property[Client property key=value, librdkafka'\''s names (repeatable)\: security.protocol, sasl.mechanism, sasl.username, sasl.pa...]:PROP: ' \
         '--command-config[A properties file of client settings (Kafka'\''s tools'\'' flag); -X overrides it.]:FILE:_files' \
+        '--zookeeper[Write/read /config/users in this ZooKeeper (HOST\:PORT) instead of through a broker\: the brokers'\'' own SCRAM user, befo...]:HOST\:PORT\[/CHROOT\]: ' \
         '(-h --help)-h[Show this message and exit.]' \
         '(-h --help)--help[Show this message and exit.]'
 }
@@ -722,6 +724,7 @@ _kafkactl_users_delete() {
         '*-X[Client property key=value, librdkafka'\''s names (repeatable)\: security.protocol, sasl.mechanism, sasl.username, sasl.pa...]:PROP: ' \
         '*--property[Client property key=value, librdkafka'\''s names (repeatable)\: security.protocol, sasl.mechanism, sasl.username, sasl.pa...]:PROP: ' \
         '--command-config[A properties file of client settings (Kafka'\''s tools'\'' flag); -X overrides it.]:FILE:_files' \
+        '--zookeeper[Write/read /config/users in this ZooKeeper (HOST\:PORT) instead of through a broker\: the brokers'\'' own SCRAM user, befo...]:HOST\:PORT\[/CHROOT\]: ' \
         '(-h --help)-h[Show this message and exit.]' \
         '(-h --help)--help[Show this message and exit.]' \
         ':NAME: '

@@ -4,7 +4,9 @@ salt, StoredKey, ServerKey and iterations only)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import typer
 
@@ -16,6 +18,10 @@ from kafkactl.cli._client_options import (
     property_option,
 )
 
+if TYPE_CHECKING:
+    from kafkactl.cluster.scram_zk_store import ZkCredentialStore
+
+T = TypeVar("T")
 users_app = typer.Typer(help="Add, list and delete SCRAM users.", no_args_is_help=True)
 MECHANISMS = ["SCRAM-SHA-256", "SCRAM-SHA-512"]
 
@@ -26,6 +32,35 @@ def _mechanisms(mechanism: list[str]) -> list[str]:
         if m not in MECHANISMS:
             raise fail(f"--mechanism {m}: use {' or '.join(MECHANISMS)}", 2)
     return names
+
+
+ZOOKEEPER_HELP = ("Write/read /config/users in this ZooKeeper (HOST:PORT[/chroot]) instead of "
+                  "through a broker: the brokers' own SCRAM user, before any broker runs "
+                  "(kafka-configs --zookeeper).")
+
+
+def _zookeeper_option() -> Any:
+    return typer.Option(None, "--zookeeper", metavar="HOST:PORT[/CHROOT]", help=ZOOKEEPER_HELP)
+
+
+def _zk_store(zookeeper: str, bootstrap: str | None,
+              fn: Callable[[ZkCredentialStore], T]) -> T:
+    """Run fn(store) on the cluster's ZooKeeper credential store (loaded first)."""
+    from kafkactl.cluster import zookeeper as zkconn
+    from kafkactl.cluster.scram_zk_store import ZkCredentialStore
+
+    if bootstrap is not None:
+        raise fail("--zookeeper and --bootstrap-server: give one", 2)
+    try:
+        zk = zkconn.connect(zookeeper, timeout_s=15, what="--zookeeper")
+    except zkconn.ZooKeeperUnavailable as e:
+        raise fail(str(e)) from None
+    try:
+        store = ZkCredentialStore(zk)
+        store.start()
+        return fn(store)
+    finally:
+        zkconn.close(zk)
 
 
 def _call(bootstrap: str | None, prop: list[str], command_config: Path | None,
@@ -55,13 +90,20 @@ def add(
     bootstrap: str | None = bootstrap_option(),
     prop: list[str] = property_option(),
     command_config: Path | None = command_config_option(),
+    zookeeper: str | None = _zookeeper_option(),
 ) -> None:
     """Add a SCRAM user or change its password."""
     from kafkactl.client.security_admin import alter_user
+    from kafkactl.protocol.scram import MECHANISMS as SCRAM
+    from kafkactl.protocol.scram import new_credential
 
     mechs = _mechanisms(mechanism)
-    _call(bootstrap, prop, command_config, lambda c: alter_user(
-        c, name, password=password, mechanisms=mechs, iterations=iterations))
+    if zookeeper is not None:
+        _zk_store(zookeeper, bootstrap, lambda store: store.alter(
+            {(name, m): new_credential(SCRAM[m], password, iterations) for m in mechs}, set()))
+    else:
+        _call(bootstrap, prop, command_config, lambda c: alter_user(
+            c, name, password=password, mechanisms=mechs, iterations=iterations))
     typer.echo(f"User {name}: {', '.join(mechs)} credentials stored.")
 
 
@@ -70,12 +112,19 @@ def list_users(
     bootstrap: str | None = bootstrap_option(),
     prop: list[str] = property_option(),
     command_config: Path | None = command_config_option(),
+    zookeeper: str | None = _zookeeper_option(),
 ) -> None:
     """List SCRAM users with their mechanisms and iterations."""
     from kafkactl.client.security_admin import describe_users
 
-    users = _call(bootstrap, prop, command_config, describe_users)
-    for user, creds in sorted(users.items()):  # type: ignore[attr-defined]
+    users: Any
+    if zookeeper is not None:
+        users = _zk_store(zookeeper, bootstrap, lambda store: {
+            u: [(m, c.iterations) for m, c in sorted(creds.items())]
+            for u, creds in store.users().items()})
+    else:
+        users = _call(bootstrap, prop, command_config, describe_users)
+    for user, creds in sorted(users.items()):
         typer.echo(f"{user}\t" + ", ".join(f"{m} (iterations={i})" for m, i in creds))
 
 
@@ -87,9 +136,23 @@ def delete(
     bootstrap: str | None = bootstrap_option(),
     prop: list[str] = property_option(),
     command_config: Path | None = command_config_option(),
+    zookeeper: str | None = _zookeeper_option(),
 ) -> None:
     """Delete a SCRAM user's credentials (both mechanisms unless --mechanism)."""
     from kafkactl.client.security_admin import alter_user, describe_users
+
+    if zookeeper is not None:
+        def drop(store: ZkCredentialStore) -> list[str]:
+            have = store.users().get(name, {})
+            gone = [m for m in _mechanisms(mechanism) if m in have]
+            if not gone:
+                raise fail(f"user {name} has no such SCRAM credentials")
+            store.alter({}, {(name, m) for m in gone})
+            return gone
+
+        gone = _zk_store(zookeeper, bootstrap, drop)
+        typer.echo(f"User {name}: {', '.join(gone)} credentials deleted.")
+        return
 
     def run(client: object) -> list[str]:
         have = [m for m, _i in describe_users(client).get(name, [])]  # type: ignore[arg-type]

@@ -90,14 +90,9 @@ def secure_cluster(zookeeper: ZooKeeperServer, tmp_path: Path) -> Iterator[Secur
     connect = f"{zookeeper.connect}/sec-{uuid.uuid4().hex[:8]}"
     # The brokers' own SCRAM user must exist before they can talk to each other: created
     # in ZooKeeper, as Kafka's `kafka-configs --zookeeper ... --entity-type users` does.
-    zk = zkconn.connect(connect, timeout_s=15)
-    try:
-        store = ZkCredentialStore(zk)
-        store.start()
-        store.alter({(BROKER_USER, MECHANISM): new_credential(SCRAM_SHA_256, BROKER_PASSWORD)},
-                    set())
-    finally:
-        zkconn.close(zk)
+    r = kafkactl("users", "add", BROKER_USER, "--password", BROKER_PASSWORD,
+                 "--mechanism", MECHANISM, "--zookeeper", connect)
+    assert r.returncode == 0, r.stderr
     brokers: dict[int, BrokerProcess] = {}
     plaintext: dict[int, int] = {}
     for i in (1, 2, 3):
@@ -235,6 +230,37 @@ def _logs_in(bootstrap: str, user: str) -> bool:
 def _topic_error(bootstrap: str, user: str, topic: str) -> int:
     md = metadata(bootstrap, [topic], user, f"{user}-secret")
     return int(md["topics"][0]["error_code"])
+
+
+def test_users_in_zookeeper_before_any_broker(zookeeper: ZooKeeperServer) -> None:
+    """`kafkactl users add|list|delete --zookeeper`: the credentials land in
+    /config/users in Kafka's format (a broker's store reads them), listed and deleted by
+    mechanism; a bootstrap server as well is refused."""
+    connect = f"{zookeeper.connect}/users-{uuid.uuid4().hex[:8]}"
+    r = kafkactl("users", "add", "admin", "--password", "pw", "--zookeeper", connect)
+    assert r.returncode == 0, r.stderr
+    r = kafkactl("users", "list", "--zookeeper", connect)
+    assert r.stdout.split("\t") == [
+        "admin", "SCRAM-SHA-256 (iterations=4096), SCRAM-SHA-512 (iterations=4096)\n"], r
+    zk = zkconn.connect(connect, timeout_s=15)
+    try:
+        store = ZkCredentialStore(zk)
+        store.start()
+        cred = store.get("admin", "SCRAM-SHA-256")
+        assert cred is not None and cred.iterations == 4096
+        expected = new_credential(SCRAM_SHA_256, "pw", 4096, salt=cred.salt)
+        assert (cred.stored_key, cred.server_key) == (expected.stored_key, expected.server_key)
+    finally:
+        zkconn.close(zk)
+    r = kafkactl("users", "delete", "admin", "--mechanism", "SCRAM-SHA-512",
+                 "--zookeeper", connect)
+    assert r.returncode == 0, r.stderr
+    assert kafkactl("users", "list", "--zookeeper", connect).stdout == \
+        "admin\tSCRAM-SHA-256 (iterations=4096)\n"
+    r = kafkactl("users", "delete", "nobody", "--zookeeper", connect)
+    assert r.returncode == 1 and "no such SCRAM credentials" in r.stderr
+    r = kafkactl("users", "list", "--zookeeper", connect, "-b", "127.0.0.1:9")
+    assert r.returncode == 2 and "give one" in r.stderr
 
 
 def test_tls_inter_broker_listener(zookeeper: ZooKeeperServer, tmp_path: Path) -> None:
