@@ -34,7 +34,7 @@ import time as _time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from kafkactl.log.checkpoint import (
     LOG_START_OFFSET_CHECKPOINT,
@@ -65,6 +65,14 @@ def describe_os_error(e: BaseException) -> str:
         name = errno.errorcode.get(e.errno, str(e.errno))
         return f"{e.strerror or os.strerror(e.errno)} ({name})"
     return str(e)
+
+
+class CheckpointValues(NamedTuple):
+    """Checkpoint contents (dir -> file name -> entries) and when they were taken: values
+    older than the last ones written are never written over them."""
+
+    generation: int
+    files: dict[Path, dict[str, dict[TopicPartition, int]]]
 
 
 class StorageErrorLog:
@@ -171,6 +179,8 @@ class LogManager:
         self._lock_fds: dict[Path, int] = {}
         self._lock = threading.RLock()
         self._checkpoint_lock = threading.Lock()
+        self._values_taken = 0  # generations of checkpoint_values, taken / written
+        self._values_written = 0
         self._pending_dir_deletes: list[Path] = []
         self.had_clean_shutdown: dict[Path, bool] = {}
         self.loaded = False
@@ -357,24 +367,28 @@ class LogManager:
         time); returns the dirs that failed."""
         return self.write_checkpoints(self.checkpoint_values())
 
-    def checkpoint_values(self) -> dict[Path, dict[str, dict[TopicPartition, int]]]:
+    def checkpoint_values(self) -> CheckpointValues:
         """What `checkpoint` writes, per dir and file: cheap, taken on the thread that
         changes the logs; `write_checkpoints` (formatting, fsync) may then run on another."""
         with self._lock:
             owners = list(self._log_dir_of.items())
             logs = dict(self._logs)
+            self._values_taken += 1
+            generation = self._values_taken
         out: dict[Path, dict[str, dict[TopicPartition, int]]] = {}
         for d in self.log_dirs:
             mine = [(tp, logs[tp]) for tp, owner in owners if owner == d and tp in logs]
             out[d] = {RECOVERY_POINT_CHECKPOINT: {tp: lg.recovery_point for tp, lg in mine},
                       LOG_START_OFFSET_CHECKPOINT: {tp: lg.log_start_offset for tp, lg in mine}}
-        return out
+        return CheckpointValues(generation, out)
 
-    def write_checkpoints(self, values: dict[Path, dict[str, dict[TopicPartition, int]]]
-                          ) -> list[Path]:
+    def write_checkpoints(self, values: CheckpointValues) -> list[Path]:
         failed: list[Path] = []
         with self._checkpoint_lock:  # one writer per file (a thread's, then shutdown's)
-            for d, files in values.items():
+            if values.generation < self._values_written:
+                return failed  # a worker thread late behind newer values (shutdown's)
+            self._values_written = values.generation
+            for d, files in values.files.items():
                 for name, entries in files.items():
                     try:
                         write_checkpoint(d / name, entries)

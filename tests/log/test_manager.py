@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from kafkactl.log.checkpoint import read_checkpoint
+from kafkactl.log.checkpoint import LOG_START_OFFSET_CHECKPOINT, read_checkpoint
 from kafkactl.log.errors import LogDirInUseError
 from kafkactl.log.manager import CLEAN_SHUTDOWN_MARKER, LogManager
 from tests.log.helpers import SMALL, FakeTime, fill, make_batch
@@ -120,3 +120,19 @@ def test_delete_log_and_multiple_dirs(tmp_path: Path, clock: FakeTime) -> None:
     m2 = _manager([d1, d2], clock)
     assert sorted(m2.logs) == [("t", 1), ("t", 2), ("t", 3)]
     m2.shutdown()
+
+
+def test_older_checkpoint_values_never_overwrite_newer(tmp_path: Path, clock: FakeTime) -> None:
+    """A worker thread's write of values taken earlier, late behind shutdown's write of
+    newer ones, is skipped: the log start offset after DeleteRecords stays."""
+    d = tmp_path / "d0"
+    m = _manager([d], clock)
+    lg = m.create_log("t", 0)
+    fill(lg, 10, count=2)
+    older = m.checkpoint_values()
+    assert lg.delete_records_before(8) >= 0
+    newer = m.checkpoint_values()
+    assert m.write_checkpoints(newer) == []
+    assert m.write_checkpoints(older) == []  # skipped, not an error
+    assert read_checkpoint(d / LOG_START_OFFSET_CHECKPOINT)[("t", 0)] == 8
+    m.shutdown()
