@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -24,6 +25,7 @@ class Broker:
     proc: subprocess.Popen[bytes]
     port: int
     data_dir: Path
+    owns_data_dir: bool = False  # made by start_broker: removed by stop()
 
     @property
     def bootstrap(self) -> str:
@@ -43,6 +45,8 @@ class Broker:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
+        if self.owns_data_dir:  # benches write GBs: leave no temp data behind
+            shutil.rmtree(self.data_dir, ignore_errors=True)
 
 
 def start_broker(*overrides: str, data_dir: Path | None = None,
@@ -66,7 +70,7 @@ def start_broker(*overrides: str, data_dir: Path | None = None,
             raise RuntimeError(f"broker exited with {proc.returncode}")
         try:
             with socket.create_connection(("127.0.0.1", port), timeout=0.2):
-                return Broker(proc, port, d)
+                return Broker(proc, port, d, owns_data_dir=data_dir is None)
         except OSError:
             time.sleep(0.05)
     proc.kill()
