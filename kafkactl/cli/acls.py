@@ -79,26 +79,57 @@ def _run(fn: Any) -> Any:
         raise fail(str(e)) from None
 
 
+# ---- the options add, list and remove share (kafka-acls' flags) ----------------------------
+def _allow_principal_option() -> Any:
+    return typer.Option([], "--allow-principal",
+                        help="Principal to allow, e.g. User:alice (repeatable).")
+
+
+def _deny_principal_option() -> Any:
+    return typer.Option([], "--deny-principal", help="Principal to deny (repeatable).")
+
+
+def _operation_option() -> Any:
+    return typer.Option([], "--operation", help=(
+        "Read, Write, Create, Delete, Alter, Describe, ClusterAction, "
+        "DescribeConfigs, AlterConfigs, IdempotentWrite or All (repeatable)."))
+
+
+def _topic_option() -> Any:
+    return typer.Option([], "--topic", help="Topic resource (repeatable; * = every topic).")
+
+
+def _group_option() -> Any:
+    return typer.Option([], "--group", help="Consumer group resource (repeatable).")
+
+
+def _transactional_id_option() -> Any:
+    return typer.Option([], "--transactional-id",
+                        help="Transactional id resource (repeatable).")
+
+
+def _cluster_option() -> Any:
+    return typer.Option(False, "--cluster", help="The cluster resource.")
+
+
+def _pattern_type_option(default: str) -> Any:
+    return typer.Option(default, "--resource-pattern-type",
+                        help="literal, prefixed (add/remove); any, match too (list).")
+
+
 @acls_app.command("add")
 def add(
-    allow_principal: list[str] = typer.Option([], "--allow-principal",
-        help="Principal to allow, e.g. User:alice (repeatable)."),
-    deny_principal: list[str] = typer.Option([], "--deny-principal",
-        help="Principal to deny (repeatable)."),
+    allow_principal: list[str] = _allow_principal_option(),
+    deny_principal: list[str] = _deny_principal_option(),
     allow_host: str = typer.Option("*", "--allow-host",
         help="Host the allow applies to (* = any)."),
     deny_host: str = typer.Option("*", "--deny-host", help="Host the deny applies to (* = any)."),
-    operation: list[str] = typer.Option([], "--operation",
-        help=("Read, Write, Create, Delete, Alter, Describe, ClusterAction, "
-              "DescribeConfigs, AlterConfigs, IdempotentWrite or All (repeatable).")),
-    topic: list[str] = typer.Option([], "--topic",
-        help="Topic resource (repeatable; * = every topic)."),
-    group: list[str] = typer.Option([], "--group", help="Consumer group resource (repeatable)."),
-    transactional_id: list[str] = typer.Option([], "--transactional-id",
-        help="Transactional id resource (repeatable)."),
-    cluster: bool = typer.Option(False, "--cluster", help="The cluster resource."),
-    resource_pattern_type: str = typer.Option("literal", "--resource-pattern-type",
-        help="literal, prefixed (add/remove); any, match too (list)."),
+    operation: list[str] = _operation_option(),
+    topic: list[str] = _topic_option(),
+    group: list[str] = _group_option(),
+    transactional_id: list[str] = _transactional_id_option(),
+    cluster: bool = _cluster_option(),
+    resource_pattern_type: str = _pattern_type_option("literal"),
     bootstrap: str | None = bootstrap_option(),
     prop: list[str] = property_option(),
     command_config: Path | None = command_config_option(),
@@ -151,14 +182,11 @@ def _show(entries: list[Any]) -> None:
 def list_acls(
     principal: list[str] = typer.Option([], "--principal",
         help="Only ACLs of this principal (repeatable)."),
-    topic: list[str] = typer.Option([], "--topic",
-        help="Topic resource (repeatable; * = every topic)."),
-    group: list[str] = typer.Option([], "--group", help="Consumer group resource (repeatable)."),
-    transactional_id: list[str] = typer.Option([], "--transactional-id",
-        help="Transactional id resource (repeatable)."),
-    cluster: bool = typer.Option(False, "--cluster", help="The cluster resource."),
-    resource_pattern_type: str = typer.Option("any", "--resource-pattern-type",
-        help="literal, prefixed (add/remove); any, match too (list)."),
+    topic: list[str] = _topic_option(),
+    group: list[str] = _group_option(),
+    transactional_id: list[str] = _transactional_id_option(),
+    cluster: bool = _cluster_option(),
+    resource_pattern_type: str = _pattern_type_option("any"),
     bootstrap: str | None = bootstrap_option(),
     prop: list[str] = property_option(),
     command_config: Path | None = command_config_option(),
@@ -177,23 +205,16 @@ def list_acls(
 
 @acls_app.command("remove")
 def remove(
-    allow_principal: list[str] = typer.Option([], "--allow-principal",
-        help="Principal to allow, e.g. User:alice (repeatable)."),
-    deny_principal: list[str] = typer.Option([], "--deny-principal",
-        help="Principal to deny (repeatable)."),
+    allow_principal: list[str] = _allow_principal_option(),
+    deny_principal: list[str] = _deny_principal_option(),
     principal: list[str] = typer.Option([], "--principal",
         help="Only ACLs of this principal (repeatable)."),
-    operation: list[str] = typer.Option([], "--operation",
-        help=("Read, Write, Create, Delete, Alter, Describe, ClusterAction, "
-              "DescribeConfigs, AlterConfigs, IdempotentWrite or All (repeatable).")),
-    topic: list[str] = typer.Option([], "--topic",
-        help="Topic resource (repeatable; * = every topic)."),
-    group: list[str] = typer.Option([], "--group", help="Consumer group resource (repeatable)."),
-    transactional_id: list[str] = typer.Option([], "--transactional-id",
-        help="Transactional id resource (repeatable)."),
-    cluster: bool = typer.Option(False, "--cluster", help="The cluster resource."),
-    resource_pattern_type: str = typer.Option("literal", "--resource-pattern-type",
-        help="literal, prefixed (add/remove); any, match too (list)."),
+    operation: list[str] = _operation_option(),
+    topic: list[str] = _topic_option(),
+    group: list[str] = _group_option(),
+    transactional_id: list[str] = _transactional_id_option(),
+    cluster: bool = _cluster_option(),
+    resource_pattern_type: str = _pattern_type_option("literal"),
     bootstrap: str | None = bootstrap_option(),
     prop: list[str] = property_option(),
     command_config: Path | None = command_config_option(),
