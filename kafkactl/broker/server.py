@@ -350,9 +350,6 @@ class KafkaServer:
         apis = KafkaApis(self.services, HANDLERS)
         handler = AuthenticationGate(apis) if any(
             s.uses_sasl for s in listener_security.values()) else apis
-        with contextlib.suppress(Exception):
-            from kafkactl.protocol.codec import precompile
-            precompile()
 
         self.socket_server = SocketServer(handler, **network_settings)
         warn_if_exposed(cfg, listener_security)

@@ -143,19 +143,6 @@ def _compiled(cache: dict[tuple[int, int], Any], table: dict[int, Message],
     return fn
 
 
-def precompile() -> int:
-    """Compile every advertised (api, version) in both directions; returns the count."""
-    n = 0
-    for key, (lo, hi) in SUPPORTED_VERSIONS.items():
-        for v in range(lo, hi + 1):
-            _compiled(_REQUEST_DECODERS, REQUESTS, key, v, False)
-            _compiled(_REQUEST_ENCODERS, REQUESTS, key, v, True)
-            _compiled(_RESPONSE_DECODERS, RESPONSES, key, v, False)
-            _compiled(_RESPONSE_ENCODERS, RESPONSES, key, v, True)
-            n += 4
-    return n
-
-
 def _as_view(buf: Any) -> memoryview:
     return buf if buf.__class__ is memoryview else memoryview(buf)
 
