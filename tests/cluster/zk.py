@@ -10,6 +10,7 @@ import subprocess
 import time
 from pathlib import Path
 
+from tests.conftest import TEST_JVM_OPTIONS
 from tests.conftest import free_port as _free_port
 
 ZK_JAR = Path("/usr/share/java/zookeeper.jar")
@@ -26,8 +27,9 @@ def available() -> str | None:
 
 
 class ZooKeeperServer:
-    def __init__(self, base: Path) -> None:
+    def __init__(self, base: Path, jvm_options: tuple[str, ...] = TEST_JVM_OPTIONS) -> None:
         self.base = base
+        self.jvm_options = jvm_options
         self.port = _free_port()
         self.proc: subprocess.Popen[bytes] | None = None
         (base / "data").mkdir(parents=True, exist_ok=True)
@@ -47,7 +49,7 @@ class ZooKeeperServer:
     def start(self, timeout: float = 30.0) -> None:
         log = open(self.base / "zookeeper.log", "ab")  # noqa: SIM115 - owned by the child
         self.proc = subprocess.Popen(
-            ["java", "-Xmx128m", f"-Dzookeeper.log.dir={self.base}",
+            ["java", "-Xmx128m", *self.jvm_options, f"-Dzookeeper.log.dir={self.base}",
              "-Dzookeeper.root.logger=WARN,CONSOLE", "-cp", f"{ZK_CONF}:{ZK_JAR}",
              "org.apache.zookeeper.server.quorum.QuorumPeerMain", str(self.base / "zoo.cfg")],
             stdout=log, stderr=subprocess.STDOUT)
