@@ -77,7 +77,7 @@ def main() -> None:
     if available() is not None or shutil.which("kcat") is None:
         raise SystemExit(f"needs ZooKeeper, java and kcat: {available()}")
     base = Path(tempfile.mkdtemp(prefix="kafkactl-cluster-bench-"))
-    zk = ZooKeeperServer(base / "zk")
+    zk = ZooKeeperServer(base / "zk", jvm_options=())  # the JVM's defaults, not the tests'
     zk.start()
     brokers: dict[int, Broker] = {}
     single: Broker | None = None
