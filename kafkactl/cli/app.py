@@ -11,6 +11,7 @@ the option parser alike, starts with `error: `.
 
 from __future__ import annotations
 
+import functools
 import importlib
 import sys
 from collections.abc import Sequence
@@ -32,24 +33,16 @@ class KafkactlGroup(TyperGroup):
             return super().invoke(ctx)
 
 
-app = typer.Typer(
-    name="kafkactl",
-    cls=KafkactlGroup,
-    help="Apache Kafka's design in one CLI: a broker (serve), clients and operator tools.",
-    no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_enable=False,
-    context_settings={"help_option_names": ["-h", "--help"]},
-)
 hide_flag_value_types()
 
-# Subcommand modules, in the order `--help` lists them. Each defines register(app); a name
-# here without its module fails at import, so a typo cannot drop a command silently.
-SUBCOMMAND_MODULES: list[str] = [
+# Subcommand modules, in the order `--help` lists them. Each defines register(app) and
+# registers the command named like it (`dump_log` -> `dump-log`); a name here without its
+# module fails when the app is built, so a typo cannot drop a command silently.
+SUBCOMMAND_MODULES: tuple[str, ...] = (
     "serve", "topics", "produce", "consume", "dump_log", "recover",
     "rebalance", "offsets", "mirror", "configs", "cluster", "acls", "users",
     "spark_load",
-]
+)
 
 
 def _version_callback(value: bool) -> None:
@@ -58,7 +51,6 @@ def _version_callback(value: bool) -> None:
         raise typer.Exit()
 
 
-@app.callback()
 def _root(
     version: bool = typer.Option(
         False, "--version", "-V", help="Print the version and exit.",
@@ -68,8 +60,37 @@ def _root(
     """Apache Kafka's design in one CLI: a broker (serve), clients and operator tools."""
 
 
-for _name in SUBCOMMAND_MODULES:
-    importlib.import_module(f"kafkactl.cli.{_name}").register(app)
+@functools.cache
+def build_app(modules: tuple[str, ...] = SUBCOMMAND_MODULES) -> typer.Typer:
+    """The root app with the commands of `modules` (by default every command)."""
+    root = typer.Typer(
+        name="kafkactl",
+        cls=KafkactlGroup,
+        help="Apache Kafka's design in one CLI: a broker (serve), clients and operator tools.",
+        no_args_is_help=True,
+        add_completion=False,
+        pretty_exceptions_enable=False,
+        context_settings={"help_option_names": ["-h", "--help"]},
+    )
+    root.callback()(_root)
+    for name in modules:
+        importlib.import_module(f"kafkactl.cli.{name}").register(root)
+    return root
+
+
+def __getattr__(name: str) -> Any:
+    """`app`, the root with every command, is built when first asked for (PEP 562)."""
+    if name == "app":
+        return build_app()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def app_for(args: Sequence[str]) -> typer.Typer:
+    """The app to run `args` with: only the named command's module when the first argument
+    names a command (its start-up then imports and builds none of the other thirteen,
+    ~40 ms of a short command's ~150), every command otherwise (--help, --version, a typo)."""
+    module = args[0].replace("-", "_") if args and not args[0].startswith("-") else ""
+    return build_app((module,)) if module in SUBCOMMAND_MODULES else build_app()
 
 
 # click's ClickException (the base of every usage error) as Typer ships it: Typer 0.12+
@@ -91,8 +112,9 @@ def _show_usage_error(e: Any) -> None:
 
 def run(args: Sequence[str] | None = None) -> int:
     """Run kafkactl with `args` (default: sys.argv[1:]); returns the exit status."""
+    argv = list(sys.argv[1:] if args is None else args)
     try:
-        code = app(args=args, prog_name="kafkactl", standalone_mode=False)
+        code = app_for(argv)(args=argv, prog_name="kafkactl", standalone_mode=False)
     except CLICK_EXCEPTION as e:
         if type(e).__name__ == "NoArgsIsHelpError":  # as Typer tells it: by name
             code = 2  # the help is printed already

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import typer.main
 
 KAFKACTL = [sys.executable, "-m", "kafkactl"]
 
@@ -200,3 +201,17 @@ def test_second_broker_on_a_locked_data_dir(broker: Any, tmp_path: Path) -> None
     assert len(lines) == 1, lines
     assert lines[0].startswith("error: ") and "in use by another process" in lines[0]
     assert "stopped cleanly" not in r.stderr
+
+
+def test_a_command_runs_with_only_its_module_and_help_lists_every_command() -> None:
+    from kafkactl.cli import app as cli
+
+    only = typer.main.get_command(cli.app_for(["dump-log", "--help"]))
+    assert sorted(only.commands) == ["dump-log"]  # type: ignore[attr-defined]
+    assert sorted(typer.main.get_command(cli.app_for(["topics"])).commands) == ["topics"]  # type: ignore[attr-defined]
+    every = {m.replace("_", "-") for m in cli.SUBCOMMAND_MODULES}
+    for args in ([], ["--help"], ["-V"], ["no-such-command"]):
+        assert set(typer.main.get_command(cli.app_for(args)).commands) == every  # type: ignore[attr-defined]
+    # the same command line parses and fails alike either way
+    typo = run("topics", "lst")
+    assert typo.returncode == 2 and "error: No such command 'lst'." in typo.stderr
