@@ -24,7 +24,7 @@
 #   pytest  pytest, run by the environment's python (the tests start `sys.executable -m
 #           kafkactl`; this checkout's bytecode is compiled first, PYTHONDONTWRITEBYTECODE
 #           or not); exit 5 (no tests collected) is a failure like any other. The tests run
-#           in KAFKACTL_TEST_WORKERS pytest-xdist workers (default 4: a test mostly waits on
+#           in KAFKACTL_TEST_WORKERS pytest-xdist workers (default 6: a test mostly waits on
 #           the brokers, ZooKeeper or Spark it starts; 0 runs them serially); tests that share
 #           a module-scoped fixture or the SparkSession, or are marked xdist_group("<name>"),
 #           run on one worker (tests/conftest.py)
@@ -86,7 +86,7 @@ step_mypy() {
 }
 
 step_pytest() {
-    local workers="${KAFKACTL_TEST_WORKERS:-4}"
+    local workers="${KAFKACTL_TEST_WORKERS:-6}"
     # The tests start a few hundred broker and CLI processes from this checkout: with
     # PYTHONDONTWRITEBYTECODE set (some CI images set it) each would compile ~200 modules
     # from source (~0.3 s of CPU apiece). Write the bytecode caches once, here.
