@@ -15,27 +15,21 @@ import importlib.machinery
 import importlib.util
 import zlib
 from collections.abc import Callable
-from pathlib import Path
 
 Crc = Callable[[bytes | bytearray | memoryview, int], int]
 
 
 def _load_crc32c() -> Crc:
     try:
-        spec = importlib.util.find_spec("crc32c")  # finds, does not import, the package
-        if spec is not None and spec.submodule_search_locations:
-            for folder in spec.submodule_search_locations:
-                for suffix in importlib.machinery.EXTENSION_SUFFIXES:
-                    path = Path(folder) / f"_crc32c{suffix}"
-                    if not path.is_file():
-                        continue
-                    ext = importlib.util.spec_from_file_location("crc32c._crc32c", path)
-                    if ext is None or ext.loader is None:
-                        continue
-                    module = importlib.util.module_from_spec(ext)
-                    ext.loader.exec_module(module)
-                    fn: Crc = module.crc32c
-                    return fn
+        package = importlib.util.find_spec("crc32c")  # finds, does not import, the package
+        if package is not None and package.submodule_search_locations:
+            spec = importlib.machinery.PathFinder.find_spec(
+                "crc32c._crc32c", list(package.submodule_search_locations))
+            if spec is not None and spec.loader is not None:
+                module = importlib.util.module_from_spec(spec)
+                spec.loader.exec_module(module)
+                fn: Crc = module.crc32c
+                return fn
     except (ImportError, OSError, AttributeError):
         pass
     from crc32c import crc32c as packaged
