@@ -71,6 +71,9 @@ def main() -> None:  # noqa: C901
     ap.add_argument("--load-partitions", type=int, default=50,
                     help="with --failover-only: partitions of a second RF=3 topic, state "
                          "the controller loads (the full run has ~56 partitions)")
+    ap.add_argument("--broker-override", action="append", default=[], metavar="KEY=VALUE",
+                    help="with --failover-only: a broker setting (repeatable), e.g. "
+                         "replica.fetch.wait.max.ms=50")
     args = ap.parse_args()
     if available() is not None or shutil.which("kcat") is None:
         raise SystemExit(f"needs ZooKeeper, java and kcat: {available()}")
@@ -81,7 +84,8 @@ def main() -> None:  # noqa: C901
     zk.start()
     if args.failover_only:
         try:
-            failover_only(zk, base, args.failover_only, args.load_partitions)
+            failover_only(zk, base, args.failover_only, args.load_partitions,
+                          args.broker_override)
         finally:
             zk.stop()
             shutil.rmtree(base, ignore_errors=True)

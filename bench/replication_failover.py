@@ -329,18 +329,18 @@ def report(runs: list[FailoverRun]) -> None:
                            [r.phases[n] for r in mine if n in r.phases]))
         for name in names:
             xs = [r.phases[name] for r in mine if name in r.phases]
-            print(f"  {name:<36} {statistics.median(xs):6.2f}  [{min(xs):.2f} - "
+            print(f"  {name:<42} {statistics.median(xs):6.2f}  [{min(xs):.2f} - "
                   f"{max(xs):.2f}]  ({len(xs)})")
-        print("  per run, first write acknowledged: " + " ".join(
+        print("  per run, confluent-kafka write acked: " + " ".join(
             f"{r.acked:.2f}" for r in mine))
 
 
 def failover_only(zk: ZooKeeperServer, base: Path, rounds: int, load_partitions: int,
-                  partitions: int = 3) -> None:
+                  overrides: Sequence[str] = (), partitions: int = 3) -> None:
     """`rounds` fail-overs; `load_partitions` more partitions (RF=3, topic "load") give the
     controller a state to load as a cluster with some topics has."""
     cluster = BenchCluster(zk, base, "replica.fetch.backoff.ms=100",
-                           "replica.lag.time.max.ms=10000")
+                           "replica.lag.time.max.ms=10000", *overrides)
     observer = None
     try:
         cluster.start_all()
