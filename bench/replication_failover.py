@@ -2,8 +2,17 @@
 leader (the controller too, or not) -> ZooKeeper expires its session (a watcher of the
 bench's own sees /brokers/ids/N and /controller go) -> the controller acts (from the
 survivors' logs) -> the survivors' Metadata names the new leader -> the first acks=all
-write acknowledged by the successor (confluent-kafka). After each round the victim
-restarts, catches up, and a preferred election gives every broker its leader back.
+write acknowledged by the successor. After each round the victim restarts, catches up,
+and a preferred election gives every broker its leader back.
+
+Two producers write to the victim's partition. confluent-kafka (librdkafka) re-queries the
+metadata of a partition whose leader is down on a fixed one-second timer; and when the dead
+broker leaves the broker list in the same Metadata response that names its successor,
+librdkafka's main and broker threads race and the partition can fall back to "no leader"
+(debug: "Reverting from preferred replica") until the next tick, one second more. kafkactl's
+producer re-reads metadata 100 ms after a failed send, so its write shows when the cluster
+itself can take acks=all writes again. A third writes to the partitions the victim only
+followed (acks=all there waits until the dead replica leaves their ISR).
 """
 
 from __future__ import annotations
@@ -36,6 +45,7 @@ LOG_PHASES = [
     ("leaders elected", r"changed leader or ISR|is the controller \(epoch"),
     ("successor leads", r"Partition\({t}-{p}\): leader at epoch"),
 ]
+EXPIRED = "session expired (watcher)"
 LINE = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}) \w+ [\w.]+: (.*)$")
 
 
@@ -267,7 +277,7 @@ def failover_round(cluster: BenchCluster, observer: ZkObserver | None, victim: i
         run.acked = acked[0] - killed
     if observer is not None:
         if victim in observer.gone and observer.gone[victim] >= wall:
-            run.phases["session expired (watcher)"] = observer.gone[victim] - wall
+            run.phases[EXPIRED] = observer.gone[victim] - wall
         holders = [(t, h) for t, h in observer.controller_events if t >= wall and h >= 0]
         if run.was_controller and holders:
             run.phases["new /controller (watcher)"] = holders[0][0] - wall
@@ -323,14 +333,18 @@ def report(runs: list[FailoverRun]) -> None:
         if not mine:
             continue
         print(f"victim = leader{' and controller' if kind else ' only'} ({len(mine)} runs, "
-              "seconds after SIGKILL: median [min - max])")
+              "seconds after SIGKILL: median [min - max]; median after the session "
+              "expired)")
         names = sorted({n for r in mine for n in r.phases},
                        key=lambda n: statistics.median(
                            [r.phases[n] for r in mine if n in r.phases]))
         for name in names:
             xs = [r.phases[name] for r in mine if name in r.phases]
+            after = [r.phases[name] - r.phases[EXPIRED] for r in mine
+                     if name in r.phases and EXPIRED in r.phases]
             print(f"  {name:<42} {statistics.median(xs):6.2f}  [{min(xs):.2f} - "
-                  f"{max(xs):.2f}]  ({len(xs)})")
+                  f"{max(xs):.2f}]  ({len(xs)})" + (
+                      f"  +{statistics.median(after):.3f}" if after else ""))
         print("  per run, confluent-kafka write acked: " + " ".join(
             f"{r.acked:.2f}" for r in mine))
 
