@@ -50,12 +50,14 @@ class Broker:
 
 
 def start_broker(*overrides: str, data_dir: Path | None = None,
-                 extra_listeners: str = "") -> Broker:
-    """`extra_listeners` (e.g. `SASL_SSL://127.0.0.1:9093`) come after the PLAINTEXT one."""
+                 extra_listeners: str = "", log_level: str = "warning",
+                 log_file: Path | None = None) -> Broker:
+    """`extra_listeners` (e.g. `SASL_SSL://127.0.0.1:9093`) come after the PLAINTEXT one;
+    `log_file` takes the broker's log (appended) instead of this process's stderr."""
     port = free_port()
     d = data_dir or Path(tempfile.mkdtemp(prefix="kafkactl-bench-"))
     args = [sys.executable, "-m", "kafkactl", "serve", "--data-dir", str(d),
-            "--listen", f"127.0.0.1:{port}", "--log-level", "warning"]
+            "--listen", f"127.0.0.1:{port}", "--log-level", log_level]
     if extra_listeners:
         args += ["--override", f"listeners=PLAINTEXT://127.0.0.1:{port},{extra_listeners}"]
     for o in overrides:
@@ -63,7 +65,12 @@ def start_broker(*overrides: str, data_dir: Path | None = None,
     # cwd: not a checkout (and the data dir may not exist yet), so `python -m` takes
     # kafkactl from PYTHONPATH (--kafkactl DIR rounds) or the installed package, not from
     # the directory the bench runs in
-    proc = subprocess.Popen(args, cwd=tempfile.gettempdir())
+    stderr = open(log_file, "ab") if log_file is not None else None  # noqa: SIM115
+    try:
+        proc = subprocess.Popen(args, cwd=tempfile.gettempdir(), stderr=stderr)
+    finally:
+        if stderr is not None:
+            stderr.close()  # the child holds its own descriptor
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
         if proc.poll() is not None:

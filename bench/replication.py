@@ -10,7 +10,9 @@
    acknowledged by its successor.
 
 Usage: python bench/replication.py [--records N]   (needs ZooKeeper, java, kcat,
-confluent-kafka)
+confluent-kafka); `--failover-only ROUNDS` times only the fail-over, phase by phase
+(bench/replication_failover.py), alternating a victim that is the controller and one that
+is not.
 """
 
 from __future__ import annotations
@@ -27,37 +29,20 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.broker_common import Broker, start_broker  # noqa: E402
+from bench.replication_failover import (  # noqa: E402
+    SESSION_TIMEOUT_MS,
+    BenchCluster,
+    create,
+    failover_only,
+    failover_round,
+    isr_full,
+    wait,
+)
 from kafkactl.protocol.api_keys import ApiKey  # noqa: E402
-from tests.cluster.cluster_helpers import leaders, metadata, request  # noqa: E402
+from tests.cluster.cluster_helpers import leaders, request  # noqa: E402
 from tests.cluster.zk import ZooKeeperServer, available  # noqa: E402
 
-SESSION_TIMEOUT_MS = 6000
 WARMUP_S = 1.0  # end-to-end latency: records sent in the first second are not counted
-
-
-def wait(cond: object, timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not cond():  # type: ignore[operator]
-        if time.monotonic() > deadline:
-            raise SystemExit(f"timed out waiting for {what}")
-        time.sleep(0.02)
-
-
-def create(port: int, name: str, partitions: int, rf: int) -> None:
-    resp = request(port, ApiKey.CREATE_TOPICS, 5, {"topics": [{
-        "name": name, "num_partitions": partitions, "replication_factor": rf,
-        "assignments": [], "configs": [{"name": "min.insync.replicas",
-                                        "value": "2" if rf > 1 else "1"}]}],
-        "timeout_ms": 30000, "validate_only": False}, 60)
-    assert resp["topics"][0]["error_code"] == 0, resp
-
-
-def isr_full(port: int, topic: str, size: int) -> bool:
-    md = metadata(port, [topic])
-    parts = md["topics"][0]["partitions"] if md["topics"] else []
-    return bool(parts) and all(len(p["isr_nodes"]) == size and p["leader_id"] >= 0
-                               for p in parts)
 
 
 def kcat(bootstrap: str, topic: str, payload: bytes, acks: str) -> float:
@@ -80,6 +65,15 @@ def log_end(port: int, topic: str, p: int) -> int:
 def main() -> None:  # noqa: C901
     ap = argparse.ArgumentParser()
     ap.add_argument("--records", type=int, default=500_000)
+    ap.add_argument("--failover-only", type=int, metavar="ROUNDS", default=0,
+                    help="only the fail-over, ROUNDS times (victim: the controller, then "
+                         "not, in turn), phase by phase")
+    ap.add_argument("--load-partitions", type=int, default=50,
+                    help="with --failover-only: partitions of a second RF=3 topic, state "
+                         "the controller loads (the full run has ~56 partitions)")
+    ap.add_argument("--broker-override", action="append", default=[], metavar="KEY=VALUE",
+                    help="with --failover-only: a broker setting (repeatable), e.g. "
+                         "replica.fetch.wait.max.ms=50")
     args = ap.parse_args()
     if available() is not None or shutil.which("kcat") is None:
         raise SystemExit(f"needs ZooKeeper, java and kcat: {available()}")
@@ -88,16 +82,20 @@ def main() -> None:  # noqa: C901
     base = Path(tempfile.mkdtemp(prefix="kafkactl-repl-bench-"))
     zk = ZooKeeperServer(base / "zk")
     zk.start()
-    brokers: dict[int, Broker] = {}
+    if args.failover_only:
+        try:
+            failover_only(zk, base, args.failover_only, args.load_partitions,
+                          args.broker_override)
+        finally:
+            zk.stop()
+            shutil.rmtree(base, ignore_errors=True)
+        return
+    cluster = BenchCluster(zk, base, "replica.fetch.backoff.ms=100",
+                           "replica.lag.time.max.ms=10000")
+    brokers = cluster.brokers
     try:
-        for i in (1, 2, 3):
-            brokers[i] = start_broker(
-                f"broker.id={i}", f"zookeeper.connect={zk.connect}/bench",
-                f"zookeeper.session.timeout.ms={SESSION_TIMEOUT_MS}",
-                "replica.fetch.backoff.ms=100", "replica.lag.time.max.ms=10000")
-        wait(lambda: all(len(metadata(b.port, [])["brokers"]) == 3 for b in brokers.values()),
-             60, "three brokers")
-        ctl = brokers[metadata(brokers[1].port, [])["controller_id"]]
+        cluster.start_all()
+        ctl = brokers[cluster.controller()]
         boot = ",".join(b.bootstrap for b in brokers.values())
         create(ctl.port, "rf1", 3, 1)
         create(ctl.port, "rf3", 3, 3)
@@ -185,27 +183,12 @@ def main() -> None:  # noqa: C901
 
         # -- 4: fail-over ------------------------------------------------------------------------
         victim = leaders(ctl.port, "rf3")[0]
-        also = " (it was the controller too)" if victim == metadata(
-            ctl.port, [])["controller_id"] else ""
-        survivors = [b for i, b in brokers.items() if i != victim]
-        p = confluent_kafka.Producer({"bootstrap.servers": ",".join(b.bootstrap
-                                                                    for b in survivors),
-                                      "acks": "all", "linger.ms": 0,
-                                      "message.timeout.ms": 60000})
-        acked: list[float] = []
-        brokers[victim].proc.kill()
-        killed = time.perf_counter()
-        while not acked and time.perf_counter() - killed < 60:
-            p.produce("rf3", b"x", partition=0,
-                      on_delivery=lambda err, _m: acked.append(time.perf_counter())
-                      if err is None else None)
-            p.flush(1)
-        print(f"leader SIGKILLed{also}: first acks=all write on its successor after "
-              f"{(acked[0] - killed) if acked else float('nan'):.2f} s (session timeout "
-              f"{SESSION_TIMEOUT_MS / 1000:.0f} s)")
+        run = failover_round(cluster, None, victim, 0)
+        print(f"leader SIGKILLed{' (it was the controller too)' if run.was_controller else ''}: "
+              f"first acks=all write on its successor after {run.acked:.2f} s (session "
+              f"timeout {SESSION_TIMEOUT_MS / 1000:.0f} s)")
     finally:
-        for b in brokers.values():
-            b.stop()
+        cluster.stop()
         zk.stop()
         shutil.rmtree(base, ignore_errors=True)
 

@@ -132,23 +132,29 @@ def parse_broker(broker_id: int, value: Any) -> BrokerInfo | None:
 
 
 def live_brokers(zk: KazooClient) -> dict[int, BrokerInfo]:
-    """Registered brokers by id (a znode that is not a broker registration is skipped)."""
+    """Registered brokers by id (a znode that is not a broker registration is skipped).
+    The registrations are read pipelined: two round trips, whatever the cluster's size."""
     from kazoo.exceptions import NoNodeError
 
     try:
         children = zk.get_children(zk_paths.BROKER_IDS)
     except NoNodeError:
         return {}
+    return read_registrations(zk, [int(c) for c in children if c.isdigit()])
+
+
+def read_registrations(zk: KazooClient, ids: list[int]) -> dict[int, BrokerInfo]:
+    """The registrations of `ids` that exist and parse, all requests in flight at once."""
+    from kazoo.exceptions import NoNodeError
+
+    pending = [(b, zk_paths.broker(b), zk.get_async(zk_paths.broker(b))) for b in ids]
     out: dict[int, BrokerInfo] = {}
-    for child in children:
-        if not child.isdigit():
-            continue
-        path = zk_paths.broker(int(child))
+    for broker_id, path, op in pending:
         try:
-            data, stat = zk.get(path)
+            data, stat = op.get()
         except NoNodeError:
             continue
-        info = parse_broker(int(child), decode_json(data, path))
+        info = parse_broker(broker_id, decode_json(data, path))
         if info is None:
             log.warning("ignoring broker registration %s: no host/port", path)
             continue

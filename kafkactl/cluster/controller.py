@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
+import time
 import uuid
 from collections.abc import Awaitable, Callable, Iterable
 from typing import TYPE_CHECKING, Any
@@ -25,7 +26,7 @@ from kafkactl.cluster import controller_admin, zk_paths
 from kafkactl.cluster import controller_requests as requests
 from kafkactl.cluster import topic_state as zk_topics
 from kafkactl.cluster.broker_connection import PLAINTEXT, InterBrokerSecurity
-from kafkactl.cluster.broker_registry import live_brokers
+from kafkactl.cluster.broker_registry import BrokerInfo, live_brokers
 from kafkactl.cluster.controller_admin import IsrChange, Reassignment
 from kafkactl.cluster.controller_channel import ControllerChannel
 from kafkactl.cluster.controller_election import NO_CONTROLLER, resign, try_elect
@@ -232,6 +233,8 @@ class KafkaController:
         self.controller_id = result.controller_id
         if result.won and not (self.active and result.epoch == self.epoch):
             self.epoch = result.epoch
+            log.info("broker %d won the controller election (epoch %d)", self.broker_id,
+                     self.epoch)
             await self._become_active()
         elif not result.won and self.active:
             log.info("broker %d is no longer the controller (broker %d is)", self.broker_id,
@@ -248,23 +251,38 @@ class KafkaController:
         self.reassignments.clear()
 
     async def _become_active(self) -> None:
+        """Load the cluster's state (pipelined reads), then act as Kafka's controller does
+        on fail-over: offline partitions get a leader from their ISR, replicas on brokers
+        that are not live leave the ISRs, and every broker hears the result."""
+        began = time.monotonic()
         self.active = True
         self.channel = ControllerChannel(self.broker_id, self.inter_broker)
         view = ClusterView(self.broker_id, self.epoch)
-        view.brokers = await asyncio.to_thread(live_brokers, self.zk)
-        names = await asyncio.to_thread(zk_topics.topic_names, self.zk)
+        view.brokers, names = await asyncio.to_thread(self._read_brokers_and_topics)
         self.view = view
         for info in view.brokers.values():
             self.channel.add_broker(info.broker_id,
                                     *info.endpoint(self.inter_broker.listener))
-        await self._add_topics(names, announce=False)
-        await asyncio.to_thread(self._start_partitions, self._all_partitions())
-        log.info("broker %d is the controller (epoch %d): %d live broker(s), %d topic(s)",
-                 self.broker_id, self.epoch, len(view.brokers), len(view.assignments))
+        await asyncio.to_thread(self._load_topics, names)
+        loaded = time.monotonic()
+        log.info("broker %d loaded the cluster state in %.0f ms: %d live broker(s), %d "
+                 "topic(s), %d partition(s)", self.broker_id, (loaded - began) * 1000,
+                 len(view.brokers), len(view.assignments), len(view.states))
+        offline = {r for state in view.states.values() for r in state.isr} - set(view.brokers)
+        changed = await asyncio.to_thread(self._on_brokers_changed, offline)
+        log.info("broker %d is the controller (epoch %d): %d live broker(s), %d topic(s); "
+                 "%d partition(s) changed leader or ISR in %.0f ms (brokers %s offline)",
+                 self.broker_id, self.epoch, len(view.brokers), len(view.assignments),
+                 len(changed), (time.monotonic() - loaded) * 1000, sorted(offline))
         self._send_update_metadata()
         for b in view.brokers:
             self._send_leader_and_isr(b, view.partitions_of(b), full=True)
+        await asyncio.to_thread(self._watch_topics, names)
         self._enqueue("deletions")
+
+    def _read_brokers_and_topics(self) -> tuple[dict[int, BrokerInfo], list[str]]:
+        """(worker thread) The live brokers and the topics' names."""
+        return live_brokers(self.zk), zk_topics.topic_names(self.zk)
 
     # ---- brokers -----------------------------------------------------------------------------
     async def _on_broker_change(self) -> None:
@@ -285,7 +303,11 @@ class KafkaController:
             log.info("brokers %s left the cluster", sorted(dead))
         if new:
             log.info("brokers %s joined the cluster", sorted(new))
+        began = time.monotonic()
         changed = await asyncio.to_thread(self._on_brokers_changed, dead)
+        if changed:
+            log.info("%d partition(s) changed leader or ISR in %.0f ms", len(changed),
+                     (time.monotonic() - began) * 1000)
         self._send_update_metadata()
         for b in live:
             hosted = self.view.partitions_of(b) if b in new else \
@@ -330,20 +352,21 @@ class KafkaController:
             self._send_update_metadata()
 
     async def _add_topics(self, names: Iterable[str], *, announce: bool) -> None:
-        added = await asyncio.to_thread(self._read_topics, list(names))
-        if not announce or not added:
-            return
-        started = await asyncio.to_thread(self._start_partitions, added)
-        self.announce(started, is_new=True)
+        names = list(names)
+        added = await asyncio.to_thread(self._load_topics, names)
+        if announce and added:
+            started = await asyncio.to_thread(self._start_partitions, added)
+            self.announce(started, is_new=True)
+        await asyncio.to_thread(self._watch_topics, names)
 
-    def _read_topics(self, names: list[str]) -> list[TopicPartition]:
+    def _load_topics(self, names: list[str]) -> list[TopicPartition]:
         """(worker thread) Assignments (a missing topic id is created and written back) and
-        the partition states that exist; returns the partitions read."""
-        from kazoo.recipe.watchers import DataWatch
-
+        the partition states that exist, each kind read pipelined; returns the partitions
+        read."""
+        assignments = zk_topics.read_assignments(self.zk, names)
         out: list[TopicPartition] = []
         for name in names:
-            assignment = zk_topics.read_assignment(self.zk, name)
+            assignment = assignments[name]
             if assignment is None:
                 continue
             if assignment.topic_id is None:
@@ -355,22 +378,29 @@ class KafkaController:
             self.view.assignments[name] = assignment.partitions
             self.view.topic_ids[name] = assignment.topic_id
             controller_admin.resume(self, assignment)
-            for p in assignment.partitions:
-                state = zk_topics.read_partition_state(self.zk, name, p)
-                if state is not None:
-                    self.view.states[(name, p)] = state
-                out.append((name, p))
-            if name not in self._watched_topics:
-                self._watched_topics.add(name)
-
-                def on_change(data: Any, _stat: Any, topic: str = name) -> bool:
-                    if data is None:
-                        self._watched_topics.discard(topic)
-                        return False
-                    self._enqueue("partitions", topic)
-                    return True
-                DataWatch(self.zk, zk_paths.topic(name), on_change)
+            out.extend((name, p) for p in assignment.partitions)
+        for tp, state in zk_topics.read_partition_states(self.zk, out).items():
+            if state is not None:
+                self.view.states[tp] = state
         return out
+
+    def _watch_topics(self, names: list[str]) -> None:
+        """(worker thread) Watch the topic znodes for added partitions (a watch's first call
+        queues a check of the topic, so a change before it was set is not missed)."""
+        from kazoo.recipe.watchers import DataWatch
+
+        for name in names:
+            if name in self._watched_topics or name not in self.view.assignments:
+                continue
+            self._watched_topics.add(name)
+
+            def on_change(data: Any, _stat: Any, topic: str = name) -> bool:
+                if data is None:
+                    self._watched_topics.discard(topic)
+                    return False
+                self._enqueue("partitions", topic)
+                return True
+            DataWatch(self.zk, zk_paths.topic(name), on_change)
 
     def _start_partitions(self, partitions: Iterable[TopicPartition]) -> set[TopicPartition]:
         """(worker thread) Give a first state to partitions that have none and a live

@@ -115,17 +115,28 @@ def _replica_map(value: Any) -> dict[int, list[int]]:
 
 def read_assignment(zk: KazooClient, name: str) -> TopicAssignment | None:
     """A topic's assignment (None: absent or malformed, logged)."""
+    return read_assignments(zk, [name])[name]
+
+
+def read_assignments(zk: KazooClient, names: list[str]) -> dict[str, TopicAssignment | None]:
+    """Topics' assignments (None: absent or malformed, logged), read pipelined: every
+    request in flight at once, one round trip in all."""
     from kazoo.exceptions import NoNodeError
 
-    path = zk_paths.topic(name)
-    try:
-        data, stat = zk.get(path)
-    except NoNodeError:
-        return None
-    parsed = parse_assignment(name, decode_json(data, path), stat.version)
-    if parsed is None and data:
-        log.warning("ignoring topic znode %s: no valid partition map", path)
-    return parsed
+    pending = [(name, zk_paths.topic(name), zk.get_async(zk_paths.topic(name)))
+               for name in names]
+    out: dict[str, TopicAssignment | None] = {}
+    for name, path, op in pending:
+        try:
+            data, stat = op.get()
+        except NoNodeError:
+            out[name] = None
+            continue
+        parsed = parse_assignment(name, decode_json(data, path), stat.version)
+        if parsed is None and data:
+            log.warning("ignoring topic znode %s: no valid partition map", path)
+        out[name] = parsed
+    return out
 
 
 def create_topic(zk: KazooClient, assignment: TopicAssignment,
@@ -178,17 +189,28 @@ def set_topic_config(zk: KazooClient, name: str, configs: dict[str, str]) -> Non
 
 
 def read_partition_state(zk: KazooClient, name: str, partition: int) -> PartitionState | None:
+    return read_partition_states(zk, [(name, partition)])[(name, partition)]
+
+
+def read_partition_states(zk: KazooClient, partitions: list[tuple[str, int]]
+                          ) -> dict[tuple[str, int], PartitionState | None]:
+    """Partition states (None: absent or malformed, logged), read pipelined."""
     from kazoo.exceptions import NoNodeError
 
-    path = zk_paths.partition_state(name, partition)
-    try:
-        data, stat = zk.get(path)
-    except NoNodeError:
-        return None
-    parsed = parse_partition_state(decode_json(data, path), stat.version)
-    if parsed is None:
-        log.warning("ignoring partition state %s: not a valid state", path)
-    return parsed
+    pending = [(tp, zk_paths.partition_state(*tp), zk.get_async(zk_paths.partition_state(*tp)))
+               for tp in partitions]
+    out: dict[tuple[str, int], PartitionState | None] = {}
+    for tp, path, op in pending:
+        try:
+            data, stat = op.get()
+        except NoNodeError:
+            out[tp] = None
+            continue
+        parsed = parse_partition_state(decode_json(data, path), stat.version)
+        if parsed is None:
+            log.warning("ignoring partition state %s: not a valid state", path)
+        out[tp] = parsed
+    return out
 
 
 def create_partition_state(zk: KazooClient, name: str, partition: int,

@@ -29,6 +29,9 @@ from kafkactl.protocol.errors import ErrorCode
 log = logging.getLogger(__name__)
 
 YIELD_EVERY = 4  # partitions made between two turns of the event loop
+FIRST_FETCH_POLL_S = 0.02  # a new leader's check that its in-sync followers have fetched
+FIRST_FETCH_WAIT_S = 1.0  # ... for at most this long (a follower may be slow or gone)
+_background: set[asyncio.Task[None]] = set()
 PREPARE_OFF_LOOP = 32  # new partitions in one LeaderAndIsr whose files a worker thread makes
 PREPARE_CHUNK = 32
 FREEZE_AFTER = 100  # partitions made in one LeaderAndIsr after which the GC freezes
@@ -60,6 +63,7 @@ async def handle_leader_and_isr(services: BrokerServices, ctx: RequestContext,
     made = 0
     now_ms = time.time() * 1000
     topics = []
+    new_terms: list[Partition] = []
     for t in request["topic_states"]:
         name = t["topic_name"]
         await services.cluster.load_topic_config(name)
@@ -77,7 +81,8 @@ async def handle_leader_and_isr(services: BrokerServices, ctx: RequestContext,
                         part = store.make_partition(name, p, store.configs.for_topic(name),
                                                     epoch)
                         made += 1
-                    _take_role(services, part, ps, now_ms)
+                    if _take_role(services, part, ps, now_ms):
+                        new_terms.append(part)
                     if name == OFFSETS_TOPIC:
                         if part.is_leader:
                             coordinator.elected(p)
@@ -90,6 +95,10 @@ async def handle_leader_and_isr(services: BrokerServices, ctx: RequestContext,
             if made and made % YIELD_EVERY == 0:
                 await asyncio.sleep(0)  # let produce and fetch requests through
         topics.append({"topic_id": t.get("topic_id"), "partition_errors": errors})
+    if new_terms:
+        task = asyncio.get_running_loop().create_task(_hurry_followers(services, new_terms))
+        _background.add(task)
+        task.add_done_callback(_background.discard)
     if made >= FREEZE_AFTER:
         # thousands of long-lived objects: out of the cyclic GC's sight, as at start-up
         # (KafkaServer.startup), so full collections stay short
@@ -118,20 +127,22 @@ async def _prepare_new_logs(services: BrokerServices, name: str,
 
 
 def _take_role(services: BrokerServices, part: Partition, ps: dict[str, Any],
-               now_ms: float) -> None:
+               now_ms: float) -> bool:
     """Lead or follow as the controller says; a leader that becomes a follower fails its
-    waiting acks=all produces and wakes its long polls."""
+    waiting acks=all produces and wakes its long polls. True: a new leader term began
+    here."""
     assert services.cluster is not None
     me, key = services.broker_id, (part.topic, part.partition)
     fetchers = services.cluster.fetchers
     was_leader = part.is_leader
     if ps["leader"] == me:
+        new_term = not was_leader or ps["leader_epoch"] != part.leader_epoch
         fetchers.unfollow(key)
         part.become_leader(me, ps["leader_epoch"], ps["isr"], ps["replicas"],
                            ps["partition_epoch"], now_ms)
         if part.maybe_advance_high_watermark():
             services.replica_manager.high_watermark_moved(part)
-        return
+        return new_term
     part.become_follower(me, ps["leader"], ps["leader_epoch"], ps["isr"], ps["replicas"],
                          ps["partition_epoch"])
     if was_leader:
@@ -141,6 +152,34 @@ def _take_role(services: BrokerServices, part: Partition, ps: dict[str, Any],
         fetchers.follow(part)
     else:
         fetchers.unfollow(key)
+    return False
+
+
+def _unheard(part: Partition) -> set[int]:
+    """In-sync followers that have not fetched since this leader's term began."""
+    return {r for r in part.isr if r != part.local_id
+            and (f := part.followers.get(r)) is not None and f.log_end_offset < 0}
+
+
+async def _hurry_followers(services: BrokerServices, parts: list[Partition]) -> None:
+    """A follower's fetcher parks one fetch at a time here, for up to
+    replica.fetch.wait.max.ms; a partition it must now fetch from this leader (or fetch
+    again in the new term) joins only its next fetch, and until then the high watermark,
+    and with it every acks=all write, waits. So end the parked fetches on the partitions
+    led here that those followers replicate, until each has fetched (at most
+    FIRST_FETCH_WAIT_S: a follower may be slow to hear of its new leader, or gone)."""
+    deadline = time.monotonic() + FIRST_FETCH_WAIT_S
+    followers = {r for part in parts for r in _unheard(part)}
+    led = [(key, set(p.replicas) & followers) for key, p in services.partitions.partitions.items()
+           if p.is_leader and followers.intersection(p.replicas)]
+    while time.monotonic() < deadline:
+        waiting = {r for part in parts if part.is_leader for r in _unheard(part)}
+        if not waiting:
+            return
+        for key, replicas in led:
+            if waiting & replicas:
+                services.fetch_purgatory.wake(key)
+        await asyncio.sleep(FIRST_FETCH_POLL_S)
 
 
 def handle_update_metadata(services: BrokerServices, ctx: RequestContext,
