@@ -36,6 +36,7 @@ from kafkactl.cluster.partition_election import (
     new_partition_state,
     remove_replicas,
 )
+from kafkactl.cluster.topic_deletion import TopicDeletionManager
 from kafkactl.cluster.topic_state import PartitionState
 from kafkactl.protocol.api_keys import ApiKey
 from kafkactl.protocol.errors import ErrorCode
@@ -70,8 +71,7 @@ class KafkaController:
         self.view = ClusterView(broker_id, 0)
         self.channel: ControllerChannel | None = None
         self.shutting_down: set[int] = set()
-        # topic -> (partitions, brokers that have not confirmed the deletion yet)
-        self._deleting: dict[str, tuple[dict[int, list[int]], set[int]]] = {}
+        self.deletions = TopicDeletionManager(self)
         self._events: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
         self._pending: set[str] = set()
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -211,9 +211,9 @@ class KafkaController:
         elif kind == "partitions":
             await self._on_partition_change(arg)
         elif kind == "deletions":
-            await self._on_deletions()
+            await self.deletions.on_requests()
         elif kind == "stopped":
-            await self._on_replica_stopped(*arg)
+            await self.deletions.on_replica_stopped(*arg)
         elif kind in self._requests:
             args, future = arg
             result = await self._requests[kind](*args)
@@ -246,7 +246,7 @@ class KafkaController:
         if self.channel is not None:
             channel, self.channel = self.channel, None
             asyncio.ensure_future(channel.close(), loop=self._loop)
-        self._deleting.clear()
+        self.deletions.clear()
         self.shutting_down.clear()
         self.reassignments.clear()
 
@@ -274,7 +274,7 @@ class KafkaController:
                  "%d partition(s) changed leader or ISR in %.0f ms (brokers %s offline)",
                  self.broker_id, self.epoch, len(view.brokers), len(view.assignments),
                  len(changed), (time.monotonic() - loaded) * 1000, sorted(offline))
-        self._send_update_metadata()
+        self.send_update_metadata()
         for b in view.brokers:
             self._send_leader_and_isr(b, view.partitions_of(b), full=True)
         await asyncio.to_thread(self._watch_topics, names)
@@ -308,14 +308,12 @@ class KafkaController:
         if changed:
             log.info("%d partition(s) changed leader or ISR in %.0f ms", len(changed),
                      (time.monotonic() - began) * 1000)
-        self._send_update_metadata()
+        self.send_update_metadata()
         for b in live:
             hosted = self.view.partitions_of(b) if b in new else \
                 [tp for tp in changed if b in self.view.assignments[tp[0]][tp[1]]]
             self._send_leader_and_isr(b, hosted, full=b in new)
-        for name, (parts, waiting) in self._deleting.items():
-            for b in waiting & new:
-                self.send_stop_replica(b, name, parts)
+        self.deletions.resume_for(new)
 
     def _on_brokers_changed(self, dead: set[int]) -> set[TopicPartition]:
         """(worker thread) New states for the partitions the change affects: replicas that
@@ -344,12 +342,12 @@ class KafkaController:
         names = await asyncio.to_thread(zk_topics.topic_names, self.zk)
         present = set(names)
         for gone in [t for t in self.view.assignments if t not in present]:
-            self._forget_topic(gone)
-        new = [n for n in names if n not in self.view.assignments and n not in self._deleting]
+            self.forget_topic(gone)
+        new = [n for n in names if n not in self.view.assignments and n not in self.deletions]
         if new:
             await self._add_topics(new, announce=True)
         elif len(present) != len(self.view.assignments):
-            self._send_update_metadata()
+            self.send_update_metadata()
 
     async def _add_topics(self, names: Iterable[str], *, announce: bool) -> None:
         names = list(names)
@@ -450,7 +448,7 @@ class KafkaController:
                     self.view.states[tp] = found
 
     async def _on_partition_change(self, topic: str) -> None:
-        if topic in self._deleting or topic not in self.view.assignments:
+        if topic in self.deletions or topic not in self.view.assignments:
             return
         assignment = await asyncio.to_thread(zk_topics.read_assignment, self.zk, topic)
         if assignment is None:
@@ -464,30 +462,13 @@ class KafkaController:
         log.info("topic %s now has %d partitions", topic, len(known))
         self.announce(started, is_new=True)
 
-    def _forget_topic(self, name: str) -> None:
+    def forget_topic(self, name: str) -> None:
         parts = self.view.assignments.pop(name, {})
         self.view.topic_ids.pop(name, None)
         for p in parts:
             self.view.states.pop((name, p), None)
 
-    # ---- deletion ----------------------------------------------------------------------------
-    async def _on_deletions(self) -> None:
-        names = await asyncio.to_thread(zk_topics.topics_to_delete, self.zk)
-        for name in names:
-            if name in self._deleting:
-                continue
-            parts = self.view.assignments.get(name)
-            if parts is None:  # nothing to delete (or gone already): drop the request
-                await asyncio.to_thread(zk_topics.remove_topic, self.zk, name)
-                continue
-            replicas = {r for reps in parts.values() for r in reps}
-            self._deleting[name] = (dict(parts), set(replicas))
-            self._forget_topic(name)
-            log.info("deleting topic %s from brokers %s", name, sorted(replicas))
-            self._send_update_metadata()
-            for b in replicas:
-                self.send_stop_replica(b, name, parts)
-
+    # ---- deletion (topic_deletion.py) ------------------------------------------------------
     def send_stop_replica(self, broker_id: int, name: str, parts: dict[int, list[int]], *,
                            deleting_topic: bool = True) -> None:
         """StopReplica with deletion of `broker_id`'s replicas among `parts`; for a topic
@@ -499,22 +480,6 @@ class KafkaController:
         self.channel.send(broker_id, ApiKey.STOP_REPLICA, requests.STOP_REPLICA_VERSION, body,
                           (lambda resp: self._enqueue("stopped", (name, broker_id, resp)))
                           if deleting_topic else self._checker("StopReplica", broker_id))
-
-    async def _on_replica_stopped(self, name: str, broker_id: int,
-                                  response: dict[str, Any]) -> None:
-        entry = self._deleting.get(name)
-        if entry is None:
-            return
-        errors = [e for e in response.get("partition_errors", []) if e["error_code"]]
-        if response.get("error_code") or errors:
-            log.warning("broker %d could not delete %s yet (%s); it will be asked again when "
-                        "it restarts", broker_id, name, response)
-            return
-        entry[1].discard(broker_id)
-        if not entry[1]:
-            await asyncio.to_thread(zk_topics.remove_topic, self.zk, name)
-            del self._deleting[name]
-            log.info("deleted topic %s", name)
 
     # ---- controlled shutdown -----------------------------------------------------------------
     async def controlled_shutdown(self, broker_id: int) -> list[TopicPartition]:
@@ -560,7 +525,7 @@ class KafkaController:
         if writes:
             log.info("ISR changes: %s", ", ".join(
                 f"{t}-{p} {self.view.states[(t, p)].isr}" for t, p in writes))
-            self._send_update_metadata()
+            self.send_update_metadata()
         for tp in writes:
             if tp in self.reassignments:
                 await controller_admin.maybe_complete_reassignment(self, tp)
@@ -583,12 +548,12 @@ class KafkaController:
 
     # ---- telling the brokers -----------------------------------------------------------------
     def announce(self, partitions: set[TopicPartition], *, is_new: bool) -> None:
-        self._send_update_metadata()
+        self.send_update_metadata()
         for b in self.view.brokers:
             parts = [tp for tp in partitions if b in self.view.assignments[tp[0]][tp[1]]]
             self._send_leader_and_isr(b, parts, is_new=is_new)
 
-    def _send_update_metadata(self) -> None:
+    def send_update_metadata(self) -> None:
         if self.channel is None:
             return
         for b in self.view.brokers:

@@ -1,0 +1,78 @@
+"""Topic deletion as the controller runs it (Kafka's TopicDeletionManager).
+
+An operator's DeleteTopics writes `/admin/delete_topics/<name>`. The active controller
+forgets the topic (UpdateMetadata no longer lists it), sends StopReplica with deletion to
+every broker holding a replica, and removes the topic's znodes once each of them has
+confirmed. A broker that was down is asked again when it rejoins; a new controller starts
+over from the requests still in ZooKeeper.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import TYPE_CHECKING, Any
+
+from kafkactl.cluster import topic_state as zk_topics
+
+if TYPE_CHECKING:
+    from kafkactl.cluster.controller import KafkaController
+
+log = logging.getLogger("kafkactl.controller")
+
+
+class TopicDeletionManager:
+    def __init__(self, controller: KafkaController) -> None:
+        self.controller = controller
+        # topic -> (partitions, brokers that have not confirmed the deletion yet)
+        self._pending: dict[str, tuple[dict[int, list[int]], set[int]]] = {}
+
+    def __contains__(self, name: str) -> bool:
+        """A deletion of `name` is under way."""
+        return name in self._pending
+
+    def clear(self) -> None:
+        """Forget every deletion under way (this broker is no longer the controller)."""
+        self._pending.clear()
+
+    async def on_requests(self) -> None:
+        """The deletion requests in ZooKeeper changed: start the new ones."""
+        c = self.controller
+        names = await asyncio.to_thread(zk_topics.topics_to_delete, c.zk)
+        for name in names:
+            if name in self._pending:
+                continue
+            parts = c.view.assignments.get(name)
+            if parts is None:  # nothing to delete (or gone already): drop the request
+                await asyncio.to_thread(zk_topics.remove_topic, c.zk, name)
+                continue
+            replicas = {r for reps in parts.values() for r in reps}
+            self._pending[name] = (dict(parts), set(replicas))
+            c.forget_topic(name)
+            log.info("deleting topic %s from brokers %s", name, sorted(replicas))
+            c.send_update_metadata()
+            for b in replicas:
+                c.send_stop_replica(b, name, parts)
+
+    def resume_for(self, joined: set[int]) -> None:
+        """Ask brokers that (re)joined again for the deletions they have not confirmed."""
+        for name, (parts, waiting) in self._pending.items():
+            for b in waiting & joined:
+                self.controller.send_stop_replica(b, name, parts)
+
+    async def on_replica_stopped(self, name: str, broker_id: int,
+                                 response: dict[str, Any]) -> None:
+        """A broker answered the StopReplica of a deletion."""
+        entry = self._pending.get(name)
+        if entry is None:
+            return
+        errors = [e for e in response.get("partition_errors", []) if e["error_code"]]
+        if response.get("error_code") or errors:
+            log.warning("broker %d could not delete %s yet (%s); it will be asked again when "
+                        "it restarts", broker_id, name, response)
+            return
+        entry[1].discard(broker_id)
+        if not entry[1]:
+            await asyncio.to_thread(zk_topics.remove_topic, self.controller.zk, name)
+            del self._pending[name]
+            log.info("deleted topic %s", name)
