@@ -80,7 +80,7 @@ def main() -> None:  # noqa: C901
     import confluent_kafka
 
     base = Path(tempfile.mkdtemp(prefix="kafkactl-repl-bench-"))
-    zk = ZooKeeperServer(base / "zk")
+    zk = ZooKeeperServer(base / "zk", jvm_options=())  # the JVM's defaults, not the tests'
     zk.start()
     if args.failover_only:
         try:
