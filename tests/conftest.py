@@ -217,7 +217,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.xdist_group("spark"))
         elif "module" in scopes.values():
             item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::", 1)[0]))
-    if getattr(config.option, "dist", "no") != "no":
+    if getattr(config.option, "loadgroup", False):  # set in xdist's workers (dist is "no")
         # xdist hands out work in collection order: the packages whose tests run longest
         # (Spark jobs, clusters waiting out ZooKeeper sessions) go first, so that the many
         # short tests fill the workers at the end instead of one long test running alone
