@@ -36,10 +36,12 @@ def _ephemeral_low() -> int:
 
 
 # JVM options for the short-lived JVMs the tests start (ZooKeeper, Spark): the C1 compiler
-# only and the serial collector. A JVM that lives seconds spends most of its CPU in C2 and
-# in GC threads; these halve it (ZooKeeper 1.35 -> 0.7 CPU-s to start and serve a test,
-# a SparkSession with a small job 15 -> 9). Benchmarks keep the JVM's defaults.
-TEST_JVM_OPTIONS = ("-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC")
+# only, the serial collector, and no bytecode verification of the (packaged, trusted) jars.
+# A JVM that lives seconds spends most of its CPU in C2, GC threads and loading classes;
+# these halve it (ZooKeeper 1.35 -> 0.7 CPU-s to start and serve a test, a SparkSession
+# with a small job 15 -> 7.2). Benchmarks keep the JVM's defaults.
+TEST_JVM_OPTIONS = ("-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC",
+                    "-XX:+UnlockDiagnosticVMOptions", "-XX:-BytecodeVerificationRemote")
 
 
 def free_port() -> int:
