@@ -278,9 +278,18 @@ def main() -> None:
         os.sync()  # the fill's dirty pages written back now, not during the first phase
         segs = sorted((data / "large-0").glob("*.log"))
         print(f"filled {large / 2**30:.1f} GiB ({len(segs)} segments) in {fill_s:.1f} s")
+        # The fill leaves no producer-state snapshot (a broker writes one at every clean
+        # stop), so the first start rebuilds it from every batch header of the log; the
+        # start that counts is the next one, after a clean stop, as an operator's would be.
+        t = time.monotonic()
+        broker = start_broker(f"log.segment.bytes={segment}", data_dir=data)
+        rebuild_s = time.monotonic() - t
+        broker.stop()
         t = time.monotonic()
         broker = start_broker(f"log.segment.bytes={segment}", data_dir=data)
         start_s = time.monotonic() - t
+        print(f"start-up: {rebuild_s:.2f} s rebuilding producer state from the whole log, "
+              f"{start_s:.2f} s after a clean stop")
         port = broker.port
 
         # a warm-up round first: the first seconds of writes fill the page cache before
@@ -324,7 +333,8 @@ def main() -> None:
             row(GOAL, f"catch-up from 0 of {gb} (vs small topic)", catch_up, "MB/s",
                 "report", baseline=f"{args.small_mb:.0f} MB topic",
                 baseline_value=small_catch_up),
-            row(GOAL, f"start-up with {gb} retained", start_s, "s", "report"),
+            row(GOAL, f"start-up with {gb} retained (after a clean stop)", start_s, "s",
+                "report"),
         ]
         print_rows(rows)
         write_summary(args.summary_json, rows)
