@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests import hypothesis_profiles
+from tests import broker_zygote, hypothesis_profiles
 
 # Before any test module is imported: @settings(...) objects inherit the profile loaded
 # when they are made. Derandomized unless HYPOTHESIS_PROFILE=random (tests/hypothesis_profiles.py).
@@ -91,9 +91,13 @@ class BrokerProcess:
             args += ["--override", f"{key}={value}"]
         args += self.extra_args
         self.log_path = self.data_dir.parent / f"broker-{self.port}.log"
-        log = open(self.log_path, "ab")  # noqa: SIM115 - owned by the child for its lifetime
-        self.proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT)
-        log.close()
+        forked = broker_zygote.spawn(args[3:], str(self.log_path))
+        if forked is not None:
+            self.proc = forked  # type: ignore[assignment]
+        else:
+            log = open(self.log_path, "ab")  # noqa: SIM115 - owned by the child
+            self.proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT)
+            log.close()
         deadline = time.monotonic() + timeout
         waiting = [self.port, *self._other_listener_ports()]
         while time.monotonic() < deadline:
