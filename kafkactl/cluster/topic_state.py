@@ -17,7 +17,7 @@ import contextlib
 import logging
 import uuid
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from kafkactl.cluster import zk_paths
 from kafkactl.cluster.zookeeper import decode_json, encode_json, read_json
@@ -118,23 +118,33 @@ def read_assignment(zk: KazooClient, name: str) -> TopicAssignment | None:
     return read_assignments(zk, [name])[name]
 
 
-def read_assignments(zk: KazooClient, names: list[str]) -> dict[str, TopicAssignment | None]:
-    """Topics' assignments (None: absent or malformed, logged), read pipelined: every
-    request in flight at once, one round trip in all."""
+K = TypeVar("K")
+
+
+def _get_all(zk: KazooClient, paths: dict[K, str]) -> dict[K, tuple[bytes, Any] | None]:
+    """Each znode's (data, stat), None when absent: read pipelined, every request in
+    flight at once, one round trip in all."""
     from kazoo.exceptions import NoNodeError
 
-    pending = [(name, zk_paths.topic(name), zk.get_async(zk_paths.topic(name)))
-               for name in names]
-    out: dict[str, TopicAssignment | None] = {}
-    for name, path, op in pending:
+    pending = [(key, zk.get_async(path)) for key, path in paths.items()]
+    out: dict[K, tuple[bytes, Any] | None] = {}
+    for key, op in pending:
         try:
-            data, stat = op.get()
+            out[key] = op.get()
         except NoNodeError:
-            out[name] = None
-            continue
-        parsed = parse_assignment(name, decode_json(data, path), stat.version)
-        if parsed is None and data:
-            log.warning("ignoring topic znode %s: no valid partition map", path)
+            out[key] = None
+    return out
+
+
+def read_assignments(zk: KazooClient, names: list[str]) -> dict[str, TopicAssignment | None]:
+    """Topics' assignments (None: absent or malformed, logged), read pipelined."""
+    paths = {name: zk_paths.topic(name) for name in names}
+    out: dict[str, TopicAssignment | None] = {}
+    for name, got in _get_all(zk, paths).items():
+        parsed = None if got is None else parse_assignment(
+            name, decode_json(got[0], paths[name]), got[1].version)
+        if parsed is None and got is not None and got[0]:
+            log.warning("ignoring topic znode %s: no valid partition map", paths[name])
         out[name] = parsed
     return out
 
@@ -195,20 +205,13 @@ def read_partition_state(zk: KazooClient, name: str, partition: int) -> Partitio
 def read_partition_states(zk: KazooClient, partitions: list[tuple[str, int]]
                           ) -> dict[tuple[str, int], PartitionState | None]:
     """Partition states (None: absent or malformed, logged), read pipelined."""
-    from kazoo.exceptions import NoNodeError
-
-    pending = [(tp, zk_paths.partition_state(*tp), zk.get_async(zk_paths.partition_state(*tp)))
-               for tp in partitions]
+    paths = {tp: zk_paths.partition_state(*tp) for tp in partitions}
     out: dict[tuple[str, int], PartitionState | None] = {}
-    for tp, path, op in pending:
-        try:
-            data, stat = op.get()
-        except NoNodeError:
-            out[tp] = None
-            continue
-        parsed = parse_partition_state(decode_json(data, path), stat.version)
-        if parsed is None:
-            log.warning("ignoring partition state %s: not a valid state", path)
+    for tp, got in _get_all(zk, paths).items():
+        parsed = None if got is None else parse_partition_state(
+            decode_json(got[0], paths[tp]), got[1].version)
+        if parsed is None and got is not None:
+            log.warning("ignoring partition state %s: not a valid state", paths[tp])
         out[tp] = parsed
     return out
 
