@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from kafkactl.cluster import zk_paths
-from kafkactl.cluster.zookeeper import decode_json, encode_json, read_json
+from kafkactl.cluster.zookeeper import decode_json, encode_json, get_all, read_json
 
 if TYPE_CHECKING:
     from kazoo.client import KazooClient
@@ -145,20 +145,16 @@ def live_brokers(zk: KazooClient) -> dict[int, BrokerInfo]:
 
 def read_registrations(zk: KazooClient, ids: list[int]) -> dict[int, BrokerInfo]:
     """The registrations of `ids` that exist and parse, all requests in flight at once."""
-    from kazoo.exceptions import NoNodeError
-
-    pending = [(b, zk_paths.broker(b), zk.get_async(zk_paths.broker(b))) for b in ids]
+    paths = {b: zk_paths.broker(b) for b in ids}
     out: dict[int, BrokerInfo] = {}
-    for broker_id, path, op in pending:
-        try:
-            data, stat = op.get()
-        except NoNodeError:
+    for broker_id, got in get_all(zk, paths).items():
+        if got is None:
             continue
-        info = parse_broker(broker_id, decode_json(data, path))
+        info = parse_broker(broker_id, decode_json(got[0], paths[broker_id]))
         if info is None:
-            log.warning("ignoring broker registration %s: no host/port", path)
+            log.warning("ignoring broker registration %s: no host/port", paths[broker_id])
             continue
-        out[info.broker_id] = dataclasses.replace(info, epoch=stat.czxid)
+        out[info.broker_id] = dataclasses.replace(info, epoch=got[1].czxid)
     return out
 
 

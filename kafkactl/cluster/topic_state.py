@@ -17,10 +17,10 @@ import contextlib
 import logging
 import uuid
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 from kafkactl.cluster import zk_paths
-from kafkactl.cluster.zookeeper import decode_json, encode_json, read_json
+from kafkactl.cluster.zookeeper import decode_json, encode_json, get_all, read_json
 
 if TYPE_CHECKING:
     from kazoo.client import KazooClient
@@ -118,29 +118,11 @@ def read_assignment(zk: KazooClient, name: str) -> TopicAssignment | None:
     return read_assignments(zk, [name])[name]
 
 
-K = TypeVar("K")
-
-
-def _get_all(zk: KazooClient, paths: dict[K, str]) -> dict[K, tuple[bytes, Any] | None]:
-    """Each znode's (data, stat), None when absent: read pipelined, every request in
-    flight at once, one round trip in all."""
-    from kazoo.exceptions import NoNodeError
-
-    pending = [(key, zk.get_async(path)) for key, path in paths.items()]
-    out: dict[K, tuple[bytes, Any] | None] = {}
-    for key, op in pending:
-        try:
-            out[key] = op.get()
-        except NoNodeError:
-            out[key] = None
-    return out
-
-
 def read_assignments(zk: KazooClient, names: list[str]) -> dict[str, TopicAssignment | None]:
     """Topics' assignments (None: absent or malformed, logged), read pipelined."""
     paths = {name: zk_paths.topic(name) for name in names}
     out: dict[str, TopicAssignment | None] = {}
-    for name, got in _get_all(zk, paths).items():
+    for name, got in get_all(zk, paths).items():
         parsed = None if got is None else parse_assignment(
             name, decode_json(got[0], paths[name]), got[1].version)
         if parsed is None and got is not None and got[0]:
@@ -207,7 +189,7 @@ def read_partition_states(zk: KazooClient, partitions: list[tuple[str, int]]
     """Partition states (None: absent or malformed, logged), read pipelined."""
     paths = {tp: zk_paths.partition_state(*tp) for tp in partitions}
     out: dict[tuple[str, int], PartitionState | None] = {}
-    for tp, got in _get_all(zk, paths).items():
+    for tp, got in get_all(zk, paths).items():
         parsed = None if got is None else parse_partition_state(
             decode_json(got[0], paths[tp]), got[1].version)
         if parsed is None and got is not None:

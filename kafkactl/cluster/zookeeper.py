@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 if TYPE_CHECKING:
     from kazoo.client import KazooClient
@@ -99,6 +99,24 @@ def read_json(zk: KazooClient, path: str) -> Any:
     except NoNodeError:
         return None
     return decode_json(data, path)
+
+
+K = TypeVar("K")
+
+
+def get_all(zk: KazooClient, paths: dict[K, str]) -> dict[K, tuple[bytes, Any] | None]:
+    """Each znode's (data, stat), None when absent: read pipelined, every request in
+    flight at once, one round trip in all."""
+    from kazoo.exceptions import NoNodeError
+
+    pending = [(key, zk.get_async(path)) for key, path in paths.items()]
+    out: dict[K, tuple[bytes, Any] | None] = {}
+    for key, op in pending:
+        try:
+            out[key] = op.get()
+        except NoNodeError:
+            out[key] = None
+    return out
 
 
 def encode_json(value: Any) -> bytes:
