@@ -86,7 +86,6 @@ class ZkRegistration:
                                        protocols=protocols)
         try:
             self.registry.register()
-            self.broker_epoch = self.registry.epoch()
         except DuplicateBrokerIdError as e:
             self.close()
             raise ZkRegistrationError(str(e)) from None
@@ -95,6 +94,12 @@ class ZkRegistration:
             raise ZkRegistrationError(
                 f"could not register in ZooKeeper at {self.connect_string}: "
                 f"{type(e).__name__} {e}".rstrip()) from None
+        try:
+            self.broker_epoch = self.registry.epoch()
+        except Exception as e:  # the session went away right after registering (a stalled
+            # process): the sync loop registers again and reads the epoch once it is back
+            log.warning("ZooKeeper session lost right after registering (%s); registering "
+                        "again when it is back", type(e).__name__)
 
     def start_sync(self, topics: Any = None) -> None:
         """Every second: re-register after a session expiry and, when `topics` is given (a
@@ -117,7 +122,7 @@ class ZkRegistration:
 
         if self.registry is None or self.zk is None or self.zk.state != KazooState.CONNECTED:
             return
-        if self.registry.ensure_registered():
+        if self.registry.ensure_registered() or self.broker_epoch < 0:
             self.broker_epoch = self.registry.epoch()
         if topics is not None:
             self.registry.sync_topics(topics)

@@ -229,3 +229,35 @@ def test_zookeeper_restart_and_a_stop_while_it_is_away(broker_factory, tmp_path:
         assert time.monotonic() - start < 40
     finally:
         server.stop()
+
+
+def test_session_lost_right_after_registering_is_not_fatal(zookeeper, tmp_path: Path,
+                                                           monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """A broker frozen past its session just after it registered (the broker epoch not
+    read yet) keeps starting; the sync loop reads the epoch once ZooKeeper answers."""
+    from kazoo.exceptions import ConnectionLoss
+
+    from kafkactl.broker.config import BrokerConfig
+    from kafkactl.broker.zk_registration import ZkRegistration
+    from kafkactl.cluster.broker_registry import BrokerRegistry
+
+    cfg = BrokerConfig.build(overrides=[f"zookeeper.connect={chroot(zookeeper)}",
+                                        "zookeeper.session.timeout.ms=6000"])
+    reg = ZkRegistration(cfg)
+    reg.connect_and_check([tmp_path])
+    real_epoch = BrokerRegistry.epoch
+
+    def lost(self: BrokerRegistry) -> int:
+        raise ConnectionLoss()
+
+    monkeypatch.setattr(BrokerRegistry, "epoch", lost)
+    try:
+        reg.register([("PLAINTEXT", "127.0.0.1", 9092)], {"PLAINTEXT": "PLAINTEXT"})
+        assert reg.broker_epoch == -1
+        monkeypatch.setattr(BrokerRegistry, "epoch", real_epoch)
+        reg._sync_once(None)
+        assert reg.zk is not None and reg.registry is not None
+        stat = reg.zk.exists(reg.registry.path)
+        assert stat is not None and reg.broker_epoch == stat.czxid
+    finally:
+        reg.close()
