@@ -188,10 +188,14 @@ class ForkedBroker:
         deadline = None if timeout is None else time.monotonic() + timeout
         with self._zygote.changed:
             while self.pid not in self._zygote.exits:
+                if self._zygote.dead and not _alive(self.pid):  # nobody left to tell us
+                    self._zygote.exits[self.pid] = -signal.SIGKILL
+                    break
                 left = None if deadline is None else deadline - time.monotonic()
                 if left is not None and left <= 0:
                     raise subprocess.TimeoutExpired(self.args, timeout or 0)
-                self._zygote.changed.wait(left)
+                self._zygote.changed.wait(0.05 if self._zygote.dead else
+                                          1.0 if left is None else min(left, 1.0))
             self.returncode = self._zygote.exits[self.pid]
         return self.returncode
 
@@ -205,6 +209,16 @@ class ForkedBroker:
 
     def kill(self) -> None:
         self.send_signal(signal.SIGKILL)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 _zygote: _Zygote | None = None
