@@ -173,11 +173,17 @@ class ProducePurgatory:
             _unwatch(self._watchers, op, op.keys)
         return dict(op.errors)
 
-    def high_watermark(self, key: TopicPartition, hw: int) -> None:
+    def high_watermark(self, key: TopicPartition, hw: int, *,
+                       enough_replicas: bool = True) -> None:
+        """The high watermark of `key` is `hw`: the waiters it passes complete. When the ISR
+        shrank below min.insync.replicas after they appended (`enough_replicas` False),
+        their records are committed with fewer copies than asked for: they answer
+        NOT_ENOUGH_REPLICAS_AFTER_APPEND, as Kafka's checkEnoughReplicasReachOffset does."""
+        error = None if enough_replicas else ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
         for op in list(self._watchers.get(key, ())):
             required = op.pending.get(key)
             if required is not None and hw >= required:
-                op.settle(key)
+                op.settle(key, error)
 
     def fail(self, key: TopicPartition, error: ErrorCode) -> None:
         """The partition's leadership moved (or it stopped): its waiters fail with `error`."""

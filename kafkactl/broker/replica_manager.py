@@ -185,7 +185,9 @@ class ReplicaManager:
     def high_watermark_moved(self, part: Partition) -> None:
         """Committed records: acks=all produces and consumers' long polls learn of them."""
         key = (part.topic, part.partition)
-        self.produce_purgatory.high_watermark(key, part.high_watermark)
+        enough = not part.replicated or \
+            len(part.isr) >= part.log.config.min_insync_replicas
+        self.produce_purgatory.high_watermark(key, part.high_watermark, enough_replicas=enough)
         self.purgatory.high_watermark_moved(key)
 
     # ---- fetch -----------------------------------------------------------------------------

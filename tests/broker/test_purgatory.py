@@ -62,6 +62,14 @@ def test_delayed_produce_completes_times_out_or_fails() -> None:
         assert await p.wait_for(op, 3600.0) == {("t", 0): ErrorCode.NOT_LEADER_OR_FOLLOWER}
         assert not p._watchers
 
+        # the ISR shrank below min.insync.replicas between the append and the commit
+        op = p.watch({("t", 0): 15, ("t", 1): 15})
+        p.high_watermark(("t", 0), 15, enough_replicas=False)
+        p.high_watermark(("t", 1), 15)
+        assert await p.wait_for(op, 3600.0) == {
+            ("t", 0): ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND}
+        assert not p._watchers
+
         op = p.watch({("t", 0): 20})  # its connection closes: the waiter is cancelled
         waiter = asyncio.ensure_future(p.wait_for(op, 3600.0))
         await asyncio.sleep(0)
