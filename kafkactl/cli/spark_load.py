@@ -70,8 +70,40 @@ def build_command(*, master: str, loader_args: list[str], py_files: Path,
     return cmd + ["--py-files", str(py_files), str(load_py), *loader_args]
 
 
-# C901: one Typer command: its option checks and the spark-submit/local choice in one place
-def register(app: typer.Typer) -> None:  # noqa: C901
+def loader_args(servers: str, output: str, topics: list[str], pattern: str | None,
+                commit_group: str | None, fail_on_data_loss: bool,
+                max_records_per_partition: int | None, partition_by: str) -> list[str]:
+    """The arguments of kafkactl/spark/load.py for these options."""
+    args = ["--bootstrap", servers, "--output", os.path.abspath(output),
+            "--fail-on-data-loss", "true" if fail_on_data_loss else "false"]
+    for t in topics:
+        args += ["--topic", t]
+    if pattern:
+        args += ["--pattern", pattern]
+    if commit_group:
+        args += ["--commit-group", commit_group]
+    if max_records_per_partition:
+        args += ["--max-records-per-partition", str(max_records_per_partition)]
+    if partition_by != "partition":
+        args += ["--partition-by", partition_by]
+    return args
+
+
+def check_local_broker(servers: str, security: dict[str, str]) -> None:
+    """With a local master the driver runs here: a broker it cannot reach (or that refuses
+    the credentials) fails now, not after the JVM started (~5 s), with the driver's line
+    and exit code."""
+    from kafkactl.spark import load
+
+    try:
+        load.check_broker(servers, security)
+    except Exception as e:  # noqa: BLE001 - mapped to one line and an exit code
+        reason, code = load.failure(e)
+        typer.echo(f"kafkactl spark-load: error: {reason}", err=True)
+        raise typer.Exit(code) from None
+
+
+def register(app: typer.Typer) -> None:
     @app.command("spark-load")
     def spark_load(
         output: str = typer.Option(..., "--output", "-o", help="Output directory (Parquet, "
@@ -118,19 +150,9 @@ def register(app: typer.Typer) -> None:  # noqa: C901
         if print_command and prop:
             raise fail("--print-command does not print -X properties (secrets on a command "
                        "line): put them in a --command-config file", 2)
-        args = ["--bootstrap", bootstrap or os.environ.get("KAFKACTL_BOOTSTRAP")
-                or "127.0.0.1:9092", "--output", os.path.abspath(output),
-                "--fail-on-data-loss", "true" if fail_on_data_loss else "false"]
-        for t in topic:
-            args += ["--topic", t]
-        if pattern:
-            args += ["--pattern", pattern]
-        if commit_group:
-            args += ["--commit-group", commit_group]
-        if max_records_per_partition:
-            args += ["--max-records-per-partition", str(max_records_per_partition)]
-        if partition_by != "partition":
-            args += ["--partition-by", partition_by]
+        servers = bootstrap or os.environ.get("KAFKACTL_BOOTSTRAP") or "127.0.0.1:9092"
+        args = loader_args(servers, output, topic, pattern, commit_group, fail_on_data_loss,
+                           max_records_per_partition, partition_by)
         zip_path = Path(py_files) if py_files else package_zip()
         cmd = build_command(master=master, loader_args=args, py_files=zip_path, confs=conf)
         env = dict(os.environ, PYSPARK_PYTHON=sys.executable,
@@ -140,6 +162,8 @@ def register(app: typer.Typer) -> None:  # noqa: C901
                 cmd += ["--command-config", str(command_config.resolve())]
             typer.echo(f"PYSPARK_PYTHON={shlex.quote(sys.executable)} {shlex.join(cmd)}")
             return
+        if master.startswith("local"):
+            check_local_broker(servers, security)
         with tempfile.TemporaryDirectory(prefix="kafkactl-spark-load-") as tmp:
             status = Path(tmp) / "status"
             if security:  # a file only this user reads, not the command line

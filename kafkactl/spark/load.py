@@ -255,24 +255,42 @@ def main(argv: Sequence[str] | None = None, spark: Any = None) -> int:
         print(summary, flush=True)
         write_status(args.status_file, summary)
         return EXIT_OK
-    except LoadError as e:
-        reason, code = str(e), e.code
-    except (NoBrokersAvailable, KafkaConnectionError, KafkaTimeoutError) as e:
-        reason, code = f"broker unreachable: {e}", EXIT_BROKER
-    except AuthenticationFailedError as e:
-        reason, code = str(e), EXIT_BROKER
-    except OutputError as e:
-        reason, code = str(e), EXIT_OUTPUT
-    except DataLossError as e:
-        reason, code = f"offsets out of range: {e}", EXIT_DATA_LOSS
-    except OptionError as e:
-        reason, code = str(e), EXIT_USAGE
-    except Exception as e:  # the Spark job (a task failed its retries) or anything else
-        reason, code = task_failure(e)
+    except Exception as e:  # noqa: BLE001 - every failure ends as one line and an exit code
+        reason, code = failure(e)
     line = f"kafkactl spark-load: error: {reason}"
     print(line, file=sys.stderr, flush=True)
     write_status(args.status_file, line)
     return code
+
+
+def failure(e: Exception) -> tuple[str, int]:
+    """(one-line reason, exit code) of a failed load."""
+    if isinstance(e, LoadError):
+        return str(e), e.code
+    if isinstance(e, NoBrokersAvailable | KafkaConnectionError | KafkaTimeoutError):
+        return f"broker unreachable: {e}", EXIT_BROKER
+    if isinstance(e, AuthenticationFailedError):
+        return str(e), EXIT_BROKER
+    if isinstance(e, OutputError):
+        return str(e), EXIT_OUTPUT
+    if isinstance(e, DataLossError):
+        return f"offsets out of range: {e}", EXIT_DATA_LOSS
+    if isinstance(e, OptionError):
+        return str(e), EXIT_USAGE
+    return task_failure(e)  # the Spark job (a task failed its retries) or anything else
+
+
+def check_broker(bootstrap: str, security_properties: dict[str, str]) -> None:
+    """Connect (and authenticate) to the bootstrap servers as the driver will; raises what
+    `failure` maps to exit 3 (2 for a bad security property)."""
+    from kafkactl.client.kafka_client import KafkaClient
+
+    client = KafkaClient(bootstrap, client_id="kafkactl-spark-load",
+                         security=security_from(security_properties))
+    try:
+        client.bootstrap()
+    finally:
+        client.close()
 
 
 # A task's Python error, as Spark relays it in the job's exception text.

@@ -128,6 +128,12 @@ def test_exit_codes_and_one_line_reasons(spark: Any, broker: Any, tmp_path: Path
     assert load.main(argv + ["--fail-on-data-loss", "false"], spark) == load.EXIT_OK
     assert loaded(out) == [("load.d", 0, o) for o in [*range(10), *range(15, 20)]]
 
+    # the driver's own check (spark-submit on a cluster): the same line as the CLI's
+    down = ["--bootstrap", "127.0.0.1:1", "--topic", "load.d", "--output", str(out)]
+    assert load.main(down, spark) == load.EXIT_BROKER
+    assert capsys.readouterr().err.strip().splitlines()[-1].startswith(
+        "kafkactl spark-load: error: broker unreachable: no broker answered at 127.0.0.1:1")
+
     blocker = tmp_path / "a-file"
     blocker.write_text("")
     assert load.main(["--bootstrap", b, "--topic", "load.d", "--output",
@@ -167,9 +173,12 @@ def test_cli_run_killed_mid_write_then_rerun(spark_installed: None, broker: Any,
     assert done.returncode == 0, done.stderr[-3000:]
     assert loaded(out) == every({("load.k", 0): 400, ("load.k", 1): 400})
 
-    down = subprocess.run([*cmd[:5], "127.0.0.1:1", *cmd[6:]], env=env,
+    # a local master's driver runs here: an unreachable broker fails before spark-submit
+    # (there is none at this SPARK_HOME: running it would exit 2, "cannot run ...")
+    down = subprocess.run([*cmd[:5], "127.0.0.1:1", *cmd[6:]],
+                          env=dict(env, SPARK_HOME=str(tmp_path / "no-spark")),
                           capture_output=True, text=True, timeout=300)
-    assert down.returncode == load.EXIT_BROKER
+    assert down.returncode == load.EXIT_BROKER, down.stderr
     assert down.stderr.strip().splitlines()[-1].startswith(
         "kafkactl spark-load: error: broker unreachable: no broker answered at 127.0.0.1:1")
 
