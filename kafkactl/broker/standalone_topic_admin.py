@@ -120,7 +120,9 @@ class StandaloneTopicAdmin:
         self.default_partitions = default_partitions
         self.delete_enabled = delete_enabled
         self._creating: dict[str, asyncio.Task[ErrorCode]] = {}
-        self._stopping: set[str] = set()  # creations to stop at their next step
+        # CreatePartitions made in the background: the task, and how many it adds
+        self._growing: dict[str, tuple[asyncio.Task[ErrorCode], int]] = {}
+        self._stopping: set[str] = set()  # creations and growths to stop at their next step
         self._deleting: dict[str, asyncio.Task[None]] = {}
         self._stopping_all = False  # shutdown
 
@@ -210,9 +212,7 @@ class StandaloneTopicAdmin:
                              "the number of partitions must be at least 1")
         config = self._log_config(configs)
         # the creations under way open their files later: count them as open already
-        check_open_file_room(num_partitions + sum(
-            self.metadata.topics[n].num_partitions for n in self._creating
-            if n in self.metadata.topics))
+        check_open_file_room(num_partitions + self._opening_later())
         state = TopicState(name, uuid.uuid4(), num_partitions, configs)
         if validate_only:
             return state
@@ -228,6 +228,11 @@ class StandaloneTopicAdmin:
             raise self._undo_creation(state, e) from None
         self._announce(state)
         return state
+
+    def _opening_later(self) -> int:
+        """Partitions the creations and growths under way have yet to open."""
+        return sum(self.metadata.topics[n].num_partitions for n in self._creating
+                   if n in self.metadata.topics) + sum(n for _t, n in self._growing.values())
 
     @staticmethod
     def _loop() -> asyncio.AbstractEventLoop | None:
@@ -271,22 +276,29 @@ class StandaloneTopicAdmin:
         task = asyncio.get_running_loop().create_task(self._make_partitions(state, config))
         self._creating[state.name] = task
 
+    async def _host_in_slices(self, name: str, partitions: range, config: LogConfig) -> bool:
+        """Make and host `partitions`: their files on a worker thread (a slow mkdir or
+        open on a busy disk blocks it, not the event loop), CREATE_CHUNK at a time; the
+        Partition objects on the event loop in slices of at most CREATE_SLICE_S. False
+        when told to stop (`_stopping`) between two steps; raises OSError or LogError."""
+        deadline = time.monotonic() + CREATE_SLICE_S
+        for first in range(partitions.start, partitions.stop, CREATE_CHUNK):
+            chunk = range(first, min(first + CREATE_CHUNK, partitions.stop))
+            await asyncio.to_thread(self.store.prepare_logs, name, chunk, config)
+            for p in chunk:
+                if name in self._stopping:
+                    return False
+                self.store.make_partition(name, p, config)
+                if time.monotonic() >= deadline:
+                    await asyncio.sleep(0)
+                    deadline = time.monotonic() + CREATE_SLICE_S
+        return True
+
     async def _make_partitions(self, state: TopicState, config: LogConfig) -> ErrorCode:
         name = state.name
         try:
-            deadline = time.monotonic() + CREATE_SLICE_S
-            for first in range(0, state.num_partitions, CREATE_CHUNK):
-                chunk = range(first, min(first + CREATE_CHUNK, state.num_partitions))
-                # the disk work on a worker thread: a slow mkdir or open (a busy disk)
-                # blocks it, not the event loop
-                await asyncio.to_thread(self.store.prepare_logs, name, chunk, config)
-                for p in chunk:
-                    if name in self._stopping:
-                        return self._stopped(name)
-                    self.store.make_partition(name, p, config)
-                    if time.monotonic() >= deadline:
-                        await asyncio.sleep(0)
-                        deadline = time.monotonic() + CREATE_SLICE_S
+            if not await self._host_in_slices(name, range(state.num_partitions), config):
+                return self._stopped(name)
         except (OSError, LogError) as e:
             if name in self._stopping:
                 return self._stopped(name)
@@ -326,8 +338,10 @@ class StandaloneTopicAdmin:
     async def stop_background_work(self) -> None:
         """Stop making and deleting partitions (shutdown), once each worker-thread step
         in progress has finished: the next start finishes both."""
-        tasks = [*self._creating.values(), *self._deleting.values()]
+        tasks = [*self._creating.values(), *self._deleting.values(),
+                 *(t for t, _n in self._growing.values())]
         self._stopping.update(self._creating)
+        self._stopping.update(self._growing)
         self._stopping_all = True
         await asyncio.gather(*tasks, return_exceptions=True)
 
@@ -352,7 +366,7 @@ class StandaloneTopicAdmin:
                              f"topic {name!r} does not exist")
         if not self.delete_enabled:
             raise TopicError(ErrorCode.TOPIC_DELETION_DISABLED, "delete.topic.enable is false")
-        creating = name in self._creating
+        creating = name in self._creating or name in self._growing
         if creating:  # it stops at its next step and deletes the logs it made meanwhile
             self._stopping.add(name)
         del self.metadata.topics[name]
@@ -409,25 +423,78 @@ class StandaloneTopicAdmin:
 
     def add_partitions(self, name: str, count: int, assignments: list[list[int]], *,
                        validate_only: bool = False) -> None:
+        """Grow `name` to `count` partitions. More than INLINE_PARTITIONS new ones are made
+        in the background as a large creation's are (`settled` waits for them): the count
+        is decided durably first (a restart makes what is missing) and clients see the
+        new partitions once all are hosted."""
         self._check_this_broker(assignments)
         state = self.metadata.topics.get(name)
         if state is None:
             raise TopicError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                              f"topic {name!r} does not exist")
-        if count <= state.num_partitions:
+        if name in self._creating or name in self._growing:
+            raise TopicError(ErrorCode.REASSIGNMENT_IN_PROGRESS,
+                             f"topic {name!r} is still being made ({state.num_partitions} "
+                             "partitions); retry once that is done")
+        old = state.num_partitions
+        if count <= old:
             raise TopicError(ErrorCode.INVALID_PARTITIONS,
-                             f"topic {name!r} has {state.num_partitions} partitions; the new "
-                             f"count {count} must be larger")
-        check_open_file_room(count - state.num_partitions)
+                             f"topic {name!r} has {old} partitions; the new count {count} "
+                             "must be larger")
+        check_open_file_room(count - old + self._opening_later())
         if validate_only:
             return
         config = self.store.configs.log_config_for(state.configs)
-        for p in range(state.num_partitions, count):
-            self.store.make_partition(name, p, config)
         state.num_partitions = count
-        self.cache.put_topic(name, state.topic_id, count)
-        self.metadata.write()
-        log.info("topic %s now has %d partitions", name, count)
+        if count - old > INLINE_PARTITIONS and self._loop() is not None:
+            try:
+                self.metadata.write()
+            except OSError as e:
+                raise self._undo_growth(state, old, e) from None
+            task = asyncio.get_running_loop().create_task(self._grow(state, old, config))
+            self._growing[name] = (task, count - old)
+            return
+        try:
+            for p in range(old, count):
+                self.store.make_partition(name, p, config)
+            self.metadata.write()
+        except (OSError, LogError) as e:
+            raise self._undo_growth(state, old, e) from None
+        self._grown(state)
+
+    async def _grow(self, state: TopicState, old: int, config: LogConfig) -> ErrorCode:
+        name = state.name
+        try:
+            if not await self._host_in_slices(name, range(old, state.num_partitions), config):
+                return self._stopped(name)
+        except (OSError, LogError) as e:
+            if name in self._stopping:
+                return self._stopped(name)
+            self._undo_growth(state, old, e)
+            return ErrorCode.KAFKA_STORAGE_ERROR
+        finally:
+            self._growing.pop(name, None)
+            self._stopping.discard(name)
+        self._grown(state)
+        gc.freeze()  # as after a large creation
+        return ErrorCode.NONE
+
+    def _grown(self, state: TopicState) -> None:
+        self.cache.put_topic(state.name, state.topic_id, state.num_partitions)
+        log.info("topic %s now has %d partitions", state.name, state.num_partitions)
+
+    def _undo_growth(self, state: TopicState, old: int, e: OSError | LogError) -> TopicError:
+        """A full or failing disk: drop the partitions added so far, back to `old`."""
+        name = state.name
+        for p in range(old, state.num_partitions):
+            self.store.discard_partition(name, p)
+        state.num_partitions = old
+        with contextlib.suppress(OSError):
+            self.metadata.write()
+        log.error("cannot add partitions to topic %s: %s", name, e)
+        reason = e.strerror if isinstance(e, OSError) and e.strerror else e
+        return TopicError(ErrorCode.KAFKA_STORAGE_ERROR,
+                          f"cannot add partitions to topic {name!r}: {reason}")
 
     async def settled(self, created: Sequence[str], deleted: Sequence[str],
                       timeout_ms: int) -> dict[str, ErrorCode]:
@@ -436,6 +503,7 @@ class StandaloneTopicAdmin:
         on), KAFKA_STORAGE_ERROR for a creation a disk error undid."""
         tasks: dict[str, asyncio.Task[Any]] = {
             n: t for n in created if (t := self._creating.get(n)) is not None}
+        tasks.update((n, g[0]) for n in created if (g := self._growing.get(n)) is not None)
         tasks.update((n, d) for n in deleted if (d := self._deleting.get(n)) is not None)
         if not tasks:
             return {}

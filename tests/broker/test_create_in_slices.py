@@ -1,6 +1,7 @@
-"""A large CreateTopics makes its partitions on the event loop in slices: other work runs in
-between, the topic enters the metadata only when whole, a restart finishes an interrupted
-creation, and a deletion stops one. Ordering is asserted, never timing."""
+"""A large CreateTopics (or CreatePartitions) makes its partitions on the event loop in
+slices: other work runs in between, the topic (or its new partitions) enters the metadata
+only when whole, a restart finishes an interrupted creation (or growth), and a deletion
+stops one. Ordering is asserted, never timing."""
 
 from __future__ import annotations
 
@@ -170,6 +171,93 @@ def test_a_restart_finishes_a_stopped_deletion(tmp_path: Path, one_per_slice: No
         s.log_manager.shutdown()
 
 
+# ------------------------------------------------------------------ CreatePartitions
+def test_a_large_growth_runs_between_slices_and_shows_when_whole(
+        tmp_path: Path, one_per_slice: None) -> None:
+    s = _open(tmp_path)
+    seen: list[int] = []
+
+    async def main() -> dict[str, ErrorCode]:
+        s.admin.create_topic("g", 2, 1, [], [])
+        s.admin.add_partitions("g", 2 + N, [])
+        with pytest.raises(TopicError, match="still being made") as refused:
+            s.admin.add_partitions("g", 3 + N, [])
+        assert refused.value.code == ErrorCode.REASSIGNMENT_IN_PROGRESS
+        done = asyncio.Event()
+
+        async def other_client() -> None:
+            while not done.is_set():
+                seen.append(len(s.store.partitions))
+                meta = s.cache.topic("g")
+                if seen[-1] < 2 + N:  # clients see the old count until all are hosted
+                    assert meta is not None and len(meta.partitions) == 2
+                await asyncio.sleep(0)
+
+        other = asyncio.create_task(other_client())
+        late = await s.admin.settled(["g"], [], 60_000)
+        done.set()
+        await other
+        return late
+
+    try:
+        assert asyncio.run(main()) == {}
+        assert any(2 < n < 2 + N for n in seen)  # ran while the growth was half done
+        meta = s.cache.topic("g")
+        assert meta is not None and len(meta.partitions) == 2 + N
+        s.admin.add_partitions("g", 3 + N, [])  # small: inline, without an event loop
+        meta = s.cache.topic("g")
+        assert meta is not None and len(meta.partitions) == 3 + N
+    finally:
+        s.log_manager.shutdown()
+
+
+def test_a_restart_finishes_an_interrupted_growth(tmp_path: Path, one_per_slice: None) -> None:
+    s = _open(tmp_path)
+
+    async def main() -> None:
+        s.admin.create_topic("g", 1, 1, [], [])
+        s.admin.add_partitions("g", 1 + N, [])
+        while len(s.store.partitions) < 2:
+            await asyncio.sleep(0.001)
+        await s.admin.stop_background_work()  # shutdown while it runs
+
+    asyncio.run(main())
+    assert 1 < len(s.store.partitions) < 1 + N
+    meta = s.cache.topic("g")
+    assert meta is not None and len(meta.partitions) == 1
+    s.log_manager.shutdown()
+    s = _open(tmp_path)
+    try:
+        meta = s.cache.topic("g")
+        assert meta is not None and len(meta.partitions) == 1 + N
+        assert len(s.store.partitions) == 1 + N
+    finally:
+        s.log_manager.shutdown()
+
+
+def test_deleting_a_growing_topic_stops_the_growth(tmp_path: Path,
+                                                   one_per_slice: None) -> None:
+    s = _open(tmp_path)
+
+    async def main() -> dict[str, ErrorCode]:
+        s.admin.create_topic("g", 1, 1, [], [])
+        s.admin.add_partitions("g", 1 + N, [])
+        waiter = asyncio.create_task(s.admin.settled(["g"], [], 60_000))
+        while len(s.store.partitions) < 2:
+            await asyncio.sleep(0.001)
+        s.admin.delete_topic("g")
+        assert await s.admin.settled([], ["g"], 60_000) == {}
+        return await waiter
+
+    try:
+        assert asyncio.run(main()) == {"g": ErrorCode.UNKNOWN_TOPIC_OR_PARTITION}
+        assert not s.store.partitions and s.cache.topic("g") is None
+        assert not s.log_manager.logs  # the logs made but not hosted yet went too
+        assert "g" not in s.admin.metadata.deleting
+    finally:
+        s.log_manager.shutdown()
+
+
 # ------------------------------------------------------------------ against a real broker
 def _frame(s: socket.socket) -> bytes:
     size = struct.unpack(">i", s.recv(4, socket.MSG_WAITALL))[0]
@@ -198,3 +286,38 @@ def test_broker_answers_others_while_a_big_create_topics_runs(broker: BrokerProc
         resp = decode_response(ApiKey.CREATE_TOPICS, 5, _frame(creator))
         assert resp["topics"][0]["error_code"] == 0
         assert made < n  # ApiVersions was answered while partitions were still being made
+
+
+def test_broker_answers_others_while_a_big_create_partitions_runs(
+        broker: BrokerProcess) -> None:
+    n = 2000
+    made = encode_request(ApiKey.CREATE_TOPICS, 5, 1, "t", {
+        "topics": [{"name": "grow", "num_partitions": 1, "replication_factor": 1,
+                    "assignments": [], "configs": []}], "timeout_ms": 30_000,
+        "validate_only": False})
+    body = {"topics": [{"name": "grow", "count": n, "assignments": None}],
+            "timeout_ms": 120_000, "validate_only": False}
+    versions = encode_request(ApiKey.API_VERSIONS, 0, 3, "t", {})
+    with socket.create_connection(("127.0.0.1", broker.port)) as admin, \
+            socket.create_connection(("127.0.0.1", broker.port)) as other:
+        admin.sendall(made)
+        assert decode_response(ApiKey.CREATE_TOPICS, 5, _frame(admin))[
+            "topics"][0]["error_code"] == 0
+        admin.sendall(encode_request(ApiKey.CREATE_PARTITIONS, 1, 2, "t", body))
+        second = broker.data_dir / "grow-1"
+        while not second.exists():  # the growth has started
+            time.sleep(0.001)
+        other.sendall(versions)
+        assert decode_response(ApiKey.API_VERSIONS, 0, _frame(other))["error_code"] == 0
+        grown = len(list(broker.data_dir.glob("grow-*")))
+        admin.setblocking(False)
+        with pytest.raises(BlockingIOError):  # the CreatePartitions answer is not there yet
+            admin.recv(1, socket.MSG_PEEK)
+        admin.setblocking(True)
+        resp = decode_response(ApiKey.CREATE_PARTITIONS, 1, _frame(admin))
+        assert resp["results"][0]["error_code"] == 0, resp
+        assert grown < n  # ApiVersions was answered while partitions were still being made
+        other.sendall(encode_request(ApiKey.METADATA, 1, 4, "t",
+                                     {"topics": [{"name": "grow"}]}))
+        meta = decode_response(ApiKey.METADATA, 1, _frame(other))
+        assert len(meta["topics"][0]["partitions"]) == n

@@ -110,8 +110,8 @@ async def handle_delete_topics(services: BrokerServices, ctx: RequestContext,
     return {"throttle_time_ms": 0, "responses": responses}
 
 
-def handle_create_partitions(services: BrokerServices, ctx: RequestContext,
-                             request: dict[str, Any]) -> dict[str, Any]:
+async def handle_create_partitions(services: BrokerServices, ctx: RequestContext,
+                                   request: dict[str, Any]) -> dict[str, Any]:
     results = []
     for t in request["topics"]:
         res: dict[str, Any] = {"name": t["name"], "error_message": None}
@@ -128,4 +128,7 @@ def handle_create_partitions(services: BrokerServices, ctx: RequestContext,
         except TopicError as e:
             res.update(error_code=e.code, error_message=str(e))
         results.append(res)
+    if not request.get("validate_only", False):  # a large growth is made in the background
+        await _settle(services, results, "name", created=True,
+                      timeout_ms=request.get("timeout_ms", 30000))
     return {"throttle_time_ms": 0, "results": results}
