@@ -489,6 +489,14 @@ class KafkaServer:
         await self._stop.wait()
         await self.shutdown()
 
+    async def _leave_zookeeper(self) -> None:
+        if self.zk_registration is None:
+            return
+        # Leave the registry first, so ZooKeeper consumers move away at once.
+        await asyncio.to_thread(self.zk_registration.close)
+        if self.services is not None and isinstance(self.services.topic_admin, ZkTopicAdmin):
+            self.services.topic_admin.close()  # its calls ended with the session
+
     async def shutdown(self) -> None:
         if self.cluster is not None:
             # Leaders move away while this broker still serves; then leave the controller
@@ -497,9 +505,7 @@ class KafkaServer:
             await self.cluster.stop()
             if self.isr_changer is not None:
                 self.isr_changer.stop()
-        if self.zk_registration is not None:
-            # Leave the registry first, so ZooKeeper consumers move away at once.
-            await asyncio.to_thread(self.zk_registration.close)
+        await self._leave_zookeeper()
         ss = self.socket_server
         if ss is None and self.log_manager is None:
             return  # start-up stopped before anything ran: nothing to stop

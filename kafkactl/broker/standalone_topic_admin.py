@@ -24,9 +24,9 @@ import logging
 import os
 import time
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from kafkactl.broker.config import BrokerConfig
 from kafkactl.broker.metadata_cache import StandaloneMetadataCache
@@ -48,6 +48,7 @@ from kafkactl.log.errors import LogError
 from kafkactl.protocol.errors import ErrorCode
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 METADATA_FILE = "topic-metadata.json"
 # A CreateTopics of more partitions than this makes them in the background (files on a
@@ -108,6 +109,11 @@ class TopicMetadataFile:
 
 class StandaloneTopicAdmin:
     """TopicAdmin of a one-broker cluster (see the module docstring)."""
+
+    async def call(self, method: Callable[..., T], *args: Any, timeout_s: float,
+                   **kwargs: Any) -> T:
+        """On the event loop (no ZooKeeper; large work goes on in the background)."""
+        return method(*args, **kwargs)
 
     def __init__(self, store: PartitionStore, cache: StandaloneMetadataCache,
                  metadata: TopicMetadataFile, *, config: BrokerConfig, broker_id: int,

@@ -16,13 +16,15 @@ from __future__ import annotations
 
 import re
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol, TypeVar
 
 from kafkactl.log.config_def import validate_topic_configs
 from kafkactl.log.errors import ConfigError
 from kafkactl.protocol.errors import ErrorCode, KafkaError
+
+T = TypeVar("T")
 
 MAX_NAME_LENGTH = 249
 _LEGAL = re.compile(r"^[a-zA-Z0-9._-]+$")
@@ -50,6 +52,13 @@ class TopicState:
 
 class TopicAdmin(Protocol):
     """The controller's topic decisions, as the request handlers need them."""
+
+    async def call(self, method: Callable[..., T], *args: Any, timeout_s: float,
+                   **kwargs: Any) -> T:
+        """`method(*args, **kwargs)` of this admin for a request handler: where it waits on
+        ZooKeeper, on a worker thread, so that a slow or absent ZooKeeper holds up this
+        request only; TopicError REQUEST_TIMED_OUT after `timeout_s` (it may still be
+        done)."""
 
     def topic(self, name: str) -> TopicState | None:
         """The topic's state, or None if it does not exist."""

@@ -12,11 +12,14 @@ take default.replication.factor, __consumer_offsets offsets.topic.replication.fa
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import functools
 import logging
 import uuid
-from collections.abc import Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from kafkactl.broker.config import BrokerConfig
 from kafkactl.broker.coordinator.group_metadata_manager import OFFSETS_TOPIC
@@ -41,6 +44,8 @@ from kafkactl.protocol.errors import ErrorCode
 if TYPE_CHECKING:
     from kazoo.client import KazooClient
 
+T = TypeVar("T")
+ZK_ANSWER_MIN_S = 10.0
 log = logging.getLogger(__name__)
 
 
@@ -63,6 +68,13 @@ def zookeeper_errors(what: str, code: ErrorCode) -> Iterator[None]:
 class ZkTopicAdmin:
     def __init__(self, zk: KazooClient, cache: ZkMetadataCache, store: PartitionStore,
                  controller: KafkaController, *, config: BrokerConfig, broker_id: int) -> None:
+        try:
+            self._loop: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
+        except RuntimeError:
+            self._loop = None
+        # the handlers' calls that wait on ZooKeeper; their own threads, so calls stuck on
+        # an absent ZooKeeper never hold up the broker's other worker-thread work
+        self._executor = ThreadPoolExecutor(max_workers=2, thread_name_prefix="zk-admin")
         self.zk = zk
         self.cache = cache
         self.store = store
@@ -79,6 +91,39 @@ class ZkTopicAdmin:
                           dict(self.store.configs.overrides.get(name, {})), rf)
 
     # ---- checks ------------------------------------------------------------------------------
+    async def call(self, method: Callable[..., T], *args: Any, timeout_s: float,
+                   **kwargs: Any) -> T:
+        """On a zk-admin thread (what it changes in the broker is done on the event loop,
+        `_on_loop`); REQUEST_TIMED_OUT when ZooKeeper has not answered in time."""
+        loop = asyncio.get_running_loop()
+        self._loop = loop
+        job = loop.run_in_executor(self._executor, functools.partial(method, *args, **kwargs))
+        # a healthy ZooKeeper answers in milliseconds: a request's short (or 0, "do not
+        # wait for the controller") timeout still gives it ZK_ANSWER_MIN_S
+        wait = max(timeout_s, ZK_ANSWER_MIN_S)
+        try:
+            return await asyncio.wait_for(asyncio.shield(job), wait)
+        except TimeoutError:
+            raise TopicError(ErrorCode.REQUEST_TIMED_OUT,
+                             f"ZooKeeper did not answer within {wait:.0f} s; the change may "
+                             "still be made") from None
+
+    def close(self) -> None:
+        self._executor.shutdown(wait=False, cancel_futures=True)
+
+    def _on_loop(self, fn: Callable[..., object], *args: object) -> None:
+        """Run `fn` on the broker's event loop: now when called there, else (a worker
+        thread) next on the loop, before the request waiting on this thread resumes."""
+        try:
+            here = asyncio.get_running_loop()
+        except RuntimeError:
+            here = None
+        loop = self._loop
+        if loop is None or loop is here or not loop.is_running():
+            fn(*args)
+        else:
+            loop.call_soon_threadsafe(fn, *args)
+
     def _require_controller(self, what: str) -> None:
         if not self.controller.active:
             raise TopicError(ErrorCode.NOT_CONTROLLER,
@@ -147,7 +192,7 @@ class ZkTopicAdmin:
         except NodeExistsError:
             raise TopicError(ErrorCode.TOPIC_ALREADY_EXISTS,
                              f"topic {name!r} already exists") from None
-        self.store.set_topic_overrides(name, configs)
+        self._on_loop(self.store.set_topic_overrides, name, dict(configs))
         log.info("created topic %s with %d partition(s)%s", name, len(partitions),
                  f" and configs {dict(configs)}" if configs else "")
         rf = len(next(iter(partitions.values())))

@@ -38,6 +38,9 @@ class AdminClient:
         self.client = KafkaClient(bootstrap_servers, client_id=client_id,
                                   request_timeout_ms=request_timeout_ms, security=security)
         self.timeout_ms = request_timeout_ms
+        # what the broker may take (its requests' timeout_ms): less than the request
+        # timeout, so that its REQUEST_TIMED_OUT answer arrives before this client gives up
+        self.operation_timeout_ms = request_timeout_ms - min(5000, request_timeout_ms // 5)
 
     def _controller(self) -> Any:
         cluster = self.client.refresh_metadata([])
@@ -95,7 +98,7 @@ class AdminClient:
             {"name": n, "num_partitions": p, "replication_factor": rf, "assignments": [],
              "configs": [{"name": k, "value": v} for k, v in cfg.items()]}
             for n, (p, rf, cfg) in topics.items()],
-            "timeout_ms": self.timeout_ms, "validate_only": validate_only}
+            "timeout_ms": self.operation_timeout_ms, "validate_only": validate_only}
         resp = self._controller_request(ApiKey.CREATE_TOPICS, "topics", lambda _c: (body, None))
         return {t["name"]: (error_for(t["error_code"])(t.get("error_message") or
                             f"topic {t['name']!r}") if t["error_code"] else None)
@@ -104,7 +107,7 @@ class AdminClient:
     def delete_topics(self, names: list[str]) -> dict[str, KafkaError | None]:
         def build(conn: Any) -> tuple[dict[str, Any], int | None]:
             v = conn.version_for(ApiKey.DELETE_TOPICS)
-            body: dict[str, Any] = {"timeout_ms": self.timeout_ms}
+            body: dict[str, Any] = {"timeout_ms": self.operation_timeout_ms}
             if v >= 6:
                 body["topics"] = [{"name": n} for n in names]
             else:
@@ -119,7 +122,7 @@ class AdminClient:
     def create_partitions(self, counts: Mapping[str, int]) -> dict[str, KafkaError | None]:
         body = {"topics": [{"name": n, "count": c, "assignments": None}
                            for n, c in counts.items()],
-                "timeout_ms": self.timeout_ms, "validate_only": False}
+                "timeout_ms": self.operation_timeout_ms, "validate_only": False}
         resp = self._controller_request(ApiKey.CREATE_PARTITIONS, "results",
                                         lambda _c: (body, None))
         return {r["name"]: (error_for(r["error_code"])(r.get("error_message") or r["name"])
@@ -185,7 +188,8 @@ class AdminClient:
                 by_topic.setdefault(t, []).append(p)
             wanted = [{"topic": t, "partitions": ps} for t, ps in by_topic.items()]
         resp = self._top_level_to_controller(ApiKey.ELECT_LEADERS, {
-            "election_type": 0, "topic_partitions": wanted, "timeout_ms": self.timeout_ms})
+            "election_type": 0, "topic_partitions": wanted,
+            "timeout_ms": self.operation_timeout_ms})
         return {(r["topic"], p["partition_id"]):
                 (error_for(p["error_code"])(p.get("error_message") or f"{r['topic']}-"
                                             f"{p['partition_id']}")
@@ -200,7 +204,7 @@ class AdminClient:
         for (t, p), replicas in targets.items():
             by_topic.setdefault(t, []).append({"partition_index": p, "replicas": replicas})
         resp = self._top_level_to_controller(ApiKey.ALTER_PARTITION_REASSIGNMENTS, {
-            "timeout_ms": self.timeout_ms,
+            "timeout_ms": self.operation_timeout_ms,
             "topics": [{"name": t, "partitions": ps} for t, ps in by_topic.items()]})
         return {(r["name"], p["partition_index"]):
                 (error_for(p["error_code"])(p.get("error_message") or r["name"])
@@ -211,7 +215,7 @@ class AdminClient:
                                                                          list[int]]]:
         """Moves in progress: partition -> (replicas, adding, removing)."""
         resp = self._top_level_to_controller(ApiKey.LIST_PARTITION_REASSIGNMENTS, {
-            "timeout_ms": self.timeout_ms, "topics": None})
+            "timeout_ms": self.operation_timeout_ms, "topics": None})
         return {(t["name"], p["partition_index"]):
                 (list(p["replicas"]), list(p["adding_replicas"]), list(p["removing_replicas"]))
                 for t in resp.get("topics") or () for p in t["partitions"]}

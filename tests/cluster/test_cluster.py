@@ -6,10 +6,12 @@ clients bootstrapped anywhere reaching every leader, and the faults an operator 
 from __future__ import annotations
 
 import json
+import struct
 import subprocess
 import sys
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -319,3 +321,58 @@ def test_a_standalone_data_dir_joins_a_cluster_with_its_topics(broker_factory, z
     r = subprocess.run(["kcat", "-C", "-b", b.bootstrap, "-t", "legacy", "-e", "-q"],
                        capture_output=True, text=True, timeout=60)
     assert sorted(r.stdout.split()) == ["old1", "old2"]
+
+
+def test_a_stalled_zookeeper_holds_up_the_topic_request_not_the_broker(
+        broker_factory: Any, tmp_path: Path) -> None:
+    """ZooKeeper frozen (SIGSTOP) while the controller handles a CreateTopics: the request
+    waits on a worker thread, the broker answers its other clients meanwhile, and the
+    topic is made once ZooKeeper is back. Ordering is asserted, never timing (the long
+    session keeps the broker's ZooKeeper client from giving up meanwhile)."""
+    import os
+    import signal
+    import socket
+
+    from kafkactl.protocol import codec
+    from tests.cluster.zk import ZooKeeperServer, available
+
+    if available() is not None:
+        pytest.skip(str(available()))
+    server = ZooKeeperServer(tmp_path / "own-zk")
+    server.start()
+    assert server.proc is not None
+    try:
+        cluster = start_cluster(broker_factory, server, ids=(1,),
+                                zookeeper_session_timeout_ms="30000")
+        port = cluster.brokers[1].port
+        body = {"topics": [{"name": "while-frozen", "num_partitions": 1,
+                            "replication_factor": 1, "assignments": [], "configs": []}],
+                "timeout_ms": 30_000, "validate_only": False}
+        versions = codec.encode_request(ApiKey.API_VERSIONS, 0, 2, "t", {})
+
+        def answer(s: socket.socket) -> bytes:
+            (size,) = struct.unpack(">i", s.recv(4, socket.MSG_WAITALL))
+            return s.recv(size, socket.MSG_WAITALL)
+
+        with socket.create_connection(("127.0.0.1", port), timeout=60) as creator, \
+                socket.create_connection(("127.0.0.1", port), timeout=60) as other:
+            os.kill(server.proc.pid, signal.SIGSTOP)
+            try:
+                creator.sendall(codec.encode_request(ApiKey.CREATE_TOPICS, 5, 1, "t", body))
+                # Two rounds: by the second the broker has started the CreateTopics (its
+                # bytes came first), which must not hold this connection's answers up.
+                for _ in range(2):
+                    other.sendall(versions)
+                    assert codec.decode_response(ApiKey.API_VERSIONS, 0,
+                                                 answer(other))["error_code"] == 0
+                creator.setblocking(False)
+                with pytest.raises(BlockingIOError):  # no CreateTopics answer yet
+                    creator.recv(1, socket.MSG_PEEK)
+                creator.setblocking(True)
+            finally:
+                os.kill(server.proc.pid, signal.SIGCONT)
+            resp = codec.decode_response(ApiKey.CREATE_TOPICS, 5, answer(creator))
+        assert resp["topics"][0]["error_code"] == ErrorCode.NONE, resp
+        cluster.wait_for_leaders("while-frozen", 1)
+    finally:
+        server.stop()

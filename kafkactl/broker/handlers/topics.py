@@ -37,6 +37,7 @@ async def _settle(services: BrokerServices, rows: list[dict[str, Any]], key: str
 async def handle_create_topics(services: BrokerServices, ctx: RequestContext,
                                request: dict[str, Any]) -> dict[str, Any]:
     admin = services.topic_admin
+    timeout_s = request.get("timeout_ms", 30000) / 1000
     validate_only = request.get("validate_only", False)
     results = []
     refused = set() if authorize_cluster(services, ctx, AclOperation.CREATE) else \
@@ -55,8 +56,9 @@ async def handle_create_topics(services: BrokerServices, ctx: RequestContext,
             assignments = [(a["partition_index"], a["broker_ids"])
                            for a in t.get("assignments") or []]
             configs = [(c["name"], c["value"]) for c in t.get("configs") or []]
-            state = admin.create_topic(name, t["num_partitions"], t["replication_factor"],
-                                       assignments, configs, validate_only=validate_only)
+            state = await admin.call(admin.create_topic, name, t["num_partitions"],
+                                     t["replication_factor"], assignments, configs,
+                                     validate_only=validate_only, timeout_s=timeout_s)
             res.update(error_code=ErrorCode.NONE, error_message=None, topic_id=state.topic_id,
                        num_partitions=state.num_partitions,
                        replication_factor=state.replication_factor)
@@ -82,6 +84,7 @@ async def handle_delete_topics(services: BrokerServices, ctx: RequestContext,
         wanted = [(t.get("name"), t.get("topic_id")) for t in request["topics"]]
     else:
         wanted = [(n, None) for n in request["topic_names"]]
+    admin, timeout_s = services.topic_admin, request.get("timeout_ms", 30000) / 1000
     responses = []
     for name, topic_id in wanted:
         res: dict[str, Any] = {"name": name, "topic_id": topic_id or NULL_UUID}
@@ -100,7 +103,7 @@ async def handle_delete_topics(services: BrokerServices, ctx: RequestContext,
             responses.append(res)
             continue
         try:
-            state = services.topic_admin.delete_topic(name or "")
+            state = await admin.call(admin.delete_topic, name or "", timeout_s=timeout_s)
             res.update(error_code=ErrorCode.NONE, topic_id=state.topic_id, error_message=None)
         except TopicError as e:
             res.update(error_code=e.code, error_message=str(e))
@@ -112,6 +115,7 @@ async def handle_delete_topics(services: BrokerServices, ctx: RequestContext,
 
 async def handle_create_partitions(services: BrokerServices, ctx: RequestContext,
                                    request: dict[str, Any]) -> dict[str, Any]:
+    admin, timeout_s = services.topic_admin, request.get("timeout_ms", 30000) / 1000
     results = []
     for t in request["topics"]:
         res: dict[str, Any] = {"name": t["name"], "error_message": None}
@@ -121,9 +125,10 @@ async def handle_create_partitions(services: BrokerServices, ctx: RequestContext
             results.append(res)
             continue
         try:
-            services.topic_admin.add_partitions(
-                t["name"], t["count"], [a["broker_ids"] for a in t.get("assignments") or []],
-                validate_only=request.get("validate_only", False))
+            await admin.call(admin.add_partitions, t["name"], t["count"],
+                             [a["broker_ids"] for a in t.get("assignments") or []],
+                             validate_only=request.get("validate_only", False),
+                             timeout_s=timeout_s)
             res["error_code"] = ErrorCode.NONE
         except TopicError as e:
             res.update(error_code=e.code, error_message=str(e))
