@@ -57,8 +57,8 @@ class TopicAdmin(Protocol):
                    **kwargs: Any) -> T:
         """`method(*args, **kwargs)` of this admin for a request handler: where it waits on
         ZooKeeper, on a worker thread, so that a slow or absent ZooKeeper holds up this
-        request only; TopicError REQUEST_TIMED_OUT after `timeout_s` (it may still be
-        done)."""
+        request only; TopicError REQUEST_TIMED_OUT after `timeout_s` (at least ten
+        seconds: it may still be done)."""
 
     def topic(self, name: str) -> TopicState | None:
         """The topic's state, or None if it does not exist."""

@@ -333,7 +333,7 @@ class ZkTopicAdmin:
             if validate_only:
                 return
             zk_topics.set_topic_config(self.zk, name, dict(configs))
-        self.store.update_topic_config(name, configs)  # the others follow the znode
+        self._on_loop(self.store.update_topic_config, name, dict(configs))  # others: znode
         log.info("topic %s configs are now %s", name, dict(configs) or "the broker defaults")
 
     # ---- waiting for the controller ----------------------------------------------------------

@@ -153,8 +153,8 @@ def handle_describe_configs(services: BrokerServices, ctx: RequestContext,
     return {"throttle_time_ms": 0, "results": results}
 
 
-def _alter(services: BrokerServices, ctx: RequestContext, request: dict[str, Any],
-           incremental: bool) -> dict[str, Any]:
+async def _alter(services: BrokerServices, ctx: RequestContext, request: dict[str, Any],
+                 incremental: bool) -> dict[str, Any]:
     responses = []
     for r in request["resources"]:
         rtype, rname = r["resource_type"], r["resource_name"]
@@ -184,8 +184,9 @@ def _alter(services: BrokerServices, ctx: RequestContext, request: dict[str, Any
                     _apply_op(new, current, c["name"], c["config_operation"], c["value"])
             else:
                 new = _replacement(r["configs"])
-            services.topic_admin.set_configs(rname, new,
-                                             validate_only=request["validate_only"])
+            admin = services.topic_admin  # a cluster's waits on ZooKeeper off the event loop
+            await admin.call(admin.set_configs, rname, new,
+                             validate_only=request["validate_only"], timeout_s=0)
         except TopicError as e:
             res.update(error_code=e.code, error_message=str(e))
         responses.append(res)
@@ -250,11 +251,11 @@ def _apply_op(new: dict[str, str], current: dict[str, str], key: str, op: int,
         raise TopicError(ErrorCode.INVALID_REQUEST, f"unknown config operation {op}")
 
 
-def handle_alter_configs(services: BrokerServices, ctx: RequestContext,
-                         request: dict[str, Any]) -> dict[str, Any]:
-    return _alter(services, ctx, request, incremental=False)
+async def handle_alter_configs(services: BrokerServices, ctx: RequestContext,
+                               request: dict[str, Any]) -> dict[str, Any]:
+    return await _alter(services, ctx, request, incremental=False)
 
 
-def handle_incremental_alter_configs(services: BrokerServices, ctx: RequestContext,
-                                     request: dict[str, Any]) -> dict[str, Any]:
-    return _alter(services, ctx, request, incremental=True)
+async def handle_incremental_alter_configs(services: BrokerServices, ctx: RequestContext,
+                                           request: dict[str, Any]) -> dict[str, Any]:
+    return await _alter(services, ctx, request, incremental=True)
