@@ -325,10 +325,11 @@ def test_a_standalone_data_dir_joins_a_cluster_with_its_topics(broker_factory, z
 
 def test_a_stalled_zookeeper_holds_up_the_topic_request_not_the_broker(
         broker_factory: Any, tmp_path: Path) -> None:
-    """ZooKeeper frozen (SIGSTOP) while the controller handles a CreateTopics: the request
-    waits on a worker thread, the broker answers its other clients meanwhile, and the
-    topic is made once ZooKeeper is back. Ordering is asserted, never timing (the long
-    session keeps the broker's ZooKeeper client from giving up meanwhile)."""
+    """ZooKeeper frozen (SIGSTOP) while the controller handles a CreateTopics and a
+    Metadata request that auto-creates a topic: both wait on worker threads, the broker
+    answers its other clients meanwhile, and the topics are made once ZooKeeper is back.
+    Ordering is asserted, never timing (the long session keeps the broker's ZooKeeper
+    client from giving up meanwhile)."""
     import os
     import signal
     import socket
@@ -354,25 +355,36 @@ def test_a_stalled_zookeeper_holds_up_the_topic_request_not_the_broker(
             (size,) = struct.unpack(">i", s.recv(4, socket.MSG_WAITALL))
             return s.recv(size, socket.MSG_WAITALL)
 
+        auto = codec.encode_request(ApiKey.METADATA, 9, 1, "t", {
+            "topics": [{"name": "auto-made"}], "allow_auto_topic_creation": True,
+            "include_cluster_authorized_operations": False,
+            "include_topic_authorized_operations": False})
         with socket.create_connection(("127.0.0.1", port), timeout=60) as creator, \
+                socket.create_connection(("127.0.0.1", port), timeout=60) as asker, \
                 socket.create_connection(("127.0.0.1", port), timeout=60) as other:
             os.kill(server.proc.pid, signal.SIGSTOP)
             try:
                 creator.sendall(codec.encode_request(ApiKey.CREATE_TOPICS, 5, 1, "t", body))
+                asker.sendall(auto)
                 # Two rounds: by the second the broker has started the CreateTopics (its
                 # bytes came first), which must not hold this connection's answers up.
                 for _ in range(2):
                     other.sendall(versions)
                     assert codec.decode_response(ApiKey.API_VERSIONS, 0,
                                                  answer(other))["error_code"] == 0
-                creator.setblocking(False)
-                with pytest.raises(BlockingIOError):  # no CreateTopics answer yet
-                    creator.recv(1, socket.MSG_PEEK)
-                creator.setblocking(True)
+                for waiting in (creator, asker):  # neither answer is there yet
+                    waiting.setblocking(False)
+                    with pytest.raises(BlockingIOError):
+                        waiting.recv(1, socket.MSG_PEEK)
+                    waiting.setblocking(True)
             finally:
                 os.kill(server.proc.pid, signal.SIGCONT)
             resp = codec.decode_response(ApiKey.CREATE_TOPICS, 5, answer(creator))
+            asked = codec.decode_response(ApiKey.METADATA, 9, answer(asker))
         assert resp["topics"][0]["error_code"] == ErrorCode.NONE, resp
+        assert asked["topics"][0]["error_code"] in (ErrorCode.NONE,
+                                                    ErrorCode.LEADER_NOT_AVAILABLE), asked
         cluster.wait_for_leaders("while-frozen", 1)
+        cluster.wait_for_leaders("auto-made", 1)
     finally:
         server.stop()

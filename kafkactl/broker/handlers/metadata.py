@@ -11,6 +11,7 @@ Create on the cluster or on the topic.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Awaitable
 from typing import Any
 
 from kafkactl.broker.advertised import brokers_on_listener
@@ -50,8 +51,8 @@ def _topic_entry(cache: MetadataCache, name: str) -> dict[str, Any]:
     }
 
 
-def handle_metadata(services: BrokerServices, ctx: RequestContext,
-                    request: dict[str, Any]) -> dict[str, Any]:
+def handle_metadata(services: BrokerServices, ctx: RequestContext, request: dict[str, Any]
+                    ) -> dict[str, Any] | Awaitable[dict[str, Any]]:
     cache = services.metadata_cache
     requested = request.get("topics")
     if requested is None or (ctx.api_version == 0 and not requested):
@@ -69,37 +70,64 @@ def handle_metadata(services: BrokerServices, ctx: RequestContext,
                     names.append(meta.name)
                 continue
             names.append(name)
+    names = list(dict.fromkeys(names))
+    allow_auto = request.get("allow_auto_topic_creation", True) and services.auto_create_topics
+    refused = unauthorized_topics(services, ctx, AclOperation.DESCRIBE, names)
+    missing = [n for n in names if n not in refused and cache.topic(n) is None and allow_auto
+               and _valid_name(n) and (authorize_cluster(services, ctx, AclOperation.CREATE)
+                                       or authorize_topic(services, ctx, AclOperation.CREATE, n))]
+    if missing:  # a cluster's auto-creation waits on ZooKeeper: off the event loop
+        return _auto_create_then_answer(services, ctx, request, names, refused, missing)
+    return _response(services, ctx, request, names, refused, {})
+
+
+async def _auto_create_then_answer(services: BrokerServices, ctx: RequestContext,
+                                   request: dict[str, Any], names: list[str], refused: set[str],
+                                   missing: list[str]) -> dict[str, Any]:
+    admin = services.topic_admin
+    failed: dict[str, ErrorCode] = {}
+    for name in missing:
+        try:
+            await admin.call(admin.auto_create, name, timeout_s=0)
+        except TopicError as e:
+            failed[name] = e.code
+    return _response(services, ctx, request, names, refused, failed)
+
+
+def _valid_name(name: str) -> bool:
+    try:
+        validate_topic_name(name)
+    except TopicError:
+        return False
+    return True
+
+
+def _response(services: BrokerServices, ctx: RequestContext, request: dict[str, Any],
+              names: list[str], refused: set[str], failed: dict[str, ErrorCode]
+              ) -> dict[str, Any]:
+    """The answer, once the topics to auto-create were created (or `failed`)."""
+    cache = services.metadata_cache
     allow_auto = request.get("allow_auto_topic_creation", True) and services.auto_create_topics
     topics: list[dict[str, Any]] = []
-    refused = unauthorized_topics(services, ctx, AclOperation.DESCRIBE, names)
-    for name in dict.fromkeys(names):
+    for name in names:
         if name in refused:
-            topics.append({"error_code": ErrorCode.TOPIC_AUTHORIZATION_FAILED, "name": name,
-                           "topic_id": NULL_UUID, "partitions": []})
+            topics.append(_no_topic(name, ErrorCode.TOPIC_AUTHORIZATION_FAILED))
             continue
         if cache.topic(name) is None:
-            try:
-                validate_topic_name(name)
-            except TopicError:
-                topics.append({"error_code": ErrorCode.INVALID_TOPIC_EXCEPTION, "name": name,
-                               "topic_id": NULL_UUID, "partitions": []})
-                continue
-            if allow_auto and not (authorize_cluster(services, ctx, AclOperation.CREATE)
-                                   or authorize_topic(services, ctx, AclOperation.CREATE, name)):
-                topics.append({"error_code": ErrorCode.TOPIC_AUTHORIZATION_FAILED,
-                               "name": name, "topic_id": NULL_UUID, "partitions": []})
-                continue
-            if allow_auto:
-                try:
-                    services.topic_admin.auto_create(name)
-                except TopicError as e:
-                    topics.append({"error_code": e.code, "name": name,
-                                   "topic_id": NULL_UUID, "partitions": []})
-                    continue
-                if cache.topic(name) is None:  # a cluster: the controller makes it next
-                    topics.append({"error_code": ErrorCode.LEADER_NOT_AVAILABLE, "name": name,
-                                   "topic_id": NULL_UUID, "partitions": []})
-                    continue
+            if not _valid_name(name):
+                topics.append(_no_topic(name, ErrorCode.INVALID_TOPIC_EXCEPTION))
+            elif not allow_auto:
+                topics.append(_topic_entry(cache, name))
+            elif not (authorize_cluster(services, ctx, AclOperation.CREATE)
+                      or authorize_topic(services, ctx, AclOperation.CREATE, name)):
+                topics.append(_no_topic(name, ErrorCode.TOPIC_AUTHORIZATION_FAILED))
+            elif name in failed:
+                topics.append(_no_topic(name, failed[name]))
+            elif cache.topic(name) is None:  # a cluster: the controller makes it next
+                topics.append(_no_topic(name, ErrorCode.LEADER_NOT_AVAILABLE))
+            else:
+                topics.append(_topic_entry(cache, name))
+            continue
         topics.append(_topic_entry(cache, name))
     include_topic_ops = bool(request.get("include_topic_authorized_operations"))
     for t in topics:
@@ -116,3 +144,7 @@ def handle_metadata(services: BrokerServices, ctx: RequestContext,
             services, ctx, ResourceType.CLUSTER, CLUSTER_NAME,
             bool(request.get("include_cluster_authorized_operations"))),
     }
+
+
+def _no_topic(name: str, code: ErrorCode) -> dict[str, Any]:
+    return {"error_code": code, "name": name, "topic_id": NULL_UUID, "partitions": []}
