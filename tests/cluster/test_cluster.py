@@ -325,9 +325,10 @@ def test_a_standalone_data_dir_joins_a_cluster_with_its_topics(broker_factory, z
 
 def test_a_stalled_zookeeper_holds_up_the_topic_request_not_the_broker(
         broker_factory: Any, tmp_path: Path) -> None:
-    """ZooKeeper frozen (SIGSTOP) while the controller handles a CreateTopics and a
-    Metadata request that auto-creates a topic: both wait on worker threads, the broker
-    answers its other clients meanwhile, and the topics are made once ZooKeeper is back.
+    """ZooKeeper frozen (SIGSTOP) while the controller handles a CreateTopics, a Metadata
+    request that auto-creates a topic and a CreateAcls: each waits on a worker thread,
+    the broker answers its other clients meanwhile, and all are done once ZooKeeper is
+    back.
     Ordering is asserted, never timing (the long session keeps the broker's ZooKeeper
     client from giving up meanwhile)."""
     import os
@@ -344,7 +345,9 @@ def test_a_stalled_zookeeper_holds_up_the_topic_request_not_the_broker(
     assert server.proc is not None
     try:
         cluster = start_cluster(broker_factory, server, ids=(1,),
-                                zookeeper_session_timeout_ms="30000")
+                                zookeeper_session_timeout_ms="30000",
+                                authorizer_class_name="kafka.security.authorizer.AclAuthorizer",
+                                super_users="User:ANONYMOUS")
         port = cluster.brokers[1].port
         body = {"topics": [{"name": "while-frozen", "num_partitions": 1,
                             "replication_factor": 1, "assignments": [], "configs": []}],
@@ -359,20 +362,25 @@ def test_a_stalled_zookeeper_holds_up_the_topic_request_not_the_broker(
             "topics": [{"name": "auto-made"}], "allow_auto_topic_creation": True,
             "include_cluster_authorized_operations": False,
             "include_topic_authorized_operations": False})
+        acl = codec.encode_request(ApiKey.CREATE_ACLS, 3, 1, "t", {"creations": [{
+            "resource_type": 2, "resource_name": "while-frozen", "resource_pattern_type": 3,
+            "principal": "User:alice", "host": "*", "operation": 3, "permission_type": 3}]})
         with socket.create_connection(("127.0.0.1", port), timeout=60) as creator, \
                 socket.create_connection(("127.0.0.1", port), timeout=60) as asker, \
+                socket.create_connection(("127.0.0.1", port), timeout=60) as granter, \
                 socket.create_connection(("127.0.0.1", port), timeout=60) as other:
             os.kill(server.proc.pid, signal.SIGSTOP)
             try:
                 creator.sendall(codec.encode_request(ApiKey.CREATE_TOPICS, 5, 1, "t", body))
                 asker.sendall(auto)
+                granter.sendall(acl)
                 # Two rounds: by the second the broker has started the CreateTopics (its
                 # bytes came first), which must not hold this connection's answers up.
                 for _ in range(2):
                     other.sendall(versions)
                     assert codec.decode_response(ApiKey.API_VERSIONS, 0,
                                                  answer(other))["error_code"] == 0
-                for waiting in (creator, asker):  # neither answer is there yet
+                for waiting in (creator, asker, granter):  # no answer is there yet
                     waiting.setblocking(False)
                     with pytest.raises(BlockingIOError):
                         waiting.recv(1, socket.MSG_PEEK)
@@ -381,10 +389,12 @@ def test_a_stalled_zookeeper_holds_up_the_topic_request_not_the_broker(
                 os.kill(server.proc.pid, signal.SIGCONT)
             resp = codec.decode_response(ApiKey.CREATE_TOPICS, 5, answer(creator))
             asked = codec.decode_response(ApiKey.METADATA, 9, answer(asker))
+            granted = codec.decode_response(ApiKey.CREATE_ACLS, 3, answer(granter))
         assert resp["topics"][0]["error_code"] == ErrorCode.NONE, resp
         assert asked["topics"][0]["error_code"] in (ErrorCode.NONE,
                                                     ErrorCode.LEADER_NOT_AVAILABLE), asked
         cluster.wait_for_leaders("while-frozen", 1)
         cluster.wait_for_leaders("auto-made", 1)
+        assert [r["error_code"] for r in granted["results"]] == [0], granted
     finally:
         server.stop()

@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from kafkactl.broker.request_handler import RequestContext
+from kafkactl.broker.security import store_writes
 from kafkactl.broker.security.acl import (
     AclBinding,
     AclBindingFilter,
@@ -69,8 +70,8 @@ def handle_describe_acls(services: BrokerServices, ctx: RequestContext,
     return out
 
 
-def handle_create_acls(services: BrokerServices, ctx: RequestContext,
-                       request: dict[str, Any]) -> dict[str, Any]:
+async def handle_create_acls(services: BrokerServices, ctx: RequestContext,
+                             request: dict[str, Any]) -> dict[str, Any]:
     authorizer = services.authorizer
     if authorizer is None:
         return {"throttle_time_ms": 0, "results": [
@@ -92,12 +93,12 @@ def handle_create_acls(services: BrokerServices, ctx: RequestContext,
         except InvalidAcl as e:
             results.append({"error_code": ErrorCode.INVALID_REQUEST, "error_message": str(e)})
     if valid:
-        authorizer.create(valid)
+        await store_writes.write(authorizer.create, valid)
     return {"throttle_time_ms": 0, "results": results}
 
 
-def handle_delete_acls(services: BrokerServices, ctx: RequestContext,
-                       request: dict[str, Any]) -> dict[str, Any]:
+async def handle_delete_acls(services: BrokerServices, ctx: RequestContext,
+                             request: dict[str, Any]) -> dict[str, Any]:
     authorizer = services.authorizer
     if authorizer is None:
         return {"throttle_time_ms": 0, "filter_results": [
@@ -117,7 +118,7 @@ def handle_delete_acls(services: BrokerServices, ctx: RequestContext,
             filters.append(flt)
         except InvalidAcl as e:
             errors[i] = str(e)
-    removed = iter(authorizer.delete(filters))
+    removed = iter(await store_writes.write(authorizer.delete, filters))
     results = []
     for i in range(len(request["filters"])):
         if i in errors:

@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from kafkactl.broker.request_handler import RequestContext
+from kafkactl.broker.security import store_writes
 from kafkactl.broker.security.acl import AclOperation
 from kafkactl.broker.security.checks import authorize_cluster
 from kafkactl.broker.services import BrokerServices
@@ -77,8 +78,9 @@ def _check(change: dict[str, Any], upsert: bool, users: dict[str, dict[str, Any]
     return 0, None
 
 
-def handle_alter_user_scram_credentials(services: BrokerServices, ctx: RequestContext,
-                                        request: dict[str, Any]) -> dict[str, Any]:
+async def handle_alter_user_scram_credentials(services: BrokerServices,
+                                              ctx: RequestContext,
+                                              request: dict[str, Any]) -> dict[str, Any]:
     deletions, upsertions = request["deletions"], request["upsertions"]
     store = services.credentials
     names = [c["name"] for c in (*deletions, *upsertions)]
@@ -109,7 +111,7 @@ def handle_alter_user_scram_credentials(services: BrokerServices, ctx: RequestCo
     upserts = {k: v for k, v in upserts.items() if k[0] not in errors}
     removals = {k for k in removals if k[0] not in errors}
     if upserts or removals:
-        store.alter(upserts, removals)
+        await store_writes.write(store.alter, upserts, removals)
     return {"throttle_time_ms": 0, "results": [
         {"user": n, "error_code": errors.get(n, (0, None))[0],
          "error_message": errors.get(n, (0, None))[1]} for n in dict.fromkeys(names)]}
