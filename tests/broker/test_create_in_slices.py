@@ -264,28 +264,37 @@ def _frame(s: socket.socket) -> bytes:
     return s.recv(size, socket.MSG_WAITALL)
 
 
+def _answered_meanwhile(broker: BrokerProcess, conn: socket.socket, request: bytes,
+                        started: str, made: str, n: int) -> bytes:
+    """Send `request` on `conn`; once the data dir holds `started` (the work has begun),
+    an ApiVersions on another connection must be answered while `request`'s answer is not
+    there yet and fewer than `n` dirs matching `made` exist. Returns `request`'s answer."""
+    versions = encode_request(ApiKey.API_VERSIONS, 0, 3, "t", {})
+    with socket.create_connection(("127.0.0.1", broker.port)) as other:
+        conn.sendall(request)
+        while not (broker.data_dir / started).exists():  # the work has started
+            time.sleep(0.001)
+        other.sendall(versions)
+        assert decode_response(ApiKey.API_VERSIONS, 0, _frame(other))["error_code"] == 0
+        so_far = len(list(broker.data_dir.glob(made)))
+        conn.setblocking(False)
+        with pytest.raises(BlockingIOError):  # the answer is not there yet
+            conn.recv(1, socket.MSG_PEEK)
+        conn.setblocking(True)
+        answer = _frame(conn)
+        assert so_far < n  # ApiVersions was answered while partitions were still being made
+        return answer
+
+
 def test_broker_answers_others_while_a_big_create_topics_runs(broker: BrokerProcess) -> None:
     n = 2000
     body = {"topics": [{"name": "big", "num_partitions": n, "replication_factor": 1,
                         "assignments": [], "configs": []}],
             "timeout_ms": 120_000, "validate_only": False}
-    versions = encode_request(ApiKey.API_VERSIONS, 0, 2, "t", {})
-    with socket.create_connection(("127.0.0.1", broker.port)) as creator, \
-            socket.create_connection(("127.0.0.1", broker.port)) as other:
-        creator.sendall(encode_request(ApiKey.CREATE_TOPICS, 5, 1, "t", body))
-        first = broker.data_dir / "big-0"
-        while not first.exists():  # the creation has started
-            time.sleep(0.001)
-        other.sendall(versions)
-        assert decode_response(ApiKey.API_VERSIONS, 0, _frame(other))["error_code"] == 0
-        made = len(list(broker.data_dir.glob("big-*")))
-        creator.setblocking(False)
-        with pytest.raises(BlockingIOError):  # the CreateTopics answer is not there yet
-            creator.recv(1, socket.MSG_PEEK)
-        creator.setblocking(True)
-        resp = decode_response(ApiKey.CREATE_TOPICS, 5, _frame(creator))
-        assert resp["topics"][0]["error_code"] == 0
-        assert made < n  # ApiVersions was answered while partitions were still being made
+    with socket.create_connection(("127.0.0.1", broker.port)) as creator:
+        answer = _answered_meanwhile(broker, creator, encode_request(
+            ApiKey.CREATE_TOPICS, 5, 1, "t", body), "big-0", "big-*", n)
+    assert decode_response(ApiKey.CREATE_TOPICS, 5, answer)["topics"][0]["error_code"] == 0
 
 
 def test_broker_answers_others_while_a_big_create_partitions_runs(
@@ -297,27 +306,15 @@ def test_broker_answers_others_while_a_big_create_partitions_runs(
         "validate_only": False})
     body = {"topics": [{"name": "grow", "count": n, "assignments": None}],
             "timeout_ms": 120_000, "validate_only": False}
-    versions = encode_request(ApiKey.API_VERSIONS, 0, 3, "t", {})
-    with socket.create_connection(("127.0.0.1", broker.port)) as admin, \
-            socket.create_connection(("127.0.0.1", broker.port)) as other:
+    with socket.create_connection(("127.0.0.1", broker.port)) as admin:
         admin.sendall(made)
         assert decode_response(ApiKey.CREATE_TOPICS, 5, _frame(admin))[
             "topics"][0]["error_code"] == 0
-        admin.sendall(encode_request(ApiKey.CREATE_PARTITIONS, 1, 2, "t", body))
-        second = broker.data_dir / "grow-1"
-        while not second.exists():  # the growth has started
-            time.sleep(0.001)
-        other.sendall(versions)
-        assert decode_response(ApiKey.API_VERSIONS, 0, _frame(other))["error_code"] == 0
-        grown = len(list(broker.data_dir.glob("grow-*")))
-        admin.setblocking(False)
-        with pytest.raises(BlockingIOError):  # the CreatePartitions answer is not there yet
-            admin.recv(1, socket.MSG_PEEK)
-        admin.setblocking(True)
-        resp = decode_response(ApiKey.CREATE_PARTITIONS, 1, _frame(admin))
+        answer = _answered_meanwhile(broker, admin, encode_request(
+            ApiKey.CREATE_PARTITIONS, 1, 2, "t", body), "grow-1", "grow-*", n)
+        resp = decode_response(ApiKey.CREATE_PARTITIONS, 1, answer)
         assert resp["results"][0]["error_code"] == 0, resp
-        assert grown < n  # ApiVersions was answered while partitions were still being made
-        other.sendall(encode_request(ApiKey.METADATA, 1, 4, "t",
+        admin.sendall(encode_request(ApiKey.METADATA, 1, 4, "t",
                                      {"topics": [{"name": "grow"}]}))
-        meta = decode_response(ApiKey.METADATA, 1, _frame(other))
+        meta = decode_response(ApiKey.METADATA, 1, _frame(admin))
         assert len(meta["topics"][0]["partitions"]) == n
