@@ -326,9 +326,9 @@ def test_a_standalone_data_dir_joins_a_cluster_with_its_topics(broker_factory, z
 def test_a_stalled_zookeeper_holds_up_the_topic_request_not_the_broker(
         broker_factory: Any, tmp_path: Path) -> None:
     """ZooKeeper frozen (SIGSTOP) while the controller handles a CreateTopics, a Metadata
-    request that auto-creates a topic and a CreateAcls: each waits on a worker thread,
-    the broker answers its other clients meanwhile, and all are done once ZooKeeper is
-    back.
+    request that auto-creates a topic, a CreateAcls and the first FindCoordinator (which
+    creates __consumer_offsets): each waits on a worker thread, the broker answers its
+    other clients meanwhile, and all are done once ZooKeeper is back.
     Ordering is asserted, never timing (the long session keeps the broker's ZooKeeper
     client from giving up meanwhile)."""
     import os
@@ -347,7 +347,9 @@ def test_a_stalled_zookeeper_holds_up_the_topic_request_not_the_broker(
         cluster = start_cluster(broker_factory, server, ids=(1,),
                                 zookeeper_session_timeout_ms="30000",
                                 authorizer_class_name="kafka.security.authorizer.AclAuthorizer",
-                                super_users="User:ANONYMOUS")
+                                super_users="User:ANONYMOUS",
+                                offsets_topic_replication_factor="1",
+                                offsets_topic_num_partitions="3")
         port = cluster.brokers[1].port
         body = {"topics": [{"name": "while-frozen", "num_partitions": 1,
                             "replication_factor": 1, "assignments": [], "configs": []}],
@@ -368,19 +370,22 @@ def test_a_stalled_zookeeper_holds_up_the_topic_request_not_the_broker(
         with socket.create_connection(("127.0.0.1", port), timeout=60) as creator, \
                 socket.create_connection(("127.0.0.1", port), timeout=60) as asker, \
                 socket.create_connection(("127.0.0.1", port), timeout=60) as granter, \
+                socket.create_connection(("127.0.0.1", port), timeout=60) as finder, \
                 socket.create_connection(("127.0.0.1", port), timeout=60) as other:
             os.kill(server.proc.pid, signal.SIGSTOP)
             try:
                 creator.sendall(codec.encode_request(ApiKey.CREATE_TOPICS, 5, 1, "t", body))
                 asker.sendall(auto)
                 granter.sendall(acl)
+                finder.sendall(codec.encode_request(ApiKey.FIND_COORDINATOR, 3, 1, "t",
+                                                    {"key": "g", "key_type": 0}))
                 # Two rounds: by the second the broker has started the CreateTopics (its
                 # bytes came first), which must not hold this connection's answers up.
                 for _ in range(2):
                     other.sendall(versions)
                     assert codec.decode_response(ApiKey.API_VERSIONS, 0,
                                                  answer(other))["error_code"] == 0
-                for waiting in (creator, asker, granter):  # no answer is there yet
+                for waiting in (creator, asker, granter, finder):  # no answer yet
                     waiting.setblocking(False)
                     with pytest.raises(BlockingIOError):
                         waiting.recv(1, socket.MSG_PEEK)
@@ -390,11 +395,14 @@ def test_a_stalled_zookeeper_holds_up_the_topic_request_not_the_broker(
             resp = codec.decode_response(ApiKey.CREATE_TOPICS, 5, answer(creator))
             asked = codec.decode_response(ApiKey.METADATA, 9, answer(asker))
             granted = codec.decode_response(ApiKey.CREATE_ACLS, 3, answer(granter))
+            found = codec.decode_response(ApiKey.FIND_COORDINATOR, 3, answer(finder))
         assert resp["topics"][0]["error_code"] == ErrorCode.NONE, resp
         assert asked["topics"][0]["error_code"] in (ErrorCode.NONE,
                                                     ErrorCode.LEADER_NOT_AVAILABLE), asked
         cluster.wait_for_leaders("while-frozen", 1)
         cluster.wait_for_leaders("auto-made", 1)
         assert [r["error_code"] for r in granted["results"]] == [0], granted
+        assert found["error_code"] in (ErrorCode.NONE, ErrorCode.COORDINATOR_NOT_AVAILABLE)
+        cluster.wait_for_leaders("__consumer_offsets", 3)  # made by the FindCoordinator
     finally:
         server.stop()

@@ -136,9 +136,8 @@ class GroupCoordinator:
             group.shutdown()  # parked joins/syncs answer; members find the new coordinator
 
     def coordinator_for(self, group_id: str) -> int:
-        """The __consumer_offsets partition whose leader coordinates `group_id` (created on
-        first use)."""
-        self.manager.ensure_topic()
+        """The __consumer_offsets partition whose leader coordinates `group_id` (the
+        FindCoordinator handler creates the topic on first use: `manager.ensure_topic`)."""
         return self.manager.partition_for(group_id)
 
     # ---- JoinGroup ----------------------------------------------------------------------

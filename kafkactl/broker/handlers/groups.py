@@ -10,6 +10,7 @@ Delete; ListGroups lists the groups the principal may Describe (all with cluster
 
 from __future__ import annotations
 
+from collections.abc import Awaitable
 from typing import Any
 
 from kafkactl.broker.advertised import listener_endpoint
@@ -36,7 +37,7 @@ def _client_host(ctx: RequestContext) -> str:
 
 
 def _find_one(services: BrokerServices, ctx: RequestContext, key: str | None,
-              key_type: int) -> dict[str, Any]:
+              key_type: int, no_topic: str | None) -> dict[str, Any]:
     coordinator = services.group_coordinator
     entry: dict[str, Any] = {"key": key or "", "node_id": -1, "host": "", "port": -1,
                              "error_code": ErrorCode.NONE, "error_message": None}
@@ -52,11 +53,10 @@ def _find_one(services: BrokerServices, ctx: RequestContext, key: str | None,
         entry.update(error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE if key is not None
                      else ErrorCode.INVALID_REQUEST)
         return entry
-    try:
-        partition = coordinator.coordinator_for(key)
-    except Exception as e:  # the offsets topic cannot be created
-        entry.update(error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE, error_message=str(e))
+    if no_topic is not None:  # the offsets topic cannot be created
+        entry.update(error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE, error_message=no_topic)
         return entry
+    partition = coordinator.coordinator_for(key)
     cache = services.metadata_cache
     meta = cache.partition(OFFSETS_TOPIC, partition)
     broker = next((b for b in cache.brokers() if meta is not None and b.node_id == meta.leader),
@@ -71,13 +71,39 @@ def _find_one(services: BrokerServices, ctx: RequestContext, key: str | None,
 
 
 def handle_find_coordinator(services: BrokerServices, ctx: RequestContext,
-                            request: dict[str, Any]) -> dict[str, Any]:
+                            request: dict[str, Any]
+                            ) -> dict[str, Any] | Awaitable[dict[str, Any]]:
+    keys = request.get("coordinator_keys") or () if ctx.api_version >= 4 else \
+        [request.get("key")]
+    coordinator = services.group_coordinator
+    if request.get("key_type", 0) == GROUP_KEY_TYPE and coordinator.active and \
+            not coordinator.manager.topic_exists() and any(
+                k is not None and authorize_group(services, ctx, AclOperation.DESCRIBE, k)
+                for k in keys):
+        return _create_offsets_topic_then_find(services, ctx, request)
+    return _find(services, ctx, request, None)
+
+
+async def _create_offsets_topic_then_find(services: BrokerServices, ctx: RequestContext,
+                                          request: dict[str, Any]) -> dict[str, Any]:
+    """The first FindCoordinator creates __consumer_offsets; in a cluster that waits on
+    ZooKeeper, on the topic admin's threads (`TopicAdmin.call`), not on the event loop."""
+    admin = services.topic_admin
+    try:
+        await admin.call(services.group_coordinator.manager.ensure_topic, timeout_s=0)
+    except Exception as e:  # noqa: BLE001 - every client of the group is told, and retries
+        return _find(services, ctx, request, str(e))
+    return _find(services, ctx, request, None)
+
+
+def _find(services: BrokerServices, ctx: RequestContext, request: dict[str, Any],
+          no_topic: str | None) -> dict[str, Any]:
     key_type = request.get("key_type", 0)
     if ctx.api_version >= 4:
         return {"throttle_time_ms": 0, "coordinators": [
-            _find_one(services, ctx, k, key_type)
+            _find_one(services, ctx, k, key_type, no_topic)
             for k in request.get("coordinator_keys") or ()]}
-    one = _find_one(services, ctx, request.get("key"), key_type)
+    one = _find_one(services, ctx, request.get("key"), key_type, no_topic)
     one.pop("key")
     return {"throttle_time_ms": 0, **one}
 
