@@ -326,11 +326,11 @@ def test_a_standalone_data_dir_joins_a_cluster_with_its_topics(broker_factory, z
 def test_a_stalled_zookeeper_holds_up_the_topic_request_not_the_broker(
         broker_factory: Any, tmp_path: Path) -> None:
     """ZooKeeper frozen (SIGSTOP) while the controller handles a CreateTopics, a Metadata
-    request that auto-creates a topic, a CreateAcls and the first FindCoordinator (which
-    creates __consumer_offsets): each waits on a worker thread, the broker answers its
-    other clients meanwhile, and all are done once ZooKeeper is back.
-    Ordering is asserted, never timing (the long session keeps the broker's ZooKeeper
-    client from giving up meanwhile)."""
+    request that auto-creates a topic, a CreateAcls, an AlterUserScramCredentials and the
+    first FindCoordinator (which creates __consumer_offsets): each waits on a worker
+    thread, the broker answers its other clients meanwhile, and all are done once
+    ZooKeeper is back. Ordering is asserted, never timing (the long session keeps the
+    broker's ZooKeeper client from giving up meanwhile)."""
     import os
     import signal
     import socket
@@ -371,6 +371,7 @@ def test_a_stalled_zookeeper_holds_up_the_topic_request_not_the_broker(
                 socket.create_connection(("127.0.0.1", port), timeout=60) as asker, \
                 socket.create_connection(("127.0.0.1", port), timeout=60) as granter, \
                 socket.create_connection(("127.0.0.1", port), timeout=60) as finder, \
+                socket.create_connection(("127.0.0.1", port), timeout=60) as scram, \
                 socket.create_connection(("127.0.0.1", port), timeout=60) as other:
             os.kill(server.proc.pid, signal.SIGSTOP)
             try:
@@ -379,13 +380,17 @@ def test_a_stalled_zookeeper_holds_up_the_topic_request_not_the_broker(
                 granter.sendall(acl)
                 finder.sendall(codec.encode_request(ApiKey.FIND_COORDINATOR, 3, 1, "t",
                                                     {"key": "g", "key_type": 0}))
+                scram.sendall(codec.encode_request(
+                    ApiKey.ALTER_USER_SCRAM_CREDENTIALS, 0, 1, "t", {"deletions": [],
+                        "upsertions": [{"name": "carol", "mechanism": 1, "iterations": 4096,
+                                        "salt": b"s" * 16, "salted_password": b"p" * 32}]}))
                 # Two rounds: by the second the broker has started the CreateTopics (its
                 # bytes came first), which must not hold this connection's answers up.
                 for _ in range(2):
                     other.sendall(versions)
                     assert codec.decode_response(ApiKey.API_VERSIONS, 0,
                                                  answer(other))["error_code"] == 0
-                for waiting in (creator, asker, granter, finder):  # no answer yet
+                for waiting in (creator, asker, granter, finder, scram):  # no answer yet
                     waiting.setblocking(False)
                     with pytest.raises(BlockingIOError):
                         waiting.recv(1, socket.MSG_PEEK)
@@ -396,6 +401,8 @@ def test_a_stalled_zookeeper_holds_up_the_topic_request_not_the_broker(
             asked = codec.decode_response(ApiKey.METADATA, 9, answer(asker))
             granted = codec.decode_response(ApiKey.CREATE_ACLS, 3, answer(granter))
             found = codec.decode_response(ApiKey.FIND_COORDINATOR, 3, answer(finder))
+            stored = codec.decode_response(ApiKey.ALTER_USER_SCRAM_CREDENTIALS, 0,
+                                           answer(scram))
         assert resp["topics"][0]["error_code"] == ErrorCode.NONE, resp
         assert asked["topics"][0]["error_code"] in (ErrorCode.NONE,
                                                     ErrorCode.LEADER_NOT_AVAILABLE), asked
@@ -403,6 +410,7 @@ def test_a_stalled_zookeeper_holds_up_the_topic_request_not_the_broker(
         cluster.wait_for_leaders("auto-made", 1)
         assert [r["error_code"] for r in granted["results"]] == [0], granted
         assert found["error_code"] in (ErrorCode.NONE, ErrorCode.COORDINATOR_NOT_AVAILABLE)
+        assert [r["error_code"] for r in stored["results"]] == [0], stored
         cluster.wait_for_leaders("__consumer_offsets", 3)  # made by the FindCoordinator
     finally:
         server.stop()
