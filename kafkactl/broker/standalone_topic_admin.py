@@ -26,7 +26,7 @@ import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 from kafkactl.broker.config import BrokerConfig
 from kafkactl.broker.metadata_cache import StandaloneMetadataCache
@@ -36,6 +36,7 @@ from kafkactl.broker.topic_admin import (
     NO_NUM_PARTITIONS,
     NO_REPLICATION_FACTOR,
     ReplicaAssignment,
+    T,
     TopicError,
     TopicState,
     check_assignments,
@@ -48,7 +49,6 @@ from kafkactl.log.errors import LogError
 from kafkactl.protocol.errors import ErrorCode
 
 log = logging.getLogger(__name__)
-T = TypeVar("T")
 
 METADATA_FILE = "topic-metadata.json"
 # A CreateTopics of more partitions than this makes them in the background (files on a
@@ -58,6 +58,13 @@ METADATA_FILE = "topic-metadata.json"
 INLINE_PARTITIONS = 100
 CREATE_SLICE_S = 0.005
 CREATE_CHUNK = 32  # logs made per worker-thread call
+
+
+def _storage_error(what: str, e: OSError | LogError) -> TopicError:
+    """KAFKA_STORAGE_ERROR for a change a full or failing disk undid (and said in the log)."""
+    log.error("%s: %s", what, e)
+    reason = e.strerror if isinstance(e, OSError) and e.strerror else e
+    return TopicError(ErrorCode.KAFKA_STORAGE_ERROR, f"{what}: {reason}")
 
 
 class TopicMetadataFile:
@@ -257,9 +264,7 @@ class StandaloneTopicAdmin:
         for p in range(state.num_partitions):
             self.store.discard_partition(name, p)
         self.store.forget_topic(name)
-        log.error("cannot create topic %s: %s", name, e)
-        reason = e.strerror if isinstance(e, OSError) and e.strerror else e
-        return TopicError(ErrorCode.KAFKA_STORAGE_ERROR, f"cannot create topic {name!r}: {reason}")
+        return _storage_error(f"cannot create topic {name!r}", e)
 
     def _announce(self, state: TopicState) -> None:
         self.store.set_topic_overrides(state.name, state.configs)
@@ -497,10 +502,7 @@ class StandaloneTopicAdmin:
         state.num_partitions = old
         with contextlib.suppress(OSError):
             self.metadata.write()
-        log.error("cannot add partitions to topic %s: %s", name, e)
-        reason = e.strerror if isinstance(e, OSError) and e.strerror else e
-        return TopicError(ErrorCode.KAFKA_STORAGE_ERROR,
-                          f"cannot add partitions to topic {name!r}: {reason}")
+        return _storage_error(f"cannot add partitions to topic {name!r}", e)
 
     async def settled(self, created: Sequence[str], deleted: Sequence[str],
                       timeout_ms: int) -> dict[str, ErrorCode]:

@@ -19,7 +19,7 @@ import logging
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 from kafkactl.broker.config import BrokerConfig
 from kafkactl.broker.coordinator.group_metadata_manager import OFFSETS_TOPIC
@@ -28,6 +28,7 @@ from kafkactl.broker.topic_admin import (
     NO_NUM_PARTITIONS,
     NO_REPLICATION_FACTOR,
     ReplicaAssignment,
+    T,
     TopicError,
     TopicState,
     check_assignments,
@@ -44,7 +45,6 @@ from kafkactl.protocol.errors import ErrorCode
 if TYPE_CHECKING:
     from kazoo.client import KazooClient
 
-T = TypeVar("T")
 ZK_ANSWER_MIN_S = 10.0
 log = logging.getLogger(__name__)
 
@@ -68,10 +68,7 @@ def zookeeper_errors(what: str, code: ErrorCode) -> Iterator[None]:
 class ZkTopicAdmin:
     def __init__(self, zk: KazooClient, cache: ZkMetadataCache, store: PartitionStore,
                  controller: KafkaController, *, config: BrokerConfig, broker_id: int) -> None:
-        try:
-            self._loop: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
-        except RuntimeError:
-            self._loop = None
+        self._loop: asyncio.AbstractEventLoop | None = None  # the broker's, set by `call`
         # the handlers' calls that wait on ZooKeeper; their own threads, so calls stuck on
         # an absent ZooKeeper never hold up the broker's other worker-thread work
         self._executor = ThreadPoolExecutor(max_workers=2, thread_name_prefix="zk-admin")
@@ -90,7 +87,7 @@ class ZkTopicAdmin:
         return TopicState(name, meta.topic_id, len(meta.partitions),
                           dict(self.store.configs.overrides.get(name, {})), rf)
 
-    # ---- checks ------------------------------------------------------------------------------
+    # ---- off the event loop --------------------------------------------------------------------
     async def call(self, method: Callable[..., T], *args: Any, timeout_s: float,
                    **kwargs: Any) -> T:
         """On a zk-admin thread (what it changes in the broker is done on the event loop,
@@ -124,6 +121,7 @@ class ZkTopicAdmin:
         else:
             loop.call_soon_threadsafe(fn, *args)
 
+    # ---- checks ------------------------------------------------------------------------------
     def _require_controller(self, what: str) -> None:
         if not self.controller.active:
             raise TopicError(ErrorCode.NOT_CONTROLLER,
