@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests import broker_zygote, hypothesis_profiles
+from tests import hypothesis_profiles, zygote
 
 # Before any test module is imported: @settings(...) objects inherit the profile loaded
 # when they are made. Derandomized unless HYPOTHESIS_PROFILE=random (tests/hypothesis_profiles.py).
@@ -91,7 +91,7 @@ class BrokerProcess:
             args += ["--override", f"{key}={value}"]
         args += self.extra_args
         self.log_path = self.data_dir.parent / f"broker-{self.port}.log"
-        forked = broker_zygote.spawn(args[3:], str(self.log_path))
+        forked = zygote.spawn(args[3:], str(self.log_path))
         if forked is not None:
             self.proc = forked  # type: ignore[assignment]
         else:

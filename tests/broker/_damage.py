@@ -6,11 +6,11 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 from kafkactl.record.memory_records import iter_batches
+from tests import zygote
 
 KCAT = shutil.which("kcat")
 
@@ -81,8 +81,7 @@ def consume_kcat(bootstrap: str, topic: str, *extra: str, partition: int = 0,
 
 
 def kafkactl(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "kafkactl", *args], capture_output=True,
-                          text=True, timeout=timeout)
+    return zygote.run(list(args), text=True, timeout=timeout)
 
 
 def partition_dir(data_dir: Path, topic: str, partition: int = 0) -> Path:

@@ -5,10 +5,10 @@ with their source and synonyms; read-only keys refused naming the key."""
 from __future__ import annotations
 
 import subprocess
-import sys
 from typing import Any
 
 from kafkactl.protocol.api_keys import ApiKey
+from tests import zygote
 
 from .wire import Wire, batch
 
@@ -98,9 +98,8 @@ def test_read_only_and_invalid_broker_configs_refused(broker) -> None:
 
 
 def _cli(broker, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "kafkactl", "configs", *args,
-                           "--bootstrap-server", broker.bootstrap],
-                          capture_output=True, text=True, timeout=60)
+    return zygote.run(["configs", *args, "--bootstrap-server", broker.bootstrap], text=True,
+                      timeout=60)
 
 
 def test_configs_cli_with_kafka_configs_flags(broker) -> None:

@@ -12,7 +12,6 @@ from __future__ import annotations
 import errno
 import os
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -22,6 +21,7 @@ from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from kafkactl.protocol.api_keys import ApiKey
 from kafkactl.protocol.errors import ErrorCode
 from kafkactl.record.memory_records import iter_batches
+from tests import zygote
 
 from .wire import Wire, batch
 
@@ -145,8 +145,7 @@ def assert_exactly(w: Wire, sender: IdempotentSender) -> None:
 def assert_dump_log_clean(partition_dir: Path) -> None:
     logs = sorted(str(p) for p in partition_dir.glob("*.log"))
     assert logs
-    proc = subprocess.run([sys.executable, "-m", "kafkactl", "dump-log", "--deep-iteration",
-                           *logs], capture_output=True, text=True, timeout=60)
+    proc = zygote.run(["dump-log", "--deep-iteration", *logs], text=True, timeout=60)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     assert "invalid bytes" not in proc.stdout
     assert "isvalid: false" not in proc.stdout

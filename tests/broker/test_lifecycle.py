@@ -3,12 +3,10 @@ SIGTERM exits 0 with the clean-shutdown marker, one broker per data dir, config 
 
 from __future__ import annotations
 
-import subprocess
-import sys
-
 from confluent_kafka import Consumer, Producer, TopicPartition
 
 from kafkactl.protocol.api_keys import ApiKey
+from tests import zygote
 
 from .wire import Wire, batch
 
@@ -69,9 +67,9 @@ def test_sigkill_then_restart_recovers(broker_factory) -> None:
 
 
 def test_second_broker_on_same_data_dir_refuses(broker) -> None:
-    proc = subprocess.run(
-        [sys.executable, "-m", "kafkactl", "serve", "--data-dir", str(broker.data_dir),
-         "--listen", "127.0.0.1:0"], capture_output=True, text=True, timeout=30)
+    proc = zygote.run(
+        ["serve", "--data-dir", str(broker.data_dir), "--listen", "127.0.0.1:0"], text=True,
+        timeout=30)
     assert proc.returncode == 1
     assert "is in use by another process" in proc.stderr
     assert proc.stderr.count("\n") == 1 and "stopped cleanly" not in proc.stderr
@@ -81,9 +79,9 @@ def test_second_broker_on_same_data_dir_refuses(broker) -> None:
 def test_bad_config_is_a_clear_error(tmp_path) -> None:
     cfg = tmp_path / "server.properties"
     cfg.write_text("# Kafka sample\nbroker.id=0\nnum.partitions = abc\n")
-    proc = subprocess.run(
-        [sys.executable, "-m", "kafkactl", "serve", "--config", str(cfg), "--data-dir",
-         str(tmp_path / "d")], capture_output=True, text=True, timeout=30)
+    proc = zygote.run(
+        ["serve", "--config", str(cfg), "--data-dir", str(tmp_path / "d")], text=True,
+        timeout=30)
     assert proc.returncode == 2
     assert "num.partitions='abc' is not an integer" in proc.stderr
     assert "Traceback" not in proc.stderr

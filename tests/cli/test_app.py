@@ -15,12 +15,13 @@ from typing import Any
 import pytest
 import typer.main
 
+from tests import zygote
+
 KAFKACTL = [sys.executable, "-m", "kafkactl"]
 
 
 def run(*args: str, stdin: bytes = b"") -> subprocess.CompletedProcess[str]:
-    return subprocess.run(KAFKACTL + list(args), input=stdin.decode(), capture_output=True,
-                          text=True, timeout=120)
+    return zygote.run(list(args), input=stdin.decode(), text=True, timeout=120)
 
 
 def run_with_closed_stdout(*args: str) -> tuple[int, str]:
@@ -184,8 +185,8 @@ def test_piped_tables_are_full_width(broker: Any) -> None:
     r = run("produce", "-b", broker.bootstrap, "-t", topic, "-q", stdin=b"v\n")
     assert r.returncode == 0, r.stderr
     assert broker.stop() == 0
-    r = subprocess.run(KAFKACTL + ["recover", str(broker.data_dir)], capture_output=True,
-                       text=True, timeout=60, env={**os.environ, "COLUMNS": "80"})
+    r = zygote.run(["recover", str(broker.data_dir)], text=True, timeout=60,
+                   env={**os.environ, "COLUMNS": "80"})
     assert r.returncode == 0, r.stderr
     assert f"{topic}-0" in r.stdout, r.stdout
 
@@ -193,9 +194,8 @@ def test_piped_tables_are_full_width(broker: Any) -> None:
 def test_second_broker_on_a_locked_data_dir(broker: Any, tmp_path: Path) -> None:
     from tests.conftest import free_port
 
-    r = subprocess.run(KAFKACTL + ["serve", "--data-dir", str(broker.data_dir), "--listen",
-                                   f"127.0.0.1:{free_port()}"],
-                       capture_output=True, text=True, timeout=60)
+    r = zygote.run(["serve", "--data-dir", str(broker.data_dir), "--listen",
+                    f"127.0.0.1:{free_port()}"], text=True, timeout=60)
     assert r.returncode == 1
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1, lines

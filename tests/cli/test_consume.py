@@ -9,6 +9,7 @@ import sys
 
 import pytest
 
+from tests import zygote
 from tests.conftest import BrokerProcess
 
 
@@ -21,8 +22,7 @@ KAFKACTL = [sys.executable, "-m", "kafkactl"]
 
 
 def consume(bootstrap: str, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(KAFKACTL + ["consume", "-b", bootstrap, "-e", "-q", *args],
-                          capture_output=True, timeout=60)
+    return zygote.run(["consume", "-b", bootstrap, "-e", "-q", *args], timeout=60)
 
 
 @pytest.mark.parametrize("codec", ["none", "gzip", "snappy", "lz4", "zstd"])

@@ -12,7 +12,6 @@ import json
 import os
 import struct
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -28,16 +27,14 @@ from kafkactl.record.batch import (
 )
 from kafkactl.record.codecs import Compression
 from kafkactl.record.legacy import build_message_set
+from tests import zygote
 
 GOLDEN = Path(__file__).parent / "golden"
 SEG = "00000000000000000000"
 
 
 def run(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "kafkactl", "dump-log", *args],
-        capture_output=True, text=True, timeout=60,
-    )
+    return zygote.run(["dump-log", *args], text=True, timeout=60)
 
 
 def check_golden(name: str, text: str, directory: Path) -> None:

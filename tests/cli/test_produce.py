@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from kafkactl.client.delimited import CHUNK
+from tests import zygote
 from tests.conftest import BrokerProcess
 
 KAFKACTL = [sys.executable, "-m", "kafkactl"]
@@ -25,7 +26,7 @@ def broker(module_broker: BrokerProcess) -> BrokerProcess:
 
 
 def run(args: list[str], stdin: bytes = b"", timeout: float = 60) -> subprocess.CompletedProcess:
-    return subprocess.run(KAFKACTL + args, input=stdin, capture_output=True, timeout=timeout)
+    return zygote.run(args, input=stdin, timeout=timeout)
 
 
 def kcat_read(bootstrap: str, topic: str, fmt: str) -> bytes:
@@ -167,10 +168,9 @@ def test_any_exception_part_way_flushes_what_was_accepted(broker, tmp_path: Path
     env = {**os.environ, "PYTHONPATH": f"{tmp_path}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
     lines = [b"record %d" % i for i in range(3000)]
     failed = tmp_path / "failed"
-    r = subprocess.run(KAFKACTL + ["produce", "-b", broker.bootstrap, "-t", "flaky",
-                                   "--partitioner", "flaky_partitioner:partition",
-                                   "--failed-file", str(failed)],
-                       input=b"\n".join(lines) + b"\n", capture_output=True, timeout=60, env=env)
+    r = zygote.run(["produce", "-b", broker.bootstrap, "-t", "flaky", "--partitioner",
+                    "flaky_partitioner:partition", "--failed-file", str(failed)],
+                   input=b"\n".join(lines) + b"\n", timeout=60, env=env)
     assert r.returncode == 1, r.stderr
     assert b"Traceback" not in r.stderr
     err = r.stderr.decode().strip().splitlines()

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from tests import zygote
 from tests.conftest import BrokerProcess
 
 KAFKACTL = [sys.executable, "-m", "kafkactl"]
@@ -29,8 +30,8 @@ def shared_broker(module_broker: BrokerProcess) -> BrokerProcess:
 
 def produce(bootstrap: str, topic: str, data: bytes, *args: str,
             timeout: float = 120) -> subprocess.CompletedProcess[bytes]:
-    return subprocess.run(KAFKACTL + ["produce", "-b", bootstrap, "-t", topic, *args],
-                          input=data, capture_output=True, timeout=timeout)
+    return zygote.run(["produce", "-b", bootstrap, "-t", topic, *args], input=data,
+                      timeout=timeout)
 
 
 def kcat_produce(bootstrap: str, topic: str, data: bytes, *args: str) -> None:

@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import subprocess
-import sys
 
-KAFKACTL = [sys.executable, "-m", "kafkactl", "topics"]
+from tests import zygote
 
 
 def run(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(KAFKACTL + list(args), capture_output=True, timeout=60, text=True)
+    return zygote.run(["topics", *args], timeout=60, text=True)
 
 
 def test_topics_lifecycle(broker) -> None:

@@ -16,6 +16,7 @@ import pytest
 
 from kafkactl.cluster import consumer_registry as registry
 from kafkactl.cluster import zookeeper as zkmod
+from tests import zygote
 from tests.cluster.test_broker_registration import wait_for
 from tests.conftest import BrokerProcess, free_port
 
@@ -23,8 +24,7 @@ KAFKACTL = [sys.executable, "-m", "kafkactl"]
 
 
 def run(*args: str, stdin: bytes = b"", timeout: float = 90) -> subprocess.CompletedProcess:
-    return subprocess.run(KAFKACTL + list(args), input=stdin, capture_output=True,
-                          timeout=timeout)
+    return zygote.run(list(args), input=stdin, timeout=timeout)
 
 
 @pytest.fixture

@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import struct
 import subprocess
-import sys
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -17,6 +16,7 @@ import pytest
 
 from kafkactl.protocol.api_keys import ApiKey
 from kafkactl.protocol.errors import ErrorCode
+from tests import zygote
 from tests.cluster.cluster_helpers import (
     SESSION_TIMEOUT_MS,
     leaders,
@@ -26,12 +26,9 @@ from tests.cluster.cluster_helpers import (
 )
 from tests.polling import wait_until
 
-KAFKACTL = [sys.executable, "-m", "kafkactl"]
 
-
-def kafkactl(*args: str, timeout: float = 60, **kw: object) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*KAFKACTL, *args], capture_output=True, text=True,
-                          timeout=timeout, **kw)  # type: ignore[call-overload]
+def kafkactl(*args: str, timeout: float = 60, **kw: Any) -> subprocess.CompletedProcess[str]:
+    return zygote.run(list(args), text=True, timeout=timeout, **kw)
 
 
 def create_topic(bootstrap: str, name: str, partitions: int) -> None:

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -15,6 +14,7 @@ import pytest
 
 from kafkactl.protocol.api_keys import ApiKey
 from kafkactl.protocol.errors import ErrorCode
+from tests import zygote
 from tests.cluster.cluster_helpers import (
     SESSION_TIMEOUT_MS,
     Cluster,
@@ -25,7 +25,6 @@ from tests.cluster.cluster_helpers import (
 )
 from tests.polling import wait_until
 
-KAFKACTL = [sys.executable, "-m", "kafkactl"]
 LAG_MS = 3000
 OVERRIDES = {"replica_lag_time_max_ms": str(LAG_MS), "replica_fetch_backoff_ms": "100",
              "default_replication_factor": "3", "offsets_topic_replication_factor": "3"}
@@ -38,11 +37,11 @@ def cluster(broker_factory, zookeeper):  # type: ignore[no-untyped-def]
 
 def create(cluster: Cluster, name: str, partitions: int, rf: int = 3,
            configs: tuple[str, ...] = ()) -> None:
-    args = [*KAFKACTL, "topics", "create", "-b", cluster.bootstrap, "-t", name,
+    args = ["topics", "create", "-b", cluster.bootstrap, "-t", name,
             "--partitions", str(partitions), "--replication-factor", str(rf)]
     for c in configs:
         args += ["--config", c]
-    r = subprocess.run(args, capture_output=True, text=True, timeout=60)
+    r = zygote.run(args, text=True, timeout=60)
     assert r.returncode == 0, r.stderr
 
 
@@ -102,8 +101,8 @@ def test_followers_copy_the_leader_and_acks_all_waits_for_them(cluster) -> None:
         return all(len({log_bytes(b.data_dir, "rep", p) for b in cluster.brokers.values()})
                    == 1 for p in range(3))
     wait_until(identical, 30, "byte-identical replicas")
-    r = subprocess.run([*KAFKACTL, "cluster", "verify-replicas", "-t", "rep", "--json",
-                        "-b", cluster.bootstrap], capture_output=True, text=True, timeout=60)
+    r = zygote.run(["cluster", "verify-replicas", "-t", "rep", "--json",
+                    "-b", cluster.bootstrap], text=True, timeout=60)
     assert r.returncode == 0, r.stderr + r.stdout
     import json
 
@@ -288,16 +287,15 @@ def test_partitions_move_to_new_brokers_and_leaders_return_to_preferred(cluster)
     lines = [f"m{i}" for i in range(600)]
     r = produce_acks_all(cluster.bootstrap, "moving", lines)
     assert r.returncode == 0, r.stderr
-    dry = subprocess.run([*KAFKACTL, "rebalance", "--partitions", "-t", "moving", "--json",
-                          "-b", cluster.bootstrap], capture_output=True, text=True, timeout=60)
+    dry = zygote.run(["rebalance", "--partitions", "-t", "moving", "--json",
+                      "-b", cluster.bootstrap], text=True, timeout=60)
     assert dry.returncode == 0, dry.stderr
     import json
 
     moves = json.loads(dry.stdout)["moves"]
     assert moves and not json.loads(dry.stdout)["executed"]
-    done = subprocess.run([*KAFKACTL, "rebalance", "--partitions", "-t", "moving", "--execute",
-                           "-b", cluster.bootstrap], capture_output=True, text=True,
-                          timeout=120)
+    done = zygote.run(["rebalance", "--partitions", "-t", "moving", "--execute",
+                       "-b", cluster.bootstrap], text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     st = full_isr(cluster, "moving", 3, size=1)
     assert sorted(s["replicas"][0] for s in st.values()) == [1, 2, 3]  # type: ignore[index]
@@ -315,8 +313,8 @@ def test_partitions_move_to_new_brokers_and_leaders_return_to_preferred(cluster)
     cluster.brokers[preferred].start()  # type: ignore[index]
     full_isr(cluster, "prefer", 1, timeout=60)
     assert partition_state(cluster, "prefer")[0]["leader"] != preferred
-    r = subprocess.run([*KAFKACTL, "rebalance", "--preferred-leaders", "-t", "prefer",
-                        "-b", cluster.bootstrap], capture_output=True, text=True, timeout=60)
+    r = zygote.run(["rebalance", "--preferred-leaders", "-t", "prefer",
+                    "-b", cluster.bootstrap], text=True, timeout=60)
     assert r.returncode == 0, r.stderr
     assert "1 partition(s) moved" in r.stdout
     wait_until(lambda: partition_state(cluster, "prefer")[0]["leader"] == preferred, 20,
@@ -331,9 +329,8 @@ def test_group_offsets_survive_the_coordinator_dying(cluster) -> None:
     full_isr(cluster, "work", 1)
     r = produce_acks_all(cluster.bootstrap, "work", [f"w{i}" for i in range(100)])
     assert r.returncode == 0, r.stderr
-    first = subprocess.run([*KAFKACTL, "consume", "-b", cluster.bootstrap, "-t", "work",
-                            "-G", "crew", "-c", "40", "-o", "earliest"],
-                           capture_output=True, text=True, timeout=120)
+    first = zygote.run(["consume", "-b", cluster.bootstrap, "-t", "work",
+                        "-G", "crew", "-c", "40", "-o", "earliest"], text=True, timeout=120)
     assert first.returncode == 0, first.stderr
     assert first.stdout.split() == [f"w{i}" for i in range(40)]
     found = request(cluster.live()[0].port, ApiKey.FIND_COORDINATOR, 3,
@@ -345,8 +342,8 @@ def test_group_offsets_survive_the_coordinator_dying(cluster) -> None:
                                {"key": "crew", "key_type": 0})["node_id"]
                not in (-1, coordinator), SESSION_TIMEOUT_MS / 1000 + 20,
                "another coordinator")
-    rest = subprocess.run([*KAFKACTL, "consume", "-b", cluster.bootstrap, "-t", "work",
-                           "-G", "crew", "-e"], capture_output=True, text=True, timeout=120)
+    rest = zygote.run(["consume", "-b", cluster.bootstrap, "-t", "work",
+                       "-G", "crew", "-e"], text=True, timeout=120)
     assert rest.returncode == 0, rest.stderr
     assert rest.stdout.split() == [f"w{i}" for i in range(40, 100)]
 

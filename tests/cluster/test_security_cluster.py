@@ -9,7 +9,6 @@ restart of every broker; Metadata lists each broker's endpoint of the request's 
 from __future__ import annotations
 
 import subprocess
-import sys
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -24,6 +23,7 @@ from kafkactl.cluster import zookeeper as zkconn
 from kafkactl.cluster.scram_zk_store import ZkCredentialStore
 from kafkactl.protocol.api_keys import ApiKey
 from kafkactl.protocol.scram import SCRAM_SHA_256, new_credential
+from tests import zygote
 from tests.cluster.zk import ZooKeeperServer
 from tests.conftest import BrokerProcess, free_port
 from tests.polling import wait_until
@@ -64,8 +64,7 @@ def cli_auth(user: str = BROKER_USER, password: str = BROKER_PASSWORD) -> list[s
 
 
 def kafkactl(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "kafkactl", *args], capture_output=True,
-                          text=True, timeout=60)
+    return zygote.run(list(args), text=True, timeout=60)
 
 
 def metadata(host_port: str, topics: list[str] | None, user: str | None = None,

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from typing import Any
 
+from tests import zygote
 from tests.polling import wait_until
 
 __all__ = ["wait_until"]  # re-exported: the group tests import it from here
@@ -15,8 +15,7 @@ FAST = {"group_initial_rebalance_delay_ms": "0"}
 
 
 def kafkactl(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "kafkactl", *args], capture_output=True,
-                          text=True, timeout=timeout)
+    return zygote.run(list(args), text=True, timeout=timeout)
 
 
 def create_topic(bootstrap: str, topic: str, partitions: int) -> None:

@@ -14,6 +14,7 @@ from typing import Any
 from kafkactl.client.admin import AdminClient
 from kafkactl.client.consumer import Consumer
 from kafkactl.client.producer import Producer
+from tests import zygote
 from tests.polling import wait_until
 
 # Brokers for these tests: groups form at once, and offsets live in one partition.
@@ -63,8 +64,7 @@ def start_mirror(tmp: Path, source: str, target: str, *args: str,
 
 
 def run_mirror(*args: str, timeout: float = 60.0) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "kafkactl", "mirror", *args],
-                          capture_output=True, text=True, timeout=timeout)
+    return zygote.run(["mirror", *args], text=True, timeout=timeout)
 
 
 def create_topics(bootstrap: str, topics: dict[str, int],

@@ -12,16 +12,16 @@ from pathlib import Path
 
 import pytest
 
+from tests import zygote
 from tests.spark.conftest import spark_missing
 
 
 @pytest.mark.skipif(spark_missing() is not None, reason=str(spark_missing()))
 def test_print_command_and_fast_help(tmp_path: Path) -> None:
     env = dict(os.environ, XDG_CACHE_HOME=str(tmp_path / "cache"))
-    out = subprocess.run([sys.executable, "-m", "kafkactl", "spark-load", "-b", "h:1",
-                          "-p", r"ev\..*", "-o", "rel/out", "--commit-group", "g",
-                          "--print-command"], env=env, capture_output=True, text=True,
-                         timeout=60, check=True).stdout.strip()
+    out = zygote.run(["spark-load", "-b", "h:1", "-p", r"ev\..*", "-o", "rel/out",
+                      "--commit-group", "g", "--print-command"], env=env, text=True,
+                     timeout=60, check=True).stdout.strip()
     words = shlex.split(out)
     assert words[0] == f"PYSPARK_PYTHON={sys.executable}"
     assert words[1].endswith("/bin/spark-submit")

@@ -10,6 +10,7 @@ import pytest
 
 from kafkactl.client.admin import AdminClient
 from kafkactl.spark.stream import cap
+from tests import zygote
 from tests.conftest import BrokerProcess
 from tests.spark.conftest import create_topic, produce
 
@@ -64,8 +65,6 @@ def test_stream_resumes_from_checkpoint_exactly_once(spark: Any, broker: Any,
 
 def test_write_stream_copies_a_topic(spark: Any, broker: Any, tmp_path: Path) -> None:
     import json
-    import subprocess
-    import sys
 
     b = broker.bootstrap
     create_topic(b, "src", 2)
@@ -78,9 +77,8 @@ def test_write_stream_copies_a_topic(spark: Any, broker: Any, tmp_path: Path) ->
              .option("checkpointLocation", str(tmp_path / "ck")).trigger(availableNow=True)
              .start())
     assert query.awaitTermination(240) and query.exception() is None
-    out = subprocess.run([sys.executable, "-m", "kafkactl", "consume", "-b", b, "-t", "copy",
-                          "--from-beginning", "-e", "-J", "-q"], capture_output=True,
-                         text=True, timeout=60, check=True).stdout
+    out = zygote.run(["consume", "-b", b, "-t", "copy", "--from-beginning", "-e", "-J", "-q"],
+                     text=True, timeout=60, check=True).stdout
     assert sorted((r["key"], r["payload"]) for r in map(json.loads, out.splitlines())) == \
         sorted((f"k{i}", f"v{i}") for i in range(12))
 

@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from typing import Any
 
 import pytest
 
+from tests import zygote
 from tests.conftest import BrokerProcess
 from tests.spark.conftest import create_topic
 
@@ -33,9 +32,8 @@ def test_write_then_consume(spark: Any, broker: Any) -> None:
      .option("topic", "written").option("kafka.linger.ms", "0").mode("append").save())
 
     def consume(topic: str) -> list[dict[str, Any]]:
-        out = subprocess.run([sys.executable, "-m", "kafkactl", "consume", "-b", b, "-t",
-                              topic, "--from-beginning", "-e", "-J", "-q"],
-                             capture_output=True, text=True, timeout=60, check=True).stdout
+        out = zygote.run(["consume", "-b", b, "-t", topic, "--from-beginning", "-e", "-J",
+                          "-q"], text=True, timeout=60, check=True).stdout
         return sorted((json.loads(line) for line in out.splitlines()),
                       key=lambda r: r["payload"])
 

@@ -4,9 +4,9 @@ flags, run over SASL_SSL with `-X` properties and `--command-config FILE`."""
 from __future__ import annotations
 
 import subprocess
-import sys
 from pathlib import Path
 
+from tests import zygote
 from tests.broker.security.certs import Certs
 from tests.broker.security.conftest import PASSWORDS, SecureBroker, start_secure
 
@@ -15,8 +15,7 @@ AUTHORIZER = {"authorizer.class.name": "org.apache.kafka.metadata.authorizer.Sta
 
 
 def kafkactl(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "kafkactl", *args], capture_output=True,
-                          text=True, timeout=60)
+    return zygote.run(list(args), text=True, timeout=60)
 
 
 def test_users_and_acls_from_the_cli(certs: Certs, tmp_path: Path) -> None:
@@ -42,12 +41,11 @@ def test_users_and_acls_from_the_cli(certs: Certs, tmp_path: Path) -> None:
         config.write_text("security.protocol=SASL_SSL\nsasl.mechanism=SCRAM-SHA-512\n"
                           "sasl.username=dave\nsasl.password=dave-secret\n"
                           f"ssl.ca.location={certs.ca}\n")
-        ok = subprocess.run([sys.executable, "-m", "kafkactl", "produce", "-t", "logs-app", "-b",
-                             sb.bootstrap("SASL_SSL"), "-X", f"ssl.ca.location={certs.ca}",
-                             "-X", "security.protocol=SASL_SSL", "-X",
-                             "sasl.mechanism=SCRAM-SHA-512", "-X", "sasl.username=dave",
-                             "-X", "sasl.password=dave-secret", "-q"],
-                            input="one\ntwo\n", capture_output=True, text=True, timeout=60)
+        ok = zygote.run(["produce", "-t", "logs-app", "-b", sb.bootstrap("SASL_SSL"), "-X",
+                         f"ssl.ca.location={certs.ca}", "-X", "security.protocol=SASL_SSL",
+                         "-X", "sasl.mechanism=SCRAM-SHA-512", "-X", "sasl.username=dave",
+                         "-X", "sasl.password=dave-secret", "-q"],
+                        input="one\ntwo\n", text=True, timeout=60)
         assert ok.returncode == 0, ok.stderr
         r = kafkactl("users", "list", "--command-config", str(config), "-b",
                      sb.bootstrap("SASL_SSL"))

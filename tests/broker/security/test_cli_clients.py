@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from kafkactl.protocol.api_keys import ApiKey
+from tests import zygote
 from tests.broker.security.certs import Certs
 from tests.broker.security.conftest import (
     PASSWORDS,
@@ -85,8 +86,7 @@ def _x(sb: SecureBroker, password: str = PASSWORDS["alice"]) -> list[str]:
 
 
 def kafkactl(args: list[str], stdin: str | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "kafkactl", *args], input=stdin,
-                          capture_output=True, text=True, timeout=60)
+    return zygote.run(args, input=stdin, text=True, timeout=60)
 
 
 @dataclass(frozen=True)
@@ -239,9 +239,8 @@ def test_mirror_takes_security_from_its_config_files(cli_broker: SecureBroker,
     assert r.stdout.startswith("one\ntwo\n"), r.stdout + r.stderr
     # -X is for both clusters, and each side's file overrides it: the consumer file's
     # wrong password is used, and refused with one clear line, exit 1
-    r = subprocess.run([sys.executable, "-m", "kafkactl", "mirror", "--quiet", "-X", good,
-                        "--consumer.config", str(consumer), "--producer.config", str(producer),
-                        "--producer-property", good, "--topic", "orders"],
-                       capture_output=True, text=True, timeout=60)
+    r = zygote.run(["mirror", "--quiet", "-X", good, "--consumer.config", str(consumer),
+                    "--producer.config", str(producer), "--producer-property", good,
+                    "--topic", "orders"], text=True, timeout=60)
     _assert_clear_failure(r, "SASL_AUTHENTICATION_FAILED")
     assert "source" in r.stderr or "SASL authentication" in r.stderr, r.stderr
