@@ -25,7 +25,7 @@ Row = tuple[bytes | None, bytes | None, tuple[tuple[str, bytes | None], ...], in
 
 @dataclass
 class MirrorProcess:
-    proc: subprocess.Popen[bytes]
+    proc: subprocess.Popen[bytes] | zygote.Forked
     log_path: Path
     status_path: Path
 
@@ -58,8 +58,10 @@ def start_mirror(tmp: Path, source: str, target: str, *args: str,
     cmd = [sys.executable, "-m", "kafkactl", "mirror", "--source", source, "--target", target,
            "--json-status", str(status_path), "--status-interval", "0.2",
            "--topic-refresh-ms", "500", "--commit-interval-ms", "200", *args]
-    with open(log_path, "ab") as log:
-        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
+    proc: Any = zygote.spawn(cmd[3:], str(log_path))
+    if proc is None:  # KAFKACTL_TEST_FORK=0
+        with open(log_path, "ab") as log:
+            proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
     return MirrorProcess(proc, log_path, status_path)
 
 
