@@ -35,15 +35,6 @@ def _ephemeral_low() -> int:
         return 32768
 
 
-# JVM options for the short-lived JVMs the tests start (ZooKeeper, Spark): the C1 compiler
-# only, the serial collector, and no bytecode verification of the (packaged, trusted) jars.
-# A JVM that lives seconds spends most of its CPU in C2, GC threads and loading classes;
-# these halve it (ZooKeeper 1.35 -> 0.7 CPU-s to start and serve a test, a SparkSession
-# with a small job 15 -> 7.2). Benchmarks keep the JVM's defaults.
-TEST_JVM_OPTIONS = ("-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC",
-                    "-XX:+UnlockDiagnosticVMOptions", "-XX:-BytecodeVerificationRemote")
-
-
 def free_port() -> int:
     """A loopback port nothing listens on now, for a server a test is about to start."""
     high = _ephemeral_low()

@@ -28,8 +28,8 @@ def _section(batch: RecordBatch) -> memoryview:
 
 def fast_values(batch: RecordBatch, start: int
                 ) -> list[View | None] | tuple[bytes, ...] | None:
-    """Values of a v2 batch (any codec) whose records carry no headers and no keys, with
-    offset >= start; None when the batch needs the general decoder."""
+    """Values of a v2 batch (any codec) whose records carry no headers, with offset >=
+    start (keys are passed over); None when the batch needs the general decoder."""
     found = fast_columns(batch, start, keys=False)
     return None if found is None else found[1]
 
@@ -48,8 +48,8 @@ Columns = tuple[list[View | None] | None, list[View | None], list[int] | None]
 def fast_columns(batch: RecordBatch, start: int, *, keys: bool = True,
                  offsets: bool = False) -> Columns | None:
     """(keys, values, offset deltas) of the records of a v2 batch with offset >= start, when
-    none carries headers (and, unless `keys`, none a key; keys is then None, as are the
-    offset deltas unless `offsets`); None when the batch needs the general decoder."""
+    none carries headers (unless `keys`, keys is None, as are the offset deltas unless
+    `offsets`); None when the batch needs the general decoder."""
     section = _section(batch)
     skip = start - batch.base_offset
     count = batch.record_count
@@ -59,7 +59,7 @@ def fast_columns(batch: RecordBatch, start: int, *, keys: bool = True,
         first = max(skip, 0)
         return ([None] * len(values) if keys else None, values,
                 list(range(first, first + len(values))) if offsets else None)
-    scanned = _scan(bytes(section), count, keys)
+    scanned = _scan(bytes(section), count)
     if scanned is None:
         return None
     key_column, values, deltas = scanned
@@ -71,12 +71,12 @@ def fast_columns(batch: RecordBatch, start: int, *, keys: bool = True,
     return key_column if keys else None, values, deltas if offsets else None
 
 
-def _scan(d: bytes, count: int, keyed: bool
+def _scan(d: bytes, count: int
           ) -> tuple[list[View | None], list[View | None], list[int]] | None:
     """Walk `count` records once: (keys, values, offset deltas), or None when a record has
-    headers, a key or value of 8 KiB or more, any key at all (unless `keyed`), or does
-    not add up. Checks that cannot fail for a well-formed record (sign bits, the header
-    count, each record's end) are folded into two accumulators tested after the loop."""
+    headers, a key or value of 8 KiB or more, or does not add up. Checks that cannot fail
+    for a well-formed record (sign bits, the header count, each record's end) are folded
+    into two accumulators tested after the loop."""
     keys: list[View | None] = []
     values: list[View | None] = []
     deltas: list[int] = []
@@ -117,8 +117,6 @@ def _scan(d: bytes, count: int, keyed: bool
             if b == 1:
                 key_append(None)
                 q += 1
-            elif not keyed:
-                return None
             elif b < 0x80:
                 q += 1 + (b >> 1)
                 key_append(d[q - (b >> 1):q])

@@ -10,8 +10,8 @@ import subprocess
 import time
 from pathlib import Path
 
-from tests.conftest import TEST_JVM_OPTIONS
 from tests.conftest import free_port as _free_port
+from tests.jvm_options import TEST_JVM_OPTIONS
 
 ZK_JAR = Path("/usr/share/java/zookeeper.jar")
 ZK_CONF = Path("/etc/zookeeper/conf")

@@ -68,7 +68,8 @@ def test_test_sh_runs_ruff_mypy_pytest_and_the_smoke_test_from_the_venv() -> Non
 def _test_sh(*args: str, steps: str, timeout: float = 240) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("KAFKACTL_")}
     # one xdist worker: the inner runs pick a test or none (each worker imports the suite)
-    env.update(KAFKACTL_VENV=sys.prefix, KAFKACTL_TEST_STEPS=steps, KAFKACTL_TEST_WORKERS="1")
+    env.update(KAFKACTL_VENV=sys.prefix, KAFKACTL_TEST_STEPS=steps, KAFKACTL_TEST_WORKERS="1",
+               KAFKACTL_TEST_JVM_ARCHIVE="0")
     return subprocess.run([str(SCRIPTS / "test.sh"), *args], cwd=REPO, env=env,
                           capture_output=True, text=True, timeout=timeout)
 

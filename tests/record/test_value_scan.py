@@ -50,9 +50,9 @@ def same(batch: RecordBatch, start: int) -> None:
         assert [None if x is None else bytes(x) for x in k] == keys
         assert [None if x is None else bytes(x) for x in v] == values
         assert [batch.base_offset + x for x in d] == offsets
-    plain = fast_values(batch, start)
+    plain = fast_values(batch, start)  # the values, keys or not
+    assert (plain is None) == (found is None)
     if plain is not None:
-        assert all(k is None for k in keys)
         assert [None if x is None else bytes(x) for x in plain] == values
     kv = fast_key_values(batch, start)
     assert (kv is None) == (found is None)
@@ -85,9 +85,10 @@ def test_offset_delta_widths(count: int) -> None:
     assert fast_columns(batch, 0) is not None
 
 
-def test_declines_what_it_does_not_take() -> None:
+def test_declines_what_it_does_not_take_and_passes_keys_over() -> None:
     assert fast_columns(build([(0, None, b"v")], headers=True), 0) is None
-    assert fast_values(build([(0, b"key", b"v")]), 0) is None  # a key: not values-only
+    keyed = fast_values(build([(0, b"key", b"v"), (1, b"k" * 200, b"w")]), 0)
+    assert keyed is not None and [bytes(v) for v in keyed] == [b"v", b"w"]  # keys passed over
     big = build([(0, None, b"x" * 9000)])  # a length of three varint bytes
     assert fast_columns(big, 0) is None
     same(big, 0)
@@ -136,7 +137,7 @@ def test_malformed_sections_decline_or_agree(records, data) -> None:
     at = data.draw(st.integers(min_value=0, max_value=len(section) - 1))
     section[at] = data.draw(st.integers(min_value=0, max_value=255))
     count = len(records) + data.draw(st.integers(min_value=-1, max_value=1))
-    fast = _scan(bytes(section), count, True)
+    fast = _scan(bytes(section), count)
     try:
         expected = [(None if r.key is None else bytes(r.key),
                      None if r.value is None else bytes(r.value), r.offset)

