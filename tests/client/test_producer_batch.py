@@ -53,10 +53,12 @@ def test_fast_values_matches_general_decoder(values, start, codec) -> None:
     assert [bytes(v) for v in fast] == [bytes(r.value) for r in batch if r.offset >= start]
 
 
-def test_fast_values_declines_keys_and_headers() -> None:
+def test_fast_values_passes_keys_over_and_declines_headers() -> None:
     b = ProducerBatch("t", 0, 1 << 20)
     b.append(None, b"k", b"v")
-    assert fast_values(RecordBatch(memoryview(b.build())), 0) is None
+    b.append(None, None, b"w")
+    fast = fast_values(RecordBatch(memoryview(b.build())), 0)
+    assert fast is not None and [bytes(v) for v in fast] == [b"v", b"w"]
     b = ProducerBatch("t", 0, 1 << 20)
     b.append(None, None, b"v", [("h", b"1")])
     assert fast_values(RecordBatch(memoryview(b.build())), 0) is None
