@@ -8,6 +8,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -35,8 +36,16 @@ def _ephemeral_low() -> int:
         return 32768
 
 
+_next_port: dict[tuple[int, int], int] = {}  # per slice: the port to try next
+_port_lock = threading.Lock()
+
+
 def free_port() -> int:
-    """A loopback port nothing listens on now, for a server a test is about to start."""
+    """A loopback port nothing listens on now, for a server a test is about to start, and
+    one this process has not handed out lately: a test often picks several ports (a
+    broker's listeners, a cluster's brokers) before anything binds them, so a free port is
+    not enough. The worker's slice is walked in order from a random start, so a port comes
+    back only after the whole slice (~2,000 ports) has been handed out."""
     high = _ephemeral_low()
     worker = os.environ.get("PYTEST_XDIST_WORKER", "")
     count = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1") or 1)
@@ -44,13 +53,16 @@ def free_port() -> int:
     width = (high - PORTS_LOW) // max(count, 1)
     if width >= 100:
         low = PORTS_LOW + (index % count) * width
-        for _ in range(200):
-            port = random.randrange(low, low + width)
-            with socket.socket() as s:
-                try:
-                    s.bind(("127.0.0.1", port))
-                except OSError:
-                    continue
+        with _port_lock:
+            offset = _next_port.setdefault((low, width), random.SystemRandom().randrange(width))
+            for step in range(width):
+                port = low + (offset + step) % width
+                with socket.socket() as s:
+                    try:
+                        s.bind(("127.0.0.1", port))
+                    except OSError:
+                        continue
+                _next_port[(low, width)] = (offset + step + 1) % width
                 return port
     with socket.socket() as s:  # no room below the ephemeral range: any free port
         s.bind(("127.0.0.1", 0))
