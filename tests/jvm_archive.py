@@ -5,10 +5,10 @@ small job touches (a local SparkSession with one job: ~10 CPU-s, ~5 with the arc
 JVM can map those classes from an archive made by an earlier run instead
 (`-XX:ArchiveClassesAtExit`, JDK 13+); making one costs ~20 CPU-s more than the run that
 makes it, so it is kept between test runs, like pip's cache:
-`${XDG_CACHE_HOME:-~/.cache}/kafkactl-tests/spark-<key>.jsa` (~150 MB), the key a hash of
-the Java runtime, Spark's jars and the JVM options, so that a new JDK or Spark makes a new
-archive and never meets an old one (the JVM would refuse a mismatched archive anyway, and
-run without it).
+`${XDG_CACHE_HOME:-~/.cache}/kafkactl-tests/spark-<key>.jsa` (~180 MB), the key a hash of
+the Java runtime, Spark's jars (their paths: the JVM refuses an archive made with another
+installation's, another checkout's virtual environment included) and the JVM options. The
+three archives used last are kept; making a fourth removes the oldest.
 
 `python -m tests.jvm_archive` makes it when it is missing (scripts/test.sh does, before
 pytest; a no-op when cached, skipped when Spark or Java is not installed);
@@ -19,6 +19,7 @@ KAFKACTL_TEST_JVM_ARCHIVE=0 turns it off.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import os
@@ -75,11 +76,16 @@ def archive_path() -> Path | None:
     return cache / "kafkactl-tests" / f"spark-{key}.jsa"
 
 
+KEEP = 3  # archives kept (one per checkout or Spark installation used lately)
+
+
 def driver_options() -> tuple[str, ...]:
     """JVM options for a Spark driver in a test: the archive's when it is made."""
     path = archive_path()
     if path is None or not path.is_file():
         return TEST_JVM_OPTIONS
+    with contextlib.suppress(OSError):
+        os.utime(path)  # used now: the last to be removed
     return (*TEST_JVM_OPTIONS, f"-XX:SharedArchiveFile={path}")
 
 
@@ -93,7 +99,8 @@ def make() -> str:
     home = _spark_home()
     assert home is not None
     path.parent.mkdir(parents=True, exist_ok=True)
-    for old in path.parent.glob("spark-*.jsa"):  # another JDK's or Spark's
+    kept = sorted(path.parent.glob("spark-*.jsa"), key=lambda p: p.stat().st_mtime)
+    for old in kept[:max(len(kept) - (KEEP - 1), 0)]:  # the least recently used
         old.unlink(missing_ok=True)
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="kafkactl-cds-") as tmp:
