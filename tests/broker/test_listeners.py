@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from kafkactl.protocol.api_keys import ApiKey
+from tests import zygote
 from tests.conftest import free_port as _free_port
 
 from .wire import Wire
@@ -91,16 +92,17 @@ def test_what_cannot_be_honoured_is_a_start_up_error(tmp_path: Path, case: str) 
     port = _free_port()
     overrides, expected = REFUSED[case]
     data = tmp_path / "data"
-    proc = _serve(data, port, {k: v.format(port=port) for k, v in overrides.items()})
+    argv = ["serve", "--data-dir", str(data), "--override",
+            f"listeners=PLAINTEXT://127.0.0.1:{port}"]
+    for key, value in overrides.items():
+        argv += ["--override", f"{key}={value.format(port=port)}"]
     try:
-        out, _ = proc.communicate(timeout=60)
+        done = zygote.run(argv, timeout=60)
     except subprocess.TimeoutExpired:
-        proc.kill()
-        out, _ = proc.communicate()
-        pytest.fail(f"the broker started anyway (a silent downgrade):\n{out.decode()}")
-    text = out.decode(errors="replace")
+        pytest.fail("the broker started anyway (a silent downgrade)")
+    text = (done.stdout + done.stderr).decode(errors="replace")
     lines = [line for line in text.splitlines() if line.strip()]
-    assert proc.returncode != 0, text
+    assert done.returncode != 0, text
     assert len(lines) == 1, text
     assert expected.format(port=port) in lines[0], text
     assert lines[0].startswith("error: "), text

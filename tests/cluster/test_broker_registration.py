@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 import time
 import uuid
 from pathlib import Path
 
 import pytest
 
+from tests import zygote
 from tests.cluster.zk import ZooKeeperServer
 from tests.conftest import BrokerProcess, free_port
 from tests.polling import wait_until
@@ -78,11 +78,11 @@ def test_deleted_topic_leaves_the_registry(broker_factory, zookeeper, zk) -> Non
 
 def serve(data: Path, *overrides: str, timeout: float = 60) -> subprocess.CompletedProcess:
     """A `kafkactl serve` expected to refuse to start: its exit and output."""
-    args = [sys.executable, "-m", "kafkactl", "serve", "--data-dir", str(data),
+    args = ["serve", "--data-dir", str(data),
             "--override", f"listeners=PLAINTEXT://127.0.0.1:{free_port()}"]
     for o in overrides:
         args += ["--override", o]
-    return subprocess.run(args, capture_output=True, timeout=timeout, text=True)
+    return zygote.run(args, timeout=timeout, text=True)
 
 
 def test_second_broker_with_the_same_id_is_refused(broker_factory, zookeeper, zk,
@@ -111,12 +111,11 @@ def test_log_dir_of_another_cluster_is_refused(broker_factory, zookeeper, zk) ->
 
 def test_unreachable_zookeeper_is_one_clear_line(tmp_path: Path) -> None:
     port = free_port()  # nothing listens there
-    r = subprocess.run(
-        [sys.executable, "-m", "kafkactl", "serve", "--data-dir", str(tmp_path / "d"),
+    r = zygote.run(
+        ["serve", "--data-dir", str(tmp_path / "d"),
          "--override", f"listeners=PLAINTEXT://127.0.0.1:{free_port()}",
          "--override", f"zookeeper.connect=127.0.0.1:{port}/kafka",
-         "--override", "zookeeper.connection.timeout.ms=1500"],
-        capture_output=True, timeout=60)
+         "--override", "zookeeper.connection.timeout.ms=1500"], timeout=60)
     assert r.returncode != 0
     err = r.stderr.decode()
     assert f"cannot reach ZooKeeper at 127.0.0.1:{port}/kafka" in err, err
