@@ -14,6 +14,7 @@ each input, times whole processes (start-up included, output to /dev/null):
                     (SEP is in every line: ' ' after the access log's client address,
                     ',' after the JSON event's first field)
   consume plain     `kcat -C -e`                 vs `kafkactl consume --from-beginning -e`
+                    (of the unkeyed topic, then of the keyed one: values only)
   consume -f        `kcat -C -e -f '%k\\t%s\\n'` vs `kafkactl consume ... -f '%k\\t%s\\n'`
                     (of the keyed topic)
 
@@ -251,8 +252,9 @@ class Bench:
         self.figures.append(fig)
         return kcat_topic
 
-    def consume(self, ds: Dataset, topic: str, fmt: str | None) -> None:
-        fig = Figure(f"consume -f '{fmt}'" if fmt else "consume plain", records=ds.records)
+    def consume(self, ds: Dataset, topic: str, fmt: str | None, of: str = "") -> None:
+        fig = Figure((f"consume -f '{fmt}'" if fmt else "consume plain") + of,
+                     records=ds.records)
         n = ds.records
         f = ["-f", fmt] if fmt else []
         for _ in range(self.rounds):
@@ -326,6 +328,7 @@ def main() -> None:
             unkeyed = bench.produce(ds, keyed=False)
             keyed = bench.produce(ds, keyed=True)
             bench.consume(ds, unkeyed, None)
+            bench.consume(ds, keyed, None, " (keyed topic)")
             bench.consume(ds, keyed, FORMAT)
             ds.path.unlink()
         rows = summary(bench.figures, list(builds))
