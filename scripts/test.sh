@@ -93,7 +93,7 @@ step_pytest() {
     unset PYTHONDONTWRITEBYTECODE
     "$VENV_PY" -m compileall -q kafkactl tests >/dev/null
     # The Spark tests' driver JVMs map their classes from an archive kept in ~/.cache
-    # (tests/jvm_archive.py): made once per machine, JDK and Spark (~35 s) when this run
+    # (tests/jvm_archive.py): made once per environment, JDK and Spark (~35 s) when this run
     # includes the Spark tests; a failure to make it only makes those tests slower.
     if [ $# = 0 ] || [[ " $* " == *spark* ]]; then
         "$VENV_PY" -m tests.jvm_archive || true
