@@ -117,11 +117,6 @@ class TopicMetadataFile:
 class StandaloneTopicAdmin:
     """TopicAdmin of a one-broker cluster (see the module docstring)."""
 
-    async def call(self, method: Callable[..., T], *args: Any, timeout_s: float,
-                   **kwargs: Any) -> T:
-        """On the event loop (no ZooKeeper; large work goes on in the background)."""
-        return method(*args, **kwargs)
-
     def __init__(self, store: PartitionStore, cache: StandaloneMetadataCache,
                  metadata: TopicMetadataFile, *, config: BrokerConfig, broker_id: int,
                  default_partitions: int, delete_enabled: bool = True) -> None:
@@ -138,6 +133,11 @@ class StandaloneTopicAdmin:
         self._stopping: set[str] = set()  # creations and growths to stop at their next step
         self._deleting: dict[str, asyncio.Task[None]] = {}
         self._stopping_all = False  # shutdown
+
+    async def call(self, method: Callable[..., T], *args: Any, timeout_s: float,
+                   **kwargs: Any) -> T:
+        """On the event loop (no ZooKeeper; large work goes on in the background)."""
+        return method(*args, **kwargs)
 
     @property
     def topics(self) -> dict[str, TopicState]:

@@ -9,6 +9,7 @@ import asyncio
 import socket
 import struct
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -31,27 +32,38 @@ def one_per_slice(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(standalone_topic_admin, "INLINE_PARTITIONS", 10)
 
 
+async def _settled_meanwhile(s: Standalone, name: str, seen: list[int],
+                             look: Callable[[int], None]) -> dict[str, ErrorCode]:
+    """Wait for `name` to settle while another task runs between the slices: it appends
+    how many partitions are hosted each time to `seen` and hands the count to `look`."""
+    done = asyncio.Event()
+
+    async def other_client() -> None:
+        while not done.is_set():
+            seen.append(len(s.store.partitions))
+            look(seen[-1])
+            await asyncio.sleep(0)
+
+    other = asyncio.create_task(other_client())
+    late = await s.admin.settled([name], [], 60_000)
+    done.set()
+    await other
+    return late
+
+
 def test_other_work_runs_between_slices(tmp_path: Path, one_per_slice: None) -> None:
     s = _open(tmp_path)
     seen: list[int] = []
 
-    async def other_client(done: asyncio.Event) -> None:
-        while not done.is_set():
-            seen.append(len(s.store.partitions))
-            if seen[-1] < N:  # not in the metadata until whole
-                assert s.cache.topic("big") is None
-            await asyncio.sleep(0)
+    def look(hosted: int) -> None:
+        if hosted < N:  # not in the metadata until whole
+            assert s.cache.topic("big") is None
 
     async def main() -> dict[str, ErrorCode]:
         state = s.admin.create_topic("big", N, 1, [], [])
         assert state.num_partitions == N and s.admin.creating("big")
         assert s.admin.auto_create("big") is state  # no TOPIC_ALREADY_EXISTS meanwhile
-        done = asyncio.Event()
-        other = asyncio.create_task(other_client(done))
-        late = await s.admin.settled(["big"], [], 60_000)
-        done.set()
-        await other
-        return late
+        return await _settled_meanwhile(s, "big", seen, look)
 
     try:
         assert asyncio.run(main()) == {}
@@ -177,27 +189,18 @@ def test_a_large_growth_runs_between_slices_and_shows_when_whole(
     s = _open(tmp_path)
     seen: list[int] = []
 
+    def look(hosted: int) -> None:
+        meta = s.cache.topic("g")
+        if hosted < 2 + N:  # clients see the old count until all are hosted
+            assert meta is not None and len(meta.partitions) == 2
+
     async def main() -> dict[str, ErrorCode]:
         s.admin.create_topic("g", 2, 1, [], [])
         s.admin.add_partitions("g", 2 + N, [])
         with pytest.raises(TopicError, match="still being made") as refused:
             s.admin.add_partitions("g", 3 + N, [])
         assert refused.value.code == ErrorCode.REASSIGNMENT_IN_PROGRESS
-        done = asyncio.Event()
-
-        async def other_client() -> None:
-            while not done.is_set():
-                seen.append(len(s.store.partitions))
-                meta = s.cache.topic("g")
-                if seen[-1] < 2 + N:  # clients see the old count until all are hosted
-                    assert meta is not None and len(meta.partitions) == 2
-                await asyncio.sleep(0)
-
-        other = asyncio.create_task(other_client())
-        late = await s.admin.settled(["g"], [], 60_000)
-        done.set()
-        await other
-        return late
+        return await _settled_meanwhile(s, "g", seen, look)
 
     try:
         assert asyncio.run(main()) == {}

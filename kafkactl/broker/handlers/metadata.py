@@ -73,25 +73,36 @@ def handle_metadata(services: BrokerServices, ctx: RequestContext, request: dict
     names = list(dict.fromkeys(names))
     allow_auto = request.get("allow_auto_topic_creation", True) and services.auto_create_topics
     refused = unauthorized_topics(services, ctx, AclOperation.DESCRIBE, names)
-    missing = [n for n in names if n not in refused and cache.topic(n) is None and allow_auto
-               and _valid_name(n) and (authorize_cluster(services, ctx, AclOperation.CREATE)
-                                       or authorize_topic(services, ctx, AclOperation.CREATE, n))]
-    if missing:  # a cluster's auto-creation waits on ZooKeeper: off the event loop
-        return _auto_create_then_answer(services, ctx, request, names, refused, missing)
-    return _response(services, ctx, request, names, refused, {})
+    # the requested topics that do not exist: an error for each, or (None) made now
+    absent: dict[str, ErrorCode | None] = {}
+    for name in names:
+        if name in refused or cache.topic(name) is not None:
+            continue
+        if not _valid_name(name):
+            absent[name] = ErrorCode.INVALID_TOPIC_EXCEPTION
+        elif not allow_auto:
+            absent[name] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        elif not (authorize_cluster(services, ctx, AclOperation.CREATE)
+                  or authorize_topic(services, ctx, AclOperation.CREATE, name)):
+            absent[name] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+        else:
+            absent[name] = None
+    if None in absent.values():  # a cluster's auto-creation waits on ZooKeeper: off the loop
+        return _auto_create_then_answer(services, ctx, request, names, refused, absent)
+    return _response(services, ctx, request, names, refused, absent)
 
 
 async def _auto_create_then_answer(services: BrokerServices, ctx: RequestContext,
                                    request: dict[str, Any], names: list[str], refused: set[str],
-                                   missing: list[str]) -> dict[str, Any]:
+                                   absent: dict[str, ErrorCode | None]) -> dict[str, Any]:
     admin = services.topic_admin
-    failed: dict[str, ErrorCode] = {}
-    for name in missing:
-        try:
-            await admin.call(admin.auto_create, name, timeout_s=0)
-        except TopicError as e:
-            failed[name] = e.code
-    return _response(services, ctx, request, names, refused, failed)
+    for name, code in absent.items():
+        if code is None:
+            try:
+                await admin.call(admin.auto_create, name, timeout_s=0)
+            except TopicError as e:
+                absent[name] = e.code
+    return _response(services, ctx, request, names, refused, absent)
 
 
 def _valid_name(name: str) -> bool:
@@ -103,32 +114,21 @@ def _valid_name(name: str) -> bool:
 
 
 def _response(services: BrokerServices, ctx: RequestContext, request: dict[str, Any],
-              names: list[str], refused: set[str], failed: dict[str, ErrorCode]
+              names: list[str], refused: set[str], absent: dict[str, ErrorCode | None]
               ) -> dict[str, Any]:
-    """The answer, once the topics to auto-create were created (or `failed`)."""
+    """The answer, once the absent topics to auto-create (None in `absent`) were made."""
     cache = services.metadata_cache
-    allow_auto = request.get("allow_auto_topic_creation", True) and services.auto_create_topics
     topics: list[dict[str, Any]] = []
     for name in names:
+        code = absent.get(name, ErrorCode.NONE)
         if name in refused:
             topics.append(_no_topic(name, ErrorCode.TOPIC_AUTHORIZATION_FAILED))
-            continue
-        if cache.topic(name) is None:
-            if not _valid_name(name):
-                topics.append(_no_topic(name, ErrorCode.INVALID_TOPIC_EXCEPTION))
-            elif not allow_auto:
-                topics.append(_topic_entry(cache, name))
-            elif not (authorize_cluster(services, ctx, AclOperation.CREATE)
-                      or authorize_topic(services, ctx, AclOperation.CREATE, name)):
-                topics.append(_no_topic(name, ErrorCode.TOPIC_AUTHORIZATION_FAILED))
-            elif name in failed:
-                topics.append(_no_topic(name, failed[name]))
-            elif cache.topic(name) is None:  # a cluster: the controller makes it next
-                topics.append(_no_topic(name, ErrorCode.LEADER_NOT_AVAILABLE))
-            else:
-                topics.append(_topic_entry(cache, name))
-            continue
-        topics.append(_topic_entry(cache, name))
+        elif code is None and cache.topic(name) is None:  # a cluster: the controller makes
+            topics.append(_no_topic(name, ErrorCode.LEADER_NOT_AVAILABLE))  # it next
+        elif code:
+            topics.append(_no_topic(name, code))
+        else:
+            topics.append(_topic_entry(cache, name))
     include_topic_ops = bool(request.get("include_topic_authorized_operations"))
     for t in topics:
         t["topic_authorized_operations"] = authorized_operations(

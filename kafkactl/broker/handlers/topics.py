@@ -19,6 +19,9 @@ from kafkactl.protocol.errors import ErrorCode
 NULL_UUID = uuid.UUID(int=0)
 
 
+DEFAULT_TIMEOUT_MS = 30000  # a request without timeout_ms
+
+
 async def _settle(services: BrokerServices, rows: list[dict[str, Any]], key: str, *,
                   created: bool, timeout_ms: int) -> None:
     """Wait for the controller to carry out what succeeded (a cluster); rows it did not
@@ -37,7 +40,7 @@ async def _settle(services: BrokerServices, rows: list[dict[str, Any]], key: str
 async def handle_create_topics(services: BrokerServices, ctx: RequestContext,
                                request: dict[str, Any]) -> dict[str, Any]:
     admin = services.topic_admin
-    timeout_s = request.get("timeout_ms", 30000) / 1000
+    timeout_ms = request.get("timeout_ms", DEFAULT_TIMEOUT_MS)
     validate_only = request.get("validate_only", False)
     results = []
     refused = set() if authorize_cluster(services, ctx, AclOperation.CREATE) else \
@@ -58,7 +61,7 @@ async def handle_create_topics(services: BrokerServices, ctx: RequestContext,
             configs = [(c["name"], c["value"]) for c in t.get("configs") or []]
             state = await admin.call(admin.create_topic, name, t["num_partitions"],
                                      t["replication_factor"], assignments, configs,
-                                     validate_only=validate_only, timeout_s=timeout_s)
+                                     validate_only=validate_only, timeout_s=timeout_ms / 1000)
             res.update(error_code=ErrorCode.NONE, error_message=None, topic_id=state.topic_id,
                        num_partitions=state.num_partitions,
                        replication_factor=state.replication_factor)
@@ -73,7 +76,7 @@ async def handle_create_topics(services: BrokerServices, ctx: RequestContext,
         results.append(res)
     if not validate_only:
         await _settle(services, results, "name", created=True,
-                      timeout_ms=request.get("timeout_ms", 30000))
+                      timeout_ms=timeout_ms)
     return {"throttle_time_ms": 0, "topics": results}
 
 
@@ -84,7 +87,8 @@ async def handle_delete_topics(services: BrokerServices, ctx: RequestContext,
         wanted = [(t.get("name"), t.get("topic_id")) for t in request["topics"]]
     else:
         wanted = [(n, None) for n in request["topic_names"]]
-    admin, timeout_s = services.topic_admin, request.get("timeout_ms", 30000) / 1000
+    admin = services.topic_admin
+    timeout_ms = request.get("timeout_ms", DEFAULT_TIMEOUT_MS)
     responses = []
     for name, topic_id in wanted:
         res: dict[str, Any] = {"name": name, "topic_id": topic_id or NULL_UUID}
@@ -103,19 +107,20 @@ async def handle_delete_topics(services: BrokerServices, ctx: RequestContext,
             responses.append(res)
             continue
         try:
-            state = await admin.call(admin.delete_topic, name or "", timeout_s=timeout_s)
+            state = await admin.call(admin.delete_topic, name or "", timeout_s=timeout_ms / 1000)
             res.update(error_code=ErrorCode.NONE, topic_id=state.topic_id, error_message=None)
         except TopicError as e:
             res.update(error_code=e.code, error_message=str(e))
         responses.append(res)
     await _settle(services, responses, "name", created=False,
-                  timeout_ms=request.get("timeout_ms", 30000))
+                  timeout_ms=timeout_ms)
     return {"throttle_time_ms": 0, "responses": responses}
 
 
 async def handle_create_partitions(services: BrokerServices, ctx: RequestContext,
                                    request: dict[str, Any]) -> dict[str, Any]:
-    admin, timeout_s = services.topic_admin, request.get("timeout_ms", 30000) / 1000
+    admin = services.topic_admin
+    timeout_ms = request.get("timeout_ms", DEFAULT_TIMEOUT_MS)
     results = []
     for t in request["topics"]:
         res: dict[str, Any] = {"name": t["name"], "error_message": None}
@@ -128,12 +133,12 @@ async def handle_create_partitions(services: BrokerServices, ctx: RequestContext
             await admin.call(admin.add_partitions, t["name"], t["count"],
                              [a["broker_ids"] for a in t.get("assignments") or []],
                              validate_only=request.get("validate_only", False),
-                             timeout_s=timeout_s)
+                             timeout_s=timeout_ms / 1000)
             res["error_code"] = ErrorCode.NONE
         except TopicError as e:
             res.update(error_code=e.code, error_message=str(e))
         results.append(res)
     if not request.get("validate_only", False):  # a large growth is made in the background
         await _settle(services, results, "name", created=True,
-                      timeout_ms=request.get("timeout_ms", 30000))
+                      timeout_ms=timeout_ms)
     return {"throttle_time_ms": 0, "results": results}
