@@ -129,7 +129,10 @@ def zygote_main() -> None:
     out.write("ready\n")
     out.flush()
     while True:
-        for key, _ in sel.select():
+        # SIGCHLD wakes the loop when a child ends; the timeout reaps anyway, should a wakeup
+        # be missed (seen once with py-spy attached to every test process: a SIGKILLed
+        # broker's exit was never reported and its test waited out pytest's timeout)
+        for key, _ in sel.select(_REAP_EVERY_S):
             if key.fd == rd:
                 os.read(rd, 4096)
                 _reap(children, out)
@@ -147,6 +150,9 @@ def zygote_main() -> None:
             out.write(json.dumps({"pid": pid}) + "\n")
             out.flush()
         _reap(children, out)
+
+
+_REAP_EVERY_S = 0.5
 
 
 def _reap(children: set[int], out: IO[str]) -> None:
