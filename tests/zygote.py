@@ -38,6 +38,7 @@ from typing import IO, Any
 # -------------------------------------------------------------------- the zygote process
 
 _MAX_REQUEST = 1 << 20
+_REAP_EVERY_S = 0.5  # the zygote reaps its children at least this often
 
 
 def _stdio(fd: int, like: Any) -> io.TextIOWrapper:
@@ -150,9 +151,6 @@ def zygote_main() -> None:
             out.write(json.dumps({"pid": pid}) + "\n")
             out.flush()
         _reap(children, out)
-
-
-_REAP_EVERY_S = 0.5
 
 
 def _reap(children: set[int], out: IO[str]) -> None:
