@@ -317,7 +317,8 @@ def test_offset_retention_rules_and_expiry_survives_restart(broker_factory: Any)
     assert set(live.commit({("ret", 1): 11}, version=1, commit_timestamp=ancient).values()) \
         == ok
     left = RawMember(b.bootstrap, "left", ["ret"], client_id="left")
-    left.join()
+    joined = left.join()
+    assert joined["error_code"] == 0, joined
     assert left.sync({left.member_id: assignment([("ret", 0), ("ret", 1)])})["error_code"] == 0
     assert set(left.commit({("ret", 0): 20}, version=1, commit_timestamp=ancient).values()) \
         == ok
@@ -370,6 +371,32 @@ def test_offset_retention_rules_and_expiry_survives_restart(broker_factory: Any)
 
 
 # ---- 5. answers while __consumer_offsets loads ------------------------------------------
+def test_a_member_between_its_two_joins_keeps_its_group_through_expiry(
+        broker_factory: Any) -> None:
+    """KIP-394: a new member's first JoinGroup only hands out its member id; until the second
+    one the group it named has no members and no offsets, the kind of group an expiry pass
+    deletes. The pass leaves it to the member on its way in (it answered the second join
+    UNKNOWN_MEMBER_ID: the retention test above lost that race on a loaded machine)."""
+    b = broker_factory(**SHORT_SESSIONS, offsets_retention_check_interval_ms="100")
+    create_topic(b.bootstrap, "pend", 1)
+    conn = connect(b.bootstrap)
+    member = RawMember(b.bootstrap, "pending", ["pend"])
+    first = member.conn.request(ApiKey.JOIN_GROUP, member.join_body(), version=5)
+    assert first["error_code"] == E.MEMBER_ID_REQUIRED, first
+    member.member_id = first["member_id"]
+    # an offset that expires at the next pass: once it is gone, a pass has seen the group
+    assert set(commit_offsets(conn, "marker", {("pend", 0): 1}, version=2,
+                              retention_ms=1).values()) == {E.NONE}
+    wait_until(lambda: fetch_offsets(conn, "marker", [("pend", 0)])[1][("pend", 0)] == -1,
+               30, "an expiry pass")
+    joined = member.end_join(member.conn.send(ApiKey.JOIN_GROUP, member.join_body(),
+                                              version=5))
+    assert joined["error_code"] == E.NONE, joined
+    assert member.sync({member.member_id: assignment([("pend", 0)])})["error_code"] == E.NONE
+    conn.close()
+    member.close()
+
+
 def test_requests_while_offsets_load_after_restart(broker_factory: Any) -> None:
     """After a restart the coordinator replays __consumer_offsets (100,000 commits here,
     about two seconds of loading). Kafka's answers meanwhile: JoinGroup, OffsetCommit,

@@ -185,7 +185,9 @@ class OffsetManager:
         * an explicit expire timestamp (OffsetCommit v2-v4 retention) replaces the
           computed deadline wherever the group's rule lets an offset expire.
 
-        An Empty group left with no offsets is deleted. Returns how many offsets expired."""
+        An Empty group left with no offsets is deleted, unless a new member is between its
+        two JoinGroups (KIP-394: the first only hands out a member id, and the second would
+        find no group). Returns how many offsets expired."""
         manager = self.group_manager
         now = manager.now_ms()
         expired_total = 0
@@ -196,7 +198,7 @@ class OffsetManager:
             if doomed and self.remove_offsets(group, doomed) == ErrorCode.NONE:
                 expired_total += len(doomed)
                 log.info("expired %d offset(s) of group %s", len(doomed), group.group_id)
-            if group.is_(GroupState.EMPTY) and not group.offsets:
+            if group.is_(GroupState.EMPTY) and not group.offsets and not group.pending_members:
                 manager.delete_group(group)
         return expired_total
 
