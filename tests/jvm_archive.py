@@ -1,4 +1,4 @@
-"""A class-data-sharing (CDS) archive for the Spark driver JVMs the tests start.
+"""A class-data-sharing (CDS) archive for the Spark JVMs the tests start.
 
 A Spark driver JVM spends about half of its CPU loading and linking the ~12,000 classes a
 small job touches (a local SparkSession with one job: ~10 CPU-s, ~5 with the archive). The
@@ -12,9 +12,11 @@ three archives used last are kept; making a fourth removes the oldest.
 
 `python -m tests.jvm_archive` makes it when it is missing (scripts/test.sh does, before
 pytest; a no-op when cached, skipped when Spark or Java is not installed);
-`driver_options()` is what the tests give a driver JVM: TEST_JVM_OPTIONS, plus the archive
-when there is one. Without an archive every test still runs, only slower.
-KAFKACTL_TEST_JVM_ARCHIVE=0 turns it off.
+`spark_jvm_options()` is what the tests give every JVM that runs Spark's jars (drivers,
+executors, a standalone master and worker: they all start from the classpath the archive
+was made with, and all map it): TEST_JVM_OPTIONS, plus the archive when there is one.
+Without an archive every test still runs, only slower. KAFKACTL_TEST_JVM_ARCHIVE=0 turns
+it off.
 """
 
 from __future__ import annotations
@@ -79,8 +81,8 @@ def archive_path() -> Path | None:
 KEEP = 3  # archives kept (one per checkout or Spark installation used lately)
 
 
-def driver_options() -> tuple[str, ...]:
-    """JVM options for a Spark driver in a test: the archive's when it is made."""
+def spark_jvm_options() -> tuple[str, ...]:
+    """JVM options for a Spark JVM in a test: the archive's when it is made."""
     path = archive_path()
     if path is None or not path.is_file():
         return TEST_JVM_OPTIONS

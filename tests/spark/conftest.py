@@ -16,15 +16,16 @@ from kafkactl.client.admin import AdminClient
 from kafkactl.client.kafka_client import KafkaClient
 from kafkactl.client.producer import Producer
 from kafkactl.protocol.api_keys import ApiKey
-from tests.jvm_archive import driver_options
-from tests.jvm_options import TEST_JVM_OPTIONS
+from tests.jvm_archive import spark_jvm_options
 
 
 # spark-submit --conf for the JVMs of a Spark run a test starts (tests/jvm_options.py; the
-# driver maps its classes from the cached archive when there is one: tests/jvm_archive.py)
+# driver and the executors map their classes from the cached archive when there is one:
+# tests/jvm_archive.py)
 def jvm_confs() -> list[str]:
-    return ["--conf", "spark.driver.extraJavaOptions=" + " ".join(driver_options()),
-            "--conf", "spark.executor.extraJavaOptions=" + " ".join(TEST_JVM_OPTIONS)]
+    options = " ".join(spark_jvm_options())
+    return ["--conf", "spark.driver.extraJavaOptions=" + options,
+            "--conf", "spark.executor.extraJavaOptions=" + options]
 
 
 def spark_missing() -> str | None:
@@ -61,7 +62,7 @@ def spark() -> Iterator[Any]:
                .config("spark.ui.enabled", "false")
                .config("spark.ui.showConsoleProgress", "false")
                .config("spark.sql.shuffle.partitions", "2")
-               .config("spark.driver.extraJavaOptions", " ".join(driver_options()))
+               .config("spark.driver.extraJavaOptions", " ".join(spark_jvm_options()))
                .getOrCreate())
     session.sparkContext.setLogLevel("ERROR")
     register(session)

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import free_port
-from tests.jvm_options import TEST_JVM_OPTIONS
+from tests.jvm_archive import spark_jvm_options
 from tests.spark.conftest import create_topic, jvm_confs, produce, spark_missing
 from tests.spark.test_load import every, loaded
 
@@ -62,7 +62,7 @@ def standalone(tmp_path: Path) -> Iterator[tuple[str, Path, dict[str, str]]]:
     (hide / "sitecustomize.py").write_text(HIDE_KAFKACTL)
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     env.update(SPARK_LOCAL_IP="127.0.0.1", PYTHONPATH=str(hide),
-               SPARK_DAEMON_JAVA_OPTS=" ".join(TEST_JVM_OPTIONS),
+               SPARK_DAEMON_JAVA_OPTS=" ".join(spark_jvm_options()),
                SPARK_LOG_DIR=str(tmp_path / "logs"), SPARK_NO_DAEMONIZE="1")
     port, ui = free_port(), free_port()
     work = tmp_path / "work"
