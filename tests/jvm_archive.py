@@ -6,9 +6,10 @@ JVM can map those classes from an archive made by an earlier run instead
 (`-XX:ArchiveClassesAtExit`, JDK 13+); making one costs ~20 CPU-s more than the run that
 makes it, so it is kept between test runs, like pip's cache:
 `${XDG_CACHE_HOME:-~/.cache}/kafkactl-tests/spark-<key>.jsa` (~180 MB), the key a hash of
-the Java runtime, Spark's jars (their paths: the JVM refuses an archive made with another
-installation's, another checkout's virtual environment included) and the JVM options. The
-three archives used last are kept; making a fourth removes the oldest.
+the Java runtime, Spark's jars (their paths, modification times and sizes: the JVM refuses
+an archive made with other copies, another checkout's or a re-made virtual environment's)
+and the JVM options. The three archives used last are kept; making a fourth removes the
+oldest.
 
 `python -m tests.jvm_archive` makes it when it is missing (scripts/test.sh does, before
 pytest; a no-op when cached, skipped when Spark or Java is not installed);
@@ -71,7 +72,10 @@ def archive_path() -> Path | None:
                                  timeout=60).stderr
     except (OSError, subprocess.SubprocessError):
         return None
-    jars = sorted(p.name for p in (home / "jars").glob("*.jar"))
+    # the JVM checks each jar's modification time and size against the archive's, and
+    # silently runs without an archive made with other copies (a re-made environment)
+    jars = sorted(f"{p.name} {p.stat().st_mtime_ns} {p.stat().st_size}"
+                  for p in (home / "jars").glob("*.jar"))
     key = hashlib.sha256("\n".join([os.path.realpath(java), version, str(home), *jars,
                                     *TEST_JVM_OPTIONS]).encode()).hexdigest()[:16]
     cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
