@@ -74,8 +74,8 @@ def archive_path() -> Path | None:
         return None
     # the JVM checks each jar's modification time and size against the archive's, and
     # silently runs without an archive made with other copies (a re-made environment)
-    jars = sorted(f"{p.name} {p.stat().st_mtime_ns} {p.stat().st_size}"
-                  for p in (home / "jars").glob("*.jar"))
+    jars = sorted(f"{p.name} {st.st_mtime_ns} {st.st_size}"
+                  for p in (home / "jars").glob("*.jar") for st in [p.stat()])
     key = hashlib.sha256("\n".join([os.path.realpath(java), version, str(home), *jars,
                                     *TEST_JVM_OPTIONS]).encode()).hexdigest()[:16]
     cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")

@@ -370,7 +370,6 @@ def test_offset_retention_rules_and_expiry_survives_restart(broker_factory: Any)
     conn.close()
 
 
-# ---- 5. answers while __consumer_offsets loads ------------------------------------------
 def test_a_member_between_its_two_joins_keeps_its_group_through_expiry(
         broker_factory: Any) -> None:
     """KIP-394: a new member's first JoinGroup only hands out its member id; until the second
@@ -397,6 +396,7 @@ def test_a_member_between_its_two_joins_keeps_its_group_through_expiry(
     member.close()
 
 
+# ---- 5. answers while __consumer_offsets loads ------------------------------------------
 def test_requests_while_offsets_load_after_restart(broker_factory: Any) -> None:
     """After a restart the coordinator replays __consumer_offsets (100,000 commits here,
     about two seconds of loading). Kafka's answers meanwhile: JoinGroup, OffsetCommit,
