@@ -65,12 +65,12 @@ def consume_kafka_python(bootstrap: str, topic: str, *, partition: int = 0,
 
 
 def consume_kcat(bootstrap: str, topic: str, *extra: str, partition: int = 0,
-                 timeout: float = 60) -> list[tuple[int, str]]:
-    """Every record with `kcat -C -e`; kcat must exit 0 (librdkafka aborts on some
-    malformed logs)."""
+                 start: int | str = "beginning", timeout: float = 60) -> list[tuple[int, str]]:
+    """Every record from `start` with `kcat -C -e`; kcat must exit 0 (librdkafka aborts on
+    some malformed logs)."""
     assert KCAT is not None
     proc = subprocess.run(
-        [KCAT, "-b", bootstrap, "-C", "-t", topic, "-p", str(partition), "-o", "beginning",
+        [KCAT, "-b", bootstrap, "-C", "-t", topic, "-p", str(partition), "-o", str(start),
          "-e", "-f", "%o|%s\n", *extra], capture_output=True, timeout=timeout)
     assert proc.returncode == 0, (proc.returncode, proc.stderr.decode(errors="replace"))
     out = []
