@@ -91,7 +91,7 @@ def test_corrupt_index_of_older_segment_is_rebuilt(broker_factory, damage: str) 
     # sequential reads below may step over its range (a clean-clone CI run saw no warning):
     # where their 700-byte fetches start depends on how kafka-python's sender thread cut the
     # records into batches, with linger.ms=0 a matter of thread timing.
-    at = struct.unpack(">I", bytes(data[8 * 9:8 * 9 + 4]))[0]
+    at, _ = struct.unpack_from(">ii", data, 8 * 9)  # (relative offset, position)
     assert consume_kcat(b.bootstrap, "idx", "-c", "1", start=at) == [(at, values[at])]
     # tiny fetches: every fetch starts mid-segment, so every one goes through the index
     assert consume_kafka_python(b.bootstrap, "idx", max_partition_fetch_bytes=700) == expected
