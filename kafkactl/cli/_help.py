@@ -1,8 +1,23 @@
-"""`--help` rendering fixes that apply to every command."""
+"""`--help` rendering fixes that apply to every command.
+
+Typer renders `--help` with rich (panels, a table of options). Three of its defaults do not
+suit a CLI whose help texts quote Kafka's syntax and whose flags are long, so they are set
+here, once, for every command (`apply_help_rendering()`, called when the app is built):
+
+- help texts are literal: `HOST:PORT[/chroot]` and `k2=[v1,v2]` are text, not rich markup
+  (markup made the first a crash and silently dropped the second);
+- option names and value types are never cut: at 80 columns rich shrank every column of the
+  options table, `--source-zookeeper` became `--source-zookeep…`; now only the help text
+  column gives way, and it wraps (a word longer than its column folds, never ellipsised);
+- flags show no value type (`--from-beginning`, not `--from-beginning <bool>`).
+"""
 
 from __future__ import annotations
 
+import inspect
 from typing import Any
+
+_APPLIED = "_kafkactl_help_rendering"
 
 
 def hide_flag_value_types() -> None:
@@ -25,3 +40,83 @@ def hide_flag_value_types() -> None:
 
     display_type_rich._kafkactl_flags_hidden = True  # type: ignore[attr-defined]
     option_class.display_type_rich = display_type_rich
+
+
+def _literal_help_text(rich_utils: Any) -> None:
+    """Help texts as written: no rich markup, no :emoji: codes (Typer's "rich" markup mode
+    parses both, so `[/chroot]` raised MarkupError and `[v1,v2]` vanished). Markdown mode,
+    which no command here uses, is left as Typer has it."""
+    from rich.text import Text
+
+    original = getattr(rich_utils, "_make_rich_text", None)
+    highlighter = getattr(rich_utils, "highlighter", None)
+    if original is None or highlighter is None:
+        return  # a Typer whose help rendering we do not know: leave it alone
+
+    def make_rich_text(*, text: str, style: str = "", markup_mode: Any) -> Any:
+        if markup_mode != "rich":
+            return original(text=text, style=style, markup_mode=markup_mode)
+        text = inspect.cleandoc(text)
+        if "\033[" in text:  # text already styled with ANSI codes, as Typer allows
+            shown = Text.from_ansi(text, style=style, overflow="fold")
+        else:
+            shown = Text(text, style=style, overflow="fold")
+        return highlighter(shown)  # a word wider than its column folds, not "word…"
+
+    rich_utils._make_rich_text = make_rich_text
+
+
+def _whole_option_names(rich_utils: Any) -> None:
+    """Typer's options and commands tables hold names (option spellings, value types,
+    command names) in every column but the last, which holds the help text. Give every
+    name column `no_wrap`, so that when the table is too wide rich narrows (and wraps) the
+    help column alone, and let a help word longer than its column fold rather than end
+    in an ellipsis.
+
+    An options row is `[required,] long, short, negative long, negative short, type, help`
+    (the negatives: `--no-x` of a `--x/--no-x` flag). A negative spelling goes under its
+    positive one, in the same column, instead of in a column of its own that all other
+    options leave empty: at 80 columns that column alone took the help text's place."""
+    from rich.table import Table
+    from rich.text import Text
+
+    base = getattr(rich_utils, "Table", None)
+    if base is not Table:
+        return  # not the rich Table we know (or already replaced)
+
+    def stacked(first: Any, second: Any) -> Any:
+        if not isinstance(first, Text) or not isinstance(second, Text) or not second.plain:
+            return first
+        if not first.plain:
+            return second
+        return Text("\n").join([first, second])
+
+    class HelpTable(Table):
+        def add_row(self, *renderables: Any, **kwargs: Any) -> None:
+            cells = list(renderables)
+            if len(cells) in (6, 7) and all(isinstance(c, Text) for c in cells[-6:-2]):
+                head, (long, short, neg_long, neg_short), tail = (
+                    cells[:-6], cells[-6:-2], cells[-2:])
+                cells = [*head, stacked(long, neg_long), stacked(short, neg_short), *tail]
+            super().add_row(*cells, **kwargs)
+            *names, help_column = self.columns
+            for column in names:
+                column.no_wrap = True
+            help_column.no_wrap = False
+            help_column.overflow = "fold"
+
+    rich_utils.Table = HelpTable
+
+
+def apply_help_rendering() -> None:
+    """Every `--help` fix above; idempotent."""
+    hide_flag_value_types()
+    try:
+        from typer import rich_utils
+    except ImportError:  # Typer without rich: click's plain help, which needs none of this
+        return
+    if getattr(rich_utils, _APPLIED, False):
+        return
+    _literal_help_text(rich_utils)
+    _whole_option_names(rich_utils)
+    setattr(rich_utils, _APPLIED, True)

@@ -21,7 +21,7 @@ import typer
 from typer.core import TyperGroup
 
 from kafkactl import __version__
-from kafkactl.cli._help import hide_flag_value_types
+from kafkactl.cli._help import apply_help_rendering
 from kafkactl.cli._output import EPIPE_EXIT, flush_stdout, stdout_guard
 
 
@@ -33,7 +33,7 @@ class KafkactlGroup(TyperGroup):
             return super().invoke(ctx)
 
 
-hide_flag_value_types()
+apply_help_rendering()
 
 # Subcommand modules, in the order `--help` lists them. Each defines register(app) and
 # registers the command named like it (`dump_log` -> `dump-log`); a name here without its
