@@ -5,11 +5,16 @@ None | Awaitable[dict | None]` (None = no response, e.g. Produce with acks=0). T
 (kafkactl.broker.handlers.HANDLERS) must cover exactly protocol.versions.SUPPORTED_VERSIONS,
 the table ApiVersions advertises: KafkaApis refuses any other.
 
-Bad input: an API Kafka has and we do not serve gets a well-formed error response in its own
-shape where one can carry the error (kafkactl.protocol.refusal: UNSUPPORTED_VERSION), so the
-client keeps its connection. An API key Kafka does not define, a version outside our table
-(or Kafka's) closes the connection, as Kafka does, except a too-new ApiVersions request,
-which gets the v0-format UNSUPPORTED_VERSION reply clients need to retry lower. A body that
+Bad input, decided per Kafka: an API Kafka has and we do not serve gets a well-formed error
+response in its own shape where one can carry the error (kafkactl.protocol.refusal:
+UNSUPPORTED_VERSION), so the client keeps its connection, as KafkaApis answers an API it has
+but does not enable (ConsumerGroupHeartbeat with the classic group coordinator:
+`getErrorResponse(UNSUPPORTED_VERSION)`). An API key Kafka does not define, a version outside
+our table (or Kafka's), or an API whose response has no top-level error code closes the
+connection, as Kafka's SocketServer does for a request it cannot parse or has not enabled,
+except a too-new ApiVersions request, which gets the v0-format UNSUPPORTED_VERSION reply
+clients need to retry lower. tests/broker/test_unsupported_apis.py sends every key and
+version of Kafka's specs. A body that
 fails to decode (truncated, bad UTF-8, absurd lengths) also closes the connection; each is
 logged once, at WARNING.
 """
@@ -27,7 +32,7 @@ from kafkactl.broker.network import CloseConnection, ConnectionInfo, HandlerResu
 from kafkactl.broker.services import BrokerServices
 from kafkactl.protocol import codec
 from kafkactl.protocol.api_keys import ApiKey
-from kafkactl.protocol.errors import KafkaError
+from kafkactl.protocol.errors import KafkaError, ProtocolEncodeError
 from kafkactl.protocol.refusal import refusal_frame
 from kafkactl.protocol.versions import SUPPORTED_VERSIONS
 
@@ -98,8 +103,13 @@ class KafkaApis:
         if api_key not in self.handlers:
             known = api_key in ApiKey._value2member_map_
             name = ApiKey(api_key).spec_name if known else f"API key {api_key}"
-            refusal = refusal_frame(api_key, api_version, correlation_id,
-                                    f"{name} is not supported by this broker (kafkactl)")
+            try:
+                refusal = refusal_frame(api_key, api_version, correlation_id,
+                                        f"{name} is not supported by this broker (kafkactl)")
+            except ProtocolEncodeError as e:  # a table the encoder cannot write: close
+                raise CloseConnection(f"{name} v{api_version} is not supported and its "
+                                      f"error response could not be written ({e}); "
+                                      "closing") from None
             if refusal is not None:
                 log.debug("answered %s v%d from %s with an error: not implemented", name,
                           api_version, conn.peer)

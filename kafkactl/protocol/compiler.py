@@ -113,6 +113,8 @@ def _min_size(f: Field, version: int, flexible: bool, element: bool = False) -> 
     """The fewest bytes one value of this field (or one array element) can take."""
     if f.is_array and not element:
         return 1 if flexible else 4
+    if f.fields and not element and f.nullable_in(version):
+        return 1  # the null marker
     if f.fields:
         n = sum(
             _min_size(sub, version, flexible)
@@ -130,10 +132,27 @@ def _min_size(f: Field, version: int, flexible: bool, element: bool = False) -> 
     return 1 if flexible else 4
 
 
+def _nullable_struct_decoder(read_struct: Decoder) -> Decoder:
+    """A nullable struct (not an array of them): Kafka writes an int8 marker first, -1 for
+    null and 1 for a struct that follows."""
+
+    def read_nullable_struct(buf: memoryview, pos: int) -> tuple[Any, int]:
+        if pos >= len(buf):
+            raise ProtocolDecodeError(f"nullable struct marker at position {pos} is truncated")
+        marker = buf[pos]
+        if marker >= 0x80:  # a negative int8: null
+            return None, pos + 1
+        return read_struct(buf, pos + 1)
+
+    return read_nullable_struct
+
+
 def _field_decoder(f: Field, version: int, flexible: bool) -> Decoder:
     nullable = f.nullable_in(version)
     if not f.is_array:
         if f.fields:
+            if nullable:
+                return _nullable_struct_decoder(struct_decoder(f.fields, version, flexible))
             return struct_decoder(f.fields, version, flexible)
         return _primitive_decoder(f.type, flexible, nullable)
     elem_type = f.element_type
@@ -390,10 +409,27 @@ def _primitive_encoder(  # noqa: C901
     raise ValueError(f"unknown primitive type {ftype!r}")
 
 
+def _nullable_struct_encoder(write_struct: Encoder) -> Encoder:
+    """A nullable struct: an int8 marker (-1 null, 1 present), then the struct if present
+    (Kafka's generated writers)."""
+
+    def write_nullable_struct(out: bytearray, parts: list[Any] | None, v: Any) -> None:
+        if v is None:
+            out.append(0xFF)
+            return
+        out.append(1)
+        write_struct(out, parts, v)
+
+    return write_nullable_struct
+
+
 def _field_encoder(f: Field, version: int, flexible: bool, where: str) -> Encoder:
     nullable = f.nullable_in(version)
     if not f.is_array:
         if f.fields:
+            if nullable:
+                return _nullable_struct_encoder(
+                    struct_encoder(f.fields, version, flexible, where))
             return struct_encoder(f.fields, version, flexible, where)
         return _primitive_encoder(f.type, flexible, nullable, where)
     length = _length_writer(flexible, True)
