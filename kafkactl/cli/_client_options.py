@@ -104,6 +104,20 @@ def client_properties(props: list[str], command_config: Path | None, *,
     return merged
 
 
+def client_security_from(given: dict[str, str], command_config: Path | None) -> Any:
+    """The ClientSecurity of `--command-config FILE`'s security properties overlaid by
+    `given` (the security properties of -X, already split from the others: see
+    kafkactl.cli._properties); a one-line error (exit 2) for a bad one."""
+    from kafkactl.client.security import ClientSecurity, SecurityConfigError
+
+    props = client_properties([], command_config)
+    props.update(given)
+    try:
+        return ClientSecurity.from_properties(props)
+    except SecurityConfigError as e:
+        raise fail(str(e), 2) from None
+
+
 def client_security(props: list[str], command_config: Path | None) -> Any:
     """The ClientSecurity of `--command-config FILE` overlaid by `-X key=value`; a
     one-line error (exit 2) for a bad one."""

@@ -6,7 +6,7 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -15,16 +15,74 @@ import typer
 from kafkactl.cli._client_options import (
     SECURITY_PROPERTIES,
     bootstrap_option,
-    client_properties,
     command_config_option,
     fail,
     property_option,
     stderr_is_tty,
     unescape,
 )
+from kafkactl.cli._properties import (
+    ACKS,
+    COMPRESSION,
+    PRODUCER_TABLE,
+    ProducerSettings,
+    names_help,
+    one_of,
+    partitioner_name,
+    producer_options,
+)
 
 if TYPE_CHECKING:  # the client is imported when a command runs, so --help stays fast
     from kafkactl.client.line_producer import DeliveryStats, LineProducer
+
+
+PROPERTY_HELP = (
+    "Producer property key=value (repeatable), Java's or librdkafka's name: "
+    f"{names_help(PRODUCER_TABLE)}; and the security ones: {SECURITY_PROPERTIES}. "
+    "batch.num.messages is accepted but changes nothing (batches are bounded by batch.size). "
+    "A flag and -X for the same setting must agree.")
+
+DEFAULTS: dict[str, Any] = {"acks": "all", "compression_type": "none", "batch_size": 1_000_000,
+                            "linger_ms": 5, "partitioner": "murmur2"}
+
+# flag -> (the Producer keyword it sets, the parser of its value, as -X's)
+FLAG_SETTINGS: dict[str, tuple[str, Callable[[Any], Any] | None]] = {
+    "--compression": ("compression_type", one_of(COMPRESSION)),
+    "--acks": ("acks", one_of(ACKS)),
+    "--batch-size": ("batch_size", None),
+    "--linger-ms": ("linger_ms", None),
+    "--partitioner": ("partitioner", partitioner_name),
+}
+
+
+def _producer_kwargs(settings: ProducerSettings, flags: dict[str, Any]) -> dict[str, Any]:
+    """Producer keywords from the flags and -X: a flag and an -X property for the same
+    setting must agree (else exit 2, naming both); what neither gives takes produce's
+    defaults, which differ from the Java client's where a pipe of lines is better served
+    (1 MB batches, max.request.size and buffer.memory to fit)."""
+    kwargs: dict[str, Any] = {**DEFAULTS, **settings.producer_kwargs()}
+    for flag, raw in flags.items():
+        if raw is None:
+            continue
+        name, parse = FLAG_SETTINGS[flag]
+        try:
+            value = parse(raw) if parse is not None else raw
+        except ValueError as e:
+            raise fail(f"{flag} {raw}: {e}", 2) from None
+        if name in settings.given_as and _differ(getattr(settings, name), value):
+            raise fail(f"{flag} {raw} and {settings.option(name)}={getattr(settings, name)} "
+                       "disagree: give one", 2)
+        kwargs[name] = value
+    batch = kwargs["batch_size"]
+    kwargs.setdefault("max_request_size", max(1048576, batch + 1024))
+    kwargs.setdefault("buffer_memory", max(64 << 20, 4 * batch))
+    return kwargs
+
+
+def _differ(a: Any, b: Any) -> bool:
+    if isinstance(a, int | float) and isinstance(b, int | float):
+        return float(a) != float(b)
+    return bool(a != b)
 
 
 def _progress(stats: DeliveryStats, stop: threading.Event) -> None:
@@ -54,20 +112,23 @@ def produce(
         [], "--header", "-H", help="k=v header on every record (repeatable; k alone = null)."),
     partition: int | None = typer.Option(None, "--partition", "-p",
                                          help="Write every record to this partition."),
-    compression: str = typer.Option("none", "--compression", "-z",
-                                    help="none, gzip, snappy, lz4 or zstd."),
-    acks: str = typer.Option("all", "--acks", help="0, 1 or all."),
-    batch_size: int = typer.Option(1_000_000, "--batch-size", help="Max bytes per batch."),
-    linger_ms: int = typer.Option(5, "--linger-ms", help="Wait up to this long to fill a batch."),
+    compression: str | None = typer.Option(
+        None, "--compression", "-z", show_default="none",
+        help="none, gzip, snappy, lz4 or zstd (-X compression.type, compression.codec)."),
+    acks: str | None = typer.Option(None, "--acks", show_default="all",
+                                    help="0, 1 or all (-X acks, request.required.acks)."),
+    batch_size: int | None = typer.Option(None, "--batch-size", show_default="1000000",
+                                          help="Max bytes per batch (-X batch.size)."),
+    linger_ms: float | None = typer.Option(
+        None, "--linger-ms", show_default="5",
+        help="Wait up to this long to fill a batch (-X linger.ms, queue.buffering.max.ms)."),
     sync: bool = typer.Option(False, "--sync", help="Send each record and wait for its ack."),
-    partitioner: str = typer.Option(
-        "murmur2", "--partitioner",
+    partitioner: str | None = typer.Option(
+        None, "--partitioner", show_default="murmur2",
         help="murmur2 (Java client), crc32 (librdkafka consistent), random, roundrobin, "
-             "or module:function."),
+             "or module:function (-X partitioner, partitioner.class)."),
     bootstrap: str | None = bootstrap_option(),
-    prop: list[str] = property_option(
-        "Producer property key=value (repeatable): Kafka's names (linger.ms, acks, ...) and "
-        f"the client's, librdkafka's names: {SECURITY_PROPERTIES}."),
+    prop: list[str] = property_option(PROPERTY_HELP),
     command_config: Path | None = command_config_option(),
     zookeeper: str | None = typer.Option(
         None, "--zookeeper", metavar="HOST:PORT[/CHROOT]",
@@ -80,7 +141,7 @@ def produce(
     """Produce records read from stdin (or --file), one per line by default."""
     from kafkactl.client.errors import ClientError
     from kafkactl.client.line_producer import LineProducer
-    from kafkactl.client.producer import Producer, parse_acks, parse_compression
+    from kafkactl.client.producer import Producer
 
     try:
         delim = b"\x00" if null_delimited else unescape(delimiter)
@@ -93,18 +154,13 @@ def produce(
             if not k:
                 raise typer.BadParameter(f"header {h!r} must look like key=value")
             headers.append((k, v.encode() if sep else None))
-        props = client_properties(prop, command_config, check=False)
-        parse_acks(acks)
-        parse_compression(compression)
-    except (typer.BadParameter, ValueError) as e:
+    except typer.BadParameter as e:
         raise fail(str(e), 2) from None
-
-    kwargs: dict[str, Any] = {
-        "bootstrap_servers": bootstrap, "acks": acks, "compression_type": compression,
-        "batch_size": batch_size, "linger_ms": linger_ms, "partitioner": partitioner,
-        "max_request_size": max(1048576, batch_size + 1024),
-        "buffer_memory": max(64 << 20, 4 * batch_size), "sync": sync,
-    }
+    security, settings = producer_options(prop, command_config)
+    kwargs = _producer_kwargs(settings, {
+        "--compression": compression, "--acks": acks, "--batch-size": batch_size,
+        "--linger-ms": linger_ms, "--partitioner": partitioner})
+    kwargs.update(bootstrap_servers=bootstrap, sync=sync, security=security)
     t0 = time.monotonic()  # the summary's time includes connecting
     discovery = None
     try:
@@ -115,7 +171,7 @@ def produce(
                 raise ValueError("give --zookeeper or -b/--bootstrap-server, not both")
             discovery = ZookeeperBrokerDiscovery(zookeeper)
             kwargs["bootstrap_servers"] = discovery.bootstrap()
-        producer = Producer.from_properties(props, **kwargs)
+        producer = Producer(**kwargs)
         if discovery is not None:
             discovery.attach(producer.client)
     except Exception as e:  # noqa: BLE001 - ZooKeeper, config and client errors alike
@@ -141,7 +197,8 @@ def produce(
     stop.set()
     if progress is not None:
         progress.join(1.0)
-    _report(lp, topic, delim, failed_file, quiet, outcome.interrupted, outcome.error)
+    _report(lp, topic, delim, failed_file, quiet, outcome.interrupted, outcome.error,
+            "sent" if kwargs["acks"] == "0" else "acknowledged")
 
 
 def _input(file: Path | None, delimiter: bytes) -> Iterator[list[bytes]]:
@@ -166,9 +223,12 @@ def _cause(e: BaseException) -> str:
 
 
 def _report(lp: LineProducer, topic: str, delim: bytes, failed_file: Path | None,
-            quiet: bool, interrupted: bool, error: BaseException | None) -> None:
+            quiet: bool, interrupted: bool, error: BaseException | None,
+            done: str = "acknowledged") -> None:
     """One line: the summary when every record read was acknowledged, else one `error:`
-    line with how many were and were not; exit 1 on failure, 130 on Ctrl-C."""
+    line with how many were and were not; exit 1 on failure, 130 on Ctrl-C. `done` is
+    what happened to a record that made it: "acknowledged", or "sent" with --acks 0 (the
+    broker answers nothing: a record counts once it is written to the connection)."""
     stats = lp.stats
     unsent = lp.unsent()
     read = lp.read
@@ -180,7 +240,8 @@ def _report(lp: LineProducer, topic: str, delim: bytes, failed_file: Path | None
             with open(failed_file, "wb") as f:
                 for raw in lp.failed_records():
                     f.write(raw + delim)
-            kept_in = f"; the {not_acked:,} are in {failed_file}"
+            kept_in = (f"; it is in {failed_file}" if not_acked == 1
+                       else f"; all {not_acked:,} are in {failed_file}")
         except OSError as e:
             kept_in = f"; they could NOT be written to {failed_file}: {e.strerror or e}"
     if error is None and not not_acked:
@@ -188,7 +249,7 @@ def _report(lp: LineProducer, topic: str, delim: bytes, failed_file: Path | None
             raise typer.Exit(130)  # Ctrl-C before anything was read: nothing to say
         if not quiet:
             dt = max(time.monotonic() - stats.start, 1e-6)
-            typer.echo(f"{acked:,} of {read:,} records acknowledged "
+            typer.echo(f"{acked:,} of {read:,} records {done} "
                        f"({stats.bytes / 1e6:,.1f} MB) to {topic} in {dt:.2f} s "
                        f"({stats.sent / dt:,.0f} records/s)"
                        + (" (interrupted)" if interrupted else ""), err=True)
@@ -200,7 +261,7 @@ def _report(lp: LineProducer, topic: str, delim: bytes, failed_file: Path | None
     if read == 0:
         typer.echo(f"error: {why}", err=True)
         raise typer.Exit(1 if error is not None or not interrupted else 130)
-    line = f"error: {acked:,} of {read:,} records acknowledged, {not_acked:,} not"
+    line = f"error: {acked:,} of {read:,} records {done}, {not_acked:,} not"
     if unsent:
         line += f" ({len(unsent):,} read but never sent)"
     line += f": {why}"

@@ -287,3 +287,77 @@ def _wchan(pid: int) -> bytes:
         return Path(f"/proc/{pid}/wchan").read_bytes()
     except OSError:
         return b""
+
+
+# -- -X takes librdkafka's and Java's names (issue 30, item 7) --------------------------------
+
+def test_librdkafka_names_are_taken_and_applied(broker) -> None:
+    """The names kcat users pass, refused before: the records arrive, and the batch on
+    disk is gzip as compression.codec asked."""
+    lines = [b"rdkafka %d" % i for i in range(200)]
+    r = run(["produce", "-b", broker.bootstrap, "-t", "rdk", "-p", "0",
+             "-X", "queue.buffering.max.ms=10", "-X", "compression.codec=gzip",
+             "-X", "message.timeout.ms=30000", "-X", "batch.num.messages=100",
+             "-X", "socket.timeout.ms=10000", "-X", "message.max.bytes=2000000",
+             "-X", "request.required.acks=1", "-X", "client.id=rdk-test"],
+            b"\n".join(lines) + b"\n")
+    assert r.returncode == 0, r.stderr
+    assert b"200 of 200 records acknowledged" in r.stderr
+    assert kcat_values(broker.bootstrap, "rdk") == lines
+    segment = broker.data_dir / "rdk-0" / "00000000000000000000.log"
+    dump = run(["dump-log", str(segment)])
+    assert dump.returncode == 0, dump.stderr
+    assert b"compresscodec: gzip" in dump.stdout, dump.stdout
+
+
+def test_a_small_message_max_bytes_refuses_a_big_record(broker, tmp_path: Path) -> None:
+    """librdkafka's message.max.bytes is the producer's max.request.size: checked by the
+    client for each record on the record-by-record path (a header makes it that)."""
+    failed = tmp_path / "failed"
+    r = run(["produce", "-b", broker.bootstrap, "-t", "mmb", "-X", "message.max.bytes=1000",
+             "-H", "h=1", "--failed-file", str(failed)], b"small\n" + b"x" * 5000 + b"\n")
+    assert r.returncode == 1, r.stderr
+    assert b"larger than max.request.size (1000)" in r.stderr, r.stderr
+    assert b"it is in " + str(failed).encode() in r.stderr, r.stderr
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["-X", "queue.buffering.max.msx=1"],
+     "-X queue.buffering.max.msx: not a producer property kafkactl knows; the closest is "
+     "queue.buffering.max.ms"),
+    (["-X", "fetch.wait.max.ms=1"], "-X fetch.wait.max.ms: a consumer property"),
+    (["--linger-ms", "5", "-X", "queue.buffering.max.ms=100"],
+     "--linger-ms 5.0 and -X queue.buffering.max.ms=100 disagree: give one"),
+    (["-z", "lz4", "-X", "compression.type=gzip"],
+     "--compression lz4 and -X compression.type=gzip disagree"),
+    (["-X", "acks=maybe"], "-X acks=maybe: must be one of all, -1, 0, 1"),
+])
+def test_property_refusals(broker, args: list[str], message: str) -> None:
+    r = run(["produce", "-b", broker.bootstrap, "-t", "refused", *args], b"a\n")
+    assert r.returncode == 2, r.stderr
+    assert r.stderr.decode().strip() == f"error: {message}" or message in r.stderr.decode()
+    assert b"Traceback" not in r.stderr
+
+
+def test_a_flag_and_x_that_agree_are_fine(broker) -> None:
+    r = run(["produce", "-b", broker.bootstrap, "-t", "agree", "--acks", "all",
+             "-X", "request.required.acks=-1", "-z", "LZ4", "-X", "compression.codec=lz4"],
+            b"a\n")
+    assert r.returncode == 0, r.stderr
+
+
+def test_acks_0_says_sent_not_acknowledged(broker) -> None:
+    r = run(["produce", "-b", broker.bootstrap, "-t", "acks0", "--acks", "0"], b"a\nb\n")
+    assert r.returncode == 0, r.stderr
+    assert b"2 of 2 records sent " in r.stderr and b"acknowledged" not in r.stderr, r.stderr
+
+
+@pytest.mark.parametrize(("records", "kept"), [(1, "it is in"), (3, "all 3 are in")])
+def test_the_failed_file_sentence(tmp_path: Path, records: int, kept: str) -> None:
+    failed = tmp_path / "failed"
+    r = run(["produce", "-b", "127.0.0.1:1", "-t", "x", "--failed-file", str(failed),
+             "-X", "max.block.ms=1000"], b"a\n" * records)
+    assert r.returncode == 1
+    err = r.stderr.decode()
+    assert f"; {kept} {failed}" in err, err
+    assert failed.read_bytes() == b"a\n" * records
