@@ -32,7 +32,13 @@ at once); frames that arrive meanwhile wait in the connection's backlog.
 Listeners: each endpoint may carry a TLS context and a ConnectionSetup (the security
 package's: the TLS principal, the SASL authenticator). A connection whose ConnectionInfo
 has `max_receive` set (before SASL authentication) refuses larger frames, and one marked
-`close_after_response` (a failed authentication) closes once its answer is written.
+`close_after_response` closes once its answer is written; after a failed authentication
+(`failed_authentication`) the answer and the close wait `connection.failed.authentication.
+delay.ms` on a timer, the connection muted meanwhile, as Kafka delays them.
+
+Logging: the reason a bad connection is closed is a WARNING line, aggregated per peer
+address (kafkactl.broker.peer_log): the first of each kind in full, then one line a minute
+with a count, so a fuzzer or a flood of bad clients cannot flood the log.
 Responses (bytes and file regions; sendfile, or pread on TLS): kafkactl.broker.transfer.
 """
 
@@ -55,6 +61,7 @@ from typing import Any, Protocol, cast
 from kafkactl.broker import transfer
 from kafkactl.broker.connection_quotas import ConnectionQuotas
 from kafkactl.broker.memory_pool import RequestMemoryPool
+from kafkactl.broker.peer_log import PeerLogLimiter
 from kafkactl.broker.security.principal import ANONYMOUS, KafkaPrincipal
 from kafkactl.broker.transfer import ResponseParts
 
@@ -90,6 +97,9 @@ class ConnectionInfo:
     authenticator: Any = None  # a SaslServerAuthenticator on SASL listeners
     max_receive: int = 0  # frame size limit while authenticating (0: the server's)
     close_after_response: bool = False
+    # set with close_after_response by a failed authentication: the answer and the close
+    # wait connection.failed.authentication.delay.ms
+    failed_authentication: bool = False
 
 
 # Called when a connection is made (after the TLS handshake): sets up its security;
@@ -107,7 +117,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
         "_partial", "_big", "_big_filled", "_big_size", "frame_started", "_held",
         "_charged",
         "_backlog", "_backlog_bytes", "_backlog_full", "_full_since", "_reading_paused", "_busy",
-        "_write_paused", "_closed", "_close_after_drain", "_task", "_zero_copy", "_setup")
+        "_write_paused", "_closed", "_close_after_drain", "_task", "_zero_copy", "_setup",
+        "_delayed_close")
 
     def __init__(self, server: SocketServer, connection_id: int, listener: str = "PLAINTEXT",
                  zero_copy: bool = True, setup: ConnectionSetup | None = None) -> None:
@@ -141,6 +152,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._closed = False
         self._close_after_drain = False
         self._task: asyncio.Task[None] | None = None
+        # a failed authentication's answer waiting out connection.failed.authentication.delay.ms
+        self._delayed_close: asyncio.TimerHandle | None = None
         self.last_active = self.loop.time()
 
     # ---- asyncio callbacks ---------------------------------------------------------------
@@ -165,7 +178,9 @@ class KafkaConnection(asyncio.BufferedProtocol):
                 server.quotas.release(self.ip)
                 self._closed = True
                 transport.close()
-                log.info("%s: %s; closing the connection", self.info.peer, reason)
+                server.bad_connection_log.event(
+                    self.ip, f"{self.info.peer}: {reason}; closing the connection",
+                    logging.INFO)
                 return
         self._counted = True
         server.connections.add(self)
@@ -340,7 +355,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
         is full, or while the server is over queued.max.request.bytes (unless this is the
         connection allowed to finish its request)."""
         server = self.server
-        paused = self._backlog_full or (server.pool.paused and server.pool.exempt is not self)
+        paused = self._backlog_full or self._delayed_close is not None or (
+            server.pool.paused and server.pool.exempt is not self)
         if paused != self._reading_paused and not self._closed and self.transport is not None:
             self._reading_paused = paused
             if paused:
@@ -367,6 +383,9 @@ class KafkaConnection(asyncio.BufferedProtocol):
             if result is None:
                 continue
             if result.__class__ is list or isinstance(result, Sequence):
+                if self.info.failed_authentication and self.server.failed_auth_delay > 0:
+                    self._delay_failed_authentication(result)
+                    return
                 pending = self._write_parts(result)
                 if self.info.close_after_response:
                     self.close(None)
@@ -384,6 +403,31 @@ class KafkaConnection(asyncio.BufferedProtocol):
         if self._close_after_drain and not self._busy and not self._backlog:
             self.close(None)
         self._settle()
+
+    def _delay_failed_authentication(self, parts: ResponseParts) -> None:
+        """Kafka's connection.failed.authentication.delay.ms: the failed authentication's
+        answer is written, and the connection closed, only after the delay. Meanwhile the
+        connection is muted (nothing read, nothing handled); the event loop goes on serving
+        everyone else (a timer, not a wait)."""
+        self._busy = True
+        self._delayed_close = self.loop.call_later(
+            self.server.failed_auth_delay, self._failed_authentication_delay_over, parts)
+        self.update_reading()
+
+    def _failed_authentication_delay_over(self, parts: ResponseParts) -> None:
+        self._delayed_close = None
+        if self._closed:
+            return
+        try:
+            pending = self._write_parts(parts)
+        except CloseConnection as e:
+            self.close(str(e))
+            return
+        if pending is None:
+            self.close(None)
+            return
+        self._busy = False
+        self._run_async(pending)  # closes once written: close_after_response is set
 
     def _run_async(self, coro: Awaitable[None]) -> None:
         self._busy = True
@@ -453,7 +497,11 @@ class KafkaConnection(asyncio.BufferedProtocol):
 
     def close(self, reason: str | None) -> None:
         if reason:
-            log.warning("%s: %s", self.info.peer, reason)
+            # one line per peer and kind of reason per interval, then a count (peer_log)
+            self.server.bad_connection_log.event(self.ip, f"{self.info.peer}: {reason}")
+        if self._delayed_close is not None:
+            self._delayed_close.cancel()
+            self._delayed_close = None
         if not self._closed and self.transport is not None:
             self._closed = True
             self._release_memory()
@@ -472,12 +520,18 @@ class SocketServer:
                  idle_timeout_ms: int, read_timeout_ms: int = 30_000,
                  max_queued_bytes: int = -1, max_connections: int = -1,
                  max_connections_per_ip: int = -1,
-                 per_ip_overrides: dict[str, int] | None = None) -> None:
+                 per_ip_overrides: dict[str, int] | None = None,
+                 failed_auth_delay_ms: int = 100) -> None:
         self.handler = handler
         self.max_request_size = max_request_size
         self.idle_timeout = idle_timeout_ms / 1000.0
         self.read_timeout_ms = read_timeout_ms
         self.read_timeout = read_timeout_ms / 1000.0
+        self.failed_auth_delay = failed_auth_delay_ms / 1000.0
+        # WARNING lines about bad connections: aggregated per peer address and minute
+        self.bad_connection_log = PeerLogLimiter(log, logging.WARNING, "bad connections")
+        # every such limiter: close() writes what they still count
+        self.log_limiters: list[PeerLogLimiter] = [self.bad_connection_log]
         self.quotas = ConnectionQuotas(max_connections, max_connections_per_ip,
                                        per_ip_overrides)
         self.loop = asyncio.get_running_loop()
@@ -565,6 +619,8 @@ class SocketServer:
             self._reaper.cancel()
         for conn in list(self.connections):
             conn.close(None)
+        for limiter in self.log_limiters:
+            limiter.close()
         for server in self._servers:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(server.wait_closed(), 2.0)

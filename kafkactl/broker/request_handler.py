@@ -16,7 +16,8 @@ except a too-new ApiVersions request, which gets the v0-format UNSUPPORTED_VERSI
 clients need to retry lower. tests/broker/test_unsupported_apis.py sends every key and
 version of Kafka's specs. A body that
 fails to decode (truncated, bad UTF-8, absurd lengths) also closes the connection; each is
-logged once, at WARNING.
+logged at WARNING, aggregated per peer (the first of a kind in full, then a count a minute:
+kafkactl.broker.peer_log).
 """
 
 from __future__ import annotations

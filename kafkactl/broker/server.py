@@ -150,6 +150,7 @@ def socket_server_settings(cfg: BrokerConfig) -> dict[str, Any]:
                 "connections.max.idle.ms"):
         if cfg.get_int(key) <= 0:
             raise ConfigError(f"{key}={cfg.get(key)} must be positive")
+    delay = failed_authentication_delay_ms(cfg)
     return {
         "max_request_size": cfg.get_int("socket.request.max.bytes"),
         "idle_timeout_ms": cfg.get_int("connections.max.idle.ms"),
@@ -158,7 +159,32 @@ def socket_server_settings(cfg: BrokerConfig) -> dict[str, Any]:
         "max_connections": cfg.get_int("max.connections"),
         "max_connections_per_ip": cfg.get_int("max.connections.per.ip"),
         "per_ip_overrides": overrides,
+        "failed_auth_delay_ms": delay,
     }
+
+
+FAILED_AUTH_DELAY_KEY = "connection.failed.authentication.delay.ms"
+FAILED_AUTH_DELAY_DEFAULT_MS = 100  # Kafka's default
+
+
+def failed_authentication_delay_ms(cfg: BrokerConfig) -> int:
+    """Kafka's connection.failed.authentication.delay.ms: how long a failed authentication's
+    answer and close wait. At least 0 and, as Kafka requires, less than
+    connections.max.idle.ms (else the idle reaper would close the connection first)."""
+    raw = cfg.get(FAILED_AUTH_DELAY_KEY).strip() or str(FAILED_AUTH_DELAY_DEFAULT_MS)
+    try:
+        delay = int(raw)
+    except ValueError:
+        raise ConfigError(f"{FAILED_AUTH_DELAY_KEY}={raw!r} is not an integer") from None
+    if delay < 0:
+        raise ConfigError(f"{FAILED_AUTH_DELAY_KEY}={delay} must be at least 0")
+    idle = cfg.get_int("connections.max.idle.ms")
+    if delay >= idle:
+        raise ConfigError(
+            f"{FAILED_AUTH_DELAY_KEY}={delay} must be less than connections.max.idle.ms="
+            f"{idle}, so that failed authentication answers are not cut off by the idle "
+            "timeout")
+    return delay
 
 
 def highest_producer_id(partitions: PartitionStore, full: bool) -> int:
@@ -352,6 +378,8 @@ class KafkaServer:
             s.uses_sasl for s in listener_security.values()) else apis
 
         self.socket_server = SocketServer(handler, **network_settings)
+        self.socket_server.log_limiters.extend(
+            s.failure_log for s in listener_security.values() if s.uses_sasl)
         warn_if_exposed(cfg, listener_security)
         for ep in endpoints:
             sec = listener_security[ep.listener]

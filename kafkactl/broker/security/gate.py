@@ -30,8 +30,9 @@ class AuthenticationGate:
         if auth.raw_tokens:
             reply = auth.raw_token(conn, frame)
             if reply is None:
-                raise CloseConnection("SASL authentication failed (SaslHandshake v0); "
-                                      "closing the connection")
+                # failed (logged by the authenticator): no answer on a v0 handshake, the
+                # connection closes after connection.failed.authentication.delay.ms
+                return []
             return [_SIZE.pack(len(reply)) + reply]
         if len(frame) < 2:
             raise CloseConnection(f"request of {len(frame)} bytes is shorter than a header")

@@ -16,6 +16,7 @@ import ssl
 from dataclasses import dataclass, field
 
 from kafkactl.broker.config import BrokerConfig, Endpoint, parse_listeners
+from kafkactl.broker.peer_log import PeerLogLimiter
 from kafkactl.broker.security.authorizer import AUTHORIZER_CLASS_NAMES
 from kafkactl.broker.security.jaas import JaasConfigError, plain_users
 from kafkactl.broker.security.principal import SslPrincipalMapper
@@ -53,6 +54,11 @@ class ListenerSecurity:
     max_receive_before_auth: int = SASL_MAX_RECEIVE_DEFAULT
     failed_authentications: int = 0  # Kafka's failed-authentication-total, per listener
     successful_authentications: int = 0
+    # "Failed authentication with ..." lines: the first per peer in full, then a count a
+    # minute (a password guesser must not flood the log)
+    failure_log: PeerLogLimiter = field(default_factory=lambda: PeerLogLimiter(
+        logging.getLogger("kafkactl.broker.security.sasl"), logging.INFO,
+        "failed authentications"), repr=False, compare=False)
 
     @property
     def uses_tls(self) -> bool:

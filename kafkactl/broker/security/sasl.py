@@ -7,8 +7,13 @@ and frames of at most `sasl.server.max.receive.size` bytes. After SaslHandshake 
 tokens come as bare size-prefixed frames, without a request header (KIP-43).
 
 A failed authentication answers SASL_AUTHENTICATION_FAILED with Kafka's message, counts it,
-logs one line with the peer (never a password) and closes the connection once the answer is
-written. With `connections.max.reauth.ms`, the session lasts that long (SaslAuthenticate v1+
+logs one line with the peer (never a password; the first failure of a peer in full, then a
+count per minute: ListenerSecurity.failure_log) and closes the connection once the answer is
+written, both after `connection.failed.authentication.delay.ms` (the network layer's timer:
+kafkactl.broker.network), as Kafka does, so that guessing passwords is slow. A
+SaslHandshake-v0 client (raw tokens, no answer on failure) gets the same delay before the
+close (Kafka closes those at once; the delay is the point, whichever handshake a guesser
+picks). With `connections.max.reauth.ms`, the session lasts that long (SaslAuthenticate v1+
 tells the client); past it any request but a re-authentication closes the connection, and a
 re-authentication must keep the mechanism and the principal.
 """
@@ -34,9 +39,11 @@ class AuthenticatedConnection(Protocol):
     """What the authenticator changes on the network layer's ConnectionInfo."""
 
     peer: str
+    client_host: str
     principal: KafkaPrincipal
     max_receive: int
     close_after_response: bool
+    failed_authentication: bool
 
 
 class _PlainExchange:
@@ -168,9 +175,12 @@ class SaslServerAuthenticator:
     # ---- failures --------------------------------------------------------------------------
     def _failed(self, conn: AuthenticatedConnection, message: str) -> dict[str, Any]:
         self.listener.failed_authentications += 1
-        log.info("Failed authentication with %s (%s) on listener %s [%d failed so far]",
-                 conn.peer, message, self.listener.name, self.listener.failed_authentications)
+        self.listener.failure_log.event(
+            conn.client_host or conn.peer,
+            f"Failed authentication with {conn.peer} ({message}) on listener "
+            f"{self.listener.name} [{self.listener.failed_authentications} failed so far]")
         conn.close_after_response = True
+        conn.failed_authentication = True
         return {"error_code": ErrorCode.SASL_AUTHENTICATION_FAILED, "error_message": message,
                 "auth_bytes": b"", "session_lifetime_ms": 0}
 
