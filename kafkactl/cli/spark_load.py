@@ -5,14 +5,12 @@ pyspark is located, never imported, here: `kafkactl --help` stays fast and works
 
 from __future__ import annotations
 
-import hashlib
 import importlib.util
 import os
 import shlex
 import subprocess
 import sys
 import tempfile
-import zipfile
 from pathlib import Path
 
 import typer
@@ -24,6 +22,7 @@ from kafkactl.cli._client_options import (
     fail,
     property_option,
 )
+from kafkactl.spark.package import package_zip
 
 
 def spark_submit_path() -> str:
@@ -36,26 +35,6 @@ def spark_submit_path() -> str:
         raise fail("pyspark is not installed (pip install 'kafkactl[spark]') and SPARK_HOME "
                    "is not set", 2)
     return str(Path(spec.origin).parent / "bin" / "spark-submit")
-
-
-def package_zip(cache_dir: Path | None = None) -> Path:
-    """kafkactl's Python sources as a zip for --py-files (cached by content hash)."""
-    pkg = Path(__file__).resolve().parent.parent
-    files = sorted(p for p in pkg.rglob("*.py") if "__pycache__" not in p.parts)
-    digest = hashlib.sha1()
-    for p in files:
-        digest.update(str(p.relative_to(pkg.parent)).encode())
-        digest.update(p.read_bytes())
-    base = cache_dir or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    out = base / "kafkactl" / f"kafkactl-{digest.hexdigest()[:16]}.zip"
-    if not out.exists():
-        out.parent.mkdir(parents=True, exist_ok=True)
-        tmp = out.with_suffix(f".{os.getpid()}.tmp")
-        with zipfile.ZipFile(tmp, "w", zipfile.ZIP_DEFLATED) as z:
-            for p in files:
-                z.write(p, str(p.relative_to(pkg.parent)))
-        os.replace(tmp, out)
-    return out
 
 
 def build_command(*, master: str, loader_args: list[str], py_files: Path,
@@ -72,10 +51,13 @@ def build_command(*, master: str, loader_args: list[str], py_files: Path,
 
 def loader_args(servers: str, output: str, topics: list[str], pattern: str | None,
                 commit_group: str | None, fail_on_data_loss: bool,
-                max_records_per_partition: int | None, partition_by: str) -> list[str]:
+                max_records_per_partition: int | None, partition_by: str,
+                allow_empty: bool = False) -> list[str]:
     """The arguments of kafkactl/spark/load.py for these options."""
     args = ["--bootstrap", servers, "--output", os.path.abspath(output),
             "--fail-on-data-loss", "true" if fail_on_data_loss else "false"]
+    if allow_empty:
+        args.append("--allow-empty")
     for t in topics:
         args += ["--topic", t]
     if pattern:
@@ -87,6 +69,27 @@ def loader_args(servers: str, output: str, topics: list[str], pattern: str | Non
     if partition_by != "partition":
         args += ["--partition-by", partition_by]
     return args
+
+
+def check_output(output: str) -> None:
+    """The driver runs here (a local master, or client deploy mode): an output directory it
+    cannot write (or another loader holds) fails now, before spark-submit, with the
+    driver's line and exit code."""
+    from kafkactl.spark import load
+    from kafkactl.spark.manifest import OutputDir
+
+    try:
+        with OutputDir(output).locked():
+            pass
+    except Exception as e:  # noqa: BLE001 - mapped to one line and an exit code
+        reason, code = load.failure(e)
+        typer.echo(f"kafkactl spark-load: error: {reason}", err=True)
+        raise typer.Exit(code) from None
+
+
+def driver_runs_here(confs: list[str]) -> bool:
+    """spark-submit's default deploy mode (client) runs the driver on this machine."""
+    return not any(c.replace(" ", "") == "spark.submit.deployMode=cluster" for c in confs)
 
 
 def check_local_broker(servers: str, security: dict[str, str]) -> None:
@@ -117,6 +120,9 @@ def register(app: typer.Typer) -> None:
         fail_on_data_loss: bool = typer.Option(
             True, "--fail-on-data-loss/--skip-data-loss",
             help="Fail (exit 5) when a start offset was deleted, or skip what is gone."),
+        allow_empty: bool = typer.Option(
+            False, "--allow-empty", help="Exit 0 when a --topic does not exist or the "
+            "--pattern matches no topic (default: exit 6, nothing loaded)."),
         max_records_per_partition: int | None = typer.Option(
             None, "--max-records-per-partition", help="Split bigger ranges into tasks."),
         partition_by: str = typer.Option(
@@ -136,9 +142,11 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Load topics into Parquet with Spark, one task per topic-partition range.
 
-        Exit codes: 0 loaded, 1 the Spark job failed, 2 bad arguments, 3 broker unreachable
-        (or refusing the credentials), 4 output not writable, 5 offsets out of range (with
-        --fail-on-data-loss).
+        Exit codes: 0 loaded (or nothing new), 1 the Spark job failed, 2 bad arguments,
+        3 broker unreachable (or refusing the credentials), 4 output not writable (or
+        locked by another loader), 5 offsets out of range (with --fail-on-data-loss),
+        6 nothing to load from: a --topic that does not exist or a --pattern that matches
+        no topic (without --allow-empty).
         """
         if bool(topic) == bool(pattern):
             raise fail("give either --topic (repeatable) or --pattern", 2)
@@ -152,7 +160,7 @@ def register(app: typer.Typer) -> None:
                        "line): put them in a --command-config file", 2)
         servers = bootstrap or os.environ.get("KAFKACTL_BOOTSTRAP") or "127.0.0.1:9092"
         args = loader_args(servers, output, topic, pattern, commit_group, fail_on_data_loss,
-                           max_records_per_partition, partition_by)
+                           max_records_per_partition, partition_by, allow_empty)
         zip_path = Path(py_files) if py_files else package_zip()
         cmd = build_command(master=master, loader_args=args, py_files=zip_path, confs=conf)
         env = dict(os.environ, PYSPARK_PYTHON=sys.executable,
@@ -162,6 +170,8 @@ def register(app: typer.Typer) -> None:
                 cmd += ["--command-config", str(command_config.resolve())]
             typer.echo(f"PYSPARK_PYTHON={shlex.quote(sys.executable)} {shlex.join(cmd)}")
             return
+        if master.startswith("local") or driver_runs_here(conf):
+            check_output(output)
         if master.startswith("local"):
             check_local_broker(servers, security)
         with tempfile.TemporaryDirectory(prefix="kafkactl-spark-load-") as tmp:

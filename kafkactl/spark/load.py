@@ -10,8 +10,10 @@ killed run, rerun, leaves exactly one copy of every record.
 
 Exit codes: 0 loaded (or nothing new), 1 the Spark job failed, 2 bad arguments, 3 broker
 unreachable (or refusing the credentials), 4 output not writable (or locked by another
-loader), 5 offsets out of range with failOnDataLoss=true. A failure prints one line
-`kafkactl spark-load: error: ...`.
+loader), 5 offsets out of range (without --skip-data-loss), 6 nothing to load from: a
+--topic that does not exist or a --pattern that matches no topic (without --allow-empty).
+A failure prints one line `kafkactl spark-load: error: ...` (written to --status-file
+instead when one is given: the caller prints it).
 """
 
 from __future__ import annotations
@@ -39,15 +41,19 @@ from kafkactl.client.errors import (  # noqa: E402
 from kafkactl.client.security import SECURITY_KEYS, ClientSecurity  # noqa: E402
 from kafkactl.spark.manifest import OutputDir, OutputError, StagedRun, new_run_id  # noqa: E402
 from kafkactl.spark.options import (  # noqa: E402
+    DATA_LOSS_HINT,
     DataLossError,
     OptionError,
     ReadOptions,
     TopicPartition,
+    UnknownTopicError,
     security_from,
 )
 from kafkactl.spark.planner import resolve_offsets, topic_partitions  # noqa: E402
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_BROKER, EXIT_OUTPUT, EXIT_DATA_LOSS = 0, 1, 2, 3, 4, 5
+EXIT_NOTHING_MATCHED = 6
+SKIP_HINT = "run with --skip-data-loss to load what is left"
 GROUP_METADATA = "kafkactl-spark-load"
 # Fault injection for the tests of the commit protocol: crash (SIGKILL) at this point.
 CRASH_ENV = "KAFKACTL_SPARK_LOAD_CRASH_AT"
@@ -74,6 +80,12 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--commit-group", help="commit the end offsets to this consumer group "
                     "(and start from its committed offsets) instead of the manifest")
     ap.add_argument("--fail-on-data-loss", default="true", choices=("true", "false"))
+    ap.add_argument("--skip-data-loss", dest="fail_on_data_loss", action="store_const",
+                    const="false", help="load what is left when offsets were deleted "
+                    "(--fail-on-data-loss false)")
+    ap.add_argument("--allow-empty", action="store_true",
+                    help="exit 0 when a --topic does not exist or the --pattern matches no "
+                    "topic (default: exit 6)")
     ap.add_argument("--max-records-per-partition", type=int, default=None)
     ap.add_argument("--partition-by", choices=("partition", "date"), default="partition",
                     help="output directories topic=T/partition=P (default) or "
@@ -153,7 +165,17 @@ def plan_run(args: argparse.Namespace, committed: dict[TopicPartition, int]
     sc = SimpleConsumer(args.bootstrap, client_id="kafkactl-spark-load",
                         security=ro.client_security())
     try:
-        tps = topic_partitions(sc, ro)
+        try:
+            tps = topic_partitions(sc, ro, missing_ok=args.allow_empty)
+        except UnknownTopicError as e:
+            raise LoadError(EXIT_NOTHING_MATCHED, f"--topic {', '.join(e.topics)}: no such "
+                            f"topic{'s' if len(e.topics) > 1 else ''}; nothing loaded "
+                            "(--allow-empty to exit 0 when there is nothing to load "
+                            "from)") from None
+        if not tps and args.pattern is not None and not args.allow_empty:
+            raise LoadError(EXIT_NOTHING_MATCHED, f"--pattern '{args.pattern}' matches no "
+                            "topic; nothing loaded (--allow-empty to exit 0 when there is "
+                            "nothing to load from)")
         ro.starting = {tp: committed[tp] for tp in tps if tp in committed}
         return resolve_offsets(sc, ro, tps)
     finally:
@@ -183,7 +205,8 @@ def write_staging(spark: Any, args: argparse.Namespace, out: OutputDir,
               .option("startingOffsets", json.dumps(offsets_to_json(ranges)))
               .option("endingOffsets", json.dumps(offsets_to_json(
                   {tp: staged.end[tp] for tp in ranges})))
-              .option("failOnDataLoss", args.fail_on_data_loss))
+              .option("failOnDataLoss", args.fail_on_data_loss)
+              .option("includeHeaders", "true"))
     if args.max_records_per_partition:
         reader = reader.option("maxRecordsPerPartition", str(args.max_records_per_partition))
     for key, value in security_properties(args.command_config).items():
@@ -225,6 +248,8 @@ def run(args: argparse.Namespace, spark: Any = None,
             log.warning("%s", note)
         start, end = plan_run(args, committed)
         todo = sum(max(0, end[tp] - start[tp]) for tp in start)
+        if not start:  # --allow-empty
+            return f"nothing to load into {out.root}: no topic matched"
         if todo == 0:
             return f"nothing new to load into {out.root} ({len(start)} partitions)"
         staged = StagedRun(new_run_id(), start, end)
@@ -240,8 +265,10 @@ def run(args: argparse.Namespace, spark: Any = None,
         step("committed")
         out.publish(staged, on_first=lambda: step("published-one"))
     secs = time.monotonic() - t0
-    return (f"loaded {staged.records} records from {len(start)} partitions into {out.root} "
-            f"in {secs:.1f} s (run {staged.run})")
+    with_records = sum(1 for tp in start if end[tp] > start[tp])
+    return (f"loaded {staged.records} records from {with_records} partition"
+            f"{'' if with_records == 1 else 's'} into {out.root} in {secs:.1f} s "
+            f"(run {staged.run})")
 
 
 def main(argv: Sequence[str] | None = None, spark: Any = None) -> int:
@@ -258,8 +285,10 @@ def main(argv: Sequence[str] | None = None, spark: Any = None) -> int:
     except Exception as e:  # noqa: BLE001 - every failure ends as one line and an exit code
         reason, code = failure(e)
     line = f"kafkactl spark-load: error: {reason}"
-    print(line, file=sys.stderr, flush=True)
-    write_status(args.status_file, line)
+    if args.status_file:  # the caller (kafkactl spark-load) prints it: once
+        write_status(args.status_file, line)
+    else:
+        print(line, file=sys.stderr, flush=True)
     return code
 
 
@@ -274,7 +303,7 @@ def failure(e: Exception) -> tuple[str, int]:
     if isinstance(e, OutputError):
         return str(e), EXIT_OUTPUT
     if isinstance(e, DataLossError):
-        return f"offsets out of range: {e}", EXIT_DATA_LOSS
+        return f"offsets out of range: {loader_hint(str(e))}", EXIT_DATA_LOSS
     if isinstance(e, OptionError):
         return str(e), EXIT_USAGE
     return task_failure(e)  # the Spark job (a task failed its retries) or anything else
@@ -293,6 +322,12 @@ def check_broker(bootstrap: str, security_properties: dict[str, str]) -> None:
         client.close()
 
 
+def loader_hint(message: str) -> str:
+    """A data loss message with the loader's option in place of the data source's."""
+    at = message.find("; " + DATA_LOSS_HINT)
+    return message if at < 0 else f"{message[:at]}; {SKIP_HINT}"
+
+
 # A task's Python error, as Spark relays it in the job's exception text.
 TASK_ERRORS = (
     ("kafkactl.spark.options.DataLossError: ", "offsets out of range: ", EXIT_DATA_LOSS),
@@ -306,7 +341,7 @@ def task_failure(e: Exception) -> tuple[str, int]:
     for marker, prefix, code in TASK_ERRORS:
         for ln in lines:
             if ln.startswith(marker):
-                return prefix + ln[len(marker):], code
+                return prefix + loader_hint(ln[len(marker):]), code
     first = lines[0] if lines else ""
     return f"load failed: {type(e).__name__}: {first[:400]}", EXIT_FAILED
 

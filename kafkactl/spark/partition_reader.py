@@ -15,7 +15,6 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-from kafkactl.client.consumer import SimpleConsumer
 from kafkactl.client.errors import (
     STALE_LEADER,
     ClientError,
@@ -30,7 +29,7 @@ from kafkactl.client.fetcher import (
     parse_fetch_response,
     uniform_columns,
 )
-from kafkactl.spark.options import DataLossError, ReadOptions
+from kafkactl.spark.options import DATA_LOSS_HINT, DataLossError, ReadOptions
 from kafkactl.spark.planner import OffsetRange
 
 log = logging.getLogger("kafkactl.spark")
@@ -44,15 +43,16 @@ class FetchError(ClientError):
     """A Fetch for a range failed in a way a retry of the task may fix (or not)."""
 
 
-def arrow_schema() -> Any:
+def arrow_schema(include_headers: bool = True) -> Any:
     import pyarrow as pa
 
-    return pa.schema([
+    fields = [
         ("key", pa.binary()), ("value", pa.binary()), ("topic", pa.string()),
         ("partition", pa.int32()), ("offset", pa.int64()),
         ("timestamp", pa.timestamp("us", tz="UTC")), ("timestampType", pa.int32()),
         ("headers", pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))),
-    ])
+    ]
+    return pa.schema(fields if include_headers else fields[:-1])
 
 
 def binary_column(views: list[Any]) -> Any:
@@ -82,28 +82,34 @@ def binary_column(views: list[Any]) -> Any:
 
 def to_arrow(topic: str, partition: int, offsets: list[int], timestamps: list[int],
              tstypes: list[int], keys: list[Any], values: list[Any],
-             headers: list[Any]) -> Any:
+             headers: list[Any] | None) -> Any:
+    """The records as one Arrow batch; without the headers column when `headers` is None
+    (includeHeaders=false, Spark's default)."""
     import pyarrow as pa
 
     n = len(offsets)
-    schema = arrow_schema()
+    schema = arrow_schema(headers is not None)
     ts = pa.array(timestamps, pa.int64()).cast(pa.timestamp("ms")).cast(
         pa.timestamp("us")).cast(pa.timestamp("us", tz="UTC"))
-    hdr_type = schema.field("headers").type
-    if any(headers):
-        hdr = pa.array([[(k, None if v is None else bytes(v)) for k, v in h] for h in headers],
-                       hdr_type)
-    else:
-        hdr = pa.array([[]] * n, hdr_type)
-    return pa.RecordBatch.from_arrays([
+    columns = [
         binary_column(keys), binary_column(values),
         pa.array([topic] * n, pa.string()) if n else pa.array([], pa.string()),
         pa.array([partition] * n, pa.int32()), pa.array(offsets, pa.int64()), ts,
-        pa.array(tstypes, pa.int32()), hdr], schema=schema)
+        pa.array(tstypes, pa.int32())]
+    if headers is not None:
+        hdr_type = schema.field("headers").type
+        if any(headers):
+            columns.append(pa.array([[(k, None if v is None else bytes(v)) for k, v in h]
+                                     for h in headers], hdr_type))
+        else:
+            columns.append(pa.array([[]] * n, hdr_type))
+    return pa.RecordBatch.from_arrays(columns, schema=schema)
 
 
-def records_of(pf: PartitionFetch, start: int, end: int) -> tuple[list[Any], ...]:
-    """Column lists of the records with start <= offset < end (CRC checked per batch)."""
+def records_of(pf: PartitionFetch, start: int, end: int,
+               check_crcs: bool = True) -> tuple[list[Any], ...]:
+    """Column lists of the records with start <= offset < end (CRC checked per batch unless
+    kafka.check.crcs=false)."""
     offsets: list[int] = []
     timestamps: list[int] = []
     tstypes: list[int] = []
@@ -113,7 +119,7 @@ def records_of(pf: PartitionFetch, start: int, end: int) -> tuple[list[Any], ...
     for b in pf.batches():
         if b.base_offset >= end:
             break
-        if not b.is_valid():
+        if check_crcs and not b.is_valid():
             raise FetchError(f"CRC mismatch in the batch at offset {b.base_offset} of "
                              f"{pf.topic}-{pf.partition}")
         tstype = int(b.timestamp_type)
@@ -152,9 +158,11 @@ class RangeReader:
         self.ro = ro
         self.rng = rng
         self.tp = (rng.topic, rng.partition)
-        self.sc = SimpleConsumer(ro.bootstrap, client_id="kafkactl-spark-executor",
-                                 max_wait_ms=500, max_partition_bytes=fetch_bytes,
-                                 max_bytes=fetch_bytes, security=ro.client_security())
+        sizes = {k: fetch_bytes for k, prop in (("max_partition_bytes",
+                                                 "max.partition.fetch.bytes"),
+                                                ("max_bytes", "fetch.max.bytes"))
+                 if prop not in ro.consumer_properties}
+        self.sc = ro.consumer("kafkactl-spark-executor", **sizes)
         self.sc.client.request_timeout = min(self.sc.client.request_timeout,
                                              ro.poll_timeout_ms / 1000.0)
         self._pending: tuple[Any, Any, int] | None = None
@@ -190,7 +198,7 @@ class RangeReader:
         text = (f"topic {t} partition {p}: offsets {pos}..{self.rng.end - 1} of the planned "
                 f"range {self.rng.start}..{self.rng.end - 1} cannot be read: {message}")
         if self.ro.fail_on_data_loss:
-            raise DataLossError(text + "; set failOnDataLoss=false to skip them")
+            raise DataLossError(f"{text}; {DATA_LOSS_HINT} them")
         log.warning("%s; skipped (failOnDataLoss=false)", text)
 
     # C901: the read loop's exits (end, data loss, poll timeout, no progress) together
@@ -258,11 +266,13 @@ class RangeReader:
                         self._send(nxt)
                     except (KafkaConnectionError, KafkaTimeoutError, NoBrokersAvailable):
                         self._pending = None  # _receive sends it again (and retries)
-                cols = records_of(pf, pos, end)
+                offsets, stamps, types, keys, values, headers = records_of(
+                    pf, pos, end, self.ro.check_crcs)
                 pos = nxt
                 last_progress = time.monotonic()
-                if cols[0]:
-                    yield to_arrow(t, p, *cols)
+                if offsets:
+                    yield to_arrow(t, p, offsets, stamps, types, keys, values,
+                                   headers if self.ro.include_headers else None)
         finally:
             self.sc.close()
 

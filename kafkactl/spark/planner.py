@@ -13,7 +13,14 @@ from dataclasses import dataclass
 
 from kafkactl.client.consumer import SimpleConsumer
 from kafkactl.client.fetcher import EARLIEST, LATEST
-from kafkactl.spark.options import DataLossError, OptionError, ReadOptions, TopicPartition
+from kafkactl.spark.options import (
+    DATA_LOSS_HINT,
+    DataLossError,
+    OptionError,
+    ReadOptions,
+    TopicPartition,
+    UnknownTopicError,
+)
 
 log = logging.getLogger("kafkactl.spark")
 
@@ -32,8 +39,11 @@ class OffsetRange:
         return self.end - self.start
 
 
-def topic_partitions(sc: SimpleConsumer, ro: ReadOptions) -> list[TopicPartition]:
-    """The existing partitions the options name, sorted; metadata from the cluster."""
+def topic_partitions(sc: SimpleConsumer, ro: ReadOptions, *,
+                     missing_ok: bool = False) -> list[TopicPartition]:
+    """The existing partitions the options name, sorted; metadata from the cluster.
+    A subscribed topic that does not exist raises UnknownTopicError (skipped with a
+    warning when `missing_ok`); a pattern that matches nothing gives no partitions."""
     if ro.pattern is not None:
         rx = re.compile(ro.pattern)
         cluster = sc.client.refresh_metadata(None)
@@ -42,13 +52,18 @@ def topic_partitions(sc: SimpleConsumer, ro: ReadOptions) -> list[TopicPartition
     topics = list(ro.subscribe) or sorted({t for t, _ in ro.assign})
     cluster = sc.client.refresh_metadata(topics)
     out: list[TopicPartition] = []
+    missing = []
     for t in topics:
         tm = cluster.topics.get(t)
         if tm is None or tm.error_code or not tm.partitions:
-            if ro.subscribe:
-                log.warning("topic %s does not exist: nothing to read from it", t)
+            missing.append(t)
             continue
         out.extend((t, p) for p in tm.partitions)
+    if missing and ro.subscribe:
+        if not missing_ok:
+            raise UnknownTopicError(missing)
+        for t in missing:
+            log.warning("topic %s does not exist: nothing to read from it", t)
     if ro.assign:
         wanted = set(ro.assign)
         for t, p in sorted(wanted - set(out)):
@@ -67,17 +82,36 @@ def in_subscription(ro: ReadOptions, tp: TopicPartition) -> bool:
 
 def lost_data(ro: ReadOptions, message: str) -> None:
     if ro.fail_on_data_loss:
-        raise DataLossError(message + "; set failOnDataLoss=false to skip what is missing")
+        raise DataLossError(f"{message}; {DATA_LOSS_HINT} what is missing")
     log.warning("%s; skipped (failOnDataLoss=false)", message)
 
 
-def resolve_offsets(sc: SimpleConsumer, ro: ReadOptions, tps: list[TopicPartition],
-                    *, streaming: bool = False
+def _by_timestamp(name: str, spec: dict[TopicPartition, int] | None, ts: int | None,
+                  tps: list[TopicPartition]) -> dict[TopicPartition, int] | None:
+    """The timestamp of each partition (startingTimestamp wins over the per-partition JSON,
+    as in Spark), or None when neither option is set."""
+    if ts is not None:
+        return {tp: ts for tp in tps}
+    if spec is None:
+        return None
+    left = sorted(set(tps) - set(spec))
+    if left:
+        raise OptionError(f"option {name} gives no timestamp for "
+                          f"{', '.join(f'{t}-{p}' for t, p in left)}: it must name every "
+                          "partition of the subscription (or use "
+                          f"{name.replace('OffsetsByTimestamp', 'Timestamp')})")
+    return {tp: spec[tp] for tp in tps}
+
+
+# C901: one bound check per case, as Spark's connector makes them
+def resolve_offsets(sc: SimpleConsumer, ro: ReadOptions,  # noqa: C901
+                    tps: list[TopicPartition], *, streaming: bool = False
                     ) -> tuple[dict[TopicPartition, int], dict[TopicPartition, int]]:
     """Concrete (start, end) offsets per partition, checked against the log's bounds."""
-    named = set(ro.starting) if isinstance(ro.starting, dict) else set()
-    if isinstance(ro.ending, dict):
-        named |= set(ro.ending)
+    named: set[TopicPartition] = set()
+    for spec in (ro.starting, ro.ending, ro.starting_by_timestamp, ro.ending_by_timestamp):
+        if isinstance(spec, dict):
+            named |= set(spec)
     existing = set(tps)
     for tp in sorted(named - existing):
         if not in_subscription(ro, tp):
@@ -88,22 +122,39 @@ def resolve_offsets(sc: SimpleConsumer, ro: ReadOptions, tps: list[TopicPartitio
     earliest = {tp: v[0] for tp, v in sc.list_offsets({tp: EARLIEST for tp in tps}).items()}
     latest = {tp: v[0] for tp, v in sc.list_offsets({tp: LATEST for tp in tps}).items()}
 
-    def by_time(ts: int) -> dict[TopicPartition, int]:
-        found = sc.list_offsets({tp: ts for tp in tps})
-        return {tp: (latest[tp] if found[tp][0] < 0 else found[tp][0]) for tp in tps}
+    def by_time(times: dict[TopicPartition, int], *, starting: bool) -> dict[TopicPartition, int]:
+        found = sc.list_offsets(times)
+        out = {}
+        for tp in tps:
+            off = found[tp][0]
+            if off < 0:  # no record at or after the timestamp
+                if starting and ro.starting_timestamp_strategy == "error":
+                    raise OptionError(
+                        f"topic {tp[0]} partition {tp[1]} has no record at or after the "
+                        f"starting timestamp {times[tp]}; set "
+                        "startingOffsetsByTimestampStrategy=latest to start at its end instead")
+                off = latest[tp]
+            out[tp] = off
+        return out
 
-    def pick(spec: int | dict[TopicPartition, int], ts: int | None,
-             default: int) -> dict[TopicPartition, int]:
-        if ts is not None:
-            return by_time(ts)
+    def pick(spec: int | dict[TopicPartition, int], default: int) -> dict[TopicPartition, int]:
         out = {}
         for tp in tps:
             v = spec.get(tp, default) if isinstance(spec, dict) else spec
             out[tp] = earliest[tp] if v == EARLIEST else latest[tp] if v == LATEST else v
         return out
 
-    start = pick(ro.starting, ro.starting_timestamp, LATEST if streaming else EARLIEST)
-    end = pick(ro.ending, ro.ending_timestamp, LATEST) if not streaming else dict(latest)
+    start_times = _by_timestamp("startingOffsetsByTimestamp", ro.starting_by_timestamp,
+                                ro.starting_timestamp, tps)
+    start = (by_time(start_times, starting=True) if start_times is not None
+             else pick(ro.starting, LATEST if streaming else EARLIEST))
+    if streaming:
+        end = dict(latest)
+    else:
+        end_times = _by_timestamp("endingOffsetsByTimestamp", ro.ending_by_timestamp,
+                                  ro.ending_timestamp, tps)
+        end = (by_time(end_times, starting=False) if end_times is not None
+               else pick(ro.ending, LATEST))
     for tp in tps:
         t, p = tp
         if start[tp] < earliest[tp]:
@@ -126,8 +177,12 @@ def resolve_offsets(sc: SimpleConsumer, ro: ReadOptions, tps: list[TopicPartitio
 
 
 def split_ranges(start: dict[TopicPartition, int], end: dict[TopicPartition, int],
-                 max_records: int | None) -> list[OffsetRange]:
-    """One range per partition, cut into pieces of at most `max_records` offsets."""
+                 max_records: int | None, min_partitions: int | None = None
+                 ) -> list[OffsetRange]:
+    """One range per partition, cut into pieces of at most `max_records` offsets; then, when
+    that makes fewer than `min_partitions` ranges, the ranges are cut further in proportion
+    to their sizes (Spark's KafkaOffsetRangeCalculator: a range of a fraction f of all the
+    offsets gets max(1, round(f * min_partitions)) pieces of near-equal size)."""
     out: list[OffsetRange] = []
     for tp in sorted(start):
         s, e = start[tp], end[tp]
@@ -135,17 +190,28 @@ def split_ranges(start: dict[TopicPartition, int], end: dict[TopicPartition, int
             continue
         step = max_records or (e - s)
         out.extend(OffsetRange(tp[0], tp[1], a, min(a + step, e)) for a in range(s, e, step))
-    return out
+    if not min_partitions or len(out) >= min_partitions:
+        return out
+    total = sum(r.size for r in out)
+    pieces: list[OffsetRange] = []
+    for r in out:
+        n = min(r.size, max(1, int(r.size / total * min_partitions + 0.5)))  # Scala's round
+        a, left = r.start, r.size
+        for i in range(n):
+            size = left // (n - i)  # the last pieces take the remainder
+            pieces.append(OffsetRange(r.topic, r.partition, a, a + size))
+            a, left = a + size, left - size
+    return pieces
 
 
 def plan(ro: ReadOptions) -> tuple[list[OffsetRange], dict[TopicPartition, int],
                                    dict[TopicPartition, int]]:
     """(ranges, start offsets, end offsets) for a batch read."""
-    sc = SimpleConsumer(ro.bootstrap, client_id="kafkactl-spark-driver",
-                        security=ro.client_security())
+    sc = ro.consumer("kafkactl-spark-driver")
     try:
         tps = topic_partitions(sc, ro)
         start, end = resolve_offsets(sc, ro, tps)
-        return split_ranges(start, end, ro.max_records_per_partition), start, end
+        return (split_ranges(start, end, ro.max_records_per_partition, ro.min_partitions),
+                start, end)
     finally:
         sc.close()

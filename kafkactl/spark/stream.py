@@ -5,11 +5,15 @@ to read per partition), kept by Spark in the query's checkpoint: a restarted que
 exactly where its last committed micro-batch ended. Partitions that appear later (new
 topics matching subscribePattern, partitions added to a topic) are read from their log
 start. `maxOffsetsPerTrigger` caps a micro-batch, shared between partitions in proportion
-to what each has waiting; Trigger.AvailableNow stops at the offsets current when it starts.
+to what each has waiting; `minOffsetsPerTrigger` holds a micro-batch back until that many
+offsets wait or `maxTriggerDelay` (15m) has passed since the last one (Spark's semantics:
+the first trigger of a run is never held); Trigger.AvailableNow stops at the offsets current
+when it starts.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -76,10 +80,26 @@ class KafkactlStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def __init__(self, options: dict[str, str]) -> None:
         self.ro: ReadOptions = parse_read_options(options, streaming=True)
         self._target: dict[TopicPartition, int] | None = None  # Trigger.AvailableNow
+        self._last_trigger: float | None = None  # monotonic seconds (minOffsetsPerTrigger)
 
     def _client(self) -> SimpleConsumer:
-        return SimpleConsumer(self.ro.bootstrap, client_id="kafkactl-spark-stream",
-                              security=self.ro.client_security())
+        sc: SimpleConsumer = self.ro.consumer("kafkactl-spark-stream")
+        return sc
+
+    def _hold_back(self, begin: dict[TopicPartition, int],
+                   latest: dict[TopicPartition, int]) -> bool:
+        """minOffsetsPerTrigger: too few offsets wait and maxTriggerDelay has not passed
+        since the last micro-batch (never under Trigger.AvailableNow: it must finish)."""
+        least = self.ro.min_offsets_per_trigger
+        if not least or self._target is not None:
+            return False
+        now = time.monotonic()
+        waiting = sum(max(0, off - begin.get(tp, off)) for tp, off in latest.items())
+        if (self._last_trigger is not None and waiting < least
+                and (now - self._last_trigger) * 1000 < self.ro.max_trigger_delay_ms):
+            return True
+        self._last_trigger = now
+        return False
 
     def _bounds(self, sc: SimpleConsumer
                 ) -> tuple[dict[TopicPartition, int], dict[TopicPartition, int]]:
@@ -123,6 +143,8 @@ class KafkactlStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             if latest[tp] < begin[tp]:
                 lost_data(self.ro, f"topic {tp[0]} partition {tp[1]}: the log ends at offset "
                                    f"{latest[tp]}, before the query's offset {begin[tp]}")
+        if self._hold_back(begin, latest):
+            return start
         if self._target is not None:  # AvailableNow: never past the offsets it started at
             latest = {tp: min(off, self._target.get(tp, first[tp]))
                       for tp, off in latest.items()}
@@ -156,10 +178,11 @@ class KafkactlStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 stop[tp] = e
         return [StreamPartition(r) for r in split_ranges(
             ranges_from, {tp: stop[tp] for tp in ranges_from},
-            self.ro.max_records_per_partition)]
+            self.ro.max_records_per_partition, self.ro.min_partitions)]
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
-        assert isinstance(partition, StreamPartition)
+        if not isinstance(partition, StreamPartition):
+            return iter(())
         return read_range(self.ro, partition.rng)
 
     def commit(self, end: OffsetJson) -> None:

@@ -2,11 +2,13 @@
 kafkactl's Producer.
 
 Columns, as Spark's Kafka sink takes them: `value` (binary or string, required), `key`
-(optional), `topic` (optional when the `topic` option is set; the column wins when not
-null), `partition` (optional int; else the key's partition), `headers` (optional
-array<struct<key string, value binary>>). Other columns are ignored. A task reports success
-only after every record it sent is acknowledged (acks=all by default); like Spark's Kafka
-sink the write is at-least-once (a retried task sends its rows again).
+(optional), `topic` (optional when the `topic` option is set; the option, when set,
+overrides the column, as in Spark), `partition` (optional int; else the key's partition),
+`headers` (optional array<struct<key string, value binary>>). Other columns are ignored. A
+task reports success only after every record it sent is acknowledged (acks=all by default);
+like Spark's Kafka sink the write is at-least-once (a retried task sends its rows again).
+Only mode("append") writes: Spark refuses the ErrorIfExists (default) and Ignore modes for
+every Python data source, and a topic cannot be overwritten.
 """
 
 from __future__ import annotations
@@ -82,8 +84,8 @@ class KafkactlWriter(DataSourceWriter):
         try:
             has = set(self.columns)
             for row in iterator:
-                topic = row["topic"] if "topic" in has else None
-                topic = topic or self.topic
+                # the topic option overrides the topic column (Spark's Kafka sink)
+                topic = self.topic or (row["topic"] if "topic" in has else None)
                 if not topic:
                     raise OptionError("a row has a null topic and no topic option is set")
                 headers = None

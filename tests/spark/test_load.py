@@ -63,7 +63,8 @@ def test_second_run_loads_only_new_records(spark: Any, broker: Any, tmp_path: Pa
     fill(b, "load.a", 2, 2, "r2")
     create_topic(b, "load.c", 1)  # a new topic matching the pattern is picked up
     fill(b, "load.c", 1, 4, "r2")
-    assert load.run(args(b, out), spark).startswith("loaded 8 records from 4 partitions")
+    # 4 partitions planned, 3 of them with new records
+    assert load.run(args(b, out), spark).startswith("loaded 8 records from 3 partitions")
     assert loaded(out) == every({("load.a", 0): 7, ("load.a", 1): 7, ("load.b", 0): 3,
                                  ("load.c", 0): 4})
     manifest = json.loads((out / "_kafkactl" / "offsets.json").read_text())
@@ -123,9 +124,9 @@ def test_exit_codes_and_one_line_reasons(spark: Any, broker: Any, tmp_path: Path
     err = capsys.readouterr().err.strip().splitlines()
     assert err[-1] == ("kafkactl spark-load: error: offsets out of range: topic load.d "
                        "partition 0: starting offset 10 is below the log start offset 15 "
-                       "(records 10..14 are gone); set failOnDataLoss=false to skip what is "
-                       "missing")
-    assert load.main(argv + ["--fail-on-data-loss", "false"], spark) == load.EXIT_OK
+                       "(records 10..14 are gone); run with --skip-data-loss to load what "
+                       "is left")
+    assert load.main(argv + ["--skip-data-loss"], spark) == load.EXIT_OK
     assert loaded(out) == [("load.d", 0, o) for o in [*range(10), *range(15, 20)]]
 
     # the driver's own check (spark-submit on a cluster): the same line as the CLI's
@@ -228,3 +229,58 @@ def test_task_errors_map_to_exit_codes(spark: Any, broker: Any) -> None:
     reason, code = load.task_failure(failed.value)
     assert code == load.EXIT_DATA_LOSS, reason
     assert reason.startswith("offsets out of range: topic load.t partition 0"), reason
+
+
+def test_nothing_to_load_from_is_an_error_unless_allowed(broker: Any, tmp_path: Path,
+                                                         capsys: pytest.CaptureFixture[str]
+                                                         ) -> None:
+    """A --topic that does not exist, a --pattern that matches no topic: exit 6 (a cron job
+    goes red), or 0 with --allow-empty. Found before Spark starts (no session here)."""
+    b, out = broker.bootstrap, tmp_path / "out"
+    create_topic(b, "load.e", 1)
+    missing = ["--bootstrap", b, "--topic", "nosuchtopic", "--output", str(out)]
+    assert load.main(missing) == load.EXIT_NOTHING_MATCHED == 6
+    assert capsys.readouterr().err.strip().splitlines()[-1] == (
+        "kafkactl spark-load: error: --topic nosuchtopic: no such topic; nothing loaded "
+        "(--allow-empty to exit 0 when there is nothing to load from)")
+    assert load.main(missing + ["--allow-empty"]) == load.EXIT_OK
+    assert "nothing to load" in capsys.readouterr().out
+
+    nomatch = ["--bootstrap", b, "--pattern", r"nothing\..*", "--output", str(out)]
+    assert load.main(nomatch) == load.EXIT_NOTHING_MATCHED
+    assert "--pattern 'nothing\\..*' matches no topic" in capsys.readouterr().err
+    assert load.main(nomatch + ["--allow-empty"]) == load.EXIT_OK
+    assert "no topic matched" in capsys.readouterr().out
+
+    # an existing topic with nothing new is not an error
+    assert load.main(["--bootstrap", b, "--topic", "load.e", "--output", str(out)]) == 0
+    assert capsys.readouterr().out.startswith("nothing new")
+
+    # with a --status-file (kafkactl spark-load's) the line goes there, not to stderr: the
+    # caller prints it, once
+    status = tmp_path / "status"
+    assert load.main(missing + ["--status-file", str(status)]) == 6
+    assert capsys.readouterr().err == ""
+    assert status.read_text().startswith("kafkactl spark-load: error: --topic nosuchtopic")
+
+
+def test_cli_finds_an_unwritable_output_before_spark(spark_installed: None, broker: Any,
+                                                    tmp_path: Path) -> None:
+    """`kafkactl spark-load` with the driver on this machine: an output it cannot write is
+    refused before spark-submit runs (there is none at this SPARK_HOME: running it would
+    exit 2), exit 4, its line printed once."""
+    from tests import zygote
+
+    b = broker.bootstrap
+    create_topic(b, "load.w", 1)
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    env = dict(os.environ, SPARK_HOME=str(tmp_path / "no-spark"),
+               XDG_CACHE_HOME=str(tmp_path / "cache"))
+    done = zygote.run(["spark-load", "-b", b, "-t", "load.w", "-o", str(blocker / "out")],
+                      env=env, text=True, timeout=120)
+    assert done.returncode == load.EXIT_OUTPUT, done.stderr
+    lines = (done.stdout + done.stderr).strip().splitlines()
+    assert len([ln for ln in lines if "is not writable" in ln]) == 1, lines
+    assert lines[-1].startswith(f"kafkactl spark-load: error: output {blocker / 'out'} is "
+                                "not writable")

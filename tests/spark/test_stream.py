@@ -12,6 +12,7 @@ from kafkactl.client.admin import AdminClient
 from kafkactl.spark.stream import cap
 from tests import zygote
 from tests.conftest import BrokerProcess
+from tests.polling import wait_until
 from tests.spark.conftest import create_topic, produce
 
 
@@ -90,3 +91,42 @@ def test_max_offsets_per_trigger_is_shared_in_proportion() -> None:
     assert sum(end[tp] - start[tp] for tp in start) == 8
     assert end == {("t", 0): 6, ("t", 1): 12, ("t", 2): 5}
     assert cap(start, latest, 100) == latest
+
+
+def test_min_offsets_per_trigger_waits_for_records_or_the_delay(spark: Any,
+                                                                broker: Any) -> None:
+    """minOffsetsPerTrigger / maxTriggerDelay as Spark's connector: a micro-batch is held
+    back while fewer offsets wait, until maxTriggerDelay has passed since the last one; the
+    first trigger of a run is never held."""
+    from kafkactl.spark.stream import KafkactlStreamReader
+
+    b = broker.bootstrap
+    create_topic(b, "held", 1)
+    produce(b, "held", [(0, None, b"x", None)] * 3)
+    options = {"bootstrap": b, "subscribe": "held", "startingOffsets": "earliest",
+               "minOffsetsPerTrigger": "5", "maxTriggerDelay": "1h"}
+    r = KafkactlStreamReader(dict(options))
+    limit = r.getDefaultReadLimit()
+    start = r.initialOffset()
+    assert start == {"held": {"0": 0}}
+    first = r.latestOffset(start, limit)
+    assert first == {"held": {"0": 3}}
+    produce(b, "held", [(0, None, b"x", None)] * 2)
+    assert r.latestOffset(first, limit) == first  # 2 waiting < 5: held back
+    produce(b, "held", [(0, None, b"x", None)] * 3)
+    assert r.latestOffset(first, limit) == {"held": {"0": 8}}
+
+    short = KafkactlStreamReader({**options, "maxTriggerDelay": "50ms"})
+    at = short.latestOffset(first, limit)
+    assert at == {"held": {"0": 8}}  # the first trigger
+    produce(b, "held", [(0, None, b"x", None)])
+    wait_until(lambda: short.latestOffset(at, limit) == {"held": {"0": 9}}, timeout=60,
+               what="the batch held back until maxTriggerDelay passed")
+
+    # the options reach a streaming query, and a streaming read with them runs
+    query = (spark.readStream.format("kafkactl").options(**options)
+             .option("maxTriggerDelay", "15m").load()
+             .writeStream.format("memory").queryName("held_rows")
+             .trigger(availableNow=True).start())
+    assert query.awaitTermination(240) and query.exception() is None
+    assert spark.sql("SELECT count(*) AS n FROM held_rows").collect()[0].n == 9

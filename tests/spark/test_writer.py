@@ -37,10 +37,14 @@ def test_write_then_consume(spark: Any, broker: Any) -> None:
         return sorted((json.loads(line) for line in out.splitlines()),
                       key=lambda r: r["payload"])
 
+    # the topic option overrides the topic column, as in Spark's Kafka sink
     got = consume("written")
-    assert [(r["key"], r["payload"], r["partition"]) for r in got] == \
-        [(f"k{i}", f"v{i}", i % 2) for i in range(7)]
-    assert [r.get("headers") for r in got][3] == [["h", "x3"]]
+    assert [(r["key"], r["payload"]) for r in got] == [(f"k{i}", f"v{i}") for i in range(8)]
+    assert [r["partition"] for r in got][:7] == [i % 2 for i in range(7)]
+    assert "x3" in json.dumps(got[3].get("headers"))  # (kcat's -J layout of headers)
+    # without the option, the column names each row's topic
+    (df.where("topic IS NOT NULL").write.format("kafkactl").option("kafka.bootstrap.servers", b)
+     .option("kafka.linger.ms", "0").mode("append").save())
     assert [(r["key"], r["payload"]) for r in consume("other")] == [("k7", "v7")]
 
 
@@ -56,3 +60,22 @@ def test_write_refuses_bad_columns_and_options(spark: Any, broker: Any) -> None:
     with pytest.raises(Exception, match="needs a topic column or the topic option"):
         df.write.format("kafkactl").option("bootstrap", broker.bootstrap).mode(
             "append").save()
+
+
+def test_save_modes_as_spark_kafka_sink(spark: Any, broker: Any) -> None:
+    """A topic is appended to, never replaced: mode("overwrite") is refused with what to do
+    (Spark's Kafka sink refuses it too); Spark itself refuses the default ErrorIfExists
+    mode for every Python data source, its message naming Append."""
+    b = broker.bootstrap
+    create_topic(b, "modes", 1)
+    df = spark.createDataFrame([("v",)], "value string")
+    w = df.write.format("kafkactl").option("bootstrap", b).option("topic", "modes")
+    with pytest.raises(Exception, match=r'save mode Overwrite is not allowed for kafkactl.*'
+                                        r'use \.mode\("append"\)'):
+        w.mode("overwrite").save()
+    with pytest.raises(Exception, match='(?s)ErrorIfExists.*"Append"'):
+        w.save()
+    w.mode("append").save()
+    out = zygote.run(["consume", "-b", b, "-t", "modes", "--from-beginning", "-e", "-q"],
+                     text=True, timeout=60, check=True).stdout
+    assert out.splitlines() == ["v"]
