@@ -193,10 +193,24 @@ class StandaloneTopicAdmin:
 
     def auto_create(self, name: str, num_partitions: int | None = None,
                     configs: Mapping[str, str] | None = None) -> TopicState:
-        if name in self._creating:  # being made: not there yet (LEADER_NOT_AVAILABLE)
-            return self.metadata.topics[name]
+        """Idempotent, as Kafka's auto-creation: a topic another request made (or is
+        making) meanwhile is no error, it is returned; the caller answers with it, or with
+        LEADER_NOT_AVAILABLE while it is not served yet. Two Metadata requests that both
+        found the topic missing before either created it (requests of different
+        connections are handled concurrently) both succeed this way; Kafka answers the
+        second creator LEADER_NOT_AVAILABLE, never TOPIC_ALREADY_EXISTS. A topic still being
+        deleted is LEADER_NOT_AVAILABLE too (retriable: it can be made once that is done),
+        as Kafka maps its TopicExistsException."""
+        existing = self.metadata.topics.get(name)
+        if existing is not None:  # made, or being made (_creating), by another request
+            return existing
         partitions = self.default_partitions if num_partitions is None else num_partitions
-        return self._create(name, partitions, dict(configs or {}))
+        try:
+            return self._create(name, partitions, dict(configs or {}))
+        except TopicError as e:
+            if e.code == ErrorCode.TOPIC_ALREADY_EXISTS:
+                raise TopicError(ErrorCode.LEADER_NOT_AVAILABLE, str(e)) from None
+            raise
 
     def _check_this_broker(self, assignments: list[list[int]]) -> None:
         for brokers in assignments:

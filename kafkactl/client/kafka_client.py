@@ -28,6 +28,11 @@ from kafkactl.protocol.api_keys import ApiKey
 from kafkactl.protocol.errors import ErrorCode, error_name
 
 DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
+# Metadata answers for a topic that is being auto-created (see ensure_topics).
+AUTO_CREATE_IN_PROGRESS = frozenset({ErrorCode.LEADER_NOT_AVAILABLE,
+                                     ErrorCode.TOPIC_ALREADY_EXISTS})
+# Tries before a topic only ever reported unknown is said not to exist (auto-creation off).
+MISSING_ATTEMPTS = 5
 
 
 def default_bootstrap() -> str:
@@ -227,26 +232,40 @@ class KafkaClient:
 
     def ensure_topics(self, topics: list[str], *, allow_auto_create: bool = True,
                       timeout: float | None = None) -> ClusterMetadata:
-        """Refresh until each topic has partitions with leaders; UnknownTopicError if absent."""
+        """Refresh until each topic has partitions with leaders; UnknownTopicError if absent.
+
+        With `allow_auto_create`, a topic the cluster is creating is waited for until
+        `timeout` (Kafka's clients wait out max.block.ms the same way): LEADER_NOT_AVAILABLE
+        (Kafka's answer while a topic is being made, also to the second of two concurrent
+        auto-creators), TOPIC_ALREADY_EXISTS (what a broker that loses that race may say:
+        older kafkactl brokers did), and UNKNOWN_TOPIC_OR_PARTITION once the topic was seen
+        being created (a broker the new topic has not reached yet). A topic only ever
+        reported unknown gets MISSING_ATTEMPTS tries: the broker does not auto-create it."""
         deadline = time.monotonic() + (self.request_timeout if timeout is None else timeout)
         attempts = 0
+        creating: set[str] = set()  # topics the cluster said it is making
         while True:
             attempts += 1
             cluster = self.refresh_metadata(topics, allow_auto_create=allow_auto_create,
                                             timeout=max(0.1, deadline - time.monotonic()))
-            missing, waiting = [], []
+            missing: list[str] = []
+            waiting: list[str] = []
             for t in topics:
                 tm = cluster.topics.get(t)
-                if (tm is None or tm.error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-                        or (not tm.partitions and not tm.error_code)):
-                    missing.append(t)
-                elif tm.error_code and tm.error_code not in METADATA_NOT_READY:
-                    raise UnknownTopicError(f"topic {t!r}: {error_name(tm.error_code)}")
-                elif tm.error_code or any(p.leader < 0 for p in tm.partitions.values()):
+                code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if tm is None else tm.error_code
+                if allow_auto_create and code in AUTO_CREATE_IN_PROGRESS:
+                    creating.add(t)
+                    waiting.append(t)
+                elif (tm is None or code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                        or (not tm.partitions and not code)):
+                    (waiting if allow_auto_create and t in creating else missing).append(t)
+                elif code and code not in METADATA_NOT_READY:
+                    raise UnknownTopicError(f"topic {t!r}: {error_name(code)}")
+                elif code or any(p.leader < 0 for p in tm.partitions.values()):
                     waiting.append(t)
             if not missing and not waiting:
                 return cluster
-            give_up = missing and (not allow_auto_create or attempts >= 5)
+            give_up = missing and (not allow_auto_create or attempts >= MISSING_ATTEMPTS)
             if give_up or time.monotonic() + self.retry_backoff >= deadline:
                 if missing:
                     raise UnknownTopicError(

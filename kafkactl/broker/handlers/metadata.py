@@ -6,6 +6,12 @@ that at bootstrap); in v0 an empty list meant every topic.
 With an authorizer: "every topic" lists only the topics the principal may Describe; a
 named topic it may not Describe answers TOPIC_AUTHORIZATION_FAILED; auto-creation needs
 Create on the cluster or on the topic.
+
+Auto-creation races: requests of different connections are handled concurrently, so two
+may both find a topic missing before either has created it. The second creator gets what
+Kafka answers it, LEADER_NOT_AVAILABLE (retriable; the topic is there on the next try),
+never TOPIC_ALREADY_EXISTS (TopicAdmin.auto_create is idempotent, and the error is mapped
+here for any admin).
 """
 
 from __future__ import annotations
@@ -101,7 +107,10 @@ async def _auto_create_then_answer(services: BrokerServices, ctx: RequestContext
             try:
                 await admin.call(admin.auto_create, name, timeout_s=0)
             except TopicError as e:
-                absent[name] = e.code
+                # another request created it first: what Kafka answers the second
+                # creator (auto_create is idempotent; this guards every TopicAdmin)
+                absent[name] = ErrorCode.LEADER_NOT_AVAILABLE \
+                    if e.code == ErrorCode.TOPIC_ALREADY_EXISTS else e.code
     return _response(services, ctx, request, names, refused, absent)
 
 
