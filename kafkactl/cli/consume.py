@@ -4,10 +4,8 @@ from __future__ import annotations
 
 import base64
 import json
-import os
 import re
 import select
-import signal
 import sys
 import time
 from datetime import UTC, datetime
@@ -24,13 +22,14 @@ from kafkactl.cli._client_options import (
     property_option,
     unescape,
 )
-from kafkactl.cli._output import StdoutClosed, is_epipe
+from kafkactl.cli._output import StdoutClosed
+from kafkactl.cli._record_writer import RecordWriter, install_signal_handlers
 
 if TYPE_CHECKING:  # the client is imported when a command runs, so --help stays fast
     from kafkactl.client.consumer import Consumer
     from kafkactl.client.fetcher import ConsumerRecord
     from kafkactl.client.record_format import BatchFormat
-    from kafkactl.client.topic_reader import Piece, StartOffset
+    from kafkactl.client.topic_reader import StartOffset
 
 TOKEN = re.compile(rb"%[tpokKsSTh%]")
 
@@ -139,10 +138,6 @@ def render_json(r: ConsumerRecord) -> bytes:
     return json.dumps(d, ensure_ascii=False).encode() + b"\n"
 
 
-def _terminate(signum: int, frame: Any) -> None:
-    raise KeyboardInterrupt
-
-
 def _group_source(group: str) -> Any:
     """Consumer groups: `--group G` consumes through kafkactl.client.group.GroupConsumer."""
     from kafkactl.client.group import GroupConsumer
@@ -247,8 +242,7 @@ def consume(  # noqa: C901
     source = _group_source(group) if group else None
     security = client_security(prop, command_config)
 
-    signal.signal(signal.SIGINT, signal.default_int_handler)
-    signal.signal(signal.SIGTERM, _terminate)  # like Ctrl-C: commit, leave the group, exit
+    install_signal_handlers()  # SIGTERM like Ctrl-C: commit, leave the group, exit
     out = RecordWriter()
     t0 = time.monotonic()
     consumer: Consumer | None = None
@@ -272,6 +266,7 @@ def consume(  # noqa: C901
             consumer = Consumer(*topic, bootstrap_servers=bootstrap, pattern=topic_pattern,
                                 exclude=exclude_pattern, partitions=partition or None,
                                 auto_offset_reset=reset, security=security)
+        out.consumed = consumer.consumed  # what the writer wrote is what a group commits
         reader = TopicReader(consumer, max_records=max_messages, until_end=exit_at_end,
                              stop_when_idle=_stdout_closed)
         if not reader.partitions and source is None and not zookeeper:
@@ -280,8 +275,11 @@ def consume(  # noqa: C901
             reader.seek(start)
         lines = reader.lines(key_separator=sep) if plain else reader.lines(
             render, batch_format=batch_format)
+        stop = consumer.rebalance_pending
         for pieces in lines:
-            out.write(pieces)
+            unwritten = out.write(pieces, stop)
+            if unwritten:  # a slow reader, and the group rebalances: rejoin, then go on
+                reader.give_back(pieces, unwritten)
     except KeyboardInterrupt:
         pass
     except StdoutClosed:
@@ -296,48 +294,6 @@ def consume(  # noqa: C901
         typer.echo(f"Processed a total of {out.records:,} messages in {dt:.2f} s", err=True)
     if closed:
         raise StdoutClosed
-
-
-class RecordWriter:
-    """Writes rendered records to stdout (fd 1, unbuffered) and counts the records written
-    in full, so that the summary counts what reached the pipe, not what was read."""
-
-    def __init__(self) -> None:
-        sys.stdout.flush()
-        self.fd = sys.stdout.fileno()
-        self.records = 0
-
-    def write(self, pieces: list[Piece]) -> None:
-        """`pieces`: (bytes, number of records in them), each record ending in a newline
-        when a piece holds more than one. Raises StdoutClosed when the reader went away."""
-        data = memoryview(b"".join(p for p, _ in pieces))
-        off = 0
-        try:
-            while off < len(data):
-                try:
-                    off += os.write(self.fd, data[off:])
-                except BlockingIOError:  # a non-blocking stdout (shared with a parent)
-                    select.select([], [self.fd], [])
-        except OSError as e:
-            if not is_epipe(e):
-                raise
-            self.records += _complete_records(pieces, off)
-            raise StdoutClosed from None
-        self.records += sum(n for _, n in pieces)
-
-
-def _complete_records(pieces: list[Piece], written: int) -> int:
-    """Records wholly inside the first `written` bytes of the joined pieces."""
-    done = 0
-    for piece, n in pieces:
-        if written >= len(piece):
-            done += n
-            written -= len(piece)
-            continue
-        if n > 1:  # a batch's lines: each record ends with its newline
-            done += min(piece.count(b"\n", 0, written), n)
-        break
-    return done
 
 
 def _no_partitions_message(topics: list[str], pattern: str | None,

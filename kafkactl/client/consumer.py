@@ -248,6 +248,10 @@ class Consumer:
             self.subscribe(topics, pattern=pattern, exclude=exclude, partitions=partitions)
         self._assignment: set[TopicPartition] | None = None
         self.positions: dict[TopicPartition, int] = {}
+        # The offset after the last record the application is done with, per partition:
+        # what a group commits. poll() and iteration mark what they hand out; a caller that
+        # renders fetches itself (TopicReader.lines) marks what it has written.
+        self.consumed: dict[TopicPartition, int] = {}
         self.high_watermarks: dict[TopicPartition, int] = {}
         self._in_flight: dict[int, tuple[Any, Any, dict[TopicPartition, int]]] = {}
         self._buffered: list[PartitionFetch] = []
@@ -274,6 +278,7 @@ class Consumer:
             for tp in list(self.positions):
                 if tp not in self._assignment:
                     del self.positions[tp]
+                    self.consumed.pop(tp, None)
         return self._assignment
 
     # -- positions -----------------------------------------------------------------------------
@@ -295,6 +300,11 @@ class Consumer:
         offs = self.simple.list_offsets({tp: which for tp in tps})
         for tp in tps:
             self.seek(tp, offs[tp][0])
+
+    def rebalance_pending(self) -> bool:
+        """True when the consumer should poll soon to take part in a rebalance (a group
+        member asked to rejoin); a static assignment never is."""
+        return False
 
     def position(self, tp: TopicPartition) -> int:
         if tp not in self.positions:
@@ -325,6 +335,11 @@ class Consumer:
         rest = [tp for tp in need if tp not in self.positions]
         if rest:
             self._reset(rest)
+            # where auto.offset.reset put a partition with no commit is consumed already,
+            # as in Kafka's client: a group that read nothing yet commits it (a later run
+            # resumes there instead of resetting again past what arrived meanwhile)
+            for tp in rest:
+                self.consumed.setdefault(tp, self.positions[tp])
 
     def _reset(self, tps: list[TopicPartition]) -> None:
         if self.auto_offset_reset == "none":
@@ -443,16 +458,24 @@ class Consumer:
                 f"damaged at that offset")
 
     def poll(self, timeout_ms: int = 1000) -> dict[TopicPartition, list[ConsumerRecord]]:
+        """The records of the next fetches, by partition; they count as consumed."""
         out: dict[TopicPartition, list[ConsumerRecord]] = {}
         for pf in self.poll_fetches(timeout_ms / 1000.0):
-            out.setdefault((pf.topic, pf.partition), []).extend(
-                pf.records_iter(self.check_crcs))
+            tp = (pf.topic, pf.partition)
+            records = list(pf.records_iter(self.check_crcs))
+            out.setdefault(tp, []).extend(records)
+            self.consumed[tp] = self.positions.get(tp, pf.next_offset())
         return out
 
     def __iter__(self) -> Iterator[ConsumerRecord]:
+        """Every record, as it comes; a record counts as consumed once handed out."""
+        consumed = self.consumed
         while True:
             for pf in self.poll_fetches(1.0):
-                yield from pf.records_iter(self.check_crcs)
+                tp = (pf.topic, pf.partition)
+                for r in pf.records_iter(self.check_crcs):
+                    consumed[tp] = r.offset + 1
+                    yield r
 
     def at_end(self) -> bool:
         """True when every assigned partition's position reached its high watermark."""

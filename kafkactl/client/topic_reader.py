@@ -23,12 +23,45 @@ from kafkactl.client.consumer import Consumer
 from kafkactl.client.fetcher import ConsumerRecord, PartitionFetch, TopicPartition
 from kafkactl.client.record_format import BatchFormat
 from kafkactl.record.batch import RecordBatch
+from kafkactl.record.errors import CorruptRecordError
 from kafkactl.record.value_scan import fast_key_values, fast_values
 
-# Rendered records: (bytes, how many records they hold). A piece of more than one record
-# ends each record with a newline (a batch's lines).
-Piece = tuple[bytes, int]
 RecordRenderer = Callable[[ConsumerRecord], bytes]
+
+
+class Piece(NamedTuple):
+    """Rendered records of one partition: `data` holds `records` of them, each ending with a
+    newline when there is more than one (a batch's lines); `next_offset` is the offset after
+    the last of them, the partition's consumed offset once all of `data` is written. A piece
+    of a whole batch keeps the `batch` and the offset it was rendered from (`start`), so
+    that a write cut short can tell the offset after its first k records."""
+
+    data: bytes
+    records: int
+    tp: TopicPartition
+    next_offset: int
+    batch: Any = None
+    start: int = 0
+
+    @property
+    def first_offset(self) -> int:
+        """The offset the piece's records start at (or a gap before the first)."""
+        return self.start if self.batch is not None else self.next_offset - 1
+
+    def offset_after(self, k: int) -> int | None:
+        """The offset after the first `k` records of the piece (None for k = 0: the piece
+        moved nothing)."""
+        if k <= 0:
+            return None
+        if k >= self.records or self.batch is None:
+            return self.next_offset
+        seen = 0
+        for r in self.batch:
+            if r.offset >= self.start:
+                seen += 1
+                if seen == k:
+                    return int(r.offset) + 1
+        return self.next_offset
 START_KINDS = ("earliest", "latest", "absolute", "relative", "timestamp")
 
 
@@ -68,7 +101,7 @@ def seek_to_start(consumer: Consumer, tps: list[TopicPartition], start: StartOff
 
 
 def plain_lines(batch: Any, fetch_offset: int, sep: bytes | None, limit: int | None
-                ) -> Piece | None:
+                ) -> tuple[bytes, int] | None:
     """`value\\n` (or `key SEP value\\n`) for every record of a header-less magic-2 batch
     from fetch_offset on (at most `limit`), joined in C; (lines, count), or None when the
     batch needs the per-record render. Null keys and values print as nothing."""
@@ -156,16 +189,32 @@ class TopicReader:
             tp = (pf.topic, pf.partition)
             self.consumer.seek(tp, next_offsets.get(tp, pf.fetch_offset))
 
+    def give_back(self, pieces: list[Piece], unwritten: int) -> None:
+        """The caller wrote only part of `pieces` (it marked what it wrote in the consumer's
+        `consumed`): read the `unwritten` records again, from each partition's first record
+        not written."""
+        consumed = self.consumer.consumed
+        first: dict[TopicPartition, int] = {}
+        for piece in pieces:
+            first.setdefault(piece.tp, piece.first_offset)
+        for tp, off in first.items():
+            self.consumer.seek(tp, max(consumed.get(tp, off), off))
+        if self.remaining is not None:
+            self.remaining += unwritten
+
     def records(self) -> Iterator[ConsumerRecord]:
-        """Every record read, in fetch order (CRCs checked as the consumer's check_crcs)."""
+        """Every record read, in fetch order (CRCs checked as the consumer's check_crcs).
+        A record counts as consumed (what a group commits) once it is handed out."""
         check_crcs = self.consumer.check_crcs
+        consumed = self.consumer.consumed
         for chunks in self.polls():
             returned: dict[TopicPartition, int] = {}
             for pf in chunks:
+                tp = (pf.topic, pf.partition)
                 for r in pf.records_iter(check_crcs):
                     if self.remaining is not None:
                         self.remaining -= 1
-                    returned[(pf.topic, pf.partition)] = r.offset + 1
+                    returned[tp] = consumed[tp] = r.offset + 1
                     yield r
                     if self.remaining is not None and self.remaining <= 0:
                         self._rewind(chunks, returned)
@@ -176,51 +225,78 @@ class TopicReader:
         """The records of each poll that brought any, rendered: by `render` one by one, or
         without it as `value\\n` (`key SEP value\\n` with a key_separator), where a
         header-less magic-2 batch is joined in C as a whole. A `batch_format` (the same
-        format as `render`) renders such batches as a whole too."""
+        format as `render`) renders such batches as a whole too.
+
+        Nothing here marks records consumed: the caller does, for the pieces it has written
+        (Piece.next_offset, Piece.offset_after). With the consumer's check_crcs, a batch
+        whose CRC does not match ends the reading: the pieces before it are yielded, then
+        CorruptRecordError names the partition and the batch's offset."""
         plain = render is None
         if render is None:
             render = plain_renderer(key_separator)
+        check_crcs = self.consumer.check_crcs
         for chunks in self.polls():
             remaining = self.remaining
             buf: list[Piece] = []
             returned: dict[TopicPartition, int] = {}
+            corrupt: CorruptRecordError | None = None
             for pf in chunks:
-                tp = (pf.topic, pf.partition)
                 for b in pf.batches():
-                    # the fast path only for a batch the limit does not cut, so that the
-                    # offset after the last record returned is known (the batch's end)
-                    whole = remaining is None or \
-                        remaining > b.last_offset - max(b.base_offset, pf.fetch_offset)
-                    fast = _whole_batch(b, pf, plain, key_separator, batch_format) \
-                        if whole else None
-                    if fast is not None:
-                        buf.append(fast)
-                        n = fast[1]
-                        returned[tp] = b.last_offset + 1
-                    else:
-                        n = 0
-                        tstype = int(b.timestamp_type)
-                        for r in b:
-                            if r.offset < pf.fetch_offset:
-                                continue
-                            if remaining is not None and n >= remaining:
-                                break
-                            buf.append((render(ConsumerRecord(
-                                pf.topic, pf.partition, r.offset, r.timestamp, tstype, r.key,
-                                r.value, r.headers)), 1))
-                            returned[tp] = r.offset + 1
-                            n += 1
+                    if check_crcs and not b.is_valid():
+                        corrupt = _crc_error(pf, b)
+                        break
+                    n = _render_batch(b, pf, buf, returned, remaining, render, plain,
+                                      key_separator, batch_format)
                     if remaining is not None:
                         remaining -= n
                         if remaining <= 0:
                             break
-                if remaining is not None and remaining <= 0:
+                if corrupt is not None or (remaining is not None and remaining <= 0):
                     break
             self.remaining = remaining
-            if remaining is not None and remaining <= 0:
+            if corrupt is not None or (remaining is not None and remaining <= 0):
                 self._rewind(chunks, returned)
             if buf:
                 yield buf
+            if corrupt is not None:
+                raise corrupt
+
+
+def _crc_error(pf: PartitionFetch, b: Any) -> CorruptRecordError:
+    return CorruptRecordError(
+        f"{pf.topic}-{pf.partition}: the batch at offset {b.base_offset} fails its CRC check "
+        f"(the data is damaged; nothing from offset {max(b.base_offset, pf.fetch_offset)} on "
+        "is printed); -X check.crcs=false reads it unchecked")
+
+
+def _render_batch(b: Any, pf: PartitionFetch, buf: list[Piece],
+                  returned: dict[TopicPartition, int], remaining: int | None,
+                  render: RecordRenderer, plain: bool, key_separator: bytes | None,
+                  batch_format: BatchFormat | None) -> int:
+    """Append batch `b`'s records from the fetch offset on (at most `remaining`) to `buf`,
+    whole (one piece) when a fast path can and the limit does not cut it, else one piece per
+    record; note the offset after the last in `returned`. Returns how many."""
+    tp = (pf.topic, pf.partition)
+    start = max(b.base_offset, pf.fetch_offset)
+    whole = remaining is None or remaining > b.last_offset - start
+    fast = _whole_batch(b, pf, plain, key_separator, batch_format) if whole else None
+    if fast is not None:
+        buf.append(Piece(fast[0], fast[1], tp, b.last_offset + 1, b, start))
+        returned[tp] = b.last_offset + 1
+        return int(fast[1])
+    n = 0
+    tstype = int(b.timestamp_type)
+    for r in b:
+        if r.offset < pf.fetch_offset:
+            continue
+        if remaining is not None and n >= remaining:
+            break
+        buf.append(Piece(render(ConsumerRecord(pf.topic, pf.partition, r.offset, r.timestamp,
+                                               tstype, r.key, r.value, r.headers)),
+                         1, tp, r.offset + 1))
+        returned[tp] = r.offset + 1
+        n += 1
+    return n
 
 
 def _whole_batch(b: RecordBatch, pf: PartitionFetch, plain: bool, key_separator: bytes | None,

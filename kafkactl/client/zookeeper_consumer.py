@@ -12,8 +12,9 @@ Offsets live in /consumers/[group]/offsets (offsets.storage=zookeeper), in the b
 offset manager (offsets.storage=kafka), or both (dual.commit.enabled, the migration step:
 positions then start from the larger of the two).
 
-The rebalance runs in the polling thread (on every poll, as the group consumer's does), so
-the positions it commits are exactly what the caller has been handed.
+The rebalance runs in the polling thread (on every poll, as the group consumer's does), and
+what it commits is the consumer's `consumed` offsets: what the caller has been handed (or,
+for kafkactl consume, has written), never what was only fetched.
 """
 
 from __future__ import annotations
@@ -188,6 +189,9 @@ class ZookeeperConsumer(Consumer):
                 for tp in list(self.positions):
                     if tp not in self.owned:
                         del self.positions[tp]
+                for tp in list(self.consumed):
+                    if tp not in self.owned:
+                        del self.consumed[tp]
                 log.info("consumer %s of group %s owns %s", self.consumer_id, self.group_id,
                          sorted(self.owned))
                 if self.on_assign is not None:
@@ -212,6 +216,7 @@ class ZookeeperConsumer(Consumer):
             registry.release(self.zk, self.group_id, tp, thread)
         self.owned = {}
         self.positions.clear()
+        self.consumed.clear()
         if self.on_revoke is not None:
             self.on_revoke(revoked)
 
@@ -236,6 +241,9 @@ class ZookeeperConsumer(Consumer):
                     return False
                 time.sleep(0.05)
         return True
+
+    def rebalance_pending(self) -> bool:
+        return self._changed.is_set() and not self._closed
 
     # ---- offsets ----------------------------------------------------------------------------
     def admin(self) -> GroupAdmin:
@@ -264,9 +272,9 @@ class ZookeeperConsumer(Consumer):
         return out
 
     def commit(self, offsets: dict[TopicPartition, int] | None = None) -> None:
-        """Commit `offsets` (default: the position of every owned partition)."""
+        """Commit `offsets` (default: the consumed offset of every owned partition)."""
         if offsets is None:
-            offsets = {tp: off for tp, off in self.positions.items() if tp in self.owned}
+            offsets = {tp: off for tp, off in self.consumed.items() if tp in self.owned}
         self._next_auto_commit = time.monotonic() + self.auto_commit_interval
         if not offsets:
             return

@@ -22,7 +22,7 @@ def read_lines(bootstrap: str, topic: str, sep: bytes | None = None) -> list[byt
     r = TopicReader(Consumer(topic, bootstrap_servers=bootstrap), until_end=True)
     r.seek(StartOffset("earliest", EARLIEST))
     try:
-        return b"".join(p for chunk in r.lines(key_separator=sep) for p, _ in chunk
+        return b"".join(p.data for chunk in r.lines(key_separator=sep) for p in chunk
                         ).splitlines()
     finally:
         r.consumer.close()

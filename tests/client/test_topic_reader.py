@@ -68,8 +68,8 @@ def test_lines_fast_path_matches_render(module_broker: BrokerProcess, topic: str
             out = [p for chunk in pieces for p in chunk]
         finally:
             r.consumer.close()
-        assert sum(n for _, n in out) == (limit if limit is not None else everything)
-        return b"".join(p for p, _ in out)
+        assert sum(p.records for p in out) == (limit if limit is not None else everything)
+        return b"".join(p.data for p in out)
 
     for start in (StartOffset("absolute", 0), StartOffset("absolute", 7)):
         for sep in (None, b"\t"):
@@ -80,7 +80,7 @@ def test_lines_fast_path_matches_render(module_broker: BrokerProcess, topic: str
                     max_records=10)
     r.seek(StartOffset("earliest", EARLIEST))
     try:
-        lines = b"".join(p for chunk in r.lines(key_separator=b"=") for p, _ in chunk)
+        lines = b"".join(p.data for chunk in r.lines(key_separator=b"=") for p in chunk)
     finally:
         r.consumer.close()
     assert lines.splitlines() == [b"k%d=v%d" % (i, i) for i in range(9)] + [b"k9="]
@@ -104,7 +104,7 @@ def test_stopping_at_max_records_leaves_the_rest_unread(module_broker: BrokerPro
                max_records=limit)
     try:
         if plain:
-            got = sum(n for piece in r.lines() for _text, n in piece)
+            got = sum(p.records for piece in r.lines() for p in piece)
         else:
             got = sum(1 for _ in r.records())
         assert got == limit

@@ -4,9 +4,12 @@ Subscribe to topic names or a regex; membership (join/sync, background heartbeat
 ConsumerCoordinator's. Each poll first checks for a pending rebalance: partitions are
 revoked (offsets committed when auto-commit is on, then `on_revoke`), the member rejoins,
 and `on_assign` sees the new partitions, whose positions come from the committed offsets
-(or auto.offset.reset). Auto-commit commits consumed positions every
-auto_commit_interval_ms; `commit()` commits now; `close()` commits (when auto-commit is on)
-and leaves the group so the others rebalance at once.
+(or auto.offset.reset). What is committed is `consumed`, never what was only fetched: the
+records poll() or iteration handed out, or, for a caller that renders fetches itself, what it
+marked (kafkactl consume marks the records it has written to stdout). Auto-commit commits
+them every auto_commit_interval_ms and before partitions are revoked; `commit()` commits
+now; `close()` commits (when auto-commit is on) and leaves the group so the others
+rebalance at once.
 """
 
 from __future__ import annotations
@@ -95,6 +98,9 @@ class GroupConsumer(Consumer):
             self.maybe_rebalance()
         return set(self._owned)
 
+    def rebalance_pending(self) -> bool:
+        return self.coordinator.rejoin_needed and not self._closed
+
     def maybe_rebalance(self) -> None:
         """Rejoin if the group asked for it (or we never joined); auto-commit when due."""
         if self._closed:
@@ -106,6 +112,9 @@ class GroupConsumer(Consumer):
             for tp in list(self.positions):
                 if tp not in self._owned:
                     del self.positions[tp]
+            for tp in list(self.consumed):
+                if tp not in self._owned:
+                    del self.consumed[tp]
             if self.on_assign is not None:
                 self.on_assign(set(self._owned))
         elif self.enable_auto_commit and time.monotonic() >= self._next_auto_commit:
@@ -125,9 +134,9 @@ class GroupConsumer(Consumer):
     # ---- commits ------------------------------------------------------------------------
     def commit(self, offsets: Mapping[TopicPartition, int] | None = None,
                metadata: str = "") -> None:
-        """Commit `offsets` (default: the current position of every owned partition)."""
+        """Commit `offsets` (default: the consumed offset of every owned partition)."""
         if offsets is None:
-            offsets = {tp: off for tp, off in self.positions.items() if tp in self._owned}
+            offsets = {tp: off for tp, off in self.consumed.items() if tp in self._owned}
         self._next_auto_commit = time.monotonic() + self.auto_commit_interval
         self.coordinator.commit(offsets, metadata)
 

@@ -1,0 +1,209 @@
+"""RecordWriter: `kafkactl consume`'s output, and the count of what was printed.
+
+A group consumer commits the records that were written to stdout, never what was only
+fetched: the writer marks a partition's consumed offset (the consumer's `consumed`, what
+the group commits) only for records whose bytes all reached the file descriptor. It knows
+that exactly also when the write is cut short:
+
+- the reader goes away (`| head`): EPIPE after k bytes, the records wholly inside them;
+- Ctrl-C or SIGTERM while a slow reader keeps the pipe full. The handlers that
+  `install_signal_handlers()` sets raise KeyboardInterrupt at once, except while a write
+  runs and its bytes are counted: then the signal is kept and raised right after, so it
+  can never fall between a write returning and its bytes being counted. (Blocking the
+  signals with pthread_sigmask would not do: a signal sent to the process goes to any
+  thread that does not block it, the heartbeat thread for one, and Python then runs the
+  handler in the main thread wherever it is.) So that no write blocks while signals wait,
+  a write to a pipe is no larger than the room the pipe has (F_GETPIPE_SZ minus the unread
+  bytes, FIONREAD, minus two pages for the kernel's partly filled pages); with no room the
+  writer waits for POLLOUT, signals raising as usual, and then writes at most PIPE_BUF.
+
+The records counted are those wholly written; the summary line reports them.
+
+A slow reader must not hold a consumer group's rebalance hostage (the other members wait
+for this one to rejoin, up to the rebalance timeout): while the writer waits for room it
+asks `stop()` (the group wants this member to rejoin) and, when it says so, finishes the
+record it is in and gives up the rest: write() returns how many records it did not write,
+and the caller puts the consumer back at the first of them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import select
+import signal
+import stat
+import sys
+import termios
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any
+
+from kafkactl.cli._output import StdoutClosed, is_epipe
+
+if TYPE_CHECKING:
+    from kafkactl.client.topic_reader import Piece, TopicPartition
+
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+# A terminal (flow control) or a socket can stall a write: at most this much at once.
+TTY_CHUNK = 65536
+PIPE_BUF = select.PIPE_BUF
+STOP_CHECK_S = 0.2  # how often a writer waiting for room asks whether to give up
+
+
+class RecordWriter:
+    """Writes rendered records to stdout (fd 1, unbuffered), counts the records written in
+    full (`records`) and marks each partition's consumed offset in `consumed`."""
+
+    def __init__(self, consumed: dict[TopicPartition, int] | None = None) -> None:
+        sys.stdout.flush()
+        self.fd = sys.stdout.fileno()
+        self.records = 0
+        self.consumed: dict[TopicPartition, int] = consumed if consumed is not None else {}
+        mode = os.fstat(self.fd).st_mode
+        self.pipe = stat.S_ISFIFO(mode)
+        self.regular = stat.S_ISREG(mode)
+        self.page = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
+
+    def write(self, pieces: list[Piece], stop: Callable[[], bool] | None = None) -> int:
+        """Write `pieces` (a poll's rendered records) in order; returns 0, or when `stop()`
+        said so while waiting for room, how many records were left unwritten. Raises
+        StdoutClosed when the reader went away, KeyboardInterrupt on Ctrl-C/SIGTERM; in
+        every case what was written in full is counted and marked first."""
+        data = memoryview(b"".join([p.data for p in pieces]))
+        off = 0
+        end = len(data)  # where to stop: the next record boundary once stop() said so
+        with _signals_held():
+            try:
+                while off < end:
+                    limit = self._room(end - off)
+                    if limit == 0:
+                        if self._wait_writable(stop if end == len(data) else None):
+                            end = _record_boundary(pieces, off)
+                            continue
+                        limit = min(end - off, PIPE_BUF)
+                    try:
+                        off += os.write(self.fd, data[off:off + limit])
+                    except BlockingIOError:  # a non-blocking stdout (shared with a parent)
+                        self._wait_writable(None)
+            except OSError as e:
+                self._account(pieces, off)
+                if not is_epipe(e):
+                    raise
+                raise StdoutClosed from None
+            except BaseException:
+                self._account(pieces, off)
+                raise
+            before = self.records
+            self._account(pieces, off)
+            return sum(p.records for p in pieces) - (self.records - before)
+
+    def _account(self, pieces: list[Piece], written: int) -> None:
+        """Count the records wholly inside the first `written` bytes and mark their
+        partitions' consumed offsets."""
+        consumed = self.consumed
+        for piece in pieces:
+            size = len(piece.data)
+            if written >= size:
+                self.records += piece.records
+                consumed[piece.tp] = piece.next_offset
+                written -= size
+                continue
+            # A batch's lines, each record ending with a newline: the newlines written count
+            # the records written, unless a record holds newlines of its own (then none of
+            # the piece counts: printed again next time rather than skipped).
+            if piece.records > 1 and written > 0 and piece.data.count(b"\n") == piece.records:
+                k = piece.data.count(b"\n", 0, written)
+                after = piece.offset_after(k)
+                if after is not None:
+                    self.records += k
+                    consumed[piece.tp] = after
+            break
+
+    def _room(self, wanted: int) -> int:
+        """How much one write may take without blocking (0: wait for room first)."""
+        if self.pipe:
+            try:
+                size = fcntl.fcntl(self.fd, fcntl.F_GETPIPE_SZ)
+                unread = int.from_bytes(fcntl.ioctl(self.fd, termios.FIONREAD, b"\0" * 4),
+                                        sys.byteorder, signed=True)
+            except OSError:
+                return min(wanted, PIPE_BUF)
+            return max(0, min(wanted, size - unread - 2 * self.page))
+        if self.regular:
+            return wanted
+        return min(wanted, TTY_CHUNK)
+
+    def _wait_writable(self, stop: Callable[[], bool] | None) -> bool:
+        """Wait until the pipe has room (or its reader is gone), with Ctrl-C and SIGTERM let
+        through: nothing is being written, so the KeyboardInterrupt they raise here loses
+        no count. True when `stop()` said to give up instead."""
+        poller = select.poll()
+        poller.register(self.fd, select.POLLOUT)
+        timeout = None if stop is None else int(STOP_CHECK_S * 1000)
+        while True:
+            with _signals_let_through():
+                if poller.poll(timeout):
+                    return False
+            if stop is not None and stop():
+                return True
+
+
+def _record_boundary(pieces: list[Piece], off: int) -> int:
+    """The first offset at or after `off` (in the pieces joined) where a record ends."""
+    base = 0
+    for piece in pieces:
+        size = len(piece.data)
+        if off < base + size:
+            if off == base or piece.data[off - base - 1] == 0x0A:  # just after a newline
+                return off
+            if piece.records > 1 and piece.data.count(b"\n") == piece.records:
+                return base + piece.data.index(b"\n", off - base) + 1
+            return base + size
+        base += size
+    return off
+
+
+class _SignalState:
+    deferring = False  # a write and its count are under way: keep the signal for after it
+    kept: int | None = None
+
+
+def _on_stop_signal(signum: int, frame: Any) -> None:
+    if _SignalState.deferring:
+        _SignalState.kept = signum
+        return
+    raise KeyboardInterrupt
+
+
+def install_signal_handlers() -> None:
+    """Ctrl-C and SIGTERM stop `consume` (KeyboardInterrupt), never inside a write and its
+    count (see the module's docstring). Call in the main thread."""
+    for sig in STOP_SIGNALS:
+        signal.signal(sig, _on_stop_signal)
+
+
+def _raise_kept() -> None:
+    if _SignalState.kept is not None:
+        _SignalState.kept = None
+        raise KeyboardInterrupt
+
+
+@contextlib.contextmanager
+def _signals_held() -> Iterator[None]:
+    _SignalState.deferring = True
+    try:
+        yield
+    finally:
+        _SignalState.deferring = False
+    _raise_kept()
+
+
+@contextlib.contextmanager
+def _signals_let_through() -> Iterator[None]:
+    _SignalState.deferring = False
+    try:
+        _raise_kept()
+        yield
+    finally:
+        _SignalState.deferring = True
