@@ -28,15 +28,16 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 _NUMBERS = re.compile(r"\d+")
+_PEER_PREFIX = re.compile(r"^\S+:\d+: ")  # "127.0.0.1:5555: " (the peer is the key)
 _KIND_CHARS = 120
 OTHER_PEERS = "other peers"
 OTHER_KIND = "other events"
 
 
 def _kind(message: str) -> str:
-    """What a message is about: its start with numbers blanked (ports, sizes, offsets),
-    cut at a word boundary."""
-    text = _NUMBERS.sub("N", message)
+    """What a message is about: its start without the peer's address, numbers blanked
+    (ports, sizes, offsets), cut at a word boundary."""
+    text = _NUMBERS.sub("N", _PEER_PREFIX.sub("", message))
     if len(text) > _KIND_CHARS:
         text = text[:_KIND_CHARS].rsplit(" ", 1)[0] + " ..."
     return text
