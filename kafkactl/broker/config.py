@@ -177,6 +177,9 @@ class BrokerConfig:
             props[k] = v
         cfg = cls(props)
         cfg.validate()
+        # The id this broker runs as: Kafka's default -1 ("pick one") is 0 here, and
+        # DescribeConfigs must show the id that answers, not -1.
+        cfg.props["broker.id"] = str(cfg.broker_id)
         return cfg
 
     def get(self, key: str) -> str:

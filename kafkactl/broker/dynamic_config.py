@@ -3,12 +3,21 @@ IncrementalAlterConfigs may change without a restart, per broker (resource name 
 broker id) and cluster-wide (resource name ""), persisted in the data dir.
 
 Precedence, highest first: DYNAMIC_BROKER_CONFIG, DYNAMIC_DEFAULT_BROKER_CONFIG,
-STATIC_BROKER_CONFIG (server.properties / --override), DEFAULT_CONFIG. The dynamic keys are
-those this broker honours at run time: the `log.*` defaults of topic configs (retention,
-segments, flush, cleaner, cleanup policy, timestamps, preallocate), `message.max.bytes`,
-`compression.type`, `min.insync.replicas` and `unclean.leader.election.enable`. Any other
-key is refused naming it, as Kafka refuses a read-only one. A change re-applies the topic
-defaults to every open log whose topic does not override the key.
+STATIC_BROKER_CONFIG (server.properties / --override), DEFAULT_CONFIG.
+
+The dynamic keys are Kafka 3.x's (its DynamicBrokerConfig.AllDynamicConfigs), in two kinds:
+- APPLIED_KEYS, honoured at run time: the `log.*` defaults of topic configs (retention,
+  segments, flush, cleaner, cleanup policy, timestamps, preallocate), `message.max.bytes`,
+  `compression.type`, `min.insync.replicas` and `unclean.leader.election.enable`. A change
+  re-applies the topic defaults to every open log whose topic does not override the key.
+- STORED_ONLY_KEYS: the rest of Kafka's dynamic keys (listener and SASL/SSL settings,
+  thread pools, connection limits, the cleaner's throughput, metric reporters, ...). Their
+  values are checked, stored, described and kept across restarts like the others, but this
+  broker does not act on them (it has no such knob, or reads it only when it starts).
+Kafka's rules about where a key may be set hold: listener and security keys per broker
+only (not in the cluster default), the keystore/truststore keys only with a
+`listener.name.<listener>.` prefix. Any other key is refused naming it, as Kafka refuses a
+read-only one (`log.retention.hours` too: Kafka's dynamic name is `log.retention.ms`).
 """
 
 from __future__ import annotations
@@ -25,6 +34,7 @@ from kafkactl.broker.partition_store import PartitionStore
 from kafkactl.log.config import BROKER_SYNONYMS, LogConfig
 from kafkactl.log.config_def import TOPIC_CONFIGS
 from kafkactl.log.errors import ConfigError
+from kafkactl.log.message_format_version import message_format_version
 
 log = logging.getLogger(__name__)
 
@@ -39,8 +49,188 @@ _TOPIC_KEY_OF.update({"min.insync.replicas": "min.insync.replicas",
                       "unclean.leader.election.enable": "unclean.leader.election.enable"})
 # As in Kafka, only each topic key's preferred broker synonym is dynamic (log.retention.ms,
 # log.roll.ms; not log.retention.hours or log.flush.scheduler.interval.ms).
-DYNAMIC_KEYS = frozenset({syns[0][0] for syns in BROKER_SYNONYMS.values()}
+APPLIED_KEYS = frozenset({syns[0][0] for syns in BROKER_SYNONYMS.values()}
                          | {"min.insync.replicas", "unclean.leader.election.enable"})
+
+
+# ---- Kafka's other dynamic broker keys: checked and stored, not acted on here --------------
+def _integer(minimum: int | None = None) -> Any:
+    def check(key: str, value: str) -> None:
+        try:
+            n = int(value)
+        except ValueError:
+            raise ConfigError(f"Invalid value {value} for configuration {key}: Not a number "
+                              "of type LONG") from None
+        if minimum is not None and n < minimum:
+            raise ConfigError(f"Invalid value {value} for configuration {key}: Value must "
+                              f"be at least {minimum}")
+    return check
+
+
+def _double(key: str, value: str) -> None:
+    try:
+        float(value)
+    except ValueError:
+        raise ConfigError(f"Invalid value {value} for configuration {key}: Not a number of "
+                          "type DOUBLE") from None
+
+
+def _boolean(key: str, value: str) -> None:
+    if value.strip().lower() not in ("true", "false"):
+        raise ConfigError(f"Invalid value {value} for configuration {key}: Expected value "
+                          "to be either true or false")
+
+
+def _text(key: str, value: str) -> None:
+    """Any string (class names, lists, JAAS text, file paths...)."""
+
+
+def _version(key: str, value: str) -> None:
+    try:
+        message_format_version(value)
+    except ValueError as e:
+        raise ConfigError(f"Invalid value {value} for configuration {key}: {e}") from None
+
+
+def _topic_key(topic_key: str) -> Any:
+    def check(key: str, value: str) -> None:
+        TOPIC_CONFIGS[topic_key].validator(key, value)
+    return check
+
+
+# The keystore/truststore keys (SslConfigs.RECONFIGURABLE_CONFIGS): per listener only.
+SECURITY_KEYS: dict[str, Any] = {k: _text for k in (
+    "ssl.keystore.type", "ssl.keystore.location", "ssl.keystore.password",
+    "ssl.key.password", "ssl.truststore.type", "ssl.truststore.location",
+    "ssl.truststore.password", "ssl.keystore.key", "ssl.keystore.certificate.chain",
+    "ssl.truststore.certificates")}
+# DynamicListenerConfig.ReconfigurableConfigs: per broker, also with a listener prefix.
+LISTENER_KEYS: dict[str, Any] = {
+    **{k: _text for k in (
+        "listeners", "advertised.listeners", "listener.security.protocol.map",
+        "principal.builder.class", "ssl.protocol", "ssl.provider", "ssl.cipher.suites",
+        "ssl.enabled.protocols", "ssl.keymanager.algorithm", "ssl.trustmanager.algorithm",
+        "ssl.endpoint.identification.algorithm", "ssl.secure.random.implementation",
+        "ssl.client.auth", "ssl.engine.factory.class", "sasl.mechanism.inter.broker.protocol",
+        "sasl.jaas.config", "sasl.enabled.mechanisms", "sasl.kerberos.service.name",
+        "sasl.kerberos.kinit.cmd", "sasl.kerberos.principal.to.local.rules")},
+    **SECURITY_KEYS,
+    "sasl.kerberos.ticket.renew.window.factor": _double,
+    "sasl.kerberos.ticket.renew.jitter": _double,
+    "sasl.kerberos.min.time.before.relogin": _integer(0),
+    "sasl.login.refresh.window.factor": _double,
+    "sasl.login.refresh.window.jitter": _double,
+    "sasl.login.refresh.min.period.seconds": _integer(0),
+    "sasl.login.refresh.buffer.seconds": _integer(0),
+    "max.connections": _integer(0),
+    "max.connection.creation.rate": _integer(0),
+    "num.network.threads": _integer(1),
+}
+# Listener keys that may also be set cluster-wide (ClusterLevelListenerConfigs).
+_CLUSTER_LEVEL_LISTENER_KEYS = frozenset({"max.connections", "max.connection.creation.rate",
+                                          "num.network.threads"})
+PER_BROKER_KEYS = frozenset(set(LISTENER_KEYS) - _CLUSTER_LEVEL_LISTENER_KEYS)
+
+STORED_ONLY_KEYS: dict[str, Any] = {
+    **LISTENER_KEYS,
+    # the log cleaner (LogCleaner.ReconfigurableConfigs)
+    "log.cleaner.threads": _integer(0), "log.cleaner.dedupe.buffer.size": _integer(0),
+    "log.cleaner.io.buffer.load.factor": _double, "log.cleaner.io.buffer.size": _integer(0),
+    "log.cleaner.io.max.bytes.per.second": _double, "log.cleaner.backoff.ms": _integer(0),
+    # thread pools (DynamicThreadPool)
+    "num.io.threads": _integer(1), "num.replica.fetchers": _integer(1),
+    "num.recovery.threads.per.data.dir": _integer(1), "background.threads": _integer(1),
+    # the socket server's connection limits
+    "max.connections.per.ip": _integer(0), "max.connections.per.ip.overrides": _text,
+    "metric.reporters": _text,
+    "producer.id.expiration.ms": _integer(1),
+    "transaction.partition.verification.enable": _boolean,
+    # replication quotas (DynamicConfig.Broker)
+    "leader.replication.throttled.rate": _integer(0),
+    "follower.replication.throttled.rate": _integer(0),
+    "replica.alter.log.dirs.io.max.bytes.per.second": _integer(0),
+    # topic-config defaults whose topic key this broker stores but does not act on
+    "log.message.format.version": _version,
+    "log.message.downconversion.enable": _boolean,
+    "log.message.timestamp.before.max.ms": _topic_key("message.timestamp.before.max.ms"),
+    "log.message.timestamp.after.max.ms": _topic_key("message.timestamp.after.max.ms"),
+    "log.local.retention.ms": _topic_key("local.retention.ms"),
+    "log.local.retention.bytes": _topic_key("local.retention.bytes"),
+    "compression.gzip.level": _topic_key("compression.gzip.level"),
+    "compression.lz4.level": _topic_key("compression.lz4.level"),
+    "compression.zstd.level": _topic_key("compression.zstd.level"),
+}
+STORED_ONLY_KEYS = {k: v for k, v in STORED_ONLY_KEYS.items() if k not in APPLIED_KEYS}
+
+# Every key AlterConfigs may set on a broker resource (listener-prefixed ones aside: see
+# is_dynamic); the handler describes all others as read-only.
+DYNAMIC_KEYS = APPLIED_KEYS | frozenset(STORED_ONLY_KEYS)
+
+_LISTENER_PREFIX = "listener.name."
+
+
+def listener_base(key: str) -> str | None:
+    """`ssl.keystore.location` of `listener.name.<listener>.ssl.keystore.location`, and of
+    `listener.name.<listener>.<mechanism>.sasl.jaas.config` the `sasl.jaas.config`; None
+    for a key without the prefix."""
+    if not key.startswith(_LISTENER_PREFIX):
+        return None
+    rest = key[len(_LISTENER_PREFIX):].partition(".")[2]
+    if rest in LISTENER_KEYS:
+        return rest
+    mechanism_key = rest.partition(".")[2]  # <mechanism>.<key>, e.g. plain.sasl.jaas.config
+    return mechanism_key if mechanism_key in LISTENER_KEYS else rest
+
+
+def is_dynamic(key: str) -> bool:
+    """May AlterConfigs set `key` on a broker resource (in some layer)?"""
+    base = listener_base(key)
+    if base is not None:
+        return base in LISTENER_KEYS
+    return key in DYNAMIC_KEYS
+
+
+def is_stored_only(key: str) -> bool:
+    """A dynamic key this broker keeps but does not act on."""
+    base = listener_base(key)
+    return (base in LISTENER_KEYS) if base is not None else key in STORED_ONLY_KEYS
+
+
+STORED_ONLY_NOTE = ("Stored only: a dynamic Kafka broker config that kafkactl's broker keeps "
+                    "(and describes) but does not act on.")
+
+
+def _check_dynamic(key: str, value: str, *, cluster_default: bool) -> None:
+    """ConfigError, in Kafka's words, for a key that cannot be set dynamically there or a
+    value it cannot take."""
+    base = listener_base(key)
+    if base is not None:
+        if base not in LISTENER_KEYS:
+            raise ConfigError(f"Cannot update these configs dynamically: {key} (not a "
+                              "listener config Kafka updates dynamically)")
+        if cluster_default and base not in _CLUSTER_LEVEL_LISTENER_KEYS:
+            raise ConfigError("Cannot update these configs at default cluster level, broker "
+                              f"id must be specified: {key}")
+        LISTENER_KEYS[base](key, value)
+        return
+    if key in SECURITY_KEYS:
+        raise ConfigError("These security configs can be dynamically updated only "
+                          f"per-listener using the listener prefix: {key} (set "
+                          f"listener.name.<listener>.{key})")
+    if key in APPLIED_KEYS:
+        TOPIC_CONFIGS[_TOPIC_KEY_OF[key]].validator(key, value)
+        return
+    if key not in STORED_ONLY_KEYS:
+        hint = ""
+        dynamic_synonym = synonyms_of(key)[0]
+        if dynamic_synonym != key and dynamic_synonym in APPLIED_KEYS:
+            hint = f"; its dynamic synonym is {dynamic_synonym}"
+        raise ConfigError(f"Cannot update these configs dynamically: {key} (it is "
+                          f"read-only; set it in server.properties{hint})")
+    if cluster_default and key in PER_BROKER_KEYS:
+        raise ConfigError("Cannot update these configs at default cluster level, broker id "
+                          f"must be specified: {key}")
+    STORED_ONLY_KEYS[key](key, value)
 
 
 def synonyms_of(key: str) -> list[str]:
@@ -148,10 +338,7 @@ class DynamicBrokerConfig:
         for key, value in new_layer.items():
             if current.get(key) == value:
                 continue
-            if key not in DYNAMIC_KEYS:
-                raise ConfigError(f"Cannot update these configs dynamically: {key} (it is "
-                                  "read-only here; set it in server.properties)")
-            TOPIC_CONFIGS[_TOPIC_KEY_OF[key]].validator(key, value)
+            _check_dynamic(key, value, cluster_default=resource_name == "")
         layers = ({"default": dict(new_layer)} if resource_name == ""
                   else {"broker": dict(new_layer)})
         props = {k: v for k, v in self.effective(**layers).items() if v != ""}
@@ -160,13 +347,25 @@ class DynamicBrokerConfig:
     def update(self, resource_name: str, new_layer: Mapping[str, str]) -> None:
         self.validate(resource_name, new_layer)
         layer = self.layer(resource_name)
+        old = dict(layer)
         layer.clear()
         layer.update(new_layer)
         self._persist()
         self.apply()
-        log.info("dynamic broker configs (%s) are now %s",
-                 "cluster default" if resource_name == "" else f"broker {resource_name}",
-                 dict(new_layer) or "empty")
+        where = "cluster default" if resource_name == "" else f"broker {resource_name}"
+        log.info("dynamic broker configs (%s) are now %s", where,
+                 {k: "(sensitive)" if self.config.is_sensitive(k) else v
+                  for k, v in new_layer.items()} or "empty")
+        stored = sorted(k for k, v in new_layer.items()
+                        if old.get(k) != v and is_stored_only(k))
+        if stored:
+            log.info("stored, not acted on by this broker (it has no such setting, or reads "
+                     "it only at start-up): %s", ", ".join(stored))
+
+    def describe_note(self, key: str) -> str | None:
+        """What a client should know about a dynamic key set here, for DescribeConfigs'
+        documentation field: None for a key the broker acts on."""
+        return STORED_ONLY_NOTE if is_stored_only(key) else None
 
     def apply(self) -> None:
         """Make the effective config live: the broker's props and every log's defaults."""

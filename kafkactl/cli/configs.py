@@ -67,6 +67,14 @@ def parse_add_config(text: str) -> dict[str, str]:
 def _entity(entity_type: str | None, entity_name: str | None, entity_default: bool,
             topic: str | None, broker: str | None, broker_defaults: bool) -> tuple[int, str | None]:
     """-> (resource type, resource name; None = every entity of that type)."""
+    for flag, given in (("--entity-name", entity_name), ("--topic", topic), ("--broker", broker)):
+        if given is not None and not given.strip():
+            what = "a topic name" if flag == "--topic" or entity_type == "topics" else (
+                "a broker id" if flag == "--broker" or entity_type == "brokers"
+                else "a topic name or broker id")
+            default = "" if flag == "--topic" or entity_type == "topics" else (
+                " (or --entity-default for the cluster-wide broker default)")
+            raise fail(f"{flag} is empty: give {what}{default}", 2)
     chosen = [x for x in (topic is not None, broker is not None, broker_defaults) if x]
     if len(chosen) > 1 or (chosen and entity_type is not None):
         raise fail("give one entity: --entity-type with --entity-name/--entity-default, or "
@@ -194,11 +202,29 @@ def alter(
     both = set(to_set) & set(to_delete)
     if both:
         raise fail(f"both added and deleted: {', '.join(sorted(both))}")
-    _run(bootstrap, prop, command_config, lambda admin: admin.alter_configs(name, to_set, to_delete,
-                                                      resource_type=rtype))
     what = ("default config for brokers in the cluster" if rtype == BROKER and name == ""
             else f"config for {_label(rtype, name)}")
+
+    def run(admin: AdminClient) -> None:
+        from kafkactl.client.errors import ClientError
+        from kafkactl.protocol.errors import KafkaError
+
+        try:
+            admin.alter_configs(name, to_set, to_delete, resource_type=rtype)
+        except (ClientError, KafkaError) as e:
+            # the client says "alter NAME: ERROR: why": name the entity in words
+            message = str(e).removeprefix(f"alter {name}: ")
+            raise fail(f"cannot update the {what}: {message}") from None
+
+    _run(bootstrap, prop, command_config, run)
     typer.echo(f"Completed updating {what}.")
+    if rtype == BROKER:
+        from kafkactl.broker.dynamic_config import is_stored_only
+
+        stored = sorted(k for k in to_set if is_stored_only(k))
+        if stored:
+            typer.echo(f"note: a kafkactl broker stores {', '.join(stored)} but does not act "
+                       "on it (Kafka's brokers do).", err=True)
 
 
 def register(app: typer.Typer) -> None:

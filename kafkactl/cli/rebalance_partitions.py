@@ -76,6 +76,9 @@ def rebalance_partitions(bootstrap: str | None, topics: list[str], *, execute: b
     if as_json:
         typer.echo(json.dumps({"executed": execute, "moves": rows, "errors": errors},
                               indent=1))
+    elif not rows:
+        typer.echo("Nothing to move: every partition's replicas are spread evenly over the "
+                   "live brokers already.")
     else:
         from rich.table import Table
 

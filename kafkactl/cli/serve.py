@@ -81,9 +81,44 @@ def serve(
     except ConfigError as e:
         error(str(e))
         raise typer.Exit(2) from None
+    created = _dirs_to_create(cfg.log_dirs)
     with asyncio.Runner(loop_factory=event_loop_factory()) as runner:
         code = runner.run(_run(cfg, explicit=_explicit_keys(config, flags, override)))
+    if code != 0:
+        _remove_created(created)
     raise typer.Exit(code)
+
+
+def _dirs_to_create(log_dirs: list[Path]) -> list[Path]:
+    """For each log dir that does not exist yet, the outermost of it and its parents that
+    does not exist: what starting the broker will create (and a failed start removes)."""
+    out: list[Path] = []
+    for d in log_dirs:
+        d = d.absolute()
+        if d.exists() or d.is_symlink():
+            continue
+        top = d
+        while not top.parent.exists() and top.parent != top:
+            top = top.parent
+        if top not in out:
+            out.append(top)
+    return out
+
+
+def _remove_created(dirs: list[Path]) -> None:
+    """After a failed start: remove the data directories this start created (a log dir
+    that existed before is never touched). A directory that cannot be removed is left
+    as it is, with a warning."""
+    import shutil
+
+    for d in dirs:
+        if d.is_dir() and not d.is_symlink():
+            try:
+                shutil.rmtree(d)
+            except OSError as e:
+                logging.getLogger("kafkactl.serve").warning(
+                    "could not remove %s, created by this failed start: %s", d,
+                    e.strerror or e)
 
 
 def event_loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:

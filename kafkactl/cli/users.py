@@ -63,6 +63,22 @@ def _zk_store(zookeeper: str, bootstrap: str | None,
         zkconn.close(zk)
 
 
+def _read_password() -> str:
+    """The password from the terminal (asked twice, not echoed) or, when stdin is not a
+    terminal (`echo secret | kafkactl users add bob`), its first line: getpass would warn
+    that it cannot hide the input there."""
+    import sys
+
+    if sys.stdin is not None and sys.stdin.isatty():
+        password = typer.prompt("Password", hide_input=True, confirmation_prompt=True)
+    else:
+        line = sys.stdin.readline() if sys.stdin is not None else ""
+        password = line.removesuffix("\n").removesuffix("\r")
+    if not password:
+        raise fail("the password is empty: give --password, or the password on stdin", 2)
+    return str(password)
+
+
 def _call(bootstrap: str | None, prop: list[str], command_config: Path | None,
           fn: object) -> object:
     from kafkactl.client.errors import ClientError
@@ -81,8 +97,10 @@ def _call(bootstrap: str | None, prop: list[str], command_config: Path | None,
 @users_app.command("add")
 def add(
     name: str = typer.Argument(..., help="The user name (principal User:NAME)."),
-    password: str = typer.Option(..., "--password", prompt=True, hide_input=True,
-                                 help="The password (prompted when not given)."),
+    password: str | None = typer.Option(
+        None, "--password",
+        help="The password (default: prompted for on a terminal, else the first line of "
+             "stdin)."),
     mechanism: list[str] = typer.Option([], "--mechanism",
                                         help="SCRAM-SHA-256 and/or SCRAM-SHA-512 (both)."),
     iterations: int = typer.Option(4096, "--iterations", min=4096, max=16384,
@@ -98,6 +116,8 @@ def add(
     from kafkactl.protocol.scram import new_credential
 
     mechs = _mechanisms(mechanism)
+    if password is None:
+        password = _read_password()
     if zookeeper is not None:
         _zk_store(zookeeper, bootstrap, lambda store: store.alter(
             {(name, m): new_credential(SCRAM[m], password, iterations) for m in mechs}, set()))
