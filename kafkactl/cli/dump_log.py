@@ -37,8 +37,14 @@ def register(app: typer.Typer) -> None:
                                                      "files."),
         max_bytes: int = typer.Option(INT32_MAX, "--max-bytes", min=0,
                                       help="Read at most this many bytes of each .log."),
-        max_message_size: int = typer.Option(5 * 1024 * 1024, "--max-message-size", min=1,
-                                             help="Bytes read at each index position."),
+        max_message_size: int = typer.Option(
+            5 * 1024 * 1024, "--max-message-size", min=1,
+            help="Accepted for DumpLogSegments' scripts; index checks read whole batches "
+                 "(the rules of `kafkactl recover`)."),
+        offsets_decoder: bool = typer.Option(
+            False, "--offsets-decoder",
+            help="Decode __consumer_offsets records: offset commits and group metadata "
+                 "as JSON (implies --print-data-log)."),
         as_json: bool = typer.Option(False, "--json", help="One JSON object per line."),
     ) -> None:
         """Dump log segments and indexes like Kafka's DumpLogSegments."""
@@ -60,11 +66,13 @@ def register(app: typer.Typer) -> None:
                 # findings stay as DumpLogSegments words them
                 super().error(f"error: {text}" if obj.get("type") == "error" else text, obj)
 
+        print_data_log = print_data_log or offsets_decoder
         opts = Options(
             print_data=print_data_log, deep=deep_iteration or print_data_log,
             skip_metadata=skip_record_metadata, verify_only=verify_index_only,
             sanity_only=index_sanity_check, max_bytes=max_bytes,
             max_message_size=max_message_size, as_json=as_json,
+            offsets_decoder=offsets_decoder,
         )
         paths = [Path(p) for f in files for p in str(f).split(",") if p]
         out = CountingOutput(opts, out=write_line)

@@ -3,7 +3,8 @@
 Runs the broker's own segment recovery (kafkactl.log.repair over kafkactl.log.recovery):
 every batch is validated
 (length inside the file, magic, CRC, increasing offsets), each .log is cut at its first
-invalid byte and stale indexes are rebuilt. Valid batches are never removed. Exit codes:
+invalid byte and stale indexes are rebuilt. Valid batches are never removed. The report
+lists the segments that had problems (`--all`: every segment). Exit codes:
 0 the log is consistent (now), 1 `--dry-run` found something to repair, 2 it cannot be
 repaired (permission denied, a broker holds the dir, not a log dir...).
 """
@@ -26,6 +27,17 @@ EXIT_REPAIRS_NEEDED = 1
 EXIT_CANNOT_REPAIR = 2
 
 
+def _problem(r: SegmentRecoveryReport) -> str:
+    """What is wrong with a segment, in one cell: the first invalid byte, else the first
+    index problem."""
+    if r.error:
+        return f"{r.error_position}: {r.error}"
+    if r.index_problems:
+        more = len(r.index_problems) - 1
+        return str(r.index_problems[0]["message"]) + (f" (and {more} more)" if more else "")
+    return ""
+
+
 def _render(rows: list[tuple[str, SegmentRecoveryReport]], dry_run: bool) -> None:
     from rich.table import Table
 
@@ -33,17 +45,33 @@ def _render(rows: list[tuple[str, SegmentRecoveryReport]], dry_run: bool) -> Non
     table = Table(title=title)
     for col, just in (("partition", "left"), ("segment", "right"), ("valid batches", "right"),
                       ("valid bytes", "right"), ("bytes cut", "right"),
-                      ("indexes", "left"), ("first invalid byte", "left")):
+                      ("indexes", "left"), ("problem", "left")):
         table.add_column(col, justify=just)  # type: ignore[arg-type]
     for part, r in rows:
         cut = r.bytes_truncated
         cut_text = (f"[red]{cut}[/red]" if cut else "0") + (" (would cut)" if cut and dry_run
                                                             else "")
         idx = ("would rebuild" if dry_run else "rebuilt") if r.indexes_rebuilt else "ok"
-        problem = f"{r.error_position}: {r.error}" if r.error else ""
         table.add_row(part, str(r.base_offset), str(r.valid_batches), str(r.valid_bytes),
-                      cut_text, idx, problem)
+                      cut_text, idx, _problem(r))
     print_table(table)
+
+
+def _summary(rows: list[tuple[str, SegmentRecoveryReport]], shown: int) -> str:
+    """`Checked 89 partitions (120 segments): 1 segment of 1 partition ...`."""
+    from kafkactl.log.repair import needs_repair
+
+    parts = {p for p, _r in rows}
+    bad = [(p, r) for p, r in rows if needs_repair(r)]
+    text = (f"Checked {len(parts)} partition{'s' * (len(parts) != 1)} "
+            f"({len(rows)} segment{'s' * (len(rows) != 1)})")
+    if bad:
+        bad_parts = {p for p, _r in bad}
+        text += (f": {len(bad)} segment{'s' * (len(bad) != 1)} of {len(bad_parts)} "
+                 f"partition{'s' * (len(bad_parts) != 1)} had problems")
+    if shown < len(rows):
+        text += "; --all lists every segment"
+    return text + "."
 
 
 # C901: a command: one check per option, then one report per outcome
@@ -58,6 +86,8 @@ def recover_command(  # noqa: C901
         False, "--salvage",
         help="Keep the valid batches after a corrupt region (offsets stay as written: the "
              "log gets a gap) instead of cutting everything from the first bad byte."),
+    show_all: bool = typer.Option(
+        False, "--all", help="List every segment, not only those with problems."),
 ) -> None:
     """Validate and repair log segments offline: cut torn or corrupt tails, rebuild indexes."""
     from rich.console import Console
@@ -113,16 +143,21 @@ def recover_command(  # noqa: C901
         if lock_fd is not None:
             os.close(lock_fd)
     needs = any(needs_repair(r) for _p, r in rows) or bool(checkpoints)
+    shown = rows if show_all else [(p, r) for p, r in rows if needs_repair(r)]
     if as_json:
         doc = {
             "path": str(path), "dry_run": dry_run,
             "consistent": not (dry_run and needs),
-            "segments": [{"partition": p, **r.to_dict()} for p, r in rows],
+            "partitions_checked": len({p for p, _r in rows}),
+            "segments_checked": len(rows),
+            "segments": [{"partition": p, **r.to_dict()} for p, r in shown],
             "checkpoints": [c.to_dict() for c in checkpoints],
         }
         typer.echo(json.dumps(doc, indent=2))
     else:
-        _render(rows, dry_run)
+        if shown:
+            _render(shown, dry_run)
+        typer.echo(_summary(rows, len(shown)))
         for c in checkpoints:
             typer.echo(f"{c.problem} {'Rewrote it' if c.rewritten else 'Would rewrite it'}"
                        f" with its {c.entries_kept} readable entries.")

@@ -8,62 +8,23 @@ line per record); .index / .timeindex print their entries and check them against
 
 from __future__ import annotations
 
-import contextlib
-import json
-import mmap
-import os
 import struct
-import sys
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from kafkactl.log.dump_index import dump_offset_index, dump_time_index
+from kafkactl.log.dump_output import INT32_MAX, Options, Output
+from kafkactl.log.dump_output import close_file as _close
+from kafkactl.log.dump_output import read_file as _read_file
+from kafkactl.log.offsets_decoder import decode_offsets_record
 from kafkactl.log.producer_snapshot import iter_snapshot_entries, read_snapshot_header
 from kafkactl.record.batch import Record, RecordBatch, TimestampType
 from kafkactl.record.errors import RecordError
 from kafkactl.record.legacy import LegacyBatch, LegacyMessage
 from kafkactl.record.memory_records import AnyBatch, iter_batches
 
-INT32_MAX = 2**31 - 1
-
-
-@dataclass
-class Options:
-    print_data: bool = False
-    deep: bool = False
-    skip_metadata: bool = False
-    verify_only: bool = False
-    sanity_only: bool = False
-    max_bytes: int = INT32_MAX
-    max_message_size: int = 5 * 1024 * 1024
-    as_json: bool = False
-
-
-def _stdout_line(text: str) -> None:
-    sys.stdout.write(text + "\n")
-
-
-def _stderr_line(text: str) -> None:
-    sys.stderr.write(text + "\n")
-
-
-@dataclass
-class Output:
-    """Text lines or JSON objects to stdout / stderr."""
-
-    opts: Options
-    out: Callable[[str], None] = field(default=_stdout_line)
-    err: Callable[[str], None] = field(default=_stderr_line)
-
-    def line(self, text: str, obj: dict[str, Any]) -> None:
-        self.out(json.dumps(obj) if self.opts.as_json else text)
-
-    def error(self, text: str, obj: dict[str, Any]) -> None:
-        if self.opts.as_json:
-            self.out(json.dumps(obj))
-        else:
-            self.err(text)
+__all__ = ["INT32_MAX", "Options", "Output", "dump_files"]
 
 
 def _jbool(b: bool) -> str:
@@ -72,21 +33,6 @@ def _jbool(b: bool) -> str:
 
 def _text(b: memoryview | None) -> str:
     return "" if b is None else bytes(b).decode("utf-8", errors="replace")
-
-
-def _read_file(path: Path) -> bytes | mmap.mmap:
-    with open(path, "rb") as f:
-        size = os.fstat(f.fileno()).st_size
-        if size == 0:
-            return b""
-        return mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
-
-
-def _close(data: bytes | mmap.mmap) -> None:
-    """Unmap now if nothing still views the map; otherwise the GC unmaps it later."""
-    if isinstance(data, mmap.mmap):
-        with contextlib.suppress(BufferError):
-            data.close()
 
 
 def _base_offset(path: Path) -> int:
@@ -198,13 +144,20 @@ def _record_lines(
                 text += ctext
                 obj.update(cobj)
         if opts.print_data and not (isinstance(batch, RecordBatch) and batch.is_control):
-            if rec.key is not None:
-                text += f"{prefix}key: {_text(rec.key)}"
-                prefix = " "
-                obj["key"] = _text(rec.key)
-            if rec.value is not None:
-                text += f" payload: {_text(rec.value)}"
-                obj["payload"] = _text(rec.value)
+            if opts.offsets_decoder:
+                ktext, ptext, decoded = decode_offsets_record(rec.offset, rec.key, rec.value)
+                if ktext is not None:
+                    text += f"{prefix}key: {ktext}"
+                if ptext is not None:
+                    text += f" payload: {ptext}"
+                obj.update(decoded)
+            else:
+                if rec.key is not None:
+                    text += f"{prefix}key: {_text(rec.key)}"
+                    obj["key"] = _text(rec.key)
+                if rec.value is not None:
+                    text += f" payload: {_text(rec.value)}"
+                    obj["payload"] = _text(rec.value)
         lines.append((text, obj, rec.offset))
     return lines
 
@@ -264,156 +217,6 @@ def dump_log(path: Path, opts: Options, out: Output) -> bool:
         return ok
     finally:
         _close(data)
-
-
-# ---------------------------------------------------------------- indexes
-
-def _first_batch_last_offset(log: bytes | mmap.mmap, position: int, limit: int) -> int | None:
-    view = memoryview(log)[position:position + limit]
-    try:
-        for batch in iter_batches(view):
-            return batch.last_offset
-    except RecordError:
-        return None
-    finally:
-        view.release()
-    return None
-
-
-def dump_offset_index(path: Path, opts: Options, out: Output) -> bool:
-    from kafkactl.log.offset_index import OffsetIndex
-
-    log_path = path.with_name(path.name.split(".", 1)[0] + ".log")
-    index = OffsetIndex.open_readonly(path)
-    try:
-        if index.entry_count == 0:
-            out.line(f"{path} is empty.", {"type": "index_empty", "file": str(path)})
-            return True
-        if opts.sanity_only:
-            log_size = log_path.stat().st_size if log_path.exists() else None
-            index.sanity_check(log_size)
-            out.line(f"{path} passed sanity check.",
-                     {"type": "sanity_check", "file": str(path), "passed": True})
-            return True
-        log = _read_file(log_path) if log_path.exists() else b""
-        mismatches: list[tuple[int, int]] = []
-        try:
-            for i, (offset, position) in enumerate(index.entries()):
-                if offset == index.base_offset and i > 0:
-                    break
-                found = _first_batch_last_offset(log, position, opts.max_message_size)
-                if found is None or found != offset:
-                    mismatches.append((offset, -1 if found is None else found))
-                if not opts.verify_only:
-                    out.line(f"offset: {offset} position: {position}",
-                             {"type": "index_entry", "offset": offset, "position": position})
-        finally:
-            _close(log)
-        if mismatches:
-            abs_path = str(path.resolve())
-            out.error(f"Mismatches in :{abs_path}",
-                      {"type": "index_mismatches", "file": abs_path,
-                       "pairs": [list(p) for p in mismatches]})
-            if not opts.as_json:
-                for idx_off, log_off in reversed(mismatches):
-                    out.err(f"  Index offset: {idx_off}, log offset: {log_off}")
-        return not mismatches
-    finally:
-        index.close()
-
-
-def _batch_reaching(view: memoryview, offset: int) -> tuple[int, int] | None:
-    """The first batch in `view` whose last offset reaches `offset`: (that last offset, the
-    largest timestamp of its records, -1 if they cannot be read); None if there is none."""
-    try:
-        for batch in iter_batches(view):
-            if batch.last_offset >= offset:
-                break
-        else:
-            return None
-    except RecordError:
-        return None
-    try:
-        max_ts = max((r.timestamp for r in batch), default=-1)
-    except RecordError:
-        max_ts = -1
-    return batch.last_offset, max_ts
-
-
-def dump_time_index(path: Path, opts: Options, out: Output) -> bool:
-    from kafkactl.log.offset_index import OffsetIndex
-    from kafkactl.log.time_index import TimeIndex
-
-    stem = path.name.split(".", 1)[0]
-    log_path = path.with_name(stem + ".log")
-    index_path = path.with_name(stem + ".index")
-    time_index = TimeIndex.open_readonly(path)
-    try:
-        if opts.sanity_only:
-            time_index.sanity_check()
-            out.line(f"{path} passed sanity check.",
-                     {"type": "sanity_check", "file": str(path), "passed": True})
-            return True
-        log = _read_file(log_path) if log_path.exists() else b""
-        offset_index = OffsetIndex.open_readonly(index_path) if index_path.exists() else None
-        mismatch: list[tuple[int, int]] = []
-        out_of_order: list[tuple[int, int]] = []
-        not_found: list[tuple[int, int]] = []
-        try:
-            prev_ts = -1
-            for i, (ts, offset) in enumerate(time_index.entries()):
-                if offset == time_index.base_offset and i > 0:
-                    break
-                start = offset_index.lookup(offset).position if offset_index else 0
-                view = memoryview(log)[start:]
-                hit = _batch_reaching(view, offset)
-                view.release()
-                if hit is None:
-                    not_found.append((offset, -1))
-                elif hit[0] != offset:
-                    not_found.append((offset, hit[0]))
-                else:
-                    if hit[1] != ts:
-                        mismatch.append((ts, hit[1]))
-                    if prev_ts >= ts:
-                        out_of_order.append((ts, prev_ts))
-                if not opts.verify_only:
-                    out.line(f"timestamp: {ts} offset: {offset}",
-                             {"type": "time_index_entry", "timestamp": ts, "offset": offset})
-                prev_ts = ts
-        finally:
-            if offset_index is not None:
-                offset_index.close()
-            _close(log)
-        _report_time_index(path, opts, out, mismatch, out_of_order, not_found)
-        return not (mismatch or out_of_order or not_found)
-    finally:
-        time_index.close()
-
-
-def _report_time_index(path: Path, opts: Options, out: Output, mismatch: list[tuple[int, int]],
-                       out_of_order: list[tuple[int, int]],
-                       not_found: list[tuple[int, int]]) -> None:
-    abs_path = str(path.resolve())
-    for title, detail, pairs in (
-        ("Found timestamp mismatch in :", "  Index timestamp: {}, log timestamp: {}",
-         mismatch),
-        ("Found out of order timestamp in :",
-         "  Index timestamp: {}, Previously indexed timestamp: {}", out_of_order),
-    ):
-        if pairs:
-            out.error(title + abs_path, {"type": "time_index_error", "error": title[6:-3],
-                                         "file": abs_path, "pairs": pairs})
-            if not opts.as_json:
-                for a, b in pairs:
-                    out.err(detail.format(a, b))
-    if not_found:
-        out.error("The following indexed offsets are not found in the log.",
-                  {"type": "time_index_error", "error": "offsets not found",
-                   "file": abs_path, "pairs": not_found})
-        if not opts.as_json:
-            for a, b in not_found:
-                out.err(f"Indexed offset: {a}, found log offset: {b}")
 
 
 # ---------------------------------------------------------------- .snapshot

@@ -11,21 +11,19 @@ from __future__ import annotations
 import mmap
 import os
 import struct
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from kafkactl.log.abstract_index import base_offset_from_path
 from kafkactl.log.batch_header import V2_FIELDS, BatchHeader, parse_header, read_header
 from kafkactl.log.checkpoint import fsync_dir
-from kafkactl.log.offset_index import INT32_MAX, OffsetIndex
-from kafkactl.log.segment import (
-    INDEX_SUFFIX,
-    SWAP_SUFFIX,
-    TIME_INDEX_SUFFIX,
-    LogSegment,
-    index_entries_for,
+from kafkactl.log.index_check import (
+    offset_index_problems,
+    segment_index_problems,
+    time_index_problems,
 )
-from kafkactl.log.time_index import NO_TIMESTAMP, TimeIndex
+from kafkactl.log.offset_index import INT32_MAX
+from kafkactl.log.segment import SWAP_SUFFIX, LogSegment, index_entries_for
 from kafkactl.record.batch import LOG_OVERHEAD, MAGIC_OFFSET, RECORD_BATCH_OVERHEAD
 from kafkactl.record.memory_records import scan
 
@@ -49,6 +47,8 @@ class SegmentRecoveryReport:
     dry_run: bool = False
     salvaged_batches: int = 0  # valid batches kept after a corrupt region (--salvage)
     cut_first_offset: int | None = None  # the offset the first cut batch's header claims
+    # what is wrong with the index files as found (kafkactl.log.index_check; a dry run)
+    index_problems: list[dict[str, object]] = field(default_factory=list)
 
     @property
     def bytes_truncated(self) -> int:
@@ -211,9 +211,11 @@ def inspect_segment(log_path: Path, *, index_interval_bytes: int = 4096,
     gaps = has_gaps(vp.headers)
     headers = relocated(vp.headers) if gaps else vp.headers
     offsets, times, _ts, _off = expected_index_entries(headers, base, index_interval_bytes)
-    stale = gaps or not _index_matches(log_path, base, vp.headers)
+    problems = segment_index_problems(log_path, base, vp.headers)
+    stale = gaps or bool(problems)
     report = _report(log_path, base, size, vp, stale, len(offsets), len(times), True)
     report.salvaged_batches = salvaged_count(vp)
+    report.index_problems = [p.to_dict() for p in problems]
     return report
 
 
@@ -283,55 +285,10 @@ def index_problems(
     offset_entries: list[tuple[int, int]],
     time_entries: list[tuple[int, int]],
 ) -> list[str]:
-    """Why these index entries are not a valid index of these batches (empty: valid).
-
-    Valid means what any Kafka broker could have written, whatever its
-    index.interval.bytes: each offset entry is (last offset, start position) of a batch
-    other than the first, increasing; each time entry is (max timestamp so far, last offset
-    of the batch holding it) at some batch, increasing."""
-    problems: list[str] = []
-    by_pos = {h.position: h for h in headers}
-    running: set[tuple[int, int]] = set()  # (max ts so far, its offset) after each batch
-    max_ts, max_off = NO_TIMESTAMP, -1
-    for h in headers:
-        if h.max_timestamp > max_ts:
-            max_ts, max_off = h.max_timestamp, h.last_offset
-            running.add((max_ts, max_off))
-    prev = (-1, -1)
-    for n, (off, pos) in enumerate(offset_entries):
-        at = by_pos.get(pos)
-        if at is None or pos == 0 or at.last_offset != off:
-            problems.append(f"offset index entry {n} ({off} -> position {pos}) does not "
-                            f"point at the start of the batch ending at that offset")
-        elif off <= prev[0] or pos <= prev[1]:
-            problems.append(f"offset index entry {n} ({off} -> {pos}) does not increase")
-        prev = (off, pos)
-    prev_t = (NO_TIMESTAMP - 1, -1)
-    for n, (ts, off) in enumerate(time_entries):
-        if (ts, off) not in running:
-            problems.append(f"time index entry {n} ({ts} -> offset {off}) does not match the "
-                            f"max timestamp of the batches up to it")
-        elif ts <= prev_t[0] or off < prev_t[1]:
-            problems.append(f"time index entry {n} ({ts} -> {off}) does not increase")
-        prev_t = (ts, off)
-    return problems
-
-
-def _index_matches(log_path: Path, base: int, headers: list[BatchHeader]) -> bool:
-    stem = log_path.name.split(".", 1)[0]
-    ipath = log_path.with_name(stem + INDEX_SUFFIX)
-    tpath = log_path.with_name(stem + TIME_INDEX_SUFFIX)
-    if not ipath.exists() or not tpath.exists():
-        return False
-    oi = OffsetIndex.open_readonly(ipath, base)
-    ti = TimeIndex.open_readonly(tpath, base)
-    try:
-        if oi.file_length % 8 or ti.file_length % 12:
-            return False
-        return not index_problems(headers, list(oi.entries()), list(ti.entries()))
-    finally:
-        oi.close()
-        ti.close()
+    """Why these index entries are not a valid index of these batches (empty: valid);
+    the rules are kafkactl.log.index_check's, which dump-log applies too."""
+    return [p.message for p in offset_index_problems(headers, offset_entries)
+            + time_index_problems(headers, time_entries)]
 
 
 def _report(path: Path, base: int, original: int, vp: ValidPrefix, rebuilt: bool,

@@ -88,6 +88,7 @@ def recover_partition(d: Path, *, dry_run: bool, config: LogConfig, salvage: boo
         finally:
             seg.close()
         done.indexes_rebuilt = True
+        done.index_problems = found.index_problems  # what was wrong with them
         if salvage:  # as found, before the rewrite
             done.original_bytes, done.error = found.original_bytes, found.error
             done.error_position = found.error_position

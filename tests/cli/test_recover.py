@@ -48,9 +48,33 @@ def test_consistent_log_dir_exit_0_and_untouched(tmp_path: Path) -> None:
     before = _snapshot(root)
     r = runner.invoke(app, ["recover", str(root)])
     assert r.exit_code == 0, r.output
-    assert "nothing to repair" in r.output and "orders-1" in r.output
+    assert "nothing to repair" in r.output and "Checked 2 partitions" in r.output
+    assert "orders-1" not in r.output  # no table: nothing to show
+    r = runner.invoke(app, ["recover", str(root), "--all"])
+    assert r.exit_code == 0 and "orders-0" in r.output and "orders-1" in r.output
     after = {k: v for k, v in _snapshot(root).items() if k != ".lock"}
     assert after == before
+
+
+def test_only_partitions_with_problems_are_listed(tmp_path: Path) -> None:
+    """89 partitions, one damaged: the report shows that one (--all: every segment)."""
+    root = tmp_path / "logs"
+    for part in range(89):
+        log = Log(root / f"events-{part}", CFG, time=FakeTime())
+        fill(log, 2)
+        log.close()
+    _damage(root / "events-42")
+    r = runner.invoke(app, ["recover", str(root), "--dry-run"])
+    assert r.exit_code == 1, r.output
+    listed = {w for w in r.output.split() if w.startswith("events-")}
+    assert listed == {"events-42"}, r.output
+    assert "Checked 89 partitions (89 segments): 1 segment of 1 partition had problems; " \
+           "--all lists every segment." in " ".join(r.output.split())
+    doc = json.loads(runner.invoke(app, ["recover", str(root), "--dry-run", "--json"]).output)
+    assert [s["partition"] for s in doc["segments"]] == ["events-42"]
+    assert doc["partitions_checked"] == 89 and doc["segments_checked"] == 89
+    r = runner.invoke(app, ["recover", str(root), "--dry-run", "--all", "--json"])
+    assert len(json.loads(r.output)["segments"]) == 89
 
 
 def test_dry_run_reports_and_changes_nothing(tmp_path: Path) -> None:
