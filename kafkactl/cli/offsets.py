@@ -72,12 +72,12 @@ def parse_topic_spec(spec: str) -> tuple[str, list[int] | None]:
                                  "like T:0,1") from None
 
 
-def parse_datetime(text: str) -> int:
+def parse_datetime(text: str, option: str = "--to-datetime") -> int:
     """ISO-8601 (`2024-05-01T12:00:00.000`, optional zone; local time if none) -> ms."""
     try:
         dt = datetime.fromisoformat(text.replace("Z", "+00:00"))
     except ValueError:
-        raise typer.BadParameter(f"bad --to-datetime {text!r}: expected "
+        raise typer.BadParameter(f"bad {option} {text!r}: expected "
                                  "YYYY-MM-DDTHH:mm:SS[.sss][+HH:MM]") from None
     if dt.tzinfo is None:
         dt = dt.astimezone()

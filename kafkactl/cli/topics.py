@@ -1,4 +1,5 @@
-"""`kafkactl topics create|list|describe|delete|alter` (kafka-topics, through the protocol)."""
+"""`kafkactl topics create|list|describe|delete|alter` (kafka-topics) and `topics offsets`
+(kafka-get-offsets), through the protocol."""
 
 from __future__ import annotations
 
@@ -21,7 +22,8 @@ from kafkactl.cli._client_options import (
 if TYPE_CHECKING:  # the client is imported when a command runs, so --help stays fast
     from kafkactl.client.admin import AdminClient
 
-topics_app = typer.Typer(help="Create, list, describe, alter and delete topics.",
+topics_app = typer.Typer(help="Create, list, describe, alter and delete topics; offsets at a "
+                         "time.",
                          no_args_is_help=True)
 T = TypeVar("T")
 
@@ -94,20 +96,83 @@ def list_(
         typer.echo(name)
 
 
+def _int_or_none(value: str | None) -> int | None:
+    try:
+        return int(value) if value is not None else None
+    except ValueError:
+        return None
+
+
+def partition_health(p: dict[str, Any], live: set[int], min_isr: int | None) -> set[str]:
+    """kafka-topics' partition filters this partition passes: under-replicated (fewer
+    in-sync replicas than replicas), unavailable (no leader, or a leader that is not a
+    live broker), under-min-isr (no leader, or fewer in-sync replicas than the topic's
+    min.insync.replicas), at-min-isr (exactly that many)."""
+    has_leader = p["leader"] >= 0
+    out = set()
+    if len(p["isr"]) < len(p["replicas"]):
+        out.add("under_replicated")
+    if not has_leader or p["leader"] not in live:
+        out.add("unavailable")
+    if not has_leader or (min_isr is not None and len(p["isr"]) < min_isr):
+        out.add("under_min_isr")
+    if min_isr is not None and len(p["isr"]) == min_isr:
+        out.add("at_min_isr")
+    return out
+
+
+# C901: one option per kafka-topics filter, then the two layouts
 @topics_app.command("describe")
-def describe(
+def describe(  # noqa: C901
     topic: list[str] = typer.Option([], "--topic", "-t", help="Topic (default: all)."),
+    under_replicated: bool = typer.Option(
+        False, "--under-replicated-partitions",
+        help="Only partitions with fewer in-sync replicas than replicas."),
+    unavailable: bool = typer.Option(
+        False, "--unavailable-partitions",
+        help="Only partitions whose leader is not available."),
+    under_min_isr: bool = typer.Option(
+        False, "--under-min-isr-partitions",
+        help="Only partitions with fewer in-sync replicas than min.insync.replicas."),
+    at_min_isr: bool = typer.Option(
+        False, "--at-min-isr-partitions",
+        help="Only partitions with exactly min.insync.replicas in-sync replicas."),
+    exclude_internal: bool = typer.Option(False, "--exclude-internal",
+                                          help="Without --topic, skip internal topics."),
     as_json: bool = typer.Option(False, "--json", help="One JSON document."),
     bootstrap: str | None = bootstrap_option(),
     prop: list[str] = property_option(),
     command_config: Path | None = command_config_option(),
 ) -> None:
-    """Partitions, leaders, replicas and config overrides, in kafka-topics' layout."""
+    """Partitions, leaders, replicas and config overrides, in kafka-topics' layout; the
+    --*-partitions filters print only the partitions in that state (as kafka-topics)."""
+    wanted = {name for name, on in (("under_replicated", under_replicated),
+                                    ("unavailable", unavailable),
+                                    ("under_min_isr", under_min_isr),
+                                    ("at_min_isr", at_min_isr)) if on}
 
     def go(a: AdminClient) -> list[dict[str, Any]]:
         docs = []
-        for name, t in a.describe_topics(topic or None).items():
+        live = set(a.client.refresh_metadata([]).brokers)
+        topics = a.describe_topics(topic or None)
+        for name, t in topics.items():
+            if exclude_internal and not topic and t.is_internal:
+                continue
             configs = a.describe_configs(name)
+            min_isr = _int_or_none(configs["min.insync.replicas"].value) \
+                if "min.insync.replicas" in configs else None
+            parts = []
+            for p in sorted(t.partitions.values(), key=lambda p: p.partition):
+                row: dict[str, Any] = {"partition": p.partition, "leader": p.leader,
+                                       "replicas": list(p.replicas), "isr": list(p.isr)}
+                if p.offline_replicas:
+                    row["offline"] = list(p.offline_replicas)
+                health = partition_health(row, live, min_isr)
+                if wanted and not health & wanted:
+                    continue
+                parts.append(row)
+            if wanted and not parts:
+                continue
             docs.append({
                 "topic": name,
                 "partition_count": len(t.partitions),
@@ -115,10 +180,7 @@ def describe(
                                           default=0),
                 "configs": {k: c.value for k, c in sorted(configs.items())
                             if not c.is_default and c.source == 1},
-                "partitions": [{"partition": p.partition, "leader": p.leader,
-                                "replicas": list(p.replicas), "isr": list(p.isr)}
-                               for p in sorted(t.partitions.values(),
-                                               key=lambda p: p.partition)],
+                "partitions": parts,
             })
         return docs
 
@@ -127,14 +189,92 @@ def describe(
         typer.echo(json.dumps(docs, indent=1))
         return
     for d in docs:
-        overrides = ",".join(f"{k}={v}" for k, v in d["configs"].items())
-        typer.echo(f"Topic: {d['topic']}\tPartitionCount: {d['partition_count']}\t"
-                   f"ReplicationFactor: {d['replication_factor']}\tConfigs: {overrides}")
+        if not wanted:  # kafka-topics prints the topic line only without a filter
+            overrides = ",".join(f"{k}={v}" for k, v in d["configs"].items())
+            typer.echo(f"Topic: {d['topic']}\tPartitionCount: {d['partition_count']}\t"
+                       f"ReplicationFactor: {d['replication_factor']}\tConfigs: {overrides}")
         for p in d["partitions"]:
-            typer.echo(f"\tTopic: {d['topic']}\tPartition: {p['partition']}\t"
-                       f"Leader: {p['leader']}\t"
-                       f"Replicas: {','.join(map(str, p['replicas']))}\t"
-                       f"Isr: {','.join(map(str, p['isr']))}")
+            leader = p["leader"] if p["leader"] >= 0 else "none"
+            line = (f"\tTopic: {d['topic']}\tPartition: {p['partition']}\t"
+                    f"Leader: {leader}\t"
+                    f"Replicas: {','.join(map(str, p['replicas']))}\t"
+                    f"Isr: {','.join(map(str, p['isr']))}")
+            if p.get("offline"):
+                line += f"\tOffline: {','.join(map(str, p['offline']))}"
+            typer.echo(line)
+
+
+TIME_WORDS = {"earliest": -2, "latest": -1, "max-timestamp": -3}
+
+
+def parse_time(text: str) -> int:
+    """kafka-get-offsets' --time: earliest (-2), latest (-1), max-timestamp (-3), a
+    timestamp in ms, or an ISO-8601 date (local time without a zone)."""
+    word = TIME_WORDS.get(text.strip().lower())
+    if word is not None:
+        return word
+    bad = typer.BadParameter(
+        f"bad --time {text!r}: use earliest (-2), latest (-1), max-timestamp (-3), a "
+        "timestamp in ms or an ISO date (YYYY-MM-DDTHH:mm:SS[.sss][+HH:MM])")
+    try:
+        value = int(text)
+    except ValueError:
+        from kafkactl.cli.offsets import parse_datetime
+
+        try:
+            return parse_datetime(text, "--time")
+        except typer.BadParameter:
+            raise bad from None
+    if value < -3:
+        raise bad
+    return value
+
+
+def _partition_list(values: list[str]) -> list[int] | None:
+    if not values:
+        return None
+    try:
+        return sorted({int(p) for v in values for p in v.split(",") if p.strip()})
+    except ValueError:
+        raise typer.BadParameter(f"bad --partition {','.join(values)!r}: expected numbers "
+                                 "like 0,2") from None
+
+
+@topics_app.command("offsets")
+def offsets(
+    topic: list[str] = typer.Option([], "--topic", "-t",
+                                    help="Topic (repeatable; default: every topic)."),
+    partition: list[str] = typer.Option([], "--partition", "-p", "--partitions",
+                                        help="Only these partitions (repeatable, or 0,2)."),
+    time: str = typer.Option("latest", "--time",
+                             help="earliest, latest, max-timestamp, a timestamp in ms or an "
+                                  "ISO date (2024-05-01T12:00:00): the first offset whose "
+                                  "record is at least that new."),
+    exclude_internal: bool = typer.Option(False, "--exclude-internal",
+                                          help="Without --topic, skip internal topics."),
+    as_json: bool = typer.Option(False, "--json", help="A JSON array, one object per "
+                                                      "partition."),
+    bootstrap: str | None = bootstrap_option(),
+    prop: list[str] = property_option(),
+    command_config: Path | None = command_config_option(),
+) -> None:
+    """Offsets of partitions at a time: `topic:partition:offset` lines as
+    kafka-get-offsets prints them (the offset is empty when no record is that new)."""
+    try:
+        ts = parse_time(time)
+        parts = _partition_list(partition)
+    except typer.BadParameter as e:
+        raise fail(str(e), 2) from None
+    found = _run(bootstrap, prop, command_config, lambda a: a.topic_offsets(
+        list(topic) or None, parts, ts, include_internal=not exclude_internal))
+    if as_json:
+        typer.echo(json.dumps([{"topic": t, "partition": p,
+                                "offset": None if off < 0 else off,
+                                "timestamp": None if rts < 0 else rts}
+                               for (t, p), (off, rts) in found.items()], indent=1))
+        return
+    for (t, p), (off, _rts) in found.items():
+        typer.echo(f"{t}:{p}:{'' if off < 0 else off}")
 
 
 @topics_app.command("delete")

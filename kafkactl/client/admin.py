@@ -226,6 +226,27 @@ class AdminClient:
                      ) -> dict[TopicPartition, tuple[int, int]]:
         return SimpleConsumer(client=self.client).list_offsets(requests)
 
+    def topic_offsets(self, topics: list[str] | None, partitions: Iterable[int] | None,
+                      timestamp: int, *, include_internal: bool = True
+                      ) -> dict[TopicPartition, tuple[int, int]]:
+        """ListOffsets for every partition of `topics` (all topics when None; only
+        `partitions` when given): (offset, timestamp) at `timestamp`, -2 earliest, -1
+        latest, -3 the record with the largest timestamp; offset -1 when no record is that
+        new (kafka-get-offsets)."""
+        found = self.describe_topics(topics) if topics else self.list_topics(include_internal)
+        wanted = None if partitions is None else set(partitions)
+        tps = sorted((name, p) for name, t in found.items() for p in t.partitions
+                     if wanted is None or p in wanted)
+        if wanted is not None:
+            for name, t in found.items():
+                missing = sorted(wanted - set(t.partitions))
+                if missing and topics:
+                    raise error_for(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)(
+                        f"topic {name!r} has no partition {missing[0]} (it has "
+                        f"{len(t.partitions)})")
+        return dict(sorted(self.list_offsets({tp: timestamp for tp in tps}).items())) \
+            if tps else {}
+
     def close(self) -> None:
         self.client.close()
 
