@@ -1,6 +1,6 @@
-"""`kafkactl offsets show|reset|delete|migrate`: committed offsets of consumer groups
-(kafka-consumer-groups --describe / --reset-offsets / --delete[-offsets]; `migrate` moves
-ZooKeeper-stored offsets into the broker, in kafkactl.cli.offsets_migrate)."""
+"""`kafkactl offsets list|show|reset|delete|migrate`: consumer groups and their committed
+offsets (kafka-consumer-groups --list / --describe / --reset-offsets / --delete[-offsets];
+`migrate` moves ZooKeeper-stored offsets into the broker, in kafkactl.cli.offsets_migrate)."""
 
 from __future__ import annotations
 
@@ -28,7 +28,8 @@ if TYPE_CHECKING:  # the client is imported when a command runs, so --help stays
     from kafkactl.client.group.group_admin import GroupAdmin
     from kafkactl.client.kafka_client import KafkaClient
 
-offsets_app = typer.Typer(help="Show, reset, delete and migrate consumer-group offsets.",
+offsets_app = typer.Typer(help="List groups; show, reset, delete and migrate consumer-group "
+                          "offsets.",
                           no_args_is_help=True)
 T = TypeVar("T")
 TopicPartition = tuple[str, int]
@@ -141,6 +142,57 @@ def _table(*columns: str) -> Table:
 
 def _print_table(table: Table) -> None:
     print_table(table)
+
+
+GROUP_STATES = ("PreparingRebalance", "CompletingRebalance", "Stable", "Dead", "Empty")
+
+
+def _states(values: list[str]) -> set[str]:
+    """--state values (repeatable or comma-separated, any case) -> Kafka's state names."""
+    by_lower = {s.lower(): s for s in GROUP_STATES}
+    out = set()
+    for v in values:
+        for name in filter(None, (x.strip() for x in v.split(","))):
+            state = by_lower.get(name.lower())
+            if state is None:
+                raise fail(f"--state {name}: unknown group state (use "
+                           f"{', '.join(GROUP_STATES)})", 2)
+            out.add(state)
+    return out
+
+
+@offsets_app.command("list")
+def list_groups(
+    state: list[str] = typer.Option(
+        [], "--state",
+        help="Only groups in this state (repeatable or comma-separated: Stable, Empty, "
+             "PreparingRebalance, CompletingRebalance, Dead); prints GROUP and STATE."),
+    as_json: bool = typer.Option(False, "--json", help="A JSON array of groups."),
+    bootstrap: str | None = bootstrap_option(),
+    prop: list[str] = property_option(),
+    command_config: Path | None = command_config_option(),
+) -> None:
+    """The consumer groups' names, from every broker (kafka-consumer-groups --list)."""
+    wanted = _states(state)
+    groups = _run(bootstrap, prop, command_config,
+                  lambda _client, admin, _simple: admin.list_groups())
+    if wanted:
+        groups = [g for g in groups if g[2] in wanted]
+    if as_json:
+        typer.echo(json.dumps([{"group": g, "protocol_type": t, "state": st}
+                               for g, t, st in groups], indent=1))
+        return
+    if not wanted:
+        for g, _t, _st in groups:
+            typer.echo(g)
+        return
+    if not groups:
+        typer.echo("No groups in state " + ", ".join(sorted(wanted)) + ".", err=True)
+        return
+    table = _table("GROUP", "STATE")
+    for g, _t, st in groups:
+        table.add_row(g, st)
+    _print_table(table)
 
 
 @offsets_app.command("show")

@@ -109,3 +109,43 @@ def test_two_consume_group_processes_split_partitions(broker_factory: Any,
     for flag in ("--group", "-G", "-g"):  # one group flag everywhere, -g accepted too
         r = kafkactl("rebalance", flag, "nope", "-b", b.bootstrap)
         assert r.returncode == 1 and "does not exist" in r.stderr
+
+
+def test_offsets_list_names_the_groups(broker_factory: Any) -> None:
+    """kafka-consumer-groups --list (and --state): issue 30 item 9."""
+    from confluent_kafka import Consumer
+
+    b = broker_factory(**FAST)
+    create_topic(b.bootstrap, "listed", 2)
+    produce(b.bootstrap, "listed", ["a", "b", "c"])
+    r = kafkactl("offsets", "list", "-b", b.bootstrap)
+    assert r.returncode == 0 and r.stdout == "", r.stdout + r.stderr
+    # an inactive group: offsets committed by `offsets reset`, no member
+    r = kafkactl("offsets", "reset", "--group", "idle", "--topic", "listed", "--to-earliest",
+                 "--execute", "-b", b.bootstrap)
+    assert r.returncode == 0, r.stderr
+    # an active group: a librdkafka consumer that stays subscribed
+    c = Consumer({"bootstrap.servers": b.bootstrap, "group.id": "busy",
+                  "auto.offset.reset": "earliest"})
+    try:
+        c.subscribe(["listed"])
+
+        def stable() -> bool:
+            c.poll(0.2)
+            r = kafkactl("offsets", "list", "--state", "stable", "--json", "-b", b.bootstrap)
+            return r.returncode == 0 and [g["group"] for g in json.loads(r.stdout)] == ["busy"]
+
+        wait_until(stable, 60, "the group busy to be Stable", interval=0.3)
+        r = kafkactl("offsets", "list", "-b", b.bootstrap)
+        assert r.returncode == 0 and r.stdout.splitlines() == ["busy", "idle"], r.stderr
+        r = kafkactl("offsets", "list", "--json", "-b", b.bootstrap)
+        assert json.loads(r.stdout) == [
+            {"group": "busy", "protocol_type": "consumer", "state": "Stable"},
+            {"group": "idle", "protocol_type": "", "state": "Empty"}]
+        r = kafkactl("offsets", "list", "--state", "Empty,Stable", "-b", b.bootstrap)
+        rows = [ln.split() for ln in r.stdout.splitlines()]
+        assert rows == [["GROUP", "STATE"], ["busy", "Stable"], ["idle", "Empty"]], r.stdout
+        r = kafkactl("offsets", "list", "--state", "asleep", "-b", b.bootstrap)
+        assert r.returncode == 2 and "unknown group state" in r.stderr
+    finally:
+        c.close()
