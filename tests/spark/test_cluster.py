@@ -126,3 +126,47 @@ def test_loader_on_a_standalone_cluster(standalone: Any, broker: Any, tmp_path: 
     # the executor fetched the shipped zip into its work directory
     shipped = list(work.glob("app-*/*/kafkactl-*.zip"))
     assert shipped, sorted(str(p) for p in work.rglob("*"))[:50]
+
+
+DRIVER = """\
+import json, sys
+from pyspark.sql import SparkSession
+master, bootstrap, options = sys.argv[1:4]
+spark = (SparkSession.builder.master(master).appName("kafkactl-register")
+         .config("spark.ui.enabled", "false").config("spark.driver.host", "127.0.0.1")
+         .config("spark.driver.extraJavaOptions", options)
+         .config("spark.executor.extraJavaOptions", options).getOrCreate())
+spark.sparkContext.setLogLevel("ERROR")
+from kafkactl.spark.source import register
+register(spark)
+df = (spark.read.format("kafkactl").option("kafka.bootstrap.servers", bootstrap)
+      .option("subscribe", "cluster.r").load())
+print("ROWS", json.dumps(sorted([r.partition, r.offset, r.value.decode()]
+                                for r in df.collect())))
+spark.stop()
+"""
+
+
+@pytest.mark.slow  # a standalone cluster and a driver: tens of seconds
+def test_register_ships_kafkactl_to_executors_that_lack_it(standalone: Any, broker: Any,
+                                                           tmp_path: Path) -> None:
+    """PySpark against a cluster whose executors' Python cannot import kafkactl:
+    register(spark) ships kafkactl's sources as the zip spark-load ships (--py-files), and
+    the read runs there."""
+    master, work, _ = standalone
+    b = broker.bootstrap
+    create_topic(b, "cluster.r", 2)
+    produce(b, "cluster.r", [(p, None, f"r{p}-{i}".encode(), None)
+                             for p in range(2) for i in range(4)])
+    script = tmp_path / "driver.py"
+    script.write_text(DRIVER)
+    env = dict(os.environ, XDG_CACHE_HOME=str(tmp_path / "cache"), SPARK_LOCAL_IP="127.0.0.1")
+    env.pop("PYSPARK_PYTHON", None)
+    done = subprocess.run([sys.executable, str(script), master, b,
+                           " ".join(spark_jvm_options())], env=env, cwd=tmp_path,
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, (done.stdout + done.stderr)[-4000:]
+    rows = next(json.loads(line[5:]) for line in done.stdout.splitlines()
+                if line.startswith("ROWS "))
+    assert rows == sorted([p, i, f"r{p}-{i}"] for p in range(2) for i in range(4))
+    assert list(work.glob("app-*/*/kafkactl-*.zip")), "the executor got no kafkactl zip"

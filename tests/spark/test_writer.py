@@ -69,13 +69,16 @@ def test_save_modes_as_spark_kafka_sink(spark: Any, broker: Any) -> None:
     b = broker.bootstrap
     create_topic(b, "modes", 1)
     df = spark.createDataFrame([("v",)], "value string")
-    w = df.write.format("kafkactl").option("bootstrap", b).option("topic", "modes")
+
+    def writer() -> Any:  # (mode() changes the writer it is called on)
+        return df.write.format("kafkactl").option("bootstrap", b).option("topic", "modes")
+
     with pytest.raises(Exception, match=r'save mode Overwrite is not allowed for kafkactl.*'
                                         r'use \.mode\("append"\)'):
-        w.mode("overwrite").save()
+        writer().mode("overwrite").save()
     with pytest.raises(Exception, match='(?s)ErrorIfExists.*"Append"'):
-        w.save()
-    w.mode("append").save()
+        writer().save()
+    writer().mode("append").save()
     out = zygote.run(["consume", "-b", b, "-t", "modes", "--from-beginning", "-e", "-q"],
                      text=True, timeout=60, check=True).stdout
     assert out.splitlines() == ["v"]
