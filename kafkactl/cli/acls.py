@@ -1,10 +1,11 @@
 """`kafkactl acls add|list|remove` (kafka-acls, through the protocol).
 
 kafka-acls' flags: `--allow-principal` / `--deny-principal` (User:NAME, repeatable),
-`--allow-host` / `--deny-host` (default *), `--operation` (Read, Write, Create, Delete,
-Alter, Describe, ClusterAction, DescribeConfigs, AlterConfigs, IdempotentWrite, All;
-repeatable), the resource `--topic`, `--group`, `--transactional-id` or `--cluster`, and
-`--resource-pattern-type` (literal, prefixed; for list and remove also any, match).
+`--allow-host` / `--deny-host` (repeatable, default *, each for its kind of principal),
+`--operation` (Read, Write, Create, Delete, Alter, Describe, ClusterAction,
+DescribeConfigs, AlterConfigs, IdempotentWrite, All; repeatable), the resource `--topic`,
+`--group`, `--transactional-id` or `--cluster`, and `--resource-pattern-type` (literal,
+prefixed; for list and remove also any, match).
 """
 
 from __future__ import annotations
@@ -112,6 +113,27 @@ def _cluster_option() -> Any:
     return typer.Option(False, "--cluster", help="The cluster resource.")
 
 
+def _allow_host_option() -> Any:
+    return typer.Option([], "--allow-host", help=(
+        "Host the --allow-principal ACLs apply to (repeatable; default * = any host)."))
+
+
+def _deny_host_option() -> Any:
+    return typer.Option([], "--deny-host", help=(
+        "Host the --deny-principal ACLs apply to (repeatable; default * = any host)."))
+
+
+def _hosts_need_principals(allow_principal: list[str], allow_host: list[str],
+                           deny_principal: list[str], deny_host: list[str]) -> None:
+    """kafka-acls ties --allow-host to --allow-principal and --deny-host to
+    --deny-principal: a host alone names no ACL."""
+    for hosts, principals, flag in ((allow_host, allow_principal, "allow"),
+                                    (deny_host, deny_principal, "deny")):
+        if hosts and not principals:
+            raise fail(f"--{flag}-host needs --{flag}-principal (the host of which "
+                       f"principal's ACLs?)", 2)
+
+
 def _pattern_type_option(default: str) -> Any:
     return typer.Option(default, "--resource-pattern-type",
                         help="literal, prefixed (add/remove); any, match too (list).")
@@ -121,9 +143,8 @@ def _pattern_type_option(default: str) -> Any:
 def add(
     allow_principal: list[str] = _allow_principal_option(),
     deny_principal: list[str] = _deny_principal_option(),
-    allow_host: str = typer.Option("*", "--allow-host",
-        help="Host the allow applies to (* = any)."),
-    deny_host: str = typer.Option("*", "--deny-host", help="Host the deny applies to (* = any)."),
+    allow_host: list[str] = _allow_host_option(),
+    deny_host: list[str] = _deny_host_option(),
     operation: list[str] = _operation_option(),
     topic: list[str] = _topic_option(),
     group: list[str] = _group_option(),
@@ -141,12 +162,14 @@ def add(
     if not resources or not (allow_principal or deny_principal):
         raise fail("give a resource (--topic, --group, --transactional-id, --cluster) and "
                    "--allow-principal or --deny-principal", 2)
+    _hosts_need_principals(allow_principal, allow_host, deny_principal, deny_host)
     ptype = _pattern(resource_pattern_type, ("literal", "prefixed"))
     ops = _operations(operation, "all")
     entries = [AclEntry(rt, name, ptype, p, host, op, perm)
-               for perm, principals, host in ((3, allow_principal, allow_host),
-                                              (2, deny_principal, deny_host))
-               for p in principals for rt, name in resources for op in ops]
+               for perm, principals, hosts in ((3, allow_principal, allow_host),
+                                               (2, deny_principal, deny_host))
+               for p in principals for host in hosts or ["*"]
+               for rt, name in resources for op in ops]
     client = _client(bootstrap, prop, command_config)
     try:
         _run(lambda: create_acls(client, entries))
@@ -207,8 +230,12 @@ def list_acls(
 def remove(
     allow_principal: list[str] = _allow_principal_option(),
     deny_principal: list[str] = _deny_principal_option(),
-    principal: list[str] = typer.Option([], "--principal",
-        help="Only ACLs of this principal (repeatable)."),
+    allow_host: list[str] = _allow_host_option(),
+    deny_host: list[str] = _deny_host_option(),
+    principal: list[str] = typer.Option(
+        [], "--principal",
+        help="Every ACL of this principal: allow or deny, any host and operation unless "
+             "--operation (repeatable)."),
     operation: list[str] = _operation_option(),
     topic: list[str] = _topic_option(),
     group: list[str] = _group_option(),
@@ -219,22 +246,36 @@ def remove(
     prop: list[str] = property_option(),
     command_config: Path | None = command_config_option(),
 ) -> None:
-    """Remove the ACLs matching the flags (a resource is required)."""
+    """Remove ACLs of a resource (required), as kafka-acls --remove: with
+    --allow-principal / --deny-principal exactly the ACLs `acls add` makes from the same
+    flags (host * and operation All unless --allow-host / --deny-host / --operation);
+    with --principal every ACL of that principal; with neither every ACL of the resource
+    (of the --operation given)."""
     from dataclasses import replace
 
-    from kafkactl.client.security_admin import delete_acls
+    from kafkactl.client.security_admin import AclEntry, delete_acls
 
-    if not _resources(topic, group, transactional_id, cluster):
+    resources = _resources(topic, group, transactional_id, cluster)
+    if not resources:
         raise fail("give a resource (--topic, --group, --transactional-id, --cluster)", 2)
-    filters = []
-    for perm, names in ((3, allow_principal), (2, deny_principal), (1, principal)):
-        if names or perm == 1 and not (allow_principal or deny_principal):
-            filters += [replace(f, permission_type=perm) for f in _filters(
-                names, topic, group, transactional_id, cluster, resource_pattern_type,
-                operation)]
+    _hosts_need_principals(allow_principal, allow_host, deny_principal, deny_host)
+    filters: list[Any] = []
+    if allow_principal or deny_principal:
+        ptype = _pattern(resource_pattern_type, ("any", "match", "literal", "prefixed"))
+        ops = _operations(operation, "all")
+        filters += [AclEntry(rt, name, ptype, p, host, op, perm)
+                    for perm, principals, hosts in ((3, allow_principal, allow_host),
+                                                    (2, deny_principal, deny_host))
+                    for p in principals for host in hosts or ["*"]
+                    for rt, name in resources for op in ops]
+    if principal or not (allow_principal or deny_principal):
+        filters += [replace(f, permission_type=1) for f in _filters(
+            principal, topic, group, transactional_id, cluster, resource_pattern_type,
+            operation)]
     client = _client(bootstrap, prop, command_config)
     try:
-        removed = _run(lambda: delete_acls(client, filters))
+        # an ACL two filters match is removed once
+        removed = list(dict.fromkeys(_run(lambda: delete_acls(client, filters))))
     finally:
         client.close()
     _show(removed)
