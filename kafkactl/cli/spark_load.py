@@ -142,11 +142,12 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Load topics into Parquet with Spark, one task per topic-partition range.
 
-        Exit codes: 0 loaded (or nothing new), 1 the Spark job failed, 2 bad arguments,
-        3 broker unreachable (or refusing the credentials), 4 output not writable (or
-        locked by another loader), 5 offsets out of range (with --fail-on-data-loss),
-        6 nothing to load from: a --topic that does not exist or a --pattern that matches
-        no topic (without --allow-empty).
+        Exit codes: 0 loaded (or nothing new), 1 the Spark job failed,
+        2 bad arguments, 3 broker unreachable (or refusing the credentials),
+        4 output not writable (or locked by another loader), 5 offsets out of
+        range (with --fail-on-data-loss), 6 nothing to load from: a --topic
+        that does not exist or a --pattern that matches no topic (without
+        --allow-empty).
         """
         if bool(topic) == bool(pattern):
             raise fail("give either --topic (repeatable) or --pattern", 2)
