@@ -99,7 +99,8 @@ def verify_replicas(
     command_config: Path | None = command_config_option(),
 ) -> None:
     """Compare every replica's committed log (batch offsets and CRCs) and report where
-    replicas differ (Kafka's ReplicaVerificationTool). Exit 1 on any divergence."""
+    replicas differ (Kafka's ReplicaVerificationTool). Exit 1 on any divergence or replica
+    that cannot be read; a single-replica partition has nothing to compare (exit 0)."""
     from kafkactl.client.errors import ClientError
     from kafkactl.client.kafka_client import KafkaClient
     from kafkactl.client.replica_verifier import verify_partition
@@ -120,17 +121,24 @@ def verify_replicas(
     except (ClientError, KafkaError, ValueError) as e:
         raise fail(str(e)) from None
     rows = [{"topic": c.topic, "partition": c.partition, "replicas": c.replicas,
-             "checked_up_to": c.checked_up_to, "batches": c.batches,
+             "compared": c.compared,
+             "checked_up_to": c.checked_up_to if c.compared else None,
+             "batches": c.batches if c.compared else None,
              "diverged_at": c.diverged_at, "errors": {str(b): e for b, e in c.errors.items()}}
             for c in checks]
     if as_json:
         typer.echo(json.dumps(rows, indent=1))
     else:
         for c in checks:
+            replicas = f"{c.topic}-{c.partition}\treplicas {','.join(map(str, c.replicas))}"
+            if c.single_replica:
+                typer.echo(f"{replicas}\tone replica: nothing to compare")
+                continue
             state = "ok" if c.ok else (f"DIVERGED at offset {c.diverged_at}"
                                        if c.diverged_at is not None else "NOT CHECKED")
-            typer.echo(f"{c.topic}-{c.partition}\treplicas {','.join(map(str, c.replicas))}"
-                       f"\tup to offset {c.checked_up_to} ({c.batches} batches)\t{state}")
+            span = (f"up to offset {c.checked_up_to} ({c.batches} batches)" if c.compared
+                    else "not compared")
+            typer.echo(f"{replicas}\t{span}\t{state}")
             for broker, why in c.errors.items():
                 typer.echo(f"  replica {broker}: {why}", err=True)
     if any(not c.ok for c in checks):

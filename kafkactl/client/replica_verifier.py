@@ -28,10 +28,16 @@ class PartitionCheck:
     batches: int = 0
     diverged_at: int | None = None  # first offset where the replicas differ
     errors: dict[int, str] = field(default_factory=dict)  # broker -> why it was not read
+    compared: bool = False  # two or more replicas were read and compared
 
     @property
     def ok(self) -> bool:
         return self.diverged_at is None and not self.errors
+
+    @property
+    def single_replica(self) -> bool:
+        """One replica: there is nothing to compare it with (not a failure)."""
+        return len(self.replicas) < 2
 
 
 def _read_replica(client: KafkaClient, broker: int, topic: str,
@@ -67,6 +73,8 @@ def _read_replica(client: KafkaClient, broker: int, topic: str,
 def verify_partition(client: KafkaClient, topic: str, partition: int,
                      replicas: list[int]) -> PartitionCheck:
     check = PartitionCheck(topic, partition, list(replicas))
+    if check.single_replica:
+        return check  # nothing to read: no other copy to compare it with
     logs: dict[int, tuple[list[Batch], int]] = {}
     for broker in replicas:
         try:
@@ -76,6 +84,7 @@ def verify_partition(client: KafkaClient, topic: str, partition: int,
     if len(logs) < 2:
         return check
     upto = min(hw for _batches, hw in logs.values())
+    check.compared = True
     check.checked_up_to = upto
     views = {b: [x for x in batches if x[1] < upto] for b, (batches, _hw) in logs.items()}
     reference = next(iter(views.values()))
