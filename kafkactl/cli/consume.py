@@ -8,6 +8,7 @@ import re
 import select
 import sys
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -16,7 +17,6 @@ import typer
 
 from kafkactl.cli._client_options import (
     bootstrap_option,
-    client_security,
     command_config_option,
     fail,
     property_option,
@@ -31,7 +31,9 @@ if TYPE_CHECKING:  # the client is imported when a command runs, so --help stays
     from kafkactl.client.record_format import BatchFormat
     from kafkactl.client.topic_reader import StartOffset
 
-TOKEN = re.compile(rb"%[tpokKsSTh%]")
+TOKEN = re.compile(rb"%[tpokKsSThR%]")
+ANY_TOKEN = re.compile(rb"%(.?)", re.DOTALL)
+TOKENS_HELP = "%t %p %o %k %K %s %S %R %T %h %%"
 
 
 def parse_offset(spec: str) -> StartOffset:
@@ -66,9 +68,21 @@ def _b(v: memoryview | None, null: bytes = b"") -> bytes:
     return null if v is None else bytes(v)
 
 
+def _check_tokens(fmt: str, raw: bytes) -> None:
+    """Refuse a token kcat does not have (kcat: "Unsupported formatter")."""
+    for m in ANY_TOKEN.finditer(raw):
+        if not TOKEN.fullmatch(m.group(0)):
+            shown = "%" + m.group(1).decode("utf-8", "replace")
+            raise typer.BadParameter(
+                (f"--format '{fmt}': unsupported token '{shown}'" if m.group(1) else
+                 f"--format '{fmt}' ends with a lone '%' (write %% for a percent sign)")
+                + f"; the tokens are kcat's: {TOKENS_HELP}")
+
+
 def compile_format(fmt: str) -> Any:
-    """kcat -f tokens: %t %p %o %k %s %K %S %T %h, plus %% and \\n \\t \\xNN escapes."""
+    """kcat -f tokens: %t %p %o %k %s %K %S %R %T %h, plus %% and \\n \\t \\xNN escapes."""
     raw = unescape(fmt)
+    _check_tokens(fmt, raw)
     pieces = TOKEN.split(raw)
     tokens = TOKEN.findall(raw)
 
@@ -90,6 +104,9 @@ def compile_format(fmt: str) -> Any:
                 out.append(b"%d" % r.timestamp)
             elif c == b"S":
                 out.append(b"%d" % (-1 if r.value is None else len(r.value)))
+            elif c == b"R":  # kcat: the value's length as a big-endian 32-bit integer
+                out.append((-1 if r.value is None else len(r.value)).to_bytes(
+                    4, "big", signed=True))
             elif c == b"K":
                 out.append(b"%d" % (-1 if r.key is None else len(r.key)))
             elif c == b"h":
@@ -120,25 +137,34 @@ def _text(v: memoryview | None) -> tuple[Any, bool]:
         return base64.b64encode(b).decode("ascii"), True
 
 
-def render_json(r: ConsumerRecord) -> bytes:
-    key, kb64 = _text(r.key)
-    payload, vb64 = _text(r.value)
-    d: dict[str, Any] = {
-        "topic": r.topic, "partition": r.partition, "offset": r.offset,
-        "tstype": "logappend" if r.timestamp_type == 1 else "create", "ts": r.timestamp,
-    }
-    if r.headers:
-        d["headers"] = [[k, _text(v)[0]] for k, v in r.headers]
-    d["key"] = key
-    d["payload"] = payload
-    if kb64:
-        d["key_encoding"] = "base64"
-    if vb64:
-        d["payload_encoding"] = "base64"
-    return json.dumps(d, ensure_ascii=False).encode() + b"\n"
+def json_renderer(broker_of: Callable[[str, int], int]) -> Callable[[ConsumerRecord], bytes]:
+    """kcat -J's object per record: topic, partition, offset, tstype, ts, broker (the
+    leader it was read from, `broker_of(topic, partition)`), headers (kcat's flat
+    [name, value, ...] list, only when there are headers), key, payload. Keys, values and
+    header values that are not UTF-8 are base64, flagged by key_encoding /
+    payload_encoding (kcat would print them raw, making the line invalid JSON)."""
+    def render(r: ConsumerRecord) -> bytes:
+        key, kb64 = _text(r.key)
+        payload, vb64 = _text(r.value)
+        d: dict[str, Any] = {
+            "topic": r.topic, "partition": r.partition, "offset": r.offset,
+            "tstype": "logappend" if r.timestamp_type == 1 else "create", "ts": r.timestamp,
+            "broker": broker_of(r.topic, r.partition),
+        }
+        if r.headers:
+            d["headers"] = [x for k, v in r.headers for x in (k, _text(v)[0])]
+        d["key"] = key
+        d["payload"] = payload
+        if kb64:
+            d["key_encoding"] = "base64"
+        if vb64:
+            d["payload_encoding"] = "base64"
+        return json.dumps(d, ensure_ascii=False, separators=(",", ":")).encode() + b"\n"
+
+    return render
 
 
-def _group_source(group: str) -> Any:
+def _group_source(group: str) -> Any:  # noqa: ARG001 - the class for every group
     """Consumer groups: `--group G` consumes through kafkactl.client.group.GroupConsumer."""
     from kafkactl.client.group import GroupConsumer
 
@@ -177,7 +203,12 @@ def consume(  # noqa: C901
         help="Consume as a member of this consumer group: the group assigns the "
              "partitions and the consumed offsets are committed."),
     bootstrap: str | None = bootstrap_option(),
-    prop: list[str] = property_option(),
+    prop: list[str] = property_option(
+        "Consumer property key=value (repeatable): librdkafka's or Java's names, e.g. "
+        "fetch.wait.max.ms, max.partition.fetch.bytes, auto.offset.reset, group.id, "
+        "enable.auto.commit, session.timeout.ms, max.poll.interval.ms, isolation.level, "
+        "check.crcs=false, client.id; and the security properties (security.protocol, "
+        "sasl.*, ssl.*)."),
     command_config: Path | None = command_config_option(),
     zookeeper: str | None = typer.Option(
         None, "--zookeeper", metavar="HOST:PORT[/CHROOT]",
@@ -190,9 +221,19 @@ def consume(  # noqa: C901
     dual_commit: bool = typer.Option(
         False, "--dual-commit",
         help="With --offsets-storage kafka: commit to ZooKeeper too (the migration step)."),
+    timeout_ms: int | None = typer.Option(
+        None, "--timeout-ms", min=1,
+        help="Exit when no record arrived for this long (kafka-console-consumer's)."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No summary on stderr."),
 ) -> None:
-    """Print records of the given topics to stdout (value per line by default)."""
+    """Print records of the given topics to stdout (value per line by default).
+
+    With -G/--group the consumer joins the group and commits the records it has written
+    to stdout (on exit, on Ctrl-C/SIGTERM, when the reader goes away, before a rebalance
+    and every auto.commit.interval.ms), never more. When the brokers go away it keeps
+    trying for max.poll.interval.ms (5 minutes; -X max.poll.interval.ms=...) before it
+    gives up with an error."""
+    from kafkactl.cli._properties import consumer_options
     from kafkactl.client.consumer import Consumer
     from kafkactl.client.errors import ClientError
     from kafkactl.client.fetcher import EARLIEST, LATEST
@@ -201,6 +242,12 @@ def consume(  # noqa: C901
     from kafkactl.protocol.errors import KafkaError
     from kafkactl.record.errors import RecordError
 
+    security, settings = consumer_options(prop, command_config)
+    if settings.group_id is not None:
+        if group is not None and group != settings.group_id:
+            raise fail(f"-G {group} and -X {settings.given_as['group_id']}="
+                       f"{settings.group_id} name two groups: give one", 2)
+        group = settings.group_id
     if not topic and not topic_pattern:
         raise fail("give -t/--topic (repeatable) or --topic-pattern", 2)
     if zookeeper and not group:
@@ -213,20 +260,32 @@ def consume(  # noqa: C901
         raise fail("a ZooKeeper consumer takes -t/--topic or --topic-pattern, not both", 2)
     if offset is not None and from_beginning:
         raise fail("--offset and --from-beginning are mutually exclusive", 2)
+    group_only = settings.group_kwargs()
+    if group_only and not group:
+        names = ", ".join(sorted(settings.option(f) for f in settings.given()
+                                 if f not in settings.consumer_kwargs()))
+        raise fail(f"{names}: group settings; give -G/--group too", 2)
+    consumer_kw = settings.consumer_kwargs()
+    reset = consumer_kw.pop("auto_offset_reset", None)
     try:
-        start = StartOffset("earliest", EARLIEST) if from_beginning else (
-            parse_offset(offset) if offset is not None else StartOffset("latest", LATEST))
+        if from_beginning:
+            start = StartOffset("earliest", EARLIEST)
+        elif offset is not None:
+            start = parse_offset(offset)
+        elif reset == "earliest":
+            start = StartOffset("earliest", EARLIEST)
+        else:
+            start = StartOffset("latest", LATEST)
         for rx in (topic_pattern, exclude_pattern):
             if rx:
                 re.compile(rx)
         sep = unescape(key_separator) if key_separator is not None else None
         batch_format = None
+        render: Any = None
         if fmt is not None:
             render = compile_format(fmt)
             batch_format = compile_batch_format(fmt)
-        elif as_json:
-            render = render_json
-        else:
+        elif not as_json:
             parts = []
             if print_offsets:
                 parts.append("%o" + (key_separator if key_separator is not None else "\\t"))
@@ -239,8 +298,12 @@ def consume(  # noqa: C901
     # value (or key SEP value) per line: the reader renders those itself, and header-less
     # batches skip the per-record render
     plain = fmt is None and not as_json and not print_offsets and (sep is None or b"%" not in sep)
-    source = _group_source(group) if group else None
-    security = client_security(prop, command_config)
+    # where a group member with no committed offset starts: -o/--from-beginning, else
+    # -X auto.offset.reset (none too), else latest
+    if offset is None and not from_beginning and reset is not None:
+        group_reset = reset
+    else:
+        group_reset = "earliest" if start.kind == "earliest" else "latest"
 
     install_signal_handlers()  # SIGTERM like Ctrl-C: commit, leave the group, exit
     out = RecordWriter()
@@ -248,36 +311,44 @@ def consume(  # noqa: C901
     consumer: Consumer | None = None
     closed = False
     try:
-        reset = "earliest" if start.kind == "earliest" else "latest"
         if zookeeper:  # the seed's ZooKeeper-coordinated group
             from kafkactl.client.zookeeper_consumer import ZookeeperConsumer
 
+            zk_kw = {k: v for k, v in group_only.items()
+                     if k in ("enable_auto_commit", "auto_commit_interval_ms")}
             consumer = ZookeeperConsumer(
                 *topic, group_id=group or "", zookeeper=zookeeper,
                 pattern=topic_pattern or exclude_pattern, blacklist=bool(exclude_pattern
                                                                       and not topic_pattern),
-                bootstrap_servers=bootstrap, auto_offset_reset=reset,
-                offsets_storage=offsets_storage, dual_commit=dual_commit, security=security)
-        elif source is not None:  # --group: the group assigns partitions, offsets committed
-            consumer = source(*topic, group_id=group, bootstrap_servers=bootstrap,
-                              pattern=topic_pattern, auto_offset_reset=reset,
-                              security=security)
+                bootstrap_servers=bootstrap, auto_offset_reset=group_reset,
+                offsets_storage=offsets_storage, dual_commit=dual_commit, security=security,
+                **zk_kw, **consumer_kw)
+        elif group:  # the group assigns partitions, offsets committed
+            consumer = _group_source(group)(
+                *topic, group_id=group, bootstrap_servers=bootstrap, pattern=topic_pattern,
+                auto_offset_reset=group_reset, security=security, **group_only,
+                **consumer_kw)
         else:
             consumer = Consumer(*topic, bootstrap_servers=bootstrap, pattern=topic_pattern,
                                 exclude=exclude_pattern, partitions=partition or None,
-                                auto_offset_reset=reset, security=security)
+                                auto_offset_reset=reset or "latest", security=security,
+                                **consumer_kw)
         out.consumed = consumer.consumed  # what the writer wrote is what a group commits
+        if render is None:
+            render = json_renderer(consumer.client.cluster.leader_for)
+        idle = _IdleCheck(timeout_ms)
         reader = TopicReader(consumer, max_records=max_messages, until_end=exit_at_end,
-                             stop_when_idle=_stdout_closed)
-        if not reader.partitions and source is None and not zookeeper:
+                             stop_when_idle=idle, poll_timeout=idle.poll_timeout)
+        if not reader.partitions and not group:
             raise fail(_no_partitions_message(topic, topic_pattern, exclude_pattern), 1)
-        if source is None and not zookeeper:
+        if not group:
             reader.seek(start)
         lines = reader.lines(key_separator=sep) if plain else reader.lines(
             render, batch_format=batch_format)
         stop = consumer.rebalance_pending
         for pieces in lines:
             unwritten = out.write(pieces, stop)
+            idle.saw_records()
             if unwritten:  # a slow reader, and the group rebalances: rejoin, then go on
                 reader.give_back(pieces, unwritten)
     except KeyboardInterrupt:
@@ -285,15 +356,38 @@ def consume(  # noqa: C901
     except StdoutClosed:
         closed = True  # the reader went away: the EPIPE rule, after the summary
     except (ClientError, KafkaError, RecordError, ValueError, ZooKeeperUnavailable) as e:
+        _summary(out.records, t0, quiet)
         raise fail(str(e)) from None
     finally:
         if consumer is not None:
             consumer.close()
-    if not quiet:
-        dt = max(time.monotonic() - t0, 1e-6)
-        typer.echo(f"Processed a total of {out.records:,} messages in {dt:.2f} s", err=True)
+    _summary(out.records, t0, quiet)
     if closed:
         raise StdoutClosed
+
+
+def _summary(records: int, t0: float, quiet: bool) -> None:
+    if not quiet:
+        dt = max(time.monotonic() - t0, 1e-6)
+        typer.echo(f"Processed a total of {records:,} messages in {dt:.2f} s", err=True)
+
+
+class _IdleCheck:
+    """The reader's stop_when_idle: the reader of stdout went away, or (--timeout-ms) no
+    record arrived for that long."""
+
+    def __init__(self, timeout_ms: int | None) -> None:
+        self.timeout = None if timeout_ms is None else timeout_ms / 1000
+        self.poll_timeout = 1.0 if self.timeout is None else min(1.0, self.timeout)
+        self.last = time.monotonic()
+
+    def saw_records(self) -> None:
+        self.last = time.monotonic()
+
+    def __call__(self) -> bool:
+        if self.timeout is not None and time.monotonic() - self.last >= self.timeout:
+            return True
+        return _stdout_closed()
 
 
 def _no_partitions_message(topics: list[str], pattern: str | None,

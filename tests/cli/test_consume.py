@@ -49,8 +49,9 @@ def test_confluent_kafka_every_codec(broker, codec: str) -> None:
         def dec(v, enc):
             return None if v is None else (base64.b64decode(v) if enc else v.encode())
 
+        flat = d.get("headers", [])  # kcat's layout: [name, value, name, value, ...]
         hdrs = [(k, None if v is None else (v.encode() if k == "h" else None))
-                for k, v in d.get("headers", [])]
+                for k, v in zip(flat[0::2], flat[1::2], strict=True)]
         got.append((dec(d["key"], d.get("key_encoding")),
                     dec(d["payload"], d.get("payload_encoding")), hdrs))
     assert [(k, v) for k, v, _ in got] == [(k, v) for k, v, _ in sent]

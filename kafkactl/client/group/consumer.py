@@ -10,21 +10,40 @@ marked (kafkactl consume marks the records it has written to stdout). Auto-commi
 them every auto_commit_interval_ms and before partitions are revoked; `commit()` commits
 now; `close()` commits (when auto-commit is on) and leaves the group so the others
 rebalance at once.
+
+When the brokers go away (a restart, a network cut) a poll does not fail: it drops the
+coordinator, waits a backoff and returns nothing, and the next polls rejoin and resume from
+the positions held (or the commits). Only when no poll has reached the cluster for
+`reconnect_timeout_ms` (default: the rebalance timeout, max.poll.interval.ms) does poll
+raise, naming the last error.
 """
 
 from __future__ import annotations
 
 import contextlib
+import logging
 import re
 import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from kafkactl.client.consumer import Consumer
-from kafkactl.client.errors import ClientError
-from kafkactl.client.group.membership import CommitFailedError, ConsumerCoordinator
+from kafkactl.client.errors import (
+    ClientError,
+    KafkaConnectionError,
+    KafkaTimeoutError,
+    NoBrokersAvailable,
+)
+from kafkactl.client.fetcher import PartitionFetch
+from kafkactl.client.group.membership import (
+    LOST_CLUSTER,
+    CommitFailedError,
+    ConsumerCoordinator,
+)
 from kafkactl.client.kafka_client import KafkaClient
 from kafkactl.protocol.errors import KafkaError
+
+log = logging.getLogger(__name__)
 
 TopicPartition = tuple[str, int]
 RebalanceCallback = Callable[[set[TopicPartition]], None]
@@ -60,7 +79,7 @@ class GroupConsumer(Consumer):
                  on_assign: RebalanceCallback | None = None,
                  on_revoke: RebalanceCallback | None = None,
                  auto_offset_reset: str = "latest", client_id: str = "kafkactl-consumer",
-                 **kwargs: Any) -> None:
+                 reconnect_timeout_ms: int | None = None, **kwargs: Any) -> None:
         if not topics and not pattern:
             raise ValueError("subscribe to at least one topic or a pattern")
         super().__init__(bootstrap_servers=bootstrap_servers,
@@ -78,6 +97,10 @@ class GroupConsumer(Consumer):
         self._owned: set[TopicPartition] = set()
         self._next_auto_commit = time.monotonic() + self.auto_commit_interval
         self._closed = False
+        self.reconnect_timeout = (rebalance_timeout_ms if reconnect_timeout_ms is None
+                                  else reconnect_timeout_ms) / 1000
+        self._unreachable_since: float | None = None
+        self.coordinator.reconnect_timeout = self.reconnect_timeout
 
     # ---- assignment ---------------------------------------------------------------------
     def subscribe(self, topics: Iterable[str] = (), *, pattern: str | None = None,
@@ -107,7 +130,11 @@ class GroupConsumer(Consumer):
             return
         if self.coordinator.rejoin_needed:
             self._revoke()
-            self.coordinator.ensure_active()
+            budget = None
+            if self._unreachable_since is not None:  # reconnecting: within what is left
+                budget = max(1.0, self._unreachable_since + self.reconnect_timeout
+                             - time.monotonic())
+            self.coordinator.ensure_active(budget)
             self._owned = set(self.coordinator.assignment)
             for tp in list(self.positions):
                 if tp not in self._owned:
@@ -130,6 +157,39 @@ class GroupConsumer(Consumer):
         self._drop_in_flight()
         if self.on_revoke is not None:
             self.on_revoke(set(self._owned))
+
+    # ---- polling through broker outages ------------------------------------------------
+    def poll_fetches(self, timeout: float = 1.0) -> list[PartitionFetch]:
+        try:
+            out = super().poll_fetches(timeout)
+        except (KafkaConnectionError, KafkaTimeoutError, NoBrokersAvailable) as e:
+            self._lost_cluster(e)
+            return []
+        except KafkaError as e:
+            if not e.retriable:
+                raise
+            self._lost_cluster(e)
+            return []
+        self._unreachable_since = None
+        return out
+
+    def _lost_cluster(self, error: Exception) -> None:
+        """A poll could not reach the group's coordinator or the cluster: forget the
+        coordinator and rejoin at the next poll, unless that has gone on too long."""
+        now = time.monotonic()
+        if self._unreachable_since is None:
+            if self.coordinator.unreachable_since is None:
+                log.warning(LOST_CLUSTER, self.group_id, error, self.reconnect_timeout)
+            self._unreachable_since = self.coordinator.unreachable_since or now
+        elif now - self._unreachable_since >= self.reconnect_timeout:
+            raise ClientError(
+                f"group {self.group_id!r}: no broker of the cluster could be reached for "
+                f"{now - self._unreachable_since:.0f} s (the limit is max.poll.interval.ms, "
+                f"{self.reconnect_timeout * 1000:.0f} ms): {error}") from None
+        self.coordinator.lost_coordinator()
+        self._drop_in_flight()
+        self.client.cluster.invalidate()
+        time.sleep(min(1.0, max(self.client.retry_backoff, 0.25)))
 
     # ---- commits ------------------------------------------------------------------------
     def commit(self, offsets: Mapping[TopicPartition, int] | None = None,

@@ -24,6 +24,7 @@ from kafkactl.client.errors import (
     ClientError,
     KafkaConnectionError,
     KafkaTimeoutError,
+    NoBrokersAvailable,
 )
 from kafkactl.client.group.assignors import MemberSubscription, assign
 from kafkactl.client.group.group_admin import GroupAdmin
@@ -33,6 +34,7 @@ from kafkactl.protocol.data import ASSIGNMENT, SUBSCRIPTION, decode_data, encode
 from kafkactl.protocol.errors import ErrorCode, KafkaError, error_for
 
 log = logging.getLogger(__name__)
+LOST_CLUSTER = "group %s: lost the cluster (%s); reconnecting for up to %.0f s"
 
 TopicPartition = tuple[str, int]
 
@@ -71,6 +73,10 @@ class ConsumerCoordinator:
         self._stop = threading.Event()
         self._stable = threading.Event()
         self._hb_thread: threading.Thread | None = None
+        # since when no join could reach the coordinator (None: it answers), and how long
+        # that may last before ensure_active gives up (the rebalance timeout by default)
+        self.unreachable_since: float | None = None
+        self.reconnect_timeout = rebalance_timeout_ms / 1000
 
     # ---- coordinator connection ---------------------------------------------------------
     def _coordinator(self) -> BrokerConnection:
@@ -93,6 +99,13 @@ class ConsumerCoordinator:
             except (KafkaConnectionError, KafkaTimeoutError):
                 self._drop_coordinator()
                 raise
+
+    def lost_coordinator(self) -> None:
+        """The coordinator (or the whole cluster) went away: find it again and rejoin."""
+        with self._lock:
+            self._drop_coordinator()
+            self.admin._coordinators.pop(self.group_id, None)
+        self.rejoin_needed = True
 
     def _drop_coordinator(self) -> None:
         conn, self._conn = self._conn, None
@@ -123,10 +136,16 @@ class ConsumerCoordinator:
             try:
                 if self._join_and_sync():
                     self._start_heartbeat()
+                    self.unreachable_since = None
                     return True
-            except (KafkaConnectionError, KafkaTimeoutError) as e:
-                log.info("group %s: coordinator connection failed (%s); retrying",
-                         self.group_id, e)
+            except (KafkaConnectionError, KafkaTimeoutError, NoBrokersAvailable) as e:
+                self._drop_coordinator()
+                now = time.monotonic()
+                if self.unreachable_since is None:
+                    self.unreachable_since = now
+                    log.warning(LOST_CLUSTER, self.group_id, e, self.reconnect_timeout)
+                elif now - self.unreachable_since >= self.reconnect_timeout:
+                    raise
             if time.monotonic() >= deadline:
                 raise KafkaTimeoutError(f"could not join group {self.group_id!r} in time")
             time.sleep(self.client.retry_backoff)
@@ -242,12 +261,20 @@ class ConsumerCoordinator:
     def commit(self, offsets: Mapping[TopicPartition, int], metadata: str = "") -> None:
         if not offsets:
             return
-        with self._lock:
-            admin_conn = self._coordinator()
-            self.admin._coordinators[self.group_id] = admin_conn
-            errors = self.admin.commit_offsets(
-                self.group_id, offsets, generation=self.generation, member_id=self.member_id,
-                group_instance_id=self.group_instance_id, metadata=metadata)
+        for attempt in (1, 2):  # a coordinator that went away (a restart): look it up again
+            try:
+                with self._lock:
+                    admin_conn = self._coordinator()
+                    self.admin._coordinators[self.group_id] = admin_conn
+                    errors = self.admin.commit_offsets(
+                        self.group_id, offsets, generation=self.generation,
+                        member_id=self.member_id, group_instance_id=self.group_instance_id,
+                        metadata=metadata)
+                break
+            except (KafkaConnectionError, KafkaTimeoutError, NoBrokersAvailable):
+                self.lost_coordinator()
+                if attempt == 2:
+                    raise
         bad = {tp: c for tp, c in errors.items() if c}
         if not bad:
             return

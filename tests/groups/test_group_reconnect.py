@@ -1,0 +1,84 @@
+"""`kafkactl consume -G` through a broker restart: it reconnects, rejoins and goes on from
+where it was; with the broker gone for good it gives up after max.poll.interval.ms."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import threading
+from typing import IO, Any
+
+from tests.groups.helpers import FAST, kafkactl, wait_until
+
+
+def _produce(bootstrap: str, topic: str, values: list[str]) -> None:
+    r = subprocess.run([sys.executable, "-m", "kafkactl", "produce", "-t", topic, "-q",
+                        "-b", bootstrap], input="".join(f"{v}\n" for v in values).encode(),
+                       capture_output=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+
+
+def _reader(stream: IO[bytes], into: list[bytes]) -> threading.Thread:
+    def run() -> None:
+        for line in stream:
+            into.append(line)
+
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    return t
+
+
+def test_group_consumer_survives_a_broker_restart(broker_factory: Any) -> None:
+    b = broker_factory(**FAST)
+    first = [f"before-{i}" for i in range(100)]
+    _produce(b.bootstrap, "restarted", first)
+    p = subprocess.Popen([sys.executable, "-m", "kafkactl", "consume", "-t", "restarted",
+                          "-G", "rg", "--from-beginning", "-b", b.bootstrap],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert p.stdout is not None and p.stderr is not None
+    lines: list[bytes] = []
+    errors: list[bytes] = []
+    reader, err_reader = _reader(p.stdout, lines), _reader(p.stderr, errors)
+    try:
+        wait_until(lambda: len(lines) >= 100, 60, "the first 100 records")
+        b.stop()  # down until the consumer has noticed (its heartbeat fails)
+        wait_until(lambda: any(b"lost the cluster" in e for e in errors), 60,
+                   "the consumer noticing the broker is gone")
+        b.start()
+        second = [f"after-{i}" for i in range(100)]
+        _produce(b.bootstrap, "restarted", second)
+        wait_until(lambda: len(lines) >= 200, 120, "the records produced after the restart")
+        assert p.poll() is None  # still running
+    finally:
+        p.send_signal(signal.SIGINT)
+    rc = p.wait(60)
+    reader.join(30)
+    err_reader.join(30)
+    err = b"".join(errors).decode()
+    assert rc == 0, err
+    assert [x.decode().rstrip("\n") for x in lines] == first + second  # no gap, no repeat
+    shown = kafkactl("offsets", "show", "-G", "rg", "--json", "-b", b.bootstrap)
+    assert [row["current_offset"] for row in json.loads(shown.stdout)] == [200], (
+        shown.stdout, shown.stderr, err)
+
+
+def test_group_consumer_gives_up_after_max_poll_interval(broker_factory: Any) -> None:
+    b = broker_factory(**FAST)
+    _produce(b.bootstrap, "gone", ["x"])
+    p = subprocess.Popen([sys.executable, "-m", "kafkactl", "consume", "-t", "gone", "-G",
+                          "gg", "--from-beginning", "-X", "max.poll.interval.ms=3000",
+                          "-b", b.bootstrap], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert p.stdout is not None and p.stderr is not None
+    assert p.stdout.readline() == b"x\n"
+    b.kill()
+    try:
+        rc = p.wait(120)
+    finally:
+        p.kill()
+    err = p.stderr.read().decode()
+    assert rc == 1, err
+    assert "no broker of the cluster could be reached for" in err, err
+    assert "the limit is max.poll.interval.ms, 3000 ms" in err, err
+    assert "Traceback" not in err
