@@ -187,9 +187,9 @@ def command_tree(app: typer.Typer | None = None) -> CommandSpec:
     if app is None:
         app = importlib.import_module("kafkactl.cli.app").app
     cmd = typer.main.get_command(app)
-    markup = getattr(app, "rich_markup_mode", "rich") == "rich"
+    # kafkactl's help texts are literal (kafkactl.cli._help): `[v1,v2]` is text, not markup
     ctx = cmd.make_context(PROG, [], resilient_parsing=True)
-    return _spec(cmd, (), ctx, markup)
+    return _spec(cmd, (), ctx, markup=False)
 
 
 def _shown(path: Path) -> str:

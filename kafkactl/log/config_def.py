@@ -25,6 +25,7 @@ from kafkactl.log.config import (
     _int,
     invalid,
 )
+from kafkactl.log.message_format_version import message_format_version
 
 # DescribeConfigs' ConfigType (KIP-525).
 UNKNOWN, BOOLEAN, STRING, INT, SHORT, LONG, DOUBLE, LIST, CLASS, PASSWORD = range(10)
@@ -69,13 +70,15 @@ def _throttled_replicas(key: str, value: str) -> str:
     return str(value).strip()
 
 
-_VERSION = re.compile(r"^\d+\.\d+(\.\d+)?(-IV\d+)?$")
 
 
 def _message_format_version(key: str, value: str) -> str:
-    if not _VERSION.match(str(value).strip()):
-        raise invalid(key, value, "Version must look like 0.10.2, 2.8 or 3.0-IV1")
-    return str(value).strip()
+    """The versions Kafka 3.x accepts (0.10.0.0, 2.8, 3.0-IV1, ...); stored, not acted on,
+    as Kafka 3.x ignores it."""
+    try:
+        return message_format_version(str(value))
+    except ValueError as e:
+        raise invalid(key, value, str(e)) from None
 
 
 def _defs() -> dict[str, TopicConfigDef]:

@@ -185,7 +185,7 @@ def test_piped_tables_are_full_width(broker: Any) -> None:
     r = run("produce", "-b", broker.bootstrap, "-t", topic, "-q", stdin=b"v\n")
     assert r.returncode == 0, r.stderr
     assert broker.stop() == 0
-    r = zygote.run(["recover", str(broker.data_dir)], text=True, timeout=60,
+    r = zygote.run(["recover", str(broker.data_dir), "--all"], text=True, timeout=60,
                    env={**os.environ, "COLUMNS": "80"})
     assert r.returncode == 0, r.stderr
     assert f"{topic}-0" in r.stdout, r.stdout

@@ -17,3 +17,16 @@ def test_versions_kafka_accepts(value: str) -> None:
 def test_versions_kafka_refuses(value: str) -> None:
     with pytest.raises(ValueError, match="is not a valid version"):
         message_format_version(value)
+
+
+def test_topic_config_takes_what_kafka_takes() -> None:
+    """The topic key too (topics create/alter --config): 0.10.0.0 is taken, nonsense is
+    refused naming the key."""
+    import pytest as _pytest
+
+    from kafkactl.log.config_def import validate_topic_configs
+    from kafkactl.log.errors import ConfigError
+
+    validate_topic_configs({"message.format.version": "0.10.0.0"})
+    with _pytest.raises(ConfigError, match="message.format.version"):
+        validate_topic_configs({"message.format.version": "banana"})
