@@ -391,14 +391,19 @@ class KafkaController:
             if name in self._watched_topics or name not in self.view.assignments:
                 continue
             self._watched_topics.add(name)
+            DataWatch(self.zk, zk_paths.topic(name), self._topic_watch(name))
 
-            def on_change(data: Any, _stat: Any, topic: str = name) -> bool:
-                if data is None:
-                    self._watched_topics.discard(topic)
-                    return False
-                self._enqueue("partitions", topic)
-                return True
-            DataWatch(self.zk, zk_paths.topic(name), on_change)
+    def _topic_watch(self, topic: str) -> Callable[[Any, Any], bool]:
+        """A DataWatch function for one topic znode. Exactly two parameters: kazoo passes
+        its WatchedEvent as a third one when the function takes it (a `topic=name` default
+        there would receive the event, not the name)."""
+        def on_change(data: Any, _stat: Any) -> bool:
+            if data is None:
+                self._watched_topics.discard(topic)
+                return False
+            self._enqueue("partitions", topic)
+            return True
+        return on_change
 
     def _start_partitions(self, partitions: Iterable[TopicPartition]) -> set[TopicPartition]:
         """(worker thread) Give a first state to partitions that have none and a live
