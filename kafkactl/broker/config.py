@@ -39,6 +39,7 @@ BROKER_DEFAULTS: dict[str, str] = {
     "socket.send.buffer.bytes": "102400",
     "socket.receive.buffer.bytes": "102400",
     "connections.max.idle.ms": "600000",
+    "connection.failed.authentication.delay.ms": "100",
     "log.segment.bytes": "1073741824",
     "log.roll.hours": "168",
     "log.roll.ms": "",

@@ -254,6 +254,7 @@ class DynamicBrokerConfig:
         self.static: dict[str, str] = dict(config.props)
         self.default: dict[str, str] = {}
         self.broker: dict[str, str] = {}
+        partitions.dynamic_config = self  # found there by the ZooKeeper config listener
 
     @property
     def broker_id(self) -> str:

@@ -17,6 +17,7 @@ import contextlib
 import logging
 from collections.abc import Iterable, Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from kafkactl.broker.partition import Partition
 from kafkactl.broker.purgatory import FetchPurgatory
@@ -24,6 +25,9 @@ from kafkactl.log.checkpoint import CheckpointError, read_checkpoint, write_chec
 from kafkactl.log.config import LogConfig
 from kafkactl.log.errors import LogError
 from kafkactl.log.manager import LogManager
+
+if TYPE_CHECKING:
+    from kafkactl.broker.dynamic_config import DynamicBrokerConfig
 
 TopicPartition = tuple[str, int]
 HIGH_WATERMARK_CHECKPOINT = "replication-offset-checkpoint"
@@ -69,6 +73,9 @@ class PartitionStore:
         self.purgatory = purgatory
         self.partitions: dict[TopicPartition, Partition] = {}
         self.checkpointed_high_watermarks = self._read_high_watermarks()
+        # the dynamic broker configs whose log defaults this store applies (it registers
+        # itself): how a cluster's config-change listener reaches them
+        self.dynamic_config: DynamicBrokerConfig | None = None
 
     # ---- queries ---------------------------------------------------------------------------
     def get_partition(self, topic: str, partition: int) -> Partition | None:

@@ -6,8 +6,12 @@
 - Fencing: requests from a controller older than the newest one seen are refused with
   STALE_CONTROLLER_EPOCH, and requests meant for an earlier registration of this broker
   with STALE_BROKER_EPOCH.
-- Topic configs: `/config/topics/[t]` is watched for every topic, so each broker applies a
-  config change made through any broker.
+- Dynamic configs: a change made through any broker is written with a /config/changes
+  notification (kafkactl.cluster.config_changes); every broker applies the notifications in
+  order: a topic's overrides (`/config/topics/[t]`) to its hosted logs, the cluster-wide
+  dynamic broker configs (`/config/brokers/<default>`) and its own (`/config/brokers/[id]`)
+  to its DynamicBrokerConfig. Sensitive broker keys are not written to ZooKeeper (Kafka
+  would need password.encoder.secret): they stay in the broker's data dir.
 - Adoption: topics of this broker's data dir that ZooKeeper does not know (a standalone
   broker joining a cluster) are registered with this broker as their only replica.
 - Controlled shutdown: on SIGTERM the broker asks the controller to move its leaders away
@@ -27,10 +31,12 @@ from kafkactl.broker.partition_store import PartitionStore
 from kafkactl.broker.replica_fetcher import FetcherSettings, ReplicaFetcherManager
 from kafkactl.broker.zk_metadata_cache import ZkMetadataCache
 from kafkactl.broker.zk_registration import ZkRegistration
+from kafkactl.cluster import config_changes, zk_paths
 from kafkactl.cluster import topic_state as zk_topics
-from kafkactl.cluster import zk_paths
 from kafkactl.cluster.broker_connection import PLAINTEXT, InterBrokerSecurity, request_once
+from kafkactl.cluster.config_changes import ConfigChangeListener, EntityConfig
 from kafkactl.cluster.controller import KafkaController
+from kafkactl.log.errors import ConfigError
 from kafkactl.protocol.api_keys import ApiKey
 from kafkactl.protocol.errors import ErrorCode
 
@@ -44,6 +50,7 @@ log = logging.getLogger("kafkactl.broker")
 CONTROLLED_SHUTDOWN_VERSION = 3
 JOIN_RETRY_S = 1.0
 JOIN_WAIT_S = 5.0
+PUBLISH_TIMEOUT_S = 10.0
 
 
 def fetcher_settings(config: BrokerConfig) -> FetcherSettings:
@@ -70,7 +77,11 @@ class ZkCluster:
         self.inter_broker = inter_broker  # the listener and credentials to reach brokers
         self.controller_epoch_seen = 0
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._watched_configs: set[str] = set()
+        self.config_changes = ConfigChangeListener(self.zk, self._on_config_change)
+        # each topic's config as last read from ZooKeeper, by the znode's mzxid: a read
+        # never replaces a newer one (a notification and a LeaderAndIsr may race)
+        self._topic_configs: dict[str, tuple[int, dict[str, str]]] = {}
+        self._loaded_topics: set[str] = set()  # configs read when it came to be hosted
         self.fetchers = ReplicaFetcherManager(config.broker_id, cache,
                                               fetcher_settings(config), inter_broker)
         self._local_topics: dict[str, tuple[int, dict[str, str]]] = {}
@@ -159,47 +170,103 @@ class ZkCluster:
             except NodeExistsError:
                 pass
 
+    # ---- dynamic configs --------------------------------------------------------------------
     def _watch_configs(self) -> None:
-        from kazoo.recipe.watchers import ChildrenWatch, DataWatch
+        """Blocking: this broker's dynamic broker configs as ZooKeeper has them, then the
+        /config/changes listener (which applies the notifications already there too)."""
+        for entity in (zk_paths.DEFAULT_BROKER_ENTITY, str(self.broker_id)):
+            found = config_changes.read_entity_config(self.zk, config_changes.BROKERS, entity)
+            if found.config is not None:
+                self._call_soon(self._apply_broker_config, found)
+        self.config_changes.start()
 
-        self.zk.ensure_path(zk_paths.CONFIG_TOPICS)
-
-        def on_topics(names: list[str]) -> None:
-            for name in names:
-                if name in self._watched_configs:
-                    continue
-                self._watched_configs.add(name)
-
-                def on_config(data: Any, _stat: Any, topic: str = name) -> bool:
-                    if data is None:
-                        self._watched_configs.discard(topic)
-                        return False
-                    configs = zk_topics.read_topic_config(self.zk, topic)
-                    self._call_soon(self._apply_config, topic, configs)
-                    return True
-                DataWatch(self.zk, zk_paths.topic_config(name), on_config)
-
-        ChildrenWatch(self.zk, zk_paths.CONFIG_TOPICS, on_topics)
+    def _on_config_change(self, change: EntityConfig) -> None:
+        """The listener's thread: applied on the event loop, in notification order."""
+        if change.entity_type == config_changes.TOPICS:
+            self._call_soon(self._apply_topic_config, change)
+        elif change.entity_type == config_changes.BROKERS:
+            self._call_soon(self._apply_broker_config, change)
 
     def _call_soon(self, fn: Any, *args: Any) -> None:
         if self._loop is not None and not self._loop.is_closed():
             self._loop.call_soon_threadsafe(fn, *args)
 
-    def _apply_config(self, topic: str, configs: dict[str, str]) -> None:
-        if self.store.configs.overrides.get(topic) == configs:
+    def _newest_topic_config(self, change: EntityConfig) -> dict[str, str] | None:
+        """Record what ZooKeeper said of a topic's config; the newest known (None: the
+        topic has no config znode, i.e. it is deleted)."""
+        known = self._topic_configs.get(change.name)
+        if known is not None and known[0] > change.zxid:
+            return known[1]
+        if change.config is None:
+            self._topic_configs.pop(change.name, None)
+            return None
+        self._topic_configs[change.name] = (change.zxid, change.config)
+        return change.config
+
+    def _apply_topic_config(self, change: EntityConfig) -> None:
+        configs = self._newest_topic_config(change)
+        if configs is None or change.name not in self.store.configs.overrides:
+            return  # not known here: read from ZooKeeper when it is hosted or described
+        if self.store.configs.overrides.get(change.name) == configs:
             return
+        try:
+            self.store.update_topic_config(change.name, configs)
+            log.info("topic %s configs are now %s", change.name,
+                     configs or "the broker defaults")
+        except ValueError as e:
+            log.warning("ignoring the configs of topic %s in ZooKeeper: %s", change.name, e)
+
+    def _apply_broker_config(self, change: EntityConfig) -> None:
+        """A dynamic broker config layer changed in ZooKeeper: the cluster default, or this
+        broker's own (other brokers' layers are theirs)."""
+        dyn = self.store.dynamic_config
+        if dyn is None or change.config is None:
+            return
+        if change.name == zk_paths.DEFAULT_BROKER_ENTITY:
+            rname = ""
+        elif change.name == str(self.broker_id):
+            rname = dyn.broker_id
+        else:
+            return
+        current = dyn.layer(rname)
+        wanted = dict(change.config)
+        wanted.update({k: v for k, v in current.items() if self.config.is_sensitive(k)})
+        if wanted == current:
+            return
+        try:
+            dyn.update(rname, wanted)
+        except (ConfigError, ValueError) as e:
+            log.warning("ignoring the dynamic broker configs of %s in ZooKeeper: %s",
+                        zk_paths.broker_config(change.name), e)
+
+    async def publish_broker_config(self, resource_name: str, layer: dict[str, str]) -> None:
+        """Write a dynamic broker config layer ("" = the cluster default) to ZooKeeper with
+        its change notification (sensitive keys stay in this broker's data dir). Raises
+        kazoo's errors, or TimeoutError when ZooKeeper does not answer in time."""
+        entity = resource_name or zk_paths.DEFAULT_BROKER_ENTITY
+        shared = {k: v for k, v in layer.items() if not self.config.is_sensitive(k)}
+        await asyncio.wait_for(asyncio.to_thread(config_changes.write_entity_config, self.zk,
+                                                 config_changes.BROKERS, entity, shared),
+                               PUBLISH_TIMEOUT_S)
+
+    async def load_topic_config(self, topic: str) -> None:
+        """Before hosting a partition of `topic`: its overrides as ZooKeeper has them now
+        (read again whenever the topic comes to be hosted here after it was not: it may
+        have been deleted and re-created meanwhile)."""
+        if topic in self._loaded_topics and topic in self.store.configs.overrides:
+            return
+        found = await asyncio.to_thread(config_changes.read_entity_config, self.zk,
+                                        config_changes.TOPICS, topic)
+        configs = self._newest_topic_config(found) or {}
         try:
             self.store.update_topic_config(topic, configs)
         except ValueError as e:
             log.warning("ignoring the configs of topic %s in ZooKeeper: %s", topic, e)
-
-    async def load_topic_config(self, topic: str) -> None:
-        """Before hosting a partition of `topic`: its overrides, if not known yet."""
-        if topic not in self.store.configs.overrides:
-            configs = await asyncio.to_thread(zk_topics.read_topic_config, self.zk, topic)
-            self.store.set_topic_overrides(topic, configs)
+            self.store.set_topic_overrides(topic, {})
+        self._loaded_topics.add(topic)
 
     async def stop(self) -> None:
+        self.config_changes.stop()
         self.fetchers.shutdown()
         if self._start_task is not None:
             self._start_task.cancel()

@@ -37,6 +37,7 @@ from kafkactl.broker.topic_admin import (
     validate_topic_name,
 )
 from kafkactl.broker.zk_metadata_cache import ZkMetadataCache
+from kafkactl.cluster import config_changes
 from kafkactl.cluster import topic_state as zk_topics
 from kafkactl.cluster.assignment import AssignmentError, assign_replicas
 from kafkactl.cluster.controller import KafkaController
@@ -330,9 +331,24 @@ class ZkTopicAdmin:
             self._log_config_check(configs)
             if validate_only:
                 return
-            zk_topics.set_topic_config(self.zk, name, dict(configs))
-        self._on_loop(self.store.update_topic_config, name, dict(configs))  # others: znode
+            # the config znode and a /config/changes notification: every broker applies it
+            config_changes.write_entity_config(self.zk, config_changes.TOPICS, name,
+                                               dict(configs))
+        self._on_loop(self._apply_here, name, dict(configs))
         log.info("topic %s configs are now %s", name, dict(configs) or "the broker defaults")
+
+    def _apply_here(self, name: str, configs: dict[str, str]) -> None:
+        """This broker's logs of the topic take the change at once (the notification
+        follows); a topic not hosted here is read from ZooKeeper when it is."""
+        if name in self.store.configs.overrides:
+            self.store.update_topic_config(name, configs)
+
+    def topic_overrides(self, name: str) -> dict[str, str] | None:
+        """A topic's overrides as ZooKeeper has them (None: it has no config znode), for
+        DescribeConfigs and IncrementalAlterConfigs on any broker, hosting it or not."""
+        with zookeeper_errors(f"reading the configs of {name!r}", ErrorCode.REQUEST_TIMED_OUT):
+            return config_changes.read_entity_config(self.zk, config_changes.TOPICS,
+                                                     name).config
 
     # ---- waiting for the controller ----------------------------------------------------------
     async def settled(self, created: Sequence[str], deleted: Sequence[str],

@@ -8,6 +8,7 @@ Kafka's ZooKeeper mode). Paths are relative to the chroot of `zookeeper.connect`
     /brokers/topics/[topic]                        {"version":2,"partitions":{"0":[ids]}}
     /brokers/topics/[topic]/partitions/[n]/state   leader, leader_epoch, isr, ...
     /config/topics/[topic]                         {"version":1,"config":{...}}
+    /config/brokers/[id] or /config/brokers/<default>  dynamic broker configs (KIP-226)
     /admin/delete_topics/[topic]
     /latest_producer_id_block                      the last block of producer ids handed out
     /consumers/[group]/ids/[consumer_id]           registration (ephemeral)
@@ -19,6 +20,8 @@ Kafka's ZooKeeper mode). Paths are relative to the chroot of `zookeeper.connect`
     /kafka-acl-extended-changes/acl_changes_[seq]  a PREFIXED resource's ACLs changed
     /config/users/[user]                           {"version":1,"config":{"SCRAM-SHA-256":..}}
     /config/changes/config_change_[seq]            {"version":2,"entity_path":"users/[user]"}
+                                                   (also "topics/[topic]", "brokers/[id]",
+                                                   "brokers/<default>")
 """
 
 from __future__ import annotations
@@ -40,6 +43,8 @@ ACL_CHANGES = "/kafka-acl-changes"
 ACL_EXTENDED_CHANGES = "/kafka-acl-extended-changes"
 ACL_CHANGE_PREFIX = "acl_changes_"
 CONFIG_USERS = "/config/users"
+CONFIG_BROKERS = "/config/brokers"
+DEFAULT_BROKER_ENTITY = "<default>"  # /config/brokers/<default>: the cluster-wide layer
 CONFIG_CHANGES = "/config/changes"
 CONFIG_CHANGE_PREFIX = "config_change_"
 
@@ -103,3 +108,21 @@ def acl_resource(resource_type: str, pattern_type: str, name: str) -> str:
 
 def user_config(sanitized_user: str) -> str:
     return f"{CONFIG_USERS}/{sanitized_user}"
+
+
+def entity_configs(entity_type: str) -> str:
+    return f"/config/{entity_type}"
+
+
+def entity_config(entity_type: str, name: str) -> str:
+    """/config/[entity_type]/[name]: `topics`, `brokers`, `users` (Kafka's ConfigType)."""
+    return f"/config/{entity_type}/{name}"
+
+
+def broker_config(entity: str) -> str:
+    """/config/brokers/[id], or /config/brokers/<default> for the cluster-wide layer."""
+    return f"{CONFIG_BROKERS}/{entity}"
+
+
+def config_change(child: str) -> str:
+    return f"{CONFIG_CHANGES}/{child}"

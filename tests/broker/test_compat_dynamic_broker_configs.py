@@ -132,3 +132,21 @@ def test_configs_cli_with_kafka_configs_flags(broker) -> None:
     assert "  log.segment.bytes=1073741824 sensitive=false" in r.stdout
     r = _cli(broker, "describe", "--entity-type", "users")
     assert r.returncode != 0 and "topics or brokers" in r.stderr
+
+
+def test_listener_prefixed_keys_are_dynamic_and_stored_only_keys_say_so(broker) -> None:
+    """A listener-prefixed key set per broker is described as dynamic (not read-only), a
+    key stored but not acted on carries the note in its documentation, and
+    connection.failed.authentication.delay.ms is a read-only key with Kafka's default."""
+    key = "listener.name.plaintext.max.connections"
+    with Wire(broker.bootstrap) as w:
+        assert _incremental(w, "0", [(key, 0, "500"),
+                                     ("num.io.threads", 0, "4")])["error_code"] == 0
+        b = _describe(w, BROKER, "0")
+    assert b[key]["value"] == "500" and b[key]["read_only"] is False
+    assert b[key]["documentation"] and "Stored only" in b[key]["documentation"]
+    assert "Stored only" in b["num.io.threads"]["documentation"]
+    assert b["log.retention.ms"]["documentation"] is None  # acted on: no note
+    delay = b["connection.failed.authentication.delay.ms"]
+    assert delay["value"] == "100" and delay["read_only"] is True
+    assert delay["config_source"] == DEFAULT

@@ -3,6 +3,12 @@
 Topic resources have dynamic overrides (decided by the TopicAdmin); broker resources
 (this broker's id, or "" for the cluster-wide default) have the dynamic broker configs of
 KIP-226 (kafkactl.broker.dynamic_config); every other broker key is read-only.
+
+In a ZooKeeper cluster, as in Kafka, a topic's configs are described from ZooKeeper's
+/config/topics/[t] over this broker's defaults, so any broker answers for any topic,
+hosting a replica of it or not; a change is written there with a /config/changes
+notification that every broker applies (kafkactl.cluster.config_changes), and so is a
+change of the dynamic broker configs (/config/brokers/[id] or <default>).
 """
 
 from __future__ import annotations
@@ -12,14 +18,15 @@ from typing import Any
 from kafkactl.broker.config import BROKER_DEFAULTS, BrokerConfig
 from kafkactl.broker.dynamic_config import (
     DYNAMIC_DEFAULT_BROKER_CONFIG,
-    DYNAMIC_KEYS,
     DynamicBrokerConfig,
+    is_dynamic,
 )
 from kafkactl.broker.request_handler import RequestContext
 from kafkactl.broker.security.acl import AclOperation
 from kafkactl.broker.security.checks import authorize_cluster, authorize_topic
 from kafkactl.broker.services import BrokerServices
-from kafkactl.broker.topic_admin import TopicError
+from kafkactl.broker.topic_admin import TopicError, TopicState
+from kafkactl.broker.zk_topic_admin import ZkTopicAdmin
 from kafkactl.log.config import BROKER_SYNONYMS, LogConfig
 from kafkactl.log.config_def import (
     PASSWORD,
@@ -76,28 +83,29 @@ def topic_config_entries(services: BrokerServices, config: LogConfig, overrides:
     return entries
 
 
-def _broker_entry(config: BrokerConfig, key: str, value: str | None, source: int,
+def _broker_entry(dyn: DynamicBrokerConfig, config: BrokerConfig, key: str,
+                  value: str | None, source: int,
                   synonyms: list[dict[str, Any]]) -> dict[str, Any]:
     sensitive = config.is_sensitive(key)
     if sensitive:
         synonyms = [dict(x, value=None) for x in synonyms]
     return {"name": key, "value": None if sensitive else value,
-            "read_only": key not in DYNAMIC_KEYS,
+            "read_only": not is_dynamic(key),
             "is_default": source == DEFAULT_CONFIG, "config_source": source,
             "is_sensitive": sensitive, "synonyms": synonyms,
             "config_type": PASSWORD if sensitive else _type_of(value or "", key),
-            "documentation": None}
+            "documentation": dyn.describe_note(key)}
 
 
 def _broker_entries(services: BrokerServices, rname: str,
                     include_synonyms: bool) -> list[dict[str, Any]]:
     dyn, config = services.dynamic_config, services.config
     if rname == "":  # the cluster-wide default resource: its dynamic configs only
-        return [_broker_entry(config, k, v, DYNAMIC_DEFAULT_BROKER_CONFIG,
+        return [_broker_entry(dyn, config, k, v, DYNAMIC_DEFAULT_BROKER_CONFIG,
                               [{"name": k, "value": v, "source": DYNAMIC_DEFAULT_BROKER_CONFIG}]
                               if include_synonyms else [])
                 for k, v in sorted(dyn.default.items())]
-    return [_broker_entry(config, key, config.get(key), dyn.source_of(key),
+    return [_broker_entry(dyn, config, key, config.get(key), dyn.source_of(key),
                           dyn.synonyms(key) if include_synonyms else [])
             for key in sorted(set(BROKER_DEFAULTS) | set(config.props))]
 
@@ -113,8 +121,29 @@ def _refusal(services: BrokerServices, ctx: RequestContext, rtype: int, rname: s
     return 0
 
 
-def handle_describe_configs(services: BrokerServices, ctx: RequestContext,
-                            request: dict[str, Any]) -> dict[str, Any]:
+async def _topic_overrides(services: BrokerServices, state: TopicState) -> dict[str, str]:
+    """A topic's overrides: in a cluster as ZooKeeper has them (this broker may host no
+    replica of the topic, or not have applied the latest change yet), else the admin's."""
+    admin = services.topic_admin
+    if isinstance(admin, ZkTopicAdmin):
+        found = await admin.call(admin.topic_overrides, state.name, timeout_s=0)
+        return found if found is not None else {}
+    return dict(state.configs)
+
+
+def _topic_log_config(services: BrokerServices, name: str,
+                      overrides: dict[str, str]) -> LogConfig:
+    """This broker's defaults with the topic's overrides (INVALID_CONFIG if they do not
+    build: a znode written by hand)."""
+    try:
+        return services.partitions.configs.log_config_for(overrides)
+    except ValueError as e:
+        raise TopicError(ErrorCode.INVALID_CONFIG,
+                         f"the configs of topic {name!r} are invalid: {e}") from None
+
+
+async def handle_describe_configs(services: BrokerServices, ctx: RequestContext,
+                                  request: dict[str, Any]) -> dict[str, Any]:
     results = []
     for r in request["resources"]:
         rtype, rname = r["resource_type"], r["resource_name"]
@@ -130,11 +159,13 @@ def handle_describe_configs(services: BrokerServices, ctx: RequestContext,
                 res.update(error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                            error_message=f"topic {rname!r} does not exist")
             else:
-                entries = topic_config_entries(services,
-                                               services.partitions.topic_config(rname),
-                                               state.configs,
-                                               request.get("include_synonyms", False))
-                res["configs"] = entries
+                try:
+                    overrides = await _topic_overrides(services, state)
+                    res["configs"] = topic_config_entries(
+                        services, _topic_log_config(services, rname, overrides), overrides,
+                        request.get("include_synonyms", False))
+                except TopicError as e:
+                    res.update(error_code=e.code, error_message=str(e))
         elif rtype == BROKER:
             broker_id = services.metadata_cache.broker_id
             if rname not in ("", str(broker_id)):
@@ -167,7 +198,7 @@ async def _alter(services: BrokerServices, ctx: RequestContext, request: dict[st
             continue
         try:
             if rtype == BROKER:
-                _alter_broker(services.dynamic_config, r, incremental, request["validate_only"])
+                await _alter_broker(services, r, incremental, request["validate_only"])
                 responses.append(res)
                 continue
             if rtype != TOPIC:
@@ -178,8 +209,8 @@ async def _alter(services: BrokerServices, ctx: RequestContext, request: dict[st
                 raise TopicError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                                  f"topic {rname!r} does not exist")
             if incremental:
-                new = dict(state.configs)
-                current = describe_values(services.partitions.topic_config(rname))
+                new = await _topic_overrides(services, state)
+                current = describe_values(_topic_log_config(services, rname, new))
                 for c in r["configs"]:
                     _apply_op(new, current, c["name"], c["config_operation"], c["value"])
             else:
@@ -203,10 +234,12 @@ def _replacement(configs: list[dict[str, Any]]) -> dict[str, str]:
     return new
 
 
-def _alter_broker(dyn: DynamicBrokerConfig, r: dict[str, Any], incremental: bool,
-                  validate_only: bool) -> None:
+async def _alter_broker(services: BrokerServices, r: dict[str, Any], incremental: bool,
+                        validate_only: bool) -> None:
     """KIP-226: replace (AlterConfigs) or edit (IncrementalAlterConfigs) the dynamic
-    configs of this broker (resource name = its id) or of the cluster default ("")."""
+    configs of this broker (resource name = its id) or of the cluster default (""); in a
+    cluster written to ZooKeeper first, for every broker to apply."""
+    dyn = services.dynamic_config
     rname = r["resource_name"]
     try:
         current = dyn.layer(rname)
@@ -221,12 +254,27 @@ def _alter_broker(dyn: DynamicBrokerConfig, r: dict[str, Any], incremental: bool
     else:
         new = _replacement(r["configs"])
     try:
+        dyn.validate(rname, new)
         if validate_only:
-            dyn.validate(rname, new)
-        else:
-            dyn.update(rname, new)
+            return
+        if services.cluster is not None:
+            await _publish(services, rname, new)
+        dyn.update(rname, new)
     except ConfigError as e:
         raise TopicError(ErrorCode.INVALID_CONFIG, str(e)) from e
+
+
+async def _publish(services: BrokerServices, rname: str, layer: dict[str, str]) -> None:
+    from kazoo.exceptions import KazooException
+    from kazoo.handlers.threading import KazooTimeoutError
+
+    assert services.cluster is not None
+    try:
+        await services.cluster.publish_broker_config(rname, layer)
+    except (KazooException, KazooTimeoutError, TimeoutError) as e:
+        raise TopicError(ErrorCode.REQUEST_TIMED_OUT,
+                         "changing the dynamic broker configs: ZooKeeper is not reachable "
+                         f"from this broker ({type(e).__name__}); retry") from None
 
 
 def _apply_op(new: dict[str, str], current: dict[str, str], key: str, op: int,
