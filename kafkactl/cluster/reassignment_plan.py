@@ -1,0 +1,348 @@
+"""The partition reassignment planner of `kafkactl rebalance --partitions` (a pure function:
+cluster state in, plan out), and kafka-reassign-partitions' JSON plan format.
+
+What a plan is, topic by topic:
+
+- **Balanced.** Over the live brokers, every broker holds ⌊P·R/n⌋ or ⌈P·R/n⌉ of the topic's
+  P·R replicas, and leads (is the first replica of) ⌊P/n⌋ or ⌈P/n⌉ of its P partitions when
+  the replica sets allow it. Dead brokers hold none: their replicas move to live ones.
+- **Minimal.** Among all balanced assignments, one with the fewest replica moves (a move is
+  a replica on a broker that does not hold the partition yet: a copy of its data); then the
+  fewest leader changes. An already balanced topic plans nothing.
+- **The replication factor is never lowered.** A topic's replication factor R is the largest
+  replica count among its partitions, unless `replication_factor` sets it on purpose. With
+  fewer live brokers than R the topic is refused (with the reason), never planned smaller.
+- **Per topic, deterministic.** Each topic is planned from its own replicas, the live
+  brokers and the cluster-wide replica count of each broker (ties go to the least loaded
+  broker, then the lowest id), never from the other planned topics: a plan for `-t A` is
+  exactly A's part of the plan for every topic.
+
+Both steps are minimum-cost flows (primal-dual: shortest paths by Bellman-Ford queue, then
+augmenting along the zero-reduced-cost edges until blocked), exact for every input:
+
+    source -R-> partition -1-> broker -q-> sink        (cost 0 if the broker holds the
+                                 broker -1-> extra -r-> sink    partition today, else 1)
+
+with q = ⌊P·R/n⌋ and r = P·R - q·n: every edge into the sink is full in a maximal flow, so
+each broker ends with q or q+1 replicas, exactly r of them with q+1. The leader step is the
+same network over the chosen replica sets with R = 1 (cost 0 for the current leader).
+"""
+
+from __future__ import annotations
+
+import json
+from collections import deque
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+TopicPartition = tuple[str, int]
+ANY_LOG_DIR = "any"
+
+
+@dataclass
+class Plan:
+    """targets: partition -> new replicas (first is the preferred leader), only for the
+    partitions that change; refused: topic -> why it was not planned."""
+
+    targets: dict[TopicPartition, list[int]] = field(default_factory=dict)
+    refused: dict[str, str] = field(default_factory=dict)
+    replica_moves: int = 0
+    leader_changes: int = 0
+
+
+# ---- minimum-cost flow -----------------------------------------------------------------
+
+class _Flow:
+    def __init__(self, nodes: int) -> None:
+        self.graph: list[list[int]] = [[] for _ in range(nodes)]
+        self.to: list[int] = []
+        self.cap: list[int] = []
+        self.cost: list[int] = []
+
+    def edge(self, u: int, v: int, cap: int, cost: int) -> int:
+        """An edge u -> v (and its residual twin); returns its index."""
+        i = len(self.to)
+        self.to += [v, u]
+        self.cap += [cap, 0]
+        self.cost += [cost, -cost]
+        self.graph[u].append(i)
+        self.graph[v].append(i + 1)
+        return i
+
+    def push(self, path: Sequence[int], amount: int = 1) -> None:
+        for i in path:
+            self.cap[i] -= amount
+            self.cap[i ^ 1] += amount
+
+    def _shortest_path(self, source: int, sink: int) -> list[int] | None:
+        """The edges of a cheapest source -> sink path with room (Bellman-Ford by queue:
+        residual edges cost less than zero, never in a cycle while the flow is of
+        minimum cost), or None."""
+        inf = float("inf")
+        dist = [inf] * len(self.graph)
+        via = [-1] * len(self.graph)
+        dist[source] = 0
+        queued = [False] * len(self.graph)
+        queue = deque([source])
+        queued[source] = True
+        while queue:
+            u = queue.popleft()
+            queued[u] = False
+            for i in self.graph[u]:
+                v = self.to[i]
+                if self.cap[i] > 0 and dist[u] + self.cost[i] < dist[v]:
+                    dist[v] = dist[u] + self.cost[i]
+                    via[v] = i
+                    if not queued[v]:
+                        queued[v] = True
+                        queue.append(v)
+        if dist[sink] == inf:
+            return None
+        path: list[int] = []
+        v = sink
+        while v != source:
+            i = via[v]
+            path.append(i)
+            v = self.to[i ^ 1]
+        return path[::-1]
+
+    def run(self, source: int, sink: int) -> None:
+        """Complete a flow of minimum cost for its value (e.g. one of cost-0 edges only)
+        to a maximum flow of minimum cost (successive shortest paths)."""
+        while (path := self._shortest_path(source, sink)) is not None:
+            self.push(path, min(self.cap[i] for i in path))
+
+
+def _balanced_choice(options: Sequence[Sequence[int]], preferred: Sequence[Sequence[int]],
+                     brokers: Sequence[int], per_item: int, spread: int
+                     ) -> list[list[int]] | None:
+    """For item k, per_item distinct brokers out of options[k], every broker chosen by
+    ⌊total/n⌋ or ⌈total/n⌉ items (with `spread` > 1: by at most ⌊total/n⌋ + spread, for
+    when that is impossible), choosing as few brokers outside preferred[k] as can be.
+    None if no choice fills every item."""
+    n = len(brokers)
+    items = len(options)
+    total = items * per_item
+    q, r = divmod(total, n)
+    source, extra, sink = 0, 1, 2
+    item0, broker0 = 3, 3 + items
+    index = {b: broker0 + j for j, b in enumerate(brokers)}
+    flow = _Flow(broker0 + n)
+    into: list[int] = []
+    chosen: list[list[tuple[int, int]]] = []
+    for k, opts in enumerate(options):
+        into.append(flow.edge(source, item0 + k, per_item, 0))
+        keep = [b for b in dict.fromkeys(preferred[k]) if b in index and b in opts]
+        ordered = keep + [b for b in opts if b not in keep]
+        chosen.append([(b, flow.edge(item0 + k, index[b], 1, 0 if b in keep else 1))
+                       for b in ordered])
+    out: dict[int, tuple[int, int | None]] = {}  # broker -> (edge to sink, edge to extra)
+    for b, node in index.items():
+        if spread == 1:
+            out[b] = (flow.edge(node, sink, q, 0), flow.edge(node, extra, 1, 0) if r else None)
+        else:
+            out[b] = (flow.edge(node, sink, q + spread, 0), None)
+    last = flow.edge(extra, sink, r, 0) if spread == 1 and r else None
+    # start from every preferred choice that fits (a flow of cost 0: of minimum cost)
+    for k, row in enumerate(chosen):
+        for b, i in row:
+            if flow.cost[i] != 0 or flow.cap[into[k]] == 0:
+                continue
+            to_sink, to_extra = out[b]
+            if flow.cap[to_sink] > 0:
+                flow.push([into[k], i, to_sink])
+            elif to_extra is not None and last is not None and flow.cap[to_extra] > 0 \
+                    and flow.cap[last] > 0:
+                flow.push([into[k], i, to_extra, last])
+    flow.run(source, sink)
+    if any(flow.cap[i] for i in into):
+        return None
+    return [[b for b, i in row if flow.cap[i] == 0] for row in chosen]
+
+
+# ---- the planner ------------------------------------------------------------------------
+
+def topic_replication_factor(partitions: Mapping[int, Sequence[int]]) -> int:
+    return max((len(r) for r in partitions.values()), default=0)
+
+
+def _plan_topic(name: str, partitions: Mapping[int, Sequence[int]], live: list[int],
+                rf: int, plan: Plan) -> None:
+    ids = sorted(partitions)
+    current = [list(dict.fromkeys(partitions[p])) for p in ids]
+    # the replica sets: each partition keeps what it can of its live replicas
+    kept = [[b for b in c if b in live] for c in current]
+    sets = _balanced_choice([live] * len(ids), kept, live, rf, 1)
+    if sets is None:  # impossible with rf <= len(live); kept as a guard
+        plan.refused[name] = f"topic {name!r}: no balanced assignment was found"
+        return
+    # the leaders: each partition's current first replica, when balance allows
+    first = [[c[0]] if c and c[0] in s else [] for c, s in zip(current, sets, strict=True)]
+    leaders = None
+    for spread in range(1, len(ids) + 2):
+        leaders = _balanced_choice(sets, first, live, 1, spread)
+        if leaders is not None:
+            break
+    assert leaders is not None  # with unbounded spread any replica may lead
+    for p, old, new_set, lead in zip(ids, current, sets, leaders, strict=True):
+        leader = lead[0]
+        rest = [b for b in old if b in new_set and b != leader] + \
+            [b for b in live if b in new_set and b not in old and b != leader]
+        target = [leader, *rest]
+        if target != list(partitions[p]):
+            plan.targets[(name, p)] = target
+            plan.replica_moves += len(set(target) - set(old))
+            plan.leader_changes += int(not old or old[0] != leader)
+
+
+def plan_reassignment(assignments: Mapping[str, Mapping[int, Sequence[int]]],
+                      live_brokers: Iterable[int], *, topics: Iterable[str] | None = None,
+                      replication_factor: int | None = None,
+                      in_progress: Iterable[TopicPartition] = ()) -> Plan:
+    """Plan `topics` (default: every topic of `assignments`, the whole cluster's replica
+    sets) over `live_brokers`. `replication_factor` sets the replication factor of every
+    planned topic; partitions in `in_progress` (reassignments not finished) make their
+    topic refused."""
+    load: dict[int, int] = {b: 0 for b in live_brokers}
+    for parts in assignments.values():
+        for replicas in parts.values():
+            for b in replicas:
+                if b in load:
+                    load[b] += 1
+    live = sorted(load, key=lambda b: (load[b], b))  # ties: least loaded, lowest id
+    moving: dict[str, list[int]] = {}
+    for t, p in in_progress:
+        moving.setdefault(t, []).append(p)
+    plan = Plan()
+    wanted = sorted(assignments) if topics is None else sorted(set(topics))
+    for name in wanted:
+        if name not in assignments:
+            plan.refused[name] = f"topic {name!r} does not exist"
+            continue
+        parts = assignments[name]
+        if not parts:
+            continue
+        if name in moving:
+            shown = ", ".join(f"{name}-{p}" for p in sorted(moving[name]))
+            plan.refused[name] = (
+                f"topic {name!r} has reassignments in progress ({shown}): wait for them "
+                "(--verify) or cancel them (--cancel) first")
+            continue
+        current_rf = topic_replication_factor(parts)
+        rf = replication_factor if replication_factor is not None else current_rf
+        if rf > len(live):
+            shown = ", ".join(map(str, sorted(live))) or "none"
+            lowering = (f"its replication factor is {rf}" if replication_factor is None else
+                        f"replication factor {rf} was asked for")
+            plan.refused[name] = (
+                f"topic {name!r}: {lowering} but only {len(live)} broker(s) are live "
+                f"({shown}); it is not planned (that would lower its replication factor): "
+                "start the missing brokers"
+                + (", or lower it on purpose with --replication-factor"
+                   if replication_factor is None else ""))
+            continue
+        _plan_topic(name, parts, live, rf, plan)
+    return plan
+
+
+def is_balanced(partitions: Mapping[int, Sequence[int]], live_brokers: Iterable[int],
+                rf: int) -> bool:
+    """Every partition has rf distinct live replicas, and every live broker holds within
+    one of the same number of them."""
+    live = set(live_brokers)
+    if not live:
+        return False
+    counts = dict.fromkeys(live, 0)
+    for replicas in partitions.values():
+        if len(replicas) != rf or len(set(replicas)) != rf or not set(replicas) <= live:
+            return False
+        for b in replicas:
+            counts[b] += 1
+    return max(counts.values()) - min(counts.values()) <= 1
+
+
+# ---- kafka-reassign-partitions' JSON ----------------------------------------------------
+
+class PlanFormatError(ValueError):
+    """A reassignment JSON file that cannot be used (the message says why)."""
+
+
+def to_reassignment_json(targets: Mapping[TopicPartition, Sequence[int]]) -> str:
+    """{"version":1,"partitions":[{"topic","partition","replicas","log_dirs"}]}, sorted by
+    topic and partition (kafka-reassign-partitions' layout)."""
+    return json.dumps({"version": 1, "partitions": [
+        {"topic": t, "partition": p, "replicas": list(targets[(t, p)]),
+         "log_dirs": [ANY_LOG_DIR] * len(targets[(t, p)])}
+        for t, p in sorted(targets)]})
+
+
+def _int(value: object, what: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise PlanFormatError(f"{what} must be an integer, not {json.dumps(value)}")
+    return value
+
+
+def _parse_row(i: int, row: object) -> tuple[TopicPartition, list[int]]:
+    if not isinstance(row, dict):
+        raise PlanFormatError(f"partitions[{i}] must be an object")
+    for key in ("topic", "partition", "replicas"):
+        if key not in row:
+            raise PlanFormatError(f'partitions[{i}] has no "{key}"')
+    topic = row["topic"]
+    if not isinstance(topic, str) or not topic:
+        raise PlanFormatError(f"partitions[{i}].topic must be a topic name")
+    partition = _int(row["partition"], f"partitions[{i}].partition")
+    name = f"{topic}-{partition}"
+    replicas_raw = row["replicas"]
+    if not isinstance(replicas_raw, list):
+        raise PlanFormatError(f"{name}: replicas must be a list of broker ids")
+    replicas = [_int(b, f"{name}: a replica") for b in replicas_raw]
+    if not replicas:
+        raise PlanFormatError(f"Partition replica list cannot be empty ({name})")
+    extra = sorted({b for b in replicas if replicas.count(b) > 1})
+    if extra:
+        raise PlanFormatError("Partition replica lists may not contain duplicate entries: "
+                              f"{name} contains multiple entries for "
+                              f"{','.join(map(str, extra))}")
+    log_dirs = row.get("log_dirs", [ANY_LOG_DIR] * len(replicas))
+    if not isinstance(log_dirs, list) or len(log_dirs) != len(replicas):
+        raise PlanFormatError(f"Size of replicas list {replicas} is different from size "
+                              f"of log dirs list {log_dirs} for partition {name}")
+    moved = [(b, d) for b, d in zip(replicas, log_dirs, strict=True) if d != ANY_LOG_DIR]
+    if moved:
+        raise PlanFormatError(
+            f"{name}: log_dirs other than \"any\" are not supported (kafkactl does not "
+            f"move replicas between log directories): broker {moved[0][0]} -> "
+            f"{json.dumps(moved[0][1])}")
+    return (topic, partition), replicas
+
+
+def parse_reassignment_json(text: str) -> dict[TopicPartition, list[int]]:
+    """A reassignment plan in kafka-reassign-partitions' JSON format -> partition ->
+    replicas; PlanFormatError with the reason for anything else."""
+    try:
+        doc = json.loads(text)
+    except ValueError as e:
+        raise PlanFormatError(f"the plan is not valid JSON: {e}") from None
+    if not isinstance(doc, dict):
+        raise PlanFormatError('the plan must be a JSON object {"version": 1, "partitions": '
+                              "[...]}")
+    version = doc.get("version", 1)
+    if version != 1:
+        raise PlanFormatError(f"Not supported version field value {json.dumps(version)}")
+    rows = doc.get("partitions", [])
+    if not isinstance(rows, list):
+        raise PlanFormatError('"partitions" must be a list')
+    out: dict[TopicPartition, list[int]] = {}
+    duplicates: list[str] = []
+    for i, row in enumerate(rows):
+        tp, replicas = _parse_row(i, row)
+        if tp in out:
+            duplicates.append(f"{tp[0]}-{tp[1]}")
+        out[tp] = replicas
+    if duplicates:
+        raise PlanFormatError("Partition reassignment contains duplicate topic partitions: "
+                              + ",".join(duplicates))
+    if not out:
+        raise PlanFormatError("Partition reassignment list cannot be empty")
+    return out
