@@ -100,6 +100,7 @@ class ConnectionInfo:
     # set with close_after_response by a failed authentication: the answer and the close
     # wait connection.failed.authentication.delay.ms
     failed_authentication: bool = False
+    received_at: float = 0.0  # loop time the request being handled arrived (its queue time)
 
 
 # Called when a connection is made (after the TLS handshake): sets up its security;
@@ -118,7 +119,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         "_charged",
         "_backlog", "_backlog_bytes", "_backlog_full", "_full_since", "_reading_paused", "_busy",
         "_write_paused", "_closed", "_close_after_drain", "_task", "_zero_copy", "_setup",
-        "_delayed_close")
+        "_delayed_close", "_arrivals")
 
     def __init__(self, server: SocketServer, connection_id: int, listener: str = "PLAINTEXT",
                  zero_copy: bool = True, setup: ConnectionSetup | None = None) -> None:
@@ -143,6 +144,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._charged = 0  # what the server counts for us: _held + _backlog_bytes, settled
         # once per read (_settle), not per frame
         self._backlog: deque[bytearray] = deque()
+        self._arrivals: deque[float] = deque()  # each backlog frame's arrival (loop time)
         self._backlog_bytes = 0
         self._backlog_full = False
         self._full_since = 0.0
@@ -321,6 +323,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
 
     def _enqueue(self, frame: bytearray) -> None:
         self._backlog.append(frame)
+        self._arrivals.append(self.last_active)
         self._backlog_bytes += len(frame)
         if self._backlog_bytes > MAX_BACKLOG_BYTES and not self._backlog_full:
             self._backlog_full = True
@@ -330,6 +333,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
     def _release_memory(self) -> None:
         """Give back what this connection holds against queued.max.request.bytes."""
         self._backlog.clear()
+        self._arrivals.clear()
         self._partial = self._big = None
         self._held = self._backlog_bytes = 0
         self._settle()
@@ -369,6 +373,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         handler = self.server.handler
         while self._backlog and not self._busy and not self._write_paused and not self._closed:
             frame = self._backlog.popleft()
+            self.info.received_at = self._arrivals.popleft()
             self._backlog_bytes -= len(frame)
             try:
                 result = handler.handle(self.info, frame)

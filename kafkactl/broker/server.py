@@ -29,6 +29,7 @@ from kafkactl.broker.dynamic_config import DynamicBrokerConfig
 from kafkactl.broker.handlers import HANDLERS
 from kafkactl.broker.isr_changer import IsrChanger
 from kafkactl.broker.metadata_cache import BrokerEndpoint, StandaloneMetadataCache
+from kafkactl.broker.metrics import BrokerMetrics, MeteredHandler
 from kafkactl.broker.network import SocketServer
 from kafkactl.broker.open_files import check_start_limit
 from kafkactl.broker.partition_store import PartitionStore, TopicLogConfigs
@@ -63,6 +64,7 @@ from kafkactl.cluster.producer_id_block import allocate_block
 from kafkactl.log.manager import LogManager
 
 if TYPE_CHECKING:
+    from kafkactl.broker.metrics_http import MetricsServer
     from kafkactl.broker.zk_registration import ZkRegistration
 
 log = logging.getLogger(__name__)
@@ -243,6 +245,8 @@ class KafkaServer:
         self._topic_metadata_path: Path | None = None
         self.services: BrokerServices | None = None
         self.socket_server: SocketServer | None = None
+        self.metrics: BrokerMetrics | None = None  # metrics.listen: kafkactl.broker.metrics
+        self.metrics_server: MetricsServer | None = None
 
     # ---- start -----------------------------------------------------------------------------
     # C901: the start order in one sequence; branches are checks and standalone/ZK
@@ -255,6 +259,7 @@ class KafkaServer:
         listener_security, inter_broker = check_supported_security(cfg)
         self.listener_protocols = {n: s.protocol for n, s in listener_security.items()}
         network_settings = socket_server_settings(cfg)
+        self._start_metrics()  # /health answers, /ready says 503, while the logs load
         log_dirs = [d.resolve() for d in cfg.log_dirs]
         for d in log_dirs:
             try:
@@ -374,10 +379,14 @@ class KafkaServer:
             authorizer=authorizer, credentials=credentials,
             listener_endpoints={e.listener: (e.host, e.port) for e in cfg.advertised_listeners})
         apis = KafkaApis(self.services, HANDLERS)
-        handler = AuthenticationGate(apis) if any(
+        handler: Any = AuthenticationGate(apis) if any(
             s.uses_sasl for s in listener_security.values()) else apis
+        if self.metrics is not None:
+            handler = MeteredHandler(handler, self.metrics)
 
         self.socket_server = SocketServer(handler, **network_settings)
+        if self.metrics is not None:
+            self.metrics.attach(self.services, self.socket_server)
         self.socket_server.log_limiters.extend(
             s.failure_log for s in listener_security.values() if s.uses_sasl)
         warn_if_exposed(cfg, listener_security)
@@ -407,11 +416,35 @@ class KafkaServer:
         # What start-up made (logs, partitions, metadata) lives as long as the broker: out of
         # the cyclic GC's sight, a full collection stays short (10,000 partitions: ~300 ms).
         gc.freeze()
+        if self.metrics is not None:
+            self.metrics.ready = True
         log.info("kafkactl broker %d started: cluster %s, listening on %s, data in %s, %s",
                  cfg.broker_id, cluster_id, ", ".join(f"{h}:{p}" for h, p in self.bound),
                  ", ".join(map(str, log_dirs)),
                  f"ZooKeeper {cfg.get('zookeeper.connect')}" if self.cluster is not None
                  else f"{len(cache.topic_names())} topic(s)")
+
+    def _start_metrics(self) -> None:
+        """The metrics listener (metrics.listen), when configured."""
+        from kafkactl.broker.metrics import parse_listen
+        from kafkactl.broker.metrics_http import MetricsServer
+
+        value = self.config.get("metrics.listen").strip()
+        if not value:
+            return
+        try:
+            host, port = parse_listen(value)
+        except ValueError as e:
+            raise ConfigError(str(e)) from None
+        self.metrics = BrokerMetrics(self.config.broker_id,
+                                     [e.listener for e in self.config.listeners])
+        try:
+            self.metrics_server = MetricsServer(self.metrics, host, port)
+        except OSError as e:
+            raise BrokerStartupError(
+                f"cannot listen for metrics on {host or '*'}:{port}: {e.strerror}; pick "
+                "another port with --metrics HOST:PORT (metrics.listen)") from e
+        self.metrics_server.start()
 
     async def _join_cluster(self, registration: ZkRegistration, cluster: ZkCluster,
                             me: BrokerEndpoint) -> None:
@@ -526,6 +559,18 @@ class KafkaServer:
             self.services.topic_admin.close()  # its calls ended with the session
 
     async def shutdown(self) -> None:
+        if self.metrics is not None:
+            self.metrics.ready = False
+        try:
+            await self._shutdown()
+        finally:
+            if self.metrics is not None:
+                self.metrics.detach()
+            if self.metrics_server is not None:
+                self.metrics_server.stop()
+                self.metrics_server = None
+
+    async def _shutdown(self) -> None:
         if self.cluster is not None:
             # Leaders move away while this broker still serves; then leave the controller
             # role, so another broker takes it at once.

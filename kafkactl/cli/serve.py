@@ -53,6 +53,10 @@ def serve(
         help="zookeeper.connect: register this broker, its cluster id and its topics in "
              "ZooKeeper (default: standalone, no ZooKeeper)."),
     log_level: str = typer.Option("info", "--log-level", help="debug, info, warning or error."),
+    metrics: str | None = typer.Option(
+        None, "--metrics", metavar="HOST:PORT",
+        help="metrics.listen: serve Prometheus /metrics, /health and /ready over HTTP on "
+             "HOST:PORT (default: off)."),
 ) -> None:
     """Run a Kafka broker in the foreground (Ctrl-C or SIGTERM stops it cleanly)."""
     import asyncio
@@ -76,6 +80,12 @@ def serve(
         flags["broker.id"] = str(broker_id)
     if zookeeper is not None:
         flags["zookeeper.connect"] = zookeeper
+    if metrics is not None:
+        host, sep, port = metrics.rpartition(":")
+        if not sep or not port.isdigit() or int(port) > 65535:
+            raise typer.BadParameter("expected HOST:PORT, e.g. 0.0.0.0:9308",
+                                     param_hint="--metrics")
+        flags["metrics.listen"] = metrics
     try:
         cfg = BrokerConfig.build(config_file=config, flags=flags, overrides=override)
     except ConfigError as e:

@@ -18,6 +18,7 @@ import os
 from collections.abc import Awaitable
 from typing import Any
 
+from kafkactl.broker.metrics import count_fetched
 from kafkactl.broker.purgatory import DelayedFetch
 from kafkactl.broker.request_handler import RequestContext
 from kafkactl.broker.security.acl import AclOperation
@@ -156,6 +157,7 @@ def handle_fetch(services: BrokerServices, ctx: RequestContext, request: dict[st
     min_bytes = request.get("min_bytes", 0)
     keys = [(t["topic"], p["partition"]) for t in request["topics"] for p in t["partitions"]]
     if errors or max_wait <= 0 or total >= min_bytes or not keys:
+        count_fetched(services, request, topics)
         return _response(topics)
     # Register now, not in the coroutine: its first step runs only on a later loop
     # iteration, and an append handled before then must still wake this fetch.
@@ -169,4 +171,5 @@ async def _long_poll(services: BrokerServices, ctx: RequestContext, request: dic
                      op: DelayedFetch, max_wait: int) -> dict[str, Any]:
     await services.fetch_purgatory.wait_for(op, max_wait / 1000.0)
     topics, _total, _errors = _read_all(services, ctx, request)
+    count_fetched(services, request, topics)
     return _response(topics)

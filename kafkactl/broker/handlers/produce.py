@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Awaitable
 from typing import Any
 
+from kafkactl.broker.metrics import count_produced
 from kafkactl.broker.request_handler import RequestContext
 from kafkactl.broker.security.acl import AclOperation
 from kafkactl.broker.security.checks import unauthorized_topics
@@ -74,9 +75,11 @@ def handle_produce(services: BrokerServices, ctx: RequestContext, request: dict[
                     entry["record_errors"] = [
                         {"batch_index": i, "batch_index_error_message": m}
                         for i, m in r.record_errors]
-            elif r.required_high_watermark >= 0:
-                waiting[(name, index)] = r.required_high_watermark
-                entries[(name, index)] = entry
+            else:
+                count_produced(services, name, pdata["records"])
+                if r.required_high_watermark >= 0:
+                    waiting[(name, index)] = r.required_high_watermark
+                    entries[(name, index)] = entry
             parts.append(entry)
         responses.append({"name": name, "partition_responses": parts})
     if acks == 0:

@@ -1,0 +1,553 @@
+"""Broker metrics for Prometheus, named as the JMX exporter's standard Kafka rules name
+Kafka's MBeans (lowercased, `kafka_<domain>_<type>_<name>`), so that existing dashboards
+and alerts carry over.
+
+The request path pays only plain integer and float updates on the event loop: no locks, no
+prometheus_client objects, histograms with fixed buckets (a bisect and two additions).
+Everything else (partition, controller, log, connection and consumer-lag gauges) is computed
+when Prometheus scrapes: the HTTP thread (kafkactl.broker.metrics_http) asks the event loop
+for one snapshot of plain numbers (`BrokerMetrics.snapshot`), then formats it off the loop.
+
+What is counted, and where:
+- requests per API and version, and their total and queue time: `MeteredHandler`, wrapped
+  around the broker's request handler when metrics are on (nothing at all when off);
+- messages and bytes in per topic (successful appends of client produces): `count_produced`
+  from handlers/produce.py; bytes out per topic (consumer fetches, not followers'):
+  `count_fetched` from handlers/fetch.py;
+- failed authentications per listener: `MeteredHandler`, from the connection's
+  `failed_authentication` mark;
+- event-loop idle ratio: the loop's selector is timed (time spent waiting in select() is idle
+  time), on asyncio's own selector loops.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import bisect
+import concurrent.futures
+import contextlib
+import inspect
+import logging
+import struct
+import time
+from collections.abc import Awaitable, Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from kafkactl.protocol.versions import SUPPORTED_VERSIONS
+
+if TYPE_CHECKING:
+    from kafkactl.broker.network import ConnectionInfo, HandlerResult, RequestHandler
+    from kafkactl.broker.services import BrokerServices
+
+log = logging.getLogger(__name__)
+
+# Request time histogram buckets, in milliseconds (fixed: the request path never allocates).
+TIME_BUCKETS_MS: tuple[float, ...] = (
+    0.5, 1, 2.5, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 30000, 60000)
+
+# How long a scrape waits for the event loop's snapshot before answering without it.
+SNAPSHOT_TIMEOUT_S = 5.0
+# The idle ratios are averaged over windows of this many seconds.
+IDLE_WINDOW_S = 5.0
+
+_HEADER = struct.Struct(">hh")
+_INT32 = struct.Struct(">i")
+
+# A fuzzer's requests must not create series: only APIs and versions we serve are labels.
+_API_NAMES: dict[int, str] = {int(k): k.spec_name for k in SUPPORTED_VERSIONS}
+_VERSIONS: dict[int, tuple[int, int]] = {int(k): v for k, v in SUPPORTED_VERSIONS.items()}
+
+
+class Histogram:
+    """Fixed-bucket histogram, updated on the event loop only (no lock)."""
+
+    __slots__ = ("counts", "total")
+
+    def __init__(self) -> None:
+        self.counts = [0] * (len(TIME_BUCKETS_MS) + 1)  # the last: +Inf
+        self.total = 0.0
+
+    def observe(self, value: float) -> None:
+        self.counts[bisect.bisect_left(TIME_BUCKETS_MS, value)] += 1
+        self.total += value
+
+    def buckets(self) -> list[tuple[str, float]]:
+        """Cumulative (le, count) pairs, as Prometheus wants them."""
+        out: list[tuple[str, float]] = []
+        running = 0
+        for bound, n in zip((*map(_le, TIME_BUCKETS_MS), "+Inf"), list(self.counts),
+                            strict=True):
+            running += n
+            out.append((bound, running))
+        return out
+
+
+def _le(bound: float) -> str:
+    return str(int(bound)) if bound == int(bound) else str(bound)
+
+
+@dataclass
+class PartitionState:
+    topic: str
+    partition: int
+    size: int
+    log_start: int
+    log_end: int
+
+
+@dataclass
+class Snapshot:
+    """What the event loop hands the HTTP thread at a scrape: plain numbers only."""
+
+    partition_count: int = 0
+    leader_count: int = 0
+    under_replicated: int = 0
+    under_min_isr: int = 0
+    offline: int = 0
+    active_controller: int = 0
+    fetch_purgatory: int = 0
+    produce_purgatory: int = 0
+    partitions: list[PartitionState] = field(default_factory=list)
+    connections: dict[str, int] = field(default_factory=dict)
+    # (group, topic, partition) -> (committed offset, log end offset)
+    group_offsets: dict[tuple[str, str, int], tuple[int, int]] = field(default_factory=dict)
+
+
+class BrokerMetrics:
+    """The counters of one broker and what it needs to compute the rest at scrape time."""
+
+    def __init__(self, broker_id: int, listeners: Iterable[str] = ()) -> None:
+        self.broker_id = broker_id
+        self.listeners = list(listeners)
+        self.messages_in: dict[str, int] = {}
+        self.bytes_in: dict[str, int] = {}
+        self.bytes_out: dict[str, int] = {}
+        self.requests: dict[tuple[int, int], int] = {}
+        self.total_time: dict[int, Histogram] = {}
+        self.queue_time: dict[int, Histogram] = {}
+        self.failed_authentications: dict[str, int] = {}
+        self.handler_busy_s = 0.0
+        # idle ratios over the last window (None: not measured yet, or not measurable)
+        self.network_idle: float | None = None
+        self.handler_idle: float | None = None
+        self.services: BrokerServices | None = None
+        self.socket_server: Any = None
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self.ready = False  # logs loaded and, in a cluster, registered
+        self._idle_meter: _SelectorIdleMeter | None = None
+        self._idle_task: asyncio.Task[None] | None = None
+
+    # ---- wiring (KafkaServer) ---------------------------------------------------------------
+    def attach(self, services: BrokerServices, socket_server: Any) -> None:
+        """The broker's parts exist: scrapes can now report their state; produce and fetch
+        handlers find these counters through `services`."""
+        self.services = services
+        self.socket_server = socket_server
+        self.loop = asyncio.get_running_loop()
+        _BY_SERVICES[id(services)] = self
+        self._idle_meter = _SelectorIdleMeter.install(self.loop)
+        self._idle_task = self.loop.create_task(self._measure_idle())
+
+    def detach(self) -> None:
+        if self.services is not None:
+            _BY_SERVICES.pop(id(self.services), None)
+        if self._idle_task is not None:
+            self._idle_task.cancel()
+            self._idle_task = None
+        if self._idle_meter is not None:
+            self._idle_meter.uninstall()
+            self._idle_meter = None
+        self.ready = False
+
+    async def _measure_idle(self) -> None:
+        meter = self._idle_meter
+        last_time = time.monotonic()
+        last_idle = meter.idle_s if meter is not None else 0.0
+        last_busy = self.handler_busy_s
+        while True:
+            await asyncio.sleep(IDLE_WINDOW_S)
+            now = time.monotonic()
+            elapsed = max(now - last_time, 1e-9)
+            if meter is not None:
+                self.network_idle = min(max((meter.idle_s - last_idle) / elapsed, 0.0), 1.0)
+                last_idle = meter.idle_s
+            self.handler_idle = min(max(1 - (self.handler_busy_s - last_busy) / elapsed, 0.0),
+                                    1.0)
+            last_busy = self.handler_busy_s
+            last_time = now
+
+    # ---- the request path (event loop) -------------------------------------------------------
+    def request_done(self, api_key: int, version: int, received: float, started: float,
+                     finished: float) -> None:
+        key = (api_key, version)
+        requests = self.requests
+        requests[key] = requests.get(key, 0) + 1
+        hist = self.total_time.get(api_key)
+        if hist is None:
+            hist = self.total_time[api_key] = Histogram()
+            self.queue_time[api_key] = Histogram()
+        hist.observe((finished - received) * 1000)
+        self.queue_time[api_key].observe(max(started - received, 0.0) * 1000)
+
+    def produced(self, topic: str, records: Any) -> None:
+        size = len(records)
+        self.bytes_in[topic] = self.bytes_in.get(topic, 0) + size
+        self.messages_in[topic] = self.messages_in.get(topic, 0) + record_count(records)
+
+    # ---- scrape time ------------------------------------------------------------------------
+    def snapshot(self) -> Snapshot | None:
+        """The broker's state, taken on the event loop (waits at most SNAPSHOT_TIMEOUT_S);
+        None before the broker's parts exist or while the loop does not answer."""
+        loop = self.loop
+        if loop is None or self.services is None or loop.is_closed():
+            return None
+        fut: concurrent.futures.Future[Snapshot] = concurrent.futures.Future()
+
+        def take() -> None:
+            if fut.set_running_or_notify_cancel():
+                try:
+                    fut.set_result(self.take_snapshot())
+                except Exception as e:  # reported by the scrape, the loop carries on
+                    fut.set_exception(e)
+
+        try:
+            loop.call_soon_threadsafe(take)
+            return fut.result(SNAPSHOT_TIMEOUT_S)
+        except concurrent.futures.TimeoutError:
+            fut.cancel()
+            log.warning("metrics: the event loop did not answer within %.0f s; the scrape "
+                        "has counters only", SNAPSHOT_TIMEOUT_S)
+            return None
+        except RuntimeError:  # the loop closed meanwhile
+            return None
+
+    # C901: one pass over the partitions, groups and connections, each a few branches
+    def take_snapshot(self) -> Snapshot:  # noqa: C901
+        """On the event loop: every gauge's value."""
+        services = self.services
+        assert services is not None
+        snap = Snapshot()
+        cluster = services.cluster
+        for part in list(services.partitions.partitions.values()):
+            snap.partition_count += 1
+            log_ = part.log
+            snap.partitions.append(PartitionState(
+                part.topic, part.partition, int(log_.size_in_bytes), part.log_start_offset,
+                part.log_end_offset))
+            leads = part.is_leader if cluster is None else (
+                part.role_set and part.leader_id == part.local_id and part.is_leader)
+            if not leads:
+                continue
+            snap.leader_count += 1
+            if part.replicas and len(part.isr) < len(part.replicas):
+                snap.under_replicated += 1
+            if part.replicas and len(part.isr) < log_.config.min_insync_replicas:
+                snap.under_min_isr += 1
+        if cluster is None or cluster.controller.active:
+            snap.active_controller = 1
+        if snap.active_controller:
+            cache = services.metadata_cache
+            for name in cache.topic_names():
+                topic = cache.topic(name)
+                if topic is not None:
+                    snap.offline += sum(1 for p in topic.partitions.values() if p.leader < 0)
+        snap.fetch_purgatory = services.fetch_purgatory.size
+        watchers = getattr(services.replica_manager.produce_purgatory, "_watchers", {})
+        snap.produce_purgatory = len(set().union(*watchers.values())) if watchers else 0
+        snap.connections = dict.fromkeys(self.listeners, 0)
+        if self.socket_server is not None:
+            for conn in list(self.socket_server.connections):
+                listener = conn.info.listener
+                snap.connections[listener] = snap.connections.get(listener, 0) + 1
+        hosted = services.partitions.partitions
+        for group_id, group in list(services.group_coordinator.groups.items()):
+            for (topic_name, partition), committed in list(group.offsets.items()):
+                hosted_part = hosted.get((topic_name, partition))
+                if hosted_part is None:
+                    continue  # not hosted here: its log end is another broker's to know
+                snap.group_offsets[(group_id, topic_name, partition)] = (
+                    committed.offset, hosted_part.high_watermark)
+        return snap
+
+
+# Each running broker's metrics, by id(services): the handlers reach them through services.
+_BY_SERVICES: dict[int, BrokerMetrics] = {}
+
+
+def metrics_of(services: BrokerServices) -> BrokerMetrics | None:
+    return _BY_SERVICES.get(id(services)) if _BY_SERVICES else None
+
+
+def count_produced(services: BrokerServices, topic: str, records: Any) -> None:
+    """A successful append of a client's produce: messages and bytes in."""
+    metrics = metrics_of(services)
+    if metrics is not None and records is not None:
+        metrics.produced(topic, records)
+
+
+def count_fetched(services: BrokerServices, request: dict[str, Any],
+                  topics: list[dict[str, Any]]) -> None:
+    """A consumer fetch's answer: bytes out per topic (followers' fetches are replication,
+    as Kafka counts them apart)."""
+    metrics = metrics_of(services)
+    if metrics is None or request.get("replica_id", -1) >= 0:
+        return
+    out = metrics.bytes_out
+    for topic in topics:
+        size = 0
+        for p in topic["partitions"]:
+            records = p["records"]
+            size += records.length if hasattr(records, "length") else len(records)
+        if size:
+            name = topic["topic"]
+            out[name] = out.get(name, 0) + size
+
+
+def record_count(records: Any) -> int:
+    """Records in a produce's record set: each v2 batch's record count; a v0/v1 message
+    counts as one (a compressed wrapper message too)."""
+    view = memoryview(records)
+    end = len(view)
+    pos = count = 0
+    while pos + 17 <= end:
+        (length,) = _INT32.unpack_from(view, pos + 8)
+        if view[pos + 16] >= 2 and pos + 61 <= end:
+            count += _INT32.unpack_from(view, pos + 57)[0]
+        else:
+            count += 1
+        if length <= 0:
+            break
+        pos += 12 + length
+    return count
+
+
+class MeteredHandler:
+    """The broker's request handler, counted: requests per API and version, total and queue
+    time, failed authentications. Wrapped around the handler only when metrics are on."""
+
+    def __init__(self, inner: RequestHandler, metrics: BrokerMetrics) -> None:
+        self.inner = inner
+        self.metrics = metrics
+        self.loop = asyncio.get_running_loop()
+
+    def handle(self, conn: ConnectionInfo, frame: bytearray) -> HandlerResult:
+        started = self.loop.time()
+        api_key, version = _HEADER.unpack_from(frame) if len(frame) >= 4 else (-1, -1)
+        failed_before = conn.failed_authentication
+        result = self.inner.handle(conn, frame)
+        metrics = self.metrics
+        if conn.failed_authentication and not failed_before:
+            counts = metrics.failed_authentications
+            counts[conn.listener] = counts.get(conn.listener, 0) + 1
+        now = self.loop.time()
+        metrics.handler_busy_s += now - started
+        versions = _VERSIONS.get(api_key)
+        if versions is None or not versions[0] <= version <= versions[1]:
+            return result
+        received = conn.received_at or started
+        if result is not None and result.__class__ is not list and inspect.isawaitable(result):
+            return self._finish(result, api_key, version, received, started)
+        metrics.request_done(api_key, version, received, started, now)
+        return result
+
+    async def _finish(self, pending: Awaitable[Any], api_key: int, version: int,
+                      received: float, started: float) -> Any:
+        try:
+            return await pending
+        finally:
+            self.metrics.request_done(api_key, version, received, started, self.loop.time())
+
+
+class _SelectorIdleMeter:
+    """Times the event loop's waits in select(): the loop is idle exactly then."""
+
+    def __init__(self, selector: Any) -> None:
+        self.selector = selector
+        self.original = selector.select
+        self.idle_s = 0.0
+        clock = time.monotonic
+        original = self.original
+
+        def select(timeout: float | None = None) -> Any:
+            start = clock()
+            try:
+                return original(timeout)
+            finally:
+                self.idle_s += clock() - start
+
+        selector.select = select
+
+    @classmethod
+    def install(cls, loop: asyncio.AbstractEventLoop) -> _SelectorIdleMeter | None:
+        selector = getattr(loop, "_selector", None)  # asyncio's selector loops; not uvloop
+        if selector is None or not hasattr(selector, "select"):
+            return None
+        return cls(selector)
+
+    def uninstall(self) -> None:
+        with contextlib.suppress(AttributeError):
+            del self.selector.select  # the class's method again
+
+
+# ---- the Prometheus side (the HTTP thread) ---------------------------------------------------
+def collector(metrics: BrokerMetrics) -> Any:
+    """A prometheus_client collector over `metrics`."""
+    from prometheus_client.registry import Collector
+
+    class _BrokerCollector(Collector):
+        def collect(self) -> Iterator[Any]:
+            yield from families(metrics)
+
+    return _BrokerCollector()
+
+
+def _per_topic(name: str, doc: str, counts: dict[str, int]) -> Any:
+    """A counter per topic plus the all-topics series without a topic label (the JMX
+    exporter's output for the MBean without `topic=`)."""
+    from prometheus_client.core import Metric
+
+    family = Metric(name, doc, "counter")
+    values = dict(counts)
+    family.add_sample(name + "_total", {}, float(sum(values.values())))
+    for topic, value in sorted(values.items()):
+        family.add_sample(name + "_total", {"topic": topic}, float(value))
+    return family
+
+
+def families(metrics: BrokerMetrics) -> Iterator[Any]:
+    """Every metric family, counters first (never waiting on the loop), then the gauges of
+    one event-loop snapshot."""
+    from prometheus_client.core import (
+        CounterMetricFamily,
+        GaugeMetricFamily,
+        HistogramMetricFamily,
+    )
+
+    yield _per_topic("kafka_server_brokertopicmetrics_messagesin",
+                     "Messages appended by client produces (MessagesInPerSec)",
+                     metrics.messages_in)
+    yield _per_topic("kafka_server_brokertopicmetrics_bytesin",
+                     "Record bytes appended by client produces (BytesInPerSec)",
+                     metrics.bytes_in)
+    yield _per_topic("kafka_server_brokertopicmetrics_bytesout",
+                     "Record bytes sent to consumers (BytesOutPerSec)", metrics.bytes_out)
+    requests = CounterMetricFamily(
+        "kafka_network_requestmetrics_requests", "Requests handled (RequestsPerSec)",
+        labels=["request", "version"])
+    for (key, version), n in sorted(dict(metrics.requests).items()):
+        requests.add_metric([_API_NAMES[key], str(version)], n)
+    yield requests
+    for name, doc, hists in (
+            ("kafka_network_requestmetrics_totaltimems",
+             "Request total time in ms, arrival to answer (TotalTimeMs)", metrics.total_time),
+            ("kafka_network_requestmetrics_requestqueuetimems",
+             "Time in ms a request waited before its handler ran (RequestQueueTimeMs)",
+             metrics.queue_time)):
+        family = HistogramMetricFamily(name, doc, labels=["request"])
+        for key, hist in sorted(dict(hists).items()):
+            family.add_metric([_API_NAMES[key]], hist.buckets(), hist.total)
+        yield family
+    failed = CounterMetricFamily(
+        "kafka_server_socket_server_metrics_failed_authentication",
+        "Failed authentications per listener (failed-authentication-total)",
+        labels=["listener", "networkprocessor"])
+    for listener in sorted({*metrics.listeners, *metrics.failed_authentications}):
+        failed.add_metric([listener, "0"], metrics.failed_authentications.get(listener, 0))
+    yield failed
+    for name, doc, value in (
+            ("kafka_network_socketserver_networkprocessoravgidle_percent",
+             "Fraction of time the event loop waited for network events "
+             "(NetworkProcessorAvgIdlePercent)", metrics.network_idle),
+            ("kafka_server_kafkarequesthandlerpool_requesthandleravgidle_percent",
+             "Fraction of time no request handler ran (RequestHandlerAvgIdlePercent)",
+             metrics.handler_idle)):
+        if value is not None:
+            yield GaugeMetricFamily(name, doc, value=value)
+    yield GaugeMetricFamily("kafkactl_broker_ready",
+                            "1 once logs are loaded and, in a cluster, the broker is "
+                            "registered", value=1 if metrics.ready else 0)
+    snap = metrics.snapshot()
+    if snap is not None:
+        yield from _state_families(snap)
+
+
+def _state_families(snap: Snapshot) -> Iterator[Any]:
+    from prometheus_client.core import GaugeMetricFamily
+
+    for name, doc, value in (
+            ("kafka_server_replicamanager_partitioncount", "Partitions on this broker",
+             snap.partition_count),
+            ("kafka_server_replicamanager_leadercount", "Partitions this broker leads",
+             snap.leader_count),
+            ("kafka_server_replicamanager_underreplicatedpartitions",
+             "Led partitions whose ISR is smaller than their replica set",
+             snap.under_replicated),
+            ("kafka_server_replicamanager_underminisrpartitioncount",
+             "Led partitions with fewer in-sync replicas than min.insync.replicas",
+             snap.under_min_isr),
+            ("kafka_controller_kafkacontroller_activecontrollercount",
+             "1 on the active controller, else 0", snap.active_controller),
+            ("kafka_controller_kafkacontroller_offlinepartitionscount",
+             "Partitions without a leader (reported by the active controller)",
+             snap.offline)):
+        yield GaugeMetricFamily(name, doc, value=value)
+    purgatory = GaugeMetricFamily(
+        "kafka_server_delayedoperationpurgatory_purgatorysize",
+        "Requests waiting in a purgatory", labels=["delayedoperation"])
+    purgatory.add_metric(["Fetch"], snap.fetch_purgatory)
+    purgatory.add_metric(["Produce"], snap.produce_purgatory)
+    yield purgatory
+    connections = GaugeMetricFamily(
+        "kafka_server_socket_server_metrics_connection_count", "Open connections per listener",
+        labels=["listener", "networkprocessor"])
+    for listener, n in sorted(snap.connections.items()):
+        connections.add_metric([listener, "0"], n)
+    yield connections
+    logs = {name: GaugeMetricFamily(name, doc, labels=["topic", "partition"]) for name, doc in (
+        ("kafka_log_log_size", "Bytes of the partition's log on disk"),
+        ("kafka_log_log_logstartoffset", "The partition's log start offset"),
+        ("kafka_log_log_logendoffset", "The partition's log end offset"))}
+    size, start, end = logs.values()
+    for p in sorted(snap.partitions, key=lambda p: (p.topic, p.partition)):
+        labels = [p.topic, str(p.partition)]
+        size.add_metric(labels, p.size)
+        start.add_metric(labels, p.log_start)
+        end.add_metric(labels, p.log_end)
+    yield from logs.values()
+    yield from _lag_families(snap.group_offsets)
+
+
+def _lag_families(offsets: dict[tuple[str, str, int], tuple[int, int]]) -> Iterator[Any]:
+    """kafka-lag-exporter's names: lag and committed offset per group/topic/partition, the
+    largest and total lag per group."""
+    from prometheus_client.core import GaugeMetricFamily
+
+    labels = ["group", "topic", "partition"]
+    lag = GaugeMetricFamily("kafka_consumergroup_group_lag",
+                            "Log end offset minus the group's committed offset", labels=labels)
+    offset = GaugeMetricFamily("kafka_consumergroup_group_offset",
+                               "The group's committed offset", labels=labels)
+    max_lag = GaugeMetricFamily("kafka_consumergroup_group_max_lag",
+                                "The group's largest partition lag", labels=["group"])
+    sum_lag = GaugeMetricFamily("kafka_consumergroup_group_sum_lag",
+                                "The group's lag over all its partitions", labels=["group"])
+    per_group: dict[str, list[int]] = {}
+    for (group, topic, partition), (committed, end) in sorted(offsets.items()):
+        value = max(end - committed, 0) if committed >= 0 else end
+        lag.add_metric([group, topic, str(partition)], value)
+        offset.add_metric([group, topic, str(partition)], committed)
+        per_group.setdefault(group, []).append(value)
+    for group, lags in per_group.items():
+        max_lag.add_metric([group], max(lags))
+        sum_lag.add_metric([group], sum(lags))
+    yield from (lag, offset, max_lag, sum_lag)
+
+
+def parse_listen(value: str) -> tuple[str, int]:
+    """`metrics.listen`'s HOST:PORT (ValueError with a sentence when it is not one)."""
+    host, sep, port = value.strip().rpartition(":")
+    if not sep or not port.isdigit() or not 0 <= int(port) <= 65535:
+        raise ValueError(f"metrics.listen={value!r} must be HOST:PORT, e.g. 0.0.0.0:9308")
+    return host.strip("[]"), int(port)
+

@@ -1,0 +1,141 @@
+"""The metrics listener (`metrics.listen=HOST:PORT`, `serve --metrics`): a small HTTP server
+on threads of its own, never on the event loop that serves Kafka requests.
+
+- GET /metrics: Prometheus's text format (prometheus_client), the broker's metrics
+  (kafkactl.broker.metrics) and the process's (CPU seconds, resident memory, open fds);
+- GET /health: 200 while the process serves (liveness);
+- GET /ready: 200 once the logs are loaded and, in a cluster, the broker is registered in
+  ZooKeeper; 503 before (and again once shutdown starts);
+- anything else: 404 (405 for another method). Request lines and headers are bounded by
+  http.server (64 KiB, 100 headers); a request body is never read; a client silent for
+  CLIENT_TIMEOUT_S is dropped.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+from kafkactl.broker.metrics import BrokerMetrics, collector
+
+log = logging.getLogger(__name__)
+
+CLIENT_TIMEOUT_S = 10.0
+# Prometheus's text format 0.0.4: what every Prometheus 2.x reads (only classic names here)
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+# Scrapes and probes at once; more wait in the listen backlog.
+MAX_THREADS = 8
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+    request_queue_size = 64
+
+    def __init__(self, address: tuple[str, int], handler: type[BaseHTTPRequestHandler],
+                 metrics: BrokerMetrics, registry: Any) -> None:
+        self.metrics = metrics
+        self.registry = registry
+        self.slots = threading.BoundedSemaphore(MAX_THREADS)
+        super().__init__(address, handler)
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        self.slots.acquire()
+        try:
+            super().process_request(request, client_address)
+        except BaseException:
+            self.slots.release()
+            raise
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self.slots.release()
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server: _Server
+    timeout = CLIENT_TIMEOUT_S
+    server_version = "kafkactl-metrics"
+    sys_version = ""
+
+    def do_GET(self) -> None:  # noqa: N802 - http.server's name
+        self._answer(body=True)
+
+    def do_HEAD(self) -> None:  # noqa: N802
+        self._answer(body=False)
+
+    def _method_not_allowed(self) -> None:
+        self._send(405, b"only GET and HEAD\n", "text/plain; charset=utf-8", True,
+                   {"Allow": "GET, HEAD"})
+
+    do_POST = do_PUT = do_DELETE = do_PATCH = do_OPTIONS = _method_not_allowed  # noqa: N815
+
+    def _answer(self, body: bool) -> None:
+        path = self.path.split("?", 1)[0]
+        metrics = self.server.metrics
+        if path == "/metrics":
+            from prometheus_client import generate_latest
+
+            try:
+                text = generate_latest(self.server.registry)
+            except Exception as e:
+                log.exception("metrics: the scrape failed")
+                self._send(500, f"scrape failed: {type(e).__name__}\n".encode(),
+                           "text/plain; charset=utf-8", body)
+                return
+            self._send(200, text, CONTENT_TYPE, body)
+        elif path == "/health":
+            self._send(200, b"ok\n", "text/plain; charset=utf-8", body)
+        elif path == "/ready":
+            if metrics.ready:
+                self._send(200, b"ready\n", "text/plain; charset=utf-8", body)
+            else:
+                self._send(503, b"not ready: loading logs or joining the cluster\n",
+                           "text/plain; charset=utf-8", body)
+        else:
+            self._send(404, b"not found: this listener serves /metrics, /health and /ready\n",
+                       "text/plain; charset=utf-8", body)
+
+    def _send(self, code: int, payload: bytes, content_type: str, body: bool,
+              headers: dict[str, str] | None = None) -> None:
+        self.send_response(code)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(payload)))
+        for k, v in (headers or {}).items():
+            self.send_header(k, v)
+        self.end_headers()
+        if body:
+            self.wfile.write(payload)
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - http.server's
+        log.debug("metrics %s: " + format, self.address_string(), *args)
+
+
+class MetricsServer:
+    """The metrics listener of one broker."""
+
+    def __init__(self, metrics: BrokerMetrics, host: str, port: int) -> None:
+        from prometheus_client import CollectorRegistry, ProcessCollector
+
+        self.metrics = metrics
+        registry = CollectorRegistry(auto_describe=False)
+        registry.register(collector(metrics))
+        ProcessCollector(registry=registry)
+        self._server = _Server((host or "0.0.0.0", port), _Handler, metrics, registry)
+        self.address: tuple[str, int] = self._server.server_address[:2]  # type: ignore[assignment]
+        self._thread = threading.Thread(target=self._server.serve_forever,
+                                        kwargs={"poll_interval": 0.5},
+                                        name="metrics-http", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+        log.info("metrics on http://%s:%d/metrics (and /health, /ready)", *self.address)
+
+    def stop(self) -> None:
+        if self._thread.is_alive():
+            self._server.shutdown()
+        self._server.server_close()

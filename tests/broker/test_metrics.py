@@ -1,0 +1,171 @@
+"""The metrics listener against a real broker: /metrics scraped over HTTP (the produced
+record count, request counters, a stopped group's lag), /health and /ready, and what the
+listener refuses."""
+
+from __future__ import annotations
+
+import http.client
+import socket
+import subprocess
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from kafkactl.broker.metrics import BrokerMetrics, record_count
+from kafkactl.broker.metrics_http import MetricsServer
+from tests.conftest import BrokerProcess, free_port
+from tests.polling import wait_until
+
+
+def scrape(port: int) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    """Every sample of /metrics: (name, sorted labels) -> value."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as r:
+        assert r.status == 200
+        assert r.headers["Content-Type"].startswith("text/plain; version=0.0.4")
+        text = r.read().decode()
+    out = {}
+    for family in text_string_to_metric_families(text):
+        for s in family.samples:
+            out[(s.name, tuple(sorted(s.labels.items())))] = s.value
+    return out
+
+
+def sample(samples: dict[Any, float], name: str, **labels: str) -> float | None:
+    return samples.get((name, tuple(sorted(labels.items()))))
+
+
+def status(port: int, path: str, method: str = "GET") -> int:
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    try:
+        conn.request(method, path)
+        return conn.getresponse().status
+    finally:
+        conn.close()
+
+
+@pytest.fixture
+def metered(broker_factory: Any) -> tuple[BrokerProcess, int]:
+    port = free_port()
+    b = broker_factory(extra_args=["--metrics", f"127.0.0.1:{port}"])
+    return b, port
+
+
+def kcat(*args: str, input: bytes | None = None) -> str:
+    proc = subprocess.run(["kcat", *args], input=input, capture_output=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr.decode()
+    return proc.stdout.decode()
+
+
+def test_scrape_counts_records_requests_and_lag(metered: tuple[BrokerProcess, int]) -> None:
+    from confluent_kafka import Consumer, Producer
+
+    b, port = metered
+    wait_until(lambda: status(port, "/ready") == 200, 30, "/ready")
+    assert status(port, "/health") == 200
+    producer = Producer({"bootstrap.servers": b.bootstrap})
+    for i in range(10):
+        producer.produce("metered", f"m{i}".encode(), partition=0)
+    assert producer.flush(30) == 0
+    samples = scrape(port)
+    assert sample(samples, "kafka_server_brokertopicmetrics_messagesin_total",
+                  topic="metered") == 10
+    assert sample(samples, "kafka_server_brokertopicmetrics_bytesin_total",
+                  topic="metered") > 0
+    produces = [v for (name, labels), v in samples.items()
+                if name == "kafka_network_requestmetrics_requests_total"
+                and dict(labels)["request"] == "Produce"]
+    assert sum(produces) >= 1
+    assert (sample(samples, "kafka_network_requestmetrics_totaltimems_count",
+                   request="Produce") or 0) >= 1
+    assert (sample(samples, "kafka_network_requestmetrics_requestqueuetimems_count",
+                    request="Produce") or 0) >= 1
+    assert sample(samples, "kafka_log_log_logendoffset", topic="metered", partition="0") == 10
+    assert sample(samples, "kafka_controller_kafkacontroller_activecontrollercount") == 1
+    assert sample(samples, "kafka_server_replicamanager_underreplicatedpartitions") == 0
+    assert sample(samples, "kafka_server_socket_server_metrics_connection_count",
+                  listener="PLAINTEXT", networkprocessor="0") >= 1
+    assert sample(samples, "process_resident_memory_bytes") > 0
+    assert sample(samples, "process_open_fds") > 0
+
+    # a group reads 4 records, commits, and stops consuming: lag 6; 5 more produced: 11
+    consumer = Consumer({"bootstrap.servers": b.bootstrap, "group.id": "stopped",
+                         "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    consumer.subscribe(["metered"])
+    got: list[Any] = []
+    wait_until(lambda: got.extend(m for m in [consumer.poll(0.5)] if m is not None
+                                  and m.error() is None) or len(got) >= 4, 60, "4 records")
+    from confluent_kafka import TopicPartition
+    consumer.commit(offsets=[TopicPartition("metered", 0, 4)], asynchronous=False)
+    consumer.close()
+    lag = wait_until(lambda: sample(scrape(port), "kafka_consumergroup_group_lag",
+                                    group="stopped", topic="metered", partition="0"),
+                     30, "the group's lag")
+    assert lag == 6
+    for i in range(5):
+        producer.produce("metered", f"n{i}".encode(), partition=0)
+    assert producer.flush(30) == 0
+    samples = scrape(port)
+    assert sample(samples, "kafka_consumergroup_group_lag", group="stopped",
+                  topic="metered", partition="0") == 11
+    assert sample(samples, "kafka_consumergroup_group_offset", group="stopped",
+                  topic="metered", partition="0") == 4
+    assert sample(samples, "kafka_consumergroup_group_sum_lag", group="stopped") == 11
+    assert sample(samples, "kafka_server_brokertopicmetrics_messagesin_total",
+                  topic="metered") == 15
+    assert sample(samples, "kafka_server_brokertopicmetrics_bytesout_total",
+                  topic="metered") > 0
+
+
+def test_listener_serves_only_its_paths(metered: tuple[BrokerProcess, int]) -> None:
+    _b, port = metered
+    assert status(port, "/health") == 200
+    assert status(port, "/metrics", "HEAD") == 200
+    for path in ("/", "/metrics/../etc/passwd", "/../../etc/passwd", "/healthz", "/metrics/x"):
+        assert status(port, path) == 404, path
+    assert status(port, "/metrics", "POST") == 405
+    # an oversized request line is refused, and the listener keeps serving
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
+        s.sendall(b"GET /" + b"a" * 70000 + b" HTTP/1.1\r\n\r\n")
+        assert s.recv(100).startswith(b"HTTP/1.0 414")
+    assert status(port, "/health") == 200
+
+
+def test_ready_is_503_until_the_broker_says_so() -> None:
+    metrics = BrokerMetrics(0, ["PLAINTEXT"])
+    server = MetricsServer(metrics, "127.0.0.1", 0)
+    server.start()
+    try:
+        port = server.address[1]
+        with pytest.raises(urllib.error.HTTPError) as e:
+            urllib.request.urlopen(f"http://127.0.0.1:{port}/ready", timeout=10)
+        assert e.value.code == 503
+        assert status(port, "/health") == 200
+        samples = scrape(port)  # counters only: no broker state yet
+        assert sample(samples, "kafkactl_broker_ready") == 0
+        metrics.ready = True
+        assert status(port, "/ready") == 200
+    finally:
+        server.stop()
+
+
+def test_metrics_port_in_use_is_a_clear_error(broker_factory: Any, tmp_path: Path) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        with pytest.raises(RuntimeError, match="cannot listen for metrics on 127.0.0.1"):
+            broker_factory(extra_args=["--metrics", f"127.0.0.1:{port}"])
+
+
+def test_record_count_reads_batch_headers() -> None:
+    from kafkactl.record.builder import RecordBatchBuilder
+
+    builder = RecordBatchBuilder()
+    builder.append_values([b"a", b"b", b"c"])
+    batch = builder.build()
+    assert record_count(batch * 2) == 6
+    assert record_count(b"") == 0
