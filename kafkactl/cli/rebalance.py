@@ -30,8 +30,9 @@ from kafkactl.cli._output import print_table
 def rebalance(group: str | None = typer.Option(None, "--group", "-G", "-g",
                                                help="The consumer group."),
               partitions: bool = typer.Option(
-                  False, "--partitions", help="Spread partition replicas evenly over the "
-                  "live brokers (a dry run unless --execute)."),
+                  False, "--partitions", help="Spread each topic's replicas evenly over the "
+                  "live brokers with the fewest moves, never lowering a replication factor "
+                  "(a dry run unless --execute; exit 1 if a topic was refused)."),
               preferred_leaders: bool = typer.Option(
                   False, "--preferred-leaders",
                   help="Give leadership back to each partition's preferred replica."),
@@ -40,6 +41,24 @@ def rebalance(group: str | None = typer.Option(None, "--group", "-G", "-g",
                                                    "only these topics (repeatable)."),
               execute: bool = typer.Option(False, "--execute",
                                            help="With --partitions: move the replicas."),
+              plan_out: Path | None = typer.Option(
+                  None, "--plan-out", metavar="FILE", dir_okay=False,
+                  help="With --partitions: write the plan to FILE in "
+                       "kafka-reassign-partitions' JSON (to review, edit, replay)."),
+              plan_in: Path | None = typer.Option(
+                  None, "--plan-in", metavar="FILE", dir_okay=False,
+                  help="With --partitions: take the plan from FILE (that JSON) instead of "
+                       "planning; with --verify / --cancel: the partitions to check."),
+              replication_factor: int | None = typer.Option(
+                  None, "--replication-factor", metavar="N",
+                  help="With --partitions: give the topics N replicas (raise or lower it "
+                       "on purpose; without it a replication factor is never lowered)."),
+              verify: bool = typer.Option(
+                  False, "--verify", help="With --partitions: is each reassignment (of "
+                  "--plan-in, or in progress) complete? Exit 0 only when all are."),
+              cancel: bool = typer.Option(
+                  False, "--cancel", help="With --partitions: cancel the reassignments "
+                  "in progress (of --plan-in's partitions, or all)."),
               as_json: bool = typer.Option(False, "--json", help="JSON output."),
               do_trigger: bool = typer.Option(False, "--trigger",
                                               help="Force the group to rebalance."),
@@ -67,7 +86,10 @@ def rebalance(group: str | None = typer.Option(None, "--group", "-G", "-g",
             raise fail("give either --partitions or --preferred-leaders", 2)
         if partitions:
             rp.rebalance_partitions(bootstrap, topic, execute=execute and not dry_run,
-                                    as_json=as_json, timeout=timeout, security=security)
+                                    as_json=as_json, timeout=timeout, security=security,
+                                    plan_out=plan_out, plan_in=plan_in,
+                                    replication_factor=replication_factor, verify=verify,
+                                    cancel=cancel)
         else:
             rp.preferred_leaders(bootstrap, topic, as_json=as_json, security=security)
         return

@@ -1,12 +1,20 @@
 """`kafkactl rebalance --partitions` and `--preferred-leaders`: spread replicas evenly over
 the live brokers (after brokers were added or removed), and give leadership back to each
 partition's preferred replica. The replicas move as Kafka moves them: the new ones copy the
-data as followers, and the old ones are dropped only once the new ones are in sync."""
+data as followers, and the old ones are dropped only once the new ones are in sync.
+
+The plan (kafkactl.cluster.reassignment_plan) is per topic, minimal and never lowers a
+replication factor: a topic with fewer live brokers than its replication factor is refused
+with the reason, and the others are still planned (and moved with --execute); the exit
+status is then 1, so a script never takes a partial plan for a whole one. `--plan-out` /
+`--plan-in` write and read plans in kafka-reassign-partitions' JSON; `--verify` and
+`--cancel` answer and act as that tool's options do (the same sentences)."""
 
 from __future__ import annotations
 
 import json
 import time
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import typer
@@ -21,78 +29,251 @@ if TYPE_CHECKING:
 TopicPartition = tuple[str, int]
 
 
-def even_plan(cluster: ClusterMetadata, topics: list[str]) -> dict[TopicPartition, list[int]]:
-    """partition -> replicas spread evenly over the live brokers (same replication factor),
-    for the partitions whose replicas would change."""
-    from kafkactl.cluster.assignment import assign_replicas
-
-    brokers = sorted(cluster.brokers)
-    plan: dict[TopicPartition, list[int]] = {}
-    for i, name in enumerate(sorted(topics)):
-        t = cluster.topics.get(name)
-        if t is None or not t.partitions:
-            continue
-        rf = min(max(len(p.replicas) for p in t.partitions.values()), len(brokers))
-        target = assign_replicas(brokers, len(t.partitions), rf, start_index=i % len(brokers))
-        for p, part in t.partitions.items():
-            if list(part.replicas) != target[p]:
-                plan[(name, p)] = target[p]
-    return plan
-
-
 def _topics(cluster: ClusterMetadata, wanted: list[str]) -> list[str]:
     if wanted:
-        missing = [t for t in wanted if t not in cluster.topics]
-        if missing:
-            raise ValueError(f"unknown topic(s): {', '.join(missing)}")
         return wanted
     return [t for t, m in cluster.topics.items() if not m.is_internal]
 
 
-def rebalance_partitions(bootstrap: str | None, topics: list[str], *, execute: bool,
-                         as_json: bool, timeout: float, security: Any = None) -> None:
-    from kafkactl.client.admin import AdminClient
-    from kafkactl.client.errors import ClientError
-    from kafkactl.protocol.errors import KafkaError
+def _assignments(cluster: ClusterMetadata) -> dict[str, dict[int, list[int]]]:
+    return {name: {p: list(part.replicas) for p, part in t.partitions.items()}
+            for name, t in cluster.topics.items() if not t.error_code}
+
+
+def _name(tp: TopicPartition) -> str:
+    return f"{tp[0]}-{tp[1]}"
+
+
+def _check_options(*, execute: bool, plan_out: Path | None, plan_in: Path | None,
+                   replication_factor: int | None, verify: bool, cancel: bool) -> None:
+    if verify and cancel:
+        raise fail("give either --verify or --cancel", 2)
+    if (verify or cancel) and (execute or plan_out or replication_factor is not None):
+        raise fail("--verify / --cancel take only --plan-in and -t (not --execute, "
+                   "--plan-out or --replication-factor)", 2)
+    if plan_in is not None and replication_factor is not None:
+        raise fail("--replication-factor plans new replica sets; a --plan-in plan has "
+                   "its own (edit the file instead)", 2)
+    if replication_factor is not None and replication_factor < 1:
+        raise fail("--replication-factor must be at least 1", 2)
+
+
+def _read_plan(path: Path, topics: list[str]) -> dict[TopicPartition, list[int]]:
+    from kafkactl.cluster.reassignment_plan import parse_reassignment_json
 
     try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as e:
+        raise ValueError(f"cannot read the plan {str(path)!r}: {e.strerror or e}") from None
+    try:
+        plan = parse_reassignment_json(text)
+    except ValueError as e:
+        raise ValueError(f"{path}: {e}") from None
+    return {tp: r for tp, r in plan.items() if not topics or tp[0] in topics}
+
+
+def _plan_from_file(cluster: ClusterMetadata, wanted: dict[TopicPartition, list[int]],
+                    ongoing: set[TopicPartition], errors: dict[str, str]
+                    ) -> dict[TopicPartition, list[int]]:
+    """The partitions of a --plan-in plan that change (errors for the ones that cannot)."""
+    out: dict[TopicPartition, list[int]] = {}
+    for tp, target in sorted(wanted.items()):
+        t = cluster.topics.get(tp[0])
+        part = t.partitions.get(tp[1]) if t is not None and not t.error_code else None
+        unknown = [b for b in target if b not in cluster.brokers]
+        if part is None:
+            errors[_name(tp)] = "no such partition"
+        elif unknown:
+            errors[_name(tp)] = (f"broker {unknown[0]} is not live (live brokers: "
+                                 f"{', '.join(map(str, sorted(cluster.brokers)))})")
+        elif tp in ongoing:
+            errors[_name(tp)] = ("a reassignment of it is in progress: wait for it "
+                                 "(--verify) or cancel it (--cancel) first")
+        elif list(part.replicas) != target:
+            out[tp] = target
+            if len(target) != len(part.replicas):
+                typer.echo(f"note: {_name(tp)}: replication factor {len(part.replicas)} -> "
+                           f"{len(target)}, as the plan says", err=True)
+    return out
+
+
+def rebalance_partitions(bootstrap: str | None, topics: list[str], *, execute: bool,
+                         as_json: bool, timeout: float, security: Any = None,
+                         plan_out: Path | None = None, plan_in: Path | None = None,
+                         replication_factor: int | None = None, verify: bool = False,
+                         cancel: bool = False) -> None:
+    from kafkactl.client.admin import AdminClient
+    from kafkactl.client.errors import ClientError
+    from kafkactl.cluster.reassignment_plan import plan_reassignment, to_reassignment_json
+    from kafkactl.protocol.errors import KafkaError
+
+    _check_options(execute=execute, plan_out=plan_out, plan_in=plan_in,
+                   replication_factor=replication_factor, verify=verify, cancel=cancel)
+    if verify or cancel:
+        _verify_or_cancel(bootstrap, topics, plan_in, cancel=cancel, as_json=as_json,
+                          security=security)
+        return
+    errors: dict[str, str] = {}
+    refused: dict[str, str] = {}
+    try:
+        wanted = _read_plan(plan_in, topics) if plan_in is not None else None
         with AdminClient(bootstrap, client_id="kafkactl-rebalance",
                          security=security) as admin:
             cluster = admin.client.refresh_metadata(None)
-            plan = even_plan(cluster, _topics(cluster, topics))
+            ongoing = set(admin.list_partition_reassignments())
+            if wanted is not None:
+                plan = _plan_from_file(cluster, wanted, ongoing, errors)
+            else:
+                planned = plan_reassignment(
+                    _assignments(cluster), cluster.brokers, topics=_topics(cluster, topics),
+                    replication_factor=replication_factor, in_progress=ongoing)
+                plan, refused = planned.targets, planned.refused
             current = {tp: list(cluster.topics[tp[0]].partitions[tp[1]].replicas)
                        for tp in plan}
-            errors: dict[str, str] = {}
-            if execute and plan:
+            if plan_out is not None:
+                _write(plan_out, to_reassignment_json(plan) + "\n")
+            if execute and plan and not errors:
                 results = admin.alter_partition_reassignments(plan)
-                errors = {f"{t}-{p}": str(e) for (t, p), e in results.items() if e}
+                errors = {_name(tp): str(e) for tp, e in results.items() if e}
                 _wait(admin, set(plan) - {tp for tp, e in results.items() if e}, timeout,
                       quiet=as_json)
     except (ClientError, KafkaError, ValueError) as e:
         raise fail(str(e)) from None
+    _show_plan(plan, current, execute=execute and not errors, as_json=as_json,
+               refused=refused, errors=errors)
+    for why in refused.values():
+        typer.echo(f"error: {why}", err=True)
+    for name, why in errors.items():
+        typer.echo(f"error: {name}: {why}", err=True)
+    if errors or refused:
+        raise typer.Exit(1)
+
+
+def _write(path: Path, text: str) -> None:
+    try:
+        path.write_text(text, encoding="utf-8")
+    except OSError as e:
+        raise ValueError(f"cannot write the plan to {str(path)!r}: "
+                         f"{e.strerror or e}") from None
+
+
+def _show_plan(plan: dict[TopicPartition, list[int]], current: dict[TopicPartition, list[int]],
+               *, execute: bool, as_json: bool, refused: dict[str, str],
+               errors: dict[str, str]) -> None:
     rows: list[dict[str, Any]] = [
-        {"partition": f"{t}-{p}", "current": current[(t, p)], "target": target}
-        for (t, p), target in sorted(plan.items())]
+        {"partition": _name(tp), "current": current[tp], "target": target}
+        for tp, target in sorted(plan.items())]
+    moves = sum(len(set(plan[tp]) - set(current[tp])) for tp in plan)
+    leaders = sum(not current[tp] or current[tp][0] != plan[tp][0] for tp in plan)
     if as_json:
-        typer.echo(json.dumps({"executed": execute, "moves": rows, "errors": errors},
-                              indent=1))
+        typer.echo(json.dumps({"executed": execute, "moves": rows, "replica_moves": moves,
+                               "leader_changes": leaders, "refused": refused,
+                               "errors": errors}, indent=1))
     elif not rows:
         typer.echo("Nothing to move: every partition's replicas are spread evenly over the "
-                   "live brokers already.")
+                   "live brokers already." if not refused else
+                   "Nothing to move in the topics that could be planned.")
     else:
         from rich.table import Table
 
         table = Table("PARTITION", "CURRENT REPLICAS", "TARGET REPLICAS",
-                      title=f"{len(rows)} partition(s) to move")
+                      title=f"{len(rows)} partition(s) to change: {moves} replica(s) to "
+                            f"copy, {leaders} leader change(s)")
         for r in rows:
             table.add_row(str(r["partition"]), ",".join(map(str, r["current"])),
                           ",".join(map(str, r["target"])))
         print_table(table)
         if not execute:
             typer.echo("Dry run: nothing moved (add --execute).", err=True)
-    for name, why in errors.items():
-        typer.echo(f"error: {name}: {why}", err=True)
-    if errors:
+
+
+def _verify_or_cancel(bootstrap: str | None, topics: list[str], plan_in: Path | None, *,
+                      cancel: bool, as_json: bool, security: Any) -> None:
+    """--verify: Kafka's "Status of partition reassignment:" lines (exit 0 only when
+    every one is complete); --cancel: cancel the reassignments in progress (of the plan,
+    or all of them), as kafka-reassign-partitions --cancel."""
+    from kafkactl.client.admin import AdminClient
+    from kafkactl.client.errors import ClientError
+    from kafkactl.protocol.errors import KafkaError
+
+    try:
+        wanted = _read_plan(plan_in, topics) if plan_in is not None else None
+        with AdminClient(bootstrap, client_id="kafkactl-rebalance",
+                         security=security) as admin:
+            ongoing = {tp: r for tp, r in admin.list_partition_reassignments().items()
+                       if not topics or tp[0] in topics}
+            if cancel:
+                chosen = sorted(set(ongoing) & set(wanted) if wanted is not None
+                                else ongoing)
+                results = admin.alter_partition_reassignments(dict.fromkeys(chosen)) \
+                    if chosen else {}
+                cluster = None
+            else:
+                cluster = admin.client.refresh_metadata(None)
+    except (ClientError, KafkaError, ValueError) as e:
+        raise fail(str(e)) from None
+    if cancel:
+        _report_cancel(chosen, results, as_json=as_json)
+    else:
+        assert cluster is not None
+        _report_verify(cluster, wanted, ongoing, as_json=as_json)
+
+
+def _report_cancel(chosen: list[TopicPartition], results: dict[TopicPartition, Any], *,
+                   as_json: bool) -> None:
+    failed = {tp: str(e) for tp, e in results.items() if e}
+    done = [tp for tp in chosen if tp not in failed]
+    if as_json:
+        typer.echo(json.dumps({"cancelled": [_name(tp) for tp in done],
+                               "errors": {_name(tp): why for tp, why in failed.items()}},
+                              indent=1))
+    elif not chosen:
+        typer.echo("None of the specified partition reassignments are active.")
+    elif done:
+        typer.echo(f"Successfully cancelled partition reassignment{'' if len(done) == 1 else 's'}"
+                   f" for: {','.join(map(_name, done))}")
+    if failed:
+        if not as_json:
+            typer.echo(f"Error cancelling partition reassignment{'' if len(failed) == 1 else 's'}"
+                       " for:", err=True)
+            for tp, why in sorted(failed.items()):
+                typer.echo(f"{_name(tp)}: {why}", err=True)
+        raise typer.Exit(1)
+
+
+def _report_verify(cluster: ClusterMetadata, wanted: dict[TopicPartition, list[int]] | None,
+                   ongoing: dict[TopicPartition, tuple[list[int], list[int], list[int]]], *,
+                   as_json: bool) -> None:
+    rows: list[dict[str, Any]] = []
+    targets: dict[TopicPartition, list[int] | None] = (
+        dict(wanted) if wanted is not None else dict.fromkeys(ongoing))
+    for tp, target in sorted(targets.items()):
+        t = cluster.topics.get(tp[0])
+        part = t.partitions.get(tp[1]) if t is not None and not t.error_code else None
+        current = list(part.replicas) if part is not None else []
+        if tp in ongoing:
+            status, current = "in_progress", list(ongoing[tp][0])
+            line = f"Reassignment of partition {_name(tp)} is still in progress."
+        elif target is not None and current == target:
+            status = "completed"
+            line = f"Reassignment of partition {_name(tp)} is completed."
+        else:
+            status = "differs"
+            line = (f"There is no active reassignment of partition {_name(tp)}, but replica "
+                    f"set is {','.join(map(str, current))} rather than "
+                    f"{','.join(map(str, target or []))}.")
+        rows.append({"partition": _name(tp), "status": status, "current": current,
+                     "target": target, "line": line})
+    if as_json:
+        typer.echo(json.dumps({"partitions": [{k: v for k, v in r.items() if k != "line"}
+                                              for r in rows]}, indent=1))
+    elif not rows:
+        typer.echo("No partition reassignments found.")
+    else:
+        typer.echo("Status of partition reassignment:")
+        for r in rows:
+            typer.echo(r["line"])
+    if any(r["status"] != "completed" for r in rows):
         raise typer.Exit(1)
 
 
