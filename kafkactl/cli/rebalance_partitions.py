@@ -292,7 +292,8 @@ def _wait(admin: AdminClient, moving: set[TopicPartition], timeout: float, *,
             return
         if time.monotonic() >= deadline:
             raise ValueError(f"{len(moving)} move(s) still in progress after {timeout:g} s "
-                             "(they go on; see again with --partitions)")
+                             "(they go on: --partitions --verify shows them, --partitions --cancel "
+                             "undoes them)")
         time.sleep(0.5)
 
 
