@@ -62,7 +62,8 @@ class RecordWriter:
         self.consumed: dict[TopicPartition, int] = consumed if consumed is not None else {}
         mode = os.fstat(self.fd).st_mode
         self.pipe = stat.S_ISFIFO(mode)
-        self.regular = stat.S_ISREG(mode)
+        # a file, or a device that is no terminal (/dev/null): writes never wait on a reader
+        self.unbounded = stat.S_ISREG(mode) or (stat.S_ISCHR(mode) and not os.isatty(self.fd))
         self.page = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 
     def write(self, pieces: list[Piece], stop: Callable[[], bool] | None = None) -> int:
@@ -130,7 +131,7 @@ class RecordWriter:
             except OSError:
                 return min(wanted, PIPE_BUF)
             return max(0, min(wanted, size - unread - 2 * self.page))
-        if self.regular:
+        if self.unbounded:
             return wanted
         return min(wanted, TTY_CHUNK)
 

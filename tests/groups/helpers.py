@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import json
 import subprocess
-from typing import Any
+import threading
+from typing import IO, Any
 
 from tests import zygote
 from tests.polling import wait_until
@@ -12,6 +13,17 @@ from tests.polling import wait_until
 __all__ = ["wait_until"]  # re-exported: the group tests import it from here
 
 FAST = {"group_initial_rebalance_delay_ms": "0"}
+
+
+def read_lines(stream: IO[bytes], into: list[bytes]) -> threading.Thread:
+    """Append each line of `stream` to `into` from a daemon thread, until EOF (join it)."""
+    def run() -> None:
+        for line in stream:
+            into.append(line)
+
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    return t
 
 
 def kafkactl(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:

@@ -7,10 +7,9 @@ import json
 import signal
 import subprocess
 import sys
-import threading
-from typing import IO, Any
+from typing import Any
 
-from tests.groups.helpers import FAST, kafkactl, wait_until
+from tests.groups.helpers import FAST, kafkactl, read_lines, wait_until
 
 
 def _produce(bootstrap: str, topic: str, values: list[str]) -> None:
@@ -18,16 +17,6 @@ def _produce(bootstrap: str, topic: str, values: list[str]) -> None:
                         "-b", bootstrap], input="".join(f"{v}\n" for v in values).encode(),
                        capture_output=True, timeout=120)
     assert r.returncode == 0, r.stderr
-
-
-def _reader(stream: IO[bytes], into: list[bytes]) -> threading.Thread:
-    def run() -> None:
-        for line in stream:
-            into.append(line)
-
-    t = threading.Thread(target=run, daemon=True)
-    t.start()
-    return t
 
 
 def test_group_consumer_survives_a_broker_restart(broker_factory: Any) -> None:
@@ -40,7 +29,7 @@ def test_group_consumer_survives_a_broker_restart(broker_factory: Any) -> None:
     assert p.stdout is not None and p.stderr is not None
     lines: list[bytes] = []
     errors: list[bytes] = []
-    reader, err_reader = _reader(p.stdout, lines), _reader(p.stderr, errors)
+    reader, err_reader = read_lines(p.stdout, lines), read_lines(p.stderr, errors)
     try:
         wait_until(lambda: len(lines) >= 100, 60, "the first 100 records")
         b.stop()  # down until the consumer has noticed (its heartbeat fails)
