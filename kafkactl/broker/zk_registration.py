@@ -5,6 +5,7 @@ second off the event loop (topic changes, and re-registration after a session ex
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -47,6 +48,8 @@ class ZkRegistration:
         self.zk: KazooClient | None = None
         self.registry: BrokerRegistry | None = None
         self._task: asyncio.Task[None] | None = None
+        self._wake: asyncio.Event | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
         self.broker_epoch = -1  # czxid of our registration, refreshed after re-registering
 
     def connect_and_check(self, log_dirs: list[Path]) -> str:
@@ -104,10 +107,26 @@ class ZkRegistration:
     def start_sync(self, topics: Any = None) -> None:
         """Every second: re-register after a session expiry and, when `topics` is given (a
         broker publishing its own topics), publish `topics()` (name -> partition count)."""
-        self._task = asyncio.get_running_loop().create_task(self._sync_loop(topics))
+        self._loop = asyncio.get_running_loop()
+        self._wake = asyncio.Event()
+        if self.zk is not None:
+            self.zk.add_listener(self._on_session_state)
+        self._task = self._loop.create_task(self._sync_loop(topics))
+
+    def _on_session_state(self, state: str) -> None:
+        """(kazoo's connection thread) A new connection: re-register at once rather than
+        at the next tick (the controller election waits for this broker's registration)."""
+        from kazoo.protocol.states import KazooState
+
+        loop, wake = self._loop, self._wake
+        if state == KazooState.CONNECTED and loop is not None and wake is not None \
+                and not loop.is_closed():
+            loop.call_soon_threadsafe(wake.set)
 
     async def _sync_loop(self, topics: Any) -> None:
+        assert self._wake is not None
         while True:
+            self._wake.clear()
             try:
                 current = dict(topics()) if topics is not None else None
                 await asyncio.to_thread(self._sync_once, current)
@@ -115,7 +134,8 @@ class ZkRegistration:
                 raise
             except Exception as e:  # ZooKeeper away for a while: keep serving, retry
                 log.warning("ZooKeeper sync failed (%s: %s); will retry", type(e).__name__, e)
-            await asyncio.sleep(SYNC_INTERVAL_S)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), SYNC_INTERVAL_S)
 
     def _sync_once(self, topics: dict[str, int] | None) -> None:
         from kazoo.protocol.states import KazooState
@@ -133,6 +153,7 @@ class ZkRegistration:
             self._task = None
         if self.zk is not None:
             zk, self.zk = self.zk, None
+            zk.remove_listener(self._on_session_state)
             try:
                 if self.registry is not None:
                     self.registry.deregister()

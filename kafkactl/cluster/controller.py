@@ -2,42 +2,72 @@
 
 Every broker runs one; the one that holds `/controller` is active. It watches the broker
 registry, the topics and the deletion requests in ZooKeeper, decides partition leaders
-(partition_election.py), writes `/brokers/topics/[t]/partitions/[n]/state` with its epoch
-and conditional versions, and tells the brokers with LeaderAndIsr, UpdateMetadata and
-StopReplica over the Kafka protocol (controller_channel.py). Brokers never decide
-leadership themselves.
+(partition_election.py), writes `/brokers/topics/[t]/partitions/[n]/state`, and tells the
+brokers with LeaderAndIsr, UpdateMetadata and StopReplica over the Kafka protocol
+(controller_channel.py). Brokers never decide leadership themselves.
 
-ZooKeeper watches fire on kazoo's thread; they only queue an event. One asyncio task takes
-the events in order (as Kafka's single controller event thread does) and runs the blocking
-ZooKeeper work in a worker thread, so the broker's event loop keeps serving clients.
+Kafka's ControllerEventManager shape: ZooKeeper watches and the session listener only queue
+typed events (controller_events.py); one asyncio task takes them in order and alone
+changes controller state (`view`, `reassignments`, deletions). ZooKeeper I/O runs in worker
+threads that only return values. Every write is a ZooKeeper transaction that checks the
+controller epoch's znode version (controller_zk.py), so a deposed controller's late write
+fails and it resigns; after each await a handler checks it is still the controller of the
+same session (`check_active`). A session expiry queues Expire ahead of everything; a broker
+stands for election only once its own registration is in ZooKeeper for the current
+session. A failing event is logged and queued again later, without holding up the events
+behind it.
 """
 
 from __future__ import annotations
 
 import asyncio
-import functools
 import logging
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
-from kafkactl.cluster import controller_admin, zk_paths
-from kafkactl.cluster import controller_requests as requests
+from kafkactl.cluster import controller_admin, controller_zk, zk_paths
+from kafkactl.cluster import controller_requests as build
 from kafkactl.cluster import topic_state as zk_topics
 from kafkactl.cluster.broker_connection import PLAINTEXT, InterBrokerSecurity
 from kafkactl.cluster.broker_registry import BrokerInfo, live_brokers
 from kafkactl.cluster.controller_admin import IsrChange, Reassignment
 from kafkactl.cluster.controller_channel import ControllerChannel
-from kafkactl.cluster.controller_election import NO_CONTROLLER, resign, try_elect
+from kafkactl.cluster.controller_election import (
+    NO_CONTROLLER,
+    Election,
+    current_controller,
+    resign,
+    try_elect,
+)
+from kafkactl.cluster.controller_events import (
+    PLAIN,
+    REQUESTS,
+    AlterPartition,
+    AutoRebalance,
+    BrokerChange,
+    ControlledShutdown,
+    ControllerEvent,
+    Elect,
+    ElectLeaders,
+    Expire,
+    PartitionModification,
+    Reassign,
+    ReplicaStopped,
+    RequestEvent,
+    TopicChange,
+    TopicDeletion,
+)
 from kafkactl.cluster.controller_requests import ClusterView
+from kafkactl.cluster.controller_zk import ControllerMovedError
 from kafkactl.cluster.partition_election import (
     elect_leader,
     new_partition_state,
     remove_replicas,
 )
 from kafkactl.cluster.topic_deletion import TopicDeletionManager
-from kafkactl.cluster.topic_state import PartitionState
+from kafkactl.cluster.topic_state import NO_LEADER, PartitionState, TopicAssignment
 from kafkactl.protocol.api_keys import ApiKey
 from kafkactl.protocol.errors import ErrorCode
 
@@ -54,6 +84,29 @@ class NotControllerError(Exception):
     """This broker is not the active controller."""
 
 
+class Deposed(Exception):
+    """This broker stopped being the controller (or lost its session) while a handler
+    awaited: the handler's results are dropped."""
+
+
+def read_topics(zk: KazooClient, names: list[str]
+                ) -> tuple[dict[str, TopicAssignment], dict[TopicPartition, PartitionState]]:
+    """(worker thread) The topics' assignments and the partition states that exist, each
+    kind read pipelined (absent or malformed znodes left out)."""
+    assignments = {n: a for n, a in zk_topics.read_assignments(zk, names).items()
+                   if a is not None}
+    tps = [(n, p) for n, a in assignments.items() for p in a.partitions]
+    states = {tp: s for tp, s in zk_topics.read_partition_states(zk, tps).items()
+              if s is not None}
+    return assignments, states
+
+
+def _zookeeper_error(e: BaseException) -> bool:
+    from kazoo.exceptions import KazooException
+    from kazoo.handlers.threading import KazooTimeoutError
+
+    return isinstance(e, (KazooException, KazooTimeoutError, ControllerMovedError))
+
 
 class KafkaController:
     def __init__(self, zk: KazooClient, broker_id: int, *,
@@ -67,28 +120,27 @@ class KafkaController:
         self.unclean = unclean_leader_election
         self.active = False
         self.epoch = 0
+        self.epoch_zk_version = -1  # /controller_epoch's version: every write checks it
         self.controller_id = NO_CONTROLLER
         self.view = ClusterView(broker_id, 0)
         self.channel: ControllerChannel | None = None
         self.shutting_down: set[int] = set()
         self.deletions = TopicDeletionManager(self)
-        self._events: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
-        self._pending: set[str] = set()
+        self.reassignments: dict[TopicPartition, Reassignment] = {}
+        self._events: asyncio.Queue[ControllerEvent] = asyncio.Queue()
+        self._pending: set[type] = set()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._task: asyncio.Task[None] | None = None
+        self._retries: set[asyncio.TimerHandle] = set()
         self._watched_topics: set[str] = set()
         self._watching = False
-        self.reassignments: dict[TopicPartition, Reassignment] = {}
+        # sessions lost so far (kazoo's thread counts them); the count when we became active
+        self._sessions_lost = 0
+        self._active_session = -1
+        self._waiting_registration = False
         self.rebalance_interval_s = leader_rebalance_interval_s
         self.imbalance_percent = leader_imbalance_percent
         self._rebalance_task: asyncio.Task[None] | None = None
-        # what brokers and operators ask for: run on the event task, answered by a future
-        self._requests: dict[str, Callable[..., Awaitable[Any]]] = {
-            "controlled_shutdown": self._controlled_shutdown,
-            "alter_partition": self._alter_partition,
-            "elect_leaders": functools.partial(controller_admin.elect_preferred, self),
-            "reassign": functools.partial(controller_admin.reassign, self),
-        }
 
     # ---- life cycle --------------------------------------------------------------------------
     async def start(self) -> None:
@@ -102,13 +154,13 @@ class KafkaController:
         if self._rebalance_task is None and self.rebalance_interval_s:
             self._rebalance_task = self._loop.create_task(self._rebalance_timer())
 
-        def on_children(kind: str) -> Any:
+        def on_children(event: ControllerEvent) -> Callable[[list[str]], None]:
             def fn(_children: list[str]) -> None:
-                self._enqueue(kind)
+                self._enqueue(event)
             return fn
 
         def on_controller(_data: Any, _stat: Any) -> None:
-            self._enqueue("elect")
+            self._enqueue(Elect())
 
         def prepare() -> None:
             for path in (zk_paths.BROKER_IDS, zk_paths.BROKER_TOPICS, zk_paths.DELETE_TOPICS):
@@ -117,15 +169,16 @@ class KafkaController:
                 return
             self._watching = True
             DataWatch(self.zk, zk_paths.CONTROLLER, on_controller)
-            ChildrenWatch(self.zk, zk_paths.BROKER_IDS, on_children("brokers"))
-            ChildrenWatch(self.zk, zk_paths.BROKER_TOPICS, on_children("topics"))
-            ChildrenWatch(self.zk, zk_paths.DELETE_TOPICS, on_children("deletions"))
+            ChildrenWatch(self.zk, zk_paths.BROKER_IDS, on_children(BrokerChange()))
+            ChildrenWatch(self.zk, zk_paths.BROKER_TOPICS, on_children(TopicChange()))
+            ChildrenWatch(self.zk, zk_paths.DELETE_TOPICS, on_children(TopicDeletion()))
             self.zk.add_listener(self._on_session_state)
 
         await asyncio.to_thread(prepare)
 
     async def stop(self) -> None:
-        """Give up the controller role (another broker takes it at once) and stop."""
+        """Give up the controller role (another broker takes it at once) and stop; every
+        request still queued is answered NOT_CONTROLLER at once."""
         from kazoo.protocol.states import KazooState
 
         if self._task is not None:
@@ -134,34 +187,58 @@ class KafkaController:
         if self._rebalance_task is not None:
             self._rebalance_task.cancel()
             self._rebalance_task = None
+        for handle in self._retries:
+            handle.cancel()
+        self._retries.clear()
+        self._drain()
         was_active = self.active
         self._deactivate()
         if was_active and self.zk.state == KazooState.CONNECTED:
             try:
                 await asyncio.to_thread(resign, self.zk)
             except Exception as e:  # ZooKeeper away: the session end removes it
-                log.warning("could not resign as controller: %s", e)
+                log.warning("could not resign as controller: %s: %s", type(e).__name__, e)
 
     def _on_session_state(self, state: str) -> None:
+        """(kazoo's connection thread; must not block)"""
         from kazoo.protocol.states import KazooState
 
         if state == KazooState.LOST:  # our ephemeral /controller is gone with the session
-            self._call_soon(self._deactivate)
+            self._sessions_lost += 1  # handlers awaiting ZooKeeper see it at once
+            self._call_soon(self._expire)
         elif state == KazooState.CONNECTED:
-            self._enqueue("elect")
+            self._enqueue(Elect())
 
-    def _call_soon(self, fn: Any) -> None:
+    def _call_soon(self, fn: Callable[[], None]) -> None:
         if self._loop is not None and not self._loop.is_closed():
             self._loop.call_soon_threadsafe(fn)
 
-    def _enqueue(self, kind: str, arg: Any = None) -> None:
-        """Queue an event (from any thread); a plain event already queued is not repeated."""
+    def _expire(self) -> None:
+        """Kafka's clearAndPut(Expire): nothing queued before the expiry runs after it."""
+        self._drain()
+        self._enqueue(Expire())
+
+    def _drain(self) -> None:
+        while not self._events.empty():
+            event = self._events.get_nowait()
+            if isinstance(event, REQUESTS):
+                self._refuse(event)
+        self._pending.clear()
+
+    def _refuse(self, event: RequestEvent, why: str = "") -> None:
+        if not event.future.done():
+            event.future.set_exception(NotControllerError(
+                why or f"broker {self.broker_id} is not the controller"))
+
+    def _enqueue(self, event: ControllerEvent) -> None:
+        """Queue an event (from any thread); a plain event already queued is not
+        repeated."""
         def put() -> None:
-            if arg is None:
-                if kind in self._pending:
+            if isinstance(event, PLAIN):
+                if type(event) in self._pending:
                     return
-                self._pending.add(kind)
-            self._events.put_nowait((kind, arg))
+                self._pending.add(type(event))
+            self._events.put_nowait(event)
         if self._loop is None or self._loop.is_closed():
             return
         try:
@@ -172,67 +249,126 @@ class KafkaController:
             pass
         self._loop.call_soon_threadsafe(put)
 
+    def check_active(self) -> None:
+        """Raise Deposed unless this broker is still the controller of the session it was
+        elected in (called by every handler after each await)."""
+        if not self.active or self._sessions_lost != self._active_session:
+            raise Deposed(f"broker {self.broker_id} is no longer the controller")
+
     async def _process(self) -> None:
         while True:
-            kind, arg = await self._events.get()
-            if arg is None:
-                self._pending.discard(kind)
+            event = await self._events.get()
+            if isinstance(event, PLAIN):
+                self._pending.discard(type(event))
             try:
-                await self._handle(kind, arg)
+                await self._handle(event)
             except asyncio.CancelledError:
                 raise
             except Exception as e:
-                future = arg[1] if kind in self._requests else None
-                if isinstance(future, asyncio.Future):
-                    if not future.done():
-                        future.set_exception(e)
-                    log.warning("controller request %s failed: %s: %s", kind,
-                                type(e).__name__, e)
-                    continue
-                log.warning("controller event %s failed (%s: %s); retrying", kind,
-                            type(e).__name__, e)
-                await asyncio.sleep(RETRY_AFTER_ERROR_S)
-                self._enqueue(kind, arg)
+                self._failed(event, e)
 
-    async def _handle(self, kind: str, arg: Any) -> None:
-        if kind == "elect":
-            await self._elect()
+    def _failed(self, event: ControllerEvent, e: Exception) -> None:
+        """A handler raised: a deposed controller resigns; a request is answered (a
+        ZooKeeper error as NOT_CONTROLLER); another event is queued again after
+        RETRY_AFTER_ERROR_S, without holding up the events behind it."""
+        what = f"{type(e).__name__}: {e}".rstrip(": ")
+        if isinstance(e, (ControllerMovedError, Deposed)) and self.active:
+            log.warning("broker %d resigns as controller: %s", self.broker_id, what)
+            self._deactivate()
+            self._enqueue(Elect())
+        if isinstance(event, REQUESTS):
+            log.warning("controller request %s failed (%s)", type(event).__name__, what)
+            if isinstance(e, Deposed) or _zookeeper_error(e):
+                self._refuse(event, f"broker {self.broker_id} cannot act as the controller "
+                                    f"({what})")
+            elif not event.future.done():
+                event.future.set_exception(e)
             return
-        if not self.active:
-            future = arg[1] if kind in self._requests else None
-            if isinstance(future, asyncio.Future) and not future.done():
-                future.set_exception(NotControllerError(
-                    f"broker {self.broker_id} is not the controller"))
+        if isinstance(e, Deposed) or isinstance(event, Expire):
             return
-        if kind == "brokers":
-            await self._on_broker_change()
-        elif kind == "topics":
-            await self._on_topic_change()
-        elif kind == "partitions":
-            await self._on_partition_change(arg)
-        elif kind == "deletions":
-            await self.deletions.on_requests()
-        elif kind == "stopped":
-            await self.deletions.on_replica_stopped(*arg)
-        elif kind in self._requests:
-            args, future = arg
-            result = await self._requests[kind](*args)
-            if not future.done():
-                future.set_result(result)
-        elif kind == "auto_rebalance":
-            imbalanced = controller_admin.imbalanced_partitions(self, self.imbalance_percent)
-            if imbalanced:
-                log.info("leadership is imbalanced: moving %d partition(s) back to their "
-                         "preferred leader", len(imbalanced))
-                await controller_admin.elect_preferred(self, imbalanced)
+        log.warning("controller event %s failed (%s); retrying in %g s",
+                    type(event).__name__, what, RETRY_AFTER_ERROR_S)
+        assert self._loop is not None
+
+        def again() -> None:
+            self._retries.discard(handle)
+            self._enqueue(event)
+        handle = self._loop.call_later(RETRY_AFTER_ERROR_S, again)
+        self._retries.add(handle)
+
+    async def _handle(self, event: ControllerEvent) -> None:  # noqa: C901 - one case a kind
+        match event:
+            case Elect():
+                await self._elect()
+            case Expire():
+                if self.active:
+                    log.warning("broker %d lost its ZooKeeper session: no longer the "
+                                "controller", self.broker_id)
+                self._deactivate()
+            case BrokerChange() if not self.active:
+                # our own registration may be what we waited for before standing
+                if self.controller_id == NO_CONTROLLER or self._waiting_registration:
+                    await self._elect()
+            case _ if not self.active:
+                if isinstance(event, REQUESTS):
+                    self._refuse(event)
+            case BrokerChange():
+                await self._on_broker_change()
+            case TopicChange():
+                await self._on_topic_change()
+            case PartitionModification(topic=topic):
+                await self._on_partition_change(topic)
+            case TopicDeletion():
+                await self.deletions.on_requests()
+            case ReplicaStopped(topic=topic, broker_id=broker_id, response=response):
+                await self.deletions.on_replica_stopped(topic, broker_id, response)
+            case ControlledShutdown(broker_id=broker_id, future=future):
+                _answer(future, await self._controlled_shutdown(broker_id))
+            case AlterPartition(broker_id=broker_id, changes=changes, future=future):
+                _answer(future, await self._alter_partition(broker_id, changes))
+            case ElectLeaders(partitions=partitions, future=future):
+                _answer(future, await controller_admin.elect_preferred(self, partitions))
+            case Reassign(targets=targets, future=future):
+                _answer(future, await controller_admin.reassign(self, targets))
+            case AutoRebalance():
+                imbalanced = controller_admin.imbalanced_partitions(self, self.imbalance_percent)
+                if imbalanced:
+                    log.info("leadership is imbalanced: moving %d partition(s) back to their "
+                             "preferred leader", len(imbalanced))
+                    await controller_admin.elect_preferred(self, imbalanced)
 
     # ---- election ----------------------------------------------------------------------------
+    def _stand(self) -> tuple[bool, Election]:
+        """(worker thread) (registered, election): a broker stands only once its own
+        registration belongs to the current session (Kafka registers the broker before
+        it may win: a controller without itself among the live brokers would see every
+        replica dead)."""
+        stat = self.zk.exists(zk_paths.broker(self.broker_id))
+        session = self.zk.client_id
+        if stat is None or session is None or stat.ephemeralOwner != session[0]:
+            holder, _ours = current_controller(self.zk)
+            return False, Election(False, holder, 0)
+        return True, try_elect(self.zk, self.broker_id)
+
     async def _elect(self) -> None:
-        result = await asyncio.to_thread(try_elect, self.zk, self.broker_id,
-                                         self.epoch if self.active else 0)
+        session = self._sessions_lost
+        registered, result = await asyncio.to_thread(self._stand)
         self.controller_id = result.controller_id
+        if not registered:
+            if not self._waiting_registration:
+                log.info("broker %d waits for its own registration before standing for "
+                         "controller", self.broker_id)
+            self._waiting_registration = True
+            if self.active:
+                self._deactivate()
+            return
+        self._waiting_registration = False
         if result.won and not (self.active and result.epoch == self.epoch):
-            self.epoch = result.epoch
+            if session != self._sessions_lost:  # the session went while we stood
+                self._enqueue(Elect())
+                return
+            self.epoch, self.epoch_zk_version = result.epoch, result.epoch_zk_version
+            self._active_session = session
             log.info("broker %d won the controller election (epoch %d)", self.broker_id,
                      self.epoch)
             await self._become_active()
@@ -243,6 +379,7 @@ class KafkaController:
 
     def _deactivate(self) -> None:
         self.active = False
+        self.epoch_zk_version = -1
         if self.channel is not None:
             channel, self.channel = self.channel, None
             asyncio.ensure_future(channel.close(), loop=self._loop)
@@ -257,19 +394,24 @@ class KafkaController:
         began = time.monotonic()
         self.active = True
         self.channel = ControllerChannel(self.broker_id, self.inter_broker)
-        view = ClusterView(self.broker_id, self.epoch)
-        view.brokers, names = await asyncio.to_thread(self._read_brokers_and_topics)
-        self.view = view
-        for info in view.brokers.values():
+        self.view = ClusterView(self.broker_id, self.epoch)
+        self.deletions.clear()
+        self.shutting_down.clear()
+        self.reassignments.clear()
+        brokers, names = await asyncio.to_thread(self._read_brokers_and_topics)
+        self.check_active()
+        view = self.view
+        view.brokers = brokers
+        for info in brokers.values():
             self.channel.add_broker(info.broker_id,
                                     *info.endpoint(self.inter_broker.listener))
-        await asyncio.to_thread(self._load_topics, names)
+        await self._add_topics(names, announce=False)
         loaded = time.monotonic()
         log.info("broker %d loaded the cluster state in %.0f ms: %d live broker(s), %d "
                  "topic(s), %d partition(s)", self.broker_id, (loaded - began) * 1000,
                  len(view.brokers), len(view.assignments), len(view.states))
         offline = {r for state in view.states.values() for r in state.isr} - set(view.brokers)
-        changed = await asyncio.to_thread(self._on_brokers_changed, offline)
+        changed = await self._on_brokers_changed(offline)
         log.info("broker %d is the controller (epoch %d): %d live broker(s), %d topic(s); "
                  "%d partition(s) changed leader or ISR in %.0f ms (brokers %s offline)",
                  self.broker_id, self.epoch, len(view.brokers), len(view.assignments),
@@ -277,8 +419,7 @@ class KafkaController:
         self.send_update_metadata()
         for b in view.brokers:
             self._send_leader_and_isr(b, view.partitions_of(b), full=True)
-        await asyncio.to_thread(self._watch_topics, names)
-        self._enqueue("deletions")
+        self._enqueue(TopicDeletion())
 
     def _read_brokers_and_topics(self) -> tuple[dict[int, BrokerInfo], list[str]]:
         """(worker thread) The live brokers and the topics' names."""
@@ -287,6 +428,7 @@ class KafkaController:
     # ---- brokers -----------------------------------------------------------------------------
     async def _on_broker_change(self) -> None:
         live = await asyncio.to_thread(live_brokers, self.zk)
+        self.check_active()
         old = self.view.brokers
         dead = {b for b, info in old.items() if b not in live or live[b].epoch != info.epoch}
         new = {b for b, info in live.items() if b not in old or old[b].epoch != info.epoch}
@@ -304,7 +446,7 @@ class KafkaController:
         if new:
             log.info("brokers %s joined the cluster", sorted(new))
         began = time.monotonic()
-        changed = await asyncio.to_thread(self._on_brokers_changed, dead)
+        changed = await self._on_brokers_changed(dead)
         if changed:
             log.info("%d partition(s) changed leader or ISR in %.0f ms", len(changed),
                      (time.monotonic() - began) * 1000)
@@ -315,13 +457,22 @@ class KafkaController:
             self._send_leader_and_isr(b, hosted, full=b in new)
         self.deletions.resume_for(new)
 
-    def _on_brokers_changed(self, dead: set[int]) -> set[TopicPartition]:
-        """(worker thread) New states for the partitions the change affects: replicas that
-        died leave, offline partitions with an eligible live replica get a leader."""
+    def broker_change_states(self, dead: set[int]) -> dict[TopicPartition, PartitionState]:
+        """New states for the partitions a broker change affects: offline partitions with
+        an eligible live replica get a leader, replicas that died leave the ISR. A
+        partition none of whose replicas is live loses its leader but keeps its ISR
+        (shrinking it to one dead broker would only forget who else holds every record:
+        whichever ISR member returns first leads again)."""
         live = set(self.view.brokers)
         changed: dict[TopicPartition, PartitionState] = {}
         for tp, state in self.view.states.items():
             replicas = self.view.assignments[tp[0]][tp[1]]
+            if not live.intersection(replicas):
+                if state.leader != NO_LEADER and state.leader not in live:
+                    changed[tp] = PartitionState(NO_LEADER, state.leader_epoch + 1,
+                                                 list(state.isr), self.epoch,
+                                                 state.zk_version)
+                continue
             new = None
             if state.leader in dead or state.leader not in live:
                 new = elect_leader(replicas, state, live, self.epoch, unclean=self.unclean,
@@ -330,8 +481,12 @@ class KafkaController:
                 new = remove_replicas(state, dead, self.epoch)
             if new is not None:
                 changed[tp] = new
-        self.write_states(changed, create=False)
-        started = self._start_partitions(self._all_partitions())
+        return changed
+
+    async def _on_brokers_changed(self, dead: set[int]) -> set[TopicPartition]:
+        changed = self.broker_change_states(dead)
+        await self.write_states(changed, create=False)
+        started = await self._start_partitions(self._all_partitions())
         return set(changed) | started
 
     # ---- topics ------------------------------------------------------------------------------
@@ -340,6 +495,7 @@ class KafkaController:
 
     async def _on_topic_change(self) -> None:
         names = await asyncio.to_thread(zk_topics.topic_names, self.zk)
+        self.check_active()
         present = set(names)
         for gone in [t for t in self.view.assignments if t not in present]:
             self.forget_topic(gone)
@@ -349,49 +505,64 @@ class KafkaController:
         elif len(present) != len(self.view.assignments):
             self.send_update_metadata()
 
-    async def _add_topics(self, names: Iterable[str], *, announce: bool) -> None:
-        names = list(names)
-        added = await asyncio.to_thread(self._load_topics, names)
-        if announce and added:
-            started = await asyncio.to_thread(self._start_partitions, added)
-            self.announce(started, is_new=True)
-        await asyncio.to_thread(self._watch_topics, names)
-
-    def _load_topics(self, names: list[str]) -> list[TopicPartition]:
-        """(worker thread) Assignments (a missing topic id is created and written back) and
-        the partition states that exist, each kind read pipelined; returns the partitions
-        read."""
-        assignments = zk_topics.read_assignments(self.zk, names)
-        out: list[TopicPartition] = []
-        for name in names:
-            assignment = assignments[name]
-            if assignment is None:
-                continue
+    async def _add_topics(self, names: list[str], *, announce: bool) -> None:
+        assignments, states = await asyncio.to_thread(read_topics, self.zk, names)
+        self.check_active()
+        added = self.apply_topics(assignments, states)
+        for assignment in assignments.values():
             if assignment.topic_id is None:
-                assignment.topic_id = uuid.uuid4()
-                try:
-                    zk_topics.set_assignment(self.zk, assignment)
-                except Exception as e:
-                    log.warning("could not store a topic id for %s: %s", name, e)
-            self.view.assignments[name] = assignment.partitions
-            self.view.topic_ids[name] = assignment.topic_id
+                await self._store_topic_id(assignment)
+        if announce and added:
+            started = await self._start_partitions(added)
+            self.announce(started, is_new=True)
+        await self._watch_topics(names)
+
+    def apply_topics(self, assignments: dict[str, TopicAssignment],
+                     states: dict[TopicPartition, PartitionState]) -> list[TopicPartition]:
+        """Take in topics read from ZooKeeper (a reassignment an earlier controller began
+        is resumed); returns their partitions."""
+        out: list[TopicPartition] = []
+        for name, assignment in assignments.items():
+            self.view.assignments[name] = dict(assignment.partitions)
+            self.view.topic_ids[name] = assignment.topic_id or uuid.uuid4()
             controller_admin.resume(self, assignment)
             out.extend((name, p) for p in assignment.partitions)
-        for tp, state in zk_topics.read_partition_states(self.zk, out).items():
-            if state is not None:
+        for tp, state in states.items():
+            if tp[0] in assignments:
                 self.view.states[tp] = state
         return out
 
-    def _watch_topics(self, names: list[str]) -> None:
-        """(worker thread) Watch the topic znodes for added partitions (a watch's first call
-        queues a check of the topic, so a change before it was set is not missed)."""
+    async def _store_topic_id(self, assignment: TopicAssignment) -> None:
+        """A topic created without an id (an old tool) gets the one chosen for it."""
+        from kazoo.exceptions import KazooException
+
+        assignment.topic_id = self.view.topic_ids[assignment.name]
+        try:
+            await asyncio.to_thread(controller_zk.set_assignment, self.zk,
+                                    self.epoch_zk_version, assignment)
+        except KazooException as e:
+            log.warning("could not store a topic id for %s: %s: %s", assignment.name,
+                        type(e).__name__, e)
+        self.check_active()
+
+    async def _watch_topics(self, names: list[str]) -> None:
+        """Watch the topic znodes for added partitions (a watch's first call queues a
+        check of the topic, so a change before it was set is not missed)."""
         from kazoo.recipe.watchers import DataWatch
 
-        for name in names:
-            if name in self._watched_topics or name not in self.view.assignments:
-                continue
-            self._watched_topics.add(name)
-            DataWatch(self.zk, zk_paths.topic(name), self._topic_watch(name))
+        todo = [n for n in names if n not in self._watched_topics and n in self.view.assignments]
+        if not todo:
+            return
+        self._watched_topics.update(todo)
+
+        def watch() -> None:
+            for name in todo:
+                DataWatch(self.zk, zk_paths.topic(name), self._topic_watch(name))
+        try:
+            await asyncio.to_thread(watch)
+        except BaseException:
+            self._watched_topics.difference_update(todo)
+            raise
 
     def _topic_watch(self, topic: str) -> Callable[[Any, Any], bool]:
         """A DataWatch function for one topic znode. Exactly two parameters: kazoo passes
@@ -399,15 +570,17 @@ class KafkaController:
         there would receive the event, not the name)."""
         def on_change(data: Any, _stat: Any) -> bool:
             if data is None:
-                self._watched_topics.discard(topic)
+                self._call_soon(lambda: self._watched_topics.discard(topic))
                 return False
-            self._enqueue("partitions", topic)
+            self._enqueue(PartitionModification(topic))
             return True
         return on_change
 
-    def _start_partitions(self, partitions: Iterable[TopicPartition]) -> set[TopicPartition]:
-        """(worker thread) Give a first state to partitions that have none and a live
-        replica, and a leader to offline ones that have an eligible live replica."""
+    def start_states(self, partitions: Iterable[TopicPartition]
+                     ) -> tuple[dict[TopicPartition, PartitionState],
+                                dict[TopicPartition, PartitionState]]:
+        """(first states, new leaders): partitions that have no state and a live replica,
+        and offline ones that have an eligible live replica."""
         live = set(self.view.brokers) - self.shutting_down
         created: dict[TopicPartition, PartitionState] = {}
         elected: dict[TopicPartition, PartitionState] = {}
@@ -424,46 +597,43 @@ class KafkaController:
                 new = elect_leader(replicas, state, live, self.epoch, unclean=self.unclean)
                 if new is not None:
                     elected[tp] = new
-        self.write_states(created, create=True)
-        self.write_states(elected, create=False)
+        return created, elected
+
+    async def _start_partitions(self, partitions: Iterable[TopicPartition]
+                                ) -> set[TopicPartition]:
+        created, elected = self.start_states(partitions)
+        await self.write_states(created, create=True)
+        await self.write_states(elected, create=False)
         return set(created) | set(elected)
 
-    def write_states(self, states: dict[TopicPartition, PartitionState], *,
-                      create: bool) -> None:
-        """(worker thread) Write partition states, pipelined; a conditional update that
-        lost a race re-reads the znode and keeps what it holds (the next event decides)."""
-        from kazoo.exceptions import BadVersionError, NodeExistsError
-
-        pending = []
-        for (topic, p), state in states.items():
-            path = zk_paths.partition_state(topic, p)
-            if create:
-                op = self.zk.create_async(path, state.to_json(), makepath=True)
-            else:
-                op = self.zk.set_async(path, state.to_json(), version=state.zk_version)
-            pending.append(((topic, p), state, op))
-        for tp, state, op in pending:
-            try:
-                result = op.get(timeout=30)
-                state.zk_version = 0 if create else result.version
+    async def write_states(self, states: dict[TopicPartition, PartitionState], *,
+                           create: bool) -> None:
+        """Write partition states (fenced by the controller epoch, pipelined) and take in
+        what ZooKeeper holds afterwards: the state written or, when a conditional write
+        lost a race, the one read back (the next event decides)."""
+        if not states:
+            return
+        self.check_active()
+        written = await asyncio.to_thread(controller_zk.write_states, self.zk,
+                                          self.epoch_zk_version, states, create=create)
+        self.check_active()
+        for tp, state in written.items():
+            if state is not None and tp[0] in self.view.assignments:
                 self.view.states[tp] = state
-            except (BadVersionError, NodeExistsError):
-                found = zk_topics.read_partition_state(self.zk, *tp)
-                if found is not None:
-                    self.view.states[tp] = found
 
     async def _on_partition_change(self, topic: str) -> None:
         if topic in self.deletions or topic not in self.view.assignments:
             return
         assignment = await asyncio.to_thread(zk_topics.read_assignment, self.zk, topic)
-        if assignment is None:
+        self.check_active()
+        if assignment is None or topic not in self.view.assignments:
             return
         known = self.view.assignments[topic]
         added = [(topic, p) for p in assignment.partitions if p not in known]
         if not added:
             return
         known.update({p: r for p, r in assignment.partitions.items() if p not in known})
-        started = await asyncio.to_thread(self._start_partitions, added)
+        started = await self._start_partitions(added)
         log.info("topic %s now has %d partitions", topic, len(known))
         self.announce(started, is_new=True)
 
@@ -481,9 +651,9 @@ class KafkaController:
         if self.channel is None:
             return
         mine = [p for p, reps in parts.items() if broker_id in reps]
-        body = requests.stop_replica(self.view, broker_id, {name: mine}, delete=True)
-        self.channel.send(broker_id, ApiKey.STOP_REPLICA, requests.STOP_REPLICA_VERSION, body,
-                          (lambda resp: self._enqueue("stopped", (name, broker_id, resp)))
+        body = build.stop_replica(self.view, broker_id, {name: mine}, delete=True)
+        self.channel.send(broker_id, ApiKey.STOP_REPLICA, build.STOP_REPLICA_VERSION, body,
+                          (lambda resp: self._enqueue(ReplicaStopped(name, broker_id, resp)))
                           if deleting_topic else self._checker("StopReplica", broker_id))
 
     # ---- controlled shutdown -----------------------------------------------------------------
@@ -498,7 +668,7 @@ class KafkaController:
             raise NotControllerError(f"broker {broker_id} is not a live broker")
         self.shutting_down.add(broker_id)
         moves, remaining = controller_admin.shutdown_moves(self, broker_id)
-        await asyncio.to_thread(self.write_states, moves, create=False)
+        await self.write_states(moves, create=False)
         self.announce(set(moves), is_new=False)
         log.info("controlled shutdown of broker %d: moved %d leader(s), %d remain",
                  broker_id, len(moves), len(remaining))
@@ -516,20 +686,20 @@ class KafkaController:
     async def _alter_partition(self, broker_id: int, changes: list[IsrChange]
                                ) -> list[tuple[IsrChange, ErrorCode, PartitionState | None]]:
         writes, results = controller_admin.isr_changes(self, broker_id, changes)
-        if writes:
-            await asyncio.to_thread(self.write_states, writes, create=False)
+        await self.write_states(writes, create=False)
         for change in changes:
             tp = (change.topic, change.partition)
             if tp not in writes:
                 continue
-            now = self.view.states[tp]
-            if now.isr == change.isr:
+            now = self.view.states.get(tp)
+            if now is not None and now.isr == change.isr:
                 results.append((change, ErrorCode.NONE, now))
             else:  # lost a race with another writer: the leader proposes again
                 results.append((change, ErrorCode.INVALID_UPDATE_VERSION, None))
         if writes:
             log.info("ISR changes: %s", ", ".join(
-                f"{t}-{p} {self.view.states[(t, p)].isr}" for t, p in writes))
+                f"{t}-{p} {self.view.states[(t, p)].isr}" for t, p in writes
+                if (t, p) in self.view.states))
             self.send_update_metadata()
         for tp in writes:
             if tp in self.reassignments:
@@ -541,7 +711,20 @@ class KafkaController:
         """Run a request (controlled_shutdown, alter_partition, elect_leaders, reassign)
         on the event task; its answer, or NotControllerError."""
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-        self._enqueue(kind, (args, future))
+        if self._task is None or not self.active:
+            raise NotControllerError(f"broker {self.broker_id} is not the controller")
+        event: RequestEvent
+        if kind == "controlled_shutdown":
+            event = ControlledShutdown(args[0], future)
+        elif kind == "alter_partition":
+            event = AlterPartition(args[0], args[1], future)
+        elif kind == "elect_leaders":
+            event = ElectLeaders(args[0], future)
+        elif kind == "reassign":
+            event = Reassign(args[0], future)
+        else:
+            raise ValueError(f"unknown controller request {kind!r}")
+        self._enqueue(event)
         return await future
 
     async def _rebalance_timer(self) -> None:
@@ -549,7 +732,7 @@ class KafkaController:
         while True:
             await asyncio.sleep(self.rebalance_interval_s)
             if self.active:
-                self._enqueue("auto_rebalance")
+                self._enqueue(AutoRebalance())
 
     # ---- telling the brokers -----------------------------------------------------------------
     def announce(self, partitions: set[TopicPartition], *, is_new: bool) -> None:
@@ -562,19 +745,19 @@ class KafkaController:
         if self.channel is None:
             return
         for b in self.view.brokers:
-            self.channel.send(b, ApiKey.UPDATE_METADATA, requests.UPDATE_METADATA_VERSION,
-                              requests.update_metadata(self.view, b),
+            self.channel.send(b, ApiKey.UPDATE_METADATA, build.UPDATE_METADATA_VERSION,
+                              build.update_metadata(self.view, b),
                               self._checker("UpdateMetadata", b))
 
     def _send_leader_and_isr(self, broker_id: int, partitions: Iterable[TopicPartition], *,
                              is_new: bool = False, full: bool = False) -> None:
         if self.channel is None:
             return
-        body = requests.leader_and_isr(self.view, broker_id, partitions, is_new=is_new,
+        body = build.leader_and_isr(self.view, broker_id, partitions, is_new=is_new,
                                        full=full)
         if body is not None:
             self.channel.send(broker_id, ApiKey.LEADER_AND_ISR,
-                              requests.LEADER_AND_ISR_VERSION, body,
+                              build.LEADER_AND_ISR_VERSION, body,
                               self._checker("LeaderAndIsr", broker_id))
 
     @staticmethod
@@ -588,3 +771,8 @@ class KafkaController:
                 log.warning("broker %d answered %s with %s%s", broker_id, what, name,
                             f" ({len(failed)} partition error(s))" if failed else "")
         return check
+
+
+def _answer(future: asyncio.Future[Any], result: Any) -> None:
+    if not future.done():
+        future.set_result(result)

@@ -17,6 +17,7 @@ import logging
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from kafkactl.cluster import controller_zk
 from kafkactl.cluster import topic_state as zk_topics
 from kafkactl.cluster.partition_election import elect_leader
 from kafkactl.cluster.topic_state import PartitionState
@@ -195,17 +196,15 @@ def completion(c: KafkaController, tp: TopicPartition
                                           state.zk_version)
 
 
-def write_assignment(c: KafkaController, topic: str) -> None:
-    """(worker thread) The topic znode with its current replica sets and the adding /
-    removing replicas of its reassignments in progress."""
-    assignment = zk_topics.read_assignment(c.zk, topic)
-    if assignment is None:
-        return
-    assignment.partitions = dict(c.view.assignments[topic])
-    assignment.adding = {p: r.adding for (t, p), r in c.reassignments.items() if t == topic}
-    assignment.removing = {p: r.removing for (t, p), r in c.reassignments.items()
-                           if t == topic}
-    zk_topics.set_assignment(c.zk, assignment)
+async def write_assignment(c: KafkaController, topic: str) -> None:
+    """The topic znode with its current replica sets and the adding / removing replicas of
+    its reassignments in progress (fenced by the controller epoch)."""
+    partitions = dict(c.view.assignments[topic])
+    adding = {p: r.adding for (t, p), r in c.reassignments.items() if t == topic}
+    removing = {p: r.removing for (t, p), r in c.reassignments.items() if t == topic}
+    await asyncio.to_thread(controller_zk.update_assignment, c.zk, c.epoch_zk_version, topic,
+                            partitions, adding, removing)
+    c.check_active()
 
 
 def resume(c: KafkaController, assignment: zk_topics.TopicAssignment) -> None:
@@ -225,9 +224,11 @@ async def elect_preferred(c: KafkaController, partitions: list[TopicPartition] |
                            ) -> dict[TopicPartition, tuple[ErrorCode, str]]:
     changes, outcome = preferred_elections(c, partitions)
     if changes:
-        await asyncio.to_thread(c.write_states, changes, create=False)
+        await c.write_states(changes, create=False)
         for tp, state in changes.items():
-            ok = c.view.states.get(tp) is state
+            now = c.view.states.get(tp)
+            ok = now is not None and (now.leader, now.leader_epoch) == (state.leader,
+                                                                       state.leader_epoch)
             outcome[tp] = (ErrorCode.NONE, "") if ok else (
                 ErrorCode.INVALID_UPDATE_VERSION, "the partition changed meanwhile")
         c.announce(set(changes), is_new=False)
@@ -259,9 +260,9 @@ async def reassign(c: KafkaController, targets: dict[TopicPartition, list[int] |
         log.info("reassigning %s-%d to %s (replicas now %s)", tp[0], tp[1], target,
                  replica_set)
     if changed:
-        await asyncio.to_thread(c.write_states, changed, create=False)
+        await c.write_states(changed, create=False)
         for topic in {t for t, _p in changed}:
-            await asyncio.to_thread(write_assignment, c, topic)
+            await write_assignment(c, topic)
         c.announce(set(changed), is_new=False)
     for tp in list(changed):
         await maybe_complete_reassignment(c, tp)
@@ -275,8 +276,8 @@ async def maybe_complete_reassignment(c: KafkaController, tp: TopicPartition) ->
     removed = [b for b in c.view.assignments[tp[0]][tp[1]] if b not in target]
     c.view.assignments[tp[0]][tp[1]] = target
     del c.reassignments[tp]
-    await asyncio.to_thread(c.write_states, {tp: state}, create=False)
-    await asyncio.to_thread(write_assignment, c, tp[0])
+    await c.write_states({tp: state}, create=False)
+    await write_assignment(c, tp[0])
     c.announce({tp}, is_new=False)
     for b in removed:
         c.send_stop_replica(b, tp[0], {tp[1]: [b]}, deleting_topic=False)

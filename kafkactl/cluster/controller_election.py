@@ -1,6 +1,8 @@
 """Who is the controller: the broker whose session holds the ephemeral `/controller`
-znode ({"version":1,"brokerid":id,"timestamp":ms}). The winner bumps `/controller_epoch`;
-brokers ignore requests from a controller with an older epoch. Blocking kazoo calls."""
+znode ({"version":1,"brokerid":id,"timestamp":ms}). The winner bumps `/controller_epoch` in
+the same transaction; its znode version then fences every controller write
+(controller_zk.py), and brokers ignore requests from a controller with an older epoch.
+Blocking kazoo calls."""
 
 from __future__ import annotations
 
@@ -23,6 +25,7 @@ class Election:
     won: bool
     controller_id: int
     epoch: int  # ours when won; otherwise the epoch in ZooKeeper (0 if none)
+    epoch_zk_version: int = -1  # /controller_epoch's version when won: every write checks it
 
 
 def parse_controller(value: Any) -> int:
@@ -59,38 +62,40 @@ def read_epoch(zk: KazooClient) -> tuple[int, int]:
         return 0, stat.version
 
 
-def _bump_epoch(zk: KazooClient) -> int:
-    from kazoo.exceptions import BadVersionError, NodeExistsError
-
-    while True:
-        epoch, version = read_epoch(zk)
-        try:
-            if version < 0:
-                zk.create(zk_paths.CONTROLLER_EPOCH, b"1")
-                return 1
-            zk.set(zk_paths.CONTROLLER_EPOCH, str(epoch + 1).encode(), version=version)
-            return epoch + 1
-        except (BadVersionError, NodeExistsError):
-            continue
-
-
-def try_elect(zk: KazooClient, broker_id: int, current_epoch: int) -> Election:
-    """Create /controller if nobody holds it. Holding it already (our session) keeps the
-    epoch we have; winning it anew bumps /controller_epoch."""
-    from kazoo.exceptions import NodeExistsError
+def try_elect(zk: KazooClient, broker_id: int) -> Election:
+    """Create /controller if nobody holds it and bump /controller_epoch, in one ZooKeeper
+    transaction (Kafka's registerControllerAndIncrementControllerEpoch): either both
+    happen or neither. When this session holds /controller already (a retry after a lost
+    reply, or an election event while we are the controller), the epoch in ZooKeeper is
+    ours."""
+    from kazoo.exceptions import BadVersionError, NodeExistsError, RolledBackError
 
     value = encode_json({"version": 1, "brokerid": broker_id,
                          "timestamp": str(int(time.time() * 1000))})
-    try:
-        zk.create(zk_paths.CONTROLLER, value, ephemeral=True)
-    except NodeExistsError:
-        holder, ours = current_controller(zk)
-        if ours and current_epoch > 0:
-            return Election(True, broker_id, current_epoch)
-        if ours:  # ours, but we did not know it (a retry after a lost reply)
-            return Election(True, broker_id, _bump_epoch(zk))
-        return Election(False, holder, read_epoch(zk)[0])
-    return Election(True, broker_id, _bump_epoch(zk))
+    while True:
+        epoch, version = read_epoch(zk)
+        tx = zk.transaction()
+        tx.create(zk_paths.CONTROLLER, value, ephemeral=True)
+        if version < 0:
+            tx.create(zk_paths.CONTROLLER_EPOCH, b"1")
+        else:
+            tx.set_data(zk_paths.CONTROLLER_EPOCH, str(epoch + 1).encode(), version=version)
+        results = tx.commit()
+        errors = [r for r in results if isinstance(r, Exception)
+                  and not isinstance(r, RolledBackError)]
+        if not errors:
+            return Election(True, broker_id, epoch + 1, version + 1)
+        if isinstance(results[0], NodeExistsError):
+            holder, ours = current_controller(zk)
+            if ours:
+                epoch, version = read_epoch(zk)
+                return Election(True, broker_id, epoch, version)
+            if holder == NO_CONTROLLER:  # gone meanwhile: stand again
+                continue
+            return Election(False, holder, read_epoch(zk)[0])
+        if isinstance(results[1], (BadVersionError, NodeExistsError)):
+            continue  # the epoch moved under us: read it again
+        raise errors[0]
 
 
 def resign(zk: KazooClient) -> None:

@@ -13,6 +13,7 @@ import asyncio
 import logging
 from typing import TYPE_CHECKING, Any
 
+from kafkactl.cluster import controller_zk
 from kafkactl.cluster import topic_state as zk_topics
 
 if TYPE_CHECKING:
@@ -39,12 +40,15 @@ class TopicDeletionManager:
         """The deletion requests in ZooKeeper changed: start the new ones."""
         c = self.controller
         names = await asyncio.to_thread(zk_topics.topics_to_delete, c.zk)
+        c.check_active()
         for name in names:
             if name in self._pending:
                 continue
             parts = c.view.assignments.get(name)
             if parts is None:  # nothing to delete (or gone already): drop the request
-                await asyncio.to_thread(zk_topics.remove_topic, c.zk, name)
+                await asyncio.to_thread(controller_zk.remove_topic, c.zk, c.epoch_zk_version,
+                                        name)
+                c.check_active()
                 continue
             replicas = {r for reps in parts.values() for r in reps}
             self._pending[name] = (dict(parts), set(replicas))
@@ -73,6 +77,8 @@ class TopicDeletionManager:
             return
         entry[1].discard(broker_id)
         if not entry[1]:
-            await asyncio.to_thread(zk_topics.remove_topic, self.controller.zk, name)
-            del self._pending[name]
+            c = self.controller
+            await asyncio.to_thread(controller_zk.remove_topic, c.zk, c.epoch_zk_version, name)
+            c.check_active()
+            self._pending.pop(name, None)
             log.info("deleted topic %s", name)

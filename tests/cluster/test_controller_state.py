@@ -4,6 +4,7 @@ the ISRs while offline partitions get a leader from theirs."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import uuid
 from collections.abc import Iterator
@@ -14,7 +15,8 @@ import pytest
 from kafkactl.cluster import broker_registry, zk_paths
 from kafkactl.cluster import topic_state as zk_topics
 from kafkactl.cluster import zookeeper as zkmod
-from kafkactl.cluster.controller import KafkaController
+from kafkactl.cluster.controller import KafkaController, read_topics
+from kafkactl.cluster.controller_election import try_elect
 from kafkactl.cluster.topic_state import PartitionState
 from tests.cluster.zk import ZooKeeperServer
 
@@ -94,7 +96,7 @@ def test_pipelined_load_equals_reading_each_znode(cluster_znodes: Any) -> None:
     controller = KafkaController(zk, 1)
     controller.view.brokers = live
     names = zk_topics.topic_names(zk)
-    read = controller._load_topics(names)
+    read = controller.apply_topics(*read_topics(zk, names))
     assert controller.view.assignments == assignments
     assert controller.view.states == states
     assert sorted(read) == sorted((t, p) for t, parts in assignments.items() for p in parts)
@@ -106,13 +108,17 @@ def test_failover_moves_offline_leaders_and_drops_offline_replicas_from_isrs(
         cluster_znodes: Any) -> None:
     zk = cluster_znodes
     controller = KafkaController(zk, 1)
+    won = try_elect(zk, 1)
+    assert won.won
+    controller.active, controller._active_session = True, 0
+    controller.epoch_zk_version = won.epoch_zk_version
     controller.epoch = controller.view.controller_epoch = 9
     controller.view.brokers = broker_registry.live_brokers(zk)
-    controller._load_topics(zk_topics.topic_names(zk))
+    controller.apply_topics(*read_topics(zk, zk_topics.topic_names(zk)))
     offline = {r for s in controller.view.states.values() for r in s.isr} - {1, 2}
     assert offline == {3}
 
-    changed = controller._on_brokers_changed(offline)
+    changed = asyncio.run(controller._on_brokers_changed(offline))
 
     def state(t: str, p: int) -> tuple[int, int, list[int], int]:
         s = zk_topics.read_partition_state(zk, t, p)

@@ -1,0 +1,175 @@
+"""The controller's ZooKeeper writes, each fenced by the controller epoch (Kafka's
+KafkaZkClient `checkControllerAndEpoch`): every write is a ZooKeeper transaction (multi)
+whose first op checks `/controller_epoch`'s znode version, the one this controller
+produced when it won. A deposed controller's late write fails as a whole and raises
+ControllerMovedError (the caller resigns); the new controller's state wins.
+
+Blocking kazoo calls, run in worker threads. They only return values: the controller's
+event task applies them to its state.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
+
+from kafkactl.cluster import topic_state as zk_topics
+from kafkactl.cluster import zk_paths
+from kafkactl.cluster.topic_state import PartitionState, TopicAssignment
+
+if TYPE_CHECKING:
+    from kazoo.client import KazooClient
+
+TopicPartition = tuple[str, int]
+WRITE_TIMEOUT_S = 30.0
+# one op: ("create", path, data) | ("set", path, data, version) | ("delete", path)
+Op = tuple[Any, ...]
+
+
+class ControllerMovedError(Exception):
+    """/controller_epoch changed since this controller won: another broker is the
+    controller now, and this one's write was refused."""
+
+
+def commit_fenced(zk: KazooClient, epoch_version: int, groups: list[list[Op]]
+                  ) -> list[BaseException | None]:
+    """Commit each group of ops as one transaction behind a check of /controller_epoch's
+    version, pipelined; per group None (committed) or the error of the op that failed.
+    Raises ControllerMovedError when the epoch check failed for any group (the groups that
+    passed it are committed: they were written while this controller still held the
+    epoch)."""
+    from kazoo.exceptions import BadVersionError, NoNodeError, RolledBackError
+
+    pending = []
+    for ops in groups:
+        tx = zk.transaction()
+        tx.check(zk_paths.CONTROLLER_EPOCH, epoch_version)
+        for op in ops:
+            if op[0] == "create":
+                tx.create(op[1], op[2])
+            elif op[0] == "set":
+                tx.set_data(op[1], op[2], version=op[3])
+            elif op[0] == "delete":
+                tx.delete(op[1])
+            else:
+                raise ValueError(f"unknown ZooKeeper op {op[0]!r}")
+        pending.append(tx.commit_async())
+    out: list[BaseException | None] = []
+    moved = False
+    for handle in pending:
+        results = handle.get(timeout=WRITE_TIMEOUT_S)
+        errors = [r for r in results if isinstance(r, BaseException)]
+        if not errors:
+            out.append(None)
+            continue
+        if isinstance(results[0], (BadVersionError, NoNodeError)):
+            moved = True
+        out.append(next((e for e in errors if not isinstance(e, RolledBackError)),
+                        errors[0]))
+    if moved:
+        raise ControllerMovedError(
+            f"{zk_paths.CONTROLLER_EPOCH} is no longer at version {epoch_version}: another "
+            "broker is the controller")
+    return out
+
+
+def write_states(zk: KazooClient, epoch_version: int,
+                 states: dict[TopicPartition, PartitionState], *, create: bool
+                 ) -> dict[TopicPartition, PartitionState | None]:
+    """Write partition states (creating the znodes, or conditionally on each one's
+    `zk_version`). Returns, per partition, the state ZooKeeper now holds: the one written
+    (with its new version) or, when a conditional write lost a race, the one read back
+    (None: absent or malformed)."""
+    from kazoo.exceptions import BadVersionError, NodeExistsError
+
+    if create:
+        _ensure_parents(zk, epoch_version, states)
+    items = list(states.items())
+    groups: list[list[Op]] = []
+    for (topic, p), state in items:
+        path = zk_paths.partition_state(topic, p)
+        groups.append([("create", path, state.to_json())] if create else
+                      [("set", path, state.to_json(), state.zk_version)])
+    results = commit_fenced(zk, epoch_version, groups)
+    out: dict[TopicPartition, PartitionState | None] = {}
+    lost: list[TopicPartition] = []
+    for (tp, state), error in zip(items, results, strict=True):
+        if error is None:
+            out[tp] = PartitionState(state.leader, state.leader_epoch, list(state.isr),
+                                     state.controller_epoch,
+                                     0 if create else state.zk_version + 1)
+        elif isinstance(error, (BadVersionError, NodeExistsError)):
+            lost.append(tp)
+        else:
+            raise error
+    if lost:
+        out.update(zk_topics.read_partition_states(zk, lost))
+    return out
+
+
+def _ensure_parents(zk: KazooClient, epoch_version: int,
+                    states: Iterable[TopicPartition]) -> None:
+    """/brokers/topics/[t]/partitions and .../[n] for new partition states (fenced too;
+    one that exists is fine)."""
+    from kazoo.exceptions import NodeExistsError
+
+    tps = list(states)
+    topics = sorted({t for t, _ in tps})
+    for paths in ([zk_paths.topic_partitions(t) for t in topics],
+                  [zk_paths.partition_state(t, p).rsplit("/", 1)[0] for t, p in tps]):
+        groups: list[list[Op]] = [[("create", path, b"")] for path in paths]
+        for error in commit_fenced(zk, epoch_version, groups):
+            if error is not None and not isinstance(error, NodeExistsError):
+                raise error
+
+
+def set_assignment(zk: KazooClient, epoch_version: int, assignment: TopicAssignment) -> int:
+    """Replace a topic's znode if nobody changed it since it was read (kazoo's
+    BadVersionError otherwise); returns its new version."""
+    error = commit_fenced(zk, epoch_version, [[
+        ("set", zk_paths.topic(assignment.name), assignment.to_json(),
+         assignment.zk_version)]])[0]
+    if error is not None:
+        raise error
+    return assignment.zk_version + 1
+
+
+def update_assignment(zk: KazooClient, epoch_version: int, topic: str,
+                      partitions: dict[int, list[int]], adding: dict[int, list[int]],
+                      removing: dict[int, list[int]]) -> None:
+    """Rewrite a topic's replica sets and reassignment sets (keeping its id), conditional
+    on the version read; a topic gone meanwhile is left alone."""
+    assignment = zk_topics.read_assignment(zk, topic)
+    if assignment is None:
+        return
+    assignment.partitions = dict(partitions)
+    assignment.adding = dict(adding)
+    assignment.removing = dict(removing)
+    set_assignment(zk, epoch_version, assignment)
+
+
+def remove_topic(zk: KazooClient, epoch_version: int, name: str) -> None:
+    """The last step of a deletion: the topic's znodes (deepest first), its config, then
+    the deletion marker; each delete fenced."""
+    from kazoo.exceptions import NoNodeError
+
+    paths = _tree(zk, zk_paths.topic(name))
+    paths += [zk_paths.topic_config(name), zk_paths.topic_delete_marker(name)]
+    for path in paths:
+        error = commit_fenced(zk, epoch_version, [[("delete", path)]])[0]
+        if error is not None and not isinstance(error, NoNodeError):
+            raise error
+
+
+def _tree(zk: KazooClient, root: str) -> list[str]:
+    """`root` and every znode under it, children before their parent."""
+    from kazoo.exceptions import NoNodeError
+
+    try:
+        children = zk.get_children(root)
+    except NoNodeError:
+        return []
+    out: list[str] = []
+    for child in children:
+        out += _tree(zk, f"{root}/{child}")
+    return [*out, root]
