@@ -76,6 +76,9 @@ class PartitionStore:
         # the dynamic broker configs whose log defaults this store applies (it registers
         # itself): how a cluster's config-change listener reaches them
         self.dynamic_config: DynamicBrokerConfig | None = None
+        # ZooKeeper mode: each topic's config as last read or written there, by the znode's
+        # mzxid, so that an older read never replaces a newer one (`zk_topic_config`)
+        self._zk_topic_configs: dict[str, tuple[int, dict[str, str]]] = {}
 
     # ---- queries ---------------------------------------------------------------------------
     def get_partition(self, topic: str, partition: int) -> Partition | None:
@@ -181,6 +184,20 @@ class PartitionStore:
 
     def forget_topic(self, topic: str) -> None:
         self.configs.overrides.pop(topic, None)
+
+    def zk_topic_config(self, topic: str, overrides: Mapping[str, str] | None,
+                        zxid: int) -> dict[str, str] | None:
+        """Record a topic's config as ZooKeeper had it at `zxid` (None: no config znode,
+        the topic is deleted); the newest recorded. Reads and writes of several threads
+        and brokers reach the event loop in any order: the newest wins."""
+        known = self._zk_topic_configs.get(topic)
+        if known is not None and known[0] > zxid:
+            return dict(known[1])
+        if overrides is None:
+            self._zk_topic_configs.pop(topic, None)
+            return None
+        self._zk_topic_configs[topic] = (zxid, dict(overrides))
+        return dict(overrides)
 
     def update_topic_config(self, topic: str, overrides: Mapping[str, str]) -> None:
         """New overrides of a topic, applied to its hosted logs (ValueError: bad value)."""

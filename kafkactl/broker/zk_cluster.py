@@ -78,9 +78,6 @@ class ZkCluster:
         self.controller_epoch_seen = 0
         self._loop: asyncio.AbstractEventLoop | None = None
         self.config_changes = ConfigChangeListener(self.zk, self._on_config_change)
-        # each topic's config as last read from ZooKeeper, by the znode's mzxid: a read
-        # never replaces a newer one (a notification and a LeaderAndIsr may race)
-        self._topic_configs: dict[str, tuple[int, dict[str, str]]] = {}
         self._loaded_topics: set[str] = set()  # configs read when it came to be hosted
         self.fetchers = ReplicaFetcherManager(config.broker_id, cache,
                                               fetcher_settings(config), inter_broker)
@@ -191,20 +188,8 @@ class ZkCluster:
         if self._loop is not None and not self._loop.is_closed():
             self._loop.call_soon_threadsafe(fn, *args)
 
-    def _newest_topic_config(self, change: EntityConfig) -> dict[str, str] | None:
-        """Record what ZooKeeper said of a topic's config; the newest known (None: the
-        topic has no config znode, i.e. it is deleted)."""
-        known = self._topic_configs.get(change.name)
-        if known is not None and known[0] > change.zxid:
-            return known[1]
-        if change.config is None:
-            self._topic_configs.pop(change.name, None)
-            return None
-        self._topic_configs[change.name] = (change.zxid, change.config)
-        return change.config
-
     def _apply_topic_config(self, change: EntityConfig) -> None:
-        configs = self._newest_topic_config(change)
+        configs = self.store.zk_topic_config(change.name, change.config, change.zxid)
         if configs is None or change.name not in self.store.configs.overrides:
             return  # not known here: read from ZooKeeper when it is hosted or described
         if self.store.configs.overrides.get(change.name) == configs:
@@ -257,7 +242,7 @@ class ZkCluster:
             return
         found = await asyncio.to_thread(config_changes.read_entity_config, self.zk,
                                         config_changes.TOPICS, topic)
-        configs = self._newest_topic_config(found) or {}
+        configs = self.store.zk_topic_config(topic, found.config, found.zxid) or {}
         try:
             self.store.update_topic_config(topic, configs)
         except ValueError as e:

@@ -332,16 +332,22 @@ class ZkTopicAdmin:
             if validate_only:
                 return
             # the config znode and a /config/changes notification: every broker applies it
-            config_changes.write_entity_config(self.zk, config_changes.TOPICS, name,
-                                               dict(configs))
-        self._on_loop(self._apply_here, name, dict(configs))
+            zxid = config_changes.write_entity_config(self.zk, config_changes.TOPICS, name,
+                                                      dict(configs))
+        self._on_loop(self._apply_here, name, dict(configs), zxid)
         log.info("topic %s configs are now %s", name, dict(configs) or "the broker defaults")
 
-    def _apply_here(self, name: str, configs: dict[str, str]) -> None:
+    def _apply_here(self, name: str, configs: dict[str, str], zxid: int) -> None:
         """This broker's logs of the topic take the change at once (the notification
-        follows); a topic not hosted here is read from ZooKeeper when it is."""
-        if name in self.store.configs.overrides:
-            self.store.update_topic_config(name, configs)
+        follows), unless a newer change got here first; a topic not hosted here is read
+        from ZooKeeper when it is."""
+        newest = self.store.zk_topic_config(name, configs, zxid)
+        if newest is not None and name in self.store.configs.overrides and \
+                self.store.configs.overrides[name] != newest:
+            try:
+                self.store.update_topic_config(name, newest)
+            except ValueError as e:  # checked when written; the defaults changed since?
+                log.warning("topic %s: its new configs do not apply here: %s", name, e)
 
     def topic_overrides(self, name: str) -> dict[str, str] | None:
         """A topic's overrides as ZooKeeper has them (None: it has no config znode), for

@@ -73,9 +73,10 @@ def read_entity_config(zk: KazooClient, entity_type: str, name: str) -> EntityCo
 
 
 def write_entity_config(zk: KazooClient, entity_type: str, name: str,
-                        config: Mapping[str, str]) -> None:
+                        config: Mapping[str, str]) -> int:
     """/config/[type]/[name] := `config`, and its change notification, in one transaction
-    (so no broker can see the one without the other). Raises kazoo's errors."""
+    (so no broker can see the one without the other); the transaction's zxid (the config
+    znode's new mzxid, 0 if unknown). Raises kazoo's errors."""
     from kazoo.exceptions import NodeExistsError, NoNodeError
 
     path = zk_paths.entity_config(entity_type, name)
@@ -94,7 +95,8 @@ def write_entity_config(zk: KazooClient, entity_type: str, name: str,
         results = tx.commit()
         failed = [r for r in results if isinstance(r, Exception)]
         if not failed:
-            return
+            stat = zk.exists(str(results[-1]))  # the notification, made by the same zxid
+            return int(stat.czxid) if stat is not None else 0
         if any(isinstance(r, (NodeExistsError, NoNodeError)) for r in failed):
             continue  # the config znode was made or deleted meanwhile: once more
         raise failed[0]
