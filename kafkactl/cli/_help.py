@@ -15,6 +15,7 @@ here, once, for every command (`apply_help_rendering()`, called when the app is 
 from __future__ import annotations
 
 import inspect
+import re
 from typing import Any
 
 _APPLIED = "_kafkactl_help_rendering"
@@ -56,7 +57,7 @@ def _literal_help_text(rich_utils: Any) -> None:
     def make_rich_text(*, text: str, style: str = "", markup_mode: Any) -> Any:
         if markup_mode != "rich":
             return original(text=text, style=style, markup_mode=markup_mode)
-        text = inspect.cleandoc(text)
+        text = _reflow(inspect.cleandoc(text))
         if "\033[" in text:  # text already styled with ANSI codes, as Typer allows
             shown = Text.from_ansi(text, style=style, overflow="fold")
         else:
@@ -64,6 +65,22 @@ def _literal_help_text(rich_utils: Any) -> None:
         return highlighter(shown)  # a word wider than its column folds, not "word…"
 
     rich_utils._make_rich_text = make_rich_text
+
+
+def _reflow(text: str) -> str:
+    """A docstring's paragraphs as flowing text, as Click and Typer show them: the line
+    breaks inside a paragraph are the source's, not the reader's. A paragraph that starts
+    with Click's `\\b`, or whose later lines are indented or list items, keeps its lines."""
+    paragraphs = []
+    for para in re.split(r"\n[ \t]*\n", text):
+        lines = para.splitlines()
+        if para.startswith("\b"):
+            paragraphs.append(para[1:].lstrip("\n"))
+        elif any(line.startswith((" ", "\t", "- ", "* ")) for line in lines[1:]):
+            paragraphs.append(para)
+        else:
+            paragraphs.append(" ".join(line.strip() for line in lines))
+    return "\n\n".join(paragraphs)
 
 
 def _whole_option_names(rich_utils: Any) -> None:

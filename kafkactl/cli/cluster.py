@@ -146,4 +146,7 @@ def verify_replicas(
 
 
 def register(app: typer.Typer) -> None:
+    from kafkactl.cli import cluster_health
+
+    cluster_health.register(cluster_app)
     app.add_typer(cluster_app, name="cluster")
