@@ -29,6 +29,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from kafkactl.broker.log_context import current_request
 from kafkactl.broker.network import CloseConnection, ConnectionInfo, HandlerResult
 from kafkactl.broker.services import BrokerServices
 from kafkactl.protocol import codec
@@ -40,6 +41,7 @@ from kafkactl.protocol.versions import SUPPORTED_VERSIONS
 log = logging.getLogger(__name__)
 
 _HEADER = struct.Struct(">hhi")
+_API_NAMES = {int(k): k.spec_name for k in ApiKey}
 
 
 @dataclass(slots=True)
@@ -91,7 +93,12 @@ class KafkaApis:
             raise CloseConnection(
                 f"malformed {ApiKey(api_key).name} v{api_version} request: {e}; closing") from e
         ctx = RequestContext(api_key, api_version, correlation_id, client_id, conn)
-        body = route[2](self.services, ctx, request)
+        token = current_request.set((_API_NAMES[api_key], api_version, correlation_id,
+                                     client_id, conn))
+        try:
+            body = route[2](self.services, ctx, request)
+        finally:
+            current_request.reset(token)
         if body is None:
             return None
         if body.__class__ is not dict and inspect.isawaitable(body):
@@ -124,7 +131,12 @@ class KafkaApis:
 
     async def _finish(self, ctx: RequestContext,
                       pending: Awaitable[dict[str, Any] | None]) -> list[Any] | None:
-        body = await pending
+        token = current_request.set((_API_NAMES[ctx.api_key], ctx.api_version,
+                                     ctx.correlation_id, ctx.client_id, ctx.connection))
+        try:
+            body = await pending
+        finally:
+            current_request.reset(token)
         if body is None:
             return None
         return codec.encode_response(ctx.api_key, ctx.api_version, ctx.correlation_id, body)

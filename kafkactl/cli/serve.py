@@ -19,17 +19,25 @@ if TYPE_CHECKING:
 LOG_LEVELS = ("debug", "info", "warning", "error")
 
 
-def setup_logging(level: str) -> None:
+LOG_FORMATS = ("text", "json")
+
+
+def setup_logging(level: str, log_format: str = "text") -> None:
     root = logging.getLogger()
     root.setLevel(level.upper())
     for h in list(root.handlers):
         root.removeHandler(h)
-    if sys.stderr.isatty():
+    if log_format == "json":
+        from kafkactl.broker.log_context import JsonFormatter
+
+        handler: logging.Handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(JsonFormatter())
+    elif sys.stderr.isatty():
         from rich.console import Console
         from rich.logging import RichHandler
 
-        handler: logging.Handler = RichHandler(console=Console(stderr=True), show_path=False,
-                                               rich_tracebacks=False)
+        handler = RichHandler(console=Console(stderr=True), show_path=False,
+                              rich_tracebacks=False)
         handler.setFormatter(logging.Formatter("%(name)s: %(message)s"))
     else:
         handler = logging.StreamHandler(sys.stderr)
@@ -53,6 +61,10 @@ def serve(
         help="zookeeper.connect: register this broker, its cluster id and its topics in "
              "ZooKeeper (default: standalone, no ZooKeeper)."),
     log_level: str = typer.Option("info", "--log-level", help="debug, info, warning or error."),
+    log_format: str = typer.Option(
+        "text", "--log-format", envvar="KAFKACTL_LOG_FORMAT", show_envvar=False,
+        help="text, or json: one JSON object per line (time, level, logger, message, and the "
+             "request a line was written for) for log shippers."),
     metrics: str | None = typer.Option(
         None, "--metrics", metavar="HOST:PORT",
         help="metrics.listen: serve Prometheus /metrics, /health and /ready over HTTP on "
@@ -66,7 +78,10 @@ def serve(
     if log_level.lower() not in LOG_LEVELS:
         raise typer.BadParameter(f"must be one of {', '.join(LOG_LEVELS)}",
                                  param_hint="--log-level")
-    setup_logging(log_level)
+    if log_format.lower() not in LOG_FORMATS:
+        raise typer.BadParameter(f"must be one of {', '.join(LOG_FORMATS)}",
+                                 param_hint="--log-format")
+    setup_logging(log_level, log_format.lower())
     flags: dict[str, str] = {}
     if listen is not None:
         host, sep, port = listen.rpartition(":")
