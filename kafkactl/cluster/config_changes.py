@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from kafkactl.cluster import zk_paths
-from kafkactl.cluster.zookeeper import decode_json, encode_json, sequence_number
+from kafkactl.cluster.zookeeper import decode_json, encode_json, get_all, sequence_number
 
 if TYPE_CHECKING:
     from kazoo.client import KazooClient
@@ -70,6 +70,14 @@ def read_entity_config(zk: KazooClient, entity_type: str, name: str) -> EntityCo
     except NoNodeError:
         return EntityConfig(entity_type, name, None, 0)
     return EntityConfig(entity_type, name, parse_config(decode_json(data, path)), stat.mzxid)
+
+
+def read_entity_configs(zk: KazooClient, entity_type: str,
+                        names: Collection[str]) -> dict[str, dict[str, str] | None]:
+    """Several entities' configs (None: no znode), read pipelined in one round trip."""
+    paths = {name: zk_paths.entity_config(entity_type, name) for name in names}
+    return {name: None if got is None else parse_config(decode_json(got[0], paths[name]))
+            for name, got in get_all(zk, paths).items()}
 
 
 def write_entity_config(zk: KazooClient, entity_type: str, name: str,

@@ -82,10 +82,14 @@ def config_value(port: int, rtype: int, name: str, key: str) -> tuple[str, int] 
 
 
 def produce_error(port: int, topic: str, partition: int, value: bytes) -> int:
+    return _produce(port, topic, batch([value]), partition)
+
+
+def _produce(port: int, topic: str, records: bytes, partition: int = 0) -> int:
     resp = request(port, ApiKey.PRODUCE, 9, {
         "transactional_id": None, "acks": 1, "timeout_ms": 5000,
         "topic_data": [{"name": topic, "partition_data": [
-            {"index": partition, "records": batch([value])}]}]})
+            {"index": partition, "records": records}]}]})
     return int(resp["responses"][0]["partition_responses"][0]["error_code"])
 
 
@@ -103,8 +107,10 @@ def test_a_topic_config_set_through_one_broker_reaches_every_brokers_logs(
     led = leaders(cluster.brokers[1].port, "limits")
     assert sorted(led.values()) == [1, 2, 3]
     big = b"x" * 5000
-    for p, leader in led.items():
-        assert produce_error(cluster.brokers[leader].port, "limits", p, big) == 0
+    for p, leader in led.items():  # each leader took its partition (LeaderAndIsr)
+        port = cluster.brokers[leader].port
+        wait_until(lambda port=port, p=p: produce_error(port, "limits", p, big) == 0, 10,
+                   f"broker {leader} accepting records for limits-{p}")
 
     alter_topic(cluster.brokers[1].port, "limits", {"max.message.bytes": "2000"})
     assert {"version": 2, "entity_path": "topics/limits"} in notifications(zk, cluster.chroot)
@@ -147,15 +153,14 @@ def test_a_topic_switched_to_compact_through_another_broker_is_compacted_by_its_
         "segment.bytes": "4000", "delete.retention.ms": "0",
         "min.cleanable.dirty.ratio": "0.01"})
     keys = 50
+    first = _keyed_batch([(b"k0", b"k0=v-1")])
+    wait_until(lambda: _produce(cluster.brokers[2].port, "cmp", first) == 0, 10,
+               "broker 2 accepting records for cmp-0")
     for round_ in range(4):
         for k in range(0, keys, 10):  # a few records a batch: segments roll between them
             values = [f"k{k + i}=v{round_}".encode() for i in range(10)]
             b = _keyed_batch([(f"k{k + i}".encode(), v) for i, v in enumerate(values)])
-            resp = request(cluster.brokers[2].port, ApiKey.PRODUCE, 9, {
-                "transactional_id": None, "acks": 1, "timeout_ms": 5000,
-                "topic_data": [{"name": "cmp", "partition_data": [
-                    {"index": 0, "records": b}]}]})
-            assert resp["responses"][0]["partition_responses"][0]["error_code"] == 0
+            assert _produce(cluster.brokers[2].port, "cmp", b) == 0
     leader_dir = cluster.brokers[2].data_dir
     assert _cleaned_upto(leader_dir, "cmp") == -1  # cleanup.policy=delete: never cleaned
 
@@ -310,3 +315,30 @@ def test_the_listener_applies_changes_in_order_once_and_purges_expired_ones(
         assert [(c.name, c.config) for c in seen[4:]] == [("c", None), ("b", None)]
     finally:
         listener.stop()
+
+
+def test_the_cli_alters_reach_every_leader(cluster: Cluster) -> None:
+    """`topics alter --config` and `configs alter --add-config` through broker 1: every
+    leader of the topic applies them (a record over the new limit is refused)."""
+    from tests import zygote
+
+    create_topic(cluster, "cli", {0: [1], 1: [2], 2: [3]})
+    led = leaders(cluster.brokers[1].port, "cli")
+    big = b"x" * 5000
+    for p, leader in led.items():
+        port = cluster.brokers[leader].port
+        wait_until(lambda port=port, p=p: produce_error(port, "cli", p, big) == 0, 10,
+                   f"broker {leader} accepting records for cli-{p}")
+    for args, limit, refused in (
+            (["topics", "alter", "-t", "cli", "--config", "max.message.bytes=3000"],
+             "3000", True),
+            (["configs", "alter", "--entity-type", "topics", "--entity-name", "cli",
+              "--add-config", "max.message.bytes=100000"], "100000", False)):
+        r = zygote.run([*args, "-b", cluster.brokers[1].bootstrap], text=True, timeout=60)
+        assert r.returncode == 0, r.stderr
+        want = ErrorCode.MESSAGE_TOO_LARGE if refused else ErrorCode.NONE
+        for p, leader in led.items():
+            port = cluster.brokers[leader].port
+            wait_until(lambda port=port, p=p, want=want:
+                       produce_error(port, "cli", p, big) == want,
+                       PROPAGATION_S, f"broker {leader} applying max.message.bytes={limit}")

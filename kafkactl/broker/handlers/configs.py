@@ -124,11 +124,18 @@ def _refusal(services: BrokerServices, ctx: RequestContext, rtype: int, rname: s
 async def _topic_overrides(services: BrokerServices, state: TopicState) -> dict[str, str]:
     """A topic's overrides: in a cluster as ZooKeeper has them (this broker may host no
     replica of the topic, or not have applied the latest change yet), else the admin's."""
+    return (await _overrides_of(services, [state]))[state.name]
+
+
+async def _overrides_of(services: BrokerServices,
+                        states: list[TopicState]) -> dict[str, dict[str, str]]:
+    """Topics' overrides, read from ZooKeeper in one round trip in a cluster."""
     admin = services.topic_admin
-    if isinstance(admin, ZkTopicAdmin):
-        found = await admin.call(admin.topic_overrides, state.name, timeout_s=0)
-        return found if found is not None else {}
-    return dict(state.configs)
+    if isinstance(admin, ZkTopicAdmin) and states:
+        found = await admin.call(admin.topics_overrides, [s.name for s in states],
+                                 timeout_s=0)
+        return {name: o if o is not None else {} for name, o in found.items()}
+    return {s.name: dict(s.configs) for s in states}
 
 
 def _topic_log_config(services: BrokerServices, name: str,
@@ -144,26 +151,36 @@ def _topic_log_config(services: BrokerServices, name: str,
 
 async def handle_describe_configs(services: BrokerServices, ctx: RequestContext,
                                   request: dict[str, Any]) -> dict[str, Any]:
+    resources = [(r, _refusal(services, ctx, r["resource_type"], r["resource_name"],
+                              AclOperation.DESCRIBE_CONFIGS)) for r in request["resources"]]
+    topics = {r["resource_name"]: services.topic_admin.topic(r["resource_name"])
+              for r, refusal in resources if r["resource_type"] == TOPIC and not refusal}
+    unreadable: TopicError | None = None
+    try:  # the described topics' overrides at once (Sarama asks for every topic)
+        overrides_of = await _overrides_of(services, [s for s in topics.values() if s])
+    except TopicError as e:
+        overrides_of, unreadable = {}, e
+    include_synonyms = request.get("include_synonyms", False)
     results = []
-    for r in request["resources"]:
+    for r, refusal in resources:
         rtype, rname = r["resource_type"], r["resource_name"]
         keys = r.get("configuration_keys")
         res: dict[str, Any] = {"resource_type": rtype, "resource_name": rname,
                                "error_code": ErrorCode.NONE, "error_message": None, "configs": []}
-        refusal = _refusal(services, ctx, rtype, rname, AclOperation.DESCRIBE_CONFIGS)
         if refusal:
             res.update(error_code=refusal, error_message="Authorization failed.")
         elif rtype == TOPIC:
-            state = services.topic_admin.topic(rname)
-            if state is None:
+            if topics.get(rname) is None:
                 res.update(error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                            error_message=f"topic {rname!r} does not exist")
+            elif unreadable is not None:
+                res.update(error_code=unreadable.code, error_message=str(unreadable))
             else:
+                overrides = overrides_of.get(rname, {})
                 try:
-                    overrides = await _topic_overrides(services, state)
                     res["configs"] = topic_config_entries(
                         services, _topic_log_config(services, rname, overrides), overrides,
-                        request.get("include_synonyms", False))
+                        include_synonyms)
                 except TopicError as e:
                     res.update(error_code=e.code, error_message=str(e))
         elif rtype == BROKER:
@@ -172,8 +189,7 @@ async def handle_describe_configs(services: BrokerServices, ctx: RequestContext,
                 res.update(error_code=ErrorCode.INVALID_REQUEST,
                            error_message=f"this is broker {broker_id}, not {rname}")
             else:
-                res["configs"] = _broker_entries(services, rname,
-                                                 request.get("include_synonyms", False))
+                res["configs"] = _broker_entries(services, rname, include_synonyms)
         else:
             res.update(error_code=ErrorCode.INVALID_REQUEST,
                        error_message=f"resource type {rtype} is not supported")
