@@ -342,3 +342,29 @@ def test_the_cli_alters_reach_every_leader(cluster: Cluster) -> None:
             wait_until(lambda port=port, p=p, want=want:
                        produce_error(port, "cli", p, big) == want,
                        PROPAGATION_S, f"broker {leader} applying max.message.bytes={limit}")
+
+
+def test_a_broker_down_during_a_change_takes_it_when_it_starts(cluster: Cluster,
+                                                               zk: Any) -> None:
+    """Broker 3 is stopped while the cluster default changes and a topic's config changes,
+    and the notifications are purged meanwhile (as 15 minutes would): started again, it
+    reads both from ZooKeeper."""
+    create_topic(cluster, "later", {0: [3]})
+    b3 = cluster.brokers[3]
+    b3.stop()
+    resp = request(cluster.brokers[1].port, ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, {
+        "resources": [{"resource_type": BROKER, "resource_name": "", "configs": [
+            {"name": "message.max.bytes", "config_operation": SET, "value": "2500"}]}],
+        "validate_only": False})
+    assert resp["responses"][0]["error_code"] == 0, resp
+    alter_topic(cluster.brokers[2].port, "later", {"max.message.bytes": "1500"})
+    base = f"{cluster.chroot}{zk_paths.CONFIG_CHANGES}"
+    for child in zk.get_children(base):
+        zk.delete(f"{base}/{child}")
+    b3.start()
+    wait_until(lambda: config_value(b3.port, BROKER, "3", "message.max.bytes")
+               == ("2500", DYNAMIC_DEFAULT_BROKER_CONFIG), 30,
+               "broker 3 taking the cluster default message.max.bytes")
+    cluster.wait_for_leaders("later", 1)
+    wait_until(lambda: produce_error(b3.port, "later", 0, b"x" * 2000) ==
+               ErrorCode.MESSAGE_TOO_LARGE, 30, "broker 3 leading later-0 with its 1500 limit")
