@@ -69,7 +69,7 @@ class Histogram:
         self.total = 0.0
 
     def observe(self, value: float) -> None:
-        self.counts[bisect.bisect_left(TIME_BUCKETS_MS, value)] += 1
+        self.counts[_bucket(TIME_BUCKETS_MS, value)] += 1
         self.total += value
 
     def buckets(self) -> list[tuple[str, float]]:
@@ -81,6 +81,20 @@ class Histogram:
             running += n
             out.append((bound, running))
         return out
+
+
+_bucket = bisect.bisect_left
+
+
+class ApiStats:
+    """One API's requests per version and its two time histograms (event loop only)."""
+
+    __slots__ = ("per_version", "total_time", "queue_time")
+
+    def __init__(self, highest_version: int) -> None:
+        self.per_version = [0] * (highest_version + 1)
+        self.total_time = Histogram()
+        self.queue_time = Histogram()
 
 
 def _le(bound: float) -> str:
@@ -123,9 +137,10 @@ class BrokerMetrics:
         self.messages_in: dict[str, int] = {}
         self.bytes_in: dict[str, int] = {}
         self.bytes_out: dict[str, int] = {}
-        self.requests: dict[tuple[int, int], int] = {}
-        self.total_time: dict[int, Histogram] = {}
-        self.queue_time: dict[int, Histogram] = {}
+        # indexed by API key: None for a key we do not serve (never a label)
+        self.apis: list[ApiStats | None] = [None] * (max(_VERSIONS) + 1)
+        for key, (_lo, hi) in _VERSIONS.items():
+            self.apis[key] = ApiStats(hi)
         self.failed_authentications: dict[str, int] = {}
         self.handler_busy_s = 0.0
         # idle ratios over the last window (None: not measured yet, or not measurable)
@@ -178,18 +193,6 @@ class BrokerMetrics:
             last_time = now
 
     # ---- the request path (event loop) -------------------------------------------------------
-    def request_done(self, api_key: int, version: int, received: float, started: float,
-                     finished: float) -> None:
-        key = (api_key, version)
-        requests = self.requests
-        requests[key] = requests.get(key, 0) + 1
-        hist = self.total_time.get(api_key)
-        if hist is None:
-            hist = self.total_time[api_key] = Histogram()
-            self.queue_time[api_key] = Histogram()
-        hist.observe((finished - received) * 1000)
-        self.queue_time[api_key].observe(max(started - received, 0.0) * 1000)
-
     def produced(self, topic: str, records: Any) -> None:
         size = len(records)
         self.bytes_in[topic] = self.bytes_in.get(topic, 0) + size
@@ -307,13 +310,13 @@ def count_fetched(services: BrokerServices, request: dict[str, Any],
 def record_count(records: Any) -> int:
     """Records in a produce's record set: each v2 batch's record count; a v0/v1 message
     counts as one (a compressed wrapper message too)."""
-    view = memoryview(records)
-    end = len(view)
+    end = len(records)
+    unpack = _INT32.unpack_from
     pos = count = 0
     while pos + 17 <= end:
-        (length,) = _INT32.unpack_from(view, pos + 8)
-        if view[pos + 16] >= 2 and pos + 61 <= end:
-            count += _INT32.unpack_from(view, pos + 57)[0]
+        length = unpack(records, pos + 8)[0]
+        if records[pos + 16] >= 2 and pos + 61 <= end:
+            count += unpack(records, pos + 57)[0]
         else:
             count += 1
         if length <= 0:
@@ -329,34 +332,48 @@ class MeteredHandler:
     def __init__(self, inner: RequestHandler, metrics: BrokerMetrics) -> None:
         self.inner = inner
         self.metrics = metrics
-        self.loop = asyncio.get_running_loop()
+        self.apis = metrics.apis
+        # the loop's clock: the network layer stamps arrivals (received_at) with it
+        self.clock = asyncio.get_running_loop().time
 
     def handle(self, conn: ConnectionInfo, frame: bytearray) -> HandlerResult:
-        started = self.loop.time()
-        api_key, version = _HEADER.unpack_from(frame) if len(frame) >= 4 else (-1, -1)
+        clock = self.clock
+        started = clock()
         failed_before = conn.failed_authentication
-        result = self.inner.handle(conn, frame)
+        result = self.inner.handle(conn, frame)  # bad frames raise CloseConnection: uncounted
+        now = clock()
         metrics = self.metrics
+        metrics.handler_busy_s += now - started
         if conn.failed_authentication and not failed_before:
             counts = metrics.failed_authentications
             counts[conn.listener] = counts.get(conn.listener, 0) + 1
-        now = self.loop.time()
-        metrics.handler_busy_s += now - started
-        versions = _VERSIONS.get(api_key)
-        if versions is None or not versions[0] <= version <= versions[1]:
-            return result
+        api_key, version = _HEADER.unpack_from(frame)
+        apis = self.apis
+        stats = apis[api_key] if 0 <= api_key < len(apis) else None
+        if stats is None or not 0 <= version < len(stats.per_version):
+            return result  # refused (an API or version we do not serve): no series for it
         received = conn.received_at or started
         if result is not None and result.__class__ is not list and inspect.isawaitable(result):
-            return self._finish(result, api_key, version, received, started)
-        metrics.request_done(api_key, version, received, started, now)
+            return self._finish(result, stats, version, received, started)
+        stats.per_version[version] += 1
+        total = stats.total_time
+        ms = (now - received) * 1000
+        total.counts[_bucket(TIME_BUCKETS_MS, ms)] += 1
+        total.total += ms
+        queue = stats.queue_time
+        ms = (started - received) * 1000 if started > received else 0.0
+        queue.counts[_bucket(TIME_BUCKETS_MS, ms)] += 1
+        queue.total += ms
         return result
 
-    async def _finish(self, pending: Awaitable[Any], api_key: int, version: int,
+    async def _finish(self, pending: Awaitable[Any], stats: ApiStats, version: int,
                       received: float, started: float) -> Any:
         try:
             return await pending
         finally:
-            self.metrics.request_done(api_key, version, received, started, self.loop.time())
+            stats.per_version[version] += 1
+            stats.total_time.observe((self.clock() - received) * 1000)
+            stats.queue_time.observe(max(started - received, 0.0) * 1000)
 
 
 class _SelectorIdleMeter:
@@ -435,19 +452,26 @@ def families(metrics: BrokerMetrics) -> Iterator[Any]:
     requests = CounterMetricFamily(
         "kafka_network_requestmetrics_requests", "Requests handled (RequestsPerSec)",
         labels=["request", "version"])
-    for (key, version), n in sorted(dict(metrics.requests).items()):
-        requests.add_metric([_API_NAMES[key], str(version)], n)
-    yield requests
-    for name, doc, hists in (
-            ("kafka_network_requestmetrics_totaltimems",
-             "Request total time in ms, arrival to answer (TotalTimeMs)", metrics.total_time),
-            ("kafka_network_requestmetrics_requestqueuetimems",
-             "Time in ms a request waited before its handler ran (RequestQueueTimeMs)",
-             metrics.queue_time)):
-        family = HistogramMetricFamily(name, doc, labels=["request"])
-        for key, hist in sorted(dict(hists).items()):
-            family.add_metric([_API_NAMES[key]], hist.buckets(), hist.total)
-        yield family
+    total = HistogramMetricFamily(
+        "kafka_network_requestmetrics_totaltimems",
+        "Request total time in ms, arrival to answer (TotalTimeMs)", labels=["request"])
+    queue = HistogramMetricFamily(
+        "kafka_network_requestmetrics_requestqueuetimems",
+        "Time in ms a request waited before its handler ran (RequestQueueTimeMs)",
+        labels=["request"])
+    for key, stats in enumerate(metrics.apis):
+        if stats is None:
+            continue
+        counts = list(stats.per_version)
+        if not any(counts):
+            continue  # an API nobody called: no series
+        name = _API_NAMES[key]
+        for version, n in enumerate(counts):
+            if n:
+                requests.add_metric([name, str(version)], n)
+        total.add_metric([name], stats.total_time.buckets(), stats.total_time.total)
+        queue.add_metric([name], stats.queue_time.buckets(), stats.queue_time.total)
+    yield from (requests, total, queue)
     failed = CounterMetricFamily(
         "kafka_server_socket_server_metrics_failed_authentication",
         "Failed authentications per listener (failed-authentication-total)",
