@@ -141,6 +141,11 @@ def rebalance_partitions(bootstrap: str | None, topics: list[str], *, execute: b
         raise fail(str(e)) from None
     _show_plan(plan, current, execute=execute and not errors, as_json=as_json,
                refused=refused, errors=errors)
+    new_leaders = sum(current[tp][:1] != target[:1] for tp, target in plan.items())
+    if execute and new_leaders and not errors and not as_json:
+        typer.echo(f"{new_leaders} partition(s) have a new preferred leader: "
+                   "`kafkactl rebalance --preferred-leaders` gives them leadership (the "
+                   "controller does too, with auto.leader.rebalance.enable).", err=True)
     for why in refused.values():
         typer.echo(f"error: {why}", err=True)
     for name, why in errors.items():
