@@ -28,6 +28,7 @@ import concurrent.futures
 import contextlib
 import inspect
 import logging
+import math
 import struct
 import time
 from collections.abc import Awaitable, Iterable, Iterator
@@ -408,15 +409,92 @@ class _SelectorIdleMeter:
 
 
 # ---- the Prometheus side (the HTTP thread) ---------------------------------------------------
-def collector(metrics: BrokerMetrics) -> Any:
-    """A prometheus_client collector over `metrics`."""
-    from prometheus_client.registry import Collector
+def exposition(metrics: BrokerMetrics) -> str:
+    """The broker's metrics in Prometheus's text format (0.0.4). The families are
+    prometheus_client's; their samples are written here, not by generate_latest, which
+    spends ~25 µs a sample validating and escaping names that are constants here: a broker
+    with 10,000 partitions has ~40,000 samples. The per-partition and per-group families are
+    written straight from the snapshot."""
+    parts = [_format(family) for family in families(metrics)]
+    snap = metrics.snapshot()
+    if snap is not None:
+        parts.extend(_format(family) for family in _state_families(snap))
+        parts.append(_log_text(snap.partitions))
+        parts.append(_lag_text(snap.group_offsets))
+    return "".join(parts)
 
-    class _BrokerCollector(Collector):
-        def collect(self) -> Iterator[Any]:
-            yield from families(metrics)
 
-    return _BrokerCollector()
+def _escape(value: str) -> str:
+    if "\\" in value or '"' in value or "\n" in value:
+        return value.replace("\\", r"\\").replace("\n", r"\n").replace('"', r'\"')
+    return value
+
+
+def _number(value: float) -> str:
+    if value.__class__ is int:
+        return str(value)
+    if value != value:
+        return "NaN"
+    if value in (math.inf, -math.inf):
+        return "+Inf" if value > 0 else "-Inf"
+    return repr(float(value))
+
+
+def _format(family: Any) -> str:
+    """One prometheus_client metric family as text (as generate_latest writes it)."""
+    name, kind = family.name, family.type
+    if kind == "counter":
+        name += "_total"
+    doc = family.documentation.replace("\\", r"\\").replace("\n", r"\n")
+    lines = [f"# HELP {name} {doc}\n# TYPE {name} {kind}\n"]
+    for sample in family.samples:
+        if sample.labels:
+            labels = ",".join(f'{k}="{_escape(v)}"' for k, v in sample.labels.items())
+            lines.append(f"{sample.name}{{{labels}}} {_number(sample.value)}\n")
+        else:
+            lines.append(f"{sample.name} {_number(sample.value)}\n")
+    return "".join(lines)
+
+
+def _log_text(partitions: list[PartitionState]) -> str:
+    if not partitions:
+        return ""
+    ordered = sorted(partitions, key=lambda p: (p.topic, p.partition))
+    labels = [f'{{topic="{_escape(p.topic)}",partition="{p.partition}"}} ' for p in ordered]
+    lines = []
+    for name, doc, attr in (
+            ("kafka_log_log_size", "Bytes of the partition's log on disk", "size"),
+            ("kafka_log_log_logstartoffset", "The partition's log start offset", "log_start"),
+            ("kafka_log_log_logendoffset", "The partition's log end offset", "log_end")):
+        lines.append(f"# HELP {name} {doc}\n# TYPE {name} gauge\n")
+        lines.extend(f"{name}{label}{getattr(p, attr)}\n" for label, p in zip(
+            labels, ordered, strict=True))
+    return "".join(lines)
+
+
+def _lag_text(offsets: dict[tuple[str, str, int], tuple[int, int]]) -> str:
+    """kafka-lag-exporter's names: lag and committed offset per group/topic/partition, the
+    largest and total lag per group."""
+    lag = ["# HELP kafka_consumergroup_group_lag Log end offset minus the group's committed "
+           "offset\n# TYPE kafka_consumergroup_group_lag gauge\n"]
+    offset = ["# HELP kafka_consumergroup_group_offset The group's committed offset\n"
+              "# TYPE kafka_consumergroup_group_offset gauge\n"]
+    per_group: dict[str, list[int]] = {}
+    for (group, topic, partition), (committed, end) in sorted(offsets.items()):
+        value = max(end - committed, 0) if committed >= 0 else end
+        label = f'{{group="{_escape(group)}",topic="{_escape(topic)}",partition="{partition}"}}'
+        lag.append(f"kafka_consumergroup_group_lag{label} {value}\n")
+        offset.append(f"kafka_consumergroup_group_offset{label} {committed}\n")
+        per_group.setdefault(group, []).append(value)
+    lines = lag + offset
+    for name, doc, fn in (("kafka_consumergroup_group_max_lag",
+                           "The group's largest partition lag", max),
+                          ("kafka_consumergroup_group_sum_lag",
+                           "The group's lag over all its partitions", sum)):
+        lines.append(f"# HELP {name} {doc}\n# TYPE {name} gauge\n")
+        lines.extend(f'{name}{{group="{_escape(group)}"}} {fn(lags)}\n'
+                     for group, lags in per_group.items())
+    return "".join(lines)
 
 
 def _per_topic(name: str, doc: str, counts: dict[str, int]) -> Any:
@@ -433,8 +511,7 @@ def _per_topic(name: str, doc: str, counts: dict[str, int]) -> Any:
 
 
 def families(metrics: BrokerMetrics) -> Iterator[Any]:
-    """Every metric family, counters first (never waiting on the loop), then the gauges of
-    one event-loop snapshot."""
+    """The families of the counters (read without waiting on the event loop)."""
     from prometheus_client.core import (
         CounterMetricFamily,
         GaugeMetricFamily,
@@ -491,12 +568,10 @@ def families(metrics: BrokerMetrics) -> Iterator[Any]:
     yield GaugeMetricFamily("kafkactl_broker_ready",
                             "1 once logs are loaded and, in a cluster, the broker is "
                             "registered", value=1 if metrics.ready else 0)
-    snap = metrics.snapshot()
-    if snap is not None:
-        yield from _state_families(snap)
 
 
 def _state_families(snap: Snapshot) -> Iterator[Any]:
+    """The gauges of one event-loop snapshot, but the per-partition and per-group ones."""
     from prometheus_client.core import GaugeMetricFamily
 
     for name, doc, value in (
@@ -528,44 +603,6 @@ def _state_families(snap: Snapshot) -> Iterator[Any]:
     for listener, n in sorted(snap.connections.items()):
         connections.add_metric([listener, "0"], n)
     yield connections
-    logs = {name: GaugeMetricFamily(name, doc, labels=["topic", "partition"]) for name, doc in (
-        ("kafka_log_log_size", "Bytes of the partition's log on disk"),
-        ("kafka_log_log_logstartoffset", "The partition's log start offset"),
-        ("kafka_log_log_logendoffset", "The partition's log end offset"))}
-    size, start, end = logs.values()
-    for p in sorted(snap.partitions, key=lambda p: (p.topic, p.partition)):
-        labels = [p.topic, str(p.partition)]
-        size.add_metric(labels, p.size)
-        start.add_metric(labels, p.log_start)
-        end.add_metric(labels, p.log_end)
-    yield from logs.values()
-    yield from _lag_families(snap.group_offsets)
-
-
-def _lag_families(offsets: dict[tuple[str, str, int], tuple[int, int]]) -> Iterator[Any]:
-    """kafka-lag-exporter's names: lag and committed offset per group/topic/partition, the
-    largest and total lag per group."""
-    from prometheus_client.core import GaugeMetricFamily
-
-    labels = ["group", "topic", "partition"]
-    lag = GaugeMetricFamily("kafka_consumergroup_group_lag",
-                            "Log end offset minus the group's committed offset", labels=labels)
-    offset = GaugeMetricFamily("kafka_consumergroup_group_offset",
-                               "The group's committed offset", labels=labels)
-    max_lag = GaugeMetricFamily("kafka_consumergroup_group_max_lag",
-                                "The group's largest partition lag", labels=["group"])
-    sum_lag = GaugeMetricFamily("kafka_consumergroup_group_sum_lag",
-                                "The group's lag over all its partitions", labels=["group"])
-    per_group: dict[str, list[int]] = {}
-    for (group, topic, partition), (committed, end) in sorted(offsets.items()):
-        value = max(end - committed, 0) if committed >= 0 else end
-        lag.add_metric([group, topic, str(partition)], value)
-        offset.add_metric([group, topic, str(partition)], committed)
-        per_group.setdefault(group, []).append(value)
-    for group, lags in per_group.items():
-        max_lag.add_metric([group], max(lags))
-        sum_lag.add_metric([group], sum(lags))
-    yield from (lag, offset, max_lag, sum_lag)
 
 
 def parse_listen(value: str) -> tuple[str, int]:

@@ -18,7 +18,7 @@ import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from kafkactl.broker.metrics import BrokerMetrics, collector
+from kafkactl.broker.metrics import BrokerMetrics, exposition
 
 log = logging.getLogger(__name__)
 
@@ -81,7 +81,7 @@ class _Handler(BaseHTTPRequestHandler):
             from prometheus_client import generate_latest
 
             try:
-                text = generate_latest(self.server.registry)
+                text = exposition(metrics).encode() + generate_latest(self.server.registry)
             except Exception as e:
                 log.exception("metrics: the scrape failed")
                 self._send(500, f"scrape failed: {type(e).__name__}\n".encode(),
@@ -122,8 +122,7 @@ class MetricsServer:
         from prometheus_client import CollectorRegistry, ProcessCollector
 
         self.metrics = metrics
-        registry = CollectorRegistry(auto_describe=False)
-        registry.register(collector(metrics))
+        registry = CollectorRegistry(auto_describe=False)  # the process's CPU, memory, fds
         ProcessCollector(registry=registry)
         self._server = _Server((host or "0.0.0.0", port), _Handler, metrics, registry)
         self.address: tuple[str, int] = self._server.server_address[:2]  # type: ignore[assignment]

@@ -169,3 +169,34 @@ def test_record_count_reads_batch_headers() -> None:
     batch = builder.build()
     assert record_count(batch * 2) == 6
     assert record_count(b"") == 0
+
+
+class _Fixed(BrokerMetrics):
+    """A broker's metrics with a given snapshot (the formatting, without a broker)."""
+
+    def __init__(self, snap: Any) -> None:
+        super().__init__(0, ["PLAINTEXT"])
+        self.fixed = snap
+
+    def snapshot(self) -> Any:
+        return self.fixed
+
+
+def test_exposition_parses_and_escapes_label_values() -> None:
+    from kafkactl.broker.metrics import PartitionState, Snapshot, exposition
+
+    snap = Snapshot(partition_count=3, leader_count=3)
+    snap.partitions = [PartitionState("t", p, 10 * p, p, 100 + p) for p in range(3)]
+    odd = 'a "quoted"\\group\nwith a newline'
+    snap.group_offsets = {(odd, "t", 0): (40, 100), ("plain", "t", 1): (-1, 101)}
+    metrics = _Fixed(snap)
+    metrics.messages_in["t"] = 7
+    families = {f.name: f for f in text_string_to_metric_families(exposition(metrics))}
+    lag = {(s.labels["group"], s.labels["partition"]): s.value
+           for s in families["kafka_consumergroup_group_lag"].samples}
+    assert lag == {(odd, "0"): 60, ("plain", "1"): 101}  # no commit: the whole log
+    ends = {s.labels["partition"]: s.value for s in families["kafka_log_log_logendoffset"].samples}
+    assert ends == {"0": 100, "1": 101, "2": 102}
+    assert families["kafka_server_brokertopicmetrics_messagesin"].type == "counter"
+    assert [s.value for s in families["kafka_consumergroup_group_max_lag"].samples
+            if s.labels["group"] == odd] == [60]
