@@ -3,8 +3,11 @@
 # (KAFKACTL_VENV=DIR picks another), never into the system's python: Debian's python3 is
 # externally managed (PEP 668). The environment is made by python3 on the PATH (PYTHON=...
 # picks another, 3.11 or newer); on Debian without python3-venv, that package is installed
-# first with apt-get (with sudo when not root). Running it again reuses the environment and
-# skips the install when pyproject.toml has not changed.
+# first with apt-get (with sudo when not root). The compiled kernels (Cython) are built on
+# the way: a C compiler and Python's headers are installed with apt-get when missing (gcc,
+# python3-dev); without them kafkactl installs as pure Python, slower, and says so
+# (KAFKACTL_NO_EXTENSIONS=1 skips them). Running it again reuses the environment and skips
+# the install when pyproject.toml, setup.py and the kernels' sources have not changed.
 #
 #   ./scripts/install.sh && .venv/bin/kafkactl serve
 set -euo pipefail
@@ -31,8 +34,10 @@ on_exit() {
 trap on_exit EXIT
 
 ensure_venv
+ensure_build_tools
 venv_install .
 bin="$KAFKACTL_VENV/bin"
 [ "$KAFKACTL_VENV" = "$PWD/.venv" ] && bin=".venv/bin"
-"$bin/kafkactl" --version >/dev/null
+kernels="$("$bin/kafkactl" --version | sed -n 2p)"
+say "$kernels"
 say "installed: run '$bin/kafkactl serve' (or put $KAFKACTL_VENV/bin on your PATH)"

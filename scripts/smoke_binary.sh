@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
 # Build the one-file binary (dist/kafkactl, from build.spec) and smoke-test it end to end:
+# it must report the compiled kernels in use (`--version`; KAFKACTL_NO_EXTENSIONS=1 expects
+# pure Python instead),
 # `serve` on a free port with a temp data dir, `produce` a few records (every codec, so the
 # C extensions are proven to be in the binary), `consume` them back, `dump-log` the segment,
 # then SIGTERM the broker and expect a clean exit. Any failure exits non-zero with a
@@ -43,7 +45,21 @@ fi
 "$BIN" --help >/dev/null || fail "$BIN --help exited non-zero"
 want_version="kafkactl $("$PY" -c 'from kafkactl import __version__; print(__version__)')"
 got_version="$("$BIN" --version)"
-[ "$got_version" = "$want_version" ] || fail "$BIN --version printed '$got_version', expected '$want_version'"
+[ "$(sed -n 1p <<<"$got_version")" = "$want_version" ] \
+    || fail "$BIN --version printed '$got_version', expected '$want_version' first"
+if [ -n "${KAFKACTL_NO_EXTENSIONS:-}" ] && [ "$KAFKACTL_NO_EXTENSIONS" != 0 ]; then
+    want_kernels="compiled kernels: no (KAFKACTL_NO_EXTENSIONS is set)"
+else
+    want_kernels="compiled kernels: yes"
+fi
+got_kernels="$(sed -n 2p <<<"$got_version")"
+if [ "$got_kernels" != "$want_kernels" ]; then
+    built="$("$PY" -c 'from kafkactl.record._accel import STATUS; print(STATUS)')"
+    fail "$BIN --version says '$got_kernels', expected '$want_kernels' (the environment it" \
+        "was built from says '$built': build.spec collects kafkactl.record._kernels when" \
+        "the install compiled it)"
+fi
+say "$got_kernels"
 best=""
 for _ in 1 2 3 4 5; do
     t0=$(date +%s%N); "$BIN" --help >/dev/null; t1=$(date +%s%N)

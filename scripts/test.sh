@@ -12,7 +12,8 @@
 # function, add its name to STEPS and a few words to STEP_WHAT.
 #   apt     Debian packages: zookeeper and kcat (real peers for the tests), openssl, a Java runtime
 #           (ZooKeeper), man-db, zsh and fish (the man page and completion tests), and
-#           python3-venv when python3 cannot make a virtual environment
+#           python3-venv when python3 cannot make a virtual environment, gcc and python3-dev
+#           when missing (the compiled kernels: the tests require them built)
 #   clients the test clients that are not Python packages (scripts/install_test_clients.sh:
 #           kafkajs from npm, Go and Sarama from Debian); a client that cannot be installed
 #           makes its tests skip with the reason printed
@@ -28,6 +29,9 @@
 #           the brokers, ZooKeeper or Spark it starts; 0 runs them serially); tests that share
 #           a module-scoped fixture or the SparkSession, or are marked xdist_group("<name>"),
 #           run on one worker (tests/conftest.py)
+#   pure    the record, protocol and client tests again with KAFKACTL_NO_EXTENSIONS=1: the
+#           pure-Python reference the compiled kernels fall back to (with test paths as
+#           arguments, only those under tests/record, tests/protocol or tests/client)
 #   binary  build the one-file binary and smoke-test it (scripts/smoke_binary.sh);
 #           KAFKACTL_SKIP_BINARY=1 skips it
 #
@@ -40,7 +44,7 @@ SCRIPT_NAME=test.sh
 # shellcheck source=scripts/venv.sh
 . scripts/venv.sh
 
-STEPS=(apt clients venv ruff mypy pytest binary)
+STEPS=(apt clients venv ruff mypy pytest pure binary)
 declare -A STEP_WHAT=(
     [apt]="the Debian packages"
     [clients]="the non-Python test clients (kafkajs, Go + Sarama)"
@@ -48,6 +52,7 @@ declare -A STEP_WHAT=(
     [ruff]="the lint"
     [mypy]="the type check"
     [pytest]="the tests"
+    [pure]="the record, protocol and client tests in pure Python"
     [binary]="the binary build and smoke test"
 )
 
@@ -63,6 +68,8 @@ step_apt() {
     if ! venv_usable && ! "${PYTHON:-python3}" -c 'import ensurepip' 2>/dev/null; then
         need+=(python3-venv)
     fi
+    local tool
+    for tool in $(build_tools_missing); do need+=("$tool"); done
     if [ ${#need[@]} -gt 0 ]; then
         apt_install "${need[@]}"
     fi
@@ -103,6 +110,24 @@ step_pytest() {
     else
         "$VENV_PY" -m pytest -q -n "$workers" --dist loadgroup "$@"
     fi
+}
+
+step_pure() {
+    local workers="${KAFKACTL_TEST_WORKERS:-6}" paths=() arg
+    if [ $# = 0 ]; then
+        paths=(tests/record tests/protocol tests/client)
+    else
+        for arg in "$@"; do
+            case "$arg" in tests/record*|tests/protocol*|tests/client*) paths+=("$arg") ;; esac
+        done
+        if [ ${#paths[@]} = 0 ]; then
+            say "no record, protocol or client tests among the arguments: nothing to run"
+            return 0
+        fi
+    fi
+    local opts=(-q)
+    [ "$workers" = 0 ] || opts+=(-n "$workers" --dist loadgroup)
+    KAFKACTL_NO_EXTENSIONS=1 "$VENV_PY" -m pytest "${opts[@]}" "${paths[@]}"
 }
 
 step_binary() {
@@ -154,7 +179,7 @@ for name in "${selected[@]}"; do
     current="$name"
     started=$SECONDS
     say "step $name: ${STEP_WHAT[$name]}"
-    if [ "$name" = pytest ]; then "step_$name" "$@"; else "step_$name"; fi
+    case "$name" in pytest|pure) "step_$name" "$@" ;; *) "step_$name" ;; esac
     done_steps+=("$name ($((SECONDS - started)) s)")
 done
 current=""

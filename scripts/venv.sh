@@ -93,11 +93,41 @@ ensure_venv() {
 venv_pip() { "$VENV_PY" -m pip "$@"; }
 
 # install_digest: what an install depends on: pyproject.toml (the dependencies and the
-# entry point), kafkactl/__init__.py (the version), this checkout's path and the venv's
-# python. The install is editable, so other source changes need no reinstall.
+# entry point), kafkactl/__init__.py (the version), setup.py and the compiled kernels'
+# sources (kafkactl/record/*.pyx: the editable install compiles them in place), this
+# checkout's path and the venv's python. Other source changes need no reinstall.
 install_digest() {
-    { cat pyproject.toml kafkactl/__init__.py; echo "$PWD"; "$VENV_PY" -V 2>&1; } \
-        | sha256sum | cut -c1-16
+    { cat pyproject.toml kafkactl/__init__.py setup.py kafkactl/record/*.pyx 2>/dev/null
+      echo "$PWD"; "$VENV_PY" -V 2>&1; } | sha256sum | cut -c1-16
+}
+
+# build_tools_missing: print the Debian packages the compiled kernels need that are missing
+# (a C compiler; the headers of the python that makes the environment), nothing when none.
+build_tools_missing() {
+    local py="${PYTHON:-python3}"
+    command -v cc >/dev/null || command -v gcc >/dev/null || echo gcc
+    if command -v "$py" >/dev/null && ! "$py" -c 'import os, sys, sysconfig
+sys.exit(not os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h")))' \
+            2>/dev/null; then
+        echo python3-dev
+    fi
+}
+
+# ensure_build_tools: install what the compiled kernels need with apt-get when it is missing
+# (on Debian; with sudo when not root). Never fatal: without them kafkactl installs as pure
+# Python (slower), and says so.
+ensure_build_tools() {
+    local need
+    need="$(build_tools_missing | tr '\n' ' ')"
+    need="${need% }"
+    [ -n "$need" ] || return 0
+    if [ "${KAFKACTL_NO_EXTENSIONS:-}" != "" ] && [ "${KAFKACTL_NO_EXTENSIONS}" != 0 ]; then
+        return 0
+    fi
+    # shellcheck disable=SC2086  # one word per package
+    if ! command -v apt-get >/dev/null || ! apt_install $need; then
+        say "without $need the compiled kernels cannot be built: installing pure Python (slower)"
+    fi
 }
 
 # venv_install SPEC: `pip install -e SPEC` (SPEC is "." or ".[extra]") into the environment,

@@ -62,6 +62,7 @@ from kafkactl.cluster.broker_registry import new_cluster_id
 from kafkactl.cluster.controller import KafkaController
 from kafkactl.cluster.producer_id_block import allocate_block
 from kafkactl.log.manager import LogManager
+from kafkactl.record._accel import STATUS as KERNELS_STATUS
 
 if TYPE_CHECKING:
     from kafkactl.broker.metrics_http import MetricsServer
@@ -423,6 +424,7 @@ class KafkaServer:
                  ", ".join(map(str, log_dirs)),
                  f"ZooKeeper {cfg.get('zookeeper.connect')}" if self.cluster is not None
                  else f"{len(cache.topic_names())} topic(s)")
+        log.info("kafkactl broker %d: %s", cfg.broker_id, KERNELS_STATUS)
 
     def _start_metrics(self) -> None:
         """The metrics listener (metrics.listen), when configured."""

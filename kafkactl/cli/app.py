@@ -47,7 +47,9 @@ SUBCOMMAND_MODULES: tuple[str, ...] = (
 
 def _version_callback(value: bool) -> None:
     if value:
-        typer.echo(f"kafkactl {__version__}")
+        from kafkactl.record._accel import STATUS  # "compiled kernels: yes" or "no (why)"
+
+        typer.echo(f"kafkactl {__version__}\n{STATUS}")
         raise typer.Exit()
 
 

@@ -24,6 +24,12 @@ and headers (varint-length key, varint-length value). Layout: record/batch.py.
   field. The walk accepts every well-formed section and names the first fault. It costs
   a Python loop per record (~0.5 us; see bench/produce_validation.py's `mixed` case).
 
+With the compiled kernels (record/_kernels.pyx, picked by record/_accel.py), the records
+are proven in place by a compiled walk instead of the columns (`_runs`), and `_walk` is the
+compiled twin of the walk below, which stays the definition (tests/record/test_kernels.py
+proves the twins equal: same result, same error and message). Either way a fault is named
+by the walk, with byte positions counted from the section's start.
+
 Stricter than Kafka on one point: a key or value length below -1 is refused (Kafka reads
 any negative length as null; no producer writes one, and not every consumer agrees).
 
@@ -33,8 +39,10 @@ Faults raise `InvalidRecordError` (Kafka's InvalidRecordException: INVALID_RECOR
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 
+from kafkactl.record._accel import kernels
 from kafkactl.record.errors import InvalidRecordError
 from kafkactl.record.uniform import ZIGZAG
 from kafkactl.record.varint import encode_varint
@@ -67,7 +75,7 @@ def check_records(section: Buf, count: int, *, want_keyless: bool = False,
                   start: int = 0, end: int | None = None) -> RecordsCheck:
     """Check that `section` (or its bytes start..end, which saves a copy of a bytearray
     the caller already holds) holds exactly `count` well-framed v2 records."""
-    if isinstance(section, memoryview):
+    if isinstance(section, memoryview) and kernels is None:  # the columns slice bytes
         section = section[start:end].tobytes()
         start, end = 0, None
     stop = len(section) if end is None else end
@@ -77,15 +85,15 @@ def check_records(section: Buf, count: int, *, want_keyless: bool = False,
         raise InvalidRecordError(
             f"Incorrect declared batch size, premature EOF reached: {count} records cannot "
             f"fit in {stop - start} bytes")
-    data: Data = section
     keyless: list[int] = []
     i, pos = 0, start
     if count > MAX_WALK_FIRST:  # a few records: the walk costs less than one template
-        i, pos = _column_runs(data, pos, stop, count, want_keyless, keyless)
-    if i < count:
-        if not isinstance(data, bytes) or stop != len(data):  # the walk reads bytes (cheaper
-            data, stop, pos = bytes(data[pos:stop]), stop - pos, 0  # to index) up to its end
-        return _walk(data, pos, stop, i, count, want_keyless, keyless)
+        i, pos = _runs(section, pos, stop, count, want_keyless, keyless)
+    if i < count:  # the walk reads bytes from the section's start (cheaper to index)
+        data = section
+        if start or stop != len(data) or not isinstance(data, bytes):
+            data = bytes(data[start:stop])
+        return _walk(data, pos - start, stop - start, i, count, want_keyless, keyless)
     if pos != stop:
         raise InvalidRecordError(
             f"Incorrect declared batch size, records still remaining in file: "
@@ -277,8 +285,8 @@ def _varint(mv: Buf, pos: int) -> tuple[int, int]:
     return (z >> 1) ^ -(z & 1), p
 
 
-def _walk(data: bytes, pos: int, stop: int, first: int, count: int, want_keyless: bool,
-          keyless: list[int]) -> RecordsCheck:
+def _walk_py(data: bytes, pos: int, stop: int, first: int, count: int, want_keyless: bool,
+             keyless: list[int]) -> RecordsCheck:
     """Records first.. one by one. A record with a null key, no headers and a one-byte
     timestamp delta (what most producers write, whatever the value sizes) is proven by a
     few slice comparisons: its offset delta and null key against a table, its value length
@@ -398,3 +406,29 @@ def _skip_headers(data: Data, p: int, rec_end: int, i: int) -> int:
         if p > rec_end:
             break
     return p
+
+
+# ---- the compiled twins ----------------------------------------------------------------------
+
+Runs = Callable[..., tuple[int, int]]  # (data, pos, stop, count, want_keyless, keyless)
+Walk = Callable[[bytes, int, int, int, int, bool, list[int]], RecordsCheck]
+
+
+def _runs_compiled(data: Buf, pos: int, stop: int, count: int, want_keyless: bool,
+                   keyless: list[int]) -> tuple[int, int]:
+    """Records from `pos` proven by the compiled walk, up to the first one that is not
+    well-formed with offset delta i (the walk then names its fault)."""
+    assert kernels is not None
+    return kernels.prove(data, pos, stop, count, want_keyless, keyless)
+
+
+def _walk_compiled(data: bytes, pos: int, stop: int, first: int, count: int,
+                   want_keyless: bool, keyless: list[int]) -> RecordsCheck:
+    """`_walk_py`'s compiled twin (record/_kernels.pyx `walk`)."""
+    assert kernels is not None
+    sequential = kernels.walk(data, pos, stop, first, count, want_keyless, keyless)
+    return RecordsCheck(sequential, tuple(keyless))
+
+
+_runs: Runs = _column_runs if kernels is None else _runs_compiled
+_walk: Walk = _walk_py if kernels is None else _walk_compiled

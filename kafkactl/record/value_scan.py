@@ -5,12 +5,19 @@ does the least per record (the checks that only a malformed record fails are fol
 accumulators tested once). Keys and values come back as bytes, and every function declines
 (None) whenever the general `RecordBatch` iterator is needed, so the paths never disagree
 (tests/record/test_value_scan.py, tests/client/test_producer_batch.py and
-tests/record/test_uniform.py check it)."""
+tests/record/test_uniform.py check it).
+
+With the compiled kernels (record/_kernels.pyx, picked by record/_accel.py) `_scan` is the
+compiled twin of `_scan_py`, which stays the definition (tests/record/test_kernels.py proves
+them equal); it reads the section in place rather than a copy."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from itertools import compress, repeat
+from typing import Any
 
+from kafkactl.record._accel import kernels
 from kafkactl.record.batch import RecordBatch
 from kafkactl.record.codecs import decompress
 from kafkactl.record.errors import CorruptRecordError
@@ -59,7 +66,7 @@ def fast_columns(batch: RecordBatch, start: int, *, keys: bool = True,
         first = max(skip, 0)
         return ([None] * len(values) if keys else None, values,
                 list(range(first, first + len(values))) if offsets else None)
-    scanned = _scan(bytes(section), count)
+    scanned = _scan(bytes(section) if kernels is None else section, count)
     if scanned is None:
         return None
     key_column, values, deltas = scanned
@@ -71,8 +78,10 @@ def fast_columns(batch: RecordBatch, start: int, *, keys: bool = True,
     return key_column if keys else None, values, deltas if offsets else None
 
 
-def _scan(d: bytes, count: int
-          ) -> tuple[list[View | None], list[View | None], list[int]] | None:
+Scanned = tuple[list[View | None], list[View | None], list[int]]
+
+
+def _scan_py(d: bytes, count: int) -> Scanned | None:
     """Walk `count` records once: (keys, values, offset deltas), or None when a record has
     headers, a key or value of 8 KiB or more, or does not add up. Checks that cannot fail
     for a well-formed record (sign bits, the header count, each record's end) are folded
@@ -150,3 +159,7 @@ def _scan(d: bytes, count: int
     if signs & 1 or bad or pos != len(d):
         return None
     return keys, values, deltas
+
+
+# The compiled twin reads any buffer (the section in place); the reference reads bytes.
+_scan: Callable[[Any, int], Scanned | None] = _scan_py if kernels is None else kernels.scan

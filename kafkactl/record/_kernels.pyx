@@ -1,0 +1,343 @@
+# cython: language_level=3, boundscheck=True, wraparound=False, initializedcheck=False
+# cython: cdivision=True, embedsignature=False
+"""Compiled twins of the per-record loops (Cython). The pure-Python functions they mirror
+are the definition; tests/record/test_kernels.py proves each twin gives the same result,
+error class and error message as its reference on the same input, malformed or not.
+
+- `walk`: record/framing.py's `_walk` (the v2 record framing check, broker produce path).
+- `scan`: record/value_scan.py's `_scan` (the consumer's keys/values/offset-deltas scan).
+
+Bytes come from the network: every read is checked against the buffer's end by the code
+itself (a read past it acts as the reference's IndexError), and Cython's own bounds check
+stays on as a second guard. The module is loaded by record/_accel.py only.
+"""
+
+from cpython.bytes cimport PyBytes_FromStringAndSize
+
+from kafkactl.record.errors import InvalidRecordError
+
+API = 1  # record/_accel.py refuses a module built from another version of this file
+
+DEF MIN_RECORD_SIZE = 7
+DEF MAX_HEADS = 16384  # framing.MAX_HEADS: records the reference's fast path covers
+
+
+# ---- the framing walk (record/framing.py `_walk`) ----------------------------------------------
+
+class _Past(Exception):
+    """A read past the end of the buffer (the reference's IndexError)."""
+
+
+cdef inline Py_ssize_t _byte(const unsigned char[:] d, Py_ssize_t k, Py_ssize_t n) except -1:
+    """d[k], or _Past when k is outside the buffer (n = its length)."""
+    if k < 0 or k >= n:
+        raise _Past()
+    return d[k]
+
+
+cdef inline Py_ssize_t _zz(const unsigned char[:] d, Py_ssize_t pos, Py_ssize_t n,
+                           long long *value) except -1:
+    """framing._varint: zigzag varint of at most 5 bytes at pos; the position after it."""
+    cdef Py_ssize_t b = _byte(d, pos, n)
+    cdef unsigned long long z
+    cdef int shift
+    cdef Py_ssize_t p
+    if b < 0x80:
+        value[0] = <long long>(b >> 1) ^ -<long long>(b & 1)
+        return pos + 1
+    z = b & 0x7F
+    shift = 7
+    p = pos + 1
+    while True:
+        b = _byte(d, p, n)
+        p += 1
+        z |= (<unsigned long long>(b & 0x7F)) << shift
+        if b < 0x80:
+            break
+        shift += 7
+        if shift >= 35:
+            raise InvalidRecordError(f"varint longer than 5 bytes at byte {pos}")
+    value[0] = <long long>(z >> 1) ^ -<long long>(z & 1)
+    return p
+
+
+cdef Py_ssize_t _skip_headers(const unsigned char[:] d, Py_ssize_t n, Py_ssize_t p,
+                              Py_ssize_t rec_end, Py_ssize_t i) except -1:
+    """framing._skip_headers."""
+    cdef long long nh, hk, hv, h
+    p = _zz(d, p, n, &nh)
+    if nh < 0 or nh > rec_end - p:
+        raise InvalidRecordError(f"Found invalid number of record headers {nh} in record {i}")
+    h = 0
+    while h < nh:
+        h += 1
+        p = _zz(d, p, n, &hk)
+        if hk < 0:
+            raise InvalidRecordError(f"Invalid negative header key size {hk} in record {i}")
+        p += hk
+        p = _zz(d, p, n, &hv)
+        if hv < -1:
+            raise InvalidRecordError(f"record {i} has header value length {hv}")
+        if hv > 0:
+            p += hv
+        if p > rec_end:
+            break
+    return p
+
+
+cdef Py_ssize_t _one_record(const unsigned char[:] d, Py_ssize_t n, Py_ssize_t pos,
+                            Py_ssize_t end, Py_ssize_t i, bint want_keyless, list keyless,
+                            bint *in_order) except -1:
+    """framing._one_record: record i at pos field by field; its end."""
+    cdef long long length, od, klen, vlen
+    cdef Py_ssize_t p, rec_end
+    p = _zz(d, pos, n, &length)
+    rec_end = p + length
+    if length < MIN_RECORD_SIZE - 1 or rec_end > end:
+        raise InvalidRecordError(
+            f"Invalid record size: record {i} at byte {pos} declares {length} bytes, "
+            f"{end - p} remain in the records section")
+    p += 1  # attributes
+    while _byte(d, p, n) >= 0x80:  # timestamp delta
+        p += 1
+        if p - pos > 16:
+            raise InvalidRecordError(f"record {i}: varlong longer than 10 bytes")
+    p = _zz(d, p + 1, n, &od)
+    p = _zz(d, p, n, &klen)
+    if klen < -1:
+        raise InvalidRecordError(f"record {i} has key length {klen}")
+    if klen == -1:
+        if want_keyless:
+            keyless.append(i)
+    else:
+        p += klen
+    p = _zz(d, p, n, &vlen)
+    if vlen < -1:
+        raise InvalidRecordError(f"record {i} has value length {vlen}")
+    if vlen > 0:
+        p += vlen
+    if p >= rec_end:
+        raise InvalidRecordError(
+            f"Invalid record size: record {i}'s key and value overrun its {length} bytes")
+    if _byte(d, p, n) == 0:
+        p += 1
+    else:
+        p = _skip_headers(d, n, p, rec_end, i)
+    if p != rec_end:
+        raise InvalidRecordError(
+            f"Invalid record size: record {i} at byte {pos} declares {length} bytes but its "
+            f"fields use {p - (rec_end - length)}")
+    in_order[0] = od == i
+    return rec_end
+
+
+def walk(const unsigned char[:] data, Py_ssize_t pos, Py_ssize_t stop, Py_ssize_t first,
+         Py_ssize_t count, bint want_keyless, list keyless):
+    """framing._walk's twin: records first..count-1 from pos to stop (reads stay inside
+    the buffer; the reference is given stop == len(data)); whether their offset deltas run
+    in order. Keyless records' indexes are appended to `keyless`."""
+    cdef Py_ssize_t n = data.shape[0]
+    cdef Py_ssize_t end = stop
+    cdef Py_ssize_t i = first
+    cdef Py_ssize_t b, length, p, rec_end
+    cdef bint sequential = True
+    cdef bint in_order = True
+    try:
+        while i < count:
+            # The reference proves most records by a slice comparison first; the only way
+            # that shortcut ends otherwise than the field-by-field parse below is its read
+            # of the timestamp byte past the buffer, which is reproduced here.
+            b = _byte(data, pos, n)
+            if b < 0x80:
+                length = b >> 1
+                p = pos + 1
+            elif _byte(data, pos + 1, n) < 0x80:
+                length = ((b & 0x7F) | (data[pos + 1] << 7)) >> 1
+                p = pos + 2
+            else:
+                length = -1
+                p = pos
+            rec_end = p + length
+            if not b & 1 and rec_end <= end and i < MAX_HEADS:
+                _byte(data, p + 1, n)
+            pos = _one_record(data, n, pos, end, i, want_keyless, keyless, &in_order)
+            sequential = sequential and in_order
+            i += 1
+    except _Past:
+        if pos >= end:
+            raise InvalidRecordError(
+                f"Incorrect declared batch size, premature EOF reached: the records "
+                f"section ends after {i} of {count} records") from None
+        raise InvalidRecordError(
+            f"Found invalid record structure: record {i} runs past the records section") \
+            from None
+    if pos != end:
+        raise InvalidRecordError(
+            f"Incorrect declared batch size, records still remaining in file: {end - pos} "
+            f"bytes follow record {count - 1}")
+    return sequential
+
+
+def prove(const unsigned char[:] data, Py_ssize_t pos, Py_ssize_t stop, Py_ssize_t count,
+          bint want_keyless, list keyless):
+    """Records 0.. from pos proven well-formed with offset delta i, up to the first that is
+    not (or count): (records proven, position after them). Reads stay below stop; keyless
+    records' indexes are appended to `keyless` for the proven records only."""
+    cdef Py_ssize_t n = min(stop, data.shape[0])
+    cdef Py_ssize_t i = 0
+    cdef Py_ssize_t mark, nxt
+    cdef bint in_order = True
+    while i < count:
+        mark = len(keyless)
+        try:
+            nxt = _one_record(data, n, pos, stop, i, want_keyless, keyless, &in_order)
+        except (_Past, InvalidRecordError):
+            del keyless[mark:]
+            break
+        if not in_order:
+            del keyless[mark:]
+            break
+        pos = nxt
+        i += 1
+    return i, pos
+
+
+# ---- the consumer's scan (record/value_scan.py `_scan`) -----------------------------------------
+
+cdef inline object _slice(const unsigned char[:] d, Py_ssize_t lo, Py_ssize_t n):
+    return PyBytes_FromStringAndSize(<const char *>&d[lo], n) if n else b""
+
+
+def scan(const unsigned char[:] d, Py_ssize_t count):
+    """value_scan._scan's twin: (keys, values, offset deltas) of `count` records, or None
+    when a record has headers, a key or value of 8 KiB or more, or does not add up."""
+    cdef Py_ssize_t end = d.shape[0]
+    cdef Py_ssize_t pos = 0, q, t, n, k
+    cdef unsigned int b, c
+    cdef unsigned long long z
+    cdef int shift
+    cdef list keys = []
+    cdef list values = []
+    cdef list deltas = []
+    cdef Py_ssize_t r
+    # Any fault ends the scan at once: the reference's accumulators only decide None too.
+    for r in range(count):
+        if pos >= end:
+            return None
+        b = d[pos]  # record length
+        if b < 0x80:
+            q = pos + 1
+            pos = q + (b >> 1)
+        else:
+            if pos + 1 >= end:
+                return None
+            c = d[pos + 1]
+            if c & 0x80:
+                return None
+            q = pos + 2
+            pos = q + (((b & 0x7F) | (c << 7)) >> 1)
+        if b & 1:
+            return None
+        q += 1  # attributes
+        if q >= end:
+            return None
+        if d[q] >= 0x80:  # a timestamp delta of more than one byte
+            t = q
+            while True:
+                if q >= end:
+                    return None
+                if d[q] < 0x80:
+                    break
+                q += 1
+            if q - t > 8:
+                return None
+        if q + 1 >= end:
+            return None
+        b = d[q + 1]  # offset delta
+        if b & 1:
+            return None
+        if b < 0x80:
+            deltas.append(b >> 1)
+            q += 2
+        else:
+            if q + 2 >= end:
+                return None
+            c = d[q + 2]
+            if c < 0x80:
+                deltas.append(((b & 0x7F) | (c << 7)) >> 1)
+                q += 3
+            else:  # record/varint.decode_varint: at most 5 bytes, a uint32
+                z = 0
+                shift = 0
+                k = q + 1
+                while True:
+                    if k >= end:
+                        return None
+                    c = d[k]
+                    k += 1
+                    z |= (<unsigned long long>(c & 0x7F)) << shift
+                    if c < 0x80:
+                        break
+                    shift += 7
+                    if shift >= 35:
+                        return None
+                if z > 0xFFFFFFFF:
+                    return None
+                deltas.append(z >> 1)  # even: the sign was checked above
+                q = k
+        if q >= end:
+            return None
+        b = d[q]  # key length
+        if b == 1:
+            keys.append(None)
+            q += 1
+        elif b < 0x80:
+            if b & 1:
+                return None
+            n = b >> 1
+            q += 1 + n
+            if q > end:
+                return None
+            keys.append(_slice(d, q - n, n))
+        else:
+            if b & 1 or q + 1 >= end:
+                return None
+            c = d[q + 1]
+            if c & 0x80:
+                return None
+            n = ((b & 0x7F) | (c << 7)) >> 1
+            q += 2 + n
+            if q > end:
+                return None
+            keys.append(_slice(d, q - n, n))
+        if q >= end:
+            return None
+        b = d[q]  # value length
+        if b < 0x80:
+            if b == 1:
+                values.append(None)
+                q += 1
+            else:
+                if b & 1:
+                    return None
+                n = b >> 1
+                q += 1 + n
+                if q > end:
+                    return None
+                values.append(_slice(d, q - n, n))
+        else:
+            if b & 1 or q + 1 >= end:
+                return None
+            c = d[q + 1]
+            if c & 0x80:
+                return None
+            n = ((b & 0x7F) | (c << 7)) >> 1
+            q += 2 + n
+            if q > end:
+                return None
+            values.append(_slice(d, q - n, n))
+        if q >= end or d[q] != 0 or q + 1 != pos:  # no headers, and the record ends there
+            return None
+    if pos != end:
+        return None
+    return keys, values, deltas

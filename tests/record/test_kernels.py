@@ -1,0 +1,397 @@
+"""The compiled kernels (kafkactl/record/_kernels.pyx) against their pure-Python references,
+on the same inputs: valid sections of every shape, the inputs users pipe (seq, yes, log
+lines, binary, empty and huge lines), the edges of every limit (one below, at, one above),
+and malformed bytes (flipped, cut, inserted, lying lengths, over-long varints). A twin must
+give the same result, or raise the same error class with the same message.
+
+Under KAFKACTL_NO_EXTENSIONS=1 (scripts/test.sh's pure step) the comparisons skip and only
+the switch is checked; otherwise the kernels must have loaded (a build that silently fell
+back to pure Python fails here, not in a benchmark)."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import random
+import subprocess
+import sys
+from collections.abc import Callable
+from functools import partial
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from kafkactl.record import _accel, framing, value_scan
+from kafkactl.record.batch import RecordBatchBuilder
+from kafkactl.record.errors import InvalidRecordError
+from tests.conftest import BrokerProcess
+from tests.hypothesis_profiles import examples
+from tests.polling import wait_until
+
+kernels = _accel.kernels
+compiled = pytest.mark.skipif(kernels is None, reason=f"pure Python: {_accel.REASON}")
+
+TS = 1_700_000_000_000
+
+
+# ---- the switch ---------------------------------------------------------------------------------
+
+def test_the_switch_picks_the_kernels_unless_told_not_to() -> None:
+    if os.environ.get("KAFKACTL_NO_EXTENSIONS", "") not in ("", "0"):
+        assert kernels is None and not _accel.ACCELERATED
+        assert _accel.STATUS == "compiled kernels: no (KAFKACTL_NO_EXTENSIONS is set)"
+        assert framing._walk is framing._walk_py and framing._runs is framing._column_runs
+        assert value_scan._scan is value_scan._scan_py
+        return
+    # The test environment is built by scripts/test.sh, which installs a C compiler: a
+    # missing extension there is a broken build, not a machine without one.
+    assert kernels is not None, _accel.STATUS
+    assert _accel.STATUS == "compiled kernels: yes"
+    assert framing._walk is framing._walk_compiled
+    assert value_scan._scan is kernels.scan
+
+
+# ---- inputs -------------------------------------------------------------------------------------
+
+def _section(records: list[tuple[int, bytes | None, bytes | None,
+                                 list[tuple[str, bytes | None]]]]) -> bytes:
+    b = RecordBatchBuilder()
+    for ts, k, v, h in records:
+        b.append(TS + ts, k, v, h)
+    return b.build()[61:]
+
+
+def _lines(kind: str, n: int, rng: random.Random) -> list[bytes]:
+    """What users pipe into `kafkactl produce`, one value per line."""
+    if kind == "seq":
+        return [b"%d" % i for i in range(1, n + 1)]
+    if kind == "yes":
+        return [b"y"] * n
+    if kind == "log":
+        return [b"10.%d.%d.%d - - [27/Nov/2026] \"GET /%s HTTP/1.1\" 200 %d"
+                % (rng.randrange(256), rng.randrange(256), rng.randrange(256),
+                   b"p" * rng.randrange(300), rng.randrange(99999)) for _ in range(n)]
+    if kind == "binary":
+        return [rng.randbytes(rng.randrange(200)) for _ in range(n)]
+    if kind == "empty":
+        return [b""] * n
+    # huge lines around the one-, two- and three-byte length varints
+    sizes = [63, 64, 65, 8191, 8192, 8193, 100_000]
+    return [b"h" * sizes[i % len(sizes)] for i in range(n)]
+
+
+PIPED = ["seq", "yes", "log", "binary", "empty", "huge"]
+
+ts_delta = st.one_of(st.integers(0, 63), st.sampled_from([64, 8191, 8192, -1, -65, 1 << 55]),
+                     st.integers(-(1 << 40), 1 << 40))
+field = st.one_of(st.none(), st.binary(max_size=120),
+                  st.sampled_from([63, 64, 65, 8191, 8192, 8193]).map(lambda n: b"z" * n))
+header = st.tuples(st.sampled_from(["", "a", "bc"]), st.none() | st.binary(max_size=5))
+record = st.tuples(ts_delta, field, field, st.lists(header, max_size=2) | st.just([]))
+
+
+@st.composite
+def sections(draw: st.DrawFn, max_records: int = 40) -> tuple[bytes, int]:
+    """A valid section (or one with up to three bytes flipped, cut or inserted), and a
+    count of records that is right or one off."""
+    recs = draw(st.lists(record, min_size=1, max_size=max_records))
+    section = bytearray(_section(recs))
+    for _ in range(draw(st.integers(0, 3))):
+        kind = draw(st.sampled_from(["flip", "cut", "insert", "lie"]))
+        at = draw(st.integers(0, max(len(section) - 1, 0)))
+        if kind == "flip" and section:
+            section[at] = draw(st.integers(0, 255))
+        elif kind == "cut" and section:
+            del section[at:at + draw(st.integers(1, 40))]
+        elif kind == "lie" and section:  # an over-long or lying varint
+            section[at:at + 1] = draw(st.sampled_from(
+                [b"\xff" * 5 + b"\x01", b"\x80\x80\x80\x80\x00", b"\xfe\xff\xff\xff\x0f",
+                 b"\x01", b"\x03", b"\x00", b"\x7f", b"\x80\x01", b"\xff\x7f"]))
+        else:
+            section[at:at] = draw(st.binary(min_size=1, max_size=3))
+    return bytes(section), len(recs) + draw(st.integers(-1, 1))
+
+
+def _outcome(fn: Callable[[], object]) -> object:
+    """What a call gives: its result, or its error's class and message."""
+    try:
+        return fn()
+    except Exception as e:
+        return type(e), str(e)
+
+
+# ---- framing: the walk --------------------------------------------------------------------------
+
+def _walks(data: bytes, pos: int, first: int, count: int, want_keyless: bool) -> None:
+    """framing._walk_py and its compiled twin agree, keyless list included."""
+    py_keyless: list[int] = []
+    c_keyless: list[int] = []
+    py = _outcome(lambda: framing._walk_py(data, pos, len(data), first, count, want_keyless,
+                                           py_keyless))
+    c = _outcome(lambda: framing._walk_compiled(data, pos, len(data), first, count,
+                                                want_keyless, c_keyless))
+    assert c == py, (data[:80], pos, first, count)
+    if not isinstance(py, tuple):
+        assert c_keyless == py_keyless
+
+
+@compiled
+@settings(max_examples=examples(600))
+@given(sections(), st.booleans())
+def test_walk_twins_agree(case: tuple[bytes, int], want_keyless: bool) -> None:
+    section, count = case
+    _walks(section, 0, 0, count, want_keyless)
+
+
+@compiled
+@settings(max_examples=examples(300))
+@given(st.binary(max_size=300), st.integers(0, 8), st.integers(0, 3), st.integers(-1, 12),
+       st.booleans())
+def test_walk_twins_agree_on_any_bytes(data: bytes, pos: int, first: int, count: int,
+                                       want_keyless: bool) -> None:
+    _walks(data, min(pos, len(data)), first, count, want_keyless)
+
+
+@compiled
+@pytest.mark.parametrize("index", [framing.MAX_HEADS - 1, framing.MAX_HEADS,
+                                   framing.MAX_HEADS + 1])
+@pytest.mark.parametrize("tail", [b"\x00", b"\x02", b"\x04", b"\x82\x00", b"\x0c\x00"])
+def test_walk_twins_agree_at_the_reference_shortcut_limit(index: int, tail: bytes) -> None:
+    """The reference proves records below MAX_HEADS by a shortcut whose read of a short
+    record's timestamp byte fails differently from the field-by-field parse: the twin
+    reproduces which message a record at, below and above that index gets."""
+    for data in (tail, b"\x0c" + tail, tail + b"\x00" * 3):
+        _walks(data, 0, index, index + 1, True)
+
+
+def _record(length: bytes = b"", ts: bytes = b"\x00", od: bytes = b"\x00",
+            key: bytes = b"\x01", value: bytes = b"\x02v", headers: bytes = b"\x00") -> bytes:
+    body = b"\x00" + ts + od + key + value + headers
+    return (length or bytes([len(body) * 2])) + body
+
+
+EDGES = {
+    "valid": _record(),
+    "varint of 5 bytes": _record(key=b"\x81\x80\x80\x80\x00"),
+    "varint of 6 bytes": _record(key=b"\x81\x80\x80\x80\x80\x00"),
+    "timestamp of 10 bytes": _record(ts=b"\x80" * 9 + b"\x01"),
+    "timestamp of 11 bytes": _record(ts=b"\x80" * 10 + b"\x01"),
+    "length 5": b"\x0a" + b"\x00" * 5,
+    "length 6": b"\x0c" + b"\x00\x00\x00\x01\x01\x00",
+    "length 7": b"\x0e" + b"\x00\x00\x00\x01\x01\x00\x00",
+    "key length -2": _record(key=b"\x03"),
+    "value length -2": _record(value=b"\x03"),
+    "value length -1": _record(value=b"\x01"),
+    "negative header count": _record(headers=b"\x01"),
+    "header count over the record": _record(headers=b"\x7e"),
+    "header key -1": _record(headers=b"\x02\x01\x01"),
+    "header value -2": _record(headers=b"\x02\x00\x03"),
+    "header value -1": _record(headers=b"\x02\x02a\x01"),
+    "header past its record": _record(headers=b"\x02\x02a\x7e"),
+    "offset delta 1": _record(od=b"\x02"),
+    "offset delta -1": _record(od=b"\x01"),
+    "two-byte length": _record(value=b"\x80\x01" + b"v" * 64),
+    "length 0": b"\x00",
+    "negative length": b"\x01\x00\x00",
+    "length past the end": b"\x7e\x00",
+    "three-byte length": b"\x80\x80\x01",
+}
+
+
+@compiled
+@pytest.mark.parametrize("name", sorted(EDGES))
+@pytest.mark.parametrize("count", [1, 2])
+def test_walk_twins_agree_on_edges(name: str, count: int) -> None:
+    data = EDGES[name]
+    for section in (data, data + EDGES["valid"], data[:-1], data + b"\x00"):
+        _walks(section, 0, 0, count, True)
+        _walks(b"\x00" + section, 1, 0, count, False)
+
+
+# ---- framing: check_records, compiled (proof in place) against pure (columns + walk) -----
+
+def _checks(section: bytes, count: int, want_keyless: bool, monkeypatch: pytest.MonkeyPatch
+            ) -> None:
+    """check_records gives the same on the compiled and the pure path, for bytes, a
+    bytearray read in place between junk, and a memoryview."""
+    junk = b"\x02\x00\x00\x00\x01\x00\x00" * 3
+    backing = bytearray(junk + section + junk)
+    start, end = len(junk), len(junk) + len(section)
+    calls: list[Callable[[], object]] = [
+        lambda: framing.check_records(section, count, want_keyless=want_keyless),
+        lambda: framing.check_records(backing, count, want_keyless=want_keyless,
+                                      start=start, end=end),
+        lambda: framing.check_records(memoryview(backing)[start:end], count,
+                                      want_keyless=want_keyless),
+    ]
+    compiled_outcomes = [_outcome(call) for call in calls]
+    with monkeypatch.context() as m:
+        m.setattr(framing, "kernels", None)
+        m.setattr(framing, "_runs", framing._column_runs)
+        m.setattr(framing, "_walk", framing._walk_py)
+        pure_outcomes = [_outcome(call) for call in calls]
+    assert compiled_outcomes == pure_outcomes
+    assert len(set(map(repr, pure_outcomes))) == 1  # where the bytes sit does not matter
+
+
+@compiled
+@settings(max_examples=examples(400))
+@given(sections(max_records=120), st.booleans())
+def test_check_records_compiled_and_pure_agree(case: tuple[bytes, int], want_keyless: bool
+                                               ) -> None:
+    section, count = case
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        _checks(section, count, want_keyless, monkeypatch)
+
+
+@compiled
+@pytest.mark.parametrize("kind", PIPED)
+@pytest.mark.parametrize("n", [1, 4, 5, 63, 64, 65, 8191, 8192, 8193])
+def test_check_records_agree_on_piped_lines(kind: str, n: int,
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    rng = random.Random(n)
+    lines = _lines(kind, n, rng)[:n if kind != "huge" else 40]
+    keyed = [(i % 3, line[:3] if i % 2 else None, line, []) for i, line in enumerate(lines)]
+    for recs in ([(0, None, line, []) for line in lines], keyed):
+        section = _section(recs)  # type: ignore[arg-type]
+        _checks(section, len(recs), True, monkeypatch)
+        damaged = bytearray(section)
+        damaged[rng.randrange(len(damaged))] ^= 0xFF
+        _checks(bytes(damaged), len(recs), True, monkeypatch)
+        _checks(section[:-1], len(recs), True, monkeypatch)
+
+
+@compiled
+def test_prove_stops_at_the_first_fault_and_keeps_only_proven_keyless() -> None:
+    assert kernels is not None
+    good = _record()
+    bad = _record(value=b"\x03")  # value length -2
+    section = good + _record(od=b"\x02") + good
+    keyless: list[int] = []
+    assert kernels.prove(section, 0, len(section), 3, True, keyless) == (2, 2 * len(good))
+    assert keyless == [0, 1]
+    keyless = []
+    section = good + bad
+    assert kernels.prove(section, 0, len(section), 2, True, keyless) == (1, len(good))
+    assert keyless == [0]
+    # reads stop at `stop`: the record after it is not looked at
+    assert kernels.prove(good + good, 0, len(good) + 3, 2, False, []) == (1, len(good))
+
+
+# ---- value_scan ---------------------------------------------------------------------------------
+
+def _scans(section: bytes, count: int) -> None:
+    assert kernels is not None
+    py = _outcome(lambda: value_scan._scan_py(section, count))
+    assert _outcome(lambda: kernels.scan(section, count)) == py
+    assert _outcome(lambda: kernels.scan(memoryview(bytearray(section)), count)) == py
+
+
+@compiled
+@settings(max_examples=examples(600))
+@given(sections())
+def test_scan_twins_agree(case: tuple[bytes, int]) -> None:
+    _scans(*case)
+
+
+@compiled
+@settings(max_examples=examples(300))
+@given(st.binary(max_size=200), st.integers(-1, 10))
+def test_scan_twins_agree_on_any_bytes(data: bytes, count: int) -> None:
+    _scans(data, count)
+
+
+@compiled
+@pytest.mark.parametrize("name", sorted(EDGES))
+def test_scan_twins_agree_on_edges(name: str) -> None:
+    data = EDGES[name]
+    for section in (data, data + EDGES["valid"], data[:-1], data + b"\x00", b""):
+        for count in (0, 1, 2):
+            _scans(section, count)
+
+
+@compiled
+@pytest.mark.parametrize("kind", PIPED)
+@pytest.mark.parametrize("n", [1, 63, 64, 65, 8191, 8192, 8193])
+def test_scan_twins_agree_on_piped_lines(kind: str, n: int) -> None:
+    rng = random.Random(n)
+    lines = _lines(kind, n, rng)[:n if kind != "huge" else 40]
+    for recs in ([(i % 70, None, line, []) for i, line in enumerate(lines)],
+                 [(0, line[:5], line, []) for line in lines],
+                 [(0, line, None, []) for line in lines]):
+        section = _section(recs)  # type: ignore[arg-type]
+        _scans(section, len(recs))
+        _scans(section, len(recs) + 1)
+        _scans(section[:-1], len(recs))
+        damaged = bytearray(section)
+        damaged[rng.randrange(len(damaged))] = rng.randrange(256)
+        _scans(bytes(damaged), len(recs))
+
+
+@compiled
+@pytest.mark.parametrize("delta", [b"\x80\x80\x01", b"\xfe\xff\x7f", b"\xfe\xff\xff\xff\x0f",
+                                   b"\xfe\xff\xff\xff\x1f", b"\xfe\xff\xff\xff\xff\x01",
+                                   b"\x80\x80\x80\x80\x80", b"\x81\x80\x01"])
+def test_scan_twins_agree_on_wide_offset_deltas(delta: bytes) -> None:
+    """Offset-delta varints of three to six bytes: within uint32, past it, over-long."""
+    section = _record(od=delta)
+    _scans(section, 1)
+    _scans(section[:-2], 1)
+
+
+# ---- fuzz: the kernels never read past a buffer ------------------------------------------------
+
+@compiled
+def test_kernels_survive_random_and_truncated_input() -> None:
+    """Random bytes and every truncation of valid sections: the kernels answer (a result,
+    None or InvalidRecordError), never crash or read outside the buffer (a read past it
+    would show up as a different answer from a copy padded with other bytes)."""
+    assert kernels is not None
+    rng = random.Random(33)
+    valid = _section([(i, b"k" if i % 2 else None, b"v" * (i * 37 % 200), [])
+                      for i in range(30)])
+    cases = [rng.randbytes(rng.randrange(64)) for _ in range(3000)]
+    cases += [valid[:k] for k in range(len(valid) + 1)]
+    for data in cases:
+        for count in (1, 2, 30):
+            padded = bytearray(data + b"\x02" * 64)
+            view = memoryview(padded)[:len(data)]
+            assert kernels.scan(view, count) == kernels.scan(data, count)
+            walked = _outcome(partial(kernels.walk, data, 0, len(data), 0, count, True, []))
+            assert _outcome(partial(kernels.walk, view, 0, len(data), 0, count, True,
+                                    [])) == walked
+            assert walked is True or walked is False or walked[0] is InvalidRecordError
+            proven = kernels.prove(padded, 0, len(data), count, True, [])
+            assert 0 <= proven[0] <= count and proven[1] <= len(data)
+
+
+# ---- where it is said: kafkactl --version, the broker's log -------------------------------------
+
+@pytest.mark.parametrize("switch", ["", "1"])
+def test_version_says_whether_the_kernels_are_in_use(switch: str) -> None:
+    env = {k: v for k, v in os.environ.items() if k != "KAFKACTL_NO_EXTENSIONS"}
+    if switch:
+        env["KAFKACTL_NO_EXTENSIONS"] = switch
+    out = subprocess.run([sys.executable, "-m", "kafkactl", "--version"], env=env,
+                         capture_output=True, text=True, check=True, timeout=60).stdout
+    lines = out.splitlines()
+    assert lines[0].startswith("kafkactl ") and len(lines) == 2, out
+    if switch:
+        assert lines[1] == "compiled kernels: no (KAFKACTL_NO_EXTENSIONS is set)"
+    elif importlib.util.find_spec("kafkactl.record._kernels") is not None:  # built
+        assert lines[1] == "compiled kernels: yes"
+    else:
+        assert lines[1].startswith("compiled kernels: no (the extension is not built: ")
+
+
+def test_the_broker_logs_it_once_at_start(broker: BrokerProcess) -> None:
+    assert broker.log_path is not None
+    log_path = broker.log_path
+
+    def said() -> list[str]:
+        return [line for line in log_path.read_text(errors="replace").splitlines()
+                if "compiled kernels:" in line]
+
+    lines = wait_until(said, timeout=60, what="the broker's compiled-kernels log line")
+    assert len(lines) == 1 and lines[0].endswith(_accel.STATUS), lines
