@@ -83,6 +83,7 @@ PURPOSE: dict[str, str] = {
     "ElectLeaders": "preferred (or unclean) leader election, through the controller",
     "AlterPartitionReassignments": "move partitions' replicas to other brokers",
     "ListPartitionReassignments": "the partition reassignments in progress",
+    "DescribeLogDirs": "log directories, the replicas in each and their sizes",
 }
 
 

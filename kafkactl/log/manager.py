@@ -92,6 +92,11 @@ class StorageErrorLog:
         """Any dir with errors not followed by a success yet (cheap: for hot paths)."""
         return bool(self._state)
 
+    def failing_dirs(self) -> set[Path]:
+        """The dirs with errors not followed by a success yet."""
+        with self._lock:
+            return set(self._state)
+
     def failed(self, log_dir: Path, what: str) -> None:
         now = self._clock()
         with self._lock:
@@ -315,6 +320,14 @@ class LogManager:
         for p in found:
             self.delete_log(topic, p)
         return len(found)
+
+    def describe_logs(self) -> list[tuple[TopicPartition, Path, Log]]:
+        """(topic-partition, its log dir, its log) of every log (DescribeLogDirs)."""
+        return self._each_log()
+
+    def offline_dirs(self) -> set[Path]:
+        """Log dirs whose last disk operation failed (KAFKA_STORAGE_ERROR)."""
+        return self.storage_errors.failing_dirs()
 
     # ----------------------------------------------------------------- background work
     def _each_log(self) -> list[tuple[TopicPartition, Path, Log]]:

@@ -18,6 +18,7 @@ from kafkactl.broker.handlers import (
     groups,
     leader_epoch,
     list_offsets,
+    log_dirs,
     metadata,
     offsets,
     produce,
@@ -69,6 +70,7 @@ HANDLERS: dict[ApiKey, Handler] = {
     ApiKey.INCREMENTAL_ALTER_CONFIGS: configs.handle_incremental_alter_configs,
     ApiKey.OFFSET_DELETE: offsets.handle_offset_delete,
     ApiKey.DESCRIBE_CLUSTER: cluster.handle_describe_cluster,
+    ApiKey.DESCRIBE_LOG_DIRS: log_dirs.handle_describe_log_dirs,
     ApiKey.SASL_HANDSHAKE: sasl.handle_sasl_handshake,
     ApiKey.SASL_AUTHENTICATE: sasl.handle_sasl_authenticate,
     ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS:
