@@ -74,7 +74,7 @@ class _Flow:
             self.cap[i] -= amount
             self.cap[i ^ 1] += amount
 
-    def _shortest_path(self, source: int, sink: int) -> list[int] | None:
+    def shortest_path(self, source: int, sink: int) -> list[int] | None:
         """The edges of a cheapest source -> sink path with room (Bellman-Ford by queue:
         residual edges cost less than zero, never in a cycle while the flow is of
         minimum cost), or None."""
@@ -105,12 +105,6 @@ class _Flow:
             path.append(i)
             v = self.to[i ^ 1]
         return path[::-1]
-
-    def run(self, source: int, sink: int) -> None:
-        """Complete a flow of minimum cost for its value (e.g. one of cost-0 edges only)
-        to a maximum flow of minimum cost (successive shortest paths)."""
-        while (path := self._shortest_path(source, sink)) is not None:
-            self.push(path, min(self.cap[i] for i in path))
 
 
 def _balanced_choice(options: Sequence[Sequence[int]], preferred: Sequence[Sequence[int]],
@@ -143,18 +137,30 @@ def _balanced_choice(options: Sequence[Sequence[int]], preferred: Sequence[Seque
         else:
             out[b] = (flow.edge(node, sink, q + spread, 0), None)
     last = flow.edge(extra, sink, r, 0) if spread == 1 and r else None
-    # start from every preferred choice that fits (a flow of cost 0: of minimum cost)
-    for k, row in enumerate(chosen):
-        for b, i in row:
-            if flow.cost[i] != 0 or flow.cap[into[k]] == 0:
-                continue
-            to_sink, to_extra = out[b]
-            if flow.cap[to_sink] > 0:
-                flow.push([into[k], i, to_sink])
-            elif to_extra is not None and last is not None and flow.cap[to_extra] > 0 \
-                    and flow.cap[last] > 0:
-                flow.push([into[k], i, to_extra, last])
-    flow.run(source, sink)
+
+    def direct(cost: int) -> None:
+        """Push every one-broker path item -> broker -> sink whose edge costs `cost`."""
+        for k, row in enumerate(chosen):
+            for b, i in row:
+                if flow.cap[into[k]] == 0:
+                    break
+                if flow.cost[i] != cost or flow.cap[i] == 0:
+                    continue
+                to_sink, to_extra = out[b]
+                if flow.cap[to_sink] > 0:
+                    flow.push([into[k], i, to_sink])
+                elif to_extra is not None and last is not None and flow.cap[to_extra] > 0 \
+                        and flow.cap[last] > 0:
+                    flow.push([into[k], i, to_extra, last])
+
+    # Successive shortest paths, with shortcuts: first every preferred choice that fits
+    # (a flow of cost 0 is of minimum cost); and once the cheapest path costs 1, every
+    # direct path of cost 1 is a cheapest one too (path costs never decrease).
+    direct(0)
+    while (path := flow.shortest_path(source, sink)) is not None:
+        flow.push(path, min(flow.cap[i] for i in path))
+        if sum(flow.cost[i] for i in path) == 1:
+            direct(1)
     if any(flow.cap[i] for i in into):
         return None
     return [[b for b, i in row if flow.cap[i] == 0] for row in chosen]
