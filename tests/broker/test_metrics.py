@@ -200,3 +200,37 @@ def test_exposition_parses_and_escapes_label_values() -> None:
     assert families["kafka_server_brokertopicmetrics_messagesin"].type == "counter"
     assert [s.value for s in families["kafka_consumergroup_group_max_lag"].samples
             if s.labels["group"] == odd] == [60]
+
+
+def test_failed_authentications_per_listener(tmp_path: Path) -> None:
+    from confluent_kafka import KafkaException, Producer
+
+    from tests.broker.security.conftest import JAAS
+
+    data = tmp_path / "data"
+    data.mkdir()
+    plain, sasl, metrics_port = free_port(), free_port(), free_port()
+    b = BrokerProcess(data, plain, {
+        "listeners": f"PLAINTEXT://127.0.0.1:{plain},SASL_PLAINTEXT://127.0.0.1:{sasl}",
+        "sasl.enabled.mechanisms": "PLAIN",
+        "listener.name.sasl_plaintext.plain.sasl.jaas.config": JAAS,
+        "connection.failed.authentication.delay.ms": "0",
+        "metrics.listen": f"127.0.0.1:{metrics_port}"})
+    b.start()
+    try:
+        def failures(listener: str) -> float | None:
+            return sample(scrape(metrics_port),
+                          "kafka_server_socket_server_metrics_failed_authentication_total",
+                          listener=listener, networkprocessor="0")
+
+        assert failures("SASL_PLAINTEXT") == 0 and failures("PLAINTEXT") == 0
+        intruder = Producer({"bootstrap.servers": f"127.0.0.1:{sasl}",
+                             "security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN",
+                             "sasl.username": "bob", "sasl.password": "wrong"})
+        with pytest.raises(KafkaException):
+            intruder.list_topics(timeout=5)
+        wait_until(lambda: (failures("SASL_PLAINTEXT") or 0) >= 1, 30,
+                   "a failed authentication counted")
+        assert failures("PLAINTEXT") == 0
+    finally:
+        b.kill()
