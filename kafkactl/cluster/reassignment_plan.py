@@ -7,8 +7,11 @@ What a plan is, topic by topic:
   P·R replicas, and leads (is the first replica of) ⌊P/n⌋ or ⌈P/n⌉ of its P partitions when
   the replica sets allow it. Dead brokers hold none: their replicas move to live ones.
 - **Minimal.** Among all balanced assignments, one with the fewest replica moves (a move is
-  a replica on a broker that does not hold the partition yet: a copy of its data); then the
-  fewest leader changes. An already balanced topic plans nothing.
+  a replica on a broker that does not hold the partition yet: a copy of its data); then, for
+  those replica sets, the fewest leader changes. An already balanced topic plans nothing.
+  (Kafka's placement of a new topic, which CreateTopics follows, is balanced in this sense
+  on up to 3 brokers; on more it can leave one broker two replicas ahead of another, which
+  the planner evens out with a move or two.)
 - **The replication factor is never lowered.** A topic's replication factor R is the largest
   replica count among its partitions, unless `replication_factor` sets it on purpose. With
   fewer live brokers than R the topic is refused (with the reason), never planned smaller.
@@ -17,8 +20,8 @@ What a plan is, topic by topic:
   broker, then the lowest id), never from the other planned topics: a plan for `-t A` is
   exactly A's part of the plan for every topic.
 
-Both steps are minimum-cost flows (primal-dual: shortest paths by Bellman-Ford queue, then
-augmenting along the zero-reduced-cost edges until blocked), exact for every input:
+Both steps are minimum-cost flows (successive shortest paths found by a Bellman-Ford queue,
+from a greedy start of cost 0), exact for every input:
 
     source -R-> partition -1-> broker -q-> sink        (cost 0 if the broker holds the
                                  broker -1-> extra -r-> sink    partition today, else 1)
