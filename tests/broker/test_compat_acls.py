@@ -106,9 +106,6 @@ def _recv(sock: socket.socket, n: int) -> bytes:
 
 
 @pytest.mark.parametrize("api_key,version,flexible,expected", [
-    # DescribeLogDirs v1: throttle_time_ms, results[] (no error code before v3): closed
-    # below; v3 (flexible): throttle, error_code, results[] -> UNSUPPORTED_VERSION
-    (35, 3, True, struct.pack(">ihB", 0, 35, 1) + b"\x00"),
     # ListTransactions v0 (flexible): throttle, error_code, unknown filters, states (empty
     # compact arrays), no tagged fields
     (66, 0, True, struct.pack(">ih", 0, 35) + b"\x01\x01\x00"),
@@ -136,7 +133,7 @@ def test_unimplemented_kafka_apis_get_a_well_formed_error(broker, api_key, versi
 
 
 def test_apis_without_an_error_field_or_unknown_keys_still_close(broker) -> None:
-    for api_key, version in ((35, 1), (999, 0), (3, 99)):
+    for api_key, version in ((34, 1), (999, 0), (3, 99)):
         with socket.create_connection(("127.0.0.1", broker.port)) as s, \
                 pytest.raises((ConnectionError, OSError)):
             _raw_request(s, api_key, version, 1, False)
