@@ -568,8 +568,8 @@ class KafkaServer:
         finally:
             if self.metrics is not None:
                 self.metrics.detach()
-            if self.metrics_server is not None:
-                self.metrics_server.stop()
+            if self.metrics_server is not None:  # its accept loop polls: off the loop
+                await asyncio.to_thread(self.metrics_server.stop)
                 self.metrics_server = None
 
     async def _shutdown(self) -> None:

@@ -234,3 +234,12 @@ def test_failed_authentications_per_listener(tmp_path: Path) -> None:
         assert failures("PLAINTEXT") == 0
     finally:
         b.kill()
+
+
+def test_clean_stop_with_metrics_on(metered: tuple[BrokerProcess, int]) -> None:
+    b, port = metered
+    assert status(port, "/ready") == 200
+    assert b.stop() == 0
+    assert "broker stopped cleanly" in b.log()
+    with socket.socket() as s:  # the metrics port is free again
+        s.bind(("127.0.0.1", port))
