@@ -262,7 +262,9 @@ class KafkaController:
                 self._pending.discard(type(event))
             try:
                 await self._handle(event)
-            except asyncio.CancelledError:
+            except asyncio.CancelledError:  # stop(): the request in hand is answered too
+                if isinstance(event, REQUESTS):
+                    self._refuse(event, f"broker {self.broker_id} is stopping")
                 raise
             except Exception as e:
                 self._failed(event, e)
