@@ -1,6 +1,7 @@
 """`kafkactl rebalance --group G [--json] [--trigger] [--dry-run]`: the seed's consumer
-rebalancing, shown and driven; `--partitions [--execute]` and `--preferred-leaders` move
-partition replicas and leadership in a cluster (kafkactl.cli.rebalance_partitions).
+rebalancing, shown and driven; `--partitions [--execute]` (with `--plan-out`/`--plan-in`,
+`--replication-factor`, `--verify`, `--cancel`) and `--preferred-leaders` move partition
+replicas and leadership in a cluster (kafkactl.cli.rebalance_partitions).
 
 Prints each member with its subscription, its current assignment and the assignment the
 range algorithm (sort partitions, sort members, contiguous blocks, remainders to the first
