@@ -27,6 +27,7 @@ from kafkactl.protocol.errors import ErrorCode
 from tests.broker.wire import batch
 from tests.cluster.cluster_helpers import Cluster, leaders, request, start_cluster
 from tests.cluster.zk import ZooKeeperServer
+from tests.compat import test_sarama
 from tests.polling import wait_until
 
 TOPIC, BROKER = 2, 4
@@ -368,3 +369,39 @@ def test_a_broker_down_during_a_change_takes_it_when_it_starts(cluster: Cluster,
     cluster.wait_for_leaders("later", 1)
     wait_until(lambda: produce_error(b3.port, "later", 0, b"x" * 2000) ==
                ErrorCode.MESSAGE_TOO_LARGE, 30, "broker 3 leading later-0 with its 1500 limit")
+
+
+@pytest.fixture
+def sarama_probe(tmp_path: Path) -> Path:
+    """tests/compat/go/sarama_probe.go built (skipped without go or Sarama)."""
+    import os
+    import subprocess
+
+    reason = test_sarama._missing()
+    if reason:
+        pytest.skip(reason)
+    cache = os.environ.get("GOCACHE") or str(Path.home() / ".cache" / "kafkactl-tests" / "go")
+    env = dict(os.environ, GO111MODULE="off", GOPATH=str(test_sarama.GOPATH), GOFLAGS="",
+               GOCACHE=cache)
+    binary = tmp_path / "sarama_probe"
+    build = subprocess.run(["go", "build", "-o", str(binary), str(test_sarama.SOURCE)],
+                           env=env, capture_output=True, text=True, timeout=300)
+    assert build.returncode == 0, build.stderr
+    return binary
+
+
+def test_sarama_list_topics_on_every_broker_of_a_cluster(cluster: Cluster,
+                                                         sarama_probe: Path) -> None:
+    """Sarama's ClusterAdmin.ListTopics describes every topic's configs: through each
+    broker as its bootstrap, with RF=1 topics most brokers do not host, it lists them all
+    (it broke on the first broker hosting no replica of a topic)."""
+    for i in range(3):
+        create_topic(cluster, f"rf1-{i}", {0: [i + 1]},
+                     {"retention.ms": "60000"} if i == 0 else None)
+    create_topic(cluster, "sarama-2.2.0", {0: [1, 2, 3]})
+    for b in cluster.brokers.values():
+        out = test_sarama._run(sarama_probe, b.bootstrap, "2.2.0")
+        assert out["produce_error"] == "" and out["admin_error"] == "", (b.port, out)
+        assert out["topics_after_acl"] == 4, out
+    for b in cluster.brokers.values():
+        assert b.log_path is not None and "Traceback" not in b.log_path.read_text()
