@@ -46,7 +46,8 @@ MAX_WRITE_ATTEMPTS = 20
 @dataclass(frozen=True)
 class EntityConfig:
     """An entity's config as read from ZooKeeper: `config` None when its znode does not
-    exist; `zxid` the znode's last modification (0 when absent), to order two reads."""
+    exist; `zxid` the znode's last modification (when absent, the last change of its
+    parent's children), to order two reads."""
 
     entity_type: str
     name: str
@@ -68,7 +69,9 @@ def read_entity_config(zk: KazooClient, entity_type: str, name: str) -> EntityCo
     try:
         data, stat = zk.get(path)
     except NoNodeError:
-        return EntityConfig(entity_type, name, None, 0)
+        # absent since the parent's last child change (a deletion's zxid, or later)
+        parent = zk.exists(zk_paths.entity_configs(entity_type))
+        return EntityConfig(entity_type, name, None, 0 if parent is None else parent.pzxid)
     return EntityConfig(entity_type, name, parse_config(decode_json(data, path)), stat.mzxid)
 
 
