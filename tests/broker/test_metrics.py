@@ -238,8 +238,10 @@ def test_failed_authentications_per_listener(tmp_path: Path) -> None:
 
 def test_clean_stop_with_metrics_on(metered: tuple[BrokerProcess, int]) -> None:
     b, port = metered
-    assert status(port, "/ready") == 200
+    wait_until(lambda: status(port, "/ready") == 200, 30, "/ready")
     assert b.stop() == 0
     assert "broker stopped cleanly" in b.log()
-    with socket.socket() as s:  # the metrics port is free again
+    with socket.socket() as s:  # nothing listens on the metrics port: a restart can bind it
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         s.bind(("127.0.0.1", port))
+        s.listen()
