@@ -245,3 +245,15 @@ def test_clean_stop_with_metrics_on(metered: tuple[BrokerProcess, int]) -> None:
         s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         s.bind(("127.0.0.1", port))
         s.listen()
+
+
+def test_bad_metrics_address_is_refused(tmp_path: Path) -> None:
+    from tests import zygote
+
+    r = zygote.run(["serve", "--metrics", "no-port", "-d", str(tmp_path / "a")], text=True,
+                   timeout=60)
+    assert r.returncode == 2 and "--metrics" in r.stderr and "HOST:PORT" in r.stderr
+    r = zygote.run(["serve", "-d", str(tmp_path / "b"), "-l", f"127.0.0.1:{free_port()}",
+                    "-o", "metrics.listen=somewhere"], text=True, timeout=60)
+    assert r.returncode == 1, r.stderr
+    assert "metrics.listen='somewhere' must be HOST:PORT" in r.stderr
