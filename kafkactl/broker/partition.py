@@ -28,6 +28,8 @@ from kafkactl.log.producer_state import (
 )
 from kafkactl.log.validator import BatchInfo
 from kafkactl.protocol.errors import ErrorCode
+from kafkactl.record.errors import CorruptRecordError as RecordCorrupt
+from kafkactl.record.memory_records import iter_batches
 
 log = logging.getLogger(__name__)
 
@@ -247,8 +249,13 @@ class Partition:
 
     def append_as_follower(self, records: memoryview, leader_high_watermark: int) -> int:
         """Append the leader's batches as they are (whole batches only: a cut last one is
-        fetched again); producer state and epochs follow. Returns the bytes appended."""
-        size = _whole_batches(records)
+        fetched again); producer state and epochs follow. Returns the bytes appended.
+
+        Each batch's CRC is checked first (the bytes crossed a network and the leader's
+        disk): the batches before a damaged one are stored, the damaged one and what
+        follows are not, and CorruptRecordError names its offset (the fetcher fetches it
+        again: a damaged copy is never stored)."""
+        size, damaged = _valid_prefix(records[:_whole_batches(records)])
         if size:
             info = self.log.append(records[:size], assign_offsets=False, leader_epoch=None)
             for b in info.batches:
@@ -261,6 +268,10 @@ class Partition:
                 if epoch > self.epochs.latest_epoch:
                     self.epochs.assign(epoch, base)
         self._hw = max(self.log_start_offset, min(leader_high_watermark, self.log_end_offset))
+        if damaged is not None:
+            raise CorruptRecordError(
+                f"{self}: the leader's batch at offset {damaged} fails its CRC check; not "
+                "stored (fetched again)", offset=damaged)
         return size
 
     def truncate_to(self, offset: int) -> None:
@@ -343,6 +354,20 @@ class Partition:
 
 _LENGTH_END = 12  # base offset (8) + batch length (4)
 _EPOCH = struct.Struct(">i")  # the partition leader epoch follows the length (magic 2)
+
+
+def _valid_prefix(records: memoryview) -> tuple[int, int | None]:
+    """(bytes of the whole batches at the start of `records` whose CRC matches, the base
+    offset of the first that does not, or None)."""
+    pos = 0
+    try:
+        for batch in iter_batches(records):
+            if not batch.is_valid():
+                return pos, int(batch.base_offset)
+            pos += _LENGTH_END + int.from_bytes(records[pos + 8:pos + 12], "big")
+    except RecordCorrupt:  # a header that does not even frame
+        return pos, int.from_bytes(records[pos:pos + 8], "big", signed=True)
+    return pos, None
 
 
 def _whole_batches(records: memoryview) -> int:

@@ -56,7 +56,7 @@ def handle_describe_log_dirs(services: BrokerServices, ctx: RequestContext,
             "partition_index": partition, "partition_size": log.size_in_bytes,
             "offset_lag": max(0, end - hw), "is_future_key": False})
     offline = manager.offline_dirs()
-    results = []
+    results: list[dict[str, Any]] = []
     for log_dir, topics in by_dir.items():
         total, usable = _volume(log_dir)
         results.append({
