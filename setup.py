@@ -44,7 +44,7 @@ def _extensions() -> list[Extension]:
     except ImportError:
         _say("Cython is not installed")
         return []
-    extensions = [Extension(name, [source], extra_compile_args=["-O2"])
+    extensions = [Extension(name, [source])
                   for name, source in KERNELS]
     try:
         return list(cythonize(extensions, language_level=3, quiet=True))

@@ -1,4 +1,4 @@
-# cython: language_level=3, boundscheck=True, wraparound=False, initializedcheck=False
+# cython: language_level=3, boundscheck=True, wraparound=False
 # cython: cdivision=True, embedsignature=False
 """Compiled twins of the per-record loops (Cython). The pure-Python functions they mirror
 are the definition; tests/record/test_kernels.py proves each twin gives the same result,
@@ -7,11 +7,13 @@ error class and error message as its reference on the same input, malformed or n
 - `walk`: record/framing.py's `_walk` (the v2 record framing check, broker produce path).
 - `scan`: record/value_scan.py's `_scan` (the consumer's keys/values/offset-deltas scan).
 
-Bytes come from the network: every read is checked against the buffer's end by the code
-itself (a read past it acts as the reference's IndexError), and Cython's own bounds check
-stays on as a second guard. The module is loaded by record/_accel.py only.
+Bytes come from the network: the kernels read a raw buffer (the buffer protocol: bytes,
+bytearray, memoryview, without a copy) and every read is checked against its end by the
+code itself first (a read past it acts as the reference's IndexError); tests/record/
+test_kernels.py fuzzes them. The module is loaded by record/_accel.py only.
 """
 
+from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
 from cpython.bytes cimport PyBytes_FromStringAndSize
 
 from kafkactl.record.errors import InvalidRecordError
@@ -28,16 +30,28 @@ class _Past(Exception):
     """A read past the end of the buffer (the reference's IndexError)."""
 
 
-cdef inline Py_ssize_t _byte(const unsigned char[:] d, Py_ssize_t k, Py_ssize_t n) except -1:
+
+cdef inline Py_ssize_t _byte(const unsigned char *d, Py_ssize_t k, Py_ssize_t n) except -1:
     """d[k], or _Past when k is outside the buffer (n = its length)."""
     if k < 0 or k >= n:
         raise _Past()
     return d[k]
 
 
-cdef inline Py_ssize_t _zz(const unsigned char[:] d, Py_ssize_t pos, Py_ssize_t n,
+cdef inline Py_ssize_t _zz(const unsigned char *d, Py_ssize_t pos, Py_ssize_t n,
                            long long *value) except -1:
     """framing._varint: zigzag varint of at most 5 bytes at pos; the position after it."""
+    cdef long long b
+    if 0 <= pos < n:
+        b = d[pos]
+        if b < 0x80:  # one byte: most lengths and deltas
+            value[0] = (b >> 1) ^ -(b & 1)
+            return pos + 1
+    return _zz_long(d, pos, n, value)
+
+
+cdef Py_ssize_t _zz_long(const unsigned char *d, Py_ssize_t pos, Py_ssize_t n,
+                         long long *value) except -1:
     cdef Py_ssize_t b = _byte(d, pos, n)
     cdef unsigned long long z
     cdef int shift
@@ -61,7 +75,7 @@ cdef inline Py_ssize_t _zz(const unsigned char[:] d, Py_ssize_t pos, Py_ssize_t 
     return p
 
 
-cdef Py_ssize_t _skip_headers(const unsigned char[:] d, Py_ssize_t n, Py_ssize_t p,
+cdef Py_ssize_t _skip_headers(const unsigned char *d, Py_ssize_t n, Py_ssize_t p,
                               Py_ssize_t rec_end, Py_ssize_t i) except -1:
     """framing._skip_headers."""
     cdef long long nh, hk, hv, h
@@ -85,7 +99,7 @@ cdef Py_ssize_t _skip_headers(const unsigned char[:] d, Py_ssize_t n, Py_ssize_t
     return p
 
 
-cdef Py_ssize_t _one_record(const unsigned char[:] d, Py_ssize_t n, Py_ssize_t pos,
+cdef Py_ssize_t _one_record(const unsigned char *d, Py_ssize_t n, Py_ssize_t pos,
                             Py_ssize_t end, Py_ssize_t i, bint want_keyless, list keyless,
                             bint *in_order) except -1:
     """framing._one_record: record i at pos field by field; its end."""
@@ -131,12 +145,22 @@ cdef Py_ssize_t _one_record(const unsigned char[:] d, Py_ssize_t n, Py_ssize_t p
     return rec_end
 
 
-def walk(const unsigned char[:] data, Py_ssize_t pos, Py_ssize_t stop, Py_ssize_t first,
-         Py_ssize_t count, bint want_keyless, list keyless):
+def walk(data, Py_ssize_t pos, Py_ssize_t stop, Py_ssize_t first, Py_ssize_t count,
+         bint want_keyless, list keyless):
     """framing._walk's twin: records first..count-1 from pos to stop (reads stay inside
     the buffer; the reference is given stop == len(data)); whether their offset deltas run
     in order. Keyless records' indexes are appended to `keyless`."""
-    cdef Py_ssize_t n = data.shape[0]
+    cdef Py_buffer view
+    PyObject_GetBuffer(data, &view, PyBUF_SIMPLE)
+    try:
+        return _walk(<const unsigned char *>view.buf, view.len, pos, stop, first, count,
+                     want_keyless, keyless)
+    finally:
+        PyBuffer_Release(&view)
+
+
+cdef object _walk(const unsigned char *d, Py_ssize_t n, Py_ssize_t pos, Py_ssize_t stop,
+                  Py_ssize_t first, Py_ssize_t count, bint want_keyless, list keyless):
     cdef Py_ssize_t end = stop
     cdef Py_ssize_t i = first
     cdef Py_ssize_t b, length, p, rec_end
@@ -147,20 +171,20 @@ def walk(const unsigned char[:] data, Py_ssize_t pos, Py_ssize_t stop, Py_ssize_
             # The reference proves most records by a slice comparison first; the only way
             # that shortcut ends otherwise than the field-by-field parse below is its read
             # of the timestamp byte past the buffer, which is reproduced here.
-            b = _byte(data, pos, n)
+            b = _byte(d, pos, n)
             if b < 0x80:
                 length = b >> 1
                 p = pos + 1
-            elif _byte(data, pos + 1, n) < 0x80:
-                length = ((b & 0x7F) | (data[pos + 1] << 7)) >> 1
+            elif _byte(d, pos + 1, n) < 0x80:
+                length = ((b & 0x7F) | (d[pos + 1] << 7)) >> 1
                 p = pos + 2
             else:
                 length = -1
                 p = pos
             rec_end = p + length
             if not b & 1 and rec_end <= end and i < MAX_HEADS:
-                _byte(data, p + 1, n)
-            pos = _one_record(data, n, pos, end, i, want_keyless, keyless, &in_order)
+                _byte(d, p + 1, n)
+            pos = _one_record(d, n, pos, end, i, want_keyless, keyless, &in_order)
             sequential = sequential and in_order
             i += 1
     except _Past:
@@ -178,40 +202,138 @@ def walk(const unsigned char[:] data, Py_ssize_t pos, Py_ssize_t stop, Py_ssize_
     return sequential
 
 
-def prove(const unsigned char[:] data, Py_ssize_t pos, Py_ssize_t stop, Py_ssize_t count,
-          bint want_keyless, list keyless):
+def prove(data, Py_ssize_t pos, Py_ssize_t stop, Py_ssize_t count, bint want_keyless,
+          list keyless):
     """Records 0.. from pos proven well-formed with offset delta i, up to the first that is
     not (or count): (records proven, position after them). Reads stay below stop; keyless
     records' indexes are appended to `keyless` for the proven records only."""
-    cdef Py_ssize_t n = min(stop, data.shape[0])
+    cdef Py_buffer view
+    PyObject_GetBuffer(data, &view, PyBUF_SIMPLE)
+    try:
+        return _prove(<const unsigned char *>view.buf, min(stop, view.len), pos, stop, count,
+                      want_keyless, keyless)
+    finally:
+        PyBuffer_Release(&view)
+
+
+cdef tuple _prove(const unsigned char *d, Py_ssize_t n, Py_ssize_t pos, Py_ssize_t stop,
+                  Py_ssize_t count, bint want_keyless, list keyless):
     cdef Py_ssize_t i = 0
-    cdef Py_ssize_t mark, nxt
-    cdef bint in_order = True
+    cdef Py_ssize_t nxt
+    cdef bint key_null = False
     while i < count:
-        mark = len(keyless)
-        try:
-            nxt = _one_record(data, n, pos, stop, i, want_keyless, keyless, &in_order)
-        except (_Past, InvalidRecordError):
-            del keyless[mark:]
+        nxt = _proven(d, n, pos, stop, i, &key_null)
+        if nxt < 0:
             break
-        if not in_order:
-            del keyless[mark:]
-            break
+        if key_null and want_keyless:
+            keyless.append(i)
         pos = nxt
         i += 1
     return i, pos
 
 
+cdef inline Py_ssize_t _uv(const unsigned char *d, Py_ssize_t pos, Py_ssize_t n,
+                           long long *value) noexcept nogil:
+    """_zz without exceptions: the position after the varint, or -1 (past n, too long)."""
+    cdef unsigned long long z = 0
+    cdef int shift = 0
+    cdef unsigned char b
+    while True:
+        if pos >= n:
+            return -1
+        b = d[pos]
+        pos += 1
+        z |= (<unsigned long long>(b & 0x7F)) << shift
+        if b < 0x80:
+            value[0] = <long long>(z >> 1) ^ -<long long>(z & 1)
+            return pos
+        shift += 7
+        if shift >= 35:
+            return -1
+
+
+cdef Py_ssize_t _proven(const unsigned char *d, Py_ssize_t n, Py_ssize_t pos, Py_ssize_t end,
+                        Py_ssize_t i, bint *key_null) noexcept nogil:
+    """The end of record i at pos when `_one_record` accepts it with offset delta i, else
+    -1: the same checks in the same order, without building the error (prove's loop)."""
+    cdef long long length, v
+    cdef Py_ssize_t p, rec_end
+    cdef long long nh, h
+    p = _uv(d, pos, n, &length)
+    if p < 0:
+        return -1
+    rec_end = p + length
+    if length < MIN_RECORD_SIZE - 1 or rec_end > end:
+        return -1
+    p += 1  # attributes
+    while True:  # timestamp delta
+        if p >= n:
+            return -1
+        if d[p] < 0x80:
+            break
+        p += 1
+        if p - pos > 16:
+            return -1
+    p = _uv(d, p + 1, n, &v)  # offset delta
+    if p < 0 or v != i:
+        return -1
+    p = _uv(d, p, n, &v)  # key
+    if p < 0 or v < -1:
+        return -1
+    key_null[0] = v == -1
+    if v > 0:
+        p += v
+    p = _uv(d, p, n, &v)  # value
+    if p < 0 or v < -1:
+        return -1
+    if v > 0:
+        p += v
+    if p >= rec_end or p >= n:
+        return -1
+    if d[p] == 0:
+        p += 1
+    else:
+        p = _uv(d, p, n, &nh)
+        if p < 0 or nh < 0 or nh > rec_end - p:
+            return -1
+        h = 0
+        while h < nh:
+            h += 1
+            p = _uv(d, p, n, &v)
+            if p < 0 or v < 0:
+                return -1
+            p += v
+            p = _uv(d, p, n, &v)
+            if p < 0 or v < -1:
+                return -1
+            if v > 0:
+                p += v
+            if p > rec_end:
+                break
+    if p != rec_end:
+        return -1
+    return rec_end
+
+
 # ---- the consumer's scan (record/value_scan.py `_scan`) -----------------------------------------
 
-cdef inline object _slice(const unsigned char[:] d, Py_ssize_t lo, Py_ssize_t n):
-    return PyBytes_FromStringAndSize(<const char *>&d[lo], n) if n else b""
+cdef inline object _slice(const unsigned char *d, Py_ssize_t lo, Py_ssize_t n):
+    return PyBytes_FromStringAndSize(<const char *>(d + lo), n) if n else b""
 
 
-def scan(const unsigned char[:] d, Py_ssize_t count):
+def scan(data, Py_ssize_t count):
     """value_scan._scan's twin: (keys, values, offset deltas) of `count` records, or None
     when a record has headers, a key or value of 8 KiB or more, or does not add up."""
-    cdef Py_ssize_t end = d.shape[0]
+    cdef Py_buffer view
+    PyObject_GetBuffer(data, &view, PyBUF_SIMPLE)
+    try:
+        return _scan(<const unsigned char *>view.buf, view.len, count)
+    finally:
+        PyBuffer_Release(&view)
+
+
+cdef object _scan(const unsigned char *d, Py_ssize_t end, Py_ssize_t count):
+    # every read below is checked against end first
     cdef Py_ssize_t pos = 0, q, t, n, k
     cdef unsigned int b, c
     cdef unsigned long long z

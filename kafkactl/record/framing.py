@@ -71,6 +71,9 @@ class RecordsCheck:
     keyless: tuple[int, ...] = ()
 
 
+SEQUENTIAL = RecordsCheck(True)  # what most checks find (a frozen instance costs ~1 us)
+
+
 def check_records(section: Buf, count: int, *, want_keyless: bool = False,
                   start: int = 0, end: int | None = None) -> RecordsCheck:
     """Check that `section` (or its bytes start..end, which saves a copy of a bytearray
@@ -87,7 +90,9 @@ def check_records(section: Buf, count: int, *, want_keyless: bool = False,
             f"fit in {stop - start} bytes")
     keyless: list[int] = []
     i, pos = 0, start
-    if count > MAX_WALK_FIRST:  # a few records: the walk costs less than one template
+    # A few records: the pure walk costs less than one template; the compiled proof costs
+    # less than the copy the walk reads.
+    if count > MAX_WALK_FIRST or kernels is not None:
         i, pos = _runs(section, pos, stop, count, want_keyless, keyless)
     if i < count:  # the walk reads bytes from the section's start (cheaper to index)
         data = section
@@ -98,7 +103,7 @@ def check_records(section: Buf, count: int, *, want_keyless: bool = False,
         raise InvalidRecordError(
             f"Incorrect declared batch size, records still remaining in file: "
             f"{stop - pos} bytes follow record {count - 1}")
-    return RecordsCheck(True, tuple(keyless))
+    return RecordsCheck(True, tuple(keyless)) if keyless else SEQUENTIAL
 
 
 # ---- the column path -------------------------------------------------------------------------
@@ -414,14 +419,6 @@ Runs = Callable[..., tuple[int, int]]  # (data, pos, stop, count, want_keyless, 
 Walk = Callable[[bytes, int, int, int, int, bool, list[int]], RecordsCheck]
 
 
-def _runs_compiled(data: Buf, pos: int, stop: int, count: int, want_keyless: bool,
-                   keyless: list[int]) -> tuple[int, int]:
-    """Records from `pos` proven by the compiled walk, up to the first one that is not
-    well-formed with offset delta i (the walk then names its fault)."""
-    assert kernels is not None
-    return kernels.prove(data, pos, stop, count, want_keyless, keyless)
-
-
 def _walk_compiled(data: bytes, pos: int, stop: int, first: int, count: int,
                    want_keyless: bool, keyless: list[int]) -> RecordsCheck:
     """`_walk_py`'s compiled twin (record/_kernels.pyx `walk`)."""
@@ -430,5 +427,7 @@ def _walk_compiled(data: bytes, pos: int, stop: int, first: int, count: int,
     return RecordsCheck(sequential, tuple(keyless))
 
 
-_runs: Runs = _column_runs if kernels is None else _runs_compiled
+# Compiled: the records are proven in place by the compiled walk (record/_kernels.pyx
+# `prove`), up to the first that is not well-formed with offset delta i; the walk names it.
+_runs: Runs = _column_runs if kernels is None else kernels.prove
 _walk: Walk = _walk_py if kernels is None else _walk_compiled

@@ -13,5 +13,6 @@ from kafkactl.record import framing
 def _pure_framing_for_spies(request: pytest.FixtureRequest,
                             monkeypatch: pytest.MonkeyPatch) -> None:
     if "walks" in request.fixturenames:
+        monkeypatch.setattr(framing, "kernels", None)
         monkeypatch.setattr(framing, "_runs", framing._column_runs)
         monkeypatch.setattr(framing, "_walk", framing._walk_py)

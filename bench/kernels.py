@@ -1,0 +1,134 @@
+"""The compiled kernels against the pure-Python reference, in the same run (issue 33).
+
+    PYTHONPATH=. python bench/kernels.py [--rounds 5] [--lines [--records 200000]]
+
+In-process, for batches of the shapes bench/lines.py and bench/produce_validation.py use
+(access-log lines of 50-500 bytes, keyed and unkeyed; fixed 100-byte values; `seq`; one
+record, as a one-record Produce carries): the broker's framing check on append
+(record.framing.check_records) and the consumer's record scan (record.value_scan
+.fast_columns), each timed compiled and pure (KAFKACTL_NO_EXTENSIONS's path, switched
+in-process). Prints ns per record of each and the ratio pure/compiled; the best of
+`--rounds`.
+
+`--lines` then runs bench/lines.py twice, compiled and with KAFKACTL_NO_EXTENSIONS=1 (broker
+and clients alike), each against kcat in its own run: the end-to-end ratios vs kcat side by
+side. Ratios, not absolute figures, are what to compare: the box is shared and noisy.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from lines import access_line
+
+from kafkactl.record import _accel, framing, value_scan
+from kafkactl.record.batch import RecordBatch, RecordBatchBuilder
+
+ROOT = Path(__file__).resolve().parent.parent
+MiB = 1 << 20
+
+
+@contextmanager
+def pure() -> Iterator[None]:
+    """The pure-Python path, as KAFKACTL_NO_EXTENSIONS=1 selects it at import."""
+    saved = (framing.kernels, framing._runs, framing._walk, value_scan.kernels,
+             value_scan._scan)
+    framing.kernels = None
+    framing._runs, framing._walk = framing._column_runs, framing._walk_py
+    value_scan.kernels, value_scan._scan = None, value_scan._scan_py
+    try:
+        yield
+    finally:
+        (framing.kernels, framing._runs, framing._walk, value_scan.kernels,
+         value_scan._scan) = saved
+
+
+def batch(kind: str, limit: int = MiB) -> tuple[bytes, int]:
+    """A whole v2 batch of one shape, about `limit` bytes: (bytes, records)."""
+    rng = random.Random(20)
+    b = RecordBatchBuilder()
+    ts = 1_795_000_000_000
+    i = 0
+    while b.size_in_bytes() < limit - 600 and (kind != "one" or i == 0):
+        if kind in ("access", "one"):
+            b.append(ts, None, access_line(rng, 1_795_000_000 + i // 50))
+        elif kind == "access keyed":
+            line = access_line(rng, 1_795_000_000 + i // 50)
+            key, _, value = line.partition(b" ")
+            b.append(ts, key, value)
+        elif kind == "fixed":
+            b.append(ts + i // 80, None, b"x" * 100)
+        else:  # seq
+            b.append(ts, None, b"%d" % (i + 1))
+        i += 1
+    return b.build(), i
+
+
+def best(fn: Callable[[], object], rounds: int, inner: int) -> float:
+    """Best seconds per call of `fn` over `rounds` rounds of `inner` calls."""
+    times = []
+    for _ in range(rounds):
+        t = time.perf_counter()
+        for _ in range(inner):
+            fn()
+        times.append((time.perf_counter() - t) / inner)
+    return min(times)
+
+
+def row(label: str, n: int, fn: Callable[[], object], rounds: int, inner: int) -> None:
+    c = best(fn, rounds, inner)
+    with pure():
+        p = best(fn, rounds, inner)
+    print(f"  {label:<40} {c / n * 1e9:>9.1f} {p / n * 1e9:>9.1f} {p / c:>8.1f}x", flush=True)
+
+
+def kernels_table(rounds: int) -> None:
+    print(f"{_accel.STATUS}\n")
+    print(f"  {'ns/record':<40} {'compiled':>9} {'pure':>9} {'speed-up':>9}")
+    for kind in ("access", "access keyed", "fixed", "seq", "one"):
+        raw, n = batch(kind)
+        section = raw[61:]
+        backing = bytearray(raw)
+        inner = 2000 if kind == "one" else 3
+        row(f"framing check, {kind} ({n} rec)", n,
+            lambda b=backing, s=len(section), n=n: framing.check_records(
+                b, n, start=61, end=61 + s), rounds, inner)
+        rb = RecordBatch(memoryview(raw))
+        row(f"consumer scan, {kind}", n,
+            lambda rb=rb: value_scan.fast_columns(rb, 0, keys=True), rounds, inner)
+
+
+def lines_run(records: int) -> None:
+    for label, switch in (("compiled", ""), ("pure (KAFKACTL_NO_EXTENSIONS=1)", "1")):
+        env = {k: v for k, v in os.environ.items() if k != "KAFKACTL_NO_EXTENSIONS"}
+        if switch:
+            env["KAFKACTL_NO_EXTENSIONS"] = switch
+        print(f"\n=== bench/lines.py, {label} ===", flush=True)
+        subprocess.run([sys.executable, str(ROOT / "bench" / "lines.py"),
+                        "--records", str(records)], env=env, check=True)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--rounds", type=int, default=5, help="best of this many")
+    ap.add_argument("--lines", action="store_true",
+                    help="then bench/lines.py compiled and pure, each against kcat")
+    ap.add_argument("--records", type=int, default=200_000, help="lines per input (--lines)")
+    args = ap.parse_args()
+    if _accel.kernels is None:
+        sys.exit(f"nothing to compare: {_accel.STATUS}")
+    kernels_table(args.rounds)
+    if args.lines:
+        lines_run(args.records)
+
+
+if __name__ == "__main__":
+    main()
