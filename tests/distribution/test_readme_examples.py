@@ -142,6 +142,9 @@ _MIRROR = "needs a second cluster (and hosts dc1-kafka, central): tests/mirror/ 
 _SECURE = "needs a SASL_SSL listener on host:9093 with certificates: tests/broker/security/"
 _INSTALL = "installs packages (apt-get, pip, npm) and builds: .ci/run runs it"
 _KCAT = "kcat, not kafkactl (tests/compat/ runs kcat against the broker)"
+_REPLAY = ("replays a plan of moves: one broker has nothing to move, and an empty plan is "
+           "refused, as kafka-reassign-partitions refuses it "
+           "(tests/cluster/test_rebalance_partitions.py replays one on three brokers)")
 
 SKIP: dict[str, str] = {
     "./scripts/install.sh && .venv/bin/kafkactl serve": _INSTALL,
@@ -167,6 +170,8 @@ SKIP: dict[str, str] = {
     "-X sasl.username=alice -X sasl.password=... -X ssl.ca.location=ca.pem -C -t orders": _SECURE,
     "kafkactl produce -t orders -b host:9093 -X security.protocol=SASL_SSL -X sasl.mechanism=PLAIN "
     "-X sasl.username=alice -X sasl.password=... -X ssl.ca.location=ca.pem < lines.txt": _SECURE,
+    "kafkactl rebalance --partitions --plan-in plan.json --execute": _REPLAY,
+    "kafkactl rebalance --partitions --verify --plan-in plan.json": _REPLAY,
     "./scripts/test.sh": _INSTALL,
     "HYPOTHESIS_PROFILE=random .venv/bin/python -m pytest tests": "runs the whole test suite",
     ".venv/bin/pyinstaller --noconfirm --clean build.spec":
