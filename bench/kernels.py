@@ -5,10 +5,11 @@
 In-process, for batches of the shapes bench/lines.py and bench/produce_validation.py use
 (access-log lines of 50-500 bytes, keyed and unkeyed; fixed 100-byte values; `seq`; one
 record, as a one-record Produce carries): the broker's framing check on append
-(record.framing.check_records) and the consumer's record scan (record.value_scan
-.fast_columns), each timed compiled and pure (KAFKACTL_NO_EXTENSIONS's path, switched
-in-process). Prints ns per record of each and the ratio pure/compiled; the best of
-`--rounds`.
+(record.framing.check_records), the consumer's record scan (record.value_scan
+.fast_columns) and the keyed producer's partitioner (murmur2 of access-log client
+addresses, client.partitioner), each timed compiled and pure (KAFKACTL_NO_EXTENSIONS's
+path, switched in-process). Prints ns per record of each and the ratio pure/compiled; the
+best of `--rounds`.
 
 `--lines` then runs bench/lines.py twice, compiled and with KAFKACTL_NO_EXTENSIONS=1 (broker
 and clients alike), each against kcat in its own run: the end-to-end ratios vs kcat side by
@@ -29,6 +30,7 @@ from pathlib import Path
 
 from lines import access_line
 
+from kafkactl.client import partitioner
 from kafkactl.record import _accel, framing, value_scan
 from kafkactl.record.batch import RecordBatch, RecordBatchBuilder
 
@@ -40,15 +42,16 @@ MiB = 1 << 20
 def pure() -> Iterator[None]:
     """The pure-Python path, as KAFKACTL_NO_EXTENSIONS=1 selects it at import."""
     saved = (framing.kernels, framing._runs, framing._walk, value_scan.kernels,
-             value_scan._scan)
+             value_scan._scan, partitioner.murmur2)
     framing.kernels = None
     framing._runs, framing._walk = framing._column_runs, framing._walk_py
     value_scan.kernels, value_scan._scan = None, value_scan._scan_py
+    partitioner.murmur2 = partitioner.murmur2_py
     try:
         yield
     finally:
         (framing.kernels, framing._runs, framing._walk, value_scan.kernels,
-         value_scan._scan) = saved
+         value_scan._scan, partitioner.murmur2) = saved
 
 
 def batch(kind: str, limit: int = MiB) -> tuple[bytes, int]:
@@ -104,6 +107,11 @@ def kernels_table(rounds: int) -> None:
         rb = RecordBatch(memoryview(raw))
         row(f"consumer scan, {kind}", n,
             lambda rb=rb: value_scan.fast_columns(rb, 0, keys=True), rounds, inner)
+    rng = random.Random(20)
+    keys = [access_line(rng, 1_795_000_000).partition(b" ")[0] for _ in range(20_000)]
+    part = partitioner.Partitioner()
+    row("murmur2 partition, access-log keys", len(keys),
+        lambda: [part.partition("t", k, 12) for k in keys], rounds, 3)
 
 
 def lines_run(records: int) -> None:

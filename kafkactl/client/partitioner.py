@@ -11,6 +11,10 @@ Names follow librdkafka's `partitioner` property where they overlap:
   filled for it is sent, then another is chosen (KIP-480), which keeps batches large.
 * ``module:function``: a user partitioner called as ``fn(topic, key, num_partitions) -> int``
   (the seed's ``partitioner.class``).
+
+``murmur2`` is the compiled kernel (record/_kernels.pyx) unless KAFKACTL_NO_EXTENSIONS=1 or
+it is not built; ``murmur2_py`` stays the definition (tests/record/test_kernels.py proves
+them equal).
 """
 
 from __future__ import annotations
@@ -20,12 +24,14 @@ import random
 import zlib
 from collections.abc import Callable
 
+from kafkactl.record._accel import kernels
+
 _M = 0x5BD1E995
 _SEED = 0x9747B28C
 _MASK = 0xFFFFFFFF
 
 
-def murmur2(data: bytes) -> int:
+def murmur2_py(data: bytes) -> int:
     """Kafka's murmur2 (Utils.murmur2): returns the signed 32-bit Java int."""
     length = len(data)
     h = (_SEED ^ length) & _MASK
@@ -49,6 +55,9 @@ def murmur2(data: bytes) -> int:
     h = (h * _M) & _MASK
     h ^= h >> 15
     return h - 0x100000000 if h & 0x80000000 else h
+
+
+murmur2: Callable[[bytes], int] = murmur2_py if kernels is None else kernels.murmur2
 
 
 def to_positive(n: int) -> int:

@@ -6,6 +6,7 @@ error class and error message as its reference on the same input, malformed or n
 
 - `walk`: record/framing.py's `_walk` (the v2 record framing check, broker produce path).
 - `scan`: record/value_scan.py's `_scan` (the consumer's keys/values/offset-deltas scan).
+- `murmur2`: client/partitioner.py's `murmur2_py` (the keyed producer's partition hash).
 
 Bytes come from the network: the kernels read a raw buffer (the buffer protocol: bytes,
 bytearray, memoryview, without a copy) and every read is checked against its end by the
@@ -15,10 +16,11 @@ test_kernels.py fuzzes them. The module is loaded by record/_accel.py only.
 
 from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
 from cpython.bytes cimport PyBytes_FromStringAndSize
+from libc.stdint cimport int32_t, uint32_t
 
 from kafkactl.record.errors import InvalidRecordError
 
-API = 1  # record/_accel.py refuses a module built from another version of this file
+API = 2  # record/_accel.py refuses a module built from another version of this file
 
 DEF MIN_RECORD_SIZE = 7
 DEF MAX_HEADS = 16384  # framing.MAX_HEADS: records the reference's fast path covers
@@ -463,3 +465,45 @@ cdef object _scan(const unsigned char *d, Py_ssize_t end, Py_ssize_t count):
     if pos != end:
         return None
     return keys, values, deltas
+
+
+# ---- murmur2 (client/partitioner.py `murmur2_py`) --------------------------------------------
+
+def murmur2(data):
+    """partitioner.murmur2_py's twin: Kafka's murmur2 of a buffer, a signed 32-bit int."""
+    cdef Py_buffer view
+    PyObject_GetBuffer(data, &view, PyBUF_SIMPLE)
+    try:
+        return _murmur2(<const unsigned char *>view.buf, view.len)
+    finally:
+        PyBuffer_Release(&view)
+
+
+cdef int32_t _murmur2(const unsigned char *d, Py_ssize_t length) noexcept nogil:
+    cdef uint32_t m = 0x5BD1E995
+    cdef uint32_t seed = 0x9747B28C
+    cdef uint32_t h = seed ^ <uint32_t>length
+    cdef uint32_t k
+    cdef Py_ssize_t n4 = length - (length & 3)
+    cdef Py_ssize_t i = 0
+    cdef Py_ssize_t rest = length & 3
+    while i < n4:
+        k = d[i] | (<uint32_t>d[i + 1] << 8) | (<uint32_t>d[i + 2] << 16) \
+            | (<uint32_t>d[i + 3] << 24)
+        k *= m
+        k ^= k >> 24
+        k *= m
+        h *= m
+        h ^= k
+        i += 4
+    if rest == 3:
+        h ^= <uint32_t>d[n4 + 2] << 16
+    if rest >= 2:
+        h ^= <uint32_t>d[n4 + 1] << 8
+    if rest >= 1:
+        h ^= d[n4]
+        h *= m
+    h ^= h >> 13
+    h *= m
+    h ^= h >> 15
+    return <int32_t>h

@@ -22,6 +22,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from kafkactl.client import partitioner
 from kafkactl.record import _accel, framing, value_scan
 from kafkactl.record.batch import RecordBatchBuilder
 from kafkactl.record.errors import InvalidRecordError
@@ -43,6 +44,7 @@ def test_the_switch_picks_the_kernels_unless_told_not_to() -> None:
         assert _accel.STATUS == "compiled kernels: no (KAFKACTL_NO_EXTENSIONS is set)"
         assert framing._walk is framing._walk_py and framing._runs is framing._column_runs
         assert value_scan._scan is value_scan._scan_py
+        assert partitioner.murmur2 is partitioner.murmur2_py
         return
     # The test environment is built by scripts/test.sh, which installs a C compiler: a
     # missing extension there is a broken build, not a machine without one.
@@ -50,6 +52,7 @@ def test_the_switch_picks_the_kernels_unless_told_not_to() -> None:
     assert _accel.STATUS == "compiled kernels: yes"
     assert framing._walk is framing._walk_compiled
     assert value_scan._scan is kernels.scan
+    assert partitioner.murmur2 is kernels.murmur2
 
 
 # ---- inputs -------------------------------------------------------------------------------------
@@ -395,3 +398,31 @@ def test_the_broker_logs_it_once_at_start(broker: BrokerProcess) -> None:
 
     lines = wait_until(said, timeout=60, what="the broker's compiled-kernels log line")
     assert len(lines) == 1 and lines[0].endswith(_accel.STATUS), lines
+
+
+# ---- murmur2 (client/partitioner.py) ------------------------------------------------------------
+
+@compiled
+@settings(max_examples=examples(500))
+@given(st.binary(max_size=70) | st.sampled_from([b"", b"a", b"ab", b"abc", b"abcd", b"abcde",
+                                                  b"\xff" * 3, b"\xff" * 4, b"\x80" * 7]))
+def test_murmur2_twins_agree(key: bytes) -> None:
+    """Every length mod 4 (the tail), high bytes (sign extension in Java), and the buffer
+    types a key comes in."""
+    assert kernels is not None
+    want = partitioner.murmur2_py(key)
+    assert kernels.murmur2(key) == want
+    assert kernels.murmur2(bytearray(key)) == want
+    assert kernels.murmur2(memoryview(b"pad" + key)[3:]) == want
+
+
+@compiled
+@pytest.mark.parametrize("kind", PIPED)
+def test_murmur2_twins_agree_on_piped_keys(kind: str) -> None:
+    """Keys as `kafkactl produce -K' '` cuts them from piped lines (the text before the
+    first space: an address, a number, a whole line when there is no space)."""
+    assert kernels is not None
+    for line in _lines(kind, 300, random.Random(5)):
+        key = line.partition(b" ")[0]
+        assert kernels.murmur2(key) == partitioner.murmur2_py(key)
+    assert partitioner.murmur2 is kernels.murmur2
