@@ -123,6 +123,9 @@ class Snapshot:
     active_controller: int = 0
     fetch_purgatory: int = 0
     produce_purgatory: int = 0
+    # ReplicaManager's ISR change counts (None until the replica manager keeps them)
+    isr_shrinks: int | None = None
+    isr_expands: int | None = None
     partitions: list[PartitionState] = field(default_factory=list)
     connections: dict[str, int] = field(default_factory=dict)
     # (group, topic, partition) -> (committed offset, log end offset)
@@ -257,6 +260,8 @@ class BrokerMetrics:
                 if topic is not None:
                     snap.offline += sum(1 for p in topic.partitions.values() if p.leader < 0)
         snap.fetch_purgatory = services.fetch_purgatory.size
+        snap.isr_shrinks = getattr(services.replica_manager, "isr_shrinks", None)
+        snap.isr_expands = getattr(services.replica_manager, "isr_expands", None)
         watchers = getattr(services.replica_manager.produce_purgatory, "_watchers", {})
         snap.produce_purgatory = len(set().union(*watchers.values())) if watchers else 0
         snap.connections = dict.fromkeys(self.listeners, 0)
@@ -572,7 +577,7 @@ def families(metrics: BrokerMetrics) -> Iterator[Any]:
 
 def _state_families(snap: Snapshot) -> Iterator[Any]:
     """The gauges of one event-loop snapshot, but the per-partition and per-group ones."""
-    from prometheus_client.core import GaugeMetricFamily
+    from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
     for name, doc, value in (
             ("kafka_server_replicamanager_partitioncount", "Partitions on this broker",
@@ -591,6 +596,13 @@ def _state_families(snap: Snapshot) -> Iterator[Any]:
              "Partitions without a leader (reported by the active controller)",
              snap.offline)):
         yield GaugeMetricFamily(name, doc, value=value)
+    for name, doc, count in (
+            ("kafka_server_replicamanager_isrshrinks", "ISR shrinks (IsrShrinksPerSec)",
+             snap.isr_shrinks),
+            ("kafka_server_replicamanager_isrexpands", "ISR expansions (IsrExpandsPerSec)",
+             snap.isr_expands)):
+        if count is not None:
+            yield CounterMetricFamily(name, doc, value=count)
     purgatory = GaugeMetricFamily(
         "kafka_server_delayedoperationpurgatory_purgatorysize",
         "Requests waiting in a purgatory", labels=["delayedoperation"])
