@@ -84,6 +84,8 @@ PURPOSE: dict[str, str] = {
     "AlterPartitionReassignments": "move partitions' replicas to other brokers",
     "ListPartitionReassignments": "the partition reassignments in progress",
     "DescribeLogDirs": "log directories, the replicas in each and their sizes",
+    "DescribeClientQuotas": "client quotas matching a filter (KIP-546)",
+    "AlterClientQuotas": "set or remove client quotas (KIP-546)",
 }
 
 

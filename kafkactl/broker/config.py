@@ -40,6 +40,9 @@ BROKER_DEFAULTS: dict[str, str] = {
     "socket.receive.buffer.bytes": "102400",
     "connections.max.idle.ms": "600000",
     "connection.failed.authentication.delay.ms": "100",
+    # client quotas (kafkactl.broker.quota_manager): rates over num samples of size seconds
+    "quota.window.num": "11",
+    "quota.window.size.seconds": "1",
     "log.segment.bytes": "1073741824",
     "log.roll.hours": "168",
     "log.roll.ms": "",

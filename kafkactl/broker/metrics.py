@@ -128,6 +128,8 @@ class Snapshot:
     isr_expands: int | None = None
     partitions: list[PartitionState] = field(default_factory=list)
     connections: dict[str, int] = field(default_factory=dict)
+    # client quotas: throttle time given, ms, per (quota kind, user, client id)
+    throttle_ms: dict[tuple[str, str, str], float] = field(default_factory=dict)
     # (group, topic, partition) -> (committed offset, log end offset)
     group_offsets: dict[tuple[str, str, int], tuple[int, int]] = field(default_factory=dict)
 
@@ -277,6 +279,8 @@ class BrokerMetrics:
                     continue  # not hosted here: its log end is another broker's to know
                 snap.group_offsets[(group_id, topic_name, partition)] = (
                     committed.offset, hosted_part.high_watermark)
+        if services.quotas is not None:
+            snap.throttle_ms = dict(services.quotas.throttle_ms_total)
         return snap
 
 
@@ -615,6 +619,14 @@ def _state_families(snap: Snapshot) -> Iterator[Any]:
     for listener, n in sorted(snap.connections.items()):
         connections.add_metric([listener, "0"], n)
     yield connections
+    throttled = CounterMetricFamily(
+        "kafka_server_quota_throttle_time_ms",
+        "Throttle time given to clients over a quota, ms (Produce, Fetch, Request and "
+        "ControllerMutation throttle-time), per user and client id",
+        labels=["quota", "user", "client_id"])
+    for (kind, user, client), ms in sorted(snap.throttle_ms.items()):
+        throttled.add_metric([kind, user, client], ms)
+    yield throttled
 
 
 def parse_listen(value: str) -> tuple[str, int]:

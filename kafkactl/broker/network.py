@@ -101,6 +101,9 @@ class ConnectionInfo:
     # wait connection.failed.authentication.delay.ms
     failed_authentication: bool = False
     received_at: float = 0.0  # loop time the request being handled arrived (its queue time)
+    # a client quota's throttle for the response being sent: once it is written the
+    # connection is muted that long (nothing read, nothing handled; KIP-219)
+    throttle_ms: int = 0
 
 
 # Called when a connection is made (after the TLS handshake): sets up its security;
@@ -119,7 +122,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         "_charged",
         "_backlog", "_backlog_bytes", "_backlog_full", "_full_since", "_reading_paused", "_busy",
         "_write_paused", "_closed", "_close_after_drain", "_task", "_zero_copy", "_setup",
-        "_delayed_close", "_arrivals")
+        "_delayed_close", "_arrivals", "_muted")
 
     def __init__(self, server: SocketServer, connection_id: int, listener: str = "PLAINTEXT",
                  zero_copy: bool = True, setup: ConnectionSetup | None = None) -> None:
@@ -156,6 +159,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._task: asyncio.Task[None] | None = None
         # a failed authentication's answer waiting out connection.failed.authentication.delay.ms
         self._delayed_close: asyncio.TimerHandle | None = None
+        self._muted: asyncio.TimerHandle | None = None  # a quota's throttle (KIP-219)
         self.last_active = self.loop.time()
 
     # ---- asyncio callbacks ---------------------------------------------------------------
@@ -359,8 +363,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
         is full, or while the server is over queued.max.request.bytes (unless this is the
         connection allowed to finish its request)."""
         server = self.server
-        paused = self._backlog_full or self._delayed_close is not None or (
-            server.pool.paused and server.pool.exempt is not self)
+        paused = self._backlog_full or self._delayed_close is not None or \
+            self._muted is not None or (server.pool.paused and server.pool.exempt is not self)
         if paused != self._reading_paused and not self._closed and self.transport is not None:
             self._reading_paused = paused
             if paused:
@@ -371,7 +375,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
     # ---- request processing ---------------------------------------------------------------
     def _drain(self) -> None:
         handler = self.server.handler
-        while self._backlog and not self._busy and not self._write_paused and not self._closed:
+        while self._backlog and not self._busy and not self._write_paused and not self._closed \
+                and self._muted is None:
             frame = self._backlog.popleft()
             self.info.received_at = self._arrivals.popleft()
             self._backlog_bytes -= len(frame)
@@ -396,6 +401,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
                     self.close(None)
                     return
                 if pending is None:
+                    self._mute_if_throttled()
                     continue
                 self._run_async(pending)
             else:
@@ -457,7 +463,25 @@ class KafkaConnection(asyncio.BufferedProtocol):
         if self.info.close_after_response:
             self.close(None)
         if not self._closed:
+            self._mute_if_throttled()
             self._drain()
+
+    def _mute_if_throttled(self) -> None:
+        """After a throttled response is written: mute the connection for its throttle
+        time (a timer: the event loop serves everyone else meanwhile)."""
+        ms = self.info.throttle_ms
+        if ms <= 0 or self._closed:
+            return
+        self.info.throttle_ms = 0
+        self._muted = self.loop.call_later(ms / 1000.0, self._unmute)
+        self.update_reading()
+
+    def _unmute(self) -> None:
+        self._muted = None
+        if self._closed:
+            return
+        self.update_reading()
+        self._drain()
 
     async def _await_and_write(self, awaitable: Awaitable[ResponseParts | None]) -> None:
         parts = await awaitable
@@ -507,6 +531,9 @@ class KafkaConnection(asyncio.BufferedProtocol):
         if self._delayed_close is not None:
             self._delayed_close.cancel()
             self._delayed_close = None
+        if self._muted is not None:
+            self._muted.cancel()
+            self._muted = None
         if not self._closed and self.transport is not None:
             self._closed = True
             self._release_memory()

@@ -25,12 +25,14 @@ from __future__ import annotations
 import inspect
 import logging
 import struct
+import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from kafkactl.broker.log_context import current_request
 from kafkactl.broker.network import CloseConnection, ConnectionInfo, HandlerResult
+from kafkactl.broker.quota_manager import throttle_for
 from kafkactl.broker.services import BrokerServices
 from kafkactl.protocol import codec
 from kafkactl.protocol.api_keys import ApiKey
@@ -95,15 +97,37 @@ class KafkaApis:
         ctx = RequestContext(api_key, api_version, correlation_id, client_id, conn)
         token = current_request.set((_API_NAMES[api_key], api_version, correlation_id,
                                      client_id, conn))
+        started = time.perf_counter()
         try:
             body = route[2](self.services, ctx, request)
         finally:
             current_request.reset(token)
+        if body is not None and body.__class__ is not dict and inspect.isawaitable(body):
+            return self._finish(ctx, body, request, len(frame), started)
+        if self.services.quotas is not None:
+            self._throttle(ctx, request, body, len(frame), time.perf_counter() - started)
         if body is None:
             return None
-        if body.__class__ is not dict and inspect.isawaitable(body):
-            return self._finish(ctx, body)
         return codec.encode_response(api_key, api_version, correlation_id, body)
+
+    def _throttle(self, ctx: RequestContext, request: dict[str, Any],
+                  body: dict[str, Any] | None, size: int, busy_s: float) -> None:
+        """Client quotas: a client over one gets the throttle time in its response and its
+        connection muted that long once the response is sent (KIP-219)."""
+        quotas = self.services.quotas
+        assert quotas is not None
+        ms = throttle_for(quotas, ctx.api_key, ctx.connection.principal.name,
+                          ctx.client_id or "", request, body, size, busy_s,
+                          self._partition_count)
+        if ms <= 0:
+            return
+        if body is not None and "throttle_time_ms" in body:
+            body["throttle_time_ms"] = max(int(body["throttle_time_ms"] or 0), ms)
+        ctx.connection.throttle_ms = max(ctx.connection.throttle_ms, ms)
+
+    def _partition_count(self, topic: str) -> int:
+        found = self.services.metadata_cache.topic(topic)
+        return 0 if found is None else len(found.partitions)
 
     def _refuse(self, conn: ConnectionInfo, api_key: int, api_version: int,
                 correlation_id: int) -> HandlerResult:
@@ -129,14 +153,17 @@ class KafkaApis:
         raise CloseConnection(
             f"{ApiKey(api_key).name} v{api_version} is not supported (v{lo}-v{hi}); closing")
 
-    async def _finish(self, ctx: RequestContext,
-                      pending: Awaitable[dict[str, Any] | None]) -> list[Any] | None:
+    async def _finish(self, ctx: RequestContext, pending: Awaitable[dict[str, Any] | None],
+                      request: dict[str, Any], size: int, started: float
+                      ) -> list[Any] | None:
         token = current_request.set((_API_NAMES[ctx.api_key], ctx.api_version,
                                      ctx.correlation_id, ctx.client_id, ctx.connection))
         try:
             body = await pending
         finally:
             current_request.reset(token)
+        if self.services.quotas is not None:  # waiting (a long poll) is no busy time
+            self._throttle(ctx, request, body, size, 0.0)
         if body is None:
             return None
         return codec.encode_response(ctx.api_key, ctx.api_version, ctx.correlation_id, body)

@@ -22,6 +22,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from kafkactl.broker.client_quotas import STORE_FILE, ClientQuotaStore
 from kafkactl.broker.config import BrokerConfig, ConfigError
 from kafkactl.broker.coordinator import GroupCoordinator
 from kafkactl.broker.dynamic_config import FILE_NAME as DYNAMIC_CONFIG_FILE
@@ -35,6 +36,7 @@ from kafkactl.broker.open_files import check_start_limit
 from kafkactl.broker.partition_store import PartitionStore, TopicLogConfigs
 from kafkactl.broker.producer_id_manager import ProducerIdManager
 from kafkactl.broker.purgatory import FetchPurgatory
+from kafkactl.broker.quota_manager import WINDOW_NUM, WINDOW_SIZE_S, QuotaManager
 from kafkactl.broker.replica_manager import ReplicaManager
 from kafkactl.broker.request_handler import KafkaApis
 from kafkactl.broker.security.channel import channel_builder
@@ -377,7 +379,7 @@ class KafkaServer:
             group_coordinator=group_coordinator, producer_ids=producer_ids,
             log_manager=log_manager, auto_create_topics=self.auto_create_topics,
             cluster=self.cluster,
-            authorizer=authorizer, credentials=credentials,
+            authorizer=authorizer, credentials=credentials, quotas=_quota_manager(cfg),
             listener_endpoints={e.listener: (e.host, e.port) for e in cfg.advertised_listeners})
         apis = KafkaApis(self.services, HANDLERS)
         handler: Any = AuthenticationGate(apis) if any(
@@ -608,3 +610,12 @@ class KafkaServer:
                     self.partitions.checkpoint_high_watermarks()
             self.log_manager.shutdown()
         log.info("broker stopped cleanly")
+
+
+def _quota_manager(cfg: Any) -> QuotaManager:
+    """Client quotas, kept in the first log dir (client-quotas.json); the windows are
+    quota.window.num samples of quota.window.size.seconds, as in Kafka."""
+    store = ClientQuotaStore(Path(cfg.log_dirs[0]) / STORE_FILE)
+    return QuotaManager(store, window_num=max(1, cfg.get_int_or("quota.window.num", WINDOW_NUM)),
+                        window_size_s=max(0.001, float(cfg.get_int_or(
+                            "quota.window.size.seconds", int(WINDOW_SIZE_S)))))

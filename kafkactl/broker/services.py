@@ -16,6 +16,7 @@ from kafkactl.broker.metadata_cache import MetadataCache
 from kafkactl.broker.partition_store import PartitionStore
 from kafkactl.broker.producer_id_manager import ProducerIdManager
 from kafkactl.broker.purgatory import FetchPurgatory
+from kafkactl.broker.quota_manager import QuotaManager
 from kafkactl.broker.replica_manager import ReplicaManager
 from kafkactl.broker.security.authorizer import AclAuthorizer
 from kafkactl.broker.security.credential_store import CredentialStore
@@ -41,5 +42,6 @@ class BrokerServices:
     cluster: ZkCluster | None = None  # ZooKeeper mode: registration, controller, fencing
     authorizer: AclAuthorizer | None = None  # authorizer.class.name; None: allow everything
     credentials: CredentialStore | None = None  # SCRAM credentials (salted, never passwords)
+    quotas: QuotaManager | None = None  # client quotas (DescribeClientQuotas, throttling)
     # This broker's advertised (host, port) per listener name (filled in as ports bind).
     listener_endpoints: dict[str, tuple[str, int]] = field(default_factory=dict)

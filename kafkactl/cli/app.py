@@ -40,7 +40,7 @@ apply_help_rendering()
 # module fails when the app is built, so a typo cannot drop a command silently.
 SUBCOMMAND_MODULES: tuple[str, ...] = (
     "serve", "topics", "produce", "consume", "dump_log", "recover",
-    "rebalance", "offsets", "mirror", "configs", "cluster", "top", "acls", "users",
+    "rebalance", "offsets", "mirror", "configs", "cluster", "top", "acls", "users", "quotas",
     "spark_load",
 )
 

@@ -109,8 +109,8 @@ def _recv(sock: socket.socket, n: int) -> bytes:
     # ListTransactions v0 (flexible): throttle, error_code, unknown filters, states (empty
     # compact arrays), no tagged fields
     (66, 0, True, struct.pack(">ih", 0, 35) + b"\x01\x01\x00"),
-    # DescribeClientQuotas v0: throttle, error_code, error_message, entries (nullable)
-    (48, 0, False, None),
+    # DescribeDelegationToken v0: error_code UNSUPPORTED_VERSION, tokens (empty), throttle
+    (41, 0, False, struct.pack(">hii", 35, 0, 0)),
     # SaslHandshake v1 (mechanism PLAIN) on a listener without SASL: ILLEGAL_SASL_STATE,
     # no mechanisms
     (17, 1, False, struct.pack(">hi", 34, 0)),

@@ -11,6 +11,7 @@ from __future__ import annotations
 from kafkactl.broker.handlers import (
     acls,
     api_versions,
+    client_quotas,
     cluster,
     configs,
     controller_requests,
@@ -71,6 +72,8 @@ HANDLERS: dict[ApiKey, Handler] = {
     ApiKey.OFFSET_DELETE: offsets.handle_offset_delete,
     ApiKey.DESCRIBE_CLUSTER: cluster.handle_describe_cluster,
     ApiKey.DESCRIBE_LOG_DIRS: log_dirs.handle_describe_log_dirs,
+    ApiKey.DESCRIBE_CLIENT_QUOTAS: client_quotas.handle_describe_client_quotas,
+    ApiKey.ALTER_CLIENT_QUOTAS: client_quotas.handle_alter_client_quotas,
     ApiKey.SASL_HANDSHAKE: sasl.handle_sasl_handshake,
     ApiKey.SASL_AUTHENTICATE: sasl.handle_sasl_authenticate,
     ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS:

@@ -11,6 +11,7 @@ from types import ModuleType
 
 from kafkactl.protocol.api_keys import ApiKey
 from kafkactl.protocol.messages import (
+    alter_client_quotas,
     alter_configs,
     alter_partition,
     alter_partition_reassignments,
@@ -25,6 +26,7 @@ from kafkactl.protocol.messages import (
     delete_records,
     delete_topics,
     describe_acls,
+    describe_client_quotas,
     describe_cluster,
     describe_configs,
     describe_groups,
@@ -92,6 +94,8 @@ MODULES: dict[ApiKey, ModuleType] = {
     ApiKey.OFFSET_DELETE: offset_delete,
     ApiKey.DESCRIBE_CLUSTER: describe_cluster,
     ApiKey.DESCRIBE_LOG_DIRS: describe_log_dirs,
+    ApiKey.DESCRIBE_CLIENT_QUOTAS: describe_client_quotas,
+    ApiKey.ALTER_CLIENT_QUOTAS: alter_client_quotas,
     ApiKey.ELECT_LEADERS: elect_leaders,
     ApiKey.ALTER_PARTITION_REASSIGNMENTS: alter_partition_reassignments,
     ApiKey.LIST_PARTITION_REASSIGNMENTS: list_partition_reassignments,

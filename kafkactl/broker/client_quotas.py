@@ -1,0 +1,190 @@
+"""Client quotas: who they are for, where they are kept, and which one applies (KIP-55).
+
+A quota entity is a user, a client id, or both, each either named or the default
+(`<default>`): Kafka's /config/users/U, /config/clients/C, /config/users/U/clients/C. Its
+values are the quota keys: producer_byte_rate, consumer_byte_rate (bytes a second),
+request_percentage (percent of one request-handler thread, here of the event loop) and
+controller_mutation_rate (partitions created or deleted a second).
+
+For a request from user U with client id C, the quota of a key is the first entity of
+Kafka's precedence order that sets it:
+
+    /users/U/clients/C, /users/U/clients/<default>, /users/U,
+    /users/<default>/clients/C, /users/<default>/clients/<default>, /users/<default>,
+    /clients/C, /clients/<default>
+
+A standalone broker keeps the quotas in `client-quotas.json` in its first log dir, written
+atomically (a new file renamed over the old); a cluster broker keeps them the same way (the
+ZooKeeper layout, /config/users and /config/clients, is not written yet).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import threading
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+DEFAULT = "<default>"  # how Kafka names a default entity in ZooKeeper and kafka-configs
+USER, CLIENT_ID, IP = "user", "client-id", "ip"
+ENTITY_TYPES = (USER, CLIENT_ID)
+QUOTA_KEYS = ("producer_byte_rate", "consumer_byte_rate", "request_percentage",
+              "controller_mutation_rate")
+STORE_FILE = "client-quotas.json"
+
+# an entity: ((entity type, name or None for the default), ...) sorted by type
+Entity = tuple[tuple[str, str | None], ...]
+
+
+class QuotaError(ValueError):
+    """A quota request that cannot be applied; the message says why."""
+
+
+def entity_of(parts: Iterable[tuple[str, str | None]]) -> Entity:
+    """The entity of (type, name) pairs (name None: the default), checked."""
+    seen: dict[str, str | None] = {}
+    for etype, name in parts:
+        if etype == IP:
+            raise QuotaError("IP quotas (connection_creation_rate) are not supported")
+        if etype not in ENTITY_TYPES:
+            raise QuotaError(f"unknown quota entity type {etype!r}: use user or client-id")
+        if etype in seen:
+            raise QuotaError(f"the entity names {etype} twice")
+        if name == "":
+            raise QuotaError(f"an empty {etype} name: give a name or the default")
+        seen[etype] = name
+    if not seen:
+        raise QuotaError("an entity needs a user, a client id, or both")
+    return tuple(sorted(seen.items()))
+
+
+def entity_path(entity: Entity) -> str:
+    """Kafka's ZooKeeper path of an entity: users/alice/clients/app, clients/<default>."""
+    d = dict(entity)
+    parts = []
+    if USER in d:
+        parts += ["users", d[USER] or DEFAULT]
+    if CLIENT_ID in d:
+        parts += ["clients", d[CLIENT_ID] or DEFAULT]
+    return "/".join(parts)
+
+
+def check_value(key: str, value: float) -> float:
+    if key not in QUOTA_KEYS:
+        raise QuotaError(f"unknown quota key {key!r}: use one of {', '.join(QUOTA_KEYS)}")
+    if not math.isfinite(value) or value <= 0:
+        raise QuotaError(f"{key} must be a positive number, not {value}")
+    if key != "request_percentage" and key != "controller_mutation_rate" \
+            and value != int(value):
+        raise QuotaError(f"{key} is a whole number of bytes a second, not {value}")
+    return float(value)
+
+
+def precedence(user: str, client_id: str) -> list[Entity]:
+    """The entities whose quotas may apply to (user, client id), first wins."""
+    return [
+        ((CLIENT_ID, client_id), (USER, user)), ((CLIENT_ID, None), (USER, user)),
+        ((USER, user),),
+        ((CLIENT_ID, client_id), (USER, None)), ((CLIENT_ID, None), (USER, None)),
+        ((USER, None),),
+        ((CLIENT_ID, client_id),), ((CLIENT_ID, None),),
+    ]
+
+
+class ClientQuotaStore:
+    """The quotas set, by entity; thread-safe; persisted to `path` (None: in memory)."""
+
+    def __init__(self, path: Path | None) -> None:
+        self.path = path
+        self._lock = threading.Lock()
+        self._quotas: dict[Entity, dict[str, float]] = {}
+        self.version = 0  # bumped on every change: the quota manager's caches follow it
+        if path is not None and path.exists():
+            self._quotas = _load(path)
+
+    def describe(self, components: list[dict[str, Any]], strict: bool
+                 ) -> list[tuple[Entity, dict[str, float]]]:
+        """The entities matching DescribeClientQuotas' filter components (match_type 0:
+        this name, 1: the default, 2: any), and with `strict` no other entity types."""
+        with self._lock:
+            items = list(self._quotas.items())
+        out = []
+        for entity, values in items:
+            d = dict(entity)
+            if strict and set(d) != {c["entity_type"] for c in components}:
+                continue
+            if all(_matches(d, c) for c in components):
+                out.append((entity, dict(values)))
+        return sorted(out, key=lambda x: [(t, n or "") for t, n in x[0]])
+
+    def alter(self, entity: Entity, ops: Iterable[tuple[str, float | None]],
+              validate_only: bool = False) -> None:
+        """Set (value) or remove (None) quota keys of `entity`; QuotaError if one is bad."""
+        checked = [(k, None if v is None else check_value(k, v)) for k, v in ops]
+        for k, v in checked:
+            if v is None and k not in QUOTA_KEYS:
+                raise QuotaError(f"unknown quota key {k!r}: use one of {', '.join(QUOTA_KEYS)}")
+        if validate_only:
+            return
+        with self._lock:
+            values = dict(self._quotas.get(entity, {}))
+            for k, v in checked:
+                if v is None:
+                    values.pop(k, None)
+                else:
+                    values[k] = v
+            if values:
+                self._quotas[entity] = values
+            else:
+                self._quotas.pop(entity, None)
+            self.version += 1
+            snapshot = dict(self._quotas)
+        if self.path is not None:
+            _save(self.path, snapshot)
+
+    def quota(self, key: str, user: str, client_id: str) -> tuple[float, Entity] | None:
+        """The quota of `key` for (user, client id) and the entity that sets it, or None."""
+        with self._lock:
+            for entity in precedence(user, client_id):
+                values = self._quotas.get(entity)
+                if values is not None and key in values:
+                    return values[key], entity
+        return None
+
+    def empty(self) -> bool:
+        return not self._quotas
+
+
+def _matches(entity: Mapping[str, str | None], component: Mapping[str, Any]) -> bool:
+    etype, kind = component["entity_type"], component["match_type"]
+    if etype not in entity:
+        return False
+    if kind == 0:
+        return entity[etype] == component.get("match")
+    if kind == 1:
+        return entity[etype] is None
+    return True
+
+
+def _load(path: Path) -> dict[Entity, dict[str, float]]:
+    data = json.loads(path.read_text())
+    out: dict[Entity, dict[str, float]] = {}
+    for item in data.get("quotas", []):
+        entity = entity_of((t, n) for t, n in item["entity"])
+        out[entity] = {k: float(v) for k, v in item["values"].items()}
+    return out
+
+
+def _save(path: Path, quotas: Mapping[Entity, Mapping[str, float]]) -> None:
+    doc = {"version": 1, "quotas": [
+        {"entity": [list(p) for p in entity], "values": dict(values)}
+        for entity, values in sorted(quotas.items(), key=lambda x: entity_path(x[0]))]}
+    tmp = path.with_suffix(".tmp")
+    with open(tmp, "w") as f:
+        json.dump(doc, f, indent=1)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)

@@ -1,0 +1,69 @@
+"""DescribeClientQuotas (key 48) and AlterClientQuotas (key 49), KIP-546.
+
+What kafka-configs --entity-type users|clients, confluent-kafka and `kafkactl quotas` use.
+Describe needs DESCRIBE_CONFIGS on the cluster, Alter ALTER_CONFIGS, as in Kafka. An entity
+is user and/or client-id, a name or null for the default; IP entities are refused.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kafkactl.broker.client_quotas import QuotaError, entity_of
+from kafkactl.broker.request_handler import RequestContext
+from kafkactl.broker.security.acl import AclOperation
+from kafkactl.broker.security.checks import authorize_cluster
+from kafkactl.broker.services import BrokerServices
+from kafkactl.protocol.errors import ErrorCode
+
+NOT_ENABLED = "client quotas are not enabled on this broker"
+
+
+def handle_describe_client_quotas(services: BrokerServices, ctx: RequestContext,
+                                  request: dict[str, Any]) -> dict[str, Any]:
+    def fail(code: int, message: str) -> dict[str, Any]:
+        return {"throttle_time_ms": 0, "error_code": code, "error_message": message,
+                "entries": None}
+
+    if not authorize_cluster(services, ctx, AclOperation.DESCRIBE_CONFIGS):
+        return fail(ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "not authorized")
+    if services.quotas is None:
+        return fail(ErrorCode.UNKNOWN_SERVER_ERROR, NOT_ENABLED)
+    components = request.get("components") or []
+    for c in components:
+        if c["entity_type"] not in ("user", "client-id"):
+            return fail(ErrorCode.INVALID_REQUEST,
+                        f"unsupported quota entity type {c['entity_type']!r}")
+        if c["match_type"] not in (0, 1, 2) or (c["match_type"] == 0 and c.get("match") is None):
+            return fail(ErrorCode.INVALID_REQUEST, "a match of type 0 (exact) needs a name")
+    found = services.quotas.store.describe(components, bool(request.get("strict")))
+    return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "error_message": None,
+            "entries": [{"entity": [{"entity_type": t, "entity_name": n} for t, n in entity],
+                         "values": [{"key": k, "value": v} for k, v in sorted(values.items())]}
+                        for entity, values in found]}
+
+
+def handle_alter_client_quotas(services: BrokerServices, ctx: RequestContext,
+                               request: dict[str, Any]) -> dict[str, Any]:
+    allowed = authorize_cluster(services, ctx, AclOperation.ALTER_CONFIGS)
+    entries = []
+    for entry in request.get("entries") or ():
+        parts = [(e["entity_type"], e.get("entity_name")) for e in entry.get("entity") or ()]
+        code, message = ErrorCode.NONE, None
+        if not allowed:
+            code, message = ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "not authorized"
+        elif services.quotas is None:
+            code, message = ErrorCode.UNKNOWN_SERVER_ERROR, NOT_ENABLED
+        else:
+            try:
+                ops = [(op["key"], None if op.get("remove") else float(op["value"]))
+                       for op in entry.get("ops") or ()]
+                services.quotas.store.alter(entity_of(parts), ops,
+                                            bool(request.get("validate_only")))
+            except QuotaError as e:
+                code, message = ErrorCode.INVALID_REQUEST, str(e)
+            except OSError as e:
+                code, message = ErrorCode.KAFKA_STORAGE_ERROR, f"cannot store the quotas: {e}"
+        entries.append({"error_code": code, "error_message": message,
+                        "entity": [{"entity_type": t, "entity_name": n} for t, n in parts]})
+    return {"throttle_time_ms": 0, "entries": entries}

@@ -1,0 +1,191 @@
+"""`kafkactl quotas add|list|remove`: client quotas (kafka-configs --entity-type users|clients
+--alter --add-config producer_byte_rate=..., through AlterClientQuotas/DescribeClientQuotas).
+
+An entity is a user (`--user NAME` or `--user-default`), a client id (`--client-id NAME` or
+`--client-default`), or both, as in Kafka: the most specific one that sets a key applies.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import typer
+
+from kafkactl.cli._client_options import (
+    bootstrap_option,
+    client_security,
+    command_config_option,
+    fail,
+    property_option,
+)
+from kafkactl.cli._output import print_table, write_line
+
+quotas_app = typer.Typer(
+    help="Add, list and remove client quotas (producer_byte_rate, consumer_byte_rate, "
+         "request_percentage, controller_mutation_rate) per user, client id, or both.",
+    no_args_is_help=True)
+KEYS = ("producer_byte_rate", "consumer_byte_rate", "request_percentage",
+        "controller_mutation_rate")
+
+
+def _user() -> Any:
+    return typer.Option(None, "--user", help="The user (principal name, e.g. alice).")
+
+
+def _user_default() -> Any:
+    return typer.Option(False, "--user-default", help="The default user (<default>).")
+
+
+def _client() -> Any:
+    return typer.Option(None, "--client-id", help="The client id (client.id).")
+
+
+def _client_default() -> Any:
+    return typer.Option(False, "--client-default", help="The default client id (<default>).")
+
+
+def _entity(user: str | None, user_default: bool, client_id: str | None,
+            client_default: bool, required: bool = True) -> dict[str, str | None]:
+    if user is not None and user_default:
+        raise fail("--user and --user-default: give one", 2)
+    if client_id is not None and client_default:
+        raise fail("--client-id and --client-default: give one", 2)
+    entity: dict[str, str | None] = {}
+    if user is not None or user_default:
+        entity["user"] = user
+    if client_id is not None or client_default:
+        entity["client-id"] = client_id
+    if required and not entity:
+        raise fail("give the entity: --user NAME or --user-default, and/or --client-id NAME "
+                   "or --client-default", 2)
+    return entity
+
+
+def _values(config: list[str]) -> dict[str, float]:
+    out: dict[str, float] = {}
+    for item in config:
+        for part in item.split(","):
+            key, sep, raw = part.partition("=")
+            key = key.strip()
+            if not sep or key not in KEYS:
+                raise fail(f"--config {part!r}: use key=value with a key of {', '.join(KEYS)}",
+                           2)
+            try:
+                out[key] = float(raw)
+            except ValueError:
+                raise fail(f"--config {part!r}: {raw!r} is not a number", 2) from None
+    if not out:
+        raise fail("give at least one --config key=value", 2)
+    return out
+
+
+def _admin(bootstrap: str | None, prop: list[str], command_config: Path | None) -> Any:
+    from kafkactl.client.kafka_client import KafkaClient
+    from kafkactl.client.quota_admin import QuotaAdmin
+
+    return QuotaAdmin(KafkaClient(bootstrap, client_id="kafkactl-admin",
+                                  security=client_security(prop, command_config)))
+
+
+def _run(fn: Any) -> Any:
+    from kafkactl.client.errors import ClientError
+    from kafkactl.protocol.errors import KafkaError
+
+    try:
+        return fn()
+    except (ClientError, KafkaError, OSError) as e:
+        raise fail(str(e)) from None
+
+
+def _num(v: float) -> str:
+    return str(int(v)) if v == int(v) else f"{v:g}"
+
+
+def _shown(entity: dict[str, str | None]) -> str:
+    parts = []
+    if "user" in entity:
+        parts.append(f"user {entity['user'] or '<default>'}")
+    if "client-id" in entity:
+        parts.append(f"client-id {entity['client-id'] or '<default>'}")
+    return ", ".join(parts)
+
+
+@quotas_app.command("add")
+def add(
+    config: list[str] = typer.Option([], "--config", "-c",
+                                      help="key=value (repeatable, or comma-separated)."),
+    user: str | None = _user(), user_default: bool = _user_default(),
+    client_id: str | None = _client(), client_default: bool = _client_default(),
+    bootstrap: str | None = bootstrap_option(), prop: list[str] = property_option(),
+    command_config: Path | None = command_config_option(),
+) -> None:
+    """Set quota keys of an entity (on every broker of the cluster)."""
+    entity = _entity(user, user_default, client_id, client_default)
+    values = _values(config)
+    admin = _admin(bootstrap, prop, command_config)
+    try:
+        n = _run(lambda: admin.alter(entity, values))
+    finally:
+        admin.client.close()
+    write_line(f"Set {', '.join(f'{k}={_num(v)}' for k, v in values.items())} for "
+               f"{_shown(entity)} on {n} broker(s).")
+
+
+@quotas_app.command("remove")
+def remove(
+    key: list[str] = typer.Option([], "--key", "-k",
+                                  help="A quota key to remove (repeatable; default: all)."),
+    user: str | None = _user(), user_default: bool = _user_default(),
+    client_id: str | None = _client(), client_default: bool = _client_default(),
+    bootstrap: str | None = bootstrap_option(), prop: list[str] = property_option(),
+    command_config: Path | None = command_config_option(),
+) -> None:
+    """Remove quota keys (default: all of them) of an entity."""
+    entity = _entity(user, user_default, client_id, client_default)
+    for k in key:
+        if k not in KEYS:
+            raise fail(f"--key {k!r}: use one of {', '.join(KEYS)}", 2)
+    admin = _admin(bootstrap, prop, command_config)
+    try:
+        n = _run(lambda: admin.alter(entity, {}, remove=key or KEYS))
+    finally:
+        admin.client.close()
+    write_line(f"Removed {', '.join(key or KEYS)} of {_shown(entity)} on {n} broker(s).")
+
+
+@quotas_app.command("list")
+def list_quotas(
+    user: str | None = _user(), user_default: bool = _user_default(),
+    client_id: str | None = _client(), client_default: bool = _client_default(),
+    as_json: bool = typer.Option(False, "--json", help="JSON output."),
+    bootstrap: str | None = bootstrap_option(), prop: list[str] = property_option(),
+    command_config: Path | None = command_config_option(),
+) -> None:
+    """The quotas set (only those of the given entity, when one is given)."""
+    entity = _entity(user, user_default, client_id, client_default, required=False)
+    admin = _admin(bootstrap, prop, command_config)
+    try:
+        entries = _run(lambda: admin.describe(dict(entity)))
+    finally:
+        admin.client.close()
+    if as_json:
+        write_line(json.dumps([{"entity": e.entity, "values": e.values} for e in entries]))
+        return
+    if not entries:
+        write_line("No client quotas are set.")
+        return
+    from rich.table import Table
+
+    table = Table("USER", "CLIENT-ID", *(k.upper() for k in KEYS), box=None)
+    for e in entries:
+        table.add_row(
+            "-" if "user" not in e.entity else (e.entity["user"] or "<default>"),
+            "-" if "client-id" not in e.entity else (e.entity["client-id"] or "<default>"),
+            *(_num(e.values[k]) if k in e.values else "-" for k in KEYS))
+    print_table(table)
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(quotas_app, name="quotas")
