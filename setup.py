@@ -14,9 +14,15 @@ from setuptools.command.build_ext import build_ext
 KERNELS = [("kafkactl.record._kernels", "kafkactl/record/_kernels.pyx")]
 
 
+_said: list[str] = []
+
+
 def _say(message: str) -> None:
-    print(f"kafkactl: {message}; installing the pure-Python code only "
-          "(slower; `kafkactl --version` says so)", file=sys.stderr)
+    """Say once why the kernels are left out (the first reason is the one that matters)."""
+    if not _said:
+        _said.append(message)
+        print(f"kafkactl: {message}; installing the pure-Python code only "
+              "(slower; `kafkactl --version` says so)", file=sys.stderr)
 
 
 class OptionalBuildExt(build_ext):
