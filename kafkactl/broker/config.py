@@ -41,6 +41,8 @@ BROKER_DEFAULTS: dict[str, str] = {
     "connections.max.idle.ms": "600000",
     "connection.failed.authentication.delay.ms": "100",
     # client quotas (kafkactl.broker.quota_manager): rates over num samples of size seconds
+    # HOST:PORT of the /metrics, /health and /ready listener (kafkactl.broker.metrics); "": off
+    "metrics.listen": "",
     "quota.window.num": "11",
     "quota.window.size.seconds": "1",
     "log.segment.bytes": "1073741824",

@@ -78,6 +78,9 @@ class ReplicaManager:
         self.storage_errors: StorageErrorLog = partitions.log_manager.storage_errors
         # (topic, partition) -> the offset of the corrupt batch last logged
         self._corrupt_reported: dict[tuple[str, int], int] = {}
+        # ISR changes asked of the controller (IsrExpandsPerSec / IsrShrinksPerSec)
+        self.isr_expands = 0
+        self.isr_shrinks = 0
 
     def partition_or_create(self, topic: str, partition: int) -> Partition | None:
         part = self.partitions.get_partition(topic, partition)
@@ -240,6 +243,7 @@ class ReplicaManager:
             joining = part.isr_to_add()
             if joining:
                 self.isr_changes.submit(part, sorted(set(part.isr) | set(joining)))
+                self.isr_expands += 1
 
     def shrink_isrs(self, max_lag_ms: float) -> None:
         """Drop from the ISR the followers not caught up for `max_lag_ms` (Kafka's
@@ -255,3 +259,4 @@ class ReplicaManager:
                 log.info("%s: followers %s are behind for more than %d ms; leaving the ISR",
                          part, lagging, max_lag_ms)
                 self.isr_changes.submit(part, [r for r in part.isr if r not in lagging])
+                self.isr_shrinks += 1
