@@ -28,7 +28,7 @@ from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 from kafkactl.cluster import controller_admin, controller_zk, zk_paths
-from kafkactl.cluster import controller_requests as build
+from kafkactl.cluster import controller_decisions as decisions
 from kafkactl.cluster import topic_state as zk_topics
 from kafkactl.cluster.broker_connection import PLAINTEXT, InterBrokerSecurity
 from kafkactl.cluster.broker_registry import BrokerInfo, live_brokers
@@ -42,7 +42,6 @@ from kafkactl.cluster.controller_election import (
     try_elect,
 )
 from kafkactl.cluster.controller_events import (
-    PLAIN,
     REQUESTS,
     AlterPartition,
     AutoRebalance,
@@ -51,6 +50,7 @@ from kafkactl.cluster.controller_events import (
     ControllerEvent,
     Elect,
     ElectLeaders,
+    EventManager,
     Expire,
     PartitionModification,
     Reassign,
@@ -58,17 +58,13 @@ from kafkactl.cluster.controller_events import (
     RequestEvent,
     TopicChange,
     TopicDeletion,
+    request_event,
 )
 from kafkactl.cluster.controller_requests import ClusterView
+from kafkactl.cluster.controller_sends import BrokerNotices
 from kafkactl.cluster.controller_zk import ControllerMovedError
-from kafkactl.cluster.partition_election import (
-    elect_leader,
-    new_partition_state,
-    remove_replicas,
-)
 from kafkactl.cluster.topic_deletion import TopicDeletionManager
-from kafkactl.cluster.topic_state import NO_LEADER, PartitionState, TopicAssignment
-from kafkactl.protocol.api_keys import ApiKey
+from kafkactl.cluster.topic_state import PartitionState, TopicAssignment
 from kafkactl.protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
@@ -89,26 +85,7 @@ class Deposed(Exception):
     awaited: the handler's results are dropped."""
 
 
-def read_topics(zk: KazooClient, names: list[str]
-                ) -> tuple[dict[str, TopicAssignment], dict[TopicPartition, PartitionState]]:
-    """(worker thread) The topics' assignments and the partition states that exist, each
-    kind read pipelined (absent or malformed znodes left out)."""
-    assignments = {n: a for n, a in zk_topics.read_assignments(zk, names).items()
-                   if a is not None}
-    tps = [(n, p) for n, a in assignments.items() for p in a.partitions]
-    states = {tp: s for tp, s in zk_topics.read_partition_states(zk, tps).items()
-              if s is not None}
-    return assignments, states
-
-
-def _zookeeper_error(e: BaseException) -> bool:
-    from kazoo.exceptions import KazooException
-    from kazoo.handlers.threading import KazooTimeoutError
-
-    return isinstance(e, (KazooException, KazooTimeoutError, ControllerMovedError))
-
-
-class KafkaController:
+class KafkaController(BrokerNotices):
     def __init__(self, zk: KazooClient, broker_id: int, *,
                  inter_broker: InterBrokerSecurity = PLAINTEXT,
                  unclean_leader_election: bool = False,
@@ -127,11 +104,8 @@ class KafkaController:
         self.shutting_down: set[int] = set()
         self.deletions = TopicDeletionManager(self)
         self.reassignments: dict[TopicPartition, Reassignment] = {}
-        self._events: asyncio.Queue[ControllerEvent] = asyncio.Queue()
-        self._pending: set[type] = set()
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._task: asyncio.Task[None] | None = None
-        self._retries: set[asyncio.TimerHandle] = set()
+        self.events = EventManager(self._handle, self._failed, self._refuse,
+                                   RETRY_AFTER_ERROR_S)
         self._watched_topics: set[str] = set()
         self._watching = False
         # sessions lost so far (kazoo's thread counts them); the count when we became active
@@ -148,11 +122,10 @@ class KafkaController:
         caller retries; a retry after a partial start does not watch twice)."""
         from kazoo.recipe.watchers import ChildrenWatch, DataWatch
 
-        self._loop = asyncio.get_running_loop()
-        if self._task is None:
-            self._task = self._loop.create_task(self._process())
+        self.events.start(asyncio.get_running_loop())
         if self._rebalance_task is None and self.rebalance_interval_s:
-            self._rebalance_task = self._loop.create_task(self._rebalance_timer())
+            self._rebalance_task = asyncio.get_running_loop().create_task(
+                self._rebalance_timer())
 
         def on_children(event: ControllerEvent) -> Callable[[list[str]], None]:
             def fn(_children: list[str]) -> None:
@@ -178,19 +151,13 @@ class KafkaController:
 
     async def stop(self) -> None:
         """Give up the controller role (another broker takes it at once) and stop; every
-        request still queued is answered NOT_CONTROLLER at once."""
+        request queued or in hand is answered NOT_CONTROLLER at once."""
         from kazoo.protocol.states import KazooState
 
-        if self._task is not None:
-            self._task.cancel()
-            self._task = None
+        self.events.stop()
         if self._rebalance_task is not None:
             self._rebalance_task.cancel()
             self._rebalance_task = None
-        for handle in self._retries:
-            handle.cancel()
-        self._retries.clear()
-        self._drain()
         was_active = self.active
         self._deactivate()
         if was_active and self.zk.state == KazooState.CONNECTED:
@@ -205,49 +172,17 @@ class KafkaController:
 
         if state == KazooState.LOST:  # our ephemeral /controller is gone with the session
             self._sessions_lost += 1  # handlers awaiting ZooKeeper see it at once
-            self._call_soon(self._expire)
+            self.events.call_soon(lambda: self.events.clear_and_put(Expire()))
         elif state == KazooState.CONNECTED:
             self._enqueue(Elect())
 
-    def _call_soon(self, fn: Callable[[], None]) -> None:
-        if self._loop is not None and not self._loop.is_closed():
-            self._loop.call_soon_threadsafe(fn)
-
-    def _expire(self) -> None:
-        """Kafka's clearAndPut(Expire): nothing queued before the expiry runs after it."""
-        self._drain()
-        self._enqueue(Expire())
-
-    def _drain(self) -> None:
-        while not self._events.empty():
-            event = self._events.get_nowait()
-            if isinstance(event, REQUESTS):
-                self._refuse(event)
-        self._pending.clear()
+    def _enqueue(self, event: ControllerEvent) -> None:
+        self.events.put(event)
 
     def _refuse(self, event: RequestEvent, why: str = "") -> None:
         if not event.future.done():
             event.future.set_exception(NotControllerError(
                 why or f"broker {self.broker_id} is not the controller"))
-
-    def _enqueue(self, event: ControllerEvent) -> None:
-        """Queue an event (from any thread); a plain event already queued is not
-        repeated."""
-        def put() -> None:
-            if isinstance(event, PLAIN):
-                if type(event) in self._pending:
-                    return
-                self._pending.add(type(event))
-            self._events.put_nowait(event)
-        if self._loop is None or self._loop.is_closed():
-            return
-        try:
-            if asyncio.get_running_loop() is self._loop:
-                put()
-                return
-        except RuntimeError:
-            pass
-        self._loop.call_soon_threadsafe(put)
 
     def check_active(self) -> None:
         """Raise Deposed unless this broker is still the controller of the session it was
@@ -255,24 +190,9 @@ class KafkaController:
         if not self.active or self._sessions_lost != self._active_session:
             raise Deposed(f"broker {self.broker_id} is no longer the controller")
 
-    async def _process(self) -> None:
-        while True:
-            event = await self._events.get()
-            if isinstance(event, PLAIN):
-                self._pending.discard(type(event))
-            try:
-                await self._handle(event)
-            except asyncio.CancelledError:  # stop(): the request in hand is answered too
-                if isinstance(event, REQUESTS):
-                    self._refuse(event, f"broker {self.broker_id} is stopping")
-                raise
-            except Exception as e:
-                self._failed(event, e)
-
-    def _failed(self, event: ControllerEvent, e: Exception) -> None:
+    def _failed(self, event: ControllerEvent, e: Exception) -> bool:
         """A handler raised: a deposed controller resigns; a request is answered (a
-        ZooKeeper error as NOT_CONTROLLER); another event is queued again after
-        RETRY_AFTER_ERROR_S, without holding up the events behind it."""
+        ZooKeeper error as NOT_CONTROLLER). True: queue the event again later."""
         what = f"{type(e).__name__}: {e}".rstrip(": ")
         if isinstance(e, (ControllerMovedError, Deposed)) and self.active:
             log.warning("broker %d resigns as controller: %s", self.broker_id, what)
@@ -280,23 +200,17 @@ class KafkaController:
             self._enqueue(Elect())
         if isinstance(event, REQUESTS):
             log.warning("controller request %s failed (%s)", type(event).__name__, what)
-            if isinstance(e, Deposed) or _zookeeper_error(e):
+            if isinstance(e, Deposed) or controller_zk.zookeeper_error(e):
                 self._refuse(event, f"broker {self.broker_id} cannot act as the controller "
                                     f"({what})")
             elif not event.future.done():
                 event.future.set_exception(e)
-            return
+            return False
         if isinstance(e, Deposed) or isinstance(event, Expire):
-            return
+            return False
         log.warning("controller event %s failed (%s); retrying in %g s",
                     type(event).__name__, what, RETRY_AFTER_ERROR_S)
-        assert self._loop is not None
-
-        def again() -> None:
-            self._retries.discard(handle)
-            self._enqueue(event)
-        handle = self._loop.call_later(RETRY_AFTER_ERROR_S, again)
-        self._retries.add(handle)
+        return True
 
     async def _handle(self, event: ControllerEvent) -> None:  # noqa: C901 - one case a kind
         match event:
@@ -365,7 +279,9 @@ class KafkaController:
                 self._deactivate()
             return
         self._waiting_registration = False
-        if result.won and not (self.active and result.epoch == self.epoch):
+        if result.won and self.active and session == self._active_session:
+            return  # still ours: the epoch we won with stays (a write finds out if it moved)
+        if result.won:
             if session != self._sessions_lost:  # the session went while we stood
                 self._enqueue(Elect())
                 return
@@ -384,7 +300,8 @@ class KafkaController:
         self.epoch_zk_version = -1
         if self.channel is not None:
             channel, self.channel = self.channel, None
-            asyncio.ensure_future(channel.close(), loop=self._loop)
+            for b in channel.brokers():
+                channel.remove_broker(b)
         self.deletions.clear()
         self.shutting_down.clear()
         self.reassignments.clear()
@@ -459,34 +376,10 @@ class KafkaController:
             self._send_leader_and_isr(b, hosted, full=b in new)
         self.deletions.resume_for(new)
 
-    def broker_change_states(self, dead: set[int]) -> dict[TopicPartition, PartitionState]:
-        """New states for the partitions a broker change affects: offline partitions with
-        an eligible live replica get a leader, replicas that died leave the ISR. A
-        partition none of whose replicas is live loses its leader but keeps its ISR
-        (shrinking it to one dead broker would only forget who else holds every record:
-        whichever ISR member returns first leads again)."""
-        live = set(self.view.brokers)
-        changed: dict[TopicPartition, PartitionState] = {}
-        for tp, state in self.view.states.items():
-            replicas = self.view.assignments[tp[0]][tp[1]]
-            if not live.intersection(replicas):
-                if state.leader != NO_LEADER and state.leader not in live:
-                    changed[tp] = PartitionState(NO_LEADER, state.leader_epoch + 1,
-                                                 list(state.isr), self.epoch,
-                                                 state.zk_version)
-                continue
-            new = None
-            if state.leader in dead or state.leader not in live:
-                new = elect_leader(replicas, state, live, self.epoch, unclean=self.unclean,
-                                   exclude=self.shutting_down)
-            if new is None and set(state.isr) & dead:
-                new = remove_replicas(state, dead, self.epoch)
-            if new is not None:
-                changed[tp] = new
-        return changed
-
     async def _on_brokers_changed(self, dead: set[int]) -> set[TopicPartition]:
-        changed = self.broker_change_states(dead)
+        changed = decisions.broker_change_states(self.view, dead, self.epoch,
+                                                 unclean=self.unclean,
+                                                 shutting_down=self.shutting_down)
         await self.write_states(changed, create=False)
         started = await self._start_partitions(self._all_partitions())
         return set(changed) | started
@@ -508,7 +401,7 @@ class KafkaController:
             self.send_update_metadata()
 
     async def _add_topics(self, names: list[str], *, announce: bool) -> None:
-        assignments, states = await asyncio.to_thread(read_topics, self.zk, names)
+        assignments, states = await asyncio.to_thread(controller_zk.read_topics, self.zk, names)
         self.check_active()
         added = self.apply_topics(assignments, states)
         for assignment in assignments.values():
@@ -572,38 +465,17 @@ class KafkaController:
         there would receive the event, not the name)."""
         def on_change(data: Any, _stat: Any) -> bool:
             if data is None:
-                self._call_soon(lambda: self._watched_topics.discard(topic))
+                self.events.call_soon(lambda: self._watched_topics.discard(topic))
                 return False
             self._enqueue(PartitionModification(topic))
             return True
         return on_change
 
-    def start_states(self, partitions: Iterable[TopicPartition]
-                     ) -> tuple[dict[TopicPartition, PartitionState],
-                                dict[TopicPartition, PartitionState]]:
-        """(first states, new leaders): partitions that have no state and a live replica,
-        and offline ones that have an eligible live replica."""
-        live = set(self.view.brokers) - self.shutting_down
-        created: dict[TopicPartition, PartitionState] = {}
-        elected: dict[TopicPartition, PartitionState] = {}
-        for tp in partitions:
-            replicas = self.view.assignments.get(tp[0], {}).get(tp[1])
-            if replicas is None:
-                continue
-            state = self.view.states.get(tp)
-            if state is None:
-                first = new_partition_state(replicas, live, self.epoch)
-                if first is not None:
-                    created[tp] = first
-            elif state.leader not in live:
-                new = elect_leader(replicas, state, live, self.epoch, unclean=self.unclean)
-                if new is not None:
-                    elected[tp] = new
-        return created, elected
-
     async def _start_partitions(self, partitions: Iterable[TopicPartition]
                                 ) -> set[TopicPartition]:
-        created, elected = self.start_states(partitions)
+        created, elected = decisions.start_states(self.view, partitions, self.epoch,
+                                                  unclean=self.unclean,
+                                                  shutting_down=self.shutting_down)
         await self.write_states(created, create=True)
         await self.write_states(elected, create=False)
         return set(created) | set(elected)
@@ -644,19 +516,6 @@ class KafkaController:
         self.view.topic_ids.pop(name, None)
         for p in parts:
             self.view.states.pop((name, p), None)
-
-    # ---- deletion (topic_deletion.py) ------------------------------------------------------
-    def send_stop_replica(self, broker_id: int, name: str, parts: dict[int, list[int]], *,
-                           deleting_topic: bool = True) -> None:
-        """StopReplica with deletion of `broker_id`'s replicas among `parts`; for a topic
-        being deleted its answer counts towards finishing the deletion."""
-        if self.channel is None:
-            return
-        mine = [p for p, reps in parts.items() if broker_id in reps]
-        body = build.stop_replica(self.view, broker_id, {name: mine}, delete=True)
-        self.channel.send(broker_id, ApiKey.STOP_REPLICA, build.STOP_REPLICA_VERSION, body,
-                          (lambda resp: self._enqueue(ReplicaStopped(name, broker_id, resp)))
-                          if deleting_topic else self._checker("StopReplica", broker_id))
 
     # ---- controlled shutdown -----------------------------------------------------------------
     async def controlled_shutdown(self, broker_id: int) -> list[TopicPartition]:
@@ -713,19 +572,9 @@ class KafkaController:
         """Run a request (controlled_shutdown, alter_partition, elect_leaders, reassign)
         on the event task; its answer, or NotControllerError."""
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-        if self._task is None or not self.active:
+        if not self.events.running or not self.active:
             raise NotControllerError(f"broker {self.broker_id} is not the controller")
-        event: RequestEvent
-        if kind == "controlled_shutdown":
-            event = ControlledShutdown(args[0], future)
-        elif kind == "alter_partition":
-            event = AlterPartition(args[0], args[1], future)
-        elif kind == "elect_leaders":
-            event = ElectLeaders(args[0], future)
-        elif kind == "reassign":
-            event = Reassign(args[0], future)
-        else:
-            raise ValueError(f"unknown controller request {kind!r}")
+        event = request_event(kind, args, future)
         self._enqueue(event)
         return await future
 
@@ -735,44 +584,6 @@ class KafkaController:
             await asyncio.sleep(self.rebalance_interval_s)
             if self.active:
                 self._enqueue(AutoRebalance())
-
-    # ---- telling the brokers -----------------------------------------------------------------
-    def announce(self, partitions: set[TopicPartition], *, is_new: bool) -> None:
-        self.send_update_metadata()
-        for b in self.view.brokers:
-            parts = [tp for tp in partitions if b in self.view.assignments[tp[0]][tp[1]]]
-            self._send_leader_and_isr(b, parts, is_new=is_new)
-
-    def send_update_metadata(self) -> None:
-        if self.channel is None:
-            return
-        for b in self.view.brokers:
-            self.channel.send(b, ApiKey.UPDATE_METADATA, build.UPDATE_METADATA_VERSION,
-                              build.update_metadata(self.view, b),
-                              self._checker("UpdateMetadata", b))
-
-    def _send_leader_and_isr(self, broker_id: int, partitions: Iterable[TopicPartition], *,
-                             is_new: bool = False, full: bool = False) -> None:
-        if self.channel is None:
-            return
-        body = build.leader_and_isr(self.view, broker_id, partitions, is_new=is_new,
-                                       full=full)
-        if body is not None:
-            self.channel.send(broker_id, ApiKey.LEADER_AND_ISR,
-                              build.LEADER_AND_ISR_VERSION, body,
-                              self._checker("LeaderAndIsr", broker_id))
-
-    @staticmethod
-    def _checker(what: str, broker_id: int) -> Callable[[dict[str, Any]], None]:
-        def check(response: dict[str, Any]) -> None:
-            code = response.get("error_code", 0)
-            failed = [e for t in response.get("topics", [])
-                      for e in t.get("partition_errors", []) if e["error_code"]]
-            if code or failed:
-                name = ErrorCode(code).name if code in ErrorCode._value2member_map_ else code
-                log.warning("broker %d answered %s with %s%s", broker_id, what, name,
-                            f" ({len(failed)} partition error(s))" if failed else "")
-        return check
 
 
 def _answer(future: asyncio.Future[Any], result: Any) -> None:

@@ -6,10 +6,14 @@ task takes them in order and alone changes controller state (controller.py `_han
 from __future__ import annotations
 
 import asyncio
+import logging
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from kafkactl.cluster.controller_admin import IsrChange
+
+log = logging.getLogger("kafkactl.controller")
 
 TopicPartition = tuple[str, int]
 
@@ -90,3 +94,116 @@ RequestEvent = ControlledShutdown | AlterPartition | ElectLeaders | Reassign
 ControllerEvent = PlainEvent | PartitionModification | ReplicaStopped | RequestEvent
 REQUESTS = (ControlledShutdown, AlterPartition, ElectLeaders, Reassign)
 PLAIN = (Elect, Expire, BrokerChange, TopicChange, TopicDeletion, AutoRebalance)
+
+
+def request_event(kind: str, args: tuple[Any, ...], future: asyncio.Future[Any]
+                  ) -> RequestEvent:
+    """The event of a request by name (controlled_shutdown, alter_partition,
+    elect_leaders, reassign) and its arguments."""
+    if kind == "controlled_shutdown":
+        return ControlledShutdown(args[0], future)
+    if kind == "alter_partition":
+        return AlterPartition(args[0], args[1], future)
+    if kind == "elect_leaders":
+        return ElectLeaders(args[0], future)
+    if kind == "reassign":
+        return Reassign(args[0], future)
+    raise ValueError(f"unknown controller request {kind!r}")
+
+
+class EventManager:
+    """Kafka's ControllerEventManager: one queue, one consumer task. `put` may be called
+    from any thread (kazoo's); a plain event already queued is not queued twice.
+    `clear_and_put` (session expiry) refuses everything queued and puts its event first.
+    A handler that raises is reported to `failed`; when that asks for it the event is
+    queued again after `retry_after_s` by a timer, so the events behind it do not wait."""
+
+    def __init__(self, handle: Callable[[ControllerEvent], Awaitable[None]],
+                 failed: Callable[[ControllerEvent, Exception], bool],
+                 refuse: Callable[[RequestEvent, str], None], retry_after_s: float) -> None:
+        self._handle = handle
+        self._failed = failed
+        self._refuse = refuse
+        self.retry_after_s = retry_after_s
+        self._queue: asyncio.Queue[ControllerEvent] = asyncio.Queue()
+        self._pending: set[type] = set()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._task: asyncio.Task[None] | None = None
+        self._retries: set[asyncio.TimerHandle] = set()
+
+    @property
+    def running(self) -> bool:
+        return self._task is not None
+
+    def start(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._loop = loop
+        if self._task is None:
+            self._task = loop.create_task(self._run())
+
+    def stop(self) -> None:
+        """Stop consuming: the request in hand and every queued one are refused."""
+        if self._task is not None:
+            self._task.cancel()
+            self._task = None
+        for handle in self._retries:
+            handle.cancel()
+        self._retries.clear()
+        self.drain()
+
+    def call_soon(self, fn: Callable[[], None]) -> None:
+        """Run `fn` on the event loop (from any thread)."""
+        if self._loop is not None and not self._loop.is_closed():
+            self._loop.call_soon_threadsafe(fn)
+
+    def put(self, event: ControllerEvent) -> None:
+        def put() -> None:
+            if isinstance(event, PLAIN):
+                if type(event) in self._pending:
+                    return
+                self._pending.add(type(event))
+            self._queue.put_nowait(event)
+        if self._loop is None or self._loop.is_closed():
+            return
+        try:
+            if asyncio.get_running_loop() is self._loop:
+                put()
+                return
+        except RuntimeError:
+            pass
+        self._loop.call_soon_threadsafe(put)
+
+    def clear_and_put(self, event: ControllerEvent) -> None:
+        """(on the loop) Nothing queued before `event` runs after it."""
+        self.drain()
+        self.put(event)
+
+    def drain(self) -> None:
+        while not self._queue.empty():
+            event = self._queue.get_nowait()
+            if isinstance(event, REQUESTS):
+                self._refuse(event, "")
+        self._pending.clear()
+
+    async def _run(self) -> None:
+        while True:
+            event = await self._queue.get()
+            if isinstance(event, PLAIN):
+                self._pending.discard(type(event))
+            try:
+                await self._handle(event)
+            except asyncio.CancelledError:  # stop(): the request in hand is answered too
+                if isinstance(event, REQUESTS):
+                    self._refuse(event, "the controller is stopping")
+                raise
+            except Exception as e:
+                if self._failed(event, e):
+                    self._retry(event)
+
+    def _retry(self, event: ControllerEvent) -> None:
+        assert self._loop is not None
+
+        def again() -> None:
+            self._retries.discard(handle)
+            self.put(event)
+        handle = self._loop.call_later(self.retry_after_s, again)
+        self._retries.add(handle)

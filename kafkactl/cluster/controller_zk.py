@@ -173,3 +173,23 @@ def _tree(zk: KazooClient, root: str) -> list[str]:
     for child in children:
         out += _tree(zk, f"{root}/{child}")
     return [*out, root]
+
+
+def read_topics(zk: KazooClient, names: list[str]
+                ) -> tuple[dict[str, TopicAssignment], dict[TopicPartition, PartitionState]]:
+    """The topics' assignments and the partition states that exist, each kind read
+    pipelined (absent or malformed znodes left out)."""
+    assignments = {n: a for n, a in zk_topics.read_assignments(zk, names).items()
+                   if a is not None}
+    tps = [(n, p) for n, a in assignments.items() for p in a.partitions]
+    states = {tp: s for tp, s in zk_topics.read_partition_states(zk, tps).items()
+              if s is not None}
+    return assignments, states
+
+
+def zookeeper_error(e: BaseException) -> bool:
+    """An error of ZooKeeper (or of this controller's epoch): the controller cannot act."""
+    from kazoo.exceptions import KazooException
+    from kazoo.handlers.threading import KazooTimeoutError
+
+    return isinstance(e, (KazooException, KazooTimeoutError, ControllerMovedError))

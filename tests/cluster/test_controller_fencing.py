@@ -114,7 +114,8 @@ def test_a_deposed_controllers_late_write_is_refused_and_the_new_state_stays(
                                     {("t", 0): stale}, create=False)
         assert zk_topics.read_partition_state(zk2, "t", 0) == ours
         # broker 1 is not registered in its new session: it does not stand again
-        assert not a.active and a._waiting_registration
+        await until(lambda: a._waiting_registration, "broker 1 waits for its registration")
+        assert not a.active
         await a.stop()
         await b.stop()
 
@@ -161,6 +162,7 @@ def test_a_request_to_a_controller_whose_session_expired_is_not_controller(
         await a.start()
         await until(lambda: a.active and ("t", 0) in a.view.states, "broker 1 controls")
         expire_session(connect, zk1)
+        await until(lambda: a._sessions_lost > 0, "kazoo reports the session lost")
         with pytest.raises(NotControllerError):
             await a.request("reassign", ({("t", 0): [1]},))
         await until(lambda: not a.active, "broker 1 resigns")

@@ -15,8 +15,9 @@ import pytest
 from kafkactl.cluster import broker_registry, zk_paths
 from kafkactl.cluster import topic_state as zk_topics
 from kafkactl.cluster import zookeeper as zkmod
-from kafkactl.cluster.controller import KafkaController, read_topics
+from kafkactl.cluster.controller import KafkaController
 from kafkactl.cluster.controller_election import try_elect
+from kafkactl.cluster.controller_zk import read_topics
 from kafkactl.cluster.topic_state import PartitionState
 from tests.cluster.zk import ZooKeeperServer
 

@@ -1,0 +1,69 @@
+"""The controller's leadership decisions over its view of the cluster, as pure functions
+(no ZooKeeper, no I/O; the controller's event task writes what they return)."""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Iterable
+
+from kafkactl.cluster.controller_requests import ClusterView
+from kafkactl.cluster.partition_election import (
+    elect_leader,
+    new_partition_state,
+    remove_replicas,
+)
+from kafkactl.cluster.topic_state import NO_LEADER, PartitionState
+
+TopicPartition = tuple[str, int]
+
+
+def broker_change_states(view: ClusterView, dead: set[int], epoch: int, *, unclean: bool,
+                         shutting_down: Collection[int]
+                         ) -> dict[TopicPartition, PartitionState]:
+    """New states for the partitions a broker change affects: offline partitions with an
+    eligible live replica get a leader, replicas that died leave the ISR. A partition none
+    of whose replicas is live loses its leader but keeps its ISR (shrinking it to one dead
+    broker would only forget who else holds every record: whichever ISR member returns
+    first leads again)."""
+    live = set(view.brokers)
+    changed: dict[TopicPartition, PartitionState] = {}
+    for tp, state in view.states.items():
+        replicas = view.assignments[tp[0]][tp[1]]
+        if not live.intersection(replicas):
+            if state.leader != NO_LEADER and state.leader not in live:
+                changed[tp] = PartitionState(NO_LEADER, state.leader_epoch + 1,
+                                             list(state.isr), epoch, state.zk_version)
+            continue
+        new = None
+        if state.leader in dead or state.leader not in live:
+            new = elect_leader(replicas, state, live, epoch, unclean=unclean,
+                               exclude=shutting_down)
+        if new is None and set(state.isr) & dead:
+            new = remove_replicas(state, dead, epoch)
+        if new is not None:
+            changed[tp] = new
+    return changed
+
+
+def start_states(view: ClusterView, partitions: Iterable[TopicPartition], epoch: int, *,
+                 unclean: bool, shutting_down: Collection[int]
+                 ) -> tuple[dict[TopicPartition, PartitionState],
+                            dict[TopicPartition, PartitionState]]:
+    """(first states, new leaders): partitions that have no state and a live replica, and
+    offline ones that have an eligible live replica."""
+    live = set(view.brokers) - set(shutting_down)
+    created: dict[TopicPartition, PartitionState] = {}
+    elected: dict[TopicPartition, PartitionState] = {}
+    for tp in partitions:
+        replicas = view.assignments.get(tp[0], {}).get(tp[1])
+        if replicas is None:
+            continue
+        state = view.states.get(tp)
+        if state is None:
+            first = new_partition_state(replicas, live, epoch)
+            if first is not None:
+                created[tp] = first
+        elif state.leader not in live:
+            new = elect_leader(replicas, state, live, epoch, unclean=unclean)
+            if new is not None:
+                elected[tp] = new
+    return created, elected

@@ -1,0 +1,81 @@
+"""How the controller tells the brokers (a base of KafkaController): UpdateMetadata,
+LeaderAndIsr and StopReplica, built as pure functions over its view
+(controller_requests.py) and queued on its channel (controller_channel.py), one FIFO per
+broker. An error a broker answers with is logged with its name."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from kafkactl.cluster import controller_requests as build
+from kafkactl.cluster.controller_channel import ControllerChannel
+from kafkactl.cluster.controller_events import ControllerEvent, ReplicaStopped
+from kafkactl.cluster.controller_requests import ClusterView
+from kafkactl.protocol.api_keys import ApiKey
+from kafkactl.protocol.errors import ErrorCode
+
+log = logging.getLogger("kafkactl.controller")
+
+TopicPartition = tuple[str, int]
+
+
+class BrokerNotices:
+    view: ClusterView
+    channel: ControllerChannel | None
+
+    def _enqueue(self, event: ControllerEvent) -> None:
+        raise NotImplementedError
+
+    def announce(self, partitions: set[TopicPartition], *, is_new: bool) -> None:
+        self.send_update_metadata()
+        for b in self.view.brokers:
+            parts = [tp for tp in partitions if b in self.view.assignments[tp[0]][tp[1]]]
+            self._send_leader_and_isr(b, parts, is_new=is_new)
+
+    def send_update_metadata(self) -> None:
+        if self.channel is None:
+            return
+        for b in self.view.brokers:
+            self.channel.send(b, ApiKey.UPDATE_METADATA, build.UPDATE_METADATA_VERSION,
+                              build.update_metadata(self.view, b),
+                              self._checker("UpdateMetadata", b))
+
+    def _send_leader_and_isr(self, broker_id: int, partitions: Iterable[TopicPartition], *,
+                             is_new: bool = False, full: bool = False) -> None:
+        if self.channel is None:
+            return
+        body = build.leader_and_isr(self.view, broker_id, partitions, is_new=is_new,
+                                       full=full)
+        if body is not None:
+            self.channel.send(broker_id, ApiKey.LEADER_AND_ISR,
+                              build.LEADER_AND_ISR_VERSION, body,
+                              self._checker("LeaderAndIsr", broker_id))
+
+    @staticmethod
+    def _checker(what: str, broker_id: int) -> Callable[[dict[str, Any]], None]:
+        def check(response: dict[str, Any]) -> None:
+            code = response.get("error_code", 0)
+            failed = [e for t in response.get("topics", [])
+                      for e in t.get("partition_errors", []) if e["error_code"]]
+            if code or failed:
+                try:
+                    name: object = ErrorCode(code).name
+                except ValueError:
+                    name = code
+                log.warning("broker %d answered %s with %s%s", broker_id, what, name,
+                            f" ({len(failed)} partition error(s))" if failed else "")
+        return check
+
+    def send_stop_replica(self, broker_id: int, name: str, parts: dict[int, list[int]], *,
+                           deleting_topic: bool = True) -> None:
+        """StopReplica with deletion of `broker_id`'s replicas among `parts`; for a topic
+        being deleted its answer counts towards finishing the deletion."""
+        if self.channel is None:
+            return
+        mine = [p for p, reps in parts.items() if broker_id in reps]
+        body = build.stop_replica(self.view, broker_id, {name: mine}, delete=True)
+        self.channel.send(broker_id, ApiKey.STOP_REPLICA, build.STOP_REPLICA_VERSION, body,
+                          (lambda resp: self._enqueue(ReplicaStopped(name, broker_id, resp)))
+                          if deleting_topic else self._checker("StopReplica", broker_id))
