@@ -158,5 +158,5 @@ class ZkRegistration:
                 if self.registry is not None:
                     self.registry.deregister()
             except Exception as e:
-                log.warning("could not deregister from ZooKeeper: %s", e)
+                log.warning("could not deregister from ZooKeeper: %s: %s", type(e).__name__, e)
             zookeeper.close(zk)
