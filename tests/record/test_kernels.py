@@ -140,7 +140,7 @@ def _walks(data: bytes, pos: int, first: int, count: int, want_keyless: bool) ->
 
 
 @compiled
-@settings(max_examples=examples(600))
+@settings(max_examples=examples(400))
 @given(sections(), st.booleans())
 def test_walk_twins_agree(case: tuple[bytes, int], want_keyless: bool) -> None:
     section, count = case
@@ -239,7 +239,7 @@ def _checks(section: bytes, count: int, want_keyless: bool, monkeypatch: pytest.
 
 
 @compiled
-@settings(max_examples=examples(400))
+@settings(max_examples=examples(250))
 @given(sections(max_records=120), st.booleans())
 def test_check_records_compiled_and_pure_agree(case: tuple[bytes, int], want_keyless: bool
                                                ) -> None:
@@ -292,7 +292,7 @@ def _scans(section: bytes, count: int) -> None:
 
 
 @compiled
-@settings(max_examples=examples(600))
+@settings(max_examples=examples(400))
 @given(sections())
 def test_scan_twins_agree(case: tuple[bytes, int]) -> None:
     _scans(*case)
