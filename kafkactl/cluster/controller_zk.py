@@ -10,7 +10,6 @@ event task applies them to its state.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from kafkactl.cluster import topic_state as zk_topics
@@ -82,15 +81,13 @@ def write_states(zk: KazooClient, epoch_version: int,
     (None: absent or malformed)."""
     from kazoo.exceptions import BadVersionError, NodeExistsError
 
-    if create:
-        _ensure_parents(zk, epoch_version, states)
     items = list(states.items())
-    groups: list[list[Op]] = []
-    for (topic, p), state in items:
-        path = zk_paths.partition_state(topic, p)
-        groups.append([("create", path, state.to_json())] if create else
-                      [("set", path, state.to_json(), state.zk_version)])
-    results = commit_fenced(zk, epoch_version, groups)
+    if create:
+        results = _create_states(zk, epoch_version, items)
+    else:
+        results = commit_fenced(zk, epoch_version, [
+            [("set", zk_paths.partition_state(t, p), state.to_json(), state.zk_version)]
+            for (t, p), state in items])
     out: dict[TopicPartition, PartitionState | None] = {}
     lost: list[TopicPartition] = []
     for (tp, state), error in zip(items, results, strict=True):
@@ -107,20 +104,31 @@ def write_states(zk: KazooClient, epoch_version: int,
     return out
 
 
-def _ensure_parents(zk: KazooClient, epoch_version: int,
-                    states: Iterable[TopicPartition]) -> None:
-    """/brokers/topics/[t]/partitions and .../[n] for new partition states (fenced too;
-    one that exists is fine)."""
+def _create_states(zk: KazooClient, epoch_version: int,
+                   items: list[tuple[TopicPartition, PartitionState]]
+                   ) -> list[BaseException | None]:
+    """Create partition state znodes: /brokers/topics/[t]/partitions first (one that exists
+    is fine), then per partition one transaction making .../[n] and .../[n]/state; where
+    .../[n] existed already the state alone is created."""
     from kazoo.exceptions import NodeExistsError
 
-    tps = list(states)
-    topics = sorted({t for t, _ in tps})
-    for paths in ([zk_paths.topic_partitions(t) for t in topics],
-                  [zk_paths.partition_state(t, p).rsplit("/", 1)[0] for t, p in tps]):
-        groups: list[list[Op]] = [[("create", path, b"")] for path in paths]
-        for error in commit_fenced(zk, epoch_version, groups):
-            if error is not None and not isinstance(error, NodeExistsError):
-                raise error
+    topics = sorted({t for (t, _p), _s in items})
+    for error in commit_fenced(zk, epoch_version,
+                               [[("create", zk_paths.topic_partitions(t), b"")] for t in topics]):
+        if error is not None and not isinstance(error, NodeExistsError):
+            raise error
+    results = commit_fenced(zk, epoch_version, [
+        [("create", zk_paths.partition_state(t, p).rsplit("/", 1)[0], b""),
+         ("create", zk_paths.partition_state(t, p), state.to_json())]
+        for (t, p), state in items])
+    again = [i for i, e in enumerate(results) if isinstance(e, NodeExistsError)]
+    if again:
+        retried = commit_fenced(zk, epoch_version, [
+            [("create", zk_paths.partition_state(*items[i][0]), items[i][1].to_json())]
+            for i in again])
+        for i, error in zip(again, retried, strict=True):
+            results[i] = error
+    return results
 
 
 def set_assignment(zk: KazooClient, epoch_version: int, assignment: TopicAssignment) -> int:
