@@ -14,38 +14,25 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from kafkactl.cluster import controller_zk
 from kafkactl.cluster import topic_state as zk_topics
+from kafkactl.cluster.controller_context import ControllerContext, IsrChange, Reassignment
 from kafkactl.cluster.partition_election import elect_leader
 from kafkactl.cluster.topic_state import PartitionState
 from kafkactl.protocol.errors import ErrorCode
 
-if TYPE_CHECKING:
-    from kafkactl.cluster.controller import KafkaController
+__all__ = ["IsrChange", "Reassignment"]  # re-exported: the records live in controller_context
 
 log = logging.getLogger("kafkactl.controller")
 
 TopicPartition = tuple[str, int]
 
 
-@dataclass(frozen=True)
-class IsrChange:
-    """One partition of an AlterPartition request."""
-
-    topic: str
-    partition: int
-    leader_epoch: int
-    isr: list[int]
-    partition_epoch: int
-
-
 IsrResult = tuple[IsrChange, ErrorCode, PartitionState | None]
 
 
-def isr_changes(c: KafkaController, broker_id: int, changes: list[IsrChange]
+def isr_changes(c: ControllerContext, broker_id: int, changes: list[IsrChange]
                 ) -> tuple[dict[TopicPartition, PartitionState], list[IsrResult]]:
     """(states to write, refusals) for a leader's AlterPartition: it must lead at the
     epoch it names, know the current partition epoch, and propose an ISR of live replicas
@@ -76,7 +63,7 @@ def isr_changes(c: KafkaController, broker_id: int, changes: list[IsrChange]
     return writes, refused
 
 
-def shutdown_moves(c: KafkaController, broker_id: int
+def shutdown_moves(c: ControllerContext, broker_id: int
                    ) -> tuple[dict[TopicPartition, PartitionState], list[TopicPartition]]:
     """(new leaders, partitions left) for a controlled shutdown: replicated partitions the
     stopping broker leads move to another live in-sync replica where there is one."""
@@ -95,21 +82,7 @@ def shutdown_moves(c: KafkaController, broker_id: int
     return moves, remaining
 
 
-@dataclass
-class Reassignment:
-    target: list[int]
-    original: list[int]
-
-    @property
-    def adding(self) -> list[int]:
-        return [r for r in self.target if r not in self.original]
-
-    @property
-    def removing(self) -> list[int]:
-        return [r for r in self.original if r not in self.target]
-
-
-def preferred_elections(c: KafkaController, partitions: list[TopicPartition] | None
+def preferred_elections(c: ControllerContext, partitions: list[TopicPartition] | None
                         ) -> tuple[dict[TopicPartition, PartitionState],
                                    dict[TopicPartition, tuple[ErrorCode, str]]]:
     """(new states, errors) for moving `partitions` (None: all) to their preferred
@@ -136,7 +109,7 @@ def preferred_elections(c: KafkaController, partitions: list[TopicPartition] | N
     return changes, errors
 
 
-def imbalanced_partitions(c: KafkaController, threshold_percent: int) -> list[TopicPartition]:
+def imbalanced_partitions(c: ControllerContext, threshold_percent: int) -> list[TopicPartition]:
     """Partitions to give back to their preferred leader, for the brokers whose share of
     partitions led by someone else passes `threshold_percent` (Kafka's auto rebalance)."""
     preferred_of: dict[int, list[TopicPartition]] = {}
@@ -155,7 +128,7 @@ def imbalanced_partitions(c: KafkaController, threshold_percent: int) -> list[To
 
 
 # ---- reassignment ------------------------------------------------------------------------
-def check_target(c: KafkaController, tp: TopicPartition,
+def check_target(c: ControllerContext, tp: TopicPartition,
                  target: list[int] | None) -> tuple[ErrorCode, str]:
     if c.view.assignments.get(tp[0], {}).get(tp[1]) is None:
         return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "no such partition"
@@ -169,7 +142,7 @@ def check_target(c: KafkaController, tp: TopicPartition,
     return ErrorCode.NONE, ""
 
 
-def start(c: KafkaController, tp: TopicPartition, target: list[int]) -> list[int] | None:
+def start(c: ControllerContext, tp: TopicPartition, target: list[int]) -> list[int] | None:
     """Begin (or replace) a reassignment; the replica set to write, or None when the
     partition already has exactly these replicas."""
     current = c.view.assignments[tp[0]][tp[1]]
@@ -181,7 +154,7 @@ def start(c: KafkaController, tp: TopicPartition, target: list[int]) -> list[int
     return list(dict.fromkeys([*target, *original]))
 
 
-def completion(c: KafkaController, tp: TopicPartition
+def completion(c: ControllerContext, tp: TopicPartition
                ) -> tuple[list[int], PartitionState] | None:
     """When every target replica is in the ISR: (target replicas, the partition's new
     state: a target replica leads, the ISR keeps only target replicas)."""
@@ -196,7 +169,7 @@ def completion(c: KafkaController, tp: TopicPartition
                                           state.zk_version)
 
 
-async def write_assignment(c: KafkaController, topic: str) -> None:
+async def write_assignment(c: ControllerContext, topic: str) -> None:
     """The topic znode with its current replica sets and the adding / removing replicas of
     its reassignments in progress (fenced by the controller epoch)."""
     partitions = dict(c.view.assignments[topic])
@@ -207,7 +180,7 @@ async def write_assignment(c: KafkaController, topic: str) -> None:
     c.check_active()
 
 
-def resume(c: KafkaController, assignment: zk_topics.TopicAssignment) -> None:
+def resume(c: ControllerContext, assignment: zk_topics.TopicAssignment) -> None:
     """A reassignment an earlier controller began (from the topic znode)."""
     for p, replicas in assignment.partitions.items():
         adding = assignment.adding.get(p, [])
@@ -220,7 +193,7 @@ def resume(c: KafkaController, assignment: zk_topics.TopicAssignment) -> None:
 
 
 # ---- applied on the controller's event task ---------------------------------------------
-async def elect_preferred(c: KafkaController, partitions: list[TopicPartition] | None
+async def elect_preferred(c: ControllerContext, partitions: list[TopicPartition] | None
                            ) -> dict[TopicPartition, tuple[ErrorCode, str]]:
     changes, outcome = preferred_elections(c, partitions)
     if changes:
@@ -235,7 +208,7 @@ async def elect_preferred(c: KafkaController, partitions: list[TopicPartition] |
         log.info("preferred leader election: %d partition(s) moved", len(changes))
     return outcome
 
-async def reassign(c: KafkaController, targets: dict[TopicPartition, list[int] | None]
+async def reassign(c: ControllerContext, targets: dict[TopicPartition, list[int] | None]
                     ) -> dict[TopicPartition, tuple[ErrorCode, str]]:
     outcome: dict[TopicPartition, tuple[ErrorCode, str]] = {}
     changed: dict[TopicPartition, PartitionState] = {}
@@ -268,7 +241,7 @@ async def reassign(c: KafkaController, targets: dict[TopicPartition, list[int] |
         await maybe_complete_reassignment(c, tp)
     return outcome
 
-async def maybe_complete_reassignment(c: KafkaController, tp: TopicPartition) -> None:
+async def maybe_complete_reassignment(c: ControllerContext, tp: TopicPartition) -> None:
     done = completion(c, tp)
     if done is None:
         return

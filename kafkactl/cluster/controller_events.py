@@ -11,7 +11,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from kafkactl.cluster.controller_admin import IsrChange
+from kafkactl.cluster.controller_context import IsrChange
 
 log = logging.getLogger("kafkactl.controller")
 

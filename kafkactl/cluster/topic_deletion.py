@@ -17,13 +17,13 @@ from kafkactl.cluster import controller_zk
 from kafkactl.cluster import topic_state as zk_topics
 
 if TYPE_CHECKING:
-    from kafkactl.cluster.controller import KafkaController
+    from kafkactl.cluster.controller_context import ControllerContext
 
 log = logging.getLogger("kafkactl.controller")
 
 
 class TopicDeletionManager:
-    def __init__(self, controller: KafkaController) -> None:
+    def __init__(self, controller: ControllerContext) -> None:
         self.controller = controller
         # topic -> (partitions, brokers that have not confirmed the deletion yet)
         self._pending: dict[str, tuple[dict[int, list[int]], set[int]]] = {}
