@@ -6,10 +6,10 @@ In-process, for batches of the shapes bench/lines.py and bench/produce_validatio
 (access-log lines of 50-500 bytes, keyed and unkeyed; fixed 100-byte values; `seq`; one
 record, as a one-record Produce carries): the broker's framing check on append
 (record.framing.check_records), the consumer's record scan (record.value_scan
-.fast_columns) and the keyed producer's partitioner (murmur2 of access-log client
-addresses, client.partitioner), each timed compiled and pure (KAFKACTL_NO_EXTENSIONS's
-path, switched in-process). Prints ns per record of each and the ratio pure/compiled; the
-best of `--rounds`.
+.fast_columns), the keyed producer's partitioner (murmur2 of access-log client addresses,
+client.partitioner) and the producer's record encoding (record.columns), each timed
+compiled and pure (KAFKACTL_NO_EXTENSIONS's path, switched in-process). Prints ns per
+record of each and the ratio pure/compiled; the best of `--rounds`.
 
 `--lines` then runs bench/lines.py twice, compiled and with KAFKACTL_NO_EXTENSIONS=1 (broker
 and clients alike), each against kcat in its own run: the end-to-end ratios vs kcat side by
@@ -31,7 +31,7 @@ from pathlib import Path
 from lines import access_line
 
 from kafkactl.client import partitioner
-from kafkactl.record import _accel, framing, value_scan
+from kafkactl.record import _accel, columns, framing, value_scan
 from kafkactl.record.batch import RecordBatch, RecordBatchBuilder
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -42,16 +42,20 @@ MiB = 1 << 20
 def pure() -> Iterator[None]:
     """The pure-Python path, as KAFKACTL_NO_EXTENSIONS=1 selects it at import."""
     saved = (framing.kernels, framing._runs, framing._walk, value_scan.kernels,
-             value_scan._scan, partitioner.murmur2)
+             value_scan._scan, partitioner.murmur2, columns.encode_values,
+             columns.encode_key_values)
     framing.kernels = None
     framing._runs, framing._walk = framing._column_runs, framing._walk_py
     value_scan.kernels, value_scan._scan = None, value_scan._scan_py
     partitioner.murmur2 = partitioner.murmur2_py
+    columns.encode_values = columns.encode_values_py
+    columns.encode_key_values = columns.encode_key_values_py
     try:
         yield
     finally:
         (framing.kernels, framing._runs, framing._walk, value_scan.kernels,
-         value_scan._scan, partitioner.murmur2) = saved
+         value_scan._scan, partitioner.murmur2, columns.encode_values,
+         columns.encode_key_values) = saved
 
 
 def batch(kind: str, limit: int = MiB) -> tuple[bytes, int]:
@@ -112,6 +116,23 @@ def kernels_table(rounds: int) -> None:
     part = partitioner.Partitioner()
     row("murmur2 partition, access-log keys", len(keys),
         lambda: [part.partition("t", k, 12) for k in keys], rounds, 3)
+    rng = random.Random(20)
+    lines = [access_line(rng, 1_795_000_000) for _ in range(20_000)]
+    keys = [line.partition(b" ")[0] for line in lines]
+    row("producer records, access-log lines", len(lines),
+        lambda: _encode_all(lambda i: columns.encode_values(lines, i, 0, MiB), len(lines)),
+        rounds, 3)
+    row("producer records, keyed (-K' ')", len(lines),
+        lambda: _encode_all(lambda i: columns.encode_key_values(keys, lines, i, 0, MiB),
+                            len(lines)), rounds, 3)
+
+
+def _encode_all(encode: Callable[[int], tuple[list[bytes], int, int]], n: int) -> None:
+    """Batches of up to 1 MiB until every line is encoded (as the producer fills them)."""
+    i = 0
+    while i < n:
+        parts, i, _ = encode(i)
+        b"".join(parts)
 
 
 def lines_run(records: int) -> None:

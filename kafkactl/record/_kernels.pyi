@@ -1,4 +1,6 @@
 # Types of the compiled twins in _kernels.pyx (mypy sees this stub, not the .so).
+from collections.abc import Sequence
+
 Buffer = bytes | bytearray | memoryview
 
 API: int
@@ -11,3 +13,7 @@ def scan(d: Buffer, count: int
 def prove(data: Buffer, pos: int, stop: int, count: int, want_keyless: bool,
           keyless: list[int]) -> tuple[int, int]: ...
 def murmur2(data: Buffer) -> int: ...
+def encode_values(values: Sequence[Buffer], start: int, first_delta: int, room: int
+                  ) -> tuple[list[bytes], int, int]: ...
+def encode_key_values(keys: Sequence[Buffer | None], values: Sequence[Buffer], start: int,
+                      first_delta: int, room: int) -> tuple[list[bytes], int, int]: ...

@@ -7,6 +7,8 @@ error class and error message as its reference on the same input, malformed or n
 - `walk`: record/framing.py's `_walk` (the v2 record framing check, broker produce path).
 - `scan`: record/value_scan.py's `_scan` (the consumer's keys/values/offset-deltas scan).
 - `murmur2`: client/partitioner.py's `murmur2_py` (the keyed producer's partition hash).
+- `encode_values`, `encode_key_values`: record/columns.py's `encode_values_py` and
+  `encode_key_values_py` (the producer's records of lines, keyed or not).
 
 Bytes come from the network: the kernels read a raw buffer (the buffer protocol: bytes,
 bytearray, memoryview, without a copy) and every read is checked against its end by the
@@ -15,12 +17,18 @@ test_kernels.py fuzzes them. The module is loaded by record/_accel.py only.
 """
 
 from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
-from cpython.bytes cimport PyBytes_FromStringAndSize
+from cpython.bytes cimport (
+    PyBytes_AS_STRING,
+    PyBytes_Check,
+    PyBytes_FromStringAndSize,
+    PyBytes_GET_SIZE,
+)
+from libc.string cimport memcpy
 from libc.stdint cimport int32_t, uint32_t
 
 from kafkactl.record.errors import InvalidRecordError
 
-API = 2  # record/_accel.py refuses a module built from another version of this file
+API = 3  # record/_accel.py refuses a module built from another version of this file
 
 DEF MIN_RECORD_SIZE = 7
 DEF MAX_HEADS = 16384  # framing.MAX_HEADS: records the reference's fast path covers
@@ -507,3 +515,128 @@ cdef int32_t _murmur2(const unsigned char *d, Py_ssize_t length) noexcept nogil:
     h *= m
     h ^= h >> 15
     return <int32_t>h
+
+
+# ---- the producer's record encoding (record/columns.py `encode_values_py`, `..._key_values_py`)
+
+DEF MAX_DELTA = 16383  # columns.MAX_DELTA: offset deltas the reference's tables cover
+DEF MAX_FIELDS = MAX_DELTA - 32  # columns.MAX_FIELDS
+
+
+cdef inline Py_ssize_t _zz_size(Py_ssize_t n) noexcept nogil:
+    """Bytes of the zigzag varint of 0 <= n < 16384."""
+    return 1 if n < 64 else (2 if n < 8192 else 3)
+
+
+cdef inline char *_put_zz(char *out, Py_ssize_t n) noexcept nogil:
+    """Write the zigzag varint of 0 <= n < 16384; the position after it."""
+    cdef Py_ssize_t z = n << 1
+    if z < 0x80:
+        out[0] = <char>z
+        return out + 1
+    out[0] = <char>((z & 0x7F) | 0x80)
+    if z < 0x4000:
+        out[1] = <char>(z >> 7)
+        return out + 2
+    out[1] = <char>(((z >> 7) & 0x7F) | 0x80)
+    out[2] = <char>(z >> 14)
+    return out + 3
+
+
+cdef char *_put_field(char *out, object field, Py_ssize_t size) except NULL:
+    """Copy a bytes-like key or value of `size` bytes (its len(), which the space was
+    counted by); the position after it."""
+    cdef Py_buffer view
+    if PyBytes_Check(field) and PyBytes_GET_SIZE(field) == size:
+        memcpy(out, PyBytes_AS_STRING(field), size)
+        return out + size
+    PyObject_GetBuffer(field, &view, PyBUF_SIMPLE)
+    try:
+        if view.len != size:  # len() is not its bytes (a memoryview of wider items)
+            raise ValueError(f"a key or value of {view.len} bytes has len() {size}")
+        memcpy(out, view.buf, size)
+        return out + size
+    finally:
+        PyBuffer_Release(&view)
+
+
+def encode_values(values, Py_ssize_t start, Py_ssize_t first_delta, Py_ssize_t room):
+    """columns.encode_values_py's twin: the same records (one part holding them all), the
+    same index after them and the same size."""
+    return _encode(None, values, start, first_delta, room, MAX_FIELDS)
+
+
+def encode_key_values(keys, values, Py_ssize_t start, Py_ssize_t first_delta,
+                      Py_ssize_t room):
+    """columns.encode_key_values_py's twin, as encode_values."""
+    return _encode(keys, values, start, first_delta, room, MAX_FIELDS // 2)
+
+
+cdef tuple _encode(object keys, object values, Py_ssize_t start, Py_ssize_t first_delta,
+                   Py_ssize_t room, Py_ssize_t longest):
+    """Records for values[start:] (null keys, or keys[i]) from offset delta first_delta
+    while they fit in room (the first of a batch, delta 0, always does), stopping before a
+    key or value longer than `longest` and at offset delta MAX_DELTA."""
+    cdef Py_ssize_t n = len(values)
+    cdef Py_ssize_t i = start, delta = first_delta, used = 0
+    cdef Py_ssize_t vlen, klen, kfield, length, size, j
+    cdef object k, v
+    # First the records that fit and their size, as the reference's tables count them.
+    while i < n and delta < MAX_DELTA:
+        v = values[i]
+        vlen = len(v)
+        if vlen > longest:
+            break
+        k = None
+        kfield = 1  # the null key's length varint (-1)
+        if keys is not None:
+            k = keys[i]
+            if k is not None:
+                klen = len(k)
+                if klen > longest:
+                    break
+                kfield = _zz_size(klen) + klen
+        # attributes, timestamp delta 0, offset delta, key, value, header count 0
+        length = 3 + _zz_size(delta) + kfield + _zz_size(vlen) + vlen
+        size = _zz_size(length) + length
+        if used + size > room and delta != 0:
+            break
+        used += size
+        delta += 1
+        i += 1
+    if i == start:
+        return [], i, 0
+    # Then one bytes object holding them all.
+    cdef bytes out = PyBytes_FromStringAndSize(NULL, used)
+    cdef char *p = PyBytes_AS_STRING(out)
+    cdef char *end = p + used
+    delta = first_delta
+    for j in range(start, i):
+        v = values[j]
+        k = None if keys is None else keys[j]
+        vlen = len(v)
+        klen = 0 if k is None else len(k)
+        if vlen > longest or klen > longest:
+            raise ValueError("the keys or values changed while they were encoded")
+        kfield = 1 if k is None else _zz_size(klen) + klen
+        length = 3 + _zz_size(delta) + kfield + _zz_size(vlen) + vlen
+        if _zz_size(length) + length > end - p:
+            raise ValueError("the keys or values changed while they were encoded")
+        p = _put_zz(p, length)
+        p[0] = 0  # attributes
+        p[1] = 0  # timestamp delta
+        p = _put_zz(p + 2, delta)
+        if k is None:
+            p[0] = 1  # null key
+            p += 1
+        else:
+            p = _put_zz(p, klen)
+            p = _put_field(p, k, klen)
+        p = _put_zz(p, vlen)
+        p = _put_field(p, v, vlen)
+        p[0] = 0  # no headers
+        p += 1
+        delta += 1
+    if p != end:
+        raise ValueError("the keys or values changed while they were encoded")
+    return [out], i, used

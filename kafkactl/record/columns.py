@@ -14,6 +14,11 @@ a keyed one), and
 `bytes.join` assembles the section once per batch. Sizes come from the same tables, summed
 with `itertools.accumulate`, so a batch is filled to exactly the record that would not fit.
 The bytes are those of `encode_record` (tests/record/test_columns.py compares them).
+
+With the compiled kernels (record/_kernels.pyx, picked by record/_accel.py) `encode_values`
+and `encode_key_values` are compiled twins that write a run's records into one bytes
+object; the functions below stay the definition (tests/record/test_kernels.py proves the
+same bytes, index and size).
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ from itertools import accumulate, compress, count, repeat
 from operator import add, is_
 from typing import TypeVar
 
+from kafkactl.record._accel import kernels
 from kafkactl.record.varint import _UNSIGNED_CACHE
 
 T = TypeVar("T")
@@ -128,8 +134,8 @@ def _fit(totals: list[int], room: int, first_in_batch: bool) -> int:
     return 1 if k == 0 and first_in_batch and totals else k
 
 
-def encode_values(values: Sequence[bytes], start: int, first_delta: int, room: int
-                  ) -> tuple[list[bytes], int, int]:
+def encode_values_py(values: Sequence[bytes], start: int, first_delta: int, room: int
+                     ) -> tuple[list[bytes], int, int]:
     """Null-key records holding values[start:], from offset delta `first_delta`, while they
     fit in `room` bytes (the first record of a batch, delta 0, always fits). Returns the
     parts to join, the index after the last value encoded and the bytes they take. Stops
@@ -167,8 +173,8 @@ def encode_values(values: Sequence[bytes], start: int, first_delta: int, room: i
     return parts, i, used
 
 
-def encode_key_values(keys: Sequence[bytes | None], values: Sequence[bytes], start: int,
-                      first_delta: int, room: int) -> tuple[list[bytes], int, int]:
+def encode_key_values_py(keys: Sequence[bytes | None], values: Sequence[bytes], start: int,
+                         first_delta: int, room: int) -> tuple[list[bytes], int, int]:
     """As encode_values, for (key or None, value) pairs from index `start`."""
     parts: list[bytes] = []
     i, delta, used = start, first_delta, 0
@@ -217,3 +223,11 @@ def encode_key_values(keys: Sequence[bytes | None], values: Sequence[bytes], sta
         if full:
             break
     return parts, i, used
+
+
+EncodeValues = Callable[[Sequence[bytes], int, int, int], tuple[list[bytes], int, int]]
+EncodeKeyValues = Callable[[Sequence[bytes | None], Sequence[bytes], int, int, int],
+                           tuple[list[bytes], int, int]]
+encode_values: EncodeValues = encode_values_py if kernels is None else kernels.encode_values
+encode_key_values: EncodeKeyValues = (encode_key_values_py if kernels is None
+                                      else kernels.encode_key_values)

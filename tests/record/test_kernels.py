@@ -10,6 +10,7 @@ back to pure Python fails here, not in a benchmark)."""
 
 from __future__ import annotations
 
+import array
 import importlib.util
 import os
 import random
@@ -23,7 +24,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kafkactl.client import partitioner
-from kafkactl.record import _accel, framing, value_scan
+from kafkactl.record import _accel, columns, framing, value_scan
 from kafkactl.record.batch import RecordBatchBuilder
 from kafkactl.record.errors import InvalidRecordError
 from tests.conftest import BrokerProcess
@@ -45,6 +46,7 @@ def test_the_switch_picks_the_kernels_unless_told_not_to() -> None:
         assert framing._walk is framing._walk_py and framing._runs is framing._column_runs
         assert value_scan._scan is value_scan._scan_py
         assert partitioner.murmur2 is partitioner.murmur2_py
+        assert columns.encode_values is columns.encode_values_py
         return
     # The test environment is built by scripts/test.sh, which installs a C compiler: a
     # missing extension there is a broken build, not a machine without one.
@@ -53,6 +55,7 @@ def test_the_switch_picks_the_kernels_unless_told_not_to() -> None:
     assert framing._walk is framing._walk_compiled
     assert value_scan._scan is kernels.scan
     assert partitioner.murmur2 is kernels.murmur2
+    assert columns.encode_key_values is kernels.encode_key_values
 
 
 # ---- inputs -------------------------------------------------------------------------------------
@@ -426,3 +429,67 @@ def test_murmur2_twins_agree_on_piped_keys(kind: str) -> None:
         key = line.partition(b" ")[0]
         assert kernels.murmur2(key) == partitioner.murmur2_py(key)
     assert partitioner.murmur2 is kernels.murmur2
+
+
+# ---- the producer's record encoding (record/columns.py) -----------------------------------------
+
+def _encodes(keys: list[bytes | None] | None, values: list[bytes], start: int,
+             first_delta: int, room: int) -> None:
+    """The twins take the same records (the same bytes, index after them and size)."""
+    assert kernels is not None
+    if keys is None:
+        py = columns.encode_values_py(values, start, first_delta, room)
+        c = kernels.encode_values(values, start, first_delta, room)
+    else:
+        py = columns.encode_key_values_py(keys, values, start, first_delta, room)
+        c = kernels.encode_key_values(keys, values, start, first_delta, room)
+    assert (b"".join(c[0]), c[1], c[2]) == (b"".join(py[0]), py[1], py[2]), \
+        (start, first_delta, room)
+
+
+ENCODE_DELTAS = [0, 1, 62, 63, 64, 65, 8190, 8191, 8192, 8193, columns.MAX_DELTA - 2,
+                 columns.MAX_DELTA - 1, columns.MAX_DELTA]
+ENCODE_LENGTHS = [0, 1, 62, 63, 64, 65, 8191, 8192, columns.MAX_FIELDS // 2 - 1,
+                  columns.MAX_FIELDS // 2, columns.MAX_FIELDS // 2 + 1, columns.MAX_FIELDS - 1,
+                  columns.MAX_FIELDS, columns.MAX_FIELDS + 1]
+encode_field = st.binary(max_size=200) | st.sampled_from(ENCODE_LENGTHS).map(lambda n: b"v" * n)
+encode_key = st.none() | st.binary(max_size=30) | st.sampled_from(
+    [0, 63, 64, columns.MAX_FIELDS // 2, columns.MAX_FIELDS // 2 + 1]).map(lambda n: b"k" * n)
+room = st.integers(0, 4000) | st.sampled_from([1 << 20, 1 << 40])
+
+
+@compiled
+@settings(max_examples=examples(300))
+@given(st.lists(st.tuples(encode_key, encode_field), max_size=40), st.integers(0, 3),
+       st.sampled_from(ENCODE_DELTAS), room, st.booleans())
+def test_encode_twins_agree(pairs: list[tuple[bytes | None, bytes]], start: int,
+                            first_delta: int, room: int, keyed: bool) -> None:
+    values = [v for _, v in pairs]
+    _encodes([k for k, _ in pairs] if keyed else None, values, min(start, len(values)),
+             first_delta, room)
+
+
+@compiled
+@pytest.mark.parametrize("kind", PIPED)
+@pytest.mark.parametrize("first_delta", [0, 63, 8191, columns.MAX_DELTA - 5])
+def test_encode_twins_agree_on_piped_lines(kind: str, first_delta: int) -> None:
+    lines = _lines(kind, 20_000 if kind != "huge" else 60, random.Random(9))
+    keys: list[bytes | None] = [line.partition(b" ")[0] or None for line in lines]
+    for room in (0, 100, 16_384, 1 << 20, 1 << 40):
+        _encodes(None, lines, 0, first_delta, room)
+        _encodes(keys, lines, 0, first_delta, room)
+        _encodes(keys, lines, 7, first_delta, room)
+    # the buffer types a value may come in
+    _encodes(None, [bytearray(x) for x in lines[:50]], 0, first_delta, 1 << 20)  # type: ignore[arg-type]
+
+
+@compiled
+def test_encode_refuses_a_buffer_whose_len_is_not_its_bytes() -> None:
+    """A value whose len() counts wider items than bytes: the compiled encoder, which sizes
+    its output by len(), refuses it rather than write past what it allocated."""
+    assert kernels is not None
+    wide = memoryview(array.array("H", [1, 2, 3]))
+    with pytest.raises(ValueError, match="has len"):
+        kernels.encode_values([wide], 0, 0, 1 << 20)  # type: ignore[list-item]
+    with pytest.raises(ValueError, match="has len"):
+        kernels.encode_key_values([wide], [b"v"], 0, 0, 1 << 20)  # type: ignore[list-item]
