@@ -318,7 +318,8 @@ class ZkCluster:
                              "partition(s) still led here", controller.node_id,
                              ErrorCode(resp["error_code"]).name, len(remaining))
                 except (OSError, EOFError, TimeoutError) as e:
-                    log.info("controlled shutdown: controller unreachable (%s)", e)
+                    log.info("controlled shutdown: controller unreachable (%s: %s)",
+                             type(e).__name__, e)
             if attempt < retries:
                 await asyncio.sleep(backoff)
         log.warning("controlled shutdown did not complete; stopping anyway")

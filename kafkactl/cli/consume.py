@@ -356,7 +356,8 @@ def consume(  # noqa: C901
     except StdoutClosed:
         closed = True  # the reader went away: the EPIPE rule, after the summary
     except (ClientError, KafkaError, RecordError, ValueError, ZooKeeperUnavailable) as e:
-        _summary(out.records, t0, quiet)
+        if out.records:  # what was printed before the error (never a bare "0 messages")
+            _summary(out.records, t0, quiet)
         raise fail(str(e)) from None
     finally:
         if consumer is not None:

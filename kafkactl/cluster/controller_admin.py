@@ -151,7 +151,9 @@ def start(c: ControllerContext, tp: TopicPartition, target: list[int]) -> list[i
     if target == original and existing is None:
         return None
     c.reassignments[tp] = Reassignment(list(target), original)
-    return list(dict.fromkeys([*target, *original]))
+    # the replicas of the set being replaced stay listed until the reassignment completes,
+    # so that completing it (or a cancel, whose target is the original set) stops them
+    return list(dict.fromkeys([*target, *original, *current]))
 
 
 def completion(c: ControllerContext, tp: TopicPartition
@@ -164,7 +166,9 @@ def completion(c: ControllerContext, tp: TopicPartition
         return None
     isr = [b for b in state.isr if b in r.target]
     leader = state.leader if state.leader in r.target else next(
-        b for b in r.target if b in isr and b in c.view.brokers)
+        (b for b in r.target if b in isr and b in c.view.brokers), None)
+    if leader is None:  # no live target replica in the ISR yet: wait
+        return None
     return list(r.target), PartitionState(leader, state.leader_epoch + 1, isr, c.epoch,
                                           state.zk_version)
 
