@@ -26,13 +26,15 @@ _kafkactl() {
                 'recover:Validate and repair log segments offline\: cut torn or corrupt tails, rebuild indexes.'
                 'rebalance:Members, their current assignment and the range assignment for the group; or, with --partitions / --preferred-leaders...'
                 'mirror:Copy topics from a source cluster into a target cluster as a consumer group, committing source offsets only for recor...'
+                'top:A live view of a broker or cluster\: brokers, topic rates, unhealthy partitions and consumer lag (Ctrl-C quits).'
                 'spark-load:Load topics into Parquet with Spark, one task per topic-partition range.'
-                'topics:Create, list, describe, alter and delete topics.'
-                'offsets:Show, reset, delete and migrate consumer-group offsets.'
+                'topics:Create, list, describe, alter and delete topics; offsets at a time.'
+                'offsets:List groups; show, reset, delete and migrate consumer-group offsets.'
                 'configs:Describe and alter topic and broker configs (kafka-configs).'
                 'cluster:Describe the cluster (controller, brokers, offline and under-replicated partitions) and verify replicas.'
                 'acls:Add, list and remove ACLs (kafka-acls).'
                 'users:Add, list and delete SCRAM users.'
+                'quotas:Add, list and remove client quotas (producer_byte_rate, consumer_byte_rate, request_percentage, controller_mutation_r...'
             )
             _describe -t commands 'kafkactl command' commands ;;
         argument)
@@ -44,6 +46,7 @@ _kafkactl() {
                 recover) _kafkactl_recover ;;
                 rebalance) _kafkactl_rebalance ;;
                 mirror) _kafkactl_mirror ;;
+                top) _kafkactl_top ;;
                 spark-load) _kafkactl_spark_load ;;
                 topics) _kafkactl_topics ;;
                 offsets) _kafkactl_offsets ;;
@@ -51,6 +54,7 @@ _kafkactl() {
                 cluster) _kafkactl_cluster ;;
                 acls) _kafkactl_acls ;;
                 users) _kafkactl_users ;;
+                quotas) _kafkactl_quotas ;;
             esac ;;
     esac
 }
@@ -68,6 +72,8 @@ _kafkactl_serve() {
         '--broker-id[broker.id (default 0).]:BROKER_ID: ' \
         '--zookeeper[zookeeper.connect\: register this broker, its cluster id and its topics in ZooKeeper (default\: standalone, no ZooKeeper).]:HOST\:PORT\[/CHROOT\]: ' \
         '--log-level[debug, info, warning or error. \[default\: info\]]:LOG_LEVEL: ' \
+        '--log-format[text, or json\: one JSON object per line (time, level, logger, message, and the request a line was written for) for lo...]:LOG_FORMAT: ' \
+        '--metrics[metrics.listen\: serve Prometheus /metrics, /health and /ready over HTTP on HOST\:PORT (default\: off).]:HOST\:PORT: ' \
         '(-h --help)-h[Show this message and exit.]' \
         '(-h --help)--help[Show this message and exit.]'
 }
@@ -88,17 +94,17 @@ _kafkactl_produce() {
         '*--header[k=v header on every record (repeatable; k alone = null).]:HEADER: ' \
         '(-p --partition)-p[Write every record to this partition.]:PARTITION: ' \
         '(-p --partition)--partition[Write every record to this partition.]:PARTITION: ' \
-        '(-z --compression)-z[none, gzip, snappy, lz4 or zstd. \[default\: none\]]:COMPRESSION: ' \
-        '(-z --compression)--compression[none, gzip, snappy, lz4 or zstd. \[default\: none\]]:COMPRESSION: ' \
-        '--acks[0, 1 or all. \[default\: all\]]:ACKS: ' \
-        '--batch-size[Max bytes per batch. \[default\: 1000000\]]:BATCH_SIZE: ' \
-        '--linger-ms[Wait up to this long to fill a batch. \[default\: 5\]]:LINGER_MS: ' \
+        '(-z --compression)-z[none, gzip, snappy, lz4 or zstd (-X compression.type, compression.codec). \[default\: (none)\]]:COMPRESSION: ' \
+        '(-z --compression)--compression[none, gzip, snappy, lz4 or zstd (-X compression.type, compression.codec). \[default\: (none)\]]:COMPRESSION: ' \
+        '--acks[0, 1 or all (-X acks, request.required.acks). \[default\: (all)\]]:ACKS: ' \
+        '--batch-size[Max bytes per batch (-X batch.size). \[default\: (1000000)\]]:BATCH_SIZE: ' \
+        '--linger-ms[Wait up to this long to fill a batch (-X linger.ms, queue.buffering.max.ms). \[default\: (5)\]]:LINGER_MS: ' \
         '--sync[Send each record and wait for its ack.]' \
-        '--partitioner[murmur2 (Java client), crc32 (librdkafka consistent), random, roundrobin, or module\:function. \[default\: murmur2\]]:PARTITIONER: ' \
+        '--partitioner[murmur2 (Java client), crc32 (librdkafka consistent), random, roundrobin, or module\:function (-X partitioner, partiti...]:PARTITIONER: ' \
         '(-b --bootstrap-server)-b[Broker(s) host\:port\[,host\:port\]; default $KAFKACTL_BOOTSTRAP or 127.0.0.1\:9092.]:BOOTSTRAP: ' \
         '(-b --bootstrap-server)--bootstrap-server[Broker(s) host\:port\[,host\:port\]; default $KAFKACTL_BOOTSTRAP or 127.0.0.1\:9092.]:BOOTSTRAP: ' \
-        '*-X[Producer property key=value (repeatable)\: Kafka'\''s names (linger.ms, acks, ...) and the client'\''s, librdkafka'\''s names\:...]:PROP: ' \
-        '*--property[Producer property key=value (repeatable)\: Kafka'\''s names (linger.ms, acks, ...) and the client'\''s, librdkafka'\''s names\:...]:PROP: ' \
+        '*-X[Producer property key=value (repeatable), Java'\''s or librdkafka'\''s name\: client.id, request.timeout.ms (socket.timeout....]:PROP: ' \
+        '*--property[Producer property key=value (repeatable), Java'\''s or librdkafka'\''s name\: client.id, request.timeout.ms (socket.timeout....]:PROP: ' \
         '--command-config[A properties file of client settings (Kafka'\''s tools'\'' flag); -X overrides it.]:FILE:_files' \
         '--zookeeper[Find the brokers in ZooKeeper'\''s registry (/brokers/ids) and follow it; -b/--bootstrap-server is the static alternative.]:HOST\:PORT\[/CHROOT\]: ' \
         '(-q --quiet)-q[No progress or summary.]' \
@@ -135,12 +141,13 @@ _kafkactl_consume() {
         '(-G -g --group)--group[Consume as a member of this consumer group\: the group assigns the partitions and the consumed offsets are committed.]:GROUP: ' \
         '(-b --bootstrap-server)-b[Broker(s) host\:port\[,host\:port\]; default $KAFKACTL_BOOTSTRAP or 127.0.0.1\:9092.]:BOOTSTRAP: ' \
         '(-b --bootstrap-server)--bootstrap-server[Broker(s) host\:port\[,host\:port\]; default $KAFKACTL_BOOTSTRAP or 127.0.0.1\:9092.]:BOOTSTRAP: ' \
-        '*-X[Client property key=value, librdkafka'\''s names (repeatable)\: security.protocol, sasl.mechanism, sasl.username, sasl.pa...]:PROP: ' \
-        '*--property[Client property key=value, librdkafka'\''s names (repeatable)\: security.protocol, sasl.mechanism, sasl.username, sasl.pa...]:PROP: ' \
+        '*-X[Consumer property key=value (repeatable)\: librdkafka'\''s or Java'\''s names, e.g. fetch.wait.max.ms, max.partition.fetch.b...]:PROP: ' \
+        '*--property[Consumer property key=value (repeatable)\: librdkafka'\''s or Java'\''s names, e.g. fetch.wait.max.ms, max.partition.fetch.b...]:PROP: ' \
         '--command-config[A properties file of client settings (Kafka'\''s tools'\'' flag); -X overrides it.]:FILE:_files' \
         '--zookeeper[With --group\: a ZooKeeper-coordinated group (the seed'\''s consumer\: members, partition owners and offsets under /consum...]:HOST\:PORT\[/CHROOT\]: ' \
         '--offsets-storage[With --zookeeper\: where offsets are kept, zookeeper or kafka (the broker). \[default\: zookeeper\]]:OFFSETS_STORAGE: ' \
         '--dual-commit[With --offsets-storage kafka\: commit to ZooKeeper too (the migration step).]' \
+        '--timeout-ms[Exit when no record arrived for this long (kafka-console-consumer'\''s). \[x>=1\]]:TIMEOUT_MS: ' \
         '(-q --quiet)-q[No summary on stderr.]' \
         '(-q --quiet)--quiet[No summary on stderr.]' \
         '(-h --help)-h[Show this message and exit.]' \
@@ -155,7 +162,8 @@ _kafkactl_dump_log() {
         '--verify-index-only[Check index files against the .log without printing entries.]' \
         '--index-sanity-check[Run the startup sanity check on index files.]' \
         '--max-bytes[Read at most this many bytes of each .log. \[default\: 2147483647; x>=0\]]:MAX_BYTES: ' \
-        '--max-message-size[Bytes read at each index position. \[default\: 5242880; x>=1\]]:MAX_MESSAGE_SIZE: ' \
+        '--max-message-size[Accepted for DumpLogSegments'\'' scripts; index checks read whole batches (the rules of `kafkactl recover`). \[default\: 5...]:MAX_MESSAGE_SIZE: ' \
+        '--offsets-decoder[Decode __consumer_offsets records\: offset commits and group metadata as JSON (implies --print-data-log).]' \
         '--json[One JSON object per line.]' \
         '(-h --help)-h[Show this message and exit.]' \
         '(-h --help)--help[Show this message and exit.]' \
@@ -168,6 +176,7 @@ _kafkactl_recover() {
         '--json[Print one JSON document.]' \
         '--index-interval-bytes[index.interval.bytes to rebuild indexes with (Kafka'\''s default 4096). \[default\: 4096; x>=0\]]:INDEX_INTERVAL_BYTES: ' \
         '--salvage[Keep the valid batches after a corrupt region (offsets stay as written\: the log gets a gap) instead of cutting everyt...]' \
+        '--all[List every segment, not only those with problems.]' \
         '(-h --help)-h[Show this message and exit.]' \
         '(-h --help)--help[Show this message and exit.]' \
         ':PATH:_files'
@@ -178,11 +187,16 @@ _kafkactl_rebalance() {
         '(-G -g --group)-G[The consumer group.]:GROUP: ' \
         '(-G -g --group)-g[The consumer group.]:GROUP: ' \
         '(-G -g --group)--group[The consumer group.]:GROUP: ' \
-        '--partitions[Spread partition replicas evenly over the live brokers (a dry run unless --execute).]' \
+        '--partitions[Spread each topic'\''s replicas evenly over the live brokers with the fewest moves, never lowering a replication factor...]' \
         '--preferred-leaders[Give leadership back to each partition'\''s preferred replica.]' \
         '*-t[With --partitions / --preferred-leaders\: only these topics (repeatable).]:TOPIC: ' \
         '*--topic[With --partitions / --preferred-leaders\: only these topics (repeatable).]:TOPIC: ' \
         '--execute[With --partitions\: move the replicas.]' \
+        '--plan-out[With --partitions\: write the plan to FILE in kafka-reassign-partitions'\'' JSON (to review, edit, replay).]:FILE:_files' \
+        '--plan-in[With --partitions\: take the plan from FILE (that JSON) instead of planning; with --verify / --cancel\: the partitions...]:FILE:_files' \
+        '--replication-factor[With --partitions\: give the topics N replicas (raise or lower it on purpose; without it a replication factor is never...]:N: ' \
+        '--verify[With --partitions\: is each reassignment (of --plan-in, or in progress) complete? Exit 0 only when all are.]' \
+        '--cancel[With --partitions\: cancel the reassignments in progress (of --plan-in'\''s partitions, or all).]' \
         '--json[JSON output.]' \
         '--trigger[Force the group to rebalance.]' \
         '--dry-run[Only show (with --trigger\: do nothing).]' \
@@ -231,6 +245,24 @@ _kafkactl_mirror() {
         '(-h --help)--help[Show this message and exit.]'
 }
 
+_kafkactl_top() {
+    _arguments -s -S \
+        '--once[Print one snapshot and exit (two looks --interval seconds apart, for the rates).]' \
+        '--json[JSON instead of tables (with --once\: one document; live\: one document a line per refresh).]' \
+        '(-s --sort)-s[Order topics by in rate, out rate or name; groups by lag (or name). \[default\: in\]]:in|out|lag|name: ' \
+        '(-s --sort)--sort[Order topics by in rate, out rate or name; groups by lag (or name). \[default\: in\]]:in|out|lag|name: ' \
+        '(-i --interval)-i[Seconds between refreshes. \[default\: 2.0; x>=0.1\]]:SECONDS: ' \
+        '(-i --interval)--interval[Seconds between refreshes. \[default\: 2.0; x>=0.1\]]:SECONDS: ' \
+        '*--metrics[A broker'\''s metrics endpoint (http\://HOST\:PORT/metrics; repeat once per broker)\: read it instead of the Kafka protocol.]:URL: ' \
+        '(-b --bootstrap-server)-b[Broker(s) host\:port\[,host\:port\]; default $KAFKACTL_BOOTSTRAP or 127.0.0.1\:9092.]:BOOTSTRAP: ' \
+        '(-b --bootstrap-server)--bootstrap-server[Broker(s) host\:port\[,host\:port\]; default $KAFKACTL_BOOTSTRAP or 127.0.0.1\:9092.]:BOOTSTRAP: ' \
+        '*-X[Client property key=value, librdkafka'\''s names (repeatable)\: security.protocol, sasl.mechanism, sasl.username, sasl.pa...]:PROP: ' \
+        '*--property[Client property key=value, librdkafka'\''s names (repeatable)\: security.protocol, sasl.mechanism, sasl.username, sasl.pa...]:PROP: ' \
+        '--command-config[A properties file of client settings (Kafka'\''s tools'\'' flag); -X overrides it.]:FILE:_files' \
+        '(-h --help)-h[Show this message and exit.]' \
+        '(-h --help)--help[Show this message and exit.]'
+}
+
 _kafkactl_spark_load() {
     _arguments -s -S \
         '(-o --output)-o[Output directory (Parquet, partitioned by topic and partition). \[required\]]:OUTPUT: ' \
@@ -242,6 +274,7 @@ _kafkactl_spark_load() {
         '--commit-group[Commit end offsets to this consumer group (and start from its offsets) instead of the output'\''s offsets manifest.]:COMMIT_GROUP: ' \
         '(--fail-on-data-loss --skip-data-loss)--fail-on-data-loss[Fail (exit 5) when a start offset was deleted, or skip what is gone. \[default\: fail-on-data-loss\]]' \
         '(--fail-on-data-loss --skip-data-loss)--skip-data-loss[Fail (exit 5) when a start offset was deleted, or skip what is gone. \[default\: fail-on-data-loss\]]' \
+        '--allow-empty[Exit 0 when a --topic does not exist or the --pattern matches no topic (default\: exit 6, nothing loaded).]' \
         '--max-records-per-partition[Split bigger ranges into tasks.]:MAX_RECORDS_PER_PARTITION: ' \
         '--partition-by[Output directories topic=T/partition=P, or topic=T/date=YYYY-MM-DD (the records'\'' UTC date) with '\''date'\''. \[default\: par...]:PARTITION_BY: ' \
         '--master[Spark master\: local\[*\], spark\://host\:7077, yarn... \[default\: local\[*\]\]]:MASTER: ' \
@@ -272,7 +305,8 @@ _kafkactl_topics() {
             commands=(
                 'create:Create topics.'
                 'list:List topic names.'
-                'describe:Partitions, leaders, replicas and config overrides, in kafka-topics'\'' layout.'
+                'describe:Partitions, leaders, replicas and config overrides, in kafka-topics'\'' layout; the --*-partitions filters print only th...'
+                'offsets:Offsets of partitions at a time\: `topic\:partition\:offset` lines as kafka-get-offsets prints them (the offset is empty...'
                 'delete:Delete topics.'
                 'alter:Add partitions and/or change topic configs.'
             )
@@ -282,6 +316,7 @@ _kafkactl_topics() {
                 create) _kafkactl_topics_create ;;
                 list) _kafkactl_topics_list ;;
                 describe) _kafkactl_topics_describe ;;
+                offsets) _kafkactl_topics_offsets ;;
                 delete) _kafkactl_topics_delete ;;
                 alter) _kafkactl_topics_alter ;;
             esac ;;
@@ -322,7 +357,31 @@ _kafkactl_topics_describe() {
     _arguments -s -S \
         '*-t[Topic (default\: all).]:TOPIC: ' \
         '*--topic[Topic (default\: all).]:TOPIC: ' \
+        '--under-replicated-partitions[Only partitions with fewer in-sync replicas than replicas.]' \
+        '--unavailable-partitions[Only partitions whose leader is not available.]' \
+        '--under-min-isr-partitions[Only partitions with fewer in-sync replicas than min.insync.replicas.]' \
+        '--at-min-isr-partitions[Only partitions with exactly min.insync.replicas in-sync replicas.]' \
+        '--exclude-internal[Without --topic, skip internal topics.]' \
         '--json[One JSON document.]' \
+        '(-b --bootstrap-server)-b[Broker(s) host\:port\[,host\:port\]; default $KAFKACTL_BOOTSTRAP or 127.0.0.1\:9092.]:BOOTSTRAP: ' \
+        '(-b --bootstrap-server)--bootstrap-server[Broker(s) host\:port\[,host\:port\]; default $KAFKACTL_BOOTSTRAP or 127.0.0.1\:9092.]:BOOTSTRAP: ' \
+        '*-X[Client property key=value, librdkafka'\''s names (repeatable)\: security.protocol, sasl.mechanism, sasl.username, sasl.pa...]:PROP: ' \
+        '*--property[Client property key=value, librdkafka'\''s names (repeatable)\: security.protocol, sasl.mechanism, sasl.username, sasl.pa...]:PROP: ' \
+        '--command-config[A properties file of client settings (Kafka'\''s tools'\'' flag); -X overrides it.]:FILE:_files' \
+        '(-h --help)-h[Show this message and exit.]' \
+        '(-h --help)--help[Show this message and exit.]'
+}
+
+_kafkactl_topics_offsets() {
+    _arguments -s -S \
+        '*-t[Topic (repeatable; default\: every topic).]:TOPIC: ' \
+        '*--topic[Topic (repeatable; default\: every topic).]:TOPIC: ' \
+        '*-p[Only these partitions (repeatable, or 0,2).]:PARTITION: ' \
+        '*--partition[Only these partitions (repeatable, or 0,2).]:PARTITION: ' \
+        '*--partitions[Only these partitions (repeatable, or 0,2).]:PARTITION: ' \
+        '--time[earliest, latest, max-timestamp, a timestamp in ms or an ISO date (2024-05-01T12\:00\:00)\: the first offset whose recor...]:TIME: ' \
+        '--exclude-internal[Without --topic, skip internal topics.]' \
+        '--json[A JSON array, one object per partition.]' \
         '(-b --bootstrap-server)-b[Broker(s) host\:port\[,host\:port\]; default $KAFKACTL_BOOTSTRAP or 127.0.0.1\:9092.]:BOOTSTRAP: ' \
         '(-b --bootstrap-server)--bootstrap-server[Broker(s) host\:port\[,host\:port\]; default $KAFKACTL_BOOTSTRAP or 127.0.0.1\:9092.]:BOOTSTRAP: ' \
         '*-X[Client property key=value, librdkafka'\''s names (repeatable)\: security.protocol, sasl.mechanism, sasl.username, sasl.pa...]:PROP: ' \
@@ -374,6 +433,7 @@ _kafkactl_offsets() {
         command)
             local -a commands
             commands=(
+                'list:The consumer groups'\'' names, from every broker (kafka-consumer-groups --list).'
                 'show:Per partition\: committed offset, log end offset and lag (plus the owning member).'
                 'reset:Reset a group'\''s offsets (dry run unless --execute; the group must be inactive).'
                 'delete:Delete a group'\''s offsets for a topic, or (without --topic) the whole inactive group (dry run unless --execute).'
@@ -382,12 +442,26 @@ _kafkactl_offsets() {
             _describe -t commands 'kafkactl command' commands ;;
         argument)
             case $words[1] in
+                list) _kafkactl_offsets_list ;;
                 show) _kafkactl_offsets_show ;;
                 reset) _kafkactl_offsets_reset ;;
                 delete) _kafkactl_offsets_delete ;;
                 migrate) _kafkactl_offsets_migrate ;;
             esac ;;
     esac
+}
+
+_kafkactl_offsets_list() {
+    _arguments -s -S \
+        '*--state[Only groups in this state (repeatable or comma-separated\: Stable, Empty, PreparingRebalance, CompletingRebalance, Dea...]:STATE: ' \
+        '--json[A JSON array of groups.]' \
+        '(-b --bootstrap-server)-b[Broker(s) host\:port\[,host\:port\]; default $KAFKACTL_BOOTSTRAP or 127.0.0.1\:9092.]:BOOTSTRAP: ' \
+        '(-b --bootstrap-server)--bootstrap-server[Broker(s) host\:port\[,host\:port\]; default $KAFKACTL_BOOTSTRAP or 127.0.0.1\:9092.]:BOOTSTRAP: ' \
+        '*-X[Client property key=value, librdkafka'\''s names (repeatable)\: security.protocol, sasl.mechanism, sasl.username, sasl.pa...]:PROP: ' \
+        '*--property[Client property key=value, librdkafka'\''s names (repeatable)\: security.protocol, sasl.mechanism, sasl.username, sasl.pa...]:PROP: ' \
+        '--command-config[A properties file of client settings (Kafka'\''s tools'\'' flag); -X overrides it.]:FILE:_files' \
+        '(-h --help)-h[Show this message and exit.]' \
+        '(-h --help)--help[Show this message and exit.]'
 }
 
 _kafkactl_offsets_show() {
@@ -517,7 +591,7 @@ _kafkactl_configs_alter() {
         '--topic[Same as --entity-type topics --entity-name.]:TOPIC: ' \
         '--broker[Same as --entity-type brokers --entity-name.]:BROKER: ' \
         '--broker-defaults[Same as --entity-type brokers --entity-default.]' \
-        '--add-config[Configs to set\: '\''k1=v1,k2=,k3=v3'\''.]:ADD_CONFIG: ' \
+        '--add-config[Configs to set\: '\''k1=v1,k2=\[v1,v2\],k3=v3'\''.]:ADD_CONFIG: ' \
         '--delete-config[Configs to remove\: '\''k1,k2'\''.]:DELETE_CONFIG: ' \
         '(-b --bootstrap-server)-b[Broker(s) host\:port\[,host\:port\]; default $KAFKACTL_BOOTSTRAP or 127.0.0.1\:9092.]:BOOTSTRAP: ' \
         '(-b --bootstrap-server)--bootstrap-server[Broker(s) host\:port\[,host\:port\]; default $KAFKACTL_BOOTSTRAP or 127.0.0.1\:9092.]:BOOTSTRAP: ' \
@@ -542,12 +616,14 @@ _kafkactl_cluster() {
             commands=(
                 'describe:Cluster id, controller, live brokers, and offline / under-replicated partitions.'
                 'verify-replicas:Compare every replica'\''s committed log (batch offsets and CRCs) and report where replicas differ (Kafka'\''s ReplicaVerif...'
+                'health:Every broker up, every partition with a leader and a full ISR? Exit 0 if so, 1 if not (saying what is wrong), 2 if no...'
             )
             _describe -t commands 'kafkactl command' commands ;;
         argument)
             case $words[1] in
                 describe) _kafkactl_cluster_describe ;;
                 verify-replicas) _kafkactl_cluster_verify_replicas ;;
+                health) _kafkactl_cluster_health ;;
             esac ;;
     esac
 }
@@ -578,6 +654,23 @@ _kafkactl_cluster_verify_replicas() {
         '(-h --help)--help[Show this message and exit.]'
 }
 
+_kafkactl_cluster_health() {
+    _arguments -s -S \
+        '--json[One JSON document (with --watch\: one a line per check).]' \
+        '(-w --watch)-w[Check again every --interval seconds until Ctrl-C.]' \
+        '(-w --watch)--watch[Check again every --interval seconds until Ctrl-C.]' \
+        '--interval[Seconds between checks with --watch. \[default\: 2.0; x>=0.1\]]:SECONDS: ' \
+        '(-e --exit-when-healthy)-e[With --watch\: stop (exit 0) at the first healthy check.]' \
+        '(-e --exit-when-healthy)--exit-when-healthy[With --watch\: stop (exit 0) at the first healthy check.]' \
+        '(-b --bootstrap-server)-b[Broker(s) host\:port\[,host\:port\]; default $KAFKACTL_BOOTSTRAP or 127.0.0.1\:9092.]:BOOTSTRAP: ' \
+        '(-b --bootstrap-server)--bootstrap-server[Broker(s) host\:port\[,host\:port\]; default $KAFKACTL_BOOTSTRAP or 127.0.0.1\:9092.]:BOOTSTRAP: ' \
+        '*-X[Client property key=value, librdkafka'\''s names (repeatable)\: security.protocol, sasl.mechanism, sasl.username, sasl.pa...]:PROP: ' \
+        '*--property[Client property key=value, librdkafka'\''s names (repeatable)\: security.protocol, sasl.mechanism, sasl.username, sasl.pa...]:PROP: ' \
+        '--command-config[A properties file of client settings (Kafka'\''s tools'\'' flag); -X overrides it.]:FILE:_files' \
+        '(-h --help)-h[Show this message and exit.]' \
+        '(-h --help)--help[Show this message and exit.]'
+}
+
 _kafkactl_acls() {
     local curcontext="$curcontext" state line
     typeset -A opt_args
@@ -592,7 +685,7 @@ _kafkactl_acls() {
             commands=(
                 'add:Add ACLs (every principal x operation x resource).'
                 'list:List ACLs (all, or those matching the filters).'
-                'remove:Remove the ACLs matching the flags (a resource is required).'
+                'remove:Remove ACLs of a resource (required), as kafka-acls --remove\: with --allow-principal / --deny-principal exactly the A...'
             )
             _describe -t commands 'kafkactl command' commands ;;
         argument)
@@ -608,8 +701,8 @@ _kafkactl_acls_add() {
     _arguments -s -S \
         '*--allow-principal[Principal to allow, e.g. User\:alice (repeatable).]:ALLOW_PRINCIPAL: ' \
         '*--deny-principal[Principal to deny (repeatable).]:DENY_PRINCIPAL: ' \
-        '--allow-host[Host the allow applies to (* = any). \[default\: *\]]:ALLOW_HOST: ' \
-        '--deny-host[Host the deny applies to (* = any). \[default\: *\]]:DENY_HOST: ' \
+        '*--allow-host[Host the --allow-principal ACLs apply to (repeatable; default * = any host).]:ALLOW_HOST: ' \
+        '*--deny-host[Host the --deny-principal ACLs apply to (repeatable; default * = any host).]:DENY_HOST: ' \
         '*--operation[Read, Write, Create, Delete, Alter, Describe, ClusterAction, DescribeConfigs, AlterConfigs, IdempotentWrite or All (r...]:OPERATION: ' \
         '*--topic[Topic resource (repeatable; * = every topic).]:TOPIC: ' \
         '*--group[Consumer group resource (repeatable).]:GROUP: ' \
@@ -646,7 +739,9 @@ _kafkactl_acls_remove() {
     _arguments -s -S \
         '*--allow-principal[Principal to allow, e.g. User\:alice (repeatable).]:ALLOW_PRINCIPAL: ' \
         '*--deny-principal[Principal to deny (repeatable).]:DENY_PRINCIPAL: ' \
-        '*--principal[Only ACLs of this principal (repeatable).]:PRINCIPAL: ' \
+        '*--allow-host[Host the --allow-principal ACLs apply to (repeatable; default * = any host).]:ALLOW_HOST: ' \
+        '*--deny-host[Host the --deny-principal ACLs apply to (repeatable; default * = any host).]:DENY_HOST: ' \
+        '*--principal[Every ACL of this principal\: allow or deny, any host and operation unless --operation (repeatable).]:PRINCIPAL: ' \
         '*--operation[Read, Write, Create, Delete, Alter, Describe, ClusterAction, DescribeConfigs, AlterConfigs, IdempotentWrite or All (r...]:OPERATION: ' \
         '*--topic[Topic resource (repeatable; * = every topic).]:TOPIC: ' \
         '*--group[Consumer group resource (repeatable).]:GROUP: ' \
@@ -690,7 +785,7 @@ _kafkactl_users() {
 
 _kafkactl_users_add() {
     _arguments -s -S \
-        '--password[The password (prompted when not given). \[required\]]:PASSWORD: ' \
+        '--password[The password (default\: prompted for on a terminal, else the first line of stdin).]:PASSWORD: ' \
         '*--mechanism[SCRAM-SHA-256 and/or SCRAM-SHA-512 (both).]:MECHANISM: ' \
         '--iterations[SCRAM iterations (4096-16384). \[default\: 4096; 4096<=x<=16384\]]:ITERATIONS: ' \
         '(-b --bootstrap-server)-b[Broker(s) host\:port\[,host\:port\]; default $KAFKACTL_BOOTSTRAP or 127.0.0.1\:9092.]:BOOTSTRAP: ' \
@@ -698,7 +793,7 @@ _kafkactl_users_add() {
         '*-X[Client property key=value, librdkafka'\''s names (repeatable)\: security.protocol, sasl.mechanism, sasl.username, sasl.pa...]:PROP: ' \
         '*--property[Client property key=value, librdkafka'\''s names (repeatable)\: security.protocol, sasl.mechanism, sasl.username, sasl.pa...]:PROP: ' \
         '--command-config[A properties file of client settings (Kafka'\''s tools'\'' flag); -X overrides it.]:FILE:_files' \
-        '--zookeeper[Write/read /config/users in this ZooKeeper (HOST\:PORT) instead of through a broker\: the brokers'\'' own SCRAM user, befo...]:HOST\:PORT\[/CHROOT\]: ' \
+        '--zookeeper[Write/read /config/users in this ZooKeeper (HOST\:PORT\[/chroot\]) instead of through a broker\: the brokers'\'' own SCRAM u...]:HOST\:PORT\[/CHROOT\]: ' \
         '(-h --help)-h[Show this message and exit.]' \
         '(-h --help)--help[Show this message and exit.]' \
         ':NAME: '
@@ -711,7 +806,7 @@ _kafkactl_users_list() {
         '*-X[Client property key=value, librdkafka'\''s names (repeatable)\: security.protocol, sasl.mechanism, sasl.username, sasl.pa...]:PROP: ' \
         '*--property[Client property key=value, librdkafka'\''s names (repeatable)\: security.protocol, sasl.mechanism, sasl.username, sasl.pa...]:PROP: ' \
         '--command-config[A properties file of client settings (Kafka'\''s tools'\'' flag); -X overrides it.]:FILE:_files' \
-        '--zookeeper[Write/read /config/users in this ZooKeeper (HOST\:PORT) instead of through a broker\: the brokers'\'' own SCRAM user, befo...]:HOST\:PORT\[/CHROOT\]: ' \
+        '--zookeeper[Write/read /config/users in this ZooKeeper (HOST\:PORT\[/chroot\]) instead of through a broker\: the brokers'\'' own SCRAM u...]:HOST\:PORT\[/CHROOT\]: ' \
         '(-h --help)-h[Show this message and exit.]' \
         '(-h --help)--help[Show this message and exit.]'
 }
@@ -724,10 +819,86 @@ _kafkactl_users_delete() {
         '*-X[Client property key=value, librdkafka'\''s names (repeatable)\: security.protocol, sasl.mechanism, sasl.username, sasl.pa...]:PROP: ' \
         '*--property[Client property key=value, librdkafka'\''s names (repeatable)\: security.protocol, sasl.mechanism, sasl.username, sasl.pa...]:PROP: ' \
         '--command-config[A properties file of client settings (Kafka'\''s tools'\'' flag); -X overrides it.]:FILE:_files' \
-        '--zookeeper[Write/read /config/users in this ZooKeeper (HOST\:PORT) instead of through a broker\: the brokers'\'' own SCRAM user, befo...]:HOST\:PORT\[/CHROOT\]: ' \
+        '--zookeeper[Write/read /config/users in this ZooKeeper (HOST\:PORT\[/chroot\]) instead of through a broker\: the brokers'\'' own SCRAM u...]:HOST\:PORT\[/CHROOT\]: ' \
         '(-h --help)-h[Show this message and exit.]' \
         '(-h --help)--help[Show this message and exit.]' \
         ':NAME: '
+}
+
+_kafkactl_quotas() {
+    local curcontext="$curcontext" state line
+    typeset -A opt_args
+    _arguments -s -S \
+        '(-h --help)-h[Show this message and exit.]' \
+        '(-h --help)--help[Show this message and exit.]' \
+        '1: :->command' \
+        '*:: :->argument'
+    case $state in
+        command)
+            local -a commands
+            commands=(
+                'add:Set quota keys of an entity (on every broker of the cluster).'
+                'remove:Remove quota keys (default\: all of them) of an entity.'
+                'list:The quotas set (only those of the given entity, when one is given).'
+            )
+            _describe -t commands 'kafkactl command' commands ;;
+        argument)
+            case $words[1] in
+                add) _kafkactl_quotas_add ;;
+                remove) _kafkactl_quotas_remove ;;
+                list) _kafkactl_quotas_list ;;
+            esac ;;
+    esac
+}
+
+_kafkactl_quotas_add() {
+    _arguments -s -S \
+        '*-c[key=value (repeatable, or comma-separated).]:CONFIG: ' \
+        '*--config[key=value (repeatable, or comma-separated).]:CONFIG: ' \
+        '--user[The user (principal name, e.g. alice).]:USER: ' \
+        '--user-default[The default user (<default>).]' \
+        '--client-id[The client id (client.id).]:CLIENT_ID: ' \
+        '--client-default[The default client id (<default>).]' \
+        '(-b --bootstrap-server)-b[Broker(s) host\:port\[,host\:port\]; default $KAFKACTL_BOOTSTRAP or 127.0.0.1\:9092.]:BOOTSTRAP: ' \
+        '(-b --bootstrap-server)--bootstrap-server[Broker(s) host\:port\[,host\:port\]; default $KAFKACTL_BOOTSTRAP or 127.0.0.1\:9092.]:BOOTSTRAP: ' \
+        '*-X[Client property key=value, librdkafka'\''s names (repeatable)\: security.protocol, sasl.mechanism, sasl.username, sasl.pa...]:PROP: ' \
+        '*--property[Client property key=value, librdkafka'\''s names (repeatable)\: security.protocol, sasl.mechanism, sasl.username, sasl.pa...]:PROP: ' \
+        '--command-config[A properties file of client settings (Kafka'\''s tools'\'' flag); -X overrides it.]:FILE:_files' \
+        '(-h --help)-h[Show this message and exit.]' \
+        '(-h --help)--help[Show this message and exit.]'
+}
+
+_kafkactl_quotas_remove() {
+    _arguments -s -S \
+        '*-k[A quota key to remove (repeatable; default\: all).]:KEY: ' \
+        '*--key[A quota key to remove (repeatable; default\: all).]:KEY: ' \
+        '--user[The user (principal name, e.g. alice).]:USER: ' \
+        '--user-default[The default user (<default>).]' \
+        '--client-id[The client id (client.id).]:CLIENT_ID: ' \
+        '--client-default[The default client id (<default>).]' \
+        '(-b --bootstrap-server)-b[Broker(s) host\:port\[,host\:port\]; default $KAFKACTL_BOOTSTRAP or 127.0.0.1\:9092.]:BOOTSTRAP: ' \
+        '(-b --bootstrap-server)--bootstrap-server[Broker(s) host\:port\[,host\:port\]; default $KAFKACTL_BOOTSTRAP or 127.0.0.1\:9092.]:BOOTSTRAP: ' \
+        '*-X[Client property key=value, librdkafka'\''s names (repeatable)\: security.protocol, sasl.mechanism, sasl.username, sasl.pa...]:PROP: ' \
+        '*--property[Client property key=value, librdkafka'\''s names (repeatable)\: security.protocol, sasl.mechanism, sasl.username, sasl.pa...]:PROP: ' \
+        '--command-config[A properties file of client settings (Kafka'\''s tools'\'' flag); -X overrides it.]:FILE:_files' \
+        '(-h --help)-h[Show this message and exit.]' \
+        '(-h --help)--help[Show this message and exit.]'
+}
+
+_kafkactl_quotas_list() {
+    _arguments -s -S \
+        '--user[The user (principal name, e.g. alice).]:USER: ' \
+        '--user-default[The default user (<default>).]' \
+        '--client-id[The client id (client.id).]:CLIENT_ID: ' \
+        '--client-default[The default client id (<default>).]' \
+        '--json[JSON output.]' \
+        '(-b --bootstrap-server)-b[Broker(s) host\:port\[,host\:port\]; default $KAFKACTL_BOOTSTRAP or 127.0.0.1\:9092.]:BOOTSTRAP: ' \
+        '(-b --bootstrap-server)--bootstrap-server[Broker(s) host\:port\[,host\:port\]; default $KAFKACTL_BOOTSTRAP or 127.0.0.1\:9092.]:BOOTSTRAP: ' \
+        '*-X[Client property key=value, librdkafka'\''s names (repeatable)\: security.protocol, sasl.mechanism, sasl.username, sasl.pa...]:PROP: ' \
+        '*--property[Client property key=value, librdkafka'\''s names (repeatable)\: security.protocol, sasl.mechanism, sasl.username, sasl.pa...]:PROP: ' \
+        '--command-config[A properties file of client settings (Kafka'\''s tools'\'' flag); -X overrides it.]:FILE:_files' \
+        '(-h --help)-h[Show this message and exit.]' \
+        '(-h --help)--help[Show this message and exit.]'
 }
 
 if [ "$funcstack[1]" = "_kafkactl" ]; then

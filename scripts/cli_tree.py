@@ -188,8 +188,10 @@ def command_tree(app: typer.Typer | None = None) -> CommandSpec:
         app = importlib.import_module("kafkactl.cli.app").app
     cmd = typer.main.get_command(app)
     # kafkactl's help texts are literal (kafkactl.cli._help): `[v1,v2]` is text, not markup
+    markup = getattr(app, "rich_markup_mode", "rich") == "rich" and \
+        not getattr(app, "literal_help", False)
     ctx = cmd.make_context(PROG, [], resilient_parsing=True)
-    return _spec(cmd, (), ctx, markup=False)
+    return _spec(cmd, (), ctx, markup)
 
 
 def _shown(path: Path) -> str:

@@ -75,6 +75,9 @@ def build_app(modules: tuple[str, ...] = SUBCOMMAND_MODULES) -> typer.Typer:
         context_settings={"help_option_names": ["-h", "--help"]},
     )
     root.callback()(_root)
+    # help texts are shown as written (kafkactl.cli._help): scripts/cli_tree.py reads
+    # them so too, for the man pages and completions
+    root.literal_help = True  # type: ignore[attr-defined]
     for name in modules:
         importlib.import_module(f"kafkactl.cli.{name}").register(root)
     return root
