@@ -62,6 +62,10 @@ SANS_IO_EXCEPTIONS: dict[str, str] = {
         "scripts/gen_protocol_tables.py and tests/protocol/test_spec_conformance.py call "
         "it, never the codec at run time"
     ),
+    "kafkactl/record/_accel.py": (
+        "reads one environment variable (KAFKACTL_NO_EXTENSIONS) once at import: the switch "
+        "between the compiled kernels and pure Python; no file or socket"
+    ),
 }
 
 
