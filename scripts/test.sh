@@ -11,7 +11,8 @@
 # The steps, in order; each is a function step_<name> below. To add one, write the
 # function, add its name to STEPS and a few words to STEP_WHAT.
 #   apt     Debian packages: zookeeper and kcat (real peers for the tests), openssl, a Java runtime
-#           (ZooKeeper), man-db, zsh and fish (the man page and completion tests), and
+#           (ZooKeeper), man-db, zsh and fish (the man page and completion tests), prometheus
+#           (it scrapes a broker in a test), and
 #           python3-venv when python3 cannot make a virtual environment, gcc and python3-dev
 #           when missing (the compiled kernels: the tests require them built)
 #   clients the test clients that are not Python packages (scripts/install_test_clients.sh:
@@ -65,6 +66,7 @@ step_apt() {
     command -v man >/dev/null || need+=(man-db)
     command -v zsh >/dev/null || need+=(zsh)
     command -v fish >/dev/null || need+=(fish)
+    command -v prometheus >/dev/null || need+=(prometheus)  # scrapes a broker in a test
     if ! venv_usable && ! "${PYTHON:-python3}" -c 'import ensurepip' 2>/dev/null; then
         need+=(python3-venv)
     fi
