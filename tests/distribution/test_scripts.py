@@ -57,7 +57,7 @@ def test_test_sh_runs_ruff_mypy_pytest_and_the_smoke_test_from_the_venv() -> Non
     text = (SCRIPTS / "test.sh").read_text()
     assert '"$VENV_PY" -m ruff check' in text
     assert '"$VENV_PY" -m mypy kafkactl' in text
-    assert "STEPS=(apt clients venv ruff mypy pytest binary)" in text
+    assert "STEPS=(apt clients venv ruff mypy pytest pure binary)" in text
     assert '"$VENV_PY" -m pytest' in text
     assert "venv_install '.[test]'" in text
     smoke = (SCRIPTS / "smoke_binary.sh").read_text()
