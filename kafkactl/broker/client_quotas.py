@@ -33,6 +33,7 @@ USER, CLIENT_ID, IP = "user", "client-id", "ip"
 ENTITY_TYPES = (USER, CLIENT_ID)
 QUOTA_KEYS = ("producer_byte_rate", "consumer_byte_rate", "request_percentage",
               "controller_mutation_rate")
+BYTE_RATES = frozenset({"producer_byte_rate", "consumer_byte_rate"})
 STORE_FILE = "client-quotas.json"
 
 # an entity: ((entity type, name or None for the default), ...) sorted by type
@@ -72,13 +73,16 @@ def entity_path(entity: Entity) -> str:
     return "/".join(parts)
 
 
-def check_value(key: str, value: float) -> float:
+def check_key(key: str) -> None:
     if key not in QUOTA_KEYS:
         raise QuotaError(f"unknown quota key {key!r}: use one of {', '.join(QUOTA_KEYS)}")
+
+
+def check_value(key: str, value: float) -> float:
+    check_key(key)
     if not math.isfinite(value) or value <= 0:
         raise QuotaError(f"{key} must be a positive number, not {value}")
-    if key != "request_percentage" and key != "controller_mutation_rate" \
-            and value != int(value):
+    if key in BYTE_RATES and value != int(value):
         raise QuotaError(f"{key} is a whole number of bytes a second, not {value}")
     return float(value)
 
@@ -101,7 +105,6 @@ class ClientQuotaStore:
         self.path = path
         self._lock = threading.Lock()
         self._quotas: dict[Entity, dict[str, float]] = {}
-        self.version = 0  # bumped on every change: the quota manager's caches follow it
         if path is not None and path.exists():
             self._quotas = _load(path)
 
@@ -125,8 +128,8 @@ class ClientQuotaStore:
         """Set (value) or remove (None) quota keys of `entity`; QuotaError if one is bad."""
         checked = [(k, None if v is None else check_value(k, v)) for k, v in ops]
         for k, v in checked:
-            if v is None and k not in QUOTA_KEYS:
-                raise QuotaError(f"unknown quota key {k!r}: use one of {', '.join(QUOTA_KEYS)}")
+            if v is None:  # a removal: the key must still be one
+                check_key(k)
         if validate_only:
             return
         with self._lock:
@@ -140,7 +143,6 @@ class ClientQuotaStore:
                 self._quotas[entity] = values
             else:
                 self._quotas.pop(entity, None)
-            self.version += 1
             snapshot = dict(self._quotas)
         if self.path is not None:
             _save(self.path, snapshot)

@@ -77,8 +77,6 @@ class QuotaManager:
         self.throttle_ms_total: dict[tuple[str, str, str], float] = {}  # kind, user, client
 
     def record(self, kind: str, user: str, client_id: str, value: float) -> int:
-        if self.store.empty():
-            return 0
         found = self.store.quota(KEY_OF[kind], user, client_id)
         if found is None:
             return 0

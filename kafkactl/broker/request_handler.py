@@ -97,14 +97,16 @@ class KafkaApis:
         ctx = RequestContext(api_key, api_version, correlation_id, client_id, conn)
         token = current_request.set((_API_NAMES[api_key], api_version, correlation_id,
                                      client_id, conn))
-        started = time.perf_counter()
+        quotas = self.services.quotas
+        enforcing = quotas is not None and not quotas.store.empty()  # no quota: no clock
+        started = time.perf_counter() if enforcing else 0.0
         try:
             body = route[2](self.services, ctx, request)
         finally:
             current_request.reset(token)
         if body is not None and body.__class__ is not dict and inspect.isawaitable(body):
-            return self._finish(ctx, body, request, len(frame), started)
-        if self.services.quotas is not None:
+            return self._finish(ctx, body, request if enforcing else None, len(frame))
+        if enforcing:
             self._throttle(ctx, request, body, len(frame), time.perf_counter() - started)
         if body is None:
             return None
@@ -154,15 +156,15 @@ class KafkaApis:
             f"{ApiKey(api_key).name} v{api_version} is not supported (v{lo}-v{hi}); closing")
 
     async def _finish(self, ctx: RequestContext, pending: Awaitable[dict[str, Any] | None],
-                      request: dict[str, Any], size: int, started: float
-                      ) -> list[Any] | None:
+                      request: dict[str, Any] | None, size: int) -> list[Any] | None:
+        """The awaited rest of a handler; `request` is given when quotas are enforced."""
         token = current_request.set((_API_NAMES[ctx.api_key], ctx.api_version,
                                      ctx.correlation_id, ctx.client_id, ctx.connection))
         try:
             body = await pending
         finally:
             current_request.reset(token)
-        if self.services.quotas is not None:  # waiting (a long poll) is no busy time
+        if request is not None:  # waiting (a long poll) is no busy time
             self._throttle(ctx, request, body, size, 0.0)
         if body is None:
             return None

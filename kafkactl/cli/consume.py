@@ -164,13 +164,6 @@ def json_renderer(broker_of: Callable[[str, int], int]) -> Callable[[ConsumerRec
     return render
 
 
-def _group_source(group: str) -> Any:  # noqa: ARG001 - the class for every group
-    """Consumer groups: `--group G` consumes through kafkactl.client.group.GroupConsumer."""
-    from kafkactl.client.group import GroupConsumer
-
-    return GroupConsumer
-
-
 # C901: a command: option checks, then the read loop and its exits, in order
 def consume(  # noqa: C901
     topic: list[str] = typer.Option([], "--topic", "-t", help="Topic (repeatable)."),
@@ -324,7 +317,9 @@ def consume(  # noqa: C901
                 offsets_storage=offsets_storage, dual_commit=dual_commit, security=security,
                 **zk_kw, **consumer_kw)
         elif group:  # the group assigns partitions, offsets committed
-            consumer = _group_source(group)(
+            from kafkactl.client.group import GroupConsumer
+
+            consumer = GroupConsumer(
                 *topic, group_id=group, bootstrap_servers=bootstrap, pattern=topic_pattern,
                 auto_offset_reset=group_reset, security=security, **group_only,
                 **consumer_kw)
