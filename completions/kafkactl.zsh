@@ -342,7 +342,7 @@ _kafkactl_topics_create() {
 
 _kafkactl_topics_list() {
     _arguments -s -S \
-        '--exclude-internal[]' \
+        '--exclude-internal[Leave out internal topics (__consumer_offsets).]' \
         '--json[A JSON array of names.]' \
         '(-b --bootstrap-server)-b[Broker(s) host\:port\[,host\:port\]; default $KAFKACTL_BOOTSTRAP or 127.0.0.1\:9092.]:BOOTSTRAP: ' \
         '(-b --bootstrap-server)--bootstrap-server[Broker(s) host\:port\[,host\:port\]; default $KAFKACTL_BOOTSTRAP or 127.0.0.1\:9092.]:BOOTSTRAP: ' \
@@ -487,13 +487,13 @@ _kafkactl_offsets_reset() {
         '(-G -g --group)--group[The group. \[required\]]:GROUP: ' \
         '*-t[T or T\:P,P (repeatable); default\: every partition the group has offsets for.]:TOPIC: ' \
         '*--topic[T or T\:P,P (repeatable); default\: every partition the group has offsets for.]:TOPIC: ' \
-        '--to-earliest[]' \
-        '--to-latest[]' \
-        '--to-offset[]:TO_OFFSET: ' \
+        '--to-earliest[To each partition'\''s earliest offset.]' \
+        '--to-latest[To each partition'\''s end offset.]' \
+        '--to-offset[To this offset (clamped to the log).]:TO_OFFSET: ' \
         '--to-datetime[YYYY-MM-DDTHH\:mm\:SS\[.sss\]]:TO_DATETIME: ' \
-        '--shift-by[]:SHIFT_BY: ' \
+        '--shift-by[By N (negative\: back).]:SHIFT_BY: ' \
         '--execute[Commit the new offsets (default\: dry run).]' \
-        '--json[]' \
+        '--json[JSON output.]' \
         '(-b --bootstrap-server)-b[Broker(s) host\:port\[,host\:port\]; default $KAFKACTL_BOOTSTRAP or 127.0.0.1\:9092.]:BOOTSTRAP: ' \
         '(-b --bootstrap-server)--bootstrap-server[Broker(s) host\:port\[,host\:port\]; default $KAFKACTL_BOOTSTRAP or 127.0.0.1\:9092.]:BOOTSTRAP: ' \
         '*-X[Client property key=value, librdkafka'\''s names (repeatable)\: security.protocol, sasl.mechanism, sasl.username, sasl.pa...]:PROP: ' \

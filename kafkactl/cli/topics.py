@@ -81,7 +81,8 @@ def create(
 
 @topics_app.command("list")
 def list_(
-    exclude_internal: bool = typer.Option(False, "--exclude-internal"),
+    exclude_internal: bool = typer.Option(False, "--exclude-internal",
+                                          help="Leave out internal topics (__consumer_offsets)."),
     as_json: bool = typer.Option(False, "--json", help="A JSON array of names."),
     bootstrap: str | None = bootstrap_option(),
     prop: list[str] = property_option(),
