@@ -8,6 +8,8 @@
 - "random" (`HYPOTHESIS_PROFILE=random pytest tests`): fresh random examples every run, and
   RANDOM_SCALE times as many: the search for new failures. Failures are saved in
   .hypothesis/ and replayed first by the next run.
+- "seeded" (`HYPOTHESIS_PROFILE=seeded pytest tests --hypothesis-seed=N`): CI's number of
+  examples, drawn from seed N: the suite under another seed, the same every run with N.
 
 A test's `@settings(max_examples=N)` overrides the profile, so every such line in tests/
 says `max_examples=examples(N)`: N scaled by the loaded profile's max_examples against
@@ -32,6 +34,10 @@ settings.register_profile(DEFAULT, derandomize=True, database=None, print_blob=T
                           max_examples=BASE_EXAMPLES, **_UNTIMED)
 settings.register_profile("random", derandomize=False, print_blob=True,
                           max_examples=BASE_EXAMPLES * RANDOM_SCALE, **_UNTIMED)
+# CI's number of examples drawn from a seed of one's choosing (`HYPOTHESIS_PROFILE=seeded
+# pytest --hypothesis-seed=N`): the same suite under other seeds, repeatably
+settings.register_profile("seeded", derandomize=False, database=None, print_blob=True,
+                          max_examples=BASE_EXAMPLES, **_UNTIMED)
 
 
 def load() -> str:
