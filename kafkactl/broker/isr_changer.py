@@ -1,7 +1,8 @@
 """A leader's ISR changes go through the controller (Kafka's AlterPartitionManager): the
 leader asks with AlterPartition (its leader epoch and the partition epoch it knows), the
 controller checks both, writes the partition state znode conditionally and answers with
-the new partition epoch; only then does the leader use the new ISR. One change per
+the new partition epoch; only then does the leader use the new ISR (meanwhile its high
+watermark counts the proposed members too: Partition.maximal_isr). One change per
 partition in flight; a refused or lost request is simply proposed again by the next
 follower fetch or ISR check."""
 
@@ -47,7 +48,7 @@ class IsrChanger:
         self._connection: BrokerConnection | None = None
 
     def submit(self, part: Partition, new_isr: list[int]) -> None:
-        part.isr_change_pending = True
+        part.propose_isr(new_isr)
         self._queue[(part.topic, part.partition)] = (part, new_isr)
         self._wakeup.set()
         if self._task is None:

@@ -4,8 +4,11 @@ A standalone broker leads every partition at leader epoch 0 and its high waterma
 log end. In a ZooKeeper cluster the controller's LeaderAndIsr makes the partition a leader
 or a follower for an epoch (stamped into every batch the leader appends). A leader of a
 replicated partition tracks each follower's log end (from its fetches) and when it was last
-caught up; the high watermark is the smallest log end over the in-sync replicas, and only
-records below it are served to consumers or acknowledge acks=all. A follower appends the
+caught up; the high watermark is the smallest log end over the maximal ISR (the in-sync
+replicas plus those of an ISR change still with the controller, KIP-497: a follower whose
+join is in flight already holds the high watermark back, and one being dropped still does
+until the controller answers), and only records below it are served to consumers or
+acknowledge acks=all. A follower appends the
 leader's batches as they are (offsets, epochs, CRCs) and takes the leader's high watermark.
 The leader-epoch cache (log.leader_epoch_cache) follows every append and truncation.
 """
@@ -73,7 +76,8 @@ class Partition:
         self.isr: list[int] = []
         self.partition_epoch = 0
         self.followers: dict[int, FollowerState] = {}
-        self.isr_change_pending = False
+        # the ISR proposed to the controller and not yet answered (IsrChanger)
+        self.pending_isr: list[int] | None = None
         self.role_set = False  # a LeaderAndIsr has said leader or follower
         # None: the log end (this broker is the only replica); else the leader's view
         self._hw: int | None = None
@@ -120,6 +124,32 @@ class Partition:
     def replicated(self) -> bool:
         return len(self.replicas) > 1
 
+    @property
+    def isr_change_pending(self) -> bool:
+        """An ISR change is with the controller (one at a time per partition)."""
+        return self.pending_isr is not None
+
+    @isr_change_pending.setter
+    def isr_change_pending(self, pending: bool) -> None:
+        if not pending:  # answered, refused or lost: the committed ISR alone again
+            self.pending_isr = None
+        elif self.pending_isr is None:
+            self.pending_isr = list(self.isr)
+
+    def propose_isr(self, isr: list[int]) -> None:
+        """`isr` goes to the controller: until it answers, the high watermark counts the
+        union of the committed ISR and `isr` (Kafka's maximal ISR)."""
+        self.pending_isr = list(isr)
+
+    @property
+    def maximal_isr(self) -> list[int]:
+        """The ISR the high watermark waits for: the committed one plus the members of an
+        ISR change in flight (a joiner counts from its proposal, a leaver until the
+        controller's answer)."""
+        if self.pending_isr is None:
+            return self.isr
+        return self.isr + [r for r in self.pending_isr if r not in self.isr]
+
     # ---- leadership (LeaderAndIsr) -----------------------------------------------------------
     def become_leader(self, local_id: int, epoch: int, isr: list[int], replicas: list[int],
                       partition_epoch: int, now_ms: float) -> None:
@@ -161,12 +191,12 @@ class Partition:
         self.local_id, self.leader_id, self.leader_epoch = local_id, leader_id, epoch
         self.isr, self.replicas = list(isr), list(replicas)
         self.partition_epoch = partition_epoch
-        self.isr_change_pending = False
+        self.pending_isr = None
 
     def set_isr(self, isr: list[int], partition_epoch: int) -> bool:
         """The controller accepted an ISR change; True when the high watermark moved."""
         self.isr, self.partition_epoch = list(isr), partition_epoch
-        self.isr_change_pending = False
+        self.pending_isr = None
         return self.maybe_advance_high_watermark()
 
     # ---- the leader's view of its followers ---------------------------------------------------
@@ -186,7 +216,7 @@ class Partition:
         if self._hw is None or not self.is_leader:
             return False
         ends = [self.log_end_offset]
-        for r in self.isr:
+        for r in self.maximal_isr:
             if r != self.local_id:
                 state = self.followers.get(r)
                 ends.append(state.log_end_offset if state is not None else -1)
