@@ -7,6 +7,12 @@ leader where its own latest leader epoch ended (OffsetForLeaderEpoch, KIP-101) a
 its log there, so it never keeps records the leader does not have. Batches are appended
 as the leader wrote them (offsets, epochs, CRCs); the leader's high watermark comes with
 each response.
+
+Each fetch remembers, per partition, what it was sent for: the entry it was sent for
+(re-added by a LeaderAndIsr: a new entry), the leader epoch and the fetch offset. A
+response part for a partition that has changed meanwhile (removed, re-added for a new
+leader epoch, made leader, truncated) is dropped, never appended (Kafka's
+AbstractFetcherThread checks the same before processing a partition's data).
 """
 
 from __future__ import annotations
@@ -50,10 +56,25 @@ class FetcherSettings:
     backoff_ms: int = 1000
 
 
-@dataclass
+@dataclass(eq=False)
 class _Followed:
     part: Partition
     truncate_first: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class _Sent:
+    """What one partition of a fetch was sent for."""
+
+    followed: _Followed
+    leader_epoch: int
+    fetch_offset: int
+
+    def still_current(self, now: _Followed | None) -> bool:
+        part = self.followed.part
+        return (now is self.followed and not now.truncate_first and not part.is_leader
+                and part.leader_epoch == self.leader_epoch
+                and part.log_end_offset == self.fetch_offset)
 
 
 class ReplicaFetcherManager:
@@ -96,6 +117,7 @@ class ReplicaFetcher:
         self.partitions: dict[TopicPartition, _Followed] = {}
         self._wakeup = asyncio.Event()
         self._connection: BrokerConnection | None = None
+        self.stale_dropped = 0  # response parts dropped: their partition changed meanwhile
         self._task = asyncio.get_running_loop().create_task(self._run())
 
     def add(self, part: Partition) -> None:
@@ -187,8 +209,11 @@ class ReplicaFetcher:
             await asyncio.sleep(settings.backoff_ms / 1000)
             return
         topics: dict[str, list[dict[str, Any]]] = {}
+        sent: dict[TopicPartition, _Sent] = {}
         for item in ready:
             part = item.part
+            sent[(part.topic, part.partition)] = _Sent(item, part.leader_epoch,
+                                                       part.log_end_offset)
             topics.setdefault(part.topic, []).append({
                 "partition": part.partition, "current_leader_epoch": part.leader_epoch,
                 "fetch_offset": part.log_end_offset, "last_fetched_epoch": -1,
@@ -204,8 +229,15 @@ class ReplicaFetcher:
         backoff = False
         for t in resp["responses"]:
             for r in t["partitions"]:
-                f = self.partitions.get((t["topic"], r["partition_index"]))
-                if f is None:
+                key = (t["topic"], r["partition_index"])
+                f = self.partitions.get(key)
+                asked = sent.get(key)
+                if f is None or asked is None or not asked.still_current(f):
+                    if asked is not None:
+                        self.stale_dropped += 1
+                        log.debug("%s-%d: dropping a fetch response sent for leader epoch "
+                                  "%d at offset %d: the partition changed meanwhile", *key,
+                                  asked.leader_epoch, asked.fetch_offset)
                     continue
                 if not await self._handle(conn, f, r):
                     backoff = True
