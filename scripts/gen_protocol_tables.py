@@ -86,6 +86,7 @@ PURPOSE: dict[str, str] = {
     "DescribeLogDirs": "log directories, the replicas in each and their sizes",
     "DescribeClientQuotas": "client quotas matching a filter (KIP-546)",
     "AlterClientQuotas": "set or remove client quotas (KIP-546)",
+    "TxnOffsetCommit": "commit a group's offsets in a transaction (pending until its marker)",
 }
 
 

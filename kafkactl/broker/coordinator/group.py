@@ -124,6 +124,14 @@ class GroupMetadata:
     pending_members: dict[str, asyncio.TimerHandle | None] = field(default_factory=dict)
     static_members: dict[str, str] = field(default_factory=dict)  # instance id -> member id
     offsets: dict[tuple[str, int], OffsetAndMetadata] = field(default_factory=dict)
+    # the __consumer_offsets offset of the batch each committed offset was written in: a
+    # transactional commit completed by its marker replaces a committed offset only when
+    # written after it (Kafka's CommitRecordMetadataAndOffset.olderThan)
+    offset_positions: dict[tuple[str, int], int] = field(default_factory=dict)
+    # TxnOffsetCommit: producer id -> partition -> (offset, its batch's log offset), until
+    # the transaction's marker commits (materialize) or aborts (drop) them
+    pending_txn_offsets: dict[int, dict[tuple[str, int], tuple[OffsetAndMetadata, int]]] = \
+        field(default_factory=dict)
     join_task: asyncio.Task[None] | None = None
     join_event: asyncio.Event | None = None
     new_member_added: bool = False
@@ -146,6 +154,29 @@ class GroupMetadata:
     @property
     def is_empty(self) -> bool:
         return not self.members
+
+    def has_pending_txn_offsets(self, tp: tuple[str, int] | None = None) -> bool:
+        """Transactional offsets awaiting their marker (for partition `tp`, or any)."""
+        if tp is None:
+            return bool(self.pending_txn_offsets)
+        return any(tp in pending for pending in self.pending_txn_offsets.values())
+
+    def complete_txn_offsets(self, producer_id: int, commit: bool) -> int:
+        """The marker of `producer_id`'s transaction: its pending offsets become the
+        committed ones (commit; an offset committed later in the log stays) or are dropped
+        (abort). Returns how many were materialized."""
+        pending = self.pending_txn_offsets.pop(producer_id, None)
+        if not pending or not commit:
+            return 0
+        done = 0
+        for tp, (offset, position) in pending.items():
+            current = self.offset_positions.get(tp)
+            if tp in self.offsets and current is not None and current > position:
+                continue
+            self.offsets[tp] = offset
+            self.offset_positions[tp] = position
+            done += 1
+        return done
 
     def all_members_joined(self) -> bool:
         return all(m.awaiting_join for m in self.members.values()) and not self.pending_members

@@ -551,9 +551,32 @@ class GroupCoordinator:
         return self.offsets.commit_offsets(group_id, generation_id, member_id, instance_id,
                                            offsets)
 
-    def fetch_offsets(self, group_id: str, tps: list[tuple[str, int]] | None
-                      ) -> tuple[ErrorCode, dict[tuple[str, int], OffsetAndMetadata | None]]:
-        return self.offsets.fetch_offsets(group_id, tps)
+    def fetch_offsets(self, group_id: str, tps: list[tuple[str, int]] | None,
+                      require_stable: bool = False
+                      ) -> tuple[ErrorCode, dict[tuple[str, int], OffsetAndMetadata | None],
+                                 set[tuple[str, int]]]:
+        return self.offsets.fetch_offsets(group_id, tps, require_stable)
+
+    # ---- transactions (KIP-98, KIP-447) -------------------------------------------------
+    def commit_txn_offsets(self, group_id: str, producer_id: int, producer_epoch: int,
+                           generation_id: int, member_id: str, instance_id: str | None,
+                           offsets: dict[tuple[str, int], OffsetAndMetadata]
+                           ) -> dict[tuple[str, int], ErrorCode]:
+        """TxnOffsetCommit: the offsets are written in the producer's transaction and
+        stay pending until its marker (handle_txn_completion)."""
+        return self.offsets.commit_txn_offsets(group_id, producer_id, producer_epoch,
+                                               generation_id, member_id, instance_id, offsets)
+
+    def handle_txn_completion(self, producer_id: int, offsets_partition: int,
+                              commit: bool) -> None:
+        """The transaction coordinator's marker for `producer_id` was appended to
+        __consumer_offsets partition `offsets_partition` (WriteTxnMarkers calls this after
+        the append): the producer's pending offsets in that partition's groups become the
+        committed ones (commit) or are dropped (abort)."""
+        n = self.offsets.complete_txn(producer_id, offsets_partition, commit)
+        if n:
+            log.debug("%s of producer %d: %d group(s) of %s-%d", "commit" if commit
+                      else "abort", producer_id, n, "__consumer_offsets", offsets_partition)
 
     def delete_offsets(self, group_id: str, tps: list[tuple[str, int]]
                        ) -> tuple[ErrorCode, dict[tuple[str, int], ErrorCode]]:

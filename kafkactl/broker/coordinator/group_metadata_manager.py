@@ -12,6 +12,12 @@ expired is decided in offset_manager.py; this module writes, reads and replays t
   is done the coordinator answers COORDINATOR_LOAD_IN_PROGRESS (the seed's
   OffsetsLoadInProgress) for the groups in it, and clients retry (as Kafka, Heartbeat
   answers NONE and SyncGroup REBALANCE_IN_PROGRESS meanwhile).
+* TxnOffsetCommit (KIP-98, KIP-447) writes its offsets as a transactional batch with the
+  producer's id and epoch; they stay pending (per group and producer) until the
+  transaction's marker lands in the same partition: COMMIT materializes them (unless the
+  partition was committed again later in the log), ABORT drops them. Replaying a partition
+  follows the same rule, so an offset whose transaction has no marker yet is pending after
+  a restart and an aborted one never appears.
 """
 
 from __future__ import annotations
@@ -102,12 +108,36 @@ def group_value(g: GroupMetadata) -> bytes:
 class LoadedEntry:
     """One decoded record of __consumer_offsets (value None = tombstone)."""
 
-    kind: str  # "offset" | "group"
+    kind: str  # "offset" | "group" | "marker" (a transaction's COMMIT/ABORT)
     group: str
     topic: str = ""
     partition: int = -1
     value: dict[str, Any] | None = None
     value_version: int = 0
+    producer_id: int = -1  # a transactional offset commit's (or a marker's) producer
+    position: int = -1  # the base offset of the batch it was read from
+    commit: bool = False  # a marker: COMMIT (True) or ABORT
+
+
+def control_type(key: bytes | memoryview | None) -> int | None:
+    """A control record's type (0 ABORT, 1 COMMIT) from its key (version, type), or None
+    when the key is not one."""
+    if key is None or len(key) < 4:
+        return None
+    return int.from_bytes(bytes(key[2:4]), "big", signed=True)
+
+
+def _txn_append_error(code: ErrorCode) -> ErrorCode:
+    """Kafka's GroupMetadataManager mapping of an append error for a TxnOffsetCommit."""
+    if code in (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.NOT_ENOUGH_REPLICAS,
+                ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND):
+        return ErrorCode.COORDINATOR_NOT_AVAILABLE
+    if code in (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.KAFKA_STORAGE_ERROR):
+        return ErrorCode.NOT_COORDINATOR
+    if code in (ErrorCode.MESSAGE_TOO_LARGE, ErrorCode.RECORD_LIST_TOO_LARGE,
+                ErrorCode.INVALID_FETCH_SIZE):
+        return ErrorCode.INVALID_COMMIT_OFFSET_SIZE
+    return code
 
 
 def decode_record(key: bytes | memoryview, value: bytes | memoryview | None) -> LoadedEntry:
@@ -177,21 +207,33 @@ class GroupMetadataManager:
     def append_records(self, group_id: str, records: Iterable[tuple[bytes, bytes | None]]
                        ) -> ErrorCode:
         """Append `records` (key, value or None for a tombstone) to the group's partition."""
+        return self.append_batch(group_id, records)[0]
+
+    def append_batch(self, group_id: str, records: Iterable[tuple[bytes, bytes | None]], *,
+                     producer_id: int = -1, producer_epoch: int = -1,
+                     transactional: bool = False) -> tuple[ErrorCode, int]:
+        """Append `records` as one batch to the group's partition: (error, the batch's base
+        offset). A transactional batch carries the producer's id and epoch (Kafka's
+        storeOffsets for TxnOffsetCommit); its errors are Kafka's mapping of the append's
+        (a fenced epoch or a bad transaction state is the client's to see)."""
         self.ensure_topic()
-        builder = RecordBatchBuilder()
+        builder = RecordBatchBuilder(producer_id=producer_id, producer_epoch=producer_epoch,
+                                     is_transactional=transactional)
         now = self.now_ms()
         for key, value in records:
             builder.append(now, key, value)
         if builder.record_count == 0:
-            return ErrorCode.NONE
+            return ErrorCode.NONE, -1
         result = self.replica_manager.append(
             OFFSETS_TOPIC, self.partition_for(group_id),
             memoryview(bytearray(builder.build())), produce_version=9)
-        if result.error != ErrorCode.NONE:
-            log.warning("cannot write group %s to %s: %s", group_id, OFFSETS_TOPIC,
-                        result.message or result.error.name)
-            return ErrorCode.COORDINATOR_NOT_AVAILABLE
-        return ErrorCode.NONE
+        if result.error == ErrorCode.NONE:
+            return ErrorCode.NONE, result.base_offset
+        log.warning("cannot write group %s to %s: %s", group_id, OFFSETS_TOPIC,
+                    result.message or result.error.name)
+        if not transactional:
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE, -1
+        return _txn_append_error(result.error), -1
 
     # ---- writes ---------------------------------------------------------------------------
     def store_group(self, group: GroupMetadata) -> ErrorCode:
@@ -206,6 +248,7 @@ class GroupMetadataManager:
         code = self.append_records(group.group_id, records)
         if code == ErrorCode.NONE:
             group.offsets.clear()
+            group.offset_positions.clear()
             group.transition(GroupState.DEAD, self.now_ms())
             self.groups.pop(group.group_id, None)
         return code
@@ -264,7 +307,7 @@ class GroupMetadataManager:
         out: list[LoadedEntry] = []
         try:
             for batch in partition_log.iter_batches():
-                if batch.magic < 2 or batch.is_control:
+                if batch.magic < 2:
                     continue
                 try:
                     records = list(batch)
@@ -273,11 +316,22 @@ class GroupMetadataManager:
                                 batch.base_offset, batch.last_offset, partition_log.topic,
                                 partition_log.partition, e)
                     continue
+                if batch.is_control:
+                    kind = control_type(records[0].key) if records else None
+                    if kind in (0, 1):  # ABORT / COMMIT of a transaction
+                        out.append(LoadedEntry("marker", "", partition=partition_log.partition,
+                                               producer_id=batch.producer_id,
+                                               position=batch.base_offset, commit=kind == 1))
+                    continue
+                txn_producer = batch.producer_id if batch.is_transactional else -1
                 for rec in records:
                     if rec.key is None:
                         continue
                     try:
-                        out.append(decode_record(rec.key, rec.value))
+                        entry = decode_record(rec.key, rec.value)
+                        entry.producer_id = txn_producer
+                        entry.position = batch.base_offset
+                        out.append(entry)
                     except Exception as e:  # one bad record must not stop the load
                         log.warning("skipping unreadable record at offset %d of %s-%d: %s",
                                     rec.offset, partition_log.topic, partition_log.partition, e)
@@ -299,26 +353,57 @@ class GroupMetadataManager:
             if self.on_group_loaded is not None:
                 self.on_group_loaded(group)
 
+    def complete_txn(self, producer_id: int, offsets_partition: int, commit: bool) -> int:
+        """A transaction marker in `offsets_partition`: the pending offsets of `producer_id`
+        in the groups of that partition are materialized (commit) or dropped; returns how
+        many groups had some."""
+        done = 0
+        for gid, group in self.groups.items():
+            if producer_id in group.pending_txn_offsets and \
+                    self.partition_for(gid) == offsets_partition:
+                group.complete_txn_offsets(producer_id, commit)
+                done += 1
+        return done
+
     def _apply_one(self, e: LoadedEntry, touched: dict[str, GroupMetadata],
                    member_cls: Any) -> None:
+        if e.kind == "marker":
+            self.complete_txn(e.producer_id, e.partition, e.commit)
+            return
         group = self.groups.get(e.group)
         if e.kind == "offset":
+            tp = (e.topic, e.partition)
             if e.value is None:
                 if group is not None:
-                    group.offsets.pop((e.topic, e.partition), None)
+                    if e.producer_id >= 0:
+                        group.pending_txn_offsets.get(e.producer_id, {}).pop(tp, None)
+                    else:
+                        group.offsets.pop(tp, None)
+                        group.offset_positions.pop(tp, None)
                 return
             if group is None:
                 group = self.groups[e.group] = GroupMetadata(e.group)
             v = e.value
-            group.offsets[(e.topic, e.partition)] = OffsetAndMetadata(
+            offset = OffsetAndMetadata(
                 v["offset"], v.get("leader_epoch", -1), v.get("metadata") or "",
                 v.get("commit_timestamp", -1),
                 v.get("expire_timestamp", -1) if e.value_version == 1 else -1)
+            if e.producer_id >= 0:  # pending until its transaction's marker
+                group.pending_txn_offsets.setdefault(e.producer_id, {})[tp] = (offset,
+                                                                               e.position)
+            else:
+                group.offsets[tp] = offset
+                group.offset_positions[tp] = e.position
             touched[e.group] = group
             return
         if e.value is None:
             if group is not None:
                 group.offsets.clear()
+                group.offset_positions.clear()
+                if group.pending_txn_offsets:  # Kafka keeps a group with pending offsets
+                    group.members, group.static_members = {}, {}
+                    group.state = GroupState.EMPTY
+                    return
                 self.groups.pop(e.group, None)
                 touched.pop(e.group, None)
             return

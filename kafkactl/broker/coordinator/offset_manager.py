@@ -100,18 +100,82 @@ class OffsetManager:
             self.coordinator.schedule_session(group, member)
         return ErrorCode.NONE
 
-    # ---- OffsetFetch --------------------------------------------------------------------
-    def fetch_offsets(self, group_id: str, tps: list[TopicPartition] | None
-                      ) -> tuple[ErrorCode, dict[TopicPartition, OffsetAndMetadata | None]]:
-        """The committed offsets of `tps` (None: all of the group's)."""
+    # ---- TxnOffsetCommit -----------------------------------------------------------------
+    def commit_txn_offsets(self, group_id: str, producer_id: int, producer_epoch: int,
+                           generation_id: int, member_id: str, instance_id: str | None,
+                           offsets: dict[TopicPartition, OffsetAndMetadata]
+                           ) -> dict[TopicPartition, ErrorCode]:
+        """Kafka's handleTxnCommitOffsets: an unknown group is created (Empty: a
+        transactional producer need not be a member); v3+ (KIP-447) carries the
+        consumer's generation and member id, checked when given, so a zombie of an
+        older generation cannot commit."""
         code = self.coordinator.check_group(group_id)
         if code != ErrorCode.NONE:
-            return code, {}
+            return dict.fromkeys(offsets, code)
+        groups = self.group_manager.groups
+        group = groups.get(group_id)
+        if group is None:
+            group = groups[group_id] = GroupMetadata(group_id)
+        code = self._check_txn_member(group, generation_id, member_id, instance_id)
+        if code != ErrorCode.NONE:
+            return dict.fromkeys(offsets, code)
+        errors: dict[TopicPartition, ErrorCode] = {}
+        good: dict[TopicPartition, OffsetAndMetadata] = {}
+        cache = self.coordinator.cache
+        for tp, o in offsets.items():
+            if cache.partition(*tp) is None:
+                errors[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            elif len(o.metadata.encode("utf-8")) > self.metadata_max_bytes:
+                errors[tp] = ErrorCode.OFFSET_METADATA_TOO_LARGE
+            else:
+                good[tp] = o
+        if good:
+            stored = self.store_txn_offsets(group, producer_id, producer_epoch, good)
+            for tp in good:
+                errors[tp] = stored
+        return errors
+
+    @staticmethod
+    def _check_txn_member(group: GroupMetadata, generation_id: int, member_id: str,
+                          instance_id: str | None) -> ErrorCode:
+        """KIP-447's checks of doTxnCommitOffsets (no heartbeat: the producer is not the
+        member's connection)."""
+        if group.is_(GroupState.DEAD):
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        if group.is_fenced(member_id, instance_id):
+            return ErrorCode.FENCED_INSTANCE_ID
+        if member_id and not group.has(member_id):
+            return ErrorCode.UNKNOWN_MEMBER_ID
+        if generation_id >= 0 and generation_id != group.generation_id:
+            return ErrorCode.ILLEGAL_GENERATION
+        return ErrorCode.NONE
+
+    def complete_txn(self, producer_id: int, offsets_partition: int, commit: bool) -> int:
+        """The marker of `producer_id`'s transaction was written to `offsets_partition`."""
+        return self.group_manager.complete_txn(producer_id, offsets_partition, commit)
+
+    # ---- OffsetFetch --------------------------------------------------------------------
+    def fetch_offsets(self, group_id: str, tps: list[TopicPartition] | None,
+                      require_stable: bool = False
+                      ) -> tuple[ErrorCode, dict[TopicPartition, OffsetAndMetadata | None],
+                                 set[TopicPartition]]:
+        """The committed offsets of `tps` (None: all of the group's), and with
+        `require_stable` (OffsetFetch v7+, KIP-447) the partitions whose offsets a
+        transaction has pending: those answer UNSTABLE_OFFSET_COMMIT until its marker."""
+        code = self.coordinator.check_group(group_id)
+        if code != ErrorCode.NONE:
+            return code, {}, set()
         group = self.group_manager.groups.get(group_id)
         stored = group.offsets if group is not None else {}
-        if tps is None:
-            return ErrorCode.NONE, dict(stored)
-        return ErrorCode.NONE, {tp: stored.get(tp) for tp in tps}
+        found: dict[TopicPartition, OffsetAndMetadata | None] = (
+            dict(stored) if tps is None else {tp: stored.get(tp) for tp in tps})
+        unstable: set[TopicPartition] = set()
+        if require_stable and group is not None and group.pending_txn_offsets:
+            pending = {tp for p in group.pending_txn_offsets.values() for tp in p}
+            unstable = pending if tps is None else pending & set(tps)
+            for tp in unstable:
+                found.setdefault(tp, None)
+        return ErrorCode.NONE, found, unstable
 
     # ---- OffsetDelete -------------------------------------------------------------------
     def delete_offsets(self, group_id: str, tps: list[TopicPartition]
@@ -147,10 +211,26 @@ class OffsetManager:
     def store_offsets(self, group: GroupMetadata,
                       offsets: dict[TopicPartition, OffsetAndMetadata]) -> ErrorCode:
         """Append one OffsetCommit record per partition, then cache them."""
-        code = self.group_manager.append_records(group.group_id, [
+        code, position = self.group_manager.append_batch(group.group_id, [
             (offset_key(group.group_id, t, p), offset_value(o)) for (t, p), o in offsets.items()])
         if code == ErrorCode.NONE:
             group.offsets.update(offsets)
+            for tp in offsets:
+                group.offset_positions[tp] = position
+        return code
+
+    def store_txn_offsets(self, group: GroupMetadata, producer_id: int, producer_epoch: int,
+                          offsets: dict[TopicPartition, OffsetAndMetadata]) -> ErrorCode:
+        """TxnOffsetCommit's write: one transactional batch of the producer, whose offsets
+        stay pending until the transaction's marker (handle_txn_completion)."""
+        code, position = self.group_manager.append_batch(
+            group.group_id, [(offset_key(group.group_id, t, p), offset_value(o))
+                             for (t, p), o in offsets.items()],
+            producer_id=producer_id, producer_epoch=producer_epoch, transactional=True)
+        if code == ErrorCode.NONE:
+            pending = group.pending_txn_offsets.setdefault(producer_id, {})
+            for tp, o in offsets.items():
+                pending[tp] = (o, position)
         return code
 
     def remove_offsets(self, group: GroupMetadata, tps: Iterable[TopicPartition]) -> ErrorCode:
@@ -161,6 +241,7 @@ class OffsetManager:
         if code == ErrorCode.NONE:
             for tp in tps:
                 group.offsets.pop(tp, None)
+                group.offset_positions.pop(tp, None)
         return code
 
     # ---- expiration ---------------------------------------------------------------------
@@ -198,7 +279,8 @@ class OffsetManager:
             if doomed and self.remove_offsets(group, doomed) == ErrorCode.NONE:
                 expired_total += len(doomed)
                 log.info("expired %d offset(s) of group %s", len(doomed), group.group_id)
-            if group.is_(GroupState.EMPTY) and not group.offsets and not group.pending_members:
+            if group.is_(GroupState.EMPTY) and not group.offsets and \
+                    not group.pending_members and not group.pending_txn_offsets:
                 manager.delete_group(group)
         return expired_total
 

@@ -29,6 +29,7 @@ from kafkactl.broker.handlers import (
     sasl,
     scram_credentials,
     topics,
+    txn_offsets,
 )
 from kafkactl.broker.request_handler import Handler
 from kafkactl.protocol.api_keys import ApiKey
@@ -60,6 +61,7 @@ HANDLERS: dict[ApiKey, Handler] = {
     ApiKey.DELETE_TOPICS: topics.handle_delete_topics,
     ApiKey.DELETE_RECORDS: records.handle_delete_records,
     ApiKey.INIT_PRODUCER_ID: producer_id.handle_init_producer_id,
+    ApiKey.TXN_OFFSET_COMMIT: txn_offsets.handle_txn_offset_commit,
     ApiKey.OFFSET_FOR_LEADER_EPOCH: leader_epoch.handle_offset_for_leader_epoch,
     ApiKey.DESCRIBE_ACLS: acls.handle_describe_acls,
     ApiKey.CREATE_ACLS: acls.handle_create_acls,

@@ -1,5 +1,6 @@
-"""Committed offsets: OffsetCommit (8), OffsetFetch (9, incl. the v8 batched form) and
-OffsetDelete (47), answered by the GroupCoordinator's offset manager.
+"""Committed offsets: OffsetCommit (8), OffsetFetch (9, incl. the v8 batched form and v7's
+require_stable: UNSTABLE_OFFSET_COMMIT for a partition a transaction has offsets pending
+for) and OffsetDelete (47), answered by the GroupCoordinator's offset manager.
 
 With an authorizer: OffsetCommit needs Read on the group and on each topic, OffsetFetch
 Describe on the group and on each topic (unauthorized topics are left out of an "all
@@ -59,14 +60,16 @@ def handle_offset_commit(services: BrokerServices, ctx: RequestContext,
 
 
 def _fetch_group(services: BrokerServices, ctx: RequestContext, group_id: str,
-                 topics: list[dict[str, Any]] | None) -> tuple[ErrorCode, list[dict[str, Any]]]:
+                 topics: list[dict[str, Any]] | None, require_stable: bool = False
+                 ) -> tuple[ErrorCode, list[dict[str, Any]]]:
     coordinator: GroupCoordinator = services.group_coordinator
     tps = None if topics is None else [
         (t["name"], p) for t in topics for p in t.get("partition_indexes") or ()]
+    unstable: set[tuple[str, int]] = set()
     if not authorize_group(services, ctx, AclOperation.DESCRIBE, group_id):
         code, found = ErrorCode.GROUP_AUTHORIZATION_FAILED, dict[tuple[str, int], Any]()
     else:
-        code, found = coordinator.fetch_offsets(group_id, tps)
+        code, found, unstable = coordinator.fetch_offsets(group_id, tps, require_stable)
     if code != ErrorCode.NONE:
         found = {tp: None for tp in tps or ()}
     refused = unauthorized_topics(services, ctx, AclOperation.DESCRIBE,
@@ -78,12 +81,15 @@ def _fetch_group(services: BrokerServices, ctx: RequestContext, group_id: str,
             return code, _with_refused(found, refused)
     out: dict[str, list[dict[str, Any]]] = {}
     for (topic, partition), o in sorted(found.items()):
+        if (topic, partition) in unstable:  # KIP-447: a transaction's commit is pending
+            o = None
         out.setdefault(topic, []).append({
             "partition_index": partition,
             "committed_offset": -1 if o is None else o.offset,
             "committed_leader_epoch": -1 if o is None else o.leader_epoch,
             "metadata": "" if o is None else o.metadata,
-            "error_code": code,
+            "error_code": ErrorCode.UNSTABLE_OFFSET_COMMIT if (topic, partition) in unstable
+            else code,
         })
     return code, [{"name": n, "partitions": parts} for n, parts in out.items()]
 
@@ -108,8 +114,9 @@ def handle_offset_fetch(services: BrokerServices, ctx: RequestContext,
     v = ctx.api_version
     if v >= 8:
         groups = []
+        stable = bool(request.get("require_stable"))
         for g in request.get("groups") or ():
-            code, topics = _fetch_group(services, ctx, g["group_id"], g.get("topics"))
+            code, topics = _fetch_group(services, ctx, g["group_id"], g.get("topics"), stable)
             if code != ErrorCode.NONE:
                 for t in topics:
                     for p in t["partitions"]:
@@ -119,7 +126,8 @@ def handle_offset_fetch(services: BrokerServices, ctx: RequestContext,
     topics_req = request.get("topics")
     if v < 2 and topics_req is None:
         topics_req = []
-    code, topics = _fetch_group(services, ctx, request["group_id"], topics_req)
+    code, topics = _fetch_group(services, ctx, request["group_id"], topics_req,
+                                v >= 7 and bool(request.get("require_stable")))
     if v >= 2 and code != ErrorCode.NONE:
         for t in topics:
             for p in t["partitions"]:

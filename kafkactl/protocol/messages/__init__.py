@@ -54,6 +54,7 @@ from kafkactl.protocol.messages import (
     sasl_handshake,
     stop_replica,
     sync_group,
+    txn_offset_commit,
     update_metadata,
 )
 from kafkactl.protocol.schema import Message
@@ -82,6 +83,7 @@ MODULES: dict[ApiKey, ModuleType] = {
     ApiKey.DELETE_TOPICS: delete_topics,
     ApiKey.DELETE_RECORDS: delete_records,
     ApiKey.INIT_PRODUCER_ID: init_producer_id,
+    ApiKey.TXN_OFFSET_COMMIT: txn_offset_commit,
     ApiKey.OFFSET_FOR_LEADER_EPOCH: offset_for_leader_epoch,
     ApiKey.DESCRIBE_ACLS: describe_acls,
     ApiKey.CREATE_ACLS: create_acls,
