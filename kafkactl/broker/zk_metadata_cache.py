@@ -1,9 +1,17 @@
 """The metadata cache of a broker in a ZooKeeper cluster (Kafka's ZkMetadataCache): the
 whole cluster as the controller last described it in UpdateMetadata (live brokers,
-controller, every topic's partitions with leader, epoch, replicas and ISR). Each request
-carries the complete picture and replaces the previous one, so a topic the controller
-deleted disappears with the next update. Requests from an older controller epoch are
-refused by the caller (handlers/controller_requests.py)."""
+controller, every topic's partitions with leader, epoch, replicas and ISR).
+
+Updates are incremental, as Kafka's controller sends them: a request lists the partitions
+whose state changed (the others keep theirs, and a topic keeps its id when the request has
+none), a partition with leader -2 (LeaderDuringDelete) belongs to a deleted topic and is
+dropped, and the live brokers are always the whole list. A full request replaces the whole
+cache (so a deletion this broker missed cannot linger): UpdateMetadata v7 has no Type field,
+and the controller sends a full one exactly as the first request of its epoch to a broker
+epoch (cluster/controller_requests.py), so a request from another (controller epoch,
+broker epoch) than the last one is full. A topic whose id changed (deleted and created
+again) is replaced as a whole. Requests from an older controller epoch are refused by the
+caller (handlers/controller_requests.py)."""
 
 from __future__ import annotations
 
@@ -21,6 +29,7 @@ from kafkactl.broker.metadata_cache import (
 )
 
 NULL_UUID = uuid.UUID(int=0)
+LEADER_DURING_DELETE = -2
 
 
 class ZkMetadataCache(MetadataCache):
@@ -33,6 +42,8 @@ class ZkMetadataCache(MetadataCache):
         self._topics: dict[str, TopicMetadata] = {}
         self._by_id: dict[uuid.UUID, TopicMetadata] = {}
         self.updated = False  # True once the first UpdateMetadata arrived
+        # (controller epoch, broker epoch) of the last update: another pair is a full one
+        self._source: tuple[int, int] | None = None
         self._waiters: list[asyncio.Future[None]] = []
 
     # ---- reads ---------------------------------------------------------------------------
@@ -61,17 +72,34 @@ class ZkMetadataCache(MetadataCache):
                 brokers[b["id"]] = BrokerEndpoint(
                     b["id"], ep["host"], ep["port"], b.get("rack"),
                     tuple((e["listener"], e["host"], e["port"]) for e in endpoints))
-        topics: dict[str, TopicMetadata] = {}
+        source = (request.get("controller_epoch", -1), request.get("broker_epoch", -1))
+        full = source != self._source
+        self._source = source
+        topics: dict[str, TopicMetadata] = {} if full else dict(self._topics)
         for t in request.get("topic_states") or []:
             name = t["topic_name"]
-            parts = {
-                p["partition_index"]: PartitionMetadata(
-                    p["partition_index"], p["leader"], p["leader_epoch"],
-                    list(p["replicas"]), list(p["isr"]), list(p.get("offline_replicas") or []))
-                for p in t["partition_states"]}
             topic_id = t.get("topic_id") or NULL_UUID
-            topics[name] = TopicMetadata(name, topic_id, parts,
-                                         is_internal=name.startswith("__"))
+            current = topics.get(name)
+            # the same topic; otherwise one of the same name (deleted and created again):
+            # nothing of the current one stays, unless the request only deletes the other
+            same = current is not None and (NULL_UUID in (topic_id, current.topic_id)
+                                            or topic_id == current.topic_id)
+            parts = dict(current.partitions) if same and current is not None else {}
+            for p in t["partition_states"]:
+                index = p["partition_index"]
+                if p["leader"] == LEADER_DURING_DELETE:
+                    parts.pop(index, None)
+                else:
+                    parts[index] = PartitionMetadata(
+                        index, p["leader"], p["leader_epoch"], list(p["replicas"]),
+                        list(p["isr"]), list(p.get("offline_replicas") or []))
+            if same and topic_id == NULL_UUID and current is not None:
+                topic_id = current.topic_id
+            if parts:
+                topics[name] = TopicMetadata(name, topic_id, parts,
+                                             is_internal=name.startswith("__"))
+            elif same:
+                topics.pop(name, None)
         self._brokers = brokers or {self._me.node_id: self._me}
         self._controller_id = request.get("controller_id", -1)
         self._topics = topics

@@ -289,7 +289,11 @@ class KafkaController(BrokerNotices):
             self._active_session = session
             log.info("broker %d won the controller election (epoch %d)", self.broker_id,
                      self.epoch)
-            await self._become_active()
+            try:
+                await self._become_active()
+            except BaseException:  # half loaded: the retried Elect starts over (a full
+                self._deactivate()  # UpdateMetadata to every broker included)
+                raise
         elif not result.won and self.active:
             log.info("broker %d is no longer the controller (broker %d is)", self.broker_id,
                      result.controller_id)
@@ -335,7 +339,7 @@ class KafkaController(BrokerNotices):
                  "%d partition(s) changed leader or ISR in %.0f ms (brokers %s offline)",
                  self.broker_id, self.epoch, len(view.brokers), len(view.assignments),
                  len(changed), (time.monotonic() - loaded) * 1000, sorted(offline))
-        self.send_update_metadata()
+        self.send_update_metadata(full_to=set(view.brokers))
         for b in view.brokers:
             self._send_leader_and_isr(b, view.partitions_of(b), full=True)
         self._enqueue(TopicDeletion())
@@ -369,7 +373,7 @@ class KafkaController(BrokerNotices):
         if changed:
             log.info("%d partition(s) changed leader or ISR in %.0f ms", len(changed),
                      (time.monotonic() - began) * 1000)
-        self.send_update_metadata()
+        self.send_update_metadata(changed | self.view.partitions_on(dead | new), full_to=new)
         for b in live:
             hosted = self.view.partitions_of(b) if b in new else \
                 [tp for tp in changed if b in self.view.assignments[tp[0]][tp[1]]]
@@ -397,7 +401,7 @@ class KafkaController(BrokerNotices):
         new = [n for n in names if n not in self.view.assignments and n not in self.deletions]
         if new:
             await self._add_topics(new, announce=True)
-        elif len(present) != len(self.view.assignments):
+        elif self.view.deleted:
             self.send_update_metadata()
 
     async def _add_topics(self, names: list[str], *, announce: bool) -> None:
@@ -409,7 +413,7 @@ class KafkaController(BrokerNotices):
                 await self._store_topic_id(assignment)
         if announce and added:
             started = await self._start_partitions(added)
-            self.announce(started, is_new=True)
+            self.announce(started, is_new=True, metadata=added)
         await self._watch_topics(names)
 
     def apply_topics(self, assignments: dict[str, TopicAssignment],
@@ -509,13 +513,10 @@ class KafkaController(BrokerNotices):
         known.update({p: r for p, r in assignment.partitions.items() if p not in known})
         started = await self._start_partitions(added)
         log.info("topic %s now has %d partitions", topic, len(known))
-        self.announce(started, is_new=True)
+        self.announce(started, is_new=True, metadata=added)
 
     def forget_topic(self, name: str) -> None:
-        parts = self.view.assignments.pop(name, {})
-        self.view.topic_ids.pop(name, None)
-        for p in parts:
-            self.view.states.pop((name, p), None)
+        self.view.remove_topic(name)  # the next UpdateMetadata announces it deleted
 
     # ---- controlled shutdown -----------------------------------------------------------------
     async def controlled_shutdown(self, broker_id: int) -> list[TopicPartition]:
@@ -561,7 +562,7 @@ class KafkaController(BrokerNotices):
             log.info("ISR changes: %s", ", ".join(
                 f"{t}-{p} {self.view.states[(t, p)].isr}" for t, p in writes
                 if (t, p) in self.view.states))
-            self.send_update_metadata()
+            self.send_update_metadata(writes)
         for tp in writes:
             if tp in self.reassignments:
                 await controller_admin.maybe_complete_reassignment(self, tp)

@@ -1,5 +1,13 @@
 """The bodies of the controller's requests to brokers (LeaderAndIsr v6, UpdateMetadata v7,
-StopReplica v3), built from the controller's view of the cluster. Pure functions."""
+StopReplica v3), built from the controller's view of the cluster. Pure functions.
+
+UpdateMetadata is incremental, as Kafka's controller sends it: the partitions whose state
+changed, the partitions of topics deleted since the last one (leader -2, Kafka's
+LeaderDuringDelete: the broker drops them) and, always, every live broker. A full one (every
+partition) goes to a broker that joins and, from a newly elected controller, to every
+broker. v7 has no Type field (v8's, KIP-866), so the broker tells a full one by where it
+comes from: the first request of a controller epoch to a broker epoch is full, and the
+controller sends a full one exactly then (broker/zk_metadata_cache.py)."""
 
 from __future__ import annotations
 
@@ -17,6 +25,7 @@ STOP_REPLICA_VERSION = 3
 PLAINTEXT = 0  # SecurityProtocol id
 SECURITY_PROTOCOL_IDS = {"PLAINTEXT": 0, "SSL": 1, "SASL_PLAINTEXT": 2, "SASL_SSL": 3}
 EPOCH_DURING_DELETE = -2  # StopReplica's leader epoch when the partition is deleted
+LEADER_DURING_DELETE = -2  # UpdateMetadata's leader of a partition whose topic is deleted
 NULL_UUID = uuid.UUID(int=0)
 
 
@@ -30,10 +39,34 @@ class ClusterView:
     assignments: dict[str, dict[int, list[int]]] = field(default_factory=dict)
     topic_ids: dict[str, uuid.UUID] = field(default_factory=dict)
     states: dict[tuple[str, int], PartitionState] = field(default_factory=dict)
+    # topics removed since the last UpdateMetadata: name -> (id, partition -> replicas)
+    deleted: dict[str, tuple[uuid.UUID, dict[int, list[int]]]] = field(default_factory=dict)
 
     def partitions_of(self, broker_id: int) -> list[tuple[str, int]]:
         return [(t, p) for t, parts in self.assignments.items()
                 for p, replicas in parts.items() if broker_id in replicas]
+
+    def partitions_on(self, broker_ids: Iterable[int]) -> set[tuple[str, int]]:
+        """The partitions with a replica on any of `broker_ids`."""
+        ids = set(broker_ids)
+        if not ids:
+            return set()
+        return {(t, p) for t, parts in self.assignments.items()
+                for p, replicas in parts.items() if ids.intersection(replicas)}
+
+    def remove_topic(self, name: str) -> None:
+        """Forget a topic; the next UpdateMetadata announces it deleted."""
+        parts = self.assignments.pop(name, {})
+        topic_id = self.topic_ids.pop(name, None)
+        for p in parts:
+            self.states.pop((name, p), None)
+        if parts:
+            self.deleted[name] = (topic_id or NULL_UUID, dict(parts))
+
+    def take_deleted(self) -> dict[str, tuple[uuid.UUID, dict[int, list[int]]]]:
+        """The topics to announce deleted (the next request carries them)."""
+        deleted, self.deleted = self.deleted, {}
+        return {name: d for name, d in deleted.items() if name not in self.assignments}
 
     def broker_epoch(self, broker_id: int) -> int:
         info = self.brokers.get(broker_id)
@@ -59,21 +92,40 @@ def _state_fields(view: ClusterView, topic: str, p: int) -> dict[str, Any]:
             "replicas": replicas, "zk_version": state.zk_version}
 
 
-def update_metadata(view: ClusterView, broker_id: int) -> dict[str, Any]:
-    """The whole cluster's metadata for one broker (the broker replaces its cache)."""
-    topic_states = []
-    for topic in sorted(view.assignments):
-        parts = []
-        for p in sorted(view.assignments[topic]):
-            f = _state_fields(view, topic, p)
-            parts.append({
-                "partition_index": p, "controller_epoch": f["controller_epoch"],
-                "leader": f["leader"], "leader_epoch": f["leader_epoch"], "isr": f["isr"],
-                "zk_version": f.get("zk_version", -1), "replicas": f["replicas"],
-                "offline_replicas": [r for r in f["replicas"] if r not in view.brokers]})
-        topic_states.append({"topic_name": topic,
-                             "topic_id": view.topic_ids.get(topic, NULL_UUID),
-                             "partition_states": parts})
+def _partition_state(view: ClusterView, topic: str, p: int) -> dict[str, Any]:
+    f = _state_fields(view, topic, p)
+    return {"partition_index": p, "controller_epoch": f["controller_epoch"],
+            "leader": f["leader"], "leader_epoch": f["leader_epoch"], "isr": f["isr"],
+            "zk_version": f.get("zk_version", -1), "replicas": f["replicas"],
+            "offline_replicas": [r for r in f["replicas"] if r not in view.brokers]}
+
+
+def update_metadata(view: ClusterView, broker_id: int,
+                    partitions: Iterable[tuple[str, int]] | None = None,
+                    deleted: Mapping[str, tuple[uuid.UUID, Mapping[int, list[int]]]]
+                    | None = None) -> dict[str, Any]:
+    """UpdateMetadata for one broker: every partition (`partitions` None: a full one, the
+    broker replaces its cache) or only `partitions` and the `deleted` topics' partitions
+    (leader -2); the live brokers always."""
+    by_topic: dict[str, list[dict[str, Any]]] = {}
+    if partitions is None:
+        for topic in sorted(view.assignments):
+            by_topic[topic] = [_partition_state(view, topic, p)
+                               for p in sorted(view.assignments[topic])]
+    else:
+        for topic, p in sorted(set(partitions)):
+            if p in view.assignments.get(topic, {}):
+                by_topic.setdefault(topic, []).append(_partition_state(view, topic, p))
+    topic_states = [{"topic_name": topic, "topic_id": view.topic_ids.get(topic, NULL_UUID),
+                     "partition_states": parts} for topic, parts in by_topic.items()]
+    for topic, (topic_id, parts) in sorted((deleted or {}).items()):
+        if partitions is None or topic in view.assignments:
+            continue  # a full request lists no deleted topic; a re-created one is listed
+        topic_states.append({"topic_name": topic, "topic_id": topic_id, "partition_states": [
+            {"partition_index": p, "controller_epoch": view.controller_epoch,
+             "leader": LEADER_DURING_DELETE, "leader_epoch": -1, "isr": [], "zk_version": -1,
+             "replicas": replicas, "offline_replicas": []}
+            for p, replicas in sorted(parts.items())]})
     return {
         "controller_id": view.controller_id, "controller_epoch": view.controller_epoch,
         "broker_epoch": view.broker_epoch(broker_id), "topic_states": topic_states,

@@ -1,12 +1,18 @@
 """How the controller tells the brokers (a base of KafkaController): UpdateMetadata,
 LeaderAndIsr and StopReplica, built as pure functions over its view
 (controller_requests.py) and queued on its channel (controller_channel.py), one FIFO per
-broker. An error a broker answers with is logged with its name."""
+broker. An error a broker answers with is logged with its name.
+
+UpdateMetadata is incremental (Kafka's controller): each carries the partitions whose
+leader, ISR, replicas or offline replicas changed, the topics deleted since the last one
+and the live brokers; a broker that joins gets a full one, and so does every broker from a
+newly elected controller. Because every broker must see every change, each is sent to
+every live broker on the same per-broker FIFO as the LeaderAndIsr that follows it."""
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 from typing import Any
 
 from kafkactl.cluster import controller_requests as build
@@ -28,18 +34,32 @@ class BrokerNotices:
     def _enqueue(self, event: ControllerEvent) -> None:
         raise NotImplementedError
 
-    def announce(self, partitions: set[TopicPartition], *, is_new: bool) -> None:
-        self.send_update_metadata()
+    def announce(self, partitions: set[TopicPartition], *, is_new: bool,
+                 metadata: Iterable[TopicPartition] = ()) -> None:
+        """UpdateMetadata for `partitions` and `metadata` (partitions without a leader
+        yet: in the metadata, not in a LeaderAndIsr) to every broker, then LeaderAndIsr
+        for `partitions` to their replicas."""
+        self.send_update_metadata(set(partitions).union(metadata))
         for b in self.view.brokers:
             parts = [tp for tp in partitions if b in self.view.assignments[tp[0]][tp[1]]]
             self._send_leader_and_isr(b, parts, is_new=is_new)
 
-    def send_update_metadata(self) -> None:
+    def send_update_metadata(self, partitions: Iterable[TopicPartition] = (), *,
+                             full_to: Collection[int] = ()) -> None:
+        """UpdateMetadata to every live broker: `partitions` (those whose state changed)
+        and the topics deleted since the last one; the brokers in `full_to` get every
+        partition instead."""
         if self.channel is None:
             return
+        deleted = self.view.take_deleted()
+        bodies: dict[bool, dict[str, Any]] = {}
         for b in self.view.brokers:
-            self.channel.send(b, ApiKey.UPDATE_METADATA, build.UPDATE_METADATA_VERSION,
-                              build.update_metadata(self.view, b),
+            full = b in full_to
+            if full not in bodies:  # built once; only the broker epoch differs
+                bodies[full] = build.update_metadata(self.view, b) if full else \
+                    build.update_metadata(self.view, b, partitions, deleted)
+            body = dict(bodies[full], broker_epoch=self.view.broker_epoch(b))
+            self.channel.send(b, ApiKey.UPDATE_METADATA, build.UPDATE_METADATA_VERSION, body,
                               self._checker("UpdateMetadata", b))
 
     def _send_leader_and_isr(self, broker_id: int, partitions: Iterable[TopicPartition], *,
