@@ -14,8 +14,9 @@ Kafka's precedence order that sets it:
     /clients/C, /clients/<default>
 
 A standalone broker keeps the quotas in `client-quotas.json` in its first log dir, written
-atomically (a new file renamed over the old); a cluster broker keeps them the same way (the
-ZooKeeper layout, /config/users and /config/clients, is not written yet).
+atomically (a new file renamed over the old). A broker of a ZooKeeper cluster keeps them
+where Kafka does, /config/users and /config/clients (kafkactl.cluster.quota_zk_store): this
+module's store is then its applied view, kept current by the /config/changes notifications.
 """
 
 from __future__ import annotations
@@ -98,8 +99,20 @@ def precedence(user: str, client_id: str) -> list[Entity]:
     ]
 
 
+def checked_ops(ops: Iterable[tuple[str, float | None]]) -> list[tuple[str, float | None]]:
+    """Set (value) or remove (None) operations on quota keys, checked; QuotaError if one is
+    bad."""
+    checked = [(k, None if v is None else check_value(k, v)) for k, v in ops]
+    for k, v in checked:
+        if v is None:  # a removal: the key must still be one
+            check_key(k)
+    return checked
+
+
 class ClientQuotaStore:
     """The quotas set, by entity; thread-safe; persisted to `path` (None: in memory)."""
+
+    writes_block = False  # True: `alter` waits on a remote store (run it off the event loop)
 
     def __init__(self, path: Path | None) -> None:
         self.path = path
@@ -107,6 +120,9 @@ class ClientQuotaStore:
         self._quotas: dict[Entity, dict[str, float]] = {}
         if path is not None and path.exists():
             self._quotas = _load(path)
+
+    def start(self) -> None:
+        """Blocking: load what a remote store holds (the file store loads when made)."""
 
     def describe(self, components: list[dict[str, Any]], strict: bool
                  ) -> list[tuple[Entity, dict[str, float]]]:
@@ -126,10 +142,7 @@ class ClientQuotaStore:
     def alter(self, entity: Entity, ops: Iterable[tuple[str, float | None]],
               validate_only: bool = False) -> None:
         """Set (value) or remove (None) quota keys of `entity`; QuotaError if one is bad."""
-        checked = [(k, None if v is None else check_value(k, v)) for k, v in ops]
-        for k, v in checked:
-            if v is None:  # a removal: the key must still be one
-                check_key(k)
+        checked = checked_ops(ops)
         if validate_only:
             return
         with self._lock:
@@ -146,6 +159,16 @@ class ClientQuotaStore:
             snapshot = dict(self._quotas)
         if self.path is not None:
             _save(self.path, snapshot)
+
+    def replace(self, entity: Entity, values: Mapping[str, float]) -> None:
+        """The applied view: `entity`'s quotas are now `values` (none: it has none)."""
+        with self._lock:
+            quotas = dict(self._quotas)  # copy on write: readers never see a partial change
+            if values:
+                quotas[entity] = dict(values)
+            else:
+                quotas.pop(entity, None)
+            self._quotas = quotas
 
     def quota(self, key: str, user: str, client_id: str) -> tuple[float, Entity] | None:
         """The quota of `key` for (user, client id) and the entity that sets it, or None."""

@@ -5,7 +5,9 @@ on threads of its own, never on the event loop that serves Kafka requests.
   (kafkactl.broker.metrics) and the process's (CPU seconds, resident memory, open fds);
 - GET /health: 200 while the process serves (liveness);
 - GET /ready: 200 once the logs are loaded and, in a cluster, the broker is registered in
-  ZooKeeper; 503 before (and again once shutdown starts);
+  ZooKeeper, has the controller's metadata and is caught up: every partition it follows
+  (a replica here, led by another live broker) has it in its ISR; 503 before, saying
+  which partitions are behind (and again once shutdown starts);
 - anything else: 404 (405 for another method). Request lines and headers are bounded by
   http.server (64 KiB, 100 headers); a request body is never read; a client silent for
   CLIENT_TIMEOUT_S is dropped.
@@ -13,16 +15,22 @@ on threads of its own, never on the event loop that serves Kafka requests.
 
 from __future__ import annotations
 
+import concurrent.futures
 import logging
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kafkactl.broker.metrics import BrokerMetrics, exposition
+
+if TYPE_CHECKING:
+    from kafkactl.broker.services import BrokerServices
 
 log = logging.getLogger(__name__)
 
 CLIENT_TIMEOUT_S = 10.0
+READY_TIMEOUT_S = 5.0  # the event loop's answer to /ready; none in time: not ready
+SHOWN_BEHIND = 5  # partitions named in a 503's reason
 # Prometheus's text format 0.0.4: what every Prometheus 2.x reads (only classic names here)
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 # Scrapes and probes at once; more wait in the listen backlog.
@@ -91,10 +99,11 @@ class _Handler(BaseHTTPRequestHandler):
         elif path == "/health":
             self._send(200, b"ok\n", "text/plain; charset=utf-8", body)
         elif path == "/ready":
-            if metrics.ready:
+            behind = not_ready(metrics)
+            if behind is None:
                 self._send(200, b"ready\n", "text/plain; charset=utf-8", body)
             else:
-                self._send(503, b"not ready: loading logs or joining the cluster\n",
+                self._send(503, f"not ready: {behind}\n".encode(),
                            "text/plain; charset=utf-8", body)
         else:
             self._send(404, b"not found: this listener serves /metrics, /health and /ready\n",
@@ -113,6 +122,56 @@ class _Handler(BaseHTTPRequestHandler):
 
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - http.server's
         log.debug("metrics %s: " + format, self.address_string(), *args)
+
+
+def not_ready(metrics: BrokerMetrics) -> str | None:
+    """Why the broker is not ready, None when it is (read on the event loop)."""
+    loop, services = metrics.loop, metrics.services
+    if not metrics.ready or loop is None or services is None or loop.is_closed():
+        return "loading logs or joining the cluster"
+    if services.cluster is None:
+        return None  # standalone: started is ready
+    fut: concurrent.futures.Future[str | None] = concurrent.futures.Future()
+
+    def check() -> None:
+        if fut.set_running_or_notify_cancel():
+            try:
+                fut.set_result(behind_reason(services))
+            except Exception as e:
+                fut.set_exception(e)
+
+    try:
+        loop.call_soon_threadsafe(check)
+        return fut.result(READY_TIMEOUT_S)
+    except concurrent.futures.TimeoutError:
+        fut.cancel()
+        return f"the event loop did not answer within {READY_TIMEOUT_S:g} s"
+    except RuntimeError:  # the loop closed meanwhile
+        return "stopping"
+
+
+def behind_reason(services: BrokerServices) -> str | None:
+    """A cluster broker's catching up, from the controller's metadata: None when every
+    partition it follows (it is a replica, another live broker leads) has it in the ISR;
+    else which do not."""
+    cache = services.metadata_cache
+    if not getattr(cache, "updated", True):
+        return "no metadata from the controller yet"
+    me = services.broker_id
+    behind = []
+    for name in cache.topic_names():
+        topic = cache.topic(name)
+        if topic is None:
+            continue
+        for p in topic.partitions.values():
+            if me in p.replicas and p.leader >= 0 and p.leader != me and me not in p.isr:
+                behind.append(f"{name}-{p.partition}")
+    if not behind:
+        return None
+    behind.sort()
+    shown = ", ".join(behind[:SHOWN_BEHIND]) + (
+        f" and {len(behind) - SHOWN_BEHIND} more" if len(behind) > SHOWN_BEHIND else "")
+    return f"catching up: {len(behind)} followed partition(s) not in the ISR yet ({shown})"
 
 
 class MetricsServer:

@@ -372,6 +372,13 @@ class KafkaServer:
                 raise
             raise BrokerStartupError(f"cannot load the ACLs and SCRAM credentials from "
                                      f"ZooKeeper ({type(e).__name__}: {e})") from None
+        quotas = _quota_manager(cfg, zk)
+        if zk is not None:  # the quotas of the cluster, read before serving
+            try:
+                await asyncio.to_thread(quotas.store.start)
+            except Exception as e:
+                raise BrokerStartupError(f"cannot load the client quotas from ZooKeeper "
+                                         f"({type(e).__name__}: {e})") from None
         self.services = BrokerServices(
             broker_id=cfg.broker_id, config=cfg, dynamic_config=dynamic_config,
             metadata_cache=cache, topic_admin=topic_admin, partitions=partitions,
@@ -379,7 +386,7 @@ class KafkaServer:
             group_coordinator=group_coordinator, producer_ids=producer_ids,
             log_manager=log_manager, auto_create_topics=self.auto_create_topics,
             cluster=self.cluster,
-            authorizer=authorizer, credentials=credentials, quotas=_quota_manager(cfg),
+            authorizer=authorizer, credentials=credentials, quotas=quotas,
             listener_endpoints={e.listener: (e.host, e.port) for e in cfg.advertised_listeners})
         apis = KafkaApis(self.services, HANDLERS)
         handler: Any = AuthenticationGate(apis) if any(
@@ -612,10 +619,17 @@ class KafkaServer:
         log.info("broker stopped cleanly")
 
 
-def _quota_manager(cfg: Any) -> QuotaManager:
-    """Client quotas, kept in the first log dir (client-quotas.json); the windows are
-    quota.window.num samples of quota.window.size.seconds, as in Kafka."""
-    store = ClientQuotaStore(Path(cfg.log_dirs[0]) / STORE_FILE)
+def _quota_manager(cfg: Any, zk: Any = None) -> QuotaManager:
+    """Client quotas, kept in the first log dir (client-quotas.json), or in ZooKeeper in a
+    cluster (not loaded yet: its store's start()); the windows are quota.window.num samples
+    of quota.window.size.seconds, as in Kafka."""
+    store: ClientQuotaStore
+    if zk is not None:
+        from kafkactl.cluster.quota_zk_store import ZkQuotaStore
+
+        store = ZkQuotaStore(zk, adopt=Path(cfg.log_dirs[0]) / STORE_FILE)
+    else:
+        store = ClientQuotaStore(Path(cfg.log_dirs[0]) / STORE_FILE)
     return QuotaManager(store, window_num=max(1, cfg.get_int_or("quota.window.num", WINDOW_NUM)),
                         window_size_s=max(0.001, float(cfg.get_int_or(
                             "quota.window.size.seconds", int(WINDOW_SIZE_S)))))

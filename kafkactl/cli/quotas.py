@@ -121,16 +121,17 @@ def add(
     bootstrap: str | None = bootstrap_option(), prop: list[str] = property_option(),
     command_config: Path | None = command_config_option(),
 ) -> None:
-    """Set quota keys of an entity (on every broker of the cluster)."""
+    """Set quota keys of an entity (a cluster keeps them in ZooKeeper: every broker applies
+    them)."""
     entity = _entity(user, user_default, client_id, client_default)
     values = _values(config)
     admin = _admin(bootstrap, prop, command_config)
     try:
-        n = _run(lambda: admin.alter(entity, values))
+        _run(lambda: admin.alter(entity, values))
     finally:
         admin.client.close()
     write_line(f"Set {', '.join(f'{k}={_num(v)}' for k, v in values.items())} for "
-               f"{_shown(entity)} on {n} broker(s).")
+               f"{_shown(entity)}.")
 
 
 @quotas_app.command("remove")
@@ -149,10 +150,10 @@ def remove(
             raise fail(f"--key {k!r}: use one of {', '.join(KEYS)}", 2)
     admin = _admin(bootstrap, prop, command_config)
     try:
-        n = _run(lambda: admin.alter(entity, {}, remove=key or KEYS))
+        _run(lambda: admin.alter(entity, {}, remove=key or KEYS))
     finally:
         admin.client.close()
-    write_line(f"Removed {', '.join(key or KEYS)} of {_shown(entity)} on {n} broker(s).")
+    write_line(f"Removed {', '.join(key or KEYS)} of {_shown(entity)}.")
 
 
 @quotas_app.command("list")

@@ -1,8 +1,9 @@
 """Client quotas through the Kafka protocol: DescribeClientQuotas and AlterClientQuotas.
 
 An entity is a mapping {"user": name, "client-id": name}, a None name meaning the default
-(`<default>`). `alter` sends to every broker of the cluster: each keeps its quotas itself
-(in its data dir), so a quota reaches every broker that is up.
+(`<default>`). `alter` goes to one broker: a standalone broker keeps the quotas in its data
+dir, a broker of a ZooKeeper cluster writes them to ZooKeeper, whence every broker (also
+one that was down meanwhile) applies them.
 """
 
 from __future__ import annotations
@@ -52,22 +53,16 @@ class QuotaAdmin:
                 for entry in resp.get("entries") or ()]
 
     def alter(self, entity: Mapping[str, str | None], set_values: Mapping[str, float],
-              remove: Iterable[str] = (), validate_only: bool = False) -> int:
-        """Set and remove quota keys of `entity` on every broker; returns how many."""
+              remove: Iterable[str] = (), validate_only: bool = False) -> None:
+        """Set and remove quota keys of `entity`."""
         ops = [{"key": k, "value": float(v), "remove": False} for k, v in set_values.items()]
         ops += [{"key": k, "value": 0.0, "remove": True} for k in remove]
         body = {"entries": [{"entity": [{"entity_type": t, "entity_name": n}
                                         for t, n in entity.items()], "ops": ops}],
                 "validate_only": validate_only}
-        cluster = self.client.refresh_metadata([])
-        brokers = sorted(cluster.brokers) or [-1]
-        for node in brokers:
-            conn = self.client.connection(node) if node >= 0 else self.client.any_connection()
-            resp = conn.request(ApiKey.ALTER_CLIENT_QUOTAS, body)
-            for entry in resp.get("entries") or ():
-                _check(entry.get("error_code", 0), entry.get("error_message"),
-                       f"alter quotas on broker {node}")
-        return len(brokers)
+        resp = self.client.any_connection().request(ApiKey.ALTER_CLIENT_QUOTAS, body)
+        for entry in resp.get("entries") or ():
+            _check(entry.get("error_code", 0), entry.get("error_message"), "alter quotas")
 
 
 def _check(code: int, message: str | None, what: str) -> None:

@@ -8,7 +8,9 @@ A change is two writes, made here in one ZooKeeper transaction:
 
 `type` is `topics` (a topic's overrides) or `brokers` (`[id]`, or `<default>` for the
 cluster-wide layer of dynamic broker configs); `users` (SCRAM credentials) notifications
-are the credential store's (cluster/scram_zk_store.py). Every broker runs a
+are the credential store's (cluster/scram_zk_store.py), `users` and `clients` (client
+quotas: users/[u], users/[u]/clients/[c], clients/[c]) the quota store's
+(cluster/quota_zk_store.py). Every broker runs a
 ConfigChangeListener: it watches /config/changes, takes the notifications newer than the
 last one it applied in sequence order, re-reads each entity's config znode and hands it to
 the broker, and remembers the last sequence applied. Notifications older than
@@ -112,6 +114,49 @@ def write_entity_config(zk: KazooClient, entity_type: str, name: str,
             continue  # the config znode was made or deleted meanwhile: once more
         raise failed[0]
     raise RuntimeError(f"could not write znode {path}: it kept changing")
+
+
+def update_entity_config(zk: KazooClient, entity_type: str, name: str,
+                         update: Callable[[dict[str, str]], dict[str, str]]) -> bool:
+    """Read-modify-write of /config/[type]/[name]: `update` gets the config read (a copy)
+    and returns the one wanted, written conditionally on the version read with its change
+    notification in one transaction; another writer in between (BadVersion, the znode made
+    or deleted meanwhile) makes it read and update again, so keys `update` leaves alone
+    (e.g. a user's SCRAM credentials next to its quotas) are never lost. Parents are made
+    as needed. False when `update` changed nothing (nothing written). Raises kazoo's
+    errors."""
+    from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
+
+    path = zk_paths.entity_config(entity_type, name)
+    change = encode_json({"version": CHANGE_VERSION, "entity_path": f"{entity_type}/{name}"})
+    zk.ensure_path(zk_paths.CONFIG_CHANGES)
+    zk.ensure_path(path.rsplit("/", 1)[0])
+    for _ in range(MAX_WRITE_ATTEMPTS):
+        try:
+            data, stat = zk.get(path)
+            version = stat.version
+            current = parse_config(decode_json(data, path))
+        except NoNodeError:
+            version, current = -1, {}
+        wanted = update(dict(current))
+        if wanted == current and version >= 0:
+            return False
+        value = encode_json({"version": CONFIG_ZNODE_VERSION, "config": dict(wanted)})
+        tx = zk.transaction()
+        if version >= 0:
+            tx.set_data(path, value, version=version)
+        else:
+            tx.create(path, value)
+        tx.create(zk_paths.config_change(zk_paths.CONFIG_CHANGE_PREFIX), change,
+                  sequence=True)
+        failed = [r for r in tx.commit() if isinstance(r, Exception)]
+        if not failed:
+            return True
+        if any(isinstance(r, (BadVersionError, NodeExistsError, NoNodeError))
+               for r in failed):
+            continue  # written by another meanwhile: read it again
+        raise failed[0]
+    raise RuntimeError(f"could not update znode {path}: it kept changing")
 
 
 def parse_change(data: bytes | None, path: str) -> tuple[str, str] | None:

@@ -22,7 +22,8 @@ def test_quotas_add_list_remove_and_restart(broker_factory: Any) -> None:
     b = broker_factory()
     r = kafkactl("quotas", "add", "--client-id", "app", "--config", "producer_byte_rate=1024",
                  "-b", b.bootstrap)
-    assert r.returncode == 0 and "on 1 broker(s)" in r.stdout, r.stderr
+    assert r.returncode == 0 and "Set producer_byte_rate=1024 for client-id app" in r.stdout, \
+        r.stderr
     r = kafkactl("quotas", "add", "--user", "alice", "--client-default",
                  "-c", "consumer_byte_rate=2048,request_percentage=12.5", "-b", b.bootstrap)
     assert r.returncode == 0, r.stderr

@@ -3,13 +3,19 @@
 What kafka-configs --entity-type users|clients, confluent-kafka and `kafkactl quotas` use.
 Describe needs DESCRIBE_CONFIGS on the cluster, Alter ALTER_CONFIGS, as in Kafka. An entity
 is user and/or client-id, a name or null for the default; IP entities are refused.
+A broker of a ZooKeeper cluster writes the quotas to ZooKeeper (kafkactl.cluster.
+quota_zk_store), whence every broker applies them; Describe answers from this broker's
+applied view.
 """
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Awaitable
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from kafkactl.broker.client_quotas import QuotaError, entity_of
+from kafkactl.broker.client_quotas import Entity, QuotaError, checked_ops, entity_of
 from kafkactl.broker.request_handler import RequestContext
 from kafkactl.broker.security.acl import AclOperation
 from kafkactl.broker.security.checks import authorize_cluster
@@ -17,6 +23,10 @@ from kafkactl.broker.services import BrokerServices
 from kafkactl.protocol.errors import ErrorCode
 
 NOT_ENABLED = "client quotas are not enabled on this broker"
+Ops = list[tuple[str, float | None]]
+
+# ZooKeeper writes of AlterClientQuotas: one thread, so they are made in request order
+_writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="quota-store")
 
 
 def handle_describe_client_quotas(services: BrokerServices, ctx: RequestContext,
@@ -44,26 +54,65 @@ def handle_describe_client_quotas(services: BrokerServices, ctx: RequestContext,
 
 
 def handle_alter_client_quotas(services: BrokerServices, ctx: RequestContext,
-                               request: dict[str, Any]) -> dict[str, Any]:
+                               request: dict[str, Any]
+                               ) -> dict[str, Any] | Awaitable[dict[str, Any]]:
+    """In a ZooKeeper cluster the quotas are written to ZooKeeper (on a worker thread, in
+    the order the requests came; the broker serves others meanwhile); standalone, to the
+    data dir."""
     allowed = authorize_cluster(services, ctx, AclOperation.ALTER_CONFIGS)
-    entries = []
+    validate_only = bool(request.get("validate_only"))
+    quotas = services.quotas
+    work: list[tuple[list[tuple[str, str | None]], Entity | None, Ops, int, str | None]] = []
     for entry in request.get("entries") or ():
         parts = [(e["entity_type"], e.get("entity_name")) for e in entry.get("entity") or ()]
-        code, message = ErrorCode.NONE, None
+        code, message, entity, ops = ErrorCode.NONE, None, None, []
         if not allowed:
             code, message = ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "not authorized"
-        elif services.quotas is None:
+        elif quotas is None:
             code, message = ErrorCode.UNKNOWN_SERVER_ERROR, NOT_ENABLED
         else:
             try:
-                ops = [(op["key"], None if op.get("remove") else float(op["value"]))
-                       for op in entry.get("ops") or ()]
-                services.quotas.store.alter(entity_of(parts), ops,
-                                            bool(request.get("validate_only")))
+                ops = checked_ops((op["key"], None if op.get("remove") else float(op["value"]))
+                                  for op in entry.get("ops") or ())
+                entity = entity_of(parts)
             except QuotaError as e:
                 code, message = ErrorCode.INVALID_REQUEST, str(e)
-            except OSError as e:
-                code, message = ErrorCode.KAFKA_STORAGE_ERROR, f"cannot store the quotas: {e}"
-        entries.append({"error_code": code, "error_message": message,
-                        "entity": [{"entity_type": t, "entity_name": n} for t, n in parts]})
-    return {"throttle_time_ms": 0, "entries": entries}
+        work.append((parts, entity, ops, code, message))
+    if quotas is None or validate_only or not any(w[1] is not None for w in work):
+        return _response(work)
+    store = quotas.store
+
+    def apply() -> dict[str, Any]:
+        done = []
+        for parts, entity, ops, code, message in work:
+            if entity is not None:
+                try:
+                    store.alter(entity, ops)
+                except QuotaError as e:
+                    code, message = ErrorCode.INVALID_REQUEST, str(e)
+                except OSError as e:
+                    code, message = (ErrorCode.KAFKA_STORAGE_ERROR,
+                                     f"cannot store the quotas: {e}")
+                except Exception as e:  # ZooKeeper away or refusing: this entry failed
+                    code, message = (ErrorCode.UNKNOWN_SERVER_ERROR,
+                                     f"cannot store the quotas in ZooKeeper: "
+                                     f"{type(e).__name__}: {e}")
+            done.append((parts, entity, ops, code, message))
+        return _response(done)
+
+    if not store.writes_block:
+        return apply()
+
+    async def remote() -> dict[str, Any]:
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(_writer, apply)
+
+    return remote()
+
+
+def _response(work: list[tuple[list[tuple[str, str | None]], Entity | None, Ops, int,
+                               str | None]]) -> dict[str, Any]:
+    return {"throttle_time_ms": 0, "entries": [
+        {"error_code": code, "error_message": message,
+         "entity": [{"entity_type": t, "entity_name": n} for t, n in parts]}
+        for parts, _, _, code, message in work]}
