@@ -6,15 +6,25 @@ columns: one list per token over the batch's records (record.value_scan gives th
 values and offset deltas in one pass), interleaved with the literals by slice assignment
 and joined once. Any other batch, or a format with %T or %h, is rendered record by record
 by the caller; both give the same bytes (tests/client/test_record_format.py).
+
+With the compiled kernels (record/_kernels.pyx), KernelFormat renders any -f format and -J
+a whole batch at a time in C, headers and timestamps included, and tells where each record
+ends in the bytes (the writer counts a cut write exactly by it). Its definition is the
+per-record render (cli.consume's compile_format and json_renderer), which
+tests/record/test_render_kernel.py proves it equal to.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import json
+from collections.abc import Callable, Sequence
 from itertools import compress, count, repeat
 from operator import is_
 from typing import Any
 
+from kafkactl.record._accel import kernels
+from kafkactl.record.batch import COMPRESSION_MASK, TIMESTAMP_TYPE_MASK
+from kafkactl.record.codecs import decompress
 from kafkactl.record.value_scan import fast_columns
 
 View = memoryview | bytes
@@ -123,3 +133,88 @@ class BatchFormat:
         if tok == b"t":
             return topic.encode()
         return b"%"
+
+
+# Tokens the kernel renders (constants p t % are folded into the literals around them).
+KERNEL_TOKENS = frozenset(b"kKsSoTRhpt%")
+MAX_KERNEL_TOKENS = 64  # _kernels.pyx's MAX_TOKENS
+Program = tuple[list[bytes], bytes]
+
+
+class KernelFormat:
+    """A -f format (`pieces` between `tokens`, tokens by their letter) or -J (`json`, the
+    partitions' leaders from `broker_of(topic, partition)`), rendered by the compiled
+    kernel. `render(batch, start, topic, partition)` gives (bytes, records, ends), ends
+    the end of each record in the bytes, or None when the batch needs the per-record path.
+    Only made (`compile`, `json`) when the kernels are in use."""
+
+    def __init__(self, pieces: Sequence[bytes], tokens: Sequence[bytes],
+                 broker_of: Callable[[str, int], int] | None = None) -> None:
+        self.pieces = list(pieces)
+        self.tokens = list(tokens)
+        self.broker_of = broker_of
+        self._programs: dict[tuple[str, int, int, int], Program] = {}
+
+    @classmethod
+    def compile(cls, pieces: Sequence[bytes], tokens: Sequence[bytes]) -> KernelFormat | None:
+        """The kernel's form of a -f format (tokens by letter), None without the kernels."""
+        if kernels is None or len(tokens) > MAX_KERNEL_TOKENS:
+            return None
+        if len(pieces) != len(tokens) + 1:
+            raise ValueError("a format has one more literal piece than it has tokens")
+        if not all(len(t) == 1 and t[0] in KERNEL_TOKENS for t in tokens):
+            return None
+        return cls(pieces, tokens)
+
+    @classmethod
+    def json(cls, broker_of: Callable[[str, int], int]) -> KernelFormat | None:
+        """-J's form (cli.consume.json_renderer), None without the kernels."""
+        if kernels is None:
+            return None
+        return cls([], [], broker_of)
+
+    def render(self, batch: Any, start: int, topic: str, partition: int
+               ) -> tuple[bytes, int, memoryview] | None:
+        """(the rendered records of `batch` from offset `start`, how many, their ends)."""
+        if batch.magic != 2 or kernels is None:
+            return None
+        log_append = bool(batch.attributes & TIMESTAMP_TYPE_MASK)
+        broker = -1 if self.broker_of is None else self.broker_of(topic, partition)
+        key = (topic, partition, log_append, broker)
+        program = self._programs.get(key)
+        if program is None:
+            program = self._programs[key] = self._program(topic, partition, log_append, broker)
+        section: Any = batch.records_section()
+        codec = batch.attributes & COMPRESSION_MASK
+        if codec:
+            section = decompress(codec, section)
+        found = kernels.render(section, batch.record_count, batch.base_offset,
+                               batch.first_timestamp, log_append, batch.max_timestamp, start,
+                               *program)
+        if found is None:
+            return None
+        data, n, ends = found
+        return data, n, memoryview(ends).cast("q")
+
+    def _program(self, topic: str, partition: int, log_append: bool, broker: int) -> Program:
+        """(literals, tokens) for the kernel: constants folded into the literals."""
+        if self.broker_of is not None:  # -J: json_renderer's members, in its order
+            head = (b'{"topic":' + json.dumps(topic, ensure_ascii=False).encode()
+                    + b',"partition":%d,"offset":' % partition)
+            tstype = b"logappend" if log_append else b"create"
+            return ([head, b',"tstype":"' + tstype + b'","ts":',
+                     b',"broker":' + json.dumps(broker).encode(), b',"key":', b',"payload":',
+                     b"", b"}\n"], b"oTHjvE")
+        literals = [self.pieces[0]]
+        ops = bytearray()
+        for tok, piece in zip(self.tokens, self.pieces[1:], strict=True):
+            if tok == b"p":
+                literals[-1] += b"%d" % partition + piece
+            elif tok == b"t":
+                literals[-1] += topic.encode() + piece
+            elif tok == b"%":
+                literals[-1] += b"%" + piece
+            else:
+                ops += tok
+                literals.append(piece)
+        return literals, bytes(ops)

@@ -23,12 +23,14 @@ from cpython.bytes cimport (
     PyBytes_FromStringAndSize,
     PyBytes_GET_SIZE,
 )
+from cpython.mem cimport PyMem_Free, PyMem_Realloc
+from cpython.pyport cimport PY_SSIZE_T_MAX
+from libc.stdint cimport INT64_MAX, INT64_MIN, int32_t, uint32_t
 from libc.string cimport memcpy
-from libc.stdint cimport int32_t, uint32_t
 
 from kafkactl.record.errors import InvalidRecordError
 
-API = 3  # record/_accel.py refuses a module built from another version of this file
+API = 4  # record/_accel.py refuses a module built from another version of this file
 
 DEF MIN_RECORD_SIZE = 7
 DEF MAX_HEADS = 16384  # framing.MAX_HEADS: records the reference's fast path covers
@@ -640,3 +642,497 @@ cdef tuple _encode(object keys, object values, Py_ssize_t start, Py_ssize_t firs
     if p != end:
         raise ValueError("the keys or values changed while they were encoded")
     return [out], i, used
+
+
+# ---- the consumer's output (cli/consume.py's per-record renderers) --------------------------------
+
+cdef struct _Out:
+    char *buf
+    Py_ssize_t len
+    Py_ssize_t cap
+
+
+cdef int _reserve(_Out *o, Py_ssize_t more) except -1:
+    """Room for `more` bytes after o.len."""
+    cdef Py_ssize_t want
+    cdef char *grown
+    if more <= o.cap - o.len:
+        return 0
+    if more > PY_SSIZE_T_MAX // 4 - o.len:
+        raise MemoryError()
+    want = o.len + more
+    if want < 2 * o.cap:
+        want = 2 * o.cap
+    grown = <char *>PyMem_Realloc(o.buf, want)
+    if grown == NULL:
+        raise MemoryError()
+    o.buf = grown
+    o.cap = want
+    return 0
+
+
+cdef inline int _put(_Out *o, const unsigned char *p, Py_ssize_t n) except -1:
+    if n > o.cap - o.len:
+        _reserve(o, n)
+    memcpy(o.buf + o.len, p, n)
+    o.len += n
+    return 0
+
+
+cdef int _put_dec(_Out *o, long long v) except -1:
+    """v in decimal, as Python's %d."""
+    cdef char tmp[24]
+    cdef int i = 24
+    cdef unsigned long long u = <unsigned long long>v
+    if v < 0:
+        u = 0 - u
+    while True:
+        i -= 1
+        tmp[i] = <char>(48 + u % 10)
+        u //= 10
+        if u == 0:
+            break
+    if v < 0:
+        i -= 1
+        tmp[i] = b'-'
+    return _put(o, <const unsigned char *>tmp + i, 24 - i)
+
+
+cdef inline Py_ssize_t _vr(const unsigned char *d, Py_ssize_t pos, Py_ssize_t lim,
+                           int max_bytes, unsigned long long top, long long *value
+                           ) noexcept nogil:
+    """record/varint's zigzag decode (at most max_bytes bytes, the unsigned value at most
+    `top`) reading below lim: the position after it, or -1 where the reference raises (or
+    reads past lim, where it raises or ends its record elsewhere)."""
+    cdef unsigned long long z = 0
+    cdef unsigned long long b
+    cdef int shift = 0
+    cdef Py_ssize_t p = pos
+    while True:
+        if p >= lim:
+            return -1
+        b = d[p]
+        p += 1
+        if shift == 63 and b > 1:  # bits past the 64th: out of range
+            return -1
+        z |= (b & 0x7F) << shift
+        if b < 0x80:
+            break
+        shift += 7
+        if shift >= 7 * max_bytes:
+            return -1
+    if z > top:
+        return -1
+    value[0] = <long long>(z >> 1) ^ -<long long>(z & 1)
+    return p
+
+
+cdef inline Py_ssize_t _vi(const unsigned char *d, Py_ssize_t pos, Py_ssize_t lim,
+                           long long *value) noexcept nogil:
+    """decode_varint below lim, the one-byte case inline."""
+    cdef unsigned int b
+    if pos < lim:
+        b = d[pos]
+        if b < 0x80:
+            value[0] = <long long>(b >> 1) ^ -<long long>(b & 1)
+            return pos + 1
+    return _vr(d, pos, lim, 5, 0xFFFFFFFF, value)
+
+
+cdef bint _utf8(const unsigned char *s, Py_ssize_t n) noexcept nogil:
+    """Whether s[:n] is UTF-8 as Python's strict decoder takes it (no surrogates, no
+    overlong forms, nothing above U+10FFFF)."""
+    cdef Py_ssize_t i = 0
+    cdef unsigned int c, c1
+    while i < n:
+        c = s[i]
+        if c < 0x80:
+            i += 1
+            continue
+        if c < 0xC2 or c > 0xF4:
+            return False
+        if c < 0xE0:
+            if i + 1 >= n or (s[i + 1] & 0xC0) != 0x80:
+                return False
+            i += 2
+            continue
+        if i + 1 >= n:
+            return False
+        c1 = s[i + 1]
+        if c < 0xF0:
+            if (c1 & 0xC0) != 0x80 or (c == 0xE0 and c1 < 0xA0) or (c == 0xED and c1 >= 0xA0):
+                return False
+            if i + 2 >= n or (s[i + 2] & 0xC0) != 0x80:
+                return False
+            i += 3
+            continue
+        if (c1 & 0xC0) != 0x80 or (c == 0xF0 and c1 < 0x90) or (c == 0xF4 and c1 >= 0x90):
+            return False
+        if i + 3 >= n or (s[i + 2] & 0xC0) != 0x80 or (s[i + 3] & 0xC0) != 0x80:
+            return False
+        i += 4
+    return True
+
+
+cdef const char *_HEX = b"0123456789abcdef"
+cdef const char *_B64 = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
+
+
+cdef int _put_json_str(_Out *o, const unsigned char *s, Py_ssize_t n) except -1:
+    """s (valid UTF-8) as json.dumps(ensure_ascii=False) writes the str: quoted, with
+    " \\ and the control characters escaped."""
+    cdef Py_ssize_t i = 0, run
+    cdef unsigned char c
+    cdef char *w
+    _reserve(o, 6 * n + 2)
+    w = o.buf + o.len
+    w[0] = b'"'
+    w += 1
+    while i < n:
+        run = i
+        while i < n and s[i] >= 0x20 and s[i] != 0x22 and s[i] != 0x5C:
+            i += 1
+        if i > run:
+            memcpy(w, s + run, i - run)
+            w += i - run
+        if i >= n:
+            break
+        c = s[i]
+        i += 1
+        w[0] = b'\\'
+        if c == 0x22 or c == 0x5C:
+            w[1] = <char>c
+            w += 2
+        elif c == 0x0A:
+            w[1] = b'n'
+            w += 2
+        elif c == 0x0D:
+            w[1] = b'r'
+            w += 2
+        elif c == 0x09:
+            w[1] = b't'
+            w += 2
+        elif c == 0x08:
+            w[1] = b'b'
+            w += 2
+        elif c == 0x0C:
+            w[1] = b'f'
+            w += 2
+        else:
+            w[1] = b'u'
+            w[2] = b'0'
+            w[3] = b'0'
+            w[4] = _HEX[c >> 4]
+            w[5] = _HEX[c & 15]
+            w += 6
+    w[0] = b'"'
+    w += 1
+    o.len = w - o.buf
+    return 0
+
+
+cdef int _put_base64_str(_Out *o, const unsigned char *s, Py_ssize_t n) except -1:
+    """s as base64.b64encode writes it, quoted."""
+    cdef Py_ssize_t i = 0
+    cdef unsigned int v
+    cdef char *w
+    _reserve(o, (n + 2) // 3 * 4 + 2)
+    w = o.buf + o.len
+    w[0] = b'"'
+    w += 1
+    while i + 3 <= n:
+        v = (<unsigned int>s[i] << 16) | (<unsigned int>s[i + 1] << 8) | s[i + 2]
+        w[0] = _B64[v >> 18]
+        w[1] = _B64[(v >> 12) & 63]
+        w[2] = _B64[(v >> 6) & 63]
+        w[3] = _B64[v & 63]
+        w += 4
+        i += 3
+    if n - i == 1:
+        v = <unsigned int>s[i] << 16
+        w[0] = _B64[v >> 18]
+        w[1] = _B64[(v >> 12) & 63]
+        w[2] = b'='
+        w[3] = b'='
+        w += 4
+    elif n - i == 2:
+        v = (<unsigned int>s[i] << 16) | (<unsigned int>s[i + 1] << 8)
+        w[0] = _B64[v >> 18]
+        w[1] = _B64[(v >> 12) & 63]
+        w[2] = _B64[(v >> 6) & 63]
+        w[3] = b'='
+        w += 4
+    w[0] = b'"'
+    w += 1
+    o.len = w - o.buf
+    return 0
+
+
+cdef bint _put_json_text(_Out *o, const unsigned char *s, Py_ssize_t n, bint null
+                         ) except -1:
+    """consume._text's value as JSON: null, the UTF-8 text, or base64 (then True)."""
+    if null:
+        _put(o, <const unsigned char *>b"null", 4)
+        return False
+    if _utf8(s, n):
+        _put_json_str(o, s, n)
+        return False
+    _put_base64_str(o, s, n)
+    return True
+
+
+cdef struct _Rec:
+    long long offset
+    long long ts
+    Py_ssize_t key, klen, value, vlen  # klen/vlen -1: null
+    Py_ssize_t headers  # the first header's position
+    long long nh
+    Py_ssize_t end  # the record's end
+
+
+cdef Py_ssize_t _record(const unsigned char *d, Py_ssize_t pos, Py_ssize_t end,
+                        long long base_offset, long long base_ts, bint log_append,
+                        long long max_ts, _Rec *r) noexcept nogil:
+    """record.batch._iter_records' parse of the record at pos: its end, or -1 where the
+    reference raises (the caller then leaves the batch to it)."""
+    cdef long long length, v, delta, hk
+    cdef Py_ssize_t p, rec_end, h
+    cdef unsigned int b
+    p = _vi(d, pos, end, &length)
+    if p < 0 or length < 6 or length > end - p:
+        return -1
+    rec_end = p + length
+    p += 1  # attributes
+    b = d[p]  # timestamp delta (a varlong)
+    if b < 0x80:
+        delta = <long long>(b >> 1) ^ -<long long>(b & 1)
+        p += 1
+    else:
+        p = _vr(d, p, end, 10, 0xFFFFFFFFFFFFFFFF, &delta)
+        if p < 0:
+            return -1
+    if log_append:
+        r.ts = max_ts
+    elif (delta > 0 and base_ts > INT64_MAX - delta) or (
+            delta < 0 and base_ts < INT64_MIN - delta):
+        return -1  # past int64: the reference's Python int prints it
+    else:
+        r.ts = base_ts + delta
+    p = _vi(d, p, end, &v)  # offset delta
+    if p < 0 or (v > 0 and base_offset > INT64_MAX - v) or (
+            v < 0 and base_offset < INT64_MIN - v):
+        return -1
+    r.offset = base_offset + v
+    p = _vi(d, p, end, &v)  # key
+    if p < 0:
+        return -1
+    if v < 0:
+        r.klen = -1
+    else:
+        if v > rec_end - p:
+            return -1
+        r.key = p
+        r.klen = v
+        p += v
+    p = _vi(d, p, end, &v)  # value
+    if p < 0:
+        return -1
+    if v < 0:
+        r.vlen = -1
+    else:
+        if v > rec_end - p:
+            return -1
+        r.value = p
+        r.vlen = v
+        p += v
+    if p >= rec_end:
+        return -1
+    if d[p] == 0:
+        r.nh = 0
+        p += 1
+    else:
+        p = _vi(d, p, end, &r.nh)
+        if p < 0 or r.nh < 0 or r.nh > rec_end - p:
+            return -1
+        r.headers = p
+        h = 0
+        while h < r.nh:
+            h += 1
+            p = _vi(d, p, end, &hk)
+            if p < 0 or hk < 0 or hk > rec_end - p or not _utf8(d + p, hk):
+                return -1
+            p += hk
+            p = _vi(d, p, end, &v)
+            if p < 0:
+                return -1
+            if v > 0:
+                if v > rec_end - p:
+                    return -1
+                p += v
+    if p != rec_end:
+        return -1
+    r.end = rec_end
+    return rec_end
+
+
+cdef int _put_headers(_Out *o, const unsigned char *d, const _Rec *r, bint json
+                      ) except -1:
+    """%h (`key=value,...`, a null value as NULL) or, for -J, `,"headers":[k,v,...]` when
+    there are any. The record's headers were checked by _record."""
+    cdef Py_ssize_t p = r.headers, h = 0
+    cdef long long hk = 0, hv = 0
+    if json:
+        if r.nh == 0:
+            return 0
+        _put(o, <const unsigned char *>b',"headers":[', 12)
+    while h < r.nh:
+        if h:
+            _put(o, <const unsigned char *>b",", 1)
+        h += 1
+        p = _vi(d, p, r.end, &hk)
+        if p < 0:  # _record checked them: never
+            raise ValueError("a header that _record did not check")
+        if json:
+            _put_json_str(o, d + p, hk)
+            _put(o, <const unsigned char *>b",", 1)
+        else:
+            _put(o, d + p, hk)
+            _put(o, <const unsigned char *>b"=", 1)
+        p += hk
+        p = _vi(d, p, r.end, &hv)
+        if p < 0:
+            raise ValueError("a header that _record did not check")
+        if json:
+            _put_json_text(o, d + p, hv if hv > 0 else 0, hv < 0)
+        elif hv < 0:
+            _put(o, <const unsigned char *>b"NULL", 4)
+        else:
+            _put(o, d + p, hv)
+        if hv > 0:
+            p += hv
+    if json:
+        _put(o, <const unsigned char *>b"]", 1)
+    return 0
+
+
+DEF MAX_TOKENS = 64
+TOKENS = frozenset(b"skSKoTRhHjvE")
+
+
+def render(data, Py_ssize_t count, long long base_offset, long long base_ts, bint log_append,
+           long long max_ts, long long start, list literals, bytes tokens):
+    """The records of a magic-2 records section (uncompressed) with offset >= start, each
+    rendered as literals[0] tokens[0] literals[1] ... literals[-1], into one bytes object:
+    (bytes, records, ends), ends the end of each record in the bytes (native int64s). None
+    when a record does not parse as record.batch's iterator takes it (the caller leaves
+    the batch to that iterator, which raises) or a number would pass int64.
+
+    Tokens (one byte each): s k (value, key; null as nothing), S K (their length, -1 for
+    null), R (the value's length, 4 bytes big-endian), o T (offset, timestamp), h (kcat's
+    headers: key=value,...), and for -J: v j (value, key as consume._text's JSON), H (a
+    `,"headers":[...]` member when there are headers), E (the `,"key_encoding":"base64"`
+    and `,"payload_encoding":"base64"` members of the record's base64 fields)."""
+    cdef Py_ssize_t m = len(tokens)
+    if m > MAX_TOKENS or len(literals) != m + 1:
+        raise ValueError(f"a format of {m} tokens needs {m + 1} literals, at most "
+                         f"{MAX_TOKENS} tokens")
+    for op in tokens:
+        if op not in TOKENS:
+            raise ValueError(f"unknown token {chr(op)!r}")
+    cdef const unsigned char *lit[MAX_TOKENS + 1]
+    cdef Py_ssize_t lit_len[MAX_TOKENS + 1]
+    cdef const unsigned char *ops = <const unsigned char *>PyBytes_AS_STRING(tokens)
+    cdef Py_ssize_t i
+    for i in range(m + 1):
+        item = literals[i]
+        if not PyBytes_Check(item):
+            raise TypeError("literals must be bytes")
+        lit[i] = <const unsigned char *>PyBytes_AS_STRING(item)
+        lit_len[i] = PyBytes_GET_SIZE(item)
+    cdef Py_buffer view
+    PyObject_GetBuffer(data, &view, PyBUF_SIMPLE)
+    cdef _Out out
+    cdef _Out ends
+    out.buf = NULL
+    out.len = out.cap = 0
+    ends.buf = NULL
+    ends.len = ends.cap = 0
+    try:
+        _reserve(&out, view.len + 64)
+        return _render(<const unsigned char *>view.buf, view.len, count, base_offset, base_ts,
+                       log_append, max_ts, start, m, lit, lit_len, ops, &out, &ends)
+    finally:
+        PyBuffer_Release(&view)
+        PyMem_Free(out.buf)
+        PyMem_Free(ends.buf)
+
+
+cdef object _render(const unsigned char *d, Py_ssize_t end, Py_ssize_t count,
+                    long long base_offset, long long base_ts, bint log_append,
+                    long long max_ts, long long start, Py_ssize_t m,
+                    const unsigned char **lit, Py_ssize_t *lit_len,
+                    const unsigned char *ops, _Out *out, _Out *ends):
+    cdef Py_ssize_t pos = 0, i, n = 0, r
+    cdef long long at
+    cdef unsigned char op
+    cdef unsigned char be[4]
+    cdef bint kb64, vb64
+    cdef _Rec rec
+    cdef long long length
+    rec.key = rec.value = rec.headers = 0
+    for r in range(count):
+        if pos >= end:
+            return None
+        pos = _record(d, pos, end, base_offset, base_ts, log_append, max_ts, &rec)
+        if pos < 0:
+            return None
+        if rec.offset < start:
+            continue
+        kb64 = vb64 = False
+        _put(out, lit[0], lit_len[0])
+        for i in range(m):
+            op = ops[i]
+            if op == b's':
+                if rec.vlen > 0:
+                    _put(out, d + rec.value, rec.vlen)
+            elif op == b'k':
+                if rec.klen > 0:
+                    _put(out, d + rec.key, rec.klen)
+            elif op == b'S':
+                _put_dec(out, rec.vlen)
+            elif op == b'K':
+                _put_dec(out, rec.klen)
+            elif op == b'o':
+                _put_dec(out, rec.offset)
+            elif op == b'T':
+                _put_dec(out, rec.ts)
+            elif op == b'R':
+                length = rec.vlen
+                be[0] = <unsigned char>((length >> 24) & 0xFF)
+                be[1] = <unsigned char>((length >> 16) & 0xFF)
+                be[2] = <unsigned char>((length >> 8) & 0xFF)
+                be[3] = <unsigned char>(length & 0xFF)
+                _put(out, be, 4)
+            elif op == b'h':
+                _put_headers(out, d, &rec, False)
+            elif op == b'H':
+                _put_headers(out, d, &rec, True)
+            elif op == b'j':
+                kb64 = _put_json_text(out, d + rec.key, rec.klen if rec.klen > 0 else 0,
+                                      rec.klen < 0)
+            elif op == b'v':
+                vb64 = _put_json_text(out, d + rec.value, rec.vlen if rec.vlen > 0 else 0,
+                                      rec.vlen < 0)
+            elif op == b'E':
+                if kb64:
+                    _put(out, <const unsigned char *>b',"key_encoding":"base64"', 24)
+                if vb64:
+                    _put(out, <const unsigned char *>b',"payload_encoding":"base64"', 28)
+            _put(out, lit[i + 1], lit_len[i + 1])
+        at = out.len
+        _put(ends, <const unsigned char *>&at, sizeof(at))
+        n += 1
+    if pos != end:
+        return None
+    return (PyBytes_FromStringAndSize(out.buf, out.len), n,
+            PyBytes_FromStringAndSize(ends.buf, ends.len))
