@@ -11,6 +11,13 @@ until the controller answers), and only records below it are served to consumers
 acknowledge acks=all. A follower appends the
 leader's batches as they are (offsets, epochs, CRCs) and takes the leader's high watermark.
 The leader-epoch cache (log.leader_epoch_cache) follows every append and truncation.
+
+Disk work that can take long runs on the shared `log-io` executor (kafkactl/broker/log_io.py),
+not on the event loop: a producer-state snapshot is encoded on the loop (a consistent point)
+and written and fsynced there (`snapshot_job`); after a follower's truncation the producer
+state is rebuilt there from the latest snapshot and a scan of the log (`truncate_off_loop`).
+One lock per partition keeps a single writer of its snapshot files at a time, and a
+generation counter bumped by each truncation drops a snapshot taken before it.
 """
 
 from __future__ import annotations
@@ -18,6 +25,8 @@ from __future__ import annotations
 import contextlib
 import logging
 import struct
+import threading
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -82,6 +91,12 @@ class Partition:
         # None: the log end (this broker is the only replica); else the leader's view
         self._hw: int | None = None
         self._hw_checkpoint = high_watermark
+        # off-loop disk work: one writer of the snapshot files at a time; each truncation
+        # bumps the generation (a snapshot of an older generation is not written); the
+        # generation of a producer-state rebuild running off the loop, if any
+        self._disk_lock = threading.Lock()
+        self._disk_generation = 0
+        self._rebuilding: int | None = None
 
     def __repr__(self) -> str:
         return f"Partition({self.topic}-{self.partition})"
@@ -156,6 +171,11 @@ class Partition:
         """Lead from `epoch`: the epoch starts at the log end; followers start unknown (the
         high watermark waits for each in-sync follower's first fetch)."""
         new_term = not self.role_set or not self.is_leader or epoch != self.leader_epoch
+        if self._rebuilding is not None:  # a leader checks sequences: finish it here
+            self._disk_generation += 1
+            self._rebuilding = None
+            self.producer_state.truncate()
+            self.load_producer_state()
         self._set_replicas(local_id, local_id, epoch, isr, replicas, partition_epoch)
         self.is_leader = True
         self.role_set = True
@@ -306,18 +326,67 @@ class Partition:
 
     def truncate_to(self, offset: int) -> None:
         """Cut the log (a follower's divergent suffix); producer state is rebuilt."""
-        if offset >= self.log_end_offset:
+        if self._cut(offset):
+            self.load_producer_state()
+
+    async def truncate_off_loop(self, offset: int,
+                                run: Callable[..., Awaitable[object]]) -> None:
+        """`truncate_to`, with the producer state's rebuild (a snapshot read and a scan of
+        the log after it) done by `run` (the log-io executor) into a fresh manager, put in
+        place back on the loop unless another truncation came meanwhile. Records appended
+        meanwhile (none while the fetcher waits for this) are replayed on the loop."""
+        if not self._cut(offset):
             return
+        generation, end = self._disk_generation, self.log_end_offset
+        fresh: ProducerStateManager | None = ProducerStateManager(Path(self.log.dir))
+        self._rebuilding = generation
+        try:
+            await run(self._rebuild_into, fresh, end)
+        except (OSError, CorruptRecordError) as e:
+            log.warning("%s: producer state rebuild off the loop failed (%s); rebuilding "
+                        "here", self, e)
+            fresh = None
+        finally:
+            if self._rebuilding == generation:
+                self._rebuilding = None
+        if generation != self._disk_generation:
+            return  # cut again, or made leader: that path rebuilt the state
+        if fresh is None:
+            self.producer_state.truncate()
+            self.load_producer_state()
+            return
+        if self.log_end_offset > end:
+            fresh.replay(self._batch_headers(end, self.log_end_offset))
+        self.producer_state = fresh
+
+    def _cut(self, offset: int) -> bool:
+        """The log, epochs and high watermark cut at `offset`; False if nothing to cut.
+        The producer state is emptied (the caller rebuilds it)."""
+        if offset >= self.log_end_offset:
+            return False
         log.info("%s: truncating from %d to %d", self, self.log_end_offset, offset)
+        self._disk_generation += 1
         self.log.truncate_to(offset)
         self.epochs.truncate_from_end(offset)
         if self._hw is not None:
             self._hw = min(self._hw, offset)
         self.producer_state.truncate()
-        self.load_producer_state()
+        return True
+
+    def _rebuild_into(self, ps: ProducerStateManager, end: int) -> None:
+        """(log-io thread) The producer state at `end` into `ps`: its latest snapshot at or
+        below `end` (snapshots beyond it deleted, under the lock: no snapshot write lands
+        in between), then the batches after it."""
+        with self._disk_lock:
+            start = ps.load_latest_snapshot(end)
+        start = max(start, self.log_start_offset)
+        if start < end:
+            ps.replay(self._batch_headers(start, end))
+            log.info("%s: rebuilt producer state from offsets %d..%d", self, start, end)
 
     def restart_at(self, offset: int) -> None:
         """Drop the whole log and continue at `offset` (the leader's log starts later)."""
+        self._disk_generation += 1
         self.log.truncate_fully_and_start_at(offset)
         self.epochs.clear()
         self._hw = offset
@@ -336,7 +405,8 @@ class Partition:
     # ---- producer state lifecycle -----------------------------------------------------------
     def load_producer_state(self) -> None:
         leo = self.log_end_offset
-        start = self.producer_state.load_latest_snapshot(leo)
+        with self._disk_lock:
+            start = self.producer_state.load_latest_snapshot(leo)
         start = max(start, self.log_start_offset)
         if start < leo:
             self.producer_state.replay(self._batch_headers(start, leo))
@@ -369,17 +439,39 @@ class Partition:
                 return
 
     def take_snapshot(self) -> None:
-        """Snapshot the producer state at the log end. A disk error is logged (the next
-        checkpoint tries again; a restart replays the log from the previous snapshot)
-        and the partial `.snapshot.tmp` removed to give its space back."""
+        """Snapshot the producer state at the log end, here and now (shutdown)."""
+        job = self.snapshot_job()
+        if job is not None:
+            job()
+
+    def snapshot_job(self) -> Callable[[], None] | None:
+        """The producer state at the log end, encoded now (on the loop: a consistent
+        point), and a job that writes it (file, fsync, rename: on the log-io executor);
+        None when there is nothing new or a rebuild is running. The job writes nothing if
+        the log was truncated since. A disk error is logged (the next checkpoint tries
+        again; a restart replays the log from the previous snapshot) and the partial
+        `.snapshot.tmp` removed to give its space back."""
+        if self._rebuilding is not None:
+            return None
         leo = self.log_end_offset
-        try:
-            self.producer_state.take_snapshot(leo)
-        except OSError as e:
-            tmp = snapshot_path(Path(self.log.dir), leo).with_suffix(".snapshot.tmp")
-            with contextlib.suppress(OSError):
-                tmp.unlink()
-            log.warning("%s: cannot write producer snapshot: %s", self, e)
+        ps = self.producer_state
+        data = ps.snapshot_data(leo)
+        if data is None:
+            return None
+        generation = self._disk_generation
+
+        def write() -> None:
+            with self._disk_lock:
+                if generation != self._disk_generation or ps is not self.producer_state:
+                    return
+                try:
+                    ps.write_snapshot(leo, data)
+                except OSError as e:
+                    tmp = snapshot_path(Path(self.log.dir), leo).with_suffix(".snapshot.tmp")
+                    with contextlib.suppress(OSError):
+                        tmp.unlink()
+                    log.warning("%s: cannot write producer snapshot: %s", self, e)
+        return write
 
 
 _LENGTH_END = 12  # base offset (8) + batch length (4)

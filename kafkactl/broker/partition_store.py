@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Iterable, Mapping
+import threading
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -73,6 +74,11 @@ class PartitionStore:
         self.purgatory = purgatory
         self.partitions: dict[TopicPartition, Partition] = {}
         self.checkpointed_high_watermarks = self._read_high_watermarks()
+        # one writer of the checkpoint files at a time, and never an older capture over a
+        # newer one (captures are numbered on the loop)
+        self._hw_lock = threading.Lock()
+        self._hw_captured = 0
+        self._hw_written = 0
         # the dynamic broker configs whose log defaults this store applies (it registers
         # itself): how a cluster's config-change listener reaches them
         self.dynamic_config: DynamicBrokerConfig | None = None
@@ -124,14 +130,14 @@ class PartitionStore:
         if part is not None:
             self.log_manager.delete_log(topic, partition)
 
-    def stop_hosting(self, topic: str, partitions: range) -> None:
+    def stop_hosting(self, topic: str, partitions: Iterable[int]) -> None:
         """Stop hosting `partitions` (their logs stay: `delete_logs`); fetches waiting on
         them return."""
         for p in partitions:
             self.partitions.pop((topic, p), None)
             self.purgatory.wake((topic, p))
 
-    def delete_logs(self, topic: str, partitions: range) -> list[tuple[int, OSError]]:
+    def delete_logs(self, topic: str, partitions: Iterable[int]) -> list[tuple[int, OSError]]:
         """Delete the logs of partitions no longer hosted (thread-safe: a worker thread
         does the disk work of a large deletion); the partitions whose dir could not be
         renamed, with the error."""
@@ -167,15 +173,34 @@ class PartitionStore:
         return out
 
     def checkpoint_high_watermarks(self) -> None:
-        """Each log dir's replicated partitions' high watermarks, written atomically."""
+        """Each log dir's replicated partitions' high watermarks, written atomically
+        (here and now: shutdown)."""
+        self._write_high_watermarks(*self._capture_high_watermarks())
+
+    async def checkpoint_high_watermarks_off_loop(
+            self, run: Callable[..., Awaitable[object]]) -> None:
+        """The same, captured now (one consistent point on the loop) and written (fsync,
+        rename, directory fsync) by `run` (the log-io executor)."""
+        await run(self._write_high_watermarks, *self._capture_high_watermarks())
+
+    def _capture_high_watermarks(self) -> tuple[int, dict[Path, dict[TopicPartition, int]]]:
         by_dir: dict[Path, dict[TopicPartition, int]] = {}
         for key, part in list(self.partitions.items()):
             if part.replicated:
                 by_dir.setdefault(Path(part.log.dir).parent, {})[key] = part.high_watermark
-        for d in self.log_manager.log_dirs:
-            entries = by_dir.get(d, {})
-            if entries or (d / HIGH_WATERMARK_CHECKPOINT).exists():
-                write_checkpoint(d / HIGH_WATERMARK_CHECKPOINT, entries)
+        self._hw_captured += 1
+        return self._hw_captured, by_dir
+
+    def _write_high_watermarks(self, capture: int,
+                               by_dir: dict[Path, dict[TopicPartition, int]]) -> None:
+        with self._hw_lock:
+            if capture <= self._hw_written:
+                return  # a newer capture is already on disk
+            for d in self.log_manager.log_dirs:
+                entries = by_dir.get(d, {})
+                if entries or (d / HIGH_WATERMARK_CHECKPOINT).exists():
+                    write_checkpoint(d / HIGH_WATERMARK_CHECKPOINT, entries)
+            self._hw_written = capture
 
     # ---- configs ---------------------------------------------------------------------------
     def set_topic_overrides(self, topic: str, overrides: Mapping[str, str]) -> None:

@@ -22,6 +22,7 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
+from kafkactl.broker import log_io
 from kafkactl.broker.partition import Partition
 from kafkactl.broker.zk_metadata_cache import ZkMetadataCache
 from kafkactl.cluster.broker_connection import (
@@ -198,7 +199,7 @@ class ReplicaFetcher:
                 else:
                     _e, local_end = part.epochs.end_offset_for(epoch, part.log_end_offset)
                     target = min(end, local_end if local_end >= 0 else part.log_end_offset)
-                part.truncate_to(target)
+                await part.truncate_off_loop(target, log_io.run)  # the scan: off the loop
                 f.truncate_first = False
 
     # ---- fetching ----------------------------------------------------------------------------
@@ -277,7 +278,7 @@ class ReplicaFetcher:
                 return
             ends[ts] = p["offset"]
         if part.log_end_offset > ends[LATEST]:
-            part.truncate_to(ends[LATEST])
+            await part.truncate_off_loop(ends[LATEST], log_io.run)
         elif part.log_end_offset < ends[EARLIEST]:
             log.warning("%s: the leader's log starts at %d, after this replica's end %d: "
                         "starting over there", part, ends[EARLIEST], part.log_end_offset)

@@ -487,12 +487,17 @@ class KafkaServer:
                 log.info("retention removed %s segment(s)", deleted)
 
         async def checkpoint() -> None:
-            for part in list(partitions.partitions.values()):
-                part.take_snapshot()
+            from kafkactl.broker import log_io
+
+            # producer snapshots encoded here, written and fsynced on the log-io threads
+            jobs = [job for part in list(partitions.partitions.values())
+                    if (job := part.snapshot_job()) is not None]
+            if jobs:
+                await log_io.run(log_io.run_all, jobs)
             # formatting and fsyncing thousands of entries: off the event loop
             await asyncio.to_thread(log_manager.write_checkpoints,
                                     log_manager.checkpoint_values())
-            partitions.checkpoint_high_watermarks()
+            await partitions.checkpoint_high_watermarks_off_loop(log_io.run)
 
         self.log_cleaner = LogCleaner()
         self._tasks = [

@@ -193,10 +193,20 @@ class ProducerStateManager:
 
     # ---- snapshots ----------------------------------------------------------------------
     def take_snapshot(self, log_end_offset: int) -> Path | None:
+        data = self.snapshot_data(log_end_offset)
+        return None if data is None else self.write_snapshot(log_end_offset, data)
+
+    def snapshot_data(self, log_end_offset: int) -> bytes | None:
+        """The snapshot's bytes at `log_end_offset` (None: nothing new to write); the
+        caller writes them with `write_snapshot`, possibly on another thread."""
         expired = self.remove_expired_producers()
         if (log_end_offset == self.last_snapshot_offset or log_end_offset == 0) and not expired:
             return None  # nothing new, or an empty log (nothing to replay without one)
-        data = encode_snapshot(_snapshot_entry(e) for e in self.producers.values())
+        return encode_snapshot(_snapshot_entry(e) for e in self.producers.values())
+
+    def write_snapshot(self, log_end_offset: int, data: bytes) -> Path:
+        """Write `data` as the snapshot at `log_end_offset` (fsynced, renamed into place)
+        and drop all but the two newest (thread-safe for one writer per directory)."""
         path = snapshot_path(self.directory, log_end_offset)
         tmp = path.with_suffix(".snapshot.tmp")
         with open(tmp, "wb") as f:
