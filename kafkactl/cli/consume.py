@@ -28,7 +28,7 @@ from kafkactl.cli._record_writer import RecordWriter, install_signal_handlers
 if TYPE_CHECKING:  # the client is imported when a command runs, so --help stays fast
     from kafkactl.client.consumer import Consumer
     from kafkactl.client.fetcher import ConsumerRecord
-    from kafkactl.client.record_format import BatchFormat
+    from kafkactl.client.record_format import BatchFormat, KernelFormat
     from kafkactl.client.topic_reader import StartOffset
 
 TOKEN = re.compile(rb"%[tpokKsSThR%]")
@@ -127,6 +127,14 @@ def compile_batch_format(fmt: str) -> BatchFormat | None:
     return BatchFormat.compile(TOKEN.split(raw), [t[1:2] for t in TOKEN.findall(raw)])
 
 
+def compile_kernel_format(fmt: str) -> KernelFormat | None:
+    """The compiled kernels' form of a -f format (None without them)."""
+    from kafkactl.client.record_format import KernelFormat
+
+    raw = unescape(fmt)
+    return KernelFormat.compile(TOKEN.split(raw), [t[1:2] for t in TOKEN.findall(raw)])
+
+
 def _text(v: memoryview | None) -> tuple[Any, bool]:
     if v is None:
         return None, False
@@ -217,6 +225,11 @@ def consume(  # noqa: C901
     timeout_ms: int | None = typer.Option(
         None, "--timeout-ms", min=1,
         help="Exit when no record arrived for this long (kafka-console-consumer's)."),
+    isolation_level: str | None = typer.Option(
+        None, "--isolation-level", metavar="read_uncommitted|read_committed",
+        show_default="read_uncommitted",
+        help="read_committed: only records of committed transactions, up to the last "
+             "stable offset (-X isolation.level); transaction markers are never printed."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No summary on stderr."),
 ) -> None:
     """Print records of the given topics to stdout (value per line by default).
@@ -259,6 +272,17 @@ def consume(  # noqa: C901
                                  if f not in settings.consumer_kwargs()))
         raise fail(f"{names}: group settings; give -G/--group too", 2)
     consumer_kw = settings.consumer_kwargs()
+    if isolation_level is not None:
+        from kafkactl.cli._properties import ISOLATION_LEVELS, one_of
+
+        try:
+            level = one_of(ISOLATION_LEVELS)(isolation_level)
+        except ValueError as e:
+            raise fail(f"--isolation-level {isolation_level}: {e}", 2) from None
+        if "isolation_level" in settings.given_as and settings.isolation_level != level:
+            raise fail(f"--isolation-level {isolation_level} and "
+                       f"{settings.option('isolation_level')} disagree: give one", 2)
+        consumer_kw["isolation_level"] = level
     reset = consumer_kw.pop("auto_offset_reset", None)
     try:
         if from_beginning:
@@ -274,10 +298,12 @@ def consume(  # noqa: C901
                 re.compile(rx)
         sep = unescape(key_separator) if key_separator is not None else None
         batch_format = None
+        kernel_format = None
         render: Any = None
         if fmt is not None:
             render = compile_format(fmt)
             batch_format = compile_batch_format(fmt)
+            kernel_format = compile_kernel_format(fmt)
         elif not as_json:
             parts = []
             if print_offsets:
@@ -286,6 +312,7 @@ def consume(  # noqa: C901
                 parts.append("%k" + key_separator)  # type: ignore[operator]
             parts.append("%s\\n")
             render = compile_format("".join(parts))
+            kernel_format = compile_kernel_format("".join(parts))
     except (typer.BadParameter, re.error) as e:
         raise fail(str(e), 2) from None
     # value (or key SEP value) per line: the reader renders those itself, and header-less
@@ -330,7 +357,10 @@ def consume(  # noqa: C901
                                 **consumer_kw)
         out.consumed = consumer.consumed  # what the writer wrote is what a group commits
         if render is None:
+            from kafkactl.client.record_format import KernelFormat
+
             render = json_renderer(consumer.client.cluster.leader_for)
+            kernel_format = KernelFormat.json(consumer.client.cluster.leader_for)
         idle = _IdleCheck(timeout_ms)
         reader = TopicReader(consumer, max_records=max_messages, until_end=exit_at_end,
                              stop_when_idle=idle, poll_timeout=idle.poll_timeout)
@@ -339,7 +369,7 @@ def consume(  # noqa: C901
         if not group:
             reader.seek(start)
         lines = reader.lines(key_separator=sep) if plain else reader.lines(
-            render, batch_format=batch_format)
+            render, batch_format=batch_format, kernel_format=kernel_format)
         stop = consumer.rebalance_pending
         for pieces in lines:
             unwritten = out.write(pieces, stop)

@@ -420,8 +420,12 @@ class Consumer:
         if self.positions.get(tp) != pf.fetch_offset:
             return  # a seek happened meanwhile
         if pf.error_code == 0:
-            if pf.high_watermark >= 0:
-                self.high_watermarks[tp] = pf.high_watermark
+            # a read_committed consumer's end is the last stable offset (Kafka's
+            # Fetcher): records past it wait for their transaction to end
+            end = (pf.last_stable_offset if self.simple.isolation_level == 1
+                   and pf.last_stable_offset >= 0 else pf.high_watermark)
+            if end >= 0:
+                self.high_watermarks[tp] = end
             try:
                 nxt = pf.next_offset()
             except CorruptRecordError as e:

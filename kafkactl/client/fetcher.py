@@ -1,7 +1,11 @@
 """Fetch and ListOffsets requests/responses, and lazy record decoding for consumers.
 
 Records stay in the response buffer: keys, values and header values are memoryviews until
-the caller asks for bytes.
+the caller asks for bytes. Control batches (transaction markers) are never handed out;
+with isolation_level=1 (read_committed) the broker answers up to the last stable offset
+with the aborted transactions of the range, and the batches of those are dropped too
+(Kafka's Fetcher: a producer's batches from an aborted transaction's first offset up to
+its ABORT marker).
 """
 
 from __future__ import annotations
@@ -54,15 +58,45 @@ class PartitionFetch:
     log_start_offset: int
     records: memoryview
     fetch_offset: int = 0
+    # read_committed: (producer id, first offset) of each aborted transaction in the range
+    aborted: list[tuple[int, int]] | None = None
 
     def batches(self) -> Iterator[Any]:
-        """Complete batches (a truncated tail batch is dropped), control batches skipped."""
+        """Complete batches (a truncated tail batch is dropped), control batches and, with
+        the response's aborted transactions (read_committed), their batches skipped."""
+        if self.aborted:
+            yield from self._committed_batches()
+            return
         for b in iter_batches(self.records):
             if b.last_offset < self.fetch_offset:
                 continue
             if isinstance(b, RecordBatch) and b.is_control:
                 continue
             yield b
+
+    def _committed_batches(self) -> Iterator[Any]:
+        """Kafka's read_committed filter: an aborted transaction of producer P starting at
+        offset F makes P's transactional batches from F on aborted, until P's ABORT
+        marker (a control batch) ends it."""
+        pending = sorted(self.aborted or (), key=lambda a: a[1])
+        i = 0
+        aborting: set[int] = set()
+        for b in iter_batches(self.records):
+            if not isinstance(b, RecordBatch):
+                if b.last_offset >= self.fetch_offset:
+                    yield b
+                continue
+            while i < len(pending) and pending[i][1] <= b.last_offset:
+                aborting.add(pending[i][0])
+                i += 1
+            if b.is_control:
+                if b.producer_id in aborting and control_type(b) == ABORT_MARKER:
+                    aborting.discard(b.producer_id)
+                continue
+            if b.is_transactional and b.producer_id in aborting:
+                continue
+            if b.last_offset >= self.fetch_offset:
+                yield b
 
     def next_offset(self) -> int:
         """The offset after the last complete batch (fetch_offset when there is none)."""
@@ -83,6 +117,24 @@ class PartitionFetch:
                 if r.offset >= start:
                     yield ConsumerRecord(t, p, r.offset, r.timestamp, tstype, r.key, r.value,
                                          r.headers)
+
+
+ABORT_MARKER = 0
+COMMIT_MARKER = 1
+
+
+def control_type(batch: Any) -> int | None:
+    """The type of a control batch's record (0 ABORT, 1 COMMIT; the key is version int16,
+    type int16), None when it has none that reads."""
+    try:
+        for r in batch:
+            key = r.key
+            if key is None or len(key) < 4:
+                return None
+            return int.from_bytes(bytes(key[2:4]), "big", signed=True)
+    except Exception:  # noqa: BLE001 - a damaged marker is no marker
+        return None
+    return None
 
 
 def uniform_columns(batch: Any, start: int) -> tuple[int, int, tuple[bytes, ...]] | None:
@@ -134,10 +186,12 @@ def parse_fetch_response(resp: dict[str, Any],
             rec = p.get("records")
             mv = memoryview(b"") if rec is None else (
                 rec if isinstance(rec, memoryview) else memoryview(rec))
+            aborted = p.get("aborted_transactions")
             out.append(PartitionFetch(
                 name, tp[1], p.get("error_code", 0), p.get("high_watermark", -1),
                 p.get("last_stable_offset", -1), p.get("log_start_offset", -1), mv,
-                positions.get(tp, 0)))
+                positions.get(tp, 0),
+                [(a["producer_id"], a["first_offset"]) for a in aborted] if aborted else None))
     return out
 
 
