@@ -8,6 +8,16 @@
 sender thread) unless the producer is created with `sync=True`, which waits for each record.
 Idempotence is on by default (InitProducerId + per-partition sequences), so retries after a
 lost connection or a broker restart neither reorder nor duplicate records.
+
+With a transactional_id (KIP-98) the records of a transaction become visible to
+read_committed consumers all together when it commits, or never:
+
+    p = Producer("127.0.0.1:9092", transactional_id="loader-1")
+    p.init_transactions()
+    p.begin_transaction()
+    p.send("orders", b"...")
+    p.send_offsets_to_transaction({("in", 0): 42}, GroupMetadata("g", gen, member))
+    p.commit_transaction()        # or abort_transaction()
 """
 
 from __future__ import annotations
@@ -29,6 +39,11 @@ from kafkactl.client.partitioner import Partitioner
 from kafkactl.client.producer_batch import ProducerBatch
 from kafkactl.client.security import ClientSecurity, split_properties
 from kafkactl.client.sender import Sender
+from kafkactl.client.transaction_manager import (
+    GroupMetadata,
+    TransactionError,
+    TransactionManager,
+)
 from kafkactl.record.codecs import Compression
 
 BatchCallback = Callable[[ProducerBatch, int, BaseException | None], None]
@@ -49,10 +64,12 @@ PROPERTY_NAMES = {
     "max.request.size": "max_request_size",
     "max.in.flight.requests.per.connection": "max_in_flight", "partitioner": "partitioner",
     "partitioner.class": "partitioner", "metadata.max.age.ms": "metadata_max_age_ms",
+    "transactional.id": "transactional_id", "transaction.timeout.ms": "transaction_timeout_ms",
 }
 _INT_OPTS = {"batch_size", "linger_ms", "buffer_memory", "max_block_ms", "retries",
              "retry_backoff_ms", "request_timeout_ms", "delivery_timeout_ms",
-             "max_request_size", "max_in_flight", "metadata_max_age_ms"}
+             "max_request_size", "max_in_flight", "metadata_max_age_ms",
+             "transaction_timeout_ms"}
 
 
 def parse_acks(acks: str | int) -> int:
@@ -106,11 +123,27 @@ class Producer:
                  request_timeout_ms: int = 30000, delivery_timeout_ms: int = 120000,
                  max_request_size: int = 1048576, max_in_flight: int = 5,
                  partitioner: str = "murmur2", metadata_max_age_ms: int = 300000,
-                 sync: bool = False, security: ClientSecurity | None = None) -> None:
+                 sync: bool = False, security: ClientSecurity | None = None,
+                 transactional_id: str | None = None,
+                 transaction_timeout_ms: int = 60000) -> None:
         if batch_size <= 0 or linger_ms < 0 or buffer_memory < batch_size:
             raise ConfigError("batch.size must be > 0, linger.ms >= 0 and buffer.memory >= "
                               "batch.size")
         self.acks = parse_acks(acks)
+        self.transactions: TransactionManager | None = None
+        if transactional_id is not None:
+            # Kafka's rules for a transactional producer: idempotent, acks=all
+            if not enable_idempotence or self.acks != -1:
+                raise ConfigError("a transactional producer (transactional.id) needs "
+                                  "enable.idempotence=true and acks=all")
+            if max_in_flight > 5:
+                raise ConfigError("a transactional producer needs "
+                                  "max.in.flight.requests.per.connection <= 5")
+            self.transactions = TransactionManager(
+                bootstrap_servers, transactional_id,
+                transaction_timeout_ms=transaction_timeout_ms, client_id=client_id,
+                request_timeout_ms=request_timeout_ms, retry_backoff_ms=retry_backoff_ms,
+                security=security)
         self.compression = parse_compression(compression_type)
         self.sync = sync
         self.max_block = max_block_ms / 1000.0
@@ -128,7 +161,8 @@ class Producer:
             self.client, self.accumulator, acks=self.acks, compression=self.compression,
             idempotent=enable_idempotence, retries=retries, retry_backoff_ms=retry_backoff_ms,
             delivery_timeout_ms=delivery_timeout_ms, request_timeout_ms=request_timeout_ms,
-            max_request_size=max_request_size, max_in_flight=max_in_flight)
+            max_request_size=max_request_size, max_in_flight=max_in_flight,
+            transactions=self.transactions)
         self.accumulator._on_full_batch = self.sender.wakeup
         self.accumulator.on_new_batch = self._on_new_batch
         self._partition_counts: dict[str, int] = {}
@@ -201,6 +235,8 @@ class Producer:
              entry: Any = None) -> FutureRecordMetadata:
         if self._closed:
             raise ProducerClosedError("send() on a closed producer")
+        if self.transactions is not None:
+            self._check_in_transaction()
         if self.sender.fatal_error is not None:
             raise self.sender.fatal_error
         size = (len(key) if key else 0) + (len(value) if value else 0)
@@ -230,6 +266,8 @@ class Producer:
         reported through add_batch_callback (per batch), not per-record futures."""
         if self._closed:
             raise ProducerClosedError("send_values() on a closed producer")
+        if self.transactions is not None:
+            self._check_in_transaction()
         if partition is None:
             n = self._num_partitions(topic)
             if self.partitioner.name in ("roundrobin", "random") or self.partitioner._user:
@@ -252,6 +290,8 @@ class Producer:
         partition. Delivery is reported through add_batch_callback, not futures."""
         if self._closed:
             raise ProducerClosedError("send_key_values() on a closed producer")
+        if self.transactions is not None:
+            self._check_in_transaction()
         if self.sender.fatal_error is not None:
             raise self.sender.fatal_error
         if partition is None:
@@ -300,6 +340,8 @@ class Producer:
         (`entries[i]` is kept with record i)."""
         if self._closed:
             raise ProducerClosedError("send_records_section() on a closed producer")
+        if self.transactions is not None:
+            self._check_in_transaction()
         if self.sender.fatal_error is not None:
             raise self.sender.fatal_error
         if len(section) + 100 > self.max_request_size:
@@ -312,6 +354,63 @@ class Producer:
                                                 base_timestamp, max_timestamp, entries)
         if self.sync:
             self.flush()
+
+    # -- transactions (KIP-98, KIP-447) --------------------------------------------------
+
+    def _check_in_transaction(self) -> None:
+        txn = self.transactions
+        assert txn is not None
+        if txn.fatal is not None:
+            raise txn.fatal
+        if not txn.in_transaction:
+            raise TransactionError("a transactional producer sends inside a transaction: "
+                                   "begin_transaction() first")
+
+    def _txn(self) -> TransactionManager:
+        if self.transactions is None:
+            raise TransactionError("the producer has no transactional.id")
+        return self.transactions
+
+    def init_transactions(self) -> None:
+        """Register the transactional.id with its coordinator: an older producer of the id
+        is fenced and its open transaction aborted; then transactions can begin."""
+        txn = self._txn()
+        pid, epoch = txn.init()
+        self.sender.state.producer_id, self.sender.state.epoch = pid, epoch
+        self.sender.state.next_sequence.clear()
+
+    def begin_transaction(self) -> None:
+        self._txn().begin()
+
+    def send_offsets_to_transaction(self, offsets: Mapping[tuple[str, int], int],
+                                    group: GroupMetadata | str) -> None:
+        """Commit a consumer group's offsets (the next offset to read per partition) in the
+        transaction (consume-transform-produce, KIP-447): with the member's GroupMetadata a
+        member of an older generation (a zombie) cannot commit."""
+        self._txn().send_offsets(offsets, group)
+
+    def commit_transaction(self, timeout: float | None = None) -> None:
+        """Flush the transaction's records, then commit it (EndTxn). A record or offset
+        that failed makes it TransactionAbortableError: abort_transaction() then."""
+        txn = self._txn()
+        if not self.flush(timeout):
+            raise KafkaTimeoutError("the transaction's records were not all acknowledged "
+                                    "in time; abort it")
+        txn.end(commit=True)
+
+    def abort_transaction(self, timeout: float | None = None) -> None:
+        """Abort the ongoing transaction: records not yet sent are dropped (their
+        callbacks see the error), the sent ones are never visible to read_committed
+        consumers. The producer can begin a new transaction afterwards (its epoch is
+        bumped, KIP-360)."""
+        txn = self._txn()
+        if txn.fatal is not None:
+            raise txn.fatal
+        txn.fail(TransactionError("the transaction was aborted"))
+        self.sender.wakeup()
+        self.flush(timeout)  # what is in flight completes; what is queued fails
+        txn.end(commit=False)
+        self.init_transactions()
 
     def add_batch_callback(self, callback: BatchCallback) -> None:
         """Call `callback(batch, base_offset, error)` for every completed batch (from the
@@ -332,6 +431,8 @@ class Producer:
         self.sender.force_close = True
         self.sender.wakeup()
         self.sender.join(10.0)
+        if self.transactions is not None:
+            self.transactions.close()
 
     def abort(self) -> None:
         """Stop without waiting: undelivered batches fail (their callbacks run)."""
@@ -340,3 +441,5 @@ class Producer:
         self.sender.force_close = True
         self.sender.wakeup()
         self.sender.join(10.0)
+        if self.transactions is not None:
+            self.transactions.close()

@@ -1,5 +1,8 @@
 """Sender: the producer's I/O thread. Drains ready batches to partition leaders, handles
-responses, retries without reordering, and keeps the idempotent producer state."""
+responses, retries without reordering, and keeps the idempotent producer state. With a
+TransactionManager (a transactional.id), it adds each partition to the ongoing transaction
+(AddPartitionsToTxn) before draining the partition's first batch of it, marks the batches
+transactional, and once the transaction cannot commit fails what is still queued."""
 
 from __future__ import annotations
 
@@ -21,6 +24,7 @@ from kafkactl.client.errors import (
 )
 from kafkactl.client.kafka_client import KafkaClient
 from kafkactl.client.producer_batch import ProducerBatch
+from kafkactl.client.transaction_manager import TransactionManager, mark_transactional
 from kafkactl.protocol.api_keys import ApiKey
 from kafkactl.protocol.errors import ErrorCode, error_for
 
@@ -48,8 +52,10 @@ class Sender(threading.Thread):
                  acks: int = -1, compression: int = 0, idempotent: bool = True,
                  retries: int = 2147483647, retry_backoff_ms: int = 100,
                  delivery_timeout_ms: int = 120000, request_timeout_ms: int = 30000,
-                 max_request_size: int = 1048576, max_in_flight: int = 5) -> None:
+                 max_request_size: int = 1048576, max_in_flight: int = 5,
+                 transactions: TransactionManager | None = None) -> None:
         super().__init__(name="kafkactl-producer-sender", daemon=True)
+        self.txn = transactions
         self.client = client
         self.acc = accumulator
         self.acks = acks
@@ -112,10 +118,13 @@ class Sender(threading.Thread):
     def run_once(self) -> None:
         if self._need_metadata or self.client.cluster.updated_at == 0.0:
             self._update_metadata()
-        if self.idempotent and self.state.producer_id < 0 and self.acc.has_pending():
+        if (self.txn is None and self.idempotent and self.state.producer_id < 0
+                and self.acc.has_pending()):
             self._init_producer_id()
         now = time.monotonic()
         ready, wait = self.acc.ready(now, self._sendable)
+        if self.txn is not None:
+            ready = self._in_transaction(ready)
         by_node: dict[int, list[ProducerBatch]] = defaultdict(list)
         sizes: dict[int, int] = defaultdict(int)
         cluster = self.client.cluster
@@ -133,6 +142,8 @@ class Sender(threading.Thread):
                 # New, or re-sent after a producer id reset: the next sequence of tp.
                 self.state.assign(batch)
             data = batch.build(self.compression)
+            if self.txn is not None:
+                data = batch.built = mark_transactional(data)
             if by_node[leader] and sizes[leader] + len(data) > self.max_request_size:
                 self._send_produce(leader, by_node.pop(leader))
                 sizes[leader] = 0
@@ -144,6 +155,33 @@ class Sender(threading.Thread):
             self._send_produce(node, batches)
         self._expire_batches(now)
         self.client.poll(wait if not ready else 0.0)
+
+    def _in_transaction(self, ready: list[TopicPartition]) -> list[TopicPartition]:
+        """The ready partitions that are in the ongoing transaction (AddPartitionsToTxn for
+        the new ones first); none, and every queued batch failed, once the transaction has
+        failed (so a commit's flush ends and the caller aborts)."""
+        txn = self.txn
+        assert txn is not None
+        if txn.error is None and ready:
+            new = [tp for tp in ready if tp not in txn.partitions]
+            if new:
+                try:
+                    txn.add_partitions(new)
+                except Exception as e:  # noqa: BLE001 - whatever it is, the txn is done
+                    txn.fail(e)
+        if txn.error is not None:
+            self._fail_queued(txn.error)
+            return []
+        return [tp for tp in ready if tp in txn.partitions]
+
+    def _fail_queued(self, err: BaseException) -> None:
+        """Fail every batch not yet sent (the transaction they belong to will abort)."""
+        with self.acc.lock:
+            queued = [b for dq in self.acc.batches.values() for b in dq]
+            for dq in self.acc.batches.values():
+                dq.clear()
+        for batch in queued:
+            self._complete(batch, -1, err)
 
     def _sendable(self, tp: TopicPartition) -> bool:
         return len(self.in_flight.get(tp, ())) < self.max_in_flight_per_partition
@@ -260,6 +298,13 @@ class Sender(threading.Thread):
     def _retry_or_fail(self, batch: ProducerBatch, code: int, err: BaseException | None) -> None:
         self._remove_in_flight(batch)
         age = time.monotonic() - batch.created_ms / 1000.0
+        if self.txn is not None and code not in PRODUCE_RETRIABLE:
+            # a refused record of a transaction: the transaction can only abort (the
+            # epoch is bumped then, so no producer id reset here)
+            error = err or KafkaConnectionError(f"produce failed ({code})")
+            self.txn.fail(error)
+            self._complete(batch, -1, error)
+            return
         if code == ErrorCode.UNKNOWN_PRODUCER_ID and self.idempotent:
             # The broker lost our producer state: start over with a new producer id.
             self._reset_producer_id(batch)
@@ -284,6 +329,10 @@ class Sender(threading.Thread):
         self._complete(batch, -1, err or KafkaConnectionError(f"produce failed ({code})"))
 
     def _reset_producer_id(self, batch: ProducerBatch) -> None:
+        if self.txn is not None:
+            self.txn.fail(KafkaConnectionError(
+                f"a batch of {batch.topic}-{batch.partition} was refused"))
+            return
         if batch.producer_id == self.state.producer_id:
             self.state.producer_id = -1
             self.state.next_sequence.clear()
