@@ -254,6 +254,8 @@ _kafkactl_top() {
         '(-s --sort)--sort[Order topics by in rate, out rate or name; groups by lag (or name). \[default\: in\]]:in|out|lag|name: ' \
         '(-i --interval)-i[Seconds between refreshes. \[default\: 2.0; x>=0.1\]]:SECONDS: ' \
         '(-i --interval)--interval[Seconds between refreshes. \[default\: 2.0; x>=0.1\]]:SECONDS: ' \
+        '--metrics-port[With the Kafka protocol\: every broker'\''s metrics listener port (on the broker'\''s advertised host), for per-broker CPU,...]:PORT: ' \
+        '*--broker-metrics[With the Kafka protocol\: broker ID'\''s metrics endpoint (HOST\:PORT or a URL; repeatable), for its CPU, memory and conne...]:ID=URL: ' \
         '*--metrics[A broker'\''s metrics endpoint (http\://HOST\:PORT/metrics; repeat once per broker)\: read it instead of the Kafka protocol.]:URL: ' \
         '(-b --bootstrap-server)-b[Broker(s) host\:port\[,host\:port\]; default $KAFKACTL_BOOTSTRAP or 127.0.0.1\:9092.]:BOOTSTRAP: ' \
         '(-b --bootstrap-server)--bootstrap-server[Broker(s) host\:port\[,host\:port\]; default $KAFKACTL_BOOTSTRAP or 127.0.0.1\:9092.]:BOOTSTRAP: ' \
@@ -838,7 +840,7 @@ _kafkactl_quotas() {
         command)
             local -a commands
             commands=(
-                'add:Set quota keys of an entity (on every broker of the cluster).'
+                'add:Set quota keys of an entity (a cluster keeps them in ZooKeeper\: every broker applies them).'
                 'remove:Remove quota keys (default\: all of them) of an entity.'
                 'list:The quotas set (only those of the given entity, when one is given).'
             )

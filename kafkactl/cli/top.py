@@ -9,6 +9,11 @@ Two sources:
   counters (messages/bytes in, bytes out), its gauges and the consumer lag it computes, and
   the process's CPU, memory and connections.
 
+A broker's CPU is the process's, which only its metrics endpoint tells (the Kafka protocol
+has no such figure): with the protocol source, `--metrics-port PORT` (every broker's
+metrics listener on its advertised host) or `--broker-metrics ID=URL` adds each broker's
+CPU, memory and connections from its endpoint; without them the CPU column is left out.
+
 Rates and trends need two looks: each refresh compares with the one before; `--once` takes
 two, `--interval` seconds apart, and prints one snapshot (a table, or with `--json` one
 document).
@@ -130,6 +135,38 @@ def _end_offsets(client: Any, leaders: dict[int, list[tuple[str, int]]]
     return out
 
 
+def add_broker_processes(look: Look, urls: dict[int, str]) -> None:
+    """The protocol source's brokers: CPU (cumulative, a rate between two looks), memory
+    and connections from each broker's metrics endpoint, where one is known."""
+    for broker in look.brokers:
+        url = urls.get(broker["id"])
+        if url is None:
+            continue
+        broker.update(metrics=url, cpu_percent=None, rss_bytes=None, connections=None)
+        if not broker["up"]:
+            continue
+        try:
+            s = scrape(url, timeout=5.0)
+        except (OSError, ValueError) as e:
+            broker["metrics_error"] = str(getattr(e, "reason", e))
+            continue
+        look.cpu[url] = _value(s, "process_cpu_seconds_total")
+        broker.update(
+            rss_bytes=int(_value(s, "process_resident_memory_bytes")),
+            connections=int(_value(s, "kafka_server_socket_server_metrics_connection_count")))
+
+
+def broker_metrics_urls(look: Look, port: int | None, given: dict[int, str]
+                        ) -> dict[int, str]:
+    """Broker id -> metrics URL: those given, else the broker's host at `port`."""
+    out = dict(given)
+    if port is not None:
+        for b in look.brokers:
+            if b["id"] not in out and b.get("host"):
+                out[b["id"]] = f"http://{b['host']}:{port}/metrics"
+    return out
+
+
 # ---- the metrics endpoints ------------------------------------------------------------------
 def scrape(url: str, timeout: float = 10.0) -> dict[str, list[tuple[dict[str, str], float]]]:
     """name -> [(labels, value)] of one /metrics endpoint."""
@@ -234,7 +271,7 @@ def snapshot(now: Look, before: Look | None, source: str, sort: str = "in") -> d
         groups.append(entry)
     brokers = [dict(b) for b in now.brokers]
     for b in brokers:
-        key = b.get("endpoint")
+        key = b.get("endpoint") or b.get("metrics")
         if key in now.cpu and before is not None and key in before.cpu and elapsed > 0:
             b["cpu_percent"] = round(max(now.cpu[key] - before.cpu[key], 0) / elapsed * 100, 1)
     _sort(topics, groups, sort)
@@ -289,12 +326,16 @@ def render(doc: dict[str, Any]) -> Any:
                   style="bold red" if doc["under_replicated"] or doc["offline"] else "green")
     brokers = Table(title="Brokers", title_justify="left", expand=False)
     metrics = doc["source"] == "metrics"
+    processes = not metrics and any("metrics" in b for b in doc["brokers"])
     for col in (("endpoint",) if metrics else ("id", "address")):
         brokers.add_column(col)
     brokers.add_column("up")
     brokers.add_column("controller")
     if metrics:
         for col in ("cpu %", "rss MiB", "connections", "partitions", "leaders"):
+            brokers.add_column(col, justify="right")
+    elif processes:
+        for col in ("cpu %", "rss MiB", "connections"):
             brokers.add_column(col, justify="right")
     for b in doc["brokers"]:
         up = Text("up", style="green") if b["up"] else Text("DOWN", style="bold red")
@@ -308,7 +349,12 @@ def render(doc: dict[str, Any]) -> Any:
                             _fmt(b.get("leaders")))
         else:
             address = f"{b['host']}:{b['port']}" if b["host"] else "-"
-            brokers.add_row(str(b["id"]), address, up, ctl)
+            extra = []
+            if processes:
+                rss = b.get("rss_bytes")
+                extra = [_fmt(b.get("cpu_percent")),
+                         _fmt(None if rss is None else rss / 2**20), _fmt(b.get("connections"))]
+            brokers.add_row(str(b["id"]), address, up, ctl, *extra)
     topics = Table(title="Topics", title_justify="left")
     for col, justify in (("topic", "left"), ("partitions", "right"), ("in msg/s", "right"),
                          ("in B/s", "right"), ("out B/s", "right"),
@@ -345,15 +391,30 @@ def top(
         [], "--metrics", metavar="URL",
         help="A broker's metrics endpoint (http://HOST:PORT/metrics; repeat once per "
              "broker): read it instead of the Kafka protocol."),
+    metrics_port: int | None = typer.Option(
+        None, "--metrics-port", min=1, max=65535, metavar="PORT",
+        help="With the Kafka protocol: every broker's metrics listener port (on the "
+             "broker's advertised host), for per-broker CPU, memory and connections: the "
+             "protocol has no CPU figure, only a broker's --metrics endpoint does."),
+    broker_metrics: list[str] = typer.Option(
+        [], "--broker-metrics", metavar="ID=URL",
+        help="With the Kafka protocol: broker ID's metrics endpoint (HOST:PORT or a URL; "
+             "repeatable), for its CPU, memory and connections."),
     bootstrap: str | None = bootstrap_option(),
     prop: list[str] = property_option(),
     command_config: Path | None = command_config_option(),
 ) -> None:
     """A live view of a broker or cluster: brokers, topic rates, unhealthy partitions and
-    consumer lag (Ctrl-C quits)."""
+    consumer lag (Ctrl-C quits). A broker's CPU comes from its metrics endpoint (serve
+    --metrics): give --metrics, or --metrics-port / --broker-metrics with the protocol."""
     if sort not in SORT_KEYS:
         raise typer.BadParameter(f"must be one of {', '.join(SORT_KEYS)}", param_hint="--sort")
     urls = [_metrics_url(u) for u in metrics_urls]
+    if urls and (metrics_port is not None or broker_metrics):
+        raise typer.BadParameter("with --metrics every figure comes from the endpoints; "
+                                 "--metrics-port and --broker-metrics are for the protocol",
+                                 param_hint="--metrics")
+    processes = (metrics_port, _broker_metrics(broker_metrics))
     client: Any = None
     if not urls:
         from kafkactl.client.kafka_client import KafkaClient
@@ -364,9 +425,9 @@ def top(
     source = "metrics" if urls else "protocol"
     try:
         if once:
-            before = _look(client, urls)
+            before = _look(client, urls, processes)
             time.sleep(interval)
-            doc = snapshot(_look(client, urls), before, source, sort)
+            doc = snapshot(_look(client, urls, processes), before, source, sort)
             if as_json:
                 typer.echo(json.dumps(doc, indent=1))
             else:
@@ -374,7 +435,7 @@ def top(
 
                 Console().print(render(doc))
             return
-        _live(client, urls, source, sort, interval, as_json)
+        _live(client, urls, source, sort, interval, as_json, processes)
     except KeyboardInterrupt:
         pass
     finally:
@@ -382,25 +443,48 @@ def top(
             client.close()
 
 
-def _look(client: Any, urls: list[str]) -> Look:
+# the protocol source's metrics endpoints: (--metrics-port, --broker-metrics by id)
+Processes = tuple[int | None, dict[int, str]]
+
+
+def _look(client: Any, urls: list[str], processes: Processes = (None, {})) -> Look:
     from kafkactl.client.errors import ClientError
     from kafkactl.protocol.errors import KafkaError
 
     if urls:
         return look_metrics(urls)
     try:
-        return look_protocol(client)
+        look = look_protocol(client)
     except (ClientError, KafkaError, OSError) as e:
         raise fail(f"cannot reach the cluster: {e}") from None
+    port, given = processes
+    if port is not None or given:
+        add_broker_processes(look, broker_metrics_urls(look, port, given))
+    return look
+
+
+def _broker_metrics(values: list[str]) -> dict[int, str]:
+    out = {}
+    for value in values:
+        bid, sep, url = value.partition("=")
+        try:
+            key = int(bid)
+        except ValueError:
+            key = -1
+        if not sep or key < 0 or not url:
+            raise typer.BadParameter(f"{value!r}: give ID=HOST:PORT or ID=URL",
+                                     param_hint="--broker-metrics")
+        out[key] = _metrics_url(url, "--broker-metrics")
+    return out
 
 
 def _live(client: Any, urls: list[str], source: str, sort: str, interval: float,
-          as_json: bool) -> None:
-    before = _look(client, urls)
+          as_json: bool, processes: Processes) -> None:
+    before = _look(client, urls, processes)
     if as_json:
         while True:
             time.sleep(interval)
-            now = _look(client, urls)
+            now = _look(client, urls, processes)
             typer.echo(json.dumps(snapshot(now, before, source, sort)))
             before = now
     from rich.live import Live
@@ -409,16 +493,16 @@ def _live(client: Any, urls: list[str], source: str, sort: str, interval: float,
               screen=False) as live:
         while True:
             time.sleep(interval)
-            now = _look(client, urls)
+            now = _look(client, urls, processes)
             live.update(render(snapshot(now, before, source, sort)), refresh=True)
             before = now
 
 
-def _metrics_url(value: str) -> str:
+def _metrics_url(value: str, option: str = "--metrics") -> str:
     """HOST:PORT or a URL; the path defaults to /metrics."""
     url = value if "://" in value else f"http://{value}"
     if not url.startswith(("http://", "https://")):
-        raise typer.BadParameter(f"{value!r} is not an http(s) URL", param_hint="--metrics")
+        raise typer.BadParameter(f"{value!r} is not an http(s) URL", param_hint=option)
     rest = url.partition("://")[2]
     if "/" not in rest:
         url += "/metrics"
