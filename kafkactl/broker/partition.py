@@ -34,10 +34,12 @@ from typing import Any
 from kafkactl.log.errors import CorruptRecordError
 from kafkactl.log.leader_epoch_cache import LeaderEpochCache
 from kafkactl.log.producer_state import (
+    CompletedTxn,
     ProducerStateError,
     ProducerStateManager,
     snapshot_path,
 )
+from kafkactl.log.txn_index import AbortedTxn, parse_marker
 from kafkactl.log.validator import BatchInfo
 from kafkactl.protocol.errors import ErrorCode
 from kafkactl.record.errors import CorruptRecordError as RecordCorrupt
@@ -97,6 +99,9 @@ class Partition:
         self._disk_lock = threading.Lock()
         self._disk_generation = 0
         self._rebuilding: int | None = None
+        # ended transactions whose marker is not yet below the high watermark:
+        # (first offset, marker offset); they still bound the LSO (Kafka's unreplicatedTxns)
+        self._unreplicated_txns: list[tuple[int, int]] = []
 
     def __repr__(self) -> str:
         return f"Partition({self.topic}-{self.partition})"
@@ -259,7 +264,67 @@ class Partition:
 
     @property
     def last_stable_offset(self) -> int:
-        return self.high_watermark  # no transactions
+        """The LSO: below it every transaction has ended (and its marker is replicated);
+        read_committed consumers read up to it. min(HW, first offset of the earliest open
+        transaction or of an ended one whose marker is not yet below the HW)."""
+        hw = self.high_watermark
+        lso = hw
+        first = self.producer_state.first_unstable_offset()
+        if first is not None and first < lso:
+            lso = first
+        pending = self._unreplicated_txns
+        if pending:
+            pending[:] = [t for t in pending if t[1] >= hw]
+            for first_offset, _marker in pending:
+                if first_offset < lso:
+                    lso = first_offset
+        return max(lso, self.log_start_offset) if lso < hw else hw
+
+    def append_control_batch(self, producer_id: int, producer_epoch: int,
+                             coordinator_epoch: int, commit: bool) -> int:
+        """Append an end-transaction marker (COMMIT or ABORT) for `producer_id` as leader;
+        returns its offset. Ends the producer's open transaction (the LSO moves) and, for
+        an abort, writes its .txnindex entry. A marker of an older producer epoch is
+        refused with INVALID_PRODUCER_EPOCH, of an older coordinator epoch with
+        TRANSACTION_COORDINATOR_FENCED (ProducerStateError; nothing appended)."""
+        from kafkactl.record.builder import RecordBatchBuilder
+
+        if not self.is_leader:
+            raise ProducerStateError(ErrorCode.NOT_LEADER_OR_FOLLOWER,
+                                     f"{self} is not led by this broker")
+        ps = self.producer_state
+        ps.check_marker(producer_id, producer_epoch, coordinator_epoch)
+        builder = RecordBatchBuilder(producer_id=producer_id, producer_epoch=producer_epoch,
+                                     is_transactional=True, is_control=True)
+        builder.append(None, _MARKER_KEY.pack(0, 1 if commit else 0),
+                       _MARKER_VALUE.pack(0, coordinator_epoch))
+        data = bytearray(builder.build())
+        info = self.log.append(data, leader_epoch=self.leader_epoch)
+        if self.epochs.latest_epoch < self.leader_epoch:
+            self.epochs.assign(self.leader_epoch, info.first_offset)
+        offset = int(info.first_offset)
+        self._end_txn(ps.complete_txn(producer_id, producer_epoch, coordinator_epoch, commit,
+                                      offset, int(info.max_timestamp)))
+        return offset
+
+    def _end_txn(self, done: CompletedTxn | None) -> None:
+        """A marker ended `done`: its abort entry, and the LSO waits for the marker's
+        replication."""
+        if done is None:
+            return
+        if done.is_aborted:
+            self.log.append_aborted_txn(AbortedTxn(
+                done.producer_id, done.first_offset, done.last_offset,
+                self.producer_state.last_stable_offset_after(done)))
+        if done.last_offset >= self.high_watermark:
+            self._unreplicated_txns.append((done.first_offset, done.last_offset))
+
+    def aborted_transactions(self, start_offset: int, upper_bound: int
+                             ) -> list[tuple[int, int]]:
+        """(producer id, first offset) of the aborted transactions overlapping
+        [start_offset, upper_bound): a read_committed Fetch's aborted_transactions."""
+        return [(e.producer_id, e.first_offset)
+                for e in self.log.collect_aborted_transactions(start_offset, upper_bound)]
 
     # ---- produce --------------------------------------------------------------------------
     def append_as_leader(self, buf: memoryview, batches: list[BatchInfo], *,
@@ -272,7 +337,8 @@ class Partition:
         for b in batches:
             if b.producer_id >= 0 and b.base_sequence >= 0:
                 last_seq = (b.base_sequence + b.record_count - 1) % INT32_MOD
-                dup = ps.check(b.producer_id, b.producer_epoch, b.base_sequence, last_seq)
+                dup = ps.check(b.producer_id, b.producer_epoch, b.base_sequence, last_seq,
+                               b.is_transactional)
                 if dup is not None:
                     if len(batches) != 1:
                         raise ProducerStateError(
@@ -291,7 +357,7 @@ class Partition:
             if b.producer_id >= 0 and b.base_sequence >= 0:
                 ps.update(b.producer_id, b.producer_epoch, b.base_sequence,
                           (b.base_sequence + b.record_count - 1) % INT32_MOD, offset, last,
-                          b.max_timestamp)
+                          b.max_timestamp, b.is_transactional)
             offset = last + 1
         lat = info.log_append_time if log_append_time is not None else -1
         return AppendResult(info.first_offset, info.last_offset,
@@ -308,12 +374,22 @@ class Partition:
         size, damaged = _valid_prefix(records[:_whole_batches(records)])
         if size:
             info = self.log.append(records[:size], assign_offsets=False, leader_epoch=None)
+            pos = 0
             for b in info.batches:
-                if b.producer_id >= 0 and b.base_sequence >= 0:
-                    self.producer_state.update(
-                        b.producer_id, b.producer_epoch, b.base_sequence,
-                        (b.base_sequence + b.record_count - 1) % INT32_MOD, b.base_offset,
-                        b.last_offset, b.max_timestamp)
+                if b.producer_id >= 0:
+                    attrs = records[pos + 22] if b.size > 22 else 0
+                    if attrs & _CONTROL_FLAG:
+                        marker = parse_marker(records[pos:pos + b.size])
+                        if marker is not None:
+                            self._end_txn(self.producer_state.complete_txn(
+                                b.producer_id, b.producer_epoch, marker[1], marker[0] == 1,
+                                b.last_offset, b.max_timestamp))
+                    elif b.base_sequence >= 0:
+                        self.producer_state.update(
+                            b.producer_id, b.producer_epoch, b.base_sequence,
+                            (b.base_sequence + b.record_count - 1) % INT32_MOD, b.base_offset,
+                            b.last_offset, b.max_timestamp, bool(attrs & _TRANSACTIONAL_FLAG))
+                pos += b.size
             for epoch, base in _batch_epochs(records[:size]):
                 if epoch > self.epochs.latest_epoch:
                     self.epochs.assign(epoch, base)
@@ -370,6 +446,7 @@ class Partition:
         self.epochs.truncate_from_end(offset)
         if self._hw is not None:
             self._hw = min(self._hw, offset)
+        self._unreplicated_txns.clear()
         self.producer_state.truncate()
         return True
 
@@ -390,16 +467,20 @@ class Partition:
         self.log.truncate_fully_and_start_at(offset)
         self.epochs.clear()
         self._hw = offset
+        self._unreplicated_txns.clear()
         self.producer_state.truncate()
         self.load_producer_state()
 
     # ---- fetch ----------------------------------------------------------------------------
     def read(self, offset: int, max_bytes: int, *, min_one_batch: bool,
-             committed_only: bool = True) -> Any:
-        """Records from `offset`: below the high watermark for consumers; up to the log
-        end for a follower (`committed_only=False`)."""
-        return self.log.read(offset, max_bytes,
-                             max_offset=self.high_watermark if committed_only else None,
+             committed_only: bool = True, read_committed: bool = False) -> Any:
+        """Records from `offset`: below the high watermark for consumers (below the LSO
+        with `read_committed`); up to the log end for a follower (`committed_only=False`)."""
+        if not committed_only:
+            limit = None
+        else:
+            limit = self.last_stable_offset if read_committed else self.high_watermark
+        return self.log.read(offset, max_bytes, max_offset=limit,
                              min_one_batch=min_one_batch)
 
     # ---- producer state lifecycle -----------------------------------------------------------
@@ -432,8 +513,18 @@ class Partition:
                     continue
                 progressed = True
                 if isinstance(batch, RecordBatch):
+                    marker = -1
+                    if batch.is_control:
+                        parsed = parse_marker(data[batch.position:batch.position
+                                                   + batch.size]) \
+                            if batch.producer_id >= 0 else None
+                        if parsed is None:
+                            offset = batch.last_offset + 1
+                            continue
+                        marker = parsed[0] | (max(parsed[1], 0) << 1)
                     yield (batch.producer_id, batch.producer_epoch, batch.base_sequence,
-                           batch.base_offset, batch.last_offset, batch.max_timestamp)
+                           batch.base_offset, batch.last_offset, batch.max_timestamp,
+                           1 if batch.is_transactional else 0, marker)
                 offset = batch.last_offset + 1
             if not progressed:
                 return
@@ -475,6 +566,10 @@ class Partition:
 
 
 _LENGTH_END = 12  # base offset (8) + batch length (4)
+_MARKER_KEY = struct.Struct(">hh")  # EndTransactionMarker key: version, type (0 abort, 1 commit)
+_MARKER_VALUE = struct.Struct(">hi")  # value: version, coordinator epoch
+_TRANSACTIONAL_FLAG = 0x10  # the low byte of the attributes (batch byte 22)
+_CONTROL_FLAG = 0x20
 _EPOCH = struct.Struct(">i")  # the partition leader epoch follows the length (magic 2)
 
 

@@ -62,6 +62,8 @@ class FetchResult:
     log_start_offset: int = -1
     records: Any = None  # FileRegion | bytes | None
     size: int = 0
+    # read_committed: (producer id, first offset) of the aborted transactions in the range
+    aborted_transactions: list[tuple[int, int]] | None = None
 
 
 class ReplicaManager:
@@ -185,6 +187,19 @@ class ReplicaManager:
             raise BatchValidationError(ErrorCode.CORRUPT_MESSAGE,
                                        f"bad magic 0/1 message set: {e}") from e
 
+    def append_control_batch(self, part: Partition, producer_id: int, producer_epoch: int,
+                             coordinator_epoch: int, commit: bool) -> int:
+        """Partition.append_control_batch, then wake what waits on the partition (the LSO
+        moved for read_committed fetches; followers fetch the marker). Raises
+        ProducerStateError (fenced) or KafkaStorageError as the partition does."""
+        offset = part.append_control_batch(producer_id, producer_epoch, coordinator_epoch,
+                                           commit)
+        self.purgatory.notify_append((part.topic, part.partition), 1,
+                                     consumers=not part.replicated)
+        if part.maybe_advance_high_watermark():
+            self.high_watermark_moved(part)
+        return offset
+
     def high_watermark_moved(self, part: Partition) -> None:
         """Committed records: acks=all produces and consumers' long polls learn of them."""
         key = (part.topic, part.partition)
@@ -196,7 +211,7 @@ class ReplicaManager:
     # ---- fetch -----------------------------------------------------------------------------
     def read(self, topic: str, partition: int, offset: int, max_bytes: int, *,
              min_one_batch: bool, current_leader_epoch: int = -1,
-             replica_id: int = -1) -> FetchResult:
+             replica_id: int = -1, read_committed: bool = False) -> FetchResult:
         from kafkactl.log.errors import CorruptRecordError, OffsetOutOfRange
 
         part, code = self.leader_partition(topic, partition)
@@ -215,11 +230,13 @@ class ReplicaManager:
         hw = part.high_watermark
         lso = part.last_stable_offset
         lso_ = part.log_start_offset
-        if offset == (part.log_end_offset if follower else hw):
-            return FetchResult(ErrorCode.NONE, hw, lso, lso_, None, 0)
+        read_committed = read_committed and not follower
+        if offset == (part.log_end_offset if follower else lso if read_committed else hw):
+            return FetchResult(ErrorCode.NONE, hw, lso, lso_, None, 0,
+                               [] if read_committed else None)
         try:
             fs = part.read(offset, max_bytes, min_one_batch=min_one_batch,
-                           committed_only=not follower)
+                           committed_only=not follower, read_committed=read_committed)
         except OffsetOutOfRange:
             return FetchResult(ErrorCode.OFFSET_OUT_OF_RANGE, hw, lso, lso_)
         except CorruptRecordError as e:  # torn bytes on disk: never served, said once
@@ -231,7 +248,10 @@ class ReplicaManager:
         except OSError as e:  # a failing disk (EIO): this partition only
             log.error("cannot read %s-%d at offset %d: %s", topic, partition, offset, e)
             return FetchResult(ErrorCode.KAFKA_STORAGE_ERROR, hw, lso, lso_)
-        return FetchResult(ErrorCode.NONE, hw, lso, lso_, fs, int(fs.length))
+        aborted = None
+        if read_committed:
+            aborted = part.aborted_transactions(fs.first_offset, lso) if fs.length else []
+        return FetchResult(ErrorCode.NONE, hw, lso, lso_, fs, int(fs.length), aborted)
 
     def _follower_fetched(self, part: Partition, replica_id: int, fetch_offset: int) -> None:
         """A follower's fetch says where its log ends: the high watermark may move, and a

@@ -30,6 +30,7 @@ from kafkactl.log.segment import (
     LogSegment,
     offset_from_filename,
 )
+from kafkactl.log.txn_index import TXN_INDEX_SUFFIX
 
 log = logging.getLogger(__name__)
 
@@ -63,7 +64,7 @@ def _settle_leftovers(directory: Path) -> tuple[list[Path], list[str]]:
     present = set(names)
     orphans = False
     for name in names:
-        for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+        for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX):
             if name.endswith(suffix) and offset_from_filename(name) is not None:
                 stem = name[: -len(suffix)]
                 if stem + LOG_SUFFIX not in present:

@@ -49,6 +49,7 @@ from kafkactl.log.segment import (
 )
 from kafkactl.log.segments import LogSegments
 from kafkactl.log.time_index import NO_TIMESTAMP
+from kafkactl.log.txn_index import AbortedTxn, rebuild_txn_indexes
 from kafkactl.record.batch import TimestampType
 from kafkactl.record.errors import OffsetOrderError, UnstampableBatchError
 from kafkactl.record.memory_records import iter_batches
@@ -128,6 +129,12 @@ class Log:
         self._log_start_offset = min(max(log_start_offset, self._segs.segments[0].base_offset),
                                      self._log_end_offset)
         if loaded.recovered:
+            recovered = {r.base_offset for r in loaded.reports}
+            first = next((i for i, s in enumerate(self._segs.segments)
+                          if s.base_offset in recovered), None)
+            if first is not None:
+                rebuild_txn_indexes(self._segs.segments, first, self.dir,
+                                    self._log_start_offset)
             self._recovery_point = self._log_end_offset
             self.flush()
         else:
@@ -400,6 +407,36 @@ class Log:
                 continue
             data = seg.read_bytes(h.position, seg.size - h.position)
             yield from iter_batches(memoryview(data))
+
+    # ----------------------------------------------------------------- transactions
+    def append_aborted_txn(self, entry: AbortedTxn) -> None:
+        """Record an aborted transaction in the .txnindex of the segment holding its
+        marker (normally the active one)."""
+        segs = self._segs
+        seg = segs.segments[segs.floor_index(segs.bases, entry.last_offset)]
+        try:
+            seg.txn_index.append(entry)
+        except OSError as e:
+            raise self._storage_error("write the transaction index of", e) from e
+
+    def collect_aborted_transactions(self, start_offset: int, upper_bound: int
+                                     ) -> list[AbortedTxn]:
+        """The aborted transactions overlapping [start_offset, upper_bound) (Kafka's
+        collectAbortedTransactions): from the segment holding `start_offset` on, until an
+        entry's last stable offset reaches the upper bound."""
+        segs = self._segs
+        segments, bases = segs.segments, segs.bases
+        out: list[AbortedTxn] = []
+        for seg in segments[segs.floor_index(bases, start_offset):]:
+            found, complete = seg.txn_index.collect_aborted(start_offset, upper_bound)
+            out.extend(found)
+            if complete:
+                break
+        return out
+
+    def aborted_transactions(self) -> list[AbortedTxn]:
+        """Every .txnindex entry of the log, in marker order."""
+        return [e for seg in self._segs.segments for e in seg.txn_index]
 
     # ----------------------------------------------------------------- time lookup
     def fetch_offset_by_timestamp(self, ts: int) -> tuple[int, int] | None:

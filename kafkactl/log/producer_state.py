@@ -12,9 +12,19 @@ between the snapshot and the log end are replayed from their headers.
 Bounded (KIP-854): a producer id whose last batch timestamp is `producer.id.expiration.ms`
 (default one day) in the past is forgotten, checked every
 `producer.id.expiration.check.interval.ms` (on the produce path and at each snapshot) and on
-load; this broker has no transactions, so no producer is ever kept for an open one. Each
-entry keeps its last batches packed in one bytes object (32 bytes a batch, at most 5), so a
-producer costs ~0.2 KB rather than a deque and objects per batch.
+load, unless it has a transaction open (Kafka keeps those). Each entry keeps its last
+batches packed in one bytes object (32 bytes a batch, at most 5), so a producer costs
+~0.2 KB rather than a deque and objects per batch.
+
+Transactions (KIP-98): a transactional batch of a producer with no transaction open starts
+one at its first offset (`ongoing`: producer id -> that offset); a non-transactional batch
+while one is open is INVALID_TXN_STATE; an end-transaction marker (a control batch, COMMIT
+or ABORT, written for the coordinator) ends it and returns a CompletedTxn. A marker of an
+older producer epoch is INVALID_PRODUCER_EPOCH, of an older coordinator epoch
+TRANSACTION_COORDINATOR_FENCED. The first offset of the earliest open transaction bounds
+the last stable offset (the partition's LSO), and an aborted transaction's index entry
+carries `last_stable_offset_after(...)`. Snapshots carry each open transaction's first
+offset (`currentTxnFirstOffset`).
 
 Violations raise ProducerStateError carrying the Kafka ErrorCode of the answer.
 """
@@ -78,17 +88,31 @@ class BatchMetadata:
     timestamp: int
 
 
+@dataclass(frozen=True, slots=True)
+class CompletedTxn:
+    """A transaction a marker ended: the producer, its first offset, the marker's offset."""
+
+    producer_id: int
+    first_offset: int
+    last_offset: int
+    is_aborted: bool
+
+
 class ProducerStateEntry:
-    """One producer id: its epoch and its last batches, packed (`_BATCH` each, oldest
-    first, at most NUM_BATCHES_TO_RETAIN)."""
+    """One producer id: its epoch, its last batches, packed (`_BATCH` each, oldest
+    first, at most NUM_BATCHES_TO_RETAIN), and its open transaction's first offset."""
 
-    __slots__ = ("_packed", "coordinator_epoch", "epoch", "producer_id")
+    __slots__ = ("_marker_ts", "_packed", "coordinator_epoch", "current_txn_first_offset",
+                 "epoch", "producer_id")
 
-    def __init__(self, producer_id: int, epoch: int, coordinator_epoch: int = -1) -> None:
+    def __init__(self, producer_id: int, epoch: int, coordinator_epoch: int = -1,
+                 current_txn_first_offset: int = -1) -> None:
         self.producer_id = producer_id
         self.epoch = epoch
         self.coordinator_epoch = coordinator_epoch
+        self.current_txn_first_offset = current_txn_first_offset  # -1: none open
         self._packed = b""
+        self._marker_ts = -1  # the timestamp of the last marker (a producer may have no batch)
 
     @property
     def batches(self) -> list[BatchMetadata]:
@@ -115,7 +139,7 @@ class ProducerStateEntry:
     @property
     def last_timestamp(self) -> int:
         last = self.last_batch
-        return last.timestamp if last else -1
+        return max(last.timestamp if last else -1, self._marker_ts)
 
 
 def next_sequence(seq: int) -> int:
@@ -130,6 +154,8 @@ class ProducerStateManager:
     def __init__(self, directory: Path, *, time_ms: Callable[[], int] | None = None) -> None:
         self.directory = directory
         self.producers: dict[int, ProducerStateEntry] = {}
+        # producer id -> first offset of its open transaction (insertion: by first offset)
+        self.ongoing: dict[int, int] = {}
         self.last_snapshot_offset = -1
         self._time_ms = time_ms or (lambda: int(time.time() * 1000))
         self._last_expiry_check = self._time_ms()
@@ -140,7 +166,8 @@ class ProducerStateManager:
         now = self._time_ms() if now_ms is None else now_ms
         self._last_expiry_check = now
         horizon = now - _expiration["ms"]
-        doomed = [pid for pid, e in self.producers.items() if e.last_timestamp <= horizon]
+        doomed = [pid for pid, e in self.producers.items()
+                  if e.last_timestamp <= horizon and e.current_txn_first_offset < 0]
         for pid in doomed:
             del self.producers[pid]
         if doomed:
@@ -153,12 +180,17 @@ class ProducerStateManager:
 
     # ---- the produce path ---------------------------------------------------------------
     def check(self, producer_id: int, epoch: int, first_seq: int,
-              last_seq: int) -> BatchMetadata | None:
+              last_seq: int, transactional: bool = False) -> BatchMetadata | None:
         """Validate one batch; return the original batch if it is a duplicate."""
         self._maybe_expire()
         entry = self.producers.get(producer_id)
         if entry is None:
             return None  # unknown producer (new, or its state expired): accept any sequence
+        if not transactional and entry.current_txn_first_offset >= 0 and epoch >= entry.epoch:
+            raise ProducerStateError(
+                ErrorCode.INVALID_TXN_STATE,
+                f"expected a transactional write from producer {producer_id}: its "
+                f"transaction from offset {entry.current_txn_first_offset} is open")
         if epoch < entry.epoch:
             raise ProducerStateError(
                 ErrorCode.INVALID_PRODUCER_EPOCH,
@@ -181,15 +213,79 @@ class ProducerStateManager:
         return None
 
     def update(self, producer_id: int, epoch: int, first_seq: int, last_seq: int,
-               first_offset: int, last_offset: int, timestamp: int) -> None:
+               first_offset: int, last_offset: int, timestamp: int,
+               transactional: bool = False) -> None:
         entry = self.producers.get(producer_id)
         if entry is None or epoch != entry.epoch:
+            # a new epoch forgets the batches (not an open transaction: Kafka's
+            # maybeUpdateProducerEpoch keeps it, and so the LSO)
+            entry = ProducerStateEntry(
+                producer_id, epoch,
+                entry.coordinator_epoch if entry is not None else -1,
+                entry.current_txn_first_offset if entry is not None else -1)
+            self.producers[producer_id] = entry
+        if first_seq >= 0:
+            entry.add_batch(first_seq, last_seq, first_offset, last_offset, timestamp)
+        else:
+            entry._marker_ts = max(entry._marker_ts, timestamp)
+        if transactional and entry.current_txn_first_offset < 0:
+            entry.current_txn_first_offset = first_offset
+            self.ongoing[producer_id] = first_offset
+
+    # ---- transactions -----------------------------------------------------------------
+    def check_marker(self, producer_id: int, epoch: int, coordinator_epoch: int) -> None:
+        """Raise ProducerStateError if an end-transaction marker of `epoch` written for
+        coordinator epoch `coordinator_epoch` must be refused (nothing appended then)."""
+        entry = self.producers.get(producer_id)
+        if entry is None:
+            return
+        if epoch < entry.epoch:
+            raise ProducerStateError(
+                ErrorCode.INVALID_PRODUCER_EPOCH,
+                f"marker for producer {producer_id} has epoch {epoch}, older than the "
+                f"current {entry.epoch}")
+        if coordinator_epoch < entry.coordinator_epoch:
+            raise ProducerStateError(
+                ErrorCode.TRANSACTION_COORDINATOR_FENCED,
+                f"marker for producer {producer_id} comes from coordinator epoch "
+                f"{coordinator_epoch}, older than {entry.coordinator_epoch}")
+
+    def complete_txn(self, producer_id: int, epoch: int, coordinator_epoch: int,
+                     commit: bool, offset: int, timestamp: int) -> CompletedTxn | None:
+        """A marker at `offset` ends the producer's transaction; the transaction it ended
+        (None: the producer had none open, e.g. a retried marker)."""
+        entry = self.producers.get(producer_id)
+        if entry is None:
             entry = ProducerStateEntry(producer_id, epoch)
             self.producers[producer_id] = entry
-        entry.add_batch(first_seq, last_seq, first_offset, last_offset, timestamp)
+        elif epoch > entry.epoch:
+            self.update(producer_id, epoch, -1, -1, offset, offset, timestamp)
+            entry = self.producers[producer_id]
+        entry.coordinator_epoch = max(entry.coordinator_epoch, coordinator_epoch)
+        entry._marker_ts = max(entry._marker_ts, timestamp)
+        first = entry.current_txn_first_offset
+        entry.current_txn_first_offset = -1
+        self.ongoing.pop(producer_id, None)
+        if first < 0:
+            return None
+        return CompletedTxn(producer_id, first, offset, not commit)
+
+    def first_unstable_offset(self) -> int | None:
+        """The first offset of the earliest open transaction (None: none is open)."""
+        ongoing = self.ongoing
+        if not ongoing:
+            return None
+        return min(ongoing.values())
+
+    def last_stable_offset_after(self, txn: CompletedTxn) -> int:
+        """The LSO once `txn` ended (Kafka's lastStableOffset(completedTxn)): the first
+        offset of the earliest other open transaction, else the marker's offset + 1."""
+        others = [f for pid, f in self.ongoing.items() if pid != txn.producer_id]
+        return min(others) if others else txn.last_offset + 1
 
     def truncate(self) -> None:
         self.producers.clear()
+        self.ongoing.clear()
 
     # ---- snapshots ----------------------------------------------------------------------
     def take_snapshot(self, log_end_offset: int) -> Path | None:
@@ -243,20 +339,45 @@ class ProducerStateManager:
             except (OSError, ValueError) as e:
                 log.warning("ignoring unreadable producer snapshot %s: %s", path, e)
                 continue
+            self._rebuild_ongoing()
             self.remove_expired_producers()
             self.last_snapshot_offset = offset
             return offset
         self.producers = {}
+        self.ongoing = {}
         return 0
 
-    def replay(self, batches: Iterable[tuple[int, int, int, int, int, int]]) -> None:
-        """Rebuild from batch headers (pid, epoch, base_seq, first_off, last_off, max_ts)."""
-        for pid, epoch, base_seq, first_offset, last_offset, max_ts in batches:
-            if pid < 0 or base_seq < 0:
+    def _rebuild_ongoing(self) -> None:
+        self.ongoing = dict(sorted(
+            ((pid, e.current_txn_first_offset) for pid, e in self.producers.items()
+             if e.current_txn_first_offset >= 0), key=lambda t: t[1]))
+
+    def replay(self, batches: Iterable[tuple[int, ...]]) -> list[CompletedTxn]:
+        """Rebuild from batch headers (pid, epoch, base_seq, first_off, last_off, max_ts,
+        and optionally transactional, marker) where marker is -1 for a data batch, else
+        (commit, coordinator epoch) packed as `commit | coordinator_epoch << 1`. Returns
+        the transactions the markers ended."""
+        completed = []
+        for t in batches:
+            pid, epoch, base_seq, first_offset, last_offset, max_ts = t[:6]
+            if pid < 0:
                 continue
-            last_seq = (base_seq + (last_offset - first_offset)) % (INT32_MAX + 1)
-            self.update(pid, epoch, base_seq, last_seq, first_offset, last_offset, max_ts)
+            transactional = bool(t[6]) if len(t) > 6 else False
+            marker = t[7] if len(t) > 7 else -1
+            if marker >= 0:
+                done = self.complete_txn(pid, epoch, marker >> 1, bool(marker & 1),
+                                         last_offset, max_ts)
+                if done is not None:
+                    completed.append(done)
+                continue
+            if base_seq < 0 and not transactional:
+                continue
+            last_seq = (base_seq + (last_offset - first_offset)) % (INT32_MAX + 1) \
+                if base_seq >= 0 else -1
+            self.update(pid, epoch, base_seq, last_seq, first_offset, last_offset, max_ts,
+                        transactional)
         self.remove_expired_producers()
+        return completed
 
 
 def _snapshot_entry(entry: ProducerStateEntry) -> SnapshotEntry:
@@ -264,7 +385,7 @@ def _snapshot_entry(entry: ProducerStateEntry) -> SnapshotEntry:
     return SnapshotEntry(
         entry.producer_id, entry.epoch, last.last_seq if last else -1,
         last.last_offset if last else -1, (last.last_offset - last.first_offset) if last else 0,
-        last.timestamp if last else -1, entry.coordinator_epoch, -1)
+        entry.last_timestamp, entry.coordinator_epoch, entry.current_txn_first_offset)
 
 
 def read_snapshot(path: Path) -> dict[int, ProducerStateEntry]:
@@ -279,11 +400,14 @@ def read_snapshot(path: Path) -> dict[int, ProducerStateEntry]:
     if len(data) != SNAPSHOT_HEADER.size + header.entry_count * SNAPSHOT_ENTRY.size:
         raise ValueError("length does not match the entry count")
     out: dict[int, ProducerStateEntry] = {}
-    for pid, epoch, last_seq, last_off, delta, ts, coord, _txn in iter_snapshot_entries(
+    for pid, epoch, last_seq, last_off, delta, ts, coord, txn in iter_snapshot_entries(
             data, header.entry_count):
-        entry = ProducerStateEntry(pid, epoch, coordinator_epoch=coord)
+        entry = ProducerStateEntry(pid, epoch, coordinator_epoch=coord,
+                                   current_txn_first_offset=txn if txn >= 0 else -1)
         if last_seq >= 0:
             entry.add_batch((last_seq - delta) % (INT32_MAX + 1), last_seq, last_off - delta,
                             last_off, ts)
+        else:
+            entry._marker_ts = ts
         out[pid] = entry
     return out

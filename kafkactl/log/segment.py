@@ -1,4 +1,5 @@
-"""LogSegment: one `<20-digit base offset>.log` with its `.index` and `.timeindex`.
+"""LogSegment: one `<20-digit base offset>.log` with its `.index`, `.timeindex` and, once a
+transaction was aborted in it, `.txnindex` (txn_index.py).
 
 Appends are not thread-safe (one writer, the Log's); `flush()` may run on another thread
 and is serialised against close/rename/index resizing by `self._io_lock`.
@@ -27,6 +28,7 @@ from kafkactl.log.config import LogConfig
 from kafkactl.log.errors import CorruptIndexError
 from kafkactl.log.offset_index import INT32_MAX, OffsetIndex
 from kafkactl.log.time_index import NO_TIMESTAMP, TimeIndex
+from kafkactl.log.txn_index import TXN_INDEX_SUFFIX, TransactionIndex
 from kafkactl.record.stamp import StampedBatch
 
 LOG_SUFFIX = ".log"
@@ -160,6 +162,8 @@ class LogSegment:
             self.time_index = TimeIndex(
                 self.dir / (prefix + TIME_INDEX_SUFFIX), base_offset, config.segment_index_bytes
             )
+            self.txn_index = TransactionIndex(self.dir / (prefix + TXN_INDEX_SUFFIX),
+                                              base_offset)
         except BaseException:
             os.close(self.fd)
             raise
@@ -473,6 +477,7 @@ class LogSegment:
         self._index_room = 0
         self.offset_index.truncate_to(offset)
         self.time_index.truncate_to(offset)
+        self.txn_index.truncate_to(h.base_offset)
         os.ftruncate(self.fd, h.position)
         self._recent_starts.clear()
         self.size = h.position
@@ -496,6 +501,8 @@ class LogSegment:
     def truncate_bytes(self, size: int) -> None:
         """Cut the .log file to `size` bytes (recovery)."""
         os.ftruncate(self.fd, size)
+        if size == 0:
+            self.txn_index.replace_entries([])
         self._recent_starts.clear()
         self.size = size
         self._flushed_size = min(self._flushed_size, size)
@@ -535,6 +542,7 @@ class LogSegment:
                 os.fsync(self.fd)
             self.offset_index.flush()
             self.time_index.flush()
+            self.txn_index.flush()
             self._flushed_size = size
 
     def close(self) -> None:
@@ -557,7 +565,8 @@ class LogSegment:
 
     @property
     def paths(self) -> list[Path]:
-        return [self.log_path, self.offset_index.path, self.time_index.path]
+        return [self.log_path, self.offset_index.path, self.time_index.path,
+                self.txn_index.path]
 
     def add_suffix(self, suffix: str) -> None:
         """Rename the three files with `suffix` (e.g. `.deleted`); fds stay valid."""
@@ -568,6 +577,8 @@ class LogSegment:
             self.log_path = new
             for index in (self.offset_index, self.time_index):
                 index.rename_to(index.path.with_name(index.path.name + suffix))
+            txn = self.txn_index
+            txn.rename_to(txn.path.with_name(txn.path.name + suffix))
 
     def delete_files(self) -> None:
         self.close()

@@ -128,8 +128,14 @@ def validate_batches(  # noqa: C901
                 ErrorCode.INVALID_RECORD, f"batch at byte {pos}: record count {count} does not "
                 f"match last offset delta {last_delta}")
         if attributes & CONTROL_FLAG:
-            raise BatchValidationError(ErrorCode.INVALID_RECORD,
-                                       "clients may not produce control batches")
+            where = f" in topic partition {topic_partition}" if topic_partition else ""
+            raise BatchValidationError(
+                ErrorCode.INVALID_RECORD,
+                f"Clients are not allowed to write control records{where}.")
+        if pid >= 0 and base_seq < 0:
+            raise BatchValidationError(
+                ErrorCode.INVALID_RECORD, f"Invalid sequence number {base_seq} in record "
+                f"batch with producerId {pid}")
         codec = attributes & COMPRESSION_MASK
         if codec > 4:
             raise BatchValidationError(ErrorCode.UNSUPPORTED_COMPRESSION_TYPE,
@@ -138,9 +144,9 @@ def validate_batches(  # noqa: C901
             raise BatchValidationError(ErrorCode.UNSUPPORTED_COMPRESSION_TYPE,
                                        "zstd batches need Produce v7 or later")
         transactional = bool(attributes & TRANSACTIONAL_FLAG)
-        if transactional:
-            raise BatchValidationError(ErrorCode.INVALID_TXN_STATE,
-                                       "transactions are not supported by this broker")
+        if transactional and pid < 0:
+            raise BatchValidationError(ErrorCode.INVALID_RECORD,
+                                       f"transactional batch at byte {pos} has no producer id")
         if check_time:
             for ts in (first_ts, max_ts):
                 if ts >= 0 and abs(now_ms - ts) > max_timestamp_difference_ms:

@@ -66,7 +66,7 @@ def _read_all(services: BrokerServices, ctx: RequestContext, request: dict[str, 
             r = rm.read(name, p["partition"], p["fetch_offset"], max(limit, 0),
                         min_one_batch=(total == 0),
                         current_leader_epoch=p.get("current_leader_epoch", -1),
-                        replica_id=replica_id)
+                        replica_id=replica_id, read_committed=read_committed)
             records: Any = b""
             if version < ZSTD_MIN_FETCH_VERSION and r.error == ErrorCode.NONE and (
                     _zstd_topic(services, name) or (r.records is not None and r.size > 0
@@ -90,7 +90,9 @@ def _read_all(services: BrokerServices, ctx: RequestContext, request: dict[str, 
                 "partition_index": p["partition"], "error_code": r.error,
                 "high_watermark": r.high_watermark, "last_stable_offset": r.last_stable_offset,
                 "log_start_offset": r.log_start_offset,
-                "aborted_transactions": [] if read_committed else None,
+                "aborted_transactions": None if not read_committed else [
+                    {"producer_id": pid, "first_offset": first}
+                    for pid, first in r.aborted_transactions or ()],
                 "preferred_read_replica": -1, "records": records,
             })
         topics.append({"topic": name, "partitions": parts})

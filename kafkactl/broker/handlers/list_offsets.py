@@ -1,5 +1,7 @@
 """ListOffsets (key 2): earliest (-2), latest (-1), max timestamp (-3), or by timestamp
-(the seed's getOffsetsBefore, answered from the time index)."""
+(the seed's getOffsetsBefore, answered from the time index). Latest is the high watermark
+for isolation_level 0 (read_uncommitted), the last stable offset for 1 (read_committed),
+the log end for a follower."""
 
 from __future__ import annotations
 
@@ -41,7 +43,7 @@ def _record_with_max_timestamp(log: Any) -> tuple[int, int] | None:
         break
     return found
 def _lookup(services: BrokerServices, topic: str, p: dict[str, Any],
-            replica: bool = False) -> dict[str, Any]:
+            replica: bool = False, read_committed: bool = False) -> dict[str, Any]:
     """One partition's answer; a replica (a follower, replica_id >= 0) learns the log end
     for LATEST, a consumer the high watermark."""
     part, code = services.replica_manager.leader_partition(topic, p["partition_index"])
@@ -56,7 +58,8 @@ def _lookup(services: BrokerServices, topic: str, p: dict[str, Any],
     ts = p["timestamp"]
     found: tuple[int, int] | None
     if ts == LATEST:
-        found = (part.log_end_offset if replica else part.last_stable_offset, -1)
+        found = (part.log_end_offset if replica else part.last_stable_offset
+                 if read_committed else part.high_watermark, -1)
     elif ts == EARLIEST:
         found = (part.log_start_offset, -1)
     elif ts == MAX_TIMESTAMP:
@@ -80,6 +83,7 @@ def handle_list_offsets(services: BrokerServices, ctx: RequestContext,
                         request: dict[str, Any]) -> dict[str, Any]:
     topics = []
     replica = request.get("replica_id", -1) >= 0
+    read_committed = request.get("isolation_level", 0) == 1
     refused = unauthorized_topics(services, ctx, AclOperation.DESCRIBE,
                                   (t["name"] for t in request["topics"]))
     for t in request["topics"]:
@@ -91,6 +95,7 @@ def handle_list_offsets(services: BrokerServices, ctx: RequestContext,
                 for p in t["partitions"]]})
             continue
         topics.append({"name": t["name"],
-                       "partitions": [_lookup(services, t["name"], p, replica)
+                       "partitions": [_lookup(services, t["name"], p, replica,
+                                              read_committed)
                                       for p in t["partitions"]]})
     return {"throttle_time_ms": 0, "topics": topics}

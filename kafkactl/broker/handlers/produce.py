@@ -9,6 +9,12 @@ A partition's error carries `error_message` (v8+) and, when the validator names 
 entry per offending record (its index in the batch and why), so that clients fail exactly
 those records. Clients may not write to internal topics (INVALID_TOPIC_EXCEPTION): only the
 broker's own coordinators append there.
+
+Transactional batches (KIP-98) are accepted; a request carrying them needs its
+transactional_id and, with an authorizer, Write on that TRANSACTIONAL_ID (else
+TRANSACTIONAL_ID_AUTHORIZATION_FAILED for every partition, nothing appended, as Kafka).
+Control batches (transaction markers) come only from the coordinator: a client's is
+INVALID_RECORD (log/validator.py).
 """
 
 from __future__ import annotations
@@ -18,13 +24,31 @@ from typing import Any
 
 from kafkactl.broker.metrics import count_produced
 from kafkactl.broker.request_handler import RequestContext
-from kafkactl.broker.security.acl import AclOperation
-from kafkactl.broker.security.checks import unauthorized_topics
+from kafkactl.broker.security.acl import AclOperation, ResourceType
+from kafkactl.broker.security.checks import authorize, unauthorized_topics
 from kafkactl.broker.services import BrokerServices
 from kafkactl.protocol.errors import ErrorCode
 
 # Kafka's Topic.INTERNAL_TOPICS
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
+
+
+_ATTRIBUTES_LOW = 22  # the low byte of a v2 batch's attributes
+_MAGIC = 16
+_TRANSACTIONAL_FLAG = 0x10
+
+
+def _has_transactional_records(request: dict[str, Any]) -> bool:
+    """Kafka's hasTransactionalRecords: the first batch of some partition is
+    transactional."""
+    for topic in request["topic_data"]:
+        for pdata in topic["partition_data"]:
+            records = pdata["records"]
+            if records is not None and len(records) > _ATTRIBUTES_LOW \
+                    and records[_MAGIC] >= 2 \
+                    and records[_ATTRIBUTES_LOW] & _TRANSACTIONAL_FLAG:
+                return True
+    return False
 
 
 def _error(index: int, code: ErrorCode, message: str) -> dict[str, Any]:
@@ -42,12 +66,23 @@ def handle_produce(services: BrokerServices, ctx: RequestContext, request: dict[
     refused = unauthorized_topics(services, ctx, AclOperation.WRITE,
                                   (t["name"] for t in request["topic_data"]))
     bad_acks = acks not in (0, 1, -1)
-    transactional = request.get("transactional_id") is not None
+    txn_refused = None
+    if _has_transactional_records(request):
+        txn_id = request.get("transactional_id")
+        if txn_id is None:
+            txn_refused = "transactional records need a transactional_id"
+        elif not authorize(services, ctx, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID,
+                           txn_id):
+            txn_refused = f"Not authorized to write with transactional id {txn_id}"
     for topic in request["topic_data"]:
         name = topic["name"]
         parts = []
         for pdata in topic["partition_data"]:
             index = pdata["index"]
+            if txn_refused is not None:
+                parts.append(_error(index, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+                                    txn_refused))
+                continue
             if name in refused:
                 parts.append(_error(index, ErrorCode.TOPIC_AUTHORIZATION_FAILED,
                                     "Not authorized to access topics: [" + name + "]"))
@@ -55,10 +90,6 @@ def handle_produce(services: BrokerServices, ctx: RequestContext, request: dict[
             if bad_acks:
                 parts.append(_error(index, ErrorCode.INVALID_REQUIRED_ACKS,
                                     f"acks must be 0, 1 or -1, not {acks}"))
-                continue
-            if transactional:
-                parts.append(_error(index, ErrorCode.INVALID_TXN_STATE,
-                                    "transactions are not supported"))
                 continue
             if name in INTERNAL_TOPICS:
                 parts.append(_error(index, ErrorCode.INVALID_TOPIC_EXCEPTION,

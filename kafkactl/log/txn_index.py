@@ -1,0 +1,364 @@
+"""The transaction index (`<20-digit base offset>.txnindex`): Kafka's aborted transactions.
+
+One 34-byte entry per transaction that an ABORT marker in this segment ended, in the order
+the markers were written (Kafka's AbortedTxn, version 0):
+
+    version int16 (=0) | producerId int64 | firstOffset int64 | lastOffset int64 (the
+    marker's offset) | lastStableOffset int64 (the first offset of the earliest other
+    transaction still open when the marker was written, else the marker's offset + 1)
+
+The file exists only once a transaction was aborted in the segment (Kafka creates it
+lazily too). A read_committed Fetch collects the entries overlapping what it returns
+(`collect_aborted`, Kafka's collectAbortedTxns): the consumer drops those producers'
+records from `firstOffset` until their marker. Recovery rebuilds the file from the log
+(`rebuild_txn_indexes`), the cleaner writes the entries whose markers it keeps.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import struct
+from collections.abc import Iterable, Iterator, Sequence
+from pathlib import Path
+from typing import Any, NamedTuple
+
+TXN_INDEX_SUFFIX = ".txnindex"
+TXN_INDEX_VERSION = 0
+ENTRY = struct.Struct(">hqqqq")  # version, producerId, firstOffset, lastOffset, LSO
+ENTRY_SIZE = ENTRY.size  # 34
+
+
+class AbortedTxn(NamedTuple):
+    producer_id: int
+    first_offset: int
+    last_offset: int
+    last_stable_offset: int
+
+    def pack(self) -> bytes:
+        return ENTRY.pack(TXN_INDEX_VERSION, *self)
+
+    def describe(self) -> str:
+        """DumpLogSegments' line for this entry."""
+        return (f"version: {TXN_INDEX_VERSION} producerId: {self.producer_id} "
+                f"firstOffset: {self.first_offset} lastOffset: {self.last_offset} "
+                f"lastStableOffset: {self.last_stable_offset}")
+
+
+class TxnIndexError(ValueError):
+    """A .txnindex that is not whole 34-byte version-0 entries."""
+
+
+def parse_entries(data: bytes, *, strict: bool = True) -> list[AbortedTxn]:
+    """The entries of a .txnindex's bytes. `strict`: a partial trailing entry or an unknown
+    version raises TxnIndexError; otherwise parsing stops there."""
+    out: list[AbortedTxn] = []
+    whole = len(data) - len(data) % ENTRY_SIZE
+    if strict and whole != len(data):
+        raise TxnIndexError(f"{len(data)} bytes is not a multiple of the {ENTRY_SIZE}-byte "
+                            "entry size")
+    for pos in range(0, whole, ENTRY_SIZE):
+        version, pid, first, last, lso = ENTRY.unpack_from(data, pos)
+        if version != TXN_INDEX_VERSION:
+            if strict:
+                raise TxnIndexError(f"entry at byte {pos} has version {version}, not "
+                                    f"{TXN_INDEX_VERSION}")
+            break
+        out.append(AbortedTxn(pid, first, last, lso))
+    return out
+
+
+def entry_problems(entries: list[AbortedTxn], base_offset: int,
+                   next_offset: int | None = None) -> list[str]:
+    """What is wrong with a segment's entries (Kafka's TransactionIndex.sanityCheck and
+    more): markers inside the segment and in order, first <= last, lastStable <= last + 1."""
+    problems = []
+    prev = -1
+    for i, e in enumerate(entries):
+        if e.last_offset < base_offset:
+            problems.append(f"entry {i}: last offset {e.last_offset} is below the segment's "
+                            f"base offset {base_offset}")
+        if next_offset is not None and e.last_offset >= next_offset:
+            problems.append(f"entry {i}: last offset {e.last_offset} is past the segment's "
+                            f"end (offset {next_offset})")
+        if e.first_offset > e.last_offset:
+            problems.append(f"entry {i}: first offset {e.first_offset} is after its last "
+                            f"offset {e.last_offset}")
+        if e.last_stable_offset > e.last_offset + 1:
+            problems.append(f"entry {i}: last stable offset {e.last_stable_offset} is past "
+                            f"its marker's offset + 1 ({e.last_offset + 1})")
+        if e.last_offset <= prev:
+            problems.append(f"entry {i}: last offset {e.last_offset} does not follow the "
+                            f"previous entry's {prev}")
+        prev = e.last_offset
+    return problems
+
+
+class TransactionIndex:
+    """One segment's .txnindex. Entries are kept in memory (a segment holds few aborted
+    transactions) and appended to the file as they come; the file is created on the
+    first append."""
+
+    __slots__ = ("base_offset", "entries", "path")
+
+    def __init__(self, path: Path, base_offset: int) -> None:
+        self.path = path
+        self.base_offset = base_offset
+        self.entries: list[AbortedTxn] = []
+        with contextlib.suppress(FileNotFoundError):
+            self.entries = parse_entries(path.read_bytes(), strict=False)
+
+    def append(self, entry: AbortedTxn) -> None:
+        if self.entries and entry.last_offset <= self.entries[-1].last_offset:
+            raise TxnIndexError(
+                f"{self.path.name}: aborted transaction ending at {entry.last_offset} does "
+                f"not follow the last entry's {self.entries[-1].last_offset}")
+        fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        try:
+            data = entry.pack()
+            if os.write(fd, data) != len(data):
+                raise OSError(f"short write to {self.path}")
+        finally:
+            os.close(fd)
+        self.entries.append(entry)
+
+    def replace_entries(self, entries: Iterable[AbortedTxn]) -> None:
+        """Rewrite the file with `entries` (none: the file is removed)."""
+        new = list(entries)
+        if not new:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(self.path)
+            self.entries = []
+            return
+        tmp = self.path.with_name(self.path.name + ".tmp")
+        with open(tmp, "wb") as f:
+            f.write(b"".join(e.pack() for e in new))
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, self.path)
+        self.entries = new
+
+    def truncate_to(self, offset: int) -> None:
+        """Drop the entries whose marker is at or after `offset` (Kafka's truncateTo)."""
+        keep = [e for e in self.entries if e.last_offset < offset]
+        if len(keep) != len(self.entries):
+            self.replace_entries(keep)
+
+    def collect_aborted(self, fetch_offset: int, upper_bound: int
+                        ) -> tuple[list[AbortedTxn], bool]:
+        """(entries overlapping [fetch_offset, upper_bound), complete): Kafka's
+        collectAbortedTxns; `complete` when an entry's last stable offset reaches the upper
+        bound (no later segment can hold an overlapping transaction)."""
+        out = []
+        for e in self.entries:
+            if e.last_offset >= fetch_offset and e.first_offset < upper_bound:
+                out.append(e)
+            if e.last_stable_offset >= upper_bound:
+                return out, True
+        return out, False
+
+    def flush(self) -> None:
+        if not self.entries:
+            return
+        with contextlib.suppress(FileNotFoundError):
+            fd = os.open(self.path, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+
+    def rename_to(self, path: Path) -> None:
+        with contextlib.suppress(FileNotFoundError):
+            os.replace(self.path, path)
+        self.path = path
+
+    def delete(self) -> None:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(self.path)
+
+    def __iter__(self) -> Iterator[AbortedTxn]:
+        return iter(self.entries)
+
+    def __len__(self) -> int:
+        return len(self.entries)
+
+
+# ---- reading transaction events from the log (recovery, truncation, checks) -------------
+_HEAD = struct.Struct(">qi4xb4xhi8xqqhi")  # base, length, magic, attributes, last delta,
+#                                           max ts, producer id, epoch, base sequence
+_HEAD_SIZE = 61
+_TRANSACTIONAL = 0x10
+_CONTROL = 0x20
+READ_SIZE = 1 << 16
+ABORT, COMMIT = 0, 1
+
+
+def parse_marker(batch_bytes: bytes | memoryview) -> tuple[int, int] | None:
+    """(control type, coordinator epoch) of a control batch's end-transaction marker; None
+    when its first record is not one (another control type, or no record)."""
+    from kafkactl.record.errors import RecordError
+    from kafkactl.record.memory_records import iter_batches
+
+    try:
+        for batch in iter_batches(batch_bytes):
+            for rec in batch:
+                key = bytes(rec.key) if rec.key is not None else b""
+                if len(key) < 4:
+                    return None
+                ctype = struct.unpack_from(">h", key, 2)[0]
+                if ctype not in (ABORT, COMMIT):
+                    return None
+                value = bytes(rec.value) if rec.value is not None else b""
+                epoch = struct.unpack_from(">i", value, 2)[0] if len(value) >= 6 else -1
+                return ctype, epoch
+    except (RecordError, ValueError, IndexError):
+        return None
+    return None
+
+
+def segment_txn_events(seg: Any, start_offset: int = -1) -> Iterator[tuple[int, ...]]:
+    """The producer events of a segment's magic-2 batches from `start_offset`, as
+    ProducerStateManager.replay takes them: (pid, epoch, base sequence, first offset,
+    last offset, max timestamp, transactional, marker) with marker -1 for data, else
+    `commit | coordinator_epoch << 1`. Reads the headers in 64 KiB chunks and the bytes of
+    control batches only; stops at a torn tail."""
+    fd: int = seg.fd
+    size: int = seg.size
+    pos = 0
+    if start_offset > seg.base_offset:
+        h = seg.translate_offset(start_offset)
+        if h is None:
+            return
+        pos = h.position
+    chunk, chunk_pos = b"", 0
+    unpack = _HEAD.unpack_from
+    while pos + _HEAD_SIZE <= size:
+        rel = pos - chunk_pos
+        if rel + _HEAD_SIZE > len(chunk):
+            chunk, chunk_pos, rel = os.pread(fd, min(READ_SIZE, size - pos), pos), pos, 0
+            if len(chunk) < _HEAD_SIZE:
+                return
+        base, length, magic, attrs, delta, max_ts, pid, epoch, seq = unpack(chunk, rel)
+        if length <= 0:
+            return
+        total = 12 + length
+        if magic == 2 and pid >= 0 and base + delta >= start_offset:
+            marker = -1
+            if attrs & _CONTROL:
+                data = os.pread(fd, total, pos)
+                parsed = parse_marker(data)
+                if parsed is None:
+                    pos += total
+                    continue
+                marker = parsed[0] | (max(parsed[1], 0) << 1)
+            yield (pid, epoch, seq, base, base + delta, max_ts, 1 if attrs & _TRANSACTIONAL
+                   else 0, marker)
+        pos += total
+
+
+def buffer_txn_events(buf: bytes | memoryview) -> Iterator[tuple[int, ...]]:
+    """segment_txn_events over whole batches in memory."""
+    pos, end = 0, len(buf)
+    unpack = _HEAD.unpack_from
+    while pos + _HEAD_SIZE <= end:
+        base, length, magic, attrs, delta, max_ts, pid, epoch, seq = unpack(buf, pos)
+        if length <= 0:
+            return
+        total = 12 + length
+        if magic == 2 and pid >= 0:
+            marker = -1
+            if attrs & _CONTROL:
+                parsed = parse_marker(buf[pos:pos + total])
+                if parsed is None:
+                    pos += total
+                    continue
+                marker = parsed[0] | (max(parsed[1], 0) << 1)
+            yield (pid, epoch, seq, base, base + delta, max_ts, 1 if attrs & _TRANSACTIONAL
+                   else 0, marker)
+        pos += total
+
+
+class TxnTracker:
+    """Open transactions while reading a log in order: what the .txnindex entries of the
+    ABORT markers are (the same rule as ProducerStateManager, without the epochs)."""
+
+    def __init__(self, ongoing: dict[int, int] | None = None) -> None:
+        self.ongoing: dict[int, int] = dict(ongoing or {})
+
+    def feed(self, event: tuple[int, ...]) -> AbortedTxn | None:
+        pid, _epoch, _seq, first, last = event[:5]
+        transactional = bool(event[6]) if len(event) > 6 else False
+        marker = event[7] if len(event) > 7 else -1
+        if marker < 0:
+            if transactional and pid not in self.ongoing:
+                self.ongoing[pid] = first
+            return None
+        started = self.ongoing.pop(pid, None)
+        if started is None or marker & 1:
+            return None
+        lso = min(self.ongoing.values()) if self.ongoing else last + 1
+        return AbortedTxn(pid, started, last, lso)
+
+
+def tracker_at(directory: Path, offset: int, log_start: int) -> tuple[TxnTracker, int]:
+    """A tracker with the transactions open at the newest producer snapshot at or below
+    `offset` (and not below `log_start`), and that snapshot's offset; without one, an empty
+    tracker from `log_start`."""
+    from kafkactl.log.producer_snapshot import SNAPSHOT_SUFFIX
+    from kafkactl.log.producer_state import read_snapshot
+
+    try:
+        names = sorted(p for p in os.listdir(directory) if p.endswith(SNAPSHOT_SUFFIX))
+    except OSError:
+        names = []
+    for name in reversed(names):
+        stem = name[: -len(SNAPSHOT_SUFFIX)]
+        if not stem.isdigit():
+            continue
+        at = int(stem)
+        if at > offset or at < log_start:
+            continue
+        try:
+            producers = read_snapshot(directory / name)
+        except (OSError, ValueError):
+            continue
+        return TxnTracker({pid: e.current_txn_first_offset for pid, e in producers.items()
+                           if e.current_txn_first_offset >= 0}), at
+    return TxnTracker(), log_start
+
+
+def expected_txn_entries(segments: Sequence[Any], first: int, tracker: TxnTracker,
+                         start: int) -> dict[int, list[AbortedTxn]]:
+    """The .txnindex entries segments[first:] should hold, read from the log from offset
+    `start` on with `tracker` holding the transactions open there (see tracker_at): base
+    offset -> entries."""
+    out: dict[int, list[AbortedTxn]] = {}
+    for i, seg in enumerate(segments):
+        if seg.next_offset <= start:
+            continue
+        entries: list[AbortedTxn] = []
+        for event in segment_txn_events(seg, start):
+            entry = tracker.feed(event)
+            if entry is not None and i >= first:
+                entries.append(entry)
+        if i >= first:
+            out[seg.base_offset] = entries
+    for seg in segments[first:]:
+        out.setdefault(seg.base_offset, [])
+    return out
+
+
+def rebuild_txn_indexes(segments: Sequence[Any], first: int, directory: Path,
+                        log_start: int) -> int:
+    """Rewrite the .txnindex of segments[first:] from the log (recovery); returns how many
+    files changed."""
+    tracker, start = tracker_at(directory, segments[first].base_offset, log_start)
+    expected = expected_txn_entries(segments, first, tracker, start)
+    changed = 0
+    for seg in segments[first:]:
+        index: TransactionIndex = seg.txn_index
+        want = expected.get(index.base_offset, [])
+        if want != index.entries:
+            index.replace_entries(want)
+            changed += 1
+    return changed
