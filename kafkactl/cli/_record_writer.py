@@ -36,6 +36,7 @@ import signal
 import stat
 import sys
 import termios
+from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
@@ -110,11 +111,17 @@ class RecordWriter:
                 consumed[piece.tp] = piece.next_offset
                 written -= size
                 continue
-            # A batch's lines, each record ending with a newline: the newlines written count
-            # the records written, unless a record holds newlines of its own (then none of
-            # the piece counts: printed again next time rather than skipped).
-            if piece.records > 1 and written > 0 and piece.data.count(b"\n") == piece.records:
+            # A batch the kernel rendered knows where each record ends. A batch's lines
+            # otherwise end each record with a newline: the newlines written count the
+            # records written, unless a record holds newlines of its own (then none of the
+            # piece counts: printed again next time rather than skipped).
+            k = 0
+            if piece.ends is not None:
+                k = bisect_right(piece.ends, written)
+            elif piece.records > 1 and written > 0 and \
+                    piece.data.count(b"\n") == piece.records:
                 k = piece.data.count(b"\n", 0, written)
+            if k:
                 after = piece.offset_after(k)
                 if after is not None:
                     self.records += k
@@ -156,7 +163,11 @@ def _record_boundary(pieces: list[Piece], off: int) -> int:
     for piece in pieces:
         size = len(piece.data)
         if off < base + size:
-            if off == base or piece.data[off - base - 1] == 0x0A:  # just after a newline
+            if off == base:
+                return off
+            if piece.ends is not None:
+                return base + piece.ends[bisect_left(piece.ends, off - base)]
+            if piece.data[off - base - 1] == 0x0A:  # just after a newline
                 return off
             if piece.records > 1 and piece.data.count(b"\n") == piece.records:
                 return base + piece.data.index(b"\n", off - base) + 1

@@ -167,6 +167,14 @@ class KernelFormat:
         return cls(pieces, tokens)
 
     @classmethod
+    def plain(cls, sep: bytes | None) -> KernelFormat | None:
+        """Plain output's form (topic_reader.plain_renderer): `value\\n`, or `key SEP
+        value\\n`; None without the kernels."""
+        if sep is None:
+            return cls.compile([b"", b"\n"], [b"s"])
+        return cls.compile([b"", sep, b"\n"], [b"k", b"s"])
+
+    @classmethod
     def json(cls, broker_of: Callable[[str, int], int]) -> KernelFormat | None:
         """-J's form (cli.consume.json_renderer), None without the kernels."""
         if kernels is None:

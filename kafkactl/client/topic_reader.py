@@ -11,7 +11,8 @@ It ends when `max_records` records were read, when every partition is read to it
 (`until_end`: the end offsets at the start, or a higher high watermark seen since), when
 `stop_when_idle()` says so after a poll that brought nothing, or never (follow). `lines()`
 keeps the fast path of value-per-line output: a header-less magic-2 batch becomes its lines
-in C (record.value_scan), with no Python object per record.
+in C (record.value_scan), with no Python object per record; with the compiled kernels any
+batch becomes its output in one call (client.record_format.KernelFormat), plain, -f or -J.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from typing import Any, NamedTuple
 
 from kafkactl.client.consumer import Consumer
 from kafkactl.client.fetcher import ConsumerRecord, PartitionFetch, TopicPartition
-from kafkactl.client.record_format import BatchFormat
+from kafkactl.client.record_format import BatchFormat, KernelFormat
 from kafkactl.record.batch import RecordBatch
 from kafkactl.record.errors import CorruptRecordError
 from kafkactl.record.value_scan import fast_key_values, fast_values
@@ -34,7 +35,9 @@ class Piece(NamedTuple):
     newline when there is more than one (a batch's lines); `next_offset` is the offset after
     the last of them, the partition's consumed offset once all of `data` is written. A piece
     of a whole batch keeps the `batch` and the offset it was rendered from (`start`), so
-    that a write cut short can tell the offset after its first k records."""
+    that a write cut short can tell the offset after its first k records; a piece the
+    kernel rendered also knows where each record ends in `data` (`ends`, ascending), and
+    then its records need not end with a newline."""
 
     data: bytes
     records: int
@@ -42,6 +45,7 @@ class Piece(NamedTuple):
     next_offset: int
     batch: Any = None
     start: int = 0
+    ends: Any = None
 
     @property
     def first_offset(self) -> int:
@@ -221,11 +225,13 @@ class TopicReader:
                         return
 
     def lines(self, render: RecordRenderer | None = None, key_separator: bytes | None = None,
-              batch_format: BatchFormat | None = None) -> Iterator[list[Piece]]:
+              batch_format: BatchFormat | None = None,
+              kernel_format: KernelFormat | None = None) -> Iterator[list[Piece]]:
         """The records of each poll that brought any, rendered: by `render` one by one, or
         without it as `value\\n` (`key SEP value\\n` with a key_separator), where a
         header-less magic-2 batch is joined in C as a whole. A `batch_format` (the same
-        format as `render`) renders such batches as a whole too.
+        format as `render`) renders such batches as a whole too, and a `kernel_format` (the
+        same format again, compiled; made here for plain output) any batch it can.
 
         Nothing here marks records consumed: the caller does, for the pieces it has written
         (Piece.next_offset, Piece.offset_after). With the consumer's check_crcs, a batch
@@ -234,6 +240,7 @@ class TopicReader:
         plain = render is None
         if render is None:
             render = plain_renderer(key_separator)
+            kernel_format = KernelFormat.plain(key_separator)
         check_crcs = self.consumer.check_crcs
         for chunks in self.polls():
             remaining = self.remaining
@@ -246,7 +253,7 @@ class TopicReader:
                         corrupt = _crc_error(pf, b)
                         break
                     n = _render_batch(b, pf, buf, returned, remaining, render, plain,
-                                      key_separator, batch_format)
+                                      key_separator, batch_format, kernel_format)
                     if remaining is not None:
                         remaining -= n
                         if remaining <= 0:
@@ -272,16 +279,19 @@ def _crc_error(pf: PartitionFetch, b: Any) -> CorruptRecordError:
 def _render_batch(b: Any, pf: PartitionFetch, buf: list[Piece],
                   returned: dict[TopicPartition, int], remaining: int | None,
                   render: RecordRenderer, plain: bool, key_separator: bytes | None,
-                  batch_format: BatchFormat | None) -> int:
+                  batch_format: BatchFormat | None, kernel_format: KernelFormat | None) -> int:
     """Append batch `b`'s records from the fetch offset on (at most `remaining`) to `buf`,
     whole (one piece) when a fast path can and the limit does not cut it, else one piece per
     record; note the offset after the last in `returned`. Returns how many."""
     tp = (pf.topic, pf.partition)
     start = max(b.base_offset, pf.fetch_offset)
     whole = remaining is None or remaining > b.last_offset - start
-    fast = _whole_batch(b, pf, plain, key_separator, batch_format) if whole else None
+    fast = None
+    if whole:
+        fast = _whole_batch(b, pf, plain, key_separator, batch_format, kernel_format)
     if fast is not None:
-        buf.append(Piece(fast[0], fast[1], tp, b.last_offset + 1, b, start))
+        buf.append(Piece(fast[0], fast[1], tp, b.last_offset + 1, b, start,
+                         fast[2] if len(fast) > 2 else None))
         returned[tp] = b.last_offset + 1
         return int(fast[1])
     n = 0
@@ -300,9 +310,13 @@ def _render_batch(b: Any, pf: PartitionFetch, buf: list[Piece],
 
 
 def _whole_batch(b: RecordBatch, pf: PartitionFetch, plain: bool, key_separator: bytes | None,
-                 batch_format: BatchFormat | None) -> Any:
-    """A batch rendered as a whole (plain lines, or `batch_format`), or None when it needs
-    the record-by-record path."""
+                 batch_format: BatchFormat | None, kernel_format: KernelFormat | None) -> Any:
+    """A batch rendered as a whole (by the kernel, plain lines, or `batch_format`), or None
+    when it needs the record-by-record path."""
+    if kernel_format is not None:
+        found = kernel_format.render(b, pf.fetch_offset, pf.topic, pf.partition)
+        if found is not None:
+            return found
     if plain:
         return plain_lines(b, pf.fetch_offset, key_separator, None)
     if batch_format is not None:
