@@ -1,4 +1,5 @@
-"""`kafkactl dump-log`: Kafka's DumpLogSegments over segment, index and snapshot files.
+"""`kafkactl dump-log`: Kafka's DumpLogSegments over segment, index (offset, time,
+transaction) and snapshot files.
 
 The reading and formatting live in kafkactl.log.dump (imported when the command runs, so
 `--help` stays fast); this module only parses options.
@@ -19,8 +20,9 @@ INT32_MAX = 2**31 - 1
 def register(app: typer.Typer) -> None:
     @app.command("dump-log")
     def dump_log_command(
-        files: list[Path] = typer.Argument(..., help=".log, .index, .timeindex or .snapshot files "
-                                           "(comma-separated lists work too)."),
+        files: list[Path] = typer.Argument(..., help=".log, .index, .timeindex, .txnindex or "
+                                           ".snapshot files (comma-separated lists work "
+                                           "too)."),
         print_data_log: bool = typer.Option(False, "--print-data-log",
                                             help="Print keys and payloads (implies "
                                                  "--deep-iteration)."),
@@ -81,7 +83,8 @@ def register(app: typer.Typer) -> None:
             dirs = [str(p) for p in paths if p.is_dir()]
             hint = (f" ({', '.join(dirs)}: a directory; give its files, e.g. "
                     f"{Path(dirs[0]) / '*.log'})" if dirs else "")
-            error("nothing was dumped: give .log, .index, .timeindex or .snapshot files"
+            error("nothing was dumped: give .log, .index, .timeindex, .txnindex or .snapshot "
+                  "files"
                   + hint)
             code = max(code, 2)
         raise typer.Exit(code)

@@ -15,6 +15,18 @@ Crash safety, one segment at a time (Kafka's `.cleaned` / `.swap`):
   4. rename `.swap` -> `<base>.log`, build fresh indexes, swap the LogSegment in.
 Open file descriptors of the replaced segment stay valid for in-flight reads and are closed
 after `file.delete.delay.ms`.
+
+Transactions (Kafka's CleanedTransactionMetadata): only segments wholly below the first
+offset of the earliest open transaction are cleaned (an open transaction's outcome is not
+known yet, so read_committed consumers keep seeing what they must). Records of aborted
+transactions are removed and take no part in the key map (an aborted value never hides a
+committed one). An ABORT marker stays while a pass still removed records of its
+transaction; a marker whose transaction has no record left (an ABORT after that pass, a
+COMMIT whose records were all compacted away) is removed like a tombstone: once its segment
+is older than `delete.retention.ms` (the pre-KIP-534 rule), so a consumer that fetched the
+transaction's records still finds its marker. The .txnindex of each cleaned segment is
+rewritten with the aborted transactions that still have records (what recovery would
+rebuild from the cleaned log).
 """
 
 from __future__ import annotations
@@ -29,6 +41,13 @@ from typing import Any
 from kafkactl.log.checkpoint import CLEANER_OFFSET_CHECKPOINT, read_checkpoint, write_checkpoint
 from kafkactl.log.errors import CheckpointError
 from kafkactl.log.segment import CLEANED_SUFFIX, SWAP_SUFFIX, LogSegment
+from kafkactl.log.txn_index import (
+    AbortedTxn,
+    TxnTracker,
+    buffer_txn_events,
+    parse_marker,
+    segment_txn_events,
+)
 from kafkactl.record.batch import Record, RecordBatchBuilder
 from kafkactl.record.errors import RecordError
 from kafkactl.record.memory_records import RecordBatch, iter_batches
@@ -56,6 +75,52 @@ class SegmentSwap:
     records_out: int
     bytes_in: int
     bytes_out: int
+    txn_entries: list[AbortedTxn] | None = None  # the cleaned segment's .txnindex
+
+
+class TxnFilter:
+    """Kafka's CleanedTransactionMetadata: which batches belong to aborted transactions,
+    and which markers may go, reading batches in offset order."""
+
+    def __init__(self, aborted: list[AbortedTxn]) -> None:
+        self._pending = sorted(aborted, key=lambda a: a.first_offset)
+        self._next = 0
+        self._aborted: dict[int, bool] = {}  # pid -> a batch of it was seen this pass
+        self._committed: set[int] = set()  # pids with records kept since their txn began
+
+    def _consume_up_to(self, offset: int) -> None:
+        pending = self._pending
+        while self._next < len(pending) and pending[self._next].first_offset <= offset:
+            self._aborted[pending[self._next].producer_id] = False
+            self._next += 1
+
+    def data_batch(self, batch: RecordBatch) -> bool:
+        """True when the batch belongs to an aborted transaction (it is removed)."""
+        self._consume_up_to(batch.last_offset)
+        if not batch.is_transactional:
+            return False
+        pid = batch.producer_id
+        if pid in self._aborted:
+            self._aborted[pid] = True
+            return True
+        self._committed.add(pid)
+        return False
+
+    def control_batch(self, batch: RecordBatch, raw: memoryview) -> bool:
+        """True when the marker's transaction has no record left (the marker may go once
+        the delete horizon passed)."""
+        self._consume_up_to(batch.last_offset)
+        marker = parse_marker(raw)
+        if marker is None:
+            return False  # another control type: kept
+        pid = batch.producer_id
+        if marker[0] == 0:  # ABORT
+            seen = self._aborted.pop(pid, None)
+            return not seen
+        if pid in self._committed:
+            self._committed.discard(pid)
+            return False
+        return True
 
 
 @dataclass
@@ -77,6 +142,34 @@ def _fsync_dir(d: Path) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def _transactions(segments: Any) -> tuple[list[AbortedTxn], int | None]:
+    """(the aborted transactions that still have records, the first offset of the
+    earliest open transaction or None) read from the batch headers of the whole log."""
+    tracker = TxnTracker()
+    aborted: list[AbortedTxn] = []
+    for seg in segments:
+        for event in segment_txn_events(seg):
+            entry = tracker.feed(event)
+            if entry is not None:
+                aborted.append(entry)
+    first = min(tracker.ongoing.values()) if tracker.ongoing else None
+    return aborted, first
+
+
+def _cleanable(every: Any, first_unstable: int | None) -> tuple[list[LogSegment], int]:
+    """(the non-empty inactive segments wholly below the first open transaction, the
+    offset the cleaned range ends at)."""
+    segments: list[LogSegment] = []
+    end = every[-1].base_offset
+    for i, seg in enumerate(every[:-1]):
+        if first_unstable is not None and seg.next_offset > first_unstable:
+            return segments, seg.base_offset  # an open transaction from here: not yet
+        if seg.size:
+            segments.append(seg)
+        end = every[i + 1].base_offset
+    return segments, end
 
 
 class LogCleaner:
@@ -135,15 +228,17 @@ class LogCleaner:
     def prepare(self, lg: Any, *, force: bool = False
                 ) -> tuple[CleanerStats, list[SegmentSwap]] | None:
         """Steps that can run beside appends: the offset map and the `.cleaned` files."""
-        segments = [s for s in lg.segments[:-1] if s.size]
+        every = lg.segments
+        aborted, first_unstable = _transactions(every)
+        segments, end = _cleanable(every, first_unstable)
         if not segments:
             return None
-        end = lg.segments[-1].base_offset
         first_dirty = self.first_dirty_offset(lg)
         if not force and (first_dirty >= end or not self.needs_cleaning(lg)):
             return None
         stats = CleanerStats(lg.topic, lg.partition, first_dirty, end)
         offset_map: dict[bytes, int] = {}
+        in_map = TxnFilter(aborted)
         for seg in segments:
             if seg.next_offset <= first_dirty:
                 continue
@@ -152,6 +247,8 @@ class LogCleaner:
                     if (not isinstance(batch, RecordBatch) or batch.is_control
                             or batch.last_offset < first_dirty):
                         continue
+                    if in_map.data_batch(batch):
+                        continue  # an aborted transaction's records hide nothing
                     records = _records_or_none(batch, lg)
                     for rec in records or ():
                         if rec.key is not None and rec.offset >= first_dirty:
@@ -161,35 +258,62 @@ class LogCleaner:
                             "batch: %s", lg.topic, lg.partition, seg.base_offset, e)
         horizon = self._now_ms() - lg.config.delete_retention_ms
         swaps = []
+        txns = TxnFilter(aborted)
+        kept = TxnTracker()
         for seg in segments:
-            swap = self._clean_segment(seg, offset_map, horizon, lg)
+            swap = self._clean_segment(seg, offset_map, horizon, lg, txns, kept)
             if swap is not None:
                 swaps.append(swap)
         return stats, swaps
 
     def _clean_segment(self, seg: LogSegment, offset_map: dict[bytes, int],
-                       horizon: int, lg: Any = None) -> SegmentSwap | None:
+                       horizon: int, lg: Any = None, txns: TxnFilter | None = None,
+                       kept: TxnTracker | None = None) -> SegmentSwap | None:
         """The segment rewritten without superseded records; None when nothing changes.
         A batch whose records cannot be parsed is kept byte for byte (logged); a segment
         with an unframeable batch header is left as it is."""
         try:
-            return self._rewrite_segment(seg, offset_map, horizon, lg)
+            return self._rewrite_segment(seg, offset_map, horizon, lg,
+                                         txns or TxnFilter([]), kept or TxnTracker())
         except RecordError as e:
             log.warning("cleaner: leaving segment %d of %s as it is: %s", seg.base_offset,
                         seg.log_path.parent.name, e)
             return None
 
-    def _rewrite_segment(self, seg: LogSegment, offset_map: dict[bytes, int],
-                         horizon: int, lg: Any) -> SegmentSwap | None:
+    # C901: one rule per batch kind, in Kafka's order
+    def _rewrite_segment(  # noqa: C901
+            self, seg: LogSegment, offset_map: dict[bytes, int], horizon: int, lg: Any,
+            txns: TxnFilter, kept: TxnTracker) -> SegmentSwap | None:
         data = memoryview(seg.read_bytes(0, seg.size))
         drop_tombstones = seg.largest_timestamp() < horizon
         parts: list[bytes | memoryview] = []
         changed = False
         rin = rout = 0
+        entries: list[AbortedTxn] = []
+
+        def keep_events(chunk: bytes | memoryview) -> None:
+            """What recovery would read from the kept bytes: the cleaned .txnindex."""
+            for event in buffer_txn_events(chunk):
+                entry = kept.feed(event)
+                if entry is not None:
+                    entries.append(entry)
+
         for batch in iter_batches(data):
             raw = data[batch.position:batch.position + batch.size]
-            if not isinstance(batch, RecordBatch) or batch.is_control:
+            if not isinstance(batch, RecordBatch):
                 parts.append(raw)
+                continue
+            if batch.is_control:
+                if txns.control_batch(batch, raw) and drop_tombstones:
+                    changed = True  # its transaction has no record left: the marker goes
+                    rin += 1
+                    continue
+                parts.append(raw)
+                keep_events(raw)
+                continue
+            if txns.data_batch(batch):
+                changed = True  # a record of an aborted transaction
+                rin += batch.record_count
                 continue
             keep = []
             parsed = _records_or_none(batch, lg)
@@ -209,6 +333,7 @@ class LogCleaner:
             rout += len(keep)
             if len(keep) == len(records):
                 parts.append(raw)
+                keep_events(raw)
                 continue
             changed = True
             if not keep:
@@ -217,14 +342,19 @@ class LogCleaner:
                 compression=batch.compression, timestamp_type=batch.timestamp_type,
                 producer_id=batch.producer_id, producer_epoch=batch.producer_epoch,
                 base_sequence=batch.base_sequence, base_offset=batch.base_offset,
-                partition_leader_epoch=batch.partition_leader_epoch)
+                partition_leader_epoch=batch.partition_leader_epoch,
+                is_transactional=batch.is_transactional)
             for rec in keep:
                 builder.append_at(rec.offset - batch.base_offset, rec.timestamp,
                                   None if rec.key is None else bytes(rec.key),
                                   None if rec.value is None else bytes(rec.value),
                                   [(k, None if v is None else bytes(v)) for k, v in rec.headers])
-            parts.append(builder.build())
+            built = builder.build()
+            parts.append(built)
+            keep_events(built)
         if not changed:
+            if entries != seg.txn_index.entries:
+                seg.txn_index.replace_entries(entries)  # only the index is stale
             return None
         cleaned = seg.log_path.with_name(seg.log_path.name + CLEANED_SUFFIX)
         with open(cleaned, "wb") as f:
@@ -232,7 +362,8 @@ class LogCleaner:
                 f.write(p)
             f.flush()
             os.fsync(f.fileno())
-        return SegmentSwap(seg, cleaned, rin, rout, seg.size, cleaned.stat().st_size)
+        return SegmentSwap(seg, cleaned, rin, rout, seg.size, cleaned.stat().st_size,
+                           entries)
 
     def commit(self, lg: Any, stats: CleanerStats, swaps: list[SegmentSwap], *,
                stop_after: int | None = None) -> None:
@@ -265,7 +396,7 @@ class LogCleaner:
         old = swap.segment
         d = Path(lg.dir)
         log_path = d / f"{old.base_offset:020d}.log"
-        for index in (old.offset_index, old.time_index):
+        for index in (old.offset_index, old.time_index, old.txn_index):
             Path(index.path).unlink(missing_ok=True)
         _fsync_dir(d)
         if stop_after == 2:
@@ -278,6 +409,8 @@ class LogCleaner:
         os.replace(swap_path, log_path)
         _fsync_dir(d)
         new = LogSegment(d, old.base_offset, lg.config, created_ms=old.created_ms)
+        if swap.txn_entries:
+            new.txn_index.replace_entries(swap.txn_entries)
         headers = new.headers_from(0)
         new.rebuild_indexes(headers)
         new.on_become_inactive()

@@ -254,6 +254,37 @@ def dump_producer_snapshot(path: Path, opts: Options, out: Output) -> bool:
     return True
 
 
+# ---------------------------------------------------------------- .txnindex
+
+def dump_txn_index(path: Path, opts: Options, out: Output) -> bool:
+    """DumpLogSegments' dumpTxnIndex: one line per aborted transaction. Entries that do
+    not fit the segment (kafkactl.log.txn_index.entry_problems) and a torn tail go to
+    stderr."""
+    from kafkactl.log.abstract_index import base_offset_from_path
+    from kafkactl.log.txn_index import ENTRY_SIZE, entry_problems, parse_entries
+
+    data = path.read_bytes()
+    entries = parse_entries(data, strict=False)
+    for e in entries:
+        out.line(e.describe(), {"type": "aborted_txn", "version": 0,
+                                "producer_id": e.producer_id, "first_offset": e.first_offset,
+                                "last_offset": e.last_offset,
+                                "last_stable_offset": e.last_stable_offset})
+    ok = True
+    parsed = len(entries) * ENTRY_SIZE
+    if parsed != len(data):
+        ok = False
+        out.error(f"Found {len(data) - parsed} invalid bytes at the end of {path.name} (not "
+                  f"a whole {ENTRY_SIZE}-byte version-0 entry)",
+                  {"type": "invalid_bytes", "count": len(data) - parsed, "position": parsed,
+                   "file": path.name})
+    for problem in entry_problems(entries, base_offset_from_path(path)):
+        ok = False
+        out.error(f"Corrupt transaction index {path.name}: {problem}",
+                  {"type": "index_problem", "file": str(path), "message": problem})
+    return ok
+
+
 # ---------------------------------------------------------------- command
 
 _DUMPERS: dict[str, Callable[[Path, Options, Output], bool]] = {
@@ -261,6 +292,7 @@ _DUMPERS: dict[str, Callable[[Path, Options, Output], bool]] = {
     ".index": dump_offset_index,
     ".timeindex": dump_time_index,
     ".snapshot": dump_producer_snapshot,
+    ".txnindex": dump_txn_index,
 }
 
 

@@ -33,6 +33,7 @@ from kafkactl.log.segment import (
     offset_from_filename,
 )
 from kafkactl.log.time_index import NO_TIMESTAMP, TimeIndex
+from kafkactl.log.txn_index import AbortedTxn
 
 OFFSET, TIME = "offset", "time"
 # kinds of problem
@@ -48,7 +49,7 @@ MISSING = "missing"  # the index file does not exist (recover rebuilds it)
 class IndexProblem:
     """One wrong entry (or, with entry -1, the file itself)."""
 
-    index: str  # OFFSET or TIME
+    index: str  # OFFSET, TIME or TXN
     entry: int  # entry number, from 0; -1: the file as a whole
     kind: str
     message: str  # a sentence naming the entry and what is wrong with it
@@ -184,3 +185,49 @@ def next_segment_base(log_path: Path) -> int | None:
     later = [b for p in log_path.parent.glob("*" + LOG_SUFFIX)
              if (b := offset_from_filename(p.name)) is not None and b > base]
     return min(later, default=None)
+
+
+TXN = "transaction"
+
+
+def txn_index_problems(expected: Sequence[AbortedTxn], data: bytes | None
+                       ) -> list[IndexProblem]:
+    """How a segment's .txnindex (its bytes; None: no file) differs from the aborted
+    transactions its markers say it holds (`expected`, read from the log as recovery
+    rebuilds them)."""
+    from kafkactl.log.txn_index import ENTRY_SIZE, parse_entries
+
+    if data is None:
+        if not expected:
+            return []
+        return [IndexProblem(TXN, -1, MISSING, f"the transaction index is missing: the log "
+                             f"holds {len(expected)} aborted transaction(s)")]
+    problems: list[IndexProblem] = []
+    found = parse_entries(data, strict=False)
+    whole = len(found) * ENTRY_SIZE
+    if whole != len(data):
+        problems.append(IndexProblem(
+            TXN, len(found), PARTIAL_ENTRY, f"the transaction index ends with {len(data) - whole}"
+            f" byte(s) that are not a whole {ENTRY_SIZE}-byte version-0 entry"))
+    for n in range(max(len(found), len(expected))):
+        have = found[n] if n < len(found) else None
+        want = expected[n] if n < len(expected) else None
+        if have == want:
+            continue
+        if have is None:
+            assert want is not None
+            message = (f"transaction index entry {n} is missing: the log aborts producer "
+                       f"{want.producer_id}'s transaction {want.first_offset}..{want.last_offset}"
+                       f" (last stable offset {want.last_stable_offset})")
+            problems.append(IndexProblem(TXN, n, MISSING, message, offset=want.last_offset))
+        elif want is None:
+            problems.append(IndexProblem(
+                TXN, n, MISMATCH, f"transaction index entry {n} (producer {have.producer_id}, "
+                f"offsets {have.first_offset}..{have.last_offset}) matches no abort marker in "
+                "the log", offset=have.last_offset, log_offset=-1))
+        else:
+            problems.append(IndexProblem(
+                TXN, n, MISMATCH, f"transaction index entry {n} is {have.describe()}; the log "
+                f"says {want.describe()}", offset=have.last_offset,
+                log_offset=want.last_offset))
+    return problems

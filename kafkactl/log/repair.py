@@ -2,7 +2,9 @@
 
 The broker's own segment recovery (kafkactl.log.recovery) applied to every segment of
 every partition found under a path: each .log is cut at its first invalid byte and stale
-indexes are rebuilt; valid batches are never removed. The caller holds the log dir's
+indexes are rebuilt (the .txnindex files from the transaction markers of the whole
+partition, as the broker's recovery rebuilds them); valid batches are never removed. The
+caller holds the log dir's
 `.lock` (lock_log_dir) so a running broker and a repair never meet.
 """
 
@@ -29,6 +31,12 @@ from kafkactl.log.recovery import (
     salvage_segment_file,
 )
 from kafkactl.log.segment import LOG_SUFFIX, LogSegment, offset_from_filename
+from kafkactl.log.txn_index import (
+    TXN_INDEX_SUFFIX,
+    TransactionIndex,
+    TxnTracker,
+    expected_txn_entries,
+)
 
 
 class RepairError(Exception):
@@ -94,7 +102,58 @@ def recover_partition(d: Path, *, dry_run: bool, config: LogConfig, salvage: boo
             done.error_position = found.error_position
             done.salvaged_batches = found.salvaged_batches
         reports.append(done)
+    _check_txn_indexes(d, segments, reports, dry_run=dry_run, salvage=salvage)
     return reports
+
+
+@dataclass
+class _SegmentFile:
+    """What reading a segment's transaction markers needs (no index file is opened)."""
+
+    fd: int
+    size: int
+    base_offset: int
+    next_offset: int
+
+
+def _check_txn_indexes(d: Path, segments: list[tuple[int, Path]],
+                       reports: list[SegmentRecoveryReport], *, dry_run: bool,
+                       salvage: bool) -> None:
+    """Compare each segment's .txnindex with the aborted transactions its markers say
+    (read over the valid batches of the whole partition); record what differs in the
+    segment's report and, unless `dry_run`, rewrite the file."""
+    if not segments:
+        return
+    files: list[_SegmentFile] = []
+    try:
+        for (base, path), r in zip(segments, reports, strict=True):
+            fd = os.open(path, os.O_RDONLY)
+            size = os.fstat(fd).st_size
+            if dry_run:  # the bytes recovery would keep from position 0
+                size = min(size, r.error_position if salvage and r.error_position is not None
+                           else r.valid_bytes)
+            nxt = r.last_offset + 1 if r.last_offset is not None else base
+            files.append(_SegmentFile(fd, size, base, nxt))
+        expected = expected_txn_entries(files, 0, TxnTracker(), segments[0][0])
+    finally:
+        for f in files:
+            os.close(f.fd)
+    from kafkactl.log.index_check import txn_index_problems
+
+    for (base, path), r in zip(segments, reports, strict=True):
+        txn_path = path.with_name(path.name[: -len(LOG_SUFFIX)] + TXN_INDEX_SUFFIX)
+        try:
+            data: bytes | None = txn_path.read_bytes()
+        except FileNotFoundError:
+            data = None
+        want = expected.get(base, [])
+        problems = txn_index_problems(want, data)
+        if not problems:
+            continue
+        r.index_problems = list(r.index_problems) + [p.to_dict() for p in problems]
+        r.indexes_rebuilt = True
+        if not dry_run:
+            TransactionIndex(txn_path, base).replace_entries(want)
 
 
 def needs_repair(r: SegmentRecoveryReport) -> bool:
