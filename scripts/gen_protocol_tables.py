@@ -86,7 +86,14 @@ PURPOSE: dict[str, str] = {
     "DescribeLogDirs": "log directories, the replicas in each and their sizes",
     "DescribeClientQuotas": "client quotas matching a filter (KIP-546)",
     "AlterClientQuotas": "set or remove client quotas (KIP-546)",
+    "AddPartitionsToTxn": "add partitions to a transaction (v4+: brokers verify, KIP-890)",
+    "AddOffsetsToTxn": "add a group's offsets partition to a transaction",
     "TxnOffsetCommit": "commit a group's offsets in a transaction (pending until its marker)",
+    "EndTxn": "commit or abort a transaction",
+    "WriteTxnMarkers": "the transaction coordinator has partition leaders write markers",
+    "DescribeProducers": "a partition's active producers (KIP-664)",
+    "DescribeTransactions": "transactions' state, producer and partitions (KIP-664)",
+    "ListTransactions": "the transactions a coordinator knows (KIP-664)",
 }
 
 

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 from kafkactl.broker.client_quotas import STORE_FILE, ClientQuotaStore
 from kafkactl.broker.config import BrokerConfig, ConfigError
 from kafkactl.broker.coordinator import GroupCoordinator
+from kafkactl.broker.coordinator.transaction_coordinator import TransactionCoordinator
 from kafkactl.broker.dynamic_config import FILE_NAME as DYNAMIC_CONFIG_FILE
 from kafkactl.broker.dynamic_config import DynamicBrokerConfig
 from kafkactl.broker.handlers import HANDLERS
@@ -241,6 +242,7 @@ class KafkaServer:
         self.purgatory: FetchPurgatory | None = None
         self.partitions: PartitionStore | None = None
         self.group_coordinator: GroupCoordinator | None = None
+        self.txn_coordinator: TransactionCoordinator | None = None
         self.zk_registration: ZkRegistration | None = None
         self.cluster: ZkCluster | None = None
         self.isr_changer: IsrChanger | None = None
@@ -358,6 +360,11 @@ class KafkaServer:
             cfg, cache, topic_admin, partitions, replica_manager)
         if self.cluster is not None:
             group_coordinator.coordinate_by_partition()
+        txn_coordinator = self.txn_coordinator = TransactionCoordinator(
+            cfg, cache, topic_admin, partitions, replica_manager, producer_ids,
+            broker_id=cfg.broker_id, inter_broker=inter_broker)
+        if self.cluster is not None:
+            txn_coordinator.coordinate_by_partition()
         dynamic_config = DynamicBrokerConfig(
             cfg, self.explicit_broker_keys, log_dirs[0] / DYNAMIC_CONFIG_FILE, partitions)
         dynamic_config.load()
@@ -383,7 +390,8 @@ class KafkaServer:
             broker_id=cfg.broker_id, config=cfg, dynamic_config=dynamic_config,
             metadata_cache=cache, topic_admin=topic_admin, partitions=partitions,
             replica_manager=replica_manager, fetch_purgatory=purgatory,
-            group_coordinator=group_coordinator, producer_ids=producer_ids,
+            group_coordinator=group_coordinator, txn_coordinator=txn_coordinator,
+            producer_ids=producer_ids,
             log_manager=log_manager, auto_create_topics=self.auto_create_topics,
             cluster=self.cluster,
             authorizer=authorizer, credentials=credentials, quotas=quotas,
@@ -420,6 +428,7 @@ class KafkaServer:
                     me = dataclasses.replace(me, port=port)
                 cache.update_broker(me)
         await group_coordinator.startup()
+        await txn_coordinator.startup()
         if self.zk_registration is not None and self.cluster is not None:
             await self._join_cluster(self.zk_registration, self.cluster, me)
         self._start_background(log_manager, partitions, replica_manager)
@@ -609,6 +618,8 @@ class KafkaServer:
             self.services.replica_manager.produce_purgatory.shutdown()
         if self.group_coordinator is not None:
             await self.group_coordinator.shutdown()  # parked joins/syncs answer now
+        if self.txn_coordinator is not None:
+            await self.txn_coordinator.shutdown()
         if ss is not None:
             await ss.drain(SHUTDOWN_DRAIN_TIMEOUT_S)
             await ss.close()

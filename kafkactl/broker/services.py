@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 from kafkactl.broker.config import BrokerConfig
 from kafkactl.broker.coordinator.group_coordinator import GroupCoordinator
+from kafkactl.broker.coordinator.transaction_coordinator import TransactionCoordinator
 from kafkactl.broker.dynamic_config import DynamicBrokerConfig
 from kafkactl.broker.metadata_cache import MetadataCache
 from kafkactl.broker.partition_store import PartitionStore
@@ -36,6 +37,7 @@ class BrokerServices:
     replica_manager: ReplicaManager
     fetch_purgatory: FetchPurgatory
     group_coordinator: GroupCoordinator
+    txn_coordinator: TransactionCoordinator  # __transaction_state, markers
     producer_ids: ProducerIdManager
     log_manager: LogManager
     auto_create_topics: bool  # auto.create.topics.enable

@@ -106,9 +106,9 @@ def _recv(sock: socket.socket, n: int) -> bytes:
 
 
 @pytest.mark.parametrize("api_key,version,flexible,expected", [
-    # ListTransactions v0 (flexible): throttle, error_code, unknown filters, states (empty
-    # compact arrays), no tagged fields
-    (66, 0, True, struct.pack(">ih", 0, 35) + b"\x01\x01\x00"),
+    # ListClientMetricsResources v0 (flexible): throttle, error_code, resources (an empty
+    # compact array), no tagged fields
+    (74, 0, True, struct.pack(">ih", 0, 35) + b"\x01\x00"),
     # DescribeDelegationToken v0: error_code UNSUPPORTED_VERSION, tokens (empty), throttle
     (41, 0, False, struct.pack(">hii", 35, 0, 0)),
     # SaslHandshake v1 (mechanism PLAIN) on a listener without SASL: ILLEGAL_SASL_STATE,

@@ -79,7 +79,7 @@ def test_advertised_table() -> None:
     # controller-to-broker APIs only ever come from a kafkactl controller
     assert all(lo == 0 <= hi for k, (lo, hi) in table.items() if k not in INTER_BROKER_APIS)
     assert all(lo <= hi for lo, hi in table.values())
-    assert len(table) == len(SUPPORTED_VERSIONS) == 45
+    assert len(table) == len(SUPPORTED_VERSIONS) == 52
 
 
 def test_fetch_response_with_file_regions() -> None:

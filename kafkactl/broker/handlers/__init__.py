@@ -29,6 +29,7 @@ from kafkactl.broker.handlers import (
     sasl,
     scram_credentials,
     topics,
+    transactions,
     txn_offsets,
 )
 from kafkactl.broker.request_handler import Handler
@@ -81,4 +82,11 @@ HANDLERS: dict[ApiKey, Handler] = {
     ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS:
         scram_credentials.handle_describe_user_scram_credentials,
     ApiKey.ALTER_USER_SCRAM_CREDENTIALS: scram_credentials.handle_alter_user_scram_credentials,
+    ApiKey.ADD_PARTITIONS_TO_TXN: transactions.handle_add_partitions_to_txn,
+    ApiKey.ADD_OFFSETS_TO_TXN: transactions.handle_add_offsets_to_txn,
+    ApiKey.END_TXN: transactions.handle_end_txn,
+    ApiKey.WRITE_TXN_MARKERS: transactions.handle_write_txn_markers,
+    ApiKey.DESCRIBE_PRODUCERS: transactions.handle_describe_producers,
+    ApiKey.DESCRIBE_TRANSACTIONS: transactions.handle_describe_transactions,
+    ApiKey.LIST_TRANSACTIONS: transactions.handle_list_transactions,
 }

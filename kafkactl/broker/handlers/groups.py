@@ -6,20 +6,25 @@ the answer. JoinGroup and SyncGroup park until the rebalance completes (asyncio 
 With an authorizer (GROUP_AUTHORIZATION_FAILED otherwise): FindCoordinator and
 DescribeGroups need Describe on the group, Join/Sync/Heartbeat/Leave need Read, DeleteGroups
 Delete; ListGroups lists the groups the principal may Describe (all with cluster Describe).
+FindCoordinator key type 1 finds a transactional id's coordinator (the leader of its
+__transaction_state partition; Describe on the TRANSACTIONAL_ID, else
+TRANSACTIONAL_ID_AUTHORIZATION_FAILED); the first one creates that topic.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from kafkactl.broker.advertised import listener_endpoint
 from kafkactl.broker.coordinator.group_coordinator import GroupCoordinator
 from kafkactl.broker.coordinator.group_metadata_manager import OFFSETS_TOPIC
-from kafkactl.broker.handlers.producer_id import TRANSACTIONS_MESSAGE, TRANSACTIONS_UNSUPPORTED
+from kafkactl.broker.coordinator.transaction_coordinator import TransactionCoordinator
+from kafkactl.broker.coordinator.transaction_state_manager import TXN_TOPIC
 from kafkactl.broker.request_handler import RequestContext
 from kafkactl.broker.security.acl import AclOperation, ResourceType
 from kafkactl.broker.security.checks import (
+    authorize,
     authorize_cluster,
     authorize_group,
     authorized_operations,
@@ -28,6 +33,7 @@ from kafkactl.broker.services import BrokerServices
 from kafkactl.protocol.errors import ErrorCode
 
 GROUP_KEY_TYPE = 0
+TRANSACTION_KEY_TYPE = 1
 
 
 def _client_host(ctx: RequestContext) -> str:
@@ -36,29 +42,39 @@ def _client_host(ctx: RequestContext) -> str:
     return "/" + host.strip("[]")
 
 
+def _may_describe(services: BrokerServices, ctx: RequestContext, key: str,
+                  key_type: int) -> bool:
+    if key_type == TRANSACTION_KEY_TYPE:
+        return authorize(services, ctx, AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID,
+                         key)
+    return authorize_group(services, ctx, AclOperation.DESCRIBE, key)
+
+
 def _find_one(services: BrokerServices, ctx: RequestContext, key: str | None,
               key_type: int, no_topic: str | None) -> dict[str, Any]:
-    coordinator = services.group_coordinator
     entry: dict[str, Any] = {"key": key or "", "node_id": -1, "host": "", "port": -1,
                              "error_code": ErrorCode.NONE, "error_message": None}
-    if key_type == GROUP_KEY_TYPE and key is not None and not authorize_group(
-            services, ctx, AclOperation.DESCRIBE, key):
-        entry["error_code"] = ErrorCode.GROUP_AUTHORIZATION_FAILED
+    if key_type not in (GROUP_KEY_TYPE, TRANSACTION_KEY_TYPE):
+        entry["error_code"] = ErrorCode.INVALID_REQUEST
         return entry
-    if key_type != GROUP_KEY_TYPE:
-        # Not COORDINATOR_NOT_AVAILABLE: every client retries that until it times out.
-        entry.update(error_code=TRANSACTIONS_UNSUPPORTED, error_message=TRANSACTIONS_MESSAGE)
+    if key is not None and not _may_describe(services, ctx, key, key_type):
+        entry["error_code"] = ErrorCode.GROUP_AUTHORIZATION_FAILED \
+            if key_type == GROUP_KEY_TYPE else ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
         return entry
-    if key is None or not coordinator.active:
-        entry.update(error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE if key is not None
+    coordinator: GroupCoordinator | TransactionCoordinator = \
+        services.group_coordinator if key_type == GROUP_KEY_TYPE else services.txn_coordinator
+    if key is None or not coordinator.active or \
+            (key_type == TRANSACTION_KEY_TYPE and key == ""):
+        entry.update(error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE if key
                      else ErrorCode.INVALID_REQUEST)
         return entry
-    if no_topic is not None:  # the offsets topic cannot be created
+    if no_topic is not None:  # the internal topic cannot be created
         entry.update(error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE, error_message=no_topic)
         return entry
     partition = coordinator.coordinator_for(key)
     cache = services.metadata_cache
-    meta = cache.partition(OFFSETS_TOPIC, partition)
+    meta = cache.partition(OFFSETS_TOPIC if key_type == GROUP_KEY_TYPE else TXN_TOPIC,
+                           partition)
     broker = next((b for b in cache.brokers() if meta is not None and b.node_id == meta.leader),
                   None)
     endpoint = None if broker is None else listener_endpoint(services, ctx, broker)
@@ -75,22 +91,30 @@ def handle_find_coordinator(services: BrokerServices, ctx: RequestContext,
                             ) -> dict[str, Any] | Awaitable[dict[str, Any]]:
     keys = request.get("coordinator_keys") or () if ctx.api_version >= 4 else \
         [request.get("key")]
-    coordinator = services.group_coordinator
-    if request.get("key_type", 0) == GROUP_KEY_TYPE and coordinator.active and \
-            not coordinator.manager.topic_exists() and any(
-                k is not None and authorize_group(services, ctx, AclOperation.DESCRIBE, k)
-                for k in keys):
-        return _create_offsets_topic_then_find(services, ctx, request)
+    key_type = request.get("key_type", 0)
+    if key_type == GROUP_KEY_TYPE:
+        coordinator: GroupCoordinator | TransactionCoordinator = services.group_coordinator
+        manager: Any = services.group_coordinator.manager
+    elif key_type == TRANSACTION_KEY_TYPE:
+        coordinator = services.txn_coordinator
+        manager = services.txn_coordinator.manager
+    else:
+        return _find(services, ctx, request, None)
+    if coordinator.active and not manager.topic_exists() and any(
+            k and _may_describe(services, ctx, k, key_type) for k in keys):
+        return _create_topic_then_find(services, ctx, request, manager.ensure_topic)
     return _find(services, ctx, request, None)
 
 
-async def _create_offsets_topic_then_find(services: BrokerServices, ctx: RequestContext,
-                                          request: dict[str, Any]) -> dict[str, Any]:
-    """The first FindCoordinator creates __consumer_offsets; in a cluster that waits on
-    ZooKeeper, on the topic admin's threads (`TopicAdmin.call`), not on the event loop."""
+async def _create_topic_then_find(services: BrokerServices, ctx: RequestContext,
+                                  request: dict[str, Any],
+                                  ensure_topic: Callable[[], None]) -> dict[str, Any]:
+    """The first FindCoordinator creates __consumer_offsets (or __transaction_state); in a
+    cluster that waits on ZooKeeper, on the topic admin's threads (`TopicAdmin.call`), not
+    on the event loop."""
     admin = services.topic_admin
     try:
-        await admin.call(services.group_coordinator.manager.ensure_topic, timeout_s=0)
+        await admin.call(ensure_topic, timeout_s=0)
     except Exception as e:  # noqa: BLE001 - every client of the group is told, and retries
         return _find(services, ctx, request, str(e))
     return _find(services, ctx, request, None)

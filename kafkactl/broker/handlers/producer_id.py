@@ -1,10 +1,10 @@
 """InitProducerId (key 22); the ids come from kafkactl.broker.producer_id_manager.
 
-Transactions are not supported: a transactional id is refused, here and in
-FindCoordinator (key type 1), with TRANSACTIONAL_ID_AUTHORIZATION_FAILED, the one
-non-retriable answer that aiokafka, kafka-python, librdkafka and kafkajs all surface at once
-(COORDINATOR_NOT_AVAILABLE made each of them retry until its timeout; UNSUPPORTED_VERSION
-and INVALID_REQUEST still make librdkafka's init_transactions retry).
+Without a transactional id: an idempotent producer (IdempotentWrite on the cluster, or Write
+on a topic). With one: the transaction coordinator (Write on the TRANSACTIONAL_ID, else
+TRANSACTIONAL_ID_AUTHORIZATION_FAILED) gives the id's producer id and its next epoch,
+fencing older producers of it (KIP-98), or bumps the epoch of the producer's own id and
+epoch (v3+, KIP-360). PRODUCER_FENCED is INVALID_PRODUCER_EPOCH before v4.
 """
 
 from __future__ import annotations
@@ -13,35 +13,52 @@ import logging
 from typing import Any
 
 from kafkactl.broker.request_handler import RequestContext
-from kafkactl.broker.security.checks import authorize_idempotent_write
+from kafkactl.broker.security.acl import AclOperation, ResourceType
+from kafkactl.broker.security.checks import authorize, authorize_idempotent_write
 from kafkactl.broker.services import BrokerServices
 from kafkactl.protocol.errors import ErrorCode
 
-TRANSACTIONS_UNSUPPORTED = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
-TRANSACTIONS_MESSAGE = ("transactions are not supported by this broker (kafkactl); use an "
-                        "idempotent producer without transactional.id")
 MAX_EPOCH = 32767
+PRODUCER_FENCED_VERSION = 4
 log = logging.getLogger(__name__)
 
 
+def _answer(code: ErrorCode, pid: int = -1, epoch: int = -1) -> dict[str, Any]:
+    return {"throttle_time_ms": 0, "error_code": code, "producer_id": pid,
+            "producer_epoch": epoch}
+
+
+async def _transactional(services: BrokerServices, ctx: RequestContext, txn_id: str,
+                         request: dict[str, Any], expected: tuple[int, int] | None
+                         ) -> dict[str, Any]:
+    r = await services.txn_coordinator.init_producer_id(
+        txn_id, request.get("transaction_timeout_ms", 0), expected)
+    code = r.error
+    if code == ErrorCode.PRODUCER_FENCED and ctx.api_version < PRODUCER_FENCED_VERSION:
+        code = ErrorCode.INVALID_PRODUCER_EPOCH
+    return _answer(code, r.producer_id, r.producer_epoch)
+
+
 def handle_init_producer_id(services: BrokerServices, ctx: RequestContext,
-                            request: dict[str, Any]) -> dict[str, Any]:
-    if request.get("transactional_id") is not None:
-        return {"throttle_time_ms": 0, "error_code": TRANSACTIONS_UNSUPPORTED,
-                "producer_id": -1, "producer_epoch": -1}
-    if not authorize_idempotent_write(services, ctx):
-        return {"throttle_time_ms": 0, "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
-                "producer_id": -1, "producer_epoch": -1}
+                            request: dict[str, Any]) -> Any:
+    txn_id = request.get("transactional_id")
     pid, epoch = request.get("producer_id", -1), request.get("producer_epoch", -1)
+    if (pid < 0) != (epoch < 0):  # one without the other (Kafka: INVALID_REQUEST)
+        return _answer(ErrorCode.INVALID_REQUEST)
+    if txn_id is not None:
+        if not authorize(services, ctx, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID,
+                         txn_id):
+            return _answer(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+        return _transactional(services, ctx, txn_id, request,
+                              (pid, epoch) if pid >= 0 else None)
+    if not authorize_idempotent_write(services, ctx):
+        return _answer(ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
     if pid >= 0 and 0 <= epoch < MAX_EPOCH:
         # KIP-360 epoch bump of an existing idempotent producer.
-        return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "producer_id": pid,
-                "producer_epoch": epoch + 1}
+        return _answer(ErrorCode.NONE, pid, epoch + 1)
     try:
         new_id = services.producer_ids.next_id()
     except Exception as e:  # a cluster's block from ZooKeeper, which is away: retriable
         log.warning("cannot allocate a producer id: %s: %s", type(e).__name__, e)
-        return {"throttle_time_ms": 0, "error_code": ErrorCode.COORDINATOR_NOT_AVAILABLE,
-                "producer_id": -1, "producer_epoch": -1}
-    return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE,
-            "producer_id": new_id, "producer_epoch": 0}
+        return _answer(ErrorCode.COORDINATOR_NOT_AVAILABLE)
+    return _answer(ErrorCode.NONE, new_id, 0)

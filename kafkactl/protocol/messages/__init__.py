@@ -11,6 +11,8 @@ from types import ModuleType
 
 from kafkactl.protocol.api_keys import ApiKey
 from kafkactl.protocol.messages import (
+    add_offsets_to_txn,
+    add_partitions_to_txn,
     alter_client_quotas,
     alter_configs,
     alter_partition,
@@ -31,8 +33,11 @@ from kafkactl.protocol.messages import (
     describe_configs,
     describe_groups,
     describe_log_dirs,
+    describe_producers,
+    describe_transactions,
     describe_user_scram_credentials,
     elect_leaders,
+    end_txn,
     fetch,
     find_coordinator,
     heartbeat,
@@ -44,6 +49,7 @@ from kafkactl.protocol.messages import (
     list_groups,
     list_offsets,
     list_partition_reassignments,
+    list_transactions,
     metadata,
     offset_commit,
     offset_delete,
@@ -56,6 +62,7 @@ from kafkactl.protocol.messages import (
     sync_group,
     txn_offset_commit,
     update_metadata,
+    write_txn_markers,
 )
 from kafkactl.protocol.schema import Message
 
@@ -105,6 +112,13 @@ MODULES: dict[ApiKey, ModuleType] = {
     ApiKey.SASL_AUTHENTICATE: sasl_authenticate,
     ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: describe_user_scram_credentials,
     ApiKey.ALTER_USER_SCRAM_CREDENTIALS: alter_user_scram_credentials,
+    ApiKey.ADD_PARTITIONS_TO_TXN: add_partitions_to_txn,
+    ApiKey.ADD_OFFSETS_TO_TXN: add_offsets_to_txn,
+    ApiKey.END_TXN: end_txn,
+    ApiKey.WRITE_TXN_MARKERS: write_txn_markers,
+    ApiKey.DESCRIBE_PRODUCERS: describe_producers,
+    ApiKey.DESCRIBE_TRANSACTIONS: describe_transactions,
+    ApiKey.LIST_TRANSACTIONS: list_transactions,
 }
 
 REQUESTS: dict[int, Message] = {int(k): m.REQUEST for k, m in MODULES.items()}

@@ -1,0 +1,290 @@
+"""The transaction coordinator on a standalone broker, with real clients (issue 32):
+commit and abort, zombie fencing, the timeout abort, the expiry of idle ids, a restart in
+the middle, and every error of bad input (checked on the wire, nothing written that should
+not be). What the log holds is read from the data dir (tests/broker/txn_helpers.py): the
+markers each partition got and the `__transaction_state` records of each id."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from kafkactl.protocol.api_keys import ApiKey
+from kafkactl.protocol.errors import ErrorCode
+from tests.conftest import BrokerProcess
+from tests.polling import wait_until
+
+from .txn_helpers import committed_values, data_values, markers, txn_states
+from .wire import Wire
+
+E = ErrorCode
+
+
+@pytest.fixture
+def broker(module_broker: BrokerProcess) -> BrokerProcess:
+    """Tests given `broker` here use transactional ids and topics of their own."""
+    return module_broker
+
+
+def _producer(bootstrap: str, txn_id: str, **extra: Any) -> Any:
+    from confluent_kafka import Producer
+
+    return Producer({"bootstrap.servers": bootstrap, "transactional.id": txn_id,
+                     "linger.ms": 0, **extra})
+
+
+def _read_committed(bootstrap: str, topic: str, count: int, group: str) -> list[bytes]:
+    """What a read_committed confluent-kafka consumer gets from `topic`, up to `count`
+    records (or until the partition end)."""
+    from confluent_kafka import Consumer
+
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": group,
+                  "isolation.level": "read_committed", "auto.offset.reset": "earliest",
+                  "enable.partition.eof": True})
+    c.subscribe([topic])
+    got: list[bytes] = []
+
+    def step() -> bool:
+        m = c.poll(0.5)
+        if m is None:
+            return False
+        if m.error():
+            return m.error().code() == -191 and len(got) >= count  # _PARTITION_EOF
+        got.append(m.value())
+        return len(got) > count
+
+    try:
+        wait_until(step, 30, f"{count} committed records of {topic}")
+    finally:
+        c.close()
+    return got
+
+
+def test_confluent_commit_and_abort(broker: BrokerProcess) -> None:
+    topic, tid = "txn-commit-abort", "tid-commit-abort"
+    with Wire(broker.bootstrap) as w:
+        w.create_topic(topic)
+    p = _producer(broker.bootstrap, tid)
+    p.init_transactions(30)
+    p.begin_transaction()
+    for i in range(5):
+        p.produce(topic, f"c{i}".encode())
+    p.commit_transaction(30)
+    p.begin_transaction()
+    for i in range(3):
+        p.produce(topic, f"a{i}".encode())
+    p.flush(30)  # the aborted records reach the log
+    p.abort_transaction(30)
+    p.begin_transaction()
+    p.produce(topic, b"c-last")
+    p.commit_transaction(30)
+
+    d = broker.data_dir
+    got = wait_until(lambda: m if len(m := markers(d, topic)) == 3 else None, 10,
+                     "three markers")
+    assert [m[0] for m in got] == ["COMMIT", "ABORT", "COMMIT"]
+    pid, epoch = got[0][1], got[0][2]
+    assert all(m[1:] == (pid, epoch) for m in got)
+    assert data_values(d, topic) == [b"c0", b"c1", b"c2", b"c3", b"c4", b"a0", b"a1", b"a2",
+                                     b"c-last"]
+    assert committed_values(d, topic) == [b"c0", b"c1", b"c2", b"c3", b"c4", b"c-last"]
+    states = wait_until(lambda: (s := txn_states(d, tid))[-1] == "CompleteCommit" and s, 10,
+                        "CompleteCommit written")
+    assert states == ["Empty", "Ongoing", "PrepareCommit", "CompleteCommit",
+                      "Ongoing", "PrepareAbort", "CompleteAbort",
+                      "Ongoing", "PrepareCommit", "CompleteCommit"]
+    assert _read_committed(broker.bootstrap, topic, 6, "g-commit-abort") == \
+        committed_values(d, topic)
+
+
+def test_zombie_fenced(broker: BrokerProcess) -> None:
+    from confluent_kafka import KafkaException
+
+    topic, tid = "txn-zombie", "tid-zombie"
+    with Wire(broker.bootstrap) as w:
+        w.create_topic(topic)
+    zombie = _producer(broker.bootstrap, tid)
+    zombie.init_transactions(30)
+    zombie.begin_transaction()
+    zombie.produce(topic, b"zombie-1")
+    zombie.flush(30)
+    fresh = _producer(broker.bootstrap, tid)
+    fresh.init_transactions(30)  # aborts the zombie's transaction, bumps the epoch
+    fresh.begin_transaction()
+    fresh.produce(topic, b"fresh-1")
+    fresh.commit_transaction(30)
+    zombie.produce(topic, b"zombie-2")
+    with pytest.raises(KafkaException) as info:
+        zombie.commit_transaction(30)
+    err = info.value.args[0]
+    assert err.fatal() or err.txn_requires_abort(), err
+    assert err.code() in (E.PRODUCER_FENCED, E.INVALID_PRODUCER_EPOCH, -144), err  # -144: _FENCED
+
+    d = broker.data_dir
+    ms = wait_until(lambda: m if len(m := markers(d, topic)) >= 2 else None, 10, "markers")
+    assert [m[0] for m in ms] == ["ABORT", "COMMIT"]
+    # one producer id: the abort fenced the zombie (epoch 0 -> 1), the fresh one has 2
+    assert (ms[0][1:], ms[1][1:]) == ((ms[0][1], 1), (ms[0][1], 2))
+    assert b"zombie-2" not in data_values(d, topic)  # refused: fenced epoch
+    assert committed_values(d, topic) == [b"fresh-1"]
+    assert _read_committed(broker.bootstrap, topic, 1, "g-zombie") == [b"fresh-1"]
+
+
+def test_restart_keeps_the_producer_id(broker_factory: Any) -> None:
+    b = broker_factory()
+    with Wire(b.bootstrap) as w:
+        first = _init(w, "tid-restart")
+        assert first["error_code"] == 0 and first["producer_epoch"] == 0
+    b.restart()
+    with Wire(b.bootstrap) as w:
+        again = wait_until(lambda: (r := _init(w, "tid-restart"))["error_code"] == 0 and r, 20,
+                           "InitProducerId after the restart")
+    assert again["producer_id"] == first["producer_id"]
+    assert again["producer_epoch"] == 1
+
+
+def _init(w: Wire, tid: str, timeout_ms: int = 60000, version: int = 4,
+          pid: int = -1, epoch: int = -1) -> dict[str, Any]:
+    body: dict[str, Any] = {"transactional_id": tid, "transaction_timeout_ms": timeout_ms}
+    if version >= 3:
+        body.update(producer_id=pid, producer_epoch=epoch)
+    r = w.request(ApiKey.FIND_COORDINATOR, 3, {"key": tid, "key_type": 1})
+    assert r["error_code"] == 0, r
+    return w.request(ApiKey.INIT_PRODUCER_ID, version, body)
+
+
+def _add(w: Wire, tid: str, pid: int, epoch: int, tps: dict[str, list[int]],
+         version: int = 3) -> dict[tuple[str, int], int]:
+    r = w.request(ApiKey.ADD_PARTITIONS_TO_TXN, version, {
+        "v3_and_below_transactional_id": tid, "v3_and_below_producer_id": pid,
+        "v3_and_below_producer_epoch": epoch,
+        "v3_and_below_topics": [{"name": t, "partitions": ps} for t, ps in tps.items()]})
+    return {(t["name"], p["partition_index"]): p["partition_error_code"]
+            for t in r["results_by_topic_v3_and_below"] for p in t["results_by_partition"]}
+
+
+def _end(w: Wire, tid: str, pid: int, epoch: int, commit: bool, version: int = 3) -> int:
+    return int(w.request(ApiKey.END_TXN, version, {
+        "transactional_id": tid, "producer_id": pid, "producer_epoch": epoch,
+        "committed": commit})["error_code"])
+
+
+def test_bad_input_wire(broker: BrokerProcess) -> None:
+    topic, tid = "txn-bad-input", "tid-bad-input"
+    d = broker.data_dir
+    with Wire(broker.bootstrap) as w:
+        w.create_topic(topic)
+        # timeouts: above transaction.max.timeout.ms (900000), zero
+        assert _init(w, tid, timeout_ms=900001)["error_code"] == E.INVALID_TRANSACTION_TIMEOUT
+        assert _init(w, tid, timeout_ms=0)["error_code"] == E.INVALID_TRANSACTION_TIMEOUT
+        assert txn_states(d, tid) == []  # nothing written
+        # an empty id; an id with a producer id but no epoch (v3+)
+        assert w.request(ApiKey.INIT_PRODUCER_ID, 4, {
+            "transactional_id": "", "transaction_timeout_ms": 1000, "producer_id": -1,
+            "producer_epoch": -1})["error_code"] == E.INVALID_REQUEST
+        assert _init(w, tid, pid=5, epoch=-1)["error_code"] == E.INVALID_REQUEST
+        r = _init(w, tid)
+        assert r["error_code"] == 0
+        pid, epoch = r["producer_id"], r["producer_epoch"]
+        written = len(txn_states(d, tid))
+        # EndTxn without AddPartitions
+        assert _end(w, tid, pid, epoch, True) == E.INVALID_TXN_STATE
+        assert _end(w, tid, pid, epoch, False) == E.INVALID_TXN_STATE
+        # wrong producer id, wrong epoch (PRODUCER_FENCED from v2, before INVALID_PRODUCER_EPOCH)
+        assert _end(w, tid, pid + 1000, epoch, True) == E.INVALID_PRODUCER_ID_MAPPING
+        assert _end(w, tid, pid, epoch + 1, True) == E.PRODUCER_FENCED
+        assert _end(w, tid, pid, epoch + 1, True, version=1) == E.INVALID_PRODUCER_EPOCH
+        assert set(_add(w, tid, pid, epoch + 1, {topic: [0]}).values()) == {E.PRODUCER_FENCED}
+        assert set(_add(w, tid, pid, epoch + 1, {topic: [0]}, version=1).values()) == \
+            {E.INVALID_PRODUCER_EPOCH}
+        assert set(_add(w, "tid-unknown", pid, epoch, {topic: [0]}).values()) == \
+            {E.INVALID_PRODUCER_ID_MAPPING}
+        # a missing partition fails the request; the good one is not attempted
+        assert _add(w, tid, pid, epoch, {topic: [0, 7], "no-such-topic": [0]}) == {
+            (topic, 0): E.OPERATION_NOT_ATTEMPTED, (topic, 7): E.UNKNOWN_TOPIC_OR_PARTITION,
+            ("no-such-topic", 0): E.UNKNOWN_TOPIC_OR_PARTITION}
+        # internal topics are never added by a client
+        assert _add(w, tid, pid, epoch, {"__consumer_offsets": [0]}) == {
+            ("__consumer_offsets", 0): E.TOPIC_AUTHORIZATION_FAILED}
+        assert len(txn_states(d, tid)) == written  # none of that was written
+        # a control batch from a client is refused
+        from .wire import batch
+
+        control = batch([b"\x00\x00\x00\x00"], producer_id=pid, producer_epoch=epoch,
+                        is_control=True, is_transactional=True)
+        assert w.produce(topic, control)["error_code"] != 0
+        # a good transaction; then the opposite EndTxn is INVALID_TXN_STATE
+        assert _add(w, tid, pid, epoch, {topic: [0]}) == {(topic, 0): 0}
+        assert _end(w, tid, pid, epoch, True) == 0
+        assert _end(w, tid, pid, epoch, False) == E.INVALID_TXN_STATE
+        # the same commit again: done, or still completing
+        assert _end(w, tid, pid, epoch, True) in (0, E.CONCURRENT_TRANSACTIONS)
+        wait_until(lambda: txn_states(d, tid)[-1] == "CompleteCommit", 10, "CompleteCommit")
+        assert txn_states(d, tid)[written:] == ["Ongoing", "PrepareCommit", "CompleteCommit"]
+        # an ongoing transaction and a second InitProducerId: it is aborted first, the
+        # caller is told to retry (CONCURRENT_TRANSACTIONS), then gets the next epoch
+        assert _add(w, tid, pid, epoch, {topic: [0]}) == {(topic, 0): 0}
+        assert _init(w, tid)["error_code"] == E.CONCURRENT_TRANSACTIONS
+        again = wait_until(lambda: (r := _init(w, tid))["error_code"] == 0 and r, 10,
+                           "InitProducerId after the abort")
+        assert again["producer_id"] == pid and again["producer_epoch"] == epoch + 2
+        assert markers(d, topic)[-1] == ("ABORT", pid, epoch + 1)
+        # the old epoch is fenced
+        assert _end(w, tid, pid, epoch, True) == E.PRODUCER_FENCED
+        # KIP-360: a bump with the current producer id and epoch
+        bumped = _init(w, tid, pid=pid, epoch=epoch + 2)
+        assert (bumped["error_code"], bumped["producer_epoch"]) == (0, epoch + 3)
+        # ... and with a stale epoch
+        assert _init(w, tid, pid=pid, epoch=epoch)["error_code"] == E.PRODUCER_FENCED
+        assert _init(w, tid, pid=pid, epoch=epoch, version=3)["error_code"] == \
+            E.INVALID_PRODUCER_EPOCH
+        # the broker keeps serving
+        assert w.request(ApiKey.FIND_COORDINATOR, 3, {"key": "g", "key_type": 0})[
+            "error_code"] == 0
+
+
+def test_find_coordinator_transactions(broker: BrokerProcess) -> None:
+    port = int(broker.bootstrap.rsplit(":", 1)[1])
+    with Wire(broker.bootstrap) as w:
+        for version in (0, 1, 2, 3):
+            r = w.request(ApiKey.FIND_COORDINATOR, version, {"key": "t", "key_type": 1})
+            assert (r["error_code"], r["node_id"], r["port"]) == (0, 0, port), r
+        r = w.request(ApiKey.FIND_COORDINATOR, 4, {"key_type": 1,
+                                                   "coordinator_keys": ["a", "b", ""]})
+        assert [(c["key"], c["error_code"]) for c in r["coordinators"]] == [
+            ("a", 0), ("b", 0), ("", E.INVALID_REQUEST)]
+        assert w.request(ApiKey.FIND_COORDINATOR, 3, {"key": "t", "key_type": 7})[
+            "error_code"] == E.INVALID_REQUEST
+
+
+def test_timed_out_transaction_aborted(broker_factory: Any) -> None:
+    from confluent_kafka import KafkaException
+
+    b = broker_factory(**{"transaction.abort.timed.out.transaction.cleanup.interval.ms": "100"})
+    topic, tid = "txn-timeout", "tid-timeout"
+    with Wire(b.bootstrap) as w:
+        w.create_topic(topic)
+    p = _producer(b.bootstrap, tid, **{"transaction.timeout.ms": 1000})
+    p.init_transactions(30)
+    p.begin_transaction()
+    p.produce(topic, b"late")
+    p.flush(30)
+    ms = wait_until(lambda: markers(b.data_dir, topic), 20, "the timeout's abort marker")
+    assert [m[0] for m in ms] == ["ABORT"]
+    assert ms[0][2] == 1  # written with the bumped epoch: the producer is fenced
+    assert committed_values(b.data_dir, topic) == []
+    with pytest.raises(KafkaException):
+        p.commit_transaction(30)
+    assert txn_states(b.data_dir, tid)[-2:] == ["PrepareAbort", "CompleteAbort"]
+
+
+def test_idle_transactional_id_expires(broker_factory: Any) -> None:
+    b = broker_factory(**{"transactional.id.expiration.ms": "300",
+                          "transaction.remove.expired.transaction.cleanup.interval.ms": "100"})
+    with Wire(b.bootstrap) as w:
+        assert _init(w, "tid-expire")["error_code"] == 0
+        wait_until(lambda: txn_states(b.data_dir, "tid-expire")[-1:] == [None], 20,
+                   "the tombstone")
+        r = w.request(ApiKey.DESCRIBE_TRANSACTIONS, 0, {"transactional_ids": ["tid-expire"]})
+        assert r["transaction_states"][0]["error_code"] == E.TRANSACTIONAL_ID_NOT_FOUND
