@@ -1,0 +1,238 @@
+"""read_committed against a real standalone broker, fed hand-built transactional batches
+(Produce with a transactional_id) and COMMIT/ABORT markers (WriteTxnMarkers, as the
+transaction coordinator sends them): kcat (-X isolation.level=read_committed) and a
+confluent-kafka consumer see exactly the committed records, read_uncommitted sees them
+all, ListOffsets read_committed answers the last stable offset, a long-poll read_committed
+fetch wakes when a marker moves it, a client's control batch is refused, and dump-log
+prints the .txnindex the aborts wrote."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import time
+
+import pytest
+
+from kafkactl.protocol.api_keys import ApiKey
+from kafkactl.record.batch import RecordBatchBuilder
+from tests import zygote
+from tests.conftest import BrokerProcess
+from tests.polling import wait_until
+
+from .wire import Wire
+
+PID_A, PID_B, PID_C = 51_001, 51_002, 51_003
+INVALID_RECORD = 87
+TXN_ID_AUTH_FAILED = 53
+
+
+@pytest.fixture
+def broker(module_broker: BrokerProcess) -> BrokerProcess:
+    """Tests here only use topics of their own: one broker for the module."""
+    return module_broker
+
+
+class TxnProducer:
+    def __init__(self, pid: int, epoch: int = 0) -> None:
+        self.pid, self.epoch, self.seq = pid, epoch, 0
+
+    def batch(self, *values: str) -> bytes:
+        b = RecordBatchBuilder(producer_id=self.pid, producer_epoch=self.epoch,
+                               base_sequence=self.seq, is_transactional=True)
+        for v in values:
+            b.append(None, None, v.encode())
+        self.seq += len(values)
+        return b.build()
+
+
+def plain(*values: str) -> bytes:
+    b = RecordBatchBuilder()
+    for v in values:
+        b.append(None, None, v.encode())
+    return b.build()
+
+
+def produce(w: Wire, topic: str, records: bytes, txn_id: str | None = "t") -> dict:
+    resp = w.request(ApiKey.PRODUCE, 9, {
+        "transactional_id": txn_id, "acks": -1, "timeout_ms": 5000,
+        "topic_data": [{"name": topic, "partition_data": [
+            {"index": 0, "records": records}]}]})
+    return resp["responses"][0]["partition_responses"][0]
+
+
+def marker(w: Wire, topic: str, pid: int, commit: bool, epoch: int = 0,
+           coordinator_epoch: int = 0) -> int:
+    resp = w.request(ApiKey.WRITE_TXN_MARKERS, 1, {"markers": [{
+        "producer_id": pid, "producer_epoch": epoch, "transaction_result": commit,
+        "coordinator_epoch": coordinator_epoch,
+        "topics": [{"name": topic, "partition_indexes": [0]}]}]})
+    return int(resp["markers"][0]["topics"][0]["partitions"][0]["error_code"])
+
+
+def list_latest(w: Wire, topic: str, isolation: int) -> int:
+    resp = w.request(ApiKey.LIST_OFFSETS, 5, {
+        "replica_id": -1, "isolation_level": isolation,
+        "topics": [{"name": topic, "partitions": [
+            {"partition_index": 0, "current_leader_epoch": -1, "timestamp": -1}]}]})
+    return int(resp["topics"][0]["partitions"][0]["offset"])
+
+
+def fetch(w: Wire, topic: str, isolation: int, offset: int = 0, max_wait_ms: int = 0
+          ) -> dict:
+    resp = w.request(ApiKey.FETCH, 11, {
+        "replica_id": -1, "max_wait_ms": max_wait_ms, "min_bytes": 1,
+        "max_bytes": 1 << 20, "isolation_level": isolation, "session_id": 0,
+        "session_epoch": -1, "rack_id": "",
+        "topics": [{"topic": topic, "partitions": [{
+            "partition": 0, "current_leader_epoch": -1, "fetch_offset": offset,
+            "log_start_offset": -1, "partition_max_bytes": 1 << 20}]}],
+        "forgotten_topics_data": []})
+    return resp["responses"][0]["partitions"][0]
+
+
+def _scenario(w: Wire, topic: str) -> None:
+    """p0 | A: a1 a2 ABORT | B: b1 COMMIT | A: a3 COMMIT | C: c1 (open) | p1."""
+    a, b, c = TxnProducer(PID_A), TxnProducer(PID_B), TxnProducer(PID_C)
+    assert produce(w, topic, plain("p0"), txn_id=None)["error_code"] == 0
+    assert produce(w, topic, a.batch("a1", "a2"))["error_code"] == 0
+    assert produce(w, topic, b.batch("b1"))["error_code"] == 0
+    assert marker(w, topic, PID_A, commit=False) == 0
+    assert marker(w, topic, PID_B, commit=True) == 0
+    assert produce(w, topic, a.batch("a3"))["error_code"] == 0
+    assert marker(w, topic, PID_A, commit=True) == 0
+    assert produce(w, topic, c.batch("c1"))["error_code"] == 0
+    assert produce(w, topic, plain("p1"), txn_id=None)["error_code"] == 0
+
+
+COMMITTED = ["p0", "b1", "a3"]  # below the LSO (C's open transaction holds it)
+EVERYTHING = ["p0", "a1", "a2", "b1", "a3", "c1", "p1"]
+
+
+def kcat(*args: str) -> list[str]:
+    proc = subprocess.run(["kcat", *args], capture_output=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr.decode(errors="replace")
+    return proc.stdout.decode().splitlines()
+
+
+@pytest.mark.skipif(shutil.which("kcat") is None, reason="kcat is not installed")
+def test_kcat_read_committed_sees_only_committed_records(broker) -> None:
+    topic = "txn-kcat"
+    with Wire(broker.bootstrap) as w:
+        _scenario(w, topic)
+        assert kcat("-b", broker.bootstrap, "-C", "-t", topic, "-e", "-f", "%s\n",
+                    "-X", "isolation.level=read_committed") == COMMITTED
+        assert kcat("-b", broker.bootstrap, "-C", "-t", topic, "-e", "-f", "%s\n",
+                    "-X", "isolation.level=read_uncommitted") == EVERYTHING
+        assert marker(w, topic, PID_C, commit=False) == 0
+        assert kcat("-b", broker.bootstrap, "-C", "-t", topic, "-e", "-f", "%s\n",
+                    "-X", "isolation.level=read_committed") == [*COMMITTED, "p1"]
+
+
+def test_confluent_kafka_read_committed(broker) -> None:
+    ck = pytest.importorskip("confluent_kafka")
+    topic = "txn-ck"
+    with Wire(broker.bootstrap) as w:
+        _scenario(w, topic)
+        assert marker(w, topic, PID_C, commit=True) == 0
+
+    def consume(isolation: str) -> list[str]:
+        c = ck.Consumer({"bootstrap.servers": broker.bootstrap, "group.id": f"g-{isolation}",
+                         "isolation.level": isolation, "enable.partition.eof": True,
+                         "auto.offset.reset": "earliest", "enable.auto.commit": False})
+        try:
+            c.assign([ck.TopicPartition(topic, 0, ck.OFFSET_BEGINNING)])
+            out: list[str] = []
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline:
+                m = c.poll(1.0)
+                if m is None:
+                    continue
+                if m.error():
+                    if m.error().code() == ck.KafkaError._PARTITION_EOF:
+                        return out
+                    raise AssertionError(m.error())
+                out.append(m.value().decode())
+            raise AssertionError(f"no end of partition within 30 s; got {out}")
+        finally:
+            c.close()
+
+    assert consume("read_committed") == [*COMMITTED, "c1", "p1"]
+    assert consume("read_uncommitted") == EVERYTHING
+
+
+def test_lso_in_list_offsets_fetch_and_long_poll(broker) -> None:
+    topic = "txn-lso"
+    with Wire(broker.bootstrap) as w:
+        _scenario(w, topic)
+        part = fetch(w, topic, 0)
+        hw = int(part["high_watermark"])
+        lso = int(part["last_stable_offset"])
+        assert list_latest(w, topic, 0) == hw == 10
+        # p0 a1 a2 b1 ABORT(A) COMMIT(B) a3 COMMIT(A) c1 p1: C's open transaction at 8
+        assert lso == 8 and list_latest(w, topic, 1) == lso
+        rc = fetch(w, topic, 1)
+        assert rc["aborted_transactions"] == [{"producer_id": PID_A, "first_offset": 1}]
+        assert rc["last_stable_offset"] == lso
+        ru = fetch(w, topic, 0)
+        assert ru["aborted_transactions"] is None
+        assert len(ru["records"]) > len(rc["records"])
+        # a read_committed long poll at the LSO wakes when C's marker moves it
+        with Wire(broker.bootstrap) as poller:
+            poller.correlation_id += 1
+            from kafkactl.protocol import codec
+
+            body = {
+                "replica_id": -1, "max_wait_ms": 20_000, "min_bytes": 1,
+                "max_bytes": 1 << 20, "isolation_level": 1, "session_id": 0,
+                "session_epoch": -1, "rack_id": "",
+                "topics": [{"topic": topic, "partitions": [{
+                    "partition": 0, "current_leader_epoch": -1, "fetch_offset": lso,
+                    "log_start_offset": -1, "partition_max_bytes": 1 << 20}]}],
+                "forgotten_topics_data": []}
+            poller.send_raw(codec.encode_request(ApiKey.FETCH, 11, poller.correlation_id,
+                                                 "wire", body))
+            time.sleep(0.3)  # the fetch is parked in the purgatory (waiting is the point)
+            start = time.monotonic()
+            assert marker(w, topic, PID_C, commit=True) == 0
+            frame = poller.recv_frame()
+            waited = time.monotonic() - start
+            resp = codec.decode_response(ApiKey.FETCH, 11, frame)
+        p = resp["responses"][0]["partitions"][0]
+        assert p["last_stable_offset"] == 11 and len(p["records"]) > 0
+        assert waited < 15, "the long poll sat out its max_wait_ms"
+
+
+def test_bad_transactional_input_is_refused(broker) -> None:
+    topic = "txn-bad"
+    with Wire(broker.bootstrap) as w:
+        assert produce(w, topic, plain("x"), txn_id=None)["error_code"] == 0
+        ctrl = RecordBatchBuilder(producer_id=PID_A, producer_epoch=0, is_transactional=True,
+                                  is_control=True)
+        ctrl.append(None, b"\x00\x00\x00\x01", b"\x00\x00\x00\x00\x00\x00")
+        r = produce(w, topic, ctrl.build())
+        assert r["error_code"] == INVALID_RECORD
+        assert "Clients are not allowed to write control records" in r["error_message"]
+        r = produce(w, topic, TxnProducer(PID_B).batch("no-id"), txn_id=None)
+        assert r["error_code"] == TXN_ID_AUTH_FAILED
+        a = TxnProducer(PID_A, epoch=3)
+        assert produce(w, topic, a.batch("a"))["error_code"] == 0
+        assert marker(w, topic, PID_A, commit=True, epoch=2) != 0  # an older epoch: fenced
+        end = list_latest(w, topic, 0)
+        assert end == 2  # x, a: nothing else was stored
+        assert marker(w, topic, PID_A, commit=True, epoch=3) == 0
+        wait_until(lambda: list_latest(w, topic, 1) == 3, timeout=10,
+                   what="the LSO to reach the log end after the commit")
+
+
+def test_dump_log_prints_the_brokers_txnindex(broker) -> None:
+    topic = "txn-dump"
+    with Wire(broker.bootstrap) as w:
+        _scenario(w, topic)
+    d = broker.data_dir / f"{topic}-0"
+    files = sorted(d.glob("*.txnindex"))
+    assert [f.name for f in files] == ["00000000000000000000.txnindex"]
+    r = zygote.run(["dump-log", str(files[0])], text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.splitlines()[1:] == [
+        f"version: 0 producerId: {PID_A} firstOffset: 1 lastOffset: 4 lastStableOffset: 3"]
