@@ -26,7 +26,7 @@ _kafkactl() {
                 'recover:Validate and repair log segments offline\: cut torn or corrupt tails, rebuild indexes.'
                 'rebalance:Members, their current assignment and the range assignment for the group; or, with --partitions / --preferred-leaders...'
                 'mirror:Copy topics from a source cluster into a target cluster as a consumer group, committing source offsets only for recor...'
-                'top:A live view of a broker or cluster\: brokers, topic rates, unhealthy partitions and consumer lag (Ctrl-C quits).'
+                'top:A live view of a broker or cluster\: brokers, topic rates, unhealthy partitions and consumer lag (Ctrl-C quits). A bro...'
                 'spark-load:Load topics into Parquet with Spark, one task per topic-partition range.'
                 'topics:Create, list, describe, alter and delete topics; offsets at a time.'
                 'offsets:List groups; show, reset, delete and migrate consumer-group offsets.'
@@ -110,6 +110,8 @@ _kafkactl_produce() {
         '(-q --quiet)-q[No progress or summary.]' \
         '(-q --quiet)--quiet[No progress or summary.]' \
         '--failed-file[Write records that were not acknowledged here.]:FAILED_FILE:_files' \
+        '--transactional-id[Write in transactions (-X transactional.id)\: read_committed consumers see all of a transaction or none of it; on an e...]:ID: ' \
+        '--transaction-records[With --transactional-id\: commit every N input records (default\: one transaction for the whole input). \[x>=1\]]:N: ' \
         '(-h --help)-h[Show this message and exit.]' \
         '(-h --help)--help[Show this message and exit.]'
 }
@@ -254,9 +256,9 @@ _kafkactl_top() {
         '(-s --sort)--sort[Order topics by in rate, out rate or name; groups by lag (or name). \[default\: in\]]:in|out|lag|name: ' \
         '(-i --interval)-i[Seconds between refreshes. \[default\: 2.0; x>=0.1\]]:SECONDS: ' \
         '(-i --interval)--interval[Seconds between refreshes. \[default\: 2.0; x>=0.1\]]:SECONDS: ' \
+        '*--metrics[A broker'\''s metrics endpoint (http\://HOST\:PORT/metrics; repeat once per broker)\: read it instead of the Kafka protocol.]:URL: ' \
         '--metrics-port[With the Kafka protocol\: every broker'\''s metrics listener port (on the broker'\''s advertised host), for per-broker CPU,...]:PORT: ' \
         '*--broker-metrics[With the Kafka protocol\: broker ID'\''s metrics endpoint (HOST\:PORT or a URL; repeatable), for its CPU, memory and conne...]:ID=URL: ' \
-        '*--metrics[A broker'\''s metrics endpoint (http\://HOST\:PORT/metrics; repeat once per broker)\: read it instead of the Kafka protocol.]:URL: ' \
         '(-b --bootstrap-server)-b[Broker(s) host\:port\[,host\:port\]; default $KAFKACTL_BOOTSTRAP or 127.0.0.1\:9092.]:BOOTSTRAP: ' \
         '(-b --bootstrap-server)--bootstrap-server[Broker(s) host\:port\[,host\:port\]; default $KAFKACTL_BOOTSTRAP or 127.0.0.1\:9092.]:BOOTSTRAP: ' \
         '*-X[Client property key=value, librdkafka'\''s names (repeatable)\: security.protocol, sasl.mechanism, sasl.username, sasl.pa...]:PROP: ' \

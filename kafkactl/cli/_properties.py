@@ -240,6 +240,8 @@ PRODUCER_TABLE: dict[str, Setting] = _table(
             integer(1)),
     Setting(("partitioner", "partitioner.class"), "partitioner", partitioner_name),
     Setting(("metadata.max.age.ms",), "metadata_max_age_ms", integer(1)),
+    Setting(("transactional.id",), "transactional_id", text_value),
+    Setting(("transaction.timeout.ms",), "transaction_timeout_ms", integer(1)),
 )
 
 CONSUMER_TABLE: dict[str, Setting] = _table(
@@ -304,6 +306,8 @@ class ProducerSettings(_Settings):
     max_in_flight: int | None = None
     partitioner: str | None = None
     metadata_max_age_ms: int | None = None
+    transactional_id: str | None = None
+    transaction_timeout_ms: int | None = None
 
     def producer_kwargs(self) -> dict[str, Any]:
         """Producer(...) keywords of the settings given."""

@@ -33,7 +33,8 @@ from kafkactl.cli._properties import (
 )
 
 if TYPE_CHECKING:  # the client is imported when a command runs, so --help stays fast
-    from kafkactl.client.line_producer import DeliveryStats, LineProducer
+    from kafkactl.client.line_producer import DeliveryStats, LineProducer, RunOutcome
+    from kafkactl.client.transactional_lines import TransactionOutcome
 
 
 PROPERTY_HELP = (
@@ -52,6 +53,7 @@ FLAG_SETTINGS: dict[str, tuple[str, Callable[[Any], Any] | None]] = {
     "--batch-size": ("batch_size", None),
     "--linger-ms": ("linger_ms", None),
     "--partitioner": ("partitioner", partitioner_name),
+    "--transactional-id": ("transactional_id", None),
 }
 
 
@@ -137,10 +139,20 @@ def produce(
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress or summary."),
     failed_file: Path | None = typer.Option(
         None, "--failed-file", help="Write records that were not acknowledged here."),
+    transactional_id: str | None = typer.Option(
+        None, "--transactional-id", metavar="ID",
+        help="Write in transactions (-X transactional.id): read_committed consumers see "
+             "all of a transaction or none of it; on an error or Ctrl-C the open one is "
+             "aborted, so a pipe lands all-or-nothing. A second producer with the same ID "
+             "fences this one."),
+    transaction_records: int | None = typer.Option(
+        None, "--transaction-records", metavar="N", min=1,
+        help="With --transactional-id: commit every N input records (default: one "
+             "transaction for the whole input)."),
 ) -> None:
     """Produce records read from stdin (or --file), one per line by default."""
     from kafkactl.client.errors import ClientError
-    from kafkactl.client.line_producer import LineProducer
+    from kafkactl.client.line_producer import LineProducer, RunOutcome
     from kafkactl.client.producer import Producer
 
     try:
@@ -159,7 +171,9 @@ def produce(
     security, settings = producer_options(prop, command_config)
     kwargs = _producer_kwargs(settings, {
         "--compression": compression, "--acks": acks, "--batch-size": batch_size,
-        "--linger-ms": linger_ms, "--partitioner": partitioner})
+        "--linger-ms": linger_ms, "--partitioner": partitioner,
+        "--transactional-id": transactional_id})
+    transactional = _check_transactional(kwargs, transaction_records, failed_file)
     kwargs.update(bootstrap_servers=bootstrap, sync=sync, security=security)
     t0 = time.monotonic()  # the summary's time includes connecting
     discovery = None
@@ -191,14 +205,43 @@ def produce(
         progress = threading.Thread(target=_progress, args=(lp.stats, stop), daemon=True)
         progress.start()
     signal.signal(signal.SIGINT, signal.default_int_handler)
-    outcome = lp.run(_input(file, delim))
+    outcome = _run(lp, _input(file, delim), transactional, transaction_records)
     if discovery is not None:
         discovery.close()
     stop.set()
     if progress is not None:
         progress.join(1.0)
+    if not isinstance(outcome, RunOutcome):
+        _report_transactions(lp, topic, quiet, outcome)
+        return
     _report(lp, topic, delim, failed_file, quiet, outcome.interrupted, outcome.error,
             "sent" if kwargs["acks"] == "0" else "acknowledged")
+
+
+def _run(lp: LineProducer, chunks: Iterator[list[bytes]], transactional: bool,
+         every: int | None) -> RunOutcome | TransactionOutcome:
+    if not transactional:
+        return lp.run(chunks)
+    from kafkactl.client.transactional_lines import run_in_transactions
+
+    return run_in_transactions(lp, chunks, every)
+
+
+def _check_transactional(kwargs: dict[str, Any], transaction_records: int | None,
+                         failed_file: Path | None) -> bool:
+    """True for a transactional run (--transactional-id or -X transactional.id); exit 2
+    for options that do not go with it."""
+    transactional = kwargs.get("transactional_id") is not None
+    if transaction_records is not None and not transactional:
+        raise fail("--transaction-records goes with --transactional-id "
+                   "(or -X transactional.id)", 2)
+    if transactional and failed_file is not None:
+        raise fail("--failed-file does not go with --transactional-id: an aborted "
+                   "transaction's records are the input from the first uncommitted record "
+                   "on (the error says which)", 2)
+    if transactional and kwargs["acks"] != "all":
+        raise fail(f"a transactional producer writes with acks=all (not {kwargs['acks']})", 2)
+    return transactional
 
 
 def _input(file: Path | None, delimiter: bytes) -> Iterator[list[bytes]]:
@@ -273,6 +316,37 @@ def _report(lp: LineProducer, topic: str, delim: bytes, failed_file: Path | None
         line += f"; stopped reading the input after record {read:,}"
     typer.echo(line, err=True)
     raise typer.Exit(130 if interrupted and error is None and not stats.failed else 1)
+
+
+def _report_transactions(lp: LineProducer, topic: str, quiet: bool,
+                         outcome: TransactionOutcome) -> None:
+    """The summary of a transactional run: what was committed, and when it stopped early,
+    what was aborted and the input record to resume from; exit 1 on an error, 130 on
+    Ctrl-C."""
+    stats = lp.stats
+    done = (f"{outcome.committed:,} records committed to {topic} in "
+            f"{outcome.transactions:,} transaction{'s' if outcome.transactions != 1 else ''}")
+    if outcome.error is None and not outcome.interrupted:
+        if not quiet:
+            dt = max(time.monotonic() - stats.start, 1e-6)
+            typer.echo(f"{done} ({stats.bytes / 1e6:,.1f} MB) in {dt:.2f} s "
+                       f"({outcome.committed / dt:,.0f} records/s)", err=True)
+        return
+    why = _cause(outcome.error) if outcome.error is not None else "interrupted"
+    line = f"error: {why}; " if outcome.error is not None else "interrupted: "
+    if outcome.aborted or lp.read > outcome.committed:
+        line += (f"the open transaction ({outcome.aborted:,} record"
+                 f"{'s' if outcome.aborted != 1 else ''}) was aborted")
+        if outcome.abort_error is not None:
+            line += (f" (the abort failed: {_cause(outcome.abort_error)}; the coordinator "
+                     "aborts it when transaction.timeout.ms passes)")
+        line += f"; {done}"
+    else:
+        line += done
+    if outcome.committed:
+        line += f"; resume from input record {outcome.committed + 1:,}"
+    typer.echo(line, err=True)
+    raise typer.Exit(1 if outcome.error is not None else 130)
 
 
 def register(app: typer.Typer) -> None:

@@ -233,7 +233,8 @@ class Sender(threading.Thread):
             b.attempts += 1
             topics[b.topic].append({"index": b.partition, "records": b.built})
         body = {
-            "transactional_id": None, "acks": self.acks, "timeout_ms": self.request_timeout_ms,
+            "transactional_id": None if self.txn is None else self.txn.transactional_id,
+            "acks": self.acks, "timeout_ms": self.request_timeout_ms,
             "topic_data": [{"name": t, "partition_data": parts} for t, parts in topics.items()],
         }
         expect = self.acks != 0

@@ -157,7 +157,8 @@ def test_producer_settings_are_producer_keywords() -> None:
                                       "max.in.flight", "metadata.max.age.ms",
                                       "batch.num.messages")]
     every += ["max.request.size=1000", "acks=1", "compression.type=gzip", "client.id=x",
-              "enable.idempotence=true", "partitioner=random"]
+              "enable.idempotence=true", "partitioner=random", "transactional.id=t",
+              "transaction.timeout.ms=1"]
     _, s = parse_producer_properties(every)
     kwargs = s.producer_kwargs()
     assert "batch_num_messages" not in kwargs  # accepted, not applied

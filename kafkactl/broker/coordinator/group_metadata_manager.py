@@ -217,16 +217,19 @@ class GroupMetadataManager:
         storeOffsets for TxnOffsetCommit); its errors are Kafka's mapping of the append's
         (a fenced epoch or a bad transaction state is the client's to see)."""
         self.ensure_topic()
-        builder = RecordBatchBuilder(producer_id=producer_id, producer_epoch=producer_epoch,
-                                     is_transactional=transactional)
+        partition = self.partition_for(group_id)
+        builder = RecordBatchBuilder(
+            producer_id=producer_id, producer_epoch=producer_epoch,
+            base_sequence=self._next_sequence(partition, producer_id, producer_epoch)
+            if producer_id >= 0 else -1, is_transactional=transactional)
         now = self.now_ms()
         for key, value in records:
             builder.append(now, key, value)
         if builder.record_count == 0:
             return ErrorCode.NONE, -1
         result = self.replica_manager.append(
-            OFFSETS_TOPIC, self.partition_for(group_id),
-            memoryview(bytearray(builder.build())), produce_version=9)
+            OFFSETS_TOPIC, partition, memoryview(bytearray(builder.build())),
+            produce_version=9)
         if result.error == ErrorCode.NONE:
             return ErrorCode.NONE, result.base_offset
         log.warning("cannot write group %s to %s: %s", group_id, OFFSETS_TOPIC,
@@ -234,6 +237,18 @@ class GroupMetadataManager:
         if not transactional:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE, -1
         return _txn_append_error(result.error), -1
+
+    def _next_sequence(self, partition: int, producer_id: int, epoch: int) -> int:
+        """The sequence the producer's next batch in `partition` continues with (Kafka's
+        coordinator appends skip the sequence check; the log here checks every producer
+        batch, so the coordinator numbers its batches itself: 0 for a new epoch)."""
+        from kafkactl.log.producer_state import next_sequence
+
+        part = self.partitions.get_partition(OFFSETS_TOPIC, partition)
+        entry = None if part is None else part.producer_state.producers.get(producer_id)
+        if entry is None or entry.epoch != epoch or not entry.batches:
+            return 0
+        return next_sequence(entry.last_seq)
 
     # ---- writes ---------------------------------------------------------------------------
     def store_group(self, group: GroupMetadata) -> ErrorCode:

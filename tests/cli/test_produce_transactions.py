@@ -1,0 +1,173 @@
+"""`kafkactl produce --transactional-id` and `kafkactl consume --isolation-level` against a
+real broker: a pipe lands all-or-nothing (Ctrl-C mid-pipe leaves nothing a read_committed
+consumer sees), committed transactions are visible in order, and kcat (librdkafka) with
+`-X isolation.level=read_committed` reads exactly what kafkactl does."""
+
+from __future__ import annotations
+
+import shutil
+import signal
+import subprocess
+import sys
+from typing import Any
+
+import pytest
+
+from kafkactl.client.consumer import Consumer
+from tests import zygote
+from tests.polling import wait_until
+
+KCAT = shutil.which("kcat")
+MODULE_BROKER_OVERRIDES = {"group.initial.rebalance.delay.ms": "0"}
+
+
+def _kafkactl(*args: str, input: bytes | None = None, timeout: float = 90
+              ) -> subprocess.CompletedProcess[bytes]:
+    return zygote.run(list(args), input=input, timeout=timeout)
+
+
+def _create(bootstrap: str, topic: str, partitions: int = 1) -> None:
+    r = _kafkactl("topics", "create", "-t", topic, "--partitions", str(partitions),
+                  "-b", bootstrap)
+    assert r.returncode == 0, r.stderr
+
+
+def _consume(bootstrap: str, topic: str, level: str) -> list[bytes]:
+    r = _kafkactl("consume", "-t", topic, "-o", "earliest", "-e", "-q",
+                  "--isolation-level", level, "-b", bootstrap)
+    assert r.returncode == 0, r.stderr
+    return r.stdout.splitlines()
+
+
+def _kcat(bootstrap: str, topic: str, level: str) -> list[bytes]:
+    assert KCAT is not None
+    r = subprocess.run([KCAT, "-b", bootstrap, "-C", "-t", topic, "-o", "beginning", "-e",
+                        "-q", "-X", f"isolation.level={level}"], capture_output=True,
+                       timeout=60, check=False)
+    assert r.returncode == 0, r.stderr
+    return r.stdout.splitlines()
+
+
+def _log_end(bootstrap: str, topic: str) -> int:
+    with Consumer(bootstrap_servers=bootstrap) as c:
+        tp = (topic, 0)
+        return c.end_offsets([tp])[tp]
+
+
+def test_commits_every_n_records_in_order_and_kcat_agrees(module_broker: Any) -> None:
+    b = module_broker.bootstrap
+    _create(b, "txn-commit")
+    lines = [f"line-{i}".encode() for i in range(1000)]
+    r = _kafkactl("produce", "-t", "txn-commit", "--transactional-id", "loader-commit",
+                  "--transaction-records", "300", "-b", b, input=b"\n".join(lines) + b"\n")
+    assert r.returncode == 0, r.stderr
+    assert b"1,000 records committed to txn-commit in 4 transactions" in r.stderr
+    assert _consume(b, "txn-commit", "read_committed") == lines
+    # the log holds the 1000 records and 4 COMMIT markers; no consumer prints a marker
+    assert _log_end(b, "txn-commit") == 1004
+    assert _consume(b, "txn-commit", "read_uncommitted") == lines
+    if KCAT is not None:
+        assert _kcat(b, "txn-commit", "read_committed") == lines
+
+
+def test_sigint_mid_pipe_aborts_the_whole_input(module_broker: Any) -> None:
+    b = module_broker.bootstrap
+    _create(b, "txn-sigint")
+    proc = subprocess.Popen([sys.executable, "-m", "kafkactl", "produce", "-t", "txn-sigint",
+                             "--transactional-id", "loader-sigint", "-b", b,
+                             "--linger-ms", "1"],
+                            stdin=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert proc.stdin is not None
+    sent = [f"partial-{i}".encode() for i in range(500)]
+    proc.stdin.write(b"\n".join(sent) + b"\n")
+    proc.stdin.flush()
+    # the records reach the log (in the open transaction) while the pipe stays open
+    wait_until(lambda: _log_end(b, "txn-sigint") >= 500, 60,
+               "the transaction's records in the log")
+    assert _consume(b, "txn-sigint", "read_committed") == []
+    proc.send_signal(signal.SIGINT)
+    _out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert b"interrupted: the open transaction (500 records) was aborted" in err
+    assert b"0 records committed" in err
+    # read_committed: nothing; read_uncommitted: the aborted records (no marker)
+    assert _consume(b, "txn-sigint", "read_committed") == []
+    assert _consume(b, "txn-sigint", "read_uncommitted") == sent
+    if KCAT is not None:
+        assert _kcat(b, "txn-sigint", "read_committed") == []
+
+
+def test_an_aborted_transaction_between_committed_ones(module_broker: Any) -> None:
+    """Committed, aborted (Ctrl-C), committed again with the same transactional id:
+    read_committed readers see the two committed inputs only, in order."""
+    b = module_broker.bootstrap
+    _create(b, "txn-mixed")
+    first = [f"a-{i}".encode() for i in range(100)]
+    r = _kafkactl("produce", "-t", "txn-mixed", "--transactional-id", "loader-mixed",
+                  "-b", b, input=b"\n".join(first) + b"\n")
+    assert r.returncode == 0, r.stderr
+    proc = subprocess.Popen([sys.executable, "-m", "kafkactl", "produce", "-t", "txn-mixed",
+                             "--transactional-id", "loader-mixed", "-b", b],
+                            stdin=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert proc.stdin is not None
+    proc.stdin.write(b"".join(f"x-{i}\n".encode() for i in range(50)))
+    proc.stdin.flush()
+    wait_until(lambda: _log_end(b, "txn-mixed") >= 151, 60, "the open transaction's records")
+    proc.send_signal(signal.SIGINT)
+    proc.communicate(timeout=60)
+    assert proc.returncode == 130
+    last = [f"c-{i}".encode() for i in range(100)]
+    r = _kafkactl("produce", "-t", "txn-mixed", "--transactional-id", "loader-mixed",
+                  "-b", b, input=b"\n".join(last) + b"\n")
+    assert r.returncode == 0, r.stderr
+    assert _consume(b, "txn-mixed", "read_committed") == first + last
+    if KCAT is not None:
+        assert _kcat(b, "txn-mixed", "read_committed") == first + last
+
+
+def test_a_second_producer_fences_the_first(module_broker: Any) -> None:
+    """Zombie fencing through the CLI: a producer whose transactional id was taken over
+    stops with an error and none of its open transaction becomes visible."""
+    b = module_broker.bootstrap
+    _create(b, "txn-fence")
+    zombie = subprocess.Popen([sys.executable, "-m", "kafkactl", "produce", "-t", "txn-fence",
+                               "--transactional-id", "loader-fence", "-b", b],
+                              stdin=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert zombie.stdin is not None
+    zombie.stdin.write(b"".join(f"z-{i}\n".encode() for i in range(20)))
+    zombie.stdin.flush()
+    wait_until(lambda: _log_end(b, "txn-fence") >= 20, 60, "the zombie's records")
+    r = _kafkactl("produce", "-t", "txn-fence", "--transactional-id", "loader-fence",
+                  "-b", b, input=b"new-1\nnew-2\n")
+    assert r.returncode == 0, r.stderr
+    zombie.stdin.write(b"z-late\n")
+    zombie.stdin.close()
+    assert zombie.stderr is not None
+    zombie.wait(60)
+    err = zombie.stderr.read()
+    assert zombie.returncode == 1, err
+    assert b"error:" in err
+    assert _consume(b, "txn-fence", "read_committed") == [b"new-1", b"new-2"]
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--transaction-records", "5"], b"--transaction-records goes with --transactional-id"),
+    (["--transactional-id", "x", "--acks", "1"], b"acks=all"),
+    (["--transactional-id", "x", "--failed-file", "/tmp/never"],
+     b"--failed-file does not go with --transactional-id"),
+    (["--transactional-id", "x", "--transaction-records", "0"], b"--transaction-records"),
+])
+def test_options_that_do_not_go_together(args: list[str], message: bytes) -> None:
+    r = _kafkactl("produce", "-t", "t", "-b", "127.0.0.1:1", *args, input=b"a\n")
+    assert r.returncode == 2, r.stderr
+    assert message in r.stderr
+
+
+def test_isolation_level_flag_and_property_must_agree() -> None:
+    r = _kafkactl("consume", "-t", "t", "-b", "127.0.0.1:1", "--isolation-level",
+                  "read_committed", "-X", "isolation.level=read_uncommitted")
+    assert r.returncode == 2
+    assert b"disagree" in r.stderr
+    r = _kafkactl("consume", "-t", "t", "-b", "127.0.0.1:1", "--isolation-level", "bogus")
+    assert r.returncode == 2
+    assert b"read_committed" in r.stderr
