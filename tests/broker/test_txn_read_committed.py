@@ -273,3 +273,36 @@ def test_sigkill_restart_rebuilds_txnindex_and_open_transactions(broker_factory)
         assert list_latest(w, topic, 0) == hw
         assert fetch(w, topic, 1)["aborted_transactions"] == aborted
     assert {p.name: p.read_bytes() for p in d.glob("*.txnindex")} == written
+
+
+def test_read_committed_long_poll_waits_through_uncommitted_appends(broker) -> None:
+    """A read_committed fetch parked at the LSO is not answered empty by an append of the
+    open transaction (above the LSO): it answers with the records once the marker comes."""
+    from kafkactl.protocol import codec
+
+    topic = "txn-poll"
+    t = TxnProducer(PID_C)
+    with Wire(broker.bootstrap) as w, Wire(broker.bootstrap) as poller:
+        assert produce(w, topic, t.batch("t1"))["error_code"] == 0
+        lso = list_latest(w, topic, 1)
+        assert lso == 0
+        poller.correlation_id += 1
+        body = {
+            "replica_id": -1, "max_wait_ms": 20_000, "min_bytes": 1, "max_bytes": 1 << 20,
+            "isolation_level": 1, "session_id": 0, "session_epoch": -1, "rack_id": "",
+            "topics": [{"topic": topic, "partitions": [{
+                "partition": 0, "current_leader_epoch": -1, "fetch_offset": 0,
+                "log_start_offset": -1, "partition_max_bytes": 1 << 20}]}],
+            "forgotten_topics_data": []}
+        poller.send_raw(codec.encode_request(ApiKey.FETCH, 11, poller.correlation_id,
+                                             "wire", body))
+        assert produce(w, topic, t.batch("t2"))["error_code"] == 0  # above the LSO
+        assert produce(w, topic, t.batch("t3"))["error_code"] == 0
+        assert marker(w, topic, PID_C, commit=True) == 0
+        resp = codec.decode_response(ApiKey.FETCH, 11, poller.recv_frame())
+    p = resp["responses"][0]["partitions"][0]
+    assert p["last_stable_offset"] == 4
+    from kafkactl.record.memory_records import iter_batches
+
+    batches = list(iter_batches(memoryview(bytes(p["records"]))))
+    assert batches and batches[0].base_offset == 0

@@ -171,7 +171,20 @@ def handle_fetch(services: BrokerServices, ctx: RequestContext, request: dict[st
 
 async def _long_poll(services: BrokerServices, ctx: RequestContext, request: dict[str, Any],
                      op: DelayedFetch, max_wait: int) -> dict[str, Any]:
-    await services.fetch_purgatory.wait_for(op, max_wait / 1000.0)
-    topics, _total, _errors = _read_all(services, ctx, request)
+    import asyncio
+
+    purgatory = services.fetch_purgatory
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + max_wait / 1000.0
+    while True:
+        await purgatory.wait_for(op, max(deadline - loop.time(), 0.0))
+        topics, total, errors = _read_all(services, ctx, request)
+        if (request.get("isolation_level", 0) != 1 or errors or purgatory.closed
+                or total >= request.get("min_bytes", 0) or loop.time() >= deadline):
+            break
+        # read_committed woken by records above the LSO (an open transaction's): Kafka's
+        # DelayedFetch counts only what is below the LSO, so wait on, registered now
+        op = purgatory.watch(op.keys, min_bytes=request.get("min_bytes", 0),
+                             accumulated=total)
     count_fetched(services, request, topics)
     return _response(topics)
