@@ -140,3 +140,38 @@ def test_session_expiry_mid_write_is_a_barrier(connect: str, sessions: list[Any]
         await a.stop()
 
     asyncio.run(scenario())
+
+
+def test_a_controller_whose_load_fails_starts_over(sessions: list[Any],
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """ZooKeeper fails the new controller's load once (ConnectionLoss, as in a short
+    outage): it does not stay active with a half-loaded view (its retried Elect would find
+    /controller still its own and change nothing; brokers would never get the full
+    UpdateMetadata of its epoch); it resigns and the retry loads everything. The only
+    stand-in: `controller_zk.read_topics` raises once before the real read."""
+    from kazoo.exceptions import ConnectionLoss
+
+    zk1, _zk2 = sessions
+    register(zk1, 1)
+    zk_topics.create_topic(zk1, TopicAssignment("t", {0: [1], 1: [1]}, uuid.uuid4()), {})
+    failures: list[Exception] = [ConnectionLoss("injected")]
+    real_read = controller_zk.read_topics
+
+    def flaky_read(*args: Any, **kwargs: Any) -> Any:
+        if failures:
+            raise failures.pop()
+        return real_read(*args, **kwargs)
+
+    monkeypatch.setattr(controller_zk, "read_topics", flaky_read)
+
+    async def scenario() -> None:
+        a = RecordingController(zk1, 1)
+        await a.start()
+        await until(lambda: a.active and {("t", 0), ("t", 1)} <= set(a.view.states),
+                    "broker 1 controls with the whole state")
+        assert not failures
+        assert sum(1 for e in a.handled if type(e).__name__ == "Elect") >= 2
+        assert sorted(a.view.assignments) == ["t"] and a.view.brokers.keys() == {1}
+        await a.stop()
+
+    asyncio.run(scenario())
