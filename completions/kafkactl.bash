@@ -9,9 +9,9 @@
 _kafkactl_spec() {
     _kc_subs=""; _kc_opts=""; _kc_vopts=""; _kc_args=""; _kc_afiles=""
     case "$1" in
-        "") _kc_subs="serve produce consume dump-log recover rebalance mirror top spark-load topics offsets configs cluster acls users quotas"; _kc_opts="-V --version -h --help"; _kc_vopts=""; _kc_args=""; _kc_afiles="" ;;
+        "") _kc_subs="serve produce consume dump-log recover rebalance mirror top spark-load topics offsets configs cluster acls users quotas transactions"; _kc_opts="-V --version -h --help"; _kc_vopts=""; _kc_args=""; _kc_afiles="" ;;
         "serve") _kc_subs=""; _kc_opts="-c --config -o --override -l --listen -d --data-dir --broker-id --zookeeper --log-level --log-format --metrics -h --help"; _kc_vopts="-c --config -o --override -l --listen -d --data-dir --broker-id --zookeeper --log-level --log-format --metrics"; _kc_args=""; _kc_afiles="" ;;
-        "produce") _kc_subs=""; _kc_opts="-t --topic -f --file -D --delimiter -0 --null-delimited -K --key-separator -H --header -p --partition -z --compression --acks --batch-size --linger-ms --sync --partitioner -b --bootstrap-server -X --property --command-config --zookeeper -q --quiet --failed-file --transactional-id --transaction-records -h --help"; _kc_vopts="-t --topic -f --file -D --delimiter -K --key-separator -H --header -p --partition -z --compression --acks --batch-size --linger-ms --partitioner -b --bootstrap-server -X --property --command-config --zookeeper --failed-file --transactional-id --transaction-records"; _kc_args=""; _kc_afiles="" ;;
+        "produce") _kc_subs=""; _kc_opts="-t --topic -f --file -D --delimiter -0 --null-delimited -K --key-separator -H --header -p --partition -z --compression --acks --batch-size --linger-ms --sync --partitioner -b --bootstrap-server -X --property --command-config --zookeeper -q --quiet --failed-file -h --help"; _kc_vopts="-t --topic -f --file -D --delimiter -K --key-separator -H --header -p --partition -z --compression --acks --batch-size --linger-ms --partitioner -b --bootstrap-server -X --property --command-config --zookeeper --failed-file"; _kc_args=""; _kc_afiles="" ;;
         "consume") _kc_subs=""; _kc_opts="-t --topic --topic-pattern --exclude-pattern -p --partition -o --offset --from-beginning -c --max-messages -e --exit-at-end -f --format -J --json -K --key-separator --print-offsets -G -g --group -b --bootstrap-server -X --property --command-config --zookeeper --offsets-storage --dual-commit --timeout-ms --isolation-level -q --quiet -h --help"; _kc_vopts="-t --topic --topic-pattern --exclude-pattern -p --partition -o --offset -c --max-messages -f --format -K --key-separator -G -g --group -b --bootstrap-server -X --property --command-config --zookeeper --offsets-storage --timeout-ms --isolation-level"; _kc_args=""; _kc_afiles="" ;;
         "dump-log") _kc_subs=""; _kc_opts="--print-data-log --deep-iteration --skip-record-metadata --verify-index-only --index-sanity-check --max-bytes --max-message-size --offsets-decoder --json -h --help"; _kc_vopts="--max-bytes --max-message-size"; _kc_args=""; _kc_afiles="1" ;;
         "recover") _kc_subs=""; _kc_opts="--dry-run --json --index-interval-bytes --salvage --all -h --help"; _kc_vopts="--index-interval-bytes"; _kc_args=""; _kc_afiles="1" ;;
@@ -51,6 +51,12 @@ _kafkactl_spec() {
         "quotas add") _kc_subs=""; _kc_opts="-c --config --user --user-default --client-id --client-default -b --bootstrap-server -X --property --command-config -h --help"; _kc_vopts="-c --config --user --client-id -b --bootstrap-server -X --property --command-config"; _kc_args=""; _kc_afiles="" ;;
         "quotas remove") _kc_subs=""; _kc_opts="-k --key --user --user-default --client-id --client-default -b --bootstrap-server -X --property --command-config -h --help"; _kc_vopts="-k --key --user --client-id -b --bootstrap-server -X --property --command-config"; _kc_args=""; _kc_afiles="" ;;
         "quotas list") _kc_subs=""; _kc_opts="--user --user-default --client-id --client-default --json -b --bootstrap-server -X --property --command-config -h --help"; _kc_vopts="--user --client-id -b --bootstrap-server -X --property --command-config"; _kc_args=""; _kc_afiles="" ;;
+        "transactions") _kc_subs="list describe describe-producers find-hanging abort"; _kc_opts="-h --help"; _kc_vopts=""; _kc_args=""; _kc_afiles="" ;;
+        "transactions list") _kc_subs=""; _kc_opts="--state --producer-id --duration-filter --json -b --bootstrap-server -X --property --command-config -h --help"; _kc_vopts="--state --producer-id --duration-filter -b --bootstrap-server -X --property --command-config"; _kc_args=""; _kc_afiles="" ;;
+        "transactions describe") _kc_subs=""; _kc_opts="-t --transactional-id --json -b --bootstrap-server -X --property --command-config -h --help"; _kc_vopts="-t --transactional-id -b --bootstrap-server -X --property --command-config"; _kc_args=""; _kc_afiles="" ;;
+        "transactions describe-producers") _kc_subs=""; _kc_opts="--topic --partition --json -b --bootstrap-server -X --property --command-config -h --help"; _kc_vopts="--topic --partition -b --bootstrap-server -X --property --command-config"; _kc_args=""; _kc_afiles="" ;;
+        "transactions find-hanging") _kc_subs=""; _kc_opts="--broker-id --topic --partition --max-transaction-timeout --json -b --bootstrap-server -X --property --command-config -h --help"; _kc_vopts="--broker-id --topic --partition --max-transaction-timeout -b --bootstrap-server -X --property --command-config"; _kc_args=""; _kc_afiles="" ;;
+        "transactions abort") _kc_subs=""; _kc_opts="--topic --partition --start-offset --producer-id --producer-epoch --coordinator-epoch -b --bootstrap-server -X --property --command-config -h --help"; _kc_vopts="--topic --partition --start-offset --producer-id --producer-epoch --coordinator-epoch -b --bootstrap-server -X --property --command-config"; _kc_args=""; _kc_afiles="" ;;
     esac
 }
 
@@ -122,6 +128,11 @@ _kafkactl() {
         "quotas add|--command-config") compopt -o filenames 2>/dev/null; COMPREPLY=($(compgen -f -- "$cur")); return 0 ;;
         "quotas remove|--command-config") compopt -o filenames 2>/dev/null; COMPREPLY=($(compgen -f -- "$cur")); return 0 ;;
         "quotas list|--command-config") compopt -o filenames 2>/dev/null; COMPREPLY=($(compgen -f -- "$cur")); return 0 ;;
+        "transactions list|--command-config") compopt -o filenames 2>/dev/null; COMPREPLY=($(compgen -f -- "$cur")); return 0 ;;
+        "transactions describe|--command-config") compopt -o filenames 2>/dev/null; COMPREPLY=($(compgen -f -- "$cur")); return 0 ;;
+        "transactions describe-producers|--command-config") compopt -o filenames 2>/dev/null; COMPREPLY=($(compgen -f -- "$cur")); return 0 ;;
+        "transactions find-hanging|--command-config") compopt -o filenames 2>/dev/null; COMPREPLY=($(compgen -f -- "$cur")); return 0 ;;
+        "transactions abort|--command-config") compopt -o filenames 2>/dev/null; COMPREPLY=($(compgen -f -- "$cur")); return 0 ;;
         esac
         COMPREPLY=()
         return 0

@@ -35,6 +35,7 @@ _kafkactl() {
                 'acls:Add, list and remove ACLs (kafka-acls).'
                 'users:Add, list and delete SCRAM users.'
                 'quotas:Add, list and remove client quotas (producer_byte_rate, consumer_byte_rate, request_percentage, controller_mutation_r...'
+                'transactions:List, describe, find hanging and abort transactions (kafka-transactions).'
             )
             _describe -t commands 'kafkactl command' commands ;;
         argument)
@@ -55,6 +56,7 @@ _kafkactl() {
                 acls) _kafkactl_acls ;;
                 users) _kafkactl_users ;;
                 quotas) _kafkactl_quotas ;;
+                transactions) _kafkactl_transactions ;;
             esac ;;
     esac
 }
@@ -110,8 +112,6 @@ _kafkactl_produce() {
         '(-q --quiet)-q[No progress or summary.]' \
         '(-q --quiet)--quiet[No progress or summary.]' \
         '--failed-file[Write records that were not acknowledged here.]:FAILED_FILE:_files' \
-        '--transactional-id[Write in transactions (-X transactional.id)\: read_committed consumers see all of a transaction or none of it; on an e...]:ID: ' \
-        '--transaction-records[With --transactional-id\: commit every N input records (default\: one transaction for the whole input). \[x>=1\]]:N: ' \
         '(-h --help)-h[Show this message and exit.]' \
         '(-h --help)--help[Show this message and exit.]'
 }
@@ -897,6 +897,112 @@ _kafkactl_quotas_list() {
         '--client-id[The client id (client.id).]:CLIENT_ID: ' \
         '--client-default[The default client id (<default>).]' \
         '--json[JSON output.]' \
+        '(-b --bootstrap-server)-b[Broker(s) host\:port\[,host\:port\]; default $KAFKACTL_BOOTSTRAP or 127.0.0.1\:9092.]:BOOTSTRAP: ' \
+        '(-b --bootstrap-server)--bootstrap-server[Broker(s) host\:port\[,host\:port\]; default $KAFKACTL_BOOTSTRAP or 127.0.0.1\:9092.]:BOOTSTRAP: ' \
+        '*-X[Client property key=value, librdkafka'\''s names (repeatable)\: security.protocol, sasl.mechanism, sasl.username, sasl.pa...]:PROP: ' \
+        '*--property[Client property key=value, librdkafka'\''s names (repeatable)\: security.protocol, sasl.mechanism, sasl.username, sasl.pa...]:PROP: ' \
+        '--command-config[A properties file of client settings (Kafka'\''s tools'\'' flag); -X overrides it.]:FILE:_files' \
+        '(-h --help)-h[Show this message and exit.]' \
+        '(-h --help)--help[Show this message and exit.]'
+}
+
+_kafkactl_transactions() {
+    local curcontext="$curcontext" state line
+    typeset -A opt_args
+    _arguments -s -S \
+        '(-h --help)-h[Show this message and exit.]' \
+        '(-h --help)--help[Show this message and exit.]' \
+        '1: :->command' \
+        '*:: :->argument'
+    case $state in
+        command)
+            local -a commands
+            commands=(
+                'list:The transactional ids every coordinator knows, with producer id and state.'
+                'describe:A transactional id'\''s state, producer, timeout and partitions (from its coordinator).'
+                'describe-producers:A partition'\''s active producers and their open transactions (from its leader).'
+                'find-hanging:Open transactions their coordinator does not know as ongoing on that partition (they hold the last stable offset back...'
+                'abort:Abort a hanging transaction on one partition (an ABORT marker written by its leader; needs ClusterAction with an auth...'
+            )
+            _describe -t commands 'kafkactl command' commands ;;
+        argument)
+            case $words[1] in
+                list) _kafkactl_transactions_list ;;
+                describe) _kafkactl_transactions_describe ;;
+                describe-producers) _kafkactl_transactions_describe_producers ;;
+                find-hanging) _kafkactl_transactions_find_hanging ;;
+                abort) _kafkactl_transactions_abort ;;
+            esac ;;
+    esac
+}
+
+_kafkactl_transactions_list() {
+    _arguments -s -S \
+        '*--state[Only transactions in this state (repeatable)\: Empty, Ongoing, PrepareCommit, PrepareAbort, CompleteCommit, CompleteAb...]:STATE: ' \
+        '*--producer-id[Only the transactions of this producer id (repeatable).]:PRODUCER_ID: ' \
+        '--duration-filter[Only transactions running longer than this many ms. \[default\: -1\]]:DURATION_MS: ' \
+        '--json[JSON output.]' \
+        '(-b --bootstrap-server)-b[Broker(s) host\:port\[,host\:port\]; default $KAFKACTL_BOOTSTRAP or 127.0.0.1\:9092.]:BOOTSTRAP: ' \
+        '(-b --bootstrap-server)--bootstrap-server[Broker(s) host\:port\[,host\:port\]; default $KAFKACTL_BOOTSTRAP or 127.0.0.1\:9092.]:BOOTSTRAP: ' \
+        '*-X[Client property key=value, librdkafka'\''s names (repeatable)\: security.protocol, sasl.mechanism, sasl.username, sasl.pa...]:PROP: ' \
+        '*--property[Client property key=value, librdkafka'\''s names (repeatable)\: security.protocol, sasl.mechanism, sasl.username, sasl.pa...]:PROP: ' \
+        '--command-config[A properties file of client settings (Kafka'\''s tools'\'' flag); -X overrides it.]:FILE:_files' \
+        '(-h --help)-h[Show this message and exit.]' \
+        '(-h --help)--help[Show this message and exit.]'
+}
+
+_kafkactl_transactions_describe() {
+    _arguments -s -S \
+        '(-t --transactional-id)-t[The transactional id. \[required\]]:TRANSACTIONAL_ID: ' \
+        '(-t --transactional-id)--transactional-id[The transactional id. \[required\]]:TRANSACTIONAL_ID: ' \
+        '--json[JSON output.]' \
+        '(-b --bootstrap-server)-b[Broker(s) host\:port\[,host\:port\]; default $KAFKACTL_BOOTSTRAP or 127.0.0.1\:9092.]:BOOTSTRAP: ' \
+        '(-b --bootstrap-server)--bootstrap-server[Broker(s) host\:port\[,host\:port\]; default $KAFKACTL_BOOTSTRAP or 127.0.0.1\:9092.]:BOOTSTRAP: ' \
+        '*-X[Client property key=value, librdkafka'\''s names (repeatable)\: security.protocol, sasl.mechanism, sasl.username, sasl.pa...]:PROP: ' \
+        '*--property[Client property key=value, librdkafka'\''s names (repeatable)\: security.protocol, sasl.mechanism, sasl.username, sasl.pa...]:PROP: ' \
+        '--command-config[A properties file of client settings (Kafka'\''s tools'\'' flag); -X overrides it.]:FILE:_files' \
+        '(-h --help)-h[Show this message and exit.]' \
+        '(-h --help)--help[Show this message and exit.]'
+}
+
+_kafkactl_transactions_describe_producers() {
+    _arguments -s -S \
+        '--topic[The topic. \[required\]]:TOPIC: ' \
+        '--partition[The partition. \[required\]]:PARTITION: ' \
+        '--json[JSON output.]' \
+        '(-b --bootstrap-server)-b[Broker(s) host\:port\[,host\:port\]; default $KAFKACTL_BOOTSTRAP or 127.0.0.1\:9092.]:BOOTSTRAP: ' \
+        '(-b --bootstrap-server)--bootstrap-server[Broker(s) host\:port\[,host\:port\]; default $KAFKACTL_BOOTSTRAP or 127.0.0.1\:9092.]:BOOTSTRAP: ' \
+        '*-X[Client property key=value, librdkafka'\''s names (repeatable)\: security.protocol, sasl.mechanism, sasl.username, sasl.pa...]:PROP: ' \
+        '*--property[Client property key=value, librdkafka'\''s names (repeatable)\: security.protocol, sasl.mechanism, sasl.username, sasl.pa...]:PROP: ' \
+        '--command-config[A properties file of client settings (Kafka'\''s tools'\'' flag); -X overrides it.]:FILE:_files' \
+        '(-h --help)-h[Show this message and exit.]' \
+        '(-h --help)--help[Show this message and exit.]'
+}
+
+_kafkactl_transactions_find_hanging() {
+    _arguments -s -S \
+        '--broker-id[Look at the partitions this broker hosts.]:BROKER_ID: ' \
+        '--topic[Look at this topic.]:TOPIC: ' \
+        '--partition[Only this partition of --topic.]:PARTITION: ' \
+        '--max-transaction-timeout[The brokers'\'' transaction.max.timeout.ms, in minutes\: an open transaction older than that is a candidate. \[default\: 15\]]:MAX_TIMEOUT_MIN: ' \
+        '--json[JSON output.]' \
+        '(-b --bootstrap-server)-b[Broker(s) host\:port\[,host\:port\]; default $KAFKACTL_BOOTSTRAP or 127.0.0.1\:9092.]:BOOTSTRAP: ' \
+        '(-b --bootstrap-server)--bootstrap-server[Broker(s) host\:port\[,host\:port\]; default $KAFKACTL_BOOTSTRAP or 127.0.0.1\:9092.]:BOOTSTRAP: ' \
+        '*-X[Client property key=value, librdkafka'\''s names (repeatable)\: security.protocol, sasl.mechanism, sasl.username, sasl.pa...]:PROP: ' \
+        '*--property[Client property key=value, librdkafka'\''s names (repeatable)\: security.protocol, sasl.mechanism, sasl.username, sasl.pa...]:PROP: ' \
+        '--command-config[A properties file of client settings (Kafka'\''s tools'\'' flag); -X overrides it.]:FILE:_files' \
+        '(-h --help)-h[Show this message and exit.]' \
+        '(-h --help)--help[Show this message and exit.]'
+}
+
+_kafkactl_transactions_abort() {
+    _arguments -s -S \
+        '--topic[The topic. \[required\]]:TOPIC: ' \
+        '--partition[The partition. \[required\]]:PARTITION: ' \
+        '--start-offset[The offset the open transaction starts at (find-hanging'\''s CurrentTransactionStartOffset).]:START_OFFSET: ' \
+        '--producer-id[The producer id.]:PRODUCER_ID: ' \
+        '--producer-epoch[The producer epoch.]:PRODUCER_EPOCH: ' \
+        '--coordinator-epoch[The coordinator epoch.]:COORDINATOR_EPOCH: ' \
         '(-b --bootstrap-server)-b[Broker(s) host\:port\[,host\:port\]; default $KAFKACTL_BOOTSTRAP or 127.0.0.1\:9092.]:BOOTSTRAP: ' \
         '(-b --bootstrap-server)--bootstrap-server[Broker(s) host\:port\[,host\:port\]; default $KAFKACTL_BOOTSTRAP or 127.0.0.1\:9092.]:BOOTSTRAP: ' \
         '*-X[Client property key=value, librdkafka'\''s names (repeatable)\: security.protocol, sasl.mechanism, sasl.username, sasl.pa...]:PROP: ' \

@@ -41,7 +41,7 @@ apply_help_rendering()
 SUBCOMMAND_MODULES: tuple[str, ...] = (
     "serve", "topics", "produce", "consume", "dump_log", "recover",
     "rebalance", "offsets", "mirror", "configs", "cluster", "top", "acls", "users", "quotas",
-    "spark_load",
+    "spark_load", "transactions",
 )
 
 

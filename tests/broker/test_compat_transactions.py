@@ -11,9 +11,8 @@ import pytest
 
 from tests.compat.node_client import run_node
 from tests.conftest import BrokerProcess
-from tests.polling import wait_until
 
-from .txn_helpers import committed_values, data_values, markers
+from .txn_helpers import committed_values, data_values, wait_markers
 from .wire import Wire
 
 
@@ -32,11 +31,11 @@ def _topic(broker: BrokerProcess, name: str) -> str:
 def _check(broker: BrokerProcess, topic: str, committed: list[bytes], aborted: list[bytes],
            ends: list[str]) -> None:
     d = broker.data_dir
-    got = wait_until(lambda: m if len(m := markers(d, topic)) >= len(ends) else None, 20,
-                     "the markers")
+    got = wait_markers(d, topic, len(ends), 20)
     assert [m[0] for m in got] == ends
     assert committed_values(d, topic) == committed
-    assert sorted(v for v in data_values(d, topic) if v not in committed) == sorted(aborted)
+    assert sorted(v or b"" for v in data_values(d, topic) if v not in committed) == \
+        sorted(aborted)
 
 
 def test_aiokafka_transactions(broker: BrokerProcess) -> None:

@@ -15,7 +15,7 @@ from kafkactl.protocol.errors import ErrorCode
 from tests.conftest import BrokerProcess
 from tests.polling import wait_until
 
-from .txn_helpers import committed_values, data_values, markers, txn_states
+from .txn_helpers import committed_values, data_values, markers, txn_states, wait_markers
 from .wire import Wire
 
 E = ErrorCode
@@ -49,9 +49,10 @@ def _read_committed(bootstrap: str, topic: str, count: int, group: str) -> list[
         m = c.poll(0.5)
         if m is None:
             return False
-        if m.error():
-            return m.error().code() == -191 and len(got) >= count  # _PARTITION_EOF
-        got.append(m.value())
+        err = m.error()
+        if err is not None:
+            return bool(err.code() == -191 and len(got) >= count)  # _PARTITION_EOF
+        got.append(m.value() or b"")
         return len(got) > count
 
     try:
@@ -81,8 +82,7 @@ def test_confluent_commit_and_abort(broker: BrokerProcess) -> None:
     p.commit_transaction(30)
 
     d = broker.data_dir
-    got = wait_until(lambda: m if len(m := markers(d, topic)) == 3 else None, 10,
-                     "three markers")
+    got = wait_markers(d, topic, 3, 10)
     assert [m[0] for m in got] == ["COMMIT", "ABORT", "COMMIT"]
     pid, epoch = got[0][1], got[0][2]
     assert all(m[1:] == (pid, epoch) for m in got)
@@ -122,7 +122,7 @@ def test_zombie_fenced(broker: BrokerProcess) -> None:
     assert err.code() in (E.PRODUCER_FENCED, E.INVALID_PRODUCER_EPOCH, -144), err  # -144: _FENCED
 
     d = broker.data_dir
-    ms = wait_until(lambda: m if len(m := markers(d, topic)) >= 2 else None, 10, "markers")
+    ms = wait_markers(d, topic, 2, 10)
     assert [m[0] for m in ms] == ["ABORT", "COMMIT"]
     # one producer id: the abort fenced the zombie (epoch 0 -> 1), the fresh one has 2
     assert (ms[0][1:], ms[1][1:]) == ((ms[0][1], 1), (ms[0][1], 2))
@@ -270,7 +270,7 @@ def test_timed_out_transaction_aborted(broker_factory: Any) -> None:
     p.begin_transaction()
     p.produce(topic, b"late")
     p.flush(30)
-    ms = wait_until(lambda: markers(b.data_dir, topic), 20, "the timeout's abort marker")
+    ms = wait_markers(b.data_dir, topic, 1, 20)
     assert [m[0] for m in ms] == ["ABORT"]
     assert ms[0][2] == 1  # written with the bumped epoch: the producer is fenced
     assert committed_values(b.data_dir, topic) == []

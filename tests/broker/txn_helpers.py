@@ -118,3 +118,18 @@ def batches_raw(data_dir: Path, topic: str, partition: int) -> list[RecordBatch]
             out.append(RecordBatch(data, pos))
             pos += size
     return out
+
+
+def wait_markers(data_dir: Path, topic: str, count: int, timeout: float = 20.0,
+                 partition: int = 0) -> list[tuple[str, int, int]]:
+    """The partition's markers once there are at least `count` of them."""
+    from tests.polling import wait_until
+
+    found: list[tuple[str, int, int]] = []
+
+    def enough() -> bool:
+        found[:] = markers(data_dir, topic, partition)
+        return len(found) >= count
+
+    wait_until(enough, timeout, f"{count} marker(s) on {topic}-{partition}")
+    return found

@@ -1,0 +1,221 @@
+"""`kafkactl transactions list | describe | describe-producers | find-hanging | abort`: Kafka's
+kafka-transactions tool (KIP-664) over ListTransactions, DescribeTransactions,
+DescribeProducers and WriteTxnMarkers (kafkactl.client.transaction_admin).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import typer
+
+from kafkactl.cli._client_options import (
+    bootstrap_option,
+    client_security,
+    command_config_option,
+    fail,
+    property_option,
+)
+from kafkactl.cli._output import print_table, write_line
+
+transactions_app = typer.Typer(
+    help="List, describe, find hanging and abort transactions (kafka-transactions).",
+    no_args_is_help=True)
+
+
+def _admin(bootstrap: str | None, prop: list[str], command_config: Path | None) -> Any:
+    from kafkactl.client.kafka_client import KafkaClient
+    from kafkactl.client.transaction_admin import TransactionAdmin
+
+    return TransactionAdmin(KafkaClient(bootstrap, client_id="kafkactl-admin",
+                                        security=client_security(prop, command_config)))
+
+
+def _run(admin: Any, fn: Any) -> Any:
+    from kafkactl.client.errors import ClientError
+    from kafkactl.protocol.errors import KafkaError
+
+    try:
+        return fn()
+    except (ClientError, KafkaError, OSError) as e:
+        raise fail(str(e)) from None
+    finally:
+        admin.client.close()
+
+
+def _table(*headers: str) -> Any:
+    from rich.table import Table
+
+    return Table(*headers, box=None)
+
+
+def _json_option() -> Any:
+    return typer.Option(False, "--json", help="JSON output.")
+
+
+@transactions_app.command("list")
+def list_transactions(
+    state: list[str] = typer.Option(
+        [], "--state", help="Only transactions in this state (repeatable): Empty, Ongoing, "
+        "PrepareCommit, PrepareAbort, CompleteCommit, CompleteAbort."),
+    producer_id: list[int] = typer.Option(
+        [], "--producer-id", help="Only the transactions of this producer id (repeatable)."),
+    duration_ms: int = typer.Option(
+        -1, "--duration-filter", help="Only transactions running longer than this many ms."),
+    as_json: bool = _json_option(),
+    bootstrap: str | None = bootstrap_option(), prop: list[str] = property_option(),
+    command_config: Path | None = command_config_option(),
+) -> None:
+    """The transactional ids every coordinator knows, with producer id and state."""
+    admin = _admin(bootstrap, prop, command_config)
+    rows = _run(admin, lambda: admin.list_transactions(state, producer_id, duration_ms))
+    if as_json:
+        write_line(json.dumps([{"transactional_id": t.transactional_id,
+                                "coordinator": t.coordinator, "producer_id": t.producer_id,
+                                "state": t.state} for t in rows]))
+        return
+    table = _table("TransactionalId", "Coordinator", "ProducerId", "TransactionState")
+    for t in rows:
+        table.add_row(t.transactional_id, str(t.coordinator), str(t.producer_id), t.state)
+    print_table(table)
+
+
+@transactions_app.command("describe")
+def describe(
+    transactional_id: str = typer.Option(..., "--transactional-id", "-t",
+                                         help="The transactional id."),
+    as_json: bool = _json_option(),
+    bootstrap: str | None = bootstrap_option(), prop: list[str] = property_option(),
+    command_config: Path | None = command_config_option(),
+) -> None:
+    """A transactional id's state, producer, timeout and partitions (from its coordinator)."""
+    admin = _admin(bootstrap, prop, command_config)
+    d = _run(admin, lambda: admin.describe(transactional_id))
+    now = int(time.time() * 1000)
+    duration = now - d.start_time_ms if d.start_time_ms >= 0 else -1
+    if as_json:
+        write_line(json.dumps({**d.as_json(), "duration_ms": duration}))
+        return
+    table = _table("CoordinatorId", "TransactionalId", "ProducerId", "ProducerEpoch",
+                   "TransactionState", "TransactionTimeoutMs", "CurrentTransactionStartTimeMs",
+                   "TransactionDurationMs", "TopicPartitions")
+    table.add_row(str(d.coordinator), d.transactional_id, str(d.producer_id),
+                  str(d.producer_epoch), d.state, str(d.timeout_ms),
+                  "None" if d.start_time_ms < 0 else str(d.start_time_ms),
+                  "None" if duration < 0 else str(duration),
+                  ",".join(f"{t}-{p}" for t, p in d.partitions))
+    print_table(table)
+
+
+def _producer_rows(states: list[Any], as_json: bool, with_duration: bool = False) -> None:
+    now = int(time.time() * 1000)
+    if as_json:
+        write_line(json.dumps([{
+            "topic": s.topic, "partition": s.partition, "producer_id": s.producer_id,
+            "producer_epoch": s.producer_epoch, "last_sequence": s.last_sequence,
+            "last_timestamp": s.last_timestamp, "coordinator_epoch": s.coordinator_epoch,
+            "current_txn_start_offset": s.current_txn_start_offset,
+            **({"duration_ms": now - s.last_timestamp} if with_duration else {})}
+            for s in states]))
+        return
+    headers = ["Topic", "Partition", "ProducerId", "ProducerEpoch", "CoordinatorEpoch",
+               "LastSequence", "LastTimestamp", "CurrentTransactionStartOffset"]
+    table = _table(*headers, *(["Duration(min)"] if with_duration else []))
+    for s in states:
+        row = [s.topic, str(s.partition), str(s.producer_id), str(s.producer_epoch),
+               str(s.coordinator_epoch), str(s.last_sequence), str(s.last_timestamp),
+               "None" if s.current_txn_start_offset < 0 else str(s.current_txn_start_offset)]
+        if with_duration:
+            row.append(str((now - s.last_timestamp) // 60000))
+        table.add_row(*row)
+    print_table(table)
+
+
+@transactions_app.command("describe-producers")
+def describe_producers(
+    topic: str = typer.Option(..., "--topic", help="The topic."),
+    partition: int = typer.Option(..., "--partition", help="The partition."),
+    as_json: bool = _json_option(),
+    bootstrap: str | None = bootstrap_option(), prop: list[str] = property_option(),
+    command_config: Path | None = command_config_option(),
+) -> None:
+    """A partition's active producers and their open transactions (from its leader)."""
+    admin = _admin(bootstrap, prop, command_config)
+    _producer_rows(_run(admin, lambda: admin.producers([(topic, partition)])), as_json)
+
+
+@transactions_app.command("find-hanging")
+def find_hanging(
+    broker_id: int | None = typer.Option(
+        None, "--broker-id", help="Look at the partitions this broker hosts."),
+    topic: str | None = typer.Option(None, "--topic", help="Look at this topic."),
+    partition: int | None = typer.Option(
+        None, "--partition", help="Only this partition of --topic."),
+    max_timeout_min: int = typer.Option(
+        15, "--max-transaction-timeout",
+        help="The brokers' transaction.max.timeout.ms, in minutes: an open transaction "
+             "older than that is a candidate."),
+    as_json: bool = _json_option(),
+    bootstrap: str | None = bootstrap_option(), prop: list[str] = property_option(),
+    command_config: Path | None = command_config_option(),
+) -> None:
+    """Open transactions their coordinator does not know as ongoing on that partition (they
+    hold the last stable offset back: read_committed consumers stall)."""
+    if (broker_id is None) == (topic is None):
+        raise fail("give --broker-id or --topic (with an optional --partition)", 2)
+    if partition is not None and topic is None:
+        raise fail("--partition needs --topic", 2)
+    if max_timeout_min < 0:
+        raise fail("--max-transaction-timeout must be at least 0", 2)
+    admin = _admin(bootstrap, prop, command_config)
+
+    def work() -> list[Any]:
+        parts = admin.partitions_of(topic, partition, broker_id)
+        return admin.find_hanging(parts, max_timeout_min * 60000) if parts else []
+
+    _producer_rows(_run(admin, work), as_json, with_duration=True)
+
+
+@transactions_app.command("abort")
+def abort(
+    topic: str = typer.Option(..., "--topic", help="The topic."),
+    partition: int = typer.Option(..., "--partition", help="The partition."),
+    start_offset: int | None = typer.Option(
+        None, "--start-offset", help="The offset the open transaction starts at "
+        "(find-hanging's CurrentTransactionStartOffset)."),
+    producer_id: int | None = typer.Option(None, "--producer-id", help="The producer id."),
+    producer_epoch: int | None = typer.Option(None, "--producer-epoch",
+                                              help="The producer epoch."),
+    coordinator_epoch: int | None = typer.Option(None, "--coordinator-epoch",
+                                                 help="The coordinator epoch."),
+    bootstrap: str | None = bootstrap_option(), prop: list[str] = property_option(),
+    command_config: Path | None = command_config_option(),
+) -> None:
+    """Abort a hanging transaction on one partition (an ABORT marker written by its leader;
+    needs ClusterAction with an authorizer)."""
+    explicit = (producer_id, producer_epoch, coordinator_epoch)
+    if start_offset is None and None in explicit:
+        raise fail("give --start-offset, or --producer-id, --producer-epoch and "
+                   "--coordinator-epoch", 2)
+    if start_offset is not None and any(v is not None for v in explicit):
+        raise fail("give --start-offset or the producer's ids, not both", 2)
+    admin = _admin(bootstrap, prop, command_config)
+    if start_offset is not None:
+        s = _run(admin, lambda: admin.abort_at(topic, partition, start_offset))
+        write_line(f"Aborted the transaction of producer {s.producer_id} (epoch "
+                   f"{s.producer_epoch}) on {topic}-{partition} starting at offset "
+                   f"{start_offset}.")
+        return
+    assert producer_id is not None and producer_epoch is not None
+    assert coordinator_epoch is not None
+    _run(admin, lambda: admin.abort(topic, partition, producer_id, producer_epoch,
+                                    coordinator_epoch))
+    write_line(f"Aborted the transaction of producer {producer_id} (epoch {producer_epoch}) "
+               f"on {topic}-{partition}.")
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(transactions_app, name="transactions")

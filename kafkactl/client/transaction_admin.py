@@ -1,0 +1,231 @@
+"""Transactions through the Kafka protocol, as Kafka's Admin client and kafka-transactions
+tool do them (KIP-664): ListTransactions (every broker), DescribeTransactions (the id's
+coordinator, from FindCoordinator key type 1), DescribeProducers (each partition's leader),
+hanging transactions (open on a partition, unknown to or finished by their coordinator) and
+their abort (WriteTxnMarkers ABORT to the partition's leader, with the producer's epoch and
+coordinator epoch, as Admin.abortTransaction does).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from kafkactl.client.errors import ClientError
+from kafkactl.client.kafka_client import KafkaClient
+from kafkactl.protocol.api_keys import ApiKey
+from kafkactl.protocol.errors import ErrorCode
+
+TRANSACTION_KEY_TYPE = 1
+DEFAULT_MAX_TRANSACTION_TIMEOUT_MS = 15 * 60 * 1000  # transaction.max.timeout.ms default
+
+
+@dataclass(frozen=True)
+class TransactionListing:
+    transactional_id: str
+    coordinator: int
+    producer_id: int
+    state: str
+
+
+@dataclass(frozen=True)
+class TransactionDescription:
+    transactional_id: str
+    coordinator: int
+    state: str
+    producer_id: int
+    producer_epoch: int
+    timeout_ms: int
+    start_time_ms: int  # -1: no transaction started
+    partitions: list[tuple[str, int]] = field(default_factory=list)
+
+    def as_json(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["partitions"] = [{"topic": t, "partition": p} for t, p in self.partitions]
+        return out
+
+
+@dataclass(frozen=True)
+class ProducerState:
+    topic: str
+    partition: int
+    producer_id: int
+    producer_epoch: int
+    last_sequence: int
+    last_timestamp: int
+    coordinator_epoch: int
+    current_txn_start_offset: int  # -1: no open transaction
+
+
+def _check(code: int, what: str, message: str | None = None) -> None:
+    if code:
+        try:
+            name = ErrorCode(code).name
+        except ValueError:
+            name = str(code)
+        raise ClientError(f"{what}: {name}" + (f": {message}" if message else ""))
+
+
+class TransactionAdmin:
+    def __init__(self, client: KafkaClient) -> None:
+        self.client = client
+
+    def _brokers(self) -> list[int]:
+        cluster = self.client.refresh_metadata([])
+        return sorted(cluster.brokers)
+
+    # ---- ListTransactions ---------------------------------------------------------------
+    def list_transactions(self, states: Iterable[str] = (), producer_ids: Iterable[int] = (),
+             min_duration_ms: int = -1) -> list[TransactionListing]:
+        """Every broker's transactions (each coordinates those of the __transaction_state
+        partitions it leads)."""
+        body = {"state_filters": list(states), "producer_id_filters": list(producer_ids),
+                "duration_filter": min_duration_ms}
+        out: list[TransactionListing] = []
+        for node in self._brokers():
+            resp = self.client.connection(node).request(ApiKey.LIST_TRANSACTIONS, body)
+            _check(resp["error_code"], f"list transactions on broker {node}")
+            out.extend(TransactionListing(t["transactional_id"], node, t["producer_id"],
+                                          t["transaction_state"])
+                       for t in resp.get("transaction_states") or ())
+        return sorted(out, key=lambda t: t.transactional_id)
+
+    # ---- DescribeTransactions -------------------------------------------------------------
+    def coordinator(self, transactional_id: str) -> int:
+        conn = self.client.any_connection()
+        version = conn.version_for(ApiKey.FIND_COORDINATOR)
+        if version >= 4:
+            resp = conn.request(ApiKey.FIND_COORDINATOR, {
+                "key_type": TRANSACTION_KEY_TYPE, "coordinator_keys": [transactional_id]})
+            entry = resp["coordinators"][0]
+        else:
+            entry = conn.request(ApiKey.FIND_COORDINATOR, {
+                "key": transactional_id, "key_type": TRANSACTION_KEY_TYPE})
+        _check(entry["error_code"], f"find the coordinator of {transactional_id}",
+               entry.get("error_message"))
+        self.client.refresh_metadata([])
+        return int(entry["node_id"])
+
+    def describe(self, transactional_id: str) -> TransactionDescription:
+        node = self.coordinator(transactional_id)
+        resp = self.client.connection(node).request(
+            ApiKey.DESCRIBE_TRANSACTIONS, {"transactional_ids": [transactional_id]})
+        t = resp["transaction_states"][0]
+        _check(t["error_code"], f"describe transaction {transactional_id}")
+        return TransactionDescription(
+            transactional_id, node, t["transaction_state"], t["producer_id"],
+            t["producer_epoch"], t["transaction_timeout_ms"], t["transaction_start_time_ms"],
+            [(tp["topic"], p) for tp in t.get("topics") or () for p in tp["partitions"]])
+
+    # ---- DescribeProducers ----------------------------------------------------------------
+    def producers(self, partitions: Iterable[tuple[str, int]]) -> list[ProducerState]:
+        """The active producers of each partition, asked of its leader."""
+        wanted = list(partitions)
+        cluster = self.client.refresh_metadata(sorted({t for t, _ in wanted}))
+        by_leader: dict[int, dict[str, list[int]]] = {}
+        for topic, p in wanted:
+            leader = cluster.leader_for(topic, p)
+            if leader < 0:
+                raise ClientError(f"{topic}-{p} has no leader (unknown partition?)")
+            by_leader.setdefault(leader, {}).setdefault(topic, []).append(p)
+        out: list[ProducerState] = []
+        for leader, topics in by_leader.items():
+            resp = self.client.connection(leader).request(ApiKey.DESCRIBE_PRODUCERS, {
+                "topics": [{"name": t, "partition_indexes": ps} for t, ps in topics.items()]})
+            for t in resp.get("topics") or ():
+                for pr in t.get("partitions") or ():
+                    _check(pr["error_code"], f"describe producers of {t['name']}-"
+                           f"{pr['partition_index']}", pr.get("error_message"))
+                    out.extend(ProducerState(
+                        t["name"], pr["partition_index"], s["producer_id"], s["producer_epoch"],
+                        s["last_sequence"], s["last_timestamp"], s["coordinator_epoch"],
+                        s["current_txn_start_offset"]) for s in pr.get("active_producers") or ())
+        return out
+
+    def partitions_of(self, topic: str | None, partition: int | None,
+                      broker_id: int | None) -> list[tuple[str, int]]:
+        """The partitions named (a topic, one partition of it) or those a broker hosts."""
+        cluster = self.client.refresh_metadata([topic] if topic else None)
+        out = []
+        for name, t in cluster.topics.items():
+            if topic is not None and name != topic:
+                continue
+            for p, meta in t.partitions.items():
+                if partition is not None and p != partition:
+                    continue
+                if broker_id is not None and broker_id not in meta.replicas:
+                    continue
+                out.append((name, p))
+        if topic is not None and not out:
+            raise ClientError(f"unknown topic or partition {topic}"
+                              + ("" if partition is None else f"-{partition}"))
+        return sorted(out)
+
+    # ---- hanging transactions -------------------------------------------------------------
+    def find_hanging(self, partitions: Iterable[tuple[str, int]],
+                     max_transaction_timeout_ms: int = DEFAULT_MAX_TRANSACTION_TIMEOUT_MS
+                     ) -> list[ProducerState]:
+        """Open transactions older than the longest allowed transaction whose coordinator
+        does not have them ongoing on that partition (Kafka's FindHangingTransactions)."""
+        now = int(time.time() * 1000)
+        candidates = [s for s in self.producers(partitions)
+                      if s.current_txn_start_offset >= 0 and
+                      now - s.last_timestamp > max_transaction_timeout_ms]
+        if not candidates:
+            return []
+        listed = self.list_transactions(producer_ids={s.producer_id for s in candidates})
+        ids_by_producer: dict[int, list[str]] = {}
+        for t in listed:
+            ids_by_producer.setdefault(t.producer_id, []).append(t.transactional_id)
+        described: dict[str, TransactionDescription | None] = {}
+        hanging = []
+        for s in candidates:
+            ok = False
+            for txn_id in ids_by_producer.get(s.producer_id, ()):
+                if txn_id not in described:
+                    try:
+                        described[txn_id] = self.describe(txn_id)
+                    except ClientError:
+                        described[txn_id] = None
+                d = described[txn_id]
+                if d is not None and d.state == "Ongoing" and \
+                        d.producer_id == s.producer_id and \
+                        d.producer_epoch == s.producer_epoch and \
+                        (s.topic, s.partition) in d.partitions:
+                    ok = True
+            if not ok:
+                hanging.append(s)
+        return hanging
+
+    # ---- abort ----------------------------------------------------------------------------
+    def abort(self, topic: str, partition: int, producer_id: int, producer_epoch: int,
+              coordinator_epoch: int) -> None:
+        """Write an ABORT marker for the producer's open transaction on the partition (the
+        leader refuses a stale producer or coordinator epoch)."""
+        cluster = self.client.refresh_metadata([topic])
+        leader = cluster.leader_for(topic, partition)
+        if leader < 0:
+            raise ClientError(f"{topic}-{partition} has no leader (unknown partition?)")
+        resp = self.client.connection(leader).request(ApiKey.WRITE_TXN_MARKERS, {"markers": [{
+            "producer_id": producer_id, "producer_epoch": producer_epoch,
+            "transaction_result": False, "coordinator_epoch": coordinator_epoch,
+            "topics": [{"name": topic, "partition_indexes": [partition]}]}]})
+        for m in resp.get("markers") or ():
+            for t in m.get("topics") or ():
+                for pr in t.get("partitions") or ():
+                    _check(pr["error_code"], f"abort the transaction of producer "
+                           f"{producer_id} on {topic}-{partition}")
+
+    def abort_at(self, topic: str, partition: int, start_offset: int) -> ProducerState:
+        """Abort the open transaction that starts at `start_offset` of the partition."""
+        match = [s for s in self.producers([(topic, partition)])
+                 if s.current_txn_start_offset == start_offset]
+        if not match:
+            raise ClientError(f"no open transaction starts at offset {start_offset} of "
+                              f"{topic}-{partition}")
+        s = match[0]
+        self.abort(topic, partition, s.producer_id, s.producer_epoch,
+                   max(s.coordinator_epoch, 0))
+        return s
