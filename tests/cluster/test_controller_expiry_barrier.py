@@ -34,7 +34,10 @@ from kafkactl.cluster.controller_context import IsrChange
 from kafkactl.cluster.controller_events import AlterPartition, ControllerEvent, Expire
 from kafkactl.cluster.controller_zk import ControllerMovedError
 from kafkactl.cluster.topic_state import TopicAssignment
+from kafkactl.protocol.api_keys import ApiKey
 from tests.cluster.test_controller_fencing import expire_session, register, until
+from tests.cluster.test_update_metadata_controller import RecordingBroker, partition_indexes
+from tests.cluster.test_update_metadata_controller import register as register_at
 from tests.cluster.zk import ZooKeeperServer
 
 
@@ -146,13 +149,13 @@ def test_a_controller_whose_load_fails_starts_over(sessions: list[Any],
                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     """ZooKeeper fails the new controller's load once (ConnectionLoss, as in a short
     outage): it does not stay active with a half-loaded view (its retried Elect would find
-    /controller still its own and change nothing; brokers would never get the full
-    UpdateMetadata of its epoch); it resigns and the retry loads everything. The only
-    stand-in: `controller_zk.read_topics` raises once before the real read."""
+    /controller still its own and change nothing, and the brokers would never get the full
+    UpdateMetadata and LeaderAndIsr of its epoch); it resigns, and the retry loads
+    everything and sends them. Broker 1 is a recording server (it answers every request);
+    the only stand-in: `controller_zk.read_topics` raises once before the real read."""
     from kazoo.exceptions import ConnectionLoss
 
     zk1, _zk2 = sessions
-    register(zk1, 1)
     zk_topics.create_topic(zk1, TopicAssignment("t", {0: [1], 1: [1]}, uuid.uuid4()), {})
     failures: list[Exception] = [ConnectionLoss("injected")]
     real_read = controller_zk.read_topics
@@ -165,13 +168,25 @@ def test_a_controller_whose_load_fails_starts_over(sessions: list[Any],
     monkeypatch.setattr(controller_zk, "read_topics", flaky_read)
 
     async def scenario() -> None:
-        a = RecordingController(zk1, 1)
+        broker = RecordingBroker(1)
+        await broker.start()
+        register_at(zk1, 1, broker.port)
+        a = KafkaController(zk1, 1)
         await a.start()
-        await until(lambda: a.active and {("t", 0), ("t", 1)} <= set(a.view.states),
-                    "broker 1 controls with the whole state")
-        assert not failures
-        assert sum(1 for e in a.handled if type(e).__name__ == "Elect") >= 2
-        assert sorted(a.view.assignments) == ["t"] and a.view.brokers.keys() == {1}
-        await a.stop()
+        try:
+            def full_leader_and_isr() -> bool:
+                return any(key == ApiKey.LEADER_AND_ISR and body["type"] == 1
+                           and body["controller_epoch"] == a.epoch
+                           for key, body in broker.requests)
+            await until(full_leader_and_isr, "a full LeaderAndIsr of the controller's epoch")
+            assert not failures and a.active
+            first = next(body for key, body in broker.requests
+                         if key == ApiKey.UPDATE_METADATA
+                         and body["controller_epoch"] == a.epoch)
+            assert partition_indexes(first) == {"t": [0, 1]}
+            assert sorted(a.view.assignments) == ["t"] and a.view.brokers.keys() == {1}
+        finally:
+            await a.stop()
+            await broker.stop()
 
     asyncio.run(scenario())

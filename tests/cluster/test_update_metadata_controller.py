@@ -49,6 +49,7 @@ class RecordingBroker:
     def __init__(self, broker_id: int) -> None:
         self.broker_id = broker_id
         self.updates: list[dict[str, Any]] = []
+        self.requests: list[tuple[int, dict[str, Any]]] = []  # (api key, body), every one
         self.cache = ZkMetadataCache("c", BrokerEndpoint(broker_id, "127.0.0.1", 0))
         self.port = 0
         self._server: asyncio.Server | None = None
@@ -80,6 +81,7 @@ class RecordingBroker:
             writer.close()
 
     def _answer(self, api_key: int, body: dict[str, Any]) -> dict[str, Any]:
+        self.requests.append((api_key, body))
         if api_key == ApiKey.UPDATE_METADATA:
             self.updates.append(body)
             self.cache.apply_update_metadata(body)
