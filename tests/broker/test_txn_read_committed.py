@@ -306,3 +306,36 @@ def test_read_committed_long_poll_waits_through_uncommitted_appends(broker) -> N
 
     batches = list(iter_batches(memoryview(bytes(p["records"]))))
     assert batches and batches[0].base_offset == 0
+
+
+def test_list_offsets_by_timestamp_stops_at_the_lso(broker) -> None:
+    """Kafka's lastFetchableOffset: a timestamp lookup finds nothing at or past the LSO
+    (read_committed) or the high watermark (read_uncommitted)."""
+    topic = "txn-times"
+
+    def at(ts: int, *values: str, pid: int = -1) -> bytes:
+        b = RecordBatchBuilder(producer_id=pid, producer_epoch=0 if pid >= 0 else -1,
+                               base_sequence=0 if pid >= 0 else -1,
+                               is_transactional=pid >= 0)
+        for v in values:
+            b.append(ts, None, v.encode())
+        return b.build()
+
+    def lookup(w: Wire, ts: int, isolation: int) -> int:
+        resp = w.request(ApiKey.LIST_OFFSETS, 7, {
+            "replica_id": -1, "isolation_level": isolation,
+            "topics": [{"name": topic, "partitions": [
+                {"partition_index": 0, "current_leader_epoch": -1, "timestamp": ts}]}]})
+        return int(resp["topics"][0]["partitions"][0]["offset"])
+
+    now = int(time.time() * 1000)
+    with Wire(broker.bootstrap) as w:
+        assert produce(w, topic, at(now - 3000, "p0"), txn_id=None)["error_code"] == 0
+        assert produce(w, topic, at(now - 2000, "c1", pid=PID_C))["error_code"] == 0
+        assert produce(w, topic, at(now - 1000, "p1"), txn_id=None)["error_code"] == 0
+        assert lookup(w, now - 5000, 1) == lookup(w, now - 5000, 0) == 0
+        assert lookup(w, now - 2500, 0) == 1
+        assert lookup(w, now - 2500, 1) == -1  # c1 is past the LSO (its txn is open)
+        assert lookup(w, -3, 0) == 2 and lookup(w, -3, 1) == -1
+        assert marker(w, topic, PID_C, commit=True) == 0
+        assert lookup(w, now - 2500, 1) == 1

@@ -1,7 +1,8 @@
 """ListOffsets (key 2): earliest (-2), latest (-1), max timestamp (-3), or by timestamp
 (the seed's getOffsetsBefore, answered from the time index). Latest is the high watermark
 for isolation_level 0 (read_uncommitted), the last stable offset for 1 (read_committed),
-the log end for a follower."""
+the log end for a follower; a lookup by timestamp finds nothing (-1) at or past that
+offset, as Kafka's fetchOffsetForTimestamp."""
 
 from __future__ import annotations
 
@@ -72,6 +73,10 @@ def _lookup(services: BrokerServices, topic: str, p: dict[str, Any],
         if found is not None and found[0] < part.log_start_offset:
             found = (part.log_start_offset, found[1])
     out["error_code"] = ErrorCode.NONE
+    if found is not None and ts not in (LATEST, EARLIEST) and not replica \
+            and found[0] >= (part.last_stable_offset if read_committed
+                             else part.high_watermark):
+        found = None  # not fetchable yet at this isolation level (Kafka's lastFetchableOffset)
     if found is not None:
         out["offset"], out["timestamp"] = found
         out["old_style_offsets"] = [found[0]]
