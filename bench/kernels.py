@@ -26,11 +26,20 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from functools import partial
 from pathlib import Path
+from typing import Any
 
 from lines import access_line
 
-from kafkactl.client import partitioner
+from kafkactl.cli.consume import (
+    compile_batch_format,
+    compile_format,
+    compile_kernel_format,
+    json_renderer,
+)
+from kafkactl.client import partitioner, record_format, topic_reader
+from kafkactl.client.record_format import KernelFormat
 from kafkactl.record import _accel, columns, framing, value_scan
 from kafkactl.record.batch import RecordBatch, RecordBatchBuilder
 
@@ -43,8 +52,8 @@ def pure() -> Iterator[None]:
     """The pure-Python path, as KAFKACTL_NO_EXTENSIONS=1 selects it at import."""
     saved = (framing.kernels, framing._runs, framing._walk, value_scan.kernels,
              value_scan._scan, partitioner.murmur2, columns.encode_values,
-             columns.encode_key_values)
-    framing.kernels = None
+             columns.encode_key_values, record_format.kernels)
+    framing.kernels = record_format.kernels = None
     framing._runs, framing._walk = framing._column_runs, framing._walk_py
     value_scan.kernels, value_scan._scan = None, value_scan._scan_py
     partitioner.murmur2 = partitioner.murmur2_py
@@ -55,7 +64,7 @@ def pure() -> Iterator[None]:
     finally:
         (framing.kernels, framing._runs, framing._walk, value_scan.kernels,
          value_scan._scan, partitioner.murmur2, columns.encode_values,
-         columns.encode_key_values) = saved
+         columns.encode_key_values, record_format.kernels) = saved
 
 
 def batch(kind: str, limit: int = MiB) -> tuple[bytes, int]:
@@ -106,11 +115,11 @@ def kernels_table(rounds: int) -> None:
         backing = bytearray(raw)
         inner = 2000 if kind == "one" else 3
         row(f"framing check, {kind} ({n} rec)", n,
-            lambda b=backing, s=len(section), n=n: framing.check_records(
-                b, n, start=61, end=61 + s), rounds, inner)
+            partial(framing.check_records, backing, n, start=61, end=61 + len(section)),
+            rounds, inner)
         rb = RecordBatch(memoryview(raw))
         row(f"consumer scan, {kind}", n,
-            lambda rb=rb: value_scan.fast_columns(rb, 0, keys=True), rounds, inner)
+            partial(value_scan.fast_columns, rb, 0, keys=True), rounds, inner)
     rng = random.Random(20)
     keys = [access_line(rng, 1_795_000_000).partition(b" ")[0] for _ in range(20_000)]
     part = partitioner.Partitioner()
@@ -125,6 +134,44 @@ def kernels_table(rounds: int) -> None:
     row("producer records, keyed (-K' ')", len(lines),
         lambda: _encode_all(lambda i: columns.encode_key_values(keys, lines, i, 0, MiB),
                             len(lines)), rounds, 3)
+    for kind, shape in (("plain", "access"), ("-K '\\t'", "access keyed"),
+                        ("-f '%k\\t%s\\n'", "access keyed"), ("-f '%o %T %s\\n'", "access"),
+                        ("-J", "access keyed")):
+        raw, n = batch(shape)
+        rb = RecordBatch(memoryview(raw))
+        out = consume_output(kind)
+        row(f"consume output {kind}, {shape}", n, partial(out, rb), rounds, 3)
+
+
+class _Fetch:
+    """What topic_reader reads of a PartitionFetch for one batch."""
+
+    topic, partition, fetch_offset = "access", 0, 0
+
+
+def consume_output(kind: str) -> Callable[[RecordBatch], object]:
+    """One whole batch rendered as `kafkactl consume` renders it (topic_reader._render_batch,
+    the kernel first when there is one), for output `kind`."""
+    fmt = {"-f '%k\\t%s\\n'": "%k\\t%s\\n", "-f '%o %T %s\\n'": "%o %T %s\\n"}.get(kind)
+    sep = b"\t" if kind.startswith("-K") else None
+    if kind == "-J":
+        render: Any = json_renderer(lambda t, p: 1)
+        batch_format, kernel = None, KernelFormat.json(lambda t, p: 1)
+    elif fmt is not None:
+        render, batch_format = compile_format(fmt), compile_batch_format(fmt)
+        kernel = compile_kernel_format(fmt)
+    else:
+        render, batch_format = topic_reader.plain_renderer(sep), None
+        kernel = KernelFormat.plain(sep)
+    plain = fmt is None and kind != "-J"
+
+    def run(rb: RecordBatch) -> object:
+        buf: list[topic_reader.Piece] = []
+        topic_reader._render_batch(rb, _Fetch(), buf, {}, None,  # type: ignore[arg-type]
+                                   render, plain, sep, batch_format, kernel)
+        return buf
+
+    return run
 
 
 def _encode_all(encode: Callable[[int], tuple[list[bytes], int, int]], n: int) -> None:

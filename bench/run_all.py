@@ -2,10 +2,15 @@
 baseline (measured in the same run), ratio, goal, met.
 
     python bench/run_all.py [--only 2,6] [--markdown bench/RESULTS.md] [--quick]
+                            [--compiled-only]
 
 Each bench is its own process (a broker per bench, started and stopped by it) and writes
 its rows with --summary-json (bench/summary.py). A bench that fails or is missing a
 dependency shows as a FAILED row with its last line of output; the others still run.
+Every bench runs twice, with the compiled kernels (when built: the table's first line says)
+and with KAFKACTL_NO_EXTENSIONS=1 (broker and clients alike), and the table shows both
+figures side by side, each with its ratio to the baseline measured in its own run;
+`--compiled-only` skips the pure runs. The verdict ("met") is the compiled figure's.
 `--quick` passes smaller sizes where a bench has them (a smoke run, not the figures).
 The machine is shared and has 2 cores: compare ratios, and rerun a surprising figure alone.
 """
@@ -40,17 +45,23 @@ BENCHES: list[tuple[str, str, list[str], list[str]]] = [
 ]
 
 
-def run(script: str, args: list[str], timeout: float) -> tuple[list[Row], str]:
-    """The rows a bench wrote, or none and the reason."""
+def run(script: str, args: list[str], timeout: float, pure: bool = False
+        ) -> tuple[list[Row], str]:
+    """The rows a bench wrote, or none and the reason; `pure`: with KAFKACTL_NO_EXTENSIONS=1
+    (the compiled kernels off in the bench, its broker and its clients)."""
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "rows.json"
         try:
             # the benches (and the brokers they start) run this checkout's kafkactl
             path = os.pathsep.join(filter(None, [str(HERE.parent),
                                                  os.environ.get("PYTHONPATH", "")]))
+            env = {k: v for k, v in os.environ.items() if k != "KAFKACTL_NO_EXTENSIONS"}
+            env["PYTHONPATH"] = path
+            if pure:
+                env["KAFKACTL_NO_EXTENSIONS"] = "1"
             p = subprocess.run([sys.executable, str(HERE / script), *args, "--summary-json",
                                 str(out)], cwd=HERE.parent, capture_output=True, text=True,
-                               timeout=timeout, env={**os.environ, "PYTHONPATH": path})
+                               timeout=timeout, env=env)
         except subprocess.TimeoutExpired:
             return [], f"timed out after {timeout:.0f} s"
         sys.stdout.write(p.stdout)
@@ -94,18 +105,40 @@ def judge(row: Row) -> bool | None:
     return got >= want if op == ">=" else got <= want
 
 
-def table(rows: list[tuple[Row | None, str, str]]) -> list[list[str]]:
-    lines = [["goal", "figure", "value", "baseline (same run)", "ratio", "target", "met"]]
+Result = tuple[Row | None, str, str]  # a row (None: the bench failed), its script, why
+
+
+def table(rows: list[Result], pure: list[Result] | None = None) -> list[list[str]]:
+    """One line per figure; with `pure` (the same benches under KAFKACTL_NO_EXTENSIONS=1)
+    the pure figure and ratio beside the compiled ones, matched by goal and figure."""
+    side = {(r.goal, r.figure): r for r, _s, _f in pure or [] if r is not None}
+    head = ["goal", "figure", "value", "baseline (same run)", "ratio"]
+    if pure is not None:
+        head = ["goal", "figure", "compiled", "pure", "baseline (same run)",
+                "ratio compiled", "ratio pure"]
+    lines = [[*head, "target", "met"]]
+    failed = [(s, f) for r, s, f in pure or [] if r is None]
     for row, script, failure in rows:
         if row is None:
-            lines.append(["", script, "FAILED", failure, "", "", "no"])
+            blanks = [""] * (len(head) - 4)
+            lines.append(["", script, "FAILED", *blanks, failure, "", "", "no"])
             continue
         verdict = judge(row)
         met = "" if verdict is None else ("yes" if verdict else "no")
         base = f"{row.baseline}: {fmt(row.baseline_value)}" if row.baseline_value is not None \
             else row.baseline
-        lines.append([row.goal, row.figure, fmt(row.value, row.unit), base,
-                      "" if row.ratio is None else f"{row.ratio:.2f}x", row.target, met])
+        ratio = "" if row.ratio is None else f"{row.ratio:.2f}x"
+        if pure is None:
+            lines.append([row.goal, row.figure, fmt(row.value, row.unit), base, ratio,
+                          row.target, met])
+            continue
+        p = side.get((row.goal, row.figure))
+        lines.append([row.goal, row.figure, fmt(row.value, row.unit),
+                      "" if p is None else fmt(p.value, p.unit), base, ratio,
+                      "" if p is None or p.ratio is None else f"{p.ratio:.2f}x", row.target,
+                      met])
+    for script, failure in failed:
+        lines.append(["", f"{script} (pure)", "", "FAILED", failure, "", "", "", ""])
     return lines
 
 
@@ -115,9 +148,12 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true", help="smaller sizes: a smoke run")
     ap.add_argument("--markdown", type=Path, help="also write the table here (Markdown)")
     ap.add_argument("--timeout", type=float, default=900, help="seconds per bench")
+    ap.add_argument("--compiled-only", action="store_true",
+                    help="skip the pure-Python runs (KAFKACTL_NO_EXTENSIONS=1)")
     args = ap.parse_args()
     only = {g.strip() for g in args.only.split(",") if g.strip()}
-    results: list[tuple[Row | None, str, str]] = []
+    results: list[Result] = []
+    pure: list[Result] | None = None if args.compiled_only else []
     started = time.monotonic()
     for goal, script, normal, quick in BENCHES:
         if only and goal not in only:
@@ -125,23 +161,37 @@ def main() -> None:
         if not (HERE / script).exists():
             results.append((None, script, "script missing"))
             continue
-        print(f"\n=== {script} {' '.join(quick if args.quick else normal)}", flush=True)
-        rows, failure = run(script, quick if args.quick else normal, args.timeout)
-        results.extend((r, script, "") for r in rows)
-        if failure:
-            results.append((None, script, failure))
-    lines = table(results)
+        for off in (False, True):
+            if off and pure is None:
+                continue
+            print(f"\n=== {script} {' '.join(quick if args.quick else normal)}"
+                  f"{' (KAFKACTL_NO_EXTENSIONS=1)' if off else ''}", flush=True)
+            rows, failure = run(script, quick if args.quick else normal, args.timeout, off)
+            into = pure if off and pure is not None else results
+            into.extend((r, script, "") for r in rows)
+            if failure:
+                into.append((None, script, failure))
+    lines = table(results, pure)
     widths = [max(len(line[i]) for line in lines) for i in range(len(lines[0]))]
     print(f"\nbench/run_all.py: {time.monotonic() - started:.0f} s, load average "
-          f"{os.getloadavg()[0]:.1f}, {os.cpu_count()} cores")
+          f"{os.getloadavg()[0]:.1f}, {os.cpu_count()} cores; {kernels_status()}")
     for line in lines:
         print("  ".join(c.ljust(w) for c, w in zip(line, widths, strict=True)).rstrip())
     if args.markdown:
         md = ["| " + " | ".join(line) + " |" for line in lines]
         md.insert(1, "|" + "|".join("---" for _ in lines[0]) + "|")
         args.markdown.write_text("\n".join(md) + "\n")
-    if any(r is None for r, _s, _f in results):
+    if any(r is None for r, _s, _f in [*results, *(pure or [])]):
         sys.exit(1)
+
+
+def kernels_status() -> str:
+    """`kafkactl --version`'s kernels line for this checkout (what the compiled runs use)."""
+    p = subprocess.run([sys.executable, "-c", "from kafkactl.record._accel import STATUS; "
+                        "print(STATUS)"], cwd=HERE.parent, capture_output=True, text=True,
+                       env={k: v for k, v in os.environ.items()
+                            if k != "KAFKACTL_NO_EXTENSIONS"})
+    return p.stdout.strip() or p.stderr.strip().splitlines()[-1]
 
 
 if __name__ == "__main__":
