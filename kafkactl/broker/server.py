@@ -362,7 +362,8 @@ class KafkaServer:
             group_coordinator.coordinate_by_partition()
         txn_coordinator = self.txn_coordinator = TransactionCoordinator(
             cfg, cache, topic_admin, partitions, replica_manager, producer_ids,
-            broker_id=cfg.broker_id, inter_broker=inter_broker)
+            broker_id=cfg.broker_id, inter_broker=inter_broker,
+            group_coordinator=group_coordinator)
         if self.cluster is not None:
             txn_coordinator.coordinate_by_partition()
         dynamic_config = DynamicBrokerConfig(

@@ -70,10 +70,14 @@ class TransactionCoordinator:
                  partitions: PartitionStore, replica_manager: ReplicaManager,
                  producer_ids: ProducerIdManager, *, broker_id: int,
                  inter_broker: InterBrokerSecurity = PLAINTEXT,
+                 group_coordinator: Any = None,
                  time_fn: Callable[[], float] = time.time) -> None:
         self.manager = TransactionStateManager(config, topic_admin, partitions, replica_manager,
                                                time_fn=time_fn)
         self.writer = MarkerWriter(partitions, replica_manager)
+        # a marker on a __consumer_offsets partition settles the transaction's offsets
+        self.writer.offsets_completed = getattr(group_coordinator, "handle_txn_completion",
+                                                None)
         self.sender = MarkerSender(broker_id, cache, self.writer, inter_broker)
         self.producer_ids = producer_ids
         self.max_timeout_ms = config.get_int_or("transaction.max.timeout.ms",
