@@ -51,6 +51,8 @@ complete -c kafkactl -n '__fish_seen_subcommand_from produce' -l command-config 
 complete -c kafkactl -n '__fish_seen_subcommand_from produce' -l zookeeper -x -d 'Find the brokers in ZooKeeper\'s registry (/brokers/ids) and follow it; -b/--bootstrap-server is the static alternative.'
 complete -c kafkactl -n '__fish_seen_subcommand_from produce' -s q -l quiet -d 'No progress or summary.'
 complete -c kafkactl -n '__fish_seen_subcommand_from produce' -l failed-file -r -F -d 'Write records that were not acknowledged here.'
+complete -c kafkactl -n '__fish_seen_subcommand_from produce' -l transactional-id -x -d 'Write in transactions (-X transactional.id): read_committed consumers see all of a transaction or none of it; on an e...'
+complete -c kafkactl -n '__fish_seen_subcommand_from produce' -l transaction-records -x -d 'With --transactional-id: commit every N input records (default: one transaction for the whole input). [x>=1]'
 complete -c kafkactl -n '__fish_seen_subcommand_from produce' -s h -l help -d 'Show this message and exit.'
 complete -c kafkactl -n '__fish_seen_subcommand_from consume' -s t -l topic -x -d 'Topic (repeatable).'
 complete -c kafkactl -n '__fish_seen_subcommand_from consume' -l topic-pattern -x -d 'Whitelist: topics whose whole name matches this regex (e.g. \'orders.*\').'
@@ -83,6 +85,7 @@ complete -c kafkactl -n '__fish_seen_subcommand_from dump-log' -l index-sanity-c
 complete -c kafkactl -n '__fish_seen_subcommand_from dump-log' -l max-bytes -x -d 'Read at most this many bytes of each .log. [default: 2147483647; x>=0]'
 complete -c kafkactl -n '__fish_seen_subcommand_from dump-log' -l max-message-size -x -d 'Accepted for DumpLogSegments\' scripts; index checks read whole batches (the rules of `kafkactl recover`). [default: 5...'
 complete -c kafkactl -n '__fish_seen_subcommand_from dump-log' -l offsets-decoder -d 'Decode __consumer_offsets records: offset commits and group metadata as JSON (implies --print-data-log).'
+complete -c kafkactl -n '__fish_seen_subcommand_from dump-log' -l transaction-log-decoder -d 'Decode __transaction_state records: each transactional id\'s state, producer and partitions as JSON (implies --print-d...'
 complete -c kafkactl -n '__fish_seen_subcommand_from dump-log' -l json -d 'One JSON object per line.'
 complete -c kafkactl -n '__fish_seen_subcommand_from dump-log' -s h -l help -d 'Show this message and exit.'
 complete -c kafkactl -n '__fish_seen_subcommand_from dump-log' -F

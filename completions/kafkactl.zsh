@@ -112,6 +112,8 @@ _kafkactl_produce() {
         '(-q --quiet)-q[No progress or summary.]' \
         '(-q --quiet)--quiet[No progress or summary.]' \
         '--failed-file[Write records that were not acknowledged here.]:FAILED_FILE:_files' \
+        '--transactional-id[Write in transactions (-X transactional.id)\: read_committed consumers see all of a transaction or none of it; on an e...]:ID: ' \
+        '--transaction-records[With --transactional-id\: commit every N input records (default\: one transaction for the whole input). \[x>=1\]]:N: ' \
         '(-h --help)-h[Show this message and exit.]' \
         '(-h --help)--help[Show this message and exit.]'
 }
@@ -167,6 +169,7 @@ _kafkactl_dump_log() {
         '--max-bytes[Read at most this many bytes of each .log. \[default\: 2147483647; x>=0\]]:MAX_BYTES: ' \
         '--max-message-size[Accepted for DumpLogSegments'\'' scripts; index checks read whole batches (the rules of `kafkactl recover`). \[default\: 5...]:MAX_MESSAGE_SIZE: ' \
         '--offsets-decoder[Decode __consumer_offsets records\: offset commits and group metadata as JSON (implies --print-data-log).]' \
+        '--transaction-log-decoder[Decode __transaction_state records\: each transactional id'\''s state, producer and partitions as JSON (implies --print-d...]' \
         '--json[One JSON object per line.]' \
         '(-h --help)-h[Show this message and exit.]' \
         '(-h --help)--help[Show this message and exit.]' \

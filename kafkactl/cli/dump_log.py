@@ -47,6 +47,10 @@ def register(app: typer.Typer) -> None:
             False, "--offsets-decoder",
             help="Decode __consumer_offsets records: offset commits and group metadata "
                  "as JSON (implies --print-data-log)."),
+        txn_log_decoder: bool = typer.Option(
+            False, "--transaction-log-decoder",
+            help="Decode __transaction_state records: each transactional id's state, "
+                 "producer and partitions as JSON (implies --print-data-log)."),
         as_json: bool = typer.Option(False, "--json", help="One JSON object per line."),
     ) -> None:
         """Dump log segments and indexes like Kafka's DumpLogSegments."""
@@ -68,13 +72,16 @@ def register(app: typer.Typer) -> None:
                 # findings stay as DumpLogSegments words them
                 super().error(f"error: {text}" if obj.get("type") == "error" else text, obj)
 
-        print_data_log = print_data_log or offsets_decoder
+        if offsets_decoder and txn_log_decoder:
+            error("--offsets-decoder and --transaction-log-decoder: give one")
+            raise typer.Exit(2)
+        print_data_log = print_data_log or offsets_decoder or txn_log_decoder
         opts = Options(
             print_data=print_data_log, deep=deep_iteration or print_data_log,
             skip_metadata=skip_record_metadata, verify_only=verify_index_only,
             sanity_only=index_sanity_check, max_bytes=max_bytes,
             max_message_size=max_message_size, as_json=as_json,
-            offsets_decoder=offsets_decoder,
+            offsets_decoder=offsets_decoder, txn_log_decoder=txn_log_decoder,
         )
         paths = [Path(p) for f in files for p in str(f).split(",") if p]
         out = CountingOutput(opts, out=write_line)

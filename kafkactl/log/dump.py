@@ -19,6 +19,7 @@ from kafkactl.log.dump_output import close_file as _close
 from kafkactl.log.dump_output import read_file as _read_file
 from kafkactl.log.offsets_decoder import decode_offsets_record
 from kafkactl.log.producer_snapshot import iter_snapshot_entries, read_snapshot_header
+from kafkactl.log.txn_log_decoder import decode_txn_log_record
 from kafkactl.record.batch import Record, RecordBatch, TimestampType
 from kafkactl.record.errors import RecordError
 from kafkactl.record.legacy import LegacyBatch, LegacyMessage
@@ -144,8 +145,10 @@ def _record_lines(
                 text += ctext
                 obj.update(cobj)
         if opts.print_data and not (isinstance(batch, RecordBatch) and batch.is_control):
-            if opts.offsets_decoder:
-                ktext, ptext, decoded = decode_offsets_record(rec.offset, rec.key, rec.value)
+            if opts.offsets_decoder or opts.txn_log_decoder:
+                decode = decode_offsets_record if opts.offsets_decoder \
+                    else decode_txn_log_record
+                ktext, ptext, decoded = decode(rec.offset, rec.key, rec.value)
                 if ktext is not None:
                     text += f"{prefix}key: {ktext}"
                 if ptext is not None:

@@ -27,6 +27,7 @@ class Options:
     max_message_size: int = 5 * 1024 * 1024
     as_json: bool = False
     offsets_decoder: bool = False  # decode __consumer_offsets keys and values
+    txn_log_decoder: bool = False  # decode __transaction_state keys and values
 
 
 def _stdout_line(text: str) -> None:

@@ -145,3 +145,37 @@ def test_bad_arguments_and_refusals(broker: BrokerProcess) -> None:
         assert r3["markers"][0]["topics"][0]["partitions"][0]["error_code"] == \
             ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
         assert not (broker.data_dir / "no-such-topic-z-0").exists()
+
+
+def test_dump_log_transaction_log_decoder(broker: BrokerProcess) -> None:
+    """`dump-log --transaction-log-decoder` prints __transaction_state records as Kafka's
+    DumpLogSegments does (key {"type","data"}, payload {"version","data"})."""
+    from kafkactl.broker.coordinator.group_metadata_manager import partition_for
+
+    tid = "tid-tools-dump"
+    with Wire(broker.bootstrap) as w:
+        assert w.request(ApiKey.FIND_COORDINATOR, 3, {"key": tid, "key_type": 1})[
+            "error_code"] == 0
+        r = w.request(ApiKey.INIT_PRODUCER_ID, 4, {
+            "transactional_id": tid, "transaction_timeout_ms": 12345, "producer_id": -1,
+            "producer_epoch": -1})
+        assert r["error_code"] == 0
+    seg = broker.data_dir / f"__transaction_state-{partition_for(tid, 50)}" / \
+        "00000000000000000000.log"
+    out = kafkactl("dump-log", "--transaction-log-decoder", "--json", str(seg))
+    assert out.returncode == 0, out.stderr
+    records = [json.loads(line) for line in out.stdout.splitlines()
+               if '"transactionalId"' in line]
+    mine = [x for x in records if x["key"]["data"]["transactionalId"] == tid]
+    assert mine and mine[-1]["key"]["type"] == "0"
+    assert mine[-1]["payload"] == {"version": "0", "data": {
+        "producerId": r["producer_id"], "producerEpoch": 0, "transactionTimeoutMs": 12345,
+        "transactionStatus": 0, "transactionPartitions": None,
+        "transactionLastUpdateTimestampMs":
+            mine[-1]["payload"]["data"]["transactionLastUpdateTimestampMs"],
+        "transactionStartTimestampMs": -1}}
+    text = kafkactl("dump-log", "--transaction-log-decoder", str(seg))
+    assert f'key: {{"type":"0","data":{{"transactionalId":"{tid}"}}}} payload: ' \
+        '{"version":"0","data":{"producerId":' in text.stdout
+    both = kafkactl("dump-log", "--transaction-log-decoder", "--offsets-decoder", str(seg))
+    assert both.returncode == 2 and "give one" in both.stderr
