@@ -17,6 +17,7 @@ from tests.polling import wait_until
 
 from .txn_helpers import committed_values, data_values, markers, txn_states, wait_markers
 from .wire import Wire
+from .wire import batch as _batch
 
 E = ErrorCode
 
@@ -288,3 +289,27 @@ def test_idle_transactional_id_expires(broker_factory: Any) -> None:
                    "the tombstone")
         r = w.request(ApiKey.DESCRIBE_TRANSACTIONS, 0, {"transactional_ids": ["tid-expire"]})
         assert r["transaction_states"][0]["error_code"] == E.TRANSACTIONAL_ID_NOT_FOUND
+
+
+def test_transaction_open_at_a_crash_is_aborted_after_restart(broker_factory: Any) -> None:
+    """SIGKILL with a transaction open: the restarted coordinator loads it from
+    __transaction_state (Ongoing, its partitions, its start time) and aborts it once its
+    timeout has passed; read_committed consumers then read past it."""
+    b = broker_factory(**{"transaction.abort.timed.out.transaction.cleanup.interval.ms": "100"})
+    topic, tid = "txn-crash", "tid-crash"
+    with Wire(b.bootstrap) as w:
+        w.create_topic(topic)
+    p = _producer(b.bootstrap, tid, **{"transaction.timeout.ms": 3000})
+    p.init_transactions(30)
+    p.begin_transaction()
+    p.produce(topic, b"open-at-crash")
+    p.flush(30)
+    assert txn_states(b.data_dir, tid)[-1] == "Ongoing"
+    b.kill()
+    b.start()
+    ms = wait_markers(b.data_dir, topic, 1, 30)
+    assert ms == [("ABORT", ms[0][1], 1)]  # the producer fenced: epoch 0 -> 1
+    wait_until(lambda: txn_states(b.data_dir, tid)[-1] == "CompleteAbort", 10, "CompleteAbort")
+    with Wire(b.bootstrap) as w:
+        w.produce(topic, _batch([b"after"]))
+    assert _read_committed(b.bootstrap, topic, 1, "g-crash") == [b"after"]

@@ -78,7 +78,9 @@ class TransactionCoordinator:
         # a marker on a __consumer_offsets partition settles the transaction's offsets
         self.writer.offsets_completed = getattr(group_coordinator, "handle_txn_completion",
                                                 None)
-        self.sender = MarkerSender(broker_id, cache, self.writer, inter_broker)
+        self.sender = MarkerSender(
+            broker_id, cache, self.writer, inter_broker,
+            max(config.get_int_or("request.timeout.ms", 30000), 100) / 1000)
         self.producer_ids = producer_ids
         self.max_timeout_ms = config.get_int_or("transaction.max.timeout.ms",
                                                 DEFAULT_MAX_TIMEOUT_MS)

@@ -145,8 +145,10 @@ class MarkerSender:
     """Delivers a transaction's markers to the partitions' leaders (module doc)."""
 
     def __init__(self, broker_id: int, cache: MetadataCache, writer: MarkerWriter,
-                 security: InterBrokerSecurity = PLAINTEXT) -> None:
+                 security: InterBrokerSecurity = PLAINTEXT,
+                 timeout_s: float = MARKER_TIMEOUT_S) -> None:
         self.broker_id = broker_id
+        self.timeout_s = timeout_s  # request.timeout.ms: a leader that does not answer
         self.cache = cache
         self.writer = writer
         self.security = security
@@ -256,7 +258,7 @@ class MarkerSender:
                     security=self.security)
             try:
                 resp = await conn.request(ApiKey.WRITE_TXN_MARKERS, WRITE_TXN_MARKERS_VERSION,
-                                          body, MARKER_TIMEOUT_S + 5)
+                                          body, self.timeout_s)
             except SEND_ERRORS as e:
                 log.info("WriteTxnMarkers to broker %d failed (%s: %s); will retry", leader,
                          type(e).__name__, e)
