@@ -434,6 +434,28 @@ class Log:
                 break
         return out
 
+    def fetch_upper_bound(self, first_offset: int, end_position: int, limit: int) -> int:
+        """An offset past every record of a fetch slice ending at `end_position` of the
+        segment holding `first_offset` (Kafka's fetchUpperBoundOffset: the offset of the
+        first index entry at or after that position, else the next segment's base offset
+        or the log end), at most `limit`: the aborted transactions a read_committed fetch
+        returns start below it."""
+        segs = self._segs
+        segments = segs.segments
+        i = segs.floor_index(segs.bases, first_offset)
+        index = segments[i].offset_index
+        lo, hi = 0, index.entry_count  # the first entry at or after end_position
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if index.entry(mid)[1] >= end_position:
+                hi = mid
+            else:
+                lo = mid + 1
+        if lo < index.entry_count:
+            return min(limit, index.entry(lo)[0])
+        nxt = segments[i + 1].base_offset if i + 1 < len(segments) else self._log_end_offset
+        return min(limit, nxt)
+
     def aborted_transactions(self) -> list[AbortedTxn]:
         """Every .txnindex entry of the log, in marker order."""
         return [e for seg in self._segs.segments for e in seg.txn_index]

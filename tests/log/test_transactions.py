@@ -237,3 +237,44 @@ def test_read_committed_stops_at_the_lso(tmp_path: Path) -> None:
     assert offsets == [1]
     fs = part.read(0, 1 << 20, min_one_batch=True)
     assert [b.last_offset for b in iter_batches(memoryview(fs.read_bytes()))] == [1, 3]
+
+
+def test_paged_read_committed_fetches_list_only_the_aborts_they_reach(tmp_path: Path) -> None:
+    """Small fetches through a log with many aborted transactions: each gets the aborted
+    transactions starting below its upper bound (Kafka's fetchUpperBoundOffset), not every
+    one to the LSO, and a consumer dropping them ends with exactly the committed records."""
+    part = open_partition(tmp_path / "t-0", LogConfig(index_interval_bytes=100,
+                                                      segment_bytes=4096))
+    a, b = Producer(PID_A), Producer(PID_B)
+    committed: list[bytes] = []
+    for i in range(30):
+        p = a if i % 2 else b
+        produce(part, p.batch(2, value=b"v%d" % i))
+        part.append_control_batch(p.pid, 0, 0, commit=i % 3 == 0)
+        if i % 3 == 0:
+            committed += [b"v%d" % i] * 2
+    lso = part.last_stable_offset
+    total_aborts = len(part.aborted_transactions(0, lso))
+    assert total_aborts == 20
+    got: list[bytes] = []
+    offset, pages, most = 0, 0, 0
+    while offset < lso:
+        fs = part.read(offset, 150, min_one_batch=True, read_committed=True)
+        upper = part.log.fetch_upper_bound(fs.first_offset, fs.position + fs.length, lso)
+        aborted = sorted(part.aborted_transactions(fs.first_offset, upper),
+                         key=lambda t: t[1])
+        most = max(most, len(aborted))
+        skipping: set[int] = set()
+        for batch in iter_batches(memoryview(fs.read_bytes())):
+            if batch.last_offset < offset:
+                continue
+            while aborted and aborted[0][1] <= batch.last_offset:
+                skipping.add(aborted.pop(0)[0])
+            if batch.is_control:
+                skipping.discard(batch.producer_id)
+            elif not (batch.is_transactional and batch.producer_id in skipping):
+                got += [bytes(r.value) for r in batch]
+            offset = batch.last_offset + 1
+        pages += 1
+    assert got == committed
+    assert pages > 10 and most < total_aborts / 2
