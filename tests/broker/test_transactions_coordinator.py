@@ -291,6 +291,58 @@ def test_idle_transactional_id_expires(broker_factory: Any) -> None:
         assert r["transaction_states"][0]["error_code"] == E.TRANSACTIONAL_ID_NOT_FOUND
 
 
+def test_offsets_committed_in_the_transaction(broker: BrokerProcess) -> None:
+    """KIP-447's consume-transform-produce: AddOffsetsToTxn puts the group's
+    __consumer_offsets partition in the transaction, and its marker makes the offsets
+    committed (commit) or drops them (abort)."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    src, dst, tid, group = "txn-cp-in", "txn-cp-out", "tid-cp", "g-cp"
+    with Wire(broker.bootstrap) as w:
+        w.create_topic(src)
+        w.create_topic(dst)
+        for i in range(10):
+            w.produce(src, _batch([f"in{i}".encode()]))
+    c = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": group,
+                  "enable.auto.commit": False, "auto.offset.reset": "earliest",
+                  "isolation.level": "read_committed"})
+    c.assign([TopicPartition(src, 0, 0)])
+    p = _producer(broker.bootstrap, tid)
+    p.init_transactions(30)
+
+    def step(n: int, commit: bool) -> None:
+        got: list[Any] = []
+        wait_until(lambda: (m := c.poll(0.5)) is not None and not m.error() and
+                   bool(got.append(m)) or len(got) >= n, 30, f"{n} input records")
+        p.begin_transaction()
+        for m in got:
+            p.produce(dst, (m.value() or b"").replace(b"in", b"out"))
+        p.send_offsets_to_transaction([TopicPartition(src, 0, got[-1].offset() + 1)],
+                                      c.consumer_group_metadata(), 30)
+        if commit:
+            p.commit_transaction(30)
+        else:
+            p.flush(30)
+            p.abort_transaction(30)
+
+    def committed() -> int:
+        (tp,) = c.committed([TopicPartition(src, 0)], 30)
+        return int(tp.offset)
+
+    step(4, True)
+    assert wait_until(lambda: committed() == 4, 10, "offset 4 committed")
+    c.seek(TopicPartition(src, 0, 4))
+    step(3, False)
+    assert committed() == 4  # the aborted transaction's offsets are dropped
+    c.close()
+    offsets_partition = next(
+        int(d.name.rsplit("-", 1)[1]) for d in broker.data_dir.glob("__consumer_offsets-*")
+        if markers(broker.data_dir, "__consumer_offsets", int(d.name.rsplit("-", 1)[1])))
+    assert [m[0] for m in markers(broker.data_dir, "__consumer_offsets",
+                                  offsets_partition)] == ["COMMIT", "ABORT"]
+    assert committed_values(broker.data_dir, dst) == [b"out0", b"out1", b"out2", b"out3"]
+
+
 def test_transaction_open_at_a_crash_is_aborted_after_restart(broker_factory: Any) -> None:
     """SIGKILL with a transaction open: the restarted coordinator loads it from
     __transaction_state (Ongoing, its partitions, its start time) and aborts it once its
