@@ -339,3 +339,56 @@ def test_list_offsets_by_timestamp_stops_at_the_lso(broker) -> None:
         assert lookup(w, -3, 0) == 2 and lookup(w, -3, 1) == -1
         assert marker(w, topic, PID_C, commit=True) == 0
         assert lookup(w, now - 2500, 1) == 1
+
+
+@pytest.mark.skipif(shutil.which("kcat") is None, reason="kcat is not installed")
+def test_broker_compaction_of_a_transactional_topic(broker_factory) -> None:
+    """The broker's own cleaner on a compacted topic with transactions: aborted records go
+    (and never hide a committed value), a read_committed reader sees the same latest value
+    per key before and after, and kcat read_committed agrees."""
+    b = broker_factory(log_cleaner_backoff_ms="200")
+    topic = "txn-compact"
+
+    def keyed(p: TxnProducer | None, *pairs: tuple[str, str]) -> bytes:
+        bld = RecordBatchBuilder(producer_id=p.pid, producer_epoch=0, base_sequence=p.seq,
+                                 is_transactional=True) if p else RecordBatchBuilder()
+        for k, v in pairs:
+            bld.append(None, k.encode(), v.encode())
+        if p:
+            p.seq += len(pairs)
+        return bld.build()
+
+    def view(isolation: str) -> list[str]:
+        return kcat("-b", b.bootstrap, "-C", "-t", topic, "-e", "-f", "%k=%s\n",
+                    "-X", f"isolation.level={isolation}")
+
+    a, c = TxnProducer(PID_A), TxnProducer(PID_B)
+    with Wire(b.bootstrap) as w:
+        r = w.request(ApiKey.CREATE_TOPICS, 7, {
+            "topics": [{"name": topic, "num_partitions": 1, "replication_factor": 1,
+                        "assignments": [], "configs": [
+                            {"name": k, "value": v} for k, v in {
+                                "cleanup.policy": "compact", "segment.bytes": "1024",
+                                "min.cleanable.dirty.ratio": "0.01",
+                                "delete.retention.ms": "0"}.items()]}],
+            "timeout_ms": 5000, "validate_only": False})
+        assert r["topics"][0]["error_code"] == 0, r
+        assert produce(w, topic, keyed(None, ("k1", "plain-1"), ("k2", "plain-2")),
+                       txn_id=None)["error_code"] == 0
+        assert produce(w, topic, keyed(a, ("k1", "aborted"), ("k3", "aborted")))[
+            "error_code"] == 0
+        assert produce(w, topic, keyed(c, ("k2", "txn-2")))["error_code"] == 0
+        assert marker(w, topic, PID_A, commit=False) == 0
+        assert marker(w, topic, PID_B, commit=True) == 0
+        for i in range(40):  # fill segments so the cleaner has inactive ones to clean
+            assert produce(w, topic, keyed(None, (f"f{i}", "x" * 100)),
+                           txn_id=None)["error_code"] == 0
+    before = view("read_committed")
+    assert "k1=plain-1" in before and "k2=txn-2" in before and "k3=aborted" not in before
+    wait_until(lambda: not any(v.endswith("=aborted") for v in view("read_uncommitted")),
+               timeout=30, what="the cleaner to remove the aborted records")
+    after = view("read_committed")
+    assert "k1=plain-1" in after and "k2=txn-2" in after
+    assert "k2=plain-2" not in after  # superseded by the committed transaction
+    assert [v for v in after if not v.startswith("k")] == \
+        [v for v in before if not v.startswith("k")]
