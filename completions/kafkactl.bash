@@ -9,7 +9,7 @@
 _kafkactl_spec() {
     _kc_subs=""; _kc_opts=""; _kc_vopts=""; _kc_args=""; _kc_afiles=""
     case "$1" in
-        "") _kc_subs="serve produce consume dump-log recover rebalance mirror top spark-load topics offsets configs cluster acls users quotas transactions"; _kc_opts="-V --version -h --help"; _kc_vopts=""; _kc_args=""; _kc_afiles="" ;;
+        "") _kc_subs="serve produce consume dump-log recover rebalance mirror top spark-load topics log-dirs offsets configs cluster acls users quotas transactions"; _kc_opts="-V --version -h --help"; _kc_vopts=""; _kc_args=""; _kc_afiles="" ;;
         "serve") _kc_subs=""; _kc_opts="-c --config -o --override -l --listen -d --data-dir --broker-id --zookeeper --log-level --log-format --metrics -h --help"; _kc_vopts="-c --config -o --override -l --listen -d --data-dir --broker-id --zookeeper --log-level --log-format --metrics"; _kc_args=""; _kc_afiles="" ;;
         "produce") _kc_subs=""; _kc_opts="-t --topic -f --file -D --delimiter -0 --null-delimited -K --key-separator -H --header -p --partition -z --compression --acks --batch-size --linger-ms --sync --partitioner -b --bootstrap-server -X --property --command-config --zookeeper -q --quiet --failed-file --transactional-id --transaction-records -h --help"; _kc_vopts="-t --topic -f --file -D --delimiter -K --key-separator -H --header -p --partition -z --compression --acks --batch-size --linger-ms --partitioner -b --bootstrap-server -X --property --command-config --zookeeper --failed-file --transactional-id --transaction-records"; _kc_args=""; _kc_afiles="" ;;
         "consume") _kc_subs=""; _kc_opts="-t --topic --topic-pattern --exclude-pattern -p --partition -o --offset --from-beginning -c --max-messages -e --exit-at-end -f --format -J --json -K --key-separator --print-offsets -G -g --group -b --bootstrap-server -X --property --command-config --zookeeper --offsets-storage --dual-commit --timeout-ms --isolation-level -q --quiet -h --help"; _kc_vopts="-t --topic --topic-pattern --exclude-pattern -p --partition -o --offset -c --max-messages -f --format -K --key-separator -G -g --group -b --bootstrap-server -X --property --command-config --zookeeper --offsets-storage --timeout-ms --isolation-level"; _kc_args=""; _kc_afiles="" ;;
@@ -26,6 +26,9 @@ _kafkactl_spec() {
         "topics offsets") _kc_subs=""; _kc_opts="-t --topic -p --partition --partitions --time --exclude-internal --json -b --bootstrap-server -X --property --command-config -h --help"; _kc_vopts="-t --topic -p --partition --partitions --time -b --bootstrap-server -X --property --command-config"; _kc_args=""; _kc_afiles="" ;;
         "topics delete") _kc_subs=""; _kc_opts="-t --topic --if-exists -b --bootstrap-server -X --property --command-config -h --help"; _kc_vopts="-t --topic -b --bootstrap-server -X --property --command-config"; _kc_args=""; _kc_afiles="" ;;
         "topics alter") _kc_subs=""; _kc_opts="-t --topic --partitions --config --delete-config -b --bootstrap-server -X --property --command-config -h --help"; _kc_vopts="-t --topic --partitions --config --delete-config -b --bootstrap-server -X --property --command-config"; _kc_args=""; _kc_afiles="" ;;
+        "log-dirs") _kc_subs="describe move"; _kc_opts="-h --help"; _kc_vopts=""; _kc_args=""; _kc_afiles="" ;;
+        "log-dirs describe") _kc_subs=""; _kc_opts="-t --topic --broker --json -b --bootstrap-server -X --property --command-config -h --help"; _kc_vopts="-t --topic --broker -b --bootstrap-server -X --property --command-config"; _kc_args=""; _kc_afiles="" ;;
+        "log-dirs move") _kc_subs=""; _kc_opts="-t --topic -p --partition --dir --broker --wait --timeout -b --bootstrap-server -X --property --command-config -h --help"; _kc_vopts="-t --topic -p --partition --dir --broker --timeout -b --bootstrap-server -X --property --command-config"; _kc_args=""; _kc_afiles="" ;;
         "offsets") _kc_subs="list show reset delete migrate"; _kc_opts="-h --help"; _kc_vopts=""; _kc_args=""; _kc_afiles="" ;;
         "offsets list") _kc_subs=""; _kc_opts="--state --json -b --bootstrap-server -X --property --command-config -h --help"; _kc_vopts="--state -b --bootstrap-server -X --property --command-config"; _kc_args=""; _kc_afiles="" ;;
         "offsets show") _kc_subs=""; _kc_opts="-G -g --group --all --json -b --bootstrap-server -X --property --command-config -h --help"; _kc_vopts="-G -g --group -b --bootstrap-server -X --property --command-config"; _kc_args=""; _kc_afiles="" ;;
@@ -109,6 +112,8 @@ _kafkactl() {
         "topics offsets|--command-config") compopt -o filenames 2>/dev/null; COMPREPLY=($(compgen -f -- "$cur")); return 0 ;;
         "topics delete|--command-config") compopt -o filenames 2>/dev/null; COMPREPLY=($(compgen -f -- "$cur")); return 0 ;;
         "topics alter|--command-config") compopt -o filenames 2>/dev/null; COMPREPLY=($(compgen -f -- "$cur")); return 0 ;;
+        "log-dirs describe|--command-config") compopt -o filenames 2>/dev/null; COMPREPLY=($(compgen -f -- "$cur")); return 0 ;;
+        "log-dirs move|--command-config") compopt -o filenames 2>/dev/null; COMPREPLY=($(compgen -f -- "$cur")); return 0 ;;
         "offsets list|--command-config") compopt -o filenames 2>/dev/null; COMPREPLY=($(compgen -f -- "$cur")); return 0 ;;
         "offsets show|--command-config") compopt -o filenames 2>/dev/null; COMPREPLY=($(compgen -f -- "$cur")); return 0 ;;
         "offsets reset|--command-config") compopt -o filenames 2>/dev/null; COMPREPLY=($(compgen -f -- "$cur")); return 0 ;;

@@ -84,6 +84,7 @@ PURPOSE: dict[str, str] = {
     "AlterPartitionReassignments": "move partitions' replicas to other brokers",
     "ListPartitionReassignments": "the partition reassignments in progress",
     "DescribeLogDirs": "log directories, the replicas in each and their sizes",
+    "AlterReplicaLogDirs": "move replicas to other log directories of their broker",
     "DescribeClientQuotas": "client quotas matching a filter (KIP-546)",
     "AlterClientQuotas": "set or remove client quotas (KIP-546)",
     "AddPartitionsToTxn": "add partitions to a transaction (v4+: brokers verify, KIP-890)",

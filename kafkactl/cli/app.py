@@ -39,7 +39,7 @@ apply_help_rendering()
 # registers the command named like it (`dump_log` -> `dump-log`); a name here without its
 # module fails when the app is built, so a typo cannot drop a command silently.
 SUBCOMMAND_MODULES: tuple[str, ...] = (
-    "serve", "topics", "produce", "consume", "dump_log", "recover",
+    "serve", "topics", "produce", "consume", "dump_log", "recover", "log_dirs",
     "rebalance", "offsets", "mirror", "configs", "cluster", "top", "acls", "users", "quotas",
     "spark_load", "transactions",
 )

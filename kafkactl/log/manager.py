@@ -51,6 +51,7 @@ from kafkactl.log.log import Log, parse_topic_partition
 CLEAN_SHUTDOWN_MARKER = ".kafka_cleanshutdown"
 LOCK_FILE = ".lock"
 DELETE_DIR_SUFFIX = "-delete"
+FUTURE_DIR_SUFFIX = "-future"  # a log dir move (AlterReplicaLogDirs) a stop interrupted
 MAX_DIR_NAME_BYTES = 255
 STORAGE_ERROR_REPEAT_S = 30.0
 
@@ -234,7 +235,8 @@ class LogManager:
             if not is_dir or name.startswith("."):
                 continue
             child = d / name
-            if name.endswith(DELETE_DIR_SUFFIX):
+            if name.endswith((DELETE_DIR_SUFFIX, FUTURE_DIR_SUFFIX)):
+                # a -future dir is a move's copy: the replica is whole where it was
                 self._pending_dir_deletes.append(child)
                 continue
             try:
@@ -313,6 +315,19 @@ class LogManager:
         fsync_dir(target.parent)
         self._pending_dir_deletes.append(target)
         return True
+
+    def replace_log(self, tp: TopicPartition, new_log: Log, log_dir: Path) -> Log | None:
+        """`new_log` (in `log_dir`) is now tp's log: a move between log dirs
+        (broker/log_dir_mover.py). The old log is returned, the caller's to close."""
+        with self._lock:
+            old = self._logs.get(tp)
+            old_dir = self._log_dir_of.get(tp)
+            if old_dir is not None:
+                self._logs_per_dir[old_dir] -= 1
+            self._logs[tp] = new_log
+            self._log_dir_of[tp] = log_dir
+            self._logs_per_dir[log_dir] = self._logs_per_dir.get(log_dir, 0) + 1
+        return old
 
     def delete_stray_logs(self, topic: str) -> int:
         """Delete every log of `topic` found on disk (a deletion a crash interrupted)."""

@@ -23,8 +23,8 @@ def test_a_table_that_differs_from_the_version_ranges_is_refused() -> None:
     with pytest.raises(ValueError, match="no handler for \\['DELETE_RECORDS'\\]"):
         check_handler_table(missing)
     extra = dict(HANDLERS)
-    extra[ApiKey.ALTER_REPLICA_LOG_DIRS] = HANDLERS[ApiKey.API_VERSIONS]
-    with pytest.raises(ValueError, match="no version range for \\['ALTER_REPLICA_LOG_DIRS'\\]"):
+    extra[ApiKey.CREATE_DELEGATION_TOKEN] = HANDLERS[ApiKey.API_VERSIONS]
+    with pytest.raises(ValueError, match="no version range for \\['CREATE_DELEGATION_TOKEN'\\]"):
         check_handler_table(extra)
 
 

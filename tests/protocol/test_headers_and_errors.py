@@ -74,12 +74,12 @@ def test_advertised_table() -> None:
     assert table[ApiKey.FIND_COORDINATOR] == (0, 4)
     assert table[ApiKey.SASL_HANDSHAKE] == (0, 1)
     assert table[ApiKey.SASL_AUTHENTICATE] == (0, 2)
-    assert ApiKey.ALTER_REPLICA_LOG_DIRS not in table and 71 not in table
+    assert ApiKey.CREATE_DELEGATION_TOKEN not in table and 71 not in table
     # every client API starts at v0 (librdkafka turns features on by old versions); the
     # controller-to-broker APIs only ever come from a kafkactl controller
     assert all(lo == 0 <= hi for k, (lo, hi) in table.items() if k not in INTER_BROKER_APIS)
     assert all(lo <= hi for lo, hi in table.values())
-    assert len(table) == len(SUPPORTED_VERSIONS) == 52
+    assert len(table) == len(SUPPORTED_VERSIONS) == 53
 
 
 def test_fetch_response_with_file_regions() -> None:

@@ -122,7 +122,7 @@ def test_unsupported_versions_and_keys() -> None:
     with pytest.raises(UnsupportedVersionError):
         codec.decode_request(ApiKey.FETCH, 13, b"", 0)
     with pytest.raises(UnsupportedVersionError):
-        codec.decode_request(ApiKey.ALTER_REPLICA_LOG_DIRS, 0, b"", 0)
+        codec.decode_request(ApiKey.CREATE_DELEGATION_TOKEN, 0, b"", 0)
     with pytest.raises(UnsupportedVersionError):
         codec.decode_request(9999, 0, b"", 0)
     with pytest.raises(UnsupportedVersionError):

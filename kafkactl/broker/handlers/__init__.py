@@ -75,6 +75,7 @@ HANDLERS: dict[ApiKey, Handler] = {
     ApiKey.OFFSET_DELETE: offsets.handle_offset_delete,
     ApiKey.DESCRIBE_CLUSTER: cluster.handle_describe_cluster,
     ApiKey.DESCRIBE_LOG_DIRS: log_dirs.handle_describe_log_dirs,
+    ApiKey.ALTER_REPLICA_LOG_DIRS: log_dirs.handle_alter_replica_log_dirs,
     ApiKey.DESCRIBE_CLIENT_QUOTAS: client_quotas.handle_describe_client_quotas,
     ApiKey.ALTER_CLIENT_QUOTAS: client_quotas.handle_alter_client_quotas,
     ApiKey.SASL_HANDSHAKE: sasl.handle_sasl_handshake,
