@@ -74,6 +74,10 @@ BROKER_DEFAULTS: dict[str, str] = {
     "replica.fetch.response.max.bytes": "10485760",
     "replica.fetch.backoff.ms": "1000",
     "replica.lag.time.max.ms": "30000",
+    # replication throttling (kafkactl.broker.replication_quota): rates over num samples
+    # of size seconds, as Kafka measures them
+    "replication.quota.window.num": "11",
+    "replication.quota.window.size.seconds": "1",
     "auto.leader.rebalance.enable": "true",
     "leader.imbalance.check.interval.seconds": "300",
     "leader.imbalance.per.broker.percentage": "10",

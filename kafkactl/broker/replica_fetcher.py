@@ -13,6 +13,10 @@ Each fetch remembers, per partition, what it was sent for: the entry it was sent
 response part for a partition that has changed meanwhile (removed, re-added for a new
 leader epoch, made leader, truncated) is dropped, never appended (Kafka's
 AbstractFetcherThread checks the same before processing a partition's data).
+
+With `follower.replication.throttled.rate` set, a throttled partition (this broker's replica
+in its topic's `follower.replication.throttled.replicas`) that is not in sync is left out of
+the fetch while the follower quota is exceeded (kafkactl/broker/replication_quota.py).
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ from typing import Any
 
 from kafkactl.broker import log_io
 from kafkactl.broker.partition import Partition
+from kafkactl.broker.replication_quota import ReplicationQuota
 from kafkactl.broker.zk_metadata_cache import ZkMetadataCache
 from kafkactl.cluster.broker_connection import (
     CONNECTION_ERRORS,
@@ -61,6 +66,7 @@ class FetcherSettings:
 class _Followed:
     part: Partition
     truncate_first: bool = True
+    in_sync: bool = False  # caught up to the leader's high watermark at the last response
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,6 +92,7 @@ class ReplicaFetcherManager:
         self.settings = settings
         self.security = security  # leaders are fetched from on the inter-broker listener
         self.fetchers: dict[int, ReplicaFetcher] = {}
+        self.quota: ReplicationQuota | None = None  # follower.replication.throttled.rate
 
     def follow(self, part: Partition) -> None:
         """Fetch `part` from its leader (after truncating to where the leader agrees)."""
@@ -205,7 +212,10 @@ class ReplicaFetcher:
     # ---- fetching ----------------------------------------------------------------------------
     async def _fetch(self, conn: BrokerConnection) -> None:
         settings = self.manager.settings
-        ready = [f for f in self.partitions.values() if not f.truncate_first]
+        quota = self.manager.quota
+        ready = [f for f in self.partitions.values() if not f.truncate_first and (
+            quota is None or not quota.should_throttle(f.part.topic, f.part.partition,
+                                                       f.in_sync))]
         if not ready:
             await asyncio.sleep(settings.backoff_ms / 1000)
             return
@@ -251,10 +261,13 @@ class ReplicaFetcher:
         if code == ErrorCode.NONE:
             records = r.get("records") or b""
             try:
-                part.append_as_follower(memoryview(records), r["high_watermark"])
+                size = part.append_as_follower(memoryview(records), r["high_watermark"])
             except (OSError, LogError) as e:
                 log.error("%s: cannot append the leader's records: %s", part, e)
                 return False
+            f.in_sync = part.log_end_offset >= r["high_watermark"]
+            if self.manager.quota is not None:
+                self.manager.quota.record(part.topic, part.partition, size)
             return True
         if code == ErrorCode.OFFSET_OUT_OF_RANGE:
             await self._reset_out_of_range(conn, part)

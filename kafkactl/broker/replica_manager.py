@@ -36,6 +36,7 @@ from kafkactl.protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
     from kafkactl.broker.isr_changer import IsrChanger
+    from kafkactl.broker.replication_quota import ReplicationQuota
 
 log = logging.getLogger(__name__)
 
@@ -75,6 +76,8 @@ class ReplicaManager:
         self.purgatory = purgatory
         self.produce_purgatory = ProducePurgatory()
         self.isr_changes: IsrChanger | None = None  # a cluster: AlterPartition requests
+        # a cluster: leader.replication.throttled.rate over the throttled replicas
+        self.leader_quota: ReplicationQuota | None = None
         self.auto_create = auto_create
         # the log manager's disk-error reporter (shared with its background work)
         self.storage_errors: StorageErrorLog = partitions.log_manager.storage_errors
@@ -264,6 +267,21 @@ class ReplicaManager:
             if joining:
                 self.isr_changes.submit(part, sorted(set(part.isr) | set(joining)))
                 self.isr_expands += 1
+
+    def leader_throttled(self, topic: str, partition: int, replica_id: int) -> bool:
+        """Send follower `replica_id` nothing of (topic, partition) now: it is out of the
+        ISR, the partition's replica here is throttled and the leader quota is exceeded."""
+        quota = self.leader_quota
+        if quota is None or quota.bound() is None:
+            return False
+        part = self.partitions.get_partition(topic, partition)
+        return part is not None and quota.should_throttle(topic, partition,
+                                                          replica_id in part.isr)
+
+    def replicated(self, topic: str, partition: int, size: int) -> None:
+        """`size` bytes of (topic, partition) go to a follower: counted by the quota."""
+        if self.leader_quota is not None:
+            self.leader_quota.record(topic, partition, size)
 
     def shrink_isrs(self, max_lag_ms: float) -> None:
         """Drop from the ISR the followers not caught up for `max_lag_ms` (Kafka's

@@ -349,6 +349,15 @@ class KafkaServer:
                                           lambda: registration.broker_epoch,
                                           replica_manager.high_watermark_moved, inter_broker)
             replica_manager.isr_changes = self.isr_changer
+            # replication throttling: the live broker props (dynamic configs land there)
+            # and each topic's overrides say what is throttled, and how much
+            from kafkactl.broker.replication_quota import ReplicationQuota
+
+            overrides = partitions.configs.overrides.get
+            replica_manager.leader_quota = ReplicationQuota.leader(cfg.broker_id, cfg.props,
+                                                                   overrides)
+            self.cluster.fetchers.quota = ReplicationQuota.follower(cfg.broker_id, cfg.props,
+                                                                    overrides)
         allocate: Callable[[int], tuple[int, int]] | None = None
         if self.zk_registration is not None and self.zk_registration.zk is not None:
             zk = self.zk_registration.zk

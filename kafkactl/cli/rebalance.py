@@ -60,6 +60,11 @@ def rebalance(group: str | None = typer.Option(None, "--group", "-G", "-g",
               cancel: bool = typer.Option(
                   False, "--cancel", help="With --partitions: cancel the reassignments "
                   "in progress (of --plan-in's partitions, or all)."),
+              throttle: int | None = typer.Option(
+                  None, "--throttle", metavar="BYTES_PER_S",
+                  help="With --partitions --execute: copy the moving replicas at most this "
+                       "fast (Kafka's replication throttle configs; --verify removes them "
+                       "once the moves are complete)."),
               as_json: bool = typer.Option(False, "--json", help="JSON output."),
               do_trigger: bool = typer.Option(False, "--trigger",
                                               help="Force the group to rebalance."),
@@ -90,7 +95,7 @@ def rebalance(group: str | None = typer.Option(None, "--group", "-G", "-g",
                                     as_json=as_json, timeout=timeout, security=security,
                                     plan_out=plan_out, plan_in=plan_in,
                                     replication_factor=replication_factor, verify=verify,
-                                    cancel=cancel)
+                                    cancel=cancel, throttle=throttle)
         else:
             rp.preferred_leaders(bootstrap, topic, as_json=as_json, security=security)
         return

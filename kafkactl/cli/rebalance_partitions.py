@@ -8,7 +8,13 @@ replication factor: a topic with fewer live brokers than its replication factor 
 with the reason, and the others are still planned (and moved with --execute); the exit
 status is then 1, so a script never takes a partial plan for a whole one. `--plan-out` /
 `--plan-in` write and read plans in kafka-reassign-partitions' JSON; `--verify` and
-`--cancel` answer and act as that tool's options do (the same sentences)."""
+`--cancel` answer and act as that tool's options do (the same sentences).
+
+`--throttle BYTES_PER_S` with `--execute` throttles the copying as kafka-reassign-partitions
+does: before the moves start it sets the moving partitions' `leader.replication.throttled.
+replicas` / `follower.replication.throttled.replicas` topic configs and the brokers'
+`leader.replication.throttled.rate` / `follower.replication.throttled.rate`; `--verify`
+removes them all once every reassignment is complete."""
 
 from __future__ import annotations
 
@@ -27,6 +33,7 @@ if TYPE_CHECKING:
     from kafkactl.client.cluster import ClusterMetadata
 
 TopicPartition = tuple[str, int]
+DYNAMIC_BROKER = 2  # DescribeConfigs' config_source of a broker's own dynamic config
 
 
 def _topics(cluster: ClusterMetadata, wanted: list[str]) -> list[str]:
@@ -45,7 +52,13 @@ def _name(tp: TopicPartition) -> str:
 
 
 def _check_options(*, execute: bool, plan_out: Path | None, plan_in: Path | None,
-                   replication_factor: int | None, verify: bool, cancel: bool) -> None:
+                   replication_factor: int | None, verify: bool, cancel: bool,
+                   throttle: int | None = None) -> None:
+    if throttle is not None and (not execute or verify or cancel):
+        raise fail("--throttle goes with --execute (--verify removes the throttle once the "
+                   "moves are complete)", 2)
+    if throttle is not None and throttle < 1:
+        raise fail("--throttle must be at least 1 byte/s", 2)
     if verify and cancel:
         raise fail("give either --verify or --cancel", 2)
     if (verify or cancel) and (execute or plan_out or replication_factor is not None):
@@ -101,14 +114,15 @@ def rebalance_partitions(bootstrap: str | None, topics: list[str], *, execute: b
                          as_json: bool, timeout: float, security: Any = None,
                          plan_out: Path | None = None, plan_in: Path | None = None,
                          replication_factor: int | None = None, verify: bool = False,
-                         cancel: bool = False) -> None:
+                         cancel: bool = False, throttle: int | None = None) -> None:
     from kafkactl.client.admin import AdminClient
     from kafkactl.client.errors import ClientError
     from kafkactl.cluster.reassignment_plan import plan_reassignment, to_reassignment_json
     from kafkactl.protocol.errors import KafkaError
 
     _check_options(execute=execute, plan_out=plan_out, plan_in=plan_in,
-                   replication_factor=replication_factor, verify=verify, cancel=cancel)
+                   replication_factor=replication_factor, verify=verify, cancel=cancel,
+                   throttle=throttle)
     if verify or cancel:
         _verify_or_cancel(bootstrap, topics, plan_in, cancel=cancel, as_json=as_json,
                           security=security)
@@ -133,6 +147,8 @@ def rebalance_partitions(bootstrap: str | None, topics: list[str], *, execute: b
             if plan_out is not None:
                 _write(plan_out, to_reassignment_json(plan) + "\n")
             if execute and plan and not errors:
+                if throttle is not None:
+                    _set_throttles(admin, plan, current, throttle, quiet=as_json)
                 results = admin.alter_partition_reassignments(plan)
                 errors = {_name(tp): str(e) for tp, e in results.items() if e}
                 _wait(admin, set(plan) - {tp for tp, e in results.items() if e}, timeout,
@@ -152,6 +168,66 @@ def rebalance_partitions(bootstrap: str | None, topics: list[str], *, execute: b
         typer.echo(f"error: {name}: {why}", err=True)
     if errors or refused:
         raise typer.Exit(1)
+
+
+def _set_throttles(admin: AdminClient, plan: dict[TopicPartition, list[int]],
+                   current: dict[TopicPartition, list[int]], rate: int, *,
+                   quiet: bool) -> None:
+    """The throttled-replicas topic configs of the moving replicas, then the two rates on
+    every broker involved (kafka-reassign-partitions --execute --throttle)."""
+    from kafkactl.broker.replication_quota import (
+        FOLLOWER_RATE,
+        FOLLOWER_REPLICAS,
+        LEADER_RATE,
+        LEADER_REPLICAS,
+    )
+    from kafkactl.client.admin import BROKER_RESOURCE
+    from kafkactl.cluster.reassignment_plan import reassignment_throttles
+
+    throttles = reassignment_throttles(plan, current)
+    for topic in sorted(set(throttles.leader) | set(throttles.follower)):
+        configs = {k: v for k, v in ((LEADER_REPLICAS, throttles.leader.get(topic)),
+                                     (FOLLOWER_REPLICAS, throttles.follower.get(topic))) if v}
+        admin.alter_configs(topic, configs)
+    for broker in throttles.brokers:
+        admin.alter_configs(str(broker), {LEADER_RATE: str(rate), FOLLOWER_RATE: str(rate)},
+                            resource_type=BROKER_RESOURCE)
+    if not quiet:
+        typer.echo(f"The inter-broker throttle limit was set to {rate} B/s", err=True)
+        typer.echo("Warning: You must run --verify periodically, until the reassignment "
+                   "completes, to ensure the throttle is removed.", err=True)
+
+
+def _clear_throttles(admin: AdminClient, cluster: ClusterMetadata,
+                     topics: list[str]) -> tuple[list[int], list[str]]:
+    """Remove the two rates from the live brokers and the throttled-replicas configs
+    from `topics` that have them: (those brokers, those topics)."""
+    from kafkactl.broker.replication_quota import (
+        FOLLOWER_RATE,
+        FOLLOWER_REPLICAS,
+        LEADER_RATE,
+        LEADER_REPLICAS,
+    )
+    from kafkactl.client.admin import BROKER_RESOURCE
+
+    brokers = []
+    for broker in sorted(cluster.brokers):
+        entries = admin.describe_configs(str(broker), [LEADER_RATE, FOLLOWER_RATE],
+                                         resource_type=BROKER_RESOURCE)
+        present = [k for k, e in entries.items() if e.value and e.source == DYNAMIC_BROKER]
+        if present:
+            admin.alter_configs(str(broker), {}, present, resource_type=BROKER_RESOURCE)
+            brokers.append(broker)
+    cleared = []
+    for topic in topics:
+        if topic not in cluster.topics or cluster.topics[topic].error_code:
+            continue
+        entries = admin.describe_configs(topic, [LEADER_REPLICAS, FOLLOWER_REPLICAS])
+        present = [k for k, e in entries.items() if e.value and not e.is_default]
+        if present:
+            admin.alter_configs(topic, {}, present)
+            cleared.append(topic)
+    return brokers, cleared
 
 
 def _write(path: Path, text: str) -> None:
@@ -195,8 +271,10 @@ def _show_plan(plan: dict[TopicPartition, list[int]], current: dict[TopicPartiti
 def _verify_or_cancel(bootstrap: str | None, topics: list[str], plan_in: Path | None, *,
                       cancel: bool, as_json: bool, security: Any) -> None:
     """--verify: Kafka's "Status of partition reassignment:" lines (exit 0 only when
-    every one is complete); --cancel: cancel the reassignments in progress (of the plan,
-    or all of them), as kafka-reassign-partitions --cancel."""
+    every one is complete; then the replication throttles are removed: the brokers' rates
+    and the throttled-replicas configs of the plan's topics, or of -t's, or of every
+    topic); --cancel: cancel the reassignments in progress (of the plan, or all of them),
+    as kafka-reassign-partitions --cancel."""
     from kafkactl.client.admin import AdminClient
     from kafkactl.client.errors import ClientError
     from kafkactl.protocol.errors import KafkaError
@@ -215,13 +293,18 @@ def _verify_or_cancel(bootstrap: str | None, topics: list[str], plan_in: Path | 
                 cluster = None
             else:
                 cluster = admin.client.refresh_metadata(None)
+                rows = _verify_rows(cluster, wanted, ongoing)
+                cleared: tuple[list[int], list[str]] | None = None
+                if all(r["status"] == "completed" for r in rows):
+                    names = sorted({tp[0] for tp in wanted}) if wanted is not None \
+                        else _topics(cluster, topics)
+                    cleared = _clear_throttles(admin, cluster, names)
     except (ClientError, KafkaError, ValueError) as e:
         raise fail(str(e)) from None
     if cancel:
         _report_cancel(chosen, results, as_json=as_json)
     else:
-        assert cluster is not None
-        _report_verify(cluster, wanted, ongoing, as_json=as_json)
+        _report_verify(rows, cleared, as_json=as_json)
 
 
 def _report_cancel(chosen: list[TopicPartition], results: dict[TopicPartition, Any], *,
@@ -246,9 +329,9 @@ def _report_cancel(chosen: list[TopicPartition], results: dict[TopicPartition, A
         raise typer.Exit(1)
 
 
-def _report_verify(cluster: ClusterMetadata, wanted: dict[TopicPartition, list[int]] | None,
-                   ongoing: dict[TopicPartition, tuple[list[int], list[int], list[int]]], *,
-                   as_json: bool) -> None:
+def _verify_rows(cluster: ClusterMetadata, wanted: dict[TopicPartition, list[int]] | None,
+                 ongoing: dict[TopicPartition, tuple[list[int], list[int], list[int]]]
+                 ) -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = []
     targets: dict[TopicPartition, list[int] | None] = (
         dict(wanted) if wanted is not None else dict.fromkeys(ongoing))
@@ -269,15 +352,31 @@ def _report_verify(cluster: ClusterMetadata, wanted: dict[TopicPartition, list[i
                     f"{','.join(map(str, target or []))}.")
         rows.append({"partition": _name(tp), "status": status, "current": current,
                      "target": target, "line": line})
+    return rows
+
+
+def _report_verify(rows: list[dict[str, Any]], cleared: tuple[list[int], list[str]] | None,
+                   *, as_json: bool) -> None:
     if as_json:
-        typer.echo(json.dumps({"partitions": [{k: v for k, v in r.items() if k != "line"}
-                                              for r in rows]}, indent=1))
-    elif not rows:
-        typer.echo("No partition reassignments found.")
+        out: dict[str, Any] = {"partitions": [{k: v for k, v in r.items() if k != "line"}
+                                              for r in rows]}
+        if cleared is not None and (cleared[0] or cleared[1]):
+            out["throttles_cleared"] = {"brokers": cleared[0], "topics": cleared[1]}
+        typer.echo(json.dumps(out, indent=1))
     else:
-        typer.echo("Status of partition reassignment:")
-        for r in rows:
-            typer.echo(r["line"])
+        if not rows:
+            typer.echo("No partition reassignments found.")
+        else:
+            typer.echo("Status of partition reassignment:")
+            for r in rows:
+                typer.echo(r["line"])
+        if cleared is not None:
+            if cleared[0]:
+                typer.echo("Clearing broker-level throttles on brokers "
+                           f"{','.join(map(str, cleared[0]))}")
+            if cleared[1]:
+                typer.echo(f"Clearing topic-level throttles on topic(s) "
+                           f"{','.join(cleared[1])}")
     if any(r["status"] != "completed" for r in rows):
         raise typer.Exit(1)
 

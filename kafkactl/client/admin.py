@@ -135,7 +135,8 @@ class AdminClient:
         body = {"resources": [{"resource_type": resource_type, "resource_name": topic,
                                "configuration_keys": keys}],
                 "include_synonyms": True, "include_documentation": False}
-        resp = self.client.any_connection().request(ApiKey.DESCRIBE_CONFIGS, body)
+        resp = self._connection_for(topic, resource_type).request(ApiKey.DESCRIBE_CONFIGS,
+                                                                  body)
         out: dict[str, ConfigEntry] = {}
         for r in resp.get("results") or ():
             self._check(r.get("error_code", 0), r.get("error_message"), f"configs of {topic}")
@@ -155,9 +156,19 @@ class AdminClient:
         configs += [{"name": k, "config_operation": OP_DELETE, "value": None} for k in delete]
         body = {"resources": [{"resource_type": resource_type, "resource_name": topic,
                                "configs": configs}], "validate_only": False}
-        resp = self._controller().request(ApiKey.INCREMENTAL_ALTER_CONFIGS, body)
+        conn = self._connection_for(topic, resource_type) \
+            if resource_type == BROKER_RESOURCE else self._controller()
+        resp = conn.request(ApiKey.INCREMENTAL_ALTER_CONFIGS, body)
         for r in resp.get("responses") or ():
             self._check(r.get("error_code", 0), r.get("error_message"), f"alter {topic}")
+
+    def _connection_for(self, name: str, resource_type: int) -> Any:
+        """One broker's own configs are that broker's to describe and change (as with
+        Kafka's admin client); anything else any broker answers."""
+        if resource_type == BROKER_RESOURCE and name.isdigit():
+            self.client.refresh_metadata([])
+            return self.client.connection(int(name))
+        return self.client.any_connection()
 
     # -- leaders and replicas ---------------------------------------------------------------
 

@@ -355,3 +355,38 @@ def parse_reassignment_json(text: str) -> dict[TopicPartition, list[int]]:
     if not out:
         raise PlanFormatError("Partition reassignment list cannot be empty")
     return out
+
+
+# ---- replication throttles for a reassignment (kafka-reassign-partitions --throttle) ----------
+@dataclass
+class Throttles:
+    """What `--throttle` sets for a plan, as Kafka's tool computes it: per topic, the
+    `leader.replication.throttled.replicas` (every current replica of each moving partition:
+    whichever leads sends the copies) and `follower.replication.throttled.replicas` (each
+    new replica: it fetches them); and the brokers on which the two rates are set (every
+    broker holding or receiving a replica of a moving partition)."""
+
+    leader: dict[str, str] = field(default_factory=dict)
+    follower: dict[str, str] = field(default_factory=dict)
+    brokers: list[int] = field(default_factory=list)
+
+
+def reassignment_throttles(targets: Mapping[TopicPartition, Sequence[int]],
+                           current: Mapping[TopicPartition, Sequence[int]]) -> Throttles:
+    leader: dict[str, dict[int, set[int]]] = {}
+    follower: dict[str, dict[int, set[int]]] = {}
+    brokers: set[int] = set()
+    for (topic, p), target in sorted(targets.items()):
+        now = list(current.get((topic, p), ()))
+        if list(target) == now:
+            continue
+        leader.setdefault(topic, {})[p] = set(now)
+        new = set(target) - set(now)
+        if new:
+            follower.setdefault(topic, {})[p] = new
+        brokers |= set(now) | set(target)
+
+    def fmt(replicas: dict[int, set[int]]) -> str:
+        return ",".join(f"{p}:{b}" for p in sorted(replicas) for b in sorted(replicas[p]))
+    return Throttles({t: fmt(r) for t, r in leader.items() if any(r.values())},
+                     {t: fmt(r) for t, r in follower.items()}, sorted(brokers))

@@ -9,7 +9,9 @@ bring enough or `max_wait_ms` passes. Fetch v0-3 (magic 0/1 clients) get down-co
 bytes. Fetch sessions are not kept: every answer has session_id 0 (full fetches). Below
 v10 a zstd topic or batch gets UNSUPPORTED_COMPRESSION_TYPE for that partition, as in Kafka.
 With an authorizer a consumer needs Read on each topic (TOPIC_AUTHORIZATION_FAILED per
-partition otherwise) and a follower (replica_id >= 0) ClusterAction on the cluster.
+partition otherwise) and a follower (replica_id >= 0) ClusterAction on the cluster. A follower's
+throttled partition gets no records while the leader's replication quota is exceeded
+(kafkactl/broker/replication_quota.py); the fetch still tells where the follower is.
 """
 
 from __future__ import annotations
@@ -62,9 +64,11 @@ def _read_all(services: BrokerServices, ctx: RequestContext, request: dict[str, 
                 errors = True
                 parts.append(_refused(p["partition"], denied, read_committed))
                 continue
-            limit = min(p["partition_max_bytes"], remaining)
+            throttled = replica_id >= 0 and rm.leader_throttled(name, p["partition"],
+                                                                replica_id)
+            limit = 0 if throttled else min(p["partition_max_bytes"], remaining)
             r = rm.read(name, p["partition"], p["fetch_offset"], max(limit, 0),
-                        min_one_batch=(total == 0),
+                        min_one_batch=(total == 0 and not throttled),
                         current_leader_epoch=p.get("current_leader_epoch", -1),
                         replica_id=replica_id, read_committed=read_committed)
             records: Any = b""
@@ -84,6 +88,8 @@ def _read_all(services: BrokerServices, ctx: RequestContext, request: dict[str, 
                     size = fs.length
                 total += size
                 remaining -= size
+                if replica_id >= 0:
+                    rm.replicated(name, p["partition"], size)
             if r.error != ErrorCode.NONE:
                 errors = True
             parts.append({
