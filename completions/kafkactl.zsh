@@ -30,7 +30,6 @@ _kafkactl() {
                 'spark-load:Load topics into Parquet with Spark, one task per topic-partition range.'
                 'topics:Create, list, describe, alter and delete topics; offsets at a time.'
                 'log-dirs:Describe brokers'\'' log dirs and move replicas between the log dirs of a broker.'
-                'log-dirs:Describe brokers'\'' log dirs and move replicas between the log dirs of a broker.'
                 'offsets:List groups; show, reset, delete and migrate consumer-group offsets.'
                 'configs:Describe and alter topic and broker configs (kafka-configs).'
                 'cluster:Describe the cluster (controller, brokers, offline and under-replicated partitions) and verify replicas.'
@@ -51,7 +50,6 @@ _kafkactl() {
                 mirror) _kafkactl_mirror ;;
                 top) _kafkactl_top ;;
                 spark-load) _kafkactl_spark_load ;;
-                log-dirs) _kafkactl_log_dirs ;;
                 topics) _kafkactl_topics ;;
                 log-dirs) _kafkactl_log_dirs ;;
                 offsets) _kafkactl_offsets ;;
@@ -422,64 +420,6 @@ _kafkactl_topics_delete() {
 _kafkactl_topics_alter() {
     _arguments -s -S \
         '(-t --topic)-t[\[required\]]:TOPIC: ' \
-        '(-b --bootstrap-server)-b[Broker(s) host\:port\[,host\:port\]; default $KAFKACTL_BOOTSTRAP or 127.0.0.1\:9092.]:BOOTSTRAP: ' \
-        '(-b --bootstrap-server)--bootstrap-server[Broker(s) host\:port\[,host\:port\]; default $KAFKACTL_BOOTSTRAP or 127.0.0.1\:9092.]:BOOTSTRAP: ' \
-        '*-X[Client property key=value, librdkafka'\''s names (repeatable)\: security.protocol, sasl.mechanism, sasl.username, sasl.pa...]:PROP: ' \
-        '*--property[Client property key=value, librdkafka'\''s names (repeatable)\: security.protocol, sasl.mechanism, sasl.username, sasl.pa...]:PROP: ' \
-        '--command-config[A properties file of client settings (Kafka'\''s tools'\'' flag); -X overrides it.]:FILE:_files' \
-        '(-h --help)-h[Show this message and exit.]' \
-        '(-h --help)--help[Show this message and exit.]'
-}
-
-_kafkactl_log_dirs() {
-    local curcontext="$curcontext" state line
-    typeset -A opt_args
-    _arguments -s -S \
-        '(-h --help)-h[Show this message and exit.]' \
-        '(-h --help)--help[Show this message and exit.]' \
-        '1: :->command' \
-        '*:: :->argument'
-    case $state in
-        command)
-            local -a commands
-            commands=(
-                'describe:Each broker'\''s log dirs\: the replicas in each, their size and lag; a replica being moved into a dir shows as future.'
-                'move:Move replicas of a topic to another log dir of their broker. The broker copies each replica while it keeps serving, t...'
-            )
-            _describe -t commands 'kafkactl command' commands ;;
-        argument)
-            case $words[1] in
-                describe) _kafkactl_log_dirs_describe ;;
-                move) _kafkactl_log_dirs_move ;;
-            esac ;;
-    esac
-}
-
-_kafkactl_log_dirs_describe() {
-    _arguments -s -S \
-        '*-t[Only the replicas of this topic (repeatable).]:TOPIC: ' \
-        '*--topic[Only the replicas of this topic (repeatable).]:TOPIC: ' \
-        '*--broker[Only this broker (repeatable; default\: every broker).]:BROKER: ' \
-        '--json[JSON output.]' \
-        '(-b --bootstrap-server)-b[Broker(s) host\:port\[,host\:port\]; default $KAFKACTL_BOOTSTRAP or 127.0.0.1\:9092.]:BOOTSTRAP: ' \
-        '(-b --bootstrap-server)--bootstrap-server[Broker(s) host\:port\[,host\:port\]; default $KAFKACTL_BOOTSTRAP or 127.0.0.1\:9092.]:BOOTSTRAP: ' \
-        '*-X[Client property key=value, librdkafka'\''s names (repeatable)\: security.protocol, sasl.mechanism, sasl.username, sasl.pa...]:PROP: ' \
-        '*--property[Client property key=value, librdkafka'\''s names (repeatable)\: security.protocol, sasl.mechanism, sasl.username, sasl.pa...]:PROP: ' \
-        '--command-config[A properties file of client settings (Kafka'\''s tools'\'' flag); -X overrides it.]:FILE:_files' \
-        '(-h --help)-h[Show this message and exit.]' \
-        '(-h --help)--help[Show this message and exit.]'
-}
-
-_kafkactl_log_dirs_move() {
-    _arguments -s -S \
-        '(-t --topic)-t[The topic. \[required\]]:TOPIC: ' \
-        '(-t --topic)--topic[The topic. \[required\]]:TOPIC: ' \
-        '*-p[A partition (repeatable; default\: every partition the broker holds).]:PARTITION: ' \
-        '*--partition[A partition (repeatable; default\: every partition the broker holds).]:PARTITION: ' \
-        '--dir[The destination\: one of the broker'\''s log dirs (as `log-dirs describe` shows it). \[required\]]:PATH: ' \
-        '--broker[The broker whose replicas move. \[required\]]:BROKER: ' \
-        '--wait[Wait until every move is done.]' \
-        '--timeout[With --wait\: give up after this long. \[default\: 300.0\]]:SECONDS: ' \
         '(-t --topic)--topic[\[required\]]:TOPIC: ' \
         '--partitions[Grow the topic to this many partitions.]:PARTITIONS: ' \
         '*--config[Set k=v (repeatable).]:CONFIG: ' \
