@@ -78,6 +78,7 @@ class Partition:
         self.is_leader = True  # False: a replica the controller made a follower (or offline)
         self.producer_state = ProducerStateManager(Path(log_.dir))
         self.epochs = LeaderEpochCache(Path(log_.dir))
+        log_.on_roll = self._snapshot_at_roll
         if not self.epochs.load():
             self.epochs.rebuild(self._epochs_in_log())
         # replication (a cluster): set by the controller's LeaderAndIsr
@@ -195,8 +196,10 @@ class Partition:
             self._hw = None
         # written with the epoch's first batch: a leader that never appends leaves no trace
         self.epochs.assign(epoch, self.log_end_offset, flush=False)
-        log.info("%s: leader at epoch %d (log end %d, high watermark %d, ISR %s)", self,
-                 epoch, self.log_end_offset, self.high_watermark, isr)
+        # a cluster of one (a standalone broker) leads every partition: no line each
+        log.log(logging.INFO if self.replicated else logging.DEBUG,
+                "%s: leader at epoch %d (log end %d, high watermark %d, ISR %s)", self,
+                epoch, self.log_end_offset, self.high_watermark, isr)
 
     def become_follower(self, local_id: int, leader_id: int, epoch: int, isr: list[int],
                         replicas: list[int], partition_epoch: int) -> None:
@@ -306,6 +309,23 @@ class Partition:
         self._end_txn(ps.complete_txn(producer_id, producer_epoch, coordinator_epoch, commit,
                                       offset, int(info.max_timestamp)))
         return offset
+
+    def _snapshot_at_roll(self, base: int) -> None:
+        """The log rolled at `base`: snapshot the producer state there (Kafka does), unsynced
+        (a torn one fails its CRC), so that a crash's recovery rebuilds the newest segments'
+        .txnindex from it instead of reading the log from its start. Snapshots at the bases
+        of the two newest segments are kept. Skipped while the log-io thread writes one."""
+        ps = self.producer_state
+        prev = self.log.segments[-2].base_offset if len(self.log.segments) > 1 else base
+        ps.retain_from = prev
+        if not self._disk_lock.acquire(blocking=False):
+            return
+        try:
+            data = ps.snapshot_data(base)
+            if data is not None:
+                ps.write_snapshot(base, data, sync=False)
+        finally:
+            self._disk_lock.release()
 
     def _end_txn(self, done: CompletedTxn | None) -> None:
         """A marker ended `done`: its abort entry, and the LSO waits for the marker's
@@ -451,9 +471,9 @@ class Partition:
         return True
 
     def _rebuild_into(self, ps: ProducerStateManager, end: int) -> None:
-        """(log-io thread) The producer state at `end` into `ps`: its latest snapshot at or
-        below `end` (snapshots beyond it deleted, under the lock: no snapshot write lands
-        in between), then the batches after it."""
+        """The producer state at `end` into `ps` (on a log-io thread after a truncation):
+        its latest snapshot at or below `end` (snapshots beyond it deleted, under the lock:
+        no snapshot write lands in between), then the batches after it."""
         with self._disk_lock:
             start = ps.load_latest_snapshot(end)
         start = max(start, self.log_start_offset)
@@ -485,13 +505,7 @@ class Partition:
 
     # ---- producer state lifecycle -----------------------------------------------------------
     def load_producer_state(self) -> None:
-        leo = self.log_end_offset
-        with self._disk_lock:
-            start = self.producer_state.load_latest_snapshot(leo)
-        start = max(start, self.log_start_offset)
-        if start < leo:
-            self.producer_state.replay(self._batch_headers(start, leo))
-            log.info("%s: rebuilt producer state from offsets %d..%d", self, start, leo)
+        self._rebuild_into(self.producer_state, self.log_end_offset)
 
     def _batch_headers(self, start: int, end: int) -> Any:
         from kafkactl.record.memory_records import RecordBatch, iter_batches

@@ -25,7 +25,9 @@ from typing import TYPE_CHECKING, Any
 from kafkactl.broker.client_quotas import STORE_FILE, ClientQuotaStore
 from kafkactl.broker.config import BrokerConfig, ConfigError
 from kafkactl.broker.coordinator import GroupCoordinator
+from kafkactl.broker.coordinator.group_metadata_manager import OFFSETS_TOPIC
 from kafkactl.broker.coordinator.transaction_coordinator import TransactionCoordinator
+from kafkactl.broker.coordinator.transaction_state_manager import TXN_TOPIC
 from kafkactl.broker.dynamic_config import FILE_NAME as DYNAMIC_CONFIG_FILE
 from kafkactl.broker.dynamic_config import DynamicBrokerConfig
 from kafkactl.broker.handlers import HANDLERS
@@ -39,6 +41,7 @@ from kafkactl.broker.producer_id_manager import ProducerIdManager
 from kafkactl.broker.purgatory import FetchPurgatory
 from kafkactl.broker.quota_manager import WINDOW_NUM, WINDOW_SIZE_S, QuotaManager
 from kafkactl.broker.replica_manager import ReplicaManager
+from kafkactl.broker.replica_state import ReplicaStates
 from kafkactl.broker.request_handler import KafkaApis
 from kafkactl.broker.security.channel import channel_builder
 from kafkactl.broker.security.gate import AuthenticationGate
@@ -52,17 +55,14 @@ from kafkactl.broker.security.listeners import (
 from kafkactl.broker.security.store_file import StoreFileError
 from kafkactl.broker.security.stores import security_stores
 from kafkactl.broker.services import BrokerServices
-from kafkactl.broker.standalone_topic_admin import (
-    METADATA_FILE,
-    StandaloneTopicAdmin,
-    TopicMetadataFile,
-)
+from kafkactl.broker.standalone_topic_admin import METADATA_FILE, StandaloneTopicAdmin
 from kafkactl.broker.zk_cluster import ZkCluster
 from kafkactl.broker.zk_metadata_cache import ZkMetadataCache
 from kafkactl.broker.zk_topic_admin import ZkTopicAdmin
 from kafkactl.cluster.broker_connection import PLAINTEXT, InterBrokerSecurity
 from kafkactl.cluster.broker_registry import new_cluster_id
 from kafkactl.cluster.controller import KafkaController
+from kafkactl.cluster.metadata_store import LocalMetadataStore
 from kafkactl.cluster.producer_id_block import allocate_block
 from kafkactl.log.manager import LogManager
 from kafkactl.record._accel import STATUS as KERNELS_STATUS
@@ -208,7 +208,7 @@ def highest_producer_id(partitions: PartitionStore, full: bool) -> int:
     return best
 
 
-def local_topics(metadata: TopicMetadataFile,
+def local_topics(metadata: LocalMetadataStore,
                  store: PartitionStore) -> dict[str, tuple[int, dict[str, str]]]:
     """The topics of a standalone broker's data dir joining a cluster (name -> partition
     count, config overrides): those of its topic-metadata.json and the logs on disk. None
@@ -216,8 +216,8 @@ def local_topics(metadata: TopicMetadataFile,
     already (ZooKeeper is then the only truth: a log of a deleted topic is never revived)."""
     if not metadata.path.exists():
         return {}
-    out = {name: (t.num_partitions, dict(t.configs)) for name, t in metadata.topics.items()
-           if name not in metadata.deleting}
+    out = {name: (len(t.partitions), metadata.read_topic_config(name))
+           for name, t in metadata.topics.items() if name not in metadata.deleting}
     for topic, partition in store.logs_on_disk():
         if topic in metadata.deleting:
             continue
@@ -279,13 +279,13 @@ class KafkaServer:
         producer_state.configure(cfg.get_int("producer.id.expiration.ms"),
                                  cfg.get_int("producer.id.expiration.check.interval.ms"))
         purgatory = self.purgatory = FetchPurgatory()
-        topic_metadata = TopicMetadataFile(log_dirs[0] / METADATA_FILE)
+        topic_metadata = LocalMetadataStore(log_dirs[0] / METADATA_FILE)
         try:
             topic_metadata.read()
         except RuntimeError as e:
             raise BrokerStartupError(str(e)) from e
         log_configs = TopicLogConfigs(
-            default_log_config, {n: t.configs for n, t in topic_metadata.topics.items()})
+            default_log_config, dict(topic_metadata.configs))
         check_start_limit(log_dirs)
         try:
             log_manager = self.log_manager = LogManager(log_dirs, default_log_config,
@@ -322,7 +322,6 @@ class KafkaServer:
                 partitions, cache, topic_metadata, config=cfg, broker_id=cfg.broker_id,
                 default_partitions=cfg.get_int("num.partitions"),
                 delete_enabled=cfg.get_bool("delete.topic.enable"))
-            topic_admin.load()
         else:  # a ZooKeeper cluster: the controller decides what this broker hosts
             assert self.zk_registration.zk is not None
             cache = ZkMetadataCache(cluster_id, me)
@@ -342,7 +341,12 @@ class KafkaServer:
         replica_manager = ReplicaManager(
             partitions, topic_admin, purgatory, cache,
             auto_create=self.auto_create_topics and self.cluster is None)
+        # the one partition lifecycle: a cluster's LeaderAndIsr/StopReplica, or the
+        # standalone broker's own controller in process
+        replica_states = ReplicaStates(cfg.broker_id, partitions, replica_manager, purgatory)
         if self.cluster is not None:
+            replica_states.fetchers = self.cluster.fetchers
+            replica_states.load_topic_config = self.cluster.load_topic_config
             registration = self.zk_registration
             assert registration is not None and isinstance(cache, ZkMetadataCache)
             self.isr_changer = IsrChanger(cfg.broker_id, cache,
@@ -358,23 +362,28 @@ class KafkaServer:
                                                                    overrides)
             self.cluster.fetchers.quota = ReplicationQuota.follower(cfg.broker_id, cfg.props,
                                                                     overrides)
+        group_coordinator = self.group_coordinator = GroupCoordinator(
+            cfg, cache, topic_admin, partitions, replica_manager)
+        # it coordinates the groups of the __consumer_offsets partitions this broker leads
+        group_coordinator.coordinate_by_partition()
+        replica_states.listeners[OFFSETS_TOPIC] = group_coordinator
+        if isinstance(topic_admin, StandaloneTopicAdmin):
+            topic_admin.replicas = replica_states
+            topic_admin.load()  # every partition of the data dir, through the lifecycle
         allocate: Callable[[int], tuple[int, int]] | None = None
         if self.zk_registration is not None and self.zk_registration.zk is not None:
             zk = self.zk_registration.zk
             allocate = functools.partial(allocate_block, zk, cfg.broker_id)
-        producer_ids = ProducerIdManager(
+        producer_ids = ProducerIdManager(  # above every id in the hosted logs
             log_dirs[0] / "producer-id-block",
             lambda full: highest_producer_id(partitions, full), allocate)
-        group_coordinator = self.group_coordinator = GroupCoordinator(
-            cfg, cache, topic_admin, partitions, replica_manager)
-        if self.cluster is not None:
-            group_coordinator.coordinate_by_partition()
         txn_coordinator = self.txn_coordinator = TransactionCoordinator(
             cfg, cache, topic_admin, partitions, replica_manager, producer_ids,
             broker_id=cfg.broker_id, inter_broker=inter_broker,
             group_coordinator=group_coordinator)
         if self.cluster is not None:
             txn_coordinator.coordinate_by_partition()
+        replica_states.listeners[TXN_TOPIC] = txn_coordinator
         dynamic_config = DynamicBrokerConfig(
             cfg, self.explicit_broker_keys, log_dirs[0] / DYNAMIC_CONFIG_FILE, partitions)
         dynamic_config.load()
@@ -399,6 +408,7 @@ class KafkaServer:
         self.services = BrokerServices(
             broker_id=cfg.broker_id, config=cfg, dynamic_config=dynamic_config,
             metadata_cache=cache, topic_admin=topic_admin, partitions=partitions,
+            replica_states=replica_states,
             replica_manager=replica_manager, fetch_purgatory=purgatory,
             group_coordinator=group_coordinator, txn_coordinator=txn_coordinator,
             producer_ids=producer_ids,

@@ -19,6 +19,7 @@ from kafkactl.broker.producer_id_manager import ProducerIdManager
 from kafkactl.broker.purgatory import FetchPurgatory
 from kafkactl.broker.quota_manager import QuotaManager
 from kafkactl.broker.replica_manager import ReplicaManager
+from kafkactl.broker.replica_state import ReplicaStates
 from kafkactl.broker.security.authorizer import AclAuthorizer
 from kafkactl.broker.security.credential_store import CredentialStore
 from kafkactl.broker.topic_admin import TopicAdmin
@@ -35,6 +36,7 @@ class BrokerServices:
     topic_admin: TopicAdmin  # what a controller decides about topics
     partitions: PartitionStore  # the partitions this broker hosts
     replica_manager: ReplicaManager
+    replica_states: ReplicaStates  # the one partition lifecycle (LeaderAndIsr/StopReplica)
     fetch_purgatory: FetchPurgatory
     group_coordinator: GroupCoordinator
     txn_coordinator: TransactionCoordinator  # __transaction_state, markers

@@ -1,17 +1,17 @@
-"""The topic decisions of a one-broker cluster: this broker is the controller, the only
-replica and the leader (epoch 0) of every partition.
+"""The controller of a cluster of one: a standalone broker, the only replica and the leader
+of every partition.
 
-The topic list (ids, partition counts, config overrides) is persisted in
-`<first log dir>/topic-metadata.json` (written to a temp file, fsynced, renamed), so topics
-and their overrides survive restarts; partition data lives in the LogManager's
-`<topic>-<partition>` directories, hosted through the PartitionStore. Only what a single
-broker adds to the common checks is here: the replication factor must be 1, every
-assignment must name this broker, and the new partitions must fit in its open-files limit.
-
-A large CreateTopics or DeleteTopics (over INLINE_PARTITIONS) is decided durably at once
-and its partitions made or deleted in the background, while the broker answers other
-requests; the answer waits for it (`settled`). A topic enters the metadata when whole and
-leaves it at once when deleted.
+It decides as every controller does (kafkactl.broker.topic_admin's plans over the live
+brokers, here this broker alone; the first partition state from
+kafkactl.cluster.partition_election), writes its decisions to the data dir's metadata store
+(kafkactl.cluster.metadata_store.LocalMetadataStore, topic-metadata.json), and acts on them
+through the one partition lifecycle a cluster's LeaderAndIsr and StopReplica take
+(kafkactl.broker.replica_state), in process. What only a cluster of one has is here: every
+assignment names this broker, the new partitions must fit in its open-files limit, and a
+large CreateTopics or DeleteTopics (over INLINE_PARTITIONS) is decided durably at once and
+its partitions made or deleted in the background while the broker answers other requests;
+the answer waits for it (`settled`). A topic enters the metadata when whole and leaves it
+at once when deleted.
 """
 
 from __future__ import annotations
@@ -19,31 +19,31 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import gc
-import json
 import logging
-import os
 import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
 from kafkactl.broker.config import BrokerConfig
 from kafkactl.broker.metadata_cache import StandaloneMetadataCache
 from kafkactl.broker.open_files import check_open_file_room
 from kafkactl.broker.partition_store import PartitionStore
+from kafkactl.broker.replica_state import ReplicaStates
 from kafkactl.broker.topic_admin import (
-    NO_NUM_PARTITIONS,
-    NO_REPLICATION_FACTOR,
     ReplicaAssignment,
     T,
     TopicError,
     TopicState,
-    check_assignments,
     check_config_changes,
+    check_new_name,
+    plan_added_partitions,
+    plan_new_topic,
     requested_overrides,
-    validate_topic_name,
 )
+from kafkactl.cluster.metadata_store import LocalMetadataStore, TopicExistsError
+from kafkactl.cluster.partition_election import new_partition_state
+from kafkactl.cluster.topic_state import TopicAssignment
 from kafkactl.log.config import LogConfig
 from kafkactl.log.errors import LogError
 from kafkactl.protocol.errors import ErrorCode
@@ -67,66 +67,25 @@ def _storage_error(what: str, e: OSError | LogError) -> TopicError:
     return TopicError(ErrorCode.KAFKA_STORAGE_ERROR, f"{what}: {reason}")
 
 
-class TopicMetadataFile:
-    """topic-metadata.json: the topics, and those whose deletion is decided (persisted)
-    but whose log dirs may remain."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self.topics: dict[str, TopicState] = {}
-        self.deleting: set[str] = set()
-
-    def read(self) -> None:
-        """Read the persisted topic list (before the LogManager opens logs); RuntimeError
-        says what to do with an unreadable file."""
-        if not self.path.exists():
-            return
-        try:
-            doc = json.loads(self.path.read_text())
-            saved = doc.get("topics", {})
-            self.deleting = {str(n) for n in doc.get("deleting", [])}
-            for name, info in saved.items():
-                self.topics[name] = TopicState(name, uuid.UUID(info["topic_id"]),
-                                               int(info["partitions"]),
-                                               dict(info.get("configs", {})))
-        except (OSError, ValueError, KeyError, TypeError) as e:
-            raise RuntimeError(f"{self.path} is unreadable ({e}); move it away "
-                               "to rebuild the topic list from the log directories") from e
-
-    def write(self) -> None:
-        data: dict[str, Any] = {"version": 1, "topics": {
-            s.name: {"topic_id": str(s.topic_id), "partitions": s.num_partitions,
-                     "configs": s.configs} for s in self.topics.values()}}
-        if self.deleting:
-            data["deleting"] = sorted(self.deleting)
-        tmp = self.path.with_suffix(".json.tmp")
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        with open(tmp, "w") as f:
-            json.dump(data, f, indent=1, sort_keys=True)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, self.path)
-        with contextlib.suppress(OSError):
-            fd = os.open(self.path.parent, os.O_RDONLY)
-            try:
-                os.fsync(fd)
-            finally:
-                os.close(fd)
+TopicMetadataFile = LocalMetadataStore  # the name older code and tests use
 
 
 class StandaloneTopicAdmin:
-    """TopicAdmin of a one-broker cluster (see the module docstring)."""
+    """TopicAdmin of a cluster of one (see the module docstring)."""
 
     def __init__(self, store: PartitionStore, cache: StandaloneMetadataCache,
-                 metadata: TopicMetadataFile, *, config: BrokerConfig, broker_id: int,
+                 metadata: LocalMetadataStore, *, config: BrokerConfig, broker_id: int,
                  default_partitions: int, delete_enabled: bool = True) -> None:
         self.store = store
         self.cache = cache
         self.metadata = metadata
+        metadata.broker_id = broker_id
         self.config = config
         self.broker_id = broker_id
         self.default_partitions = default_partitions
         self.delete_enabled = delete_enabled
+        # the one partition lifecycle (set by the server once the replica manager exists)
+        self.replicas: ReplicaStates | None = None
         self._creating: dict[str, asyncio.Task[ErrorCode]] = {}
         # CreatePartitions made in the background: the task, and how many it adds
         self._growing: dict[str, tuple[asyncio.Task[ErrorCode], int]] = {}
@@ -139,36 +98,53 @@ class StandaloneTopicAdmin:
         """On the event loop (no ZooKeeper; large work goes on in the background)."""
         return method(*args, **kwargs)
 
-    @property
-    def topics(self) -> dict[str, TopicState]:
-        return self.metadata.topics
-
     def topic(self, name: str) -> TopicState | None:
-        return self.metadata.topics.get(name)
+        assignment = self.metadata.topics.get(name)
+        if assignment is None:
+            return None
+        assert assignment.topic_id is not None
+        return TopicState(name, assignment.topic_id, len(assignment.partitions),
+                          self.metadata.read_topic_config(name))
+
+    # ---- the one lifecycle ----------------------------------------------------------------------
+    def _host(self, name: str, p: int) -> None:
+        """The controller's decision for partition p, acted on as a cluster's LeaderAndIsr
+        is: this broker leads it, at the first state Kafka gives a new partition. Raises
+        OSError or LogError (nothing of it hosted)."""
+        assert self.replicas is not None, "the server attaches the replica states first"
+        replicas = [self.broker_id]
+        first = new_partition_state(replicas, replicas, 0)
+        assert first is not None
+        self.replicas.host(name, p, {
+            "leader": first.leader, "leader_epoch": first.leader_epoch, "isr": first.isr,
+            "replicas": replicas, "partition_epoch": 0})
+
+    def _undo_host(self, name: str, p: int) -> None:
+        """Undo a `_host` that a disk error interrupted, ignoring further errors."""
+        if self.replicas is not None:
+            with contextlib.suppress(OSError):
+                self.replicas.stop(name, p, delete=False)
+        self.store.discard_partition(name, p)
 
     # ---- startup ---------------------------------------------------------------------------
     def load(self) -> None:
         """Host every partition: persisted topics plus logs found on disk."""
-        topics, deleting = self.metadata.topics, self.metadata.deleting
+        deleting = self.metadata.deleting
         for name in sorted(deleting):  # deletions a crash interrupted: finish them
-            if name not in topics:
+            if name not in self.metadata.topics:
                 n = self.store.delete_stray_logs(name)
                 log.info("finished deleting topic %s (%d partition dir(s) left by an "
                          "interrupted deletion)", name, n)
         deleting.clear()
         # Logs on disk that the metadata file does not know (older data dir): adopt them.
         for topic, partition in self.store.logs_on_disk():
-            state = topics.get(topic)
-            if state is None:
-                state = topics[topic] = TopicState(topic, uuid.uuid4(), partition + 1)
-            elif partition >= state.num_partitions:
-                state.num_partitions = partition + 1
-        for state in topics.values():
-            self.store.set_topic_overrides(state.name, state.configs)
-            config = self.store.configs.for_topic(state.name)
-            for p in range(state.num_partitions):
-                self.store.make_partition(state.name, p, config)
-            self.cache.put_topic(state.name, state.topic_id, state.num_partitions)
+            self.metadata.adopt(topic, partition + 1)
+        for name, assignment in self.metadata.topics.items():
+            self.store.set_topic_overrides(name, self.metadata.read_topic_config(name))
+            for p in range(len(assignment.partitions)):
+                self._host(name, p)
+            assert assignment.topic_id is not None
+            self.cache.put_topic(name, assignment.topic_id, len(assignment.partitions))
         self.metadata.write()
 
     # ---- create ----------------------------------------------------------------------------
@@ -176,20 +152,12 @@ class StandaloneTopicAdmin:
                      assignments: list[ReplicaAssignment],
                      configs: Sequence[tuple[str, str | None]], *,
                      validate_only: bool = False) -> TopicState:
-        check_assignments(num_partitions, replication_factor, assignments)
-        if assignments:
-            self._check_this_broker([brokers for _index, brokers in assignments])
-            num_partitions, replication_factor = len(assignments), 1
-        if num_partitions == NO_NUM_PARTITIONS:
-            num_partitions = self.config.get_int("num.partitions")
-        if replication_factor == NO_REPLICATION_FACTOR:
-            replication_factor = self.config.get_int("default.replication.factor")
-        if replication_factor != 1:
-            raise TopicError(ErrorCode.INVALID_REPLICATION_FACTOR,
-                             f"replication factor {replication_factor} is larger than the 1 "
-                             "available broker")
+        partitions = plan_new_topic(
+            num_partitions, replication_factor, assignments, live=[self.broker_id],
+            default_partitions=self.config.get_int("num.partitions"),
+            default_replication_factor=self.config.get_int("default.replication.factor"))
         overrides = requested_overrides(configs)
-        return self._create(name, num_partitions, overrides, validate_only=validate_only)
+        return self._create(name, len(partitions), overrides, validate_only=validate_only)
 
     def auto_create(self, name: str, num_partitions: int | None = None,
                     configs: Mapping[str, str] | None = None) -> TopicState:
@@ -201,7 +169,7 @@ class StandaloneTopicAdmin:
         second creator LEADER_NOT_AVAILABLE, never TOPIC_ALREADY_EXISTS. A topic still being
         deleted is LEADER_NOT_AVAILABLE too (retriable: it can be made once that is done),
         as Kafka maps its TopicExistsException."""
-        existing = self.metadata.topics.get(name)
+        existing = self.topic(name)
         if existing is not None:  # made, or being made (_creating), by another request
             return existing
         partitions = self.default_partitions if num_partitions is None else num_partitions
@@ -212,15 +180,9 @@ class StandaloneTopicAdmin:
                 raise TopicError(ErrorCode.LEADER_NOT_AVAILABLE, str(e)) from None
             raise
 
-    def _check_this_broker(self, assignments: list[list[int]]) -> None:
-        for brokers in assignments:
-            if brokers != [self.broker_id]:
-                raise TopicError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-                                 f"this cluster has one broker, id {self.broker_id}")
-
     def _create(self, name: str, num_partitions: int, configs: dict[str, str], *,
                 validate_only: bool = False) -> TopicState:
-        validate_topic_name(name)
+        check_new_name(name, self.metadata.topics)
         if name in self.metadata.topics:
             raise TopicError(ErrorCode.TOPIC_ALREADY_EXISTS, f"topic {name!r} already exists")
         if name in self._deleting:
@@ -229,28 +191,33 @@ class StandaloneTopicAdmin:
         if name in self.metadata.deleting:
             raise TopicError(ErrorCode.TOPIC_ALREADY_EXISTS,
                              f"topic {name!r} is marked for deletion; retry after a restart")
-        collision = self._collision(name)
-        if collision:
-            raise TopicError(ErrorCode.INVALID_TOPIC_EXCEPTION,
-                             f"topic {name!r} collides with existing topic {collision!r} "
-                             "('.' and '_' are interchangeable in metric names)")
         if num_partitions < 1:
             raise TopicError(ErrorCode.INVALID_PARTITIONS,
                              "the number of partitions must be at least 1")
         config = self._log_config(configs)
         # the creations under way open their files later: count them as open already
         check_open_file_room(num_partitions + self._opening_later())
-        state = TopicState(name, uuid.uuid4(), num_partitions, configs)
+        assignment = TopicAssignment(name, {p: [self.broker_id] for p in range(num_partitions)},
+                                     uuid.uuid4())
+        state = TopicState(name, assignment.topic_id or uuid.uuid4(), num_partitions, configs)
         if validate_only:
             return state
+        # Decided durably first: a restart makes whatever partition is missing.
+        try:
+            self.metadata.create_topic(assignment, configs)
+        except TopicExistsError:
+            raise TopicError(ErrorCode.TOPIC_ALREADY_EXISTS,
+                             f"topic {name!r} already exists") from None
+        except OSError as e:
+            raise _storage_error(f"cannot create topic {name!r}", e) from None
+        self.store.set_topic_overrides(name, configs)
         if num_partitions > INLINE_PARTITIONS and self._loop() is not None:
-            self._start_creation(state, config)
+            task = asyncio.get_running_loop().create_task(self._make_partitions(state, config))
+            self._creating[name] = task
             return state
         try:
             for p in range(num_partitions):
-                self.store.make_partition(name, p, config)
-            self.metadata.topics[name] = state
-            self.metadata.write()
+                self._host(name, p)
         except (OSError, LogError) as e:
             raise self._undo_creation(state, e) from None
         self._announce(state)
@@ -258,7 +225,7 @@ class StandaloneTopicAdmin:
 
     def _opening_later(self) -> int:
         """Partitions the creations and growths under way have yet to open."""
-        return sum(self.metadata.topics[n].num_partitions for n in self._creating
+        return sum(len(self.metadata.topics[n].partitions) for n in self._creating
                    if n in self.metadata.topics) + sum(n for _t, n in self._growing.values())
 
     @staticmethod
@@ -272,40 +239,24 @@ class StandaloneTopicAdmin:
         """A full or failing disk: undo the partitions made so far, so the topic is either
         whole or absent (a retry can create it once space is freed)."""
         name = state.name
-        if self.metadata.topics.pop(name, None) is not None:
-            with contextlib.suppress(OSError):
-                self.metadata.write()
+        self.metadata.remove_topic(name)
         for p in range(state.num_partitions):
-            self.store.discard_partition(name, p)
+            self._undo_host(name, p)
         self.store.forget_topic(name)
         return _storage_error(f"cannot create topic {name!r}", e)
 
     def _announce(self, state: TopicState) -> None:
-        self.store.set_topic_overrides(state.name, state.configs)
         self.cache.put_topic(state.name, state.topic_id, state.num_partitions)
         log.info("created topic %s with %d partition(s)%s", state.name, state.num_partitions,
                  f" and configs {state.configs}" if state.configs else "")
 
     # ---- creation in slices (large topics) ---------------------------------------------------
-    def _start_creation(self, state: TopicState, config: LogConfig) -> None:
-        """Decide durably (topic-metadata.json: a restart makes whatever is missing), then
-        make the partitions: their files on a worker thread, CREATE_CHUNK at a time, and
-        the Partition objects on the event loop in slices of at most CREATE_SLICE_S, so the
-        broker keeps answering other requests; the topic enters the metadata when whole."""
-        self.metadata.topics[state.name] = state
-        try:
-            self.metadata.write()
-        except OSError as e:
-            raise self._undo_creation(state, e) from None
-        self.store.set_topic_overrides(state.name, state.configs)
-        task = asyncio.get_running_loop().create_task(self._make_partitions(state, config))
-        self._creating[state.name] = task
-
     async def _host_in_slices(self, name: str, partitions: range, config: LogConfig) -> bool:
         """Make and host `partitions`: their files on a worker thread (a slow mkdir or
-        open on a busy disk blocks it, not the event loop), CREATE_CHUNK at a time; the
-        Partition objects on the event loop in slices of at most CREATE_SLICE_S. False
-        when told to stop (`_stopping`) between two steps; raises OSError or LogError."""
+        open on a busy disk blocks it, not the event loop), CREATE_CHUNK at a time; each
+        partition's step of the lifecycle on the event loop in slices of at most
+        CREATE_SLICE_S. False when told to stop (`_stopping`) between two steps; raises
+        OSError or LogError."""
         deadline = time.monotonic() + CREATE_SLICE_S
         for first in range(partitions.start, partitions.stop, CREATE_CHUNK):
             chunk = range(first, min(first + CREATE_CHUNK, partitions.stop))
@@ -313,7 +264,7 @@ class StandaloneTopicAdmin:
             for p in chunk:
                 if name in self._stopping:
                     return False
-                self.store.make_partition(name, p, config)
+                self._host(name, p)
                 if time.monotonic() >= deadline:
                     await asyncio.sleep(0)
                     deadline = time.monotonic() + CREATE_SLICE_S
@@ -350,10 +301,8 @@ class StandaloneTopicAdmin:
             log.error("cannot delete the logs of %s: %s; the next start deletes them",
                       name, e.strerror or e)
             return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-        if name in self.metadata.deleting:
-            self.metadata.deleting.discard(name)
-            with contextlib.suppress(OSError):
-                self.metadata.write()
+        with contextlib.suppress(OSError):
+            self.metadata.finish_deletion(name)
         return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
 
     def creating(self, name: str) -> bool:
@@ -370,13 +319,6 @@ class StandaloneTopicAdmin:
         self._stopping_all = True
         await asyncio.gather(*tasks, return_exceptions=True)
 
-    def _collision(self, name: str) -> str | None:
-        norm = name.replace(".", "_")
-        for other in self.metadata.topics:
-            if other != name and other.replace(".", "_") == norm:
-                return other
-        return None
-
     def _log_config(self, configs: Mapping[str, str]) -> LogConfig:
         try:
             return self.store.configs.log_config_for(configs)
@@ -385,21 +327,24 @@ class StandaloneTopicAdmin:
 
     # ---- delete / partitions ---------------------------------------------------------------
     def delete_topic(self, name: str) -> TopicState:
-        state = self.metadata.topics.get(name)
+        state = self.topic(name)
         if state is None:
             raise TopicError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                              f"topic {name!r} does not exist")
         if not self.delete_enabled:
             raise TopicError(ErrorCode.TOPIC_DELETION_DISABLED, "delete.topic.enable is false")
+        assert self.replicas is not None
         creating = name in self._creating or name in self._growing
         if creating:  # it stops at its next step and deletes the logs it made meanwhile
             self._stopping.add(name)
-        del self.metadata.topics[name]
-        self.cache.remove_topic(name)
         # Decided first, durably: a crash from here on finishes the deletion at the next
         # start (load) instead of adopting the remaining dirs as a topic again.
-        self.metadata.deleting.add(name)
-        self.metadata.write()
+        try:
+            self.metadata.mark_for_deletion(name)
+        except OSError as e:
+            self._stopping.discard(name)
+            raise _storage_error(f"cannot delete topic {name!r}", e) from None
+        self.cache.remove_topic(name)
         if state.num_partitions > INLINE_PARTITIONS and self._loop() is not None:
             task = asyncio.get_running_loop().create_task(
                 self._remove_partitions(name, state.num_partitions, finish=not creating))
@@ -408,32 +353,29 @@ class StandaloneTopicAdmin:
         failed = False
         for p in range(state.num_partitions):
             try:
-                self.store.remove_partition(name, p)
+                self.replicas.stop(name, p, delete=True)
             except OSError as e:
                 failed = True
                 log.error("cannot delete the log dir of %s-%d: %s; the next start "
                           "deletes it", name, p, e.strerror or e)
         self.store.forget_topic(name)
         if not failed and not creating:
-            self._finish_deletion(name)
+            self.metadata.finish_deletion(name)
         log.info("deleted topic %s", name)
         return state
-
-    def _finish_deletion(self, name: str) -> None:
-        self.metadata.deleting.discard(name)
-        self.metadata.write()
 
     async def _remove_partitions(self, name: str, count: int, *, finish: bool) -> None:
         """A large deletion: stop hosting each chunk of partitions (event loop), delete
         their logs (close, rename, fsync: a worker thread). Shutdown stops it between
         chunks; the next start finishes it (the topic is marked as being deleted)."""
+        assert self.replicas is not None
         failed = False
         try:
             for first in range(0, count, CREATE_CHUNK):
                 if self._stopping_all:
                     return
                 chunk = range(first, min(first + CREATE_CHUNK, count))
-                self.store.stop_hosting(name, chunk)
+                self.replicas.unhost(name, chunk)
                 for p, e in await asyncio.to_thread(self.store.delete_logs, name, chunk):
                     failed = True
                     log.error("cannot delete the log dir of %s-%d: %s; the next start "
@@ -441,7 +383,7 @@ class StandaloneTopicAdmin:
             self.store.forget_topic(name)
             if not failed and finish:
                 with contextlib.suppress(OSError):
-                    self._finish_deletion(name)
+                    self.metadata.finish_deletion(name)
             log.info("deleted topic %s", name)
         finally:
             self._deleting.pop(name, None)
@@ -452,70 +394,70 @@ class StandaloneTopicAdmin:
         in the background as a large creation's are (`settled` waits for them): the count
         is decided durably first (a restart makes what is missing) and clients see the
         new partitions once all are hosted."""
-        self._check_this_broker(assignments)
-        state = self.metadata.topics.get(name)
-        if state is None:
+        current = self.metadata.topics.get(name)
+        if current is None:
             raise TopicError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                              f"topic {name!r} does not exist")
+        old = len(current.partitions)
         if name in self._creating or name in self._growing:
             raise TopicError(ErrorCode.REASSIGNMENT_IN_PROGRESS,
-                             f"topic {name!r} is still being made ({state.num_partitions} "
-                             "partitions); retry once that is done")
-        old = state.num_partitions
-        if count <= old:
-            raise TopicError(ErrorCode.INVALID_PARTITIONS,
-                             f"topic {name!r} has {old} partitions; the new count {count} "
-                             "must be larger")
+                             f"topic {name!r} is still being made ({old} partitions); "
+                             "retry once that is done")
+        added = plan_added_partitions(name, current.partitions, count, assignments,
+                                      live=[self.broker_id])
         check_open_file_room(count - old + self._opening_later())
         if validate_only:
             return
-        config = self.store.configs.log_config_for(state.configs)
-        state.num_partitions = count
+        config = self.store.configs.log_config_for(self.metadata.read_topic_config(name))
+        grown = TopicAssignment(name, {**current.partitions, **added}, current.topic_id)
+        try:
+            self.metadata.set_assignment(grown)
+        except OSError as e:
+            raise _storage_error(f"cannot add partitions to topic {name!r}", e) from None
         if count - old > INLINE_PARTITIONS and self._loop() is not None:
-            try:
-                self.metadata.write()
-            except OSError as e:
-                raise self._undo_growth(state, old, e) from None
-            task = asyncio.get_running_loop().create_task(self._grow(state, old, config))
+            task = asyncio.get_running_loop().create_task(self._grow(name, old, count, config))
             self._growing[name] = (task, count - old)
             return
         try:
             for p in range(old, count):
-                self.store.make_partition(name, p, config)
-            self.metadata.write()
+                self._host(name, p)
         except (OSError, LogError) as e:
-            raise self._undo_growth(state, old, e) from None
-        self._grown(state)
+            raise self._undo_growth(name, old, count, e) from None
+        self._grown(name, count)
 
-    async def _grow(self, state: TopicState, old: int, config: LogConfig) -> ErrorCode:
-        name = state.name
+    async def _grow(self, name: str, old: int, count: int, config: LogConfig) -> ErrorCode:
         try:
-            if not await self._host_in_slices(name, range(old, state.num_partitions), config):
+            if not await self._host_in_slices(name, range(old, count), config):
                 return self._stopped(name)
         except (OSError, LogError) as e:
             if name in self._stopping:
                 return self._stopped(name)
-            self._undo_growth(state, old, e)
+            self._undo_growth(name, old, count, e)
             return ErrorCode.KAFKA_STORAGE_ERROR
         finally:
             self._growing.pop(name, None)
             self._stopping.discard(name)
-        self._grown(state)
+        self._grown(name, count)
         gc.freeze()  # as after a large creation
         return ErrorCode.NONE
 
-    def _grown(self, state: TopicState) -> None:
-        self.cache.put_topic(state.name, state.topic_id, state.num_partitions)
-        log.info("topic %s now has %d partitions", state.name, state.num_partitions)
+    def _grown(self, name: str, count: int) -> None:
+        topic_id = self.metadata.topics[name].topic_id
+        assert topic_id is not None
+        self.cache.put_topic(name, topic_id, count)
+        log.info("topic %s now has %d partitions", name, count)
 
-    def _undo_growth(self, state: TopicState, old: int, e: OSError | LogError) -> TopicError:
+    def _undo_growth(self, name: str, old: int, count: int, e: OSError | LogError
+                     ) -> TopicError:
         """A full or failing disk: drop the partitions added so far, back to `old`."""
-        name = state.name
-        for p in range(old, state.num_partitions):
-            self.store.discard_partition(name, p)
-        state.num_partitions = old
-        with contextlib.suppress(OSError):
-            self.metadata.write()
+        for p in range(old, count):
+            self._undo_host(name, p)
+        current = self.metadata.topics.get(name)
+        if current is not None:
+            with contextlib.suppress(OSError):
+                self.metadata.set_assignment(TopicAssignment(
+                    name, {p: r for p, r in current.partitions.items() if p < old},
+                    current.topic_id))
         return _storage_error(f"cannot add partitions to topic {name!r}", e)
 
     async def settled(self, created: Sequence[str], deleted: Sequence[str],
@@ -543,15 +485,16 @@ class StandaloneTopicAdmin:
     # ---- configs ---------------------------------------------------------------------------
     def set_configs(self, name: str, configs: Mapping[str, str], *,
                     validate_only: bool = False) -> None:
-        state = self.metadata.topics.get(name)
-        if state is None:
+        if name not in self.metadata.topics:
             raise TopicError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                              f"topic {name!r} does not exist")
-        check_config_changes(state.configs, configs)
+        check_config_changes(self.metadata.read_topic_config(name), configs)
         self._log_config(configs)
         if validate_only:
             return
-        state.configs = dict(configs)
+        try:
+            self.metadata.write_topic_config(name, configs)
+        except OSError as e:
+            raise _storage_error(f"cannot change the configs of topic {name!r}", e) from None
         self.store.update_topic_config(name, configs)
-        self.metadata.write()
         log.info("topic %s configs are now %s", name, configs or "the broker defaults")

@@ -6,20 +6,23 @@ CreatePartitions, AlterConfigs, Metadata auto-creation). `StandaloneTopicAdmin`
 in ZooKeeper mode a ZkTopicAdmin writes the decisions to znodes and the controller then
 tells each broker which partitions to host (kafkactl.broker.partition_store).
 
-The request checks every controller makes (Kafka's ZkAdminManager) are functions here, so
-that each strategy adds only its own: `check_assignments`, `requested_overrides`,
-`check_config_changes`, `validate_topic_name`. Failures are `TopicError`s carrying the
-Kafka error code.
+The decisions every controller makes (Kafka's ZkAdminManager and AdminUtils) are functions
+here, over the live brokers (a standalone broker: itself), so that both strategies decide
+alike and each adds only what truly differs: `plan_new_topic` and `plan_added_partitions`
+(request checks, then replica assignment), `requested_overrides`, `check_config_changes`,
+`check_new_name`. Failures are `TopicError`s carrying the Kafka error code. Both write
+their decisions through a metadata store (kafkactl.cluster.metadata_store).
 """
 
 from __future__ import annotations
 
 import re
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
+from kafkactl.cluster.assignment import AssignmentError, assign_replicas
 from kafkactl.log.config_def import validate_topic_configs
 from kafkactl.log.errors import ConfigError
 from kafkactl.protocol.errors import ErrorCode, KafkaError
@@ -144,3 +147,94 @@ def check_config_changes(current: Mapping[str, str], new: Mapping[str, str]) -> 
         validate_topic_configs(changed)
     except ConfigError as e:
         raise TopicError(ErrorCode.INVALID_CONFIG, str(e)) from e
+
+
+def check_replication_factor(rf: int, live: Collection[int]) -> None:
+    if rf < 1:
+        raise TopicError(ErrorCode.INVALID_REPLICATION_FACTOR,
+                         "the replication factor must be at least 1")
+    if rf > len(live):
+        raise TopicError(ErrorCode.INVALID_REPLICATION_FACTOR,
+                         f"replication factor {rf} is larger than the {len(live)} live "
+                         f"broker{'s' if len(live) != 1 else ''}")
+
+
+def check_broker_ids(assignments: Iterable[list[int]], live: Collection[int]) -> None:
+    """Every replica list names distinct live brokers."""
+    for brokers in assignments:
+        unknown = [b for b in brokers if b not in live]
+        if unknown or not brokers or len(set(brokers)) != len(brokers):
+            raise TopicError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                             f"assignment {brokers} must name distinct live brokers "
+                             f"(live: {sorted(live)})")
+        check_replication_factor(len(brokers), live)
+
+
+def assign(live: Collection[int], count: int, rf: int, *, first: int = 0,
+           start_index: int | None = None) -> dict[int, list[int]]:
+    """Replicas for partitions first..first+count-1 spread over the live brokers."""
+    try:
+        return assign_replicas(list(live), count, rf, first_partition=first,
+                               start_index=start_index)
+    except AssignmentError as e:
+        code = ErrorCode.INVALID_PARTITIONS if count < 1 else \
+            ErrorCode.INVALID_REPLICATION_FACTOR
+        raise TopicError(code, str(e)) from e
+
+
+def plan_new_topic(num_partitions: int, replication_factor: int,
+                   assignments: list[ReplicaAssignment], *, live: Collection[int],
+                   default_partitions: int, default_replication_factor: int
+                   ) -> dict[int, list[int]]:
+    """CreateTopics' replica assignment: the request's own (checked), or the broker
+    defaults for -1, spread over the live brokers."""
+    check_assignments(num_partitions, replication_factor, assignments)
+    if assignments:
+        check_broker_ids([brokers for _i, brokers in assignments], live)
+        return {i: list(brokers) for i, brokers in assignments}
+    if num_partitions == NO_NUM_PARTITIONS:
+        num_partitions = default_partitions
+    if replication_factor == NO_REPLICATION_FACTOR:
+        replication_factor = default_replication_factor
+    check_replication_factor(replication_factor, live)
+    if num_partitions < 1:
+        raise TopicError(ErrorCode.INVALID_PARTITIONS,
+                         "the number of partitions must be at least 1")
+    return assign(live, num_partitions, replication_factor)
+
+
+def plan_added_partitions(name: str, current: Mapping[int, list[int]], count: int,
+                          assignments: list[list[int]], *, live: Sequence[int]
+                          ) -> dict[int, list[int]]:
+    """CreatePartitions' new replicas: the request's own (checked), or as many replicas
+    as partition 0 has, spread on from partition 0's leader as Kafka's AdminUtils does."""
+    have = len(current)
+    if count <= have:
+        raise TopicError(ErrorCode.INVALID_PARTITIONS,
+                         f"topic {name!r} has {have} partitions; the new count {count} "
+                         "must be larger")
+    if assignments:
+        if len(assignments) != count - have:
+            raise TopicError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                             f"{len(assignments)} assignments for {count - have} new "
+                             "partitions")
+        check_broker_ids(assignments, live)
+        return {have + i: list(b) for i, b in enumerate(assignments)}
+    ordered = sorted(live)
+    leader0 = current[0][0]
+    start = ordered.index(leader0) if leader0 in ordered else None
+    rf = len(current[0])
+    check_replication_factor(rf, ordered)
+    return assign(ordered, count - have, rf, first=have, start_index=start)
+
+
+def check_new_name(name: str, existing: Iterable[str]) -> None:
+    """A valid name, not a collision with an existing topic's ('.' and '_' are one in
+    metric names); whether the topic itself exists is the caller's check."""
+    validate_topic_name(name)
+    norm = name.replace(".", "_")
+    for other in existing:
+        if other != name and other.replace(".", "_") == norm:
+            raise TopicError(ErrorCode.INVALID_TOPIC_EXCEPTION,
+                             f"topic {name!r} collides with existing topic {other!r} "
+                             "('.' and '_' are interchangeable in metric names)")

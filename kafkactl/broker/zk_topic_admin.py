@@ -25,22 +25,25 @@ from kafkactl.broker.config import BrokerConfig
 from kafkactl.broker.coordinator.group_metadata_manager import OFFSETS_TOPIC
 from kafkactl.broker.partition_store import PartitionStore
 from kafkactl.broker.topic_admin import (
-    NO_NUM_PARTITIONS,
-    NO_REPLICATION_FACTOR,
     ReplicaAssignment,
     T,
     TopicError,
     TopicState,
-    check_assignments,
+    assign,
     check_config_changes,
+    check_new_name,
+    check_replication_factor,
+    plan_added_partitions,
+    plan_new_topic,
     requested_overrides,
     validate_topic_name,
 )
 from kafkactl.broker.zk_metadata_cache import ZkMetadataCache
 from kafkactl.cluster import config_changes
-from kafkactl.cluster import topic_state as zk_topics
-from kafkactl.cluster.assignment import AssignmentError, assign_replicas
 from kafkactl.cluster.controller import KafkaController
+from kafkactl.cluster.metadata_store import ConcurrentChangeError, TopicExistsError
+from kafkactl.cluster.topic_state import TopicAssignment
+from kafkactl.cluster.zk_metadata_store import ZkMetadataStore
 from kafkactl.protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
@@ -74,6 +77,7 @@ class ZkTopicAdmin:
         # an absent ZooKeeper never hold up the broker's other worker-thread work
         self._executor = ThreadPoolExecutor(max_workers=2, thread_name_prefix="zk-admin")
         self.zk = zk
+        self.metadata = ZkMetadataStore(zk)  # where the decisions are written
         self.cache = cache
         self.store = store
         self.controller = controller
@@ -132,37 +136,11 @@ class ZkTopicAdmin:
     def _live_brokers(self) -> list[int]:
         return [b.node_id for b in self.cache.brokers()]
 
-    def _check_replication_factor(self, rf: int) -> None:
-        if rf < 1:
-            raise TopicError(ErrorCode.INVALID_REPLICATION_FACTOR,
-                             "the replication factor must be at least 1")
-        live = len(self._live_brokers())
-        if rf > live:
-            raise TopicError(ErrorCode.INVALID_REPLICATION_FACTOR,
-                             f"replication factor {rf} is larger than the {live} live "
-                             f"broker{'s' if live != 1 else ''}")
-
     def _check_new_name(self, name: str) -> None:
-        validate_topic_name(name)
+        check_new_name(name, self.cache.topic_names())
         if self.cache.topic(name) is not None or \
-                zk_topics.read_assignment(self.zk, name) is not None:
+                self.metadata.read_assignment(name) is not None:
             raise TopicError(ErrorCode.TOPIC_ALREADY_EXISTS, f"topic {name!r} already exists")
-        norm = name.replace(".", "_")
-        for other in self.cache.topic_names():
-            if other != name and other.replace(".", "_") == norm:
-                raise TopicError(ErrorCode.INVALID_TOPIC_EXCEPTION,
-                                 f"topic {name!r} collides with existing topic {other!r} "
-                                 "('.' and '_' are interchangeable in metric names)")
-
-    def _check_broker_ids(self, assignments: Sequence[list[int]]) -> None:
-        live = set(self._live_brokers())
-        for brokers in assignments:
-            unknown = [b for b in brokers if b not in live]
-            if unknown or not brokers or len(set(brokers)) != len(brokers):
-                raise TopicError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-                                 f"assignment {brokers} must name distinct live brokers "
-                                 f"(live: {sorted(live)})")
-            self._check_replication_factor(len(brokers))
 
     def _log_config_check(self, configs: Mapping[str, str]) -> None:
         try:
@@ -170,25 +148,12 @@ class ZkTopicAdmin:
         except ValueError as e:
             raise TopicError(ErrorCode.INVALID_CONFIG, str(e)) from e
 
-    def _assign(self, count: int, rf: int, *, first: int = 0,
-                start_index: int | None = None) -> dict[int, list[int]]:
-        try:
-            return assign_replicas(self._live_brokers(), count, rf, first_partition=first,
-                                   start_index=start_index)
-        except AssignmentError as e:
-            code = ErrorCode.INVALID_PARTITIONS if count < 1 else \
-                ErrorCode.INVALID_REPLICATION_FACTOR
-            raise TopicError(code, str(e)) from e
-
     def _write_new_topic(self, name: str, partitions: dict[int, list[int]],
                          configs: Mapping[str, str]) -> TopicState:
-        from kazoo.exceptions import NodeExistsError
-
         topic_id = uuid.uuid4()
         try:
-            zk_topics.create_topic(self.zk, zk_topics.TopicAssignment(name, partitions, topic_id),
-                                   dict(configs))
-        except NodeExistsError:
+            self.metadata.create_topic(TopicAssignment(name, partitions, topic_id), configs)
+        except TopicExistsError:
             raise TopicError(ErrorCode.TOPIC_ALREADY_EXISTS,
                              f"topic {name!r} already exists") from None
         self._on_loop(self.store.set_topic_overrides, name, dict(configs))
@@ -211,20 +176,10 @@ class ZkTopicAdmin:
                       assignments: list[ReplicaAssignment],
                       configs: Sequence[tuple[str, str | None]], *,
                       validate_only: bool) -> TopicState:
-        check_assignments(num_partitions, replication_factor, assignments)
-        if assignments:
-            self._check_broker_ids([brokers for _i, brokers in assignments])
-            partitions = {i: list(brokers) for i, brokers in assignments}
-        else:
-            if num_partitions == NO_NUM_PARTITIONS:
-                num_partitions = self.config.get_int("num.partitions")
-            if replication_factor == NO_REPLICATION_FACTOR:
-                replication_factor = self.config.get_int("default.replication.factor")
-            self._check_replication_factor(replication_factor)
-            if num_partitions < 1:
-                raise TopicError(ErrorCode.INVALID_PARTITIONS,
-                                 "the number of partitions must be at least 1")
-            partitions = self._assign(num_partitions, replication_factor)
+        partitions = plan_new_topic(
+            num_partitions, replication_factor, assignments, live=self._live_brokers(),
+            default_partitions=self.config.get_int("num.partitions"),
+            default_replication_factor=self.config.get_int("default.replication.factor"))
         overrides = requested_overrides(configs)
         self._log_config_check(overrides)
         self._check_new_name(name)
@@ -247,16 +202,18 @@ class ZkTopicAdmin:
             return existing
         count = self.config.get_int("num.partitions") if num_partitions is None \
             else num_partitions
-        found = zk_topics.read_assignment(self.zk, name)
+        found = self.metadata.read_assignment(name)
         if found is not None:  # created, not yet propagated
             return TopicState(name, found.topic_id or uuid.UUID(int=0), len(found.partitions),
                               dict(configs or {}), 1)
         key = "offsets.topic.replication.factor" if name == OFFSETS_TOPIC \
+            else "transaction.state.log.replication.factor" if name == "__transaction_state" \
             else "default.replication.factor"
         rf = self.config.get_int(key)
-        self._check_replication_factor(rf)
+        live = self._live_brokers()
+        check_replication_factor(rf, live)
         try:
-            return self._write_new_topic(name, self._assign(count, rf), dict(configs or {}))
+            return self._write_new_topic(name, assign(live, count, rf), dict(configs or {}))
         except TopicError as e:
             if e.code == ErrorCode.TOPIC_ALREADY_EXISTS:  # another broker won the race
                 return TopicState(name, uuid.UUID(int=0), count, dict(configs or {}), 1)
@@ -272,7 +229,7 @@ class ZkTopicAdmin:
         if not self.config.get_bool("delete.topic.enable"):
             raise TopicError(ErrorCode.TOPIC_DELETION_DISABLED, "delete.topic.enable is false")
         with zookeeper_errors(f"deleting topic {name!r}", ErrorCode.NOT_CONTROLLER):
-            zk_topics.mark_for_deletion(self.zk, name)
+            self.metadata.mark_for_deletion(name)
         log.info("topic %s marked for deletion", name)
         return state
 
@@ -284,37 +241,18 @@ class ZkTopicAdmin:
 
     def _add_partitions(self, name: str, count: int, assignments: list[list[int]], *,
                         validate_only: bool) -> None:
-        from kazoo.exceptions import BadVersionError
-
-        current = zk_topics.read_assignment(self.zk, name)
+        current = self.metadata.read_assignment(name)
         if current is None or self.cache.topic(name) is None:
             raise TopicError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                              f"topic {name!r} does not exist")
-        have = len(current.partitions)
-        if count <= have:
-            raise TopicError(ErrorCode.INVALID_PARTITIONS,
-                             f"topic {name!r} has {have} partitions; the new count {count} "
-                             "must be larger")
-        if assignments:
-            if len(assignments) != count - have:
-                raise TopicError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-                                 f"{len(assignments)} assignments for {count - have} new "
-                                 "partitions")
-            self._check_broker_ids(assignments)
-            added = {have + i: list(b) for i, b in enumerate(assignments)}
-        else:
-            live = sorted(self._live_brokers())
-            leader0 = current.partitions[0][0]
-            start = live.index(leader0) if leader0 in live else None
-            rf = len(current.partitions[0])
-            self._check_replication_factor(rf)
-            added = self._assign(count - have, rf, first=have, start_index=start)
+        added = plan_added_partitions(name, current.partitions, count, assignments,
+                                      live=self._live_brokers())
         if validate_only:
             return
         current.partitions.update(added)
         try:
-            zk_topics.set_assignment(self.zk, current)
-        except BadVersionError:
+            self.metadata.set_assignment(current)
+        except ConcurrentChangeError:
             raise TopicError(ErrorCode.REASSIGNMENT_IN_PROGRESS,
                              f"topic {name!r} changed meanwhile; retry") from None
         log.info("topic %s grows to %d partitions", name, count)
@@ -326,14 +264,13 @@ class ZkTopicAdmin:
             raise TopicError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                              f"topic {name!r} does not exist")
         with zookeeper_errors(f"changing the configs of {name!r}", ErrorCode.REQUEST_TIMED_OUT):
-            current = zk_topics.read_topic_config(self.zk, name)
+            current = self.metadata.read_topic_config(name)
             check_config_changes(current, configs)
             self._log_config_check(configs)
             if validate_only:
                 return
             # the config znode and a /config/changes notification: every broker applies it
-            zxid = config_changes.write_entity_config(self.zk, config_changes.TOPICS, name,
-                                                      dict(configs))
+            zxid = self.metadata.write_topic_config(name, configs)
         self._on_loop(self._apply_here, name, dict(configs), zxid)
         log.info("topic %s configs are now %s", name, dict(configs) or "the broker defaults")
 

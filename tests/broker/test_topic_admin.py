@@ -1,5 +1,6 @@
 """StandaloneTopicAdmin over a real PartitionStore and LogManager (in a temp dir): what the
-controller decides, what the store hosts, and the typed errors both raise."""
+controller decides, what the store hosts (through the one partition lifecycle,
+kafkactl.broker.replica_state), and the typed errors both raise."""
 
 from __future__ import annotations
 
@@ -13,12 +14,11 @@ from kafkactl.broker.config import BROKER_DEFAULTS, BrokerConfig
 from kafkactl.broker.metadata_cache import BrokerEndpoint, StandaloneMetadataCache
 from kafkactl.broker.partition_store import PartitionStore, TopicLogConfigs
 from kafkactl.broker.purgatory import FetchPurgatory
-from kafkactl.broker.standalone_topic_admin import (
-    METADATA_FILE,
-    StandaloneTopicAdmin,
-    TopicMetadataFile,
-)
+from kafkactl.broker.replica_manager import ReplicaManager
+from kafkactl.broker.replica_state import LeadershipListener, ReplicaStates
+from kafkactl.broker.standalone_topic_admin import METADATA_FILE, StandaloneTopicAdmin
 from kafkactl.broker.topic_admin import TopicError
+from kafkactl.cluster.metadata_store import LocalMetadataStore
 from kafkactl.log.config import LogConfig
 from kafkactl.log.manager import LogManager
 from kafkactl.protocol.errors import ErrorCode, KafkaError
@@ -34,19 +34,25 @@ class Standalone:
     admin: StandaloneTopicAdmin
 
 
-def _open(data: Path, **props: str) -> Standalone:
-    """The parts in the order the KafkaServer builds them."""
+def _open(data: Path, listeners: dict[str, LeadershipListener] | None = None,
+          **props: str) -> Standalone:
+    """The parts in the order the KafkaServer builds them (`listeners`: coordinators of
+    internal topics, told of each partition they come to lead)."""
     config = BrokerConfig({**BROKER_DEFAULTS, "broker.id": str(BROKER_ID), **props})
     defaults = LogConfig.from_properties({k: v for k, v in config.props.items() if v != ""})
-    metadata = TopicMetadataFile(data / METADATA_FILE)
+    metadata = LocalMetadataStore(data / METADATA_FILE)
     metadata.read()
-    configs = TopicLogConfigs(defaults, {n: t.configs for n, t in metadata.topics.items()})
+    configs = TopicLogConfigs(defaults, metadata.configs)
     log_manager = LogManager([data], defaults, topic_config=configs.for_topic)
     log_manager.load()
     cache = StandaloneMetadataCache("c", BrokerEndpoint(BROKER_ID, "localhost", 9092))
-    store = PartitionStore(log_manager, configs, FetchPurgatory())
+    purgatory = FetchPurgatory()
+    store = PartitionStore(log_manager, configs, purgatory)
     admin = StandaloneTopicAdmin(store, cache, metadata, config=config, broker_id=BROKER_ID,
                                  default_partitions=config.get_int("num.partitions"))
+    replica_manager = ReplicaManager(store, admin, purgatory, cache, auto_create=False)
+    admin.replicas = ReplicaStates(BROKER_ID, store, replica_manager, purgatory)
+    admin.replicas.listeners.update(listeners or {})
     admin.load()
     return Standalone(log_manager, store, cache, admin)
 

@@ -80,6 +80,16 @@ def connect(bootstrap: str, client_id: str = "raw-member") -> Any:
     return conn
 
 
+def find_coordinator(conn: Any, group: str) -> None:
+    """What every client does before its first group request: FindCoordinator, which
+    creates __consumer_offsets on first use (a group request before it is NOT_COORDINATOR,
+    as in Kafka)."""
+    from kafkactl.protocol.api_keys import ApiKey
+
+    r = conn.request(ApiKey.FIND_COORDINATOR, {"key": group, "key_type": 0}, version=2)
+    assert r["error_code"] == 0, r
+
+
 def subscription(topics: list[str]) -> bytes:
     from kafkactl.protocol.data import SUBSCRIPTION, encode_data
 
@@ -116,6 +126,7 @@ class RawMember:
         self.sync_version = sync_version
         self.heartbeat_version = heartbeat_version
         self.conn = connect(bootstrap, client_id)
+        find_coordinator(self.conn, group)
         self.member_id = ""
         self.generation = -1
         self.leader = ""

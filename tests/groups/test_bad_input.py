@@ -10,7 +10,7 @@ from kafkactl.client.kafka_client import KafkaClient
 from kafkactl.protocol.api_keys import ApiKey
 from kafkactl.protocol.data import SUBSCRIPTION, encode_data
 from kafkactl.protocol.errors import ErrorCode as E
-from tests.groups.helpers import FAST, create_topic
+from tests.groups.helpers import FAST, create_topic, find_coordinator
 
 
 def _conn(bootstrap: str) -> BrokerConnection:
@@ -46,6 +46,7 @@ def test_group_bad_input_error_codes(broker_factory: Any) -> None:
     b = broker_factory(**FAST)
     create_topic(b.bootstrap, "bad", 2)
     c = _conn(b.bootstrap)
+    find_coordinator(c, "g")
     # KIP-394: v4+ joins get an id first
     r = _join(c, "g")
     assert r["error_code"] == E.MEMBER_ID_REQUIRED and r["member_id"]

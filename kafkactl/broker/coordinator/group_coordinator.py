@@ -23,7 +23,10 @@ from kafkactl.broker.coordinator.group import (
     OffsetAndMetadata,
     SyncResult,
 )
-from kafkactl.broker.coordinator.group_metadata_manager import GroupMetadataManager
+from kafkactl.broker.coordinator.group_metadata_manager import (
+    OFFSETS_TOPIC,
+    GroupMetadataManager,
+)
 from kafkactl.broker.coordinator.offset_manager import OffsetManager
 from kafkactl.protocol.errors import ErrorCode
 
@@ -104,10 +107,11 @@ class GroupCoordinator:
             return ErrorCode.NOT_COORDINATOR
         return ErrorCode.NONE
 
-    # ---- leadership of __consumer_offsets partitions (a cluster) -------------------------
+    # ---- leadership of __consumer_offsets partitions -------------------------------------
     def coordinate_by_partition(self) -> None:
-        """In a cluster: coordinate only the groups of the __consumer_offsets partitions
-        this broker leads (elected()/resigned() follow the controller's decisions)."""
+        """Coordinate only the groups of the __consumer_offsets partitions this broker
+        leads: elected()/resigned() follow the controller's decisions, a cluster's or a
+        standalone broker's own (kafkactl.broker.replica_state calls them)."""
         self.manager.owned = set()
 
     def elected(self, partition: int) -> None:
@@ -115,6 +119,9 @@ class GroupCoordinator:
         if owned is None or partition in owned:
             return
         owned.add(partition)
+        part = self.manager.partitions.get_partition(OFFSETS_TOPIC, partition)
+        if part is not None and part.log_start_offset >= part.log_end_offset:
+            return  # nothing to replay (a new partition): its groups are served at once
         self.manager.loading.add(partition)
         task = asyncio.get_running_loop().create_task(self._load_partition(partition))
         self._tasks.append(task)

@@ -47,7 +47,10 @@ def ops_broker(certs: Certs, tmp_path_factory: pytest.TempPathFactory) -> Iterat
             _acl(GROUP, "reports", "User:carol", DESCRIBE),
         ]})
         assert [x["error_code"] for x in r["results"]] == [0] * 6, r
-        # the group exists once it has committed offsets (ANONYMOUS is a super user here)
+        # the group exists once it has committed offsets (ANONYMOUS is a super user here),
+        # after the FindCoordinator every client sends first
+        found = w.request(ApiKey.FIND_COORDINATOR, 1, {"key": "reports", "key_type": 0})
+        assert found["error_code"] == 0, found
         r = w.request(ApiKey.OFFSET_COMMIT, 2, {
             "group_id": "reports", "generation_id": -1, "member_id": "",
             "retention_time_ms": -1,

@@ -38,6 +38,8 @@ def _acl(rtype: int, name: str, ptype: int, op: int) -> dict[str, object]:
 
 
 def _commit(w: Wire, group: str, topic: str) -> None:
+    found = w.request(ApiKey.FIND_COORDINATOR, 1, {"key": group, "key_type": 0})
+    assert found["error_code"] == 0, found  # as clients do first: it makes the topic
     r = w.request(ApiKey.OFFSET_COMMIT, 2, {
         "group_id": group, "generation_id": -1, "member_id": "", "retention_time_ms": -1,
         "topics": [{"name": topic, "partitions": [
