@@ -253,7 +253,8 @@ class ReplicaManager:
             return FetchResult(ErrorCode.KAFKA_STORAGE_ERROR, hw, lso, lso_)
         aborted = None
         if read_committed:
-            aborted = part.aborted_transactions(fs.first_offset, lso) if fs.length else []
+            aborted = part.aborted_transactions(fs.first_offset, part.log.fetch_upper_bound(
+                fs.first_offset, fs.position + fs.length, lso)) if fs.length else []
         return FetchResult(ErrorCode.NONE, hw, lso, lso_, fs, int(fs.length), aborted)
 
     def _follower_fetched(self, part: Partition, replica_id: int, fetch_offset: int) -> None:

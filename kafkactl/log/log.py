@@ -141,6 +141,9 @@ class Log:
             self._recovery_point = min(recovery_point, self._log_end_offset)
         self._last_flush_ms = self._now_ms()
         self._closed = False
+        # called with the new base offset after each roll (the partition snapshots its
+        # producer state there, as Kafka does: recovery starts from it)
+        self.on_roll: Callable[[int], None] | None = None
 
     # ----------------------------------------------------------------- properties
     def _now_ms(self) -> int:
@@ -316,6 +319,12 @@ class Log:
                 discard()
                 raise
             self._segs.replace(segs)
+            if self.on_roll is not None:
+                try:
+                    self.on_roll(base)
+                except OSError as e:  # only a recovery shortcut is lost
+                    logger.warning("%s-%d: no producer snapshot at roll offset %d: %s",
+                                   self.topic, self.partition, base, e.strerror or e)
             return new
 
     # ----------------------------------------------------------------- flush

@@ -157,6 +157,9 @@ class ProducerStateManager:
         # producer id -> first offset of its open transaction (insertion: by first offset)
         self.ongoing: dict[int, int] = {}
         self.last_snapshot_offset = -1
+        # snapshots at or above this offset are kept (the bases of the newest segments:
+        # recovery rebuilds their .txnindex from there); others beyond the newest two go
+        self.retain_from = -1
         self._time_ms = time_ms or (lambda: int(time.time() * 1000))
         self._last_expiry_check = self._time_ms()
 
@@ -300,18 +303,27 @@ class ProducerStateManager:
             return None  # nothing new, or an empty log (nothing to replay without one)
         return encode_snapshot(_snapshot_entry(e) for e in self.producers.values())
 
-    def write_snapshot(self, log_end_offset: int, data: bytes) -> Path:
-        """Write `data` as the snapshot at `log_end_offset` (fsynced, renamed into place)
-        and drop all but the two newest (thread-safe for one writer per directory)."""
+    def write_snapshot(self, log_end_offset: int, data: bytes, *, sync: bool = True) -> Path:
+        """Write `data` as the snapshot at `log_end_offset` (fsynced unless `sync` is
+        False, renamed into place) and drop all but the two newest and those at or above
+        `retain_from` (thread-safe for one writer per directory). An unsynced snapshot
+        lost or torn by a crash fails its CRC and is skipped."""
         path = snapshot_path(self.directory, log_end_offset)
         tmp = path.with_suffix(".snapshot.tmp")
         with open(tmp, "wb") as f:
             f.write(data)
             f.flush()
-            os.fsync(f.fileno())
+            if sync:
+                os.fsync(f.fileno())
         os.replace(tmp, path)
         self.last_snapshot_offset = log_end_offset
         for old in self.list_snapshots()[:-2]:
+            try:
+                at = int(old.name[: -len(SNAPSHOT_SUFFIX)])
+            except ValueError:
+                at = -1
+            if at >= self.retain_from >= 0:
+                continue
             with contextlib.suppress(OSError):
                 old.unlink()
         return path

@@ -278,3 +278,36 @@ def test_paged_read_committed_fetches_list_only_the_aborts_they_reach(tmp_path: 
         pages += 1
     assert got == committed
     assert pages > 10 and most < total_aborts / 2
+
+
+def test_roll_snapshots_let_recovery_start_at_the_newest_segments(tmp_path: Path) -> None:
+    """Each roll snapshots the producer state at the new base (kept for the two newest
+    segments), a transaction open across rolls included; a crash after a flush recovers
+    only the newest segment and rebuilds its .txnindex from that snapshot, identical."""
+    d = tmp_path / "t-0"
+    config = LogConfig(segment_bytes=1200)
+    part = open_partition(d, config)
+    long_txn, a = Producer(PID_A), Producer(PID_B)
+    produce(part, long_txn.batch(1, value=b"L" * 100))  # open for the whole test
+    for i in range(30):
+        produce(part, a.batch(1, value=b"x" * 150))
+        part.append_control_batch(PID_B, 0, 0, commit=i % 2 == 0)
+    assert len(part.log.segments) >= 4
+    bases = [s.base_offset for s in part.log.segments]
+    snaps = sorted(int(p.name.split(".")[0]) for p in d.glob("*.snapshot"))
+    assert bases[-1] in snaps and bases[-2] in snaps
+    assert bases[1] not in snaps  # older ones are not kept
+    part.log.flush()  # the recovery point: the log end
+    for i in range(3):  # more aborts after it, in the newest segment
+        produce(part, a.batch(1, value=b"y" * 20))
+        part.append_control_batch(PID_B, 0, 0, commit=False)
+    written = txn_files(d)
+    last = f"{part.log.segments[-1].base_offset:020d}.txnindex"
+    assert written[last][-1].last_stable_offset == 0  # the long transaction holds it
+    recovery_point = part.log.recovery_point
+    (d / last).unlink()
+    again = Partition("t", 0, Log(d, config, recovery_point=recovery_point,
+                                  needs_recovery=True))
+    again.load_producer_state()
+    assert txn_files(d) == written
+    assert again.last_stable_offset == 0
