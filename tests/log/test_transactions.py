@@ -311,3 +311,23 @@ def test_roll_snapshots_let_recovery_start_at_the_newest_segments(tmp_path: Path
     again.load_producer_state()
     assert txn_files(d) == written
     assert again.last_stable_offset == 0
+
+
+def test_lso_waits_for_the_markers_replication(tmp_path: Path) -> None:
+    """A replicated leader: an ended transaction still holds the LSO until its marker is
+    below the high watermark (Kafka's unreplicated transactions), and an open one holds it
+    below the high watermark."""
+    part = Partition("t", 0, Log(tmp_path / "t-0", LogConfig()))
+    part.become_leader(1, epoch=1, isr=[1, 2], replicas=[1, 2], partition_epoch=1,
+                       now_ms=0.0)
+    produce(part, Producer(7).batch(2, txn=False))  # 0..1
+    produce(part, Producer(PID_A).batch(2))  # 2..3
+    part.update_follower(2, part.log_end_offset, part.log_end_offset, 1.0)
+    assert part.high_watermark == 4 and part.last_stable_offset == 2
+    marker = part.append_control_batch(PID_A, 0, 0, commit=True)  # 4
+    assert part.producer_state.ongoing == {}
+    assert part.high_watermark == 4 and part.last_stable_offset == 2  # not replicated yet
+    part.update_follower(2, marker, part.log_end_offset, 2.0)  # the follower lacks it
+    assert part.last_stable_offset == 2
+    part.update_follower(2, marker + 1, part.log_end_offset, 3.0)
+    assert part.high_watermark == 5 and part.last_stable_offset == 5
