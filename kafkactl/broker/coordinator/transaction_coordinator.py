@@ -56,6 +56,10 @@ DEFAULT_EXPIRATION_MS = 604800000
 DEFAULT_EXPIRE_INTERVAL_MS = 3600000
 RETRY_MIN_S = 0.02
 RETRY_MAX_S = 1.0
+# A request that finds its transaction completing (markers being written) waits this long
+# for it before answering CONCURRENT_TRANSACTIONS: the client's retry backoff is longer
+# than writing the markers usually takes.
+COMPLETION_WAIT_S = 1.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,6 +98,7 @@ class TransactionCoordinator:
             DEFAULT_EXPIRE_INTERVAL_MS)
         self.active = False
         self._tasks: set[asyncio.Task[None]] = set()
+        self._completing: dict[str, asyncio.Task[None]] = {}  # markers being written
 
     @property
     def txns(self) -> dict[str, TxnMetadata]:
@@ -224,6 +229,26 @@ class TransactionCoordinator:
         return ErrorCode.NONE
 
     # ---- InitProducerId -------------------------------------------------------------------
+    async def _txn_for_init(self, transactional_id: str, timeout_ms: int
+                            ) -> tuple[ErrorCode, TxnMetadata | None]:
+        """The id's metadata (a new one, with a new producer id, for an unknown id), once a
+        completing transaction of it has (or has not, in the bounded wait) completed."""
+        txn = self.txns.get(transactional_id)
+        if txn is not None and txn.state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT):
+            await self._await_completion(txn)
+            code = self.check(transactional_id)
+            if code != ErrorCode.NONE:
+                return code, None
+            txn = self.txns.get(transactional_id)
+        if txn is None:
+            pid = self._next_producer_id()
+            if pid is None:
+                return ErrorCode.COORDINATOR_NOT_AVAILABLE, None
+            txn = TxnMetadata(transactional_id, pid, timeout_ms=timeout_ms,
+                              last_update_ms=self.now_ms())
+            self.txns[transactional_id] = txn
+        return ErrorCode.NONE, txn
+
     async def init_producer_id(self, transactional_id: str, timeout_ms: int,
                                expected: tuple[int, int] | None) -> InitResult:
         """`expected`: the producer's (id, epoch) of a KIP-360 bump, else None."""
@@ -232,15 +257,10 @@ class TransactionCoordinator:
             return InitResult(code)
         if not 0 < timeout_ms <= self.max_timeout_ms:
             return InitResult(ErrorCode.INVALID_TRANSACTION_TIMEOUT)
-        txn = self.txns.get(transactional_id)
-        now = self.now_ms()
+        code, txn = await self._txn_for_init(transactional_id, timeout_ms)
         if txn is None:
-            pid = self._next_producer_id()
-            if pid is None:
-                return InitResult(ErrorCode.COORDINATOR_NOT_AVAILABLE)
-            txn = TxnMetadata(transactional_id, pid, timeout_ms=timeout_ms,
-                              last_update_ms=now)
-            self.txns[transactional_id] = txn
+            return InitResult(code)
+        now = self.now_ms()
         if txn.pending_transition:
             return InitResult(ErrorCode.CONCURRENT_TRANSACTIONS)
         if expected is not None and not _valid_producer_id(txn, expected):
@@ -294,6 +314,9 @@ class TransactionCoordinator:
     async def add_partitions(self, transactional_id: str, producer_id: int,
                              producer_epoch: int, tps: Iterable[TopicPartition]) -> ErrorCode:
         code, txn = self._producer_check(transactional_id, producer_id, producer_epoch)
+        if txn is not None and txn.state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT):
+            await self._await_completion(txn)
+            code, txn = self._producer_check(transactional_id, producer_id, producer_epoch)
         if txn is None:
             return code
         if txn.pending_transition or txn.state in (TxnState.PREPARE_COMMIT,
@@ -328,6 +351,9 @@ class TransactionCoordinator:
         if code != ErrorCode.NONE:
             return code
         txn = self.txns.get(transactional_id)
+        if txn is not None and from_client:
+            await self._await_completion(txn)  # the last EndTxn's markers
+            txn = self.txns.get(transactional_id)
         if txn is None or txn.producer_id != producer_id:
             return ErrorCode.INVALID_PRODUCER_ID_MAPPING
         if (from_client and producer_epoch != txn.producer_epoch) or \
@@ -375,8 +401,25 @@ class TransactionCoordinator:
         async def done() -> None:
             await self._write_complete(txn, coordinator_epoch, complete)
 
-        self.sender.send(txn_id, txn.producer_id, txn.producer_epoch, coordinator_epoch,
-                         commit, txn.partitions, still_coordinator, done)
+        task = self.sender.send(txn_id, txn.producer_id, txn.producer_epoch,
+                                coordinator_epoch, commit, txn.partitions, still_coordinator,
+                                done)
+        self._completing[txn_id] = task
+
+        def finished(t: asyncio.Task[None]) -> None:
+            if self._completing.get(txn_id) is t:
+                del self._completing[txn_id]
+
+        task.add_done_callback(finished)
+
+    async def _await_completion(self, txn: TxnMetadata) -> None:
+        """A transaction in PrepareCommit / PrepareAbort: wait (bounded) for its markers
+        and CompleteCommit / CompleteAbort."""
+        if txn.state not in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT):
+            return
+        task = self._completing.get(txn.transactional_id)
+        if task is not None and not task.done():
+            await asyncio.wait({task}, timeout=COMPLETION_WAIT_S)
 
     async def _write_complete(self, txn: TxnMetadata, coordinator_epoch: int,
                               complete: TxnTransit) -> None:

@@ -160,12 +160,13 @@ class MarkerSender:
     def send(self, transactional_id: str, producer_id: int, producer_epoch: int,
              coordinator_epoch: int, commit: bool, tps: Iterable[TopicPartition],
              still_coordinator: Callable[[], bool],
-             on_done: Callable[[], Awaitable[None]]) -> None:
+             on_done: Callable[[], Awaitable[None]]) -> asyncio.Task[None]:
         task = asyncio.get_running_loop().create_task(self._deliver(
             transactional_id, producer_id, producer_epoch, coordinator_epoch, commit,
             set(tps), still_coordinator, on_done))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
+        return task
 
     @property
     def in_flight(self) -> int:
