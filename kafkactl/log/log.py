@@ -133,8 +133,10 @@ class Log:
             first = next((i for i, s in enumerate(self._segs.segments)
                           if s.base_offset in recovered), None)
             if first is not None:
+                # from the first segment's base, not the log start: a transaction that
+                # began below a DeleteRecords point still has its records on disk
                 rebuild_txn_indexes(self._segs.segments, first, self.dir,
-                                    self._log_start_offset)
+                                    self._segs.segments[0].base_offset)
             self._recovery_point = self._log_end_offset
             self.flush()
         else:
