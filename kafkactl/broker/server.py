@@ -367,6 +367,14 @@ class KafkaServer:
         # it coordinates the groups of the __consumer_offsets partitions this broker leads
         group_coordinator.coordinate_by_partition()
         replica_states.listeners[OFFSETS_TOPIC] = group_coordinator
+        # it coordinates the transactional ids of the __transaction_state partitions this
+        # broker leads (its producer ids come once the hosted logs are loaded)
+        txn_coordinator = self.txn_coordinator = TransactionCoordinator(
+            cfg, cache, topic_admin, partitions, replica_manager, None,
+            broker_id=cfg.broker_id, inter_broker=inter_broker,
+            group_coordinator=group_coordinator)
+        txn_coordinator.coordinate_by_partition()
+        replica_states.listeners[TXN_TOPIC] = txn_coordinator
         if isinstance(topic_admin, StandaloneTopicAdmin):
             topic_admin.replicas = replica_states
             topic_admin.load()  # every partition of the data dir, through the lifecycle
@@ -377,13 +385,7 @@ class KafkaServer:
         producer_ids = ProducerIdManager(  # above every id in the hosted logs
             log_dirs[0] / "producer-id-block",
             lambda full: highest_producer_id(partitions, full), allocate)
-        txn_coordinator = self.txn_coordinator = TransactionCoordinator(
-            cfg, cache, topic_admin, partitions, replica_manager, producer_ids,
-            broker_id=cfg.broker_id, inter_broker=inter_broker,
-            group_coordinator=group_coordinator)
-        if self.cluster is not None:
-            txn_coordinator.coordinate_by_partition()
-        replica_states.listeners[TXN_TOPIC] = txn_coordinator
+        txn_coordinator.producer_ids = producer_ids
         dynamic_config = DynamicBrokerConfig(
             cfg, self.explicit_broker_keys, log_dirs[0] / DYNAMIC_CONFIG_FILE, partitions)
         dynamic_config.load()

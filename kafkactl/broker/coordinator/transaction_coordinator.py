@@ -72,7 +72,7 @@ class InitResult:
 class TransactionCoordinator:
     def __init__(self, config: BrokerConfig, cache: MetadataCache, topic_admin: TopicAdmin,
                  partitions: PartitionStore, replica_manager: ReplicaManager,
-                 producer_ids: ProducerIdManager, *, broker_id: int,
+                 producer_ids: ProducerIdManager | None, *, broker_id: int,
                  inter_broker: InterBrokerSecurity = PLAINTEXT,
                  group_coordinator: Any = None,
                  time_fn: Callable[[], float] = time.time) -> None:
@@ -99,6 +99,7 @@ class TransactionCoordinator:
         self.active = False
         self._tasks: set[asyncio.Task[None]] = set()
         self._completing: dict[str, asyncio.Task[None]] = {}  # markers being written
+        self._started = asyncio.Event()  # loaded transactions are completed once started
 
     @property
     def txns(self) -> dict[str, TxnMetadata]:
@@ -110,6 +111,7 @@ class TransactionCoordinator:
     # ---- lifecycle ----------------------------------------------------------------------
     async def startup(self) -> None:
         self.active = True
+        self._started.set()
         self._spawn(self._load_all())
         self._spawn(self._every(self.abort_interval_ms, self.abort_timed_out))
         self._spawn(self._every(self.expire_interval_ms, self.expire_ids))
@@ -149,7 +151,10 @@ class TransactionCoordinator:
 
     # ---- leadership of __transaction_state partitions -------------------------------------
     def coordinate_by_partition(self) -> None:
-        """In a cluster: serve only the ids of the partitions this broker leads."""
+        """Serve only the ids of the __transaction_state partitions this broker leads:
+        elected()/resigned() follow the controller's decisions, a cluster's or a standalone
+        broker's own (kafkactl.broker.replica_state calls them). Without this call (a
+        coordinator used on its own) every partition is served, loaded at startup()."""
         self.manager.owned = set()
 
     def elected(self, partition: int) -> None:
@@ -161,6 +166,9 @@ class TransactionCoordinator:
         if partition in owned and self.manager.coordinator_epochs.get(partition) == epoch:
             return
         owned.add(partition)
+        if part is not None and part.log_start_offset >= part.log_end_offset:
+            self.manager.coordinator_epochs[partition] = epoch  # nothing to replay
+            return
         self.manager.loading.add(partition)
         self._spawn(self._load_partition(partition))
 
@@ -171,8 +179,10 @@ class TransactionCoordinator:
             log.exception("loading %s-%d failed", TXN_TOPIC, partition)
             self.manager.loading.discard(partition)
             return
+        await self._started.wait()  # a broker starting up: once it serves
         for txn in pending:
-            self._resume(txn)
+            if self.txns.get(txn.transactional_id) is txn:
+                self._resume(txn)
 
     def resigned(self, partition: int) -> None:
         owned = self.manager.owned
@@ -209,6 +219,8 @@ class TransactionCoordinator:
         return self.manager.partition_for(transactional_id)
 
     def _next_producer_id(self) -> int | None:
+        if self.producer_ids is None:
+            return None
         try:
             return self.producer_ids.next_id()
         except Exception as e:  # a cluster's block from ZooKeeper, which is away: retriable

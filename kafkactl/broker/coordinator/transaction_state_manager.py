@@ -10,7 +10,8 @@ key/value format (Kafka's TransactionStateManager).
 * A partition is replayed when this broker becomes its leader (`load_partition`); its
   coordinator epoch is the partition's leader epoch then. Until the replay is done the
   ids in it answer COORDINATOR_LOAD_IN_PROGRESS; ids of partitions led elsewhere answer
-  NOT_COORDINATOR. A standalone broker leads every partition (`owned` None).
+  NOT_COORDINATOR. `owned` None (a coordinator used on its own, without the broker's
+  partition lifecycle) serves every partition.
 """
 
 from __future__ import annotations
