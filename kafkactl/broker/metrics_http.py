@@ -126,11 +126,13 @@ class _Handler(BaseHTTPRequestHandler):
 
 def not_ready(metrics: BrokerMetrics) -> str | None:
     """Why the broker is not ready, None when it is (read on the event loop)."""
-    loop, services = metrics.loop, metrics.services
-    if not metrics.ready or loop is None or services is None or loop.is_closed():
+    if not metrics.ready:
         return "loading logs or joining the cluster"
-    if services.cluster is None:
+    loop, services = metrics.loop, metrics.services
+    if services is None or services.cluster is None:
         return None  # standalone: started is ready
+    if loop is None or loop.is_closed():
+        return "stopping"
     fut: concurrent.futures.Future[str | None] = concurrent.futures.Future()
 
     def check() -> None:
