@@ -157,3 +157,21 @@ def test_bad_moves_get_kafkas_errors(broker_factory: Any, tmp_path: Path) -> Non
         assert r.returncode == 1 and error in r.stderr, (args, r.stderr)
     r = kafkactl("log-dirs", "describe", "-b", b.bootstrap)
     assert r.returncode == 0 and "t" in r.stdout  # the broker serves on
+
+
+def test_a_move_a_stop_interrupted_is_dropped_at_start(broker_factory: Any,
+                                                       tmp_path: Path) -> None:
+    """A `-future` dir left by a stop during a move: the replica it was copying is whole
+    where it was, so the next start deletes the copy (and never serves it)."""
+    from tests.polling import wait_until
+
+    dirs = [tmp_path / "disk-a", tmp_path / "disk-b"]
+    for d in dirs:
+        d.mkdir()
+    future = dirs[1] / "left-0.0123456789abcdef-future"
+    future.mkdir()
+    (future / "00000000000000000000.log").write_bytes(b"half a copy")
+    b = broker_factory(log_dirs=",".join(map(str, dirs)), log_retention_check_interval_ms="100")
+    wait_until(lambda: not future.exists(), 30, "the -future dir deleted")
+    r = kafkactl("log-dirs", "describe", "--json", "-b", b.bootstrap)
+    assert r.returncode == 0 and "left" not in r.stdout, r.stdout
