@@ -365,3 +365,63 @@ def test_transaction_open_at_a_crash_is_aborted_after_restart(broker_factory: An
     with Wire(b.bootstrap) as w:
         w.produce(topic, _batch([b"after"]))
     assert _read_committed(b.bootstrap, topic, 1, "g-crash") == [b"after"]
+
+
+def test_add_partitions_v4_verify_and_add(broker: BrokerProcess) -> None:
+    """AddPartitionsToTxn v4+ (KIP-890, sent by partition leaders): batched over
+    transactions; verify_only answers whether each partition is in the transaction without
+    adding it."""
+    topic, tid = "txn-verify", "tid-verify"
+    with Wire(broker.bootstrap) as w:
+        w.create_topic(topic, partitions=3)
+        r = _init(w, tid)
+        pid, epoch = r["producer_id"], r["producer_epoch"]
+
+        def v4(verify: bool, parts: list[int], e: int = epoch) -> dict[int, int]:
+            resp = w.request(ApiKey.ADD_PARTITIONS_TO_TXN, 5, {"transactions": [{
+                "transactional_id": tid, "producer_id": pid, "producer_epoch": e,
+                "verify_only": verify, "topics": [{"name": topic, "partitions": parts}]}]})
+            assert resp["error_code"] == 0
+            (txn,) = resp["results_by_transaction"]
+            return {p["partition_index"]: p["partition_error_code"]
+                    for t in txn["topic_results"] for p in t["results_by_partition"]}
+
+        assert v4(True, [0]) == {0: E.INVALID_TXN_STATE}  # no transaction yet
+        assert v4(False, [0, 1]) == {0: 0, 1: 0}  # added (v4 without verify_only)
+        assert v4(True, [0, 1, 2]) == {0: 0, 1: 0, 2: E.INVALID_TXN_STATE}
+        assert v4(True, [0], e=epoch + 1) == {0: E.PRODUCER_FENCED}
+        assert txn_states(broker.data_dir, tid)[-1] == "Ongoing"  # verify wrote nothing
+        assert _end(w, tid, pid, epoch, False) == 0
+
+
+def test_list_transactions_filters(broker: BrokerProcess) -> None:
+    topic, tid = "txn-list", "tid-list"
+    with Wire(broker.bootstrap) as w:
+        w.create_topic(topic)
+        r = _init(w, tid)
+        pid, epoch = r["producer_id"], r["producer_epoch"]
+        assert _add(w, tid, pid, epoch, {topic: [0]}) == {(topic, 0): 0}
+
+        def listed(**body: Any) -> list[str]:
+            resp = w.request(ApiKey.LIST_TRANSACTIONS, 1, {
+                "state_filters": [], "producer_id_filters": [], "duration_filter": -1,
+                **body})
+            assert resp["error_code"] == 0
+            return [t["transactional_id"] for t in resp["transaction_states"]]
+
+        assert tid in listed()
+        assert listed(producer_id_filters=[pid]) == [tid]
+        assert tid in listed(state_filters=["Ongoing"])
+        assert tid not in listed(state_filters=["Empty", "CompleteCommit"])
+        assert tid in listed(duration_filter=0)
+        assert tid not in listed(duration_filter=3_600_000)
+        resp = w.request(ApiKey.LIST_TRANSACTIONS, 0, {
+            "state_filters": ["Ongoing", "Bogus"], "producer_id_filters": [pid]})
+        assert resp["unknown_state_filters"] == ["Bogus"]
+        assert [t["transaction_state"] for t in resp["transaction_states"]] == ["Ongoing"]
+        r2 = w.request(ApiKey.DESCRIBE_TRANSACTIONS, 0, {"transactional_ids": [tid, "nope"]})
+        assert [(s["transactional_id"], s["error_code"], s["transaction_state"])
+                for s in r2["transaction_states"]] == [
+            (tid, 0, "Ongoing"), ("nope", E.TRANSACTIONAL_ID_NOT_FOUND, "")]
+        assert r2["transaction_states"][0]["topics"] == [{"topic": topic, "partitions": [0]}]
+        assert _end(w, tid, pid, epoch, True) == 0
