@@ -94,6 +94,15 @@ def mirror(
         5000, "--topic-refresh-ms", help="How often new source topics are looked for."),
     commit_interval_ms: int = typer.Option(
         1000, "--commit-interval-ms", help="How often acknowledged offsets are committed."),
+    exactly_once: bool = typer.Option(
+        False, "--exactly-once",
+        help="Copy in transactions that also commit the consumed source offsets (KIP-447): "
+             "a killed mirror neither loses nor duplicates records, as read_committed "
+             "consumers of the target see them. The offsets are the group's in the TARGET "
+             "cluster (a transaction spans one cluster); the source group only assigns "
+             "partitions. Each stream's transactional.id is GROUP-mirror-N "
+             "(--producer-property transactional.id=PREFIX for PREFIX-N); the source is "
+             "read with read_committed; transactions commit every --commit-interval-ms."),
     quiet: bool = typer.Option(False, "--quiet", "-q",
                                help="No live status and no summary on stderr."),
 ) -> None:
@@ -136,7 +145,7 @@ def mirror(
             producer_properties=producer_props,
             abort_on_send_failure=abort_on_send_failure, renames=parse_renames(rename),
             copy_topic_configs=copy_topic_configs, topic_refresh_ms=topic_refresh_ms,
-            commit_interval_ms=commit_interval_ms)
+            commit_interval_ms=commit_interval_ms, exactly_once=exactly_once)
         config.validate()
     except MirrorConfigError as e:
         raise fail(str(e), 2) from None

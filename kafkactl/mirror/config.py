@@ -166,6 +166,10 @@ class MirrorConfig:
     copy_topic_configs: bool = False
     topic_refresh_ms: int = 5000
     commit_interval_ms: int = 1000
+    # KIP-447 consume-transform-produce: each stream copies in transactions that commit
+    # its consumed offsets (mirror/exactly_once.py)
+    exactly_once: bool = False
+    stream_base: int = 0  # this process's first stream number (worker processes)
 
     def validate(self) -> None:
         if not self.topics and self.whitelist is None:
@@ -180,6 +184,9 @@ class MirrorConfig:
             raise MirrorConfigError("the refresh and commit intervals must be positive")
         consumer_kwargs(self.consumer_properties)
         producer_kwargs(self.producer_properties)
+        if "transactional.id" in self.producer_properties and not self.exactly_once:
+            raise MirrorConfigError("producer property transactional.id goes with "
+                                    "--exactly-once (it is the prefix of each stream's id)")
 
     def source_security(self) -> ClientSecurity:
         """How to connect to the source: the consumer properties' security ones."""

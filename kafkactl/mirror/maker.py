@@ -76,16 +76,25 @@ class MirrorMaker:
             self._on_error)
         # linger 1 ms: re-batched small source batches wait less (p50 10 -> 7 ms, p99 19 ->
         # 14 ms at 10k records/s); copied batches are sent at once whatever the linger.
-        kwargs: dict[str, Any] = {"client_id": "kafkactl-mirror", "linger_ms": 1,
-                                  "batch_size": 262144}
-        kwargs.update(producer_kwargs(self.config.producer_properties))
-        self.producer = Producer(self.config.target, **kwargs)
-        self.producer.add_batch_callback(self._on_batch)
-        for i in range(self.config.num_streams):
-            stream = MirrorStream(i, self.config, self.producer, self.topics,
-                                  self.source_topics, self.lock, self.stopping,
-                                  self._on_failure, self._on_skip, self._on_error)
-            self.streams.append(stream)
+        if self.config.exactly_once:
+            from kafkactl.mirror.exactly_once import ExactlyOnceStream
+
+            for i in range(self.config.num_streams):  # each with a transactional producer
+                self.streams.append(ExactlyOnceStream(
+                    i, self.config, None, self.topics, self.source_topics, self.lock,
+                    self.stopping, self._on_failure, self._on_skip, self._on_error,
+                    on_committed=self._on_committed))
+        else:
+            kwargs: dict[str, Any] = {"client_id": "kafkactl-mirror", "linger_ms": 1,
+                                      "batch_size": 262144}
+            kwargs.update(producer_kwargs(self.config.producer_properties))
+            self.producer = Producer(self.config.target, **kwargs)
+            self.producer.add_batch_callback(self._on_batch)
+            for i in range(self.config.num_streams):
+                self.streams.append(MirrorStream(
+                    i, self.config, self.producer, self.topics, self.source_topics,
+                    self.lock, self.stopping, self._on_failure, self._on_skip,
+                    self._on_error))
         self._state = "running"
         self.source_topics.start()
         for stream in self.streams:
@@ -176,6 +185,12 @@ class MirrorMaker:
             chunk, offset = first_record(entries, batch.first_index)
             log.warning("skipped %d record(s) from offset %d of %s-%d: %s", len(entries),
                         offset, *chunk.partition.tp, error)
+
+    def _on_committed(self, counts: dict[str, int]) -> None:
+        """An exactly-once stream committed a transaction with these records per topic."""
+        with self.lock:
+            for topic, n in counts.items():
+                self.mirrored[topic] = self.mirrored.get(topic, 0) + n
 
     def _on_failure(self, failure: SendFailure) -> None:
         if self.failure is None:

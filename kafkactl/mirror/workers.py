@@ -81,9 +81,13 @@ class MirrorWorkers:
         procs = [subprocess.Popen([sys.executable, "-m", WORKER_MODULE],
                                   stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
                                   bufsize=1) for _ in range(self.processes)]
-        request = json.dumps({"config": replace(self.config, num_streams=1).to_json(),
-                              "status_interval": min(self.status_interval, 1.0)})
         for i, proc in enumerate(procs):
+            # each worker is stream i of the mirror (its transactional.id with
+            # --exactly-once)
+            request = json.dumps({
+                "config": replace(self.config, num_streams=1,
+                                  stream_base=self.config.stream_base + i).to_json(),
+                "status_interval": min(self.status_interval, 1.0)})
             assert proc.stdin is not None
             proc.stdin.write(request + "\n")
             proc.stdin.flush()  # stdin stays open: its end tells the worker we are gone
