@@ -895,7 +895,7 @@ cdef Py_ssize_t _record(const unsigned char *d, Py_ssize_t pos, Py_ssize_t end,
                         long long max_ts, _Rec *r) noexcept nogil:
     """record.batch._iter_records' parse of the record at pos: its end, or -1 where the
     reference raises (the caller then leaves the batch to it)."""
-    cdef long long length, v, delta, hk
+    cdef long long length = 0, v = 0, delta = 0, hk = 0
     cdef Py_ssize_t p, rec_end, h
     cdef unsigned int b
     p = _vi(d, pos, end, &length)
@@ -1072,7 +1072,7 @@ cdef object _render(const unsigned char *d, Py_ssize_t end, Py_ssize_t count,
                     long long max_ts, long long start, Py_ssize_t m,
                     const unsigned char **lit, Py_ssize_t *lit_len,
                     const unsigned char *ops, _Out *out, _Out *ends):
-    cdef Py_ssize_t pos = 0, i, n = 0, r
+    cdef Py_ssize_t pos = 0, i, n = 0, left = count
     cdef long long at
     cdef unsigned char op
     cdef unsigned char be[4]
@@ -1080,7 +1080,8 @@ cdef object _render(const unsigned char *d, Py_ssize_t end, Py_ssize_t count,
     cdef _Rec rec
     cdef long long length
     rec.key = rec.value = rec.headers = 0
-    for r in range(count):
+    while left > 0:
+        left -= 1
         if pos >= end:
             return None
         pos = _record(d, pos, end, base_offset, base_ts, log_append, max_ts, &rec)
