@@ -41,6 +41,8 @@ class LoadedSegments:
     reports: list[SegmentRecoveryReport] = field(default_factory=list)
     leftover_files: list[Path] = field(default_factory=list)
     recovered: bool = False
+    # base offset -> the transaction events recovery read from that segment
+    txn_events: dict[int, list[tuple[int, ...]]] = field(default_factory=dict)
 
 
 def _settle_leftovers(directory: Path) -> tuple[list[Path], list[str]]:
@@ -125,7 +127,9 @@ def load_segments(  # noqa: C901
                 if seg.base_offset in broken:
                     log.warning("%s: rebuilding the indexes of segment %s: %s",
                                 directory.name, seg.log_path.name, broken[seg.base_offset])
-                report = recover_segment(seg, next_base_offset=nxt)
+                events: list[tuple[int, ...]] = []
+                report = recover_segment(seg, next_base_offset=nxt, txn_events=events)
+                result.txn_events[seg.base_offset] = events
                 seg.index_checked = True
                 if report.bytes_truncated:
                     log_truncation(directory.name, report)

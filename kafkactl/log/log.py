@@ -136,7 +136,8 @@ class Log:
                 # from the first segment's base, not the log start: a transaction that
                 # began below a DeleteRecords point still has its records on disk
                 rebuild_txn_indexes(self._segs.segments, first, self.dir,
-                                    self._segs.segments[0].base_offset)
+                                    self._segs.segments[0].base_offset,
+                                    known=loaded.txn_events)
             self._recovery_point = self._log_end_offset
             self.flush()
         else:

@@ -24,6 +24,7 @@ from kafkactl.log.index_check import (
 )
 from kafkactl.log.offset_index import INT32_MAX
 from kafkactl.log.segment import SWAP_SUFFIX, LogSegment, index_entries_for
+from kafkactl.log.txn_index import buffer_txn_events
 from kafkactl.record.batch import LOG_OVERHEAD, MAGIC_OFFSET, RECORD_BATCH_OVERHEAD
 from kafkactl.record.memory_records import scan
 
@@ -111,10 +112,12 @@ def validate_log_bytes(
 
 
 def validate_file(fd: int, size: int, base_offset: int,
-                  next_base_offset: int | None = None, *, salvage: bool = False
-                  ) -> ValidPrefix:
+                  next_base_offset: int | None = None, *, salvage: bool = False,
+                  txn_events: list[tuple[int, ...]] | None = None) -> ValidPrefix:
     """The valid prefix of a segment file; with `salvage`, every valid batch (see
-    plan_salvage): then `valid_bytes` counts the bytes kept."""
+    plan_salvage): then `valid_bytes` counts the bytes kept. `txn_events` gets the
+    transaction events of the valid prefix (txn_index.buffer_txn_events), read while the
+    pages are mapped."""
     if size == 0:
         return ValidPrefix(0, [], None, None)
     mm = mmap.mmap(fd, size, access=mmap.ACCESS_READ)
@@ -122,7 +125,10 @@ def validate_file(fd: int, size: int, base_offset: int,
         with memoryview(mm) as mv:
             if salvage:
                 return plan_salvage(mm, mv, base_offset, next_base_offset)
-            return validate_log_bytes(mv, base_offset, next_base_offset)
+            vp = validate_log_bytes(mv, base_offset, next_base_offset)
+        if txn_events is not None:
+            txn_events.extend(buffer_txn_events(mm, 0, -1, vp.valid_bytes))
+        return vp
     finally:
         mm.close()
 
@@ -178,11 +184,15 @@ def _next_valid_batch(raw: mmap.mmap | bytes, mv: memoryview, pos: int, min_offs
 expected_index_entries = index_entries_for  # the name the tests and tools use
 
 
-def recover_segment(segment: LogSegment, *, next_base_offset: int | None = None
+def recover_segment(segment: LogSegment, *, next_base_offset: int | None = None,
+                    txn_events: list[tuple[int, ...]] | None = None
                     ) -> SegmentRecoveryReport:
-    """Validate `segment`, truncate it at the first invalid byte, rebuild its indexes."""
+    """Validate `segment`, truncate it at the first invalid byte, rebuild its indexes
+    (the .txnindex needs the partition's history: the caller rebuilds it, from
+    `txn_events` when given)."""
     original = segment.size
-    vp = validate_file(segment.fd, original, segment.base_offset, next_base_offset)
+    vp = validate_file(segment.fd, original, segment.base_offset, next_base_offset,
+                       txn_events=txn_events)
     cut_offset = None
     if vp.valid_bytes != original:
         h = read_header(segment.fd, vp.valid_bytes)

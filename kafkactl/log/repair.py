@@ -134,7 +134,8 @@ def _check_txn_indexes(d: Path, segments: list[tuple[int, Path]],
                            else r.valid_bytes)
             nxt = r.last_offset + 1 if r.last_offset is not None else base
             files.append(_SegmentFile(fd, size, base, nxt))
-        expected = expected_txn_entries(files, 0, TxnTracker(), segments[0][0])
+        expected = expected_txn_entries(files, 0, TxnTracker(), segments[0][0],
+                                        use_mmap=True)  # the log dir is locked
     finally:
         for f in files:
             os.close(f.fd)

@@ -17,6 +17,7 @@ records from `firstOffset` until their marker. Recovery rebuilds the file from t
 from __future__ import annotations
 
 import contextlib
+import mmap
 import os
 import struct
 from collections.abc import Iterable, Iterator, Sequence
@@ -189,7 +190,8 @@ _HEAD = struct.Struct(">qi4xb4xhi8xqqhi")  # base, length, magic, attributes, la
 _HEAD_SIZE = 61
 _TRANSACTIONAL = 0x10
 _CONTROL = 0x20
-READ_SIZE = 1 << 16
+_TXN_OR_CONTROL = _TRANSACTIONAL | _CONTROL
+_READ_SIZE = 4096
 ABORT, COMMIT = 0, 1
 
 
@@ -216,13 +218,17 @@ def parse_marker(batch_bytes: bytes | memoryview) -> tuple[int, int] | None:
     return None
 
 
-def segment_txn_events(seg: Any, start_offset: int = -1) -> Iterator[tuple[int, ...]]:
-    """The producer events of a segment's magic-2 batches from `start_offset`, as
-    ProducerStateManager.replay takes them: (pid, epoch, base sequence, first offset,
+def segment_txn_events(seg: Any, start_offset: int = -1, *, use_mmap: bool = False
+                       ) -> Iterator[tuple[int, ...]]:
+    """The transaction events of a segment's magic-2 batches from `start_offset` (its
+    transactional and control batches; plain and idempotent ones start or end nothing),
+    as ProducerStateManager.replay takes them: (pid, epoch, base sequence, first offset,
     last offset, max timestamp, transactional, marker) with marker -1 for data, else
-    `commit | coordinator_epoch << 1`. Reads the headers in 64 KiB chunks and the bytes of
-    control batches only; stops at a torn tail."""
-    fd: int = seg.fd
+    `commit | coordinator_epoch << 1`. Only the headers are read, and the records of
+    control batches; stops at a torn tail. `use_mmap` (recovery, a repair: nothing
+    truncates the file meanwhile, or reading a cut page would be a SIGBUS) reads the
+    headers through a read-only mmap, with no system call per batch; otherwise they are
+    read in 4 KiB chunks (with big batches, only their headers)."""
     size: int = seg.size
     pos = 0
     if start_offset > seg.base_offset:
@@ -230,23 +236,33 @@ def segment_txn_events(seg: Any, start_offset: int = -1) -> Iterator[tuple[int, 
         if h is None:
             return
         pos = h.position
+    if size - pos < _HEAD_SIZE:
+        return
+    if use_mmap:
+        mm = mmap.mmap(seg.fd, size, access=mmap.ACCESS_READ)
+        try:
+            yield from buffer_txn_events(memoryview(mm), pos, start_offset)
+        finally:
+            with contextlib.suppress(BufferError):  # a caller that stopped early: GC
+                mm.close()
+        return
+    fd: int = seg.fd
     chunk, chunk_pos = b"", 0
     unpack = _HEAD.unpack_from
     while pos + _HEAD_SIZE <= size:
         rel = pos - chunk_pos
         if rel + _HEAD_SIZE > len(chunk):
-            chunk, chunk_pos, rel = os.pread(fd, min(READ_SIZE, size - pos), pos), pos, 0
+            chunk, chunk_pos, rel = os.pread(fd, min(_READ_SIZE, size - pos), pos), pos, 0
             if len(chunk) < _HEAD_SIZE:
                 return
         base, length, magic, attrs, delta, max_ts, pid, epoch, seq = unpack(chunk, rel)
         if length <= 0:
             return
         total = 12 + length
-        if magic == 2 and pid >= 0 and base + delta >= start_offset:
+        if magic == 2 and pid >= 0 and attrs & _TXN_OR_CONTROL and base + delta >= start_offset:
             marker = -1
             if attrs & _CONTROL:
-                data = os.pread(fd, total, pos)
-                parsed = parse_marker(data)
+                parsed = parse_marker(os.pread(fd, total, pos))
                 if parsed is None:
                     pos += total
                     continue
@@ -256,16 +272,18 @@ def segment_txn_events(seg: Any, start_offset: int = -1) -> Iterator[tuple[int, 
         pos += total
 
 
-def buffer_txn_events(buf: bytes | memoryview) -> Iterator[tuple[int, ...]]:
-    """segment_txn_events over whole batches in memory."""
-    pos, end = 0, len(buf)
+def buffer_txn_events(buf: bytes | memoryview | mmap.mmap, pos: int = 0,
+                      start_offset: int = -1, end: int | None = None
+                      ) -> Iterator[tuple[int, ...]]:
+    """segment_txn_events over whole batches in memory, from byte `pos` to `end`."""
+    end = len(buf) if end is None else end
     unpack = _HEAD.unpack_from
     while pos + _HEAD_SIZE <= end:
         base, length, magic, attrs, delta, max_ts, pid, epoch, seq = unpack(buf, pos)
         if length <= 0:
             return
         total = 12 + length
-        if magic == 2 and pid >= 0:
+        if magic == 2 and pid >= 0 and attrs & _TXN_OR_CONTROL and base + delta >= start_offset:
             marker = -1
             if attrs & _CONTROL:
                 parsed = parse_marker(buf[pos:pos + total])
@@ -328,7 +346,9 @@ def tracker_at(directory: Path, offset: int, log_start: int) -> tuple[TxnTracker
 
 
 def expected_txn_entries(segments: Sequence[Any], first: int, tracker: TxnTracker,
-                         start: int) -> dict[int, list[AbortedTxn]]:
+                         start: int, *, use_mmap: bool = False,
+                         known: dict[int, list[tuple[int, ...]]] | None = None
+                         ) -> dict[int, list[AbortedTxn]]:
     """The .txnindex entries segments[first:] should hold, read from the log from offset
     `start` on with `tracker` holding the transactions open there (see tracker_at): base
     offset -> entries."""
@@ -337,7 +357,11 @@ def expected_txn_entries(segments: Sequence[Any], first: int, tracker: TxnTracke
         if seg.next_offset <= start:
             continue
         entries: list[AbortedTxn] = []
-        for event in segment_txn_events(seg, start):
+        read = known.get(seg.base_offset) if known is not None else None
+        events: Iterable[tuple[int, ...]] = (
+            read if read is not None and start <= seg.base_offset
+            else segment_txn_events(seg, start, use_mmap=use_mmap))
+        for event in events:
             entry = tracker.feed(event)
             if entry is not None and i >= first:
                 entries.append(entry)
@@ -349,11 +373,15 @@ def expected_txn_entries(segments: Sequence[Any], first: int, tracker: TxnTracke
 
 
 def rebuild_txn_indexes(segments: Sequence[Any], first: int, directory: Path,
-                        log_start: int) -> int:
-    """Rewrite the .txnindex of segments[first:] from the log (recovery); returns how many
-    files changed."""
+                        log_start: int,
+                        known: dict[int, list[tuple[int, ...]]] | None = None) -> int:
+    """Rewrite the .txnindex of segments[first:] from the log (recovery, before the log
+    serves anything: the files are read through mmap); `known`: base offset -> the
+    events recovery already read from that segment (recover_segment's `txn_events`), not
+    read again. Returns how many files changed."""
     tracker, start = tracker_at(directory, segments[first].base_offset, log_start)
-    expected = expected_txn_entries(segments, first, tracker, start)
+    expected = expected_txn_entries(segments, first, tracker, start, use_mmap=True,
+                                    known=known)
     changed = 0
     for seg in segments[first:]:
         index: TransactionIndex = seg.txn_index
