@@ -318,6 +318,8 @@ class Partition:
         ps = self.producer_state
         prev = self.log.segments[-2].base_offset if len(self.log.segments) > 1 else base
         ps.retain_from = prev
+        if self._rebuilding is not None:
+            return  # the state is being rebuilt off the loop: not a state to snapshot
         if not self._disk_lock.acquire(blocking=False):
             return
         try:
