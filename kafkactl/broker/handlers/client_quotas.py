@@ -25,6 +25,7 @@ from kafkactl.protocol.errors import ErrorCode
 NOT_ENABLED = "client quotas are not enabled on this broker"
 Ops = list[tuple[str, float | None]]
 
+WRITE_TIMEOUT_S = 20.0  # a ZooKeeper write not done by then: REQUEST_TIMED_OUT
 # ZooKeeper writes of AlterClientQuotas: one thread, so they are made in request order
 _writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="quota-store")
 
@@ -105,7 +106,15 @@ def handle_alter_client_quotas(services: BrokerServices, ctx: RequestContext,
 
     async def remote() -> dict[str, Any]:
         loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(_writer, apply)
+        try:
+            return await asyncio.wait_for(loop.run_in_executor(_writer, apply),
+                                          WRITE_TIMEOUT_S)
+        except TimeoutError:  # ZooKeeper away: the write may still land when it is back
+            return _response([(parts, entity, ops, ErrorCode.REQUEST_TIMED_OUT,
+                               f"ZooKeeper did not take the quotas within "
+                               f"{WRITE_TIMEOUT_S:g} s") if entity is not None else
+                              (parts, entity, ops, code, message)
+                              for parts, entity, ops, code, message in work])
 
     return remote()
 
