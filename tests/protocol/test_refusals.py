@@ -69,7 +69,7 @@ def test_every_unserved_key_and_version_gets_a_spec_conformant_refusal_or_none()
         expected = ErrorCode.ILLEGAL_SASL_STATE if key in (17, 36) else \
             ErrorCode.UNSUPPORTED_VERSION
         assert body["error_code"] == expected, (key, version)
-    assert answered > 50 and closed > 10  # the loop covered both outcomes
+    assert answered > 30 and closed > 10  # the loop covered both outcomes
     # the request that made the encoder raise
     assert refusal_frame(68, 0, 1, "x") is not None
     assert refusal_frame(68, 1, 1, "x") is not None
