@@ -93,7 +93,7 @@ def test_killed_processor_restarted_leaves_output_exactly_once(broker_factory: A
     for _ in range(3):
         proc = start()
         before = log.read_text().count("committed") if log.exists() else 0
-        wait_until(lambda: log.read_text().count("committed") >= before + 2, 120,
+        wait_until(lambda before=before: log.read_text().count("committed") >= before + 2, 120,
                    f"the processor to commit twice:\n{log.read_text()[-3000:]}")
         proc.send_signal(signal.SIGKILL)  # mid-run: an open transaction is left behind
         proc.wait()
