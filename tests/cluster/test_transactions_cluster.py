@@ -193,3 +193,34 @@ def test_prepare_commit_completed_by_the_next_coordinator(broker_factory, zookee
                    {i: b for i, b in cluster.brokers.items() if i != coordinator})
     got = _read_committed(live, topic, 5)
     assert sorted(got) == [f"p{i}".encode() for i in range(5)]
+
+
+def test_partition_leader_killed_mid_transaction(cluster: Cluster) -> None:
+    """A partition's leader SIGKILLed while a transaction writes to it: the producer goes
+    on with the new leader (which has the transaction's first batches from replication),
+    the commit's marker goes to it, and read_committed sees every record exactly once."""
+    topic, tid = "tx-leader-kill", "tid-leader-kill"
+    _create(cluster, topic, 3)
+    coordinator = _coordinator(cluster, tid)
+    leaders_now = cluster.wait_for_leaders(topic, 3)
+    victim_partition = next(p for p, b in leaders_now.items() if b != coordinator)
+    victim = leaders_now[victim_partition]
+    p = _producer(cluster, tid)
+    p.init_transactions(60)
+    p.begin_transaction()
+    for i in range(30):
+        p.produce(topic, f"k{i}".encode(), partition=i % 3)
+    p.flush(60)
+    cluster.brokers[victim].kill()
+    cluster.wait_for_leaders(topic, 3, timeout=SESSION_TIMEOUT_MS / 1000 + 30,
+                             expect=lambda ls: all(b not in (-1, victim) for b in ls.values()))
+    for i in range(30, 60):
+        p.produce(topic, f"k{i}".encode(), partition=i % 3)
+    p.commit_transaction(120)
+    live = Cluster(cluster.zookeeper_connect, cluster.chroot,
+                   {i: b for i, b in cluster.brokers.items() if i != victim})
+    got = _read_committed(live, topic, 60)
+    assert sorted(got) == sorted(f"k{i}".encode() for i in range(60))
+    for b in live.brokers:
+        wait_until(lambda b=b: _all_markers(live, topic, 3, b) == [["COMMIT"]] * 3, 30,
+                   f"the COMMIT markers on broker {b}")
