@@ -155,7 +155,8 @@ class StandaloneTopicAdmin:
         partitions = plan_new_topic(
             num_partitions, replication_factor, assignments, live=[self.broker_id],
             default_partitions=self.config.get_int("num.partitions"),
-            default_replication_factor=self.config.get_int("default.replication.factor"))
+            default_replication_factor=self.config.get_int("default.replication.factor"),
+            check_count=self._check_open_file_room)
         overrides = requested_overrides(configs)
         return self._create(name, len(partitions), overrides, validate_only=validate_only)
 
@@ -195,8 +196,7 @@ class StandaloneTopicAdmin:
             raise TopicError(ErrorCode.INVALID_PARTITIONS,
                              "the number of partitions must be at least 1")
         config = self._log_config(configs)
-        # the creations under way open their files later: count them as open already
-        check_open_file_room(num_partitions + self._opening_later())
+        self._check_open_file_room(num_partitions)
         assignment = TopicAssignment(name, {p: [self.broker_id] for p in range(num_partitions)},
                                      uuid.uuid4())
         state = TopicState(name, assignment.topic_id or uuid.uuid4(), num_partitions, configs)
@@ -222,6 +222,11 @@ class StandaloneTopicAdmin:
             raise self._undo_creation(state, e) from None
         self._announce(state)
         return state
+
+    def _check_open_file_room(self, count: int) -> None:
+        """`count` more partitions fit in the open-files limit, with the creations under
+        way, which open their files later, counted as open already."""
+        check_open_file_room(count + self._opening_later())
 
     def _opening_later(self) -> int:
         """Partitions the creations and growths under way have yet to open."""
@@ -404,8 +409,8 @@ class StandaloneTopicAdmin:
                              f"topic {name!r} is still being made ({old} partitions); "
                              "retry once that is done")
         added = plan_added_partitions(name, current.partitions, count, assignments,
-                                      live=[self.broker_id])
-        check_open_file_room(count - old + self._opening_later())
+                                      live=[self.broker_id],
+                                      check_count=self._check_open_file_room)
         if validate_only:
             return
         config = self.store.configs.log_config_for(self.metadata.read_topic_config(name))

@@ -184,13 +184,18 @@ def assign(live: Collection[int], count: int, rf: int, *, first: int = 0,
 
 def plan_new_topic(num_partitions: int, replication_factor: int,
                    assignments: list[ReplicaAssignment], *, live: Collection[int],
-                   default_partitions: int, default_replication_factor: int
+                   default_partitions: int, default_replication_factor: int,
+                   check_count: Callable[[int], None] | None = None
                    ) -> dict[int, list[int]]:
     """CreateTopics' replica assignment: the request's own (checked), or the broker
-    defaults for -1, spread over the live brokers."""
+    defaults for -1, spread over the live brokers. `check_count(n)` vets the number of
+    partitions before any assignment is built (a fuzzed count of millions is refused
+    before millions of lists are made)."""
     check_assignments(num_partitions, replication_factor, assignments)
     if assignments:
         check_broker_ids([brokers for _i, brokers in assignments], live)
+        if check_count is not None:
+            check_count(len(assignments))
         return {i: list(brokers) for i, brokers in assignments}
     if num_partitions == NO_NUM_PARTITIONS:
         num_partitions = default_partitions
@@ -200,19 +205,25 @@ def plan_new_topic(num_partitions: int, replication_factor: int,
     if num_partitions < 1:
         raise TopicError(ErrorCode.INVALID_PARTITIONS,
                          "the number of partitions must be at least 1")
+    if check_count is not None:
+        check_count(num_partitions)
     return assign(live, num_partitions, replication_factor)
 
 
 def plan_added_partitions(name: str, current: Mapping[int, list[int]], count: int,
-                          assignments: list[list[int]], *, live: Sequence[int]
+                          assignments: list[list[int]], *, live: Sequence[int],
+                          check_count: Callable[[int], None] | None = None
                           ) -> dict[int, list[int]]:
     """CreatePartitions' new replicas: the request's own (checked), or as many replicas
-    as partition 0 has, spread on from partition 0's leader as Kafka's AdminUtils does."""
+    as partition 0 has, spread on from partition 0's leader as Kafka's AdminUtils does.
+    `check_count(n)` vets the number of new partitions first."""
     have = len(current)
     if count <= have:
         raise TopicError(ErrorCode.INVALID_PARTITIONS,
                          f"topic {name!r} has {have} partitions; the new count {count} "
                          "must be larger")
+    if check_count is not None:
+        check_count(count - have)
     if assignments:
         if len(assignments) != count - have:
             raise TopicError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
