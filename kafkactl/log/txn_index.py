@@ -240,11 +240,10 @@ def segment_txn_events(seg: Any, start_offset: int = -1, *, use_mmap: bool = Fal
         return
     if use_mmap:
         mm = mmap.mmap(seg.fd, size, access=mmap.ACCESS_READ)
-        try:
-            yield from buffer_txn_events(memoryview(mm), pos, start_offset)
+        try:  # the mmap itself, not a memoryview of it: slices are copies, close() works
+            yield from buffer_txn_events(mm, pos, start_offset)
         finally:
-            with contextlib.suppress(BufferError):  # a caller that stopped early: GC
-                mm.close()
+            mm.close()
         return
     fd: int = seg.fd
     chunk, chunk_pos = b"", 0
