@@ -3,7 +3,9 @@
 Runs the broker's own segment recovery (kafkactl.log.repair over kafkactl.log.recovery):
 every batch is validated
 (length inside the file, magic, CRC, increasing offsets), each .log is cut at its first
-invalid byte and stale indexes are rebuilt. Valid batches are never removed. The report
+invalid byte and stale indexes are rebuilt; each .txnindex is compared with the aborted
+transactions the partition's markers say it holds and rewritten when it differs (the
+rebuild a broker's recovery does). Valid batches are never removed. The report
 lists the segments that had problems (`--all`: every segment). Exit codes:
 0 the log is consistent (now), 1 `--dry-run` found something to repair, 2 it cannot be
 repaired (permission denied, a broker holds the dir, not a log dir...).
