@@ -425,3 +425,20 @@ def test_list_transactions_filters(broker: BrokerProcess) -> None:
             (tid, 0, "Ongoing"), ("nope", E.TRANSACTIONAL_ID_NOT_FOUND, "")]
         assert r2["transaction_states"][0]["topics"] == [{"topic": topic, "partitions": [0]}]
         assert _end(w, tid, pid, epoch, True) == 0
+
+
+def test_partition_count_of_the_existing_topic_wins(broker_factory: Any) -> None:
+    """transaction.state.log.num.partitions changed after __transaction_state was made:
+    ids keep mapping to the partitions the topic has (their state is found)."""
+    b = broker_factory()
+    with Wire(b.bootstrap) as w:
+        first = _init(w, "tid-count")
+        assert first["error_code"] == 0
+    b.stop()
+    b.overrides["transaction.state.log.num.partitions"] = "5"
+    b.start()
+    with Wire(b.bootstrap) as w:
+        again = wait_until(lambda: (r := _init(w, "tid-count"))["error_code"] == 0 and r, 20,
+                           "InitProducerId after the restart")
+    assert (again["producer_id"], again["producer_epoch"]) == (first["producer_id"], 1)
+    assert "using the topic's count" in b.log()

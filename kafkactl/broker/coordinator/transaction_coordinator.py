@@ -161,6 +161,7 @@ class TransactionCoordinator:
         owned = self.manager.owned
         if owned is None:
             return
+        self.manager.sync_partition_count()
         part = self.manager.partitions.get_partition(TXN_TOPIC, partition)
         epoch = part.leader_epoch if part is not None else 0
         if partition in owned and self.manager.coordinator_epochs.get(partition) == epoch:

@@ -146,9 +146,21 @@ class TransactionStateManager:
     def topic_exists(self) -> bool:
         return self.topic_admin.topic(TXN_TOPIC) is not None
 
+    def sync_partition_count(self) -> None:
+        """Ids map to the partitions the topic has (Kafka reads its count once the topic
+        exists): transaction.state.log.num.partitions only decides a new topic's."""
+        state = self.topic_admin.topic(TXN_TOPIC)
+        if state is not None and state.num_partitions > 0 and \
+                state.num_partitions != self.num_partitions:
+            log.warning("%s has %d partitions (transaction.state.log.num.partitions is %d): "
+                        "using the topic's count", TXN_TOPIC, state.num_partitions,
+                        self.num_partitions)
+            self.num_partitions = state.num_partitions
+
     def ensure_topic(self) -> None:
         """Create __transaction_state (compacted) on first use."""
         if self.topic_exists():
+            self.sync_partition_count()
             return
         cfg = self.config
         configs = {
@@ -196,6 +208,7 @@ class TransactionStateManager:
         state = self.topic_admin.topic(TXN_TOPIC)
         if state is None or self.owned is not None:
             return []
+        self.sync_partition_count()
         out: list[TxnMetadata] = []
         self.loading.update(range(state.num_partitions))
         try:
