@@ -208,6 +208,14 @@ def test_bad_input_wire(broker: BrokerProcess) -> None:
         # internal topics are never added by a client
         assert _add(w, tid, pid, epoch, {"__consumer_offsets": [0]}) == {
             ("__consumer_offsets", 0): E.TOPIC_AUTHORIZATION_FAILED}
+        # AddOffsetsToTxn: the same checks (its partition is the group's offsets partition)
+        for args, want in (((pid, epoch + 1, 3), E.PRODUCER_FENCED),
+                           ((pid, epoch + 1, 1), E.INVALID_PRODUCER_EPOCH),
+                           ((pid + 1000, epoch, 3), E.INVALID_PRODUCER_ID_MAPPING)):
+            p_, e_, v_ = args
+            assert w.request(ApiKey.ADD_OFFSETS_TO_TXN, v_, {
+                "transactional_id": tid, "producer_id": p_, "producer_epoch": e_,
+                "group_id": "g-bad"})["error_code"] == want
         assert len(txn_states(d, tid)) == written  # none of that was written
         # a control batch from a client is refused
         from .wire import batch

@@ -122,8 +122,6 @@ async def handle_add_offsets_to_txn(services: BrokerServices, ctx: RequestContex
         return answer(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
     if not authorize(services, ctx, AclOperation.READ, ResourceType.GROUP, group_id):
         return answer(ErrorCode.GROUP_AUTHORIZATION_FAILED)
-    if not group_id:
-        return answer(ErrorCode.INVALID_GROUP_ID)
     groups = services.group_coordinator
     if not groups.manager.topic_exists():  # the markers need its partitions
         try:
