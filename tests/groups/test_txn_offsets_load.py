@@ -97,3 +97,33 @@ def test_a_marker_of_another_producer_leaves_pending_ones(tmp_path: Path) -> Non
     ])
     assert {tp: o.offset for tp, o in group.offsets.items()} == {("t", 1): 4}
     assert set(group.pending_txn_offsets) == {7}
+
+
+def _manager() -> GroupMetadataManager:
+    manager = GroupMetadataManager.__new__(GroupMetadataManager)
+    manager.groups = {}
+    manager.num_partitions = 1
+    manager.on_group_loaded = None
+    return manager
+
+
+def test_a_marker_appended_while_loading_is_caught_up(tmp_path: Path) -> None:
+    """The load reads the log in a thread; a marker appended meanwhile is read from where
+    that read ended (on the event loop) and completes the offsets it found pending."""
+    import asyncio
+
+    log = Log(tmp_path / "__consumer_offsets-0", LogConfig.from_properties({}))
+    log.append(_offsets_batch({("t", 0): 10}, producer_id=7, epoch=0))
+    manager = _manager()
+    entries, end = GroupMetadataManager._read_batches(log, None)
+    manager._apply(entries)
+    assert end == 1 and manager.groups[GROUP].has_pending_txn_offsets(("t", 0))
+    log.append(_marker(7, 0, commit=True))  # written during the load
+    tail, end = GroupMetadataManager._read_batches(log, end)
+    manager._apply(tail)
+    assert end == 2 and manager.groups[GROUP].offsets[("t", 0)].offset == 10
+    assert not manager.groups[GROUP].pending_txn_offsets
+    again = _manager()  # _replay does both steps
+    assert asyncio.run(again._replay(log)) == 2
+    assert again.groups[GROUP].offsets[("t", 0)].offset == 10
+    log.close()

@@ -284,9 +284,7 @@ class GroupMetadataManager:
                 if part is None:
                     self.loading.discard(p)
                     continue
-                entries = await asyncio.to_thread(self._read_partition, part.log)
-                count += len(entries)
-                self._apply(entries)
+                count += await self._replay(part.log)
                 self.loading.discard(p)
         finally:
             self.loading.clear()
@@ -300,12 +298,11 @@ class GroupMetadataManager:
             return
         self.loading.add(p)
         try:
-            entries = await asyncio.to_thread(self._read_partition, part.log)
-            self._apply(entries)
+            count = await self._replay(part.log)
         finally:
             self.loading.discard(p)
         log.info("loaded %s-%d: %d record(s), %d group(s) coordinated here", OFFSETS_TOPIC, p,
-                 len(entries), sum(1 for g in self.groups if self.partition_for(g) == p))
+                 count, sum(1 for g in self.groups if self.partition_for(g) == p))
 
     def unload_partition(self, p: int) -> list[GroupMetadata]:
         """Another broker leads partition p now: its groups leave this coordinator."""
@@ -314,14 +311,40 @@ class GroupMetadataManager:
             del self.groups[g.group_id]
         return gone
 
+    async def _replay(self, partition_log: Any) -> int:
+        """Replay a partition in a worker thread, then (on the event loop, so nothing is
+        appended meanwhile) what was appended while it was read: a transaction marker
+        written during the load completes the offsets the load found pending. Returns the
+        number of records replayed."""
+        entries, end = await asyncio.to_thread(self._read_batches, partition_log, None)
+        self._apply(entries)
+        count = len(entries)
+        while partition_log.log_end_offset > end:
+            tail, end = self._read_batches(partition_log, end)
+            if not tail and partition_log.log_end_offset > end:
+                break  # nothing readable there (logged): do not spin
+            self._apply(tail)
+            count += len(tail)
+        return count
+
     @staticmethod
     def _read_partition(partition_log: Any) -> list[LoadedEntry]:
         """Every readable record of one partition. What cannot be read is logged with its
         partition and offsets and skipped (Kafka's loader does the same): a batch whose
         records do not parse, or a record whose key/value is not the offsets schema."""
+        return GroupMetadataManager._read_batches(partition_log, None)[0]
+
+    @staticmethod
+    def _read_batches(partition_log: Any, start: int | None) -> tuple[list[LoadedEntry], int]:
+        """The readable records from offset `start` (None: the log start), and the offset
+        after the last batch read."""
         out: list[LoadedEntry] = []
+        end = getattr(partition_log, "log_start_offset", 0) if start is None else start
         try:
-            for batch in partition_log.iter_batches():
+            for batch in partition_log.iter_batches(start):
+                if start is not None and batch.base_offset < start:
+                    continue
+                end = max(end, batch.last_offset + 1)
                 if batch.magic < 2:
                     continue
                 try:
@@ -353,7 +376,8 @@ class GroupMetadataManager:
         except Exception as e:  # a batch header that cannot be framed: nothing after it
             log.error("stopped loading %s-%d after %d record(s): %s", partition_log.topic,
                       partition_log.partition, len(out), e)
-        return out
+            end = partition_log.log_end_offset  # what follows cannot be read either
+        return out, end
 
     def _apply(self, entries: list[LoadedEntry]) -> None:
         from kafkactl.broker.coordinator.group import MemberMetadata
