@@ -106,6 +106,23 @@ def test_commit_and_abort_across_leaders(cluster: Cluster) -> None:
         states = [s for s in _states_any(b.data_dir, tid)]
         assert states[-1] in ("CompleteAbort", "PrepareAbort"), (b, states)
     assert coordinator in cluster.brokers
+    # kafkactl transactions asks every broker (each coordinates its partitions' ids)
+    import json
+
+    def described() -> dict[str, Any]:
+        r = zygote.run(["transactions", "describe", "-t", tid, "--json", "-b",
+                        cluster.bootstrap], text=True, timeout=60)
+        assert r.returncode == 0, r.stderr
+        return dict(json.loads(r.stdout))
+
+    d = wait_until(lambda: (x := described())["state"] == "CompleteAbort" and x, 30,
+                   "CompleteAbort")
+    assert d["coordinator"] == coordinator
+    r = zygote.run(["transactions", "list", "--json", "-b", cluster.bootstrap], text=True,
+                   timeout=60)
+    assert r.returncode == 0, r.stderr
+    listed = [t for t in json.loads(r.stdout) if t["transactional_id"] == tid]
+    assert [(t["coordinator"], t["state"]) for t in listed] == [(coordinator, "CompleteAbort")]
 
 
 def _states_any(data_dir: Any, tid: str) -> list[str | None]:
