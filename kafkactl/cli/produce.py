@@ -337,7 +337,7 @@ def _report_transactions(lp: LineProducer, topic: str, quiet: bool,
     if outcome.aborted or lp.read > outcome.committed:
         line += (f"the open transaction ({outcome.aborted:,} record"
                  f"{'s' if outcome.aborted != 1 else ''}) was aborted")
-        if outcome.abort_error is not None:
+        if outcome.abort_error is not None and not _fenced(outcome.abort_error):
             line += (f" (the abort failed: {_cause(outcome.abort_error)}; the coordinator "
                      "aborts it when transaction.timeout.ms passes)")
         line += f"; {done}"
@@ -347,6 +347,13 @@ def _report_transactions(lp: LineProducer, topic: str, quiet: bool,
         line += f"; resume from input record {outcome.committed + 1:,}"
     typer.echo(line, err=True)
     raise typer.Exit(1 if outcome.error is not None else 130)
+
+
+def _fenced(error: BaseException) -> bool:
+    """The producer was fenced: the producer that took over aborted its transaction."""
+    from kafkactl.client.transaction_manager import ProducerFencedError
+
+    return isinstance(error, ProducerFencedError)
 
 
 def register(app: typer.Typer) -> None:

@@ -301,8 +301,12 @@ class Sender(threading.Thread):
         age = time.monotonic() - batch.created_ms / 1000.0
         if self.txn is not None and code not in PRODUCE_RETRIABLE:
             # a refused record of a transaction: the transaction can only abort (the
-            # epoch is bumped then, so no producer id reset here)
+            # epoch is bumped then, so no producer id reset here); a fenced epoch ends
+            # the producer
             error = err or KafkaConnectionError(f"produce failed ({code})")
+            if code in (ErrorCode.INVALID_PRODUCER_EPOCH, ErrorCode.PRODUCER_FENCED):
+                self.txn.fenced(f"a write to {batch.topic}-{batch.partition} was refused")
+                error = self.txn.fatal or error
             self.txn.fail(error)
             self._complete(batch, -1, error)
             return

@@ -362,6 +362,16 @@ class TransactionManager:
             self.offsets_added = False
             self.error = None
 
+    def fenced(self, what: str) -> None:
+        """A write of this producer was refused for its epoch: another producer of the
+        transactional.id took over (and aborted the open transaction)."""
+        with self.lock:
+            if self.fatal is None:
+                self.fatal = ProducerFencedError(
+                    f"{what}: transactional.id {self.transactional_id!r} was taken over by "
+                    "another producer, which aborted this one's open transaction")
+            self.error = self.fatal
+
     def fail(self, error: BaseException) -> None:
         """A record of the transaction was refused: it can only be aborted now."""
         with self.lock:
