@@ -22,9 +22,10 @@ known yet, so read_committed consumers keep seeing what they must). Records of a
 transactions are removed and take no part in the key map (an aborted value never hides a
 committed one). An ABORT marker stays while a pass still removed records of its
 transaction; a marker whose transaction has no record left (an ABORT after that pass, a
-COMMIT whose records were all compacted away) is removed like a tombstone: once its segment
-is older than `delete.retention.ms` (the pre-KIP-534 rule), so a consumer that fetched the
-transaction's records still finds its marker. The .txnindex of each cleaned segment is
+COMMIT whose records were all compacted away) gets KIP-534's delete horizon (now +
+`delete.retention.ms`, in its base timestamp with the attribute bit) and is removed by the
+first pass after it, so a consumer that fetched the transaction's records still finds its
+marker. The .txnindex of each cleaned segment is
 rewritten with the aborted transactions that still have records (what recovery would
 rebuild from the cleaned log).
 """
@@ -76,6 +77,28 @@ class SegmentSwap:
     bytes_in: int
     bytes_out: int
     txn_entries: list[AbortedTxn] | None = None  # the cleaned segment's .txnindex
+
+
+def _with_delete_horizon(batch: RecordBatch, raw: memoryview, horizon_ms: int) -> bytes:
+    """The control batch again with KIP-534's delete horizon: the attribute bit set and
+    the horizon in the base timestamp, the records' timestamp deltas taken from it (their
+    timestamps unchanged), offsets, producer fields and epoch kept."""
+    from kafkactl.record.batch_header import DELETE_HORIZON_FLAG
+    from kafkactl.record.builder import assemble_batch, encode_record
+
+    records = b"".join(
+        encode_record(rec.offset - batch.base_offset, rec.timestamp - horizon_ms,
+                      None if rec.key is None else bytes(rec.key),
+                      None if rec.value is None else bytes(rec.value),
+                      [(k, None if v is None else bytes(v)) for k, v in rec.headers])
+        for rec in RecordBatch(raw, 0))
+    return assemble_batch(
+        records, attributes=batch.attributes | DELETE_HORIZON_FLAG,
+        last_offset_delta=batch.last_offset - batch.base_offset, base_timestamp=horizon_ms,
+        max_timestamp=batch.max_timestamp, producer_id=batch.producer_id,
+        producer_epoch=batch.producer_epoch, base_sequence=batch.base_sequence,
+        record_count=batch.record_count, base_offset=batch.base_offset,
+        partition_leader_epoch=batch.partition_leader_epoch)
 
 
 class TxnFilter:
@@ -286,6 +309,8 @@ class LogCleaner:
             txns: TxnFilter, kept: TxnTracker) -> SegmentSwap | None:
         data = memoryview(seg.read_bytes(0, seg.size))
         drop_tombstones = seg.largest_timestamp() < horizon
+        now_ms = self._now_ms()
+        lg_retention_ms = now_ms - horizon  # delete.retention.ms
         parts: list[bytes | memoryview] = []
         changed = False
         rin = rout = 0
@@ -304,10 +329,16 @@ class LogCleaner:
                 parts.append(raw)
                 continue
             if batch.is_control:
-                if txns.control_batch(batch, raw) and drop_tombstones:
-                    changed = True  # its transaction has no record left: the marker goes
-                    rin += 1
-                    continue
+                if txns.control_batch(batch, raw):  # its transaction has no record left
+                    horizon_ms = batch.delete_horizon_ms
+                    if horizon_ms is None:  # KIP-534: it goes delete.retention.ms from now
+                        raw = memoryview(_with_delete_horizon(
+                            batch, raw, now_ms + lg_retention_ms))
+                        changed = True
+                    elif horizon_ms <= now_ms:
+                        changed = True  # the horizon passed: the marker goes
+                        rin += 1
+                        continue
                 parts.append(raw)
                 keep_events(raw)
                 continue

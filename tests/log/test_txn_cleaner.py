@@ -117,7 +117,13 @@ def test_aborted_records_go_and_never_hide_a_committed_value(tmp_path: Path) -> 
         "*.txnindex")}
     assert written == rebuilt
 
-    # the next pass: no record of A's transaction is left, the horizon has passed
+    # the next pass: no record of A's transaction is left: its marker gets KIP-534's
+    # delete horizon (now + delete.retention.ms), and the pass after that removes it
+    cleaner.clean(part.log, force=True)
+    horizons = {bt.producer_id: bt.delete_horizon_ms for bt in part.log.iter_batches()
+                if bt.is_control}
+    assert horizons == {2: clock.now_ms, 3: None}
+    assert committed_view(part) == before
     cleaner.clean(part.log, force=True)
     assert [pid for pid, _o in markers(part)] == [3]  # B's commit still has its record
     assert committed_view(part) == before
@@ -130,12 +136,17 @@ def test_a_marker_waits_for_delete_retention(tmp_path: Path) -> None:
     part.append_control_batch(2, 0, 0, commit=False)
     _filler(part, 8)
     part.log.roll()
-    cleaner = LogCleaner(time=FakeTime(int(time.time() * 1000)))  # the marker is new
-    cleaner.clean(part.log, force=True)
+    now = int(time.time() * 1000)
+    cleaner = LogCleaner(time=FakeTime(now))
+    cleaner.clean(part.log, force=True)  # the aborted record goes, the marker stays
+    cleaner.clean(part.log, force=True)  # the marker gets its delete horizon
     cleaner.clean(part.log, force=True)
     assert [pid for pid, _o in markers(part)] == [2], "removed before delete.retention.ms"
-    later = LogCleaner(time=FakeTime(int(time.time() * 1000) + 2 * 86_400_000))
-    later.clean(part.log, force=True)
+    assert [b.delete_horizon_ms for b in part.log.iter_batches() if b.is_control] == [
+        now + 86_400_000]
+    LogCleaner(time=FakeTime(now + 86_400_000 - 1)).clean(part.log, force=True)
+    assert [pid for pid, _o in markers(part)] == [2]
+    LogCleaner(time=FakeTime(now + 86_400_000)).clean(part.log, force=True)
     assert markers(part) == []
 
 
