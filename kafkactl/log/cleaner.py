@@ -252,12 +252,13 @@ class LogCleaner:
                 ) -> tuple[CleanerStats, list[SegmentSwap]] | None:
         """Steps that can run beside appends: the offset map and the `.cleaned` files."""
         every = lg.segments
+        first_dirty = self.first_dirty_offset(lg)
+        if not force and (first_dirty >= every[-1].base_offset
+                          or not self.needs_cleaning(lg)):
+            return None  # decided before reading the log's transactions
         aborted, first_unstable = _transactions(every)
         segments, end = _cleanable(every, first_unstable)
-        if not segments:
-            return None
-        first_dirty = self.first_dirty_offset(lg)
-        if not force and (first_dirty >= end or not self.needs_cleaning(lg)):
+        if not segments or (not force and first_dirty >= end):
             return None
         stats = CleanerStats(lg.topic, lg.partition, first_dirty, end)
         offset_map: dict[bytes, int] = {}
