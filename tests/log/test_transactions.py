@@ -298,7 +298,7 @@ def test_roll_snapshots_let_recovery_start_at_the_newest_segments(tmp_path: Path
     assert bases[-1] in snaps and bases[-2] in snaps
     assert bases[1] not in snaps  # older ones are not kept
     part.log.flush()  # the recovery point: the log end
-    for i in range(3):  # more aborts after it, in the newest segment
+    for _i in range(3):  # more aborts after it, in the newest segment
         produce(part, a.batch(1, value=b"y" * 20))
         part.append_control_batch(PID_B, 0, 0, commit=False)
     written = txn_files(d)
