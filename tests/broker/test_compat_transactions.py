@@ -102,3 +102,38 @@ def test_kafkajs_transactions(broker: BrokerProcess) -> None:
     (out,) = run_node("transactional_commit.js", broker.bootstrap, topic, timeout=60)
     assert out["ok"] is True, out
     _check(broker, topic, [b"k-c0", b"k-c1"], [b"k-a0"], ["COMMIT", "ABORT"])
+
+
+def test_kcat_transactions_and_read_committed(broker: BrokerProcess) -> None:
+    """kcat -P -X transactional.id=... makes its whole input one transaction; kcat -C with
+    -X isolation.level=read_committed skips an aborted one (librdkafka 2.0's Fetch)."""
+    import subprocess
+
+    from confluent_kafka import Producer
+
+    topic = _topic(broker, "compat-txn-kcat")
+    r = subprocess.run(["kcat", "-P", "-b", broker.bootstrap, "-t", topic, "-X",
+                        "transactional.id=kcat-t"], input="k0\nk1\nk2\n", capture_output=True,
+                       text=True, timeout=60)
+    assert r.returncode == 0 and "Transaction successfully committed" in r.stderr, r.stderr
+    p = Producer({"bootstrap.servers": broker.bootstrap, "transactional.id": "kcat-abort"})
+    p.init_transactions(30)
+    p.begin_transaction()
+    p.produce(topic, b"aborted")
+    p.flush(30)
+    p.abort_transaction(30)
+    p.begin_transaction()
+    p.produce(topic, b"k3")
+    p.commit_transaction(30)
+    _check(broker, topic, [b"k0", b"k1", b"k2", b"k3"], [b"aborted"],
+           ["COMMIT", "ABORT", "COMMIT"])
+
+    def kcat(level: str) -> list[str]:
+        out = subprocess.run(["kcat", "-C", "-b", broker.bootstrap, "-t", topic, "-e", "-q",
+                              "-X", f"isolation.level={level}"], capture_output=True,
+                             text=True, timeout=60)
+        assert out.returncode == 0, out.stderr
+        return out.stdout.split()
+
+    assert kcat("read_committed") == ["k0", "k1", "k2", "k3"]
+    assert kcat("read_uncommitted") == ["k0", "k1", "k2", "aborted", "k3"]
