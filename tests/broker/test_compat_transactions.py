@@ -11,6 +11,7 @@ import pytest
 
 from tests.compat.node_client import run_node
 from tests.conftest import BrokerProcess
+from tests.polling import wait_until
 
 from .txn_helpers import committed_values, data_values, wait_markers
 from .wire import Wire
@@ -59,6 +60,29 @@ def test_aiokafka_transactions(broker: BrokerProcess) -> None:
     asyncio.run(asyncio.wait_for(main(), 60))
     _check(broker, topic, [b"aio-c0", b"aio-c1"], [b"aio-a0"], ["COMMIT", "ABORT"])
 
+    async def read(level: str) -> list[bytes]:
+        from aiokafka import AIOKafkaConsumer, TopicPartition
+
+        c = AIOKafkaConsumer(bootstrap_servers=broker.bootstrap, isolation_level=level,
+                             enable_auto_commit=False)
+        await c.start()
+        try:
+            tp = TopicPartition(topic, 0)
+            c.assign([tp])
+            await c.seek_to_beginning(tp)
+            end = (await c.end_offsets([tp]))[tp]
+            got: list[bytes] = []
+            while await c.position(tp) < end:
+                for msgs in (await c.getmany(tp, timeout_ms=500)).values():
+                    got.extend(m.value for m in msgs)
+            return got
+        finally:
+            await c.stop()
+
+    assert asyncio.run(asyncio.wait_for(read("read_committed"), 60)) == [b"aio-c0", b"aio-c1"]
+    assert asyncio.run(asyncio.wait_for(read("read_uncommitted"), 60)) == \
+        [b"aio-c0", b"aio-c1", b"aio-a0"]
+
 
 def test_kafka_python_transactions(broker: BrokerProcess) -> None:
     from kafka import KafkaProducer
@@ -78,6 +102,33 @@ def test_kafka_python_transactions(broker: BrokerProcess) -> None:
     finally:
         p.close(timeout=5)
     _check(broker, topic, [b"kp-c0", b"kp-c1"], [b"kp-a0"], ["COMMIT", "ABORT"])
+    for level, want in (("read_committed", [b"kp-c0", b"kp-c1"]),
+                        ("read_uncommitted", [b"kp-c0", b"kp-c1", b"kp-a0"])):
+        assert _kafka_python_read(broker, topic, level) == want, level
+
+
+def _kafka_python_read(broker: BrokerProcess, topic: str, level: str) -> list[bytes]:
+    """Partition 0 from its start to its end (the LSO for read_committed)."""
+    from kafka import KafkaConsumer, TopicPartition
+
+    c = KafkaConsumer(bootstrap_servers=broker.bootstrap, isolation_level=level,
+                      enable_auto_commit=False)
+    tp = TopicPartition(topic, 0)
+    c.assign([tp])
+    c.seek_to_beginning(tp)
+    end = c.end_offsets([tp])[tp]
+    got: list[bytes] = []
+
+    def read_to_end() -> bool:
+        for records in c.poll(timeout_ms=500).values():
+            got.extend(r.value for r in records)
+        return bool(c.position(tp) >= end)
+
+    try:
+        wait_until(read_to_end, 30, f"{topic} read to its end ({level})")
+    finally:
+        c.close()
+    return got
 
 
 def test_librdkafka_transactions(broker: BrokerProcess) -> None:
