@@ -305,6 +305,8 @@ class Partition:
         info = self.log.append(data, leader_epoch=self.leader_epoch)
         if self.epochs.latest_epoch < self.leader_epoch:
             self.epochs.assign(self.leader_epoch, info.first_offset)
+        elif self.epochs.dirty:
+            self.epochs.flush()
         offset = int(info.first_offset)
         self._end_txn(ps.complete_txn(producer_id, producer_epoch, coordinator_epoch, commit,
                                       offset, int(info.max_timestamp)))
