@@ -450,3 +450,21 @@ def test_partition_count_of_the_existing_topic_wins(broker_factory: Any) -> None
                            "InitProducerId after the restart")
     assert (again["producer_id"], again["producer_epoch"]) == (first["producer_id"], 1)
     assert "using the topic's count" in b.log()
+
+
+def test_requests_before_find_coordinator_are_not_coordinator(broker_factory: Any) -> None:
+    """A fresh broker has no __transaction_state until a FindCoordinator(TRANSACTION) makes
+    it: transaction requests before that answer NOT_COORDINATOR (as Kafka's) and create
+    nothing."""
+    b = broker_factory()
+    with Wire(b.bootstrap) as w:
+        r = w.request(ApiKey.INIT_PRODUCER_ID, 4, {
+            "transactional_id": "early", "transaction_timeout_ms": 1000, "producer_id": -1,
+            "producer_epoch": -1})
+        assert r["error_code"] == E.NOT_COORDINATOR
+        assert _end(w, "early", 0, 0, True) == E.NOT_COORDINATOR
+        r = w.request(ApiKey.DESCRIBE_TRANSACTIONS, 0, {"transactional_ids": ["early"]})
+        assert r["transaction_states"][0]["error_code"] == E.NOT_COORDINATOR
+        assert not list(b.data_dir.glob("__transaction_state-*"))
+        assert _init(w, "early")["error_code"] == 0  # FindCoordinator first: served
+    assert len(list(b.data_dir.glob("__transaction_state-*"))) == 50
