@@ -129,3 +129,38 @@ def test_kip447_member_checks(broker_factory: Any) -> None:
     finally:
         p.close()
         member.close()
+
+
+def test_txn_offset_commit_without_add_offsets_is_refused(broker_factory: Any) -> None:
+    """KIP-890's verification: the producer's transaction does not hold the group's offsets
+    partition (no AddOffsetsToTxn): INVALID_TXN_STATE, nothing pending, nothing written."""
+    broker = broker_factory(**FAST)
+    b = broker.bootstrap
+    create_topic(b, "tx-in", 1)
+    p = _producer(b, "offsets-4")
+    try:
+        p.begin_transaction()
+        p.send("tx-in", b"x")
+        assert p.flush(30)
+        txn = p.transactions
+        assert txn is not None
+        conn = connect(b)
+        try:
+            wait_until(lambda: conn.request(ApiKey.FIND_COORDINATOR, {
+                "key": "g-stray", "key_type": 0}, version=3)["error_code"] == 0, 60,
+                "the group's coordinator")  # as a client finds it first
+            r = conn.request(ApiKey.TXN_OFFSET_COMMIT, {
+                "transactional_id": "offsets-4", "group_id": "g-stray",
+                "producer_id": txn.producer_id, "producer_epoch": txn.epoch,
+                "generation_id": -1, "member_id": "", "group_instance_id": None,
+                "topics": [{"name": TP[0], "partitions": [{
+                    "partition_index": TP[1], "committed_offset": 5,
+                    "committed_leader_epoch": -1, "committed_metadata": ""}]}]}, version=3)
+        finally:
+            conn.close()
+        assert r["topics"][0]["partitions"][0]["error_code"] == E.INVALID_TXN_STATE
+        assert _fetch(b, "g-stray", stable=True) == (E.NONE, -1)
+        p.commit_transaction()
+        assert _fetch(b, "g-stray", stable=True) == (E.NONE, -1)
+    finally:
+        p.close()
