@@ -12,6 +12,11 @@ acknowledge acks=all. A follower appends the
 leader's batches as they are (offsets, epochs, CRCs) and takes the leader's high watermark.
 The leader-epoch cache (log.leader_epoch_cache) follows every append and truncation.
 
+Transactions (KIP-98): the producer state tracks each producer's open transaction; an
+end-transaction marker (`append_control_batch`, written for the transaction coordinator)
+ends it, an ABORT one with an entry in the segment's .txnindex; followers do the same from
+the leader's batches. The last stable offset is what read_committed consumers read up to.
+
 Disk work that can take long runs on the shared `log-io` executor (kafkactl/broker/log_io.py),
 not on the event loop: a producer-state snapshot is encoded on the loop (a consistent point)
 and written and fsynced there (`snapshot_job`); after a follower's truncation the producer

@@ -15,6 +15,11 @@ new files, or the inline flush of `flush.messages`) raises KafkaStorageError (Ka
 KAFKA_STORAGE_ERROR, retriable) and appends nothing: the segment cuts its file back, a
 half-made new segment is removed, the log end offset stays, and a retry once space is
 freed appends at the same offsets.
+
+Transactions: each segment's aborted transactions are in its `.txnindex` (txn_index.py),
+appended by the partition when an ABORT marker ends one (`append_aborted_txn`), read by
+read_committed fetches (`collect_aborted_transactions` up to `fetch_upper_bound`), and
+rebuilt from the markers when a segment is recovered.
 """
 
 from __future__ import annotations
