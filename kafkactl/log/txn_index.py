@@ -100,11 +100,12 @@ class TransactionIndex:
     transactions) and appended to the file as they come; the file is created on the
     first append."""
 
-    __slots__ = ("base_offset", "entries", "path")
+    __slots__ = ("_dirty", "base_offset", "entries", "path")
 
     def __init__(self, path: Path, base_offset: int) -> None:
         self.path = path
         self.base_offset = base_offset
+        self._dirty = False  # appended since the last flush
         self.entries: list[AbortedTxn] = []
         with contextlib.suppress(FileNotFoundError):
             self.entries = parse_entries(path.read_bytes(), strict=False)
@@ -122,6 +123,7 @@ class TransactionIndex:
         finally:
             os.close(fd)
         self.entries.append(entry)
+        self._dirty = True
 
     def replace_entries(self, entries: Iterable[AbortedTxn]) -> None:
         """Rewrite the file with `entries` (none: the file is removed)."""
@@ -159,7 +161,9 @@ class TransactionIndex:
         return out, False
 
     def flush(self) -> None:
-        if not self.entries:
+        """fsync the file if an entry was appended since the last flush (replace_entries
+        syncs its own)."""
+        if not self._dirty:
             return
         with contextlib.suppress(FileNotFoundError):
             fd = os.open(self.path, os.O_RDONLY)
@@ -167,6 +171,7 @@ class TransactionIndex:
                 os.fsync(fd)
             finally:
                 os.close(fd)
+        self._dirty = False
 
     def rename_to(self, path: Path) -> None:
         with contextlib.suppress(FileNotFoundError):
