@@ -163,6 +163,20 @@ def test_options_that_do_not_go_together(args: list[str], message: bytes) -> Non
     assert message in r.stderr
 
 
+def test_transactional_id_as_a_property(module_broker: Any) -> None:
+    b = module_broker.bootstrap
+    _create(b, "txn-prop")
+    r = _kafkactl("produce", "-t", "txn-prop", "-X", "transactional.id=loader-prop",
+                  "-X", "transaction.timeout.ms=30000", "-b", b, input=b"p1\np2\n")
+    assert r.returncode == 0, r.stderr
+    assert b"2 records committed to txn-prop in 1 transaction" in r.stderr
+    assert _consume(b, "txn-prop", "read_committed") == [b"p1", b"p2"]
+    r = _kafkactl("produce", "-t", "txn-prop", "-X", "transactional.id=a",
+                  "--transactional-id", "b", "-b", b, input=b"x\n")
+    assert r.returncode == 2
+    assert b"disagree" in r.stderr
+
+
 def test_isolation_level_flag_and_property_must_agree() -> None:
     r = _kafkactl("consume", "-t", "t", "-b", "127.0.0.1:1", "--isolation-level",
                   "read_committed", "-X", "isolation.level=read_uncommitted")
