@@ -523,16 +523,15 @@ class TransactionCoordinator:
         pids = set(producer_ids)
         now = self.now_ms()
         out = []
-        for txn in self.txns.values():
-            if unknown and not wanted:
-                break  # only unknown states asked: nothing matches
-            if wanted and txn.state not in wanted:
+        for txn in self.txns.values():  # Kafka's listTransactionStates filters
+            if txn.state == TxnState.DEAD:
                 continue
+            if (wanted or unknown) and txn.state not in wanted:
+                continue  # only unknown states asked: nothing matches
             if pids and txn.producer_id not in pids:
                 continue
-            if min_duration_ms >= 0 and (txn.start_ms < 0 or
-                                         now - txn.start_ms <= min_duration_ms):
-                continue
+            if min_duration_ms >= 0 and now - txn.start_ms <= min_duration_ms:
+                continue  # as Kafka: an id with no transaction yet (start -1) passes
             out.append(txn)
         return ErrorCode.NONE, unknown, out
 
