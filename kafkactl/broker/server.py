@@ -450,9 +450,6 @@ class KafkaServer:
                     me = dataclasses.replace(me, port=port)
                 cache.update_broker(me)
         await group_coordinator.startup()
-        # a marker on a __consumer_offsets partition completes the group side of the
-        # transaction (TxnOffsetCommit's pending offsets)
-        txn_coordinator.writer.offsets_completed = group_coordinator.handle_txn_completion
         await txn_coordinator.startup()
         if self.zk_registration is not None and self.cluster is not None:
             await self._join_cluster(self.zk_registration, self.cluster, me)
