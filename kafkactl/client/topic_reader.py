@@ -311,12 +311,11 @@ def _render_batch(b: Any, pf: PartitionFetch, buf: list[Piece],
 
 def _whole_batch(b: RecordBatch, pf: PartitionFetch, plain: bool, key_separator: bytes | None,
                  batch_format: BatchFormat | None, kernel_format: KernelFormat | None) -> Any:
-    """A batch rendered as a whole (by the kernel, plain lines, or `batch_format`), or None
-    when it needs the record-by-record path."""
+    """A batch rendered as a whole (by the kernel, else as plain lines or `batch_format`), or
+    None when it needs the record-by-record path. The kernel takes every batch the pure
+    fast paths take (it declines only batches the record iterator refuses)."""
     if kernel_format is not None:
-        found = kernel_format.render(b, pf.fetch_offset, pf.topic, pf.partition)
-        if found is not None:
-            return found
+        return kernel_format.render(b, pf.fetch_offset, pf.topic, pf.partition)
     if plain:
         return plain_lines(b, pf.fetch_offset, key_separator, None)
     if batch_format is not None:
