@@ -64,12 +64,14 @@ PROPERTY_NAMES = {
     "max.request.size": "max_request_size",
     "max.in.flight.requests.per.connection": "max_in_flight", "partitioner": "partitioner",
     "partitioner.class": "partitioner", "metadata.max.age.ms": "metadata_max_age_ms",
-    "transactional.id": "transactional_id", "transaction.timeout.ms": "transaction_timeout_ms",
 }
+# transactional.id and transaction.timeout.ms are not among them: a transactional producer
+# is asked for explicitly (Producer(transactional_id=..., transaction_timeout_ms=...);
+# kafkactl produce --transactional-id or -X; mirror --exactly-once), since every send must
+# then be inside begin/commit_transaction
 _INT_OPTS = {"batch_size", "linger_ms", "buffer_memory", "max_block_ms", "retries",
              "retry_backoff_ms", "request_timeout_ms", "delivery_timeout_ms",
-             "max_request_size", "max_in_flight", "metadata_max_age_ms",
-             "transaction_timeout_ms"}
+             "max_request_size", "max_in_flight", "metadata_max_age_ms"}
 
 
 def parse_acks(acks: str | int) -> int:

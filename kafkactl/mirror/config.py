@@ -103,10 +103,20 @@ def producer_kwargs(props: Mapping[str, str]) -> dict[str, Any]:
                                                                  else fixed):
             raise MirrorConfigError(f"producer property {key}={props[key]} would lose "
                                     f"records: the mirror needs {key}={fixed}")
+    # --exactly-once's: transactional.id is the prefix of each stream's id
+    # (mirror/exactly_once.py), transaction.timeout.ms its producers' timeout
+    txn_keys = ("transactional.id", "transaction.timeout.ms")
     try:
-        out = properties_to_kwargs({k: v for k, v in props.items() if k not in SECURITY_KEYS})
+        out = properties_to_kwargs({k: v for k, v in props.items()
+                                    if k not in SECURITY_KEYS and k not in txn_keys})
     except ConfigError as e:
         raise MirrorConfigError(str(e)) from None
+    if "transaction.timeout.ms" in props:
+        try:
+            out["transaction_timeout_ms"] = int(props["transaction.timeout.ms"])
+        except ValueError:
+            raise MirrorConfigError("producer property transaction.timeout.ms needs an "
+                                    f"integer (got {props['transaction.timeout.ms']!r})") from None
     out["acks"] = "all"
     out["enable_idempotence"] = True
     return _with_security(props, "producer", out)

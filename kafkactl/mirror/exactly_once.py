@@ -97,9 +97,7 @@ class ExactlyOnceStream(MirrorStream):
     def _new_producer(self) -> Producer:
         kwargs: dict[str, Any] = {"client_id": f"kafkactl-mirror-{self.index}",
                                   "linger_ms": 5, "batch_size": 262144}
-        props = {k: v for k, v in self.config.producer_properties.items()
-                 if k != "transactional.id"}
-        kwargs.update(producer_kwargs(props))
+        kwargs.update(producer_kwargs(self.config.producer_properties))
         kwargs["transactional_id"] = transactional_id(self.config, self.index)
         return Producer(self.config.target, **kwargs)
 
