@@ -46,6 +46,9 @@ PROPERTY_HELP = (
 DEFAULTS: dict[str, Any] = {"acks": "all", "compression_type": "none", "batch_size": 1_000_000,
                             "linger_ms": 5, "partitioner": "murmur2"}
 
+# --transactional-id's transaction.timeout.ms: Kafka's transaction.max.timeout.ms default
+TRANSACTION_TIMEOUT_MS = 900_000
+
 # flag -> (the Producer keyword it sets, the parser of its value, as -X's)
 FLAG_SETTINGS: dict[str, tuple[str, Callable[[Any], Any] | None]] = {
     "--compression": ("compression_type", one_of(COMPRESSION)),
@@ -144,7 +147,8 @@ def produce(
         help="Write in transactions (-X transactional.id): read_committed consumers see "
              "all of a transaction or none of it; on an error or Ctrl-C the open one is "
              "aborted, so a pipe lands all-or-nothing. A second producer with the same ID "
-             "fences this one."),
+             "fences this one. A transaction open longer than -X transaction.timeout.ms "
+             "(here 900000, the brokers' default maximum) is aborted by the coordinator."),
     transaction_records: int | None = typer.Option(
         None, "--transaction-records", metavar="N", min=1,
         help="With --transactional-id: commit every N input records (default: one "
@@ -229,8 +233,9 @@ def _run(lp: LineProducer, chunks: Iterator[list[bytes]], transactional: bool,
 
 def _check_transactional(kwargs: dict[str, Any], transaction_records: int | None,
                          failed_file: Path | None) -> bool:
-    """True for a transactional run (--transactional-id or -X transactional.id); exit 2
-    for options that do not go with it."""
+    """True for a transactional run (--transactional-id or -X transactional.id), whose
+    transaction timeout defaults to TRANSACTION_TIMEOUT_MS; exit 2 for options that do not
+    go with it."""
     transactional = kwargs.get("transactional_id") is not None
     if transaction_records is not None and not transactional:
         raise fail("--transaction-records goes with --transactional-id "
@@ -241,6 +246,10 @@ def _check_transactional(kwargs: dict[str, Any], transaction_records: int | None
                    "on (the error says which)", 2)
     if transactional and kwargs["acks"] != "all":
         raise fail(f"a transactional producer writes with acks=all (not {kwargs['acks']})", 2)
+    if transactional:
+        # a pipe may stay open long: the coordinator's default maximum, not the Java
+        # client's 60 s, unless -X transaction.timeout.ms says otherwise
+        kwargs.setdefault("transaction_timeout_ms", TRANSACTION_TIMEOUT_MS)
     return transactional
 
 

@@ -191,9 +191,12 @@ class TransactionManager:
     def _raise(self, code: int, what: str, abortable: bool = True) -> None:
         err = error_for(code)(what)
         if code in FENCED:
+            why = ("may not be used by this principal"
+                   if code == ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED else
+                   "was taken over by another producer, or the coordinator aborted the "
+                   "transaction when transaction.timeout.ms passed")
             fenced = ProducerFencedError(f"{what}: {ErrorCode(code).name} (transactional.id "
-                                         f"{self.transactional_id!r} was taken over by "
-                                         "another producer, or may not be used)")
+                                         f"{self.transactional_id!r} {why})")
             self.fatal = self.error = fenced
             raise fenced from err
         if abortable and self.in_transaction:
@@ -369,7 +372,9 @@ class TransactionManager:
             if self.fatal is None:
                 self.fatal = ProducerFencedError(
                     f"{what}: transactional.id {self.transactional_id!r} was taken over by "
-                    "another producer, which aborted this one's open transaction")
+                    "another producer, or the coordinator aborted the transaction when "
+                    "transaction.timeout.ms passed; either way its open transaction is "
+                    "aborted")
             self.error = self.fatal
 
     def fail(self, error: BaseException) -> None:

@@ -146,7 +146,7 @@ def test_a_second_producer_fences_the_first(module_broker: Any) -> None:
     zombie.wait(60)
     err = zombie.stderr.read()
     assert zombie.returncode == 1, err
-    assert b"was taken over by another producer" in err
+    assert b"was taken over by another producer" in err, err
     assert _consume(b, "txn-fence", "read_committed") == [b"new-1", b"new-2"]
 
 
