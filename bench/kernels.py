@@ -5,10 +5,12 @@
 In-process, for batches of the shapes bench/lines.py and bench/produce_validation.py use
 (access-log lines of 50-500 bytes, keyed and unkeyed; fixed 100-byte values; `seq`; one
 record, as a one-record Produce carries): the broker's framing check on append
-(record.framing.check_records), the consumer's record scan (record.value_scan
-.fast_columns), the keyed producer's partitioner (murmur2 of access-log client addresses,
-client.partitioner) and the producer's record encoding (record.columns), each timed
-compiled and pure (KAFKACTL_NO_EXTENSIONS's path, switched in-process). Prints ns per
+(record.framing.check_records), the consumer's output of a whole batch
+(client.topic_reader as `kafkactl consume` calls it: plain for every shape, then -K, -f and
+-J; client.record_format.KernelFormat against the pure paths: record.value_scan and the
+per-record renderers), the keyed producer's partitioner (murmur2 of access-log client
+addresses, client.partitioner) and the producer's record encoding (record.columns), each
+timed compiled and pure (KAFKACTL_NO_EXTENSIONS's path, switched in-process). Prints ns per
 record of each and the ratio pure/compiled; the best of `--rounds`.
 
 `--lines` then runs bench/lines.py twice, compiled and with KAFKACTL_NO_EXTENSIONS=1 (broker
@@ -40,7 +42,7 @@ from kafkactl.cli.consume import (
 )
 from kafkactl.client import partitioner, record_format, topic_reader
 from kafkactl.client.record_format import KernelFormat
-from kafkactl.record import _accel, columns, framing, value_scan
+from kafkactl.record import _accel, columns, framing
 from kafkactl.record.batch import RecordBatch, RecordBatchBuilder
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -50,21 +52,18 @@ MiB = 1 << 20
 @contextmanager
 def pure() -> Iterator[None]:
     """The pure-Python path, as KAFKACTL_NO_EXTENSIONS=1 selects it at import."""
-    saved = (framing.kernels, framing._runs, framing._walk, value_scan.kernels,
-             value_scan._scan, partitioner.murmur2, columns.encode_values,
-             columns.encode_key_values, record_format.kernels)
+    saved = (framing.kernels, framing._runs, framing._walk, partitioner.murmur2,
+             columns.encode_values, columns.encode_key_values, record_format.kernels)
     framing.kernels = record_format.kernels = None
     framing._runs, framing._walk = framing._column_runs, framing._walk_py
-    value_scan.kernels, value_scan._scan = None, value_scan._scan_py
     partitioner.murmur2 = partitioner.murmur2_py
     columns.encode_values = columns.encode_values_py
     columns.encode_key_values = columns.encode_key_values_py
     try:
         yield
     finally:
-        (framing.kernels, framing._runs, framing._walk, value_scan.kernels,
-         value_scan._scan, partitioner.murmur2, columns.encode_values,
-         columns.encode_key_values, record_format.kernels) = saved
+        (framing.kernels, framing._runs, framing._walk, partitioner.murmur2,
+         columns.encode_values, columns.encode_key_values, record_format.kernels) = saved
 
 
 def batch(kind: str, limit: int = MiB) -> tuple[bytes, int]:
@@ -118,8 +117,8 @@ def kernels_table(rounds: int) -> None:
             partial(framing.check_records, backing, n, start=61, end=61 + len(section)),
             rounds, inner)
         rb = RecordBatch(memoryview(raw))
-        row(f"consumer scan, {kind}", n,
-            partial(value_scan.fast_columns, rb, 0, keys=True), rounds, inner)
+        row(f"consume output plain, {kind}", n, partial(consume_output("plain"), rb), rounds,
+            inner)
     rng = random.Random(20)
     keys = [access_line(rng, 1_795_000_000).partition(b" ")[0] for _ in range(20_000)]
     part = partitioner.Partitioner()
@@ -134,7 +133,7 @@ def kernels_table(rounds: int) -> None:
     row("producer records, keyed (-K' ')", len(lines),
         lambda: _encode_all(lambda i: columns.encode_key_values(keys, lines, i, 0, MiB),
                             len(lines)), rounds, 3)
-    for kind, shape in (("plain", "access"), ("-K '\\t'", "access keyed"),
+    for kind, shape in (("-K '\\t'", "access keyed"),
                         ("-f '%k\\t%s\\n'", "access keyed"), ("-f '%o %T %s\\n'", "access"),
                         ("-J", "access keyed")):
         raw, n = batch(shape)

@@ -5,10 +5,13 @@ are the definition; tests/record/test_kernels.py proves each twin gives the same
 error class and error message as its reference on the same input, malformed or not.
 
 - `walk`: record/framing.py's `_walk` (the v2 record framing check, broker produce path).
-- `scan`: record/value_scan.py's `_scan` (the consumer's keys/values/offset-deltas scan).
 - `murmur2`: client/partitioner.py's `murmur2_py` (the keyed producer's partition hash).
 - `encode_values`, `encode_key_values`: record/columns.py's `encode_values_py` and
   `encode_key_values_py` (the producer's records of lines, keyed or not).
+- `render`: `kafkactl consume`'s output of a whole batch (client/record_format.py's
+  KernelFormat); its definition is the per-record renderers of cli/consume.py and
+  client/topic_reader.py (tests/record/test_render_kernel.py). With it the consumer needs
+  no compiled twin of record/value_scan.py's scan, which serves the pure fallback only.
 
 Bytes come from the network: the kernels read a raw buffer (the buffer protocol: bytes,
 bytearray, memoryview, without a copy) and every read is checked against its end by the
@@ -30,7 +33,7 @@ from libc.string cimport memcpy
 
 from kafkactl.record.errors import InvalidRecordError
 
-API = 4  # record/_accel.py refuses a module built from another version of this file
+API = 5  # record/_accel.py refuses a module built from another version of this file
 
 DEF MIN_RECORD_SIZE = 7
 DEF MAX_HEADS = 16384  # framing.MAX_HEADS: records the reference's fast path covers
@@ -325,156 +328,6 @@ cdef Py_ssize_t _proven(const unsigned char *d, Py_ssize_t n, Py_ssize_t pos, Py
     if p != rec_end:
         return -1
     return rec_end
-
-
-# ---- the consumer's scan (record/value_scan.py `_scan`) -----------------------------------------
-
-cdef inline object _slice(const unsigned char *d, Py_ssize_t lo, Py_ssize_t n):
-    return PyBytes_FromStringAndSize(<const char *>(d + lo), n) if n else b""
-
-
-def scan(data, Py_ssize_t count):
-    """value_scan._scan's twin: (keys, values, offset deltas) of `count` records, or None
-    when a record has headers, a key or value of 8 KiB or more, or does not add up."""
-    cdef Py_buffer view
-    PyObject_GetBuffer(data, &view, PyBUF_SIMPLE)
-    try:
-        return _scan(<const unsigned char *>view.buf, view.len, count)
-    finally:
-        PyBuffer_Release(&view)
-
-
-cdef object _scan(const unsigned char *d, Py_ssize_t end, Py_ssize_t count):
-    # every read below is checked against end first
-    cdef Py_ssize_t pos = 0, q, t, n, k
-    cdef unsigned int b, c
-    cdef unsigned long long z
-    cdef int shift
-    cdef list keys = []
-    cdef list values = []
-    cdef list deltas = []
-    cdef Py_ssize_t r
-    # Any fault ends the scan at once: the reference's accumulators only decide None too.
-    for r in range(count):
-        if pos >= end:
-            return None
-        b = d[pos]  # record length
-        if b < 0x80:
-            q = pos + 1
-            pos = q + (b >> 1)
-        else:
-            if pos + 1 >= end:
-                return None
-            c = d[pos + 1]
-            if c & 0x80:
-                return None
-            q = pos + 2
-            pos = q + (((b & 0x7F) | (c << 7)) >> 1)
-        if b & 1:
-            return None
-        q += 1  # attributes
-        if q >= end:
-            return None
-        if d[q] >= 0x80:  # a timestamp delta of more than one byte
-            t = q
-            while True:
-                if q >= end:
-                    return None
-                if d[q] < 0x80:
-                    break
-                q += 1
-            if q - t > 8:
-                return None
-        if q + 1 >= end:
-            return None
-        b = d[q + 1]  # offset delta
-        if b & 1:
-            return None
-        if b < 0x80:
-            deltas.append(b >> 1)
-            q += 2
-        else:
-            if q + 2 >= end:
-                return None
-            c = d[q + 2]
-            if c < 0x80:
-                deltas.append(((b & 0x7F) | (c << 7)) >> 1)
-                q += 3
-            else:  # record/varint.decode_varint: at most 5 bytes, a uint32
-                z = 0
-                shift = 0
-                k = q + 1
-                while True:
-                    if k >= end:
-                        return None
-                    c = d[k]
-                    k += 1
-                    z |= (<unsigned long long>(c & 0x7F)) << shift
-                    if c < 0x80:
-                        break
-                    shift += 7
-                    if shift >= 35:
-                        return None
-                if z > 0xFFFFFFFF:
-                    return None
-                deltas.append(z >> 1)  # even: the sign was checked above
-                q = k
-        if q >= end:
-            return None
-        b = d[q]  # key length
-        if b == 1:
-            keys.append(None)
-            q += 1
-        elif b < 0x80:
-            if b & 1:
-                return None
-            n = b >> 1
-            q += 1 + n
-            if q > end:
-                return None
-            keys.append(_slice(d, q - n, n))
-        else:
-            if b & 1 or q + 1 >= end:
-                return None
-            c = d[q + 1]
-            if c & 0x80:
-                return None
-            n = ((b & 0x7F) | (c << 7)) >> 1
-            q += 2 + n
-            if q > end:
-                return None
-            keys.append(_slice(d, q - n, n))
-        if q >= end:
-            return None
-        b = d[q]  # value length
-        if b < 0x80:
-            if b == 1:
-                values.append(None)
-                q += 1
-            else:
-                if b & 1:
-                    return None
-                n = b >> 1
-                q += 1 + n
-                if q > end:
-                    return None
-                values.append(_slice(d, q - n, n))
-        else:
-            if b & 1 or q + 1 >= end:
-                return None
-            c = d[q + 1]
-            if c & 0x80:
-                return None
-            n = ((b & 0x7F) | (c << 7)) >> 1
-            q += 2 + n
-            if q > end:
-                return None
-            values.append(_slice(d, q - n, n))
-        if q >= end or d[q] != 0 or q + 1 != pos:  # no headers, and the record ends there
-            return None
-    if pos != end:
-        return None
-    return keys, values, deltas
 
 
 # ---- murmur2 (client/partitioner.py `murmur2_py`) --------------------------------------------

@@ -7,17 +7,13 @@ accumulators tested once). Keys and values come back as bytes, and every functio
 (tests/record/test_value_scan.py, tests/client/test_producer_batch.py and
 tests/record/test_uniform.py check it).
 
-With the compiled kernels (record/_kernels.pyx, picked by record/_accel.py) `_scan` is the
-compiled twin of `_scan_py`, which stays the definition (tests/record/test_kernels.py proves
-them equal); it reads the section in place rather than a copy."""
+These are the pure-Python fast paths: with the compiled kernels (record/_accel.py) the
+consumer renders whole batches in C instead (client/record_format.py's KernelFormat)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from itertools import compress, repeat
-from typing import Any
 
-from kafkactl.record._accel import kernels
 from kafkactl.record.batch import RecordBatch
 from kafkactl.record.codecs import decompress
 from kafkactl.record.errors import CorruptRecordError
@@ -66,7 +62,7 @@ def fast_columns(batch: RecordBatch, start: int, *, keys: bool = True,
         first = max(skip, 0)
         return ([None] * len(values) if keys else None, values,
                 list(range(first, first + len(values))) if offsets else None)
-    scanned = _scan(bytes(section) if kernels is None else section, count)
+    scanned = _scan(bytes(section), count)
     if scanned is None:
         return None
     key_column, values, deltas = scanned
@@ -81,7 +77,7 @@ def fast_columns(batch: RecordBatch, start: int, *, keys: bool = True,
 Scanned = tuple[list[View | None], list[View | None], list[int]]
 
 
-def _scan_py(d: bytes, count: int) -> Scanned | None:
+def _scan(d: bytes, count: int) -> Scanned | None:
     """Walk `count` records once: (keys, values, offset deltas), or None when a record has
     headers, a key or value of 8 KiB or more, or does not add up. Checks that cannot fail
     for a well-formed record (sign bits, the header count, each record's end) are folded
@@ -159,7 +155,3 @@ def _scan_py(d: bytes, count: int) -> Scanned | None:
     if signs & 1 or bad or pos != len(d):
         return None
     return keys, values, deltas
-
-
-# The compiled twin reads any buffer (the section in place); the reference reads bytes.
-_scan: Callable[[Any, int], Scanned | None] = _scan_py if kernels is None else kernels.scan

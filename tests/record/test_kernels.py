@@ -24,7 +24,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kafkactl.client import partitioner
-from kafkactl.record import _accel, columns, framing, value_scan
+from kafkactl.record import _accel, columns, framing
 from kafkactl.record.batch import RecordBatchBuilder
 from kafkactl.record.errors import InvalidRecordError
 from tests.conftest import BrokerProcess
@@ -44,7 +44,6 @@ def test_the_switch_picks_the_kernels_unless_told_not_to() -> None:
         assert kernels is None and not _accel.ACCELERATED
         assert _accel.STATUS == "compiled kernels: no (KAFKACTL_NO_EXTENSIONS is set)"
         assert framing._walk is framing._walk_py and framing._runs is framing._column_runs
-        assert value_scan._scan is value_scan._scan_py
         assert partitioner.murmur2 is partitioner.murmur2_py
         assert columns.encode_values is columns.encode_values_py
         return
@@ -53,7 +52,6 @@ def test_the_switch_picks_the_kernels_unless_told_not_to() -> None:
     assert kernels is not None, _accel.STATUS
     assert _accel.STATUS == "compiled kernels: yes"
     assert framing._walk is framing._walk_compiled
-    assert value_scan._scan is kernels.scan
     assert partitioner.murmur2 is kernels.murmur2
     assert columns.encode_key_values is kernels.encode_key_values
 
@@ -285,67 +283,6 @@ def test_prove_stops_at_the_first_fault_and_keeps_only_proven_keyless() -> None:
     assert kernels.prove(good + good, 0, len(good) + 3, 2, False, []) == (1, len(good))
 
 
-# ---- value_scan ---------------------------------------------------------------------------------
-
-def _scans(section: bytes, count: int) -> None:
-    assert kernels is not None
-    py = _outcome(lambda: value_scan._scan_py(section, count))
-    assert _outcome(lambda: kernels.scan(section, count)) == py
-    assert _outcome(lambda: kernels.scan(memoryview(bytearray(section)), count)) == py
-
-
-@compiled
-@settings(max_examples=examples(400))
-@given(sections())
-def test_scan_twins_agree(case: tuple[bytes, int]) -> None:
-    _scans(*case)
-
-
-@compiled
-@settings(max_examples=examples(300))
-@given(st.binary(max_size=200), st.integers(-1, 10))
-def test_scan_twins_agree_on_any_bytes(data: bytes, count: int) -> None:
-    _scans(data, count)
-
-
-@compiled
-@pytest.mark.parametrize("name", sorted(EDGES))
-def test_scan_twins_agree_on_edges(name: str) -> None:
-    data = EDGES[name]
-    for section in (data, data + EDGES["valid"], data[:-1], data + b"\x00", b""):
-        for count in (0, 1, 2):
-            _scans(section, count)
-
-
-@compiled
-@pytest.mark.parametrize("kind", PIPED)
-@pytest.mark.parametrize("n", [1, 63, 64, 65, 8191, 8192, 8193])
-def test_scan_twins_agree_on_piped_lines(kind: str, n: int) -> None:
-    rng = random.Random(n)
-    lines = _lines(kind, n, rng)[:n if kind != "huge" else 40]
-    for recs in ([(i % 70, None, line, []) for i, line in enumerate(lines)],
-                 [(0, line[:5], line, []) for line in lines],
-                 [(0, line, None, []) for line in lines]):
-        section = _section(recs)  # type: ignore[arg-type]
-        _scans(section, len(recs))
-        _scans(section, len(recs) + 1)
-        _scans(section[:-1], len(recs))
-        damaged = bytearray(section)
-        damaged[rng.randrange(len(damaged))] = rng.randrange(256)
-        _scans(bytes(damaged), len(recs))
-
-
-@compiled
-@pytest.mark.parametrize("delta", [b"\x80\x80\x01", b"\xfe\xff\x7f", b"\xfe\xff\xff\xff\x0f",
-                                   b"\xfe\xff\xff\xff\x1f", b"\xfe\xff\xff\xff\xff\x01",
-                                   b"\x80\x80\x80\x80\x80", b"\x81\x80\x01"])
-def test_scan_twins_agree_on_wide_offset_deltas(delta: bytes) -> None:
-    """Offset-delta varints of three to six bytes: within uint32, past it, over-long."""
-    section = _record(od=delta)
-    _scans(section, 1)
-    _scans(section[:-2], 1)
-
-
 # ---- fuzz: the kernels never read past a buffer ------------------------------------------------
 
 @compiled
@@ -363,7 +300,6 @@ def test_kernels_survive_random_and_truncated_input() -> None:
         for count in (1, 2, 30):
             padded = bytearray(data + b"\x02" * 64)
             view = memoryview(padded)[:len(data)]
-            assert kernels.scan(view, count) == kernels.scan(data, count)
             walked = _outcome(partial(kernels.walk, data, 0, len(data), 0, count, True, []))
             assert _outcome(partial(kernels.walk, view, 0, len(data), 0, count, True,
                                     [])) == walked

@@ -210,6 +210,28 @@ def test_render_survives_any_bytes(data: bytes, count: int, start: int) -> None:
 
 
 @compiled
+def test_render_never_reads_past_its_buffer() -> None:
+    """Random bytes and every truncation of a valid section: the same answer from the bytes
+    and from a view of them followed by other bytes (a read past the end would differ)."""
+    assert kernels is not None
+    rng = random.Random(33)
+    valid = bytes(build([(i, b"k\n" if i % 2 else None, b"v\xff" * (i * 37 % 90),
+                          [("h", b"x")] if i % 3 else []) for i in range(30)]
+                        ).records_section())
+    cases = [rng.randbytes(rng.randrange(64)) for _ in range(2000)]
+    cases += [valid[:k] for k in range(len(valid) + 1)]
+    programs = [([b"", b"\n"], b"s"), ([b"", b" ", b" ", b" ", b"|", b"\n"], b"kSRhT"),
+                ([b"{", b",", b"", b",", b",", b"", b"}"], b"oTHjvE")]
+    for data in cases:
+        padded = bytearray(data + b"\x02" * 64)
+        view = memoryview(padded)[:len(data)]
+        for count in (1, 2, 30):
+            for literals, tokens in programs:
+                args = (count, 0, TS, False, 0, 0, literals, tokens)
+                assert kernels.render(view, *args) == kernels.render(data, *args)
+
+
+@compiled
 @pytest.mark.parametrize("kind", PIPED)
 @pytest.mark.parametrize("how", ["plain", "keyed", "-f", "-J"])
 def test_render_agrees_on_piped_lines(kind: str, how: str) -> None:
