@@ -153,6 +153,8 @@ SKIP: dict[str, str] = {
     "--whitelist 'orders\\..*'": _MIRROR,
     "kafkactl mirror --source-zookeeper zk1:2181/kafka --target central:9092 --topic events "
     "--rename events:dc1.events --json-status /var/run/mirror.json": _MIRROR,
+    "kafkactl mirror --source dc1-kafka:9092 --target central:9092 --whitelist 'orders' "
+    "--exactly-once": _MIRROR,
     "kafkactl spark-load --bootstrap-server kafka1:9092 --pattern 'events\\..*' "
     "--output /data/warehouse/events --master \"${SPARK_MASTER:-local[*]}\"":
         "needs Spark and the host kafka1: tests/spark/ runs spark-load",
