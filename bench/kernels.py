@@ -8,10 +8,11 @@ record, as a one-record Produce carries): the broker's framing check on append
 (record.framing.check_records), the consumer's output of a whole batch
 (client.topic_reader as `kafkactl consume` calls it: plain for every shape, then -K, -f and
 -J; client.record_format.KernelFormat against the pure paths: record.value_scan and the
-per-record renderers), the keyed producer's partitioner (murmur2 of access-log client
-addresses, client.partitioner) and the producer's record encoding (record.columns), each
-timed compiled and pure (KAFKACTL_NO_EXTENSIONS's path, switched in-process). Prints ns per
-record of each and the ratio pure/compiled; the best of `--rounds`.
+per-record renderers), the keyed producer's key split (client.line_producer) and
+partitioner (murmur2 of access-log client addresses, client.partitioner) and the producer's
+record encoding (record.columns), each timed compiled and pure (KAFKACTL_NO_EXTENSIONS's
+path, switched in-process). Prints ns per record of each and the ratio pure/compiled; the
+best of `--rounds`.
 
 `--lines` then runs bench/lines.py twice, compiled and with KAFKACTL_NO_EXTENSIONS=1 (broker
 and clients alike), each against kcat in its own run: the end-to-end ratios vs kcat side by
@@ -40,7 +41,7 @@ from kafkactl.cli.consume import (
     compile_kernel_format,
     json_renderer,
 )
-from kafkactl.client import partitioner, record_format, topic_reader
+from kafkactl.client import line_producer, partitioner, record_format, topic_reader
 from kafkactl.client.record_format import KernelFormat
 from kafkactl.record import _accel, columns, framing
 from kafkactl.record.batch import RecordBatch, RecordBatchBuilder
@@ -53,8 +54,10 @@ MiB = 1 << 20
 def pure() -> Iterator[None]:
     """The pure-Python path, as KAFKACTL_NO_EXTENSIONS=1 selects it at import."""
     saved = (framing.kernels, framing._runs, framing._walk, partitioner.murmur2,
-             columns.encode_values, columns.encode_key_values, record_format.kernels)
+             columns.encode_values, columns.encode_key_values, record_format.kernels,
+             line_producer.split_keys)
     framing.kernels = record_format.kernels = None
+    line_producer.split_keys = line_producer.split_keys_py
     framing._runs, framing._walk = framing._column_runs, framing._walk_py
     partitioner.murmur2 = partitioner.murmur2_py
     columns.encode_values = columns.encode_values_py
@@ -63,7 +66,8 @@ def pure() -> Iterator[None]:
         yield
     finally:
         (framing.kernels, framing._runs, framing._walk, partitioner.murmur2,
-         columns.encode_values, columns.encode_key_values, record_format.kernels) = saved
+         columns.encode_values, columns.encode_key_values, record_format.kernels,
+         line_producer.split_keys) = saved
 
 
 def batch(kind: str, limit: int = MiB) -> tuple[bytes, int]:
@@ -127,6 +131,8 @@ def kernels_table(rounds: int) -> None:
     rng = random.Random(20)
     lines = [access_line(rng, 1_795_000_000) for _ in range(20_000)]
     keys = [line.partition(b" ")[0] for line in lines]
+    row("producer key split (-K' '), access-log lines", len(lines),
+        lambda: line_producer.split_keys(lines, b" "), rounds, 3)
     row("producer records, access-log lines", len(lines),
         lambda: _encode_all(lambda i: columns.encode_values(lines, i, 0, MiB), len(lines)),
         rounds, 3)
@@ -166,8 +172,10 @@ def consume_output(kind: str) -> Callable[[RecordBatch], object]:
 
     def run(rb: RecordBatch) -> object:
         buf: list[topic_reader.Piece] = []
+        # under pure() the kernel form is not made, as KAFKACTL_NO_EXTENSIONS=1 would have it
+        made = kernel if record_format.kernels is not None else None
         topic_reader._render_batch(rb, _Fetch(), buf, {}, None,  # type: ignore[arg-type]
-                                   render, plain, sep, batch_format, kernel)
+                                   render, plain, sep, batch_format, made)
         return buf
 
     return run

@@ -20,6 +20,8 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from kafkactl.record._accel import kernels
+
 if TYPE_CHECKING:
     from kafkactl.client.producer import Producer
     from kafkactl.client.producer_batch import ProducerBatch
@@ -28,9 +30,10 @@ if TYPE_CHECKING:
 FailedRecordsCallback = Callable[[list[bytes], BaseException], None]
 
 
-def split_keys(records: list[bytes], separator: bytes) -> tuple[list[bytes | None],
-                                                                 list[bytes]]:
-    """key SEP value -> (key, value); a record without SEP has a null key."""
+def split_keys_py(records: list[bytes], separator: bytes) -> tuple[list[bytes | None],
+                                                                    list[bytes]]:
+    """key SEP value -> (key, value); a record without SEP has a null key. The definition of
+    `split_keys`, the compiled twin when the kernels are in use (record/_accel.py)."""
     keys: list[bytes | None] = []
     values: list[bytes] = []
     key_append, value_append = keys.append, values.append
@@ -43,6 +46,10 @@ def split_keys(records: list[bytes], separator: bytes) -> tuple[list[bytes | Non
             key_append(None)
             value_append(raw)
     return keys, values
+
+
+split_keys: Callable[[list[bytes], bytes], tuple[list[bytes | None], list[bytes]]] = (
+    split_keys_py if kernels is None else kernels.split_keys)
 
 
 def entry_bytes(entry: Any) -> bytes:

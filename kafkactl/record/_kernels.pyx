@@ -8,6 +8,7 @@ error class and error message as its reference on the same input, malformed or n
 - `murmur2`: client/partitioner.py's `murmur2_py` (the keyed producer's partition hash).
 - `encode_values`, `encode_key_values`: record/columns.py's `encode_values_py` and
   `encode_key_values_py` (the producer's records of lines, keyed or not).
+- `split_keys`: client/line_producer.py's `split_keys_py` (`produce -K`'s key SEP value).
 - `render`: `kafkactl consume`'s output of a whole batch (client/record_format.py's
   KernelFormat); its definition is the per-record renderers of cli/consume.py and
   client/topic_reader.py (tests/record/test_render_kernel.py). With it the consumer needs
@@ -23,17 +24,18 @@ from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
 from cpython.bytes cimport (
     PyBytes_AS_STRING,
     PyBytes_Check,
+    PyBytes_CheckExact,
     PyBytes_FromStringAndSize,
     PyBytes_GET_SIZE,
 )
 from cpython.mem cimport PyMem_Free, PyMem_Realloc
 from cpython.pyport cimport PY_SSIZE_T_MAX
 from libc.stdint cimport INT64_MAX, INT64_MIN, int32_t, uint32_t
-from libc.string cimport memcpy
+from libc.string cimport memchr, memcmp, memcpy
 
 from kafkactl.record.errors import InvalidRecordError
 
-API = 5  # record/_accel.py refuses a module built from another version of this file
+API = 6  # record/_accel.py refuses a module built from another version of this file
 
 DEF MIN_RECORD_SIZE = 7
 DEF MAX_HEADS = 16384  # framing.MAX_HEADS: records the reference's fast path covers
@@ -990,3 +992,53 @@ cdef object _render(const unsigned char *d, Py_ssize_t end, Py_ssize_t count,
         return None
     return (PyBytes_FromStringAndSize(out.buf, out.len), n,
             PyBytes_FromStringAndSize(ends.buf, ends.len))
+
+
+
+# ---- the producer's key split (client/line_producer.py `split_keys_py`) ---------------------------
+
+cdef inline Py_ssize_t _find(const char *s, Py_ssize_t n, const char *sep, Py_ssize_t m
+                             ) noexcept nogil:
+    """The first index of sep (m >= 1 bytes) in s[:n], or -1 (bytes.find)."""
+    cdef Py_ssize_t i = 0
+    cdef Py_ssize_t last = n - m  # the last index sep can start at
+    cdef const char *hit
+    while i <= last:
+        hit = <const char *>memchr(s + i, sep[0], last - i + 1)
+        if hit == NULL:
+            return -1
+        if m == 1 or memcmp(hit + 1, sep + 1, m - 1) == 0:
+            return hit - s
+        i = hit - s + 1
+    return -1
+
+
+def split_keys(records, separator):
+    """line_producer.split_keys_py's twin: (keys, values) of `key SEP value` records, a
+    record without SEP keeping a null key and itself as the value. Records that are not
+    bytes go through their own partition(), as in the reference."""
+    cdef Py_buffer sep
+    cdef list keys = []
+    cdef list values = []
+    cdef Py_ssize_t n, i
+    cdef const char *d
+    PyObject_GetBuffer(separator, &sep, PyBUF_SIMPLE)
+    try:
+        for raw in records:
+            if not PyBytes_CheckExact(raw) or sep.len == 0:
+                k, found, v = raw.partition(separator)  # the reference's own errors
+                keys.append(k if found else None)
+                values.append(v if found else raw)
+                continue
+            d = PyBytes_AS_STRING(raw)
+            n = PyBytes_GET_SIZE(raw)
+            i = _find(d, n, <const char *>sep.buf, sep.len)
+            if i < 0:
+                keys.append(None)
+                values.append(raw)
+            else:
+                keys.append(PyBytes_FromStringAndSize(d, i))
+                values.append(PyBytes_FromStringAndSize(d + i + sep.len, n - i - sep.len))
+        return keys, values
+    finally:
+        PyBuffer_Release(&sep)

@@ -23,7 +23,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kafkactl.client import partitioner
+from kafkactl.client import line_producer, partitioner
 from kafkactl.record import _accel, columns, framing
 from kafkactl.record.batch import RecordBatchBuilder
 from kafkactl.record.errors import InvalidRecordError
@@ -46,6 +46,7 @@ def test_the_switch_picks_the_kernels_unless_told_not_to() -> None:
         assert framing._walk is framing._walk_py and framing._runs is framing._column_runs
         assert partitioner.murmur2 is partitioner.murmur2_py
         assert columns.encode_values is columns.encode_values_py
+        assert line_producer.split_keys is line_producer.split_keys_py
         return
     # The test environment is built by scripts/test.sh, which installs a C compiler: a
     # missing extension there is a broken build, not a machine without one.
@@ -54,6 +55,7 @@ def test_the_switch_picks_the_kernels_unless_told_not_to() -> None:
     assert framing._walk is framing._walk_compiled
     assert partitioner.murmur2 is kernels.murmur2
     assert columns.encode_key_values is kernels.encode_key_values
+    assert line_producer.split_keys is kernels.split_keys
 
 
 # ---- inputs -------------------------------------------------------------------------------------
@@ -429,3 +431,45 @@ def test_encode_refuses_a_buffer_whose_len_is_not_its_bytes() -> None:
         kernels.encode_values([wide], 0, 0, 1 << 20)  # type: ignore[list-item]
     with pytest.raises(ValueError, match="has len"):
         kernels.encode_key_values([wide], [b"v"], 0, 0, 1 << 20)  # type: ignore[list-item]
+
+
+# ---- the producer's key split (client/line_producer.split_keys_py) -----------------------------
+
+def _splits(records: list[object], separator: object) -> None:
+    assert kernels is not None
+    py = _outcome(lambda: line_producer.split_keys_py(records, separator))  # type: ignore[arg-type]
+    assert _outcome(lambda: kernels.split_keys(records, separator)) == py  # type: ignore[arg-type]
+
+
+@compiled
+@settings(max_examples=examples(400))
+@given(st.lists(st.binary(max_size=12) | st.sampled_from([b"", b":", b"::", b"a:b:c", b"<>",
+                                                          b"<<>>", b"\x00"]), max_size=20),
+       st.sampled_from([b":", b"<>", b"\x00", b" ", b"\t", b"::", b"abc", b""]))
+def test_split_keys_twins_agree(records: list[bytes], separator: bytes) -> None:
+    _splits(records, separator)  # type: ignore[arg-type]
+
+
+@compiled
+@pytest.mark.parametrize("kind", PIPED)
+@pytest.mark.parametrize("separator", [b" ", b"\t", b" - ", b"y"])
+def test_split_keys_twins_agree_on_piped_lines(kind: str, separator: bytes) -> None:
+    _splits(_lines(kind, 500, random.Random(4)), separator)  # type: ignore[arg-type]
+
+
+@compiled
+@pytest.mark.parametrize(("records", "separator"), [
+    ([b"a"], b""),  # ValueError: empty separator
+    ([], b""),  # no record: no error
+    ([b"a:b"], ":"),  # a str separator
+    ([bytearray(b"a:b"), b"c"], b":"),  # not bytes: its own partition()
+    ([memoryview(b"a:b")], b":"),  # no partition(): AttributeError
+    (["a:b"], b":"),  # str.partition of bytes: TypeError
+    ([b"a:b"], bytearray(b":")),
+    ([b"a:b"], memoryview(b"::")[:1]),
+    ([b"x" * 100_000 + b":" + b"y" * 10], b":"),
+    ([b":" * 5], b"::"),
+])
+def test_split_keys_twins_agree_on_odd_inputs(records: list[object], separator: object
+                                              ) -> None:
+    _splits(records, separator)
