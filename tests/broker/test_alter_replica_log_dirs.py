@@ -19,16 +19,18 @@ from tests.conftest import BrokerProcess
 
 pytest.importorskip("confluent_kafka")
 
-SEGMENT_BYTES = 64 * 1024  # many sealed segments to copy
+SMALL_SEGMENTS = 64 * 1024  # many sealed segments to copy
+SEGMENTS = 1024 * 1024
 
 
 def kafkactl(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
     return zygote.run(list(args), text=True, timeout=timeout)
 
 
-def two_dir_broker(broker_factory: Any, tmp_path: Path) -> tuple[BrokerProcess, list[Path]]:
+def two_dir_broker(broker_factory: Any, tmp_path: Path, segment_bytes: int = SMALL_SEGMENTS
+                   ) -> tuple[BrokerProcess, list[Path]]:
     dirs = [tmp_path / "disk-a", tmp_path / "disk-b"]
-    b = broker_factory(log_dirs=",".join(map(str, dirs)), log_segment_bytes=str(SEGMENT_BYTES),
+    b = broker_factory(log_dirs=",".join(map(str, dirs)), log_segment_bytes=str(segment_bytes),
                        num_partitions="1", file_delete_delay_ms="200")
     return b, dirs
 
@@ -63,8 +65,8 @@ def consume_all(bootstrap: str, topic: str) -> list[bytes]:
 
 
 class BackgroundProducer(threading.Thread):
-    """Writes numbered records until stopped; `acked` holds those the broker acknowledged
-    (acks=all)."""
+    """Writes numbered records (about 20,000 a second) until stopped; `acked` holds those
+    the broker acknowledged (acks=all)."""
 
     def __init__(self, bootstrap: str, topic: str) -> None:
         super().__init__(daemon=True)
@@ -91,14 +93,14 @@ class BackgroundProducer(threading.Thread):
                 i += 1
             except BufferError:
                 p.poll(0.05)
-            p.poll(0)
+            p.poll(0.005 if i % 100 == 0 else 0)
         p.flush(60)
 
 
 def test_a_partition_moves_while_a_producer_writes(broker_factory: Any,
                                                    tmp_path: Path) -> None:
-    b, dirs = two_dir_broker(broker_factory, tmp_path)
-    produce(b.bootstrap, "moving", [b"old-%08d-" % i + b"y" * 300 for i in range(8000)])
+    b, dirs = two_dir_broker(broker_factory, tmp_path, SEGMENTS)
+    produce(b.bootstrap, "moving", [b"old-%08d-" % i + b"y" * 300 for i in range(20000)])
     src = where(b, "moving")[(0, False)]
     dest = next(d.absolute() for d in dirs if d.absolute() != src)
     writer = BackgroundProducer(b.bootstrap, "moving")
@@ -116,10 +118,10 @@ def test_a_partition_moves_while_a_producer_writes(broker_factory: Any,
     assert where(b, "moving") == {(0, False): dest}
     assert not (src / "moving-0").exists()  # the old dir is gone (renamed, then removed)
     assert [p.name for p in dest.iterdir() if p.name.endswith("-future")] == []
-    expected = [b"old-%08d-" % i + b"y" * 300 for i in range(8000)] + writer.acked
+    expected = [b"old-%08d-" % i + b"y" * 300 for i in range(20000)] + writer.acked
     got = consume_all(b.bootstrap, "moving")
     assert set(expected) <= set(got)  # every acknowledged record is there
-    assert got[:8000] == expected[:8000]
+    assert got[:20000] == expected[:20000]
     b.restart()
     assert where(b, "moving") == {(0, False): dest}
     assert consume_all(b.bootstrap, "moving") == got
