@@ -365,7 +365,6 @@ class KafkaServer:
         group_coordinator = self.group_coordinator = GroupCoordinator(
             cfg, cache, topic_admin, partitions, replica_manager)
         # it coordinates the groups of the __consumer_offsets partitions this broker leads
-        group_coordinator.coordinate_by_partition()
         replica_states.listeners[OFFSETS_TOPIC] = group_coordinator
         # it coordinates the transactional ids of the __transaction_state partitions this
         # broker leads (its producer ids come once the hosted logs are loaded)
@@ -373,7 +372,6 @@ class KafkaServer:
             cfg, cache, topic_admin, partitions, replica_manager, None,
             broker_id=cfg.broker_id, inter_broker=inter_broker,
             group_coordinator=group_coordinator)
-        txn_coordinator.coordinate_by_partition()
         replica_states.listeners[TXN_TOPIC] = txn_coordinator
         if isinstance(topic_admin, StandaloneTopicAdmin):
             topic_admin.replicas = replica_states

@@ -74,15 +74,7 @@ class GroupCoordinator:
     async def startup(self) -> None:
         self.active = True
         loop = asyncio.get_running_loop()
-        self._tasks.append(loop.create_task(self._load()))
         self._tasks.append(loop.create_task(self.offsets.expire_loop()))
-
-    async def _load(self) -> None:
-        try:
-            await self.manager.load_all()
-        except Exception:
-            log.exception("loading %s failed", "__consumer_offsets")
-            self.manager.loading.clear()
 
     async def shutdown(self) -> None:
         self.active = False
@@ -108,15 +100,12 @@ class GroupCoordinator:
         return ErrorCode.NONE
 
     # ---- leadership of __consumer_offsets partitions -------------------------------------
-    def coordinate_by_partition(self) -> None:
-        """Coordinate only the groups of the __consumer_offsets partitions this broker
-        leads: elected()/resigned() follow the controller's decisions, a cluster's or a
-        standalone broker's own (kafkactl.broker.replica_state calls them)."""
-        self.manager.owned = set()
-
+    # The coordinator serves the groups of the __consumer_offsets partitions this broker
+    # leads: elected()/resigned() follow the controller's decisions, a cluster's or a
+    # standalone broker's own (kafkactl.broker.replica_state calls them).
     def elected(self, partition: int) -> None:
         owned = self.manager.owned
-        if owned is None or partition in owned:
+        if partition in owned:
             return
         owned.add(partition)
         part = self.manager.partitions.get_partition(OFFSETS_TOPIC, partition)
@@ -136,7 +125,7 @@ class GroupCoordinator:
 
     def resigned(self, partition: int) -> None:
         owned = self.manager.owned
-        if owned is None or partition not in owned:
+        if partition not in owned:
             return
         owned.discard(partition)
         for group in self.manager.unload_partition(partition):

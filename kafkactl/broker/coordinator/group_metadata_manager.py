@@ -171,9 +171,9 @@ class GroupMetadataManager:
         self._time = time_fn
         self.groups: dict[str, GroupMetadata] = {}
         self.loading: set[int] = set()
-        # The __consumer_offsets partitions this broker leads, whose groups it coordinates;
-        # None: all of them (a standalone broker leads everything).
-        self.owned: set[int] | None = None
+        # The __consumer_offsets partitions this broker leads, whose groups it coordinates
+        # (kafkactl.broker.replica_state tells the coordinator, in either mode).
+        self.owned: set[int] = set()
         self.on_group_loaded: Callable[[GroupMetadata], None] | None = None
 
     def now_ms(self) -> int:
@@ -183,7 +183,7 @@ class GroupMetadataManager:
         return partition_for(group_id, self.num_partitions)
 
     def owns(self, group_id: str) -> bool:
-        return self.owned is None or self.partition_for(group_id) in self.owned
+        return self.partition_for(group_id) in self.owned
 
     def is_loading(self, group_id: str) -> bool:
         return bool(self.loading) and self.partition_for(group_id) in self.loading
@@ -269,28 +269,6 @@ class GroupMetadataManager:
         return code
 
     # ---- loading ------------------------------------------------------------------------
-    async def load_all(self) -> None:
-        """Replay every partition of __consumer_offsets (after a restart)."""
-        state = self.topic_admin.topic(OFFSETS_TOPIC)
-        if state is None or self.owned is not None:
-            return  # in a cluster, partitions load as this broker becomes their leader
-        parts = list(range(state.num_partitions))
-        self.loading.update(parts)
-        started = time.monotonic()
-        count = 0
-        try:
-            for p in parts:
-                part = self.partitions.get_partition(OFFSETS_TOPIC, p)
-                if part is None:
-                    self.loading.discard(p)
-                    continue
-                count += await self._replay(part.log)
-                self.loading.discard(p)
-        finally:
-            self.loading.clear()
-        log.info("loaded %d group(s) from %d record(s) of %s in %.2f s", len(self.groups),
-                 count, OFFSETS_TOPIC, time.monotonic() - started)
-
     async def load_partition(self, p: int) -> None:
         """This broker now leads partition p: replay it, then serve its groups."""
         part = self.partitions.get_partition(OFFSETS_TOPIC, p)

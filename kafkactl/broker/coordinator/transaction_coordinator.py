@@ -112,7 +112,6 @@ class TransactionCoordinator:
     async def startup(self) -> None:
         self.active = True
         self._started.set()
-        self._spawn(self._load_all())
         self._spawn(self._every(self.abort_interval_ms, self.abort_timed_out))
         self._spawn(self._every(self.expire_interval_ms, self.expire_ids))
 
@@ -139,28 +138,12 @@ class TransactionCoordinator:
                 log.exception("transaction coordinator: periodic %s failed",
                               getattr(fn, "__name__", fn))
 
-    async def _load_all(self) -> None:
-        try:
-            pending = await self.manager.load_all()
-        except Exception:
-            log.exception("loading %s failed", TXN_TOPIC)
-            self.manager.loading.clear()
-            return
-        for txn in pending:
-            self._resume(txn)
-
     # ---- leadership of __transaction_state partitions -------------------------------------
-    def coordinate_by_partition(self) -> None:
-        """Serve only the ids of the __transaction_state partitions this broker leads:
-        elected()/resigned() follow the controller's decisions, a cluster's or a standalone
-        broker's own (kafkactl.broker.replica_state calls them). Without this call (a
-        coordinator used on its own) every partition is served, loaded at startup()."""
-        self.manager.owned = set()
-
+    # The coordinator serves the ids of the __transaction_state partitions this broker
+    # leads: elected()/resigned() follow the controller's decisions, a cluster's or a
+    # standalone broker's own (kafkactl.broker.replica_state calls them).
     def elected(self, partition: int) -> None:
         owned = self.manager.owned
-        if owned is None:
-            return
         self.manager.sync_partition_count()
         part = self.manager.partitions.get_partition(TXN_TOPIC, partition)
         epoch = part.leader_epoch if part is not None else 0
@@ -187,7 +170,7 @@ class TransactionCoordinator:
 
     def resigned(self, partition: int) -> None:
         owned = self.manager.owned
-        if owned is None or partition not in owned:
+        if partition not in owned:
             return
         owned.discard(partition)
         gone = self.manager.unload_partition(partition)

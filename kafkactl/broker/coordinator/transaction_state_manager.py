@@ -110,8 +110,8 @@ class TransactionStateManager:
         self._time = time_fn
         self.txns: dict[str, TxnMetadata] = {}
         self.loading: set[int] = set()
-        # None: every partition (a standalone broker); else the partitions this broker leads
-        self.owned: set[int] | None = None
+        # the partitions this broker leads (kafkactl.broker.replica_state says, either mode)
+        self.owned: set[int] = set()
         self.coordinator_epochs: dict[int, int] = {}
 
     def now_ms(self) -> int:
@@ -130,7 +130,7 @@ class TransactionStateManager:
     def check(self, transactional_id: str) -> ErrorCode:
         """NONE when this broker serves `transactional_id` now."""
         p = self.partition_for(transactional_id)
-        if self.owned is not None and p not in self.owned:
+        if p not in self.owned:
             return ErrorCode.NOT_COORDINATOR
         if p in self.loading:
             return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
@@ -203,21 +203,6 @@ class TransactionStateManager:
         return ErrorCode.NONE
 
     # ---- loading ------------------------------------------------------------------------
-    async def load_all(self) -> list[TxnMetadata]:
-        """A standalone broker at start-up: replay every partition there is."""
-        state = self.topic_admin.topic(TXN_TOPIC)
-        if state is None or self.owned is not None:
-            return []
-        self.sync_partition_count()
-        out: list[TxnMetadata] = []
-        self.loading.update(range(state.num_partitions))
-        try:
-            for p in range(state.num_partitions):
-                out.extend(await self.load_partition(p))
-        finally:
-            self.loading.clear()
-        return out
-
     async def load_partition(self, p: int) -> list[TxnMetadata]:
         """Replay partition p into the cache; returns its transactions in PrepareCommit /
         PrepareAbort (their markers must be written again)."""
