@@ -250,3 +250,28 @@ def test_concurrent_quota_and_scram_writes_of_one_user_lose_nothing(
 def test_entity_paths_round_trip(entity: Any) -> None:
     etype, name = entity_location(entity)
     assert entity_at(etype, name) == entity
+
+
+def test_a_standalone_brokers_quotas_are_adopted_when_it_joins_a_cluster(
+        broker_factory: Any, zookeeper: ZooKeeperServer, zk: Any) -> None:
+    """A standalone data dir's client-quotas.json goes into ZooKeeper when the broker
+    joins a cluster (a key ZooKeeper has keeps ZooKeeper's value), as its topics, users
+    and ACLs do; the file is renamed *.adopted."""
+    b = broker_factory()
+    kafkactl("quotas", "add", "--client-id", "etl", "-c", "producer_byte_rate=4096",
+             "-b", b.bootstrap)
+    kafkactl("quotas", "add", "--user", "ann", "-c", "consumer_byte_rate=100",
+             "-b", b.bootstrap)
+    b.stop()
+    chroot = f"/c-{uuid.uuid4().hex[:8]}"
+    zk.ensure_path(f"{chroot}/config/users/ann")
+    zk.set(f"{chroot}/config/users/ann",
+           json.dumps({"version": 1, "config": {"consumer_byte_rate": "999"}}).encode())
+    b.overrides.update({"zookeeper.connect": zookeeper.connect + chroot, "broker.id": "0"})
+    b.start()
+    assert described(b.port) == {"client-id=etl": {"producer_byte_rate": 4096.0},
+                                 "user=ann": {"consumer_byte_rate": 999.0}}
+    assert json.loads(zk.get(f"{chroot}/config/clients/etl")[0])["config"] == \
+        {"producer_byte_rate": "4096"}
+    assert not (b.data_dir / "client-quotas.json").exists()
+    assert (b.data_dir / "client-quotas.json.adopted").exists()
