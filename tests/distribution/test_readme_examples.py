@@ -174,6 +174,9 @@ SKIP: dict[str, str] = {
     "-X sasl.username=alice -X sasl.password=... -X ssl.ca.location=ca.pem < lines.txt": _SECURE,
     "kafkactl rebalance --partitions --plan-in plan.json --execute": _REPLAY,
     "kafkactl rebalance --partitions --verify --plan-in plan.json": _REPLAY,
+    "kafkactl log-dirs move -t events -p 0 --broker 0 --dir /disk2/kafka --wait":
+        "needs a broker with a second log dir: tests/broker/test_alter_replica_log_dirs.py "
+        "moves replicas between two",
     "./scripts/test.sh": _INSTALL,
     "HYPOTHESIS_PROFILE=random .venv/bin/python -m pytest tests": "runs the whole test suite",
     ".venv/bin/pyinstaller --noconfirm --clean build.spec":
