@@ -28,9 +28,10 @@ from cpython.bytes cimport (
     PyBytes_FromStringAndSize,
     PyBytes_GET_SIZE,
 )
-from cpython.mem cimport PyMem_Free, PyMem_Realloc
+from cpython.object cimport PyObject
+from cpython.ref cimport Py_XDECREF
 from cpython.pyport cimport PY_SSIZE_T_MAX
-from libc.stdint cimport INT64_MAX, INT64_MIN, int32_t, uint32_t
+from libc.stdint cimport INT64_MAX, INT64_MIN, int32_t, uint32_t, uint64_t
 from libc.string cimport memchr, memcmp, memcpy
 
 from kafkactl.record.errors import InvalidRecordError
@@ -501,16 +502,22 @@ cdef tuple _encode(object keys, object values, Py_ssize_t start, Py_ssize_t firs
 
 # ---- the consumer's output (cli/consume.py's per-record renderers) --------------------------------
 
+cdef extern from "Python.h":
+    PyObject *_bytes_new "PyBytes_FromStringAndSize"(const char *, Py_ssize_t)
+    char *_bytes_data "PyBytes_AS_STRING"(PyObject *)
+    int _PyBytes_Resize(PyObject **, Py_ssize_t)
+
+
 cdef struct _Out:
-    char *buf
+    PyObject *obj  # a bytes object this code alone holds (NULL until the first _reserve)
+    char *buf  # its bytes
     Py_ssize_t len
     Py_ssize_t cap
 
 
 cdef int _reserve(_Out *o, Py_ssize_t more) except -1:
-    """Room for `more` bytes after o.len."""
+    """Room for `more` bytes after o.len (the bytes object grown in place when it can)."""
     cdef Py_ssize_t want
-    cdef char *grown
     if more <= o.cap - o.len:
         return 0
     if more > PY_SSIZE_T_MAX // 4 - o.len:
@@ -518,12 +525,28 @@ cdef int _reserve(_Out *o, Py_ssize_t more) except -1:
     want = o.len + more
     if want < 2 * o.cap:
         want = 2 * o.cap
-    grown = <char *>PyMem_Realloc(o.buf, want)
-    if grown == NULL:
-        raise MemoryError()
-    o.buf = grown
+    if o.obj == NULL:
+        o.obj = _bytes_new(NULL, want)
+        if o.obj == NULL:
+            return -1  # MemoryError is set
+    elif _PyBytes_Resize(&o.obj, want) < 0:
+        return -1  # o.obj is NULL and MemoryError set
+    o.buf = _bytes_data(o.obj)
     o.cap = want
     return 0
+
+
+cdef object _finish(_Out *o):
+    """The bytes written, as the bytes object itself (cut to its length); o gives it up."""
+    cdef object result
+    if o.obj == NULL:
+        return b""
+    if _PyBytes_Resize(&o.obj, o.len) < 0:
+        raise MemoryError()
+    result = <object>o.obj
+    Py_XDECREF(o.obj)
+    o.obj = NULL
+    return result
 
 
 cdef inline int _put(_Out *o, const unsigned char *p, Py_ssize_t n) except -1:
@@ -599,7 +622,14 @@ cdef bint _utf8(const unsigned char *s, Py_ssize_t n) noexcept nogil:
     overlong forms, nothing above U+10FFFF)."""
     cdef Py_ssize_t i = 0
     cdef unsigned int c, c1
+    cdef uint64_t w
+    cdef uint64_t highs = <uint64_t>0x0101010101010101 * 0x80
     while i < n:
+        if i + 8 <= n:
+            memcpy(&w, s + i, 8)
+            if not w & highs:  # eight ASCII bytes
+                i += 8
+                continue
         c = s[i]
         if c < 0x80:
             i += 1
@@ -645,8 +675,7 @@ cdef int _put_json_str(_Out *o, const unsigned char *s, Py_ssize_t n) except -1:
     w += 1
     while i < n:
         run = i
-        while i < n and s[i] >= 0x20 and s[i] != 0x22 and s[i] != 0x5C:
-            i += 1
+        i += _unescaped(s + i, n - i, False)
         if i > run:
             memcpy(w, s + run, i - run)
             w += i - run
@@ -726,14 +755,55 @@ cdef int _put_base64_str(_Out *o, const unsigned char *s, Py_ssize_t n) except -
 cdef bint _put_json_text(_Out *o, const unsigned char *s, Py_ssize_t n, bint null
                          ) except -1:
     """consume._text's value as JSON: null, the UTF-8 text, or base64 (then True)."""
+    cdef Py_ssize_t plain
+    cdef char *w
     if null:
         _put(o, <const unsigned char *>b"null", 4)
         return False
-    if _utf8(s, n):
+    plain = _unescaped(s, n, True)
+    if plain == n:  # the common case: printable ASCII, copied as it is
+        _reserve(o, n + 2)
+        w = o.buf + o.len
+        w[0] = b'"'
+        memcpy(w + 1, s, n)
+        w[n + 1] = b'"'
+        o.len += n + 2
+        return False
+    if _utf8(s + plain, n - plain):
         _put_json_str(o, s, n)
         return False
     _put_base64_str(o, s, n)
     return True
+
+
+cdef inline Py_ssize_t _unescaped(const unsigned char *s, Py_ssize_t n, bint ascii_only
+                                  ) noexcept nogil:
+    """How many bytes from the start of s[:n] JSON takes as they are (no control character,
+    quote or backslash; with ascii_only, nothing from 0x80 up either), eight at a time while
+    it can (a word with such a byte, or rarely one without, goes byte by byte)."""
+    cdef Py_ssize_t i = 0
+    cdef uint64_t w, q, b, bad
+    cdef uint64_t ones = 0x0101010101010101
+    cdef uint64_t highs = ones * 0x80
+    cdef unsigned char c
+    while i + 8 <= n:
+        memcpy(&w, s + i, 8)
+        q = w ^ (ones * 0x22)
+        b = w ^ (ones * 0x5C)
+        bad = (w - ones * 0x20) & ~w & highs  # a byte < 0x20
+        bad |= (q - ones) & ~q & highs  # a '"'
+        bad |= (b - ones) & ~b & highs  # a backslash
+        if ascii_only:
+            bad |= w & highs  # a byte >= 0x80
+        if bad:
+            break
+        i += 8
+    while i < n:
+        c = s[i]
+        if c < 0x20 or c == 0x22 or c == 0x5C or (ascii_only and c >= 0x80):
+            break
+        i += 1
+    return i
 
 
 cdef struct _Rec:
@@ -908,9 +978,9 @@ def render(data, Py_ssize_t count, long long base_offset, long long base_ts, bin
     PyObject_GetBuffer(data, &view, PyBUF_SIMPLE)
     cdef _Out out
     cdef _Out ends
-    out.buf = NULL
+    out.obj = out.buf = NULL
     out.len = out.cap = 0
-    ends.buf = NULL
+    ends.obj = ends.buf = NULL
     ends.len = ends.cap = 0
     try:
         _reserve(&out, view.len + 64)
@@ -918,8 +988,8 @@ def render(data, Py_ssize_t count, long long base_offset, long long base_ts, bin
                        log_append, max_ts, start, m, lit, lit_len, ops, &out, &ends)
     finally:
         PyBuffer_Release(&view)
-        PyMem_Free(out.buf)
-        PyMem_Free(ends.buf)
+        Py_XDECREF(out.obj)
+        Py_XDECREF(ends.obj)
 
 
 cdef object _render(const unsigned char *d, Py_ssize_t end, Py_ssize_t count,
@@ -990,8 +1060,7 @@ cdef object _render(const unsigned char *d, Py_ssize_t end, Py_ssize_t count,
         n += 1
     if pos != end:
         return None
-    return (PyBytes_FromStringAndSize(out.buf, out.len), n,
-            PyBytes_FromStringAndSize(ends.buf, ends.len))
+    return _finish(out), n, _finish(ends)
 
 
 

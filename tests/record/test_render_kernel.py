@@ -349,3 +349,23 @@ def test_json_members_are_json_renderers() -> None:
     line = json.loads(got[0])
     assert line["key_encoding"] == "base64" and line["payload"] == "é\n\""
     assert line["headers"] == ["k", None, "é", "/w=="] and line["tstype"] == "logappend"
+
+
+@compiled
+def test_json_text_around_every_byte_of_an_eight_byte_word() -> None:
+    """-J copies plain ASCII eight bytes at a time: a byte JSON escapes (or that is not
+    ASCII) at every position of the first words, and the bytes just around each limit."""
+    specials = [0x00, 0x08, 0x1F, 0x20, 0x21, 0x22, 0x23, 0x5B, 0x5C, 0x5D, 0x7E, 0x7F, 0x80,
+                0xC3, 0xFF]
+    recs: list[Any] = []
+    for size in (7, 8, 9, 16, 17, 24):
+        for at in range(size):
+            for c in specials:
+                value = bytearray(b"a" * size)
+                value[at] = c
+                recs.append((0, bytes(value[:at + 1]), bytes(value), []))
+    for k in range(18):  # UTF-8 (valid or not) starting at every place of the first words
+        for tail in ("é€😀".encode(), b"\xed\xa0\x80", b"\xc3", b"\xf4\x90\x80\x80", b'\xc3\xa9"'):
+            recs.append((0, b"a" * k + tail, b"b" * k + tail + b"c" * 9, []))
+    got = check(*_json(), build(recs), 0)
+    assert got is not None and got[1] == len(recs)
