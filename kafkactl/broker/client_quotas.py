@@ -15,7 +15,7 @@ Kafka's precedence order that sets it:
 
 A standalone broker keeps the quotas in `client-quotas.json` in its first log dir, written
 atomically (a new file renamed over the old). A broker of a ZooKeeper cluster keeps them
-where Kafka does, /config/users and /config/clients (kafkactl.cluster.quota_zk_store): this
+where Kafka does, /config/users and /config/clients (kafkactl.broker.zk_client_quotas): this
 module's store is then its applied view, kept current by the /config/changes notifications.
 """
 

@@ -661,7 +661,7 @@ def _quota_manager(cfg: Any, zk: Any = None) -> QuotaManager:
     of quota.window.size.seconds, as in Kafka."""
     store: ClientQuotaStore
     if zk is not None:
-        from kafkactl.cluster.quota_zk_store import ZkQuotaStore
+        from kafkactl.broker.zk_client_quotas import ZkQuotaStore
 
         store = ZkQuotaStore(zk, adopt=Path(cfg.log_dirs[0]) / STORE_FILE)
     else:

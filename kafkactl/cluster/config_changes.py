@@ -10,7 +10,7 @@ A change is two writes, made here in one ZooKeeper transaction:
 cluster-wide layer of dynamic broker configs); `users` (SCRAM credentials) notifications
 are the credential store's (cluster/scram_zk_store.py), `users` and `clients` (client
 quotas: users/[u], users/[u]/clients/[c], clients/[c]) the quota store's
-(cluster/quota_zk_store.py). Every broker runs a
+(broker/zk_client_quotas.py). Every broker runs a
 ConfigChangeListener: it watches /config/changes, takes the notifications newer than the
 last one it applied in sequence order, re-reads each entity's config znode and hands it to
 the broker, and remembers the last sequence applied. Notifications older than

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from kafkactl.broker.client_quotas import CLIENT_ID, USER
-from kafkactl.cluster.quota_zk_store import ZkQuotaStore, entity_at, entity_location
+from kafkactl.broker.zk_client_quotas import ZkQuotaStore, entity_at, entity_location
 from kafkactl.cluster.scram_zk_store import ZkCredentialStore
 from kafkactl.protocol import codec
 from kafkactl.protocol.api_keys import ApiKey

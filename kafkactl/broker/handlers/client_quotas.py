@@ -4,7 +4,7 @@ What kafka-configs --entity-type users|clients, confluent-kafka and `kafkactl qu
 Describe needs DESCRIBE_CONFIGS on the cluster, Alter ALTER_CONFIGS, as in Kafka. An entity
 is user and/or client-id, a name or null for the default; IP entities are refused.
 A broker of a ZooKeeper cluster writes the quotas to ZooKeeper (kafkactl.cluster.
-quota_zk_store), whence every broker applies them; Describe answers from this broker's
+zk_client_quotas), whence every broker applies them; Describe answers from this broker's
 applied view.
 """
 
