@@ -75,7 +75,7 @@ complete -c kafkactl -n '__fish_seen_subcommand_from consume' -l zookeeper -x -d
 complete -c kafkactl -n '__fish_seen_subcommand_from consume' -l offsets-storage -x -d 'With --zookeeper: where offsets are kept, zookeeper or kafka (the broker). [default: zookeeper]'
 complete -c kafkactl -n '__fish_seen_subcommand_from consume' -l dual-commit -d 'With --offsets-storage kafka: commit to ZooKeeper too (the migration step).'
 complete -c kafkactl -n '__fish_seen_subcommand_from consume' -l timeout-ms -x -d 'Exit when no record arrived for this long (kafka-console-consumer\'s). [x>=1]'
-complete -c kafkactl -n '__fish_seen_subcommand_from consume' -l isolation-level -x -d 'read_committed: only records of committed transactions, up to the last stable offset (-X isolation.level); transactio...'
+complete -c kafkactl -n '__fish_seen_subcommand_from consume' -l isolation-level -x -d 'read_uncommitted or read_committed: only records of committed transactions, up to the last stable offset (-X isolatio...'
 complete -c kafkactl -n '__fish_seen_subcommand_from consume' -s q -l quiet -d 'No summary on stderr.'
 complete -c kafkactl -n '__fish_seen_subcommand_from consume' -s h -l help -d 'Show this message and exit.'
 complete -c kafkactl -n '__fish_seen_subcommand_from dump-log' -l print-data-log -d 'Print keys and payloads (implies --deep-iteration).'

@@ -154,7 +154,7 @@ _kafkactl_consume() {
         '--offsets-storage[With --zookeeper\: where offsets are kept, zookeeper or kafka (the broker). \[default\: zookeeper\]]:OFFSETS_STORAGE: ' \
         '--dual-commit[With --offsets-storage kafka\: commit to ZooKeeper too (the migration step).]' \
         '--timeout-ms[Exit when no record arrived for this long (kafka-console-consumer'\''s). \[x>=1\]]:TIMEOUT_MS: ' \
-        '--isolation-level[read_committed\: only records of committed transactions, up to the last stable offset (-X isolation.level); transactio...]:read_uncommitted|read_committed: ' \
+        '--isolation-level[read_uncommitted or read_committed\: only records of committed transactions, up to the last stable offset (-X isolatio...]:LEVEL: ' \
         '(-q --quiet)-q[No summary on stderr.]' \
         '(-q --quiet)--quiet[No summary on stderr.]' \
         '(-h --help)-h[Show this message and exit.]' \

@@ -226,10 +226,11 @@ def consume(  # noqa: C901
         None, "--timeout-ms", min=1,
         help="Exit when no record arrived for this long (kafka-console-consumer's)."),
     isolation_level: str | None = typer.Option(
-        None, "--isolation-level", metavar="read_uncommitted|read_committed",
+        None, "--isolation-level", metavar="LEVEL",
         show_default="read_uncommitted",
-        help="read_committed: only records of committed transactions, up to the last "
-             "stable offset (-X isolation.level); transaction markers are never printed."),
+        help="read_uncommitted or read_committed: only records of committed transactions, "
+             "up to the last stable offset (-X isolation.level); transaction markers are "
+             "never printed."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No summary on stderr."),
 ) -> None:
     """Print records of the given topics to stdout (value per line by default).
