@@ -92,6 +92,7 @@ BROKER_DEFAULTS: dict[str, str] = {
     "offsets.retention.minutes": "10080",
     "transaction.state.log.replication.factor": "1",
     "transaction.state.log.min.isr": "1",
+    "transaction.partition.verification.enable": "true",  # KIP-890 on partition leaders
     "group.initial.rebalance.delay.ms": "3000",
     "unclean.leader.election.enable": "false",
     "cluster.id": "",

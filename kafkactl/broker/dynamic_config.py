@@ -145,7 +145,7 @@ STORED_ONLY_KEYS: dict[str, Any] = {
     "metric.reporters": _text,
     "producer.id.expiration.ms": _integer(1),
     "transaction.partition.verification.enable": _boolean,
-    # replication quotas (DynamicConfig.Broker): acted on (REPLICATION_QUOTA_KEYS)
+    # replication quotas (DynamicConfig.Broker): acted on (READ_LIVE_KEYS)
     "leader.replication.throttled.rate": _integer(0),
     "follower.replication.throttled.rate": _integer(0),
     "replica.alter.log.dirs.io.max.bytes.per.second": _integer(0),
@@ -190,17 +190,18 @@ def is_dynamic(key: str) -> bool:
     return key in DYNAMIC_KEYS
 
 
-# Validated with the stored-only keys, but acted on (kafkactl/broker/replication_quota.py
-# reads them from the live broker props)
-REPLICATION_QUOTA_KEYS = frozenset({"leader.replication.throttled.rate",
-                                    "follower.replication.throttled.rate"})
+# Validated with the stored-only keys, but acted on: read from the live broker props
+# (kafkactl/broker/replication_quota.py, kafkactl/broker/txn_verification.py)
+READ_LIVE_KEYS = frozenset({"leader.replication.throttled.rate",
+                                    "follower.replication.throttled.rate",
+                                    "transaction.partition.verification.enable"})
 
 
 def is_stored_only(key: str) -> bool:
     """A dynamic key this broker keeps but does not act on."""
     base = listener_base(key)
     return (base in LISTENER_KEYS) if base is not None else \
-        key in STORED_ONLY_KEYS and key not in REPLICATION_QUOTA_KEYS
+        key in STORED_ONLY_KEYS and key not in READ_LIVE_KEYS
 
 
 STORED_ONLY_NOTE = ("Stored only: a dynamic Kafka broker config that kafkactl's broker keeps "

@@ -24,6 +24,12 @@ from tests.polling import wait_until
 from .wire import Wire
 
 PID_A, PID_B, PID_C = 51_001, 51_002, 51_003
+# The log side on its own: hand-built transactional batches and markers, no coordinator
+# transaction behind them, which KIP-890's leader check would refuse (tested in
+# test_txn_verification.py): the check is off here, as Kafka's
+# transaction.partition.verification.enable=false turns it off.
+NO_VERIFICATION = {"transaction.partition.verification.enable": "false"}
+MODULE_BROKER_OVERRIDES = NO_VERIFICATION
 INVALID_RECORD = 87
 TXN_ID_AUTH_FAILED = 53
 
@@ -243,7 +249,7 @@ def test_sigkill_restart_rebuilds_txnindex_and_open_transactions(broker_factory)
     """Transactions aborted in several segments and one left open; the broker is killed
     (SIGKILL) and .txnindex files damaged: the restarted broker's recovery rebuilds them
     identical to the written ones, and the open transaction still holds the LSO."""
-    b = broker_factory(log_segment_bytes="1024")
+    b = broker_factory(log_segment_bytes="1024", transaction_partition_verification_enable="false")
     topic = "txn-crash"
     producers = [TxnProducer(60_000 + i) for i in range(3)]
     with Wire(b.bootstrap) as w:
@@ -346,7 +352,8 @@ def test_broker_compaction_of_a_transactional_topic(broker_factory) -> None:
     """The broker's own cleaner on a compacted topic with transactions: aborted records go
     (and never hide a committed value), a read_committed reader sees the same latest value
     per key before and after, and kcat read_committed agrees."""
-    b = broker_factory(log_cleaner_backoff_ms="200")
+    b = broker_factory(log_cleaner_backoff_ms="200",
+                       transaction_partition_verification_enable="false")
     topic = "txn-compact"
 
     def keyed(p: TxnProducer | None, *pairs: tuple[str, str]) -> bytes:

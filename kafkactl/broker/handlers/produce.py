@@ -19,9 +19,10 @@ INVALID_RECORD (log/validator.py).
 
 from __future__ import annotations
 
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Collection
 from typing import Any
 
+from kafkactl.broker import txn_verification
 from kafkactl.broker.metrics import count_produced
 from kafkactl.broker.request_handler import RequestContext
 from kafkactl.broker.security.acl import AclOperation, ResourceType
@@ -51,12 +52,81 @@ def _has_transactional_records(request: dict[str, Any]) -> bool:
     return False
 
 
+def _txn_refusal(services: BrokerServices, ctx: RequestContext, request: dict[str, Any]
+                 ) -> str | None:
+    """Why a Produce carrying transactional batches may not write them, or None."""
+    txn_id = request.get("transactional_id")
+    if txn_id is None:
+        return "transactional records need a transactional_id"
+    if not authorize(services, ctx, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, txn_id):
+        return f"Not authorized to write with transactional id {txn_id}"
+    return None
+
+
+def _refusal(name: str, index: int, acks: int, txn_refused: str | None,
+             refused: Collection[str],
+             unverified: dict[tuple[str, int], tuple[ErrorCode, str]]
+             ) -> tuple[ErrorCode, str] | None:
+    """The error a partition of a Produce gets before anything is appended, in Kafka's
+    order, or None."""
+    if txn_refused is not None:
+        return ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, txn_refused
+    if name in refused:
+        return (ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                "Not authorized to access topics: [" + name + "]")
+    if acks not in (0, 1, -1):
+        return ErrorCode.INVALID_REQUIRED_ACKS, f"acks must be 0, 1 or -1, not {acks}"
+    if name in INTERNAL_TOPICS:
+        return ErrorCode.INVALID_TOPIC_EXCEPTION, f"Cannot append to internal topic {name}"
+    return unverified.get((name, index))
+
+
 def _error(index: int, code: ErrorCode, message: str) -> dict[str, Any]:
     return {"index": index, "error_code": code, "base_offset": -1, "error_message": message}
 
 
 def handle_produce(services: BrokerServices, ctx: RequestContext, request: dict[str, Any]
                    ) -> dict[str, Any] | None | Awaitable[dict[str, Any] | None]:
+    txn_id = request.get("transactional_id")
+    if txn_id is not None and _has_transactional_records(request) \
+            and _txn_refusal(services, ctx, request) is None \
+            and txn_verification.enabled(services):
+        # KIP-890: a batch that would open a transaction here, checked with its coordinator
+        wanted = txn_verification.to_verify(services, request)
+        if wanted:
+            answers = txn_verification.verify_here(services, txn_id, wanted)
+            if answers is None:
+                return _verify_then_produce(services, ctx, request, txn_id, wanted)
+            return _produce(services, ctx, request, _refusals(answers))
+    return _produce(services, ctx, request, {})
+
+
+def _refusals(answers: dict[tuple[str, int], ErrorCode]
+              ) -> dict[tuple[str, int], tuple[ErrorCode, str]]:
+    out: dict[tuple[str, int], tuple[ErrorCode, str]] = {}
+    for tp, code in answers.items():
+        error = txn_verification.produce_error(code)
+        if error != ErrorCode.NONE:
+            out[tp] = (error, txn_verification.message(error, tp))
+    return out
+
+
+async def _verify_then_produce(services: BrokerServices, ctx: RequestContext,
+                               request: dict[str, Any], txn_id: str,
+                               wanted: dict[tuple[str, int], tuple[int, int]]
+                               ) -> dict[str, Any] | None:
+    answers = await txn_verification.verify_remote(services, txn_id, wanted)
+    result = _produce(services, ctx, request, _refusals(answers))
+    if result is not None and not isinstance(result, dict):
+        return await result
+    return result
+
+
+def _produce(services: BrokerServices, ctx: RequestContext, request: dict[str, Any],
+             unverified: dict[tuple[str, int], tuple[ErrorCode, str]]
+             ) -> dict[str, Any] | None | Awaitable[dict[str, Any] | None]:
+    """The Produce itself; `unverified`: partitions whose transactional batch its
+    coordinator did not confirm (KIP-890), answered with that error, nothing appended."""
     rm = services.replica_manager
     acks = request["acks"]
     version = ctx.api_version
@@ -65,35 +135,16 @@ def handle_produce(services: BrokerServices, ctx: RequestContext, request: dict[
     entries: dict[tuple[str, int], dict[str, Any]] = {}
     refused = unauthorized_topics(services, ctx, AclOperation.WRITE,
                                   (t["name"] for t in request["topic_data"]))
-    bad_acks = acks not in (0, 1, -1)
-    txn_refused = None
-    if _has_transactional_records(request):
-        txn_id = request.get("transactional_id")
-        if txn_id is None:
-            txn_refused = "transactional records need a transactional_id"
-        elif not authorize(services, ctx, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID,
-                           txn_id):
-            txn_refused = f"Not authorized to write with transactional id {txn_id}"
+    txn_refused = _txn_refusal(services, ctx, request) \
+        if _has_transactional_records(request) else None
     for topic in request["topic_data"]:
         name = topic["name"]
         parts = []
         for pdata in topic["partition_data"]:
             index = pdata["index"]
-            if txn_refused is not None:
-                parts.append(_error(index, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
-                                    txn_refused))
-                continue
-            if name in refused:
-                parts.append(_error(index, ErrorCode.TOPIC_AUTHORIZATION_FAILED,
-                                    "Not authorized to access topics: [" + name + "]"))
-                continue
-            if bad_acks:
-                parts.append(_error(index, ErrorCode.INVALID_REQUIRED_ACKS,
-                                    f"acks must be 0, 1 or -1, not {acks}"))
-                continue
-            if name in INTERNAL_TOPICS:
-                parts.append(_error(index, ErrorCode.INVALID_TOPIC_EXCEPTION,
-                                    f"Cannot append to internal topic {name}"))
+            refusal = _refusal(name, index, acks, txn_refused, refused, unverified)
+            if refusal is not None:
+                parts.append(_error(index, *refusal))
                 continue
             r = rm.append(name, index, pdata["records"], produce_version=version, acks=acks)
             entry: dict[str, Any] = {

@@ -16,7 +16,10 @@ from tests.broker.security.conftest import SecureBroker, start_secure
 from tests.broker.wire import Wire
 
 AUTHORIZER = {"authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
-              "super.users": "User:admin;User:ANONYMOUS"}
+              "super.users": "User:admin;User:ANONYMOUS",
+              # the ACL check alone, on hand-built batches with no coordinator transaction
+              # behind them (KIP-890's leader check: tests/broker/test_txn_verification.py)
+              "transaction.partition.verification.enable": "false"}
 TOPIC, TRANSACTIONAL_ID = 2, 5
 LITERAL, WRITE, ALLOW = 3, 4, 3
 TOPIC_NAME = "txn-produce-acl"
