@@ -85,9 +85,12 @@ def test_a_producer_over_its_quota_is_throttled_and_loses_nothing(broker_factory
     assert r.returncode == 0, r.stderr
     throttles, elapsed = _produce(b.bootstrap, "slow", 8000, 100)  # 800 kB at 100 kB/s
     assert throttles and max(throttles) > 0
-    # the broker mutes the connection for the throttle: 800 kB cannot go through at
-    # 100 kB/s in less than (800/100 - the 2 s window) s, whatever the machine
-    assert elapsed >= 0.5 * (800_000 / 100_000 - 2)
+    # Held to the quota within 10%: the broker mutes the connection for each throttle, so
+    # beyond what its 2 x 1 s windows let through at once (200 kB), 800 kB of values (more
+    # on the wire) cannot go faster than 1.1 x 100 kB/s, whatever the machine. (Slower is
+    # the machine's doing, not asserted: 8.8 s here, about 100 kB/s counting the records'
+    # own bytes.)
+    assert elapsed >= (800_000 - 2 * 100_000) / (1.1 * 100_000)
     fast, _ = _produce(b.bootstrap, "fast", 8000, 100)  # no quota: never throttled
     assert fast == []
     r = kafkactl("topics", "offsets", "-t", "quota-topic", "--json", "-b", b.bootstrap)
