@@ -125,7 +125,7 @@ def table(rows: list[Result], pure: list[Result] | None = None) -> list[list[str
     for row, script, failure in rows:
         if row is None:
             blanks = [""] * (len(head) - 4)
-            lines.append(["", script, "FAILED", *blanks, failure, "", "", "no"])
+            lines.append(["", script, "FAILED", *blanks, failure, "", "no"])
             continue
         verdict = judge(row)
         met = "" if verdict is None else ("yes" if verdict else "no")
