@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING
 
 from kafkactl.broker.coordinator.group import GroupMetadata, GroupState, OffsetAndMetadata
@@ -39,14 +39,11 @@ class OffsetManager:
                                                     600000)
 
     # ---- OffsetCommit -------------------------------------------------------------------
-    def commit_offsets(self, group_id: str, generation_id: int, member_id: str,
-                       instance_id: str | None,
-                       offsets: dict[TopicPartition, OffsetAndMetadata]
-                       ) -> dict[TopicPartition, ErrorCode]:
-        """Validate then store; returns an error per partition."""
-        code, group = self._group_for_commit(group_id, generation_id, member_id, instance_id)
-        if group is None:
-            return {tp: code for tp in offsets}
+    def _checked(self, offsets: Mapping[TopicPartition, OffsetAndMetadata]
+                 ) -> tuple[dict[TopicPartition, ErrorCode],
+                            dict[TopicPartition, OffsetAndMetadata]]:
+        """(the errors of the partitions that cannot take an offset: unknown, or metadata
+        over offset.metadata.max.bytes; the offsets of the others)."""
         errors: dict[TopicPartition, ErrorCode] = {}
         good: dict[TopicPartition, OffsetAndMetadata] = {}
         cache = self.coordinator.cache
@@ -57,6 +54,17 @@ class OffsetManager:
                 errors[tp] = ErrorCode.OFFSET_METADATA_TOO_LARGE
             else:
                 good[tp] = o
+        return errors, good
+
+    def commit_offsets(self, group_id: str, generation_id: int, member_id: str,
+                       instance_id: str | None,
+                       offsets: dict[TopicPartition, OffsetAndMetadata]
+                       ) -> dict[TopicPartition, ErrorCode]:
+        """Validate then store; returns an error per partition."""
+        code, group = self._group_for_commit(group_id, generation_id, member_id, instance_id)
+        if group is None:
+            return {tp: code for tp in offsets}
+        errors, good = self._checked(offsets)
         if good:
             stored = self.store_offsets(group, good)
             for tp in good:
@@ -119,16 +127,7 @@ class OffsetManager:
         code = self._check_txn_member(group, generation_id, member_id, instance_id)
         if code != ErrorCode.NONE:
             return dict.fromkeys(offsets, code)
-        errors: dict[TopicPartition, ErrorCode] = {}
-        good: dict[TopicPartition, OffsetAndMetadata] = {}
-        cache = self.coordinator.cache
-        for tp, o in offsets.items():
-            if cache.partition(*tp) is None:
-                errors[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-            elif len(o.metadata.encode("utf-8")) > self.metadata_max_bytes:
-                errors[tp] = ErrorCode.OFFSET_METADATA_TOO_LARGE
-            else:
-                good[tp] = o
+        errors, good = self._checked(offsets)
         if good:
             stored = self.store_txn_offsets(group, producer_id, producer_epoch, good)
             for tp in good:
