@@ -3,8 +3,8 @@
 An operator's DeleteTopics writes `/admin/delete_topics/<name>`. The active controller
 forgets the topic (the next UpdateMetadata announces it deleted, leader -2), sends
 StopReplica with deletion to every broker holding a replica, and removes the topic's
-znodes once each of them has confirmed. A broker that was down is asked again when it rejoins; a new controller starts
-over from the requests still in ZooKeeper.
+znodes once each of them has confirmed. A broker that was down is asked again when it
+rejoins; a new controller starts over from the requests still in ZooKeeper.
 """
 
 from __future__ import annotations
