@@ -49,7 +49,8 @@ def _init(w: Any, txn_id: str) -> tuple[int, int]:
                                            "transaction_timeout_ms": 60000,
                                            "producer_id": -1, "producer_epoch": -1})
         return (r["producer_id"], r["producer_epoch"]) if r["error_code"] == 0 else None
-    return wait_until(ready, 30, "a producer id for the transactional id")
+    # the first FindCoordinator creates __transaction_state; its leaders load it
+    return wait_until(ready, 90, "a producer id for the transactional id")
 
 
 def _add(w: Any, txn_id: str, pid: int, epoch: int, topic: str, partition: int) -> int:

@@ -45,7 +45,10 @@ def create_topic(cluster: Cluster, name: str, assignment: dict[int, list[int]],
                  configs: dict[str, str] | None = None) -> None:
     """CreateTopics with an explicit assignment, sent to the controller; waits for the
     leaders on every broker."""
-    controller = cluster.brokers[cluster.controller()]
+    # every live broker naming the same controller (one just started may not know it yet)
+    controller = cluster.brokers[wait_until(
+        lambda: c if (c := cluster.controller()) in cluster.brokers else None, 30,
+        "every broker naming the controller")]
     resp = request(controller.port, ApiKey.CREATE_TOPICS, 5, {
         "topics": [{"name": name, "num_partitions": -1, "replication_factor": -1,
                     "assignments": [{"partition_index": p, "broker_ids": b}

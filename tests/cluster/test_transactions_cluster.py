@@ -175,12 +175,24 @@ def test_prepare_commit_completed_by_the_next_coordinator(broker_factory, zookee
     import os
     import signal
 
+    # A session timeout well above the commit's own time (however loaded the machine), so
+    # the commit returns before the stopped leader's partition moves; and the stopped
+    # leader is not the controller, so ISR changes go on while it is stopped.
     cluster = start_cluster(broker_factory, zookeeper, **{
         **OVERRIDES, "transaction_state_log_min_isr": "1", "replica_lag_time_max_ms": "2000",
-        "request_timeout_ms": "3000"})
+        "request_timeout_ms": "3000", "zookeeper_session_timeout_ms": "10000"})
     topic = "tx-prepared"
-    _create(cluster, topic, 1)
+    controller = wait_until(lambda: c if (c := cluster.controller()) in cluster.brokers
+                            else None, 30, "a controller")
+    first = next(b for b in sorted(cluster.brokers) if b != controller)
+    replicas = [first, *(b for b in sorted(cluster.brokers) if b != first)]
+    resp = request(cluster.brokers[controller].port, ApiKey.CREATE_TOPICS, 5, {
+        "topics": [{"name": topic, "num_partitions": -1, "replication_factor": -1,
+                    "assignments": [{"partition_index": 0, "broker_ids": replicas}],
+                    "configs": []}], "timeout_ms": 10000, "validate_only": False})
+    assert resp["topics"][0]["error_code"] == 0, resp
     leader = cluster.wait_for_leaders(topic, 1)[0]
+    assert leader != controller
     tid = next(t for t in (f"tid-prepared-{i}" for i in range(100))
                if _coordinator(cluster, t) != leader)
     coordinator = _coordinator(cluster, tid)
@@ -200,7 +212,7 @@ def test_prepare_commit_completed_by_the_next_coordinator(broker_factory, zookee
         cluster.brokers[coordinator].kill()
         third = next(b for b in cluster.brokers if b not in (leader, coordinator))
         wait_until(lambda: _states_any(cluster.brokers[third].data_dir, tid)[-1] ==
-                   "CompleteCommit", SESSION_TIMEOUT_MS / 1000 + 60,
+                   "CompleteCommit", 10 + 60,
                    "CompleteCommit written by the next coordinator")
         assert [m[0] for m in markers(cluster.brokers[third].data_dir, topic, 0)] == ["COMMIT"]
         assert f"completing the commit of {tid}" in cluster.brokers[third].log()

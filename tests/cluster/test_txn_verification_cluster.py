@@ -16,12 +16,14 @@ from tests.broker.test_txn_verification import (
     _produce,
 )
 from tests.cluster.cluster_helpers import request, start_cluster
+from tests.polling import wait_until
 
 
 def test_a_leader_asks_a_coordinator_on_another_broker(broker_factory, zookeeper) -> None:
     from tests import zygote
 
-    cluster = start_cluster(broker_factory, zookeeper)
+    cluster = start_cluster(broker_factory, zookeeper,
+                            transaction_state_log_num_partitions="5")
     r = zygote.run(["topics", "create", "-b", cluster.bootstrap, "-t", "spread",
                     "--partitions", "3", "--replication-factor", "1"], text=True, timeout=60)
     assert r.returncode == 0, r.stderr
@@ -31,9 +33,13 @@ def test_a_leader_asks_a_coordinator_on_another_broker(broker_factory, zookeeper
     def at(port: int) -> Any:
         return lambda api, version, body: request(port, api, version, body)
 
-    pid, epoch = _init(at(any_port), "far-txn")
-    found = request(any_port, ApiKey.FIND_COORDINATOR, 3, {"key": "far-txn", "key_type": 1})
-    coordinator = found["node_id"]
+    def found() -> int | None:  # the first FindCoordinator makes __transaction_state
+        r = request(any_port, ApiKey.FIND_COORDINATOR, 3, {"key": "far-txn", "key_type": 1})
+        return int(r["node_id"]) if r["error_code"] == 0 else None
+
+    coordinator = wait_until(found, 90, "the coordinator of far-txn")
+    # InitProducerId goes to the coordinator, as a client sends it
+    pid, epoch = _init(at(cluster.brokers[coordinator].port), "far-txn")
     partition = next(p for p, b in lead.items() if b != coordinator)
     leader = cluster.brokers[lead[partition]]
     w = at(leader.port)
