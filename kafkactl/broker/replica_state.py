@@ -60,7 +60,9 @@ class LeadershipListener(Protocol):
 
 def leader_state(broker_id: int, leader_epoch: int = 0, partition_epoch: int = 0
                  ) -> dict[str, Any]:
-    """A LeaderAndIsr partition state for the only replica of a cluster of one."""
+    """A LeaderAndIsr partition state for the only replica of a cluster of one: what
+    cluster.partition_election.new_partition_state gives a partition whose one replica is
+    live (leader and ISR itself)."""
     return {"leader": broker_id, "leader_epoch": leader_epoch, "isr": [broker_id],
             "replicas": [broker_id], "partition_epoch": partition_epoch}
 

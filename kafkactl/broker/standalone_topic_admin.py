@@ -2,8 +2,8 @@
 of every partition.
 
 It decides as every controller does (kafkactl.broker.topic_admin's plans over the live
-brokers, here this broker alone; the first partition state from
-kafkactl.cluster.partition_election), writes its decisions to the data dir's metadata store
+brokers, here this broker alone; the partition state Kafka's first election gives the
+only replica, `replica_state.leader_state`), writes its decisions to the data dir's metadata store
 (kafkactl.cluster.metadata_store.LocalMetadataStore, topic-metadata.json), and acts on them
 through the one partition lifecycle a cluster's LeaderAndIsr and StopReplica take
 (kafkactl.broker.replica_state), in process. What only a cluster of one has is here: every
@@ -29,7 +29,7 @@ from kafkactl.broker.config import BrokerConfig
 from kafkactl.broker.metadata_cache import StandaloneMetadataCache
 from kafkactl.broker.open_files import check_open_file_room
 from kafkactl.broker.partition_store import PartitionStore
-from kafkactl.broker.replica_state import ReplicaStates
+from kafkactl.broker.replica_state import ReplicaStates, leader_state
 from kafkactl.broker.topic_admin import (
     ReplicaAssignment,
     T,
@@ -42,7 +42,6 @@ from kafkactl.broker.topic_admin import (
     requested_overrides,
 )
 from kafkactl.cluster.metadata_store import LocalMetadataStore, TopicExistsError
-from kafkactl.cluster.partition_election import new_partition_state
 from kafkactl.cluster.topic_state import TopicAssignment
 from kafkactl.log.config import LogConfig
 from kafkactl.log.errors import LogError
@@ -65,9 +64,6 @@ def _storage_error(what: str, e: OSError | LogError) -> TopicError:
     log.error("%s: %s", what, e)
     reason = e.strerror if isinstance(e, OSError) and e.strerror else e
     return TopicError(ErrorCode.KAFKA_STORAGE_ERROR, f"{what}: {reason}")
-
-
-TopicMetadataFile = LocalMetadataStore  # the name older code and tests use
 
 
 class StandaloneTopicAdmin:
@@ -109,15 +105,10 @@ class StandaloneTopicAdmin:
     # ---- the one lifecycle ----------------------------------------------------------------------
     def _host(self, name: str, p: int) -> None:
         """The controller's decision for partition p, acted on as a cluster's LeaderAndIsr
-        is: this broker leads it, at the first state Kafka gives a new partition. Raises
-        OSError or LogError (nothing of it hosted)."""
+        is: this broker, the only replica, leads it. Raises OSError or LogError (nothing
+        of it hosted)."""
         assert self.replicas is not None, "the server attaches the replica states first"
-        replicas = [self.broker_id]
-        first = new_partition_state(replicas, replicas, 0)
-        assert first is not None
-        self.replicas.host(name, p, {
-            "leader": first.leader, "leader_epoch": first.leader_epoch, "isr": first.isr,
-            "replicas": replicas, "partition_epoch": 0})
+        self.replicas.host(name, p, leader_state(self.broker_id))
 
     def _undo_host(self, name: str, p: int) -> None:
         """Undo a `_host` that a disk error interrupted, ignoring further errors."""

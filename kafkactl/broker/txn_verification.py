@@ -54,6 +54,12 @@ _AS_PRODUCE_ERROR = {
 }
 
 
+def transactional(records: Any) -> bool:
+    """Whether a partition's records start with a transactional v2 batch."""
+    return records is not None and len(records) > _ATTRIBUTES_LOW \
+        and records[_MAGIC] >= 2 and bool(records[_ATTRIBUTES_LOW] & _TRANSACTIONAL_FLAG)
+
+
 def enabled(services: BrokerServices) -> bool:
     """transaction.partition.verification.enable (Kafka's key; true by default, a dynamic
     broker config: read where dynamic changes land)."""
@@ -87,9 +93,7 @@ def to_verify(services: BrokerServices, request: dict[str, Any]
         name = topic["name"]
         for pdata in topic["partition_data"]:
             records = pdata["records"]
-            if records is None or len(records) < _PRODUCER_AT + _PRODUCER.size \
-                    or records[_MAGIC] < 2 \
-                    or not records[_ATTRIBUTES_LOW] & _TRANSACTIONAL_FLAG:
+            if not transactional(records) or len(records) < _PRODUCER_AT + _PRODUCER.size:
                 continue
             index = pdata["index"]
             part = services.partitions.get_partition(name, index)
@@ -112,8 +116,16 @@ def verify_here(services: BrokerServices, txn_id: str,
     if coordinator.check(txn_id) != ErrorCode.NONE:
         return None
     out: dict[TopicPartition, ErrorCode] = {}
-    for tp, (pid, epoch) in wanted.items():
-        out.update(coordinator.verify_partitions(txn_id, pid, epoch, [tp]))
+    for (pid, epoch), tps in _by_producer(wanted).items():
+        out.update(coordinator.verify_partitions(txn_id, pid, epoch, tps))
+    return out
+
+
+def _by_producer(wanted: dict[TopicPartition, tuple[int, int]]
+                 ) -> dict[tuple[int, int], list[TopicPartition]]:
+    out: dict[tuple[int, int], list[TopicPartition]] = {}
+    for tp, producer in wanted.items():
+        out.setdefault(producer, []).append(tp)
     return out
 
 
@@ -135,11 +147,8 @@ async def verify_remote(services: BrokerServices, txn_id: str,
     address = leader.endpoint(cluster.inter_broker.listener) if leader is not None else None
     if address is None:
         return unavailable
-    by_producer: dict[tuple[int, int], list[TopicPartition]] = {}
-    for tp, producer in wanted.items():
-        by_producer.setdefault(producer, []).append(tp)
     out: dict[TopicPartition, ErrorCode] = {}
-    for (pid, epoch), tps in by_producer.items():
+    for (pid, epoch), tps in _by_producer(wanted).items():
         topics: dict[str, list[int]] = {}
         for name, index in tps:
             topics.setdefault(name, []).append(index)

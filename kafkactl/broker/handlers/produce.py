@@ -34,22 +34,11 @@ from kafkactl.protocol.errors import ErrorCode
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
 
 
-_ATTRIBUTES_LOW = 22  # the low byte of a v2 batch's attributes
-_MAGIC = 16
-_TRANSACTIONAL_FLAG = 0x10
-
-
 def _has_transactional_records(request: dict[str, Any]) -> bool:
     """Kafka's hasTransactionalRecords: the first batch of some partition is
     transactional."""
-    for topic in request["topic_data"]:
-        for pdata in topic["partition_data"]:
-            records = pdata["records"]
-            if records is not None and len(records) > _ATTRIBUTES_LOW \
-                    and records[_MAGIC] >= 2 \
-                    and records[_ATTRIBUTES_LOW] & _TRANSACTIONAL_FLAG:
-                return True
-    return False
+    return any(txn_verification.transactional(pdata["records"])
+               for topic in request["topic_data"] for pdata in topic["partition_data"])
 
 
 def _txn_refusal(services: BrokerServices, ctx: RequestContext, request: dict[str, Any]
