@@ -10,12 +10,20 @@ here, once, for every command (`apply_help_rendering()`, called when the app is 
   options table, `--source-zookeeper` became `--source-zookeep…`; now only the help text
   column gives way, and it wraps (a word longer than its column folds, never ellipsised);
 - flags show no value type (`--from-beginning`, not `--from-beginning <bool>`).
+
+Start-up: rich and Typer's rich help module cost more than the rest of a command's
+start-up, and only `--help` uses them, so they are imported (and fixed) when a command
+first renders its help, not when the app is built; and without rich.markdown and
+rich.traceback (markdown_it, pygments), which Typer imports for markdown help texts and
+pretty tracebacks, neither of which kafkactl uses (`_import_rich_utils`).
 """
 
 from __future__ import annotations
 
 import inspect
 import re
+import sys
+import types
 from typing import Any
 
 _APPLIED = "_kafkactl_help_rendering"
@@ -125,11 +133,51 @@ def _whole_option_names(rich_utils: Any) -> None:
     rich_utils.Table = HelpTable
 
 
-def apply_help_rendering() -> None:
-    """Every `--help` fix above; idempotent."""
-    hide_flag_value_types()
+class _Markdown:
+    """rich.markdown.Markdown, imported when first made: a help text in markdown mode."""
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> Any:
+        from rich.markdown import Markdown
+
+        return Markdown(*args, **kwargs)
+
+
+class _Traceback:
+    """rich.traceback.Traceback, imported when first used: Typer's pretty exceptions."""
+
+    @classmethod
+    def from_exception(cls, *args: Any, **kwargs: Any) -> Any:
+        from rich.traceback import Traceback
+
+        return Traceback.from_exception(*args, **kwargs)
+
+
+def _import_rich_utils() -> Any:
+    """typer.rich_utils, imported without rich.markdown and rich.traceback (~70 ms of its
+    ~120: markdown_it, pygments): while it imports, those two modules are stand-ins whose
+    one class imports the real module when first used, then they are taken out again, so
+    that any later `import rich.markdown` imports the real one."""
+    stand_ins = {"rich.markdown": ("Markdown", _Markdown),
+                 "rich.traceback": ("Traceback", _Traceback)}
+    added: dict[str, types.ModuleType] = {}
+    for name, (attr, cls) in stand_ins.items():
+        if name not in sys.modules:
+            module = types.ModuleType(name)
+            setattr(module, attr, cls)
+            added[name] = sys.modules[name] = module
     try:
         from typer import rich_utils
+    finally:
+        for name, module in added.items():
+            if sys.modules.get(name) is module:
+                del sys.modules[name]
+    return rich_utils
+
+
+def load_help_rendering() -> None:
+    """Import Typer's rich help rendering and apply the fixes above to it; idempotent."""
+    try:
+        rich_utils = _import_rich_utils()
     except ImportError:  # Typer without rich: click's plain help, which needs none of this
         return
     if getattr(rich_utils, _APPLIED, False):
@@ -137,3 +185,27 @@ def apply_help_rendering() -> None:
     _literal_help_text(rich_utils)
     _whole_option_names(rich_utils)
     setattr(rich_utils, _APPLIED, True)
+
+
+def _load_before_format_help() -> None:
+    """Every command's help goes through `format_help` (Typer's commands and groups alike),
+    which imports typer.rich_utils: load (and fix) it first."""
+    from typer.core import TyperCommand, TyperGroup
+
+    for cls in (TyperCommand, TyperGroup):
+        original = cls.__dict__.get("format_help")
+        if original is None or getattr(original, "_kafkactl_loads_help", False):
+            continue
+
+        def format_help(self: Any, ctx: Any, formatter: Any, _original: Any = original) -> Any:
+            load_help_rendering()
+            return _original(self, ctx, formatter)
+
+        format_help._kafkactl_loads_help = True  # type: ignore[attr-defined]
+        cls.format_help = format_help  # type: ignore[method-assign]
+
+
+def apply_help_rendering() -> None:
+    """Every `--help` fix above, the rich ones when help is first rendered; idempotent."""
+    hide_flag_value_types()
+    _load_before_format_help()
