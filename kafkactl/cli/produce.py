@@ -8,7 +8,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING, Any
 
 import typer
 
@@ -33,6 +33,7 @@ from kafkactl.cli._properties import (
 )
 
 if TYPE_CHECKING:  # the client is imported when a command runs, so --help stays fast
+    from kafkactl.client.delimited import Block
     from kafkactl.client.line_producer import DeliveryStats, LineProducer, RunOutcome
     from kafkactl.client.transactional_lines import TransactionOutcome
 
@@ -209,7 +210,8 @@ def produce(
         progress = threading.Thread(target=_progress, args=(lp.stats, stop), daemon=True)
         progress.start()
     signal.signal(signal.SIGINT, signal.default_int_handler)
-    outcome = _run(lp, _input(file, delim), transactional, transaction_records)
+    blocks = lp.takes_blocks and len(delim) == 1 and not transactional
+    outcome = _run(lp, _input(file, delim, blocks), transactional, transaction_records)
     if discovery is not None:
         discovery.close()
     stop.set()
@@ -222,13 +224,13 @@ def produce(
             "sent" if kwargs["acks"] == "0" else "acknowledged")
 
 
-def _run(lp: LineProducer, chunks: Iterator[list[bytes]], transactional: bool,
-         every: int | None) -> RunOutcome | TransactionOutcome:
+def _run(lp: LineProducer, chunks: Iterator[list[bytes]] | Iterator[Block],
+         transactional: bool, every: int | None) -> RunOutcome | TransactionOutcome:
     if not transactional:
         return lp.run(chunks)
     from kafkactl.client.transactional_lines import run_in_transactions
 
-    return run_in_transactions(lp, chunks, every)
+    return run_in_transactions(lp, chunks, every)  # type: ignore[arg-type]  # lists there
 
 
 def _check_transactional(kwargs: dict[str, Any], transaction_records: int | None,
@@ -253,16 +255,20 @@ def _check_transactional(kwargs: dict[str, Any], transaction_records: int | None
     return transactional
 
 
-def _input(file: Path | None, delimiter: bytes) -> Iterator[list[bytes]]:
-    """The records of --file or stdin, a chunk at a time (opened when first read, so that
-    an error opening the file is the run's error like any other)."""
-    from kafkactl.client.delimited import read_records
+def _input(file: Path | None, delimiter: bytes, blocks: bool = False
+           ) -> Iterator[list[bytes]] | Iterator[Block]:
+    """The records of --file or stdin, a chunk at a time: lists of records, or with
+    `blocks` delimited.Blocks, whole records left in the buffer they were read into (opened
+    when first read, so that an error opening the file is the run's error like any
+    other)."""
+    from kafkactl.client.delimited import read_blocks, read_records
 
+    read: Callable[[IO[bytes], bytes], Iterator[Any]] = read_blocks if blocks else read_records
     if file is None:
-        yield from read_records(sys.stdin.buffer, delimiter)
+        yield from read(sys.stdin.buffer, delimiter)
         return
     with open(file, "rb") as stream:
-        yield from read_records(stream, delimiter)
+        yield from read(stream, delimiter)
 
 
 def _cause(e: BaseException) -> str:

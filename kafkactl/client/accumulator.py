@@ -118,6 +118,26 @@ class RecordAccumulator:
         self._fill((topic, partition), len(values),
                    lambda batch, i: batch.append_key_values(keys, values, i), entries)
 
+    def append_lines(self, topic: str, partition: int, data: bytes, start: int, end: int,
+                     delimiter: bytes, key_separator: bytes | None) -> int:
+        """Append the delimited lines of data[start:end] (ProducerBatch.append_lines: null
+        keys, or `key SEP value`); returns how many there were."""
+        tp = (topic, partition)
+        pos = start
+        count = 0
+        with self.lock:
+            dq = self._open_deque(tp)
+            while pos < end:
+                if self.closed:
+                    raise RuntimeError("the producer is closed")
+                took = 0
+                if dq:
+                    pos, took = dq[-1].append_lines(data, pos, end, delimiter, key_separator)
+                    count += took
+                if not took:
+                    self._new_batch(tp, dq, None)
+        return count
+
     def append_records_section(self, topic: str, partition: int, section: bytes,
                                record_count: int, base_timestamp: int, max_timestamp: int,
                                entries: Sequence[Any] | None = None) -> None:

@@ -1,5 +1,8 @@
 """Delimited input: a byte stream (stdin, a file, a pipe) split into records on a delimiter,
-a chunk of records at a time, as LineProducer takes them."""
+a chunk of records at a time, as LineProducer takes them: lists of records
+(`read_records`), or, for a one-byte delimiter, `Block`s of whole records left in the
+buffer they were read into (`read_blocks`), which the compiled line encoder turns into
+records without a Python object per line."""
 
 from __future__ import annotations
 
@@ -59,3 +62,56 @@ def read_records(stream: IO[bytes], delimiter: bytes) -> Iterator[list[bytes]]:
             yield parts
     if pending:
         yield [b"".join(pending)]
+
+
+class Block:
+    """Whole records of the input where they were read: data[start:end], each record
+    followed by the one-byte delimiter (the input's unterminated last record is given
+    one). `len()` is the number of records (counted when asked: the producer's encoder
+    counts them as it goes)."""
+
+    __slots__ = ("data", "start", "end", "delimiter", "_count")
+
+    def __init__(self, data: bytes, start: int, end: int, delimiter: bytes) -> None:
+        self.data = data
+        self.start = start
+        self.end = end
+        self.delimiter = delimiter
+        self._count = -1
+
+    def __len__(self) -> int:
+        if self._count < 0:
+            self._count = self.data.count(self.delimiter, self.start, self.end)
+        return self._count
+
+    def records(self) -> list[bytes]:
+        """The records, as read_records gives them."""
+        parts = self.data[self.start:self.end].split(self.delimiter)
+        parts.pop()  # after the last delimiter: nothing
+        return parts
+
+
+def read_blocks(stream: IO[bytes], delimiter: bytes) -> Iterator[Block]:
+    """The records of `stream` (as read_records gives them) in Blocks: each chunk read is
+    one block of its whole records, without a copy; a record begun in an earlier chunk is
+    a block of its own. One-byte delimiters only (a longer one could straddle chunks)."""
+    if len(delimiter) != 1:
+        raise ValueError("read_blocks takes a one-byte delimiter (read_records any)")
+    pending: list[bytes] = []  # the start of a record that began in an earlier chunk
+    for chunk in read_chunks(stream):
+        last = chunk.rfind(delimiter)
+        if last < 0:
+            pending.append(chunk)  # a huge record: join once, not once per chunk
+            continue
+        start = 0
+        if pending:
+            start = chunk.find(delimiter) + 1
+            pending.append(chunk[:start])
+            head = b"".join(pending)
+            yield Block(head, 0, len(head), delimiter)
+        pending = [chunk[last + 1:]] if last + 1 < len(chunk) else []
+        if start <= last:
+            yield Block(chunk, start, last + 1, delimiter)
+    if pending:
+        rest = b"".join((*pending, delimiter))
+        yield Block(rest, 0, len(rest), delimiter)

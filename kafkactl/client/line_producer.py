@@ -6,10 +6,12 @@ every one of them: acknowledged, failed, or read but never handed to the produce
     lp.stats.acked, lp.stats.failed, lp.read, list(lp.failed_records())
 
 `kafkactl produce` is this plus option parsing and the report; a mirror is this fed by a
-TopicReader. Lines come in chunks (lists of records): with no headers and no --sync, a
-chunk is handed over in bulk (Producer.send_values / send_key_values, the batch fast path);
-otherwise record by record. When the run stops part-way (Ctrl-C, an input or producer
-error), `unsent()` names the records of the interrupted chunk the producer never got.
+TopicReader. Lines come in chunks (lists of records, or delimited.Blocks of whole records
+still in their input buffer, when `takes_blocks`): with no headers and no --sync, a chunk
+is handed over in bulk (Producer.send_lines for a Block, send_values / send_key_values for a
+list: the batch fast paths); otherwise record by record. When the run stops part-way
+(Ctrl-C, an input or producer error), `unsent()` names the records of the interrupted chunk
+the producer never got.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from kafkactl.client.delimited import Block
 from kafkactl.record._accel import kernels
 
 if TYPE_CHECKING:
@@ -128,12 +131,16 @@ class LineProducer:
         sync = producer.sync
         self.simple = key_separator is None and not self.headers and not sync
         self.keyed = key_separator is not None and not self.headers and not sync
-        self.chunk: list[bytes] = []  # the chunk being handed over; [] between chunks
+        # Blocks are encoded from their buffer (the compiled encoder): not when the raw
+        # records are kept, which need an object each anyway
+        self.takes_blocks = (self.simple or self.keyed) and not self.keep and kernels is not None
+        # the chunk being handed over; [] between chunks
+        self.chunk: list[bytes] | Block = []
         self.chunk_base = 0  # stats.sent when it was read
         self.tagged: list[tuple[int, bytes]] | None = None
         self.input_done = False
 
-    def run(self, chunks: Iterable[list[bytes]]) -> RunOutcome:
+    def run(self, chunks: Iterable[list[bytes]] | Iterable[Block]) -> RunOutcome:
         """Send every chunk, then flush (30 s at most after Ctrl-C or an error) and abort
         the producer: afterwards every record read was acknowledged, failed or is unsent.
         Ctrl-C and errors (of the input too) end the run and are returned, not raised."""
@@ -155,17 +162,32 @@ class LineProducer:
         self.producer.abort()
         return outcome
 
-    def send_all(self, chunks: Iterable[list[bytes]]) -> None:
+    def send_all(self, chunks: Iterable[list[bytes]] | Iterable[Block]) -> None:
         """Hand every chunk to the producer (without waiting for acknowledgements)."""
         stats = self.stats
         for records in chunks:
             self.chunk = records
             self.chunk_base = stats.sent
             self.tagged = None
-            self._send(records)
-            stats.sent = self.chunk_base + len(records)
+            if isinstance(records, Block):
+                stats.sent = self.chunk_base + self._send_block(records)
+            else:
+                self._send(records)
+                stats.sent = self.chunk_base + len(records)
             self.chunk = []
         self.input_done = True
+
+    def _send_block(self, block: Block) -> int:
+        if not self.takes_blocks:
+            records = block.records()
+            self.chunk = records
+            self._send(records)
+            return len(records)
+        n = self.producer.send_lines(self.topic, block.data, block.start, block.end,
+                                     block.delimiter, self.ksep, partition=self.partition)
+        block._count = n
+        self.stats.bytes += block.end - block.start - n * len(block.delimiter)
+        return n
 
     def _send(self, records: list[bytes]) -> None:
         producer, stats, topic, partition = self.producer, self.stats, self.topic, self.partition
@@ -207,6 +229,7 @@ class LineProducer:
         if not self.chunk:
             return []
         stats = self.stats
+        chunk = self.chunk.records() if isinstance(self.chunk, Block) else self.chunk
         if self.tagged is not None:
             with stats.lock:
                 got = {e[0] for batch in stats.recent_acked or () for e in batch
@@ -214,8 +237,8 @@ class LineProducer:
                 got.update(e[0] for e in stats.failed_entries if isinstance(e, tuple))
             return [raw for n, raw in self.tagged if n not in got]
         # every other path hands records over in input order: the first `handed` went
-        handed = min(max(stats.handed_and_done - self.chunk_base, 0), len(self.chunk))
-        return self.chunk[handed:]
+        handed = min(max(stats.handed_and_done - self.chunk_base, 0), len(chunk))
+        return chunk[handed:]
 
     def failed_records(self) -> Iterator[bytes]:
         """Every record read and not acknowledged, after run(): those of failed batches

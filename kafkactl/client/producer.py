@@ -333,6 +333,47 @@ class Producer:
         if self.sync:
             self.flush()
 
+    def send_lines(self, topic: str, data: bytes, start: int, end: int, delimiter: bytes,
+                   key_separator: bytes | None = None, *,
+                   partition: int | None = None) -> int:
+        """Bulk path for lines still in their input buffer: the lines of data[start:end],
+        each followed by `delimiter`, as send_values sends them (null keys) or, with a
+        key_separator, as send_key_values sends `key SEP value` (a line without SEP: a null
+        key and the whole line). Encoded from the buffer with no object per line where the
+        records go to one partition (record.columns.encode_lines); returns how many lines
+        there were. Delivery is reported through add_batch_callback."""
+        if self._closed:
+            raise ProducerClosedError("send_lines() on a closed producer")
+        if self.transactions is not None:
+            self._check_in_transaction()
+        if self.sender.fatal_error is not None:
+            raise self.sender.fatal_error
+        if partition is None:
+            n = self._num_partitions(topic)
+            spread = (n > 1 if key_separator is not None else
+                      self.partitioner.name in ("roundrobin", "random")
+                      or self.partitioner._user is not None)
+            if spread:  # a partition per record: the per-record paths choose it
+                records = data[start:end].split(delimiter)
+                records.pop()
+                if key_separator is None:
+                    self.send_values(topic, records)
+                else:
+                    from kafkactl.client.line_producer import split_keys
+
+                    keys, values = split_keys(records, key_separator)
+                    self.send_key_values(topic, keys, values)
+                return len(records)
+            partition = (0 if key_separator is not None
+                         else self.partitioner.sticky_partition(topic, n))
+        elif topic not in self._partition_counts:
+            self._check_partition(topic, partition)
+        count = self.accumulator.append_lines(topic, partition, data, start, end, delimiter,
+                                              key_separator)
+        if self.sync:
+            self.flush()
+        return count
+
     def send_records_section(self, topic: str, partition: int, section: bytes,
                              record_count: int, base_timestamp: int, max_timestamp: int, *,
                              entries: Sequence[Any] | None = None) -> None:

@@ -3,10 +3,10 @@
 The producer is the only place records are ever encoded (the broker stores and serves these
 bytes unchanged). A record in general goes through record.batch.encode_record and the batch
 is framed by record.batch.assemble_batch (the same code RecordBatchBuilder uses); the bulk
-paths (values only, keyed values) fill batch.size a run of records at a time with
-record.columns (table lookups over the whole run, no per-record Python loop), joined once
-at `build()` time. The base offset is 0 and
-the broker stamps the real one.
+paths (values only, keyed values, and lines still in their input buffer) fill batch.size a
+run of records at a time with record.columns (table lookups over the whole run, or the
+compiled encoders: no per-record Python loop), joined once at `build()` time. The base
+offset is 0 and the broker stamps the real one.
 """
 
 from __future__ import annotations
@@ -22,7 +22,13 @@ from kafkactl.record.batch import (
     set_producer_state,
 )
 from kafkactl.record.codecs import Compression, compress
-from kafkactl.record.columns import MAX_DELTA, MAX_FIELDS, encode_key_values, encode_values
+from kafkactl.record.columns import (
+    MAX_DELTA,
+    MAX_FIELDS,
+    encode_key_values,
+    encode_lines,
+    encode_values,
+)
 
 
 def klen_of(key: bytes | None) -> int:
@@ -132,6 +138,19 @@ class ProducerBatch:
             while i < len(values) and self.append(None, keys[i], values[i]) is not None:
                 i += 1
         return i
+
+    def append_lines(self, data: bytes, pos: int, end: int, delimiter: bytes,
+                     key_separator: bytes | None) -> tuple[int, int]:
+        """Fast path for lines still in their input buffer: the lines of data[pos:end]
+        (record.columns.encode_lines: null keys, or `key SEP value` with a
+        key_separator), no headers, the batch timestamp, until the batch is full. Returns
+        the position after the last line appended and how many were (0: none fit)."""
+        if self.closed:
+            return pos, 0
+        records, after, count = encode_lines(data, pos, end, delimiter, key_separator,
+                                             self.record_count, self.batch_size - self.size)
+        self._took([records], count, len(records))
+        return after, count
 
     def _took(self, parts: list[bytes], count: int, size: int) -> None:
         if count:

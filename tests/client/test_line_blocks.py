@@ -1,0 +1,181 @@
+"""Lines left in their input buffer (client/delimited.py `read_blocks`, `Block`) and the
+producer's path for them (LineProducer -> Producer.send_lines -> ProducerBatch.append_lines,
+the compiled line encoder): the records are those read_records gives, whatever the chunk
+boundaries, and they land in the topic as the list path would put them."""
+
+from __future__ import annotations
+
+import io
+import os
+import threading
+from collections.abc import Iterator
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from kafkactl.client import delimited
+from kafkactl.client.admin import AdminClient
+from kafkactl.client.consumer import Consumer
+from kafkactl.client.delimited import Block, read_blocks, read_records
+from kafkactl.client.fetcher import EARLIEST
+from kafkactl.client.line_producer import LineProducer
+from kafkactl.client.partitioner import murmur2_partition
+from kafkactl.client.producer import Producer
+from kafkactl.client.topic_reader import StartOffset, TopicReader
+from kafkactl.record._accel import kernels
+from tests.conftest import BrokerProcess
+from tests.hypothesis_profiles import examples
+
+
+def _flat(chunks: Iterator[list[bytes]]) -> list[bytes]:
+    return [r for chunk in chunks for r in chunk]
+
+
+def _blocks(data: bytes, delim: bytes) -> list[Block]:
+    return list(read_blocks(io.BytesIO(data), delim))
+
+
+@settings(max_examples=examples(300))
+@given(st.lists(st.binary(max_size=9) | st.sampled_from([b"", b"x" * 40]), max_size=40),
+       st.sampled_from([b"\n", b"\x00", b","]), st.sampled_from([b"", b"\n", b"\x00", b","]),
+       st.integers(1, 50))
+def test_blocks_hold_the_records_read_records_gives(lines: list[bytes], delim: bytes,
+                                                     tail: bytes, chunk: int) -> None:
+    data = delim.join(lines) + tail
+    saved = delimited.CHUNK
+    delimited.CHUNK = chunk  # chunk boundaries everywhere: inside records and delimiters
+    try:
+        blocks = _blocks(data, delim)
+        want = _flat(read_records(io.BytesIO(data), delim))
+    finally:
+        delimited.CHUNK = saved
+    assert [r for b in blocks for r in b.records()] == want
+    for b in blocks:
+        assert len(b) == len(b.records()) >= 1
+        assert b.data[b.end - 1:b.end] == delim and 0 <= b.start < b.end <= len(b.data)
+
+
+def test_a_chunk_is_one_block_without_a_copy() -> None:
+    data = b"a\nbb\nccc\nunfinished"
+    blocks = _blocks(data, b"\n")
+    assert blocks[0].data is not None and blocks[0].records() == [b"a", b"bb", b"ccc"]
+    assert (blocks[0].start, blocks[0].end) == (0, 9)
+    assert blocks[1].records() == [b"unfinished"]
+    assert _blocks(b"", b"\n") == []
+    with pytest.raises(ValueError, match="one-byte delimiter"):
+        _blocks(data, b"\r\n")
+
+
+def test_blocks_from_a_pipe_written_in_pieces() -> None:
+    """The read1 + select path: a slow writer's pieces, records cut anywhere."""
+    lines = [b"line %d %s" % (i, b"p" * (i % 97)) for i in range(20_000)]
+    data = b"\n".join(lines) + b"\n"
+    r, w = os.pipe()
+
+    def write() -> None:
+        with os.fdopen(w, "wb") as f:
+            for i in range(0, len(data), 7_777):
+                f.write(data[i:i + 7_777])
+                f.flush()
+
+    t = threading.Thread(target=write)
+    t.start()
+    with os.fdopen(r, "rb") as f:
+        got = [rec for b in read_blocks(f, b"\n") for rec in b.records()]
+    t.join()
+    assert got == lines
+
+
+def read_back(bootstrap: str, topic: str) -> list[tuple[bytes | None, bytes]]:
+    c = Consumer(topic, bootstrap_servers=bootstrap)
+    r = TopicReader(c, until_end=True)
+    r.seek(StartOffset("earliest", EARLIEST))
+    out: list[tuple[bytes | None, bytes]] = []
+    try:
+        for rec in r.records():
+            out.append((None if rec.key is None else bytes(rec.key), bytes(rec.value or b"")))
+    finally:
+        c.close()
+    return out
+
+
+LINES = ([b"k%d v%d" % (i % 7, i) for i in range(3000)] + [b"", b"no-key", b" lead"]
+         + [b"big " + b"b" * 70_000, b"x y z"] + [b"%d" % i for i in range(20_000)])
+
+
+@pytest.mark.skipif(kernels is None, reason="the block path needs the compiled kernels")
+@pytest.mark.parametrize("sep", [None, b" "])
+@pytest.mark.parametrize("batch_size", [1_000, 16_384, 1_000_000])
+def test_blocks_land_as_the_lines_were(module_broker: BrokerProcess, sep: bytes | None,
+                                       batch_size: int) -> None:
+    topic = f"blocks-{'keyed' if sep else 'plain'}-{batch_size}"
+    data = b"\n".join(LINES)  # no final delimiter: the last line still counts
+    producer = Producer(module_broker.bootstrap, linger_ms=1, batch_size=batch_size,
+                        max_request_size=1 << 20)
+    lp = LineProducer(producer, topic, key_separator=sep)
+    assert lp.takes_blocks
+    saved = delimited.CHUNK
+    delimited.CHUNK = 50_000  # the huge line spans chunks
+    try:
+        outcome = lp.run(read_blocks(io.BytesIO(data), b"\n"))
+    finally:
+        delimited.CHUNK = saved
+    assert not outcome.interrupted and outcome.error is None
+    assert lp.read == lp.stats.acked == lp.stats.sent == len(LINES)
+    assert lp.stats.bytes == sum(map(len, LINES)) and lp.unsent() == []
+    want: list[tuple[bytes | None, bytes]] = [(None, line) for line in LINES]
+    if sep is not None:
+        want = [(k, v) if found else (None, line)
+                for line in LINES for k, found, v in [line.partition(sep)]]
+    assert read_back(module_broker.bootstrap, topic) == want
+
+
+@pytest.mark.skipif(kernels is None, reason="the block path needs the compiled kernels")
+def test_keyed_blocks_over_partitions_go_where_the_keys_hash(module_broker: BrokerProcess
+                                                             ) -> None:
+    with AdminClient(module_broker.bootstrap) as admin:
+        admin.create_topics({"blocks-spread": (3, 1, {})})
+    lines = [b"key%d,value %d" % (i % 50, i) for i in range(2000)] + [b"keyless"]
+    producer = Producer(module_broker.bootstrap, linger_ms=1)
+    lp = LineProducer(producer, "blocks-spread", key_separator=b",")
+    outcome = lp.run(read_blocks(io.BytesIO(b"\n".join(lines) + b"\n"), b"\n"))
+    assert outcome.error is None and lp.stats.acked == len(lines)
+    c = Consumer("blocks-spread", bootstrap_servers=module_broker.bootstrap)
+    r = TopicReader(c, until_end=True)
+    r.seek(StartOffset("earliest", EARLIEST))
+    seen = 0
+    try:
+        for rec in r.records():
+            seen += 1
+            if rec.key is not None:
+                assert rec.partition == murmur2_partition(bytes(rec.key), 3)
+    finally:
+        c.close()
+    assert seen == len(lines)
+
+
+@pytest.mark.skipif(kernels is None, reason="the block path needs the compiled kernels")
+def test_an_input_error_after_blocks_counts_every_record(module_broker: BrokerProcess
+                                                          ) -> None:
+    def blocks() -> Iterator[Block]:
+        data = b"one\ntwo\nthree\n"
+        yield Block(data, 0, len(data), b"\n")
+        raise OSError("disk gone")
+
+    lp = LineProducer(Producer(module_broker.bootstrap, linger_ms=1), "blocks-input-error")
+    outcome = lp.run(blocks())
+    assert isinstance(outcome.error, OSError) and not lp.input_done
+    assert lp.read == lp.stats.acked == 3 and lp.unsent() == []
+
+
+def test_a_producer_that_cannot_take_blocks_gets_their_records(module_broker: BrokerProcess
+                                                                ) -> None:
+    """Kept records (--failed-file) and headers take the list path, blocks or not."""
+    lp = LineProducer(Producer(module_broker.bootstrap, linger_ms=1), "blocks-kept",
+                      keep_failed=True, headers=[("h", b"1")])
+    assert not lp.takes_blocks
+    data = b"a\nb\nc\n"
+    outcome = lp.run([Block(data, 2, len(data), b"\n")])
+    assert outcome.error is None and lp.read == lp.stats.acked == 2
+    assert [v for _, v in read_back(module_broker.bootstrap, "blocks-kept")] == [b"b", b"c"]
