@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from kafkactl.broker.eager import eager
 from kafkactl.broker.request_handler import RequestContext
 from kafkactl.broker.security.acl import AclOperation, ResourceType
 from kafkactl.broker.security.checks import authorize, authorize_idempotent_write
@@ -49,8 +50,8 @@ def handle_init_producer_id(services: BrokerServices, ctx: RequestContext,
         if not authorize(services, ctx, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID,
                          txn_id):
             return _answer(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
-        return _transactional(services, ctx, txn_id, request,
-                              (pid, epoch) if pid >= 0 else None)
+        return eager(_transactional(services, ctx, txn_id, request,
+                                    (pid, epoch) if pid >= 0 else None))
     if not authorize_idempotent_write(services, ctx):
         return _answer(ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
     if pid >= 0 and 0 <= epoch < MAX_EPOCH:

@@ -20,6 +20,7 @@ from typing import Any
 from kafkactl.broker.coordinator.group_metadata_manager import OFFSETS_TOPIC
 from kafkactl.broker.coordinator.transaction_metadata import TopicPartition, TxnMetadata
 from kafkactl.broker.coordinator.transaction_state_manager import TXN_TOPIC
+from kafkactl.broker.eager import eager
 from kafkactl.broker.request_handler import RequestContext
 from kafkactl.broker.security.acl import AclOperation, ResourceType
 from kafkactl.broker.security.checks import authorize, authorize_cluster, authorize_topic
@@ -84,8 +85,13 @@ async def _add_one(services: BrokerServices, ctx: RequestContext, txn_id: str, p
     return dict.fromkeys(tps, code)
 
 
-async def handle_add_partitions_to_txn(services: BrokerServices, ctx: RequestContext,
-                                       request: dict[str, Any]) -> dict[str, Any]:
+def handle_add_partitions_to_txn(services: BrokerServices, ctx: RequestContext,
+                                 request: dict[str, Any]) -> Any:
+    return eager(_add_partitions_to_txn(services, ctx, request))
+
+
+async def _add_partitions_to_txn(services: BrokerServices, ctx: RequestContext,
+                                 request: dict[str, Any]) -> dict[str, Any]:
     v = ctx.api_version
     if v <= 3:
         tps = _partitions(request.get("v3_and_below_topics"))
@@ -111,8 +117,13 @@ async def handle_add_partitions_to_txn(services: BrokerServices, ctx: RequestCon
 
 
 # ---- AddOffsetsToTxn ------------------------------------------------------------------------
-async def handle_add_offsets_to_txn(services: BrokerServices, ctx: RequestContext,
-                                    request: dict[str, Any]) -> dict[str, Any]:
+def handle_add_offsets_to_txn(services: BrokerServices, ctx: RequestContext,
+                              request: dict[str, Any]) -> Any:
+    return eager(_add_offsets_to_txn(services, ctx, request))
+
+
+async def _add_offsets_to_txn(services: BrokerServices, ctx: RequestContext,
+                              request: dict[str, Any]) -> dict[str, Any]:
     txn_id, group_id = request["transactional_id"], request["group_id"]
 
     def answer(code: ErrorCode) -> dict[str, Any]:
@@ -135,8 +146,13 @@ async def handle_add_offsets_to_txn(services: BrokerServices, ctx: RequestContex
 
 
 # ---- EndTxn ---------------------------------------------------------------------------------
-async def handle_end_txn(services: BrokerServices, ctx: RequestContext,
-                         request: dict[str, Any]) -> dict[str, Any]:
+def handle_end_txn(services: BrokerServices, ctx: RequestContext,
+                   request: dict[str, Any]) -> Any:
+    return eager(_end_txn(services, ctx, request))
+
+
+async def _end_txn(services: BrokerServices, ctx: RequestContext,
+                   request: dict[str, Any]) -> dict[str, Any]:
     txn_id = request["transactional_id"]
     if not _may_write_txn_id(services, ctx, txn_id):
         code = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
