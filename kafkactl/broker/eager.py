@@ -49,12 +49,12 @@ async def _resume(coro: Coroutine[Any, Any, T], future: Any) -> T:
             try:
                 future = coro.throw(exc)
             except StopIteration as stop:
-                return stop.value  # type: ignore[no-any-return]
+                return stop.value
             continue
         try:
             future = coro.send(None)
         except StopIteration as stop:
-            return stop.value  # type: ignore[no-any-return]
+            return stop.value
 
 
 def eager(coro: Coroutine[Any, Any, T]) -> T | Coroutine[Any, Any, T]:
@@ -62,6 +62,6 @@ def eager(coro: Coroutine[Any, Any, T]) -> T | Coroutine[Any, Any, T]:
     try:
         future = coro.send(None)
     except StopIteration as stop:
-        return stop.value  # type: ignore[no-any-return]
+        return stop.value
     return _resume(coro, future)
 
