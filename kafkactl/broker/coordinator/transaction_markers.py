@@ -205,9 +205,10 @@ class MarkerSender:
                         continue
                     if meta.leader >= 0:
                         by_leader.setdefault(meta.leader, []).append(tp)
-                results = await asyncio.gather(*(
-                    self._send_to(leader, producer_id, producer_epoch, coordinator_epoch,
-                                  commit, tps) for leader, tps in by_leader.items()))
+                sends = [self._send_to(leader, producer_id, producer_epoch, coordinator_epoch,
+                                       commit, tps) for leader, tps in by_leader.items()]
+                # one leader (a standalone broker: itself) needs no Task of its own
+                results = [await sends[0]] if len(sends) == 1 else await asyncio.gather(*sends)
                 fenced = False
                 for answers in results:
                     for tp, code in answers.items():
