@@ -34,6 +34,7 @@ HERE = Path(__file__).resolve().parent
 BENCHES: list[tuple[str, str, list[str], list[str]]] = [
     ("1", "lines.py", [], ["--records", "200000"]),
     ("2", "small_requests.py", ["--seconds", "5"], ["--seconds", "2", "--producers", "8"]),
+    ("33", "ingest_cpu.py", ["--rounds", "1"], ["--records", "200000", "--rounds", "1"]),
     ("3", "many_partitions.py", [], ["--topics", "20", "--partitions", "50", "--big", "1000"]),
     ("4", "many_connections.py", [], ["--idle", "500", "--seconds", "2"]),
     ("5", "size_independence.py", [], ["--large-gb", "0.5", "--small-mb", "50", "--seconds", "2"]),
