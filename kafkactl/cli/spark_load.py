@@ -10,7 +10,6 @@ import os
 import shlex
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 import typer
@@ -22,7 +21,6 @@ from kafkactl.cli._client_options import (
     fail,
     property_option,
 )
-from kafkactl.spark.package import package_zip
 
 
 def spark_submit_path() -> str:
@@ -162,6 +160,10 @@ def register(app: typer.Typer) -> None:
         servers = bootstrap or os.environ.get("KAFKACTL_BOOTSTRAP") or "127.0.0.1:9092"
         args = loader_args(servers, output, topic, pattern, commit_group, fail_on_data_loss,
                            max_records_per_partition, partition_by, allow_empty)
+        import tempfile  # here, not at the top: `kafkactl --help` imports this module
+
+        from kafkactl.spark.package import package_zip  # hashlib, zipfile
+
         zip_path = Path(py_files) if py_files else package_zip()
         cmd = build_command(master=master, loader_args=args, py_files=zip_path, confs=conf)
         env = dict(os.environ, PYSPARK_PYTHON=sys.executable,
