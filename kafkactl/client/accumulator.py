@@ -11,6 +11,7 @@ from typing import Any
 
 from kafkactl.client.errors import KafkaTimeoutError
 from kafkactl.client.producer_batch import ProducerBatch
+from kafkactl.record.columns import encode_lines
 
 TopicPartition = tuple[str, int]
 
@@ -120,21 +121,34 @@ class RecordAccumulator:
 
     def append_lines(self, topic: str, partition: int, data: bytes, start: int, end: int,
                      delimiter: bytes, key_separator: bytes | None) -> int:
-        """Append the delimited lines of data[start:end] (ProducerBatch.append_lines: null
-        keys, or `key SEP value`); returns how many there were."""
+        """Append the delimited lines of data[start:end] (record.columns.encode_lines: null
+        keys, or `key SEP value`, no headers, the batch timestamp); returns how many there
+        were. The lines are encoded without the lock (and without the GIL: the compiled
+        encoder), so the sender builds and sends the batches before meanwhile; they go in
+        when the batch they were encoded for is still the partition's open one, with as
+        many records as then (else they are encoded again for the one that is)."""
         tp = (topic, partition)
         pos = start
         count = 0
-        with self.lock:
-            dq = self._open_deque(tp)
-            while pos < end:
+        while pos < end:
+            with self.lock:
+                dq = self._open_deque(tp)
+                batch = dq[-1] if dq else None
+                if batch is None or batch.closed:
+                    batch = self._new_batch(tp, dq, None)
+                first, room = batch.record_count, batch.batch_size - batch.size
+            records, after, took = encode_lines(data, pos, end, delimiter, key_separator,
+                                                first, room)
+            with self.lock:
                 if self.closed:
                     raise RuntimeError("the producer is closed")
-                took = 0
-                if dq:
-                    pos, took = dq[-1].append_lines(data, pos, end, delimiter, key_separator)
+                if not dq or dq[-1] is not batch or batch.closed or batch.record_count != first:
+                    continue  # sent or appended to meanwhile: encode for the open one
+                if took:
+                    batch.take_records(records, took)
                     count += took
-                if not took:
+                    pos = after
+                else:  # full
                     self._new_batch(tp, dq, None)
         return count
 

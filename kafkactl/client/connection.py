@@ -36,6 +36,7 @@ from kafkactl.client.errors import (
 )
 from kafkactl.client.security import ClientSecurity, sasl_authenticate
 from kafkactl.protocol.api_keys import ApiKey
+from kafkactl.protocol.codec import encode_request_parts
 from kafkactl.protocol.errors import ErrorCode
 
 _SIZE = struct.Struct(">i")
@@ -206,16 +207,17 @@ class BrokerConnection:
             version = self.version_for(api_key)
         self._correlation_id = (self._correlation_id + 1) & 0x7FFFFFFF
         cid = self._correlation_id
-        frame = wire.encode_request(int(api_key), version, cid, self.client_id, body)
+        # a Produce's batches stay where they are: written with the header by sendmsg
+        frame = encode_request_parts(int(api_key), version, cid, self.client_id, body)
         req = InFlightRequest(cid, int(api_key), version, handler)
         if expect_response:
             self._in_flight.append(req)
         try:
-            if isinstance(frame, list | tuple):
-                if sum(map(len, frame)) < 65536 and not isinstance(self.sock, ssl.SSLSocket):
-                    self.sock.sendmsg(frame)
-                else:
+            if isinstance(frame, list):
+                if isinstance(self.sock, ssl.SSLSocket):  # no sendmsg on TLS
                     self.sock.sendall(b"".join(frame))
+                else:
+                    _send_parts(self.sock, frame)
             else:
                 self.sock.sendall(frame)
         except OSError as e:
@@ -326,3 +328,20 @@ class BrokerConnection:
                 timeout: float | None = None) -> dict[str, Any]:
         """Send and wait for one response."""
         return self.wait(self.send(api_key, body, version=version), timeout)
+
+
+_IOV_MAX = 512  # buffers per sendmsg (Linux takes 1024)
+
+
+def _send_parts(sock: socket.socket, parts: list[Any]) -> None:
+    """sendall for a frame in parts, without joining them: sendmsg until every byte is
+    written (a call may write part of a buffer; the socket's timeout applies to each)."""
+    views = [memoryview(p) for p in parts]
+    first = 0
+    while first < len(views):
+        sent = sock.sendmsg(views[first:first + _IOV_MAX])
+        while first < len(views) and sent >= views[first].nbytes:
+            sent -= views[first].nbytes
+            first += 1
+        if sent:
+            views[first] = views[first][sent:]

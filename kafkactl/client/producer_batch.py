@@ -21,14 +21,16 @@ from kafkactl.record.batch import (
     encode_record,
     set_producer_state,
 )
+from kafkactl.record.batch_header import pack_header
 from kafkactl.record.codecs import Compression, compress
 from kafkactl.record.columns import (
     MAX_DELTA,
     MAX_FIELDS,
     encode_key_values,
-    encode_lines,
     encode_values,
 )
+
+_HEADER_ROOM = bytes(RECORD_BATCH_OVERHEAD)
 
 
 def klen_of(key: bytes | None) -> int:
@@ -74,7 +76,7 @@ class ProducerBatch:
         self.producer_epoch = -1
         self.base_sequence = -1
         self.attempts = 0
-        self.built: bytes | None = None
+        self.built: bytes | bytearray | None = None
         self.retry_at = 0.0
         self.drained_ms = 0.0
         self.order: tuple[int, ...] = ()  # the partition's send order (the accumulator's)
@@ -139,18 +141,11 @@ class ProducerBatch:
                 i += 1
         return i
 
-    def append_lines(self, data: bytes, pos: int, end: int, delimiter: bytes,
-                     key_separator: bytes | None) -> tuple[int, int]:
-        """Fast path for lines still in their input buffer: the lines of data[pos:end]
-        (record.columns.encode_lines: null keys, or `key SEP value` with a
-        key_separator), no headers, the batch timestamp, until the batch is full. Returns
-        the position after the last line appended and how many were (0: none fit)."""
-        if self.closed:
-            return pos, 0
-        records, after, count = encode_lines(data, pos, end, delimiter, key_separator,
-                                             self.record_count, self.batch_size - self.size)
+    def take_records(self, records: bytes, count: int) -> None:
+        """Append `count` header-less records encoded elsewhere from offset delta
+        `record_count`, timestamp delta 0 (record.columns.encode_lines, for the room
+        `batch_size - size` left)."""
         self._took([records], count, len(records))
-        return after, count
 
     def _took(self, parts: list[bytes], count: int, size: int) -> None:
         if count:
@@ -160,21 +155,31 @@ class ProducerBatch:
 
     # -- building --------------------------------------------------------------------------
 
-    def build(self, compression: int = Compression.NONE) -> bytes:
+    def build(self, compression: int = Compression.NONE) -> bytes | bytearray:
         """The v2 batch bytes (cached: a retried batch is re-sent byte for byte)."""
         if self.built is not None:
             return self.built
         self.closed = True
-        records = b"".join(self.parts)
-        attributes = 0
         if compression:
-            records = compress(Compression(compression), records)
-            attributes = int(compression) & 0x07
-        self.built = assemble_batch(
-            records, attributes=attributes, last_offset_delta=self.record_count - 1,
-            base_timestamp=self.base_timestamp, max_timestamp=self.max_timestamp,
-            producer_id=self.producer_id, producer_epoch=self.producer_epoch,
-            base_sequence=self.base_sequence, record_count=self.record_count)
+            records = compress(Compression(compression), b"".join(self.parts))
+            self.built = assemble_batch(
+                records, attributes=int(compression) & 0x07,
+                last_offset_delta=self.record_count - 1, base_timestamp=self.base_timestamp,
+                max_timestamp=self.max_timestamp, producer_id=self.producer_id,
+                producer_epoch=self.producer_epoch, base_sequence=self.base_sequence,
+                record_count=self.record_count)
+        else:
+            # the records copied once, behind room for the header (assemble_batch's bytes)
+            buf = bytearray().join((_HEADER_ROOM, *self.parts))
+            with memoryview(buf) as view:
+                buf[:RECORD_BATCH_OVERHEAD] = pack_header(
+                    view[RECORD_BATCH_OVERHEAD:], attributes=0,
+                    last_offset_delta=self.record_count - 1,
+                    base_timestamp=self.base_timestamp, max_timestamp=self.max_timestamp,
+                    producer_id=self.producer_id, producer_epoch=self.producer_epoch,
+                    base_sequence=self.base_sequence, record_count=self.record_count,
+                    base_offset=0, partition_leader_epoch=-1)
+            self.built = buf
         self.parts = []
         return self.built
 

@@ -223,6 +223,22 @@ def encode_request(
     api_key: int, version: int, correlation_id: int, client_id: str | None, body: dict[str, Any]
 ) -> bytes:
     """Frame a request: size prefix + header v1/v2 + body."""
+    frame: bytes = _frame_request(api_key, version, correlation_id, client_id, body, False)
+    return frame
+
+
+def encode_request_parts(
+    api_key: int, version: int, correlation_id: int, client_id: str | None, body: dict[str, Any]
+) -> bytes | list[Any]:
+    """encode_request's frame, but one holding large records fields (a Produce's batches)
+    as its list of parts, the records not copied (`frame_size`, `frame_bytes`)."""
+    frame: bytes | list[Any] = _frame_request(api_key, version, correlation_id, client_id,
+                                              body, True)
+    return frame
+
+
+def _frame_request(api_key: int, version: int, correlation_id: int, client_id: str | None,
+                   body: dict[str, Any], as_parts: bool) -> Any:
     encode = _REQUEST_ENCODERS.get((api_key, version)) or _compiled(
         _REQUEST_ENCODERS, REQUESTS, api_key, version, True
     )
@@ -248,6 +264,10 @@ def encode_request(
     if parts:
         if any(isinstance(p, FileRegion) for p in parts):
             raise ProtocolEncodeError("a request cannot carry a FileRegion")
+        if as_parts:
+            parts.append(bytes(out))
+            parts[0] = INT32.pack(frame_size(parts) - 4) + parts[0][4:]
+            return parts
         parts.append(out)
         data = bytearray().join(parts)
         data[0:4] = INT32.pack(len(data) - 4)

@@ -176,9 +176,9 @@ class RecordBatchHeader(NamedTuple):
         return bool(self.attributes & CONTROL_FLAG)
 
 
-def pack_header(records: bytes, *, attributes: int, last_offset_delta: int,
-                base_timestamp: int, max_timestamp: int, producer_id: int,
-                producer_epoch: int, base_sequence: int, record_count: int,
+def pack_header(records: bytes | bytearray | memoryview, *, attributes: int,
+                last_offset_delta: int, base_timestamp: int, max_timestamp: int,
+                producer_id: int, producer_epoch: int, base_sequence: int, record_count: int,
                 base_offset: int, partition_leader_epoch: int) -> bytes:
     """The 61 header bytes of a batch whose (already compressed) records section is
     `records`, with the CRC-32C over attributes..end."""
