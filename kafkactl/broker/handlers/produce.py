@@ -23,7 +23,7 @@ from collections.abc import Awaitable, Collection
 from typing import Any
 
 from kafkactl.broker import txn_verification
-from kafkactl.broker.metrics import count_produced
+from kafkactl.broker.metrics import metrics_of
 from kafkactl.broker.request_handler import RequestContext
 from kafkactl.broker.security.acl import AclOperation, ResourceType
 from kafkactl.broker.security.checks import authorize, unauthorized_topics
@@ -32,13 +32,19 @@ from kafkactl.protocol.errors import ErrorCode
 
 # Kafka's Topic.INTERNAL_TOPICS
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
+_ACKS = frozenset({0, 1, -1})
+_NO_TOPICS: frozenset[str] = frozenset()
 
 
 def _has_transactional_records(request: dict[str, Any]) -> bool:
     """Kafka's hasTransactionalRecords: the first batch of some partition is
     transactional."""
-    return any(txn_verification.transactional(pdata["records"])
-               for topic in request["topic_data"] for pdata in topic["partition_data"])
+    transactional = txn_verification.transactional
+    for topic in request["topic_data"]:
+        for pdata in topic["partition_data"]:
+            if transactional(pdata["records"]):
+                return True
+    return False
 
 
 def _txn_refusal(services: BrokerServices, ctx: RequestContext, request: dict[str, Any]
@@ -123,19 +129,26 @@ def _produce(services: BrokerServices, ctx: RequestContext, request: dict[str, A
     waiting: dict[tuple[str, int], int] = {}  # acks=all: partition -> high watermark needed
     entries: dict[tuple[str, int], dict[str, Any]] = {}
     refused = unauthorized_topics(services, ctx, AclOperation.WRITE,
-                                  (t["name"] for t in request["topic_data"]))
+                                  (t["name"] for t in request["topic_data"])) \
+        if services.authorizer is not None else _NO_TOPICS
     txn_refused = _txn_refusal(services, ctx, request) \
         if _has_transactional_records(request) else None
+    # the refusals that do not depend on the topic: none applies to most requests
+    check = txn_refused is not None or bool(refused) or acks not in _ACKS or bool(unverified)
+    metrics = metrics_of(services)
     for topic in request["topic_data"]:
         name = topic["name"]
         parts = []
+        checked = check or name in INTERNAL_TOPICS
         for pdata in topic["partition_data"]:
             index = pdata["index"]
-            refusal = _refusal(name, index, acks, txn_refused, refused, unverified)
-            if refusal is not None:
-                parts.append(_error(index, *refusal))
-                continue
-            r = rm.append(name, index, pdata["records"], produce_version=version, acks=acks)
+            if checked:
+                refusal = _refusal(name, index, acks, txn_refused, refused, unverified)
+                if refusal is not None:
+                    parts.append(_error(index, *refusal))
+                    continue
+            records = pdata["records"]
+            r = rm.append(name, index, records, produce_version=version, acks=acks)
             entry: dict[str, Any] = {
                 "index": index, "error_code": r.error, "base_offset": r.base_offset,
                 "log_append_time_ms": r.log_append_time, "log_start_offset": r.log_start_offset,
@@ -147,7 +160,8 @@ def _produce(services: BrokerServices, ctx: RequestContext, request: dict[str, A
                         {"batch_index": i, "batch_index_error_message": m}
                         for i, m in r.record_errors]
             else:
-                count_produced(services, name, pdata["records"])
+                if metrics is not None and records is not None:
+                    metrics.produced(name, records)
                 if r.required_high_watermark >= 0:
                     waiting[(name, index)] = r.required_high_watermark
                     entries[(name, index)] = entry
