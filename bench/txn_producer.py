@@ -3,13 +3,15 @@
 
 confluent-kafka (librdkafka) writes `--records` 100-byte records to a one-partition topic,
 once idempotent (flushed at the end) and once in transactions of 1,000 records (each
-committed); the figure is records per second, best of `--rounds`. Then `--commits`
+committed), back to back in each of `--rounds` rounds (alternating which goes first); the
+figures are the medians of the rounds' records per second and of their pairs' ratios, so a
+change of the machine's load between rounds does not land on one side. Then `--commits`
 transactions of one record: the record is flushed first, so the time of
 commit_transaction() is EndTxn's (PrepareCommit written, answered; the next transaction's
 AddPartitionsToTxn waits for the markers), p50 and p99. With `--cluster` (ZooKeeper, java)
 the same runs on three brokers with RF=3 topics and `__transaction_state`.
 
-    python bench/txn_producer.py [--records 200000] [--commits 300] [--rounds 2] [--cluster]
+    python bench/txn_producer.py [--records 100000] [--commits 300] [--rounds 5] [--cluster]
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import shutil
+import statistics
 import sys
 import tempfile
 import time
@@ -141,9 +144,9 @@ def cluster() -> Iterator[tuple[str, int]]:
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--records", type=int, default=200_000)
+    ap.add_argument("--records", type=int, default=100_000)
     ap.add_argument("--commits", type=int, default=300)
-    ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--cluster", action="store_true", help="three brokers, RF=3")
     add_summary_option(ap)
     args = ap.parse_args()
@@ -151,17 +154,27 @@ def main() -> None:
     with (cluster() if args.cluster else standalone()) as (bootstrap, rf):
         _topic(bootstrap, "warm", rf)
         transactional(bootstrap, "warm", TXN_RECORDS, "warm")  # creates __transaction_state
-        idem = txn = 0.0
+        idems: list[float] = []
+        txns: list[float] = []
         for r in range(args.rounds):
             _topic(bootstrap, f"idem-{r}", rf)
             _topic(bootstrap, f"txn-{r}", rf)
-            idem = max(idem, idempotent(bootstrap, f"idem-{r}", args.records))
-            txn = max(txn, transactional(bootstrap, f"txn-{r}", args.records, f"bench-{r}"))
+            # back to back, in alternating order: a pair sees the same machine
+            for run in (("idem", "txn") if r % 2 == 0 else ("txn", "idem")):
+                if run == "idem":
+                    idems.append(idempotent(bootstrap, f"idem-{r}", args.records))
+                else:
+                    txns.append(transactional(bootstrap, f"txn-{r}", args.records,
+                                              f"bench-{r}"))
+            print(f"{where}: round {r + 1}: idempotent {idems[-1]:,.0f}, transactional "
+                  f"{txns[-1]:,.0f} records/s ({txns[-1] / idems[-1]:.2f})", flush=True)
+        idem, txn = statistics.median(idems), statistics.median(txns)
         _topic(bootstrap, "endtxn", rf)
         lat = end_txn_latencies(bootstrap, "endtxn", args.commits, "bench-endtxn")
-    ratio = txn / idem
+    ratio = statistics.median(t / i for t, i in zip(txns, idems, strict=True))
     p50, p99 = pct(lat, 0.5) * 1000, pct(lat, 0.99) * 1000
-    print(f"{where}: idempotent    : {idem:,.0f} records/s ({args.records:,} records)")
+    print(f"{where}: idempotent    : {idem:,.0f} records/s ({args.records:,} records, "
+          f"median of {args.rounds} rounds)")
     print(f"{where}: transactional : {txn:,.0f} records/s ({TXN_RECORDS}-record transactions)")
     print(f"{where}: ratio         : {ratio:.2f} (goal >= 0.8)")
     print(f"{where}: EndTxn        : p50 {p50:.2f} ms, p99 {p99:.2f} ms "
