@@ -13,11 +13,16 @@ Phases, all in one run (each phase: its own clients, CPU sampled over the same w
          produce() -> delivery report (librdkafka's msg.latency()).
 
 Requests/s depend on how many cores the clients leave the server (2 cores here, shared):
-compare the server µs of CPU per request, and the ratios. `--kafkactl DIR` runs the broker
-from another checkout (PYTHONPATH=DIR), for before/after rounds in the same conditions.
+compare the server µs of CPU per request, and the ratios. On a shared machine one window
+says little (the same code measures 90-150 µs as other jobs come and go, the echo server
+15-25 µs): `--rounds N` alternates the echo and raw phases N times (the servers stay up)
+and reports the best and the median of each, with the load average. `--kafkactl DIR` runs
+the broker from another checkout (PYTHONPATH=DIR); given more than once, each checkout's
+broker takes its raw phase in every round, in alternating order (before/after in the same
+conditions; the confluent-kafka phases use the first).
 
-    python bench/small_requests.py [--producers 20] [--seconds 5] [--rate 10000]
-                                   [--phases echo,raw,acks1,acksall,latency] [--kafkactl DIR]
+    python bench/small_requests.py [--producers 20] [--seconds 5] [--rate 10000] [--rounds 1]
+                                   [--phases echo,raw,acks1,acksall,latency] [--kafkactl DIR]...
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ import asyncio
 import multiprocessing as mp
 import os
 import socket
+import statistics
 import struct
 import subprocess
 import sys
@@ -46,9 +52,11 @@ WARMUP = 1.5
 _SIZE = struct.Struct(">i")
 
 
-def process_cpu_seconds(pid: int) -> float:
+def process_cpu_seconds(pid: int) -> tuple[float, float]:
+    """(user, system) CPU seconds of process `pid` so far."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    tick = os.sysconf("SC_CLK_TCK")
+    return int(fields[11]) / tick, int(fields[12]) / tick
 
 
 def percentile(values: list[float], p: float) -> float:
@@ -208,9 +216,9 @@ def _niced(target: Any, *args: Any) -> None:
 
 
 def run_clients(target: Any, args_for: Any, n: int, server_pid: int,
-                seconds: float) -> tuple[list[Any], float]:
+                seconds: float) -> tuple[list[Any], tuple[float, float]]:
     """Start n client processes over one window; returns their results and the server's
-    CPU seconds inside the window."""
+    (user, system) CPU seconds inside the window."""
     ctx = mp.get_context("fork")
     out = ctx.Queue()
     t0 = time.monotonic() + WARMUP + 0.05 * n
@@ -225,7 +233,7 @@ def run_clients(target: Any, args_for: Any, n: int, server_pid: int,
     results = [out.get(timeout=60) for _ in procs]
     for p in procs:
         p.join(30)
-    return results, cpu1 - cpu0
+    return results, (cpu1[0] - cpu0[0], cpu1[1] - cpu0[1])
 
 
 def create_topic(bootstrap: str, partitions: int) -> None:
@@ -236,15 +244,26 @@ def create_topic(bootstrap: str, partitions: int) -> None:
         f.result(30)
 
 
-def line(name: str, requests: int, seconds: float, cpu: float, extra: str = "") -> float:
+def line(name: str, requests: int, seconds: float, cpu: tuple[float, float],
+         extra: str = "") -> float:
     rate = requests / seconds
-    us = cpu / requests * 1e6 if requests else float("nan")
-    print(f"{name:<9} {rate:>10,.0f} req/s  server {us:6.1f} µs CPU/req  "
-          f"({cpu / seconds * 100:3.0f}% of a core){extra}", flush=True)
+    total = cpu[0] + cpu[1]
+    us = total / requests * 1e6 if requests else float("nan")
+    user = cpu[0] / requests * 1e6 if requests else float("nan")
+    print(f"{name:<9} {rate:>10,.0f} req/s  server {us:6.1f} µs CPU/req (user {user:5.1f})  "
+          f"({total / seconds * 100:3.0f}% of a core){extra}", flush=True)
     return us
 
 
-def main() -> None:
+def load() -> str:
+    return "load average " + " ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+def spread(values: list[float]) -> str:
+    return f"best {min(values):.1f}, median {statistics.median(values):.1f} of {len(values)}"
+
+
+def main() -> None:  # noqa: C901
     ap = argparse.ArgumentParser()
     ap.add_argument("--producers", type=int, default=20)
     ap.add_argument("--seconds", type=float, default=5.0)
@@ -252,8 +271,12 @@ def main() -> None:
     ap.add_argument("--window", type=int, default=1,
                     help="records each confluent-kafka producer keeps outstanding")
     ap.add_argument("--phases", default="echo,raw,acks1,acksall,latency")
-    ap.add_argument("--kafkactl", type=Path, default=ROOT,
-                    help="checkout to run the broker from (before/after rounds)")
+    ap.add_argument("--rounds", type=int, default=1,
+                    help="alternate the echo and raw phases this many times; report the "
+                         "best and the median of each")
+    ap.add_argument("--kafkactl", type=Path, action="append", default=None,
+                    help="checkout to run the broker from (before/after rounds); repeat it "
+                         "to compare checkouts in the same rounds")
     ap.add_argument("--client-nice", type=int, default=0,
                     help="run the clients at this niceness (profiling: fewer preemptions "
                          "of the server inside its send())")
@@ -266,37 +289,68 @@ def main() -> None:
         echo_server(args.echo_server)
         return
     phases = args.phases.split(",")
-    n, secs = args.producers, args.seconds
-    print(f"{n} producer processes, {secs:g} s per phase, broker from {args.kafkactl}")
-    echo_us = None
+    n, secs, rounds = args.producers, args.seconds, max(1, args.rounds)
+    checkouts: list[Path] = [d.resolve() for d in (args.kafkactl or [ROOT])]
+    print(f"{n} producer processes, {secs:g} s per phase, {rounds} round(s), broker from "
+          f"{', '.join(map(str, checkouts))}; {load()}")
     rows: list[Row] = []
-    if "echo" in phases:
-        proc, port = start_echo()
-        try:
-            frame = produce_frame(0, 1)
-            res, cpu = run_clients(raw_client, lambda i: (port, frame), n, proc.pid, secs)
-            echo_us = line("echo", sum(res), secs, cpu)
-            rows.append(Row(GOAL, "bare asyncio echo server: CPU per request", echo_us,
-                            "µs", target="(the event loop's own cost)"))
-        finally:
-            proc.terminate()
-            proc.wait()
-    os.environ["PYTHONPATH"] = str(args.kafkactl.resolve())
-    broker: Broker = start_broker()
+    echo: tuple[subprocess.Popen[bytes], int] | None = None
+    brokers: list[Broker] = []
+    echo_runs: list[float] = []
+    raw_runs: list[list[float]] = [[] for _ in checkouts]
     try:
-        create_topic(broker.bootstrap, n)
-        pid = broker.proc.pid
-        if "raw" in phases:
-            frames = [produce_frame(i, 1) for i in range(n)]
-            res, cpu = run_clients(raw_client, lambda i: (broker.port, frames[i]), n, pid, secs)
-            us = line("raw", sum(res), secs, cpu)
-            rows.append(Row(GOAL, "Produce requests/s one core sustains (1e6 / CPU µs "
-                            "per request, raw clients, acks=1)", 1e6 / us, "req/s",
-                            "bare asyncio echo server", 1e6 / echo_us if echo_us else None,
-                            echo_us / us if echo_us else None, ">= 35,000 req/s",
-                            1e6 / us >= 35_000))
+        if "echo" in phases:
+            echo = start_echo()
+        for d in checkouts:
+            os.environ["PYTHONPATH"] = str(d)
+            brokers.append(start_broker())
+            create_topic(brokers[-1].bootstrap, n)
+        frames = [produce_frame(i, 1) for i in range(n)]
+        for r in range(rounds):
+            tag = f" r{r + 1}" if rounds > 1 else ""
+            if echo is not None:
+                proc, port = echo
+                res, cpu = run_clients(raw_client, lambda i, p=port: (p, frames[0]), n, proc.pid,
+                                       secs)
+                echo_runs.append(line("echo" + tag, sum(res), secs, cpu))
+            if "raw" in phases:
+                order = list(range(len(checkouts)))
+                for k in order if r % 2 == 0 else order[::-1]:
+                    b = brokers[k]
+                    res, cpu = run_clients(raw_client, lambda i, b=b: (b.port, frames[i]), n,
+                                           b.proc.pid, secs)
+                    name = "raw" + (f"[{k + 1}]" if len(checkouts) > 1 else "") + tag
+                    raw_runs[k].append(line(name, sum(res), secs, cpu))
+        echo_us = min(echo_runs) if echo_runs else None
+        if rounds > 1:
+            print(f"after {rounds} rounds ({load()}):")
+            if echo_runs:
+                print(f"  echo     {spread(echo_runs)} µs CPU/req")
+        for k, runs in enumerate(raw_runs):
+            if not runs:
+                continue
+            us = min(runs)
+            if rounds > 1:
+                print(f"  raw      {spread(runs)} µs CPU/req  ({checkouts[k]})")
             if echo_us is not None:
-                print(f"{'':9} broker/echo CPU per request: {us / echo_us:.2f}x")
+                print(f"{'':9} broker/echo CPU per request: {us / echo_us:.2f}x"
+                      + (" (best of each)" if rounds > 1 else "")
+                      + (f"  ({checkouts[k]})" if len(checkouts) > 1 else ""))
+            if k == 0:
+                rows.append(Row(GOAL, "Produce requests/s one core sustains (1e6 / CPU µs "
+                                "per request, raw clients, acks=1)", 1e6 / us, "req/s",
+                                "bare asyncio echo server", 1e6 / echo_us if echo_us else None,
+                                echo_us / us if echo_us else None, ">= 35,000 req/s",
+                                1e6 / us >= 35_000))
+        if echo_us is not None:
+            rows.insert(0, Row(GOAL, "bare asyncio echo server: CPU per request", echo_us,
+                               "µs", target="(the event loop's own cost)"))
+        if echo is not None:
+            echo[0].terminate()
+            echo[0].wait()
+            echo = None
+        broker = brokers[0]
+        pid = broker.proc.pid
         for name, acks in (("acks1", 1), ("acksall", -1)):
             if name in phases:
                 res, cpu = run_clients(
@@ -317,7 +371,11 @@ def main() -> None:
             rows.append(Row(GOAL, f"produce p99 at {args.rate:,} req/s (acks=1, linger.ms=0)",
                             p99, "ms", target="<= 5 ms", met=p99 <= 5))
     finally:
-        broker.stop()
+        if echo is not None:
+            echo[0].terminate()
+            echo[0].wait()
+        for b in brokers:
+            b.stop()
     write_summary(args.summary_json, rows)
 
 
