@@ -59,6 +59,17 @@ Handler = Callable[[BrokerServices, RequestContext, dict[str, Any]],
                    dict[str, Any] | None | Awaitable[dict[str, Any] | None]]
 
 
+# a version's (request frame decoder, response encoder)
+_Codecs = tuple[Callable[[Any], tuple[str | None, Any]], Callable[[int, Any], list[Any]]]
+
+
+def _codecs_of(table: dict[int, _Codecs], api_key: int, version: int) -> _Codecs:
+    """The codecs of one served version, resolved on its first request."""
+    found = table[version] = (codec.request_frame_decoder(api_key, version),
+                              codec.response_encoder(api_key, version))
+    return found
+
+
 def check_handler_table(handlers: Mapping[ApiKey, Handler]) -> None:
     """ValueError unless `handlers` has exactly the keys of SUPPORTED_VERSIONS (the table
     ApiVersions advertises)."""
@@ -77,9 +88,10 @@ class KafkaApis:
         check_handler_table(handlers)
         self.services = services
         self.handlers: dict[int, Handler] = {int(k): h for k, h in handlers.items()}
-        # api key -> (lowest version, highest version, handler): one lookup per request
-        self._routes: dict[int, tuple[int, int, Handler]] = {
-            int(k): (*SUPPORTED_VERSIONS[k], h) for k, h in handlers.items()}
+        # api key -> (lowest version, highest version, handler, version -> (request
+        # decoder, response encoder) as they are first used): one lookup per request
+        self._routes: dict[int, tuple[int, int, Handler, dict[int, _Codecs]]] = {
+            int(k): (*SUPPORTED_VERSIONS[k], h, {}) for k, h in handlers.items()}
 
     # ---- the network layer's entry point ----------------------------------------------------
     def handle(self, conn: ConnectionInfo, frame: bytearray) -> HandlerResult:
@@ -89,8 +101,9 @@ class KafkaApis:
         route = self._routes.get(api_key)
         if route is None or not route[0] <= api_version <= route[1]:
             return self._refuse(conn, api_key, api_version, correlation_id)
+        codecs = route[3].get(api_version) or _codecs_of(route[3], api_key, api_version)
         try:
-            client_id, request = codec.decode_request_frame(api_key, api_version, frame)
+            client_id, request = codecs[0](frame)
         except KafkaError as e:
             raise CloseConnection(
                 f"malformed {ApiKey(api_key).name} v{api_version} request: {e}; closing") from e
@@ -105,12 +118,13 @@ class KafkaApis:
         finally:
             current_request.reset(token)
         if body is not None and body.__class__ is not dict and inspect.isawaitable(body):
-            return self._finish(ctx, body, request if enforcing else None, len(frame))
+            return self._finish(ctx, body, request if enforcing else None, len(frame),
+                                codecs[1])
         if enforcing:
             self._throttle(ctx, request, body, len(frame), time.perf_counter() - started)
         if body is None:
             return None
-        return codec.encode_response(api_key, api_version, correlation_id, body)
+        return codecs[1](correlation_id, body)
 
     def _throttle(self, ctx: RequestContext, request: dict[str, Any],
                   body: dict[str, Any] | None, size: int, busy_s: float) -> None:
@@ -156,7 +170,8 @@ class KafkaApis:
             f"{ApiKey(api_key).name} v{api_version} is not supported (v{lo}-v{hi}); closing")
 
     async def _finish(self, ctx: RequestContext, pending: Awaitable[dict[str, Any] | None],
-                      request: dict[str, Any] | None, size: int) -> list[Any] | None:
+                      request: dict[str, Any] | None, size: int,
+                      encode: Callable[[int, Any], list[Any]]) -> list[Any] | None:
         """The awaited rest of a handler; `request` is given when quotas are enforced."""
         token = current_request.set((_API_NAMES[ctx.api_key], ctx.api_version,
                                      ctx.correlation_id, ctx.client_id, ctx.connection))
@@ -168,4 +183,4 @@ class KafkaApis:
             self._throttle(ctx, request, body, size, 0.0)
         if body is None:
             return None
-        return codec.encode_response(ctx.api_key, ctx.api_version, ctx.correlation_id, body)
+        return encode(ctx.correlation_id, body)

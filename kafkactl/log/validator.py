@@ -170,19 +170,19 @@ def _check_records(section: memoryview, pos: int, codec: int, count: int, compac
                    topic_partition: str, max_size: int,
                    backing: bytes | bytearray | None = None) -> bool:
     """The record-level checks of one batch; True when its offset deltas need renumbering."""
-    where = f" in topic partition {topic_partition}" if topic_partition else ""
     records: bytes | memoryview = section
     if codec:
         try:
             records = decompress(codec, section, max_size=max_size)
         except RecordTooLargeError as e:
             raise BatchValidationError(
-                ErrorCode.MESSAGE_TOO_LARGE, f"batch at byte {pos}: {e}{where} (the broker "
+                ErrorCode.MESSAGE_TOO_LARGE, f"batch at byte {pos}: {e}"
+                f"{_where(topic_partition)} (the broker "
                 f"decompresses at most max(64 MiB, 64 x max.message.bytes))") from None
         except (CorruptRecordError, InvalidRecordError) as e:
             raise BatchValidationError(
                 ErrorCode.CORRUPT_MESSAGE, f"batch at byte {pos}: its records do not decompress as "
-                f"its attributes say{where}: {e}") from None
+                f"its attributes say{_where(topic_partition)}: {e}") from None
     try:
         if codec or backing is None:
             check = check_records(records, count, want_keyless=compacted)
@@ -191,10 +191,11 @@ def _check_records(section: memoryview, pos: int, codec: int, count: int, compac
             check = check_records(backing, count, want_keyless=compacted, start=start,
                                   end=start + len(section))
     except InvalidRecordError as e:
-        raise BatchValidationError(ErrorCode.INVALID_RECORD, f"batch at byte {pos}: {e}{where}") \
+        raise BatchValidationError(
+            ErrorCode.INVALID_RECORD, f"batch at byte {pos}: {e}{_where(topic_partition)}") \
             from None
     if check.keyless:
-        message = f"Compacted topic cannot accept message without key{where}."
+        message = f"Compacted topic cannot accept message without key{_where(topic_partition)}."
         errors = [(i, message) for i in check.keyless]
         shown = ", ".join(f"RecordError(batchIndex={i}, message='{m}')" for i, m in errors[:3])
         raise BatchValidationError(
@@ -204,8 +205,13 @@ def _check_records(section: memoryview, pos: int, codec: int, count: int, compac
     if not check.sequential and not codec:
         raise BatchValidationError(
             ErrorCode.INVALID_RECORD, f"batch at byte {pos}: the offset deltas of its records "
-            f"are not 0..{count - 1}{where}")
+            f"are not 0..{count - 1}{_where(topic_partition)}")
     return not check.sequential
+
+
+def _where(topic_partition: str) -> str:
+    """The error messages' " in topic partition T-P" (nothing without a name)."""
+    return f" in topic partition {topic_partition}" if topic_partition else ""
 
 
 def rebuild_batches(buf: memoryview, batches: list[BatchInfo],

@@ -38,6 +38,7 @@ a dict that does not fit the schema raises :class:`ProtocolEncodeError` (a ``Val
 from __future__ import annotations
 
 import struct
+from collections.abc import Callable
 from typing import Any, NamedTuple
 
 from kafkactl.protocol.api_keys import ApiKey
@@ -117,7 +118,7 @@ _REQUEST_ENCODERS: dict[tuple[int, int], Encoder] = {}
 _RESPONSE_DECODERS: dict[tuple[int, int], Decoder] = {}
 _RESPONSE_ENCODERS: dict[tuple[int, int], Encoder] = {}
 # (api key, version) -> (encoder, response header v1?)
-_RESPONSE_PLANS: dict[tuple[int, int], tuple[Encoder, bool]] = {}
+_RESPONSE_FRAMERS: dict[tuple[int, int], Callable[[int, Any], list[Any]]] = {}
 
 
 def _check_supported(api_key: int, version: int) -> None:
@@ -201,6 +202,25 @@ def decode_request(api_key: int, version: int, buf: Any, offset: int = 0) -> dic
         raise ProtocolDecodeError(
             f"malformed {REQUESTS[api_key].name} v{version}: {exc}"
         ) from exc
+
+
+def request_frame_decoder(api_key: int, version: int) -> Callable[[Any], tuple[str | None, Any]]:
+    """`decode_request_frame` for one (api key, version), resolved once:
+    ``decoder(frame) -> (client id, body)`` (the broker's routes keep one per version)."""
+    decode = _request_decoder(api_key, version)
+    name = REQUESTS[api_key].name
+
+    def decode_frame(frame: Any) -> tuple[str | None, Any]:
+        mv = frame if frame.__class__ is memoryview else memoryview(frame)
+        client_id, pos = _header_rest(mv, 0, api_key, version)
+        try:
+            return client_id, decode(mv, pos)[0]
+        except ProtocolDecodeError:
+            raise
+        except _DECODE_ERRORS as exc:
+            raise ProtocolDecodeError(f"malformed {name} v{version}: {exc}") from exc
+
+    return decode_frame
 
 
 def decode_request_frame(api_key: int, version: int, frame: Any) -> tuple[str | None, Any]:
@@ -325,42 +345,53 @@ def decode_response(api_key: int, version: int, buf: Any, offset: int = 0) -> di
         ) from exc
 
 
-def _response_plan(api_key: int, version: int) -> tuple[Encoder, bool]:
-    plan = _RESPONSE_PLANS.get((api_key, version))
-    if plan is None:
-        encode = _compiled(_RESPONSE_ENCODERS, RESPONSES, api_key, version, True)
-        plan = _RESPONSE_PLANS[(api_key, version)] = (
-            encode, response_header_version(api_key, version) >= 1)
-    return plan
+def response_encoder(api_key: int, version: int) -> Callable[[int, Any], list[Any]]:
+    """`encode_response` for one (api key, version), resolved once:
+    ``encoder(correlation_id, body) -> parts`` (the broker's routes keep one per version)."""
+    framer = _RESPONSE_FRAMERS.get((api_key, version))
+    if framer is None:
+        framer = _RESPONSE_FRAMERS[(api_key, version)] = _response_framer(api_key, version)
+    return framer
+
+
+def _response_framer(api_key: int, version: int) -> Callable[[int, Any], list[Any]]:
+    encode = _compiled(_RESPONSE_ENCODERS, RESPONSES, api_key, version, True)
+    header = _RESPONSE_HEADER_V1 if response_header_version(api_key, version) >= 1 \
+        else _RESPONSE_HEADER_V0
+    pack_header = header.pack
+    pack_size = INT32.pack_into
+    flexible = header is _RESPONSE_HEADER_V1
+
+    def encode_frame(correlation_id: int, body: Any) -> list[Any]:
+        out = bytearray(pack_header(0, correlation_id, 0) if flexible
+                        else pack_header(0, correlation_id))
+        parts: list[Any] = []
+        try:
+            encode(out, parts, body)
+        except ProtocolEncodeError:
+            raise
+        except _ENCODE_ERRORS as exc:
+            raise ProtocolEncodeError(
+                f"cannot encode {RESPONSES[api_key].name} v{version}: {exc}"
+            ) from exc
+        if not parts:
+            pack_size(out, 0, len(out) - 4)
+            return [bytes(out)]
+        if out:
+            parts.append(bytes(out))
+        size = frame_size(parts) - 4
+        parts[0] = INT32.pack(size) + parts[0][4:]
+        return parts
+
+    return encode_frame
 
 
 def encode_response(
     api_key: int, version: int, correlation_id: int, body: dict[str, Any]
 ) -> list[Any]:
     """Frame a response: ``[bytes(size + header + ...), (FileRegion | memoryview | bytes)...]``."""
-    encode, flexible_header = _RESPONSE_PLANS.get((api_key, version)) or _response_plan(
-        api_key, version)
-    if flexible_header:
-        out = bytearray(_RESPONSE_HEADER_V1.pack(0, correlation_id, 0))
-    else:
-        out = bytearray(_RESPONSE_HEADER_V0.pack(0, correlation_id))
-    parts: list[Any] = []
-    try:
-        encode(out, parts, body)
-    except ProtocolEncodeError:
-        raise
-    except _ENCODE_ERRORS as exc:
-        raise ProtocolEncodeError(
-            f"cannot encode {RESPONSES[api_key].name} v{version}: {exc}"
-        ) from exc
-    if not parts:
-        INT32.pack_into(out, 0, len(out) - 4)
-        return [bytes(out)]
-    if out:
-        parts.append(bytes(out))
-    size = frame_size(parts) - 4
-    parts[0] = INT32.pack(size) + parts[0][4:]
-    return parts
+    framer = _RESPONSE_FRAMERS.get((api_key, version)) or response_encoder(api_key, version)
+    return framer(correlation_id, body)
 
 
 def frame_size(parts: list[Any]) -> int:
