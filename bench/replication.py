@@ -4,13 +4,22 @@
    replication factor 1 with acks=1 (the ratio; Kafka's 2014 figure kept ~51%);
 2. replication lag under that load: the followers' distance behind the leader's log end,
    sampled every 50 ms (from each broker's ListOffsets as a replica would see it);
-3. end-to-end latency at a steady 10,000 records/s, RF=3 acks=all (confluent-kafka producer
-   -> confluent-kafka consumer): p50 / p99;
+3. end-to-end latency, RF=3 acks=all (confluent-kafka producer -> confluent-kafka
+   consumer), at each rate of `--rates` (records/s, steady): p50 / p99, split into
+   produce -> ack (the producer's delivery report: the leader appended, the followers
+   fetched it and the high watermark passed it) and ack -> consumer (the consumer's parked
+   fetch woken by that high-watermark move, the response, librdkafka's queue); the goal
+   row is the p99 at 5,000 rec/s (<= 10 ms), and the first rate whose p99 passes 10 ms
+   is reported;
 4. fail-over: time from SIGKILL of a partition's leader to the first acks=all write
    acknowledged by its successor.
 
-Usage: python bench/replication.py [--records N]   (needs ZooKeeper, java, kcat,
-confluent-kafka); `--failover-only ROUNDS` times only the fail-over, phase by phase
+Usage: python bench/replication.py [--records N] [--rates 2500,5000,10000,20000]
+[--seconds S] [--summary-json PATH]   (needs ZooKeeper, java, kcat, confluent-kafka).
+`--latency-only` runs only phase 3; with `--kafkactl DIR` (repeatable) the brokers run
+from each checkout in turn (PYTHONPATH=DIR, a fresh cluster each), `--rounds N` times,
+alternating, for before/after figures in the same conditions (the load average is printed
+with each). `--failover-only ROUNDS` times only the fail-over, phase by phase
 (bench/replication_failover.py), alternating a victim that is the controller and one that
 is not.
 """
@@ -18,6 +27,7 @@ is not.
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
 import statistics
 import subprocess
@@ -25,9 +35,12 @@ import sys
 import tempfile
 import threading
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
 
 from bench.replication_failover import (  # noqa: E402
     SESSION_TIMEOUT_MS,
@@ -38,11 +51,15 @@ from bench.replication_failover import (  # noqa: E402
     isr_full,
     wait,
 )
+from bench.summary import Row, add_summary_option, write_summary  # noqa: E402
 from kafkactl.protocol.api_keys import ApiKey  # noqa: E402
 from tests.cluster.cluster_helpers import leaders, request  # noqa: E402
 from tests.cluster.zk import ZooKeeperServer, available  # noqa: E402
 
+GOAL = "33.4 replication"
 WARMUP_S = 1.0  # end-to-end latency: records sent in the first second are not counted
+GOAL_RATE, GOAL_P99_MS = 5_000, 10.0
+CLUSTER_SETTINGS = ("replica.fetch.backoff.ms=100", "replica.lag.time.max.ms=10000")
 
 
 def kcat(bootstrap: str, topic: str, payload: bytes, acks: str) -> float:
@@ -61,10 +78,215 @@ def log_end(port: int, topic: str, p: int) -> int:
     return int(resp["topics"][0]["partitions"][0]["offset"])
 
 
+def pct(xs: list[float], q: int) -> float:
+    """The q-th percentile (statistics.quantiles' 'exclusive' method), nan when empty."""
+    if len(xs) < 2:
+        return xs[0] if xs else float("nan")
+    return statistics.quantiles(xs, n=100)[q - 1]
+
+
+@dataclass
+class Latency:
+    """One rate's run: milliseconds per record sent after the warm-up."""
+
+    rate: int
+    sent: int = 0
+    seen: int = 0
+    seconds: float = 0.0  # how long the sending took (the achieved rate: sent / seconds)
+    load: float = 0.0  # the 1-minute load average at the end
+    e2e: list[float] = field(default_factory=list)  # produce() -> consumer poll() returns it
+    ack: list[float] = field(default_factory=list)  # produce() -> delivery report
+    after_ack: list[float] = field(default_factory=list)  # delivery report -> consumer
+
+    def line(self) -> str:
+        def q(xs: list[float]) -> str:
+            return f"p50 {pct(xs, 50):6.2f} p99 {pct(xs, 99):6.2f}"
+
+        return (f"{self.rate:>7,} rec/s (sent at {self.sent / max(self.seconds, 1e-9):,.0f}):"
+                f" e2e {q(self.e2e)} | produce->ack {q(self.ack)} | ack->consumer "
+                f"{q(self.after_ack)} ms ({len(self.e2e):,} records after the warm-up, "
+                f"{self.seen:,} of {self.sent:,} seen; load {self.load:.1f})")
+
+
+def measure_latency(boot: str, topic: str, rate: int, seconds: float,
+                    group: str) -> Latency:
+    """`rate` records/s for `seconds`, acks=all, linger.ms=0, idempotent: each record's
+    value is its send time; a thread of its own takes the delivery reports as they come
+    (the ack time), the consumer (fetch.wait.max.ms=10) is polled between sends."""
+    import confluent_kafka
+
+    # assigned, not subscribed: no group (its coordinator, __consumer_offsets) in the way
+    consumer = confluent_kafka.Consumer({"bootstrap.servers": boot, "group.id": group,
+                                        "enable.auto.commit": False,
+                                        "auto.offset.reset": "latest",
+                                        "fetch.wait.max.ms": 10})
+    parts = consumer.list_topics(topic, timeout=30).topics[topic].partitions
+    consumer.assign([confluent_kafka.TopicPartition(topic, p, confluent_kafka.OFFSET_END)
+                     for p in parts])
+    consumer.poll(0.5)  # the end offsets looked up before the clock starts
+    acked: dict[bytes, float] = {}
+
+    def delivered(err: Any, msg: Any) -> None:
+        if err is None:
+            acked[msg.value()] = time.perf_counter()
+
+    producer = confluent_kafka.Producer({"bootstrap.servers": boot, "acks": "all",
+                                        "linger.ms": 0, "enable.idempotence": True,
+                                        "on_delivery": delivered})
+    stop = threading.Event()
+
+    def reports() -> None:
+        while not stop.is_set():
+            producer.poll(0.05)
+
+    reporter = threading.Thread(target=reports, daemon=True)
+    reporter.start()
+    got: list[tuple[bytes | None, float]] = []  # (value, received at)
+    n, total = 0, int(rate * seconds)
+    start = time.perf_counter()
+    try:
+        while n < total:
+            due = start + n / rate
+            now = time.perf_counter()
+            if now < due:
+                msg = consumer.poll(max(0.0, due - now))
+            else:
+                producer.produce(topic, b"%.9f" % time.perf_counter())
+                n += 1
+                msg = consumer.poll(0)
+            while msg is not None:
+                if msg.error() is None:
+                    got.append((msg.value(), time.perf_counter()))
+                msg = consumer.poll(0)
+        sent_for = time.perf_counter() - start
+        producer.flush(30)
+        end = time.monotonic() + 5
+        while len(got) < n and time.monotonic() < end:
+            msg = consumer.poll(0.1)
+            if msg is not None and msg.error() is None:
+                got.append((msg.value(), time.perf_counter()))
+    finally:
+        stop.set()
+        reporter.join()
+        consumer.close()
+    out = Latency(rate, sent=n, seen=len(got), seconds=sent_for, load=os.getloadavg()[0])
+    _tally(out, got, acked, start + WARMUP_S)
+    return out
+
+
+def _tally(out: Latency, got: list[tuple[bytes | None, float]], acked: dict[bytes, float],
+           since: float) -> None:
+    """The records sent from `since` on: end-to-end, produce -> ack, ack -> consumer."""
+    for value, at in got:
+        if value is None:
+            continue
+        sent = float(value)
+        if sent < since:
+            continue
+        out.e2e.append((at - sent) * 1000)
+        ack = acked.get(value)
+        if ack is not None:
+            out.ack.append((ack - sent) * 1000)
+            out.after_ack.append((at - ack) * 1000)
+
+
+def crossing(runs: list[Latency]) -> int | None:
+    """The first rate (ascending) whose end-to-end p99 passes GOAL_P99_MS."""
+    for r in sorted(runs, key=lambda r: r.rate):
+        if pct(r.e2e, 99) > GOAL_P99_MS:
+            return r.rate
+    return None
+
+
+def latency_rows(runs: list[Latency], where: str = "") -> list[Row]:
+    rows = []
+    for r in sorted(runs, key=lambda r: r.rate):
+        p99 = pct(r.e2e, 99)
+        rows.append(Row(GOAL, f"e2e p50 at {r.rate:,} rec/s, RF=3 acks=all{where}",
+                        pct(r.e2e, 50), "ms"))
+        goal = r.rate == GOAL_RATE
+        rows.append(Row(GOAL, f"e2e p99 at {r.rate:,} rec/s, RF=3 acks=all{where}", p99,
+                        "ms", "produce->ack p99", pct(r.ack, 99), None,
+                        f"<= {GOAL_P99_MS:g} ms" if goal else "",
+                        (p99 <= GOAL_P99_MS) if goal else None))
+    cross = crossing(runs)
+    top = max((r.rate for r in runs), default=0)
+    rows.append(Row(GOAL, f"rate where e2e p99 passes {GOAL_P99_MS:g} ms{where}"
+                    + ("" if cross is not None else f" (not up to {top:,})"),
+                    float(cross if cross is not None else top), "rec/s", target="report"))
+    return rows
+
+
+def start_cluster(zk: ZooKeeperServer, base: Path, chroot: str,
+                  overrides: list[str]) -> BenchCluster:
+    base.mkdir(parents=True, exist_ok=True)
+    cluster = BenchCluster(zk, base, *CLUSTER_SETTINGS, *overrides, chroot=chroot)
+    cluster.start_all()
+    return cluster
+
+
+def latency_only(zk: ZooKeeperServer, base: Path, args: argparse.Namespace,
+                 rates: list[int]) -> list[Row]:
+    """Phase 3 alone, on a fresh cluster per (round, checkout), checkouts alternating."""
+    checkouts: list[Path] = args.kafkactl or [ROOT]
+    results: dict[Path, list[list[Latency]]] = {c: [] for c in checkouts}
+    for rnd in range(args.rounds):
+        order = checkouts if rnd % 2 == 0 else checkouts[::-1]  # ABBA: drift cancels
+        for c in order:
+            os.environ["PYTHONPATH"] = str(c.resolve())
+            tag = f"r{rnd}-{checkouts.index(c)}"
+            cluster = start_cluster(zk, base / tag, f"/bench-{tag}", args.broker_override)
+            try:
+                ctl = cluster.brokers[cluster.controller()]
+                create(ctl.port, "rf3", 3, 3)
+                wait(lambda port=ctl.port: isr_full(port, "rf3", 3), 60, "topic rf3")
+                boot = ",".join(b.bootstrap for b in cluster.brokers.values())
+                runs = []
+                for rate in rates:
+                    run = measure_latency(boot, "rf3", rate, args.seconds, f"lat-{rate}")
+                    print(f"[round {rnd + 1}, {c}] {run.line()}", flush=True)
+                    runs.append(run)
+                results[c].append(runs)
+            finally:
+                cluster.stop()
+    if len(checkouts) > 1 or args.rounds > 1:
+        print(f"\nover {args.rounds} round(s), e2e p99 ms (median, best) | produce->ack p99 "
+              "(median) | ack->consumer p99 (median):")
+        for i, rate in enumerate(rates):
+            for c in checkouts:
+                p99s = [rs[i] for rs in results[c]]
+                e2e = [pct(r.e2e, 99) for r in p99s]
+                print(f"  {rate:>7,} rec/s {str(c):<30} {statistics.median(e2e):7.2f} "
+                      f"{min(e2e):7.2f} | {statistics.median(pct(r.ack, 99) for r in p99s):7.2f}"
+                      f" | {statistics.median(pct(r.after_ack, 99) for r in p99s):7.2f}")
+    # the rows: the first checkout's, each rate's round with the median e2e p99
+    first = results[checkouts[0]]
+    chosen = [sorted((rs[i] for rs in first), key=lambda r: pct(r.e2e, 99))[len(first) // 2]
+              for i in range(len(rates))]
+    for c in checkouts[:1]:
+        cross = crossing(chosen)
+        print(f"{c}: e2e p99 at {GOAL_RATE:,} rec/s: "
+              + ", ".join(f"{pct(r.e2e, 99):.2f} ms" for r in chosen if r.rate == GOAL_RATE)
+              + f"; p99 passes {GOAL_P99_MS:g} ms at "
+              + (f"{cross:,} rec/s" if cross is not None else "none of the rates"))
+    return latency_rows(chosen)
+
+
 # C901: a benchmark's main: options, the cluster, the measured runs and the report in order
 def main() -> None:  # noqa: C901
     ap = argparse.ArgumentParser()
     ap.add_argument("--records", type=int, default=500_000)
+    ap.add_argument("--rates", default="2500,5000,10000,20000",
+                    help="end-to-end latency: records/s, comma-separated (one run each)")
+    ap.add_argument("--seconds", type=float, default=5.0,
+                    help="end-to-end latency: seconds per rate (the first is a warm-up)")
+    ap.add_argument("--latency-only", action="store_true",
+                    help="only the end-to-end latency (no ingest, lag or fail-over)")
+    ap.add_argument("--kafkactl", type=Path, action="append", default=[], metavar="DIR",
+                    help="with --latency-only: run the brokers from this checkout "
+                         "(repeatable: each in turn, a fresh cluster each)")
+    ap.add_argument("--rounds", type=int, default=1,
+                    help="with --latency-only: rounds over the checkouts (alternating)")
     ap.add_argument("--failover-only", type=int, metavar="ROUNDS", default=0,
                     help="only the fail-over, ROUNDS times (victim: the controller, then "
                          "not, in turn), phase by phase")
@@ -72,27 +294,34 @@ def main() -> None:  # noqa: C901
                     help="with --failover-only: partitions of a second RF=3 topic, state "
                          "the controller loads (the full run has ~56 partitions)")
     ap.add_argument("--broker-override", action="append", default=[], metavar="KEY=VALUE",
-                    help="with --failover-only: a broker setting (repeatable), e.g. "
-                         "replica.fetch.wait.max.ms=50")
+                    help="a broker setting (repeatable), e.g. replica.fetch.wait.max.ms=50")
+    add_summary_option(ap)
     args = ap.parse_args()
+    rates = [int(r) for r in args.rates.replace("_", "").split(",") if r.strip()]
+    if args.kafkactl and not args.latency_only:
+        raise SystemExit("--kafkactl goes with --latency-only")
     if available() is not None or shutil.which("kcat") is None:
         raise SystemExit(f"needs ZooKeeper, java and kcat: {available()}")
-    import confluent_kafka
+    if not args.kafkactl:
+        os.environ["PYTHONPATH"] = str(ROOT)  # the brokers run this checkout
 
     base = Path(tempfile.mkdtemp(prefix="kafkactl-repl-bench-"))
     zk = ZooKeeperServer(base / "zk", jvm_options=())  # the JVM's defaults, not the tests'
     zk.start()
-    if args.failover_only:
+    if args.failover_only or args.latency_only:
         try:
-            failover_only(zk, base, args.failover_only, args.load_partitions,
-                          args.broker_override)
+            if args.failover_only:
+                failover_only(zk, base, args.failover_only, args.load_partitions,
+                              args.broker_override)
+            else:
+                write_summary(args.summary_json, latency_only(zk, base, args, rates))
         finally:
             zk.stop()
             shutil.rmtree(base, ignore_errors=True)
         return
-    cluster = BenchCluster(zk, base, "replica.fetch.backoff.ms=100",
-                           "replica.lag.time.max.ms=10000")
+    cluster = BenchCluster(zk, base, *CLUSTER_SETTINGS, *args.broker_override)
     brokers = cluster.brokers
+    rows: list[Row] = []
     try:
         cluster.start_all()
         ctl = brokers[cluster.controller()]
@@ -129,68 +358,39 @@ def main() -> None:  # noqa: C901
         print(f"kcat -P {args.records} x 100 B, 3 partitions: RF=1 acks=1 "
               f"{args.records / s1:,.0f} rec/s; RF=3 acks=all {args.records / s3:,.0f} rec/s "
               f"(ratio {s1 / s3:.2f})")
+        rows.append(Row(GOAL, "kcat -P ingest, RF=3 acks=all", args.records / s3, "rec/s",
+                        "RF=1 acks=1", args.records / s1, s1 / s3, "report"))
         if lags:
             print(f"  follower lag during the RF=3 ingest: median {statistics.median(lags):,.0f}"
                   f" records, max {max(lags):,} ({len(lags)} samples)")
+            rows.append(Row(GOAL, "follower lag during the RF=3 ingest (median)",
+                            statistics.median(lags), "records", target="report"))
 
-        # -- 3: end-to-end latency at 10k rec/s, RF=3 acks=all ---------------------------------
-        consumer = confluent_kafka.Consumer({"bootstrap.servers": boot, "group.id": "lat",
-                                            "auto.offset.reset": "latest",
-                                            "fetch.wait.max.ms": 10})
-        consumer.subscribe(["rf3"])
-        deadline = time.monotonic() + 30
-        while not consumer.assignment() and time.monotonic() < deadline:
-            consumer.poll(0.1)
-        producer = confluent_kafka.Producer({"bootstrap.servers": boot, "acks": "all",
-                                            "linger.ms": 0, "enable.idempotence": True})
-        latencies: list[float] = []
-        measured: list[bool] = []  # sent after the warm-up (the consumer's start-up aside)
-        n, rate, seconds = 0, 10_000, 5
-        start = time.perf_counter()
-        while n < rate * seconds:
-            due = start + n / rate
-            now = time.perf_counter()
-            if now < due:
-                msg = consumer.poll(max(0.0, due - now))
-            else:
-                producer.produce("rf3", b"%.9f" % time.perf_counter())
-                producer.poll(0)
-                n += 1
-                msg = consumer.poll(0)
-            while msg is not None:
-                if msg.error() is None:
-                    sent = float(msg.value())
-                    latencies.append((time.perf_counter() - sent) * 1000)
-                    measured.append(sent >= start + WARMUP_S)
-                msg = consumer.poll(0)
-        producer.flush(30)
-        end = time.monotonic() + 5
-        while len(latencies) < n and time.monotonic() < end:
-            msg = consumer.poll(0.1)
-            if msg is not None and msg.error() is None:
-                sent = float(msg.value())
-                latencies.append((time.perf_counter() - sent) * 1000)
-                measured.append(sent >= start + WARMUP_S)
-        consumer.close()
-        first = statistics.quantiles(latencies, n=100)
-        latencies = [lat for lat, m in zip(latencies, measured, strict=True) if m]
-        q = statistics.quantiles(latencies, n=100)
-        print(f"  (all records, the first {WARMUP_S:g} s included: p50 {first[49]:.2f} ms, "
-              f"p99 {first[98]:.2f} ms)")
-        print(f"end-to-end at {rate:,} rec/s, RF=3 acks=all: p50 {q[49]:.2f} ms, p99 "
-              f"{q[98]:.2f} ms ({len(measured):,} of {n:,} records seen, {len(latencies):,} "
-              f"sent after the warm-up)")
+        # -- 3: end-to-end latency per rate, RF=3 acks=all ------------------------------------
+        runs = []
+        for rate in rates:
+            run = measure_latency(boot, "rf3", rate, args.seconds, f"lat-{rate}")
+            print(f"end-to-end, RF=3 acks=all, {run.line()}", flush=True)
+            runs.append(run)
+        cross = crossing(runs)
+        print(f"  e2e p99 passes {GOAL_P99_MS:g} ms at "
+              + (f"{cross:,} rec/s" if cross is not None else "none of the rates"))
+        rows += latency_rows(runs)
 
         # -- 4: fail-over ------------------------------------------------------------------------
         victim = leaders(ctl.port, "rf3")[0]
-        run = failover_round(cluster, None, victim, 0)
-        print(f"leader SIGKILLed{' (it was the controller too)' if run.was_controller else ''}: "
-              f"first acks=all write on its successor after {run.acked:.2f} s (session "
+        run4 = failover_round(cluster, None, victim, 0)
+        print(f"leader SIGKILLed{' (it was the controller too)' if run4.was_controller else ''}"
+              f": first acks=all write on its successor after {run4.acked:.2f} s (session "
               f"timeout {SESSION_TIMEOUT_MS / 1000:.0f} s)")
+        rows.append(Row(GOAL, "fail-over: SIGKILL of a leader -> first acks=all write acked",
+                        run4.acked, "s", f"session timeout {SESSION_TIMEOUT_MS / 1000:.0f} s",
+                        target="report"))
     finally:
         cluster.stop()
         zk.stop()
         shutil.rmtree(base, ignore_errors=True)
+    write_summary(args.summary_json, rows)
 
 
 if __name__ == "__main__":

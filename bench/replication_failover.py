@@ -74,18 +74,22 @@ def wait(cond: Any, timeout: float, what: str) -> None:
 
 
 class BenchCluster:
-    """Three brokers on one ZooKeeper, each with its data dir and log file under `base`
-    (so a killed broker restarts with its data)."""
+    """Three brokers on one ZooKeeper (under `chroot`: one per cluster when a run starts
+    several), each with its data dir and log file under `base` (so a killed broker
+    restarts with its data). The brokers run the kafkactl on PYTHONPATH (bench/replication.py
+    --kafkactl DIR sets it), else the installed one."""
 
-    def __init__(self, zk: ZooKeeperServer, base: Path, *overrides: str) -> None:
+    def __init__(self, zk: ZooKeeperServer, base: Path, *overrides: str,
+                 chroot: str = CHROOT) -> None:
         self.zk = zk
         self.base = base
         self.overrides = overrides
+        self.chroot = chroot
         self.brokers: dict[int, Broker] = {}
 
     def start(self, i: int) -> Broker:
         self.brokers[i] = start_broker(
-            f"broker.id={i}", f"zookeeper.connect={self.zk.connect}{CHROOT}",
+            f"broker.id={i}", f"zookeeper.connect={self.zk.connect}{self.chroot}",
             f"zookeeper.session.timeout.ms={SESSION_TIMEOUT_MS}", *self.overrides,
             data_dir=self.base / f"broker-{i}", log_level="info", log_file=self.log(i))
         return self.brokers[i]
