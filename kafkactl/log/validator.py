@@ -218,11 +218,15 @@ def rebuild_batches(buf: memoryview, batches: list[BatchInfo],
                     codec: int | None) -> memoryview | None:
     """The request's batches re-encoded where needed: renumbered (offset deltas not 0..n-1)
     or recompressed with the topic's forced `codec`; None when none needs it."""
+    for b in batches:  # a loop, not any(): this runs on every produce
+        if b.renumber or (codec is not None and b.compression != codec):
+            break
+    else:
+        return None
+
     def needs(b: BatchInfo) -> bool:
         return b.renumber or (codec is not None and b.compression != codec)
 
-    if not any(needs(b) for b in batches):
-        return None
     return memoryview(bytearray(b"".join(
         recompress(buf, b, b.compression if codec is None else codec) if needs(b)
         else bytes(buf[b.position:b.position + b.size]) for b in batches)))
