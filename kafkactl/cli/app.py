@@ -44,6 +44,45 @@ SUBCOMMAND_MODULES: tuple[str, ...] = (
     "spark_load", "transactions",
 )
 
+# What `kafkactl --help` lists (the first paragraph of each command's help, in the order
+# the help shows them: commands, then command groups), so that the root help, which runs no
+# command, imports and builds none of the modules above (~55 ms of its ~200).
+# tests/cli/test_startup_imports.py checks that it renders exactly as the built commands do.
+COMMAND_SUMMARIES: dict[str, str] = {
+    "serve": "Run a Kafka broker in the foreground (Ctrl-C or SIGTERM stops it cleanly).",
+    "produce": "Produce records read from stdin (or --file), one per line by default.",
+    "consume": "Print records of the given topics to stdout (value per line by default).",
+    "dump-log": "Dump log segments and indexes like Kafka's DumpLogSegments.",
+    "recover": "Validate and repair log segments offline: cut torn or corrupt tails, rebuild"
+               " indexes.",
+    "rebalance": "Members, their current assignment and the range assignment for the group;"
+                 " or, with\n--partitions / --preferred-leaders, replicas and leaders over"
+                 " the brokers.",
+    "mirror": "Copy topics from a source cluster into a target cluster as a consumer group,\n"
+              "committing source offsets only for records the target acknowledged.",
+    "top": "A live view of a broker or cluster: brokers, topic rates, unhealthy partitions"
+           " and\nconsumer lag (Ctrl-C quits). A broker's CPU comes from its metrics endpoint"
+           " (serve\n--metrics): give --metrics, or --metrics-port / --broker-metrics with"
+           " the protocol.",
+    "spark-load": "Load topics into Parquet with Spark, one task per topic-partition range.",
+    "topics": "Create, list, describe, alter and delete topics; offsets at a time.",
+    "log-dirs": "Describe brokers' log dirs and move replicas between the log dirs of a"
+                " broker.",
+    "offsets": "List groups; show, reset, delete and migrate consumer-group offsets.",
+    "configs": "Describe and alter topic and broker configs (kafka-configs).",
+    "cluster": "Describe the cluster (controller, brokers, offline and under-replicated"
+               " partitions) and verify replicas.",
+    "acls": "Add, list and remove ACLs (kafka-acls).",
+    "users": "Add, list and delete SCRAM users.",
+    "quotas": "Add, list and remove client quotas (producer_byte_rate, consumer_byte_rate,"
+              " request_percentage, controller_mutation_rate) per user, client id, or both.",
+    "transactions": "List, describe, find hanging and abort transactions"
+                    " (kafka-transactions).",
+}
+
+# arguments that run no command: the root's help and version
+_NO_COMMAND_ARGS = frozenset({"-h", "--help", "-V", "--version"})
+
 
 def _version_callback(value: bool) -> None:
     if value:
@@ -62,9 +101,8 @@ def _root(
     """Apache Kafka's design in one CLI: a broker (serve), clients and operator tools."""
 
 
-@functools.cache
-def build_app(modules: tuple[str, ...] = SUBCOMMAND_MODULES) -> typer.Typer:
-    """The root app with the commands of `modules` (by default every command)."""
+def _root_app() -> typer.Typer:
+    """The root app, without commands."""
     root = typer.Typer(
         name="kafkactl",
         cls=KafkactlGroup,
@@ -78,8 +116,29 @@ def build_app(modules: tuple[str, ...] = SUBCOMMAND_MODULES) -> typer.Typer:
     # help texts are shown as written (kafkactl.cli._help): scripts/cli_tree.py reads
     # them so too, for the man pages and completions
     root.literal_help = True  # type: ignore[attr-defined]
+    return root
+
+
+@functools.cache
+def build_app(modules: tuple[str, ...] = SUBCOMMAND_MODULES) -> typer.Typer:
+    """The root app with the commands of `modules` (by default every command)."""
+    root = _root_app()
     for name in modules:
         importlib.import_module(f"kafkactl.cli.{name}").register(root)
+    return root
+
+
+def _listed_only() -> None:
+    raise RuntimeError("a command of the listing app ran: app_for() chose wrongly")
+
+
+@functools.cache
+def listing_app() -> typer.Typer:
+    """The root app as `kafkactl --help` shows it: every command by its name and summary
+    (COMMAND_SUMMARIES), none of them built; for argument lists that run no command."""
+    root = _root_app()
+    for name, summary in COMMAND_SUMMARIES.items():
+        root.command(name=name, help=summary)(_listed_only)
     return root
 
 
@@ -92,8 +151,11 @@ def __getattr__(name: str) -> Any:
 
 def app_for(args: Sequence[str]) -> typer.Typer:
     """The app to run `args` with: only the named command's module when the first argument
-    names a command (its start-up then imports and builds none of the other thirteen,
-    ~40 ms of a short command's ~150), every command otherwise (--help, --version, a typo)."""
+    names a command (its start-up then imports and builds none of the others, ~40 ms of a
+    short command's ~150); the listing app when `args` run no command (none, --help,
+    --version); every command otherwise (a typo: the error names the commands)."""
+    if set(args) <= _NO_COMMAND_ARGS:
+        return listing_app()
     module = args[0].replace("-", "_") if args and not args[0].startswith("-") else ""
     return build_app((module,)) if module in SUBCOMMAND_MODULES else build_app()
 

@@ -8,6 +8,7 @@ the tests' zygote, which has imported more than a command needs."""
 
 from __future__ import annotations
 
+import inspect
 import io
 import json
 import os
@@ -15,9 +16,11 @@ import subprocess
 import sys
 from contextlib import redirect_stdout
 from pathlib import Path
+from typing import Any
 
 import pytest
 import typer
+import typer.main
 from typer.testing import CliRunner
 
 from tests.conftest import BrokerProcess
@@ -102,3 +105,43 @@ def test_markdown_help_and_rich_markdown_still_work_after_kafkactl_help() -> Non
 
     assert hasattr(rich.markdown, "MarkdownContext")  # the real module, not a stand-in
     assert isinstance(rich_utils.Markdown("x"), rich.markdown.Markdown)
+
+
+def _summaries(group: Any) -> list[tuple[str, str, bool, bool]]:
+    """What the root's help shows of each command: name and first paragraph of its help."""
+    return [(name, inspect.cleandoc(c.short_help or c.help or "").split("\n\n")[0],
+             c.hidden, c.deprecated) for name, c in group.commands.items()]
+
+
+def test_the_root_help_lists_the_commands_as_built() -> None:
+    """`kafkactl --help` lists COMMAND_SUMMARIES without building the commands: the list
+    (names, order, summaries) is the built commands'. Changed a command's first help
+    paragraph, or added one? Update COMMAND_SUMMARIES in kafkactl/cli/app.py."""
+    from kafkactl.cli import app as cli
+
+    built = typer.main.get_command(cli.build_app())
+    listed = typer.main.get_command(cli.listing_app())
+    assert _summaries(listed) == _summaries(built)
+    assert {m.replace("_", "-") for m in cli.SUBCOMMAND_MODULES} == set(cli.COMMAND_SUMMARIES)
+
+
+@pytest.mark.parametrize("columns", [40, 80, 123, 250])
+def test_the_root_help_from_the_summaries_is_byte_for_byte_the_built_one(columns: int) -> None:
+    from kafkactl.cli import app as cli
+
+    env = {"COLUMNS": str(columns), "TERMINAL_WIDTH": None}
+    shown = [CliRunner().invoke(app, ["--help"], env=env)
+             for app in (cli.build_app(), cli.listing_app())]
+    assert [r.exit_code for r in shown] == [0, 0], [r.output for r in shown]
+    assert "transactions" in shown[0].output
+    assert shown[1].output == shown[0].output
+
+
+def test_no_command_arguments_use_the_listing_app(tmp_path: Path) -> None:
+    """`kafkactl`, `kafkactl --help`, `kafkactl -V`: no command module imported."""
+    for args in ([], ["--help"], ["-h"], ["-V"]):
+        r, modules = kafkactl_modules(tmp_path, args)
+        assert r.returncode in (0, 2), r.stderr  # no arguments: the help, exit status 2
+        assert b"kafkactl" in r.stdout + r.stderr
+        commands = {f"kafkactl.cli.{m}" for m in ("serve", "produce", "topics", "spark_load")}
+        assert not commands & modules, sorted(commands & modules)
