@@ -36,8 +36,8 @@ def main() -> None:
             *([sys.executable, "-m", "kafkactl", *argv] for argv in COMMANDS)]
     times: list[list[float]] = [[] for _ in cmds]
     for _ in range(args.runs):
-        for cmd, t in zip(cmds, times, strict=True):
-            t.append(wall(cmd))
+        for cmd, samples in zip(cmds, times, strict=True):
+            samples.append(wall(cmd))
     py = statistics.median(times[0])
     rows = []
     for argv, ts in zip(COMMANDS, times[1:], strict=True):
