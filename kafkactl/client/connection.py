@@ -41,6 +41,7 @@ from kafkactl.protocol.errors import ErrorCode
 
 _SIZE = struct.Struct(">i")
 _RECV_CHUNK = 1 << 20
+_OWN_BUFFER = 1 << 18  # a response this long is received into a buffer of its own
 
 ResponseHandler = Callable[[dict[str, Any] | None, BaseException | None], None]
 
@@ -85,6 +86,9 @@ class BrokerConnection:
         self._correlation_id = 0
         self._in_flight: deque[InFlightRequest] = deque()
         self._rbuf = bytearray()
+        # a large response being received into (its size first), and how much is in
+        self._frame: memoryview | None = None
+        self._frame_got = 0
         self._closed_error: BaseException | None = None
 
     def __repr__(self) -> str:
@@ -120,6 +124,7 @@ class BrokerConnection:
                     f"TLS handshake with {self.host}:{self.port} failed: {e}") from e
         self.sock = sock
         self._rbuf = bytearray()
+        self._frame = None
         self._closed_error = None
         try:
             self._negotiate_versions()
@@ -257,11 +262,39 @@ class BrokerConnection:
                 f"{self.request_timeout:g} s"))
 
     def _read_available(self) -> int:
+        """Read what the socket has and complete the requests whose responses are whole.
+        A large response (a Fetch's batches) is received straight into a buffer of its
+        own, which the decoded response's records are views of: no copy after recv."""
         assert self.sock is not None
         sock = self.sock
+        peek = not isinstance(sock, ssl.SSLSocket)  # TLS takes no recv flags
         sock.setblocking(False)
+        done = 0
         try:
-            while True:
+            while self.sock is sock:
+                frame = self._frame
+                if frame is None and peek and not self._rbuf:
+                    # the next response's size, to receive a large one where it stays
+                    try:
+                        head = sock.recv(4, socket.MSG_PEEK)
+                    except BlockingIOError:
+                        break
+                    if len(head) == 4 and _SIZE.unpack(head)[0] >= _OWN_BUFFER:
+                        frame = self._frame = memoryview(bytearray(4 + _SIZE.unpack(head)[0]))
+                        self._frame_got = 0
+                if frame is not None:
+                    try:
+                        got = sock.recv_into(frame[self._frame_got:])
+                    except (BlockingIOError, ssl.SSLWantReadError, ssl.SSLWantWriteError):
+                        break
+                    if not got:
+                        raise KafkaConnectionError(
+                            f"broker {self.host}:{self.port} closed the connection")
+                    self._frame_got += got
+                    if self._frame_got == frame.nbytes:
+                        self._frame = None
+                        done += self._complete(frame[4:])
+                    continue
                 try:
                     chunk = sock.recv(_RECV_CHUNK)
                 except (BlockingIOError, ssl.SSLWantReadError, ssl.SSLWantWriteError):
@@ -270,40 +303,53 @@ class BrokerConnection:
                     raise KafkaConnectionError(
                         f"broker {self.host}:{self.port} closed the connection")
                 self._rbuf += chunk
-                if len(chunk) < _RECV_CHUNK:
+                done += self._process_frames()
+                if len(chunk) < _RECV_CHUNK and self._frame is None:
                     break
         finally:
             if self.sock is not None:
                 self.sock.settimeout(self.request_timeout)
-        return self._process_frames()
+        return done
 
     def _process_frames(self) -> int:
+        """Complete the requests whose responses are whole in the read buffer; a large
+        one begun there goes on in a buffer of its own (`_frame`)."""
         buf = self._rbuf
         pos = 0
         done = 0
         n = len(buf)
-        while n - pos >= 4:
+        while n - pos >= 4 and self.sock is not None:
             (size,) = _SIZE.unpack_from(buf, pos)
             if size < 4:
                 raise KafkaConnectionError(f"bad response size {size} from {self.host}")
             if n - pos - 4 < size:
+                if size >= _OWN_BUFFER:
+                    frame = memoryview(bytearray(4 + size))
+                    with memoryview(buf) as mv:
+                        frame[:n - pos] = mv[pos:n]
+                    self._frame, self._frame_got = frame, n - pos
+                    pos = n
                 break
             with memoryview(buf) as mv:
                 frame = memoryview(mv[pos + 4:pos + 4 + size].tobytes())
             pos += 4 + size
-            if not self._in_flight:
-                raise KafkaConnectionError(f"unexpected response from {self.host}:{self.port}")
-            req = self._in_flight.popleft()
-            cid, body = wire.decode_response(req.api_key, req.version, frame)
-            if cid != req.correlation_id:
-                raise KafkaConnectionError(
-                    f"correlation id mismatch from {self.host}:{self.port}: expected "
-                    f"{req.correlation_id}, got {cid}")
-            req.complete(body, None)
-            done += 1
+            done += self._complete(frame)
         if pos:
             del buf[:pos]
         return done
+
+    def _complete(self, frame: memoryview) -> int:
+        """Decode a response frame (without its size) and complete its request."""
+        if not self._in_flight:
+            raise KafkaConnectionError(f"unexpected response from {self.host}:{self.port}")
+        req = self._in_flight.popleft()
+        cid, body = wire.decode_response(req.api_key, req.version, frame)
+        if cid != req.correlation_id:
+            raise KafkaConnectionError(
+                f"correlation id mismatch from {self.host}:{self.port}: expected "
+                f"{req.correlation_id}, got {cid}")
+        req.complete(body, None)
+        return 1
 
     def wait(self, req: InFlightRequest, timeout: float | None = None) -> dict[str, Any]:
         """Poll until `req` completes (earlier in-flight requests complete first)."""

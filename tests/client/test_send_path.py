@@ -1,19 +1,26 @@
-"""The producer's send path without copies: a built batch is assemble_batch's bytes (the
+"""The client's wire paths without copies: a built batch is assemble_batch's bytes (the
 records copied once, behind the header), a Produce request is framed as parts holding the
-batches themselves (codec.encode_request_parts, the same bytes as encode_request), and the
-parts are written with sendmsg until every byte is out, however the socket cuts them."""
+batches themselves (codec.encode_request_parts, the same bytes as encode_request), the
+parts are written with sendmsg until every byte is out, however the socket cuts them, and
+a large response is received straight into a buffer of its own, however it arrives."""
 
 from __future__ import annotations
 
 import socket
 import threading
+import time
 
 import pytest
 
-from kafkactl.client.connection import _send_parts
+from kafkactl.client.connection import BrokerConnection, InFlightRequest, _send_parts
 from kafkactl.client.producer_batch import ProducerBatch
 from kafkactl.protocol.api_keys import ApiKey
-from kafkactl.protocol.codec import encode_request, encode_request_parts, frame_bytes
+from kafkactl.protocol.codec import (
+    encode_request,
+    encode_request_parts,
+    encode_response,
+    frame_bytes,
+)
 from kafkactl.record.batch import RecordBatch, assemble_batch
 from kafkactl.record.codecs import Compression, compress
 
@@ -104,3 +111,54 @@ def test_send_parts_writes_every_byte_through_a_small_socket_buffer(count: int) 
         a.close()
         b.close()
     assert bytes(got) == want
+
+
+# ---- responses: a large one received where it stays ------------------------------------
+
+def _fetch_response(cid: int, records: bytes) -> bytes:
+    body = {"throttle_time_ms": 0, "error_code": 0, "session_id": 0, "responses": [
+        {"topic": "t", "partitions": [
+            {"partition_index": 0, "error_code": 0, "high_watermark": 5,
+             "last_stable_offset": 5, "log_start_offset": 0, "aborted_transactions": None,
+             "preferred_read_replica": -1, "records": records}]}]}
+    return frame_bytes(encode_response(int(ApiKey.FETCH), 11, cid, body))
+
+
+@pytest.mark.parametrize("cut", [1, 3, 4, 5, 4096, 262_143, 1 << 20])
+def test_responses_cut_anywhere_complete_in_order(cut: int) -> None:
+    """Small and large Fetch responses (the large ones received into buffers of their own,
+    found by their size whether it arrives whole or in pieces), written by the peer in
+    pieces cut anywhere; each request completes with its own records."""
+    records = [b"a" * 10, bytes(range(256)) * 2048, b"b" * 300_000, b"", b"c" * 70,
+               b"d" * (1 << 20)]
+    stream = b"".join(_fetch_response(i + 1, r) for i, r in enumerate(records))
+    ours, theirs = socket.socketpair()
+    conn = BrokerConnection("peer", 0)
+    conn.sock = ours
+    got: list[bytes] = []
+    reqs = []
+    for i in range(len(records)):
+        req = InFlightRequest(i + 1, int(ApiKey.FETCH), 11, lambda resp, err: got.append(
+            bytes(resp["responses"][0]["partitions"][0]["records"])))  # type: ignore[index]
+        conn._in_flight.append(req)
+        reqs.append(req)
+
+    def write() -> None:  # pieces of `cut` bytes, then of 100,003: cuts land everywhere
+        i, step = 0, 0
+        while i < len(stream):
+            n = cut if step % 2 == 0 else 100_003
+            theirs.sendall(stream[i:i + n])
+            i, step = i + n, step + 1
+
+    t = threading.Thread(target=write)
+    t.start()
+    try:
+        deadline = time.monotonic() + 30
+        while not reqs[-1].done and time.monotonic() < deadline:
+            conn.poll(0.5)
+        t.join(30)
+    finally:
+        ours.close()
+        theirs.close()
+    assert all(r.done and r.error is None for r in reqs)
+    assert got == records
