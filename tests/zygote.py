@@ -112,9 +112,11 @@ def zygote_main() -> None:
     stdout, and {"exit": pid, "code": returncode} when a child ends. Exits when the
     socket closes."""
     import kafkactl.broker.server  # noqa: F401 - imported once, shared by every fork
+    from kafkactl.cli._help import load_help_rendering
     from kafkactl.cli.app import build_app
 
     build_app()  # every command's module
+    load_help_rendering()  # rich, which a `kafkactl` process imports only to show --help
     gc.collect()
     gc.freeze()  # the imported objects stay out of the children's collections
     requests = socket.socket(fileno=0)
