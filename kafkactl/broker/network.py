@@ -401,7 +401,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
                     self.close(None)
                     return
                 if pending is None:
-                    self._mute_if_throttled()
+                    if self.info.throttle_ms > 0:
+                        self._mute_if_throttled()
                     continue
                 self._run_async(pending)
             else:
@@ -413,7 +414,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
             self.update_reading()
         if self._close_after_drain and not self._busy and not self._backlog:
             self.close(None)
-        self._settle()
+        if self._held + self._backlog_bytes != self._charged:
+            self._settle()
 
     def _delay_failed_authentication(self, parts: ResponseParts) -> None:
         """Kafka's connection.failed.authentication.delay.ms: the failed authentication's
