@@ -94,6 +94,7 @@ class Latency:
     seen: int = 0
     seconds: float = 0.0  # how long the sending took (the achieved rate: sent / seconds)
     load: float = 0.0  # the 1-minute load average at the end
+    broker_cpu: float = 0.0  # CPU seconds the three brokers used meanwhile
     e2e: list[float] = field(default_factory=list)  # produce() -> consumer poll() returns it
     ack: list[float] = field(default_factory=list)  # produce() -> delivery report
     after_ack: list[float] = field(default_factory=list)  # delivery report -> consumer
@@ -105,15 +106,20 @@ class Latency:
         return (f"{self.rate:>7,} rec/s (sent at {self.sent / max(self.seconds, 1e-9):,.0f}):"
                 f" e2e {q(self.e2e)} | produce->ack {q(self.ack)} | ack->consumer "
                 f"{q(self.after_ack)} ms ({len(self.e2e):,} records after the warm-up, "
-                f"{self.seen:,} of {self.sent:,} seen; load {self.load:.1f})")
+                f"{self.seen:,} of {self.sent:,} seen; brokers' CPU "
+                f"{self.broker_cpu * 1e6 / max(self.sent, 1):.0f} µs/record; load {self.load:.1f})")
 
 
-def measure_latency(boot: str, topic: str, rate: int, seconds: float,
-                    group: str) -> Latency:
-    """`rate` records/s for `seconds`, acks=all, linger.ms=0, idempotent: each record's
-    value is its send time; a thread of its own takes the delivery reports as they come
-    (the ack time), the consumer (fetch.wait.max.ms=10) is polled between sends."""
+def measure_latency(cluster: BenchCluster, topic: str, rate: int, seconds: float,
+                    producer_config: dict[str, str]) -> Latency:
+    """`rate` records/s for `seconds`, acks=all, linger.ms=0, idempotent (unless
+    `producer_config` says otherwise): each record's value is its send time; a thread of
+    its own takes the delivery reports as they come (the ack time), the consumer
+    (fetch.wait.max.ms=10) is polled between sends."""
     import confluent_kafka
+
+    boot = ",".join(b.bootstrap for b in cluster.brokers.values())
+    group = f"lat-{rate}"
 
     # assigned, not subscribed: no group (its coordinator, __consumer_offsets) in the way
     consumer = confluent_kafka.Consumer({"bootstrap.servers": boot, "group.id": group,
@@ -132,7 +138,7 @@ def measure_latency(boot: str, topic: str, rate: int, seconds: float,
 
     producer = confluent_kafka.Producer({"bootstrap.servers": boot, "acks": "all",
                                         "linger.ms": 0, "enable.idempotence": True,
-                                        "on_delivery": delivered})
+                                        **producer_config, "on_delivery": delivered})
     stop = threading.Event()
 
     def reports() -> None:
@@ -143,6 +149,7 @@ def measure_latency(boot: str, topic: str, rate: int, seconds: float,
     reporter.start()
     got: list[tuple[bytes | None, float]] = []  # (value, received at)
     n, total = 0, int(rate * seconds)
+    cpu0 = sum(b.cpu_seconds() for b in cluster.brokers.values())
     start = time.perf_counter()
     try:
         while n < total:
@@ -169,7 +176,8 @@ def measure_latency(boot: str, topic: str, rate: int, seconds: float,
         stop.set()
         reporter.join()
         consumer.close()
-    out = Latency(rate, sent=n, seen=len(got), seconds=sent_for, load=os.getloadavg()[0])
+    out = Latency(rate, sent=n, seen=len(got), seconds=sent_for, load=os.getloadavg()[0],
+                  broker_cpu=sum(b.cpu_seconds() for b in cluster.brokers.values()) - cpu0)
     _tally(out, got, acked, start + WARMUP_S)
     return out
 
@@ -226,7 +234,7 @@ def start_cluster(zk: ZooKeeperServer, base: Path, chroot: str,
 
 
 def latency_only(zk: ZooKeeperServer, base: Path, args: argparse.Namespace,
-                 rates: list[int]) -> list[Row]:
+                 rates: list[int], producer: dict[str, str]) -> list[Row]:
     """Phase 3 alone, on a fresh cluster per (round, checkout), checkouts alternating."""
     checkouts: list[Path] = args.kafkactl or [ROOT]
     results: dict[Path, list[list[Latency]]] = {c: [] for c in checkouts}
@@ -240,25 +248,30 @@ def latency_only(zk: ZooKeeperServer, base: Path, args: argparse.Namespace,
                 ctl = cluster.brokers[cluster.controller()]
                 create(ctl.port, "rf3", 3, 3)
                 wait(lambda port=ctl.port: isr_full(port, "rf3", 3), 60, "topic rf3")
-                boot = ",".join(b.bootstrap for b in cluster.brokers.values())
                 runs = []
                 for rate in rates:
-                    run = measure_latency(boot, "rf3", rate, args.seconds, f"lat-{rate}")
+                    run = measure_latency(cluster, "rf3", rate, args.seconds, producer)
                     print(f"[round {rnd + 1}, {c}] {run.line()}", flush=True)
                     runs.append(run)
                 results[c].append(runs)
             finally:
                 cluster.stop()
     if len(checkouts) > 1 or args.rounds > 1:
-        print(f"\nover {args.rounds} round(s), e2e p99 ms (median, best) | produce->ack p99 "
-              "(median) | ack->consumer p99 (median):")
+        print(f"\nover {args.rounds} round(s), medians (best): e2e p50, e2e p99 | "
+              "produce->ack p99 | ack->consumer p99 (ms) | brokers' CPU µs/record | load")
         for i, rate in enumerate(rates):
             for c in checkouts:
-                p99s = [rs[i] for rs in results[c]]
-                e2e = [pct(r.e2e, 99) for r in p99s]
-                print(f"  {rate:>7,} rec/s {str(c):<30} {statistics.median(e2e):7.2f} "
-                      f"{min(e2e):7.2f} | {statistics.median(pct(r.ack, 99) for r in p99s):7.2f}"
-                      f" | {statistics.median(pct(r.after_ack, 99) for r in p99s):7.2f}")
+                runs = [rs[i] for rs in results[c]]
+
+                def med(f: Any, runs: list[Latency] = runs) -> str:
+                    xs = [f(r) for r in runs]
+                    return f"{statistics.median(xs):7.2f} ({min(xs):6.2f})"
+
+                print(f"  {rate:>7,} rec/s {str(c):<24} {med(lambda r: pct(r.e2e, 50))} "
+                      f"{med(lambda r: pct(r.e2e, 99))} | {med(lambda r: pct(r.ack, 99))} | "
+                      f"{med(lambda r: pct(r.after_ack, 99))} | "
+                      f"{med(lambda r: r.broker_cpu * 1e6 / max(r.sent, 1))} | "
+                      f"{med(lambda r: r.load)}")
     # the rows: the first checkout's, each rate's round with the median e2e p99
     first = results[checkouts[0]]
     chosen = [sorted((rs[i] for rs in first), key=lambda r: pct(r.e2e, 99))[len(first) // 2]
@@ -293,10 +306,17 @@ def main() -> None:  # noqa: C901
     ap.add_argument("--load-partitions", type=int, default=50,
                     help="with --failover-only: partitions of a second RF=3 topic, state "
                          "the controller loads (the full run has ~56 partitions)")
+    ap.add_argument("--producer", action="append", default=[], metavar="KEY=VALUE",
+                    help="end-to-end latency: a librdkafka producer setting (repeatable), "
+                         "e.g. enable.idempotence=false, max.in.flight=1")
     ap.add_argument("--broker-override", action="append", default=[], metavar="KEY=VALUE",
                     help="a broker setting (repeatable), e.g. replica.fetch.wait.max.ms=50")
     add_summary_option(ap)
     args = ap.parse_args()
+    # the delivery-report thread takes the GIL within 0.2 ms of its wake-up, not after the
+    # default 5 ms switch interval (its ack times would lag the consumer's)
+    sys.setswitchinterval(0.0002)
+    producer = dict(kv.split("=", 1) for kv in args.producer)
     rates = [int(r) for r in args.rates.replace("_", "").split(",") if r.strip()]
     if args.kafkactl and not args.latency_only:
         raise SystemExit("--kafkactl goes with --latency-only")
@@ -314,7 +334,7 @@ def main() -> None:  # noqa: C901
                 failover_only(zk, base, args.failover_only, args.load_partitions,
                               args.broker_override)
             else:
-                write_summary(args.summary_json, latency_only(zk, base, args, rates))
+                write_summary(args.summary_json, latency_only(zk, base, args, rates, producer))
         finally:
             zk.stop()
             shutil.rmtree(base, ignore_errors=True)
@@ -369,7 +389,7 @@ def main() -> None:  # noqa: C901
         # -- 3: end-to-end latency per rate, RF=3 acks=all ------------------------------------
         runs = []
         for rate in rates:
-            run = measure_latency(boot, "rf3", rate, args.seconds, f"lat-{rate}")
+            run = measure_latency(cluster, "rf3", rate, args.seconds, producer)
             print(f"end-to-end, RF=3 acks=all, {run.line()}", flush=True)
             runs.append(run)
         cross = crossing(runs)
