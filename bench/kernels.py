@@ -9,9 +9,11 @@ record, as a one-record Produce carries): the broker's framing check on append
 (client.topic_reader as `kafkactl consume` calls it: plain for every shape, then -K, -f and
 -J; client.record_format.KernelFormat against the pure paths: record.value_scan and the
 per-record renderers), the keyed producer's key split (client.line_producer) and
-partitioner (murmur2 of access-log client addresses, client.partitioner) and the producer's
-record encoding (record.columns), each timed compiled and pure (KAFKACTL_NO_EXTENSIONS's
-path, switched in-process). Prints ns per record of each and the ratio pure/compiled; the
+partitioner (murmur2 of access-log client addresses, client.partitioner), the producer's
+record encoding (record.columns) and `kafkactl produce`'s lines to records as the CLI runs
+them (compiled: encode_lines from the input buffer; pure: the lines split, then the table
+encoders), each timed compiled and pure (KAFKACTL_NO_EXTENSIONS's path, switched
+in-process). Prints ns per record of each and the ratio pure/compiled; the
 best of `--rounds`.
 
 `--lines` then runs bench/lines.py twice, compiled and with KAFKACTL_NO_EXTENSIONS=1 (broker
@@ -55,19 +57,20 @@ def pure() -> Iterator[None]:
     """The pure-Python path, as KAFKACTL_NO_EXTENSIONS=1 selects it at import."""
     saved = (framing.kernels, framing._runs, framing._walk, partitioner.murmur2,
              columns.encode_values, columns.encode_key_values, record_format.kernels,
-             line_producer.split_keys)
+             line_producer.split_keys, columns.encode_lines)
     framing.kernels = record_format.kernels = None
     line_producer.split_keys = line_producer.split_keys_py
     framing._runs, framing._walk = framing._column_runs, framing._walk_py
     partitioner.murmur2 = partitioner.murmur2_py
     columns.encode_values = columns.encode_values_py
     columns.encode_key_values = columns.encode_key_values_py
+    columns.encode_lines = columns.encode_lines_py
     try:
         yield
     finally:
         (framing.kernels, framing._runs, framing._walk, partitioner.murmur2,
          columns.encode_values, columns.encode_key_values, record_format.kernels,
-         line_producer.split_keys) = saved
+         line_producer.split_keys, columns.encode_lines) = saved
 
 
 def batch(kind: str, limit: int = MiB) -> tuple[bytes, int]:
@@ -139,6 +142,11 @@ def kernels_table(rounds: int) -> None:
     row("producer records, keyed (-K' ')", len(lines),
         lambda: _encode_all(lambda i: columns.encode_key_values(keys, lines, i, 0, MiB),
                             len(lines)), rounds, 3)
+    block = b"".join(line + b"\n" for line in lines)
+    row("producer lines -> records, CLI path", len(lines),
+        lambda: _cli_lines(block, None), rounds, 3)
+    row("producer lines -> records, CLI path -K' '", len(lines),
+        lambda: _cli_lines(block, b" "), rounds, 3)
     for kind, shape in (("-K '\\t'", "access keyed"),
                         ("-f '%k\\t%s\\n'", "access keyed"), ("-f '%o %T %s\\n'", "access"),
                         ("-J", "access keyed")):
@@ -187,6 +195,27 @@ def _encode_all(encode: Callable[[int], tuple[list[bytes], int, int]], n: int) -
     while i < n:
         parts, i, _ = encode(i)
         b"".join(parts)
+
+
+def _cli_lines(block: bytes, ksep: bytes | None) -> None:
+    """`kafkactl produce`'s lines to 1 MiB batches of records: compiled, encode_lines from
+    the input buffer (delimited.read_blocks); pure, as KAFKACTL_NO_EXTENSIONS=1 runs it,
+    the lines split into objects (read_records), keys split, then the table encoders."""
+    if columns.encode_lines is not columns.encode_lines_py:
+        pos, delta, parts = 0, 0, []
+        while pos < len(block):
+            records, pos, n = columns.encode_lines(block, pos, len(block), b"\n", ksep,
+                                                   delta, MiB)
+            parts.append(records)
+        b"".join(parts)
+        return
+    lines = block.split(b"\n")
+    lines.pop()
+    if ksep is None:
+        _encode_all(lambda i: columns.encode_values(lines, i, 0, MiB), len(lines))
+        return
+    keys, values = line_producer.split_keys(lines, ksep)
+    _encode_all(lambda i: columns.encode_key_values(keys, values, i, 0, MiB), len(lines))
 
 
 def lines_run(records: int) -> None:

@@ -32,6 +32,7 @@ from cpython.object cimport PyObject
 from cpython.ref cimport Py_XDECREF
 from cpython.pyport cimport PY_SSIZE_T_MAX
 from libc.stdint cimport INT64_MAX, INT64_MIN, int32_t, uint32_t, uint64_t
+from libc.stdlib cimport free, realloc
 from libc.string cimport memchr, memcmp, memcpy
 
 from kafkactl.record.errors import InvalidRecordError
@@ -1113,7 +1114,7 @@ def split_keys(records, separator):
         PyBuffer_Release(&sep)
 
 
-# ---- the producer's records of delimited lines (record/columns.py `encode_lines_py`) --------------
+# ---- the producer's records of delimited lines (record/columns.py `encode_lines_py`) --------
 
 cdef inline Py_ssize_t _uv_size(uint64_t z) noexcept nogil:
     """Bytes of the unsigned varint of z."""
@@ -1177,18 +1178,29 @@ cdef inline void _line(const char *d, Py_ssize_t p, Py_ssize_t end, const char *
     r.size = _uv_size(<uint64_t>r.length << 1) + r.length
 
 
+cdef struct _Seen:  # what the second pass needs of a line the first one found
+    Py_ssize_t next
+    Py_ssize_t klen
+    Py_ssize_t vlen
+
+
 def encode_lines(data, Py_ssize_t pos, Py_ssize_t end, delimiter, key_separator,
                  Py_ssize_t first_delta, Py_ssize_t room):
     """columns.encode_lines_py's twin: the same records bytes, position after them and
-    count. Two passes without the GIL: what fits (and its exact size), then the bytes."""
+    count. Two passes without the GIL: the lines that fit (where each ends, its key, and
+    the exact size of all), then their records into a bytes object of that size."""
     cdef Py_buffer view, dview, kview
     cdef bint have_key = key_separator is not None
-    cdef Py_ssize_t p, delta, used = 0, count = 0, big = 0
+    cdef Py_ssize_t p, delta, used = 0, count = 0, big = 0, i, length
     cdef const char *d
     cdef const char *dl
     cdef const char *ks = NULL
     cdef Py_ssize_t dn, kn = 0
     cdef _Line r
+    cdef _Seen *seen = NULL
+    cdef _Seen *grown
+    cdef Py_ssize_t cap = 0
+    cdef bint nomem = False
     cdef bytes out
     cdef char *o
     PyObject_GetBuffer(data, &view, PyBUF_SIMPLE)
@@ -1222,20 +1234,38 @@ def encode_lines(data, Py_ssize_t pos, Py_ssize_t end, delimiter, key_separator,
                                r.length if r.length > INT32 else 0)
                         if big or (used + r.size > room and delta != 0):
                             break
+                        if count == cap:
+                            grown = <_Seen *>realloc(seen, (2 * cap + 256) * sizeof(_Seen))
+                            if grown == NULL:
+                                nomem = True
+                                break
+                            seen = grown
+                            cap = 2 * cap + 256
+                        seen[count].next = r.next
+                        seen[count].klen = r.klen
+                        seen[count].vlen = r.vlen
+                        count += 1
                         used += r.size
                         delta += 1
                         p = r.next
+                if nomem:
+                    raise MemoryError()
                 if big:
                     raise ValueError(f"varint out of int32 range: {big}")
-                count = delta - first_delta
                 out = PyBytes_FromStringAndSize(NULL, used)
                 o = PyBytes_AS_STRING(out)
                 with nogil:
                     p = pos
-                    delta = first_delta
-                    while delta < first_delta + count:
-                        _line(d, p, end, dl, dn, ks, kn, delta, &r)
-                        o = _put_uv(o, <uint64_t>r.length << 1)
+                    for i in range(count):
+                        r.klen = seen[i].klen
+                        r.vlen = seen[i].vlen
+                        r.vstart = p if r.klen < 0 else p + r.klen + kn
+                        delta = first_delta + i
+                        length = (3 + _uv_size(<uint64_t>delta << 1)
+                                  + (1 if r.klen < 0 else
+                                     _uv_size(<uint64_t>r.klen << 1) + r.klen)
+                                  + _uv_size(<uint64_t>r.vlen << 1) + r.vlen)
+                        o = _put_uv(o, <uint64_t>length << 1)
                         o[0] = 0  # attributes
                         o[1] = 0  # timestamp delta
                         o = _put_uv(o + 2, <uint64_t>delta << 1)
@@ -1244,17 +1274,17 @@ def encode_lines(data, Py_ssize_t pos, Py_ssize_t end, delimiter, key_separator,
                             o += 1
                         else:
                             o = _put_uv(o, <uint64_t>r.klen << 1)
-                            memcpy(o, d + r.start, r.klen)
+                            memcpy(o, d + p, r.klen)
                             o += r.klen
                         o = _put_uv(o, <uint64_t>r.vlen << 1)
                         memcpy(o, d + r.vstart, r.vlen)
                         o += r.vlen
                         o[0] = 0  # no headers
                         o += 1
-                        delta += 1
-                        p = r.next
+                        p = seen[i].next
                 return out, p, count
             finally:
+                free(seen)
                 if have_key:
                     PyBuffer_Release(&kview)
         finally:
