@@ -11,8 +11,9 @@ for one snapshot of plain numbers (`BrokerMetrics.snapshot`), then formats it of
 What is counted, and where:
 - requests per API and version, and their total and queue time: `MeteredHandler`, wrapped
   around the broker's request handler when metrics are on (nothing at all when off);
-- messages and bytes in per topic (successful appends of client produces): `count_produced`
-  from handlers/produce.py; bytes out per topic (consumer fetches, not followers'):
+- messages and bytes in per topic (successful appends of client produces):
+  `BrokerMetrics.produced` from handlers/produce.py (which looks the metrics up once per
+  request with `metrics_of`); bytes out per topic (consumer fetches, not followers'):
   `count_fetched` from handlers/fetch.py;
 - failed authentications per listener: `MeteredHandler`, from the connection's
   `failed_authentication` mark;
@@ -200,6 +201,7 @@ class BrokerMetrics:
 
     # ---- the request path (event loop) -------------------------------------------------------
     def produced(self, topic: str, records: Any) -> None:
+        """A successful append of a client's produce: messages and bytes in."""
         size = len(records)
         self.bytes_in[topic] = self.bytes_in.get(topic, 0) + size
         self.messages_in[topic] = self.messages_in.get(topic, 0) + record_count(records)
@@ -290,13 +292,6 @@ _BY_SERVICES: dict[int, BrokerMetrics] = {}
 
 def metrics_of(services: BrokerServices) -> BrokerMetrics | None:
     return _BY_SERVICES.get(id(services)) if _BY_SERVICES else None
-
-
-def count_produced(services: BrokerServices, topic: str, records: Any) -> None:
-    """A successful append of a client's produce: messages and bytes in."""
-    metrics = metrics_of(services)
-    if metrics is not None and records is not None:
-        metrics.produced(topic, records)
 
 
 def count_fetched(services: BrokerServices, request: dict[str, Any],
