@@ -10,7 +10,9 @@
    fetched it and the high watermark passed it) and ack -> consumer (the consumer's parked
    fetch woken by that high-watermark move, the response, librdkafka's queue); the goal
    row is the p99 at 5,000 rec/s (<= 10 ms), and the first rate whose p99 passes 10 ms
-   is reported;
+   is reported; beside them, measured in the same run, the machine's floor: the round
+   trip between two bare asyncio processes (p50 / p99), since on a shared machine a record's
+   six process hops each wait for a CPU;
 4. fail-over: time from SIGKILL of a partition's leader to the first acks=all write
    acknowledged by its successor.
 
@@ -27,6 +29,7 @@ is not.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shutil
 import statistics
@@ -198,6 +201,64 @@ def _tally(out: Latency, got: list[tuple[bytes | None, float]], acked: dict[byte
             out.after_ack.append((at - ack) * 1000)
 
 
+_ECHO = """
+import asyncio, sys
+async def main():
+    async def echo(r, w):
+        try:
+            while True:
+                w.write(await r.readexactly(8))
+        except asyncio.IncompleteReadError:
+            w.close()
+    server = await asyncio.start_server(echo, "127.0.0.1", 0)
+    print(server.sockets[0].getsockname()[1], flush=True)
+    await server.serve_forever()
+asyncio.run(main())
+"""
+_PING = """
+import asyncio, json, sys, time
+async def main(port, n, gap):
+    r, w = await asyncio.open_connection("127.0.0.1", port)
+    rtt = []
+    for _ in range(n):
+        t = time.perf_counter()
+        w.write(b"01234567")
+        await r.readexactly(8)
+        rtt.append((time.perf_counter() - t) * 1000)
+        await asyncio.sleep(gap)
+    w.close()
+    rtt.sort()
+    print(json.dumps([rtt[len(rtt) // 2], rtt[int(len(rtt) * 0.99)]]))
+asyncio.run(main(int(sys.argv[1]), int(sys.argv[2]), float(sys.argv[3])))
+"""
+
+
+def machine_floor(seconds: float = 3.0, rate: int = 1000) -> tuple[float, float]:
+    """(p50, p99) ms of a round trip between two bare asyncio processes on this machine
+    now: the scheduling floor under the load of the moment. A record's way from the
+    producer to the consumer takes three such round trips' worth of process hops
+    (producer -> leader -> followers -> leader -> consumer, the produce response aside)."""
+    echo = subprocess.Popen([sys.executable, "-c", _ECHO], stdout=subprocess.PIPE, text=True)
+    try:
+        assert echo.stdout is not None
+        port = echo.stdout.readline().strip()
+        out = subprocess.run([sys.executable, "-c", _PING, port, str(int(seconds * rate)),
+                              str(1 / rate)], capture_output=True, text=True, timeout=120)
+        p50, p99 = json.loads(out.stdout)
+        return float(p50), float(p99)
+    finally:
+        echo.kill()
+        echo.wait()
+
+
+def print_floor() -> tuple[float, float]:
+    floor = machine_floor()
+    print(f"  the machine's floor now: a bare asyncio ping-pong between two processes, RTT "
+          f"p50 {floor[0]:.2f} ms, p99 {floor[1]:.2f} ms (load {os.getloadavg()[0]:.1f})",
+          flush=True)
+    return floor
+
+
 def crossing(runs: list[Latency]) -> int | None:
     """The first rate (ascending) whose end-to-end p99 passes GOAL_P99_MS."""
     for r in sorted(runs, key=lambda r: r.rate):
@@ -206,8 +267,13 @@ def crossing(runs: list[Latency]) -> int | None:
     return None
 
 
-def latency_rows(runs: list[Latency], where: str = "") -> list[Row]:
+def latency_rows(runs: list[Latency], floor: tuple[float, float] | None = None,
+                 where: str = "") -> list[Row]:
     rows = []
+    if floor is not None:
+        rows.append(Row(GOAL, "bare asyncio ping-pong between two processes, RTT p99 (the "
+                        "machine's floor now)", floor[1], "ms", "RTT p50", floor[0],
+                        target="report"))
     for r in sorted(runs, key=lambda r: r.rate):
         p99 = pct(r.e2e, 99)
         rows.append(Row(GOAL, f"e2e p50 at {r.rate:,} rec/s, RF=3 acks=all{where}",
@@ -238,6 +304,7 @@ def latency_only(zk: ZooKeeperServer, base: Path, args: argparse.Namespace,
     """Phase 3 alone, on a fresh cluster per (round, checkout), checkouts alternating."""
     checkouts: list[Path] = args.kafkactl or [ROOT]
     results: dict[Path, list[list[Latency]]] = {c: [] for c in checkouts}
+    floors: list[tuple[float, float]] = []
     for rnd in range(args.rounds):
         order = checkouts if rnd % 2 == 0 else checkouts[::-1]  # ABBA: drift cancels
         for c in order:
@@ -254,6 +321,7 @@ def latency_only(zk: ZooKeeperServer, base: Path, args: argparse.Namespace,
                     print(f"[round {rnd + 1}, {c}] {run.line()}", flush=True)
                     runs.append(run)
                 results[c].append(runs)
+                floors.append(print_floor())
             finally:
                 cluster.stop()
     if len(checkouts) > 1 or args.rounds > 1:
@@ -282,7 +350,8 @@ def latency_only(zk: ZooKeeperServer, base: Path, args: argparse.Namespace,
               + ", ".join(f"{pct(r.e2e, 99):.2f} ms" for r in chosen if r.rate == GOAL_RATE)
               + f"; p99 passes {GOAL_P99_MS:g} ms at "
               + (f"{cross:,} rec/s" if cross is not None else "none of the rates"))
-    return latency_rows(chosen)
+    floor = sorted(floors, key=lambda f: f[1])[len(floors) // 2]
+    return latency_rows(chosen, floor)
 
 
 # C901: a benchmark's main: options, the cluster, the measured runs and the report in order
@@ -395,7 +464,7 @@ def main() -> None:  # noqa: C901
         cross = crossing(runs)
         print(f"  e2e p99 passes {GOAL_P99_MS:g} ms at "
               + (f"{cross:,} rec/s" if cross is not None else "none of the rates"))
-        rows += latency_rows(runs)
+        rows += latency_rows(runs, print_floor())
 
         # -- 4: fail-over ------------------------------------------------------------------------
         victim = leaders(ctl.port, "rf3")[0]
