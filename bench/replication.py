@@ -114,7 +114,8 @@ class Latency:
 
 
 def measure_latency(cluster: BenchCluster, topic: str, rate: int, seconds: float,
-                    producer_config: dict[str, str]) -> Latency:
+                    producer_config: dict[str, str],
+                    consumer_config: dict[str, str]) -> Latency:
     """`rate` records/s for `seconds`, acks=all, linger.ms=0, idempotent (unless
     `producer_config` says otherwise): each record's value is its send time; a thread of
     its own takes the delivery reports as they come (the ack time), the consumer
@@ -128,7 +129,7 @@ def measure_latency(cluster: BenchCluster, topic: str, rate: int, seconds: float
     consumer = confluent_kafka.Consumer({"bootstrap.servers": boot, "group.id": group,
                                         "enable.auto.commit": False,
                                         "auto.offset.reset": "latest",
-                                        "fetch.wait.max.ms": 10})
+                                        **consumer_config})
     parts = consumer.list_topics(topic, timeout=30).topics[topic].partitions
     consumer.assign([confluent_kafka.TopicPartition(topic, p, confluent_kafka.OFFSET_END)
                      for p in parts])
@@ -313,7 +314,8 @@ def start_cluster(zk: ZooKeeperServer, base: Path, chroot: str,
 
 
 def latency_only(zk: ZooKeeperServer, base: Path, args: argparse.Namespace,
-                 rates: list[int], producer: dict[str, str]) -> list[Row]:
+                 rates: list[int], producer: dict[str, str],
+                 consumer: dict[str, str]) -> list[Row]:
     """Phase 3 alone, on a fresh cluster per (round, checkout), checkouts alternating."""
     checkouts: list[Path] = args.kafkactl or [ROOT]
     results: dict[Path, list[list[Latency]]] = {c: [] for c in checkouts}
@@ -330,7 +332,7 @@ def latency_only(zk: ZooKeeperServer, base: Path, args: argparse.Namespace,
                 wait(lambda port=ctl.port: isr_full(port, "rf3", 3), 60, "topic rf3")
                 runs = []
                 for rate in rates:
-                    run = measure_latency(cluster, "rf3", rate, args.seconds, producer)
+                    run = measure_latency(cluster, "rf3", rate, args.seconds, producer, consumer)
                     print(f"[round {rnd + 1}, {c}] {run.line()}", flush=True)
                     runs.append(run)
                 results[c].append(runs)
@@ -389,6 +391,9 @@ def main() -> None:  # noqa: C901
     ap.add_argument("--producer", action="append", default=[], metavar="KEY=VALUE",
                     help="end-to-end latency: a librdkafka producer setting (repeatable), "
                          "e.g. enable.idempotence=false, max.in.flight=1")
+    ap.add_argument("--consumer", action="append", default=[], metavar="KEY=VALUE",
+                    help="end-to-end latency: a librdkafka consumer setting (repeatable), "
+                         "(fetch.wait.max.ms=10 unless given)")
     ap.add_argument("--broker-override", action="append", default=[], metavar="KEY=VALUE",
                     help="a broker setting (repeatable), e.g. replica.fetch.wait.max.ms=50")
     add_summary_option(ap)
@@ -397,6 +402,9 @@ def main() -> None:  # noqa: C901
     # default 5 ms switch interval (its ack times would lag the consumer's)
     sys.setswitchinterval(0.0002)
     producer = dict(kv.split("=", 1) for kv in args.producer)
+    # fetch.wait.max.ms=10 as in earlier sessions' figures (an idle consumer then costs the
+    # brokers ~300 empty fetches/s; --consumer fetch.wait.max.ms=500 is librdkafka's default)
+    consumer = {"fetch.wait.max.ms": "10", **dict(kv.split("=", 1) for kv in args.consumer)}
     rates = [int(r) for r in args.rates.replace("_", "").split(",") if r.strip()]
     if args.kafkactl and not args.latency_only:
         raise SystemExit("--kafkactl goes with --latency-only")
@@ -414,7 +422,8 @@ def main() -> None:  # noqa: C901
                 failover_only(zk, base, args.failover_only, args.load_partitions,
                               args.broker_override)
             else:
-                write_summary(args.summary_json, latency_only(zk, base, args, rates, producer))
+                write_summary(args.summary_json, latency_only(zk, base, args, rates, producer,
+                                                           consumer))
         finally:
             zk.stop()
             shutil.rmtree(base, ignore_errors=True)
@@ -469,7 +478,7 @@ def main() -> None:  # noqa: C901
         # -- 3: end-to-end latency per rate, RF=3 acks=all ------------------------------------
         runs = []
         for rate in rates:
-            run = measure_latency(cluster, "rf3", rate, args.seconds, producer)
+            run = measure_latency(cluster, "rf3", rate, args.seconds, producer, consumer)
             print(f"end-to-end, RF=3 acks=all, {run.line()}", flush=True)
             runs.append(run)
         print(f"  e2e p99 passes {GOAL_P99_MS:g} ms at {crossing_text(runs)}")
