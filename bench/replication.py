@@ -392,8 +392,8 @@ def main() -> None:  # noqa: C901
                     help="end-to-end latency: a librdkafka producer setting (repeatable), "
                          "e.g. enable.idempotence=false, max.in.flight=1")
     ap.add_argument("--consumer", action="append", default=[], metavar="KEY=VALUE",
-                    help="end-to-end latency: a librdkafka consumer setting (repeatable), "
-                         "(fetch.wait.max.ms=10 unless given)")
+                    help="end-to-end latency: a librdkafka consumer setting "
+                         "(repeatable; fetch.wait.max.ms=10 unless given)")
     ap.add_argument("--broker-override", action="append", default=[], metavar="KEY=VALUE",
                     help="a broker setting (repeatable), e.g. replica.fetch.wait.max.ms=50")
     add_summary_option(ap)
