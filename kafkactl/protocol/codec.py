@@ -61,7 +61,7 @@ from kafkactl.protocol.versions import API_VERSIONS_MAX, SUPPORTED_VERSIONS
 
 __all__ = [
     "RequestHeader", "ResponseHeader", "FileRegion", "decode_request_header",
-    "decode_request", "decode_request_frame", "encode_request", "decode_response",
+    "decode_request", "encode_request", "decode_response",
     "decode_response_header",
     "encode_response", "encode_api_versions_unsupported", "peek_correlation_id",
     "frame_bytes", "frame_size", "request_header_version", "response_header_version",
@@ -205,8 +205,9 @@ def decode_request(api_key: int, version: int, buf: Any, offset: int = 0) -> dic
 
 
 def request_frame_decoder(api_key: int, version: int) -> Callable[[Any], tuple[str | None, Any]]:
-    """`decode_request_frame` for one (api key, version), resolved once:
-    ``decoder(frame) -> (client id, body)`` (the broker's routes keep one per version)."""
+    """The decoder of request frames (without their size prefix) of one (api key, version),
+    resolved once: ``decoder(frame) -> (client id, body)``; the caller has read the key and
+    version from the frame (the broker's routes keep one per version)."""
     decode = _request_decoder(api_key, version)
     name = REQUESTS[api_key].name
 
@@ -221,22 +222,6 @@ def request_frame_decoder(api_key: int, version: int) -> Callable[[Any], tuple[s
             raise ProtocolDecodeError(f"malformed {name} v{version}: {exc}") from exc
 
     return decode_frame
-
-
-def decode_request_frame(api_key: int, version: int, frame: Any) -> tuple[str | None, Any]:
-    """(client id, body) of one request frame (without its size prefix) whose api key and
-    version the caller has read from it (the broker's hot path: one call, no header tuple)."""
-    decode = _request_decoder(api_key, version)
-    mv = frame if frame.__class__ is memoryview else memoryview(frame)
-    client_id, pos = _header_rest(mv, 0, api_key, version)
-    try:
-        return client_id, decode(mv, pos)[0]
-    except ProtocolDecodeError:
-        raise
-    except _DECODE_ERRORS as exc:
-        raise ProtocolDecodeError(
-            f"malformed {REQUESTS[api_key].name} v{version}: {exc}"
-        ) from exc
 
 
 def encode_request(
