@@ -244,10 +244,13 @@ def consume(  # noqa: C901
     from kafkactl.client.consumer import Consumer
     from kafkactl.client.errors import ClientError
     from kafkactl.client.fetcher import EARLIEST, LATEST
+    from kafkactl.client.memory import keep_freed_memory
     from kafkactl.client.topic_reader import StartOffset, TopicReader
     from kafkactl.cluster.zookeeper import ZooKeeperUnavailable
     from kafkactl.protocol.errors import KafkaError
     from kafkactl.record.errors import RecordError
+
+    keep_freed_memory()
 
     security, settings = consumer_options(prop, command_config)
     if settings.group_id is not None:

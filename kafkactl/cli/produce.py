@@ -158,7 +158,10 @@ def produce(
     """Produce records read from stdin (or --file), one per line by default."""
     from kafkactl.client.errors import ClientError
     from kafkactl.client.line_producer import LineProducer, RunOutcome
+    from kafkactl.client.memory import keep_freed_memory
     from kafkactl.client.producer import Producer
+
+    keep_freed_memory()
 
     try:
         delim = b"\x00" if null_delimited else unescape(delimiter)
