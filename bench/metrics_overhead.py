@@ -39,7 +39,7 @@ def cpu_per_request(metrics: bool, producers: int, seconds: float) -> float:
         results, cpu = run_clients(raw_client, lambda i: (broker.port, frames[i]), producers,
                                    broker.proc.pid, seconds)
         requests = sum(results)
-        return cpu / requests * 1e6
+        return sum(cpu) / requests * 1e6  # user + system
     finally:
         broker.stop()
 
