@@ -230,17 +230,22 @@ class Producer:
 
     # -- sending ---------------------------------------------------------------------------------
 
+    def _ready(self, call: str) -> None:
+        """What every send path checks first: the producer is open, in a transaction when
+        it is transactional, and its sender has not failed for good."""
+        if self._closed:
+            raise ProducerClosedError(f"{call} on a closed producer")
+        if self.transactions is not None:
+            self._check_in_transaction()
+        if self.sender.fatal_error is not None:
+            raise self.sender.fatal_error
+
     def send(self, topic: str, value: bytes | None = None, key: bytes | None = None, *,
              partition: int | None = None,
              headers: Sequence[tuple[str, bytes | None]] | None = None,
              timestamp_ms: int | None = None, on_delivery: DeliveryCallback | None = None,
              entry: Any = None) -> FutureRecordMetadata:
-        if self._closed:
-            raise ProducerClosedError("send() on a closed producer")
-        if self.transactions is not None:
-            self._check_in_transaction()
-        if self.sender.fatal_error is not None:
-            raise self.sender.fatal_error
+        self._ready("send()")
         size = (len(key) if key else 0) + (len(value) if value else 0)
         if size + 100 > self.max_request_size:
             raise RecordTooLargeError(
@@ -266,10 +271,7 @@ class Producer:
                     partition: int | None = None, keep_entries: bool = False) -> None:
         """Bulk fast path: null-key, header-less values, timestamped now. Delivery is
         reported through add_batch_callback (per batch), not per-record futures."""
-        if self._closed:
-            raise ProducerClosedError("send_values() on a closed producer")
-        if self.transactions is not None:
-            self._check_in_transaction()
+        self._ready("send_values()")
         if partition is None:
             n = self._num_partitions(topic)
             if self.partitioner.name in ("roundrobin", "random") or self.partitioner._user:
@@ -290,12 +292,7 @@ class Producer:
         """Bulk path for keyed records without headers, timestamped now: each key goes to
         the partition `send` would choose (null keys: the sticky partition), in order per
         partition. Delivery is reported through add_batch_callback, not futures."""
-        if self._closed:
-            raise ProducerClosedError("send_key_values() on a closed producer")
-        if self.transactions is not None:
-            self._check_in_transaction()
-        if self.sender.fatal_error is not None:
-            raise self.sender.fatal_error
+        self._ready("send_key_values()")
         if partition is None:
             n = self._num_partitions(topic)
             if n > 1:
@@ -342,12 +339,7 @@ class Producer:
         key and the whole line). Encoded from the buffer with no object per line where the
         records go to one partition (record.columns.encode_lines); returns how many lines
         there were. Delivery is reported through add_batch_callback."""
-        if self._closed:
-            raise ProducerClosedError("send_lines() on a closed producer")
-        if self.transactions is not None:
-            self._check_in_transaction()
-        if self.sender.fatal_error is not None:
-            raise self.sender.fatal_error
+        self._ready("send_lines()")
         if partition is None:
             n = self._num_partitions(topic)
             spread = (n > 1 if key_separator is not None else
@@ -381,12 +373,7 @@ class Producer:
         batch, whose records keep their keys, values, headers and timestamps, sent as one
         batch without decoding a record. Delivery is reported through add_batch_callback
         (`entries[i]` is kept with record i)."""
-        if self._closed:
-            raise ProducerClosedError("send_records_section() on a closed producer")
-        if self.transactions is not None:
-            self._check_in_transaction()
-        if self.sender.fatal_error is not None:
-            raise self.sender.fatal_error
+        self._ready("send_records_section()")
         if len(section) + 100 > self.max_request_size:
             raise RecordTooLargeError(
                 f"a batch of {len(section)} bytes is larger than max.request.size "
