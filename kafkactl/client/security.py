@@ -16,7 +16,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from kafkactl.client.errors import AuthenticationFailedError, KafkaConnectionError
-from kafkactl.protocol import scram
 from kafkactl.protocol.api_keys import ApiKey
 from kafkactl.protocol.errors import error_name
 
@@ -123,6 +122,8 @@ def sasl_authenticate(request: Request, security: ClientSecurity, where: str) ->
     if security.mechanism == "PLAIN":
         step(b"\x00" + security.username.encode() + b"\x00" + security.password.encode())
         return
+    from kafkactl.protocol import scram  # hashlib, secrets: only a SCRAM login needs them
+
     exchange = scram.ScramClientExchange(scram.MECHANISMS[security.mechanism],
                                          security.username, security.password)
     try:

@@ -16,15 +16,10 @@ never to one record. Formats, matching what the Java client and librdkafka write
 
 from __future__ import annotations
 
-import gzip
 import io
 import struct
 import zlib
 from enum import IntEnum
-
-import lz4.frame
-import snappy
-import zstandard
 
 from kafkactl.record.errors import CorruptRecordError, InvalidRecordError, RecordTooLargeError
 
@@ -67,15 +62,21 @@ def compress(
     if codec == Compression.NONE:
         return bytes(data)
     if codec == Compression.GZIP:
+        import gzip  # the codec libraries are imported when first used (start-up)
+
         return gzip.compress(bytes(data), compresslevel=6, mtime=0)
     if codec == Compression.SNAPPY:
         return _xerial_compress(data)
     if codec == Compression.LZ4:
+        import lz4.frame
+
         out = lz4.frame.compress(
             bytes(data), block_size=lz4.frame.BLOCKSIZE_MAX64KB, block_linked=False,
             content_checksum=False, store_size=False,
         )
         return _lz4_set_header_checksum(out, legacy=True) if legacy_lz4_checksum else out
+    import zstandard
+
     return zstandard.ZstdCompressor(level=3).compress(bytes(data))
 
 
@@ -96,8 +97,12 @@ def decompress(
             if bytes(data[:8]) == XERIAL_MAGIC:
                 out = _xerial_decompress(memoryview(data))
             else:
+                import snappy
+
                 out = snappy.uncompress(bytes(data))  # snappy expands ~21x at most
         elif codec == Compression.LZ4:
+            import lz4.frame
+
             frame = bytes(data)
             if legacy_lz4_checksum:
                 frame = _lz4_set_header_checksum(frame, legacy=False)
@@ -107,6 +112,8 @@ def decompress(
             else:  # streamed, so that a bomb stops at max_size
                 out = lz4.frame.LZ4FrameFile(io.BytesIO(frame)).read(max_size + 1)
         else:
+            import zstandard
+
             reader = zstandard.ZstdDecompressor().stream_reader(
                 io.BytesIO(bytes(data)), read_across_frames=True
             )
@@ -158,6 +165,8 @@ def _codec(codec: int) -> Compression:
 
 
 def _xerial_compress(data: bytes | bytearray | memoryview) -> bytes:
+    import snappy
+
     mv = memoryview(data)
     parts = [_XERIAL_HEADER]
     for start in range(0, len(mv), _XERIAL_BLOCK):
@@ -168,6 +177,8 @@ def _xerial_compress(data: bytes | bytearray | memoryview) -> bytes:
 
 
 def _xerial_decompress(mv: memoryview) -> bytes:
+    import snappy
+
     if len(mv) < 16:
         raise CorruptRecordError("xerial snappy header truncated")
     pos = 16
