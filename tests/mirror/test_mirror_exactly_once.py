@@ -79,11 +79,15 @@ def test_sigkilled_three_times_mid_copy_target_holds_each_record_once(
     done = threading.Event()
 
     def keep_producing() -> None:
+        # until the kills are over, so that each run finds more to copy: a run that caught
+        # up before its kill (a fast mirror) left the next nothing, and the test waited on
+        # a copy that could not come
         i = 0
-        while not done.is_set() and i < 30:
+        while not done.is_set():
             for topic, n in TOPICS.items():
-                produce(source.bootstrap, topic, i * 400, 400, partitions=n)
+                produce(source.bootstrap, topic, 200_000 + i * 200, 200, partitions=n)
             i += 1
+            done.wait(0.2)
 
     producer = threading.Thread(target=keep_producing)
     producer.start()
