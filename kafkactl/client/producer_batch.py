@@ -2,7 +2,7 @@
 
 The producer is the only place records are ever encoded (the broker stores and serves these
 bytes unchanged). A record in general goes through record.batch.encode_record and the batch
-is framed by record.batch.assemble_batch (the same code RecordBatchBuilder uses); the bulk
+is framed by record.batch_header.pack_header (the header RecordBatchBuilder writes); the bulk
 paths (values only, keyed values, and lines still in their input buffer) fill batch.size a
 run of records at a time with record.columns (table lookups over the whole run, or the
 compiled encoders: no per-record Python loop), joined once at `build()` time. The base
@@ -17,7 +17,6 @@ from typing import Any
 
 from kafkactl.record.batch import (
     RECORD_BATCH_OVERHEAD,
-    assemble_batch,
     encode_record,
     set_producer_state,
 )
@@ -160,26 +159,22 @@ class ProducerBatch:
         if self.built is not None:
             return self.built
         self.closed = True
+        parts: list[Any] = self.parts
+        attributes = 0
         if compression:
-            records = compress(Compression(compression), b"".join(self.parts))
-            self.built = assemble_batch(
-                records, attributes=int(compression) & 0x07,
-                last_offset_delta=self.record_count - 1, base_timestamp=self.base_timestamp,
-                max_timestamp=self.max_timestamp, producer_id=self.producer_id,
-                producer_epoch=self.producer_epoch, base_sequence=self.base_sequence,
-                record_count=self.record_count)
-        else:
-            # the records copied once, behind room for the header (assemble_batch's bytes)
-            buf = bytearray().join((_HEADER_ROOM, *self.parts))
-            with memoryview(buf) as view:
-                buf[:RECORD_BATCH_OVERHEAD] = pack_header(
-                    view[RECORD_BATCH_OVERHEAD:], attributes=0,
-                    last_offset_delta=self.record_count - 1,
-                    base_timestamp=self.base_timestamp, max_timestamp=self.max_timestamp,
-                    producer_id=self.producer_id, producer_epoch=self.producer_epoch,
-                    base_sequence=self.base_sequence, record_count=self.record_count,
-                    base_offset=0, partition_leader_epoch=-1)
-            self.built = buf
+            parts = [compress(Compression(compression), b"".join(parts))]
+            attributes = int(compression) & 0x07
+        # the records copied once, behind room for the header (assemble_batch's bytes)
+        buf = bytearray().join((_HEADER_ROOM, *parts))
+        with memoryview(buf) as view:
+            buf[:RECORD_BATCH_OVERHEAD] = pack_header(
+                view[RECORD_BATCH_OVERHEAD:], attributes=attributes,
+                last_offset_delta=self.record_count - 1,
+                base_timestamp=self.base_timestamp, max_timestamp=self.max_timestamp,
+                producer_id=self.producer_id, producer_epoch=self.producer_epoch,
+                base_sequence=self.base_sequence, record_count=self.record_count,
+                base_offset=0, partition_leader_epoch=-1)
+        self.built = buf
         self.parts = []
         return self.built
 
