@@ -24,10 +24,17 @@ Deadlines: a request not all in `socket.request.read.timeout.ms` after its first
 counting time its own backlog held it back), or `connections.max.idle.ms` without traffic,
 closes the connection. Connection limits on accept: kafkactl.broker.connection_quotas.
 
-Ordering: requests of one connection are handled strictly one after another (as Kafka does by
-muting a channel while a request is in flight). A handler answers at once (the fast path:
-no task, no queue) or returns an awaitable (long-poll fetch, a sendfile that could not finish
-at once); frames that arrive meanwhile wait in the connection's backlog.
+Ordering: requests of one connection are handled one after another (as Kafka does by muting
+a channel while a request is in flight), and answered in the order they came. A handler
+answers at once (the fast path: no task, no queue) or returns an awaitable (long-poll fetch,
+an acks=all produce waiting for its followers, a sendfile that could not finish at once);
+frames that arrive meanwhile wait in the connection's backlog. One exception, where the wait
+is all that is left of a request: behind Produce requests whose records are appended and
+only wait for the high watermark (the handler says so with `produce_appended`), the next
+Produce of the connection is handled at once (appended in arrival order) and its answer
+queued behind theirs. A producer with several requests in flight (idempotent producers keep
+5) then has them all replicated in one follower fetch instead of one replication round trip
+after another; what ends in the log, and the order of the answers, are what strict turns give.
 
 Listeners: each endpoint may carry a TLS context and a ConnectionSetup (the security
 package's: the TLS principal, the SASL authenticator). A connection whose ConnectionInfo
@@ -85,6 +92,7 @@ class CloseConnection(Exception):
 
 
 HandlerResult = ResponseParts | None | Awaitable[ResponseParts | None]
+_PRODUCE_KEY = b"\x00\x00"  # a request frame's first two bytes: its API key, Produce's
 
 
 @dataclass
@@ -104,6 +112,10 @@ class ConnectionInfo:
     # a client quota's throttle for the response being sent: once it is written the
     # connection is muted that long (nothing read, nothing handled; KIP-219)
     throttle_ms: int = 0
+    # set by the Produce handler when the awaitable it returns only waits for the high
+    # watermark (its records are appended): the connection's next Produce may be handled
+    # before that answer is written (see Ordering above); read and cleared per request
+    produce_appended: bool = False
 
 
 # Called when a connection is made (after the TLS handshake): sets up its security;
@@ -120,9 +132,9 @@ class KafkaConnection(asyncio.BufferedProtocol):
         "server", "loop", "info", "transport", "ip", "last_active", "_sock_fd", "_counted",
         "_partial", "_big", "_big_filled", "_big_size", "frame_started", "_held",
         "_charged",
-        "_backlog", "_backlog_bytes", "_backlog_full", "_full_since", "_reading_paused", "_busy",
+        "_backlog", "_backlog_bytes", "_backlog_full", "_full_since", "_reading_paused", "_pending",
         "_write_paused", "_closed", "_close_after_drain", "_task", "_zero_copy", "_setup",
-        "_delayed_close", "_arrivals", "_muted")
+        "_delayed_close", "_arrivals", "_muted", "_pipelining", "_queued")
 
     def __init__(self, server: SocketServer, connection_id: int, listener: str = "PLAINTEXT",
                  zero_copy: bool = True, setup: ConnectionSetup | None = None) -> None:
@@ -152,7 +164,13 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._backlog_full = False
         self._full_since = 0.0
         self._reading_paused = False
-        self._busy = False
+        self._pending = 0  # answers not yet written: `_task`'s, then `_queued`'s
+        # every pending answer is an appended Produce's (so another Produce may go ahead)
+        self._pipelining = False
+        # pipelined Produces' answers, in request order, behind `_task`'s: each the answer
+        # or the future of it; written as soon as everything before it is
+        self._queued: deque[ResponseParts | None | asyncio.Future[ResponseParts | None]] = \
+            deque()
         self._write_paused = False
         self._closed = False
         self._close_after_drain = False
@@ -203,6 +221,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._closed = True
         if self._task is not None and not self._task.done():
             self._task.cancel()
+        self._drop_queued()
         self._release_memory()
         if self._counted:
             self._counted = False
@@ -250,7 +269,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
 
     def eof_received(self) -> bool:
         # A half-closed client: answer what is already queued, then close.
-        if not self._busy and not self._backlog:
+        if not self._pending and not self._backlog:
             return False
         self._close_after_drain = True
         return self._zero_copy  # asyncio's TLS transport cannot half-close: it closes
@@ -375,54 +394,78 @@ class KafkaConnection(asyncio.BufferedProtocol):
     # ---- request processing ---------------------------------------------------------------
     def _drain(self) -> None:
         handler = self.server.handler
-        while self._backlog and not self._busy and not self._write_paused and not self._closed \
-                and self._muted is None:
-            frame = self._backlog.popleft()
-            self.info.received_at = self._arrivals.popleft()
+        info = self.info
+        backlog = self._backlog
+        while backlog and not self._write_paused and not self._closed and self._muted is None:
+            if self._pending and not (self._pipelining and backlog[0][:2] == _PRODUCE_KEY):
+                break
+            frame = backlog.popleft()
+            info.received_at = self._arrivals.popleft()
             self._backlog_bytes -= len(frame)
             try:
-                result = handler.handle(self.info, frame)
+                result = handler.handle(info, frame)
             except CloseConnection as e:
                 self.close(str(e))
                 return
             except Exception:
                 log.exception("unexpected error handling a request from %s; closing it",
-                              self.info.peer)
+                              info.peer)
                 self.close(None)
                 return
-            if result is None:
-                continue
-            if result.__class__ is list or isinstance(result, Sequence):
-                if self.info.failed_authentication and self.server.failed_auth_delay > 0:
-                    self._delay_failed_authentication(result)
-                    return
-                pending = self._write_parts(result)
-                if self.info.close_after_response:
-                    self.close(None)
-                    return
-                if pending is None:
-                    if self.info.throttle_ms > 0:
-                        self._mute_if_throttled()
-                    continue
-                self._run_async(pending)
-            else:
-                self._run_async(self._await_and_write(result))
+            appended = info.produce_appended
+            info.produce_appended = False
+            if result is not None and not self._answer(result, appended):
+                return
         if self._backlog_full and self._backlog_bytes <= MAX_BACKLOG_BYTES // 2:
             # The read deadline does not run while we hold the client back.
             self.frame_started += self.loop.time() - self._full_since
             self._backlog_full = False
             self.update_reading()
-        if self._close_after_drain and not self._busy and not self._backlog:
+        if self._close_after_drain and not self._pending and not self._backlog:
             self.close(None)
         if self._held + self._backlog_bytes != self._charged:
             self._settle()
+
+    def _answer(self, result: ResponseParts | Awaitable[ResponseParts | None],
+                appended: bool) -> bool:
+        """Write one request's answer now, or start what will; False when the connection
+        stops here (closed, or muted for a failed authentication)."""
+        info = self.info
+        parts = result.__class__ is list or isinstance(result, Sequence)
+        if self._pending:  # a Produce behind appended ones: answered after them
+            if parts:
+                self._queued.append(cast(ResponseParts, result))
+            else:
+                self._queued.append(asyncio.ensure_future(
+                    cast(Awaitable[ResponseParts | None], result)))
+                self._pipelining = appended
+            self._pending += 1
+            self.server.in_flight += 1
+            return True
+        if not parts:
+            self._run_async(self._await_and_write(cast(Awaitable[ResponseParts | None], result)))
+            self._pipelining = appended
+            return True
+        if info.failed_authentication and self.server.failed_auth_delay > 0:
+            self._delay_failed_authentication(cast(ResponseParts, result))
+            return False
+        pending = self._write_parts(cast(ResponseParts, result))
+        if info.close_after_response:
+            self.close(None)
+            return False
+        if pending is None:
+            if info.throttle_ms > 0:
+                self._mute_if_throttled()
+            return True
+        self._run_async(pending)
+        return True
 
     def _delay_failed_authentication(self, parts: ResponseParts) -> None:
         """Kafka's connection.failed.authentication.delay.ms: the failed authentication's
         answer is written, and the connection closed, only after the delay. Meanwhile the
         connection is muted (nothing read, nothing handled); the event loop goes on serving
         everyone else (a timer, not a wait)."""
-        self._busy = True
+        self._pending += 1
         self._delayed_close = self.loop.call_later(
             self.server.failed_auth_delay, self._failed_authentication_delay_over, parts)
         self.update_reading()
@@ -439,13 +482,62 @@ class KafkaConnection(asyncio.BufferedProtocol):
         if pending is None:
             self.close(None)
             return
-        self._busy = False
+        self._pending -= 1
         self._run_async(pending)  # closes once written: close_after_response is set
 
     def _run_async(self, coro: Awaitable[None]) -> None:
-        self._busy = True
+        self._pending += 1
         self.server.in_flight += 1
         self._task = self.loop.create_task(self._finish(coro))
+
+    def _write_queued(self) -> None:
+        """Write the pipelined answers that are ready, in order, up to the first that is
+        not (its completion calls this again)."""
+        queued = self._queued
+        while queued and (self._task is None or self._task.done()) and not self._closed:
+            head = queued[0]
+            if isinstance(head, asyncio.Future):
+                if not head.done():
+                    head.add_done_callback(self._queued_ready)
+                    return
+                if head.cancelled() or head.exception() is not None:
+                    error = None if head.cancelled() else head.exception()
+                    if not isinstance(error, (CloseConnection, ConnectionError, OSError)):
+                        log.error("unexpected error answering %s; closing the connection",
+                                  self.info.peer, exc_info=error)
+                    self.close(str(error) if isinstance(error, CloseConnection) else None)
+                    return
+                parts = head.result()
+            else:
+                parts = head
+            queued.popleft()
+            self._pending -= 1
+            self.server.in_flight -= 1
+            if parts is not None:
+                pending = self._write_parts(parts)
+                if pending is not None:  # a file region that must wait for the socket
+                    self._run_async(pending)
+                    return
+        if not self._pending:
+            self._pipelining = False
+            self.server.notify_idle()
+
+    def _queued_ready(self, _future: asyncio.Future[Any]) -> None:
+        if self._closed:
+            return
+        self._write_queued()
+        if not self._closed:
+            self._mute_if_throttled()
+            self._drain()
+
+    def _drop_queued(self) -> None:
+        """The connection is gone: its pipelined answers will not be written."""
+        while self._queued:
+            head = self._queued.popleft()
+            if isinstance(head, asyncio.Future):
+                head.cancel()
+            self._pending -= 1
+            self.server.in_flight -= 1
 
     async def _finish(self, coro: Awaitable[None]) -> None:
         try:
@@ -459,11 +551,16 @@ class KafkaConnection(asyncio.BufferedProtocol):
                           self.info.peer)
             self.close(None)
         finally:
-            self._busy = False
+            self._task = None  # done: the pipelined answers behind it may be written
+            self._pending -= 1
+            if not self._pending:
+                self._pipelining = False
             self.server.in_flight -= 1
             self.server.notify_idle()
         if self.info.close_after_response:
             self.close(None)
+        if not self._closed:
+            self._write_queued()
         if not self._closed:
             self._mute_if_throttled()
             self._drain()
@@ -543,7 +640,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
 
     @property
     def busy(self) -> bool:
-        return self._busy
+        return self._pending > 0
 
 
 class SocketServer:

@@ -174,6 +174,8 @@ def _produce(services: BrokerServices, ctx: RequestContext, request: dict[str, A
         return response
     # registered now, in the step that appended: a follower fetch handled next must find it
     op = rm.produce_purgatory.watch(waiting)
+    # all that is left is the wait: the connection's next Produce may go ahead (network.py)
+    ctx.connection.produce_appended = True
     return _await_replication(services, op, entries, response,
                               request.get("timeout_ms", 30000))
 
