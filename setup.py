@@ -11,7 +11,9 @@ import sys
 from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
 
-KERNELS = [("kafkactl.record._kernels", "kafkactl/record/_kernels.pyx")]
+KERNELS = [("kafkactl.record._kernels", "kafkactl/record/_kernels.pyx"),
+           ("kafkactl.protocol._codec_kernels", "kafkactl/protocol/_codec_kernels.pyx"),
+           ("kafkactl.log._log_kernels", "kafkactl/log/_log_kernels.pyx")]
 
 
 _said: list[str] = []

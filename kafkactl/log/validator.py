@@ -22,7 +22,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from functools import lru_cache
 
+from kafkactl.log.kernels import log_kernels
 from kafkactl.protocol.errors import ErrorCode, KafkaError
+from kafkactl.record._accel import kernels
 from kafkactl.record.batch_header import (
     ATTRIBUTES_OFFSET,
     BATCH_HEADER,
@@ -77,7 +79,7 @@ def find_magic(buf: memoryview) -> int:
 
 
 # C901: one check per LogValidator rule, in Kafka's order, on the hot path
-def validate_batches(  # noqa: C901
+def validate_batches_py(  # noqa: C901
     buf: memoryview,
     *,
     max_message_bytes: int,
@@ -90,7 +92,8 @@ def validate_batches(  # noqa: C901
     topic_partition: str = "",
 ) -> list[BatchInfo]:
     """Check every magic-2 batch in `buf`; raise BatchValidationError on the first bad one.
-    `compacted`: the topic's cleanup.policy includes compact (null keys are refused)."""
+    `compacted`: the topic's cleanup.policy includes compact (null keys are refused).
+    The definition of `validate_batches` (below: the compiled twin when built)."""
     out: list[BatchInfo] = []
     pos, end = 0, len(buf)
     if end == 0:
@@ -261,3 +264,10 @@ def recompress(buf: memoryview, info: BatchInfo, codec: int) -> bytes:
             None if rec.value is None else bytes(rec.value),
             [(k, None if v is None else bytes(v)) for k, v in rec.headers])
     return builder.build()
+
+
+# the compiled twin (one plain batch; it hands anything else to the reference), else the
+# reference itself
+validate_batches = validate_batches_py if log_kernels is None else \
+    log_kernels.BatchValidator(validate_batches_py, BatchInfo, check_records,
+                               None if kernels is None else kernels.prove, crc32c)

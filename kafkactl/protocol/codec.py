@@ -49,6 +49,7 @@ from kafkactl.protocol.errors import (
     ProtocolEncodeError,
     UnsupportedVersionError,
 )
+from kafkactl.protocol.kernels import codec_kernels
 from kafkactl.protocol.messages import REQUESTS, RESPONSES
 from kafkactl.protocol.schema import Message
 from kafkactl.protocol.types import (
@@ -207,7 +208,17 @@ def decode_request(api_key: int, version: int, buf: Any, offset: int = 0) -> dic
 def request_frame_decoder(api_key: int, version: int) -> Callable[[Any], tuple[str | None, Any]]:
     """The decoder of request frames (without their size prefix) of one (api key, version),
     resolved once: ``decoder(frame) -> (client id, body)``; the caller has read the key and
-    version from the frame (the broker's routes keep one per version)."""
+    version from the frame (the broker's routes keep one per version). Produce's is the
+    compiled twin when built (protocol/kernels.py), request_frame_decoder_py its reference."""
+    decode = request_frame_decoder_py(api_key, version)
+    if api_key == ApiKey.PRODUCE and codec_kernels is not None:
+        return codec_kernels.ProduceRequestDecoder(version, decode)
+    return decode
+
+
+def request_frame_decoder_py(api_key: int, version: int
+                             ) -> Callable[[Any], tuple[str | None, Any]]:
+    """request_frame_decoder's pure-Python definition (every API's)."""
     decode = _request_decoder(api_key, version)
     name = REQUESTS[api_key].name
 
@@ -335,11 +346,14 @@ def response_encoder(api_key: int, version: int) -> Callable[[int, Any], list[An
     ``encoder(correlation_id, body) -> parts`` (the broker's routes keep one per version)."""
     framer = _RESPONSE_FRAMERS.get((api_key, version))
     if framer is None:
-        framer = _RESPONSE_FRAMERS[(api_key, version)] = _response_framer(api_key, version)
+        framer = response_encoder_py(api_key, version)
+        if api_key == ApiKey.PRODUCE and codec_kernels is not None:  # its compiled twin
+            framer = codec_kernels.ProduceResponseEncoder(version, framer)
+        _RESPONSE_FRAMERS[(api_key, version)] = framer
     return framer
 
 
-def _response_framer(api_key: int, version: int) -> Callable[[int, Any], list[Any]]:
+def response_encoder_py(api_key: int, version: int) -> Callable[[int, Any], list[Any]]:
     encode = _compiled(_RESPONSE_ENCODERS, RESPONSES, api_key, version, True)
     header = _RESPONSE_HEADER_V1 if response_header_version(api_key, version) >= 1 \
         else _RESPONSE_HEADER_V0

@@ -1,0 +1,20 @@
+# Types of the compiled twins in _codec_kernels.pyx (mypy sees this stub, not the .so).
+from collections.abc import Callable
+from typing import Any
+
+Buffer = bytes | bytearray | memoryview
+
+API: int
+
+def decode_produce_frame(frame: Buffer, version: int
+                         ) -> tuple[str | None, dict[str, Any]] | None: ...
+def encode_produce_response(correlation_id: int, version: int, body: Any) -> list[bytes] | None: ...
+
+class ProduceRequestDecoder:
+    def __init__(self, version: int,
+                 reference: Callable[[Any], tuple[str | None, Any]]) -> None: ...
+    def __call__(self, frame: Buffer) -> tuple[str | None, Any]: ...
+
+class ProduceResponseEncoder:
+    def __init__(self, version: int, reference: Callable[[int, Any], list[Any]]) -> None: ...
+    def __call__(self, correlation_id: int, body: Any) -> list[Any]: ...

@@ -1,0 +1,435 @@
+# cython: language_level=3, boundscheck=False, wraparound=False
+# cython: cdivision=True, embedsignature=False
+"""Compiled twins of the Produce request decoder and response encoder (Cython), the
+broker's per-request hot path for small produces. The generated codecs of
+protocol/codec.py (`request_frame_decoder(PRODUCE, v)`, `response_encoder(PRODUCE, v)`)
+are the definition; protocol/produce_codec.py picks these, and tests/protocol/
+test_produce_kernel.py proves, on the same inputs (malformed ones included), that a twin
+gives the reference's result or declines.
+
+A twin declines (returns None) for anything but the plain shape, and the reference then
+decides, its errors included: a frame with tagged fields, a null or negative length, a
+truncated field, bytes that are not UTF-8, an out-of-range varint; a response body that
+is not plain dicts, lists, ints and strings, or that carries record_errors. So a twin
+never raises on bad input and never has an error message of its own to keep equal.
+
+Bytes come from the network: every read is checked against the frame's end first.
+The module is loaded by protocol/produce_codec.py only.
+"""
+
+from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
+from cpython.dict cimport PyDict_CheckExact, PyDict_GetItem
+from cpython.list cimport PyList_CheckExact, PyList_GET_ITEM, PyList_GET_SIZE
+from cpython.long cimport PyLong_Check
+from cpython.object cimport PyObject
+from cpython.unicode cimport PyUnicode_Check, PyUnicode_DecodeUTF8
+from libc.stdint cimport INT64_MAX, INT64_MIN, int64_t, uint8_t
+from libc.stdlib cimport free, malloc, realloc
+from libc.string cimport memcpy
+
+API = 1  # protocol/produce_codec.py refuses a module built from another version of this file
+
+# the request header of Produce is v2 (flexible) from v9 on, as is the body
+DEF FLEXIBLE_FROM = 9
+
+
+# ---- decoding ------------------------------------------------------------------------------
+
+cdef inline Py_ssize_t _uvarint(const uint8_t *d, Py_ssize_t pos, Py_ssize_t end,
+                                Py_ssize_t *value) noexcept:
+    """An unsigned varint of at most 4 bytes (< 2**28: any length a frame can hold) at
+    pos; the position after it, or -1 (truncated, longer: decline)."""
+    cdef Py_ssize_t result = 0
+    cdef int shift = 0
+    cdef uint8_t b
+    while shift < 28:
+        if pos >= end:
+            return -1
+        b = d[pos]
+        pos += 1
+        result |= (<Py_ssize_t>(b & 0x7F)) << shift
+        if b < 0x80:
+            value[0] = result
+            return pos
+        shift += 7
+    return -1
+
+
+cdef inline int _i16(const uint8_t *d, Py_ssize_t pos) noexcept:
+    return <short>((d[pos] << 8) | d[pos + 1])
+
+
+cdef inline int _i32(const uint8_t *d, Py_ssize_t pos) noexcept:
+    return <int>((<unsigned int>d[pos] << 24) | (<unsigned int>d[pos + 1] << 16)
+                 | (<unsigned int>d[pos + 2] << 8) | <unsigned int>d[pos + 3])
+
+
+cdef inline Py_ssize_t _length(const uint8_t *d, Py_ssize_t pos, Py_ssize_t end, bint compact,
+                               bint wide, Py_ssize_t *n) noexcept:
+    """A length (string: int16, bytes/array: int32; compact: uvarint of n + 1) at pos: -1
+    as n for null; the position after it, or -1 when it cannot be read."""
+    if compact:
+        pos = _uvarint(d, pos, end, n)
+        if pos < 0:
+            return -1
+        n[0] -= 1
+        return pos
+    if wide:
+        if pos + 4 > end:
+            return -1
+        n[0] = _i32(d, pos)
+        return pos + 4
+    if pos + 2 > end:
+        return -1
+    n[0] = _i16(d, pos)
+    return pos + 2
+
+
+cdef object _DECLINE = object()
+
+
+cdef object _utf8(const uint8_t *d, Py_ssize_t pos, Py_ssize_t n):
+    """The UTF-8 text of d[pos:pos + n], or _DECLINE when it is not UTF-8."""
+    try:
+        return PyUnicode_DecodeUTF8(<const char *>(d + pos), n, NULL)
+    except UnicodeDecodeError:
+        return _DECLINE
+
+
+def decode_produce_frame(object frame, int version):
+    """`codec.request_frame_decoder(PRODUCE, version)(frame)`: (client id, request) of a
+    Produce request frame without its size prefix (its key and version already read), or
+    None to let the reference decide."""
+    cdef Py_buffer view
+    PyObject_GetBuffer(frame, &view, PyBUF_SIMPLE)
+    try:
+        return _decode(frame, <const uint8_t *>view.buf, view.len, version)
+    finally:
+        PyBuffer_Release(&view)
+
+
+cdef object _decode(object frame, const uint8_t *d, Py_ssize_t end, int version):
+    cdef bint flex = version >= FLEXIBLE_FROM
+    cdef Py_ssize_t pos, n, topics, parts, t, p
+    cdef object client_id, txn_id, name, records, mv = None
+    cdef int acks, timeout, index
+    cdef list topic_data, partition_data
+    if end < 10:
+        return None
+    n = _i16(d, 8)
+    pos = 10
+    if n >= 0:
+        if pos + n > end:
+            return None
+        client_id = _utf8(d, pos, n)
+        if client_id is _DECLINE:
+            return None
+        pos += n
+    elif n == -1:
+        client_id = None
+    else:
+        return None
+    if flex:  # the header's tagged fields: none
+        if pos >= end or d[pos] != 0:
+            return None
+        pos += 1
+    txn_id = None
+    if version >= 3:
+        pos = _length(d, pos, end, flex, False, &n)
+        if pos < 0 or n < -1:
+            return None
+        if n >= 0:
+            if pos + n > end:
+                return None
+            txn_id = _utf8(d, pos, n)
+            if txn_id is _DECLINE:
+                return None
+            pos += n
+    if pos + 6 > end:
+        return None
+    acks = _i16(d, pos)
+    timeout = _i32(d, pos + 2)
+    pos += 6
+    pos = _length(d, pos, end, flex, True, &topics)
+    if pos < 0 or topics < 0:
+        return None
+    topic_data = []
+    for t in range(topics):
+        pos = _length(d, pos, end, flex, False, &n)
+        if pos < 0 or n < 0 or pos + n > end:
+            return None
+        name = _utf8(d, pos, n)
+        if name is _DECLINE:
+            return None
+        pos += n
+        pos = _length(d, pos, end, flex, True, &parts)
+        if pos < 0 or parts < 0:
+            return None
+        partition_data = []
+        for p in range(parts):
+            if pos + 4 > end:
+                return None
+            index = _i32(d, pos)
+            pos = _length(d, pos + 4, end, flex, True, &n)
+            if pos < 0 or n < -1:
+                return None
+            if n == -1:
+                records = None
+            else:
+                if pos + n > end:
+                    return None
+                if mv is None:
+                    mv = memoryview(frame)
+                records = mv[pos:pos + n]
+                pos += n
+            if flex:
+                if pos >= end or d[pos] != 0:
+                    return None
+                pos += 1
+            partition_data.append({"index": index, "records": records})
+        if flex:
+            if pos >= end or d[pos] != 0:
+                return None
+            pos += 1
+        topic_data.append({"name": name, "partition_data": partition_data})
+    if flex:
+        if pos >= end or d[pos] != 0:
+            return None
+    return client_id, {"transactional_id": txn_id, "acks": acks, "timeout_ms": timeout,
+                       "topic_data": topic_data}
+
+
+# ---- encoding ------------------------------------------------------------------------------
+
+cdef class _Out:
+    """A growing output buffer (malloc'd; freed with the object)."""
+    cdef char *d
+    cdef Py_ssize_t n, cap
+
+    def __cinit__(self):
+        self.cap = 256
+        self.d = <char *>malloc(self.cap)
+        if self.d == NULL:
+            raise MemoryError()
+        self.n = 0
+
+    def __dealloc__(self):
+        free(self.d)
+
+    cdef int room(self, Py_ssize_t k) except -1:
+        cdef Py_ssize_t cap = self.cap
+        cdef char *grown
+        if self.n + k <= cap:
+            return 0
+        while self.n + k > cap:
+            cap *= 2
+        grown = <char *>realloc(self.d, cap)
+        if grown == NULL:
+            raise MemoryError()
+        self.d, self.cap = grown, cap
+        return 0
+
+    cdef int be(self, int64_t v, int width) except -1:
+        cdef int i
+        self.room(width)
+        for i in range(width):
+            self.d[self.n + i] = <char>((v >> (8 * (width - 1 - i))) & 0xFF)
+        self.n += width
+        return 0
+
+    cdef int uvarint(self, Py_ssize_t v) except -1:
+        self.room(5)
+        while v >= 0x80:
+            self.d[self.n] = <char>((v & 0x7F) | 0x80)
+            self.n += 1
+            v >>= 7
+        self.d[self.n] = <char>v
+        self.n += 1
+        return 0
+
+    cdef int raw(self, const char *s, Py_ssize_t k) except -1:
+        self.room(k)
+        memcpy(self.d + self.n, s, k)
+        self.n += k
+        return 0
+
+
+cdef inline bint _fits(object v, int64_t lo, int64_t hi, int64_t *out):
+    """An int in [lo, hi] (out), or False (not an int, out of range: decline)."""
+    if not PyLong_Check(v):
+        return False
+    try:
+        out[0] = v
+    except OverflowError:
+        return False
+    return lo <= out[0] <= hi
+
+
+cdef bint _int(_Out out, dict d, str key, int64_t default, int width) except -1:
+    """The int field `key` of d (`default` when absent) as `width` big-endian bytes; False
+    to decline."""
+    cdef PyObject *v = PyDict_GetItem(d, key)
+    cdef int64_t x
+    if v == NULL:
+        x = default
+    else:
+        if width == 2:
+            if not _fits(<object>v, -32768, 32767, &x):
+                return False
+        elif width == 4:
+            if not _fits(<object>v, -2147483648, 2147483647, &x):
+                return False
+        elif not _fits(<object>v, INT64_MIN, INT64_MAX, &x):
+            return False
+    out.be(x, width)
+    return True
+
+
+cdef bint _str(_Out out, object s, bint flex, bint nullable) except -1:
+    """A (nullable) string; False to decline."""
+    cdef bytes b
+    cdef Py_ssize_t n
+    if s is None:
+        if not nullable:
+            return False
+        if flex:
+            out.uvarint(0)
+        else:
+            out.be(-1, 2)
+        return True
+    if not PyUnicode_Check(s):
+        return False
+    try:
+        b = (<str>s).encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    n = PyBytes_GET_SIZE(b)
+    if flex:
+        out.uvarint(n + 1)
+    else:
+        if n > 32767:
+            return False
+        out.be(n, 2)
+    out.raw(PyBytes_AS_STRING(b), n)
+    return True
+
+
+cdef bint _array_length(_Out out, Py_ssize_t n, bint flex) except -1:
+    if flex:
+        out.uvarint(n + 1)
+    else:
+        out.be(n, 4)
+    return True
+
+
+def encode_produce_response(object correlation_id, int version, object body):
+    """`codec.response_encoder(PRODUCE, version)(correlation_id, body)`: the response
+    frame as a one-part list, or None to let the reference encode it (or fail)."""
+    cdef bint flex = version >= FLEXIBLE_FROM
+    cdef _Out out = _Out()
+    cdef PyObject *v
+    cdef object topics, parts, topic, part
+    cdef Py_ssize_t i, j, size
+    cdef bytes frame
+    cdef int64_t cid
+    if not PyDict_CheckExact(body) or not _fits(correlation_id, -2147483648, 2147483647, &cid):
+        return None
+    out.be(0, 4)  # the size, written at the end
+    out.be(cid, 4)
+    if flex:
+        out.uvarint(0)  # response header v1: no tagged fields
+    v = PyDict_GetItem(body, "responses")
+    if v == NULL:
+        topics = []
+    else:
+        topics = <object>v
+    if not PyList_CheckExact(topics):
+        return None
+    _array_length(out, PyList_GET_SIZE(topics), flex)
+    for i in range(PyList_GET_SIZE(topics)):
+        topic = <object>PyList_GET_ITEM(topics, i)
+        if not PyDict_CheckExact(topic):
+            return None
+        v = PyDict_GetItem(topic, "name")
+        if v == NULL or not _str(out, <object>v, flex, False):
+            return None
+        v = PyDict_GetItem(topic, "partition_responses")
+        parts = [] if v == NULL else <object>v
+        if not PyList_CheckExact(parts):
+            return None
+        _array_length(out, PyList_GET_SIZE(parts), flex)
+        for j in range(PyList_GET_SIZE(parts)):
+            part = <object>PyList_GET_ITEM(parts, j)
+            if not PyDict_CheckExact(part) or not _partition(out, part, version, flex):
+                return None
+        if flex:
+            out.uvarint(0)
+    if version >= 1 and not _int(out, body, "throttle_time_ms", 0, 4):
+        return None
+    if flex:
+        out.uvarint(0)
+    size = out.n - 4
+    out.n = 0
+    out.be(size, 4)
+    frame = PyBytes_FromStringAndSize(out.d, size + 4)
+    return [frame]
+
+
+cdef bint _partition(_Out out, dict part, int version, bint flex) except -1:
+    cdef PyObject *v
+    if not _int(out, part, "index", 0, 4) or not _int(out, part, "error_code", 0, 2) \
+            or not _int(out, part, "base_offset", 0, 8):
+        return False
+    if version >= 2 and not _int(out, part, "log_append_time_ms", -1, 8):
+        return False
+    if version >= 5 and not _int(out, part, "log_start_offset", -1, 8):
+        return False
+    if version >= 8:
+        v = PyDict_GetItem(part, "record_errors")
+        if v != NULL and not (PyList_CheckExact(<object>v) and
+                              PyList_GET_SIZE(<object>v) == 0):
+            return False  # record errors: the reference writes them
+        _array_length(out, 0, flex)
+        v = PyDict_GetItem(part, "error_message")
+        if not _str(out, None if v == NULL else <object>v, flex, True):
+            return False
+    if flex:
+        out.uvarint(0)
+    return True
+
+
+# ---- the codecs the broker's routes hold -----------------------------------------------------
+
+cdef class ProduceRequestDecoder:
+    """`decoder(frame) -> (client id, request)`: the twin, else `reference(frame)`."""
+    cdef int version
+    cdef object reference
+
+    def __init__(self, int version, object reference):
+        self.version = version
+        self.reference = reference
+
+    def __call__(self, object frame):
+        cdef Py_buffer view
+        cdef object got
+        PyObject_GetBuffer(frame, &view, PyBUF_SIMPLE)
+        try:
+            got = _decode(frame, <const uint8_t *>view.buf, view.len, self.version)
+        finally:
+            PyBuffer_Release(&view)
+        return self.reference(frame) if got is None else got
+
+
+cdef class ProduceResponseEncoder:
+    """`encoder(correlation_id, body) -> parts`: the twin, else `reference(...)`."""
+    cdef int version
+    cdef object reference
+
+    def __init__(self, int version, object reference):
+        self.version = version
+        self.reference = reference
+
+    def __call__(self, object correlation_id, object body):
+        got = encode_produce_response(correlation_id, self.version, body)
+        return self.reference(correlation_id, body) if got is None else got
