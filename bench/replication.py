@@ -18,10 +18,11 @@
 
 Usage: python bench/replication.py [--records N] [--rates 2500,5000,10000,20000]
 [--seconds S] [--summary-json PATH]   (needs ZooKeeper, java, kcat, confluent-kafka).
-`--latency-only` runs only phase 3; with `--kafkactl DIR` (repeatable) the brokers run
-from each checkout in turn (PYTHONPATH=DIR, a fresh cluster each), `--rounds N` times,
-alternating, for before/after figures in the same conditions (the load average is printed
-with each). `--failover-only ROUNDS` times only the fail-over, phase by phase
+`--latency-only` runs only phase 3 (plus, at `--plain-rate`, a producer that is not
+idempotent, as librdkafka's default is: every request in flight); with `--kafkactl DIR`
+(repeatable) the brokers run from each checkout in turn (PYTHONPATH=DIR, a fresh cluster
+each), `--rounds N` times, alternating, for before/after figures in the same conditions (the
+load average is printed with each). `--failover-only ROUNDS` times only the fail-over, phase by phase
 (bench/replication_failover.py), alternating a victim that is the controller and one that
 is not.
 """
@@ -319,6 +320,7 @@ def latency_only(zk: ZooKeeperServer, base: Path, args: argparse.Namespace,
     """Phase 3 alone, on a fresh cluster per (round, checkout), checkouts alternating."""
     checkouts: list[Path] = args.kafkactl or [ROOT]
     results: dict[Path, list[list[Latency]]] = {c: [] for c in checkouts}
+    plain: dict[Path, list[Latency]] = {c: [] for c in checkouts}
     floors: list[tuple[float, float]] = []
     for rnd in range(args.rounds):
         order = checkouts if rnd % 2 == 0 else checkouts[::-1]  # ABBA: drift cancels
@@ -336,6 +338,11 @@ def latency_only(zk: ZooKeeperServer, base: Path, args: argparse.Namespace,
                     print(f"[round {rnd + 1}, {c}] {run.line()}", flush=True)
                     runs.append(run)
                 results[c].append(runs)
+                if args.plain_rate:
+                    run = measure_latency(cluster, "rf3", args.plain_rate, args.seconds,
+                                          {**producer, "enable.idempotence": "false"}, consumer)
+                    print(f"[round {rnd + 1}, {c}] not idempotent: {run.line()}", flush=True)
+                    plain[c].append(run)
                 floors.append(print_floor())
             finally:
                 cluster.stop()
@@ -364,7 +371,15 @@ def latency_only(zk: ZooKeeperServer, base: Path, args: argparse.Namespace,
               + ", ".join(f"{pct(r.e2e, 99):.2f} ms" for r in chosen if r.rate == GOAL_RATE)
               + f"; p99 passes {GOAL_P99_MS:g} ms at {crossing_text(chosen)}")
     floor = sorted(floors, key=lambda f: f[1])[len(floors) // 2]
-    return latency_rows(chosen, floor)
+    rows = latency_rows(chosen, floor)
+    if plain[checkouts[0]]:
+        runs = sorted(plain[checkouts[0]], key=lambda r: pct(r.e2e, 99))
+        r = runs[len(runs) // 2]
+        where = f"{r.rate:,} rec/s, RF=3 acks=all, a producer not idempotent (no in-flight cap)"
+        rows.append(Row(GOAL, f"e2e p50 at {where}", pct(r.e2e, 50), "ms", target="report"))
+        rows.append(Row(GOAL, f"e2e p99 at {where}", pct(r.e2e, 99), "ms", "produce->ack p99",
+                        pct(r.ack, 99), None, "report"))
+    return rows
 
 
 # C901: a benchmark's main: options, the cluster, the measured runs and the report in order
@@ -391,6 +406,11 @@ def main() -> None:  # noqa: C901
     ap.add_argument("--producer", action="append", default=[], metavar="KEY=VALUE",
                     help="end-to-end latency: a librdkafka producer setting (repeatable), "
                          "e.g. enable.idempotence=false, max.in.flight=1")
+    ap.add_argument("--plain-rate", type=int, default=2500, metavar="RATE",
+                    help="with --latency-only: one more run at RATE rec/s with the producer "
+                         "not idempotent (librdkafka's default: no cap on requests in flight, "
+                         "so the broker's handling of a connection's queued acks=all "
+                         "requests shows); 0 skips it")
     ap.add_argument("--consumer", action="append", default=[], metavar="KEY=VALUE",
                     help="end-to-end latency: a librdkafka consumer setting "
                          "(repeatable; fetch.wait.max.ms=10 unless given)")
