@@ -83,7 +83,8 @@ def _error(index: int, code: ErrorCode, message: str) -> dict[str, Any]:
 def handle_produce(services: BrokerServices, ctx: RequestContext, request: dict[str, Any]
                    ) -> dict[str, Any] | None | Awaitable[dict[str, Any] | None]:
     txn_id = request.get("transactional_id")
-    if txn_id is not None and _has_transactional_records(request) \
+    transactional = _has_transactional_records(request)
+    if txn_id is not None and transactional \
             and _txn_refusal(services, ctx, request) is None \
             and txn_verification.enabled(services):
         # KIP-890: a batch that would open a transaction here, checked with its coordinator
@@ -92,8 +93,8 @@ def handle_produce(services: BrokerServices, ctx: RequestContext, request: dict[
             answers = txn_verification.verify_here(services, txn_id, wanted)
             if answers is None:
                 return _verify_then_produce(services, ctx, request, txn_id, wanted)
-            return _produce(services, ctx, request, _refusals(answers))
-    return _produce(services, ctx, request, {})
+            return _produce(services, ctx, request, _refusals(answers), transactional)
+    return _produce(services, ctx, request, {}, transactional)
 
 
 def _refusals(answers: dict[tuple[str, int], ErrorCode]
@@ -111,17 +112,18 @@ async def _verify_then_produce(services: BrokerServices, ctx: RequestContext,
                                wanted: dict[tuple[str, int], tuple[int, int]]
                                ) -> dict[str, Any] | None:
     answers = await txn_verification.verify_remote(services, txn_id, wanted)
-    result = _produce(services, ctx, request, _refusals(answers))
+    result = _produce(services, ctx, request, _refusals(answers), True)
     if result is not None and not isinstance(result, dict):
         return await result
     return result
 
 
 def _produce(services: BrokerServices, ctx: RequestContext, request: dict[str, Any],
-             unverified: dict[tuple[str, int], tuple[ErrorCode, str]]
+             unverified: dict[tuple[str, int], tuple[ErrorCode, str]], transactional: bool
              ) -> dict[str, Any] | None | Awaitable[dict[str, Any] | None]:
     """The Produce itself; `unverified`: partitions whose transactional batch its
-    coordinator did not confirm (KIP-890), answered with that error, nothing appended."""
+    coordinator did not confirm (KIP-890), answered with that error, nothing appended;
+    `transactional`: the request carries transactional batches (_has_transactional_records)."""
     rm = services.replica_manager
     acks = request["acks"]
     version = ctx.api_version
@@ -131,8 +133,7 @@ def _produce(services: BrokerServices, ctx: RequestContext, request: dict[str, A
     refused = unauthorized_topics(services, ctx, AclOperation.WRITE,
                                   (t["name"] for t in request["topic_data"])) \
         if services.authorizer is not None else _NO_TOPICS
-    txn_refused = _txn_refusal(services, ctx, request) \
-        if _has_transactional_records(request) else None
+    txn_refused = _txn_refusal(services, ctx, request) if transactional else None
     # the refusals that do not depend on the topic: none applies to most requests
     check = txn_refused is not None or bool(refused) or acks not in _ACKS or bool(unverified)
     metrics = metrics_of(services)
