@@ -112,9 +112,7 @@ class ReplicaManager:
 
     def append(self, topic: str, partition: int, records: memoryview | None, *,
                produce_version: int, acks: int = 1) -> ProduceResult:
-        part = self.partitions.get_partition(topic, partition)
-        if part is None:
-            part = self.partition_or_create(topic, partition)
+        part = self.partition_or_create(topic, partition)
         if part is None or not part.is_leader:
             _, code = self.leader_partition(topic, partition)
             where = "is not led by this broker" if code == ErrorCode.NOT_LEADER_OR_FOLLOWER \
