@@ -11,7 +11,7 @@ record, as a one-record Produce carries): the broker's framing check on append
 per-record renderers), the keyed producer's key split (client.line_producer) and
 partitioner (murmur2 of access-log client addresses, client.partitioner), the producer's
 record encoding (record.columns) and `kafkactl produce`'s lines to records as the CLI runs
-them (compiled: encode_lines from the input buffer; pure: the lines split, then the table
+them (compiled: encode_lines_into from the input buffer; pure: the lines split, then the table
 encoders), each timed compiled and pure (KAFKACTL_NO_EXTENSIONS's path, switched
 in-process). Prints ns per record of each and the ratio pure/compiled; the
 best of `--rounds`.
@@ -57,20 +57,20 @@ def pure() -> Iterator[None]:
     """The pure-Python path, as KAFKACTL_NO_EXTENSIONS=1 selects it at import."""
     saved = (framing.kernels, framing._runs, framing._walk, partitioner.murmur2,
              columns.encode_values, columns.encode_key_values, record_format.kernels,
-             line_producer.split_keys, columns.encode_lines)
+             line_producer.split_keys, columns.encode_lines_into)
     framing.kernels = record_format.kernels = None
     line_producer.split_keys = line_producer.split_keys_py
     framing._runs, framing._walk = framing._column_runs, framing._walk_py
     partitioner.murmur2 = partitioner.murmur2_py
     columns.encode_values = columns.encode_values_py
     columns.encode_key_values = columns.encode_key_values_py
-    columns.encode_lines = columns.encode_lines_py
+    columns.encode_lines_into = columns.encode_lines_into_py
     try:
         yield
     finally:
         (framing.kernels, framing._runs, framing._walk, partitioner.murmur2,
          columns.encode_values, columns.encode_key_values, record_format.kernels,
-         line_producer.split_keys, columns.encode_lines) = saved
+         line_producer.split_keys, columns.encode_lines_into) = saved
 
 
 def batch(kind: str, limit: int = MiB) -> tuple[bytes, int]:
@@ -198,16 +198,17 @@ def _encode_all(encode: Callable[[int], tuple[list[bytes], int, int]], n: int) -
 
 
 def _cli_lines(block: bytes, ksep: bytes | None) -> None:
-    """`kafkactl produce`'s lines to 1 MiB batches of records: compiled, encode_lines from
-    the input buffer (delimited.read_blocks); pure, as KAFKACTL_NO_EXTENSIONS=1 runs it,
-    the lines split into objects (read_records), keys split, then the table encoders."""
-    if columns.encode_lines is not columns.encode_lines_py:
-        pos, delta, parts = 0, 0, []
+    """`kafkactl produce`'s lines to 1 MiB batches of records: compiled, encode_lines_into
+    from the input buffer (delimited.read_blocks) into each batch's buffer; pure, as
+    KAFKACTL_NO_EXTENSIONS=1 runs it, the lines split into objects (read_records), keys
+    split, then the table encoders."""
+    if columns.encode_lines_into is not columns.encode_lines_into_py:
+        pos = 0
         while pos < len(block):
-            records, pos, n = columns.encode_lines(block, pos, len(block), b"\n", ksep,
-                                                   delta, MiB)
-            parts.append(records)
-        b"".join(parts)
+            buf = bytearray(MiB)  # a batch's buffer, records behind the header's 61 bytes
+            pos, n, _ = columns.encode_lines_into(block, pos, len(block), b"\n", ksep, 0,
+                                                  buf, 61)
+            assert n, "a line longer than a batch"
         return
     lines = block.split(b"\n")
     lines.pop()

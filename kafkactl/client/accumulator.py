@@ -11,7 +11,7 @@ from typing import Any
 
 from kafkactl.client.errors import KafkaTimeoutError
 from kafkactl.client.producer_batch import ProducerBatch
-from kafkactl.record.columns import encode_lines
+from kafkactl.record.columns import encode_lines_into
 
 TopicPartition = tuple[str, int]
 
@@ -121,35 +121,42 @@ class RecordAccumulator:
 
     def append_lines(self, topic: str, partition: int, data: bytes, start: int, end: int,
                      delimiter: bytes, key_separator: bytes | None) -> int:
-        """Append the delimited lines of data[start:end] (record.columns.encode_lines: null
-        keys, or `key SEP value`, no headers, the batch timestamp); returns how many there
-        were. The lines are encoded without the lock (and without the GIL: the compiled
-        encoder), so the sender builds and sends the batches before meanwhile; they go in
-        when the batch they were encoded for is still the partition's open one, with as
-        many records as then (else they are encoded again for the one that is)."""
+        """Append the delimited lines of data[start:end] (record.columns.encode_lines_into:
+        null keys, or `key SEP value`, no headers, the batch timestamp); returns how many
+        there were. The lines are encoded straight into the open batch's buffer, without
+        the lock (and without the GIL: the compiled encoder), so the sender builds and sends
+        the batches before meanwhile; they count when the batch they were encoded for is
+        still the partition's open one, with as many records as then (else they are
+        encoded again for the one that is)."""
         tp = (topic, partition)
         pos = start
         count = 0
+        need = 0  # bytes the next line needs, when it did not fit an empty batch's buffer
         while pos < end:
             with self.lock:
                 dq = self._open_deque(tp)
                 batch = dq[-1] if dq else None
-                if batch is None or batch.closed:
+                if batch is None or batch.closed or not batch.takes_lines():
                     batch = self._new_batch(tp, dq, None)
-                first, room = batch.record_count, batch.batch_size - batch.size
-            records, after, took = encode_lines(data, pos, end, delimiter, key_separator,
-                                                first, room)
+                buf = batch.lines_buffer(need)
+                first, size = batch.record_count, batch.size
+            after, took, used = encode_lines_into(data, pos, end, delimiter, key_separator,
+                                                  first, buf, size)
             with self.lock:
                 if self.closed:
                     raise RuntimeError("the producer is closed")
-                if not dq or dq[-1] is not batch or batch.closed or batch.record_count != first:
+                if (not dq or dq[-1] is not batch or batch.closed or batch.buf is not buf
+                        or batch.record_count != first):
                     continue  # sent or appended to meanwhile: encode for the open one
                 if took:
-                    batch.take_records(records, took)
+                    batch.took_lines(took, used)
                     count += took
                     pos = after
-                else:  # full
+                    need = 0
+                elif first:  # full
                     self._new_batch(tp, dq, None)
+                else:  # a line longer than a batch: a buffer of its size
+                    need = used
         return count
 
     def append_records_section(self, topic: str, partition: int, section: bytes,

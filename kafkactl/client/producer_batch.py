@@ -3,10 +3,11 @@
 The producer is the only place records are ever encoded (the broker stores and serves these
 bytes unchanged). A record in general goes through record.batch.encode_record and the batch
 is framed by record.batch_header.pack_header (the header RecordBatchBuilder writes); the bulk
-paths (values only, keyed values, and lines still in their input buffer) fill batch.size a
-run of records at a time with record.columns (table lookups over the whole run, or the
-compiled encoders: no per-record Python loop), joined once at `build()` time. The base
-offset is 0 and the broker stamps the real one.
+paths (values only, keyed values) fill batch.size a run of records at a time with
+record.columns (table lookups over the whole run, or the compiled encoders: no per-record
+Python loop), joined once at `build()` time; lines still in their input buffer are encoded
+straight into the batch's own buffer behind room for the header (`lines_buffer`), which
+`build()` sends as it is. The base offset is 0 and the broker stamps the real one.
 """
 
 from __future__ import annotations
@@ -52,7 +53,7 @@ class ProducerBatch:
         "topic", "partition", "batch_size", "created_ms", "base_timestamp", "max_timestamp",
         "parts", "size", "record_count", "entries", "futures", "callbacks", "closed",
         "producer_id", "producer_epoch", "base_sequence", "attempts", "built", "retry_at",
-        "drained_ms", "order", "first_index",
+        "drained_ms", "order", "first_index", "buf",
     )
 
     def __init__(self, topic: str, partition: int, batch_size: int,
@@ -75,16 +76,15 @@ class ProducerBatch:
         self.producer_epoch = -1
         self.base_sequence = -1
         self.attempts = 0
-        self.built: bytes | bytearray | None = None
+        self.built: bytes | bytearray | memoryview | None = None
         self.retry_at = 0.0
         self.drained_ms = 0.0
         self.order: tuple[int, ...] = ()  # the partition's send order (the accumulator's)
         self.first_index = 0  # of its first record in the batch first appended (split())
+        # the header room and records of a batch of lines (append_lines), else None
+        self.buf: bytearray | None = None
 
     # -- appending -----------------------------------------------------------------------
-
-    def has_room_for(self, nbytes: int) -> bool:
-        return self.record_count == 0 or self.size + nbytes + 16 <= self.batch_size
 
     def append(self, timestamp: int | None, key: bytes | None, value: bytes | None,
                headers: Sequence[tuple[str, bytes | None]] = (), *,
@@ -94,8 +94,8 @@ class ProducerBatch:
         klen = -1 if key is None else len(key)
         vlen = -1 if value is None else len(value)
         estimate = klen + vlen + 24 + sum(len(k) + len(v or b"") + 6 for k, v in headers)
-        if self.closed or (self.record_count and self.size + estimate > self.batch_size
-                           and not force):
+        if self.closed or self.buf is not None or (
+                self.record_count and self.size + estimate > self.batch_size and not force):
             return None
         delta = self.record_count
         ts_delta = 0 if timestamp is None else timestamp - self.base_timestamp
@@ -111,7 +111,7 @@ class ProducerBatch:
         """Fast path: null-key, header-less records sharing the batch timestamp, encoded a
         run at a time (record.columns). Appends values[start:] until the batch is full;
         returns the index after the last value appended (== start when nothing fit)."""
-        if self.closed:
+        if self.closed or self.buf is not None:
             return start
         parts, i, used = encode_values(values, start, self.record_count,
                                        self.batch_size - self.size)
@@ -129,7 +129,7 @@ class ProducerBatch:
         """Fast path for keyed lines: (key or None, value) pairs, no headers, the batch
         timestamp. Appends from `start` until the batch is full; returns the index after the
         last pair appended (== start when nothing fit)."""
-        if self.closed:
+        if self.closed or self.buf is not None:
             return start
         parts, i, used = encode_key_values(keys, values, start, self.record_count,
                                            self.batch_size - self.size)
@@ -140,11 +140,24 @@ class ProducerBatch:
                 i += 1
         return i
 
-    def take_records(self, records: bytes, count: int) -> None:
-        """Append `count` header-less records encoded elsewhere from offset delta
-        `record_count`, timestamp delta 0 (record.columns.encode_lines, for the room
-        `batch_size - size` left)."""
-        self._took([records], count, len(records))
+    def takes_lines(self) -> bool:
+        """Whether lines can be encoded into this batch: a batch of lines, or an empty one
+        (records of the other paths and lines do not share a batch)."""
+        return self.buf is not None or self.record_count == 0
+
+    def lines_buffer(self, need: int = 0) -> bytearray:
+        """The buffer lines are encoded into at `size` (record.columns.encode_lines_into):
+        made for an empty batch, batch.size bytes, or header room and `need` bytes for a
+        first line longer than that."""
+        size = RECORD_BATCH_OVERHEAD + need
+        if self.buf is None or (self.record_count == 0 and len(self.buf) < size):
+            self.buf = bytearray(max(self.batch_size, size))
+        return self.buf
+
+    def took_lines(self, count: int, size: int) -> None:
+        """`count` records of `size` bytes were encoded into the buffer at `size`."""
+        self.size += size
+        self.record_count += count
 
     def _took(self, parts: list[bytes], count: int, size: int) -> None:
         if count:
@@ -154,28 +167,35 @@ class ProducerBatch:
 
     # -- building --------------------------------------------------------------------------
 
-    def build(self, compression: int = Compression.NONE) -> bytes | bytearray:
+    def build(self, compression: int = Compression.NONE) -> bytes | bytearray | memoryview:
         """The v2 batch bytes (cached: a retried batch is re-sent byte for byte)."""
         if self.built is not None:
             return self.built
         self.closed = True
-        parts: list[Any] = self.parts
         attributes = 0
-        if compression:
-            parts = [compress(Compression(compression), b"".join(parts))]
-            attributes = int(compression) & 0x07
-        # the records copied once, behind room for the header (assemble_batch's bytes)
-        buf = bytearray().join((_HEADER_ROOM, *parts))
+        buf = self.buf
+        size = self.size
+        if buf is None or compression:
+            parts: list[Any] = (self.parts if buf is None else
+                                [memoryview(buf)[RECORD_BATCH_OVERHEAD:size]])
+            if compression:
+                parts = [compress(Compression(compression), b"".join(parts))]
+                attributes = int(compression) & 0x07
+            # the records copied once, behind room for the header (assemble_batch's bytes)
+            buf = bytearray().join((_HEADER_ROOM, *parts))
+            size = len(buf)
+        # (a batch of lines is sent from its buffer: the records are behind the header room)
         with memoryview(buf) as view:
             buf[:RECORD_BATCH_OVERHEAD] = pack_header(
-                view[RECORD_BATCH_OVERHEAD:], attributes=attributes,
+                view[RECORD_BATCH_OVERHEAD:size], attributes=attributes,
                 last_offset_delta=self.record_count - 1,
                 base_timestamp=self.base_timestamp, max_timestamp=self.max_timestamp,
                 producer_id=self.producer_id, producer_epoch=self.producer_epoch,
                 base_sequence=self.base_sequence, record_count=self.record_count,
                 base_offset=0, partition_leader_epoch=-1)
-        self.built = buf
+        self.built = buf if size == len(buf) else memoryview(buf)[:size]
         self.parts = []
+        self.buf = None
         return self.built
 
     def set_producer_state(self, producer_id: int, epoch: int, base_sequence: int) -> None:

@@ -78,7 +78,7 @@ class GroupMetadata:
     group_instance_id: str | None = None
 
 
-def mark_transactional(built: bytes | bytearray) -> bytes | bytearray:
+def mark_transactional(built: bytes | bytearray | memoryview) -> bytes | bytearray | memoryview:
     """A built v2 batch with its transactional attribute set (CRC recomputed)."""
     attrs = int.from_bytes(built[ATTRIBUTES_OFFSET:ATTRIBUTES_OFFSET + 2], "big")
     if attrs & TRANSACTIONAL_FLAG:

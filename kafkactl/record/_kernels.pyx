@@ -20,7 +20,12 @@ code itself first (a read past it acts as the reference's IndexError); tests/rec
 test_kernels.py fuzzes them. The module is loaded by record/_accel.py only.
 """
 
-from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
+from cpython.buffer cimport (
+    PyBUF_SIMPLE,
+    PyBUF_WRITABLE,
+    PyBuffer_Release,
+    PyObject_GetBuffer,
+)
 from cpython.bytes cimport (
     PyBytes_AS_STRING,
     PyBytes_Check,
@@ -32,12 +37,11 @@ from cpython.object cimport PyObject
 from cpython.ref cimport Py_XDECREF
 from cpython.pyport cimport PY_SSIZE_T_MAX
 from libc.stdint cimport INT64_MAX, INT64_MIN, int32_t, uint32_t, uint64_t
-from libc.stdlib cimport free, realloc
 from libc.string cimport memchr, memcmp, memcpy
 
 from kafkactl.record.errors import InvalidRecordError
 
-API = 7  # record/_accel.py refuses a module built from another version of this file
+API = 8  # record/_accel.py refuses a module built from another version of this file
 
 DEF MIN_RECORD_SIZE = 7
 DEF MAX_HEADS = 16384  # framing.MAX_HEADS: records the reference's fast path covers
@@ -1114,7 +1118,7 @@ def split_keys(records, separator):
         PyBuffer_Release(&sep)
 
 
-# ---- the producer's records of delimited lines (record/columns.py `encode_lines_py`) --------
+# ---- the producer's records of delimited lines (record/columns.py `encode_lines_into_py`) ---
 
 cdef inline Py_ssize_t _uv_size(uint64_t z) noexcept nogil:
     """Bytes of the unsigned varint of z."""
@@ -1178,30 +1182,19 @@ cdef inline void _line(const char *d, Py_ssize_t p, Py_ssize_t end, const char *
     r.size = _uv_size(<uint64_t>r.length << 1) + r.length
 
 
-cdef struct _Seen:  # what the second pass needs of a line the first one found
-    Py_ssize_t next
-    Py_ssize_t klen
-    Py_ssize_t vlen
-
-
-def encode_lines(data, Py_ssize_t pos, Py_ssize_t end, delimiter, key_separator,
-                 Py_ssize_t first_delta, Py_ssize_t room):
-    """columns.encode_lines_py's twin: the same records bytes, position after them and
-    count. Two passes without the GIL: the lines that fit (where each ends, its key, and
-    the exact size of all), then their records into a bytes object of that size."""
-    cdef Py_buffer view, dview, kview
+def encode_lines_into(data, Py_ssize_t pos, Py_ssize_t end, delimiter, key_separator,
+                      Py_ssize_t first_delta, out, Py_ssize_t offset):
+    """columns.encode_lines_into_py's twin: the same records written into out[offset:], the
+    same position after them, count and size. One pass without the GIL: each line's
+    record is sized, then written where it goes when it fits."""
+    cdef Py_buffer view, dview, kview, oview
     cdef bint have_key = key_separator is not None
-    cdef Py_ssize_t p, delta, used = 0, count = 0, big = 0, i, length
+    cdef Py_ssize_t p, delta, used = 0, count = 0, big = 0, room
     cdef const char *d
     cdef const char *dl
     cdef const char *ks = NULL
     cdef Py_ssize_t dn, kn = 0
     cdef _Line r
-    cdef _Seen *seen = NULL
-    cdef _Seen *grown
-    cdef Py_ssize_t cap = 0
-    cdef bint nomem = False
-    cdef bytes out
     cdef char *o
     PyObject_GetBuffer(data, &view, PyBUF_SIMPLE)
     try:
@@ -1210,81 +1203,67 @@ def encode_lines(data, Py_ssize_t pos, Py_ssize_t end, delimiter, key_separator,
             if have_key:
                 PyObject_GetBuffer(key_separator, &kview, PyBUF_SIMPLE)
             try:
-                if dview.len == 0 or (have_key and kview.len == 0):
-                    raise ValueError("empty separator")
-                if not 0 <= pos <= end <= view.len:
-                    raise ValueError(f"pos {pos} and end {end} must satisfy "
-                                     f"0 <= pos <= end <= len(data) ({view.len})")
-                if first_delta < 0:
-                    raise ValueError(f"first_delta {first_delta} must not be negative")
-                d = <const char *>view.buf
-                dl = <const char *>dview.buf
-                dn = dview.len
-                if have_key:
-                    ks = <const char *>kview.buf
-                    kn = kview.len
-                with nogil:
-                    p = pos
-                    delta = first_delta
-                    while p < end:
-                        _line(d, p, end, dl, dn, ks, kn, delta, &r)
-                        # what the reference's int32 varints refuse, in its order
-                        big = (delta if delta > INT32 else r.klen if r.klen > INT32 else
-                               r.vlen if r.vlen > INT32 else
-                               r.length if r.length > INT32 else 0)
-                        if big or (used + r.size > room and delta != 0):
-                            break
-                        if count == cap:
-                            grown = <_Seen *>realloc(seen, (2 * cap + 256) * sizeof(_Seen))
-                            if grown == NULL:
-                                nomem = True
+                PyObject_GetBuffer(out, &oview, PyBUF_WRITABLE)
+                try:
+                    if dview.len == 0 or (have_key and kview.len == 0):
+                        raise ValueError("empty separator")
+                    if not 0 <= pos <= end <= view.len:
+                        raise ValueError(f"pos {pos} and end {end} must satisfy "
+                                         f"0 <= pos <= end <= len(data) ({view.len})")
+                    if first_delta < 0:
+                        raise ValueError(f"first_delta {first_delta} must not be negative")
+                    if not 0 <= offset <= oview.len:
+                        raise ValueError(f"offset {offset} must satisfy "
+                                         f"0 <= offset <= len(out) ({oview.len})")
+                    d = <const char *>view.buf
+                    dl = <const char *>dview.buf
+                    dn = dview.len
+                    if have_key:
+                        ks = <const char *>kview.buf
+                        kn = kview.len
+                    room = oview.len - offset
+                    o = <char *>oview.buf + offset
+                    with nogil:
+                        p = pos
+                        delta = first_delta
+                        while p < end:
+                            _line(d, p, end, dl, dn, ks, kn, delta, &r)
+                            # what the reference's int32 varints refuse, in its order
+                            big = (delta if delta > INT32 else r.klen if r.klen > INT32 else
+                                   r.vlen if r.vlen > INT32 else
+                                   r.length if r.length > INT32 else 0)
+                            if big:
                                 break
-                            seen = grown
-                            cap = 2 * cap + 256
-                        seen[count].next = r.next
-                        seen[count].klen = r.klen
-                        seen[count].vlen = r.vlen
-                        count += 1
-                        used += r.size
-                        delta += 1
-                        p = r.next
-                if nomem:
-                    raise MemoryError()
-                if big:
-                    raise ValueError(f"varint out of int32 range: {big}")
-                out = PyBytes_FromStringAndSize(NULL, used)
-                o = PyBytes_AS_STRING(out)
-                with nogil:
-                    p = pos
-                    for i in range(count):
-                        r.klen = seen[i].klen
-                        r.vlen = seen[i].vlen
-                        r.vstart = p if r.klen < 0 else p + r.klen + kn
-                        delta = first_delta + i
-                        length = (3 + _uv_size(<uint64_t>delta << 1)
-                                  + (1 if r.klen < 0 else
-                                     _uv_size(<uint64_t>r.klen << 1) + r.klen)
-                                  + _uv_size(<uint64_t>r.vlen << 1) + r.vlen)
-                        o = _put_uv(o, <uint64_t>length << 1)
-                        o[0] = 0  # attributes
-                        o[1] = 0  # timestamp delta
-                        o = _put_uv(o + 2, <uint64_t>delta << 1)
-                        if r.klen < 0:
-                            o[0] = 1  # null key
+                            if used + r.size > room:
+                                if count == 0:
+                                    used = r.size  # what the first line needs
+                                break
+                            o = _put_uv(o, <uint64_t>r.length << 1)
+                            o[0] = 0  # attributes
+                            o[1] = 0  # timestamp delta
+                            o = _put_uv(o + 2, <uint64_t>delta << 1)
+                            if r.klen < 0:
+                                o[0] = 1  # null key
+                                o += 1
+                            else:
+                                o = _put_uv(o, <uint64_t>r.klen << 1)
+                                memcpy(o, d + p, r.klen)
+                                o += r.klen
+                            o = _put_uv(o, <uint64_t>r.vlen << 1)
+                            memcpy(o, d + r.vstart, r.vlen)
+                            o += r.vlen
+                            o[0] = 0  # no headers
                             o += 1
-                        else:
-                            o = _put_uv(o, <uint64_t>r.klen << 1)
-                            memcpy(o, d + p, r.klen)
-                            o += r.klen
-                        o = _put_uv(o, <uint64_t>r.vlen << 1)
-                        memcpy(o, d + r.vstart, r.vlen)
-                        o += r.vlen
-                        o[0] = 0  # no headers
-                        o += 1
-                        p = seen[i].next
-                return out, p, count
+                            count += 1
+                            used += r.size
+                            delta += 1
+                            p = r.next
+                    if big:
+                        raise ValueError(f"varint out of int32 range: {big}")
+                    return p, count, used
+                finally:
+                    PyBuffer_Release(&oview)
             finally:
-                free(seen)
                 if have_key:
                     PyBuffer_Release(&kview)
         finally:

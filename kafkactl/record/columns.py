@@ -227,47 +227,56 @@ def encode_key_values_py(keys: Sequence[bytes | None], values: Sequence[bytes], 
     return parts, i, used
 
 
-def encode_lines_py(data: Buffer, pos: int, end: int, delimiter: Buffer,
-                    key_separator: Buffer | None, first_delta: int, room: int
-                    ) -> tuple[bytes, int, int]:
-    """The records of delimited lines straight from the input buffer: the lines of
-    data[pos:end], each ending at a delimiter or at `end` (a delimiter at `end` ends the
+def encode_lines_into_py(data: Buffer, pos: int, end: int, delimiter: Buffer,
+                         key_separator: Buffer | None, first_delta: int,
+                         out: bytearray | memoryview, offset: int) -> tuple[int, int, int]:
+    """The records of delimited lines straight from the input buffer into `out`: the lines
+    of data[pos:end], each ending at a delimiter or at `end` (a delimiter at `end` ends the
     last line: no empty line follows it), as header-less records with offset deltas from
     `first_delta`, null keys, or with key_separator each line's `key SEP value` (a line
-    without SEP: a null key and the whole line as the value), while they fit in `room`
-    bytes (the first record of a batch, delta 0, always does). Returns the records' bytes,
-    the position after the last line encoded (its delimiter included) and how many. No
-    table limits: any line length and offset delta (`encode_record`'s int32 varints)."""
-    if not len(delimiter) or (key_separator is not None and not len(key_separator)):
-        raise ValueError("empty separator")
-    if not 0 <= pos <= end <= len(data):
-        raise ValueError(f"pos {pos} and end {end} must satisfy "
-                         f"0 <= pos <= end <= len(data) ({len(data)})")
-    if first_delta < 0:
-        raise ValueError(f"first_delta {first_delta} must not be negative")
-    block = bytes(data[pos:end])
-    delim = bytes(delimiter)
-    ksep = None if key_separator is None else bytes(key_separator)
-    parts: list[bytes] = []
-    p, delta, used, n = 0, first_delta, 0, len(block)
-    while p < n:
-        q = block.find(delim, p)
-        stop, after = (n, n) if q < 0 else (q, q + len(delim))
-        line = block[p:stop]
-        key: bytes | None = None
-        value = line
-        if ksep is not None:
-            k, sep, v = line.partition(ksep)
-            if sep:
-                key, value = k, v
-        record = encode_record(delta, 0, key, value)
-        if used + len(record) > room and delta != 0:
-            break
-        parts.append(record)
-        used += len(record)
-        delta += 1
-        p = after
-    return b"".join(parts), pos + p, delta - first_delta
+    without SEP: a null key and the whole line as the value), written at out[offset:]
+    while they fit in it. Returns the position after the last line encoded (its delimiter
+    included), how many and their size in bytes; when not even the first line fits, (pos,
+    0, the bytes its record needs). No table limits: any line length and offset delta
+    (`encode_record`'s int32 varints)."""
+    with memoryview(out) as view:
+        if view.readonly:
+            raise BufferError("Object is not writable.")
+        if not len(delimiter) or (key_separator is not None and not len(key_separator)):
+            raise ValueError("empty separator")
+        if not 0 <= pos <= end <= len(data):
+            raise ValueError(f"pos {pos} and end {end} must satisfy "
+                             f"0 <= pos <= end <= len(data) ({len(data)})")
+        if first_delta < 0:
+            raise ValueError(f"first_delta {first_delta} must not be negative")
+        if not 0 <= offset <= view.nbytes:
+            raise ValueError(f"offset {offset} must satisfy "
+                             f"0 <= offset <= len(out) ({view.nbytes})")
+        room = view.nbytes - offset
+        block = bytes(data[pos:end])
+        delim = bytes(delimiter)
+        ksep = None if key_separator is None else bytes(key_separator)
+        p, delta, used, n = 0, first_delta, 0, len(block)
+        while p < n:
+            q = block.find(delim, p)
+            stop, after = (n, n) if q < 0 else (q, q + len(delim))
+            line = block[p:stop]
+            key: bytes | None = None
+            value = line
+            if ksep is not None:
+                k, sep, v = line.partition(ksep)
+                if sep:
+                    key, value = k, v
+            record = encode_record(delta, 0, key, value)
+            if used + len(record) > room:
+                if delta == first_delta:
+                    used = len(record)  # what the first line needs
+                break
+            view[offset + used:offset + used + len(record)] = record
+            used += len(record)
+            delta += 1
+            p = after
+    return pos + p, delta - first_delta, used
 
 
 EncodeValues = Callable[[Sequence[bytes], int, int, int], tuple[list[bytes], int, int]]
@@ -276,6 +285,7 @@ EncodeKeyValues = Callable[[Sequence[bytes | None], Sequence[bytes], int, int, i
 encode_values: EncodeValues = encode_values_py if kernels is None else kernels.encode_values
 encode_key_values: EncodeKeyValues = (encode_key_values_py if kernels is None
                                       else kernels.encode_key_values)
-EncodeLines = Callable[[Buffer, int, int, Buffer, Buffer | None, int, int],
-                       tuple[bytes, int, int]]
-encode_lines: EncodeLines = encode_lines_py if kernels is None else kernels.encode_lines
+EncodeLinesInto = Callable[[Buffer, int, int, Buffer, Buffer | None, int,
+                            bytearray | memoryview, int], tuple[int, int, int]]
+encode_lines_into: EncodeLinesInto = (encode_lines_into_py if kernels is None
+                                      else kernels.encode_lines_into)

@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kafkactl.client import delimited
+from kafkactl.client import accumulator, delimited
 from kafkactl.client.admin import AdminClient
 from kafkactl.client.consumer import Consumer
 from kafkactl.client.delimited import Block, read_blocks, read_records
@@ -23,6 +23,7 @@ from kafkactl.client.line_producer import LineProducer
 from kafkactl.client.partitioner import murmur2_partition
 from kafkactl.client.producer import Producer
 from kafkactl.client.topic_reader import StartOffset, TopicReader
+from kafkactl.record import columns
 from kafkactl.record._accel import kernels
 from tests.conftest import BrokerProcess
 from tests.hypothesis_profiles import examples
@@ -179,3 +180,39 @@ def test_a_producer_that_cannot_take_blocks_gets_their_records(module_broker: Br
     outcome = lp.run([Block(data, 2, len(data), b"\n")])
     assert outcome.error is None and lp.read == lp.stats.acked == 2
     assert [v for _, v in read_back(module_broker.bootstrap, "blocks-kept")] == [b"b", b"c"]
+
+
+@pytest.mark.parametrize("encoder", ["compiled", "reference"])
+@pytest.mark.parametrize("batch_size", [200, 16_384])
+def test_send_lines_between_other_sends_keeps_the_order(module_broker: BrokerProcess,
+                                                        monkeypatch: pytest.MonkeyPatch,
+                                                        encoder: str, batch_size: int) -> None:
+    """Producer.send_lines with either encoder (the pure-Python reference is the one the
+    producer uses without the kernels), between records of the other paths on the same
+    partition (a batch holds records of one path: lines are encoded into its buffer), with
+    lines longer than a batch: every record lands, in the order sent."""
+    if encoder == "compiled" and kernels is None:
+        pytest.skip("pure Python: no compiled encoder")
+    if encoder == "reference":
+        monkeypatch.setattr(accumulator, "encode_lines_into", columns.encode_lines_into_py)
+    topic = f"send-lines-{encoder}-{batch_size}"
+    lines = [b"k%d v%d %s" % (i % 5, i, b"p" * (i % 40)) for i in range(400)]
+    huge = [b"h" * 5_000, b"kk " + b"v" * 3_000]
+    data = b"\n".join(lines[:200] + huge + lines[200:]) + b"\n"
+    want: list[tuple[bytes | None, bytes]] = []
+    with Producer(module_broker.bootstrap, linger_ms=1, batch_size=batch_size) as producer:
+        producer.send_values(topic, [b"first", b"second"], partition=0)
+        want += [(None, b"first"), (None, b"second")]
+        assert producer.send_lines(topic, data, 0, len(data), b"\n", partition=0) == 402
+        want += [(None, line) for line in lines[:200] + huge + lines[200:]]
+        producer.send(topic, b"middle", b"key", partition=0)
+        want.append((b"key", b"middle"))
+        n = producer.send_lines(topic, data, 0, len(data), b"\n", b" ", partition=0)
+        assert n == 402
+        want += [(k, v) if found else (None, line)
+                 for line in lines[:200] + huge + lines[200:]
+                 for k, found, v in [line.partition(b" ")]]
+        producer.send_key_values(topic, [b"a", None], [b"1", b"2"], partition=0)
+        want += [(b"a", b"1"), (None, b"2")]
+        assert producer.flush(30)
+    assert read_back(module_broker.bootstrap, topic) == want

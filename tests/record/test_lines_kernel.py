@@ -1,15 +1,18 @@
-"""`encode_lines`: the producer's records of delimited lines straight from the input buffer
-(record/columns.py `encode_lines_py`, the definition, and its compiled twin in
-record/_kernels.pyx). The reference is checked against the other encoders and the batch
-reader; the twin against the reference on the same inputs: the lines users pipe (seq, yes,
-log lines, JSON, binary, empty and huge lines), every delimiter and key separator shape,
-cuts anywhere, offset deltas at every varint width, and room one below, at and one above
-the exact size of the first k records. Same bytes, position and count, or the same error
-class and message. Under KAFKACTL_NO_EXTENSIONS=1 the twin comparisons skip."""
+"""`encode_lines_into`: the producer's records of delimited lines straight from the input
+buffer into the batch's buffer (record/columns.py `encode_lines_into_py`, the definition,
+and its compiled twin in record/_kernels.pyx). The reference is checked against the other
+encoders and the batch reader; the twin against the reference on the same inputs: the lines
+users pipe (seq, yes, log lines, JSON, binary, empty and huge lines), every delimiter and
+key separator shape, cuts anywhere, offset deltas at every varint width, output offsets,
+and room one below, at and one above the exact size of the first k records. Same result
+and the same bytes in the whole output buffer (nothing written outside the records), or
+the same error class and message. Under KAFKACTL_NO_EXTENSIONS=1 the twin comparisons
+skip."""
 
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 
 import pytest
 from hypothesis import given, settings
@@ -17,20 +20,41 @@ from hypothesis import strategies as st
 
 from kafkactl.record import _accel, columns
 from kafkactl.record.batch import RecordBatch, assemble_batch, encode_record
-from kafkactl.record.columns import encode_lines_py
+from kafkactl.record.columns import encode_lines_into_py
 from tests.hypothesis_profiles import examples
 
 kernels = _accel.kernels
 compiled = pytest.mark.skipif(kernels is None, reason=f"pure Python: {_accel.REASON}")
 
-Case = tuple[bytes, int, int, bytes, bytes | None, int, int]
+# data, pos, end, delimiter, key separator, first offset delta, output size, output offset
+Case = tuple[bytes, int, int, bytes, bytes | None, int, int, int]
+Result = tuple[int, int, int]
+FILL = 0xA5  # what the output buffer holds before: left as it is outside the records
 
 
 def test_the_switch_picks_the_twin_unless_told_not_to() -> None:
     if kernels is None:
-        assert columns.encode_lines is encode_lines_py
+        assert columns.encode_lines_into is encode_lines_into_py
     else:
-        assert columns.encode_lines is kernels.encode_lines
+        assert columns.encode_lines_into is kernels.encode_lines_into
+
+
+def _encode(data: bytes, delim: bytes, ksep: bytes | None, first_delta: int, room: int,
+            offset: int = 0, fn: Callable[..., Result] = encode_lines_into_py
+            ) -> tuple[bytes, int, int, int]:
+    """(records, position after them, count, size) of the lines of `data` encoded into
+    `room` bytes at `offset`; the buffer's other bytes are checked untouched."""
+    out = bytearray([FILL]) * (offset + room)
+    after, count, used = fn(data, 0, len(data), delim, ksep, first_delta, out, offset)
+    written = used if count else 0
+    assert out[:offset] == bytearray([FILL]) * offset
+    assert out[offset + written:] == bytearray([FILL]) * (room - written)
+    return bytes(out[offset:offset + written]), after, count, used
+
+
+def _enough(data: bytes) -> int:
+    """Room for every line of `data` as a record (a record adds at most 24 bytes)."""
+    return len(data) + 24 * (len(data) + 1)
 
 
 def _split(data: bytes, delim: bytes, ksep: bytes | None
@@ -104,7 +128,7 @@ def test_the_reference_reads_back_as_split_lines(kind: str, ksep: bytes | None,
     rng = random.Random(kind)
     data = b"\n".join(_lines(kind, 4 if kind == "huge" else 300, rng))
     data += b"\n" if terminated else b""
-    out, after, count = encode_lines_py(data, 0, len(data), b"\n", ksep, 0, 1 << 40)
+    out, after, count, _ = _encode(data, b"\n", ksep, 0, _enough(data), offset=61)
     assert after == len(data)
     assert _decode(out, count, 0) == _split(data, b"\n", ksep)
 
@@ -117,48 +141,69 @@ def test_the_reference_makes_the_column_encoders_bytes(kind: str) -> None:
     for first_delta in (0, 1, 63, 64, 8191, 8192):
         parts, i, used = columns.encode_values_py(lines, 0, first_delta, 1 << 30)
         assert i == len(lines)
-        assert encode_lines_py(data, 0, len(data), b"\n", None, first_delta, 1 << 30) == (
-            b"".join(parts), len(data), len(lines))
-        assert used == len(b"".join(parts))
+        assert _encode(data, b"\n", None, first_delta, _enough(data)) == (
+            b"".join(parts), len(data), len(lines), used)
         keyed = [line.partition(b" ") for line in lines]
         keys = [k if sep else None for k, sep, _ in keyed]
         values = [v if sep else line for (_, sep, v), line in zip(keyed, lines, strict=True)]
         parts, i, _ = columns.encode_key_values_py(keys, values, 0, first_delta, 1 << 30)
-        assert encode_lines_py(data, 0, len(data), b"\n", b" ", first_delta, 1 << 30)[0] == (
-            b"".join(parts))
+        assert _encode(data, b"\n", b" ", first_delta, _enough(data))[0] == b"".join(parts)
 
 
 def test_the_reference_fills_room_to_the_record_that_does_not_fit() -> None:
     data = b"aaaa\nbb\ncccccc\n"
     sizes = [len(encode_record(d, 0, None, v)) for d, v in enumerate([b"aaaa", b"bb"])]
-    # the first record of a batch always goes in, whatever the room
-    assert encode_lines_py(data, 0, len(data), b"\n", None, 0, 0)[1:] == (5, 1)
-    assert encode_lines_py(data, 0, len(data), b"\n", None, 1, 0)[1:] == (0, 0)
+    # a first line that does not fit: nothing written, and the size it needs
+    assert _encode(data, b"\n", None, 0, 0)[1:] == (0, 0, sizes[0])
+    assert _encode(data, b"\n", None, 0, sizes[0] - 1, offset=3)[1:] == (0, 0, sizes[0])
+    assert _encode(data, b"\n", None, 0, sizes[0])[1:] == (5, 1, sizes[0])
     room = sizes[0] + sizes[1]
-    assert encode_lines_py(data, 0, len(data), b"\n", None, 0, room - 1)[1:] == (5, 1)
-    assert encode_lines_py(data, 0, len(data), b"\n", None, 0, room)[1:] == (8, 2)
-    assert encode_lines_py(data, 0, len(data), b"\n", None, 0, room + 1)[1:] == (8, 2)
+    assert _encode(data, b"\n", None, 0, room - 1)[1:] == (5, 1, sizes[0])
+    assert _encode(data, b"\n", None, 0, room)[1:] == (8, 2, room)
+    assert _encode(data, b"\n", None, 0, room + 1, offset=61)[1:] == (8, 2, room)
+    assert _encode(b"", b"\n", None, 0, 0) == (b"", 0, 0, 0)
+
+
+def test_the_reference_writes_only_into_a_writable_buffer() -> None:
+    with pytest.raises(BufferError, match="not writable"):
+        encode_lines_into_py(b"a\n", 0, 2, b"\n", None, 0,
+                             bytes(100), 0)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="offset 101 must satisfy"):
+        encode_lines_into_py(b"a\n", 0, 2, b"\n", None, 0, bytearray(100), 101)
 
 
 # ---- the twin against the reference -----------------------------------------------------
 
 def _same(case: Case) -> None:
-    data, pos, end, delim, ksep, first_delta, room = case
+    data, pos, end, delim, ksep, first_delta, size, offset = case
     assert kernels is not None
+    want_out = bytearray([FILL]) * size
     try:
-        want: object = encode_lines_py(*case)
+        want = encode_lines_into_py(data, pos, end, delim, ksep, first_delta, want_out, offset)
     except ValueError as e:
         with pytest.raises(ValueError) as got:
-            kernels.encode_lines(*case)
+            kernels.encode_lines_into(data, pos, end, delim, ksep, first_delta,
+                                      bytearray(size), offset)
         assert str(got.value) == str(e)
         return
-    assert kernels.encode_lines(*case) == want
+    out = bytearray([FILL]) * size
+    assert kernels.encode_lines_into(data, pos, end, delim, ksep, first_delta, out,
+                                     offset) == want
+    assert out == want_out
     # any buffer: bytearray and memoryview slices give the same
-    assert kernels.encode_lines(bytearray(data), pos, end, delim, ksep, first_delta,
-                                room) == want
-    assert kernels.encode_lines(memoryview(data), pos, end, memoryview(delim),
-                                None if ksep is None else bytearray(ksep), first_delta,
-                                room) == want
+    whole = bytearray([FILL]) * (size + 8)
+    view = memoryview(whole)[4:-4]
+    assert kernels.encode_lines_into(bytearray(data), pos, end, delim, ksep, first_delta,
+                                     view, offset) == want
+    assert view == want_out and whole[:4] == whole[-4:] == bytearray([FILL]) * 4
+    assert kernels.encode_lines_into(memoryview(data), pos, end, memoryview(delim),
+                                     None if ksep is None else bytearray(ksep), first_delta,
+                                     bytearray(size), offset) == want
+
+
+def _room_case(data: bytes, delim: bytes, ksep: bytes | None, first_delta: int, room: int,
+               offset: int = 0) -> Case:
+    return data, 0, len(data), delim, ksep, first_delta, offset + room, offset
 
 
 DELIMS = [b"\n", b"\x00", b"\r\n", b"ab", b"aa", b","]
@@ -178,8 +223,9 @@ def cases(draw: st.DrawFn) -> Case:
     end = draw(st.integers(pos, len(data)))
     first_delta = draw(st.sampled_from([0, 1, 2, 63, 64, 65, 8191, 8192, 16383, 16384,
                                         1 << 20]))
-    room = draw(st.integers(-2, 400) | st.just(1 << 30))
-    return data, pos, end, delim, ksep, first_delta, room
+    offset = draw(st.sampled_from([0, 1, 61]))
+    room = draw(st.integers(0, 400) | st.just(_enough(data)))
+    return data, pos, end, delim, ksep, first_delta, offset + room, offset
 
 
 @compiled
@@ -193,11 +239,20 @@ def test_twins_agree(case: Case) -> None:
 @settings(max_examples=examples(300))
 @given(st.binary(max_size=200), st.integers(-3, 210), st.integers(-3, 210),
        st.binary(max_size=3), st.none() | st.binary(max_size=3), st.integers(-2, 70),
-       st.integers(-5, 300))
+       st.integers(0, 300), st.integers(-3, 310))
 def test_twins_agree_on_any_arguments(data: bytes, pos: int, end: int, delim: bytes,
-                                      ksep: bytes | None, first_delta: int, room: int) -> None:
-    """Out-of-range positions, empty separators, negative deltas: the same error."""
-    _same((data, pos, end, delim, ksep, first_delta, room))
+                                      ksep: bytes | None, first_delta: int, size: int,
+                                      offset: int) -> None:
+    """Out-of-range positions and offsets, empty separators, negative deltas: the same
+    error."""
+    _same((data, pos, end, delim, ksep, first_delta, size, offset))
+
+
+@compiled
+def test_the_twin_writes_only_into_a_writable_buffer() -> None:
+    assert kernels is not None
+    with pytest.raises(BufferError, match="not writable"):
+        kernels.encode_lines_into(b"a\n", 0, 2, b"\n", None, 0, bytes(100), 0)
 
 
 @compiled
@@ -214,12 +269,11 @@ def test_twins_agree_on_piped_lines_at_every_room_edge(kind: str, ksep: bytes | 
     for k in sorted({1, 2, len(lines) // 2, len(lines) - 1, len(lines)}):
         size = _size_of_first(data, ksep, first_delta, k)
         for room in (size - 1, size, size + 1):
-            _same((data, 0, len(data), b"\n", ksep, first_delta, room))
-            count = encode_lines_py(data, 0, len(data), b"\n", ksep, first_delta, room)[2]
-            if room < size:  # the first record of a batch goes in whatever the room
-                assert count == (1 if k == 1 and first_delta == 0 else k - 1)
-            else:
-                assert count == k
+            _same(_room_case(data, b"\n", ksep, first_delta, room, offset=61))
+            _, _, count, used = _encode(data, b"\n", ksep, first_delta, room)
+            assert count == (k - 1 if room < size else k)
+            if count == 0:  # the first line did not fit: what it needs
+                assert used == size
 
 
 def _size_of_first(data: bytes, ksep: bytes | None, first_delta: int, k: int) -> int:
@@ -236,6 +290,7 @@ def test_twins_agree_on_a_huge_first_line_and_long_runs() -> None:
     for data in (huge, huge + b"\n", b"a\n" + huge + b"\nb\n", b"\n" * 200_000,
                  b"y\n" * 300_000, b"".join(b"%d\n" % i for i in range(200_000))):
         for ksep in (None, b"z", b"\n"):
-            for first_delta, room in ((0, 0), (0, 1 << 20), (1, 1 << 20), (0, 1 << 40),
-                                      (16383, 1 << 20), (100_000, 1 << 21)):
-                _same((data, 0, len(data), b"\n", ksep, first_delta, room))
+            for first_delta, room in ((0, 0), (0, 1 << 20), (1, 1 << 20),
+                                      (0, _enough(data)), (16383, 1 << 20),
+                                      (100_000, 1 << 21)):
+                _same(_room_case(data, b"\n", ksep, first_delta, room, offset=61))
