@@ -5,8 +5,11 @@ Phases, all in one run (each phase: its own clients, CPU sampled over the same w
 - echo   a bare asyncio server answering each Kafka-framed request with a small response
          (what the event loop and the socket cost, nothing else), driven by raw-socket
          clients that each keep one Produce request in flight;
+- net    kafkactl's network layer (broker/network.py's SocketServer) with a handler that
+         answers every frame with the echo server's response: what the framing, backlog
+         and write path cost before any request is decoded (net/echo), driven the same way;
 - raw    the same raw-socket clients and the same Produce frames against the broker:
-         broker/echo is the broker's own cost;
+         broker/echo is the broker's own cost, broker - net what handling a Produce costs;
 - acks1, acksall   confluent-kafka producers (linger.ms=0, one record per request, each
          process keeping `--window` records outstanding), acks=1 and acks=all;
 - latency  confluent-kafka producers paced to half the one-core capacity the raw phase
@@ -23,7 +26,8 @@ broker takes its raw phase in every round, in alternating order (before/after in
 conditions; the confluent-kafka phases use the first).
 
     python bench/small_requests.py [--producers 20] [--seconds 5] [--rate N] [--rounds 1]
-                                   [--phases echo,raw,acks1,acksall,latency] [--kafkactl DIR]...
+                                   [--phases echo,net,raw,acks1,acksall,latency]
+                                   [--kafkactl DIR]...
 """
 
 from __future__ import annotations
@@ -103,9 +107,31 @@ def echo_server(port: int) -> None:
     asyncio.run(main())
 
 
-def start_echo() -> tuple[subprocess.Popen[bytes], int]:
+class _Canned:
+    """The net phase's handler: the echo server's response to every request frame (the
+    frame here starts at the API key: the correlation id is bytes 4..8)."""
+
+    def handle(self, conn: Any, frame: bytearray) -> list[bytes]:
+        return [b"\x00\x00\x00\x24" + bytes(frame[4:8]) + bytes(32)]
+
+
+def net_server(port: int) -> None:
+    from kafkactl.broker.network import SocketServer
+
+    async def main() -> None:
+        server = SocketServer(_Canned(), max_request_size=100 << 20,
+                              idle_timeout_ms=600_000)
+        await server.start("127.0.0.1", port)
+        await asyncio.Event().wait()
+
+    asyncio.run(main())
+
+
+def start_echo(kind: str = "--echo-server") -> tuple[subprocess.Popen[bytes], int]:
+    """The echo server (or, with "--net-server", kafkactl's network layer) in a process of
+    its own; kafkactl comes from PYTHONPATH (the first --kafkactl checkout)."""
     port = free_port()
-    proc = subprocess.Popen([sys.executable, __file__, "--echo-server", str(port)])
+    proc = subprocess.Popen([sys.executable, __file__, kind, str(port)])
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline:
         try:
@@ -114,7 +140,7 @@ def start_echo() -> tuple[subprocess.Popen[bytes], int]:
         except OSError:
             time.sleep(0.05)
     proc.kill()
-    raise RuntimeError("echo server did not start")
+    raise RuntimeError(f"{kind[2:]} did not start")
 
 
 # ------------------------------------------------------------------------ raw-socket client
@@ -273,7 +299,7 @@ def main() -> None:  # noqa: C901
                          "the raw phase measured, else 10,000)")
     ap.add_argument("--window", type=int, default=1,
                     help="records each confluent-kafka producer keeps outstanding")
-    ap.add_argument("--phases", default="echo,raw,acks1,acksall,latency")
+    ap.add_argument("--phases", default="echo,net,raw,acks1,acksall,latency")
     ap.add_argument("--rounds", type=int, default=1,
                     help="alternate the echo and raw phases this many times; report the "
                          "best and the median of each")
@@ -284,12 +310,16 @@ def main() -> None:  # noqa: C901
                     help="run the clients at this niceness (profiling: fewer preemptions "
                          "of the server inside its send())")
     ap.add_argument("--echo-server", type=int, help=argparse.SUPPRESS)
+    ap.add_argument("--net-server", type=int, help=argparse.SUPPRESS)
     add_summary_option(ap)
     args = ap.parse_args()
     global CLIENT_NICE
     CLIENT_NICE = args.client_nice
     if args.echo_server:
         echo_server(args.echo_server)
+        return
+    if args.net_server:
+        net_server(args.net_server)
         return
     phases = args.phases.split(",")
     n, secs, rounds = args.producers, args.seconds, max(1, args.rounds)
@@ -298,8 +328,10 @@ def main() -> None:  # noqa: C901
           f"{', '.join(map(str, checkouts))}; {load()}")
     rows: list[Row] = []
     echo: tuple[subprocess.Popen[bytes], int] | None = None
+    net: tuple[subprocess.Popen[bytes], int] | None = None
     brokers: list[Broker] = []
     echo_runs: list[float] = []
+    net_runs: list[float] = []
     capacity = 0.0  # requests/s one core sustains (the raw phase of the first checkout)
     raw_runs: list[list[float]] = [[] for _ in checkouts]
     try:
@@ -307,6 +339,8 @@ def main() -> None:  # noqa: C901
             echo = start_echo()
         for d in checkouts:
             os.environ["PYTHONPATH"] = str(d)
+            if net is None and "net" in phases:
+                net = start_echo("--net-server")
             brokers.append(start_broker())
             create_topic(brokers[-1].bootstrap, n)
         frames = [produce_frame(i, 1) for i in range(n)]
@@ -317,6 +351,11 @@ def main() -> None:  # noqa: C901
                 res, cpu = run_clients(raw_client, lambda i, p=port: (p, frames[0]), n, proc.pid,
                                        secs)
                 echo_runs.append(line("echo" + tag, sum(res), secs, cpu))
+            if net is not None:
+                proc, port = net
+                res, cpu = run_clients(raw_client, lambda i, p=port: (p, frames[i]), n,
+                                       proc.pid, secs)
+                net_runs.append(line("net" + tag, sum(res), secs, cpu))
             if "raw" in phases:
                 order = list(range(len(checkouts)))
                 for k in order if r % 2 == 0 else order[::-1]:
@@ -330,6 +369,11 @@ def main() -> None:  # noqa: C901
             print(f"after {rounds} rounds ({load()}):")
             if echo_runs:
                 print(f"  echo     {spread(echo_runs)} µs CPU/req")
+            if net_runs:
+                print(f"  net      {spread(net_runs)} µs CPU/req  ({checkouts[0]})")
+        if net_runs and echo_us is not None:
+            print(f"{'':9} network layer/echo CPU per request: {min(net_runs) / echo_us:.2f}x"
+                  + (" (best of each)" if rounds > 1 else ""))
         for k, runs in enumerate(raw_runs):
             if not runs:
                 continue
@@ -340,6 +384,9 @@ def main() -> None:  # noqa: C901
                 print(f"{'':9} broker/echo CPU per request: {us / echo_us:.2f}x"
                       + (" (best of each)" if rounds > 1 else "")
                       + (f"  ({checkouts[k]})" if len(checkouts) > 1 else ""))
+            if net_runs:
+                print(f"{'':9} handling a Produce (broker - net): {us - min(net_runs):.1f} µs"
+                      + (f"  ({checkouts[k]})" if len(checkouts) > 1 else ""))
             if k == 0:
                 capacity = 1e6 / us
                 ratio = us / echo_us if echo_us else None
@@ -349,10 +396,17 @@ def main() -> None:  # noqa: C901
         if echo_us is not None:
             rows.insert(0, Row(GOAL, "bare asyncio echo server: CPU per request", echo_us,
                                "µs", target="(the event loop's own cost)"))
-        if echo is not None:
-            echo[0].terminate()
-            echo[0].wait()
-            echo = None
+        if net_runs:
+            net_us = min(net_runs)
+            rows.insert(1, Row(GOAL, "kafkactl's network layer, canned answers: CPU per request",
+                               net_us, "µs", "bare asyncio echo server" if echo_us else "",
+                               echo_us, net_us / echo_us if echo_us else None,
+                               target="(framing and writes, no request handled)"))
+        for server in (echo, net):
+            if server is not None:
+                server[0].terminate()
+                server[0].wait()
+        echo = net = None
         broker = brokers[0]
         pid = broker.proc.pid
         for name, acks in (("acks1", 1), ("acksall", -1)):
@@ -380,9 +434,10 @@ def main() -> None:  # noqa: C901
             rows.append(Row(GOAL, f"produce p99 at {at} (acks=1, linger.ms=0)",
                             p99, "ms", target="<= 5 ms", met=p99 <= 5))
     finally:
-        if echo is not None:
-            echo[0].terminate()
-            echo[0].wait()
+        for server in (echo, net):
+            if server is not None:
+                server[0].terminate()
+                server[0].wait()
         for b in brokers:
             b.stop()
     write_summary(args.summary_json, rows)
