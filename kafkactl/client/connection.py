@@ -20,12 +20,11 @@ from __future__ import annotations
 import contextlib
 import select
 import socket
-import ssl
 import struct
 import time
 from collections import deque
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from kafkactl import __version__
 from kafkactl.client import wire
@@ -38,6 +37,9 @@ from kafkactl.client.security import ClientSecurity, sasl_authenticate
 from kafkactl.protocol.api_keys import ApiKey
 from kafkactl.protocol.codec import encode_request_parts
 from kafkactl.protocol.errors import ErrorCode
+
+if TYPE_CHECKING:
+    import ssl  # imported by a TLS connection only: a plaintext client never loads it
 
 _SIZE = struct.Struct(">i")
 _RECV_CHUNK = 1 << 20
@@ -90,6 +92,9 @@ class BrokerConnection:
         self._frame: memoryview | None = None
         self._frame_got = 0
         self._closed_error: BaseException | None = None
+        self._tls = False  # the socket is an ssl.SSLSocket
+        # what a non-blocking read raises when there is nothing to read (TLS adds its own)
+        self._would_block: tuple[type[OSError], ...] = (BlockingIOError,)
 
     def __repr__(self) -> str:
         return f"<BrokerConnection node={self.node_id} {self.host}:{self.port}>"
@@ -115,10 +120,14 @@ class BrokerConnection:
                 sock.setsockopt(socket.SOL_SOCKET, opt, 4 << 20)
         sock.settimeout(self.request_timeout)
         ctx = self.security.ssl_context
+        self._tls = ctx is not None
         if ctx is not None:
+            import ssl
+
+            self._would_block = (BlockingIOError, ssl.SSLWantReadError, ssl.SSLWantWriteError)
             try:
                 sock = ctx.wrap_socket(sock, server_hostname=self.host)
-            except (OSError, ssl.SSLError) as e:
+            except OSError as e:  # ssl.SSLError too
                 sock.close()
                 raise KafkaConnectionError(
                     f"TLS handshake with {self.host}:{self.port} failed: {e}") from e
@@ -219,7 +228,7 @@ class BrokerConnection:
             self._in_flight.append(req)
         try:
             if isinstance(frame, list):
-                if isinstance(self.sock, ssl.SSLSocket):  # no sendmsg on TLS
+                if self._tls:  # no sendmsg on TLS
                     self.sock.sendall(b"".join(frame))
                 else:
                     _send_parts(self.sock, frame)
@@ -241,7 +250,7 @@ class BrokerConnection:
         if self.sock is None or not self._in_flight:
             return 0
         try:
-            pending = isinstance(self.sock, ssl.SSLSocket) and self.sock.pending() > 0
+            pending = self._tls and cast("ssl.SSLSocket", self.sock).pending() > 0
             ready = [self.sock] if pending else \
                 select.select([self.sock], [], [], max(timeout, 0.0))[0]
             if not ready:
@@ -267,7 +276,8 @@ class BrokerConnection:
         own, which the decoded response's records are views of: no copy after recv."""
         assert self.sock is not None
         sock = self.sock
-        peek = not isinstance(sock, ssl.SSLSocket)  # TLS takes no recv flags
+        peek = not self._tls  # TLS takes no recv flags
+        would_block = self._would_block
         sock.setblocking(False)
         done = 0
         try:
@@ -285,7 +295,7 @@ class BrokerConnection:
                 if frame is not None:
                     try:
                         got = sock.recv_into(frame[self._frame_got:])
-                    except (BlockingIOError, ssl.SSLWantReadError, ssl.SSLWantWriteError):
+                    except would_block:
                         break
                     if not got:
                         raise KafkaConnectionError(
@@ -297,7 +307,7 @@ class BrokerConnection:
                     continue
                 try:
                     chunk = sock.recv(_RECV_CHUNK)
-                except (BlockingIOError, ssl.SSLWantReadError, ssl.SSLWantWriteError):
+                except would_block:
                     break
                 if not chunk:
                     raise KafkaConnectionError(

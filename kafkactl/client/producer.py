@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kafkactl.client.accumulator import RecordAccumulator
 from kafkactl.client.errors import (
@@ -39,12 +39,10 @@ from kafkactl.client.partitioner import Partitioner
 from kafkactl.client.producer_batch import ProducerBatch
 from kafkactl.client.security import ClientSecurity, split_properties
 from kafkactl.client.sender import Sender
-from kafkactl.client.transaction_manager import (
-    GroupMetadata,
-    TransactionError,
-    TransactionManager,
-)
 from kafkactl.record.codecs import Compression
+
+if TYPE_CHECKING:  # imported by a transactional producer only
+    from kafkactl.client.transaction_manager import GroupMetadata, TransactionManager
 
 BatchCallback = Callable[[ProducerBatch, int, BaseException | None], None]
 DeliveryCallback = Callable[[RecordMetadata | None, BaseException | None], None]
@@ -141,6 +139,8 @@ class Producer:
             if max_in_flight > 5:
                 raise ConfigError("a transactional producer needs "
                                   "max.in.flight.requests.per.connection <= 5")
+            from kafkactl.client.transaction_manager import TransactionManager
+
             self.transactions = TransactionManager(
                 bootstrap_servers, transactional_id,
                 transaction_timeout_ms=transaction_timeout_ms, client_id=client_id,
@@ -388,6 +388,8 @@ class Producer:
     # -- transactions (KIP-98, KIP-447) --------------------------------------------------
 
     def _check_in_transaction(self) -> None:
+        from kafkactl.client.transaction_manager import TransactionError
+
         txn = self.transactions
         assert txn is not None
         if txn.fatal is not None:
@@ -398,6 +400,8 @@ class Producer:
 
     def _txn(self) -> TransactionManager:
         if self.transactions is None:
+            from kafkactl.client.transaction_manager import TransactionError
+
             raise TransactionError("the producer has no transactional.id")
         return self.transactions
 
@@ -436,6 +440,8 @@ class Producer:
         txn = self._txn()
         if txn.fatal is not None:
             raise txn.fatal
+        from kafkactl.client.transaction_manager import TransactionError
+
         txn.fail(TransactionError("the transaction was aborted"))
         self.sender.wakeup()
         self.flush(timeout)  # what is in flight completes; what is queued fails

@@ -6,11 +6,10 @@ transactional, and once the transaction cannot commit fails what is still queued
 
 from __future__ import annotations
 
-import logging
 import threading
 import time
 from collections import defaultdict
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kafkactl.client.accumulator import RecordAccumulator, TopicPartition
 from kafkactl.client.errors import (
@@ -24,12 +23,19 @@ from kafkactl.client.errors import (
 )
 from kafkactl.client.kafka_client import KafkaClient
 from kafkactl.client.producer_batch import ProducerBatch
-from kafkactl.client.transaction_manager import TransactionManager, mark_transactional
 from kafkactl.protocol.api_keys import ApiKey
 from kafkactl.protocol.errors import ErrorCode, error_for
 
-log = logging.getLogger("kafkactl.producer")
+if TYPE_CHECKING:  # imported by a transactional producer only
+    from kafkactl.client.transaction_manager import TransactionManager
 
+
+def _log_exception(message: str) -> None:
+    """Log the exception being handled (logging is imported then: a run without one never
+    loads it)."""
+    import logging
+
+    logging.getLogger("kafkactl.producer").exception(message)
 
 
 class ProducerState:
@@ -102,7 +108,7 @@ class Sender(threading.Thread):
             except (NoBrokersAvailable, AuthenticationFailedError) as e:
                 self._on_no_brokers(e)
             except Exception as e:  # keep the thread alive; fail what cannot proceed
-                log.exception("producer sender error")
+                _log_exception("producer sender error")
                 self._on_no_brokers(e)
         self._fail_all(KafkaConnectionError("the producer was closed before delivery"))
         self.client.close()
@@ -143,6 +149,8 @@ class Sender(threading.Thread):
                 self.state.assign(batch)
             data = batch.build(self.compression)
             if self.txn is not None:
+                from kafkactl.client.transaction_manager import mark_transactional
+
                 data = batch.built = mark_transactional(data)
             if by_node[leader] and sizes[leader] + len(data) > self.max_request_size:
                 self._send_produce(leader, by_node.pop(leader))
@@ -353,7 +361,7 @@ class Sender(threading.Thread):
         try:
             batch.complete(base_offset, err, log_append_time)
         except Exception:
-            log.exception("delivery callback failed")
+            _log_exception("delivery callback failed")
         finally:
             self.acc.done(batch)
 

@@ -19,7 +19,6 @@ caller must abort it.
 
 from __future__ import annotations
 
-import logging
 import threading
 import time
 from collections.abc import Iterable, Mapping
@@ -33,8 +32,6 @@ from kafkactl.client.security import ClientSecurity
 from kafkactl.protocol.api_keys import ApiKey
 from kafkactl.protocol.errors import ErrorCode, error_for
 from kafkactl.record.batch_header import ATTRIBUTES_OFFSET, restamp_crc
-
-log = logging.getLogger("kafkactl.producer")
 
 TopicPartition = tuple[str, int]
 TRANSACTIONAL_FLAG = 0x10

@@ -36,8 +36,11 @@ runpy.run_module("kafkactl", run_name="__main__", alter_sys=True)
 RICH_HELP = ("typer.rich_utils", "rich", "rich.console", "rich.markdown", "markdown_it",
              "pygments", "rich.traceback")
 # what an uncompressed, unauthenticated produce/consume never needs (record.codecs and
-# client.security import them when first used)
-UNUSED_LIBRARIES = ("snappy", "lz4.frame", "zstandard", "gzip", "kafkactl.protocol.scram")
+# client.security import them when first used; client.connection imports ssl for TLS)
+UNUSED_LIBRARIES = ("snappy", "lz4.frame", "zstandard", "gzip", "kafkactl.protocol.scram",
+                    "ssl")
+# nor a produce that is not transactional and logs nothing
+PRODUCE_UNUSED = ("logging", "kafkactl.client.transaction_manager")
 
 
 def kafkactl_modules(tmp_path: Path, args: list[str], stdin: bytes = b""
@@ -59,6 +62,7 @@ def test_produce_and_consume_import_no_rich(module_broker: BrokerProcess,
     assert "kafkactl.client.producer" in modules  # it did produce, in this process
     assert not set(RICH_HELP) & modules, sorted(set(RICH_HELP) & modules)
     assert not set(UNUSED_LIBRARIES) & modules, sorted(set(UNUSED_LIBRARIES) & modules)
+    assert not set(PRODUCE_UNUSED) & modules, sorted(set(PRODUCE_UNUSED) & modules)
 
     r, modules = kafkactl_modules(
         tmp_path, ["consume", "-b", bootstrap, "-t", "startup", "-o", "beginning", "-e"])
