@@ -49,7 +49,9 @@ cdef inline int64_t _be(const uint8_t *d, int width) noexcept:
 
 
 cdef class BatchValidator:
-    """`validate_batches(buf, *, ...)`: the twin, else `reference(buf, ...)`."""
+    """`validate(buf, *, ...)`: validate_batches' twin, else `reference(buf, ...)`. A
+    method, not __call__: a bound method of an extension type is called without a
+    kwargs dict being built (vectorcall)."""
     cdef object reference, batch_info, check_records, prove, crc32c
 
     def __init__(self, object reference, object batch_info, object check_records,
@@ -62,7 +64,7 @@ cdef class BatchValidator:
         self.prove = prove
         self.crc32c = crc32c
 
-    def __call__(self, object buf, *, object max_message_bytes, object timestamp_type,
+    def validate(self, object buf, *, object max_message_bytes, object timestamp_type,
                  object max_timestamp_difference_ms, object now_ms, object produce_version,
                  object single_batch, object compacted=False, object topic_partition=""):
         got = self.fast(buf, max_message_bytes, max_timestamp_difference_ms, compacted) \

@@ -270,4 +270,4 @@ def recompress(buf: memoryview, info: BatchInfo, codec: int) -> bytes:
 # reference itself
 validate_batches = validate_batches_py if log_kernels is None else \
     log_kernels.BatchValidator(validate_batches_py, BatchInfo, check_records,
-                               None if kernels is None else kernels.prove, crc32c)
+                               None if kernels is None else kernels.prove, crc32c).validate

@@ -230,6 +230,15 @@ cdef class _Out:
         self.d, self.cap = grown, cap
         return 0
 
+    cdef void reset(self) noexcept:
+        """Empty, and back to its first size if a big response grew it."""
+        cdef char *small
+        self.n = 0
+        if self.cap > 65536:
+            small = <char *>realloc(self.d, 256)
+            if small != NULL:
+                self.d, self.cap = small, 256
+
     cdef int be(self, int64_t v, int width) except -1:
         cdef int i
         self.room(width)
@@ -327,7 +336,7 @@ def encode_produce_response(object correlation_id, int version, object body):
     """`codec.response_encoder(PRODUCE, version)(correlation_id, body)`: the response
     frame as a one-part list, or None to let the reference encode it (or fail)."""
     cdef bint flex = version >= FLEXIBLE_FROM
-    cdef _Out out = _Out()
+    cdef _Out out = _OUT  # reused: nothing in here runs Python code that could reenter
     cdef PyObject *v
     cdef object topics, parts, topic, part
     cdef Py_ssize_t i, j, size
@@ -335,6 +344,7 @@ def encode_produce_response(object correlation_id, int version, object body):
     cdef int64_t cid
     if not PyDict_CheckExact(body) or not _fits(correlation_id, -2147483648, 2147483647, &cid):
         return None
+    out.n = 0
     out.be(0, 4)  # the size, written at the end
     out.be(cid, 4)
     if flex:
@@ -373,6 +383,7 @@ def encode_produce_response(object correlation_id, int version, object body):
     out.n = 0
     out.be(size, 4)
     frame = PyBytes_FromStringAndSize(out.d, size + 4)
+    out.reset()
     return [frame]
 
 
@@ -399,10 +410,14 @@ cdef bint _partition(_Out out, dict part, int version, bint flex) except -1:
     return True
 
 
+cdef _Out _OUT = _Out()
+
+
 # ---- the codecs the broker's routes hold -----------------------------------------------------
 
 cdef class ProduceRequestDecoder:
-    """`decoder(frame) -> (client id, request)`: the twin, else `reference(frame)`."""
+    """`decode(frame) -> (client id, request)`: the twin, else `reference(frame)`. Routes
+    hold the bound method (called by vectorcall; an instance's __call__ is not)."""
     cdef int version
     cdef object reference
 
@@ -410,7 +425,7 @@ cdef class ProduceRequestDecoder:
         self.version = version
         self.reference = reference
 
-    def __call__(self, object frame):
+    def decode(self, object frame):
         cdef Py_buffer view
         cdef object got
         PyObject_GetBuffer(frame, &view, PyBUF_SIMPLE)
@@ -422,7 +437,8 @@ cdef class ProduceRequestDecoder:
 
 
 cdef class ProduceResponseEncoder:
-    """`encoder(correlation_id, body) -> parts`: the twin, else `reference(...)`."""
+    """`encode(correlation_id, body) -> parts`: the twin, else `reference(...)`; routes
+    hold the bound method."""
     cdef int version
     cdef object reference
 
@@ -430,6 +446,6 @@ cdef class ProduceResponseEncoder:
         self.version = version
         self.reference = reference
 
-    def __call__(self, object correlation_id, object body):
+    def encode(self, object correlation_id, object body):
         got = encode_produce_response(correlation_id, self.version, body)
         return self.reference(correlation_id, body) if got is None else got

@@ -212,7 +212,7 @@ def request_frame_decoder(api_key: int, version: int) -> Callable[[Any], tuple[s
     compiled twin when built (protocol/kernels.py), request_frame_decoder_py its reference."""
     decode = request_frame_decoder_py(api_key, version)
     if api_key == ApiKey.PRODUCE and codec_kernels is not None:
-        return codec_kernels.ProduceRequestDecoder(version, decode)
+        return codec_kernels.ProduceRequestDecoder(version, decode).decode
     return decode
 
 
@@ -348,7 +348,7 @@ def response_encoder(api_key: int, version: int) -> Callable[[int, Any], list[An
     if framer is None:
         framer = response_encoder_py(api_key, version)
         if api_key == ApiKey.PRODUCE and codec_kernels is not None:  # its compiled twin
-            framer = codec_kernels.ProduceResponseEncoder(version, framer)
+            framer = codec_kernels.ProduceResponseEncoder(version, framer).encode
         _RESPONSE_FRAMERS[(api_key, version)] = framer
     return framer
 
