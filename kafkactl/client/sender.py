@@ -122,7 +122,9 @@ class Sender(threading.Thread):
         time.sleep(self.retry_backoff)
 
     def run_once(self) -> None:
-        if self._need_metadata or self.client.cluster.updated_at == 0.0:
+        # (no metadata before a topic is asked for: the producer's first request for its
+        # topic is the first Metadata, one round trip instead of two at start-up)
+        if self._need_metadata or (self.client.cluster.updated_at == 0.0 and self.acc.batches):
             self._update_metadata()
         if (self.txn is None and self.idempotent and self.state.producer_id < 0
                 and self.acc.has_pending()):
