@@ -1,7 +1,11 @@
+import os
 import subprocess
 import sys
 
+import pytest
+
 from kafkactl import __version__
+from kafkactl.record import _accel
 
 
 def test_version_matches_package() -> None:
@@ -11,6 +15,31 @@ def test_version_matches_package() -> None:
     lines = out.splitlines()
     assert lines[0] == f"kafkactl {__version__}"
     assert lines[1].startswith("compiled kernels: ")  # yes, or no (and why)
+
+
+def _status_without(*modules: str) -> str:
+    """What --version would say were `modules` not built (imports of them fail)."""
+    code = ("import sys\n"
+            + "".join(f"sys.modules[{m!r}] = None\n" for m in modules)
+            + "from kafkactl.log.kernels import STATUS\nprint(STATUS)\n")
+    env = {k: v for k, v in os.environ.items() if k != "KAFKACTL_NO_EXTENSIONS"}
+    return subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                          text=True, check=True).stdout.strip()
+
+
+@pytest.mark.skipif(_accel.kernels is None, reason=f"pure Python: {_accel.REASON}")
+def test_version_names_each_kernel_module_not_in_use() -> None:
+    """--version covers every kernel module (record, protocol, log), not only record's."""
+    assert _status_without() == "compiled kernels: yes"
+    partly = _status_without("kafkactl.log._log_kernels")
+    assert partly.startswith("compiled kernels: partly (log's not in use: the extension is "
+                             "not built: "), partly
+    assert "record" not in partly and "protocol's" not in partly
+    both = _status_without("kafkactl.protocol._codec_kernels", "kafkactl.log._log_kernels")
+    assert "protocol's not in use" in both and "log's not in use" in both, both
+    none = _status_without("kafkactl.record._kernels", "kafkactl.protocol._codec_kernels",
+                           "kafkactl.log._log_kernels")
+    assert none.startswith("compiled kernels: no (the extension is not built: "), none
 
 
 def test_help_lists_usage() -> None:

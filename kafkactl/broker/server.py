@@ -64,8 +64,8 @@ from kafkactl.cluster.broker_registry import new_cluster_id
 from kafkactl.cluster.controller import KafkaController
 from kafkactl.cluster.metadata_store import LocalMetadataStore
 from kafkactl.cluster.producer_id_block import allocate_block
+from kafkactl.log.kernels import STATUS as KERNELS_STATUS
 from kafkactl.log.manager import LogManager
-from kafkactl.record._accel import STATUS as KERNELS_STATUS
 
 if TYPE_CHECKING:
     from kafkactl.broker.metrics_http import MetricsServer

@@ -86,7 +86,7 @@ _NO_COMMAND_ARGS = frozenset({"-h", "--help", "-V", "--version"})
 
 def _version_callback(value: bool) -> None:
     if value:
-        from kafkactl.record._accel import STATUS  # "compiled kernels: yes" or "no (why)"
+        from kafkactl.log.kernels import STATUS  # "compiled kernels: yes", "no (why)", "partly"
 
         typer.echo(f"kafkactl {__version__}\n{STATUS}")
         raise typer.Exit()

@@ -7,25 +7,11 @@ record/_accel.py's switch applies: KAFKACTL_NO_EXTENSIONS=1 forces pure Python.
 
 from __future__ import annotations
 
-from types import ModuleType
-
-from kafkactl.record._accel import NO_EXTENSIONS
+from kafkactl.record._accel import load_extension
 
 __all__ = ["REASON", "codec_kernels"]
 
 API = 1  # must equal _codec_kernels.pyx's API: a module built from an older .pyx is not used
 
 
-def _load() -> tuple[ModuleType | None, str]:
-    if NO_EXTENSIONS:
-        return None, "KAFKACTL_NO_EXTENSIONS is set"
-    try:
-        from kafkactl.protocol import _codec_kernels
-    except ImportError as e:
-        return None, f"the extension is not built: {e}; reinstall with a C compiler"
-    if getattr(_codec_kernels, "API", None) != API:
-        return None, "the extension was built from another version: reinstall kafkactl"
-    return _codec_kernels, ""
-
-
-codec_kernels, REASON = _load()
+codec_kernels, REASON = load_extension("kafkactl.protocol._codec_kernels", API)
