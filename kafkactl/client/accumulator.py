@@ -26,6 +26,9 @@ class RecordAccumulator:
         self.max_block = max_block_ms / 1000.0
         self.batches: dict[TopicPartition, deque[ProducerBatch]] = {}
         self.lock = threading.Condition()
+        # held by append_lines while it encodes into the open batch's buffer (not under
+        # `lock`): two threads sending lines never write into the same buffer at once
+        self.lines_lock = threading.Lock()
         self.used_memory = 0
         self.incomplete: set[ProducerBatch] = set()
         self.flushes_in_progress = 0
@@ -61,6 +64,13 @@ class RecordAccumulator:
         self._next_order += 1
         if self.batch_callbacks:
             batch.callbacks.extend(self.batch_callbacks)
+        if dq and not dq[-1].record_count:
+            # an empty batch (its lines were being encoded when records of another path
+            # came) gives way: behind the new one the sender would wait for it forever
+            empty = dq.pop()
+            empty.closed = True
+            self.incomplete.discard(empty)
+            self.used_memory -= self.batch_size
         if dq:
             dq[-1].closed = True
             self._on_full_batch()
@@ -123,13 +133,18 @@ class RecordAccumulator:
                      delimiter: bytes, key_separator: bytes | None) -> int:
         """Append the delimited lines of data[start:end] (record.columns.encode_lines_into:
         null keys, or `key SEP value`, no headers, the batch timestamp); returns how many
-        there were. The lines are encoded straight into the open batch's buffer, without
-        the lock (and without the GIL: the compiled encoder), so the sender builds and sends
+        there were. The lines are encoded straight into the open batch's buffer, by one
+        caller at a time (`lines_lock`) but without `lock` (and without the GIL: the
+        compiled encoder), so the sender builds and sends
         the batches before meanwhile; they count when the batch they were encoded for is
         still the partition's open one, with as many records as then (else they are
         encoded again for the one that is)."""
         tp = (topic, partition)
-        pos = start
+        with self.lines_lock:
+            return self._append_lines(tp, data, start, end, delimiter, key_separator)
+
+    def _append_lines(self, tp: TopicPartition, data: bytes, pos: int, end: int,
+                      delimiter: bytes, key_separator: bytes | None) -> int:
         count = 0
         need = 0  # bytes the next line needs, when it did not fit an empty batch's buffer
         while pos < end:
