@@ -30,9 +30,10 @@
 #           the brokers, ZooKeeper or Spark it starts; 0 runs them serially); tests that share
 #           a module-scoped fixture or the SparkSession, or are marked xdist_group("<name>"),
 #           run on one worker (tests/conftest.py)
-#   pure    the record, protocol and client tests again with KAFKACTL_NO_EXTENSIONS=1: the
-#           pure-Python reference the compiled kernels fall back to (with test paths as
-#           arguments, only those under tests/record, tests/protocol or tests/client)
+#   pure    the record, protocol, log and client tests again with KAFKACTL_NO_EXTENSIONS=1:
+#           the pure-Python reference the compiled kernels fall back to (with test paths as
+#           arguments, only those under tests/record, tests/protocol, tests/log or
+#           tests/client)
 #   binary  build the one-file binary and smoke-test it (scripts/smoke_binary.sh);
 #           KAFKACTL_SKIP_BINARY=1 skips it
 #
@@ -53,7 +54,7 @@ declare -A STEP_WHAT=(
     [ruff]="the lint"
     [mypy]="the type check"
     [pytest]="the tests"
-    [pure]="the record, protocol and client tests in pure Python"
+    [pure]="the record, protocol, log and client tests in pure Python"
     [binary]="the binary build and smoke test"
 )
 
@@ -117,13 +118,13 @@ step_pytest() {
 step_pure() {
     local workers="${KAFKACTL_TEST_WORKERS:-6}" paths=() arg
     if [ $# = 0 ]; then
-        paths=(tests/record tests/protocol tests/client)
+        paths=(tests/record tests/protocol tests/log tests/client)
     else
         for arg in "$@"; do
-            case "$arg" in tests/record*|tests/protocol*|tests/client*) paths+=("$arg") ;; esac
+            case "$arg" in tests/record*|tests/protocol*|tests/log*|tests/client*) paths+=("$arg") ;; esac
         done
         if [ ${#paths[@]} = 0 ]; then
-            say "no record, protocol or client tests among the arguments: nothing to run"
+            say "no record, protocol, log or client tests among the arguments: nothing to run"
             return 0
         fi
     fi
