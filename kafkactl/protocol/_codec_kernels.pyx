@@ -1,10 +1,11 @@
 # cython: language_level=3, boundscheck=False, wraparound=False
 # cython: cdivision=True, embedsignature=False
 """Compiled twins of the Produce request decoder and response encoder (Cython), the
-broker's per-request hot path for small produces. The generated codecs of
-protocol/codec.py (`request_frame_decoder(PRODUCE, v)`, `response_encoder(PRODUCE, v)`)
-are the definition; protocol/produce_codec.py picks these, and tests/protocol/
-test_produce_kernel.py proves, on the same inputs (malformed ones included), that a twin
+broker's per-request hot path for small produces, and of the Metadata response encoder
+(10,000 partitions are 10,000 dicts to write; at the bottom). The generated codecs of
+protocol/codec.py (`request_frame_decoder(PRODUCE, v)`, `response_encoder(PRODUCE or
+METADATA, v)`) are the definition; protocol/codec.py picks these, and tests/protocol/
+test_produce_kernel.py and test_metadata_kernel.py prove, on the same inputs (malformed ones included), that a twin
 gives the reference's result or declines.
 
 A twin declines (returns None) for anything but the plain shape, and the reference then
@@ -14,7 +15,7 @@ is not plain dicts, lists, ints and strings, or that carries record_errors. So a
 never raises on bad input and never has an error message of its own to keep equal.
 
 Bytes come from the network: every read is checked against the frame's end first.
-The module is loaded by protocol/produce_codec.py only.
+The module is loaded by protocol/kernels.py only.
 """
 
 from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
@@ -26,9 +27,9 @@ from cpython.object cimport PyObject
 from cpython.unicode cimport PyUnicode_Check, PyUnicode_DecodeUTF8
 from libc.stdint cimport INT64_MAX, INT64_MIN, int64_t, uint8_t
 from libc.stdlib cimport free, malloc, realloc
-from libc.string cimport memcpy
+from libc.string cimport memcpy, memset
 
-API = 1  # protocol/produce_codec.py refuses a module built from another version of this file
+API = 2  # protocol/kernels.py refuses a module built from another version of this file
 
 # the request header of Produce is v2 (flexible) from v9 on, as is the body
 DEF FLEXIBLE_FROM = 9
@@ -448,4 +449,405 @@ cdef class ProduceResponseEncoder:
 
     def encode(self, object correlation_id, object body):
         got = encode_produce_response(correlation_id, self.version, body)
+        return self.reference(correlation_id, body) if got is None else got
+
+
+# ---- Metadata responses ----------------------------------------------------------------------
+# MetadataResponse v0-v12 (protocol/messages/metadata.py), flexible from v9: the twin of
+# `codec.response_encoder(METADATA, version)`. The body is the broker's: exact dicts (a
+# missing key takes the spec's default, as the reference's `get`), lists or tuples, ints,
+# str, bool, uuid.UUID (or 16 bytes). Anything else, and anything the reference refuses
+# (a value out of its field's range, a null where the version allows none, a string the
+# reference cannot write), declines. No user code runs in here but a dict's odd key's
+# __eq__ (a lookup) and uuid.UUID.bytes: sequences are re-measured before every item and a
+# change of length declines; the buffer is this call's own when one is already in use.
+
+from cpython.exc cimport PyErr_Clear, PyErr_Occurred
+from cpython.bool cimport PyBool_Check
+from cpython.bytes cimport PyBytes_CheckExact
+from cpython.bytearray cimport PyByteArray_AS_STRING, PyByteArray_CheckExact, PyByteArray_GET_SIZE
+from cpython.tuple cimport PyTuple_CheckExact
+from cpython.unicode cimport PyUnicode_AsUTF8AndSize, PyUnicode_CheckExact
+from cpython.sequence cimport PySequence_Fast_GET_ITEM, PySequence_Fast_GET_SIZE
+
+import uuid as _uuid_module
+
+cdef object _UUID = _uuid_module.UUID
+DEF METADATA_FLEXIBLE_FROM = 9
+DEF UVARINT_MAX = 4294967295  # record/varint.encode_uvarint's limit
+DEF INT32_MAX_ = 2147483647
+DEF INT32_MIN_ = -2147483648
+
+
+cdef extern from "Python.h":
+    # the plain C API, no exception check by Cython: NULL (or -1) and PyErr_Occurred()
+    PyObject *_dict_get "PyDict_GetItemWithError"(object d, object key)
+    long long _as_long_long "PyLong_AsLongLongAndOverflow"(object v, int *overflow)
+
+
+cdef class _Buffer(_Out):
+    """_Out with a flag: the call that holds it (a reentrant call takes its own)."""
+    cdef bint busy
+
+
+cdef _Buffer _METADATA_OUT = _Buffer()
+
+
+cdef inline int _lookup(dict d, str key, PyObject **v) noexcept:
+    """d[key] (borrowed; NULL when absent) in v: 1, or 0 when the lookup raised (an odd
+    key's __eq__): decline, the reference raises it."""
+    v[0] = _dict_get(d, key)
+    if v[0] == NULL and PyErr_Occurred() != NULL:
+        PyErr_Clear()
+        return 0
+    return 1
+
+
+cdef inline int _in_range(object v, int64_t lo, int64_t hi, int64_t *out) noexcept:
+    """An int (bool and int subclasses too, as struct.pack) in [lo, hi] (out): 1, or 0
+    (not an int, out of range: decline). No exception is left set."""
+    cdef int overflow = 0
+    cdef long long x
+    if not PyLong_Check(v):
+        return 0
+    x = _as_long_long(v, &overflow)
+    if overflow != 0:
+        return 0
+    if x == -1 and PyErr_Occurred() != NULL:
+        PyErr_Clear()
+        return 0
+    out[0] = x
+    return lo <= x <= hi
+
+
+cdef inline int _put(_Out out, int64_t v, int width) except -1:
+    """`width` big-endian bytes of v (out.be, inlined: the hot writes)."""
+    cdef int i
+    if out.n + width > out.cap:
+        out.room(width)
+    for i in range(width):
+        out.d[out.n + i] = <char>((v >> (8 * (width - 1 - i))) & 0xFF)
+    out.n += width
+    return 0
+
+
+cdef inline int _put_uvarint(_Out out, int64_t v) except -1:
+    """An unsigned varint (v < 2**32, what the lengths allow)."""
+    if out.n + 5 > out.cap:
+        out.room(5)
+    while v >= 0x80:
+        out.d[out.n] = <char>((v & 0x7F) | 0x80)
+        out.n += 1
+        v >>= 7
+    out.d[out.n] = <char>v
+    out.n += 1
+    return 0
+
+
+cdef int _m_int(_Out out, dict d, str key, int64_t default, int width) except -1:
+    """An int field (int16/int32) of d, `default` when absent: 1, or 0 to decline."""
+    cdef PyObject *v
+    cdef int64_t x
+    if not _lookup(d, key, &v):
+        return 0
+    if v == NULL:
+        x = default
+    elif width == 2:
+        if not _in_range(<object>v, -32768, 32767, &x):
+            return 0
+    elif not _in_range(<object>v, INT32_MIN_, INT32_MAX_, &x):
+        return 0
+    _put(out, x, width)
+    return 1
+
+
+cdef int _m_length(_Out out, Py_ssize_t n, bint flex) except -1:
+    """An array's (or compact string's) length, where the reference can write it."""
+    if flex:
+        if n + 1 > UVARINT_MAX:
+            return 0
+        _put_uvarint(out, n + 1)
+    else:
+        if n > INT32_MAX_:
+            return 0
+        _put(out, n, 4)
+    return 1
+
+
+cdef int _m_str(_Out out, object s, bint flex, bint nullable) except -1:
+    """A string field's value (None: null): 1, or 0 to decline."""
+    cdef const char *data
+    cdef Py_ssize_t n
+    if s is None:
+        if not nullable:
+            return 0
+        if flex:
+            _put_uvarint(out, 0)
+        else:
+            _put(out, -1, 2)
+        return 1
+    if not PyUnicode_CheckExact(s):
+        return 0
+    try:
+        data = PyUnicode_AsUTF8AndSize(s, &n)
+    except UnicodeEncodeError:  # lone surrogates: the reference raises
+        return 0
+    if flex:
+        if not _m_length(out, n, True):
+            return 0
+    else:
+        if n > 32767:
+            return 0
+        _put(out, n, 2)
+    out.raw(data, n)
+    return 1
+
+
+cdef int _m_str_field(_Out out, dict d, str key, object default, bint flex,
+                      bint nullable) except -1:
+    cdef PyObject *v
+    if not _lookup(d, key, &v):
+        return 0
+    return _m_str(out, default if v == NULL else <object>v, flex, nullable)
+
+
+cdef inline bint _is_seq(object v) noexcept:
+    return PyList_CheckExact(v) or PyTuple_CheckExact(v)
+
+
+cdef int _m_int32s(_Out out, dict d, str key, bint flex) except -1:
+    """A []int32 field (not nullable; absent: empty)."""
+    cdef PyObject *v
+    cdef object seq
+    cdef Py_ssize_t i, n
+    cdef int64_t x
+    if not _lookup(d, key, &v):
+        return 0
+    if v == NULL:
+        return _m_length(out, 0, flex)
+    seq = <object>v
+    if not _is_seq(seq):
+        return 0
+    n = PySequence_Fast_GET_SIZE(seq)
+    if not _m_length(out, n, flex):
+        return 0
+    out.room(4 * n)
+    for i in range(n):  # ints only: no code runs, the sequence cannot change
+        if not _in_range(<object>PySequence_Fast_GET_ITEM(seq, i), INT32_MIN_, INT32_MAX_,
+                         &x):
+            return 0
+        _put(out, x, 4)
+    return 1
+
+
+cdef int _m_uuid(_Out out, dict d) except -1:
+    """topic_id: a uuid.UUID (exactly) or 16 bytes; absent: the zero uuid."""
+    cdef PyObject *v
+    cdef object u, b
+    if not _lookup(d, "topic_id", &v):
+        return 0
+    if v == NULL:
+        out.room(16)
+        memset(out.d + out.n, 0, 16)
+        out.n += 16
+        return 1
+    u = <object>v
+    if type(u) is _UUID:
+        try:
+            b = u.bytes
+        except Exception:
+            return 0
+        if not PyBytes_CheckExact(b) or PyBytes_GET_SIZE(b) != 16:
+            return 0
+        out.raw(PyBytes_AS_STRING(b), 16)
+    elif PyBytes_CheckExact(u) and PyBytes_GET_SIZE(u) == 16:
+        out.raw(PyBytes_AS_STRING(u), 16)
+    elif PyByteArray_CheckExact(u) and PyByteArray_GET_SIZE(u) == 16:
+        out.raw(PyByteArray_AS_STRING(u), 16)
+    else:
+        return 0
+    return 1
+
+
+cdef int _m_bool(_Out out, dict d, str key) except -1:
+    """A bool field (absent: False); only True and False (the reference packs any
+    object's truth)."""
+    cdef PyObject *v
+    if not _lookup(d, key, &v):
+        return 0
+    if v == NULL:
+        _put(out, 0, 1)
+    elif PyBool_Check(<object>v):
+        _put(out, 1 if <object>v is True else 0, 1)
+    else:
+        return 0
+    return 1
+
+
+cdef int _m_partition(_Out out, object part, int version, bint flex) except -1:
+    cdef dict p
+    if not PyDict_CheckExact(part):
+        return 0
+    p = <dict>part
+    if not (_m_int(out, p, "error_code", 0, 2) and _m_int(out, p, "partition_index", 0, 4)
+            and _m_int(out, p, "leader_id", 0, 4)):
+        return 0
+    if version >= 7 and not _m_int(out, p, "leader_epoch", -1, 4):
+        return 0
+    if not (_m_int32s(out, p, "replica_nodes", flex) and _m_int32s(out, p, "isr_nodes", flex)):
+        return 0
+    if version >= 5 and not _m_int32s(out, p, "offline_replicas", flex):
+        return 0
+    if flex:
+        _put(out, 0, 1)
+    return 1
+
+
+cdef int _m_topic(_Out out, object topic, int version, bint flex) except -1:
+    cdef dict t
+    cdef PyObject *v
+    cdef object parts, part
+    cdef Py_ssize_t i, n
+    if not PyDict_CheckExact(topic):
+        return 0
+    t = <dict>topic
+    if not _m_int(out, t, "error_code", 0, 2):
+        return 0
+    if not _m_str_field(out, t, "name", "", flex, version >= 12):
+        return 0
+    if version >= 10 and not _m_uuid(out, t):
+        return 0
+    if version >= 1 and not _m_bool(out, t, "is_internal"):
+        return 0
+    if not _lookup(t, "partitions", &v):
+        return 0
+    if v == NULL:
+        parts = ()
+    else:
+        parts = <object>v
+    if not _is_seq(parts):
+        return 0
+    n = PySequence_Fast_GET_SIZE(parts)
+    if not _m_length(out, n, flex):
+        return 0
+    for i in range(n):
+        if PySequence_Fast_GET_SIZE(parts) != n:  # changed by code run in here: decline
+            return 0
+        part = <object>PySequence_Fast_GET_ITEM(parts, i)
+        if not _m_partition(out, part, version, flex):
+            return 0
+    if PySequence_Fast_GET_SIZE(parts) != n:
+        return 0
+    if version >= 8 and not _m_int(out, t, "topic_authorized_operations", INT32_MIN_, 4):
+        return 0
+    if flex:
+        _put_uvarint(out, 0)
+    return 1
+
+
+cdef int _m_broker(_Out out, object broker, int version, bint flex) except -1:
+    cdef dict b
+    if not PyDict_CheckExact(broker):
+        return 0
+    b = <dict>broker
+    if not (_m_int(out, b, "node_id", 0, 4) and _m_str_field(out, b, "host", "", flex, False)
+            and _m_int(out, b, "port", 0, 4)):
+        return 0
+    if version >= 1 and not _m_str_field(out, b, "rack", None, flex, True):
+        return 0
+    if flex:
+        _put_uvarint(out, 0)
+    return 1
+
+
+cdef int _m_array(_Out out, dict body, str key, int version, bint flex, int which) except -1:
+    """The brokers (which 0) or topics (1) array of the body (absent: empty)."""
+    cdef PyObject *v
+    cdef object items, item
+    cdef Py_ssize_t i, n
+    cdef int ok
+    if not _lookup(body, key, &v):
+        return 0
+    items = () if v == NULL else <object>v
+    if not _is_seq(items):
+        return 0
+    n = PySequence_Fast_GET_SIZE(items)
+    if not _m_length(out, n, flex):
+        return 0
+    for i in range(n):
+        if PySequence_Fast_GET_SIZE(items) != n:
+            return 0
+        item = <object>PySequence_Fast_GET_ITEM(items, i)
+        if which == 0:
+            ok = _m_broker(out, item, version, flex)
+        else:
+            ok = _m_topic(out, item, version, flex)
+        if not ok:
+            return 0
+    return PySequence_Fast_GET_SIZE(items) == n
+
+
+cdef int _m_body(_Out out, dict body, int version, bint flex) except -1:
+    if version >= 3 and not _m_int(out, body, "throttle_time_ms", 0, 4):
+        return 0
+    if not _m_array(out, body, "brokers", version, flex, 0):
+        return 0
+    if version >= 2 and not _m_str_field(out, body, "cluster_id", None, flex, True):
+        return 0
+    if version >= 1 and not _m_int(out, body, "controller_id", -1, 4):
+        return 0
+    if not _m_array(out, body, "topics", version, flex, 1):
+        return 0
+    if 8 <= version <= 10 and not _m_int(out, body, "cluster_authorized_operations",
+                                         INT32_MIN_, 4):
+        return 0
+    if flex:
+        _put_uvarint(out, 0)
+    return 1
+
+
+def encode_metadata_response(object correlation_id, int version, object body):
+    """`codec.response_encoder(METADATA, version)(correlation_id, body)`: the response
+    frame as a one-part list, or None to let the reference encode it (or fail)."""
+    cdef bint flex = version >= METADATA_FLEXIBLE_FROM
+    cdef _Buffer out
+    cdef bint own = not _METADATA_OUT.busy
+    cdef int64_t cid = 0
+    cdef Py_ssize_t size
+    if version < 0 or version > 12 or not PyDict_CheckExact(body) \
+            or not _in_range(correlation_id, INT32_MIN_, INT32_MAX_, &cid):
+        return None
+    out = _METADATA_OUT if own else _Buffer()
+    out.busy = True
+    try:
+        out.n = 0
+        _put(out, 0, 4)  # the size, written at the end
+        _put(out, cid, 4)
+        if flex:
+            _put_uvarint(out, 0)  # response header v1: no tagged fields
+        if not _m_body(out, <dict>body, version, flex):
+            return None
+        size = out.n - 4
+        if size > INT32_MAX_:
+            return None
+        out.n = 0
+        _put(out, size, 4)
+        return [PyBytes_FromStringAndSize(out.d, size + 4)]
+    finally:
+        out.busy = False
+        out.reset()
+
+
+cdef class MetadataResponseEncoder:
+    """`encode(correlation_id, body) -> parts`: the twin, else `reference(...)`; routes
+    hold the bound method."""
+    cdef int version
+    cdef object reference
+
+    def __init__(self, int version, object reference):
+        self.version = version
+        self.reference = reference
+
+    def encode(self, object correlation_id, object body):
+        got = encode_metadata_response(correlation_id, self.version, body)
         return self.reference(correlation_id, body) if got is None else got
