@@ -14,6 +14,7 @@ from kafkactl.client.producer_batch import ProducerBatch
 from kafkactl.record.columns import encode_lines_into
 
 TopicPartition = tuple[str, int]
+SPARE_BUFFERS = 4  # buffers of batches of lines done, kept for the next ones
 
 
 class RecordAccumulator:
@@ -29,6 +30,9 @@ class RecordAccumulator:
         # held by append_lines while it encodes into the open batch's buffer (not under
         # `lock`): two threads sending lines never write into the same buffer at once
         self.lines_lock = threading.Lock()
+        # batch.size buffers of batches of lines that are done: the next ones are encoded
+        # into them (no zeroed megabyte and fresh pages per batch)
+        self.spare_buffers: list[bytearray] = []
         self.used_memory = 0
         self.incomplete: set[ProducerBatch] = set()
         self.flushes_in_progress = 0
@@ -71,6 +75,7 @@ class RecordAccumulator:
             empty.closed = True
             self.incomplete.discard(empty)
             self.used_memory -= self.batch_size
+            self._keep_buffer(empty)
         if dq:
             dq[-1].closed = True
             self._on_full_batch()
@@ -153,7 +158,7 @@ class RecordAccumulator:
                 batch = dq[-1] if dq else None
                 if batch is None or batch.closed or not batch.takes_lines():
                     batch = self._new_batch(tp, dq, None)
-                buf = batch.lines_buffer(need)
+                buf = batch.lines_buffer(need, self.spare_buffers)
                 first, size = batch.record_count, batch.size
             after, took, used = encode_lines_into(data, pos, end, delimiter, key_separator,
                                                   first, buf, size)
@@ -281,10 +286,20 @@ class RecordAccumulator:
 
     def done(self, batch: ProducerBatch) -> None:
         with self.lock:
+            self._keep_buffer(batch)
             if batch in self.incomplete:
                 self.incomplete.discard(batch)
                 self.used_memory -= self.batch_size
                 self.lock.notify_all()
+
+    def _keep_buffer(self, batch: ProducerBatch) -> None:
+        """Keep the buffer of a batch of lines that is done for the next (with the lock;
+        it is reused only by append_lines, one thread at a time, so not while an encoder
+        that still writes into it for this batch runs)."""
+        buf = batch.release_buffer()
+        if (buf is not None and len(buf) == self.batch_size
+                and len(self.spare_buffers) < SPARE_BUFFERS):
+            self.spare_buffers.append(buf)
 
     def has_pending(self) -> bool:
         with self.lock:

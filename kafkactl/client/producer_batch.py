@@ -145,14 +145,22 @@ class ProducerBatch:
         (records of the other paths and lines do not share a batch)."""
         return self.buf is not None or self.record_count == 0
 
-    def lines_buffer(self, need: int = 0) -> bytearray:
+    def lines_buffer(self, need: int = 0, spare: list[bytearray] | None = None) -> bytearray:
         """The buffer lines are encoded into at `size` (record.columns.encode_lines_into):
-        made for an empty batch, batch.size bytes, or header room and `need` bytes for a
-        first line longer than that."""
+        for an empty batch, batch.size bytes (one of `spare`, the buffers of batches
+        done, when there is one), or header room and `need` bytes for a first line longer
+        than that."""
         size = RECORD_BATCH_OVERHEAD + need
         if self.buf is None or (self.record_count == 0 and len(self.buf) < size):
-            self.buf = bytearray(max(self.batch_size, size))
+            self.buf = (spare.pop() if spare and size <= self.batch_size
+                        else bytearray(max(self.batch_size, size)))
         return self.buf
+
+    def release_buffer(self) -> bytearray | None:
+        """The lines buffer of a batch that is done (it is never sent again), for another
+        batch; the batch keeps no view of it."""
+        buf, self.buf, self.built = self.buf, None, None
+        return buf
 
     def took_lines(self, count: int, size: int) -> None:
         """`count` records of `size` bytes were encoded into the buffer at `size`."""
@@ -195,7 +203,6 @@ class ProducerBatch:
                 base_offset=0, partition_leader_epoch=-1)
         self.built = buf if size == len(buf) else memoryview(buf)[:size]
         self.parts = []
-        self.buf = None
         return self.built
 
     def set_producer_state(self, producer_id: int, epoch: int, base_sequence: int) -> None:

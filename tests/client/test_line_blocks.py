@@ -215,6 +215,9 @@ def test_send_lines_between_other_sends_keeps_the_order(module_broker: BrokerPro
         producer.send_key_values(topic, [b"a", None], [b"1", b"2"], partition=0)
         want += [(b"a", b"1"), (None, b"2")]
         assert producer.flush(30)
+        # the buffers of batches of lines done are kept for the next ones (and were reused:
+        # the lines above went through more batches than are kept)
+        assert 1 <= len(producer.accumulator.spare_buffers) <= accumulator.SPARE_BUFFERS
     assert read_back(module_broker.bootstrap, topic) == want
 
 
