@@ -36,9 +36,10 @@ runpy.run_module("kafkactl", run_name="__main__", alter_sys=True)
 RICH_HELP = ("typer.rich_utils", "rich", "rich.console", "rich.markdown", "markdown_it",
              "pygments", "rich.traceback")
 # what an uncompressed, unauthenticated produce/consume never needs (record.codecs and
-# client.security import them when first used; client.connection imports ssl for TLS)
+# client.security import them when first used; client.connection imports ssl for TLS, and
+# gives an ASCII host name to getaddrinfo as bytes, which needs no idna codec)
 UNUSED_LIBRARIES = ("snappy", "lz4.frame", "zstandard", "gzip", "kafkactl.protocol.scram",
-                    "ssl")
+                    "ssl", "encodings.idna")
 # nor a produce that is not transactional and logs nothing
 PRODUCE_UNUSED = ("logging", "kafkactl.client.transaction_manager")
 
