@@ -1,7 +1,8 @@
 """Lines of varying length, kafkactl against kcat both ways (issue 20, goal 1).
 
     python bench/lines.py [--records 1000000] [--rounds 1] [--kafkactl DIR ...]
-                          [--datasets access,json] [--summary-json PATH]
+                          [--datasets access,json] [--produce-only]
+                          [--summary-json PATH]
 
 Generates two inputs of `--records` lines each, 50-500 bytes with realistic variation: an
 nginx-style access log (combined format: client address, time, request line with paths
@@ -307,6 +308,8 @@ def main() -> None:
     ap.add_argument("--kafkactl", type=Path, action="append", default=[],
                     help="also run the kafkactl clients of this checkout (repeatable)")
     ap.add_argument("--datasets", default="access,json", help="access, json or both")
+    ap.add_argument("--produce-only", action="store_true",
+                    help="the produce figures only (more rounds of them in the same time)")
     ap.add_argument("--summary-json", type=Path, help="write the summary rows here")
     args = ap.parse_args()
     if not shutil.which("kcat"):
@@ -333,9 +336,10 @@ def main() -> None:
                   + ", ".join(f"{k}={v}" for k, v in builds.items()), flush=True)
             unkeyed = bench.produce(ds, keyed=False)
             keyed = bench.produce(ds, keyed=True)
-            bench.consume(ds, unkeyed, None)
-            bench.consume(ds, keyed, None, " (keyed topic)")
-            bench.consume(ds, keyed, FORMAT)
+            if not args.produce_only:
+                bench.consume(ds, unkeyed, None)
+                bench.consume(ds, keyed, None, " (keyed topic)")
+                bench.consume(ds, keyed, FORMAT)
             ds.path.unlink()
         rows = summary(bench.figures, list(builds))
         if args.summary_json is not None:
