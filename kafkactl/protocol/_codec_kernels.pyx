@@ -2,7 +2,8 @@
 # cython: cdivision=True, embedsignature=False
 """Compiled twins of the Produce request decoder and response encoder (Cython), the
 broker's per-request hot path for small produces, and of the Metadata response encoder
-(10,000 partitions are 10,000 dicts to write; at the bottom). The generated codecs of
+(10,000 partitions are 10,000 dicts to write), and of the Fetch request decoder (every
+consumer's and follower's fetch; at the bottom). The generated codecs of
 protocol/codec.py (`request_frame_decoder(PRODUCE, v)`, `response_encoder(PRODUCE or
 METADATA, v)`) are the definition; protocol/codec.py picks these, and tests/protocol/
 test_produce_kernel.py and test_metadata_kernel.py prove, on the same inputs (malformed ones included), that a twin
@@ -29,7 +30,7 @@ from libc.stdint cimport INT64_MAX, INT64_MIN, int64_t, uint8_t
 from libc.stdlib cimport free, malloc, realloc
 from libc.string cimport memcpy, memset
 
-API = 2  # protocol/kernels.py refuses a module built from another version of this file
+API = 3  # protocol/kernels.py refuses a module built from another version of this file
 
 # the request header of Produce is v2 (flexible) from v9 on, as is the body
 DEF FLEXIBLE_FROM = 9
@@ -851,3 +852,236 @@ cdef class MetadataResponseEncoder:
     def encode(self, object correlation_id, object body):
         got = encode_metadata_response(correlation_id, self.version, body)
         return self.reference(correlation_id, body) if got is None else got
+
+
+# ---- Fetch requests --------------------------------------------------------------------------
+# FetchRequest v0-v12 (protocol/messages/fetch.py), flexible (header v2, compact lengths,
+# tagged fields) from v12: the twin of `codec.request_frame_decoder(FETCH, version)`, one
+# per consumer's and follower's fetch. It declines (None) a frame with any tagged field
+# (the header's, the body's cluster_id, a topic's or a partition's), a null or negative
+# length, a truncated field, text that is not UTF-8, a varint of more than 4 bytes; the
+# reference decides those. Trailing bytes after the body are ignored, as the reference
+# ignores them. The dicts' keys are in the reference's order (its absent fields first,
+# then the fixed-width runs as the generated decoder writes them).
+
+from libc.stdint cimport uint64_t
+
+DEF FETCH_FLEXIBLE_FROM = 12
+DEF FETCH_MAX_VERSION = 12
+
+
+cdef inline int64_t _i64(const uint8_t *d, Py_ssize_t pos) noexcept:
+    return <int64_t>((<uint64_t><unsigned int>_i32(d, pos) << 32)
+                     | <uint64_t><unsigned int>_i32(d, pos + 4))
+
+
+cdef inline object _name(const uint8_t *d, Py_ssize_t *pos, Py_ssize_t end, bint flex):
+    """A non-nullable string at pos[0] (pos[0] moved past it), or _DECLINE (null,
+    negative, truncated, not UTF-8)."""
+    cdef Py_ssize_t n = 0
+    cdef Py_ssize_t p = _length(d, pos[0], end, flex, False, &n)
+    if p < 0 or n < 0 or n > end - p:
+        return _DECLINE
+    pos[0] = p + n
+    return _utf8(d, p, n)
+
+
+def decode_fetch_frame(object frame, int version):
+    """`codec.request_frame_decoder(FETCH, version)(frame)`: (client id, request) of a
+    Fetch request frame without its size prefix (its key and version already read), or
+    None to let the reference decide."""
+    cdef Py_buffer view
+    PyObject_GetBuffer(frame, &view, PyBUF_SIMPLE)
+    try:
+        return _decode_fetch(<const uint8_t *>view.buf, view.len, version)
+    finally:
+        PyBuffer_Release(&view)
+
+
+cdef object _decode_fetch(const uint8_t *d, Py_ssize_t end, int version):
+    cdef bint flex = version >= FETCH_FLEXIBLE_FROM
+    cdef Py_ssize_t pos, n, count, topics, parts, t, p, i, fixed, part_size
+    cdef object client_id, name, rack_id
+    cdef dict body
+    cdef list topic_list, part_list, forgotten, ids
+    cdef int replica_id, max_wait_ms, min_bytes, partition, partition_max_bytes
+    cdef int max_bytes = INT32_MAX_, session_id = 0, session_epoch = -1, isolation_level = 0
+    cdef int current_leader_epoch = -1, last_fetched_epoch = -1
+    cdef int64_t fetch_offset, log_start_offset = -1
+    if version < 0 or version > FETCH_MAX_VERSION or end < 10:
+        return None
+    # the header's client id (a plain nullable string in every version), its tags
+    n = _i16(d, 8)
+    pos = 10
+    if n >= 0:
+        if n > end - pos:
+            return None
+        client_id = _utf8(d, pos, n)
+        if client_id is _DECLINE:
+            return None
+        pos += n
+    elif n == -1:
+        client_id = None
+    else:
+        return None
+    if flex:
+        if pos >= end or d[pos] != 0:
+            return None
+        pos += 1
+    # replica_id, max_wait_ms, min_bytes[, max_bytes][, isolation_level][, session id, epoch]
+    fixed = 12 + (4 if version >= 3 else 0) + (1 if version >= 4 else 0) \
+        + (8 if version >= 7 else 0)
+    if fixed > end - pos:
+        return None
+    replica_id = _i32(d, pos)
+    max_wait_ms = _i32(d, pos + 4)
+    min_bytes = _i32(d, pos + 8)
+    pos += 12
+    if version >= 3:
+        max_bytes = _i32(d, pos)
+        pos += 4
+    if version >= 4:
+        isolation_level = <signed char>d[pos]
+        pos += 1
+    if version >= 7:
+        session_id = _i32(d, pos)
+        session_epoch = _i32(d, pos + 4)
+        pos += 8
+    # a partition: partition[, current_leader_epoch], fetch_offset[, last_fetched_epoch]
+    # [, log_start_offset], partition_max_bytes[, its tags]
+    part_size = 16 + (4 if version >= 9 else 0) + (4 if version >= 12 else 0) \
+        + (8 if version >= 5 else 0) + (1 if flex else 0)
+    pos = _length(d, pos, end, flex, True, &topics)
+    if pos < 0 or topics < 0:
+        return None
+    topic_list = []
+    for t in range(topics):
+        name = _name(d, &pos, end, flex)
+        if name is _DECLINE:
+            return None
+        pos = _length(d, pos, end, flex, True, &parts)
+        if pos < 0 or parts < 0:
+            return None
+        part_list = []
+        for p in range(parts):
+            if part_size > end - pos:
+                return None
+            partition = _i32(d, pos)
+            pos += 4
+            if version >= 9:
+                current_leader_epoch = _i32(d, pos)
+                pos += 4
+            fetch_offset = _i64(d, pos)
+            pos += 8
+            if version >= 12:
+                last_fetched_epoch = _i32(d, pos)
+                pos += 4
+            if version >= 5:
+                log_start_offset = _i64(d, pos)
+                pos += 8
+            partition_max_bytes = _i32(d, pos)
+            pos += 4
+            if flex:
+                if d[pos] != 0:
+                    return None
+                pos += 1
+            if version >= 12:
+                part_list.append({
+                    "partition": partition, "current_leader_epoch": current_leader_epoch,
+                    "fetch_offset": fetch_offset, "last_fetched_epoch": last_fetched_epoch,
+                    "log_start_offset": log_start_offset,
+                    "partition_max_bytes": partition_max_bytes})
+            elif version >= 9:
+                part_list.append({
+                    "last_fetched_epoch": -1, "partition": partition,
+                    "current_leader_epoch": current_leader_epoch,
+                    "fetch_offset": fetch_offset, "log_start_offset": log_start_offset,
+                    "partition_max_bytes": partition_max_bytes})
+            elif version >= 5:
+                part_list.append({
+                    "current_leader_epoch": -1, "last_fetched_epoch": -1,
+                    "partition": partition, "fetch_offset": fetch_offset,
+                    "log_start_offset": log_start_offset,
+                    "partition_max_bytes": partition_max_bytes})
+            else:
+                part_list.append({
+                    "current_leader_epoch": -1, "last_fetched_epoch": -1,
+                    "log_start_offset": -1, "partition": partition,
+                    "fetch_offset": fetch_offset,
+                    "partition_max_bytes": partition_max_bytes})
+        if flex:
+            if pos >= end or d[pos] != 0:
+                return None
+            pos += 1
+        topic_list.append({"topic": name, "partitions": part_list})
+    forgotten = []
+    if version >= 7:
+        pos = _length(d, pos, end, flex, True, &topics)
+        if pos < 0 or topics < 0:
+            return None
+        for t in range(topics):
+            name = _name(d, &pos, end, flex)
+            if name is _DECLINE:
+                return None
+            pos = _length(d, pos, end, flex, True, &count)
+            if pos < 0 or count < 0 or count > (end - pos) // 4:
+                return None
+            ids = []
+            for i in range(count):
+                ids.append(_i32(d, pos))
+                pos += 4
+            if flex:
+                if pos >= end or d[pos] != 0:
+                    return None
+                pos += 1
+            forgotten.append({"topic": name, "partitions": ids})
+    rack_id = ""
+    if version >= 11:
+        rack_id = _name(d, &pos, end, flex)
+        if rack_id is _DECLINE:
+            return None
+    if flex and (pos >= end or d[pos] != 0):  # the body's tags: cluster_id would be one
+        return None
+    body = {"cluster_id": None}
+    if version < 3:
+        body["max_bytes"] = max_bytes
+    if version < 4:
+        body["isolation_level"] = isolation_level
+    if version < 7:
+        body["session_id"] = session_id
+        body["session_epoch"] = session_epoch
+    body["replica_id"] = replica_id
+    body["max_wait_ms"] = max_wait_ms
+    body["min_bytes"] = min_bytes
+    if version >= 3:
+        body["max_bytes"] = max_bytes
+    if version >= 4:
+        body["isolation_level"] = isolation_level
+    if version >= 7:
+        body["session_id"] = session_id
+        body["session_epoch"] = session_epoch
+    body["topics"] = topic_list
+    body["forgotten_topics_data"] = forgotten
+    body["rack_id"] = rack_id
+    return client_id, body
+
+
+cdef class FetchRequestDecoder:
+    """`decode(frame) -> (client id, request)`: the twin, else `reference(frame)`; routes
+    hold the bound method."""
+    cdef int version
+    cdef object reference
+
+    def __init__(self, int version, object reference):
+        self.version = version
+        self.reference = reference
+
+    def decode(self, object frame):
+        cdef Py_buffer view
+        cdef object got
+        PyObject_GetBuffer(frame, &view, PyBUF_SIMPLE)
+        try:
+            got = _decode_fetch(<const uint8_t *>view.buf, view.len, self.version)
+        finally:
+            PyBuffer_Release(&view)
+        return self.reference(frame) if got is None else got

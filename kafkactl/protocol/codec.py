@@ -209,10 +209,13 @@ def request_frame_decoder(api_key: int, version: int) -> Callable[[Any], tuple[s
     """The decoder of request frames (without their size prefix) of one (api key, version),
     resolved once: ``decoder(frame) -> (client id, body)``; the caller has read the key and
     version from the frame (the broker's routes keep one per version). Produce's is the
-    compiled twin when built (protocol/kernels.py), request_frame_decoder_py its reference."""
+    compiled twin when built (protocol/kernels.py), as is Fetch's;
+    request_frame_decoder_py is their reference."""
     decode = request_frame_decoder_py(api_key, version)
     if api_key == ApiKey.PRODUCE and codec_kernels is not None:
         return codec_kernels.ProduceRequestDecoder(version, decode).decode
+    if api_key == ApiKey.FETCH and codec_kernels is not None:
+        return codec_kernels.FetchRequestDecoder(version, decode).decode
     return decode
 
 

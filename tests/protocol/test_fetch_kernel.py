@@ -1,0 +1,252 @@
+"""The compiled Fetch request decoder (kafkactl/protocol/_codec_kernels.pyx) against its
+reference, the generated decoder (`codec.request_frame_decoder_py(FETCH, v)`), on the same
+frames: requests of every served version (v0-v12: kafka-python's v4-v10, librdkafka's
+v11, Java clients' and kafkactl's replica fetcher's v12), malformed frames (truncated,
+flipped, lying lengths, overlong varints, tagged fields, bad UTF-8, trailing bytes) and
+every fixed field's limits. The decoder the broker's routes pick
+(`codec.request_frame_decoder`) must give the same result (the same dicts, their keys in
+the same order) or raise the same error class with the same message; the twin alone
+answers the reference's result or declines (None), and never raises.
+
+Under KAFKACTL_NO_EXTENSIONS=1 the twin's own checks skip and only the switch and the
+picked decoder (then the reference itself) are checked."""
+
+from __future__ import annotations
+
+import os
+import random
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from kafkactl.protocol import codec
+from kafkactl.protocol.api_keys import ApiKey
+from kafkactl.protocol.kernels import REASON, codec_kernels
+from kafkactl.protocol.versions import SUPPORTED_VERSIONS
+from tests.hypothesis_profiles import examples
+
+LO, HI = SUPPORTED_VERSIONS[ApiKey.FETCH]
+VERSIONS = list(range(LO, HI + 1))
+INT8 = (-(2**7), 2**7 - 1)
+INT32 = (-(2**31), 2**31 - 1)
+INT64 = (-(2**63), 2**63 - 1)
+
+
+def _outcome(fn: Callable[[], Any]) -> Any:
+    """What a call gives: ("ok", its result), or the error's class and message."""
+    try:
+        return "ok", _plain(fn())
+    except Exception as e:  # noqa: BLE001 - the class and the message are what is compared
+        return type(e), str(e)
+
+
+def _plain(v: Any) -> Any:
+    """A value with its types, its dicts' keys in order."""
+    if isinstance(v, dict):
+        return [(k, _plain(x)) for k, x in v.items()]
+    if isinstance(v, list | tuple):
+        return type(v).__name__, [_plain(x) for x in v]
+    return type(v).__name__, v
+
+
+def _frame(version: int, client_id: str | None, body: dict[str, Any]) -> bytearray:
+    """The request frame without its size prefix, written by the pure encoder."""
+    return bytearray(codec.encode_request(ApiKey.FETCH, version, 7, client_id, body)[4:])
+
+
+def _same(frame: Any, version: int) -> Any:
+    """The picked decoder gives the reference's outcome, and the twin alone that result
+    or None; the twin's answer."""
+    reference = codec.request_frame_decoder_py(ApiKey.FETCH, version)
+    expected = _outcome(lambda: reference(frame))
+    picked = codec.request_frame_decoder(ApiKey.FETCH, version)
+    assert _outcome(lambda: picked(frame)) == expected
+    if codec_kernels is None:
+        return None
+    got = codec_kernels.decode_fetch_frame(frame, version)
+    assert got is None or ("ok", _plain(got)) == expected
+    return got
+
+
+# ---- the switch ------------------------------------------------------------------------------
+
+def test_the_switch_picks_the_twin_unless_told_not_to() -> None:
+    decoder = codec.request_frame_decoder(ApiKey.FETCH, HI)
+    if os.environ.get("KAFKACTL_NO_EXTENSIONS", "") not in ("", "0"):
+        assert codec_kernels is None and REASON == "KAFKACTL_NO_EXTENSIONS is set"
+        assert getattr(decoder, "__name__", None) == "decode_frame"
+        return
+    assert codec_kernels is not None, REASON  # scripts/test.sh builds the extension
+    for version in VERSIONS:
+        decoder = codec.request_frame_decoder(ApiKey.FETCH, version)
+        assert isinstance(getattr(decoder, "__self__", None), codec_kernels.FetchRequestDecoder)
+
+
+# ---- well-formed requests --------------------------------------------------------------------
+
+_text = st.text(st.characters(exclude_categories=["Cs"]), max_size=12)
+_int32 = st.integers(*INT32)
+_partition = st.fixed_dictionaries({
+    "partition": _int32, "current_leader_epoch": _int32, "fetch_offset": st.integers(*INT64),
+    "last_fetched_epoch": _int32, "log_start_offset": st.integers(*INT64),
+    "partition_max_bytes": _int32})
+_topic = st.fixed_dictionaries({"topic": _text, "partitions": st.lists(_partition, max_size=4)})
+_forgotten = st.fixed_dictionaries({"topic": _text,
+                                    "partitions": st.lists(_int32, max_size=4)})
+_request = st.fixed_dictionaries({
+    "replica_id": _int32, "max_wait_ms": _int32, "min_bytes": _int32, "max_bytes": _int32,
+    "isolation_level": st.integers(*INT8), "session_id": _int32, "session_epoch": _int32,
+    "topics": st.lists(_topic, max_size=3),
+    "forgotten_topics_data": st.lists(_forgotten, max_size=2), "rack_id": _text})
+
+
+@settings(max_examples=examples(400))
+@given(st.sampled_from(VERSIONS), st.none() | _text, _request)
+def test_twin_decodes_what_the_reference_decodes(version: int, client_id: str | None,
+                                                 body: dict[str, Any]) -> None:
+    got = _same(_frame(version, client_id, body), version)
+    if codec_kernels is not None:  # the plain shape: the twin answers, no fallback
+        assert got is not None
+
+
+@settings(max_examples=examples(100))
+@given(_text, _request)
+def test_a_cluster_id_tag_is_left_to_the_reference(cluster_id: str, body: dict[str, Any]
+                                                   ) -> None:
+    """v12's tagged cluster_id: the twin declines and the reference decodes it."""
+    frame = _frame(12, "cli", {**body, "cluster_id": cluster_id})
+    assert _same(frame, 12) is None
+    assert codec.request_frame_decoder(ApiKey.FETCH, 12)(frame)[1]["cluster_id"] == cluster_id
+
+
+def _consumer(version: int) -> dict[str, Any]:
+    return {"replica_id": -1, "max_wait_ms": 500, "min_bytes": 1, "max_bytes": 52428800,
+            "isolation_level": 1, "session_id": 0, "session_epoch": -1,
+            "topics": [{"topic": "orders", "partitions": [
+                {"partition": 0, "current_leader_epoch": 3, "fetch_offset": 1234,
+                 "last_fetched_epoch": -1, "log_start_offset": -1,
+                 "partition_max_bytes": 1048576}]}],
+            "forgotten_topics_data": [], "rack_id": ""}
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_edges(version: int) -> None:
+    """Empty topic and partition lists, every fixed field at its limits, null and empty
+    client ids, unicode names, a null-like (empty) rack."""
+    for lo_hi in (0, 1):
+        v32 = INT32[lo_hi]
+        body = {"replica_id": v32, "max_wait_ms": v32, "min_bytes": v32, "max_bytes": v32,
+                "isolation_level": INT8[lo_hi], "session_id": v32, "session_epoch": v32,
+                "topics": [{"topic": "tópico-☃", "partitions": [
+                    {"partition": v32, "current_leader_epoch": v32,
+                     "fetch_offset": INT64[lo_hi], "last_fetched_epoch": v32,
+                     "log_start_offset": INT64[lo_hi], "partition_max_bytes": v32}]},
+                    {"topic": "", "partitions": []}],
+                "forgotten_topics_data": [{"topic": "x", "partitions": [v32, 0]},
+                                          {"topic": "", "partitions": []}],
+                "rack_id": "rack-é"}
+        for client_id in (None, "", "c" * 300):
+            assert codec_kernels is None or _same(_frame(version, client_id, body),
+                                                  version) is not None
+    empty = {**_consumer(version), "topics": [], "rack_id": ""}
+    _same(_frame(version, "rdkafka", empty), version)
+    # bad UTF-8 in a topic name: the reference raises, the twin declines
+    frame = _frame(version, "cli", {**_consumer(version), "topics": [
+        {"topic": "tópico", "partitions": []}]})
+    at = frame.index("tópico".encode())
+    frame[at + 2] = 0xFF
+    assert _same(frame, version) is None
+    assert _outcome(lambda: codec.request_frame_decoder(ApiKey.FETCH, version)(frame))[0] \
+        != "ok"
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_trailing_bytes_and_tagged_fields(version: int) -> None:
+    frame = _frame(version, "cli", _consumer(version))
+    _same(frame + b"\x00\x01\xff", version)  # the reference ignores trailing bytes
+    if version >= 12:
+        # a tagged field on the body, on a topic, on a partition, in the header
+        body_tag = frame[:-1] + bytes([1, 9, 2, 0xAB, 0xCD])
+        assert _same(body_tag, 12) is None
+        header = frame.index(b"cli") + 3
+        header_tag = frame[:header] + bytes([1, 4, 1, 0x55]) + frame[header + 1:]
+        assert _same(header_tag, 12) is None
+        part_end = frame.index(b"\x00\x10\x00\x00") + 4  # partition_max_bytes, then its tags
+        part_tag = frame[:part_end] + bytes([1, 3, 0]) + frame[part_end + 1:]
+        assert _same(part_tag, 12) is None
+        topic_tag = frame[:part_end + 1] + bytes([1, 3, 0]) + frame[part_end + 2:]
+        assert _same(topic_tag, 12) is None
+        # an overlong (5-byte) but valid compact length: the reference reads it
+        overlong = frame[:header + 1] + b"\x80\x80\x80\x80\x00" + frame[header + 1:]
+        _same(overlong, 12)
+
+
+# ---- malformed frames ------------------------------------------------------------------------
+
+@settings(max_examples=examples(500))
+@given(st.sampled_from(VERSIONS), _request, st.data())
+def test_twin_agrees_on_malformed_frames(version: int, body: dict[str, Any],
+                                         data: st.DataObject) -> None:
+    frame = _frame(version, "cli", body)
+    kind = data.draw(st.sampled_from(["cut", "flip", "insert", "trail", "set"]))
+    at = data.draw(st.integers(8, max(8, len(frame))))
+    if kind == "cut":
+        frame = frame[:at]
+    elif kind == "flip" and at < len(frame):
+        frame[at] ^= data.draw(st.integers(1, 255))
+    elif kind == "insert":
+        frame[at:at] = data.draw(st.binary(min_size=1, max_size=6))
+    elif kind == "trail":
+        frame += data.draw(st.binary(min_size=1, max_size=6))
+    elif at < len(frame):  # a lying length, a null marker, an overlong varint
+        frame[at] = data.draw(st.sampled_from([0x00, 0x7F, 0x80, 0xFF]))
+    _same(frame, version)
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_every_truncation(version: int) -> None:
+    body = {**_consumer(version), "forgotten_topics_data": [{"topic": "gone",
+                                                             "partitions": [1, 2]}],
+            "rack_id": "r1"}
+    frame = _frame(version, "cli", body)
+    for k in range(len(frame) + 1):
+        _same(frame[:k], version)
+    for k in range(8, len(frame)):  # every byte at the lying-length values
+        for value in (0x00, 0x01, 0x7F, 0x80, 0xFF):
+            bad = bytearray(frame)
+            bad[k] = value
+            _same(bad, version)
+
+
+def test_twin_reads_only_inside_the_frame() -> None:
+    """Random bytes and random valid frames cut anywhere, every version: the twin answers
+    the reference's result or None, and a frame inside a bigger buffer gives the same
+    answer as the frame alone (nothing past its end is read)."""
+    rng = random.Random(33)
+    cases = [bytearray(rng.randbytes(rng.randrange(120))) for _ in range(1500)]
+    for version in (4, 11, 12):
+        valid = _frame(version, "cli", {**_consumer(version), "rack_id": "r"})
+        cases += [valid[:k] for k in range(len(valid) + 1)]
+    for frame in cases:
+        for version in VERSIONS:
+            _same(frame, version)
+            if codec_kernels is not None:
+                padded = bytearray(frame + b"\x01" * 64)
+                alone = codec_kernels.decode_fetch_frame(frame, version)
+                inside = codec_kernels.decode_fetch_frame(memoryview(padded)[:len(frame)],
+                                                          version)
+                assert _plain(alone) == _plain(inside)
+
+
+def test_a_follower_fetch_of_many_partitions() -> None:
+    """kafkactl's replica fetcher (FETCH_VERSION 12) asks for many partitions at once."""
+    body = {**_consumer(12), "replica_id": 2, "topics": [
+        {"topic": f"t{t}", "partitions": [
+            {"partition": p, "current_leader_epoch": 4, "fetch_offset": 10**9 + p,
+             "last_fetched_epoch": 4, "log_start_offset": 0, "partition_max_bytes": 1 << 20}
+            for p in range(10)]} for t in range(5)]}
+    got = _same(_frame(12, "broker-2-fetcher", body), 12)
+    assert codec_kernels is None or got is not None
