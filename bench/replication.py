@@ -22,9 +22,9 @@ Usage: python bench/replication.py [--records N] [--rates 2500,5000,10000,20000]
 idempotent, as librdkafka's default is: every request in flight); with `--kafkactl DIR`
 (repeatable) the brokers run from each checkout in turn (PYTHONPATH=DIR, a fresh cluster
 each), `--rounds N` times, alternating, for before/after figures in the same conditions (the
-load average is printed with each). `--failover-only ROUNDS` times only the fail-over, phase by phase
-(bench/replication_failover.py), alternating a victim that is the controller and one that
-is not.
+load average is printed with each). `--failover-only ROUNDS` times only the fail-over, phase
+by phase (bench/replication_failover.py), alternating a victim that is the controller and
+one that is not.
 """
 
 from __future__ import annotations
