@@ -1085,3 +1085,263 @@ cdef class FetchRequestDecoder:
         finally:
             PyBuffer_Release(&view)
         return self.reference(frame) if got is None else got
+
+
+# ---- Fetch responses -------------------------------------------------------------------------
+# FetchResponse v0-v12 (flexible from v12): the twin of `codec.response_encoder(FETCH,
+# version)`. Its parts are the reference's: the bytes around each records field that the
+# reference does not copy (a FileRegion, for sendfile, or an in-memory buffer of at least
+# ZERO_COPY_THRESHOLD bytes) and that very object, in order, the size prefix in the first
+# part. The body is handlers/fetch.py's: exact dicts (a missing key takes the spec's
+# default, as the reference's `get`), lists or tuples, ints, str, and records that are None,
+# an exact FileRegion, bytes, bytearray or a contiguous memoryview. Anything else declines,
+# as does a partition carrying a v12 tagged field (diverging_epoch, current_leader,
+# snapshot_id: the reference writes those) or a value the reference would refuse.
+
+from kafkactl.protocol.compiler import ZERO_COPY_THRESHOLD as _ZERO_COPY_THRESHOLD
+from kafkactl.protocol.types import FileRegion as _FileRegion_type
+
+from cpython.tuple cimport PyTuple_GET_ITEM, PyTuple_GET_SIZE
+
+cdef object _FileRegion = _FileRegion_type
+cdef Py_ssize_t _ZERO_COPY = _ZERO_COPY_THRESHOLD
+cdef _Buffer _FETCH_OUT = _Buffer()
+
+
+cdef int _f_int64(_Out out, dict d, str key, int64_t default) except -1:
+    """An int64 field of d, `default` when absent: 1, or 0 to decline."""
+    cdef PyObject *v
+    cdef int64_t x
+    if not _lookup(d, key, &v):
+        return 0
+    if v == NULL:
+        x = default
+    elif not _in_range(<object>v, INT64_MIN, INT64_MAX, &x):
+        return 0
+    _put(out, x, 8)
+    return 1
+
+
+cdef inline object _f_seq(dict d, str key, bint *ok):
+    """The list or tuple d[key] ([] when absent); ok[0] False to decline (not a list or a
+    tuple, a lookup that raised). None stays None (the caller decides)."""
+    cdef PyObject *v
+    ok[0] = False
+    if not _lookup(d, key, &v):
+        return None
+    if v == NULL:
+        ok[0] = True
+        return []
+    if (<object>v) is None or _is_seq(<object>v):
+        ok[0] = True
+        return <object>v
+    return None
+
+
+cdef int _f_flush(_Out out, list parts, Py_ssize_t *total) except -1:
+    """The bytes written so far become a part of their own (the reference's
+    `parts.append(bytes(out)); out.clear()`)."""
+    parts.append(PyBytes_FromStringAndSize(out.d, out.n))
+    total[0] += out.n
+    out.n = 0
+    return 0
+
+
+cdef int _f_records(_Out out, object v, bint flex, list parts, Py_ssize_t *total) except -1:
+    """A records field's value: 1, or 0 to decline."""
+    cdef Py_buffer view
+    cdef int64_t n
+    cdef object length
+    if v is None:
+        if flex:
+            _put_uvarint(out, 0)
+        else:
+            _put(out, -1, 4)
+        return 1
+    if type(v) is _FileRegion:
+        if PyTuple_GET_SIZE(v) != 3:
+            return 0
+        length = <object>PyTuple_GET_ITEM(v, 2)
+        if not _in_range(length, 0, INT32_MAX_, &n) or not _m_length(out, n, flex):
+            return 0
+        _f_flush(out, parts, total)
+        parts.append(v)
+        total[0] += n
+        return 1
+    if not (PyBytes_CheckExact(v) or PyByteArray_CheckExact(v) or type(v) is memoryview):
+        return 0
+    try:
+        PyObject_GetBuffer(v, &view, PyBUF_SIMPLE)
+    except (BufferError, ValueError, TypeError):  # not contiguous, released: the reference
+        return 0
+    try:
+        n = view.len
+        if n > INT32_MAX_ or not _m_length(out, n, flex):
+            return 0
+        if n >= _ZERO_COPY:
+            _f_flush(out, parts, total)
+            parts.append(v)
+            total[0] += n
+        else:
+            out.raw(<const char *>view.buf, n)
+    finally:
+        PyBuffer_Release(&view)
+    return 1
+
+
+cdef int _f_partition(_Out out, object part, int version, bint flex, list parts,
+                      Py_ssize_t *total) except -1:
+    cdef dict d
+    cdef PyObject *v
+    cdef object txns, txn
+    cdef Py_ssize_t i, n
+    cdef bint ok
+    if not PyDict_CheckExact(part):
+        return 0
+    d = <dict>part
+    if flex:  # the reference writes the tagged fields itself
+        if not _lookup(d, "diverging_epoch", &v) or v != NULL \
+                or not _lookup(d, "current_leader", &v) or v != NULL \
+                or not _lookup(d, "snapshot_id", &v) or v != NULL:
+            return 0
+    if not _m_int(out, d, "partition_index", 0, 4) or not _m_int(out, d, "error_code", 0, 2) \
+            or not _f_int64(out, d, "high_watermark", 0):
+        return 0
+    if version >= 4 and not _f_int64(out, d, "last_stable_offset", -1):
+        return 0
+    if version >= 5 and not _f_int64(out, d, "log_start_offset", -1):
+        return 0
+    if version >= 4:
+        txns = _f_seq(d, "aborted_transactions", &ok)
+        if not ok:
+            return 0
+        if txns is None:
+            if flex:
+                _put_uvarint(out, 0)
+            else:
+                _put(out, -1, 4)
+        else:
+            if not _m_length(out, PySequence_Fast_GET_SIZE(txns), flex):
+                return 0
+            n = PySequence_Fast_GET_SIZE(txns)
+            for i in range(n):
+                if PySequence_Fast_GET_SIZE(txns) != n:
+                    return 0
+                txn = <object>PySequence_Fast_GET_ITEM(txns, i)
+                if not PyDict_CheckExact(txn) \
+                        or not _f_int64(out, <dict>txn, "producer_id", 0) \
+                        or not _f_int64(out, <dict>txn, "first_offset", 0):
+                    return 0
+                if flex:
+                    _put_uvarint(out, 0)
+    if version >= 11 and not _m_int(out, d, "preferred_read_replica", -1, 4):
+        return 0
+    if not _lookup(d, "records", &v):
+        return 0
+    if not _f_records(out, None if v == NULL else <object>v, flex, parts, total):
+        return 0
+    if flex:
+        _put_uvarint(out, 0)
+    return 1
+
+
+cdef int _f_body(_Out out, dict body, int version, bint flex, list parts,
+                 Py_ssize_t *total) except -1:
+    cdef object topics, partitions, topic, part
+    cdef Py_ssize_t i, j, n, m
+    cdef bint ok
+    if version >= 1 and not _m_int(out, body, "throttle_time_ms", 0, 4):
+        return 0
+    if version >= 7 and (not _m_int(out, body, "error_code", 0, 2)
+                         or not _m_int(out, body, "session_id", 0, 4)):
+        return 0
+    topics = _f_seq(body, "responses", &ok)
+    if not ok or topics is None or not _m_length(out, PySequence_Fast_GET_SIZE(topics), flex):
+        return 0
+    n = PySequence_Fast_GET_SIZE(topics)
+    for i in range(n):
+        if PySequence_Fast_GET_SIZE(topics) != n:  # changed under us (an odd key's __eq__)
+            return 0
+        topic = <object>PySequence_Fast_GET_ITEM(topics, i)
+        if not PyDict_CheckExact(topic) \
+                or not _m_str_field(out, <dict>topic, "topic", "", flex, False):
+            return 0
+        partitions = _f_seq(<dict>topic, "partitions", &ok)
+        if not ok or partitions is None \
+                or not _m_length(out, PySequence_Fast_GET_SIZE(partitions), flex):
+            return 0
+        m = PySequence_Fast_GET_SIZE(partitions)
+        for j in range(m):
+            if PySequence_Fast_GET_SIZE(partitions) != m:
+                return 0
+            part = <object>PySequence_Fast_GET_ITEM(partitions, j)
+            if not _f_partition(out, part, version, flex, parts, total):
+                return 0
+        if flex:
+            _put_uvarint(out, 0)
+    if flex:
+        _put_uvarint(out, 0)
+    return 1
+
+
+def encode_fetch_response(object correlation_id, int version, object body):
+    """`codec.response_encoder(FETCH, version)(correlation_id, body)`: the reference's
+    parts, or None to let the reference encode it (or fail)."""
+    cdef bint flex = version >= FETCH_FLEXIBLE_FROM
+    cdef _Buffer out
+    cdef bint own = not _FETCH_OUT.busy
+    cdef int64_t cid = 0
+    cdef Py_ssize_t size, total = 0
+    cdef list parts = []
+    cdef bytes first, framed
+    if version < 0 or version > FETCH_MAX_VERSION or not PyDict_CheckExact(body) \
+            or not _in_range(correlation_id, INT32_MIN_, INT32_MAX_, &cid):
+        return None
+    out = _FETCH_OUT if own else _Buffer()
+    out.busy = True
+    try:
+        out.n = 0
+        _put(out, 0, 4)  # the size, written at the end
+        _put(out, cid, 4)
+        if flex:
+            _put_uvarint(out, 0)  # response header v1: no tagged fields
+        if not _f_body(out, <dict>body, version, flex, parts, &total):
+            return None
+        if not parts:
+            size = out.n - 4
+            if size > INT32_MAX_:
+                return None
+            out.n = 0
+            _put(out, size, 4)
+            return [PyBytes_FromStringAndSize(out.d, size + 4)]
+        if out.n:
+            _f_flush(out, parts, &total)
+        size = total - 4
+        if size > INT32_MAX_:
+            return None
+        first = <bytes>parts[0]
+        framed = PyBytes_FromStringAndSize(NULL, PyBytes_GET_SIZE(first))
+        memcpy(PyBytes_AS_STRING(framed), PyBytes_AS_STRING(first), PyBytes_GET_SIZE(first))
+        out.n = 0
+        _put(out, size, 4)
+        memcpy(PyBytes_AS_STRING(framed), out.d, 4)
+        parts[0] = framed
+        return parts
+    finally:
+        out.busy = False
+        out.reset()
+
+
+cdef class FetchResponseEncoder:
+    """`encode(correlation_id, body) -> parts`: the twin, else `reference(...)`; routes
+    hold the bound method."""
+    cdef int version
+    cdef object reference
+
+    def __init__(self, int version, object reference):
+        self.version = version
+        self.reference = reference
+
+    def encode(self, object correlation_id, object body):
+        got = encode_fetch_response(correlation_id, self.version, body)
+        return self.reference(correlation_id, body) if got is None else got

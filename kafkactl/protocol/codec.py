@@ -347,8 +347,8 @@ def decode_response(api_key: int, version: int, buf: Any, offset: int = 0) -> di
 def response_encoder(api_key: int, version: int) -> Callable[[int, Any], list[Any]]:
     """`encode_response` for one (api key, version), resolved once:
     ``encoder(correlation_id, body) -> parts`` (the broker's routes keep one per version).
-    Produce's and Metadata's are the compiled twins when built (protocol/kernels.py),
-    response_encoder_py their reference."""
+    Produce's, Metadata's and Fetch's are the compiled twins when built
+    (protocol/kernels.py), response_encoder_py their reference."""
     framer = _RESPONSE_FRAMERS.get((api_key, version))
     if framer is None:
         framer = response_encoder_py(api_key, version)
@@ -356,6 +356,8 @@ def response_encoder(api_key: int, version: int) -> Callable[[int, Any], list[An
             framer = codec_kernels.ProduceResponseEncoder(version, framer).encode
         elif api_key == ApiKey.METADATA and codec_kernels is not None:
             framer = codec_kernels.MetadataResponseEncoder(version, framer).encode
+        elif api_key == ApiKey.FETCH and codec_kernels is not None:
+            framer = codec_kernels.FetchResponseEncoder(version, framer).encode
         _RESPONSE_FRAMERS[(api_key, version)] = framer
     return framer
 

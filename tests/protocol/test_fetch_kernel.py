@@ -24,7 +24,9 @@ from hypothesis import strategies as st
 
 from kafkactl.protocol import codec
 from kafkactl.protocol.api_keys import ApiKey
+from kafkactl.protocol.compiler import ZERO_COPY_THRESHOLD
 from kafkactl.protocol.kernels import REASON, codec_kernels
+from kafkactl.protocol.types import FileRegion
 from kafkactl.protocol.versions import SUPPORTED_VERSIONS
 from tests.hypothesis_profiles import examples
 
@@ -250,3 +252,153 @@ def test_a_follower_fetch_of_many_partitions() -> None:
             for p in range(10)]} for t in range(5)]}
     got = _same(_frame(12, "broker-2-fetcher", body), 12)
     assert codec_kernels is None or got is not None
+
+
+# ---- responses -------------------------------------------------------------------------------
+# The parts must be the reference's: equal bytes, and the very same records objects (a
+# FileRegion for sendfile, a large buffer not copied) at the same places.
+
+INT16 = (-(2**15), 2**15 - 1)
+_BIG = b"b" * 20000
+_BIG_VIEW = memoryview(bytearray(b"v" * 17000))
+_REGION = FileRegion(7, 4096, 1 << 20)
+
+
+class _Bytes(bytes):
+    pass
+
+
+class _HasFd:
+    fd, position, length = 9, 0, 10
+
+
+def _released() -> memoryview:
+    view = memoryview(b"gone")
+    view.release()
+    return view
+
+
+_RECORDS = [None, b"", b"abc", bytearray(b"xyz" * 10), memoryview(b"m" * 50), _BIG,
+            bytearray(_BIG), _BIG_VIEW, memoryview(bytearray(b"s" * 40000))[::2],
+            memoryview(b"x" * (ZERO_COPY_THRESHOLD - 1)), memoryview(b"y" * ZERO_COPY_THRESHOLD),
+            _REGION, FileRegion(3, 0, 0), FileRegion(3, 0, -1), FileRegion(3, 0, 2**31),
+            FileRegion(3, 0, "x"),  # type: ignore[arg-type]
+            _Bytes(b"sub"), _HasFd(), _released(), "text", 7]
+
+
+def _record(i: int) -> Any:
+    """_RECORDS[i] (sampled by index: some are not hashable, some have huge reprs)."""
+    return _RECORDS[i]
+
+
+def _parts(v: Any) -> Any:
+    """Parts as comparable values: bytes by value, anything else by identity."""
+    if isinstance(v, list):
+        return [("bytes", p) if type(p) is bytes else ("same", id(p), type(p).__name__)
+                for p in v]
+    return type(v).__name__, v
+
+
+def _parts_outcome(fn: Callable[[], Any]) -> Any:
+    try:
+        return "ok", _parts(fn())
+    except Exception as e:  # noqa: BLE001 - the class and the message are what is compared
+        return type(e), str(e)
+
+
+def _same_response(correlation_id: Any, version: int, body: Any) -> Any:
+    reference = codec.response_encoder_py(ApiKey.FETCH, version)
+    expected = _parts_outcome(lambda: reference(correlation_id, body))
+    picked = codec.response_encoder(ApiKey.FETCH, version)
+    assert _parts_outcome(lambda: picked(correlation_id, body)) == expected
+    if codec_kernels is None:
+        return None
+    got = codec_kernels.encode_fetch_response(correlation_id, version, body)
+    assert got is None or ("ok", _parts(got)) == expected
+    return got
+
+
+def _edges(lo: int, hi: int) -> st.SearchStrategy[Any]:
+    return st.sampled_from([lo - 1, lo, 0, -1, hi, hi + 1]) | st.integers(lo, hi)
+
+
+_odd = st.sampled_from([None, 1.0, "7", True, b"x"])
+_txn = st.fixed_dictionaries({}, optional={"producer_id": _edges(*INT64),
+                                           "first_offset": _edges(*INT64) | _odd})
+_part_response = st.fixed_dictionaries(
+    {"partition_index": _edges(*INT32), "error_code": _edges(*INT16),
+     "high_watermark": _edges(*INT64)},
+    optional={"last_stable_offset": _edges(*INT64), "log_start_offset": _edges(*INT64),
+              "aborted_transactions": st.none() | st.lists(_txn, max_size=2)
+              | st.lists(_txn, max_size=2).map(tuple) | _odd,
+              "preferred_read_replica": _edges(*INT32),
+              "records": st.integers(0, len(_RECORDS) - 1).map(_record),
+              "diverging_epoch": st.just({"epoch": 1, "end_offset": 5}),
+              "snapshot_id": st.just({"end_offset": -1, "epoch": -1}),
+              "unknown_key": st.integers()})
+_topic_response = st.fixed_dictionaries(
+    {"topic": _text | st.sampled_from(["\ud800", "é" * 20000]) | _odd},
+    optional={"partitions": st.lists(_part_response, max_size=3) | _odd})
+_response = st.fixed_dictionaries(
+    {}, optional={"responses": st.lists(_topic_response, max_size=3) | _odd,
+                  "throttle_time_ms": _edges(*INT32) | _odd,
+                  "error_code": _edges(*INT16), "session_id": _edges(*INT32)})
+
+
+@settings(max_examples=examples(500))
+@given(st.sampled_from(VERSIONS), _edges(*INT32), _response)
+def test_response_twin_gives_the_references_parts(version: int, correlation_id: int,
+                                                  body: dict[str, Any]) -> None:
+    _same_response(correlation_id, version, body)
+
+
+def _handler_body(records: list[Any], read_committed: bool) -> dict[str, Any]:
+    """What handlers/fetch.py answers."""
+    return {"throttle_time_ms": 0, "error_code": 0, "session_id": 0, "responses": [
+        {"topic": "orders", "partitions": [
+            {"partition_index": p, "error_code": 0, "high_watermark": 1000 + p,
+             "last_stable_offset": 1000 + p, "log_start_offset": 0,
+             "aborted_transactions": [{"producer_id": 4, "first_offset": 17}]
+             if read_committed else None,
+             "preferred_read_replica": -1, "records": r} for p, r in enumerate(records)]}]}
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_response_twin_answers_the_handlers_shapes(version: int) -> None:
+    """FileRegions (several, back to back), small and large in-memory records, empty
+    ones, read_committed's aborted transactions: the twin answers, with the reference's
+    parts, the regions themselves in the same places."""
+    regions = [FileRegion(11, 4096 * i, 1000 + i) for i in range(3)]
+    for records in (regions, [b"", b"tiny"], [_BIG, regions[0], b"", _BIG_VIEW], []):
+        for read_committed in (False, True):
+            got = _same_response(3, version, _handler_body(records, read_committed))
+            assert codec_kernels is None or got is not None
+            if got is not None:
+                for region in regions:
+                    if region in records:
+                        assert any(p is region for p in got)
+
+
+@pytest.mark.parametrize("body", [None, [], "x", {"responses": None}, {"responses": [None]},
+                                  {"responses": [{"topic": None}]},
+                                  {"responses": [{"topic": "t", "partitions": [7]}]},
+                                  {"responses": ({"topic": "t", "partitions": ()},)}])
+def test_response_twin_on_bodies_that_are_not_the_plain_shape(body: Any) -> None:
+    for version in VERSIONS:
+        _same_response(1, version, body)
+        _same_response(2**31, version, {})
+
+
+def test_response_twin_with_many_partitions_and_a_frame_past_int32() -> None:
+    """A follower's answer of 2,000 partitions (the buffer grows past 64 KiB, then small
+    again); regions whose lengths add up past int32: the reference fails, the twin
+    declines."""
+    many = _handler_body([FileRegion(5, i, 100) if i % 3 else b"r" * (i % 50)
+                          for i in range(2000)], True)
+    small = _handler_body([b"x"], False)
+    for version in (12, 11, 4, 0):
+        for body in (many, small, many, small):
+            _same_response(9, version, body)
+        huge = _handler_body([FileRegion(5, 0, 2**31 - 1), FileRegion(5, 0, 2**31 - 1)],
+                             False)
+        assert _same_response(9, version, huge) is None
