@@ -1,13 +1,14 @@
-"""Fetch request decoding: the compiled twin against the generated decoder (issue 33), in
-this process, on the requests the broker decodes once per fetch:
+"""Fetch codecs: the compiled twins against the generated codecs (issue 33), in this
+process, on what the broker decodes and encodes once per fetch:
 
 - consumer   a consumer's one-partition fetch (librdkafka v11, Java/confluent v12,
-             kafka-python v10);
-- follower   kafkactl's replica fetcher (FETCH_VERSION 12): 50 partitions in 5 topics.
+             kafka-python v10), and its answer (one FileRegion of records);
+- follower   kafkactl's replica fetcher (FETCH_VERSION 12): 50 partitions in 5 topics,
+             and the leader's answer (50 FileRegions).
 
-Each case is decoded `--calls` times per sample by each decoder, alternating which goes
-first, `--rounds` samples each; it prints the best and median per call and the ratio of
-the medians (generated / compiled). The machine is shared: read the medians, not one run.
+Each case is run `--calls` times per sample by each codec, alternating which goes first,
+`--rounds` samples each; it prints the best and median per call and the ratio of the
+medians (generated / compiled). The machine is shared: read the medians, not one run.
 
     python bench/fetch_codec.py [--rounds 21] [--calls 2000]
 """
@@ -15,6 +16,7 @@ the medians (generated / compiled). The machine is shared: read the medians, not
 from __future__ import annotations
 
 import argparse
+import functools
 import statistics
 import time
 from collections.abc import Callable
@@ -43,12 +45,39 @@ def follower(partitions: int = 50, topics: int = 5) -> dict[str, Any]:
             "forgotten_topics_data": [], "rack_id": ""}
 
 
-def sample(decode: Callable[[Any], Any], frame: bytes, calls: int) -> float:
+def answer(request: dict[str, Any]) -> dict[str, Any]:
+    """What handlers/fetch.py answers to `request`: a FileRegion per partition."""
+    from kafkactl.protocol.types import FileRegion
+
+    return {"throttle_time_ms": 0, "error_code": 0, "session_id": 0, "responses": [
+        {"topic": t["topic"], "partitions": [
+            {"partition_index": p["partition"], "error_code": 0,
+             "high_watermark": p["fetch_offset"] + 100,
+             "last_stable_offset": p["fetch_offset"] + 100, "log_start_offset": 0,
+             "aborted_transactions": None, "preferred_read_replica": -1,
+             "records": FileRegion(40, p["fetch_offset"] * 10, 65536)}
+            for p in t["partitions"]]} for t in request["topics"]]}
+
+
+def sample(call: Callable[[], Any], calls: int) -> float:
     """Microseconds per call over `calls` calls."""
     t = time.perf_counter()
     for _ in range(calls):
-        decode(frame)
+        call()
     return (time.perf_counter() - t) / calls * 1e6
+
+
+def compare(label: str, reference: Callable[[], Any], compiled: Callable[[], Any],
+            rounds: int, calls: int) -> None:
+    ref_us: list[float] = []
+    twin_us: list[float] = []
+    for i in range(rounds):
+        order = ((reference, ref_us), (compiled, twin_us))
+        for call, out in order if i % 2 == 0 else order[::-1]:
+            out.append(sample(call, calls))
+    ref, twin = statistics.median(ref_us), statistics.median(twin_us)
+    print(f"  {label:<48} generated best {min(ref_us):7.2f} us median {ref:7.2f} us | "
+          f"compiled best {min(twin_us):6.2f} us median {twin:6.2f} us | ratio {ref / twin:4.1f}x")
 
 
 def main() -> None:
@@ -67,8 +96,7 @@ def main() -> None:
              ("consumer, 1 partition, Java", 12, consumer(12), "consumer-1"),
              ("consumer, 1 partition, kafka-python", 10, consumer(10), "kafka-python-2.0"),
              ("follower, 50 partitions", 12, follower(), "broker-2-fetcher")]
-    print(f"Fetch request decode, {args.rounds} alternating samples of {args.calls} calls; "
-          "per call")
+    print(f"Fetch codecs, {args.rounds} alternating samples of {args.calls} calls; per call")
     for label, version, body, client_id in cases:
         frame = codec.encode_request(ApiKey.FETCH, version, 1, client_id, body)[4:]
         reference = codec.request_frame_decoder_py(ApiKey.FETCH, version)
@@ -76,16 +104,17 @@ def main() -> None:
         if compiled(frame) != reference(frame) or \
                 codec_kernels.decode_fetch_frame(frame, version) is None:
             raise AssertionError(f"{label}: the twin does not answer the reference's result")
-        ref_us: list[float] = []
-        twin_us: list[float] = []
-        for i in range(args.rounds):
-            order = ((reference, ref_us), (compiled, twin_us))
-            for decode, out in order if i % 2 == 0 else order[::-1]:
-                out.append(sample(decode, frame, args.calls))
-        ref, twin = statistics.median(ref_us), statistics.median(twin_us)
-        print(f"  v{version:<2} {label:<36} generated best {min(ref_us):7.2f} us "
-              f"median {ref:7.2f} us | compiled best {min(twin_us):6.2f} us "
-              f"median {twin:6.2f} us | ratio {ref / twin:4.1f}x")
+        compare(f"decode v{version} {label}", functools.partial(reference, frame),
+                functools.partial(compiled, frame), args.rounds, args.calls)
+    for label, version, body, _client_id in cases:
+        response = answer(body)
+        encode_ref = codec.response_encoder_py(ApiKey.FETCH, version)
+        encode = codec.response_encoder(ApiKey.FETCH, version)
+        twin = codec_kernels.encode_fetch_response(1, version, response)
+        if twin is None or twin != encode_ref(1, response):
+            raise AssertionError(f"{label}: the twin does not give the reference's parts")
+        compare(f"encode v{version} {label}", functools.partial(encode_ref, 1, response),
+                functools.partial(encode, 1, response), args.rounds, args.calls)
 
 
 if __name__ == "__main__":
