@@ -2,11 +2,12 @@
 # cython: cdivision=True, embedsignature=False
 """Compiled twins of the Produce request decoder and response encoder (Cython), the
 broker's per-request hot path for small produces, and of the Metadata response encoder
-(10,000 partitions are 10,000 dicts to write), and of the Fetch request decoder (every
-consumer's and follower's fetch; at the bottom). The generated codecs of
-protocol/codec.py (`request_frame_decoder(PRODUCE, v)`, `response_encoder(PRODUCE or
-METADATA, v)`) are the definition; protocol/codec.py picks these, and tests/protocol/
-test_produce_kernel.py and test_metadata_kernel.py prove, on the same inputs (malformed ones included), that a twin
+(10,000 partitions are 10,000 dicts to write), and of the Fetch request decoder and
+response encoder (every consumer's and follower's fetch; at the bottom). The generated
+codecs of protocol/codec.py (`request_frame_decoder(PRODUCE or FETCH, v)`,
+`response_encoder(PRODUCE, METADATA or FETCH, v)`) are the definition; protocol/codec.py
+picks these, and tests/protocol/test_produce_kernel.py, test_metadata_kernel.py and
+test_fetch_kernel.py prove, on the same inputs (malformed ones included), that a twin
 gives the reference's result or declines.
 
 A twin declines (returns None) for anything but the plain shape, and the reference then

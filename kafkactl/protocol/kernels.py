@@ -1,6 +1,6 @@
 """The protocol's compiled kernels (`_codec_kernels.pyx`, Cython): the Produce request
 decoder and response encoder, the Metadata response encoder and the Fetch request
-decoder (tests/protocol/test_fetch_kernel.py), picked by
+decoder and response encoder (tests/protocol/test_fetch_kernel.py), picked by
 protocol/codec.py for the broker's routes (tests/protocol/test_metadata_kernel.py).
 The generated codecs stay the definition (and the fallback); the twins decline what is
 not the plain shape and the reference decides (tests/protocol/test_produce_kernel.py).
