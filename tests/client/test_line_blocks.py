@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import io
 import os
+import random
 import threading
 from collections.abc import Iterator
 
@@ -22,9 +23,12 @@ from kafkactl.client.fetcher import EARLIEST
 from kafkactl.client.line_producer import LineProducer
 from kafkactl.client.partitioner import murmur2_partition
 from kafkactl.client.producer import Producer
+from kafkactl.client.producer_batch import ProducerBatch
 from kafkactl.client.topic_reader import StartOffset, TopicReader
 from kafkactl.record import columns
 from kafkactl.record._accel import kernels
+from kafkactl.record.batch import RecordBatch
+from kafkactl.record.codecs import Compression
 from tests.conftest import BrokerProcess
 from tests.hypothesis_profiles import examples
 
@@ -258,3 +262,62 @@ def test_threads_sending_lines_at_once_each_land_whole_and_in_order(
         assert mine == [b"%s-%d %s" % (name, i, b"x" * (i % 70)) for i in range(per_thread)]
     assert [v for v in got if v.startswith(b"single-")] == [b"single-%d" % i
                                                            for i in range(300)]
+
+
+ENCODERS = [pytest.param("compiled", marks=pytest.mark.skipif(
+    kernels is None, reason="pure Python: no compiled encoder")), "reference"]
+
+
+def _encoder(name: str) -> columns.EncodeLinesInto:
+    if name == "reference":
+        return columns.encode_lines_into_py
+    assert kernels is not None
+    return kernels.encode_lines_into
+
+
+@pytest.mark.parametrize("encoder", ENCODERS)
+@pytest.mark.parametrize("compression", [Compression.NONE, Compression.GZIP])
+@pytest.mark.parametrize("ksep", [None, b" "])
+def test_a_batch_of_lines_builds_the_bytes_of_the_general_path(
+        encoder: str, compression: Compression, ksep: bytes | None) -> None:
+    """Lines encoded into a batch's buffer build the same batch, byte for byte, as the same
+    records appended by the general path (keys split as send_key_values gets them)."""
+    rng = random.Random(7)
+    lines = [b"%d %s" % (i, bytes(rng.randrange(32, 127) for _ in range(rng.randrange(300))))
+             for i in range(500)] + [b"", b"nokey", b" leading"]
+    data = b"\n".join(lines) + b"\n"
+    lines_batch = ProducerBatch("t", 0, 1 << 20, timestamp=1_795_000_000_000)
+    after, count, used = _encoder(encoder)(data, 0, len(data), b"\n", ksep, 0,
+                                           lines_batch.lines_buffer(), lines_batch.size)
+    assert (after, count) == (len(data), len(lines))
+    lines_batch.took_lines(count, used)
+    general = ProducerBatch("t", 0, 1 << 20, timestamp=1_795_000_000_000)
+    for line in lines:
+        k, sep, v = line.partition(ksep) if ksep is not None else (b"", b"", line)
+        assert general.append(None, k if sep else None, v if sep else line) is not None
+    for b in (lines_batch, general):
+        b.set_producer_state(7, 1, 42)
+    assert bytes(lines_batch.build(compression)) == bytes(general.build(compression))
+    assert not lines_batch.takes_lines() or lines_batch.closed
+
+
+@pytest.mark.parametrize("encoder", ENCODERS)
+def test_a_refused_batch_of_lines_splits_into_its_records(monkeypatch: pytest.MonkeyPatch,
+                                                          encoder: str) -> None:
+    """MESSAGE_TOO_LARGE for a batch of lines: its halves hold its records in order, and
+    its buffer is kept for the next batch of lines."""
+    monkeypatch.setattr(accumulator, "encode_lines_into", _encoder(encoder))
+    acc = accumulator.RecordAccumulator(batch_size=4096, linger_ms=0)
+    lines = [b"line %d" % i for i in range(300)]
+    data = b"\n".join(lines) + b"\n"
+    assert acc.append_lines("t", 0, data, 0, len(data), b"\n", None) == len(lines)
+    batch = acc.pop_head(("t", 0))
+    assert batch is not None and batch.record_count < len(lines)
+    n = batch.record_count
+    batch.build()
+    acc.split_and_reenqueue(batch)
+    assert len(acc.spare_buffers) == 1
+    halves = [acc.pop_head(("t", 0)) for _ in range(2)]
+    got = [bytes(r.value or b"") for h in halves if h is not None
+           for r in RecordBatch(memoryview(h.build()))]
+    assert got == lines[:n]
