@@ -77,14 +77,18 @@ def _same(frame: Any, version: int) -> Any:
 
 def test_the_switch_picks_the_twin_unless_told_not_to() -> None:
     decoder = codec.request_frame_decoder(ApiKey.FETCH, HI)
+    encoder = codec.response_encoder(ApiKey.FETCH, HI)
     if os.environ.get("KAFKACTL_NO_EXTENSIONS", "") not in ("", "0"):
         assert codec_kernels is None and REASON == "KAFKACTL_NO_EXTENSIONS is set"
         assert getattr(decoder, "__name__", None) == "decode_frame"
+        assert getattr(encoder, "__name__", None) == "encode_frame"
         return
     assert codec_kernels is not None, REASON  # scripts/test.sh builds the extension
     for version in VERSIONS:
         decoder = codec.request_frame_decoder(ApiKey.FETCH, version)
+        encoder = codec.response_encoder(ApiKey.FETCH, version)
         assert isinstance(getattr(decoder, "__self__", None), codec_kernels.FetchRequestDecoder)
+        assert isinstance(getattr(encoder, "__self__", None), codec_kernels.FetchResponseEncoder)
 
 
 # ---- well-formed requests --------------------------------------------------------------------
