@@ -267,74 +267,6 @@ cdef class _Out:
         return 0
 
 
-cdef inline bint _fits(object v, int64_t lo, int64_t hi, int64_t *out):
-    """An int in [lo, hi] (out), or False (not an int, out of range: decline)."""
-    if not PyLong_Check(v):
-        return False
-    try:
-        out[0] = v
-    except OverflowError:
-        return False
-    return lo <= out[0] <= hi
-
-
-cdef bint _int(_Out out, dict d, str key, int64_t default, int width) except -1:
-    """The int field `key` of d (`default` when absent) as `width` big-endian bytes; False
-    to decline."""
-    cdef PyObject *v = PyDict_GetItem(d, key)
-    cdef int64_t x
-    if v == NULL:
-        x = default
-    else:
-        if width == 2:
-            if not _fits(<object>v, -32768, 32767, &x):
-                return False
-        elif width == 4:
-            if not _fits(<object>v, -2147483648, 2147483647, &x):
-                return False
-        elif not _fits(<object>v, INT64_MIN, INT64_MAX, &x):
-            return False
-    out.be(x, width)
-    return True
-
-
-cdef bint _str(_Out out, object s, bint flex, bint nullable) except -1:
-    """A (nullable) string; False to decline."""
-    cdef bytes b
-    cdef Py_ssize_t n
-    if s is None:
-        if not nullable:
-            return False
-        if flex:
-            out.uvarint(0)
-        else:
-            out.be(-1, 2)
-        return True
-    if not PyUnicode_Check(s):
-        return False
-    try:
-        b = (<str>s).encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    n = PyBytes_GET_SIZE(b)
-    if flex:
-        out.uvarint(n + 1)
-    else:
-        if n > 32767:
-            return False
-        out.be(n, 2)
-    out.raw(PyBytes_AS_STRING(b), n)
-    return True
-
-
-cdef bint _array_length(_Out out, Py_ssize_t n, bint flex) except -1:
-    if flex:
-        out.uvarint(n + 1)
-    else:
-        out.be(n, 4)
-    return True
-
-
 def encode_produce_response(object correlation_id, int version, object body):
     """`codec.response_encoder(PRODUCE, version)(correlation_id, body)`: the response
     frame as a one-part list, or None to let the reference encode it (or fail)."""
@@ -345,7 +277,7 @@ def encode_produce_response(object correlation_id, int version, object body):
     cdef Py_ssize_t i, j, size
     cdef bytes frame
     cdef int64_t cid
-    if not PyDict_CheckExact(body) or not _fits(correlation_id, -2147483648, 2147483647, &cid):
+    if not PyDict_CheckExact(body) or not _in_range(correlation_id, -2147483648, 2147483647, &cid):
         return None
     out.n = 0
     out.be(0, 4)  # the size, written at the end
@@ -359,26 +291,28 @@ def encode_produce_response(object correlation_id, int version, object body):
         topics = <object>v
     if not PyList_CheckExact(topics):
         return None
-    _array_length(out, PyList_GET_SIZE(topics), flex)
+    if not _m_length(out, PyList_GET_SIZE(topics), flex):
+        return None
     for i in range(PyList_GET_SIZE(topics)):
         topic = <object>PyList_GET_ITEM(topics, i)
         if not PyDict_CheckExact(topic):
             return None
         v = PyDict_GetItem(topic, "name")
-        if v == NULL or not _str(out, <object>v, flex, False):
+        if v == NULL or not _m_str(out, <object>v, flex, False):
             return None
         v = PyDict_GetItem(topic, "partition_responses")
         parts = [] if v == NULL else <object>v
         if not PyList_CheckExact(parts):
             return None
-        _array_length(out, PyList_GET_SIZE(parts), flex)
+        if not _m_length(out, PyList_GET_SIZE(parts), flex):
+            return None
         for j in range(PyList_GET_SIZE(parts)):
             part = <object>PyList_GET_ITEM(parts, j)
             if not PyDict_CheckExact(part) or not _partition(out, part, version, flex):
                 return None
         if flex:
             out.uvarint(0)
-    if version >= 1 and not _int(out, body, "throttle_time_ms", 0, 4):
+    if version >= 1 and not _m_int(out, body, "throttle_time_ms", 0, 4):
         return None
     if flex:
         out.uvarint(0)
@@ -392,21 +326,21 @@ def encode_produce_response(object correlation_id, int version, object body):
 
 cdef bint _partition(_Out out, dict part, int version, bint flex) except -1:
     cdef PyObject *v
-    if not _int(out, part, "index", 0, 4) or not _int(out, part, "error_code", 0, 2) \
-            or not _int(out, part, "base_offset", 0, 8):
+    if not _m_int(out, part, "index", 0, 4) or not _m_int(out, part, "error_code", 0, 2) \
+            or not _f_int64(out, part, "base_offset", 0):
         return False
-    if version >= 2 and not _int(out, part, "log_append_time_ms", -1, 8):
+    if version >= 2 and not _f_int64(out, part, "log_append_time_ms", -1):
         return False
-    if version >= 5 and not _int(out, part, "log_start_offset", -1, 8):
+    if version >= 5 and not _f_int64(out, part, "log_start_offset", -1):
         return False
     if version >= 8:
         v = PyDict_GetItem(part, "record_errors")
         if v != NULL and not (PyList_CheckExact(<object>v) and
                               PyList_GET_SIZE(<object>v) == 0):
             return False  # record errors: the reference writes them
-        _array_length(out, 0, flex)
+        _m_length(out, 0, flex)
         v = PyDict_GetItem(part, "error_message")
-        if not _str(out, None if v == NULL else <object>v, flex, True):
+        if not _m_str(out, None if v == NULL else <object>v, flex, True):
             return False
     if flex:
         out.uvarint(0)
@@ -817,7 +751,7 @@ def encode_metadata_response(object correlation_id, int version, object body):
     cdef int64_t cid = 0
     cdef Py_ssize_t size
     if version < 0 or version > 12 or not PyDict_CheckExact(body) \
-            or not _in_range(correlation_id, INT32_MIN_, INT32_MAX_, &cid):
+            or not _in_range(correlation_id, -2147483648, 2147483647, &cid):
         return None
     out = _METADATA_OUT if own else _Buffer()
     out.busy = True
@@ -1296,7 +1230,7 @@ def encode_fetch_response(object correlation_id, int version, object body):
     cdef list parts = []
     cdef bytes first, framed
     if version < 0 or version > FETCH_MAX_VERSION or not PyDict_CheckExact(body) \
-            or not _in_range(correlation_id, INT32_MIN_, INT32_MAX_, &cid):
+            or not _in_range(correlation_id, -2147483648, 2147483647, &cid):
         return None
     out = _FETCH_OUT if own else _Buffer()
     out.busy = True
