@@ -31,7 +31,7 @@ from libc.stdint cimport INT64_MAX, INT64_MIN, int64_t, uint8_t
 from libc.stdlib cimport free, malloc, realloc
 from libc.string cimport memcpy, memset
 
-API = 3  # protocol/kernels.py refuses a module built from another version of this file
+API = 4  # protocol/kernels.py refuses a module built from another version of this file
 
 # the request header of Produce is v2 (flexible) from v9 on, as is the body
 DEF FLEXIBLE_FROM = 9
@@ -348,44 +348,6 @@ cdef bint _partition(_Out out, dict part, int version, bint flex) except -1:
 
 
 cdef _Out _OUT = _Out()
-
-
-# ---- the codecs the broker's routes hold -----------------------------------------------------
-
-cdef class ProduceRequestDecoder:
-    """`decode(frame) -> (client id, request)`: the twin, else `reference(frame)`. Routes
-    hold the bound method (called by vectorcall; an instance's __call__ is not)."""
-    cdef int version
-    cdef object reference
-
-    def __init__(self, int version, object reference):
-        self.version = version
-        self.reference = reference
-
-    def decode(self, object frame):
-        cdef Py_buffer view
-        cdef object got
-        PyObject_GetBuffer(frame, &view, PyBUF_SIMPLE)
-        try:
-            got = _decode(frame, <const uint8_t *>view.buf, view.len, self.version)
-        finally:
-            PyBuffer_Release(&view)
-        return self.reference(frame) if got is None else got
-
-
-cdef class ProduceResponseEncoder:
-    """`encode(correlation_id, body) -> parts`: the twin, else `reference(...)`; routes
-    hold the bound method."""
-    cdef int version
-    cdef object reference
-
-    def __init__(self, int version, object reference):
-        self.version = version
-        self.reference = reference
-
-    def encode(self, object correlation_id, object body):
-        got = encode_produce_response(correlation_id, self.version, body)
-        return self.reference(correlation_id, body) if got is None else got
 
 
 # ---- Metadata responses ----------------------------------------------------------------------
@@ -774,21 +736,6 @@ def encode_metadata_response(object correlation_id, int version, object body):
         out.reset()
 
 
-cdef class MetadataResponseEncoder:
-    """`encode(correlation_id, body) -> parts`: the twin, else `reference(...)`; routes
-    hold the bound method."""
-    cdef int version
-    cdef object reference
-
-    def __init__(self, int version, object reference):
-        self.version = version
-        self.reference = reference
-
-    def encode(self, object correlation_id, object body):
-        got = encode_metadata_response(correlation_id, self.version, body)
-        return self.reference(correlation_id, body) if got is None else got
-
-
 # ---- Fetch requests --------------------------------------------------------------------------
 # FetchRequest v0-v12 (protocol/messages/fetch.py), flexible (header v2, compact lengths,
 # tagged fields) from v12: the twin of `codec.request_frame_decoder(FETCH, version)`, one
@@ -999,27 +946,6 @@ cdef object _decode_fetch(const uint8_t *d, Py_ssize_t end, int version):
     body["forgotten_topics_data"] = forgotten
     body["rack_id"] = rack_id
     return client_id, body
-
-
-cdef class FetchRequestDecoder:
-    """`decode(frame) -> (client id, request)`: the twin, else `reference(frame)`; routes
-    hold the bound method."""
-    cdef int version
-    cdef object reference
-
-    def __init__(self, int version, object reference):
-        self.version = version
-        self.reference = reference
-
-    def decode(self, object frame):
-        cdef Py_buffer view
-        cdef object got
-        PyObject_GetBuffer(frame, &view, PyBUF_SIMPLE)
-        try:
-            got = _decode_fetch(<const uint8_t *>view.buf, view.len, self.version)
-        finally:
-            PyBuffer_Release(&view)
-        return self.reference(frame) if got is None else got
 
 
 # ---- Fetch responses -------------------------------------------------------------------------
@@ -1267,16 +1193,38 @@ def encode_fetch_response(object correlation_id, int version, object body):
         out.reset()
 
 
-cdef class FetchResponseEncoder:
-    """`encode(correlation_id, body) -> parts`: the twin, else `reference(...)`; routes
-    hold the bound method."""
+# ---- what the broker's routes hold ----------------------------------------------------------
+cdef class RequestDecoder:
+    """`decode(frame) -> (client id, request)`: `twin(frame, version)`, else, when the twin
+    declines (None), `reference(frame)`. Routes hold the bound method (called by
+    vectorcall; an instance's __call__ is not)."""
+    cdef readonly object twin
     cdef int version
     cdef object reference
 
-    def __init__(self, int version, object reference):
+    def __init__(self, object twin, int version, object reference):
+        self.twin = twin
+        self.version = version
+        self.reference = reference
+
+    def decode(self, object frame):
+        got = self.twin(frame, self.version)
+        return self.reference(frame) if got is None else got
+
+
+cdef class ResponseEncoder:
+    """`encode(correlation_id, body) -> parts`: `twin(correlation_id, version, body)`, else,
+    when the twin declines (None), `reference(correlation_id, body)`; routes hold the bound
+    method."""
+    cdef readonly object twin
+    cdef int version
+    cdef object reference
+
+    def __init__(self, object twin, int version, object reference):
+        self.twin = twin
         self.version = version
         self.reference = reference
 
     def encode(self, object correlation_id, object body):
-        got = encode_fetch_response(correlation_id, self.version, body)
+        got = self.twin(correlation_id, self.version, body)
         return self.reference(correlation_id, body) if got is None else got

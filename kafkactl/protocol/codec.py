@@ -213,9 +213,11 @@ def request_frame_decoder(api_key: int, version: int) -> Callable[[Any], tuple[s
     request_frame_decoder_py is their reference."""
     decode = request_frame_decoder_py(api_key, version)
     if api_key == ApiKey.PRODUCE and codec_kernels is not None:
-        return codec_kernels.ProduceRequestDecoder(version, decode).decode
+        return codec_kernels.RequestDecoder(codec_kernels.decode_produce_frame, version,
+                                            decode).decode
     if api_key == ApiKey.FETCH and codec_kernels is not None:
-        return codec_kernels.FetchRequestDecoder(version, decode).decode
+        return codec_kernels.RequestDecoder(codec_kernels.decode_fetch_frame, version,
+                                            decode).decode
     return decode
 
 
@@ -352,12 +354,12 @@ def response_encoder(api_key: int, version: int) -> Callable[[int, Any], list[An
     framer = _RESPONSE_FRAMERS.get((api_key, version))
     if framer is None:
         framer = response_encoder_py(api_key, version)
-        if api_key == ApiKey.PRODUCE and codec_kernels is not None:  # its compiled twin
-            framer = codec_kernels.ProduceResponseEncoder(version, framer).encode
-        elif api_key == ApiKey.METADATA and codec_kernels is not None:
-            framer = codec_kernels.MetadataResponseEncoder(version, framer).encode
-        elif api_key == ApiKey.FETCH and codec_kernels is not None:
-            framer = codec_kernels.FetchResponseEncoder(version, framer).encode
+        if codec_kernels is not None:  # the compiled twin, the generated encoder its reference
+            twin = {int(ApiKey.PRODUCE): codec_kernels.encode_produce_response,
+                    int(ApiKey.METADATA): codec_kernels.encode_metadata_response,
+                    int(ApiKey.FETCH): codec_kernels.encode_fetch_response}.get(api_key)
+            if twin is not None:
+                framer = codec_kernels.ResponseEncoder(twin, version, framer).encode
         _RESPONSE_FRAMERS[(api_key, version)] = framer
     return framer
 

@@ -13,7 +13,7 @@ from kafkactl.record._accel import load_extension
 
 __all__ = ["REASON", "codec_kernels"]
 
-API = 3  # must equal _codec_kernels.pyx's API: a module built from an older .pyx is not used
+API = 4  # must equal _codec_kernels.pyx's API: a module built from an older .pyx is not used
 
 
 codec_kernels, REASON = load_extension("kafkactl.protocol._codec_kernels", API)

@@ -87,8 +87,8 @@ def test_the_switch_picks_the_twin_unless_told_not_to() -> None:
     for version in VERSIONS:
         decoder = codec.request_frame_decoder(ApiKey.FETCH, version)
         encoder = codec.response_encoder(ApiKey.FETCH, version)
-        assert isinstance(getattr(decoder, "__self__", None), codec_kernels.FetchRequestDecoder)
-        assert isinstance(getattr(encoder, "__self__", None), codec_kernels.FetchResponseEncoder)
+        assert getattr(decoder, "__self__", None).twin is codec_kernels.decode_fetch_frame
+        assert getattr(encoder, "__self__", None).twin is codec_kernels.encode_fetch_response
 
 
 # ---- well-formed requests --------------------------------------------------------------------
