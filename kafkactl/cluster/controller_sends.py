@@ -36,13 +36,15 @@ class BrokerNotices:
 
     def announce(self, partitions: set[TopicPartition], *, is_new: bool,
                  metadata: Iterable[TopicPartition] = ()) -> None:
-        """UpdateMetadata for `partitions` and `metadata` (partitions without a leader
-        yet: in the metadata, not in a LeaderAndIsr) to every broker, then LeaderAndIsr
-        for `partitions` to their replicas."""
-        self.send_update_metadata(set(partitions).union(metadata))
+        """LeaderAndIsr for `partitions` to their replicas, then UpdateMetadata for them and
+        `metadata` (partitions without a leader yet: in the metadata, not in a
+        LeaderAndIsr) to every broker, in Kafka's order (sendRequestsToBrokers): on each
+        broker's FIFO its LeaderAndIsr comes first, so a broker's metadata never names it
+        the leader of a partition it does not host yet."""
         for b in self.view.brokers:
             parts = [tp for tp in partitions if b in self.view.assignments[tp[0]][tp[1]]]
             self._send_leader_and_isr(b, parts, is_new=is_new)
+        self.send_update_metadata(set(partitions).union(metadata))
 
     def send_update_metadata(self, partitions: Iterable[TopicPartition] = (), *,
                              full_to: Collection[int] = ()) -> None:
