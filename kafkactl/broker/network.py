@@ -502,7 +502,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
                     return
                 if head.cancelled() or head.exception() is not None:
                     error = None if head.cancelled() else head.exception()
-                    if not isinstance(error, (CloseConnection, ConnectionError, OSError)):
+                    if error is not None and not isinstance(
+                            error, (CloseConnection, ConnectionError, OSError)):
                         log.error("unexpected error answering %s; closing the connection",
                                   self.info.peer, exc_info=error)
                     self.close(str(error) if isinstance(error, CloseConnection) else None)
