@@ -12,9 +12,10 @@ librdkafka's five requests in flight) runs in tests/cluster/test_produce_pipelin
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import socket
 import struct
-from collections.abc import Awaitable
+from collections.abc import AsyncIterator, Awaitable
 
 import pytest
 
@@ -68,19 +69,25 @@ async def _settle() -> None:
     await asyncio.sleep(0.05)
 
 
-async def _connected(handler: ScriptedHandler
-                     ) -> tuple[SocketServer, asyncio.StreamReader, asyncio.StreamWriter]:
+@contextlib.asynccontextmanager
+async def _connected(handler: ScriptedHandler) -> AsyncIterator[
+        tuple[SocketServer, asyncio.StreamReader, asyncio.StreamWriter]]:
+    """A SocketServer on `handler` and one client connection to it, both closed after."""
     server = SocketServer(handler, max_request_size=1 << 20, idle_timeout_ms=60_000)
     host, port = await server.start("127.0.0.1", 0)
     reader, writer = await asyncio.open_connection(host, port)
-    return server, reader, writer
+    try:
+        yield server, reader, writer
+    finally:
+        writer.close()
+        server.stop_accepting()
+        await server.close()
 
 
 def test_appended_produces_are_handled_at_once_and_answered_in_order() -> None:
     async def run() -> None:
         handler = ScriptedHandler()
-        server, reader, writer = await _connected(handler)
-        try:
+        async with _connected(handler) as (server, reader, writer):
             writer.write(b"".join(_frame(PRODUCE, cid, 1) for cid in range(1, 6)))
             await _settle()
             assert handler.handled == [1, 2, 3, 4, 5]  # none waited for another's answer
@@ -96,10 +103,6 @@ def test_appended_produces_are_handled_at_once_and_answered_in_order() -> None:
             assert await _answers(reader, 4) == [2, 3, 4, 5]
             await _settle()
             assert server.in_flight == 0
-        finally:
-            writer.close()
-            server.stop_accepting()
-            await server.close()
 
     asyncio.run(run())
 
@@ -107,8 +110,7 @@ def test_appended_produces_are_handled_at_once_and_answered_in_order() -> None:
 def test_another_api_waits_for_the_pipelined_produces() -> None:
     async def run() -> None:
         handler = ScriptedHandler()
-        server, reader, writer = await _connected(handler)
-        try:
+        async with _connected(handler) as (server, reader, writer):
             writer.write(_frame(PRODUCE, 1, 1) + _frame(PRODUCE, 2, 0) + _frame(FETCH, 3, 0)
                          + _frame(PRODUCE, 4, 0))
             await _settle()
@@ -118,10 +120,6 @@ def test_another_api_waits_for_the_pipelined_produces() -> None:
             handler.waits[1].set_result(None)
             assert await _answers(reader, 4) == [1, 2, 3, 4]
             assert handler.handled == [1, 2, 3, 4]
-        finally:
-            writer.close()
-            server.stop_accepting()
-            await server.close()
 
     asyncio.run(run())
 
@@ -132,8 +130,7 @@ def test_a_produce_behind_one_that_did_not_append_waits(first_flag: int) -> None
     Produce must not overtake it. Flag 1 is the control: the same frames pipelined."""
     async def run() -> None:
         handler = ScriptedHandler()
-        server, reader, writer = await _connected(handler)
-        try:
+        async with _connected(handler) as (server, reader, writer):
             writer.write(_frame(PRODUCE, 1, first_flag) + _frame(PRODUCE, 2, 1))
             await _settle()
             assert handler.handled == ([1] if first_flag == 2 else [1, 2])
@@ -143,10 +140,6 @@ def test_a_produce_behind_one_that_did_not_append_waits(first_flag: int) -> None
             assert handler.handled == [1, 2]
             handler.waits[2].set_result(None)
             assert await _answers(reader, 1) == [2]
-        finally:
-            writer.close()
-            server.stop_accepting()
-            await server.close()
 
     asyncio.run(run())
 
@@ -154,8 +147,7 @@ def test_a_produce_behind_one_that_did_not_append_waits(first_flag: int) -> None
 def test_a_failed_wait_closes_the_connection_and_nothing_after_it_is_written() -> None:
     async def run() -> None:
         handler = ScriptedHandler()
-        server, reader, writer = await _connected(handler)
-        try:
+        async with _connected(handler) as (server, reader, writer):
             writer.write(b"".join(_frame(PRODUCE, cid, 1) for cid in (1, 2, 3)))
             await _settle()
             handler.waits[3].set_result(None)
@@ -165,10 +157,6 @@ def test_a_failed_wait_closes_the_connection_and_nothing_after_it_is_written() -
             assert await asyncio.wait_for(reader.read(), 5) == b""  # closed after 1
             await _settle()
             assert server.in_flight == 0
-        finally:
-            writer.close()
-            server.stop_accepting()
-            await server.close()
 
     asyncio.run(run())
 
@@ -176,8 +164,7 @@ def test_a_failed_wait_closes_the_connection_and_nothing_after_it_is_written() -
 def test_a_client_gone_mid_pipeline_leaves_nothing_in_flight() -> None:
     async def run() -> None:
         handler = ScriptedHandler()
-        server, _reader, writer = await _connected(handler)
-        try:
+        async with _connected(handler) as (server, _reader, writer):
             writer.write(b"".join(_frame(PRODUCE, cid, 1) for cid in (1, 2, 3)))
             await _settle()
             assert server.in_flight == 3
@@ -187,8 +174,5 @@ def test_a_client_gone_mid_pipeline_leaves_nothing_in_flight() -> None:
             await _settle()
             assert server.in_flight == 0
             assert all(f.cancelled() for f in handler.waits.values())
-        finally:
-            server.stop_accepting()
-            await server.close()
 
     asyncio.run(run())
