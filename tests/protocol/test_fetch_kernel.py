@@ -29,6 +29,7 @@ from kafkactl.protocol.kernels import REASON, codec_kernels
 from kafkactl.protocol.types import FileRegion
 from kafkactl.protocol.versions import SUPPORTED_VERSIONS
 from tests.hypothesis_profiles import examples
+from tests.protocol.frame_damage import damaged
 
 LO, HI = SUPPORTED_VERSIONS[ApiKey.FETCH]
 VERSIONS = list(range(LO, HI + 1))
@@ -196,19 +197,7 @@ def test_trailing_bytes_and_tagged_fields(version: int) -> None:
 @given(st.sampled_from(VERSIONS), _request, st.data())
 def test_twin_agrees_on_malformed_frames(version: int, body: dict[str, Any],
                                          data: st.DataObject) -> None:
-    frame = _frame(version, "cli", body)
-    kind = data.draw(st.sampled_from(["cut", "flip", "insert", "trail", "set"]))
-    at = data.draw(st.integers(8, max(8, len(frame))))
-    if kind == "cut":
-        frame = frame[:at]
-    elif kind == "flip" and at < len(frame):
-        frame[at] ^= data.draw(st.integers(1, 255))
-    elif kind == "insert":
-        frame[at:at] = data.draw(st.binary(min_size=1, max_size=6))
-    elif kind == "trail":
-        frame += data.draw(st.binary(min_size=1, max_size=6))
-    elif at < len(frame):  # a lying length, a null marker, an overlong varint
-        frame[at] = data.draw(st.sampled_from([0x00, 0x7F, 0x80, 0xFF]))
+    frame = damaged(_frame(version, "cli", body), data)
     _same(frame, version)
 
 
