@@ -46,8 +46,11 @@ class IsrChanger:
         self._wakeup = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._connection: BrokerConnection | None = None
+        self._stopped = False
 
     def submit(self, part: Partition, new_isr: list[int]) -> None:
+        if self._stopped:  # the broker is stopping: no ISR changes any more (Kafka's too)
+            return
         part.propose_isr(new_isr)
         self._queue[(part.topic, part.partition)] = (part, new_isr)
         self._wakeup.set()
@@ -55,11 +58,13 @@ class IsrChanger:
             self._task = asyncio.get_running_loop().create_task(self._run())
 
     def stop(self) -> None:
+        self._stopped = True
         if self._task is not None:
             self._task.cancel()
             self._task = None
         if self._connection is not None:
             self._connection.close()
+            self._connection = None
 
     async def _run(self) -> None:
         while True:

@@ -20,6 +20,8 @@ LOG_LEVELS = ("debug", "info", "warning", "error")
 
 
 LOG_FORMATS = ("text", "json")
+# after "broker stopped cleanly": how long the process may take to exit (_exit_watchdog)
+EXIT_GRACE_S = 3.0
 
 
 def setup_logging(level: str, log_format: str = "text") -> None:
@@ -193,7 +195,32 @@ async def _run(cfg: object, explicit: set[str]) -> int:
         await server.shutdown()
         return 0
     await server.serve_forever()
+    _exit_watchdog(EXIT_GRACE_S)
     return 0
+
+
+def _exit_watchdog(grace_s: float) -> None:
+    """After a clean stop nothing is left to write: should the process not have exited
+    `grace_s` later (a thread blocked in a ZooKeeper call or a file operation keeps the
+    interpreter's exit waiting for it), say so, print every thread's stack to stderr and
+    exit with status 1 rather than hang until someone kills the broker."""
+    import faulthandler
+    import threading
+
+    def fire() -> None:
+        names = sorted(t.name for t in threading.enumerate()
+                       if t is not threading.current_thread() and t.is_alive())
+        logging.getLogger("kafkactl.serve").error(
+            "the broker stopped cleanly but has not exited %g s later; still running: %s; "
+            "their stacks follow, then exiting with status 1", grace_s, ", ".join(names))
+        faulthandler.dump_traceback(all_threads=True)
+        sys.stderr.flush()
+        os._exit(1)
+
+    timer = threading.Timer(grace_s, fire)
+    timer.name = "exit-watchdog"
+    timer.daemon = True
+    timer.start()
 
 
 def _startup_error(e: Exception) -> str:

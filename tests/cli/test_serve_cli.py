@@ -33,3 +33,35 @@ def test_a_failed_start_keeps_a_data_dir_that_existed(tmp_path: Path) -> None:
     code, err = _serve_on_a_taken_port(existing)
     assert code == 1, err
     assert (existing / "keep.txt").read_text() == "mine"
+
+
+def test_a_thread_that_outlives_a_clean_stop_is_named_and_does_not_hang_the_exit() -> None:
+    """The exit watchdog serve arms after "broker stopped cleanly": a non-daemon thread that
+    never ends (as a call blocked in ZooKeeper would) is named with its stack, and the
+    process exits with status 1 instead of waiting for it."""
+    import subprocess
+    import sys
+
+    program = (
+        "import threading, time\n"
+        "from kafkactl.cli.serve import _exit_watchdog\n"
+        "def stuck_in_a_call():\n"
+        "    time.sleep(3600)\n"
+        "threading.Thread(target=stuck_in_a_call, name='zk-admin_0').start()\n"
+        "_exit_watchdog(0.5)\n")
+    r = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True,
+                       timeout=60)
+    assert r.returncode == 1, r.stderr
+    assert "has not exited 0.5 s later; still running: zk-admin_0" in r.stderr, r.stderr
+    assert "stuck_in_a_call" in r.stderr, r.stderr
+
+
+def test_a_clean_exit_is_not_held_by_the_watchdog() -> None:
+    import subprocess
+    import sys
+
+    r = subprocess.run([sys.executable, "-c",
+                        "from kafkactl.cli.serve import _exit_watchdog\n_exit_watchdog(60)\n"],
+                       capture_output=True, text=True, timeout=30)
+    assert r.returncode == 0, r.stderr
+    assert "has not exited" not in r.stderr

@@ -53,5 +53,7 @@ def test_brokers_stopped_together_stop_within_the_controlled_shutdown_bound(
         assert not slow, f"brokers {slow} took more than {BOUND_S:g} s to stop:\n" + \
             "\n".join(logs[i][-3000:] for i in slow)
         for i, text in logs.items():
+            assert "has not exited" not in text, \
+                f"broker {i}: a thread outlived its clean stop:\n{text[-6000:]}"
             assert not re.search(r"\(\)\s*$", text, re.MULTILINE), \
                 f"broker {i} logged an error without its message:\n{text[-3000:]}"
