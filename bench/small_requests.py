@@ -12,6 +12,10 @@ Phases, all in one run (each phase: its own clients, CPU sampled over the same w
          broker/echo is the broker's own cost, broker - net what handling a Produce costs;
 - acks1, acksall   confluent-kafka producers (linger.ms=0, one record per request, each
          process keeping `--window` records outstanding), acks=1 and acks=all;
+- paced  one raw-socket client at each of `--paced-rates` requests/s (sleeping between
+         them), echo server then broker: the CPU a request costs a server that idles
+         between requests (this machine's VMs: ~5x the saturated figure, echo and broker
+         alike), beside the saturated phases' figures;
 - latency  confluent-kafka producers paced to half the one-core capacity for their own
          requests, as the acks1 phase measured it (1e6 / 2 / broker µs per request; the
          raw phase's when acks1 did not run; `--rate` sets it): p50/p99 of produce() ->
@@ -27,7 +31,7 @@ broker takes its raw phase in every round, in alternating order (before/after in
 conditions; the confluent-kafka phases use the first).
 
     python bench/small_requests.py [--producers 20] [--seconds 5] [--rate N] [--rounds 1]
-                                   [--phases echo,net,raw,acks1,acksall,latency]
+                                   [--phases echo,net,raw,paced,acks1,acksall,latency]
                                    [--kafkactl DIR]...
 """
 
@@ -63,6 +67,21 @@ def process_cpu_seconds(pid: int) -> tuple[float, float]:
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     tick = os.sysconf("SC_CLK_TCK")
     return int(fields[11]) / tick, int(fields[12]) / tick
+
+
+def process_runtime_seconds(pid: int) -> float:
+    """CPU seconds of process `pid`'s threads so far, to the nanosecond (the scheduler's
+    sum_exec_runtime; /proc/PID/stat counts whole 10 ms ticks, too coarse for a server that
+    spends 2% of a core); the tick count where /proc/PID/task/*/sched is not there."""
+    total = 0.0
+    try:
+        for task in Path(f"/proc/{pid}/task").iterdir():
+            for row in (task / "sched").read_text().splitlines():
+                if row.startswith("se.sum_exec_runtime"):
+                    total += float(row.split(":")[1]) / 1000
+    except OSError:
+        return sum(process_cpu_seconds(pid))
+    return total or sum(process_cpu_seconds(pid))
 
 
 def percentile(values: list[float], p: float) -> float:
@@ -178,6 +197,33 @@ def raw_client(port: int, frame: bytes, t0: float, t1: float, out: Any) -> None:
     out.put(done)
 
 
+def paced_client(port: int, frame: bytes, rate: float, t0: float, t1: float, out: Any) -> None:
+    """One request at a time at `rate` requests/s (sleeping to each slot): the server
+    idles between requests, as a broker does below its capacity. Counts the answers
+    inside [t0, t1]."""
+    s = socket.create_connection(("127.0.0.1", port))
+    s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    buf = bytearray(65536)
+    view = memoryview(buf)
+    done, i, start = 0, 0, time.monotonic()
+    while (now := time.monotonic()) < t1:
+        delay = start + i / rate - now
+        if delay > 0:
+            time.sleep(delay)
+        i += 1
+        s.sendall(frame)
+        got = s.recv_into(buf)
+        while got < 4 or got < 4 + _SIZE.unpack_from(buf)[0]:
+            n = s.recv_into(view[got:])
+            if n == 0:
+                raise ConnectionError("server closed the connection")
+            got += n
+        if now >= t0:
+            done += 1
+    s.close()
+    out.put(done)
+
+
 # ------------------------------------------------------------------ confluent-kafka clients
 def ck_saturate(bootstrap: str, partition: int, acks: int, window: int, t0: float, t1: float,
                 out: Any) -> None:
@@ -244,9 +290,10 @@ def _niced(target: Any, *args: Any) -> None:
 
 
 def run_clients(target: Any, args_for: Any, n: int, server_pid: int,
-                seconds: float) -> tuple[list[Any], tuple[float, float]]:
+                seconds: float, precise: bool = False) -> tuple[list[Any], tuple[float, float]]:
     """Start n client processes over one window; returns their results and the server's
-    (user, system) CPU seconds inside the window."""
+    (user, system) CPU seconds inside the window ((0, total) with `precise`:
+    process_runtime_seconds)."""
     ctx = mp.get_context("fork")
     out = ctx.Queue()
     t0 = time.monotonic() + WARMUP + 0.05 * n
@@ -255,9 +302,11 @@ def run_clients(target: Any, args_for: Any, n: int, server_pid: int,
     for p in procs:
         p.start()
     time.sleep(max(0.0, t0 - time.monotonic()))
-    cpu0 = process_cpu_seconds(server_pid)
+    cpu0 = (0.0, process_runtime_seconds(server_pid)) if precise else \
+        process_cpu_seconds(server_pid)
     time.sleep(max(0.0, t1 - time.monotonic()))
-    cpu1 = process_cpu_seconds(server_pid)
+    cpu1 = (0.0, process_runtime_seconds(server_pid)) if precise else \
+        process_cpu_seconds(server_pid)
     results = [out.get(timeout=60) for _ in procs]
     for p in procs:
         p.join(30)
@@ -277,8 +326,8 @@ def line(name: str, requests: int, seconds: float, cpu: tuple[float, float],
     rate = requests / seconds
     total = cpu[0] + cpu[1]
     us = total / requests * 1e6 if requests else float("nan")
-    user = cpu[0] / requests * 1e6 if requests else float("nan")
-    print(f"{name:<9} {rate:>10,.0f} req/s  server {us:6.1f} µs CPU/req (user {user:5.1f})  "
+    user = f"{cpu[0] / requests * 1e6:5.1f}" if requests and cpu[0] else "  n/a"
+    print(f"{name:<9} {rate:>10,.0f} req/s  server {us:6.1f} µs CPU/req (user {user})  "
           f"({total / seconds * 100:3.0f}% of a core){extra}", flush=True)
     return us
 
@@ -291,6 +340,27 @@ def spread(values: list[float]) -> str:
     return f"best {min(values):.1f}, median {statistics.median(values):.1f} of {len(values)}"
 
 
+def paced_phase(echo: tuple[subprocess.Popen[bytes], int], broker: Broker, frame: bytes,
+                rates: list[float], secs: float) -> list[Row]:
+    """The same requests from one client at a steady rate, echo server then broker: what a
+    request costs a server that idles between requests (CPU caches and branch predictors
+    cold, the wake-up of an idle process), against the saturated phases above."""
+    rows = []
+    for rate in rates:
+        us = []
+        for pid, port, name in ((echo[0].pid, echo[1], "echo"),
+                                (broker.proc.pid, broker.port, "broker")):
+            res, cpu = run_clients(paced_client, lambda i, p=port, r=rate: (p, frame, r), 1, pid,
+                                   secs, precise=True)
+            us.append(line(f"{name} {rate:g}/s", sum(res), secs, cpu))
+        print(f"{'':9} at {rate:,.0f} req/s: broker/echo {us[1] / us[0]:.2f}x", flush=True)
+        rows.append(Row(GOAL, f"broker CPU per one-record Produce at {rate:,.0f} req/s "
+                              "(one paced client, acks=1)", us[1], "µs",
+                        f"echo server at {rate:,.0f} req/s", us[0], us[1] / us[0],
+                        target="report (the cost of a request to an idling server)"))
+    return rows
+
+
 def main() -> None:  # noqa: C901
     ap = argparse.ArgumentParser()
     ap.add_argument("--producers", type=int, default=20)
@@ -300,7 +370,9 @@ def main() -> None:  # noqa: C901
                          "the raw phase measured, else 10,000)")
     ap.add_argument("--window", type=int, default=1,
                     help="records each confluent-kafka producer keeps outstanding")
-    ap.add_argument("--phases", default="echo,net,raw,acks1,acksall,latency")
+    ap.add_argument("--phases", default="echo,net,raw,paced,acks1,acksall,latency")
+    ap.add_argument("--paced-rates", default="100,1000,5000",
+                    help="the paced phase's requests/s (one client, one request at a time)")
     ap.add_argument("--rounds", type=int, default=1,
                     help="alternate the echo and raw phases this many times; report the "
                          "best and the median of each")
@@ -404,6 +476,9 @@ def main() -> None:  # noqa: C901
                                net_us, "µs", "bare asyncio echo server" if echo_us else "",
                                echo_us, net_us / echo_us if echo_us else None,
                                target="(framing and writes, no request handled)"))
+        if "paced" in phases and echo is not None:
+            rows += paced_phase(echo, brokers[0], frames[0],
+                                [float(r) for r in args.paced_rates.split(",")], secs)
         for server in (echo, net):
             if server is not None:
                 server[0].terminate()
