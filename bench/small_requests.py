@@ -12,6 +12,8 @@ Phases, all in one run (each phase: its own clients, CPU sampled over the same w
          broker/echo is the broker's own cost, broker - net what handling a Produce costs;
 - acks1, acksall   confluent-kafka producers (linger.ms=0, one record per request, each
          process keeping `--window` records outstanding), acks=1 and acks=all;
+- hot    the broker's request handler called in a loop in one process with the raw phase's
+         frame (no socket, caches warm): its code's own cost, beside the raw phase's;
 - paced  one raw-socket client at each of `--paced-rates` requests/s (sleeping between
          them), echo server then broker: the CPU a request costs a server that idles
          between requests (this machine's VMs: ~5x the saturated figure, echo and broker
@@ -31,7 +33,7 @@ broker takes its raw phase in every round, in alternating order (before/after in
 conditions; the confluent-kafka phases use the first).
 
     python bench/small_requests.py [--producers 20] [--seconds 5] [--rate N] [--rounds 1]
-                                   [--phases echo,net,raw,paced,acks1,acksall,latency]
+                                   [--phases echo,net,raw,hot,paced,acks1,acksall,latency]
                                    [--kafkactl DIR]...
 """
 
@@ -143,6 +145,45 @@ def net_server(port: int) -> None:
                               idle_timeout_ms=600_000)
         await server.start("127.0.0.1", port)
         await asyncio.Event().wait()
+
+    asyncio.run(main())
+
+
+def hot_handle(requests: int) -> None:
+    """(a process of its own) A standalone broker started in this process; its request
+    handler called `requests` times in a loop with the raw phase's Produce frame, no
+    socket: what handling one costs with the CPU's caches warm (best of 5 loops). Prints
+    the µs per request."""
+    import tempfile
+
+    from kafkactl.broker.config import BrokerConfig
+    from kafkactl.broker.network import ConnectionInfo
+    from kafkactl.broker.server import KafkaServer
+
+    async def main() -> None:
+        data = tempfile.mkdtemp(prefix="kafkactl-bench-hot-")
+        server = KafkaServer(BrokerConfig.build(flags={
+            "log.dirs": data, "listeners": "PLAINTEXT://127.0.0.1:0"}, overrides=[]))
+        await server.startup()
+        try:
+            assert server.socket_server is not None
+            handler = server.socket_server.handler
+            conn = ConnectionInfo(peer="127.0.0.1:1", connection_id=1)
+            frame = produce_frame(0, 1)[4:]  # the handler takes frames without the size
+            for _ in range(2000):  # the topic auto-created, the code paths warm
+                handler.handle(conn, bytearray(frame))
+            best = float("inf")
+            for _ in range(5):
+                t = time.process_time()
+                for _ in range(requests):
+                    handler.handle(conn, bytearray(frame))
+                best = min(best, (time.process_time() - t) / requests)
+            print(f"{best * 1e6:.2f}", flush=True)
+        finally:
+            await server.shutdown()
+            import shutil
+
+            shutil.rmtree(data, ignore_errors=True)
 
     asyncio.run(main())
 
@@ -340,6 +381,23 @@ def spread(values: list[float]) -> str:
     return f"best {min(values):.1f}, median {statistics.median(values):.1f} of {len(values)}"
 
 
+def hot_phase(checkout: Path, live_us: float | None) -> list[Row]:
+    """The broker's request handler in a loop in one process (hot_handle), beside the raw
+    phase's live figure: how much of a live request's cost is its code and how much that
+    code running cold (after the event loop, the socket and other connections)."""
+    r = subprocess.run([sys.executable, __file__, "--hot-handle", "100000"],
+                       env={**os.environ, "PYTHONPATH": str(checkout)}, capture_output=True,
+                       text=True, timeout=600, check=True)
+    us = float(r.stdout.split()[-1])
+    print(f"hot       handling a one-record Produce in a loop, no socket: {us:.1f} µs"
+          + (f" (the raw phase's broker, live: {live_us:.1f} µs)" if live_us else ""),
+          flush=True)
+    return [Row(GOAL, "broker's request handler on a one-record Produce, in a loop "
+                      "(caches warm, no socket)", us, "µs",
+                "the raw phase's broker CPU per request" if live_us else "", live_us,
+                us / live_us if live_us else None, target="report")]
+
+
 def paced_phase(echo: tuple[subprocess.Popen[bytes], int], broker: Broker, frame: bytes,
                 rates: list[float], secs: float) -> list[Row]:
     """The same requests from one client at a steady rate, echo server then broker: what a
@@ -370,7 +428,7 @@ def main() -> None:  # noqa: C901
                          "the raw phase measured, else 10,000)")
     ap.add_argument("--window", type=int, default=1,
                     help="records each confluent-kafka producer keeps outstanding")
-    ap.add_argument("--phases", default="echo,net,raw,paced,acks1,acksall,latency")
+    ap.add_argument("--phases", default="echo,net,raw,hot,paced,acks1,acksall,latency")
     ap.add_argument("--paced-rates", default="100,1000,5000",
                     help="the paced phase's requests/s (one client, one request at a time)")
     ap.add_argument("--rounds", type=int, default=1,
@@ -384,6 +442,7 @@ def main() -> None:  # noqa: C901
                          "of the server inside its send())")
     ap.add_argument("--echo-server", type=int, help=argparse.SUPPRESS)
     ap.add_argument("--net-server", type=int, help=argparse.SUPPRESS)
+    ap.add_argument("--hot-handle", type=int, help=argparse.SUPPRESS)
     add_summary_option(ap)
     args = ap.parse_args()
     global CLIENT_NICE
@@ -393,6 +452,9 @@ def main() -> None:  # noqa: C901
         return
     if args.net_server:
         net_server(args.net_server)
+        return
+    if args.hot_handle:
+        hot_handle(args.hot_handle)
         return
     phases = args.phases.split(",")
     n, secs, rounds = args.producers, args.seconds, max(1, args.rounds)
@@ -476,6 +538,8 @@ def main() -> None:  # noqa: C901
                                net_us, "µs", "bare asyncio echo server" if echo_us else "",
                                echo_us, net_us / echo_us if echo_us else None,
                                target="(framing and writes, no request handled)"))
+        if "hot" in phases:
+            rows += hot_phase(checkouts[0], min(raw_runs[0]) if raw_runs[0] else None)
         if "paced" in phases and echo is not None:
             rows += paced_phase(echo, brokers[0], frames[0],
                                 [float(r) for r in args.paced_rates.split(",")], secs)
