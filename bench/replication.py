@@ -12,7 +12,8 @@
    row is the p99 at 5,000 rec/s (<= 10 ms), and the first rate whose p99 passes 10 ms
    is reported; beside them, measured in the same run, the machine's floor: the round
    trip between two bare asyncio processes (p50 / p99), since on a shared machine a record's
-   six process hops each wait for a CPU;
+   six process hops each wait for a CPU, and one record at a time on the idle cluster
+   (acks=1 against acks=all: what the followers' hops add when nothing queues);
 4. fail-over: time from SIGKILL of a partition's leader to the first acks=all write
    acknowledged by its successor.
 
@@ -114,27 +115,58 @@ class Latency:
                 f"{self.broker_cpu * 1e6 / max(self.sent, 1):.0f} µs/record; load {self.load:.1f})")
 
 
-def measure_latency(cluster: BenchCluster, topic: str, rate: int, seconds: float,
-                    producer_config: dict[str, str],
-                    consumer_config: dict[str, str]) -> Latency:
-    """`rate` records/s for `seconds`, acks=all, linger.ms=0, idempotent (unless
-    `producer_config` says otherwise): each record's value is its send time; a thread of
-    its own takes the delivery reports as they come (the ack time), the consumer
-    (fetch.wait.max.ms=10) is polled between sends."""
+def _consume(boot: str, group: str, topic: str, consumer_config: dict[str, str],
+             ready: Any, done: Any, out: Any) -> None:
+    """(a process of its own) Read `topic` from its end, stamping each record with the time
+    it came out of poll(); after `done` is set, until every record sent is in (its count
+    is `done`'s value) or 5 s more pass. Puts the [(value, time)] list on `out`."""
     import confluent_kafka
-
-    boot = ",".join(b.bootstrap for b in cluster.brokers.values())
-    group = f"lat-{rate}"
 
     # assigned, not subscribed: no group (its coordinator, __consumer_offsets) in the way
     consumer = confluent_kafka.Consumer({"bootstrap.servers": boot, "group.id": group,
                                         "enable.auto.commit": False,
-                                        "auto.offset.reset": "latest",
-                                        **consumer_config})
+                                        "auto.offset.reset": "latest", **consumer_config})
     parts = consumer.list_topics(topic, timeout=30).topics[topic].partitions
     consumer.assign([confluent_kafka.TopicPartition(topic, p, confluent_kafka.OFFSET_END)
                      for p in parts])
     consumer.poll(0.5)  # the end offsets looked up before the clock starts
+    ready.set()
+    got: list[tuple[bytes | None, float]] = []
+    end = None
+    while end is None or (len(got) < done.value and time.monotonic() < end):
+        msg = consumer.poll(0.1)  # blocks in librdkafka, wakes when a record is in
+        if msg is not None and msg.error() is None:
+            got.append((msg.value(), time.perf_counter()))
+        if end is None and done.value >= 0:
+            end = time.monotonic() + 5
+    consumer.close()
+    out.put(got)
+
+
+def measure_latency(cluster: BenchCluster, topic: str, rate: int, seconds: float,
+                    producer_config: dict[str, str],
+                    consumer_config: dict[str, str]) -> Latency:
+    """`rate` records/s for `seconds`, acks=all, linger.ms=0, idempotent (unless
+    `producer_config` says otherwise): each record's value is its send time
+    (time.perf_counter, CLOCK_MONOTONIC: one clock for every process here); a thread of its
+    own takes the delivery reports as they come (the ack time); the consumer
+    (fetch.wait.max.ms=10) runs in a process of its own. Between sends this process sleeps:
+    it polled the consumer before, and librdkafka rounds a poll's timeout down to whole
+    milliseconds, so below 1 ms between records (1,000 rec/s and up) that loop spun a
+    whole core of this two-core machine away from the brokers."""
+    import multiprocessing as mp
+
+    import confluent_kafka
+
+    boot = ",".join(b.bootstrap for b in cluster.brokers.values())
+    ctx = mp.get_context("spawn")  # a fresh process: no librdkafka state forked
+    ready, done, out = ctx.Event(), ctx.Value("q", -1), ctx.Queue()
+    reader = ctx.Process(target=_consume, args=(boot, f"lat-{rate}", topic, consumer_config,
+                                                 ready, done, out))
+    reader.start()
+    if not ready.wait(60):
+        reader.kill()
+        raise RuntimeError("the consumer did not start")
     acked: dict[bytes, float] = {}
 
     def delivered(err: Any, msg: Any) -> None:
@@ -148,43 +180,80 @@ def measure_latency(cluster: BenchCluster, topic: str, rate: int, seconds: float
 
     def reports() -> None:
         while not stop.is_set():
-            producer.poll(0.05)
+            producer.poll(0.05)  # blocks in librdkafka, wakes for each delivery report
 
     reporter = threading.Thread(target=reports, daemon=True)
     reporter.start()
-    got: list[tuple[bytes | None, float]] = []  # (value, received at)
     n, total = 0, int(rate * seconds)
     cpu0 = sum(b.cpu_seconds() for b in cluster.brokers.values())
     start = time.perf_counter()
     try:
         while n < total:
-            due = start + n / rate
-            now = time.perf_counter()
-            if now < due:
-                msg = consumer.poll(max(0.0, due - now))
-            else:
-                producer.produce(topic, b"%.9f" % time.perf_counter())
-                n += 1
-                msg = consumer.poll(0)
-            while msg is not None:
-                if msg.error() is None:
-                    got.append((msg.value(), time.perf_counter()))
-                msg = consumer.poll(0)
+            delay = start + n / rate - time.perf_counter()
+            if delay > 0:
+                time.sleep(delay)
+            producer.produce(topic, b"%.9f" % time.perf_counter())
+            n += 1
         sent_for = time.perf_counter() - start
         producer.flush(30)
-        end = time.monotonic() + 5
-        while len(got) < n and time.monotonic() < end:
-            msg = consumer.poll(0.1)
-            if msg is not None and msg.error() is None:
-                got.append((msg.value(), time.perf_counter()))
     finally:
         stop.set()
         reporter.join()
-        consumer.close()
-    out = Latency(rate, sent=n, seen=len(got), seconds=sent_for, load=os.getloadavg()[0],
-                  broker_cpu=sum(b.cpu_seconds() for b in cluster.brokers.values()) - cpu0)
-    _tally(out, got, acked, start + WARMUP_S)
-    return out
+        done.value = n
+    got = out.get(timeout=60)
+    reader.join(30)
+    out_ = Latency(rate, sent=n, seen=len(got), seconds=sent_for, load=os.getloadavg()[0],
+                   broker_cpu=sum(b.cpu_seconds() for b in cluster.brokers.values()) - cpu0)
+    _tally(out_, got, acked, start + WARMUP_S)
+    return out_
+
+
+def isolated_rtt(cluster: BenchCluster, topic: str, n: int = 100,
+                 gap_s: float = 0.02) -> tuple[float, float]:
+    """One record at a time, `gap_s` apart, to the leader of partition 0 of an idle cluster
+    (a raw socket, Produce v9 of one 100-byte record): the RTT p50 with acks=1 and with
+    acks=all, in ms. acks=all is acks=1 plus the followers' hops (the leader's fetch
+    answer, their append and next fetch), each a request to a process that was idle."""
+    import socket
+    import struct
+
+    from kafkactl.protocol.codec import encode_request
+    from kafkactl.record.builder import RecordBatchBuilder
+
+    ctl = cluster.brokers[cluster.controller()]
+    leader = cluster.brokers[leaders(ctl.port, topic)[0]]
+    out = []
+    with socket.create_connection(("127.0.0.1", leader.port)) as s:
+        s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        for acks in (1, -1):
+            times = []
+            for i in range(n + 10):
+                b = RecordBatchBuilder()
+                b.append(None, None, b"r" * 100)
+                frame = encode_request(ApiKey.PRODUCE, 9, i, "rtt", {
+                    "transactional_id": None, "acks": acks, "timeout_ms": 30000,
+                    "topic_data": [{"name": topic, "partition_data": [
+                        {"index": 0, "records": b.build()}]}]})
+                time.sleep(gap_s)
+                t0 = time.perf_counter()
+                s.sendall(frame)
+                head = b""
+                while len(head) < 4:
+                    head += s.recv(4 - len(head))
+                left = struct.unpack(">i", head)[0]
+                while left:
+                    left -= len(s.recv(left))
+                if i >= 10:  # the connection and the code paths warm
+                    times.append((time.perf_counter() - t0) * 1000)
+            out.append(statistics.median(times))
+    return out[0], out[1]
+
+
+def print_isolated(cluster: BenchCluster, topic: str) -> tuple[float, float]:
+    one, everyone = isolated_rtt(cluster, topic)
+    print(f"  one record at a time on the idle cluster (20 ms apart): produce RTT p50 acks=1 "
+          f"{one:.2f} ms, acks=all {everyone:.2f} ms", flush=True)
+    return one, everyone
 
 
 def _tally(out: Latency, got: list[tuple[bytes | None, float]], acked: dict[bytes, float],
@@ -281,12 +350,16 @@ def crossing(runs: list[Latency]) -> int | None:
 
 
 def latency_rows(runs: list[Latency], floor: tuple[float, float] | None = None,
-                 where: str = "") -> list[Row]:
+                 where: str = "", isolated: tuple[float, float] | None = None) -> list[Row]:
     rows = []
     if floor is not None:
         rows.append(Row(GOAL, "bare asyncio ping-pong between two processes, RTT p99 (the "
                         "machine's floor now)", floor[1], "ms", "RTT p50", floor[0],
                         target="report"))
+    if isolated is not None:
+        rows.append(Row(GOAL, "one record at a time on the idle cluster, produce RTT p50, "
+                        "RF=3 acks=all", isolated[1], "ms", "acks=1", isolated[0],
+                        isolated[1] / isolated[0], "report"))
     for r in sorted(runs, key=lambda r: r.rate):
         p99 = pct(r.e2e, 99)
         rows.append(Row(GOAL, f"e2e p50 at {r.rate:,} rec/s, RF=3 acks=all{where}",
@@ -322,6 +395,7 @@ def latency_only(zk: ZooKeeperServer, base: Path, args: argparse.Namespace,
     results: dict[Path, list[list[Latency]]] = {c: [] for c in checkouts}
     plain: dict[Path, list[Latency]] = {c: [] for c in checkouts}
     floors: list[tuple[float, float]] = []
+    isolated: list[tuple[float, float]] = []
     for rnd in range(args.rounds):
         order = checkouts if rnd % 2 == 0 else checkouts[::-1]  # ABBA: drift cancels
         for c in order:
@@ -332,6 +406,8 @@ def latency_only(zk: ZooKeeperServer, base: Path, args: argparse.Namespace,
                 ctl = cluster.brokers[cluster.controller()]
                 create(ctl.port, "rf3", 3, 3)
                 wait(lambda port=ctl.port: isr_full(port, "rf3", 3), 60, "topic rf3")
+                if c == checkouts[0]:
+                    isolated.append(print_isolated(cluster, "rf3"))
                 runs = []
                 for rate in rates:
                     run = measure_latency(cluster, "rf3", rate, args.seconds, producer, consumer)
@@ -371,7 +447,7 @@ def latency_only(zk: ZooKeeperServer, base: Path, args: argparse.Namespace,
               + ", ".join(f"{pct(r.e2e, 99):.2f} ms" for r in chosen if r.rate == GOAL_RATE)
               + f"; p99 passes {GOAL_P99_MS:g} ms at {crossing_text(chosen)}")
     floor = sorted(floors, key=lambda f: f[1])[len(floors) // 2]
-    rows = latency_rows(chosen, floor)
+    rows = latency_rows(chosen, floor, isolated=sorted(isolated)[len(isolated) // 2])
     if plain[checkouts[0]]:
         runs = sorted(plain[checkouts[0]], key=lambda r: pct(r.e2e, 99))
         r = runs[len(runs) // 2]
@@ -496,13 +572,14 @@ def main() -> None:  # noqa: C901
                             statistics.median(lags), "records", target="report"))
 
         # -- 3: end-to-end latency per rate, RF=3 acks=all ------------------------------------
+        isolated = print_isolated(cluster, "rf3")
         runs = []
         for rate in rates:
             run = measure_latency(cluster, "rf3", rate, args.seconds, producer, consumer)
             print(f"end-to-end, RF=3 acks=all, {run.line()}", flush=True)
             runs.append(run)
         print(f"  e2e p99 passes {GOAL_P99_MS:g} ms at {crossing_text(runs)}")
-        rows += latency_rows(runs, print_floor())
+        rows += latency_rows(runs, print_floor(), isolated=isolated)
 
         # -- 4: fail-over ------------------------------------------------------------------------
         victim = leaders(ctl.port, "rf3")[0]
