@@ -218,40 +218,26 @@ def produce_frame(partition: int, acks: int) -> bytes:
 
 
 def raw_client(port: int, frame: bytes, t0: float, t1: float, out: Any) -> None:
-    """One request in flight at a time; counts the answers received inside [t0, t1]."""
-    s = socket.create_connection(("127.0.0.1", port))
-    s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    buf = bytearray(65536)
-    view = memoryview(buf)
-    done = 0
-    while (now := time.monotonic()) < t1:
-        s.sendall(frame)
-        got = s.recv_into(buf)
-        while got < 4 or got < 4 + _SIZE.unpack_from(buf)[0]:
-            n = s.recv_into(view[got:])
-            if n == 0:
-                raise ConnectionError("server closed the connection")
-            got += n
-        if now >= t0:
-            done += 1
-    s.close()
-    out.put(done)
+    """One request in flight at a time, back to back; counts the answers received inside
+    [t0, t1]."""
+    paced_client(port, frame, 0.0, t0, t1, out)
 
 
 def paced_client(port: int, frame: bytes, rate: float, t0: float, t1: float, out: Any) -> None:
-    """One request at a time at `rate` requests/s (sleeping to each slot): the server
-    idles between requests, as a broker does below its capacity. Counts the answers
-    inside [t0, t1]."""
+    """One request at a time, at `rate` requests/s (sleeping to each slot: the server idles
+    between requests, as a broker does below its capacity), or back to back with rate 0.
+    Counts the answers inside [t0, t1]."""
     s = socket.create_connection(("127.0.0.1", port))
     s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     buf = bytearray(65536)
     view = memoryview(buf)
     done, i, start = 0, 0, time.monotonic()
     while (now := time.monotonic()) < t1:
-        delay = start + i / rate - now
-        if delay > 0:
-            time.sleep(delay)
-        i += 1
+        if rate:
+            delay = start + i / rate - now
+            if delay > 0:
+                time.sleep(delay)
+            i += 1
         s.sendall(frame)
         got = s.recv_into(buf)
         while got < 4 or got < 4 + _SIZE.unpack_from(buf)[0]:
