@@ -22,10 +22,9 @@ import socket
 import statistics
 import subprocess
 import sys
-import threading
 import time
 
-from broker_common import start_broker
+from broker_common import raw_sendfile, start_broker
 from broker_ingest import wire_producer
 from confluent_kafka import Consumer, TopicPartition
 from summary import Row, add_summary_option, write_summary
@@ -140,47 +139,6 @@ def wire_consume(bootstrap: str, end_offset: int, profile: WireProfile | None = 
     return total_bytes, dt
 
 
-def raw_sendfile(paths: list[str], span: int = WIRE_PARTITION_BYTES) -> float:
-    """MB/s of os.sendfile of the segments over loopback, the receiver filling a buffer of
-    `span` bytes from its start again and again, as the wire consumer fills its buffer
-    with each response (a receiver reusing a 1 MiB buffer, cache-hot, read ~25% faster
-    here than one writing over 8 MiB; over 64 MiB, ~3x slower)."""
-    srv = socket.socket()
-    srv.bind(("127.0.0.1", 0))
-    srv.listen(1)
-    port = srv.getsockname()[1]
-    total = sum(os.path.getsize(p) for p in paths)
-
-    def serve() -> None:
-        conn, _ = srv.accept()
-        for p in paths:
-            with open(p, "rb") as f:
-                off, size = 0, os.path.getsize(p)
-                while off < size:
-                    off += os.sendfile(conn.fileno(), f.fileno(), off, min(8 << 20, size - off))
-        conn.close()
-
-    t = threading.Thread(target=serve)
-    t.start()
-    sock = socket.create_connection(("127.0.0.1", port))
-    view = memoryview(bytearray(span))
-    got = pos = 0
-    t0 = time.perf_counter()
-    while got < total:
-        if pos == span:
-            pos = 0
-        n = sock.recv_into(view[pos:])
-        if not n:
-            break
-        got += n
-        pos += n
-    dt = time.perf_counter() - t0
-    t.join()
-    sock.close()
-    srv.close()
-    return got / dt / 1e6
-
-
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--records", type=int, default=3_000_000)
@@ -201,12 +159,12 @@ def main() -> None:
         cpu0 = broker.cpu_seconds()
         wbytes, wdt = wire_consume(broker.bootstrap, n)
         wcpu = broker.cpu_seconds() - cpu0
-        wires, raws = [wbytes / wdt / 1e6], [raw_sendfile(paths)]
+        wires, raws = [wbytes / wdt / 1e6], [raw_sendfile(paths, WIRE_PARTITION_BYTES)]
         profile = WireProfile()
         for i in range(1, max(1, args.pairs)):  # ABBA: a drift of the machine cancels
             for what in (("raw", "wire") if i % 2 else ("wire", "raw")):
                 if what == "raw":
-                    raws.append(raw_sendfile(paths))
+                    raws.append(raw_sendfile(paths, WIRE_PARTITION_BYTES))
                 else:
                     b, t = wire_consume(broker.bootstrap, n, profile)
                     wires.append(b / t / 1e6)

@@ -11,7 +11,8 @@ are filled before the broker starts by appending 1 MiB batches with the log laye
   10%), after a warm-up round, in the order small, large, large, small (means compared);
 - catch-up: a consumer fetching `large` from offset 0 to its end (Fetch v12, `--fetch-mb`
   per partition, bytes not parsed), against a raw `os.sendfile` of the same segment files
-  over loopback, alternated twice, best of each (goal >= 0.8x).
+  over loopback into a receive buffer of the same `--fetch-mb` (broker_common.raw_sendfile),
+  alternated twice, best of each (goal >= 0.8x).
 
 Disk: the large topic needs `--large-gb` free plus margin (checked before writing).
 
@@ -25,15 +26,13 @@ import argparse
 import multiprocessing as mp
 import os
 import shutil
-import socket
 import tempfile
-import threading
 import time
 from pathlib import Path
 from typing import Any
 
 from bench_rows import connect, print_rows, recv_frame, row, write_summary
-from broker_common import start_broker
+from broker_common import raw_sendfile, start_broker
 from many_partitions import create
 
 GOAL = "5 size"
@@ -211,41 +210,6 @@ def ingest_and_tail(port: int, topic: str, seconds: float) -> tuple[float, float
     return got["produce"] / seconds, got["consume"] / seconds / 1e6
 
 
-def raw_sendfile(paths: list[Path]) -> float:
-    """MB/s of os.sendfile of `paths` to a loopback socket read into a 1 MiB buffer."""
-    srv = socket.socket()
-    srv.bind(("127.0.0.1", 0))
-    srv.listen(1)
-    port = srv.getsockname()[1]
-    total = sum(p.stat().st_size for p in paths)
-
-    def serve() -> None:
-        conn, _ = srv.accept()
-        for p in paths:
-            with open(p, "rb") as f:
-                off, size = 0, p.stat().st_size
-                while off < size:
-                    off += os.sendfile(conn.fileno(), f.fileno(), off, min(8 << 20, size - off))
-        conn.close()
-
-    t = threading.Thread(target=serve)
-    t.start()
-    sock = socket.create_connection(("127.0.0.1", port))
-    buf = bytearray(1 << 20)
-    got = 0
-    t0 = time.perf_counter()
-    while got < total:
-        n = sock.recv_into(buf)
-        if not n:
-            break
-        got += n
-    dt = time.perf_counter() - t0
-    t.join()
-    sock.close()
-    srv.close()
-    return got / dt / 1e6
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--large-gb", type=float, default=2.0)
@@ -308,7 +272,7 @@ def main() -> None:
         end = log_end(port, "large")
         sendfiles, catch_ups = [], []
         for _ in range(2):  # alternated, best of each: the machine is shared
-            sendfiles.append(raw_sendfile(segs))
+            sendfiles.append(raw_sendfile(segs, FETCH_BYTES))
             cpu0 = broker.cpu_seconds()
             nbytes, dt = consume(port, "large", 0, end, time.monotonic() + 600)
             catch_ups.append(nbytes / dt / 1e6)
