@@ -34,6 +34,7 @@ one that is not.
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
 import shutil
@@ -135,6 +136,11 @@ def _consume(boot: str, group: str, topic: str, consumer_config: dict[str, str],
     consumer.assign([confluent_kafka.TopicPartition(topic, p, confluent_kafka.OFFSET_END)
                      for p in parts])
     consumer.poll(0.5)  # the end offsets looked up before the clock starts
+    # No collector while measuring: this loop makes no cycles, and a full collection over
+    # what this process imported (spawn re-imports this module: kafkactl, tests) stopped
+    # it ~100 ms once per run, every record then delivered that much later.
+    gc.freeze()
+    gc.disable()
     ready.set()
     cpu0 = time.process_time()
     got: list[tuple[bytes | None, float]] = []
@@ -192,6 +198,8 @@ def measure_latency(cluster: BenchCluster, topic: str, rate: int, seconds: float
     reporter = threading.Thread(target=reports, daemon=True)
     reporter.start()
     n, total = 0, int(rate * seconds)
+    gc.collect()
+    gc.disable()  # as in _consume: no pause of this loop's own making
     cpu0 = sum(b.cpu_seconds() for b in cluster.brokers.values())
     client0 = time.process_time()  # every thread of this process: librdkafka's too
     start = time.perf_counter()
@@ -206,6 +214,7 @@ def measure_latency(cluster: BenchCluster, topic: str, rate: int, seconds: float
         producer.flush(30)
         client = time.process_time() - client0
     finally:
+        gc.enable()
         stop.set()
         reporter.join()
         done.value = n
@@ -216,6 +225,23 @@ def measure_latency(cluster: BenchCluster, topic: str, rate: int, seconds: float
                    client_cpu=client + reader_cpu)
     _tally(out_, got, acked, start + WARMUP_S)
     return out_
+
+
+def group_coordinator_ready(cluster: BenchCluster) -> None:
+    """FindCoordinator until it answers: the consumer of the latency runs has a group.id
+    (confluent-kafka needs one even for assign()), and librdkafka looks its coordinator up
+    soon after it starts; on a fresh cluster that first lookup makes `__consumer_offsets`
+    (50 partitions, RF=3). Made here, before any clock starts, not inside the first rate's
+    window."""
+    port = cluster.brokers[cluster.controller()].port
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        resp = request(port, ApiKey.FIND_COORDINATOR, 1, {"key": "latency-warm-up",
+                                                          "key_type": 0})
+        if resp["error_code"] == 0:
+            return
+        time.sleep(0.2)
+    raise RuntimeError("no group coordinator within 60 s")
 
 
 def isolated_rtt(cluster: BenchCluster, topic: str, n: int = 100,
@@ -417,6 +443,7 @@ def latency_only(zk: ZooKeeperServer, base: Path, args: argparse.Namespace,
                 ctl = cluster.brokers[cluster.controller()]
                 create(ctl.port, "rf3", 3, 3)
                 wait(lambda port=ctl.port: isr_full(port, "rf3", 3), 60, "topic rf3")
+                group_coordinator_ready(cluster)
                 if c == checkouts[0]:
                     isolated.append(print_isolated(cluster, "rf3"))
                 runs = []
@@ -616,6 +643,7 @@ def main() -> None:  # noqa: C901
                             statistics.median(lags), "records", target="report"))
 
         # -- 3: end-to-end latency per rate, RF=3 acks=all ------------------------------------
+        group_coordinator_ready(cluster)
         isolated = print_isolated(cluster, "rf3")
         runs = []
         for rate in rates:
