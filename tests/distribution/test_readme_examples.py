@@ -340,7 +340,12 @@ def run_until_stopped(command: str, probe: Probe, cwd: Path, env: dict[str, str]
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
-            return Outcome(None, *read_both(out_path, err_path))
+            # Ctrl-C did not stop it within 30 s (seen once in CI under load, for
+            # "sleep 60"): killed, and reported as such, "never showed" included
+            out_text, err_text = read_both(out_path, err_path)
+            if not was_ready:
+                err_text += f"\n[never showed {probe.ready!r} while running]"
+            return Outcome(None, out_text, err_text + "\n[killed: Ctrl-C did not stop it]")
     out_text, err_text = read_both(out_path, err_path)
     if not was_ready:
         err_text += f"\n[never showed {probe.ready!r} while running]"
