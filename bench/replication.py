@@ -234,14 +234,8 @@ def group_coordinator_ready(cluster: BenchCluster) -> None:
     (50 partitions, RF=3). Made here, before any clock starts, not inside the first rate's
     window."""
     port = cluster.brokers[cluster.controller()].port
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        resp = request(port, ApiKey.FIND_COORDINATOR, 1, {"key": "latency-warm-up",
-                                                          "key_type": 0})
-        if resp["error_code"] == 0:
-            return
-        time.sleep(0.2)
-    raise RuntimeError("no group coordinator within 60 s")
+    wait(lambda: request(port, ApiKey.FIND_COORDINATOR, 1, {
+        "key": "latency-warm-up", "key_type": 0})["error_code"] == 0, 60, "a group coordinator")
 
 
 def isolated_rtt(cluster: BenchCluster, topic: str, n: int = 100,

@@ -35,6 +35,8 @@ API = 4  # protocol/kernels.py refuses a module built from another version of th
 
 # the request header of Produce is v2 (flexible) from v9 on, as is the body
 DEF FLEXIBLE_FROM = 9
+DEF INT32_MAX_ = 2147483647
+DEF INT32_MIN_ = -2147483648
 
 
 # ---- decoding ------------------------------------------------------------------------------
@@ -277,7 +279,7 @@ def encode_produce_response(object correlation_id, int version, object body):
     cdef Py_ssize_t i, j, size
     cdef bytes frame
     cdef int64_t cid
-    if not PyDict_CheckExact(body) or not _in_range(correlation_id, -2147483648, 2147483647, &cid):
+    if not PyDict_CheckExact(body) or not _in_range(correlation_id, INT32_MIN_, INT32_MAX_, &cid):
         return None
     out.n = 0
     out.be(0, 4)  # the size, written at the end
@@ -373,8 +375,6 @@ import uuid as _uuid_module
 cdef object _UUID = _uuid_module.UUID
 DEF METADATA_FLEXIBLE_FROM = 9
 DEF UVARINT_MAX = 4294967295  # record/varint.encode_uvarint's limit
-DEF INT32_MAX_ = 2147483647
-DEF INT32_MIN_ = -2147483648
 
 
 cdef extern from "Python.h":
@@ -713,7 +713,7 @@ def encode_metadata_response(object correlation_id, int version, object body):
     cdef int64_t cid = 0
     cdef Py_ssize_t size
     if version < 0 or version > 12 or not PyDict_CheckExact(body) \
-            or not _in_range(correlation_id, -2147483648, 2147483647, &cid):
+            or not _in_range(correlation_id, INT32_MIN_, INT32_MAX_, &cid):
         return None
     out = _METADATA_OUT if own else _Buffer()
     out.busy = True
@@ -1156,7 +1156,7 @@ def encode_fetch_response(object correlation_id, int version, object body):
     cdef list parts = []
     cdef bytes first, framed
     if version < 0 or version > FETCH_MAX_VERSION or not PyDict_CheckExact(body) \
-            or not _in_range(correlation_id, -2147483648, 2147483647, &cid):
+            or not _in_range(correlation_id, INT32_MIN_, INT32_MAX_, &cid):
         return None
     out = _FETCH_OUT if own else _Buffer()
     out.busy = True
@@ -1194,10 +1194,10 @@ def encode_fetch_response(object correlation_id, int version, object body):
 
 
 # ---- what the broker's routes hold ----------------------------------------------------------
-cdef class RequestDecoder:
-    """`decode(frame) -> (client id, request)`: `twin(frame, version)`, else, when the twin
-    declines (None), `reference(frame)`. Routes hold the bound method (called by
-    vectorcall; an instance's __call__ is not)."""
+cdef class _Twinned:
+    """A compiled twin for one API version and the reference it declines to (None) to.
+    Routes hold a subclass's bound method (called by vectorcall; an instance's __call__ is
+    not)."""
     cdef readonly object twin
     cdef int version
     cdef object reference
@@ -1206,24 +1206,20 @@ cdef class RequestDecoder:
         self.twin = twin
         self.version = version
         self.reference = reference
+
+
+cdef class RequestDecoder(_Twinned):
+    """`decode(frame) -> (client id, request)`: `twin(frame, version)`, else, when the twin
+    declines (None), `reference(frame)`."""
 
     def decode(self, object frame):
         got = self.twin(frame, self.version)
         return self.reference(frame) if got is None else got
 
 
-cdef class ResponseEncoder:
+cdef class ResponseEncoder(_Twinned):
     """`encode(correlation_id, body) -> parts`: `twin(correlation_id, version, body)`, else,
-    when the twin declines (None), `reference(correlation_id, body)`; routes hold the bound
-    method."""
-    cdef readonly object twin
-    cdef int version
-    cdef object reference
-
-    def __init__(self, object twin, int version, object reference):
-        self.twin = twin
-        self.version = version
-        self.reference = reference
+    when the twin declines (None), `reference(correlation_id, body)`."""
 
     def encode(self, object correlation_id, object body):
         got = self.twin(correlation_id, self.version, body)
