@@ -307,6 +307,14 @@ def run_to_end(command: str, cwd: Path, env: dict[str, str], timeout: float = TI
     return Outcome(code, out.decode(errors="replace"), err.decode(errors="replace"))
 
 
+def _ctrl_c_default() -> None:
+    """(in the child, before exec) SIGINT as a terminal's Ctrl-C finds it: default and not
+    blocked, whatever this test process inherited (an ignored or blocked SIGINT survives
+    exec: a CI run's worker once had `echo started; exec sleep 60` ignore it for 30 s)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+
+
 def run_until_stopped(command: str, probe: Probe, cwd: Path, env: dict[str, str],
                       ready_timeout: float = 60.0) -> Outcome:
     """Start `command`, wait for `probe.ready` in its output (running `probe.feed` while
@@ -317,7 +325,8 @@ def run_until_stopped(command: str, probe: Probe, cwd: Path, env: dict[str, str]
     out_path, err_path = cwd / ".example.out", cwd / ".example.err"
     with open(out_path, "wb") as out, open(err_path, "wb") as err:
         proc = subprocess.Popen(argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL,
-                                stdout=out, stderr=err, start_new_session=True)
+                                stdout=out, stderr=err, start_new_session=True,
+                                preexec_fn=_ctrl_c_default)
 
     def output() -> str:
         return out_path.read_text(errors="replace") + err_path.read_text(errors="replace")
@@ -340,8 +349,8 @@ def run_until_stopped(command: str, probe: Probe, cwd: Path, env: dict[str, str]
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
-            # Ctrl-C did not stop it within 30 s (seen once in CI under load, for
-            # "sleep 60"): killed, and reported as such, "never showed" included
+            # Ctrl-C did not stop it within 30 s: killed, and reported as such, "never
+            # showed" included
             out_text, err_text = read_both(out_path, err_path)
             if not was_ready:
                 err_text += f"\n[never showed {probe.ready!r} while running]"
