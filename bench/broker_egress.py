@@ -152,6 +152,7 @@ def main() -> None:
         n = fill(broker.bootstrap, args.records)
         paths = sorted(str(p) for p in broker.data_dir.glob("ingest-wire-0/*.log"))
         size = sum(os.path.getsize(p) for p in paths)
+        os.sync()  # the fill's dirty pages written back now, not while either side runs
         for p in paths:  # make sure it is page-cached
             with open(p, "rb") as f:
                 while f.read(8 << 20):

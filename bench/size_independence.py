@@ -274,6 +274,7 @@ def main() -> None:
 
         segs = sorted((data / "large-0").glob("*.log"))
         end = log_end(port, "large")
+        os.sync()  # the ingest rounds' dirty pages written back before either side runs
         sendfiles, catch_ups = [], []
         for _ in range(2):  # alternated, best of each: the machine is shared
             sendfiles.append(raw_sendfile(segs, FETCH_BYTES))
