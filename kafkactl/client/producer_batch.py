@@ -109,20 +109,29 @@ class ProducerBatch:
 
     def append_values(self, values: Sequence[bytes], start: int = 0) -> int:
         """Fast path: null-key, header-less records sharing the batch timestamp, encoded a
-        run at a time (record.columns). Appends values[start:] until the batch is full;
-        returns the index after the last value appended (== start when nothing fit)."""
+        run at a time (record.columns). Appends values[start:] until the batch is full (of
+        bytes, or of MAX_DELTA records: see `_table_full`); returns the index after the
+        last value appended (== start when nothing fit)."""
         if self.closed or self.buf is not None:
             return start
         parts, i, used = encode_values(values, start, self.record_count,
                                        self.batch_size - self.size)
         self._took(parts, i - start, used)
-        if i < len(values) and (i == start or self.record_count >= MAX_DELTA
-                                or len(values[i]) > MAX_FIELDS):
-            # Past the tables (offset delta or value length), or a first record bigger
-            # than the batch: the general encoder takes values until the batch is full.
+        if i < len(values) and not self._table_full() and (
+                i == start or len(values[i]) > MAX_FIELDS):
+            # A value past the tables, or a first record bigger than the batch: the
+            # general encoder takes values until the batch is full.
             while i < len(values) and self.append(None, None, values[i]) is not None:
                 i += 1
         return i
+
+    def _table_full(self) -> bool:
+        """A batch the tables filled to MAX_DELTA records (their offset deltas' end) is
+        full: the next batch takes the rest by the tables too. Going on record by record
+        with the general encoder cost ~5 us a record: 84% of `seq`'s records at a 1 MB
+        batch.size. (librdkafka caps its batches too: batch.num.messages, 10,000 by
+        default. A batch of lines, `append_lines`, has no such cap.)"""
+        return self.record_count >= MAX_DELTA
 
     def append_key_values(self, keys: Sequence[bytes | None], values: Sequence[bytes],
                           start: int = 0) -> int:
@@ -134,8 +143,8 @@ class ProducerBatch:
         parts, i, used = encode_key_values(keys, values, start, self.record_count,
                                            self.batch_size - self.size)
         self._took(parts, i - start, used)
-        if i < len(values) and (i == start or self.record_count >= MAX_DELTA
-                                or max(klen_of(keys[i]), len(values[i])) > MAX_FIELDS // 2):
+        if i < len(values) and not self._table_full() and (
+                i == start or max(klen_of(keys[i]), len(values[i])) > MAX_FIELDS // 2):
             while i < len(values) and self.append(None, keys[i], values[i]) is not None:
                 i += 1
         return i

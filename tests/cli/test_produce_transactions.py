@@ -70,6 +70,27 @@ def test_commits_every_n_records_in_order_and_kcat_agrees(module_broker: Any) ->
         assert _kcat(b, "txn-commit", "read_committed") == lines
 
 
+def test_seq_past_the_tables_in_one_transaction(module_broker: Any) -> None:
+    """`seq 1 40000 | kafkactl produce --transactional-id`: short records, many more than
+    the encoder tables' MAX_DELTA offset deltas fit a 1 MB batch; they land exactly, in
+    batches of at most MAX_DELTA records (ProducerBatch._table_full), in input order."""
+    from kafkactl.record.columns import MAX_DELTA
+    from kafkactl.record.memory_records import iter_batches
+
+    b = module_broker.bootstrap
+    _create(b, "txn-seq")
+    lines = [b"%d" % i for i in range(1, 40_001)]
+    r = _kafkactl("produce", "-t", "txn-seq", "--transactional-id", "loader-seq", "-b", b,
+                  input=b"\n".join(lines) + b"\n")
+    assert r.returncode == 0, r.stderr
+    assert b"40,000 records committed to txn-seq in 1 transaction" in r.stderr
+    assert _consume(b, "txn-seq", "read_committed") == lines
+    counts = [batch.record_count for batch in iter_batches(memoryview(b"".join(
+        p.read_bytes() for p in sorted(module_broker.data_dir.glob("txn-seq-0/*.log")))))
+        if not getattr(batch, "is_control", False)]
+    assert sum(counts) == 40_000 and max(counts) <= MAX_DELTA
+
+
 def test_sigint_mid_pipe_aborts_the_whole_input(module_broker: Any) -> None:
     b = module_broker.bootstrap
     _create(b, "txn-sigint")
