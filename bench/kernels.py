@@ -57,8 +57,8 @@ def pure() -> Iterator[None]:
     """The pure-Python path, as KAFKACTL_NO_EXTENSIONS=1 selects it at import."""
     saved = (framing.kernels, framing._runs, framing._walk, partitioner.murmur2,
              columns.encode_values, columns.encode_key_values, record_format.kernels,
-             line_producer.split_keys, columns.encode_lines_into)
-    framing.kernels = record_format.kernels = None
+             line_producer.split_keys, columns.encode_lines_into, partitioner.kernels)
+    framing.kernels = record_format.kernels = partitioner.kernels = None
     line_producer.split_keys = line_producer.split_keys_py
     framing._runs, framing._walk = framing._column_runs, framing._walk_py
     partitioner.murmur2 = partitioner.murmur2_py
@@ -70,7 +70,7 @@ def pure() -> Iterator[None]:
     finally:
         (framing.kernels, framing._runs, framing._walk, partitioner.murmur2,
          columns.encode_values, columns.encode_key_values, record_format.kernels,
-         line_producer.split_keys, columns.encode_lines_into) = saved
+         line_producer.split_keys, columns.encode_lines_into, partitioner.kernels) = saved
 
 
 def batch(kind: str, limit: int = MiB) -> tuple[bytes, int]:
@@ -134,6 +134,8 @@ def kernels_table(rounds: int) -> None:
     rng = random.Random(20)
     lines = [access_line(rng, 1_795_000_000) for _ in range(20_000)]
     keys = [line.partition(b" ")[0] for line in lines]
+    row("keyed records by partition (12), access-log lines", len(lines),
+        lambda: partitioner.murmur2_groups(keys, lines, None, 12, 0), rounds, 3)
     row("producer key split (-K' '), access-log lines", len(lines),
         lambda: line_producer.split_keys(lines, b" "), rounds, 3)
     row("producer records, access-log lines", len(lines),

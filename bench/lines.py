@@ -13,7 +13,8 @@ each input, times whole processes (start-up included, output to /dev/null):
   produce unkeyed   `kcat -P -l FILE`            vs `kafkactl produce -f FILE`
   produce keyed     `kcat -P -K SEP -l FILE`     vs `kafkactl produce -K SEP -f FILE`
                     (SEP is in every line: ' ' after the access log's client address,
-                    ',' after the JSON event's first field)
+                    ',' after the JSON event's first field), into a topic of one
+                    partition and into one of four (each key's partition by murmur2)
   consume plain     `kcat -C -e`                 vs `kafkactl consume --from-beginning -e`
                     (of the unkeyed topic, then of the keyed one: values only)
   consume -f        `kcat -C -e -f '%k\\t%s\\n'` vs `kafkactl consume ... -f '%k\\t%s\\n'`
@@ -233,19 +234,30 @@ class Bench:
         cpu = "   ".join(f"{b} {s / n * 1e6:.2f}" for b, s in fig.cpu.items())
         print(f"  {'':<34} client CPU µs/record: {cpu}", flush=True)
 
-    def produce(self, ds: Dataset, keyed: bool) -> str:
+    def new_topic(self, what: str, partitions: int) -> str:
+        """A topic name; made beforehand (not timed) with `partitions` when more than one
+        (else the first produce makes it, with the broker's default of one)."""
+        topic = self.topic(what)
+        if partitions > 1:
+            subprocess.run(self.kafkactl("topics", "create", "-t", topic, "--partitions",
+                                         str(partitions)), check=True, capture_output=True)
+        return topic
+
+    def produce(self, ds: Dataset, keyed: bool, partitions: int = 1) -> str:
         """Both producers `rounds` times each; returns a topic kcat wrote."""
-        fig = Figure(f"produce {'keyed -K' if keyed else 'unkeyed'}", records=ds.records)
+        fig = Figure(f"produce {'keyed -K' if keyed else 'unkeyed'}"
+                     + (f", {partitions} partitions" if partitions > 1 else ""),
+                     records=ds.records)
         n = ds.records
         ksep = ["-K", ds.key_separator] if keyed else []
         kcat_topic = ""
         for _ in range(self.rounds):
-            kcat_topic = self.topic("kcat")
+            kcat_topic = self.new_topic("kcat", partitions)
             dt, _ = run(["kcat", "-b", self.broker.bootstrap, "-P", "-t", kcat_topic, *ksep,
                          "-l", str(ds.path)])
             fig.keep("kcat", n / dt)
             for label, build in self.builds.items():
-                topic = self.topic("kafkactl")
+                topic = self.new_topic("kafkactl", partitions)
                 dt, err = run(self.kafkactl("produce", "-t", topic, *ksep,
                                             "-f", str(ds.path)), build)
                 check_count(f"kafkactl produce ({label})", err,
@@ -336,6 +348,7 @@ def main() -> None:
                   + ", ".join(f"{k}={v}" for k, v in builds.items()), flush=True)
             unkeyed = bench.produce(ds, keyed=False)
             keyed = bench.produce(ds, keyed=True)
+            bench.produce(ds, keyed=True, partitions=4)  # keys spread over partitions
             if not args.produce_only:
                 bench.consume(ds, unkeyed, None)
                 bench.consume(ds, keyed, None, " (keyed topic)")

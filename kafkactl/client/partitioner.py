@@ -22,7 +22,8 @@ from __future__ import annotations
 import importlib
 import random
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from kafkactl.record._accel import kernels
 
@@ -71,6 +72,56 @@ def murmur2_partition(key: bytes, num_partitions: int) -> int:
 
 def crc32_partition(key: bytes | None, num_partitions: int) -> int:
     return zlib.crc32(key or b"") % num_partitions
+
+
+# Records grouped by partition: partition -> (keys, values, entries or None), input order.
+Groups = dict[int, tuple[list[bytes | None], list[bytes], list[Any] | None]]
+
+
+def group_records(keys: Sequence[bytes | None], values: Sequence[bytes],
+                  entries: Sequence[Any] | None, partition_of: Callable[[bytes | None], int],
+                  *, deterministic: bool = True) -> Groups:
+    """Record i (keys[i], values[i], and entries[i] when given) grouped under
+    `partition_of(keys[i])`, in input order within each group, the groups in order of their
+    first record. A `deterministic` partition_of is asked once per distinct non-null key."""
+    groups: Groups = {}
+    chosen: dict[bytes, int] = {}  # keys repeat: hash each distinct key once
+    for i, k in enumerate(keys):
+        found = chosen.get(k) if k is not None else None
+        if found is None:
+            found = partition_of(k)
+            if k is not None and deterministic:
+                chosen[k] = found
+        g = groups.get(found)
+        if g is None:
+            g = groups[found] = ([], [], None if entries is None else [])
+        g[0].append(k)
+        g[1].append(values[i])
+        if entries is not None:
+            g[2].append(entries[i])  # type: ignore[union-attr]
+    return groups
+
+
+def murmur2_groups_py(keys: Sequence[bytes | None], values: Sequence[bytes],
+                      entries: Sequence[Any] | None, num_partitions: int,
+                      null_partition: int) -> Groups:
+    """group_records by the murmur2 partitioner (a null key: `null_partition`). The
+    definition of `murmur2_groups`, whose compiled twin takes the plain shape
+    (record/_kernels.pyx)."""
+    return group_records(keys, values, entries, lambda k: null_partition if k is None
+                         else murmur2_partition(k, num_partitions))
+
+
+def murmur2_groups(keys: Sequence[bytes | None], values: Sequence[bytes],
+                   entries: Sequence[Any] | None, num_partitions: int,
+                   null_partition: int) -> Groups:
+    """murmur2_groups_py, by the compiled twin when it takes the input."""
+    if kernels is not None:
+        got = kernels.murmur2_groups(keys, values, entries, num_partitions,
+                                     null_partition)
+        if got is not None:
+            return got
+    return murmur2_groups_py(keys, values, entries, num_partitions, null_partition)
 
 
 UserPartitioner = Callable[[str, "bytes | None", int], int]

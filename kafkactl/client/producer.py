@@ -35,7 +35,7 @@ from kafkactl.client.errors import (
 )
 from kafkactl.client.future import FutureRecordMetadata, RecordMetadata
 from kafkactl.client.kafka_client import KafkaClient
-from kafkactl.client.partitioner import Partitioner
+from kafkactl.client.partitioner import Partitioner, group_records, murmur2_groups
 from kafkactl.client.producer_batch import ProducerBatch
 from kafkactl.client.security import ClientSecurity, split_properties
 from kafkactl.client.sender import Sender
@@ -308,25 +308,17 @@ class Producer:
     def _send_key_values_partitioned(self, topic: str, keys: Sequence[bytes | None],
                                      values: Sequence[bytes], n: int,
                                      entries: Sequence[Any] | None) -> None:
-        choose = self.partitioner.partition
-        chosen: dict[bytes | None, int] = {}  # keys repeat: hash each distinct key once
-        groups: dict[int, tuple[list[Any], list[Any], list[Any]]] = {}
-        for i, k in enumerate(keys):
-            p = chosen.get(k) if k is not None else None
-            if p is None:
-                p = choose(topic, k, n)
-                if k is not None and self.partitioner.is_deterministic:
-                    chosen[k] = p
-            g = groups.get(p)
-            if g is None:
-                g = groups[p] = ([], [], [])
-            g[0].append(k)
-            g[1].append(values[i])
-            if entries is not None:
-                g[2].append(entries[i])
+        partitioner = self.partitioner
+        if partitioner.name == "murmur2" and partitioner.is_deterministic:
+            # the default partitioner: grouped in one go (compiled), null keys sticky
+            groups = murmur2_groups(keys, values, entries, n,
+                                    partitioner.sticky_partition(topic, n))
+        else:
+            groups = group_records(keys, values, entries,
+                                   lambda k: partitioner.partition(topic, k, n),
+                                   deterministic=partitioner.is_deterministic)
         for p, (ks, vs, es) in groups.items():
-            self.accumulator.append_key_values(topic, p, ks, vs,
-                                               es if entries is not None else None)
+            self.accumulator.append_key_values(topic, p, ks, vs, es)
         if self.sync:
             self.flush()
 

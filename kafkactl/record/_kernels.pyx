@@ -6,6 +6,7 @@ error class and error message as its reference on the same input, malformed or n
 
 - `walk`: record/framing.py's `_walk` (the v2 record framing check, broker produce path).
 - `murmur2`: client/partitioner.py's `murmur2_py` (the keyed producer's partition hash).
+- `murmur2_groups`: client/partitioner.py's `murmur2_groups_py` (keyed records by partition).
 - `encode_values`, `encode_key_values`: record/columns.py's `encode_values_py` and
   `encode_key_values_py` (the producer's records of lines, keyed or not).
 - `split_keys`: client/line_producer.py's `split_keys_py` (`produce -K`'s key SEP value).
@@ -41,7 +42,7 @@ from libc.string cimport memchr, memcmp, memcpy
 
 from kafkactl.record.errors import InvalidRecordError
 
-API = 8  # record/_accel.py refuses a module built from another version of this file
+API = 9  # record/_accel.py refuses a module built from another version of this file
 
 DEF MIN_RECORD_SIZE = 7
 DEF MAX_HEADS = 16384  # framing.MAX_HEADS: records the reference's fast path covers
@@ -378,6 +379,57 @@ cdef int32_t _murmur2(const unsigned char *d, Py_ssize_t length) noexcept nogil:
     h *= m
     h ^= h >> 15
     return <int32_t>h
+
+
+# ---- keyed records by partition (client/partitioner.py `murmur2_groups_py`) ---------------------
+
+DEF MAX_GROUP_PARTITIONS = 1 << 20  # partitions indexed in a list; more: the reference
+
+
+def murmur2_groups(keys, values, entries, Py_ssize_t num_partitions,
+                   Py_ssize_t null_partition):
+    """partitioner.murmur2_groups_py's twin for its plain shape: lists of one length, every
+    key exact bytes or None, 1 <= num_partitions <= MAX_GROUP_PARTITIONS. Anything else
+    returns None: the reference decides (its result, or its error)."""
+    cdef Py_ssize_t n, i, p
+    cdef object k, g
+    cdef dict groups = {}
+    cdef list slots, klist, vlist, elist
+    cdef bint keep = entries is not None
+    if (type(keys) is not list or type(values) is not list
+            or (keep and type(entries) is not list)
+            or not 1 <= num_partitions <= MAX_GROUP_PARTITIONS):
+        return None
+    n = len(<list>keys)
+    if len(<list>values) != n or (keep and len(<list>entries) != n):
+        return None
+    slots = [None] * num_partitions
+    for i in range(n):
+        k = (<list>keys)[i]
+        if k is None:
+            p = null_partition
+        elif PyBytes_CheckExact(k):
+            p = ((<uint32_t>_murmur2(<const unsigned char *>PyBytes_AS_STRING(k),
+                                     PyBytes_GET_SIZE(k))) & 0x7FFFFFFF) % num_partitions
+        else:
+            return None
+        if 0 <= p < num_partitions:
+            g = slots[p]
+        else:
+            g = groups.get(p)
+        if g is None:
+            g = ([], [], [] if keep else None)
+            groups[p] = g
+            if 0 <= p < num_partitions:
+                slots[p] = g
+        klist = <list>(<tuple>g)[0]
+        vlist = <list>(<tuple>g)[1]
+        klist.append(k)
+        vlist.append((<list>values)[i])
+        if keep:
+            elist = <list>(<tuple>g)[2]
+            elist.append((<list>entries)[i])
+    return groups
 
 
 # ---- the producer's record encoding (record/columns.py `encode_values_py`, `..._key_values_py`)

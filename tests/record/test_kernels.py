@@ -369,6 +369,74 @@ def test_murmur2_twins_agree_on_piped_keys(kind: str) -> None:
     assert partitioner.murmur2 is kernels.murmur2
 
 
+# ---- keyed records by partition (client/partitioner.murmur2_groups_py) -------------------------
+
+MAX_GROUP_PARTITIONS = 1 << 20  # the twin's list of partitions (_kernels.pyx); more: declined
+
+
+def _groups_agree(keys: object, values: object, entries: object, n: object, null: object
+                  ) -> None:
+    """The compiled twin gives the reference's groups, in the same order, or declines (None)
+    and the reference decides; murmur2_groups (the two together) acts as the reference."""
+    assert kernels is not None
+    py = _outcome(lambda: list(partitioner.murmur2_groups_py(
+        keys, values, entries, n, null).items()))  # type: ignore[arg-type]
+    twin = kernels.murmur2_groups(keys, values, entries, n, null)  # type: ignore[arg-type]
+    if twin is not None:
+        assert list(twin.items()) == py
+    assert _outcome(lambda: list(partitioner.murmur2_groups(
+        keys, values, entries, n, null).items())) == py  # type: ignore[arg-type]
+
+
+@compiled
+@settings(max_examples=examples(300))
+@given(st.lists(st.none() | st.binary(max_size=9) | st.sampled_from([b"", b"k1", b"k2"]),
+                max_size=40),
+       st.sampled_from([1, 2, 3, 7, 64, MAX_GROUP_PARTITIONS - 1, MAX_GROUP_PARTITIONS,
+                        MAX_GROUP_PARTITIONS + 1]),
+       st.sampled_from([-1, 0, 1, 6, 63, 1 << 40]), st.booleans())
+def test_murmur2_groups_twins_agree(keys: list[bytes | None], n: int, null: int,
+                                    with_entries: bool) -> None:
+    """Partition counts at the twin's edge, null keys (sticky) inside and outside the
+    partitions, repeated keys, with and without the records' entries."""
+    values = [b"v%d" % i for i in range(len(keys))]
+    entries = [("e", i) for i in range(len(keys))] if with_entries else None
+    _groups_agree(keys, values, entries, n, null)
+    if n <= MAX_GROUP_PARTITIONS:  # the plain shape: the twin takes it
+        assert kernels is not None
+        assert kernels.murmur2_groups(keys, values, entries, n, null) is not None
+
+
+@compiled
+@pytest.mark.parametrize("kind", PIPED)
+@pytest.mark.parametrize("n", [1, 4, 12])
+def test_murmur2_groups_twins_agree_on_piped_lines(kind: str, n: int) -> None:
+    """Keys and values as `kafkactl produce -K' '` cuts piped lines (split_keys)."""
+    keys, values = line_producer.split_keys_py(_lines(kind, 500, random.Random(6)), b" ")
+    _groups_agree(keys, values, None, n, 0)
+
+
+@compiled
+@pytest.mark.parametrize(("keys", "values", "entries", "n"), [
+    ([b"a", b"b"], [b"1"], None, 3),  # fewer values: IndexError
+    ([b"a"], [b"1", b"2"], None, 3),  # more values: the reference takes the first
+    ([b"a", b"b"], [b"1", b"2"], [0], 3),  # fewer entries: IndexError
+    ((b"a", b"b"), [b"1", b"2"], None, 3),  # a tuple of keys
+    ([b"a"], (b"1",), None, 3),  # a tuple of values
+    ([b"a"], [b"1"], (0,), 3),  # a tuple of entries
+    ([bytearray(b"a")], [b"1"], None, 3),  # not bytes: unhashable in the reference
+    ([memoryview(b"a")], [b"1"], None, 3),
+    (["a"], [b"1"], None, 3),  # a str key: the reference's murmur2 fails on it
+    ([b"a"], [b"1"], None, 0),  # no partition: ZeroDivisionError
+    ([None], [b"1"], None, 0),  # a null key needs no count
+    ([], [], None, 0),
+    ([b"a", 7, b"b"], [b"1", b"2", b"3"], None, 3),  # declined part-way
+])
+def test_murmur2_groups_twins_agree_on_odd_inputs(keys: object, values: object,
+                                                  entries: object, n: int) -> None:
+    _groups_agree(keys, values, entries, n, 1)
+
+
 # ---- the producer's record encoding (record/columns.py) -----------------------------------------
 
 def _encodes(keys: list[bytes | None] | None, values: list[bytes], start: int,
