@@ -136,6 +136,9 @@ def kernels_table(rounds: int) -> None:
     keys = [line.partition(b" ")[0] for line in lines]
     row("keyed records by partition (12), access-log lines", len(lines),
         lambda: partitioner.murmur2_groups(keys, lines, None, 12, 0), rounds, 3)
+    text = b"".join(line + b"\n" for line in lines)
+    row("keyed lines to partition buffers (12), access-log lines", len(lines),
+        lambda: partitioner.murmur2_scatter(text, 0, len(text), b"\n", b" ", 12, 0), rounds, 3)
     row("producer key split (-K' '), access-log lines", len(lines),
         lambda: line_producer.split_keys(lines, b" "), rounds, 3)
     row("producer records, access-log lines", len(lines),

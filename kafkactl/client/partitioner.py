@@ -124,6 +124,35 @@ def murmur2_groups(keys: Sequence[bytes | None], values: Sequence[bytes],
     return murmur2_groups_py(keys, values, entries, num_partitions, null_partition)
 
 
+def murmur2_scatter_py(data: bytes, start: int, end: int, delimiter: bytes,
+                       key_separator: bytes, num_partitions: int,
+                       null_partition: int) -> list[bytes]:
+    """The lines of data[start:end], each ended by `delimiter` (a Block's), copied into one
+    bytes per partition, each line with its delimiter, in input order: the partition
+    murmur2 gives the key before the first `key_separator`, `null_partition` for a line
+    without one (split_keys' null key). The definition of `murmur2_scatter`, whose compiled
+    twin takes one-byte delimiters (record/_kernels.pyx)."""
+    lines = data[start:end].split(delimiter)
+    lines.pop()  # after the last delimiter: nothing
+    out: list[list[bytes]] = [[] for _ in range(num_partitions)]
+    for line in lines:
+        key, sep, _value = line.partition(key_separator)
+        out[murmur2_partition(key, num_partitions) if sep else null_partition].append(line)
+    return [delimiter.join(ls) + delimiter if ls else b"" for ls in out]
+
+
+def murmur2_scatter(data: bytes, start: int, end: int, delimiter: bytes, key_separator: bytes,
+                    num_partitions: int, null_partition: int) -> list[bytes]:
+    """murmur2_scatter_py, by the compiled twin when it takes the input."""
+    if kernels is not None:
+        got = kernels.murmur2_scatter(data, start, end, delimiter, key_separator,
+                                      num_partitions, null_partition)
+        if got is not None:
+            return got
+    return murmur2_scatter_py(data, start, end, delimiter, key_separator, num_partitions,
+                              null_partition)
+
+
 UserPartitioner = Callable[[str, "bytes | None", int], int]
 
 

@@ -35,7 +35,12 @@ from kafkactl.client.errors import (
 )
 from kafkactl.client.future import FutureRecordMetadata, RecordMetadata
 from kafkactl.client.kafka_client import KafkaClient
-from kafkactl.client.partitioner import Partitioner, group_records, murmur2_groups
+from kafkactl.client.partitioner import (
+    Partitioner,
+    group_records,
+    murmur2_groups,
+    murmur2_scatter,
+)
 from kafkactl.client.producer_batch import ProducerBatch
 from kafkactl.client.security import ClientSecurity, split_properties
 from kafkactl.client.sender import Sender
@@ -337,6 +342,21 @@ class Producer:
             spread = (n > 1 if key_separator is not None else
                       self.partitioner.name in ("roundrobin", "random")
                       or self.partitioner._user is not None)
+            partitioner = self.partitioner
+            if (spread and key_separator is not None and partitioner.name == "murmur2"
+                    and partitioner.is_deterministic):
+                # keyed lines of the default partitioner: each partition's lines copied to
+                # a buffer of their own, then encoded from it as one partition's are
+                count = 0
+                for p, lines in enumerate(murmur2_scatter(
+                        data, start, end, delimiter, key_separator, n,
+                        partitioner.sticky_partition(topic, n))):
+                    if lines:
+                        count += self.accumulator.append_lines(
+                            topic, p, lines, 0, len(lines), delimiter, key_separator)
+                if self.sync:
+                    self.flush()
+                return count
             if spread:  # a partition per record: the per-record paths choose it
                 records = data[start:end].split(delimiter)
                 records.pop()

@@ -6,7 +6,8 @@ error class and error message as its reference on the same input, malformed or n
 
 - `walk`: record/framing.py's `_walk` (the v2 record framing check, broker produce path).
 - `murmur2`: client/partitioner.py's `murmur2_py` (the keyed producer's partition hash).
-- `murmur2_groups`: client/partitioner.py's `murmur2_groups_py` (keyed records by partition).
+- `murmur2_groups`, `murmur2_scatter`: client/partitioner.py's `murmur2_groups_py` and
+  `murmur2_scatter_py` (keyed records, or keyed lines still in their buffer, by partition).
 - `encode_values`, `encode_key_values`: record/columns.py's `encode_values_py` and
   `encode_key_values_py` (the producer's records of lines, keyed or not).
 - `split_keys`: client/line_producer.py's `split_keys_py` (`produce -K`'s key SEP value).
@@ -38,11 +39,12 @@ from cpython.object cimport PyObject
 from cpython.ref cimport Py_XDECREF
 from cpython.pyport cimport PY_SSIZE_T_MAX
 from libc.stdint cimport INT64_MAX, INT64_MIN, int32_t, uint32_t, uint64_t
+from libc.stdlib cimport free, malloc
 from libc.string cimport memchr, memcmp, memcpy
 
 from kafkactl.record.errors import InvalidRecordError
 
-API = 9  # record/_accel.py refuses a module built from another version of this file
+API = 10  # record/_accel.py refuses a module built from another version of this file
 
 DEF MIN_RECORD_SIZE = 7
 DEF MAX_HEADS = 16384  # framing.MAX_HEADS: records the reference's fast path covers
@@ -1137,6 +1139,87 @@ cdef inline Py_ssize_t _find(const char *s, Py_ssize_t n, const char *sep, Py_ss
             return hit - s
         i = hit - s + 1
     return -1
+
+
+DEF MAX_SCATTER_PARTITIONS = 1 << 16  # partitions murmur2_scatter answers for; more: declined
+
+def murmur2_scatter(data, Py_ssize_t start, Py_ssize_t end, delimiter, key_separator,
+                    Py_ssize_t num_partitions, Py_ssize_t null_partition):
+    """partitioner.murmur2_scatter_py's twin: the lines of data[start:end], each ended by
+    the one-byte `delimiter`, copied to one bytes per partition (murmur2 of the key before
+    the first `key_separator`; a line without one goes to `null_partition`), in input
+    order. None (the reference decides) unless data is bytes and data[start:end] whole
+    lines, the delimiter one byte, the separator not empty and the partitions within the
+    twin's reach."""
+    cdef Py_buffer dv
+    cdef const char *d
+    cdef const char *sep
+    cdef const char *hit
+    cdef char dl
+    cdef Py_ssize_t m, pos, le, k, lines = 0, i, p
+    cdef int32_t *parts = NULL
+    cdef Py_ssize_t *sizes = NULL
+    cdef char **write = NULL
+    cdef list out
+    cdef object b
+    if (not PyBytes_CheckExact(data)
+            or not PyBytes_CheckExact(delimiter) or PyBytes_GET_SIZE(delimiter) != 1
+            or not PyBytes_CheckExact(key_separator) or PyBytes_GET_SIZE(key_separator) < 1
+            or not 1 <= num_partitions <= MAX_SCATTER_PARTITIONS
+            or not 0 <= null_partition < num_partitions):
+        return None
+    dl = PyBytes_AS_STRING(delimiter)[0]
+    sep = PyBytes_AS_STRING(key_separator)
+    m = PyBytes_GET_SIZE(key_separator)
+    PyObject_GetBuffer(data, &dv, PyBUF_SIMPLE)
+    try:
+        if not 0 <= start <= end <= dv.len:
+            return None
+        d = <const char *>dv.buf
+        if end > start and d[end - 1] != dl:
+            return None  # not whole lines: the reference's way
+        pos = start
+        while pos < end:  # count the lines
+            hit = <const char *>memchr(d + pos, dl, end - pos)
+            pos = (hit - d) + 1
+            lines += 1
+        parts = <int32_t *>malloc((lines + 1) * sizeof(int32_t))
+        sizes = <Py_ssize_t *>malloc(num_partitions * sizeof(Py_ssize_t))
+        write = <char **>malloc(num_partitions * sizeof(char *))
+        if parts == NULL or sizes == NULL or write == NULL:
+            raise MemoryError()
+        for p in range(num_partitions):
+            sizes[p] = 0
+        pos, i = start, 0
+        while pos < end:  # each line's partition, and each partition's bytes
+            le = (<const char *>memchr(d + pos, dl, end - pos)) - d
+            k = _find(d + pos, le - pos, sep, m)
+            if k < 0:
+                p = null_partition
+            else:
+                p = ((<uint32_t>_murmur2(<const unsigned char *>(d + pos), k)) & 0x7FFFFFFF) \
+                    % num_partitions
+            parts[i] = <int32_t>p
+            sizes[p] += le - pos + 1
+            pos, i = le + 1, i + 1
+        out = []
+        for p in range(num_partitions):
+            b = PyBytes_FromStringAndSize(NULL, sizes[p])
+            out.append(b)
+            write[p] = PyBytes_AS_STRING(b)
+        pos, i = start, 0
+        while pos < end:  # the lines, each to its partition's bytes
+            le = (<const char *>memchr(d + pos, dl, end - pos)) - d
+            p = parts[i]
+            memcpy(write[p], d + pos, le - pos + 1)
+            write[p] += le - pos + 1
+            pos, i = le + 1, i + 1
+        return out
+    finally:
+        free(parts)
+        free(sizes)
+        free(write)
+        PyBuffer_Release(&dv)
 
 
 def split_keys(records, separator):

@@ -437,6 +437,72 @@ def test_murmur2_groups_twins_agree_on_odd_inputs(keys: object, values: object,
     _groups_agree(keys, values, entries, n, 1)
 
 
+MAX_SCATTER_PARTITIONS = 1 << 16  # murmur2_scatter's reach (_kernels.pyx); more: declined
+
+
+def _scatter_agrees(data: object, start: object, end: object, delimiter: object,
+                    separator: object, n: object, null: object) -> object:
+    """murmur2_scatter's twin gives the reference's bytes per partition, or declines (None)
+    and the reference decides; murmur2_scatter (the two together) acts as the reference.
+    Returns the twin's answer."""
+    assert kernels is not None
+    py = _outcome(lambda: partitioner.murmur2_scatter_py(
+        data, start, end, delimiter, separator, n, null))  # type: ignore[arg-type]
+    twin = kernels.murmur2_scatter(data, start, end, delimiter, separator, n, null)  # type: ignore[arg-type]
+    if twin is not None:
+        assert twin == py
+    assert _outcome(lambda: partitioner.murmur2_scatter(
+        data, start, end, delimiter, separator, n, null)) == py  # type: ignore[arg-type]
+    return twin
+
+
+@compiled
+@settings(max_examples=examples(300))
+@given(st.lists(st.binary(max_size=12) | st.sampled_from([b"k v", b"k", b" v", b"k  v", b""]),
+                max_size=30),
+       st.sampled_from([b"\n", b"\x00", b" "]), st.sampled_from([b" ", b"::", b"\t", b"k"]),
+       st.sampled_from([1, 2, 5, MAX_SCATTER_PARTITIONS]), st.integers(0, 3))
+def test_murmur2_scatter_twins_agree(lines: list[bytes], delimiter: bytes, separator: bytes,
+                                     n: int, pad: int) -> None:
+    """Whole lines (a delimiter inside a drawn line only makes more lines), keys with and
+    without the separator, a range that starts and ends inside a larger buffer."""
+    body = b"".join(line + delimiter for line in lines)
+    data = b"x" * pad + body + b"y" * pad
+    null = n - 1
+    assert _scatter_agrees(data, pad, pad + len(body), delimiter, separator, n, null) \
+        is not None
+
+
+@compiled
+@pytest.mark.parametrize("kind", PIPED)
+@pytest.mark.parametrize("n", [1, 4, 12])
+def test_murmur2_scatter_twins_agree_on_piped_lines(kind: str, n: int) -> None:
+    data = b"".join(line + b"\n" for line in _lines(kind, 500, random.Random(7)))
+    assert _scatter_agrees(data, 0, len(data), b"\n", b" ", n, 0) is not None
+
+
+@compiled
+@pytest.mark.parametrize(("data", "start", "end", "delimiter", "separator", "n", "null"), [
+    (b"a b\nc", 0, 5, b"\n", b" ", 3, 0),  # not whole lines: the reference drops the tail
+    (b"a b\n", 0, 4, b"\r\n", b" ", 3, 0),  # a two-byte delimiter
+    (b"a b\n", 0, 4, b"\n", b"", 3, 0),  # an empty separator: ValueError
+    (b"a b\n", 0, 4, b"\n", " ", 3, 0),  # a str separator: TypeError
+    (b"a b\n", 0, 4, b"\n", b" ", 0, 0),  # no partition
+    (b"a b\nc\n", 0, 6, b"\n", b" ", 3, 3),  # a null partition outside: IndexError
+    (b"a b\nc\n", 0, 6, b"\n", b" ", 3, -1),  # ... or a negative one (the last)
+    (b"a b\n", 0, 4, b"\n", b" ", MAX_SCATTER_PARTITIONS + 1, 0),
+    (b"a b\n", 2, 1, b"\n", b" ", 3, 0),  # start after end
+    (b"a b\n", 0, 99, b"\n", b" ", 3, 0),  # end past the buffer
+    (b"", 0, 0, b"\n", b" ", 3, 1),  # nothing
+    (bytearray(b"a b\n"), 0, 4, b"\n", b" ", 3, 0),  # a bytearray buffer
+    (memoryview(b"_a b\n")[1:], 0, 4, b"\n", b" ", 3, 0),
+])
+def test_murmur2_scatter_twins_agree_on_odd_inputs(data: object, start: object, end: object,
+                                                   delimiter: object, separator: object,
+                                                   n: object, null: object) -> None:
+    _scatter_agrees(data, start, end, delimiter, separator, n, null)
+
+
 # ---- the producer's record encoding (record/columns.py) -----------------------------------------
 
 def _encodes(keys: list[bytes | None] | None, values: list[bytes], start: int,
