@@ -135,21 +135,24 @@ class RecordAccumulator:
                    lambda batch, i: batch.append_key_values(keys, values, i), entries)
 
     def append_lines(self, topic: str, partition: int, data: bytes, start: int, end: int,
-                     delimiter: bytes, key_separator: bytes | None) -> int:
+                     delimiter: bytes, key_separator: bytes | None,
+                     headers: bytes = b"\x00") -> int:
         """Append the delimited lines of data[start:end] (record.columns.encode_lines_into:
         null keys, or `key SEP value`, no headers, the batch timestamp); returns how many
         there were. The lines are encoded straight into the open batch's buffer, by one
         caller at a time (`lines_lock`) but without `lock` (and without the GIL: the
-        compiled encoder), so the sender builds and sends
+        compiled encoder), `headers` every record's encoded header section
+        (builder.encode_headers), so the sender builds and sends
         the batches before meanwhile; they count when the batch they were encoded for is
         still the partition's open one, with as many records as then (else they are
         encoded again for the one that is)."""
         tp = (topic, partition)
         with self.lines_lock:
-            return self._append_lines(tp, data, start, end, delimiter, key_separator)
+            return self._append_lines(tp, data, start, end, delimiter, key_separator,
+                                      headers)
 
     def _append_lines(self, tp: TopicPartition, data: bytes, pos: int, end: int,
-                      delimiter: bytes, key_separator: bytes | None) -> int:
+                      delimiter: bytes, key_separator: bytes | None, headers: bytes) -> int:
         count = 0
         need = 0  # bytes the next line needs, when it did not fit an empty batch's buffer
         while pos < end:
@@ -161,7 +164,7 @@ class RecordAccumulator:
                 buf = batch.lines_buffer(need, self.spare_buffers)
                 first, size = batch.record_count, batch.size
             after, took, used = encode_lines_into(data, pos, end, delimiter, key_separator,
-                                                  first, buf, size)
+                                                  first, buf, size, headers)
             with self.lock:
                 if self.closed:
                     raise RuntimeError("the producer is closed")

@@ -7,11 +7,11 @@ every one of them: acknowledged, failed, or read but never handed to the produce
 
 `kafkactl produce` is this plus option parsing and the report; a mirror is this fed by a
 TopicReader. Lines come in chunks (lists of records, or delimited.Blocks of whole records
-still in their input buffer, when `takes_blocks`): with no headers and no --sync, a chunk
-is handed over in bulk (Producer.send_lines for a Block, send_values / send_key_values for a
-list: the batch fast paths); otherwise record by record. When the run stops part-way
-(Ctrl-C, an input or producer error), `unsent()` names the records of the interrupted chunk
-the producer never got.
+still in their input buffer, when `takes_blocks`): without --sync a Block is handed over in
+bulk (Producer.send_lines, headers included), and so is a list with no headers
+(send_values / send_key_values: the batch fast paths); otherwise record by record. When
+the run stops part-way (Ctrl-C, an input or producer error), `unsent()` names the records
+of the interrupted chunk the producer never got.
 """
 
 from __future__ import annotations
@@ -131,9 +131,10 @@ class LineProducer:
         sync = producer.sync
         self.simple = key_separator is None and not self.headers and not sync
         self.keyed = key_separator is not None and not self.headers and not sync
-        # Blocks are encoded from their buffer (the compiled encoder): not when the raw
-        # records are kept, which need an object each anyway
-        self.takes_blocks = (self.simple or self.keyed) and not self.keep and kernels is not None
+        # Blocks are encoded from their buffer (the compiled encoder; headers, the same on
+        # every record, too): not when the raw records are kept, which need an object each
+        # anyway, nor with --sync (a record at a time)
+        self.takes_blocks = not sync and not self.keep and kernels is not None
         # the chunk being handed over; [] between chunks
         self.chunk: list[bytes] | Block = []
         self.chunk_base = 0  # stats.sent when it was read
@@ -184,7 +185,8 @@ class LineProducer:
             self._send(records)
             return len(records)
         n = self.producer.send_lines(self.topic, block.data, block.start, block.end,
-                                     block.delimiter, self.ksep, partition=self.partition)
+                                     block.delimiter, self.ksep, partition=self.partition,
+                                     headers=self.headers)
         block._count = n
         self.stats.bytes += block.end - block.start - n * len(block.delimiter)
         return n

@@ -44,6 +44,7 @@ from kafkactl.client.partitioner import (
 from kafkactl.client.producer_batch import ProducerBatch
 from kafkactl.client.security import ClientSecurity, split_properties
 from kafkactl.client.sender import Sender
+from kafkactl.record.builder import encode_headers
 from kafkactl.record.codecs import Compression
 
 if TYPE_CHECKING:  # imported by a transactional producer only
@@ -328,15 +329,17 @@ class Producer:
             self.flush()
 
     def send_lines(self, topic: str, data: bytes, start: int, end: int, delimiter: bytes,
-                   key_separator: bytes | None = None, *,
-                   partition: int | None = None) -> int:
+                   key_separator: bytes | None = None, *, partition: int | None = None,
+                   headers: Sequence[tuple[str, bytes | None]] = ()) -> int:
         """Bulk path for lines still in their input buffer: the lines of data[start:end],
         each followed by `delimiter`, as send_values sends them (null keys) or, with a
         key_separator, as send_key_values sends `key SEP value` (a line without SEP: a null
         key and the whole line). Encoded from the buffer with no object per line where the
         records go to one partition (record.columns.encode_lines); returns how many lines
-        there were. Delivery is reported through add_batch_callback."""
+        there were. `headers` go with every record. Delivery is reported through
+        add_batch_callback."""
         self._ready("send_lines()")
+        section = encode_headers(headers) if headers else b"\x00"
         if partition is None:
             n = self._num_partitions(topic)
             spread = (n > 1 if key_separator is not None else
@@ -353,14 +356,21 @@ class Producer:
                         partitioner.sticky_partition(topic, n))):
                     if lines:
                         count += self.accumulator.append_lines(
-                            topic, p, lines, 0, len(lines), delimiter, key_separator)
+                            topic, p, lines, 0, len(lines), delimiter, key_separator,
+                            section)
                 if self.sync:
                     self.flush()
                 return count
             if spread:  # a partition per record: the per-record paths choose it
                 records = data[start:end].split(delimiter)
                 records.pop()
-                if key_separator is None:
+                if headers:
+                    for raw in records:
+                        key, sep, value = (raw.partition(key_separator)
+                                           if key_separator is not None else (None, b"", raw))
+                        self.send(topic, value if sep else raw, key if sep else None,
+                                  headers=headers)
+                elif key_separator is None:
                     self.send_values(topic, records)
                 else:
                     from kafkactl.client.line_producer import split_keys
@@ -373,7 +383,7 @@ class Producer:
         elif topic not in self._partition_counts:
             self._check_partition(topic, partition)
         count = self.accumulator.append_lines(topic, partition, data, start, end, delimiter,
-                                              key_separator)
+                                              key_separator, section)
         if self.sync:
             self.flush()
         return count

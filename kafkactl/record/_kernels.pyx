@@ -44,7 +44,7 @@ from libc.string cimport memchr, memcmp, memcpy
 
 from kafkactl.record.errors import InvalidRecordError
 
-API = 10  # record/_accel.py refuses a module built from another version of this file
+API = 11  # record/_accel.py refuses a module built from another version of this file
 
 DEF MIN_RECORD_SIZE = 7
 DEF MAX_HEADS = 16384  # framing.MAX_HEADS: records the reference's fast path covers
@@ -1289,9 +1289,9 @@ cdef struct _Line:
 
 cdef inline void _line(const char *d, Py_ssize_t p, Py_ssize_t end, const char *dl,
                        Py_ssize_t dn, const char *ks, Py_ssize_t kn, Py_ssize_t delta,
-                       _Line *r) noexcept nogil:
+                       Py_ssize_t hn, _Line *r) noexcept nogil:
     """The record starting at p (to the next delimiter, or to `end`) as offset delta `delta`,
-    split into key SEP value when ks is not NULL."""
+    split into key SEP value when ks is not NULL, with a header section of hn bytes."""
     cdef Py_ssize_t q = _find(d + p, end - p, dl, dn)
     cdef Py_ssize_t stop, k
     if q < 0:
@@ -1310,19 +1310,22 @@ cdef inline void _line(const char *d, Py_ssize_t p, Py_ssize_t end, const char *
             r.klen = k
             r.vstart = p + k + kn
             r.vlen = stop - r.vstart
-    # attributes, timestamp delta 0, offset delta, key, value, header count 0
-    r.length = (3 + _uv_size(<uint64_t>delta << 1)
+    # attributes, timestamp delta 0, offset delta, key, value, header section
+    r.length = (2 + hn + _uv_size(<uint64_t>delta << 1)
                 + (1 if r.klen < 0 else _uv_size(<uint64_t>r.klen << 1) + r.klen)
                 + _uv_size(<uint64_t>r.vlen << 1) + r.vlen)
     r.size = _uv_size(<uint64_t>r.length << 1) + r.length
 
 
 def encode_lines_into(data, Py_ssize_t pos, Py_ssize_t end, delimiter, key_separator,
-                      Py_ssize_t first_delta, out, Py_ssize_t offset):
+                      Py_ssize_t first_delta, out, Py_ssize_t offset, headers=b"\x00"):
     """columns.encode_lines_into_py's twin: the same records written into out[offset:], the
     same position after them, count and size. One pass without the GIL: each line's
     record is sized, then written where it goes when it fits."""
     cdef Py_buffer view, dview, kview, oview
+    cdef bytes section = bytes(headers)
+    cdef const char *hs = PyBytes_AS_STRING(section)
+    cdef Py_ssize_t hn = PyBytes_GET_SIZE(section)
     cdef bint have_key = key_separator is not None
     cdef Py_ssize_t p, delta, used = 0, count = 0, big = 0, room
     cdef const char *d
@@ -1362,7 +1365,7 @@ def encode_lines_into(data, Py_ssize_t pos, Py_ssize_t end, delimiter, key_separ
                         p = pos
                         delta = first_delta
                         while p < end:
-                            _line(d, p, end, dl, dn, ks, kn, delta, &r)
+                            _line(d, p, end, dl, dn, ks, kn, delta, hn, &r)
                             # what the reference's int32 varints refuse, in its order
                             big = (delta if delta > INT32 else r.klen if r.klen > INT32 else
                                    r.vlen if r.vlen > INT32 else
@@ -1387,8 +1390,8 @@ def encode_lines_into(data, Py_ssize_t pos, Py_ssize_t end, delimiter, key_separ
                             o = _put_uv(o, <uint64_t>r.vlen << 1)
                             memcpy(o, d + r.vstart, r.vlen)
                             o += r.vlen
-                            o[0] = 0  # no headers
-                            o += 1
+                            memcpy(o, hs, hn)  # the header section
+                            o += hn
                             count += 1
                             used += r.size
                             delta += 1

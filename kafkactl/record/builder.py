@@ -171,10 +171,11 @@ class RecordBatchBuilder:
 
 
 def encode_record(offset_delta: int, timestamp_delta: int, key: bytes | None,
-                  value: bytes | None, headers: Iterable[tuple[str, bytes | None]] = ()
-                  ) -> bytes:
+                  value: bytes | None, headers: Iterable[tuple[str, bytes | None]] = (),
+                  *, header_section: bytes | None = None) -> bytes:
     """One v2 record, length prefix included (the one record encoder: RecordBatchBuilder
-    and the client's ProducerBatch both call it)."""
+    and the client's ProducerBatch both call it). `header_section`: the headers already
+    encoded (encode_headers), in place of `headers`."""
     cache = _UNSIGNED_CACHE
     # zigzag of small non-negative n is 2n: index the unsigned cache directly
     ts_enc = (cache[timestamp_delta << 1] if 0 <= timestamp_delta < 8192
@@ -192,7 +193,8 @@ def encode_record(offset_delta: int, timestamp_delta: int, key: bytes | None,
     else:
         n = len(value)
         vlen = cache[n << 1] if n < 8192 else encode_varint(n)
-    hdr = _encode_headers(headers) if headers else b"\x00"
+    hdr = (header_section if header_section is not None
+           else encode_headers(headers) if headers else b"\x00")
     body = b"".join((b"\x00", ts_enc, off_enc, klen, key, vlen, value, hdr))
     n = len(body)
     return (cache[n << 1] if n < 8192 else encode_varint(n)) + body
@@ -211,7 +213,8 @@ def assemble_batch(records: bytes, *, attributes: int, last_offset_delta: int,
         base_offset=base_offset, partition_leader_epoch=partition_leader_epoch) + records
 
 
-def _encode_headers(headers: Iterable[tuple[str, bytes | None]]) -> bytes:
+def encode_headers(headers: Iterable[tuple[str, bytes | None]]) -> bytes:
+    """A record's header section: the count, then each key and value with its length."""
     cache = _UNSIGNED_CACHE
     parts = []
     n = 0

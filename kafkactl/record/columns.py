@@ -229,7 +229,8 @@ def encode_key_values_py(keys: Sequence[bytes | None], values: Sequence[bytes], 
 
 def encode_lines_into_py(data: Buffer, pos: int, end: int, delimiter: Buffer,
                          key_separator: Buffer | None, first_delta: int,
-                         out: bytearray | memoryview, offset: int) -> tuple[int, int, int]:
+                         out: bytearray | memoryview, offset: int,
+                         headers: Buffer = NO_HEADERS) -> tuple[int, int, int]:
     """The records of delimited lines straight from the input buffer into `out`: the lines
     of data[pos:end], each ending at a delimiter or at `end` (a delimiter at `end` ends the
     last line: no empty line follows it), as header-less records with offset deltas from
@@ -237,8 +238,9 @@ def encode_lines_into_py(data: Buffer, pos: int, end: int, delimiter: Buffer,
     without SEP: a null key and the whole line as the value), written at out[offset:]
     while they fit in it. Returns the position after the last line encoded (its delimiter
     included), how many and their size in bytes; when not even the first line fits, (pos,
-    0, the bytes its record needs). No table limits: any line length and offset delta
-    (`encode_record`'s int32 varints)."""
+    0, the bytes its record needs). `headers`: every record's header section, encoded
+    (builder.encode_headers; the default is none). No table limits: any line length and
+    offset delta (`encode_record`'s int32 varints)."""
     with memoryview(out) as view:
         if view.readonly:
             raise BufferError("Object is not writable.")
@@ -256,6 +258,7 @@ def encode_lines_into_py(data: Buffer, pos: int, end: int, delimiter: Buffer,
         block = bytes(data[pos:end])
         delim = bytes(delimiter)
         ksep = None if key_separator is None else bytes(key_separator)
+        section = bytes(headers)
         p, delta, used, n = 0, first_delta, 0, len(block)
         while p < n:
             q = block.find(delim, p)
@@ -267,7 +270,7 @@ def encode_lines_into_py(data: Buffer, pos: int, end: int, delimiter: Buffer,
                 k, sep, v = line.partition(ksep)
                 if sep:
                     key, value = k, v
-            record = encode_record(delta, 0, key, value)
+            record = encode_record(delta, 0, key, value, header_section=section)
             if used + len(record) > room:
                 if delta == first_delta:
                     used = len(record)  # what the first line needs
@@ -286,6 +289,6 @@ encode_values: EncodeValues = encode_values_py if kernels is None else kernels.e
 encode_key_values: EncodeKeyValues = (encode_key_values_py if kernels is None
                                       else kernels.encode_key_values)
 EncodeLinesInto = Callable[[Buffer, int, int, Buffer, Buffer | None, int,
-                            bytearray | memoryview, int], tuple[int, int, int]]
+                            bytearray | memoryview, int, Buffer], tuple[int, int, int]]
 encode_lines_into: EncodeLinesInto = (encode_lines_into_py if kernels is None
                                       else kernels.encode_lines_into)

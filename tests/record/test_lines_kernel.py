@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 
 from kafkactl.record import _accel, columns
 from kafkactl.record.batch import RecordBatch, assemble_batch, encode_record
+from kafkactl.record.builder import encode_headers
 from kafkactl.record.columns import encode_lines_into_py
 from tests.hypothesis_profiles import examples
 
@@ -246,6 +247,44 @@ def test_twins_agree_on_any_arguments(data: bytes, pos: int, end: int, delim: by
     """Out-of-range positions and offsets, empty separators, negative deltas: the same
     error."""
     _same((data, pos, end, delim, ksep, first_delta, size, offset))
+
+
+HEADER_SETS: list[list[tuple[str, bytes | None]]] = [
+    [], [("a", b"b")], [("source", None)], [("", b"")], [("k", b"v" * 63)],
+    [("k", b"v" * 64)], [("é", b"\x00\xff"), ("n", None), ("z", b"y" * 200)]]
+
+
+@compiled
+@settings(max_examples=examples(300))
+@given(cases(), st.sampled_from(HEADER_SETS))
+def test_twins_agree_with_a_header_section(case: Case,
+                                           headers: list[tuple[str, bytes | None]]) -> None:
+    """Every record with the same headers (`produce -H`): the same bytes as the reference
+    (whose records are `encode_record`'s with the section), headers read back."""
+    data, pos, end, delim, ksep, first_delta, size, offset = case
+    assert kernels is not None
+    section = encode_headers(headers)
+    want_out = bytearray([FILL]) * size
+    try:
+        want = encode_lines_into_py(data, pos, end, delim, ksep, first_delta, want_out,
+                                    offset, section)
+    except ValueError as e:
+        with pytest.raises(ValueError) as got:
+            kernels.encode_lines_into(data, pos, end, delim, ksep, first_delta,
+                                      bytearray(size), offset, section)
+        assert str(got.value) == str(e)
+        return
+    out = bytearray([FILL]) * size
+    assert kernels.encode_lines_into(data, pos, end, delim, ksep, first_delta, out, offset,
+                                     bytearray(section)) == want
+    assert out == want_out
+    if want[1]:  # the first record read back carries the headers
+        rec = RecordBatch(memoryview(assemble_batch(
+            bytes(want_out[offset:offset + want[2]]), attributes=0,
+            last_offset_delta=first_delta + want[1] - 1, base_timestamp=0, max_timestamp=0,
+            producer_id=-1, producer_epoch=-1, base_sequence=-1, record_count=want[1])))
+        assert [(h, None if v is None else bytes(v)) for h, v in next(iter(rec)).headers] \
+            == headers
 
 
 @compiled
