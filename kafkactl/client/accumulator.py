@@ -11,7 +11,7 @@ from typing import Any
 
 from kafkactl.client.errors import KafkaTimeoutError
 from kafkactl.client.producer_batch import ProducerBatch
-from kafkactl.record.columns import encode_lines_into
+from kafkactl.record.columns import NO_HEADERS, encode_lines_into
 
 TopicPartition = tuple[str, int]
 SPARE_BUFFERS = 4  # buffers of batches of lines done, kept for the next ones
@@ -136,13 +136,13 @@ class RecordAccumulator:
 
     def append_lines(self, topic: str, partition: int, data: bytes, start: int, end: int,
                      delimiter: bytes, key_separator: bytes | None,
-                     headers: bytes = b"\x00") -> int:
+                     headers: bytes = NO_HEADERS) -> int:
         """Append the delimited lines of data[start:end] (record.columns.encode_lines_into:
-        null keys, or `key SEP value`, no headers, the batch timestamp); returns how many
-        there were. The lines are encoded straight into the open batch's buffer, by one
-        caller at a time (`lines_lock`) but without `lock` (and without the GIL: the
-        compiled encoder), `headers` every record's encoded header section
-        (builder.encode_headers), so the sender builds and sends
+        null keys, or `key SEP value`, every record with the header section `headers`
+        (builder.encode_headers), the batch timestamp); returns how many there were. The
+        lines are encoded straight into the open batch's buffer, by one caller at a time
+        (`lines_lock`) but without `lock` (and without the GIL: the compiled encoder), so
+        the sender builds and sends
         the batches before meanwhile; they count when the batch they were encoded for is
         still the partition's open one, with as many records as then (else they are
         encoded again for the one that is)."""

@@ -315,7 +315,7 @@ class Producer:
                                      values: Sequence[bytes], n: int,
                                      entries: Sequence[Any] | None) -> None:
         partitioner = self.partitioner
-        if partitioner.name == "murmur2" and partitioner.is_deterministic:
+        if partitioner.name == "murmur2":
             # the default partitioner: grouped in one go (compiled), null keys sticky
             groups = murmur2_groups(keys, values, entries, n,
                                     partitioner.sticky_partition(topic, n))
@@ -339,15 +339,14 @@ class Producer:
         there were. `headers` go with every record. Delivery is reported through
         add_batch_callback."""
         self._ready("send_lines()")
-        section = encode_headers(headers) if headers else b"\x00"
+        section = encode_headers(headers)  # b"\x00" (no headers) when there are none
         if partition is None:
             n = self._num_partitions(topic)
-            spread = (n > 1 if key_separator is not None else
-                      self.partitioner.name in ("roundrobin", "random")
-                      or self.partitioner._user is not None)
             partitioner = self.partitioner
-            if (spread and key_separator is not None and partitioner.name == "murmur2"
-                    and partitioner.is_deterministic):
+            spread = (n > 1 if key_separator is not None else
+                      partitioner.name in ("roundrobin", "random")
+                      or partitioner._user is not None)
+            if spread and key_separator is not None and partitioner.name == "murmur2":
                 # keyed lines of the default partitioner: each partition's lines copied to
                 # a buffer of their own, then encoded from it as one partition's are
                 count = 0
@@ -362,20 +361,19 @@ class Producer:
                     self.flush()
                 return count
             if spread:  # a partition per record: the per-record paths choose it
+                from kafkactl.client.line_producer import split_keys
+
                 records = data[start:end].split(delimiter)
                 records.pop()
+                keys, values = (split_keys(records, key_separator)
+                                if key_separator is not None else ([None] * len(records),
+                                                                   records))
                 if headers:
-                    for raw in records:
-                        key, sep, value = (raw.partition(key_separator)
-                                           if key_separator is not None else (None, b"", raw))
-                        self.send(topic, value if sep else raw, key if sep else None,
-                                  headers=headers)
+                    for key, value in zip(keys, values, strict=True):
+                        self.send(topic, value, key, headers=headers)
                 elif key_separator is None:
                     self.send_values(topic, records)
                 else:
-                    from kafkactl.client.line_producer import split_keys
-
-                    keys, values = split_keys(records, key_separator)
                     self.send_key_values(topic, keys, values)
                 return len(records)
             partition = (0 if key_separator is not None

@@ -233,7 +233,7 @@ def encode_lines_into_py(data: Buffer, pos: int, end: int, delimiter: Buffer,
                          headers: Buffer = NO_HEADERS) -> tuple[int, int, int]:
     """The records of delimited lines straight from the input buffer into `out`: the lines
     of data[pos:end], each ending at a delimiter or at `end` (a delimiter at `end` ends the
-    last line: no empty line follows it), as header-less records with offset deltas from
+    last line: no empty line follows it), as records with offset deltas from
     `first_delta`, null keys, or with key_separator each line's `key SEP value` (a line
     without SEP: a null key and the whole line as the value), written at out[offset:]
     while they fit in it. Returns the position after the last line encoded (its delimiter

@@ -72,6 +72,25 @@ def test_keys_headers_delimiters_read_by_kafka_python(broker, tmp_path: Path) ->
                    (b"", b"emptykey", hdrs)]
 
 
+@pytest.mark.parametrize("how", [["--partitioner", "roundrobin"],
+                                 ["--partitioner", "crc32", "-K", ":"], ["-K", ":"]])
+def test_headers_on_lines_spread_over_partitions(broker, how: list[str]) -> None:
+    """-H with the records spread over partitions: the per-record path (roundrobin, crc32)
+    and the buffers of murmur2_scatter (the default) keep every record's key and headers."""
+    topic = "hs-" + "-".join(a.strip("-:") for a in how if a.strip("-:"))
+    r = run(["topics", "create", "-b", broker.bootstrap, "-t", topic, "--partitions", "3"])
+    assert r.returncode == 0, r.stderr
+    lines = [b"k%d:v%d" % (i, i) for i in range(60)] + [b"nosep"]
+    r = run(["produce", "-b", broker.bootstrap, "-t", topic, *how, "-H", "h=1", "-q"],
+            b"\n".join(lines) + b"\n")
+    assert r.returncode == 0, r.stderr
+    got = sorted(kcat_read(broker.bootstrap, topic, "%k|%s|%h\n").splitlines())
+    keyed = "-K" in how
+    want = sorted((b"%s|%s|h=1" % tuple(line.partition(b":")[::2]) if keyed and b":" in line
+                   else b"|%s|h=1" % line) for line in lines)
+    assert got == want
+
+
 def test_sync_and_custom_delimiter(broker) -> None:
     r = run(["produce", "-b", broker.bootstrap, "-t", "s", "--sync", "-D", ";", "-q"],
             b"a;b;c")
