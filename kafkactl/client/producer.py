@@ -229,7 +229,12 @@ class Producer:
             self.partitioner.on_new_batch(topic, partition, n)
 
     def _check_partition(self, topic: str, partition: int) -> None:
-        n = self._num_partitions(topic)
+        """An explicit partition must exist, on every send (as the Java producer checks):
+        past the known count the metadata is asked again, since the topic may have grown."""
+        n = self._partition_counts.get(topic)
+        if n is not None and 0 <= partition < n:
+            return
+        n = len(self.partitions_for(topic))
         if not 0 <= partition < n:
             raise ValueError(f"topic {topic!r} has partitions 0..{n - 1}; "
                              f"partition {partition} does not exist")
@@ -259,7 +264,7 @@ class Producer:
                 f"({self.max_request_size})")
         if partition is None:
             partition = self.partitioner.partition(topic, key, self._num_partitions(topic))
-        elif topic not in self._partition_counts:
+        else:
             self._check_partition(topic, partition)
         fut = FutureRecordMetadata(timestamp_ms)
         if on_delivery is not None:
@@ -286,7 +291,7 @@ class Producer:
                     self.accumulator.append_values(topic, p, (v,), keep_entries)
                 return
             partition = self.partitioner.sticky_partition(topic, n)
-        elif topic not in self._partition_counts:
+        else:
             self._check_partition(topic, partition)
         self.accumulator.append_values(topic, partition, values, keep_entries)
         if self.sync:
@@ -305,7 +310,7 @@ class Producer:
                 self._send_key_values_partitioned(topic, keys, values, n, entries)
                 return
             partition = 0
-        elif topic not in self._partition_counts:
+        else:
             self._check_partition(topic, partition)
         self.accumulator.append_key_values(topic, partition, keys, values, entries)
         if self.sync:
@@ -378,7 +383,7 @@ class Producer:
                 return len(records)
             partition = (0 if key_separator is not None
                          else self.partitioner.sticky_partition(topic, n))
-        elif topic not in self._partition_counts:
+        else:
             self._check_partition(topic, partition)
         count = self.accumulator.append_lines(topic, partition, data, start, end, delimiter,
                                               key_separator, section)
@@ -398,8 +403,7 @@ class Producer:
             raise RecordTooLargeError(
                 f"a batch of {len(section)} bytes is larger than max.request.size "
                 f"({self.max_request_size})")
-        if topic not in self._partition_counts:
-            self._check_partition(topic, partition)
+        self._check_partition(topic, partition)
         self.accumulator.append_records_section(topic, partition, section, record_count,
                                                 base_timestamp, max_timestamp, entries)
         if self.sync:

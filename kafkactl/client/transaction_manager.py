@@ -106,6 +106,7 @@ class TransactionManager:
         self.in_transaction = False
         self.partitions: set[TopicPartition] = set()  # added to the ongoing transaction
         self.offsets_added = False  # AddOffsetsToTxn went through in it
+        self.resumed = False  # an open transaction another process began (resume())
         self.error: BaseException | None = None  # abortable (or fatal) error of the txn
         self.fatal: BaseException | None = None
         self._conn: BrokerConnection | None = None
@@ -232,7 +233,7 @@ class TransactionManager:
                 self._raise(code, "InitProducerId", abortable=False)
             self.producer_id = resp["producer_id"]
             self.epoch = resp["producer_epoch"]
-            self.in_transaction = False
+            self.in_transaction = self.resumed = False
             self.partitions.clear()
             self.error = None
             return self.producer_id, self.epoch
@@ -243,6 +244,23 @@ class TransactionManager:
             if self.in_transaction:
                 raise TransactionError("a transaction is already in progress")
             self.in_transaction = True
+            self.partitions.clear()
+            self.offsets_added = False
+            self.error = None
+
+    def resume(self, producer_id: int, epoch: int) -> None:
+        """Take over the open transaction that another process began under this
+        transactional.id with (`producer_id`, `epoch`) and flushed: end() then commits or
+        aborts it (EndTxn names the id, producer id and epoch; the coordinator does not ask
+        which connection sends it). The second phase of a two-phase commit whose first
+        phase ran elsewhere, as a Spark job's driver does for its tasks' transactions."""
+        with self.lock:
+            if self.fatal is not None:
+                raise self.fatal
+            if self.in_transaction:
+                raise TransactionError("a transaction is already in progress")
+            self.producer_id, self.epoch = producer_id, epoch
+            self.in_transaction = self.resumed = True
             self.partitions.clear()
             self.offsets_added = False
             self.error = None
@@ -348,7 +366,8 @@ class TransactionManager:
                 raise TransactionError("no transaction in progress")
             if commit and self.error is not None:
                 raise self.error
-            if self.partitions or self.offsets_added:  # else the coordinator knows nothing
+            if self.partitions or self.offsets_added or self.resumed:
+                # (else the coordinator knows nothing of the transaction)
                 resp = self._call(ApiKey.END_TXN, {
                     "transactional_id": self.transactional_id, "producer_id": self.producer_id,
                     "producer_epoch": self.epoch, "committed": commit},
@@ -359,7 +378,7 @@ class TransactionManager:
                                 abortable=commit)
             self.in_transaction = False
             self.partitions.clear()
-            self.offsets_added = False
+            self.offsets_added = self.resumed = False
             self.error = None
 
     def fenced(self, what: str) -> None:

@@ -126,6 +126,28 @@ def test_unknown_topic_and_no_broker(broker) -> None:
         parse_bootstrap("a:notaport")
 
 
+def test_an_explicit_partition_is_checked_on_every_send(broker) -> None:
+    """Not only on the topic's first send: a partition past the topic's count is refused at
+    send(), each bulk path too, and one the topic has grown to is taken."""
+    b = broker.bootstrap
+    with AdminClient(b) as admin:
+        assert admin.create_topics({"grows": (2, 1, {})}) == {"grows": None}
+    with Producer(b, linger_ms=0) as p:
+        p.send("grows", b"first", partition=1).result(30)
+        for send in (lambda: p.send("grows", b"x", partition=2),
+                     lambda: p.send("grows", b"x", partition=-1),
+                     lambda: p.send_values("grows", [b"x"], partition=2),
+                     lambda: p.send_key_values("grows", [b"k"], [b"x"], partition=2),
+                     lambda: p.send_lines("grows", b"x\n", 0, 2, b"\n", partition=2)):
+            with pytest.raises(ValueError, match="partitions 0..1; partition"):
+                send()
+        with AdminClient(b) as admin:
+            assert admin.create_partitions({"grows": 3}) == {"grows": None}
+        p.client.refresh_metadata(["grows"])
+        assert p.send("grows", b"third", partition=2).result(30).partition == 2
+    assert sorted(bytes(r.value) for r in read_all(b, "grows")) == [b"first", b"third"]
+
+
 def test_broker_restart_mid_produce_loses_and_duplicates_nothing(broker_factory) -> None:
     """Idempotent producer: kill -9 the broker while records are in flight, restart it;
     every acknowledged record is there exactly once, and all records end up acknowledged."""
