@@ -73,7 +73,9 @@ READ_OPTIONS = (
 STREAM_OPTIONS = READ_OPTIONS + ("maxOffsetsPerTrigger", "minOffsetsPerTrigger",
                                  "maxTriggerDelay")
 # The writer takes `topic` and Kafka producer properties prefixed `kafka.`, as Spark's does.
-WRITE_OPTIONS = ("kafka.bootstrap.servers", "bootstrap", "topic", "includeHeaders") + tuple(
+WRITE_OPTIONS = ("kafka.bootstrap.servers", "bootstrap", "topic", "includeHeaders",
+                 "transactional", "transactionalIdPrefix",
+                 "kafka.transaction.timeout.ms") + tuple(
     f"kafka.{p}" for p in sorted(PROPERTY_NAMES) if p != "bootstrap.servers") + SECURITY_OPTIONS
 
 DATA_LOSS_HINT = "set failOnDataLoss=false to skip"

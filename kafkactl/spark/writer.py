@@ -9,10 +9,16 @@ task reports success only after every record it sent is acknowledged (acks=all b
 like Spark's Kafka sink the write is at-least-once (a retried task sends its rows again).
 Only mode("append") writes: Spark refuses the ErrorIfExists (default) and Ignore modes for
 every Python data source, and a topic cannot be overwritten.
+
+With option("transactional", "true") the write is all-or-nothing for read_committed
+consumers instead, and a retried task's rows land once: each task attempt writes in a Kafka
+transaction the driver commits when Spark commits the job (txn_write.py).
 """
 
 from __future__ import annotations
 
+import contextlib
+import uuid
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -22,7 +28,21 @@ from pyspark.sql.types import BinaryType, IntegerType, StringType, StructType
 
 from kafkactl.client.producer import Producer, properties_to_kwargs
 from kafkactl.client.security import SECURITY_KEYS
-from kafkactl.spark.options import WRITE_OPTIONS, OptionError, canonical_options, security_from
+from kafkactl.spark.options import (
+    WRITE_OPTIONS,
+    OptionError,
+    canonical_options,
+    parse_bool,
+    security_from,
+)
+from kafkactl.spark.txn_write import (
+    DEFAULT_TIMEOUT_MS,
+    PreparedWrite,
+    TxnTarget,
+    abort_all,
+    attempt_transactional_id,
+    commit_all,
+)
 
 
 @dataclass
@@ -63,17 +83,28 @@ class KafkactlWriter(DataSourceWriter):
         self.bootstrap: str = bootstrap
         self.topic = opts.get("topic")
         self.props = {k[len("kafka."):]: v for k, v in opts.items()
-                      if k.startswith("kafka.") and k != "kafka.bootstrap.servers"}
+                      if k.startswith("kafka.") and k not in TXN_PROPERTIES}
         # bad producer or security properties fail on the driver
-        properties_to_kwargs({k: v for k, v in self.props.items() if k not in SECURITY_KEYS})
+        kwargs = properties_to_kwargs(
+            {k: v for k, v in self.props.items() if k not in SECURITY_KEYS})
         security_from({k: v for k, v in self.props.items() if k in SECURITY_KEYS})
         _check_schema(schema, self.topic)
         self.columns = [f.name for f in schema.fields]
+        self.txn: TxnTarget | None = None
+        if parse_bool("transactional", opts.get("transactional", "false")):
+            self.txn = _txn_target(opts, bootstrap, kwargs, tuple(sorted(
+                (k, v) for k, v in self.props.items() if k in SECURITY_KEYS)))
+        elif "transactionalIdPrefix" in opts or "kafka.transaction.timeout.ms" in opts:
+            raise OptionError("options transactionalIdPrefix and kafka.transaction.timeout.ms "
+                              "need option transactional=true")
 
-    def write(self, iterator: Iterator[Any]) -> WriteResult:
+    def write(self, iterator: Iterator[Any]) -> WriteResult | PreparedWrite:
+        txn_id = None if self.txn is None else attempt_transactional_id(self.txn.prefix)
         producer = Producer.from_properties(
             {"bootstrap.servers": self.bootstrap, "client.id": "kafkactl-spark-writer",
-             **self.props})
+             **self.props},
+            **({} if self.txn is None else {"transactional_id": txn_id,
+                                            "transaction_timeout_ms": self.txn.timeout_ms}))
         errors: list[BaseException] = []
 
         def on_delivery(_md: Any, err: BaseException | None) -> None:
@@ -82,6 +113,9 @@ class KafkactlWriter(DataSourceWriter):
 
         n = 0
         try:
+            if txn_id is not None:
+                producer.init_transactions()  # fences an older producer of the id
+                producer.begin_transaction()
             has = set(self.columns)
             for row in iterator:
                 # the topic option overrides the topic column (Spark's Kafka sink)
@@ -101,31 +135,77 @@ class KafkactlWriter(DataSourceWriter):
                     break
             if not producer.flush():
                 raise TimeoutError("the producer did not deliver every record in time")
+            if errors:
+                raise errors[0]
+            if producer.transactions is not None and producer.transactions.error is not None:
+                raise producer.transactions.error
         except BaseException:
+            if producer.transactions is not None:
+                _abort_now(producer)
             producer.abort()
             raise
-        producer.close()
-        if errors:
-            raise errors[0]
-        return WriteResult(n)
+        txn = producer.transactions
+        producer.close()  # the transaction stays open: the driver ends it
+        if txn is None:
+            return WriteResult(n)
+        if not txn.partitions:
+            return PreparedWrite(n)  # no row: nothing for the coordinator to commit
+        return PreparedWrite(n, txn.transactional_id, txn.producer_id, txn.epoch)
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
-        return None
+        if self.txn is not None:
+            commit_all(self.txn, messages)
 
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:
-        return None
+        if self.txn is not None:
+            abort_all(self.txn, messages)
 
 
 class KafkactlStreamWriter(KafkactlWriter, DataSourceStreamWriter):
     """`writeStream.format("kafkactl")`: each micro-batch's tasks produce their rows; a batch
-    commits once every task's records are acknowledged (at-least-once, as Spark's sink)."""
+    commits once every task's records are acknowledged (at-least-once, as Spark's sink), or,
+    transactional, once the driver committed every task's transaction (a micro-batch
+    replayed after the driver died within its commit is written again)."""
 
     known_options = WRITE_OPTIONS + ("checkpointLocation",)
 
     def commit(self, messages: list[WriterCommitMessage | None],  # type: ignore[override]
                batchId: int) -> None:  # noqa: N803 - Spark's parameter name
-        return None
+        if self.txn is not None:
+            commit_all(self.txn, messages)
 
     def abort(self, messages: list[WriterCommitMessage | None],  # type: ignore[override]
               batchId: int) -> None:  # noqa: N803
-        return None
+        if self.txn is not None:
+            abort_all(self.txn, messages)
+
+
+# options of the transactional write, not producer properties
+TXN_PROPERTIES = ("kafka.bootstrap.servers", "kafka.transaction.timeout.ms")
+
+
+def _txn_target(opts: Mapping[str, str], bootstrap: str, kwargs: Mapping[str, Any],
+                security: tuple[tuple[str, str], ...]) -> TxnTarget:
+    if kwargs.get("enable_idempotence") is False or \
+            str(kwargs.get("acks", "all")).lower() not in ("all", "-1"):
+        raise OptionError("option transactional=true needs kafka.acks=all and "
+                          "kafka.enable.idempotence=true (Kafka's rule)")
+    raw = opts.get("kafka.transaction.timeout.ms", str(DEFAULT_TIMEOUT_MS))
+    try:
+        timeout_ms = int(raw)
+    except ValueError:
+        raise OptionError(f"option kafka.transaction.timeout.ms needs milliseconds "
+                          f"(got {raw!r})") from None
+    if timeout_ms <= 0:
+        raise OptionError(f"option kafka.transaction.timeout.ms must be > 0 (got {timeout_ms})")
+    prefix = opts.get("transactionalIdPrefix") or f"kafkactl-spark-{uuid.uuid4().hex[:16]}"
+    return TxnTarget(bootstrap, prefix, timeout_ms, security)
+
+
+def _abort_now(producer: Producer) -> None:
+    """A failed attempt: abort its transaction now rather than at its timeout (an
+    InitProducerId on the id aborts it and fences the attempt's requests still in flight).
+    The driver's sweep or the timeout does it when this cannot."""
+    assert producer.transactions is not None
+    with contextlib.suppress(Exception):  # best effort: the error being raised matters
+        producer.transactions.init()

@@ -64,24 +64,42 @@ def test_stream_resumes_from_checkpoint_exactly_once(spark: Any, broker: Any,
         + [("s.a", 2, o) for o in range(3)] + [("s.b", 0, o) for o in range(4)])
 
 
-def test_write_stream_copies_a_topic(spark: Any, broker: Any, tmp_path: Path) -> None:
+def test_write_stream_copies_a_topic_in_transactions(spark: Any, broker: Any,
+                                                     tmp_path: Path) -> None:
+    """Each micro-batch's rows in transactions its driver commits (the writer's
+    transactional option): two batches, every task attempt's id used again by the next
+    batch's task, read back read_committed."""
     import json
+
+    from kafkactl.client.kafka_client import KafkaClient
+    from kafkactl.client.transaction_admin import TransactionAdmin
 
     b = broker.bootstrap
     create_topic(b, "src", 2)
     create_topic(b, "copy", 1)
     produce(b, "src", [(i % 2, f"k{i}".encode(), f"v{i}".encode(), None) for i in range(12)])
     query = (spark.readStream.format("kafkactl").option("bootstrap", b)
-             .option("subscribe", "src").option("startingOffsets", "earliest").load()
+             .option("subscribe", "src").option("startingOffsets", "earliest")
+             .option("maxOffsetsPerTrigger", "6").load()
              .select("key", "value")  # no topic column: the topic option applies
              .writeStream.format("kafkactl").option("bootstrap", b).option("topic", "copy")
+             .option("transactional", "true").option("transactionalIdPrefix", "copier")
              .option("checkpointLocation", str(tmp_path / "ck")).trigger(availableNow=True)
              .start())
     assert query.awaitTermination(240) and query.exception() is None
-    out = zygote.run(["consume", "-b", b, "-t", "copy", "--from-beginning", "-e", "-J", "-q"],
+    assert len(query.recentProgress) == 2
+    out = zygote.run(["consume", "-b", b, "-t", "copy", "--from-beginning", "-e", "-J", "-q",
+                      "--isolation-level", "read_committed"],
                      text=True, timeout=60, check=True).stdout
     assert sorted((r["key"], r["payload"]) for r in map(json.loads, out.splitlines())) == \
         sorted((f"k{i}", f"v{i}") for i in range(12))
+    client = KafkaClient(b)
+    try:
+        ids = {t.transactional_id: t.state for t in TransactionAdmin(client).list_transactions()
+               if t.transactional_id.startswith("copier-")}
+    finally:
+        client.close()
+    assert ids and set(ids.values()) == {"CompleteCommit"}
 
 
 def test_max_offsets_per_trigger_is_shared_in_proportion() -> None:

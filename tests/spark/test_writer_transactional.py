@@ -1,0 +1,153 @@
+"""df.write.format("kafkactl").option("transactional", "true"): the job's rows in Kafka
+transactions its driver commits (or aborts) with Spark's commit protocol; read back with
+`kafkactl consume --isolation-level read_committed` and read_uncommitted."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from kafkactl.client.admin import AdminClient
+from kafkactl.client.kafka_client import KafkaClient
+from kafkactl.client.producer import Producer
+from kafkactl.client.transaction_admin import TransactionAdmin
+from tests import zygote
+from tests.conftest import BrokerProcess
+from tests.spark.conftest import create_topic
+
+SCHEMA = "key string, value string, partition int"
+
+
+@pytest.fixture
+def broker(module_broker: BrokerProcess) -> BrokerProcess:
+    """Tests here only use topics and transactional ids of their own."""
+    return module_broker
+
+
+def values(bootstrap: str, topic: str, isolation: str) -> list[str]:
+    out = zygote.run(["consume", "-b", bootstrap, "-t", topic, "--from-beginning", "-e", "-q",
+                      "--isolation-level", isolation], text=True, timeout=60,
+                     check=True).stdout
+    return sorted(out.splitlines())
+
+
+def states(bootstrap: str, prefix: str) -> dict[str, str]:
+    client = KafkaClient(bootstrap)
+    try:
+        return {t.transactional_id: t.state
+                for t in TransactionAdmin(client).list_transactions()
+                if t.transactional_id.startswith(prefix + "-")}
+    finally:
+        client.close()
+
+
+def writer(df: Any, bootstrap: str, topic: str, prefix: str) -> Any:
+    return (df.write.format("kafkactl").option("kafka.bootstrap.servers", bootstrap)
+            .option("topic", topic).option("transactional", "true")
+            .option("transactionalIdPrefix", prefix).mode("append"))
+
+
+def test_a_job_commits_every_task_once_and_fences_its_lost_attempts(spark: Any,
+                                                                     broker: Any) -> None:
+    b = broker.bootstrap
+    create_topic(b, "txw", 3)
+    prefix = "job-commit"
+    # an attempt lost with its executor: its transaction open under this write's prefix
+    lost = Producer(b, transactional_id=f"{prefix}-7-0", linger_ms=0)
+    lost.init_transactions()
+    lost.begin_transaction()
+    lost.send("txw", b"from-a-lost-attempt", partition=0)
+    assert lost.flush(30)
+    lost.abort()
+    assert states(b, prefix) == {f"{prefix}-7-0": "Ongoing"}
+
+    rows = [(f"k{i}", f"v{i:03d}", i % 3) for i in range(150)]
+    df = spark.sparkContext.parallelize(rows, 3).toDF(SCHEMA)
+    writer(df, b, "txw", prefix).save()
+
+    want = sorted(f"v{i:03d}" for i in range(150))
+    assert values(b, "txw", "read_committed") == want
+    # the lost attempt's record is in the log, aborted: read_uncommitted shows it
+    assert values(b, "txw", "read_uncommitted") == sorted([*want, "from-a-lost-attempt"])
+    after = states(b, prefix)
+    assert sorted(i for i, s in after.items() if s == "CompleteCommit") == \
+        [f"{prefix}-{p}-0" for p in range(3)]
+    assert after[f"{prefix}-7-0"] in ("Empty", "CompleteAbort")  # fenced, aborted
+    assert "Ongoing" not in after.values()
+
+
+def test_a_failed_job_leaves_no_row_visible_and_no_transaction_open(spark: Any,
+                                                                    broker: Any) -> None:
+    b = broker.bootstrap
+    create_topic(b, "txw-failed", 3)
+    prefix = "job-failed"
+    # the last task's last row names a partition the topic does not have: that task
+    # fails after sending its other rows, and local[2] gives a task one attempt
+    rows = [(f"k{i}", f"v{i:03d}", i % 3) for i in range(89)] + [("bad", "bad", 99)]
+    df = spark.sparkContext.parallelize(rows, 3).toDF(SCHEMA)
+    with pytest.raises(Exception, match="99"):
+        writer(df, b, "txw-failed", prefix).save()
+    assert values(b, "txw-failed", "read_committed") == []
+    # rows were written, in transactions that were aborted
+    assert values(b, "txw-failed", "read_uncommitted")
+    after = states(b, prefix)
+    assert after and "Ongoing" not in after.values() and "CompleteCommit" not in after.values()
+
+
+def test_transactional_options_are_checked_on_the_driver(spark: Any, broker: Any) -> None:
+    b = broker.bootstrap
+    df = spark.createDataFrame([("k", "v", 0)], SCHEMA)
+    for opts, msg in [
+        ({"transactional": "true", "kafka.acks": "1"}, "acks=all"),
+        ({"transactional": "true", "kafka.transaction.timeout.ms": "soon"}, "milliseconds"),
+        ({"transactional": "maybe"}, "transactional"),
+        ({"transactionalIdPrefix": "x"}, "transactional=true"),
+    ]:
+        with pytest.raises(Exception, match=msg):  # (a writer keeps its options: a new one)
+            (df.write.format("kafkactl").option("kafka.bootstrap.servers", b)
+             .option("topic", "txw-never").options(**opts).mode("append").save())
+    with AdminClient(b) as admin:
+        assert "txw-never" not in admin.list_topics()
+
+
+def prepare(bootstrap: str, txn_id: str, topic: str, value: bytes) -> Any:
+    """What a task attempt does: its rows flushed in a transaction left open."""
+    from kafkactl.spark.txn_write import PreparedWrite
+
+    p = Producer(bootstrap, transactional_id=txn_id, linger_ms=0)
+    p.init_transactions()
+    p.begin_transaction()
+    p.send(topic, value, partition=0)
+    assert p.flush(30)
+    txn = p.transactions
+    assert txn is not None
+    p.close()
+    return PreparedWrite(1, txn_id, txn.producer_id, txn.epoch)
+
+
+def test_the_driver_commits_none_when_one_transaction_was_aborted_meanwhile(broker: Any
+                                                                            ) -> None:
+    """Phase two checks every transaction before it commits one: a task's transaction its
+    coordinator aborted (a timeout; here another producer of the id fences it) fails the
+    job with every other one aborted, none committed."""
+    from kafkactl.client.errors import ClientError
+    from kafkactl.spark.txn_write import TxnTarget, commit_all
+
+    b = broker.bootstrap
+    create_topic(b, "txw-check", 1)
+    target = TxnTarget(b, "job-check", 60000)
+    messages = [prepare(b, f"job-check-{p}-0", "txw-check", b"row%d" % p) for p in range(3)]
+    zombie_killer = Producer(b, transactional_id="job-check-1-0")
+    zombie_killer.init_transactions()  # aborts task 1's transaction, bumps the epoch
+    zombie_killer.close()
+    with pytest.raises(ClientError, match="job-check-1-0 is .*transaction.timeout.ms"):
+        commit_all(target, [*messages, None])
+    assert values(b, "txw-check", "read_committed") == []
+    assert values(b, "txw-check", "read_uncommitted") == ["row0", "row1", "row2"]
+    assert set(states(b, "job-check").values()) <= {"CompleteAbort", "Empty"}
+    # committing what is committed already is a no-op, as a retried EndTxn is for Kafka
+    ok = [prepare(b, "job-check-5-0", "txw-check", b"row5")]
+    commit_all(target, ok)
+    commit_all(target, ok)
+    assert values(b, "txw-check", "read_committed") == ["row5"]
