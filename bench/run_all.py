@@ -47,6 +47,8 @@ BENCHES: list[tuple[str, str, list[str], list[str]]] = [
     ("6", "log_recovery.py", ["--mib", "1024", "--runs", "3"], ["--mib", "128", "--runs", "1"]),
     ("6", "cli_startup.py", [], ["--runs", "3"]),
     ("32", "txn_producer.py", [], ["--records", "50000", "--rounds", "1"]),
+    ("32", "txn_producer.py", ["--cluster", "--no-mock"],
+     ["--cluster", "--no-mock", "--records", "20000", "--rounds", "1", "--commits", "100"]),
     ("32", "read_committed.py", [], ["--transactions", "300", "--rounds", "1"]),
     ("34", "metrics_overhead.py", [], ["--rounds", "1", "--seconds", "2",
                                        "--partitions", "2000", "--scrapes", "3"]),
