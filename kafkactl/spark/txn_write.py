@@ -14,7 +14,7 @@ sends it); abort() aborts them. Either way the open transactions of the job's ot
 aborted (InitProducerId on their id fences them), so none holds a partition's last stable
 offset back until its timeout.
 
-A read_committed consumer so sees all of a job's rows or none, and a retried task's rows
+So a read_committed consumer sees all of a job's rows or none, and a retried task's rows
 once. What a two-phase commit without a durable decision cannot cover: a driver that dies
 between its first and its last EndTxn leaves the job's other transactions to be aborted by
 their timeout (transaction.timeout.ms), after the first ones were committed.
@@ -23,6 +23,7 @@ their timeout (transaction.timeout.ms), after the first ones were committed.
 from __future__ import annotations
 
 import contextlib
+import logging
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
@@ -45,6 +46,8 @@ DEFAULT_TIMEOUT_MS = DEFAULT_MAX_TRANSACTION_TIMEOUT_MS
 # (or committing) already, by an earlier call (a retried EndTxn succeeds, as in Kafka)
 COMMITTABLE = ("Ongoing", "PrepareCommit", "CompleteCommit")
 CLIENT_ID = "kafkactl-spark-writer"
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -128,7 +131,13 @@ def commit_all(target: TxnTarget, messages: Sequence[WriterCommitMessage | None]
             raise ClientError("the write is aborted, no row of it committed: " + lost[0])
         for m in prepared:
             _end(target, m, commit=True)
-        abort_stragglers(target, admin, keep={m.transactional_id for m in prepared})
+        try:
+            abort_stragglers(target, admin, keep={m.transactional_id for m in prepared})
+        except (ClientError, KafkaError) as e:
+            # the rows are committed: failing the job now would have it run again and
+            # write them twice; a straggler is aborted when its timeout passes
+            log.warning("the write is committed, but its other attempts' transactions were "
+                        "not all aborted (their timeout will): %s", e)
     finally:
         client.close()
 
@@ -148,6 +157,21 @@ def abort_all(target: TxnTarget, messages: Sequence[WriterCommitMessage | None])
         abort_stragglers(target, TransactionAdmin(client), keep=())
     finally:
         client.close()
+
+
+def fence_leftovers(target: TxnTarget) -> list[str]:
+    """Before a write with a named prefix runs a task: fence the transactions an earlier
+    run of it left open (its driver died before it committed or aborted them), which would
+    otherwise hold read_committed consumers back until their timeout."""
+    client = KafkaClient(target.bootstrap, client_id=CLIENT_ID, security=target.security)
+    try:
+        fenced = abort_stragglers(target, TransactionAdmin(client), keep=())
+    finally:
+        client.close()
+    if fenced:
+        log.warning("aborted %d transaction(s) an earlier run of prefix %s left open: %s",
+                    len(fenced), target.prefix, ", ".join(fenced))
+    return fenced
 
 
 def abort_stragglers(target: TxnTarget, admin: TransactionAdmin,

@@ -42,6 +42,7 @@ from kafkactl.spark.txn_write import (
     abort_all,
     attempt_transactional_id,
     commit_all,
+    fence_leftovers,
 )
 
 
@@ -94,6 +95,8 @@ class KafkactlWriter(DataSourceWriter):
         if parse_bool("transactional", opts.get("transactional", "false")):
             self.txn = _txn_target(opts, bootstrap, kwargs, tuple(sorted(
                 (k, v) for k, v in self.props.items() if k in SECURITY_KEYS)))
+            if "transactionalIdPrefix" in opts:  # a run before this one may have died
+                fence_leftovers(self.txn)
         elif "transactionalIdPrefix" in opts or "kafka.transaction.timeout.ms" in opts:
             raise OptionError("options transactionalIdPrefix and kafka.transaction.timeout.ms "
                               "need option transactional=true")

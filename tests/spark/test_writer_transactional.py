@@ -151,3 +151,26 @@ def test_the_driver_commits_none_when_one_transaction_was_aborted_meanwhile(brok
     commit_all(target, ok)
     commit_all(target, ok)
     assert values(b, "txw-check", "read_committed") == ["row5"]
+
+
+def test_a_named_prefix_fences_what_an_earlier_run_left_open(broker: Any) -> None:
+    """A driver that died before it ended its tasks' transactions left them open; the next
+    write with that prefix aborts them before it runs a task (and another prefix's are
+    left alone)."""
+    from pyspark.sql.types import StringType, StructField, StructType
+
+    from kafkactl.spark.writer import KafkactlWriter
+
+    b = broker.bootstrap
+    create_topic(b, "txw-rerun", 1)
+    prepare(b, "nightly-0-0", "txw-rerun", b"left-open")
+    prepare(b, "other-0-0", "txw-rerun", b"not-mine")
+    assert states(b, "nightly") == {"nightly-0-0": "Ongoing"}
+    KafkactlWriter({"kafka.bootstrap.servers": b, "topic": "txw-rerun", "transactional": "true",
+                    "transactionalIdPrefix": "nightly"},
+                   StructType([StructField("value", StringType())]))
+    assert states(b, "nightly")["nightly-0-0"] in ("Empty", "CompleteAbort")
+    assert states(b, "other") == {"other-0-0": "Ongoing"}
+    tidy = Producer(b, transactional_id="other-0-0")
+    tidy.init_transactions()  # (aborts it: nothing of this test left open)
+    tidy.close()
