@@ -18,6 +18,7 @@ transaction the driver commits when Spark commits the job (txn_write.py).
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import uuid
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -75,6 +76,7 @@ def _bytes(v: Any) -> bytes | None:
 
 class KafkactlWriter(DataSourceWriter):
     known_options = WRITE_OPTIONS
+    stream = False
 
     def __init__(self, options: Mapping[str, str], schema: StructType) -> None:
         opts = canonical_options(options, self.known_options)
@@ -94,8 +96,12 @@ class KafkactlWriter(DataSourceWriter):
         self.txn: TxnTarget | None = None
         if parse_bool("transactional", opts.get("transactional", "false")):
             self.txn = _txn_target(opts, bootstrap, kwargs, tuple(sorted(
-                (k, v) for k, v in self.props.items() if k in SECURITY_KEYS)))
-            if "transactionalIdPrefix" in opts:  # a run before this one may have died
+                (k, v) for k, v in self.props.items() if k in SECURITY_KEYS)), self.stream)
+            if "transactionalIdPrefix" in opts and not self.stream:
+                # a run before this one may have died. (Not for a stream: Spark makes a
+                # stream's writer again for each commit, its tasks' transactions open by
+                # then; a restarted query's tasks fence the ids they take over, and its
+                # first commit the others.)
                 fence_leftovers(self.txn)
         elif "transactionalIdPrefix" in opts or "kafka.transaction.timeout.ms" in opts:
             raise OptionError("options transactionalIdPrefix and kafka.transaction.timeout.ms "
@@ -171,6 +177,7 @@ class KafkactlStreamWriter(KafkactlWriter, DataSourceStreamWriter):
     replayed after the driver died within its commit is written again)."""
 
     known_options = WRITE_OPTIONS + ("checkpointLocation",)
+    stream = True
 
     def commit(self, messages: list[WriterCommitMessage | None],  # type: ignore[override]
                batchId: int) -> None:  # noqa: N803 - Spark's parameter name
@@ -188,7 +195,7 @@ TXN_PROPERTIES = ("kafka.bootstrap.servers", "kafka.transaction.timeout.ms")
 
 
 def _txn_target(opts: Mapping[str, str], bootstrap: str, kwargs: Mapping[str, Any],
-                security: tuple[tuple[str, str], ...]) -> TxnTarget:
+                security: tuple[tuple[str, str], ...], stream: bool) -> TxnTarget:
     if kwargs.get("enable_idempotence") is False or \
             str(kwargs.get("acks", "all")).lower() not in ("all", "-1"):
         raise OptionError("option transactional=true needs kafka.acks=all and "
@@ -201,8 +208,16 @@ def _txn_target(opts: Mapping[str, str], bootstrap: str, kwargs: Mapping[str, An
                           f"(got {raw!r})") from None
     if timeout_ms <= 0:
         raise OptionError(f"option kafka.transaction.timeout.ms must be > 0 (got {timeout_ms})")
-    prefix = opts.get("transactionalIdPrefix") or f"kafkactl-spark-{uuid.uuid4().hex[:16]}"
-    return TxnTarget(bootstrap, prefix, timeout_ms, security)
+    prefix = opts.get("transactionalIdPrefix")
+    if not prefix and stream:
+        # the same for every writer Spark makes of the query, and after a restart
+        where = opts.get("checkpointLocation")
+        if not where:
+            raise OptionError("a transactional stream needs option transactionalIdPrefix or "
+                              "checkpointLocation (its transactional ids are named after it)")
+        prefix = "kafkactl-spark-" + hashlib.sha256(where.encode()).hexdigest()[:16]
+    return TxnTarget(bootstrap, prefix or f"kafkactl-spark-{uuid.uuid4().hex[:16]}",
+                     timeout_ms, security)
 
 
 def _abort_now(producer: Producer) -> None:

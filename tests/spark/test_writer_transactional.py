@@ -174,3 +174,32 @@ def test_a_named_prefix_fences_what_an_earlier_run_left_open(broker: Any) -> Non
     tidy = Producer(b, transactional_id="other-0-0")
     tidy.init_transactions()  # (aborts it: nothing of this test left open)
     tidy.close()
+
+
+def test_a_streams_ids_are_named_after_its_checkpoint(broker: Any) -> None:
+    """Spark makes a stream's writer again for each commit: without a transactionalIdPrefix
+    every one of them (and the writer of the query restarted from the checkpoint) names the
+    same ids, after the checkpoint location."""
+    from pyspark.sql.types import StringType, StructField, StructType
+
+    from kafkactl.spark.options import OptionError
+    from kafkactl.spark.writer import KafkactlStreamWriter, KafkactlWriter
+
+    schema = StructType([StructField("value", StringType())])
+    opts = {"kafka.bootstrap.servers": broker.bootstrap, "topic": "t", "transactional": "true"}
+
+    def prefix(cls: Any, **more: str) -> str:
+        txn = cls({**opts, **more}, schema).txn
+        assert txn is not None
+        return str(txn.prefix)
+
+    a = prefix(KafkactlStreamWriter, checkpointLocation="/ck/a")
+    assert a.startswith("kafkactl-spark-")
+    assert prefix(KafkactlStreamWriter, checkpointLocation="/ck/a") == a
+    assert prefix(KafkactlStreamWriter, checkpointLocation="/ck/b") != a
+    assert prefix(KafkactlStreamWriter, checkpointLocation="/ck/a",
+                  transactionalIdPrefix="named") == "named"
+    with pytest.raises(OptionError, match="checkpointLocation"):
+        KafkactlStreamWriter(opts, schema)
+    # a batch write is one writer: a random prefix of its own
+    assert prefix(KafkactlWriter) != prefix(KafkactlWriter)
