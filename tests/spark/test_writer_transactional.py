@@ -4,6 +4,8 @@ transactions its driver commits (or aborts) with Spark's commit protocol; read b
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -203,3 +205,63 @@ def test_a_streams_ids_are_named_after_its_checkpoint(broker: Any) -> None:
         KafkactlStreamWriter(opts, schema)
     # a batch write is one writer: a random prefix of its own
     assert prefix(KafkactlWriter) != prefix(KafkactlWriter)
+
+
+RETRY_JOB = """\
+import sys
+from pyspark import TaskContext
+from pyspark.sql import SparkSession
+from pyspark.sql.functions import udf
+from kafkactl.spark.source import register
+
+bootstrap, jvm = sys.argv[1], sys.argv[2]
+spark = (SparkSession.builder.master("local[2,2]")  # a failed task gets a second attempt
+         .config("spark.ui.enabled", "false").config("spark.driver.extraJavaOptions", jvm)
+         .config("spark.sql.execution.arrow.maxRecordsPerBatch", "10").getOrCreate())
+spark.sparkContext.setLogLevel("ERROR")
+register(spark)
+
+
+@udf("int")
+def partition(i):
+    # row 1900 names a partition the topic lacks in the first attempt of task 1, which has
+    # sent rows 1000-1899 by then: the writer fails there
+    ctx = TaskContext.get()
+    return 99 if (i, ctx.partitionId(), ctx.attemptNumber()) == (1900, 1, 0) else 0
+
+
+rows = spark.sparkContext.parallelize([(i,) for i in range(2000)], 2).toDF("i int")
+(rows.selectExpr("format_string('v%04d', i) AS value", "i")
+ .select("value", partition("i").alias("partition")).write.format("kafkactl")
+ .option("kafka.bootstrap.servers", bootstrap).option("topic", "txw-retry")
+ .option("kafka.linger.ms", "0").option("transactional", "true")
+ .option("transactionalIdPrefix", "retried").mode("append").save())
+"""
+
+
+@pytest.mark.slow  # a Spark process of its own (local[2,2]): ~20 s
+def test_a_retried_task_lands_once(spark_installed: None, broker: Any, tmp_path: Path) -> None:
+    """Task 1's first attempt sends some of its rows and fails at its 900th; its second
+    attempt sends all 1,000. read_committed sees each row once; read_uncommitted shows the
+    first attempt's rows too, aborted."""
+    import subprocess
+    import sys
+
+    from tests.jvm_archive import spark_jvm_options
+
+    b = broker.bootstrap
+    create_topic(b, "txw-retry", 1)
+    job = tmp_path / "retry_job.py"
+    job.write_text(RETRY_JOB)
+    done = subprocess.run([sys.executable, str(job), b, " ".join(spark_jvm_options())],
+                          env=dict(os.environ, PYSPARK_PYTHON=sys.executable),
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "partition 99 does not exist" in done.stderr
+    want = sorted(f"v{i:04d}" for i in range(2000))
+    assert values(b, "txw-retry", "read_committed") == want
+    every = values(b, "txw-retry", "read_uncommitted")
+    assert set(every) == set(want) and len(every) > len(want)  # the failed attempt's, aborted
+    after = states(b, "retried")
+    assert after["retried-1-1"] == "CompleteCommit" and after["retried-0-0"] == "CompleteCommit"
+    assert after["retried-1-0"] in ("Empty", "CompleteAbort")
