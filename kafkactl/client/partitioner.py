@@ -207,6 +207,31 @@ class Partitioner:
             return crc32_partition(key, num_partitions)
         return to_positive(murmur2(key)) % num_partitions
 
+    def spread(self, topic: str, values: Sequence[bytes], num_partitions: int
+               ) -> list[tuple[int, Sequence[bytes]]]:
+        """roundrobin's or random's partition for each of `values` (null keys) in one go:
+        (partition, its values in their order) for each partition that gets any. The same
+        partitions as partition() record by record (roundrobin's counter moves on by
+        len(values)), only grouped."""
+        n = num_partitions
+        if n <= 0:
+            raise ValueError(f"topic {topic!r} has no partitions")
+        if self.name == "roundrobin":
+            first = self._rr.get(topic, -1) + 1
+            self._rr[topic] = first + len(values) - 1
+            seq = values if isinstance(values, list | tuple) else list(values)
+            return [((first + i) % n, seq[i::n]) for i in range(min(n, len(seq)))]
+        if self.name != "random" or self._user is not None:
+            raise ValueError(f"partitioner {self.name} does not spread null keys")
+        groups: dict[int, list[bytes]] = {}
+        for v, p in zip(values, random.choices(range(n), k=len(values)), strict=True):
+            group = groups.get(p)
+            if group is None:
+                groups[p] = [v]
+            else:
+                group.append(v)
+        return list(groups.items())
+
     def sticky_partition(self, topic: str, num_partitions: int) -> int:
         p = self._sticky.get(topic)
         if p is None or p >= num_partitions:

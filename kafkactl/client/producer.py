@@ -285,10 +285,17 @@ class Producer:
         self._ready("send_values()")
         if partition is None:
             n = self._num_partitions(topic)
-            if self.partitioner.name in ("roundrobin", "random") or self.partitioner._user:
+            if self.partitioner._user is not None:
+                # user code, record by record: what it returned before it failed is sent
                 for v in values:
                     p = self.partitioner.partition(topic, None, n)
                     self.accumulator.append_values(topic, p, (v,), keep_entries)
+                return
+            if self.partitioner.name in ("roundrobin", "random"):
+                for p, part in self.partitioner.spread(topic, values, n):
+                    self.accumulator.append_values(topic, p, part, keep_entries)
+                if self.sync:
+                    self.flush()
                 return
             partition = self.partitioner.sticky_partition(topic, n)
         else:

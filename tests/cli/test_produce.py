@@ -91,6 +91,30 @@ def test_headers_on_lines_spread_over_partitions(broker, how: list[str]) -> None
     assert got == want
 
 
+@pytest.mark.parametrize("extra", [[], ["--failed-file", "{tmp}/failed"]])
+def test_seq_spread_by_roundrobin_and_random(broker, tmp_path: Path, extra: list[str]) -> None:
+    """`seq | produce --partitioner roundrobin` (grouped per partition, not record by record):
+    line i in partition i % 3, in order; random: every line once, in order per partition.
+    Past the encoder tables' 16,383 records, and with --failed-file's kept entries."""
+    lines = [b"%d" % i for i in range(40000)]
+    for name in ("roundrobin", "random"):
+        topic = f"spread-{name}-{len(extra)}"
+        r = run(["topics", "create", "-b", broker.bootstrap, "-t", topic, "--partitions", "3"])
+        assert r.returncode == 0, r.stderr
+        r = run(["produce", "-b", broker.bootstrap, "-t", topic, "--partitioner", name, "-q",
+                 *[a.format(tmp=tmp_path) for a in extra]], b"\n".join(lines) + b"\n")
+        assert r.returncode == 0, r.stderr
+        got: dict[int, list[int]] = {}
+        for row in kcat_read(broker.bootstrap, topic, "%p %s\n").splitlines():
+            p, v = row.split()
+            got.setdefault(int(p), []).append(int(v))
+        if name == "roundrobin":
+            assert got == {p: list(range(p, 40000, 3)) for p in range(3)}
+        else:
+            assert set(got) == {0, 1, 2} and all(vs == sorted(vs) for vs in got.values())
+            assert sorted(v for vs in got.values() for v in vs) == list(range(40000))
+
+
 def test_sync_and_custom_delimiter(broker) -> None:
     r = run(["produce", "-b", broker.bootstrap, "-t", "s", "--sync", "-D", ";", "-q"],
             b"a;b;c")

@@ -101,6 +101,40 @@ def test_roundrobin_and_random() -> None:
     assert {rnd.partition("t", b"k", 3) for _ in range(300)} == {0, 1, 2}
 
 
+@pytest.mark.parametrize("n", [1, 2, 3, 7, 64])
+@pytest.mark.parametrize("sizes", [[0], [1], [5, 0, 9], [63, 64, 65], [1000, 1, 2]])
+def test_roundrobin_spread_is_partition_record_by_record(n: int, sizes: list[int]) -> None:
+    """The grouped path gives each value the partition partition() would, call after call
+    (the counter carries over, also into partition() afterwards), in order per partition."""
+    grouped, one_by_one = Partitioner("roundrobin"), Partitioner("roundrobin")
+    k = 0
+    for size in sizes:
+        values = [b"v%d" % (k + i) for i in range(size)]
+        k += size
+        want: dict[int, list[bytes]] = {}
+        for v in values:
+            want.setdefault(one_by_one.partition("t", None, n), []).append(v)
+        got = grouped.spread("t", values, n)
+        assert len({p for p, _ in got}) == len(got) == len(want)
+        assert {p: list(vs) for p, vs in got} == want
+        assert all(vs for _, vs in got)
+    assert grouped.partition("t", None, n) == one_by_one.partition("t", None, n)
+    assert grouped.spread("other", [b"a"], n) == [(0, [b"a"])]  # a counter per topic
+
+
+def test_random_spread_keeps_every_value_once_in_order() -> None:
+    values = [b"%d" % i for i in range(3000)]
+    got = Partitioner("random").spread("t", tuple(values), 5)
+    assert {p for p, _ in got} == set(range(5))
+    assert sorted(v for _, vs in got for v in vs) == sorted(values)
+    for _, vs in got:
+        assert [int(v) for v in vs] == sorted(int(v) for v in vs)
+    with pytest.raises(ValueError, match="does not spread"):
+        Partitioner("murmur2").spread("t", values, 5)
+    with pytest.raises(ValueError, match="no partitions"):
+        Partitioner("random").spread("t", values, 0)
+
+
 def last_partition(topic: str, key: bytes | None, n: int) -> int:
     return n - 1
 
