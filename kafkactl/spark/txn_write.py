@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from dataclasses import dataclass
 
 from pyspark.sql.datasource import WriterCommitMessage
@@ -91,16 +91,31 @@ def _prepared(messages: Sequence[WriterCommitMessage | None]) -> list[PreparedWr
             if isinstance(m, PreparedWrite) and m.transactional_id is not None]
 
 
-def _end(target: TxnTarget, m: PreparedWrite, commit: bool) -> None:
-    assert m.transactional_id is not None
-    tm = TransactionManager(target.bootstrap, m.transactional_id, client_id=CLIENT_ID,
+@contextlib.contextmanager
+def _manager(target: TxnTarget, transactional_id: str) -> Iterator[TransactionManager]:
+    tm = TransactionManager(target.bootstrap, transactional_id, client_id=CLIENT_ID,
                             transaction_timeout_ms=target.timeout_ms,
                             security=target.security)
     try:
-        tm.resume(m.producer_id, m.producer_epoch)
-        tm.end(commit)
+        yield tm
     finally:
         tm.close()
+
+
+@contextlib.contextmanager
+def _admin(target: TxnTarget) -> Iterator[TransactionAdmin]:
+    client = KafkaClient(target.bootstrap, client_id=CLIENT_ID, security=target.security)
+    try:
+        yield TransactionAdmin(client)
+    finally:
+        client.close()
+
+
+def _end(target: TxnTarget, m: PreparedWrite, commit: bool) -> None:
+    assert m.transactional_id is not None
+    with _manager(target, m.transactional_id) as tm:
+        tm.resume(m.producer_id, m.producer_epoch)
+        tm.end(commit)
 
 
 def _check_open(admin: TransactionAdmin, m: PreparedWrite) -> str | None:
@@ -121,9 +136,7 @@ def commit_all(target: TxnTarget, messages: Sequence[WriterCommitMessage | None]
     """Phase two: commit every task's transaction, or none when one of them can no longer
     be committed (then every one is aborted and the job fails)."""
     prepared = _prepared(messages)
-    client = KafkaClient(target.bootstrap, client_id=CLIENT_ID, security=target.security)
-    try:
-        admin = TransactionAdmin(client)
+    with _admin(target) as admin:
         lost = [why for m in prepared if (why := _check_open(admin, m)) is not None]
         if lost:
             _abort(target, prepared)
@@ -138,8 +151,6 @@ def commit_all(target: TxnTarget, messages: Sequence[WriterCommitMessage | None]
             # write them twice; a straggler is aborted when its timeout passes
             log.warning("the write is committed, but its other attempts' transactions were "
                         "not all aborted (their timeout will): %s", e)
-    finally:
-        client.close()
 
 
 def _abort(target: TxnTarget, prepared: Sequence[PreparedWrite]) -> None:
@@ -152,22 +163,16 @@ def abort_all(target: TxnTarget, messages: Sequence[WriterCommitMessage | None])
     """The job failed: abort the transactions of the tasks that succeeded and of every other
     attempt still open."""
     _abort(target, _prepared(messages))
-    client = KafkaClient(target.bootstrap, client_id=CLIENT_ID, security=target.security)
-    try:
-        abort_stragglers(target, TransactionAdmin(client), keep=())
-    finally:
-        client.close()
+    with _admin(target) as admin:
+        abort_stragglers(target, admin, keep=())
 
 
 def fence_leftovers(target: TxnTarget) -> list[str]:
     """Before a write with a named prefix runs a task: fence the transactions an earlier
     run of it left open (its driver died before it committed or aborted them), which would
     otherwise hold read_committed consumers back until their timeout."""
-    client = KafkaClient(target.bootstrap, client_id=CLIENT_ID, security=target.security)
-    try:
-        fenced = abort_stragglers(target, TransactionAdmin(client), keep=())
-    finally:
-        client.close()
+    with _admin(target) as admin:
+        fenced = abort_stragglers(target, admin, keep=())
     if fenced:
         log.warning("aborted %d transaction(s) an earlier run of prefix %s left open: %s",
                     len(fenced), target.prefix, ", ".join(fenced))
@@ -184,12 +189,7 @@ def abort_stragglers(target: TxnTarget, admin: TransactionAdmin,
     out = []
     for t in admin.list_transactions(states=["Ongoing", "Empty"]):
         if t.transactional_id.startswith(mine) and t.transactional_id not in keep:
-            tm = TransactionManager(target.bootstrap, t.transactional_id, client_id=CLIENT_ID,
-                                    transaction_timeout_ms=target.timeout_ms,
-                                    security=target.security)
-            try:
+            with _manager(target, t.transactional_id) as tm:
                 tm.init()
-            finally:
-                tm.close()
             out.append(t.transactional_id)
     return out

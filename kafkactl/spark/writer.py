@@ -27,7 +27,7 @@ from typing import Any
 from pyspark.sql.datasource import DataSourceStreamWriter, DataSourceWriter, WriterCommitMessage
 from pyspark.sql.types import BinaryType, IntegerType, StringType, StructType
 
-from kafkactl.client.producer import Producer, properties_to_kwargs
+from kafkactl.client.producer import Producer, parse_acks, properties_to_kwargs
 from kafkactl.client.security import SECURITY_KEYS
 from kafkactl.spark.options import (
     WRITE_OPTIONS,
@@ -86,7 +86,7 @@ class KafkactlWriter(DataSourceWriter):
         self.bootstrap: str = bootstrap
         self.topic = opts.get("topic")
         self.props = {k[len("kafka."):]: v for k, v in opts.items()
-                      if k.startswith("kafka.") and k not in TXN_PROPERTIES}
+                      if k.startswith("kafka.") and k not in NOT_PRODUCER_OPTIONS}
         # bad producer or security properties fail on the driver
         kwargs = properties_to_kwargs(
             {k: v for k, v in self.props.items() if k not in SECURITY_KEYS})
@@ -190,14 +190,13 @@ class KafkactlStreamWriter(KafkactlWriter, DataSourceStreamWriter):
             abort_all(self.txn, messages)
 
 
-# options of the transactional write, not producer properties
-TXN_PROPERTIES = ("kafka.bootstrap.servers", "kafka.transaction.timeout.ms")
+# kafka.* options that are not producer properties: the writer's own
+NOT_PRODUCER_OPTIONS = ("kafka.bootstrap.servers", "kafka.transaction.timeout.ms")
 
 
 def _txn_target(opts: Mapping[str, str], bootstrap: str, kwargs: Mapping[str, Any],
                 security: tuple[tuple[str, str], ...], stream: bool) -> TxnTarget:
-    if kwargs.get("enable_idempotence") is False or \
-            str(kwargs.get("acks", "all")).lower() not in ("all", "-1"):
+    if kwargs.get("enable_idempotence") is False or parse_acks(kwargs.get("acks", "all")) != -1:
         raise OptionError("option transactional=true needs kafka.acks=all and "
                           "kafka.enable.idempotence=true (Kafka's rule)")
     raw = opts.get("kafka.transaction.timeout.ms", str(DEFAULT_TIMEOUT_MS))
