@@ -223,10 +223,16 @@ class Partitioner:
             return [((first + i) % n, seq[i::n]) for i in range(min(n, len(seq)))]
         if self.name != "random" or self._user is not None:
             raise ValueError(f"partitioner {self.name} does not spread null keys")
-        drawn = iter(random.choices(range(n), k=len(values)))
-        groups = group_records([None] * len(values), values, None, lambda _k: next(drawn),
-                               deterministic=False)
-        return [(p, vs) for p, (_ks, vs, _es) in groups.items()]
+        # (group_records with the draws would do, but it carries a key list and a call a
+        # record: 1 M lines to 4 partitions 0.64-0.83 s against 0.54-0.59 s this way)
+        groups: dict[int, list[bytes]] = {}
+        for v, p in zip(values, random.choices(range(n), k=len(values)), strict=True):
+            group = groups.get(p)
+            if group is None:
+                groups[p] = [v]
+            else:
+                group.append(v)
+        return list(groups.items())
 
     def sticky_partition(self, topic: str, num_partitions: int) -> int:
         p = self._sticky.get(topic)
