@@ -17,7 +17,21 @@ that exactly also when the write is cut short:
   bytes, FIONREAD, minus two pages for the kernel's partly filled pages); with no room the
   writer waits for POLLOUT, signals raising as usual, and then writes at most PIPE_BUF.
 
+A stop signal that comes while the writer waits for room in the middle of a record does
+not cut the record: the writer finishes it (the reader sees whole lines and whole JSON
+objects) and then stops; a second signal stops it at once.
+
 The records counted are those wholly written; the summary line reports them.
+
+Written is not yet read: a pipe holds up to its size (64 KiB, up to 1 MiB) that its reader
+has not taken, and those bytes are lost when the reader dies or stops reading (`| head`).
+With `track_reads` (a group consumer on a pipe) a record counts as consumed only once its
+bytes have left the pipe: what was written minus what the pipe still holds (FIONREAD, which
+answers on the write end too, also after the reader has gone). `settle()` marks what the
+reader has taken (the consumer calls it before each commit), `assigned()` drops what is
+still in the pipe of partitions rebalanced away (printed again by their new owner rather
+than committed by this one), and `drain()`, before the last commit, waits while the reader keeps
+reading what is left, since it may go on reading after this process has exited.
 
 A slow reader must not hold a consumer group's rebalance hostage (the other members wait
 for this one to rejoin, up to the rebalance timeout): while the writer waits for room it
@@ -36,9 +50,11 @@ import signal
 import stat
 import sys
 import termios
+import time
 from bisect import bisect_left, bisect_right
-from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, Any
+from collections import deque
+from collections.abc import Callable, Collection, Iterator
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from kafkactl.cli._output import StdoutClosed, is_epipe
 
@@ -50,6 +66,16 @@ STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 TTY_CHUNK = 65536
 PIPE_BUF = select.PIPE_BUF
 STOP_CHECK_S = 0.2  # how often a writer waiting for room asks whether to give up
+DRAIN_CHECK_S = 0.01  # how often drain() looks at what the pipe still holds
+DRAIN_STALL_S = 2.0  # drain() gives up on a reader that took nothing for this long
+
+
+class _Pending(NamedTuple):
+    """A piece written to a pipe, its records not yet all taken by the reader."""
+
+    start: int  # where its first byte is in all that was written
+    piece: Piece
+    written: int  # its bytes written (fewer than all for a write cut short)
 
 
 class RecordWriter:
@@ -66,6 +92,10 @@ class RecordWriter:
         # a file, or a device that is no terminal (/dev/null): writes never wait on a reader
         self.unbounded = stat.S_ISREG(mode) or (stat.S_ISCHR(mode) and not os.isatty(self.fd))
         self.page = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
+        self.stream = 0  # bytes written in all
+        # a group consumer on a pipe: consumed once read, not once written (settle())
+        self.track_reads = False
+        self.pending: deque[_Pending] = deque()
 
     def write(self, pieces: list[Piece], stop: Callable[[], bool] | None = None) -> int:
         """Write `pieces` (a poll's rendered records) in order; returns 0, or when `stop()`
@@ -76,19 +106,36 @@ class RecordWriter:
         total = sum(v.nbytes for v in parts)
         off = 0
         end = total  # where to stop: the next record boundary once stop() said so
+        stopping = False  # a stop signal came inside a record: finish it, then stop
+
+        def wait(ask: Callable[[], bool] | None) -> bool:
+            nonlocal end, stopping
+            try:
+                return self._wait_writable(ask)
+            except KeyboardInterrupt:
+                boundary = _record_boundary(pieces, off)
+                if stopping or boundary == off:
+                    raise
+                stopping, end = True, boundary
+                return False
+
         with _signals_held():
             try:
                 while off < end:
                     limit = self._room(end - off)
                     if limit == 0:
-                        if self._wait_writable(stop if end == total else None):
+                        if wait(stop if end == total else None):
                             end = _record_boundary(pieces, off)
                             continue
+                        if off >= end:
+                            break
                         limit = min(end - off, PIPE_BUF)
                     try:
                         off += _write_range(self.fd, parts, off, limit)
                     except BlockingIOError:  # a non-blocking stdout (shared with a parent)
-                        self._wait_writable(None)
+                        wait(None)
+                if stopping:
+                    raise KeyboardInterrupt
             except OSError as e:
                 self._account(pieces, off)
                 if not is_epipe(e):
@@ -103,31 +150,88 @@ class RecordWriter:
 
     def _account(self, pieces: list[Piece], written: int) -> None:
         """Count the records wholly inside the first `written` bytes and mark their
-        partitions' consumed offsets."""
-        consumed = self.consumed
+        partitions' consumed offsets (with `track_reads`: once the reader has read them)."""
+        base = self.stream
+        left = written
         for piece in pieces:
             size = len(piece.data)
-            if written >= size:
+            n = min(size, left)
+            if n == size:
                 self.records += piece.records
-                consumed[piece.tp] = piece.next_offset
-                written -= size
-                continue
-            # A batch the kernel rendered knows where each record ends. A batch's lines
-            # otherwise end each record with a newline: the newlines written count the
-            # records written, unless a record holds newlines of its own (then none of the
-            # piece counts: printed again next time rather than skipped).
-            k = 0
-            if piece.ends is not None:
-                k = bisect_right(piece.ends, written)
-            elif piece.records > 1 and written > 0 and \
-                    piece.data.count(b"\n") == piece.records:
-                k = piece.data.count(b"\n", 0, written)
-            if k:
-                after = piece.offset_after(k)
-                if after is not None:
-                    self.records += k
-                    consumed[piece.tp] = after
-            break
+            else:
+                self.records += _records_within(piece, n)
+            if n or not size:
+                self._mark(base, piece, n)
+            if n < size:
+                break
+            left -= n
+            base += n
+        self.stream += written
+        if self.pending:
+            self.settle()
+
+    def _mark(self, start: int, piece: Piece, written: int) -> None:
+        if self.track_reads and self.pipe:
+            self.pending.append(_Pending(start, piece, written))
+            return
+        after = _offset_within(piece, written)
+        if after is not None:
+            self.consumed[piece.tp] = after
+
+    def settle(self) -> None:
+        """Mark consumed the records whose bytes the pipe's reader has taken."""
+        pending = self.pending
+        if not pending:
+            return
+        taken = self.stream - self._unread()
+        consumed = self.consumed
+        while pending:
+            start, piece, written = pending[0]
+            got = taken - start
+            if got < 0 or (got == 0 and written):
+                break
+            after = _offset_within(piece, min(got, written))
+            if after is not None:
+                consumed[piece.tp] = after
+            if got < written:
+                break
+            pending.popleft()
+
+    def assigned(self, tps: Collection[TopicPartition]) -> None:
+        """A rebalance gave this member `tps`: what the reader has not taken yet of the
+        partitions that moved away is not this member's to commit any more (their new
+        owner prints it again: never skipped)."""
+        if self.pending:
+            self.pending = deque(p for p in self.pending if p.piece.tp in tps)
+
+    def drain(self) -> None:
+        """Before the last commit: wait while the reader is still taking what was written
+        (until it has all, or has gone away, or took nothing for DRAIN_STALL_S), then
+        settle. Ctrl-C or SIGTERM ends the wait: what is left is then printed again by the
+        next run rather than skipped."""
+        if not self.pending:
+            return
+        poller = select.poll()
+        poller.register(self.fd, 0)  # POLLERR (the reader has gone) is always reported
+        last, since = self._unread(), time.monotonic()
+        with contextlib.suppress(KeyboardInterrupt):  # signals raise here (not held)
+            while last > 0 and not poller.poll(0):
+                time.sleep(DRAIN_CHECK_S)
+                now, unread = time.monotonic(), self._unread()
+                if unread < last:
+                    since = now
+                elif now - since >= DRAIN_STALL_S:
+                    break
+                last = unread
+        self.settle()
+
+    def _unread(self) -> int:
+        """The bytes the pipe holds that its reader has not taken."""
+        try:
+            return int.from_bytes(fcntl.ioctl(self.fd, termios.FIONREAD, b"\0" * 4),
+                                  sys.byteorder, signed=True)
+        except OSError:
+            return 0
 
     def _room(self, wanted: int) -> int:
         """How much one write may take without blocking (0: wait for room first)."""
@@ -156,6 +260,26 @@ class RecordWriter:
                     return False
             if stop is not None and stop():
                 return True
+
+
+def _records_within(piece: Piece, n: int) -> int:
+    """How many of the piece's records are wholly inside its first `n` bytes (n below its
+    size). A batch the kernel rendered knows where each record ends. A batch's lines
+    otherwise end each record with a newline: the newlines count the records, unless a
+    record holds newlines of its own (then none counts: printed again, never skipped)."""
+    if piece.ends is not None:
+        return bisect_right(piece.ends, n)
+    if piece.records > 1 and n > 0 and piece.data.count(b"\n") == piece.records:
+        return piece.data.count(b"\n", 0, n)
+    return 0
+
+
+def _offset_within(piece: Piece, n: int) -> int | None:
+    """The offset after the piece's records wholly inside its first `n` bytes (None: no
+    record is)."""
+    if n >= len(piece.data):
+        return piece.next_offset
+    return piece.offset_after(_records_within(piece, n))
 
 
 _IOV_MAX = 512  # buffers per writev (Linux takes 1024)

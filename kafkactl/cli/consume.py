@@ -270,6 +270,9 @@ def consume(  # noqa: C901
         raise fail("a ZooKeeper consumer takes -t/--topic or --topic-pattern, not both", 2)
     if offset is not None and from_beginning:
         raise fail("--offset and --from-beginning are mutually exclusive", 2)
+    if group and partition:
+        raise fail("-p/--partition and -G/--group cannot be given together: the group assigns "
+                   "the partitions (read one partition without -G)", 2)
     group_only = settings.group_kwargs()
     if group_only and not group:
         names = ", ".join(sorted(settings.option(f) for f in settings.given()
@@ -319,6 +322,10 @@ def consume(  # noqa: C901
             kernel_format = compile_kernel_format("".join(parts))
     except (typer.BadParameter, re.error) as e:
         raise fail(str(e), 2) from None
+    if group and start.kind not in ("earliest", "latest"):
+        raise fail(f"--offset {offset}: a group starts at its committed offsets; with -G, "
+                   "-o takes only earliest or latest (where a partition with no commit "
+                   "starts); to move the group, `kafkactl offsets reset`", 2)
     # value (or key SEP value) per line: the reader renders those itself, and header-less
     # batches skip the per-record render
     plain = fmt is None and not as_json and not print_offsets and (sep is None or b"%" not in sep)
@@ -346,20 +353,23 @@ def consume(  # noqa: C901
                                                                       and not topic_pattern),
                 bootstrap_servers=bootstrap, auto_offset_reset=group_reset,
                 offsets_storage=offsets_storage, dual_commit=dual_commit, security=security,
-                **zk_kw, **consumer_kw)
+                on_assign=out.assigned, **zk_kw, **consumer_kw)
         elif group:  # the group assigns partitions, offsets committed
             from kafkactl.client.group import GroupConsumer
 
             consumer = GroupConsumer(
                 *topic, group_id=group, bootstrap_servers=bootstrap, pattern=topic_pattern,
-                auto_offset_reset=group_reset, security=security, **group_only,
-                **consumer_kw)
+                auto_offset_reset=group_reset, security=security, on_assign=out.assigned,
+                **group_only, **consumer_kw)
         else:
             consumer = Consumer(*topic, bootstrap_servers=bootstrap, pattern=topic_pattern,
                                 exclude=exclude_pattern, partitions=partition or None,
                                 auto_offset_reset=reset or "latest", security=security,
                                 **consumer_kw)
         out.consumed = consumer.consumed  # what the writer wrote is what a group commits
+        if group:  # ... once the reader of a pipe has taken it
+            out.track_reads = True
+            consumer.before_commit = out.settle
         if render is None:
             from kafkactl.client.record_format import KernelFormat
 
@@ -390,6 +400,7 @@ def consume(  # noqa: C901
         raise fail(str(e)) from None
     finally:
         if consumer is not None:
+            out.drain()
             consumer.close()
     _summary(out.records, t0, quiet)
     if closed:

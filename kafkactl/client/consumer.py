@@ -9,9 +9,10 @@ metadata); group membership plugs in as another AssignmentSource (join/sync/hear
 from __future__ import annotations
 
 import contextlib
+import logging
 import re
 import time
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -43,6 +44,8 @@ from kafkactl.protocol.errors import (
     error_for,
 )
 from kafkactl.record.errors import CorruptRecordError
+
+log = logging.getLogger(__name__)
 
 NO_PROGRESS_LIMIT = 3  # fetches in a row that return bytes but no whole batch
 
@@ -252,10 +255,17 @@ class Consumer:
         # what a group commits. poll() and iteration mark what they hand out; a caller that
         # renders fetches itself (TopicReader.lines) marks what it has written.
         self.consumed: dict[TopicPartition, int] = {}
+        # called before a group commits `consumed` (kafkactl consume: marks what the reader
+        # of its pipe has taken)
+        self.before_commit: Callable[[], None] | None = None
         self.high_watermarks: dict[TopicPartition, int] = {}
         self._in_flight: dict[int, tuple[Any, Any, dict[TopicPartition, int]]] = {}
         self._buffered: list[PartitionFetch] = []
         self._stalled: dict[TopicPartition, tuple[int, int]] = {}  # offset, answers
+        # a fetch could not reach its broker: since when (a notice once per outage; group
+        # consumers give their own)
+        self.report_outages = True
+        self._unreachable_since: float | None = None
 
     # -- assignment ----------------------------------------------------------------------------
 
@@ -373,9 +383,8 @@ class Consumer:
             pos = {tp: todo[tp] for tp in tps}
             try:
                 conn, req = self.simple.send_fetch(node, pos)
-            except (KafkaConnectionError, KafkaTimeoutError):
-                self.client.drop_connection(node)
-                self.client.cluster.invalidate()
+            except (KafkaConnectionError, KafkaTimeoutError) as e:
+                self._fetch_failed(node, e)
                 continue
             self._in_flight[node] = (conn, req, pos)
 
@@ -405,15 +414,31 @@ class Consumer:
                     continue
                 del self._in_flight[node]
                 if req.error is not None:
-                    self.client.drop_connection(node)
-                    self.client.cluster.invalidate()
+                    self._fetch_failed(node, req.error)
                     continue
+                if self._unreachable_since is not None:
+                    if self.report_outages:
+                        log.warning("fetching again, after %.0f s without a broker",
+                                    time.monotonic() - self._unreachable_since)
+                    self._unreachable_since = None
                 for pf in parse_fetch_response(req.response, pos):
                     self._handle(pf, results)
             self._send_fetches()  # prefetch the next chunk while the caller works
             if time.monotonic() >= deadline:
                 break
         return results
+
+    def _fetch_failed(self, node: int, error: BaseException) -> None:
+        """A fetch from `node` could not be sent or answered: drop the connection, look the
+        leaders up again, and retry at the next polls (the first failure of an outage is a
+        notice on the log: a reader that prints nothing says why)."""
+        self.client.drop_connection(node)
+        self.client.cluster.invalidate()
+        if self._unreachable_since is None:
+            self._unreachable_since = time.monotonic()
+            if self.report_outages:
+                log.warning("cannot fetch from broker %d (%s); retrying until it is back",
+                            node, error)
 
     def _handle(self, pf: PartitionFetch, results: list[PartitionFetch]) -> None:
         tp = (pf.topic, pf.partition)
@@ -480,6 +505,7 @@ class Consumer:
                 for r in pf.records_iter(self.check_crcs):
                     consumed[tp] = r.offset + 1
                     yield r
+                consumed[tp] = pf.next_offset()  # past markers that end the fetch
 
     def at_end(self) -> bool:
         """True when every assigned partition's position reached its high watermark."""

@@ -60,6 +60,7 @@ class PartitionFetch:
     fetch_offset: int = 0
     # read_committed: (producer id, first offset) of each aborted transaction in the range
     aborted: list[tuple[int, int]] | None = None
+    _next: int = -1  # next_offset(), once worked out
 
     def batches(self) -> Iterator[Any]:
         """Complete batches (a truncated tail batch is dropped), control batches and, with
@@ -99,12 +100,16 @@ class PartitionFetch:
                 yield b
 
     def next_offset(self) -> int:
-        """The offset after the last complete batch (fetch_offset when there is none)."""
-        nxt = self.fetch_offset
-        for b in iter_batches(self.records):
-            if b.last_offset + 1 > nxt:
-                nxt = b.last_offset + 1
-        return nxt
+        """The offset after the last complete batch (fetch_offset when there is none),
+        control batches and aborted transactions' batches included: the consumer's next
+        position, and what it may commit once the records before it are done with."""
+        if self._next < 0:
+            nxt = self.fetch_offset
+            for b in iter_batches(self.records):
+                if b.last_offset + 1 > nxt:
+                    nxt = b.last_offset + 1
+            self._next = nxt
+        return self._next
 
     def records_iter(self, check_crcs: bool = True) -> Iterator[ConsumerRecord]:
         t, p, start = self.topic, self.partition, self.fetch_offset

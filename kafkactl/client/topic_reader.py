@@ -223,6 +223,11 @@ class TopicReader:
                     if self.remaining is not None and self.remaining <= 0:
                         self._rewind(chunks, returned)
                         return
+                # past what follows the last record (markers, an aborted transaction's
+                # batches), as Kafka's consumer commits
+                nxt = pf.next_offset()
+                if nxt > returned.get(tp, pf.fetch_offset):
+                    returned[tp] = consumed[tp] = nxt
 
     def lines(self, render: RecordRenderer | None = None, key_separator: bytes | None = None,
               batch_format: BatchFormat | None = None,
@@ -260,6 +265,7 @@ class TopicReader:
                             break
                 if corrupt is not None or (remaining is not None and remaining <= 0):
                     break
+                _skip_tail(pf, buf, returned)
             self.remaining = remaining
             if corrupt is not None or (remaining is not None and remaining <= 0):
                 self._rewind(chunks, returned)
@@ -267,6 +273,19 @@ class TopicReader:
                 yield buf
             if corrupt is not None:
                 raise corrupt
+
+
+def _skip_tail(pf: PartitionFetch, buf: list[Piece], returned: dict[TopicPartition, int]
+               ) -> None:
+    """A fetch that ends in batches with nothing to print (transaction markers, an aborted
+    transaction's batches under read_committed): an empty piece that moves the partition's
+    consumed offset past them once what comes before it is written (Kafka's consumer
+    commits its position there; else a group's lag on a transactional topic never ends)."""
+    tp = (pf.topic, pf.partition)
+    nxt = pf.next_offset()
+    if nxt > returned.get(tp, pf.fetch_offset):
+        buf.append(Piece(b"", 0, tp, nxt))
+        returned[tp] = nxt
 
 
 def _crc_error(pf: PartitionFetch, b: Any) -> CorruptRecordError:

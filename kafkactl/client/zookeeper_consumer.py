@@ -274,6 +274,8 @@ class ZookeeperConsumer(Consumer):
     def commit(self, offsets: dict[TopicPartition, int] | None = None) -> None:
         """Commit `offsets` (default: the consumed offset of every owned partition)."""
         if offsets is None:
+            if self.before_commit is not None:
+                self.before_commit()
             offsets = {tp: off for tp, off in self.consumed.items() if tp in self.owned}
         self._next_auto_commit = time.monotonic() + self.auto_commit_interval
         if not offsets:

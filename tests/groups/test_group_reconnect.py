@@ -71,3 +71,34 @@ def test_group_consumer_gives_up_after_max_poll_interval(broker_factory: Any) ->
     assert "no broker of the cluster could be reached for" in err, err
     assert "the limit is max.poll.interval.ms, 3000 ms" in err, err
     assert "Traceback" not in err
+
+
+def test_a_consumer_without_a_group_says_the_broker_is_gone(broker_factory: Any) -> None:
+    """A plain `consume` (no -G) through a broker restart: it says it cannot fetch (it no
+    longer waits in silence), says when it fetches again, and prints what came after."""
+    b = broker_factory(**FAST)
+    _produce(b.bootstrap, "plain-restart", ["before"])
+    p = subprocess.Popen([sys.executable, "-m", "kafkactl", "consume", "-t", "plain-restart",
+                          "--from-beginning", "-b", b.bootstrap],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert p.stdout is not None and p.stderr is not None
+    lines: list[bytes] = []
+    errors: list[bytes] = []
+    reader, err_reader = read_lines(p.stdout, lines), read_lines(p.stderr, errors)
+    try:
+        wait_until(lambda: lines == [b"before\n"], 60, "the first record")
+        b.stop()
+        wait_until(lambda: any(b"cannot fetch from broker" in e for e in errors), 60,
+                   "the notice that the broker is gone")
+        b.start()
+        _produce(b.bootstrap, "plain-restart", ["after"])
+        wait_until(lambda: len(lines) >= 2, 120, "the record produced after the restart")
+        wait_until(lambda: any(b"fetching again" in e for e in errors), 30,
+                   "the notice that it fetches again")
+    finally:
+        p.send_signal(signal.SIGINT)
+    assert p.wait(60) == 0
+    reader.join(30)
+    err_reader.join(30)
+    assert lines == [b"before\n", b"after\n"]
+    assert b"Traceback" not in b"".join(errors)

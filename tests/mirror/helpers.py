@@ -92,9 +92,11 @@ def produce(bootstrap: str, topic: str, start: int, count: int, *,
         assert p.flush(60)
 
 
-def read_topic(bootstrap: str, topic: str) -> dict[int, list[Row]]:
-    """Every record of every partition, in offset order."""
-    with Consumer(bootstrap_servers=bootstrap) as c:
+def read_topic(bootstrap: str, topic: str, *, read_committed: bool = False
+               ) -> dict[int, list[Row]]:
+    """Every record of every partition, in offset order (read_committed: up to each
+    partition's last stable offset, what such a consumer sees)."""
+    with Consumer(bootstrap_servers=bootstrap, isolation_level=int(read_committed)) as c:
         parts = c.simple.partitions_for(topic)
         tps = [(topic, p) for p in parts]
         c.assign(tps)

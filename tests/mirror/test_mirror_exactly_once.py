@@ -10,12 +10,10 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from kafkactl.client.consumer import Consumer
 from kafkactl.client.group import GroupAdmin
 from kafkactl.client.kafka_client import KafkaClient
 from tests.mirror.helpers import (
     FAST,
-    Row,
     assert_same,
     count,
     create_topics,
@@ -27,29 +25,6 @@ from tests.polling import wait_until
 
 TOPICS = {"eos.orders": 3, "eos.audit": 1}
 GROUP = "kafkactl-mirror"
-
-
-def _read_committed(bootstrap: str, topic: str) -> dict[int, list[Row]]:
-    """Every record a read_committed consumer sees, per partition, up to the LSO."""
-    with Consumer(bootstrap_servers=bootstrap, isolation_level=1) as c:
-        parts = c.simple.partitions_for(topic)
-        tps = [(topic, p) for p in parts]
-        c.assign(tps)
-        end = c.end_offsets(tps)  # read_committed: the last stable offsets
-        c.seek_to_beginning(*tps)
-        out: dict[int, list[Row]] = {p: [] for p in parts}
-
-        def done() -> bool:
-            for tp, recs in c.poll(200).items():
-                out[tp[1]].extend(
-                    (None if r.key is None else bytes(r.key),
-                     None if r.value is None else bytes(r.value),
-                     tuple((k, None if v is None else bytes(v)) for k, v in r.headers),
-                     r.timestamp) for r in recs)
-            return all(c.position(tp) >= end[tp] for tp in tps)
-
-        wait_until(done, 60, f"reading {topic} read_committed to its end")
-        return out
 
 
 def _copied(target: str, m: Any, at_least: int) -> bool:
@@ -115,7 +90,7 @@ def test_sigkilled_three_times_mid_copy_target_holds_each_record_once(
     assert m.terminate() == 0, m.log()
     for topic in TOPICS:
         src = read_topic(source.bootstrap, topic)
-        assert_same(src, _read_committed(target.bootstrap, topic))
+        assert_same(src, read_topic(target.bootstrap, topic, read_committed=True))
     # the killed runs' aborted records are in the target's log, invisible to read_committed
     assert sum(count(target.bootstrap, t) for t in TOPICS) > sum(expected.values())
 

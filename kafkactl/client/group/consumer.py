@@ -85,6 +85,7 @@ class GroupConsumer(Consumer):
         super().__init__(bootstrap_servers=bootstrap_servers,
                          auto_offset_reset=auto_offset_reset, client_id=client_id, **kwargs)
         self.group_id = group_id
+        self.report_outages = False  # the group's own notice (LOST_CLUSTER) says it
         self.coordinator = ConsumerCoordinator(
             self.client, group_id, topics=topics, pattern=pattern, assignors=assignors,
             session_timeout_ms=session_timeout_ms, rebalance_timeout_ms=rebalance_timeout_ms,
@@ -196,6 +197,8 @@ class GroupConsumer(Consumer):
                metadata: str = "") -> None:
         """Commit `offsets` (default: the consumed offset of every owned partition)."""
         if offsets is None:
+            if self.before_commit is not None:
+                self.before_commit()
             offsets = {tp: off for tp, off in self.consumed.items() if tp in self._owned}
         self._next_auto_commit = time.monotonic() + self.auto_commit_interval
         self.coordinator.commit(offsets, metadata)
