@@ -59,7 +59,7 @@ _kafkactl_spec() {
         "transactions describe") _kc_subs=""; _kc_opts="-t --transactional-id --json -b --bootstrap-server -X --property --command-config -h --help"; _kc_vopts="-t --transactional-id -b --bootstrap-server -X --property --command-config"; _kc_args=""; _kc_afiles="" ;;
         "transactions describe-producers") _kc_subs=""; _kc_opts="--topic --partition --json -b --bootstrap-server -X --property --command-config -h --help"; _kc_vopts="--topic --partition -b --bootstrap-server -X --property --command-config"; _kc_args=""; _kc_afiles="" ;;
         "transactions find-hanging") _kc_subs=""; _kc_opts="--broker-id --topic --partition --max-transaction-timeout --json -b --bootstrap-server -X --property --command-config -h --help"; _kc_vopts="--broker-id --topic --partition --max-transaction-timeout -b --bootstrap-server -X --property --command-config"; _kc_args=""; _kc_afiles="" ;;
-        "transactions abort") _kc_subs=""; _kc_opts="--topic --partition --start-offset --producer-id --producer-epoch --coordinator-epoch -b --bootstrap-server -X --property --command-config -h --help"; _kc_vopts="--topic --partition --start-offset --producer-id --producer-epoch --coordinator-epoch -b --bootstrap-server -X --property --command-config"; _kc_args=""; _kc_afiles="" ;;
+        "transactions abort") _kc_subs=""; _kc_opts="--topic --partition --start-offset --producer-id --producer-epoch --coordinator-epoch --json -b --bootstrap-server -X --property --command-config -h --help"; _kc_vopts="--topic --partition --start-offset --producer-id --producer-epoch --coordinator-epoch -b --bootstrap-server -X --property --command-config"; _kc_args=""; _kc_afiles="" ;;
     esac
 }
 

@@ -484,6 +484,7 @@ complete -c kafkactl -n '__fish_seen_subcommand_from transactions; and __fish_se
 complete -c kafkactl -n '__fish_seen_subcommand_from transactions; and __fish_seen_subcommand_from abort' -l producer-id -x -d 'The producer id.'
 complete -c kafkactl -n '__fish_seen_subcommand_from transactions; and __fish_seen_subcommand_from abort' -l producer-epoch -x -d 'The producer epoch.'
 complete -c kafkactl -n '__fish_seen_subcommand_from transactions; and __fish_seen_subcommand_from abort' -l coordinator-epoch -x -d 'The coordinator epoch.'
+complete -c kafkactl -n '__fish_seen_subcommand_from transactions; and __fish_seen_subcommand_from abort' -l json -d 'JSON output.'
 complete -c kafkactl -n '__fish_seen_subcommand_from transactions; and __fish_seen_subcommand_from abort' -s b -l bootstrap-server -x -d 'Broker(s) host:port[,host:port]; default $KAFKACTL_BOOTSTRAP or 127.0.0.1:9092.'
 complete -c kafkactl -n '__fish_seen_subcommand_from transactions; and __fish_seen_subcommand_from abort' -s X -l property -x -d 'Client property key=value, librdkafka\'s names (repeatable): security.protocol, sasl.mechanism, sasl.username, sasl.pa...'
 complete -c kafkactl -n '__fish_seen_subcommand_from transactions; and __fish_seen_subcommand_from abort' -l command-config -r -F -d 'A properties file of client settings (Kafka\'s tools\' flag); -X overrides it.'

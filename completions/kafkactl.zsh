@@ -1068,6 +1068,7 @@ _kafkactl_transactions_abort() {
         '--producer-id[The producer id.]:PRODUCER_ID: ' \
         '--producer-epoch[The producer epoch.]:PRODUCER_EPOCH: ' \
         '--coordinator-epoch[The coordinator epoch.]:COORDINATOR_EPOCH: ' \
+        '--json[JSON output.]' \
         '(-b --bootstrap-server)-b[Broker(s) host\:port\[,host\:port\]; default $KAFKACTL_BOOTSTRAP or 127.0.0.1\:9092.]:BOOTSTRAP: ' \
         '(-b --bootstrap-server)--bootstrap-server[Broker(s) host\:port\[,host\:port\]; default $KAFKACTL_BOOTSTRAP or 127.0.0.1\:9092.]:BOOTSTRAP: ' \
         '*-X[Client property key=value, librdkafka'\''s names (repeatable)\: security.protocol, sasl.mechanism, sasl.username, sasl.pa...]:PROP: ' \

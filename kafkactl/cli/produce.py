@@ -9,6 +9,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from types import FrameType
 from typing import IO, TYPE_CHECKING, Any
 
 import typer
@@ -50,6 +51,11 @@ DEFAULTS: dict[str, Any] = {"acks": "all", "compression_type": "none", "batch_si
 
 # --transactional-id's transaction.timeout.ms: Kafka's transaction.max.timeout.ms default
 TRANSACTION_TIMEOUT_MS = 900_000
+
+# Ctrl-C and SIGTERM (kill, timeout, systemd, docker stop) stop a run alike: what was
+# handed over is flushed (or the open transaction aborted), the summary says what made it,
+# and the exit status is 128 + the signal's number (130, 143)
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 # flag -> (the Producer keyword it sets, the parser of its value, as -X's)
 FLAG_SETTINGS: dict[str, tuple[str, Callable[[Any], Any] | None]] = {
@@ -105,6 +111,27 @@ def _progress(stats: DeliveryStats, stop: threading.Event) -> None:
                              f"{stats.sent / dt:,.0f} records/s  acked {stats.acked:,}"))
 
 
+class _StopSignals:
+    """SIGINT's and SIGTERM's handler in the main thread: KeyboardInterrupt, whichever came
+    (LineProducer and run_in_transactions end a run on it), noting which for the exit
+    status."""
+
+    def __init__(self) -> None:
+        self.signum = int(signal.SIGINT)
+
+    def install(self) -> None:
+        for sig in STOP_SIGNALS:
+            signal.signal(sig, self._stop)
+
+    def _stop(self, signum: int, _frame: FrameType | None) -> None:
+        self.signum = signum
+        raise KeyboardInterrupt
+
+    @property
+    def exit_code(self) -> int:
+        return 128 + self.signum
+
+
 def produce(
     topic: str = typer.Option(..., "--topic", "-t", help="Topic to write to."),
     file: Path | None = typer.Option(None, "--file", "-f", help="Read this file, not stdin.",
@@ -147,8 +174,8 @@ def produce(
     transactional_id: str | None = typer.Option(
         None, "--transactional-id", metavar="ID",
         help="Write in transactions (-X transactional.id): read_committed consumers see "
-             "all of a transaction or none of it; on an error or Ctrl-C the open one is "
-             "aborted, so a pipe lands all-or-nothing. A second producer with the same ID "
+             "all of a transaction or none of it; on an error, Ctrl-C or SIGTERM the open "
+             "one is aborted, so a pipe lands all-or-nothing. A second producer with the same ID "
              "fences this one. A transaction open longer than -X transaction.timeout.ms "
              "(here 900000, the brokers' default maximum) is aborted by the coordinator."),
     transaction_records: int | None = typer.Option(
@@ -167,19 +194,7 @@ def produce(
     # the collector does not walk them again, at exit either (~25 ms of every run's exit)
     gc.freeze()
 
-    try:
-        delim = b"\x00" if null_delimited else unescape(delimiter)
-        if not delim:
-            raise typer.BadParameter("the delimiter must not be empty")
-        ksep = unescape(key_separator) if key_separator is not None else None
-        headers: list[tuple[str, bytes | None]] = []
-        for h in header:
-            k, sep, v = h.partition("=")
-            if not k:
-                raise typer.BadParameter(f"header {h!r} must look like key=value")
-            headers.append((k, v.encode() if sep else None))
-    except typer.BadParameter as e:
-        raise fail(str(e), 2) from None
+    delim, ksep, headers = _record_shape(delimiter, null_delimited, key_separator, header)
     security, settings = producer_options(prop, command_config)
     kwargs = _producer_kwargs(settings, {
         "--compression": compression, "--acks": acks, "--batch-size": batch_size,
@@ -216,7 +231,8 @@ def produce(
     if not quiet and stderr_is_tty():
         progress = threading.Thread(target=_progress, args=(lp.stats, stop), daemon=True)
         progress.start()
-    signal.signal(signal.SIGINT, signal.default_int_handler)
+    stop_signals = _StopSignals()
+    stop_signals.install()
     blocks = lp.takes_blocks and len(delim) == 1 and not transactional
     outcome = _run(lp, _input(file, delim, blocks), transactional, transaction_records)
     if discovery is not None:
@@ -225,10 +241,32 @@ def produce(
     if progress is not None:
         progress.join(1.0)
     if not isinstance(outcome, RunOutcome):
-        _report_transactions(lp, topic, quiet, outcome)
+        _report_transactions(lp, topic, quiet, outcome, stop_signals.exit_code)
         return
     _report(lp, topic, delim, failed_file, quiet, outcome.interrupted, outcome.error,
-            "sent" if kwargs["acks"] == "0" else "acknowledged")
+            "sent" if kwargs["acks"] == "0" else "acknowledged", stop_signals.exit_code)
+
+
+def _record_shape(delimiter: str, null_delimited: bool, key_separator: str | None,
+                  header: list[str]) -> tuple[bytes, bytes | None, list[tuple[str, bytes | None]]]:
+    """The record delimiter, key separator and headers the options give; exit 2 for an
+    empty delimiter or separator, or a header without a key."""
+    try:
+        delim = b"\x00" if null_delimited else unescape(delimiter)
+        ksep = unescape(key_separator) if key_separator is not None else None
+    except typer.BadParameter as e:  # (a bad escape)
+        raise fail(str(e), 2) from None
+    if not delim:
+        raise fail("the delimiter must not be empty", 2)
+    if ksep == b"":
+        raise fail("the key separator (-K/--key-separator) must not be empty", 2)
+    headers: list[tuple[str, bytes | None]] = []
+    for h in header:
+        k, sep, v = h.partition("=")
+        if not k:
+            raise fail(f"header {h!r} must look like key=value", 2)
+        headers.append((k, v.encode() if sep else None))
+    return delim, ksep, headers
 
 
 def _run(lp: LineProducer, chunks: Iterator[list[bytes]] | Iterator[Block],
@@ -289,11 +327,12 @@ def _cause(e: BaseException) -> str:
 
 def _report(lp: LineProducer, topic: str, delim: bytes, failed_file: Path | None,
             quiet: bool, interrupted: bool, error: BaseException | None,
-            done: str = "acknowledged") -> None:
+            done: str = "acknowledged", stopped: int = 130) -> None:
     """One line: the summary when every record read was acknowledged, else one `error:`
-    line with how many were and were not; exit 1 on failure, 130 on Ctrl-C. `done` is
-    what happened to a record that made it: "acknowledged", or "sent" with --acks 0 (the
-    broker answers nothing: a record counts once it is written to the connection)."""
+    line with how many were and were not; exit 1 on failure, `stopped` on Ctrl-C (130) or
+    SIGTERM (143). `done` is what happened to a record that made it: "acknowledged", or
+    "sent" with --acks 0 (the broker answers nothing: a record counts once it is written
+    to the connection)."""
     stats = lp.stats
     unsent = lp.unsent()
     read = lp.read
@@ -311,7 +350,7 @@ def _report(lp: LineProducer, topic: str, delim: bytes, failed_file: Path | None
             kept_in = f"; they could NOT be written to {failed_file}: {e.strerror or e}"
     if error is None and not not_acked:
         if interrupted and read == 0:
-            raise typer.Exit(130)  # Ctrl-C before anything was read: nothing to say
+            raise typer.Exit(stopped)  # stopped before anything was read: nothing to say
         if not quiet:
             dt = max(time.monotonic() - stats.start, 1e-6)
             typer.echo(f"{acked:,} of {read:,} records {done} "
@@ -319,13 +358,13 @@ def _report(lp: LineProducer, topic: str, delim: bytes, failed_file: Path | None
                        f"({stats.sent / dt:,.0f} records/s)"
                        + (" (interrupted)" if interrupted else ""), err=True)
         if interrupted:
-            raise typer.Exit(130)
+            raise typer.Exit(stopped)
         return
     cause = error or stats.first_error
     why = _cause(cause) if cause is not None else "interrupted"
     if read == 0:
         typer.echo(f"error: {why}", err=True)
-        raise typer.Exit(1 if error is not None or not interrupted else 130)
+        raise typer.Exit(1 if error is not None or not interrupted else stopped)
     line = f"error: {acked:,} of {read:,} records {done}, {not_acked:,} not"
     if unsent:
         line += f" ({len(unsent):,} read but never sent)"
@@ -337,14 +376,14 @@ def _report(lp: LineProducer, topic: str, delim: bytes, failed_file: Path | None
     if error is not None and not lp.input_done:
         line += f"; stopped reading the input after record {read:,}"
     typer.echo(line, err=True)
-    raise typer.Exit(130 if interrupted and error is None and not stats.failed else 1)
+    raise typer.Exit(stopped if interrupted and error is None and not stats.failed else 1)
 
 
 def _report_transactions(lp: LineProducer, topic: str, quiet: bool,
-                         outcome: TransactionOutcome) -> None:
+                         outcome: TransactionOutcome, stopped: int = 130) -> None:
     """The summary of a transactional run: what was committed, and when it stopped early,
-    what was aborted and the input record to resume from; exit 1 on an error, 130 on
-    Ctrl-C."""
+    what was aborted and the input record to resume from; exit 1 on an error, `stopped` on
+    Ctrl-C (130) or SIGTERM (143)."""
     stats = lp.stats
     done = (f"{outcome.committed:,} records committed to {topic} in "
             f"{outcome.transactions:,} transaction{'s' if outcome.transactions != 1 else ''}")
@@ -354,21 +393,23 @@ def _report_transactions(lp: LineProducer, topic: str, quiet: bool,
             typer.echo(f"{done} ({stats.bytes / 1e6:,.1f} MB) in {dt:.2f} s "
                        f"({outcome.committed / dt:,.0f} records/s)", err=True)
         return
-    why = _cause(outcome.error) if outcome.error is not None else "interrupted"
+    why = _cause(outcome.error).rstrip(".") if outcome.error is not None else "interrupted"
     line = f"error: {why}; " if outcome.error is not None else "interrupted: "
     if outcome.aborted or lp.read > outcome.committed:
-        line += (f"the open transaction ({outcome.aborted:,} record"
-                 f"{'s' if outcome.aborted != 1 else ''}) was aborted")
+        records = f"{outcome.aborted:,} record{'s' if outcome.aborted != 1 else ''}"
         if outcome.abort_error is not None and not _fenced(outcome.abort_error):
-            line += (f" (the abort failed: {_cause(outcome.abort_error)}; the coordinator "
-                     "aborts it when transaction.timeout.ms passes)")
+            line += (f"the open transaction ({records}) was not aborted "
+                     f"({_cause(outcome.abort_error)}): its coordinator aborts it when "
+                     "transaction.timeout.ms passes")
+        else:
+            line += f"the open transaction ({records}) was aborted"
         line += f"; {done}"
     else:
         line += done
     if outcome.committed:
         line += f"; resume from input record {outcome.committed + 1:,}"
     typer.echo(line, err=True)
-    raise typer.Exit(1 if outcome.error is not None else 130)
+    raise typer.Exit(1 if outcome.error is not None else stopped)
 
 
 def _fenced(error: BaseException) -> bool:

@@ -191,6 +191,7 @@ def abort(
                                               help="The producer epoch."),
     coordinator_epoch: int | None = typer.Option(None, "--coordinator-epoch",
                                                  help="The coordinator epoch."),
+    as_json: bool = _json_option(),
     bootstrap: str | None = bootstrap_option(), prop: list[str] = property_option(),
     command_config: Path | None = command_config_option(),
 ) -> None:
@@ -205,16 +206,23 @@ def abort(
     admin = _admin(bootstrap, prop, command_config)
     if start_offset is not None:
         s = _run(admin, lambda: admin.abort_at(topic, partition, start_offset))
-        write_line(f"Aborted the transaction of producer {s.producer_id} (epoch "
-                   f"{s.producer_epoch}) on {topic}-{partition} starting at offset "
-                   f"{start_offset}.")
+        # (abort_at writes the marker with the coordinator epoch the leader knows, 0 if none)
+        aborted = {"producer_id": s.producer_id, "producer_epoch": s.producer_epoch,
+                   "coordinator_epoch": max(s.coordinator_epoch, 0)}
+    else:
+        assert producer_id is not None and producer_epoch is not None
+        assert coordinator_epoch is not None
+        _run(admin, lambda: admin.abort(topic, partition, producer_id, producer_epoch,
+                                        coordinator_epoch))
+        aborted = {"producer_id": producer_id, "producer_epoch": producer_epoch,
+                   "coordinator_epoch": coordinator_epoch}
+    if as_json:
+        write_line(json.dumps({"topic": topic, "partition": partition, **aborted,
+                               "start_offset": start_offset}))
         return
-    assert producer_id is not None and producer_epoch is not None
-    assert coordinator_epoch is not None
-    _run(admin, lambda: admin.abort(topic, partition, producer_id, producer_epoch,
-                                    coordinator_epoch))
-    write_line(f"Aborted the transaction of producer {producer_id} (epoch {producer_epoch}) "
-               f"on {topic}-{partition}.")
+    write_line(f"Aborted the transaction of producer {aborted['producer_id']} (epoch "
+               f"{aborted['producer_epoch']}) on {topic}-{partition}"
+               + (f" starting at offset {start_offset}." if start_offset is not None else "."))
 
 
 def register(app: typer.Typer) -> None:

@@ -70,7 +70,11 @@ def _read_password() -> str:
     import sys
 
     if sys.stdin is not None and sys.stdin.isatty():
-        password = typer.prompt("Password", hide_input=True, confirmation_prompt=True)
+        while True:  # (click's own confirmation says "Error:", the other messages "error:")
+            password = typer.prompt("Password", hide_input=True)
+            if typer.prompt("Repeat for confirmation", hide_input=True) == password:
+                break
+            typer.echo("error: the two entered values do not match", err=True)
     else:
         line = sys.stdin.readline() if sys.stdin is not None else ""
         password = line.removesuffix("\n").removesuffix("\r")

@@ -154,10 +154,17 @@ def murmur2_scatter(data: bytes, start: int, end: int, delimiter: bytes, key_sep
 
 
 UserPartitioner = Callable[[str, "bytes | None", int], int]
+USER_PARTITIONER_SIGNATURE = "function(topic: str, key: bytes | None, num_partitions: int) -> int"
+
+
+class PartitionerError(ValueError):
+    """A user partitioner raised, or returned something that is not a partition."""
 
 
 def load_user_partitioner(spec: str) -> UserPartitioner:
-    """Import ``module:function``; raise ValueError with a clear message on failure."""
+    """Import ``module:function``; raise ValueError with a clear message on failure, and
+    for a function that cannot be called as a partitioner (when Python can tell its
+    signature)."""
     module_name, sep, attr = spec.partition(":")
     if not sep or not module_name or not attr:
         raise ValueError(f"partitioner {spec!r} must be 'murmur2', 'crc32', 'random', "
@@ -169,6 +176,18 @@ def load_user_partitioner(spec: str) -> UserPartitioner:
     fn = getattr(module, attr, None)
     if not callable(fn):
         raise ValueError(f"{module_name!r} has no callable {attr!r} to use as partitioner")
+    import inspect  # (here: only a user partitioner needs it)
+
+    try:
+        signature = inspect.signature(fn)
+    except (TypeError, ValueError):  # (some builtins do not tell: found out when called)
+        return fn
+    try:
+        signature.bind("topic", b"key", 1)
+    except TypeError as e:
+        raise ValueError(f"partitioner {spec}: {attr}{signature} does not take a "
+                         f"partitioner's arguments: it must be {USER_PARTITIONER_SIGNATURE}, "
+                         f"returning the partition ({e})") from None
     return fn
 
 
@@ -189,10 +208,14 @@ class Partitioner:
         if num_partitions <= 0:
             raise ValueError(f"topic {topic!r} has no partitions")
         if self._user is not None:
-            p = int(self._user(topic, key, num_partitions))
+            try:
+                p = int(self._user(topic, key, num_partitions))
+            except Exception as e:  # noqa: BLE001 - the user's code: named as such
+                raise PartitionerError(f"partitioner {self.name} failed: "
+                                       f"{type(e).__name__}: {e}") from e
             if not 0 <= p < num_partitions:
-                raise ValueError(f"partitioner {self.name} returned {p} for topic {topic!r} "
-                                 f"with {num_partitions} partitions")
+                raise PartitionerError(f"partitioner {self.name} returned {p} for topic "
+                                       f"{topic!r} with {num_partitions} partitions")
             return p
         name = self.name
         if name == "roundrobin":

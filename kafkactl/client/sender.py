@@ -24,7 +24,7 @@ from kafkactl.client.errors import (
 from kafkactl.client.kafka_client import KafkaClient
 from kafkactl.client.producer_batch import ProducerBatch
 from kafkactl.protocol.api_keys import ApiKey
-from kafkactl.protocol.errors import ErrorCode, error_for
+from kafkactl.protocol.errors import ErrorCode, error_for, error_name
 
 if TYPE_CHECKING:  # imported by a transactional producer only
     from kafkactl.client.transaction_manager import TransactionManager
@@ -230,7 +230,7 @@ class Sender(threading.Thread):
             "producer_id": -1, "producer_epoch": -1})
         code = resp.get("error_code", 0)
         if code:
-            raise error_for(code)("InitProducerId failed")
+            raise error_for(code)(f"InitProducerId failed: {error_name(code)}")
         self.state.producer_id = resp["producer_id"]
         self.state.epoch = resp["producer_epoch"]
         self.state.next_sequence.clear()
@@ -303,8 +303,8 @@ class Sender(threading.Thread):
                     self._reset_producer_id(b)  # its sequences were never written
                 self.acc.split_and_reenqueue(b)
             else:
-                msg = r.get("error_message")
-                self._retry_or_fail(b, code, error_for(code)(msg or ""))
+                named = _named(code, r.get("error_message"))
+                self._retry_or_fail(b, code, error_for(code)(named))
 
     def _retry_or_fail(self, batch: ProducerBatch, code: int, err: BaseException | None) -> None:
         self._remove_in_flight(batch)
@@ -387,3 +387,12 @@ class Sender(threading.Thread):
                 self._complete(batch, -1, err)
         with self.acc.lock:
             self.acc.batches.clear()
+
+
+def _named(code: int, message: str | None) -> str:
+    """A partition's Produce error as told: its name, then the broker's message (a broker
+    may send none)."""
+    name = error_name(code)
+    if not message:
+        return name
+    return message if name in message else f"{name}: {message}"

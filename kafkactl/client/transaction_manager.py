@@ -30,7 +30,7 @@ from kafkactl.client.errors import ClientError, KafkaConnectionError, KafkaTimeo
 from kafkactl.client.kafka_client import KafkaClient
 from kafkactl.client.security import ClientSecurity
 from kafkactl.protocol.api_keys import ApiKey
-from kafkactl.protocol.errors import ErrorCode, error_for
+from kafkactl.protocol.errors import ErrorCode, error_for, error_name
 from kafkactl.record.batch_header import ATTRIBUTES_OFFSET, restamp_crc
 
 TopicPartition = tuple[str, int]
@@ -126,8 +126,9 @@ class TransactionManager:
                 if code == 0:
                     return resp["host"], resp["port"], resp["node_id"]
                 if code not in RETRY:
-                    raise error_for(code)(resp.get("error_message") or
-                                          f"FindCoordinator for {key!r}")
+                    message = resp.get("error_message")
+                    raise error_for(code)(f"FindCoordinator for {key!r}: {error_name(code)}"
+                                          + (f" ({message})" if message else ""))
             except (KafkaConnectionError, KafkaTimeoutError) as e:
                 self.client.close()
                 if time.monotonic() >= deadline:
@@ -187,21 +188,32 @@ class TransactionManager:
             time.sleep(self.retry_backoff)
 
     def _raise(self, code: int, what: str, abortable: bool = True) -> None:
-        err = error_for(code)(what)
+        """Raise the coordinator's refusal `code` of `what`, named (and explained where a
+        setting of the caller's causes it): fatal when fenced, abortable inside a
+        transaction, else the error of the code."""
+        named = f"{what}: {error_name(code)}{self._explain(code)}"
+        err = error_for(code)(named)
         if code in FENCED:
             why = ("may not be used by this principal"
                    if code == ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED else
                    "was taken over by another producer, or the coordinator aborted the "
                    "transaction when transaction.timeout.ms passed")
-            fenced = ProducerFencedError(f"{what}: {ErrorCode(code).name} (transactional.id "
+            fenced = ProducerFencedError(f"{what}: {error_name(code)} (transactional.id "
                                          f"{self.transactional_id!r} {why})")
             self.fatal = self.error = fenced
             raise fenced from err
         if abortable and self.in_transaction:
-            wrapped = TransactionAbortableError(f"{what}: {ErrorCode(code).name}")
+            wrapped = TransactionAbortableError(named)
             self.error = wrapped
             raise wrapped from err
         raise err
+
+    def _explain(self, code: int) -> str:
+        if code == ErrorCode.INVALID_TRANSACTION_TIMEOUT:
+            return (f" (transaction.timeout.ms {self.transaction_timeout_ms} is more than the "
+                    "broker's transaction.max.timeout.ms allows: 900000 unless it is "
+                    "configured otherwise)")
+        return ""
 
     def _check_usable(self) -> None:
         if self.fatal is not None:

@@ -7,23 +7,30 @@ read_committed consumers together, or none of them (`kafkactl produce --transact
     outcome.committed, outcome.transactions, outcome.aborted, outcome.interrupted
 
 One transaction per `every` input records (the last one may hold fewer), or one for the
-whole input (every=None). On Ctrl-C or any error the open transaction is aborted; the ones
-committed before it stay committed, so a rerun can resume from input record
-`committed + 1`. A Ctrl-C while a commit is on its way waits for its answer (the
-transaction is then either committed or not, never half-known), then stops.
+whole input (every=None; none for an empty input). On Ctrl-C or any error the open
+transaction is aborted; the ones committed before it stay committed, so a rerun can resume
+from input record `committed + 1`. A Ctrl-C while a commit is on its way waits for its
+answer (the transaction is then either committed or not, never half-known), then stops; so
+does a SIGTERM whose handler raises KeyboardInterrupt, as `kafkactl produce`'s does.
 """
 
 from __future__ import annotations
 
 import signal
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from types import FrameType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
+
+from kafkactl.client.errors import ClientError
 
 if TYPE_CHECKING:
     from kafkactl.client.line_producer import LineProducer
+
+
+class AbortInterrupted(ClientError):  # noqa: N818 - named for what happened
+    """The abort of the open transaction was itself interrupted (a second Ctrl-C)."""
 
 
 @dataclass
@@ -39,24 +46,40 @@ class TransactionOutcome:
     # aborts the transaction when it times out)
 
 
+# the signals that stop a run, when the caller handles them in Python (Ctrl-C's
+# KeyboardInterrupt; `kafkactl produce` treats SIGTERM alike)
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
 class _Deferred:
-    """Hold off Ctrl-C while a commit is on its way (main thread only)."""
+    """Hold off Ctrl-C (and SIGTERM, when it has a Python handler) while a commit is on its
+    way (main thread only); `deliver()` then hands the first one that came to its handler."""
 
     def __init__(self) -> None:
-        self.hit = False
-        self._old: object = None
+        self.hit: int | None = None  # the first signal held off
+        self._old: dict[int, Callable[[int, FrameType | None], Any]] = {}
 
     def __enter__(self) -> _Deferred:
         if threading.current_thread() is threading.main_thread():
-            self._old = signal.signal(signal.SIGINT, self._note)
+            for sig in STOP_SIGNALS:
+                old = signal.getsignal(sig)
+                if callable(old):  # (SIG_DFL and SIG_IGN act outside Python: left alone)
+                    signal.signal(sig, self._note)
+                    self._old[sig] = old
         return self
 
-    def _note(self, _signum: int, _frame: FrameType | None) -> None:
-        self.hit = True
+    def _note(self, signum: int, _frame: FrameType | None) -> None:
+        if self.hit is None:
+            self.hit = signum
 
     def __exit__(self, *exc: object) -> None:
-        if self._old is not None:
-            signal.signal(signal.SIGINT, self._old)  # type: ignore[arg-type]
+        for sig, old in self._old.items():
+            signal.signal(sig, old)
+
+    def deliver(self) -> None:
+        """Run the handler of the signal held off (Ctrl-C's raises KeyboardInterrupt)."""
+        if self.hit is not None:
+            self._old[self.hit](self.hit, None)
 
 
 def run_in_transactions(lp: LineProducer, chunks: Iterable[list[bytes]],
@@ -77,8 +100,7 @@ def run_in_transactions(lp: LineProducer, chunks: Iterable[list[bytes]],
         out.committed += open_records
         out.transactions += 1
         open_records = 0
-        if deferred.hit:
-            raise KeyboardInterrupt
+        deferred.deliver()
         producer.begin_transaction()
 
     def pieces() -> Iterator[list[bytes]]:
@@ -98,7 +120,7 @@ def run_in_transactions(lp: LineProducer, chunks: Iterable[list[bytes]],
         producer.begin_transaction()
         begun = True
         lp.send_all(pieces())
-        if open_records or out.transactions == 0:
+        if open_records:  # (an empty input commits no transaction)
             commit()
     except KeyboardInterrupt:
         out.interrupted = True
@@ -109,8 +131,9 @@ def run_in_transactions(lp: LineProducer, chunks: Iterable[list[bytes]],
         if begun:
             try:
                 producer.abort_transaction(abort_timeout)
-            except KeyboardInterrupt:
+            except KeyboardInterrupt:  # a second Ctrl-C: the abort is left unfinished
                 out.interrupted = True
+                out.abort_error = AbortInterrupted("interrupted")
             except Exception as e:  # noqa: BLE001
                 out.abort_error = e
     producer.abort()  # stop the sender: nothing is left to deliver

@@ -5,6 +5,7 @@ consumer sees), committed transactions are visible in order, and kcat (librdkafk
 
 from __future__ import annotations
 
+import json
 import shutil
 import signal
 import subprocess
@@ -116,6 +117,145 @@ def test_sigint_mid_pipe_aborts_the_whole_input(module_broker: Any) -> None:
     assert _consume(b, "txn-sigint", "read_uncommitted") == sent
     if KCAT is not None:
         assert _kcat(b, "txn-sigint", "read_committed") == []
+
+
+def _json(bootstrap: str, *args: str) -> Any:
+    r = _kafkactl("transactions", *args, "--json", "-b", bootstrap)
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout)
+
+
+def test_sigterm_mid_pipe_aborts_the_open_transaction(module_broker: Any) -> None:
+    """SIGTERM (kill, timeout, systemd, docker stop) stops a transactional produce as Ctrl-C
+    does: the committed transactions stay, the open one is aborted at once (not left
+    Ongoing for transaction.timeout.ms, holding back read_committed readers), the summary
+    names the input record to resume from, and the exit status is 143."""
+    b = module_broker.bootstrap
+    _create(b, "txn-sigterm")
+    proc = subprocess.Popen([sys.executable, "-m", "kafkactl", "produce", "-t", "txn-sigterm",
+                             "--transactional-id", "loader-sigterm", "-b", b,
+                             "--transaction-records", "100", "--linger-ms", "1"],
+                            stdin=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert proc.stdin is not None
+    lines = [f"term-{i}".encode() for i in range(250)]
+    proc.stdin.write(b"\n".join(lines) + b"\n")
+    proc.stdin.flush()
+    # two committed transactions (100 records and a marker each), 50 records in the open one
+    wait_until(lambda: _log_end(b, "txn-sigterm") >= 252, 60, "the open transaction's records")
+    assert _json(b, "describe", "-t", "loader-sigterm")["state"] == "Ongoing"
+    proc.send_signal(signal.SIGTERM)
+    _out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 143, err
+    assert err == (b"interrupted: the open transaction (50 records) was aborted; 200 records "
+                   b"committed to txn-sigterm in 2 transactions; resume from input record "
+                   b"201\n"), err
+    # ended, not Ongoing: aborted (CompleteAbort; Empty once the producer's epoch is bumped)
+    state = _json(b, "describe", "-t", "loader-sigterm")
+    assert state["state"] in ("CompleteAbort", "Empty") and state["partitions"] == [], state
+    assert "loader-sigterm" not in {t["transactional_id"]
+                                    for t in _json(b, "list", "--state", "Ongoing")}
+    # the ABORT marker is written: no open transaction holds the partition's LSO back
+    wait_until(lambda: all(p["current_txn_start_offset"] == -1 for p in _json(
+        b, "describe-producers", "--topic", "txn-sigterm", "--partition", "0")), 30,
+        "the abort marker")
+    assert _consume(b, "txn-sigterm", "read_committed") == lines[:200]
+    assert _consume(b, "txn-sigterm", "read_uncommitted") == lines
+    if KCAT is not None:
+        assert _kcat(b, "txn-sigterm", "read_committed") == lines[:200]
+
+
+def test_sigterm_while_a_commit_is_under_way_waits_for_it() -> None:
+    """The commit's deferral holds SIGTERM as it holds Ctrl-C (when SIGTERM has a Python
+    handler, as produce's does), then hands it to that handler: never half-committed."""
+    from kafkactl.client.transactional_lines import _Deferred
+
+    got: list[int] = []
+
+    def handler(signum: int, _frame: Any) -> None:
+        got.append(signum)
+        raise KeyboardInterrupt
+
+    old = signal.signal(signal.SIGTERM, handler)
+    try:
+        with _Deferred() as deferred:
+            signal.raise_signal(signal.SIGTERM)  # (its Python handler runs before this returns)
+            assert got == [] and deferred.hit == signal.SIGTERM
+        assert signal.getsignal(signal.SIGTERM) is handler
+        with pytest.raises(KeyboardInterrupt):
+            deferred.deliver()
+        assert got == [signal.SIGTERM]
+    finally:
+        signal.signal(signal.SIGTERM, old)
+
+
+class _AbortInterruptedProducer:
+    """A transactional producer whose abort is cut short by a second Ctrl-C/SIGTERM."""
+
+    def init_transactions(self) -> None: ...
+    def begin_transaction(self) -> None: ...
+    def commit_transaction(self) -> None: ...
+    def abort(self) -> None: ...
+
+    def abort_transaction(self, _timeout: float) -> None:
+        raise KeyboardInterrupt
+
+
+class _StoppedLines:
+    """A LineProducer stand-in: three records handed over, then the stop signal."""
+
+    def __init__(self) -> None:
+        self.producer = _AbortInterruptedProducer()
+        self.read = 0
+        self.stats = type("Stats", (), {"start": 0.0, "bytes": 0})()
+
+    def send_all(self, pieces: Any) -> None:
+        for piece in pieces:
+            self.read += len(piece)
+            raise KeyboardInterrupt
+
+
+def test_an_abort_cut_short_is_not_reported_as_done(capsys: pytest.CaptureFixture[str]
+                                                   ) -> None:
+    """A second signal during the abort leaves the transaction to its coordinator's
+    timeout: the summary says it was not aborted, never that it was."""
+    import typer
+
+    from kafkactl.cli.produce import _report_transactions
+    from kafkactl.client.transactional_lines import AbortInterrupted, run_in_transactions
+
+    lp = _StoppedLines()
+    outcome = run_in_transactions(lp, iter([[b"a", b"b", b"c"]]))  # type: ignore[arg-type]
+    assert outcome.interrupted and outcome.aborted == 3
+    assert isinstance(outcome.abort_error, AbortInterrupted)
+    with pytest.raises(typer.Exit) as stopped:
+        _report_transactions(lp, "t", False, outcome, 143)  # type: ignore[arg-type]
+    assert stopped.value.exit_code == 143
+    assert capsys.readouterr().err == (
+        "interrupted: the open transaction (3 records) was not aborted (interrupted): its "
+        "coordinator aborts it when transaction.timeout.ms passes; 0 records committed to t "
+        "in 0 transactions\n")
+
+
+def test_an_invalid_transaction_timeout_is_named(module_broker: Any) -> None:
+    """The coordinator's refusal of InitProducerId names its error and, for a timeout
+    above transaction.max.timeout.ms, says so."""
+    r = _kafkactl("produce", "-t", "txn-timeout", "--transactional-id", "loader-timeout",
+                  "-X", "transaction.timeout.ms=1000000", "-b", module_broker.bootstrap,
+                  input=b"1\n2\n3\n")
+    assert r.returncode == 1, r.stderr
+    assert r.stderr.startswith(b"error: InitProducerId: INVALID_TRANSACTION_TIMEOUT "
+                               b"(transaction.timeout.ms 1000000 is more than the broker's "
+                               b"transaction.max.timeout.ms allows"), r.stderr
+    assert b"0 records committed to txn-timeout in 0 transactions" in r.stderr
+
+
+def test_an_empty_input_commits_no_transaction(module_broker: Any) -> None:
+    b = module_broker.bootstrap
+    r = _kafkactl("produce", "-t", "txn-empty", "--transactional-id", "loader-empty",
+                  "-b", b, input=b"")
+    assert r.returncode == 0, r.stderr
+    assert r.stderr.startswith(b"0 records committed to txn-empty in 0 transactions "), \
+        r.stderr
 
 
 def test_an_aborted_transaction_between_committed_ones(module_broker: Any) -> None:
