@@ -235,9 +235,10 @@ def consume(  # noqa: C901
 ) -> None:
     """Print records of the given topics to stdout (value per line by default).
 
-    With -G/--group the consumer joins the group and commits the records it has written
-    to stdout (on exit, on Ctrl-C/SIGTERM, when the reader goes away, before a rebalance
-    and every auto.commit.interval.ms), never more. When the brokers go away it keeps
+    With -G/--group the consumer joins the group and commits the records its reader has
+    taken: written to a file or terminal, or read out of the pipe (on exit, on
+    Ctrl-C/SIGTERM, when the reader goes away, before a rebalance and every
+    auto.commit.interval.ms), never more. When the brokers go away it keeps
     trying for max.poll.interval.ms (5 minutes; -X max.poll.interval.ms=...) before it
     gives up with an error."""
     from kafkactl.cli._properties import consumer_options
