@@ -99,7 +99,7 @@ complete -c kafkactl -n '__fish_seen_subcommand_from recover' -s h -l help -d 'S
 complete -c kafkactl -n '__fish_seen_subcommand_from recover' -F
 complete -c kafkactl -n '__fish_seen_subcommand_from rebalance' -s G -s g -l group -x -d 'The consumer group.'
 complete -c kafkactl -n '__fish_seen_subcommand_from rebalance' -l partitions -d 'Spread each topic\'s replicas evenly over the live brokers with the fewest moves, never lowering a replication factor...'
-complete -c kafkactl -n '__fish_seen_subcommand_from rebalance' -l preferred-leaders -d 'Give leadership back to each partition\'s preferred replica.'
+complete -c kafkactl -n '__fish_seen_subcommand_from rebalance' -l preferred-leaders -d 'Give leadership back to each partition\'s preferred replica (--dry-run: only show which would move).'
 complete -c kafkactl -n '__fish_seen_subcommand_from rebalance' -s t -l topic -x -d 'With --partitions / --preferred-leaders: only these topics (repeatable).'
 complete -c kafkactl -n '__fish_seen_subcommand_from rebalance' -l execute -d 'With --partitions: move the replicas.'
 complete -c kafkactl -n '__fish_seen_subcommand_from rebalance' -l plan-out -r -F -d 'With --partitions: write the plan to FILE in kafka-reassign-partitions\' JSON (to review, edit, replay).'

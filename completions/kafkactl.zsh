@@ -196,7 +196,7 @@ _kafkactl_rebalance() {
         '(-G -g --group)-g[The consumer group.]:GROUP: ' \
         '(-G -g --group)--group[The consumer group.]:GROUP: ' \
         '--partitions[Spread each topic'\''s replicas evenly over the live brokers with the fewest moves, never lowering a replication factor...]' \
-        '--preferred-leaders[Give leadership back to each partition'\''s preferred replica.]' \
+        '--preferred-leaders[Give leadership back to each partition'\''s preferred replica (--dry-run\: only show which would move).]' \
         '*-t[With --partitions / --preferred-leaders\: only these topics (repeatable).]:TOPIC: ' \
         '*--topic[With --partitions / --preferred-leaders\: only these topics (repeatable).]:TOPIC: ' \
         '--execute[With --partitions\: move the replicas.]' \

@@ -36,7 +36,8 @@ def rebalance(group: str | None = typer.Option(None, "--group", "-G", "-g",
                   "(a dry run unless --execute; exit 1 if a topic was refused)."),
               preferred_leaders: bool = typer.Option(
                   False, "--preferred-leaders",
-                  help="Give leadership back to each partition's preferred replica."),
+                  help="Give leadership back to each partition's preferred replica "
+                       "(--dry-run: only show which would move)."),
               topic: list[str] = typer.Option([], "--topic", "-t",
                                               help="With --partitions / --preferred-leaders: "
                                                    "only these topics (repeatable)."),
@@ -97,7 +98,8 @@ def rebalance(group: str | None = typer.Option(None, "--group", "-G", "-g",
                                     replication_factor=replication_factor, verify=verify,
                                     cancel=cancel, throttle=throttle)
         else:
-            rp.preferred_leaders(bootstrap, topic, as_json=as_json, security=security)
+            rp.preferred_leaders(bootstrap, topic, as_json=as_json, security=security,
+                                 dry_run=dry_run)
         return
     if group is None:
         raise fail("give --group G (or --partitions / --preferred-leaders)", 2)

@@ -401,8 +401,36 @@ def _wait(admin: AdminClient, moving: set[TopicPartition], timeout: float, *,
         time.sleep(0.5)
 
 
+def _preferred_leaders_plan(cluster: Any, wanted: list[tuple[str, int]],
+                            as_json: bool) -> None:
+    """--preferred-leaders --dry-run: which partitions an election would move, from the
+    metadata (the preferred replica is the first of the replicas; it must be in sync), and
+    nothing elected."""
+    rows: list[dict[str, Any]] = []
+    for t, p in sorted(wanted):
+        pm = cluster.topics[t].partitions[p]
+        preferred = pm.replicas[0] if pm.replicas else -1
+        if pm.leader == preferred:
+            result = "already preferred"
+        elif preferred in pm.isr:
+            result = f"would move: leader {pm.leader} -> {preferred}"
+        else:
+            result = f"would stay: preferred replica {preferred} is not in sync"
+        rows.append({"partition": f"{t}-{p}", "leader": pm.leader, "preferred": preferred,
+                     "result": result})
+    if as_json:
+        typer.echo(json.dumps(rows, indent=1))
+        return
+    moving = [r for r in rows if r["result"].startswith("would move")]
+    typer.echo(f"Preferred leader election (dry run, nothing elected): {len(moving)} "
+               f"partition(s) would move, {len(rows) - len(moving)} unchanged.")
+    for r in rows:
+        if r["result"] != "already preferred":
+            typer.echo(f"{r['partition']}: {r['result']}")
+
+
 def preferred_leaders(bootstrap: str | None, topics: list[str], *, as_json: bool,
-                      security: Any = None) -> None:
+                      security: Any = None, dry_run: bool = False) -> None:
     from kafkactl.client.admin import AdminClient
     from kafkactl.client.errors import ClientError
     from kafkactl.protocol.errors import ErrorCode, KafkaError
@@ -413,6 +441,9 @@ def preferred_leaders(bootstrap: str | None, topics: list[str], *, as_json: bool
             cluster = admin.client.refresh_metadata(None)
             names = _topics(cluster, topics)
             wanted = [(t, p) for t in names for p in cluster.topics[t].partitions]
+            if dry_run:
+                _preferred_leaders_plan(cluster, wanted, as_json)
+                return
             results = admin.elect_preferred_leaders(wanted)
     except (ClientError, KafkaError, ValueError) as e:
         raise fail(str(e)) from None

@@ -312,7 +312,14 @@ def test_partitions_move_to_new_brokers_and_leaders_return_to_preferred(cluster)
                SESSION_TIMEOUT_MS / 1000 + 20, "another leader")
     cluster.brokers[preferred].start()  # type: ignore[index]
     full_isr(cluster, "prefer", 1, timeout=60)
-    assert partition_state(cluster, "prefer")[0]["leader"] != preferred
+    displaced = partition_state(cluster, "prefer")[0]["leader"]
+    assert displaced != preferred
+    dry = zygote.run(["rebalance", "--preferred-leaders", "--dry-run", "-t", "prefer",
+                      "-b", cluster.bootstrap], text=True, timeout=60)
+    assert dry.returncode == 0, dry.stderr
+    assert "1 partition(s) would move" in dry.stdout, dry.stdout
+    assert f"prefer-0: would move: leader {displaced} -> {preferred}" in dry.stdout
+    assert partition_state(cluster, "prefer")[0]["leader"] == displaced  # nothing elected
     r = zygote.run(["rebalance", "--preferred-leaders", "-t", "prefer",
                     "-b", cluster.bootstrap], text=True, timeout=60)
     assert r.returncode == 0, r.stderr
