@@ -15,36 +15,75 @@ source cluster's committed offsets are left alone. The target's records and the 
 become visible together or not at all; a transaction that fails is aborted and the stream
 rewinds to the offsets of the last commit, so a killed or failed mirror neither loses nor
 duplicates a record, as seen by a read_committed consumer of the target.
+
+A record the target refuses for good (too large, invalid, a topic it may not write...)
+fails the whole transaction, and the producer does not always say which record it was (a
+batch refused as too large is split, and a transaction cannot go on past that). So a
+transaction that failed is aborted and its records are copied again one per target batch
+("carefully", each target partition added to the transaction on its own first), which
+names the refused record: the stream then stops at it, after committing the records
+before it with their offsets (the mirror fails naming it), or, with
+--no-abort-on-send-failure, leaves it out of the transaction, redone without it, and counts
+it as skipped once that transaction commits. Retriable failures are retried as before;
+a fenced producer ends the stream.
 """
 
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Callable
 from typing import Any
 
+from kafkactl.client.errors import PRODUCE_RETRIABLE, RecordTooLargeError
 from kafkactl.client.fetcher import PartitionFetch
 from kafkactl.client.group import GroupAdmin, GroupConsumer
 from kafkactl.client.kafka_client import KafkaClient
 from kafkactl.client.producer import Producer
+from kafkactl.client.producer_batch import ProducerBatch
 from kafkactl.client.transaction_manager import (
     GroupMetadata,
     ProducerFencedError,
+    TransactionAbortableError,
     TransactionError,
+    TransactionManager,
 )
 from kafkactl.mirror.config import MirrorConfig, consumer_kwargs, producer_kwargs
 from kafkactl.mirror.progress import PartitionProgress
-from kafkactl.mirror.stream import COPY_MIN_RECORDS, MirrorStream, is_transient
+from kafkactl.mirror.stream import COPY_MIN_RECORDS, MirrorStream, SendFailure, is_transient
 from kafkactl.protocol.api_keys import ApiKey
-from kafkactl.protocol.errors import ErrorCode, error_for
-from kafkactl.record.batch import RecordBatch, TimestampType
+from kafkactl.protocol.errors import ErrorCode, KafkaError, error_for
+from kafkactl.record.batch import RecordBatch, TimestampType, encode_record
 from kafkactl.record.codecs import decompress
 
 log = logging.getLogger("kafkactl.mirror")
 
 TopicPartition = tuple[str, int]
 STABLE_WAIT = 60.0  # seconds to wait for another member's transaction to end
+# Produce answers about the producer or its transaction, not the record: the transaction
+# is aborted and redone (a fenced producer ends the stream)
+PRODUCER_STATE = frozenset({
+    ErrorCode.UNKNOWN_PRODUCER_ID, ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER,
+    ErrorCode.DUPLICATE_SEQUENCE_NUMBER, ErrorCode.INVALID_PRODUCER_EPOCH,
+    ErrorCode.PRODUCER_FENCED, ErrorCode.INVALID_PRODUCER_ID_MAPPING,
+    ErrorCode.INVALID_TXN_STATE, ErrorCode.TRANSACTION_COORDINATOR_FENCED,
+    ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, ErrorCode.CONCURRENT_TRANSACTIONS,
+    ErrorCode.TRANSACTION_ABORTABLE})
+# A record the target refused: source partition, offset, target topic, the error
+Refusal = tuple[TopicPartition, int, str, str]
+
+
+def is_refusal(error: BaseException | None) -> bool:
+    """The broker's answer refuses a record for good (MESSAGE_TOO_LARGE, INVALID_RECORD,
+    CORRUPT_MESSAGE, TOPIC_AUTHORIZATION_FAILED, ...): a Kafka error the producer does not
+    retry and that is not about the producer's own state."""
+    return (isinstance(error, KafkaError) and error.code not in PRODUCE_RETRIABLE
+            and error.code not in PRODUCER_STATE)
+
+
+def _described(error: BaseException) -> str:
+    return f"{type(error).__name__}: {error}"
 
 
 def transactional_id(config: MirrorConfig, stream: int) -> str:
@@ -64,12 +103,30 @@ class ExactlyOnceStream(MirrorStream):
         self.txn_counts: dict[str, int] = {}  # records per source topic in the txn
         self.committed_positions: dict[TopicPartition, int] = {}
         self.offsets_admin: GroupAdmin | None = None  # the group's offsets in the target
+        # records the target refused for good: with --no-abort-on-send-failure left out of
+        # every transaction (offset -> target topic, error), counted once one commits past
+        # them; else the stream stops at the first one of a partition (`stop_at`) and
+        # reports `failure` once what is before it is committed
+        self.skips: dict[TopicPartition, dict[int, tuple[str, str]]] = {}
+        self.txn_skipped: list[tuple[TopicPartition, int]] = []  # in the open txn
+        self.stop_at: dict[TopicPartition, int] = {}
+        self.failure: SendFailure | None = None
+        # records before these offsets are copied carefully: one per target batch, so the
+        # producer's answer names a refused one (a failed transaction's records)
+        self.careful: dict[TopicPartition, int] = {}
+        # the open transaction's number (in the entries of its careful batches), what the
+        # producer refused of it and whether a batch of it failed (its sender thread)
+        self._batch_lock = threading.Lock()
+        self._txn_number = 0
+        self._refusals: list[Refusal] = []
+        self._batch_error: BaseException | None = None
 
     # ---- lifecycle ----------------------------------------------------------------------
 
     def run(self) -> None:
         try:
             self.producer = self._new_producer()
+            self.producer.add_batch_callback(self._on_batch)
             # fence the stream's previous incarnation (its open transaction is aborted)
             # before reading anything
             self.producer.init_transactions()
@@ -85,14 +142,89 @@ class ExactlyOnceStream(MirrorStream):
                 except Exception as e:
                     if not is_transient(e) and not isinstance(e, TransactionError):
                         raise
-                    log.warning("stream %d: %s; aborting the transaction and retrying",
-                                self.index, e)
-                    self._abort()
-                    self.stop.wait(self.consumer.client.retry_backoff * 5)
+                    if not self._recover(e):
+                        self.stop.wait(self.consumer.client.retry_backoff * 5)
         except Exception as e:
             self.on_error(e)
         finally:
             self._shutdown()
+
+    def _recover(self, error: BaseException) -> bool:
+        """Abort the failed transaction and rewind. A record the producer refused for good
+        is then skipped or stopped at (`_refuse`); records of a transaction that failed
+        otherwise are copied again carefully (which names a refused record among them).
+        True when the stream goes on at once, False when it waits before retrying."""
+        sent = dict(self.txn_positions)
+        self._abort()  # (flushed: every batch of the transaction has had its answer)
+        with self._batch_lock:
+            refusals, self._refusals = self._refusals, []
+        if refusals:
+            first: dict[TopicPartition, Refusal] = {}
+            for r in refusals:  # a partition's first one (later ones may follow from it)
+                if r[0] not in first or r[1] < first[r[0]][1]:
+                    first[r[0]] = r
+            for tp, offset, target, why in first.values():
+                self._refuse(tp, offset, target, why)
+            return True
+        careful = False
+        if isinstance(error, TransactionError):
+            for tp, offset in sent.items():
+                if offset > self.careful.get(tp, -1):
+                    self.careful[tp] = offset
+                    careful = True
+        log.warning("stream %d: %s; aborting the transaction and %s", self.index, error,
+                    "copying its records again one per batch" if careful else "retrying")
+        return careful
+
+    def _refuse(self, tp: TopicPartition, offset: int, target: str, error: str) -> None:
+        """The target refused the record at `offset` of `tp` for good: stop there (abort
+        on send failure) or leave it out (skip)."""
+        if self.config.abort_on_send_failure:
+            if offset < self.stop_at.get(tp, offset + 1):
+                self.stop_at[tp] = offset
+            if self.failure is None:
+                self.failure = SendFailure(tp[0], tp[1], offset, target, error)
+        else:
+            self.skips.setdefault(tp, {})[offset] = (target, error)
+
+    def _on_batch(self, batch: ProducerBatch, base_offset: int,
+                  error: BaseException | None) -> None:
+        """The producer's verdict on a batch (its sender thread): a failed one keeps its
+        transaction from committing; a careful one refused names its record."""
+        if error is None:
+            return
+        entries = batch.entries
+        with self._batch_lock:
+            if self._batch_error is None:
+                self._batch_error = error
+            if entries and is_refusal(error) and entries[0][0] == self._txn_number:
+                _number, tp, offset, target = entries[0]
+                self._refusals.append((tp, offset, target, _described(error)))
+
+    def _step(self) -> None:
+        super()._step()
+        if self.failure is not None and self._at_failure():
+            # everything before the refused record is in the transaction: commit it, stop
+            self.commit()
+            failure, self.failure = self.failure, None
+            self.on_failure(failure)
+
+    def _at_failure(self) -> bool:
+        """Whether the open transaction reaches each refused record stopped at (of the
+        partitions still owned)."""
+        for tp, offset in self.stop_at.items():
+            if tp in self.owned and self.txn_positions.get(
+                    tp, self.committed_positions.get(tp, offset)) < offset:
+                return False
+        return True
+
+    def _fetched(self, fetches: list[PartitionFetch]) -> None:
+        """Where the stream started reading each partition nobody committed yet: an abort
+        rewinds there (noted before copying: a failure mid-poll drops the rest)."""
+        for pf in fetches:
+            tp = (pf.topic, pf.partition)
+            if tp in self.owned:
+                self.committed_positions.setdefault(tp, pf.fetch_offset)
 
     def _new_producer(self) -> Producer:
         kwargs: dict[str, Any] = {"client_id": f"kafkactl-mirror-{self.index}",
@@ -118,10 +250,13 @@ class ExactlyOnceStream(MirrorStream):
         consumer = self.consumer
         try:
             if consumer is not None and self.in_txn:
-                self.commit()
+                self.commit()  # (only records before a refused one stopped at)
         except Exception as e:  # aborted: the next owner reads it again
             log.warning("stream %d: final commit failed: %s", self.index, e)
             self._abort()
+        if self.failure is not None:  # stopped before reaching it: still the mirror's end
+            failure, self.failure = self.failure, None
+            self.on_failure(failure)
         if consumer is not None:
             try:
                 consumer.close()
@@ -198,13 +333,16 @@ class ExactlyOnceStream(MirrorStream):
         for tp in tps:
             self.committed_positions.pop(tp, None)
             self.txn_positions.pop(tp, None)
+            self.skips.pop(tp, None)  # the next owner finds them again
+            self.careful.pop(tp, None)
         self.tracker.forget(tps)
         self.owned -= tps
 
     # ---- transactions ---------------------------------------------------------------------
 
-    def commit(self, tps: set[TopicPartition] | None = None) -> None:
-        """Commit the open transaction with the offsets after what it copied."""
+    def commit(self, tps: set[TopicPartition] | None = None, *, settled: bool = False) -> None:
+        """Commit the open transaction with the offsets after what it copied, if every
+        batch of it was acknowledged (else TransactionAbortableError: abort it)."""
         consumer = self.consumer
         assert consumer is not None
         self._next_commit = time.monotonic() + self.config.commit_interval_ms / 1000
@@ -213,13 +351,27 @@ class ExactlyOnceStream(MirrorStream):
         offsets = {tp: off for tp, off in self.txn_positions.items() if tp in self.owned}
         if offsets:  # the group's offsets in the target cluster (no membership there)
             self.producer.send_offsets_to_transaction(offsets, GroupMetadata(self.config.group))
+        self.producer.flush()
+        with self._batch_lock:
+            failed = self._batch_error
+        if failed is not None and self._txn().error is None:
+            # (a batch that expired, say, does not fail the transaction by itself)
+            raise TransactionAbortableError(f"a batch of the transaction failed: {failed}")
         self.producer.commit_transaction()
         self.in_txn = False
         self.committed_positions.update(offsets)
         for tp, off in offsets.items():
             self.tracker.partitions[tp] = PartitionProgress(tp, off)
+            if self.careful.get(tp, off + 1) <= off:
+                del self.careful[tp]
         counts, self.txn_counts = self.txn_counts, {}
         self.txn_positions.clear()
+        skipped, self.txn_skipped = self.txn_skipped, []
+        for tp, offset in skipped:
+            if tp in offsets:
+                _target, why = self.skips.get(tp, {}).pop(offset, ("", "refused"))
+                log.warning("skipped offset %d of %s-%d: %s", offset, tp[0], tp[1], why)
+                self.on_skip(tp[0], 1)
         self.on_committed(counts)
 
     def _abort(self) -> None:
@@ -235,6 +387,7 @@ class ExactlyOnceStream(MirrorStream):
         self.in_txn = False
         self.txn_counts = {}
         self.txn_positions.clear()
+        self.txn_skipped = []
         consumer = self.consumer
         if consumer is not None:
             for tp, off in self.committed_positions.items():
@@ -243,6 +396,10 @@ class ExactlyOnceStream(MirrorStream):
 
     def _begin(self) -> None:
         if not self.in_txn:
+            with self._batch_lock:
+                self._txn_number += 1
+                self._refusals = []
+                self._batch_error = None
             self.producer.begin_transaction()
             self.in_txn = True
 
@@ -254,34 +411,132 @@ class ExactlyOnceStream(MirrorStream):
         tp = (pf.topic, pf.partition)
         if tp not in self.owned:
             return
-        nxt = pf.next_offset()
-        # where this member started reading a partition nobody committed yet: an abort
-        # rewinds there
-        self.committed_positions.setdefault(tp, pf.fetch_offset)
+        start, nxt = pf.fetch_offset, pf.next_offset()
+        self.committed_positions.setdefault(tp, start)
+        stop = self.stop_at.get(tp)
+        end = nxt if stop is None else min(nxt, stop)  # nothing from a refused record on
+        if end <= start:
+            return
         source_topic = consumer.client.cluster.topics.get(pf.topic)
         n_source = len(source_topic.partitions) if source_topic is not None else 0
         target = self.topics.get(pf.topic, n_source or pf.partition + 1)
         partition = pf.partition if target.keep_partition else None
+        skips = self.skips.get(tp) or {}
         self._begin()
         try:
-            sent = (self._copy_whole(pf, target.name) if partition is not None else None)
-            if sent is None:
-                sent = 0
-                for rec in pf.records_iter(consumer.check_crcs):
-                    self.producer.send(
-                        target.name, None if rec.value is None else bytes(rec.value),
-                        None if rec.key is None else bytes(rec.key), partition=partition,
-                        headers=[(k, None if v is None else bytes(v)) for k, v in rec.headers],
-                        timestamp_ms=rec.timestamp)
-                    sent += 1
+            if start < self.careful.get(tp, -1):
+                end, sent = self._copy_careful(pf, target.name, partition, end, skips)
+            else:
+                whole = None
+                if (partition is not None and end == nxt
+                        and not any(start <= offset < nxt for offset in skips)):
+                    whole = self._copy_whole(pf, target.name)
+                if whole is None:
+                    end, sent = self._copy_records(pf, target.name, partition, end, skips)
+                else:
+                    sent = whole
         except Exception:
             # part of the chunk went into the transaction: it can only abort
-            self.producer.transactions.fail(  # type: ignore[union-attr]
-                TransactionError(f"copying {pf.topic}-{pf.partition} failed"))
+            self._txn().fail(TransactionError(f"copying {pf.topic}-{pf.partition} failed"))
             raise
-        self.txn_positions[tp] = nxt
+        self.txn_positions[tp] = end
         if sent:
             self.txn_counts[pf.topic] = self.txn_counts.get(pf.topic, 0) + sent
+
+    def _txn(self) -> TransactionManager:
+        txn = self.producer.transactions
+        assert txn is not None
+        return txn
+
+    def _copy_records(self, pf: PartitionFetch, target: str, partition: int | None,
+                      end: int, skips: dict[int, tuple[str, str]]) -> tuple[int, int]:
+        """The chunk's records before `end` one by one, without the ones to skip; returns
+        the offset copied up to (a record refused before sending may stop it) and how many
+        records were sent."""
+        assert self.consumer is not None
+        tp = (pf.topic, pf.partition)
+        send = self.producer.send
+        sent = 0
+        for rec in pf.records_iter(self.consumer.check_crcs):
+            offset = rec.offset
+            if offset >= end:
+                break
+            if offset in skips:
+                self.txn_skipped.append((tp, offset))
+                continue
+            try:
+                send(target, None if rec.value is None else bytes(rec.value),
+                     None if rec.key is None else bytes(rec.key), partition=partition,
+                     headers=[(k, None if v is None else bytes(v)) for k, v in rec.headers],
+                     timestamp_ms=rec.timestamp)
+            except RecordTooLargeError as e:  # refused before sending: the txn is intact
+                if self._refused_before_sending(tp, offset, target, e):
+                    return offset, sent
+                continue
+            sent += 1
+        return end, sent
+
+    def _copy_careful(self, pf: PartitionFetch, target: str, partition: int | None,
+                      end: int, skips: dict[int, tuple[str, str]]) -> tuple[int, int]:
+        """As _copy_records, but each record a target batch of its own whose entry names
+        it (the producer's answer to a refused one says which record it was), and a
+        target partition new to the transaction added on its own first (a refusal of the
+        partition, such as topic authorization, names the record too). Raises the
+        transaction's error as soon as it has one."""
+        assert self.consumer is not None
+        tp = (pf.topic, pf.partition)
+        producer = self.producer
+        txn = self._txn()
+        n_partitions = 0
+        sent = 0
+        for rec in pf.records_iter(self.consumer.check_crcs):
+            offset = rec.offset
+            if offset >= end:
+                break
+            if offset in skips:
+                self.txn_skipped.append((tp, offset))
+                continue
+            key = None if rec.key is None else bytes(rec.key)
+            value = None if rec.value is None else bytes(rec.value)
+            p = partition
+            if p is None:
+                n_partitions = n_partitions or len(producer.partitions_for(target))
+                p = producer.partitioner.partition(target, key, n_partitions)
+            refused: BaseException | None = None
+            with txn.lock:  # (the sender fails the transaction under it)
+                error = txn.error  # a batch refused already: the txn is done
+                if error is None and (target, p) not in txn.partitions:
+                    try:
+                        txn.add_partitions([(target, p)])
+                    except TransactionAbortableError as e:  # the refusal of this record?
+                        error, refused = e, e.__cause__
+            if error is not None:
+                if refused is not None and is_refusal(refused):
+                    with self._batch_lock:
+                        self._refusals.append((tp, offset, target, _described(refused)))
+                raise error
+            section = encode_record(0, 0, key, value, [
+                (k, None if v is None else bytes(v)) for k, v in rec.headers])
+            try:
+                producer.send_records_section(target, p, section, 1, rec.timestamp,
+                                              rec.timestamp,
+                                              entries=[(self._txn_number, tp, offset, target)])
+            except RecordTooLargeError as e:
+                if self._refused_before_sending(tp, offset, target, e):
+                    return offset, sent
+                continue
+            sent += 1
+        return end, sent
+
+    def _refused_before_sending(self, tp: TopicPartition, offset: int, target: str,
+                                error: RecordTooLargeError) -> bool:
+        """A record too large for the producer itself (max.request.size): nothing of it was
+        sent, so the transaction goes on; True when the stream stops at it."""
+        self._refuse(tp, offset, target, str(error))
+        if self.config.abort_on_send_failure:
+            return True
+        self.txn_skipped.append((tp, offset))
+        return False
 
     def _copy_whole(self, pf: PartitionFetch, target: str) -> int | None:
         """The copy path (records sections byte for byte into the same partition), or None

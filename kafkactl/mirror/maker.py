@@ -21,7 +21,7 @@ from kafkactl.client.errors import KafkaTimeoutError, NoBrokersAvailable, Unknow
 from kafkactl.client.producer import Producer
 from kafkactl.client.producer_batch import ProducerBatch
 from kafkactl.mirror.config import MirrorConfig, producer_kwargs
-from kafkactl.mirror.progress import Entry, acknowledge, first_record
+from kafkactl.mirror.progress import Entry, acknowledge, first_record, refuse
 from kafkactl.mirror.status import MirrorStatus, RateMeter, TopicStatus
 from kafkactl.mirror.stream import MirrorStream, SendFailure, is_transient
 from kafkactl.mirror.subscription import SourceTopics
@@ -171,6 +171,8 @@ class MirrorMaker:
         if not entries:
             return
         if error is not None and self.config.abort_on_send_failure:
+            with self.lock:  # the source offsets stop there (committed up to it at the stop)
+                refuse(entries, batch.first_index)
             chunk, offset = first_record(entries, batch.first_index)
             topic, partition = chunk.partition.tp
             self._on_failure(SendFailure(topic, partition, offset, batch.topic,

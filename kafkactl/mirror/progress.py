@@ -4,6 +4,9 @@ Records of one source partition are sent in fetch order, one SentChunk per fetch
 The target acknowledges them per producer batch, possibly out of order (several target
 partitions, retries). A partition's committable offset is the end of its longest prefix of
 fully acknowledged chunks, so a commit never passes a record the target may not have.
+A mirror that stops at a record the target refused commits up to that record once every
+batch it sent has had its answer (`committable(settled=True)`): the records before it were
+all acknowledged then, though the refused record's chunk never completes.
 """
 
 from __future__ import annotations
@@ -35,13 +38,14 @@ class SentChunk:
 class PartitionProgress:
     """One source partition: chunks in send order and the offset safe to commit."""
 
-    __slots__ = ("tp", "chunks", "acked_offset", "committed_offset")
+    __slots__ = ("tp", "chunks", "acked_offset", "committed_offset", "refused_offset")
 
     def __init__(self, tp: TopicPartition, start_offset: int) -> None:
         self.tp = tp
         self.chunks: deque[SentChunk] = deque()
         self.acked_offset = start_offset  # every record before it is in the target
         self.committed_offset = -1
+        self.refused_offset: int | None = None  # the first record the target refused
 
     def advance(self) -> int:
         """Drop the fully acknowledged chunks at the front; the committable offset."""
@@ -49,6 +53,24 @@ class PartitionProgress:
         while chunks and chunks[0].sealed and chunks[0].unacked == 0:
             self.acked_offset = chunks.popleft().next_offset
         return self.acked_offset
+
+    def refuse(self, offset: int) -> None:
+        """The target refused the record at `offset` for good (the mirror stops at it)."""
+        if self.refused_offset is None or offset < self.refused_offset:
+            self.refused_offset = offset
+
+    def settled_offset(self) -> int:
+        """The committable offset once every batch sent has been answered (acknowledged or
+        refused): up to the first refused record when it lies in the first chunk not fully
+        acknowledged, a sealed one (every record before it was sent, and none of them was
+        refused, so the target has them all); else `advance()`'s."""
+        offset = self.advance()
+        refused = self.refused_offset
+        if refused is not None and self.chunks:
+            chunk = self.chunks[0]
+            if chunk.sealed and chunk.first_offset == offset <= refused < chunk.next_offset:
+                return refused
+        return offset
 
 
 class CopiedBatch:
@@ -79,6 +101,23 @@ def acknowledge(entries: list[Entry]) -> dict[SentChunk, int]:
     for chunk, n in counts.items():
         chunk.unacked -= n
     return counts
+
+
+def refuse(entries: list[Entry], first_index: int = 0) -> None:
+    """The target refused the records of `entries` (one target batch, `first_index` its
+    ProducerBatch.first_index) for good: each source partition among them stops at its
+    first one (entries of one source partition are in offset order). The caller holds the
+    trackers' lock."""
+    first = entries[0]
+    if isinstance(first, CopiedBatch):
+        first.chunk.partition.refuse(first.first_offset + first_index)
+        return
+    seen: set[PartitionProgress] = set()
+    for chunk, offset in cast(list[tuple[SentChunk, int]], entries):
+        progress = chunk.partition
+        if progress not in seen:
+            seen.add(progress)
+            progress.refuse(offset)
 
 
 def first_record(entries: list[Entry], first_index: int = 0) -> tuple[SentChunk, int]:
@@ -117,15 +156,18 @@ class ProgressTracker:
             chunk.unacked += sent
             chunk.sealed = True
 
-    def committable(self, tps: set[TopicPartition] | None = None) -> dict[TopicPartition, int]:
+    def committable(self, tps: set[TopicPartition] | None = None, *,
+                    settled: bool = False) -> dict[TopicPartition, int]:
         """Offsets to commit now: the partitions (of `tps`) that moved since their last
-        commit; `mark_committed` records that a commit went through."""
+        commit; `mark_committed` records that a commit went through. `settled`: every
+        batch sent has been answered (the producer was flushed), so a partition stopped
+        at a refused record commits up to it (`PartitionProgress.settled_offset`)."""
         with self.lock:
             out: dict[TopicPartition, int] = {}
             for tp, progress in self.partitions.items():
                 if tps is not None and tp not in tps:
                     continue
-                offset = progress.advance()
+                offset = progress.settled_offset() if settled else progress.advance()
                 if offset != progress.committed_offset:
                     out[tp] = offset
             return out

@@ -140,12 +140,18 @@ class MirrorStream:
         if wanted is not None and wanted != self.subscribed:
             consumer.subscribe(wanted)
             self.subscribed = wanted
-        for pf in consumer.poll_fetches(0.2):
+        fetches = consumer.poll_fetches(0.2)
+        self._fetched(fetches)
+        for pf in fetches:
             self._copy(pf)
             if self.stop.is_set():
                 break
         if time.monotonic() >= self._next_commit:
             self.commit()
+
+    def _fetched(self, fetches: list[PartitionFetch]) -> None:
+        """What a poll returned, before any of it is copied (ExactlyOnceStream notes where
+        each partition was read from)."""
 
     def _shutdown(self) -> None:
         """Finish the records in flight, commit what the target has, leave the group."""
@@ -153,8 +159,9 @@ class MirrorStream:
         if consumer is None:
             return
         try:
-            self.producer.flush(30.0)
-            self.commit()
+            # flushed, every batch has its answer: a partition stopped at a refused
+            # record commits up to it (a restart resumes there)
+            self.commit(settled=self.producer.flush(30.0))
         except Exception as e:  # the offsets stay where they were: duplicates, no loss
             log.warning("stream %d: final commit failed: %s", self.index, e)
         try:
@@ -170,18 +177,19 @@ class MirrorStream:
     def _on_revoke(self, tps: set[TopicPartition]) -> None:
         """Before the partitions go to another member: flush, commit, forget them."""
         try:
-            self.producer.flush()
-            self.commit(tps)
+            self.commit(tps, settled=self.producer.flush())
         except Exception as e:  # the next owner re-sends from the last commit
             log.warning("stream %d: commit before rebalance failed: %s", self.index, e)
         self.tracker.forget(tps)
         self.owned -= tps
 
-    def commit(self, tps: set[TopicPartition] | None = None) -> None:
-        """Commit each partition's offset up to which the target acknowledged everything."""
+    def commit(self, tps: set[TopicPartition] | None = None, *, settled: bool = False) -> None:
+        """Commit each partition's offset up to which the target acknowledged everything
+        (`settled`: the producer was flushed, see ProgressTracker.committable)."""
         assert self.consumer is not None
         self._next_commit = time.monotonic() + self.config.commit_interval_ms / 1000
-        offsets = self.tracker.committable(self.owned if tps is None else tps)
+        offsets = self.tracker.committable(self.owned if tps is None else tps,
+                                           settled=settled)
         if offsets:
             self.consumer.commit(offsets)
             self.tracker.mark_committed(offsets)

@@ -80,3 +80,43 @@ def test_a_copied_batch_is_one_entry_object_and_a_split_half_names_its_first_rec
         assert acknowledge(first.entries) == {chunk: 5}
         acknowledge(second.entries)
     assert tracker.committable() == {TP: 110}
+
+
+def test_a_refused_record_is_committable_once_every_batch_is_answered() -> None:
+    """Records 10-19 in two chunks; 15 is refused (the mirror stops at it), the others
+    are acknowledged, some of them after it."""
+    from kafkactl.mirror.progress import refuse
+
+    tracker = ProgressTracker()
+    first = tracker.open_chunk(TP, 10, 13)
+    second = tracker.open_chunk(TP, 13, 20)
+    tracker.seal(first, 3)
+    tracker.seal(second, 7)
+    with tracker.lock:
+        acknowledge([(first, 10), (first, 11), (first, 12), (second, 13)])
+        refuse([(second, 15)])
+        acknowledge([(second, 14), (second, 16), (second, 17), (second, 18), (second, 19)])
+    assert tracker.committable() == {TP: 13}  # the refused record's chunk never completes
+    # the producer flushed (every batch answered): up to the refused record
+    assert tracker.committable(settled=True) == {TP: 15}
+
+
+def test_settled_does_not_pass_an_unsealed_chunk_or_the_first_refused_record() -> None:
+    from kafkactl.mirror.progress import CopiedBatch, refuse
+
+    tracker = ProgressTracker()
+    chunk = tracker.open_chunk(TP, 0, 10)  # sending it failed half-way: never sealed
+    with tracker.lock:
+        refuse([CopiedBatch(chunk, 0)], first_index=6)
+    assert tracker.committable(settled=True) == {TP: 0}
+    tracker.seal(chunk, 10)
+    with tracker.lock:
+        refuse([(chunk, 8), (chunk, 9)])  # later in the partition: the first one stays
+        refuse([(chunk, 3), (chunk, 4)])  # earlier: it is the first now
+    assert tracker.committable(settled=True) == {TP: 3}
+    # another source partition in the same refused target batch stops at its own first
+    other = tracker.open_chunk(("u", 0), 50, 60)
+    tracker.seal(other, 10)
+    with tracker.lock:
+        refuse([(chunk, 5), (other, 52), (other, 53)])
+    assert tracker.committable(settled=True) == {TP: 3, ("u", 0): 52}
