@@ -161,6 +161,18 @@ def parse_listeners(value: str) -> list[Endpoint]:
     return endpoints
 
 
+def check_broker_id(broker_id: int) -> None:
+    """A broker.id someone set: 0 or more. Kafka's -1 asks for a generated id (from
+    ZooKeeper's /brokers/seqid), which kafkactl does not do: left unset, the id is 0."""
+    if broker_id == -1:
+        raise ConfigError("broker.id=-1 asks for a generated broker id, which kafkactl does "
+                          "not do: set broker.id (--broker-id) to 0 or more, or leave it "
+                          "unset for 0")
+    if broker_id < 0:
+        raise ConfigError(f"broker.id={broker_id} is negative: a broker id is 0 or more "
+                          "(--broker-id N)")
+
+
 @dataclass
 class BrokerConfig:
     """All broker properties as text plus typed accessors for the ones the broker uses."""
@@ -175,19 +187,21 @@ class BrokerConfig:
         flags: dict[str, str] | None = None,
         overrides: list[str] | None = None,
     ) -> BrokerConfig:
-        props = dict(BROKER_DEFAULTS)
+        given: dict[str, str] = {}  # what the file, the flags and the overrides set
         if config_file is not None:
             try:
                 text = config_file.read_text()
             except OSError as e:
                 raise ConfigError(f"cannot read config file {config_file}: {e.strerror}") from e
-            props.update(parse_properties(text))
-        props.update(flags or {})
+            given.update(parse_properties(text))
+        given.update(flags or {})
         for item in overrides or []:
             k, v = parse_override(item)
-            props[k] = v
-        cfg = cls(props)
+            given[k] = v
+        cfg = cls({**BROKER_DEFAULTS, **given})
         cfg.validate()
+        if "broker.id" in given:
+            check_broker_id(cfg.get_int("broker.id"))
         # The id this broker runs as: Kafka's default -1 ("pick one") is 0 here, and
         # DescribeConfigs must show the id that answers, not -1.
         cfg.props["broker.id"] = str(cfg.broker_id)

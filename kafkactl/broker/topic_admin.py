@@ -113,16 +113,44 @@ def validate_topic_name(name: str | None) -> None:
 def check_assignments(num_partitions: int, replication_factor: int,
                       assignments: list[ReplicaAssignment]) -> None:
     """A CreateTopics entry gives either assignments or counts, and assignments cover
-    partitions 0..N-1."""
+    partitions 0..N-1, each with as many replicas."""
     if not assignments:
         return
     if num_partitions != NO_NUM_PARTITIONS or replication_factor != NO_REPLICATION_FACTOR:
         raise TopicError(ErrorCode.INVALID_REQUEST, "give either assignments or "
                          "num_partitions/replication_factor, not both")
     indexes = sorted(index for index, _brokers in assignments)
-    if indexes != list(range(len(indexes))):
-        raise TopicError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-                         "partition indexes must be 0..N-1")
+    for expected, index in enumerate(indexes):
+        if index != expected:
+            if index < 0:
+                problem = f"partition {index} is not valid"
+            elif index < expected:
+                problem = f"partition {index} is assigned twice"
+            else:
+                problem = f"partition {expected} is missing"
+            raise TopicError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                             f"the assigned partitions must be a consecutive 0-based "
+                             f"sequence 0..{len(indexes) - 1}: {problem}")
+    check_same_replication_factor(sorted(assignments, key=lambda a: a[0]))
+
+
+def check_same_replication_factor(assignments: Sequence[ReplicaAssignment],
+                                  expected: int | None = None) -> None:
+    """Every partition has as many replicas as `expected` (default: the first listed), as
+    Kafka requires (INVALID_REPLICA_ASSIGNMENT otherwise)."""
+    if not assignments:
+        return
+    first, first_brokers = assignments[0]
+    if expected is None:
+        expected, reference = len(first_brokers), first
+    else:
+        reference = 0
+    for index, brokers in assignments:
+        if len(brokers) != expected:
+            raise TopicError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                             f"inconsistent replication factor between partitions: partition "
+                             f"{reference} has {expected} replica{'s' if expected != 1 else ''}"
+                             f" while partition {index} has {len(brokers)}")
 
 
 def requested_overrides(configs: Sequence[tuple[str, str | None]]) -> dict[str, str]:
@@ -159,14 +187,24 @@ def check_replication_factor(rf: int, live: Collection[int]) -> None:
                          f"broker{'s' if len(live) != 1 else ''}")
 
 
-def check_broker_ids(assignments: Iterable[list[int]], live: Collection[int]) -> None:
-    """Every replica list names distinct live brokers."""
-    for brokers in assignments:
-        unknown = [b for b in brokers if b not in live]
-        if unknown or not brokers or len(set(brokers)) != len(brokers):
+def check_broker_ids(assignments: Iterable[ReplicaAssignment], live: Collection[int]) -> None:
+    """Every partition's replica list names distinct live brokers."""
+    for index, brokers in assignments:
+        if not brokers:
             raise TopicError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-                             f"assignment {brokers} must name distinct live brokers "
-                             f"(live: {sorted(live)})")
+                             f"partition {index} is assigned no broker: a replication factor "
+                             "of 0")
+        if len(set(brokers)) != len(brokers):
+            raise TopicError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                             f"partition {index} names a broker twice in its replicas "
+                             f"{brokers}: each replica needs a broker of its own")
+        unknown = sorted({b for b in brokers if b not in live})
+        if unknown:
+            raise TopicError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                             f"partition {index} is assigned to unknown broker"
+                             f"{'s' if len(unknown) != 1 else ''} "
+                             f"{', '.join(map(str, unknown))} (live brokers: "
+                             f"{', '.join(map(str, sorted(live))) or 'none'})")
         check_replication_factor(len(brokers), live)
 
 
@@ -193,7 +231,7 @@ def plan_new_topic(num_partitions: int, replication_factor: int,
     before millions of lists are made)."""
     check_assignments(num_partitions, replication_factor, assignments)
     if assignments:
-        check_broker_ids([brokers for _i, brokers in assignments], live)
+        check_broker_ids(sorted(assignments, key=lambda a: a[0]), live)
         if check_count is not None:
             check_count(len(assignments))
         return {i: list(brokers) for i, brokers in assignments}
@@ -229,8 +267,11 @@ def plan_added_partitions(name: str, current: Mapping[int, list[int]], count: in
             raise TopicError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
                              f"{len(assignments)} assignments for {count - have} new "
                              "partitions")
-        check_broker_ids(assignments, live)
-        return {have + i: list(b) for i, b in enumerate(assignments)}
+        added = [(have + i, list(b)) for i, b in enumerate(assignments)]
+        check_broker_ids(added, live)
+        # as many replicas as the topic's partitions have (Kafka: partition 0's)
+        check_same_replication_factor(added, len(current[0]))
+        return dict(added)
     ordered = sorted(live)
     leader0 = current[0][0]
     start = ordered.index(leader0) if leader0 in ordered else None

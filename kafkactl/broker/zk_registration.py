@@ -10,7 +10,7 @@ import logging
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from kafkactl.cluster import zookeeper
+from kafkactl.cluster import zk_paths, zookeeper
 from kafkactl.cluster.broker_registry import BrokerRegistry, get_or_create_cluster_id
 
 if TYPE_CHECKING:
@@ -39,6 +39,15 @@ def meta_cluster_ids(log_dirs: list[Path]) -> dict[str, str]:
     return out
 
 
+def standalone_data_dir(log_dirs: list[Path]) -> bool:
+    """A standalone broker's data dir (its topic-metadata.json, not adopted by a cluster
+    yet): it may bring its cluster id to an empty ZooKeeper. A cluster member's data dir
+    never has one."""
+    from kafkactl.broker.standalone_topic_admin import METADATA_FILE
+
+    return bool(log_dirs) and (log_dirs[0] / METADATA_FILE).exists()
+
+
 class ZkRegistration:
     def __init__(self, config: BrokerConfig) -> None:
         self.connect_string = config.get("zookeeper.connect")
@@ -54,20 +63,48 @@ class ZkRegistration:
 
     def connect_and_check(self, log_dirs: list[Path]) -> str:
         """Connect; return the cluster id from /cluster/id (created by the first broker,
-        reusing the id already in meta.properties). A log dir of another cluster is an
-        error."""
+        reusing the id of a standalone broker's data dir joining). A log dir of another
+        cluster is an error, also when ZooKeeper holds no cluster yet (Kafka's
+        InconsistentClusterIdException: a wrong zookeeper.connect or chroot); nothing is
+        created in ZooKeeper then, not even the chroot."""
         try:
             self.zk = zookeeper.connect(self.connect_string,
                                         timeout_s=self.connection_timeout_s,
-                                        session_timeout_s=self.session_timeout_s)
+                                        session_timeout_s=self.session_timeout_s,
+                                        create_chroot=False)
         except (zookeeper.ZooKeeperUnavailable, ValueError) as e:
             raise ZkRegistrationError(str(e)) from None
+        try:
+            return self._check_cluster_id(log_dirs)
+        except BaseException:
+            self.close()
+            raise
+
+    def _check_cluster_id(self, log_dirs: list[Path]) -> str:
+        assert self.zk is not None
         local = meta_cluster_ids(log_dirs)
         proposed = next(iter(sorted(set(local.values()))), None)
-        cid = get_or_create_cluster_id(self.zk, proposed)
+        if proposed is not None and self.zk.exists(zk_paths.CLUSTER_ID) is None \
+                and not standalone_data_dir(log_dirs):
+            d = next(d for d, c in sorted(local.items()) if c == proposed)
+            raise ZkRegistrationError(
+                f"log dir {d} belongs to cluster {proposed} (its meta.properties), but "
+                f"ZooKeeper at {self.connect_string} holds no cluster: the broker is trying "
+                "to join the wrong cluster; check zookeeper.connect and its chroot, or give "
+                "the broker an empty data dir")
+        if self.zk.exists("/") is None:  # the chroot: made only now
+            try:
+                zookeeper.ensure_chroot(self.connect_string,
+                                        timeout_s=self.connection_timeout_s,
+                                        session_timeout_s=self.session_timeout_s)
+            except zookeeper.ZooKeeperUnavailable as e:
+                raise ZkRegistrationError(str(e)) from None
+        try:
+            cid = get_or_create_cluster_id(self.zk, proposed)
+        except RuntimeError as e:  # /cluster/id holds no valid id
+            raise ZkRegistrationError(str(e)) from None
         for d, other in local.items():
             if other != cid:
-                self.close()
                 raise ZkRegistrationError(
                     f"log dir {d} belongs to cluster {other}, but ZooKeeper at "
                     f"{self.connect_string} holds cluster {cid}; point this broker at its own "

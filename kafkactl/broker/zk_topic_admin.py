@@ -42,16 +42,24 @@ from kafkactl.broker.zk_metadata_cache import ZkMetadataCache
 from kafkactl.cluster import config_changes
 from kafkactl.cluster.controller import KafkaController
 from kafkactl.cluster.metadata_store import ConcurrentChangeError, TopicExistsError
-from kafkactl.cluster.topic_state import TopicAssignment
+from kafkactl.cluster.topic_state import (
+    TopicAssignment,
+    check_assignment_size,
+    check_topic_size,
+    min_topic_znode_bytes,
+)
 from kafkactl.cluster.zk_metadata_store import ZkMetadataStore
+from kafkactl.cluster.zookeeper import WRITE_MAX_BYTES, ZnodeTooLargeError
 from kafkactl.protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
     from kazoo.client import KazooClient
 
 ZK_ANSWER_MIN_S = 10.0
+# the admin's methods that only read ZooKeeper: no change can be left pending when
+# ZooKeeper does not answer them
+READ_ONLY = frozenset({"topic_overrides", "topics_overrides"})
 log = logging.getLogger(__name__)
-
 
 
 @contextlib.contextmanager
@@ -106,9 +114,12 @@ class ZkTopicAdmin:
         try:
             return await asyncio.wait_for(asyncio.shield(job), wait)
         except TimeoutError:
+            outcome = "nothing was changed; retry once it is reachable" \
+                if getattr(method, "__name__", "") in READ_ONLY else \
+                "the change may still be made"
             raise TopicError(ErrorCode.REQUEST_TIMED_OUT,
-                             f"ZooKeeper did not answer within {wait:.0f} s; the change may "
-                             "still be made") from None
+                             f"ZooKeeper did not answer within {wait:.0f} s; {outcome}"
+                             ) from None
 
     def close(self) -> None:
         self._executor.shutdown(wait=False, cancel_futures=True)
@@ -138,9 +149,57 @@ class ZkTopicAdmin:
 
     def _check_new_name(self, name: str) -> None:
         check_new_name(name, self.cache.topic_names())
-        if self.cache.topic(name) is not None or \
-                self.metadata.read_assignment(name) is not None:
-            raise TopicError(ErrorCode.TOPIC_ALREADY_EXISTS, f"topic {name!r} already exists")
+        found = self.metadata.read_assignment(name)
+        if self.cache.topic(name) is None and found is None:
+            return
+        if self.metadata.marked_for_deletion(name):
+            raise TopicError(ErrorCode.TOPIC_ALREADY_EXISTS, self._pending_deletion(name, found))
+        raise TopicError(ErrorCode.TOPIC_ALREADY_EXISTS, f"topic {name!r} already exists")
+
+    def _pending_deletion(self, name: str, found: TopicAssignment | None) -> str:
+        """Why a topic being deleted is not gone yet (Kafka: "Topic 'T' is marked for
+        deletion."): the brokers its replicas wait for."""
+        replicas = {b for r in found.partitions.values() for b in r} if found else set()
+        waiting = sorted(replicas - set(self._live_brokers()))
+        if waiting:
+            brokers = ", ".join(map(str, waiting))
+            why = f"it waits for broker{'s' if len(waiting) > 1 else ''} {brokers} " \
+                  f"(not live) to delete {'their' if len(waiting) > 1 else 'its'} replicas"
+        else:
+            why = "its replicas are being deleted"
+        return f"topic {name!r} is marked for deletion; {why}; create it again once the " \
+               "deletion is done"
+
+    def _znode_room(self, name: str, partitions: int, replication_factor: int) -> None:
+        """Refuse at once a topic of more partitions than one znode can ever hold (checked
+        before the assignment is built)."""
+        least = min_topic_znode_bytes(partitions, replication_factor)
+        if least > WRITE_MAX_BYTES:
+            raise self._too_large(name, partitions, replication_factor, least, "at least ")
+
+    def _check_fits(self, assignment: TopicAssignment,
+                    configs: Mapping[str, str] | None = None) -> None:
+        """INVALID_PARTITIONS when ZooKeeper would refuse the topic's znodes (`configs`: a
+        new topic's, written with it): it drops the connection of a request over its
+        jute.maxbuffer, so such a request is never sent."""
+        try:
+            if configs is None:
+                check_assignment_size(assignment)
+            else:
+                check_topic_size(assignment, dict(configs))
+        except ZnodeTooLargeError as e:
+            raise self._too_large(assignment.name, len(assignment.partitions),
+                                  len(assignment.partitions[0]), e.size, "") from None
+
+    @staticmethod
+    def _too_large(name: str, partitions: int, replication_factor: int, size: int,
+                   qualifier: str) -> TopicError:
+        return TopicError(
+            ErrorCode.INVALID_PARTITIONS,
+            f"topic {name!r} with {partitions:,} partitions of {replication_factor} "
+            f"replica{'s' if replication_factor != 1 else ''} does not fit in ZooKeeper: it "
+            f"needs {qualifier}{size:,} bytes in one request and ZooKeeper takes at most "
+            f"{WRITE_MAX_BYTES:,} (jute.maxbuffer); use fewer partitions or replicas")
 
     def _log_config_check(self, configs: Mapping[str, str]) -> None:
         try:
@@ -156,6 +215,9 @@ class ZkTopicAdmin:
         except TopicExistsError:
             raise TopicError(ErrorCode.TOPIC_ALREADY_EXISTS,
                              f"topic {name!r} already exists") from None
+        except ZnodeTooLargeError as e:  # checked before anything was sent
+            raise self._too_large(name, len(partitions), len(partitions[0]), e.size,
+                                  "") from None
         self._on_loop(self.store.set_topic_overrides, name, dict(configs))
         log.info("created topic %s with %d partition(s)%s", name, len(partitions),
                  f" and configs {dict(configs)}" if configs else "")
@@ -176,14 +238,20 @@ class ZkTopicAdmin:
                       assignments: list[ReplicaAssignment],
                       configs: Sequence[tuple[str, str | None]], *,
                       validate_only: bool) -> TopicState:
+        # as Kafka, a topic that exists (or is being deleted) is said before anything else
+        self._check_new_name(name)
+        default_rf = self.config.get_int("default.replication.factor")
+        rf = len(assignments[0][1]) if assignments else \
+            default_rf if replication_factor == -1 else replication_factor
         partitions = plan_new_topic(
             num_partitions, replication_factor, assignments, live=self._live_brokers(),
             default_partitions=self.config.get_int("num.partitions"),
-            default_replication_factor=self.config.get_int("default.replication.factor"))
+            default_replication_factor=default_rf,
+            check_count=lambda count: self._znode_room(name, count, rf))
         overrides = requested_overrides(configs)
         self._log_config_check(overrides)
-        self._check_new_name(name)
         if validate_only:
+            self._check_fits(TopicAssignment(name, partitions, uuid.UUID(int=0)), overrides)
             return TopicState(name, uuid.UUID(int=0), len(partitions), overrides,
                               len(next(iter(partitions.values()))))
         return self._write_new_topic(name, partitions, overrides)
@@ -245,11 +313,14 @@ class ZkTopicAdmin:
         if current is None or self.cache.topic(name) is None:
             raise TopicError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                              f"topic {name!r} does not exist")
-        added = plan_added_partitions(name, current.partitions, count, assignments,
-                                      live=self._live_brokers())
+        have, rf = len(current.partitions), len(current.partitions[0])
+        added = plan_added_partitions(
+            name, current.partitions, count, assignments, live=self._live_brokers(),
+            check_count=lambda more: self._znode_room(name, have + more, rf))
+        current.partitions.update(added)
+        self._check_fits(current)
         if validate_only:
             return
-        current.partitions.update(added)
         try:
             self.metadata.set_assignment(current)
         except ConcurrentChangeError:

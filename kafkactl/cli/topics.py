@@ -42,12 +42,27 @@ def _run(bootstrap: str | None, prop: list[str], command_config: Path | None,
         raise fail(str(e)) from None
 
 
+# what a broker says of a topic whose deletion is not finished (kafkactl: "... is marked for
+# deletion; ..." or "... is being deleted ..."; Kafka: "Topic 'T' is marked for deletion.")
+PENDING_DELETION = ("marked for deletion", "being deleted")
+TOPIC_ALREADY_EXISTS = 36
+# `topics delete`: how long a deletion may take to finish before it is said to be pending
+DELETION_SETTLE_S = 2.0
+
+
+def being_deleted(err: Any) -> bool:
+    """A CreateTopics error saying the topic is still being deleted."""
+    return err is not None and int(err.code) == TOPIC_ALREADY_EXISTS and any(
+        phrase in str(err.message) for phrase in PENDING_DELETION)
+
+
 def _raise_errors(results: dict[str, Any], ok_verb: str, *, tolerate: int | None = None) -> None:
     failed = False
     for name, err in results.items():
         if err is None:
             typer.echo(f"{ok_verb} topic {name}.")
-        elif tolerate is not None and int(err.code) == tolerate:
+        elif tolerate is not None and int(err.code) == tolerate and not being_deleted(err):
+            # --if-not-exists: a topic being deleted does not exist, and cannot be made yet
             continue
         else:
             typer.echo(f"error: topic {name}: {err.code.name}: {err.message}", err=True)
@@ -287,8 +302,71 @@ def delete(
     command_config: Path | None = command_config_option(),
 ) -> None:
     """Delete topics."""
-    res = _run(bootstrap, prop, command_config, lambda a: a.delete_topics(list(topic)))
-    _raise_errors(res, "Deleted", tolerate=3 if if_exists else None)
+    pending: dict[str, str | None] = {}
+
+    def go(a: AdminClient) -> dict[str, Any]:
+        res = a.delete_topics(list(topic))
+        pending.update(_deletions_pending(a, [n for n, err in res.items() if err is None]))
+        return res
+
+    res = _run(bootstrap, prop, command_config, go)
+    failed = False
+    for name, err in res.items():
+        if err is None and name not in pending:
+            typer.echo(f"Deleted topic {name}.")
+        elif err is None:
+            typer.echo(_pending_line(name, pending[name]))
+        elif not (if_exists and int(err.code) == 3):
+            typer.echo(f"error: topic {name}: {err.code.name}: {err.message}", err=True)
+            failed = True
+    if failed:
+        raise typer.Exit(1)
+
+
+def _pending_line(name: str, why: str | None) -> str:
+    """What `topics delete` says of a deletion not finished: the controller's reason
+    without its repeat of "topic 'T' is marked for deletion" (None: no reason known)."""
+    if why is None:
+        return f"Topic {name} is marked for deletion."
+    lead = f"topic {name!r} is marked for deletion"
+    rest = why[len(lead):].lstrip(";.,: ") if why.lower().startswith(lead.lower()) else why
+    return f"Topic {name} is marked for deletion, not deleted yet" + \
+        (f": {rest}" if rest else ".")
+
+
+def _deletions_pending(admin: AdminClient, names: list[str]) -> dict[str, str | None]:
+    """Of topics whose deletion was accepted, those not deleted yet (name -> why, as the
+    controller says it; None: not known). The controller says so when asked, without
+    making anything, to create the topic again (CreateTopics validate_only): a topic still
+    being deleted is refused as existing. A deletion that finishes within
+    DELETION_SETTLE_S is not pending."""
+    import time
+
+    from kafkactl.client.errors import ClientError
+    from kafkactl.protocol.errors import KafkaError
+
+    deadline = time.monotonic() + DELETION_SETTLE_S
+    out: dict[str, str | None] = {}
+    left = list(names)
+    while left:
+        try:
+            probe = admin.create_topics({n: (1, 1, {}) for n in left}, validate_only=True)
+        except (ClientError, KafkaError):
+            return {**out, **{n: None for n in left}}  # not known
+        still: dict[str, str | None] = {}
+        for n in left:
+            err = probe.get(n, KafkaError("no answer"))
+            if err is None:
+                continue  # the name is free: deleted
+            if being_deleted(err):
+                still[n] = str(err.message)
+            else:  # refused otherwise (not authorized to create, no live broker...)
+                out[n] = None
+        if not still or time.monotonic() >= deadline:
+            return {**out, **still}
+        left = list(still)
+        time.sleep(0.2)
+    return out
 
 
 @topics_app.command("alter")

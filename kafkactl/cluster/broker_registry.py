@@ -76,14 +76,22 @@ def new_cluster_id() -> str:
     return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
 
 
+def read_cluster_id(zk: KazooClient) -> str | None:
+    """The cluster id in /cluster/id; None when there is none (or it is not readable)."""
+    found = read_json(zk, zk_paths.CLUSTER_ID)
+    if isinstance(found, dict) and isinstance(found.get("id"), str) and found["id"]:
+        return str(found["id"])
+    return None
+
+
 def get_or_create_cluster_id(zk: KazooClient, proposed: str | None = None) -> str:
     """The cluster id in /cluster/id; the first broker creates it (with `proposed`, e.g. the
     id already in its meta.properties, or a new one)."""
     from kazoo.exceptions import NodeExistsError
 
-    found = read_json(zk, zk_paths.CLUSTER_ID)
-    if isinstance(found, dict) and isinstance(found.get("id"), str) and found["id"]:
-        return str(found["id"])
+    found_id = read_cluster_id(zk)
+    if found_id is not None:
+        return found_id
     cid = proposed or new_cluster_id()
     try:
         zk.create(zk_paths.CLUSTER_ID, encode_json({"version": "1", "id": cid}),

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from kafkactl.cluster import topic_state as zk_topics
 from kafkactl.cluster import zk_paths
 from kafkactl.cluster.topic_state import PartitionState, TopicAssignment
+from kafkactl.cluster.zookeeper import check_write_size
 
 if TYPE_CHECKING:
     from kazoo.client import KazooClient
@@ -36,9 +37,13 @@ def commit_fenced(zk: KazooClient, epoch_version: int, groups: list[list[Op]]
     version, pipelined; per group None (committed) or the error of the op that failed.
     Raises ControllerMovedError when the epoch check failed for any group (the groups that
     passed it are committed: they were written while this controller still held the
-    epoch)."""
+    epoch), and ZnodeTooLargeError, before anything is sent, for a group ZooKeeper would
+    refuse (it would drop the connection: every retry the same)."""
     from kazoo.exceptions import BadVersionError, NoNodeError, RolledBackError
 
+    for ops in groups:
+        check_write_size(f"the controller's write of {ops[0][1]}" if ops else "",
+                         [(op[1], op[2] if len(op) > 2 else b"") for op in ops])
     pending = []
     for ops in groups:
         tx = zk.transaction()

@@ -20,7 +20,13 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from kafkactl.cluster import zk_paths
-from kafkactl.cluster.zookeeper import decode_json, encode_json, get_all, read_json
+from kafkactl.cluster.zookeeper import (
+    check_write_size,
+    decode_json,
+    encode_json,
+    get_all,
+    read_json,
+)
 
 if TYPE_CHECKING:
     from kazoo.client import KazooClient
@@ -131,22 +137,54 @@ def read_assignments(zk: KazooClient, names: list[str]) -> dict[str, TopicAssign
     return out
 
 
+def topic_writes(assignment: TopicAssignment, configs: dict[str, str]
+                 ) -> list[tuple[str, bytes]]:
+    """The (path, data) a topic's creation writes in one transaction: its config znode,
+    then its topic znode."""
+    return [(zk_paths.topic_config(assignment.name),
+             encode_json({"version": 1, "config": dict(configs)})),
+            (zk_paths.topic(assignment.name), assignment.to_json())]
+
+
+def check_topic_size(assignment: TopicAssignment, configs: dict[str, str],
+                     writes: list[tuple[str, bytes]] | None = None) -> None:
+    """ZnodeTooLargeError when ZooKeeper would refuse the topic's creation (too many
+    partitions or replicas for one znode), before anything is written (`writes`: its
+    topic_writes, when made already)."""
+    check_write_size(f"topic {assignment.name!r} ({len(assignment.partitions)} partitions)",
+                     topic_writes(assignment, configs) if writes is None else writes)
+
+
+def min_topic_znode_bytes(partitions: int, replication_factor: int) -> int:
+    """The least a topic znode of that many partitions and replicas weighs (each
+    partition's `"n":[b,..],` with one-digit broker ids): a count that cannot fit is
+    refused before its assignment is built."""
+    digits, low, width = 0, 0, 1  # the digits of the partition numbers 0..partitions-1
+    while low < partitions:
+        high = 10 ** width
+        digits += (min(partitions, high) - low) * width
+        low, width = high, width + 1
+    return digits + partitions * (5 + 2 * max(replication_factor, 1))
+
+
 def create_topic(zk: KazooClient, assignment: TopicAssignment,
                  configs: dict[str, str]) -> None:
     """Write /config/topics/[t] then /brokers/topics/[t] in one transaction (the
-    controller acts on the second). Raises kazoo's NodeExistsError if the topic exists."""
+    controller acts on the second). Raises kazoo's NodeExistsError if the topic exists,
+    ZnodeTooLargeError (nothing written) if ZooKeeper would refuse it."""
     from kazoo.exceptions import NodeExistsError
 
+    writes = topic_writes(assignment, configs)
+    check_topic_size(assignment, configs, writes)
+    (config_path, config_value), (topic_path, topic_value) = writes
     for parent in (zk_paths.BROKER_TOPICS, zk_paths.CONFIG_TOPICS):
         zk.ensure_path(parent)
     tx = zk.transaction()
-    config_path = zk_paths.topic_config(assignment.name)
-    config_value = encode_json({"version": 1, "config": dict(configs)})
     if zk.exists(config_path):  # left by an interrupted deletion: replaced
         tx.set_data(config_path, config_value)
     else:
         tx.create(config_path, config_value)
-    tx.create(zk_paths.topic(assignment.name), assignment.to_json())
+    tx.create(topic_path, topic_value)
     results = tx.commit()
     for r in results:
         if isinstance(r, NodeExistsError):
@@ -157,9 +195,18 @@ def create_topic(zk: KazooClient, assignment: TopicAssignment,
 
 def set_assignment(zk: KazooClient, assignment: TopicAssignment) -> None:
     """Replace a topic's assignment if nobody changed it since it was read (BadVersionError
-    otherwise)."""
-    zk.set(zk_paths.topic(assignment.name), assignment.to_json(),
-           version=assignment.zk_version)
+    otherwise; ZnodeTooLargeError, nothing written, if ZooKeeper would refuse it)."""
+    path, value = zk_paths.topic(assignment.name), assignment.to_json()
+    check_assignment_size(assignment, value)
+    zk.set(path, value, version=assignment.zk_version)
+
+
+def check_assignment_size(assignment: TopicAssignment, value: bytes | None = None) -> None:
+    """ZnodeTooLargeError when ZooKeeper would refuse the topic znode (`value`: its JSON,
+    when made already)."""
+    check_write_size(f"topic {assignment.name!r} ({len(assignment.partitions)} partitions)",
+                     [(zk_paths.topic(assignment.name),
+                       assignment.to_json() if value is None else value)])
 
 
 def read_topic_config(zk: KazooClient, name: str) -> dict[str, str]:
@@ -244,6 +291,11 @@ def topics_to_delete(zk: KazooClient) -> list[str]:
         return sorted(zk.get_children(zk_paths.DELETE_TOPICS))
     except NoNodeError:
         return []
+
+
+def marked_for_deletion(zk: KazooClient, name: str) -> bool:
+    """Whether /admin/delete_topics/[t] asks for the topic's deletion (not finished yet)."""
+    return zk.exists(zk_paths.topic_delete_marker(name)) is not None
 
 
 def mark_for_deletion(zk: KazooClient, name: str) -> None:

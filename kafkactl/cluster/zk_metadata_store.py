@@ -51,3 +51,7 @@ class ZkMetadataStore:
 
     def mark_for_deletion(self, name: str) -> None:
         zk_topics.mark_for_deletion(self.zk, name)
+
+    def marked_for_deletion(self, name: str) -> bool:
+        """A deletion of the topic is asked for and not finished."""
+        return zk_topics.marked_for_deletion(self.zk, name)
