@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -15,7 +16,12 @@ from kafkactl.client.security import ClientSecurity
 from kafkactl.protocol.api_keys import ApiKey
 from kafkactl.protocol.errors import ErrorCode, KafkaError, error_for
 
+log = logging.getLogger(__name__)
+
 TOPIC_RESOURCE = 2
+# how long topic_offsets waits for a partition with no leader (or an unreachable one)
+# before it reports that partition and returns the others
+LEADER_GRACE_S = 2.0
 BROKER_RESOURCE = 4
 OP_SET, OP_DELETE = 0, 1
 
@@ -243,7 +249,9 @@ class AdminClient:
         """ListOffsets for every partition of `topics` (all topics when None; only
         `partitions` when given): (offset, timestamp) at `timestamp`, -2 earliest, -1
         latest, -3 the record with the largest timestamp; offset -1 when no record is that
-        new (kafka-get-offsets)."""
+        new (kafka-get-offsets). A partition with no leader (or whose leader cannot be
+        reached) for LEADER_GRACE_S is left out, with a warning on the log naming it; the
+        others are answered all the same."""
         found = self.describe_topics(topics) if topics else self.list_topics(include_internal)
         wanted = None if partitions is None else set(partitions)
         tps = sorted((name, p) for name, t in found.items() for p in t.partitions
@@ -255,8 +263,14 @@ class AdminClient:
                     raise error_for(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)(
                         f"topic {name!r} has no partition {missing[0]} (it has "
                         f"{len(t.partitions)})")
-        return dict(sorted(self.list_offsets({tp: timestamp for tp in tps}).items())) \
-            if tps else {}
+        if not tps:
+            return {}
+        offsets, why = SimpleConsumer(client=self.client).try_list_offsets(
+            dict.fromkeys(tps, timestamp), min(self.client.request_timeout, LEADER_GRACE_S))
+        for (name, part), reason in sorted(why.items()):
+            # (kafka-get-offsets skips such a partition with a line on stderr too)
+            log.warning("%s:%d has no offset: %s", name, part, reason)
+        return dict(sorted(offsets.items()))
 
     def close(self) -> None:
         self.client.close()

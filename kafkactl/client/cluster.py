@@ -85,9 +85,48 @@ class ClusterMetadata:
         p = t.partitions.get(partition)
         return -1 if p is None else p.leader
 
-    def invalidate(self, topic: str | None = None) -> None:
-        """Force the next lookup to refresh (after NOT_LEADER / unknown partition)."""
+    def available_partitions(self, topic: str) -> list[int]:
+        """The partitions of `topic` that have a leader now (Kafka's
+        availablePartitionsForTopic), in order."""
+        t = self.topics.get(topic)
+        if t is None:
+            return []
+        return sorted(p for p, m in t.partitions.items() if m.leader >= 0)
+
+    def reported_leaderless(self, topic: str, partition: int) -> bool:
+        """True when the last Metadata answer said the partition has no leader (an offline
+        partition, or one whose leader is being elected), not only that this client
+        stopped trusting the leader it had."""
+        t = self.topics.get(topic)
+        p = None if t is None else t.partitions.get(partition)
+        return p is not None and p.leader < 0 and p.error_code != 0
+
+    @property
+    def stale(self) -> bool:
+        """The next lookup should refresh (never fetched, or invalidated)."""
+        return self.updated_at == 0.0
+
+    def invalidate(self, topic: str | None = None, partition: int | None = None) -> None:
+        """Force the next lookup to refresh (after NOT_LEADER / unknown partition): with a
+        topic, its leaders (one partition's, with `partition`) are unknown until then."""
         self.updated_at = 0.0
-        if topic is not None and topic in self.topics:
-            for p in self.topics[topic].partitions.values():
+        self.version += 1
+        t = None if topic is None else self.topics.get(topic)
+        if t is None:
+            return
+        for p in t.partitions.values():
+            if partition is None or p.partition == partition:
                 p.leader = -1
+
+    def invalidate_node(self, node_id: int) -> None:
+        """Broker `node_id` could not be reached: the partitions it leads have no known
+        leader until the next refresh (which may name it again: then it is tried again),
+        and the next lookup refreshes."""
+        self.updated_at = 0.0
+        self.version += 1
+        if node_id < 0:
+            return
+        for t in self.topics.values():
+            for p in t.partitions.values():
+                if p.leader == node_id:
+                    p.leader = -1

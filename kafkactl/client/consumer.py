@@ -9,6 +9,7 @@ metadata); group membership plugs in as another AssignmentSource (join/sync/hear
 from __future__ import annotations
 
 import contextlib
+import enum
 import logging
 import re
 import time
@@ -20,6 +21,7 @@ from kafkactl.client.errors import (
     STALE_LEADER,
     KafkaConnectionError,
     KafkaTimeoutError,
+    NoBrokersAvailable,
     UnknownTopicError,
 )
 from kafkactl.client.fetcher import (
@@ -34,7 +36,7 @@ from kafkactl.client.fetcher import (
     parse_fetch_response,
     parse_list_offsets,
 )
-from kafkactl.client.kafka_client import KafkaClient
+from kafkactl.client.kafka_client import MISSING_ATTEMPTS, KafkaClient
 from kafkactl.client.security import ClientSecurity
 from kafkactl.protocol.api_keys import ApiKey
 from kafkactl.protocol.errors import (
@@ -42,12 +44,25 @@ from kafkactl.protocol.errors import (
     ErrorCode,
     OffsetOutOfRangeError,
     error_for,
+    error_name,
 )
 from kafkactl.record.errors import CorruptRecordError
 
 log = logging.getLogger(__name__)
 
 NO_PROGRESS_LIMIT = 3  # fetches in a row that return bytes but no whole batch
+# partitions -> the offsets of those it can find now (see Consumer.seek_when_available)
+OffsetResolver = Callable[[list[TopicPartition]], Mapping[TopicPartition, int]]
+
+
+class _Apply(enum.Enum):
+    """How a position found for a partition is applied: a seek (what was in flight is
+    dropped), an auto.offset.reset, or the first one of a partition with no commit (it
+    counts as consumed too)."""
+
+    SEEK = 1
+    RESET = 2
+    FIRST_RESET = 3
 
 
 @dataclass
@@ -154,10 +169,14 @@ class SimpleConsumer:
         return sorted(cluster.topics[topic].partitions)
 
     def _leaders(self, tps: Iterable[TopicPartition]) -> dict[int, list[TopicPartition]]:
+        """`tps` by leader (-1: no leader known now), the metadata of their topics refreshed
+        first when it is stale: invalidated after a broker could not be reached or said it
+        is not the leader, or a leader is missing (at most once per retry.backoff.ms)."""
         tps = list(tps)
-        cluster = self.client.cluster
-        if any(cluster.leader_for(*tp) < 0 for tp in tps):
-            self.client.ensure_topics(sorted({t for t, _ in tps}), allow_auto_create=False)
+        if tps:
+            cluster = self.client.cluster
+            missing = any(cluster.leader_for(*tp) < 0 for tp in tps)
+            self.client.maybe_refresh_metadata(sorted({t for t, _ in tps}), force=missing)
         return group_by_leader(self.client.cluster, tps)
 
     def send_fetch(self, node: int, positions: Mapping[TopicPartition, int],
@@ -172,9 +191,12 @@ class SimpleConsumer:
 
     def fetch(self, positions: Mapping[TopicPartition, int],
               max_wait_ms: int | None = None) -> list[PartitionFetch]:
-        """One Fetch per leader for all `positions` (multifetch)."""
+        """One Fetch per leader for all `positions` (multifetch); a partition with no leader
+        known is left out."""
         pending = []
         for node, tps in self._leaders(positions).items():
+            if node < 0:
+                continue
             pending.append((self.send_fetch(node, {tp: positions[tp] for tp in tps},
                                             max_wait_ms), tps))
         out: list[PartitionFetch] = []
@@ -184,31 +206,87 @@ class SimpleConsumer:
             out.extend(parse_fetch_response(resp, positions))
         return out
 
-    def list_offsets(self, requests: Mapping[TopicPartition, int]
-                     ) -> dict[TopicPartition, tuple[int, int]]:
+    def list_offsets(self, requests: Mapping[TopicPartition, int], *,
+                     timeout: float | None = None) -> dict[TopicPartition, tuple[int, int]]:
         """(offset, timestamp) per partition for a timestamp, EARLIEST (-2) or LATEST (-1).
-        offset -1 means no record at or after that timestamp."""
+        offset -1 means no record at or after that timestamp. A partition with no leader
+        is waited for up to `timeout` (default: the request timeout), then
+        KafkaTimeoutError names it; the others are asked at once all the same."""
+        wait = self.client.request_timeout if timeout is None else timeout
+        found, why = self.try_list_offsets(requests, wait)
+        if why:
+            raise KafkaTimeoutError(
+                f"no offsets within {wait:g} s for " + "; ".join(
+                    f"{t}-{p}: {reason}" for (t, p), reason in sorted(why.items())))
+        return found
+
+    def try_list_offsets(self, requests: Mapping[TopicPartition, int], timeout: float
+                         ) -> tuple[dict[TopicPartition, tuple[int, int]],
+                                    dict[TopicPartition, str]]:
+        """list_offsets for the partitions that can answer within `timeout` seconds (0: one
+        round, nothing waited for): ((offset, timestamp) per partition answered, why each
+        other one was not: it has no leader, its leader cannot be reached or answered a
+        retriable error). Each round asks every leader known; a partition without one is
+        looked up again (metadata refresh, with backoff) until the time is up. An error
+        that is not retriable raises; so does a topic or partition the metadata keeps
+        saying does not exist."""
+        deadline = time.monotonic() + max(0.0, timeout)
         out: dict[TopicPartition, tuple[int, int]] = {}
         todo = dict(requests)
-        for attempt in range(5):
-            retry: dict[TopicPartition, int] = {}
+        unknown_rounds: dict[TopicPartition, int] = {}
+        while True:
+            why: dict[TopicPartition, str] = {}
             for node, tps in self._leaders(todo).items():
-                conn = self.client.connection(node)
-                resp = conn.request(ApiKey.LIST_OFFSETS, list_offsets_body(
-                    {tp: todo[tp] for tp in tps}, self.isolation_level))
-                for tp, (code, off, ts) in parse_list_offsets(resp).items():
+                if node < 0:
+                    for tp in tps:
+                        why[tp] = self._no_leader(tp, unknown_rounds)
+                    continue
+                try:
+                    conn = self.client.connection(node)
+                    resp = conn.request(ApiKey.LIST_OFFSETS, list_offsets_body(
+                        {tp: todo[tp] for tp in tps}, self.isolation_level))
+                except (KafkaConnectionError, KafkaTimeoutError) as e:
+                    self.client.drop_connection(node)
+                    self.client.cluster.invalidate_node(node)
+                    for tp in tps:
+                        why[tp] = f"its leader, broker {node}, cannot be reached ({e})"
+                    continue
+                answers = parse_list_offsets(resp)
+                for tp in tps:
+                    code, off, ts = answers.get(tp, (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                                                     -1, -1))
                     if code == 0:
                         out[tp] = (off, ts)
-                    elif code in STALE_LEADER and attempt < 4:
-                        retry[tp] = todo[tp]
+                        del todo[tp]
+                    elif code in STALE_LEADER:
+                        self.client.cluster.invalidate(*tp)
+                        why[tp] = f"broker {node} answered {error_name(code)}"
                     else:
                         raise error_for(code)(f"ListOffsets for {tp[0]}-{tp[1]}")
-            if not retry:
-                return out
-            self.client.cluster.invalidate()
+            if not todo or time.monotonic() + self.client.retry_backoff >= deadline:
+                return out, why
             time.sleep(self.client.retry_backoff)
-            todo = retry
-        return out
+
+    def _no_leader(self, tp: TopicPartition, unknown_rounds: dict[TopicPartition, int]) -> str:
+        """Why `tp` has no leader, per the metadata; UnknownTopicError once fresh metadata
+        has said MISSING_ATTEMPTS times that the topic or partition does not exist."""
+        cluster = self.client.cluster
+        tm = cluster.topics.get(tp[0])
+        if tm is not None and not tm.error_code and tp[1] in tm.partitions:
+            return ("the partition has no leader" if cluster.reported_leaderless(*tp)
+                    else "its leader is being looked up")
+        if cluster.stale:
+            return "its leader is being looked up"
+        if tm is None or tm.error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
+            reason = f"topic {tp[0]!r} does not exist"
+        elif tm.error_code:
+            return f"the topic is not ready ({error_name(tm.error_code)})"
+        else:
+            reason = f"topic {tp[0]!r} has no partition {tp[1]}"
+        unknown_rounds[tp] = n = unknown_rounds.get(tp, 0) + 1
+        if n >= MISSING_ATTEMPTS:
+            raise UnknownTopicError(reason)
+        return reason
 
     def offsets_before(self, topic: str, partition: int, timestamp_ms: int) -> int:
         """The seed's getOffsetsBefore: first offset at/after `timestamp_ms` (-2 earliest,
@@ -266,6 +344,14 @@ class Consumer:
         # consumers give their own)
         self.report_outages = True
         self._unreachable_since: float | None = None
+        # brokers fetches failed from (-1: no metadata), since when; the partitions of
+        # those fetches, until fetched again (from where, since when)
+        self._failed_nodes: dict[int, float] = {}
+        self._refetch: dict[TopicPartition, tuple[int, float]] = {}
+        # partitions whose position waits for a leader: what gives it (OffsetResolver) and
+        # how it is applied (_Apply)
+        self._deferred: dict[TopicPartition, tuple[OffsetResolver, _Apply]] = {}
+        self._leaderless: set[TopicPartition] = set()  # said so on the log
 
     # -- assignment ----------------------------------------------------------------------------
 
@@ -295,6 +381,7 @@ class Consumer:
 
     def seek(self, tp: TopicPartition, offset: int) -> None:
         self._drop_in_flight()
+        self._deferred.pop(tp, None)
         self.positions[tp] = offset
 
     def seek_to_beginning(self, *tps: TopicPartition) -> None:
@@ -304,12 +391,65 @@ class Consumer:
         self._seek_to(tps or tuple(self.assignment()), LATEST)
 
     def _seek_to(self, tps: Iterable[TopicPartition], which: int) -> None:
-        tps = list(tps)
-        if not tps:
-            return
-        offs = self.simple.list_offsets({tp: which for tp in tps})
+        self.seek_when_available(tps, self._offsets_at(which))
+
+    def _offsets_at(self, which: int) -> OffsetResolver:
+        def resolve(tps: list[TopicPartition]) -> dict[TopicPartition, int]:
+            return {tp: v[0] for tp, v in self.available_offsets(
+                dict.fromkeys(tps, which)).items()}
+        return resolve
+
+    def available_offsets(self, requests: Mapping[TopicPartition, int]
+                          ) -> dict[TopicPartition, tuple[int, int]]:
+        """list_offsets for the partitions that can answer now (one round: a partition
+        with no leader, or whose leader cannot be reached, is left out)."""
+        return self.simple.try_list_offsets(requests, 0)[0]
+
+    def seek_when_available(self, tps: Iterable[TopicPartition],
+                            resolve: OffsetResolver) -> None:
+        """Seek each of `tps` to the offset `resolve(partitions)` gives it (it returns
+        offsets for the partitions it can ask now). A partition it gives none (no leader,
+        or the leader is unreachable) has no position until a later poll resolves it,
+        once the partition has a leader: the others are fetched meanwhile (Kafka's
+        consumer resets positions lazily the same way)."""
+        self._position(list(tps), resolve, _Apply.SEEK)
+
+    def _position(self, tps: list[TopicPartition], resolve: OffsetResolver,
+                  how: _Apply) -> None:
+        if tps:
+            self._apply(tps, resolve, how, resolve(tps))
+
+    def _apply(self, tps: list[TopicPartition], resolve: OffsetResolver, how: _Apply,
+               found: Mapping[TopicPartition, int]) -> None:
         for tp in tps:
-            self.seek(tp, offs[tp][0])
+            off = found.get(tp)
+            if off is None:
+                # (a fetch in flight for it is ignored when it comes: no position)
+                self.positions.pop(tp, None)
+                self._deferred[tp] = (resolve, how)
+                continue
+            if how is _Apply.SEEK:
+                self.seek(tp, off)
+                continue
+            self._deferred.pop(tp, None)
+            self.positions[tp] = off
+            if how is _Apply.FIRST_RESET:
+                self.consumed.setdefault(tp, off)
+
+    def _resolve_deferred(self) -> None:
+        """Try again the positions that waited for a leader (a failure to reach the
+        cluster leaves them waiting: the fetches say so)."""
+        groups: dict[tuple[int, _Apply], tuple[OffsetResolver, list[TopicPartition]]] = {}
+        for tp, (resolve, how) in self._deferred.items():
+            groups.setdefault((id(resolve), how), (resolve, []))[1].append(tp)
+        for (_key, how), (resolve, tps) in groups.items():
+            try:
+                found = resolve(tps)
+            except (KafkaConnectionError, KafkaTimeoutError, NoBrokersAvailable) as e:
+                log.debug("positions of %s wait: %s", tps, e)
+                return
+            self._apply(tps, resolve, how, found)
+        self._note_leaderless(list(self._deferred))
 
     def rebalance_pending(self) -> bool:
         """True when the consumer should poll soon to take part in a rebalance (a group
@@ -317,8 +457,18 @@ class Consumer:
         return False
 
     def position(self, tp: TopicPartition) -> int:
+        """The offset of the next record to fetch from `tp`; waits up to the request
+        timeout for a partition whose position waits for a leader."""
         if tp not in self.positions:
             self._init_positions()
+            deadline = time.monotonic() + self.client.request_timeout
+            while tp not in self.positions and tp in self._deferred:
+                if time.monotonic() >= deadline:
+                    raise KafkaTimeoutError(
+                        f"no position for {tp[0]}-{tp[1]} within "
+                        f"{self.client.request_timeout:g} s: the partition has no leader")
+                time.sleep(self.client.retry_backoff)
+                self._init_positions()
         return self.positions[tp]
 
     def offsets_for_times(self, timestamps: Mapping[TopicPartition, int]
@@ -334,8 +484,19 @@ class Consumer:
         return {tp: v[0] for tp, v in self.simple.list_offsets(
             {tp: LATEST for tp in tps}).items()}
 
+    def init_positions(self) -> None:
+        """Give the assigned partitions that have no position one now (the committed
+        offset, else auto.offset.reset; a partition without a leader waits for a later
+        poll), as the next poll would first."""
+        self._init_positions()
+
     def _init_positions(self) -> None:
-        need = [tp for tp in self.assignment() if tp not in self.positions]
+        assigned = self.assignment()
+        for tp in [tp for tp in self._deferred if tp not in assigned]:
+            del self._deferred[tp]
+        if self._deferred:
+            self._resolve_deferred()
+        need = [tp for tp in assigned if tp not in self.positions and tp not in self._deferred]
         if not need:
             return
         committed = self.source.committed(self.client, set(need)) if self.source else {}
@@ -344,22 +505,19 @@ class Consumer:
                 self.positions[tp] = off
         rest = [tp for tp in need if tp not in self.positions]
         if rest:
-            self._reset(rest)
-            # where auto.offset.reset put a partition with no commit is consumed already,
+            # where auto.offset.reset puts a partition with no commit is consumed already,
             # as in Kafka's client: a group that read nothing yet commits it (a later run
             # resumes there instead of resetting again past what arrived meanwhile)
-            for tp in rest:
-                self.consumed.setdefault(tp, self.positions[tp])
+            self._reset(rest, first=True)
 
-    def _reset(self, tps: list[TopicPartition]) -> None:
+    def _reset(self, tps: list[TopicPartition], *, first: bool = False) -> None:
         if self.auto_offset_reset == "none":
             raise OffsetOutOfRangeError(
                 f"no position for {', '.join(f'{t}-{p}' for t, p in tps)} and "
                 "auto.offset.reset=none")
         which = EARLIEST if self.auto_offset_reset == "earliest" else LATEST
-        offs = self.simple.list_offsets({tp: which for tp in tps})
-        for tp in tps:
-            self.positions[tp] = offs[tp][0]
+        self._position(tps, self._offsets_at(which),
+                       _Apply.FIRST_RESET if first else _Apply.RESET)
 
     # -- fetching ------------------------------------------------------------------------------
 
@@ -377,16 +535,34 @@ class Consumer:
         todo = {tp: off for tp, off in wanted.items() if tp not in busy}
         if not todo:
             return
-        for node, tps in self.simple._leaders(todo).items():
+        try:
+            by_leader = self.simple._leaders(todo)
+        except (KafkaConnectionError, KafkaTimeoutError, NoBrokersAvailable) as e:
+            self._fetch_failed(-1, e, todo)  # no metadata: no broker answers
+            return
+        for node, tps in by_leader.items():
+            if node < 0:
+                self._note_leaderless(tps)  # looked up again at the next polls
+                continue
             if node in self._in_flight:
                 continue
             pos = {tp: todo[tp] for tp in tps}
             try:
                 conn, req = self.simple.send_fetch(node, pos)
             except (KafkaConnectionError, KafkaTimeoutError) as e:
-                self._fetch_failed(node, e)
+                self._fetch_failed(node, e, pos)
                 continue
             self._in_flight[node] = (conn, req, pos)
+
+    def _note_leaderless(self, tps: list[TopicPartition]) -> None:
+        """Say once (until it is read again) that a partition the metadata reports without
+        a leader is skipped; its leader is looked up again at the next polls."""
+        cluster = self.client.cluster
+        for tp in tps:
+            if tp not in self._leaderless and cluster.reported_leaderless(*tp):
+                self._leaderless.add(tp)
+                log.warning("partition %s-%d has no leader: reading the other partitions "
+                            "and looking for one", tp[0], tp[1])
 
     def poll_fetches(self, timeout: float = 1.0) -> list[PartitionFetch]:
         """The next fetched partition chunks (positions already advanced past them), sending
@@ -414,13 +590,11 @@ class Consumer:
                     continue
                 del self._in_flight[node]
                 if req.error is not None:
-                    self._fetch_failed(node, req.error)
+                    self._fetch_failed(node, req.error, pos)
                     continue
-                if self._unreachable_since is not None:
-                    if self.report_outages:
-                        log.warning("fetching again, after %.0f s without a broker",
-                                    time.monotonic() - self._unreachable_since)
-                    self._unreachable_since = None
+                self._unreachable_since = None
+                if self._failed_nodes:
+                    self._fetched_from(node, pos)
                 for pf in parse_fetch_response(req.response, pos):
                     self._handle(pf, results)
             self._send_fetches()  # prefetch the next chunk while the caller works
@@ -428,17 +602,57 @@ class Consumer:
                 break
         return results
 
-    def _fetch_failed(self, node: int, error: BaseException) -> None:
-        """A fetch from `node` could not be sent or answered: drop the connection, look the
-        leaders up again, and retry at the next polls (the first failure of an outage is a
-        notice on the log: a reader that prints nothing says why)."""
-        self.client.drop_connection(node)
-        self.client.cluster.invalidate()
+    def _fetch_failed(self, node: int, error: BaseException,
+                      tps: Iterable[TopicPartition] = ()) -> None:
+        """A fetch of `tps` from `node` (-1: no broker gave metadata) could not be sent or
+        answered: drop the connection and retry at the next polls, from the leader the
+        next metadata refresh names (the partitions `node` leads have none until then;
+        once the cluster elected a new one, it is that). The first failure of a broker is
+        a notice on the log (a reader that prints nothing says why), and so is the first
+        fetch answered for its partitions after it."""
+        if node >= 0:
+            self.client.drop_connection(node)
+        self.client.cluster.invalidate_node(node)
+        now = time.monotonic()
         if self._unreachable_since is None:
-            self._unreachable_since = time.monotonic()
-            if self.report_outages:
-                log.warning("cannot fetch from broker %d (%s); retrying until it is back",
-                            node, error)
+            self._unreachable_since = now
+        for tp in tps:
+            self._refetch.setdefault(tp, (node, now))
+        if node in self._failed_nodes or (node < 0 and self._failed_nodes):
+            return
+        self._failed_nodes[node] = now
+        if self.report_outages:
+            where = f"broker {node}" if node >= 0 else "the cluster"
+            log.warning("cannot fetch from %s (%s); retrying until it is back or the "
+                        "partitions have a new leader", where, error)
+
+    def _fetched_from(self, node: int, tps: Iterable[TopicPartition]) -> None:
+        """A fetch from `node` was answered after fetches failed: say what fetches again
+        (from the same broker, or from the partitions' new leader)."""
+        now = time.monotonic()
+        say = self.report_outages
+        back = self._failed_nodes.pop(node, None)
+        if back is not None and say:
+            log.warning("fetching again from broker %d, after %.0f s", node, now - back)
+        since = self._failed_nodes.pop(-1, None)
+        if since is not None and back is None and say:
+            log.warning("fetching again, after %.0f s without a broker", now - since)
+        moved: dict[int, list[TopicPartition]] = {}
+        for tp in tps:
+            failed = self._refetch.pop(tp, None)
+            if failed is not None and failed[0] != node and failed[0] in self._failed_nodes:
+                moved.setdefault(failed[0], []).append(tp)
+        assigned = self.assignment()
+        for tp in [tp for tp in self._refetch if tp not in assigned]:
+            del self._refetch[tp]
+        waiting = {n for n, _ in self._refetch.values()}
+        for old, parts in sorted(moved.items()):
+            if say:
+                log.warning("fetching again: %s from broker %d (the new leader), after "
+                            "%.0f s", ", ".join(f"{t}-{p}" for t, p in sorted(parts)), node,
+                            now - self._failed_nodes[old])
+            if old not in waiting:  # all its partitions are read elsewhere now
+                del self._failed_nodes[old]
 
     def _handle(self, pf: PartitionFetch, results: list[PartitionFetch]) -> None:
         tp = (pf.topic, pf.partition)
@@ -457,6 +671,9 @@ class Consumer:
                 raise CorruptMessageError(
                     f"fetch {pf.topic}-{pf.partition} at offset {pf.fetch_offset}: {e}"
                 ) from None
+            if tp in self._leaderless:
+                self._leaderless.discard(tp)
+                log.warning("partition %s-%d has a leader again", pf.topic, pf.partition)
             if nxt > pf.fetch_offset:
                 self.positions[tp] = nxt
                 self._stalled.pop(tp, None)
@@ -466,7 +683,7 @@ class Consumer:
         elif pf.error_code == ErrorCode.OFFSET_OUT_OF_RANGE:  # -> auto.offset.reset
             self._reset([tp])
         elif pf.error_code in STALE_LEADER:
-            self.client.cluster.invalidate(pf.topic)
+            self.client.cluster.invalidate(pf.topic, pf.partition)
         else:
             raise error_for(pf.error_code)(
                 f"fetch {pf.topic}-{pf.partition} at offset {pf.fetch_offset}")

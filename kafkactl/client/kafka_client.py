@@ -83,6 +83,7 @@ class KafkaClient:
         self.retry_backoff = retry_backoff_ms / 1000.0
         self.metadata_max_age = metadata_max_age_ms / 1000.0
         self.cluster = ClusterMetadata()
+        self._metadata_tried_at = float("-inf")  # the last Metadata request's start
         self._conns: dict[int, BrokerConnection] = {}
         self._bootstrap_conn: BrokerConnection | None = None
         self._next_bootstrap = 0
@@ -211,6 +212,7 @@ class KafkaClient:
         deadline = time.monotonic() + (self.request_timeout if timeout is None else timeout)
         last: BaseException | None = None
         while True:
+            self._metadata_tried_at = time.monotonic()
             try:
                 conn = self.any_connection()
                 version = conn.version_for(ApiKey.METADATA)
@@ -230,18 +232,43 @@ class KafkaClient:
                 raise KafkaTimeoutError(f"metadata request failed: {last}")
             time.sleep(self.retry_backoff)
 
+    def metadata_backoff(self) -> float:
+        """Seconds until maybe_refresh_metadata may ask again (0: now)."""
+        return max(0.0, self._metadata_tried_at + self.retry_backoff - time.monotonic())
+
+    def maybe_refresh_metadata(self, topics: list[str], *, force: bool = False) -> bool:
+        """Refresh the metadata of `topics` when it is stale: invalidated (a leader could
+        not be reached or said it is not the leader), `force` (the caller misses a leader)
+        or older than metadata.max.age.ms; at most once per retry.backoff.ms (Kafka's
+        metadata refresh backoff), so a partition that has no leader, or a leader that is
+        dead but not replaced yet, is asked about again at that pace. Returns whether it
+        asked. Raises what refresh_metadata raises (no broker answers)."""
+        cluster = self.cluster
+        if not (force or cluster.stale
+                or time.monotonic() - cluster.updated_at >= self.metadata_max_age):
+            return False
+        if self.metadata_backoff() > 0:
+            return False
+        self.refresh_metadata(topics)
+        return True
+
     def ensure_topics(self, topics: list[str], *, allow_auto_create: bool = True,
                       timeout: float | None = None) -> ClusterMetadata:
-        """Refresh until each topic has partitions with leaders; UnknownTopicError if absent.
+        """Refresh until each topic exists with its partitions; UnknownTopicError if absent.
 
-        With `allow_auto_create`, a topic the cluster is creating is waited for until
-        `timeout` (Kafka's clients wait out max.block.ms the same way): LEADER_NOT_AVAILABLE
-        (Kafka's answer while a topic is being made, also to the second of two concurrent
-        auto-creators), TOPIC_ALREADY_EXISTS (what a broker that loses that race may say:
-        older kafkactl brokers did), and UNKNOWN_TOPIC_OR_PARTITION once the topic was seen
-        being created (a broker the new topic has not reached yet). A topic only ever
-        reported unknown gets MISSING_ATTEMPTS tries: the broker does not auto-create it."""
-        deadline = time.monotonic() + (self.request_timeout if timeout is None else timeout)
+        Leaders are not waited for: metadata is usable partition by partition (as in
+        Kafka's clients), so a partition with no leader holds up only the requests for it
+        (the producer's records for it wait, a consumer skips it and looks again after a
+        refresh). With `allow_auto_create`, a topic the cluster is creating is waited for
+        until `timeout` (Kafka's clients wait out max.block.ms the same way):
+        LEADER_NOT_AVAILABLE (Kafka's answer while a topic is being made, also to the
+        second of two concurrent auto-creators), TOPIC_ALREADY_EXISTS (what a broker that
+        loses that race may say: older kafkactl brokers did), and UNKNOWN_TOPIC_OR_PARTITION
+        once the topic was seen being created (a broker the new topic has not reached
+        yet). A topic only ever reported unknown gets MISSING_ATTEMPTS tries: the broker
+        does not auto-create it."""
+        total = self.request_timeout if timeout is None else timeout
+        deadline = time.monotonic() + total
         attempts = 0
         creating: set[str] = set()  # topics the cluster said it is making
         while True:
@@ -261,7 +288,7 @@ class KafkaClient:
                     (waiting if allow_auto_create and t in creating else missing).append(t)
                 elif code and code not in METADATA_NOT_READY:
                     raise UnknownTopicError(f"topic {t!r}: {error_name(code)}")
-                elif code or any(p.leader < 0 for p in tm.partitions.values()):
+                elif code:
                     waiting.append(t)
             if not missing and not waiting:
                 return cluster
@@ -272,7 +299,9 @@ class KafkaClient:
                         f"topic {', '.join(map(repr, missing))} does not exist"
                         + ("" if allow_auto_create else
                            " (create it with `kafkactl topics create`)"))
-                raise KafkaTimeoutError(f"no leader for topic {', '.join(waiting)}")
+                raise KafkaTimeoutError(
+                    f"topic {', '.join(waiting)} is not ready: no metadata with its "
+                    f"partitions within {total:g} s (is it being created?)")
             time.sleep(self.retry_backoff)
 
     def close(self) -> None:

@@ -174,6 +174,8 @@ class Producer:
         self.accumulator._on_full_batch = self.sender.wakeup
         self.accumulator.on_new_batch = self._on_new_batch
         self._partition_counts: dict[str, int] = {}
+        # topic -> (metadata version, the partitions with a leader when only some have one)
+        self._available: dict[str, tuple[int, list[int] | None]] = {}
         self._closed = False
         self.sender.start()
 
@@ -223,10 +225,26 @@ class Producer:
             n = len(self.partitions_for(topic))
         return n
 
+    def _available_partitions(self, topic: str, n: int) -> list[int] | None:
+        """The partitions of `topic` that have a leader, when only some of its `n` do
+        (records without a key go to those, as Kafka's partitioners send them to the
+        available partitions); None when all do, or none (then any partition: its records
+        wait for a leader). Keyed records never ask: a key keeps its partition."""
+        cluster = self.client.cluster
+        version = cluster.version
+        cached = self._available.get(topic)
+        if cached is not None and cached[0] == version:
+            return cached[1]
+        avail = [p for p in cluster.available_partitions(topic) if p < n]
+        out = avail if avail and len(avail) < n else None
+        self._available[topic] = (version, out)
+        return out
+
     def _on_new_batch(self, topic: str, partition: int) -> None:
         n = self._partition_counts.get(topic)
         if n and self.partitioner.is_sticky:
-            self.partitioner.on_new_batch(topic, partition, n)
+            self.partitioner.on_new_batch(topic, partition, n,
+                                          self._available_partitions(topic, n))
 
     def _check_partition(self, topic: str, partition: int) -> None:
         """An explicit partition must exist, on every send (as the Java producer checks):
@@ -263,7 +281,11 @@ class Producer:
                 f"a record of {size} bytes is larger than max.request.size "
                 f"({self.max_request_size})")
         if partition is None:
-            partition = self.partitioner.partition(topic, key, self._num_partitions(topic))
+            n = self._num_partitions(topic)
+            partitioner = self.partitioner
+            partition = partitioner.partition(
+                topic, key, n, self._available_partitions(topic, n)
+                if key is None or partitioner.name in ("roundrobin", "random") else None)
         else:
             self._check_partition(topic, partition)
         fut = FutureRecordMetadata(timestamp_ms)
@@ -291,13 +313,14 @@ class Producer:
                     p = self.partitioner.partition(topic, None, n)
                     self.accumulator.append_values(topic, p, (v,), keep_entries)
                 return
+            available = self._available_partitions(topic, n)
             if self.partitioner.name in ("roundrobin", "random"):
-                for p, part in self.partitioner.spread(topic, values, n):
+                for p, part in self.partitioner.spread(topic, values, n, available):
                     self.accumulator.append_values(topic, p, part, keep_entries)
                 if self.sync:
                     self.flush()
                 return
-            partition = self.partitioner.sticky_partition(topic, n)
+            partition = self.partitioner.sticky_partition(topic, n, available)
         else:
             self._check_partition(topic, partition)
         self.accumulator.append_values(topic, partition, values, keep_entries)
@@ -327,13 +350,14 @@ class Producer:
                                      values: Sequence[bytes], n: int,
                                      entries: Sequence[Any] | None) -> None:
         partitioner = self.partitioner
+        available = self._available_partitions(topic, n)
         if partitioner.name == "murmur2":
             # the default partitioner: grouped in one go (compiled), null keys sticky
             groups = murmur2_groups(keys, values, entries, n,
-                                    partitioner.sticky_partition(topic, n))
+                                    partitioner.sticky_partition(topic, n, available))
         else:
             groups = group_records(keys, values, entries,
-                                   lambda k: partitioner.partition(topic, k, n),
+                                   lambda k: partitioner.partition(topic, k, n, available),
                                    deterministic=partitioner.is_deterministic)
         for p, (ks, vs, es) in groups.items():
             self.accumulator.append_key_values(topic, p, ks, vs, es)
@@ -364,7 +388,8 @@ class Producer:
                 count = 0
                 for p, lines in enumerate(murmur2_scatter(
                         data, start, end, delimiter, key_separator, n,
-                        partitioner.sticky_partition(topic, n))):
+                        partitioner.sticky_partition(
+                            topic, n, self._available_partitions(topic, n)))):
                     if lines:
                         count += self.accumulator.append_lines(
                             topic, p, lines, 0, len(lines), delimiter, key_separator,
@@ -389,7 +414,8 @@ class Producer:
                     self.send_key_values(topic, keys, values)
                 return len(records)
             partition = (0 if key_separator is not None
-                         else self.partitioner.sticky_partition(topic, n))
+                         else self.partitioner.sticky_partition(
+                             topic, n, self._available_partitions(topic, n)))
         else:
             self._check_partition(topic, partition)
         count = self.accumulator.append_lines(topic, partition, data, start, end, delimiter,

@@ -124,7 +124,11 @@ class Sender(threading.Thread):
     def run_once(self) -> None:
         # (no metadata before a topic is asked for: the producer's first request for its
         # topic is the first Metadata, one round trip instead of two at start-up)
-        if self._need_metadata or (self.client.cluster.updated_at == 0.0 and self.acc.batches):
+        # A topic asked for is looked up now; else at most once per retry.backoff.ms (a
+        # partition with no leader, or a leader that is dead and not replaced yet, is
+        # looked up again at that pace, never in a busy loop).
+        if (self._need_metadata or (self.client.cluster.stale and self.acc.batches)) and \
+                (self._new_topic_wanted() or self.client.metadata_backoff() <= 0):
             self._update_metadata()
         if (self.txn is None and self.idempotent and self.state.producer_id < 0
                 and self.acc.has_pending()):
@@ -164,7 +168,17 @@ class Sender(threading.Thread):
         for node, batches in by_node.items():
             self._send_produce(node, batches)
         self._expire_batches(now)
-        self.client.poll(wait if not ready else 0.0)
+        if self._need_metadata:
+            wait = min(wait, max(self.client.metadata_backoff(), 0.001))
+        # (ready partitions with no leader wait for the metadata, not in a busy loop)
+        self.client.poll(0.0 if by_node else wait)
+
+    def _new_topic_wanted(self) -> bool:
+        with self.metadata_cond:
+            wanted = list(self.wanted_topics)
+        cluster = self.client.cluster
+        return any(cluster.partitions_for(t) is None and t not in self.topic_errors
+                   for t in wanted)
 
     def _in_transaction(self, ready: list[TopicPartition]) -> list[TopicPartition]:
         """The ready partitions that are in the ongoing transaction (AddPartitionsToTxn for
@@ -250,13 +264,13 @@ class Sender(threading.Thread):
         expect = self.acks != 0
 
         def handler(resp: dict[str, Any] | None, err: BaseException | None) -> None:
-            self._on_produce_response(batches, resp, err)
+            self._on_produce_response(batches, resp, err, node)
 
         try:
             conn = self.client.connection(node)
         except (KafkaConnectionError, KafkaTimeoutError, OSError) as e:
             self.client.drop_connection(node, e)
-            self._on_produce_response(batches, None, e)
+            self._on_produce_response(batches, None, e, node)
             return
         try:
             conn.send(ApiKey.PRODUCE, body, handler=handler if expect else None,
@@ -264,17 +278,23 @@ class Sender(threading.Thread):
         except (KafkaConnectionError, KafkaTimeoutError, OSError) as e:
             # A sent request was already failed (and retried) by the connection's close().
             if not expect:
-                self._on_produce_response(batches, None, e)
+                self._on_produce_response(batches, None, e, node)
             return
         if not expect:
             for b in batches:
                 self._complete(b, -1, None)
 
     def _on_produce_response(self, batches: list[ProducerBatch], resp: dict[str, Any] | None,
-                             err: BaseException | None) -> None:
+                             err: BaseException | None, node: int = -1) -> None:
         if resp is None:
-            # Connection-level failure: every batch of the request is retried, in order.
-            self.client.cluster.invalidate()
+            # Connection-level failure: every batch of the request is retried, in order,
+            # to the leader the next metadata names (the partitions of the broker that
+            # failed have none until then).
+            if node >= 0:
+                self.client.cluster.invalidate_node(node)
+            else:
+                for b in batches:
+                    self.client.cluster.invalidate(b.topic, b.partition)
             self._need_metadata = True
             for b in batches:
                 self._retry_or_fail(b, ErrorCode.NETWORK_EXCEPTION, err)
@@ -325,7 +345,7 @@ class Sender(threading.Thread):
             self._reset_producer_id(batch)
             code = ErrorCode.NETWORK_EXCEPTION
         if code in PRODUCE_REFRESH_METADATA:
-            self.client.cluster.invalidate(batch.topic)
+            self.client.cluster.invalidate(batch.topic, batch.partition)
             self._need_metadata = True
         if (code in PRODUCE_RETRIABLE and batch.attempts <= self.retries
                 and age < self.delivery_timeout and not self.force_close):
@@ -375,9 +395,16 @@ class Sender(threading.Thread):
                     dq = self.acc.batches.get((batch.topic, batch.partition))
                     if dq is not None and batch in dq:
                         dq.remove(batch)
+                cluster, tp = self.client.cluster, (batch.topic, batch.partition)
+                why = ""
+                if cluster.reported_leaderless(*tp):
+                    why = f": partition {tp[0]}-{tp[1]} has no leader"
+                elif cluster.leader_for(*tp) < 0:
+                    why = f": the leader of {tp[0]}-{tp[1]} could not be reached"
                 self._complete(batch, -1, KafkaTimeoutError(
                     f"{batch.record_count} records for {batch.topic}-{batch.partition} "
-                    f"expired after {self.delivery_timeout:g} s (delivery.timeout.ms)"))
+                    f"expired after {self.delivery_timeout:g} s (delivery.timeout.ms)"
+                    f"{why}"))
 
     def _fail_all(self, err: BaseException) -> None:
         for batch in self.acc.all_batches():

@@ -17,11 +17,18 @@ batch becomes its output in one call (client.record_format.KernelFormat), plain,
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterator
 from typing import Any, NamedTuple
 
 from kafkactl.client.consumer import Consumer
-from kafkactl.client.fetcher import ConsumerRecord, PartitionFetch, TopicPartition
+from kafkactl.client.fetcher import (
+    EARLIEST,
+    LATEST,
+    ConsumerRecord,
+    PartitionFetch,
+    TopicPartition,
+)
 from kafkactl.client.record_format import BatchFormat, KernelFormat
 from kafkactl.record.batch import RecordBatch
 from kafkactl.record.errors import CorruptRecordError
@@ -80,28 +87,36 @@ class StartOffset(NamedTuple):
 
 
 def seek_to_start(consumer: Consumer, tps: list[TopicPartition], start: StartOffset) -> None:
-    """Position every partition of `tps` at `start`."""
+    """Position every partition of `tps` at `start`: at once where it has a leader, at a
+    later poll for a partition that has none yet (the others are read meanwhile)."""
+    if start.kind not in START_KINDS:
+        raise ValueError(f"start offset kind {start.kind!r}: use one of "
+                         f"{', '.join(START_KINDS)}")
+    consumer.seek_when_available(tps, functools.partial(start_offsets, consumer, start))
+
+
+def start_offsets(consumer: Consumer, start: StartOffset, tps: list[TopicPartition]
+                  ) -> dict[TopicPartition, int]:
+    """The offset `start` means in each partition of `tps` that can be asked now (one
+    with no leader, or whose leader cannot be reached, is left out)."""
     kind, value = start
+
+    def offsets(at: int) -> dict[TopicPartition, int]:
+        return {tp: v[0] for tp, v in consumer.available_offsets(
+            dict.fromkeys(tps, at)).items()}
+
     if kind == "earliest":
-        consumer.seek_to_beginning(*tps)
-    elif kind == "latest":
-        consumer.seek_to_end(*tps)
-    elif kind == "absolute":
-        lo, hi = consumer.beginning_offsets(tps), consumer.end_offsets(tps)
-        for tp in tps:
-            consumer.seek(tp, min(max(value, lo[tp]), hi[tp]))
-    elif kind == "relative":
-        lo, hi = consumer.beginning_offsets(tps), consumer.end_offsets(tps)
-        for tp in tps:
-            consumer.seek(tp, max(lo[tp], hi[tp] + value))
-    elif kind == "timestamp":
-        found = consumer.offsets_for_times({tp: value for tp in tps})
-        hi = consumer.end_offsets(tps)
-        for tp in tps:
-            f = found[tp]
-            consumer.seek(tp, hi[tp] if f is None else f[0])
-    else:
-        raise ValueError(f"start offset kind {kind!r}: use one of {', '.join(START_KINDS)}")
+        return offsets(EARLIEST)
+    if kind == "latest":
+        return offsets(LATEST)
+    hi = offsets(LATEST)
+    if kind == "timestamp":
+        found = offsets(value)
+        return {tp: hi[tp] if off < 0 else off for tp, off in found.items() if tp in hi}
+    lo = offsets(EARLIEST)
+    if kind == "absolute":
+        return {tp: min(max(value, lo[tp]), hi[tp]) for tp in lo if tp in hi}
+    return {tp: max(lo[tp], hi[tp] + value) for tp in lo if tp in hi}  # relative
 
 
 def plain_lines(batch: Any, fetch_offset: int, sep: bytes | None, limit: int | None
@@ -173,17 +188,34 @@ class TopicReader:
     def polls(self) -> Iterator[list[PartitionFetch]]:
         """The fetched partition chunks, a poll at a time, until the end condition. Callers
         that read records from them take them off `remaining`."""
-        consumer, tps = self.consumer, self.partitions
-        ends = consumer.end_offsets(tps) if self.until_end else {}
+        consumer = self.consumer
+        ends: dict[TopicPartition, int] = {}
         while self.remaining is None or self.remaining > 0:
-            if self.until_end and all(
-                    consumer.position(tp) >= max(ends[tp], consumer.high_watermarks.get(
-                        tp, ends[tp])) for tp in tps):
+            if self.until_end and self._at_end(ends):
                 return
             chunks = consumer.poll_fetches(self.poll_timeout)
             if not chunks and self.stop_when_idle is not None and self.stop_when_idle():
                 return
             yield chunks
+
+    def _at_end(self, ends: dict[TopicPartition, int]) -> bool:
+        """Every partition is read up to its end offset (asked once, when the partition
+        first has a leader: a partition without one holds up only the end) or to a
+        higher high watermark seen since."""
+        consumer = self.consumer
+        missing = [tp for tp in self.partitions if tp not in ends]
+        if missing:
+            ends.update((tp, v[0]) for tp, v in consumer.available_offsets(
+                dict.fromkeys(missing, LATEST)).items())
+        if len(ends) < len(self.partitions):
+            return False
+        if any(tp not in consumer.positions for tp in self.partitions):
+            consumer.init_positions()
+        for tp in self.partitions:
+            pos = consumer.positions.get(tp)
+            if pos is None or pos < max(ends[tp], consumer.high_watermarks.get(tp, ends[tp])):
+                return False
+        return True
 
     def _rewind(self, chunks: list[PartitionFetch], next_offsets: dict[TopicPartition, int]
                 ) -> None:

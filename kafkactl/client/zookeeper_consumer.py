@@ -216,6 +216,7 @@ class ZookeeperConsumer(Consumer):
             registry.release(self.zk, self.group_id, tp, thread)
         self.owned = {}
         self.positions.clear()
+        self._deferred.clear()
         self.consumed.clear()
         if self.on_revoke is not None:
             self.on_revoke(revoked)
