@@ -56,7 +56,7 @@ def test_a_restarted_broker_is_ready_only_once_back_in_the_isr(
     follower = 3 if controller != 3 else 2
     leader = next(i for i in (1, 2, 3) if i not in (controller, follower))
     create_topic(cluster, "followed", {0: [leader, follower, controller],
-                                       1: [leader, follower]})
+                                       1: [leader, controller, follower]})
     wait_until(lambda: all(isr_in_zk(zk, chroot, "followed", p).count(follower)
                            for p in (0, 1)), 30, "the follower in both ISRs")
 

@@ -100,8 +100,9 @@ def test_no_abort_skips_a_refused_record_and_commits_past_it(broker_factory: Any
                      "--no-abort-on-send-failure")
     wait_until(lambda: _committed(source.bootstrap, "big", 2)[0] == 201, 60,
                f"the mirror to commit past the refused record:\n{m.log()}")
-    status = m.status()
-    assert status is not None and (status["mirrored"], status["skipped"]) == (200, 1)
+    # the status file is written every so often: it comes to the committed counts
+    wait_until(lambda: (s := m.status()) is not None and (s["mirrored"], s["skipped"]) ==
+               (200, 1), 30, f"the status to show 200 mirrored, 1 skipped: {m.status()}")
     assert m.terminate() == 0, m.log()
     got = read_topic(target.bootstrap, "big")
     assert sorted(got[0]) == sorted(src[:BIG] + src[BIG + 1:])
