@@ -182,7 +182,11 @@ class ExactlyOnceStream(MirrorStream):
         if self.config.abort_on_send_failure:
             if offset < self.stop_at.get(tp, offset + 1):
                 self.stop_at[tp] = offset
-            if self.failure is None:
+            failure = self.failure
+            # the one reported is where the stream stops: an earlier refusal of the same
+            # partition (found by a later, careful copy) replaces it
+            if failure is None or ((failure.topic, failure.partition) == tp
+                                   and offset < failure.offset):
                 self.failure = SendFailure(tp[0], tp[1], offset, target, error)
         else:
             self.skips.setdefault(tp, {})[offset] = (target, error)

@@ -1,9 +1,11 @@
 """Fixtures: `zookeeper` (one real server for the whole package: every test works under a
-chroot of its own, so none sees another's znodes) and `zk` (a kazoo client on it)."""
+chroot of its own, so none sees another's znodes), `zk` (a kazoo client on it) and
+`own_zookeeper` (a server of the test's own, for tests that stop and start it)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -30,3 +32,14 @@ def zk(zookeeper: ZooKeeperServer) -> Iterator[object]:
     yield client
     client.stop()
     client.close()
+
+
+@pytest.fixture
+def own_zookeeper(tmp_path: Path) -> Iterator[ZooKeeperServer]:
+    reason = available()
+    if reason is not None:
+        pytest.skip(reason)
+    server = ZooKeeperServer(tmp_path / "own-zk")
+    server.start()
+    yield server
+    server.stop()

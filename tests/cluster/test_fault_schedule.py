@@ -14,8 +14,7 @@ import random
 import signal
 import threading
 import time
-from collections.abc import Callable, Iterator
-from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -23,24 +22,13 @@ import pytest
 from kafkactl.cluster import zk_paths
 from tests import zygote
 from tests.cluster.cluster_helpers import SESSION_TIMEOUT_MS, Cluster, leaders, start_cluster
-from tests.cluster.zk import ZooKeeperServer, available
+from tests.cluster.zk import ZooKeeperServer
 from tests.polling import wait_until
 
 TOPIC = "faults"
 PARTITIONS = 3
 FAULT_SEED = int(os.environ.get("FAULT_SEED", "31"))
 SESSION_S = SESSION_TIMEOUT_MS / 1000
-
-
-@pytest.fixture
-def own_zookeeper(tmp_path: Path) -> Iterator[ZooKeeperServer]:
-    reason = available()
-    if reason is not None:
-        pytest.skip(reason)
-    server = ZooKeeperServer(tmp_path / "own-zk")
-    server.start()
-    yield server
-    server.stop()
 
 
 class Writers:

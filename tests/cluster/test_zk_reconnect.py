@@ -12,17 +12,13 @@ import json
 import socket
 import threading
 import time
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
-
-import pytest
 
 from kafkactl.cluster import zk_paths
 from kafkactl.cluster import zookeeper as zk_client
 from tests import zygote
 from tests.cluster.cluster_helpers import SESSION_TIMEOUT_MS, metadata, start_cluster
-from tests.cluster.zk import ZooKeeperServer, available
+from tests.cluster.zk import ZooKeeperServer
 from tests.polling import wait_until
 
 OUTAGE_S = 20.0
@@ -99,17 +95,6 @@ class ConnectAttempts:
         self._stop.set()
         self._thread.join(5)
         self.server.close()
-
-
-@pytest.fixture
-def own_zookeeper(tmp_path: Path) -> Iterator[ZooKeeperServer]:
-    reason = available()
-    if reason is not None:
-        pytest.skip(reason)
-    server = ZooKeeperServer(tmp_path / "own-zk")
-    server.start()
-    yield server
-    server.stop()
 
 
 def test_brokers_retry_every_second_through_an_outage_and_are_back_at_once(

@@ -9,30 +9,15 @@ from __future__ import annotations
 
 import json
 import signal
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
-
-import pytest
 
 from kafkactl.cluster import zk_paths
 from tests.cluster.cluster_helpers import Cluster, leaders, start_cluster
-from tests.cluster.zk import ZooKeeperServer, available
+from tests.cluster.zk import ZooKeeperServer
 from tests.polling import wait_until
 
 PARTITIONS = 6
 ROUNDS = 2
-
-
-@pytest.fixture
-def own_zookeeper(tmp_path: Path) -> Iterator[ZooKeeperServer]:
-    reason = available()
-    if reason is not None:
-        pytest.skip(reason)
-    server = ZooKeeperServer(tmp_path / "own-zk")
-    server.start()
-    yield server
-    server.stop()
 
 
 def produce(cluster: Cluster, values: list[str]) -> None:

@@ -120,3 +120,24 @@ def test_settled_does_not_pass_an_unsealed_chunk_or_the_first_refused_record() -
     with tracker.lock:
         refuse([(chunk, 5), (other, 52), (other, 53)])
     assert tracker.committable(settled=True) == {TP: 3, ("u", 0): 52}
+
+
+def test_the_refusal_reported_is_where_the_stream_stops() -> None:
+    """Two refused records of one source partition found in either order (a careful copy
+    can find the later one first): the stream stops at the earlier and names it; another
+    partition's refusal stops that partition without replacing the one reported."""
+    from types import SimpleNamespace
+
+    from kafkactl.mirror.exactly_once import ExactlyOnceStream
+
+    for order in ((12, 5), (5, 12)):
+        s = ExactlyOnceStream.__new__(ExactlyOnceStream)
+        s.config = SimpleNamespace(abort_on_send_failure=True)  # type: ignore[assignment]
+        s.stop_at, s.failure, s.skips = {}, None, {}
+        for offset in order:
+            s._refuse(("keyed", 0), offset, "keyed", f"too large at {offset}")
+        s._refuse(("other", 0), 1, "other", "denied")
+        assert s.stop_at == {("keyed", 0): 5, ("other", 0): 1}
+        assert s.failure is not None
+        assert (s.failure.topic, s.failure.offset, s.failure.error) == \
+            ("keyed", 5, "too large at 5")
