@@ -10,6 +10,7 @@ from typing import Any
 
 from kafkactl.client.cluster import TopicMetadata
 from kafkactl.client.consumer import SimpleConsumer
+from kafkactl.client.errors import KafkaConnectionError, KafkaTimeoutError, NoBrokersAvailable
 from kafkactl.client.fetcher import TopicPartition
 from kafkactl.client.kafka_client import KafkaClient
 from kafkactl.client.security import ClientSecurity
@@ -181,11 +182,25 @@ class AdminClient:
     def _top_level_to_controller(self, api_key: ApiKey, body: dict[str, Any]
                                  ) -> dict[str, Any]:
         """A controller-only request whose whole answer is NOT_CONTROLLER until it reaches
-        the controller (retried as the controller moves, until the request timeout)."""
+        the controller (retried as the controller moves, until the request timeout). Its
+        requests (ElectLeaders, Alter/ListPartitionReassignments) may be sent again, so a
+        controller that cannot be reached (killed) is also retried, once the metadata names
+        another."""
         deadline = time.monotonic() + self.timeout_ms / 1000
         backoff = 0.05
         while True:
-            resp = self._controller().request(api_key, body)
+            try:
+                resp = self._controller().request(api_key, body)
+            except (KafkaConnectionError, KafkaTimeoutError, NoBrokersAvailable):
+                if time.monotonic() + backoff >= deadline:
+                    raise
+                node = self.client.cluster.controller_id
+                if node >= 0:
+                    self.client.drop_connection(node)
+                    self.client.cluster.invalidate_node(node)
+                time.sleep(backoff)
+                backoff = min(backoff * 2, 1.0)
+                continue
             if resp.get("error_code") != ErrorCode.NOT_CONTROLLER or \
                     time.monotonic() + backoff >= deadline:
                 self._check(resp.get("error_code", 0), resp.get("error_message"),

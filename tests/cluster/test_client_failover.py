@@ -235,3 +235,20 @@ def test_a_producer_spreads_unkeyed_records_over_partitions_with_a_leader(
         fut = p.send("r2", b"v", key=stuck)
         with pytest.raises(Exception, match=f"r2-{murmur2_partition(stuck, 3)}"):
             fut.result(timeout=20)
+
+
+def test_admin_requests_to_the_controller_follow_a_killed_controller(
+        cluster: Cluster) -> None:
+    """`rebalance --partitions --execute` polls ListPartitionReassignments: when the
+    controller is SIGKILLed meanwhile, the admin client asks again until the metadata names
+    the new controller (the dead one's ZooKeeper session expires), instead of failing with
+    "cannot connect"."""
+    from kafkactl.client.admin import AdminClient
+
+    with AdminClient(cluster.bootstrap) as admin:
+        assert admin.list_partition_reassignments() == {}
+        old = cluster.controller()
+        cluster.brokers[old].kill()
+        assert admin.list_partition_reassignments() == {}  # no error: retried
+        new = admin.client.cluster.controller_id
+    assert new != old and new in cluster.brokers
