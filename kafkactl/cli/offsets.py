@@ -87,6 +87,7 @@ def parse_datetime(text: str, option: str = "--to-datetime") -> int:
 
 def group_offsets_rows(admin: GroupAdmin, simple: SimpleConsumer,
                        group: str) -> list[dict[str, Any]]:
+    from kafkactl.client.admin import LEADER_GRACE_S
     from kafkactl.client.errors import ClientError
     from kafkactl.client.fetcher import LATEST
     from kafkactl.protocol.errors import KafkaError
@@ -102,8 +103,15 @@ def group_offsets_rows(admin: GroupAdmin, simple: SimpleConsumer,
     except (KafkaError, ClientError):
         desc = None
     tps = sorted(set(committed) | set(owners))
-    ends = {tp: v[0] for tp, v in simple.list_offsets({tp: LATEST for tp in tps}).items()} \
-        if tps else {}
+    ends: dict[TopicPartition, int] = {}
+    if tps:
+        # a partition with no leader gets no log end offset (LAG "-") after a short wait,
+        # rather than holding up the whole table
+        found, why = simple.try_list_offsets(dict.fromkeys(tps, LATEST),
+                                             min(simple.client.request_timeout, LEADER_GRACE_S))
+        ends = {tp: v[0] for tp, v in found.items()}
+        for (t, p), reason in sorted(why.items()):
+            typer.echo(f"warning: {t}-{p}: no log end offset ({reason})", err=True)
     rows = []
     for tp in tps:
         cur = committed.get(tp)

@@ -149,6 +149,10 @@ def test_a_partition_without_a_leader_holds_up_only_itself(cluster: Cluster) -> 
     wait_until(lambda: request(port, ApiKey.FIND_COORDINATOR, 3,
                                {"key": "gl", "key_type": 0})["error_code"] == 0, 30,
                "a coordinator for group gl")
+    # the group commits the start of every partition (r1-0's too) while all have leaders
+    r = zygote.run(["consume", "-b", b, "-t", "r1", "-G", "gl", "-o", "earliest", "-e", "-q"],
+                   text=True, timeout=25)
+    assert r.returncode == 0, r.stderr
     cluster.brokers[down].stop()
     wait_until(lambda: state(cluster, "r1")[0][0] == -1, ELECTION_S, "r1-0 without a leader")
 
@@ -178,6 +182,18 @@ def test_a_partition_without_a_leader_holds_up_only_itself(cluster: Cluster) -> 
                     "-q"], text=True, timeout=25)
     assert r.returncode == 0, r.stderr
     assert r.stdout.split() == ["x1", "x2"]
+    assert offline()
+
+    # the group's table: r1-0's log end offset and lag unknown, the others' there
+    r = zygote.run(["offsets", "show", "-G", "gl", "--json", "-b", b], text=True, timeout=25)
+    assert r.returncode == 0, r.stderr
+    import json
+
+    table = {(x["topic"], x["partition"]): x for x in json.loads(r.stdout)}
+    assert table[("r1", 0)]["current_offset"] == 0, table
+    assert table[("r1", 0)]["log_end_offset"] is None and table[("r1", 0)]["lag"] is None
+    assert (table[("r1", part)]["log_end_offset"], table[("r1", part)]["lag"]) == (2, 0)
+    assert "r1-0" in r.stderr and "no leader" in r.stderr, r.stderr
     assert offline()
 
     r = zygote.run(["topics", "offsets", "-b", b, "-t", "r1"], text=True, timeout=25)
