@@ -343,7 +343,6 @@ class Consumer:
         # a fetch could not reach its broker: since when (a notice once per outage; group
         # consumers give their own)
         self.report_outages = True
-        self._unreachable_since: float | None = None
         # brokers fetches failed from (-1: no metadata), since when; the partitions of
         # those fetches, until fetched again (from where, since when)
         self._failed_nodes: dict[int, float] = {}
@@ -592,7 +591,6 @@ class Consumer:
                 if req.error is not None:
                     self._fetch_failed(node, req.error, pos)
                     continue
-                self._unreachable_since = None
                 if self._failed_nodes:
                     self._fetched_from(node, pos)
                 for pf in parse_fetch_response(req.response, pos):
@@ -614,8 +612,6 @@ class Consumer:
             self.client.drop_connection(node)
         self.client.cluster.invalidate_node(node)
         now = time.monotonic()
-        if self._unreachable_since is None:
-            self._unreachable_since = now
         for tp in tps:
             self._refetch.setdefault(tp, (node, now))
         if node in self._failed_nodes or (node < 0 and self._failed_nodes):

@@ -33,11 +33,11 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from kafkactl.client.errors import PRODUCE_RETRIABLE, RecordTooLargeError
-from kafkactl.client.fetcher import PartitionFetch
+from kafkactl.client.fetcher import ConsumerRecord, PartitionFetch
 from kafkactl.client.group import GroupAdmin, GroupConsumer
 from kafkactl.client.kafka_client import KafkaClient
 from kafkactl.client.producer import Producer
@@ -80,6 +80,10 @@ def is_refusal(error: BaseException | None) -> bool:
     retry and that is not about the producer's own state."""
     return (isinstance(error, KafkaError) and error.code not in PRODUCE_RETRIABLE
             and error.code not in PRODUCER_STATE)
+
+
+def _headers(rec: ConsumerRecord) -> list[tuple[str, bytes | None]]:
+    return [(k, None if v is None else bytes(v)) for k, v in rec.headers]
 
 
 def _described(error: BaseException) -> str:
@@ -452,30 +456,36 @@ class ExactlyOnceStream(MirrorStream):
         assert txn is not None
         return txn
 
+    def _records_to_copy(self, pf: PartitionFetch, end: int,
+                         skips: dict[int, tuple[str, str]]) -> Iterator[ConsumerRecord]:
+        """The chunk's records before `end`; one to skip is noted in the transaction's
+        skips instead."""
+        assert self.consumer is not None
+        tp = (pf.topic, pf.partition)
+        for rec in pf.records_iter(self.consumer.check_crcs):
+            if rec.offset >= end:
+                return
+            if rec.offset in skips:
+                self.txn_skipped.append((tp, rec.offset))
+                continue
+            yield rec
+
     def _copy_records(self, pf: PartitionFetch, target: str, partition: int | None,
                       end: int, skips: dict[int, tuple[str, str]]) -> tuple[int, int]:
         """The chunk's records before `end` one by one, without the ones to skip; returns
         the offset copied up to (a record refused before sending may stop it) and how many
         records were sent."""
-        assert self.consumer is not None
         tp = (pf.topic, pf.partition)
         send = self.producer.send
         sent = 0
-        for rec in pf.records_iter(self.consumer.check_crcs):
-            offset = rec.offset
-            if offset >= end:
-                break
-            if offset in skips:
-                self.txn_skipped.append((tp, offset))
-                continue
+        for rec in self._records_to_copy(pf, end, skips):
             try:
                 send(target, None if rec.value is None else bytes(rec.value),
                      None if rec.key is None else bytes(rec.key), partition=partition,
-                     headers=[(k, None if v is None else bytes(v)) for k, v in rec.headers],
-                     timestamp_ms=rec.timestamp)
+                     headers=_headers(rec), timestamp_ms=rec.timestamp)
             except RecordTooLargeError as e:  # refused before sending: the txn is intact
-                if self._refused_before_sending(tp, offset, target, e):
-                    return offset, sent
+                if self._refused_before_sending(tp, rec.offset, target, e):
+                    return rec.offset, sent
                 continue
             sent += 1
         return end, sent
@@ -487,19 +497,13 @@ class ExactlyOnceStream(MirrorStream):
         target partition new to the transaction added on its own first (a refusal of the
         partition, such as topic authorization, names the record too). Raises the
         transaction's error as soon as it has one."""
-        assert self.consumer is not None
         tp = (pf.topic, pf.partition)
         producer = self.producer
         txn = self._txn()
         n_partitions = 0
         sent = 0
-        for rec in pf.records_iter(self.consumer.check_crcs):
+        for rec in self._records_to_copy(pf, end, skips):
             offset = rec.offset
-            if offset >= end:
-                break
-            if offset in skips:
-                self.txn_skipped.append((tp, offset))
-                continue
             key = None if rec.key is None else bytes(rec.key)
             value = None if rec.value is None else bytes(rec.value)
             p = partition
@@ -519,8 +523,7 @@ class ExactlyOnceStream(MirrorStream):
                     with self._batch_lock:
                         self._refusals.append((tp, offset, target, _described(refused)))
                 raise error
-            section = encode_record(0, 0, key, value, [
-                (k, None if v is None else bytes(v)) for k, v in rec.headers])
+            section = encode_record(0, 0, key, value, _headers(rec))
             try:
                 producer.send_records_section(target, p, section, 1, rec.timestamp,
                                               rec.timestamp,
