@@ -253,6 +253,9 @@ class ProducerBatch:
                     half.futures.append((i, fut))
             half.entries = list(self.entries[first:first + len(part)])
             half.callbacks = list(self.callbacks)
+            if self.base_sequence >= 0:
+                half.set_producer_state(self.producer_id, self.producer_epoch,
+                                        (self.base_sequence + first) & 0x7FFFFFFF)
             halves.append(half)
         return halves
 

@@ -45,6 +45,8 @@ class ProducerState:
         self.producer_id = -1
         self.epoch = -1
         self.next_sequence: dict[TopicPartition, int] = defaultdict(int)
+        # (producer id, epoch) of the last batch the broker acknowledged, per partition
+        self.acked: dict[TopicPartition, tuple[int, int]] = {}
 
     def assign(self, batch: ProducerBatch) -> None:
         tp = (batch.topic, batch.partition)
@@ -208,7 +210,15 @@ class Sender(threading.Thread):
             self._complete(batch, -1, err)
 
     def _sendable(self, tp: TopicPartition) -> bool:
-        return len(self.in_flight.get(tp, ())) < self.max_in_flight_per_partition
+        n = len(self.in_flight.get(tp, ()))
+        if n >= self.max_in_flight_per_partition:
+            return False
+        # Until the broker has acknowledged a batch of this producer id and epoch on tp it
+        # may hold no state for it and would take a later sequence first (after the first
+        # batch was refused as too large and split, say): one batch in flight until then.
+        state = self.state
+        return n == 0 or not self.idempotent or \
+            state.acked.get(tp) == (state.producer_id, state.epoch)
 
     # -- metadata and producer id --------------------------------------------------------------
 
@@ -310,17 +320,19 @@ class Sender(threading.Thread):
                                     KafkaConnectionError("partition missing in response"))
                 continue
             code = r.get("error_code", 0)
-            if code == 0:
+            if code in (0, ErrorCode.DUPLICATE_SEQUENCE_NUMBER):
+                if b.base_sequence >= 0:
+                    self.state.acked[(b.topic, b.partition)] = (b.producer_id,
+                                                                b.producer_epoch)
                 self._complete(b, r.get("base_offset", -1), None,
-                               r.get("log_append_time_ms", -1))
-            elif code == ErrorCode.DUPLICATE_SEQUENCE_NUMBER:
-                self._complete(b, r.get("base_offset", -1), None)
+                               r.get("log_append_time_ms", -1) if code == 0 else -1)
             elif (code == ErrorCode.MESSAGE_TOO_LARGE and b.record_count > 1
                   and not self.force_close):
                 # Split it and send the halves (down to single records, which fail alone).
+                # Its sequences were never written: the halves take them (as Kafka's
+                # producer does), so a transaction goes on; the later batches in flight
+                # are refused out of order and sent again after the halves.
                 self._remove_in_flight(b)
-                if self.idempotent and b.base_sequence >= 0:
-                    self._reset_producer_id(b)  # its sequences were never written
                 self.acc.split_and_reenqueue(b)
             else:
                 named = _named(code, r.get("error_message"))

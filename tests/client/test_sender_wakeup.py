@@ -102,3 +102,59 @@ def test_a_batch_too_large_for_the_topic_is_split(broker, idempotent: bool) -> N
     c.close()
     assert got == [b"%03d" % i + b"v" * 97 for i in range(40)] + [b"t%d" % i for i in range(5)]
     assert end == 45
+
+
+def test_a_transaction_goes_on_after_its_batch_too_large_for_the_topic_is_split(broker
+                                                                               ) -> None:
+    """A transactional producer: the refused batch's halves take its sequences (as Kafka's
+    producer does) instead of a new producer id, which would abort the transaction. Before:
+    commit_transaction failed. A record too large on its own still makes the transaction
+    abortable, and the next one commits."""
+    from kafka import KafkaConsumer, TopicPartition
+
+    from kafkactl.client.admin import AdminClient
+    from kafkactl.client.producer import Producer
+    from kafkactl.protocol.errors import MessageTooLargeError
+
+    admin = AdminClient(bootstrap_servers=broker.bootstrap)
+    assert admin.create_topics({"txsplit": (1, 1, {"max.message.bytes": "2000"})}) == \
+        {"txsplit": None}
+    admin.close()
+    # batches of about 27 records (3,000 bytes): each is refused and split, several in
+    # flight at once behind the first
+    p = Producer(bootstrap_servers=broker.bootstrap, linger_ms=200, batch_size=3000,
+                 transactional_id="splitter")
+    values = [b"%03d" % i + b"v" * 97 for i in range(60)]
+    try:
+        p.init_transactions()
+        p.begin_transaction()
+        # the first batch of the producer on the partition, then more behind it
+        futs = [p.send("txsplit", v, partition=0) for v in values[:40]]
+        p.flush()
+        futs += [p.send("txsplit", v, partition=0) for v in values[40:]]
+        p.commit_transaction(30)
+        offsets = [f.result(0).offset for f in futs]
+        p.begin_transaction()
+        big = p.send("txsplit", b"B" * 5000, partition=0)
+        with pytest.raises(MessageTooLargeError):
+            big.result(30)
+        p.abort_transaction(30)
+        p.begin_transaction()
+        last = p.send("txsplit", b"last", partition=0)
+        p.commit_transaction(30)
+        last_offset = last.result(0).offset
+    finally:
+        p.close()
+    assert offsets == sorted(offsets) and len(set(offsets)) == 60
+    c = KafkaConsumer(bootstrap_servers=broker.bootstrap, isolation_level="read_committed",
+                      consumer_timeout_ms=30000)  # a hang detector
+    tp = TopicPartition("txsplit", 0)
+    c.assign([tp])
+    c.seek_to_beginning()
+    got = []
+    for m in c:
+        got.append(m.value)
+        if m.offset == last_offset:
+            break
+    c.close()
+    assert got == [*values, b"last"]
