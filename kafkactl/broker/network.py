@@ -573,7 +573,15 @@ class KafkaConnection(asyncio.BufferedProtocol):
         if ms <= 0 or self._closed:
             return
         self.info.throttle_ms = 0
-        self._muted = self.loop.call_later(ms / 1000.0, self._unmute)
+        until = self.loop.time() + ms / 1000.0
+        muted = self._muted
+        if muted is not None:
+            # already muted (pipelined answers of acks=all Produces complete one by one):
+            # the later end holds; replacing the timer let the earlier one unmute early
+            if muted.when() >= until:
+                return
+            muted.cancel()
+        self._muted = self.loop.call_at(until, self._unmute)
         self.update_reading()
 
     def _unmute(self) -> None:

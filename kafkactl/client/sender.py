@@ -124,6 +124,10 @@ class Sender(threading.Thread):
         time.sleep(self.retry_backoff)
 
     def run_once(self) -> None:
+        if self.fatal_error is not None:  # nothing is sent any more
+            self._fail_all(self.fatal_error)
+            self.client.poll(self.retry_backoff)
+            return
         # (no metadata before a topic is asked for: the producer's first request for its
         # topic is the first Metadata, one round trip instead of two at start-up)
         # A topic asked for is looked up now; else at most once per retry.backoff.ms (a
@@ -253,6 +257,15 @@ class Sender(threading.Thread):
             "transactional_id": None, "transaction_timeout_ms": 60000,
             "producer_id": -1, "producer_epoch": -1})
         code = resp.get("error_code", 0)
+        if code == ErrorCode.CLUSTER_AUTHORIZATION_FAILED:
+            # as Kafka's producer: fatal, every record fails at once and send() refuses
+            # (retrying cannot help until an ACL changes)
+            self.fatal_error = error_for(code)(
+                "InitProducerId failed: CLUSTER_AUTHORIZATION_FAILED: an idempotent producer "
+                "needs Write on a topic or IdempotentWrite on the cluster (or set "
+                "enable.idempotence=false)")
+            self._fail_all(self.fatal_error)
+            return
         if code:
             raise error_for(code)(f"InitProducerId failed: {error_name(code)}")
         self.state.producer_id = resp["producer_id"]

@@ -246,3 +246,27 @@ def test_mirror_takes_security_from_its_config_files(cli_broker: SecureBroker,
                     "--topic", "orders"], text=True, timeout=60)
     _assert_clear_failure(r, "SASL_AUTHENTICATION_FAILED")
     assert "source" in r.stderr or "SASL authentication" in r.stderr, r.stderr
+
+
+def test_an_idempotent_producer_without_write_anywhere_fails_at_once(cli_broker: SecureBroker
+                                                                     ) -> None:
+    """carol may only read orders: InitProducerId is CLUSTER_AUTHORIZATION_FAILED (KIP-679),
+    which is fatal for the idempotent producer, as in Kafka's. Before: `produce` retried it
+    forever, printing a traceback per try, until it was killed."""
+    add_scram_users(cli_broker.bootstrap("PLAINTEXT"), {"carol": PASSWORDS["carol"]})
+    read = 3
+    with Wire(cli_broker.bootstrap("PLAINTEXT")) as w:
+        acl = {**_acl(TOPIC, "orders", LITERAL, read), "principal": "User:carol"}
+        r = w.request(ApiKey.CREATE_ACLS, 3, {"creations": [acl]})
+        assert r["results"][0]["error_code"] == 0, r
+    args = ["-b", cli_broker.bootstrap("SASL_SSL")]
+    for k, v in {**_properties(cli_broker, PASSWORDS["carol"]),
+                 "sasl.username": "carol"}.items():
+        args += ["-X", f"{k}={v}"]
+    r = kafkactl(["produce", "-t", "orders", "-q", *args], "x\ny\n")
+    _assert_clear_failure(r, "CLUSTER_AUTHORIZATION_FAILED")
+    assert "IdempotentWrite" in r.stderr, r.stderr
+    # not idempotent: the topic's own refusal
+    r = kafkactl(["produce", "-t", "orders", "-q", "-X", "enable.idempotence=false", *args],
+                 "x\n")
+    _assert_clear_failure(r, "TOPIC_AUTHORIZATION_FAILED")
