@@ -65,7 +65,7 @@ from kafkactl.cluster.controller import KafkaController
 from kafkactl.cluster.metadata_store import LocalMetadataStore
 from kafkactl.cluster.producer_id_block import allocate_block
 from kafkactl.log.kernels import STATUS as KERNELS_STATUS
-from kafkactl.log.manager import LogManager
+from kafkactl.log.manager import LogDirUnusableError, LogManager
 
 if TYPE_CHECKING:
     from kafkactl.broker.metrics_http import MetricsServer
@@ -295,6 +295,8 @@ class KafkaServer:
             raise BrokerStartupError(
                 f"{e} Another broker is using this data dir; stop it or pick another "
                 "--data-dir.") from e
+        except LogDirUnusableError as e:
+            raise BrokerStartupError(str(e)) from None
         zk_cluster_id: str | None = None
         if cfg.get("zookeeper.connect"):
             from kafkactl.broker.zk_registration import ZkRegistration, ZkRegistrationError

@@ -4,7 +4,9 @@ Topic configs and dynamic broker configs (KIP-226), with kafka-configs' flags:
 `--entity-type topics|brokers` with `--entity-name NAME` or `--entity-default` (the
 cluster-wide broker default), or the shorthands `--topic`, `--broker`, `--broker-defaults`;
 `--add-config 'k1=v1,k2=[a,b]'` and `--delete-config 'k1,k2'`; `--all` to describe every
-config, not only the dynamic ones.
+config, not only the dynamic ones. As kafka-configs, `--delete-config` takes only keys set
+on the entity itself (a topic's overrides, a broker's or the cluster default's dynamic
+configs): any other key is "Invalid config(s): k1,k2", and nothing is changed.
 """
 
 from __future__ import annotations
@@ -112,6 +114,15 @@ def _format(entry: ConfigEntry) -> str:
             f"synonyms={{{synonyms}}}")
 
 
+def _dynamic_sources(rtype: int, name: str) -> set[int]:
+    """The config sources of the configs set on this entity itself (kafka-configs shows
+    these without --all, and deletes only these): a topic's overrides, a broker's own
+    dynamic configs, the cluster-wide broker defaults."""
+    if rtype == TOPIC:
+        return {1}
+    return {2} if name != "" else {3}
+
+
 def _names(admin: AdminClient, rtype: int, name: str | None) -> list[str]:
     if name is not None:
         return [name]
@@ -163,7 +174,7 @@ def describe(
     def run(admin: AdminClient) -> None:
         for n in _names(admin, rtype, name):
             entries = admin.describe_configs(n, resource_type=rtype)
-            dynamic = {TOPIC: {1}, BROKER: {2} if n != "" else {3}}[rtype]
+            dynamic = _dynamic_sources(rtype, n)
             shown = [e for e in entries.values() if show_all or e.source in dynamic]
             head = "All" if show_all else ("Default" if rtype == BROKER and n == ""
                                            else "Dynamic")
@@ -210,10 +221,20 @@ def alter(
         from kafkactl.protocol.errors import KafkaError
 
         try:
+            if to_delete:
+                # as kafka-configs: only a key set at this level (a topic's override, a
+                # broker's or the cluster default's dynamic config) can be deleted
+                entries = admin.describe_configs(name, resource_type=rtype)
+                dynamic = _dynamic_sources(rtype, name)
+                unset = [k for k in to_delete
+                         if k not in entries or entries[k].source not in dynamic]
+                if unset:
+                    raise fail(f"Invalid config(s): {','.join(unset)}")
             admin.alter_configs(name, to_set, to_delete, resource_type=rtype)
         except (ClientError, KafkaError) as e:
             # the client says "alter NAME: ERROR: why": name the entity in words
-            message = str(e).removeprefix(f"alter {name}: ")
+            message = str(e).removeprefix(f"alter {name}: ").removeprefix(
+                f"configs of {name}: ")
             raise fail(f"cannot update the {what}: {message}") from None
 
     _run(bootstrap, prop, command_config, run)

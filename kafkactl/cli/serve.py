@@ -187,6 +187,13 @@ async def _run(cfg: object, explicit: set[str]) -> int:
         error(_startup_error(e))
         await _release(server)
         return 1
+    except OSError as e:  # a file in a log dir that cannot be read or written
+        from kafkactl.log.manager import describe_os_error
+
+        where = f"{e.filename}: " if e.filename else ""
+        error(f"the broker cannot start: {where}{describe_os_error(e)}")
+        await _release(server)
+        return 1
     except Exception:
         log.exception("the broker failed to start")
         await _release(server)

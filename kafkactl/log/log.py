@@ -237,7 +237,7 @@ class Log:
         segment = self._segs.segments[-1]
         try:
             if segment.size and segment.should_roll(total, info.max_timestamp, last_offset,
-                                                    self._now_ms):
+                                                    self._now_ms, self.config):
                 segment = self.roll(first_offset)
             segment.append(buf, info.batches)
         except OSError as e:

@@ -12,7 +12,9 @@ schedules (flush/retention may run on a worker thread); `shutdown()` flushes, cl
 Disk errors (a full disk: ENOSPC; EIO): Kafka marks the log dir offline on its first I/O
 error and stops serving its partitions until a restart. We keep the dir online instead: a
 failed append changes nothing and answers KAFKA_STORAGE_ERROR (clients retry), so produces
-succeed again as soon as space is freed, and fetches keep reading what is there. The
+succeed again as soon as space is freed, and fetches keep reading what is there; until
+an append there succeeds again the dir takes no new partition (`create_log`), and with
+every dir failing a creation answers KAFKA_STORAGE_ERROR, as Kafka's offline dirs do. The
 background work does each log and each dir on its own (one failing flush or checkpoint
 does not stop the others; retention, which frees space, keeps running), and
 `storage_errors` says it in the broker log once per dir (then at most every
@@ -68,6 +70,16 @@ def describe_os_error(e: BaseException) -> str:
     return str(e)
 
 
+class LogDirUnusableError(LogError):
+    """A log dir the broker cannot use at start (its lock file, a partition dir or a
+    segment cannot be opened or read)."""
+
+    @classmethod
+    def of(cls, log_dir: Path, e: OSError) -> LogDirUnusableError:
+        where = f"{e.filename}: " if e.filename and str(e.filename) != str(log_dir) else ""
+        return cls(f"Log directory {log_dir} cannot be used: {where}{describe_os_error(e)}.")
+
+
 class CheckpointValues(NamedTuple):
     """Checkpoint contents (dir -> file name -> entries) and when they were taken: values
     older than the last ones written are never written over them."""
@@ -115,8 +127,9 @@ class StorageErrorLog:
                 return
         if first:
             log.error("Storage error in log dir %s: %s. Its partitions answer produces with "
-                      "KAFKA_STORAGE_ERROR (clients retry) until this is fixed (free space "
-                      "on the disk); everything else keeps running.", log_dir, what)
+                      "KAFKA_STORAGE_ERROR (clients retry) and it takes no new partitions "
+                      "until this is fixed (free space, permissions); everything else keeps "
+                      "running.", log_dir, what)
         else:
             log.warning("Storage errors continue in log dir %s (%d more since the last "
                         "report): %s", log_dir, more, what)
@@ -200,13 +213,21 @@ class LogManager:
 
     # ----------------------------------------------------------------- load
     def load(self) -> None:
-        """Lock every dir and open every `<topic>-<partition>` log in it."""
+        """Lock every dir and open every `<topic>-<partition>` log in it. A dir that
+        cannot be used (its `.lock`, a partition dir or a segment cannot be opened) is
+        LogDirUnusableError, naming the dir and the reason; nothing stays open or locked."""
         try:
             for d in self.log_dirs:
-                d.mkdir(parents=True, exist_ok=True)
-                self._lock_fds[d] = lock_log_dir(d)
+                try:
+                    d.mkdir(parents=True, exist_ok=True)
+                    self._lock_fds[d] = lock_log_dir(d)
+                except OSError as e:
+                    raise LogDirUnusableError.of(d, e) from e
             for d in self.log_dirs:
-                self._load_dir(d)
+                try:
+                    self._load_dir(d)
+                except OSError as e:
+                    raise LogDirUnusableError.of(d, e) from e
         except BaseException:
             self._close_logs(clean=False)
             self._release_locks()
@@ -270,15 +291,24 @@ class LogManager:
 
     def create_log(self, topic: str, partition: int, config: LogConfig | None = None) -> Log:
         """The log of (topic, partition), created in the least loaded dir if absent.
-        Thread-safe; the files are made outside the manager's lock (a slow disk must not
-        stall the threads that only list the logs)."""
+        A dir with storage errors (KAFKA_STORAGE_ERROR in DescribeLogDirs) takes no new
+        log, as Kafka places none in an offline dir: LogError (KAFKA_STORAGE_ERROR) when
+        every dir has them. Thread-safe; the files are made outside the manager's lock (a
+        slow disk must not stall the threads that only list the logs)."""
         tp = (topic, partition)
         with self._lock:
             existing = self._logs.get(tp)
             if existing is not None:
                 return existing
             counts = self._logs_per_dir
-            d = min(self.log_dirs, key=lambda x: (counts.get(x, 0), self.log_dirs.index(x)))
+            failing = self.storage_errors.failing_dirs() if self.storage_errors.failing \
+                else set()
+            usable = [x for x in self.log_dirs if x not in failing]
+            if not usable:
+                raise LogError(
+                    f"cannot create the log of {topic}-{partition}: every log dir has "
+                    f"storage errors ({', '.join(str(x) for x in self.log_dirs)})")
+            d = min(usable, key=lambda x: (counts.get(x, 0), self.log_dirs.index(x)))
             counts[d] = counts.get(d, 0) + 1  # reserved while the files are made
         try:
             log = Log(d / f"{topic}-{partition}", config or self.config_for(topic),

@@ -243,15 +243,17 @@ class LogSegment:
         return self._rolling_ts if self._rolling_ts is not None else NO_TIMESTAMP
 
     def should_roll(self, incoming_bytes: int, max_ts: int, last_offset: int,
-                    now_ms: Callable[[], int]) -> bool:
+                    now_ms: Callable[[], int], config: LogConfig | None = None) -> bool:
         """Kafka's roll conditions (checked before every append, so kept lean): the file
         would pass segment.bytes, segment.ms (less jitter) has passed since the first
         batch's max timestamp (or creation), an index is full, or the offset would not fit
-        relative to the base offset."""
+        relative to the base offset. `config` is the log's config now (Kafka's RollParams):
+        a topic's segment.bytes / segment.ms changed at run time apply to the active
+        segment at its next append; the segment's own config is that of its creation."""
         size = self.size
         if size == 0:
             return False
-        cfg = self.config
+        cfg = self.config if config is None else config
         if size > cfg.segment_bytes - incoming_bytes:
             return True
         first_ts = self._rolling_ts
@@ -260,6 +262,10 @@ class LogSegment:
         waited = (max_ts - first_ts if first_ts >= 0 and max_ts >= 0
                   else now_ms() - self.created_ms)
         if waited > cfg.segment_ms - cfg.segment_jitter_ms:
+            return True
+        # Kafka's maxSegmentMs: a compacted log rolls by max.compaction.lag.ms too, so its
+        # records can be cleaned that soon (the active segment never is)
+        if cfg.compact and waited > cfg.max_compaction_lag_ms - cfg.segment_jitter_ms:
             return True
         if self.offset_index.is_full or self.time_index.is_full:
             return True
