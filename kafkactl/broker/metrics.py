@@ -161,6 +161,11 @@ class BrokerMetrics:
         self._idle_task: asyncio.Task[None] | None = None
 
     # ---- wiring (KafkaServer) ---------------------------------------------------------------
+    def count_failed_auth(self, listener: str) -> None:
+        """One more failed authentication on `listener` (SASL, or a TLS handshake)."""
+        counts = self.failed_authentications
+        counts[listener] = counts.get(listener, 0) + 1
+
     def attach(self, services: BrokerServices, socket_server: Any) -> None:
         """The broker's parts exist: scrapes can now report their state; produce and fetch
         handlers find these counters through `services`."""
@@ -350,8 +355,7 @@ class MeteredHandler:
         metrics = self.metrics
         metrics.handler_busy_s += now - started
         if conn.failed_authentication and not failed_before:
-            counts = metrics.failed_authentications
-            counts[conn.listener] = counts.get(conn.listener, 0) + 1
+            metrics.count_failed_auth(conn.listener)
         api_key, version = _HEADER.unpack_from(frame)
         apis = self.apis
         stats = apis[api_key] if 0 <= api_key < len(apis) else None

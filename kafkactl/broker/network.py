@@ -134,11 +134,13 @@ class KafkaConnection(asyncio.BufferedProtocol):
         "_charged",
         "_backlog", "_backlog_bytes", "_backlog_full", "_full_since", "_reading_paused", "_pending",
         "_write_paused", "_closed", "_close_after_drain", "_task", "_zero_copy", "_setup",
-        "_delayed_close", "_arrivals", "_muted", "_pipelining", "_queued")
+        "_delayed_close", "_arrivals", "_muted", "_pipelining", "_queued", "_tls")
 
     def __init__(self, server: SocketServer, connection_id: int, listener: str = "PLAINTEXT",
-                 zero_copy: bool = True, setup: ConnectionSetup | None = None) -> None:
+                 zero_copy: bool = True, setup: ConnectionSetup | None = None,
+                 tls: ssl.SSLContext | None = None) -> None:
         self.server = server
+        self._tls = tls  # the TLS handshake to make first (then None)
         self.loop = server.loop
         self.info = ConnectionInfo("?", connection_id, listener)
         self._zero_copy = zero_copy  # False on TLS: file regions are copied, not sendfile'd
@@ -182,6 +184,11 @@ class KafkaConnection(asyncio.BufferedProtocol):
 
     # ---- asyncio callbacks ---------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        if self._tls is not None:  # nothing is read until the handshake has been made
+            cast(asyncio.Transport, transport).pause_reading()
+            self.server.handshake(self, cast(asyncio.Transport, transport), self._tls)
+            self._tls = None
+            return
         # asyncio's own transports are asyncio.Transport; uvloop's have its methods only
         self.transport = cast(asyncio.Transport, transport)
         peer = transport.get_extra_info("peername")
@@ -216,6 +223,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
         if server.pool.paused:
             self.update_reading()
         log.debug("connection %d from %s", self.info.connection_id, self.info.peer)
+        if self._backlog:  # requests that came with the end of the TLS handshake
+            self._drain()
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._closed = True
@@ -363,6 +372,10 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self.server.pool.frame_finished(self)
 
     @property
+    def closed(self) -> bool:
+        return self._closed
+
+    @property
     def backlog_full(self) -> bool:
         """Reading is paused until this connection's own queued requests are answered."""
         return self._backlog_full
@@ -396,6 +409,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
         handler = self.server.handler
         info = self.info
         backlog = self._backlog
+        if self.transport is None:  # TLS: data behind the handshake, before connection_made
+            return
         while backlog and not self._write_paused and not self._closed and self._muted is None:
             if self._pending and not (self._pipelining and backlog[0][:2] == _PRODUCE_KEY):
                 break
@@ -686,12 +701,44 @@ class SocketServer:
         self._servers: list[asyncio.Server] = []
         self._next_id = 0
         self._idle_waiters: list[asyncio.Future[None]] = []
+        self._handshakes: set[asyncio.Task[None]] = set()
+        # a TLS handshake that failed: (listener, peer host, peer, the error)
+        self.tls_failed: Callable[[str, str, str, BaseException], None] | None = None
         self._reaper: asyncio.Task[None] | None = None
 
-    def _factory(self, listener: str, zero_copy: bool,
-                 setup: ConnectionSetup | None) -> KafkaConnection:
+    def _factory(self, listener: str, setup: ConnectionSetup | None,
+                 tls: ssl.SSLContext | None) -> KafkaConnection:
         self._next_id += 1
-        return KafkaConnection(self, self._next_id, listener, zero_copy, setup)
+        return KafkaConnection(self, self._next_id, listener, tls is None, setup, tls)
+
+    def handshake(self, conn: KafkaConnection, raw: asyncio.Transport,
+                  context: ssl.SSLContext) -> None:
+        """Make a TLS connection's handshake (the server's own, not asyncio's create_server
+        TLS, whose failures nobody hears of): a failure is a failed authentication, told
+        to `tls_failed` (Kafka: "Failed authentication with /ip (SSL handshake failed)")."""
+        task = self.loop.create_task(self._handshake(conn, raw, context))
+        self._handshakes.add(task)
+        task.add_done_callback(self._handshakes.discard)
+
+    async def _handshake(self, conn: KafkaConnection, raw: asyncio.Transport,
+                         context: ssl.SSLContext) -> None:
+        try:
+            tls = await self.loop.start_tls(raw, conn, context, server_side=True,
+                                            ssl_handshake_timeout=self.read_timeout)
+        except (TimeoutError, OSError, EOFError) as e:
+            raw.close()
+            peer = raw.get_extra_info("peername")
+            host, where = (str(peer[0]), f"{peer[0]}:{peer[1]}") if peer else ("?", "?")
+            gone = isinstance(e, (ssl.SSLEOFError, ssl.SSLZeroReturnError)) or \
+                not isinstance(e, ssl.SSLError)
+            if gone or self.tls_failed is None:  # closed or timed out mid-handshake
+                log.debug("TLS handshake with %s not made: %s: %s", where,
+                          type(e).__name__, e)
+            else:
+                self.tls_failed(conn.info.listener, host, where, e)
+            return
+        if tls is not None and not conn.closed:  # (not gone right after the handshake)
+            conn.connection_made(tls)
 
     def _loop_exception(self, loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
         """Errors asyncio reports from inside its own callbacks (e.g. accept() failing on a
@@ -706,9 +753,8 @@ class SocketServer:
         """Listen on host:port for `listener` (TLS when `ssl_context` is given)."""
         self.loop.set_exception_handler(self._loop_exception)
         server = await self.loop.create_server(
-            functools.partial(self._factory, listener, ssl_context is None, setup),
-            host or None, port, reuse_address=True, backlog=1024, ssl=ssl_context,
-            ssl_handshake_timeout=self.read_timeout if ssl_context is not None else None)
+            functools.partial(self._factory, listener, setup, ssl_context),
+            host or None, port, reuse_address=True, backlog=1024)
         self._servers.append(server)
         if self._reaper is None:
             self._reaper = self.loop.create_task(self._reap_idle())
@@ -757,6 +803,8 @@ class SocketServer:
     async def close(self) -> None:
         if self._reaper is not None:
             self._reaper.cancel()
+        for task in list(self._handshakes):
+            task.cancel()
         for conn in list(self.connections):
             conn.close(None)
         for limiter in self.log_limiters:

@@ -43,7 +43,7 @@ from kafkactl.broker.quota_manager import WINDOW_NUM, WINDOW_SIZE_S, QuotaManage
 from kafkactl.broker.replica_manager import ReplicaManager
 from kafkactl.broker.replica_state import ReplicaStates
 from kafkactl.broker.request_handler import KafkaApis
-from kafkactl.broker.security.channel import channel_builder
+from kafkactl.broker.security.channel import channel_builder, tls_failure_reporter
 from kafkactl.broker.security.gate import AuthenticationGate
 from kafkactl.broker.security.inter_broker import inter_broker_security
 from kafkactl.broker.security.listeners import (
@@ -428,7 +428,10 @@ class KafkaServer:
         if self.metrics is not None:
             self.metrics.attach(self.services, self.socket_server)
         self.socket_server.log_limiters.extend(
-            s.failure_log for s in listener_security.values() if s.uses_sasl)
+            s.failure_log for s in listener_security.values()
+            if s.uses_sasl or s.ssl_context is not None)
+        self.socket_server.tls_failed = tls_failure_reporter(
+            listener_security, None if self.metrics is None else self.metrics.count_failed_auth)
         warn_if_exposed(cfg, listener_security)
         for ep in endpoints:
             sec = listener_security[ep.listener]

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 
 from kafkactl.broker.network import ConnectionInfo, ConnectionSetup
 from kafkactl.broker.security.credential_store import CredentialStore
@@ -45,3 +46,27 @@ def channel_builder(sec: ListenerSecurity, credentials: CredentialStore) -> Conn
         return None
 
     return setup
+
+
+def tls_failure_reporter(listeners: dict[str, ListenerSecurity],
+                         count: Callable[[str], None] | None = None
+                         ) -> Callable[[str, str, str, BaseException], None]:
+    """What the socket server calls for a failed TLS handshake (a client with no or an
+    untrusted certificate, or not speaking TLS): Kafka's "Failed authentication with /ip
+    (SSL handshake failed)", once per peer then a count a minute, and the listener's
+    failed-authentication-total."""
+
+    def failed(listener: str, host: str, peer: str, error: BaseException) -> None:
+        sec = listeners.get(listener)
+        if count is not None:
+            count(listener)
+        if sec is None:
+            return
+        sec.failed_authentications += 1
+        reason = getattr(error, "reason", None) or getattr(error, "verify_message", None) \
+            or str(error)
+        sec.failure_log.event(
+            host, f"Failed authentication with {peer} (SSL handshake failed: {reason}) on "
+                  f"listener {sec.name} [{sec.failed_authentications} failed so far]")
+
+    return failed
