@@ -5,7 +5,12 @@ every batch is validated
 (length inside the file, magic, CRC, increasing offsets), each .log is cut at its first
 invalid byte and stale indexes are rebuilt; each .txnindex is compared with the aborted
 transactions the partition's markers say it holds and rewritten when it differs (the
-rebuild a broker's recovery does). Valid batches are never removed. The report
+rebuild a broker's recovery does). When a segment is cut (or one in the middle lost its
+bytes or its .log), the later segments are deleted as Kafka's loader deletes them (the log
+stays contiguous; `--salvage` keeps them): the report names them and the offsets lost.
+Leftover .deleted/.cleaned/.swap/.tmp files, orphan index files, unreadable producer
+snapshots and those above the log end are removed, and epochs, recovery points and high
+watermarks above the log end lowered. The report
 lists the segments that had problems (`--all`: every segment). Exit codes:
 0 the log is consistent (now), 1 `--dry-run` found something to repair, 2 it cannot be
 repaired (permission denied, a broker holds the dir, not a log dir...).
@@ -29,14 +34,18 @@ EXIT_REPAIRS_NEEDED = 1
 EXIT_CANNOT_REPAIR = 2
 
 
-def _problem(r: SegmentRecoveryReport) -> str:
-    """What is wrong with a segment, in one cell: the first invalid byte, else the first
-    index problem."""
+def _problem(r: SegmentRecoveryReport, dry_run: bool = False) -> str:
+    """What is wrong with a segment, in one cell: deleted after a cut, the first invalid
+    byte, else the first index problem, else a gap before it."""
+    if r.deleted:
+        return ("would be deleted" if dry_run else "deleted") + ": it follows the cut"
     if r.error:
         return f"{r.error_position}: {r.error}"
     if r.index_problems:
         more = len(r.index_problems) - 1
         return str(r.index_problems[0]["message"]) + (f" (and {more} more)" if more else "")
+    if r.gap_before:
+        return f"no segment holds offsets {r.gap_before[0]}..{r.gap_before[1]} before it"
     return ""
 
 
@@ -55,7 +64,7 @@ def _render(rows: list[tuple[str, SegmentRecoveryReport]], dry_run: bool) -> Non
                                                             else "")
         idx = ("would rebuild" if dry_run else "rebuilt") if r.indexes_rebuilt else "ok"
         table.add_row(part, str(r.base_offset), str(r.valid_batches), str(r.valid_bytes),
-                      cut_text, idx, _problem(r))
+                      cut_text, idx, _problem(r, dry_run))
     print_table(table)
 
 
@@ -98,11 +107,13 @@ def recover_command(  # noqa: C901
     from kafkactl.log.errors import LogDirInUseError, LogError
     from kafkactl.log.manager import lock_log_dir
     from kafkactl.log.repair import (
+        PartitionRepair,
         RepairError,
+        lower_checkpoints,
         needs_repair,
         partition_dirs,
-        recover_partition,
         repair_checkpoints,
+        repair_partition,
     )
 
     err = Console(stderr=True, soft_wrap=True)
@@ -122,10 +133,15 @@ def recover_command(  # noqa: C901
                     f"Run as the user that owns the log dir, or use --dry-run.")
             lock_fd = lock_log_dir(log_dir)
         rows: list[tuple[str, SegmentRecoveryReport]] = []
+        parts: list[PartitionRepair] = []
         for d in dirs:
-            for r in recover_partition(d, dry_run=dry_run, config=config, salvage=salvage):
-                rows.append((d.name, r))
+            part = repair_partition(d, dry_run=dry_run, config=config, salvage=salvage)
+            parts.append(part)
+            rows += [(d.name, r) for r in part.segments]
         checkpoints = repair_checkpoints(log_dir, dry_run=dry_run)
+        checkpoints += lower_checkpoints(
+            log_dir, {p.partition: p.log_end_offset for p in parts
+                      if p.log_end_offset is not None}, dry_run=dry_run)
     except LogDirInUseError as e:
         err.print(f"[red]error:[/red] {e} Stop the broker before repairing.", highlight=False)
         raise typer.Exit(EXIT_CANNOT_REPAIR) from None
@@ -144,8 +160,10 @@ def recover_command(  # noqa: C901
     finally:
         if lock_fd is not None:
             os.close(lock_fd)
-    needs = any(needs_repair(r) for _p, r in rows) or bool(checkpoints)
+    needs = any(p.needs_repair for p in parts) or bool(checkpoints)
     shown = rows if show_all else [(p, r) for p, r in rows if needs_repair(r)]
+    cuts = [p.cut for p in parts if p.cut is not None]
+    files = [(p.partition, f) for p in parts for f in p.files]
     if as_json:
         doc = {
             "path": str(path), "dry_run": dry_run,
@@ -153,6 +171,8 @@ def recover_command(  # noqa: C901
             "partitions_checked": len({p for p, _r in rows}),
             "segments_checked": len(rows),
             "segments": [{"partition": p, **r.to_dict()} for p, r in shown],
+            "cuts": [c.to_dict() for c in cuts],
+            "files": [{"partition": p, **f.to_dict(dry_run=dry_run)} for p, f in files],
             "checkpoints": [c.to_dict() for c in checkpoints],
         }
         typer.echo(json.dumps(doc, indent=2))
@@ -160,7 +180,18 @@ def recover_command(  # noqa: C901
         if shown:
             _render(shown, dry_run)
         typer.echo(_summary(rows, len(shown)))
+        for cut in cuts:
+            typer.echo(cut.sentence())
+        for part_name, f in files:
+            done = f.to_dict(dry_run=dry_run)
+            target = f" to {Path(str(done['target'])).name}" if done["target"] else ""
+            typer.echo(f"{part_name}: {f.path.name}: {f.problem}. "
+                       f"{str(done['action']).capitalize()} it{target}.")
         for c in checkpoints:
+            if c.lowered:
+                typer.echo(f"{c.problem} {'Lowered' if c.rewritten else 'Would lower'} "
+                           "them to the log end.")
+                continue
             typer.echo(f"{c.problem} {'Rewrote it' if c.rewritten else 'Would rewrite it'}"
                        f" with its {c.entries_kept} readable entries.")
         if dry_run and needs:

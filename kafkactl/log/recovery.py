@@ -50,6 +50,12 @@ class SegmentRecoveryReport:
     cut_first_offset: int | None = None  # the offset the first cut batch's header claims
     # what is wrong with the index files as found (kafkactl.log.index_check; a dry run)
     index_problems: list[dict[str, object]] = field(default_factory=list)
+    # the segment follows the segment the log was cut in: it was (or, in a dry run, would
+    # be) deleted whole, so the log stays contiguous (see CutReport)
+    deleted: bool = False
+    # [first, last] offsets no segment holds between the previous segment's end and this
+    # base offset (a compaction leaves such gaps; None: none)
+    gap_before: list[int] | None = None
 
     @property
     def bytes_truncated(self) -> int:
@@ -59,6 +65,64 @@ class SegmentRecoveryReport:
         d = asdict(self)
         d["bytes_truncated"] = self.bytes_truncated
         return d
+
+
+@dataclass
+class CutReport:
+    """The log of a partition was cut in one segment (its tail was invalid, or it lost
+    its bytes): every later segment is deleted, as Kafka's LogLoader.recoverLog does, so the
+    log stays contiguous (producer state, leader epochs and the high watermark assume it)."""
+
+    partition: str
+    segment: str  # the file name of the segment the log now ends in
+    reason: str  # why the log was cut there (a sentence fragment)
+    deleted_segments: list[str]  # the file names of the later segments' .log files
+    first_lost_offset: int  # the new log end: offsets from here on are gone
+    last_lost_offset: int | None  # the last offset the deleted segments held (None: none)
+    log_end_offset: int  # the log end once cut
+    dry_run: bool = False
+
+    def to_dict(self) -> dict[str, object]:
+        return asdict(self)
+
+    @property
+    def lost_range(self) -> str:
+        if self.last_lost_offset is None or self.last_lost_offset < self.first_lost_offset:
+            return "no offset"
+        if self.last_lost_offset == self.first_lost_offset:
+            return f"offset {self.first_lost_offset}"
+        return f"offsets {self.first_lost_offset}..{self.last_lost_offset}"
+
+    def sentence(self) -> str:
+        """One line for the broker's WARNING and recover's text report."""
+        deleted = ", ".join(self.deleted_segments) or "none"
+        verb = ("would delete" if self.dry_run else "deleted")
+        lost = "would be lost" if self.dry_run else "are lost"
+        return (f"{self.partition}: {self.reason}; {verb} the {len(self.deleted_segments)} "
+                f"later segment(s) so the log stays contiguous ({deleted}): "
+                f"{self.lost_range} {lost}, the log "
+                f"{'would end' if self.dry_run else 'now ends'} at offset "
+                f"{self.log_end_offset}.")
+
+
+def lost_data_reason(name: str, *, bytes_truncated: int, valid_bytes: int,
+                     error: str | None, empty_with_index_evidence: bool,
+                     missing_after: int | None) -> str | None:
+    """Why the log must be cut after the segment `name` (not the last one), or None:
+    its tail was cut; it is empty although its index files say it held offsets (or they
+    are missing: the file lost its bytes; a compaction that empties a segment leaves
+    empty index files); or the segment after it has no .log (`missing_after`: its base
+    offset). Kafka's loader cuts at a truncated segment; an empty or missing segment file
+    in the middle is treated the same way (the offsets it held are gone)."""
+    if bytes_truncated > 0:
+        return (f"segment {name} was truncated at position {valid_bytes} "
+                f"({error or 'invalid bytes'})")
+    if empty_with_index_evidence:
+        return (f"segment {name} is empty but its index files are missing or say it held "
+                f"offsets (its bytes are lost)")
+    if missing_after is not None:
+        return f"segment {missing_after:020d}.log is missing (its index files were left)"
+    return None
 
 
 @dataclass
@@ -195,15 +259,28 @@ def recover_segment(segment: LogSegment, *, next_base_offset: int | None = None,
                        txn_events=txn_events)
     cut_offset = None
     if vp.valid_bytes != original:
-        h = read_header(segment.fd, vp.valid_bytes)
-        if h is not None and h.base_offset >= segment.base_offset:
-            cut_offset = h.base_offset  # what the first cut batch claims (maybe damaged)
+        cut_offset = claimed_offset(segment.fd, vp.valid_bytes, segment.base_offset)
         segment.truncate_bytes(vp.valid_bytes)
     segment.rebuild_indexes(vp.headers)
     report = _report(segment.log_path, segment.base_offset, original, vp, True,
                      segment.offset_index.entry_count, segment.time_index.entry_count, False)
     report.cut_first_offset = cut_offset
     return report
+
+
+def claimed_offset(fd: int, position: int, base_offset: int) -> int | None:
+    """The base offset the batch at `position` claims (its first 8 bytes: readable even
+    when the batch is cut short or its header damaged), or None when fewer than 8 bytes
+    are left or the claim is below the segment's base offset (garbage)."""
+    h = read_header(fd, position)
+    if h is not None:
+        offset = h.base_offset
+    else:
+        data = os.pread(fd, 8, position)
+        if len(data) < 8:
+            return None
+        offset = struct.unpack(">q", data)[0]
+    return offset if offset >= base_offset else None
 
 
 def inspect_segment(log_path: Path, *, index_interval_bytes: int = 4096,
@@ -213,9 +290,13 @@ def inspect_segment(log_path: Path, *, index_interval_bytes: int = 4096,
     recover_segment) would do, without changing any byte (dry run)."""
     base = base_offset_from_path(log_path)
     fd = os.open(log_path, os.O_RDONLY)
+    cut_offset = None
     try:
         size = os.fstat(fd).st_size
         vp = validate_file(fd, size, base, next_base_offset, salvage=salvage)
+        first_bad = vp.error_position if salvage else vp.valid_bytes
+        if first_bad is not None and first_bad < size:
+            cut_offset = claimed_offset(fd, first_bad, base)
     finally:
         os.close(fd)
     gaps = has_gaps(vp.headers)
@@ -226,6 +307,7 @@ def inspect_segment(log_path: Path, *, index_interval_bytes: int = 4096,
     report = _report(log_path, base, size, vp, stale, len(offsets), len(times), True)
     report.salvaged_batches = salvaged_count(vp)
     report.index_problems = [p.to_dict() for p in problems]
+    report.cut_first_offset = cut_offset
     return report
 
 

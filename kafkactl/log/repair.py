@@ -3,34 +3,53 @@
 The broker's own segment recovery (kafkactl.log.recovery) applied to every segment of
 every partition found under a path: each .log is cut at its first invalid byte and stale
 indexes are rebuilt (the .txnindex files from the transaction markers of the whole
-partition, as the broker's recovery rebuilds them); valid batches are never removed. The
-caller holds the log dir's
-`.lock` (lock_log_dir) so a running broker and a repair never meet.
+partition, as the broker's recovery rebuilds them). When a segment is cut short (or a
+segment in the middle is empty although its indexes say it held offsets, or its .log is
+missing), every later segment is deleted, as Kafka's loader does: the log stays
+contiguous (CutReport names the segments and the offsets lost); `salvage` keeps them
+instead (the log then has a gap). Leftovers of interrupted operations (.deleted,
+.cleaned, .tmp, .swap, orphan index files) are settled as the broker's loader settles
+them, unreadable producer snapshots and those above the log end removed, and the
+leader-epoch checkpoint and the log dir's recovery-point and high-watermark checkpoints
+lowered to the log end. The caller holds the log dir's `.lock` (lock_log_dir) so a
+running broker and a repair never meet.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from kafkactl.log.checkpoint import (
     RECOVERY_POINT_CHECKPOINT,
+    REPLICATION_OFFSET_CHECKPOINT,
     checkpoint_problem,
     fsync_dir,
     salvage_checkpoint,
     write_checkpoint,
 )
 from kafkactl.log.config import LogConfig
+from kafkactl.log.errors import LogError
+from kafkactl.log.loader import TRUNCATE, FileAction, clean_snapshots, plan_leftovers
+from kafkactl.log.log import parse_topic_partition
 from kafkactl.log.manager import CLEAN_SHUTDOWN_MARKER, is_partition_dir
 from kafkactl.log.recovery import (
+    CutReport,
     SegmentRecoveryReport,
     inspect_segment,
+    lost_data_reason,
     recover_segment,
     salvage_segment_file,
 )
-from kafkactl.log.segment import LOG_SUFFIX, LogSegment, offset_from_filename
+from kafkactl.log.segment import (
+    INDEX_SUFFIX,
+    LOG_SUFFIX,
+    TIME_INDEX_SUFFIX,
+    LogSegment,
+    offset_from_filename,
+)
 from kafkactl.log.txn_index import (
     TXN_INDEX_SUFFIX,
     TransactionIndex,
@@ -53,7 +72,9 @@ def partition_dirs(path: Path) -> tuple[Path, list[Path]]:
         return path.parent, [path]
     dirs = [p for p in sorted(path.iterdir()) if is_partition_dir(p)]
     if not dirs:
-        if is_partition_dir(path):
+        if is_partition_dir(path) or segment_files(path):
+            # segments in a dir not named <topic>-<partition> (a copy, say): recovered as a
+            # partition dir; no log dir checkpoint names it
             return path.parent, [path]
         raise RepairError(
             f"{path} holds no <topic>-<partition> directories and no .log segments; "
@@ -71,39 +92,158 @@ def segment_files(d: Path) -> list[tuple[int, Path]]:
     return sorted(out)
 
 
+@dataclass
+class PartitionRepair:
+    """What recovering one partition dir found and did (or, in a dry run, would do)."""
+
+    partition: str
+    segments: list[SegmentRecoveryReport]
+    files: list[FileAction] = field(default_factory=list)  # leftovers, snapshots, epochs
+    cut: CutReport | None = None
+    log_end_offset: int | None = None  # once repaired (None: no segment)
+
+    @property
+    def needs_repair(self) -> bool:
+        return (any(needs_repair(r) for r in self.segments) or bool(self.files)
+                or self.cut is not None)
+
+
 def recover_partition(d: Path, *, dry_run: bool, config: LogConfig, salvage: bool = False
                       ) -> list[SegmentRecoveryReport]:
+    """The segment reports of repair_partition."""
+    return repair_partition(d, dry_run=dry_run, config=config, salvage=salvage).segments
+
+
+# C901: the loader's order: leftovers, segments, cut, transaction indexes, snapshots
+def repair_partition(  # noqa: C901
+        d: Path, *, dry_run: bool, config: LogConfig, salvage: bool = False
+) -> PartitionRepair:
     """Inspect every segment of a partition dir; unless `dry_run`, repair those that need
-    it (cut the invalid tail, rebuild the indexes). With `salvage`, the valid batches after
-    a corrupt region are kept (offsets as written: the log gets a gap) instead of being
-    cut with it (Kafka's rule). One report per segment."""
+    it (cut the invalid tail, rebuild the indexes) and delete the segments after a cut.
+    With `salvage`, the valid batches after a corrupt region are kept (offsets as written:
+    the log gets a gap) instead of being cut with it (Kafka's rule), and so are the
+    segments after it. One report per segment."""
+    actions = plan_leftovers(d, sorted(os.listdir(d)))
+    missing = sorted({a.missing_segment for a in actions if a.missing_segment is not None})
+    if not dry_run:
+        for a in actions:
+            a.apply(delete_queued=True)
+        if actions:
+            fsync_dir(d)
     segments = segment_files(d)
-    reports = []
+    reports: list[SegmentRecoveryReport] = []
+    cut_at: int | None = None
+    reason: str | None = None
     for i, (base, path) in enumerate(segments):
         nxt = segments[i + 1][0] if i + 1 < len(segments) else None
         found = inspect_segment(path, index_interval_bytes=config.index_interval_bytes,
                                 next_base_offset=nxt, salvage=salvage)
-        if dry_run or (found.bytes_truncated == 0 and not found.indexes_rebuilt):
+        if cut_at is not None:
+            found.deleted = True
             reports.append(found)
             continue
-        if salvage:
-            salvage_segment_file(path, next_base_offset=nxt)
-        seg = LogSegment(d, base, config, created_ms=0)
-        try:
-            done = recover_segment(seg, next_base_offset=nxt)
-            seg.on_become_inactive()  # final time entry, trimmed indexes: a clean state
-            seg.flush()
-        finally:
-            seg.close()
-        done.indexes_rebuilt = True
-        done.index_problems = found.index_problems  # what was wrong with them
-        if salvage:  # as found, before the rewrite
-            done.original_bytes, done.error = found.original_bytes, found.error
-            done.error_position = found.error_position
-            done.salvaged_batches = found.salvaged_batches
-        reports.append(done)
-    _check_txn_indexes(d, segments, reports, dry_run=dry_run, salvage=salvage)
-    return reports
+        if reports:
+            prev = reports[-1]
+            prev_end = prev.last_offset + 1 if prev.last_offset is not None else prev.base_offset
+            if prev_end < base:
+                found.gap_before = [prev_end, base - 1]
+        report = found
+        if not (dry_run or (found.bytes_truncated == 0 and not found.indexes_rebuilt)):
+            report = _repair_segment(d, base, path, nxt, found, config, salvage)
+        reports.append(report)
+        if nxt is not None and not salvage:
+            reason = lost_data_reason(
+                path.name, bytes_truncated=found.bytes_truncated,
+                valid_bytes=found.valid_bytes, error=found.error,
+                empty_with_index_evidence=found.original_bytes == 0 and any(
+                    p.get("index") != "transaction" for p in found.index_problems),
+                missing_after=next((m for m in missing if base < m < nxt), None))
+            if reason:
+                cut_at = i
+    cut = None
+    if cut_at is not None and reason is not None:
+        kept, deleted = reports[cut_at], reports[cut_at + 1:]
+        cut = _cut_report(d.name, kept, deleted, reason, dry_run)
+        if not dry_run:
+            for _base, path in segments[cut_at + 1:]:
+                stem = path.name[: -len(LOG_SUFFIX)]
+                for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX):
+                    path.with_name(stem + suffix).unlink(missing_ok=True)
+            fsync_dir(d)
+        segments_kept = segments[:cut_at + 1]
+    else:
+        segments_kept = segments
+    _check_txn_indexes(d, segments_kept, reports[:len(segments_kept)], dry_run=dry_run,
+                       salvage=salvage)
+    files = list(actions)
+    log_end = None
+    if segments_kept:
+        last = reports[len(segments_kept) - 1]
+        log_end = last.last_offset + 1 if last.last_offset is not None else last.base_offset
+        files += clean_snapshots(d, log_end, dry_run=dry_run)
+        epochs = _leader_epochs_above(d, log_end, dry_run=dry_run)
+        if epochs is not None:
+            files.append(epochs)
+    return PartitionRepair(d.name, reports, files, cut, log_end)
+
+
+def _repair_segment(d: Path, base: int, path: Path, nxt: int | None,
+                    found: SegmentRecoveryReport, config: LogConfig, salvage: bool
+                    ) -> SegmentRecoveryReport:
+    """Cut the invalid tail of one segment (with `salvage`: keep every valid batch) and
+    rebuild its indexes; the report of what was done."""
+    if salvage:
+        salvage_segment_file(path, next_base_offset=nxt)
+    seg = LogSegment(d, base, config, created_ms=0)
+    try:
+        done = recover_segment(seg, next_base_offset=nxt)
+        seg.on_become_inactive()  # final time entry, trimmed indexes: a clean state
+        seg.flush()
+    finally:
+        seg.close()
+    done.indexes_rebuilt = True
+    done.index_problems = found.index_problems  # what was wrong with them
+    done.gap_before = found.gap_before
+    if done.cut_first_offset is None:
+        done.cut_first_offset = found.cut_first_offset
+    if salvage:  # as found, before the rewrite
+        done.original_bytes, done.error = found.original_bytes, found.error
+        done.error_position = found.error_position
+        done.salvaged_batches = found.salvaged_batches
+        done.cut_first_offset = found.cut_first_offset
+    return done
+
+
+def _cut_report(partition: str, kept: SegmentRecoveryReport,
+                deleted: list[SegmentRecoveryReport], reason: str, dry_run: bool
+                ) -> CutReport:
+    new_end = kept.last_offset + 1 if kept.last_offset is not None else kept.base_offset
+    ends = [r.last_offset + 1 if r.last_offset is not None else r.base_offset
+            for r in deleted]
+    if kept.cut_first_offset is not None:
+        ends.append(kept.cut_first_offset + 1)
+    old_end = max([new_end, *ends])
+    return CutReport(partition, Path(kept.path).name, reason,
+                     [Path(r.path).name for r in deleted], new_end,
+                     old_end - 1 if old_end > new_end else None, new_end, dry_run)
+
+
+def _leader_epochs_above(d: Path, log_end: int, *, dry_run: bool) -> FileAction | None:
+    """The leader-epoch checkpoint's epochs that start at or above the log end (the
+    broker's loader drops them): what to do, and unless `dry_run`, done."""
+    from kafkactl.log.leader_epoch_cache import LeaderEpochCache
+
+    cache = LeaderEpochCache(d)
+    if not cache.path.exists() or not cache.load():
+        return None
+    above = [(e, o) for e, o in zip(cache.epochs, cache.offsets, strict=True) if o >= log_end]
+    if not above:
+        return None
+    action = FileAction(cache.path, f"leader epochs {', '.join(f'{e}@{o}' for e, o in above)} "
+                        f"start at or above the log end offset {log_end}", TRUNCATE)
+    if not dry_run:
+        cache.truncate_from_end(log_end)
+    return action
 
 
 @dataclass
@@ -158,8 +298,9 @@ def _check_txn_indexes(d: Path, segments: list[tuple[int, Path]],
 
 
 def needs_repair(r: SegmentRecoveryReport) -> bool:
-    """The segment had (or, in a dry run, has) bytes to cut or indexes to rebuild."""
-    return r.bytes_truncated > 0 or r.indexes_rebuilt
+    """The segment had (or, in a dry run, has) bytes to cut or indexes to rebuild, or it
+    follows a cut (deleted)."""
+    return r.bytes_truncated > 0 or r.indexes_rebuilt or r.deleted
 
 
 @dataclass
@@ -168,6 +309,7 @@ class CheckpointReport:
     problem: str  # why it cannot be read
     entries_kept: int  # well-formed lines kept in the rewritten file
     rewritten: bool  # False in a dry run
+    lowered: bool = False  # offsets above a repaired log's end were (would be) lowered
 
     def to_dict(self) -> dict[str, object]:
         return asdict(self)
@@ -192,5 +334,38 @@ def repair_checkpoints(log_dir: Path, *, dry_run: bool) -> list[CheckpointReport
                 with contextlib.suppress(FileNotFoundError):
                     os.unlink(log_dir / CLEAN_SHUTDOWN_MARKER)
                     fsync_dir(log_dir)
-        reports.append(CheckpointReport(str(path), problem, len(entries), not dry_run))
+        reports.append(CheckpointReport(str(path), problem, len(entries), not dry_run,
+                                        lowered=True))
+    return reports
+
+
+def lower_checkpoints(log_dir: Path, ends: dict[str, int], *, dry_run: bool
+                      ) -> list[CheckpointReport]:
+    """The recovery points and high watermarks of the log dir's checkpoints that are above
+    the log end of a repaired partition (`ends`: partition dir name -> log end offset),
+    lowered to it (unless `dry_run`)."""
+    by_tp = {}
+    for name, end in ends.items():
+        try:
+            by_tp[parse_topic_partition(name)] = end
+        except LogError:
+            continue
+    reports = []
+    for file in (RECOVERY_POINT_CHECKPOINT, REPLICATION_OFFSET_CHECKPOINT):
+        path = log_dir / file
+        if not by_tp or not path.is_file():
+            continue
+        entries = salvage_checkpoint(path)
+        high = {tp: off for tp, off in entries.items() if tp in by_tp and off > by_tp[tp]}
+        if not high:
+            continue
+        what = "recovery point" if file == RECOVERY_POINT_CHECKPOINT else "high watermark"
+        problem = f"{path} holds a {what} above the log end: " + ", ".join(
+            f"{t}-{p} at {off} (the log ends at {by_tp[(t, p)]})"
+            for (t, p), off in sorted(high.items())) + "."
+        if not dry_run:
+            entries.update({tp: by_tp[tp] for tp in high})
+            write_checkpoint(path, entries)
+        reports.append(CheckpointReport(str(path), problem, len(entries), not dry_run,
+                                        lowered=True))
     return reports

@@ -172,22 +172,24 @@ def test_missing_and_corrupt_index_files_are_rebuilt(tmp_path: Path, clock: Fake
     again.close()
 
 
-def test_later_valid_segment_is_kept(tmp_path: Path, clock: FakeTime) -> None:
-    """A torn middle segment never costs the valid batches of the next one."""
+def test_later_segments_are_deleted_after_a_torn_middle_segment(tmp_path: Path,
+                                                                 clock: FakeTime) -> None:
+    """A torn middle segment is cut and every later segment deleted (Kafka's
+    LogLoader.recoverLog): the log stays contiguous."""
     cfg = dataclasses.replace(CFG, segment_bytes=1200)
     d = tmp_path / "mid-0"
     log = Log(d, cfg, time=clock)
     fill(log, 30)
     segs = [(s.log_path, s.size) for s in log.segments]
-    end = log.log_end_offset
     log.close()
     mid_path, mid_size = segs[1]
     with open(mid_path, "r+b") as f:
         f.truncate(mid_size - 5)
     again = Log(d, cfg, time=clock, needs_recovery=True)
-    assert len(again.segments) == len(segs)
-    assert again.log_end_offset == end
+    assert len(again.segments) == 2
+    assert again.log_end_offset == again.recovery_reports[1].last_offset + 1
     assert again.recovery_reports[1].error is not None
+    assert not any(p.exists() for p, _size in segs[2:])
     again.close()
 
 
