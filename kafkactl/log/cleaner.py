@@ -1,20 +1,40 @@
 """LogCleaner: log compaction for `cleanup.policy=compact` (and `compact,delete`).
 
 For one log: build a map key -> latest offset over the dirty section (from the
-cleaner-offset-checkpoint position up to the active segment), then rewrite every inactive
-segment keeping a record only if no later record has its key. Tombstones (null values) are
-dropped once their segment is older than `delete.retention.ms`. Offsets never change (gaps
-are fine), batches whose records all survive are copied byte for byte, and the active
-segment is never touched. Magic 0/1 message sets are kept as they are.
+cleaner-offset-checkpoint position up to the first uncleanable offset), then rewrite every
+cleanable segment keeping a record only if no later record has its key. Offsets never
+change (gaps are fine), batches whose records all survive are copied byte for byte, and the
+active segment is never touched. Magic 0/1 message sets are kept as they are.
 
-Crash safety, one segment at a time (Kafka's `.cleaned` / `.swap`):
+What may be cleaned (Kafka's LogCleanerManager.cleanableOffsets): segments below the
+active one, below the first open transaction, and below the first dirty segment whose
+largest timestamp is newer than now - `min.compaction.lag.ms`. A log is cleaned when its
+dirty ratio reaches `min.cleanable.dirty.ratio`, or, whatever the ratio, when a dirty
+segment's first batch is older than now - `max.compaction.lag.ms` (KIP-354); such logs go
+first in a pass.
+
+Tombstones (KIP-534): the pass that first keeps a tombstone rewrites its batch with the
+delete horizon (attribute bit 6, the horizon now + `delete.retention.ms` in the base
+timestamp, the records' timestamp deltas taken from it so their timestamps are unchanged);
+a later pass removes the tombstone once now >= that horizon. With delete.retention.ms=0 the
+horizon a pass would set has already passed, and the tombstone goes in that pass.
+
+Consecutive segments are cleaned into one (Kafka's groupSegmentsBySize: their sizes add up
+to at most segment.bytes, each index to at most segment.index.bytes, their offsets span
+less than 2^31), so compaction does not leave a trail of tiny segments. A group with
+nothing left is deleted, except the log's first segment, which is kept (empty) so the log
+start stays where it is.
+
+Crash safety, one group at a time (Kafka's `.cleaned` / `.swap`):
   1. write `<base>.log.cleaned` and fsync it          crash: the loader deletes it
-  2. unlink the old segment's index files             crash: the indexes are rebuilt
+  2. unlink the first segment's index files           crash: the indexes are rebuilt
   3. rename `.cleaned` -> `<base>.log.swap`           (the commit point) crash: the loader
-                                                      renames the swap over the old log
-  4. rename `.swap` -> `<base>.log`, build fresh indexes, swap the LogSegment in.
-Open file descriptors of the replaced segment stay valid for in-flight reads and are closed
-after `file.delete.delay.ms`.
+                                                      renames the swap over the old log and
+                                                      deletes the other segments it covers
+  4. rename the group's other segments to `.deleted`
+  5. rename `.swap` -> `<base>.log`, build fresh indexes, swap the LogSegment in.
+Open file descriptors of the replaced segments stay valid for in-flight reads and are
+closed after `file.delete.delay.ms`.
 
 Transactions (Kafka's CleanedTransactionMetadata): only segments wholly below the first
 offset of the earliest open transaction are cleaned (an open transaction's outcome is not
@@ -23,11 +43,10 @@ transactions are removed and take no part in the key map (an aborted value never
 committed one). An ABORT marker stays while a pass still removed records of its
 transaction; a marker whose transaction has no record left (an ABORT after that pass, a
 COMMIT whose records were all compacted away) gets KIP-534's delete horizon (now +
-`delete.retention.ms`, in its base timestamp with the attribute bit) and is removed by the
-first pass after it, so a consumer that fetched the transaction's records still finds its
-marker. The .txnindex of each cleaned segment is
-rewritten with the aborted transactions that still have records (what recovery would
-rebuild from the cleaned log).
+`delete.retention.ms`) and is removed by the first pass after it, so a consumer that
+fetched the transaction's records still finds its marker. The .txnindex of each cleaned
+segment is rewritten with the aborted transactions that still have records (what recovery
+would rebuild from the cleaned log).
 """
 
 from __future__ import annotations
@@ -41,6 +60,7 @@ from typing import Any
 
 from kafkactl.log.checkpoint import CLEANER_OFFSET_CHECKPOINT, read_checkpoint, write_checkpoint
 from kafkactl.log.errors import CheckpointError
+from kafkactl.log.offset_index import INT32_MAX
 from kafkactl.log.segment import CLEANED_SUFFIX, SWAP_SUFFIX, LogSegment
 from kafkactl.log.txn_index import (
     AbortedTxn,
@@ -49,7 +69,10 @@ from kafkactl.log.txn_index import (
     parse_marker,
     segment_txn_events,
 )
-from kafkactl.record.batch import Record, RecordBatchBuilder
+from kafkactl.record.batch import Record
+from kafkactl.record.batch_header import DELETE_HORIZON_FLAG, TimestampType
+from kafkactl.record.builder import assemble_batch, encode_record
+from kafkactl.record.codecs import compress
 from kafkactl.record.errors import RecordError
 from kafkactl.record.memory_records import RecordBatch, iter_batches
 
@@ -70,34 +93,44 @@ def _records_or_none(batch: Any, lg: Any) -> list[Record] | None:
 
 @dataclass
 class SegmentSwap:
-    segment: LogSegment
-    cleaned_path: Path
+    segments: list[LogSegment]  # a group of consecutive segments, cleaned into one
+    cleaned_path: Path | None  # None: nothing is left, the group is deleted
     records_in: int
     records_out: int
     bytes_in: int
     bytes_out: int
     txn_entries: list[AbortedTxn] | None = None  # the cleaned segment's .txnindex
 
+    @property
+    def segment(self) -> LogSegment:
+        """The first segment of the group (the cleaned one takes its base offset)."""
+        return self.segments[0]
 
-def _with_delete_horizon(batch: RecordBatch, raw: memoryview, horizon_ms: int) -> bytes:
-    """The control batch again with KIP-534's delete horizon: the attribute bit set and
-    the horizon in the base timestamp, the records' timestamp deltas taken from it (their
-    timestamps unchanged), offsets, producer fields and epoch kept."""
-    from kafkactl.record.batch_header import DELETE_HORIZON_FLAG
-    from kafkactl.record.builder import assemble_batch, encode_record
 
+def _build_batch(batch: RecordBatch, keep: list[Record], horizon_ms: int | None) -> bytes:
+    """`batch` again with only the records `keep` (offsets, producer fields, sequence, epoch
+    and compression kept). With `horizon_ms`, KIP-534's delete horizon: the attribute bit
+    set and the horizon in the base timestamp, the records' timestamp deltas taken from it
+    so that their timestamps stay what they were."""
+    base_ts = horizon_ms if horizon_ms is not None else keep[0].timestamp
     records = b"".join(
-        encode_record(rec.offset - batch.base_offset, rec.timestamp - horizon_ms,
+        encode_record(rec.offset - batch.base_offset, rec.timestamp - base_ts,
                       None if rec.key is None else bytes(rec.key),
                       None if rec.value is None else bytes(rec.value),
                       [(k, None if v is None else bytes(v)) for k, v in rec.headers])
-        for rec in RecordBatch(raw, 0))
+        for rec in keep)
+    if batch.compression:
+        records = compress(batch.compression, records)
+    attributes = batch.attributes & ~DELETE_HORIZON_FLAG
+    if horizon_ms is not None:
+        attributes |= DELETE_HORIZON_FLAG
+    max_ts = (batch.max_timestamp if batch.timestamp_type == TimestampType.LOG_APPEND_TIME
+              else max(rec.timestamp for rec in keep))
     return assemble_batch(
-        records, attributes=batch.attributes | DELETE_HORIZON_FLAG,
-        last_offset_delta=batch.last_offset - batch.base_offset, base_timestamp=horizon_ms,
-        max_timestamp=batch.max_timestamp, producer_id=batch.producer_id,
+        records, attributes=attributes, last_offset_delta=keep[-1].offset - batch.base_offset,
+        base_timestamp=base_ts, max_timestamp=max_ts, producer_id=batch.producer_id,
         producer_epoch=batch.producer_epoch, base_sequence=batch.base_sequence,
-        record_count=batch.record_count, base_offset=batch.base_offset,
+        record_count=len(keep), base_offset=batch.base_offset,
         partition_leader_epoch=batch.partition_leader_epoch)
 
 
@@ -181,18 +214,78 @@ def _transactions(segments: Any) -> tuple[list[AbortedTxn], int | None]:
     return aborted, first
 
 
-def _cleanable(every: Any, first_unstable: int | None) -> tuple[list[LogSegment], int]:
-    """(the non-empty inactive segments wholly below the first open transaction, the
-    offset the cleaned range ends at)."""
+def _cleanable(every: Any, first_unstable: int | None, first_uncleanable: int
+               ) -> tuple[list[LogSegment], int]:
+    """(the inactive segments, empty ones too, wholly below the first open transaction
+    and below `first_uncleanable` (a segment base: min.compaction.lag.ms), the offset the
+    cleaned range ends at)."""
     segments: list[LogSegment] = []
-    end = every[-1].base_offset
+    end = every[0].base_offset
     for i, seg in enumerate(every[:-1]):
+        if seg.base_offset >= first_uncleanable:
+            return segments, seg.base_offset
         if first_unstable is not None and seg.next_offset > first_unstable:
             return segments, seg.base_offset  # an open transaction from here: not yet
-        if seg.size:
-            segments.append(seg)
+        segments.append(seg)
         end = every[i + 1].base_offset
     return segments, end
+
+
+def _group_by_size(segments: list[LogSegment], config: Any, end: int) -> list[list[LogSegment]]:
+    """Kafka's groupSegmentsBySize: consecutive segments cleaned into one, while their
+    sizes add up to at most segment.bytes, each index to at most segment.index.bytes, and
+    the offsets from the group's base to the next segment's (estimated) last one fit in an
+    int32. An empty segment joins whatever its offsets."""
+    groups: list[list[LogSegment]] = []
+    i, n = 0, len(segments)
+    while i < n:
+        first = segments[i]
+        group = [first]
+        size = first.size
+        index_size = first.offset_index.entry_count * first.offset_index.ENTRY_SIZE
+        time_size = first.time_index.entry_count * first.time_index.ENTRY_SIZE
+        i += 1
+        while i < n:
+            seg = segments[i]
+            seg_index = seg.offset_index.entry_count * seg.offset_index.ENTRY_SIZE
+            seg_time = seg.time_index.entry_count * seg.time_index.ENTRY_SIZE
+            last = (segments[i + 1].base_offset if i + 1 < n else end) - 1
+            if (size + seg.size > config.segment_bytes
+                    or index_size + seg_index > config.segment_index_bytes
+                    or time_size + seg_time > config.segment_index_bytes
+                    or (seg.size and last - first.base_offset > INT32_MAX)):
+                break
+            group.append(seg)
+            size += seg.size
+            index_size += seg_index
+            time_size += seg_time
+            i += 1
+        groups.append(group)
+    return groups
+
+
+@dataclass
+class CleanableRange:
+    """What a pass over one log would clean (Kafka's LogToClean)."""
+
+    first_dirty: int
+    first_uncleanable: int  # a segment base: active, or min.compaction.lag.ms
+    clean_bytes: int  # inactive bytes below the first dirty offset
+    cleanable_bytes: int  # dirty bytes below the first uncleanable offset
+    compaction_delay_ms: int  # how long the oldest dirty record is past max.compaction.lag.ms
+
+    @property
+    def ratio(self) -> float:
+        total = self.clean_bytes + self.cleanable_bytes
+        return self.cleanable_bytes / total if total else 0.0
+
+    @property
+    def needs_compaction_now(self) -> bool:
+        """max.compaction.lag.ms passed for a dirty record that can be cleaned (KIP-354)."""
+        return self.compaction_delay_ms > 0 and self.cleanable_bytes > 0
+
+    def due(self, min_ratio: float) -> bool:
+        return self.needs_compaction_now or (self.ratio > 0 and self.ratio >= min_ratio)
 
 
 class LogCleaner:
@@ -213,7 +306,10 @@ class LogCleaner:
             saved = read_checkpoint(self.checkpoint_path(lg))
         except CheckpointError:
             saved = {}
-        return max(saved.get((lg.topic, lg.partition), 0), lg.log_start_offset)
+        offset = saved.get((lg.topic, lg.partition), 0)
+        if offset > lg.log_end_offset:  # past the end (a truncated log): clean it all
+            offset = 0
+        return max(offset, lg.log_start_offset)
 
     def _save_checkpoint(self, lg: Any, offset: int) -> None:
         path = self.checkpoint_path(lg)
@@ -225,22 +321,48 @@ class LogCleaner:
         write_checkpoint(path, entries)
 
     # ---- deciding ---------------------------------------------------------------------------
-    def dirty_ratio(self, lg: Any) -> float:
-        segs = [s for s in lg.segments[:-1] if s.size]
-        total = sum(s.size for s in segs)
-        if not total:
-            return 0.0
+    def cleanable_range(self, lg: Any, now_ms: int | None = None) -> CleanableRange:
+        """Kafka's cleanableOffsets and maxCompactionDelay: the first uncleanable offset is
+        the active segment's base or the base of the first dirty segment whose largest
+        timestamp is newer than now - min.compaction.lag.ms, whichever comes first; the
+        compaction delay is how far the earliest first-batch timestamp of the dirty
+        inactive segments is past now - max.compaction.lag.ms."""
+        now = self._now_ms() if now_ms is None else now_ms
+        cfg = lg.config
+        every = lg.segments
         first_dirty = self.first_dirty_offset(lg)
-        dirty = sum(s.size for s in segs if s.next_offset > first_dirty)
-        return dirty / total
+        inactive = every[:-1]
+        dirty = [s for s in inactive if s.next_offset > first_dirty]
+        first_uncleanable = every[-1].base_offset
+        min_lag = max(cfg.min_compaction_lag_ms, 0)
+        if min_lag > 0:
+            for seg in dirty:
+                if seg.largest_timestamp() > now - min_lag:
+                    first_uncleanable = seg.base_offset
+                    break
+        clean = sum(s.size for s in inactive if s.next_offset <= first_dirty)
+        cleanable = sum(s.size for s in dirty if s.base_offset < first_uncleanable)
+        delay = 0
+        max_lag = max(cfg.max_compaction_lag_ms, 0)
+        if dirty and max_lag < now:
+            firsts = [t for s in dirty if (t := s.rolling_based_timestamp()) > 0]
+            clean_until = now - max_lag
+            if firsts and min(firsts) < clean_until:
+                delay = clean_until - min(firsts)
+        return CleanableRange(first_dirty, max(first_dirty, first_uncleanable), clean,
+                              cleanable, delay)
+
+    def dirty_ratio(self, lg: Any) -> float:
+        return self.cleanable_range(lg).ratio
 
     def needs_cleaning(self, lg: Any) -> bool:
-        return bool(lg.config.compact) and self.dirty_ratio(lg) >= \
-            lg.config.min_cleanable_dirty_ratio and self.dirty_ratio(lg) > 0
+        return bool(lg.config.compact) and self.cleanable_range(lg).due(
+            lg.config.min_cleanable_dirty_ratio)
 
     # ---- cleaning -----------------------------------------------------------------------------
     def clean(self, lg: Any, *, force: bool = False) -> CleanerStats | None:
-        """Compact the inactive segments of `lg` (prepare + commit). None: nothing to do."""
+        """Compact the cleanable segments of `lg` (prepare + commit). None: nothing to do.
+        `force` cleans whatever the dirty ratio; min.compaction.lag.ms still holds."""
         plan = self.prepare(lg, force=force)
         if plan is None:
             return None
@@ -252,19 +374,21 @@ class LogCleaner:
                 ) -> tuple[CleanerStats, list[SegmentSwap]] | None:
         """Steps that can run beside appends: the offset map and the `.cleaned` files."""
         every = lg.segments
-        first_dirty = self.first_dirty_offset(lg)
-        if not force and (first_dirty >= every[-1].base_offset
-                          or not self.needs_cleaning(lg)):
+        now = self._now_ms()
+        rng = self.cleanable_range(lg, now)
+        first_dirty = rng.first_dirty
+        if not force and (rng.cleanable_bytes == 0
+                          or not rng.due(lg.config.min_cleanable_dirty_ratio)):
             return None  # decided before reading the log's transactions
         aborted, first_unstable = _transactions(every)
-        segments, end = _cleanable(every, first_unstable)
+        segments, end = _cleanable(every, first_unstable, rng.first_uncleanable)
         if not segments or (not force and first_dirty >= end):
             return None
         stats = CleanerStats(lg.topic, lg.partition, first_dirty, end)
         offset_map: dict[bytes, int] = {}
         in_map = TxnFilter(aborted)
         for seg in segments:
-            if seg.next_offset <= first_dirty:
+            if seg.next_offset <= first_dirty or not seg.size:
                 continue
             try:
                 for batch in iter_batches(memoryview(seg.read_bytes(0, seg.size))):
@@ -280,42 +404,69 @@ class LogCleaner:
             except RecordError as e:  # a header that cannot be framed: the rest is unread
                 log.warning("cleaner: %s-%d segment %d cannot be read past an unframeable "
                             "batch: %s", lg.topic, lg.partition, seg.base_offset, e)
-        horizon = self._now_ms() - lg.config.delete_retention_ms
         swaps = []
         txns = TxnFilter(aborted)
         kept = TxnTracker()
-        for seg in segments:
-            swap = self._clean_segment(seg, offset_map, horizon, lg, txns, kept)
+        keep_first = every[0]  # the log start stays: its segment is never deleted
+        for group in _group_by_size(segments, lg.config, end):
+            swap = self._clean_group(group, offset_map, now, lg, txns, kept,
+                                     keep_empty=group[0] is keep_first)
             if swap is not None:
                 swaps.append(swap)
         return stats, swaps
 
-    def _clean_segment(self, seg: LogSegment, offset_map: dict[bytes, int],
-                       horizon: int, lg: Any = None, txns: TxnFilter | None = None,
-                       kept: TxnTracker | None = None) -> SegmentSwap | None:
-        """The segment rewritten without superseded records; None when nothing changes.
-        A batch whose records cannot be parsed is kept byte for byte (logged); a segment
-        with an unframeable batch header is left as it is."""
-        try:
-            return self._rewrite_segment(seg, offset_map, horizon, lg,
-                                         txns or TxnFilter([]), kept or TxnTracker())
-        except RecordError as e:
-            log.warning("cleaner: leaving segment %d of %s as it is: %s", seg.base_offset,
-                        seg.log_path.parent.name, e)
+    def _clean_group(self, group: list[LogSegment], offset_map: dict[bytes, int],
+                     now_ms: int, lg: Any, txns: TxnFilter, kept: TxnTracker, *,
+                     keep_empty: bool = True) -> SegmentSwap | None:
+        """The group rewritten into one segment without superseded records; None when
+        nothing changes. A batch whose records cannot be parsed is kept byte for byte
+        (logged); a group with an unframeable batch header is left as it is."""
+        parts: list[bytes | memoryview] = []
+        entries: list[AbortedTxn] = []
+        changed = len(group) > 1
+        rin = rout = 0
+        for seg in group:
+            try:
+                seg_changed, seg_in, seg_out = self._rewrite_segment(
+                    seg, offset_map, now_ms, lg, txns, kept, parts, entries)
+            except RecordError as e:
+                log.warning("cleaner: leaving segment(s) %s of %s as they are: %s",
+                            ", ".join(str(s.base_offset) for s in group),
+                            seg.log_path.parent.name, e)
+                return None
+            changed = changed or seg_changed
+            rin += seg_in
+            rout += seg_out
+        first = group[0]
+        if not changed:
+            if entries != first.txn_index.entries:
+                first.txn_index.replace_entries(entries)  # only the index is stale
             return None
+        bytes_in = sum(s.size for s in group)
+        if not parts and not keep_empty:  # nothing left: the group goes
+            return SegmentSwap(list(group), None, rin, rout, bytes_in, 0, [])
+        cleaned = first.log_path.with_name(first.log_path.name + CLEANED_SUFFIX)
+        with open(cleaned, "wb") as f:
+            for p in parts:
+                f.write(p)
+            f.flush()
+            os.fsync(f.fileno())
+        return SegmentSwap(list(group), cleaned, rin, rout, bytes_in,
+                           cleaned.stat().st_size, entries)
 
     # C901: one rule per batch kind, in Kafka's order
     def _rewrite_segment(  # noqa: C901
-            self, seg: LogSegment, offset_map: dict[bytes, int], horizon: int, lg: Any,
-            txns: TxnFilter, kept: TxnTracker) -> SegmentSwap | None:
+            self, seg: LogSegment, offset_map: dict[bytes, int], now_ms: int, lg: Any,
+            txns: TxnFilter, kept: TxnTracker, parts: list[bytes | memoryview],
+            entries: list[AbortedTxn]) -> tuple[bool, int, int]:
+        """Append what survives of `seg` to `parts` (and the aborted transactions it keeps
+        to `entries`); (whether anything changed, records in, records out)."""
+        if not seg.size:
+            return False, 0, 0
         data = memoryview(seg.read_bytes(0, seg.size))
-        drop_tombstones = seg.largest_timestamp() < horizon
-        now_ms = self._now_ms()
-        lg_retention_ms = now_ms - horizon  # delete.retention.ms
-        parts: list[bytes | memoryview] = []
+        retention_ms = max(lg.config.delete_retention_ms, 0) if lg is not None else 0
         changed = False
         rin = rout = 0
-        entries: list[AbortedTxn] = []
 
         def keep_events(chunk: bytes | memoryview) -> None:
             """What recovery would read from the kept bytes: the cleaned .txnindex."""
@@ -333,9 +484,11 @@ class LogCleaner:
                 if txns.control_batch(batch, raw):  # its transaction has no record left
                     horizon_ms = batch.delete_horizon_ms
                     if horizon_ms is None:  # KIP-534: it goes delete.retention.ms from now
-                        raw = memoryview(_with_delete_horizon(
-                            batch, raw, now_ms + lg_retention_ms))
-                        changed = True
+                        markers = _records_or_none(batch, lg)
+                        if markers:
+                            raw = memoryview(_build_batch(batch, markers,
+                                                          now_ms + retention_ms))
+                            changed = True
                     elif horizon_ms <= now_ms:
                         changed = True  # the horizon passed: the marker goes
                         rin += 1
@@ -347,55 +500,42 @@ class LogCleaner:
                 changed = True  # a record of an aborted transaction
                 rin += batch.record_count
                 continue
-            keep = []
             parsed = _records_or_none(batch, lg)
             if parsed is None:
                 parts.append(raw)
                 continue
             records = parsed
             rin += len(records)
+            horizon = batch.delete_horizon_ms
+            needs_horizon = False
+            keep = []
             for rec in records:
                 if rec.key is not None:
                     latest = offset_map.get(bytes(rec.key))
                     if latest is not None and latest > rec.offset:
                         continue
-                    if rec.value is None and drop_tombstones:
-                        continue
+                    if rec.value is None:  # a tombstone (KIP-534)
+                        if horizon is not None:
+                            if now_ms >= horizon:
+                                continue  # its delete horizon passed
+                        elif retention_ms == 0:
+                            continue  # the horizon this pass would set (now) passed
+                        else:
+                            needs_horizon = True
                 keep.append(rec)
             rout += len(keep)
-            if len(keep) == len(records):
+            if len(keep) == len(records) and not needs_horizon:
                 parts.append(raw)
                 keep_events(raw)
                 continue
             changed = True
             if not keep:
                 continue
-            builder = RecordBatchBuilder(
-                compression=batch.compression, timestamp_type=batch.timestamp_type,
-                producer_id=batch.producer_id, producer_epoch=batch.producer_epoch,
-                base_sequence=batch.base_sequence, base_offset=batch.base_offset,
-                partition_leader_epoch=batch.partition_leader_epoch,
-                is_transactional=batch.is_transactional)
-            for rec in keep:
-                builder.append_at(rec.offset - batch.base_offset, rec.timestamp,
-                                  None if rec.key is None else bytes(rec.key),
-                                  None if rec.value is None else bytes(rec.value),
-                                  [(k, None if v is None else bytes(v)) for k, v in rec.headers])
-            built = builder.build()
+            built = _build_batch(batch, keep, now_ms + retention_ms if needs_horizon
+                                 else horizon)
             parts.append(built)
             keep_events(built)
-        if not changed:
-            if entries != seg.txn_index.entries:
-                seg.txn_index.replace_entries(entries)  # only the index is stale
-            return None
-        cleaned = seg.log_path.with_name(seg.log_path.name + CLEANED_SUFFIX)
-        with open(cleaned, "wb") as f:
-            for p in parts:
-                f.write(p)
-            f.flush()
-            os.fsync(f.fileno())
-        return SegmentSwap(seg, cleaned, rin, rout, seg.size, cleaned.stat().st_size,
-                           entries)
+        return changed, rin, rout
 
     def commit(self, lg: Any, stats: CleanerStats, swaps: list[SegmentSwap], *,
                stop_after: int | None = None) -> None:
@@ -404,16 +544,19 @@ class LogCleaner:
         with lg._lock:
             if getattr(lg, "_closed", False):
                 for swap in swaps:
-                    swap.cleaned_path.unlink(missing_ok=True)
+                    if swap.cleaned_path is not None:
+                        swap.cleaned_path.unlink(missing_ok=True)
                 return
             for swap in swaps:
-                if swap.segment not in lg.segments[:-1]:
-                    swap.cleaned_path.unlink(missing_ok=True)  # retention removed it
+                inactive = lg.segments[:-1]
+                if any(s not in inactive for s in swap.segments):
+                    if swap.cleaned_path is not None:  # retention removed one of them
+                        swap.cleaned_path.unlink(missing_ok=True)
                     continue
                 self._swap_in(lg, swap, stop_after)
                 if stop_after is not None:
                     return
-                stats.segments += 1
+                stats.segments += len(swap.segments)
                 stats.records_in += swap.records_in
                 stats.records_out += swap.records_out
                 stats.bytes_in += swap.bytes_in
@@ -425,8 +568,17 @@ class LogCleaner:
                  stats.bytes_out)
 
     def _swap_in(self, lg: Any, swap: SegmentSwap, stop_after: int | None) -> None:
-        old = swap.segment
+        """Under the log's lock. The log's segment list is changed in one step (readers
+        hold a snapshot); replaced segments are renamed `.deleted` at once and closed and
+        unlinked after file.delete.delay.ms."""
+        segs = lg._segs  # the Log's LogSegments (copy-on-write list, pending deletions)
+        deadline = self._now_ms() + lg.config.file_delete_delay_ms
         d = Path(lg.dir)
+        if swap.cleaned_path is None:  # nothing left in the group: it goes
+            segs.drop(swap.segments, deadline)
+            _fsync_dir(d)
+            return
+        old, others = swap.segments[0], swap.segments[1:]
         log_path = d / f"{old.base_offset:020d}.log"
         for index in (old.offset_index, old.time_index, old.txn_index):
             Path(index.path).unlink(missing_ok=True)
@@ -438,6 +590,11 @@ class LogCleaner:
         _fsync_dir(d)
         if stop_after == 3:
             return
+        if others:  # after the commit point: the loader deletes what the swap covers
+            segs.schedule_delete(others, deadline)
+            _fsync_dir(d)
+            if stop_after == 4:
+                return
         os.replace(swap_path, log_path)
         _fsync_dir(d)
         new = LogSegment(d, old.base_offset, lg.config, created_ms=old.created_ms)
@@ -447,7 +604,8 @@ class LogCleaner:
         new.rebuild_indexes(headers)
         new.on_become_inactive()
         new.flush()
-        lg.replace_segment(old, new)
+        gone = {id(s) for s in others}
+        segs.replace([new if s is old else s for s in segs.segments if id(s) not in gone])
         self._to_close.append((self._now_ms() + lg.config.file_delete_delay_ms, old))
 
     def close_replaced(self, *, force: bool = False) -> None:
@@ -462,11 +620,10 @@ class LogCleaner:
         self._to_close = keep
 
     def run(self, logs: Any, *, force: bool = False) -> list[CleanerStats]:
-        """One pass over `logs` (compacted ones only)."""
+        """One pass over `logs` (compacted ones only). Logs with a record past
+        max.compaction.lag.ms go first (the longest overdue first), then the dirtiest."""
         out = []
-        for lg in list(logs):
-            if not lg.config.compact:
-                continue
+        for lg in self._by_priority([lg for lg in list(logs) if lg.config.compact]):
             try:
                 stats = self.clean(lg, force=force)
             except Exception:
@@ -477,6 +634,18 @@ class LogCleaner:
                 out.append(stats)
         self.close_replaced()
         return out
+
+    def _by_priority(self, logs: list[Any]) -> list[Any]:
+        now = self._now_ms()
+
+        def rank(lg: Any) -> tuple[int, float]:
+            try:
+                rng = self.cleanable_range(lg, now)
+            except Exception:  # clean() logs what is wrong with it
+                return (0, 0.0)
+            return (rng.compaction_delay_ms if rng.needs_compaction_now else 0, rng.ratio)
+
+        return sorted(logs, key=rank, reverse=True)
 
     async def run_periodically(self, get_logs: Any, interval_s: float) -> None:
         """The broker's background cleaner: a pass every `interval_s` (log.cleaner.backoff.ms)
