@@ -26,6 +26,13 @@ class OffsetOutOfRange(LogError):
         self.log_end_offset = log_end_offset
 
 
+class RecordBatchTooLargeError(LogError):
+    """An append larger than the log's segment.bytes (Kafka's RecordBatchTooLargeException):
+    no segment could hold it."""
+
+    code = 18  # RECORD_LIST_TOO_LARGE
+
+
 class CorruptIndexError(LogError):
     """An .index/.timeindex file fails its sanity check (it is rebuilt from the .log)."""
 

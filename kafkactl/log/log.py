@@ -42,6 +42,7 @@ from kafkactl.log.errors import (
     KafkaStorageError,
     LogError,
     OffsetOutOfRange,
+    RecordBatchTooLargeError,
 )
 from kafkactl.log.loader import load_segments
 from kafkactl.log.retention import segments_below_start, segments_past_retention
@@ -226,6 +227,10 @@ class Log:
         total = len(buf)
         if total == 0:
             raise LogError("Cannot append an empty record set.")
+        if total > self.config.segment_bytes:
+            raise RecordBatchTooLargeError(
+                f"a record batch of {total} bytes in an append to {self.dir.name} is larger "
+                f"than its segment.bytes ({self.config.segment_bytes})")
         try:
             info = stamp_batches(buf, self._log_end_offset, leader_epoch, log_append_time,
                                  assign_offsets=assign_offsets)

@@ -23,7 +23,7 @@ def test_a_log_rolls_by_a_segment_bytes_set_after_it_opened(log_dir: Path,
                                                             clock: FakeTime) -> None:
     lg = Log(log_dir, LogConfig(), time=clock)
     lg.append(make_batch(3, value_size=200))
-    lg.config = dataclasses.replace(lg.config, segment_bytes=100)
+    lg.config = dataclasses.replace(lg.config, segment_bytes=1000)
     lg.append(make_batch(3, value_size=200))
     assert [s.base_offset for s in lg.segments] == [0, 3]
     lg.close()
@@ -97,3 +97,23 @@ def test_a_compacted_log_rolls_by_max_compaction_lag_ms(log_dir: Path, clock: Fa
         lg.append(make_batch(1, ts=1_002_000))  # 2 s on: past max.compaction.lag.ms
         assert [s.base_offset for s in lg.segments] == bases, policy
         lg.close()
+
+
+def test_a_batch_larger_than_segment_bytes_is_refused(log_dir: Path, clock: FakeTime) -> None:
+    """Kafka's RecordBatchTooLargeException (RECORD_LIST_TOO_LARGE): no segment can hold an
+    append larger than segment.bytes. Before: it was stored, a segment past its size."""
+    import pytest
+
+    from kafkactl.log.errors import RecordBatchTooLargeError
+
+    lg = Log(log_dir, LogConfig(segment_bytes=2000), time=clock)
+    small = make_batch(1, value_size=100)
+    lg.append(small)
+    big = make_batch(3, value_size=1000)
+    with pytest.raises(RecordBatchTooLargeError) as e:
+        lg.append(big)
+    assert e.value.code == 18 and "segment.bytes (2000)" in str(e.value)
+    assert lg.log_end_offset == 1
+    lg.append(make_batch(1, value_size=100))  # the log goes on
+    assert lg.log_end_offset == 2
+    lg.close()

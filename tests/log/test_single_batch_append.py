@@ -86,7 +86,9 @@ def test_random_batches_around_the_edges(tmp_path_factory: pytest.TempPathFactor
     batches = [make_batch(count, ts=1_000 + i, value_size=vs)
                for i, (count, vs) in enumerate(shapes)]
     first = len(batches[0])
-    config = LogConfig(segment_bytes=max(first * 2 + seg_slack, first + 1),
+    # (never below the biggest batch: a log refuses a batch larger than segment.bytes)
+    config = LogConfig(segment_bytes=max(first * 2 + seg_slack, first + 1,
+                                         max(len(b) for b in batches)),
                        segment_index_bytes=4096, index_interval_bytes=max(first + idx_slack, 1))
     fast, general = run_both(tmp_path_factory.mktemp("edges"), config, batches)
     fast.close()
