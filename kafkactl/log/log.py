@@ -227,7 +227,8 @@ class Log:
         total = len(buf)
         if total == 0:
             raise LogError("Cannot append an empty record set.")
-        if total > self.config.segment_bytes:
+        if total > self.config.segment_bytes and assign_offsets:  # (a leader's append: a
+            # follower's fetched chunk may hold many batches the leader took one by one)
             raise RecordBatchTooLargeError(
                 f"a record batch of {total} bytes in an append to {self.dir.name} is larger "
                 f"than its segment.bytes ({self.config.segment_bytes})")
