@@ -755,7 +755,7 @@ _kafkactl_acls() {
             commands=(
                 'add:Add ACLs (every principal x operation x resource).'
                 'list:List ACLs (all, or those matching the filters).'
-                'remove:Remove ACLs of a resource (required), as kafka-acls --remove\: with --allow-principal / --deny-principal exactly the A...'
+                'remove:Remove ACLs of a resource, as kafka-acls --remove\: with --allow-principal / --deny-principal exactly the ACLs `acls a...'
             )
             _describe -t commands 'kafkactl command' commands ;;
         argument)
@@ -811,13 +811,13 @@ _kafkactl_acls_remove() {
         '*--deny-principal[Principal to deny (repeatable).]:DENY_PRINCIPAL: ' \
         '*--allow-host[Host the --allow-principal ACLs apply to (repeatable; default * = any host).]:ALLOW_HOST: ' \
         '*--deny-host[Host the --deny-principal ACLs apply to (repeatable; default * = any host).]:DENY_HOST: ' \
-        '*--principal[Every ACL of this principal\: allow or deny, any host and operation unless --operation (repeatable).]:PRINCIPAL: ' \
+        '*--principal[Every ACL of this principal\: allow or deny, any host and operation unless --operation (repeatable); of every resource...]:PRINCIPAL: ' \
         '*--operation[Read, Write, Create, Delete, Alter, Describe, ClusterAction, DescribeConfigs, AlterConfigs, IdempotentWrite or All (r...]:OPERATION: ' \
         '*--topic[Topic resource (repeatable; * = every topic).]:TOPIC: ' \
         '*--group[Consumer group resource (repeatable).]:GROUP: ' \
         '*--transactional-id[Transactional id resource (repeatable).]:TRANSACTIONAL_ID: ' \
         '--cluster[The cluster resource.]' \
-        '--resource-pattern-type[literal, prefixed (add/remove); any, match too (list). \[default\: literal\]]:RESOURCE_PATTERN_TYPE: ' \
+        '--resource-pattern-type[literal (the default with a resource), prefixed, any (the default with --principal alone), match.]:RESOURCE_PATTERN_TYPE: ' \
         '(-b --bootstrap-server)-b[Broker(s) host\:port\[,host\:port\]; default $KAFKACTL_BOOTSTRAP or 127.0.0.1\:9092.]:BOOTSTRAP: ' \
         '(-b --bootstrap-server)--bootstrap-server[Broker(s) host\:port\[,host\:port\]; default $KAFKACTL_BOOTSTRAP or 127.0.0.1\:9092.]:BOOTSTRAP: ' \
         '*-X[Client property key=value, librdkafka'\''s names (repeatable)\: security.protocol, sasl.mechanism, sasl.username, sasl.pa...]:PROP: ' \
@@ -908,7 +908,7 @@ _kafkactl_quotas() {
             local -a commands
             commands=(
                 'add:Set quota keys of an entity (a cluster keeps them in ZooKeeper\: every broker applies them).'
-                'remove:Remove quota keys (default\: all of them) of an entity.'
+                'remove:Remove quota keys (default\: all of them) of an entity; says so when none of them was set.'
                 'list:The quotas set (only those of the given entity, when one is given).'
             )
             _describe -t commands 'kafkactl command' commands ;;
@@ -940,8 +940,10 @@ _kafkactl_quotas_add() {
 
 _kafkactl_quotas_remove() {
     _arguments -s -S \
-        '*-k[A quota key to remove (repeatable; default\: all).]:KEY: ' \
-        '*--key[A quota key to remove (repeatable; default\: all).]:KEY: ' \
+        '*-c[A quota key to remove (repeatable, or comma-separated; key=value as `add` takes it is fine; default\: all).]:KEY: ' \
+        '*-k[A quota key to remove (repeatable, or comma-separated; key=value as `add` takes it is fine; default\: all).]:KEY: ' \
+        '*--config[A quota key to remove (repeatable, or comma-separated; key=value as `add` takes it is fine; default\: all).]:KEY: ' \
+        '*--key[A quota key to remove (repeatable, or comma-separated; key=value as `add` takes it is fine; default\: all).]:KEY: ' \
         '--user[The user (principal name, e.g. alice).]:USER: ' \
         '--user-default[The default user (<default>).]' \
         '--client-id[The client id (client.id).]:CLIENT_ID: ' \

@@ -235,33 +235,39 @@ def remove(
     principal: list[str] = typer.Option(
         [], "--principal",
         help="Every ACL of this principal: allow or deny, any host and operation unless "
-             "--operation (repeatable)."),
+             "--operation (repeatable); of every resource when none is given."),
     operation: list[str] = _operation_option(),
     topic: list[str] = _topic_option(),
     group: list[str] = _group_option(),
     transactional_id: list[str] = _transactional_id_option(),
     cluster: bool = _cluster_option(),
-    resource_pattern_type: str = _pattern_type_option("literal"),
+    resource_pattern_type: str | None = typer.Option(
+        None, "--resource-pattern-type",
+        help="literal (the default with a resource), prefixed, any (the default with "
+             "--principal alone), match."),
     bootstrap: str | None = bootstrap_option(),
     prop: list[str] = property_option(),
     command_config: Path | None = command_config_option(),
 ) -> None:
-    """Remove ACLs of a resource (required), as kafka-acls --remove: with
+    """Remove ACLs of a resource, as kafka-acls --remove: with
     --allow-principal / --deny-principal exactly the ACLs `acls add` makes from the same
     flags (host * and operation All unless --allow-host / --deny-host / --operation);
-    with --principal every ACL of that principal; with neither every ACL of the resource
-    (of the --operation given)."""
+    with --principal every ACL of that principal (of every resource, any pattern type,
+    when no resource is given); with neither every ACL of the resource (of the
+    --operation given)."""
     from dataclasses import replace
 
     from kafkactl.client.security_admin import AclEntry, delete_acls
 
     resources = _resources(topic, group, transactional_id, cluster)
-    if not resources:
-        raise fail("give a resource (--topic, --group, --transactional-id, --cluster)", 2)
+    if not resources and not (principal and not allow_principal and not deny_principal):
+        raise fail("give a resource (--topic, --group, --transactional-id, --cluster), or "
+                   "--principal alone to remove every ACL of a principal", 2)
     _hosts_need_principals(allow_principal, allow_host, deny_principal, deny_host)
+    pattern_type = resource_pattern_type or ("literal" if resources else "any")
     filters: list[Any] = []
     if allow_principal or deny_principal:
-        ptype = _pattern(resource_pattern_type, ("any", "match", "literal", "prefixed"))
+        ptype = _pattern(pattern_type, ("any", "match", "literal", "prefixed"))
         ops = _operations(operation, "all")
         filters += [AclEntry(rt, name, ptype, p, host, op, perm)
                     for perm, principals, hosts in ((3, allow_principal, allow_host),
@@ -270,8 +276,7 @@ def remove(
                     for rt, name in resources for op in ops]
     if principal or not (allow_principal or deny_principal):
         filters += [replace(f, permission_type=1) for f in _filters(
-            principal, topic, group, transactional_id, cluster, resource_pattern_type,
-            operation)]
+            principal, topic, group, transactional_id, cluster, pattern_type, operation)]
     client = _client(bootstrap, prop, command_config)
     try:
         # an ACL two filters match is removed once

@@ -72,14 +72,29 @@ def describe(
         return
     from rich.table import Table
 
-    table = Table("BROKER", "LOG DIR", "TOPIC", "PARTITION", "SIZE", "LAG", "", box=None)
+    table = Table("BROKER", "LOG DIR", "FREE", "TOTAL", "TOPIC", "PARTITION", "SIZE", "LAG",
+                  "", box=None)
     for d in dirs:
+        space = (_space(d.usable_bytes), _space(d.total_bytes))
         if d.error or not d.replicas:
-            table.add_row(str(d.broker), d.path, "-", "-", "-", "-", d.error or "")
+            table.add_row(str(d.broker), d.path, *space, "-", "-", "-", "-", d.error or "")
         for r in sorted(d.replicas, key=lambda r: (r.topic, r.partition)):
-            table.add_row(str(d.broker), d.path, r.topic, str(r.partition), f"{r.size:,}",
-                          str(r.offset_lag), "future" if r.future else "")
+            table.add_row(str(d.broker), d.path, *space, r.topic, str(r.partition),
+                          f"{r.size:,}", str(r.offset_lag), "future" if r.future else "")
     print_table(table)
+
+
+def _space(n: int | None) -> str:
+    """A log dir's free or total space (DescribeLogDirs v4+), as df -h shows it; "-" when
+    the broker does not say (-1, an older version)."""
+    if n is None or n < 0:
+        return "-"
+    value, unit = float(n), "B"
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if value < 1024 or unit == "TiB":
+            break
+        value /= 1024
+    return f"{n} B" if unit == "B" else f"{value:.1f} {unit}"
 
 
 @log_dirs_app.command("move")

@@ -136,24 +136,41 @@ def add(
 
 @quotas_app.command("remove")
 def remove(
-    key: list[str] = typer.Option([], "--key", "-k",
-                                  help="A quota key to remove (repeatable; default: all)."),
+    key: list[str] = typer.Option(
+        [], "--config", "-c", "--key", "-k",
+        help="A quota key to remove (repeatable, or comma-separated; key=value as `add` "
+             "takes it is fine; default: all)."),
     user: str | None = _user(), user_default: bool = _user_default(),
     client_id: str | None = _client(), client_default: bool = _client_default(),
     bootstrap: str | None = bootstrap_option(), prop: list[str] = property_option(),
     command_config: Path | None = command_config_option(),
 ) -> None:
-    """Remove quota keys (default: all of them) of an entity."""
+    """Remove quota keys (default: all of them) of an entity; says so when none of them
+    was set."""
     entity = _entity(user, user_default, client_id, client_default)
-    for k in key:
+    keys = list(dict.fromkeys(part.partition("=")[0].strip() for item in key
+                              for part in item.split(",") if part.strip()))
+    for k in keys:
         if k not in KEYS:
-            raise fail(f"--key {k!r}: use one of {', '.join(KEYS)}", 2)
+            raise fail(f"--config {k!r}: use one of {', '.join(KEYS)}", 2)
+    wanted = keys or list(KEYS)
     admin = _admin(bootstrap, prop, command_config)
     try:
-        _run(lambda: admin.alter(entity, {}, remove=key or KEYS))
+        entries = _run(lambda: admin.describe(dict(entity), strict=True))
+        values: dict[str, float] = next((e.values for e in entries if e.entity == entity), {})
+        was_set = [k for k in wanted if k in values]
+        if was_set:
+            _run(lambda: admin.alter(entity, {}, remove=wanted))
     finally:
         admin.client.close()
-    write_line(f"Removed {', '.join(key or KEYS)} of {_shown(entity)}.")
+    if not was_set:
+        write_line(f"Nothing to remove: no {' or '.join(wanted) if keys else 'quota'} is "
+                   f"set for {_shown(entity)}.")
+        return
+    unset = [k for k in keys if k not in was_set]
+    write_line(f"Removed {', '.join(was_set)} of {_shown(entity)}."
+               + (f" ({', '.join(unset)} {'was' if len(unset) == 1 else 'were'} not set.)"
+                  if unset else ""))
 
 
 @quotas_app.command("list")

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import re
 import shlex
 import subprocess
 import sys
@@ -90,18 +91,47 @@ def driver_runs_here(confs: list[str]) -> bool:
     return not any(c.replace(" ", "") == "spark.submit.deployMode=cluster" for c in confs)
 
 
-def check_local_broker(servers: str, security: dict[str, str]) -> None:
+def check_local_broker(servers: str, security: dict[str, str],
+                       topics: list[str] | None = None) -> None:
     """With a local master the driver runs here: a broker it cannot reach (or that refuses
-    the credentials) fails now, not after the JVM started (~5 s), with the driver's line
-    and exit code."""
+    the credentials, or a --topic to them) fails now, not after the JVM started (~5 s),
+    with the driver's line and exit code."""
     from kafkactl.spark import load
 
     try:
-        load.check_broker(servers, security)
+        load.check_broker(servers, security, topics or ())
     except Exception as e:  # noqa: BLE001 - mapped to one line and an exit code
         reason, code = load.failure(e)
         typer.echo(f"kafkactl spark-load: error: {reason}", err=True)
         raise typer.Exit(code) from None
+
+
+# Spark's master URLs (SparkSubmit and SparkContext take these forms, and refuse others)
+LOCAL_MASTER = re.compile(r"local(\[(\*|[1-9]\d*)(\s*,\s*[1-9]\d*)?\])?"
+                          r"|local-cluster\[\s*\d+\s*,\s*\d+\s*,\s*\d+\s*\]")
+MASTER_FORMS = ("local, local[N], local[*], local[N,F], local-cluster[N,C,M], "
+                "spark://HOST:PORT, yarn or k8s://URL")
+
+
+def argument_problem(*, pattern: str | None, max_records_per_partition: int | None,
+                     master: str, confs: list[str]) -> str | None:
+    """What is wrong with the arguments that spark-submit, or Spark's driver once it has
+    started (seconds, then a traceback), would refuse; None when nothing is."""
+    if max_records_per_partition is not None and max_records_per_partition <= 0:
+        return f"--max-records-per-partition must be > 0 (got {max_records_per_partition})"
+    if pattern is not None:
+        try:
+            re.compile(pattern)
+        except re.error as e:
+            return f"--pattern {pattern!r} is not a valid regex: {e}"
+    if not (master == "yarn" or master.startswith(("spark://", "k8s://"))
+            or LOCAL_MASTER.fullmatch(master)):
+        return f"--master {master!r} is not a Spark master URL: give {MASTER_FORMS}"
+    for c in confs:
+        key, sep, _value = c.partition("=")
+        if not sep or not key.strip():
+            return f"--conf {c!r}: expected key=value (a Spark property)"
+    return None
 
 
 def register(app: typer.Typer) -> None:
@@ -151,6 +181,10 @@ def register(app: typer.Typer) -> None:
             raise fail("give either --topic (repeatable) or --pattern", 2)
         if partition_by not in ("partition", "date"):
             raise fail("--partition-by takes partition or date", 2)
+        problem = argument_problem(pattern=pattern, master=master, confs=conf,
+                                   max_records_per_partition=max_records_per_partition)
+        if problem:
+            raise fail(problem, 2)
         security = client_properties(prop, command_config)
         if any("\n" in v or "\r" in v for v in security.values()):
             raise fail("a -X value must be one line", 2)
@@ -176,7 +210,7 @@ def register(app: typer.Typer) -> None:
         if master.startswith("local") or driver_runs_here(conf):
             check_output(output)
         if master.startswith("local"):
-            check_local_broker(servers, security)
+            check_local_broker(servers, security, topic)
         with tempfile.TemporaryDirectory(prefix="kafkactl-spark-load-") as tmp:
             status = Path(tmp) / "status"
             if security:  # a file only this user reads, not the command line

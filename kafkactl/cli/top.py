@@ -52,8 +52,9 @@ class Look:
     brokers: list[dict[str, Any]] = field(default_factory=list)
     under_replicated: dict[str, list[int]] = field(default_factory=dict)
     offline: dict[str, list[int]] = field(default_factory=dict)
-    under_replicated_count: int = 0
-    offline_count: int = 0
+    # None: not known (no source answered)
+    under_replicated_count: int | None = 0
+    offline_count: int | None = 0
     # topic -> {"partitions": n, and cumulative counters: "in_msgs", "in_bytes", "out_bytes",
     # "consumed_msgs"}
     topics: dict[str, dict[str, Any]] = field(default_factory=dict)
@@ -61,6 +62,24 @@ class Look:
     groups: dict[str, dict[str, Any]] = field(default_factory=dict)
     # broker key -> cumulative CPU seconds (metrics source)
     cpu: dict[str, float] = field(default_factory=dict)
+    # why the cluster could not be looked at (live view: the brokers are shown down)
+    error: str | None = None
+
+    @property
+    def answered(self) -> bool:
+        """Whether any source answered this look."""
+        return self.error is None and any(b["up"] for b in self.brokers)
+
+
+def unreachable(before: Look | None, error: str) -> Look:
+    """A look at a cluster that could not be reached: the brokers of the look before, all
+    down; its figures not known."""
+    look = Look(time.monotonic(), before.cluster_id if before else None,
+                under_replicated_count=None, offline_count=None, error=error)
+    for b in before.brokers if before is not None else ():
+        look.brokers.append({**{k: b[k] for k in ("id", "host", "port") if k in b},
+                             "up": False, "controller": False})
+    return look
 
 
 # ---- the Kafka protocol ---------------------------------------------------------------------
@@ -188,7 +207,9 @@ def _value(samples: dict[str, list[tuple[dict[str, str], float]]], name: str) ->
 
 
 def look_metrics(urls: list[str]) -> Look:
-    look = Look(time.monotonic())
+    """One look at the endpoints; an endpoint that does not answer is a broker down, and
+    when none answers the partition counts are not known (None)."""
+    look = Look(time.monotonic(), under_replicated_count=None, offline_count=None)
     for url in urls:
         broker: dict[str, Any] = {"endpoint": url, "up": False, "controller": False}
         look.brokers.append(broker)
@@ -206,9 +227,9 @@ def look_metrics(urls: list[str]) -> Look:
             rss_bytes=int(_value(s, "process_resident_memory_bytes")),
             cpu_percent=None)
         look.cpu[url] = _value(s, "process_cpu_seconds_total")
-        look.under_replicated_count += int(
+        look.under_replicated_count = (look.under_replicated_count or 0) + int(
             _value(s, "kafka_server_replicamanager_underreplicatedpartitions"))
-        look.offline_count += int(
+        look.offline_count = (look.offline_count or 0) + int(
             _value(s, "kafka_controller_kafkacontroller_offlinepartitionscount"))
         for metric, key in (("kafka_server_brokertopicmetrics_messagesin_total", "in_msgs"),
                             ("kafka_server_brokertopicmetrics_bytesin_total", "in_bytes"),
@@ -285,6 +306,8 @@ def snapshot(now: Look, before: Look | None, source: str, sort: str = "in") -> d
         "topics": topics,
         "groups": groups,
     }
+    if now.error is not None:
+        doc["error"] = now.error
     if source == "protocol":
         doc["cluster_id"] = now.cluster_id
         doc["controller_id"] = now.controller_id
@@ -321,9 +344,13 @@ def render(doc: dict[str, Any]) -> Any:
 
     head = Text(f"kafkactl top  {doc['time']}  source: {doc['source']}"
                 + (f"  controller: {doc['controller_id']}" if "controller_id" in doc else ""))
-    health = Text(f"under-replicated partitions: {doc['under_replicated']}   "
-                  f"offline partitions: {doc['offline']}",
-                  style="bold red" if doc["under_replicated"] or doc["offline"] else "green")
+    known = doc["under_replicated"] is not None and doc["offline"] is not None
+    health = Text(f"under-replicated partitions: {_fmt(doc['under_replicated'])}   "
+                  f"offline partitions: {_fmt(doc['offline'])}",
+                  style="bold red" if doc["under_replicated"] or doc["offline"] or not known
+                  else "green")
+    if doc.get("error"):
+        health.append(f"\n{doc['error']}", style="bold red")
     brokers = Table(title="Brokers", title_justify="left", expand=False)
     metrics = doc["source"] == "metrics"
     processes = not metrics and any("metrics" in b for b in doc["brokers"])
@@ -348,7 +375,7 @@ def render(doc: dict[str, Any]) -> Any:
                             _fmt(b.get("connections")), _fmt(b.get("partitions")),
                             _fmt(b.get("leaders")))
         else:
-            address = f"{b['host']}:{b['port']}" if b["host"] else "-"
+            address = f"{b['host']}:{b['port']}" if b.get("host") else "-"
             extra = []
             if processes:
                 rss = b.get("rss_bytes")
@@ -427,13 +454,18 @@ def top(
         if once:
             before = _look(client, urls, processes)
             time.sleep(interval)
-            doc = snapshot(_look(client, urls, processes), before, source, sort)
+            now = _look(client, urls, processes)
+            doc = snapshot(now, before, source, sort)
             if as_json:
                 typer.echo(json.dumps(doc, indent=1))
             else:
                 from rich.console import Console
 
                 Console().print(render(doc))
+            if not now.answered:  # only the metrics source gets here: every endpoint down
+                raise fail("no metrics endpoint answered: "
+                           + "; ".join(f"{b['endpoint']}: {b.get('error', 'down')}"
+                                       for b in now.brokers))
             return
         _live(client, urls, source, sort, interval, as_json, processes)
     except KeyboardInterrupt:
@@ -447,15 +479,27 @@ def top(
 Processes = tuple[int | None, dict[int, str]]
 
 
-def _look(client: Any, urls: list[str], processes: Processes = (None, {})) -> Look:
-    from kafkactl.client.errors import ClientError
+def _look(client: Any, urls: list[str], processes: Processes = (None, {}),
+          before: Look | None = None, *, live: bool = False) -> Look:
+    """One look; the cluster not reached fails (exit 1), or in the `live` view is a look
+    with the brokers of `before` down (the next look tries again)."""
+    from kafkactl.client.errors import (
+        ClientError,
+        KafkaConnectionError,
+        KafkaTimeoutError,
+        NoBrokersAvailable,
+    )
     from kafkactl.protocol.errors import KafkaError
 
     if urls:
         return look_metrics(urls)
     try:
         look = look_protocol(client)
-    except (ClientError, KafkaError, OSError) as e:
+    except (KafkaConnectionError, KafkaTimeoutError, NoBrokersAvailable, OSError) as e:
+        if not live:
+            raise fail(f"cannot reach the cluster: {e}") from None
+        return unreachable(before, f"cannot reach the cluster: {e}")
+    except (ClientError, KafkaError) as e:  # refused credentials...: no use trying again
         raise fail(f"cannot reach the cluster: {e}") from None
     port, given = processes
     if port is not None or given:
@@ -480,22 +524,31 @@ def _broker_metrics(values: list[str]) -> dict[int, str]:
 
 def _live(client: Any, urls: list[str], source: str, sort: str, interval: float,
           as_json: bool, processes: Processes) -> None:
-    before = _look(client, urls, processes)
+    """Refresh until interrupted: a cluster that cannot be reached (a broker restarting)
+    shows its brokers down, and the view picks up again when it answers; the rates compare
+    with the last look that answered."""
+    before = _look(client, urls, processes, live=True)
+    last = before
+
+    def refresh() -> dict[str, Any]:
+        nonlocal before, last
+        time.sleep(interval)
+        now = _look(client, urls, processes, last, live=True)
+        doc = snapshot(now, before, source, sort)
+        if now.error is None or before.error is not None:
+            before = now
+        last = now  # (a look that failed keeps the brokers of the one before it)
+        return doc
+
     if as_json:
         while True:
-            time.sleep(interval)
-            now = _look(client, urls, processes)
-            typer.echo(json.dumps(snapshot(now, before, source, sort)))
-            before = now
+            typer.echo(json.dumps(refresh()))
     from rich.live import Live
 
     with Live(render(snapshot(before, None, source, sort)), auto_refresh=False,
               screen=False) as live:
         while True:
-            time.sleep(interval)
-            now = _look(client, urls, processes)
-            live.update(render(snapshot(now, before, source, sort)), refresh=True)
-            before = now
+            live.update(render(refresh()), refresh=True)
 
 
 def _metrics_url(value: str, option: str = "--metrics") -> str:

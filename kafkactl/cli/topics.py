@@ -56,6 +56,19 @@ def being_deleted(err: Any) -> bool:
         phrase in str(err.message) for phrase in PENDING_DELETION)
 
 
+def refuse_unauthorized(admin: AdminClient, names: list[str]) -> None:
+    """Raise TOPIC_AUTHORIZATION_FAILED for the first of `names` the last metadata said
+    this principal may not Describe (the broker answers so for a topic it does not let
+    the principal see, existing or not), naming the topic as `consume` does."""
+    from kafkactl.protocol.errors import ErrorCode, error_for
+
+    for name in names:
+        t = admin.client.cluster.topics.get(name)
+        if t is not None and t.error_code == ErrorCode.TOPIC_AUTHORIZATION_FAILED:
+            raise error_for(ErrorCode.TOPIC_AUTHORIZATION_FAILED)(
+                f"topic {name!r}: TOPIC_AUTHORIZATION_FAILED")
+
+
 def _raise_errors(results: dict[str, Any], ok_verb: str, *, tolerate: int | None = None) -> None:
     failed = False
     for name, err in results.items():
@@ -171,6 +184,7 @@ def describe(  # noqa: C901
         docs = []
         live = set(a.client.refresh_metadata([]).brokers)
         topics = a.describe_topics(topic or None)
+        refuse_unauthorized(a, list(topics))
         for name, t in topics.items():
             if exclude_internal and not topic and t.is_internal:
                 continue
@@ -281,8 +295,17 @@ def offsets(
         parts = _partition_list(partition)
     except typer.BadParameter as e:
         raise fail(str(e), 2) from None
-    found = _run(bootstrap, prop, command_config, lambda a: a.topic_offsets(
-        list(topic) or None, parts, ts, include_internal=not exclude_internal))
+
+    def go(a: AdminClient) -> dict[tuple[str, int], tuple[int, int]]:
+        try:
+            return a.topic_offsets(list(topic) or None, parts, ts,
+                                   include_internal=not exclude_internal)
+        finally:
+            # a named topic the principal may not Describe has no partitions in the
+            # metadata: refused (this replaces an error about its partitions), not skipped
+            refuse_unauthorized(a, list(topic))
+
+    found = _run(bootstrap, prop, command_config, go)
     if as_json:
         typer.echo(json.dumps([{"topic": t, "partition": p,
                                 "offset": None if off < 0 else off,

@@ -45,6 +45,14 @@ _SIZE = struct.Struct(">i")
 _RECV_CHUNK = 1 << 20
 _OWN_BUFFER = 1 << 18  # a response this long is received into a buffer of its own
 
+# added to "closed the connection" when the broker did so before answering any request but
+# ApiVersions (which a SASL listener answers before authentication): most likely a client
+# speaking the wrong security protocol (plaintext to an SSL or SASL listener) or a client
+# certificate refused; as kcat hints
+CLOSED_EARLY_HINT = ("the broker closed the connection before answering: check "
+                     "security.protocol (it may require SSL or SASL) and the client "
+                     "certificate")
+
 ResponseHandler = Callable[[dict[str, Any] | None, BaseException | None], None]
 
 
@@ -93,6 +101,8 @@ class BrokerConnection:
         self._frame_got = 0
         self._closed_error: BaseException | None = None
         self._tls = False  # the socket is an ssl.SSLSocket
+        # responses other than ApiVersions received since connect() (CLOSED_EARLY_HINT)
+        self._answered = 0
         # what a non-blocking read raises when there is nothing to read (TLS adds its own)
         self._would_block: tuple[type[OSError], ...] = (BlockingIOError,)
 
@@ -139,6 +149,7 @@ class BrokerConnection:
         self._rbuf = bytearray()
         self._frame = None
         self._closed_error = None
+        self._answered = 0
         try:
             self._negotiate_versions()
             if self.security.uses_sasl:
@@ -263,7 +274,7 @@ class BrokerConnection:
             return self._read_available()
         except (OSError, KafkaConnectionError) as e:
             err = e if isinstance(e, KafkaConnectionError) else KafkaConnectionError(
-                f"connection to {self.host}:{self.port} lost: {e}")
+                self._with_hint(f"connection to {self.host}:{self.port} lost: {e}"))
             self.close(err)
             return 0
 
@@ -302,8 +313,8 @@ class BrokerConnection:
                     except would_block:
                         break
                     if not got:
-                        raise KafkaConnectionError(
-                            f"broker {self.host}:{self.port} closed the connection")
+                        raise KafkaConnectionError(self._with_hint(
+                            f"broker {self.host}:{self.port} closed the connection"))
                     self._frame_got += got
                     if self._frame_got == frame.nbytes:
                         self._frame = None
@@ -314,8 +325,8 @@ class BrokerConnection:
                 except would_block:
                     break
                 if not chunk:
-                    raise KafkaConnectionError(
-                        f"broker {self.host}:{self.port} closed the connection")
+                    raise KafkaConnectionError(self._with_hint(
+                        f"broker {self.host}:{self.port} closed the connection"))
                 self._rbuf += chunk
                 done += self._process_frames()
                 if len(chunk) < _RECV_CHUNK and self._frame is None:
@@ -324,6 +335,11 @@ class BrokerConnection:
             if self.sock is not None:
                 self.sock.settimeout(self.request_timeout)
         return done
+
+    def _with_hint(self, message: str) -> str:
+        """`message` (the broker closed or reset the connection), with CLOSED_EARLY_HINT
+        when nothing but ApiVersions was answered on it."""
+        return message if self._answered else f"{message}; {CLOSED_EARLY_HINT}"
 
     def _process_frames(self) -> int:
         """Complete the requests whose responses are whole in the read buffer; a large
@@ -362,6 +378,8 @@ class BrokerConnection:
             raise KafkaConnectionError(
                 f"correlation id mismatch from {self.host}:{self.port}: expected "
                 f"{req.correlation_id}, got {cid}")
+        if req.api_key != ApiKey.API_VERSIONS:
+            self._answered += 1
         req.complete(body, None)
         return 1
 

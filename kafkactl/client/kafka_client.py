@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from kafkactl.client.cluster import ClusterMetadata
-from kafkactl.client.connection import BrokerConnection
+from kafkactl.client.connection import CLOSED_EARLY_HINT, BrokerConnection
 from kafkactl.client.errors import (
     METADATA_NOT_READY,
     KafkaConnectionError,
@@ -122,6 +122,8 @@ class KafkaClient:
             self._bootstrap_conn = conn
             return conn
         servers = ",".join(f"{h}:{p}" for h, p in self.bootstrap_servers)
+        if all(CLOSED_EARLY_HINT in e for e in errors):  # something listens there
+            raise NoBrokersAvailable(f"no broker answered at {servers} ({'; '.join(errors)})")
         raise NoBrokersAvailable(
             f"no broker answered at {servers} ({'; '.join(errors)}). Is `kafkactl serve` "
             "running there? Use -b/--bootstrap-server or KAFKACTL_BOOTSTRAP to point "

@@ -39,6 +39,7 @@ from kafkactl.client.errors import (  # noqa: E402
     NoBrokersAvailable,
 )
 from kafkactl.client.security import SECURITY_KEYS, ClientSecurity  # noqa: E402
+from kafkactl.protocol.errors import KafkaError  # noqa: E402
 from kafkactl.spark.manifest import OutputDir, OutputError, StagedRun, new_run_id  # noqa: E402
 from kafkactl.spark.options import (  # noqa: E402
     DATA_LOSS_HINT,
@@ -46,6 +47,7 @@ from kafkactl.spark.options import (  # noqa: E402
     OptionError,
     ReadOptions,
     TopicPartition,
+    UnauthorizedTopicError,
     UnknownTopicError,
     security_from,
 )
@@ -172,6 +174,8 @@ def plan_run(args: argparse.Namespace, committed: dict[TopicPartition, int]
                             f"topic{'s' if len(e.topics) > 1 else ''}; nothing loaded "
                             "(--allow-empty to exit 0 when there is nothing to load "
                             "from)") from None
+        except UnauthorizedTopicError as e:  # refused credentials, even with --allow-empty
+            raise LoadError(EXIT_BROKER, unauthorized_line(e)) from None
         if not tps and args.pattern is not None and not args.allow_empty:
             raise LoadError(EXIT_NOTHING_MATCHED, f"--pattern '{args.pattern}' matches no "
                             "topic; nothing loaded (--allow-empty to exit 0 when there is "
@@ -180,6 +184,38 @@ def plan_run(args: argparse.Namespace, committed: dict[TopicPartition, int]
         return resolve_offsets(sc, ro, tps)
     finally:
         sc.close()
+
+
+def unauthorized_line(e: UnauthorizedTopicError) -> str:
+    return (f"--topic {', '.join(e.topics)}: TOPIC_AUTHORIZATION_FAILED (these credentials "
+            f"may not Describe {'them' if len(e.topics) > 1 else 'it'}); nothing loaded")
+
+
+def check_arguments(args: argparse.Namespace) -> None:
+    """What the arguments alone say is wrong, before any broker or Spark is asked: raises
+    LoadError(EXIT_USAGE)."""
+    if not args.bootstrap:
+        raise LoadError(EXIT_USAGE, "--bootstrap is required (or set KAFKACTL_BOOTSTRAP)")
+    if bool(args.topic) == bool(args.pattern):
+        raise LoadError(EXIT_USAGE, "give either --topic (repeatable) or --pattern")
+    if args.max_records_per_partition is not None and args.max_records_per_partition <= 0:
+        raise LoadError(EXIT_USAGE, "--max-records-per-partition must be > 0 (got "
+                        f"{args.max_records_per_partition})")
+    if args.pattern is not None:
+        reason = bad_pattern(args.pattern)
+        if reason:
+            raise LoadError(EXIT_USAGE, reason)
+
+
+def bad_pattern(pattern: str) -> str | None:
+    """Why --pattern is not a regex (None when it is one)."""
+    import re
+
+    try:
+        re.compile(pattern)
+    except re.error as e:
+        return f"--pattern {pattern!r} is not a valid regex: {e}"
+    return None
 
 
 def spark_session() -> Any:
@@ -232,10 +268,7 @@ def run(args: argparse.Namespace, spark: Any = None,
         step: Callable[[str], None] = lambda name: None) -> str:
     """Load once; returns the summary line. Raises LoadError. `step` is called after each
     step of the output commit (CRASH_POINTS), for fault injection."""
-    if not args.bootstrap:
-        raise LoadError(EXIT_USAGE, "--bootstrap is required (or set KAFKACTL_BOOTSTRAP)")
-    if bool(args.topic) == bool(args.pattern):
-        raise LoadError(EXIT_USAGE, "give either --topic (repeatable) or --pattern")
+    check_arguments(args)
     security = security_from(security_properties(args.command_config))
     out = OutputDir(args.output)
     t0 = time.monotonic()
@@ -300,6 +333,10 @@ def failure(e: Exception) -> tuple[str, int]:
         return f"broker unreachable: {e}", EXIT_BROKER
     if isinstance(e, AuthenticationFailedError):
         return str(e), EXIT_BROKER
+    if isinstance(e, UnauthorizedTopicError):
+        return unauthorized_line(e), EXIT_BROKER
+    if isinstance(e, KafkaError) and e.code.name.endswith("_AUTHORIZATION_FAILED"):
+        return f"{e.code.name}: {e}", EXIT_BROKER  # e.g. --commit-group's group
     if isinstance(e, OutputError):
         return str(e), EXIT_OUTPUT
     if isinstance(e, DataLossError):
@@ -309,15 +346,21 @@ def failure(e: Exception) -> tuple[str, int]:
     return task_failure(e)  # the Spark job (a task failed its retries) or anything else
 
 
-def check_broker(bootstrap: str, security_properties: dict[str, str]) -> None:
-    """Connect (and authenticate) to the bootstrap servers as the driver will; raises what
-    `failure` maps to exit 3 (2 for a bad security property)."""
+def check_broker(bootstrap: str, security_properties: dict[str, str],
+                 topics: Sequence[str] = ()) -> None:
+    """Connect (and authenticate) to the bootstrap servers as the driver will, and ask for
+    the metadata of `topics` (a --topic list): raises what `failure` maps to exit 3 (2 for
+    a bad security property), UnauthorizedTopicError for a topic these credentials may not
+    Describe. (A topic that does not exist is left to the driver: --allow-empty.)"""
     from kafkactl.client.kafka_client import KafkaClient
+    from kafkactl.spark.planner import refuse_unauthorized
 
     client = KafkaClient(bootstrap, client_id="kafkactl-spark-load",
                          security=security_from(security_properties))
     try:
         client.bootstrap()
+        if topics:
+            refuse_unauthorized(client.refresh_metadata(list(topics)).topics, topics)
     finally:
         client.close()
 
@@ -328,22 +371,65 @@ def loader_hint(message: str) -> str:
     return message if at < 0 else f"{message[:at]}; {SKIP_HINT}"
 
 
-# A task's Python error, as Spark relays it in the job's exception text.
-TASK_ERRORS = (
-    ("kafkactl.spark.options.DataLossError: ", "offsets out of range: ", EXIT_DATA_LOSS),
-    ("kafkactl.spark.partition_reader.FetchError: ", "broker unreachable: ", EXIT_BROKER),
-)
+# The Python errors a failed Spark job's text may relay (a traceback from a Python worker:
+# the data source's reader, planned again in a worker, or a task), by class name: the
+# prefix of the loader's line and the exit code.
+PYTHON_ERRORS = {
+    "DataLossError": ("offsets out of range: ", EXIT_DATA_LOSS),
+    "FetchError": ("broker unreachable: ", EXIT_BROKER),
+    "NoBrokersAvailable": ("broker unreachable: ", EXIT_BROKER),
+    "KafkaConnectionError": ("broker unreachable: ", EXIT_BROKER),
+    "KafkaTimeoutError": ("broker unreachable: ", EXIT_BROKER),
+    "AuthenticationFailedError": ("", EXIT_BROKER),
+    "UnauthorizedTopicError": ("", EXIT_BROKER),
+    "UnknownTopicError": ("", EXIT_NOTHING_MATCHED),
+    "OptionError": ("", EXIT_USAGE),
+}
+TRACEBACK = "Traceback (most recent call last):"
+MAX_REASON = 400
+
+
+def innermost_error(text: str) -> tuple[str, str] | None:
+    """(class name, message) of the error a failed Spark job's text comes down to: the
+    exception line (`module.Class: message`, not indented) that ends the last Python
+    traceback in it, else the last Java `Caused by: Class: message`, else its first Java
+    exception line; None when there is none of these."""
+    import re
+
+    lines = text.splitlines()
+    starts = [i for i, ln in enumerate(lines) if ln.rstrip().endswith(TRACEBACK)]
+    if starts:
+        for ln in lines[starts[-1] + 1:]:
+            if not ln.strip() or ln[:1].isspace():
+                continue  # the frames (indented), blank lines
+            m = re.match(r"([A-Za-z_][\w.]*)(?::\s?(.*))?$", ln.strip())
+            if m:
+                return m.group(1).rpartition(".")[2], (m.group(2) or "").strip()
+            break
+    # (py4j puts ": " before the Java exception: "An error occurred while calling o1.x.\n: ")
+    java = re.compile(r"(?:Caused by: |: )?((?:[\w$]+\.)+[\w$]*(?:Exception|Error)): (.*)$")
+    found = [m for m in map(java.match, (ln.strip() for ln in lines)) if m]
+    caused = [m for m in found if m.group(0).startswith("Caused by: ")]
+    for m in caused[-1:] or found[:1]:
+        return m.group(1).rpartition(".")[2], m.group(2).strip()
+    return None
 
 
 def task_failure(e: Exception) -> tuple[str, int]:
-    """(one-line reason, exit code) for a failed Spark job or another unexpected error."""
-    lines = [ln.strip() for ln in str(e).splitlines() if ln.strip()]
-    for marker, prefix, code in TASK_ERRORS:
-        for ln in lines:
-            if ln.startswith(marker):
-                return prefix + loader_hint(ln[len(marker):]), code
-    first = lines[0] if lines else ""
-    return f"load failed: {type(e).__name__}: {first[:400]}", EXIT_FAILED
+    """(one-line reason, exit code) for a failed Spark job or another unexpected error:
+    the innermost error its text relays (innermost_error), not its first line (which
+    for a Python data source error is a cut-off "Traceback (most recent call last):")."""
+    found = innermost_error(str(e))
+    if found is None:
+        lines = [ln.strip() for ln in str(e).splitlines() if ln.strip()]
+        first = lines[0] if lines else ""
+        return f"load failed: {type(e).__name__}: {first[:MAX_REASON]}", EXIT_FAILED
+    name, message = found
+    known = PYTHON_ERRORS.get(name)
+    if known is not None:
+        prefix, code = known
+        return prefix + loader_hint(message)[:MAX_REASON], code
+    return f"load failed: {name}: {message[:MAX_REASON]}", EXIT_FAILED
 
 
 def write_status(path: str | None, line: str) -> None:

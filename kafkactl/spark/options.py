@@ -20,6 +20,7 @@ from typing import Any
 from kafkactl.client.fetcher import EARLIEST, LATEST
 from kafkactl.client.producer import PROPERTY_NAMES
 from kafkactl.client.security import SECURITY_KEYS, ClientSecurity, SecurityConfigError
+from kafkactl.protocol.errors import ErrorCode, KafkaError
 
 TopicPartition = tuple[str, int]
 
@@ -99,6 +100,21 @@ class UnknownTopicError(OptionError):
             f"topic{'s' if len(topics) > 1 else ''} {names} "
             f"do{'' if len(topics) > 1 else 'es'} not exist (named in subscribe); "
             "create it first, or use subscribePattern to read whatever matches")
+
+
+class UnauthorizedTopicError(KafkaError):
+    """Topics (named in subscribe or assign, or spark-load's --topic) the credentials may
+    not Describe: the broker answers TOPIC_AUTHORIZATION_FAILED for such a topic, whether
+    it exists or not."""
+
+    code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+
+    def __init__(self, topics: list[str]) -> None:
+        self.topics = topics
+        super().__init__(
+            f"topic{'s' if len(topics) > 1 else ''} {', '.join(topics)}: "
+            "TOPIC_AUTHORIZATION_FAILED (these credentials may not Describe "
+            f"{'them' if len(topics) > 1 else 'it'})")
 
 
 def canonical_options(options: Mapping[str, str], known: tuple[str, ...]) -> dict[str, str]:

@@ -9,16 +9,20 @@ from __future__ import annotations
 
 import logging
 import re
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from kafkactl.client.consumer import SimpleConsumer
 from kafkactl.client.fetcher import EARLIEST, LATEST
+from kafkactl.protocol.errors import ErrorCode
 from kafkactl.spark.options import (
     DATA_LOSS_HINT,
     DataLossError,
     OptionError,
     ReadOptions,
     TopicPartition,
+    UnauthorizedTopicError,
     UnknownTopicError,
 )
 
@@ -43,7 +47,10 @@ def topic_partitions(sc: SimpleConsumer, ro: ReadOptions, *,
                      missing_ok: bool = False) -> list[TopicPartition]:
     """The existing partitions the options name, sorted; metadata from the cluster.
     A subscribed topic that does not exist raises UnknownTopicError (skipped with a
-    warning when `missing_ok`); a pattern that matches nothing gives no partitions."""
+    warning when `missing_ok`); one the credentials may not Describe raises
+    TOPIC_AUTHORIZATION_FAILED (even when `missing_ok`: it may well exist); a pattern
+    that matches nothing gives no partitions (the broker leaves out the topics the
+    credentials may not Describe)."""
     if ro.pattern is not None:
         rx = re.compile(ro.pattern)
         cluster = sc.client.refresh_metadata(None)
@@ -51,6 +58,7 @@ def topic_partitions(sc: SimpleConsumer, ro: ReadOptions, *,
                       if not tm.is_internal and rx.fullmatch(name) for p in tm.partitions)
     topics = list(ro.subscribe) or sorted({t for t, _ in ro.assign})
     cluster = sc.client.refresh_metadata(topics)
+    refuse_unauthorized(cluster.topics, topics)
     out: list[TopicPartition] = []
     missing = []
     for t in topics:
@@ -70,6 +78,15 @@ def topic_partitions(sc: SimpleConsumer, ro: ReadOptions, *,
             lost_data(ro, f"topic {t} partition {p} named in assign does not exist")
         out = [tp for tp in out if tp in wanted]
     return sorted(out)
+
+
+def refuse_unauthorized(metadata: Mapping[str, Any], topics: Iterable[str]) -> None:
+    """Raise UnauthorizedTopicError naming every one of `topics` whose metadata (topic
+    name -> TopicMetadata) says TOPIC_AUTHORIZATION_FAILED."""
+    refused = [t for t in topics if getattr(metadata.get(t), "error_code", 0)
+               == ErrorCode.TOPIC_AUTHORIZATION_FAILED]
+    if refused:
+        raise UnauthorizedTopicError(refused)
 
 
 def in_subscription(ro: ReadOptions, tp: TopicPartition) -> bool:

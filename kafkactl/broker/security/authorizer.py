@@ -34,8 +34,15 @@ AUTHORIZER_CLASS_NAMES = ("kafka.security.authorizer.AclAuthorizer",
 
 
 def parse_super_users(value: str) -> frozenset[str]:
-    """`super.users` (`User:a;User:b`) -> {"User:a", "User:b"}."""
-    return frozenset(p.strip() for p in value.split(";") if p.strip())
+    """`super.users` (`User:a;User:b`) -> {"User:a", "User:b"}; ValueError for an entry
+    that is not `principalType:principalName` (Kafka's AclAuthorizer refuses to start
+    then, rather than leave the user out)."""
+    users = [p.strip() for p in value.split(";") if p.strip()]
+    for user in users:
+        if ":" not in user:
+            raise ValueError("expected a string in format principalType:principalName but "
+                             f"got {user} (write User:{user})")
+    return frozenset(users)
 
 
 class AclAuthorizer:

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 from kafkactl.broker.config import BrokerConfig, Endpoint, parse_listeners
 from kafkactl.broker.peer_log import PeerLogLimiter
-from kafkactl.broker.security.authorizer import AUTHORIZER_CLASS_NAMES
+from kafkactl.broker.security.authorizer import AUTHORIZER_CLASS_NAMES, parse_super_users
 from kafkactl.broker.security.jaas import JaasConfigError, plain_users
 from kafkactl.broker.security.principal import SslPrincipalMapper
 from kafkactl.broker.security.ssl_context import SslConfigError, server_context
@@ -255,6 +255,11 @@ def check_broker_security(cfg: BrokerConfig) -> dict[str, ListenerSecurity]:
         raise SecurityConfigError(
             f"authorizer.class.name={authorizer}: only Kafka's ACL authorizers are "
             f"supported ({', '.join(AUTHORIZER_CLASS_NAMES[:2])})")
+    if authorizer:  # the authorizer's key: read (and refused) only with one, as Kafka
+        try:
+            parse_super_users(cfg.get("super.users"))
+        except ValueError as e:
+            raise SecurityConfigError(f"super.users={cfg.get('super.users')}: {e}") from None
     for name in ("allow.everyone.if.no.acl.found",):
         if cfg.get(name) and cfg.get(name).strip().lower() not in ("true", "false"):
             raise SecurityConfigError(f"{name}={cfg.get(name)} must be true or false")
