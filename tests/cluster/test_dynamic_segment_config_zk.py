@@ -4,29 +4,15 @@ retention changes take) and its active segment rolls by it at the next append.""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from tests.cluster.cluster_helpers import start_cluster
 from tests.cluster.test_config_changes import alter_topic, create_topic, produce_error
-from tests.cluster.zk import ZooKeeperServer, available
+from tests.cluster.zk import ZooKeeperServer
 from tests.polling import wait_until
 
 MESSAGE_TOO_LARGE = 10
-
-
-@pytest.fixture(scope="module")
-def zookeeper(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ZooKeeperServer]:
-    reason = available()
-    if reason is not None:
-        pytest.skip(reason)
-    server = ZooKeeperServer(tmp_path_factory.mktemp("zookeeper"))
-    server.start()
-    yield server
-    server.stop()
 
 
 def test_segment_bytes_altered_through_another_broker_rolls_the_hosts_log(
