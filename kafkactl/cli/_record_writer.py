@@ -19,7 +19,9 @@ that exactly also when the write is cut short:
 
 A stop signal that comes while the writer waits for room in the middle of a record does
 not cut the record: the writer finishes it (the reader sees whole lines and whole JSON
-objects) and then stops; a second signal stops it at once.
+objects) and then stops; a second signal stops it at once. Once the shutdown has begun
+(`shutting_down()`), a signal only ends drain()'s wait for the reader: the final commit
+and LeaveGroup run to the end (each bounded by its own timeout) and the summary prints.
 
 The records counted are those wholly written; the summary line reports them.
 
@@ -215,14 +217,18 @@ class RecordWriter:
         poller.register(self.fd, 0)  # POLLERR (the reader has gone) is always reported
         last, since = self._unread(), time.monotonic()
         with contextlib.suppress(KeyboardInterrupt):  # signals raise here (not held)
-            while last > 0 and not poller.poll(0):
-                time.sleep(DRAIN_CHECK_S)
-                now, unread = time.monotonic(), self._unread()
-                if unread < last:
-                    since = now
-                elif now - since >= DRAIN_STALL_S:
-                    break
-                last = unread
+            _SignalState.draining = True  # also once the shutdown has begun
+            try:
+                while last > 0 and not poller.poll(0):
+                    time.sleep(DRAIN_CHECK_S)
+                    now, unread = time.monotonic(), self._unread()
+                    if unread < last:
+                        since = now
+                    elif now - since >= DRAIN_STALL_S:
+                        break
+                    last = unread
+            finally:
+                _SignalState.draining = False
         self.settle()
 
     def _unread(self) -> int:
@@ -325,13 +331,34 @@ def _record_boundary(pieces: list[Piece], off: int) -> int:
 class _SignalState:
     deferring = False  # a write and its count are under way: keep the signal for after it
     kept: int | None = None
+    # the final commit and LeaveGroup are under way (shutting_down()): a signal no longer
+    # stops anything, except the wait of drain() for the pipe's reader
+    closing = False
+    draining = False
+    told = False
 
 
 def _on_stop_signal(signum: int, frame: Any) -> None:
+    if _SignalState.closing and not _SignalState.draining:
+        if not _SignalState.told:  # os.write: no buffered stream is reentered
+            _SignalState.told = True
+            with contextlib.suppress(OSError):
+                os.write(2, b"kafkactl: stopping: committing the offsets and leaving the "
+                            b"group first (each bounded by its timeout)\n")
+        return
     if _SignalState.deferring:
         _SignalState.kept = signum
         return
     raise KeyboardInterrupt
+
+
+def shutting_down() -> None:
+    """The consumer's last steps begin (drain, the final commit, LeaveGroup, the summary):
+    from now on Ctrl-C and SIGTERM only end drain()'s wait for the pipe's reader, and never
+    cut the commit or the LeaveGroup short, as a JVM's shutdown hook runs them to the end
+    (each is bounded by its own timeout)."""
+    _SignalState.closing = True
+    _SignalState.kept = None
 
 
 def install_signal_handlers() -> None:

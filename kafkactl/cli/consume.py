@@ -23,7 +23,7 @@ from kafkactl.cli._client_options import (
     unescape,
 )
 from kafkactl.cli._output import StdoutClosed
-from kafkactl.cli._record_writer import RecordWriter, install_signal_handlers
+from kafkactl.cli._record_writer import RecordWriter, install_signal_handlers, shutting_down
 
 if TYPE_CHECKING:  # the client is imported when a command runs, so --help stays fast
     from kafkactl.client.consumer import Consumer
@@ -216,8 +216,8 @@ def consume(  # noqa: C901
         help="With --group: a ZooKeeper-coordinated group (the seed's consumer: members, "
              "partition owners and offsets under /consumers/GROUP); brokers are found in "
              "/brokers/ids unless -b is given."),
-    offsets_storage: str = typer.Option(
-        "zookeeper", "--offsets-storage",
+    offsets_storage: str | None = typer.Option(
+        None, "--offsets-storage", show_default="zookeeper",
         help="With --zookeeper: where offsets are kept, zookeeper or kafka (the broker)."),
     dual_commit: bool = typer.Option(
         False, "--dual-commit",
@@ -263,10 +263,15 @@ def consume(  # noqa: C901
         raise fail("give -t/--topic (repeatable) or --topic-pattern", 2)
     if zookeeper and not group:
         raise fail("--zookeeper needs -G/--group (a ZooKeeper consumer group)", 2)
-    if offsets_storage not in ("zookeeper", "kafka"):
+    if offsets_storage not in (None, "zookeeper", "kafka"):
         raise fail("--offsets-storage must be zookeeper or kafka", 2)
     if dual_commit and offsets_storage != "kafka":
         raise fail("--dual-commit goes with --offsets-storage kafka", 2)
+    if offsets_storage is not None and not zookeeper:
+        raise fail(f"--offsets-storage {offsets_storage}"
+                   + (" --dual-commit" if dual_commit else "")
+                   + ": only with --zookeeper (a ZooKeeper-coordinated group; a group "
+                   "without it keeps its offsets in the broker)", 2)
     if zookeeper and topic and topic_pattern:
         raise fail("a ZooKeeper consumer takes -t/--topic or --topic-pattern, not both", 2)
     if offset is not None and from_beginning:
@@ -353,7 +358,8 @@ def consume(  # noqa: C901
                 pattern=topic_pattern or exclude_pattern, blacklist=bool(exclude_pattern
                                                                       and not topic_pattern),
                 bootstrap_servers=bootstrap, auto_offset_reset=group_reset,
-                offsets_storage=offsets_storage, dual_commit=dual_commit, security=security,
+                offsets_storage=offsets_storage or "zookeeper", dual_commit=dual_commit,
+                security=security,
                 on_assign=out.assigned, **zk_kw, **consumer_kw)
         elif group:  # the group assigns partitions, offsets committed
             from kafkactl.client.group import GroupConsumer
@@ -400,6 +406,7 @@ def consume(  # noqa: C901
             _summary(out.records, t0, quiet)
         raise fail(str(e)) from None
     finally:
+        shutting_down()  # further signals: they end the drain wait, never commit/leave
         if consumer is not None:
             out.drain()
             consumer.close()

@@ -36,7 +36,7 @@ def migrate(
     overwrite: bool = typer.Option(
         False, "--overwrite",
         help="Also replace newer offsets the broker holds and take offsets past the log "
-             "end."),
+             "end or before the log start."),
     delete_source: bool = typer.Option(
         False, "--delete-source",
         help="After every partition of a group verified, delete its ZooKeeper offsets."),
@@ -50,7 +50,7 @@ def migrate(
     from kafkactl.client.consumer import SimpleConsumer
     from kafkactl.client.errors import ClientError
     from kafkactl.client.group.group_admin import GroupAdmin
-    from kafkactl.cluster import consumer_registry
+    from kafkactl.cluster import consumer_registry, zk_paths
     from kafkactl.cluster import zookeeper as zkconn
     from kafkactl.protocol.errors import KafkaError
 
@@ -59,9 +59,14 @@ def migrate(
     if dry_run and delete_source:
         raise fail("--dry-run deletes nothing: drop --delete-source or --dry-run", 2)
     security = client_security(prop, command_config)
-    zk = connect_zookeeper(zookeeper)
+    zk = connect_existing_chroot(zookeeper)
     try:
-        groups = consumer_registry.groups(zk) if all_groups else list(group)
+        if zk.exists(zk_paths.CONSUMERS) is None:
+            raise fail(f"ZooKeeper at {zookeeper} has no {zk_paths.CONSUMERS}: no "
+                       "ZooKeeper consumer group ever registered there (is the chroot "
+                       "right?)")
+        groups = (consumer_registry.groups(zk) if all_groups
+                  else list(dict.fromkeys(group)))
         simple = SimpleConsumer(bootstrap, client_id="kafkactl-offsets-migrate",
                                 security=security)
         try:
@@ -83,10 +88,39 @@ def migrate(
         raise typer.Exit(1)
 
 
+def connect_existing_chroot(zookeeper: str) -> Any:
+    """connect_zookeeper, refusing a chroot that does not exist (a mistyped one: nothing
+    is created, and kazoo's own warning about it is not shown)."""
+    import warnings
+
+    from kafkactl.cluster.zookeeper import close, split_connect
+
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="No chroot path exists",
+                                category=UserWarning)
+        zk = connect_zookeeper(zookeeper)
+    try:
+        missing = zk.exists("/") is None
+    except BaseException:
+        close(zk)
+        raise
+    if missing:
+        close(zk)
+        hosts, chroot = split_connect(zookeeper)
+        raise fail(f"ZooKeeper at {hosts} has no chroot {chroot} (--zookeeper {zookeeper}): "
+                   "is the path mistyped?")
+    return zk
+
+
+def _none_if_negative(offset: int) -> int | None:
+    return None if offset < 0 else offset
+
+
 def _doc(r: GroupResult) -> dict[str, Any]:
     return {"group": r.group, "error": r.error, "partitions": [
-        {"topic": x.topic, "partition": x.partition, "zookeeper": x.zookeeper,
-         "broker_before": x.broker_before, "broker_after": x.broker_after,
+        {"topic": x.topic, "partition": x.partition, "znode": x.path,
+         "zookeeper": x.zookeeper, "broker_before": _none_if_negative(x.broker_before),
+         "broker_after": _none_if_negative(x.broker_after),
          "status": x.status, "note": x.note, "deleted_from_zookeeper": x.deleted}
         for x in r.rows]}
 
@@ -99,7 +133,8 @@ def _render(results: list[GroupResult], dry_run: bool) -> None:
         table = Table("TOPIC", "PARTITION", "ZOOKEEPER", "BROKER BEFORE", "BROKER AFTER",
                       "STATUS", "NOTE", title=title, box=None)
         for x in r.rows:
-            table.add_row(x.topic, str(x.partition), x.zookeeper,
+            table.add_row(x.topic, repr(x.name) if x.partition is None else str(x.partition),
+                          x.zookeeper,
                           "-" if x.broker_before < 0 else str(x.broker_before),
                           "-" if x.broker_after < 0 else str(x.broker_after),
                           x.status + (" (source deleted)" if x.deleted else ""), x.note)
@@ -109,6 +144,7 @@ def _render(results: list[GroupResult], dry_run: bool) -> None:
         for x in r.rows:
             counts[x.status] = counts.get(x.status, 0) + 1
         summary = ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
-        typer.echo(f"group {r.group}: {summary or 'nothing to migrate'}")
+        nothing = "nothing to migrate" + (f" ({r.note})" if r.note else "")
+        typer.echo(f"group {r.group}: {summary or nothing}")
         if r.error:
             typer.echo(f"error: group {r.group}: {r.error}", err=True)

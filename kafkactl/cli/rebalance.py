@@ -12,6 +12,7 @@ member joins (every member must rejoin), then leaves. `--dry-run` only shows.
 from __future__ import annotations
 
 import json
+import math
 import time
 from pathlib import Path
 from typing import Any
@@ -83,8 +84,11 @@ def rebalance(group: str | None = typer.Option(None, "--group", "-G", "-g",
                        "owners and the seed's plan from /consumers/GROUP.")) -> None:
     """Members, their current assignment and the range assignment for the group; or, with
     --partitions / --preferred-leaders, replicas and leaders over the brokers."""
-    from rich.table import Table
-
+    _check_timeout(timeout, do_trigger and not (partitions or preferred_leaders))
+    _check_mode(group=group, partitions=partitions, preferred_leaders=preferred_leaders,
+                trigger=do_trigger, zookeeper=zookeeper, topic=bool(topic), execute=execute,
+                plan_out=plan_out, plan_in=plan_in, replication_factor=replication_factor,
+                verify=verify, cancel=cancel, throttle=throttle)
     security = client_security(prop, command_config)
     if partitions or preferred_leaders:
         from kafkactl.cli import rebalance_partitions as rp
@@ -113,6 +117,14 @@ def rebalance(group: str | None = typer.Option(None, "--group", "-G", "-g",
             typer.echo("Dry run: no rebalance was triggered.", err=True)
         return
 
+    _group_rebalance(group, bootstrap, security, as_json=as_json, trigger=do_trigger,
+                     dry_run=dry_run, timeout=timeout)
+
+
+def _group_rebalance(group: str, bootstrap: str | None, security: Any, *, as_json: bool,
+                     trigger: bool, dry_run: bool, timeout: float) -> None:
+    from rich.table import Table
+
     from kafkactl.client.errors import ClientError
     from kafkactl.client.group.group_admin import GroupAdmin
     from kafkactl.client.kafka_client import KafkaClient
@@ -121,15 +133,21 @@ def rebalance(group: str | None = typer.Option(None, "--group", "-G", "-g",
     client = KafkaClient(bootstrap, client_id="kafkactl-rebalance", security=security)
     admin = GroupAdmin(client)
     triggered = None
+    was_rebalancing = False
     try:
         desc = admin.describe_group(group)
         if desc.state == "Dead":
             raise ValueError(f"group {group!r} does not exist")
         plan = admin.range_plan(desc)
-        if do_trigger and not dry_run:
+        if trigger and not dry_run:
+            if desc.state in ("PreparingRebalance", "CompletingRebalance"):
+                typer.echo(f"Group {group} is rebalancing already ({desc.state}): waiting "
+                           "for that rebalance to end.", err=True)
             triggered = admin.trigger_rebalance(desc, timeout)
+            was_rebalancing = triggered is None
             time.sleep(0.2)
             desc = admin.describe_group(group)
+            plan = admin.range_plan(desc)
     except (ClientError, KafkaError, ValueError) as e:
         raise fail(str(e)) from None
     finally:
@@ -154,8 +172,59 @@ def rebalance(group: str | None = typer.Option(None, "--group", "-G", "-g",
     print_table(table)
     if triggered is not None:
         typer.echo(f"Rebalance triggered: the group reached generation {triggered}.")
-    elif do_trigger:
+    elif was_rebalancing:
+        typer.echo("The group was rebalancing already; that rebalance has ended.")
+    elif trigger:
         typer.echo("Dry run: no rebalance was triggered.", err=True)
+
+
+# the longest rebalance timeout JoinGroup carries (an int32 of milliseconds)
+MAX_TIMEOUT_S = (2**31 - 1) // 1000
+# the shortest for --trigger: every member must rejoin, on its next heartbeat (3 s by
+# default) or poll
+MIN_TRIGGER_TIMEOUT_S = 1.0
+
+
+def _check_timeout(timeout: float, trigger: bool) -> None:
+    """--timeout: a finite number of seconds above 0 and at most MAX_TIMEOUT_S; with
+    --trigger at least MIN_TRIGGER_TIMEOUT_S."""
+    ok = math.isfinite(timeout) and timeout <= MAX_TIMEOUT_S and (
+        timeout >= MIN_TRIGGER_TIMEOUT_S if trigger else timeout > 0)
+    if not ok:
+        shown = f"from {MIN_TRIGGER_TIMEOUT_S:g}" if trigger else "above 0"
+        raise fail(f"--timeout {timeout:g}: give seconds {shown} to {MAX_TIMEOUT_S}"
+                   + (" (a rebalance waits for every member to rejoin)" if trigger else ""),
+                   2)
+
+
+def _check_mode(*, group: str | None, partitions: bool, preferred_leaders: bool,
+                trigger: bool, zookeeper: str | None, topic: bool, execute: bool,
+                plan_out: Path | None, plan_in: Path | None,
+                replication_factor: int | None, verify: bool, cancel: bool,
+                throttle: int | None) -> None:
+    """A flag of one mode (a group's members: -G; replicas: --partitions /
+    --preferred-leaders) given in the other is refused rather than ignored."""
+    cluster_only = [name for name, on in (
+        ("-t/--topic", topic), ("--execute", execute), ("--plan-out", plan_out is not None),
+        ("--plan-in", plan_in is not None),
+        ("--replication-factor", replication_factor is not None), ("--verify", verify),
+        ("--cancel", cancel), ("--throttle", throttle is not None)) if on]
+    if partitions or preferred_leaders:
+        mode = "--partitions" if partitions else "--preferred-leaders"
+        group_only = [name for name, on in (("-G/--group", group is not None),
+                                            ("--trigger", trigger),
+                                            ("--zookeeper", zookeeper is not None)) if on]
+        if group_only:
+            raise fail(f"{', '.join(group_only)}: not with {mode} (a group's rebalance is "
+                       "`kafkactl rebalance -G GROUP`)", 2)
+        if preferred_leaders and not partitions:
+            wrong = [n for n in cluster_only if n != "-t/--topic"]
+            if wrong:
+                raise fail(f"{', '.join(wrong)}: only with --partitions", 2)
+        return
+    if cluster_only:
+        raise fail(f"{', '.join(cluster_only)}: only with --partitions (a group's "
+                   "rebalance takes -G, --trigger, --dry-run, --timeout, --json)", 2)
 
 
 def register(app: typer.Typer) -> None:

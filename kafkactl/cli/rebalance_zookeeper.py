@@ -12,17 +12,18 @@ from typing import Any
 
 import typer
 
-from kafkactl.cli._client_options import connect_zookeeper, fail
+from kafkactl.cli._client_options import fail
 from kafkactl.cli._output import print_table
 
 
 def zookeeper_rebalance(group: str, zookeeper: str, *, as_json: bool, trigger: bool,
                         timeout: float) -> None:
+    from kafkactl.cli.offsets_migrate import connect_existing_chroot
     from kafkactl.cluster import consumer_registry as registry
     from kafkactl.cluster import zookeeper as zkconn
     from kafkactl.cluster.broker_registry import registered_topics
 
-    zk = connect_zookeeper(zookeeper)
+    zk = connect_existing_chroot(zookeeper)  # a mistyped chroot: said so, not created
     try:
         if group not in registry.groups(zk):
             raise fail(f"no group {group!r} in ZooKeeper at {zookeeper} (/consumers)")

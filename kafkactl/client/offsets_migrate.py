@@ -6,17 +6,25 @@ For each group: read /consumers/[group]/offsets, check every partition against t
 holds, commit the ones to move with OffsetCommit, read them back with OffsetFetch, and only
 then (with delete_source) remove the verified znodes. Idempotent: a run interrupted at any
 point and run again ends with every partition migrated once with the ZooKeeper value.
+
+Every znode under /consumers/[group]/offsets/[topic] is reported: a partition name or an
+offset that is not what Kafka wrote (Long.parseLong's plain decimal: an optional '-' and
+ASCII digits, the name as Kafka spells the partition number) is "invalid", never skipped
+or read leniently. A group whose broker group has members is left alone (Kafka's tools
+change only an inactive group's offsets).
 """
 
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from kafkactl.cluster import consumer_registry as registry
-from kafkactl.protocol.errors import error_name
+from kafkactl.cluster import zk_paths
+from kafkactl.protocol.errors import ErrorCode, error_name
 
 if TYPE_CHECKING:
     from kazoo.client import KazooClient
@@ -37,22 +45,37 @@ WOULD_OVERWRITE = "would overwrite"
 CONFLICT = "conflict"
 INVALID = "invalid"
 BEYOND_END = "beyond log end"
+BELOW_START = "below log start"
 UNKNOWN = "unknown partition"
 FAILED = "failed"
 DONE = {MIGRATED, EQUAL, OVERWRITTEN}
+
+# Java's Long.parseLong as Kafka read these znodes, ASCII only: an optional '-', digits
+_DECIMAL = re.compile(r"-?[0-9]+")
+_INT32_MAX = 2**31 - 1
+_INT64_MAX = 2**63 - 1
+INACTIVE = ("Empty", "Dead")
+# OffsetCommit answers for a simple (generation -1) commit into a group with members
+_MEMBER_ERRORS = {ErrorCode.UNKNOWN_MEMBER_ID, ErrorCode.ILLEGAL_GENERATION,
+                  ErrorCode.REBALANCE_IN_PROGRESS}
 
 
 @dataclass
 class Row:
     group: str
     topic: str
-    partition: int
+    partition: int | None  # None: the znode's name is no partition number (`name`)
     zookeeper: str  # the znode's text
     broker_before: int  # -1: none
     status: str
     note: str = ""
     broker_after: int = -1
     deleted: bool = False
+    name: str = ""  # the znode's name under /consumers/GROUP/offsets/TOPIC
+
+    @property
+    def path(self) -> str:
+        return f"{zk_paths.offsets(self.group, self.topic)}/{self.name}"
 
     @property
     def ok(self) -> bool:
@@ -64,6 +87,7 @@ class GroupResult:
     group: str
     rows: list[Row]
     error: str | None = None
+    note: str | None = None  # said of a group with nothing to migrate
 
     def count(self, *statuses: str) -> int:
         return sum(1 for r in self.rows if r.status in statuses)
@@ -74,7 +98,7 @@ def migrate(zk: KazooClient, admin: GroupAdmin, consumer: SimpleConsumer,
             delete_source: bool = False) -> list[GroupResult]:
     known = set(registry.groups(zk))
     results = []
-    for group in groups:
+    for group in dict.fromkeys(groups):  # each group once, however often it was named
         if group not in known:
             results.append(GroupResult(group, [], f"no group {group!r} in ZooKeeper "
                                                   "(/consumers)"))
@@ -84,22 +108,82 @@ def migrate(zk: KazooClient, admin: GroupAdmin, consumer: SimpleConsumer,
     return results
 
 
+def parse_decimal(text: str) -> int | None:
+    """`text` as Long.parseLong reads it, ASCII only (None: it is not a plain decimal)."""
+    if not _DECIMAL.fullmatch(text):
+        return None
+    return int(text)
+
+
+def _offset_error(raw: str) -> tuple[int | None, str | None]:
+    value = parse_decimal(raw)
+    if value is None:
+        return None, ("empty" if raw == "" else f"not a number: {raw[:40]!r}")
+    if value > _INT64_MAX or value < -_INT64_MAX - 1:
+        return None, f"out of range of a 64-bit offset: {raw[:40]!r}"
+    if value < 0:
+        return None, f"negative offset {value}"
+    return value, None
+
+
+def _partition_error(name: str) -> tuple[int | None, str | None]:
+    value = parse_decimal(name)
+    if value is None or str(value) != name or not 0 <= value <= _INT32_MAX:
+        return None, f"not a partition number: znode {name!r}"
+    return value, None
+
+
+def read_znodes(zk: KazooClient, group: str) -> list[tuple[Row, int | None]]:
+    """A row per znode under /consumers/GROUP/offsets/TOPIC with its offset parsed, or
+    (None) status INVALID and what is wrong with the znode in `note`."""
+    from kazoo.exceptions import NoNodeError
+
+    base = zk_paths.offsets(group)
+    try:
+        topics = zk.get_children(base)
+    except NoNodeError:
+        return []
+    rows: list[tuple[Row, int | None]] = []
+    for topic in sorted(topics):
+        try:
+            names = zk.get_children(f"{base}/{topic}")
+        except NoNodeError:
+            continue
+        for name in names:
+            row = Row(group, topic, None, "", -1, "", name=name)
+            try:
+                data, _ = zk.get(row.path)
+            except NoNodeError:  # deleted meanwhile
+                continue
+            row.zookeeper = (data or b"").decode("utf-8", "replace")
+            offset = None
+            row.partition, why = _partition_error(name)
+            if why is None:
+                offset, why = _offset_error(row.zookeeper)
+            if why is not None:
+                row.status, row.note = INVALID, why
+            rows.append((row, offset))
+    rows.sort(key=lambda x: (x[0].topic, x[0].partition is None, x[0].partition or 0,
+                             x[0].name))
+    return rows
+
+
 # C901: one decision per partition (equal/beyond end/conflict), then commit+verify
 def _migrate_group(  # noqa: C901
         zk: KazooClient, admin: GroupAdmin, consumer: SimpleConsumer, group: str,
         *, dry_run: bool, overwrite: bool, delete_source: bool) -> GroupResult:
-    stored = registry.read_offsets(zk, group)
+    from kafkactl.client.fetcher import EARLIEST, LATEST
+
+    found = read_znodes(zk, group)
+    if not found:
+        return GroupResult(group, [], note=f"no offsets under {zk_paths.offsets(group)}")
     rows: dict[TopicPartition, Row] = {}
     valid: dict[TopicPartition, int] = {}
-    for tp, s in sorted(stored.items()):
-        row = Row(group, tp[0], tp[1], s.raw, -1, "")
-        rows[tp] = row
-        if s.offset is None:
-            row.status, row.note = INVALID, s.error or "unparseable"
-        else:
-            valid[tp] = s.offset
-    if not rows:
-        return GroupResult(group, [], f"group {group!r} has no offsets in ZooKeeper")
+    for row, offset in found:
+        if offset is not None and row.partition is not None:
+            tp = (row.topic, row.partition)
+            rows[tp] = row
+            valid[tp] = offset
 
     existing = _existing_partitions(consumer, {t for t, _ in valid})
     for tp in list(valid):
@@ -108,7 +192,9 @@ def _migrate_group(  # noqa: C901
             rows[tp].note = f"{tp[0]}-{tp[1]} does not exist on the broker (not created)"
             del valid[tp]
     ends = {tp: v[0] for tp, v in consumer.list_offsets(
-        {tp: -1 for tp in valid}).items()} if valid else {}
+        dict.fromkeys(valid, LATEST)).items()} if valid else {}
+    starts = {tp: v[0] for tp, v in consumer.list_offsets(
+        dict.fromkeys(valid, EARLIEST)).items()} if valid else {}
     before = admin.fetch_offsets(group, list(valid)) if valid else {}
 
     to_commit: dict[TopicPartition, int] = {}
@@ -116,11 +202,16 @@ def _migrate_group(  # noqa: C901
         row = rows[tp]
         row.broker_before = before.get(tp, -1)
         end = ends.get(tp, -1)
+        start = starts.get(tp, -1)
         if row.broker_before == off:
             row.status = EQUAL
         elif off > end >= 0 and not overwrite:
             row.status = BEYOND_END
             row.note = f"log end offset is {end}; --overwrite commits it anyway"
+        elif off < start and not overwrite:
+            row.status = BELOW_START
+            row.note = (f"log start offset is {start} (the records before it are gone); "
+                        "--overwrite commits it anyway")
         elif row.broker_before > off and not overwrite:
             row.status = CONFLICT
             row.note = (f"the broker holds a newer offset {row.broker_before}; --overwrite "
@@ -129,6 +220,18 @@ def _migrate_group(  # noqa: C901
             row.status = (WOULD_OVERWRITE if row.broker_before >= 0 else WOULD_MIGRATE)
             to_commit[tp] = off
 
+    error = None
+    if to_commit:
+        state = admin.describe_group(group).state
+        if state not in INACTIVE:
+            error = (f"group {group!r} has active members on the broker ({state}): stop "
+                     "its consumers first (as Kafka's tools, offsets are changed only for "
+                     "an inactive group)")
+            if not dry_run:
+                for tp in to_commit:
+                    rows[tp].status = FAILED
+                    rows[tp].note = "not committed: the group has active members"
+                to_commit = {}
     if to_commit and not dry_run:
         codes = admin.commit_offsets(group, to_commit)
         after = admin.fetch_offsets(group, list(to_commit))
@@ -139,6 +242,8 @@ def _migrate_group(  # noqa: C901
             if code:
                 row.status = FAILED
                 row.note = f"OffsetCommit: {error_name(code)}"
+                if code in _MEMBER_ERRORS:
+                    row.note += " (the group has active members: stop them first)"
             elif row.broker_after != off:
                 row.status = FAILED
                 row.note = f"verify: the broker reads back {row.broker_after}"
@@ -148,15 +253,20 @@ def _migrate_group(  # noqa: C901
         if row.status == EQUAL:
             row.broker_after = row.broker_before
 
-    result = GroupResult(group, list(rows.values()))
+    result = GroupResult(group, [row for row, _ in found], error)
     if delete_source and not dry_run:
         if all(r.status in DONE for r in result.rows):
             registry.delete_offsets(zk, group, rows)
             for r in result.rows:
                 r.deleted = True
         else:
-            result.error = ("kept the ZooKeeper offsets: not every partition verified "
-                            "(--delete-source deletes only after a complete migration)")
+            invalid = [r.path for r in result.rows if r.status == INVALID]
+            kept = ("kept the ZooKeeper offsets: not every partition verified "
+                    "(--delete-source deletes only after a complete migration)")
+            if invalid:
+                kept += (f"; {len(invalid)} invalid znode(s) to fix or delete by hand: "
+                         + ", ".join(invalid[:5]) + (", ..." if len(invalid) > 5 else ""))
+            result.error = kept if result.error is None else f"{result.error}; {kept}"
     return result
 
 

@@ -8,19 +8,27 @@ available) are retried with backoff until the request timeout.
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from kafkactl.client.connection import BrokerConnection
-from kafkactl.client.errors import COORDINATOR_RETRIABLE, KafkaTimeoutError
+from kafkactl.client.errors import COORDINATOR_RETRIABLE, ClientError, KafkaTimeoutError
 from kafkactl.client.kafka_client import KafkaClient
 from kafkactl.protocol.api_keys import ApiKey
 from kafkactl.protocol.data import ASSIGNMENT, SUBSCRIPTION, decode_data, encode_data
 from kafkactl.protocol.errors import ErrorCode, KafkaError, error_for
 
 TopicPartition = tuple[str, int]
+
+# What the transient member of trigger_rebalance offers besides the group's own protocol:
+# the assignors of the Java client and librdkafka (a member supporting several joins a
+# group that uses any of them).
+COMMON_ASSIGNORS = ("range", "roundrobin", "sticky", "cooperative-sticky")
+REBALANCING = ("PreparingRebalance", "CompletingRebalance")
+TRANSIENT_SESSION_MS = 10000
 
 
 def raise_for(code: int, what: str) -> None:
@@ -230,31 +238,86 @@ class GroupAdmin:
                 for m in desc.members]
         return range_assign(partitions, subs)
 
-    def trigger_rebalance(self, desc: GroupDescription, timeout_s: float) -> int:
+    def trigger_rebalance(self, desc: GroupDescription, timeout_s: float) -> int | None:
         """Join as a transient member (every member must rejoin), then leave. Returns the
-        generation the rebalance produced."""
+        generation the rebalance produced; None when the group was rebalancing already
+        with protocols this member cannot offer, and that rebalance ended within
+        `timeout_s`.
+
+        The member offers the group's protocol (when a Stable group names it) and the
+        consumer assignors clients commonly support, so that it fits whatever the members
+        have in common (a group in the middle of a rebalance names none). It always leaves
+        (LeaveGroup), also when the rebalance did not end within `timeout_s`, so that it
+        does not linger in the group until its session times out."""
         if not desc.members:
             raise ValueError(f"group {desc.group_id!r} has no members to rebalance")
+        deadline = time.monotonic() + timeout_s
         conn = self.coordinator(desc.group_id)
         conn.request_timeout = max(conn.request_timeout, timeout_s)
         meta = encode_data(SUBSCRIPTION, 0, {"topics": [], "user_data": None})
+        names = list(dict.fromkeys(
+            ([desc.protocol] if desc.protocol else [])
+            + (list(COMMON_ASSIGNORS) if (desc.protocol_type or "consumer") == "consumer"
+               else [])))
+        if not names:  # another protocol type, mid-rebalance: its protocols are unknown
+            self._await_rebalance(desc, deadline, timeout_s)
+            return None
         body: dict[str, Any] = {
-            "group_id": desc.group_id, "session_timeout_ms": 10000,
+            "group_id": desc.group_id, "session_timeout_ms": TRANSIENT_SESSION_MS,
             "rebalance_timeout_ms": int(timeout_s * 1000), "member_id": "",
             "group_instance_id": None, "protocol_type": desc.protocol_type or "consumer",
-            "protocols": [{"name": desc.protocol or "range", "metadata": meta}]}
-        resp = conn.request(ApiKey.JOIN_GROUP, body, timeout=timeout_s)
-        if resp["error_code"] == ErrorCode.MEMBER_ID_REQUIRED:
-            body["member_id"] = resp["member_id"]
-            resp = conn.request(ApiKey.JOIN_GROUP, body, timeout=timeout_s)
-        if resp["error_code"]:
+            "protocols": [{"name": n, "metadata": meta} for n in names]}
+        member = ""
+        try:
+            try:
+                resp = conn.request(ApiKey.JOIN_GROUP, body, timeout=timeout_s)
+                if resp["error_code"] == ErrorCode.MEMBER_ID_REQUIRED:
+                    member = body["member_id"] = resp["member_id"]
+                    resp = conn.request(ApiKey.JOIN_GROUP, body,
+                                        timeout=max(deadline - time.monotonic(), 0.001))
+            except KafkaTimeoutError:
+                raise KafkaTimeoutError(
+                    f"group {desc.group_id!r} did not finish rebalancing within "
+                    f"{timeout_s:g} s (the rebalance goes on without kafkactl's member; "
+                    "a longer --timeout waits for it)") from None
+            code = resp["error_code"]
+            if code == ErrorCode.NONE:
+                member = resp["member_id"] or member
+                return int(resp["generation_id"])
+            if code == ErrorCode.INCONSISTENT_GROUP_PROTOCOL:
+                now = self.describe_group(desc.group_id)
+                if now.state in REBALANCING:
+                    self._await_rebalance(now, deadline, timeout_s)
+                    return None
             raise ValueError(f"could not trigger a rebalance: JoinGroup answered "
-                             f"{ErrorCode(resp['error_code']).name}")
-        member, generation = resp["member_id"], resp["generation_id"]
-        conn.request(ApiKey.LEAVE_GROUP, {"group_id": desc.group_id, "member_id": member,
-                                          "members": [{"member_id": member,
-                                                       "group_instance_id": None}]})
-        return int(generation)
+                             f"{ErrorCode(code).name}")
+        finally:
+            if member:
+                self._leave(desc.group_id, member)
+
+    def _await_rebalance(self, desc: GroupDescription, deadline: float,
+                         timeout_s: float) -> None:
+        """A group rebalancing already (the rebalance that was asked for is under way):
+        wait until it is Stable again."""
+        while desc.state in REBALANCING:
+            if time.monotonic() >= deadline:
+                raise KafkaTimeoutError(
+                    f"group {desc.group_id!r} was rebalancing already and did not finish "
+                    f"within {timeout_s:g} s")
+            time.sleep(min(0.2, max(deadline - time.monotonic(), 0)))
+            desc = self.describe_group(desc.group_id)
+        if desc.state != "Stable":
+            raise ValueError(f"group {desc.group_id!r} was rebalancing and is now "
+                             f"{desc.state}")
+
+    def _leave(self, group_id: str, member_id: str) -> None:
+        """LeaveGroup for the transient member, on a working connection (a JoinGroup that
+        timed out closed the one it was sent on); best effort: its session ends it
+        otherwise."""
+        with contextlib.suppress(ClientError, KafkaError, OSError):
+            self.request(group_id, ApiKey.LEAVE_GROUP, {
+                "group_id": group_id, "member_id": member_id,
+                "members": [{"member_id": member_id, "group_instance_id": None}]})
 
     def close(self) -> None:
         for conn in self._coordinators.values():
