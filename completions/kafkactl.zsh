@@ -151,7 +151,7 @@ _kafkactl_consume() {
         '*--property[Consumer property key=value (repeatable)\: librdkafka'\''s or Java'\''s names, e.g. fetch.wait.max.ms, max.partition.fetch.b...]:PROP: ' \
         '--command-config[A properties file of client settings (Kafka'\''s tools'\'' flag); -X overrides it.]:FILE:_files' \
         '--zookeeper[With --group\: a ZooKeeper-coordinated group (the seed'\''s consumer\: members, partition owners and offsets under /consum...]:HOST\:PORT\[/CHROOT\]: ' \
-        '--offsets-storage[With --zookeeper\: where offsets are kept, zookeeper or kafka (the broker). \[default\: zookeeper\]]:OFFSETS_STORAGE: ' \
+        '--offsets-storage[With --zookeeper\: where offsets are kept, zookeeper or kafka (the broker). \[default\: (zookeeper)\]]:OFFSETS_STORAGE: ' \
         '--dual-commit[With --offsets-storage kafka\: commit to ZooKeeper too (the migration step).]' \
         '--timeout-ms[Exit when no record arrived for this long (kafka-console-consumer'\''s). \[x>=1\]]:TIMEOUT_MS: ' \
         '--isolation-level[read_uncommitted or read_committed\: only records of committed transactions, up to the last stable offset (-X isolatio...]:LEVEL: ' \
@@ -599,7 +599,7 @@ _kafkactl_offsets_migrate() {
         '*--group[A group to migrate (repeatable).]:GROUP: ' \
         '--all-groups[Every group under /consumers.]' \
         '--dry-run[Show what would move; write nothing anywhere.]' \
-        '--overwrite[Also replace newer offsets the broker holds and take offsets past the log end.]' \
+        '--overwrite[Also replace newer offsets the broker holds and take offsets past the log end or before the log start.]' \
         '--delete-source[After every partition of a group verified, delete its ZooKeeper offsets.]' \
         '--json[JSON output.]' \
         '(-b --bootstrap-server)-b[Broker(s) host\:port\[,host\:port\]; default $KAFKACTL_BOOTSTRAP or 127.0.0.1\:9092.]:BOOTSTRAP: ' \

@@ -16,6 +16,7 @@ caller (handlers/controller_requests.py)."""
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 import uuid
 from collections.abc import Callable
@@ -32,6 +33,26 @@ NULL_UUID = uuid.UUID(int=0)
 LEADER_DURING_DELETE = -2
 
 
+log = logging.getLogger(__name__)
+
+
+def removed_partitions(before: dict[str, TopicMetadata], after: dict[str, TopicMetadata]
+                       ) -> list[tuple[str, int]]:
+    """The partitions of `before` that `after` does not have: their topic is gone or is
+    another one of the same name now (a new id), or the partition is gone."""
+    out: list[tuple[str, int]] = []
+    for name, old in before.items():
+        new = after.get(name)
+        if new is old:
+            continue
+        if new is None or (NULL_UUID not in (old.topic_id, new.topic_id)
+                           and new.topic_id != old.topic_id):
+            out.extend((name, p) for p in sorted(old.partitions))
+        else:
+            out.extend((name, p) for p in sorted(old.partitions) if p not in new.partitions)
+    return out
+
+
 class ZkMetadataCache(MetadataCache):
     def __init__(self, cluster_id: str, broker: BrokerEndpoint) -> None:
         self.cluster_id = cluster_id
@@ -42,6 +63,9 @@ class ZkMetadataCache(MetadataCache):
         self._topics: dict[str, TopicMetadata] = {}
         self._by_id: dict[uuid.UUID, TopicMetadata] = {}
         self.updated = False  # True once the first UpdateMetadata arrived
+        # told of the partitions an update removed: a topic deleted (leader -2), replaced by
+        # one of the same name, or missing from a full update (a deletion missed)
+        self.removal_listeners: list[Callable[[list[tuple[str, int]]], object]] = []
         # (controller epoch, broker epoch) of the last update: another pair is a full one
         self._source: tuple[int, int] | None = None
         self._waiters: list[asyncio.Future[None]] = []
@@ -102,13 +126,21 @@ class ZkMetadataCache(MetadataCache):
                 topics.pop(name, None)
         self._brokers = brokers or {self._me.node_id: self._me}
         self._controller_id = request.get("controller_id", -1)
-        self._topics = topics
+        before, self._topics = self._topics, topics
         self._by_id = {m.topic_id: m for m in topics.values() if m.topic_id != NULL_UUID}
         self.updated = True
         waiters, self._waiters = self._waiters, []
         for w in waiters:
             if not w.done():
                 w.set_result(None)
+        if self.removal_listeners:
+            removed = removed_partitions(before, topics)
+            for listener in self.removal_listeners if removed else ():
+                try:
+                    listener(removed)
+                except Exception:
+                    log.exception("a listener failed on the removal of %d partition(s)",
+                                  len(removed))
 
     async def wait_until(self, condition: Callable[[], bool], timeout_s: float) -> bool:
         """Wait (woken by each update, no polling) until `condition()` holds; False when

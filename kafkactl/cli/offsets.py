@@ -5,7 +5,7 @@ offsets (kafka-consumer-groups --list / --describe / --reset-offsets / --delete[
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -25,7 +25,7 @@ if TYPE_CHECKING:  # the client is imported when a command runs, so --help stays
     from rich.table import Table
 
     from kafkactl.client.consumer import SimpleConsumer
-    from kafkactl.client.group.group_admin import GroupAdmin
+    from kafkactl.client.group.group_admin import GroupAdmin, GroupDescription
     from kafkactl.client.kafka_client import KafkaClient
 
 offsets_app = typer.Typer(help="List groups; show, reset, delete and migrate consumer-group "
@@ -67,10 +67,13 @@ def parse_topic_spec(spec: str) -> tuple[str, list[int] | None]:
     if not sep:
         return topic, None
     try:
-        return topic, sorted({int(p) for p in parts.split(",") if p.strip()})
+        partitions = sorted({int(p) for p in parts.split(",") if p.strip()})
     except ValueError:
+        partitions = []
+    if not partitions:  # "T:" or "T:x" (an empty list would mean: none of them)
         raise typer.BadParameter(f"bad partitions in --topic {spec!r}: expected numbers "
-                                 "like T:0,1") from None
+                                 "like T:0,1")
+    return topic, partitions
 
 
 def parse_datetime(text: str, option: str = "--to-datetime") -> int:
@@ -85,8 +88,48 @@ def parse_datetime(text: str, option: str = "--to-datetime") -> int:
     return int(dt.astimezone(UTC).timestamp() * 1000)
 
 
+class GroupNotFound(ValueError):
+    """The group does not exist: Dead, with no committed offsets."""
+
+    def __init__(self, group: str) -> None:
+        super().__init__(f"Consumer group '{group}' does not exist.")
+
+
+def missing_partitions(simple: SimpleConsumer, tps: Iterable[TopicPartition]
+                       ) -> set[TopicPartition]:
+    """The partitions of `tps` whose topic (or the partition) does not exist, per one
+    metadata request that never auto-creates: a deleted topic's committed offsets."""
+    from kafkactl.protocol.errors import ErrorCode
+
+    tps = set(tps)
+    if not tps:
+        return set()
+    cluster = simple.client.refresh_metadata(sorted({t for t, _p in tps}))
+    out = set()
+    for t, p in tps:
+        tm = cluster.topics.get(t)
+        if tm is None or tm.error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION or (
+                not tm.error_code and p not in tm.partitions):
+            out.add((t, p))
+    return out
+
+
+def _warn_stale(group: str, stale: Iterable[TopicPartition], what: str) -> None:
+    """One warning per topic that does not exist but the group has offsets of."""
+    by_topic: dict[str, list[int]] = {}
+    for t, p in sorted(stale):
+        by_topic.setdefault(t, []).append(p)
+    for t, ps in by_topic.items():
+        typer.echo(f"warning: group {group}: topic {t!r} does not exist (deleted?): {what} "
+                   f"({', '.join(f'{t}-{p}' for p in ps)}); `kafkactl offsets delete "
+                   f"-G {group} --topic {t} --execute` removes them", err=True)
+
+
 def group_offsets_rows(admin: GroupAdmin, simple: SimpleConsumer,
                        group: str) -> list[dict[str, Any]]:
+    """The group's rows (kafka-consumer-groups --describe): a committed offset of a topic
+    that no longer exists has no log end offset and no lag (a warning says so); a group
+    that does not exist raises GroupNotFound."""
     from kafkactl.client.admin import LEADER_GRACE_S
     from kafkactl.client.errors import ClientError
     from kafkactl.client.fetcher import LATEST
@@ -102,12 +145,18 @@ def group_offsets_rows(admin: GroupAdmin, simple: SimpleConsumer,
                 owners[tp] = m
     except (KafkaError, ClientError):
         desc = None
+    if desc is not None and desc.state == "Dead" and not committed:
+        raise GroupNotFound(group)
     tps = sorted(set(committed) | set(owners))
+    stale = missing_partitions(simple, committed)
+    if stale:
+        _warn_stale(group, stale, "its committed offsets have no log end offset")
     ends: dict[TopicPartition, int] = {}
-    if tps:
+    live = [tp for tp in tps if tp not in stale]
+    if live:
         # a partition with no leader gets no log end offset (LAG "-") after a short wait,
         # rather than holding up the whole table
-        found, why = simple.try_list_offsets(dict.fromkeys(tps, LATEST),
+        found, why = simple.try_list_offsets(dict.fromkeys(live, LATEST),
                                              min(simple.client.request_timeout, LEADER_GRACE_S))
         ends = {tp: v[0] for tp, v in found.items()}
         for (t, p), reason in sorted(why.items()):
@@ -117,9 +166,11 @@ def group_offsets_rows(admin: GroupAdmin, simple: SimpleConsumer,
         cur = committed.get(tp)
         end = ends.get(tp)
         m = owners.get(tp)
+        # as Kafka: a committed offset past the log end (the log was truncated or
+        # recreated) shows a negative lag
         rows.append({"group": group, "topic": tp[0], "partition": tp[1],
                      "current_offset": cur, "log_end_offset": end,
-                     "lag": None if cur is None or end is None else max(0, end - cur),
+                     "lag": None if cur is None or end is None else end - cur,
                      "consumer_id": m.member_id if m else None,
                      "host": m.client_host if m else None,
                      "client_id": m.client_id if m else None,
@@ -213,25 +264,48 @@ def show(group: list[str] = typer.Option([], "--group", "-G", "-g", help="Group 
     """Per partition: committed offset, log end offset and lag (plus the owning member)."""
     if not group and not all_groups:
         raise fail("give --group G (repeatable) or --all", 2)
+    if group and all_groups:
+        raise fail("give --group G (repeatable) or --all, not both", 2)
 
-    def go(client: KafkaClient, admin: GroupAdmin, simple: SimpleConsumer) -> list[Any]:
+    def go(client: KafkaClient, admin: GroupAdmin, simple: SimpleConsumer
+           ) -> tuple[list[Any], list[str]]:
+        from kafkactl.client.errors import ClientError
+        from kafkactl.protocol.errors import KafkaError
+
         names = [g for g, _t, _s in admin.list_groups()] if all_groups else list(group)
-        return [r for g in names for r in group_offsets_rows(admin, simple, g)]
+        rows: list[Any] = []
+        errors: list[str] = []
+        for g in names:
+            # one group's failure is said, and the others are shown
+            try:
+                rows.extend(group_offsets_rows(admin, simple, g))
+            except GroupNotFound as e:
+                if not all_groups:  # (one --all listed a moment ago is gone since)
+                    errors.append(str(e))
+            except (ClientError, KafkaError, ValueError) as e:
+                if len(names) == 1:
+                    raise
+                errors.append(f"group {g}: {e}")
+        return rows, errors
 
-    rows = _run(bootstrap, prop, command_config, go)
+    rows, errors = _run(bootstrap, prop, command_config, go)
     if as_json:
         typer.echo(json.dumps(rows, indent=1))
-        return
-    table = _table("GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG",
-                   "CONSUMER-ID", "HOST", "CLIENT-ID")
-    for r in rows:
-        table.add_row(r["group"], r["topic"], str(r["partition"]), _dash(r["current_offset"]),
-                      _dash(r["log_end_offset"]), _dash(r["lag"]), _dash(r["consumer_id"]),
-                      _dash(r["host"]), _dash(r["client_id"]))
-    if not rows:
+    elif rows:
+        table = _table("GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET",
+                       "LAG", "CONSUMER-ID", "HOST", "CLIENT-ID")
+        for r in rows:
+            table.add_row(r["group"], r["topic"], str(r["partition"]),
+                          _dash(r["current_offset"]), _dash(r["log_end_offset"]),
+                          _dash(r["lag"]), _dash(r["consumer_id"]), _dash(r["host"]),
+                          _dash(r["client_id"]))
+        _print_table(table)
+    elif not errors:
         typer.echo("No committed offsets.", err=True)
-        return
-    _print_table(table)
+    for e in errors:
+        typer.echo(f"error: {e}", err=True)
+    if errors:
+        raise typer.Exit(1)
 
 
 def plan_reset(client: KafkaClient, admin: GroupAdmin, simple: SimpleConsumer, group: str,
@@ -251,6 +325,13 @@ def plan_reset(client: KafkaClient, admin: GroupAdmin, simple: SimpleConsumer, g
                 tps.append((t, p))
     else:
         tps = sorted(tp for tp, o in committed.items() if o >= 0)
+        stale = missing_partitions(simple, tps)
+        if stale:  # a deleted topic's offsets: nothing to reset them to
+            _warn_stale(group, stale, "its committed offsets are not reset")
+            tps = [tp for tp in tps if tp not in stale]
+            if not tps:
+                raise ValueError(f"group {group!r} has committed offsets only of topics "
+                                 "that do not exist")
     if not tps:
         raise ValueError(f"group {group!r} has no committed offsets; name the partitions "
                          "with --topic")
@@ -274,8 +355,24 @@ def plan_reset(client: KafkaClient, admin: GroupAdmin, simple: SimpleConsumer, g
             new = cur + value
         else:
             new = found[tp][0] if found[tp][0] >= 0 else hi[tp]
-        out[tp] = min(max(new, lo[tp]), hi[tp])
+        out[tp] = _in_range(tp, new, lo[tp], hi[tp], warn=kind in ("offset", "shift"))
     return out
+
+
+def _in_range(tp: TopicPartition, offset: int, lo: int, hi: int, *, warn: bool) -> int:
+    """`offset` clamped to the log, saying so as Kafka's checkOffsetsRange does (for an
+    offset given or shifted to)."""
+    if offset > hi:
+        if warn:
+            typer.echo(f"warning: New offset ({offset}) is higher than latest offset for "
+                       f"topic partition {tp[0]}-{tp[1]}. Value will be set to {hi}", err=True)
+        return hi
+    if offset < lo:
+        if warn:
+            typer.echo(f"warning: New offset ({offset}) is lower than earliest offset for "
+                       f"topic partition {tp[0]}-{tp[1]}. Value will be set to {lo}", err=True)
+        return lo
+    return offset
 
 
 @offsets_app.command("reset")
@@ -343,6 +440,29 @@ def reset(group: str = typer.Option(..., "--group", "-G", "-g", help="The group.
     _exit_on_errors(failed)
 
 
+def predicted_delete_errors(desc: GroupDescription, tps: list[TopicPartition]
+                            ) -> dict[TopicPartition, int]:
+    """What the broker's OffsetDelete would answer for `tps`, as far as the group's
+    description tells (Kafka's rule): a group of another protocol with members refuses as
+    a whole (NON_EMPTY_GROUP, raised); a consumer group with members refuses the topics
+    its members subscribe to (GROUP_SUBSCRIBED_TO_TOPIC). A group that is rebalancing does
+    not show its subscriptions: a warning says the outcome is unknown."""
+    from kafkactl.protocol.errors import ErrorCode
+
+    if not desc.members:
+        return {}
+    if desc.protocol_type not in ("", "consumer"):
+        raise ValueError(f"Deleting offsets of a consumer group '{desc.group_id}' is "
+                         "forbidden if the group is not empty (NON_EMPTY_GROUP)")
+    if desc.state != "Stable":
+        typer.echo(f"warning: group {desc.group_id} is {desc.state}: its subscriptions are "
+                   "not known until it is Stable, and --execute fails for a topic it "
+                   "subscribes to", err=True)
+        return {}
+    subscribed = {t for m in desc.members for t in m.subscription}
+    return {tp: ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC for tp in tps if tp[0] in subscribed}
+
+
 @offsets_app.command("delete")
 def delete(group: str = typer.Option(..., "--group", "-G", "-g", help="The group."),
            topic: list[str] = typer.Option([], "--topic", "-t",
@@ -365,7 +485,7 @@ def delete(group: str = typer.Option(..., "--group", "-G", "-g", help="The group
         if not topics:
             state = admin.describe_group(group).state
             if state == "Dead" and not committed:
-                raise ValueError(f"group {group!r} does not exist")
+                raise GroupNotFound(group)
             if state not in INACTIVE:
                 raise ValueError(f"group {group!r} is {state}: only an inactive group can be "
                                  "deleted; stop its consumers first")
@@ -375,9 +495,13 @@ def delete(group: str = typer.Option(..., "--group", "-G", "-g", help="The group
         tps = sorted(tp for tp in committed if any(
             tp[0] == t and (partitions is None or tp[1] in partitions) for t, partitions in topics))
         if not tps:
+            if not committed and admin.describe_group(group).state == "Dead":
+                raise GroupNotFound(group)
             raise ValueError(f"group {group!r} has no offsets for "
                              f"{', '.join(t for t, _ in topics)}")
-        return tps, committed, admin.delete_offsets(group, tps) if execute else {}
+        if execute:
+            return tps, committed, admin.delete_offsets(group, tps)
+        return tps, committed, predicted_delete_errors(admin.describe_group(group), tps)
 
     tps, committed, result = _run(bootstrap, prop, command_config, go)
     from kafkactl.protocol.errors import error_name
@@ -401,7 +525,9 @@ def delete(group: str = typer.Option(..., "--group", "-G", "-g", help="The group
                 typer.echo(f"{verb} the offset of {t}-{p} ({committed[(t, p)]}) "
                            f"for group {group}.")
     if not execute:
-        typer.echo("Dry run: nothing was deleted; add --execute to apply.", err=True)
+        typer.echo("Dry run: nothing was deleted; add --execute to apply"
+                   + (" (the partitions named below would fail)." if failed else "."),
+                   err=True)
     _exit_on_errors(failed)
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import enum
+from collections.abc import Set
 from dataclasses import dataclass, field
 
 from kafkactl.protocol.errors import ErrorCode
@@ -177,6 +178,24 @@ class GroupMetadata:
             self.offset_positions[tp] = position
             done += 1
         return done
+
+    def remove_offsets(self, doomed: Set[tuple[str, int]]) -> list[tuple[str, int]]:
+        """Kafka's GroupMetadata.removeOffsets: forget the committed offsets of the
+        partitions in `doomed` (and any a transaction has pending for them); returns the
+        partitions whose committed offset was removed."""
+        for pending in self.pending_txn_offsets.values():
+            for tp in [tp for tp in pending if tp in doomed]:
+                del pending[tp]
+        removed = [tp for tp in self.offsets if tp in doomed]
+        for tp in removed:
+            del self.offsets[tp]
+            self.offset_positions.pop(tp, None)
+        return removed
+
+    @property
+    def has_offsets(self) -> bool:
+        """Kafka's hasOffsets: committed offsets, or a transaction's pending ones."""
+        return bool(self.offsets) or bool(self.pending_txn_offsets)
 
     def all_members_joined(self) -> bool:
         return all(m.awaiting_join for m in self.members.values()) and not self.pending_members

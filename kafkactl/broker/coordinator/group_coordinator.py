@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 import logging
 import uuid
+from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from kafkactl.broker.coordinator.group import (
@@ -62,6 +63,15 @@ class GroupCoordinator:
         self.offsets = OffsetManager(self, config)
         self._tasks: list[asyncio.Task[None]] = []
         self.active = False
+        # partitions deleted while a __consumer_offsets partition was being loaded: its
+        # groups are cleaned of them once loaded
+        self._deleted_while_loading: dict[int, set[tuple[str, int]]] = {}
+        # the topic admin tells of deleted topics (a standalone broker's own deletion, a
+        # cluster's UpdateMetadata): their offsets leave every group (Kafka's
+        # onPartitionsDeleted)
+        listeners = getattr(topic_admin, "deletion_listeners", None)
+        if listeners is not None:
+            listeners.append(self.on_partitions_deleted)
 
     @property
     def groups(self) -> dict[str, GroupMetadata]:
@@ -122,6 +132,9 @@ class GroupCoordinator:
         except Exception:
             log.exception("loading %s-%d failed", "__consumer_offsets", partition)
             self.manager.loading.discard(partition)
+        doomed = self._deleted_while_loading.pop(partition, None)
+        if doomed and partition in self.manager.owned:
+            self._remove_deleted(doomed, partition)
 
     def resigned(self, partition: int) -> None:
         owned = self.manager.owned
@@ -130,6 +143,35 @@ class GroupCoordinator:
         owned.discard(partition)
         for group in self.manager.unload_partition(partition):
             group.shutdown()  # parked joins/syncs answer; members find the new coordinator
+
+    # ---- deleted topics -------------------------------------------------------------------
+    def on_partitions_deleted(self, tps: Iterable[tuple[str, int]]) -> int:
+        """Kafka's onPartitionsDeleted (handleDeletedPartitions): the committed offsets of
+        the deleted partitions leave every group coordinated here, each with a tombstone in
+        __consumer_offsets (so a restart or a new coordinator does not bring them back, and
+        a topic created again under the name starts without them); a group left Empty with
+        no offsets becomes Dead. Returns how many offsets were removed."""
+        doomed = {tp for tp in tps if tp[0] != OFFSETS_TOPIC}
+        if not doomed:
+            return 0
+        for p in self.manager.loading:  # cleaned once loaded
+            self._deleted_while_loading.setdefault(p, set()).update(doomed)
+        return self._remove_deleted(doomed)
+
+    def _remove_deleted(self, doomed: set[tuple[str, int]], partition: int | None = None
+                        ) -> int:
+        """Remove the offsets of `doomed` from the groups of `partition` (None: every
+        partition loaded here)."""
+        manager = self.manager
+        groups = [g for gid, g in manager.groups.items()
+                  if (p := manager.partition_for(gid)) in manager.owned
+                  and p not in manager.loading and (partition is None or p == partition)]
+        n = manager.cleanup_group_metadata(groups, lambda g: g.remove_offsets(doomed))
+        if n:
+            topics = sorted({t for t, _p in doomed})
+            log.info("removed %d committed offset(s) of deleted topic(s) %s", n,
+                     ", ".join(topics) if len(topics) <= 5 else f"{len(topics)} topics")
+        return n
 
     def coordinator_for(self, group_id: str) -> int:
         """The __consumer_offsets partition whose leader coordinates `group_id` (the

@@ -49,6 +49,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+TopicPartition = tuple[str, int]
 OFFSETS_TOPIC = "__consumer_offsets"
 OFFSETS_TOPIC_CONFIGS = {"cleanup.policy": "compact", "segment.bytes": "104857600",
                          "compression.type": "producer"}
@@ -153,6 +154,14 @@ def decode_record(key: bytes | memoryview, value: bytes | memoryview | None) -> 
             entry.value_version, entry.value = decode_data(GROUP_METADATA_VALUE, value)
         return entry
     raise ValueError(f"unknown __consumer_offsets key version {kver}")
+
+
+def _bare(group: GroupMetadata) -> bool:
+    """A group that only a replayed offset commit made and whose offsets are all gone:
+    no metadata record (no generation, no protocol, no members), nothing committed or
+    pending."""
+    return (group.generation_id == 0 and group.protocol_type is None and not group.members
+            and not group.has_offsets)
 
 
 def _version(buf: bytes | memoryview) -> int:
@@ -267,6 +276,39 @@ class GroupMetadataManager:
             group.transition(GroupState.DEAD, self.now_ms())
             self.groups.pop(group.group_id, None)
         return code
+
+    def cleanup_group_metadata(self, groups: Iterable[GroupMetadata],
+                               selector: Callable[[GroupMetadata], list[TopicPartition]]
+                               ) -> int:
+        """Kafka's cleanupGroupMetadata: `selector` removes offsets from a group (returns
+        their partitions); a tombstone is appended for each, and a group left Empty with
+        no offsets becomes Dead and leaves the cache (with a tombstone for its metadata when
+        it had a generation: a group that only stored offsets never wrote any). Returns
+        how many offsets were removed."""
+        removed_total = 0
+        for group in list(groups):
+            gid = group.group_id
+            removed = selector(group)
+            if group.is_(GroupState.EMPTY) and not group.has_offsets and \
+                    not group.pending_members:
+                log.info("group %s transitioned to Dead in generation %d", gid,
+                         group.generation_id)
+                group.transition(GroupState.DEAD, self.now_ms())
+            records: list[tuple[bytes, bytes | None]] = [
+                (offset_key(gid, t, p), None) for t, p in removed]
+            if group.is_(GroupState.DEAD) and self.groups.get(gid) is group:
+                del self.groups[gid]
+                if group.generation_id > 0:
+                    records.append((group_key(gid), None))
+            if records:
+                code = self.append_records(gid, records)
+                if code != ErrorCode.NONE:  # as Kafka: the cache stays cleaned
+                    log.warning("group %s: the tombstones of %d removed offset(s) were not "
+                                "written (%s); they come back if %s-%d is loaded again", gid,
+                                len(removed), code.name, OFFSETS_TOPIC,
+                                self.partition_for(gid))
+            removed_total += len(removed)
+        return removed_total
 
     # ---- loading ------------------------------------------------------------------------
     async def load_partition(self, p: int) -> None:
@@ -397,6 +439,9 @@ class GroupMetadataManager:
                     else:
                         group.offsets.pop(tp, None)
                         group.offset_positions.pop(tp, None)
+                    if _bare(group):  # as Kafka's loader: a group is made of what is left
+                        self.groups.pop(e.group, None)
+                        touched.pop(e.group, None)
                 return
             if group is None:
                 group = self.groups[e.group] = GroupMetadata(e.group)

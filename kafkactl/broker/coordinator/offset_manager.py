@@ -179,7 +179,8 @@ class OffsetManager:
     # ---- OffsetDelete -------------------------------------------------------------------
     def delete_offsets(self, group_id: str, tps: list[TopicPartition]
                        ) -> tuple[ErrorCode, dict[TopicPartition, ErrorCode]]:
-        """Delete committed offsets of topics the group does not subscribe to."""
+        """Delete committed offsets of topics the group does not subscribe to (of a
+        partition that does not exist: only one the group has an offset for)."""
         code = self.coordinator.check_group(group_id)
         if code != ErrorCode.NONE:
             return code, {}
@@ -195,7 +196,10 @@ class OffsetManager:
         for tp in tps:
             if subscribed is None or tp[0] in subscribed:
                 results[tp] = ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC
-            elif cache.partition(*tp) is None:
+            elif cache.partition(*tp) is None and tp not in group.offsets:
+                # an offset the group still has of a partition that is gone (a deleted
+                # topic whose offsets outlived it: written by an older broker, or while
+                # this coordinator was not told) may be deleted: nothing else removes it
                 results[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
             else:
                 deletable.append(tp)
