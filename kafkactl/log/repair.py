@@ -32,7 +32,7 @@ from kafkactl.log.checkpoint import (
 )
 from kafkactl.log.config import LogConfig
 from kafkactl.log.errors import LogError
-from kafkactl.log.loader import TRUNCATE, FileAction, clean_snapshots, plan_leftovers
+from kafkactl.log.leftovers import TRUNCATE, FileAction, clean_snapshots, plan_leftovers
 from kafkactl.log.log import parse_topic_partition
 from kafkactl.log.manager import CLEAN_SHUTDOWN_MARKER, is_partition_dir
 from kafkactl.log.recovery import (

@@ -1,0 +1,225 @@
+"""The leftovers of interrupted operations in a partition dir, and the files a cut log
+leaves behind (shared by the broker's start-up, loader.py, and `kafkactl recover`).
+
+plan_leftovers decides, changing nothing: `.deleted` files are queued for deletion,
+`.cleaned` and `.tmp` files removed, a `<base>.log.swap` (a finished compaction, maybe of a
+group of segments) renamed into place once it checks as whole valid batches (a `.swap`
+that does not is deleted and the segment it would replace kept), orphan index files
+removed (a missing `.log`). settle_leftovers carries it out. clean_snapshots deletes the
+producer snapshots above a log end and the unreadable ones; truncate_leader_epochs cuts
+the leader-epoch checkpoint at a log end.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from kafkactl.log.producer_snapshot import SNAPSHOT_SUFFIX
+from kafkactl.log.recovery import validate_file
+from kafkactl.log.segment import (
+    CLEANED_SUFFIX,
+    DELETED_SUFFIX,
+    INDEX_SUFFIX,
+    LOG_SUFFIX,
+    SWAP_SUFFIX,
+    TIME_INDEX_SUFFIX,
+    filename_prefix,
+    offset_from_filename,
+)
+from kafkactl.log.txn_index import TXN_INDEX_SUFFIX
+
+log = logging.getLogger(__name__)
+
+DELETE = "delete"
+RENAME = "rename"
+QUEUE = "queue"  # a .deleted file: the broker deletes it after file.delete.delay.ms
+TRUNCATE = "truncate"  # (recover) a file cut at the log end: the leader-epoch checkpoint
+_INDEX_SUFFIXES = (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)
+_SEGMENT_SUFFIXES = (LOG_SUFFIX, *_INDEX_SUFFIXES)
+
+
+@dataclass
+class FileAction:
+    """A file of a partition dir that start-up (and `kafkactl recover`) removes or
+    renames, and why."""
+
+    path: Path
+    problem: str  # what the file is / what is wrong with it (a sentence fragment)
+    action: str  # DELETE, RENAME (to `target`) or QUEUE
+    target: Path | None = None
+    # removed first: the index files of the segment a .swap replaces (rebuilt) and the
+    # files of the segments a cleaned group's .swap covers
+    also_delete: list[Path] = field(default_factory=list)
+    missing_segment: int | None = None  # an orphan index file: the base of the lost .log
+
+    def apply(self, *, delete_queued: bool = False) -> None:
+        if (self.action == QUEUE and not delete_queued) or self.action == TRUNCATE:
+            return
+        for p in self.also_delete:
+            p.unlink(missing_ok=True)
+        if self.action == RENAME and self.target is not None:
+            os.replace(self.path, self.target)
+        else:
+            self.path.unlink(missing_ok=True)
+
+    def to_dict(self, *, dry_run: bool) -> dict[str, object]:
+        verbs = {RENAME: ("would rename", "renamed"),
+                 TRUNCATE: ("would truncate", "truncated")}.get(self.action,
+                                                                ("would remove", "removed"))
+        return {"path": str(self.path), "problem": self.problem,
+                "action": verbs[0 if dry_run else 1],
+                "target": str(self.target) if self.target is not None else None,
+                "also_removed": [str(p) for p in self.also_delete]}
+
+
+def plan_leftovers(directory: Path, names: list[str]) -> list[FileAction]:
+    """What to do with the leftovers of interrupted operations among `names` (a sorted
+    listing of `directory`), changing nothing. Cheap when nothing is left over (plain
+    suffix tests): this runs for every partition at start-up."""
+    actions: list[FileAction] = []
+    present = set(names)
+    renamed: set[str] = set()  # .log names a .swap will create
+    gone: set[Path] = set()  # files a .swap's rename removes
+    for name in names:
+        path = directory / name
+        if name.endswith(DELETED_SUFFIX):
+            actions.append(FileAction(path, "left by an interrupted segment deletion", QUEUE))
+        elif name.endswith(CLEANED_SUFFIX):
+            actions.append(FileAction(path, "left by an interrupted compaction", DELETE))
+        elif name.endswith(".tmp"):
+            actions.append(FileAction(path, "a temporary file left by an interrupted write",
+                                      DELETE))
+        elif name.endswith(SWAP_SUFFIX):
+            action = _swap_action(directory, name, names)
+            if action.action == RENAME and action.target is not None:
+                renamed.add(action.target.name)
+                gone.update(action.also_delete)
+            actions.append(action)
+    for name in names:
+        for suffix in _INDEX_SUFFIXES:
+            if name.endswith(suffix) and (base := offset_from_filename(name)) is not None:
+                stem = name[: -len(suffix)]
+                if (stem + LOG_SUFFIX not in present and stem + LOG_SUFFIX not in renamed
+                        and directory / name not in gone):
+                    actions.append(FileAction(
+                        directory / name, f"{stem}{LOG_SUFFIX} is missing: an orphan index "
+                        f"file", DELETE, missing_segment=base))
+    return actions
+
+
+def _swap_action(directory: Path, name: str, names: list[str]) -> FileAction:
+    """Kafka renames a `.swap` (a compacted segment, maybe a cleaned group of segments)
+    over the segment it replaces and deletes the files of the segments it covers. Safer: a
+    `<base>.log.swap` is renamed only when it is whole valid batches of that segment; one
+    that is not is deleted when the segment it would replace exists (that one is kept),
+    else renamed (the only copy: recovery cuts it). An index `.swap` is deleted with the
+    index files of its segment (rebuilt)."""
+    path = directory / name
+    target_name = name[: -len(SWAP_SUFFIX)]
+    base = offset_from_filename(target_name)
+    if base is None:
+        return FileAction(path, "a .swap file left by an interrupted compaction", DELETE)
+    stem = filename_prefix(base)
+    present = set(names)
+    indexes = [directory / (stem + s) for s in _INDEX_SUFFIXES if stem + s in present]
+    if not target_name.endswith(LOG_SUFFIX):
+        return FileAction(path, "an index .swap file left by an interrupted compaction "
+                          "(the segment's indexes are rebuilt)", DELETE, also_delete=indexes)
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        size = os.fstat(fd).st_size
+        vp = validate_file(fd, size, base)
+    finally:
+        os.close(fd)
+    target = directory / target_name
+    if vp.valid_bytes == size:
+        nxt = max(base + 1, vp.headers[-1].last_offset + 1) if vp.headers else base + 1
+        covered = sorted(directory / n for n in names
+                         if n.endswith(_SEGMENT_SUFFIXES)
+                         and (off := offset_from_filename(n)) is not None and base < off < nxt)
+        logs = ", ".join(p.name for p in covered if p.name.endswith(LOG_SUFFIX))
+        return FileAction(path, f"a compacted segment left by an interrupted swap: it "
+                          f"replaces {target_name}"
+                          + (f" and the segments it covers ({logs})" if logs else ""),
+                          RENAME, target, indexes + covered)
+    why = f"{vp.error or 'invalid bytes'} at position {vp.valid_bytes}"
+    if target_name in present:
+        return FileAction(path, f"not a valid segment ({why}): {target_name} is kept",
+                          DELETE)
+    return FileAction(path, f"not a valid segment ({why}) but the only copy of "
+                      f"{target_name}: renamed into place and recovered", RENAME, target,
+                      indexes)
+
+
+def settle_leftovers(directory: Path) -> tuple[list[Path], list[str], list[int]]:
+    """Settle what interrupted operations left; (files to delete later, names now there,
+    base offsets of segments whose .log is missing). One listing when nothing is left
+    over: this runs for every partition at start-up."""
+    names = sorted(os.listdir(directory))
+    actions = plan_leftovers(directory, names)
+    leftovers: list[Path] = []
+    missing: list[int] = []
+    changed = False
+    for a in actions:
+        if a.action == QUEUE:
+            leftovers.append(a.path)
+            continue
+        if a.missing_segment is not None:
+            if a.missing_segment not in missing:
+                missing.append(a.missing_segment)
+            log.warning("%s: deleting %s: %s", directory.name, a.path.name, a.problem)
+        elif a.action == RENAME or a.problem.startswith("not a valid"):
+            log.warning("%s: %s is %s", directory.name, a.path.name, a.problem)
+        a.apply()
+        changed = True
+    if changed:
+        names = sorted(os.listdir(directory))
+    return leftovers, names, sorted(missing)
+
+
+
+def clean_snapshots(directory: Path, log_end: int, *, dry_run: bool = False,
+                    names: list[str] | None = None) -> list[FileAction]:
+    """Delete the producer snapshots above `log_end` (a cut log) and the unreadable ones
+    (logged once at WARNING: Kafka deletes a corrupt snapshot too); with `dry_run`, only
+    say which. `names`: the directory's listing, if at hand. Returns what was (would be)
+    deleted."""
+    from kafkactl.log.producer_state import read_snapshot
+
+    actions = []
+    for name in sorted(os.listdir(directory)) if names is None else names:
+        if not name.endswith(SNAPSHOT_SUFFIX):
+            continue
+        offset = offset_from_filename(name)
+        if offset is None:
+            continue
+        path = directory / name
+        if offset > log_end:
+            actions.append(FileAction(path, f"a producer snapshot above the log end offset "
+                                      f"{log_end}", DELETE))
+            continue
+        try:
+            read_snapshot(path)
+        except (OSError, ValueError) as e:
+            actions.append(FileAction(path, f"not a readable producer snapshot ({e})",
+                                      DELETE))
+    if not dry_run:
+        for a in actions:
+            if "readable" in a.problem:
+                log.warning("%s: deleting producer snapshot %s: %s", directory.name,
+                            a.path.name, a.problem)
+            a.apply()
+    return actions
+
+
+def truncate_leader_epochs(directory: Path, log_end: int) -> None:
+    """Drop the leader epochs that start at or above the log end (Kafka's loader does
+    truncateFromEnd(logEndOffset) after recovery)."""
+    from kafkactl.log.leader_epoch_cache import LeaderEpochCache
+
+    cache = LeaderEpochCache(directory)
+    if cache.path.exists() and cache.load():
+        cache.truncate_from_end(log_end)
