@@ -571,7 +571,7 @@ class LogCleaner:
         """Under the log's lock. The log's segment list is changed in one step (readers
         hold a snapshot); replaced segments are renamed `.deleted` at once and closed and
         unlinked after file.delete.delay.ms."""
-        segs = lg._segs  # the Log's LogSegments (copy-on-write list, pending deletions)
+        segs = lg.segment_store  # copy-on-write list, pending deletions
         deadline = self._now_ms() + lg.config.file_delete_delay_ms
         d = Path(lg.dir)
         if swap.cleaned_path is None:  # nothing left in the group: it goes

@@ -167,6 +167,12 @@ class Log:
         return self._segs.segments
 
     @property
+    def segment_store(self) -> LogSegments:
+        """The segment list and its pending deletions, which the cleaner's swap changes
+        (holding the log's lock)."""
+        return self._segs
+
+    @property
     def active_segment(self) -> LogSegment:
         return self._segs.segments[-1]
 
@@ -193,11 +199,6 @@ class Log:
     @property
     def size_in_bytes(self) -> int:
         return sum(s.size for s in self._segs.segments)
-
-    def replace_segment(self, old: LogSegment, new: LogSegment) -> None:
-        """Put `new` where `old` was (the cleaner's swap); `old` is the caller's to close."""
-        with self._lock:
-            self._segs.replace([new if s is old else s for s in self._segs.segments])
 
     # ----------------------------------------------------------------- append
     def append(
