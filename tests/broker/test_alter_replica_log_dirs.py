@@ -84,7 +84,10 @@ class BackgroundProducer(threading.Thread):
             else:
                 self.failed.append(str(err))
 
-        p = Producer({"bootstrap.servers": self.bootstrap, "acks": "all", "linger.ms": 2})
+        # batches of at most 16 KiB (Java's default batch.size): the logs here have small
+        # segments, and a batch larger than segment.bytes is refused (RECORD_LIST_TOO_LARGE)
+        p = Producer({"bootstrap.servers": self.bootstrap, "acks": "all", "linger.ms": 2,
+                      "batch.size": 16384})
         i = 0
         while not self.stop.is_set():
             try:
