@@ -134,7 +134,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
         "_charged",
         "_backlog", "_backlog_bytes", "_backlog_full", "_full_since", "_reading_paused", "_pending",
         "_write_paused", "_closed", "_close_after_drain", "_task", "_zero_copy", "_setup",
-        "_delayed_close", "_arrivals", "_muted", "_pipelining", "_queued", "_tls")
+        "_delayed_close", "_arrivals", "_muted", "_pipelining", "_queued", "_tls",
+        "_quota_bound")
 
     def __init__(self, server: SocketServer, connection_id: int, listener: str = "PLAINTEXT",
                  zero_copy: bool = True, setup: ConnectionSetup | None = None,
@@ -180,6 +181,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
         # a failed authentication's answer waiting out connection.failed.authentication.delay.ms
         self._delayed_close: asyncio.TimerHandle | None = None
         self._muted: asyncio.TimerHandle | None = None  # a quota's throttle (KIP-219)
+        # throttled once: no more Produces handled ahead of answers (see _drain)
+        self._quota_bound = False
         self.last_active = self.loop.time()
 
     # ---- asyncio callbacks ---------------------------------------------------------------
@@ -412,7 +415,11 @@ class KafkaConnection(asyncio.BufferedProtocol):
         if self.transport is None:  # TLS: data behind the handshake, before connection_made
             return
         while backlog and not self._write_paused and not self._closed and self._muted is None:
-            if self._pending and not (self._pipelining and backlog[0][:2] == _PRODUCE_KEY):
+            if self._pending and (self._quota_bound or not (
+                    self._pipelining and backlog[0][:2] == _PRODUCE_KEY)):
+                # a client held to a quota gets no pipelining: the Produces it queued while
+                # muted would all be appended at once, before any answer's throttle is known
+                # (Kafka handles one request of a connection at a time)
                 break
             frame = backlog.popleft()
             info.received_at = self._arrivals.popleft()
@@ -588,6 +595,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         if ms <= 0 or self._closed:
             return
         self.info.throttle_ms = 0
+        self._quota_bound = True
         until = self.loop.time() + ms / 1000.0
         muted = self._muted
         if muted is not None:
