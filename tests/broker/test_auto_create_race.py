@@ -28,6 +28,7 @@ from kafkactl.protocol.errors import ErrorCode
 from kafkactl.record.memory_records import iter_batches
 from tests.conftest import BrokerProcess
 from tests.polling import wait_until
+from tests.sockets import queued_requests
 
 from .metadata_proxy import MetadataProxy
 from .wire import Wire, batch
@@ -35,24 +36,8 @@ from .wire import Wire, batch
 CONNECTIONS = 8
 
 
-def _queued_requests(port: int) -> int:
-    """Sockets on the broker's side of `port` with unread bytes (/proc/net/tcp*)."""
-    n = 0
-    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
-        path = Path(table)
-        if not path.exists():
-            continue
-        for line in path.read_text().splitlines()[1:]:
-            fields = line.split()
-            local_port = int(fields[1].rsplit(":", 1)[1], 16)
-            rx_queue = int(fields[4].split(":")[1], 16)
-            if local_port == port and rx_queue > 0:
-                n += 1
-    return n
-
-
 def _all_queued(port: int, n: int) -> bool:
-    return _queued_requests(port) >= n
+    return queued_requests(port) >= n
 
 
 def _metadata(topic: str, cid: int) -> bytes:
@@ -75,7 +60,7 @@ def _all_at_once(broker: BrokerProcess, wires: list[Wire], frames: list[bytes]) 
     try:
         for w, frame in zip(wires, frames, strict=True):
             w.send_raw(frame)
-        wait_until(lambda: _queued_requests(broker.port) >= len(wires), 20,
+        wait_until(lambda: queued_requests(broker.port) >= len(wires), 20,
                    "every request queued at the stopped broker")
     finally:
         broker.proc.send_signal(signal.SIGCONT)
@@ -301,7 +286,7 @@ def test_a_clusters_brokers_auto_creating_at_once_never_say_already_exists(
     try:
         for i, w in enumerate(wires):
             w.send_raw(_metadata(topic, 200 + i))
-        wait_until(lambda: sum(_queued_requests(b.port) for b in brokers) >= len(wires), 20,
+        wait_until(lambda: sum(queued_requests(b.port) for b in brokers) >= len(wires), 20,
                    "every request queued at the stopped brokers")
     finally:
         for b in brokers:

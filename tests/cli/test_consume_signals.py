@@ -16,21 +16,7 @@ from kafkactl.client.group.group_admin import GroupAdmin
 from kafkactl.client.kafka_client import KafkaClient
 from tests import zygote
 from tests.groups.helpers import offsets_show, read_lines, wait_until
-
-
-def _queued_requests(port: int) -> int:
-    """Sockets on the broker's side of `port` with unread bytes (/proc/net/tcp*)."""
-    n = 0
-    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
-        path = Path(table)
-        if not path.exists():
-            continue
-        for line in path.read_text().splitlines()[1:]:
-            fields = line.split()
-            if int(fields[1].rsplit(":", 1)[1], 16) == port and \
-                    int(fields[4].split(":")[1], 16) > 0:
-                n += 1
-    return n
+from tests.sockets import queued_requests
 
 
 @pytest.mark.skipif(not Path("/proc/net/tcp").exists(), reason="needs Linux's /proc/net/tcp")
@@ -57,11 +43,11 @@ def test_a_second_sigterm_does_not_cut_the_final_commit_and_leave(broker_factory
     assert b.proc is not None
     try:
         wait_until(lambda: out.read_bytes().count(b"\n") == 5, 60, "the 5 records printed")
-        wait_until(lambda: _queued_requests(b.port) == 0, 20, "the broker read every request")
+        wait_until(lambda: queued_requests(b.port) == 0, 20, "the broker read every request")
         b.proc.send_signal(signal.SIGSTOP)
         try:
             proc.send_signal(signal.SIGTERM)
-            wait_until(lambda: _queued_requests(b.port) >= 1, 20,
+            wait_until(lambda: queued_requests(b.port) >= 1, 20,
                        "the final commit waiting at the stopped broker")
             proc.send_signal(signal.SIGTERM)
             wait_until(lambda: proc.poll() is not None or any(b"stopping" in e for e in errs),

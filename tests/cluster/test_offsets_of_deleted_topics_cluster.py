@@ -6,26 +6,11 @@ onPartitionsDeleted), not only the brokers that hold a replica (StopReplica)."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
-import pytest
-
 from tests.cluster.cluster_helpers import start_cluster
-from tests.cluster.zk import ZooKeeperServer, available
+from tests.cluster.zk import ZooKeeperServer
 from tests.groups.helpers import kafkactl, produce, wait_until
-
-
-@pytest.fixture
-def zookeeper(tmp_path: Path) -> Iterator[ZooKeeperServer]:
-    reason = available()
-    if reason is not None:
-        pytest.skip(reason)
-    server = ZooKeeperServer(tmp_path / "zk")
-    server.start()
-    yield server
-    server.stop()
 
 
 def _rows(bootstrap: str, group: str) -> set[tuple[str, int]] | None:
