@@ -7,8 +7,10 @@ ZooKeeper-fed cache (cluster/ controller updates) can replace it without touchin
 
 from __future__ import annotations
 
+import logging
 import uuid
 from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -118,3 +120,20 @@ class StandaloneMetadataCache(MetadataCache):
         meta = self._topics.pop(name, None)
         if meta is not None:
             self._by_id.pop(meta.topic_id, None)
+
+
+# told of the partitions of deleted topics (the group coordinator: Kafka's
+# onPartitionsDeleted); a standalone broker's topic admin or a cluster's metadata cache
+# calls them
+DeletionListener = Callable[[list[tuple[str, int]]], object]
+
+
+def tell_deleted(listeners: Iterable[DeletionListener], tps: list[tuple[str, int]]) -> None:
+    """Call each listener with the deleted partitions; a listener's failure is logged (the
+    deletion goes on)."""
+    for listener in listeners:
+        try:
+            listener(tps)
+        except Exception:
+            logging.getLogger(__name__).exception(
+                "a listener failed on the deletion of %d partition(s)", len(tps))

@@ -26,7 +26,11 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from kafkactl.broker.config import BrokerConfig
-from kafkactl.broker.metadata_cache import StandaloneMetadataCache
+from kafkactl.broker.metadata_cache import (
+    DeletionListener,
+    StandaloneMetadataCache,
+    tell_deleted,
+)
 from kafkactl.broker.open_files import check_open_file_room
 from kafkactl.broker.partition_store import PartitionStore
 from kafkactl.broker.replica_state import ReplicaStates, leader_state
@@ -90,7 +94,7 @@ class StandaloneTopicAdmin:
         self._stopping_all = False  # shutdown
         # told of each deleted topic's partitions once it has left the metadata (the group
         # coordinator: its groups' offsets of them go, as a cluster's UpdateMetadata does)
-        self.deletion_listeners: list[Callable[[list[tuple[str, int]]], object]] = []
+        self.deletion_listeners: list[DeletionListener] = []
 
     async def call(self, method: Callable[..., T], *args: Any, timeout_s: float,
                    **kwargs: Any) -> T:
@@ -344,7 +348,7 @@ class StandaloneTopicAdmin:
             self._stopping.discard(name)
             raise _storage_error(f"cannot delete topic {name!r}", e) from None
         self.cache.remove_topic(name)
-        self._announce_deleted(name, state.num_partitions)
+        tell_deleted(self.deletion_listeners, [(name, p) for p in range(state.num_partitions)])
         if state.num_partitions > INLINE_PARTITIONS and self._loop() is not None:
             task = asyncio.get_running_loop().create_task(
                 self._remove_partitions(name, state.num_partitions, finish=not creating))
@@ -363,16 +367,6 @@ class StandaloneTopicAdmin:
             self.metadata.finish_deletion(name)
         log.info("deleted topic %s", name)
         return state
-
-    def _announce_deleted(self, name: str, count: int) -> None:
-        """Tell the deletion listeners that `name`'s partitions are gone (a listener's
-        failure is logged: the deletion goes on)."""
-        tps = [(name, p) for p in range(count)]
-        for listener in self.deletion_listeners:
-            try:
-                listener(tps)
-            except Exception:
-                log.exception("a listener failed on the deletion of topic %s", name)
 
     async def _remove_partitions(self, name: str, count: int, *, finish: bool) -> None:
         """A large deletion: stop hosting each chunk of partitions (event loop), delete

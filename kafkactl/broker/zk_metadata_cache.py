@@ -16,7 +16,6 @@ caller (handlers/controller_requests.py)."""
 from __future__ import annotations
 
 import asyncio
-import logging
 import time
 import uuid
 from collections.abc import Callable
@@ -24,16 +23,15 @@ from typing import Any
 
 from kafkactl.broker.metadata_cache import (
     BrokerEndpoint,
+    DeletionListener,
     MetadataCache,
     PartitionMetadata,
     TopicMetadata,
+    tell_deleted,
 )
 
 NULL_UUID = uuid.UUID(int=0)
 LEADER_DURING_DELETE = -2
-
-
-log = logging.getLogger(__name__)
 
 
 def removed_partitions(before: dict[str, TopicMetadata], after: dict[str, TopicMetadata]
@@ -65,7 +63,7 @@ class ZkMetadataCache(MetadataCache):
         self.updated = False  # True once the first UpdateMetadata arrived
         # told of the partitions an update removed: a topic deleted (leader -2), replaced by
         # one of the same name, or missing from a full update (a deletion missed)
-        self.removal_listeners: list[Callable[[list[tuple[str, int]]], object]] = []
+        self.removal_listeners: list[DeletionListener] = []
         # (controller epoch, broker epoch) of the last update: another pair is a full one
         self._source: tuple[int, int] | None = None
         self._waiters: list[asyncio.Future[None]] = []
@@ -135,12 +133,8 @@ class ZkMetadataCache(MetadataCache):
                 w.set_result(None)
         if self.removal_listeners:
             removed = removed_partitions(before, topics)
-            for listener in self.removal_listeners if removed else ():
-                try:
-                    listener(removed)
-                except Exception:
-                    log.exception("a listener failed on the removal of %d partition(s)",
-                                  len(removed))
+            if removed:
+                tell_deleted(self.removal_listeners, removed)
 
     async def wait_until(self, condition: Callable[[], bool], timeout_s: float) -> bool:
         """Wait (woken by each update, no polling) until `condition()` holds; False when

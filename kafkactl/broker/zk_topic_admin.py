@@ -94,17 +94,7 @@ class ZkTopicAdmin:
         # told of the partitions of deleted topics (the group coordinator: its groups'
         # offsets of them go, Kafka's onPartitionsDeleted), whether this broker hosted them
         # or not: every broker learns of a deletion from the controller's UpdateMetadata
-        self.deletion_listeners: list[Callable[[list[tuple[str, int]]], object]] = []
-        cache.removal_listeners.append(self._announce_deleted)
-
-    # ---- deletions, as UpdateMetadata tells them ---------------------------------------------
-    def _announce_deleted(self, tps: list[tuple[str, int]]) -> None:
-        for listener in self.deletion_listeners:
-            try:
-                listener(tps)
-            except Exception:
-                log.exception("a listener failed on the deletion of %d partition(s)",
-                              len(tps))
+        self.deletion_listeners = cache.removal_listeners
 
     def topic(self, name: str) -> TopicState | None:
         meta = self.cache.topic(name)

@@ -21,6 +21,7 @@ from kafkactl.protocol.api_keys import ApiKey
 from tests import zygote
 from tests.broker.security.certs import OPENSSL, make_certs
 from tests.broker.security.conftest import (
+    ACL_AUTHORIZER,
     PASSWORDS,
     SecureBroker,
     add_scram_users,
@@ -29,8 +30,7 @@ from tests.broker.security.conftest import (
 from tests.broker.wire import Wire
 from tests.conftest import BrokerProcess, free_port
 
-AUTHORIZER = {"authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
-              "super.users": "User:admin;User:ANONYMOUS"}
+AUTHORIZER = ACL_AUTHORIZER
 TOPIC, GROUP, LITERAL, READ, ALLOW = 2, 3, 3, 3, 3
 HINT = "check security.protocol (it may require SSL or SASL)"
 

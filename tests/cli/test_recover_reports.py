@@ -20,7 +20,7 @@ from kafkactl.log.config import LogConfig
 from kafkactl.log.log import Log
 from kafkactl.log.producer_snapshot import encode_snapshot
 from kafkactl.record.memory_records import iter_batches
-from tests.log.helpers import FakeTime, assert_indexes_agree, fill
+from tests.log.helpers import FakeTime, assert_indexes_agree, closed_log_of_four_segments
 
 runner = CliRunner()
 CFG = dataclasses.replace(LogConfig(), segment_bytes=1500, index_interval_bytes=300)
@@ -36,12 +36,7 @@ def _log_dir(tmp_path: Path) -> tuple[Path, Path, list[Path], int]:
     with a recovery-point checkpoint at the log end."""
     root = tmp_path / "logs"
     part = root / "rc-0"
-    log = Log(part, CFG, time=FakeTime())
-    fill(log, 30)
-    paths = [s.log_path for s in log.segments]
-    end = log.log_end_offset
-    log.close()
-    assert len(paths) >= 4
+    paths, end = closed_log_of_four_segments(part, CFG)
     write_checkpoint(root / RECOVERY_POINT_CHECKPOINT, {("rc", 0): end})
     return root, part, paths, end
 

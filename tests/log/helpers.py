@@ -71,3 +71,15 @@ def assert_indexes_agree(seg: LogSegment) -> None:
 
 def list_files(d: Path) -> list[str]:
     return sorted(p.name for p in d.iterdir())
+
+
+def closed_log_of_four_segments(d: Path, config: LogConfig) -> tuple[list[Path], int]:
+    """A log filled with 30 batches and closed: 4+ segments with small `config` (segment
+    bytes 1,500); (their .log paths, the log end offset)."""
+    log = Log(d, config, time=FakeTime())
+    fill(log, 30)
+    paths = [s.log_path for s in log.segments]
+    end = log.log_end_offset
+    log.close()
+    assert len(paths) >= 4
+    return paths, end

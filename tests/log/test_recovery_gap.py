@@ -18,20 +18,14 @@ from kafkactl.log.leader_epoch_cache import LeaderEpochCache
 from kafkactl.log.log import Log
 from kafkactl.log.producer_snapshot import encode_snapshot
 from kafkactl.record.memory_records import iter_batches
-from tests.log.helpers import FakeTime, assert_indexes_agree, fill
+from tests.log.helpers import FakeTime, assert_indexes_agree, closed_log_of_four_segments
 
 CFG = dataclasses.replace(LogConfig(), segment_bytes=1500, index_interval_bytes=300)
 
 
 def _four_segments(d: Path) -> tuple[list[Path], int]:
     """A closed log of 4+ segments; (the .log paths, the log end offset)."""
-    log = Log(d, CFG, time=FakeTime())
-    fill(log, 30)
-    paths = [s.log_path for s in log.segments]
-    end = log.log_end_offset
-    log.close()
-    assert len(paths) >= 4
-    return paths, end
+    return closed_log_of_four_segments(d, CFG)
 
 
 def _corrupt_second_batch(seg: Path) -> tuple[int, int]:

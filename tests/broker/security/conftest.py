@@ -15,6 +15,9 @@ from tests.conftest import BrokerProcess, free_port
 
 JAAS = ('org.apache.kafka.common.security.plain.PlainLoginModule required '
         'user_admin="admin-secret" user_bob="bob-secret";')
+# Kafka's ACL authorizer with admin and the PLAINTEXT listener (ANONYMOUS) as super users
+ACL_AUTHORIZER = {"authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
+                  "super.users": "User:admin;User:ANONYMOUS"}
 PASSWORDS = {"alice": "alice-secret", "carol": "carol-secret", "admin": "admin-secret",
              "bob": "bob-secret"}
 

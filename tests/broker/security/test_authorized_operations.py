@@ -11,6 +11,7 @@ import pytest
 from kafkactl.protocol.api_keys import ApiKey
 from tests.broker.security.certs import Certs
 from tests.broker.security.conftest import (
+    ACL_AUTHORIZER,
     PASSWORDS,
     SecureBroker,
     add_scram_users,
@@ -18,8 +19,7 @@ from tests.broker.security.conftest import (
 )
 from tests.broker.wire import Wire
 
-AUTHORIZER = {"authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
-              "super.users": "User:admin;User:ANONYMOUS"}
+AUTHORIZER = ACL_AUTHORIZER
 TOPIC, GROUP, CLUSTER = 2, 3, 4
 LITERAL = 3
 READ, WRITE, DESCRIBE, DESCRIBE_CONFIGS = 3, 4, 8, 10

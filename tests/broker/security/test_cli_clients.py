@@ -18,6 +18,7 @@ from kafkactl.protocol.api_keys import ApiKey
 from tests import zygote
 from tests.broker.security.certs import Certs
 from tests.broker.security.conftest import (
+    ACL_AUTHORIZER,
     PASSWORDS,
     SecureBroker,
     add_scram_users,
@@ -25,8 +26,7 @@ from tests.broker.security.conftest import (
 )
 from tests.broker.wire import Wire
 
-AUTHORIZER = {"authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
-              "super.users": "User:admin;User:ANONYMOUS"}
+AUTHORIZER = ACL_AUTHORIZER
 TOPIC, GROUP, CLUSTER = 2, 3, 4
 LITERAL, PREFIXED = 3, 4
 ALL, DESCRIBE = 2, 8

@@ -15,6 +15,7 @@ from kafkactl.protocol.api_keys import ApiKey
 from tests import zygote
 from tests.broker.security.certs import Certs
 from tests.broker.security.conftest import (
+    ACL_AUTHORIZER,
     PASSWORDS,
     SecureBroker,
     add_scram_users,
@@ -22,8 +23,7 @@ from tests.broker.security.conftest import (
 )
 from tests.broker.wire import Wire
 
-AUTHORIZER = {"authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
-              "super.users": "User:admin;User:ANONYMOUS"}
+AUTHORIZER = ACL_AUTHORIZER
 TOPIC, TRANSACTIONAL_ID = 2, 5
 LITERAL = 3
 WRITE, DESCRIBE = 4, 8
