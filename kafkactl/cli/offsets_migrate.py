@@ -14,7 +14,6 @@ from kafkactl.cli._client_options import (
     bootstrap_option,
     client_security,
     command_config_option,
-    connect_zookeeper,
     fail,
     property_option,
 )
@@ -59,12 +58,8 @@ def migrate(
     if dry_run and delete_source:
         raise fail("--dry-run deletes nothing: drop --delete-source or --dry-run", 2)
     security = client_security(prop, command_config)
-    zk = connect_existing_chroot(zookeeper)
+    zk = connect_existing_chroot(zookeeper, require=zk_paths.CONSUMERS)
     try:
-        if zk.exists(zk_paths.CONSUMERS) is None:
-            raise fail(f"ZooKeeper at {zookeeper} has no {zk_paths.CONSUMERS}: no "
-                       "ZooKeeper consumer group ever registered there (is the chroot "
-                       "right?)")
         groups = (consumer_registry.groups(zk) if all_groups
                   else list(dict.fromkeys(group)))
         simple = SimpleConsumer(bootstrap, client_id="kafkactl-offsets-migrate",
@@ -88,28 +83,17 @@ def migrate(
         raise typer.Exit(1)
 
 
-def connect_existing_chroot(zookeeper: str) -> Any:
-    """connect_zookeeper, refusing a chroot that does not exist (a mistyped one: nothing
-    is created, and kazoo's own warning about it is not shown)."""
-    import warnings
+def connect_existing_chroot(zookeeper: str, require: str | None = None) -> Any:
+    """A kazoo client for a `--zookeeper` option whose chroot exists (a mistyped one is not
+    created) and has `require` under it (consumer_registry.connect_existing), or a one-line
+    error (exit 1)."""
+    from kafkactl.cluster import consumer_registry
+    from kafkactl.cluster.zookeeper import ZooKeeperUnavailable
 
-    from kafkactl.cluster.zookeeper import close, split_connect
-
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message="No chroot path exists",
-                                category=UserWarning)
-        zk = connect_zookeeper(zookeeper)
     try:
-        missing = zk.exists("/") is None
-    except BaseException:
-        close(zk)
-        raise
-    if missing:
-        close(zk)
-        hosts, chroot = split_connect(zookeeper)
-        raise fail(f"ZooKeeper at {hosts} has no chroot {chroot} (--zookeeper {zookeeper}): "
-                   "is the path mistyped?")
-    return zk
+        return consumer_registry.connect_existing(zookeeper, require=require)
+    except (ZooKeeperUnavailable, ValueError) as e:
+        raise fail(str(e)) from None
 
 
 def _none_if_negative(offset: int) -> int | None:

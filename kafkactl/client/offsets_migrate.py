@@ -8,16 +8,15 @@ then (with delete_source) remove the verified znodes. Idempotent: a run interrup
 point and run again ends with every partition migrated once with the ZooKeeper value.
 
 Every znode under /consumers/[group]/offsets/[topic] is reported: a partition name or an
-offset that is not what Kafka wrote (Long.parseLong's plain decimal: an optional '-' and
-ASCII digits, the name as Kafka spells the partition number) is "invalid", never skipped
-or read leniently. A group whose broker group has members is left alone (Kafka's tools
-change only an inactive group's offsets).
+offset that is not what Kafka wrote (consumer_registry.parse_offset, as the ZooKeeper
+consumer reads them: Long.parseLong's plain ASCII decimal, the name as Kafka spells the
+partition number) is "invalid", never skipped or read leniently. A group whose broker group
+has members is left alone (Kafka's tools change only an inactive group's offsets).
 """
 
 from __future__ import annotations
 
 import logging
-import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -50,10 +49,6 @@ UNKNOWN = "unknown partition"
 FAILED = "failed"
 DONE = {MIGRATED, EQUAL, OVERWRITTEN}
 
-# Java's Long.parseLong as Kafka read these znodes, ASCII only: an optional '-', digits
-_DECIMAL = re.compile(r"-?[0-9]+")
-_INT32_MAX = 2**31 - 1
-_INT64_MAX = 2**63 - 1
 INACTIVE = ("Empty", "Dead")
 # OffsetCommit answers for a simple (generation -1) commit into a group with members
 _MEMBER_ERRORS = {ErrorCode.UNKNOWN_MEMBER_ID, ErrorCode.ILLEGAL_GENERATION,
@@ -108,63 +103,15 @@ def migrate(zk: KazooClient, admin: GroupAdmin, consumer: SimpleConsumer,
     return results
 
 
-def parse_decimal(text: str) -> int | None:
-    """`text` as Long.parseLong reads it, ASCII only (None: it is not a plain decimal)."""
-    if not _DECIMAL.fullmatch(text):
-        return None
-    return int(text)
-
-
-def _offset_error(raw: str) -> tuple[int | None, str | None]:
-    value = parse_decimal(raw)
-    if value is None:
-        return None, ("empty" if raw == "" else f"not a number: {raw[:40]!r}")
-    if value > _INT64_MAX or value < -_INT64_MAX - 1:
-        return None, f"out of range of a 64-bit offset: {raw[:40]!r}"
-    if value < 0:
-        return None, f"negative offset {value}"
-    return value, None
-
-
-def _partition_error(name: str) -> tuple[int | None, str | None]:
-    value = parse_decimal(name)
-    if value is None or str(value) != name or not 0 <= value <= _INT32_MAX:
-        return None, f"not a partition number: znode {name!r}"
-    return value, None
-
-
 def read_znodes(zk: KazooClient, group: str) -> list[tuple[Row, int | None]]:
     """A row per znode under /consumers/GROUP/offsets/TOPIC with its offset parsed, or
     (None) status INVALID and what is wrong with the znode in `note`."""
-    from kazoo.exceptions import NoNodeError
-
-    base = zk_paths.offsets(group)
-    try:
-        topics = zk.get_children(base)
-    except NoNodeError:
-        return []
     rows: list[tuple[Row, int | None]] = []
-    for topic in sorted(topics):
-        try:
-            names = zk.get_children(f"{base}/{topic}")
-        except NoNodeError:
-            continue
-        for name in names:
-            row = Row(group, topic, None, "", -1, "", name=name)
-            try:
-                data, _ = zk.get(row.path)
-            except NoNodeError:  # deleted meanwhile
-                continue
-            row.zookeeper = (data or b"").decode("utf-8", "replace")
-            offset = None
-            row.partition, why = _partition_error(name)
-            if why is None:
-                offset, why = _offset_error(row.zookeeper)
-            if why is not None:
-                row.status, row.note = INVALID, why
-            rows.append((row, offset))
-    rows.sort(key=lambda x: (x[0].topic, x[0].partition is None, x[0].partition or 0,
-                             x[0].name))
+    for stored in registry.offset_znodes(zk, group):
+        row = Row(group, stored.topic, stored.partition, stored.raw, -1, "", name=stored.name)
+        if stored.error is not None:
+            row.status, row.note = INVALID, stored.error
+        rows.append((row, stored.offset))
     return rows
 
 

@@ -10,7 +10,11 @@ ordinary Consumer; brokers are discovered in /brokers/ids unless bootstrap serve
 
 Offsets live in /consumers/[group]/offsets (offsets.storage=zookeeper), in the broker's
 offset manager (offsets.storage=kafka), or both (dual.commit.enabled, the migration step:
-positions then start from the larger of the two).
+positions then start from the larger of the two). A ZooKeeper offset is read as Kafka's
+consumer read it and `kafkactl offsets migrate` reads it (consumer_registry.parse_offset):
+no znode is no offset (auto.offset.reset), a negative one too (warned), and text that is no
+Long.parseLong number is an error naming the znode (Kafka's consumer failed on it). The
+chroot must exist and hold /brokers: a mistyped one is an error, never created.
 
 The rebalance runs in the polling thread (on every poll, as the group consumer's does), and
 what it commits is the consumer's `consumed` offsets: what the caller has been handed (or,
@@ -48,6 +52,11 @@ OFFSETS_STORAGE = ("zookeeper", "kafka")
 
 class ConsumerRebalanceFailedError(ClientError):
     """The partitions could not be claimed within rebalance.max.retries attempts."""
+
+
+class MalformedOffsetError(ClientError):
+    """An offsets znode holds no number Long.parseLong reads (`1_000`, `+5`, ` 7`, empty):
+    Kafka's ZooKeeper consumer failed on it too, rather than guess or reset."""
 
 
 class _ZkSource:
@@ -88,8 +97,12 @@ class ZookeeperConsumer(Consumer):
             raise ValueError("streams must be >= 1")
         self.group_id = group_id
         self.connect_string = zookeeper
-        self.zk = zkconn.connect(zookeeper, timeout_s=zookeeper_connection_timeout_ms / 1000,
-                                 session_timeout_s=zookeeper_session_timeout_ms / 1000)
+        # a chroot that does not exist or holds no Kafka cluster (no /brokers) is an error: a
+        # mistyped one, created and registered in, would consume nothing and say nothing
+        self.zk = registry.connect_existing(
+            zookeeper, require=zk_paths.BROKERS, what="zookeeper.connect",
+            timeout_s=zookeeper_connection_timeout_ms / 1000,
+            session_timeout_s=zookeeper_session_timeout_ms / 1000)
         try:
             bootstrap = bootstrap_servers or discover_bootstrap(self.zk, zookeeper)
             super().__init__(bootstrap_servers=bootstrap, auto_offset_reset=auto_offset_reset,
@@ -261,11 +274,17 @@ class ZookeeperConsumer(Consumer):
         out = {tp: -1 for tp in tps}
         if self.offsets_storage == "zookeeper" or self.dual_commit:
             for tp, stored in registry.read_offsets(self.zk, self.group_id, tps).items():
+                if stored.malformed:  # Kafka's consumer failed on it (NumberFormatException)
+                    raise MalformedOffsetError(
+                        f"malformed offset in znode {stored.path} (ZooKeeper at "
+                        f"{self.connect_string}): {stored.error}; fix the znode or delete "
+                        "it (then auto.offset.reset applies)")
                 if stored.offset is not None:
                     out[tp] = stored.offset
-                else:
-                    log.warning("ignoring offset %s of %s-%d in ZooKeeper: %s", stored.raw,
-                                tp[0], tp[1], stored.error)
+                else:  # negative: no position, as Kafka's consumer reset it
+                    log.warning("ignoring offset %s of %s-%d in ZooKeeper (%s): %s; "
+                                "auto.offset.reset applies", stored.raw, tp[0], tp[1],
+                                stored.path, stored.error)
         if self.offsets_storage == "kafka":
             for tp, off in self.admin().fetch_offsets(self.group_id, tps).items():
                 if tp in out and off > out[tp]:

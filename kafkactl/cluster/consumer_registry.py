@@ -7,6 +7,9 @@ member registration, the seed's rebalancing algorithm, partition ownership and o
     /consumers/[group]/offsets/[topic]/[partition]  the next offset to consume, as text
 
 Pure ZooKeeper: the consumer that fetches records is kafkactl.client.zookeeper_consumer.
+It and `kafkactl offsets migrate` share what is strict here: an offsets znode is read as
+Kafka read it (parse_offset: Long.parseLong's plain ASCII decimal, or flagged), and
+connect_existing refuses a mistyped chroot (missing, or without /consumers or /brokers).
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from kafkactl.cluster import zk_paths
-from kafkactl.cluster.zookeeper import decode_json, encode_json
+from kafkactl.cluster.zookeeper import decode_json, encode_json, get_all
 
 if TYPE_CHECKING:
     from kazoo.client import KazooClient
@@ -31,6 +34,46 @@ log = logging.getLogger("kafkactl.cluster")
 
 TopicPartition = tuple[str, int]
 TRIGGER_PREFIX = "rebalance-trigger-"  # touch_ids' short-lived child, not a member
+
+
+# What a chroot that holds a Kafka cluster's consumer groups has, and what its absence says
+_ROOT_OF = {zk_paths.CONSUMERS: "no ZooKeeper consumer group ever registered there",
+            zk_paths.BROKERS: "no Kafka broker ever registered there"}
+
+
+class ChrootError(ValueError):
+    """The connect string's chroot is not where a Kafka cluster keeps its znodes: it does
+    not exist, or lacks /consumers or /brokers (a mistyped chroot)."""
+
+
+def connect_existing(connect_string: str, *, require: str | None = None,
+                     timeout_s: float = 10.0, session_timeout_s: float = 10.0,
+                     what: str = "--zookeeper") -> KazooClient:
+    """A started client rooted at the connect string's chroot, which must exist (nothing is
+    created, and kazoo's warning about a missing one is not shown) and have `require`
+    (zk_paths.CONSUMERS or BROKERS) under it; else ChrootError, after closing the client."""
+    import warnings
+
+    from kafkactl.cluster.zookeeper import close, connect, split_connect
+
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="No chroot path exists",
+                                category=UserWarning)
+        zk = connect(connect_string, timeout_s=timeout_s, session_timeout_s=session_timeout_s,
+                     create_chroot=False, what=what)
+    try:
+        if zk.exists("/") is None:
+            hosts, chroot = split_connect(connect_string)
+            raise ChrootError(f"ZooKeeper at {hosts} has no chroot {chroot} ({what} "
+                              f"{connect_string}): is the path mistyped?")
+        if require is not None and zk.exists(require) is None:
+            why = _ROOT_OF.get(require, "it is missing")
+            raise ChrootError(f"ZooKeeper at {connect_string} has no {require}: {why} (is "
+                              "the chroot right?)")
+    except BaseException:
+        close(zk)
+        raise
+    return zk
 
 
 def new_consumer_id(group: str) -> str:
@@ -175,53 +218,102 @@ def release(zk: KazooClient, group: str, tp: TopicPartition, thread_id: str) -> 
 
 
 # ---- offsets ---------------------------------------------------------------------------------
+# An offsets znode holds what Kafka's consumers wrote: Long.toString of the next offset. It is
+# read as Kafka read it, with Long.parseLong, ASCII only: an optional '-' and digits, nothing
+# else (no sign '+', no '_', no spaces, no other script's digits), within 64 bits; its name is
+# the partition number as Kafka spells it (no leading zero).
+
+_DECIMAL = re.compile(r"-?[0-9]+")
+_INT32_MAX = 2**31 - 1
+_INT64_MAX = 2**63 - 1
+
+
+def parse_decimal(text: str) -> int | None:
+    """`text` as Long.parseLong reads it, ASCII only (None: it is not a plain decimal)."""
+    if not _DECIMAL.fullmatch(text):
+        return None
+    return int(text)
+
+
+def parse_partition(name: str) -> int | None:
+    """The partition number an offsets znode's name spells, or None."""
+    value = parse_decimal(name)
+    if value is None or str(value) != name or not 0 <= value <= _INT32_MAX:
+        return None
+    return value
+
 
 @dataclass
 class StoredOffset:
-    """An offsets znode as found: `offset` when it parses as a non-negative integer, else
-    `error` says what is wrong with `raw`."""
-    tp: TopicPartition
-    raw: str
+    """An offsets znode as found: `offset` when its name is a partition number and its text
+    a non-negative offset, else `error` says what is wrong. `malformed`: the text is no
+    number Long.parseLong reads (Kafka's consumer failed on it); a negative offset is a
+    number, but no position (Kafka's consumer reset it with auto.offset.reset)."""
+    group: str
+    topic: str
+    name: str  # the znode's name under /consumers/GROUP/offsets/TOPIC
+    raw: str  # the znode's text
+    partition: int | None = None
     offset: int | None = None
     error: str | None = None
+    malformed: bool = False
+
+    @property
+    def path(self) -> str:
+        return f"{zk_paths.offsets(self.group, self.topic)}/{self.name}"
 
 
-def parse_offset(tp: TopicPartition, data: bytes) -> StoredOffset:
-    raw = data.decode("utf-8", "replace").strip()
+def parse_offset(group: str, topic: str, name: str, data: bytes | None) -> StoredOffset:
+    """The znode /consumers/GROUP/offsets/TOPIC/NAME holding `data`, parsed or flagged."""
+    raw = (data or b"").decode("utf-8", "replace")
+    stored = StoredOffset(group, topic, name, raw, partition=parse_partition(name))
+    value = parse_decimal(raw)
+    if stored.partition is None:
+        stored.error = f"not a partition number: znode {name!r}"
+    elif value is None:
+        stored.error, stored.malformed = ("empty" if raw == "" else
+                                          f"not a number: {raw[:40]!r}"), True
+    elif not -_INT64_MAX - 1 <= value <= _INT64_MAX:
+        stored.error = f"out of range of a 64-bit offset: {raw[:40]!r}"
+        stored.malformed = True
+    elif value < 0:
+        stored.error = f"negative offset {value}"
+    else:
+        stored.offset = value
+    return stored
+
+
+def offset_znodes(zk: KazooClient, group: str) -> list[StoredOffset]:
+    """Every znode under /consumers/GROUP/offsets/TOPIC, whatever its name, parsed or
+    flagged; by topic, then partition (names that are none last)."""
+    from kazoo.exceptions import NoNodeError
+
     try:
-        value = int(raw)
-    except ValueError:
-        return StoredOffset(tp, raw, error=f"not a number: {raw[:40]!r}")
-    if value < 0:
-        return StoredOffset(tp, raw, error=f"negative offset {value}")
-    return StoredOffset(tp, raw, offset=value)
+        topics = zk.get_children(zk_paths.offsets(group))
+    except NoNodeError:
+        return []
+    paths: dict[tuple[str, str], str] = {}
+    for topic in topics:
+        with contextlib.suppress(NoNodeError):
+            for name in zk.get_children(zk_paths.offsets(group, topic)):
+                paths[(topic, name)] = f"{zk_paths.offsets(group, topic)}/{name}"
+    found = get_all(zk, paths)
+    out = [parse_offset(group, topic, name, got[0])
+           for (topic, name), got in found.items() if got is not None]  # None: deleted
+    out.sort(key=lambda s: (s.topic, s.partition is None, s.partition or 0, s.name))
+    return out
 
 
 def read_offsets(zk: KazooClient, group: str, tps: Iterable[TopicPartition] | None = None
                  ) -> dict[TopicPartition, StoredOffset]:
-    """Every offsets znode of the group (or of `tps`), parsed or flagged."""
-    from kazoo.exceptions import NoNodeError
-
-    wanted: list[TopicPartition] = []
+    """The offsets znodes of the group's partitions (or of `tps`: those that exist), parsed
+    or flagged; a znode whose name is no partition number is left out."""
     if tps is None:
-        try:
-            topics = zk.get_children(zk_paths.offsets(group))
-        except NoNodeError:
-            return {}
-        for t in topics:
-            with contextlib.suppress(NoNodeError):
-                wanted += [(t, int(p)) for p in zk.get_children(zk_paths.offsets(group, t))
-                           if p.isdigit()]
-    else:
-        wanted = list(tps)
-    out: dict[TopicPartition, StoredOffset] = {}
-    for tp in wanted:
-        try:
-            data, _ = zk.get(zk_paths.offset(group, *tp))
-        except NoNodeError:
-            continue
-        out[tp] = parse_offset(tp, data)
-    return out
+        return {(s.topic, s.partition): s for s in offset_znodes(zk, group)
+                if s.partition is not None}
+    found = get_all(zk, {tp: zk_paths.offset(group, *tp) for tp in tps})
+    return {tp: parse_offset(group, tp[0], str(tp[1]), got[0])
+            for tp, got in found.items() if got is not None}
 
 
 def write_offsets(zk: KazooClient, group: str, offsets: Mapping[TopicPartition, int]) -> None:

@@ -16,8 +16,10 @@ first in a pass.
 Tombstones (KIP-534): the pass that first keeps a tombstone rewrites its batch with the
 delete horizon (attribute bit 6, the horizon now + `delete.retention.ms` in the base
 timestamp, the records' timestamp deltas taken from it so their timestamps are unchanged);
-a later pass removes the tombstone once now >= that horizon. With delete.retention.ms=0 the
-horizon a pass would set has already passed, and the tombstone goes in that pass.
+a later pass removes the tombstone once now >= that horizon. A batch whose horizon is not set
+yet keeps its tombstones whatever delete.retention.ms is (Kafka's shouldRetainDeletes): with
+delete.retention.ms=0 the pass that first sees a tombstone keeps it and stamps the horizon
+(now), and the next pass removes it.
 
 Consecutive segments are cleaned into one (Kafka's groupSegmentsBySize: their sizes add up
 to at most segment.bytes, each index to at most segment.index.bytes, their offsets span
@@ -514,14 +516,11 @@ class LogCleaner:
                     latest = offset_map.get(bytes(rec.key))
                     if latest is not None and latest > rec.offset:
                         continue
-                    if rec.value is None:  # a tombstone (KIP-534)
-                        if horizon is not None:
-                            if now_ms >= horizon:
-                                continue  # its delete horizon passed
-                        elif retention_ms == 0:
-                            continue  # the horizon this pass would set (now) passed
-                        else:
-                            needs_horizon = True
+                    if rec.value is None:  # a tombstone (KIP-534's shouldRetainDeletes)
+                        if horizon is None:
+                            needs_horizon = True  # kept: this pass stamps the horizon
+                        elif now_ms >= horizon:
+                            continue  # its delete horizon passed
                 keep.append(rec)
             rout += len(keep)
             if len(keep) == len(records) and not needs_horizon:

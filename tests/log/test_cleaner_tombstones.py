@@ -155,9 +155,21 @@ def test_recent_tombstone_also_waits_for_its_horizon(tmp_path: Path, clock: Fake
     cleaner.clean(lg, force=True)
     assert [r for r in _records(lg) if r[2] == b"a"] == []
     lg.close()
-    # delete.retention.ms=0: the horizon the pass would set (now) has passed already, so
-    # the tombstone goes in the pass that sees it
-    zero = _log_with_tombstone(tmp_path / "zero", clock, retention_ms=0)
-    cleaner.clean(zero, force=True)
-    assert [r for r in _records(zero) if r[2] == b"a"] == []
-    zero.close()
+
+
+def test_zero_delete_retention_keeps_the_tombstone_through_the_first_clean(
+        tmp_path: Path, clock: FakeTime) -> None:
+    """delete.retention.ms=0: the clean that first sees a tombstone keeps it and stamps the
+    horizon (now); a batch with no horizon yet keeps its tombstones (Kafka's
+    shouldRetainDeletes). The next clean, with now >= the horizon, removes it."""
+    lg = _log_with_tombstone(tmp_path, clock, retention_ms=0)
+    now = clock.now_ms
+    cleaner = LogCleaner(time=clock)
+    assert cleaner.clean(lg, force=True) is not None
+    assert (2, OLD_TS + 10, b"a", None) in _records(lg), "tombstone dropped on the first clean"
+    assert _batch_of(lg, 2).delete_horizon_ms == now
+    cleaner.clean(lg, force=True)  # the same millisecond: now >= the horizon
+    recs = _records(lg)
+    assert [r for r in recs if r[2] == b"a"] == []
+    assert (3, OLD_TS + 11, b"c", b"c1") in recs
+    lg.close()
