@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import uuid
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -108,10 +108,14 @@ class StandaloneMetadataCache(MetadataCache):
 
     # ---- updates from the StandaloneTopicAdmin --------------------------------------------
     def put_topic(self, name: str, topic_id: uuid.UUID, num_partitions: int,
-                  leader_epoch: int = 0) -> None:
+                  leader_epoch: int = 0, *, offline: Collection[int] = ()) -> None:
+        """The topic's partitions, led here except the `offline` ones (their log dir is
+        offline: no leader, this broker an offline replica)."""
         me = self._broker.node_id
         parts = {p: PartitionMetadata(p, me, leader_epoch, [me], [me])
                  for p in range(num_partitions)}
+        for p in offline:
+            parts[p] = PartitionMetadata(p, -1, leader_epoch, [me], [me], [me])
         meta = TopicMetadata(name, topic_id, parts, is_internal=name.startswith("__"))
         self._topics[name] = meta
         self._by_id[topic_id] = meta

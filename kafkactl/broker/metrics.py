@@ -121,6 +121,7 @@ class Snapshot:
     under_replicated: int = 0
     under_min_isr: int = 0
     offline: int = 0
+    offline_log_dirs: int = 0
     active_controller: int = 0
     fetch_purgatory: int = 0
     produce_purgatory: int = 0
@@ -268,6 +269,7 @@ class BrokerMetrics:
                 topic = cache.topic(name)
                 if topic is not None:
                     snap.offline += sum(1 for p in topic.partitions.values() if p.leader < 0)
+        snap.offline_log_dirs = len(services.log_manager.offline_dirs())
         snap.fetch_purgatory = services.fetch_purgatory.size
         snap.isr_shrinks = getattr(services.replica_manager, "isr_shrinks", None)
         snap.isr_expands = getattr(services.replica_manager, "isr_expands", None)
@@ -597,7 +599,10 @@ def _state_families(snap: Snapshot) -> Iterator[Any]:
              "1 on the active controller, else 0", snap.active_controller),
             ("kafka_controller_kafkacontroller_offlinepartitionscount",
              "Partitions without a leader (reported by the active controller)",
-             snap.offline)):
+             snap.offline),
+            ("kafka_log_logmanager_offlinelogdirectorycount",
+             "Log dirs offline (failed at start) or with storage errors",
+             snap.offline_log_dirs)):
         yield GaugeMetricFamily(name, doc, value=value)
     for name, doc, count in (
             ("kafka_server_replicamanager_isrshrinks", "ISR shrinks (IsrShrinksPerSec)",

@@ -24,7 +24,7 @@ from kafkactl.broker.partition import Partition
 from kafkactl.broker.purgatory import FetchPurgatory
 from kafkactl.log.checkpoint import CheckpointError, read_checkpoint, write_checkpoint
 from kafkactl.log.config import LogConfig
-from kafkactl.log.errors import LogError
+from kafkactl.log.errors import LogDirOfflineError, LogError
 from kafkactl.log.manager import LogManager
 
 if TYPE_CHECKING:
@@ -73,6 +73,8 @@ class PartitionStore:
         self.configs = configs
         self.purgatory = purgatory
         self.partitions: dict[TopicPartition, Partition] = {}
+        # replicas to host whose log may be in an offline log dir (KAFKA_STORAGE_ERROR)
+        self.offline: set[TopicPartition] = set()
         self.checkpointed_high_watermarks = self._read_high_watermarks()
         # one writer of the checkpoint files at a time, and never an older capture over a
         # newer one (captures are numbered on the loop)
@@ -100,12 +102,17 @@ class PartitionStore:
 
     # ---- what a controller tells this broker -------------------------------------------------
     def make_partition(self, topic: str, partition: int, config: LogConfig,
-                       leader_epoch: int = 0) -> Partition:
+                       leader_epoch: int = 0, *, is_new: bool = True) -> Partition:
         """Host (topic, partition): open its log (made if absent) with `config`, load its
-        producer state. Raises OSError or LogError when the disk fails."""
+        producer state. Raises OSError or LogError when the disk fails, or when a replica
+        that is not new has no log and a log dir is offline (it may be there)."""
         lg = self.log_manager.get_log((topic, partition))
         if lg is None:
-            lg = self.log_manager.create_log(topic, partition, config)
+            try:
+                lg = self.log_manager.create_log(topic, partition, config, is_new=is_new)
+            except LogDirOfflineError:
+                self.offline.add((topic, partition))
+                raise
         else:
             lg.config = config
         part = Partition(topic, partition, lg, leader_epoch=leader_epoch,
@@ -113,6 +120,7 @@ class PartitionStore:
                              (topic, partition)))
         part.load_producer_state()
         self.partitions[(topic, partition)] = part
+        self.offline.discard((topic, partition))
         return part
 
     def prepare_logs(self, topic: str, partitions: Iterable[int], config: LogConfig) -> None:
@@ -126,6 +134,7 @@ class PartitionStore:
         """Stop hosting (topic, partition) and delete its log; fetches waiting on it
         return. Raises OSError if the log dir cannot be renamed for deletion."""
         part = self.partitions.pop((topic, partition), None)
+        self.offline.discard((topic, partition))
         self.purgatory.wake((topic, partition))
         if part is not None:
             self.log_manager.delete_log(topic, partition)
@@ -135,6 +144,7 @@ class PartitionStore:
         them return."""
         for p in partitions:
             self.partitions.pop((topic, p), None)
+            self.offline.discard((topic, p))
             self.purgatory.wake((topic, p))
 
     def delete_logs(self, topic: str, partitions: Iterable[int]) -> list[tuple[int, OSError]]:
@@ -154,7 +164,7 @@ class PartitionStore:
         self.partitions.pop((topic, partition), None)
         with contextlib.suppress(OSError, LogError):
             if not self.log_manager.delete_log(topic, partition):
-                for d in self.log_manager.log_dirs:  # a dir made before the failure
+                for d in self.log_manager.online_dirs:  # a dir made before the failure
                     with contextlib.suppress(OSError):
                         (d / f"{topic}-{partition}").rmdir()
 
@@ -165,7 +175,7 @@ class PartitionStore:
     # ---- high watermarks (replication-offset-checkpoint) -------------------------------------
     def _read_high_watermarks(self) -> dict[TopicPartition, int]:
         out: dict[TopicPartition, int] = {}
-        for d in self.log_manager.log_dirs:
+        for d in self.log_manager.online_dirs:
             try:
                 out.update(read_checkpoint(d / HIGH_WATERMARK_CHECKPOINT))
             except CheckpointError as e:  # lost: replicas start low and catch up
@@ -196,7 +206,7 @@ class PartitionStore:
         with self._hw_lock:
             if capture <= self._hw_written:
                 return  # a newer capture is already on disk
-            for d in self.log_manager.log_dirs:
+            for d in self.log_manager.online_dirs:
                 entries = by_dir.get(d, {})
                 if entries or (d / HIGH_WATERMARK_CHECKPOINT).exists():
                     write_checkpoint(d / HIGH_WATERMARK_CHECKPOINT, entries)

@@ -106,6 +106,8 @@ class ReplicaManager:
         part = self.partitions.get_partition(topic, partition)
         if part is not None and part.is_leader:
             return part, ErrorCode.NONE
+        if part is None and (topic, partition) in self.partitions.offline:
+            return None, ErrorCode.KAFKA_STORAGE_ERROR  # its log dir is offline here
         if part is not None or self.cache.partition(topic, partition) is not None:
             return None, ErrorCode.NOT_LEADER_OR_FOLLOWER
         return None, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
@@ -115,8 +117,9 @@ class ReplicaManager:
         part = self.partition_or_create(topic, partition)
         if part is None or not part.is_leader:
             _, code = self.leader_partition(topic, partition)
-            where = "is not led by this broker" if code == ErrorCode.NOT_LEADER_OR_FOLLOWER \
-                else "is unknown"
+            where = {ErrorCode.NOT_LEADER_OR_FOLLOWER: "is not led by this broker",
+                     ErrorCode.KAFKA_STORAGE_ERROR: "is in an offline log dir"}.get(
+                         code, "is unknown")
             return ProduceResult(code, message=f"topic-partition {topic}-{partition} {where}")
         if records is None:
             return ProduceResult(ErrorCode.INVALID_RECORD, message="records are null")

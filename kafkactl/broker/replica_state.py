@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from kafkactl.broker.partition import Partition
 from kafkactl.broker.partition_store import PartitionStore
-from kafkactl.log.errors import LogError
+from kafkactl.log.errors import LogDirOfflineError, LogError
 from kafkactl.protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
@@ -91,7 +91,8 @@ class ReplicaStates:
         part = self.store.get_partition(topic, index)
         if part is None:
             part = self.store.make_partition(topic, index, self.store.configs.for_topic(topic),
-                                             state["leader_epoch"])
+                                             state["leader_epoch"],
+                                             is_new=state.get("is_new", True))
         new_term = self._take_role(part, state, time.time() * 1000 if now_ms is None
                                    else now_ms)
         listener = self.listeners.get(topic)
@@ -171,6 +172,7 @@ class ReplicaStates:
         now_ms = time.time() * 1000
         topics = []
         new_terms: list[Partition] = []
+        offline: list[str] = []
         for t in topic_states:
             name = t["topic_name"]
             if self.load_topic_config is not None:
@@ -190,6 +192,9 @@ class ReplicaStates:
                         part, new_term = self.host(name, p, ps, now_ms)
                         if new_term:
                             new_terms.append(part)
+                    except LogDirOfflineError:
+                        offline.append(f"{name}-{p}")
+                        error = ErrorCode.KAFKA_STORAGE_ERROR
                     except (OSError, LogError) as e:
                         log.error("cannot host %s-%d: %s", name, p, e)
                         error = ErrorCode.KAFKA_STORAGE_ERROR
@@ -197,6 +202,11 @@ class ReplicaStates:
                 if made and made % YIELD_EVERY == 0:
                     await asyncio.sleep(0)  # let produce and fetch requests through
             topics.append({"topic_id": t.get("topic_id"), "partition_errors": errors})
+        if offline:
+            log.warning("cannot host %d partition(s) whose log may be in the offline log "
+                        "dir(s) %s: %s%s", len(offline),
+                        ", ".join(map(str, self.store.log_manager.offline)),
+                        ", ".join(offline[:10]), ", ..." if len(offline) > 10 else "")
         if new_terms and self.fetchers is not None:
             task = asyncio.get_running_loop().create_task(self._hurry_followers(new_terms))
             self._background.add(task)
@@ -213,8 +223,10 @@ class ReplicaStates:
         open blocks the thread, not the produce and fetch requests on the event loop. A
         chunk that fails is left to `host`, which reports each partition's error."""
         store = self.store
+        offline = bool(store.log_manager.offline)  # then only new replicas (host says why)
         new = [ps["partition_index"] for ps in states
-               if store.get_partition(name, ps["partition_index"]) is None]
+               if store.get_partition(name, ps["partition_index"]) is None
+               and (ps.get("is_new") or not offline)]
         if len(new) < PREPARE_OFF_LOOP:
             return
         config = store.configs.for_topic(name)

@@ -266,7 +266,7 @@ class KafkaServer:
         network_settings = socket_server_settings(cfg)
         self._start_metrics()  # /health answers, /ready says 503, while the logs load
         log_dirs = [d.resolve() for d in cfg.log_dirs]
-        for d in log_dirs:
+        for d in log_dirs[:1]:  # the others are the LogManager's (offline if it fails)
             try:
                 d.mkdir(parents=True, exist_ok=True)
             except OSError as e:
@@ -304,11 +304,11 @@ class KafkaServer:
             self.zk_registration = ZkRegistration(cfg)
             try:
                 zk_cluster_id = await asyncio.to_thread(
-                    self.zk_registration.connect_and_check, log_dirs)
+                    self.zk_registration.connect_and_check, log_manager.online_dirs)
             except ZkRegistrationError as e:
                 raise BrokerStartupError(str(e)) from None
         cluster_id = ensure_meta_properties(
-            log_dirs, cfg.broker_id, zk_cluster_id or cfg.get("cluster.id") or None)
+            log_manager.online_dirs, cfg.broker_id, zk_cluster_id or cfg.get("cluster.id") or None)
 
         endpoints = cfg.listeners
         advertised = cfg.advertised_listeners[0]
@@ -464,7 +464,8 @@ class KafkaServer:
             self.metrics.ready = True
         log.info("kafkactl broker %d started: cluster %s, listening on %s, data in %s, %s",
                  cfg.broker_id, cluster_id, ", ".join(f"{h}:{p}" for h, p in self.bound),
-                 ", ".join(map(str, log_dirs)),
+                 ", ".join(f"{d} (offline)" if d in log_manager.offline else str(d)
+                           for d in log_dirs),
                  f"ZooKeeper {cfg.get('zookeeper.connect')}" if self.cluster is not None
                  else f"{len(cache.topic_names())} topic(s)")
         log.info("kafkactl broker %d: %s", cfg.broker_id, KERNELS_STATUS)

@@ -48,7 +48,7 @@ from kafkactl.broker.topic_admin import (
 from kafkactl.cluster.metadata_store import LocalMetadataStore, TopicExistsError
 from kafkactl.cluster.topic_state import TopicAssignment
 from kafkactl.log.config import LogConfig
-from kafkactl.log.errors import LogError
+from kafkactl.log.errors import LogDirOfflineError, LogError
 from kafkactl.protocol.errors import ErrorCode
 
 log = logging.getLogger(__name__)
@@ -110,12 +110,13 @@ class StandaloneTopicAdmin:
                           self.metadata.read_topic_config(name))
 
     # ---- the one lifecycle ----------------------------------------------------------------------
-    def _host(self, name: str, p: int) -> None:
+    def _host(self, name: str, p: int, *, is_new: bool = True) -> None:
         """The controller's decision for partition p, acted on as a cluster's LeaderAndIsr
         is: this broker, the only replica, leads it. Raises OSError or LogError (nothing
-        of it hosted)."""
+        of it hosted): LogDirOfflineError for a partition that existed (not `is_new`)
+        whose log may be in an offline log dir."""
         assert self.replicas is not None, "the server attaches the replica states first"
-        self.replicas.host(name, p, leader_state(self.broker_id))
+        self.replicas.host(name, p, {**leader_state(self.broker_id), "is_new": is_new})
 
     def _undo_host(self, name: str, p: int) -> None:
         """Undo a `_host` that a disk error interrupted, ignoring further errors."""
@@ -128,21 +129,32 @@ class StandaloneTopicAdmin:
     def load(self) -> None:
         """Host every partition: persisted topics plus logs found on disk."""
         deleting = self.metadata.deleting
+        offline_dirs = self.store.log_manager.offline
         for name in sorted(deleting):  # deletions a crash interrupted: finish them
             if name not in self.metadata.topics:
                 n = self.store.delete_stray_logs(name)
                 log.info("finished deleting topic %s (%d partition dir(s) left by an "
                          "interrupted deletion)", name, n)
-        deleting.clear()
+        if not offline_dirs:  # else an offline dir may hold more: the next start deletes
+            deleting.clear()
         # Logs on disk that the metadata file does not know (older data dir): adopt them.
         for topic, partition in self.store.logs_on_disk():
             self.metadata.adopt(topic, partition + 1)
         for name, assignment in self.metadata.topics.items():
             self.store.set_topic_overrides(name, self.metadata.read_topic_config(name))
+            offline: list[int] = []
             for p in range(len(assignment.partitions)):
-                self._host(name, p)
+                try:
+                    self._host(name, p, is_new=False)
+                except LogDirOfflineError:
+                    offline.append(p)
             assert assignment.topic_id is not None
-            self.cache.put_topic(name, assignment.topic_id, len(assignment.partitions))
+            self.cache.put_topic(name, assignment.topic_id, len(assignment.partitions),
+                                 offline=offline)
+        if self.store.offline:
+            log.warning("%d partition(s) are offline: their logs may be in the offline log "
+                        "dir(s) %s (KAFKA_STORAGE_ERROR until a restart with them repaired)",
+                        len(self.store.offline), ", ".join(map(str, offline_dirs)))
         self.metadata.write()
 
     # ---- create ----------------------------------------------------------------------------
@@ -354,7 +366,7 @@ class StandaloneTopicAdmin:
                 self._remove_partitions(name, state.num_partitions, finish=not creating))
             self._deleting[name] = task
             return state
-        failed = False
+        failed = self._offline_dirs_may_hold(name)
         for p in range(state.num_partitions):
             try:
                 self.replicas.stop(name, p, delete=True)
@@ -368,12 +380,22 @@ class StandaloneTopicAdmin:
         log.info("deleted topic %s", name)
         return state
 
+    def _offline_dirs_may_hold(self, name: str) -> bool:
+        """Whether an offline log dir may hold logs of `name`: its deletion then stays
+        pending (marked in the metadata) until a start with every dir online finishes it."""
+        offline = self.store.log_manager.offline
+        if offline:
+            log.warning("topic %s: the offline log dir(s) %s may hold some of its partitions; "
+                        "they are deleted at the first start with every log dir online",
+                        name, ", ".join(map(str, offline)))
+        return bool(offline)
+
     async def _remove_partitions(self, name: str, count: int, *, finish: bool) -> None:
         """A large deletion: stop hosting each chunk of partitions (event loop), delete
         their logs (close, rename, fsync: a worker thread). Shutdown stops it between
         chunks; the next start finishes it (the topic is marked as being deleted)."""
         assert self.replicas is not None
-        failed = False
+        failed = self._offline_dirs_may_hold(name)
         try:
             for first in range(0, count, CREATE_CHUNK):
                 if self._stopping_all:
@@ -448,7 +470,8 @@ class StandaloneTopicAdmin:
     def _grown(self, name: str, count: int) -> None:
         topic_id = self.metadata.topics[name].topic_id
         assert topic_id is not None
-        self.cache.put_topic(name, topic_id, count)
+        self.cache.put_topic(name, topic_id, count, offline=[
+            p for t, p in self.store.offline if t == name])
         log.info("topic %s now has %d partitions", name, count)
 
     def _undo_growth(self, name: str, old: int, count: int, e: OSError | LogError

@@ -54,6 +54,7 @@ from kafkactl.cluster.controller_events import (
     Expire,
     PartitionModification,
     Reassign,
+    ReplicasOffline,
     ReplicaStopped,
     RequestEvent,
     TopicChange,
@@ -238,6 +239,8 @@ class KafkaController(BrokerNotices):
                 await self.deletions.on_requests()
             case ReplicaStopped(topic=topic, broker_id=broker_id, response=response):
                 await self.deletions.on_replica_stopped(topic, broker_id, response)
+            case ReplicasOffline(broker_id=broker_id, broker_epoch=epoch, partitions=parts):
+                await self._on_replicas_offline(broker_id, epoch, parts)
             case ControlledShutdown(broker_id=broker_id, future=future):
                 _answer(future, await self._controlled_shutdown(broker_id))
             case AlterPartition(broker_id=broker_id, changes=changes, future=future):
@@ -364,6 +367,8 @@ class KafkaController(BrokerNotices):
         for b in new:
             self.channel.add_broker(b, *live[b].endpoint(self.inter_broker.listener))
         self.shutting_down -= dead
+        for b in dead | new:  # a broker's offline log dirs are its own life's
+            self.view.offline_replicas.pop(b, None)
         if dead:
             log.info("brokers %s left the cluster", sorted(dead))
         if new:
@@ -379,6 +384,33 @@ class KafkaController(BrokerNotices):
                 [tp for tp in changed if b in self.view.assignments[tp[0]][tp[1]]]
             self._send_leader_and_isr(b, hosted, full=b in new)
         self.deletions.resume_for(new)
+
+    async def _on_replicas_offline(self, broker_id: int, broker_epoch: int,
+                                   partitions: frozenset[TopicPartition]) -> None:
+        """A broker cannot host these replicas: a log dir of theirs is offline there
+        (KIP-112). They count as offline until the broker registers again (a restart):
+        other in-sync replicas take over what it led, and it leaves their ISRs."""
+        view = self.view
+        if view.broker_epoch(broker_id) != broker_epoch:
+            return  # answered by an earlier life of the broker: its next start is asked anew
+        known = view.offline_replicas.setdefault(broker_id, set())
+        fresh = {tp for tp in partitions if tp not in known
+                 and broker_id in view.assignments.get(tp[0], {}).get(tp[1], ())}
+        if not fresh:
+            return
+        known |= fresh
+        changed = decisions.offline_replica_states(view, broker_id, fresh, self.epoch,
+                                                   unclean=self.unclean,
+                                                   shutting_down=self.shutting_down)
+        await self.write_states(changed, create=False)
+        log.warning("broker %d has %d replica(s) in an offline log dir (%s%s): %d partition(s) "
+                    "changed leader or ISR", broker_id, len(fresh),
+                    ", ".join(f"{t}-{p}" for t, p in sorted(fresh)[:5]),
+                    ", ..." if len(fresh) > 5 else "", len(changed))
+        self.announce(set(changed), is_new=False, metadata=fresh)
+
+    def adding_replicas(self) -> dict[TopicPartition, list[int]]:
+        return {tp: r.adding for tp, r in self.reassignments.items()}
 
     async def _on_brokers_changed(self, dead: set[int]) -> set[TopicPartition]:
         changed = decisions.broker_change_states(self.view, dead, self.epoch,

@@ -28,6 +28,8 @@ def broker_change_states(view: ClusterView, dead: set[int], epoch: int, *, uncle
     changed: dict[TopicPartition, PartitionState] = {}
     for tp, state in view.states.items():
         replicas = view.assignments[tp[0]][tp[1]]
+        if view.offline_replicas:
+            live = view.online_replicas(tp, replicas)
         if not live.intersection(replicas):
             if state.leader != NO_LEADER and state.leader not in live:
                 changed[tp] = PartitionState(NO_LEADER, state.leader_epoch + 1,
@@ -58,12 +60,39 @@ def start_states(view: ClusterView, partitions: Iterable[TopicPartition], epoch:
         if replicas is None:
             continue
         state = view.states.get(tp)
+        online = view.online_replicas(tp, replicas) - set(shutting_down) \
+            if view.offline_replicas else live
         if state is None:
-            first = new_partition_state(replicas, live, epoch)
+            first = new_partition_state(replicas, online, epoch)
             if first is not None:
                 created[tp] = first
-        elif state.leader not in live:
-            new = elect_leader(replicas, state, live, epoch, unclean=unclean)
+        elif state.leader not in online:
+            new = elect_leader(replicas, state, online, epoch, unclean=unclean)
             if new is not None:
                 elected[tp] = new
     return created, elected
+
+
+def offline_replica_states(view: ClusterView, broker_id: int,
+                           partitions: Iterable[TopicPartition], epoch: int, *,
+                           unclean: bool, shutting_down: Collection[int]
+                           ) -> dict[TopicPartition, PartitionState]:
+    """New states once `broker_id`'s replicas of `partitions` are on an offline log dir
+    (Kafka's onReplicasBecomeOffline): a partition it led gets another leader from the
+    ISR where there is one (without one it is left leaderless), and the replica leaves
+    the ISR (the last member stays, as for a dead broker)."""
+    changed: dict[TopicPartition, PartitionState] = {}
+    for tp in partitions:
+        state = view.states.get(tp)
+        replicas = view.assignments.get(tp[0], {}).get(tp[1])
+        if state is None or replicas is None:
+            continue
+        new = None
+        if state.leader == broker_id:
+            new = elect_leader(replicas, state, view.online_replicas(tp, replicas), epoch,
+                               unclean=unclean, exclude=shutting_down)
+        if new is None and broker_id in state.isr:
+            new = remove_replicas(state, {broker_id}, epoch)
+        if new is not None:
+            changed[tp] = new
+    return changed

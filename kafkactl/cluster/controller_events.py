@@ -65,6 +65,16 @@ class ReplicaStopped:
 
 
 @dataclass(frozen=True)
+class ReplicasOffline:
+    """A broker answered LeaderAndIsr with KAFKA_STORAGE_ERROR for these partitions: their
+    replica there is in a log dir it has offline (KIP-112)."""
+
+    broker_id: int
+    broker_epoch: int
+    partitions: frozenset[TopicPartition]
+
+
+@dataclass(frozen=True)
 class ControlledShutdown:
     broker_id: int
     future: asyncio.Future[Any] = field(hash=False, compare=False)
@@ -91,7 +101,8 @@ class Reassign:
 
 PlainEvent = Elect | Expire | BrokerChange | TopicChange | TopicDeletion | AutoRebalance
 RequestEvent = ControlledShutdown | AlterPartition | ElectLeaders | Reassign
-ControllerEvent = PlainEvent | PartitionModification | ReplicaStopped | RequestEvent
+ControllerEvent = (PlainEvent | PartitionModification | ReplicaStopped | ReplicasOffline
+                   | RequestEvent)
 REQUESTS = (ControlledShutdown, AlterPartition, ElectLeaders, Reassign)
 PLAIN = (Elect, Expire, BrokerChange, TopicChange, TopicDeletion, AutoRebalance)
 

@@ -12,7 +12,7 @@ controller sends a full one exactly then (broker/zk_metadata_cache.py)."""
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -41,6 +41,17 @@ class ClusterView:
     states: dict[tuple[str, int], PartitionState] = field(default_factory=dict)
     # topics removed since the last UpdateMetadata: name -> (id, partition -> replicas)
     deleted: dict[str, tuple[uuid.UUID, dict[int, list[int]]]] = field(default_factory=dict)
+    # replicas in a log dir their broker has offline (KIP-112): broker -> its partitions
+    # there, learnt from LeaderAndIsr answers (KAFKA_STORAGE_ERROR), forgotten when the
+    # broker registers again
+    offline_replicas: dict[int, set[tuple[str, int]]] = field(default_factory=dict)
+
+    def online_replicas(self, tp: tuple[str, int], replicas: Iterable[int]) -> set[int]:
+        """The replicas of `tp` whose broker is live and has their log dir online
+        (Kafka's isReplicaOnline)."""
+        offline = self.offline_replicas
+        return {r for r in replicas if r in self.brokers
+                and not (offline and tp in offline.get(r, ()))}
 
     def partitions_of(self, broker_id: int) -> list[tuple[str, int]]:
         return [(t, p) for t, parts in self.assignments.items()
@@ -97,7 +108,8 @@ def _partition_state(view: ClusterView, topic: str, p: int) -> dict[str, Any]:
     return {"partition_index": p, "controller_epoch": f["controller_epoch"],
             "leader": f["leader"], "leader_epoch": f["leader_epoch"], "isr": f["isr"],
             "zk_version": f.get("zk_version", -1), "replicas": f["replicas"],
-            "offline_replicas": [r for r in f["replicas"] if r not in view.brokers]}
+            "offline_replicas": [r for r in f["replicas"]
+                                 if r not in view.online_replicas((topic, p), (r,))]}
 
 
 def update_metadata(view: ClusterView, broker_id: int,
@@ -136,8 +148,12 @@ def update_metadata(view: ClusterView, broker_id: int,
 
 def leader_and_isr(view: ClusterView, broker_id: int,
                    partitions: Iterable[tuple[str, int]], *, is_new: bool = False,
-                   full: bool = False) -> dict[str, Any] | None:
-    """LeaderAndIsr for `partitions` that `broker_id` hosts; None when there is none."""
+                   full: bool = False,
+                   adding: Mapping[tuple[str, int], Collection[int]] | None = None
+                   ) -> dict[str, Any] | None:
+    """LeaderAndIsr for `partitions` that `broker_id` hosts; None when there is none. A
+    replica is new (`is_new`, and a reassignment's `adding` replicas): its broker may make
+    its log even while one of its log dirs is offline."""
     by_topic: dict[str, list[dict[str, Any]]] = {}
     leaders: set[int] = set()
     for topic, p in sorted(set(partitions)):
@@ -151,7 +167,8 @@ def leader_and_isr(view: ClusterView, broker_id: int,
             "partition_index": p, "controller_epoch": f["controller_epoch"],
             "leader": f["leader"], "leader_epoch": f["leader_epoch"], "isr": f["isr"],
             "partition_epoch": f["zk_version"], "replicas": replicas,
-            "adding_replicas": [], "removing_replicas": [], "is_new": is_new,
+            "adding_replicas": [], "removing_replicas": [],
+            "is_new": is_new or (adding is not None and broker_id in adding.get((topic, p), ())),
             "leader_recovery_state": 0})
         if f["leader"] >= 0:
             leaders.add(f["leader"])

@@ -17,7 +17,11 @@ from typing import Any
 
 from kafkactl.cluster import controller_requests as build
 from kafkactl.cluster.controller_channel import ControllerChannel
-from kafkactl.cluster.controller_events import ControllerEvent, ReplicaStopped
+from kafkactl.cluster.controller_events import (
+    ControllerEvent,
+    ReplicasOffline,
+    ReplicaStopped,
+)
 from kafkactl.cluster.controller_requests import ClusterView
 from kafkactl.protocol.api_keys import ApiKey
 from kafkactl.protocol.errors import ErrorCode
@@ -69,11 +73,28 @@ class BrokerNotices:
         if self.channel is None:
             return
         body = build.leader_and_isr(self.view, broker_id, partitions, is_new=is_new,
-                                       full=full)
+                                       full=full, adding=self.adding_replicas())
         if body is not None:
+            check = self._checker("LeaderAndIsr", broker_id)
+            names = {t["topic_id"]: t["topic_name"] for t in body["topic_states"]}
+            epoch = self.view.broker_epoch(broker_id)
+
+            def answered(response: dict[str, Any]) -> None:
+                check(response)
+                offline = frozenset(
+                    (names[t["topic_id"]], e["partition_index"])
+                    for t in response.get("topics", []) if t.get("topic_id") in names
+                    for e in t.get("partition_errors", [])
+                    if e["error_code"] == ErrorCode.KAFKA_STORAGE_ERROR)
+                if offline:
+                    self._enqueue(ReplicasOffline(broker_id, epoch, offline))
+
             self.channel.send(broker_id, ApiKey.LEADER_AND_ISR,
-                              build.LEADER_AND_ISR_VERSION, body,
-                              self._checker("LeaderAndIsr", broker_id))
+                              build.LEADER_AND_ISR_VERSION, body, answered)
+
+    def adding_replicas(self) -> dict[TopicPartition, list[int]]:
+        """The replicas reassignments are adding (new replicas: LeaderAndIsr's is_new)."""
+        return {}
 
     @staticmethod
     def _checker(what: str, broker_id: int) -> Callable[[dict[str, Any]], None]:

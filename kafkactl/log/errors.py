@@ -86,3 +86,11 @@ class KafkaStorageError(LogError):
         super().__init__(message)
         self.log_dir = log_dir
         self.errno = errno
+
+
+class LogDirOfflineError(LogError):
+    """A replica that existed before (not new) has no log while a log dir is offline: its
+    log may be there, so none is made elsewhere (Kafka's getOrCreateLog); the partition is
+    offline on this broker until a restart with the dir repaired."""
+
+    code = 56  # KAFKA_STORAGE_ERROR

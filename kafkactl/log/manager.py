@@ -47,7 +47,12 @@ from kafkactl.log.checkpoint import (
     write_checkpoint,
 )
 from kafkactl.log.config import LogConfig
-from kafkactl.log.errors import CheckpointError, LogDirInUseError, LogError
+from kafkactl.log.errors import (
+    CheckpointError,
+    LogDirInUseError,
+    LogDirOfflineError,
+    LogError,
+)
 from kafkactl.log.log import Log, parse_topic_partition
 
 CLEAN_SHUTDOWN_MARKER = ".kafka_cleanshutdown"
@@ -202,6 +207,7 @@ class LogManager:
         self._values_written = 0
         self._pending_dir_deletes: list[Path] = []
         self.had_clean_shutdown: dict[Path, bool] = {}
+        self.offline: dict[Path, str] = {}  # dirs that failed at start -> why (KIP-112)
         self.loaded = False
         self.storage_errors = StorageErrorLog()
 
@@ -215,24 +221,53 @@ class LogManager:
     def load(self) -> None:
         """Lock every dir and open every `<topic>-<partition>` log in it. A dir that
         cannot be used (its `.lock`, a partition dir or a segment cannot be opened) is
-        LogDirUnusableError, naming the dir and the reason; nothing stays open or locked."""
+        offline from now to the next start (KIP-112: `offline`, nothing of it open or
+        locked), unless it is the first dir, which holds the broker's own metadata (so
+        one dir always stays): then LogDirUnusableError, naming the dir and the reason,
+        and nothing stays open or locked."""
         try:
             for d in self.log_dirs:
                 try:
                     d.mkdir(parents=True, exist_ok=True)
                     self._lock_fds[d] = lock_log_dir(d)
                 except OSError as e:
-                    raise LogDirUnusableError.of(d, e) from e
-            for d in self.log_dirs:
+                    self._take_offline(d, e)
+            for d in self.online_dirs:
                 try:
                     self._load_dir(d)
                 except OSError as e:
-                    raise LogDirUnusableError.of(d, e) from e
+                    self._take_offline(d, e)
         except BaseException:
             self._close_logs(clean=False)
             self._release_locks()
             raise
         self.loaded = True
+
+    @property
+    def online_dirs(self) -> list[Path]:
+        """The log dirs in use: all but those offline since the start (`offline`)."""
+        return [d for d in self.log_dirs if d not in self.offline]
+
+    def _take_offline(self, d: Path, e: OSError) -> None:
+        """Dir `d` failed at start: forget what was opened of it and go on without it, as
+        Kafka's LogManager does; LogDirUnusableError when it is the first dir."""
+        error = LogDirUnusableError.of(d, e)
+        if d == self.log_dirs[0]:
+            raise error from e
+        with self._lock:
+            for tp in [tp for tp, owner in self._log_dir_of.items() if owner == d]:
+                with contextlib.suppress(Exception):
+                    self._logs.pop(tp).close()
+                del self._log_dir_of[tp]
+            self._logs_per_dir.pop(d, None)
+        fd = self._lock_fds.pop(d, None)
+        if fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        self.offline[d] = str(error)
+        log.error("%s It is offline until the broker restarts with it repaired: its "
+                  "partitions are unavailable here (other replicas, if any, lead them), "
+                  "and no partition is created in it or again elsewhere.", error)
 
     def _load_dir(self, d: Path) -> None:
         marker = d / CLEAN_SHUTDOWN_MARKER
@@ -289,21 +324,28 @@ class LogManager:
     def get_log(self, tp: TopicPartition) -> Log | None:
         return self._logs.get(tp)
 
-    def create_log(self, topic: str, partition: int, config: LogConfig | None = None) -> Log:
+    def create_log(self, topic: str, partition: int, config: LogConfig | None = None, *,
+                   is_new: bool = True) -> Log:
         """The log of (topic, partition), created in the least loaded dir if absent.
         A dir with storage errors (KAFKA_STORAGE_ERROR in DescribeLogDirs) takes no new
         log, as Kafka places none in an offline dir: LogError (KAFKA_STORAGE_ERROR) when
-        every dir has them. Thread-safe; the files are made outside the manager's lock (a
-        slow disk must not stall the threads that only list the logs)."""
+        every dir has them. A replica that is not new (`is_new` False: it existed before)
+        is not created while a dir is offline, where it may be (Kafka's getOrCreateLog):
+        LogError. Thread-safe; the files are made outside the manager's lock (a slow disk
+        must not stall the threads that only list the logs)."""
         tp = (topic, partition)
         with self._lock:
             existing = self._logs.get(tp)
             if existing is not None:
                 return existing
+            if not is_new and self.offline:
+                raise LogDirOfflineError(
+                    f"cannot create the log of {topic}-{partition}: it may be in the "
+                    f"offline log dir(s) {', '.join(map(str, self.offline))}")
             counts = self._logs_per_dir
             failing = self.storage_errors.failing_dirs() if self.storage_errors.failing \
                 else set()
-            usable = [x for x in self.log_dirs if x not in failing]
+            usable = [x for x in self.online_dirs if x not in failing]
             if not usable:
                 raise LogError(
                     f"cannot create the log of {topic}-{partition}: every log dir has "
@@ -371,8 +413,9 @@ class LogManager:
         return self._each_log()
 
     def offline_dirs(self) -> set[Path]:
-        """Log dirs whose last disk operation failed (KAFKA_STORAGE_ERROR)."""
-        return self.storage_errors.failing_dirs()
+        """Log dirs offline since the start or whose last disk operation failed
+        (KAFKA_STORAGE_ERROR)."""
+        return self.storage_errors.failing_dirs() | set(self.offline)
 
     # ----------------------------------------------------------------- background work
     def _each_log(self) -> list[tuple[TopicPartition, Path, Log]]:
@@ -434,7 +477,7 @@ class LogManager:
             self._values_taken += 1
             generation = self._values_taken
         out: dict[Path, dict[str, dict[TopicPartition, int]]] = {}
-        for d in self.log_dirs:
+        for d in self.online_dirs:
             mine = [(tp, logs[tp]) for tp, owner in owners if owner == d and tp in logs]
             out[d] = {RECOVERY_POINT_CHECKPOINT: {tp: lg.recovery_point for tp, lg in mine},
                       LOG_START_OFFSET_CHECKPOINT: {tp: lg.log_start_offset for tp, lg in mine}}
@@ -494,7 +537,7 @@ class LogManager:
             except OSError as e:
                 self.storage_errors.failed(
                     d, f"cannot delete old segments of {topic}-{p}: {describe_os_error(e)}")
-        for d in self.log_dirs:
+        for d in self.online_dirs:
             marker = d / CLEAN_SHUTDOWN_MARKER
             if d in unclean:
                 log.warning("Not marking log dir %s as cleanly shut down after the errors "

@@ -1,6 +1,7 @@
-"""A log dir that cannot be used at start (D6): `kafkactl serve` says which dir and why in
-one line and exits 1, with no traceback (it used to die with a Python traceback of the
-PermissionError or IsADirectoryError).
+"""A log dir that cannot be used at start. The first of log.dirs (it holds the broker's
+own metadata) or the last one left: `kafkactl serve` says which dir and why in one line and
+exits 1, with no traceback (it used to die with a Python traceback of the PermissionError
+or IsADirectoryError). Any other: it is offline (KIP-112) and the broker serves the rest.
 
 Root is not denied by file modes, so the failures are made another way: a directory where
 the `.lock` file or a segment is expected, or the broker run as uid 65534 (setpriv) over
@@ -13,16 +14,22 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from kafkactl.protocol.api_keys import ApiKey
+from kafkactl.protocol.errors import ErrorCode
 from tests import zygote
+from tests.broker.wire import Wire, batch
 from tests.conftest import free_port
 
 NOBODY = 65534
 SEGMENT = "00000000000000000000.log"
+LOCK = ".lock"
 
 
 def _serve(dirs: list[Path], *, as_nobody: bool = False) -> subprocess.CompletedProcess[str]:
@@ -47,7 +54,7 @@ def _assert_one_line_error(r: subprocess.CompletedProcess[str], expected: str) -
 def test_a_lock_file_that_cannot_be_opened_is_a_one_line_error(tmp_path: Path) -> None:
     a, b = tmp_path / "a", tmp_path / "b"
     (b / ".lock").mkdir(parents=True)
-    r = _serve([a, b])
+    r = _serve([b, a])
     _assert_one_line_error(
         r, f"Log directory {b} cannot be used: {b}/.lock: Is a directory (EISDIR).")
     assert not a.exists()  # made by this start, removed by its failure
@@ -57,7 +64,7 @@ def test_a_segment_that_cannot_be_opened_is_a_one_line_error(tmp_path: Path) -> 
     a, b = tmp_path / "a", tmp_path / "b"
     a.mkdir()
     (b / "t-0" / SEGMENT).mkdir(parents=True)
-    r = _serve([a, b])
+    r = _serve([b, a])
     _assert_one_line_error(
         r, f"Log directory {b} cannot be used: {b}/t-0/{SEGMENT}: Is a directory (EISDIR).")
 
@@ -91,7 +98,8 @@ def _owned_by_nobody(*paths: Path) -> None:
 @pytest.mark.parametrize("damage", ["lock", "partition dir", "read-only segment"])
 def test_permission_denied_in_a_log_dir_is_a_one_line_error(nobody_dirs: Path,
                                                             damage: str) -> None:
-    """The tester's case: the broker's user may not open a file in the second log dir."""
+    """The tester's case (then in the second log dir): the broker's user may not open a
+    file in the first log dir."""
     a, b = nobody_dirs / "a", nobody_dirs / "b"
     _owned_by_nobody(a, b)
     if damage == "lock":
@@ -104,6 +112,69 @@ def test_permission_denied_in_a_log_dir_is_a_one_line_error(nobody_dirs: Path,
         _owned_by_nobody(b / "t-0")
         (b / "t-0" / SEGMENT).touch(mode=0o644)  # root's: readable, not writable
         denied = b / "t-0" / SEGMENT
-    r = _serve([a, b], as_nobody=True)
+    r = _serve([b, a], as_nobody=True)
     _assert_one_line_error(
         r, f"Log directory {b} cannot be used: {denied}: Permission denied (EACCES).")
+
+
+def test_a_failed_second_log_dir_is_offline_and_the_broker_serves_the_rest(
+        broker_factory: Any, tmp_path: Path) -> None:
+    """KIP-112: the partitions of a dir that fails at start are offline (no leader,
+    KAFKA_STORAGE_ERROR; no empty log made for them in another dir), the others are
+    served, DescribeLogDirs says which dir; repaired and restarted, nothing was lost."""
+    from kafka.admin import KafkaAdminClient
+
+    a, b = tmp_path / "a", tmp_path / "b"
+    broker = broker_factory(log_dirs=f"{a},{b}")
+    with Wire(broker.bootstrap) as w:
+        assert w.create_topic("t", 4)["error_code"] == 0
+        for p in range(4):
+            assert w.produce("t", batch([b"p%d-%d" % (p, i) for i in range(10)]),
+                             partition=p)["error_code"] == 0
+    in_b = sorted(p for p in range(4) if (b / f"t-{p}").is_dir())
+    in_a = sorted(set(range(4)) - set(in_b))
+    assert in_a and in_b
+    assert broker.stop() == 0
+    (b / LOCK).unlink()
+    (b / LOCK).mkdir()  # the dir cannot be locked: it cannot be used
+    broker.start()
+    assert f"Log directory {b} cannot be used: {b}/{LOCK}: Is a directory (EISDIR). It is " \
+        "offline" in broker.log()
+    with Wire(broker.bootstrap) as w:
+        meta = w.request(ApiKey.METADATA, 12, {
+            "topics": [{"name": "t", "topic_id": uuid.UUID(int=0)}],
+            "allow_auto_topic_creation": False, "include_topic_authorized_operations": False})
+        parts = {p["partition_index"]: p for p in meta["topics"][0]["partitions"]}
+        for p in in_b:
+            assert (parts[p]["error_code"], parts[p]["leader_id"]) == (
+                ErrorCode.LEADER_NOT_AVAILABLE, -1)
+            assert parts[p]["offline_replicas"] == parts[p]["replica_nodes"]
+            assert w.produce("t", batch([b"x"]), partition=p)["error_code"] == \
+                ErrorCode.KAFKA_STORAGE_ERROR
+        for p in in_a:
+            assert parts[p]["leader_id"] >= 0 and not parts[p]["offline_replicas"]
+            assert w.produce("t", batch([b"after"]), partition=p)["base_offset"] == 10
+    assert not any((a / f"t-{p}").exists() for p in in_b)  # nothing made in place of them
+    admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
+    try:
+        [answer] = admin.describe_log_dirs()
+    finally:
+        admin.close()
+    codes = {Path(d["log_dir"]): d["error_code"] for d in answer["log_dirs"]}
+    assert codes == {a.absolute(): 0, b.absolute(): ErrorCode.KAFKA_STORAGE_ERROR}
+
+    assert broker.stop() == 0
+    (b / LOCK).rmdir()  # repaired
+    broker.start()
+    with Wire(broker.bootstrap) as w:
+        for p in in_b:
+            fetched = w.request(ApiKey.FETCH, 12, {
+                "replica_id": -1, "max_wait_ms": 0, "min_bytes": 1, "max_bytes": 1 << 20,
+                "isolation_level": 0, "session_id": 0, "session_epoch": -1,
+                "topics": [{"topic": "t", "partitions": [
+                    {"partition": p, "fetch_offset": 0, "partition_max_bytes": 1 << 20,
+                     "current_leader_epoch": -1, "log_start_offset": -1,
+                     "last_fetched_epoch": -1}]}],
+                "forgotten_topics_data": [], "rack_id": ""})
+            part = fetched["responses"][0]["partitions"][0]
+            assert (part["error_code"], part["high_watermark"]) == (0, 10)

@@ -98,3 +98,37 @@ def test_znode_layouts_round_trip_and_garbage_is_rejected() -> None:
     s = PartitionState(2, 3, [2], 4)
     assert parse_partition_state(json.loads(s.to_json())) == s
     assert parse_partition_state({"leader": "x"}) is None
+
+
+def test_replicas_in_an_offline_log_dir_lose_leadership_isr_and_eligibility() -> None:
+    """KIP-112: broker 1's replica of t-0 is in an offline log dir. It leaves the ISR,
+    another in-sync replica leads, the metadata names it offline; t-1 (led by 2) only
+    shrinks its ISR; an election never picks an offline replica, even an unclean one."""
+    from kafkactl.cluster import controller_decisions as decisions
+    from kafkactl.cluster import controller_requests as build
+    from kafkactl.cluster.broker_registry import BrokerInfo
+
+    view = build.ClusterView(1, 3, brokers={b: BrokerInfo(b, "127.0.0.1", 9090 + b, epoch=b)
+                                            for b in (1, 2, 3)},
+                             assignments={"t": {0: [1, 2, 3], 1: [2, 1, 3], 2: [1]}})
+    view.states = {("t", 0): PartitionState(1, 4, [1, 2, 3], 3, 7),
+                   ("t", 1): PartitionState(2, 2, [2, 1], 3, 5),
+                   ("t", 2): PartitionState(1, 0, [1], 3, 1)}
+    view.offline_replicas[1] = {("t", 0), ("t", 1), ("t", 2)}
+    changed = decisions.offline_replica_states(view, 1, view.offline_replicas[1], 3,
+                                               unclean=False, shutting_down=())
+    assert changed == {("t", 0): PartitionState(2, 5, [2, 3], 3, 7),
+                       ("t", 1): PartitionState(2, 3, [2], 3, 5),
+                       ("t", 2): PartitionState(-1, 1, [1], 3, 1)}  # the last ISR member stays
+    view.states.update(changed)
+    assert build.update_metadata(view, 2)["topic_states"][0]["partition_states"][0][
+        "offline_replicas"] == [1]
+    # broker 3 dies: t-0 may not go back to 1 (offline there), even with unclean election
+    view.states[("t", 0)] = PartitionState(3, 6, [3], 3, 8)
+    del view.brokers[3]
+    assert decisions.broker_change_states(view, {3}, 3, unclean=True, shutting_down=()) == {
+        ("t", 0): PartitionState(2, 7, [2], 3, 8)}
+    view.states[("t", 0)] = PartitionState(-1, 6, [3], 3, 8)
+    del view.brokers[2]
+    assert decisions.start_states(view, [("t", 0)], 3, unclean=True, shutting_down=()) == (
+        {}, {})

@@ -136,3 +136,36 @@ def test_older_checkpoint_values_never_overwrite_newer(tmp_path: Path, clock: Fa
     assert m.write_checkpoints(older) == []  # skipped, not an error
     assert read_checkpoint(d / LOG_START_OFFSET_CHECKPOINT)[("t", 0)] == 8
     m.shutdown()
+
+
+def test_a_dir_failing_at_start_is_offline_and_old_replicas_are_not_made_again(
+        tmp_path: Path, clock: FakeTime) -> None:
+    """KIP-112: the second dir cannot be used (a segment cannot be opened): it is offline,
+    nothing of it stays open or locked, and only a new replica gets a log (in an online
+    dir). The first dir failing stops the load, as before."""
+    from kafkactl.log.errors import LogDirOfflineError
+    from kafkactl.log.manager import LogDirUnusableError
+
+    a, b = tmp_path / "a", tmp_path / "b"
+    m = _manager([a, b], clock)
+    for p in range(2):
+        fill(m.create_log("t", p), 3)
+    m.shutdown()
+    assert (a / "t-0").is_dir() and (b / "t-1").is_dir()
+    segment = next((b / "t-1").glob("*.log"))
+    segment.unlink()
+    segment.mkdir()  # cannot be opened
+
+    m = _manager([a, b], clock)
+    assert set(m.offline) == {b} and m.online_dirs == [a]
+    assert "Is a directory (EISDIR)" in m.offline[b]
+    assert m.offline_dirs() == {b}
+    assert list(m.logs) == [("t", 0)]
+    with pytest.raises(LogDirOfflineError, match="offline log dir"):
+        m.create_log("t", 1, is_new=False)
+    assert not (a / "t-1").exists()
+    assert m.create_log("u", 0).dir.parent == a  # new: made in the online dir
+    m.shutdown()
+    assert (b / CLEAN_SHUTDOWN_MARKER).exists()  # the offline dir is left as it was
+    with pytest.raises(LogDirUnusableError, match=f"Log directory {b} cannot be used"):
+        _manager([b, a], clock)

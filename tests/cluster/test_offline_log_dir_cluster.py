@@ -1,0 +1,107 @@
+"""KIP-112 in a ZooKeeper cluster: a broker restarted with one of its log dirs unusable
+answers the controller's LeaderAndIsr with KAFKA_STORAGE_ERROR for the replicas that may be
+there (it makes no empty log for them elsewhere); the controller moves their leadership to
+another in-sync replica, takes them out of the ISR and names them offline replicas, so
+writes with acks=all go on. Repaired and restarted, the broker catches up and rejoins."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.cluster.cluster_helpers import SESSION_TIMEOUT_MS, Cluster, metadata
+from tests.cluster.test_config_changes import create_topic
+from tests.cluster.zk import ZooKeeperServer
+from tests.polling import wait_until
+
+pytest.importorskip("confluent_kafka")
+
+PARTITIONS = 4
+
+
+def _produce(bootstrap: str, values: dict[int, list[bytes]]) -> None:
+    from confluent_kafka import Producer
+
+    p = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5,
+                  "message.timeout.ms": 30000})
+    for partition, vs in values.items():
+        for v in vs:
+            p.produce("t", v, partition=partition)
+    assert p.flush(60) == 0
+
+
+def _read(bootstrap: str, partition: int, count: int) -> list[bytes]:
+    """The first `count` records of the partition (fewer if they do not come in 30 s)."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"g-{uuid.uuid4().hex}",
+                  "enable.auto.commit": False})
+    c.assign([TopicPartition("t", partition, 0)])
+    out: list[bytes] = []
+    deadline = time.monotonic() + 30
+    try:
+        while len(out) < count and time.monotonic() < deadline:
+            for m in c.consume(count - len(out), timeout=1.0):
+                assert m.error() is None, m.error()
+                out.append(m.value())
+        return out
+    finally:
+        c.close()
+
+
+def _partitions(cluster: Cluster) -> dict[int, dict[str, Any]]:
+    [t] = metadata(next(iter(cluster.live())).port, ["t"])["topics"]
+    return {p["partition_index"]: p for p in t["partitions"]}
+
+
+def test_replicas_in_an_offline_log_dir_lose_leadership_and_isr_then_return(
+        broker_factory: Any, zookeeper: ZooKeeperServer, tmp_path: Path) -> None:
+    chroot = f"/c-{uuid.uuid4().hex[:8]}"
+    connect = zookeeper.connect + chroot
+    dirs = [tmp_path / "b2-a", tmp_path / "b2-b"]
+    settings = {"zookeeper_connect": connect,
+                "zookeeper_session_timeout_ms": str(SESSION_TIMEOUT_MS)}
+    brokers = {1: broker_factory(broker_id="1", **settings),
+               2: broker_factory(broker_id="2", log_dirs=",".join(map(str, dirs)), **settings)}
+    cluster = Cluster(connect, chroot, brokers)
+    wait_until(lambda: cluster.controller() in brokers and all(
+        len(metadata(b.port, [])["brokers"]) == 2 for b in cluster.live()), 30, "a cluster")
+    create_topic(cluster, "t", {p: [2, 1] for p in range(PARTITIONS)})  # led by broker 2
+    wait_until(lambda: all(sorted(p["isr_nodes"]) == [1, 2]
+                           for p in _partitions(cluster).values()), 30, "full ISRs")
+    before = {p: [b"before-%d-%d" % (p, i) for i in range(20)] for p in range(PARTITIONS)}
+    _produce(cluster.bootstrap, before)
+    lost = sorted(p for p in range(PARTITIONS) if (dirs[1] / f"t-{p}").is_dir())
+    kept = sorted(set(range(PARTITIONS)) - set(lost))
+    assert lost and kept
+
+    assert brokers[2].stop() == 0
+    (dirs[1] / ".lock").unlink()
+    (dirs[1] / ".lock").mkdir()  # its `.lock` cannot be opened: the dir is offline
+    brokers[2].start()
+
+    def moved() -> dict[int, dict[str, Any]] | None:
+        parts = _partitions(cluster)
+        ok = all(parts[p]["leader_id"] == 1 and parts[p]["isr_nodes"] == [1]
+                 and parts[p]["offline_replicas"] == [2] for p in lost) and all(
+            sorted(parts[p]["isr_nodes"]) == [1, 2] and not parts[p]["offline_replicas"]
+            for p in kept)
+        return parts if ok else None
+
+    wait_until(moved, 30, "the offline dir's replicas out of leadership and ISR")
+    assert not any((dirs[0] / f"t-{p}").exists() for p in lost)  # none made elsewhere
+    after = {p: [b"after-%d-%d" % (p, i) for i in range(20)] for p in range(PARTITIONS)}
+    _produce(cluster.bootstrap, after)  # acks=all: the ISRs left can take them
+    for p in range(PARTITIONS):
+        assert _read(cluster.bootstrap, p, 40) == before[p] + after[p]
+
+    assert brokers[2].stop() == 0
+    (dirs[1] / ".lock").rmdir()  # repaired
+    brokers[2].start()
+    wait_until(lambda: all(sorted(p["isr_nodes"]) == [1, 2] and not p["offline_replicas"]
+                           for p in _partitions(cluster).values()), 30,
+               "the repaired replicas back in the ISR")
