@@ -160,8 +160,10 @@ def test_a_failed_second_log_dir_is_offline_and_the_broker_serves_the_rest(
         [answer] = admin.describe_log_dirs()
     finally:
         admin.close()
-    codes = {Path(d["log_dir"]): d["error_code"] for d in answer["log_dirs"]}
-    assert codes == {a.absolute(): 0, b.absolute(): ErrorCode.KAFKA_STORAGE_ERROR}
+    codes = {Path(d["log_dir"]): (d["error_code"], d["total_bytes"] > 0)
+             for d in answer["log_dirs"]}
+    assert codes == {a.absolute(): (0, True), b.absolute(): (ErrorCode.KAFKA_STORAGE_ERROR,
+                                                             False)}
 
     assert broker.stop() == 0
     (b / LOCK).rmdir()  # repaired

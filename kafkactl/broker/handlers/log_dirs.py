@@ -75,7 +75,8 @@ def handle_describe_log_dirs(services: BrokerServices, ctx: RequestContext,
     offline = manager.offline_dirs()
     results: list[dict[str, Any]] = []
     for log_dir, topics in by_dir.items():
-        total, usable = _volume(log_dir)
+        # offline since the start: a failed disk's volume is not asked (Kafka: unknown, -1)
+        total, usable = (-1, -1) if log_dir in manager.offline else _volume(log_dir)
         results.append({
             "error_code": ErrorCode.KAFKA_STORAGE_ERROR if log_dir in offline else
             ErrorCode.NONE,
