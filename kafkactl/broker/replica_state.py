@@ -245,10 +245,16 @@ class ReplicaStates:
         for t in topic_states:
             name = t["topic_name"]
             doomed: list[int] = []
+            # a replica whose log may be in an offline log dir cannot be deleted yet (Kafka:
+            # KAFKA_STORAGE_ERROR; the controller asks again when this broker restarts)
+            unreachable = {ps["partition_index"] for ps in t["partition_states"]
+                           if ps["delete_partition"]
+                           and (name, ps["partition_index"]) in self.store.offline}
             for ps in t["partition_states"]:
                 p = ps["partition_index"]
                 if ps["delete_partition"]:
-                    doomed.append(p)
+                    if p not in unreachable:
+                        doomed.append(p)
                 else:
                     self.stop(name, p, delete=False)
             self.unhost(name, doomed)
@@ -257,7 +263,9 @@ class ReplicaStates:
             for ps in t["partition_states"]:
                 p = ps["partition_index"]
                 error = ErrorCode.NONE
-                if p in failed:
+                if p in unreachable:
+                    error = ErrorCode.KAFKA_STORAGE_ERROR
+                elif p in failed:
                     log.error("cannot delete the log of %s-%d: %s", name, p,
                               failed[p].strerror or failed[p])
                     error = ErrorCode.KAFKA_STORAGE_ERROR

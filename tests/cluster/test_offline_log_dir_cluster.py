@@ -2,7 +2,9 @@
 answers the controller's LeaderAndIsr with KAFKA_STORAGE_ERROR for the replicas that may be
 there (it makes no empty log for them elsewhere); the controller moves their leadership to
 another in-sync replica, takes them out of the ISR and names them offline replicas, so
-writes with acks=all go on. Repaired and restarted, the broker catches up and rejoins."""
+writes with acks=all go on. A topic deleted meanwhile stays pending on that broker (its
+StopReplica answers KAFKA_STORAGE_ERROR for them) and is deleted from the repaired dir once
+it is back. Repaired and restarted, the broker catches up and rejoins."""
 
 from __future__ import annotations
 
@@ -59,7 +61,7 @@ def _partitions(cluster: Cluster) -> dict[int, dict[str, Any]]:
 
 
 def test_replicas_in_an_offline_log_dir_lose_leadership_and_isr_then_return(
-        broker_factory: Any, zookeeper: ZooKeeperServer, tmp_path: Path) -> None:
+        broker_factory: Any, zookeeper: ZooKeeperServer, zk: Any, tmp_path: Path) -> None:
     chroot = f"/c-{uuid.uuid4().hex[:8]}"
     connect = zookeeper.connect + chroot
     dirs = [tmp_path / "b2-a", tmp_path / "b2-b"]
@@ -71,6 +73,7 @@ def test_replicas_in_an_offline_log_dir_lose_leadership_and_isr_then_return(
     wait_until(lambda: cluster.controller() in brokers and all(
         len(metadata(b.port, [])["brokers"]) == 2 for b in cluster.live()), 30, "a cluster")
     create_topic(cluster, "t", {p: [2, 1] for p in range(PARTITIONS)})  # led by broker 2
+    create_topic(cluster, "d", {p: [2] for p in range(PARTITIONS)})  # deleted while offline
     wait_until(lambda: all(sorted(p["isr_nodes"]) == [1, 2]
                            for p in _partitions(cluster).values()), 30, "full ISRs")
     before = {p: [b"before-%d-%d" % (p, i) for i in range(20)] for p in range(PARTITIONS)}
@@ -94,6 +97,13 @@ def test_replicas_in_an_offline_log_dir_lose_leadership_and_isr_then_return(
 
     wait_until(moved, 30, "the offline dir's replicas out of leadership and ISR")
     assert not any((dirs[0] / f"t-{p}").exists() for p in lost)  # none made elsewhere
+    d_lost = [p for p in range(PARTITIONS) if (dirs[1] / f"d-{p}").is_dir()]
+    assert d_lost
+    admin = f"{chroot}/admin/delete_topics/d"
+    zk.create(admin, makepath=True)  # what `topics delete` writes
+    wait_until(lambda: not any((dirs[0] / f"d-{p}").exists() for p in range(PARTITIONS)),
+               30, "the online replicas of d deleted")
+    assert zk.exists(admin) is not None  # pending: the offline dir's replicas are unknown
     after = {p: [b"after-%d-%d" % (p, i) for i in range(20)] for p in range(PARTITIONS)}
     _produce(cluster.bootstrap, after)  # acks=all: the ISRs left can take them
     for p in range(PARTITIONS):
@@ -105,3 +115,6 @@ def test_replicas_in_an_offline_log_dir_lose_leadership_and_isr_then_return(
     wait_until(lambda: all(sorted(p["isr_nodes"]) == [1, 2] and not p["offline_replicas"]
                            for p in _partitions(cluster).values()), 30,
                "the repaired replicas back in the ISR")
+    wait_until(lambda: zk.exists(admin) is None and not any(
+        x.name.startswith("d-") and not x.name.endswith("-delete")
+        for x in dirs[1].iterdir()), 30, "d deleted from the repaired dir")
