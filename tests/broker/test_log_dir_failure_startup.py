@@ -121,19 +121,21 @@ def test_a_failed_second_log_dir_is_offline_and_the_broker_serves_the_rest(
         broker_factory: Any, tmp_path: Path) -> None:
     """KIP-112: the partitions of a dir that fails at start are offline (no leader,
     KAFKA_STORAGE_ERROR; no empty log made for them in another dir), the others are
-    served, DescribeLogDirs says which dir; repaired and restarted, nothing was lost."""
+    served, DescribeLogDirs says which dir; repaired and restarted, nothing was lost. A
+    topic deleted meanwhile is deleted from the repaired dir at that restart."""
     from kafka.admin import KafkaAdminClient
 
     a, b = tmp_path / "a", tmp_path / "b"
     broker = broker_factory(log_dirs=f"{a},{b}")
     with Wire(broker.bootstrap) as w:
         assert w.create_topic("t", 4)["error_code"] == 0
+        assert w.create_topic("d", 4)["error_code"] == 0
         for p in range(4):
             assert w.produce("t", batch([b"p%d-%d" % (p, i) for i in range(10)]),
                              partition=p)["error_code"] == 0
     in_b = sorted(p for p in range(4) if (b / f"t-{p}").is_dir())
     in_a = sorted(set(range(4)) - set(in_b))
-    assert in_a and in_b
+    assert in_a and in_b and any((b / f"d-{p}").is_dir() for p in range(4))
     assert broker.stop() == 0
     (b / LOCK).unlink()
     (b / LOCK).mkdir()  # the dir cannot be locked: it cannot be used
@@ -155,6 +157,11 @@ def test_a_failed_second_log_dir_is_offline_and_the_broker_serves_the_rest(
             assert parts[p]["leader_id"] >= 0 and not parts[p]["offline_replicas"]
             assert w.produce("t", batch([b"after"]), partition=p)["base_offset"] == 10
     assert not any((a / f"t-{p}").exists() for p in in_b)  # nothing made in place of them
+    with Wire(broker.bootstrap) as w:
+        deleted = w.request(ApiKey.DELETE_TOPICS, 4, {"topic_names": ["d"], "timeout_ms": 5000})
+        assert deleted["responses"][0]["error_code"] == 0
+    assert not any(x.name.startswith("d-") and not x.name.endswith("-delete")
+                   for x in a.iterdir())
     admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
     try:
         [answer] = admin.describe_log_dirs()
@@ -180,3 +187,7 @@ def test_a_failed_second_log_dir_is_offline_and_the_broker_serves_the_rest(
                 "forgotten_topics_data": [], "rack_id": ""})
             part = fetched["responses"][0]["partitions"][0]
             assert (part["error_code"], part["high_watermark"]) == (0, 10)
+    assert not any(x.name.startswith("d-") and not x.name.endswith("-delete")
+                   for x in b.iterdir())  # the deletion finished in the repaired dir
+    with Wire(broker.bootstrap) as w:
+        assert w.create_topic("d", 1)["error_code"] == 0  # the name is free again
