@@ -393,9 +393,13 @@ class LogCleaner:
             if seg.next_offset <= first_dirty or not seg.size:
                 continue
             try:
-                for batch in iter_batches(memoryview(seg.read_bytes(0, seg.size))):
-                    if (not isinstance(batch, RecordBatch) or batch.is_control
-                            or batch.last_offset < first_dirty):
+                data = memoryview(seg.read_bytes(0, seg.size))
+                for batch in iter_batches(data):
+                    if not isinstance(batch, RecordBatch) or batch.last_offset < first_dirty:
+                        continue
+                    if batch.is_control:  # ends its producer's transaction, aborted or not
+                        in_map.control_batch(
+                            batch, data[batch.position:batch.position + batch.size])
                         continue
                     if in_map.data_batch(batch):
                         continue  # an aborted transaction's records hide nothing

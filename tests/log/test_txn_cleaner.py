@@ -194,3 +194,23 @@ def test_cleaned_txnindex_matches_a_recovery(tmp_path: Path) -> None:
     rebuild_txn_indexes(part.log.segments, 0, tmp_path / "c-0", 0)
     assert part.log.aborted_transactions() == entries
     assert all(isinstance(e, AbortedTxn) for e in entries)
+
+
+def test_a_producers_later_transactions_are_compacted_after_one_of_its_aborts(
+        tmp_path: Path) -> None:
+    """The tester's case: one producer writes one-record transactions over two keys, its
+    4th aborted. Its ABORT marker ends that transaction for the offset map too: the later
+    committed records supersede the earlier ones (98 were left of 100 before, not 2)."""
+    part = Partition("c", 0, Log(tmp_path / "c-0", _config(retention_ms=10**9)))
+    p = Producer(7)
+    for i in range(100):
+        produce(part, p.batch([(b"k%d" % (i % 2), b"v%d" % i)], txn=True))
+        part.append_control_batch(7, 0, 0, commit=i != 3)
+    part.log.roll()
+    before = committed_view(part)
+    assert before == {b"k0": b"v98", b"k1": b"v99"}
+    LogCleaner(time=FakeTime(int(time.time() * 1000))).clean(part.log, force=True)
+    values = [bytes(r.value) for bt in part.log.iter_batches() if not bt.is_control
+              for r in bt]
+    assert values == [b"v98", b"v99"]
+    assert committed_view(part) == before
