@@ -359,7 +359,7 @@ def consume(  # noqa: C901
                                                                       and not topic_pattern),
                 bootstrap_servers=bootstrap, auto_offset_reset=group_reset,
                 offsets_storage=offsets_storage or "zookeeper", dual_commit=dual_commit,
-                security=security,
+                security=security, zookeeper_option="--zookeeper",
                 on_assign=out.assigned, **zk_kw, **consumer_kw)
         elif group:  # the group assigns partitions, offsets committed
             from kafkactl.client.group import GroupConsumer

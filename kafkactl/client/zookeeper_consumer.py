@@ -86,7 +86,7 @@ class ZookeeperConsumer(Consumer):
                  auto_offset_reset: str = "latest", zookeeper_session_timeout_ms: int = 6000,
                  zookeeper_connection_timeout_ms: int = 6000,
                  rebalance_backoff_ms: int = 2000, rebalance_max_retries: int = 10,
-                 consumer_id: str | None = None,
+                 consumer_id: str | None = None, zookeeper_option: str = "zookeeper.connect",
                  on_assign: RebalanceCallback | None = None,
                  on_revoke: RebalanceCallback | None = None, **kwargs: Any) -> None:
         if bool(topics) == bool(pattern):
@@ -100,7 +100,7 @@ class ZookeeperConsumer(Consumer):
         # a chroot that does not exist or holds no Kafka cluster (no /brokers) is an error: a
         # mistyped one, created and registered in, would consume nothing and say nothing
         self.zk = registry.connect_existing(
-            zookeeper, require=zk_paths.BROKERS, what="zookeeper.connect",
+            zookeeper, require=zk_paths.BROKERS, what=zookeeper_option,
             timeout_s=zookeeper_connection_timeout_ms / 1000,
             session_timeout_s=zookeeper_session_timeout_ms / 1000)
         try:

@@ -77,7 +77,7 @@ def test_a_mistyped_chroot_is_an_error(zookeeper: ZooKeeperServer) -> None:
                     "-t", "t", "-b", NOWHERE, "-q", "--timeout-ms", "3000"],
                    text=True, timeout=60)
     assert r.returncode == 1, r.stderr
-    assert f"has no chroot /{name}" in r.stderr, r.stderr
+    assert f"has no chroot /{name} (--zookeeper " in r.stderr, r.stderr
     assert "Warning" not in r.stderr and r.stderr.count("\n") == 1, r.stderr
     empty = f"/empty-{uuid.uuid4().hex[:8]}"
     zk = zkmod.connect(zookeeper.connect, timeout_s=10)
@@ -91,5 +91,23 @@ def test_a_mistyped_chroot_is_an_error(zookeeper: ZooKeeperServer) -> None:
         assert "has no /brokers: no Kafka broker ever registered there" in r.stderr, r.stderr
         assert r.stderr.count("\n") == 1, r.stderr
         assert zk.get_children(empty) == []  # no /consumers, no /brokers made there
+    finally:
+        zkmod.close(zk)
+
+
+def test_produce_with_a_mistyped_chroot_is_an_error(zookeeper: ZooKeeperServer) -> None:
+    """`produce --zookeeper` finds brokers in the chroot's /brokers/ids: a chroot that does
+    not exist is one line saying so (it was kazoo's warning, then "no brokers are
+    registered"), and nothing is created there."""
+    name = f"nochroot-{uuid.uuid4().hex[:8]}"
+    r = zygote.run(["produce", "--zookeeper", f"{zookeeper.connect}/{name}", "-t", "t", "-q"],
+                   input=b"x\n", timeout=60)
+    stderr = bytes(r.stderr).decode()
+    assert r.returncode == 1, stderr
+    assert f"has no chroot /{name} (--zookeeper " in stderr, stderr
+    assert "Warning" not in stderr and stderr.count("\n") == 1, stderr
+    zk = zkmod.connect(zookeeper.connect, timeout_s=10)
+    try:
+        assert zk.exists(f"/{name}") is None
     finally:
         zkmod.close(zk)
