@@ -123,6 +123,20 @@ def _dynamic_sources(rtype: int, name: str) -> set[int]:
     return {2} if name != "" else {3}
 
 
+def refuse_unset_deletes(admin: AdminClient, name: str, keys: list[str],
+                         rtype: int = TOPIC) -> None:
+    """As kafka-configs: only a key set at this level (a topic's override, a broker's or
+    the cluster default's dynamic config) can be deleted; any other is "Invalid config(s):
+    k1,k2" (exit 1) and nothing is changed. (`topics alter --delete-config` uses it too.)"""
+    if not keys:
+        return
+    entries = admin.describe_configs(name, resource_type=rtype)
+    dynamic = _dynamic_sources(rtype, name)
+    unset = [k for k in keys if k not in entries or entries[k].source not in dynamic]
+    if unset:
+        raise fail(f"Invalid config(s): {','.join(unset)}")
+
+
 def _names(admin: AdminClient, rtype: int, name: str | None) -> list[str]:
     if name is not None:
         return [name]
@@ -221,15 +235,7 @@ def alter(
         from kafkactl.protocol.errors import KafkaError
 
         try:
-            if to_delete:
-                # as kafka-configs: only a key set at this level (a topic's override, a
-                # broker's or the cluster default's dynamic config) can be deleted
-                entries = admin.describe_configs(name, resource_type=rtype)
-                dynamic = _dynamic_sources(rtype, name)
-                unset = [k for k in to_delete
-                         if k not in entries or entries[k].source not in dynamic]
-                if unset:
-                    raise fail(f"Invalid config(s): {','.join(unset)}")
+            refuse_unset_deletes(admin, name, to_delete, rtype)
             admin.alter_configs(name, to_set, to_delete, resource_type=rtype)
         except (ClientError, KafkaError) as e:
             # the client says "alter NAME: ERROR: why": name the entity in words

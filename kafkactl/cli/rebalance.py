@@ -1,6 +1,7 @@
 """`kafkactl rebalance --group G [--json] [--trigger] [--dry-run]`: the seed's consumer
 rebalancing, shown and driven; `--partitions [--execute]` (with `--plan-out`/`--plan-in`,
-`--replication-factor`, `--verify`, `--cancel`) and `--preferred-leaders` move partition
+`--replication-factor`, `--verify`, `--cancel`), `--preferred-leaders` and
+`--unclean-leaders` (with `-t T --partition P` or `--all-topic-partitions`) move partition
 replicas and leadership in a cluster (kafkactl.cli.rebalance_partitions).
 
 Prints each member with its subscription, its current assignment and the assignment the
@@ -39,9 +40,26 @@ def rebalance(group: str | None = typer.Option(None, "--group", "-G", "-g",
                   False, "--preferred-leaders",
                   help="Give leadership back to each partition's preferred replica "
                        "(--dry-run: only show which would move)."),
+              unclean_leaders: bool = typer.Option(
+                  False, "--unclean-leaders",
+                  help="Elect a leader for each named partition that has no live leader "
+                       "(kafka-leader-election --election-type unclean): its first live "
+                       "in-sync replica, else its first live replica even out of sync, "
+                       "which MAY LOSE ACKNOWLEDGED RECORDS. Name the partitions (-t TOPIC "
+                       "--partition P) or give --all-topic-partitions; --dry-run only shows "
+                       "who would lead."),
               topic: list[str] = typer.Option([], "--topic", "-t",
                                               help="With --partitions / --preferred-leaders: "
-                                                   "only these topics (repeatable)."),
+                                                   "only these topics (repeatable); with "
+                                                   "--partition: the one topic."),
+              partition: list[str] = typer.Option(
+                  [], "--partition", metavar="P",
+                  help="With --preferred-leaders / --unclean-leaders and one -t: only these "
+                       "partitions of it (repeatable, or 0,2)."),
+              all_partitions: bool = typer.Option(
+                  False, "--all-topic-partitions",
+                  help="With --unclean-leaders: every partition of every topic (internal "
+                       "ones too)."),
               execute: bool = typer.Option(False, "--execute",
                                            help="With --partitions: move the replicas."),
               plan_out: Path | None = typer.Option(
@@ -84,29 +102,39 @@ def rebalance(group: str | None = typer.Option(None, "--group", "-G", "-g",
                        "owners and the seed's plan from /consumers/GROUP.")) -> None:
     """Members, their current assignment and the range assignment for the group; or, with
     --partitions / --preferred-leaders, replicas and leaders over the brokers."""
-    _check_timeout(timeout, do_trigger and not (partitions or preferred_leaders))
+    cluster_mode = partitions or preferred_leaders or unclean_leaders
+    _check_timeout(timeout, do_trigger and not cluster_mode)
     _check_mode(group=group, partitions=partitions, preferred_leaders=preferred_leaders,
-                trigger=do_trigger, zookeeper=zookeeper, topic=bool(topic), execute=execute,
-                plan_out=plan_out, plan_in=plan_in, replication_factor=replication_factor,
-                verify=verify, cancel=cancel, throttle=throttle)
+                unclean_leaders=unclean_leaders, trigger=do_trigger, zookeeper=zookeeper,
+                topic=bool(topic), partition=bool(partition), all_partitions=all_partitions,
+                execute=execute, plan_out=plan_out, plan_in=plan_in,
+                replication_factor=replication_factor, verify=verify, cancel=cancel,
+                throttle=throttle)
     security = client_security(prop, command_config)
-    if partitions or preferred_leaders:
+    if cluster_mode:
         from kafkactl.cli import rebalance_partitions as rp
 
-        if partitions and preferred_leaders:
-            raise fail("give either --partitions or --preferred-leaders", 2)
         if partitions:
             rp.rebalance_partitions(bootstrap, topic, execute=execute and not dry_run,
                                     as_json=as_json, timeout=timeout, security=security,
                                     plan_out=plan_out, plan_in=plan_in,
                                     replication_factor=replication_factor, verify=verify,
                                     cancel=cancel, throttle=throttle)
+            return
+        numbers = _partition_numbers(partition)
+        if unclean_leaders:
+            named = None if all_partitions else _named(topic, numbers, "--unclean-leaders")
+            rp.unclean_leaders(bootstrap, named, as_json=as_json, security=security,
+                               dry_run=dry_run)
         else:
+            chosen = None if numbers is None else _named(topic, numbers,
+                                                         "--preferred-leaders")
             rp.preferred_leaders(bootstrap, topic, as_json=as_json, security=security,
-                                 dry_run=dry_run)
+                                 dry_run=dry_run, partitions=chosen)
         return
     if group is None:
-        raise fail("give --group G (or --partitions / --preferred-leaders)", 2)
+        raise fail("give --group G (or --partitions / --preferred-leaders / "
+                   "--unclean-leaders)", 2)
 
     if zookeeper:
         from kafkactl.cli.rebalance_zookeeper import zookeeper_rebalance
@@ -198,33 +226,78 @@ def _check_timeout(timeout: float, trigger: bool) -> None:
 
 
 def _check_mode(*, group: str | None, partitions: bool, preferred_leaders: bool,
-                trigger: bool, zookeeper: str | None, topic: bool, execute: bool,
+                unclean_leaders: bool, trigger: bool, zookeeper: str | None, topic: bool,
+                partition: bool, all_partitions: bool, execute: bool,
                 plan_out: Path | None, plan_in: Path | None,
                 replication_factor: int | None, verify: bool, cancel: bool,
                 throttle: int | None) -> None:
     """A flag of one mode (a group's members: -G; replicas: --partitions /
-    --preferred-leaders) given in the other is refused rather than ignored."""
-    cluster_only = [name for name, on in (
-        ("-t/--topic", topic), ("--execute", execute), ("--plan-out", plan_out is not None),
+    --preferred-leaders / --unclean-leaders) given in the other is refused rather than
+    ignored."""
+    reassign_only = [name for name, on in (
+        ("--execute", execute), ("--plan-out", plan_out is not None),
         ("--plan-in", plan_in is not None),
         ("--replication-factor", replication_factor is not None), ("--verify", verify),
         ("--cancel", cancel), ("--throttle", throttle is not None)) if on]
-    if partitions or preferred_leaders:
-        mode = "--partitions" if partitions else "--preferred-leaders"
-        group_only = [name for name, on in (("-G/--group", group is not None),
-                                            ("--trigger", trigger),
-                                            ("--zookeeper", zookeeper is not None)) if on]
-        if group_only:
-            raise fail(f"{', '.join(group_only)}: not with {mode} (a group's rebalance is "
-                       "`kafkactl rebalance -G GROUP`)", 2)
-        if preferred_leaders and not partitions:
-            wrong = [n for n in cluster_only if n != "-t/--topic"]
-            if wrong:
-                raise fail(f"{', '.join(wrong)}: only with --partitions", 2)
+    modes = [name for name, on in (("--partitions", partitions),
+                                   ("--preferred-leaders", preferred_leaders),
+                                   ("--unclean-leaders", unclean_leaders)) if on]
+    if len(modes) > 1:
+        raise fail(f"give only one of {', '.join(modes)}", 2)
+    if not modes:
+        for flags, where in (
+                (reassign_only, "--partitions"),
+                (["-t/--topic"] if topic else [],
+                 "--partitions / --preferred-leaders / --unclean-leaders"),
+                (["--partition"] if partition else [],
+                 "--preferred-leaders / --unclean-leaders"),
+                (["--all-topic-partitions"] if all_partitions else [], "--unclean-leaders")):
+            if flags:
+                raise fail(f"{', '.join(flags)}: only with {where} (a group's rebalance "
+                           "takes -G, --trigger, --dry-run, --timeout, --json)", 2)
         return
-    if cluster_only:
-        raise fail(f"{', '.join(cluster_only)}: only with --partitions (a group's "
-                   "rebalance takes -G, --trigger, --dry-run, --timeout, --json)", 2)
+    group_only = [name for name, on in (("-G/--group", group is not None),
+                                        ("--trigger", trigger),
+                                        ("--zookeeper", zookeeper is not None)) if on]
+    if group_only:
+        raise fail(f"{', '.join(group_only)}: not with {modes[0]} (a group's rebalance is "
+                   "`kafkactl rebalance -G GROUP`)", 2)
+    if not partitions and reassign_only:
+        raise fail(f"{', '.join(reassign_only)}: only with --partitions", 2)
+    if partitions and partition:
+        raise fail("--partition: only with --preferred-leaders / --unclean-leaders", 2)
+    if all_partitions and not unclean_leaders:
+        raise fail("--all-topic-partitions: only with --unclean-leaders", 2)
+    if all_partitions and (topic or partition):
+        raise fail("give either --all-topic-partitions or -t TOPIC --partition P", 2)
+
+
+def _partition_numbers(values: list[str]) -> list[int] | None:
+    """--partition's numbers (repeatable, or 0,2); None when not given."""
+    if not values:
+        return None
+    try:
+        numbers = sorted({int(p) for v in values for p in v.split(",") if p.strip()})
+    except ValueError:
+        numbers = []
+    if not numbers or numbers[0] < 0:
+        raise fail(f"bad --partition {','.join(values)!r}: expected partition numbers "
+                   "like 0,2", 2)
+    return numbers
+
+
+def _named(topics: list[str], numbers: list[int] | None,
+           mode: str) -> list[tuple[str, int]]:
+    """The partitions -t TOPIC --partition P name (one topic: kafka-leader-election's
+    --topic / --partition)."""
+    if numbers is not None and not topics:
+        raise fail("--partition needs -t TOPIC", 2)
+    if numbers is None:  # an unclean election is held only where asked for
+        raise fail(f"{mode} needs the partitions: -t TOPIC --partition P (repeatable), or "
+                   "--all-topic-partitions for every partition", 2)
+    if len(topics) > 1:
+        raise fail("--partition goes with one -t TOPIC", 2)
+    return [(topics[0], p) for p in numbers]
 
 
 def register(app: typer.Typer) -> None:

@@ -1,7 +1,9 @@
-"""`kafkactl rebalance --partitions` and `--preferred-leaders`: spread replicas evenly over
-the live brokers (after brokers were added or removed), and give leadership back to each
-partition's preferred replica. The replicas move as Kafka moves them: the new ones copy the
-data as followers, and the old ones are dropped only once the new ones are in sync.
+"""`kafkactl rebalance --partitions`, `--preferred-leaders` and `--unclean-leaders`: spread
+replicas evenly over the live brokers (after brokers were added or removed), give
+leadership back to each partition's preferred replica, and elect a leader for partitions
+that have none even out of the ISR (KIP-460; kafka-leader-election --election-type unclean).
+The replicas move as Kafka moves them: the new ones copy the data as followers, and the old
+ones are dropped only once the new ones are in sync.
 
 The plan (kafkactl.cluster.reassignment_plan) is per topic, minimal and never lowers a
 replication factor: a topic with fewer live brokers than its replication factor is refused
@@ -20,6 +22,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -33,6 +36,7 @@ if TYPE_CHECKING:
     from kafkactl.client.cluster import ClusterMetadata
 
 TopicPartition = tuple[str, int]
+NO_SUCH_PARTITION = "no such partition"
 DYNAMIC_BROKER = 2  # DescribeConfigs' config_source of a broker's own dynamic config
 
 
@@ -95,7 +99,7 @@ def _plan_from_file(cluster: ClusterMetadata, wanted: dict[TopicPartition, list[
         part = t.partitions.get(tp[1]) if t is not None and not t.error_code else None
         unknown = [b for b in target if b not in cluster.brokers]
         if part is None:
-            errors[_name(tp)] = "no such partition"
+            errors[_name(tp)] = NO_SUCH_PARTITION
         elif unknown:
             errors[_name(tp)] = (f"broker {unknown[0]} is not live (live brokers: "
                                  f"{', '.join(map(str, sorted(cluster.brokers)))})")
@@ -251,9 +255,10 @@ def _show_plan(plan: dict[TopicPartition, list[int]], current: dict[TopicPartiti
                                "leader_changes": leaders, "refused": refused,
                                "errors": errors}, indent=1))
     elif not rows:
-        typer.echo("Nothing to move: every partition's replicas are spread evenly over the "
-                   "live brokers already." if not refused else
-                   "Nothing to move in the topics that could be planned.")
+        if not errors:  # a refused --plan-in plan moves nothing: only its errors are said
+            typer.echo("Nothing to move: every partition's replicas are spread evenly over "
+                       "the live brokers already." if not refused else
+                       "Nothing to move in the topics that could be planned.")
     else:
         from rich.table import Table
 
@@ -401,6 +406,12 @@ def _wait(admin: AdminClient, moving: set[TopicPartition], timeout: float, *,
         time.sleep(0.5)
 
 
+def _partition_meta(cluster: Any, tp: TopicPartition) -> Any:
+    """The metadata of a partition, or None when its topic or it is not known."""
+    t = cluster.topics.get(tp[0])
+    return t.partitions.get(tp[1]) if t is not None and not t.error_code else None
+
+
 def _preferred_leaders_plan(cluster: Any, wanted: list[tuple[str, int]],
                             as_json: bool) -> None:
     """--preferred-leaders --dry-run: which partitions an election would move, from the
@@ -408,61 +419,159 @@ def _preferred_leaders_plan(cluster: Any, wanted: list[tuple[str, int]],
     nothing elected."""
     rows: list[dict[str, Any]] = []
     for t, p in sorted(wanted):
-        pm = cluster.topics[t].partitions[p]
-        preferred = pm.replicas[0] if pm.replicas else -1
-        if pm.leader == preferred:
+        pm = _partition_meta(cluster, (t, p))
+        preferred = pm.replicas[0] if pm is not None and pm.replicas else -1
+        if pm is None:
+            result = NO_SUCH_PARTITION
+        elif pm.leader == preferred:
             result = "already preferred"
         elif preferred in pm.isr:
             result = f"would move: leader {pm.leader} -> {preferred}"
         else:
             result = f"would stay: preferred replica {preferred} is not in sync"
-        rows.append({"partition": f"{t}-{p}", "leader": pm.leader, "preferred": preferred,
-                     "result": result})
+        rows.append({"partition": f"{t}-{p}", "leader": pm.leader if pm else None,
+                     "preferred": preferred, "result": result})
+    if not as_json:
+        moving = [r for r in rows if r["result"].startswith("would move")]
+        typer.echo(f"Preferred leader election (dry run, nothing elected): {len(moving)} "
+                   f"partition(s) would move, {len(rows) - len(moving)} unchanged.")
+    _dry_run_rows(rows, as_json, shown=lambda r: r["result"] != "already preferred")
+
+
+def _dry_run_rows(rows: list[dict[str, Any]], as_json: bool,
+                  shown: Callable[[dict[str, Any]], bool]) -> None:
+    """A dry run's partitions: the `shown` ones on stdout (all with --json), a named
+    partition that does not exist as an error (exit 1)."""
     if as_json:
         typer.echo(json.dumps(rows, indent=1))
-        return
-    moving = [r for r in rows if r["result"].startswith("would move")]
-    typer.echo(f"Preferred leader election (dry run, nothing elected): {len(moving)} "
-               f"partition(s) would move, {len(rows) - len(moving)} unchanged.")
+    unknown = [r for r in rows if r["result"] == NO_SUCH_PARTITION]
     for r in rows:
-        if r["result"] != "already preferred":
+        if r in unknown:
+            typer.echo(f"error: {r['partition']}: {NO_SUCH_PARTITION}", err=True)
+        elif not as_json and shown(r):
             typer.echo(f"{r['partition']}: {r['result']}")
+    if unknown:
+        raise typer.Exit(1)
+
+
+def _wanted(cluster: Any, topics: list[str]) -> list[TopicPartition]:
+    """Every partition of `topics` (none: of every topic that is not internal)."""
+    names = _topics(cluster, topics)
+    missing = [t for t in names if t not in cluster.topics or cluster.topics[t].error_code]
+    if missing:
+        raise ValueError(f"topic {missing[0]!r} does not exist")
+    return [(t, p) for t in names for p in cluster.topics[t].partitions]
 
 
 def preferred_leaders(bootstrap: str | None, topics: list[str], *, as_json: bool,
-                      security: Any = None, dry_run: bool = False) -> None:
+                      security: Any = None, dry_run: bool = False,
+                      partitions: list[TopicPartition] | None = None) -> None:
+    """Give leadership back to the preferred replicas of `partitions` (None: of every
+    partition of `topics`)."""
     from kafkactl.client.admin import AdminClient
     from kafkactl.client.errors import ClientError
-    from kafkactl.protocol.errors import ErrorCode, KafkaError
+    from kafkactl.protocol.errors import KafkaError
 
     try:
         with AdminClient(bootstrap, client_id="kafkactl-rebalance",
                          security=security) as admin:
             cluster = admin.client.refresh_metadata(None)
-            names = _topics(cluster, topics)
-            wanted = [(t, p) for t in names for p in cluster.topics[t].partitions]
+            wanted = partitions if partitions is not None else _wanted(cluster, topics)
             if dry_run:
                 _preferred_leaders_plan(cluster, wanted, as_json)
                 return
             results = admin.elect_preferred_leaders(wanted)
     except (ClientError, KafkaError, ValueError) as e:
         raise fail(str(e)) from None
+    _report_election(results, "Preferred leader election: {done} partition(s) moved, "
+                     "{rest} unchanged.", "moved", "already preferred", as_json=as_json)
+
+
+def _report_election(results: dict[TopicPartition, Any], summary: str, done: str,
+                     not_needed: str, *, as_json: bool, list_done: str = "") -> None:
+    """An ElectLeaders outcome: a partition `done` (elected) or `not_needed`
+    (ELECTION_NOT_NEEDED), else the error; exit 1 when any partition failed. The
+    `summary` line counts them ({done}, {rest}); `list_done` heads a line naming the
+    elected partitions."""
+    from kafkactl.protocol.errors import ErrorCode
+
     rows: list[dict[str, Any]] = []
     failed = False
     for (t, p), err in sorted(results.items()):
         code = ErrorCode.NONE if err is None else err.code
         failed |= code not in (ErrorCode.NONE, ErrorCode.ELECTION_NOT_NEEDED)
         rows.append({"partition": f"{t}-{p}", "result": (
-            "moved" if code == ErrorCode.NONE else "already preferred"
+            done if code == ErrorCode.NONE else not_needed
             if code == ErrorCode.ELECTION_NOT_NEEDED else f"{code.name}: {err}")})
     if as_json:
         typer.echo(json.dumps(rows, indent=1))
     else:
-        moved = sum(r["result"] == "moved" for r in rows)
-        typer.echo(f"Preferred leader election: {moved} partition(s) moved, "
-                   f"{len(rows) - moved} unchanged.")
+        elected = [r["partition"] for r in rows if r["result"] == done]
+        typer.echo(summary.format(done=len(elected), rest=len(rows) - len(elected)))
+        if list_done and elected:
+            typer.echo(f"{list_done}: {', '.join(elected)}")
         for r in rows:
-            if r["result"] not in ("moved", "already preferred"):
+            if r["result"] not in (done, not_needed):
                 typer.echo(f"error: {r['partition']}: {r['result']}", err=True)
     if failed:
         raise typer.Exit(1)
+
+
+def _unclean_leaders_plan(cluster: Any, wanted: list[TopicPartition], as_json: bool) -> None:
+    """--unclean-leaders --dry-run: which replica each partition without a live leader
+    would get, from the metadata (the first live in-sync replica in assignment order,
+    else the first live one; a replica listed offline is not live), and nothing elected."""
+    rows: list[dict[str, Any]] = []
+    for t, p in sorted(wanted):
+        pm = _partition_meta(cluster, (t, p))
+        row: dict[str, Any] = {"partition": f"{t}-{p}", "leader": None, "elected": None,
+                               "in_sync": None}
+        live = [] if pm is None else [r for r in pm.replicas if r in cluster.brokers
+                                      and r not in (pm.offline_replicas or ())]
+        if pm is None:
+            row["result"] = NO_SUCH_PARTITION
+        elif pm.leader in live:
+            row.update(leader=pm.leader, result=f"has a leader ({pm.leader})")
+        elif not live:
+            row["result"] = "would stay offline: no replica is live"
+        else:
+            in_sync = [r for r in live if r in pm.isr]
+            chosen = (in_sync or live)[0]
+            row.update(elected=chosen, in_sync=bool(in_sync), result=(
+                f"would elect {chosen} (in sync)" if in_sync else
+                f"would elect {chosen}, NOT in sync: records it lacks are lost"))
+        rows.append(row)
+    if not as_json:
+        electing = [r for r in rows if r["elected"] is not None]
+        typer.echo(f"Unclean leader election (dry run, nothing elected): {len(electing)} "
+                   f"partition(s) would get a leader, {len(rows) - len(electing)} "
+                   "unchanged.")
+    _dry_run_rows(rows, as_json, shown=lambda r: r["leader"] is None)
+
+
+def unclean_leaders(bootstrap: str | None, partitions: list[TopicPartition] | None, *,
+                    as_json: bool, security: Any = None, dry_run: bool = False) -> None:
+    """An unclean leader election (KIP-460) of `partitions` (None: every partition of
+    every topic, as kafka-leader-election --all-topic-partitions): each one without a live
+    leader gets a live replica, in sync if one is, else out of sync (acknowledged records
+    it lacks are lost)."""
+    from kafkactl.client.admin import AdminClient
+    from kafkactl.client.errors import ClientError
+    from kafkactl.protocol.errors import KafkaError
+
+    try:
+        with AdminClient(bootstrap, client_id="kafkactl-rebalance",
+                         security=security) as admin:
+            if dry_run:
+                cluster = admin.client.refresh_metadata(None)
+                wanted = partitions if partitions is not None else [
+                    (t, p) for t, m in cluster.topics.items() if not m.error_code
+                    for p in m.partitions]
+                _unclean_leaders_plan(cluster, wanted, as_json)
+                return
+            results = admin.elect_unclean_leaders(partitions)
+    except (ClientError, KafkaError, ValueError) as e:
+        raise fail(str(e)) from None
+    _report_election(results, "Unclean leader election: {done} partition(s) got a leader, "
+                     "{rest} unchanged.", "elected", "has a leader", as_json=as_json,
+                     list_done="New leaders for")

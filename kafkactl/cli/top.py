@@ -37,6 +37,7 @@ from kafkactl.cli._client_options import (
     fail,
     property_option,
 )
+from kafkactl.cli._output import print_table
 
 SORT_KEYS = ("in", "out", "lag", "name")
 LATEST = -1
@@ -458,10 +459,8 @@ def top(
             doc = snapshot(now, before, source, sort)
             if as_json:
                 typer.echo(json.dumps(doc, indent=1))
-            else:
-                from rich.console import Console
-
-                Console().print(render(doc))
+            else:  # full width when piped, as every command's tables
+                print_table(render(doc))
             if not now.answered:  # only the metrics source gets here: every endpoint down
                 raise fail("no metrics endpoint answered: "
                            + "; ".join(f"{b['endpoint']}: {b.get('error', 'down')}"

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -84,12 +84,48 @@ def _raise_errors(results: dict[str, Any], ok_verb: str, *, tolerate: int | None
         raise typer.Exit(1)
 
 
+def parse_replica_assignment(text: str) -> dict[int, list[int]]:
+    """kafka-topics' --replica-assignment: partitions separated by commas, each one's
+    replicas (broker ids, the first the preferred leader) by colons: `1:2,2:3,3:1` is
+    partition 0 on brokers 1 and 2, partition 1 on 2 and 3, partition 2 on 3 and 1.
+    Kafka's refusals: a broker twice in a partition, partitions of different sizes."""
+    parts = text.split(",")
+    while len(parts) > 1 and not parts[-1].strip():  # as Java's split: trailing commas
+        parts.pop()
+    out: dict[int, list[int]] = {}
+    for i, part in enumerate(parts):
+        brokers = []
+        for b in part.split(":"):
+            try:
+                brokers.append(int(b.strip()))
+            except ValueError:
+                raise ValueError(f"bad --replica-assignment {text!r}: {b.strip()!r} is not a "
+                                 "broker id (partitions are separated by commas, their "
+                                 "replicas by colons: 1:2,2:3,3:1)") from None
+        duplicates = sorted({b for b in brokers if brokers.count(b) > 1})
+        if duplicates:
+            raise ValueError("Partition replica lists may not contain duplicate entries: "
+                             + ",".join(map(str, duplicates)))
+        out[i] = brokers
+        if len(brokers) != len(out[0]):
+            raise ValueError(f"Partition {i} has different replication factor: "
+                             + ":".join(map(str, brokers)))
+    return out
+
+
 @topics_app.command("create")
 def create(
     topic: list[str] = typer.Option(..., "--topic", "-t", help="Topic name (repeatable)."),
-    partitions: int = typer.Option(-1, "--partitions", help="Partition count (broker default)."),
-    replication_factor: int = typer.Option(-1, "--replication-factor",
-                                           help="Replicas (broker default)."),
+    partitions: int | None = typer.Option(None, "--partitions",
+                                          help="Partition count (broker default)."),
+    replication_factor: int | None = typer.Option(None, "--replication-factor",
+                                                  help="Replicas (broker default)."),
+    replica_assignment: str | None = typer.Option(
+        None, "--replica-assignment", metavar="B:B,B:B,...",
+        help="Each partition's replicas, as kafka-topics takes them: partitions separated "
+             "by commas, broker ids by colons, the first the preferred leader (1:2,2:3,3:1: "
+             "three partitions of two replicas). Not with --partitions or "
+             "--replication-factor."),
     config: list[str] = typer.Option([], "--config", help="Topic config k=v (repeatable)."),
     if_not_exists: bool = typer.Option(False, "--if-not-exists",
                                        help="No error if the topic exists."),
@@ -98,12 +134,26 @@ def create(
     command_config: Path | None = command_config_option(),
 ) -> None:
     """Create topics."""
+    assignment: dict[int, list[int]] | None = None
+    if replica_assignment is not None:
+        for name, given in (("partitions", partitions),
+                            ("replication-factor", replication_factor)):
+            if given is not None:  # kafka-topics' words (CommandLineUtils.checkInvalidArgs)
+                raise fail(f'Option "[replica-assignment]" can\'t be used with option '
+                           f'"[{name}]"', 2)
+        try:
+            assignment = parse_replica_assignment(replica_assignment)
+        except ValueError as e:
+            raise fail(str(e), 2) from None
     try:
         cfg = parse_key_values(config, "config")
     except typer.BadParameter as e:
         raise fail(str(e), 2) from None
+    counts = (-1 if partitions is None else partitions,
+              -1 if replication_factor is None else replication_factor)
     res = _run(bootstrap, prop, command_config, lambda a: a.create_topics(
-        {t: (partitions, replication_factor, cfg) for t in topic}))
+        {t: (*counts, cfg) for t in topic},
+        assignments=None if assignment is None else dict.fromkeys(topic, assignment)))
     _raise_errors(res, "Created", tolerate=36 if if_not_exists else None)
 
 
@@ -148,6 +198,13 @@ def partition_health(p: dict[str, Any], live: set[int], min_isr: int | None) -> 
     if min_isr is not None and len(p["isr"]) == min_isr:
         out.add("at_min_isr")
     return out
+
+
+def replication_factor(partitions: Iterable[Any]) -> int:
+    """A topic's replication factor as kafka-topics --describe prints it: its first
+    partition's replica count (0 without partitions), even where partitions differ."""
+    first = min(partitions, key=lambda p: p.partition, default=None)
+    return len(first.replicas) if first is not None else 0
 
 
 # C901: one option per kafka-topics filter, then the two layouts
@@ -206,8 +263,7 @@ def describe(  # noqa: C901
             docs.append({
                 "topic": name,
                 "partition_count": len(t.partitions),
-                "replication_factor": max((len(p.replicas) for p in t.partitions.values()),
-                                          default=0),
+                "replication_factor": replication_factor(t.partitions.values()),
                 "configs": {k: c.value for k, c in sorted(configs.items())
                             if not c.is_default and c.source == 1},
                 "partitions": parts,
@@ -413,6 +469,11 @@ def alter(
         raise fail(str(e), 2) from None
 
     def go(a: AdminClient) -> None:
+        from kafkactl.cli.configs import refuse_unset_deletes
+
+        # as `configs alter`: deleting a key the topic does not set is refused ("Invalid
+        # config(s): k"), before anything is changed
+        refuse_unset_deletes(a, topic, delete_config)
         if partitions is not None:
             _raise_errors(a.create_partitions({topic: partitions}), "Added partitions to")
         if cfg or delete_config:

@@ -25,6 +25,8 @@ TOPIC_RESOURCE = 2
 LEADER_GRACE_S = 2.0
 BROKER_RESOURCE = 4
 OP_SET, OP_DELETE = 0, 1
+# ElectLeaders' election_type (KIP-460; version 1 and later)
+PREFERRED_ELECTION, UNCLEAN_ELECTION = 0, 1
 
 
 @dataclass
@@ -99,10 +101,17 @@ class AdminClient:
         return out
 
     def create_topics(self, topics: Mapping[str, tuple[int, int, Mapping[str, str]]], *,
-                      validate_only: bool = False) -> dict[str, KafkaError | None]:
-        """{name: (partitions, replication_factor, configs)} -> {name: error or None}."""
+                      validate_only: bool = False,
+                      assignments: Mapping[str, Mapping[int, list[int]]] | None = None
+                      ) -> dict[str, KafkaError | None]:
+        """{name: (partitions, replication_factor, configs)} -> {name: error or None}.
+        `assignments`: a topic's replicas by partition, given instead of its counts (which
+        are then -1)."""
+        chosen = assignments or {}
         body = {"topics": [
-            {"name": n, "num_partitions": p, "replication_factor": rf, "assignments": [],
+            {"name": n, "num_partitions": p, "replication_factor": rf,
+             "assignments": [{"partition_index": i, "broker_ids": list(b)}
+                             for i, b in sorted(chosen.get(n, {}).items())],
              "configs": [{"name": k, "value": v} for k, v in cfg.items()]}
             for n, (p, rf, cfg) in topics.items()],
             "timeout_ms": self.operation_timeout_ms, "validate_only": validate_only}
@@ -213,6 +222,25 @@ class AdminClient:
                                 ) -> dict[TopicPartition, KafkaError | None]:
         """Move leadership back to each partition's preferred (first) replica; None for
         every partition (all of them when `partitions` is None) that moved."""
+        return self.elect_leaders(PREFERRED_ELECTION, partitions)
+
+    def elect_unclean_leaders(self, partitions: Iterable[TopicPartition] | None = None
+                              ) -> dict[TopicPartition, KafkaError | None]:
+        """KIP-460's unclean election: each partition without a live leader gets a live
+        replica, in sync if one is, else out of sync (its missing records are lost); None
+        for every partition (all of them when `partitions` is None) that got a leader."""
+        return self.elect_leaders(UNCLEAN_ELECTION, partitions)
+
+    def elect_leaders(self, election_type: int, partitions: Iterable[TopicPartition] | None
+                      ) -> dict[TopicPartition, KafkaError | None]:
+        """ElectLeaders of `election_type` (PREFERRED_ELECTION, UNCLEAN_ELECTION)."""
+        if election_type != PREFERRED_ELECTION and \
+                self.client.any_connection().version_for(ApiKey.ELECT_LEADERS) < 1:
+            # version 0 has no election type: it would hold a preferred election instead
+            # (any broker tells: the controller may be the one that is down)
+            raise error_for(ErrorCode.UNSUPPORTED_VERSION)(
+                "the brokers speak ElectLeaders version 0, which has no election type: "
+                "unclean elections need Kafka 2.4 or later")
         wanted: list[dict[str, Any]] | None = None
         if partitions is not None:
             by_topic: dict[str, list[int]] = {}
@@ -220,7 +248,7 @@ class AdminClient:
                 by_topic.setdefault(t, []).append(p)
             wanted = [{"topic": t, "partitions": ps} for t, ps in by_topic.items()]
         resp = self._top_level_to_controller(ApiKey.ELECT_LEADERS, {
-            "election_type": 0, "topic_partitions": wanted,
+            "election_type": election_type, "topic_partitions": wanted,
             "timeout_ms": self.operation_timeout_ms})
         return {(r["topic"], p["partition_id"]):
                 (error_for(p["error_code"])(p.get("error_message") or f"{r['topic']}-"

@@ -245,8 +245,8 @@ class KafkaController(BrokerNotices):
                 _answer(future, await self._controlled_shutdown(broker_id))
             case AlterPartition(broker_id=broker_id, changes=changes, future=future):
                 _answer(future, await self._alter_partition(broker_id, changes))
-            case ElectLeaders(partitions=partitions, future=future):
-                _answer(future, await controller_admin.elect_preferred(self, partitions))
+            case ElectLeaders(partitions=partitions, election_type=election, future=future):
+                _answer(future, await controller_admin.elect_leaders(self, partitions, election))
             case Reassign(targets=targets, future=future):
                 _answer(future, await controller_admin.reassign(self, targets))
             case AutoRebalance():

@@ -2,7 +2,10 @@
 
 - preferred leader election (ElectLeaders, and every leader.imbalance.check.interval
   when auto.leader.rebalance.enable): a partition led by another replica goes back to its
-  first replica, when that one is live and in the ISR;
+  first replica, when that one is live (its log dir online) and in the ISR;
+- unclean leader election (ElectLeaders' UNCLEAN type, KIP-460): a named partition without
+  a live leader gets the first live replica of its ISR in assignment order, else the first
+  live replica at all, even out of sync (records only the lost leaders had are gone);
 - partition reassignment (AlterPartitionReassignments, KIP-455): the replica set becomes
   the target plus the original replicas; the new replicas copy the data as followers;
   once every target replica is in the ISR the set shrinks to the target (a leader outside
@@ -18,7 +21,11 @@ import logging
 from kafkactl.cluster import controller_zk
 from kafkactl.cluster import topic_state as zk_topics
 from kafkactl.cluster.controller_context import ControllerContext, IsrChange, Reassignment
-from kafkactl.cluster.partition_election import elect_leader
+from kafkactl.cluster.partition_election import (
+    ELECTION_NOT_NEEDED_MESSAGE,
+    ElectionType,
+    elect_leader,
+)
 from kafkactl.cluster.topic_state import PartitionState
 from kafkactl.protocol.errors import ErrorCode
 
@@ -82,30 +89,81 @@ def shutdown_moves(c: ControllerContext, broker_id: int
     return moves, remaining
 
 
+Outcome = dict[TopicPartition, tuple[ErrorCode, str]]
+Elections = tuple[dict[TopicPartition, PartitionState], Outcome]
+
+
+def _online(c: ControllerContext, tp: TopicPartition, replicas: list[int]) -> set[int]:
+    """The replicas that may lead: broker live and not shutting down, log dir online."""
+    return c.view.online_replicas(tp, replicas) - c.shutting_down
+
+
+def _refused(c: ControllerContext, tp: TopicPartition) -> tuple[ErrorCode, str] | None:
+    """Why no election of either type is held for `tp` (None: one may be)."""
+    if c.view.assignments.get(tp[0], {}).get(tp[1]) is None:
+        return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "no such partition"
+    if tp[0] in c.deletions:
+        return ErrorCode.INVALID_TOPIC_EXCEPTION, "The topic is being deleted"
+    return None
+
+
 def preferred_elections(c: ControllerContext, partitions: list[TopicPartition] | None
-                        ) -> tuple[dict[TopicPartition, PartitionState],
-                                   dict[TopicPartition, tuple[ErrorCode, str]]]:
+                        ) -> Elections:
     """(new states, errors) for moving `partitions` (None: all) to their preferred
     leader."""
-    live = set(c.view.brokers) - c.shutting_down
     changes: dict[TopicPartition, PartitionState] = {}
-    errors: dict[TopicPartition, tuple[ErrorCode, str]] = {}
+    errors: Outcome = {}
     wanted = partitions if partitions is not None else sorted(c.view.states)
     for tp in wanted:
         replicas = c.view.assignments.get(tp[0], {}).get(tp[1])
         state = c.view.states.get(tp)
-        if replicas is None or state is None:
-            errors[tp] = (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "no such partition")
+        refused = _refused(c, tp)
+        if refused is not None or replicas is None or state is None:
+            errors[tp] = refused or (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "no such partition")
             continue
         preferred = replicas[0]
         if state.leader == preferred:
-            errors[tp] = (ErrorCode.ELECTION_NOT_NEEDED, "the preferred replica leads")
-        elif preferred not in live or preferred not in state.isr:
+            errors[tp] = (ErrorCode.ELECTION_NOT_NEEDED, ELECTION_NOT_NEEDED_MESSAGE)
+        elif preferred not in _online(c, tp, [preferred]) or preferred not in state.isr:
             errors[tp] = (ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE,
                           f"preferred replica {preferred} is not live and in the ISR")
         else:
             changes[tp] = PartitionState(preferred, state.leader_epoch + 1, list(state.isr),
                                          c.epoch, state.zk_version)
+    return changes, errors
+
+
+def unclean_elections(c: ControllerContext, partitions: list[TopicPartition] | None
+                      ) -> Elections:
+    """(new states, errors) for an unclean election of `partitions` (None: all), as
+    Kafka's KafkaController.processReplicaLeaderElection with ElectionType.UNCLEAN: a
+    partition whose leader is live needs none (ELECTION_NOT_NEEDED); one without gets the
+    first live replica of its ISR in assignment order, else the first live replica, which
+    then forms the ISR alone (elect_leader(unclean=True)); with no live replica it stays
+    offline (ELIGIBLE_LEADERS_NOT_AVAILABLE). A replica in an offline log dir or on a
+    broker shutting down is not live."""
+    changes: dict[TopicPartition, PartitionState] = {}
+    errors: Outcome = {}
+    wanted = partitions if partitions is not None else sorted(c.view.states)
+    for tp in wanted:
+        refused = _refused(c, tp)
+        if refused is not None:
+            errors[tp] = refused
+            continue
+        replicas = c.view.assignments[tp[0]][tp[1]]
+        state = c.view.states.get(tp)
+        online = _online(c, tp, replicas)
+        if state is not None and state.leader in online:
+            errors[tp] = (ErrorCode.ELECTION_NOT_NEEDED, ELECTION_NOT_NEEDED_MESSAGE)
+            continue
+        new = None if state is None else elect_leader(replicas, state, online, c.epoch,
+                                                      unclean=True)
+        if new is None:
+            errors[tp] = (ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE,
+                          f"no replica of {tp[0]}-{tp[1]} is live with its log dir online "
+                          f"(replicas {','.join(map(str, replicas))})")
+        else:
+            changes[tp] = new
     return changes, errors
 
 
@@ -198,9 +256,18 @@ def resume(c: ControllerContext, assignment: zk_topics.TopicAssignment) -> None:
 
 # ---- applied on the controller's event task ---------------------------------------------
 async def elect_preferred(c: ControllerContext, partitions: list[TopicPartition] | None
-                           ) -> dict[TopicPartition, tuple[ErrorCode, str]]:
-    changes, outcome = preferred_elections(c, partitions)
+                           ) -> Outcome:
+    return await elect_leaders(c, partitions, ElectionType.PREFERRED)
+
+
+async def elect_leaders(c: ControllerContext, partitions: list[TopicPartition] | None,
+                        election_type: ElectionType) -> Outcome:
+    """ElectLeaders: hold the elections of `election_type` for `partitions` (None: all);
+    the outcome for each."""
+    unclean = election_type == ElectionType.UNCLEAN
+    changes, outcome = (unclean_elections if unclean else preferred_elections)(c, partitions)
     if changes:
+        before = {tp: c.view.states.get(tp) for tp in changes}
         await c.write_states(changes, create=False)
         for tp, state in changes.items():
             now = c.view.states.get(tp)
@@ -208,8 +275,14 @@ async def elect_preferred(c: ControllerContext, partitions: list[TopicPartition]
                                                                        state.leader_epoch)
             outcome[tp] = (ErrorCode.NONE, "") if ok else (
                 ErrorCode.INVALID_UPDATE_VERSION, "the partition changed meanwhile")
+            old = before[tp]
+            if ok and unclean and old is not None and state.leader not in old.isr:
+                log.warning("unclean leader election: %s-%d is led by replica %d, which was "
+                            "not in sync (ISR %s): records only the others had are lost",
+                            tp[0], tp[1], state.leader, old.isr)
         c.announce(set(changes), is_new=False)
-        log.info("preferred leader election: %d partition(s) moved", len(changes))
+        log.info("%s leader election: %d partition(s) got a new leader",
+                 "unclean" if unclean else "preferred", len(changes))
     return outcome
 
 async def reassign(c: ControllerContext, targets: dict[TopicPartition, list[int] | None]

@@ -42,6 +42,12 @@ class Reassignment:
         return [r for r in self.original if r not in self.target]
 
 
+class TopicNames(Protocol):
+    """Topic names that can be asked about (the topics being deleted)."""
+
+    def __contains__(self, name: str) -> bool: ...
+
+
 class ControllerContext(Protocol):
     """The active controller as its helpers see it; they run on its event task."""
 
@@ -51,6 +57,11 @@ class ControllerContext(Protocol):
     epoch_zk_version: int
     shutting_down: set[int]
     reassignments: dict[TopicPartition, Reassignment]
+
+    @property
+    def deletions(self) -> TopicNames:
+        """The topics whose deletion is under way (no leader is elected for them)."""
+        ...
 
     def check_active(self) -> None: ...
 

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kafkactl.cluster.controller_context import IsrChange
+from kafkactl.cluster.partition_election import ElectionType
 
 log = logging.getLogger("kafkactl.controller")
 
@@ -90,6 +91,7 @@ class AlterPartition:
 @dataclass(frozen=True)
 class ElectLeaders:
     partitions: list[TopicPartition] | None = field(hash=False)
+    election_type: ElectionType
     future: asyncio.Future[Any] = field(hash=False, compare=False)
 
 
@@ -115,8 +117,8 @@ def request_event(kind: str, args: tuple[Any, ...], future: asyncio.Future[Any]
         return ControlledShutdown(args[0], future)
     if kind == "alter_partition":
         return AlterPartition(args[0], args[1], future)
-    if kind == "elect_leaders":
-        return ElectLeaders(args[0], future)
+    if kind == "elect_leaders":  # (partitions or None for all, ElectionType)
+        return ElectLeaders(args[0], ElectionType(args[1]), future)
     if kind == "reassign":
         return Reassign(args[0], future)
     raise ValueError(f"unknown controller request {kind!r}")

@@ -14,8 +14,21 @@ Kafka's rules (ZooKeeper mode):
 from __future__ import annotations
 
 from collections.abc import Collection
+from enum import IntEnum
 
 from kafkactl.cluster.topic_state import NO_LEADER, PartitionState
+
+
+class ElectionType(IntEnum):
+    """ElectLeaders' election_type (KIP-460)."""
+
+    PREFERRED = 0  # the first replica, when it is live and in the ISR
+    UNCLEAN = 1  # a partition without a live leader: an in-sync replica, else any live one
+
+
+# ELECTION_NOT_NEEDED's message, the same from a standalone broker and a cluster's controller
+# (Kafka's: Errors.ELECTION_NOT_NEEDED's default message)
+ELECTION_NOT_NEEDED_MESSAGE = "Leader election not needed for topic partition."
 
 
 def new_partition_state(replicas: list[int], live: Collection[int],

@@ -1,7 +1,8 @@
 """`kafkactl configs alter --delete-config` refuses a key that is not set on the entity, as
 kafka-configs does (ConfigCommand: "Invalid config(s): k1,k2", nothing changed): a topic's
 override, a broker's own dynamic config, a cluster-wide broker default. It used to say
-"Completed updating config" and exit 0."""
+"Completed updating config" and exit 0. `topics alter --delete-config` refuses the same
+keys with the same sentence (it said "Updated config", exit 0)."""
 
 from __future__ import annotations
 
@@ -78,3 +79,28 @@ def test_deleting_a_broker_config_that_is_not_set_is_refused(broker: BrokerProce
                      "--delete-config", key)
         assert r.returncode == 0, r.stderr
         assert dynamic_configs(broker, *entity) == []
+
+
+def test_topics_alter_refuses_deleting_a_config_that_is_not_set(
+        module_broker: BrokerProcess) -> None:
+    b = module_broker
+    r = kafkactl("topics", "create", "-b", b.bootstrap, "-t", "seg-topics",
+                 "--config", "retention.ms=100000")
+    assert r.returncode == 0, r.stderr
+    for args, invalid in ((["--delete-config", "segment.ms"], "segment.ms"),
+                          (["--delete-config", "retention.ms", "--delete-config", "nonexist.key"],
+                           "nonexist.key"),
+                          # refused before anything changes: no partition added either
+                          (["--partitions", "3", "--delete-config", "segment.ms"], "segment.ms")):
+        r = kafkactl("topics", "alter", "-b", b.bootstrap, "-t", "seg-topics", *args)
+        assert r.returncode == 1, (args, r.stdout, r.stderr)
+        assert r.stderr.strip() == f"error: Invalid config(s): {invalid}", r.stderr
+        assert r.stdout == "", r.stdout
+        assert dynamic_configs(b, "--topic", "seg-topics") == ["retention.ms=100000"]
+    r = kafkactl("topics", "describe", "-b", b.bootstrap, "-t", "seg-topics")
+    assert "PartitionCount: 1\t" in r.stdout, r.stdout
+    r = kafkactl("topics", "alter", "-b", b.bootstrap, "-t", "seg-topics",
+                 "--delete-config", "retention.ms")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "Updated config of topic seg-topics."
+    assert dynamic_configs(b, "--topic", "seg-topics") == []

@@ -6,6 +6,7 @@ tests/cli/test_cluster_health.py::test_cluster_with_a_broker_down.)"""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from typing import Any
@@ -108,6 +109,22 @@ def test_sort_and_tables(module_broker: BrokerProcess) -> None:
         assert text in r.stdout
     r = kafkactl("top", "--once", "--sort", "size", "-b", module_broker.bootstrap)
     assert r.returncode == 2 and "--sort" in r.stderr
+
+
+def test_tables_keep_their_full_width_when_piped(module_broker: BrokerProcess) -> None:
+    """`top --once | cat` prints the tables full width, as every other command (README:
+    "printed full width also when the output is piped"): no name or address cut to an
+    ellipsis at 80 columns (it used to be, unless COLUMNS was set wide)."""
+    long_name = "a-topic-whose-name-is-far-too-long-for-an-eighty-column-table-" + "x" * 30
+    produce(module_broker.bootstrap, long_name, 1)
+    env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "TERMINAL_WIDTH")}
+    r = zygote.run(["top", "--once", "--interval", "0.1", "-b", module_broker.bootstrap],
+                   text=True, timeout=120, env=env)
+    assert r.returncode == 0, r.stderr
+    assert long_name in r.stdout, r.stdout
+    assert module_broker.bootstrap in r.stdout and "controller" in r.stdout
+    assert "…" not in r.stdout, r.stdout
+    assert all(line == line.rstrip() for line in r.stdout.splitlines())
 
 
 def test_live_json_refreshes_until_stopped(module_broker: BrokerProcess) -> None:

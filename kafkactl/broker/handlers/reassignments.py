@@ -1,8 +1,9 @@
 """ElectLeaders (43), AlterPartitionReassignments (45), ListPartitionReassignments (46):
 served by the controller of a ZooKeeper cluster (others answer NOT_CONTROLLER, as Kafka's
 brokers do; admin clients send them to the Metadata response's controller). A standalone
-broker is its own controller and the only replica: every preferred leader already leads,
-and the only possible assignment is itself."""
+broker is its own controller and the only replica: it leads every partition it can (a
+preferred or unclean election is not needed), a partition in an offline log dir has no
+replica to elect, and the only possible assignment is itself."""
 
 from __future__ import annotations
 
@@ -13,10 +14,11 @@ from kafkactl.broker.security.acl import AclOperation
 from kafkactl.broker.security.checks import authorize_cluster
 from kafkactl.broker.services import BrokerServices
 from kafkactl.cluster.controller import KafkaController, NotControllerError
+from kafkactl.cluster.partition_election import ELECTION_NOT_NEEDED_MESSAGE, ElectionType
 from kafkactl.protocol.errors import ErrorCode
 
-PREFERRED, UNCLEAN = 0, 1
 TopicPartition = tuple[str, int]
+Outcome = dict[TopicPartition, tuple[ErrorCode, str]]
 
 
 def _controller(services: BrokerServices) -> KafkaController | None:
@@ -35,27 +37,51 @@ async def handle_elect_leaders(services: BrokerServices, ctx: RequestContext,
     wanted = request.get("topic_partitions")
     partitions = None if wanted is None else [
         (t["topic"], p) for t in wanted for p in t["partitions"]]
-    if request.get("election_type", PREFERRED) != PREFERRED:
+    try:
+        election = ElectionType(request.get("election_type", ElectionType.PREFERRED))
+    except ValueError:
         outcome = {tp: (ErrorCode.INVALID_REQUEST,
-                        "unclean elections happen only through "
-                        "unclean.leader.election.enable") for tp in partitions or []}
+                        f"unknown election type {request.get('election_type')}")
+                   for tp in partitions or []}
         return _election_response(outcome, ErrorCode.NONE)
     controller = _controller(services)
-    if controller is None:  # standalone: this broker is every preferred leader
-        names = partitions if partitions is not None else [
-            (t, p) for t in services.metadata_cache.topic_names()
-            for p in services.metadata_cache.topic(t).partitions]  # type: ignore[union-attr]
-        outcome = {tp: (ErrorCode.ELECTION_NOT_NEEDED, "") if _known(services, *tp) else
-                   (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "no such partition")
-                   for tp in names}
-        return _election_response(outcome, ErrorCode.NONE)
+    if controller is None:
+        return _election_response(_standalone_elections(services, partitions, election),
+                                  ErrorCode.NONE)
     if not controller.active:
         return _election_response({}, ErrorCode.NOT_CONTROLLER)
     try:
-        outcome = await controller.request("elect_leaders", (partitions,))
+        outcome = await controller.request("elect_leaders", (partitions, election))
     except NotControllerError:
         return _election_response({}, ErrorCode.NOT_CONTROLLER)
     return _election_response(outcome, ErrorCode.NONE)
+
+
+def _standalone_elections(services: BrokerServices, partitions: list[TopicPartition] | None,
+                          election: ElectionType) -> Outcome:
+    """A standalone broker is the only (and so the preferred) replica of every partition:
+    a partition it leads needs no election of either type; one without a leader (its log
+    dir is offline) has no replica that could lead."""
+    cache = services.metadata_cache
+    names = partitions if partitions is not None else [
+        (t, p) for t in cache.topic_names()
+        for p in cache.topic(t).partitions]  # type: ignore[union-attr]
+    outcome: Outcome = {}
+    for t, p in names:
+        meta = cache.partition(t, p)
+        if meta is None:
+            outcome[(t, p)] = (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "no such partition")
+        elif meta.leader >= 0:
+            outcome[(t, p)] = (ErrorCode.ELECTION_NOT_NEEDED, ELECTION_NOT_NEEDED_MESSAGE)
+        elif election == ElectionType.UNCLEAN:
+            outcome[(t, p)] = (ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE,
+                               f"no replica of {t}-{p} is live with its log dir online "
+                               f"(replicas {services.broker_id})")
+        else:
+            outcome[(t, p)] = (ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE,
+                               f"preferred replica {services.broker_id} is not live and in "
+                               "the ISR")
+    return outcome
 
 
 def _election_response(outcome: dict[TopicPartition, tuple[ErrorCode, str]],
