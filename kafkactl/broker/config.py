@@ -4,22 +4,40 @@ Precedence (lowest first): built-in defaults, `--config FILE`, the friendly CLI 
 (`--listen`, `--data-dir`, `--broker-id`), then every `--override key=value` in order.
 The defaults are standalone-friendly: one broker on 127.0.0.1:9092 with its data in
 ./kafkactl-data (Kafka itself listens on all interfaces and uses /tmp/kafka-logs).
+
+As Kafka's KafkaConfig does at start, `BrokerConfig.build` refuses a numeric or boolean
+value of the wrong type or outside Kafka's range (BROKER_KEY_TYPES: `min.insync.replicas=0`,
+`replica.lag.time.max.ms=foo`) with a ConfigError naming the key, the value and the rule,
+and logs one warning per key it does not know ("supplied but isn't a known config"), naming
+where it came from and the closest known key.
 """
 
 from __future__ import annotations
 
+import difflib
 import logging
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from kafkactl.broker.config_types import (
+    BROKER_KEY_TYPES,
+    BROKER_TEXT_KEYS,
+    LISTENER_PREFIX,
+    SECURITY_KEY_PREFIXES,
+    SECURITY_KEYS,
+    ConfigError,
+    key_type_of,
+)
 from kafkactl.protocol.properties import parse_properties
 
 log = logging.getLogger(__name__)
 
 LONG_MAX = 2**63 - 1
 
-# key -> default (as text, the way server.properties spells it). Keys not listed here are
-# kept (a warning is logged) so that a full Kafka server.properties loads unchanged.
+# key -> default (as text, the way server.properties spells it). A key that neither this
+# table nor the known keys below (is_known_key) list is kept, with a warning at start, so
+# that a full Kafka server.properties loads unchanged.
 BROKER_DEFAULTS: dict[str, str] = {
     "broker.id": "-1",
     "listeners": "PLAINTEXT://127.0.0.1:9092",
@@ -126,9 +144,66 @@ BROKER_DEFAULTS.update({
 })
 
 
-class ConfigError(ValueError):
-    """A configuration file or value that cannot be used (message names the key)."""
+# Every broker key this broker knows by name (is_known_key adds the families). The broker
+# defaults of topic configs (kafkactl.log.config.BROKER_SYNONYMS) and the dynamic keys
+# (kafkactl.broker.dynamic_config) are among them: tests/broker/test_config_keys.py checks.
+KNOWN_KEYS = (frozenset(BROKER_DEFAULTS) | frozenset(BROKER_KEY_TYPES) | BROKER_TEXT_KEYS
+              | SECURITY_KEYS)
 
+
+def is_known_key(key: str) -> bool:
+    """A key this broker reads or keeps: a known name, any `listener.name.<listener>.` key
+    (each listener's own settings) or one of Kafka's SASL key families."""
+    return (key in KNOWN_KEYS or key.startswith(LISTENER_PREFIX)
+            or key.startswith(SECURITY_KEY_PREFIXES))
+
+
+def closest_known_key(key: str) -> str | None:
+    """The known key `key` is most likely a misspelling of, if one is close."""
+    near = difflib.get_close_matches(key, sorted(KNOWN_KEYS), n=1, cutoff=0.8)
+    return near[0] if near else None
+
+
+def unknown_key_warning(key: str, where: str | None = None) -> str:
+    """What to say about a key this broker does not know, given in `where` (a file or
+    --override): Kafka's "supplied but isn't a known config", with the known key it may be
+    a misspelling of, or, for a topic config, the broker's default for it."""
+    from kafkactl.log.config import BROKER_SYNONYMS
+    from kafkactl.log.config_def import TOPIC_CONFIGS
+
+    said = f"the configuration '{key}'" + (f" (from {where})" if where else "")
+    if key in TOPIC_CONFIGS:
+        synonyms = BROKER_SYNONYMS.get(key) or [("log." + key, 1)]
+        default_key = synonyms[0][0]
+        if default_key in KNOWN_KEYS:
+            return (f"{said} is a topic config, not a broker config: the broker's default "
+                    f"for it is '{default_key}' (a topic's own: kafkactl topics create|alter "
+                    "--config)")
+        return (f"{said} is a topic config, not a broker config: set it per topic "
+                "(kafkactl topics create|alter --config)")
+    near = closest_known_key(key)
+    return (f"{said} was supplied but isn't a known broker config: kafkactl keeps it and "
+            "does not use it" + (f"; did you mean '{near}'?" if near else ""))
+
+
+def warn_unknown_keys(keys: Iterable[str], origin: Mapping[str, str] | None = None) -> None:
+    """One warning per key this broker does not know (unknown_key_warning), naming where
+    it came from (`origin`: key -> the file, or --override)."""
+    for key in keys:
+        if not is_known_key(key):
+            log.warning("%s", unknown_key_warning(key, (origin or {}).get(key)))
+
+
+def check_value(key: str, value: str) -> None:
+    """ConfigError naming the key, the value and the rule when a numeric or boolean key's
+    value is not of Kafka's type or outside its range. An empty value is "not set" for a
+    key without a default (Kafka's null: log.retention.ms, ...)."""
+    key_type = key_type_of(key)
+    if key_type is None:
+        return
+    if not value.strip() and not BROKER_DEFAULTS.get(key):
+        return
+    key_type.check(key, value)
 
 
 def parse_override(text: str) -> tuple[str, str]:
@@ -188,16 +263,21 @@ class BrokerConfig:
         overrides: list[str] | None = None,
     ) -> BrokerConfig:
         given: dict[str, str] = {}  # what the file, the flags and the overrides set
+        origin: dict[str, str] = {}  # key -> where its value came from
         if config_file is not None:
             try:
                 text = config_file.read_text()
             except OSError as e:
                 raise ConfigError(f"cannot read config file {config_file}: {e.strerror}") from e
-            given.update(parse_properties(text))
+            from_file = parse_properties(text)
+            given.update(from_file)
+            origin.update(dict.fromkeys(from_file, str(config_file)))
         given.update(flags or {})
         for item in overrides or []:
             k, v = parse_override(item)
             given[k] = v
+            origin[k] = "--override"
+        warn_unknown_keys(given, origin)
         cfg = cls({**BROKER_DEFAULTS, **given})
         cfg.validate()
         if "broker.id" in given:
@@ -235,17 +315,10 @@ class BrokerConfig:
         return value == "true"
 
     def validate(self) -> None:
-        for key in self.props:
-            if key not in BROKER_DEFAULTS and not key.startswith(("log.", "listener.")):
-                log.debug("config key %s is not used by this broker", key)
-        for key in ("broker.id", "num.partitions", "message.max.bytes",
-                    "socket.request.max.bytes", "connections.max.idle.ms",
-                    "log.retention.check.interval.ms", "log.segment.bytes"):
-            self.get_int(key)
-        for key in ("auto.create.topics.enable", "delete.topic.enable"):
-            self.get_bool(key)
-        if self.get_int("num.partitions") < 1:
-            raise ConfigError("num.partitions must be at least 1")
+        """ConfigError for the first value Kafka would refuse at start: a numeric or boolean
+        key's type or range (BROKER_KEY_TYPES), or the listeners."""
+        for key, value in self.props.items():
+            check_value(key, value)
         self.listeners  # noqa: B018 - parses and raises ConfigError on a bad value
 
     # ---- typed views -------------------------------------------------------------------
