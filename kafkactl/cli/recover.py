@@ -7,7 +7,9 @@ invalid byte and stale indexes are rebuilt; each .txnindex is compared with the 
 transactions the partition's markers say it holds and rewritten when it differs (the
 rebuild a broker's recovery does). When a segment is cut (or one in the middle lost its
 bytes or its .log), the later segments are deleted as Kafka's loader deletes them (the log
-stays contiguous; `--salvage` keeps them): the report names them and the offsets lost.
+stays contiguous; `--salvage` keeps them, but never skips a damaged transaction marker: it
+cuts there as without it): the report names them and the offsets lost, and says when the cut
+batch is a transaction marker (its producer's transaction is then left open: hanging).
 Leftover .deleted/.cleaned/.swap/.tmp files, orphan index files, unreadable producer
 snapshots and those above the log end are removed, and epochs, recovery points and high
 watermarks above the log end lowered. The report
@@ -68,6 +70,31 @@ def _render(rows: list[tuple[str, SegmentRecoveryReport]], dry_run: bool) -> Non
     print_table(table)
 
 
+def _lost_marker(part: str, r: SegmentRecoveryReport, dry_run: bool, salvage: bool) -> str:
+    """What losing a transaction marker (the cut batch's header says it is one) means."""
+    m = r.lost_marker or {}
+    topic, _sep, number = part.rpartition("-")
+    kind = m.get("marker")
+    what = f"an {kind} marker" if kind == "ABORT" else (
+        f"a {kind} marker" if kind else "a transaction marker (its type cannot be read)")
+    cut, left = ("would be cut", "would be left") if dry_run else ("was cut", "is left")
+    text = (f"{part}: the damaged batch at position {m.get('position')} of "
+            f"{Path(r.path).name} (offset {m.get('offset')}) is {what} of producer "
+            f"{m.get('producer_id')} (epoch {m.get('producer_epoch')}): it {cut} with "
+            f"everything after it")
+    if salvage:
+        text += (", not skipped (skipped, it would leave the producer's later records in "
+                 "its next transaction, committed or aborted with it)")
+    text += (f". The producer's transaction {left} open (hanging): read_committed "
+             "consumers stop at its first offset until it is ended. With the broker "
+             f"running, `kafkactl transactions find-hanging --topic {topic or part} "
+             f"--partition {number or 0}` lists it and `kafkactl transactions abort` ends it")
+    if kind == "COMMIT":
+        text += (", which hides records the lost marker had committed (consumers may have "
+                 "read them already)")
+    return text + "."
+
+
 def _summary(rows: list[tuple[str, SegmentRecoveryReport]], shown: int) -> str:
     """`Checked 89 partitions (120 segments): 1 segment of 1 partition ...`."""
     from kafkactl.log.repair import needs_repair
@@ -96,7 +123,8 @@ def recover_command(  # noqa: C901
     salvage: bool = typer.Option(
         False, "--salvage",
         help="Keep the valid batches after a corrupt region (offsets stay as written: the "
-             "log gets a gap) instead of cutting everything from the first bad byte."),
+             "log gets a gap) instead of cutting everything from the first bad byte; a "
+             "damaged transaction marker is still cut with everything after it."),
     show_all: bool = typer.Option(
         False, "--all", help="List every segment, not only those with problems."),
 ) -> None:
@@ -182,6 +210,9 @@ def recover_command(  # noqa: C901
         typer.echo(_summary(rows, len(shown)))
         for cut in cuts:
             typer.echo(cut.sentence())
+        for part_name, r in rows:
+            if r.lost_marker is not None and not r.deleted:
+                typer.echo(_lost_marker(part_name, r, dry_run, salvage))
         for part_name, f in files:
             done = f.to_dict(dry_run=dry_run)
             target = f" to {Path(str(done['target'])).name}" if done["target"] else ""
@@ -198,7 +229,10 @@ def recover_command(  # noqa: C901
             typer.echo("Repairs needed: run again without --dry-run (with the broker "
                        "stopped).")
         elif needs:
-            typer.echo("Repaired: the log is consistent now.")
+            hanging = sum(1 for _p, r in rows if r.lost_marker is not None and not r.deleted)
+            typer.echo("Repaired: the log is consistent now" + (
+                f"; {hanging} transaction{'s are' if hanging != 1 else ' is'} left open "
+                "(see above)." if hanging else "."))
         else:
             typer.echo("The log is consistent; nothing to repair.")
     if dry_run and needs:

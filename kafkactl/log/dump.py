@@ -18,7 +18,11 @@ from kafkactl.log.dump_output import INT32_MAX, Options, Output
 from kafkactl.log.dump_output import close_file as _close
 from kafkactl.log.dump_output import read_file as _read_file
 from kafkactl.log.offsets_decoder import decode_offsets_record
-from kafkactl.log.producer_snapshot import iter_snapshot_entries, read_snapshot_header
+from kafkactl.log.producer_snapshot import (
+    iter_snapshot_entries,
+    read_snapshot_header,
+    snapshot_problem,
+)
 from kafkactl.log.txn_log_decoder import decode_txn_log_record
 from kafkactl.record.batch import Record, RecordBatch, TimestampType
 from kafkactl.record.errors import RecordError
@@ -231,6 +235,11 @@ def dump_producer_snapshot(path: Path, opts: Options, out: Output) -> bool:
         out.error(f"Producer snapshot {path} is truncated ({len(data)} bytes).",
                   {"type": "error", "file": str(path), "message": "truncated"})
         return False
+    problem = snapshot_problem(data) if not header.is_valid else None
+    if problem is not None and problem.startswith("truncated"):
+        out.error(f"Producer snapshot {path} is {problem}.",
+                  {"type": "error", "file": str(path), "message": "truncated"})
+        return False
     if not header.is_valid:
         out.error(f"Producer snapshot {path} is corrupt: version {header.version}, stored crc "
                   f"{header.crc}, computed crc {header.computed_crc}.",
@@ -260,27 +269,39 @@ def dump_producer_snapshot(path: Path, opts: Options, out: Output) -> bool:
 # ---------------------------------------------------------------- .txnindex
 
 def dump_txn_index(path: Path, opts: Options, out: Output) -> bool:
-    """DumpLogSegments' dumpTxnIndex: one line per aborted transaction. Entries that do
-    not fit the segment (kafkactl.log.txn_index.entry_problems) and a torn tail go to
-    stderr."""
+    """DumpLogSegments' dumpTxnIndex: one line per aborted transaction. An entry with
+    another version than 0 ends the dump as Kafka's reader ends it ("Unexpected aborted
+    transaction version N in transaction index F, current version is 0", naming the entry
+    and the bytes left unread), a truncated last entry is "Found N invalid bytes at the
+    end of F"; entries that do not fit the segment (kafkactl.log.txn_index.entry_problems)
+    go to stderr too."""
     from kafkactl.log.abstract_index import base_offset_from_path
-    from kafkactl.log.txn_index import ENTRY_SIZE, entry_problems, parse_entries
+    from kafkactl.log.txn_index import ENTRY_SIZE, TXN_INDEX_VERSION, entry_problems, scan_entries
 
     data = path.read_bytes()
-    entries = parse_entries(data, strict=False)
+    entries, damage = scan_entries(data)
     for e in entries:
         out.line(e.describe(), {"type": "aborted_txn", "version": 0,
                                 "producer_id": e.producer_id, "first_offset": e.first_offset,
                                 "last_offset": e.last_offset,
                                 "last_stable_offset": e.last_stable_offset})
-    ok = True
-    parsed = len(entries) * ENTRY_SIZE
-    if parsed != len(data):
-        ok = False
-        out.error(f"Found {len(data) - parsed} invalid bytes at the end of {path.name} (not "
-                  f"a whole {ENTRY_SIZE}-byte version-0 entry)",
-                  {"type": "invalid_bytes", "count": len(data) - parsed, "position": parsed,
-                   "file": path.name})
+    ok = damage is None
+    if damage is not None and damage.version is not None:
+        after, rest = divmod(damage.trailing - ENTRY_SIZE, ENTRY_SIZE)
+        unread = f"{after} entr{'y' if after == 1 else 'ies'}" + (
+            f" and {rest} byte(s)" if rest else "")
+        out.error(f"Unexpected aborted transaction version {damage.version} in transaction "
+                  f"index {path.resolve()}, current version is {TXN_INDEX_VERSION}: entry "
+                  f"{damage.entry} (at byte {damage.position}); it and the {unread} after it "
+                  "are not printed",
+                  {"type": "unexpected_version", "file": path.name, "entry": damage.entry,
+                   "position": damage.position, "version": damage.version,
+                   "bytes_not_read": damage.trailing})
+    elif damage is not None:
+        out.error(f"Found {damage.trailing} invalid bytes at the end of {path.name} (not a "
+                  f"whole {ENTRY_SIZE}-byte entry: the file is truncated)",
+                  {"type": "invalid_bytes", "count": damage.trailing,
+                   "position": damage.position, "file": path.name})
     for problem in entry_problems(entries, base_offset_from_path(path)):
         ok = False
         out.error(f"Corrupt transaction index {path.name}: {problem}",

@@ -17,7 +17,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kafkactl.log.producer_snapshot import SNAPSHOT_SUFFIX
+from kafkactl.log.producer_snapshot import SNAPSHOT_SUFFIX, snapshot_problem
 from kafkactl.log.recovery import validate_file
 from kafkactl.log.segment import (
     CLEANED_SUFFIX,
@@ -182,13 +182,11 @@ def settle_leftovers(directory: Path) -> tuple[list[Path], list[str], list[int]]
 
 
 def clean_snapshots(directory: Path, log_end: int, *, dry_run: bool = False,
-                    names: list[str] | None = None) -> list[FileAction]:
+                    names: list[str] | None = None, warn: bool = True) -> list[FileAction]:
     """Delete the producer snapshots above `log_end` (a cut log) and the unreadable ones
-    (logged once at WARNING: Kafka deletes a corrupt snapshot too); with `dry_run`, only
-    say which. `names`: the directory's listing, if at hand. Returns what was (would be)
-    deleted."""
-    from kafkactl.log.producer_state import read_snapshot
-
+    (logged once at WARNING, unless not `warn`: `kafkactl recover` reports the actions
+    itself; Kafka deletes a corrupt snapshot too); with `dry_run`, only say which.
+    `names`: the directory's listing, if at hand. Returns what was (would be) deleted."""
     actions = []
     for name in sorted(os.listdir(directory)) if names is None else names:
         if not name.endswith(SNAPSHOT_SUFFIX):
@@ -202,13 +200,15 @@ def clean_snapshots(directory: Path, log_end: int, *, dry_run: bool = False,
                                       f"{log_end}", DELETE))
             continue
         try:
-            read_snapshot(path)
-        except (OSError, ValueError) as e:
-            actions.append(FileAction(path, f"not a readable producer snapshot ({e})",
+            problem = snapshot_problem(path.read_bytes())
+        except OSError as e:
+            problem = e.strerror or str(e)
+        if problem is not None:
+            actions.append(FileAction(path, f"not a readable producer snapshot ({problem})",
                                       DELETE))
     if not dry_run:
         for a in actions:
-            if "readable" in a.problem:
+            if warn and "readable" in a.problem:
                 log.warning("%s: deleting producer snapshot %s: %s", directory.name,
                             a.path.name, a.problem)
             a.apply()

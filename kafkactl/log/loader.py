@@ -7,9 +7,13 @@ whole valid batches (a `.swap` that does not is deleted and the segment it would
 kept), orphan index files removed (a missing `.log`). Then every `.log` is opened; a
 segment whose index files are missing or fail the sanity check is recovered (validated and
 re-indexed), and so is every segment from the recovery point on when the log was not shut
-down cleanly. After a clean stop the active segment's tail (from its last index entry) is
-still validated, and the segment recovered if it is torn. Every truncation is logged at
-WARNING.
+down cleanly. The sanity check covers the `.txnindex` too, at every start (Kafka's
+LogSegment.sanityCheck): one that is not whole version-0 entries (a bad version field, a
+truncated file) or whose entries do not fit the segment is logged at WARNING and rebuilt
+from the log's markers with the other recovered segments' (Log, rebuild_txn_indexes),
+never half-read: the entries after the damage are aborted transactions. After a clean
+stop the active segment's tail (from its last index entry) is still validated, and the
+segment recovered if it is torn. Every truncation is logged at WARNING.
 
 When recovery cuts a segment short (or a segment in the middle is empty although its
 indexes say it held offsets, or its `.log` is missing), every later segment is deleted, as
@@ -97,6 +101,9 @@ def load_segments(  # noqa: C901
                     seg.offset_index.check_entries(seg.size)
                     seg.index_checked = True
                 seg.time_index.sanity_check(seg.size)
+                # every segment, clean start or not (as Kafka's LogSegment.sanityCheck): a
+                # read_committed fetch trusts these entries; read when the segment opened
+                seg.txn_index.sanity_check(bases[i + 1] if i + 1 < len(bases) else None)
             except CorruptIndexError as e:
                 broken[base] = str(e)
         result = LoadedSegments(segments, leftover_files=leftovers)

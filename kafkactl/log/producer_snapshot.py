@@ -68,6 +68,29 @@ def read_snapshot_header(data: bytes) -> SnapshotHeader | None:
     return SnapshotHeader(version, crc, count, crc32c(memoryview(data)[CRC_START:]))
 
 
+def snapshot_problem(data: bytes) -> str | None:
+    """Why snapshot bytes cannot be loaded (None: they can), the same checks as loading
+    them (producer_state.read_snapshot) in the order that names the damage: a file shorter
+    than its header, or than the entries its header counts, is "truncated" (its CRC then
+    fails too), not a CRC mismatch."""
+    size = len(data)
+    if size < SNAPSHOT_HEADER.size:
+        return (f"truncated: {size} byte(s), shorter than its {SNAPSHOT_HEADER.size}-byte "
+                "header")
+    version, crc, count = SNAPSHOT_HEADER.unpack_from(data)
+    if version != SNAPSHOT_VERSION:
+        return f"unknown snapshot version {version}"
+    want = SNAPSHOT_HEADER.size + count * SNAPSHOT_ENTRY.size
+    if count >= 0 and size < want:
+        return (f"truncated: {size} bytes, its header counts {count} "
+                f"entr{'y' if count == 1 else 'ies'} ({want} bytes)")
+    if crc32c(memoryview(data)[CRC_START:]) != crc:
+        return "CRC mismatch"
+    if size != want:
+        return "length does not match the entry count"
+    return None
+
+
 def iter_snapshot_entries(data: bytes, count: int) -> Iterator[SnapshotEntry]:
     """Up to `count` entries after the header; stops at a truncated entry."""
     pos = SNAPSHOT_HEADER.size

@@ -24,11 +24,60 @@ from kafkactl.log.index_check import (
 )
 from kafkactl.log.offset_index import INT32_MAX
 from kafkactl.log.segment import SWAP_SUFFIX, LogSegment, index_entries_for
-from kafkactl.log.txn_index import buffer_txn_events
+from kafkactl.log.txn_index import COMMIT, buffer_txn_events, parse_marker
 from kafkactl.record.batch import LOG_OVERHEAD, MAGIC_OFFSET, RECORD_BATCH_OVERHEAD
 from kafkactl.record.memory_records import scan
 
 _OFFSET_LENGTH = struct.Struct(">qi")
+# a magic-2 header: base offset, length, magic, attributes, producer id, producer epoch
+_V2_MARKER_FIELDS = struct.Struct(">qi4xb4xh4x8x8xqh")
+_TXN_MARKER_ATTRS = 0x30  # transactional | control: an end-transaction marker's batch
+
+
+@dataclass
+class LostMarker:
+    """A batch recovery cuts (or a salvage would skip) whose header says it is a
+    transaction marker: magic 2, the transactional and control attribute bits and a
+    producer id. Its CRC failed, so the header is taken at its word when it reads as a
+    marker's; losing the batch loses the end of that producer's transaction."""
+
+    position: int
+    offset: int  # the base offset its header claims
+    producer_id: int
+    producer_epoch: int
+    marker: str | None  # "ABORT"/"COMMIT" as its damaged record reads; None: unreadable
+
+
+def damaged_marker_at(buf: memoryview | bytes | mmap.mmap, pos: int, end: int
+                      ) -> LostMarker | None:
+    """The transaction marker whose header starts at `pos` (see LostMarker), or None."""
+    if end - pos < RECORD_BATCH_OVERHEAD:
+        return None
+    base, length, magic, attrs, pid, epoch = _V2_MARKER_FIELDS.unpack_from(buf, pos)
+    if magic != 2 or attrs & _TXN_MARKER_ATTRS != _TXN_MARKER_ATTRS or pid < 0:
+        return None
+    kind = None
+    size = LOG_OVERHEAD + length
+    if size >= RECORD_BATCH_OVERHEAD and pos + size <= end:
+        parsed = parse_marker(bytes(buf[pos:pos + size]))
+        if parsed is not None:
+            kind = "COMMIT" if parsed[0] == COMMIT else "ABORT"
+    return LostMarker(pos, base, pid, epoch, kind)
+
+
+def _marker_in_region(buf: memoryview | bytes | mmap.mmap, pos: int, end: int
+                      ) -> LostMarker | None:
+    """The first transaction marker among the batches of a damaged region [pos, end),
+    walked by their length fields as long as those frame batches inside it."""
+    while end - pos >= RECORD_BATCH_OVERHEAD:
+        found = damaged_marker_at(buf, pos, end)
+        if found is not None:
+            return found
+        length = _OFFSET_LENGTH.unpack_from(buf, pos)[1]
+        if length < RECORD_BATCH_OVERHEAD - LOG_OVERHEAD or pos + LOG_OVERHEAD + length > end:
+            return None
+        pos += LOG_OVERHEAD + length
+    return None
 
 
 @dataclass
@@ -56,6 +105,9 @@ class SegmentRecoveryReport:
     # [first, last] offsets no segment holds between the previous segment's end and this
     # base offset (a compaction leaves such gaps; None: none)
     gap_before: list[int] | None = None
+    # the cut batch is a transaction marker (a LostMarker's fields; None: it is not): its
+    # producer's transaction is left open
+    lost_marker: dict[str, object] | None = None
 
     @property
     def bytes_truncated(self) -> int:
@@ -131,6 +183,7 @@ class ValidPrefix:
     headers: list[BatchHeader]
     error: str | None
     error_position: int | None
+    lost_marker: LostMarker | None = None  # the batch cut there is a transaction marker
 
 
 def validate_log_bytes(
@@ -190,6 +243,8 @@ def validate_file(fd: int, size: int, base_offset: int,
             if salvage:
                 return plan_salvage(mm, mv, base_offset, next_base_offset)
             vp = validate_log_bytes(mv, base_offset, next_base_offset)
+            if vp.valid_bytes < size:
+                vp.lost_marker = damaged_marker_at(mv, vp.valid_bytes, size)
         if txn_events is not None:
             txn_events.extend(buffer_txn_events(mm, 0, -1, vp.valid_bytes))
         return vp
@@ -203,22 +258,29 @@ def plan_salvage(raw: mmap.mmap | bytes, mv: memoryview, base_offset: int,
     --salvage`): after the first bad byte, look for the next position where a CRC-valid
     batch starts whose offsets follow the last valid one, and go on from there. Offsets
     stay as written (the log then has a gap). The headers keep their original positions;
-    `valid_bytes` is the bytes they hold, `error` the first problem found."""
+    `valid_bytes` is the bytes they hold, `error` the first problem found.
+
+    A corrupt region holding a batch whose header says it is a transaction marker is never
+    skipped: the salvage stops there (`lost_marker`), as a plain recovery would cut. Its
+    producer's records after it would otherwise join that producer's next transaction
+    and take its outcome (an aborted transaction committed by the next COMMIT)."""
     first = validate_log_bytes(mv, base_offset, next_base_offset)
     headers = list(first.headers)
     pos = first.valid_bytes
     end = len(mv)
+    lost = None
     while pos < end:
         last = headers[-1].last_offset if headers else base_offset - 1
         nxt = _next_valid_batch(raw, mv, pos + 1, last + 1, base_offset, next_base_offset)
-        if nxt is None:
+        lost = _marker_in_region(mv, pos, end if nxt is None else nxt)
+        if lost is not None or nxt is None:
             break
         run = validate_log_bytes(mv, base_offset, next_base_offset, start=nxt,
                                  expected_offset=last + 1)
         headers += run.headers
         pos = run.valid_bytes
     kept = sum(h.size for h in headers)
-    return ValidPrefix(kept, headers, first.error, first.error_position)
+    return ValidPrefix(kept, headers, first.error, first.error_position, lost)
 
 
 def _next_valid_batch(raw: mmap.mmap | bytes, mv: memoryview, pos: int, min_offset: int,
@@ -392,6 +454,7 @@ def _report(path: Path, base: int, original: int, vp: ValidPrefix, rebuilt: bool
         vp.headers[-1].last_offset if vp.headers else None,
         error=vp.error, error_position=vp.error_position, indexes_rebuilt=rebuilt,
         offset_index_entries=n_off, time_index_entries=n_time, dry_run=dry_run,
+        lost_marker=asdict(vp.lost_marker) if vp.lost_marker is not None else None,
     )
 
 

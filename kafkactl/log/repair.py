@@ -7,19 +7,21 @@ partition, as the broker's recovery rebuilds them). When a segment is cut short 
 segment in the middle is empty although its indexes say it held offsets, or its .log is
 missing), every later segment is deleted, as Kafka's loader does: the log stays
 contiguous (CutReport names the segments and the offsets lost); `salvage` keeps them
-instead (the log then has a gap). Leftovers of interrupted operations (.deleted,
-.cleaned, .tmp, .swap, orphan index files) are settled as the broker's loader settles
-them, unreadable producer snapshots and those above the log end removed, and the
-leader-epoch checkpoint and the log dir's recovery-point and high-watermark checkpoints
-lowered to the log end. The caller holds the log dir's `.lock` (lock_log_dir) so a
-running broker and a repair never meet.
+instead (the log then has a gap), except after a damaged batch whose header says it is a
+transaction marker: salvage never skips one (the producer's later records would join its
+next transaction and take its outcome), it cuts there as a plain recovery does.
+Leftovers of interrupted operations (.deleted, .cleaned, .tmp, .swap, orphan index files)
+are settled as the broker's loader settles them, unreadable producer snapshots and those
+above the log end removed, and the leader-epoch checkpoint and the log dir's
+recovery-point and high-watermark checkpoints lowered to the log end. The caller holds
+the log dir's `.lock` (lock_log_dir) so a running broker and a repair never meet.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from kafkactl.log.checkpoint import (
@@ -55,6 +57,7 @@ from kafkactl.log.txn_index import (
     TransactionIndex,
     TxnTracker,
     expected_txn_entries,
+    scan_entries,
 )
 
 
@@ -122,7 +125,8 @@ def repair_partition(  # noqa: C901
     it (cut the invalid tail, rebuild the indexes) and delete the segments after a cut.
     With `salvage`, the valid batches after a corrupt region are kept (offsets as written:
     the log gets a gap) instead of being cut with it (Kafka's rule), and so are the
-    segments after it. One report per segment."""
+    segments after it, unless the region holds a transaction marker (the report's
+    `lost_marker`; see recovery.plan_salvage). One report per segment."""
     actions = plan_leftovers(d, sorted(os.listdir(d)))
     missing = sorted({a.missing_segment for a in actions if a.missing_segment is not None})
     if not dry_run:
@@ -151,7 +155,14 @@ def repair_partition(  # noqa: C901
         if not (dry_run or (found.bytes_truncated == 0 and not found.indexes_rebuilt)):
             report = _repair_segment(d, base, path, nxt, found, config, salvage)
         reports.append(report)
-        if nxt is not None and not salvage:
+        marker = found.lost_marker
+        if nxt is not None and salvage and marker is not None:
+            # salvage keeps later segments, but not past a lost transaction marker: the
+            # producer's later records would join its next transaction (plan_salvage)
+            reason = (f"segment {path.name} was cut at position {marker['position']}, where "
+                      f"a damaged transaction marker is ({found.error or 'invalid bytes'})")
+            cut_at = i
+        elif nxt is not None and not salvage:
             reason = lost_data_reason(
                 path.name, bytes_truncated=found.bytes_truncated,
                 valid_bytes=found.valid_bytes, error=found.error,
@@ -180,7 +191,7 @@ def repair_partition(  # noqa: C901
     if segments_kept:
         last = reports[len(segments_kept) - 1]
         log_end = last.last_offset + 1 if last.last_offset is not None else last.base_offset
-        files += clean_snapshots(d, log_end, dry_run=dry_run)
+        files += clean_snapshots(d, log_end, dry_run=dry_run, warn=False)  # (reported)
         epochs = _leader_epochs_above(d, log_end, dry_run=dry_run)
         if epochs is not None:
             files.append(epochs)
@@ -204,6 +215,7 @@ def _repair_segment(d: Path, base: int, path: Path, nxt: int | None,
     done.indexes_rebuilt = True
     done.index_problems = found.index_problems  # what was wrong with them
     done.gap_before = found.gap_before
+    done.lost_marker = found.lost_marker  # (a salvage's rewrite leaves no damage to see)
     if done.cut_first_offset is None:
         done.cut_first_offset = found.cut_first_offset
     if salvage:  # as found, before the rewrite
@@ -279,7 +291,7 @@ def _check_txn_indexes(d: Path, segments: list[tuple[int, Path]],
     finally:
         for f in files:
             os.close(f.fd)
-    from kafkactl.log.index_check import txn_index_problems
+    from kafkactl.log.index_check import PARTIAL_ENTRY, txn_index_problems
 
     for (base, path), r in zip(segments, reports, strict=True):
         txn_path = path.with_name(path.name[: -len(LOG_SUFFIX)] + TXN_INDEX_SUFFIX)
@@ -291,6 +303,11 @@ def _check_txn_indexes(d: Path, segments: list[tuple[int, Path]],
         problems = txn_index_problems(want, data)
         if not problems:
             continue
+        damage = scan_entries(data)[1] if data is not None else None
+        if damage is not None:  # say what stops the reading: a bad version, a torn entry
+            problems = [replace(p, message=f"the transaction index {txn_path.name}: "
+                                f"{damage.describe()}") if p.kind == PARTIAL_ENTRY else p
+                        for p in problems]
         r.index_problems = list(r.index_problems) + [p.to_dict() for p in problems]
         r.indexes_rebuilt = True
         if not dry_run:

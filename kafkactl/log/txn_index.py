@@ -11,7 +11,9 @@ The file exists only once a transaction was aborted in the segment (Kafka create
 lazily too). A read_committed Fetch collects the entries overlapping what it returns
 (`collect_aborted`, Kafka's collectAbortedTxns): the consumer drops those producers'
 records from `firstOffset` until their marker. Recovery rebuilds the file from the log
-(`rebuild_txn_indexes`), the cleaner writes the entries whose markers it keeps.
+(`rebuild_txn_indexes`), and so does every start when it is not whole version-0 entries or
+its entries do not fit the segment (TransactionIndex.sanity_check, Kafka's sanityCheck);
+the cleaner writes the entries whose markers it keeps.
 """
 
 from __future__ import annotations
@@ -23,6 +25,8 @@ import struct
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
+
+from kafkactl.log.errors import CorruptIndexError
 
 TXN_INDEX_SUFFIX = ".txnindex"
 TXN_INDEX_VERSION = 0
@@ -50,22 +54,50 @@ class TxnIndexError(ValueError):
     """A .txnindex that is not whole 34-byte version-0 entries."""
 
 
+class TxnIndexDamage(NamedTuple):
+    """Where a .txnindex stops being whole version-0 entries (see scan_entries)."""
+
+    entry: int  # the number of the first entry that cannot be read (from 0)
+    position: int  # its byte position
+    version: int | None  # its version field when it is whole (None: a truncated entry)
+    trailing: int  # the bytes from `position` to the end of the file
+
+    def describe(self) -> str:
+        """What is wrong, as a sentence fragment (the loader's WARNING, recover, dump-log)."""
+        if self.version is None:
+            return (f"it is truncated: its last {self.trailing} byte(s) (from byte "
+                    f"{self.position}) are not a whole {ENTRY_SIZE}-byte entry")
+        after, rest = divmod(self.trailing - ENTRY_SIZE, ENTRY_SIZE)
+        parts = ([f"{after} entr{'y' if after == 1 else 'ies'}"] if after else []) + (
+            [f"{rest} byte(s)"] if rest else [])
+        unread = f"it and the {' and '.join(parts)} after it" if parts else "it"
+        return (f"entry {self.entry} (at byte {self.position}) has version {self.version}, "
+                f"not {TXN_INDEX_VERSION}: {unread} cannot be read")
+
+
+def scan_entries(data: bytes) -> tuple[list[AbortedTxn], TxnIndexDamage | None]:
+    """The whole version-0 entries of a .txnindex's bytes up to the first that is not one,
+    and what stopped the reading there (None: the file is whole entries). One pass."""
+    out: list[AbortedTxn] = []
+    size = len(data)
+    whole = size - size % ENTRY_SIZE
+    unpack = ENTRY.unpack_from
+    for pos in range(0, whole, ENTRY_SIZE):
+        version, pid, first, last, lso = unpack(data, pos)
+        if version != TXN_INDEX_VERSION:
+            return out, TxnIndexDamage(len(out), pos, version, size - pos)
+        out.append(AbortedTxn(pid, first, last, lso))
+    if whole != size:
+        return out, TxnIndexDamage(len(out), whole, None, size - whole)
+    return out, None
+
+
 def parse_entries(data: bytes, *, strict: bool = True) -> list[AbortedTxn]:
     """The entries of a .txnindex's bytes. `strict`: a partial trailing entry or an unknown
     version raises TxnIndexError; otherwise parsing stops there."""
-    out: list[AbortedTxn] = []
-    whole = len(data) - len(data) % ENTRY_SIZE
-    if strict and whole != len(data):
-        raise TxnIndexError(f"{len(data)} bytes is not a multiple of the {ENTRY_SIZE}-byte "
-                            "entry size")
-    for pos in range(0, whole, ENTRY_SIZE):
-        version, pid, first, last, lso = ENTRY.unpack_from(data, pos)
-        if version != TXN_INDEX_VERSION:
-            if strict:
-                raise TxnIndexError(f"entry at byte {pos} has version {version}, not "
-                                    f"{TXN_INDEX_VERSION}")
-            break
-        out.append(AbortedTxn(pid, first, last, lso))
+    out, damage = scan_entries(data)
+    if strict and damage is not None:
+        raise TxnIndexError(damage.describe())
     return out
 
 
@@ -100,15 +132,35 @@ class TransactionIndex:
     transactions) and appended to the file as they come; the file is created on the
     first append."""
 
-    __slots__ = ("_dirty", "base_offset", "entries", "path")
+    __slots__ = ("_dirty", "base_offset", "damage", "entries", "path")
 
     def __init__(self, path: Path, base_offset: int) -> None:
         self.path = path
         self.base_offset = base_offset
         self._dirty = False  # appended since the last flush
         self.entries: list[AbortedTxn] = []
+        # where the file stops being whole version-0 entries (the entries before it are
+        # kept; the loader checks, see sanity_check, and rebuilds the file)
+        self.damage: TxnIndexDamage | None = None
         with contextlib.suppress(FileNotFoundError):
-            self.entries = parse_entries(path.read_bytes(), strict=False)
+            self.entries, self.damage = scan_entries(path.read_bytes())
+
+    def sanity_check(self, next_base_offset: int | None = None) -> None:
+        """Raise CorruptIndexError if the file is not whole version-0 entries or an entry
+        does not fit the segment (entry_problems: markers inside it, below
+        `next_base_offset`, and in order): Kafka's TransactionIndex.sanityCheck, which the
+        loader runs for every segment at every start; the segment is then recovered and
+        this file rebuilt from the log. Free when the file is empty or absent (it was read
+        when the segment was opened)."""
+        if self.damage is not None:
+            raise CorruptIndexError(
+                f"Corrupt transaction index {self.path.name}: {self.damage.describe()}.")
+        if self.entries:
+            problems = entry_problems(self.entries, self.base_offset, next_base_offset)
+            if problems:
+                more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+                raise CorruptIndexError(
+                    f"Corrupt transaction index {self.path.name}: {problems[0]}{more}.")
 
     def append(self, entry: AbortedTxn) -> None:
         if self.entries and entry.last_offset <= self.entries[-1].last_offset:
@@ -131,7 +183,7 @@ class TransactionIndex:
         if not new:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(self.path)
-            self.entries = []
+            self.entries, self.damage = [], None
             return
         tmp = self.path.with_name(self.path.name + ".tmp")
         with open(tmp, "wb") as f:
@@ -139,7 +191,7 @@ class TransactionIndex:
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, self.path)
-        self.entries = new
+        self.entries, self.damage = new, None
 
     def truncate_to(self, offset: int) -> None:
         """Drop the entries whose marker is at or after `offset` (Kafka's truncateTo)."""
@@ -390,7 +442,7 @@ def rebuild_txn_indexes(segments: Sequence[Any], first: int, directory: Path,
     for seg in segments[first:]:
         index: TransactionIndex = seg.txn_index
         want = expected.get(index.base_offset, [])
-        if want != index.entries:
+        if want != index.entries or index.damage is not None:
             index.replace_entries(want)
             changed += 1
     return changed
