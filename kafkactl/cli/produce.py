@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+import os
 import signal
 import sys
 import threading
@@ -44,10 +45,24 @@ PROPERTY_HELP = (
     "Producer property key=value (repeatable), Java's or librdkafka's name: "
     f"{names_help(PRODUCER_TABLE)}; and the security ones: {SECURITY_PROPERTIES}. "
     "batch.num.messages is accepted but changes nothing (batches are bounded by batch.size). "
+    "null.marker (Kafka's console producer's) is --null-marker. "
     "A flag and -X for the same setting must agree.")
 
 DEFAULTS: dict[str, Any] = {"acks": "all", "compression_type": "none", "batch_size": 1_000_000,
                             "linger_ms": 5, "partitioner": "murmur2"}
+
+# Kafka's console producer's name for --null-marker (--property null.marker=STR; KIP-810)
+NULL_MARKER_PROPERTY = "null.marker"
+
+# the other properties of Kafka's console producer's line reader (--property) -> what
+# kafkactl takes instead (not producer properties: without this, -X named the closest one)
+READER_PROPERTIES = {
+    **dict.fromkeys(("parse.key", "key.separator"), "-K/--key-separator SEP"),
+    **dict.fromkeys(("parse.headers", "headers.delimiter", "headers.separator",
+                     "headers.key.separator"),
+                    "-H k=v (headers are the same on every record, not read from the input)"),
+    "ignore.error": "-K/--key-separator SEP (a record without SEP has a null key)",
+}
 
 # --transactional-id's transaction.timeout.ms: Kafka's transaction.max.timeout.ms default
 TRANSACTION_TIMEOUT_MS = 900_000
@@ -144,6 +159,15 @@ def produce(
         None, "--key-separator", "-K", help="Split each record into key SEP value."),
     header: list[str] = typer.Option(
         [], "--header", "-H", help="k=v header on every record (repeatable; k alone = null)."),
+    null_empty: bool = typer.Option(
+        False, "--null-empty", "-Z",
+        help="Send an empty value (with -K, an empty key too) as null: a tombstone (kcat's "
+             "-Z). Headers are left as they are."),
+    null_marker: str | None = typer.Option(
+        None, "--null-marker", metavar="STR",
+        help="Send a value (with -K, a key) exactly equal to STR as null, and an -H value "
+             "equal to it (Kafka's console producer's null.marker; also -X null.marker=STR). "
+             "Taken literally, no escapes."),
     partition: int | None = typer.Option(None, "--partition", "-p",
                                          help="Write every record to this partition."),
     compression: str | None = typer.Option(
@@ -194,7 +218,9 @@ def produce(
     # the collector does not walk them again, at exit either (~25 ms of every run's exit)
     gc.freeze()
 
-    delim, ksep, headers = _record_shape(delimiter, null_delimited, key_separator, header)
+    marker, prop = _null_marker(null_marker, prop)
+    delim, ksep, headers = _record_shape(delimiter, null_delimited, key_separator, header,
+                                         marker)
     security, settings = producer_options(prop, command_config)
     kwargs = _producer_kwargs(settings, {
         "--compression": compression, "--acks": acks, "--batch-size": batch_size,
@@ -224,7 +250,8 @@ def produce(
             raise
         raise fail(str(e), 2 if isinstance(e, ValueError) else 1) from None
     lp = LineProducer(producer, topic, partition=partition, key_separator=ksep,
-                      headers=headers, keep_failed=failed_file is not None)
+                      headers=headers, keep_failed=failed_file is not None,
+                      null_empty=null_empty, null_marker=marker)
     lp.stats.start = t0
     stop = threading.Event()
     progress = None
@@ -247,10 +274,38 @@ def produce(
             "sent" if kwargs["acks"] == "0" else "acknowledged", stop_signals.exit_code)
 
 
+def _null_marker(flag: str | None, prop: list[str]) -> tuple[bytes | None, list[str]]:
+    """--null-marker, or -X null.marker (the name Kafka's console producer takes with
+    --property; the last one given wins), as bytes: taken literally, as Kafka takes it (the
+    bytes of the command line, whatever their encoding); and the other -X items. The flag
+    and the property must agree, and the line reader's other properties are refused naming
+    the option that does their work (exit 2)."""
+    given: str | None = None
+    rest: list[str] = []
+    for item in prop:
+        key, sep, value = item.partition("=")
+        key = key.strip()
+        if sep and key == NULL_MARKER_PROPERTY:
+            given = value
+            continue
+        if key in READER_PROPERTIES:
+            raise fail(f"-X {key}: a property of Kafka's console producer's line reader; "
+                       f"kafkactl produce takes {READER_PROPERTIES[key]}", 2)
+        rest.append(item)
+    if flag is not None and given is not None and flag != given:
+        raise fail(f"--null-marker {flag} and -X {NULL_MARKER_PROPERTY}={given} disagree: "
+                   "give one", 2)
+    marker = flag if flag is not None else given
+    return (os.fsencode(marker) if marker is not None else None), rest
+
+
 def _record_shape(delimiter: str, null_delimited: bool, key_separator: str | None,
-                  header: list[str]) -> tuple[bytes, bytes | None, list[tuple[str, bytes | None]]]:
-    """The record delimiter, key separator and headers the options give; exit 2 for an
-    empty delimiter or separator, or a header without a key."""
+                  header: list[str], null_marker: bytes | None = None,
+                  ) -> tuple[bytes, bytes | None, list[tuple[str, bytes | None]]]:
+    """The record delimiter, key separator and headers the options give (a header value
+    equal to null_marker is null, as in Kafka's console producer); exit 2 for an empty
+    delimiter or separator, a header without a key, and, as Kafka's console producer
+    refuses them, a null marker equal to the key separator or to a header's key."""
     try:
         delim = b"\x00" if null_delimited else unescape(delimiter)
         ksep = unescape(key_separator) if key_separator is not None else None
@@ -260,12 +315,19 @@ def _record_shape(delimiter: str, null_delimited: bool, key_separator: str | Non
         raise fail("the delimiter must not be empty", 2)
     if ksep == b"":
         raise fail("the key separator (-K/--key-separator) must not be empty", 2)
+    if null_marker is not None and null_marker == ksep:
+        raise fail("the null marker and the key separator (-K) may not be equal", 2)
     headers: list[tuple[str, bytes | None]] = []
     for h in header:
         k, sep, v = h.partition("=")
         if not k:
             raise fail(f"header {h!r} must look like key=value", 2)
-        headers.append((k, v.encode() if sep else None))
+        if null_marker is not None and os.fsencode(k) == null_marker:
+            raise fail(f"header {h!r}: a header key cannot be the null marker (a key is "
+                       "never null)", 2)
+        value = v.encode() if sep else None
+        headers.append((k, None if value is not None and os.fsencode(v) == null_marker
+                        else value))
     return delim, ksep, headers
 
 

@@ -12,6 +12,13 @@ bulk (Producer.send_lines, headers included), and so is a list with no headers
 (send_values / send_key_values: the batch fast paths); otherwise record by record. When
 the run stops part-way (Ctrl-C, an input or producer error), `unsent()` names the records
 of the interrupted chunk the producer never got.
+
+Null keys and values (tombstones): with `null_empty` (kcat's -Z) an empty value, and with
+a key_separator an empty key, is sent as null; with `null_marker` (Kafka's console producer's
+null.marker) a value or key exactly equal to it is. Such a run takes lists, not Blocks (the
+bulk encoders take bytes only): the records with a null field go record by record and the
+runs between them over the bulk paths, in input order (with keep_failed, a chunk with any
+goes wholly record by record).
 """
 
 from __future__ import annotations
@@ -53,6 +60,32 @@ def split_keys_py(records: list[bytes], separator: bytes) -> tuple[list[bytes | 
 
 split_keys: Callable[[list[bytes], bytes], tuple[list[bytes | None], list[bytes]]] = (
     split_keys_py if kernels is None else kernels.split_keys)
+
+
+def null_fields(null_empty: bool = False, null_marker: bytes | None = None
+                ) -> frozenset[bytes]:
+    """The keys and values sent as null: b"" with null_empty (kcat's -Z), the marker
+    (Kafka's console producer's null.marker); empty when neither is given."""
+    return frozenset(([b""] if null_empty else [])
+                     + ([null_marker] if null_marker is not None else []))
+
+
+def null_positions(nulls: frozenset[bytes], values: list[bytes],
+                   keys: list[bytes | None] | None = None) -> list[int]:
+    """The indexes, ascending, of the records whose value (or key) is one of `nulls`
+    (list.index: a scan in C per null spelling and per hit; None, the key of a record
+    without the separator, is none of them)."""
+    found: set[int] = set()
+    for column in (values,) if keys is None else (values, keys):
+        for null in nulls:
+            i = -1
+            try:
+                while True:
+                    i = column.index(null, i + 1)
+                    found.add(i)
+            except ValueError:
+                pass
+    return sorted(found)
 
 
 def entry_bytes(entry: Any) -> bytes:
@@ -113,13 +146,15 @@ class LineProducer:
     """Hands records, chunk by chunk, to `producer` for `topic` (every record to
     `partition` when given; split into key SEP value with a key_separator; the same
     headers on every record). With keep_failed the raw records of failed batches are kept
-    (`failed_records()`); `on_failed` is told of each failed batch as it fails."""
+    (`failed_records()`); `on_failed` is told of each failed batch as it fails. With
+    null_empty an empty value (and key) is sent as null, with null_marker a value (and
+    key) equal to it is."""
 
     def __init__(self, producer: Producer, topic: str, *, partition: int | None = None,
                  key_separator: bytes | None = None,
                  headers: list[tuple[str, bytes | None]] | None = None,
-                 keep_failed: bool = False, on_failed: FailedRecordsCallback | None = None
-                 ) -> None:
+                 keep_failed: bool = False, on_failed: FailedRecordsCallback | None = None,
+                 null_empty: bool = False, null_marker: bytes | None = None) -> None:
         self.producer = producer
         self.stats = DeliveryStats(on_failed)
         producer.add_batch_callback(self.stats.on_batch)
@@ -128,13 +163,16 @@ class LineProducer:
         self.ksep = key_separator
         self.headers = headers or []
         self.keep = keep_failed or on_failed is not None
+        # the keys and values sent as null (-Z: b""; --null-marker: the marker); none: empty
+        self.nulls = null_fields(null_empty, null_marker)
         sync = producer.sync
         self.simple = key_separator is None and not self.headers and not sync
         self.keyed = key_separator is not None and not self.headers and not sync
         # Blocks are encoded from their buffer (the compiled encoder; headers, the same on
         # every record, too): not when the raw records are kept, which need an object each
         # anyway, nor with --sync (a record at a time)
-        self.takes_blocks = not sync and not self.keep and kernels is not None
+        self.takes_blocks = (not sync and not self.keep and kernels is not None
+                             and not self.nulls)
         # the chunk being handed over; [] between chunks
         self.chunk: list[bytes] | Block = []
         self.chunk_base = 0  # stats.sent when it was read
@@ -192,34 +230,88 @@ class LineProducer:
         return n
 
     def _send(self, records: list[bytes]) -> None:
-        producer, stats, topic, partition = self.producer, self.stats, self.topic, self.partition
-        if self.simple:
-            producer.send_values(topic, records, partition=partition, keep_entries=self.keep)
-            stats.bytes += sum(map(len, records))
+        if not (self.simple or self.keyed):
+            self._send_each(records)
             return
+        keys: list[bytes | None] | None = None
+        values = records
         if self.keyed:
             keys, values = split_keys(records, self.ksep)  # type: ignore[arg-type]
-            entries: list[Any] | None = None
-            if self.keep and partition is None:
-                # records are handed over grouped by partition, not in input order: tag
-                # each with its sequence number to tell later which ones were handed over
-                entries = self.tagged = list(enumerate(records, self.chunk_base))
-                with stats.lock:
-                    stats.recent_acked = []
-            elif self.keep:
-                entries = records
-            producer.send_key_values(topic, keys, values, partition=partition,
-                                     entries=entries)
+        if self.nulls:
+            at = null_positions(self.nulls, values, keys)
+            if at:
+                self._send_runs(records, keys, values, at)
+                return
+        self._send_bulk(records, keys, values)
+
+    def _send_bulk(self, records: list[bytes], keys: list[bytes | None] | None,
+                   values: list[bytes]) -> None:
+        """Records without headers and without null values over the batch fast paths:
+        send_values (null keys: keys is None), send_key_values."""
+        producer, stats, topic, partition = self.producer, self.stats, self.topic, self.partition
+        if keys is None:
+            producer.send_values(topic, values, partition=partition, keep_entries=self.keep)
             stats.bytes += sum(map(len, records))
             return
-        ksep, headers, keep = self.ksep, self.headers, self.keep
+        entries: list[Any] | None = None
+        if self.keep and partition is None:
+            # records are handed over grouped by partition, not in input order: tag
+            # each with its sequence number to tell later which ones were handed over
+            entries = self.tagged = list(enumerate(records, self.chunk_base))
+            with stats.lock:
+                stats.recent_acked = []
+        elif self.keep:
+            entries = records
+        producer.send_key_values(topic, keys, values, partition=partition, entries=entries)
+        stats.bytes += sum(map(len, records))
+
+    def _send_runs(self, records: list[bytes], keys: list[bytes | None] | None,
+                   values: list[bytes], at: list[int]) -> None:
+        """A chunk with null fields at `at` (ascending): those records one by one, the runs
+        between them over the bulk paths, all in input order (the order of a key's records
+        is what a compacted topic keeps: a value then its tombstone). With keep_failed, the
+        whole chunk one by one (failed_records and unsent count on one order per chunk)."""
+        if self.keep:
+            self._send_each(records)
+            return
+        pos = 0
+        n = len(at)
+        j = 0
+        while j < n:
+            first = at[j]
+            last = first  # the nulls' run: first..last
+            while j + 1 < n and at[j + 1] == last + 1:
+                j += 1
+                last += 1
+            j += 1
+            if pos < first:
+                self._send_bulk(records[pos:first], None if keys is None else keys[pos:first],
+                                values[pos:first])
+            self._send_each(records[first:last + 1])
+            pos = last + 1
+        if pos < len(records):
+            self._send_bulk(records[pos:], None if keys is None else keys[pos:], values[pos:])
+
+    def _send_each(self, records: list[bytes]) -> None:
+        """The general path: record by record, in input order (with --sync, headers, or
+        fields sent as null)."""
+        producer, stats, topic, partition = self.producer, self.stats, self.topic, self.partition
+        ksep, headers, keep, nulls = self.ksep, self.headers, self.keep, self.nulls
+        if stats.recent_acked is not None:  # (a keyed chunk before this one tagged its own)
+            with stats.lock:
+                stats.recent_acked = None
         for raw in records:
-            key = None
-            value = raw
+            key: bytes | None = None
+            value: bytes | None = raw
             if ksep is not None:
                 k, sep, v = raw.partition(ksep)
                 if sep:
                     key, value = k, v
+            if nulls:
+                if value in nulls:
+                    value = None
+                if key in nulls:
+                    key = None
             producer.send(topic, value, key, partition=partition, headers=headers,
                           entry=raw if keep else None)
             stats.sent += 1
