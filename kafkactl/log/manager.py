@@ -25,7 +25,6 @@ flushed or closed at shutdown gets no clean-shutdown marker: the next start reco
 from __future__ import annotations
 
 import contextlib
-import errno
 import fcntl
 import json
 import logging
@@ -54,35 +53,23 @@ from kafkactl.log.errors import (
     LogError,
 )
 from kafkactl.log.log import Log, parse_topic_partition
+from kafkactl.log.log_dir_failure import (
+    LogDirUnusableError,
+    StorageErrorLog,
+    describe_os_error,
+)
+
+__all__ = ["LogDirUnusableError", "LogManager", "StorageErrorLog", "describe_os_error"]
 
 CLEAN_SHUTDOWN_MARKER = ".kafka_cleanshutdown"
 LOCK_FILE = ".lock"
 DELETE_DIR_SUFFIX = "-delete"
 FUTURE_DIR_SUFFIX = "-future"  # a log dir move (AlterReplicaLogDirs) a stop interrupted
 MAX_DIR_NAME_BYTES = 255
-STORAGE_ERROR_REPEAT_S = 30.0
 
 TopicPartition = tuple[str, int]
 
 log = logging.getLogger(__name__)
-
-
-def describe_os_error(e: BaseException) -> str:
-    """`No space left on device (ENOSPC)` for an OSError; str(e) for anything else."""
-    if isinstance(e, OSError) and e.errno:
-        name = errno.errorcode.get(e.errno, str(e.errno))
-        return f"{e.strerror or os.strerror(e.errno)} ({name})"
-    return str(e)
-
-
-class LogDirUnusableError(LogError):
-    """A log dir the broker cannot use at start (its lock file, a partition dir or a
-    segment cannot be opened or read)."""
-
-    @classmethod
-    def of(cls, log_dir: Path, e: OSError) -> LogDirUnusableError:
-        where = f"{e.filename}: " if e.filename and str(e.filename) != str(log_dir) else ""
-        return cls(f"Log directory {log_dir} cannot be used: {where}{describe_os_error(e)}.")
 
 
 class CheckpointValues(NamedTuple):
@@ -91,59 +78,6 @@ class CheckpointValues(NamedTuple):
 
     generation: int
     files: dict[Path, dict[str, dict[TopicPartition, int]]]
-
-
-class StorageErrorLog:
-    """What the broker log says about disk errors, per log dir: the first error at ERROR,
-    repeats at most once per `repeat_s` at WARNING with the number of errors in between,
-    and the first success after errors at INFO. Thread-safe."""
-
-    def __init__(self, repeat_s: float = STORAGE_ERROR_REPEAT_S,
-                 clock: Callable[[], float] = _time.monotonic) -> None:
-        self.repeat_s = repeat_s
-        self._clock = clock
-        self._lock = threading.Lock()
-        self._state: dict[Path, list[float]] = {}  # dir -> [last report, unreported count]
-
-    @property
-    def failing(self) -> bool:
-        """Any dir with errors not followed by a success yet (cheap: for hot paths)."""
-        return bool(self._state)
-
-    def failing_dirs(self) -> set[Path]:
-        """The dirs with errors not followed by a success yet."""
-        with self._lock:
-            return set(self._state)
-
-    def failed(self, log_dir: Path, what: str) -> None:
-        now = self._clock()
-        with self._lock:
-            state = self._state.get(log_dir)
-            if state is None:
-                self._state[log_dir] = [now, 0]
-                first = True
-            elif now - state[0] >= self.repeat_s:
-                more = int(state[1])
-                state[0], state[1] = now, 0
-                first = False
-            else:
-                state[1] += 1
-                log.debug("storage error in log dir %s: %s", log_dir, what)
-                return
-        if first:
-            log.error("Storage error in log dir %s: %s. Its partitions answer produces with "
-                      "KAFKA_STORAGE_ERROR (clients retry) and it takes no new partitions "
-                      "until this is fixed (free space, permissions); everything else keeps "
-                      "running.", log_dir, what)
-        else:
-            log.warning("Storage errors continue in log dir %s (%d more since the last "
-                        "report): %s", log_dir, more, what)
-
-    def succeeded(self, log_dir: Path, what: str) -> None:
-        with self._lock:
-            if self._state.pop(log_dir, None) is None:
-                return
-        log.info("Log dir %s works again: %s succeeded.", log_dir, what)
 
 
 def lock_log_dir(directory: Path) -> int:
