@@ -176,14 +176,24 @@ def unknown_key_warning(key: str, where: str | None = None) -> str:
         synonyms = BROKER_SYNONYMS.get(key) or [("log." + key, 1)]
         default_key = synonyms[0][0]
         if default_key in KNOWN_KEYS:
-            return (f"{said} is a topic config, not a broker config: the broker's default "
-                    f"for it is '{default_key}' (a topic's own: kafkactl topics create|alter "
-                    "--config)")
-        return (f"{said} is a topic config, not a broker config: set it per topic "
-                "(kafkactl topics create|alter --config)")
+            return (f"{said} is a topic config, not a broker config, and is ignored, as "
+                    f"Kafka ignores it: the broker's default for it is '{default_key}' (a "
+                    "topic's own: kafkactl topics create|alter --config)")
+        return (f"{said} is a topic config, not a broker config, and is ignored, as Kafka "
+                "ignores it: set it per topic (kafkactl topics create|alter --config)")
     near = closest_known_key(key)
     return (f"{said} was supplied but isn't a known broker config: kafkactl keeps it and "
             "does not use it" + (f"; did you mean '{near}'?" if near else ""))
+
+
+def log_default_props(props: Mapping[str, str]) -> dict[str, str]:
+    """The keys a broker's log defaults are built from: the set ones, without a topic
+    config's own name (`retention.ms`, not `log.retention.ms`), which Kafka ignores in
+    server.properties (unknown_key_warning says so at start)."""
+    from kafkactl.log.config_def import TOPIC_CONFIGS
+
+    return {k: v for k, v in props.items()
+            if v != "" and (k not in TOPIC_CONFIGS or is_known_key(k))}
 
 
 def warn_unknown_keys(keys: Iterable[str], origin: Mapping[str, str] | None = None) -> None:

@@ -29,7 +29,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from kafkactl.broker.config import BROKER_DEFAULTS, BrokerConfig
+from kafkactl.broker.config import BROKER_DEFAULTS, BrokerConfig, log_default_props
 from kafkactl.broker.partition_store import PartitionStore
 from kafkactl.log.config import BROKER_SYNONYMS, LogConfig
 from kafkactl.log.config_def import TOPIC_CONFIGS
@@ -350,8 +350,7 @@ class DynamicBrokerConfig:
             _check_dynamic(key, value, cluster_default=resource_name == "")
         layers = ({"default": dict(new_layer)} if resource_name == ""
                   else {"broker": dict(new_layer)})
-        props = {k: v for k, v in self.effective(**layers).items() if v != ""}
-        LogConfig.from_properties(props)
+        LogConfig.from_properties(log_default_props(self.effective(**layers)))
 
     def update(self, resource_name: str, new_layer: Mapping[str, str]) -> None:
         self.validate(resource_name, new_layer)
@@ -381,5 +380,5 @@ class DynamicBrokerConfig:
         effective = self.effective()
         self.config.props.clear()
         self.config.props.update(effective)
-        defaults = LogConfig.from_properties({k: v for k, v in effective.items() if v != ""})
+        defaults = LogConfig.from_properties(log_default_props(effective))
         self.partitions.update_default_config(defaults)

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from kafkactl.broker.client_quotas import STORE_FILE, ClientQuotaStore
-from kafkactl.broker.config import BrokerConfig, ConfigError
+from kafkactl.broker.config import BrokerConfig, ConfigError, log_default_props
 from kafkactl.broker.coordinator import GroupCoordinator
 from kafkactl.broker.coordinator.group_metadata_manager import OFFSETS_TOPIC
 from kafkactl.broker.coordinator.transaction_coordinator import TransactionCoordinator
@@ -271,7 +271,7 @@ class KafkaServer:
                 d.mkdir(parents=True, exist_ok=True)
             except OSError as e:
                 raise BrokerStartupError(f"cannot create log dir {d}: {e.strerror}") from e
-        props = {k: v for k, v in cfg.props.items() if v != ""}
+        props = log_default_props(cfg.props)
         try:
             default_log_config = LogConfig.from_properties(props)
         except ValueError as e:

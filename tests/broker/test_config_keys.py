@@ -249,3 +249,17 @@ def test_serve_warns_of_an_unknown_key_and_refuses_a_bad_value(tmp_path: Path) -
                         "least 1")
     assert "Traceback" not in r.stderr
     assert not data.exists()  # refused before anything was made
+
+
+def test_a_topic_config_given_to_the_broker_is_ignored_as_kafka_ignores_it() -> None:
+    """`retention.ms=1000` in server.properties is not the topics' default (Kafka's broker
+    reads only `log.retention.ms`); a key that is both (compression.type) still counts."""
+    from kafkactl.broker.config import log_default_props
+    from kafkactl.log.config import LogConfig
+
+    cfg = BrokerConfig.build(overrides=["retention.ms=1000", "log.segment.bytes=5000000",
+                                        "compression.type=zstd", "min.insync.replicas=2"])
+    defaults = LogConfig.from_properties(log_default_props(cfg.props))
+    assert defaults.retention_ms == LogConfig().retention_ms
+    assert (defaults.segment_bytes, defaults.compression_type,
+            defaults.min_insync_replicas) == (5000000, "zstd", 2)
