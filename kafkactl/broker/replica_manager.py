@@ -124,7 +124,9 @@ class ReplicaManager:
         if records is None:
             return ProduceResult(ErrorCode.INVALID_RECORD, message="records are null")
         config = part.log.config
-        if acks == -1 and part.replicated and len(part.isr) < config.min_insync_replicas:
+        # as Kafka: also for a partition of one replica (min.insync.replicas=2 on RF=1
+        # refuses every acks=all write rather than promise a copy that does not exist)
+        if acks == -1 and len(part.isr) < config.min_insync_replicas:
             return ProduceResult(
                 ErrorCode.NOT_ENOUGH_REPLICAS, log_start_offset=part.log_start_offset,
                 message=f"{topic}-{partition} has {len(part.isr)} in-sync replica(s) "

@@ -21,6 +21,14 @@ log = logging.getLogger("kafkactl.mirror")
 
 # DescribeConfigs config_source of a topic config set on the topic itself.
 DYNAMIC_TOPIC_CONFIG = 1
+# Source topic configs never copied (MirrorMaker 2's DefaultConfigPropertyFilter): they
+# describe the source cluster's replicas and clocks, not the data; min.insync.replicas=2 on
+# a target with fewer replicas would refuse every acks=all write there.
+NOT_COPIED = frozenset({
+    "follower.replication.throttled.replicas", "leader.replication.throttled.replicas",
+    "message.timestamp.difference.max.ms", "message.timestamp.type",
+    "unclean.leader.election.enable", "min.insync.replicas",
+})
 
 
 @dataclass(frozen=True)
@@ -89,7 +97,7 @@ class TargetTopics:
         entries = self.source.describe_configs(source_topic)
         return {k: e.value for k, e in entries.items()
                 if e.value is not None and e.source == DYNAMIC_TOPIC_CONFIG
-                and not e.read_only and not e.sensitive}
+                and not e.read_only and not e.sensitive and k not in NOT_COPIED}
 
     def forget(self, source_topic: str) -> None:
         with self._lock:

@@ -340,3 +340,16 @@ def test_producer_state_entries_are_small_and_expire(tmp_path: Any) -> None:
         assert reloaded.producers == {}  # all idle by then: not loaded back
     finally:
         ps.configure(ps.PRODUCER_ID_EXPIRATION_MS, ps.PRODUCER_ID_EXPIRATION_CHECK_INTERVAL_MS)
+
+
+def test_min_insync_replicas_above_the_replica_count_refuses_acks_all(
+        broker: BrokerProcess) -> None:
+    """As Kafka: a one-replica partition with min.insync.replicas=2 refuses every acks=all
+    write (NOT_ENOUGH_REPLICAS, nothing stored) instead of acknowledging a copy that does not
+    exist; acks=1 still writes."""
+    with Wire(broker.bootstrap) as w:
+        assert w.create_topic("min-isr-rf1", 1, {"min.insync.replicas": "2"})[
+            "error_code"] == 0
+        refused = w.produce("min-isr-rf1", batch([b"a"]), acks=-1)
+        assert refused["error_code"] == ErrorCode.NOT_ENOUGH_REPLICAS, refused
+        assert w.produce("min-isr-rf1", batch([b"b"]), acks=1)["base_offset"] == 0

@@ -171,14 +171,18 @@ def test_copy_topic_configs_creates_the_target_like_the_source(broker_factory: A
                                                                 tmp_path: Path) -> None:
     source, target = _clusters(broker_factory)
     create_topics(source.bootstrap, {"conf": 2}, {"retention.ms": "123456789",
-                                                  "cleanup.policy": "delete"})
+                                                  "cleanup.policy": "delete",
+                                                  "unclean.leader.election.enable": "true"})
     produce(source.bootstrap, "conf", 0, 10, partitions=2)
     m = start_mirror(tmp_path, source.bootstrap, target.bootstrap, "-t", "conf",
                      "--copy-topic-configs")
     wait_until(lambda: mirrored(m, 10), 60, f"mirrored:\n{m.log()}")
     assert m.terminate() == 0, m.log()
     with AdminClient(target.bootstrap) as admin:
-        assert admin.describe_configs("conf")["retention.ms"].value == "123456789"
+        configs = admin.describe_configs("conf")
+    assert configs["retention.ms"].value == "123456789"
+    # a setting of the source cluster's replicas, never copied (MirrorMaker 2's filter)
+    assert configs["unclean.leader.election.enable"].value == "false"
 
 
 def test_target_restart_mid_run_loses_nothing(broker_factory: Any, tmp_path: Path) -> None:
