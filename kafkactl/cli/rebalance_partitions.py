@@ -41,9 +41,11 @@ DYNAMIC_BROKER = 2  # DescribeConfigs' config_source of a broker's own dynamic c
 
 
 def _topics(cluster: ClusterMetadata, wanted: list[str]) -> list[str]:
+    """`wanted`, or every topic, internal ones too (__consumer_offsets must leave a broker
+    being removed like any other; kafka-leader-election's --all-topic-partitions names them)."""
     if wanted:
         return wanted
-    return [t for t, m in cluster.topics.items() if not m.is_internal]
+    return [t for t, m in cluster.topics.items() if not m.error_code]
 
 
 def _assignments(cluster: ClusterMetadata) -> dict[str, dict[int, list[int]]]:
@@ -455,7 +457,7 @@ def _dry_run_rows(rows: list[dict[str, Any]], as_json: bool,
 
 
 def _wanted(cluster: Any, topics: list[str]) -> list[TopicPartition]:
-    """Every partition of `topics` (none: of every topic that is not internal)."""
+    """Every partition of `topics` (none: of every topic)."""
     names = _topics(cluster, topics)
     missing = [t for t in names if t not in cluster.topics or cluster.topics[t].error_code]
     if missing:
