@@ -264,6 +264,7 @@ STOP_BROKER_FIRST = {"kafkactl recover --dry-run kafkactl-data", "kafkactl recov
 FILES: dict[str, str] = {
     "keyed-lines.txt": "".join(f"user{i % 7}:clicked {i}\n" for i in range(100)),
     "lines.txt": "".join(f"line {i}\n" for i in range(100)),
+    "changes.txt": "u1|alice\nu2|bob\nu1|NULL\n",
     "server.properties": "# a user's server.properties: the defaults\n",
 }
 
