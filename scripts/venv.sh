@@ -92,13 +92,24 @@ ensure_venv() {
 
 venv_pip() { "$VENV_PY" -m pip "$@"; }
 
+# The editable install's mode (setuptools' editable_mode). "compat" puts the checkout itself
+# on the environment's sys.path (a .pth file), as `setup.py develop` did: Spark 4 discovers
+# Python data sources with pkgutil.iter_modules() (top-level modules named pyspark_*,
+# SPARK-45917), which sees pyspark_kafkactl there. The default mode ("lenient") imports the
+# checkout's packages through an import hook that iter_modules() cannot see, and
+# spark.read.format("kafkactl") fails with DATA_SOURCE_NOT_FOUND unless register(spark) is
+# called. Either way, edited and new sources are used without a reinstall.
+EDITABLE_MODE=compat
+
 # install_digest: what an install depends on: pyproject.toml (the dependencies and the
 # entry point), kafkactl/__init__.py (the version), setup.py and the compiled kernels'
-# sources (kafkactl/record/*.pyx: the editable install compiles them in place), this
-# checkout's path and the venv's python. Other source changes need no reinstall.
+# sources (kafkactl/record/*.pyx: the editable install compiles them in place), the
+# editable mode, this checkout's path and the venv's python. Other source changes need no
+# reinstall.
 install_digest() {
     { cat pyproject.toml kafkactl/__init__.py setup.py kafkactl/record/*.pyx 2>/dev/null
-      echo "$PWD"; "$VENV_PY" -V 2>&1; } | sha256sum | cut -c1-16
+      echo "editable_mode=$EDITABLE_MODE"; echo "$PWD"; "$VENV_PY" -V 2>&1; } \
+        | sha256sum | cut -c1-16
 }
 
 # build_tools_missing: print the Debian packages the compiled kernels need that are missing
@@ -130,6 +141,25 @@ ensure_build_tools() {
     fi
 }
 
+# venv_editable_install SPEC: `pip install -e SPEC` in $EDITABLE_MODE. A setuptools that no
+# longer has that mode (setuptools calls "compat" transitional) gets the default mode
+# instead, and is said to: kafkactl works, and Spark finds its data source only through
+# register(spark).
+venv_editable_install() {
+    local spec=$1 out
+    if out="$(venv_pip install -q --config-settings "editable_mode=$EDITABLE_MODE" -e "$spec" 2>&1)"; then
+        [ -z "$out" ] || printf '%s\n' "$out" >&2
+        return 0
+    fi
+    printf '%s\n' "$out" >&2
+    if ! grep -qi "invalid editable mode" <<<"$out"; then
+        return 1
+    fi
+    say "this setuptools has no editable mode '$EDITABLE_MODE': installing in its default mode," \
+        "where Spark does not find the kafkactl data source by itself (call register(spark))"
+    venv_pip install -q -e "$spec"
+}
+
 # venv_install SPEC: `pip install -e SPEC` (SPEC is "." or ".[extra]") into the environment,
 # skipped when it is already there (an extra's install includes "."), unchanged, and imports
 # this checkout's kafkactl. pip's download and wheel cache (~/.cache/pip) is reused.
@@ -146,7 +176,7 @@ venv_install() {
         return 0
     fi
     say "installing kafkactl ($spec, editable) into $KAFKACTL_VENV"
-    venv_pip install -q -e "$spec"
+    venv_editable_install "$spec" || return 1
     # Keep the stamps of this digest only (another digest means another install).
     { grep " $digest\$" "$stamp_file" 2>/dev/null || true; echo "$spec $digest"; } \
         | sort -u >"$stamp_file.new"

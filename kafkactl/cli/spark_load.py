@@ -16,6 +16,7 @@ from pathlib import Path
 import typer
 
 from kafkactl.cli._client_options import (
+    SECURITY_PROPERTIES,
     bootstrap_option,
     client_properties,
     command_config_option,
@@ -51,7 +52,8 @@ def build_command(*, master: str, loader_args: list[str], py_files: Path,
 def loader_args(servers: str, output: str, topics: list[str], pattern: str | None,
                 commit_group: str | None, fail_on_data_loss: bool,
                 max_records_per_partition: int | None, partition_by: str,
-                allow_empty: bool = False) -> list[str]:
+                allow_empty: bool = False,
+                isolation_level: str = "read_committed") -> list[str]:
     """The arguments of kafkactl/spark/load.py for these options."""
     args = ["--bootstrap", servers, "--output", os.path.abspath(output),
             "--fail-on-data-loss", "true" if fail_on_data_loss else "false"]
@@ -67,7 +69,44 @@ def loader_args(servers: str, output: str, topics: list[str], pattern: str | Non
         args += ["--max-records-per-partition", str(max_records_per_partition)]
     if partition_by != "partition":
         args += ["--partition-by", partition_by]
+    if isolation_level != "read_committed":  # the loader's default
+        args += ["--isolation-level", isolation_level]
     return args
+
+
+ISOLATION_PROPERTY = "isolation.level"
+
+
+def isolation_of(prop: list[str], option: str | None) -> tuple[str, list[str]]:
+    """(the isolation level, the -X items left): --isolation-level and -X isolation.level
+    (Kafka's consumer property, as `kafkactl consume` takes it), read_committed when
+    neither is given; a one-line error (exit 2) for a value that is neither level, or for
+    the two disagreeing."""
+    from kafkactl.cli._properties import ISOLATION_LEVELS, one_of
+
+    names = {v: k for k, v in ISOLATION_LEVELS.items()}
+    parse = one_of(ISOLATION_LEVELS)
+    rest: list[str] = []
+    given: str | None = None
+    for item in prop:
+        key, sep, value = item.partition("=")
+        if not sep or key.strip() != ISOLATION_PROPERTY:
+            rest.append(item)
+            continue
+        try:
+            given = names[parse(value)]
+        except ValueError as e:
+            raise fail(f"-X {ISOLATION_PROPERTY}={value}: {e}", 2) from None
+    level = given
+    if option is not None:
+        try:
+            level = names[parse(option)]
+        except ValueError as e:
+            raise fail(f"--isolation-level {option}: {e}", 2) from None
+        if given is not None and given != level:
+            raise fail(f"--isolation-level {option} and -X {ISOLATION_PROPERTY}={given} "
+                       "disagree: give one", 2)
+    return level or "read_committed", rest
 
 
 def check_output(output: str) -> None:
@@ -156,6 +195,12 @@ def register(app: typer.Typer) -> None:
         partition_by: str = typer.Option(
             "partition", "--partition-by", help="Output directories topic=T/partition=P, "
             "or topic=T/date=YYYY-MM-DD (the records' UTC date) with 'date'."),
+        isolation_level: str | None = typer.Option(
+            None, "--isolation-level", metavar="LEVEL", show_default="read_committed",
+            help="read_committed: only committed transactions' records; each run ends at "
+            "the last stable offset, so an open transaction's records (and all after them) "
+            "wait for a later run. read_uncommitted: every record up to the high "
+            "watermark, aborted transactions' included (-X isolation.level)."),
         master: str = typer.Option("local[*]", "--master",
                                    help="Spark master: local[*], spark://host:7077, yarn..."),
         conf: list[str] = typer.Option([], "--conf", "-c",
@@ -165,10 +210,16 @@ def register(app: typer.Typer) -> None:
         print_command: bool = typer.Option(False, "--print-command",
                                            help="Print the spark-submit line, run nothing."),
         bootstrap: str | None = bootstrap_option(),
-        prop: list[str] = property_option(),
+        prop: list[str] = property_option(
+            "Client property key=value, librdkafka's names (repeatable): "
+            f"{SECURITY_PROPERTIES}; and isolation.level (--isolation-level)."),
         command_config: Path | None = command_config_option(),
     ) -> None:
         """Load topics into Parquet with Spark, one task per topic-partition range.
+
+        Reads read_committed by default: no aborted transaction's records, and
+        each run ends at the last stable offset, so the records of a transaction
+        still open (and all after them) are loaded by a later run.
 
         Exit codes: 0 loaded (or nothing new), 1 the Spark job failed,
         2 bad arguments, 3 broker unreachable (or refusing the credentials),
@@ -185,6 +236,7 @@ def register(app: typer.Typer) -> None:
                                    max_records_per_partition=max_records_per_partition)
         if problem:
             raise fail(problem, 2)
+        level, prop = isolation_of(prop, isolation_level)
         security = client_properties(prop, command_config)
         if any("\n" in v or "\r" in v for v in security.values()):
             raise fail("a -X value must be one line", 2)
@@ -193,7 +245,7 @@ def register(app: typer.Typer) -> None:
                        "line): put them in a --command-config file", 2)
         servers = bootstrap or os.environ.get("KAFKACTL_BOOTSTRAP") or "127.0.0.1:9092"
         args = loader_args(servers, output, topic, pattern, commit_group, fail_on_data_loss,
-                           max_records_per_partition, partition_by, allow_empty)
+                           max_records_per_partition, partition_by, allow_empty, level)
         import tempfile  # here, not at the top: `kafkactl --help` imports this module
 
         from kafkactl.spark.package import package_zip  # hashlib, zipfile

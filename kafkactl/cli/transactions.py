@@ -110,7 +110,22 @@ def describe(
     print_table(table)
 
 
+# kafka-transactions' tables (TransactionsCommand's DescribeProducersCommand and
+# FindHangingTransactionsCommand): their headers and columns, in their order.
+PRODUCERS_HEADERS = ("ProducerId", "ProducerEpoch", "LatestCoordinatorEpoch", "LastSequence",
+                     "LastTimestamp", "CurrentTransactionStartOffset")
+HANGING_HEADERS = ("Topic", "Partition", "ProducerId", "ProducerEpoch", "CoordinatorEpoch",
+                   "StartOffset", "LastTimestamp", "Duration(min)")
+
+
+def _minutes(ms: int) -> int:
+    """Whole minutes of `ms`, truncated toward zero (Java's TimeUnit.toMinutes)."""
+    return ms // 60000 if ms >= 0 else -(-ms // 60000)
+
+
 def _producer_rows(states: list[Any], as_json: bool, with_duration: bool = False) -> None:
+    """describe-producers' table (with_duration False) or find-hanging's (True); --json
+    gives every field of each producer state either way."""
     now = int(time.time() * 1000)
     if as_json:
         write_line(json.dumps([{
@@ -121,16 +136,18 @@ def _producer_rows(states: list[Any], as_json: bool, with_duration: bool = False
             **({"duration_ms": now - s.last_timestamp} if with_duration else {})}
             for s in states]))
         return
-    headers = ["Topic", "Partition", "ProducerId", "ProducerEpoch", "CoordinatorEpoch",
-               "LastSequence", "LastTimestamp", "CurrentTransactionStartOffset"]
-    table = _table(*headers, *(["Duration(min)"] if with_duration else []))
+    table = _table(*(HANGING_HEADERS if with_duration else PRODUCERS_HEADERS))
     for s in states:
-        row = [s.topic, str(s.partition), str(s.producer_id), str(s.producer_epoch),
-               str(s.coordinator_epoch), str(s.last_sequence), str(s.last_timestamp),
-               "None" if s.current_txn_start_offset < 0 else str(s.current_txn_start_offset)]
         if with_duration:
-            row.append(str((now - s.last_timestamp) // 60000))
-        table.add_row(*row)
+            table.add_row(s.topic, str(s.partition), str(s.producer_id),
+                          str(s.producer_epoch), str(s.coordinator_epoch),
+                          str(s.current_txn_start_offset), str(s.last_timestamp),
+                          str(_minutes(now - s.last_timestamp)))
+        else:
+            table.add_row(str(s.producer_id), str(s.producer_epoch), str(s.coordinator_epoch),
+                          str(s.last_sequence), str(s.last_timestamp),
+                          "None" if s.current_txn_start_offset < 0
+                          else str(s.current_txn_start_offset))
     print_table(table)
 
 
@@ -185,7 +202,7 @@ def abort(
     partition: int = typer.Option(..., "--partition", help="The partition."),
     start_offset: int | None = typer.Option(
         None, "--start-offset", help="The offset the open transaction starts at "
-        "(find-hanging's CurrentTransactionStartOffset)."),
+        "(find-hanging's StartOffset)."),
     producer_id: int | None = typer.Option(None, "--producer-id", help="The producer id."),
     producer_epoch: int | None = typer.Option(None, "--producer-epoch",
                                               help="The producer epoch."),

@@ -6,7 +6,9 @@
 (or `kafkactl spark-load ...`, which builds that line). One Spark task per topic-partition
 offset range; the end offsets reached are committed with the output (see
 kafkactl.spark.manifest), so the next run starts where the last committed run ended and a
-killed run, rerun, leaves exactly one copy of every record.
+killed run, rerun, leaves exactly one copy of every record. It reads read_committed unless
+told otherwise (--isolation-level): no aborted transaction's records, and each run ends at
+the last stable offset, so an open transaction's records wait for a later run.
 
 Exit codes: 0 loaded (or nothing new), 1 the Spark job failed, 2 bad arguments, 3 broker
 unreachable (or refusing the credentials), 4 output not writable (or locked by another
@@ -55,6 +57,9 @@ from kafkactl.spark.planner import resolve_offsets, topic_partitions  # noqa: E4
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_BROKER, EXIT_OUTPUT, EXIT_DATA_LOSS = 0, 1, 2, 3, 4, 5
 EXIT_NOTHING_MATCHED = 6
+# kafka.isolation.level's values; the loader's default is the first: a warehouse gets no
+# aborted transaction's records
+ISOLATION_LEVELS = ("read_committed", "read_uncommitted")
 SKIP_HINT = "run with --skip-data-loss to load what is left"
 GROUP_METADATA = "kafkactl-spark-load"
 # Fault injection for the tests of the commit protocol: crash (SIGKILL) at this point.
@@ -89,6 +94,11 @@ def parser() -> argparse.ArgumentParser:
                     help="exit 0 when a --topic does not exist or the --pattern matches no "
                     "topic (default: exit 6)")
     ap.add_argument("--max-records-per-partition", type=int, default=None)
+    ap.add_argument("--isolation-level", choices=ISOLATION_LEVELS, default="read_committed",
+                    help="read_committed (default): only committed transactions' records, "
+                    "each run ending at the last stable offset (an open transaction's "
+                    "records, and all after them, wait for a later run); read_uncommitted: "
+                    "every record up to the high watermark, aborted transactions' included")
     ap.add_argument("--partition-by", choices=("partition", "date"), default="partition",
                     help="output directories topic=T/partition=P (default) or "
                     "topic=T/date=YYYY-MM-DD (the record timestamp's UTC date)")
@@ -158,14 +168,27 @@ def commit_group(bootstrap: str, group: str, offsets: dict[TopicPartition, int],
 
 # -- the run ------------------------------------------------------------------------------------
 
+def isolation_level(args: argparse.Namespace) -> str:
+    """--isolation-level: read_committed unless read_uncommitted is asked for."""
+    level = getattr(args, "isolation_level", None) or ISOLATION_LEVELS[0]
+    return str(level)
+
+
+def read_committed(args: argparse.Namespace) -> bool:
+    return isolation_level(args) == "read_committed"
+
+
 def plan_run(args: argparse.Namespace, committed: dict[TopicPartition, int]
              ) -> tuple[dict[TopicPartition, int], dict[TopicPartition, int]]:
-    """(start, end) per partition: start at the committed offsets, else earliest."""
+    """(start, end) per partition: start at the committed offsets, else earliest; end at
+    the last stable offset (read_committed, the default: ListOffsets with isolation level 1),
+    or the high watermark (read_uncommitted)."""
     ro = ReadOptions(bootstrap=args.bootstrap, subscribe=tuple(args.topic),
                      pattern=args.pattern, fail_on_data_loss=args.fail_on_data_loss == "true",
                      security_properties=security_properties(args.command_config))
     sc = SimpleConsumer(args.bootstrap, client_id="kafkactl-spark-load",
-                        security=ro.client_security())
+                        security=ro.client_security(),
+                        isolation_level=int(read_committed(args)))
     try:
         try:
             tps = topic_partitions(sc, ro, missing_ok=args.allow_empty)
@@ -180,10 +203,44 @@ def plan_run(args: argparse.Namespace, committed: dict[TopicPartition, int]
             raise LoadError(EXIT_NOTHING_MATCHED, f"--pattern '{args.pattern}' matches no "
                             "topic; nothing loaded (--allow-empty to exit 0 when there is "
                             "nothing to load from)")
-        ro.starting = {tp: committed[tp] for tp in tps if tp in committed}
-        return resolve_offsets(sc, ro, tps)
+        starting = {tp: committed[tp] for tp in tps if tp in committed}
+        waiting = past_stable_offset(sc, starting) if read_committed(args) else {}
+        ro.starting = {tp: off for tp, off in starting.items() if tp not in waiting}
+        start, end = resolve_offsets(sc, ro, [tp for tp in tps if tp not in waiting])
+        for tp, off in waiting.items():  # nothing to load there until the transaction ends
+            start[tp] = end[tp] = off
+        return start, end
     finally:
         sc.close()
+
+
+def past_stable_offset(sc: SimpleConsumer, starting: dict[TopicPartition, int]
+                       ) -> dict[TopicPartition, int]:
+    """The partitions (and committed offsets) whose committed offset is past the last
+    stable offset but not past the high watermark: a read_uncommitted run (or a kafkactl
+    from before read_committed was the default) ended inside a transaction still open.
+    Such a partition has nothing committed to load until that transaction ends; it is not
+    data loss (resolve_offsets, comparing with the last stable offset, would call it
+    that)."""
+    from kafkactl.client.fetcher import LATEST
+
+    if not starting:
+        return {}
+    stable = sc.list_offsets({tp: LATEST for tp in starting})
+    ahead = {tp: off for tp, off in starting.items() if off > stable[tp][0]}
+    if not ahead:
+        return {}
+    level, sc.isolation_level = sc.isolation_level, 0  # the high watermark
+    try:
+        high = sc.list_offsets({tp: LATEST for tp in ahead})
+    finally:
+        sc.isolation_level = level
+    waiting = {tp: off for tp, off in ahead.items() if off <= high[tp][0]}
+    for (t, p), off in sorted(waiting.items()):
+        log.warning("topic %s partition %s: the committed offset %s is past the last stable "
+                    "offset %s (a transaction open there): nothing loaded from it until "
+                    "that transaction ends", t, p, off, stable[(t, p)][0])
+    return waiting
 
 
 def unauthorized_line(e: UnauthorizedTopicError) -> str:
@@ -242,6 +299,7 @@ def write_staging(spark: Any, args: argparse.Namespace, out: OutputDir,
               .option("endingOffsets", json.dumps(offsets_to_json(
                   {tp: staged.end[tp] for tp in ranges})))
               .option("failOnDataLoss", args.fail_on_data_loss)
+              .option("kafka.isolation.level", isolation_level(args))
               .option("includeHeaders", "true"))
     if args.max_records_per_partition:
         reader = reader.option("maxRecordsPerPartition", str(args.max_records_per_partition))

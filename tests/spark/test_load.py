@@ -284,3 +284,62 @@ def test_cli_finds_an_unwritable_output_before_spark(spark_installed: None, brok
     assert len([ln for ln in lines if "is not writable" in ln]) == 1, lines
     assert lines[-1].startswith(f"kafkactl spark-load: error: output {blocker / 'out'} is "
                                 "not writable")
+
+
+def transaction(bootstrap: str, txn_id: str, topic: str, values: list[bytes],
+                end: str | None) -> Any:
+    """A transaction of `values` to partition 0, flushed, then committed, aborted or (end
+    None) left open; returns the producer (open: to end the transaction later)."""
+    from kafkactl.client.producer import Producer
+
+    p = Producer(bootstrap, transactional_id=txn_id, linger_ms=0)
+    p.init_transactions()
+    p.begin_transaction()
+    for v in values:
+        p.send(topic, v, partition=0)
+    assert p.flush(30)
+    if end == "commit":
+        p.commit_transaction(30)
+    elif end == "abort":
+        p.abort_transaction(30)
+    return p
+
+
+def test_transactions_read_committed_by_default(spark: Any, broker: Any,
+                                                tmp_path: Path) -> None:
+    """The loader reads read_committed unless told otherwise: an aborted transaction's
+    records never reach the output, and a run ends at the last stable offset, so the
+    records of a transaction still open (and the records after them) are left for the run
+    after it ends instead of being loaded, or skipped for good by the committed offsets."""
+    b, out = broker.bootstrap, tmp_path / "out"
+    create_topic(b, "load.txn", 1)
+    transaction(b, "load-c", "load.txn", [b"c0", b"c1", b"c2"], "commit").close()  # 0-2, 3
+    transaction(b, "load-a", "load.txn", [b"ABORTED-0", b"ABORTED-1"], "abort").close()  # 4-6
+    still_open = transaction(b, "load-o", "load.txn", [b"open-0", b"open-1"], None)  # 7-8
+    try:
+        produce(b, "load.txn", [(0, None, b"after", None)])  # 9, not transactional
+        assert load.run(args(b, out), spark).startswith("loaded 3 records from 1 partition")
+        import pyarrow.dataset as ds
+
+        values = ds.dataset(str(out), format="parquet", partitioning="hive").to_table(
+            columns=["value"]).column("value").to_pylist()
+        assert sorted(values) == [b"c0", b"c1", b"c2"]
+        manifest = json.loads((out / "_kafkactl" / "offsets.json").read_text())
+        assert manifest["offsets"] == {"load.txn": {"0": 7}}  # the open transaction's start
+
+        committed = {("load.txn", 0): 7}
+        assert load.plan_run(args(b, out), committed) == (committed, committed)
+        # read_uncommitted (the option the CLI's --isolation-level passes): the high
+        # watermark, as before
+        uncommitted = args(b, out, "--isolation-level", "read_uncommitted")
+        assert load.plan_run(uncommitted, {})[1] == {("load.txn", 0): 10}
+        # an offset a read_uncommitted run committed inside the open transaction is no
+        # data loss: nothing to load there until the transaction ends
+        assert load.plan_run(args(b, out), {("load.txn", 0): 9}) == (
+            {("load.txn", 0): 9}, {("load.txn", 0): 9})
+        still_open.commit_transaction(30)  # its marker: 10
+    finally:
+        still_open.close()
+    # the next run starts at the offset of the transaction open before: its records and
+    # the one after them are loaded now
+    assert load.plan_run(args(b, out), committed) == (committed, {("load.txn", 0): 11})

@@ -84,6 +84,21 @@ def test_batch_read_three_partitions(spark: Any, broker: Any) -> None:
     assert read(spark, b, subscribePattern="ev.*").count() == 33
 
 
+def test_found_by_spark_without_register(spark: Any, broker: Any) -> None:
+    """Spark 4 finds the data source by itself (pyspark_kafkactl, SPARK-45917), as the
+    README promises: a session nobody called register() in reads format("kafkactl"). (The
+    shared session registered it; a new session of the same Spark context has only the
+    data sources Spark found itself.)"""
+    b = broker.bootstrap
+    create_topic(b, "discovered", 1)
+    produce(b, "discovered", [(0, None, b"found", None)])
+    fresh = spark.newSession()
+    assert fresh.sparkContext is spark.sparkContext
+    rows = (fresh.read.format("kafkactl").option("kafka.bootstrap.servers", b)
+            .option("subscribe", "discovered").load().collect())
+    assert [(r.offset, r.value) for r in rows] == [(0, b"found")]
+
+
 def test_timestamps_select_offsets(spark: Any, broker: Any) -> None:
     b = broker.bootstrap
     create_topic(b, "timed", 1)
