@@ -278,6 +278,8 @@ class ZkCluster:
 
         if not self.config.get_bool("controlled.shutdown.enable"):
             return
+        if self.registration.zk is None:
+            return  # never registered (a refused start) or already left: nothing to move
         if self.zk.state != KazooState.CONNECTED:
             # no controller can act without ZooKeeper: do not hold the shutdown up
             log.warning("ZooKeeper is not reachable: stopping without a controlled shutdown")

@@ -251,8 +251,10 @@ class BrokerRegistry:
                              if isinstance(other, dict) else "unknown address")
                     raise DuplicateBrokerIdError(
                         f"broker.id {self.broker_id} is already registered in ZooKeeper "
-                        f"({self.path}, {where}) by a live broker; give this broker another "
-                        "broker.id") from None
+                        f"({self.path}, {where}) by another session: a broker running with "
+                        "this id, or one that stopped less than its zookeeper.session."
+                        "timeout.ms ago (then its registration expires: start again after "
+                        "that); else give this broker another broker.id") from None
                 time.sleep(0.25)
             except (KazooTimeoutError, ZookeeperError) as e:
                 if time.monotonic() >= deadline:

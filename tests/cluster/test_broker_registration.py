@@ -96,6 +96,9 @@ def test_second_broker_with_the_same_id_is_refused(broker_factory, zookeeper, zk
     assert r.returncode != 0
     assert "broker.id 0 is already registered in ZooKeeper" in r.stderr, r.stderr
     assert f"127.0.0.1:{b.port}" in r.stderr and "Traceback" not in r.stderr
+    assert "stopped less than its zookeeper.session.timeout.ms ago" in r.stderr, r.stderr
+    # its start was refused: nothing to move, and ZooKeeper was never unreachable
+    assert "not reachable" not in r.stderr, r.stderr
 
 
 def test_log_dir_of_another_cluster_is_refused(broker_factory, zookeeper, zk) -> None:
