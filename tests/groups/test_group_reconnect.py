@@ -33,7 +33,7 @@ def test_group_consumer_survives_a_broker_restart(broker_factory: Any) -> None:
     try:
         wait_until(lambda: len(lines) >= 100, 60, "the first 100 records")
         b.stop()  # down until the consumer has noticed (its heartbeat fails)
-        wait_until(lambda: any(b"lost the cluster" in e for e in errors), 60,
+        wait_until(lambda: any(b"lost its coordinator" in e for e in errors), 60,
                    "the consumer noticing the broker is gone")
         b.start()
         second = [f"after-{i}" for i in range(100)]

@@ -34,7 +34,7 @@ from kafkactl.protocol.data import ASSIGNMENT, SUBSCRIPTION, decode_data, encode
 from kafkactl.protocol.errors import ErrorCode, KafkaError, error_for
 
 log = logging.getLogger(__name__)
-LOST_CLUSTER = "group %s: lost the cluster (%s); reconnecting for up to %.0f s"
+LOST_CLUSTER = "group %s: lost its coordinator (%s); looking for it again for up to %.0f s"
 
 TopicPartition = tuple[str, int]
 
