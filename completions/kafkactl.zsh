@@ -96,6 +96,9 @@ _kafkactl_produce() {
         '(-K --key-separator)--key-separator[Split each record into key SEP value.]:KEY_SEPARATOR: ' \
         '*-H[k=v header on every record (repeatable; k alone = null).]:HEADER: ' \
         '*--header[k=v header on every record (repeatable; k alone = null).]:HEADER: ' \
+        '(-Z --null-empty)-Z[Send an empty value (with -K, an empty key too) as null\: a tombstone (kcat'\''s -Z). Headers are left as they are.]' \
+        '(-Z --null-empty)--null-empty[Send an empty value (with -K, an empty key too) as null\: a tombstone (kcat'\''s -Z). Headers are left as they are.]' \
+        '--null-marker[Send a value (with -K, a key) exactly equal to STR as null, and an -H value equal to it (Kafka'\''s console producer'\''s n...]:STR: ' \
         '(-p --partition)-p[Write every record to this partition.]:PARTITION: ' \
         '(-p --partition)--partition[Write every record to this partition.]:PARTITION: ' \
         '(-z --compression)-z[none, gzip, snappy, lz4 or zstd (-X compression.type, compression.codec). \[default\: (none)\]]:COMPRESSION: ' \
@@ -197,8 +200,11 @@ _kafkactl_rebalance() {
         '(-G -g --group)--group[The consumer group.]:GROUP: ' \
         '--partitions[Spread each topic'\''s replicas evenly over the live brokers with the fewest moves, never lowering a replication factor...]' \
         '--preferred-leaders[Give leadership back to each partition'\''s preferred replica (--dry-run\: only show which would move).]' \
-        '*-t[With --partitions / --preferred-leaders\: only these topics (repeatable).]:TOPIC: ' \
-        '*--topic[With --partitions / --preferred-leaders\: only these topics (repeatable).]:TOPIC: ' \
+        '--unclean-leaders[Elect a leader for each named partition that has no live leader (kafka-leader-election --election-type unclean)\: its...]' \
+        '*-t[With --partitions / --preferred-leaders\: only these topics (repeatable); with --partition\: the one topic.]:TOPIC: ' \
+        '*--topic[With --partitions / --preferred-leaders\: only these topics (repeatable); with --partition\: the one topic.]:TOPIC: ' \
+        '*--partition[With --preferred-leaders / --unclean-leaders and one -t\: only these partitions of it (repeatable, or 0,2).]:P: ' \
+        '--all-topic-partitions[With --unclean-leaders\: every partition of every topic (internal ones too).]' \
         '--execute[With --partitions\: move the replicas.]' \
         '--plan-out[With --partitions\: write the plan to FILE in kafka-reassign-partitions'\'' JSON (to review, edit, replay).]:FILE:_files' \
         '--plan-in[With --partitions\: take the plan from FILE (that JSON) instead of planning; with --verify / --cancel\: the partitions...]:FILE:_files' \
@@ -289,6 +295,7 @@ _kafkactl_spark_load() {
         '--allow-empty[Exit 0 when a --topic does not exist or the --pattern matches no topic (default\: exit 6, nothing loaded).]' \
         '--max-records-per-partition[Split bigger ranges into tasks.]:MAX_RECORDS_PER_PARTITION: ' \
         '--partition-by[Output directories topic=T/partition=P, or topic=T/date=YYYY-MM-DD (the records'\'' UTC date) with '\''date'\''. \[default\: par...]:PARTITION_BY: ' \
+        '--isolation-level[read_committed\: only committed transactions'\'' records; each run ends at the last stable offset, so an open transaction...]:LEVEL: ' \
         '--master[Spark master\: local\[*\], spark\://host\:7077, yarn... \[default\: local\[*\]\]]:MASTER: ' \
         '*-c[Extra spark-submit --conf key=value.]:CONF: ' \
         '*--conf[Extra spark-submit --conf key=value.]:CONF: ' \
@@ -339,8 +346,9 @@ _kafkactl_topics_create() {
     _arguments -s -S \
         '*-t[Topic name (repeatable). \[required\]]:TOPIC: ' \
         '*--topic[Topic name (repeatable). \[required\]]:TOPIC: ' \
-        '--partitions[Partition count (broker default). \[default\: -1\]]:PARTITIONS: ' \
-        '--replication-factor[Replicas (broker default). \[default\: -1\]]:REPLICATION_FACTOR: ' \
+        '--partitions[Partition count (broker default).]:PARTITIONS: ' \
+        '--replication-factor[Replicas (broker default).]:REPLICATION_FACTOR: ' \
+        '--replica-assignment[Each partition'\''s replicas, as kafka-topics takes them\: partitions separated by commas, broker ids by colons, the firs...]:B\:B,B\:B,...: ' \
         '*--config[Topic config k=v (repeatable).]:CONFIG: ' \
         '--if-not-exists[No error if the topic exists.]' \
         '(-b --bootstrap-server)-b[Broker(s) host\:port\[,host\:port\]; default $KAFKACTL_BOOTSTRAP or 127.0.0.1\:9092.]:BOOTSTRAP: ' \
@@ -1066,7 +1074,7 @@ _kafkactl_transactions_abort() {
     _arguments -s -S \
         '--topic[The topic. \[required\]]:TOPIC: ' \
         '--partition[The partition. \[required\]]:PARTITION: ' \
-        '--start-offset[The offset the open transaction starts at (find-hanging'\''s CurrentTransactionStartOffset).]:START_OFFSET: ' \
+        '--start-offset[The offset the open transaction starts at (find-hanging'\''s StartOffset).]:START_OFFSET: ' \
         '--producer-id[The producer id.]:PRODUCER_ID: ' \
         '--producer-epoch[The producer epoch.]:PRODUCER_EPOCH: ' \
         '--coordinator-epoch[The coordinator epoch.]:COORDINATOR_EPOCH: ' \
