@@ -9,7 +9,10 @@ replicas plus those of an ISR change still with the controller, KIP-497: a follo
 join is in flight already holds the high watermark back, and one being dropped still does
 until the controller answers), and only records below it are served to consumers or
 acknowledge acks=all. A follower appends the
-leader's batches as they are (offsets, epochs, CRCs) and takes the leader's high watermark.
+leader's batches as they are (offsets, epochs, CRCs), takes the leader's high watermark and
+moves its log start up to the leader's (records removed by DeleteRecords or retention on the
+leader go here too); the leader tracks each follower's log start from its fetches, and the
+smallest over the live replicas (the low watermark) is what a DeleteRecords waits for.
 The leader-epoch cache (log.leader_epoch_cache) follows every append and truncation.
 
 Transactions (KIP-98): the producer state tracks each producer's open transaction; an
@@ -31,7 +34,7 @@ import contextlib
 import logging
 import struct
 import threading
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Container
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -71,6 +74,7 @@ class FollowerState:
 
     log_end_offset: int = -1  # unknown until its first fetch
     last_caught_up_ms: float = 0.0
+    log_start_offset: int = -1  # its Fetch's log_start_offset; unknown until the first
 
 
 class Partition:
@@ -234,13 +238,14 @@ class Partition:
 
     # ---- the leader's view of its followers ---------------------------------------------------
     def update_follower(self, replica_id: int, fetch_offset: int, leader_end_at_read: int,
-                        now_ms: float) -> bool:
-        """A follower fetched from `fetch_offset` (its log end); True when the high
-        watermark moved."""
+                        now_ms: float, log_start_offset: int = -1) -> bool:
+        """A follower fetched from `fetch_offset` (its log end) and said its log starts at
+        `log_start_offset`; True when the high watermark moved."""
         state = self.followers.get(replica_id)
         if state is None or not self.is_leader:
             return False
         state.log_end_offset = fetch_offset
+        state.log_start_offset = log_start_offset
         if fetch_offset >= leader_end_at_read:
             state.last_caught_up_ms = now_ms
         return self.maybe_advance_high_watermark()
@@ -258,6 +263,31 @@ class Partition:
             self._hw = new
             return True
         return False
+
+    def low_watermark(self, live: Container[int]) -> int:
+        """Kafka's lowWatermarkIfLeader: the smallest log start offset over this replica
+        and the followers on `live` brokers (-1 while one of them has not fetched in this
+        leader term). A DeleteRecords answers once it reaches the requested offset."""
+        low = self.log_start_offset
+        for r, state in self.followers.items():
+            if state.log_start_offset < low and r in live and r in self.replicas:
+                low = state.log_start_offset
+        return low
+
+    def follow_leader_log_start(self, leader_log_start: int) -> bool:
+        """A follower's log starts where its leader's does (Kafka's
+        maybeIncrementLogStartOffset with LeaderOffsetIncremented): records the leader
+        removed (DeleteRecords, retention) are removed here too, segments wholly below the
+        new start deleted as retention deletes them. Only up to this replica's high
+        watermark, which it has and knows committed (Kafka refuses a log start above it);
+        never backwards. True when the log start moved."""
+        new = min(leader_log_start, self.high_watermark)
+        if new <= self.log_start_offset:
+            return False
+        self.log.delete_records_before(new)
+        log.info("%s: incremented log start offset to %d: the leader's "
+                 "(LeaderOffsetIncremented)", self, new)
+        return True
 
     def isr_to_add(self) -> list[int]:
         """Followers out of the ISR that have caught up to the high watermark."""

@@ -1,7 +1,9 @@
 """Delayed operations (Kafka's purgatory): a long-poll Fetch waits here until appends to the
 partitions it watches bring `min_bytes`, or `max_wait_ms` passes; an acks=all Produce waits
-until the high watermark passes what it appended. Appends and high-watermark advances wake
-them directly (no polling loop); the event loop's timer handles the deadline."""
+until the high watermark passes what it appended; a DeleteRecords waits until the low
+watermark (the smallest log start offset over the live replicas) reaches the requested
+offset. Appends, high-watermark advances and followers' fetches wake them directly (no
+polling loop); the event loop's timer handles the deadline."""
 
 from __future__ import annotations
 
@@ -193,3 +195,77 @@ class ProducePurgatory:
     def shutdown(self) -> None:
         for key in list(self._watchers):
             self.fail(key, ErrorCode.NOT_LEADER_OR_FOLLOWER)
+
+
+class DelayedDeleteRecords:
+    """A DeleteRecords waiting for the low watermark of its partitions to reach the offsets
+    it asked for (Kafka's DelayedDeleteRecords)."""
+
+    __slots__ = ("future", "pending", "keys", "low_watermarks")
+
+    def __init__(self, future: asyncio.Future[None], required: dict[TopicPartition, int]) -> None:
+        self.future = future
+        self.pending = dict(required)  # partition -> offset the low watermark must reach
+        self.keys = list(required)
+        self.low_watermarks: dict[TopicPartition, int] = {}  # reached: the low watermark
+
+    def settle(self, key: TopicPartition, low_watermark: int | None) -> None:
+        """`key` is done: reached at `low_watermark`, or timed out (None)."""
+        if self.pending.pop(key, None) is not None and low_watermark is not None:
+            self.low_watermarks[key] = low_watermark
+        if not self.pending and not self.future.done():
+            self.future.set_result(None)
+
+
+def _expire_delete(op: DelayedDeleteRecords) -> None:
+    for key in list(op.pending):
+        op.settle(key, None)
+
+
+class DeleteRecordsPurgatory:
+    """DeleteRecords wait here; a follower's fetch that raises the low watermark completes
+    them (`low_watermark`), the request's timeout_ms expires them; no polling."""
+
+    def __init__(self) -> None:
+        self._watchers: dict[TopicPartition, set[DelayedDeleteRecords]] = {}
+
+    @property
+    def waiting(self) -> bool:
+        """Some DeleteRecords waits (the followers' fetches check it: one test when not)."""
+        return bool(self._watchers)
+
+    def watching(self, key: TopicPartition) -> bool:
+        return key in self._watchers
+
+    def watch(self, required: dict[TopicPartition, int]) -> DelayedDeleteRecords:
+        """Register synchronously, in the step that moved the leader's log start (a
+        follower fetch handled later must find it)."""
+        op = DelayedDeleteRecords(asyncio.get_running_loop().create_future(), required)
+        for key in required:
+            self._watchers.setdefault(key, set()).add(op)
+        return op
+
+    async def wait_for(self, op: DelayedDeleteRecords, timeout_s: float
+                       ) -> dict[TopicPartition, int]:
+        """The partitions whose low watermark got there in `timeout_s`, with it; the others
+        timed out (REQUEST_TIMED_OUT)."""
+        timer = asyncio.get_running_loop().call_later(timeout_s, _expire_delete, op)
+        try:
+            await op.future
+        finally:
+            timer.cancel()
+            _unwatch(self._watchers, op, op.keys)
+        return dict(op.low_watermarks)
+
+    def low_watermark(self, key: TopicPartition, low: int) -> None:
+        """The low watermark of `key` is `low`: the waiters it reaches complete."""
+        for op in list(self._watchers.get(key, ())):
+            required = op.pending.get(key)
+            if required is not None and low >= required:
+                op.settle(key, low)
+
+    def shutdown(self) -> None:
+        """The broker stops: every waiter answers now, as timed out (for the server's
+        shutdown, next to the produce purgatory's)."""
+        for op in {op for ops in self._watchers.values() for op in ops}:
+            _expire_delete(op)

@@ -5,8 +5,13 @@ with the Fetch API and `replica_id` set to this broker (the leader then knows ho
 follower is). Before fetching a partition it just started following, the fetcher asks the
 leader where its own latest leader epoch ended (OffsetForLeaderEpoch, KIP-101) and cuts
 its log there, so it never keeps records the leader does not have. Batches are appended
-as the leader wrote them (offsets, epochs, CRCs); the leader's high watermark comes with
-each response.
+as the leader wrote them (offsets, epochs, CRCs); the leader's high watermark and log start
+offset come with each response: the follower's log start follows the leader's up (Kafka's
+ReplicaFetcherThread.processPartitionData), so records removed on the leader by
+DeleteRecords or retention do not come back when this replica leads. Each fetch sends this
+replica's log start offset, which the leader's DeleteRecords waits on. A fetch offset below
+the leader's log start (OFFSET_OUT_OF_RANGE: this replica was away while the leader's log
+start passed its end) starts this replica's log over at the leader's start.
 
 Each fetch remembers, per partition, what it was sent for: the entry it was sent for
 (re-added by a LeaderAndIsr: a new entry), the leader epoch and the fetch offset. A
@@ -266,6 +271,14 @@ class ReplicaFetcher:
                 log.error("%s: cannot append the leader's records: %s", part, e)
                 return False
             f.in_sync = part.log_end_offset >= r["high_watermark"]
+            # the leader's log start moved (DeleteRecords, retention): one comparison when not
+            leader_start = r["log_start_offset"]
+            if leader_start > part.log_start_offset:
+                try:
+                    part.follow_leader_log_start(leader_start)
+                except (OSError, LogError) as e:  # asked again with the next response
+                    log.error("%s: cannot move the log start to the leader's %d: %s", part,
+                              leader_start, e)
             if self.manager.quota is not None:
                 self.manager.quota.record(part.topic, part.partition, size)
             return True

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 from kafkactl.broker.metadata_cache import MetadataCache
 from kafkactl.broker.partition import Partition
 from kafkactl.broker.partition_store import PartitionStore
-from kafkactl.broker.purgatory import FetchPurgatory, ProducePurgatory
+from kafkactl.broker.purgatory import DeleteRecordsPurgatory, FetchPurgatory, ProducePurgatory
 from kafkactl.broker.topic_admin import TopicAdmin
 from kafkactl.log.errors import KafkaStorageError, LogError
 from kafkactl.log.manager import StorageErrorLog
@@ -75,6 +75,7 @@ class ReplicaManager:
         self.cache = cache
         self.purgatory = purgatory
         self.produce_purgatory = ProducePurgatory()
+        self.delete_records_purgatory = DeleteRecordsPurgatory()
         self.isr_changes: IsrChanger | None = None  # a cluster: AlterPartition requests
         # a cluster: leader.replication.throttled.rate over the throttled replicas
         self.leader_quota: ReplicationQuota | None = None
@@ -219,7 +220,8 @@ class ReplicaManager:
     # ---- fetch -----------------------------------------------------------------------------
     def read(self, topic: str, partition: int, offset: int, max_bytes: int, *,
              min_one_batch: bool, current_leader_epoch: int = -1,
-             replica_id: int = -1, read_committed: bool = False) -> FetchResult:
+             replica_id: int = -1, read_committed: bool = False,
+             log_start_offset: int = -1) -> FetchResult:
         from kafkactl.log.errors import CorruptRecordError, OffsetOutOfRange
 
         part, code = self.leader_partition(topic, partition)
@@ -234,7 +236,7 @@ class ReplicaManager:
             return FetchResult(ErrorCode.FENCED_LEADER_EPOCH)
         follower = replica_id >= 0
         if follower:
-            self._follower_fetched(part, replica_id, offset)
+            self._follower_fetched(part, replica_id, offset, log_start_offset)
         hw = part.high_watermark
         lso = part.last_stable_offset
         lso_ = part.log_start_offset
@@ -262,17 +264,35 @@ class ReplicaManager:
                 fs.first_offset, fs.position + fs.length, lso)) if fs.length else []
         return FetchResult(ErrorCode.NONE, hw, lso, lso_, fs, int(fs.length), aborted)
 
-    def _follower_fetched(self, part: Partition, replica_id: int, fetch_offset: int) -> None:
-        """A follower's fetch says where its log ends: the high watermark may move, and a
-        follower caught up to it may rejoin the ISR."""
+    def _follower_fetched(self, part: Partition, replica_id: int, fetch_offset: int,
+                          log_start_offset: int) -> None:
+        """A follower's fetch says where its log ends and starts: the high watermark may
+        move, a follower caught up to it may rejoin the ISR, and a waiting DeleteRecords
+        may see its low watermark reached."""
         now = time.time() * 1000
-        if part.update_follower(replica_id, fetch_offset, part.log_end_offset, now):
+        if part.update_follower(replica_id, fetch_offset, part.log_end_offset, now,
+                                log_start_offset):
             self.high_watermark_moved(part)
+        if self.delete_records_purgatory.waiting:  # one test while no DeleteRecords waits
+            self.low_watermark_moved(part)
         if self.isr_changes is not None and not part.isr_change_pending:
             joining = part.isr_to_add()
             if joining:
                 self.isr_changes.submit(part, sorted(set(part.isr) | set(joining)))
                 self.isr_expands += 1
+
+    def low_watermark(self, part: Partition) -> int:
+        """The partition's low watermark: the smallest log start offset over its replicas
+        on live brokers (Kafka's Partition.lowWatermarkIfLeader)."""
+        if not part.followers:
+            return part.log_start_offset
+        return part.low_watermark({b.node_id for b in self.cache.brokers()})
+
+    def low_watermark_moved(self, part: Partition) -> None:
+        """Waiting DeleteRecords on `part` whose offset the low watermark reached answer."""
+        key = (part.topic, part.partition)
+        if part.is_leader and self.delete_records_purgatory.watching(key):
+            self.delete_records_purgatory.low_watermark(key, self.low_watermark(part))
 
     def leader_throttled(self, topic: str, partition: int, replica_id: int) -> bool:
         """Send follower `replica_id` nothing of (topic, partition) now: it is out of the

@@ -642,6 +642,7 @@ class KafkaServer:
             self.purgatory.shutdown()
         if self.services is not None:
             self.services.replica_manager.produce_purgatory.shutdown()
+            self.services.replica_manager.delete_records_purgatory.shutdown()
         if self.group_coordinator is not None:
             await self.group_coordinator.shutdown()  # parked joins/syncs answer now
         if self.txn_coordinator is not None:

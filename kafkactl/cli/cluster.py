@@ -98,9 +98,12 @@ def verify_replicas(
     prop: list[str] = property_option(),
     command_config: Path | None = command_config_option(),
 ) -> None:
-    """Compare every replica's committed log (batch offsets and CRCs) and report where
-    replicas differ (Kafka's ReplicaVerificationTool). Exit 1 on any divergence or replica
-    that cannot be read; a single-replica partition has nothing to compare (exit 0)."""
+    """Compare every replica's committed log (batch offsets and CRCs), from the largest
+    log start offset among the replicas to the smallest high watermark, and report where
+    replicas differ (Kafka's ReplicaVerificationTool). Without --topic every topic is
+    checked, internal ones (__consumer_offsets, __transaction_state) included. Exit 1 on
+    any divergence or replica that cannot be read; a single-replica partition has nothing
+    to compare (exit 0)."""
     from kafkactl.client.errors import ClientError
     from kafkactl.client.kafka_client import KafkaClient
     from kafkactl.client.replica_verifier import verify_partition
@@ -114,7 +117,7 @@ def verify_replicas(
                        else client.refresh_metadata(None))
             checks = [verify_partition(client, name, p, list(part.replicas))
                       for name, t in sorted(cluster.topics.items())
-                      if (topic and name in topic) or (not topic and not t.is_internal)
+                      if not topic or name in topic
                       for p, part in sorted(t.partitions.items())]
         finally:
             client.close()
@@ -122,6 +125,7 @@ def verify_replicas(
         raise fail(str(e)) from None
     rows = [{"topic": c.topic, "partition": c.partition, "replicas": c.replicas,
              "compared": c.compared,
+             "checked_from": c.checked_from if c.compared else None,
              "checked_up_to": c.checked_up_to if c.compared else None,
              "batches": c.batches if c.compared else None,
              "diverged_at": c.diverged_at, "errors": {str(b): e for b, e in c.errors.items()}}
@@ -136,11 +140,13 @@ def verify_replicas(
                 continue
             state = "ok" if c.ok else (f"DIVERGED at offset {c.diverged_at}"
                                        if c.diverged_at is not None else "NOT CHECKED")
-            span = (f"up to offset {c.checked_up_to} ({c.batches} batches)" if c.compared
-                    else "not compared")
+            span = "not compared"
+            if c.compared:
+                start = f"from offset {c.checked_from} " if c.checked_from else ""
+                span = f"{start}up to offset {c.checked_up_to} ({c.batches} batches)"
             typer.echo(f"{replicas}\t{span}\t{state}")
             for broker, why in c.errors.items():
-                typer.echo(f"  replica {broker}: {why}", err=True)
+                typer.echo(f"{c.topic}-{c.partition}: replica {broker}: {why}", err=True)
     if any(not c.ok for c in checks):
         raise typer.Exit(1)
 

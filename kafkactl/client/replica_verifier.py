@@ -1,13 +1,16 @@
 """Compare the replicas of partitions (Kafka's ReplicaVerificationTool, as one call): read
 each replica's committed batches from its own broker (Fetch with replica_id -2, which a
-follower also answers), and compare their offsets and CRCs up to the smallest high
-watermark among them. Reads batch headers only; the records stay undecoded."""
+follower also answers), and compare their offsets and CRCs from the largest log start
+offset among them (every replica has what is compared: logs cut by retention or
+DeleteRecords start later than 0) up to the smallest high watermark among them. Reads batch
+headers only; the records stay undecoded."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Any
 
+from kafkactl.client.connection import BrokerConnection
 from kafkactl.client.kafka_client import KafkaClient
 from kafkactl.protocol.api_keys import ApiKey
 from kafkactl.protocol.errors import ErrorCode
@@ -15,8 +18,13 @@ from kafkactl.record.memory_records import iter_batches
 
 DEBUGGING_CONSUMER_ID = -2
 CHUNK_BYTES = 1 << 20
+PROBE_BYTES = 1  # the log start offset probe: one batch at most (the broker's minimum)
 
 Batch = tuple[int, int, int]  # base offset, last offset, CRC
+
+
+class ReplicaReadError(Exception):
+    """A replica's broker refused the read; the message says why (Kafka's error name)."""
 
 
 @dataclass
@@ -24,6 +32,7 @@ class PartitionCheck:
     topic: str
     partition: int
     replicas: list[int]
+    checked_from: int = 0  # offsets from here were compared (the largest log start)
     checked_up_to: int = 0  # offsets below this were compared
     batches: int = 0
     diverged_at: int | None = None  # first offset where the replicas differ
@@ -40,24 +49,45 @@ class PartitionCheck:
         return len(self.replicas) < 2
 
 
-def _read_replica(client: KafkaClient, broker: int, topic: str,
-                  partition: int) -> tuple[list[Batch], int]:
-    """(batches, high watermark) of one replica's committed log."""
+def _fetch(conn: BrokerConnection, topic: str, partition: int, offset: int,
+           max_bytes: int) -> dict[str, Any]:
+    """One Fetch of one partition of one replica; the partition's part of the answer."""
+    body: dict[str, Any] = {
+        "replica_id": DEBUGGING_CONSUMER_ID, "max_wait_ms": 0, "min_bytes": 0,
+        "max_bytes": max_bytes, "isolation_level": 0, "session_id": 0,
+        "session_epoch": -1, "forgotten_topics_data": [], "rack_id": "",
+        "topics": [{"topic": topic, "partitions": [{
+            "partition": partition, "current_leader_epoch": -1, "fetch_offset": offset,
+            "last_fetched_epoch": -1, "log_start_offset": -1,
+            "partition_max_bytes": max_bytes}]}]}
+    resp = conn.request(ApiKey.FETCH, body, version=12)
+    part: dict[str, Any] = resp["responses"][0]["partitions"][0]
+    return part
+
+
+def _log_start(client: KafkaClient, broker: int, topic: str, partition: int) -> int:
+    """Where one replica's log starts: a Fetch at offset 0 answers with its log start
+    offset (with records, or OFFSET_OUT_OF_RANGE when the log starts later)."""
+    p = _fetch(client.connection(broker), topic, partition, 0, PROBE_BYTES)
+    code, start = p["error_code"], p.get("log_start_offset", -1)
+    if code in (ErrorCode.NONE, ErrorCode.OFFSET_OUT_OF_RANGE) and start >= 0:
+        return int(start)
+    if code == ErrorCode.NONE:
+        return 0  # offset 0 was read: the log starts there
+    raise ReplicaReadError(ErrorCode(code).name)
+
+
+def _read_replica(client: KafkaClient, broker: int, topic: str, partition: int,
+                  start: int = 0) -> tuple[list[Batch], int]:
+    """(batches, high watermark) of one replica's committed log from offset `start` (the
+    batch holding `start` is the first)."""
     conn = client.connection(broker)
-    offset, hw, out = 0, -1, []
+    offset, hw, out = start, -1, []
     while True:
-        body: dict[str, Any] = {
-            "replica_id": DEBUGGING_CONSUMER_ID, "max_wait_ms": 0, "min_bytes": 0,
-            "max_bytes": CHUNK_BYTES, "isolation_level": 0, "session_id": 0,
-            "session_epoch": -1, "forgotten_topics_data": [], "rack_id": "",
-            "topics": [{"topic": topic, "partitions": [{
-                "partition": partition, "current_leader_epoch": -1, "fetch_offset": offset,
-                "last_fetched_epoch": -1, "log_start_offset": -1,
-                "partition_max_bytes": CHUNK_BYTES}]}]}
-        resp = conn.request(ApiKey.FETCH, body, version=12)
-        p = resp["responses"][0]["partitions"][0]
+        p = _fetch(conn, topic, partition, offset, CHUNK_BYTES)
         if p["error_code"] != ErrorCode.NONE:
-            raise RuntimeError(ErrorCode(p["error_code"]).name)
+            raise ReplicaReadError(f"{ErrorCode(p['error_code']).name} reading from "
+                                   f"offset {offset}")
         hw = p["high_watermark"]
         progressed = False
         for b in iter_batches(memoryview(p.get("records") or b"")):
@@ -70,21 +100,39 @@ def _read_replica(client: KafkaClient, broker: int, topic: str,
             return out, hw
 
 
+def _why(e: Exception) -> str:
+    """Why a replica could not be read, for the report (no Python class names)."""
+    text = str(e)
+    if text:
+        return text
+    return "timed out" if isinstance(e, TimeoutError) else "no answer"
+
+
 def verify_partition(client: KafkaClient, topic: str, partition: int,
                      replicas: list[int]) -> PartitionCheck:
     check = PartitionCheck(topic, partition, list(replicas))
     if check.single_replica:
         return check  # nothing to read: no other copy to compare it with
-    logs: dict[int, tuple[list[Batch], int]] = {}
+    starts: dict[int, int] = {}
     for broker in replicas:
         try:
-            logs[broker] = _read_replica(client, broker, topic, partition)
+            starts[broker] = _log_start(client, broker, topic, partition)
         except Exception as e:  # a replica that cannot be read is reported, not fatal
-            check.errors[broker] = f"{type(e).__name__}: {e}"
+            check.errors[broker] = _why(e)
+    if len(starts) < 2:
+        return check
+    start = max(starts.values())  # every replica has the offsets from here
+    logs: dict[int, tuple[list[Batch], int]] = {}
+    for broker in starts:
+        try:
+            logs[broker] = _read_replica(client, broker, topic, partition, start)
+        except Exception as e:
+            check.errors[broker] = _why(e)
     if len(logs) < 2:
         return check
     upto = min(hw for _batches, hw in logs.values())
     check.compared = True
+    check.checked_from = min(start, upto)
     check.checked_up_to = upto
     views = {b: [x for x in batches if x[1] < upto] for b, (batches, _hw) in logs.items()}
     reference = next(iter(views.values()))

@@ -23,3 +23,19 @@ def test_a_single_replica_has_nothing_to_compare(broker: Any) -> None:
     (row,) = json.loads(r.stdout)
     assert row["compared"] is False and row["checked_up_to"] is None
     assert row["diverged_at"] is None and row["errors"] == {}
+
+
+def test_without_a_topic_internal_topics_are_verified_too(broker: Any) -> None:
+    """Kafka's ReplicaVerificationTool includes __consumer_offsets (and
+    __transaction_state); verify-replicas without -t skipped them."""
+    b = ["-b", broker.bootstrap]
+    r = zygote.run(["produce", "-t", "plain", "-q", *b], input="a\nb\n", text=True,
+                   timeout=60)
+    assert r.returncode == 0, r.stderr
+    r = zygote.run(["consume", "-t", "plain", "-G", "readers", "-e", *b], text=True,
+                   timeout=60)  # the group's offsets: __consumer_offsets exists
+    assert r.returncode == 0, r.stderr
+    r = zygote.run(["cluster", "verify-replicas", "--json", *b], text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    topics = {row["topic"] for row in json.loads(r.stdout)}
+    assert {"plain", "__consumer_offsets"} <= topics

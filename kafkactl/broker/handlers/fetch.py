@@ -70,7 +70,8 @@ def _read_all(services: BrokerServices, ctx: RequestContext, request: dict[str, 
             r = rm.read(name, p["partition"], p["fetch_offset"], max(limit, 0),
                         min_one_batch=(total == 0 and not throttled),
                         current_leader_epoch=p.get("current_leader_epoch", -1),
-                        replica_id=replica_id, read_committed=read_committed)
+                        replica_id=replica_id, read_committed=read_committed,
+                        log_start_offset=p.get("log_start_offset", -1))
             records: Any = b""
             if version < ZSTD_MIN_FETCH_VERSION and r.error == ErrorCode.NONE and (
                     _zstd_topic(services, name) or (r.records is not None and r.size > 0
