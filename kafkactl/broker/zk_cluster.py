@@ -11,7 +11,9 @@
   order: a topic's overrides (`/config/topics/[t]`) to its hosted logs, the cluster-wide
   dynamic broker configs (`/config/brokers/<default>`) and its own (`/config/brokers/[id]`)
   to its DynamicBrokerConfig. Sensitive broker keys are not written to ZooKeeper (Kafka
-  would need password.encoder.secret): they stay in the broker's data dir.
+  would need password.encoder.secret): they stay in the broker's data dir. A change that
+  may turn unclean.leader.election.enable on goes to the controller too (Kafka's
+  ConfigHandlers), which elects the offline partitions that may then have a leader.
 - Adoption: topics of this broker's data dir that ZooKeeper does not know (a standalone
   broker joining a cluster) are registered with this broker as their only replica.
 - Controlled shutdown: on SIGTERM the broker asks the controller to move its leaders away
@@ -36,6 +38,7 @@ from kafkactl.cluster import topic_state as zk_topics
 from kafkactl.cluster.broker_connection import PLAINTEXT, InterBrokerSecurity, request_once
 from kafkactl.cluster.config_changes import ConfigChangeListener, EntityConfig
 from kafkactl.cluster.controller import KafkaController
+from kafkactl.cluster.controller_zk import UNCLEAN_KEY
 from kafkactl.log.errors import ConfigError
 from kafkactl.protocol.api_keys import ApiKey
 from kafkactl.protocol.errors import ErrorCode
@@ -60,6 +63,12 @@ def fetcher_settings(config: BrokerConfig) -> FetcherSettings:
         max_bytes=config.get_int("replica.fetch.response.max.bytes"),
         partition_max_bytes=config.get_int("replica.fetch.max.bytes"),
         backoff_ms=config.get_int("replica.fetch.backoff.ms"))
+
+
+def _may_enable_unclean(config: dict[str, str] | None) -> bool:
+    """A config layer that exists and does not set unclean.leader.election.enable false."""
+    return config is not None and \
+        config.get(UNCLEAN_KEY, "").strip().lower() != "false"
 
 
 class ZkCluster:
@@ -178,10 +187,18 @@ class ZkCluster:
         self.config_changes.start()
 
     def _on_config_change(self, change: EntityConfig) -> None:
-        """The listener's thread: applied on the event loop, in notification order."""
+        """The listener's thread: applied on the event loop, in notification order. The
+        controller hears of a topic's config or this broker's dynamic broker config that
+        does not set unclean.leader.election.enable false (the setting may be true now:
+        it reads the effective one from ZooKeeper)."""
         if change.entity_type == config_changes.TOPICS:
+            if _may_enable_unclean(change.config):
+                self.controller.enable_topic_unclean_leader_election(change.name)
             self._call_soon(self._apply_topic_config, change)
         elif change.entity_type == config_changes.BROKERS:
+            if change.name in (zk_paths.DEFAULT_BROKER_ENTITY, str(self.broker_id)) \
+                    and _may_enable_unclean(change.config):
+                self.controller.enable_default_unclean_leader_election()
             self._call_soon(self._apply_broker_config, change)
 
     def _call_soon(self, fn: Any, *args: Any) -> None:

@@ -16,6 +16,14 @@ same session (`check_active`). A session expiry queues Expire ahead of everythin
 stands for election only once its own registration is in ZooKeeper for the current
 session. A failing event is logged and queued again later, without holding up the events
 behind it.
+
+Unclean leader election follows each topic's effective unclean.leader.election.enable
+(its override, else this broker's dynamic config, else the cluster default, else
+server.properties), read from ZooKeeper only for the partitions that need it: no live
+in-sync replica, a live out-of-sync one. The broker's /config/changes listener tells the
+controller when a topic's or the dynamic broker config's setting may have turned true
+(`enable_topic_unclean_leader_election`, `enable_default_unclean_leader_election`), and
+it elects the offline partitions concerned at once, as Kafka's controller does.
 """
 
 from __future__ import annotations
@@ -25,7 +33,7 @@ import logging
 import time
 import uuid
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from kafkactl.cluster import controller_admin, controller_zk, zk_paths
 from kafkactl.cluster import controller_decisions as decisions
@@ -59,13 +67,15 @@ from kafkactl.cluster.controller_events import (
     RequestEvent,
     TopicChange,
     TopicDeletion,
+    TopicUncleanLeaderElectionEnable,
+    UncleanLeaderElectionEnable,
     request_event,
 )
 from kafkactl.cluster.controller_requests import ClusterView
 from kafkactl.cluster.controller_sends import BrokerNotices
 from kafkactl.cluster.controller_zk import ControllerMovedError
 from kafkactl.cluster.topic_deletion import TopicDeletionManager
-from kafkactl.cluster.topic_state import PartitionState, TopicAssignment
+from kafkactl.cluster.topic_state import NO_LEADER, PartitionState, TopicAssignment
 from kafkactl.protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
@@ -75,6 +85,8 @@ log = logging.getLogger("kafkactl.controller")
 
 TopicPartition = tuple[str, int]
 RETRY_AFTER_ERROR_S = 1.0
+UNCLEAN_LOGGED = 10  # partitions named in the warning about an unclean election
+T = TypeVar("T")
 
 
 class NotControllerError(Exception):
@@ -95,6 +107,8 @@ class KafkaController(BrokerNotices):
         self.zk = zk
         self.broker_id = broker_id
         self.inter_broker = inter_broker  # how the channel reaches the brokers
+        # server.properties' unclean.leader.election.enable: under the dynamic configs and
+        # each topic's override, read from ZooKeeper when an election needs them
         self.unclean = unclean_leader_election
         self.active = False
         self.epoch = 0
@@ -180,6 +194,22 @@ class KafkaController(BrokerNotices):
     def _enqueue(self, event: ControllerEvent) -> None:
         self.events.put(event)
 
+    def enable_topic_unclean_leader_election(self, topic: str) -> None:
+        """(any thread) `topic`'s configs changed, not setting unclean.leader.election.enable
+        false: where its effective setting is true, its offline partitions get a leader
+        if a replica of theirs is live (Kafka's enableTopicUncleanLeaderElection, for a
+        topic setting it true; the active controller alone acts)."""
+        if self.active:
+            self._enqueue(TopicUncleanLeaderElectionEnable(topic))
+
+    def enable_default_unclean_leader_election(self) -> None:
+        """(any thread) this broker's dynamic config (its own or the cluster default)
+        changed: if its unclean.leader.election.enable is true (read from ZooKeeper),
+        every offline partition that may have a leader now gets one (Kafka's
+        enableDefaultUncleanLeaderElection)."""
+        if self.active:
+            self._enqueue(UncleanLeaderElectionEnable())
+
     def _refuse(self, event: RequestEvent, why: str = "") -> None:
         if not event.future.done():
             event.future.set_exception(NotControllerError(
@@ -235,6 +265,13 @@ class KafkaController(BrokerNotices):
                 await self._on_topic_change()
             case PartitionModification(topic=topic):
                 await self._on_partition_change(topic)
+            case UncleanLeaderElectionEnable():
+                if await asyncio.to_thread(controller_zk.broker_unclean_election_enabled,
+                                           self.zk, self.broker_id, self.unclean):
+                    self.check_active()
+                    await self._on_unclean_enabled(None)
+            case TopicUncleanLeaderElectionEnable(topic=topic):
+                await self._on_unclean_enabled(topic)
             case TopicDeletion():
                 await self.deletions.on_requests()
             case ReplicaStopped(topic=topic, broker_id=broker_id, response=response):
@@ -399,9 +436,10 @@ class KafkaController(BrokerNotices):
         if not fresh:
             return
         known |= fresh
-        changed = decisions.offline_replica_states(view, broker_id, fresh, self.epoch,
-                                                   unclean=self.unclean,
-                                                   shutting_down=self.shutting_down)
+        changed = await self._decide(lambda unclean: decisions.offline_replica_states(
+            view, broker_id, fresh, self.epoch, unclean=unclean,
+            shutting_down=self.shutting_down))
+        self._warn_unclean(changed)
         await self.write_states(changed, create=False)
         log.warning("broker %d has %d replica(s) in an offline log dir (%s%s): %d partition(s) "
                     "changed leader or ISR", broker_id, len(fresh),
@@ -413,12 +451,68 @@ class KafkaController(BrokerNotices):
         return {tp: r.adding for tp, r in self.reassignments.items()}
 
     async def _on_brokers_changed(self, dead: set[int]) -> set[TopicPartition]:
-        changed = decisions.broker_change_states(self.view, dead, self.epoch,
-                                                 unclean=self.unclean,
-                                                 shutting_down=self.shutting_down)
+        settings: dict[str, bool] = {}  # the topics' unclean settings, read once
+        changed = await self._decide(lambda unclean: decisions.broker_change_states(
+            self.view, dead, self.epoch, unclean=unclean, shutting_down=self.shutting_down),
+            settings)
+        self._warn_unclean(changed)
         await self.write_states(changed, create=False)
-        started = await self._start_partitions(self._all_partitions())
+        started = await self._start_partitions(self._all_partitions(), settings)
         return set(changed) | started
+
+    # ---- unclean leader election -----------------------------------------------------------
+    async def _decide(self, decide: Callable[[decisions.Unclean], T],
+                      settings: dict[str, bool] | None = None) -> T:
+        """Run a decision with each topic's effective unclean.leader.election.enable: it
+        runs once answering False for the topics it asks about whose setting is not known
+        yet (only partitions with no live in-sync replica and a live out-of-sync one ask),
+        their settings are read from ZooKeeper in one round trip (kept in `settings` for
+        the handler's next decision), and it runs again only when one of them is true."""
+        known = {} if settings is None else settings
+        asked: set[str] = set()
+
+        def first(topic: str) -> bool:
+            if topic not in known:
+                asked.add(topic)
+            return known.get(topic, False)
+        result = decide(first)
+        if not asked:
+            return result
+        known.update(await asyncio.to_thread(controller_zk.unclean_election_enabled, self.zk,
+                                             asked, self.broker_id, self.unclean))
+        self.check_active()
+        if not any(known[t] for t in asked):
+            return result
+        return decide(lambda topic: known.get(topic, False))
+
+    def _warn_unclean(self, states: dict[TopicPartition, PartitionState]) -> None:
+        """Name the partitions about to be led by a replica that was not in their ISR."""
+        unclean = [(tp, new.leader, old.isr) for tp, new in sorted(states.items())
+                   if (old := self.view.states.get(tp)) is not None
+                   and new.leader != NO_LEADER and new.leader not in old.isr]
+        if unclean:
+            log.warning("unclean leader election: %d partition(s) led by a replica that was "
+                        "not in sync (records only the others had are lost): %s%s",
+                        len(unclean), ", ".join(f"{t}-{p} by {leader} (ISR {isr})"
+                                                for (t, p), leader, isr
+                                                in unclean[:UNCLEAN_LOGGED]),
+                        ", ..." if len(unclean) > UNCLEAN_LOGGED else "")
+
+    async def _on_unclean_enabled(self, topic: str | None) -> None:
+        """unclean.leader.election.enable may have turned true for `topic` (None: in the
+        dynamic broker config): elect the offline partitions concerned (Kafka's
+        triggerOnlinePartitionStateChange), not those of topics being deleted."""
+        if topic is not None and topic not in self.view.assignments:
+            return
+        partitions = [tp for tp in (self._all_partitions() if topic is None else
+                                    [(topic, p) for p in self.view.assignments[topic]])
+                      if tp[0] not in self.deletions]
+        started = await self._start_partitions(partitions)
+        if started:
+            log.info("unclean.leader.election.enable is true %s: %d offline partition(s) "
+                     "got a leader", "by default" if topic is None else f"for topic {topic}",
+                     len(started))
+            self.announce(started, is_new=False)
 
     # ---- topics ------------------------------------------------------------------------------
     def _all_partitions(self) -> list[TopicPartition]:
@@ -507,11 +601,14 @@ class KafkaController(BrokerNotices):
             return True
         return on_change
 
-    async def _start_partitions(self, partitions: Iterable[TopicPartition]
+    async def _start_partitions(self, partitions: Iterable[TopicPartition],
+                                settings: dict[str, bool] | None = None
                                 ) -> set[TopicPartition]:
-        created, elected = decisions.start_states(self.view, partitions, self.epoch,
-                                                  unclean=self.unclean,
-                                                  shutting_down=self.shutting_down)
+        parts = list(partitions)  # decided twice when a topic's unclean setting is on
+        created, elected = await self._decide(lambda unclean: decisions.start_states(
+            self.view, parts, self.epoch, unclean=unclean, shutting_down=self.shutting_down),
+            settings)
+        self._warn_unclean(elected)
         await self.write_states(created, create=True)
         await self.write_states(elected, create=False)
         return set(created) | set(elected)

@@ -50,6 +50,22 @@ class AutoRebalance:
 
 
 @dataclass(frozen=True)
+class UncleanLeaderElectionEnable:
+    """This broker's dynamic config (the cluster default or its own) changed: if its
+    unclean.leader.election.enable is true, elect a leader for every offline partition
+    that may now have one (Kafka's UncleanLeaderElectionEnable)."""
+
+
+@dataclass(frozen=True)
+class TopicUncleanLeaderElectionEnable:
+    """A topic's configs changed, not setting unclean.leader.election.enable false: elect a
+    leader for its offline partitions that may now have one (Kafka's
+    TopicUncleanLeaderElectionEnable, sent when the topic sets it true)."""
+
+    topic: str
+
+
+@dataclass(frozen=True)
 class PartitionModification:
     """A topic znode changed (partitions added)."""
 
@@ -101,12 +117,14 @@ class Reassign:
     future: asyncio.Future[Any] = field(hash=False, compare=False)
 
 
-PlainEvent = Elect | Expire | BrokerChange | TopicChange | TopicDeletion | AutoRebalance
+PlainEvent = (Elect | Expire | BrokerChange | TopicChange | TopicDeletion | AutoRebalance
+              | UncleanLeaderElectionEnable)
 RequestEvent = ControlledShutdown | AlterPartition | ElectLeaders | Reassign
-ControllerEvent = (PlainEvent | PartitionModification | ReplicaStopped | ReplicasOffline
-                   | RequestEvent)
+ControllerEvent = (PlainEvent | PartitionModification | TopicUncleanLeaderElectionEnable
+                   | ReplicaStopped | ReplicasOffline | RequestEvent)
 REQUESTS = (ControlledShutdown, AlterPartition, ElectLeaders, Reassign)
-PLAIN = (Elect, Expire, BrokerChange, TopicChange, TopicDeletion, AutoRebalance)
+PLAIN = (Elect, Expire, BrokerChange, TopicChange, TopicDeletion, AutoRebalance,
+         UncleanLeaderElectionEnable)
 
 
 def request_event(kind: str, args: tuple[Any, ...], future: asyncio.Future[Any]

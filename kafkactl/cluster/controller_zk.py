@@ -10,18 +10,21 @@ event task applies them to its state.
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import TYPE_CHECKING, Any
 
 from kafkactl.cluster import topic_state as zk_topics
 from kafkactl.cluster import zk_paths
+from kafkactl.cluster.config_changes import BROKERS, TOPICS, parse_config
 from kafkactl.cluster.topic_state import PartitionState, TopicAssignment
-from kafkactl.cluster.zookeeper import check_write_size
+from kafkactl.cluster.zookeeper import check_write_size, decode_json, get_all
 
 if TYPE_CHECKING:
     from kazoo.client import KazooClient
 
 TopicPartition = tuple[str, int]
 WRITE_TIMEOUT_S = 30.0
+UNCLEAN_KEY = "unclean.leader.election.enable"
 # one op: ("create", path, data) | ("set", path, data, version) | ("delete", path)
 Op = tuple[Any, ...]
 
@@ -198,6 +201,42 @@ def read_topics(zk: KazooClient, names: list[str]
     states = {tp: s for tp, s in zk_topics.read_partition_states(zk, tps).items()
               if s is not None}
     return assignments, states
+
+
+def unclean_election_enabled(zk: KazooClient, topics: Collection[str], broker_id: int,
+                             static: bool) -> dict[str, bool]:
+    """Each topic's effective unclean.leader.election.enable, as Kafka's controller reads
+    it (zkClient.getLogConfigs over its own broker config): the topic's override in
+    /config/topics/[t], else this broker's dynamic config /config/brokers/[id], else the
+    cluster-wide /config/brokers/<default>, else `static` (server.properties). One
+    pipelined round trip."""
+    return _read_unclean(zk, topics, broker_id, static)[1]
+
+
+def broker_unclean_election_enabled(zk: KazooClient, broker_id: int, static: bool) -> bool:
+    """The broker-wide unclean.leader.election.enable (a topic's without an override)."""
+    return _read_unclean(zk, (), broker_id, static)[0]
+
+
+def _read_unclean(zk: KazooClient, topics: Collection[str], broker_id: int, static: bool
+                  ) -> tuple[bool, dict[str, bool]]:
+    paths = {(TOPICS, t): zk_paths.entity_config(TOPICS, t) for t in topics}
+    own, default = (BROKERS, str(broker_id)), (BROKERS, zk_paths.DEFAULT_BROKER_ENTITY)
+    paths[own] = zk_paths.entity_config(*own)
+    paths[default] = zk_paths.entity_config(*default)
+    configs = {key: {} if got is None else parse_config(decode_json(got[0], paths[key]))
+               for key, got in get_all(zk, paths).items()}
+    broker_wide = static
+    for layer in (configs[default], configs[own]):  # the later one wins
+        if UNCLEAN_KEY in layer:
+            broker_wide = _true(layer[UNCLEAN_KEY])
+    return broker_wide, {t: _true(configs[(TOPICS, t)][UNCLEAN_KEY])
+                         if UNCLEAN_KEY in configs[(TOPICS, t)] else broker_wide
+                         for t in topics}
+
+
+def _true(value: str) -> bool:
+    return value.strip().lower() == "true"
 
 
 def zookeeper_error(e: BaseException) -> bool:
