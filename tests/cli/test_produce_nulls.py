@@ -18,13 +18,13 @@ import pytest
 from kafkactl.client.admin import AdminClient
 from kafkactl.client.partitioner import murmur2_partition
 from tests import zygote
+from tests.cli.kcat_read import KCAT_QUICK_EOF, Record, kcat_records
 from tests.conftest import BrokerProcess
 
 Row = tuple[bytes | None, bytes | None]
 
 # kcat -C -e sees the end of a partition when a fetch comes back empty: without this, the
 # broker holds that fetch for librdkafka's 500 ms fetch.wait.max.ms
-KCAT_QUICK_EOF = ("-X", "fetch.wait.max.ms=10")
 
 
 def produce(bootstrap: str, topic: str, data: bytes, *args: str
@@ -33,27 +33,8 @@ def produce(bootstrap: str, topic: str, data: bytes, *args: str
                       timeout=60)
 
 
-def records(bootstrap: str, topic: str, *, partitions: bool = False
-            ) -> list[tuple[int, bytes | None, bytes | None]]:
-    """(partition, key, value) of every record, read by kcat, framed by lengths (-1: null)."""
-    r = subprocess.run(["kcat", "-C", "-b", bootstrap, "-t", topic, "-e", "-q",
-                        *KCAT_QUICK_EOF, "-f", "%p %K %S:%k%s\n"],
-                       capture_output=True, timeout=60)
-    assert r.returncode == 0, r.stderr
-    out, pos = r.stdout, 0
-    got: list[tuple[int, bytes | None, bytes | None]] = []
-    while pos < len(out):
-        head_end = out.index(b":", pos)
-        p, klen, vlen = map(int, out[pos:head_end].split())
-        pos = head_end + 1
-        key = None if klen < 0 else out[pos:pos + klen]
-        pos += max(klen, 0)
-        value = None if vlen < 0 else out[pos:pos + vlen]
-        pos += max(vlen, 0)
-        assert out[pos:pos + 1] == b"\n"
-        pos += 1
-        got.append((p, key, value))
-    return got
+def records(bootstrap: str, topic: str) -> list[Record]:
+    return kcat_records(bootstrap, topic, timeout=60)
 
 
 def rows(bootstrap: str, topic: str) -> list[Row]:

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from tests import zygote
+from tests.cli.kcat_read import kcat_records as read_back
 from tests.conftest import BrokerProcess
 
 KAFKACTL = [sys.executable, "-m", "kafkactl"]
@@ -40,27 +41,9 @@ def kcat_produce(bootstrap: str, topic: str, data: bytes, *args: str) -> None:
     assert r.returncode == 0, r.stderr
 
 
-def kcat_records(bootstrap: str, topic: str, keys: bool = False
-                 ) -> list[tuple[bytes | None, bytes | None]]:
-    """(key, value) of every record, framed by lengths so any byte may appear in them."""
-    r = subprocess.run(["kcat", "-C", "-b", bootstrap, "-t", topic, "-e", "-q",
-                        "-f", "%K %S:%k%s\n"], capture_output=True, timeout=120)
-    assert r.returncode == 0, r.stderr
-    out, pos = r.stdout, 0
-    records: list[tuple[bytes | None, bytes | None]] = []
-    while pos < len(out):
-        sp = out.index(b" ", pos)
-        colon = out.index(b":", sp)
-        klen, vlen = int(out[pos:sp]), int(out[sp + 1:colon])
-        pos = colon + 1
-        key = None if klen < 0 else out[pos:pos + klen]
-        pos += max(klen, 0)
-        value = None if vlen < 0 else out[pos:pos + vlen]
-        pos += max(vlen, 0)
-        assert out[pos:pos + 1] == b"\n"
-        pos += 1
-        records.append((key, value))
-    return records
+def kcat_records(bootstrap: str, topic: str) -> list[tuple[bytes | None, bytes | None]]:
+    """(key, value) of every record (kcat_read.kcat_records without the partition)."""
+    return [(k, v) for _p, k, v in read_back(bootstrap, topic)]
 
 
 def values_of(records: list[tuple[bytes | None, bytes | None]]) -> list[bytes | None]:

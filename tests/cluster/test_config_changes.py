@@ -7,8 +7,6 @@ order and purges the expired ones as Kafka does."""
 from __future__ import annotations
 
 import json
-import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -255,19 +253,6 @@ def test_the_cluster_default_broker_config_reaches_every_broker(cluster: Cluster
 
 
 # ---- the listener alone, on a real ZooKeeper -----------------------------------------------
-@pytest.fixture
-def chrooted(zookeeper: ZooKeeperServer, zk: Any) -> Iterator[Any]:
-    from kazoo.client import KazooClient
-
-    chroot = f"/l-{uuid.uuid4().hex[:8]}"
-    zk.ensure_path(chroot)
-    client = KazooClient(hosts=f"{zookeeper.connect}{chroot}")
-    client.start(timeout=15)
-    yield client
-    client.stop()
-    client.close()
-
-
 def test_the_listener_applies_changes_in_order_once_and_purges_expired_ones(
         chrooted: Any) -> None:
     zk = chrooted

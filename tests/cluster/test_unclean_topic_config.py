@@ -13,11 +13,8 @@ third that overrides it false stays offline."""
 
 from __future__ import annotations
 
-import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
-
-import pytest
 
 from kafkactl.cluster import controller_decisions as decisions
 from kafkactl.cluster import controller_zk, zk_paths
@@ -101,19 +98,6 @@ def test_offline_partitions_start_and_log_dir_failures_ask_per_topic() -> None:
     assert asked == {"on", "off"}
     assert changed == {("on", 0): PartitionState(1, 5, [1], 5, 7),
                        ("off", 0): PartitionState(-1, 5, [2], 5, 7)}
-
-
-@pytest.fixture
-def chrooted(zookeeper: ZooKeeperServer, zk: Any) -> Iterator[Any]:
-    from kazoo.client import KazooClient
-
-    chroot = f"/u-{uuid.uuid4().hex[:8]}"
-    zk.ensure_path(chroot)
-    client = KazooClient(hosts=f"{zookeeper.connect}{chroot}")
-    client.start(timeout=15)
-    yield client
-    client.stop()
-    client.close()
 
 
 def test_the_effective_setting_topic_then_own_broker_then_default_then_static(
