@@ -693,7 +693,7 @@ _kafkactl_cluster() {
             local -a commands
             commands=(
                 'describe:Cluster id, controller, live brokers, and offline / under-replicated partitions.'
-                'verify-replicas:Compare every replica'\''s committed log (batch offsets and CRCs) and report where replicas differ (Kafka'\''s ReplicaVerif...'
+                'verify-replicas:Compare every replica'\''s committed log (batch offsets and CRCs), from the largest log start offset among the replicas...'
                 'health:Every broker up, every partition with a leader and a full ISR? Exit 0 if so, 1 if not (saying what is wrong), 2 if no...'
             )
             _describe -t commands 'kafkactl command' commands ;;
