@@ -566,9 +566,7 @@ def unclean_leaders(bootstrap: str | None, partitions: list[TopicPartition] | No
                          security=security) as admin:
             if dry_run:
                 cluster = admin.client.refresh_metadata(None)
-                wanted = partitions if partitions is not None else [
-                    (t, p) for t, m in cluster.topics.items() if not m.error_code
-                    for p in m.partitions]
+                wanted = partitions if partitions is not None else _wanted(cluster, [])
                 _unclean_leaders_plan(cluster, wanted, as_json)
                 return
             results = admin.elect_unclean_leaders(partitions)
