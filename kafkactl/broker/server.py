@@ -266,6 +266,9 @@ class KafkaServer:
         network_settings = socket_server_settings(cfg)
         self._start_metrics()  # /health answers, /ready says 503, while the logs load
         log_dirs = [d.resolve() for d in cfg.log_dirs]
+        if len(set(log_dirs)) != len(log_dirs):  # it would lock itself out ("in use")
+            raise BrokerStartupError(
+                "Duplicate log directory found: " + ", ".join(map(str, cfg.log_dirs)))
         for d in log_dirs[:1]:  # the others are the LogManager's (offline if it fails)
             try:
                 d.mkdir(parents=True, exist_ok=True)

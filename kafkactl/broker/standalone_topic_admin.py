@@ -49,6 +49,7 @@ from kafkactl.cluster.metadata_store import LocalMetadataStore, TopicExistsError
 from kafkactl.cluster.topic_state import TopicAssignment
 from kafkactl.log.config import LogConfig
 from kafkactl.log.errors import LogDirOfflineError, LogError
+from kafkactl.log.log_dir_failure import describe_os_error
 from kafkactl.protocol.errors import ErrorCode
 
 log = logging.getLogger(__name__)
@@ -147,6 +148,13 @@ class StandaloneTopicAdmin:
                 try:
                     self._host(name, p, is_new=False)
                 except LogDirOfflineError:
+                    offline.append(p)
+                except (OSError, LogError) as e:  # e.g. a file where its dir should be
+                    why = (f"{e.filename}: {describe_os_error(e)}" if isinstance(e, OSError)
+                           and e.filename else describe_os_error(e))
+                    log.error("cannot host %s-%d: %s; it is offline until this is repaired "
+                              "and the broker restarted", name, p, why)
+                    self.store.offline.add((name, p))
                     offline.append(p)
             assert assignment.topic_id is not None
             self.cache.put_topic(name, assignment.topic_id, len(assignment.partitions),

@@ -42,8 +42,9 @@ IsrResult = tuple[IsrChange, ErrorCode, PartitionState | None]
 def isr_changes(c: ControllerContext, broker_id: int, changes: list[IsrChange]
                 ) -> tuple[dict[TopicPartition, PartitionState], list[IsrResult]]:
     """(states to write, refusals) for a leader's AlterPartition: it must lead at the
-    epoch it names, know the current partition epoch, and propose an ISR of live replicas
-    that keeps itself."""
+    epoch it names, know the current partition epoch, and propose an ISR of its replicas
+    that keeps itself and adds only replicas that are online (a live broker, the replica's
+    log dir not offline there: else INELIGIBLE_REPLICA, as Kafka's KIP-841 check)."""
     refused: list[IsrResult] = []
     writes: dict[TopicPartition, PartitionState] = {}
     for change in changes:
@@ -59,9 +60,11 @@ def isr_changes(c: ControllerContext, broker_id: int, changes: list[IsrChange]
             code = ErrorCode.FENCED_LEADER_EPOCH
         elif change.partition_epoch != state.zk_version:
             code = ErrorCode.INVALID_UPDATE_VERSION
-        elif broker_id not in change.isr or not set(change.isr) <= set(replicas) or \
-                not set(change.isr) - set(state.isr) <= set(c.view.brokers):
+        elif broker_id not in change.isr or not set(change.isr) <= set(replicas):
             code = ErrorCode.INVALID_REQUEST
+        elif not (added := set(change.isr) - set(state.isr)) <= \
+                c.view.online_replicas(tp, added):
+            code = ErrorCode.INELIGIBLE_REPLICA
         if code != ErrorCode.NONE or state is None:
             refused.append((change, code, None))
             continue

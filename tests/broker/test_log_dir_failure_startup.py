@@ -191,3 +191,32 @@ def test_a_failed_second_log_dir_is_offline_and_the_broker_serves_the_rest(
                    for x in b.iterdir())  # the deletion finished in the repaired dir
     with Wire(broker.bootstrap) as w:
         assert w.create_topic("d", 1)["error_code"] == 0  # the name is free again
+
+
+def test_a_file_where_a_partition_dir_should_be_is_that_partition_offline(
+        broker_factory: Any, tmp_path: Path) -> None:
+    """The tester's case: a regular file named like a partition's dir. That partition is
+    offline (KAFKA_STORAGE_ERROR, one ERROR line); the broker serves the others (it stopped
+    with 'File exists')."""
+    a, b = tmp_path / "a", tmp_path / "b"
+    broker = broker_factory(log_dirs=f"{a},{b}")
+    with Wire(broker.bootstrap) as w:
+        assert w.create_topic("t", 2)["error_code"] == 0
+    assert (a / "t-0").is_dir() and (b / "t-1").is_dir()
+    assert broker.stop() == 0
+    shutil.rmtree(b / "t-1")
+    (b / "t-1").write_bytes(b"junk\n")
+    broker.start()
+    assert f"cannot host t-1: {b}/t-1: File exists (EEXIST)" in broker.log()
+    with Wire(broker.bootstrap) as w:
+        assert w.produce("t", batch([b"x"]), partition=1)["error_code"] == \
+            ErrorCode.KAFKA_STORAGE_ERROR
+        assert w.produce("t", batch([b"y"]), partition=0)["error_code"] == 0
+
+
+def test_a_log_dir_listed_twice_is_named_as_such(tmp_path: Path) -> None:
+    """Kafka's "Duplicate log directory found" (it said "in use by another process")."""
+    a = tmp_path / "a"
+    r = _serve([a, tmp_path / "x" / ".." / "a"])
+    assert r.returncode == 1 and "Traceback" not in r.stderr, r.stderr
+    assert "Duplicate log directory found: " in r.stderr and "in use" not in r.stderr, r.stderr

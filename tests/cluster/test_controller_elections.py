@@ -154,3 +154,20 @@ def test_the_elect_leaders_event_carries_the_election_type() -> None:
 
     event = asyncio.run(build())
     assert event.partitions == [("t", 0)] and event.election_type == ElectionType.UNCLEAN
+
+
+def test_an_isr_change_may_not_add_a_replica_in_an_offline_log_dir() -> None:
+    """KIP-112 with KIP-841's check: a leader's AlterPartition that adds back a replica its
+    broker has in an offline log dir is refused (INELIGIBLE_REPLICA), also right after that
+    broker registered again (the tester's case: a stale proposal accepted after the
+    controller had marked the replica offline); adding an online replica is taken."""
+    from kafkactl.cluster.controller_context import IsrChange
+
+    c = controller({1, 2, 3}, {("t", 0): ([2, 3, 1], 2, [2, 3]),
+                               ("t", 1): ([2, 3, 1], 2, [2, 3])})
+    c.view.offline_replicas[1] = {("t", 0)}
+    writes, refused = controller_admin.isr_changes(c, 2, [
+        IsrChange("t", 0, 3, [1, 2, 3], 5), IsrChange("t", 1, 3, [1, 2, 3], 5)])
+    assert [(ch.topic, ch.partition, code) for ch, code, _ in refused] == [
+        ("t", 0, ErrorCode.INELIGIBLE_REPLICA)]
+    assert list(writes) == [("t", 1)] and writes[("t", 1)].isr == [1, 2, 3]
