@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from kafkactl.protocol.errors import ErrorCode
 
 TopicPartition = tuple[str, int]
+Outcome = TypeVar("Outcome")
 
 
 def _unwatch(watchers: dict[TopicPartition, set[Any]], op: object,
@@ -124,56 +125,89 @@ class FetchPurgatory:
             op.complete()
 
 
-class DelayedProduce:
-    """An acks=all produce waiting for the high watermark of its partitions to pass the
-    records it appended (Kafka's DelayedProduce)."""
+class DelayedOffsets(Generic[Outcome]):
+    """A request waiting, per partition, for an offset to reach what it needs (Kafka's
+    DelayedProduce: the high watermark past the records it appended; DelayedDeleteRecords:
+    the low watermark at the offset it asked for). `outcomes` holds what each partition
+    ended with (an error, a low watermark); a partition settled with None has none."""
 
-    __slots__ = ("future", "pending", "errors", "keys")
+    __slots__ = ("future", "pending", "keys", "outcomes")
 
     def __init__(self, future: asyncio.Future[None], required: dict[TopicPartition, int]) -> None:
         self.future = future
-        self.pending = dict(required)  # partition -> offset the high watermark must reach
+        self.pending = dict(required)  # partition -> offset its watermark must reach
         self.keys = list(required)
-        self.errors: dict[TopicPartition, ErrorCode] = {}
+        self.outcomes: dict[TopicPartition, Outcome] = {}
 
-    def settle(self, key: TopicPartition, error: ErrorCode | None = None) -> None:
-        if self.pending.pop(key, None) is not None and error is not None:
-            self.errors[key] = error
+    def settle(self, key: TopicPartition, outcome: Outcome | None = None) -> None:
+        if self.pending.pop(key, None) is not None and outcome is not None:
+            self.outcomes[key] = outcome
         if not self.pending and not self.future.done():
             self.future.set_result(None)
 
+    def expire(self, outcome: Outcome | None) -> None:
+        """The deadline passed: every partition still pending ends with `outcome`."""
+        for key in list(self.pending):
+            self.settle(key, outcome)
 
-def _expire(op: DelayedProduce) -> None:
-    for key in list(op.pending):
-        op.settle(key, ErrorCode.REQUEST_TIMED_OUT)
+
+DelayedProduce = DelayedOffsets[ErrorCode]
+DelayedDeleteRecords = DelayedOffsets[int]
 
 
-class ProducePurgatory:
-    """acks=all produces wait here; a high-watermark advance (a follower's fetch, an ISR
-    change) completes them, a lost leadership fails them; no polling."""
+class OffsetPurgatory(Generic[Outcome]):
+    """Requests waiting for a per-partition offset (a watermark) to reach theirs: woken by
+    whoever moves it (`reached`), expired by a loop timer (no polling, no task per wait).
+    `timed_out` is what a partition the deadline catches ends with."""
+
+    timed_out: Outcome | None = None
 
     def __init__(self) -> None:
-        self._watchers: dict[TopicPartition, set[DelayedProduce]] = {}
+        self._watchers: dict[TopicPartition, set[DelayedOffsets[Outcome]]] = {}
 
-    def watch(self, required: dict[TopicPartition, int]) -> DelayedProduce:
-        """Register synchronously, in the step that appended (a follower fetch handled
-        later must find it)."""
-        op = DelayedProduce(asyncio.get_running_loop().create_future(), required)
+    @property
+    def waiting(self) -> bool:
+        """Some request waits (hot paths check it: one test when none does)."""
+        return bool(self._watchers)
+
+    def watching(self, key: TopicPartition) -> bool:
+        return key in self._watchers
+
+    def watch(self, required: dict[TopicPartition, int]) -> DelayedOffsets[Outcome]:
+        """Register synchronously, in the step that made the request wait (a follower fetch
+        handled later must find it)."""
+        op: DelayedOffsets[Outcome] = DelayedOffsets(
+            asyncio.get_running_loop().create_future(), required)
         for key in required:
             self._watchers.setdefault(key, set()).add(op)
         return op
 
-    async def wait_for(self, op: DelayedProduce, timeout_s: float) -> dict[TopicPartition,
-                                                                          ErrorCode]:
-        """The partitions that failed: lost leadership, or REQUEST_TIMED_OUT when the
-        high watermark did not get there in `timeout_s` (a loop timer: no task per wait)."""
-        timer = asyncio.get_running_loop().call_later(timeout_s, _expire, op)
+    async def wait_for(self, op: DelayedOffsets[Outcome], timeout_s: float
+                       ) -> dict[TopicPartition, Outcome]:
+        """Each partition's outcome once all are settled or `timeout_s` passed."""
+        timer = asyncio.get_running_loop().call_later(timeout_s, op.expire, self.timed_out)
         try:
             await op.future
         finally:
             timer.cancel()
             _unwatch(self._watchers, op, op.keys)
-        return dict(op.errors)
+        return dict(op.outcomes)
+
+    def reached(self, key: TopicPartition, offset: int, outcome: Outcome | None) -> None:
+        """The watermark of `key` is `offset`: the waiters it reaches settle with `outcome`."""
+        for op in list(self._watchers.get(key, ())):
+            required = op.pending.get(key)
+            if required is not None and offset >= required:
+                op.settle(key, outcome)
+
+
+class ProducePurgatory(OffsetPurgatory[ErrorCode]):
+    """acks=all produces wait here; a high-watermark advance (a follower's fetch, an ISR
+    change) completes them, a lost leadership fails them. `wait_for` gives the partitions
+    that failed: lost leadership, or REQUEST_TIMED_OUT when the high watermark did not get
+    there in time."""
+
+    timed_out = ErrorCode.REQUEST_TIMED_OUT
 
     def high_watermark(self, key: TopicPartition, hw: int, *,
                        enough_replicas: bool = True) -> None:
@@ -181,11 +215,8 @@ class ProducePurgatory:
         shrank below min.insync.replicas after they appended (`enough_replicas` False),
         their records are committed with fewer copies than asked for: they answer
         NOT_ENOUGH_REPLICAS_AFTER_APPEND, as Kafka's checkEnoughReplicasReachOffset does."""
-        error = None if enough_replicas else ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
-        for op in list(self._watchers.get(key, ())):
-            required = op.pending.get(key)
-            if required is not None and hw >= required:
-                op.settle(key, error)
+        self.reached(key, hw,
+                     None if enough_replicas else ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND)
 
     def fail(self, key: TopicPartition, error: ErrorCode) -> None:
         """The partition's leadership moved (or it stopped): its waiters fail with `error`."""
@@ -197,75 +228,17 @@ class ProducePurgatory:
             self.fail(key, ErrorCode.NOT_LEADER_OR_FOLLOWER)
 
 
-class DelayedDeleteRecords:
-    """A DeleteRecords waiting for the low watermark of its partitions to reach the offsets
-    it asked for (Kafka's DelayedDeleteRecords)."""
-
-    __slots__ = ("future", "pending", "keys", "low_watermarks")
-
-    def __init__(self, future: asyncio.Future[None], required: dict[TopicPartition, int]) -> None:
-        self.future = future
-        self.pending = dict(required)  # partition -> offset the low watermark must reach
-        self.keys = list(required)
-        self.low_watermarks: dict[TopicPartition, int] = {}  # reached: the low watermark
-
-    def settle(self, key: TopicPartition, low_watermark: int | None) -> None:
-        """`key` is done: reached at `low_watermark`, or timed out (None)."""
-        if self.pending.pop(key, None) is not None and low_watermark is not None:
-            self.low_watermarks[key] = low_watermark
-        if not self.pending and not self.future.done():
-            self.future.set_result(None)
-
-
-def _expire_delete(op: DelayedDeleteRecords) -> None:
-    for key in list(op.pending):
-        op.settle(key, None)
-
-
-class DeleteRecordsPurgatory:
+class DeleteRecordsPurgatory(OffsetPurgatory[int]):
     """DeleteRecords wait here; a follower's fetch that raises the low watermark completes
-    them (`low_watermark`), the request's timeout_ms expires them; no polling."""
-
-    def __init__(self) -> None:
-        self._watchers: dict[TopicPartition, set[DelayedDeleteRecords]] = {}
-
-    @property
-    def waiting(self) -> bool:
-        """Some DeleteRecords waits (the followers' fetches check it: one test when not)."""
-        return bool(self._watchers)
-
-    def watching(self, key: TopicPartition) -> bool:
-        return key in self._watchers
-
-    def watch(self, required: dict[TopicPartition, int]) -> DelayedDeleteRecords:
-        """Register synchronously, in the step that moved the leader's log start (a
-        follower fetch handled later must find it)."""
-        op = DelayedDeleteRecords(asyncio.get_running_loop().create_future(), required)
-        for key in required:
-            self._watchers.setdefault(key, set()).add(op)
-        return op
-
-    async def wait_for(self, op: DelayedDeleteRecords, timeout_s: float
-                       ) -> dict[TopicPartition, int]:
-        """The partitions whose low watermark got there in `timeout_s`, with it; the others
-        timed out (REQUEST_TIMED_OUT)."""
-        timer = asyncio.get_running_loop().call_later(timeout_s, _expire_delete, op)
-        try:
-            await op.future
-        finally:
-            timer.cancel()
-            _unwatch(self._watchers, op, op.keys)
-        return dict(op.low_watermarks)
+    them (`low_watermark`), the request's timeout_ms expires them. `wait_for` gives the
+    partitions whose low watermark got there, with it; the others timed out."""
 
     def low_watermark(self, key: TopicPartition, low: int) -> None:
         """The low watermark of `key` is `low`: the waiters it reaches complete."""
-        for op in list(self._watchers.get(key, ())):
-            required = op.pending.get(key)
-            if required is not None and low >= required:
-                op.settle(key, low)
+        self.reached(key, low, low)
 
     def shutdown(self) -> None:
         """The broker stops: every waiter answers now, as timed out (for the server's
         shutdown, next to the produce purgatory's)."""
         for op in {op for ops in self._watchers.values() for op in ops}:
-            _expire_delete(op)
+            op.expire(None)

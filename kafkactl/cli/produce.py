@@ -244,11 +244,15 @@ def produce(
     except Exception as e:  # noqa: BLE001 - ZooKeeper, config and client errors alike
         if discovery is not None:
             discovery.close()
+        from kafkactl.cluster.consumer_registry import ChrootError
         from kafkactl.cluster.zookeeper import ZooKeeperUnavailable
 
         if not isinstance(e, ValueError | ClientError | ZooKeeperUnavailable):
             raise
-        raise fail(str(e), 2 if isinstance(e, ValueError) else 1) from None
+        # a bad option is a usage error (2); a chroot with no cluster in it is not, as for
+        # consume and offsets migrate (1)
+        usage = isinstance(e, ValueError) and not isinstance(e, ChrootError)
+        raise fail(str(e), 2 if usage else 1) from None
     lp = LineProducer(producer, topic, partition=partition, key_separator=ksep,
                       headers=headers, keep_failed=failed_file is not None,
                       null_empty=null_empty, null_marker=marker)

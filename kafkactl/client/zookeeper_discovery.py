@@ -13,7 +13,7 @@ from kafkactl.client.errors import NoBrokersAvailable
 from kafkactl.cluster import zk_paths
 from kafkactl.cluster import zookeeper as zkconn
 from kafkactl.cluster.broker_registry import live_brokers
-from kafkactl.cluster.consumer_registry import ChrootError, connect_existing
+from kafkactl.cluster.consumer_registry import connect_existing
 
 if TYPE_CHECKING:
     from kazoo.client import KazooClient
@@ -45,13 +45,10 @@ class ZookeeperBrokerDiscovery:
     def __init__(self, connect: str, *, timeout_s: float = 10.0,
                  session_timeout_s: float = 10.0) -> None:
         self.connect_string = connect
-        # a chroot that does not exist or holds no Kafka cluster says so (it was kazoo's
-        # warning, then "no brokers are registered"), and nothing is created there
-        try:
-            self.zk = connect_existing(connect, require=zk_paths.BROKERS,
-                                       timeout_s=timeout_s, session_timeout_s=session_timeout_s)
-        except ChrootError as e:
-            raise NoBrokersAvailable(str(e)) from None
+        # a chroot that does not exist or holds no Kafka cluster is a ChrootError (it was
+        # kazoo's warning, then "no brokers are registered"), and nothing is created there
+        self.zk = connect_existing(connect, require=zk_paths.BROKERS, timeout_s=timeout_s,
+                                   session_timeout_s=session_timeout_s)
         self.servers: list[tuple[str, int]] = []
         self._clients: list[KafkaClient] = []
         self._lock = threading.Lock()

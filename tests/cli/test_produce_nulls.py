@@ -19,6 +19,7 @@ from kafkactl.client.admin import AdminClient
 from kafkactl.client.partitioner import murmur2_partition
 from tests import zygote
 from tests.cli.kcat_read import KCAT_QUICK_EOF, Record, kcat_records
+from tests.client.null_rows import null_rows
 from tests.conftest import BrokerProcess
 
 Row = tuple[bytes | None, bytes | None]
@@ -39,22 +40,6 @@ def records(bootstrap: str, topic: str) -> list[Record]:
 
 def rows(bootstrap: str, topic: str) -> list[Row]:
     return [(k, v) for _, k, v in records(bootstrap, topic)]
-
-
-def definition(lines: list[bytes], ksep: bytes | None, null_empty: bool,
-               marker: bytes | None) -> list[Row]:
-    out: list[Row] = []
-    for raw in lines:
-        key: bytes | None = None
-        value: bytes | None = raw
-        if ksep is not None and ksep in raw:
-            key, _, value = raw.partition(ksep)
-        if (null_empty and value == b"") or value == marker:
-            value = None
-        if key is not None and ((null_empty and key == b"") or key == marker):
-            key = None
-        out.append((key, value))
-    return out
 
 
 # any byte -> a printable one other than the key separator
@@ -95,7 +80,7 @@ def test_keyed_log_lines(module_broker: BrokerProcess, options: tuple[str, ...])
     assert r.returncode == 0, r.stderr
     null_empty = "-Z" in options or "--null-empty" in options
     marker = b"NULL" if any("NULL" in o for o in options) else None
-    assert rows(module_broker.bootstrap, topic) == definition(lines, b":", null_empty, marker)
+    assert rows(module_broker.bootstrap, topic) == null_rows(lines, b":", null_empty, marker)
 
 
 def test_kcat_lands_the_same_tombstones(module_broker: BrokerProcess) -> None:
@@ -108,7 +93,7 @@ def test_kcat_lands_the_same_tombstones(module_broker: BrokerProcess) -> None:
     k = subprocess.run(["kcat", "-P", "-b", module_broker.bootstrap, "-t", "vs-kcat-kcat",
                         "-K", ":", "-Z"], input=data, capture_output=True, timeout=60)
     assert k.returncode == 0, k.stderr
-    want = definition(lines, b":", True, None)
+    want = null_rows(lines, b":", True, None)
     assert (None, None) in want and any(k is None and v for k, v in want)
     assert rows(module_broker.bootstrap, "vs-kcat") == want
     assert rows(module_broker.bootstrap, "vs-kcat-kcat") == want
@@ -131,7 +116,7 @@ def test_piped_inputs(module_broker: BrokerProcess, name: str) -> None:
     r = produce(module_broker.bootstrap, name, data, *args)
     assert r.returncode == 0, r.stderr
     lines = data.split(b"\x00" if "-0" in args else b"\n")[:-1]
-    want = definition(lines, b":" if "-K" in args else None, null_empty, marker)
+    want = null_rows(lines, b":" if "-K" in args else None, null_empty, marker)
     assert rows(module_broker.bootstrap, name) == want
     if name == "seq":
         assert want == [(None, line) for line in lines]
@@ -151,7 +136,7 @@ def test_a_key_s_value_then_its_tombstone_in_its_partition(module_broker: Broker
                 "-Z", "--null-marker", "NULL")
     assert r.returncode == 0, r.stderr
     got = records(module_broker.bootstrap, "tomb3")
-    want = definition(lines, b":", True, b"NULL")
+    want = null_rows(lines, b":", True, b"NULL")
     assert len(got) == len(want)
     for p in range(3):
         keyed = [(k, v) for k, v in want if k is not None and murmur2_partition(k, 3) == p]

@@ -14,8 +14,13 @@ from typer.testing import CliRunner
 from kafkactl.cli.app import app
 from kafkactl.log.dump import Options, Output, dump_files
 from kafkactl.log.txn_index import ENTRY_SIZE
-from tests.log.test_transactions import PID_A, Producer, open_partition, produce
-from tests.log.test_txn_damage import CONFIG, _aborting_log, _damage_batch_at, _marker_log
+from tests.log.test_transactions import PID_A
+from tests.log.test_txn_damage import (
+    _aborting_log,
+    _damage_batch_at,
+    _marker_log,
+    truncated_snapshot,
+)
 
 runner = CliRunner()
 
@@ -100,12 +105,7 @@ def _dump_lines(data: bytes, tmp_path: Path) -> list[str]:
 
 def test_a_truncated_snapshot_is_truncated_in_recover_and_dump_log(tmp_path: Path) -> None:
     d = tmp_path / "t-0"
-    part = open_partition(d, CONFIG)
-    produce(part, Producer(PID_A).batch(2))
-    snap = part.producer_state.take_snapshot(part.log_end_offset)
-    part.log.close()
-    assert snap is not None
-    snap.write_bytes(snap.read_bytes()[:40])
+    snap = truncated_snapshot(d)
     _code, _lines, errors = _dump(snap)
     assert errors == [f"Producer snapshot {snap} is truncated: 40 bytes, its header counts 1 "
                       "entry (56 bytes)."]

@@ -33,6 +33,7 @@ from kafkactl.client.producer_batch import ProducerBatch
 from kafkactl.record.batch import RecordBatch
 from kafkactl.record.builder import encode_headers
 from kafkactl.record.columns import MAX_DELTA
+from tests.client.null_rows import null_rows
 from tests.hypothesis_profiles import examples
 
 TS = 1_700_000_000_000
@@ -90,21 +91,8 @@ class AccumulatorProducer:
 
 def definition(records: Iterable[bytes], ksep: bytes | None, null_empty: bool,
                marker: bytes | None, headers: Headers = ()) -> list[Row]:
-    """What each record must land as: key SEP value with a separator (a record without it:
-    a null key, the whole record the value); then -Z makes an empty value or key null and
-    --null-marker one equal to the marker."""
-    out: list[Row] = []
-    for raw in records:
-        key: bytes | None = None
-        value: bytes | None = raw
-        if ksep is not None and ksep in raw:
-            key, _, value = raw.partition(ksep)
-        if (null_empty and value == b"") or (marker is not None and value == marker):
-            value = None
-        if key is not None and ((null_empty and key == b"") or key == marker):
-            key = None
-        out.append((key, value, headers))
-    return out
+    """What each record must land as (null_rows), with `headers` on each."""
+    return [(k, v, headers) for k, v in null_rows(records, ksep, null_empty, marker)]
 
 
 def general_batch(rows: Sequence[Row]) -> bytes:

@@ -163,15 +163,22 @@ def test_salvage_still_skips_a_damaged_data_batch(tmp_path: Path) -> None:
 
 # ---- producer snapshots ---------------------------------------------------------------------
 
-def test_a_truncated_snapshot_is_called_truncated_once(tmp_path: Path,
-                                                       caplog: pytest.LogCaptureFixture) -> None:
-    d = tmp_path / "t-0"
+def truncated_snapshot(d: Path) -> Path:
+    """A partition dir `d` whose producer snapshot is cut to 40 bytes (its header counts 1
+    entry: 56 bytes); the snapshot's path."""
     part = open_partition(d, CONFIG)
     produce(part, Producer(PID_A).batch(2))
     snap = part.producer_state.take_snapshot(part.log_end_offset)
     part.log.close()
     assert snap is not None
-    snap.write_bytes(snap.read_bytes()[:40])  # the header counts 1 entry: 56 bytes
+    snap.write_bytes(snap.read_bytes()[:40])
+    return snap
+
+
+def test_a_truncated_snapshot_is_called_truncated_once(tmp_path: Path,
+                                                       caplog: pytest.LogCaptureFixture) -> None:
+    d = tmp_path / "t-0"
+    snap = truncated_snapshot(d)
     caplog.set_level(logging.WARNING)
     done = repair_partition(d, dry_run=False, config=CONFIG)
     problems = [f.problem for f in done.files if f.path == snap]
