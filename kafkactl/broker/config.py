@@ -246,6 +246,17 @@ def parse_listeners(value: str) -> list[Endpoint]:
     return endpoints
 
 
+def check_log_dirs(given: Mapping[str, str]) -> None:
+    """Kafka's "at least one log directory": log.dirs (or, without it, log.dir) set to
+    nothing but blanks and commas is refused, not replaced by the embedded default."""
+    for key in ("log.dirs", "log.dir"):
+        if key in given:
+            if not any(d.strip() for d in given[key].split(",")):
+                raise ConfigError(f"{key}={given[key]!r} names no directory: at least one "
+                                  "log directory must be defined via log.dirs or log.dir")
+            return
+
+
 def check_broker_id(broker_id: int) -> None:
     """A broker.id someone set: 0 or more. Kafka's -1 asks for a generated id (from
     ZooKeeper's /brokers/seqid), which kafkactl does not do: left unset, the id is 0."""
@@ -288,6 +299,7 @@ class BrokerConfig:
             given[k] = v
             origin[k] = "--override"
         warn_unknown_keys(given, origin)
+        check_log_dirs(given)
         cfg = cls({**BROKER_DEFAULTS, **given})
         cfg.validate()
         if "broker.id" in given:
@@ -330,6 +342,12 @@ class BrokerConfig:
         for key, value in self.props.items():
             check_value(key, value)
         self.listeners  # noqa: B018 - parses and raises ConfigError on a bad value
+        from kafkactl.log.config import LogConfig
+
+        try:  # the log keys' own values: log.cleanup.policy=bogus, compression.type=brotli
+            LogConfig.from_properties(log_default_props(self.props))
+        except ValueError as e:
+            raise ConfigError(str(e)) from None
 
     # ---- typed views -------------------------------------------------------------------
     @property

@@ -155,25 +155,37 @@ def not_ready(metrics: BrokerMetrics) -> str | None:
 def behind_reason(services: BrokerServices) -> str | None:
     """A cluster broker's catching up, from the controller's metadata: None when every
     partition it follows (it is a replica, another live broker leads) has it in the ISR;
-    else which do not."""
+    else which do not. A replica in a log dir offline since the start (KIP-112) is not
+    catching up: it cannot until the dir is repaired, which is said instead."""
     cache = services.metadata_cache
     if not getattr(cache, "updated", True):
         return "no metadata from the controller yet"
     me = services.broker_id
-    behind = []
+    offline = services.partitions.offline
+    behind: list[str] = []
+    stuck: list[str] = []
     for name in cache.topic_names():
         topic = cache.topic(name)
         if topic is None:
             continue
         for p in topic.partitions.values():
             if me in p.replicas and p.leader >= 0 and p.leader != me and me not in p.isr:
-                behind.append(f"{name}-{p.partition}")
-    if not behind:
-        return None
-    behind.sort()
-    shown = ", ".join(behind[:SHOWN_BEHIND]) + (
-        f" and {len(behind) - SHOWN_BEHIND} more" if len(behind) > SHOWN_BEHIND else "")
-    return f"catching up: {len(behind)} followed partition(s) not in the ISR yet ({shown})"
+                (stuck if (name, p.partition) in offline or me in p.offline_replicas
+                 else behind).append(f"{name}-{p.partition}")
+    if behind:
+        return (f"catching up: {len(behind)} followed partition(s) not in the ISR yet "
+                f"({_shown(behind)})")
+    if stuck:
+        dirs = ", ".join(sorted(map(str, services.log_manager.offline))) or "?"
+        return (f"log dir(s) offline since the start ({dirs}): {len(stuck)} replica(s) "
+                f"there cannot rejoin their ISR until it is repaired ({_shown(stuck)})")
+    return None
+
+
+def _shown(names: list[str]) -> str:
+    names = sorted(names)
+    return ", ".join(names[:SHOWN_BEHIND]) + (
+        f" and {len(names) - SHOWN_BEHIND} more" if len(names) > SHOWN_BEHIND else "")
 
 
 class MetricsServer:

@@ -309,7 +309,8 @@ def _record_shape(delimiter: str, null_delimited: bool, key_separator: str | Non
     """The record delimiter, key separator and headers the options give (a header value
     equal to null_marker is null, as in Kafka's console producer); exit 2 for an empty
     delimiter or separator, a header without a key, and, as Kafka's console producer
-    refuses them, a null marker equal to the key separator or to a header's key."""
+    refuses them, a null marker equal to the key separator or to a header's key, and one
+    holding the delimiter (no record could be equal to it)."""
     try:
         delim = b"\x00" if null_delimited else unescape(delimiter)
         ksep = unescape(key_separator) if key_separator is not None else None
@@ -321,6 +322,9 @@ def _record_shape(delimiter: str, null_delimited: bool, key_separator: str | Non
         raise fail("the key separator (-K/--key-separator) must not be empty", 2)
     if null_marker is not None and null_marker == ksep:
         raise fail("the null marker and the key separator (-K) may not be equal", 2)
+    if null_marker is not None and delim in null_marker:
+        raise fail(f"the null marker {null_marker!r} holds the record delimiter (-D) "
+                   f"{delim!r}: no record can be equal to it", 2)
     headers: list[tuple[str, bytes | None]] = []
     for h in header:
         k, sep, v = h.partition("=")

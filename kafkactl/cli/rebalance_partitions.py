@@ -434,9 +434,14 @@ def _preferred_leaders_plan(cluster: Any, wanted: list[tuple[str, int]],
         rows.append({"partition": f"{t}-{p}", "leader": pm.leader if pm else None,
                      "preferred": preferred, "result": result})
     if not as_json:
-        moving = [r for r in rows if r["result"].startswith("would move")]
-        typer.echo(f"Preferred leader election (dry run, nothing elected): {len(moving)} "
-                   f"partition(s) would move, {len(rows) - len(moving)} unchanged.")
+        moving = sum(r["result"].startswith("would move") for r in rows)
+        kept = sum(r["result"] == "already preferred" for r in rows)
+        stay = sum(r["result"].startswith("would stay") for r in rows)
+        unknown = len(rows) - moving - kept - stay
+        typer.echo(f"Preferred leader election (dry run, nothing elected): {moving} "
+                   f"partition(s) would move, {kept} already led by their preferred replica"
+                   + (f", {stay} would stay (preferred replica not in sync)" if stay else "")
+                   + (f", {unknown} not found" if unknown else "") + ".")
     _dry_run_rows(rows, as_json, shown=lambda r: r["result"] != "already preferred")
 
 
@@ -486,15 +491,16 @@ def preferred_leaders(bootstrap: str | None, topics: list[str], *, as_json: bool
     except (ClientError, KafkaError, ValueError) as e:
         raise fail(str(e)) from None
     _report_election(results, "Preferred leader election: {done} partition(s) moved, "
-                     "{rest} unchanged.", "moved", "already preferred", as_json=as_json)
+                     "{kept} already led by their preferred replica", "moved",
+                     "already preferred", as_json=as_json)
 
 
 def _report_election(results: dict[TopicPartition, Any], summary: str, done: str,
                      not_needed: str, *, as_json: bool, list_done: str = "") -> None:
     """An ElectLeaders outcome: a partition `done` (elected) or `not_needed`
     (ELECTION_NOT_NEEDED), else the error; exit 1 when any partition failed. The
-    `summary` line counts them ({done}, {rest}); `list_done` heads a line naming the
-    elected partitions."""
+    `summary` line counts them ({done}, {kept}: not needed; the failed ones follow);
+    `list_done` heads a line naming the elected partitions."""
     from kafkactl.protocol.errors import ErrorCode
 
     rows: list[dict[str, Any]] = []
@@ -509,7 +515,10 @@ def _report_election(results: dict[TopicPartition, Any], summary: str, done: str
         typer.echo(json.dumps(rows, indent=1))
     else:
         elected = [r["partition"] for r in rows if r["result"] == done]
-        typer.echo(summary.format(done=len(elected), rest=len(rows) - len(elected)))
+        kept = sum(r["result"] == not_needed for r in rows)
+        bad = len(rows) - len(elected) - kept
+        typer.echo(summary.format(done=len(elected), kept=kept)
+                   + (f", {bad} failed." if bad else "."))
         if list_done and elected:
             typer.echo(f"{list_done}: {', '.join(elected)}")
         for r in rows:
@@ -544,10 +553,14 @@ def _unclean_leaders_plan(cluster: Any, wanted: list[TopicPartition], as_json: b
                 f"would elect {chosen}, NOT in sync: records it lacks are lost"))
         rows.append(row)
     if not as_json:
-        electing = [r for r in rows if r["elected"] is not None]
-        typer.echo(f"Unclean leader election (dry run, nothing elected): {len(electing)} "
-                   f"partition(s) would get a leader, {len(rows) - len(electing)} "
-                   "unchanged.")
+        electing = sum(r["elected"] is not None for r in rows)
+        led = sum(r["leader"] is not None for r in rows)
+        offline = sum(r["result"].startswith("would stay offline") for r in rows)
+        unknown = len(rows) - electing - led - offline
+        typer.echo(f"Unclean leader election (dry run, nothing elected): {electing} "
+                   f"partition(s) would get a leader, {led} already have a live one"
+                   + (f", {offline} would stay offline" if offline else "")
+                   + (f", {unknown} not found" if unknown else "") + ".")
     _dry_run_rows(rows, as_json, shown=lambda r: r["leader"] is None)
 
 
@@ -573,5 +586,5 @@ def unclean_leaders(bootstrap: str | None, partitions: list[TopicPartition] | No
     except (ClientError, KafkaError, ValueError) as e:
         raise fail(str(e)) from None
     _report_election(results, "Unclean leader election: {done} partition(s) got a leader, "
-                     "{rest} unchanged.", "elected", "has a leader", as_json=as_json,
-                     list_done="New leaders for")
+                     "{kept} already had a live one", "elected", "has a leader",
+                     as_json=as_json, list_done="New leaders for")

@@ -176,6 +176,17 @@ def test_every_dynamic_and_topic_default_key_is_known() -> None:
      "listener.name.plaintext.max.connections=-1 is out of range: it must be at least 0"),
     ("num.partitions=", "num.partitions='' is not an integer"),
     ("num.io.threads=1_0", "num.io.threads='1_0' is not an integer"),
+    # the log keys' values (they stopped the broker with exit 1, after it began to start)
+    ("log.cleanup.policy=bogus", "Invalid value bogus for configuration log.cleanup.policy: "
+                                 "String must be one of: compact, delete"),
+    ("compression.type=brotli", "Invalid value brotli for configuration compression.type"),
+    ("log.message.timestamp.type=Foo", "configuration log.message.timestamp.type: String "
+                                       "must be one of: CreateTime, LogAppendTime"),
+    # no log dir at all (log.dirs= used to fall back to ./kafkactl-data)
+    ("log.dirs=", "log.dirs='' names no directory: at least one log directory must be "
+                  "defined via log.dirs or log.dir"),
+    ("log.dirs= , ", "log.dirs=',' names no directory"),
+    ("log.dir=", "log.dir='' names no directory"),
 ])
 def test_a_value_kafka_refuses_is_refused(override: str, said: str) -> None:
     with pytest.raises(ConfigError) as e:
@@ -249,6 +260,23 @@ def test_serve_warns_of_an_unknown_key_and_refuses_a_bad_value(tmp_path: Path) -
                         "least 1")
     assert "Traceback" not in r.stderr
     assert not data.exists()  # refused before anything was made
+
+
+@pytest.mark.parametrize(("override", "said"), [
+    ("log.cleanup.policy=bogus", "error: Invalid value bogus for configuration "
+                                 "log.cleanup.policy: String must be one of: compact, delete"),
+    ("log.dirs=", "error: log.dirs='' names no directory: at least one log directory must "
+                  "be defined via log.dirs or log.dir"),
+])
+def test_serve_refuses_a_bad_log_value_like_a_bad_number(tmp_path: Path, override: str,
+                                                          said: str) -> None:
+    """One line and exit 2, as for a number out of range (an enum was exit 1, after the
+    broker had begun to start; an empty log.dirs started on ./kafkactl-data)."""
+    r = zygote.run(["serve", "-l", f"127.0.0.1:{free_port()}", "-o", override],
+                   text=True, timeout=30, cwd=tmp_path)
+    assert r.returncode == 2, r.stderr
+    assert [line for line in r.stderr.splitlines() if line.strip()] == [said]
+    assert list(tmp_path.iterdir()) == []  # no ./kafkactl-data made
 
 
 def test_a_topic_config_given_to_the_broker_is_ignored_as_kafka_ignores_it() -> None:

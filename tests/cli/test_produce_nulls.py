@@ -175,6 +175,10 @@ def test_headers(module_broker: BrokerProcess) -> None:
      "--null-marker N and -X null.marker=M disagree: give one"),
     (["-K", ":", "--null-marker", ":"], "the null marker and the key separator (-K)"),
     (["--null-marker", "N", "-H", "N=x"], "a header key cannot be the null marker"),
+    # a marker holding the delimiter can never equal a record (it was taken, in silence)
+    (["--null-marker", "a\nb"], "the null marker b'a\\nb' holds the record delimiter (-D) "
+                                 "b'\\n': no record can be equal to it"),
+    (["-D", ";", "--null-marker", ";"], "holds the record delimiter (-D) b';'"),
     (["--property", "parse.key=true"],
      "-X parse.key: a property of Kafka's console producer's line reader; kafkactl "
      "produce takes -K/--key-separator SEP"),

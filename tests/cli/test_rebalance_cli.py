@@ -160,7 +160,8 @@ def test_unclean_and_preferred_elections_on_one_broker(module_broker: BrokerProc
     r = zygote.run(["rebalance", "--unclean-leaders", "-b", b, "-t", "led", "--partition",
                     "0,1"], text=True, timeout=60)
     assert r.returncode == 0, r.stderr
-    assert r.stdout == "Unclean leader election: 0 partition(s) got a leader, 2 unchanged.\n"
+    assert r.stdout == ("Unclean leader election: 0 partition(s) got a leader, 2 already had "
+                        "a live one.\n")
     r = zygote.run(["rebalance", "--unclean-leaders", "-b", b, "--all-topic-partitions",
                     "--json"], text=True, timeout=60)
     assert r.returncode == 0, r.stderr
@@ -170,13 +171,22 @@ def test_unclean_and_preferred_elections_on_one_broker(module_broker: BrokerProc
                     "--partition", "1", "--partition", "5"], text=True, timeout=60)
     assert r.returncode == 1
     assert r.stdout == ("Unclean leader election (dry run, nothing elected): 0 partition(s) "
-                        "would get a leader, 2 unchanged.\n"), r.stdout
+                        "would get a leader, 1 already have a live one, 1 not found.\n"), r.stdout
     assert r.stderr == "error: led-5: no such partition\n"
     r = zygote.run(["rebalance", "--unclean-leaders", "-b", b, "-t", "led", "--partition",
                     "5"], text=True, timeout=60)
     assert r.returncode == 1
     assert "error: led-5: UNKNOWN_TOPIC_OR_PARTITION: no such partition" in r.stderr
+    # the unknown partition is counted as failed, not as unchanged beside its error
+    assert r.stdout == ("Unclean leader election: 0 partition(s) got a leader, 0 already had "
+                        "a live one, 1 failed.\n"), r.stdout
     r = zygote.run(["rebalance", "--preferred-leaders", "-b", b, "-t", "led", "--partition",
                     "1"], text=True, timeout=60)
     assert r.returncode == 0, r.stderr
-    assert r.stdout == "Preferred leader election: 0 partition(s) moved, 1 unchanged.\n"
+    assert r.stdout == ("Preferred leader election: 0 partition(s) moved, 1 already led by "
+                        "their preferred replica.\n")
+    r = zygote.run(["rebalance", "--preferred-leaders", "--dry-run", "-b", b, "-t", "led",
+                    "--partition", "1", "--partition", "7"], text=True, timeout=60)
+    assert r.stdout == ("Preferred leader election (dry run, nothing elected): 0 partition(s) "
+                        "would move, 1 already led by their preferred replica, 1 not "
+                        "found.\n"), r.stdout

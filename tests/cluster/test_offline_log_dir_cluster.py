@@ -17,7 +17,9 @@ import pytest
 
 from tests.cluster.cluster_helpers import SESSION_TIMEOUT_MS, Cluster, metadata
 from tests.cluster.test_config_changes import create_topic
+from tests.cluster.test_ready_caught_up import ready
 from tests.cluster.zk import ZooKeeperServer
+from tests.conftest import free_port
 from tests.polling import wait_until
 
 pytest.importorskip("confluent_kafka")
@@ -67,8 +69,10 @@ def test_replicas_in_an_offline_log_dir_lose_leadership_and_isr_then_return(
     dirs = [tmp_path / "b2-a", tmp_path / "b2-b"]
     settings = {"zookeeper_connect": connect,
                 "zookeeper_session_timeout_ms": str(SESSION_TIMEOUT_MS)}
+    metrics_port = free_port()
     brokers = {1: broker_factory(broker_id="1", **settings),
-               2: broker_factory(broker_id="2", log_dirs=",".join(map(str, dirs)), **settings)}
+               2: broker_factory(broker_id="2", log_dirs=",".join(map(str, dirs)),
+                                 metrics_listen=f"127.0.0.1:{metrics_port}", **settings)}
     cluster = Cluster(connect, chroot, brokers)
     wait_until(lambda: cluster.controller() in brokers and all(
         len(metadata(b.port, [])["brokers"]) == 2 for b in cluster.live()), 30, "a cluster")
@@ -96,6 +100,12 @@ def test_replicas_in_an_offline_log_dir_lose_leadership_and_isr_then_return(
         return parts if ok else None
 
     wait_until(moved, 30, "the offline dir's replicas out of leadership and ISR")
+    # /ready: not ready, and why: the replicas there are not "catching up" (they cannot)
+    code, text = ready(metrics_port)
+    assert code == 503 and "catching up" not in text, text
+    assert f"log dir(s) offline since the start ({dirs[1]})" in text, text
+    assert f"{len(lost)} replica(s) there cannot rejoin their ISR until it is repaired (" \
+        + ", ".join(f"t-{p}" for p in lost) + ")" in text, text
     assert not any((dirs[0] / f"t-{p}").exists() for p in lost)  # none made elsewhere
     d_lost = [p for p in range(PARTITIONS) if (dirs[1] / f"d-{p}").is_dir()]
     assert d_lost
@@ -115,6 +125,7 @@ def test_replicas_in_an_offline_log_dir_lose_leadership_and_isr_then_return(
     wait_until(lambda: all(sorted(p["isr_nodes"]) == [1, 2] and not p["offline_replicas"]
                            for p in _partitions(cluster).values()), 30,
                "the repaired replicas back in the ISR")
+    wait_until(lambda: ready(metrics_port)[0] == 200, 30, "/ready 200 once repaired")
     wait_until(lambda: zk.exists(admin) is None and not any(
         x.name.startswith("d-") and not x.name.endswith("-delete")
         for x in dirs[1].iterdir()), 30, "d deleted from the repaired dir")
