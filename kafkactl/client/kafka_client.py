@@ -33,6 +33,10 @@ AUTO_CREATE_IN_PROGRESS = frozenset({ErrorCode.LEADER_NOT_AVAILABLE,
                                      ErrorCode.TOPIC_ALREADY_EXISTS})
 # Tries before a topic only ever reported unknown is said not to exist (auto-creation off).
 MISSING_ATTEMPTS = 5
+# Metadata requests in a row closed unanswered on connections whose ApiVersions was
+# answered (CLOSED_EARLY_HINT: a SASL listener's way with a plaintext client) before a
+# client that never had metadata gives up rather than retrying out its timeout.
+EARLY_CLOSE_ATTEMPTS = 3
 
 
 def default_bootstrap() -> str:
@@ -84,6 +88,7 @@ class KafkaClient:
         self.metadata_max_age = metadata_max_age_ms / 1000.0
         self.cluster = ClusterMetadata()
         self._metadata_tried_at = float("-inf")  # the last Metadata request's start
+        self.metadata_seen = False  # a Metadata request was ever answered
         self._conns: dict[int, BrokerConnection] = {}
         self._bootstrap_conn: BrokerConnection | None = None
         self._next_bootstrap = 0
@@ -213,6 +218,7 @@ class KafkaClient:
         """Fetch metadata for `topics` (None = all); retries other brokers until `timeout`."""
         deadline = time.monotonic() + (self.request_timeout if timeout is None else timeout)
         last: BaseException | None = None
+        early = 0  # closed unanswered in a row (CLOSED_EARLY_HINT)
         while True:
             self._metadata_tried_at = time.monotonic()
             try:
@@ -222,11 +228,16 @@ class KafkaClient:
                 resp = conn.request(ApiKey.METADATA, body, version=version,
                                     timeout=max(0.1, deadline - time.monotonic()))
                 self.cluster.update(resp, all_topics=topics is None)
+                self.metadata_seen = True
                 return self.cluster
             except NoBrokersAvailable:
                 raise
             except (KafkaConnectionError, KafkaTimeoutError) as e:
                 last = e
+                early = early + 1 if CLOSED_EARLY_HINT in str(e) else 0
+                if early >= EARLY_CLOSE_ATTEMPTS and not self.metadata_seen:
+                    # the same refusal each time: most likely the wrong security.protocol
+                    raise NoBrokersAvailable(f"metadata request failed: {e}") from None
                 for nid, c in list(self._conns.items()):
                     if not c.connected:
                         self._conns.pop(nid, None)

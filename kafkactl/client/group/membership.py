@@ -140,6 +140,8 @@ class ConsumerCoordinator:
                     return True
             except (KafkaConnectionError, KafkaTimeoutError, NoBrokersAvailable) as e:
                 self._drop_coordinator()
+                if isinstance(e, NoBrokersAvailable) and not self.client.metadata_seen:
+                    raise  # never reached the cluster: nothing was lost, nothing to wait for
                 now = time.monotonic()
                 if self.unreachable_since is None:
                     self.unreachable_since = now
