@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from kafkactl.broker.config import BROKER_DEFAULTS, BrokerConfig, log_default_props
+from kafkactl.broker.config_types import key_type_of
 from kafkactl.broker.partition_store import PartitionStore
 from kafkactl.log.config import BROKER_SYNONYMS, LogConfig
 from kafkactl.log.config_def import TOPIC_CONFIGS
@@ -54,13 +55,22 @@ APPLIED_KEYS = frozenset({syns[0][0] for syns in BROKER_SYNONYMS.values()}
 
 
 # ---- Kafka's other dynamic broker keys: checked and stored, not acted on here --------------
+_TYPE_BITS = {"SHORT": 16, "INT": 32, "LONG": 64}
+
+
 def _integer(minimum: int | None = None) -> Any:
     def check(key: str, value: str) -> None:
+        key_type = key_type_of(key)  # the key's own ConfigDef type: INT keys hold 32 bits
+        kind = key_type.type if key_type is not None and key_type.type in _TYPE_BITS \
+            else "LONG"
+        bound = 1 << (_TYPE_BITS[kind] - 1)
         try:
             n = int(value)
         except ValueError:
+            n = bound  # not a number at all: refused as one out of range is
+        if not -bound <= n < bound:
             raise ConfigError(f"Invalid value {value} for configuration {key}: Not a number "
-                              "of type LONG") from None
+                              f"of type {kind}")
         if minimum is not None and n < minimum:
             raise ConfigError(f"Invalid value {value} for configuration {key}: Value must "
                               f"be at least {minimum}")

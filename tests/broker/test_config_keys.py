@@ -212,10 +212,11 @@ def test_the_defaults_are_valid() -> None:
     assert BrokerConfig.build().props["min.insync.replicas"] == "1"
 
 
-# Within every type's bounds: the dynamic path checks no INT/SHORT/LONG bounds for the keys
-# it only stores (2147483648 threads are refused at start only).
+# Across every type's bounds (the dynamic path took 2147483648 threads for an INT key it
+# only stores, which the next start refused).
 PROBES = ["abc", "1.5", "true", "-131073", "-3", "-2", "-1", "0", "1", "7", "8", "9", "13",
-          "14", "17", "18", "22", "100", "32767"]
+          "14", "17", "18", "22", "100", "32767", "32768", "2147483647", "2147483648",
+          "-2147483649", "9223372036854775807", "9223372036854775808"]
 
 
 def _refused(check: Callable[[str, str], object], key: str, value: str) -> bool:
