@@ -26,7 +26,7 @@ import inspect
 import logging
 import struct
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Generator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -118,8 +118,10 @@ class KafkaApis:
         finally:
             current_request.reset(token)
         if body is not None and body.__class__ is not dict and inspect.isawaitable(body):
-            return self._finish(ctx, body, request if enforcing else None, len(frame),
-                                codecs[1])
+            if not enforcing:
+                return self._finish(ctx, body, None, len(frame), codecs[1])
+            return self._finish(ctx, _Busy(body, time.perf_counter() - started), request,
+                                len(frame), codecs[1])
         if enforcing:
             self._throttle(ctx, request, body, len(frame), time.perf_counter() - started)
         if body is None:
@@ -179,8 +181,43 @@ class KafkaApis:
             body = await pending
         finally:
             current_request.reset(token)
-        if request is not None:  # waiting (a long poll) is no busy time
-            self._throttle(ctx, request, body, size, 0.0)
+        if request is not None and isinstance(pending, _Busy):
+            self._throttle(ctx, request, body, size, pending.busy_s)
         if body is None:
             return None
         return encode(ctx.correlation_id, body)
+
+
+class _Busy:
+    """A handler's awaitable that adds up the time its steps run (`busy_s`, from the time
+    the handler took before returning it): what a request_percentage quota charges. The
+    waits between the steps (acks=all, a long poll, a transaction marker) are not busy
+    time; the work before and after them (the append, the read of a completed fetch) is,
+    as Kafka charges its handler threads' time."""
+
+    __slots__ = ("inner", "busy_s")
+
+    def __init__(self, inner: Awaitable[Any], busy_s: float) -> None:
+        self.inner = inner
+        self.busy_s = busy_s
+
+    def __await__(self) -> Generator[Any, Any, Any]:
+        steps = self.inner.__await__()
+        sent: Any = None
+        thrown: BaseException | None = None
+        clock = time.perf_counter
+        while True:
+            started = clock()
+            try:
+                yielded = steps.send(sent) if thrown is None else steps.throw(thrown)
+            except StopIteration as done:
+                self.busy_s += clock() - started
+                return done.value
+            self.busy_s += clock() - started
+            try:
+                sent, thrown = (yield yielded), None
+            except GeneratorExit:
+                steps.close()
+                raise
+            except BaseException as e:  # a cancellation (or what the Task throws) goes in
+                sent, thrown = None, e

@@ -57,7 +57,7 @@ def _zk_store(zookeeper: str, bootstrap: str | None,
         raise fail(str(e)) from None
     try:
         store = ZkCredentialStore(zk)
-        store.start()
+        store.start(watch=False)  # (the watch fired as the session closed: a warning)
         return fn(store)
     finally:
         zkconn.close(zk)

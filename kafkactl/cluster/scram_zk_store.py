@@ -70,8 +70,9 @@ class ZkCredentialStore:
         self._users: dict[str, dict[str, ScramCredential]] = {}
         self._seen = -1  # last /config/changes sequence processed
 
-    def start(self) -> None:
-        """Blocking: load every user's credentials and watch /config/changes."""
+    def start(self, *, watch: bool = True) -> None:
+        """Blocking: load every user's credentials and (a broker's store; not a command's,
+        which ends at once) watch /config/changes."""
         from kazoo.recipe.watchers import ChildrenWatch
 
         self.zk.ensure_path(zk_paths.CONFIG_CHANGES)
@@ -85,7 +86,8 @@ class ZkCredentialStore:
                 users[desanitize(child)] = creds
         with self._lock:
             self._users = users
-        ChildrenWatch(self.zk, zk_paths.CONFIG_CHANGES, self._on_changes)
+        if watch:
+            ChildrenWatch(self.zk, zk_paths.CONFIG_CHANGES, self._on_changes)
 
     def _read(self, sanitized: str) -> tuple[dict[str, str], dict[str, ScramCredential], int]:
         """(config, credentials, zkVersion); version -1 when the znode does not exist."""
@@ -110,7 +112,8 @@ class ZkCredentialStore:
             except NoNodeError:
                 continue
             except Exception as e:  # ZooKeeper away: the watch fires again when back
-                log.warning("reading config change %s failed: %s", path, e)
+                log.warning("reading config change %s failed: %s: %s", path,
+                            type(e).__name__, e)
                 return True
             value = decode_json(data, path)
             entity = value.get("entity_path") if isinstance(value, dict) else None

@@ -103,3 +103,37 @@ def test_a_producer_over_its_quota_is_throttled_and_loses_nothing(broker_factory
         'client_id="slow"' in x)
     assert float(line.split()[-1]) > 0
     assert 'client_id="fast"' not in text
+
+
+def throttled_after(bootstrap: str, client_id: str, acks: str, limit: int) -> int:
+    """One-record produce requests, one at a time (acks as given) until the broker throttles
+    one: how many were sent (`limit`: never throttled)."""
+    from confluent_kafka import Producer
+
+    throttles: list[float] = []
+    p = Producer({"bootstrap.servers": bootstrap, "client.id": client_id, "acks": acks,
+                  "linger.ms": 0, "max.in.flight.requests.per.connection": 1,
+                  "throttle_cb": lambda ev: throttles.append(ev.throttle_time)})
+    for n in range(1, limit + 1):
+        p.produce("busy-topic", b"x")
+        assert p.flush(60) == 0
+        p.poll(0)
+        if throttles:
+            return n
+    return limit
+
+
+def test_request_percentage_throttles_a_producer(broker_factory: Any) -> None:
+    """request_percentage (the share of a handler's time a client may take) throttles a
+    producer, acks=1 and acks=all (on one replica nothing is waited for; a cluster's
+    acks=all: tests/cluster/test_quotas_cluster.py)."""
+    b = broker_factory(quota_window_num="2", quota_window_size_seconds="1")
+    r = kafkactl("quotas", "add", "--client-id", "busy", "-c", "request_percentage=0.5",
+                 "-b", b.bootstrap)
+    assert r.returncode == 0, r.stderr
+    r = kafkactl("topics", "create", "-t", "busy-topic", "-b", b.bootstrap)
+    assert r.returncode == 0, r.stderr
+    # 0.5 % of a 2 x 1 s window is 10 ms of busy time: more than the client's few other
+    # requests take, less than 2,000 appends
+    for acks in ("1", "all"):
+        assert throttled_after(b.bootstrap, "busy", acks, 2000) < 2000, acks

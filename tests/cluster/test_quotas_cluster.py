@@ -25,6 +25,7 @@ from kafkactl.protocol import codec
 from kafkactl.protocol.api_keys import ApiKey
 from kafkactl.protocol.scram import MECHANISMS, new_credential
 from tests import zygote
+from tests.broker.test_client_quotas import throttled_after
 from tests.broker.wire import batch
 from tests.cluster.cluster_helpers import Cluster, request, start_cluster
 from tests.cluster.test_config_changes import create_topic
@@ -275,3 +276,20 @@ def test_a_standalone_brokers_quotas_are_adopted_when_it_joins_a_cluster(
         {"producer_byte_rate": "4096"}
     assert not (b.data_dir / "client-quotas.json").exists()
     assert (b.data_dir / "client-quotas.json.adopted").exists()
+
+
+def test_request_percentage_charges_a_produce_that_waits_for_the_isr(cluster: Cluster) -> None:
+    """acks=all on two replicas: the leader appends, then waits for the follower. The
+    append is busy time a request_percentage quota charges (as Kafka charges its handler
+    threads); a request answered after a wait was charged nothing, so a producer with
+    acks=all, today's default, was never throttled (found on a 3-broker cluster)."""
+    b1 = cluster.brokers[1]
+    create_topic(cluster, "busy-topic", {0: [1, 2]})
+    leading(b1.port, "busy-topic")
+    kafkactl("quotas", "add", "--client-id", "busy", "-c", "request_percentage=0.5",
+             "-b", b1.bootstrap)
+    wait_until(lambda: "client-id=busy" in described(b1.port), PROPAGATION_S,
+               "the quota applied")
+    # 0.5 % of a 2 x 1 s window is 10 ms of busy time: more than the client's few other
+    # requests take (Metadata, ApiVersions), less than 2,000 appends
+    assert throttled_after(b1.bootstrap, "busy", "all", 2000) < 2000

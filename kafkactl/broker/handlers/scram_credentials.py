@@ -19,13 +19,18 @@ from kafkactl.broker.services import BrokerServices
 from kafkactl.protocol import scram
 from kafkactl.protocol.errors import ErrorCode
 
+# Kafka's message of ClusterAuthorizationException, which its error responses carry: a null
+# message with an error made librdkafka's DescribeUserScramCredentials abort the process.
+CLUSTER_DENIED = "Cluster authorization failed."
+
 
 def handle_describe_user_scram_credentials(services: BrokerServices, ctx: RequestContext,
                                            request: dict[str, Any]) -> dict[str, Any]:
     response: dict[str, Any] = {"throttle_time_ms": 0, "error_code": 0,
                                 "error_message": None, "results": []}
     if not authorize_cluster(services, ctx, AclOperation.DESCRIBE):
-        response["error_code"] = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+        response.update(error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+                        error_message=CLUSTER_DENIED)
         return response
     store = services.credentials
     users = store.users() if store is not None else {}
@@ -87,7 +92,7 @@ async def handle_alter_user_scram_credentials(services: BrokerServices,
     if not authorize_cluster(services, ctx, AclOperation.ALTER) or store is None:
         return {"throttle_time_ms": 0, "results": [
             {"user": n, "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
-             "error_message": None} for n in dict.fromkeys(names)]}
+             "error_message": CLUSTER_DENIED} for n in dict.fromkeys(names)]}
     users = store.users()
     pairs = [(c["name"], c["mechanism"]) for c in (*deletions, *upsertions)]
     counts = {p: pairs.count(p) for p in pairs}

@@ -185,3 +185,46 @@ def test_acls_and_users_survive_a_restart(certs: Certs, tmp_path: Path) -> None:
         assert json.loads((sb.broker.data_dir / "acls.json").read_text())["acls"]
     finally:
         sb.broker.kill()
+
+
+
+_SCRAM_ALTER_AS = """
+import sys
+from confluent_kafka import KafkaException
+from confluent_kafka.admin import (AdminClient, ScramCredentialInfo, ScramMechanism,
+                                   UserScramCredentialUpsertion)
+admin = AdminClient(dict(a.split("=", 1) for a in sys.argv[1:]))
+up = UserScramCredentialUpsertion(
+    "carol", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 4096), b"pw")
+try:
+    list(admin.alter_user_scram_credentials([up]).values())[0].result(10)
+    print("allowed")
+except KafkaException as e:
+    print(e.args[0].name(), e.args[0].str())
+"""
+
+
+def test_scram_admin_refused_with_kafkas_message(acl_broker: SecureBroker) -> None:
+    """carol may not alter or describe SCRAM credentials: CLUSTER_AUTHORIZATION_FAILED
+    with Kafka's message (the broker sent null: confluent-kafka said '(null)').
+    confluent-kafka's describe_user_scram_credentials is not used: librdkafka frees a
+    string it did not allocate on any request-level error, against Kafka too
+    (docs/compatibility.md)."""
+    import subprocess
+    import sys
+
+    from tests import zygote
+
+    conf = _conf(acl_broker, "carol")
+    r = subprocess.run([sys.executable, "-c", _SCRAM_ALTER_AS,
+                        *(f"{k}={v}" for k, v in conf.items())],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, (r.returncode, r.stderr)
+    assert r.stdout.strip() == "CLUSTER_AUTHORIZATION_FAILED Cluster authorization failed.", \
+        r.stdout
+    r = zygote.run(["users", "list", "-b", str(conf["bootstrap.servers"]),
+                    *(x for k, v in conf.items() if k != "bootstrap.servers"
+                      for x in ("-X", f"{k}={v}"))], text=True, timeout=60)
+    assert r.returncode == 1, r.stderr
+    assert "CLUSTER_AUTHORIZATION_FAILED" in r.stderr, r.stderr
+    assert "Cluster authorization failed." in r.stderr, r.stderr
