@@ -1,7 +1,7 @@
 """Lines of varying length, kafkactl against kcat both ways (issue 20, goal 1).
 
     python bench/lines.py [--records 1000000] [--rounds 1] [--kafkactl DIR ...]
-                          [--datasets access,json] [--produce-only]
+                          [--datasets access,json] [--produce-only] [--tombstones N]
                           [--summary-json PATH]
 
 Generates two inputs of `--records` lines each, 50-500 bytes with realistic variation: an
@@ -19,6 +19,11 @@ each input, times whole processes (start-up included, output to /dev/null):
                     (of the unkeyed topic, then of the keyed one: values only)
   consume -f        `kcat -C -e -f '%k\\t%s\\n'` vs `kafkactl consume ... -f '%k\\t%s\\n'`
                     (of the keyed topic)
+
+and, once, tombstones: `--records` `key:value` lines (the access log's lines as values,
+100,000 keys), every `--tombstones N`-th one `key:` (3: dense; 0 leaves the row out),
+`kcat -P -K : -Z -l FILE` vs `kafkactl produce -K : -Z -f FILE` (-Z: the empty value is
+null, a tombstone), into a topic of one partition.
 
 Both consumers read the topics kcat wrote, so they decode the same batches. Prints
 records/s of each, the ratio kafkactl/kcat (goal >= 1.5, issue 33) and a summary table, then each
@@ -164,6 +169,20 @@ def generate(ds: Dataset, path: Path, n: int, seed: int = 20) -> None:
     ds.sizes = (min(lens), sum(lens) / len(lens), max(lens))
 
 
+def generate_tombstones(path: Path, n: int, every: int, seed: int = 20) -> Dataset:
+    """`key:value` lines (the access log's lines as values, 100,000 keys), every `every`-th
+    one `key:`: a compacted topic's change stream dense with deletes (-Z: tombstones)."""
+    rng = random.Random(seed)
+    t0 = 1_795_000_000
+    pool = [access_line(rng, t0 + i // 50) for i in range(min(n, POOL))]
+    with open(path, "wb") as f:
+        for start in range(0, n, POOL):
+            f.write(b"".join(b"user%d:%s\n" % (i % 100_000, b"" if i % every == every - 1
+                                                 else pool[i % len(pool)])
+                             for i in range(start, min(start + POOL, n))))
+    return Dataset(f"tombstones 1 in {every}", access_line, ":", path, n)
+
+
 @dataclass
 class Figure:
     label: str
@@ -243,10 +262,12 @@ class Bench:
                                          str(partitions)), check=True, capture_output=True)
         return topic
 
-    def produce(self, ds: Dataset, keyed: bool, partitions: int = 1) -> str:
-        """Both producers `rounds` times each; returns a topic kcat wrote."""
-        fig = Figure(f"produce {'keyed -K' if keyed else 'unkeyed'}"
-                     + (f", {partitions} partitions" if partitions > 1 else ""),
+    def produce(self, ds: Dataset, keyed: bool, partitions: int = 1, *,
+                label: str | None = None, args: tuple[str, ...] = ()) -> str:
+        """Both producers `rounds` times each (with `args`: options both take alike);
+        returns a topic kcat wrote."""
+        fig = Figure(label or (f"produce {'keyed -K' if keyed else 'unkeyed'}"
+                               + (f", {partitions} partitions" if partitions > 1 else "")),
                      records=ds.records)
         n = ds.records
         ksep = ["-K", ds.key_separator] if keyed else []
@@ -254,15 +275,15 @@ class Bench:
         for _ in range(self.rounds):
             kcat_topic = self.new_topic("kcat", partitions)
             dt, _ = run(["kcat", "-b", self.broker.bootstrap, "-P", "-t", kcat_topic, *ksep,
-                         "-l", str(ds.path)])
+                         *args, "-l", str(ds.path)])
             fig.keep("kcat", n / dt)
-            for label, build in self.builds.items():
+            for who, build in self.builds.items():
                 topic = self.new_topic("kafkactl", partitions)
-                dt, err = run(self.kafkactl("produce", "-t", topic, *ksep,
+                dt, err = run(self.kafkactl("produce", "-t", topic, *ksep, *args,
                                             "-f", str(ds.path)), build)
-                check_count(f"kafkactl produce ({label})", err,
+                check_count(f"kafkactl produce ({who})", err,
                             r"([\d,]+) of [\d,]+ records acknowledged", n)
-                fig.keep(label, n / dt)
+                fig.keep(who, n / dt)
         self.report(fig, n)
         fig.label = f"{ds.name}: {fig.label}"
         self.figures.append(fig)
@@ -322,6 +343,9 @@ def main() -> None:
     ap.add_argument("--datasets", default="access,json", help="access, json or both")
     ap.add_argument("--produce-only", action="store_true",
                     help="the produce figures only (more rounds of them in the same time)")
+    ap.add_argument("--tombstones", type=int, default=3, metavar="N",
+                    help="the tombstone row: every N-th keyed line a tombstone (-Z); 0: "
+                         "no such row")
     ap.add_argument("--summary-json", type=Path, help="write the summary rows here")
     args = ap.parse_args()
     if not shutil.which("kcat"):
@@ -353,6 +377,13 @@ def main() -> None:
                 bench.consume(ds, unkeyed, None)
                 bench.consume(ds, keyed, None, " (keyed topic)")
                 bench.consume(ds, keyed, FORMAT)
+            ds.path.unlink()
+        if args.tombstones > 0:
+            ds = generate_tombstones(tmp / "tombstones.txt", args.records, args.tombstones)
+            print(f"{ds.name}: {ds.records:,} key:value lines, 1 in {args.tombstones} a "
+                  "tombstone (`key:`)", flush=True)
+            bench.produce(ds, keyed=True, label="produce -K : -Z (kcat -Z)",
+                          args=("-Z",))
             ds.path.unlink()
         rows = summary(bench.figures, list(builds))
         if args.summary_json is not None:

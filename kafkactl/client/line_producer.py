@@ -16,18 +16,21 @@ of the interrupted chunk the producer never got.
 Null keys and values (tombstones): with `null_empty` (kcat's -Z) an empty value, and with
 a key_separator an empty key, is sent as null; with `null_marker` (Kafka's console producer's
 null.marker) a value or key exactly equal to it is. Such a run takes lists, not Blocks (the
-bulk encoders take bytes only): the records with a null field go record by record and the
-runs between them over the bulk paths, in input order (with keep_failed, a chunk with any
-goes wholly record by record).
+encoder of Blocks knows no null): split_keys / null_values put None for each null field
+(compiled, in the pass that splits the keys) and the chunk goes over the bulk paths like any
+other, nulls and all, in input order (record.columns encodes None as Kafka's null, length
+-1, byte for byte as the record-by-record path does). Without a key separator and with
+keep_failed, a chunk with a null value goes over send_key_values with null keys: its
+entries must be the raw records, not the values (send_values keeps the values).
 """
 
 from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from kafkactl.client.delimited import Block
 from kafkactl.record._accel import kernels
@@ -40,12 +43,14 @@ if TYPE_CHECKING:
 FailedRecordsCallback = Callable[[list[bytes], BaseException], None]
 
 
-def split_keys_py(records: list[bytes], separator: bytes) -> tuple[list[bytes | None],
-                                                                    list[bytes]]:
-    """key SEP value -> (key, value); a record without SEP has a null key. The definition of
+def split_keys_py(records: list[bytes], separator: bytes,
+                  nulls: Collection[bytes] | None = None
+                  ) -> tuple[list[bytes | None], list[bytes | None]]:
+    """key SEP value -> (key, value); a record without SEP has a null key. With `nulls`, a
+    key or value equal to one of them is None (null_values). The definition of
     `split_keys`, the compiled twin when the kernels are in use (record/_accel.py)."""
     keys: list[bytes | None] = []
-    values: list[bytes] = []
+    values: list[bytes | None] = []
     key_append, value_append = keys.append, values.append
     for raw in records:
         k, sep, v = raw.partition(separator)
@@ -55,11 +60,35 @@ def split_keys_py(records: list[bytes], separator: bytes) -> tuple[list[bytes | 
         else:
             key_append(None)
             value_append(raw)
+    if nulls:
+        return null_values_py(keys, nulls), null_values_py(values, nulls)
     return keys, values
 
 
-split_keys: Callable[[list[bytes], bytes], tuple[list[bytes | None], list[bytes]]] = (
-    split_keys_py if kernels is None else kernels.split_keys)
+def null_values_py(values: Sequence[bytes | None], nulls: Collection[bytes]
+                   ) -> list[bytes | None]:
+    """A list of `values` with each one equal to one of `nulls` as None (a null field);
+    `values` itself when it is a list and none is. The definition of `null_values`, the
+    compiled twin when the kernels are in use."""
+    out = values if isinstance(values, list) else list(values)
+    at = null_positions(nulls, out)
+    if not at:
+        return out
+    out = list(out)
+    for i in at:
+        out[i] = None
+    return out
+
+
+class SplitKeys(Protocol):
+    def __call__(self, records: list[bytes], separator: bytes,
+                 nulls: Collection[bytes] | None = None
+                 ) -> tuple[list[bytes | None], list[bytes | None]]: ...
+
+
+split_keys: SplitKeys = split_keys_py if kernels is None else kernels.split_keys
+null_values: Callable[[Sequence[bytes | None], Collection[bytes]], list[bytes | None]] = (
+    null_values_py if kernels is None else kernels.null_values)
 
 
 def null_fields(null_empty: bool = False, null_marker: bytes | None = None
@@ -70,11 +99,11 @@ def null_fields(null_empty: bool = False, null_marker: bytes | None = None
                      + ([null_marker] if null_marker is not None else []))
 
 
-def null_positions(nulls: frozenset[bytes], values: list[bytes],
-                   keys: list[bytes | None] | None = None) -> list[int]:
+def null_positions(nulls: Collection[bytes], values: Sequence[bytes | None],
+                   keys: Sequence[bytes | None] | None = None) -> list[int]:
     """The indexes, ascending, of the records whose value (or key) is one of `nulls`
-    (list.index: a scan in C per null spelling and per hit; None, the key of a record
-    without the separator, is none of them)."""
+    (index(): a scan in C per null spelling and per hit, comparing with ==; None, the key
+    of a record without the separator, is none of them)."""
     found: set[int] = set()
     for column in (values,) if keys is None else (values, keys):
         for null in nulls:
@@ -233,21 +262,22 @@ class LineProducer:
         if not (self.simple or self.keyed):
             self._send_each(records)
             return
+        nulls = self.nulls
         keys: list[bytes | None] | None = None
-        values = records
+        values: list[bytes] | list[bytes | None] = records
         if self.keyed:
-            keys, values = split_keys(records, self.ksep)  # type: ignore[arg-type]
-        if self.nulls:
-            at = null_positions(self.nulls, values, keys)
-            if at:
-                self._send_runs(records, keys, values, at)
-                return
+            keys, values = split_keys(records, self.ksep, nulls or None)  # type: ignore[arg-type]
+        elif nulls:
+            values = null_values(records, nulls)
+            if values is not records and self.keep:
+                # the raw records are the entries: send_values would keep the values
+                keys = [None] * len(records)
         self._send_bulk(records, keys, values)
 
     def _send_bulk(self, records: list[bytes], keys: list[bytes | None] | None,
-                   values: list[bytes]) -> None:
-        """Records without headers and without null values over the batch fast paths:
-        send_values (null keys: keys is None), send_key_values."""
+                   values: list[bytes] | list[bytes | None]) -> None:
+        """Records without headers over the batch fast paths, in input order (None: a null
+        value or key): send_values (null keys: keys is None), send_key_values."""
         producer, stats, topic, partition = self.producer, self.stats, self.topic, self.partition
         if keys is None:
             producer.send_values(topic, values, partition=partition, keep_entries=self.keep)
@@ -265,36 +295,8 @@ class LineProducer:
         producer.send_key_values(topic, keys, values, partition=partition, entries=entries)
         stats.bytes += sum(map(len, records))
 
-    def _send_runs(self, records: list[bytes], keys: list[bytes | None] | None,
-                   values: list[bytes], at: list[int]) -> None:
-        """A chunk with null fields at `at` (ascending): those records one by one, the runs
-        between them over the bulk paths, all in input order (the order of a key's records
-        is what a compacted topic keeps: a value then its tombstone). With keep_failed, the
-        whole chunk one by one (failed_records and unsent count on one order per chunk)."""
-        if self.keep:
-            self._send_each(records)
-            return
-        pos = 0
-        n = len(at)
-        j = 0
-        while j < n:
-            first = at[j]
-            last = first  # the nulls' run: first..last
-            while j + 1 < n and at[j + 1] == last + 1:
-                j += 1
-                last += 1
-            j += 1
-            if pos < first:
-                self._send_bulk(records[pos:first], None if keys is None else keys[pos:first],
-                                values[pos:first])
-            self._send_each(records[first:last + 1])
-            pos = last + 1
-        if pos < len(records):
-            self._send_bulk(records[pos:], None if keys is None else keys[pos:], values[pos:])
-
     def _send_each(self, records: list[bytes]) -> None:
-        """The general path: record by record, in input order (with --sync, headers, or
-        fields sent as null)."""
+        """The general path: record by record, in input order (with --sync or headers)."""
         producer, stats, topic, partition = self.producer, self.stats, self.topic, self.partition
         ksep, headers, keep, nulls = self.ksep, self.headers, self.keep, self.nulls
         if stats.recent_acked is not None:  # (a keyed chunk before this one tagged its own)

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from kafkactl.client.accumulator import RecordAccumulator
 from kafkactl.client.errors import (
@@ -300,11 +300,15 @@ class Producer:
             fut.result()
         return fut
 
-    def send_values(self, topic: str, values: Sequence[bytes], *,
+    def send_values(self, topic: str, values: Sequence[bytes | None], *,
                     partition: int | None = None, keep_entries: bool = False) -> None:
-        """Bulk fast path: null-key, header-less values, timestamped now. Delivery is
-        reported through add_batch_callback (per batch), not per-record futures."""
+        """Bulk fast path: null-key, header-less values (None: a null value, a tombstone),
+        timestamped now. Delivery is reported through add_batch_callback (per batch), not
+        per-record futures."""
         self._ready("send_values()")
+        # (the accumulator and the partitioner pass values through to the batch's encoder,
+        # which takes None: their annotations say bytes)
+        values = cast(Sequence[bytes], values)
         if partition is None:
             n = self._num_partitions(topic)
             if self.partitioner._user is not None:
@@ -328,12 +332,14 @@ class Producer:
             self.flush()
 
     def send_key_values(self, topic: str, keys: Sequence[bytes | None],
-                        values: Sequence[bytes], *, partition: int | None = None,
+                        values: Sequence[bytes | None], *, partition: int | None = None,
                         entries: Sequence[Any] | None = None) -> None:
-        """Bulk path for keyed records without headers, timestamped now: each key goes to
-        the partition `send` would choose (null keys: the sticky partition), in order per
-        partition. Delivery is reported through add_batch_callback, not futures."""
+        """Bulk path for keyed records without headers, timestamped now (a None key or
+        value: null): each key goes to the partition `send` would choose (null keys: the
+        sticky partition), in order per partition. Delivery is reported through
+        add_batch_callback, not futures."""
         self._ready("send_key_values()")
+        values = cast(Sequence[bytes], values)  # passed through to the encoder, as above
         if partition is None:
             n = self._num_partitions(topic)
             if n > 1:

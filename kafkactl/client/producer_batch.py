@@ -33,8 +33,9 @@ from kafkactl.record.columns import (
 _HEADER_ROOM = bytes(RECORD_BATCH_OVERHEAD)
 
 
-def klen_of(key: bytes | None) -> int:
-    return 0 if key is None else len(key)
+def klen_of(field: bytes | None) -> int:
+    """The length of a key or value; 0 for None (null)."""
+    return 0 if field is None else len(field)
 
 
 def now_ms() -> int:
@@ -107,18 +108,18 @@ class ProducerBatch:
         self.record_count = delta + 1
         return delta
 
-    def append_values(self, values: Sequence[bytes], start: int = 0) -> int:
-        """Fast path: null-key, header-less records sharing the batch timestamp, encoded a
-        run at a time (record.columns). Appends values[start:] until the batch is full (of
-        bytes, or of MAX_DELTA records: see `_table_full`); returns the index after the
-        last value appended (== start when nothing fit)."""
+    def append_values(self, values: Sequence[bytes | None], start: int = 0) -> int:
+        """Fast path: null-key, header-less records sharing the batch timestamp (a None
+        value: null), encoded a run at a time (record.columns). Appends values[start:]
+        until the batch is full (of bytes, or of MAX_DELTA records: see `_table_full`);
+        returns the index after the last value appended (== start when nothing fit)."""
         if self.closed or self.buf is not None:
             return start
         parts, i, used = encode_values(values, start, self.record_count,
                                        self.batch_size - self.size)
         self._took(parts, i - start, used)
         if i < len(values) and not self._table_full() and (
-                i == start or len(values[i]) > MAX_FIELDS):
+                i == start or klen_of(values[i]) > MAX_FIELDS):
             # A value past the tables, or a first record bigger than the batch: the
             # general encoder takes values until the batch is full.
             while i < len(values) and self.append(None, None, values[i]) is not None:
@@ -133,9 +134,9 @@ class ProducerBatch:
         default. A batch of lines, `append_lines`, has no such cap.)"""
         return self.record_count >= MAX_DELTA
 
-    def append_key_values(self, keys: Sequence[bytes | None], values: Sequence[bytes],
+    def append_key_values(self, keys: Sequence[bytes | None], values: Sequence[bytes | None],
                           start: int = 0) -> int:
-        """Fast path for keyed lines: (key or None, value) pairs, no headers, the batch
+        """Fast path for keyed lines: (key or None, value or None) pairs, no headers, the batch
         timestamp. Appends from `start` until the batch is full; returns the index after the
         last pair appended (== start when nothing fit)."""
         if self.closed or self.buf is not None:
@@ -144,7 +145,7 @@ class ProducerBatch:
                                            self.batch_size - self.size)
         self._took(parts, i - start, used)
         if i < len(values) and not self._table_full() and (
-                i == start or max(klen_of(keys[i]), len(values[i])) > MAX_FIELDS // 2):
+                i == start or max(klen_of(keys[i]), klen_of(values[i])) > MAX_FIELDS // 2):
             while i < len(values) and self.append(None, keys[i], values[i]) is not None:
                 i += 1
         return i

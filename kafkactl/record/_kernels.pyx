@@ -10,7 +10,8 @@ error class and error message as its reference on the same input, malformed or n
   `murmur2_scatter_py` (keyed records, or keyed lines still in their buffer, by partition).
 - `encode_values`, `encode_key_values`: record/columns.py's `encode_values_py` and
   `encode_key_values_py` (the producer's records of lines, keyed or not).
-- `split_keys`: client/line_producer.py's `split_keys_py` (`produce -K`'s key SEP value).
+- `split_keys`, `null_values`: client/line_producer.py's `split_keys_py` (`produce -K`'s
+  key SEP value) and `null_values_py` (-Z's and --null-marker's null fields).
 - `render`: `kafkactl consume`'s output of a whole batch (client/record_format.py's
   KernelFormat); its definition is the per-record renderers of cli/consume.py and
   client/topic_reader.py (tests/record/test_render_kernel.py). With it the consumer needs
@@ -44,7 +45,7 @@ from libc.string cimport memchr, memcmp, memcpy
 
 from kafkactl.record.errors import InvalidRecordError
 
-API = 11  # record/_accel.py refuses a module built from another version of this file
+API = 12  # record/_accel.py refuses a module built from another version of this file
 
 DEF MIN_RECORD_SIZE = 7
 DEF MAX_HEADS = 16384  # framing.MAX_HEADS: records the reference's fast path covers
@@ -491,19 +492,23 @@ def encode_key_values(keys, values, Py_ssize_t start, Py_ssize_t first_delta,
 
 cdef tuple _encode(object keys, object values, Py_ssize_t start, Py_ssize_t first_delta,
                    Py_ssize_t room, Py_ssize_t longest):
-    """Records for values[start:] (null keys, or keys[i]) from offset delta first_delta
-    while they fit in room (the first of a batch, delta 0, always does), stopping before a
-    key or value longer than `longest` and at offset delta MAX_DELTA."""
+    """Records for values[start:] (null keys, or keys[i]; a None key or value is null)
+    from offset delta first_delta while they fit in room (the first of a batch, delta 0,
+    always does), stopping before a key or value longer than `longest` and at offset delta
+    MAX_DELTA."""
     cdef Py_ssize_t n = len(values)
     cdef Py_ssize_t i = start, delta = first_delta, used = 0
-    cdef Py_ssize_t vlen, klen, kfield, length, size, j
+    cdef Py_ssize_t vlen, klen, kfield, vfield, length, size, j
     cdef object k, v
     # First the records that fit and their size, as the reference's tables count them.
     while i < n and delta < MAX_DELTA:
         v = values[i]
-        vlen = len(v)
-        if vlen > longest:
-            break
+        vfield = 1  # a null value's length varint (-1)
+        if v is not None:
+            vlen = len(v)
+            if vlen > longest:
+                break
+            vfield = _zz_size(vlen) + vlen
         k = None
         kfield = 1  # the null key's length varint (-1)
         if keys is not None:
@@ -514,7 +519,7 @@ cdef tuple _encode(object keys, object values, Py_ssize_t start, Py_ssize_t firs
                     break
                 kfield = _zz_size(klen) + klen
         # attributes, timestamp delta 0, offset delta, key, value, header count 0
-        length = 3 + _zz_size(delta) + kfield + _zz_size(vlen) + vlen
+        length = 3 + _zz_size(delta) + kfield + vfield
         size = _zz_size(length) + length
         if used + size > room and delta != 0:
             break
@@ -531,12 +536,13 @@ cdef tuple _encode(object keys, object values, Py_ssize_t start, Py_ssize_t firs
     for j in range(start, i):
         v = values[j]
         k = None if keys is None else keys[j]
-        vlen = len(v)
+        vlen = 0 if v is None else len(v)
         klen = 0 if k is None else len(k)
         if vlen > longest or klen > longest:
             raise ValueError("the keys or values changed while they were encoded")
         kfield = 1 if k is None else _zz_size(klen) + klen
-        length = 3 + _zz_size(delta) + kfield + _zz_size(vlen) + vlen
+        vfield = 1 if v is None else _zz_size(vlen) + vlen
+        length = 3 + _zz_size(delta) + kfield + vfield
         if _zz_size(length) + length > end - p:
             raise ValueError("the keys or values changed while they were encoded")
         p = _put_zz(p, length)
@@ -549,8 +555,12 @@ cdef tuple _encode(object keys, object values, Py_ssize_t start, Py_ssize_t firs
         else:
             p = _put_zz(p, klen)
             p = _put_field(p, k, klen)
-        p = _put_zz(p, vlen)
-        p = _put_field(p, v, vlen)
+        if v is None:
+            p[0] = 1  # null value
+            p += 1
+        else:
+            p = _put_zz(p, vlen)
+            p = _put_field(p, v, vlen)
         p[0] = 0  # no headers
         p += 1
         delta += 1
@@ -1222,29 +1232,114 @@ def murmur2_scatter(data, Py_ssize_t start, Py_ssize_t end, delimiter, key_separ
         PyBuffer_Release(&dv)
 
 
-def split_keys(records, separator):
+cdef inline bint _null(const char *d, Py_ssize_t n, tuple spellings) except -1:
+    """Whether the field d[:n] equals one of `spellings` (exact bytes, null_values'
+    check)."""
+    cdef Py_ssize_t i
+    cdef object s
+    for i in range(len(spellings)):
+        s = spellings[i]
+        if PyBytes_GET_SIZE(s) == n and memcmp(PyBytes_AS_STRING(s), d, n) == 0:
+            return True
+    return False
+
+
+cdef inline bint _equals_one(object field, tuple spellings) except -1:
+    """Whether `field` == one of `spellings` (list.index's test, the reference's)."""
+    cdef object s
+    if field is None:
+        return False
+    if PyBytes_CheckExact(field):
+        return _null(PyBytes_AS_STRING(field), PyBytes_GET_SIZE(field), spellings)
+    for s in spellings:
+        if field == s:
+            return True
+    return False
+
+
+cdef tuple _spellings(object nulls):
+    """The null spellings as a tuple of exact bytes; None when one is not (the caller
+    takes the reference's way)."""
+    cdef tuple t = tuple(nulls) if nulls is not None else ()
+    for s in t:
+        if not PyBytes_CheckExact(s):
+            return None
+    return t
+
+
+def null_values(values, nulls):
+    """line_producer.null_values_py's twin: a list of `values` with each equal to one of
+    `nulls` as None; `values` itself when it is a list and none is."""
+    cdef tuple spellings = _spellings(nulls)
+    cdef list out
+    cdef Py_ssize_t n, i, first = -1
+    if spellings is None:  # not bytes: the reference's comparisons, in its order
+        spellings = tuple(nulls)
+        out = values if type(values) is list else list(values)
+        found = [i for s in spellings for i, x in enumerate(out) if x == s]
+        if not found:
+            return out
+        out = list(out)
+        for i in found:
+            out[i] = None
+        return out
+    out = values if type(values) is list else list(values)
+    n = len(out)
+    if not spellings:
+        return out
+    for i in range(n):
+        if _equals_one(out[i], spellings):
+            first = i
+            break
+    if first < 0:
+        return out
+    out = list(out)
+    for i in range(first, n):
+        if _equals_one(out[i], spellings):
+            out[i] = None
+    return out
+
+
+def split_keys(records, separator, nulls=None):
     """line_producer.split_keys_py's twin: (keys, values) of `key SEP value` records, a
-    record without SEP keeping a null key and itself as the value. Records that are not
-    bytes go through their own partition(), as in the reference."""
+    record without SEP keeping a null key and itself as the value; with `nulls`, a key or
+    value equal to one of them is None. Records that are not bytes go through their own
+    partition(), as in the reference."""
     cdef Py_buffer sep
     cdef list keys = []
     cdef list values = []
     cdef Py_ssize_t n, i
     cdef const char *d
+    cdef tuple spellings = _spellings(nulls)
+    cdef bint check
+    if spellings is None:  # null spellings that are not bytes: the reference's way
+        keys, values = split_keys(records, separator)
+        return null_values(keys, nulls), null_values(values, nulls)
+    check = len(spellings) > 0
     PyObject_GetBuffer(separator, &sep, PyBUF_SIMPLE)
     try:
         for raw in records:
             if not PyBytes_CheckExact(raw) or sep.len == 0:
                 k, found, v = raw.partition(separator)  # the reference's own errors
-                keys.append(k if found else None)
-                values.append(v if found else raw)
+                if found:
+                    keys.append(None if check and _equals_one(k, spellings) else k)
+                    values.append(None if check and _equals_one(v, spellings) else v)
+                else:
+                    keys.append(None)
+                    values.append(None if check and _equals_one(raw, spellings) else raw)
                 continue
             d = PyBytes_AS_STRING(raw)
             n = PyBytes_GET_SIZE(raw)
             i = _find(d, n, <const char *>sep.buf, sep.len)
             if i < 0:
                 keys.append(None)
-                values.append(raw)
+                values.append(None if check and _null(d, n, spellings) else raw)
+            elif check:
+                keys.append(None if _null(d, i, spellings)
+                            else PyBytes_FromStringAndSize(d, i))
+                values.append(None if _null(d + i + sep.len, n - i - sep.len, spellings)
+                              else PyBytes_FromStringAndSize(d + i + sep.len,
+                                                             n - i - sep.len))
             else:
                 keys.append(PyBytes_FromStringAndSize(d, i))
                 values.append(PyBytes_FromStringAndSize(d + i + sep.len, n - i - sep.len))

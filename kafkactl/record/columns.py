@@ -6,6 +6,10 @@ offset delta = the record's index in the batch, no headers. A record is then
 
     length | 00 | 00 | offset delta | key length (01: null) | key | value length | value | 00
 
+A key or value may be None: null, its length varint -1 (01) and no bytes (a tombstone's
+value: `kafkactl produce -Z`, --null-marker). Its record is as long as one with an empty
+field (length 0: 00), so the tables count it as one; its two parts are patched after.
+
 and everything but the key and value is a function of the key length, the value length and
 the offset delta: tables by those (built on demand) give the parts, `map` looks them up for
 a whole run of records, slice assignment interleaves them with the keys and values (a
@@ -43,6 +47,8 @@ MAX_DELTA = len(ZIGZAG) - 1  # offset deltas the tables cover (the caller encode
 MAX_FIELDS = MAX_DELTA - 32
 RUN = 4096  # records encoded per step (a batch takes what fits of a step's run)
 NULL_KEY = b"\x01"
+NULL_LENGTH = b"\x01"  # a null key's or value's length varint (-1)
+NULL_KEY_NULL_VALUE = NULL_KEY + NULL_LENGTH
 NO_HEADERS = b"\x00"
 ATTRIBUTES_AND_TIMESTAMP = b"\x00\x00"  # attributes 0, timestamp delta 0
 
@@ -112,14 +118,25 @@ def _delta_class(delta: int) -> tuple[int, int, int] | None:
     return None
 
 
-def _lengths(column: Sequence[bytes], limit: int) -> tuple[list[int], int]:
-    """len() of each item, cut before the first one longer than `limit`, and the longest."""
-    lengths = list(map(len, column))
+def _lengths(column: Sequence[bytes | None], limit: int) -> tuple[list[int], int, list[int]]:
+    """len() of each item (0 for None: a null field's record is as long as an empty one's),
+    cut before the first one longer than `limit`; the longest; the indexes of the Nones
+    before the cut, ascending."""
+    nulls: list[int] = []
+    try:
+        lengths = list(map(len, column))  # type: ignore[arg-type]  # a None: TypeError
+    except TypeError:  # a None (or something without len(), which fails again below)
+        nulls = list(compress(count(), map(is_, column, repeat(None))))
+        if not nulls:
+            raise
+        lengths = [0 if x is None else len(x) for x in column]
     top = max(lengths, default=0)
     if top > limit:
         lengths = lengths[:next(i for i, n in enumerate(lengths) if n > limit)]
         top = max(lengths, default=0)
-    return lengths, top
+        if nulls and nulls[-1] >= len(lengths):
+            nulls = [j for j in nulls if j < len(lengths)]
+    return lengths, top, nulls
 
 
 def _heads(table: _Tables, index: list[int]) -> list[bytes]:
@@ -136,20 +153,20 @@ def _fit(totals: list[int], room: int, first_in_batch: bool) -> int:
     return 1 if k == 0 and first_in_batch and totals else k
 
 
-def encode_values_py(values: Sequence[bytes], start: int, first_delta: int, room: int
+def encode_values_py(values: Sequence[bytes | None], start: int, first_delta: int, room: int
                      ) -> tuple[list[bytes], int, int]:
-    """Null-key records holding values[start:], from offset delta `first_delta`, while they
-    fit in `room` bytes (the first record of a batch, delta 0, always fits). Returns the
-    parts to join, the index after the last value encoded and the bytes they take. Stops
-    early at a value longer than MAX_FIELDS or at offset delta MAX_DELTA: the caller encodes
-    that record some other way."""
+    """Null-key records holding values[start:] (None: a null value), from offset delta
+    `first_delta`, while they fit in `room` bytes (the first record of a batch, delta 0,
+    always fits). Returns the parts to join, the index after the last value encoded and
+    the bytes they take. Stops early at a value longer than MAX_FIELDS or at offset delta
+    MAX_DELTA: the caller encodes that record some other way."""
     parts: list[bytes] = []
     i, delta, used = start, first_delta, 0
     n = len(values)
     while i < n and (cls := _delta_class(delta)) is not None:
         table = _VALUE_TABLES[cls[2]]
         run = values[i:i + min(RUN, cls[1] - delta)]
-        lengths, top = _lengths(run, MAX_FIELDS)
+        lengths, top, nulls = _lengths(run, MAX_FIELDS)
         if not lengths:
             break
         table.cover(top)
@@ -160,13 +177,18 @@ def encode_values_py(values: Sequence[bytes], start: int, first_delta: int, room
         full = k < len(lengths)
         if k < len(run):
             lengths, run = lengths[:k], run[:k]
-        out: list[bytes] = [NO_HEADERS] * (4 * k + 1)  # the last: the run's header count
+        out: list[bytes | None] = [NO_HEADERS] * (4 * k + 1)  # the last: the header count
         out[0:-1:4] = _heads(table, lengths)
         out[1::4] = ZIGZAG[delta:delta + k]
         out[2::4] = map(_grow(_NULL_KEY_VALUE_LENGTH, top, _null_key_value_length).__getitem__,
                         lengths)
         out[3::4] = run
-        parts += out
+        for j in nulls:  # null values: length -1 and no bytes
+            if j >= k:
+                break
+            out[4 * j + 2] = NULL_KEY_NULL_VALUE
+            out[4 * j + 3] = b""
+        parts += out  # type: ignore[arg-type]  # no None is left
         used += totals[k - 1]
         delta += k
         i += k
@@ -175,9 +197,10 @@ def encode_values_py(values: Sequence[bytes], start: int, first_delta: int, room
     return parts, i, used
 
 
-def encode_key_values_py(keys: Sequence[bytes | None], values: Sequence[bytes], start: int,
-                         first_delta: int, room: int) -> tuple[list[bytes], int, int]:
-    """As encode_values, for (key or None, value) pairs from index `start`."""
+def encode_key_values_py(keys: Sequence[bytes | None], values: Sequence[bytes | None],
+                         start: int, first_delta: int, room: int
+                         ) -> tuple[list[bytes], int, int]:
+    """As encode_values, for (key or None, value or None) pairs from index `start`."""
     parts: list[bytes] = []
     i, delta, used = start, first_delta, 0
     n = len(values)
@@ -185,14 +208,8 @@ def encode_key_values_py(keys: Sequence[bytes | None], values: Sequence[bytes], 
         table = _KEYED_TABLES[cls[2]]
         end = i + min(RUN, cls[1] - delta)
         run, krun = values[i:end], keys[i:end]
-        nulls: list[int] = []
-        if None in krun:
-            krun = list(krun)
-            nulls = list(compress(count(), map(is_, krun, repeat(None))))
-            for j in nulls:
-                krun[j] = b""
-        lengths, top = _lengths(run, MAX_FIELDS // 2)
-        klengths, ktop = _lengths(krun, MAX_FIELDS // 2)  # type: ignore[arg-type]
+        lengths, top, nulls = _lengths(run, MAX_FIELDS // 2)
+        klengths, ktop, knulls = _lengths(krun, MAX_FIELDS // 2)
         m = min(len(lengths), len(klengths))
         if m == 0:
             break
@@ -206,18 +223,19 @@ def encode_key_values_py(keys: Sequence[bytes | None], values: Sequence[bytes], 
         if k == 0:
             break
         full = k < m
-        key_lengths = list(map(ZIGZAG.__getitem__, klengths[:k]))
-        for j in nulls:
-            if j >= k:
-                break
-            key_lengths[j] = NULL_KEY  # as long as the empty key's length 0
         out: list[bytes | None] = [NO_HEADERS] * (6 * k + 1)  # the last: header count
         out[0:-1:6] = _heads(table, sizes[:k])
         out[1::6] = ZIGZAG[delta:delta + k]
-        out[2::6] = key_lengths
+        out[2::6] = map(ZIGZAG.__getitem__, klengths[:k])
         out[3::6] = krun[:k]
         out[4::6] = map(ZIGZAG.__getitem__, lengths[:k])
         out[5::6] = run[:k]
+        for column, at in ((2, knulls), (4, nulls)):  # null keys, values: -1 and no bytes
+            for j in at:
+                if j >= k:
+                    break
+                out[6 * j + column] = NULL_LENGTH  # as long as an empty field's length 0
+                out[6 * j + column + 1] = b""
         parts += out  # type: ignore[arg-type]  # no None is left
         used += totals[k - 1]
         delta += k
@@ -282,8 +300,8 @@ def encode_lines_into_py(data: Buffer, pos: int, end: int, delimiter: Buffer,
     return pos + p, delta - first_delta, used
 
 
-EncodeValues = Callable[[Sequence[bytes], int, int, int], tuple[list[bytes], int, int]]
-EncodeKeyValues = Callable[[Sequence[bytes | None], Sequence[bytes], int, int, int],
+EncodeValues = Callable[[Sequence[bytes | None], int, int, int], tuple[list[bytes], int, int]]
+EncodeKeyValues = Callable[[Sequence[bytes | None], Sequence[bytes | None], int, int, int],
                            tuple[list[bytes], int, int]]
 encode_values: EncodeValues = encode_values_py if kernels is None else kernels.encode_values
 encode_key_values: EncodeKeyValues = (encode_key_values_py if kernels is None

@@ -3,12 +3,15 @@ against the definition, and every batch it builds against the general encoder.
 
 -Z (kcat's): an empty value, and with a key separator an empty key, is null. --null-marker
 (Kafka's console producer's null.marker): a value or key equal to the marker is. A run with
-either takes lists (never Blocks): a chunk without a null field goes over the bulk paths
-(send_values / send_key_values), one with null fields record by record where they are and
-in bulk between them. The inputs are what people pipe (`seq`, `yes`, `yes ''`, log lines of
-many lengths, binary), the chunk boundaries land everywhere, and with neither option the
-records are those of the default path (Blocks with the compiled kernels, lists without:
-this module runs in the pure step too).
+either takes lists (never Blocks), and every chunk, null fields and all, goes over the bulk
+paths (send_values / send_key_values: record.columns encodes None as null), never record
+by record: each batch is byte for byte the general encoder's (`ProducerBatch.append`, what
+`producer.send` does) batch of its records. The inputs are what people pipe (`seq`, `yes`,
+`yes ''`, log lines of many lengths, binary), the chunk boundaries land everywhere, nulls
+sit at the edges of chunks, batches, RUN steps and the tables' offset deltas, by the
+compiled encoders and by their pure-Python twins (the `twin` fixture; the module runs in
+the pure step too), and with neither option the records are those of the default path
+(Blocks with the compiled kernels, lists without).
 
 The producer here is a RecordAccumulator's partition 0, with Producer's entry points (no
 broker: each case takes milliseconds); tests/cli/test_produce_nulls.py runs the command
@@ -16,6 +19,7 @@ against a broker."""
 
 from __future__ import annotations
 
+import contextlib
 import io
 import random
 from collections.abc import Iterable, Iterator, Sequence
@@ -25,14 +29,16 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kafkactl.client import delimited
+from kafkactl.client import delimited, line_producer, producer_batch
 from kafkactl.client.accumulator import RecordAccumulator
 from kafkactl.client.delimited import Block, read_blocks, read_records
 from kafkactl.client.line_producer import LineProducer, null_fields, null_positions
 from kafkactl.client.producer_batch import ProducerBatch
-from kafkactl.record.batch import RecordBatch
+from kafkactl.record import columns
+from kafkactl.record._accel import kernels
+from kafkactl.record.batch import RECORD_BATCH_OVERHEAD, RecordBatch, encode_record
 from kafkactl.record.builder import encode_headers
-from kafkactl.record.columns import MAX_DELTA
+from kafkactl.record.columns import MAX_DELTA, RUN
 from tests.client.null_rows import null_rows
 from tests.hypothesis_profiles import examples
 
@@ -64,16 +70,16 @@ class AccumulatorProducer:
         self.calls.append("send")
         self.acc.append(topic, 0, None, key, value, headers or (), entry)
 
-    def send_values(self, topic: str, values: Sequence[bytes], *,
+    def send_values(self, topic: str, values: Sequence[bytes | None], *,
                     partition: int | None = None, keep_entries: bool = False) -> None:
         self.calls.append("send_values")
-        self.acc.append_values(topic, 0, values, keep_entries)
+        self.acc.append_values(topic, 0, values, keep_entries)  # type: ignore[arg-type]
 
     def send_key_values(self, topic: str, keys: Sequence[bytes | None],
-                        values: Sequence[bytes], *, partition: int | None = None,
+                        values: Sequence[bytes | None], *, partition: int | None = None,
                         entries: Sequence[Any] | None = None) -> None:
         self.calls.append("send_key_values")
-        self.acc.append_key_values(topic, 0, keys, values, entries)
+        self.acc.append_key_values(topic, 0, keys, values, entries)  # type: ignore[arg-type]
 
     def send_lines(self, topic: str, data: bytes, start: int, end: int, delimiter: bytes,
                    key_separator: bytes | None = None, *, partition: int | None = None,
@@ -131,6 +137,34 @@ def run(chunks: Iterable[list[bytes]] | Iterable[Block], *, ksep: bytes | None =
     lp.send_all(chunks)
     assert lp.input_done
     return landed(producer), lp
+
+
+def calls(lp: LineProducer) -> list[str]:
+    """The producer entry points the run called."""
+    return lp.producer.calls  # type: ignore[attr-defined]
+
+
+def in_bulk(lp: LineProducer) -> bool:
+    """Whether every record went over a bulk path (none through `send`)."""
+    return "send" not in calls(lp)
+
+
+@pytest.fixture(params=["compiled", "pure"])
+def twin(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """The compiled encoders and key split, or their pure-Python twins (record.columns'
+    encode_values_py / encode_key_values_py, split_keys_py / null_values_py; lists, not
+    Blocks, as without the kernels)."""
+    if request.param == "compiled":
+        if kernels is None:
+            pytest.skip("the compiled kernels are not in use")
+        assert producer_batch.encode_values is kernels.encode_values
+        return "compiled"
+    monkeypatch.setattr(producer_batch, "encode_values", columns.encode_values_py)
+    monkeypatch.setattr(producer_batch, "encode_key_values", columns.encode_key_values_py)
+    monkeypatch.setattr(line_producer, "split_keys", line_producer.split_keys_py)
+    monkeypatch.setattr(line_producer, "null_values", line_producer.null_values_py)
+    monkeypatch.setattr(line_producer, "kernels", None)
+    return "pure"
 
 
 def read(data: bytes, lp_blocks: bool, delim: bytes = b"\n"
@@ -219,7 +253,7 @@ def small_chunks() -> Iterator[None]:
 @pytest.mark.parametrize("name", list(INPUTS))
 @pytest.mark.parametrize("option", list(OPTIONS))
 @pytest.mark.parametrize("keyed", [False, True])
-def test_piped_input_lands_as_defined(small_chunks: None, name: str, option: str,
+def test_piped_input_lands_as_defined(small_chunks: None, twin: str, name: str, option: str,
                                       keyed: bool) -> None:
     data, sep = INPUTS[name]
     ksep = sep if keyed else None
@@ -230,6 +264,7 @@ def test_piped_input_lands_as_defined(small_chunks: None, name: str, option: str
     assert rows == definition(records, ksep, null_empty, marker)
     assert lp.read == lp.stats.sent == len(records)
     assert lp.stats.bytes == sum(map(len, records))
+    assert in_bulk(lp), "a record went through send(): the null fields must go in bulk"
 
 
 @pytest.mark.parametrize("name", list(INPUTS))
@@ -300,21 +335,199 @@ def test_chunks_of_edge_records_land_as_defined(chunks: list[list[bytes]], ksep:
     assert lp.read == lp.stats.sent == len(flat)
     assert lp.stats.bytes == sum(map(len, flat))
     assert lp.unsent() == []
+    # headers: record by record, null fields or not; else in bulk
+    assert in_bulk(lp) == (not headers or not flat)
 
 
-@pytest.mark.parametrize("count", [MAX_DELTA - 1, MAX_DELTA, MAX_DELTA + 1])
-@pytest.mark.parametrize("where", ["first", "last", "every-other", "none"])
-def test_nulls_around_the_delta_tables(count: int, where: str) -> None:
-    """A chunk of `count` records (at the bulk tables' MAX_DELTA end) with tombstones at
-    its first, last or every other record: the bulk runs between them fill batches as far
-    as the tables go, the general encoder the rest, byte for byte."""
-    records = [b"k%d:%d" % (i % 11, i) for i in range(count)]
+@pytest.mark.parametrize("count", [RUN - 1, RUN, RUN + 1, MAX_DELTA - 1, MAX_DELTA,
+                                   MAX_DELTA + 1])
+@pytest.mark.parametrize("where", ["first", "last", "every-other", "every-third", "all",
+                                   "edges", "none"])
+@pytest.mark.parametrize("keyed", [False, True])
+def test_nulls_around_the_delta_tables(twin: str, count: int, where: str, keyed: bool
+                                       ) -> None:
+    """A chunk of `count` records (one below, at and one above a RUN-record step and the
+    bulk tables' MAX_DELTA end) with tombstones (and, keyed, null keys) at its first or
+    last record, every other or third one, all of them, or at the records where an offset
+    delta's varint grows, a RUN step ends and the tables end: the bulk paths fill batches
+    as far as the tables go, the next batch the rest, byte for byte."""
+    edges = {0, 63, 64, RUN - 1, RUN, 8191, 8192, MAX_DELTA - 1, MAX_DELTA, count - 1}
     at = {"first": [0], "last": [count - 1], "every-other": range(0, count, 2),
-          "none": []}[where]
+          "every-third": range(2, count, 3), "all": range(count),
+          "edges": [i for i in edges if i < count], "none": []}[where]
+    records = [b"k%d:%d" % (i % 11, i) if keyed else b"%d" % i for i in range(count)]
     for i in at:
-        records[i] = b"k%d:" % (i % 11)
-    rows, _ = run([records], ksep=b":", null_empty=True)
-    assert rows == definition(records, b":", True, None)
+        # a tombstone; keyed, every other one's key null too (an empty key)
+        records[i] = (b":" if i % 2 else b"k%d:" % (i % 11)) if keyed else b""
+    ksep = b":" if keyed else None
+    rows, lp = run([records], ksep=ksep, null_empty=True)
+    assert rows == definition(records, ksep, True, None)
+    assert in_bulk(lp)
+
+
+def record_sizes(rows: Sequence[tuple[bytes | None, bytes | None]]) -> list[int]:
+    """Each record's bytes at its offset delta in one batch."""
+    return [len(encode_record(i, 0, k, v, ())) for i, (k, v) in enumerate(rows)]
+
+
+@pytest.mark.parametrize("slack", [-1, 0, 1])
+@pytest.mark.parametrize("null_at", [0, 38, 39, 40, 41])
+@pytest.mark.parametrize("option", ["Z", "marker"])
+@pytest.mark.parametrize("keyed", [False, True])
+def test_a_batch_filled_to_a_null_record(twin: str, slack: int, null_at: int, option: str,
+                                         keyed: bool) -> None:
+    """batch.size ends at the end of record 40 (one byte less, exactly, one byte more): a
+    null as the first record of a batch, the last one that fits, the first one that does
+    not, the one after it. Each null counted at its true size: the batches hold 40
+    records (39 with a byte less), as the general encoder's sizes say."""
+    null_empty, marker = OPTIONS[option]
+    null = marker if marker is not None else b""
+    records = [b"10.0.%d.%d:%s" % (i % 7, i, b"x" * (50 + i * 37 % 400)) for i in range(100)]
+    if not keyed:
+        records = [r.partition(b":")[2] for r in records]
+    records[null_at] = (b"k:" + null) if keyed else null
+    if keyed and null_at % 2:
+        records[null_at] = null + b":" + null  # a null key too
+    ksep = b":" if keyed else None
+    want = definition(records, ksep, null_empty, marker)
+    batch_size = (RECORD_BATCH_OVERHEAD + sum(record_sizes([(k, v) for k, v, _ in want[:40]]))
+                  + slack)
+    producer = AccumulatorProducer(batch_size)
+    lp = LineProducer(producer, "t", partition=0, key_separator=ksep,  # type: ignore[arg-type]
+                      null_empty=null_empty, null_marker=marker)
+    lp.send_all([records])
+    assert landed(producer) == want and in_bulk(lp)
+    first = 40 if slack >= 0 else 39
+    assert [b.record_count for b in producer.batches()][0] == first
+
+
+@pytest.mark.parametrize("slack", [-1, 0, 1])
+@pytest.mark.parametrize("null_at", [29, 30, 31])
+@pytest.mark.parametrize("keyed", [False, True])
+def test_a_chunk_boundary_at_a_null_record(twin: str, monkeypatch: pytest.MonkeyPatch,
+                                           slack: int, null_at: int, keyed: bool) -> None:
+    """The input read in chunks that end at the end of line 30 (one byte before, exactly,
+    one byte after): a null as a chunk's last record, the next chunk's first, or the one
+    after; and chunks of nulls only (`yes ''`, `yes k:`) cut the same way."""
+    lines = [b"user%d:%d" % (i % 9, i) if keyed else b"%d" % i for i in range(90)]
+    lines[null_at] = b"user1:" if keyed else b""
+    ksep = b":" if keyed else None
+    data = b"".join(line + b"\n" for line in lines)
+    monkeypatch.setattr(delimited, "CHUNK", sum(len(x) + 1 for x in lines[:30]) + slack)
+    chunks = list(read_records(io.BytesIO(data), b"\n"))
+    # (one byte more reads all of an empty line 30: its delimiter)
+    assert len(chunks[0]) == (29 if slack < 0 else 31 if slack and not lines[30] else 30)
+    rows, lp = run(chunks, ksep=ksep, null_empty=True)
+    assert rows == definition(lines, ksep, True, None) and in_bulk(lp)
+    all_null = (b"user1:\n" if keyed else b"\n") * 90
+    chunks = list(read_records(io.BytesIO(all_null), b"\n"))
+    rows, lp = run(chunks, ksep=ksep, null_empty=True)
+    assert rows == definition([r for c in chunks for r in c], ksep, True, None)
+    assert len(rows) == 90 and all(v is None for _, v, _ in rows) and in_bulk(lp)
+
+
+@pytest.mark.parametrize("keyed", [False, True])
+def test_chunks_of_nulls_at_their_edges(twin: str, keyed: bool) -> None:
+    """A null first and last in a chunk, a chunk of one null, chunks of nulls only, an
+    empty chunk, nulls in keys and in values, both spellings."""
+    n = b"k:" if keyed else b""
+    m = b"k:NULL" if keyed else b"NULL"
+    chunks = [[n, b"a:1", b"b:2", m], [n], [], [b"c:3"], [n, m, n], [m] * 5, [b":", b"::"],
+              [b"NULL:", b"NULL:NULL", b":NULL"], [b"d:4", n]]
+    if not keyed:
+        chunks = [[r.replace(b":", b"") for r in c] for c in chunks]
+    ksep = b":" if keyed else None
+    for option in ("Z", "marker", "Z+marker", "empty-marker"):
+        null_empty, marker = OPTIONS[option]
+        for keep in (False, True):
+            rows, lp = run(chunks, ksep=ksep, null_empty=null_empty, marker=marker,
+                           keep=keep, batch_size=120)
+            flat = [r for c in chunks for r in c]
+            assert rows == definition(flat, ksep, null_empty, marker), (option, keep)
+            assert in_bulk(lp)
+
+
+# -- keep_failed: the raw records of failed batches; unsent() after an interruption -------
+
+
+class Interrupting(AccumulatorProducer):
+    """Ctrl-C at the `at`-th call of a send entry point: before it hands anything over, or
+    after it handed all of it."""
+
+    def __init__(self, batch_size: int, at: int, after: bool) -> None:
+        super().__init__(batch_size)
+        self.at, self.after = at, after
+
+    def _tick(self) -> None:
+        if len(self.calls) == self.at:
+            raise KeyboardInterrupt
+
+    def send(self, *args: Any, **kwargs: Any) -> None:
+        self.calls.append("send")
+        if not self.after:
+            self._tick()
+        self.acc.append(args[0], 0, None, kwargs.get("key", args[2] if len(args) > 2 else
+                                                      None), args[1],
+                        kwargs.get("headers") or (), kwargs.get("entry"))
+        self._tick()
+
+    def send_values(self, topic: str, values: Sequence[bytes | None], *,
+                    partition: int | None = None, keep_entries: bool = False) -> None:
+        self.calls.append("send_values")
+        if not self.after:
+            self._tick()
+        self.acc.append_values(topic, 0, values, keep_entries)  # type: ignore[arg-type]
+        self._tick()
+
+    def send_key_values(self, topic: str, keys: Sequence[bytes | None],
+                        values: Sequence[bytes | None], *, partition: int | None = None,
+                        entries: Sequence[Any] | None = None) -> None:
+        self.calls.append("send_key_values")
+        if not self.after:
+            self._tick()
+        self.acc.append_key_values(topic, 0, keys, values, entries)  # type: ignore[arg-type]
+        self._tick()
+
+
+@given(chunks=chunked_records(), ksep=st.sampled_from([None, b":"]),
+       option=st.sampled_from(["Z", "marker", "Z+marker", "empty-marker"]),
+       partition=st.sampled_from([0, None]), at=st.integers(1, 8), after=st.booleans(),
+       outcomes=st.lists(st.booleans(), min_size=1), batch_size=st.sampled_from([1 << 20, 200]))
+@settings(max_examples=examples(300))
+def test_keep_failed_and_unsent_with_null_fields(chunks: list[list[bytes]], ksep: bytes | None,
+                                                 option: str, partition: int | None, at: int,
+                                                 after: bool, outcomes: list[bool],
+                                                 batch_size: int) -> None:
+    """keep_failed with null fields in bulk: stopped at any hand-over (before or after it),
+    then each batch acknowledged or failed: the acknowledged records and
+    failed_records() (the raw records of the failed batches, then the unsent ones) are
+    every record read, each once. With a partition, in input order (the keyed path over
+    several partitions tags its records instead)."""
+    null_empty, marker = OPTIONS[option]
+    producer = Interrupting(batch_size, at, after)
+    lp = LineProducer(producer, "t", partition=partition,  # type: ignore[arg-type]
+                      key_separator=ksep, keep_failed=True, null_empty=null_empty,
+                      null_marker=marker)
+    with contextlib.suppress(KeyboardInterrupt):
+        lp.send_all(chunks)
+    acked: list[bytes] = []
+    error = RuntimeError("refused")
+    batches = producer.batches()
+    for i, b in enumerate(batches):
+        ok = outcomes[i % len(outcomes)]
+        entries = list(b.entries)
+        lp.stats.on_batch(b, 0 if ok else -1, None if ok else error)
+        if ok:
+            acked += [e[1] if isinstance(e, tuple) else e for e in entries]
+    failed = list(lp.failed_records())
+    flat = [r for c in chunks for r in c]
+    assert lp.read <= len(flat) and (lp.read == len(flat) or not lp.input_done)
+    read = flat[:lp.read]
+    assert sorted(acked + failed) == sorted(read)
+    assert lp.stats.acked == len(acked) and lp.stats.acked + len(failed) == lp.read
+    assert in_bulk(lp)
+    if partition == 0 and all(outcomes):
+        assert acked + failed == read  # in input order
 
 
 def test_null_positions() -> None:

@@ -47,6 +47,7 @@ def test_the_switch_picks_the_kernels_unless_told_not_to() -> None:
         assert partitioner.murmur2 is partitioner.murmur2_py
         assert columns.encode_values is columns.encode_values_py
         assert line_producer.split_keys is line_producer.split_keys_py
+        assert line_producer.null_values is line_producer.null_values_py
         return
     # The test environment is built by scripts/test.sh, which installs a C compiler: a
     # missing extension there is a broken build, not a machine without one.
@@ -56,6 +57,7 @@ def test_the_switch_picks_the_kernels_unless_told_not_to() -> None:
     assert partitioner.murmur2 is kernels.murmur2
     assert columns.encode_key_values is kernels.encode_key_values
     assert line_producer.split_keys is kernels.split_keys
+    assert line_producer.null_values is kernels.null_values
 
 
 # ---- inputs -------------------------------------------------------------------------------------
@@ -505,8 +507,8 @@ def test_murmur2_scatter_twins_agree_on_odd_inputs(data: object, start: object, 
 
 # ---- the producer's record encoding (record/columns.py) -----------------------------------------
 
-def _encodes(keys: list[bytes | None] | None, values: list[bytes], start: int,
-             first_delta: int, room: int) -> None:
+def _encodes(keys: list[bytes | None] | None, values: list[bytes] | list[bytes | None],
+             start: int, first_delta: int, room: int) -> None:
     """The twins take the same records (the same bytes, index after them and size)."""
     assert kernels is not None
     if keys is None:
@@ -553,6 +555,62 @@ def test_encode_twins_agree_on_piped_lines(kind: str, first_delta: int) -> None:
         _encodes(keys, lines, 7, first_delta, room)
     # the buffer types a value may come in
     _encodes(None, [bytearray(x) for x in lines[:50]], 0, first_delta, 1 << 20)  # type: ignore[arg-type]
+
+
+@compiled
+@settings(max_examples=examples(300))
+@given(st.lists(st.tuples(encode_key, st.none() | encode_field), max_size=40),
+       st.integers(0, 3), st.sampled_from(ENCODE_DELTAS), room, st.booleans())
+def test_encode_twins_agree_on_null_values(pairs: list[tuple[bytes | None, bytes | None]],
+                                           start: int, first_delta: int, room: int,
+                                           keyed: bool) -> None:
+    """None values (null: length -1), and None keys, anywhere: first, last, all."""
+    values = [v for _, v in pairs]
+    _encodes([k for k, _ in pairs] if keyed else None, values, min(start, len(values)),
+             first_delta, room)
+
+
+@compiled
+@pytest.mark.parametrize("kind", PIPED)
+@pytest.mark.parametrize("first_delta", [0, 63, 8191, columns.MAX_DELTA - 5])
+@pytest.mark.parametrize("every", [1, 2, 3, 1000])
+def test_encode_twins_agree_on_piped_lines_with_nulls(kind: str, first_delta: int,
+                                                      every: int) -> None:
+    """Piped lines with every `every`-th value null (1: all), the keys of the others'
+    first word null when empty."""
+    lines = _lines(kind, 20_000 if kind != "huge" else 60, random.Random(10))
+    values: list[bytes | None] = [None if i % every == every - 1 else line
+                                  for i, line in enumerate(lines)]
+    keys: list[bytes | None] = [line.partition(b" ")[0] or None for line in lines]
+    for room in (0, 100, 16_384, 1 << 20, 1 << 40):
+        _encodes(None, values, 0, first_delta, room)
+        _encodes(keys, values, 0, first_delta, room)
+        _encodes(keys, values, 7, first_delta, room)
+
+
+@compiled
+@pytest.mark.parametrize(("keys", "values"), [
+    (None, [7]),  # neither bytes nor None: TypeError in both
+    (None, [None, 7]),
+    ([None, 7], [b"a", None]),
+    ([None, None, b"k"], [None]),  # more keys: the values' count
+    (None, (None, b"a", None)),  # a tuple
+    ([None, None], [bytearray(b"ab"), None]),
+])
+def test_encode_twins_agree_on_odd_null_inputs(keys: list[bytes | None] | None,
+                                               values: list[bytes | None]) -> None:
+    assert kernels is not None
+    for start in (0, 1):
+        if keys is None:
+            py = _outcome(partial(columns.encode_values_py, values, start, 0, 1 << 20))
+            c = _outcome(partial(kernels.encode_values, values, start, 0, 1 << 20))
+        else:
+            py = _outcome(partial(columns.encode_key_values_py, keys, values, start, 0, 1 << 20))
+            c = _outcome(partial(kernels.encode_key_values, keys, values, start, 0, 1 << 20))
+        if isinstance(py, tuple) and isinstance(py[0], list):
+            assert isinstance(c, tuple) and (b"".join(c[0]), c[1:]) == (b"".join(py[0]), py[1:])
+        else:  # the same error class (the messages are the interpreter's own)
+            assert isinstance(c, tuple) and c[0] is py[0], (py, c)  # type: ignore[index]
 
 
 @compiled
@@ -607,3 +665,72 @@ def test_split_keys_twins_agree_on_piped_lines(kind: str, separator: bytes) -> N
 def test_split_keys_twins_agree_on_odd_inputs(records: list[object], separator: object
                                               ) -> None:
     _splits(records, separator)
+
+
+# ---- null fields (client/line_producer.split_keys_py with nulls, null_values_py) ----------------
+
+NULLS = [frozenset(), frozenset({b""}), frozenset({b"NULL"}), frozenset({b"", b"NULL"}),
+         frozenset({b":"}), frozenset({b"a:b"})]
+
+
+def _nulls_agree(records: list[object], separator: object, nulls: object) -> None:
+    assert kernels is not None
+    py = _outcome(lambda: line_producer.split_keys_py(records, separator, nulls))  # type: ignore[arg-type]
+    assert _outcome(lambda: kernels.split_keys(records, separator, nulls)) == py
+    py = _outcome(lambda: line_producer.null_values_py(records, nulls))  # type: ignore[arg-type]
+    assert _outcome(lambda: kernels.null_values(records, nulls)) == py
+
+
+@compiled
+@settings(max_examples=examples(400))
+@given(st.lists(st.binary(max_size=8) | st.sampled_from(
+    [b"", b":", b"::", b"a:b", b"NULL", b"NULL:", b":NULL", b"NULL:NULL", b"NUL", b"NULLL",
+     b"k:", b":v", b"\x00"]), max_size=20),
+       st.sampled_from([b":", b"::", b"\x00", b"L"]), st.sampled_from(NULLS))
+def test_null_field_twins_agree(records: list[bytes], separator: bytes,
+                                nulls: frozenset[bytes]) -> None:
+    _nulls_agree(records, separator, nulls)  # type: ignore[arg-type]
+
+
+@compiled
+@pytest.mark.parametrize("kind", PIPED)
+@pytest.mark.parametrize("nulls", NULLS[1:4])
+def test_null_field_twins_agree_on_piped_lines(kind: str, nulls: frozenset[bytes]) -> None:
+    lines = _lines(kind, 2000, random.Random(11))
+    lines[::3] = [b"", b"k ", b" v", b"NULL", b"k NULL", b"NULL v", b"NULL NULL", b" "
+                  ] * (len(lines[::3]) // 8) + [b""] * (len(lines[::3]) % 8)
+    _nulls_agree(lines, b" ", nulls)  # type: ignore[arg-type]
+
+
+@compiled
+def test_null_values_returns_its_list_when_none_is_null() -> None:
+    """No copy of a chunk without a null field, in both twins; a new list otherwise (the
+    chunk itself is never changed)."""
+    assert kernels is not None
+    values = [b"a", b"b"]
+    for twin in (kernels.null_values, line_producer.null_values_py):
+        assert twin(values, frozenset({b""})) is values
+        assert twin(values, frozenset()) is values
+        out = twin(values, frozenset({b"b"}))
+        assert out == [b"a", None] and values == [b"a", b"b"]
+    assert kernels.split_keys([b"a:b"], b":", frozenset()) == ([b"a"], [b"b"])
+    assert kernels.split_keys([b"a:b"], b":", None) == ([b"a"], [b"b"])
+
+
+@compiled
+@pytest.mark.parametrize(("records", "separator", "nulls"), [
+    ([b"a:", b""], b":", [b""]),  # a list of spellings
+    ([b"a:", b""], b":", (b"",)),
+    ([b"a:", b"x"], b":", [bytearray(b""), b"x"]),  # not bytes: compared with ==
+    ([b"a:", b"x"], b":", ["", "x"]),  # str: never equal to bytes
+    ((b"a:", b""), b":", frozenset({b""})),  # a tuple of records
+    ([bytearray(b"a:"), b"", memoryview(b"NULL")], b":", frozenset({b"", b"NULL"})),
+    ([b"a:"], b"", frozenset({b""})),  # empty separator: ValueError
+    ([b"a:", 7], b":", frozenset({b""})),  # not bytes: AttributeError in partition
+    ([None, b""], b":", frozenset({b""})),
+    ([], b":", frozenset({b""})),
+    ([b"a:b"], b":", 5),  # not a collection: TypeError
+])
+def test_null_field_twins_agree_on_odd_inputs(records: list[object], separator: object,
+                                              nulls: object) -> None:
+    _nulls_agree(records, separator, nulls)
