@@ -119,12 +119,31 @@ def properties_to_kwargs(props: Mapping[str, str]) -> dict[str, Any]:
     return out
 
 
+def idempotence(given: bool | None, acks: int, retries: int, max_in_flight: int) -> bool:
+    """Whether the producer is idempotent, by Kafka's rules (3.2+): on by default, and off
+    by default when acks, retries or max.in.flight.requests.per.connection do not allow it
+    (retries=0: a batch refused for good leaves a gap in the sequence, and every later
+    batch of the partition would fail OUT_OF_ORDER_SEQUENCE_NUMBER); set explicitly with
+    one of those, ConfigError with Kafka's message."""
+    conflicts = [why for bad, why in (
+        (retries == 0, "Must set retries to non-zero when using the idempotent producer."),
+        (acks != -1, "Must set acks to all in order to use the idempotent producer. "
+                     "Otherwise we cannot guarantee idempotence."),
+        (max_in_flight > 5, "Must set max.in.flight.requests.per.connection to at most 5 "
+                            "when using the idempotent producer.")) if bad]
+    if given is None:
+        return not conflicts
+    if given and conflicts:
+        raise ConfigError(conflicts[0])
+    return given
+
+
 class Producer:
     def __init__(self, bootstrap_servers: str | Sequence[str] | None = None, *,
                  client_id: str = "kafkactl-producer", acks: str | int = "all",
                  compression_type: str | int | None = "none", batch_size: int = 16384,
                  linger_ms: int = 5, buffer_memory: int = 32 * 1024 * 1024,
-                 max_block_ms: int = 60000, enable_idempotence: bool = True,
+                 max_block_ms: int = 60000, enable_idempotence: bool | None = None,
                  retries: int = 2147483647, retry_backoff_ms: int = 100,
                  request_timeout_ms: int = 30000, delivery_timeout_ms: int = 120000,
                  max_request_size: int = 1048576, max_in_flight: int = 5,
@@ -136,6 +155,9 @@ class Producer:
             raise ConfigError("batch.size must be > 0, linger.ms >= 0 and buffer.memory >= "
                               "batch.size")
         self.acks = parse_acks(acks)
+        enable_idempotence = idempotence(  # (a transactional producer asks for it)
+            True if transactional_id is not None and enable_idempotence is None
+            else enable_idempotence, self.acks, retries, max_in_flight)
         self.transactions: TransactionManager | None = None
         if transactional_id is not None:
             # Kafka's rules for a transactional producer: idempotent, acks=all
