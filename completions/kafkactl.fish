@@ -69,6 +69,8 @@ complete -c kafkactl -n '__fish_seen_subcommand_from consume' -s f -l format -x 
 complete -c kafkactl -n '__fish_seen_subcommand_from consume' -s J -l json -d 'One JSON object per record.'
 complete -c kafkactl -n '__fish_seen_subcommand_from consume' -s K -l key-separator -x -d 'Print key SEP value.'
 complete -c kafkactl -n '__fish_seen_subcommand_from consume' -l print-offsets -d 'Prefix each record with its offset.'
+complete -c kafkactl -n '__fish_seen_subcommand_from consume' -s Z -l print-null -d 'Print a null key or value (a tombstone\'s) as NULL, not as nothing (kcat\'s -Z; -J prints JSON null).'
+complete -c kafkactl -n '__fish_seen_subcommand_from consume' -l null-literal -x -d 'Print a null key or value as STR (kafka-console-consumer\'s null.literal).'
 complete -c kafkactl -n '__fish_seen_subcommand_from consume' -s G -s g -l group -x -d 'Consume as a member of this consumer group: the group assigns the partitions and the consumed offsets are committed.'
 complete -c kafkactl -n '__fish_seen_subcommand_from consume' -s b -l bootstrap-server -x -d 'Broker(s) host:port[,host:port]; default $KAFKACTL_BOOTSTRAP or 127.0.0.1:9092.'
 complete -c kafkactl -n '__fish_seen_subcommand_from consume' -s X -l property -x -d 'Consumer property key=value (repeatable): librdkafka\'s or Java\'s names, e.g. fetch.wait.max.ms, max.partition.fetch.b...'

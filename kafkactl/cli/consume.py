@@ -64,6 +64,17 @@ def parse_offset(spec: str) -> StartOffset:
     return StartOffset("timestamp", int(dt.astimezone(UTC).timestamp() * 1000))
 
 
+def _null_text(print_null: bool, null_literal: str | None, as_json: bool) -> bytes:
+    """What %k / %s print for a null key / value: nothing, NULL (-Z) or --null-literal's
+    STR (BadParameter with -J, whose nulls are JSON's)."""
+    if (print_null or null_literal is not None) and as_json:
+        raise typer.BadParameter("-J prints a null key or value as JSON null: -Z / "
+                                 "--null-literal are for the text formats")
+    if null_literal is not None:
+        return unescape(null_literal)
+    return b"NULL" if print_null else b""
+
+
 def _b(v: memoryview | None, null: bytes = b"") -> bytes:
     return null if v is None else bytes(v)
 
@@ -79,8 +90,9 @@ def _check_tokens(fmt: str, raw: bytes) -> None:
                 + f"; the tokens are kcat's: {TOKENS_HELP}")
 
 
-def compile_format(fmt: str) -> Any:
-    """kcat -f tokens: %t %p %o %k %s %K %S %R %T %h, plus %% and \\n \\t \\xNN escapes."""
+def compile_format(fmt: str, null: bytes = b"") -> Any:
+    """kcat -f tokens: %t %p %o %k %s %K %S %R %T %h, plus %% and \\n \\t \\xNN escapes;
+    %k / %s of a null key / value is `null` (kcat -Z: NULL)."""
     raw = unescape(fmt)
     _check_tokens(fmt, raw)
     pieces = TOKEN.split(raw)
@@ -91,9 +103,9 @@ def compile_format(fmt: str) -> Any:
         for tok, lit in zip(tokens, pieces[1:], strict=True):
             c = tok[1:2]
             if c == b"s":
-                out.append(_b(r.value))
+                out.append(_b(r.value, null))
             elif c == b"k":
-                out.append(_b(r.key))
+                out.append(_b(r.key, null))
             elif c == b"t":
                 out.append(r.topic.encode())
             elif c == b"p":
@@ -119,20 +131,21 @@ def compile_format(fmt: str) -> Any:
     return render
 
 
-def compile_batch_format(fmt: str) -> BatchFormat | None:
+def compile_batch_format(fmt: str, null: bytes = b"") -> BatchFormat | None:
     """The whole-batch form of a -f format (None: render it record by record)."""
     from kafkactl.client.record_format import BatchFormat
 
     raw = unescape(fmt)
-    return BatchFormat.compile(TOKEN.split(raw), [t[1:2] for t in TOKEN.findall(raw)])
+    return BatchFormat.compile(TOKEN.split(raw), [t[1:2] for t in TOKEN.findall(raw)], null)
 
 
-def compile_kernel_format(fmt: str) -> KernelFormat | None:
+def compile_kernel_format(fmt: str, null: bytes = b"") -> KernelFormat | None:
     """The compiled kernels' form of a -f format (None without them)."""
     from kafkactl.client.record_format import KernelFormat
 
     raw = unescape(fmt)
-    return KernelFormat.compile(TOKEN.split(raw), [t[1:2] for t in TOKEN.findall(raw)])
+    return KernelFormat.compile(TOKEN.split(raw), [t[1:2] for t in TOKEN.findall(raw)],
+                                null)
 
 
 def _text(v: memoryview | None) -> tuple[Any, bool]:
@@ -199,6 +212,13 @@ def consume(  # noqa: C901
                                              help="Print key SEP value."),
     print_offsets: bool = typer.Option(False, "--print-offsets",
                                        help="Prefix each record with its offset."),
+    print_null: bool = typer.Option(
+        False, "--print-null", "-Z",
+        help="Print a null key or value (a tombstone's) as NULL, not as nothing (kcat's "
+             "-Z; -J prints JSON null)."),
+    null_literal: str | None = typer.Option(
+        None, "--null-literal", metavar="STR",
+        help="Print a null key or value as STR (kafka-console-consumer's null.literal)."),
     group: str | None = typer.Option(
         None, "--group", "-G", "-g",
         help="Consume as a member of this consumer group: the group assigns the "
@@ -310,13 +330,14 @@ def consume(  # noqa: C901
             if rx:
                 re.compile(rx)
         sep = unescape(key_separator) if key_separator is not None else None
+        null = _null_text(print_null, null_literal, as_json)
         batch_format = None
         kernel_format = None
         render: Any = None
         if fmt is not None:
-            render = compile_format(fmt)
-            batch_format = compile_batch_format(fmt)
-            kernel_format = compile_kernel_format(fmt)
+            render = compile_format(fmt, null)
+            batch_format = compile_batch_format(fmt, null)
+            kernel_format = compile_kernel_format(fmt, null)
         elif not as_json:
             parts = []
             if print_offsets:
@@ -324,8 +345,8 @@ def consume(  # noqa: C901
             if sep is not None:
                 parts.append("%k" + key_separator)  # type: ignore[operator]
             parts.append("%s\\n")
-            render = compile_format("".join(parts))
-            kernel_format = compile_kernel_format("".join(parts))
+            render = compile_format("".join(parts), null)
+            kernel_format = compile_kernel_format("".join(parts), null)
     except (typer.BadParameter, re.error) as e:
         raise fail(str(e), 2) from None
     if group and start.kind not in ("earliest", "latest"):
@@ -334,7 +355,8 @@ def consume(  # noqa: C901
                    "starts); to move the group, `kafkactl offsets reset`", 2)
     # value (or key SEP value) per line: the reader renders those itself, and header-less
     # batches skip the per-record render
-    plain = fmt is None and not as_json and not print_offsets and (sep is None or b"%" not in sep)
+    plain = (fmt is None and not as_json and not print_offsets and not null
+             and (sep is None or b"%" not in sep))
     # where a group member with no committed offset starts: -o/--from-beginning, else
     # -X auto.offset.reset (none too), else latest
     if offset is None and not from_beginning and reset is not None:

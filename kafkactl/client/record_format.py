@@ -56,15 +56,18 @@ class BatchFormat:
     letter (b"k", b"s", ...). `render(batch, start, topic, partition)` is None when the
     batch needs the per-record path."""
 
-    def __init__(self, pieces: Sequence[bytes], tokens: Sequence[bytes]) -> None:
+    def __init__(self, pieces: Sequence[bytes], tokens: Sequence[bytes],
+                 null: bytes = b"") -> None:
         if len(pieces) != len(tokens) + 1:
             raise ValueError("a format has one more literal piece than it has tokens")
         self.pieces = list(pieces)
         self.tokens = list(tokens)
         self.offsets = b"o" in tokens
+        self.null = null  # %k / %s of a null key / value (kcat -Z: NULL)
 
     @classmethod
-    def compile(cls, pieces: Sequence[bytes], tokens: Sequence[bytes]) -> BatchFormat | None:
+    def compile(cls, pieces: Sequence[bytes], tokens: Sequence[bytes],
+                null: bytes = b"") -> BatchFormat | None:
         """The batch form of a format, or None when it has a token only a record can render
         (%T %h), or does not end each record with a newline (output pieces of more than one
         record end each with one: see cli.consume.RecordWriter)."""
@@ -72,7 +75,7 @@ class BatchFormat:
             return None
         if not pieces[-1].endswith(b"\n"):
             return None
-        return cls(pieces, tokens)
+        return cls(pieces, tokens, null)
 
     def render(self, batch: Any, start: int, topic: str, partition: int
                ) -> tuple[bytes, int] | None:
@@ -116,10 +119,10 @@ class BatchFormat:
                 deltas: list[int] | None, base: int, topic: str, partition: int
                 ) -> list[Any] | bytes:
         if tok == b"s":
-            return _nulls_to(values, b"")
+            return _nulls_to(values, self.null)
         if tok == b"k":
             assert keys is not None
-            return _nulls_to(keys, b"")
+            return _nulls_to(keys, self.null)
         if tok == b"S":
             return _lengths(values)
         if tok == b"K":
@@ -149,14 +152,17 @@ class KernelFormat:
     Only made (`compile`, `json`) when the kernels are in use."""
 
     def __init__(self, pieces: Sequence[bytes], tokens: Sequence[bytes],
-                 broker_of: Callable[[str, int], int] | None = None) -> None:
+                 broker_of: Callable[[str, int], int] | None = None,
+                 null: bytes = b"") -> None:
         self.pieces = list(pieces)
         self.tokens = list(tokens)
         self.broker_of = broker_of
+        self.null = null  # %k / %s of a null key / value (kcat -Z: NULL)
         self._programs: dict[tuple[str, int, int, int], Program] = {}
 
     @classmethod
-    def compile(cls, pieces: Sequence[bytes], tokens: Sequence[bytes]) -> KernelFormat | None:
+    def compile(cls, pieces: Sequence[bytes], tokens: Sequence[bytes],
+                null: bytes = b"") -> KernelFormat | None:
         """The kernel's form of a -f format (tokens by letter), None without the kernels."""
         if kernels is None or len(tokens) > MAX_KERNEL_TOKENS:
             return None
@@ -164,7 +170,7 @@ class KernelFormat:
             raise ValueError("a format has one more literal piece than it has tokens")
         if not all(len(t) == 1 and t[0] in KERNEL_TOKENS for t in tokens):
             return None
-        return cls(pieces, tokens)
+        return cls(pieces, tokens, null=null)
 
     @classmethod
     def plain(cls, sep: bytes | None) -> KernelFormat | None:
@@ -198,7 +204,7 @@ class KernelFormat:
             section = decompress(codec, section)
         found = kernels.render(section, batch.record_count, batch.base_offset,
                                batch.first_timestamp, log_append, batch.max_timestamp, start,
-                               *program)
+                               *program, self.null)
         if found is None:
             return None
         data, n, ends = found

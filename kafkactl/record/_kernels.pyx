@@ -45,7 +45,7 @@ from libc.string cimport memchr, memcmp, memcpy
 
 from kafkactl.record.errors import InvalidRecordError
 
-API = 12  # record/_accel.py refuses a module built from another version of this file
+API = 13  # record/_accel.py refuses a module built from another version of this file
 
 DEF MIN_RECORD_SIZE = 7
 DEF MAX_HEADS = 16384  # framing.MAX_HEADS: records the reference's fast path covers
@@ -1014,14 +1014,15 @@ TOKENS = frozenset(b"skSKoTRhHjvE")
 
 
 def render(data, Py_ssize_t count, long long base_offset, long long base_ts, bint log_append,
-           long long max_ts, long long start, list literals, bytes tokens):
+           long long max_ts, long long start, list literals, bytes tokens,
+           bytes null=b""):
     """The records of a magic-2 records section (uncompressed) with offset >= start, each
     rendered as literals[0] tokens[0] literals[1] ... literals[-1], into one bytes object:
     (bytes, records, ends), ends the end of each record in the bytes (native int64s). None
     when a record does not parse as record.batch's iterator takes it (the caller leaves
     the batch to that iterator, which raises) or a number would pass int64.
 
-    Tokens (one byte each): s k (value, key; null as nothing), S K (their length, -1 for
+    Tokens (one byte each): s k (value, key; null as `null`), S K (their length, -1 for
     null), R (the value's length, 4 bytes big-endian), o T (offset, timestamp), h (kcat's
     headers: key=value,...), and for -J: v j (value, key as consume._text's JSON), H (a
     `,"headers":[...]` member when there are headers), E (the `,"key_encoding":"base64"`
@@ -1054,7 +1055,9 @@ def render(data, Py_ssize_t count, long long base_offset, long long base_ts, bin
     try:
         _reserve(&out, view.len + 64)
         return _render(<const unsigned char *>view.buf, view.len, count, base_offset, base_ts,
-                       log_append, max_ts, start, m, lit, lit_len, ops, &out, &ends)
+                       log_append, max_ts, start, m, lit, lit_len, ops,
+                       <const unsigned char *>PyBytes_AS_STRING(null), PyBytes_GET_SIZE(null),
+                       &out, &ends)
     finally:
         PyBuffer_Release(&view)
         Py_XDECREF(out.obj)
@@ -1065,7 +1068,8 @@ cdef object _render(const unsigned char *d, Py_ssize_t end, Py_ssize_t count,
                     long long base_offset, long long base_ts, bint log_append,
                     long long max_ts, long long start, Py_ssize_t m,
                     const unsigned char **lit, Py_ssize_t *lit_len,
-                    const unsigned char *ops, _Out *out, _Out *ends):
+                    const unsigned char *ops, const unsigned char *null, Py_ssize_t null_len,
+                    _Out *out, _Out *ends):
     cdef Py_ssize_t pos = 0, i, n = 0, left = count
     cdef long long at
     cdef unsigned char op
@@ -1090,9 +1094,13 @@ cdef object _render(const unsigned char *d, Py_ssize_t end, Py_ssize_t count,
             if op == b's':
                 if rec.vlen > 0:
                     _put(out, d + rec.value, rec.vlen)
+                elif rec.vlen < 0 and null_len:
+                    _put(out, null, null_len)
             elif op == b'k':
                 if rec.klen > 0:
                     _put(out, d + rec.key, rec.klen)
+                elif rec.klen < 0 and null_len:
+                    _put(out, null, null_len)
             elif op == b'S':
                 _put_dec(out, rec.vlen)
             elif op == b'K':

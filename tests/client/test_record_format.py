@@ -68,3 +68,27 @@ def test_left_to_the_per_record_path() -> None:
     form = compile_batch_format("%k %s\\n")
     assert form is not None
     assert form.render(batch([(b"k", b"v")], headers=True), 0, "t", 0) is None
+
+
+@settings(max_examples=examples(100))
+@given(st.sampled_from(FORMATS), st.lists(st.tuples(field, field), min_size=1, max_size=30),
+       st.sampled_from([b"NULL", b"null", b"\x00", b"%s", b""]),
+       st.integers(min_value=0, max_value=35))
+def test_a_null_text_is_the_per_record_render(fmt, records, null, skip) -> None:
+    """consume -Z / --null-literal: the batch path prints a null key or value as the
+    per-record path does."""
+    b = batch(records)
+    form = compile_batch_format(fmt, null)
+    assert form is not None
+    render = compile_format(fmt, null)
+    want = b"".join(render(ConsumerRecord("lines", 3, r.offset, r.timestamp, 0, r.key,
+                                          r.value, r.headers)) for r in b if r.offset >= skip)
+    assert form.render(b, skip, "lines", 3) == (want, sum(1 for r in b if r.offset >= skip))
+
+
+def test_the_null_text_stands_for_null_only() -> None:
+    b = batch([(None, b"v"), (b"k", None), (b"", b""), (None, None)])
+    for form in (compile_batch_format("%k|%s|%K|%S\\n", b"NULL"),):
+        assert form is not None
+        assert form.render(b, 0, "lines", 3) == (
+            b"NULL|v|-1|1\nk|NULL|1|-1\n||0|0\nNULL|NULL|-1|-1\n", 4)

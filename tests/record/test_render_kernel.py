@@ -369,3 +369,32 @@ def test_json_text_around_every_byte_of_an_eight_byte_word() -> None:
             recs.append((0, b"a" * k + tail, b"b" * k + tail + b"c" * 9, []))
     got = check(*_json(), build(recs), 0)
     assert got is not None and got[1] == len(recs)
+
+
+@compiled
+@settings(max_examples=examples(200))
+@given(st.sampled_from(FORMATS), st.lists(st.tuples(st.one_of(st.none(), text),
+                                                    st.one_of(st.none(), text)),
+                                          min_size=1, max_size=20),
+       st.sampled_from([b"NULL", b"null", b"\x00", b"%k", b"", b"x" * 300]))
+def test_a_null_text_is_the_per_record_render(fmt: str, records: list[Any], null: bytes
+                                              ) -> None:
+    """consume -Z / --null-literal: the kernel prints a null key or value as the
+    per-record render does (nothing else changes: %K %S stay -1)."""
+    raw = unescape(fmt)
+    form = KernelFormat.compile(TOKEN.split(raw), [t[1:2] for t in TOKEN.findall(raw)], null)
+    assert form is not None
+    b = build([(i, k, v, []) for i, (k, v) in enumerate(records)])
+    check(compile_format(fmt, null), form, b, 0)
+
+
+@compiled
+def test_the_kernels_null_text() -> None:
+    form = KernelFormat.compile([b"", b"|", b"|", b"|", b"\n"], [b"k", b"s", b"K", b"S"],
+                                b"NULL")
+    assert form is not None
+    b = build([(0, None, b"v", []), (1, b"k", None, []), (2, b"", b"", []),
+               (3, None, None, [])])
+    got = form.render(b, 0, TOPIC, PARTITION)
+    assert got is not None
+    assert got[:2] == (b"NULL|v|-1|1\nk|NULL|1|-1\n||0|0\nNULL|NULL|-1|-1\n", 4)
