@@ -9,7 +9,9 @@ source cluster, which assigns the partitions; it sends what it read in the open
 transaction and, every commit interval and before its partitions are revoked, commits the
 consumed offsets in the same transaction (AddOffsetsToTxn + TxnOffsetCommit). A transaction
 spans one cluster, so those offsets are the group's offsets in the TARGET cluster (under
-the same group id, without membership there: the transactional.id fences zombies) and a
+the same group id, without membership there: the transactional.id fences zombies), each
+kept under the partition of the same number of the topic it is copied to (a renamed one
+too; a target topic with fewer partitions than its source stops the mirror, naming it), and a
 stream starts each partition it is assigned from there (OffsetFetch require_stable); the
 source cluster's committed offsets are left alone. The target's records and the offsets
 become visible together or not at all; a transaction that fails is aborted and the stream
@@ -49,7 +51,12 @@ from kafkactl.client.transaction_manager import (
     TransactionError,
     TransactionManager,
 )
-from kafkactl.mirror.config import MirrorConfig, consumer_kwargs, producer_kwargs
+from kafkactl.mirror.config import (
+    MirrorConfig,
+    MirrorConfigError,
+    consumer_kwargs,
+    producer_kwargs,
+)
 from kafkactl.mirror.progress import PartitionProgress
 from kafkactl.mirror.stream import COPY_MIN_RECORDS, MirrorStream, SendFailure, is_transient
 from kafkactl.protocol.api_keys import ApiKey
@@ -292,8 +299,21 @@ class ExactlyOnceStream(MirrorStream):
                 self.committed_positions[tp] = offset
                 self.tracker.partitions[tp] = PartitionProgress(tp, offset)
 
+    def _offsets_key(self, tp: TopicPartition) -> TopicPartition:
+        """Where a source partition's offset is kept in the target cluster: the partition of
+        the same number of the topic it is copied to (a group's offsets must name a
+        partition the cluster has: the source topic's own name is not there when renamed)."""
+        return self.config.target_topic(tp[0]), tp[1]
+
     def _stable_committed(self, consumer: GroupConsumer,
                           tps: set[TopicPartition]) -> dict[TopicPartition, int]:
+        """The committed offset of each of `tps` (source partitions), kept under
+        _offsets_key in the target cluster."""
+        source_of = {self._offsets_key(tp): tp for tp in tps}
+        return {source_of[tp]: off for tp, off in
+                self._stable_committed_keys(set(source_of)).items() if tp in source_of}
+
+    def _stable_committed_keys(self, tps: set[TopicPartition]) -> dict[TopicPartition, int]:
         by_topic: dict[str, list[int]] = {}
         for t, p in sorted(tps):
             by_topic.setdefault(t, []).append(p)
@@ -358,7 +378,9 @@ class ExactlyOnceStream(MirrorStream):
             return
         offsets = {tp: off for tp, off in self.txn_positions.items() if tp in self.owned}
         if offsets:  # the group's offsets in the target cluster (no membership there)
-            self.producer.send_offsets_to_transaction(offsets, GroupMetadata(self.config.group))
+            self.producer.send_offsets_to_transaction(
+                {self._offsets_key(tp): off for tp, off in offsets.items()},
+                GroupMetadata(self.config.group))
         self.producer.flush()
         with self._batch_lock:
             failed = self._batch_error
@@ -428,6 +450,13 @@ class ExactlyOnceStream(MirrorStream):
         source_topic = consumer.client.cluster.topics.get(pf.topic)
         n_source = len(source_topic.partitions) if source_topic is not None else 0
         target = self.topics.get(pf.topic, n_source or pf.partition + 1)
+        if pf.partition >= target.partitions:
+            raise MirrorConfigError(
+                f"--exactly-once keeps the offset of source partition {pf.topic}-"
+                f"{pf.partition} under partition {pf.partition} of the target topic "
+                f"{target.name}, which has {target.partitions} partition(s): add partitions "
+                f"to it (kafkactl topics alter -t {target.name} --partitions "
+                f"{max(n_source, pf.partition + 1)}) or mirror without --exactly-once")
         partition = pf.partition if target.keep_partition else None
         skips = self.skips.get(tp) or {}
         self._begin()

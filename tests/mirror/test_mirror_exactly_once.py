@@ -102,3 +102,46 @@ def test_exactly_once_refuses_a_transactional_id_without_it(tmp_path: Path) -> N
                    "--producer-property", "transactional.id=x")
     assert r.returncode == 2
     assert "transactional.id goes with --exactly-once" in r.stderr
+
+
+def test_a_renamed_topic_is_copied_once_and_its_offsets_kept_under_its_new_name(
+        broker_factory: Any, tmp_path: Path) -> None:
+    """--rename with --exactly-once: the offsets are kept under the target topic's name
+    (the source's is not in the target cluster: every TxnOffsetCommit was refused
+    UNKNOWN_TOPIC_OR_PARTITION, nothing ever committed and read_committed saw nothing).
+    SIGKILLed once mid-copy, restarted: each record once."""
+    source, target = broker_factory(**FAST), broker_factory(**FAST)
+    create_topics(source.bootstrap, {"ren.src": 2})
+    produce(source.bootstrap, "ren.src", 0, 20_000, partitions=2)
+    args = ("--exactly-once", "--topic", "ren.src", "--rename", "ren.src:ren.dst")
+    m = start_mirror(tmp_path, source.bootstrap, target.bootstrap, *args, name="ren-0")
+    wait_until(lambda: _committed_total(target.bootstrap, "ren.dst", 2) > 0, 120,
+               f"a first commit under the new name:\n{m.log()}")
+    m.kill()
+    m = start_mirror(tmp_path, source.bootstrap, target.bootstrap, *args, name="ren-1")
+    wait_until(lambda: (m.status() or {}).get("state") == "running", 60,
+               f"the second mirror to start:\n{m.log()}")
+    wait_until(lambda: _committed_total(target.bootstrap, "ren.dst", 2) == 20_000, 120,
+               f"the mirror to commit the end of both partitions:\n{m.log()}")
+    assert m.terminate() == 0, m.log()
+    assert "UNKNOWN_TOPIC_OR_PARTITION" not in m.log()
+    assert_same(read_topic(source.bootstrap, "ren.src"),
+                read_topic(target.bootstrap, "ren.dst", read_committed=True))
+
+
+def test_a_target_topic_with_fewer_partitions_stops_the_mirror_naming_it(
+        broker_factory: Any, tmp_path: Path) -> None:
+    """A source partition whose number the target topic lacks has nowhere to keep its
+    offset: the mirror stops, saying so (it retried and aborted for ever, committing
+    nothing, its status 'running')."""
+    source, target = broker_factory(**FAST), broker_factory(**FAST)
+    create_topics(source.bootstrap, {"few": 3})
+    create_topics(target.bootstrap, {"few": 1})
+    produce(source.bootstrap, "few", 0, 300, partitions=3)
+    m = start_mirror(tmp_path, source.bootstrap, target.bootstrap, "--exactly-once",
+                     "--topic", "few", name="few")
+    assert m.proc.wait(120) != 0, m.log()
+    assert ("--exactly-once keeps the offset of source partition few-1 under partition 1 "
+            "of the target topic few, which has 1 partition(s)") in m.log() or \
+        "source partition few-2 under partition 2" in m.log(), m.log()
+    assert "kafkactl topics alter -t few --partitions 3" in m.log(), m.log()
