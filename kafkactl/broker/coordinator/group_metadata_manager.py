@@ -23,6 +23,7 @@ expired is decided in offset_manager.py; this module writes, reads and replays t
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import time
 from collections.abc import Callable, Iterable
@@ -55,6 +56,7 @@ OFFSETS_TOPIC_CONFIGS = {"cleanup.policy": "compact", "segment.bytes": "10485760
                          "compression.type": "producer"}
 
 
+@functools.lru_cache(maxsize=1 << 16)  # per request of a group or transactional id
 def java_string_hash(s: str) -> int:
     """Java's String.hashCode (over UTF-16 code units), as a signed int32."""
     h = 0
