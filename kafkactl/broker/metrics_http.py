@@ -155,8 +155,9 @@ def not_ready(metrics: BrokerMetrics) -> str | None:
 def behind_reason(services: BrokerServices) -> str | None:
     """A cluster broker's catching up, from the controller's metadata: None when every
     partition it follows (it is a replica, another live broker leads) has it in the ISR;
-    else which do not. A replica in a log dir offline since the start (KIP-112) is not
-    catching up: it cannot until the dir is repaired, which is said instead."""
+    else which do not. A replica this broker could not make or open (its log dir offline
+    since the start, KIP-112, or failing when the replica came) is not catching up: it
+    cannot until the broker restarts with the dir repaired, which is said instead."""
     cache = services.metadata_cache
     if not getattr(cache, "updated", True):
         return "no metadata from the controller yet"
@@ -176,9 +177,16 @@ def behind_reason(services: BrokerServices) -> str | None:
         return (f"catching up: {len(behind)} followed partition(s) not in the ISR yet "
                 f"({_shown(behind)})")
     if stuck:
-        dirs = ", ".join(sorted(map(str, services.log_manager.offline))) or "?"
-        return (f"log dir(s) offline since the start ({dirs}): {len(stuck)} replica(s) "
-                f"there cannot rejoin their ISR until it is repaired ({_shown(stuck)})")
+        lm = services.log_manager
+        at_start = set(lm.offline)
+        failing = lm.offline_dirs() - at_start
+        where = " and ".join(
+            [f"offline since the start ({', '.join(sorted(map(str, at_start)))})"] * bool(
+                at_start)
+            + [f"with storage errors ({', '.join(sorted(map(str, failing)))})"] * bool(failing)
+        ) or "that failed"
+        return (f"log dir(s) {where}: {len(stuck)} replica(s) there cannot rejoin their ISR "
+                f"until the broker restarts with the dir repaired ({_shown(stuck)})")
     return None
 
 

@@ -104,7 +104,8 @@ def test_replicas_in_an_offline_log_dir_lose_leadership_and_isr_then_return(
     code, text = ready(metrics_port)
     assert code == 503 and "catching up" not in text, text
     assert f"log dir(s) offline since the start ({dirs[1]})" in text, text
-    assert f"{len(lost)} replica(s) there cannot rejoin their ISR until it is repaired (" \
+    assert f"{len(lost)} replica(s) there cannot rejoin their ISR until the broker restarts " \
+        "with the dir repaired (" \
         + ", ".join(f"t-{p}" for p in lost) + ")" in text, text
     assert not any((dirs[0] / f"t-{p}").exists() for p in lost)  # none made elsewhere
     d_lost = [p for p in range(PARTITIONS) if (dirs[1] / f"d-{p}").is_dir()]
