@@ -9,11 +9,16 @@ coordinator epoch, as Admin.abortTransaction does).
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
-from kafkactl.client.errors import ClientError
+from kafkactl.client.errors import (
+    COORDINATOR_RETRIABLE,
+    ClientError,
+    KafkaConnectionError,
+    KafkaTimeoutError,
+)
 from kafkactl.client.kafka_client import KafkaClient
 from kafkactl.protocol.api_keys import ApiKey
 from kafkactl.protocol.errors import ErrorCode
@@ -59,18 +64,42 @@ class ProducerState:
     current_txn_start_offset: int  # -1: no open transaction
 
 
+class _CoordinatorMoving(ClientError):
+    """NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE, COORDINATOR_LOAD_IN_PROGRESS: ask again."""
+
+
 def _check(code: int, what: str, message: str | None = None) -> None:
     if code:
         try:
             name = ErrorCode(code).name
         except ValueError:
             name = str(code)
-        raise ClientError(f"{what}: {name}" + (f": {message}" if message else ""))
+        error = _CoordinatorMoving if code in COORDINATOR_RETRIABLE else ClientError
+        raise error(f"{what}: {name}" + (f": {message}" if message else ""))
+
+
+T = TypeVar("T")
 
 
 class TransactionAdmin:
     def __init__(self, client: KafkaClient) -> None:
         self.client = client
+
+    def _retrying(self, call: Callable[[], T]) -> T:
+        """`call()`, again while a broker it needs cannot be reached or a coordinator is
+        moving (a killed broker is in the metadata until its session expires, its
+        transactions' new coordinator loads them), until the request timeout, as Kafka's
+        admin client retries until default.api.timeout.ms."""
+        deadline = time.monotonic() + self.client.request_timeout
+        while True:
+            try:
+                return call()
+            except (KafkaConnectionError, KafkaTimeoutError, _CoordinatorMoving) as e:
+                if time.monotonic() + self.client.retry_backoff >= deadline:
+                    raise ClientError(f"{e} (still so after {self.client.request_timeout:g} "
+                                      "s: a broker may be down)") from None
+            time.sleep(self.client.retry_backoff)
+            self.client.cluster.invalidate()
 
     def _brokers(self) -> list[int]:
         cluster = self.client.refresh_metadata([])
@@ -83,14 +112,18 @@ class TransactionAdmin:
         partitions it leads)."""
         body = {"state_filters": list(states), "producer_id_filters": list(producer_ids),
                 "duration_filter": min_duration_ms}
-        out: list[TransactionListing] = []
-        for node in self._brokers():
-            resp = self.client.connection(node).request(ApiKey.LIST_TRANSACTIONS, body)
-            _check(resp["error_code"], f"list transactions on broker {node}")
-            out.extend(TransactionListing(t["transactional_id"], node, t["producer_id"],
-                                          t["transaction_state"])
-                       for t in resp.get("transaction_states") or ())
-        return sorted(out, key=lambda t: t.transactional_id)
+
+        def listing() -> list[TransactionListing]:
+            out: list[TransactionListing] = []
+            for node in self._brokers():
+                resp = self.client.connection(node).request(ApiKey.LIST_TRANSACTIONS, body)
+                _check(resp["error_code"], f"list transactions on broker {node}")
+                out.extend(TransactionListing(t["transactional_id"], node, t["producer_id"],
+                                              t["transaction_state"])
+                           for t in resp.get("transaction_states") or ())
+            return sorted(out, key=lambda t: t.transactional_id)
+
+        return self._retrying(listing)
 
     # ---- DescribeTransactions -------------------------------------------------------------
     def coordinator(self, transactional_id: str) -> int:
@@ -109,9 +142,16 @@ class TransactionAdmin:
         return int(entry["node_id"])
 
     def describe(self, transactional_id: str) -> TransactionDescription:
+        return self._retrying(lambda: self._describe(transactional_id))
+
+    def _describe(self, transactional_id: str) -> TransactionDescription:
         node = self.coordinator(transactional_id)
-        resp = self.client.connection(node).request(
-            ApiKey.DESCRIBE_TRANSACTIONS, {"transactional_ids": [transactional_id]})
+        try:
+            resp = self.client.connection(node).request(
+                ApiKey.DESCRIBE_TRANSACTIONS, {"transactional_ids": [transactional_id]})
+        except KafkaConnectionError as e:
+            raise KafkaConnectionError(f"the coordinator of {transactional_id}, broker "
+                                       f"{node}: {e}") from None
         t = resp["transaction_states"][0]
         _check(t["error_code"], f"describe transaction {transactional_id}")
         return TransactionDescription(

@@ -15,7 +15,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kafkactl.client.connection import BrokerConnection
-from kafkactl.client.errors import COORDINATOR_RETRIABLE, ClientError, KafkaTimeoutError
+from kafkactl.client.errors import (
+    COORDINATOR_RETRIABLE,
+    ClientError,
+    KafkaConnectionError,
+    KafkaTimeoutError,
+)
 from kafkactl.client.kafka_client import KafkaClient
 from kafkactl.protocol.api_keys import ApiKey
 from kafkactl.protocol.data import ASSIGNMENT, SUBSCRIPTION, decode_data, encode_data
@@ -109,13 +114,38 @@ class GroupAdmin:
         self._coordinators[group_id] = conn
         return conn
 
+    def reachable_coordinator(self, group_id: str, deadline: float | None = None
+                              ) -> BrokerConnection:
+        """coordinator(), again while the broker named cannot be reached: a killed
+        coordinator is named by FindCoordinator until its session expires and the group
+        moves (Kafka's admin client retries the same way, until default.api.timeout.ms)."""
+        if deadline is None:
+            deadline = time.monotonic() + self.client.request_timeout
+        while True:
+            try:
+                return self.coordinator(group_id)
+            except (KafkaConnectionError, KafkaTimeoutError) as e:
+                self._unreachable(group_id, e, deadline)
+
+    def _unreachable(self, group_id: str, e: Exception, deadline: float) -> None:
+        self._coordinators.pop(group_id, None)
+        if time.monotonic() + self.client.retry_backoff >= deadline:
+            raise KafkaTimeoutError(f"group {group_id!r}: its coordinator cannot be reached "
+                                    f"({e}) after {self.client.request_timeout:g} s") from None
+        time.sleep(self.client.retry_backoff)
+        self.client.cluster.invalidate()
+
     def request(self, group_id: str, api_key: ApiKey, body: dict[str, Any],
                 error_of: Any = None, version: int | None = None) -> dict[str, Any]:
         """Send to the coordinator, retrying retriable coordinator errors."""
         deadline = time.monotonic() + self.client.request_timeout
         while True:
-            conn = self.coordinator(group_id)
-            resp = conn.request(api_key, body, version=version)
+            conn = self.reachable_coordinator(group_id, deadline)
+            try:
+                resp = conn.request(api_key, body, version=version)
+            except (KafkaConnectionError, KafkaTimeoutError) as e:
+                self._unreachable(group_id, e, deadline)
+                continue
             code = error_of(resp) if error_of else resp.get("error_code", 0)
             if code in COORDINATOR_RETRIABLE:
                 if code != ErrorCode.COORDINATOR_LOAD_IN_PROGRESS:
@@ -172,7 +202,7 @@ class GroupAdmin:
             for t, p in tps:
                 by_topic.setdefault(t, []).append(p)
             topics = [{"name": t, "partition_indexes": sorted(ps)} for t, ps in by_topic.items()]
-        conn = self.coordinator(group_id)
+        conn = self.reachable_coordinator(group_id)
         version = min(conn.version_for(ApiKey.OFFSET_FETCH), 7)
         if topics is None and version < 2:
             raise ValueError("listing all offsets of a group needs OffsetFetch v2+")
