@@ -434,15 +434,29 @@ def _preferred_leaders_plan(cluster: Any, wanted: list[tuple[str, int]],
         rows.append({"partition": f"{t}-{p}", "leader": pm.leader if pm else None,
                      "preferred": preferred, "result": result})
     if not as_json:
-        moving = sum(r["result"].startswith("would move") for r in rows)
-        kept = sum(r["result"] == "already preferred" for r in rows)
-        stay = sum(r["result"].startswith("would stay") for r in rows)
-        unknown = len(rows) - moving - kept - stay
-        typer.echo(f"Preferred leader election (dry run, nothing elected): {moving} "
-                   f"partition(s) would move, {kept} already led by their preferred replica"
-                   + (f", {stay} would stay (preferred replica not in sync)" if stay else "")
-                   + (f", {unknown} not found" if unknown else "") + ".")
+        _dry_run_summary("Preferred", rows, [
+            ("would move", lambda r: r["result"].startswith("would move"), True),
+            ("already led by their preferred replica",
+             lambda r: r["result"] == "already preferred", True),
+            ("would stay (preferred replica not in sync)",
+             lambda r: r["result"].startswith("would stay"), False)])
     _dry_run_rows(rows, as_json, shown=lambda r: r["result"] != "already preferred")
+
+
+def _dry_run_summary(kind: str, rows: list[dict[str, Any]],
+                     counts: list[tuple[str, Callable[[dict[str, Any]], bool], bool]]) -> None:
+    """`<kind> leader election (dry run, nothing elected): N partition(s) <what>, ...`: one
+    count per (what, test, always shown), then the partitions no test took (not found)."""
+    parts = []
+    left = len(rows)
+    for i, (what, test, always) in enumerate(counts):
+        n = sum(map(test, rows))
+        left -= n
+        if n or always:
+            parts.append(f"{n} partition(s) {what}" if i == 0 else f"{n} {what}")
+    if left:
+        parts.append(f"{left} not found")
+    typer.echo(f"{kind} leader election (dry run, nothing elected): {', '.join(parts)}.")
 
 
 def _dry_run_rows(rows: list[dict[str, Any]], as_json: bool,
@@ -553,14 +567,11 @@ def _unclean_leaders_plan(cluster: Any, wanted: list[TopicPartition], as_json: b
                 f"would elect {chosen}, NOT in sync: records it lacks are lost"))
         rows.append(row)
     if not as_json:
-        electing = sum(r["elected"] is not None for r in rows)
-        led = sum(r["leader"] is not None for r in rows)
-        offline = sum(r["result"].startswith("would stay offline") for r in rows)
-        unknown = len(rows) - electing - led - offline
-        typer.echo(f"Unclean leader election (dry run, nothing elected): {electing} "
-                   f"partition(s) would get a leader, {led} already have a live one"
-                   + (f", {offline} would stay offline" if offline else "")
-                   + (f", {unknown} not found" if unknown else "") + ".")
+        _dry_run_summary("Unclean", rows, [
+            ("would get a leader", lambda r: r["elected"] is not None, True),
+            ("already have a live one", lambda r: r["leader"] is not None, True),
+            ("would stay offline", lambda r: r["result"].startswith("would stay offline"),
+             False)])
     _dry_run_rows(rows, as_json, shown=lambda r: r["leader"] is None)
 
 

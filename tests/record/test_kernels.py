@@ -533,17 +533,6 @@ room = st.integers(0, 4000) | st.sampled_from([1 << 20, 1 << 40])
 
 
 @compiled
-@settings(max_examples=examples(300))
-@given(st.lists(st.tuples(encode_key, encode_field), max_size=40), st.integers(0, 3),
-       st.sampled_from(ENCODE_DELTAS), room, st.booleans())
-def test_encode_twins_agree(pairs: list[tuple[bytes | None, bytes]], start: int,
-                            first_delta: int, room: int, keyed: bool) -> None:
-    values = [v for _, v in pairs]
-    _encodes([k for k, _ in pairs] if keyed else None, values, min(start, len(values)),
-             first_delta, room)
-
-
-@compiled
 @pytest.mark.parametrize("kind", PIPED)
 @pytest.mark.parametrize("first_delta", [0, 63, 8191, columns.MAX_DELTA - 5])
 def test_encode_twins_agree_on_piped_lines(kind: str, first_delta: int) -> None:
@@ -561,10 +550,9 @@ def test_encode_twins_agree_on_piped_lines(kind: str, first_delta: int) -> None:
 @settings(max_examples=examples(300))
 @given(st.lists(st.tuples(encode_key, st.none() | encode_field), max_size=40),
        st.integers(0, 3), st.sampled_from(ENCODE_DELTAS), room, st.booleans())
-def test_encode_twins_agree_on_null_values(pairs: list[tuple[bytes | None, bytes | None]],
-                                           start: int, first_delta: int, room: int,
-                                           keyed: bool) -> None:
-    """None values (null: length -1), and None keys, anywhere: first, last, all."""
+def test_encode_twins_agree(pairs: list[tuple[bytes | None, bytes | None]], start: int,
+                            first_delta: int, room: int, keyed: bool) -> None:
+    """Any keys and values, None ones (null: length -1) anywhere: first, last, all."""
     values = [v for _, v in pairs]
     _encodes([k for k, _ in pairs] if keyed else None, values, min(start, len(values)),
              first_delta, room)
