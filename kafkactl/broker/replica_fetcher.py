@@ -41,8 +41,9 @@ from kafkactl.cluster.broker_connection import (
     BrokerConnection,
     InterBrokerSecurity,
 )
-from kafkactl.log.errors import LogError
+from kafkactl.log.errors import KafkaStorageError, LogError
 from kafkactl.log.leader_epoch_cache import UNDEFINED_EPOCH, UNDEFINED_OFFSET
+from kafkactl.log.log_dir_failure import RepeatedErrorLog
 from kafkactl.protocol.api_keys import ApiKey
 from kafkactl.protocol.errors import ErrorCode, KafkaError
 
@@ -98,6 +99,9 @@ class ReplicaFetcherManager:
         self.security = security  # leaders are fetched from on the inter-broker listener
         self.fetchers: dict[int, ReplicaFetcher] = {}
         self.quota: ReplicationQuota | None = None  # follower.replication.throttled.rate
+        # appends of the leader's records that fail (retried every backoff): per log dir
+        # for a disk error (all its partitions fail alike), else per partition
+        self.append_errors = RepeatedErrorLog(log)
 
     def follow(self, part: Partition) -> None:
         """Fetch `part` from its leader (after truncating to where the leader agrees)."""
@@ -265,11 +269,14 @@ class ReplicaFetcher:
         code = r["error_code"]
         if code == ErrorCode.NONE:
             records = r.get("records") or b""
+            errors = self.manager.append_errors
             try:
                 size = part.append_as_follower(memoryview(records), r["high_watermark"])
             except (OSError, LogError) as e:
-                log.error("%s: cannot append the leader's records: %s", part, e)
+                _append_failed(errors, part, e)
                 return False
+            if errors.failing:
+                _append_worked(errors, part)
             f.in_sync = part.log_end_offset >= r["high_watermark"]
             # the leader's log start moved (DeleteRecords, retention): one comparison when not
             leader_start = r["log_start_offset"]
@@ -309,3 +316,24 @@ class ReplicaFetcher:
             log.warning("%s: the leader's log starts at %d, after this replica's end %d: "
                         "starting over there", part, ends[EARLIEST], part.log_end_offset)
             part.restart_at(ends[EARLIEST])
+
+
+def _append_failed(errors: RepeatedErrorLog, part: Partition, e: Exception) -> None:
+    """A follower's append failed: told per log dir for a disk error, else per partition
+    (rate-limited: the fetch is retried every replica.fetch.backoff.ms)."""
+    if isinstance(e, KafkaStorageError | OSError):
+        log_dir = e.log_dir if isinstance(e, KafkaStorageError) else part.log.dir.parent
+        errors.failed(log_dir, "%s: cannot append the leader's records to log dir %s: %s",
+                      part, log_dir, e)
+    else:
+        errors.failed((part.topic, part.partition),
+                      "%s: cannot append the leader's records: %s", part, e)
+
+
+def _append_worked(errors: RepeatedErrorLog, part: Partition) -> None:
+    """A follower's append worked: its log dir and partition are reported once again."""
+    log_dir = part.log.dir.parent
+    errors.recovered(log_dir, "%s: appends of the leader's records to log dir %s work again",
+                     part, log_dir)
+    errors.recovered((part.topic, part.partition),
+                     "%s: appends of the leader's records work again", part)

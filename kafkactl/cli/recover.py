@@ -210,6 +210,9 @@ def recover_command(  # noqa: C901
         typer.echo(_summary(rows, len(shown)))
         for cut in cuts:
             typer.echo(cut.sentence())
+        for repaired in parts:
+            if repaired.tail_loss is not None:
+                typer.echo(repaired.tail_loss)
         for part_name, r in rows:
             if r.lost_marker is not None and not r.deleted:
                 typer.echo(_lost_marker(part_name, r, dry_run, salvage))

@@ -1,6 +1,8 @@
 """How the broker tells of a log dir's disk failures (Kafka's LogDirFailureChannel, kept
 online: see kafkactl.log.manager): an OSError described in a few words, the error of a
-dir unusable at start, and the once-per-dir broker-log lines of storage errors."""
+dir unusable at start, and the once-per-dir broker-log lines of storage errors
+(StorageErrorLog; RepeatedErrorLog rate-limits other errors that repeat with every retry
+the same way: a segment's failed cut-back, a follower's failed append)."""
 
 from __future__ import annotations
 
@@ -9,7 +11,7 @@ import logging
 import os
 import threading
 import time as _time
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from pathlib import Path
 
 from kafkactl.log.errors import LogError
@@ -76,9 +78,9 @@ class StorageErrorLog:
                 return
         if first:
             log.error("Storage error in log dir %s: %s. Its partitions answer produces with "
-                      "KAFKA_STORAGE_ERROR (clients retry) and it takes no new partitions "
-                      "until this is fixed (free space, permissions); everything else keeps "
-                      "running.", log_dir, what)
+                      "KAFKA_STORAGE_ERROR (clients retry) until this is fixed (free space, "
+                      "permissions), and it takes no new partitions until an append there "
+                      "succeeds again; everything else keeps running.", log_dir, what)
         else:
             log.warning("Storage errors continue in log dir %s (%d more since the last "
                         "report): %s", log_dir, more, what)
@@ -88,3 +90,64 @@ class StorageErrorLog:
             if self._state.pop(log_dir, None) is None:
                 return
         log.info("Log dir %s works again: %s succeeded.", log_dir, what)
+
+
+class RepeatedErrorLog:
+    """One kind of error that repeats with every retry (a client's produce, a follower's
+    fetch), told in the broker log the way StorageErrorLog tells storage errors, per key
+    (a log dir; a partition where the error is about one): the first at ERROR at once,
+    repeats at most once per `repeat_s` at WARNING with the number of errors since the
+    last report (those in between at DEBUG), and after `recovered(key)` the number not
+    reported yet at INFO; the next error is a first one again. So thousands of partitions
+    failing in one dir are one line per `repeat_s`, and the first error is never lost.
+    Thread-safe; `failing` is cheap, for hot paths."""
+
+    def __init__(self, logger: logging.Logger, repeat_s: float = STORAGE_ERROR_REPEAT_S,
+                 clock: Callable[[], float] = _time.monotonic) -> None:
+        self.logger = logger
+        self.repeat_s = repeat_s
+        self.clock = clock
+        self._lock = threading.Lock()
+        self._state: dict[Hashable, list[float]] = {}  # key -> [last report, unreported]
+
+    @property
+    def failing(self) -> bool:
+        """Any key with errors not followed by `recovered` yet."""
+        return bool(self._state)
+
+    def failed(self, key: Hashable, msg: str, *args: object) -> None:
+        """An error about `key`: `msg % args` (logging's lazy formatting), logged as above;
+        `key` should appear in the message (a repeat may be of another of its files)."""
+        now = self.clock()
+        with self._lock:
+            state = self._state.get(key)
+            if state is None:
+                self._state[key] = [now, 0]
+                more = -1
+            elif now - state[0] >= self.repeat_s:
+                more, since = int(state[1]), now - state[0]
+                state[0], state[1] = now, 0
+            else:
+                state[1] += 1
+                more = None
+        if more is None:
+            self.logger.debug(msg, *args)
+        elif more < 0:
+            self.logger.error(msg, *args)
+        else:
+            self.logger.warning(msg + " (again; %d more like it in the %.0f s since the "
+                                "last report)", *args, more, since)
+
+    def recovered(self, key: Hashable, msg: str, *args: object) -> None:
+        """`key` works again: `msg % args` at INFO (with the errors not reported yet) if
+        it had errors; its next error is reported at once."""
+        with self._lock:
+            state = self._state.pop(key, None)
+        if state is None:
+            return
+        more = int(state[1])
+        if more:
+            self.logger.info(msg + " (after %d more errors since the last report)", *args,
+                             more)
+        else:
+            self.logger.info(msg, *args)

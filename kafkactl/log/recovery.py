@@ -97,6 +97,13 @@ class SegmentRecoveryReport:
     dry_run: bool = False
     salvaged_batches: int = 0  # valid batches kept after a corrupt region (--salvage)
     cut_first_offset: int | None = None  # the offset the first cut batch's header claims
+    # what lies past the first invalid byte, found by scanning on as --salvage does (also
+    # without it, so a cut can say what it loses): the valid batches a salvage keeps there
+    # (it stops at a damaged transaction marker: `salvage_stops`), and the last offset of
+    # any valid batch there, also past such a marker (None: none found)
+    batches_past_damage: int = 0
+    last_offset_past_damage: int | None = None
+    salvage_stops: bool = False
     # what is wrong with the index files as found (kafkactl.log.index_check; a dry run)
     index_problems: list[dict[str, object]] = field(default_factory=list)
     # the segment follows the segment the log was cut in: it was (or, in a dry run, would
@@ -133,6 +140,8 @@ class CutReport:
     last_lost_offset: int | None  # the last offset the deleted segments held (None: none)
     log_end_offset: int  # the log end once cut
     dry_run: bool = False
+    # valid batches after the cut that `kafkactl recover --salvage` would keep (0: none)
+    salvageable_batches: int = 0
 
     def to_dict(self) -> dict[str, object]:
         return asdict(self)
@@ -154,7 +163,16 @@ class CutReport:
                 f"later segment(s) so the log stays contiguous ({deleted}): "
                 f"{self.lost_range} {lost}, the log "
                 f"{'would end' if self.dry_run else 'now ends'} at offset "
-                f"{self.log_end_offset}.")
+                f"{self.log_end_offset}{salvage_hint(self.salvageable_batches, self.dry_run)}.")
+
+
+def salvage_hint(batches: int, dry_run: bool) -> str:
+    """`; --salvage would keep the 10 valid batches found after the damage` (a dry run
+    that would lose valid batches past the damage), else nothing."""
+    if not (dry_run and batches > 0):
+        return ""
+    what = "the valid batch" if batches == 1 else f"the {batches} valid batches"
+    return f"; --salvage would keep {what} found after the damage"
 
 
 def lost_data_reason(name: str, *, bytes_truncated: int, valid_bytes: int,
@@ -228,23 +246,60 @@ def validate_log_bytes(
     return ValidPrefix(valid, headers, error, error_pos)
 
 
+@dataclass
+class PastDamage:
+    """What a segment holds past its first invalid byte (see SegmentRecoveryReport)."""
+
+    batches: int = 0  # valid batches a salvage keeps there
+    last_offset: int | None = None  # of the last valid batch there, also past a marker
+    salvage_stops: bool = False  # a damaged transaction marker stops a salvage there
+
+
+def past_damage(raw: mmap.mmap | bytes, mv: memoryview, base_offset: int,
+                next_base_offset: int | None, vp: ValidPrefix, *, salvaged: bool
+                ) -> PastDamage:
+    """Scan past the first invalid byte of a segment as a salvage does. `vp`: the file's
+    valid prefix, or with `salvaged` its salvage plan (plan_salvage)."""
+    if vp.error_position is None:
+        return PastDamage()
+    plan = vp if salvaged else plan_salvage(raw, mv, base_offset, next_base_offset, first=vp)
+    found = PastDamage(salvaged_count(plan), salvage_stops=plan.lost_marker is not None)
+    if plan.lost_marker is not None:  # what a cut loses: everything valid, past it too
+        plan = plan_salvage(raw, mv, base_offset, next_base_offset, past_markers=True,
+                            first=None if salvaged else vp)
+    after = [h for h in plan.headers if h.position > vp.error_position]
+    if after:
+        found.last_offset = after[-1].last_offset
+    return found
+
+
 def validate_file(fd: int, size: int, base_offset: int,
                   next_base_offset: int | None = None, *, salvage: bool = False,
-                  txn_events: list[tuple[int, ...]] | None = None) -> ValidPrefix:
+                  txn_events: list[tuple[int, ...]] | None = None,
+                  past: list[PastDamage] | None = None) -> ValidPrefix:
     """The valid prefix of a segment file; with `salvage`, every valid batch (see
     plan_salvage): then `valid_bytes` counts the bytes kept. `txn_events` gets the
     transaction events of the valid prefix (txn_index.buffer_txn_events), read while the
-    pages are mapped."""
+    pages are mapped; `past` gets what lies past the first invalid byte (past_damage)."""
     if size == 0:
+        if past is not None:
+            past.append(PastDamage())
         return ValidPrefix(0, [], None, None)
     mm = mmap.mmap(fd, size, access=mmap.ACCESS_READ)
     try:
         with memoryview(mm) as mv:
             if salvage:
-                return plan_salvage(mm, mv, base_offset, next_base_offset)
+                vp = plan_salvage(mm, mv, base_offset, next_base_offset)
+                if past is not None:
+                    past.append(past_damage(mm, mv, base_offset, next_base_offset, vp,
+                                            salvaged=True))
+                return vp
             vp = validate_log_bytes(mv, base_offset, next_base_offset)
             if vp.valid_bytes < size:
                 vp.lost_marker = damaged_marker_at(mv, vp.valid_bytes, size)
+            if past is not None:
+                past.append(past_damage(mm, mv, base_offset, next_base_offset, vp,
+                                        salvaged=False))
         if txn_events is not None:
             txn_events.extend(buffer_txn_events(mm, 0, -1, vp.valid_bytes))
         return vp
@@ -253,7 +308,8 @@ def validate_file(fd: int, size: int, base_offset: int,
 
 
 def plan_salvage(raw: mmap.mmap | bytes, mv: memoryview, base_offset: int,
-                 next_base_offset: int | None) -> ValidPrefix:
+                 next_base_offset: int | None, *, first: ValidPrefix | None = None,
+                 past_markers: bool = False) -> ValidPrefix:
     """Every valid batch of a segment, also those after a corrupt region (`kafkactl recover
     --salvage`): after the first bad byte, look for the next position where a CRC-valid
     batch starts whose offsets follow the last valid one, and go on from there. Offsets
@@ -263,8 +319,13 @@ def plan_salvage(raw: mmap.mmap | bytes, mv: memoryview, base_offset: int,
     A corrupt region holding a batch whose header says it is a transaction marker is never
     skipped: the salvage stops there (`lost_marker`), as a plain recovery would cut. Its
     producer's records after it would otherwise join that producer's next transaction
-    and take its outcome (an aborted transaction committed by the next COMMIT)."""
-    first = validate_log_bytes(mv, base_offset, next_base_offset)
+    and take its outcome (an aborted transaction committed by the next COMMIT).
+
+    `first`: the valid prefix, when already known. `past_markers`: scan on past such a
+    marker too (the first one is still returned): every valid batch of the file, to tell
+    what a cut loses."""
+    if first is None:
+        first = validate_log_bytes(mv, base_offset, next_base_offset)
     headers = list(first.headers)
     pos = first.valid_bytes
     end = len(mv)
@@ -272,8 +333,9 @@ def plan_salvage(raw: mmap.mmap | bytes, mv: memoryview, base_offset: int,
     while pos < end:
         last = headers[-1].last_offset if headers else base_offset - 1
         nxt = _next_valid_batch(raw, mv, pos + 1, last + 1, base_offset, next_base_offset)
-        lost = _marker_in_region(mv, pos, end if nxt is None else nxt)
-        if lost is not None or nxt is None:
+        if lost is None or not past_markers:
+            lost = _marker_in_region(mv, pos, end if nxt is None else nxt)
+        if nxt is None or (lost is not None and not past_markers):
             break
         run = validate_log_bytes(mv, base_offset, next_base_offset, start=nxt,
                                  expected_offset=last + 1)
@@ -353,9 +415,10 @@ def inspect_segment(log_path: Path, *, index_interval_bytes: int = 4096,
     base = base_offset_from_path(log_path)
     fd = os.open(log_path, os.O_RDONLY)
     cut_offset = None
+    past: list[PastDamage] = []
     try:
         size = os.fstat(fd).st_size
-        vp = validate_file(fd, size, base, next_base_offset, salvage=salvage)
+        vp = validate_file(fd, size, base, next_base_offset, salvage=salvage, past=past)
         first_bad = vp.error_position if salvage else vp.valid_bytes
         if first_bad is not None and first_bad < size:
             cut_offset = claimed_offset(fd, first_bad, base)
@@ -370,6 +433,9 @@ def inspect_segment(log_path: Path, *, index_interval_bytes: int = 4096,
     report.salvaged_batches = salvaged_count(vp)
     report.index_problems = [p.to_dict() for p in problems]
     report.cut_first_offset = cut_offset
+    report.batches_past_damage = past[0].batches
+    report.last_offset_past_damage = past[0].last_offset
+    report.salvage_stops = past[0].salvage_stops
     return report
 
 

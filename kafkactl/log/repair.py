@@ -43,6 +43,7 @@ from kafkactl.log.recovery import (
     inspect_segment,
     lost_data_reason,
     recover_segment,
+    salvage_hint,
     salvage_segment_file,
 )
 from kafkactl.log.segment import (
@@ -104,6 +105,9 @@ class PartitionRepair:
     files: list[FileAction] = field(default_factory=list)  # leftovers, snapshots, epochs
     cut: CutReport | None = None
     log_end_offset: int | None = None  # once repaired (None: no segment)
+    # without --salvage, the last segment cut before valid batches past its damage: what
+    # that loses (see tail_loss; a cut in an earlier segment says it in `cut`)
+    tail_loss: str | None = None
 
     @property
     def needs_repair(self) -> bool:
@@ -174,7 +178,7 @@ def repair_partition(  # noqa: C901
     cut = None
     if cut_at is not None and reason is not None:
         kept, deleted = reports[cut_at], reports[cut_at + 1:]
-        cut = _cut_report(d.name, kept, deleted, reason, dry_run)
+        cut = _cut_report(d.name, kept, deleted, reason, dry_run, salvage)
         if not dry_run:
             for _base, path in segments[cut_at + 1:]:
                 stem = path.name[: -len(LOG_SUFFIX)]
@@ -195,7 +199,10 @@ def repair_partition(  # noqa: C901
         epochs = _leader_epochs_above(d, log_end, dry_run=dry_run)
         if epochs is not None:
             files.append(epochs)
-    return PartitionRepair(d.name, reports, files, cut, log_end)
+    tail = None
+    if cut is None and not salvage and reports:
+        tail = tail_loss(d.name, reports[-1], dry_run)
+    return PartitionRepair(d.name, reports, files, cut, log_end, tail)
 
 
 def _repair_segment(d: Path, base: int, path: Path, nxt: int | None,
@@ -218,6 +225,9 @@ def _repair_segment(d: Path, base: int, path: Path, nxt: int | None,
     done.lost_marker = found.lost_marker  # (a salvage's rewrite leaves no damage to see)
     if done.cut_first_offset is None:
         done.cut_first_offset = found.cut_first_offset
+    done.batches_past_damage = found.batches_past_damage  # (the cut dropped them)
+    done.last_offset_past_damage = found.last_offset_past_damage
+    done.salvage_stops = found.salvage_stops
     if salvage:  # as found, before the rewrite
         done.original_bytes, done.error = found.original_bytes, found.error
         done.error_position = found.error_position
@@ -227,17 +237,53 @@ def _repair_segment(d: Path, base: int, path: Path, nxt: int | None,
 
 
 def _cut_report(partition: str, kept: SegmentRecoveryReport,
-                deleted: list[SegmentRecoveryReport], reason: str, dry_run: bool
-                ) -> CutReport:
+                deleted: list[SegmentRecoveryReport], reason: str, dry_run: bool,
+                salvage: bool) -> CutReport:
     new_end = kept.last_offset + 1 if kept.last_offset is not None else kept.base_offset
     ends = [r.last_offset + 1 if r.last_offset is not None else r.base_offset
             for r in deleted]
     if kept.cut_first_offset is not None:
         ends.append(kept.cut_first_offset + 1)
+    # the valid batches past the damage (the kept segment's and the deleted ones'),
+    # found by scanning on as --salvage does: they are lost too
+    ends += [r.last_offset_past_damage + 1 for r in (kept, *deleted)
+             if r.last_offset_past_damage is not None]
     old_end = max([new_end, *ends])
     return CutReport(partition, Path(kept.path).name, reason,
                      [Path(r.path).name for r in deleted], new_end,
-                     old_end - 1 if old_end > new_end else None, new_end, dry_run)
+                     old_end - 1 if old_end > new_end else None, new_end, dry_run,
+                     0 if salvage else salvageable_batches(kept, deleted))
+
+
+def salvageable_batches(kept: SegmentRecoveryReport, deleted: list[SegmentRecoveryReport]
+                        ) -> int:
+    """The valid batches after the damage in `kept` that `--salvage` keeps: those past it
+    in `kept`, and the later segments' (it keeps them) up to a segment where a damaged
+    transaction marker stops it (its later segments are deleted then too)."""
+    n = kept.batches_past_damage
+    if kept.salvage_stops:
+        return n
+    for r in deleted:
+        n += r.valid_batches + r.batches_past_damage
+        if r.salvage_stops:
+            break
+    return n
+
+
+def tail_loss(partition: str, r: SegmentRecoveryReport, dry_run: bool) -> str | None:
+    """The sentence for the last segment of a partition cut (without --salvage) before
+    valid batches that lie past its damage (the cut loses them too), else None."""
+    if r.bytes_truncated <= 0 or r.last_offset_past_damage is None:
+        return None
+    end = r.last_offset + 1 if r.last_offset is not None else r.base_offset
+    lost = (f"offset {end}" if r.last_offset_past_damage == end
+            else f"offsets {end}..{r.last_offset_past_damage}")
+    return (f"{partition}: segment {Path(r.path).name} "
+            f"{'would be' if dry_run else 'was'} truncated at position {r.valid_bytes} "
+            f"({r.error or 'invalid bytes'}), before valid batches found after the damage: "
+            f"{lost} {'would be' if dry_run else 'are'} lost, the log "
+            f"{'would end' if dry_run else 'now ends'} at offset {end}"
+            f"{salvage_hint(r.batches_past_damage, dry_run)}.")
 
 
 def _leader_epochs_above(d: Path, log_end: int, *, dry_run: bool) -> FileAction | None:

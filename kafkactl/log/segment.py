@@ -26,6 +26,7 @@ from pathlib import Path
 from kafkactl.log.batch_header import HEADER_READ_SIZE, BatchHeader, parse_header, read_header
 from kafkactl.log.config import LogConfig
 from kafkactl.log.errors import CorruptIndexError
+from kafkactl.log.log_dir_failure import RepeatedErrorLog
 from kafkactl.log.offset_index import INT32_MAX, OffsetIndex
 from kafkactl.log.time_index import NO_TIMESTAMP, TimeIndex
 from kafkactl.log.txn_index import TXN_INDEX_SUFFIX, TransactionIndex
@@ -42,6 +43,9 @@ SWAP_SUFFIX = ".swap"
 INDEX_RESERVE_ENTRIES = 1024
 
 log = logging.getLogger(__name__)
+# failed cut-backs (a read-only file system), per log dir: a client retries its produce
+# many times a second, and every partition of the dir fails alike
+cut_back_errors = RepeatedErrorLog(log)
 
 
 def allocate(path: Path, start: int, end: int) -> None:
@@ -296,6 +300,9 @@ class LogSegment:
         except BaseException:
             self._cut_back()
             raise
+        if cut_back_errors.failing:
+            cut_back_errors.recovered(self.dir.parent, "segments in %s take writes again",
+                                      self.dir.parent)
 
     def _cut_back(self) -> None:
         """Drop bytes written past `size` by a failed append."""
@@ -305,10 +312,13 @@ class LogSegment:
             # Not counted, so never served; the next write overwrites them. Rolling or
             # closing this segment retries the cut (and fails if it still cannot).
             self._tail_dirty = True
-            log.error("cannot cut a failed write off %s at %d bytes: %s", self.log_path,
-                      self.size, e.strerror or e)
+            cut_back_errors.failed(self.dir.parent, "cannot cut a failed write off %s at %d "
+                                   "bytes: %s", self.log_path, self.size, e.strerror or e)
         else:
             self._tail_dirty = False
+            if cut_back_errors.failing:
+                cut_back_errors.recovered(self.dir.parent, "failed writes are cut off "
+                                          "segments in %s again", self.dir.parent)
 
     def _reserve_index_room(self, entries: int) -> None:
         """Allocate the index pages of the next `entries` index entries or more (a time
@@ -527,6 +537,9 @@ class LogSegment:
         if self._tail_dirty:
             os.ftruncate(self.fd, self.size)
             self._tail_dirty = False
+            if cut_back_errors.failing:
+                cut_back_errors.recovered(self.dir.parent, "failed writes are cut off "
+                                          "segments in %s again", self.dir.parent)
         if self.size:
             ts = self.max_timestamp_so_far
             time_index = self.time_index
