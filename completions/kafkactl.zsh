@@ -145,9 +145,9 @@ _kafkactl_consume() {
         '(-K --key-separator)-K[Print key SEP value.]:KEY_SEPARATOR: ' \
         '(-K --key-separator)--key-separator[Print key SEP value.]:KEY_SEPARATOR: ' \
         '--print-offsets[Prefix each record with its offset.]' \
-        '(-Z --print-null)-Z[Print a null key or value (a tombstone'\''s) as NULL, not as nothing (kcat'\''s -Z; -J prints JSON null).]' \
-        '(-Z --print-null)--print-null[Print a null key or value (a tombstone'\''s) as NULL, not as nothing (kcat'\''s -Z; -J prints JSON null).]' \
-        '--null-literal[Print a null key or value as STR (kafka-console-consumer'\''s null.literal).]:STR: ' \
+        '(-Z --print-null)-Z[Print a null key or value (a tombstone'\''s) as NULL, not as nothing (kcat'\''s -Z, for null only\: kcat prints an empty val...]' \
+        '(-Z --print-null)--print-null[Print a null key or value (a tombstone'\''s) as NULL, not as nothing (kcat'\''s -Z, for null only\: kcat prints an empty val...]' \
+        '--null-literal[Print a null key or value as STR, taken literally (kafka-console-consumer'\''s null.literal; also -X null.literal=STR).]:STR: ' \
         '(-G -g --group)-G[Consume as a member of this consumer group\: the group assigns the partitions and the consumed offsets are committed.]:GROUP: ' \
         '(-G -g --group)-g[Consume as a member of this consumer group\: the group assigns the partitions and the consumed offsets are committed.]:GROUP: ' \
         '(-G -g --group)--group[Consume as a member of this consumer group\: the group assigns the partitions and the consumed offsets are committed.]:GROUP: ' \

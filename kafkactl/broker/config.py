@@ -186,6 +186,12 @@ def unknown_key_warning(key: str, where: str | None = None) -> str:
             "does not use it" + (f"; did you mean '{near}'?" if near else ""))
 
 
+# Broker keys of the topics' defaults whose value is one of a few strings (Kafka's
+# ValidString / ValidList): an empty value is refused, not taken as "not set".
+LOG_CHOICE_KEYS = frozenset({"log.cleanup.policy", "log.message.timestamp.type",
+                             "compression.type"})
+
+
 def log_default_props(props: Mapping[str, str]) -> dict[str, str]:
     """The keys a broker's log defaults are built from: the set ones, without a topic
     config's own name (`retention.ms`, not `log.retention.ms`), which Kafka ignores in
@@ -344,8 +350,12 @@ class BrokerConfig:
         self.listeners  # noqa: B018 - parses and raises ConfigError on a bad value
         from kafkactl.log.config import LogConfig
 
-        try:  # the log keys' own values: log.cleanup.policy=bogus, compression.type=brotli
-            LogConfig.from_properties(log_default_props(self.props))
+        # the log keys' own values: log.cleanup.policy=bogus, compression.type=brotli, and
+        # an empty one where the default is not (Kafka's lists of valid strings hold no "")
+        emptied = {k: v for k, v in self.props.items()
+                   if k in LOG_CHOICE_KEYS and not v.strip() and BROKER_DEFAULTS.get(k)}
+        try:
+            LogConfig.from_properties({**log_default_props(self.props), **emptied})
         except ValueError as e:
             raise ConfigError(str(e)) from None
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 import re
 import select
 import sys
@@ -64,14 +65,38 @@ def parse_offset(spec: str) -> StartOffset:
     return StartOffset("timestamp", int(dt.astimezone(UTC).timestamp() * 1000))
 
 
+# Kafka's console consumer's name for --null-literal (--property null.literal=STR)
+NULL_LITERAL_PROPERTY = "null.literal"
+
+
+def _null_literal(flag: str | None, prop: list[str]) -> tuple[str | None, list[str]]:
+    """--null-literal, or -X null.literal (Kafka's console consumer's --property; the last
+    one given wins), and the other -X items; the two must agree (BadParameter)."""
+    given: str | None = None
+    rest: list[str] = []
+    for item in prop:
+        key, sep, value = item.partition("=")
+        if sep and key.strip() == NULL_LITERAL_PROPERTY:
+            given = value
+        else:
+            rest.append(item)
+    if flag is not None and given is not None and flag != given:
+        raise typer.BadParameter(f"--null-literal {flag} and -X {NULL_LITERAL_PROPERTY}="
+                                 f"{given} disagree: give one")
+    return (flag if flag is not None else given), rest
+
+
 def _null_text(print_null: bool, null_literal: str | None, as_json: bool) -> bytes:
     """What %k / %s print for a null key / value: nothing, NULL (-Z) or --null-literal's
-    STR (BadParameter with -J, whose nulls are JSON's)."""
-    if (print_null or null_literal is not None) and as_json:
-        raise typer.BadParameter("-J prints a null key or value as JSON null: -Z / "
-                                 "--null-literal are for the text formats")
+    STR, taken literally as Kafka takes it (BadParameter with -J, whose nulls are JSON's:
+    -Z there changes nothing, as in kcat)."""
+    if null_literal is not None and as_json:
+        raise typer.BadParameter("-J prints a null key or value as JSON null: "
+                                 "--null-literal is for the text formats")
+    if as_json:
+        return b""
     if null_literal is not None:
-        return unescape(null_literal)
+        return os.fsencode(null_literal)
     return b"NULL" if print_null else b""
 
 
@@ -215,10 +240,12 @@ def consume(  # noqa: C901
     print_null: bool = typer.Option(
         False, "--print-null", "-Z",
         help="Print a null key or value (a tombstone's) as NULL, not as nothing (kcat's "
-             "-Z; -J prints JSON null)."),
+             "-Z, for null only: kcat prints an empty value as NULL too; -J prints JSON "
+             "null)."),
     null_literal: str | None = typer.Option(
         None, "--null-literal", metavar="STR",
-        help="Print a null key or value as STR (kafka-console-consumer's null.literal)."),
+        help="Print a null key or value as STR, taken literally (kafka-console-consumer's "
+             "null.literal; also -X null.literal=STR)."),
     group: str | None = typer.Option(
         None, "--group", "-G", "-g",
         help="Consume as a member of this consumer group: the group assigns the "
@@ -273,6 +300,10 @@ def consume(  # noqa: C901
 
     keep_freed_memory()
 
+    try:
+        null_literal, prop = _null_literal(null_literal, prop)
+    except typer.BadParameter as e:
+        raise fail(str(e), 2) from None
     security, settings = consumer_options(prop, command_config)
     if settings.group_id is not None:
         if group is not None and group != settings.group_id:

@@ -59,6 +59,7 @@ from kafkactl.mirror.config import (
 )
 from kafkactl.mirror.progress import PartitionProgress
 from kafkactl.mirror.stream import COPY_MIN_RECORDS, MirrorStream, SendFailure, is_transient
+from kafkactl.mirror.topics import TargetTopic
 from kafkactl.protocol.api_keys import ApiKey
 from kafkactl.protocol.errors import ErrorCode, KafkaError, error_for
 from kafkactl.record.batch import RecordBatch, TimestampType, encode_record
@@ -293,6 +294,9 @@ class ExactlyOnceStream(MirrorStream):
         consumer = self.consumer
         if consumer is None or not tps:
             return
+        for tp in sorted(tps):  # before anything is read: a partition with nowhere to keep
+            source = consumer.client.cluster.topics.get(tp[0])  # its offset stops it now
+            self._target_with_room(tp, len(source.partitions) if source is not None else 0)
         for tp, offset in self._stable_committed(consumer, tps).items():
             if offset >= 0:
                 consumer.seek(tp, offset)
@@ -449,14 +453,7 @@ class ExactlyOnceStream(MirrorStream):
             return
         source_topic = consumer.client.cluster.topics.get(pf.topic)
         n_source = len(source_topic.partitions) if source_topic is not None else 0
-        target = self.topics.get(pf.topic, n_source or pf.partition + 1)
-        if pf.partition >= target.partitions:
-            raise MirrorConfigError(
-                f"--exactly-once keeps the offset of source partition {pf.topic}-"
-                f"{pf.partition} under partition {pf.partition} of the target topic "
-                f"{target.name}, which has {target.partitions} partition(s): add partitions "
-                f"to it (kafkactl topics alter -t {target.name} --partitions "
-                f"{max(n_source, pf.partition + 1)}) or mirror without --exactly-once")
+        target = self._target_with_room(tp, n_source)
         partition = pf.partition if target.keep_partition else None
         skips = self.skips.get(tp) or {}
         self._begin()
@@ -479,6 +476,20 @@ class ExactlyOnceStream(MirrorStream):
         self.txn_positions[tp] = end
         if sent:
             self.txn_counts[pf.topic] = self.txn_counts.get(pf.topic, 0) + sent
+
+    def _target_with_room(self, tp: TopicPartition, n_source: int) -> TargetTopic:
+        """The target topic of source partition `tp` (made if missing), which must have a
+        partition of its number: its offset is kept there (MirrorConfigError naming the
+        fix otherwise)."""
+        target = self.topics.get(tp[0], n_source or tp[1] + 1)
+        if tp[1] >= target.partitions:
+            raise MirrorConfigError(
+                f"--exactly-once keeps the offset of source partition {tp[0]}-{tp[1]} under "
+                f"partition {tp[1]} of the target topic {target.name}, which has "
+                f"{target.partitions} partition(s): add partitions to it (kafkactl topics "
+                f"alter -t {target.name} --partitions {max(n_source, tp[1] + 1)}) or mirror "
+                "without --exactly-once")
+        return target
 
     def _txn(self) -> TransactionManager:
         txn = self.producer.transactions

@@ -187,6 +187,12 @@ def test_every_dynamic_and_topic_default_key_is_known() -> None:
                   "defined via log.dirs or log.dir"),
     ("log.dirs= , ", "log.dirs=',' names no directory"),
     ("log.dir=", "log.dir='' names no directory"),
+    # an empty value of a key with a list of valid strings (it was taken as the default)
+    ("compression.type=", "Invalid value  for configuration compression.type: String must "
+                          "be one of"),
+    ("log.message.timestamp.type=", "configuration log.message.timestamp.type: String must "
+                                    "be one of: CreateTime, LogAppendTime"),
+    ("log.cleanup.policy=", "Invalid value  for configuration log.cleanup.policy: Empty list"),
 ])
 def test_a_value_kafka_refuses_is_refused(override: str, said: str) -> None:
     with pytest.raises(ConfigError) as e:
