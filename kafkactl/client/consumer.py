@@ -28,6 +28,7 @@ from kafkactl.client.fetcher import (
     EARLIEST,
     LATEST,
     ConsumerRecord,
+    CorruptFetchError,
     PartitionFetch,
     TopicPartition,
     fetch_request_body,
@@ -46,7 +47,6 @@ from kafkactl.protocol.errors import (
     error_for,
     error_name,
 )
-from kafkactl.record.errors import CorruptRecordError
 
 log = logging.getLogger(__name__)
 
@@ -351,6 +351,9 @@ class Consumer:
         # how it is applied (_Apply)
         self._deferred: dict[TopicPartition, tuple[OffsetResolver, _Apply]] = {}
         self._leaderless: set[TopicPartition] = set()  # said so on the log
+        # damaged data poll() stopped at after returning the records before it: raised by
+        # the next poll
+        self._poll_error: CorruptFetchError | None = None
 
     # -- assignment ----------------------------------------------------------------------------
 
@@ -380,6 +383,9 @@ class Consumer:
 
     def seek(self, tp: TopicPartition, offset: int) -> None:
         self._drop_in_flight()
+        error = self._poll_error
+        if error is not None and (error.topic, error.partition) == tp:
+            self._poll_error = None  # moved away from the damage (or back to it)
         self._deferred.pop(tp, None)
         self.positions[tp] = offset
 
@@ -661,16 +667,16 @@ class Consumer:
                    and pf.last_stable_offset >= 0 else pf.high_watermark)
             if end >= 0:
                 self.high_watermarks[tp] = end
-            try:
-                nxt = pf.next_offset()
-            except CorruptRecordError as e:
-                raise CorruptMessageError(
-                    f"fetch {pf.topic}-{pf.partition} at offset {pf.fetch_offset}: {e}"
-                ) from None
+            damage = pf.damage_offset
+            nxt = pf.next_offset() if damage is None else damage
             if tp in self._leaderless:
                 self._leaderless.discard(tp)
                 log.warning("partition %s-%d has a leader again", pf.topic, pf.partition)
-            if nxt > pf.fetch_offset:
+            # a header that cannot be framed (damage, not a response cut short) stops the
+            # partition at the offset after the last complete batch: the chunk goes to the
+            # caller, whose reading of it hands out the batches before the damage, then
+            # raises there (Kafka's consumer: CorruptRecordException at that offset)
+            if nxt > pf.fetch_offset or damage is not None:
                 self.positions[tp] = nxt
                 self._stalled.pop(tp, None)
                 results.append(pf)
@@ -700,13 +706,32 @@ class Consumer:
                 f"damaged at that offset")
 
     def poll(self, timeout_ms: int = 1000) -> dict[TopicPartition, list[ConsumerRecord]]:
-        """The records of the next fetches, by partition; they count as consumed."""
+        """The records of the next fetches, by partition; they count as consumed.
+
+        Damaged data (CorruptFetchError) stops its partition at the first offset not
+        read, as Kafka's consumer does: the records before it are returned, and the error
+        is raised by the next poll (at once when there are none)."""
+        if self._poll_error is not None:
+            error, self._poll_error = self._poll_error, None
+            raise error
         out: dict[TopicPartition, list[ConsumerRecord]] = {}
         for pf in self.poll_fetches(timeout_ms / 1000.0):
             tp = (pf.topic, pf.partition)
-            records = list(pf.records_iter(self.check_crcs))
-            out.setdefault(tp, []).extend(records)
+            records = out.setdefault(tp, [])
+            try:
+                for r in pf.records_iter(self.check_crcs):
+                    records.append(r)
+            except CorruptFetchError as e:
+                # fetched again from there (a fetch in flight from further on is ignored)
+                self.positions[tp] = e.offset
+                self.consumed[tp] = e.offset
+                if self._poll_error is None:
+                    self._poll_error = e
+                continue
             self.consumed[tp] = self.positions.get(tp, pf.next_offset())
+        if self._poll_error is not None and not any(out.values()):
+            error, self._poll_error = self._poll_error, None
+            raise error
         return out
 
     def __iter__(self) -> Iterator[ConsumerRecord]:

@@ -6,12 +6,19 @@ with isolation_level=1 (read_committed) the broker answers up to the last stable
 with the aborted transactions of the range, and the batches of those are dropped too
 (Kafka's Fetcher: a producer's batches from an aborted transaction's first offset up to
 its ABORT marker).
+
+Damaged data ends a partition's records where it is, as in Kafka's consumer: the batches
+before it are handed out, then `CorruptFetchError` names the first offset not read. A
+batch whose CRC does not match (unless check_crcs is off), a record that does not decode,
+and a header that cannot be framed (a size below the minimum, an unknown magic: a
+zero-filled hole in the log, say) are damage; a response that ends inside a batch is not
+(the broker cuts a response at its size limit: the next fetch starts at that batch).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from kafkactl.record.codecs import decompress
@@ -22,6 +29,30 @@ from kafkactl.record.uniform import uniform_values
 TopicPartition = tuple[str, int]
 EARLIEST = -2
 LATEST = -1
+
+
+class CorruptFetchError(CorruptRecordError):
+    """Fetched data of `topic`-`partition` that cannot be read, raised after every record
+    before it was handed out: `offset` is the first offset not handed out (the consumer
+    stops there, as Kafka's does at a CorruptRecordException)."""
+
+    def __init__(self, topic: str, partition: int, offset: int, message: str) -> None:
+        super().__init__(message)
+        self.topic = topic
+        self.partition = partition
+        self.offset = offset
+
+
+class UnframableFetchError(CorruptFetchError):
+    """A batch header in a fetch response that cannot be framed (`detail` says why): the
+    batches before it are complete, nothing after it can be found. `offset` is the one
+    after the last complete batch (the fetch offset when there is none)."""
+
+    def __init__(self, topic: str, partition: int, offset: int, detail: str) -> None:
+        super().__init__(topic, partition, offset,
+                         f"{topic}-{partition}: the data at offset {offset} cannot be read: "
+                         f"{detail}")
+        self.detail = detail
 
 
 class ConsumerRecord:
@@ -61,14 +92,18 @@ class PartitionFetch:
     # read_committed: (producer id, first offset) of each aborted transaction in the range
     aborted: list[tuple[int, int]] | None = None
     _next: int = -1  # next_offset(), once worked out
+    # why the batch header after the last complete batch cannot be framed (next_offset())
+    _damage: str | None = field(default=None, init=False, repr=False)
 
     def batches(self) -> Iterator[Any]:
         """Complete batches (a truncated tail batch is dropped), control batches and, with
-        the response's aborted transactions (read_committed), their batches skipped."""
+        the response's aborted transactions (read_committed), their batches skipped. A
+        header that cannot be framed raises UnframableFetchError once the batches before
+        it are yielded."""
         if self.aborted:
             yield from self._committed_batches()
             return
-        for b in iter_batches(self.records):
+        for b in self._framed():
             if b.last_offset < self.fetch_offset:
                 continue
             if isinstance(b, RecordBatch) and b.is_control:
@@ -82,7 +117,7 @@ class PartitionFetch:
         pending = sorted(self.aborted or (), key=lambda a: a[1])
         i = 0
         aborting: set[int] = set()
-        for b in iter_batches(self.records):
+        for b in self._framed():
             if not isinstance(b, RecordBatch):
                 if b.last_offset >= self.fetch_offset:
                     yield b
@@ -99,29 +134,75 @@ class PartitionFetch:
             if b.last_offset >= self.fetch_offset:
                 yield b
 
-    def next_offset(self) -> int:
-        """The offset after the last complete batch (fetch_offset when there is none),
-        control batches and aborted transactions' batches included: the consumer's next
-        position, and what it may commit once the records before it are done with."""
+    def _framed(self) -> Iterator[Any]:
+        """Every complete batch of the response; a header that cannot be framed raises
+        UnframableFetchError after the batches before it, naming the offset it stands at."""
+        try:
+            yield from iter_batches(self.records)
+        except CorruptRecordError as e:
+            raise UnframableFetchError(self.topic, self.partition, self._scan(),
+                                       str(e)) from None
+
+    def _scan(self) -> int:
+        """next_offset(), never raising (the damage, if any, noted in `_damage`)."""
         if self._next < 0:
             nxt = self.fetch_offset
-            for b in iter_batches(self.records):
-                if b.last_offset + 1 > nxt:
-                    nxt = b.last_offset + 1
+            try:
+                for b in iter_batches(self.records):
+                    if b.last_offset + 1 > nxt:
+                        nxt = b.last_offset + 1
+            except CorruptRecordError as e:
+                self._damage = str(e)
             self._next = nxt
         return self._next
 
+    def next_offset(self) -> int:
+        """The offset after the last complete batch (fetch_offset when there is none),
+        control batches and aborted transactions' batches included: the consumer's next
+        position, and what it may commit once the records before it are done with. A
+        header that cannot be framed ends the batches counted (see `damage_offset`); when
+        it leaves nothing to read (it stands at the fetch offset) this raises
+        UnframableFetchError: there is no next position to go on from."""
+        nxt = self._scan()
+        if self._damage is not None and nxt == self.fetch_offset:
+            raise UnframableFetchError(self.topic, self.partition, nxt, self._damage)
+        return nxt
+
+    @property
+    def damaged(self) -> bool:
+        """True when a batch header after the complete batches cannot be framed: reading
+        the batches ends with UnframableFetchError at `damage_offset` (a response cut
+        short inside a batch is not damage)."""
+        return self.damage_offset is not None
+
+    @property
+    def damage_offset(self) -> int | None:
+        """The offset a header that cannot be framed stands at (the one after the last
+        complete batch, the fetch offset when there is none), None when there is none."""
+        nxt = self._scan()
+        return None if self._damage is None else nxt
+
     def records_iter(self, check_crcs: bool = True) -> Iterator[ConsumerRecord]:
+        """The records from the fetch offset on; damaged data (a CRC mismatch when
+        `check_crcs`, a record that does not decode, a header that cannot be framed)
+        raises CorruptFetchError after the records before it."""
         t, p, start = self.topic, self.partition, self.fetch_offset
         for b in self.batches():
+            first = max(b.base_offset, start)
             if check_crcs and not b.is_valid():
-                raise CorruptRecordError(
-                    f"CRC mismatch in batch at offset {b.base_offset} of {t}-{p}")
+                raise CorruptFetchError(
+                    t, p, first, f"CRC mismatch in batch at offset {b.base_offset} of {t}-{p}")
             tstype = int(b.timestamp_type)
-            for r in b:
-                if r.offset >= start:
-                    yield ConsumerRecord(t, p, r.offset, r.timestamp, tstype, r.key, r.value,
-                                         r.headers)
+            try:
+                for r in b:
+                    if r.offset >= start:
+                        first = r.offset + 1
+                        yield ConsumerRecord(t, p, r.offset, r.timestamp, tstype, r.key,
+                                             r.value, r.headers)
+            except CorruptRecordError as e:
+                raise CorruptFetchError(
+                    t, p, first, f"{t}-{p}: the record at offset {first} (in the batch at "
+                    f"offset {b.base_offset}) cannot be read: {e}") from None
 
 
 ABORT_MARKER = 0

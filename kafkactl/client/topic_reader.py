@@ -26,8 +26,10 @@ from kafkactl.client.fetcher import (
     EARLIEST,
     LATEST,
     ConsumerRecord,
+    CorruptFetchError,
     PartitionFetch,
     TopicPartition,
+    UnframableFetchError,
 )
 from kafkactl.client.record_format import BatchFormat, KernelFormat
 from kafkactl.record.batch import RecordBatch
@@ -271,9 +273,11 @@ class TopicReader:
         same format again, compiled; made here for plain output) any batch it can.
 
         Nothing here marks records consumed: the caller does, for the pieces it has written
-        (Piece.next_offset, Piece.offset_after). With the consumer's check_crcs, a batch
-        whose CRC does not match ends the reading: the pieces before it are yielded, then
-        CorruptRecordError names the partition and the batch's offset."""
+        (Piece.next_offset, Piece.offset_after). Damaged data ends the reading: with the
+        consumer's check_crcs a batch whose CRC does not match, and always a record that
+        does not decode or a batch header that cannot be framed (a hole in the log). The
+        pieces before it are yielded, then CorruptFetchError names the partition and the
+        first offset not printed."""
         plain = render is None
         if render is None:
             render = plain_renderer(key_separator)
@@ -285,16 +289,26 @@ class TopicReader:
             returned: dict[TopicPartition, int] = {}
             corrupt: CorruptRecordError | None = None
             for pf in chunks:
-                for b in pf.batches():
-                    if check_crcs and not b.is_valid():
-                        corrupt = _crc_error(pf, b)
-                        break
-                    n = _render_batch(b, pf, buf, returned, remaining, render, plain,
-                                      key_separator, batch_format, kernel_format)
-                    if remaining is not None:
-                        remaining -= n
-                        if remaining <= 0:
+                try:
+                    for b in pf.batches():
+                        if check_crcs and not b.is_valid():
+                            corrupt = _crc_error(pf, b)
                             break
+                        try:
+                            n = _render_batch(b, pf, buf, returned, remaining, render, plain,
+                                              key_separator, batch_format, kernel_format)
+                        except CorruptRecordError as e:  # its pieces so far are whole
+                            corrupt = _record_error(pf, b, returned, e)
+                            break
+                        if remaining is not None:
+                            remaining -= n
+                            if remaining <= 0:
+                                break
+                except UnframableFetchError as e:
+                    # every batch before it is rendered; what it ends with (markers) is
+                    # passed too: the consumed offset is where the damage is
+                    _skip_tail(pf, buf, returned, e.offset)
+                    corrupt = _unframable_error(e)
                 if corrupt is not None or (remaining is not None and remaining <= 0):
                     break
                 _skip_tail(pf, buf, returned)
@@ -307,24 +321,46 @@ class TopicReader:
                 raise corrupt
 
 
-def _skip_tail(pf: PartitionFetch, buf: list[Piece], returned: dict[TopicPartition, int]
-               ) -> None:
+def _skip_tail(pf: PartitionFetch, buf: list[Piece], returned: dict[TopicPartition, int],
+               nxt: int | None = None) -> None:
     """A fetch that ends in batches with nothing to print (transaction markers, an aborted
     transaction's batches under read_committed): an empty piece that moves the partition's
-    consumed offset past them once what comes before it is written (Kafka's consumer
-    commits its position there; else a group's lag on a transactional topic never ends)."""
+    consumed offset past them, to `nxt` (default: the fetch's next offset), once what comes
+    before it is written (Kafka's consumer commits its position there; else a group's lag
+    on a transactional topic never ends)."""
     tp = (pf.topic, pf.partition)
-    nxt = pf.next_offset()
+    if nxt is None:
+        nxt = pf.next_offset()
     if nxt > returned.get(tp, pf.fetch_offset):
         buf.append(Piece(b"", 0, tp, nxt))
         returned[tp] = nxt
 
 
-def _crc_error(pf: PartitionFetch, b: Any) -> CorruptRecordError:
-    return CorruptRecordError(
+def _crc_error(pf: PartitionFetch, b: Any) -> CorruptFetchError:
+    first = max(b.base_offset, pf.fetch_offset)
+    return CorruptFetchError(
+        pf.topic, pf.partition, first,
         f"{pf.topic}-{pf.partition}: the batch at offset {b.base_offset} fails its CRC check "
-        f"(the data is damaged; nothing from offset {max(b.base_offset, pf.fetch_offset)} on "
-        "is printed); -X check.crcs=false reads it unchecked")
+        f"(the data is damaged; nothing from offset {first} on is printed); "
+        "-X check.crcs=false reads it unchecked")
+
+
+def _record_error(pf: PartitionFetch, b: Any, returned: dict[TopicPartition, int],
+                  error: CorruptRecordError) -> CorruptFetchError:
+    """A record of batch `b` that does not decode (its CRC unchecked, or a producer that
+    wrote it so): the records of `b` before it are rendered."""
+    first = max(b.base_offset, pf.fetch_offset, returned.get((pf.topic, pf.partition), 0))
+    return CorruptFetchError(
+        pf.topic, pf.partition, first,
+        f"{pf.topic}-{pf.partition}: the record at offset {first} (in the batch at offset "
+        f"{b.base_offset}) cannot be read: {error} (the data is damaged; nothing from "
+        f"offset {first} on is printed)")
+
+
+def _unframable_error(error: UnframableFetchError) -> CorruptFetchError:
+    return CorruptFetchError(
+        error.topic, error.partition, error.offset,
+        f"{error} (the data is damaged; nothing from offset {error.offset} on is printed)")
 
 
 def _render_batch(b: Any, pf: PartitionFetch, buf: list[Piece],
