@@ -300,6 +300,7 @@ complete -c kafkactl -n '__fish_seen_subcommand_from offsets; and __fish_seen_su
 complete -c kafkactl -n '__fish_seen_subcommand_from offsets; and __fish_seen_subcommand_from migrate' -l dry-run -d 'Show what would move; write nothing anywhere.'
 complete -c kafkactl -n '__fish_seen_subcommand_from offsets; and __fish_seen_subcommand_from migrate' -l overwrite -d 'Also replace newer offsets the broker holds and take offsets past the log end or before the log start.'
 complete -c kafkactl -n '__fish_seen_subcommand_from offsets; and __fish_seen_subcommand_from migrate' -l delete-source -d 'After every partition of a group verified, delete its ZooKeeper offsets.'
+complete -c kafkactl -n '__fish_seen_subcommand_from offsets; and __fish_seen_subcommand_from migrate' -l skip-deleted-topics -d 'Offsets of a topic the broker does not have (deleted since: Kafka left its ZooKeeper offsets) count as done, not migr...'
 complete -c kafkactl -n '__fish_seen_subcommand_from offsets; and __fish_seen_subcommand_from migrate' -l json -d 'JSON output.'
 complete -c kafkactl -n '__fish_seen_subcommand_from offsets; and __fish_seen_subcommand_from migrate' -s b -l bootstrap-server -x -d 'Broker(s) host:port[,host:port]; default $KAFKACTL_BOOTSTRAP or 127.0.0.1:9092.'
 complete -c kafkactl -n '__fish_seen_subcommand_from offsets; and __fish_seen_subcommand_from migrate' -s X -l property -x -d 'Client property key=value, librdkafka\'s names (repeatable): security.protocol, sasl.mechanism, sasl.username, sasl.pa...'

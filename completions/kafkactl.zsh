@@ -612,6 +612,7 @@ _kafkactl_offsets_migrate() {
         '--dry-run[Show what would move; write nothing anywhere.]' \
         '--overwrite[Also replace newer offsets the broker holds and take offsets past the log end or before the log start.]' \
         '--delete-source[After every partition of a group verified, delete its ZooKeeper offsets.]' \
+        '--skip-deleted-topics[Offsets of a topic the broker does not have (deleted since\: Kafka left its ZooKeeper offsets) count as done, not migr...]' \
         '--json[JSON output.]' \
         '(-b --bootstrap-server)-b[Broker(s) host\:port\[,host\:port\]; default $KAFKACTL_BOOTSTRAP or 127.0.0.1\:9092.]:BOOTSTRAP: ' \
         '(-b --bootstrap-server)--bootstrap-server[Broker(s) host\:port\[,host\:port\]; default $KAFKACTL_BOOTSTRAP or 127.0.0.1\:9092.]:BOOTSTRAP: ' \

@@ -39,6 +39,11 @@ def migrate(
     delete_source: bool = typer.Option(
         False, "--delete-source",
         help="After every partition of a group verified, delete its ZooKeeper offsets."),
+    skip_deleted_topics: bool = typer.Option(
+        False, "--skip-deleted-topics",
+        help="Offsets of a topic the broker does not have (deleted since: Kafka left its "
+             "ZooKeeper offsets) count as done, not migrated; not when the broker has no "
+             "topic of the group at all."),
     as_json: bool = typer.Option(False, "--json", help="JSON output."),
     bootstrap: str | None = bootstrap_option(),
     prop: list[str] = property_option(),
@@ -67,7 +72,8 @@ def migrate(
         try:
             results = migration.migrate(zk, GroupAdmin(simple.client), simple, groups,
                                         dry_run=dry_run, overwrite=overwrite,
-                                        delete_source=delete_source)
+                                        delete_source=delete_source,
+                                        skip_deleted_topics=skip_deleted_topics)
         finally:
             simple.close()
     except (ClientError, KafkaError) as e:
@@ -129,6 +135,7 @@ def _render(results: list[GroupResult], dry_run: bool) -> None:
             counts[x.status] = counts.get(x.status, 0) + 1
         summary = ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
         nothing = "nothing to migrate" + (f" ({r.note})" if r.note else "")
-        typer.echo(f"group {r.group}: {summary or nothing}")
+        if summary or not r.error:  # (a group that is not there: its error alone)
+            typer.echo(f"group {r.group}: {summary or nothing}")
         if r.error:
             typer.echo(f"error: group {r.group}: {r.error}", err=True)

@@ -5,10 +5,12 @@ pyspark is located, never imported, here: `kafkactl --help` stays fast and works
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import os
 import re
 import shlex
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -271,12 +273,50 @@ def register(app: typer.Typer) -> None:
                 config.write_text("".join(f"{k}={v}\n" for k, v in security.items()))
                 cmd += ["--command-config", str(config)]
             try:
-                code = subprocess.call(cmd + ["--status-file", str(status)], env=env)
+                code, stopped_by = run_job(cmd + ["--status-file", str(status)], env)
             except OSError as e:
                 raise fail(f"cannot run {cmd[0]}: {e.strerror}", 2) from None
             reason = status.read_text("utf-8").strip() if status.exists() else ""
+        if code and stopped_by is not None:
+            typer.echo(f"kafkactl spark-load: stopped by {signal.Signals(stopped_by).name}: "
+                       "the Spark job was stopped with it (a run stopped before its commit "
+                       "loaded nothing; the next run removes its partial output)", err=True)
+            raise typer.Exit(128 + stopped_by)
         if code:
             # the driver's own line, last on stderr (spark-submit printed it on stdout)
             typer.echo(reason or f"kafkactl spark-load: error: spark-submit exited with "
                        f"{code} (see its output above)", err=True)
             raise typer.Exit(code)
+
+
+def _die_with_parent() -> None:
+    """In the spark-submit child, before exec: SIGTERM when kafkactl itself dies (a
+    SIGKILL too), so the job never runs on, orphaned, holding the output's lock."""
+    import ctypes
+
+    # (not Linux: no prctl; the signal forwarding of run_job still stops the job)
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+
+
+def run_job(cmd: list[str], env: dict[str, str]) -> tuple[int, int | None]:
+    """Run spark-submit in a process group of its own and wait for it; SIGINT and SIGTERM
+    sent to kafkactl go to that whole group (the JVM and the Python driver it starts), a
+    second one as SIGKILL. (exit status, the first signal received or None). Before, only
+    kafkactl stopped: the job ran on, held the output's lock and committed later."""
+    proc = subprocess.Popen(cmd, env=env, start_new_session=True,
+                            preexec_fn=_die_with_parent)
+    received: list[int] = []
+
+    def forward(signum: int, _frame: object) -> None:
+        received.append(signum)
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signum if len(received) == 1 else signal.SIGKILL)
+
+    previous = {s: signal.signal(s, forward) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        code = proc.wait()
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+    return code, (received[0] if received else None)

@@ -46,8 +46,9 @@ INVALID = "invalid"
 BEYOND_END = "beyond log end"
 BELOW_START = "below log start"
 UNKNOWN = "unknown partition"
+SKIPPED = "skipped (topic deleted)"
 FAILED = "failed"
-DONE = {MIGRATED, EQUAL, OVERWRITTEN}
+DONE = {MIGRATED, EQUAL, OVERWRITTEN, SKIPPED}
 
 INACTIVE = ("Empty", "Dead")
 # OffsetCommit answers for a simple (generation -1) commit into a group with members
@@ -90,7 +91,8 @@ class GroupResult:
 
 def migrate(zk: KazooClient, admin: GroupAdmin, consumer: SimpleConsumer,
             groups: Iterable[str], *, dry_run: bool = False, overwrite: bool = False,
-            delete_source: bool = False) -> list[GroupResult]:
+            delete_source: bool = False, skip_deleted_topics: bool = False
+            ) -> list[GroupResult]:
     known = set(registry.groups(zk))
     results = []
     for group in dict.fromkeys(groups):  # each group once, however often it was named
@@ -99,7 +101,8 @@ def migrate(zk: KazooClient, admin: GroupAdmin, consumer: SimpleConsumer,
                                                   "(/consumers)"))
             continue
         results.append(_migrate_group(zk, admin, consumer, group, dry_run=dry_run,
-                                      overwrite=overwrite, delete_source=delete_source))
+                                      overwrite=overwrite, delete_source=delete_source,
+                                      skip_deleted_topics=skip_deleted_topics))
     return results
 
 
@@ -118,7 +121,8 @@ def read_znodes(zk: KazooClient, group: str) -> list[tuple[Row, int | None]]:
 # C901: one decision per partition (equal/beyond end/conflict), then commit+verify
 def _migrate_group(  # noqa: C901
         zk: KazooClient, admin: GroupAdmin, consumer: SimpleConsumer, group: str,
-        *, dry_run: bool, overwrite: bool, delete_source: bool) -> GroupResult:
+        *, dry_run: bool, overwrite: bool, delete_source: bool,
+        skip_deleted_topics: bool = False) -> GroupResult:
     from kafkactl.client.fetcher import EARLIEST, LATEST
 
     found = read_znodes(zk, group)
@@ -133,11 +137,29 @@ def _migrate_group(  # noqa: C901
             valid[tp] = offset
 
     existing = _existing_partitions(consumer, {t for t, _ in valid})
+    topics_here = {t for t, _ in existing}
+    # (a broker that has none of the group's topics is more likely the wrong cluster than
+    # one where they were all deleted: their offsets are not skipped then)
+    skip = skip_deleted_topics and bool(topics_here)
     for tp in list(valid):
-        if tp not in existing:
-            rows[tp].status = UNKNOWN
-            rows[tp].note = f"{tp[0]}-{tp[1]} does not exist on the broker (not created)"
-            del valid[tp]
+        if tp in existing:
+            continue
+        row = rows[tp]
+        if tp[0] in topics_here:
+            row.status = UNKNOWN
+            row.note = (f"{tp[0]}-{tp[1]} does not exist on the broker (the topic has "
+                        f"{sum(1 for t, _ in existing if t == tp[0])} partitions)")
+        elif skip:
+            row.status = SKIPPED
+            row.note = f"topic {tp[0]} does not exist on the broker: not migrated"
+        else:
+            row.status = UNKNOWN
+            row.note = (f"topic {tp[0]} does not exist on the broker (deleted since? "
+                        "--skip-deleted-topics leaves its offsets out"
+                        + (", and --delete-source deletes them with the group's)"
+                           if topics_here else
+                           "; not when no topic of the group is there: the right -b?)"))
+        del valid[tp]
     ends = {tp: v[0] for tp, v in consumer.list_offsets(
         dict.fromkeys(valid, LATEST)).items()} if valid else {}
     starts = {tp: v[0] for tp, v in consumer.list_offsets(

@@ -111,3 +111,52 @@ def test_a_mistyped_chroot_is_an_error(zookeeper: Any) -> None:
     r = zygote.run(["offsets", "migrate", "--zookeeper", zookeeper.connect + empty,
                     "--all-groups", "-b", "127.0.0.1:1"], text=True, timeout=60)
     assert r.returncode == 1 and "has no /consumers" in r.stderr, r.stderr
+
+
+def test_offsets_of_a_deleted_topic(env: Any) -> None:
+    """Kafka left a deleted topic's ZooKeeper offsets behind, so a group migrating years of
+    them often has some: said to be a deleted topic (it said "(not created)"), and with
+    --skip-deleted-topics they count as done, so the group verifies and --delete-source
+    cleans it; a partition missing from a topic that exists stays an error, and so does a
+    group none of whose topics is on this broker (likely the wrong -b)."""
+    b, chroot, zk = env
+    assert zygote.run(["produce", "-t", "kept", "-p", "0", "-b", b.bootstrap],
+                      input=b"r\n" * 10, timeout=60).returncode == 0
+    for path, value in (("kept/0", b"4"), ("gone/0", b"5"), ("gone/1", b"3")):
+        zk.create(f"/consumers/g4/offsets/{path}", value, makepath=True)
+    r = migrate(chroot, b, "-G", "g4", "--json")
+    assert r.returncode == 1
+    rows = {(p["topic"], p["partition"]): p for p in
+            json.loads(r.stdout)["groups"][0]["partitions"]}
+    assert rows[("gone", 0)]["status"] == "unknown partition"
+    assert rows[("gone", 0)]["note"].startswith(
+        "topic gone does not exist on the broker (deleted since? --skip-deleted-topics")
+    r = migrate(chroot, b, "-G", "g4", "--skip-deleted-topics", "--delete-source", "--json")
+    assert r.returncode == 0, r.stdout + r.stderr
+    rows = {(p["topic"], p["partition"]): p for p in
+            json.loads(r.stdout)["groups"][0]["partitions"]}
+    assert rows[("kept", 0)]["status"] == "already equal"  # (committed by the first run)
+    assert rows[("gone", 1)]["status"] == "skipped (topic deleted)"
+    assert all(p["deleted_from_zookeeper"] for p in rows.values())
+    assert zk.get_children("/consumers/g4/offsets/gone") == []
+
+    # a partition the topic does not have; a group with no topic on this broker
+    zk.create("/consumers/g5/offsets/kept/7", b"1", makepath=True)
+    zk.create("/consumers/g6/offsets/elsewhere/0", b"1", makepath=True)
+    r = migrate(chroot, b, "-G", "g5", "-G", "g6", "--skip-deleted-topics", "--json")
+    assert r.returncode == 1
+    g5, g6 = json.loads(r.stdout)["groups"]
+    assert g5["partitions"][0]["note"] == ("kept-7 does not exist on the broker (the topic "
+                                           "has 1 partitions)")
+    assert g6["partitions"][0]["status"] == "unknown partition"
+    assert "the right -b?" in g6["partitions"][0]["note"]
+
+
+def test_a_group_not_in_zookeeper_is_an_error_only(env: Any) -> None:
+    b, chroot, zk = env
+    zk.ensure_path("/consumers/another")
+    r = migrate(chroot, b, "-G", "nosuchgroup")
+    assert r.returncode == 1
+    assert r.stdout == ""  # not also "nothing to migrate"
+    assert r.stderr.strip() == ("error: group nosuchgroup: no group 'nosuchgroup' in "
+                                "ZooKeeper (/consumers)")

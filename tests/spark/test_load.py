@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from kafkactl.spark import load
+from tests.polling import wait_until
 from tests.spark.conftest import create_topic, delete_records, jvm_confs, produce
 
 
@@ -182,6 +183,54 @@ def test_cli_run_killed_mid_write_then_rerun(spark_installed: None, broker: Any,
     assert down.returncode == load.EXIT_BROKER, down.stderr
     assert down.stderr.strip().splitlines()[-1].startswith(
         "kafkactl spark-load: error: broker unreachable: no broker answered at 127.0.0.1:1")
+
+
+def _job_processes(out: Path) -> list[int]:
+    """The pids of processes whose command line names `out` (the job's JVM and driver)."""
+    found = []
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit() and d.name != str(os.getpid()):
+            try:
+                cmdline = (d / "cmdline").read_bytes()
+            except OSError:
+                continue
+            if str(out).encode() in cmdline:
+                found.append(int(d.name))
+    return found
+
+
+@pytest.mark.slow  # spark-submit runs: tens of seconds
+def test_sigterm_to_kafkactl_stops_the_spark_job(spark_installed: None, broker: Any,
+                                                  tmp_path: Path) -> None:
+    """SIGTERM to `kafkactl spark-load` alone (what a supervisor sends): the Spark job
+    stops with it, exit 143 saying so, nothing left running and the output's lock free:
+    the rerun loads each record once. (The job ran on orphaned, held the lock, so the
+    next run exited 4, and committed later, after kafkactl had exited 143.)"""
+    b, out = broker.bootstrap, tmp_path / "out"
+    create_topic(b, "load.s", 2)
+    fill(b, "load.s", 2, 400, "r1")
+    cmd = [sys.executable, "-m", "kafkactl", "spark-load", "-b", b, "-t", "load.s",
+           "-o", str(out), "--master", "local[2]", "--max-records-per-partition", "20",
+           "--conf", "spark.ui.enabled=false", *jvm_confs()]
+    env = dict(os.environ, XDG_CACHE_HOME=str(tmp_path / "cache"))
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    staging = out / "_kafkactl" / "staging"
+    deadline = time.monotonic() + 240
+    while proc.poll() is None and time.monotonic() < deadline and not (
+            staging.exists() and any(staging.glob("*/data"))):
+        time.sleep(0.02)
+    assert proc.poll() is None, proc.communicate()[1].decode(errors="replace")[-3000:]
+    proc.send_signal(signal.SIGTERM)  # kafkactl's pid only
+    err = proc.communicate(timeout=120)[1].decode(errors="replace")
+    if proc.returncode == 0:  # the job finished before the signal arrived: nothing to test
+        pytest.skip("the load finished before SIGTERM reached it")
+    assert proc.returncode == 143, err[-3000:]
+    assert err.strip().splitlines()[-1].startswith(
+        "kafkactl spark-load: stopped by SIGTERM: the Spark job was stopped with it"), err
+    wait_until(lambda: not _job_processes(out), 60, "the Spark job's processes to end")
+    done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert loaded(out) == every({("load.s", 0): 400, ("load.s", 1): 400})
 
 
 def test_commit_group_holds_the_offsets(spark: Any, broker: Any, tmp_path: Path) -> None:
