@@ -34,17 +34,11 @@ from kafkactl.log.log import Log
 from kafkactl.log.log_dir_failure import RepeatedErrorLog
 from kafkactl.protocol.errors import ErrorCode
 from kafkactl.record.builder import RecordBatchBuilder
+from tests.log.helpers import Clock
 
 LEADER, LOCAL = 1, 2
 LOGGER = "kafkactl.broker.replica_fetcher"
 
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 500.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 def _batch(base: int, records: int = 5) -> bytes:
@@ -114,7 +108,7 @@ def test_full_disk_follower_appends_are_one_line_per_log_dir_per_30s(
     caplog.set_level(logging.DEBUG, logger=LOGGER)
     log_dir = tmp_path / "mnt"
     parts = [_follower(log_dir, "r", p) for p in range(50)]
-    clock = Clock()
+    clock = Clock(500.0)
     # 61 s of retries once a second for 50 partitions, then the disk has room again
     results = _run(parts, [(1.0, True, _batch(0))] * 61 + [(1.0, False, _batch(0))], clock)
     assert results == [False] * 61 * 50 + [True] * 50
@@ -145,7 +139,7 @@ def test_a_damaged_batch_from_the_leader_is_told_per_partition(
     parts = [_follower(tmp_path / "d", "t", p) for p in range(2)]
     damaged = bytearray(_batch(0))
     damaged[-1] ^= 0xFF  # the CRC fails
-    clock = Clock()
+    clock = Clock(500.0)
     assert _run(parts, [(1.0, False, bytes(damaged))] * 31, clock) == [False] * 62
     lines = _records(caplog)
     assert [(lvl, m.split(":")[0]) for lvl, m in lines] == [

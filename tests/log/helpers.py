@@ -24,6 +24,17 @@ class FakeTime:
         return self.now_ms / 1000
 
 
+class Clock:
+    """A monotonic clock the test moves by hand (`clock.now += 30`): for code that takes a
+    `clock` callable."""
+
+    def __init__(self, now: float = 1000.0) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+
 def make_batch(count: int = 3, ts: int = 1_000, value_size: int = 40, key: bytes | None = b"k"
                ) -> bytes:
     b = RecordBatchBuilder()

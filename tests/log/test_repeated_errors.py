@@ -20,17 +20,10 @@ from kafkactl.log import segment as segment_module
 from kafkactl.log.errors import KafkaStorageError
 from kafkactl.log.log import Log
 from kafkactl.log.log_dir_failure import STORAGE_ERROR_REPEAT_S, RepeatedErrorLog
-from tests.log.helpers import SMALL, FakeTime, make_batch
+from tests.log.helpers import SMALL, Clock, FakeTime, make_batch
 
 LOGGER = "kafkactl.test.repeated"
 
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 def _records(caplog: pytest.LogCaptureFixture, logger: str, level: int = logging.INFO
