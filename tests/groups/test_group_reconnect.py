@@ -102,3 +102,32 @@ def test_a_consumer_without_a_group_says_the_broker_is_gone(broker_factory: Any)
     err_reader.join(30)
     assert lines == [b"before\n", b"after\n"]
     assert b"Traceback" not in b"".join(errors)
+
+
+def test_a_group_consumer_started_before_its_broker_waits_for_it(broker_factory: Any) -> None:
+    """Started before the broker (a container that comes up first): it says it cannot
+    reach the cluster yet (it said it "lost its coordinator", which it never had), and
+    reads once the broker is up."""
+    b = broker_factory(**FAST)
+    _produce(b.bootstrap, "early", ["one"])
+    b.stop()
+    p = subprocess.Popen([sys.executable, "-m", "kafkactl", "consume", "-t", "early", "-G",
+                          "eg", "--from-beginning", "-b", b.bootstrap],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert p.stdout is not None and p.stderr is not None
+    lines: list[bytes] = []
+    errors: list[bytes] = []
+    reader, err_reader = read_lines(p.stdout, lines), read_lines(p.stderr, errors)
+    try:
+        wait_until(lambda: any(b"group eg: cannot reach the cluster yet" in e
+                               for e in errors), 60, "the consumer saying it waits")
+        assert not any(b"lost its coordinator" in e for e in errors), errors
+        b.start()
+        _produce(b.bootstrap, "early", ["two"])
+        wait_until(lambda: len(lines) >= 2, 120, "the records, once the broker is up")
+    finally:
+        p.send_signal(signal.SIGINT)
+    p.wait(60)
+    reader.join(30)
+    err_reader.join(30)
+    assert [x.decode().rstrip("\n") for x in lines] == ["one", "two"]

@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from kafkactl.client.connection import BrokerConnection
+from kafkactl.client.connection import CLOSED_EARLY_HINT, BrokerConnection
 from kafkactl.client.errors import (
     COORDINATOR_RETRIABLE,
     REJOIN_GROUP,
@@ -35,6 +35,7 @@ from kafkactl.protocol.errors import ErrorCode, KafkaError, error_for
 
 log = logging.getLogger(__name__)
 LOST_CLUSTER = "group %s: lost its coordinator (%s); looking for it again for up to %.0f s"
+NO_CLUSTER_YET = "group %s: cannot reach the cluster yet (%s); trying for up to %.0f s"
 
 TopicPartition = tuple[str, int]
 
@@ -140,12 +141,14 @@ class ConsumerCoordinator:
                     return True
             except (KafkaConnectionError, KafkaTimeoutError, NoBrokersAvailable) as e:
                 self._drop_coordinator()
-                if isinstance(e, NoBrokersAvailable) and not self.client.metadata_seen:
-                    raise  # never reached the cluster: nothing was lost, nothing to wait for
+                first_contact = not self.client.metadata_seen
+                if first_contact and CLOSED_EARLY_HINT in str(e):
+                    raise  # the wrong security protocol, most likely: waiting cannot help
                 now = time.monotonic()
                 if self.unreachable_since is None:
                     self.unreachable_since = now
-                    log.warning(LOST_CLUSTER, self.group_id, e, self.reconnect_timeout)
+                    log.warning(NO_CLUSTER_YET if first_contact else LOST_CLUSTER,
+                                self.group_id, e, self.reconnect_timeout)
                 elif now - self.unreachable_since >= self.reconnect_timeout:
                     raise
             if time.monotonic() >= deadline:
