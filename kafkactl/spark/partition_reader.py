@@ -251,10 +251,12 @@ class RangeReader:
                 nxt = pf.next_offset()
                 if nxt <= pos:
                     empty += 1
-                    if 0 <= pf.high_watermark <= pos and empty >= SHORT_LOG_RETRIES:
-                        self._missing(pos, f"the log ends at offset {pf.high_watermark} "
-                                           "(truncated since the read was planned?)")
-                        return
+                    if 0 <= pf.high_watermark <= pos:  # the log ends before the range does:
+                        if empty >= SHORT_LOG_RETRIES:  # after so many answers, not a time
+                            self._missing(pos, f"the log ends at offset {pf.high_watermark} "
+                                               "(truncated since the read was planned?)")
+                            return
+                        continue  # (each answer waited fetch.max.wait.ms for records)
                     if time.monotonic() - last_progress > timeout:
                         raise FetchError(f"reading {t}-{p}: no records at offset {pos} for "
                                          f"{timeout:.0f} s (high watermark "
