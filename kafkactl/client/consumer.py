@@ -41,7 +41,6 @@ from kafkactl.client.kafka_client import MISSING_ATTEMPTS, KafkaClient
 from kafkactl.client.security import ClientSecurity
 from kafkactl.protocol.api_keys import ApiKey
 from kafkactl.protocol.errors import (
-    CorruptMessageError,
     ErrorCode,
     OffsetOutOfRangeError,
     error_for,
@@ -686,6 +685,13 @@ class Consumer:
             self._reset([tp])
         elif pf.error_code in STALE_LEADER:
             self.client.cluster.invalidate(pf.topic, pf.partition)
+        elif pf.error_code == ErrorCode.CORRUPT_MESSAGE:
+            # the leader's log is damaged there: refetching cannot help, and the error is
+            # the data's, not the cluster's (Java's consumer raises it from poll)
+            raise CorruptFetchError(
+                pf.topic, pf.partition, pf.fetch_offset,
+                f"fetch {pf.topic}-{pf.partition} at offset {pf.fetch_offset}: the broker "
+                "answers CORRUPT_MESSAGE: its log is damaged at that offset")
         else:
             raise error_for(pf.error_code)(
                 f"fetch {pf.topic}-{pf.partition} at offset {pf.fetch_offset}")
@@ -698,8 +704,9 @@ class Consumer:
         off, n = self._stalled.get(tp, (pf.fetch_offset, 0))
         n = n + 1 if off == pf.fetch_offset else 1
         self._stalled[tp] = (pf.fetch_offset, n)
-        if n >= NO_PROGRESS_LIMIT:
-            raise CorruptMessageError(
+        if n >= NO_PROGRESS_LIMIT:  # (not a retriable Kafka error: a group gives up too)
+            raise CorruptFetchError(
+                pf.topic, pf.partition, pf.fetch_offset,
                 f"fetch {pf.topic}-{pf.partition} at offset {pf.fetch_offset} makes no "
                 f"progress: the broker answered {n} times with {len(pf.records)} bytes that "
                 f"hold no whole batch (high watermark {pf.high_watermark}); the log is "

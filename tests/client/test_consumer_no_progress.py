@@ -2,7 +2,9 @@
 below the partition limit that hold no whole batch, again and again at the same offset, are
 an error naming the offset instead of an endless refetch loop. (The real broker answers
 CORRUPT_MESSAGE for a torn batch, see tests/broker/test_startup_safety.py; this covers
-brokers that send the torn bytes.)"""
+brokers that send the torn bytes.) Both are the data's errors (CorruptFetchError), not a
+retriable Kafka error: a group consumer took them for a lost cluster and refetched for
+max.poll.interval.ms (5 minutes), saying it had lost its coordinator."""
 
 from __future__ import annotations
 
@@ -11,8 +13,8 @@ from collections.abc import Iterator
 import pytest
 
 from kafkactl.client.consumer import NO_PROGRESS_LIMIT, Consumer
-from kafkactl.client.fetcher import PartitionFetch
-from kafkactl.protocol.errors import CorruptMessageError
+from kafkactl.client.fetcher import CorruptFetchError, PartitionFetch
+from kafkactl.protocol.errors import KafkaError
 from kafkactl.record.batch import RecordBatchBuilder
 
 
@@ -41,8 +43,9 @@ def test_torn_batch_answers_are_an_error_with_the_offset(consumer: Consumer) -> 
     for _ in range(NO_PROGRESS_LIMIT - 1):
         consumer._handle(_answer(torn, 10), out)
     assert out == [] and consumer.positions[("t", 0)] == 10
-    with pytest.raises(CorruptMessageError, match="at offset 10 makes no progress"):
+    with pytest.raises(CorruptFetchError, match="at offset 10 makes no progress") as e:
         consumer._handle(_answer(torn, 10), out)
+    assert not isinstance(e.value, KafkaError) and e.value.offset == 10
 
 
 def test_progress_resets_the_count_and_a_full_partition_limit_is_not_torn(
@@ -62,5 +65,7 @@ def test_progress_resets_the_count_and_a_full_partition_limit_is_not_torn(
 
 def test_broker_error_names_the_offset(consumer: Consumer) -> None:
     answer = PartitionFetch("t", 0, 2, 100, 100, 0, memoryview(b""), 10)
-    with pytest.raises(CorruptMessageError, match="t-0 at offset 10"):
+    with pytest.raises(CorruptFetchError, match="t-0 at offset 10: the broker answers "
+                                                "CORRUPT_MESSAGE") as e:
         consumer._handle(answer, [])
+    assert not isinstance(e.value, KafkaError) and e.value.offset == 10
