@@ -37,6 +37,29 @@ def parse_key_values(items: Iterable[str], what: str) -> dict[str, str]:
     return out
 
 
+def flag_or_property(flag: str | None, prop: list[str], key: str, flag_name: str,
+                     refused: dict[str, str] | None = None, refused_as: str = ""
+                     ) -> tuple[str | None, list[str]]:
+    """An option that Kafka's console tools take as `--property KEY=VALUE` (-X here too):
+    the flag's value or the property's (the last given), and the other -X items; the two
+    must agree, and the `refused` keys (key -> what does their work here; `refused_as`
+    says what they are) are refused. fail(..., 2) otherwise."""
+    given: str | None = None
+    rest: list[str] = []
+    for item in prop:
+        name, sep, value = item.partition("=")
+        name = name.strip()
+        if sep and name == key:
+            given = value
+            continue
+        if refused and name in refused:
+            raise fail(f"-X {name}: {refused_as}; {refused[name]}", 2)
+        rest.append(item)
+    if flag is not None and given is not None and flag != given:
+        raise fail(f"{flag_name} {flag} and -X {key}={given} disagree: give one", 2)
+    return (flag if flag is not None else given), rest
+
+
 def fail(message: str, code: int = 1) -> typer.Exit:
     """Print a clear error on stderr and return an Exit to raise."""
     typer.echo(f"error: {message}", err=True)

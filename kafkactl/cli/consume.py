@@ -20,6 +20,7 @@ from kafkactl.cli._client_options import (
     bootstrap_option,
     command_config_option,
     fail,
+    flag_or_property,
     property_option,
     unescape,
 )
@@ -71,19 +72,8 @@ NULL_LITERAL_PROPERTY = "null.literal"
 
 def _null_literal(flag: str | None, prop: list[str]) -> tuple[str | None, list[str]]:
     """--null-literal, or -X null.literal (Kafka's console consumer's --property; the last
-    one given wins), and the other -X items; the two must agree (BadParameter)."""
-    given: str | None = None
-    rest: list[str] = []
-    for item in prop:
-        key, sep, value = item.partition("=")
-        if sep and key.strip() == NULL_LITERAL_PROPERTY:
-            given = value
-        else:
-            rest.append(item)
-    if flag is not None and given is not None and flag != given:
-        raise typer.BadParameter(f"--null-literal {flag} and -X {NULL_LITERAL_PROPERTY}="
-                                 f"{given} disagree: give one")
-    return (flag if flag is not None else given), rest
+    one given wins), and the other -X items; the two must agree (exit 2)."""
+    return flag_or_property(flag, prop, NULL_LITERAL_PROPERTY, "--null-literal")
 
 
 def _null_text(print_null: bool, null_literal: str | None, as_json: bool) -> bytes:
@@ -300,10 +290,7 @@ def consume(  # noqa: C901
 
     keep_freed_memory()
 
-    try:
-        null_literal, prop = _null_literal(null_literal, prop)
-    except typer.BadParameter as e:
-        raise fail(str(e), 2) from None
+    null_literal, prop = _null_literal(null_literal, prop)
     security, settings = consumer_options(prop, command_config)
     if settings.group_id is not None:
         if group is not None and group != settings.group_id:

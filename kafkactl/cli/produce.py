@@ -20,6 +20,7 @@ from kafkactl.cli._client_options import (
     bootstrap_option,
     command_config_option,
     fail,
+    flag_or_property,
     property_option,
     stderr_is_tty,
     unescape,
@@ -284,22 +285,10 @@ def _null_marker(flag: str | None, prop: list[str]) -> tuple[bytes | None, list[
     bytes of the command line, whatever their encoding); and the other -X items. The flag
     and the property must agree, and the line reader's other properties are refused naming
     the option that does their work (exit 2)."""
-    given: str | None = None
-    rest: list[str] = []
-    for item in prop:
-        key, sep, value = item.partition("=")
-        key = key.strip()
-        if sep and key == NULL_MARKER_PROPERTY:
-            given = value
-            continue
-        if key in READER_PROPERTIES:
-            raise fail(f"-X {key}: a property of Kafka's console producer's line reader; "
-                       f"kafkactl produce takes {READER_PROPERTIES[key]}", 2)
-        rest.append(item)
-    if flag is not None and given is not None and flag != given:
-        raise fail(f"--null-marker {flag} and -X {NULL_MARKER_PROPERTY}={given} disagree: "
-                   "give one", 2)
-    marker = flag if flag is not None else given
+    marker, rest = flag_or_property(
+        flag, prop, NULL_MARKER_PROPERTY, "--null-marker",
+        {k: f"kafkactl produce takes {v}" for k, v in READER_PROPERTIES.items()},
+        "a property of Kafka's console producer's line reader")
     return (os.fsencode(marker) if marker is not None else None), rest
 
 

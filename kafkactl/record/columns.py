@@ -46,8 +46,8 @@ MAX_DELTA = len(ZIGZAG) - 1  # offset deltas the tables cover (the caller encode
 # Key and value lengths the tables cover: a record's length must stay inside ZIGZAG too.
 MAX_FIELDS = MAX_DELTA - 32
 RUN = 4096  # records encoded per step (a batch takes what fits of a step's run)
-NULL_KEY = b"\x01"
 NULL_LENGTH = b"\x01"  # a null key's or value's length varint (-1)
+NULL_KEY = NULL_LENGTH
 NULL_KEY_NULL_VALUE = NULL_KEY + NULL_LENGTH
 NO_HEADERS = b"\x00"
 ATTRIBUTES_AND_TIMESTAMP = b"\x00\x00"  # attributes 0, timestamp delta 0

@@ -3,10 +3,12 @@ where it was; with the broker gone for good it gives up after max.poll.interval.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import signal
 import subprocess
 import sys
+from collections.abc import Iterator
 from typing import Any
 
 from tests.groups.helpers import FAST, kafkactl, read_lines, wait_until
@@ -19,18 +21,32 @@ def _produce(bootstrap: str, topic: str, values: list[str]) -> None:
     assert r.returncode == 0, r.stderr
 
 
-def test_group_consumer_survives_a_broker_restart(broker_factory: Any) -> None:
-    b = broker_factory(**FAST)
-    first = [f"before-{i}" for i in range(100)]
-    _produce(b.bootstrap, "restarted", first)
-    p = subprocess.Popen([sys.executable, "-m", "kafkactl", "consume", "-t", "restarted",
-                          "-G", "rg", "--from-beginning", "-b", b.bootstrap],
+@contextlib.contextmanager
+def _consuming(*args: str) -> Iterator[tuple[subprocess.Popen[bytes], list[bytes],
+                                              list[bytes]]]:
+    """`kafkactl consume ARGS` with its stdout and stderr lines collected as they come;
+    stopped with SIGINT (as Ctrl-C) on the way out, and waited for."""
+    p = subprocess.Popen([sys.executable, "-m", "kafkactl", "consume", *args],
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     assert p.stdout is not None and p.stderr is not None
     lines: list[bytes] = []
     errors: list[bytes] = []
     reader, err_reader = read_lines(p.stdout, lines), read_lines(p.stderr, errors)
     try:
+        yield p, lines, errors
+    finally:
+        p.send_signal(signal.SIGINT)
+        p.wait(60)
+        reader.join(30)
+        err_reader.join(30)
+
+
+def test_group_consumer_survives_a_broker_restart(broker_factory: Any) -> None:
+    b = broker_factory(**FAST)
+    first = [f"before-{i}" for i in range(100)]
+    _produce(b.bootstrap, "restarted", first)
+    with _consuming("-t", "restarted", "-G", "rg", "--from-beginning", "-b",
+                    b.bootstrap) as (p, lines, errors):
         wait_until(lambda: len(lines) >= 100, 60, "the first 100 records")
         b.stop()  # down until the consumer has noticed (its heartbeat fails)
         wait_until(lambda: any(b"lost its coordinator" in e for e in errors), 60,
@@ -40,13 +56,8 @@ def test_group_consumer_survives_a_broker_restart(broker_factory: Any) -> None:
         _produce(b.bootstrap, "restarted", second)
         wait_until(lambda: len(lines) >= 200, 120, "the records produced after the restart")
         assert p.poll() is None  # still running
-    finally:
-        p.send_signal(signal.SIGINT)
-    rc = p.wait(60)
-    reader.join(30)
-    err_reader.join(30)
     err = b"".join(errors).decode()
-    assert rc == 0, err
+    assert p.returncode == 0, err
     assert [x.decode().rstrip("\n") for x in lines] == first + second  # no gap, no repeat
     shown = kafkactl("offsets", "show", "-G", "rg", "--json", "-b", b.bootstrap)
     assert [row["current_offset"] for row in json.loads(shown.stdout)] == [200], (
@@ -78,14 +89,8 @@ def test_a_consumer_without_a_group_says_the_broker_is_gone(broker_factory: Any)
     longer waits in silence), says when it fetches again, and prints what came after."""
     b = broker_factory(**FAST)
     _produce(b.bootstrap, "plain-restart", ["before"])
-    p = subprocess.Popen([sys.executable, "-m", "kafkactl", "consume", "-t", "plain-restart",
-                          "--from-beginning", "-b", b.bootstrap],
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    assert p.stdout is not None and p.stderr is not None
-    lines: list[bytes] = []
-    errors: list[bytes] = []
-    reader, err_reader = read_lines(p.stdout, lines), read_lines(p.stderr, errors)
-    try:
+    with _consuming("-t", "plain-restart", "--from-beginning", "-b",
+                    b.bootstrap) as (p, lines, errors):
         wait_until(lambda: lines == [b"before\n"], 60, "the first record")
         b.stop()
         wait_until(lambda: any(b"cannot fetch from broker" in e for e in errors), 60,
@@ -95,11 +100,7 @@ def test_a_consumer_without_a_group_says_the_broker_is_gone(broker_factory: Any)
         wait_until(lambda: len(lines) >= 2, 120, "the record produced after the restart")
         wait_until(lambda: any(b"fetching again" in e for e in errors), 30,
                    "the notice that it fetches again")
-    finally:
-        p.send_signal(signal.SIGINT)
-    assert p.wait(60) == 0
-    reader.join(30)
-    err_reader.join(30)
+    assert p.returncode == 0
     assert lines == [b"before\n", b"after\n"]
     assert b"Traceback" not in b"".join(errors)
 
@@ -111,23 +112,12 @@ def test_a_group_consumer_started_before_its_broker_waits_for_it(broker_factory:
     b = broker_factory(**FAST)
     _produce(b.bootstrap, "early", ["one"])
     b.stop()
-    p = subprocess.Popen([sys.executable, "-m", "kafkactl", "consume", "-t", "early", "-G",
-                          "eg", "--from-beginning", "-b", b.bootstrap],
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    assert p.stdout is not None and p.stderr is not None
-    lines: list[bytes] = []
-    errors: list[bytes] = []
-    reader, err_reader = read_lines(p.stdout, lines), read_lines(p.stderr, errors)
-    try:
+    with _consuming("-t", "early", "-G", "eg", "--from-beginning", "-b",
+                    b.bootstrap) as (_p, lines, errors):
         wait_until(lambda: any(b"group eg: cannot reach the cluster yet" in e
                                for e in errors), 60, "the consumer saying it waits")
         assert not any(b"lost its coordinator" in e for e in errors), errors
         b.start()
         _produce(b.bootstrap, "early", ["two"])
         wait_until(lambda: len(lines) >= 2, 120, "the records, once the broker is up")
-    finally:
-        p.send_signal(signal.SIGINT)
-    p.wait(60)
-    reader.join(30)
-    err_reader.join(30)
     assert [x.decode().rstrip("\n") for x in lines] == ["one", "two"]
