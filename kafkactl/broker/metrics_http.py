@@ -156,8 +156,9 @@ def behind_reason(services: BrokerServices) -> str | None:
     """A cluster broker's catching up, from the controller's metadata: None when every
     partition it follows (it is a replica, another live broker leads) has it in the ISR;
     else which do not. A replica this broker could not make or open (its log dir offline
-    since the start, KIP-112, or failing when the replica came) is not catching up: it
-    cannot until the broker restarts with the dir repaired, which is said instead."""
+    since the start, KIP-112, or after a storage error, or failing when the replica came)
+    is not catching up: it cannot until the broker restarts with the dir repaired, which
+    is said instead."""
     cache = services.metadata_cache
     if not getattr(cache, "updated", True):
         return "no metadata from the controller yet"
@@ -178,13 +179,13 @@ def behind_reason(services: BrokerServices) -> str | None:
                 f"({_shown(behind)})")
     if stuck:
         lm = services.log_manager
-        at_start = set(lm.offline)
-        failing = lm.offline_dirs() - at_start
+        at_start = set(lm.offline) - lm.went_offline
+        failing = lm.offline_dirs() - set(lm.offline)
         where = " and ".join(
-            [f"offline since the start ({', '.join(sorted(map(str, at_start)))})"] * bool(
-                at_start)
-            + [f"with storage errors ({', '.join(sorted(map(str, failing)))})"] * bool(failing)
-        ) or "that failed"
+            f"{what} ({', '.join(sorted(map(str, dirs)))})" for what, dirs in (
+                ("offline since the start", at_start),
+                ("offline after a storage error", lm.went_offline),
+                ("with storage errors", failing)) if dirs) or "that failed"
         return (f"log dir(s) {where}: {len(stuck)} replica(s) there cannot rejoin their ISR "
                 f"until the broker restarts with the dir repaired ({_shown(stuck)})")
     return None

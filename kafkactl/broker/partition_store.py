@@ -147,6 +147,13 @@ class PartitionStore:
             self.offline.discard((topic, p))
             self.purgatory.wake((topic, p))
 
+    def take_offline(self, topic: str, partition: int) -> None:
+        """Stop hosting (topic, partition), whose log dir went offline: from now on it
+        answers KAFKA_STORAGE_ERROR (`offline`); fetches waiting on it return."""
+        self.partitions.pop((topic, partition), None)
+        self.offline.add((topic, partition))
+        self.purgatory.wake((topic, partition))
+
     def delete_logs(self, topic: str, partitions: Iterable[int]) -> list[tuple[int, OSError]]:
         """Delete the logs of partitions no longer hosted (thread-safe: a worker thread
         does the disk work of a large deletion); the partitions whose dir could not be

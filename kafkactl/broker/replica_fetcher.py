@@ -43,7 +43,7 @@ from kafkactl.cluster.broker_connection import (
 )
 from kafkactl.log.errors import KafkaStorageError, LogError
 from kafkactl.log.leader_epoch_cache import UNDEFINED_EPOCH, UNDEFINED_OFFSET
-from kafkactl.log.log_dir_failure import RepeatedErrorLog
+from kafkactl.log.log_dir_failure import RepeatedErrorLog, StorageErrorLog
 from kafkactl.protocol.api_keys import ApiKey
 from kafkactl.protocol.errors import ErrorCode, KafkaError
 
@@ -102,6 +102,8 @@ class ReplicaFetcherManager:
         # appends of the leader's records that fail (retried every backoff): per log dir
         # for a disk error (all its partitions fail alike), else per partition
         self.append_errors = RepeatedErrorLog(log)
+        # a disk error in a follower's append takes its dir offline (a cluster's brokers)
+        self.storage_errors: StorageErrorLog | None = None
 
     def follow(self, part: Partition) -> None:
         """Fetch `part` from its leader (after truncating to where the leader agrees)."""
@@ -273,7 +275,7 @@ class ReplicaFetcher:
             try:
                 size = part.append_as_follower(memoryview(records), r["high_watermark"])
             except (OSError, LogError) as e:
-                _append_failed(errors, part, e)
+                _append_failed(errors, part, e, self.manager.storage_errors)
                 return False
             if errors.failing:
                 _append_worked(errors, part)
@@ -318,11 +320,16 @@ class ReplicaFetcher:
             part.restart_at(ends[EARLIEST])
 
 
-def _append_failed(errors: RepeatedErrorLog, part: Partition, e: Exception) -> None:
-    """A follower's append failed: told per log dir for a disk error, else per partition
-    (rate-limited: the fetch is retried every replica.fetch.backoff.ms)."""
+def _append_failed(errors: RepeatedErrorLog, part: Partition, e: Exception,
+                   storage_errors: StorageErrorLog | None = None) -> None:
+    """A follower's append failed: told per log dir for a disk error (to `storage_errors`
+    when given: its dir goes offline), else per partition (rate-limited: the fetch is
+    retried every replica.fetch.backoff.ms)."""
     if isinstance(e, KafkaStorageError | OSError):
         log_dir = e.log_dir if isinstance(e, KafkaStorageError) else part.log.dir.parent
+        if storage_errors is not None and storage_errors.listener is not None:
+            storage_errors.failed(log_dir, f"{part}: cannot append the leader's records: {e}")
+            return
         errors.failed(log_dir, "%s: cannot append the leader's records to log dir %s: %s",
                       part, log_dir, e)
     else:

@@ -162,6 +162,21 @@ class ReplicaStates:
                                                         ErrorCode.NOT_LEADER_OR_FOLLOWER)
             self.store.stop_hosting(topic, range(p, p + 1))
 
+    def take_offline(self, partitions: Iterable[TopicPartition]) -> None:
+        """Their log dir went offline (a storage error, in a cluster): stop leading and
+        following them at once, as StopReplica does, their waiting produces failed with
+        KAFKA_STORAGE_ERROR, which they answer from now to the next start; the controller,
+        told through ZooKeeper, moves their leadership to other in-sync replicas."""
+        for topic, p in partitions:
+            key = (topic, p)
+            listener = self.listeners.get(topic)
+            if listener is not None:
+                listener.resigned(p)
+            if self.fetchers is not None:
+                self.fetchers.unfollow(key)
+            self.replica_manager.produce_purgatory.fail(key, ErrorCode.KAFKA_STORAGE_ERROR)
+            self.store.take_offline(topic, p)
+
     # ---- a whole request --------------------------------------------------------------------
     async def become_leader_or_follower(self, topic_states: list[dict[str, Any]]
                                         ) -> list[dict[str, Any]]:

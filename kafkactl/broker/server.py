@@ -32,6 +32,7 @@ from kafkactl.broker.dynamic_config import FILE_NAME as DYNAMIC_CONFIG_FILE
 from kafkactl.broker.dynamic_config import DynamicBrokerConfig
 from kafkactl.broker.handlers import HANDLERS
 from kafkactl.broker.isr_changer import IsrChanger
+from kafkactl.broker.log_dir_failure_handler import LogDirFailureHandler
 from kafkactl.broker.metadata_cache import BrokerEndpoint, StandaloneMetadataCache
 from kafkactl.broker.metrics import BrokerMetrics, MeteredHandler
 from kafkactl.broker.network import SocketServer
@@ -246,6 +247,8 @@ class KafkaServer:
         self.zk_registration: ZkRegistration | None = None
         self.cluster: ZkCluster | None = None
         self.isr_changer: IsrChanger | None = None
+        self.log_dir_failures: LogDirFailureHandler | None = None
+        self.exit_code = 0  # 1 once it stops because its log dirs failed
         self._local_topics: dict[str, tuple[int, dict[str, str]]] = {}
         self._topic_metadata_path: Path | None = None
         self.services: BrokerServices | None = None
@@ -358,6 +361,10 @@ class KafkaServer:
                                           lambda: registration.broker_epoch,
                                           replica_manager.high_watermark_moved, inter_broker)
             replica_manager.isr_changes = self.isr_changer
+            self.log_dir_failures = LogDirFailureHandler(
+                asyncio.get_running_loop(), log_manager, replica_states,
+                registration.zk, cfg.broker_id, self._stop_after_failure)
+            self.log_dir_failures.start()
             # replication throttling: the live broker props (dynamic configs land there)
             # and each topic's overrides say what is throttled, and how much
             from kafkactl.broker.replication_quota import ReplicationQuota
@@ -578,6 +585,10 @@ class KafkaServer:
             log.info("received %s: shutting down", signame or "stop request")
             self._stop.set()
 
+    def _stop_after_failure(self, why: str) -> None:
+        self.exit_code = 1
+        self.request_stop(why)
+
     def install_signal_handlers(self) -> None:
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
@@ -615,6 +626,8 @@ class KafkaServer:
     async def shutdown(self) -> None:
         if self.metrics is not None:
             self.metrics.ready = False
+        if self.log_dir_failures is not None:  # its own errors from now on are only logged
+            self.log_dir_failures.stop()
         try:
             await self._shutdown()
         finally:

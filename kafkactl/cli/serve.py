@@ -203,7 +203,7 @@ async def _run(cfg: object, explicit: set[str]) -> int:
         return 0
     await server.serve_forever()
     _exit_watchdog(EXIT_GRACE_S)
-    return 0
+    return server.exit_code
 
 
 def _exit_watchdog(grace_s: float) -> None:

@@ -35,7 +35,7 @@ import uuid
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from kafkactl.cluster import controller_admin, controller_zk, zk_paths
+from kafkactl.cluster import controller_admin, controller_zk, log_dir_events, zk_paths
 from kafkactl.cluster import controller_decisions as decisions
 from kafkactl.cluster import topic_state as zk_topics
 from kafkactl.cluster.broker_connection import PLAINTEXT, InterBrokerSecurity
@@ -60,6 +60,7 @@ from kafkactl.cluster.controller_events import (
     ElectLeaders,
     EventManager,
     Expire,
+    LogDirEventNotification,
     PartitionModification,
     Reassign,
     ReplicasOffline,
@@ -151,7 +152,8 @@ class KafkaController(BrokerNotices):
             self._enqueue(Elect())
 
         def prepare() -> None:
-            for path in (zk_paths.BROKER_IDS, zk_paths.BROKER_TOPICS, zk_paths.DELETE_TOPICS):
+            for path in (zk_paths.BROKER_IDS, zk_paths.BROKER_TOPICS, zk_paths.DELETE_TOPICS,
+                         zk_paths.LOG_DIR_EVENTS):
                 self.zk.ensure_path(path)
             if self._watching:
                 return
@@ -160,6 +162,8 @@ class KafkaController(BrokerNotices):
             ChildrenWatch(self.zk, zk_paths.BROKER_IDS, on_children(BrokerChange()))
             ChildrenWatch(self.zk, zk_paths.BROKER_TOPICS, on_children(TopicChange()))
             ChildrenWatch(self.zk, zk_paths.DELETE_TOPICS, on_children(TopicDeletion()))
+            ChildrenWatch(self.zk, zk_paths.LOG_DIR_EVENTS,
+                          on_children(LogDirEventNotification()))
             self.zk.add_listener(self._on_session_state)
 
         await asyncio.to_thread(prepare)
@@ -276,6 +280,8 @@ class KafkaController(BrokerNotices):
                 await self.deletions.on_requests()
             case ReplicaStopped(topic=topic, broker_id=broker_id, response=response):
                 await self.deletions.on_replica_stopped(topic, broker_id, response)
+            case LogDirEventNotification():
+                await self._on_log_dir_events()
             case ReplicasOffline(broker_id=broker_id, broker_epoch=epoch, partitions=parts):
                 await self._on_replicas_offline(broker_id, epoch, parts)
             case ControlledShutdown(broker_id=broker_id, future=future):
@@ -383,6 +389,7 @@ class KafkaController(BrokerNotices):
         for b in view.brokers:
             self._send_leader_and_isr(b, view.partitions_of(b), full=True)
         self._enqueue(TopicDeletion())
+        self._enqueue(LogDirEventNotification())  # those a deposed controller left
 
     def _read_brokers_and_topics(self) -> tuple[dict[int, BrokerInfo], list[str]]:
         """(worker thread) The live brokers and the topics' names."""
@@ -421,6 +428,23 @@ class KafkaController(BrokerNotices):
                 [tp for tp in changed if b in self.view.assignments[tp[0]][tp[1]]]
             self._send_leader_and_isr(b, hosted, full=b in new)
         self.deletions.resume_for(new)
+
+    async def _on_log_dir_events(self) -> None:
+        """Brokers took log dirs offline while they ran: each is sent a LeaderAndIsr for
+        every replica it has, whose KAFKA_STORAGE_ERROR answers name the replicas offline
+        now (ReplicasOffline moves their leadership), and the notifications are deleted
+        (Kafka's onBrokerLogDirFailure)."""
+        events = await asyncio.to_thread(log_dir_events.read, self.zk)
+        self.check_active()
+        brokers = sorted({e.broker_id for e in events if e.broker_id is not None}
+                         & set(self.view.brokers))
+        if brokers:
+            log.warning("broker(s) %s took a log dir offline: asking which of their replicas "
+                        "they still host", brokers)
+        for b in brokers:
+            self._send_leader_and_isr(b, self.view.partitions_of(b))
+        await asyncio.to_thread(log_dir_events.delete, self.zk, self.epoch_zk_version,
+                                events)
 
     async def _on_replicas_offline(self, broker_id: int, broker_epoch: int,
                                    partitions: frozenset[TopicPartition]) -> None:

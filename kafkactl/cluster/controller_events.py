@@ -45,6 +45,11 @@ class TopicDeletion:
 
 
 @dataclass(frozen=True)
+class LogDirEventNotification:
+    """/log_dir_event_notification changed: a broker took a log dir offline."""
+
+
+@dataclass(frozen=True)
 class AutoRebalance:
     """leader.imbalance.check.interval.seconds passed."""
 
@@ -118,7 +123,7 @@ class Reassign:
 
 
 PlainEvent = (Elect | Expire | BrokerChange | TopicChange | TopicDeletion | AutoRebalance
-              | UncleanLeaderElectionEnable)
+              | UncleanLeaderElectionEnable | LogDirEventNotification)
 RequestEvent = ControlledShutdown | AlterPartition | ElectLeaders | Reassign
 ControllerEvent = (PlainEvent | PartitionModification | TopicUncleanLeaderElectionEnable
                    | ReplicaStopped | ReplicasOffline | RequestEvent)

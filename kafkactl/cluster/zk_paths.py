@@ -22,6 +22,8 @@ Kafka's ZooKeeper mode). Paths are relative to the chroot of `zookeeper.connect`
     /config/changes/config_change_[seq]            {"version":2,"entity_path":"users/[user]"}
                                                    (also "topics/[topic]", "brokers/[id]",
                                                    "brokers/<default>")
+    /log_dir_event_notification/log_dir_event_[seq]  {"version":1,"broker":id,"event":1}
+                                                   (a broker took a log dir offline)
 """
 
 from __future__ import annotations
@@ -47,6 +49,8 @@ CONFIG_BROKERS = "/config/brokers"
 DEFAULT_BROKER_ENTITY = "<default>"  # /config/brokers/<default>: the cluster-wide layer
 CONFIG_CHANGES = "/config/changes"
 CONFIG_CHANGE_PREFIX = "config_change_"
+LOG_DIR_EVENTS = "/log_dir_event_notification"
+LOG_DIR_EVENT_PREFIX = "log_dir_event_"
 
 
 def broker(broker_id: int) -> str:

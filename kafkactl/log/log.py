@@ -637,6 +637,19 @@ class Log:
                 seg.close_clean()
             self._segs.close_pending()
 
+    def close_files(self) -> None:
+        """Close the files without writing to them (no final index entries, no trim):
+        the log of a dir that failed. Each segment's files are closed even if another's
+        close fails."""
+        with self._lock:
+            self._closed = True
+            segments = list(self._segs.segments)
+        for seg in segments:
+            with contextlib.suppress(OSError):
+                seg.close()
+        with contextlib.suppress(OSError):
+            self._segs.close_pending()
+
     def delete(self) -> None:
         """Close and remove the whole partition directory."""
         import shutil

@@ -1,6 +1,7 @@
-"""How the broker tells of a log dir's disk failures (Kafka's LogDirFailureChannel, kept
-online: see kafkactl.log.manager): an OSError described in a few words, the error of a
-dir unusable at start, and the once-per-dir broker-log lines of storage errors
+"""How the broker tells of a log dir's disk failures (Kafka's LogDirFailureChannel: a
+cluster's broker takes the dir offline through `StorageErrorLog.listener`, a standalone
+one keeps it online, see kafkactl.log.manager): an OSError described in a few words, the
+error of a dir unusable at start, and the once-per-dir broker-log lines of storage errors
 (StorageErrorLog; RepeatedErrorLog rate-limits other errors that repeat with every retry
 the same way: a segment's failed cut-back, a follower's failed append)."""
 
@@ -118,6 +119,9 @@ class StorageErrorLog(RepeatedErrorLog):
     def __init__(self, repeat_s: float = STORAGE_ERROR_REPEAT_S,
                  clock: Callable[[], float] = _time.monotonic) -> None:
         super().__init__(log, repeat_s, clock)
+        # a cluster's broker takes a failing dir offline (Kafka's LogDirFailureChannel):
+        # called with the dir and what failed, on the thread of the error, every time
+        self.listener: Callable[[Path, str], None] | None = None
 
     def failing_dirs(self) -> set[Path]:
         """The dirs with errors not followed by a success yet."""
@@ -128,8 +132,11 @@ class StorageErrorLog(RepeatedErrorLog):
         """A disk error in log dir `key`; `msg % args` says what failed."""
         what = msg % args if args else msg
         more, _since = self._tick(key)
+        listener = self.listener
         if more is None:
             log.debug("storage error in log dir %s: %s", key, what)
+        elif listener is not None:  # it says what follows (the dir goes offline)
+            log.error("Storage error in log dir %s: %s.", key, what)
         elif more < 0:
             log.error("Storage error in log dir %s: %s. Its partitions answer produces with "
                       "KAFKA_STORAGE_ERROR (clients retry) until this is fixed (free space, "
@@ -138,6 +145,8 @@ class StorageErrorLog(RepeatedErrorLog):
         else:
             log.warning("Storage errors continue in log dir %s (%d more since the last "
                         "report): %s", key, more, what)
+        if listener is not None:
+            listener(cast(Path, key), what)
 
     def succeeded(self, log_dir: Path, what: str) -> None:
         if self._untick(log_dir) is not None:

@@ -10,7 +10,9 @@ schedules (flush/retention may run on a worker thread); `shutdown()` flushes, cl
 (trimming indexes), checkpoints and writes the marker.
 
 Disk errors (a full disk: ENOSPC; EIO): Kafka marks the log dir offline on its first I/O
-error and stops serving its partitions until a restart. We keep the dir online instead: a
+error and stops serving its partitions until a restart. A cluster's broker does too
+(`take_dir_offline`, driven by kafkactl.broker.log_dir_failure_handler through
+`storage_errors.listener`). A standalone broker keeps the dir online instead: a
 failed append changes nothing and answers KAFKA_STORAGE_ERROR (clients retry), so produces
 succeed again as soon as space is freed, and fetches keep reading what is there; until
 an append there succeeds again the dir takes no new partition (`create_log`), and with
@@ -141,7 +143,9 @@ class LogManager:
         self._values_written = 0
         self._pending_dir_deletes: list[Path] = []
         self.had_clean_shutdown: dict[Path, bool] = {}
-        self.offline: dict[Path, str] = {}  # dirs that failed at start -> why (KIP-112)
+        self.offline: dict[Path, str] = {}  # offline dirs -> why (KIP-112)
+        self.went_offline: set[Path] = set()  # ... of them, those taken offline at runtime
+        self._retired: list[Log] = []  # their logs, closed (unwritten) at shutdown
         self.loaded = False
         self.storage_errors = StorageErrorLog()
 
@@ -188,20 +192,43 @@ class LogManager:
         error = LogDirUnusableError.of(d, e)
         if d == self.log_dirs[0]:
             raise error from e
+        for _tp, lg in self._forget_dir(d, str(error)):
+            with contextlib.suppress(Exception):
+                lg.close()
+        log.error("%s It is offline until the broker restarts with it repaired: its "
+                  "partitions are unavailable here (other replicas, if any, lead them), "
+                  "and no partition is created in it or again elsewhere.", error)
+
+    def take_dir_offline(self, d: Path, reason: str) -> list[TopicPartition]:
+        """A storage error in dir `d` while the broker runs, in a cluster (Kafka's
+        handleLogDirFailure): from now to the next start the dir is offline as if it had
+        failed at start (`offline`, `went_offline`): its logs are dropped, no log is made
+        in it (nor, for a replica that existed, elsewhere), it is not checkpointed and it
+        gets no clean-shutdown marker (the next start recovers it). The dropped logs'
+        files stay open until shutdown, unwritten: a fetch response being sent may still
+        read them. The partitions whose log was there; [] when `d` was offline already."""
+        if d in self.offline or d not in self.log_dirs:
+            return []
+        gone = self._forget_dir(d, reason)
+        self.went_offline.add(d)
+        self._retired.extend(lg for _tp, lg in gone)
+        return [tp for tp, _lg in gone]
+
+    def _forget_dir(self, d: Path, reason: str) -> list[tuple[TopicPartition, Log]]:
+        """Mark `d` offline for `reason`, drop its logs (returned, open) and release its
+        lock."""
         with self._lock:
-            for tp in [tp for tp, owner in self._log_dir_of.items() if owner == d]:
-                with contextlib.suppress(Exception):
-                    self._logs.pop(tp).close()
+            gone = [(tp, self._logs.pop(tp)) for tp, owner in list(self._log_dir_of.items())
+                    if owner == d and tp in self._logs]
+            for tp, _lg in gone:
                 del self._log_dir_of[tp]
             self._logs_per_dir.pop(d, None)
+            self.offline[d] = reason
         fd = self._lock_fds.pop(d, None)
         if fd is not None:
             with contextlib.suppress(OSError):
                 os.close(fd)
-        self.offline[d] = str(error)
-        log.error("%s It is offline until the broker restarts with it repaired: its "
-                  "partitions are unavailable here (other replicas, if any, lead them), "
-                  "and no partition is created in it or again elsewhere.", error)
+        return gone
 
     def _load_dir(self, d: Path) -> None:
         marker = d / CLEAN_SHUTDOWN_MARKER
@@ -447,6 +474,7 @@ class LogManager:
         Disk errors do not stop it: a dir whose logs could not be flushed or closed gets
         no marker (the next start recovers its logs), and one whose marker cannot be
         written is simply recovered too."""
+        self._close_retired()
         if not self._lock_fds:
             return
         unclean: set[Path] = set()
@@ -490,6 +518,13 @@ class LogManager:
         for log in list(self._logs.values()):
             with contextlib.suppress(Exception):
                 log.close()
+
+    def _close_retired(self) -> None:
+        """The files of the logs of dirs taken offline at runtime, closed without a write."""
+        retired, self._retired = self._retired, []
+        for lg in retired:
+            with contextlib.suppress(Exception):
+                lg.close_files()
 
     def _release_locks(self) -> None:
         for fd in self._lock_fds.values():

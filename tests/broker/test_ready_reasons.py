@@ -16,14 +16,16 @@ ME = 2
 
 
 def _services(partitions: dict[int, dict[str, Any]], offline_tps: set[tuple[str, int]],
-              at_start: set[Path], failing: set[Path]) -> Any:
+              at_start: set[Path], failing: set[Path], went: frozenset[Path] = frozenset()
+              ) -> Any:
     topic = SimpleNamespace(partitions={
         p: SimpleNamespace(partition=p, replicas=[1, ME], leader=1, isr=meta["isr"],
                            offline_replicas=meta.get("offline", []))
         for p, meta in partitions.items()})
     cache = SimpleNamespace(updated=True, topic_names=lambda: ["h"], topic=lambda _n: topic)
-    log_manager = SimpleNamespace(offline={d: "why" for d in at_start},
-                                  offline_dirs=lambda: failing | at_start)
+    log_manager = SimpleNamespace(offline={d: "why" for d in at_start | went},
+                                  went_offline=set(went),
+                                  offline_dirs=lambda: failing | at_start | went)
     return SimpleNamespace(metadata_cache=cache, broker_id=ME,
                            partitions=SimpleNamespace(offline=offline_tps),
                            log_manager=log_manager)
@@ -51,6 +53,14 @@ def test_offline_since_the_start_and_failing() -> None:
                                    {Path("/b")}))
     assert said is not None and said.startswith(
         "log dir(s) offline since the start (/a) and with storage errors (/b): 1 replica(s)")
+
+
+def test_offline_since_the_start_after_a_storage_error_and_failing() -> None:
+    said = behind_reason(_services({0: {"isr": [1]}}, {("h", 0)}, {Path("/a")},
+                                   {Path("/b")}, frozenset({Path("/c")})))
+    assert said is not None and said.startswith(
+        "log dir(s) offline since the start (/a) and offline after a storage error (/c) and "
+        "with storage errors (/b): 1 replica(s)")
 
 
 def test_catching_up_comes_first() -> None:

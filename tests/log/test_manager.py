@@ -169,3 +169,45 @@ def test_a_dir_failing_at_start_is_offline_and_old_replicas_are_not_made_again(
     assert (b / CLEAN_SHUTDOWN_MARKER).exists()  # the offline dir is left as it was
     with pytest.raises(LogDirUnusableError, match=f"Log directory {b} cannot be used"):
         _manager([b, a], clock)
+
+
+def test_a_dir_taken_offline_at_runtime_is_left_for_the_next_start_to_recover(
+        tmp_path: Path, clock: FakeTime) -> None:
+    """A cluster broker's dir failing while it runs (take_dir_offline): its logs are
+    dropped (files kept open, unwritten, until shutdown), old replicas are not made again
+    elsewhere, it is not checkpointed and gets no clean-shutdown marker; the next start
+    loads it again and recovers its logs with every record."""
+    from kafkactl.log.errors import LogDirOfflineError
+
+    a, b = tmp_path / "a", tmp_path / "b"
+    m = _manager([a, b], clock)
+    logs = [m.create_log("t", p) for p in range(4)]
+    for lg in logs:
+        fill(lg, 3)
+    on_b = sorted(tp for tp, lg in m.logs.items() if lg.dir.parent == b)
+    assert on_b == [("t", 1), ("t", 3)]
+    checkpoint_before = (b / "recovery-point-offset-checkpoint").read_bytes() \
+        if (b / "recovery-point-offset-checkpoint").exists() else None
+
+    assert m.take_dir_offline(b, "storage error: test") == on_b
+    assert m.take_dir_offline(b, "again") == []  # once
+    assert m.offline == {b: "storage error: test"} and m.went_offline == {b}
+    assert m.online_dirs == [a] and m.offline_dirs() == {b}
+    assert sorted(m.logs) == [("t", 0), ("t", 2)]
+    with pytest.raises(LogDirOfflineError, match="offline log dir"):
+        m.create_log("t", 1, is_new=False)
+    assert not (a / "t-1").exists()
+    assert m.create_log("u", 0).dir.parent == a
+    m.checkpoint()
+    after = (b / "recovery-point-offset-checkpoint")
+    assert (after.read_bytes() if after.exists() else None) == checkpoint_before
+    retired = [logs[1], logs[3]]
+    m.shutdown()
+    assert all(lg._closed for lg in retired)
+    assert (a / CLEAN_SHUTDOWN_MARKER).exists() and not (b / CLEAN_SHUTDOWN_MARKER).exists()
+
+    m = _manager([a, b], clock)
+    assert not m.offline and not m.had_clean_shutdown[b]
+    assert sorted(m.logs) == [("t", p) for p in range(4)] + [("u", 0)]
+    assert all(m.logs[("t", p)].log_end_offset == logs[p].log_end_offset for p in range(4))
+    m.shutdown()
