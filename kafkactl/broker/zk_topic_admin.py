@@ -59,6 +59,7 @@ ZK_ANSWER_MIN_S = 10.0
 # the admin's methods that only read ZooKeeper: no change can be left pending when
 # ZooKeeper does not answer them
 READ_ONLY = frozenset({"topic_overrides", "topics_overrides"})
+NULL_UUID = uuid.UUID(int=0)
 log = logging.getLogger(__name__)
 
 
@@ -95,6 +96,10 @@ class ZkTopicAdmin:
         # offsets of them go, Kafka's onPartitionsDeleted), whether this broker hosted them
         # or not: every broker learns of a deletion from the controller's UpdateMetadata
         self.deletion_listeners = cache.removal_listeners
+        # topic -> (its id, the partition count CreatePartitions gave it) until this
+        # broker's metadata has them all: `settled` waits for them (Kafka's
+        # DelayedCreatePartitions), not only for the partitions the topic had before
+        self._growing: dict[str, tuple[uuid.UUID | None, int]] = {}
 
     def topic(self, name: str) -> TopicState | None:
         meta = self.cache.topic(name)
@@ -302,6 +307,7 @@ class ZkTopicAdmin:
             raise TopicError(ErrorCode.TOPIC_DELETION_DISABLED, "delete.topic.enable is false")
         with zookeeper_errors(f"deleting topic {name!r}", ErrorCode.NOT_CONTROLLER):
             self.metadata.mark_for_deletion(name)
+        self._on_loop(self._growing.pop, name, None)
         log.info("topic %s marked for deletion", name)
         return state
 
@@ -330,7 +336,14 @@ class ZkTopicAdmin:
         except ConcurrentChangeError:
             raise TopicError(ErrorCode.REASSIGNMENT_IN_PROGRESS,
                              f"topic {name!r} changed meanwhile; retry") from None
+        self._on_loop(self._expect_partitions, name, current.topic_id, len(current.partitions))
         log.info("topic %s grows to %d partitions", name, count)
+
+    def _expect_partitions(self, name: str, topic_id: uuid.UUID | None, count: int) -> None:
+        """`name` is written with `count` partitions: it is not settled before this
+        broker's metadata has them (on the event loop, as `settled` reads it)."""
+        _, before = self._growing.get(name, (None, 0))
+        self._growing[name] = (topic_id, max(before, count))
 
     # ---- configs ---------------------------------------------------------------------------
     def set_configs(self, name: str, configs: Mapping[str, str], *,
@@ -377,8 +390,9 @@ class ZkTopicAdmin:
     # ---- waiting for the controller ----------------------------------------------------------
     async def settled(self, created: Sequence[str], deleted: Sequence[str],
                       timeout_ms: int) -> dict[str, ErrorCode]:
-        """Wait until the created topics have a leader for every partition and the deleted
-        ones are gone from the metadata (Kafka's delayed CreateTopics/DeleteTopics); the
+        """Wait until the created topics (or grown ones: CreatePartitions) have a leader
+        for every partition, all the partitions written, and the deleted ones are gone from
+        the metadata (Kafka's delayed CreateTopics/DeleteTopics/CreatePartitions); the
         topics not there by the timeout get REQUEST_TIMED_OUT."""
         def pending() -> list[str]:
             out = [n for n in created if not self._ready(n)]
@@ -389,4 +403,17 @@ class ZkTopicAdmin:
 
     def _ready(self, name: str) -> bool:
         meta = self.cache.topic(name)
-        return meta is not None and all(p.leader >= 0 for p in meta.partitions.values())
+        if meta is None or not all(p.leader >= 0 for p in meta.partitions.values()):
+            return False
+        growing = self._growing.get(name)
+        if growing is None:
+            return True
+        topic_id, count = growing
+        if NULL_UUID not in (topic_id or NULL_UUID, meta.topic_id) and \
+                topic_id != meta.topic_id:  # deleted and made again since
+            self._growing.pop(name, None)
+            return True
+        if len(meta.partitions) < count:
+            return False
+        self._growing.pop(name, None)
+        return True

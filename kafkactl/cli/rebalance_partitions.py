@@ -593,9 +593,20 @@ def unclean_leaders(bootstrap: str | None, partitions: list[TopicPartition] | No
                 wanted = partitions if partitions is not None else _wanted(cluster, [])
                 _unclean_leaders_plan(cluster, wanted, as_json)
                 return
+            if partitions is None:
+                # asked of every partition, the brokers leave out those with a leader
+                # (as Kafka's): counted here as not needing one
+                everything = _wanted(admin.client.refresh_metadata(None), [])
             results = admin.elect_unclean_leaders(partitions)
     except (ClientError, KafkaError, ValueError) as e:
         raise fail(str(e)) from None
+    if partitions is None:
+        from kafkactl.cluster.partition_election import ELECTION_NOT_NEEDED_MESSAGE
+        from kafkactl.protocol.errors import ErrorCode, error_for
+
+        for tp in everything:
+            results.setdefault(tp, error_for(ErrorCode.ELECTION_NOT_NEEDED)(
+                ELECTION_NOT_NEEDED_MESSAGE))
     _report_election(results, "Unclean leader election: {done} partition(s) got a leader, "
                      "{kept} already had a live one", "elected", "has a leader",
                      as_json=as_json, list_done="New leaders for")

@@ -188,13 +188,15 @@ class AdminClient:
 
     # -- leaders and replicas ---------------------------------------------------------------
 
-    def _top_level_to_controller(self, api_key: ApiKey, body: dict[str, Any]
-                                 ) -> dict[str, Any]:
-        """A controller-only request whose whole answer is NOT_CONTROLLER until it reaches
-        the controller (retried as the controller moves, until the request timeout). Its
-        requests (ElectLeaders, Alter/ListPartitionReassignments) may be sent again, so a
-        controller that cannot be reached (killed) is also retried, once the metadata names
-        another."""
+    def _top_level_to_controller(self, api_key: ApiKey, body: dict[str, Any],
+                                 row_codes: Callable[[dict[str, Any]], Iterable[int]] | None
+                                 = None) -> dict[str, Any]:
+        """A controller-only request whose answer is NOT_CONTROLLER until it reaches the
+        controller (retried as the controller moves, until the request timeout): its
+        top-level error, or one of its `row_codes` (ElectLeaders says it per partition, as
+        Java's admin client looks for it in the answer's error counts). Its requests
+        (ElectLeaders, Alter/ListPartitionReassignments) may be sent again, so a controller
+        that cannot be reached (killed) is also retried, once the metadata names another."""
         deadline = time.monotonic() + self.timeout_ms / 1000
         backoff = 0.05
         while True:
@@ -210,8 +212,9 @@ class AdminClient:
                 time.sleep(backoff)
                 backoff = min(backoff * 2, 1.0)
                 continue
-            if resp.get("error_code") != ErrorCode.NOT_CONTROLLER or \
-                    time.monotonic() + backoff >= deadline:
+            moved = resp.get("error_code") == ErrorCode.NOT_CONTROLLER or (
+                row_codes is not None and ErrorCode.NOT_CONTROLLER in row_codes(resp))
+            if not moved or time.monotonic() + backoff >= deadline:
                 self._check(resp.get("error_code", 0), resp.get("error_message"),
                             api_key.name.lower())
                 return resp
@@ -249,7 +252,9 @@ class AdminClient:
             wanted = [{"topic": t, "partitions": ps} for t, ps in by_topic.items()]
         resp = self._top_level_to_controller(ApiKey.ELECT_LEADERS, {
             "election_type": election_type, "topic_partitions": wanted,
-            "timeout_ms": self.operation_timeout_ms})
+            "timeout_ms": self.operation_timeout_ms}, row_codes=lambda r: [
+                p["error_code"] for t in r.get("replica_election_results") or ()
+                for p in t["partition_result"]])
         return {(r["topic"], p["partition_id"]):
                 (error_for(p["error_code"])(p.get("error_message") or f"{r['topic']}-"
                                             f"{p['partition_id']}")

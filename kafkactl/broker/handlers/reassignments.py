@@ -3,7 +3,13 @@ served by the controller of a ZooKeeper cluster (others answer NOT_CONTROLLER, a
 brokers do; admin clients send them to the Metadata response's controller). A standalone
 broker is its own controller and the only replica: it leads every partition it can (a
 preferred or unclean election is not needed), a partition in an offline log dir has no
-replica to elect, and the only possible assignment is itself."""
+replica to elect, and the only possible assignment is itself.
+
+As Kafka's KafkaApis.handleElectLeaders, ElectLeaders' NOT_CONTROLLER is said per
+partition (top-level error NONE; for a request of all partitions, each partition this
+broker's metadata has), and a request of all partitions (topic_partitions null) leaves out
+those whose election was not needed (ELECTION_NOT_NEEDED): Java's
+electLeaders(type, null).all() would fail on a healthy cluster otherwise."""
 
 from __future__ import annotations
 
@@ -46,15 +52,36 @@ async def handle_elect_leaders(services: BrokerServices, ctx: RequestContext,
         return _election_response(outcome, ErrorCode.NONE)
     controller = _controller(services)
     if controller is None:
-        return _election_response(_standalone_elections(services, partitions, election),
-                                  ErrorCode.NONE)
-    if not controller.active:
-        return _election_response({}, ErrorCode.NOT_CONTROLLER)
-    try:
-        outcome = await controller.request("elect_leaders", (partitions, election))
-    except NotControllerError:
-        return _election_response({}, ErrorCode.NOT_CONTROLLER)
+        outcome = _standalone_elections(services, partitions, election)
+    elif not controller.active:
+        outcome = _not_controller(services, partitions)
+    else:
+        try:
+            outcome = await controller.request("elect_leaders", (partitions, election))
+        except NotControllerError:
+            outcome = _not_controller(services, partitions)
+    if partitions is None:  # all partitions: only those elected or failed
+        outcome = {tp: r for tp, r in outcome.items()
+                   if r[0] != ErrorCode.ELECTION_NOT_NEEDED}
     return _election_response(outcome, ErrorCode.NONE)
+
+
+def _all_partitions(services: BrokerServices) -> list[TopicPartition]:
+    cache = services.metadata_cache
+    return [(t, p) for t in cache.topic_names() if (meta := cache.topic(t)) is not None
+            for p in meta.partitions]
+
+
+def _not_controller(services: BrokerServices, partitions: list[TopicPartition] | None
+                    ) -> Outcome:
+    """NOT_CONTROLLER for each partition asked for (None: each one this broker knows), as
+    a ZooKeeper-mode Kafka broker answers ElectLeaders when it is not the controller."""
+    controller_id = services.metadata_cache.controller_id()
+    why = f"broker {services.broker_id} is not the controller" + (
+        f" (broker {controller_id} is)" if controller_id not in (-1, services.broker_id)
+        else "")
+    return {tp: (ErrorCode.NOT_CONTROLLER, why)
+            for tp in (partitions if partitions is not None else _all_partitions(services))}
 
 
 def _standalone_elections(services: BrokerServices, partitions: list[TopicPartition] | None,
@@ -63,9 +90,7 @@ def _standalone_elections(services: BrokerServices, partitions: list[TopicPartit
     a partition it leads needs no election of either type; one without a leader (its log
     dir is offline) has no replica that could lead."""
     cache = services.metadata_cache
-    names = partitions if partitions is not None else [
-        (t, p) for t in cache.topic_names()
-        for p in cache.topic(t).partitions]  # type: ignore[union-attr]
+    names = partitions if partitions is not None else _all_partitions(services)
     outcome: Outcome = {}
     for t, p in names:
         meta = cache.partition(t, p)

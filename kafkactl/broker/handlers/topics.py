@@ -138,7 +138,9 @@ async def handle_create_partitions(services: BrokerServices, ctx: RequestContext
         except TopicError as e:
             res.update(error_code=e.code, error_message=str(e))
         results.append(res)
-    if not request.get("validate_only", False):  # a large growth is made in the background
+    # Kafka's DelayedCreatePartitions: answered once this broker's metadata has every new
+    # partition with a leader (a cluster), or a standalone broker's large growth is made
+    if not request.get("validate_only", False):
         await _settle(services, results, "name", created=True,
                       timeout_ms=timeout_ms)
     return {"throttle_time_ms": 0, "results": results}
