@@ -38,11 +38,14 @@ def _known(services: BrokerServices, topic: str, p: int) -> bool:
 
 async def handle_elect_leaders(services: BrokerServices, ctx: RequestContext,
                                request: dict[str, Any]) -> dict[str, Any]:
-    if not authorize_cluster(services, ctx, AclOperation.ALTER):
-        return _election_response({}, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
     wanted = request.get("topic_partitions")
     partitions = None if wanted is None else [
         (t["topic"], p) for t in wanted for p in t["partitions"]]
+    if not authorize_cluster(services, ctx, AclOperation.ALTER):
+        # as Kafka: the error at the top and for each partition named
+        return _election_response(
+            {tp: (ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "") for tp in partitions or []},
+            ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
     try:
         election = ElectionType(request.get("election_type", ElectionType.PREFERRED))
     except ValueError:

@@ -81,3 +81,17 @@ def test_transactional_produce_needs_write_on_the_transactional_id(
             "topics": [{"name": TOPIC_NAME, "partitions": [
                 {"partition_index": 0, "current_leader_epoch": -1, "timestamp": -1}]}]})
         assert resp["topics"][0]["partitions"][0]["offset"] == 1
+
+
+def test_elect_leaders_refused_names_each_partition_asked_for(acl_broker: SecureBroker
+                                                              ) -> None:
+    """bob may not Alter the cluster: ElectLeaders answers CLUSTER_AUTHORIZATION_FAILED at
+    the top and, as Kafka's KafkaApis, for each partition named (it listed none)."""
+    with _bob(acl_broker) as w:
+        r = w.request(ApiKey.ELECT_LEADERS, 2, {
+            "election_type": 0, "timeout_ms": 5000,
+            "topic_partitions": [{"topic": TOPIC_NAME, "partitions": [0, 1]}]})
+    assert r["error_code"] == 31, r
+    assert [(t["topic"], p["partition_id"], p["error_code"])
+            for t in r["replica_election_results"] for p in t["partition_result"]] == [
+        (TOPIC_NAME, 0, 31), (TOPIC_NAME, 1, 31)], r
