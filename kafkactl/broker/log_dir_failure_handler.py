@@ -75,9 +75,9 @@ class LogDirFailureHandler:
             self.loop.call_soon_threadsafe(self._take_offline, log_dir, what)
 
     def _take_offline(self, log_dir: Path, what: str) -> None:
-        if self.stopped:
-            return
         lm = self.log_manager
+        if self.stopped or log_dir in lm.offline:  # (two threads may both have called)
+            return
         gone = lm.take_dir_offline(log_dir, f"storage error: {what}")
         self.replica_states.take_offline(gone)
         names = sorted(f"{t}-{p}" for t, p in gone)
