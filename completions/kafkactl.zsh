@@ -941,6 +941,8 @@ _kafkactl_quotas_add() {
         '--user-default[The default user (<default>).]' \
         '--client-id[The client id (client.id).]:CLIENT_ID: ' \
         '--client-default[The default client id (<default>).]' \
+        '--ip[The client IP address (its quota\: connection_creation_rate; not with --user or --client-id).]:IP: ' \
+        '--ip-default[The default IP address (<default>)\: for every address without a quota of its own.]' \
         '(-b --bootstrap-server)-b[Broker(s) host\:port\[,host\:port\]; default $KAFKACTL_BOOTSTRAP or 127.0.0.1\:9092.]:BOOTSTRAP: ' \
         '(-b --bootstrap-server)--bootstrap-server[Broker(s) host\:port\[,host\:port\]; default $KAFKACTL_BOOTSTRAP or 127.0.0.1\:9092.]:BOOTSTRAP: ' \
         '*-X[Client property key=value, librdkafka'\''s names (repeatable)\: security.protocol, sasl.mechanism, sasl.username, sasl.pa...]:PROP: ' \
@@ -960,6 +962,8 @@ _kafkactl_quotas_remove() {
         '--user-default[The default user (<default>).]' \
         '--client-id[The client id (client.id).]:CLIENT_ID: ' \
         '--client-default[The default client id (<default>).]' \
+        '--ip[The client IP address (its quota\: connection_creation_rate; not with --user or --client-id).]:IP: ' \
+        '--ip-default[The default IP address (<default>)\: for every address without a quota of its own.]' \
         '(-b --bootstrap-server)-b[Broker(s) host\:port\[,host\:port\]; default $KAFKACTL_BOOTSTRAP or 127.0.0.1\:9092.]:BOOTSTRAP: ' \
         '(-b --bootstrap-server)--bootstrap-server[Broker(s) host\:port\[,host\:port\]; default $KAFKACTL_BOOTSTRAP or 127.0.0.1\:9092.]:BOOTSTRAP: ' \
         '*-X[Client property key=value, librdkafka'\''s names (repeatable)\: security.protocol, sasl.mechanism, sasl.username, sasl.pa...]:PROP: ' \
@@ -975,6 +979,8 @@ _kafkactl_quotas_list() {
         '--user-default[The default user (<default>).]' \
         '--client-id[The client id (client.id).]:CLIENT_ID: ' \
         '--client-default[The default client id (<default>).]' \
+        '--ip[The client IP address (its quota\: connection_creation_rate; not with --user or --client-id).]:IP: ' \
+        '--ip-default[The default IP address (<default>)\: for every address without a quota of its own.]' \
         '--json[JSON output.]' \
         '(-b --bootstrap-server)-b[Broker(s) host\:port\[,host\:port\]; default $KAFKACTL_BOOTSTRAP or 127.0.0.1\:9092.]:BOOTSTRAP: ' \
         '(-b --bootstrap-server)--bootstrap-server[Broker(s) host\:port\[,host\:port\]; default $KAFKACTL_BOOTSTRAP or 127.0.0.1\:9092.]:BOOTSTRAP: ' \
@@ -999,7 +1005,7 @@ _kafkactl_transactions() {
             commands=(
                 'list:The transactional ids every coordinator knows, with producer id and state.'
                 'describe:A transactional id'\''s state, producer, timeout and partitions (from its coordinator).'
-                'describe-producers:A partition'\''s active producers and their open transactions (from its leader).'
+                'describe-producers:A partition'\''s active producers and their open transactions (from its leader, or the replica on --broker-id).'
                 'find-hanging:Open transactions their coordinator does not know as ongoing on that partition (they hold the last stable offset back...'
                 'abort:Abort a hanging transaction on one partition (an ABORT marker written by its leader; needs ClusterAction with an auth...'
             )
@@ -1048,6 +1054,7 @@ _kafkactl_transactions_describe_producers() {
     _arguments -s -S \
         '--topic[The topic. \[required\]]:TOPIC: ' \
         '--partition[The partition. \[required\]]:PARTITION: ' \
+        '--broker-id[Ask this broker, which must host a replica of the partition (a follower answers from its own log); by default the lea...]:BROKER_ID: ' \
         '--json[JSON output.]' \
         '(-b --bootstrap-server)-b[Broker(s) host\:port\[,host\:port\]; default $KAFKACTL_BOOTSTRAP or 127.0.0.1\:9092.]:BOOTSTRAP: ' \
         '(-b --bootstrap-server)--bootstrap-server[Broker(s) host\:port\[,host\:port\]; default $KAFKACTL_BOOTSTRAP or 127.0.0.1\:9092.]:BOOTSTRAP: ' \

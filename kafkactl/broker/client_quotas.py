@@ -6,6 +6,11 @@ values are the quota keys: producer_byte_rate, consumer_byte_rate (bytes a secon
 request_percentage (percent of one request-handler thread, here of the event loop) and
 controller_mutation_rate (partitions created or deleted a second).
 
+Or it is an IP address alone (KIP-612), named or the default: Kafka's /config/ips/A and
+/config/ips/<default>, whose one key is connection_creation_rate (new connections a second
+accepted from that address; a whole number, 0 or more). The address's own quota applies,
+else the default's (kafkactl.broker.connection_quotas enforces it on accept).
+
 For a request from user U with client id C, the quota of a key is the first entity of
 Kafka's precedence order that sets it:
 
@@ -21,6 +26,7 @@ module's store is then its applied view, kept current by the /config/changes not
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import math
 import os
@@ -31,9 +37,12 @@ from typing import Any
 
 DEFAULT = "<default>"  # how Kafka names a default entity in ZooKeeper and kafka-configs
 USER, CLIENT_ID, IP = "user", "client-id", "ip"
-ENTITY_TYPES = (USER, CLIENT_ID)
+ENTITY_TYPES = (USER, CLIENT_ID, IP)
 QUOTA_KEYS = ("producer_byte_rate", "consumer_byte_rate", "request_percentage",
               "controller_mutation_rate")
+IP_CONNECTION_RATE = "connection_creation_rate"
+IP_QUOTA_KEYS = (IP_CONNECTION_RATE,)
+IP_RATE_MAX = 2**31 - 1  # Kafka's Integer.MAX_VALUE, its default: unlimited
 BYTE_RATES = frozenset({"producer_byte_rate", "consumer_byte_rate"})
 STORE_FILE = "client-quotas.json"
 
@@ -49,23 +58,51 @@ def entity_of(parts: Iterable[tuple[str, str | None]]) -> Entity:
     """The entity of (type, name) pairs (name None: the default), checked."""
     seen: dict[str, str | None] = {}
     for etype, name in parts:
-        if etype == IP:
-            raise QuotaError("IP quotas (connection_creation_rate) are not supported")
         if etype not in ENTITY_TYPES:
-            raise QuotaError(f"unknown quota entity type {etype!r}: use user or client-id")
+            raise QuotaError(f"unknown quota entity type {etype!r}: use user, client-id "
+                             "or ip")
         if etype in seen:
             raise QuotaError(f"the entity names {etype} twice")
         if name == "":
             raise QuotaError(f"an empty {etype} name: give a name or the default")
         seen[etype] = name
     if not seen:
-        raise QuotaError("an entity needs a user, a client id, or both")
+        raise QuotaError("an entity needs a user, a client id, or both (or an ip)")
+    if IP in seen:
+        if len(seen) > 1:  # Kafka's words (ZkAdminManager)
+            raise QuotaError("Invalid quota entity combination, IP entity should not be "
+                             "used with user/client ID entity.")
+        ip = seen[IP]
+        if ip == DEFAULT:  # Kafka takes the default's own name for the default too
+            seen[IP] = ip = None
+        if ip is not None and ip_address_of(ip) is None:
+            raise QuotaError(f"{ip} is not a valid IP address (give an IPv4 or IPv6 "
+                             "address, or the default; host names are not resolved)")
     return tuple(sorted(seen.items()))
 
 
+def ip_address_of(text: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
+    """The address `text` writes (an IPv4-mapped IPv6 address as its IPv4 address, as a
+    dual-stack socket reports an IPv4 peer), None when it is not an IP address."""
+    try:
+        address = ipaddress.ip_address(text)
+    except ValueError:
+        return None
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        return address.ipv4_mapped
+    return address
+
+
+def is_ip_entity(entity: Entity) -> bool:
+    return len(entity) == 1 and entity[0][0] == IP
+
+
 def entity_path(entity: Entity) -> str:
-    """Kafka's ZooKeeper path of an entity: users/alice/clients/app, clients/<default>."""
+    """Kafka's ZooKeeper path of an entity: users/alice/clients/app, clients/<default>,
+    ips/10.0.0.1."""
     d = dict(entity)
+    if IP in d:
+        return f"ips/{d[IP] or DEFAULT}"
     parts = []
     if USER in d:
         parts += ["users", d[USER] or DEFAULT]
@@ -74,13 +111,29 @@ def entity_path(entity: Entity) -> str:
     return "/".join(parts)
 
 
-def check_key(key: str) -> None:
+def check_key(key: str, entity: Entity | None = None) -> None:
+    """`key` is a quota key of `entity` (None: of a user and/or client id entity)."""
+    if entity is not None and is_ip_entity(entity):
+        if key not in IP_QUOTA_KEYS:  # Kafka's words first
+            raise QuotaError(f"Invalid configuration key {key}: an ip entity's only quota "
+                             f"key is {IP_CONNECTION_RATE}")
+        return
+    if key == IP_CONNECTION_RATE:
+        raise QuotaError(f"Invalid configuration key {key}: it is a quota of an ip "
+                         "entity only (not of a user or client id)")
     if key not in QUOTA_KEYS:
         raise QuotaError(f"unknown quota key {key!r}: use one of {', '.join(QUOTA_KEYS)}")
 
 
-def check_value(key: str, value: float) -> float:
-    check_key(key)
+def check_value(key: str, value: float, entity: Entity | None = None) -> float:
+    check_key(key, entity)
+    if key == IP_CONNECTION_RATE:  # Kafka: an INT, at least 0 (0: no connection accepted)
+        if not math.isfinite(value) or abs(value - round(value)) > 1e-6:
+            raise QuotaError(f"Configuration {key} must be a INT value (a whole number of "
+                             f"connections a second), not {value}")
+        if value < 0 or value > IP_RATE_MAX:
+            raise QuotaError(f"{key} must be between 0 and {IP_RATE_MAX}, not {value:g}")
+        return float(round(value))
     if not math.isfinite(value) or value <= 0:
         raise QuotaError(f"{key} must be a positive number, not {value}")
     if key in BYTE_RATES and value != int(value):
@@ -99,13 +152,14 @@ def precedence(user: str, client_id: str) -> list[Entity]:
     ]
 
 
-def checked_ops(ops: Iterable[tuple[str, float | None]]) -> list[tuple[str, float | None]]:
-    """Set (value) or remove (None) operations on quota keys, checked; QuotaError if one is
-    bad."""
-    checked = [(k, None if v is None else check_value(k, v)) for k, v in ops]
+def checked_ops(ops: Iterable[tuple[str, float | None]], entity: Entity | None = None
+                ) -> list[tuple[str, float | None]]:
+    """Set (value) or remove (None) operations on quota keys of `entity` (None: a user
+    and/or client id), checked; QuotaError if one is bad."""
+    checked = [(k, None if v is None else check_value(k, v, entity)) for k, v in ops]
     for k, v in checked:
         if v is None:  # a removal: the key must still be one
-            check_key(k)
+            check_key(k, entity)
     return checked
 
 
@@ -120,6 +174,8 @@ class ClientQuotaStore:
         self._quotas: dict[Entity, dict[str, float]] = {}
         if path is not None and path.exists():
             self._quotas = _load(path)
+        # connection_creation_rate by address (None: the default ip), made on each change
+        self._ip_rates = _ip_rate_index(self._quotas)
 
     def start(self) -> None:
         """Blocking: load what a remote store holds (the file store loads when made)."""
@@ -142,7 +198,7 @@ class ClientQuotaStore:
     def alter(self, entity: Entity, ops: Iterable[tuple[str, float | None]],
               validate_only: bool = False) -> None:
         """Set (value) or remove (None) quota keys of `entity`; QuotaError if one is bad."""
-        checked = checked_ops(ops)
+        checked = checked_ops(ops, entity)
         if validate_only:
             return
         with self._lock:
@@ -157,6 +213,8 @@ class ClientQuotaStore:
             else:
                 self._quotas.pop(entity, None)
             snapshot = dict(self._quotas)
+            if is_ip_entity(entity):
+                self._ip_rates = _ip_rate_index(snapshot)
         if self.path is not None:
             _save(self.path, snapshot)
 
@@ -169,6 +227,8 @@ class ClientQuotaStore:
             else:
                 quotas.pop(entity, None)
             self._quotas = quotas
+            if is_ip_entity(entity):
+                self._ip_rates = _ip_rate_index(quotas)
 
     def quota(self, key: str, user: str, client_id: str) -> tuple[float, Entity] | None:
         """The quota of `key` for (user, client id) and the entity that sets it, or None."""
@@ -179,8 +239,31 @@ class ClientQuotaStore:
                     return values[key], entity
         return None
 
+    def ip_connection_rate(self, ip: str) -> float | None:
+        """The connection_creation_rate of peer address `ip`: its own entity's, else the
+        default ip entity's; None when neither sets one (unlimited)."""
+        rates = self._ip_rates  # replaced whole on a change: no lock needed to read it
+        if not rates:
+            return None
+        address = ip_address_of(ip)
+        if address is not None and address in rates:
+            return rates[address]
+        return rates.get(None)
+
     def empty(self) -> bool:
         return not self._quotas
+
+
+def _ip_rate_index(quotas: Mapping[Entity, Mapping[str, float]]
+                   ) -> dict[ipaddress.IPv4Address | ipaddress.IPv6Address | None, float]:
+    out: dict[ipaddress.IPv4Address | ipaddress.IPv6Address | None, float] = {}
+    for entity, values in quotas.items():
+        if is_ip_entity(entity) and IP_CONNECTION_RATE in values:
+            name = entity[0][1]
+            address = None if name is None else ip_address_of(name)
+            if name is None or address is not None:
+                out[address] = values[IP_CONNECTION_RATE]
+    return out
 
 
 def _matches(entity: Mapping[str, str | None], component: Mapping[str, Any]) -> bool:

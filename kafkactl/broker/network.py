@@ -203,8 +203,13 @@ class KafkaConnection(asyncio.BufferedProtocol):
         refusal = server.quotas.admit(self.ip)
         if refusal is not None:
             self._closed = True
-            transport.close()
-            server.quotas.log_refusal(self.info.peer, refusal)
+            if refusal.close_after_ms:  # throttled: closed later, unread meanwhile
+                self.transport.pause_reading()
+                asyncio.get_running_loop().call_later(refusal.close_after_ms / 1000,
+                                                      transport.close)
+            else:
+                transport.close()
+            server.quotas.log_refusal(self.info.peer, refusal.reason)
             return
         if self._setup is not None:
             reason = self._setup(self.info, cast(asyncio.Transport, transport))

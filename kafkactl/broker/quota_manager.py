@@ -13,6 +13,12 @@ under /clients/<default> are measured each on its own, while every client id of 
 Kinds: produce (request bytes, producer_byte_rate), fetch (response bytes,
 consumer_byte_rate), request (the share of the event loop a client's requests took,
 request_percentage), mutation (partitions created or deleted, controller_mutation_rate).
+
+And the connections accepted from each IP address against its connection_creation_rate
+(KIP-612, Kafka's ConnectionQuotas): a new connection is counted in, and when that takes the
+address's rate over its quota it is counted out again and refused, with the time Kafka would
+throttle it for (bounded by one quota window); kafkactl.broker.connection_quotas asks on
+accept (`connection_throttle_ms`).
 """
 
 from __future__ import annotations
@@ -23,7 +29,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from kafkactl.broker.client_quotas import CLIENT_ID, USER, ClientQuotaStore, Entity
+from kafkactl.broker.client_quotas import (
+    CLIENT_ID,
+    IP_RATE_MAX,
+    USER,
+    ClientQuotaStore,
+    Entity,
+    ip_address_of,
+)
 from kafkactl.protocol.api_keys import ApiKey
 
 WINDOW_NUM = 11
@@ -52,8 +65,9 @@ class Rate:
         if not self.samples:
             return 0.0, self.size_s * (self.num - 1)
         total = sum(s[1] for s in self.samples)
-        # Kafka: the elapsed time since the oldest sample, at least (num - 1) windows
-        window = max(now - self.samples[0][0], self.size_s * (self.num - 1))
+        # Kafka: the elapsed time since the oldest sample, at least (num - 1) windows (and
+        # at least 1 ms: one window of one sample may have just begun)
+        window = max(now - self.samples[0][0], self.size_s * (self.num - 1), 0.001)
         return total / window, window
 
     def _roll(self, now: float) -> None:
@@ -75,6 +89,8 @@ class QuotaManager:
         self.clock = clock
         self._rates: dict[tuple[str, tuple[str, str]], Rate] = {}
         self.throttle_ms_total: dict[tuple[str, str, str], float] = {}  # kind, user, client
+        self._ip_rates: dict[str, Rate] = {}  # address -> its connections accepted
+        self.ip_throttled = 0  # connections refused over a connection_creation_rate
 
     def record(self, kind: str, user: str, client_id: str, value: float) -> int:
         found = self.store.quota(KEY_OF[kind], user, client_id)
@@ -96,6 +112,51 @@ class QuotaManager:
             tkey = (kind, user, client_id)
             self.throttle_ms_total[tkey] = self.throttle_ms_total.get(tkey, 0.0) + ms
         return ms
+
+
+    def connection_throttle_ms(self, ip: str) -> int:
+        """A new connection from `ip` (KIP-612): 0 when its address has no
+        connection_creation_rate or stays within it (the connection is counted), else the
+        time in ms Kafka throttles it for (it is not counted: a refused connection does
+        not use the quota up)."""
+        address = ip_address_of(ip)
+        if address is None:  # no IP peer (not a TCP connection): no quota of an address
+            return 0
+        bound = self.store.ip_connection_rate(ip)
+        if bound is None or bound >= IP_RATE_MAX:
+            return 0
+        key = str(address)
+        rate = self._ip_rates.get(key)
+        now = self.clock()
+        if rate is None:
+            if len(self._ip_rates) >= IP_SENSORS_PRUNE_AT:
+                self._prune_ip_rates(now)
+            rate = self._ip_rates[key] = Rate(self.window_num, self.window_size_s)
+        rate.record(1.0, now)
+        observed, window = rate.measure(now)
+        if observed <= bound:
+            return 0
+        # Kafka's QuotaUtils.boundedThrottleTime: (rate - quota) / quota x the window,
+        # at most one quota window (quota.window.size.seconds)
+        longest = self.window_size_s * 1000.0
+        ms = longest if bound <= 0 else min((observed - bound) / bound * window * 1000.0,
+                                            longest)
+        if int(round(ms)) <= 0:
+            return 0
+        rate.record(-1.0, now)
+        self.ip_throttled += 1
+        return int(round(ms))
+
+    def _prune_ip_rates(self, now: float) -> None:
+        """Forget the addresses with no connection inside the windows (Kafka expires an
+        IP's sensor after an hour without one)."""
+        for key, rate in list(self._ip_rates.items()):
+            rate.measure(now)  # rolls the old samples out
+            if not rate.samples:
+                del self._ip_rates[key]
+
+
+IP_SENSORS_PRUNE_AT = 4096  # addresses measured before the idle ones are forgotten
 
 
 def _sensor(entity: Entity, user: str, client_id: str) -> tuple[str, str]:

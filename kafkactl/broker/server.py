@@ -435,6 +435,7 @@ class KafkaServer:
             handler = MeteredHandler(handler, self.metrics)
 
         self.socket_server = SocketServer(handler, **network_settings)
+        self.socket_server.quotas.rate_source = quotas  # connection_creation_rate per IP
         if self.metrics is not None:
             self.metrics.attach(self.services, self.socket_server)
         self.socket_server.log_limiters.extend(

@@ -3,12 +3,14 @@
     /config/users/<user>                    {"version":1,"config":{"producer_byte_rate":"1024"}}
     /config/users/<user>/clients/<client>   (a user and a client id together)
     /config/clients/<client>
+    /config/ips/<ip>                        {"version":1,"config":{"connection_creation_rate":"10"}}
     /config/changes/config_change_<seq>     {"version":2,"entity_path":"users/<user>"}
-                                            (or "users/<user>/clients/<client>", ...)
+                                            (or "users/<user>/clients/<client>",
+                                            "ips/<ip>", "ips/<default>", ...)
 
 A name is sanitized as Kafka's Sanitizer does (cluster/scram_zk_store.py); the default
-entity is `<default>` as it is. Byte rates are written as whole numbers, the other keys as
-decimals, as Kafka writes them.
+entity is `<default>` as it is. Byte rates and connection_creation_rate are written as whole
+numbers, the other keys as decimals, as Kafka writes them.
 
 A user's znode also holds its SCRAM credentials (keys SCRAM-SHA-256, SCRAM-SHA-512): both
 stores change a znode by reading it, changing their own keys only and writing it back
@@ -33,11 +35,15 @@ from kafkactl.broker.client_quotas import (
     BYTE_RATES,
     CLIENT_ID,
     DEFAULT,
+    IP,
+    IP_CONNECTION_RATE,
+    IP_QUOTA_KEYS,
     QUOTA_KEYS,
     USER,
     ClientQuotaStore,
     Entity,
     checked_ops,
+    ip_address_of,
 )
 from kafkactl.cluster import config_changes, zk_paths
 from kafkactl.cluster.config_changes import ConfigChangeListener, EntityConfig
@@ -49,7 +55,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("kafkactl.cluster")
 
-USERS, CLIENTS = "users", "clients"
+USERS, CLIENTS, IPS = "users", "clients", config_changes.IPS
 
 
 def _zk_name(name: str | None) -> str:
@@ -63,8 +69,10 @@ def _name(zk_name: str) -> str | None:
 def entity_location(entity: Entity) -> tuple[str, str]:
     """(entity type, name) of the entity's znode under /config, as in the change
     notification: ("users", "alice"), ("users", "alice/clients/<default>"),
-    ("clients", "app")."""
+    ("clients", "app"), ("ips", "10.0.0.1"), ("ips", "<default>")."""
     d = dict(entity)
+    if IP in d:
+        return IPS, _zk_name(d[IP])
     if USER in d:
         name = _zk_name(d[USER])
         if CLIENT_ID in d:
@@ -76,6 +84,12 @@ def entity_location(entity: Entity) -> tuple[str, str]:
 def entity_at(entity_type: str, name: str) -> Entity | None:
     """The quota entity of a znode (the inverse of entity_location), None when it is none."""
     parts = name.split("/")
+    if entity_type == IPS and len(parts) == 1 and parts[0]:
+        ip = _name(parts[0])
+        if ip is not None and ip_address_of(ip) is None:
+            log.warning("ignoring the quotas of %s/%s: not an IP address", IPS, name)
+            return None
+        return ((IP, ip),)
     if entity_type == CLIENTS and len(parts) == 1 and parts[0]:
         return ((CLIENT_ID, _name(parts[0])),)
     if entity_type == USERS and len(parts) == 1 and parts[0]:
@@ -86,18 +100,21 @@ def entity_at(entity_type: str, name: str) -> Entity | None:
     return None
 
 
-def quota_values(config: Mapping[str, str] | None, where: str) -> dict[str, float]:
-    """The quota keys of a znode's config (other keys, e.g. SCRAM credentials, left out);
-    a value that is not a positive number is logged and ignored."""
+def quota_values(config: Mapping[str, str] | None, where: str, *, ip: bool = False
+                 ) -> dict[str, float]:
+    """The quota keys of a znode's config (other keys, e.g. SCRAM credentials, left out):
+    an ip entity's (`ip`) or a user's and/or client id's; a value that is not a positive
+    number (for connection_creation_rate: not 0 or more) is logged and ignored."""
     out = {}
+    keys = IP_QUOTA_KEYS if ip else QUOTA_KEYS
     for key, text in (config or {}).items():
-        if key not in QUOTA_KEYS:
+        if key not in keys:
             continue
         try:
             value = float(text)
         except ValueError:
             value = math.nan
-        if not math.isfinite(value) or value <= 0:
+        if not math.isfinite(value) or value < 0 or (value == 0 and key != IP_CONNECTION_RATE):
             log.warning("ignoring quota %s=%r of %s: not a positive number", key, text, where)
             continue
         out[key] = value
@@ -105,7 +122,8 @@ def quota_values(config: Mapping[str, str] | None, where: str) -> dict[str, floa
 
 
 def format_value(key: str, value: float) -> str:
-    return str(int(value)) if key in BYTE_RATES else repr(float(value))
+    return str(int(value)) if key in BYTE_RATES or key == IP_CONNECTION_RATE \
+        else repr(float(value))
 
 
 class ZkQuotaStore(ClientQuotaStore):
@@ -119,7 +137,7 @@ class ZkQuotaStore(ClientQuotaStore):
         self.zk = zk
         self.adopt_file = adopt
         self.listener = ConfigChangeListener(zk, self._on_change,
-                                             entity_types=(USERS, CLIENTS))
+                                             entity_types=(USERS, CLIENTS, IPS))
 
     def start(self) -> None:
         """Blocking: adopt a standalone data dir's quotas, read every quota entity, then
@@ -138,8 +156,10 @@ class ZkQuotaStore(ClientQuotaStore):
         zk = self.zk
         zk.ensure_path(zk_paths.entity_configs(USERS))
         zk.ensure_path(zk_paths.entity_configs(CLIENTS))
+        zk.ensure_path(zk_paths.entity_configs(IPS))
         names = [(USERS, u) for u in zk.get_children(zk_paths.entity_configs(USERS))]
         names += [(CLIENTS, c) for c in zk.get_children(zk_paths.entity_configs(CLIENTS))]
+        names += [(IPS, a) for a in zk.get_children(zk_paths.entity_configs(IPS))]
         client_lists = get_all_children(zk, {u: f"{zk_paths.entity_config(USERS, u)}/{CLIENTS}"
                                              for t, u in names if t == USERS})
         for user, clients in client_lists.items():
@@ -151,7 +171,7 @@ class ZkQuotaStore(ClientQuotaStore):
                 continue
             value = decode_json(got[0], paths[(etype, name)])
             self.replace(entity, quota_values(config_changes.parse_config(value),
-                                              paths[(etype, name)]))
+                                              paths[(etype, name)], ip=etype == IPS))
 
     def _adopt(self, path: Path) -> None:
         """A standalone data dir joining a cluster: its quotas are added to ZooKeeper's (a
@@ -176,11 +196,12 @@ class ZkQuotaStore(ClientQuotaStore):
         entity = entity_at(change.entity_type, change.name)
         if entity is not None:
             self.replace(entity, quota_values(change.config, f"{change.entity_type}/"
-                                                             f"{change.name}"))
+                                                             f"{change.name}",
+                                              ip=change.entity_type == IPS))
 
     def alter(self, entity: Entity, ops: Iterable[tuple[str, float | None]],
               validate_only: bool = False) -> None:
-        checked = checked_ops(ops)
+        checked = checked_ops(ops, entity)
         if validate_only:
             return
         etype, name = entity_location(entity)

@@ -155,13 +155,18 @@ def _producer_rows(states: list[Any], as_json: bool, with_duration: bool = False
 def describe_producers(
     topic: str = typer.Option(..., "--topic", help="The topic."),
     partition: int = typer.Option(..., "--partition", help="The partition."),
+    broker_id: int | None = typer.Option(
+        None, "--broker-id", help="Ask this broker, which must host a replica of the "
+        "partition (a follower answers from its own log); by default the leader."),
     as_json: bool = _json_option(),
     bootstrap: str | None = bootstrap_option(), prop: list[str] = property_option(),
     command_config: Path | None = command_config_option(),
 ) -> None:
-    """A partition's active producers and their open transactions (from its leader)."""
+    """A partition's active producers and their open transactions (from its leader, or
+    the replica on --broker-id)."""
     admin = _admin(bootstrap, prop, command_config)
-    _producer_rows(_run(admin, lambda: admin.producers([(topic, partition)])), as_json)
+    _producer_rows(_run(admin, lambda: admin.producers([(topic, partition)], broker_id)),
+                   as_json)
 
 
 @transactions_app.command("find-hanging")

@@ -160,24 +160,32 @@ class TransactionAdmin:
             [(tp["topic"], p) for tp in t.get("topics") or () for p in tp["partitions"]])
 
     # ---- DescribeProducers ----------------------------------------------------------------
-    def producers(self, partitions: Iterable[tuple[str, int]]) -> list[ProducerState]:
-        """The active producers of each partition, asked of its leader."""
+    def producers(self, partitions: Iterable[tuple[str, int]], broker_id: int | None = None
+                  ) -> list[ProducerState]:
+        """The active producers of each partition, asked of its leader, or of broker
+        `broker_id` (as Kafka's DescribeProducersOptions.brokerId: any broker hosting a
+        replica answers from its own log, a follower as well; one with no replica answers
+        NOT_LEADER_OR_FOLLOWER)."""
         wanted = list(partitions)
         cluster = self.client.refresh_metadata(sorted({t for t, _ in wanted}))
-        by_leader: dict[int, dict[str, list[int]]] = {}
+        if broker_id is not None and broker_id not in cluster.brokers:
+            raise ClientError(f"broker {broker_id} is not in the cluster (brokers: "
+                              f"{', '.join(map(str, sorted(cluster.brokers))) or 'none'})")
+        by_broker: dict[int, dict[str, list[int]]] = {}
         for topic, p in wanted:
-            leader = cluster.leader_for(topic, p)
-            if leader < 0:
+            node = cluster.leader_for(topic, p) if broker_id is None else broker_id
+            if node < 0:
                 raise ClientError(f"{topic}-{p} has no leader (unknown partition?)")
-            by_leader.setdefault(leader, {}).setdefault(topic, []).append(p)
+            by_broker.setdefault(node, {}).setdefault(topic, []).append(p)
         out: list[ProducerState] = []
-        for leader, topics in by_leader.items():
-            resp = self.client.connection(leader).request(ApiKey.DESCRIBE_PRODUCERS, {
+        for node, topics in by_broker.items():
+            resp = self.client.connection(node).request(ApiKey.DESCRIBE_PRODUCERS, {
                 "topics": [{"name": t, "partition_indexes": ps} for t, ps in topics.items()]})
+            on = "" if broker_id is None else f" on broker {broker_id}"
             for t in resp.get("topics") or ():
                 for pr in t.get("partitions") or ():
                     _check(pr["error_code"], f"describe producers of {t['name']}-"
-                           f"{pr['partition_index']}", pr.get("error_message"))
+                           f"{pr['partition_index']}{on}", pr.get("error_message"))
                     out.extend(ProducerState(
                         t["name"], pr["partition_index"], s["producer_id"], s["producer_epoch"],
                         s["last_sequence"], s["last_timestamp"], s["coordinator_epoch"],

@@ -8,8 +8,9 @@ A change is two writes, made here in one ZooKeeper transaction:
 
 `type` is `topics` (a topic's overrides) or `brokers` (`[id]`, or `<default>` for the
 cluster-wide layer of dynamic broker configs); `users` (SCRAM credentials) notifications
-are the credential store's (cluster/scram_zk_store.py), `users` and `clients` (client
-quotas: users/[u], users/[u]/clients/[c], clients/[c]) the quota store's
+are the credential store's (cluster/scram_zk_store.py), `users`, `clients` and `ips`
+(client quotas: users/[u], users/[u]/clients/[c], clients/[c]; and KIP-612's
+connection_creation_rate: ips/[address] or ips/<default>) the quota store's
 (broker/zk_client_quotas.py). Every broker runs a
 ConfigChangeListener: it watches /config/changes, takes the notifications newer than the
 last one it applied in sequence order, re-reads each entity's config znode and hands it to
@@ -37,7 +38,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("kafkactl.cluster")
 
-TOPICS, BROKERS, USERS = "topics", "brokers", "users"
+TOPICS, BROKERS, USERS, IPS = "topics", "brokers", "users", "ips"
 CONFIG_ZNODE_VERSION = 1
 CHANGE_VERSION = 2
 CHANGE_EXPIRATION_MS = 15 * 60 * 1000

@@ -32,8 +32,9 @@ class FakeAdmin:
     def close(self) -> None:
         pass
 
-    def producers(self, partitions: list[tuple[str, int]]) -> list[ProducerState]:
-        assert partitions == [("orders", 3)]
+    def producers(self, partitions: list[tuple[str, int]], broker_id: int | None = None
+                  ) -> list[ProducerState]:
+        assert partitions == [("orders", 3)] and broker_id is None
         return [OPEN, IDLE]
 
     def partitions_of(self, topic: str | None, partition: int | None,

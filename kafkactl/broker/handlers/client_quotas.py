@@ -1,8 +1,10 @@
 """DescribeClientQuotas (key 48) and AlterClientQuotas (key 49), KIP-546.
 
-What kafka-configs --entity-type users|clients, confluent-kafka and `kafkactl quotas` use.
-Describe needs DESCRIBE_CONFIGS on the cluster, Alter ALTER_CONFIGS, as in Kafka. An entity
-is user and/or client-id, a name or null for the default; IP entities are refused.
+What kafka-configs --entity-type users|clients|ips, confluent-kafka and `kafkactl quotas`
+use. Describe needs DESCRIBE_CONFIGS on the cluster, Alter ALTER_CONFIGS, as in Kafka. An
+entity is user and/or client-id, or ip alone (KIP-612: connection_creation_rate), a name or
+null for the default; an ip filter component with a user or client-id one is refused
+(INVALID_REQUEST), as Kafka's ZooKeeper mode refuses it.
 A broker of a ZooKeeper cluster writes the quotas to ZooKeeper (kafkactl.cluster.
 zk_client_quotas), whence every broker applies them; Describe answers from this broker's
 applied view.
@@ -15,7 +17,15 @@ from collections.abc import Awaitable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from kafkactl.broker.client_quotas import Entity, QuotaError, checked_ops, entity_of
+from kafkactl.broker.client_quotas import (
+    CLIENT_ID,
+    IP,
+    USER,
+    Entity,
+    QuotaError,
+    checked_ops,
+    entity_of,
+)
 from kafkactl.broker.request_handler import RequestContext
 from kafkactl.broker.security.acl import AclOperation
 from kafkactl.broker.security.checks import authorize_cluster
@@ -41,12 +51,22 @@ def handle_describe_client_quotas(services: BrokerServices, ctx: RequestContext,
     if services.quotas is None:
         return fail(ErrorCode.UNKNOWN_SERVER_ERROR, NOT_ENABLED)
     components = request.get("components") or []
+    seen: set[str] = set()
     for c in components:
-        if c["entity_type"] not in ("user", "client-id"):
+        if c["entity_type"] not in (USER, CLIENT_ID, IP):
             return fail(ErrorCode.INVALID_REQUEST,
                         f"unsupported quota entity type {c['entity_type']!r}")
+        if c["entity_type"] in seen:  # Kafka's words
+            name = "client" if c["entity_type"] == CLIENT_ID else c["entity_type"]
+            return fail(ErrorCode.INVALID_REQUEST,
+                        f"Duplicate {name} filter component entity type")
+        seen.add(c["entity_type"])
         if c["match_type"] not in (0, 1, 2) or (c["match_type"] == 0 and c.get("match") is None):
             return fail(ErrorCode.INVALID_REQUEST, "a match of type 0 (exact) needs a name")
+    if IP in seen and len(seen) > 1:
+        return fail(ErrorCode.INVALID_REQUEST,
+                    "Invalid entity filter component combination, IP filter component should "
+                    "not be used with user or clientId filter component.")
     found = services.quotas.store.describe(components, bool(request.get("strict")))
     return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "error_message": None,
             "entries": [{"entity": [{"entity_type": t, "entity_name": n} for t, n in entity],
@@ -73,9 +93,11 @@ def handle_alter_client_quotas(services: BrokerServices, ctx: RequestContext,
             code, message = ErrorCode.UNKNOWN_SERVER_ERROR, NOT_ENABLED
         else:
             try:
-                ops = checked_ops((op["key"], None if op.get("remove") else float(op["value"]))
-                                  for op in entry.get("ops") or ())
-                entity = entity_of(parts)
+                checked = entity_of(parts)
+                ops = checked_ops(((op["key"], None if op.get("remove")
+                                    else float(op["value"]))
+                                   for op in entry.get("ops") or ()), checked)
+                entity = checked
             except QuotaError as e:
                 code, message = ErrorCode.INVALID_REQUEST, str(e)
         work.append((parts, entity, ops, code, message))

@@ -15,7 +15,7 @@ PRODUCER_FENCED is INVALID_PRODUCER_EPOCH for the versions before it existed.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kafkactl.broker.coordinator.group_metadata_manager import OFFSETS_TOPIC
 from kafkactl.broker.coordinator.transaction_metadata import TopicPartition, TxnMetadata
@@ -26,6 +26,9 @@ from kafkactl.broker.security.acl import AclOperation, ResourceType
 from kafkactl.broker.security.checks import authorize, authorize_cluster, authorize_topic
 from kafkactl.broker.services import BrokerServices
 from kafkactl.protocol.errors import ErrorCode
+
+if TYPE_CHECKING:
+    from kafkactl.broker.partition import Partition
 
 INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC, TXN_TOPIC})
 
@@ -232,6 +235,25 @@ def handle_list_transactions(services: BrokerServices, ctx: RequestContext,
 
 
 # ---- DescribeProducers ----------------------------------------------------------------------
+def _hosted_replica(services: BrokerServices, topic: str, p: int
+                    ) -> tuple[Partition | None, ErrorCode]:
+    """(this broker's replica of topic-p, NONE), leader or follower: Kafka answers
+    DescribeProducers from any online replica (a follower rebuilds its producer state from
+    the batches it appends), which `kafka-transactions describe-producers --broker-id` asks.
+    Otherwise (None, KAFKA_STORAGE_ERROR) for a replica in an offline log dir,
+    NOT_LEADER_OR_FOLLOWER when the cluster has the partition on other brokers only,
+    UNKNOWN_TOPIC_OR_PARTITION when nobody has it (ReplicaManager.getPartitionOrError)."""
+    replicas = services.replica_manager
+    part = replicas.partitions.get_partition(topic, p)
+    if part is not None:
+        return part, ErrorCode.NONE
+    if (topic, p) in replicas.partitions.offline:
+        return None, ErrorCode.KAFKA_STORAGE_ERROR
+    if replicas.cache.partition(topic, p) is not None:
+        return None, ErrorCode.NOT_LEADER_OR_FOLLOWER
+    return None, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+
+
 def _producers_of(services: BrokerServices, ctx: RequestContext, topic: str, p: int
                   ) -> dict[str, Any]:
     entry: dict[str, Any] = {"partition_index": p, "error_code": ErrorCode.NONE,
@@ -239,7 +261,7 @@ def _producers_of(services: BrokerServices, ctx: RequestContext, topic: str, p: 
     if not authorize_topic(services, ctx, AclOperation.READ, topic):
         entry["error_code"] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
         return entry
-    part, code = services.replica_manager.leader_partition(topic, p)
+    part, code = _hosted_replica(services, topic, p)
     if part is None:
         entry["error_code"] = code
         return entry
