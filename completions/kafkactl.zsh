@@ -635,8 +635,8 @@ _kafkactl_configs() {
         command)
             local -a commands
             commands=(
-                'describe:Show the dynamic configs of topics or brokers (--all\: every config).'
-                'alter:Set (--add-config) and remove (--delete-config) configs of a topic or broker.'
+                'describe:Show the dynamic configs of topics or brokers (--all\: every config), or a broker'\''s loggers and their levels.'
+                'alter:Set (--add-config) and remove (--delete-config) configs of a topic or broker, or a broker'\''s logger levels (--add-conf...'
             )
             _describe -t commands 'kafkactl command' commands ;;
         argument)
@@ -649,7 +649,7 @@ _kafkactl_configs() {
 
 _kafkactl_configs_describe() {
     _arguments -s -S \
-        '--entity-type[topics or brokers.]:ENTITY_TYPE: ' \
+        '--entity-type[topics, brokers or broker-loggers (a broker'\''s log levels).]:ENTITY_TYPE: ' \
         '--entity-name[Topic name or broker id.]:ENTITY_NAME: ' \
         '--entity-default[The cluster-wide default broker configs.]' \
         '--topic[Same as --entity-type topics --entity-name.]:TOPIC: ' \
@@ -667,7 +667,7 @@ _kafkactl_configs_describe() {
 
 _kafkactl_configs_alter() {
     _arguments -s -S \
-        '--entity-type[topics or brokers.]:ENTITY_TYPE: ' \
+        '--entity-type[topics, brokers or broker-loggers (a broker'\''s log levels).]:ENTITY_TYPE: ' \
         '--entity-name[Topic name or broker id.]:ENTITY_NAME: ' \
         '--entity-default[The cluster-wide default broker configs.]' \
         '--topic[Same as --entity-type topics --entity-name.]:TOPIC: ' \

@@ -144,11 +144,48 @@ BROKER_DEFAULTS.update({
 })
 
 
+# Kafka's defaults (KafkaConfig) of the broker keys that set topic configs' defaults and
+# that BROKER_DEFAULTS leaves out (each is its topic config's default, kafkactl.log.config):
+# DescribeConfigs shows them with these values, source DEFAULT_CONFIG. None: Kafka's
+# default is null (no value).
+TOPIC_DEFAULT_KEYS: dict[str, str | None] = {
+    "log.roll.jitter.ms": None, "log.roll.jitter.hours": "0",
+    "log.cleaner.delete.retention.ms": "86400000",
+    "log.cleaner.min.compaction.lag.ms": "0",
+    "log.cleaner.max.compaction.lag.ms": str(LONG_MAX),
+    "log.cleaner.min.cleanable.ratio": "0.5",
+    "log.preallocate": "false",
+    "log.message.format.version": "3.0-IV1",
+    "log.message.timestamp.before.max.ms": str(LONG_MAX),
+    "log.message.timestamp.after.max.ms": str(LONG_MAX),
+    "log.message.downconversion.enable": "true",
+    "log.local.retention.ms": "-2", "log.local.retention.bytes": "-2",
+    "compression.gzip.level": "-1", "compression.lz4.level": "9",
+    "compression.zstd.level": "3",
+}
+# The keys whose Kafka default is null: BROKER_DEFAULTS spells them "" (not set), and
+# DescribeConfigs shows them as null, without a DEFAULT_CONFIG synonym, until one is set.
+NULL_DEFAULT_KEYS = frozenset({
+    "advertised.listeners", "log.dirs", "zookeeper.connect", "log.roll.ms",
+    "log.retention.minutes", "log.retention.ms", "log.flush.interval.ms",
+    *(k for k, v in TOPIC_DEFAULT_KEYS.items() if v is None)})
+
+
+def kafka_default(key: str) -> str | None:
+    """The default of a broker key as DescribeConfigs shows it (its DEFAULT_CONFIG value):
+    None when Kafka's is null or the key has no default here."""
+    if key in NULL_DEFAULT_KEYS:
+        return None
+    if key in TOPIC_DEFAULT_KEYS:
+        return TOPIC_DEFAULT_KEYS[key]
+    return BROKER_DEFAULTS.get(key)
+
+
 # Every broker key this broker knows by name (is_known_key adds the families). The broker
 # defaults of topic configs (kafkactl.log.config.BROKER_SYNONYMS) and the dynamic keys
 # (kafkactl.broker.dynamic_config) are among them: tests/broker/test_config_keys.py checks.
 KNOWN_KEYS = (frozenset(BROKER_DEFAULTS) | frozenset(BROKER_KEY_TYPES) | BROKER_TEXT_KEYS
-              | SECURITY_KEYS)
+              | SECURITY_KEYS | frozenset(TOPIC_DEFAULT_KEYS))
 
 
 def is_known_key(key: str) -> bool:
@@ -317,6 +354,14 @@ class BrokerConfig:
 
     def get(self, key: str) -> str:
         return self.props.get(key, BROKER_DEFAULTS.get(key, ""))
+
+    def described_value(self, key: str) -> str | None:
+        """`key`'s value as DescribeConfigs shows it: Kafka's null for a key without a
+        value (log.retention.ms unset), the default of a key that is not set."""
+        value = self.props.get(key)
+        if value is None or (value == "" and key in NULL_DEFAULT_KEYS):
+            return kafka_default(key)
+        return value
 
     def get_int(self, key: str) -> int:
         value = self.get(key)

@@ -29,7 +29,12 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from kafkactl.broker.config import BROKER_DEFAULTS, BrokerConfig, log_default_props
+from kafkactl.broker.config import (
+    NULL_DEFAULT_KEYS,
+    BrokerConfig,
+    kafka_default,
+    log_default_props,
+)
 from kafkactl.broker.config_types import key_type_of
 from kafkactl.broker.partition_store import PartitionStore
 from kafkactl.log.config import BROKER_SYNONYMS, LogConfig
@@ -251,6 +256,72 @@ def _check_dynamic(key: str, value: str, *, cluster_default: bool) -> None:
     STORED_ONLY_KEYS[key](key, value)
 
 
+# Kafka's ServerTopicConfigSynonyms (3.x): each topic config -> the broker key that sets its
+# default, the first of its broker synonyms (broker_config_synonyms has the others). A
+# topic config not listed has no broker synonym (the throttled replicas, remote storage).
+TOPIC_CONFIG_SYNONYMS: dict[str, str] = {
+    "segment.bytes": "log.segment.bytes",
+    "segment.ms": "log.roll.ms",
+    "segment.jitter.ms": "log.roll.jitter.ms",
+    "segment.index.bytes": "log.index.size.max.bytes",
+    "flush.messages": "log.flush.interval.messages",
+    "flush.ms": "log.flush.interval.ms",
+    "retention.bytes": "log.retention.bytes",
+    "retention.ms": "log.retention.ms",
+    "max.message.bytes": "message.max.bytes",
+    "index.interval.bytes": "log.index.interval.bytes",
+    "delete.retention.ms": "log.cleaner.delete.retention.ms",
+    "min.compaction.lag.ms": "log.cleaner.min.compaction.lag.ms",
+    "max.compaction.lag.ms": "log.cleaner.max.compaction.lag.ms",
+    "file.delete.delay.ms": "log.segment.delete.delay.ms",
+    "min.cleanable.dirty.ratio": "log.cleaner.min.cleanable.ratio",
+    "cleanup.policy": "log.cleanup.policy",
+    "unclean.leader.election.enable": "unclean.leader.election.enable",
+    "min.insync.replicas": "min.insync.replicas",
+    "compression.type": "compression.type",
+    "compression.gzip.level": "compression.gzip.level",
+    "compression.lz4.level": "compression.lz4.level",
+    "compression.zstd.level": "compression.zstd.level",
+    "preallocate": "log.preallocate",
+    "message.format.version": "log.message.format.version",
+    "message.timestamp.type": "log.message.timestamp.type",
+    "message.timestamp.difference.max.ms": "log.message.timestamp.difference.max.ms",
+    "message.timestamp.before.max.ms": "log.message.timestamp.before.max.ms",
+    "message.timestamp.after.max.ms": "log.message.timestamp.after.max.ms",
+    "message.downconversion.enable": "log.message.downconversion.enable",
+    "local.retention.ms": "log.local.retention.ms",
+    "local.retention.bytes": "log.local.retention.bytes",
+}
+# Kafka's DynamicBrokerConfig.brokerConfigSynonyms: the keys that set the same thing, the
+# finest unit first.
+_SYNONYM_GROUPS = (("log.roll.ms", "log.roll.hours"),
+                   ("log.roll.jitter.ms", "log.roll.jitter.hours"),
+                   ("log.retention.ms", "log.retention.minutes", "log.retention.hours"))
+# Listener keys given as listener.name.<listener>.<mechanism>.<key> (ListenerMechanismConfigs)
+_LISTENER_MECHANISM_KEYS = ("sasl.jaas.config", "sasl.login.callback.handler.class",
+                            "sasl.login.class", "sasl.server.callback.handler.class",
+                            "connections.max.reauth.ms")
+
+
+def broker_config_synonyms(name: str) -> list[str]:
+    """Kafka's brokerConfigSynonyms(name, matchListenerOverride = true): `name` and the
+    broker keys that stand in for it, highest precedence first (log.retention.ms,
+    log.retention.minutes, log.retention.hours; log.flush.interval.ms, then
+    log.flush.scheduler.interval.ms; a listener-prefixed key, then its base key)."""
+    for group in _SYNONYM_GROUPS:
+        if name in group:
+            return list(group)
+    if name == "log.flush.interval.ms":
+        return [name, "log.flush.scheduler.interval.ms"]
+    if name.startswith(_LISTENER_PREFIX):
+        rest = name[len(_LISTENER_PREFIX):].partition(".")[2]
+        if rest:
+            mechanism_key = next((k for k in _LISTENER_MECHANISM_KEYS if rest.endswith(k)),
+                                 None)
+            return [name, mechanism_key or rest]
+    return [name]
+
+
 def synonyms_of(key: str) -> list[str]:
     """The broker keys that set the same thing, in Kafka's order (finest unit first)."""
     topic_key = _TOPIC_KEY_OF.get(key)
@@ -326,27 +397,28 @@ class DynamicBrokerConfig:
         props.update(self.broker if broker is None else broker)
         return props
 
-    def source_of(self, key: str) -> int:
-        if key in self.broker:
-            return DYNAMIC_BROKER_CONFIG
-        if key in self.default:
-            return DYNAMIC_DEFAULT_BROKER_CONFIG
-        if key in self.explicit_keys:
-            return STATIC_BROKER_CONFIG
-        return DEFAULT_CONFIG
-
     def synonyms(self, key: str) -> list[dict[str, Any]]:
-        """DescribeConfigs synonyms of a broker key: each layer that sets it or a synonym."""
+        """DescribeConfigs synonyms of broker key `key`, as Kafka's ConfigHelper
+        configSynonyms lists them: layer by layer (this broker's dynamic configs, the
+        cluster default's, server.properties, the defaults), in each the keys of
+        broker_config_synonyms(key) that it sets, then all that come before the first
+        entry for `key` itself dropped (Kafka's dropWhile: with log.retention.ms unset
+        anywhere, log.retention.ms has no synonyms, not even log.retention.hours')."""
+        names = broker_config_synonyms(key)
         out: list[dict[str, Any]] = []
-        names = synonyms_of(key)
         for layer, source in ((self.broker, DYNAMIC_BROKER_CONFIG),
                               (self.default, DYNAMIC_DEFAULT_BROKER_CONFIG)):
             out += [{"name": n, "value": layer[n], "source": source} for n in names
                     if n in layer]
         out += [{"name": n, "value": self.static[n], "source": STATIC_BROKER_CONFIG}
-                for n in names if n in self.explicit_keys and n in self.static]
-        out += [{"name": n, "value": BROKER_DEFAULTS[n], "source": DEFAULT_CONFIG}
-                for n in names if BROKER_DEFAULTS.get(n, "") != ""]
+                for n in names if n in self.explicit_keys and n in self.static
+                and not (self.static[n] == "" and n in NULL_DEFAULT_KEYS)]
+        for n in names:
+            default = kafka_default(n)
+            if default is not None:
+                out.append({"name": n, "value": default, "source": DEFAULT_CONFIG})
+        while out and out[0]["name"] != key:
+            out.pop(0)
         return out
 
     # ---- changes ---------------------------------------------------------------------------

@@ -1,8 +1,9 @@
 """`kafkactl configs describe|alter` (kafka-configs, through the protocol).
 
-Topic configs and dynamic broker configs (KIP-226), with kafka-configs' flags:
-`--entity-type topics|brokers` with `--entity-name NAME` or `--entity-default` (the
-cluster-wide broker default), or the shorthands `--topic`, `--broker`, `--broker-defaults`;
+Topic configs, dynamic broker configs (KIP-226) and a broker's logger levels (KIP-412),
+with kafka-configs' flags: `--entity-type topics|brokers|broker-loggers` with
+`--entity-name NAME` or `--entity-default` (the cluster-wide broker default), or the
+shorthands `--topic`, `--broker`, `--broker-defaults`;
 `--add-config 'k1=v1,k2=[a,b]'` and `--delete-config 'k1,k2'`; `--all` to describe every
 config, not only the dynamic ones. As kafka-configs, `--delete-config` takes only keys set
 on the entity itself (a topic's overrides, a broker's or the cluster default's dynamic
@@ -30,11 +31,12 @@ if TYPE_CHECKING:
 configs_app = typer.Typer(help="Describe and alter topic and broker configs (kafka-configs).",
                           no_args_is_help=True)
 
-TOPIC, BROKER = 2, 4
+TOPIC, BROKER, BROKER_LOGGER = 2, 4, 8
 SOURCES = {1: "DYNAMIC_TOPIC_CONFIG", 2: "DYNAMIC_BROKER_CONFIG",
            3: "DYNAMIC_DEFAULT_BROKER_CONFIG", 4: "STATIC_BROKER_CONFIG", 5: "DEFAULT_CONFIG",
            6: "DYNAMIC_BROKER_LOGGER_CONFIG"}
-ENTITY_TYPES = {"topics": TOPIC, "brokers": BROKER}
+ENTITY_TYPES = {"topics": TOPIC, "brokers": BROKER, "broker-loggers": BROKER_LOGGER}
+SINGULAR = {TOPIC: "topic", BROKER: "broker", BROKER_LOGGER: "broker-logger"}
 
 
 def parse_add_config(text: str) -> dict[str, str]:
@@ -72,7 +74,8 @@ def _entity(entity_type: str | None, entity_name: str | None, entity_default: bo
     for flag, given in (("--entity-name", entity_name), ("--topic", topic), ("--broker", broker)):
         if given is not None and not given.strip():
             what = "a topic name" if flag == "--topic" or entity_type == "topics" else (
-                "a broker id" if flag == "--broker" or entity_type == "brokers"
+                "a broker id" if flag == "--broker" or entity_type in ("brokers",
+                                                                        "broker-loggers")
                 else "a topic name or broker id")
             default = "" if flag == "--topic" or entity_type == "topics" else (
                 " (or --entity-default for the cluster-wide broker default)")
@@ -88,9 +91,10 @@ def _entity(entity_type: str | None, entity_name: str | None, entity_default: bo
     if broker_defaults:
         return BROKER, ""
     if entity_type is None:
-        raise fail("--entity-type (topics or brokers) is required")
+        raise fail("--entity-type (topics, brokers or broker-loggers) is required")
     if entity_type not in ENTITY_TYPES:
-        raise fail(f"--entity-type {entity_type!r} is not supported here; use topics or brokers")
+        raise fail(f"--entity-type {entity_type!r} is not supported here; use topics, "
+                   "brokers or broker-loggers")
     rtype = ENTITY_TYPES[entity_type]
     if entity_default:
         if rtype != BROKER:
@@ -104,13 +108,17 @@ def _entity(entity_type: str | None, entity_name: str | None, entity_default: bo
 def _label(rtype: int, name: str) -> str:
     if rtype == BROKER and name == "":
         return "brokers in the cluster"
-    return f"{'topic' if rtype == TOPIC else 'broker'} {name}"
+    return f"{SINGULAR[rtype]} {name}"
 
 
 def _format(entry: ConfigEntry) -> str:
-    synonyms = ", ".join(f"{SOURCES.get(src, 'UNKNOWN')}:{n}={v}" for n, v, src in
+    """kafka-configs' line (a value that is not set, or sensitive, is `null`)."""
+    def shown(v: str | None) -> str:
+        return "null" if v is None else v
+
+    synonyms = ", ".join(f"{SOURCES.get(src, 'UNKNOWN')}:{n}={shown(v)}" for n, v, src in
                          entry.synonyms)
-    return (f"  {entry.name}={entry.value} sensitive={str(entry.sensitive).lower()} "
+    return (f"  {entry.name}={shown(entry.value)} sensitive={str(entry.sensitive).lower()} "
             f"synonyms={{{synonyms}}}")
 
 
@@ -120,6 +128,8 @@ def _dynamic_sources(rtype: int, name: str) -> set[int]:
     dynamic configs, the cluster-wide broker defaults."""
     if rtype == TOPIC:
         return {1}
+    if rtype == BROKER_LOGGER:
+        return {6}  # every logger: its level is dynamic
     return {2} if name != "" else {3}
 
 
@@ -131,6 +141,11 @@ def refuse_unset_deletes(admin: AdminClient, name: str, keys: list[str],
     if not keys:
         return
     entries = admin.describe_configs(name, resource_type=rtype)
+    if rtype == BROKER_LOGGER:  # kafka-configs: the loggers must exist, to set or reset
+        unknown = [k for k in keys if k not in entries]
+        if unknown:
+            raise fail(f"Invalid broker logger(s): {','.join(unknown)}")
+        return
     dynamic = _dynamic_sources(rtype, name)
     unset = [k for k in keys if k not in entries or entries[k].source not in dynamic]
     if unset:
@@ -160,7 +175,8 @@ def _run(bootstrap: str | None, prop: list[str], command_config: Path | None,
         raise fail(str(e)) from None
 
 
-_ENTITY_TYPE = typer.Option(None, "--entity-type", help="topics or brokers.")
+_ENTITY_TYPE = typer.Option(None, "--entity-type",
+                            help="topics, brokers or broker-loggers (a broker's log levels).")
 _ENTITY_NAME = typer.Option(None, "--entity-name", help="Topic name or broker id.")
 _ENTITY_DEFAULT = typer.Option(False, "--entity-default",
                                help="The cluster-wide default broker configs.")
@@ -181,7 +197,8 @@ def describe(
     prop: list[str] = property_option(),
     command_config: Path | None = command_config_option(),
 ) -> None:
-    """Show the dynamic configs of topics or brokers (--all: every config)."""
+    """Show the dynamic configs of topics or brokers (--all: every config), or a broker's
+    loggers and their levels."""
     rtype, name = _entity(entity_type, entity_name, entity_default, topic, broker,
                           broker_defaults)
 
@@ -212,7 +229,8 @@ def alter(
     prop: list[str] = property_option(),
     command_config: Path | None = command_config_option(),
 ) -> None:
-    """Set (--add-config) and remove (--delete-config) configs of a topic or broker."""
+    """Set (--add-config) and remove (--delete-config) configs of a topic or broker, or a
+    broker's logger levels (--add-config kafkactl.broker=DEBUG; --delete-config resets)."""
     rtype, name = _entity(entity_type, entity_name, entity_default, topic, broker,
                           broker_defaults)
     if name is None:
@@ -235,7 +253,8 @@ def alter(
         from kafkactl.protocol.errors import KafkaError
 
         try:
-            refuse_unset_deletes(admin, name, to_delete, rtype)
+            refuse_unset_deletes(admin, name, to_delete + (
+                list(to_set) if rtype == BROKER_LOGGER else []), rtype)
             admin.alter_configs(name, to_set, to_delete, resource_type=rtype)
         except (ClientError, KafkaError) as e:
             # the client says "alter NAME: ERROR: why": name the entity in words

@@ -24,6 +24,7 @@ TOPIC_RESOURCE = 2
 # before it reports that partition and returns the others
 LEADER_GRACE_S = 2.0
 BROKER_RESOURCE = 4
+BROKER_LOGGER_RESOURCE = 8  # a broker's loggers and their levels (KIP-412)
 OP_SET, OP_DELETE = 0, 1
 # ElectLeaders' election_type (KIP-460; version 1 and later)
 PREFERRED_ELECTION, UNCLEAN_ELECTION = 0, 1
@@ -173,15 +174,16 @@ class AdminClient:
         body = {"resources": [{"resource_type": resource_type, "resource_name": topic,
                                "configs": configs}], "validate_only": False}
         conn = self._connection_for(topic, resource_type) \
-            if resource_type == BROKER_RESOURCE else self._controller()
+            if resource_type in (BROKER_RESOURCE, BROKER_LOGGER_RESOURCE) \
+            else self._controller()
         resp = conn.request(ApiKey.INCREMENTAL_ALTER_CONFIGS, body)
         for r in resp.get("responses") or ():
             self._check(r.get("error_code", 0), r.get("error_message"), f"alter {topic}")
 
     def _connection_for(self, name: str, resource_type: int) -> Any:
-        """One broker's own configs are that broker's to describe and change (as with
-        Kafka's admin client); anything else any broker answers."""
-        if resource_type == BROKER_RESOURCE and name.isdigit():
+        """One broker's own configs and loggers are that broker's to describe and change
+        (as with Kafka's admin client); anything else any broker answers."""
+        if resource_type in (BROKER_RESOURCE, BROKER_LOGGER_RESOURCE) and name.isdigit():
             self.client.refresh_metadata([])
             return self.client.connection(int(name))
         return self.client.any_connection()

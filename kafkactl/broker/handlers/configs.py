@@ -9,15 +9,26 @@ In a ZooKeeper cluster, as in Kafka, a topic's configs are described from ZooKee
 hosting a replica of it or not; a change is written there with a /config/changes
 notification that every broker applies (kafkactl.cluster.config_changes), and so is a
 change of the dynamic broker configs (/config/brokers/[id] or <default>).
+
+Broker logger resources (KIP-412, resource name = this broker's id) are the log levels of
+this broker's Python loggers (kafkactl.broker.broker_loggers): described, and changed by
+IncrementalAlterConfigs only, on this broker only and until it stops, as in Kafka.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from kafkactl.broker.config import BROKER_DEFAULTS, BrokerConfig
+from kafkactl.broker.broker_loggers import (
+    BrokerLoggerError,
+    alter_broker_loggers,
+    describe_broker_loggers,
+)
+from kafkactl.broker.config import BROKER_DEFAULTS, TOPIC_DEFAULT_KEYS, BrokerConfig
+from kafkactl.broker.config_types import key_type_of
 from kafkactl.broker.dynamic_config import (
     DYNAMIC_DEFAULT_BROKER_CONFIG,
+    TOPIC_CONFIG_SYNONYMS,
     DynamicBrokerConfig,
     is_dynamic,
 )
@@ -27,7 +38,7 @@ from kafkactl.broker.security.checks import authorize_cluster, authorize_topic
 from kafkactl.broker.services import BrokerServices
 from kafkactl.broker.topic_admin import TopicError, TopicState
 from kafkactl.broker.zk_topic_admin import ZkTopicAdmin
-from kafkactl.log.config import BROKER_SYNONYMS, LogConfig
+from kafkactl.log.config import LogConfig
 from kafkactl.log.config_def import (
     PASSWORD,
     config_type,
@@ -40,10 +51,18 @@ from kafkactl.protocol.errors import ErrorCode
 TOPIC, BROKER, BROKER_LOGGER = 2, 4, 8
 DYNAMIC_TOPIC_CONFIG, DEFAULT_CONFIG = 1, 5
 TYPE_BOOLEAN, TYPE_STRING, TYPE_LONG, TYPE_DOUBLE, TYPE_LIST = 1, 2, 5, 6, 7
+# Kafka's DescribeConfigs ConfigType of a ConfigDef type
+_CONFIG_TYPES = {"BOOLEAN": TYPE_BOOLEAN, "INT": 3, "SHORT": 4, "LONG": TYPE_LONG,
+                 "DOUBLE": TYPE_DOUBLE}
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 
 
 def _type_of(value: str, key: str) -> int:
+    """The ConfigType of a broker key: its ConfigDef type where this broker knows it, else
+    guessed from the value."""
+    known = key_type_of(key)
+    if known is not None and known.type in _CONFIG_TYPES:
+        return _CONFIG_TYPES[known.type]
     if value in ("true", "false"):
         return TYPE_BOOLEAN
     try:
@@ -58,22 +77,18 @@ def _type_of(value: str, key: str) -> int:
         return TYPE_STRING
 
 
-def _broker_layers(dyn: DynamicBrokerConfig, broker_key: str) -> list[dict[str, Any]]:
-    """Where the broker sets `broker_key`, highest precedence first (no DEFAULT_CONFIG)."""
-    return [x for x in dyn.synonyms(broker_key)
-            if x["name"] == broker_key and x["source"] != DEFAULT_CONFIG]
-
-
 def topic_config_entries(services: BrokerServices, config: LogConfig, overrides: dict[str, str],
                          include_synonyms: bool = False) -> list[dict[str, Any]]:
+    """A topic's configs as Kafka's createTopicConfigEntry describes them: each with its
+    synonyms, highest precedence first: the topic's override (DYNAMIC_TOPIC_CONFIG), then
+    the synonyms of its broker key (TOPIC_CONFIG_SYNONYMS) in every broker layer (see
+    DynamicBrokerConfig.synonyms); its source is the first synonym's."""
     entries = []
     for key, value in describe_values(config).items():
-        synonyms = []
+        broker_key = TOPIC_CONFIG_SYNONYMS.get(key)
+        synonyms = services.dynamic_config.synonyms(broker_key) if broker_key else []
         if key in overrides:
-            synonyms.append({"name": key, "value": overrides[key],
-                             "source": DYNAMIC_TOPIC_CONFIG})
-        for bk, _scale in BROKER_SYNONYMS.get(key, []):
-            synonyms += _broker_layers(services.dynamic_config, bk)
+            synonyms.insert(0, {"name": key, "value": value, "source": DYNAMIC_TOPIC_CONFIG})
         source = synonyms[0]["source"] if synonyms else DEFAULT_CONFIG
         entries.append({"name": key, "value": value, "read_only": False,
                         "is_default": source == DEFAULT_CONFIG, "config_source": source,
@@ -99,24 +114,34 @@ def _broker_entry(dyn: DynamicBrokerConfig, config: BrokerConfig, key: str,
 
 def _broker_entries(services: BrokerServices, rname: str,
                     include_synonyms: bool) -> list[dict[str, Any]]:
+    """Kafka's createBrokerConfigEntry: this broker's keys (resource name = its id), or the
+    cluster default's dynamic configs (""), whose synonyms are those of that layer only;
+    a key's source is its first synonym's."""
     dyn, config = services.dynamic_config, services.config
-    if rname == "":  # the cluster-wide default resource: its dynamic configs only
-        return [_broker_entry(dyn, config, k, v, DYNAMIC_DEFAULT_BROKER_CONFIG,
-                              [{"name": k, "value": v, "source": DYNAMIC_DEFAULT_BROKER_CONFIG}]
-                              if include_synonyms else [])
-                for k, v in sorted(dyn.default.items())]
-    return [_broker_entry(dyn, config, key, config.get(key), dyn.source_of(key),
-                          dyn.synonyms(key) if include_synonyms else [])
-            for key in sorted(set(BROKER_DEFAULTS) | set(config.props))]
+    values: list[tuple[str, str | None]]
+    if rname == "":
+        values = sorted(dyn.default.items())
+    else:
+        keys = set(BROKER_DEFAULTS) | set(TOPIC_DEFAULT_KEYS) | set(config.props)
+        values = [(key, config.described_value(key)) for key in sorted(keys)]
+    entries = []
+    for key, value in values:
+        synonyms = dyn.synonyms(key)
+        if rname == "":
+            synonyms = [x for x in synonyms if x["source"] == DYNAMIC_DEFAULT_BROKER_CONFIG]
+        source = synonyms[0]["source"] if synonyms else DEFAULT_CONFIG
+        entries.append(_broker_entry(dyn, config, key, value, source,
+                                     synonyms if include_synonyms else []))
+    return entries
 
 
 def _refusal(services: BrokerServices, ctx: RequestContext, rtype: int, rname: str,
              operation: AclOperation) -> int:
     """The authorization error for DescribeConfigs / AlterConfigs on a resource, or 0:
-    the topic or the cluster (for a broker resource), as Kafka checks."""
+    the topic or the cluster (for a broker or broker logger resource), as Kafka checks."""
     if rtype == TOPIC and not authorize_topic(services, ctx, operation, rname):
         return ErrorCode.TOPIC_AUTHORIZATION_FAILED
-    if rtype == BROKER and not authorize_cluster(services, ctx, operation):
+    if rtype in (BROKER, BROKER_LOGGER) and not authorize_cluster(services, ctx, operation):
         return ErrorCode.CLUSTER_AUTHORIZATION_FAILED
     return 0
 
@@ -190,6 +215,12 @@ async def handle_describe_configs(services: BrokerServices, ctx: RequestContext,
                            error_message=f"this is broker {broker_id}, not {rname}")
             else:
                 res["configs"] = _broker_entries(services, rname, include_synonyms)
+        elif rtype == BROKER_LOGGER:
+            try:
+                res["configs"] = describe_broker_loggers(services.metadata_cache.broker_id,
+                                                         rname)
+            except BrokerLoggerError as e:
+                res.update(error_code=e.code, error_message=e.message)
         else:
             res.update(error_code=ErrorCode.INVALID_REQUEST,
                        error_message=f"resource type {rtype} is not supported")
@@ -207,6 +238,12 @@ async def _alter(services: BrokerServices, ctx: RequestContext, request: dict[st
         rtype, rname = r["resource_type"], r["resource_name"]
         res: dict[str, Any] = {"resource_type": rtype, "resource_name": rname,
                                "error_code": ErrorCode.NONE, "error_message": None}
+        if rtype == BROKER_LOGGER and not incremental:  # as Kafka: a KIP-412 level only
+            res.update(error_code=ErrorCode.INVALID_REQUEST,  # through the incremental API
+                       error_message="AlterConfigs does not support the resource type "
+                                     "BROKER_LOGGER: use IncrementalAlterConfigs")
+            responses.append(res)
+            continue
         refusal = _refusal(services, ctx, rtype, rname, AclOperation.ALTER_CONFIGS)
         if refusal:
             res.update(error_code=refusal, error_message="Authorization failed.")
@@ -215,6 +252,11 @@ async def _alter(services: BrokerServices, ctx: RequestContext, request: dict[st
         try:
             if rtype == BROKER:
                 await _alter_broker(services, r, incremental, request["validate_only"])
+                responses.append(res)
+                continue
+            if rtype == BROKER_LOGGER:  # this broker's only: not in ZooKeeper, not kept
+                alter_broker_loggers(services.metadata_cache.broker_id, rname, r["configs"],
+                                     validate_only=request["validate_only"])
                 responses.append(res)
                 continue
             if rtype != TOPIC:
@@ -236,6 +278,8 @@ async def _alter(services: BrokerServices, ctx: RequestContext, request: dict[st
                              validate_only=request["validate_only"], timeout_s=0)
         except TopicError as e:
             res.update(error_code=e.code, error_message=str(e))
+        except BrokerLoggerError as e:
+            res.update(error_code=e.code, error_message=e.message)
         responses.append(res)
     return {"throttle_time_ms": 0, "responses": responses}
 
