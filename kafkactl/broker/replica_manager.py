@@ -33,6 +33,7 @@ from kafkactl.log.validator import (
     validate_batches,
 )
 from kafkactl.protocol.errors import ErrorCode
+from kafkactl.record.codecs import Compression
 
 if TYPE_CHECKING:
     from kafkactl.broker.isr_changer import IsrChanger
@@ -41,6 +42,22 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 DEBUGGING_CONSUMER_ID = -2  # a Fetch's replica_id that may read followers (verification)
+
+
+def _check_rebuilt_sizes(batches: list[Any], max_message_bytes: int, topic: str,
+                         partition: int) -> None:
+    """max.message.bytes again on the batches the broker re-encoded (the topic's
+    compression.type differs from the producer's codec): Kafka's UnifiedLog.append checks
+    each batch when `messageSizeMaybeChanged` and refuses the whole append."""
+    for b in batches:
+        if b.size > max_message_bytes:
+            codec = "uncompressed" if b.compression == Compression.NONE else \
+                Compression(b.compression).name.lower()
+            raise BatchValidationError(
+                ErrorCode.MESSAGE_TOO_LARGE,
+                f"Message batch size is {b.size} bytes after recompression to {codec} in "
+                f"append to partition {topic}-{partition}, which exceeds the maximum "
+                f"configured size of {max_message_bytes} (max.message.bytes).")
 
 
 @dataclass(slots=True)
@@ -157,6 +174,7 @@ class ReplicaManager:
                     buf, max_message_bytes=2**31 - 1, timestamp_type="CreateTime",
                     max_timestamp_difference_ms=2**63 - 1, now_ms=now_ms,
                     produce_version=max(produce_version, 7), single_batch=False)
+                _check_rebuilt_sizes(batches, config.max_message_bytes, topic, partition)
             lat = now_ms if config.message_timestamp_type == "LogAppendTime" else None
             result = part.append_as_leader(buf, batches, log_append_time=lat)
         except (BatchValidationError, ProducerStateError) as e:
@@ -221,7 +239,11 @@ class ReplicaManager:
     def read(self, topic: str, partition: int, offset: int, max_bytes: int, *,
              min_one_batch: bool, current_leader_epoch: int = -1,
              replica_id: int = -1, read_committed: bool = False,
-             log_start_offset: int = -1) -> FetchResult:
+             log_start_offset: int = -1, hard_max_bytes_limit: bool = False) -> FetchResult:
+        """One partition of a fetch. `hard_max_bytes_limit` (Fetch v0-2): a first batch cut
+        by `max_bytes` is sent as the fragment (the client reports it too large); v3+
+        (Kafka's checkFetchDataInfo) sends an empty record set instead, so the consumer
+        fetches the partition again, first in line, and gets the whole batch (KIP-74)."""
         from kafkactl.log.errors import CorruptRecordError, OffsetOutOfRange
 
         part, code = self.leader_partition(topic, partition)
@@ -258,6 +280,9 @@ class ReplicaManager:
         except OSError as e:  # a failing disk (EIO): this partition only
             log.error("cannot read %s-%d at offset %d: %s", topic, partition, offset, e)
             return FetchResult(ErrorCode.KAFKA_STORAGE_ERROR, hw, lso, lso_)
+        if fs.first_entry_incomplete and not hard_max_bytes_limit:
+            return FetchResult(ErrorCode.NONE, hw, lso, lso_, None, 0,
+                               [] if read_committed else None)
         aborted = None
         if read_committed:
             aborted = part.aborted_transactions(fs.first_offset, part.log.fetch_upper_bound(

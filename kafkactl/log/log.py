@@ -77,12 +77,16 @@ LogAppendInfo = AppendSummary
 @dataclass(slots=True)
 class FetchSlice:
     """A byte range of a segment file, ready for `os.sendfile(sock, fd, position, length)`.
-    `first_offset` is the base offset of the first batch in the range."""
+    `first_offset` is the base offset of the first batch in the range.
+    `first_entry_incomplete`: the first batch did not fit `max_bytes` (read without
+    `min_one_batch`), so the range is a cut-off fragment of it (Kafka's FetchDataInfo
+    firstEntryIncomplete); a Fetch v3+ sends an empty record set instead."""
 
     fd: int
     position: int
     length: int
     first_offset: int
+    first_entry_incomplete: bool = False
 
     def read_bytes(self) -> bytes:
         parts: list[bytes] = []
@@ -374,7 +378,12 @@ class Log:
         max_offset: int | None = None,
         min_one_batch: bool = True,
     ) -> FetchSlice:
-        """The byte range to send for a fetch at `offset` (starting at the batch holding it)."""
+        """The byte range to send for a fetch at `offset` (starting at the batch holding it):
+        at most `max_bytes`, cut at the batch holding `max_offset`. With `min_one_batch` the
+        first batch is whole even above `max_bytes` (KIP-74); without it a first batch larger
+        than `max_bytes` gives a fragment marked `first_entry_incomplete` (Kafka's
+        LogSegment.read); later batches that do not fit are cut at `max_bytes` (as Kafka's
+        FileRecords.slice: clients drop the partial batch at the end)."""
         segs = self._segs
         segments, bases = segs.segments, segs.bases
         start, end = self._log_start_offset, self._log_end_offset
@@ -400,11 +409,12 @@ class Log:
                     if mh is not None:
                         limit = mh.position if mh.position > h.position else h.position + h.size
                 length = min(max_bytes, limit - h.position)
-                if min_one_batch and length < h.size:
-                    length = min(h.size, size - h.position)
-                length = max(0, length)
                 first = h.base_offset if h.magic == 2 else h.last_offset
-                return FetchSlice(seg.fd, h.position, length, first)
+                if length < h.size:  # limit - position >= h.size: max_bytes cut the batch
+                    if not min_one_batch:
+                        return FetchSlice(seg.fd, h.position, max(0, length), first, True)
+                    length = min(h.size, size - h.position)
+                return FetchSlice(seg.fd, h.position, max(0, length), first)
             if offset >= end or i == len(segments) - 1:
                 break
             i += 1

@@ -3,7 +3,9 @@
 Records go out as FileRegions (the network layer sendfile()s them). A fetch starting inside a
 batch returns that whole batch (clients skip the earlier records). `max_bytes` bounds the
 response and `partition_max_bytes` each partition, except that the first batch of the first
-non-empty partition is always returned whole (KIP-74) so a big batch cannot stall a consumer.
+non-empty partition is always returned whole (KIP-74) so a big batch cannot stall a consumer;
+a later partition whose first batch does not fit gets an empty record set (v3+; Kafka's
+firstEntryIncomplete), to be fetched whole when it comes first.
 If fewer than `min_bytes` are available, the request waits in the purgatory until appends
 bring enough or `max_wait_ms` passes. Fetch v0-3 (magic 0/1 clients) get down-converted
 bytes. Fetch sessions are not kept: every answer has session_id 0 (full fetches). Below
@@ -71,7 +73,8 @@ def _read_all(services: BrokerServices, ctx: RequestContext, request: dict[str, 
                         min_one_batch=(total == 0 and not throttled),
                         current_leader_epoch=p.get("current_leader_epoch", -1),
                         replica_id=replica_id, read_committed=read_committed,
-                        log_start_offset=p.get("log_start_offset", -1))
+                        log_start_offset=p.get("log_start_offset", -1),
+                        hard_max_bytes_limit=version <= 2)
             records: Any = b""
             if version < ZSTD_MIN_FETCH_VERSION and r.error == ErrorCode.NONE and (
                     _zstd_topic(services, name) or (r.records is not None and r.size > 0
