@@ -263,6 +263,11 @@ class ReplicaFetcher:
                     continue
                 if not await self._handle(conn, f, r):
                     backoff = True
+                elif r.get("records") and self.partitions.get(key) is f:
+                    # as Kafka's fetcher threads (updateAndMoveToEnd): a partition that
+                    # got data goes last, so busy partitions early in the request cannot
+                    # take every fetch's bytes from the ones after them
+                    self.partitions[key] = self.partitions.pop(key)
         if backoff:
             await asyncio.sleep(settings.backoff_ms / 1000)
 
