@@ -532,7 +532,9 @@ class Consumer:
         self._buffered.clear()
 
     def _send_fetches(self) -> None:
-        wanted = {tp: self.positions[tp] for tp in self.assignment() if tp in self.positions}
+        assigned = self.assignment()
+        # in `positions` order: a partition that got records went last (`_rotate`)
+        wanted = {tp: off for tp, off in self.positions.items() if tp in assigned}
         busy: set[TopicPartition] = set()
         for _c, _r, pos in self._in_flight.values():
             busy.update(pos)
@@ -557,6 +559,14 @@ class Consumer:
                 self._fetch_failed(node, e, pos)
                 continue
             self._in_flight[node] = (conn, req, pos)
+
+    def _rotate(self, tp: TopicPartition) -> None:
+        """`tp` got records: it goes last in the next fetches (as Java's consumer moves a
+        partition to the end), so partitions with data early in a request cannot take
+        every response's bytes from one after them whose batch does not fit what they
+        leave (the broker answers it empty)."""
+        if tp in self.positions:
+            self.positions[tp] = self.positions.pop(tp)
 
     def _note_leaderless(self, tps: list[TopicPartition]) -> None:
         """Say once (until it is read again) that a partition the metadata reports without
@@ -600,6 +610,8 @@ class Consumer:
                     self._fetched_from(node, pos)
                 for pf in parse_fetch_response(req.response, pos):
                     self._handle(pf, results)
+                    if len(pf.records):
+                        self._rotate((pf.topic, pf.partition))
             self._send_fetches()  # prefetch the next chunk while the caller works
             if time.monotonic() >= deadline:
                 break
