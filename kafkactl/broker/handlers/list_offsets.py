@@ -2,10 +2,17 @@
 (the seed's getOffsetsBefore, answered from the time index). Latest is the high watermark
 for isolation_level 0 (read_uncommitted), the last stable offset for 1 (read_committed),
 the log end for a follower; a lookup by timestamp finds nothing (-1) at or past that
-offset, as Kafka's fetchOffsetForTimestamp."""
+offset, as Kafka's fetchOffsetForTimestamp.
+
+Version 0 is the seed's getOffsetsBefore, answered as Kafka's legacyFetchOffsetsBefore
+(_legacy_offsets): a list of up to max_num_offsets offsets, newest first, from the log's
+segments (their base offsets and .log files' last-modified times) and its end.
+"""
 
 from __future__ import annotations
 
+import os
+import time
 from typing import Any
 
 from kafkactl.broker.request_handler import RequestContext
@@ -43,6 +50,66 @@ def _record_with_max_timestamp(log: Any) -> tuple[int, int] | None:
                 return (rec.offset, max_ts)
         break
     return found
+
+
+def _legacy_offsets(log: Any, ts: int, max_num_offsets: int) -> list[int]:
+    """Kafka's Log.legacyFetchOffsetsBefore: one (offset, time) pair per segment (its base
+    offset, at least the log start; its .log file's last-modified time), then (log end,
+    now) when the active segment holds data. LATEST starts from the last pair, EARLIEST
+    from the first, a timestamp from the last pair whose time is <= it (none: empty);
+    from there back towards the first, at most max_num_offsets offsets, descending."""
+    if max_num_offsets < 0:  # Kafka's `new Array[Long](negative)` fails the partition
+        raise ValueError(f"max_num_offsets {max_num_offsets} is negative")
+    segments = log.segments
+    start = log.log_start_offset
+    pairs = [(max(seg.base_offset, start), _last_modified_ms(seg)) for seg in segments]
+    if segments and segments[-1].size > 0:
+        pairs.append((log.log_end_offset, int(time.time() * 1000)))
+    if ts == LATEST:
+        index = len(pairs) - 1
+    elif ts == EARLIEST:
+        index = 0
+    else:
+        index = len(pairs) - 1
+        while index >= 0 and pairs[index][1] > ts:
+            index -= 1
+    count = min(max_num_offsets, index + 1)
+    return sorted((pairs[index - j][0] for j in range(count)), reverse=True)
+
+
+def _last_modified_ms(segment: Any) -> int:
+    """The segment's .log file's last-modified time in ms (0 when it is gone, as Java's
+    File.lastModified)."""
+    try:
+        return os.stat(segment.log_path).st_mtime_ns // 1_000_000
+    except OSError:
+        return 0
+
+
+def _lookup_v0(services: BrokerServices, topic: str, p: dict[str, Any],
+               consumer: bool) -> dict[str, Any]:
+    """One partition's v0 answer (Kafka's legacyFetchOffsetsForTimestamp): for a consumer
+    (replica_id -1) offsets past the high watermark are replaced by the high watermark."""
+    out: dict[str, Any] = {"partition_index": p["partition_index"],
+                           "error_code": ErrorCode.NONE, "old_style_offsets": [],
+                           "timestamp": -1, "offset": -1, "leader_epoch": -1}
+    part, code = services.replica_manager.leader_partition(topic, p["partition_index"])
+    if part is None:
+        out["error_code"] = code
+        return out
+    try:
+        offsets = _legacy_offsets(part.log, p["timestamp"], p.get("max_num_offsets", 1))
+    except ValueError:
+        out["error_code"] = ErrorCode.UNKNOWN_SERVER_ERROR
+        return out
+    if consumer:
+        hw = part.high_watermark
+        if any(o > hw for o in offsets):
+            offsets = [hw] + [o for o in offsets if o <= hw]
+    out["old_style_offsets"] = offsets
+    return out
+
+
 def _lookup(services: BrokerServices, topic: str, p: dict[str, Any],
             replica: bool = False, read_committed: bool = False) -> dict[str, Any]:
     """One partition's answer; a replica (a follower, replica_id >= 0) learns the log end
@@ -98,6 +165,11 @@ def handle_list_offsets(services: BrokerServices, ctx: RequestContext,
                  "error_code": ErrorCode.TOPIC_AUTHORIZATION_FAILED, "old_style_offsets": [],
                  "timestamp": -1, "offset": -1, "leader_epoch": -1}
                 for p in t["partitions"]]})
+            continue
+        if ctx.api_version == 0:
+            consumer = request.get("replica_id", -1) == -1
+            topics.append({"name": t["name"], "partitions": [
+                _lookup_v0(services, t["name"], p, consumer) for p in t["partitions"]]})
             continue
         topics.append({"name": t["name"],
                        "partitions": [_lookup(services, t["name"], p, replica,

@@ -5,23 +5,41 @@ for) and OffsetDelete (47), answered by the GroupCoordinator's offset manager.
 With an authorizer: OffsetCommit needs Read on the group and on each topic, OffsetFetch
 Describe on the group and on each topic (unauthorized topics are left out of an "all
 topics" answer), OffsetDelete Delete on the group and Read on each topic.
+
+Version 0 of OffsetCommit and OffsetFetch, on a broker of a ZooKeeper cluster, is Kafka's
+ZooKeeper-mode v0 (KafkaApis, Kafka 0.8.2-2.x): the offsets live in the seed's
+/consumers/GROUP/offsets/TOPIC/PARTITION znodes (the offset as decimal text, nothing else:
+a v0 commit's metadata is checked against offset.metadata.max.bytes, then dropped), and no
+group coordinator is involved (clients that old find none). Partitions the cluster does
+not know get UNKNOWN_TOPIC_OR_PARTITION, as does a v0 fetch of a partition without a
+znode (offset -1). On a standalone broker (no ZooKeeper) v0 goes to the group
+coordinator, as v1+.
 """
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Awaitable
 from typing import Any
 
 from kafkactl.broker.coordinator.group import OffsetAndMetadata
 from kafkactl.broker.coordinator.group_coordinator import GroupCoordinator
+from kafkactl.broker.coordinator.offset_manager import OFFSET_METADATA_MAX_BYTES
 from kafkactl.broker.request_handler import RequestContext
 from kafkactl.broker.security.acl import AclOperation
 from kafkactl.broker.security.checks import authorize_group, unauthorized_topics
 from kafkactl.broker.services import BrokerServices
+from kafkactl.cluster import consumer_registry
 from kafkactl.protocol.errors import ErrorCode
 
+TopicPartition = tuple[str, int]
+ZK_ANSWER_S = 10.0  # how long a v0 request waits for ZooKeeper before it gives up
 
-def handle_offset_commit(services: BrokerServices, ctx: RequestContext,
-                         request: dict[str, Any]) -> dict[str, Any]:
+
+def handle_offset_commit(services: BrokerServices, ctx: RequestContext, request: dict[str, Any]
+                         ) -> dict[str, Any] | Awaitable[dict[str, Any]]:
+    if ctx.api_version == 0 and services.cluster is not None:
+        return _commit_v0_zookeeper(services, ctx, request)
     coordinator = services.group_coordinator
     v = ctx.api_version
     now = coordinator.now_ms()
@@ -51,12 +69,68 @@ def handle_offset_commit(services: BrokerServices, ctx: RequestContext,
     errors = coordinator.commit_offsets(request["group_id"], generation, member,
                                         request.get("group_instance_id"),
                                         offsets) if offsets or not denied else {}
-    errors = {**errors, **denied}
+    return _commit_answer({**errors, **denied})
+
+
+def _commit_answer(errors: dict[TopicPartition, ErrorCode]) -> dict[str, Any]:
     topics: dict[str, list[dict[str, Any]]] = {}
     for (topic, partition), code in errors.items():
         topics.setdefault(topic, []).append({"partition_index": partition, "error_code": code})
     return {"throttle_time_ms": 0, "topics": [
         {"name": name, "partitions": parts} for name, parts in topics.items()]}
+
+
+def _java_length(text: str) -> int:
+    """String.length(): UTF-16 code units, what Kafka compares offset.metadata.max.bytes
+    with."""
+    return len(text.encode("utf-16-le")) // 2
+
+
+async def _zookeeper(services: BrokerServices, fn: Any, *args: Any) -> Any:
+    """`fn(zk, *args)` on a worker thread (kazoo blocks), given ZK_ANSWER_S to answer."""
+    assert services.cluster is not None
+    return await asyncio.wait_for(asyncio.to_thread(fn, services.cluster.zk, *args),
+                                  ZK_ANSWER_S)
+
+
+async def _commit_v0_zookeeper(services: BrokerServices, ctx: RequestContext,
+                               request: dict[str, Any]) -> dict[str, Any]:
+    """OffsetCommit v0 in a ZooKeeper cluster (Kafka's handleOffsetCommitRequest, v0):
+    Read on the group, then per partition Read on its topic, a partition the cluster
+    knows, metadata within offset.metadata.max.bytes; the others' offsets are written to
+    /consumers/GROUP/offsets/TOPIC/PARTITION. A ZooKeeper failure fails the partitions
+    still to write (UNKNOWN_SERVER_ERROR, Kafka's Errors.forException; REQUEST_TIMED_OUT
+    when it does not answer in time)."""
+    group = request["group_id"]
+    wanted: dict[TopicPartition, dict[str, Any]] = {
+        (t["name"], p["partition_index"]): p
+        for t in request.get("topics") or () for p in t.get("partitions") or ()}
+    if not authorize_group(services, ctx, AclOperation.READ, group):
+        return _commit_answer(dict.fromkeys(wanted, ErrorCode.GROUP_AUTHORIZATION_FAILED))
+    refused = unauthorized_topics(services, ctx, AclOperation.READ, (t for t, _p in wanted))
+    max_bytes = services.config.get_int_or("offset.metadata.max.bytes",
+                                           OFFSET_METADATA_MAX_BYTES)
+    errors: dict[TopicPartition, ErrorCode] = {}
+    to_write: list[tuple[TopicPartition, int]] = []
+    for tp, p in wanted.items():
+        if tp[0] in refused:
+            errors[tp] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+        elif services.metadata_cache.partition(*tp) is None:
+            errors[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        elif _java_length(p.get("committed_metadata") or "") > max_bytes:
+            errors[tp] = ErrorCode.OFFSET_METADATA_TOO_LARGE
+        else:
+            to_write.append((tp, p["committed_offset"]))
+    for i, (tp, offset) in enumerate(to_write):
+        try:
+            await _zookeeper(services, consumer_registry.write_offsets, group, {tp: offset})
+            errors[tp] = ErrorCode.NONE
+        except Exception as e:  # Kafka: Errors.forException, partition by partition
+            code = ErrorCode.REQUEST_TIMED_OUT if isinstance(e, TimeoutError) \
+                else ErrorCode.UNKNOWN_SERVER_ERROR
+            errors.update((rest, code) for rest, _o in to_write[i:])
+            break
+    return _commit_answer({tp: errors[tp] for tp in wanted})
 
 
 def _fetch_group(services: BrokerServices, ctx: RequestContext, group_id: str,
@@ -109,9 +183,65 @@ def _with_refused(found: dict[tuple[str, int], OffsetAndMetadata | None],
     return [{"name": n, "partitions": parts} for n, parts in out.items()]
 
 
-def handle_offset_fetch(services: BrokerServices, ctx: RequestContext,
-                        request: dict[str, Any]) -> dict[str, Any]:
+def _fetch_v0_answer(found: dict[TopicPartition, tuple[int, ErrorCode]]) -> dict[str, Any]:
+    out: dict[str, list[dict[str, Any]]] = {}
+    for (topic, partition), (offset, code) in found.items():
+        out.setdefault(topic, []).append({
+            "partition_index": partition, "committed_offset": offset,
+            "committed_leader_epoch": -1, "metadata": "", "error_code": code})
+    return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE,
+            "topics": [{"name": n, "partitions": parts} for n, parts in out.items()]}
+
+
+async def _fetch_v0_zookeeper(services: BrokerServices, ctx: RequestContext,
+                              request: dict[str, Any]) -> dict[str, Any]:
+    """OffsetFetch v0 in a ZooKeeper cluster (Kafka's handleOffsetFetchRequest, v0):
+    Describe on the group, then per partition Describe on its topic and a partition the
+    cluster knows; the offset is read from /consumers/GROUP/offsets/TOPIC/PARTITION (no
+    znode: -1, UNKNOWN_TOPIC_OR_PARTITION; text that is no number: -1,
+    UNKNOWN_SERVER_ERROR, Kafka's NumberFormatException), never with metadata."""
+    group = request["group_id"]
+    tps = [(t["name"], p) for t in request.get("topics") or ()
+           for p in t.get("partition_indexes") or ()]
+    if not authorize_group(services, ctx, AclOperation.DESCRIBE, group):
+        return _fetch_v0_answer(
+            {tp: (-1, ErrorCode.GROUP_AUTHORIZATION_FAILED) for tp in tps})
+    refused = unauthorized_topics(services, ctx, AclOperation.DESCRIBE, (t for t, _p in tps))
+    found: dict[TopicPartition, tuple[int, ErrorCode]] = {}
+    to_read: list[TopicPartition] = []
+    for tp in tps:
+        if tp[0] in refused:
+            found[tp] = (-1, ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+        elif services.metadata_cache.partition(*tp) is None:
+            found[tp] = (-1, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        else:
+            to_read.append(tp)
+    if to_read:
+        try:
+            stored: dict[TopicPartition, consumer_registry.StoredOffset] = await _zookeeper(
+                services, consumer_registry.read_offsets, group, to_read)
+        except Exception as e:  # Kafka: Errors.forException
+            code = ErrorCode.REQUEST_TIMED_OUT if isinstance(e, TimeoutError) \
+                else ErrorCode.UNKNOWN_SERVER_ERROR
+            found.update((tp, (-1, code)) for tp in to_read)
+        else:
+            for tp in to_read:
+                s = stored.get(tp)
+                value = None if s is None else consumer_registry.parse_decimal(s.raw)
+                if s is None:
+                    found[tp] = (-1, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+                elif s.malformed or value is None:
+                    found[tp] = (-1, ErrorCode.UNKNOWN_SERVER_ERROR)
+                else:  # a negative offset is a number: Kafka answered it as it is
+                    found[tp] = (value, ErrorCode.NONE)
+    return _fetch_v0_answer({tp: found[tp] for tp in tps})
+
+
+def handle_offset_fetch(services: BrokerServices, ctx: RequestContext, request: dict[str, Any]
+                        ) -> dict[str, Any] | Awaitable[dict[str, Any]]:
     v = ctx.api_version
+    if v == 0 and services.cluster is not None:
+        return _fetch_v0_zookeeper(services, ctx, request)
     if v >= 8:
         groups = []
         stable = bool(request.get("require_stable"))
