@@ -11,6 +11,8 @@ from __future__ import annotations
 import mmap
 import os
 import struct
+import sys
+import traceback
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -303,8 +305,24 @@ def validate_file(fd: int, size: int, base_offset: int,
         if txn_events is not None:
             txn_events.extend(buffer_txn_events(mm, 0, -1, vp.valid_bytes))
         return vp
+    except BaseException as e:
+        # The frames the error unwound through still hold their locals, views into the map
+        # among them: drop those so that close() below can unmap rather than raise a
+        # BufferError ("cannot close exported pointers exist") that hides the real error.
+        traceback.clear_frames(e.__traceback__)
+        raise
     finally:
+        _close_map(mm)
+
+
+def _close_map(mm: mmap.mmap) -> None:
+    """Unmap; with a view still exported (held by a caller's error), leave the unmapping
+    to the garbage collector rather than replace the error in flight by a BufferError."""
+    try:
         mm.close()
+    except BufferError:
+        if sys.exc_info()[1] is None:
+            raise
 
 
 def plan_salvage(raw: mmap.mmap | bytes, mv: memoryview, base_offset: int,

@@ -2,10 +2,12 @@
 
 Every batch is checked from its 61-byte header and one CRC-32C over its bytes: length in the
 buffer, magic, CRC, last-offset-delta vs record count, size vs `max.message.bytes`,
-timestamps vs `message.timestamp.difference.max.ms`, compression codec. Then its records
-section (decompressed once when compressed) goes through record.framing's scan: exactly
-`count` records tiling the section, offset deltas 0..n-1, key/value/header lengths inside
-each record; on a compacted topic, a null key is a per-record error (record_errors).
+compression codec. Then its records section (decompressed once when compressed) goes through
+record.framing's scan: exactly `count` records tiling the section, offset deltas 0..n-1,
+key/value/header lengths inside each record; on a compacted topic, a null key is a
+per-record error (record_errors). With `message.timestamp.difference.max.ms` set (CreateTime),
+every record's timestamp but NO_TIMESTAMP (-1) must be that close to the broker's clock
+(per-record INVALID_TIMESTAMP, as Kafka; negative timestamps are not exempt).
 
 Answers, as Kafka's: framing faults are INVALID_RECORD (InvalidRecordException); a section
 that does not decompress is CORRUPT_MESSAGE (Kafka itself answers UNKNOWN_SERVER_ERROR
@@ -32,14 +34,17 @@ from kafkactl.record.batch_header import (
     CONTROL_FLAG,
     LOG_OVERHEAD,
     MAGIC_OFFSET,
+    NO_TIMESTAMP,
     RECORD_BATCH_OVERHEAD,
     RECORDS_OFFSET,
+    TIMESTAMP_TYPE_MASK,
     TRANSACTIONAL_FLAG,
 )
 from kafkactl.record.codecs import Compression, decompress
 from kafkactl.record.crc import crc32c
 from kafkactl.record.errors import CorruptRecordError, InvalidRecordError, RecordTooLargeError
 from kafkactl.record.framing import check_records
+from kafkactl.record.varint import decode_varint, decode_varlong
 
 LONG_MAX = 2**63 - 1
 MIN_DECOMPRESS_LIMIT = 64 << 20  # a records section may expand to max(this, 64 x max.message.bytes)
@@ -150,15 +155,13 @@ def validate_batches_py(  # noqa: C901
         if transactional and pid < 0:
             raise BatchValidationError(ErrorCode.INVALID_RECORD,
                                        f"transactional batch at byte {pos} has no producer id")
+        renumber, records = _check_records(
+            buf[pos + RECORDS_OFFSET:pos + size], pos, codec, count, compacted,
+            topic_partition, max(MIN_DECOMPRESS_LIMIT, 64 * max_message_bytes), backing)
         if check_time:
-            for ts in (first_ts, max_ts):
-                if ts >= 0 and abs(now_ms - ts) > max_timestamp_difference_ms:
-                    raise BatchValidationError(
-                        ErrorCode.INVALID_TIMESTAMP, f"timestamp {ts} is more than "
-                        f"{max_timestamp_difference_ms} ms from the broker's clock")
-        renumber = _check_records(buf[pos + RECORDS_OFFSET:pos + size], pos, codec, count,
-                                  compacted, topic_partition,
-                                  max(MIN_DECOMPRESS_LIMIT, 64 * max_message_bytes), backing)
+            _check_timestamps(records, count, pos, first_ts, max_ts,
+                              bool(attributes & TIMESTAMP_TYPE_MASK), now_ms,
+                              max_timestamp_difference_ms, topic_partition)
         out.append(BatchInfo(pos, size, pid, pepoch, base_seq, count, first_ts, max_ts, codec,
                              transactional, renumber))
         pos += size
@@ -171,8 +174,10 @@ def validate_batches_py(  # noqa: C901
 
 def _check_records(section: memoryview, pos: int, codec: int, count: int, compacted: bool,
                    topic_partition: str, max_size: int,
-                   backing: bytes | bytearray | None = None) -> bool:
-    """The record-level checks of one batch; True when its offset deltas need renumbering."""
+                   backing: bytes | bytearray | None = None
+                   ) -> tuple[bool, bytes | memoryview]:
+    """The record-level checks of one batch: (True when its offset deltas need renumbering,
+    its records section, decompressed)."""
     records: bytes | memoryview = section
     if codec:
         try:
@@ -209,7 +214,41 @@ def _check_records(section: memoryview, pos: int, codec: int, count: int, compac
         raise BatchValidationError(
             ErrorCode.INVALID_RECORD, f"batch at byte {pos}: the offset deltas of its records "
             f"are not 0..{count - 1}{_where(topic_partition)}")
-    return not check.sequential
+    return not check.sequential, records
+
+
+def _check_timestamps(records: bytes | memoryview, count: int, pos: int, first_ts: int,
+                      max_ts: int, log_append: bool, now_ms: int, limit: int,
+                      topic_partition: str) -> None:
+    """`message.timestamp.difference.max.ms` (CreateTime) on every record of the batch at
+    `pos` (`records`: its section, decompressed, framing proven), as Kafka's
+    LogValidator.validateTimestamp: only NO_TIMESTAMP (-1) is exempt; any other timestamp,
+    a negative one too, must be within `limit` ms of `now_ms`. Each record out of range is a
+    record error (INVALID_TIMESTAMP). Then the header's max timestamp (the time index takes
+    it) must be in range too. Reads only each record's length and timestamp delta."""
+    low, high = now_ms - limit, now_ms + limit
+    errors: list[tuple[int, str]] = []
+    p = 0
+    for i in range(count):
+        length, p = decode_varint(records, p)
+        end = p + length
+        if log_append:  # a LogAppendTime batch's records carry its max timestamp
+            ts = max_ts
+        else:
+            delta, _ = decode_varlong(records, p + 1)  # after the attributes byte
+            ts = first_ts + delta
+        if ts != NO_TIMESTAMP and not low <= ts <= high:
+            errors.append((i, f"Timestamp {ts} of message with offset {i} is out of range. "
+                              f"The timestamp should be within [{low}, {high}]"))
+        p = end
+    if errors:
+        raise BatchValidationError(
+            ErrorCode.INVALID_TIMESTAMP, f"One or more records have been rejected due to "
+            f"invalid timestamp{_where(topic_partition)}: {errors[0][1]}", errors)
+    if max_ts != NO_TIMESTAMP and not low <= max_ts <= high:
+        raise BatchValidationError(
+            ErrorCode.INVALID_TIMESTAMP, f"batch at byte {pos}: its max timestamp {max_ts} is "
+            f"more than {limit} ms from the broker's clock{_where(topic_partition)}")
 
 
 def _where(topic_partition: str) -> str:

@@ -125,7 +125,13 @@ class RecordBatch:
 
     @property
     def compression(self) -> Compression:
-        return Compression(self.attributes & COMPRESSION_MASK)
+        """The codec of attributes bits 0-2; 5-7 name none: CorruptRecordError."""
+        codec = self.attributes & COMPRESSION_MASK
+        if codec > Compression.ZSTD:
+            raise CorruptRecordError(
+                f"unknown compression type id {codec} in the attributes of the record batch "
+                f"at position {self.position}")
+        return Compression(codec)
 
     @property
     def timestamp_type(self) -> TimestampType:
