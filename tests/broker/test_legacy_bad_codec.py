@@ -237,3 +237,30 @@ def test_serve_starts_over_such_a_segment(broker_factory: Any) -> None:
     assert "unknown compression type id 7" in log and "truncated segment" in log, log
     assert seg.read_bytes()[:len(good)] == good
 
+
+
+def test_an_old_fetcher_gets_corrupt_message_for_damage_a_clean_start_kept(
+        broker_factory: Any) -> None:
+    """A batch whose codec bits were damaged (CRC made to match) in a segment a clean start
+    does not check again: a Fetch v2 client, whose data must be converted, gets
+    CORRUPT_MESSAGE for the partition and the connection answers its next request (the
+    conversion error escaped the handler)."""
+    from kafkactl.record.crc import crc32c
+
+    b: BrokerProcess = broker_factory()
+    with Wire(b.bootstrap) as w:
+        assert w.create_topic("dmg", configs={"segment.bytes": "100"})["error_code"] == 0
+        for i in range(3):  # each batch its own segment
+            assert w.produce("dmg", batch([b"value-%d" % i]))["error_code"] == 0
+    assert b.stop() == 0
+    first = min(segments(b.data_dir, "dmg"))
+    data = bytearray(first.read_bytes())
+    data[22] = (data[22] & ~0x07) | 7  # attributes' low byte: codec 7
+    data[17:21] = crc32c(bytes(data[21:])).to_bytes(4, "big")
+    first.write_bytes(bytes(data))
+    b.start()
+    with Wire(b.bootstrap) as w:
+        r = w.fetch("dmg", 0, version=2)
+        assert r["error_code"] == ErrorCode.CORRUPT_MESSAGE, r
+        assert w.fetch("dmg", 1, version=2)["error_code"] == 0  # the connection still answers
+    assert "Traceback" not in b.log()

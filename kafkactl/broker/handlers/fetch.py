@@ -18,6 +18,7 @@ throttled partition gets no records while the leader's replication quota is exce
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Awaitable
 from typing import Any
@@ -31,6 +32,9 @@ from kafkactl.broker.services import BrokerServices
 from kafkactl.protocol.errors import ErrorCode
 from kafkactl.protocol.types import FileRegion
 from kafkactl.record.codecs import Compression
+from kafkactl.record.errors import RecordError
+
+log = logging.getLogger(__name__)
 
 FETCH_SESSION_ID_NOT_FOUND = 70
 ZSTD_MIN_FETCH_VERSION = 10  # KIP-110: older fetchers cannot decode zstd
@@ -85,7 +89,16 @@ def _read_all(services: BrokerServices, ctx: RequestContext, request: dict[str, 
             if r.records is not None and r.size > 0:
                 fs = r.records
                 if version <= 3:
-                    records = _down_convert(fs, 0 if version <= 1 else 1)
+                    try:
+                        records = _down_convert(fs, 0 if version <= 1 else 1)
+                    except RecordError as e:  # damage a clean start did not re-check
+                        log.warning("cannot convert %s-%d at offset %d for a Fetch v%d "
+                                    "client: %s", name, p["partition"], p["fetch_offset"],
+                                    version, e)
+                        errors = True
+                        parts.append(_refused(p["partition"], ErrorCode.CORRUPT_MESSAGE,
+                                              read_committed))
+                        continue
                     size = len(records)
                 else:
                     records = FileRegion(fs.fd, fs.position, fs.length)
