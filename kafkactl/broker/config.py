@@ -141,6 +141,9 @@ BROKER_DEFAULTS.update({
     "max.connections": str(default_max_connections()),
     "max.connections.per.ip": str(2**31 - 1),
     "max.connections.per.ip.overrides": "",
+    # new connections a second on all listeners but the inter-broker one (KIP-612; also
+    # listener.name.<listener>.max.connection.creation.rate): Kafka's default, unbounded
+    "max.connection.creation.rate": str(2**31 - 1),
 })
 
 

@@ -13,7 +13,10 @@ The dynamic keys are Kafka 3.x's (its DynamicBrokerConfig.AllDynamicConfigs), in
 - STORED_ONLY_KEYS: the rest of Kafka's dynamic keys (listener and SASL/SSL settings,
   thread pools, connection limits, the cleaner's throughput, metric reporters, ...). Their
   values are checked, stored, described and kept across restarts like the others, but this
-  broker does not act on them (it has no such knob, or reads it only when it starts).
+  broker does not act on them (it has no such knob, or reads it only when it starts),
+  but for READ_LIVE_KEYS: the replication throttles, transaction verification and
+  `max.connection.creation.rate` (also per listener; the socket server is told of each
+  change through `reconfigurables`).
 Kafka's rules about where a key may be set hold: listener and security keys per broker
 only (not in the cluster default), the keystore/truststore keys only with a
 `listener.name.<listener>.` prefix. Any other key is refused naming it, as Kafka refuses a
@@ -25,7 +28,7 @@ from __future__ import annotations
 import json
 import logging
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -206,16 +209,19 @@ def is_dynamic(key: str) -> bool:
 
 
 # Validated with the stored-only keys, but acted on: read from the live broker props
-# (kafkactl/broker/replication_quota.py, kafkactl/broker/txn_verification.py)
+# (kafkactl/broker/replication_quota.py, kafkactl/broker/txn_verification.py), or given to
+# the running parts by DynamicBrokerConfig's reconfigurables on each change (the connection
+# creation rates: kafkactl/broker/connection_quotas.py); also with a listener prefix
 READ_LIVE_KEYS = frozenset({"leader.replication.throttled.rate",
                                     "follower.replication.throttled.rate",
-                                    "transaction.partition.verification.enable"})
+                                    "transaction.partition.verification.enable",
+                                    "max.connection.creation.rate"})
 
 
 def is_stored_only(key: str) -> bool:
     """A dynamic key this broker keeps but does not act on."""
     base = listener_base(key)
-    return (base in LISTENER_KEYS) if base is not None else \
+    return (base in LISTENER_KEYS and base not in READ_LIVE_KEYS) if base is not None else \
         key in STORED_ONLY_KEYS and key not in READ_LIVE_KEYS
 
 
@@ -343,6 +349,9 @@ class DynamicBrokerConfig:
         self.static: dict[str, str] = dict(config.props)
         self.default: dict[str, str] = {}
         self.broker: dict[str, str] = {}
+        # the running parts told of each change, with the broker's new live configs
+        # (Kafka's Reconfigurables): the socket server's connection creation rates
+        self.reconfigurables: list[Callable[[Mapping[str, str]], None]] = []
         partitions.dynamic_config = self  # found there by the ZooKeeper config listener
 
     @property
@@ -464,3 +473,5 @@ class DynamicBrokerConfig:
         self.config.props.update(effective)
         defaults = LogConfig.from_properties(log_default_props(effective))
         self.partitions.update_default_config(defaults)
+        for reconfigure in self.reconfigurables:
+            reconfigure(self.config.props)

@@ -130,6 +130,8 @@ class Snapshot:
     isr_expands: int | None = None
     partitions: list[PartitionState] = field(default_factory=list)
     connections: dict[str, int] = field(default_factory=dict)
+    # max.connection.creation.rate: throttle time given on accept, ms, per listener
+    accept_throttle_ms: dict[str, int] = field(default_factory=dict)
     # client quotas: throttle time given, ms, per (quota kind, user, client id)
     throttle_ms: dict[tuple[str, str, str], float] = field(default_factory=dict)
     # (group, topic, partition) -> (committed offset, log end offset)
@@ -280,6 +282,8 @@ class BrokerMetrics:
             for conn in list(self.socket_server.connections):
                 listener = conn.info.listener
                 snap.connections[listener] = snap.connections.get(listener, 0) + 1
+            snap.accept_throttle_ms = dict.fromkeys(self.listeners, 0)
+            snap.accept_throttle_ms.update(self.socket_server.quotas.accept_throttle_ms)
         hosted = services.partitions.partitions
         for group_id, group in list(services.group_coordinator.groups.items()):
             for (topic_name, partition), committed in list(group.offsets.items()):
@@ -623,6 +627,15 @@ def _state_families(snap: Snapshot) -> Iterator[Any]:
     for listener, n in sorted(snap.connections.items()):
         connections.add_metric([listener, "0"], n)
     yield connections
+    accept_throttle = CounterMetricFamily(
+        "kafka_server_socket_server_metrics_connection_accept_throttle_time_ms",
+        "Time new connections waited before they were accepted, ms, over "
+        "max.connection.creation.rate (the broker's or the listener's; Kafka's "
+        "connection-accept-throttle-time, here a total), per listener",
+        labels=["listener"])
+    for listener, waited in sorted(snap.accept_throttle_ms.items()):
+        accept_throttle.add_metric([listener], waited)
+    yield accept_throttle
     throttled = CounterMetricFamily(
         "kafka_server_quota_throttle_time_ms",
         "Throttle time given to clients over a quota, ms (Produce, Fetch, Request and "

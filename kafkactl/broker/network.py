@@ -20,6 +20,13 @@ Memory of all in-flight requests together is capped by `queued.max.request.bytes
 (kafkactl.broker.memory_pool): over it, reading pauses on every socket but the one whose
 request is oldest.
 
+Connection creation rates (max.connection.creation.rate, broker-wide and per listener;
+kafkactl.broker.connection_quotas): a new connection that takes its listener's or the
+broker's rate over the bound waits, accepted but paused (nothing read, no request served),
+for the throttle time, and its listener's later connections wait behind it in order (an
+`AcceptGate`: Kafka's acceptor blocked, its backlog waiting); then it goes on as any
+other. Other connections, already open, are not slowed: it is a timer, not a wait.
+
 Deadlines: a request not all in `socket.request.read.timeout.ms` after its first byte (not
 counting time its own backlog held it back), or `connections.max.idle.ms` without traffic,
 closes the connection. Connection limits on accept: kafkactl.broker.connection_quotas.
@@ -135,7 +142,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         "_backlog", "_backlog_bytes", "_backlog_full", "_full_since", "_reading_paused", "_pending",
         "_write_paused", "_closed", "_close_after_drain", "_task", "_zero_copy", "_setup",
         "_delayed_close", "_arrivals", "_muted", "_pipelining", "_queued", "_tls",
-        "_quota_bound")
+        "_quota_bound", "_rate_checked")
 
     def __init__(self, server: SocketServer, connection_id: int, listener: str = "PLAINTEXT",
                  zero_copy: bool = True, setup: ConnectionSetup | None = None,
@@ -183,10 +190,23 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._muted: asyncio.TimerHandle | None = None  # a quota's throttle (KIP-219)
         # throttled once: no more Produces handled ahead of answers (see _drain)
         self._quota_bound = False
+        # past the listener's and broker's connection creation rates (or waiting for them)
+        self._rate_checked = False
         self.last_active = self.loop.time()
 
     # ---- asyncio callbacks ---------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        if not self._rate_checked:  # accepted, not yet past max.connection.creation.rate
+            self._rate_checked = True
+            server = self.server
+            if (server.accept_gates or server.quotas.rates_on) and \
+                    server.throttle_accept(self, cast(asyncio.Transport, transport)):
+                return  # waits, unread: SocketServer.throttle_accept calls made() later
+        self.made(transport)
+
+    def made(self, transport: asyncio.BaseTransport) -> None:
+        """The connection is accepted (after its listener's creation rate let it in): its
+        TLS handshake, or the connection limits and its security setup."""
         if self._tls is not None:  # nothing is read until the handshake has been made
             cast(asyncio.Transport, transport).pause_reading()
             self.server.handshake(self, cast(asyncio.Transport, transport), self._tls)
@@ -200,7 +220,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
             self.info.peer = f"{peer[0]}:{peer[1]}"
             self.info.client_host = self.ip
         server = self.server
-        refusal = server.quotas.admit(self.ip)
+        refusal = server.quotas.admit(self.ip, self.info.listener)
         if refusal is not None:
             self._closed = True
             if refusal.close_after_ms:  # throttled: closed later, unread meanwhile
@@ -680,6 +700,21 @@ class KafkaConnection(asyncio.BufferedProtocol):
         return self._pending > 0
 
 
+class AcceptGate:
+    """One listener's acceptor while a new connection waits for max.connection.creation.rate
+    (Kafka's acceptor thread blocks in ConnectionQuotas for the throttle time): `held` is
+    the connection counted into the rates, waiting for `timer`; `queue` the connections that
+    came after it, in order, not yet counted (in Kafka they wait in the listen backlog).
+    All are accepted sockets, paused (nothing read, so no request served)."""
+
+    __slots__ = ("held", "timer", "queue")
+
+    def __init__(self) -> None:
+        self.held: tuple[KafkaConnection, asyncio.Transport] | None = None
+        self.timer: asyncio.TimerHandle | None = None
+        self.queue: deque[tuple[KafkaConnection, asyncio.Transport]] = deque()
+
+
 class SocketServer:
     """Listens on the configured endpoints and owns every open connection, the shared
     receive buffer, the in-flight request memory and the connection limits."""
@@ -715,9 +750,110 @@ class SocketServer:
         self._next_id = 0
         self._idle_waiters: list[asyncio.Future[None]] = []
         self._handshakes: set[asyncio.Task[None]] = set()
+        # listener -> its acceptor held back by a connection creation rate (only while
+        # one is: an empty dict and no rate set keep accepting free of clock reads)
+        self.accept_gates: dict[str, AcceptGate] = {}
+        self._waiting: set[KafkaConnection] = set()  # theirs, held or queued
         # a TLS handshake that failed: (listener, peer host, peer, the error)
         self.tls_failed: Callable[[str, str, str, BaseException], None] | None = None
         self._reaper: asyncio.Task[None] | None = None
+
+    # ---- max.connection.creation.rate (kafkactl.broker.connection_quotas) ---------------
+    def throttle_accept(self, conn: KafkaConnection, transport: asyncio.Transport) -> bool:
+        """A connection just accepted on a listener with a creation rate, or whose acceptor
+        is held back: True when it must wait (paused, not counted in the connection limits
+        yet; `conn.made` is called when its turn comes), False to go on now. Nothing is
+        refused here: without room under max.connections, the limit refuses it."""
+        listener = conn.info.listener
+        quotas = self.quotas
+        gate = self.accept_gates.get(listener)
+        if gate is None:
+            if not quotas.rated(listener) or not quotas.has_room():
+                return False
+            ms = quotas.creation_throttle_ms(listener)
+            if ms <= 0:
+                return False
+            gate = self.accept_gates[listener] = AcceptGate()
+            self._hold(gate, listener, conn, transport, ms)
+            return True
+        if not quotas.has_room():
+            return False
+        self._wait(conn, transport)
+        gate.queue.append((conn, transport))
+        return True
+
+    def _wait(self, conn: KafkaConnection, transport: asyncio.Transport) -> None:
+        if conn in self._waiting:
+            return
+        self._waiting.add(conn)
+        self.quotas.waiting = len(self._waiting)
+        # Not read from, from inside its connection_made: paused on the loop's next turn,
+        # as asyncio (3.11) starts reading a new transport right after connection_made even
+        # when it was paused there; removing the reader then also cancels a read the loop
+        # already queued, so nothing is read
+        self.loop.call_soon(self._pause_waiting, conn, transport)
+
+    def _pause_waiting(self, conn: KafkaConnection, transport: asyncio.Transport) -> None:
+        if conn in self._waiting:  # (not let in meanwhile)
+            transport.pause_reading()
+
+    def _hold(self, gate: AcceptGate, listener: str, conn: KafkaConnection,
+              transport: asyncio.Transport, ms: int) -> None:
+        self._wait(conn, transport)
+        gate.held = (conn, transport)
+        gate.timer = self.loop.call_later(ms / 1000.0, self._accept_turn, listener)
+        log.debug("connection %d on %s waits %d ms (max.connection.creation.rate)",
+                  conn.info.connection_id, listener, ms)
+
+    def _accept_turn(self, listener: str) -> None:
+        """The held connection's throttle time is over: accept it, then count the ones
+        behind it in order until one must wait in turn."""
+        gate = self.accept_gates.get(listener)
+        if gate is None:
+            return
+        gate.timer = None
+        quotas = self.quotas
+        if gate.held is not None:
+            conn, transport = gate.held
+            gate.held = None
+            self._let_in(conn, transport)
+        while gate.queue:
+            conn, transport = gate.queue.popleft()
+            if transport.is_closing():
+                self._waiting.discard(conn)
+                quotas.waiting = len(self._waiting)
+                continue
+            ms = quotas.creation_throttle_ms(listener) if quotas.rated(listener) else 0
+            if ms > 0:
+                self._hold(gate, listener, conn, transport, ms)
+                return
+            self._let_in(conn, transport)
+        del self.accept_gates[listener]
+
+    def _let_in(self, conn: KafkaConnection, transport: asyncio.Transport) -> None:
+        self._waiting.discard(conn)
+        self.quotas.waiting = len(self._waiting)
+        if transport.is_closing():
+            return
+        transport.resume_reading()
+        conn.last_active = self.loop.time()
+        try:
+            conn.made(transport)
+        except Exception:
+            log.exception("unexpected error accepting a connection on %s; closing it",
+                          conn.info.listener)
+            transport.close()
+
+    def _close_accept_gates(self) -> None:
+        for gate in self.accept_gates.values():
+            if gate.timer is not None:
+                gate.timer.cancel()
+            waiting = [gate.held] if gate.held is not None else []
+            for _conn, transport in [*waiting, *gate.queue]:
+                transport.close()
+        self.accept_gates.clear()
+        self._waiting.clear()
+        self.quotas.waiting = 0
 
     def _factory(self, listener: str, setup: ConnectionSetup | None,
                  tls: ssl.SSLContext | None) -> KafkaConnection:
@@ -818,6 +954,7 @@ class SocketServer:
             self._reaper.cancel()
         for task in list(self._handshakes):
             task.cancel()
+        self._close_accept_gates()
         for conn in list(self.connections):
             conn.close(None)
         for limiter in self.log_limiters:

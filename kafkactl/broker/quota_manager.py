@@ -18,7 +18,8 @@ And the connections accepted from each IP address against its connection_creatio
 (KIP-612, Kafka's ConnectionQuotas): a new connection is counted in, and when that takes the
 address's rate over its quota it is counted out again and refused, with the time Kafka would
 throttle it for (bounded by one quota window); kafkactl.broker.connection_quotas asks on
-accept (`connection_throttle_ms`).
+accept (`connection_throttle_ms`), and measures the listeners' and the broker's
+max.connection.creation.rate the same way (`record_connection`).
 """
 
 from __future__ import annotations
@@ -132,20 +133,12 @@ class QuotaManager:
             if len(self._ip_rates) >= IP_SENSORS_PRUNE_AT:
                 self._prune_ip_rates(now)
             rate = self._ip_rates[key] = Rate(self.window_num, self.window_size_s)
-        rate.record(1.0, now)
-        observed, window = rate.measure(now)
-        if observed <= bound:
-            return 0
-        # Kafka's QuotaUtils.boundedThrottleTime: (rate - quota) / quota x the window,
-        # at most one quota window (quota.window.size.seconds)
-        longest = self.window_size_s * 1000.0
-        ms = longest if bound <= 0 else min((observed - bound) / bound * window * 1000.0,
-                                            longest)
-        if int(round(ms)) <= 0:
+        ms = record_connection(rate, bound, now, self.window_size_s)
+        if ms <= 0:
             return 0
         rate.record(-1.0, now)
         self.ip_throttled += 1
-        return int(round(ms))
+        return ms
 
     def _prune_ip_rates(self, now: float) -> None:
         """Forget the addresses with no connection inside the windows (Kafka expires an
@@ -157,6 +150,20 @@ class QuotaManager:
 
 
 IP_SENSORS_PRUNE_AT = 4096  # addresses measured before the idle ones are forgotten
+
+
+def record_connection(rate: Rate, bound: float, now: float, window_size_s: float) -> int:
+    """A new connection counted into `rate` (a connection creation rate: an address's, a
+    listener's or the broker's, KIP-612): 0 while the rate stays within `bound`, else the
+    throttle time in ms, Kafka's QuotaUtils.boundedThrottleTime: (rate - bound) / bound x
+    the window measured, at most one quota window (`window_size_s`; with bound 0, that)."""
+    rate.record(1.0, now)
+    observed, window = rate.measure(now)
+    if observed <= bound:
+        return 0
+    longest = window_size_s * 1000.0
+    ms = longest if bound <= 0 else min((observed - bound) / bound * window * 1000.0, longest)
+    return int(ms + 0.5)  # Java's Math.round
 
 
 def _sensor(entity: Entity, user: str, client_id: str) -> tuple[str, str]:

@@ -46,7 +46,7 @@ from kafkactl.broker.replica_state import ReplicaStates
 from kafkactl.broker.request_handler import KafkaApis
 from kafkactl.broker.security.channel import channel_builder, tls_failure_reporter
 from kafkactl.broker.security.gate import AuthenticationGate
-from kafkactl.broker.security.inter_broker import inter_broker_security
+from kafkactl.broker.security.inter_broker import inter_broker_listener, inter_broker_security
 from kafkactl.broker.security.listeners import (
     ListenerSecurity,
     SecurityConfigError,
@@ -143,6 +143,18 @@ def check_supported_security(
                            if cfg.get("zookeeper.connect") else PLAINTEXT)
     except SecurityConfigError as e:
         raise BrokerStartupError(str(e)) from None
+
+
+def inter_broker_listener_name(cfg: BrokerConfig, listeners: dict[str, ListenerSecurity],
+                               inter_broker: InterBrokerSecurity) -> str | None:
+    """The inter-broker listener (not held to the broker-wide max.connection.creation.rate):
+    a cluster's; standalone, the one Kafka would take (None when none fits)."""
+    if cfg.get("zookeeper.connect"):
+        return inter_broker.listener
+    try:
+        return inter_broker_listener(cfg, listeners)
+    except SecurityConfigError:
+        return None
 
 
 def socket_server_settings(cfg: BrokerConfig) -> dict[str, Any]:
@@ -435,7 +447,15 @@ class KafkaServer:
             handler = MeteredHandler(handler, self.metrics)
 
         self.socket_server = SocketServer(handler, **network_settings)
-        self.socket_server.quotas.rate_source = quotas  # connection_creation_rate per IP
+        connection_quotas = self.socket_server.quotas
+        connection_quotas.rate_source = quotas  # connection_creation_rate per IP
+        # max.connection.creation.rate, broker-wide and per listener, live on every change
+        connection_quotas.configure_rates(
+            [ep.listener for ep in endpoints],
+            inter_broker_listener_name(cfg, listener_security, inter_broker),
+            quotas.window_num, quotas.window_size_s)
+        connection_quotas.update_rates(cfg.props)
+        dynamic_config.reconfigurables.append(connection_quotas.update_rates)
         if self.metrics is not None:
             self.metrics.attach(self.services, self.socket_server)
         self.socket_server.log_limiters.extend(
