@@ -31,6 +31,7 @@ from kafkactl.log.validator import (
     rebuild_batches,
     target_codec,
     validate_batches,
+    validate_produced,
 )
 from kafkactl.protocol.errors import ErrorCode
 from kafkactl.record.codecs import Compression
@@ -159,14 +160,9 @@ class ReplicaManager:
                 buf = self._up_convert(buf)
             if buf.readonly:
                 buf = memoryview(bytearray(buf))
-            batches = validate_batches(
-                buf, max_message_bytes=config.max_message_bytes,
-                timestamp_type=config.message_timestamp_type,
-                max_timestamp_difference_ms=config.message_timestamp_difference_max_ms,
-                now_ms=now_ms, produce_version=produce_version,
-                single_batch=produce_version >= 3,
-                compacted=config.compact,
-                topic_partition=f"{topic}-{partition}")
+            batches = validate_produced(buf, config, now_ms=now_ms,
+                                        produce_version=produce_version,
+                                        topic_partition=f"{topic}-{partition}")
             rebuilt = rebuild_batches(buf, batches, target_codec(config.compression_type))
             if rebuilt is not None:
                 buf = rebuilt

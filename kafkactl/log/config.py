@@ -40,6 +40,8 @@ BROKER_SYNONYMS: dict[str, list[tuple[str, int]]] = {
     "message.timestamp.type": [("log.message.timestamp.type", 1)],
     "max.message.bytes": [("message.max.bytes", 1)],
     "message.timestamp.difference.max.ms": [("log.message.timestamp.difference.max.ms", 1)],
+    "message.timestamp.before.max.ms": [("log.message.timestamp.before.max.ms", 1)],
+    "message.timestamp.after.max.ms": [("log.message.timestamp.after.max.ms", 1)],
     "compression.type": [("compression.type", 1)],
     "delete.retention.ms": [("log.cleaner.delete.retention.ms", 1)],
     "min.cleanable.dirty.ratio": [("log.cleaner.min.cleanable.ratio", 1)],
@@ -125,6 +127,8 @@ _PARSERS: dict[str, Callable[[str, str], Any]] = {
     "message.timestamp.type": _choice(TIMESTAMP_TYPES),
     "max.message.bytes": lambda k, v: _int(k, v, 0, 32),
     "message.timestamp.difference.max.ms": lambda k, v: _int(k, v, 0),
+    "message.timestamp.before.max.ms": lambda k, v: _int(k, v, 0),
+    "message.timestamp.after.max.ms": lambda k, v: _int(k, v, 0),
     "compression.type": _choice(COMPRESSION_TYPES),
     "delete.retention.ms": lambda k, v: _int(k, v, 0),
     "min.cleanable.dirty.ratio": lambda k, v: _float(k, v, 0.0, 1.0),
@@ -156,6 +160,8 @@ class LogConfig:
     message_timestamp_type: str = "CreateTime"
     max_message_bytes: int = 1048588
     message_timestamp_difference_max_ms: int = LONG_MAX
+    message_timestamp_before_max_ms: int = LONG_MAX  # KIP-937 (Kafka 3.6)
+    message_timestamp_after_max_ms: int = LONG_MAX
     compression_type: str = "producer"
     delete_retention_ms: int = DAY_MS
     min_cleanable_dirty_ratio: float = 0.5
@@ -181,6 +187,16 @@ class LogConfig:
         """min.insync.replicas (validated by config_def when set; kept in `extra`)."""
         raw = self.extra.get("min.insync.replicas", "1")
         return int(raw) if str(raw).strip().isdigit() else 1
+
+    @cached_property
+    def timestamp_bounds(self) -> tuple[int, int]:
+        """How far (ms) a CreateTime record's timestamp may be before and after the broker's
+        clock: message.timestamp.before.max.ms / after.max.ms, each one unset (Long.MAX)
+        falling back to the deprecated message.timestamp.difference.max.ms, as Kafka 3.6's
+        LogConfig does."""
+        diff = self.message_timestamp_difference_max_ms
+        before, after = self.message_timestamp_before_max_ms, self.message_timestamp_after_max_ms
+        return (before if before != LONG_MAX else diff, after if after != LONG_MAX else diff)
 
     @property
     def log_append_time(self) -> bool:

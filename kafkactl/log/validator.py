@@ -24,6 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from functools import lru_cache
 
+from kafkactl.log.config import LogConfig
 from kafkactl.log.kernels import log_kernels
 from kafkactl.protocol.errors import ErrorCode, KafkaError
 from kafkactl.record._accel import kernels
@@ -95,15 +96,22 @@ def validate_batches_py(  # noqa: C901
     single_batch: bool,
     compacted: bool = False,
     topic_partition: str = "",
+    timestamp_after_max_ms: int | None = None,
 ) -> list[BatchInfo]:
     """Check every magic-2 batch in `buf`; raise BatchValidationError on the first bad one.
     `compacted`: the topic's cleanup.policy includes compact (null keys are refused).
-    The definition of `validate_batches` (below: the compiled twin when built)."""
+    A CreateTime timestamp may be `max_timestamp_difference_ms` before the broker's clock
+    and `timestamp_after_max_ms` (None: the same) after it (LogConfig.timestamp_bounds).
+    The definition of `validate_batches` (below: the compiled twin when built, which takes
+    no `timestamp_after_max_ms`: call this one when the bounds differ)."""
+    after_ms = max_timestamp_difference_ms if timestamp_after_max_ms is None \
+        else timestamp_after_max_ms
     out: list[BatchInfo] = []
     pos, end = 0, len(buf)
     if end == 0:
         raise BatchValidationError(ErrorCode.INVALID_RECORD, "produce request carries no records")
-    check_time = timestamp_type == "CreateTime" and max_timestamp_difference_ms < LONG_MAX
+    check_time = timestamp_type == "CreateTime" and (max_timestamp_difference_ms < LONG_MAX
+                                                     or after_ms < LONG_MAX)
     # the bytes object under `buf` when buf views all of it (then at offset 0)
     parent = buf.obj
     backing = parent if isinstance(parent, bytes | bytearray) and buf.c_contiguous \
@@ -161,7 +169,7 @@ def validate_batches_py(  # noqa: C901
         if check_time:
             _check_timestamps(records, count, pos, first_ts, max_ts,
                               bool(attributes & TIMESTAMP_TYPE_MASK), now_ms,
-                              max_timestamp_difference_ms, topic_partition)
+                              max_timestamp_difference_ms, after_ms, topic_partition)
         out.append(BatchInfo(pos, size, pid, pepoch, base_seq, count, first_ts, max_ts, codec,
                              transactional, renumber))
         pos += size
@@ -219,14 +227,14 @@ def _check_records(section: memoryview, pos: int, codec: int, count: int, compac
 
 def _check_timestamps(records: bytes | memoryview, count: int, pos: int, first_ts: int,
                       max_ts: int, log_append: bool, now_ms: int, limit: int,
-                      topic_partition: str) -> None:
+                      after: int, topic_partition: str) -> None:
     """`message.timestamp.difference.max.ms` (CreateTime) on every record of the batch at
     `pos` (`records`: its section, decompressed, framing proven), as Kafka's
     LogValidator.validateTimestamp: only NO_TIMESTAMP (-1) is exempt; any other timestamp,
     a negative one too, must be within `limit` ms of `now_ms`. Each record out of range is a
     record error (INVALID_TIMESTAMP). Then the header's max timestamp (the time index takes
     it) must be in range too. Reads only each record's length and timestamp delta."""
-    low, high = now_ms - limit, now_ms + limit
+    low, high = now_ms - limit, now_ms + after  # (Python ints: no overflow at Long.MAX)
     errors: list[tuple[int, str]] = []
     p = 0
     for i in range(count):
@@ -248,7 +256,7 @@ def _check_timestamps(records: bytes | memoryview, count: int, pos: int, first_t
     if max_ts != NO_TIMESTAMP and not low <= max_ts <= high:
         raise BatchValidationError(
             ErrorCode.INVALID_TIMESTAMP, f"batch at byte {pos}: its max timestamp {max_ts} is "
-            f"more than {limit} ms from the broker's clock{_where(topic_partition)}")
+            f"out of range [{low}, {high}] of the broker's clock{_where(topic_partition)}")
 
 
 def _where(topic_partition: str) -> str:
@@ -310,3 +318,23 @@ def recompress(buf: memoryview, info: BatchInfo, codec: int) -> bytes:
 validate_batches = validate_batches_py if log_kernels is None else \
     log_kernels.BatchValidator(validate_batches_py, BatchInfo, check_records,
                                None if kernels is None else kernels.prove, crc32c).validate
+
+
+def validate_produced(buf: memoryview, config: LogConfig, *, now_ms: int,
+                      produce_version: int, topic_partition: str = "") -> list[BatchInfo]:
+    """`validate_batches` of a produce request's records under a topic's `config`: the
+    compiled twin when the timestamp bounds before and after the clock are one limit (it
+    takes one), else the reference with both (LogConfig.timestamp_bounds)."""
+    before, after = config.timestamp_bounds
+    if before == after:
+        return validate_batches(
+            buf, max_message_bytes=config.max_message_bytes,
+            timestamp_type=config.message_timestamp_type, max_timestamp_difference_ms=before,
+            now_ms=now_ms, produce_version=produce_version, single_batch=produce_version >= 3,
+            compacted=config.compact, topic_partition=topic_partition)
+    return validate_batches_py(
+        buf, max_message_bytes=config.max_message_bytes,
+        timestamp_type=config.message_timestamp_type, max_timestamp_difference_ms=before,
+        timestamp_after_max_ms=after, now_ms=now_ms, produce_version=produce_version,
+        single_batch=produce_version >= 3, compacted=config.compact,
+        topic_partition=topic_partition)
