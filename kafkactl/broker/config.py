@@ -90,6 +90,7 @@ BROKER_DEFAULTS: dict[str, str] = {
     "replica.fetch.min.bytes": "1",
     "replica.fetch.max.bytes": "1048576",
     "replica.fetch.response.max.bytes": "10485760",
+    "fetch.max.bytes": "57671680",
     "replica.fetch.backoff.ms": "1000",
     "replica.lag.time.max.ms": "30000",
     # replication throttling (kafkactl.broker.replication_quota): rates over num samples

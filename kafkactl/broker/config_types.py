@@ -156,6 +156,7 @@ BROKER_KEY_TYPES: dict[str, KeyType] = {
     "replica.lag.time.max.ms": LONG(),
     "replica.fetch.wait.max.ms": INT(), "replica.fetch.min.bytes": INT(),
     "replica.fetch.max.bytes": INT(0), "replica.fetch.response.max.bytes": INT(0),
+    "fetch.max.bytes": INT(1024),
     "replica.fetch.backoff.ms": INT(0),
     "auto.leader.rebalance.enable": BOOLEAN,
     "leader.imbalance.check.interval.seconds": LONG(1),

@@ -42,6 +42,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+DEFAULT_FETCH_MAX_BYTES = 55 * 1024 * 1024  # Kafka's fetch.max.bytes
 DEBUGGING_CONSUMER_ID = -2  # a Fetch's replica_id that may read followers (verification)
 
 
@@ -98,6 +99,8 @@ class ReplicaManager:
         # a cluster: leader.replication.throttled.rate over the throttled replicas
         self.leader_quota: ReplicationQuota | None = None
         self.auto_create = auto_create
+        # fetch.max.bytes (KIP-541): the most a Fetch response carries, whatever it asks
+        self.fetch_max_bytes = DEFAULT_FETCH_MAX_BYTES
         # the log manager's disk-error reporter (shared with its background work)
         self.storage_errors: StorageErrorLog = partitions.log_manager.storage_errors
         # (topic, partition) -> the offset of the corrupt batch last logged

@@ -361,6 +361,7 @@ class KafkaServer:
         replica_manager = ReplicaManager(
             partitions, topic_admin, purgatory, cache,
             auto_create=self.auto_create_topics and self.cluster is None)
+        replica_manager.fetch_max_bytes = cfg.get_int("fetch.max.bytes")
         # the one partition lifecycle: a cluster's LeaderAndIsr/StopReplica, or the
         # standalone broker's own controller in process
         replica_states = ReplicaStates(cfg.broker_id, partitions, replica_manager, purgatory)

@@ -49,6 +49,7 @@ def _read_all(services: BrokerServices, ctx: RequestContext, request: dict[str, 
     remaining = request.get("max_bytes", 0x7FFFFFFF)
     if remaining <= 0:
         remaining = 0x7FFFFFFF
+    remaining = min(remaining, rm.fetch_max_bytes)  # the broker's fetch.max.bytes (KIP-541)
     read_committed = request.get("isolation_level", 0) == 1
     replica_id = request.get("replica_id", -1)
     total = 0
@@ -179,7 +180,8 @@ def handle_fetch(services: BrokerServices, ctx: RequestContext, request: dict[st
         return _response([], FETCH_SESSION_ID_NOT_FOUND)
     topics, total, errors = _read_all(services, ctx, request)
     max_wait = request.get("max_wait_ms", 0)
-    min_bytes = request.get("min_bytes", 0)
+    # as Kafka: no more than fetch.max.bytes is waited for
+    min_bytes = min(request.get("min_bytes", 0), services.replica_manager.fetch_max_bytes)
     keys = [(t["topic"], p["partition"]) for t in request["topics"] for p in t["partitions"]]
     if errors or max_wait <= 0 or total >= min_bytes or not keys:
         count_fetched(services, request, topics)
@@ -199,15 +201,15 @@ async def _long_poll(services: BrokerServices, ctx: RequestContext, request: dic
     purgatory = services.fetch_purgatory
     loop = asyncio.get_running_loop()
     deadline = loop.time() + max_wait / 1000.0
+    min_bytes = min(request.get("min_bytes", 0), services.replica_manager.fetch_max_bytes)
     while True:
         await purgatory.wait_for(op, max(deadline - loop.time(), 0.0))
         topics, total, errors = _read_all(services, ctx, request)
         if (request.get("isolation_level", 0) != 1 or errors or purgatory.closed
-                or total >= request.get("min_bytes", 0) or loop.time() >= deadline):
+                or total >= min_bytes or loop.time() >= deadline):
             break
         # read_committed woken by records above the LSO (an open transaction's): Kafka's
         # DelayedFetch counts only what is below the LSO, so wait on, registered now
-        op = purgatory.watch(op.keys, min_bytes=request.get("min_bytes", 0),
-                             accumulated=total)
+        op = purgatory.watch(op.keys, min_bytes=min_bytes, accumulated=total)
     count_fetched(services, request, topics)
     return _response(topics)
