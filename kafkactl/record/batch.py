@@ -126,12 +126,8 @@ class RecordBatch:
     @property
     def compression(self) -> Compression:
         """The codec of attributes bits 0-2; 5-7 name none: CorruptRecordError."""
-        codec = self.attributes & COMPRESSION_MASK
-        if codec > Compression.ZSTD:
-            raise CorruptRecordError(
-                f"unknown compression type id {codec} in the attributes of the record batch "
-                f"at position {self.position}")
-        return Compression(codec)
+        return Compression.of_attributes(self.attributes,
+                                         f"the record batch at position {self.position}")
 
     @property
     def timestamp_type(self) -> TimestampType:

@@ -47,6 +47,16 @@ class Compression(IntEnum):
                 f"unknown compression type {name!r} (expected none, gzip, snappy, lz4 or zstd)"
             ) from None
 
+    @classmethod
+    def of_attributes(cls, attributes: int, where: str) -> Compression:
+        """The codec in attributes bits 0-2; 5-7 name none: CorruptRecordError naming
+        `where` (as Kafka's CompressionType.forId refuses them), never a bare ValueError."""
+        codec = attributes & 0x07
+        if codec > cls.ZSTD:
+            raise CorruptRecordError(f"unknown compression type id {codec} in the attributes "
+                                     f"of {where}")
+        return cls(codec)
+
 
 XERIAL_MAGIC = b"\x82SNAPPY\x00"
 _XERIAL_HEADER = XERIAL_MAGIC + struct.pack(">ii", 1, 1)

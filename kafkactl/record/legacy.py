@@ -61,12 +61,7 @@ class LegacyMessage:
     def compression(self) -> Compression:
         """The codec of attributes bits 0-2; 5-7 name none (CorruptRecordError, as Kafka's
         CompressionType.forId refuses them), so no caller meets a bare ValueError."""
-        codec = self.attributes & CODEC_MASK
-        if codec > Compression.ZSTD:
-            raise CorruptRecordError(
-                f"unknown compression type id {codec} in the attributes of a magic "
-                f"{self.magic} message")
-        return Compression(codec)
+        return Compression.of_attributes(self.attributes, f"a magic {self.magic} message")
 
     @property
     def timestamp_type(self) -> TimestampType:

@@ -21,6 +21,7 @@ import pytest
 from tests.broker.test_disk_full import fill_disk, free_disk, tmpfs  # noqa: F401
 from tests.cluster.cluster_helpers import SESSION_TIMEOUT_MS, Cluster, metadata
 from tests.cluster.test_config_changes import create_topic
+from tests.cluster.test_offline_log_dir_cluster import _partitions
 from tests.cluster.test_ready_caught_up import ready
 from tests.cluster.zk import ZooKeeperServer
 from tests.conftest import free_port
@@ -74,11 +75,6 @@ def _read(bootstrap: str, partition: int, count: int) -> list[bytes]:
         return out
     finally:
         c.close()
-
-
-def _partitions(cluster: Cluster) -> dict[int, dict[str, Any]]:
-    [t] = metadata(next(iter(cluster.live())).port, ["t"])["topics"]
-    return {p["partition_index"]: p for p in t["partitions"]}
 
 
 def _values(tag: str) -> dict[int, list[bytes]]:
