@@ -4,7 +4,17 @@ For one log: build a map key -> latest offset over the dirty section (from the
 cleaner-offset-checkpoint position up to the first uncleanable offset), then rewrite every
 cleanable segment keeping a record only if no later record has its key. Offsets never
 change (gaps are fine), batches whose records all survive are copied byte for byte, and the
-active segment is never touched. Magic 0/1 message sets are kept as they are.
+active segment is never touched.
+
+Magic 0/1 message sets (data Kafka 0.10 or older wrote) are cleaned as Kafka cleans them
+(MemoryRecords.filterTo): their keys go into the offset map; a message is kept when it has a
+key and no later record has it; an uncompressed message is copied as it is or dropped; a
+compressed wrapper whose messages all stay is copied as it is, else rewritten with the kept
+ones in a wrapper of the same magic and codec (kafkactl.record.legacy_builder); a wrapper
+with none left goes. Their tombstones follow Kafka's pre-KIP-534 rule (they carry no delete
+horizon): a segment keeps them while its last-modified time is later than that of the last
+segment below the first dirty offset less `delete.retention.ms` (none: kept). A cleaned
+segment keeps the last-modified time of the last segment it replaces, as Kafka's.
 
 What may be cleaned (Kafka's LogCleanerManager.cleanableOffsets): segments below the
 active one, below the first open transaction, and below the first dirty segment whose
@@ -76,6 +86,8 @@ from kafkactl.record.batch_header import DELETE_HORIZON_FLAG, TimestampType
 from kafkactl.record.builder import assemble_batch, encode_record
 from kafkactl.record.codecs import compress
 from kafkactl.record.errors import RecordError
+from kafkactl.record.legacy import LegacyBatch
+from kafkactl.record.legacy_builder import LegacyRecord, build_legacy_wrapper
 from kafkactl.record.memory_records import RecordBatch, iter_batches
 
 log = logging.getLogger(__name__)
@@ -93,6 +105,64 @@ def _records_or_none(batch: Any, lg: Any) -> list[Record] | None:
         return None
 
 
+_LEGACY_ERRORS = (RecordError, UnicodeDecodeError, IndexError, ValueError, OSError, EOFError)
+
+
+def _legacy_messages(batch: LegacyBatch, lg: Any) -> list[tuple[int, Any]] | None:
+    """(offset, message) of a magic 0/1 entry (the inner messages of a wrapper), or None
+    (logged) when a wrapper does not decompress or parse: it is kept as it is."""
+    try:
+        return list(batch.iter_messages())
+    except _LEGACY_ERRORS as e:
+        where = f"{lg.topic}-{lg.partition}" if lg is not None else "a log"
+        log.warning("cleaner: skipping unparseable magic %d message set at offset %d of %s: "
+                    "%s", batch.magic, batch.last_offset, where, e)
+        return None
+
+
+def _clean_legacy(batch: LegacyBatch, raw: memoryview, offset_map: dict[bytes, int],
+                  retain_deletes: bool, lg: Any) -> tuple[bytes | memoryview | None, int, int]:
+    """What stays of one magic 0/1 entry (Kafka's filterTo and shouldRetainRecord): `raw`
+    when every message stays, None when none does, else a new wrapper; (that, records in,
+    records out). A message without a key goes (Kafka counts it invalid)."""
+    messages = _legacy_messages(batch, lg)
+    if messages is None:
+        return raw, 0, 0
+    wrapper = batch.entry.message
+    keep = []
+    unchanged = True
+    for offset, m in messages:
+        key = m.key
+        if key is None:
+            unchanged = False
+            continue
+        latest = offset_map.get(bytes(key))
+        if (latest is not None and latest > offset) or (m.value is None and not retain_deletes):
+            unchanged = False
+            continue
+        if m.magic != wrapper.magic:  # KAFKA-4298: rewritten with the wrapper's magic
+            unchanged = False
+        keep.append((offset, m))
+    if unchanged:
+        return raw, len(messages), len(messages)
+    if not keep:
+        return None, len(messages), 0
+    log_append = wrapper.magic == 1 and batch.timestamp_type == TimestampType.LOG_APPEND_TIME
+    records: list[LegacyRecord] = [
+        (offset, m.timestamp, bytes(m.key), None if m.value is None else bytes(m.value))
+        for offset, m in keep]
+    built = build_legacy_wrapper(wrapper.magic, wrapper.compression, records,
+                                 log_append_time=wrapper.timestamp if log_append else None)
+    return built, len(messages), len(keep)
+
+
+def _mtime_ms(seg: LogSegment) -> int:
+    try:
+        return os.stat(seg.log_path).st_mtime_ns // 1_000_000
+    except FileNotFoundError:
+        return 0
+
+
 @dataclass
 class SegmentSwap:
     segments: list[LogSegment]  # a group of consecutive segments, cleaned into one
@@ -102,6 +172,7 @@ class SegmentSwap:
     bytes_in: int
     bytes_out: int
     txn_entries: list[AbortedTxn] | None = None  # the cleaned segment's .txnindex
+    mtime_ns: int | None = None  # the last replaced segment's (the cleaned one keeps it)
 
     @property
     def segment(self) -> LogSegment:
@@ -266,6 +337,42 @@ def _group_by_size(segments: list[LogSegment], config: Any, end: int) -> list[li
     return groups
 
 
+def _build_offset_map(segments: list[LogSegment], first_dirty: int,
+                      aborted: list[AbortedTxn], lg: Any) -> dict[bytes, int]:
+    """Kafka's buildOffsetMap: key -> latest offset over the dirty section (from
+    `first_dirty`), records of aborted transactions left out, magic 0/1 messages included."""
+    offset_map: dict[bytes, int] = {}
+    in_map = TxnFilter(aborted)
+    for seg in segments:
+        if seg.next_offset <= first_dirty or not seg.size:
+            continue
+        try:
+            data = memoryview(seg.read_bytes(0, seg.size))
+            for batch in iter_batches(data):
+                if not isinstance(batch, RecordBatch):
+                    if isinstance(batch, LegacyBatch) and batch.last_offset >= first_dirty:
+                        for off, m in _legacy_messages(batch, lg) or ():
+                            if m.key is not None and off >= first_dirty:
+                                offset_map[bytes(m.key)] = off
+                    continue
+                if batch.last_offset < first_dirty:
+                    continue
+                if batch.is_control:  # ends its producer's transaction, aborted or not
+                    in_map.control_batch(
+                        batch, data[batch.position:batch.position + batch.size])
+                    continue
+                if in_map.data_batch(batch):
+                    continue  # an aborted transaction's records hide nothing
+                records = _records_or_none(batch, lg)
+                for rec in records or ():
+                    if rec.key is not None and rec.offset >= first_dirty:
+                        offset_map[bytes(rec.key)] = rec.offset
+        except RecordError as e:  # a header that cannot be framed: the rest is unread
+            log.warning("cleaner: %s-%d segment %d cannot be read past an unframeable "
+                        "batch: %s", lg.topic, lg.partition, seg.base_offset, e)
+    return offset_map
+
+
 @dataclass
 class CleanableRange:
     """What a pass over one log would clean (Kafka's LogToClean)."""
@@ -387,43 +494,28 @@ class LogCleaner:
         if not segments or (not force and first_dirty >= end):
             return None
         stats = CleanerStats(lg.topic, lg.partition, first_dirty, end)
-        offset_map: dict[bytes, int] = {}
-        in_map = TxnFilter(aborted)
-        for seg in segments:
-            if seg.next_offset <= first_dirty or not seg.size:
-                continue
-            try:
-                data = memoryview(seg.read_bytes(0, seg.size))
-                for batch in iter_batches(data):
-                    if not isinstance(batch, RecordBatch) or batch.last_offset < first_dirty:
-                        continue
-                    if batch.is_control:  # ends its producer's transaction, aborted or not
-                        in_map.control_batch(
-                            batch, data[batch.position:batch.position + batch.size])
-                        continue
-                    if in_map.data_batch(batch):
-                        continue  # an aborted transaction's records hide nothing
-                    records = _records_or_none(batch, lg)
-                    for rec in records or ():
-                        if rec.key is not None and rec.offset >= first_dirty:
-                            offset_map[bytes(rec.key)] = rec.offset
-            except RecordError as e:  # a header that cannot be framed: the rest is unread
-                log.warning("cleaner: %s-%d segment %d cannot be read past an unframeable "
-                            "batch: %s", lg.topic, lg.partition, seg.base_offset, e)
+        offset_map = _build_offset_map(segments, first_dirty, aborted, lg)
         swaps = []
         txns = TxnFilter(aborted)
         kept = TxnTracker()
         keep_first = every[0]  # the log start stays: its segment is never deleted
+        # magic 0/1 tombstones: Kafka's legacyDeleteHorizonMs (the last segment below the
+        # first dirty offset, its last-modified time less delete.retention.ms)
+        clean = [s for s in every if s.base_offset < first_dirty]
+        legacy_horizon = (_mtime_ms(clean[-1]) - lg.config.delete_retention_ms
+                          if clean else 0)
         for group in _group_by_size(segments, lg.config, end):
             swap = self._clean_group(group, offset_map, now, lg, txns, kept,
-                                     keep_empty=group[0] is keep_first)
+                                     keep_empty=group[0] is keep_first,
+                                     legacy_horizon_ms=legacy_horizon)
             if swap is not None:
                 swaps.append(swap)
         return stats, swaps
 
     def _clean_group(self, group: list[LogSegment], offset_map: dict[bytes, int],
                      now_ms: int, lg: Any, txns: TxnFilter, kept: TxnTracker, *,
-                     keep_empty: bool = True) -> SegmentSwap | None:
+                     keep_empty: bool = True, legacy_horizon_ms: int = 0
+                     ) -> SegmentSwap | None:
         """The group rewritten into one segment without superseded records; None when
         nothing changes. A batch whose records cannot be parsed is kept byte for byte
         (logged); a group with an unframeable batch header is left as it is."""
@@ -434,7 +526,8 @@ class LogCleaner:
         for seg in group:
             try:
                 seg_changed, seg_in, seg_out = self._rewrite_segment(
-                    seg, offset_map, now_ms, lg, txns, kept, parts, entries)
+                    seg, offset_map, now_ms, lg, txns, kept, parts, entries,
+                    legacy_horizon_ms=legacy_horizon_ms)
             except RecordError as e:
                 log.warning("cleaner: leaving segment(s) %s of %s as they are: %s",
                             ", ".join(str(s.base_offset) for s in group),
@@ -451,6 +544,10 @@ class LogCleaner:
         bytes_in = sum(s.size for s in group)
         if not parts and not keep_empty:  # nothing left: the group goes
             return SegmentSwap(list(group), None, rin, rout, bytes_in, 0, [])
+        try:
+            mtime_ns: int | None = os.stat(group[-1].log_path).st_mtime_ns
+        except FileNotFoundError:
+            mtime_ns = None
         cleaned = first.log_path.with_name(first.log_path.name + CLEANED_SUFFIX)
         with open(cleaned, "wb") as f:
             for p in parts:
@@ -458,21 +555,24 @@ class LogCleaner:
             f.flush()
             os.fsync(f.fileno())
         return SegmentSwap(list(group), cleaned, rin, rout, bytes_in,
-                           cleaned.stat().st_size, entries)
+                           cleaned.stat().st_size, entries, mtime_ns)
 
     # C901: one rule per batch kind, in Kafka's order
     def _rewrite_segment(  # noqa: C901
             self, seg: LogSegment, offset_map: dict[bytes, int], now_ms: int, lg: Any,
             txns: TxnFilter, kept: TxnTracker, parts: list[bytes | memoryview],
-            entries: list[AbortedTxn]) -> tuple[bool, int, int]:
+            entries: list[AbortedTxn], *, legacy_horizon_ms: int = 0) -> tuple[bool, int, int]:
         """Append what survives of `seg` to `parts` (and the aborted transactions it keeps
-        to `entries`); (whether anything changed, records in, records out)."""
+        to `entries`); (whether anything changed, records in, records out).
+        `legacy_horizon_ms`: magic 0/1 tombstones stay when the segment was modified after
+        it (Kafka's retainLegacyDeletesAndTxnMarkers)."""
         if not seg.size:
             return False, 0, 0
         data = memoryview(seg.read_bytes(0, seg.size))
         retention_ms = max(lg.config.delete_retention_ms, 0) if lg is not None else 0
         changed = False
         rin = rout = 0
+        retain_legacy_deletes: bool | None = None  # stat'ed at the first magic 0/1 entry
 
         def keep_events(chunk: bytes | memoryview) -> None:
             """What recovery would read from the kept bytes: the cleaned .txnindex."""
@@ -484,7 +584,19 @@ class LogCleaner:
         for batch in iter_batches(data):
             raw = data[batch.position:batch.position + batch.size]
             if not isinstance(batch, RecordBatch):
-                parts.append(raw)
+                if not isinstance(batch, LegacyBatch):
+                    parts.append(raw)
+                    continue
+                if retain_legacy_deletes is None:
+                    retain_legacy_deletes = _mtime_ms(seg) > legacy_horizon_ms
+                out, legacy_in, legacy_out = _clean_legacy(batch, raw, offset_map,
+                                                           retain_legacy_deletes, lg)
+                rin += legacy_in
+                rout += legacy_out
+                if out is not raw:
+                    changed = True
+                if out is not None:
+                    parts.append(out)
                 continue
             if batch.is_control:
                 if txns.control_batch(batch, raw):  # its transaction has no record left
@@ -607,6 +719,8 @@ class LogCleaner:
         new.rebuild_indexes(headers)
         new.on_become_inactive()
         new.flush()
+        if swap.mtime_ns is not None:  # Kafka's cleaned.setLastModified (legacy tombstones)
+            os.utime(log_path, ns=(swap.mtime_ns, swap.mtime_ns))
         gone = {id(s) for s in others}
         segs.replace([new if s is old else s for s in segs.segments if id(s) not in gone])
         self._to_close.append((self._now_ms() + lg.config.file_delete_delay_ms, old))

@@ -18,6 +18,8 @@ expired is decided in offset_manager.py; this module writes, reads and replays t
   partition was committed again later in the log), ABORT drops them. Replaying a partition
   follows the same rule, so an offset whose transaction has no marker yet is pending after
   a restart and an aborted one never appears.
+* Magic 0/1 messages (what Kafka wrote before 0.11: plain, compressed wrappers, tombstones)
+  are replayed as Kafka's loader does, in offset order with the record batches.
 """
 
 from __future__ import annotations
@@ -168,6 +170,23 @@ def _bare(group: GroupMetadata) -> bool:
 
 def _version(buf: bytes | memoryview) -> int:
     return int.from_bytes(bytes(buf[:2]), "big", signed=True) if len(buf) >= 2 else -1
+
+
+def _decode_into(out: list[LoadedEntry], records: Iterable[Any], txn_producer: int,
+                 position: int, partition_log: Any) -> None:
+    """Append the decoded records of one batch (or legacy message set entry) to `out`;
+    keyless or undecodable records are skipped (the latter logged)."""
+    for rec in records:
+        if rec.key is None:
+            continue
+        try:
+            entry = decode_record(rec.key, rec.value)
+            entry.producer_id = txn_producer
+            entry.position = position
+            out.append(entry)
+        except Exception as e:  # one bad record must not stop the load
+            log.warning("skipping unreadable record at offset %d of %s-%d: %s",
+                        rec.offset, partition_log.topic, partition_log.partition, e)
 
 
 class GroupMetadataManager:
@@ -364,17 +383,21 @@ class GroupMetadataManager:
         end = getattr(partition_log, "log_start_offset", 0) if start is None else start
         try:
             for batch in partition_log.iter_batches(start):
-                if start is not None and batch.base_offset < start:
+                if start is not None and (batch.last_offset if batch.magic < 2
+                                          else batch.base_offset) < start:
                     continue
                 end = max(end, batch.last_offset + 1)
-                if batch.magic < 2:
-                    continue
+                legacy = batch.magic < 2  # a magic 0/1 message (Kafka before 0.11 wrote them)
                 try:
                     records = list(batch)
                 except Exception as e:  # CRC-valid bytes that are not records
-                    log.warning("skipping unreadable batch at offsets %d..%d of %s-%d: %s",
-                                batch.base_offset, batch.last_offset, partition_log.topic,
-                                partition_log.partition, e)
+                    log.warning("skipping unreadable batch at offsets %s..%d of %s-%d: %s",
+                                "?" if legacy else batch.base_offset, batch.last_offset,
+                                partition_log.topic, partition_log.partition, e)
+                    continue
+                if legacy:  # never transactional, no control records
+                    _decode_into(out, records, -1, records[0].offset if records else -1,
+                                 partition_log)
                     continue
                 if batch.is_control:
                     kind = control_type(records[0].key) if records else None
@@ -383,18 +406,8 @@ class GroupMetadataManager:
                                                producer_id=batch.producer_id,
                                                position=batch.base_offset, commit=kind == 1))
                     continue
-                txn_producer = batch.producer_id if batch.is_transactional else -1
-                for rec in records:
-                    if rec.key is None:
-                        continue
-                    try:
-                        entry = decode_record(rec.key, rec.value)
-                        entry.producer_id = txn_producer
-                        entry.position = batch.base_offset
-                        out.append(entry)
-                    except Exception as e:  # one bad record must not stop the load
-                        log.warning("skipping unreadable record at offset %d of %s-%d: %s",
-                                    rec.offset, partition_log.topic, partition_log.partition, e)
+                _decode_into(out, records, batch.producer_id if batch.is_transactional else -1,
+                             batch.base_offset, partition_log)
         except Exception as e:  # a batch header that cannot be framed: nothing after it
             log.error("stopped loading %s-%d after %d record(s): %s", partition_log.topic,
                       partition_log.partition, len(out), e)

@@ -263,13 +263,15 @@ def _read_partition(partition_log: Any) -> list[LoadedTxn]:
     out: list[LoadedTxn] = []
     try:
         for batch in partition_log.iter_batches():
-            if batch.magic < 2 or batch.is_control:
+            legacy = batch.magic < 2  # Kafka never wrote these here, but loads them
+            if not legacy and batch.is_control:
                 continue
             try:
                 records = list(batch)
             except Exception as e:  # CRC-valid bytes that are not records
-                log.warning("skipping unreadable batch at offsets %d..%d of %s: %s",
-                            batch.base_offset, batch.last_offset, TXN_TOPIC, e)
+                log.warning("skipping unreadable batch at offsets %s..%d of %s: %s",
+                            "?" if legacy else batch.base_offset, batch.last_offset,
+                            TXN_TOPIC, e)
                 continue
             for rec in records:
                 if rec.key is None:
