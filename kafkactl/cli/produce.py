@@ -88,7 +88,9 @@ def _producer_kwargs(settings: ProducerSettings, flags: dict[str, Any]) -> dict[
     """Producer keywords from the flags and -X: a flag and an -X property for the same
     setting must agree (else exit 2, naming both); what neither gives takes produce's
     defaults, which differ from the Java client's where a pipe of lines is better served
-    (1 MB batches, max.request.size and buffer.memory to fit)."""
+    (1 MB batches, max.request.size and buffer.memory to fit; buffer.memory holds a
+    record max.request.size allows, as librdkafka's queue takes one message.max.bytes
+    allows: the producer refuses one larger than either)."""
     kwargs: dict[str, Any] = {**DEFAULTS, **settings.producer_kwargs()}
     for flag, raw in flags.items():
         if raw is None:
@@ -104,7 +106,7 @@ def _producer_kwargs(settings: ProducerSettings, flags: dict[str, Any]) -> dict[
         kwargs[name] = value
     batch = kwargs["batch_size"]
     kwargs.setdefault("max_request_size", max(1048576, batch + 1024))
-    kwargs.setdefault("buffer_memory", max(64 << 20, 4 * batch))
+    kwargs.setdefault("buffer_memory", max(64 << 20, 4 * batch, kwargs["max_request_size"]))
     return kwargs
 
 

@@ -10,10 +10,13 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from kafkactl.client.errors import KafkaTimeoutError
-from kafkactl.client.producer_batch import ProducerBatch
+from kafkactl.client.producer_batch import ProducerBatch, klen_of
 from kafkactl.record.columns import NO_HEADERS, encode_lines_into
 
 TopicPartition = tuple[str, int]
+# The producer's check of a record whose key and value take that many bytes: the error
+# refusing it (too large to send), or None (Producer.record_too_large)
+SizeCheck = Callable[[int], BaseException | None]
 SPARE_BUFFERS = 4  # buffers of batches of lines done, kept for the next ones
 
 
@@ -71,11 +74,7 @@ class RecordAccumulator:
         if dq and not dq[-1].record_count:
             # an empty batch (its lines were being encoded when records of another path
             # came) gives way: behind the new one the sender would wait for it forever
-            empty = dq.pop()
-            empty.closed = True
-            self.incomplete.discard(empty)
-            self.used_memory -= self.batch_size
-            self._keep_buffer(empty)
+            self._drop_empty(dq)
         if dq:
             dq[-1].closed = True
             self._on_full_batch()
@@ -89,6 +88,27 @@ class RecordAccumulator:
         dq.append(batch)
         self.incomplete.add(batch)
         return batch
+
+    def _drop_empty(self, dq: deque[ProducerBatch]) -> None:
+        """Take the partition's last batch, an empty one, out of the queue (with the
+        lock): never sent, its memory and buffer back."""
+        empty = dq.pop()
+        empty.closed = True
+        self.incomplete.discard(empty)
+        self.used_memory -= self.batch_size
+        self._keep_buffer(empty)
+
+    def refuse(self, topic: str, partition: int, error: BaseException,
+               entries: Sequence[Any] = ()) -> None:
+        """A record refused before it was appended (too large to send): a failed batch of
+        its own for the batch callbacks (`entries`: its entry, if kept), never queued. Not
+        with the lock held (the callbacks run here)."""
+        batch = ProducerBatch(topic, partition, self.batch_size)
+        batch.record_count = 1
+        batch.closed = True
+        batch.entries = list(entries)
+        batch.callbacks = list(self.batch_callbacks)
+        batch.complete(-1, error)
 
     def _open_deque(self, tp: TopicPartition) -> deque[ProducerBatch]:
         """The partition's batch queue (made when absent); called with the lock held.
@@ -120,23 +140,29 @@ class RecordAccumulator:
             return batch
 
     def append_values(self, topic: str, partition: int, values: Sequence[bytes],
-                      entries: bool = False) -> None:
-        """Append null-key, header-less values (the CLI fast path)."""
+                      entries: bool = False, too_large: SizeCheck | None = None) -> None:
+        """Append null-key, header-less values (the CLI fast path). With `too_large`, a
+        value it refuses is not appended but failed (`refuse`)."""
         self._fill((topic, partition), len(values),
                    lambda batch, i: batch.append_values(values, i),
-                   values if entries else None)
+                   values if entries else None,
+                   None if too_large is None else lambda i: too_large(klen_of(values[i])))
 
     def append_key_values(self, topic: str, partition: int, keys: Sequence[bytes | None],
-                          values: Sequence[bytes], entries: Sequence[Any] | None = None
-                          ) -> None:
+                          values: Sequence[bytes], entries: Sequence[Any] | None = None,
+                          too_large: SizeCheck | None = None) -> None:
         """Append keyed, header-less records (the CLI's `--key-separator` fast path);
-        `entries[i]` is kept with record i for failure reports when given."""
+        `entries[i]` is kept with record i for failure reports when given. With
+        `too_large`, a record it refuses is not appended but failed (`refuse`)."""
         self._fill((topic, partition), len(values),
-                   lambda batch, i: batch.append_key_values(keys, values, i), entries)
+                   lambda batch, i: batch.append_key_values(keys, values, i), entries,
+                   None if too_large is None
+                   else lambda i: too_large(klen_of(keys[i]) + klen_of(values[i])))
 
     def append_lines(self, topic: str, partition: int, data: bytes, start: int, end: int,
                      delimiter: bytes, key_separator: bytes | None,
-                     headers: bytes = NO_HEADERS) -> int:
+                     headers: bytes = NO_HEADERS, too_large: SizeCheck | None = None
+                     ) -> int:
         """Append the delimited lines of data[start:end] (record.columns.encode_lines_into:
         null keys, or `key SEP value`, every record with the header section `headers`
         (builder.encode_headers), the batch timestamp); returns how many there were. The
@@ -145,16 +171,24 @@ class RecordAccumulator:
         the sender builds and sends
         the batches before meanwhile; they count when the batch they were encoded for is
         still the partition's open one, with as many records as then (else they are
-        encoded again for the one that is)."""
+        encoded again for the one that is). With `too_large`, a line it refuses (its key
+        and value) is counted but not appended: failed (`refuse`)."""
         tp = (topic, partition)
-        with self.lines_lock:
-            return self._append_lines(tp, data, start, end, delimiter, key_separator,
-                                      headers)
+        refused: list[BaseException] = []
+        try:
+            with self.lines_lock:
+                return self._append_lines(tp, data, start, end, delimiter, key_separator,
+                                          headers, too_large, refused)
+        finally:
+            for error in refused:
+                self.refuse(topic, partition, error)
 
     def _append_lines(self, tp: TopicPartition, data: bytes, pos: int, end: int,
-                      delimiter: bytes, key_separator: bytes | None, headers: bytes) -> int:
+                      delimiter: bytes, key_separator: bytes | None, headers: bytes,
+                      too_large: SizeCheck | None, refused: list[BaseException]) -> int:
         count = 0
         need = 0  # bytes the next line needs, when it did not fit an empty batch's buffer
+        batch = None
         while pos < end:
             with self.lock:
                 dq = self._open_deque(tp)
@@ -178,8 +212,23 @@ class RecordAccumulator:
                     need = 0
                 elif first:  # full
                     self._new_batch(tp, dq, None)
-                else:  # a line longer than a batch: a buffer of its size
-                    need = used
+                else:  # a line longer than a batch: a buffer of its size, unless refused
+                    # (a line too large to send never fits a batch: it is checked here)
+                    error = None
+                    if too_large is not None:
+                        size, after = _line_size(data, pos, end, delimiter, key_separator)
+                        error = too_large(size)
+                    if error is None:
+                        need = used
+                        continue
+                    refused.append(error)
+                    count += 1
+                    pos = after
+        if refused and batch is not None:
+            with self.lock:  # the batch made for a refused last line stays empty
+                queue = self.batches.get(tp)
+                if queue and queue[-1] is batch and not batch.record_count:
+                    self._drop_empty(queue)
         return count
 
     def append_records_section(self, topic: str, partition: int, section: bytes,
@@ -201,24 +250,50 @@ class RecordAccumulator:
 
     def _fill(self, tp: TopicPartition, n: int,
               append: Callable[[ProducerBatch, int], int],
-              entries: Sequence[Any] | None) -> None:
+              entries: Sequence[Any] | None,
+              too_large: Callable[[int], BaseException | None] | None = None) -> None:
         """Records 0..n-1 into tp's batches: `append(batch, i)` takes records from i until
-        the batch is full and returns the next index; a full batch gets a successor."""
+        the batch is full and returns the next index; a full batch gets a successor.
+        `too_large(i)`: the error refusing record i, which is then failed (`refuse`), not
+        appended; asked only of a record that would begin a batch (one too large to send
+        never fits a batch with records: Producer sizes the batches so), so once a batch
+        and not once a record."""
         i = 0
-        with self.lock:
-            dq = self.batches.get(tp)
-            if dq is None:
-                dq = self.batches[tp] = deque()
-            while i < n:
-                if self.closed:
-                    raise RuntimeError("the producer is closed")
-                batch = dq[-1] if dq else None
-                j = i if batch is None else append(batch, i)
-                if batch is not None and entries is not None:
-                    batch.entries.extend(entries[i:j])
-                if j == i:
-                    self._new_batch(tp, dq, None)
-                i = j
+        checked = -1
+        refused: list[tuple[int, BaseException]] = []
+        try:
+            with self.lock:
+                dq = self.batches.get(tp)
+                if dq is None:
+                    dq = self.batches[tp] = deque()
+                while i < n:
+                    if self.closed:
+                        raise RuntimeError("the producer is closed")
+                    batch = dq[-1] if dq else None
+                    if (too_large is not None and i != checked
+                            and (batch is None or not batch.record_count)):
+                        checked = i
+                        error = too_large(i)
+                        if error is not None:
+                            refused.append((i, error))
+                            i += 1
+                            continue
+                    j = i if batch is None else append(batch, i)
+                    if batch is not None and entries is not None:
+                        batch.entries.extend(entries[i:j])
+                    if j == i:
+                        if too_large is not None and i != checked:
+                            checked = i
+                            error = too_large(i)
+                            if error is not None:  # (in no batch: none is made for it)
+                                refused.append((i, error))
+                                i += 1
+                                continue
+                        self._new_batch(tp, dq, None)
+                    i = j
+        finally:
+            for k, error in refused:
+                self.refuse(tp[0], tp[1], error, () if entries is None else (entries[k],))
 
     # -- sender side -------------------------------------------------------------------------
 
@@ -333,3 +408,16 @@ class RecordAccumulator:
         finally:
             with self.lock:
                 self.flushes_in_progress -= 1
+
+
+def _line_size(data: bytes, pos: int, end: int, delimiter: bytes,
+               key_separator: bytes | None) -> tuple[int, int]:
+    """The bytes of the key and value of the line at data[pos:] (ended by `delimiter` or
+    `end`; `key SEP value` with a key_separator, as encode_lines_into splits it), and the
+    position after it."""
+    stop = data.find(delimiter, pos, end)
+    stop, after = (end, end) if stop < 0 else (stop, stop + len(delimiter))
+    size = stop - pos
+    if key_separator is not None and data.find(key_separator, pos, stop) >= 0:
+        size -= len(key_separator)
+    return size, after

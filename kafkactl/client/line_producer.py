@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from kafkactl.client.delimited import Block
+from kafkactl.client.errors import RecordTooLargeError
 from kafkactl.record._accel import kernels
 
 if TYPE_CHECKING:
@@ -314,8 +315,15 @@ class LineProducer:
                     value = None
                 if key in nulls:
                     key = None
-            producer.send(topic, value, key, partition=partition, headers=headers,
-                          entry=raw if keep else None)
+            try:
+                producer.send(topic, value, key, partition=partition, headers=headers,
+                              entry=raw if keep else None)
+            except RecordTooLargeError as e:
+                if producer.sync:  # --sync stops at the first refusal (Java's --sync)
+                    raise
+                # as the bulk paths: counted failed (and in --failed-file), then go on
+                producer.accumulator.refuse(topic, -1 if partition is None else partition,
+                                            e, [raw] if keep else ())
             stats.sent += 1
             stats.bytes += len(raw)
 

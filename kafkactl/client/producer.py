@@ -77,6 +77,25 @@ _INT_OPTS = {"batch_size", "linger_ms", "buffer_memory", "max_block_ms", "retrie
              "retry_backoff_ms", "request_timeout_ms", "delivery_timeout_ms",
              "max_request_size", "max_in_flight", "metadata_max_age_ms"}
 
+# What a record's size (its key's and value's bytes) is counted with against
+# max.request.size and buffer.memory: the batch's and the record's framing
+RECORD_OVERHEAD = 100
+
+
+class RecordSizeError(RecordTooLargeError):
+    """A record (or, on the copy path, a batch of `records` records) of `size` bytes that
+    the producer refuses before sending: larger than `setting` (max.request.size or
+    buffer.memory, as Java's producer checks them), whose value is `limit`."""
+
+    def __init__(self, size: int, setting: str, limit: int, records: int = 1) -> None:
+        what = (f"a record of {size} bytes" if records == 1
+                else f"a batch of {records} records ({size} bytes)")
+        super().__init__(f"{what} is larger than {setting} ({limit})")
+        self.size = size
+        self.setting = setting
+        self.limit = limit
+        self.records = records
+
 
 def parse_acks(acks: str | int) -> int:
     s = str(acks).strip().lower()
@@ -178,15 +197,20 @@ class Producer:
         self.sync = sync
         self.max_block = max_block_ms / 1000.0
         self.max_request_size = max_request_size
+        self.buffer_memory = buffer_memory
         self.partitioner = Partitioner(partitioner)
         self.client = KafkaClient(bootstrap_servers, client_id=client_id,
                                   request_timeout_ms=request_timeout_ms,
                                   retry_backoff_ms=retry_backoff_ms,
                                   metadata_max_age_ms=metadata_max_age_ms,
                                   security=security)
+        # A batch leaves room for a record's overhead below both limits: a record too large
+        # for them never fits a batch that has records already, so the bulk paths check
+        # only a record that would begin a batch (record_too_large), not every record
         self.accumulator = RecordAccumulator(
-            batch_size=min(batch_size, max_request_size), linger_ms=linger_ms,
-            buffer_memory=buffer_memory, max_block_ms=max_block_ms)
+            batch_size=max(1, min(batch_size, max_request_size - RECORD_OVERHEAD,
+                                  buffer_memory - RECORD_OVERHEAD)),
+            linger_ms=linger_ms, buffer_memory=buffer_memory, max_block_ms=max_block_ms)
         self.sender = Sender(
             self.client, self.accumulator, acks=self.acks, compression=self.compression,
             idempotent=enable_idempotence, retries=retries, retry_backoff_ms=retry_backoff_ms,
@@ -291,6 +315,17 @@ class Producer:
         if self.sender.fatal_error is not None:
             raise self.sender.fatal_error
 
+    def record_too_large(self, size: int, records: int = 1) -> RecordSizeError | None:
+        """The error refusing a record whose key and value take `size` bytes, or None
+        when it may be sent: as Java's producer, one larger than max.request.size or than
+        buffer.memory (with RECORD_OVERHEAD) is never sent. Every send path checks it
+        (send() raises it; the bulk paths count the record failed)."""
+        if size + RECORD_OVERHEAD > self.max_request_size:
+            return RecordSizeError(size, "max.request.size", self.max_request_size, records)
+        if size + RECORD_OVERHEAD > self.buffer_memory:
+            return RecordSizeError(size, "buffer.memory", self.buffer_memory, records)
+        return None
+
     def send(self, topic: str, value: bytes | None = None, key: bytes | None = None, *,
              partition: int | None = None,
              headers: Sequence[tuple[str, bytes | None]] | None = None,
@@ -298,10 +333,9 @@ class Producer:
              entry: Any = None) -> FutureRecordMetadata:
         self._ready("send()")
         size = (len(key) if key else 0) + (len(value) if value else 0)
-        if size + 100 > self.max_request_size:
-            raise RecordTooLargeError(
-                f"a record of {size} bytes is larger than max.request.size "
-                f"({self.max_request_size})")
+        too_large = self.record_too_large(size)
+        if too_large is not None:
+            raise too_large
         if partition is None:
             n = self._num_partitions(topic)
             partitioner = self.partitioner
@@ -326,30 +360,32 @@ class Producer:
                     partition: int | None = None, keep_entries: bool = False) -> None:
         """Bulk fast path: null-key, header-less values (None: a null value, a tombstone),
         timestamped now. Delivery is reported through add_batch_callback (per batch), not
-        per-record futures."""
+        per-record futures; so is a record too large to send (record_too_large), failed
+        at once in a batch of its own."""
         self._ready("send_values()")
         # (the accumulator and the partitioner pass values through to the batch's encoder,
         # which takes None: their annotations say bytes)
         values = cast(Sequence[bytes], values)
+        check = self.record_too_large
         if partition is None:
             n = self._num_partitions(topic)
             if self.partitioner._user is not None:
                 # user code, record by record: what it returned before it failed is sent
                 for v in values:
                     p = self.partitioner.partition(topic, None, n)
-                    self.accumulator.append_values(topic, p, (v,), keep_entries)
+                    self.accumulator.append_values(topic, p, (v,), keep_entries, check)
                 return
             available = self._available_partitions(topic, n)
             if self.partitioner.name in ("roundrobin", "random"):
                 for p, part in self.partitioner.spread(topic, values, n, available):
-                    self.accumulator.append_values(topic, p, part, keep_entries)
+                    self.accumulator.append_values(topic, p, part, keep_entries, check)
                 if self.sync:
                     self.flush()
                 return
             partition = self.partitioner.sticky_partition(topic, n, available)
         else:
             self._check_partition(topic, partition)
-        self.accumulator.append_values(topic, partition, values, keep_entries)
+        self.accumulator.append_values(topic, partition, values, keep_entries, check)
         if self.sync:
             self.flush()
 
@@ -359,7 +395,8 @@ class Producer:
         """Bulk path for keyed records without headers, timestamped now (a None key or
         value: null): each key goes to the partition `send` would choose (null keys: the
         sticky partition), in order per partition. Delivery is reported through
-        add_batch_callback, not futures."""
+        add_batch_callback, not futures (a record too large to send too, as send_values
+        reports it)."""
         self._ready("send_key_values()")
         values = cast(Sequence[bytes], values)  # passed through to the encoder, as above
         if partition is None:
@@ -370,7 +407,8 @@ class Producer:
             partition = 0
         else:
             self._check_partition(topic, partition)
-        self.accumulator.append_key_values(topic, partition, keys, values, entries)
+        self.accumulator.append_key_values(topic, partition, keys, values, entries,
+                                           self.record_too_large)
         if self.sync:
             self.flush()
 
@@ -388,7 +426,7 @@ class Producer:
                                    lambda k: partitioner.partition(topic, k, n, available),
                                    deterministic=partitioner.is_deterministic)
         for p, (ks, vs, es) in groups.items():
-            self.accumulator.append_key_values(topic, p, ks, vs, es)
+            self.accumulator.append_key_values(topic, p, ks, vs, es, self.record_too_large)
         if self.sync:
             self.flush()
 
@@ -401,9 +439,10 @@ class Producer:
         key and the whole line). Encoded from the buffer with no object per line where the
         records go to one partition (record.columns.encode_lines); returns how many lines
         there were. `headers` go with every record. Delivery is reported through
-        add_batch_callback."""
+        add_batch_callback (a line too large to send too, as send_values reports it)."""
         self._ready("send_lines()")
         section = encode_headers(headers)  # b"\x00" (no headers) when there are none
+        check = self.record_too_large
         if partition is None:
             n = self._num_partitions(topic)
             partitioner = self.partitioner
@@ -421,7 +460,7 @@ class Producer:
                     if lines:
                         count += self.accumulator.append_lines(
                             topic, p, lines, 0, len(lines), delimiter, key_separator,
-                            section)
+                            section, check)
                 if self.sync:
                     self.flush()
                 return count
@@ -435,6 +474,11 @@ class Producer:
                                                                    records))
                 if headers:
                     for key, value in zip(keys, values, strict=True):
+                        # (counted failed, as on the other bulk paths: send() raises)
+                        error = check((len(key) if key else 0) + (len(value) if value else 0))
+                        if error is not None:
+                            self.accumulator.refuse(topic, -1, error)
+                            continue
                         self.send(topic, value, key, headers=headers)
                 elif key_separator is None:
                     self.send_values(topic, records)
@@ -447,7 +491,7 @@ class Producer:
         else:
             self._check_partition(topic, partition)
         count = self.accumulator.append_lines(topic, partition, data, start, end, delimiter,
-                                              key_separator, section)
+                                              key_separator, section, check)
         if self.sync:
             self.flush()
         return count
@@ -458,12 +502,12 @@ class Producer:
         """Copy path (kafkactl mirror): the uncompressed records section of a consumed v2
         batch, whose records keep their keys, values, headers and timestamps, sent as one
         batch without decoding a record. Delivery is reported through add_batch_callback
-        (`entries[i]` is kept with record i)."""
+        (`entries[i]` is kept with record i). A section larger than record_too_large
+        allows raises its RecordSizeError, nothing sent."""
         self._ready("send_records_section()")
-        if len(section) + 100 > self.max_request_size:
-            raise RecordTooLargeError(
-                f"a batch of {len(section)} bytes is larger than max.request.size "
-                f"({self.max_request_size})")
+        too_large = self.record_too_large(len(section), record_count)
+        if too_large is not None:  # (RecordSizeError: a record, or a batch of N records)
+            raise too_large
         self._check_partition(topic, partition)
         self.accumulator.append_records_section(topic, partition, section, record_count,
                                                 base_timestamp, max_timestamp, entries)

@@ -19,6 +19,7 @@ from kafkactl.client.errors import (
     KafkaConnectionError,
     KafkaTimeoutError,
     NoBrokersAvailable,
+    RecordTooLargeError,
     UnknownTopicError,
 )
 from kafkactl.client.kafka_client import KafkaClient
@@ -28,6 +29,17 @@ from kafkactl.protocol.errors import ErrorCode, error_for, error_name
 
 if TYPE_CHECKING:  # imported by a transactional producer only
     from kafkactl.client.transaction_manager import TransactionManager
+
+# A broker closes the connection of a request larger than its socket.request.max.bytes
+# (Kafka's default: the client cannot ask for the brokers' own) without an answer; so
+# several batches go in one Produce request only up to it, less MULTI_BATCH_MARGIN (what
+# the request adds to them), and a request that may exceed it (its batches, each with
+# its topic's name and BATCH_OVERHEAD, and PRODUCE_OVERHEAD: one batch, then) is not sent
+# again when the connection breaks under it
+SOCKET_REQUEST_MAX_BYTES = 104857600
+MULTI_BATCH_MARGIN = 65536
+PRODUCE_OVERHEAD = 64
+BATCH_OVERHEAD = 16
 
 
 def _log_exception(message: str) -> None:
@@ -74,6 +86,9 @@ class Sender(threading.Thread):
         self.delivery_timeout = delivery_timeout_ms / 1000.0
         self.request_timeout_ms = request_timeout_ms
         self.max_request_size = max_request_size
+        # (more than one batch in a request: up to what every broker takes)
+        self.request_size = min(max_request_size,
+                                SOCKET_REQUEST_MAX_BYTES - MULTI_BATCH_MARGIN)
         # Without idempotence only one batch per partition may be in flight, or a retry
         # could overtake a later batch (reordering).
         self.max_in_flight_per_partition = max_in_flight if self.idempotent else 1
@@ -164,7 +179,7 @@ class Sender(threading.Thread):
                 from kafkactl.client.transaction_manager import mark_transactional
 
                 data = batch.built = mark_transactional(data)
-            if by_node[leader] and sizes[leader] + len(data) > self.max_request_size:
+            if by_node[leader] and sizes[leader] + len(data) > self.request_size:
                 self._send_produce(leader, by_node.pop(leader))
                 sizes[leader] = 0
             by_node[leader].append(batch)
@@ -293,7 +308,7 @@ class Sender(threading.Thread):
             conn = self.client.connection(node)
         except (KafkaConnectionError, KafkaTimeoutError, OSError) as e:
             self.client.drop_connection(node, e)
-            self._on_produce_response(batches, None, e, node)
+            self._on_produce_response(batches, None, e, node, sent=False)
             return
         try:
             conn.send(ApiKey.PRODUCE, body, handler=handler if expect else None,
@@ -308,7 +323,10 @@ class Sender(threading.Thread):
                 self._complete(b, -1, None)
 
     def _on_produce_response(self, batches: list[ProducerBatch], resp: dict[str, Any] | None,
-                             err: BaseException | None, node: int = -1) -> None:
+                             err: BaseException | None, node: int = -1, *,
+                             sent: bool = True) -> None:
+        """A Produce request's answer; without one (`resp` None), `err` broke its
+        connection, while it was sent or (not `sent`) before."""
         if resp is None:
             # Connection-level failure: every batch of the request is retried, in order,
             # to the leader the next metadata names (the partitions of the broker that
@@ -319,6 +337,20 @@ class Sender(threading.Thread):
                 for b in batches:
                     self.client.cluster.invalidate(b.topic, b.partition)
             self._need_metadata = True
+            size = PRODUCE_OVERHEAD + sum(len(b.built or b"") + len(b.topic) + BATCH_OVERHEAD
+                                          for b in batches)
+            if sent and size > SOCKET_REQUEST_MAX_BYTES:
+                # The same request would break the connection again, for
+                # delivery.timeout.ms: not sent again
+                refused = RecordTooLargeError(
+                    f"the broker closed the connection while a produce request of {size} "
+                    f"bytes was sent to it ({err}): the request may exceed the broker's "
+                    f"socket.request.max.bytes ({SOCKET_REQUEST_MAX_BYTES} by default); "
+                    f"lower max.request.size ({self.max_request_size}) below it, or raise "
+                    "socket.request.max.bytes on the brokers")
+                for b in batches:
+                    self._retry_or_fail(b, ErrorCode.MESSAGE_TOO_LARGE, refused)
+                return
             for b in batches:
                 self._retry_or_fail(b, ErrorCode.NETWORK_EXCEPTION, err)
             return

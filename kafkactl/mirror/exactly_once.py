@@ -58,12 +58,18 @@ from kafkactl.mirror.config import (
     producer_kwargs,
 )
 from kafkactl.mirror.progress import PartitionProgress
-from kafkactl.mirror.stream import COPY_MIN_RECORDS, MirrorStream, SendFailure, is_transient
+from kafkactl.mirror.stream import (
+    COPY_MIN_RECORDS,
+    MirrorStream,
+    SendFailure,
+    copy_sections,
+    is_transient,
+    refusal_text,
+)
 from kafkactl.mirror.topics import TargetTopic
 from kafkactl.protocol.api_keys import ApiKey
 from kafkactl.protocol.errors import ErrorCode, KafkaError, error_for
 from kafkactl.record.batch import RecordBatch, TimestampType, encode_record
-from kafkactl.record.codecs import decompress
 
 log = logging.getLogger("kafkactl.mirror")
 
@@ -579,7 +585,8 @@ class ExactlyOnceStream(MirrorStream):
                                 error: RecordTooLargeError) -> bool:
         """A record too large for the producer itself (max.request.size): nothing of it was
         sent, so the transaction goes on; True when the stream stops at it."""
-        self._refuse(tp, offset, target, str(error))
+        self._refuse(tp, offset, target,
+                     refusal_text(error, self.config.abort_on_send_failure))
         if self.config.abort_on_send_failure:
             return True
         self.txn_skipped.append((tp, offset))
@@ -587,7 +594,8 @@ class ExactlyOnceStream(MirrorStream):
 
     def _copy_whole(self, pf: PartitionFetch, target: str) -> int | None:
         """The copy path (records sections byte for byte into the same partition), or None
-        when a batch needs its records decoded."""
+        when a batch needs its records decoded, or is too large to send as one batch
+        uncompressed (copy_sections)."""
         batches = list(pf.batches())
         if not batches or sum(b.record_count for b in batches) < COPY_MIN_RECORDS:
             return None
@@ -599,11 +607,11 @@ class ExactlyOnceStream(MirrorStream):
                     or (self.consumer is not None and self.consumer.check_crcs
                         and not b.is_valid())):
                 return None
+        sections = copy_sections(self.producer, batches)
+        if sections is None:
+            return None
         sent = 0
-        for b in batches:
-            section = b.records_section()
-            codec = b.attributes & 0x07
-            data = decompress(codec, section) if codec else bytes(section)
+        for b, data in zip(batches, sections, strict=True):
             self.producer.send_records_section(target, pf.partition, data, b.record_count,
                                                b.first_timestamp, b.max_timestamp)
             sent += b.record_count

@@ -26,7 +26,7 @@ from kafkactl.client.errors import (
 )
 from kafkactl.client.fetcher import PartitionFetch
 from kafkactl.client.group import CommitFailedError, GroupConsumer
-from kafkactl.client.producer import Producer
+from kafkactl.client.producer import RECORD_OVERHEAD, Producer, RecordSizeError
 from kafkactl.mirror.config import MirrorConfig, consumer_kwargs
 from kafkactl.mirror.progress import CopiedBatch, ProgressTracker, SentChunk
 from kafkactl.mirror.subscription import SourceTopics
@@ -46,6 +46,25 @@ COPY_MIN_RECORDS = 64  # on average per batch
 COPY_MIN_BYTES = 16384
 TRANSIENT = (KafkaConnectionError, KafkaTimeoutError, NoBrokersAvailable, CommitFailedError,
              UnknownTopicError, OSError)
+
+
+def refusal_text(error: BaseException, abort_on_send_failure: bool = True) -> str:
+    """What the mirror says of a record its producer refused before sending it: the
+    error, and for one too large (RecordSizeError) the settings that let it through."""
+    text = str(error)
+    if not isinstance(error, RecordSizeError):
+        return text
+    at_least = error.size + RECORD_OVERHEAD
+    if error.setting == "buffer.memory":
+        text += (f": raise the mirror's producer buffer.memory (--producer-property "
+                 f"buffer.memory={at_least} or more)")
+    else:
+        text += (f": raise the mirror's producer max.request.size (--producer-property "
+                 f"max.request.size={at_least} or more) and the target topic's "
+                 "max.message.bytes as much")
+    if abort_on_send_failure:
+        text += ", or skip such records (--no-abort-on-send-failure)"
+    return text
 
 
 def is_transient(error: BaseException) -> bool:
@@ -233,8 +252,10 @@ class MirrorStream:
     def _copy_batches(self, pf: PartitionFetch, chunk: SentChunk, target: str) -> bool:
         """The fast path: every batch of the chunk copied byte for byte (records section)
         into the same target partition. False (nothing sent) when a batch needs records
-        decoded: a partial first batch, LogAppendTime, compaction gaps, magic 0/1; or when
-        the batches are small (see COPY_MIN_RECORDS)."""
+        decoded: a partial first batch, LogAppendTime, compaction gaps, magic 0/1; when
+        the batches are small (see COPY_MIN_RECORDS); or when one is, uncompressed, too
+        large for the producer to send as one batch (its records may each fit: the record
+        path sends them, and names any that does not)."""
         batches = list(pf.batches())
         if batches and (sum(b.record_count for b in batches) < COPY_MIN_RECORDS * len(batches)
                         and len(pf.records) < COPY_MIN_BYTES * len(batches)):
@@ -249,11 +270,11 @@ class MirrorStream:
             for b in batches:
                 if not b.is_valid():
                     return False  # records_iter raises the CRC error with its offset
+        sections = copy_sections(self.producer, batches)
+        if sections is None:
+            return False
         sent = 0
-        for b in batches:
-            section = b.records_section()
-            codec = b.attributes & 0x07
-            data = decompress(codec, section) if codec else bytes(section)
+        for b, data in zip(batches, sections, strict=True):
             base = b.base_offset
             try:
                 self.producer.send_records_section(
@@ -274,8 +295,25 @@ class MirrorStream:
         topic, partition = chunk.partition.tp
         if self.config.abort_on_send_failure:
             self.tracker.seal(chunk, sent, offset)
-            self.on_failure(SendFailure(topic, partition, offset, target, str(error)))
+            self.on_failure(SendFailure(topic, partition, offset, target,
+                                        refusal_text(error)))
             return True
-        log.warning("skipped offset %d of %s-%d: %s", offset, topic, partition, error)
+        log.warning("skipped offset %d of %s-%d: %s", offset, topic, partition,
+                    refusal_text(error, False))
         self.on_skip(topic, 1)
         return False
+
+
+def copy_sections(producer: Producer, batches: list[RecordBatch]) -> list[bytes] | None:
+    """The records sections of `batches`, uncompressed, as the copy path sends them; None
+    when one is larger than the producer sends (Producer.record_too_large), before any is
+    sent: a batch compressed small may not fit uncompressed."""
+    sections = []
+    for b in batches:
+        section = b.records_section()
+        codec = b.attributes & 0x07
+        data = decompress(codec, section) if codec else bytes(section)
+        if producer.record_too_large(len(data), b.record_count) is not None:
+            return None
+        sections.append(data)
+    return sections
