@@ -75,7 +75,8 @@ COMMAND_SUMMARIES: dict[str, str] = {
     "acls": "Add, list and remove ACLs (kafka-acls).",
     "users": "Add, list and delete SCRAM users.",
     "quotas": "Add, list and remove client quotas (producer_byte_rate, consumer_byte_rate,"
-              " request_percentage, controller_mutation_rate) per user, client id, or both.",
+              " request_percentage, controller_mutation_rate) per user, client id, or both;"
+              " and connection_creation_rate per IP address.",
     "transactions": "List, describe, find hanging and abort transactions"
                     " (kafka-transactions).",
 }
