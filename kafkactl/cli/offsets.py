@@ -128,8 +128,9 @@ def _warn_stale(group: str, stale: Iterable[TopicPartition], what: str) -> None:
 def group_offsets_rows(admin: GroupAdmin, simple: SimpleConsumer,
                        group: str) -> list[dict[str, Any]]:
     """The group's rows (kafka-consumer-groups --describe): a committed offset of a topic
-    that no longer exists has no log end offset and no lag (a warning says so); a group
-    that does not exist raises GroupNotFound."""
+    that no longer exists has no log end offset and no lag (a warning says so); a member
+    with no partition has a row with no topic and partition; a group that does not exist
+    raises GroupNotFound."""
     from kafkactl.client.admin import LEADER_GRACE_S
     from kafkactl.client.errors import ClientError
     from kafkactl.client.fetcher import LATEST
@@ -175,6 +176,13 @@ def group_offsets_rows(admin: GroupAdmin, simple: SimpleConsumer,
                      "host": m.client_host if m else None,
                      "client_id": m.client_id if m else None,
                      "state": desc.state if desc else None})
+    # as kafka-consumer-groups --describe: a member with no partition has a row of its own
+    if desc is not None:
+        rows.extend({"group": group, "topic": None, "partition": None,
+                     "current_offset": None, "log_end_offset": None, "lag": None,
+                     "consumer_id": m.member_id, "host": m.client_host,
+                     "client_id": m.client_id, "state": desc.state}
+                    for m in desc.members if not m.assignment)
     return rows
 
 
@@ -295,7 +303,7 @@ def show(group: list[str] = typer.Option([], "--group", "-G", "-g", help="Group 
         table = _table("GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET",
                        "LAG", "CONSUMER-ID", "HOST", "CLIENT-ID")
         for r in rows:
-            table.add_row(r["group"], r["topic"], str(r["partition"]),
+            table.add_row(r["group"], _dash(r["topic"]), _dash(r["partition"]),
                           _dash(r["current_offset"]), _dash(r["log_end_offset"]),
                           _dash(r["lag"]), _dash(r["consumer_id"]), _dash(r["host"]),
                           _dash(r["client_id"]))

@@ -192,10 +192,12 @@ def _group_rebalance(group: str, bootstrap: str | None, security: Any, *, as_jso
                                "protocol": desc.protocol, "triggered_generation": triggered,
                                "members": rows}, indent=1))
         return
-    table = Table("MEMBER", "CLIENT-ID", "HOST", "SUBSCRIPTION", "CURRENT", "RANGE",
+    table = Table("MEMBER", "GROUP-INSTANCE-ID", "CLIENT-ID", "HOST", "SUBSCRIPTION",
+                  "CURRENT", "RANGE",
                   title=f"group {group}: {desc.state}, protocol {desc.protocol or '-'}")
     for r in rows:
-        table.add_row(r["member_id"], r["client_id"], r["host"], ",".join(r["subscription"]),
+        table.add_row(r["member_id"], r["group_instance_id"] or "-", r["client_id"],
+                      r["host"], ",".join(r["subscription"]),
                       " ".join(r["current"]) or "-", " ".join(r["range"]) or "-")
     print_table(table)
     if triggered is not None:
