@@ -628,15 +628,16 @@ class LogCleaner:
             needs_horizon = False
             keep = []
             for rec in records:
-                if rec.key is not None:
-                    latest = offset_map.get(bytes(rec.key))
-                    if latest is not None and latest > rec.offset:
-                        continue
-                    if rec.value is None:  # a tombstone (KIP-534's shouldRetainDeletes)
-                        if horizon is None:
-                            needs_horizon = True  # kept: this pass stamps the horizon
-                        elif now_ms >= horizon:
-                            continue  # its delete horizon passed
+                if rec.key is None:  # as Kafka's shouldRetainRecord: no key, not kept
+                    continue         # (written before the topic was compacted)
+                latest = offset_map.get(bytes(rec.key))
+                if latest is not None and latest > rec.offset:
+                    continue
+                if rec.value is None:  # a tombstone (KIP-534's shouldRetainDeletes)
+                    if horizon is None:
+                        needs_horizon = True  # kept: this pass stamps the horizon
+                    elif now_ms >= horizon:
+                        continue  # its delete horizon passed
                 keep.append(rec)
             rout += len(keep)
             if len(keep) == len(records) and not needs_horizon:

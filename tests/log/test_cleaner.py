@@ -147,3 +147,28 @@ def test_crash_at_each_swap_step_reopens_intact(tmp_path: Path, stop_after: int)
     LogCleaner().clean(reopened, force=True)  # and it can still be cleaned
     assert _live(_state(reopened)[0]) == _live(expected)
     reopened.close()
+
+
+def test_records_without_a_key_are_not_kept(tmp_path: Path) -> None:
+    """As Kafka's cleaner (shouldRetainRecord: a record with no key is invalid for
+    compaction): keyless records written before the topic was compacted are removed by
+    the first clean; the keyed ones keep their latest values; the active segment is kept."""
+    lg = Log(tmp_path / "switched-0", _config())
+    b = RecordBatchBuilder()
+    for i in range(10):  # written while the topic was not compacted
+        b.append(1_000 + i, None, b"no-key-%d" % i)
+    lg.append(b.build())
+    b = RecordBatchBuilder()
+    b.append(2_000, b"k", b"old")
+    b.append(2_001, None, b"no-key-mixed")
+    b.append(2_002, b"k", b"new")
+    lg.append(b.build())
+    lg.roll()
+    b = RecordBatchBuilder()
+    b.append(3_000, None, b"active, keyless")
+    lg.append(b.build())
+    assert LogCleaner().clean(lg, force=True) is not None
+    got = [(None if r.key is None else bytes(r.key), bytes(r.value), r.offset)
+           for batch in lg.iter_batches() for r in batch]
+    assert got == [(b"k", b"new", 12), (None, b"active, keyless", 13)], got
+    lg.close()
