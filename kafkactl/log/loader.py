@@ -16,7 +16,8 @@ stop the active segment's tail (from its last index entry) is still validated, a
 segment recovered if it is torn. Every truncation is logged at WARNING.
 
 When recovery cuts a segment short (or a segment in the middle is empty although its
-indexes say it held offsets, or its `.log` is missing), every later segment is deleted, as
+index entries say it held offsets, or its `.log` is missing), every later segment is
+deleted, as
 Kafka's LogLoader.recoverLog does: the log must stay contiguous. The WARNING names the
 deleted segments and the offsets lost. Then producer snapshots above the log end and
 unreadable ones are deleted (a corrupt one is logged once), and the leader-epoch
@@ -89,8 +90,11 @@ def load_segments(  # noqa: C901
                        or stem + TIME_INDEX_SUFFIX not in present)
             seg = LogSegment(directory, base, config, created_ms=now_ms)
             segments.append(seg)
-            if seg.size == 0 and i < len(bases) - 1 and (
-                    missing or seg.offset_index.entry_count or seg.time_index.entry_count):
+            # evidence of lost bytes: index entries. Missing index files are none: a
+            # compaction's swap leaves its (maybe empty) segment without them (the first
+            # segment of a group that compacted to nothing is kept, empty)
+            if seg.size == 0 and i < len(bases) - 1 and not missing and (
+                    seg.offset_index.entry_count or seg.time_index.entry_count):
                 emptied.add(base)
             if missing:
                 broken[base] = "an index file is missing"

@@ -181,17 +181,18 @@ def lost_data_reason(name: str, *, bytes_truncated: int, valid_bytes: int,
                      error: str | None, empty_with_index_evidence: bool,
                      missing_after: int | None) -> str | None:
     """Why the log must be cut after the segment `name` (not the last one), or None:
-    its tail was cut; it is empty although its index files say it held offsets (or they
-    are missing: the file lost its bytes; a compaction that empties a segment leaves
-    empty index files); or the segment after it has no .log (`missing_after`: its base
-    offset). Kafka's loader cuts at a truncated segment; an empty or missing segment file
-    in the middle is treated the same way (the offsets it held are gone)."""
+    its tail was cut; it is empty although its index entries say it held offsets (the
+    file lost its bytes; missing index files are no evidence: a compaction's swap leaves
+    its segment, maybe empty, without them); or the segment after it has no .log
+    (`missing_after`: its base offset). Kafka's loader cuts at a truncated segment; an
+    empty or missing segment file in the middle is treated the same way (the offsets it
+    held are gone)."""
     if bytes_truncated > 0:
         return (f"segment {name} was truncated at position {valid_bytes} "
                 f"({error or 'invalid bytes'})")
     if empty_with_index_evidence:
-        return (f"segment {name} is empty but its index files are missing or say it held "
-                f"offsets (its bytes are lost)")
+        return (f"segment {name} is empty but its index files say it held offsets (its "
+                f"bytes are lost)")
     if missing_after is not None:
         return f"segment {missing_after:020d}.log is missing (its index files were left)"
     return None

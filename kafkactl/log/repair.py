@@ -34,6 +34,7 @@ from kafkactl.log.checkpoint import (
 )
 from kafkactl.log.config import LogConfig
 from kafkactl.log.errors import LogError
+from kafkactl.log.index_check import MISSING
 from kafkactl.log.leftovers import TRUNCATE, FileAction, clean_snapshots, plan_leftovers
 from kafkactl.log.log import parse_topic_partition
 from kafkactl.log.manager import CLEAN_SHUTDOWN_MARKER, is_partition_dir
@@ -171,7 +172,8 @@ def repair_partition(  # noqa: C901
                 path.name, bytes_truncated=found.bytes_truncated,
                 valid_bytes=found.valid_bytes, error=found.error,
                 empty_with_index_evidence=found.original_bytes == 0 and any(
-                    p.get("index") != "transaction" for p in found.index_problems),
+                    p.get("index") != "transaction" and p.get("kind") != MISSING
+                    for p in found.index_problems),
                 missing_after=next((m for m in missing if base < m < nxt), None))
             if reason:
                 cut_at = i

@@ -172,3 +172,87 @@ def test_records_without_a_key_are_not_kept(tmp_path: Path) -> None:
            for batch in lg.iter_batches() for r in batch]
     assert got == [(b"k", b"new", 12), (None, b"active, keyless", 13)], got
     lg.close()
+
+
+def _superseded_first_segments(d: Path) -> tuple[Log, dict[bytes, bytes]]:
+    """A log of segments of ~16 KiB (one per cleaned group) whose first ones hold only
+    values written again later: their group compacts to nothing, and the first segment
+    is kept, empty."""
+    lg = Log(d, _config(**{"segment.bytes": "16384"}))
+    latest: dict[bytes, bytes] = {}
+    ts = 1_000
+    for version in range(2):
+        for k in range(30):
+            b = RecordBatchBuilder()
+            value = b"%d-%d-" % (version, k) + b"x" * 1000
+            b.append(ts, b"key-%d" % k, value)
+            latest[b"key-%d" % k] = value
+            ts += 1
+            lg.append(b.build())
+    lg.roll()
+    b = RecordBatchBuilder()
+    b.append(ts, b"key-0", b"active")
+    lg.append(b.build())
+    latest[b"key-0"] = b"active"
+    return lg, latest
+
+
+def _crash_and_reopen(lg: Log, d: Path) -> Log:
+    for seg in lg.segments:
+        seg.close()
+    return Log(d, _config(**{"segment.bytes": "16384"}), needs_recovery=True)
+
+
+@pytest.mark.parametrize("stop_after", [2, 3, 4])
+def test_a_crash_while_the_empty_first_segment_is_swapped_loses_nothing(
+        tmp_path: Path, stop_after: int) -> None:
+    """A SIGKILL while the first group's (empty) result is swapped in: at the next start
+    the empty first segment has no index files, which is no evidence of lost bytes (it
+    cut every later segment: the whole partition was lost and its offsets restarted at
+    0); the same with the first segment already emptied by an earlier clean; and
+    `kafkactl recover` of the crashed dir agrees."""
+    import shutil
+
+    from kafkactl.log.repair import repair_partition
+
+    d = tmp_path / "superseded-0"
+    lg, latest = _superseded_first_segments(d)
+    end = lg.log_end_offset
+    cleaner = LogCleaner()
+    plan = cleaner.prepare(lg, force=True)
+    assert plan is not None
+    stats, swaps = plan
+    assert swaps[0].records_out == 0  # the first group compacts to nothing
+    cleaner.commit(lg, stats, swaps, stop_after=stop_after)
+    copy = tmp_path / "copy" / d.name
+    shutil.copytree(d, copy)  # the dir as the crash left it, for `kafkactl recover`
+    first_end, first_latest = end, dict(latest)
+    reopened = _crash_and_reopen(lg, d)
+    state, offsets = _state(reopened)
+    assert {k: v for k, v in state.items() if v is not None} == latest
+    assert reopened.log_end_offset == end
+    assert offsets == sorted(offsets) and len(offsets) == len(set(offsets))
+    LogCleaner().clean(reopened, force=True)  # the first segment is empty now
+    assert reopened.segments[0].size == 0
+    # more versions, then a crash after the (already empty) first segment's indexes went
+    for k in range(30):
+        b = RecordBatchBuilder()
+        b.append(10_000 + k, b"key-%d" % k, b"again-%d" % k)
+        reopened.append(b.build())
+        latest[b"key-%d" % k] = b"again-%d" % k
+    reopened.roll()
+    end = reopened.log_end_offset
+    cleaner = LogCleaner()
+    plan = cleaner.prepare(reopened, force=True)
+    assert plan is not None
+    cleaner.commit(reopened, *plan, stop_after=2)
+    again = _crash_and_reopen(reopened, d)
+    assert {k: v for k, v in _state(again)[0].items() if v is not None} == latest
+    assert again.log_end_offset == end
+    again.close()
+    repaired = repair_partition(copy, dry_run=False, config=_config())
+    assert repaired.cut is None
+    lg2 = Log(copy, _config(**{"segment.bytes": "16384"}), needs_recovery=True)
+    assert lg2.log_end_offset == first_end
+    assert {k: v for k, v in _state(lg2)[0].items() if v is not None} == first_latest
+    lg2.close()
