@@ -19,6 +19,7 @@ import contextlib
 import errno
 import logging
 import os
+import random
 import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -137,6 +138,17 @@ def trim_sparse_index_tail(path: str, entry_size: int) -> None:
         os.close(fd)
 
 
+_jitter = random.Random()
+
+
+def roll_jitter(config: LogConfig) -> int:
+    """Kafka's LogConfig.randomSegmentJitter: 0 without segment.jitter.ms, else a random
+    number of ms below min(segment.jitter.ms, segment.ms)."""
+    if config.segment_jitter_ms <= 0:
+        return 0
+    return _jitter.randrange(min(config.segment_jitter_ms, config.segment_ms))
+
+
 class LogSegment:
     def __init__(
         self,
@@ -172,6 +184,9 @@ class LogSegment:
             os.close(self.fd)
             raise
         self.created_ms = created_ms
+        # Kafka's rollJitterMs: drawn once per segment, below min(segment.jitter.ms,
+        # segment.ms), so the logs of many partitions do not all roll at one moment
+        self.roll_jitter_ms = roll_jitter(config)
         self.closed = False
         self._io_lock = threading.Lock()
         # as a rebuild would leave it: bytes from the last indexed batch to the end
@@ -249,7 +264,8 @@ class LogSegment:
     def should_roll(self, incoming_bytes: int, max_ts: int, last_offset: int,
                     now_ms: Callable[[], int], config: LogConfig | None = None) -> bool:
         """Kafka's roll conditions (checked before every append, so kept lean): the file
-        would pass segment.bytes, segment.ms (less jitter) has passed since the first
+        would pass segment.bytes, segment.ms (less this segment's random jitter) has
+        passed since the first
         batch's max timestamp (or creation), an index is full, or the offset would not fit
         relative to the base offset. `config` is the log's config now (Kafka's RollParams):
         a topic's segment.bytes / segment.ms changed at run time apply to the active
@@ -265,11 +281,11 @@ class LogSegment:
             first_ts = self.rolling_based_timestamp()
         waited = (max_ts - first_ts if first_ts >= 0 and max_ts >= 0
                   else now_ms() - self.created_ms)
-        if waited > cfg.segment_ms - cfg.segment_jitter_ms:
+        if waited > cfg.segment_ms - self.roll_jitter_ms:
             return True
         # Kafka's maxSegmentMs: a compacted log rolls by max.compaction.lag.ms too, so its
         # records can be cleaned that soon (the active segment never is)
-        if cfg.compact and waited > cfg.max_compaction_lag_ms - cfg.segment_jitter_ms:
+        if cfg.compact and waited > cfg.max_compaction_lag_ms - self.roll_jitter_ms:
             return True
         if self.offset_index.is_full or self.time_index.is_full:
             return True
