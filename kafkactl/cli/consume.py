@@ -30,6 +30,7 @@ from kafkactl.cli._record_writer import RecordWriter, install_signal_handlers, s
 if TYPE_CHECKING:  # the client is imported when a command runs, so --help stays fast
     from kafkactl.client.consumer import Consumer
     from kafkactl.client.fetcher import ConsumerRecord
+    from kafkactl.client.group import GroupConsumer
     from kafkactl.client.record_format import BatchFormat, KernelFormat
     from kafkactl.client.topic_reader import StartOffset
 
@@ -386,6 +387,7 @@ def consume(  # noqa: C901
     out = RecordWriter()
     t0 = time.monotonic()
     consumer: Consumer | None = None
+    group_consumer: GroupConsumer | None = None
     closed = False
     try:
         if zookeeper:  # the seed's ZooKeeper-coordinated group
@@ -404,10 +406,12 @@ def consume(  # noqa: C901
         elif group:  # the group assigns partitions, offsets committed
             from kafkactl.client.group import GroupConsumer
 
-            consumer = GroupConsumer(
+            # a member that lost its partitions (expelled) owns none: what its pipe still
+            # holds of them is not its to commit, even if they come back to it
+            consumer = group_consumer = GroupConsumer(
                 *topic, group_id=group, bootstrap_servers=bootstrap, pattern=topic_pattern,
                 auto_offset_reset=group_reset, security=security, on_assign=out.assigned,
-                **group_only, **consumer_kw)
+                on_lost=lambda _lost: out.assigned(()), **group_only, **consumer_kw)
         else:
             consumer = Consumer(*topic, bootstrap_servers=bootstrap, pattern=topic_pattern,
                                 exclude=exclude_pattern, partitions=partition or None,
@@ -437,6 +441,8 @@ def consume(  # noqa: C901
             idle.saw_records()
             if unwritten:  # a slow reader, and the group rebalances: rejoin, then go on
                 reader.give_back(pieces, unwritten)
+            if group_consumer is not None and group_consumer.out_of_group():
+                _wait_for_reader()
     except KeyboardInterrupt:
         pass
     except StdoutClosed:
@@ -490,6 +496,20 @@ def _no_partitions_message(topics: list[str], pattern: str | None,
     if not pattern.endswith((".*", ".+")):
         msg += f"; for names that start with it, try {pattern + '.*'!r}"
     return msg
+
+
+def _wait_for_reader() -> None:
+    """The group member left (max.poll.interval.ms passed while the reader of stdout took
+    nothing) or was expelled: it rejoins once the reader takes records again, as a Java
+    consumer rejoins when its poll loop gets to poll again (rejoining sooner would take
+    partitions only to stall them until it leaves again). Ctrl-C and SIGTERM stop it."""
+    try:
+        poller = select.poll()
+        poller.register(sys.stdout.fileno(), select.POLLOUT)
+    except (OSError, ValueError, AttributeError):
+        return
+    while not poller.poll(1000):  # POLLERR/POLLHUP (the reader went away) end it too
+        pass
 
 
 def _stdout_closed() -> bool:

@@ -388,6 +388,20 @@ class Consumer:
         self._deferred.pop(tp, None)
         self.positions[tp] = offset
 
+    def forget_positions(self, tps: Iterable[TopicPartition]) -> None:
+        """Forget where `tps` were (position, consumed offset, a position waiting for a
+        leader): once assigned again they start from the committed offset, else
+        auto.offset.reset (a group member whose partitions were revoked or lost)."""
+        error = self._poll_error
+        for tp in tps:
+            self.positions.pop(tp, None)
+            self.consumed.pop(tp, None)
+            self._deferred.pop(tp, None)
+            self._stalled.pop(tp, None)
+            self._refetch.pop(tp, None)
+            if error is not None and (error.topic, error.partition) == tp:
+                self._poll_error = error = None
+
     def seek_to_beginning(self, *tps: TopicPartition) -> None:
         self._seek_to(tps or tuple(self.assignment()), EARLIEST)
 

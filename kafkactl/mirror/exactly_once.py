@@ -18,6 +18,14 @@ become visible together or not at all; a transaction that fails is aborted and t
 rewinds to the offsets of the last commit, so a killed or failed mirror neither loses nor
 duplicates a record, as seen by a read_committed consumer of the target.
 
+The group's membership is in the source cluster, its offsets in the target: the target's
+coordinator cannot fence a zombie by its generation (KIP-447's check of TxnOffsetCommit),
+so the stream does: once the offsets are in the transaction and before it commits, it asks
+the source's coordinator whether it still holds its generation (a Heartbeat), and aborts
+when it does not (expelled, or left after max.poll.interval.ms), as it aborts when its
+partitions are lost. A new owner reads the offsets with require_stable, so it waits for a
+transaction whose offsets were sent before it got the partitions.
+
 A record the target refuses for good (too large, invalid, a topic it may not write...)
 fails the whole transaction, and the producer does not always say which record it was (a
 batch refused as too large is split, and a transaction cannot go on past that). So a
@@ -40,7 +48,7 @@ from typing import Any
 
 from kafkactl.client.errors import PRODUCE_RETRIABLE, RecordTooLargeError
 from kafkactl.client.fetcher import ConsumerRecord, PartitionFetch
-from kafkactl.client.group import GroupAdmin, GroupConsumer
+from kafkactl.client.group import CommitFailedError, GroupAdmin, GroupConsumer
 from kafkactl.client.kafka_client import KafkaClient
 from kafkactl.client.producer import Producer
 from kafkactl.client.producer_batch import ProducerBatch
@@ -263,7 +271,7 @@ class ExactlyOnceStream(MirrorStream):
             *self.config.topics, group_id=self.config.group,
             bootstrap_servers=self.config.source, pattern=self.config.whitelist,
             enable_auto_commit=False, on_assign=self._on_assign, on_revoke=self._on_revoke,
-            **kwargs)
+            on_lost=self._on_lost, **kwargs)
         consumer.subscribe(())
         return consumer
 
@@ -368,6 +376,18 @@ class ExactlyOnceStream(MirrorStream):
         except Exception as e:
             log.warning("stream %d: commit before rebalance failed: %s", self.index, e)
             self._abort()
+        self._forget(tps)
+
+    def _on_lost(self, tps: set[TopicPartition]) -> None:
+        """The stream is no longer in the group (KIP-447 would fence it): its open
+        transaction aborts, nothing of `tps` is committed; another member may own them."""
+        if self.in_txn:
+            log.warning("stream %d: no longer in the group: aborting the open transaction",
+                        self.index)
+            self._abort()
+        self._forget(tps)
+
+    def _forget(self, tps: set[TopicPartition]) -> None:
         for tp in tps:
             self.committed_positions.pop(tp, None)
             self.txn_positions.pop(tp, None)
@@ -397,6 +417,11 @@ class ExactlyOnceStream(MirrorStream):
         if failed is not None and self._txn().error is None:
             # (a batch that expired, say, does not fail the transaction by itself)
             raise TransactionAbortableError(f"a batch of the transaction failed: {failed}")
+        if not consumer.check_membership():  # (the fencing KIP-447 does; see above)
+            raise CommitFailedError(
+                f"stream {self.index}: no longer in group {self.config.group!r} (expelled, "
+                "or it left after max.poll.interval.ms): the transaction is aborted and "
+                "its records copied again by the partitions' owner")
         self.producer.commit_transaction()
         self.in_txn = False
         self.committed_positions.update(offsets)

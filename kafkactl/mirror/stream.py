@@ -4,7 +4,9 @@ Each fetched chunk of a source partition becomes one SentChunk; every record goe
 shared producer with (chunk, source offset) as its entry, and the producer's batch callback
 acknowledges it (MirrorMaker._on_batch). Offsets are committed every commit interval, and
 before partitions are revoked: the producer is flushed first, so a rebalance hands over
-exactly what the target has.
+exactly what the target has. Partitions lost (the stream was expelled from the group, or
+left it after max.poll.interval.ms without a poll) are forgotten without a commit: another
+member may own them by now; assigned again, they resume from the group's commits.
 """
 
 from __future__ import annotations
@@ -146,7 +148,7 @@ class MirrorStream:
             *self.config.topics, group_id=self.config.group,
             bootstrap_servers=self.config.source, pattern=self.config.whitelist,
             enable_auto_commit=False, on_assign=self._on_assign, on_revoke=self._on_revoke,
-            **kwargs)
+            on_lost=self._on_lost, **kwargs)
         consumer.subscribe(())  # nothing until SourceTopics says what matches
         return consumer
 
@@ -199,6 +201,12 @@ class MirrorStream:
             self.commit(tps, settled=self.producer.flush())
         except Exception as e:  # the next owner re-sends from the last commit
             log.warning("stream %d: commit before rebalance failed: %s", self.index, e)
+        self.tracker.forget(tps)
+        self.owned -= tps
+
+    def _on_lost(self, tps: set[TopicPartition]) -> None:
+        """The stream is no longer in the group: nothing of `tps` is committed (another
+        member may have copied and committed them meanwhile); forget them."""
         self.tracker.forget(tps)
         self.owned -= tps
 

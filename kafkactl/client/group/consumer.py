@@ -4,7 +4,20 @@ Subscribe to topic names or a regex; membership (join/sync, background heartbeat
 ConsumerCoordinator's. Each poll first checks for a pending rebalance: partitions are
 revoked (offsets committed when auto-commit is on, then `on_revoke`), the member rejoins,
 and `on_assign` sees the new partitions, whose positions come from the committed offsets
-(or auto.offset.reset). What is committed is `consumed`, never what was only fetched: the
+(or auto.offset.reset). A partition kept across the rebalance keeps its position only when
+the member held it all along (the generation it rejoined follows the one it held: nobody
+else can have read or committed it meanwhile); the others start again from the commits.
+
+When the member lost its membership (the coordinator expelled it: its session expired, the
+process was stopped, or ILLEGAL_GENERATION / UNKNOWN_MEMBER_ID; or it left after
+max.poll.interval.ms without a poll) its partitions are lost, as Java's onPartitionsLost:
+`on_lost` (default `on_revoke`) sees them, nothing of them is committed (another member may
+own them and have committed further), their positions are forgotten, and those assigned
+again resume from the group's committed offsets. A poll whose fetch comes back after the
+member heard nothing from the coordinator for longer than its session asks the coordinator
+first (a Heartbeat) and hands out nothing if the member was expelled meanwhile.
+
+What is committed is `consumed`, never what was only fetched: the
 records poll() or iteration handed out, or, for a caller that renders fetches itself, what it
 marked (kafkactl consume marks the records it has written to stdout). Auto-commit commits
 them every auto_commit_interval_ms and before partitions are revoked; `commit()` commits
@@ -78,6 +91,7 @@ class GroupConsumer(Consumer):
                  auto_commit_interval_ms: int = 5000, group_instance_id: str | None = None,
                  on_assign: RebalanceCallback | None = None,
                  on_revoke: RebalanceCallback | None = None,
+                 on_lost: RebalanceCallback | None = None,
                  auto_offset_reset: str = "latest", client_id: str = "kafkactl-consumer",
                  reconnect_timeout_ms: int | None = None, **kwargs: Any) -> None:
         if not topics and not pattern:
@@ -95,6 +109,7 @@ class GroupConsumer(Consumer):
         self.auto_commit_interval = auto_commit_interval_ms / 1000
         self.on_assign = on_assign
         self.on_revoke = on_revoke
+        self.on_lost = on_lost
         self._owned: set[TopicPartition] = set()
         self._next_auto_commit = time.monotonic() + self.auto_commit_interval
         self._closed = False
@@ -125,24 +140,47 @@ class GroupConsumer(Consumer):
     def rebalance_pending(self) -> bool:
         return self.coordinator.rejoin_needed and not self._closed
 
+    def out_of_group(self) -> bool:
+        """The member lost its membership (expelled, or left after max.poll.interval.ms)
+        and has not rejoined yet: the next poll rejoins."""
+        return not self._closed and self.coordinator.partitions_lost
+
+    def check_membership(self) -> bool:
+        """Ask the coordinator now whether this member still holds its generation (a
+        Heartbeat); False, its partitions lost, when it does not. For a caller about to
+        make its progress final (a transaction with the group's offsets, as KIP-447 fences
+        a zombie's)."""
+        if self.coordinator.partitions_lost:
+            return False
+        return self.coordinator.check_membership()
+
     def maybe_rebalance(self) -> None:
         """Rejoin if the group asked for it (or we never joined); auto-commit when due."""
         if self._closed:
             return
-        if self.coordinator.rejoin_needed:
-            self._revoke()
+        coordinator = self.coordinator
+        coordinator.raise_if_fatal()
+        if coordinator.rejoin_needed:
+            revoked = False
+            if coordinator.partitions_lost:
+                self._lose()  # before rejoining: nothing of them is committed
+            elif self._owned:
+                self._revoke()
+                revoked = True
             budget = None
             if self._unreachable_since is not None:  # reconnecting: within what is left
                 budget = max(1.0, self._unreachable_since + self.reconnect_timeout
                              - time.monotonic())
-            self.coordinator.ensure_active(budget)
-            self._owned = set(self.coordinator.assignment)
-            for tp in list(self.positions):
-                if tp not in self._owned:
-                    del self.positions[tp]
-            for tp in list(self.consumed):
-                if tp not in self._owned:
-                    del self.consumed[tp]
+            coordinator.ensure_active(budget)
+            if coordinator.partitions_lost or not coordinator.assignment_continuous:
+                # lost while rejoining (the revoking commit or the JoinGroup said so), or
+                # a generation went by unseen: what it held may have moved meanwhile
+                self._lose(notify=not revoked)
+            new = set(coordinator.assignment)
+            self.forget_positions((self._owned | set(self.positions) | set(self.consumed))
+                                  - new)
+            self._owned = new
+            coordinator.polled()
             if self.on_assign is not None:
                 self.on_assign(set(self._owned))
         elif self.enable_auto_commit and time.monotonic() >= self._next_auto_commit:
@@ -159,10 +197,41 @@ class GroupConsumer(Consumer):
         if self.on_revoke is not None:
             self.on_revoke(set(self._owned))
 
+    def _lose(self, notify: bool = True) -> None:
+        """The partitions held are lost: tell `on_lost` (else `on_revoke`, as Java's
+        default onPartitionsLost), commit nothing, forget their positions."""
+        coordinator = self.coordinator
+        reason = coordinator.lost_reason or "a generation of the group went by unseen"
+        coordinator.partitions_lost = False
+        lost, self._owned = self._owned, set()
+        if not lost:
+            return
+        log.warning("group %s: this member lost its partitions %s (%s); they are read "
+                    "again from the group's committed offsets when assigned again",
+                    self.group_id, ", ".join(f"{t}-{p}" for t, p in sorted(lost)), reason)
+        self._drop_in_flight()
+        callback = self.on_lost if self.on_lost is not None else self.on_revoke
+        if notify and callback is not None:
+            callback(set(lost))
+        self.forget_positions(lost)
+
     # ---- polling through broker outages ------------------------------------------------
     def poll_fetches(self, timeout: float = 1.0) -> list[PartitionFetch]:
+        self.coordinator.polled()
         try:
             out = super().poll_fetches(timeout)
+            if out and self.coordinator.session_lapsed():
+                # this process did not run for longer than its session (stopped,
+                # starved): if the group expelled it meanwhile, these records may be
+                # another member's by now (read and committed): none is handed out
+                try:
+                    member = self.check_membership()
+                except BaseException:
+                    self._unfetch(out)
+                    raise
+                if not member:
+                    self._unfetch(out)
+                    return []
         except (KafkaConnectionError, KafkaTimeoutError, NoBrokersAvailable) as e:
             self._lost_cluster(e)
             return []
@@ -173,6 +242,13 @@ class GroupConsumer(Consumer):
             return []
         self._unreachable_since = None
         return out
+
+    def _unfetch(self, fetches: list[PartitionFetch]) -> None:
+        """Put the partitions of `fetches` back where these fetches started."""
+        for pf in fetches:
+            tp = (pf.topic, pf.partition)
+            if tp in self.positions:
+                self.seek(tp, pf.fetch_offset)
 
     def _lost_cluster(self, error: Exception) -> None:
         """A poll could not reach the group's coordinator or the cluster: forget the
