@@ -5,6 +5,7 @@ group as the coordinator describes it, and every commit the group made, in order
 from __future__ import annotations
 
 import fcntl
+import signal
 import subprocess
 import sys
 import termios
@@ -132,3 +133,23 @@ def read_file(path: Path) -> bytes:
 
 def non_decreasing(values: list[int]) -> bool:
     return all(a <= b for a, b in zip(values, values[1:], strict=False))
+
+
+FAST_SESSION = ["-X", "session.timeout.ms=6000", "-X", "heartbeat.interval.ms=1000",
+                "-X", "auto.commit.interval.ms=500"]
+
+
+def stop_members(*procs: subprocess.Popen[bytes]) -> list[str]:
+    """SIGINT (Ctrl-C) each member, then wait for it; their stderr."""
+    errs = []
+    for p in procs:
+        if p.poll() is None:
+            p.send_signal(signal.SIGINT)
+    for p in procs:
+        try:
+            _out, err = p.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            _out, err = p.communicate()
+        errs.append(err.decode(errors="replace"))
+    return errs

@@ -6,7 +6,6 @@ expelled: it keeps heartbeating until it rejoins (up to max.poll.interval.ms).""
 
 from __future__ import annotations
 
-import signal
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -14,6 +13,7 @@ from typing import Any
 from tests.groups.helpers import RawMember, assignment, create_topic, read_lines, wait_until
 from tests.groups.rejoin_helpers import (
     BROKER,
+    FAST_SESSION,
     commit_history,
     committed,
     describe,
@@ -25,26 +25,9 @@ from tests.groups.rejoin_helpers import (
     pipe_full,
     produce,
     read_file,
+    stop_members,
     unread,
 )
-
-FAST_SESSION = ["-X", "session.timeout.ms=6000", "-X", "heartbeat.interval.ms=1000",
-                "-X", "auto.commit.interval.ms=500"]
-
-
-def _stop(*procs: subprocess.Popen[bytes]) -> list[str]:
-    errs = []
-    for p in procs:
-        if p.poll() is None:
-            p.send_signal(signal.SIGINT)
-    for p in procs:
-        try:
-            _out, err = p.communicate(timeout=60)
-        except subprocess.TimeoutExpired:
-            p.kill()
-            _out, err = p.communicate()
-        errs.append(err.decode(errors="replace"))
-    return errs
 
 
 def test_a_blocked_member_leaves_after_max_poll_interval_and_rejoins_when_read(
@@ -84,7 +67,7 @@ def test_a_blocked_member_leaves_after_max_poll_interval_and_rejoins_when_read(
                                | set(offsets_of(read_file(out_b)))) >= 2 * (n + 100), 90,
                    "every record printed by one of the two")
     finally:
-        errs = _stop(a, second)
+        errs = stop_members(a, second)
     if reader is not None:
         reader.join(30)
     data_a = b"".join(got_a)
@@ -153,7 +136,7 @@ def test_a_rebalance_while_the_output_is_blocked_does_not_expel_the_member(
     finally:
         if clock is not None:
             clock.close()
-        errs = _stop(a, *([second] if second is not None else []))
+        errs = stop_members(a, *([second] if second is not None else []))
     if reader is not None:
         reader.join(30)
     assert "lost its partitions" not in errs[0], errs[0]

@@ -16,6 +16,7 @@ from typing import Any
 from tests.groups.helpers import create_topic, read_lines, wait_until
 from tests.groups.rejoin_helpers import (
     BROKER,
+    FAST_SESSION,
     commit_history,
     committed,
     describe,
@@ -27,27 +28,9 @@ from tests.groups.rejoin_helpers import (
     pipe_full,
     produce,
     read_file,
+    stop_members,
     unread,
 )
-
-FAST_SESSION = ["-X", "session.timeout.ms=6000", "-X", "heartbeat.interval.ms=1000",
-                "-X", "auto.commit.interval.ms=500"]
-
-
-def _stop(*procs: subprocess.Popen[bytes]) -> list[str]:
-    """SIGINT (Ctrl-C) each member, then wait for it; their stderr."""
-    errs = []
-    for p in procs:
-        if p.poll() is None:
-            p.send_signal(signal.SIGINT)
-    for p in procs:
-        try:
-            _out, err = p.communicate(timeout=60)
-        except subprocess.TimeoutExpired:
-            p.kill()
-            _out, err = p.communicate()
-        errs.append(err.decode(errors="replace"))
-    return errs
 
 
 def test_a_member_stopped_beyond_its_session_resumes_from_the_commits(
@@ -85,7 +68,7 @@ def test_a_member_stopped_beyond_its_session_resumes_from_the_commits(
         wait_until(lambda: (0, 2999) in offsets_of(read_file(out_a)), 60,
                    "A printing what came after its rejoin")
     finally:
-        errs = _stop(a, *([second] if second is not None else []))
+        errs = stop_members(a, *([second] if second is not None else []))
     printed_a = offsets_of(read_file(out_a))
     printed_b = offsets_of(read_file(out_b))
     assert printed_a[:1000] == [(0, o) for o in range(1000)], errs
@@ -136,7 +119,7 @@ def test_a_member_out_of_the_group_while_its_reader_sleeps_resumes_from_the_comm
                                | set(offsets_of(read_file(out_b)))) == 4 * n, 90,
                    "every record printed by one of the two")
     finally:
-        errs = _stop(a, *([second] if second is not None else []))
+        errs = stop_members(a, *([second] if second is not None else []))
     if reader is not None:
         reader.join(30)
     data_a = b"".join(got_a)
