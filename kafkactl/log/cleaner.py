@@ -156,13 +156,6 @@ def _clean_legacy(batch: LegacyBatch, raw: memoryview, offset_map: dict[bytes, i
     return built, len(messages), len(keep)
 
 
-def _mtime_ms(seg: LogSegment) -> int:
-    try:
-        return os.stat(seg.log_path).st_mtime_ns // 1_000_000
-    except FileNotFoundError:
-        return 0
-
-
 @dataclass
 class SegmentSwap:
     segments: list[LogSegment]  # a group of consecutive segments, cleaned into one
@@ -502,7 +495,7 @@ class LogCleaner:
         # magic 0/1 tombstones: Kafka's legacyDeleteHorizonMs (the last segment below the
         # first dirty offset, its last-modified time less delete.retention.ms)
         clean = [s for s in every if s.base_offset < first_dirty]
-        legacy_horizon = (_mtime_ms(clean[-1]) - lg.config.delete_retention_ms
+        legacy_horizon = (clean[-1].last_modified_ms() - lg.config.delete_retention_ms
                           if clean else 0)
         for group in _group_by_size(segments, lg.config, end):
             swap = self._clean_group(group, offset_map, now, lg, txns, kept,
@@ -588,7 +581,7 @@ class LogCleaner:
                     parts.append(raw)
                     continue
                 if retain_legacy_deletes is None:
-                    retain_legacy_deletes = _mtime_ms(seg) > legacy_horizon_ms
+                    retain_legacy_deletes = seg.last_modified_ms() > legacy_horizon_ms
                 out, legacy_in, legacy_out = _clean_legacy(batch, raw, offset_map,
                                                            retain_legacy_deletes, lg)
                 rin += legacy_in

@@ -231,9 +231,15 @@ class LogSegment:
         ts = self.max_timestamp_so_far
         if ts > NO_TIMESTAMP:
             return ts
+        return self.last_modified_ms()
+
+    def last_modified_ms(self) -> int:
+        """The .log file's last-modified time in ms (0 when it is gone, as Java's
+        File.lastModified): retention of segments without timestamps, the cleaner's
+        legacy tombstones, ListOffsets v0."""
         try:
-            return int(os.stat(self.log_path).st_mtime * 1000)
-        except FileNotFoundError:
+            return os.stat(self.log_path).st_mtime_ns // 1_000_000
+        except OSError:
             return 0
 
     @property

@@ -127,7 +127,7 @@ class RecordBatch:
     def compression(self) -> Compression:
         """The codec of attributes bits 0-2; 5-7 name none: CorruptRecordError."""
         return Compression.of_attributes(self.attributes,
-                                         f"the record batch at position {self.position}")
+                                         "the record batch at position %d", self.position)
 
     @property
     def timestamp_type(self) -> TimestampType:

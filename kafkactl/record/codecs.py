@@ -48,15 +48,18 @@ class Compression(IntEnum):
             ) from None
 
     @classmethod
-    def of_attributes(cls, attributes: int, where: str) -> Compression:
+    def of_attributes(cls, attributes: int, where: str, *args: object) -> Compression:
         """The codec in attributes bits 0-2; 5-7 name none: CorruptRecordError naming
-        `where` (as Kafka's CompressionType.forId refuses them), never a bare ValueError."""
+        `where % args` (as Kafka's CompressionType.forId refuses them), never a bare
+        ValueError. The message is formatted only then: this runs for every batch read."""
         codec = attributes & 0x07
         if codec > cls.ZSTD:
             raise CorruptRecordError(f"unknown compression type id {codec} in the attributes "
-                                     f"of {where}")
-        return cls(codec)
+                                     f"of {where % args if args else where}")
+        return _BY_ID[codec]
 
+
+_BY_ID = tuple(Compression)  # by id 0-4: no enum lookup per batch
 
 XERIAL_MAGIC = b"\x82SNAPPY\x00"
 _XERIAL_HEADER = XERIAL_MAGIC + struct.pack(">ii", 1, 1)

@@ -61,7 +61,7 @@ class LegacyMessage:
     def compression(self) -> Compression:
         """The codec of attributes bits 0-2; 5-7 name none (CorruptRecordError, as Kafka's
         CompressionType.forId refuses them), so no caller meets a bare ValueError."""
-        return Compression.of_attributes(self.attributes, f"a magic {self.magic} message")
+        return Compression.of_attributes(self.attributes, "a magic %d message", self.magic)
 
     @property
     def timestamp_type(self) -> TimestampType:

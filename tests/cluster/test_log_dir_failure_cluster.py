@@ -21,7 +21,7 @@ import pytest
 from tests.broker.test_disk_full import fill_disk, free_disk, tmpfs  # noqa: F401
 from tests.cluster.cluster_helpers import SESSION_TIMEOUT_MS, Cluster, metadata
 from tests.cluster.test_config_changes import create_topic
-from tests.cluster.test_offline_log_dir_cluster import _partitions
+from tests.cluster.test_offline_log_dir_cluster import _partitions, replicas_moved
 from tests.cluster.test_ready_caught_up import ready
 from tests.cluster.zk import ZooKeeperServer
 from tests.conftest import free_port
@@ -119,15 +119,8 @@ def test_a_log_dir_failing_at_runtime_moves_its_leaders_and_loses_nothing(
     after = _values("after")
     _produce(cluster.bootstrap, after)  # acks=all: every one acknowledged, none lost
 
-    def moved() -> dict[int, dict[str, Any]] | None:
-        parts = _partitions(cluster)
-        ok = all(parts[p]["leader_id"] == 1 and parts[p]["isr_nodes"] == [1]
-                 and parts[p]["offline_replicas"] == [2] for p in lost) and all(
-            sorted(parts[p]["isr_nodes"]) == [1, 2] and not parts[p]["offline_replicas"]
-            for p in kept)
-        return parts if ok else None
-
-    parts = wait_until(moved, 30, "the failed dir's replicas out of leadership and ISR")
+    parts = wait_until(lambda: replicas_moved(cluster, lost, kept), 30,
+                       "the failed dir's replicas out of leadership and ISR")
     assert parts[0]["leader_id"] == 2  # the other dir's partitions stay led by broker 2
     for p in range(PARTITIONS):
         assert _read(cluster.bootstrap, p, 400) == before[p] + after[p]

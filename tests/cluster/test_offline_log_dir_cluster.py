@@ -62,6 +62,18 @@ def _partitions(cluster: Cluster) -> dict[int, dict[str, Any]]:
     return {p["partition_index"]: p for p in t["partitions"]}
 
 
+def replicas_moved(cluster: Cluster, lost: list[int], kept: list[int]
+                   ) -> dict[int, dict[str, Any]] | None:
+    """t's partitions once broker 2's replicas of `lost` are offline (broker 1 leads them,
+    alone in the ISR) and those of `kept` are in sync on both; else None."""
+    parts = _partitions(cluster)
+    ok = all(parts[p]["leader_id"] == 1 and parts[p]["isr_nodes"] == [1]
+             and parts[p]["offline_replicas"] == [2] for p in lost) and all(
+        sorted(parts[p]["isr_nodes"]) == [1, 2] and not parts[p]["offline_replicas"]
+        for p in kept)
+    return parts if ok else None
+
+
 def test_replicas_in_an_offline_log_dir_lose_leadership_and_isr_then_return(
         broker_factory: Any, zookeeper: ZooKeeperServer, zk: Any, tmp_path: Path) -> None:
     chroot = f"/c-{uuid.uuid4().hex[:8]}"
@@ -91,15 +103,8 @@ def test_replicas_in_an_offline_log_dir_lose_leadership_and_isr_then_return(
     (dirs[1] / ".lock").mkdir()  # its `.lock` cannot be opened: the dir is offline
     brokers[2].start()
 
-    def moved() -> dict[int, dict[str, Any]] | None:
-        parts = _partitions(cluster)
-        ok = all(parts[p]["leader_id"] == 1 and parts[p]["isr_nodes"] == [1]
-                 and parts[p]["offline_replicas"] == [2] for p in lost) and all(
-            sorted(parts[p]["isr_nodes"]) == [1, 2] and not parts[p]["offline_replicas"]
-            for p in kept)
-        return parts if ok else None
-
-    wait_until(moved, 30, "the offline dir's replicas out of leadership and ISR")
+    wait_until(lambda: replicas_moved(cluster, lost, kept), 30,
+               "the offline dir's replicas out of leadership and ISR")
     # /ready: not ready, and why: the replicas there are not "catching up" (they cannot)
     code, text = ready(metrics_port)
     assert code == 503 and "catching up" not in text, text

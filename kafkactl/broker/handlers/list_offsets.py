@@ -11,7 +11,6 @@ segments (their base offsets and .log files' last-modified times) and its end.
 
 from __future__ import annotations
 
-import os
 import time
 from typing import Any
 
@@ -62,7 +61,7 @@ def _legacy_offsets(log: Any, ts: int, max_num_offsets: int) -> list[int]:
         raise ValueError(f"max_num_offsets {max_num_offsets} is negative")
     segments = log.segments
     start = log.log_start_offset
-    pairs = [(max(seg.base_offset, start), _last_modified_ms(seg)) for seg in segments]
+    pairs = [(max(seg.base_offset, start), seg.last_modified_ms()) for seg in segments]
     if segments and segments[-1].size > 0:
         pairs.append((log.log_end_offset, int(time.time() * 1000)))
     if ts == LATEST:
@@ -75,15 +74,6 @@ def _legacy_offsets(log: Any, ts: int, max_num_offsets: int) -> list[int]:
             index -= 1
     count = min(max_num_offsets, index + 1)
     return sorted((pairs[index - j][0] for j in range(count)), reverse=True)
-
-
-def _last_modified_ms(segment: Any) -> int:
-    """The segment's .log file's last-modified time in ms (0 when it is gone, as Java's
-    File.lastModified)."""
-    try:
-        return os.stat(segment.log_path).st_mtime_ns // 1_000_000
-    except OSError:
-        return 0
 
 
 def _lookup_v0(services: BrokerServices, topic: str, p: dict[str, Any],
