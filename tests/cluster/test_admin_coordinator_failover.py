@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from kafkactl.client.errors import ClientError
 from kafkactl.client.group import GroupAdmin
 from kafkactl.client.kafka_client import KafkaClient
 from kafkactl.client.producer import Producer
@@ -17,6 +18,7 @@ from tests import zygote
 from tests.cluster.cluster_helpers import start_cluster
 from tests.cluster.test_config_changes import create_topic
 from tests.cluster.zk import ZooKeeperServer
+from tests.polling import wait_until
 
 OVERRIDES = {"default_replication_factor": "3", "offsets_topic_replication_factor": "3",
              "offsets_topic_num_partitions": "1", "transaction_state_log_replication_factor":
@@ -51,7 +53,13 @@ def test_offsets_show_and_transactions_describe_wait_out_a_dead_coordinator(
 
     client = KafkaClient(cluster.bootstrap)
     try:
-        txn_node = TransactionAdmin(client).coordinator("tx")
+        # the broker just restarted may still be loading what it leads: ask until found
+        def found() -> int | None:
+            try:
+                return TransactionAdmin(client).coordinator("tx")
+            except ClientError:
+                return None
+        txn_node = wait_until(found, 60, "the coordinator of tx")
     finally:
         client.close()
     live = [b for i, b in cluster.brokers.items() if i != txn_node]
