@@ -14,8 +14,9 @@ max.poll.interval.ms without a poll) its partitions are lost, as Java's onPartit
 `on_lost` (default `on_revoke`) sees them, nothing of them is committed (another member may
 own them and have committed further), their positions are forgotten, and those assigned
 again resume from the group's committed offsets. A poll whose fetch comes back after the
-member heard nothing from the coordinator for longer than its session asks the coordinator
-first (a Heartbeat) and hands out nothing if the member was expelled meanwhile.
+member lost its generation hands out nothing of it; one that comes back after the member
+heard nothing from the coordinator for longer than its session asks the coordinator first
+(a Heartbeat) and hands out nothing if the member was expelled meanwhile.
 
 What is committed is `consumed`, never what was only fetched: the
 records poll() or iteration handed out, or, for a caller that renders fetches itself, what it
@@ -220,10 +221,12 @@ class GroupConsumer(Consumer):
         self.coordinator.polled()
         try:
             out = super().poll_fetches(timeout)
-            if out and self.coordinator.session_lapsed():
-                # this process did not run for longer than its session (stopped,
-                # starved): if the group expelled it meanwhile, these records may be
-                # another member's by now (read and committed): none is handed out
+            if out and (self.coordinator.partitions_lost or self.coordinator.session_lapsed()):
+                # the heartbeat thread heard the generation is lost while these were
+                # fetched, or this process did not run for longer than its session
+                # (stopped, starved) and the group may have expelled it meanwhile: these
+                # records may be another member's by now (read and committed): none is
+                # handed out
                 try:
                     member = self.check_membership()
                 except BaseException:

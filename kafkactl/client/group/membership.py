@@ -224,6 +224,7 @@ class ConsumerCoordinator:
         assignments: list[dict[str, Any]] = []
         if self.member_id == self.leader_id and resp.get("members"):
             assignments = self._lead(resp["members"])
+        asked_at = time.monotonic()  # the answer is news of this moment at the earliest
         sync = self._request(ApiKey.SYNC_GROUP, {
             "group_id": self.group_id, "generation_id": self.generation,
             "member_id": self.member_id, "group_instance_id": self.group_instance_id,
@@ -250,7 +251,8 @@ class ConsumerCoordinator:
         self.assignment_continuous = (self._assigned_generation >= 0 and
                                       self.generation - self._assigned_generation in (0, 1))
         self._assigned_generation = self.generation
-        self._heard_at = self._last_poll = time.monotonic()
+        self._heard_at = asked_at
+        self._last_poll = time.monotonic()
         self.rejoin_needed = False
         self._stable.set()
         log.info("group %s generation %d: member %s assigned %s", self.group_id,
@@ -319,6 +321,9 @@ class ConsumerCoordinator:
             if not self._in_generation():
                 return ErrorCode.NONE
             generation = self.generation
+            # a member as of when it was asked, no later: an answer read only after the
+            # process was stopped for longer than its session is no news of the present
+            asked_at = time.monotonic()
             resp = self._request(ApiKey.HEARTBEAT, {
                 "group_id": self.group_id, "generation_id": generation,
                 "member_id": self.member_id, "group_instance_id": self.group_instance_id})
@@ -328,7 +333,7 @@ class ConsumerCoordinator:
             if code in (ErrorCode.NONE, ErrorCode.REBALANCE_IN_PROGRESS):
                 # heartbeats go on while the group waits for this member to rejoin, so
                 # that the coordinator keeps it for up to the rebalance timeout
-                self._heard_at = time.monotonic()
+                self._heard_at = asked_at
                 if code:
                     self.rejoin_needed = True
                     self.client.wakeup()
