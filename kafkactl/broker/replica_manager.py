@@ -43,7 +43,9 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 DEFAULT_FETCH_MAX_BYTES = 55 * 1024 * 1024  # Kafka's fetch.max.bytes
-DEBUGGING_CONSUMER_ID = -2  # a Fetch's replica_id that may read followers (verification)
+# a Fetch's or ListOffsets' replica_id that may read followers (Kafka's
+# DEBUGGING_REPLICA_ID: replica verification, debugging tools)
+DEBUGGING_CONSUMER_ID = -2
 
 
 def _check_rebuilt_sizes(batches: list[Any], max_message_bytes: int, topic: str,
@@ -133,6 +135,17 @@ class ReplicaManager:
         if part is not None or self.cache.partition(topic, partition) is not None:
             return None, ErrorCode.NOT_LEADER_OR_FOLLOWER
         return None, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+
+    def local_partition(self, topic: str, partition: int, *, leader_only: bool
+                        ) -> tuple[Partition | None, ErrorCode]:
+        """leader_partition; without `leader_only` (Kafka's fetchOnlyFromLeader false: a
+        request from DEBUGGING_REPLICA_ID -2) also a follower's replica hosted here."""
+        part, code = self.leader_partition(topic, partition)
+        if part is None and not leader_only:
+            local = self.partitions.get_partition(topic, partition)
+            if local is not None:
+                return local, ErrorCode.NONE
+        return part, code
 
     def append(self, topic: str, partition: int, records: memoryview | None, *,
                produce_version: int, acks: int = 1) -> ProduceResult:

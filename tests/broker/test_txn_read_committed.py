@@ -347,6 +347,47 @@ def test_list_offsets_by_timestamp_stops_at_the_lso(broker) -> None:
         assert lookup(w, now - 2500, 1) == 1
 
 
+def test_list_offsets_isolation_is_a_consumers_only(broker) -> None:
+    """Kafka's handleListOffsetRequest: the isolation level applies to a consumer
+    (replica_id -1) only; for any other replica_id (-2, the debugging replica; a broker id;
+    -3) isolationLevelOpt is None and the last fetchable offset is the log end: latest is
+    the log end past an open transaction, and a timestamp lookup finds records past the
+    LSO, read_committed or not."""
+    topic = "txn-replica-ids"
+
+    def at(ts: int, value: str, pid: int = -1) -> bytes:
+        b = RecordBatchBuilder(producer_id=pid, producer_epoch=0 if pid >= 0 else -1,
+                               base_sequence=0 if pid >= 0 else -1,
+                               is_transactional=pid >= 0)
+        b.append(ts, None, value.encode())
+        return b.build()
+
+    def answer(w: Wire, version: int, replica_id: int, ts: int, isolation: int) -> int:
+        resp = w.request(ApiKey.LIST_OFFSETS, version, {
+            "replica_id": replica_id, "isolation_level": isolation,
+            "topics": [{"name": topic, "partitions": [{
+                "partition_index": 0, "current_leader_epoch": -1, "timestamp": ts,
+                "max_num_offsets": 1}]}]})
+        p = resp["topics"][0]["partitions"][0]
+        assert p["error_code"] == 0, p
+        return int(p["old_style_offsets"][0] if version == 0 else p["offset"])
+
+    now = int(time.time() * 1000)
+    with Wire(broker.bootstrap) as w:
+        assert produce(w, topic, at(now - 3000, "p0"), txn_id=None)["error_code"] == 0
+        assert produce(w, topic, at(now - 2000, "c1", pid=PID_C + 10))["error_code"] == 0
+        assert produce(w, topic, at(now - 1000, "p1"), txn_id=None)["error_code"] == 0
+        for iso in (0, 1):
+            assert answer(w, 5, -1, -1, iso) == (1 if iso else 3)  # LSO / high watermark
+            assert answer(w, 5, -1, now - 2500, iso) == (-1 if iso else 1)
+            for rid in (-2, 0, 7, -3):
+                assert answer(w, 5, rid, -1, iso) == 3, (rid, iso)  # the log end
+                assert answer(w, 5, rid, now - 2500, iso) == 1, (rid, iso)
+                assert answer(w, 7, rid, -3, iso) == 2, (rid, iso)  # max timestamp
+        assert answer(w, 0, -2, -1, 0) == 3  # v0: getOffsetsBefore, no isolation level
+        assert marker(w, topic, PID_C + 10, commit=True) == 0
+
+
 @pytest.mark.skipif(shutil.which("kcat") is None, reason="kcat is not installed")
 def test_broker_compaction_of_a_transactional_topic(broker_factory) -> None:
     """The broker's own cleaner on a compacted topic with transactions: aborted records go

@@ -28,6 +28,16 @@ TopicPartition = tuple[str, int]
 OFFSET_METADATA_MAX_BYTES = 4096
 
 
+def java_length(text: str) -> int:
+    """Java's String.length(): UTF-16 code units (a character past U+FFFF counts 2), what
+    Kafka compares offset.metadata.max.bytes with (GroupMetadataManager's
+    validateOffsetMetadataLength, `metadata.length() <= maxMetadataSize`), not UTF-8
+    bytes: 4096 'é' (8192 UTF-8 bytes) fit the default, 2049 emoji (4098 units) do not."""
+    if text.isascii():
+        return len(text)
+    return len(text) + sum(1 for c in text if c > "\uffff")
+
+
 class OffsetManager:
     def __init__(self, coordinator: GroupCoordinator, config: BrokerConfig) -> None:
         self.coordinator = coordinator
@@ -43,14 +53,15 @@ class OffsetManager:
                  ) -> tuple[dict[TopicPartition, ErrorCode],
                             dict[TopicPartition, OffsetAndMetadata]]:
         """(the errors of the partitions that cannot take an offset: unknown, or metadata
-        over offset.metadata.max.bytes; the offsets of the others)."""
+        over offset.metadata.max.bytes in UTF-16 code units, as Kafka; the offsets of the
+        others). OffsetCommit and TxnOffsetCommit both check here."""
         errors: dict[TopicPartition, ErrorCode] = {}
         good: dict[TopicPartition, OffsetAndMetadata] = {}
         cache = self.coordinator.cache
         for tp, o in offsets.items():
             if cache.partition(*tp) is None:
                 errors[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-            elif len(o.metadata.encode("utf-8")) > self.metadata_max_bytes:
+            elif java_length(o.metadata) > self.metadata_max_bytes:
                 errors[tp] = ErrorCode.OFFSET_METADATA_TOO_LARGE
             else:
                 good[tp] = o

@@ -2,10 +2,14 @@
 
 Records go out as FileRegions (the network layer sendfile()s them). A fetch starting inside a
 batch returns that whole batch (clients skip the earlier records). `max_bytes` bounds the
-response and `partition_max_bytes` each partition, except that the first batch of the first
-non-empty partition is always returned whole (KIP-74) so a big batch cannot stall a consumer;
-a later partition whose first batch does not fit gets an empty record set (v3+; Kafka's
-firstEntryIncomplete), to be fetched whole when it comes first.
+response and `partition_max_bytes` each partition, except that from v3 the first batch of
+the first non-empty partition is always returned whole (KIP-74) so a big batch cannot stall
+a consumer; a later partition whose first batch does not fit gets an empty record set
+(Kafka's firstEntryIncomplete), to be fetched whole when it comes first. v0-v2 (before
+KIP-74: Kafka's hardMaxBytesLimit, minOneMessage false) never exceed the limits: a first
+batch that does not fit, in the first partition or a later one, is sent as the bytes of it
+that fit, unconverted (Kafka's FileRecords.downConvert returns them as they are when no
+whole batch converts): the client reads an incomplete message and reports it too large.
 If fewer than `min_bytes` are available, the request waits in the purgatory until appends
 bring enough or `max_wait_ms` passes. Fetch v0-3 (magic 0/1 clients) get down-converted
 bytes. Fetch sessions are not kept: every answer has session_id 0 (full fetches). Below
@@ -52,6 +56,7 @@ def _read_all(services: BrokerServices, ctx: RequestContext, request: dict[str, 
     remaining = min(remaining, rm.fetch_max_bytes)  # the broker's fetch.max.bytes (KIP-541)
     read_committed = request.get("isolation_level", 0) == 1
     replica_id = request.get("replica_id", -1)
+    hard_limit = version <= 2  # Kafka's hardMaxBytesLimit: no KIP-74 first batch
     total = 0
     errors = False
     topics = []
@@ -75,11 +80,11 @@ def _read_all(services: BrokerServices, ctx: RequestContext, request: dict[str, 
                                                                 replica_id)
             limit = 0 if throttled else min(p["partition_max_bytes"], remaining)
             r = rm.read(name, p["partition"], p["fetch_offset"], max(limit, 0),
-                        min_one_batch=(total == 0 and not throttled),
+                        min_one_batch=(total == 0 and not throttled and not hard_limit),
                         current_leader_epoch=p.get("current_leader_epoch", -1),
                         replica_id=replica_id, read_committed=read_committed,
                         log_start_offset=p.get("log_start_offset", -1),
-                        hard_max_bytes_limit=version <= 2)
+                        hard_max_bytes_limit=hard_limit)
             records: Any = b""
             if version < ZSTD_MIN_FETCH_VERSION and r.error == ErrorCode.NONE and (
                     _zstd_topic(services, name) or (r.records is not None and r.size > 0
@@ -89,7 +94,13 @@ def _read_all(services: BrokerServices, ctx: RequestContext, request: dict[str, 
                 continue
             if r.records is not None and r.size > 0:
                 fs = r.records
-                if version <= 3:
+                if version > 3:
+                    records = FileRegion(fs.fd, fs.position, fs.length)
+                    size = fs.length
+                elif fs.first_entry_incomplete:  # v0-v2: the part of a batch that fits
+                    records = fs.read_bytes()  # as is: no whole message to convert
+                    size = len(records)
+                else:
                     try:
                         records = _down_convert(fs, 0 if version <= 1 else 1)
                     except RecordError as e:  # damage a clean start did not re-check
@@ -101,9 +112,6 @@ def _read_all(services: BrokerServices, ctx: RequestContext, request: dict[str, 
                                               read_committed))
                         continue
                     size = len(records)
-                else:
-                    records = FileRegion(fs.fd, fs.position, fs.length)
-                    size = fs.length
                 total += size
                 remaining -= size
                 if replica_id >= 0:

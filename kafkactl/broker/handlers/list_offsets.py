@@ -1,8 +1,15 @@
 """ListOffsets (key 2): earliest (-2), latest (-1), max timestamp (-3), or by timestamp
-(the seed's getOffsetsBefore, answered from the time index). Latest is the high watermark
-for isolation_level 0 (read_uncommitted), the last stable offset for 1 (read_committed),
-the log end for a follower; a lookup by timestamp finds nothing (-1) at or past that
-offset, as Kafka's fetchOffsetForTimestamp.
+(the seed's getOffsetsBefore, answered from the time index). For a consumer (replica_id
+-1) latest is the high watermark for isolation_level 0 (read_uncommitted), the last stable
+offset for 1 (read_committed); for any other replica_id (a follower, or -2) the log end,
+isolation_level ignored (Kafka's isolationLevelOpt None). A lookup by timestamp finds
+nothing (-1) at or past that offset, as Kafka's fetchOffsetForTimestamp.
+
+Only the leader answers (NOT_LEADER_OR_FOLLOWER elsewhere), except a request from
+replica_id -2 (Kafka's DEBUGGING_REPLICA_ID, fetchOnlyFromLeader false): a follower answers
+it from its own log (its log start, log end and time index). current_leader_epoch (-1:
+none) is checked against the replica's leader epoch as Kafka's checkCurrentLeaderEpoch:
+older is FENCED_LEADER_EPOCH, newer UNKNOWN_LEADER_EPOCH.
 
 Version 0 is the seed's getOffsetsBefore, answered as Kafka's legacyFetchOffsetsBefore
 (_legacy_offsets): a list of up to max_num_offsets offsets, newest first, from the log's
@@ -14,6 +21,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from kafkactl.broker.replica_manager import DEBUGGING_CONSUMER_ID
 from kafkactl.broker.request_handler import RequestContext
 from kafkactl.broker.security.acl import AclOperation
 from kafkactl.broker.security.checks import unauthorized_topics
@@ -24,6 +32,7 @@ from kafkactl.record.batch import TimestampType
 from kafkactl.record.memory_records import iter_batches
 
 LATEST, EARLIEST, MAX_TIMESTAMP = -1, -2, -3
+CONSUMER_REPLICA_ID = -1
 
 
 def _record_with_max_timestamp(log: Any) -> tuple[int, int] | None:
@@ -77,13 +86,14 @@ def _legacy_offsets(log: Any, ts: int, max_num_offsets: int) -> list[int]:
 
 
 def _lookup_v0(services: BrokerServices, topic: str, p: dict[str, Any],
-               consumer: bool) -> dict[str, Any]:
+               consumer: bool, leader_only: bool) -> dict[str, Any]:
     """One partition's v0 answer (Kafka's legacyFetchOffsetsForTimestamp): for a consumer
     (replica_id -1) offsets past the high watermark are replaced by the high watermark."""
     out: dict[str, Any] = {"partition_index": p["partition_index"],
                            "error_code": ErrorCode.NONE, "old_style_offsets": [],
                            "timestamp": -1, "offset": -1, "leader_epoch": -1}
-    part, code = services.replica_manager.leader_partition(topic, p["partition_index"])
+    part, code = services.replica_manager.local_partition(topic, p["partition_index"],
+                                                          leader_only=leader_only)
     if part is None:
         out["error_code"] = code
         return out
@@ -100,24 +110,29 @@ def _lookup_v0(services: BrokerServices, topic: str, p: dict[str, Any],
     return out
 
 
-def _lookup(services: BrokerServices, topic: str, p: dict[str, Any],
-            replica: bool = False, read_committed: bool = False) -> dict[str, Any]:
-    """One partition's answer; a replica (a follower, replica_id >= 0) learns the log end
-    for LATEST, a consumer the high watermark."""
-    part, code = services.replica_manager.leader_partition(topic, p["partition_index"])
+def _lookup(services: BrokerServices, topic: str, p: dict[str, Any], *, client: bool,
+            leader_only: bool, read_committed: bool = False) -> dict[str, Any]:
+    """One partition's answer; a client (replica_id -1) may see offsets up to the high
+    watermark (the last stable offset with read_committed), any other replica_id up to
+    the log end (Kafka's lastFetchableOffset)."""
+    part, code = services.replica_manager.local_partition(topic, p["partition_index"],
+                                                          leader_only=leader_only)
     out: dict[str, Any] = {"partition_index": p["partition_index"], "timestamp": -1,
                            "offset": -1, "old_style_offsets": [], "leader_epoch": -1}
     if part is None:
         out["error_code"] = code
         return out
-    if p.get("current_leader_epoch", -1) > part.leader_epoch:
-        out["error_code"] = ErrorCode.UNKNOWN_LEADER_EPOCH
+    current_epoch = p.get("current_leader_epoch", -1)
+    if current_epoch != -1 and current_epoch != part.leader_epoch:
+        out["error_code"] = ErrorCode.FENCED_LEADER_EPOCH \
+            if current_epoch < part.leader_epoch else ErrorCode.UNKNOWN_LEADER_EPOCH
         return out
+    last_fetchable = (part.last_stable_offset if read_committed else part.high_watermark) \
+        if client else part.log_end_offset
     ts = p["timestamp"]
     found: tuple[int, int] | None
     if ts == LATEST:
-        found = (part.log_end_offset if replica else part.last_stable_offset
-                 if read_committed else part.high_watermark, -1)
+        found = (last_fetchable, -1)
     elif ts == EARLIEST:
         found = (part.log_start_offset, -1)
     elif ts == MAX_TIMESTAMP:
@@ -130,10 +145,8 @@ def _lookup(services: BrokerServices, topic: str, p: dict[str, Any],
         if found is not None and found[0] < part.log_start_offset:
             found = (part.log_start_offset, found[1])
     out["error_code"] = ErrorCode.NONE
-    if found is not None and ts not in (LATEST, EARLIEST) and not replica \
-            and found[0] >= (part.last_stable_offset if read_committed
-                             else part.high_watermark):
-        found = None  # not fetchable yet at this isolation level (Kafka's lastFetchableOffset)
+    if found is not None and ts not in (LATEST, EARLIEST) and found[0] >= last_fetchable:
+        found = None  # not fetchable yet (Kafka's lastFetchableOffset)
     if found is not None:
         out["offset"], out["timestamp"] = found
         out["old_style_offsets"] = [found[0]]
@@ -144,8 +157,10 @@ def _lookup(services: BrokerServices, topic: str, p: dict[str, Any],
 def handle_list_offsets(services: BrokerServices, ctx: RequestContext,
                         request: dict[str, Any]) -> dict[str, Any]:
     topics = []
-    replica = request.get("replica_id", -1) >= 0
-    read_committed = request.get("isolation_level", 0) == 1
+    replica_id = request.get("replica_id", CONSUMER_REPLICA_ID)
+    client = replica_id == CONSUMER_REPLICA_ID  # else no isolation level applies
+    leader_only = replica_id != DEBUGGING_CONSUMER_ID  # Kafka's fetchOnlyFromLeader
+    read_committed = client and request.get("isolation_level", 0) == 1
     refused = unauthorized_topics(services, ctx, AclOperation.DESCRIBE,
                                   (t["name"] for t in request["topics"]))
     for t in request["topics"]:
@@ -157,12 +172,12 @@ def handle_list_offsets(services: BrokerServices, ctx: RequestContext,
                 for p in t["partitions"]]})
             continue
         if ctx.api_version == 0:
-            consumer = request.get("replica_id", -1) == -1
             topics.append({"name": t["name"], "partitions": [
-                _lookup_v0(services, t["name"], p, consumer) for p in t["partitions"]]})
+                _lookup_v0(services, t["name"], p, client, leader_only)
+                for p in t["partitions"]]})
             continue
-        topics.append({"name": t["name"],
-                       "partitions": [_lookup(services, t["name"], p, replica,
-                                              read_committed)
-                                      for p in t["partitions"]]})
+        topics.append({"name": t["name"], "partitions": [
+            _lookup(services, t["name"], p, client=client, leader_only=leader_only,
+                    read_committed=read_committed)
+            for p in t["partitions"]]})
     return {"throttle_time_ms": 0, "topics": topics}

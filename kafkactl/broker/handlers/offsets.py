@@ -24,7 +24,7 @@ from typing import Any
 
 from kafkactl.broker.coordinator.group import OffsetAndMetadata
 from kafkactl.broker.coordinator.group_coordinator import GroupCoordinator
-from kafkactl.broker.coordinator.offset_manager import OFFSET_METADATA_MAX_BYTES
+from kafkactl.broker.coordinator.offset_manager import OFFSET_METADATA_MAX_BYTES, java_length
 from kafkactl.broker.request_handler import RequestContext
 from kafkactl.broker.security.acl import AclOperation
 from kafkactl.broker.security.checks import authorize_group, unauthorized_topics
@@ -80,12 +80,6 @@ def _commit_answer(errors: dict[TopicPartition, ErrorCode]) -> dict[str, Any]:
         {"name": name, "partitions": parts} for name, parts in topics.items()]}
 
 
-def _java_length(text: str) -> int:
-    """String.length(): UTF-16 code units, what Kafka compares offset.metadata.max.bytes
-    with."""
-    return len(text.encode("utf-16-le")) // 2
-
-
 async def _zookeeper(services: BrokerServices, fn: Any, *args: Any) -> Any:
     """`fn(zk, *args)` on a worker thread (kazoo blocks), given ZK_ANSWER_S to answer."""
     assert services.cluster is not None
@@ -117,7 +111,7 @@ async def _commit_v0_zookeeper(services: BrokerServices, ctx: RequestContext,
             errors[tp] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
         elif services.metadata_cache.partition(*tp) is None:
             errors[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-        elif _java_length(p.get("committed_metadata") or "") > max_bytes:
+        elif java_length(p.get("committed_metadata") or "") > max_bytes:
             errors[tp] = ErrorCode.OFFSET_METADATA_TOO_LARGE
         else:
             to_write.append((tp, p["committed_offset"]))
