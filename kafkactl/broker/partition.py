@@ -90,6 +90,7 @@ class Partition:
         log_.on_roll = self._snapshot_at_roll
         if not self.epochs.load():
             self.epochs.rebuild(self._epochs_in_log())
+        log_.attach_leader_epoch_cache(self.epochs)  # trimmed as the log start moves
         # replication (a cluster): set by the controller's LeaderAndIsr
         self.local_id = -1
         self.leader_id = -1

@@ -73,6 +73,7 @@ from typing import Any
 from kafkactl.log.checkpoint import CLEANER_OFFSET_CHECKPOINT, read_checkpoint, write_checkpoint
 from kafkactl.log.errors import CheckpointError
 from kafkactl.log.offset_index import INT32_MAX
+from kafkactl.log.producer_state import mark_snapshots_for_deletion
 from kafkactl.log.segment import CLEANED_SUFFIX, SWAP_SUFFIX, LogSegment
 from kafkactl.log.txn_index import (
     AbortedTxn,
@@ -256,6 +257,14 @@ class CleanerStats:
     records_out: int = 0
     bytes_in: int = 0
     bytes_out: int = 0
+
+
+def _drop_snapshots(segs: Any, d: Path, gone: list[LogSegment], deadline: int) -> None:
+    """The producer snapshots at the base offsets of segments the swap removed go with
+    them (Kafka's replaceSegments -> deleteProducerSnapshots); the one at the base of the
+    segment that replaces them stays."""
+    segs.schedule_delete_files(
+        mark_snapshots_for_deletion(d, at={s.base_offset for s in gone}), deadline)
 
 
 def _fsync_dir(d: Path) -> None:
@@ -685,6 +694,7 @@ class LogCleaner:
         d = Path(lg.dir)
         if swap.cleaned_path is None:  # nothing left in the group: it goes
             segs.drop(swap.segments, deadline)
+            _drop_snapshots(segs, d, swap.segments, deadline)
             _fsync_dir(d)
             return
         old, others = swap.segments[0], swap.segments[1:]
@@ -701,6 +711,7 @@ class LogCleaner:
             return
         if others:  # after the commit point: the loader deletes what the swap covers
             segs.schedule_delete(others, deadline)
+            _drop_snapshots(segs, d, others, deadline)
             _fsync_dir(d)
             if stop_after == 4:
                 return

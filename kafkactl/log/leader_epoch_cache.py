@@ -5,7 +5,9 @@ first offset written in each leader epoch, kept in `leader-epoch-checkpoint` in 
 A replica that becomes a follower asks the leader where its last epoch ended
 (OffsetForLeaderEpoch) and truncates there, so a former leader never keeps records the new
 leader does not have. Entries are added as batches are appended (the partition leader epoch
-of each batch header) and cut when the log is truncated.
+of each batch header) and cut when the log is truncated; when the log start moves up
+(retention, DeleteRecords, a follower following its leader's) the epochs wholly below it go
+and the last of them starts at the new log start, as Kafka's UnifiedLog does.
 """
 
 from __future__ import annotations
@@ -98,7 +100,10 @@ class LeaderEpochCache:
             self.flush()
 
     def truncate_from_start(self, start_offset: int) -> None:
-        """The log now starts at `start_offset`: the epoch covering it starts there."""
+        """The log now starts at `start_offset` (Kafka's truncateFromStart): the entries
+        at or below it go but the last of them, which now starts there; the file is
+        rewritten when that changed anything. Called by the log whenever its start moves
+        up (Log.attach_leader_epoch_cache)."""
         keep = bisect.bisect_right(self.offsets, start_offset) - 1
         if keep > 0 or (keep == 0 and self.offsets[0] < start_offset):
             del self.epochs[:keep], self.offsets[:keep]

@@ -182,11 +182,14 @@ def settle_leftovers(directory: Path) -> tuple[list[Path], list[str], list[int]]
 
 
 def clean_snapshots(directory: Path, log_end: int, *, dry_run: bool = False,
-                    names: list[str] | None = None, warn: bool = True) -> list[FileAction]:
-    """Delete the producer snapshots above `log_end` (a cut log) and the unreadable ones
-    (logged once at WARNING, unless not `warn`: `kafkactl recover` reports the actions
-    itself; Kafka deletes a corrupt snapshot too); with `dry_run`, only say which.
-    `names`: the directory's listing, if at hand. Returns what was (would be) deleted."""
+                    names: list[str] | None = None, warn: bool = True,
+                    first_base: int = -1) -> list[FileAction]:
+    """Delete the producer snapshots above `log_end` (a cut log), those below
+    `first_base` (the base offset of the log's first segment: theirs were deleted, the
+    snapshot deletion with them was cut short by a crash) and the unreadable ones (logged
+    once at WARNING, unless not `warn`: `kafkactl recover` reports the actions itself;
+    Kafka deletes a corrupt snapshot too); with `dry_run`, only say which. `names`: the
+    directory's listing, if at hand. Returns what was (would be) deleted."""
     actions = []
     for name in sorted(os.listdir(directory)) if names is None else names:
         if not name.endswith(SNAPSHOT_SUFFIX):
@@ -198,6 +201,11 @@ def clean_snapshots(directory: Path, log_end: int, *, dry_run: bool = False,
         if offset > log_end:
             actions.append(FileAction(path, f"a producer snapshot above the log end offset "
                                       f"{log_end}", DELETE))
+            continue
+        if offset < first_base:
+            actions.append(FileAction(path, f"a producer snapshot below the first segment "
+                                      f"(base offset {first_base}), of a deleted segment",
+                                      DELETE))
             continue
         try:
             problem = snapshot_problem(path.read_bytes())

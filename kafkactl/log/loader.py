@@ -19,9 +19,9 @@ When recovery cuts a segment short (or a segment in the middle is empty although
 index entries say it held offsets, or its `.log` is missing), every later segment is
 deleted, as
 Kafka's LogLoader.recoverLog does: the log must stay contiguous. The WARNING names the
-deleted segments and the offsets lost. Then producer snapshots above the log end and
-unreadable ones are deleted (a corrupt one is logged once), and the leader-epoch
-checkpoint is cut at the log end.
+deleted segments and the offsets lost. Then producer snapshots above the log end, below
+the first segment (of deleted segments) and unreadable ones are deleted (a corrupt one is
+logged once), and the leader-epoch checkpoint is cut at the log end.
 """
 
 from __future__ import annotations
@@ -152,7 +152,8 @@ def load_segments(  # noqa: C901
                              create=True)
             segments.append(seg)
         log_end = segments[-1].next_offset
-        clean_snapshots(directory, log_end, names=names)
+        clean_snapshots(directory, log_end, names=names,
+                        first_base=segments[0].base_offset)
         if result.cut is not None or any(r.bytes_truncated for r in result.reports):
             truncate_leader_epochs(directory, log_end)
         return result

@@ -8,7 +8,10 @@ The segment list and the deletion of dropped segments (renamed to `.deleted`, un
 `delete_pending()` after `file.delete.delay.ms`, so a FetchSlice fd stays valid while the
 broker sends it) are LogSegments (segments.py); which segments retention drops is decided
 in retention.py; the bytes appended are stamped by record.stamp_batches (Kafka's
-LogValidator), so the log never parses a batch header on the append path.
+LogValidator), so the log never parses a batch header on the append path. As Kafka's
+UnifiedLog, deleting segments (retention, DeleteRecords) takes the producer snapshots at
+their base offsets with them, and a log start moving up trims the partition's leader-epoch
+cache (`attach_leader_epoch_cache`): both only when that happens, never per append.
 
 A disk error while appending (ENOSPC, EFBIG, EIO: in the .log write, an index page, a roll's
 new files, or the inline flush of `flush.messages`) raises KafkaStorageError (Kafka's
@@ -44,7 +47,9 @@ from kafkactl.log.errors import (
     OffsetOutOfRange,
     RecordBatchTooLargeError,
 )
+from kafkactl.log.leader_epoch_cache import LeaderEpochCache
 from kafkactl.log.loader import load_segments
+from kafkactl.log.producer_state import mark_snapshots_for_deletion
 from kafkactl.log.retention import segments_below_start, segments_past_retention
 from kafkactl.log.segment import (
     INDEX_SUFFIX,
@@ -64,6 +69,7 @@ from kafkactl.record.stamp import AppendSummary, stamp_batches
 EARLIEST_TIMESTAMP = -2
 LATEST_TIMESTAMP = -1
 MAX_TIMESTAMP = -3
+_ALL_OFFSETS = 2**63  # above every offset
 
 logger = logging.getLogger(__name__)
 
@@ -157,6 +163,9 @@ class Log:
         # called with the new base offset after each roll (the partition snapshots its
         # producer state there, as Kafka does: recovery starts from it)
         self.on_roll: Callable[[int], None] | None = None
+        # the partition's leader-epoch cache (attach_leader_epoch_cache): trimmed here
+        # when the log start moves up, cleared when the log is truncated fully
+        self._epoch_cache: LeaderEpochCache | None = None
 
     # ----------------------------------------------------------------- properties
     def _now_ms(self) -> int:
@@ -555,11 +564,15 @@ class Log:
             self._truncate_fully_and_start_at(offset)
 
     def _truncate_fully_and_start_at(self, offset: int) -> None:
+        """Every segment, producer snapshot and leader epoch goes (Kafka's
+        truncateFullyAndStartAt: a snapshot would describe records no longer here)."""
         old = list(self._segs.segments)
         same = [s for s in old if s.base_offset == offset]
+        deadline = self._delete_deadline()
         # rename the others to .deleted first, so the new segment's file name is free
-        self._segs.schedule_delete([s for s in old if s.base_offset != offset],
-                                   self._delete_deadline())
+        self._segs.schedule_delete([s for s in old if s.base_offset != offset], deadline)
+        self._segs.schedule_delete_files(
+            mark_snapshots_for_deletion(self.dir, below=_ALL_OFFSETS), deadline)
         if same:
             segment = same[0]
             segment.truncate_bytes(0)
@@ -572,6 +585,49 @@ class Log:
         self._log_end_offset = offset
         self._log_start_offset = offset
         self._recovery_point = min(self._recovery_point, offset)
+        cache = self._epoch_cache
+        if cache is not None:
+            try:
+                cache.clear()
+            except OSError as e:  # cleared in memory; the file follows at its next write
+                logger.warning("%s-%d: cannot rewrite %s after truncating the log fully: "
+                               "%s", self.topic, self.partition, cache.path.name,
+                               e.strerror or e)
+
+    # ----------------------------------------------------------------- leader epochs
+    @property
+    def leader_epoch_cache(self) -> LeaderEpochCache | None:
+        return self._epoch_cache
+
+    def attach_leader_epoch_cache(self, cache: LeaderEpochCache | None) -> None:
+        """The partition's leader-epoch cache, loaded. From now on the log trims it from
+        the start whenever its log start moves up (retention, DeleteRecords, a follower
+        following its leader's log start), as Kafka's UnifiedLog does (truncateFromStart in
+        maybeIncrementLogStartOffset), and clears it when it truncates fully. Trimmed to
+        the log start at once, as Kafka's LogLoader does: retention may have moved it
+        before the partition was made, or a crash lost the last trim's checkpoint."""
+        with self._lock:
+            self._epoch_cache = cache
+            if cache is not None:
+                self._trim_epochs(self._log_start_offset)
+
+    def _trim_epochs(self, start: int) -> None:
+        cache = self._epoch_cache
+        if cache is None:
+            return
+        try:
+            cache.truncate_from_start(start)
+        except OSError as e:  # trimmed in memory; the file at its next write or start
+            logger.warning("%s-%d: cannot rewrite %s after the log start moved to %d: %s",
+                           self.topic, self.partition, cache.path.name, start,
+                           e.strerror or e)
+
+    def _advance_log_start(self, offset: int) -> None:
+        """Under the lock: the log start moves up to `offset` (never down), and the
+        leader epochs wholly below it leave the cache."""
+        if offset > self._log_start_offset:
+            self._log_start_offset = offset
+            self._trim_epochs(offset)
 
     # ----------------------------------------------------------------- retention
     def delete_records_before(self, offset: int) -> int:
@@ -584,16 +640,28 @@ class Log:
                     log_start_offset=self._log_start_offset,
                     log_end_offset=self._log_end_offset,
                 )
-            if offset > self._log_start_offset:
-                self._log_start_offset = offset
+            self._advance_log_start(offset)
             self._delete_segments_below_start()
             return self._log_start_offset
 
     def _delete_segments_below_start(self) -> int:
         n = segments_below_start(self._segs.segments, self._log_start_offset)
         if n:
-            self._segs.drop(self._segs.segments[:n], self._delete_deadline())
+            self._drop_oldest(n)
         return n
+
+    def _drop_oldest(self, n: int) -> None:
+        """Under the lock: delete the `n` oldest segments (renamed `.deleted` now,
+        unlinked after file.delete.delay.ms) and with them the producer snapshots at their
+        base offsets (Kafka's deleteSegments -> deleteProducerSnapshots) and any other
+        below the first segment left (taken at a log end inside a deleted segment). The
+        snapshot at that segment's base stays: recovery rebuilds its .txnindex from it,
+        even when the log start is further in (DeleteRecords)."""
+        deadline = self._delete_deadline()
+        self._segs.drop(self._segs.segments[:n], deadline)
+        self._segs.schedule_delete_files(
+            mark_snapshots_for_deletion(self.dir, below=self._segs.segments[0].base_offset),
+            deadline)
 
     def delete_old_segments(self, now_ms: int | None = None) -> int:
         """Retention: delete whole segments past retention.ms / retention.bytes or below
@@ -615,9 +683,8 @@ class Log:
                 doomed = len(segs) - 1
             if doomed <= 0:
                 return deleted
-            self._segs.drop(segs[:doomed], self._delete_deadline())
-            self._log_start_offset = max(self._log_start_offset,
-                                         self._segs.segments[0].base_offset)
+            self._drop_oldest(doomed)
+            self._advance_log_start(self._segs.segments[0].base_offset)
             return deleted + doomed
 
     def _delete_deadline(self) -> int:

@@ -351,9 +351,14 @@ class LogManager:
 
     def replace_log(self, tp: TopicPartition, new_log: Log, log_dir: Path) -> Log | None:
         """`new_log` (in `log_dir`) is now tp's log: a move between log dirs
-        (broker/log_dir_mover.py). The old log is returned, the caller's to close."""
+        (broker/log_dir_mover.py). The old log's partition hooks (snapshot at roll, the
+        leader-epoch cache trimmed with the log start) go to the new one. The old log is
+        returned, the caller's to close."""
         with self._lock:
             old = self._logs.get(tp)
+            if old is not None:
+                new_log.on_roll = old.on_roll
+                new_log.attach_leader_epoch_cache(old.leader_epoch_cache)
             old_dir = self._log_dir_of.get(tp)
             if old_dir is not None:
                 self._logs_per_dir[old_dir] -= 1

@@ -7,7 +7,11 @@ sequence is OUT_OF_ORDER_SEQUENCE_NUMBER; an older epoch is INVALID_PRODUCER_EPO
 
 The state survives restarts through `<20-digit offset>.snapshot` files in the partition
 directory, in Kafka's layout (producer_snapshot.py); after an unclean stop the batches
-between the snapshot and the log end are replayed from their headers.
+between the snapshot and the log end are replayed from their headers. A snapshot goes with
+the segment at whose base offset it was taken (retention, DeleteRecords, compaction) and so
+does any below the log's first segment; a full truncation takes them all (the log calls
+`mark_snapshots_for_deletion`, as Kafka's UnifiedLog does). The one at the base of the
+first segment stays while that segment does: recovery rebuilds its `.txnindex` from it.
 
 Bounded (KIP-854): a producer id whose last batch timestamp is `producer.id.expiration.ms`
 (default one day) in the past is forgotten, checked every
@@ -36,7 +40,7 @@ import logging
 import os
 import struct
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Container, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -50,6 +54,7 @@ from kafkactl.log.producer_snapshot import (
     iter_snapshot_entries,
     read_snapshot_header,
 )
+from kafkactl.log.segment import DELETED_SUFFIX
 from kafkactl.protocol.errors import ErrorCode, KafkaError
 
 log = logging.getLogger(__name__)
@@ -148,6 +153,41 @@ def next_sequence(seq: int) -> int:
 
 def snapshot_path(directory: Path, offset: int) -> Path:
     return directory / f"{offset:020d}{SNAPSHOT_SUFFIX}"
+
+
+def mark_snapshots_for_deletion(directory: Path, *, below: int = -1,
+                                at: Container[int] = ()) -> list[Path]:
+    """Rename to `<offset>.snapshot.deleted` the producer snapshots of `directory` whose
+    offset is below `below` or in `at`, and return the new paths, for the caller to unlink
+    with the segments it deleted (Kafka's removeAndMarkSnapshotForDeletion: a deleted
+    segment's snapshot, at its base offset, goes with it after file.delete.delay.ms). A
+    `.deleted` file is invisible to loading and left-over ones are deleted at start-up. A
+    snapshot another writer removed meanwhile (write_snapshot's pruning) is skipped, one
+    that cannot be renamed left (logged). Lists the directory: for the rare moves of the
+    log start, not the produce path."""
+    out: list[Path] = []
+    try:
+        names = [n for n in os.listdir(directory) if n.endswith(SNAPSHOT_SUFFIX)]
+    except OSError:
+        return out
+    for name in names:
+        stem = name[: -len(SNAPSHOT_SUFFIX)]
+        if not stem.isdigit():
+            continue
+        offset = int(stem)
+        if offset < below or offset in at:
+            path = directory / name
+            target = path.with_name(name + DELETED_SUFFIX)
+            try:
+                os.replace(path, target)
+            except FileNotFoundError:
+                continue
+            except OSError as e:  # left in place: the next deletion or start takes it
+                log.warning("%s: cannot delete producer snapshot %s: %s", directory.name,
+                            name, e.strerror or e)
+                continue
+            out.append(target)
+    return out
 
 
 class ProducerStateManager:

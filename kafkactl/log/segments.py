@@ -55,6 +55,11 @@ class LogSegments:
         self.replace([s for s in self.segments if id(s) not in doomed])
         self.schedule_delete(segments, deadline_ms)
 
+    def schedule_delete_files(self, paths: Sequence[Path], deadline_ms: int) -> None:
+        """Unlink `paths` (already renamed `.deleted`: the producer snapshots of deleted
+        segments) at `deadline_ms`, with the segments."""
+        self._pending.extend((deadline_ms, p) for p in paths)
+
     @property
     def pending_count(self) -> int:
         return len(self._pending)
