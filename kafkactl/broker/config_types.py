@@ -185,6 +185,8 @@ BROKER_KEY_TYPES: dict[str, KeyType] = {
     "transaction.remove.expired.transaction.cleanup.interval.ms": INT(1),
     "transaction.partition.verification.enable": BOOLEAN,
     "producer.id.expiration.ms": INT(1), "producer.id.expiration.check.interval.ms": INT(1),
+    # kafkactl.broker.password_encoder
+    "password.encoder.iterations": INT(1024),
 }
 
 
@@ -198,6 +200,9 @@ BROKER_TEXT_KEYS = frozenset({
     "log.message.timestamp.type", "log.message.format.version", "metric.reporters",
     "inter.broker.listener.name", "security.inter.broker.protocol", "authorizer.class.name",
     "super.users", "principal.builder.class",
+    # the secrets of the dynamic password configs (kafkactl.broker.password_encoder); its
+    # cipher, key factory and key length keys are Kafka's AES ones, not used here
+    "password.encoder.secret", "password.encoder.old.secret",
 })
 # Kafka's broker TLS and SASL keys (SslConfigs, SaslConfigs, BrokerSecurityConfigs):
 # kafkactl.broker.security reads them, or refuses the ones it cannot honour, naming them.

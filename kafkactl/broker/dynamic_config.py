@@ -5,29 +5,41 @@ broker id) and cluster-wide (resource name ""), persisted in the data dir.
 Precedence, highest first: DYNAMIC_BROKER_CONFIG, DYNAMIC_DEFAULT_BROKER_CONFIG,
 STATIC_BROKER_CONFIG (server.properties / --override), DEFAULT_CONFIG.
 
-The dynamic keys are Kafka 3.x's (its DynamicBrokerConfig.AllDynamicConfigs), in two kinds:
+The dynamic keys are Kafka 3.x's (its DynamicBrokerConfig.AllDynamicConfigs), in kinds:
 - APPLIED_KEYS, honoured at run time: the `log.*` defaults of topic configs (retention,
   segments, flush, cleaner, cleanup policy, timestamps, preallocate), `message.max.bytes`,
   `compression.type`, `min.insync.replicas` and `unclean.leader.election.enable`. A change
   re-applies the topic defaults to every open log whose topic does not override the key.
-- STORED_ONLY_KEYS: the rest of Kafka's dynamic keys (listener and SASL/SSL settings,
-  thread pools, connection limits, the cleaner's throughput, metric reporters, ...). Their
-  values are checked, stored, described and kept across restarts like the others, but this
-  broker does not act on them (it has no such knob, or reads it only when it starts),
-  but for READ_LIVE_KEYS: the replication throttles, transaction verification and
-  `max.connection.creation.rate` (also per listener; the socket server is told of each
+- READ_LIVE_KEYS: the replication throttles, transaction verification, `max.connections`
+  and `max.connection.creation.rate` (also per listener; the socket server is told of each
   change through `reconfigurables`).
+- TLS_KEYS, the keys of a TLS listener's SSL context (keystore, truststore, client
+  authentication, protocols, ciphers), plain or with a `listener.name.<listener>.` prefix:
+  applied when the broker starts (over server.properties) and, at run time, to the
+  connections the listener accepts after the change (kafkactl.broker.security.
+  listener_reconfig; validators refuse, before anything is stored, a change with which a
+  listener could not make its context, e.g. an unreadable keystore).
+- AT_START_KEYS (the SASL mechanisms and JAAS users of a listener, the inter-broker SASL
+  mechanism, `ssl.endpoint.identification.algorithm`): checked as the TLS keys are,
+  applied when the broker starts, as Kafka, which reconfigures only keystores and
+  truststores at run time.
+- STORED_ONLY_KEYS: the rest of Kafka's dynamic keys (listeners, thread pools, connection
+  limits per IP, the cleaner's throughput, metric reporters, Kerberos, ...). Their values
+  are checked, stored, described and kept across restarts like the others, but this broker
+  does not act on them (it has no such knob, or reads it from server.properties only).
 Kafka's rules about where a key may be set hold: listener and security keys per broker
 only (not in the cluster default), the keystore/truststore keys only with a
 `listener.name.<listener>.` prefix. Any other key is refused naming it, as Kafka refuses a
 read-only one (`log.retention.hours` too: Kafka's dynamic name is `log.retention.ms`).
+
+The keys Kafka types PASSWORD are stored encrypted with `password.encoder.secret`, and
+refused without it, as Kafka does (kafkactl.broker.dynamic_config_store), and logged as
+`[hidden]`.
 """
 
 from __future__ import annotations
 
-import json
 import logging
-import os
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -39,7 +51,10 @@ from kafkactl.broker.config import (
     log_default_props,
 )
 from kafkactl.broker.config_types import key_type_of
+from kafkactl.broker.dynamic_config_store import FILE_NAME as FILE_NAME
+from kafkactl.broker.dynamic_config_store import DynamicConfigFile, loggable
 from kafkactl.broker.partition_store import PartitionStore
+from kafkactl.broker.security.ssl_context import CONTEXT_KEYS
 from kafkactl.log.config import BROKER_SYNONYMS, LogConfig
 from kafkactl.log.config_def import TOPIC_CONFIGS
 from kafkactl.log.errors import ConfigError
@@ -49,7 +64,6 @@ log = logging.getLogger(__name__)
 
 DYNAMIC_BROKER_CONFIG, DYNAMIC_DEFAULT_BROKER_CONFIG = 2, 3
 STATIC_BROKER_CONFIG, DEFAULT_CONFIG = 4, 5
-FILE_NAME = "dynamic-broker-configs.json"
 
 # broker key -> the topic key it is the default for
 _TOPIC_KEY_OF: dict[str, str] = {bk: tk for tk, syns in BROKER_SYNONYMS.items()
@@ -211,22 +225,44 @@ def is_dynamic(key: str) -> bool:
 # Validated with the stored-only keys, but acted on: read from the live broker props
 # (kafkactl/broker/replication_quota.py, kafkactl/broker/txn_verification.py), or given to
 # the running parts by DynamicBrokerConfig's reconfigurables on each change (the connection
-# creation rates: kafkactl/broker/connection_quotas.py); also with a listener prefix
+# limits and creation rates: kafkactl/broker/connection_quotas.py); also with a listener
+# prefix
 READ_LIVE_KEYS = frozenset({"leader.replication.throttled.rate",
                                     "follower.replication.throttled.rate",
                                     "transaction.partition.verification.enable",
-                                    "max.connection.creation.rate"})
+                                    "max.connections", "max.connection.creation.rate"})
+
+
+# The keys of a TLS listener's SSL context (kafkactl.broker.security.ssl_context), plain or
+# per listener: applied at start and, for new connections, at run time.
+TLS_KEYS = CONTEXT_KEYS
+# Security keys applied when the broker starts (its listeners' SASL, how it reaches the other
+# brokers of its cluster), checked when they change.
+AT_START_KEYS = frozenset({"sasl.enabled.mechanisms", "sasl.jaas.config",
+                           "sasl.mechanism.inter.broker.protocol",
+                           "ssl.endpoint.identification.algorithm"})
+
+
+def _acted_on(base: str) -> bool:
+    return base in READ_LIVE_KEYS or base in TLS_KEYS or base in AT_START_KEYS
 
 
 def is_stored_only(key: str) -> bool:
     """A dynamic key this broker keeps but does not act on."""
     base = listener_base(key)
-    return (base in LISTENER_KEYS and base not in READ_LIVE_KEYS) if base is not None else \
-        key in STORED_ONLY_KEYS and key not in READ_LIVE_KEYS
+    return (base in LISTENER_KEYS and not _acted_on(base)) if base is not None else \
+        key in STORED_ONLY_KEYS and not _acted_on(key)
+
+
+def is_applied_at_start(key: str) -> bool:
+    """A dynamic key this broker acts on when it starts only (AT_START_KEYS)."""
+    return (listener_base(key) or key) in AT_START_KEYS
 
 
 STORED_ONLY_NOTE = ("Stored only: a dynamic Kafka broker config that kafkactl's broker keeps "
                     "(and describes) but does not act on.")
+AT_START_NOTE = ("Applied when the broker starts: as Kafka, kafkactl's broker does not "
+                 "reconfigure it at run time.")
 
 
 def _check_dynamic(key: str, value: str, *, cluster_default: bool) -> None:
@@ -349,9 +385,14 @@ class DynamicBrokerConfig:
         self.static: dict[str, str] = dict(config.props)
         self.default: dict[str, str] = {}
         self.broker: dict[str, str] = {}
+        self.file = DynamicConfigFile(path, self.broker_id, self.static, config.is_sensitive)
         # the running parts told of each change, with the broker's new live configs
-        # (Kafka's Reconfigurables): the socket server's connection creation rates
+        # (Kafka's Reconfigurables): the socket server's connection creation rates, the TLS
+        # listeners' SSL contexts
         self.reconfigurables: list[Callable[[Mapping[str, str]], None]] = []
+        # what checks a change first (Kafka's validateReconfiguration), with the live
+        # configs and the ones the change would make live: ConfigError refuses it
+        self.validators: list[Callable[[Mapping[str, str], Mapping[str, str]], None]] = []
         partitions.dynamic_config = self  # found there by the ZooKeeper config listener
 
     @property
@@ -360,36 +401,26 @@ class DynamicBrokerConfig:
 
     # ---- persistence -----------------------------------------------------------------------
     def load(self) -> None:
-        if not self.path.exists():
-            return
-        try:
-            data = json.loads(self.path.read_text())
-            self.default = {str(k): str(v) for k, v in data.get("default", {}).items()}
-            self.broker = {str(k): str(v)
-                           for k, v in data.get("brokers", {}).get(self.broker_id, {}).items()}
-        except (OSError, ValueError, AttributeError) as e:
-            raise ConfigError(f"{self.path} is unreadable ({e}); fix or move it away to "
-                              "start with the static broker configs only") from e
+        """Read the stored layers (passwords decrypted) and make them live; ConfigError when
+        the file is damaged or a password cannot be decrypted."""
+        stored = self.file.read()
+        self.default, self.broker = stored.default, stored.broker
         self.apply()
         if self.default or self.broker:
             log.info("dynamic broker configs from %s: %s", self.path,
-                     {**self.default, **self.broker})
+                     loggable({**self.default, **self.broker}, self.config.is_sensitive))
+        if stored.reencode:
+            self._persist()
+            log.info("dynamic password configs %s are now stored encrypted with the current "
+                     "password.encoder.secret", ", ".join(sorted(stored.reencode)))
+        if stored.clear:
+            log.warning("dynamic password configs %s are stored in clear text in %s (written "
+                        "by an older kafkactl): set password.encoder.secret in "
+                        "server.properties and the broker stores them encrypted",
+                        ", ".join(sorted(stored.clear)), self.path)
 
     def _persist(self) -> None:
-        brokers: dict[str, dict[str, str]] = {}
-        if self.path.exists():
-            try:
-                brokers = dict(json.loads(self.path.read_text()).get("brokers", {}))
-            except (OSError, ValueError, AttributeError):
-                brokers = {}
-        brokers[self.broker_id] = dict(self.broker)
-        data = {"version": 1, "default": self.default, "brokers": brokers}
-        tmp = self.path.with_suffix(".tmp")
-        with open(tmp, "w") as f:
-            json.dump(data, f, indent=1, sort_keys=True)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, self.path)
+        self.file.write(self.default, self.broker)
 
     # ---- queries ---------------------------------------------------------------------------
     def layer(self, resource_name: str) -> dict[str, str]:
@@ -439,9 +470,14 @@ class DynamicBrokerConfig:
             if current.get(key) == value:
                 continue
             _check_dynamic(key, value, cluster_default=resource_name == "")
+            if self.config.is_sensitive(key):
+                self.file.require_encoder(key)
         layers = ({"default": dict(new_layer)} if resource_name == ""
                   else {"broker": dict(new_layer)})
-        LogConfig.from_properties(log_default_props(self.effective(**layers)))
+        new_effective = self.effective(**layers)
+        LogConfig.from_properties(log_default_props(new_effective))
+        for check in self.validators:
+            check(self.config.props, new_effective)
 
     def update(self, resource_name: str, new_layer: Mapping[str, str]) -> None:
         self.validate(resource_name, new_layer)
@@ -453,17 +489,21 @@ class DynamicBrokerConfig:
         self.apply()
         where = "cluster default" if resource_name == "" else f"broker {resource_name}"
         log.info("dynamic broker configs (%s) are now %s", where,
-                 {k: "(sensitive)" if self.config.is_sensitive(k) else v
-                  for k, v in new_layer.items()} or "empty")
-        stored = sorted(k for k, v in new_layer.items()
-                        if old.get(k) != v and is_stored_only(k))
+                 loggable(new_layer, self.config.is_sensitive) or "empty")
+        changed = sorted(k for k, v in new_layer.items() if old.get(k) != v)
+        stored = [k for k in changed if is_stored_only(k)]
         if stored:
             log.info("stored, not acted on by this broker (it has no such setting, or reads "
                      "it only at start-up): %s", ", ".join(stored))
+        at_start = [k for k in changed if is_applied_at_start(k)]
+        if at_start:
+            log.info("stored, applied when the broker starts again: %s", ", ".join(at_start))
 
     def describe_note(self, key: str) -> str | None:
         """What a client should know about a dynamic key set here, for DescribeConfigs'
         documentation field: None for a key the broker acts on."""
+        if is_applied_at_start(key):
+            return AT_START_NOTE
         return STORED_ONLY_NOTE if is_stored_only(key) else None
 
     def apply(self) -> None:

@@ -20,16 +20,19 @@ Memory of all in-flight requests together is capped by `queued.max.request.bytes
 (kafkactl.broker.memory_pool): over it, reading pauses on every socket but the one whose
 request is oldest.
 
-Connection creation rates (max.connection.creation.rate, broker-wide and per listener;
-kafkactl.broker.connection_quotas): a new connection that takes its listener's or the
-broker's rate over the bound waits, accepted but paused (nothing read, no request served),
-for the throttle time, and its listener's later connections wait behind it in order (an
-`AcceptGate`: Kafka's acceptor blocked, its backlog waiting); then it goes on as any
-other. Other connections, already open, are not slowed: it is a timer, not a wait.
+Accepting: each listener has an `Acceptor` (Kafka's acceptor thread) reading its listening
+sockets. A new connection that takes its listener's or the broker's
+max.connection.creation.rate over the bound waits, accepted but unread (no request served),
+for the throttle time; one that finds its listener or the broker at max.connections waits
+the same way until a connection closes or the limit is raised; meanwhile its listener
+accepts nothing more, and the connections that come after it wait in the listen backlog
+(Kafka's blocked acceptor). Other listeners, and the connections already open, are not
+slowed: it is a timer or a callback, not a wait. The limits:
+kafkactl.broker.connection_quotas.
 
 Deadlines: a request not all in `socket.request.read.timeout.ms` after its first byte (not
 counting time its own backlog held it back), or `connections.max.idle.ms` without traffic,
-closes the connection. Connection limits on accept: kafkactl.broker.connection_quotas.
+closes the connection.
 
 Ordering: requests of one connection are handled one after another (as Kafka does by muting
 a channel while a request is in flight), and answered in the order they came. A handler
@@ -87,6 +90,12 @@ RECV_BUFFER_SIZE = 256 * 1024
 MIN_FRAME_GROWTH = 64 * 1024
 # Pending-frame bytes per connection before we stop reading from its socket.
 MAX_BACKLOG_BYTES = 16 * 1024 * 1024
+# Listening sockets: their listen backlog (where connections wait while their listener's
+# Acceptor is held back), and connections accepted per wake-up at most (asyncio's own
+# accept loop takes as many as its backlog).
+LISTEN_BACKLOG = 1024
+ACCEPT_BATCH = LISTEN_BACKLOG
+ACCEPT_RETRY_S = 1.0  # accept() failed (EMFILE, ...): accepting again this much later
 
 _SIZE = struct.Struct(">i")
 _INT = struct.Struct("i")
@@ -134,6 +143,10 @@ class RequestHandler(Protocol):
     def handle(self, conn: ConnectionInfo, frame: bytearray) -> HandlerResult: ...
 
 
+def _same(conn: KafkaConnection) -> KafkaConnection:
+    return conn  # connect_accepted_socket's protocol factory
+
+
 class KafkaConnection(asyncio.BufferedProtocol):
     __slots__ = (
         "server", "loop", "info", "transport", "ip", "last_active", "_sock_fd", "_counted",
@@ -142,7 +155,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         "_backlog", "_backlog_bytes", "_backlog_full", "_full_since", "_reading_paused", "_pending",
         "_write_paused", "_closed", "_close_after_drain", "_task", "_zero_copy", "_setup",
         "_delayed_close", "_arrivals", "_muted", "_pipelining", "_queued", "_tls",
-        "_quota_bound", "_rate_checked")
+        "_quota_bound", "_raw", "_evicted")
 
     def __init__(self, server: SocketServer, connection_id: int, listener: str = "PLAINTEXT",
                  zero_copy: bool = True, setup: ConnectionSetup | None = None,
@@ -156,7 +169,11 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self.transport: asyncio.Transport | None = None
         self.ip = "?"
         self._sock_fd = -1
-        self._counted = False  # counted in the server's connection limits
+        # counted in the server's connection limits (its acceptor admitted it), until
+        # release_slot
+        self._counted = False
+        self._raw: asyncio.Transport | None = None  # the transport under TLS, until made
+        self._evicted = False  # closed at once, over max.connections (evict)
         # An incomplete frame: `_partial` (under 4 bytes: its size is not known yet) or
         # `_big` (its body so far; `_big_filled` of `_big_size` bytes read). `_held` is what
         # they hold against queued.max.request.bytes.
@@ -190,58 +207,45 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._muted: asyncio.TimerHandle | None = None  # a quota's throttle (KIP-219)
         # throttled once: no more Produces handled ahead of answers (see _drain)
         self._quota_bound = False
-        # past the listener's and broker's connection creation rates (or waiting for them)
-        self._rate_checked = False
         self.last_active = self.loop.time()
 
     # ---- asyncio callbacks ---------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        if not self._rate_checked:  # accepted, not yet past max.connection.creation.rate
-            self._rate_checked = True
-            server = self.server
-            if (server.accept_gates or server.quotas.rates_on) and \
-                    server.throttle_accept(self, cast(asyncio.Transport, transport)):
-                return  # waits, unread: SocketServer.throttle_accept calls made() later
-        self.made(transport)
-
-    def made(self, transport: asyncio.BaseTransport) -> None:
-        """The connection is accepted (after its listener's creation rate let it in): its
-        TLS handshake, or the connection limits and its security setup."""
+        """The connection is accepted and counted in the connection limits (its listener's
+        Acceptor let it in): its TLS handshake, or its security setup."""
         if self._tls is not None:  # nothing is read until the handshake has been made
-            cast(asyncio.Transport, transport).pause_reading()
-            self.server.handshake(self, cast(asyncio.Transport, transport), self._tls)
+            self._raw = cast(asyncio.Transport, transport)
+            self._raw.pause_reading()
+            if self._closed:  # evicted before the loop made it
+                self._raw.abort()
+                return
+            self.server.handshake(self, self._raw, self._tls)
             self._tls = None
             return
+        self._raw = None
         # asyncio's own transports are asyncio.Transport; uvloop's have its methods only
         self.transport = cast(asyncio.Transport, transport)
-        peer = transport.get_extra_info("peername")
-        if peer:
-            self.ip = str(peer[0])
-            self.info.peer = f"{peer[0]}:{peer[1]}"
-            self.info.client_host = self.ip
+        if self.ip == "?":  # (the acceptor names it from accept())
+            peer = transport.get_extra_info("peername")
+            if peer:
+                self.ip = str(peer[0])
+                self.info.peer = f"{peer[0]}:{peer[1]}"
+                self.info.client_host = self.ip
         server = self.server
-        refusal = server.quotas.admit(self.ip, self.info.listener)
-        if refusal is not None:
-            self._closed = True
-            if refusal.close_after_ms:  # throttled: closed later, unread meanwhile
-                self.transport.pause_reading()
-                asyncio.get_running_loop().call_later(refusal.close_after_ms / 1000,
-                                                      transport.close)
-            else:
-                transport.close()
-            server.quotas.log_refusal(self.info.peer, refusal.reason)
+        if self._closed:  # evicted (kafkactl.broker.connection_quotas) before it was made
+            self.release_slot()
+            self.transport.abort()
             return
         if self._setup is not None:
             reason = self._setup(self.info, cast(asyncio.Transport, transport))
             if reason is not None:
-                server.quotas.release(self.ip)
+                self.release_slot()
                 self._closed = True
                 transport.close()
                 server.bad_connection_log.event(
                     self.ip, f"{self.info.peer}: {reason}; closing the connection",
                     logging.INFO)
                 return
-        self._counted = True
         server.connections.add(self)
         sock = transport.get_extra_info("socket")
         if sock is not None:
@@ -260,11 +264,49 @@ class KafkaConnection(asyncio.BufferedProtocol):
             self._task.cancel()
         self._drop_queued()
         self._release_memory()
+        self.release_slot()
+        log.debug("connection %d from %s closed", self.info.connection_id, self.info.peer)
+
+    def count_in(self) -> None:
+        """Counted in the connection limits by its acceptor (SocketServer.let_in)."""
+        self._counted = True
+        self.server.counted.add(self)
+
+    @property
+    def has_transport(self) -> bool:
+        """Has the event loop made this connection (its transport, or the one under its
+        TLS handshake)?"""
+        return self.transport is not None or self._raw is not None
+
+    @property
+    def closing_forced(self) -> bool:
+        """Closed by evict (its transport aborted): gone on the loop's next turns."""
+        return self._evicted
+
+    def release_slot(self) -> None:
+        """Count this connection out of the connection limits (once): its listener's
+        acceptor, or another, may accept again."""
         if self._counted:
             self._counted = False
-            self.server.connections.discard(self)
-            self.server.quotas.release(self.ip)
-        log.debug("connection %d from %s closed", self.info.connection_id, self.info.peer)
+            server = self.server
+            server.connections.discard(self)
+            server.counted.discard(self)
+            server.quotas.release(self.ip, self.info.listener)
+
+    def evict(self) -> None:
+        """Close this connection at once, unanswered requests and unsent answers dropped
+        (Kafka's Processor closing a connection over max.connections); its slot is given
+        back when its transport is gone (connection_lost)."""
+        self._closed = self._evicted = True
+        if self._delayed_close is not None:
+            self._delayed_close.cancel()
+            self._delayed_close = None
+        if self._muted is not None:
+            self._muted.cancel()
+            self._muted = None
+        transport = self.transport or self._raw
+        if transport is not None:
+            transport.abort()
 
     def get_buffer(self, sizehint: int) -> memoryview:
         big = self._big
@@ -700,19 +742,159 @@ class KafkaConnection(asyncio.BufferedProtocol):
         return self._pending > 0
 
 
-class AcceptGate:
-    """One listener's acceptor while a new connection waits for max.connection.creation.rate
-    (Kafka's acceptor thread blocks in ConnectionQuotas for the throttle time): `held` is
-    the connection counted into the rates, waiting for `timer`; `queue` the connections that
-    came after it, in order, not yet counted (in Kafka they wait in the listen backlog).
-    All are accepted sockets, paused (nothing read, so no request served)."""
+class Acceptor:
+    """One listener's acceptor (Kafka's Acceptor thread) on the event loop: it accepts from
+    its listening sockets one connection after another and lets each in
+    (`SocketServer.let_in`: counted in, or refused by a per-IP limit) once the connection
+    creation rates are over their throttle time for it and its listener has a slot under
+    max.connections (kafkactl.broker.connection_quotas). One that must wait is `held`,
+    accepted but not read and not counted yet, and meanwhile the listener stops reading its
+    listening sockets: the connections that come after it wait in the listen backlog,
+    unaccepted, as a blocked Kafka acceptor leaves them. Other listeners, and the open
+    connections, are not slowed. `retry` goes on when the throttle time is over (`timer`)
+    or a slot may have freed (a connection closed, a limit changed)."""
 
-    __slots__ = ("held", "timer", "queue")
+    __slots__ = ("server", "listener", "setup", "tls", "sockets", "reading", "held", "timer",
+                 "_error_timer")
 
-    def __init__(self) -> None:
-        self.held: tuple[KafkaConnection, asyncio.Transport] | None = None
-        self.timer: asyncio.TimerHandle | None = None
-        self.queue: deque[tuple[KafkaConnection, asyncio.Transport]] = deque()
+    def __init__(self, server: SocketServer, listener: str, setup: ConnectionSetup | None,
+                 tls: ssl.SSLContext | None, sockets: list[socket.socket]) -> None:
+        self.server = server
+        self.listener = listener
+        self.setup = setup
+        self.tls = tls
+        self.sockets = sockets
+        self.reading = False
+        self.held: tuple[socket.socket, Any] | None = None  # (the socket, its address)
+        self.timer: asyncio.TimerHandle | None = None  # the held one's throttle time
+        self._error_timer: asyncio.TimerHandle | None = None  # accept() failed: retry later
+
+    def _read(self, on: bool) -> None:
+        """Read the listening sockets (accept), or stop."""
+        if on == self.reading:
+            return
+        loop = self.server.loop
+        for sock in self.sockets:
+            if on:
+                loop.add_reader(sock.fileno(), self._accept, sock)
+            else:
+                loop.remove_reader(sock.fileno())
+        self.reading = on
+
+    def start(self) -> None:
+        self._read(True)
+
+    def _accept(self, listening: socket.socket) -> None:
+        for _ in range(ACCEPT_BATCH):
+            if self.held is not None or not self.reading:
+                return
+            try:
+                sock, addr = listening.accept()
+            except (BlockingIOError, InterruptedError):
+                return
+            except ConnectionAbortedError:
+                continue
+            except OSError as e:  # EMFILE and the like: try again a little later
+                log.warning("listener %s: accept() failed: %s; accepting again in %.0f s",
+                            self.listener, e.strerror or e, ACCEPT_RETRY_S)
+                self._read(False)
+                self._error_timer = self.server.loop.call_later(ACCEPT_RETRY_S,
+                                                                self._error_over)
+                return
+            self._arrived(sock, addr)
+
+    def _error_over(self) -> None:
+        self._error_timer = None
+        if self.held is None and self.sockets:
+            self._read(True)
+
+    def _arrived(self, sock: socket.socket, addr: Any) -> None:
+        """Kafka's ConnectionQuotas.inc up to the per-IP limits: count the new connection
+        into the creation rates, then let it in, or hold it (and stop accepting) until its
+        throttle time is over and there is a slot for it."""
+        try:
+            sock.setblocking(False)
+        except OSError:
+            sock.close()
+            return
+        quotas = self.server.quotas
+        listener = self.listener
+        ms = quotas.creation_throttle_ms(listener) if quotas.rates_on and \
+            quotas.rated(listener) else 0
+        if ms <= 0 and quotas.slot_available(listener):
+            self.server.let_in(self, sock, addr)
+            return
+        self.held = (sock, addr)
+        self._read(False)
+        if ms > 0:
+            self.timer = self.server.loop.call_later(ms / 1000.0, self._throttle_over)
+            log.debug("listener %s: a new connection waits %d ms "
+                      "(max.connection.creation.rate)", listener, ms)
+        else:
+            quotas.log_blocked(listener)
+
+    def _throttle_over(self) -> None:
+        self.timer = None
+        self.retry()
+
+    def retry(self) -> None:
+        """Let the held connection in if its throttle time is over and there is a slot for
+        it now, and accept again."""
+        if self.held is None or self.timer is not None:
+            return
+        quotas = self.server.quotas
+        if not quotas.slot_available(self.listener):
+            quotas.log_blocked(self.listener)
+            return
+        sock, addr = self.held
+        self.held = None
+        if self._error_timer is None:
+            self._read(True)
+        self.server.let_in(self, sock, addr)
+
+    def close(self) -> None:
+        """Stop listening; a held connection is closed."""
+        self._read(False)
+        for sock in self.sockets:
+            sock.close()
+        self.sockets = []
+        for timer in (self.timer, self._error_timer):
+            if timer is not None:
+                timer.cancel()
+        self.timer = self._error_timer = None
+        if self.held is not None:
+            self.held[0].close()
+            self.held = None
+
+
+def _listening_sockets(infos: Sequence[tuple[Any, ...]], backlog: int) -> list[socket.socket]:
+    """Bound, listening, non-blocking sockets for getaddrinfo's `infos`, as asyncio's
+    create_server makes them (SO_REUSEADDR; an IPv6 one for IPv6 only)."""
+    sockets: list[socket.socket] = []
+    try:
+        for af, kind, proto, _name, address in dict.fromkeys(infos):
+            try:
+                sock = socket.socket(af, kind, proto)
+            except OSError:  # a family this host cannot make
+                continue
+            sockets.append(sock)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            if af == socket.AF_INET6 and hasattr(socket, "IPPROTO_IPV6"):
+                sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+            try:
+                sock.bind(address)
+            except OSError as err:
+                raise OSError(err.errno, f"error while attempting to bind on address "
+                              f"{address!r}: {(err.strerror or str(err)).lower()}") from None
+            sock.listen(backlog)
+            sock.setblocking(False)
+        if not sockets:
+            raise OSError("no address to listen on")
+    except BaseException:
+        for sock in sockets:
+            sock.close()
+        raise
+    return sockets
 
 
 class SocketServer:
@@ -746,119 +928,116 @@ class SocketServer:
         self.connections: set[KafkaConnection] = set()
         self.pool = RequestMemoryPool(max_queued_bytes, self.connections)
         self.in_flight = 0
-        self._servers: list[asyncio.Server] = []
+        self.acceptors: list[Acceptor] = []  # one per listener
+        # connections counted in the connection limits: these and the ones not set up yet
+        # (their TLS handshake, or the loop's turn to make them)
+        self.counted: set[KafkaConnection] = set()
+        self._connecting: set[asyncio.Task[Any]] = set()  # connect_accepted_socket's
+        # refused by their address's connection_creation_rate, closed after its throttle
+        self._throttled: dict[socket.socket, asyncio.TimerHandle] = {}
+        self._wake_pending = False
+        self.quotas.slot_freed = self._slot_freed
         self._next_id = 0
         self._idle_waiters: list[asyncio.Future[None]] = []
         self._handshakes: set[asyncio.Task[None]] = set()
-        # listener -> its acceptor held back by a connection creation rate (only while
-        # one is: an empty dict and no rate set keep accepting free of clock reads)
-        self.accept_gates: dict[str, AcceptGate] = {}
-        self._waiting: set[KafkaConnection] = set()  # theirs, held or queued
         # a TLS handshake that failed: (listener, peer host, peer, the error)
         self.tls_failed: Callable[[str, str, str, BaseException], None] | None = None
         self._reaper: asyncio.Task[None] | None = None
 
-    # ---- max.connection.creation.rate (kafkactl.broker.connection_quotas) ---------------
-    def throttle_accept(self, conn: KafkaConnection, transport: asyncio.Transport) -> bool:
-        """A connection just accepted on a listener with a creation rate, or whose acceptor
-        is held back: True when it must wait (paused, not counted in the connection limits
-        yet; `conn.made` is called when its turn comes), False to go on now. Nothing is
-        refused here: without room under max.connections, the limit refuses it."""
-        listener = conn.info.listener
+    # ---- accepting (Acceptor; kafkactl.broker.connection_quotas) ------------------------
+    def let_in(self, acceptor: Acceptor, sock: socket.socket, addr: Any) -> None:
+        """A connection its acceptor accepted, within the creation rates and with a slot
+        under max.connections: refused by a per-IP limit (closed, or kept unread and closed
+        after the throttle time of its address's connection_creation_rate, as Kafka's
+        acceptor does), else counted in and handed to the event loop."""
         quotas = self.quotas
-        gate = self.accept_gates.get(listener)
-        if gate is None:
-            if not quotas.rated(listener) or not quotas.has_room():
-                return False
-            ms = quotas.creation_throttle_ms(listener)
-            if ms <= 0:
-                return False
-            gate = self.accept_gates[listener] = AcceptGate()
-            self._hold(gate, listener, conn, transport, ms)
-            return True
-        if not quotas.has_room():
-            return False
-        self._wait(conn, transport)
-        gate.queue.append((conn, transport))
-        return True
-
-    def _wait(self, conn: KafkaConnection, transport: asyncio.Transport) -> None:
-        if conn in self._waiting:
+        listener = acceptor.listener
+        ip = str(addr[0]) if addr else "?"
+        peer = f"{addr[0]}:{addr[1]}" if addr else "?"
+        refusal = quotas.admit(ip, listener)
+        if refusal is not None:
+            if refusal.close_after_ms:  # throttled: closed later, unread meanwhile
+                self._throttled[sock] = self.loop.call_later(
+                    refusal.close_after_ms / 1000, self._close_throttled, sock)
+            else:
+                sock.close()
+            quotas.log_refusal(peer, refusal.reason)
             return
-        self._waiting.add(conn)
-        self.quotas.waiting = len(self._waiting)
-        # Not read from, from inside its connection_made: paused on the loop's next turn,
-        # as asyncio (3.11) starts reading a new transport right after connection_made even
-        # when it was paused there; removing the reader then also cancels a read the loop
-        # already queued, so nothing is read
-        self.loop.call_soon(self._pause_waiting, conn, transport)
-
-    def _pause_waiting(self, conn: KafkaConnection, transport: asyncio.Transport) -> None:
-        if conn in self._waiting:  # (not let in meanwhile)
-            transport.pause_reading()
-
-    def _hold(self, gate: AcceptGate, listener: str, conn: KafkaConnection,
-              transport: asyncio.Transport, ms: int) -> None:
-        self._wait(conn, transport)
-        gate.held = (conn, transport)
-        gate.timer = self.loop.call_later(ms / 1000.0, self._accept_turn, listener)
-        log.debug("connection %d on %s waits %d ms (max.connection.creation.rate)",
-                  conn.info.connection_id, listener, ms)
-
-    def _accept_turn(self, listener: str) -> None:
-        """The held connection's throttle time is over: accept it, then count the ones
-        behind it in order until one must wait in turn."""
-        gate = self.accept_gates.get(listener)
-        if gate is None:
-            return
-        gate.timer = None
-        quotas = self.quotas
-        if gate.held is not None:
-            conn, transport = gate.held
-            gate.held = None
-            self._let_in(conn, transport)
-        while gate.queue:
-            conn, transport = gate.queue.popleft()
-            if transport.is_closing():
-                self._waiting.discard(conn)
-                quotas.waiting = len(self._waiting)
-                continue
-            ms = quotas.creation_throttle_ms(listener) if quotas.rated(listener) else 0
-            if ms > 0:
-                self._hold(gate, listener, conn, transport, ms)
-                return
-            self._let_in(conn, transport)
-        del self.accept_gates[listener]
-
-    def _let_in(self, conn: KafkaConnection, transport: asyncio.Transport) -> None:
-        self._waiting.discard(conn)
-        self.quotas.waiting = len(self._waiting)
-        if transport.is_closing():
-            return
-        transport.resume_reading()
-        conn.last_active = self.loop.time()
+        self._next_id += 1
+        conn = KafkaConnection(self, self._next_id, listener, acceptor.tls is None,
+                               acceptor.setup, acceptor.tls)
+        conn.ip = conn.info.client_host = ip
+        conn.info.peer = peer
+        conn.count_in()
         try:
-            conn.made(transport)
+            task = self.loop.create_task(
+                self.loop.connect_accepted_socket(functools.partial(_same, conn), sock))
         except Exception:
             log.exception("unexpected error accepting a connection on %s; closing it",
-                          conn.info.listener)
-            transport.close()
+                          listener)
+            conn.release_slot()
+            sock.close()
+            return
+        self._connecting.add(task)
+        task.add_done_callback(functools.partial(self._connected, conn, sock))
+        if listener == quotas.protected and quotas.excess():
+            self._slot_freed()  # over max.connections: another listener's connection goes
 
-    def _close_accept_gates(self) -> None:
-        for gate in self.accept_gates.values():
-            if gate.timer is not None:
-                gate.timer.cancel()
-            waiting = [gate.held] if gate.held is not None else []
-            for _conn, transport in [*waiting, *gate.queue]:
-                transport.close()
-        self.accept_gates.clear()
-        self._waiting.clear()
-        self.quotas.waiting = 0
+    def _connected(self, conn: KafkaConnection, sock: socket.socket,
+                   task: asyncio.Task[Any]) -> None:
+        self._connecting.discard(task)
+        if not task.cancelled() and task.exception() is None:
+            return
+        if not task.cancelled():
+            log.debug("connection from %s not set up: %r", conn.info.peer, task.exception())
+        if not conn.has_transport:  # (a transport, once made, closes the socket itself)
+            with contextlib.suppress(OSError):
+                sock.close()
+        conn.release_slot()
 
-    def _factory(self, listener: str, setup: ConnectionSetup | None,
-                 tls: ssl.SSLContext | None) -> KafkaConnection:
-        self._next_id += 1
-        return KafkaConnection(self, self._next_id, listener, tls is None, setup, tls)
+    def _close_throttled(self, sock: socket.socket) -> None:
+        self._throttled.pop(sock, None)
+        sock.close()
+
+    def _slot_freed(self) -> None:
+        """A connection was counted out or a limit changed (ConnectionQuotas.slot_freed,
+        Kafka's counts.notifyAll): on the loop's next turn, connections over
+        max.connections are closed and the waiting acceptors retry."""
+        if not self._wake_pending and not self.loop.is_closed():
+            self._wake_pending = True
+            self.loop.call_soon(self._wake)
+
+    def _wake(self) -> None:
+        self._wake_pending = False
+        if self.quotas.excess():
+            self._close_excess()
+        for acceptor in self.acceptors:
+            if acceptor.held is not None:
+                acceptor.retry()
+
+    def _close_excess(self) -> None:
+        """More connections than max.connections (an inter-broker one came in at the limit,
+        or the limit was lowered): close one of the other listeners' (Kafka's
+        Processor.closeExcessConnections, one a turn): one already closing first, else
+        the least recently active. Its release wakes this again while still over."""
+        protected = self.quotas.protected
+        lru: KafkaConnection | None = None
+        for conn in self.counted:
+            if conn.info.listener == protected or not conn.has_transport:
+                continue
+            if conn.closed:
+                if conn.closing_forced:
+                    return  # on its way out: its release comes first
+                lru = conn
+                break
+            if lru is None or conn.last_active < lru.last_active:
+                lru = conn
+        if lru is None:
+            return
+        log.info("closing the connection from %s on listener %s, the least recently active: "
+                 "%d connections are open and max.connections is %d", lru.info.peer,
+                 lru.info.listener, self.quotas.total, self.quotas.max_connections)
+        lru.evict()
 
     def handshake(self, conn: KafkaConnection, raw: asyncio.Transport,
                   context: ssl.SSLContext) -> None:
@@ -876,6 +1055,7 @@ class SocketServer:
                                             ssl_handshake_timeout=self.read_timeout)
         except (TimeoutError, OSError, EOFError) as e:
             raw.close()
+            conn.release_slot()
             peer = raw.get_extra_info("peername")
             host, where = (str(peer[0]), f"{peer[0]}:{peer[1]}") if peer else ("?", "?")
             gone = isinstance(e, (ssl.SSLEOFError, ssl.SSLZeroReturnError)) or \
@@ -888,6 +1068,9 @@ class SocketServer:
             return
         if tls is not None and not conn.closed:  # (not gone right after the handshake)
             conn.connection_made(tls)
+            return
+        (tls or raw).abort()  # gone meanwhile, or evicted (_close_excess)
+        conn.release_slot()
 
     def _loop_exception(self, loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
         """Errors asyncio reports from inside its own callbacks (e.g. accept() failing on a
@@ -899,15 +1082,22 @@ class SocketServer:
     async def start(self, host: str, port: int, *, listener: str = "PLAINTEXT",
                     ssl_context: ssl.SSLContext | None = None,
                     setup: ConnectionSetup | None = None) -> tuple[str, int]:
-        """Listen on host:port for `listener` (TLS when `ssl_context` is given)."""
+        """Listen on host:port for `listener` (TLS when `ssl_context` is given): on every
+        address of `host` (all of them when it is empty), as asyncio's create_server would,
+        read by the listener's own Acceptor."""
         self.loop.set_exception_handler(self._loop_exception)
-        server = await self.loop.create_server(
-            functools.partial(self._factory, listener, setup, ssl_context),
-            host or None, port, reuse_address=True, backlog=1024)
-        self._servers.append(server)
+        infos = await self.loop.getaddrinfo(host or None, port, family=socket.AF_UNSPEC,
+                                            type=socket.SOCK_STREAM,
+                                            flags=socket.AI_PASSIVE)
+        if not infos:
+            raise OSError(f"getaddrinfo({host!r}) returned empty list")
+        sockets = _listening_sockets(infos, LISTEN_BACKLOG)
+        acceptor = Acceptor(self, listener, setup, ssl_context, sockets)
+        self.acceptors.append(acceptor)
+        acceptor.start()
         if self._reaper is None:
             self._reaper = self.loop.create_task(self._reap_idle())
-        sockname = server.sockets[0].getsockname()
+        sockname = sockets[0].getsockname()
         return sockname[0], sockname[1]
 
     async def _reap_idle(self) -> None:
@@ -938,8 +1128,8 @@ class SocketServer:
             self._idle_waiters.clear()
 
     def stop_accepting(self) -> None:
-        for server in self._servers:
-            server.close()
+        for acceptor in self.acceptors:
+            acceptor.close()
 
     async def drain(self, timeout: float) -> None:
         """Wait (bounded) until no request is in flight."""
@@ -954,12 +1144,15 @@ class SocketServer:
             self._reaper.cancel()
         for task in list(self._handshakes):
             task.cancel()
-        self._close_accept_gates()
+        self.stop_accepting()
+        for task in list(self._connecting):
+            task.cancel()
+        for sock, timer in list(self._throttled.items()):
+            timer.cancel()
+            sock.close()
+        self._throttled.clear()
         for conn in list(self.connections):
             conn.close(None)
         for limiter in self.log_limiters:
             limiter.close()
-        for server in self._servers:
-            with contextlib.suppress(Exception):
-                await asyncio.wait_for(server.wait_closed(), 2.0)
 

@@ -47,6 +47,10 @@ from kafkactl.broker.request_handler import KafkaApis
 from kafkactl.broker.security.channel import channel_builder, tls_failure_reporter
 from kafkactl.broker.security.gate import AuthenticationGate
 from kafkactl.broker.security.inter_broker import inter_broker_listener, inter_broker_security
+from kafkactl.broker.security.listener_reconfig import (
+    ListenerTlsReconfigurer,
+    with_stored_dynamic_configs,
+)
 from kafkactl.broker.security.listeners import (
     ListenerSecurity,
     SecurityConfigError,
@@ -147,8 +151,9 @@ def check_supported_security(
 
 def inter_broker_listener_name(cfg: BrokerConfig, listeners: dict[str, ListenerSecurity],
                                inter_broker: InterBrokerSecurity) -> str | None:
-    """The inter-broker listener (not held to the broker-wide max.connection.creation.rate):
-    a cluster's; standalone, the one Kafka would take (None when none fits)."""
+    """The inter-broker listener (not held to the broker-wide max.connections and
+    max.connection.creation.rate): a cluster's; standalone, the one Kafka would take (None
+    when none fits)."""
     if cfg.get("zookeeper.connect"):
         return inter_broker.listener
     try:
@@ -276,7 +281,9 @@ class KafkaServer:
         from kafkactl.log.errors import LogDirInUseError
 
         cfg = self.config
-        listener_security, inter_broker = check_supported_security(cfg)
+        # the listeners' security: server.properties with the stored dynamic configs over it
+        listener_security, inter_broker = check_supported_security(with_stored_dynamic_configs(
+            cfg, cfg.log_dirs[0].resolve() / DYNAMIC_CONFIG_FILE))
         self.listener_protocols = {n: s.protocol for n, s in listener_security.items()}
         network_settings = socket_server_settings(cfg)
         self._start_metrics()  # /health answers, /ready says 503, while the logs load
@@ -450,13 +457,14 @@ class KafkaServer:
         self.socket_server = SocketServer(handler, **network_settings)
         connection_quotas = self.socket_server.quotas
         connection_quotas.rate_source = quotas  # connection_creation_rate per IP
-        # max.connection.creation.rate, broker-wide and per listener, live on every change
+        # max.connections and max.connection.creation.rate, broker-wide and per listener,
+        # live on every change
         connection_quotas.configure_rates(
             [ep.listener for ep in endpoints],
             inter_broker_listener_name(cfg, listener_security, inter_broker),
             quotas.window_num, quotas.window_size_s)
-        connection_quotas.update_rates(cfg.props)
-        dynamic_config.reconfigurables.append(connection_quotas.update_rates)
+        connection_quotas.update(cfg.props)
+        dynamic_config.reconfigurables.append(connection_quotas.update)
         if self.metrics is not None:
             self.metrics.attach(self.services, self.socket_server)
         self.socket_server.log_limiters.extend(
@@ -465,6 +473,9 @@ class KafkaServer:
         self.socket_server.tls_failed = tls_failure_reporter(
             listener_security, None if self.metrics is None else self.metrics.count_failed_auth)
         warn_if_exposed(cfg, listener_security)
+        # dynamic TLS settings reach the listeners' new connections (acceptors: as started)
+        ListenerTlsReconfigurer(listener_security, self.socket_server.acceptors).register(
+            dynamic_config)
         for ep in endpoints:
             sec = listener_security[ep.listener]
             try:

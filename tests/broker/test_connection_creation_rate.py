@@ -105,23 +105,14 @@ def test_an_address_refused_by_its_rate_is_counted_out_of_the_listener_rates() -
     assert [q.creation_throttle_ms("EXTERNAL") for _ in range(2)] == [0, 500]
 
 
-def test_max_connections_counts_the_waiting_sockets() -> None:
-    q = ConnectionQuotas(2, 0)
-    assert q.admit("10.0.0.1") is None
-    q.waiting = 1
-    assert not q.has_room()
-    refusal = q.admit("10.0.0.2")
-    assert refusal is not None and "1 more wait for max.connection.creation.rate" in \
-        refusal.reason
-
-
 def test_the_rates_are_dynamic_and_acted_on() -> None:
     for key in (RATE_KEY, f"listener.name.external.{RATE_KEY}"):
         assert not is_stored_only(key), key
         _check_dynamic(key, "3", cluster_default=True)  # per broker and cluster-wide
         with pytest.raises(ConfigError, match="at least 0"):
             _check_dynamic(key, "-1", cluster_default=False)
-    assert is_stored_only("listener.name.external.max.connections")  # still stored only
+    # max.connections too (tests/broker/test_max_connections.py)
+    assert not is_stored_only("listener.name.external.max.connections")
 
 
 # ---- brokers -------------------------------------------------------------------------------

@@ -97,7 +97,7 @@ def listener_protocol(key: str, value: str, name: str, pmap: dict[str, str]) -> 
     return protocol
 
 
-class _ListenerKeys:
+class ListenerKeys:
     """A listener's view of the broker's keys: `listener.name.<l>.<key>` over `<key>`."""
 
     def __init__(self, cfg: BrokerConfig, listener: str) -> None:
@@ -111,7 +111,7 @@ class _ListenerKeys:
         return (self.cfg.props.get(self.prefix + key) or self.cfg.get(key) or "").strip()
 
 
-def _sasl(keys: _ListenerKeys, cfg: BrokerConfig, sec: ListenerSecurity) -> None:
+def _sasl(keys: ListenerKeys, cfg: BrokerConfig, sec: ListenerSecurity) -> None:
     raw = keys.get("sasl.enabled.mechanisms")
     if not raw:
         raise SecurityConfigError(
@@ -161,7 +161,7 @@ def listener_securities(cfg: BrokerConfig) -> dict[str, ListenerSecurity]:
                     f"{key}={value}: listener {name} is not one of listeners="
                     f"{cfg.get('listeners')}; advertise only listeners the broker has")
     for name, sec in out.items():
-        keys = _ListenerKeys(cfg, name)
+        keys = ListenerKeys(cfg, name)
         if sec.uses_tls:
             try:
                 sec.ssl_context = server_context(keys.get, name)
@@ -199,6 +199,12 @@ def _split_security_key(key: str) -> tuple[str | None, str] | None:
     if key.startswith(("ssl.", "sasl.")) or key in _CLASS_KEYS:
         return listener, key
     return None
+
+
+def is_security_key(key: str) -> bool:
+    """A key listener_securities reads (or refuses): an ssl.* or sasl.* key, plain or of a
+    listener, a listener's JAAS config, a key naming a class."""
+    return _split_security_key(key) is not None
 
 
 def _check_unusable_keys(cfg: BrokerConfig, listeners: dict[str, ListenerSecurity],

@@ -22,6 +22,14 @@ class SslConfigError(ValueError):
     """A TLS key that cannot be used; the message names it."""
 
 
+# Every key server_context reads: a change of one makes another context (at run time too:
+# kafkactl.broker.security.listener_reconfig).
+CONTEXT_KEYS = frozenset({
+    "ssl.keystore.type", "ssl.keystore.location", "ssl.key.password", "ssl.keystore.key",
+    "ssl.keystore.certificate.chain", "ssl.truststore.type", "ssl.truststore.location",
+    "ssl.truststore.certificates", "ssl.client.auth", "ssl.enabled.protocols",
+    "ssl.cipher.suites"})
+
 CLIENT_AUTH = {"required": ssl.CERT_REQUIRED, "requested": ssl.CERT_OPTIONAL,
                "none": ssl.CERT_NONE}
 _PROTOCOLS = {"TLSv1.2": ssl.TLSVersion.TLSv1_2, "TLSv1.3": ssl.TLSVersion.TLSv1_3}

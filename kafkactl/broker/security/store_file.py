@@ -1,6 +1,8 @@
 """Crash-safe JSON files in the data dir (as the checkpoints are written): the new content
 goes to `<name>.tmp`, is fsynced, renamed over the file, and the directory is fsynced, so a
-crash leaves either the old file or the new one, never a torn one."""
+crash leaves either the old file or the new one, never a torn one. They may hold secrets
+(password hashes, encrypted passwords): the file is the owner's only (mode 0600), whatever
+the umask or the mode of a `.tmp` left behind by a crash."""
 
 from __future__ import annotations
 
@@ -20,6 +22,7 @@ def write_json(path: Path, data: Any) -> None:
     payload = json.dumps(data, indent=1, sort_keys=True).encode("utf-8") + b"\n"
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     try:
+        os.fchmod(fd, 0o600)  # O_CREAT's mode does not apply to a file that exists
         os.write(fd, payload)
         os.fsync(fd)
     finally:
