@@ -129,6 +129,10 @@ class KafkaClient:
         servers = ",".join(f"{h}:{p}" for h, p in self.bootstrap_servers)
         if all(CLOSED_EARLY_HINT in e for e in errors):  # something listens there
             raise NoBrokersAvailable(f"no broker answered at {servers} ({'; '.join(errors)})")
+        if any("CERTIFICATE_VERIFY_FAILED" in e for e in errors):  # a broker, not trusted
+            raise NoBrokersAvailable(
+                f"no broker answered at {servers} ({'; '.join(errors)}). The broker's TLS "
+                f"certificate was not trusted: {_tls_trust_hint(errors)}")
         raise NoBrokersAvailable(
             f"no broker answered at {servers} ({'; '.join(errors)}). Is `kafkactl serve` "
             "running there? Use -b/--bootstrap-server or KAFKACTL_BOOTSTRAP to point "
@@ -326,3 +330,12 @@ class KafkaClient:
         if self._bootstrap_conn is not None:
             self._bootstrap_conn.close()
             self._bootstrap_conn = None
+
+
+def _tls_trust_hint(errors: list[str]) -> str:
+    """What to set when certificate verification refused the broker."""
+    if any("mismatch" in e for e in errors):  # "Hostname mismatch", "IP address mismatch"
+        return ("it does not name the host connected to; connect by a name it has, or set "
+                "-X ssl.endpoint.identification.algorithm=none to skip that check.")
+    return ("give the CA certificate that signed it with -X ssl.ca.location=PATH (or "
+            "ssl.ca.location in --command-config).")

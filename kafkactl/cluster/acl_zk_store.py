@@ -72,6 +72,10 @@ class AclResource:
     def path(self) -> str:
         return zk_paths.acl_resource(self.resource_type, self.pattern_type, self.name)
 
+    def __str__(self) -> str:  # Kafka's ResourcePattern.toString
+        return (f"ResourcePattern(resourceType={upper_snake(self.resource_type)}, "
+                f"name={self.name}, patternType={self.pattern_type})")
+
 
 @dataclass(frozen=True, slots=True)
 class AclEntry:
@@ -224,7 +228,10 @@ class ZkAclStore(Generic[B]):
 
     def reload(self, resource: AclResource) -> None:
         """Read one resource's znode again (after a change notification)."""
-        self._cache(resource, self._read(resource)[0])
+        entries, version = self._read(resource)
+        log.info("Processing Acl change notification for %s, %d ACL(s), zkVersion : %d",
+                 resource, len(entries), version)
+        self._cache(resource, entries)
 
     def _rebuild(self) -> None:
         out = set()
@@ -260,6 +267,13 @@ class ZkAclStore(Generic[B]):
         by_resource: dict[AclResource, set[AclEntry]] = {}
         for b in bindings:
             resource, entry = self._from_binding(b)
+            problem = zk_paths.znode_name_problem(resource.name)
+            if problem is not None:  # the broker refuses such names; this keeps a binding
+                # adopted from an old acls.json from writing onto another znode
+                log.warning("not %s the ACL %s on %s %r in ZooKeeper: %s",
+                            "adding" if adding else "removing", entry,
+                            resource.resource_type, resource.name, problem)
+                continue
             by_resource.setdefault(resource, set()).add(entry)
         for resource, entries in by_resource.items():
             if self._update_resource(resource, entries, adding=adding):
@@ -286,6 +300,8 @@ class ZkAclStore(Generic[B]):
                     self.zk.set(resource.path, encode_acls(wanted), version=version)
             except (BadVersionError, NodeExistsError, NoNodeError):
                 continue  # another broker wrote it meanwhile: read again
+            log.info("Updated ACLs for %s with new version %d", resource,
+                     -1 if not wanted else version + 1)
             self._cache(resource, frozenset(wanted))
             return True
         raise RuntimeError(f"could not update ACL znode {resource.path}: it kept changing")

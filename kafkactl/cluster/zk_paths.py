@@ -103,9 +103,31 @@ def offset(group: str, topic_name: str, partition: int) -> str:
     return f"{CONSUMERS}/{group}/offsets/{topic_name}/{partition}"
 
 
+def znode_name_problem(name: str) -> str | None:
+    """Why `name` cannot be one znode's name (ZooKeeper's PathUtils.validatePath: a '/'
+    makes nested znodes, '.' and '..' are relative paths, and NUL, control characters,
+    surrogates, the private use area and U+FFF0..U+FFFF are refused); None if it can."""
+    if not name:
+        return "it is empty"
+    if "/" in name:
+        return "it contains '/'"
+    if name in (".", ".."):
+        return f"{name!r} is a relative path"
+    for c in name:
+        code = ord(c)
+        if code <= 0x1F or 0x7F <= code <= 0x9F or 0xD800 <= code <= 0xF8FF \
+                or code >= 0xFFF0:
+            return f"it contains the character U+{code:04X}, which ZooKeeper refuses"
+    return None
+
+
 def acl_resource(resource_type: str, pattern_type: str, name: str) -> str:
     """A resource's ACL znode: `resource_type` in Kafka's names (Topic, Group, Cluster,
-    TransactionalId), `pattern_type` LITERAL or PREFIXED."""
+    TransactionalId), `pattern_type` LITERAL or PREFIXED. ValueError for a name that is
+    not one znode's name (it would name another znode: `a/b`, `/`, `..`)."""
+    problem = znode_name_problem(name)
+    if problem is not None:
+        raise ValueError(f"the ACL resource name {name!r} cannot be a znode: {problem}")
     root = ACL if pattern_type == "LITERAL" else f"{ACL_EXTENDED}/{pattern_type.lower()}"
     return f"{root}/{resource_type}/{name}"
 

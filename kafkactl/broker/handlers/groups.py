@@ -244,9 +244,9 @@ def handle_describe_groups(services: BrokerServices, ctx: RequestContext,
 def handle_list_groups(services: BrokerServices, ctx: RequestContext,
                        request: dict[str, Any]) -> dict[str, Any]:
     code, groups = services.group_coordinator.list_groups(request.get("states_filter"))
-    if not authorize_cluster(services, ctx, AclOperation.DESCRIBE):
-        groups = [g for g in groups
-                  if authorize_group(services, ctx, AclOperation.DESCRIBE, g.group_id)]
+    if not authorize_cluster(services, ctx, AclOperation.DESCRIBE, log_if_denied=False):
+        groups = [g for g in groups if authorize_group(
+            services, ctx, AclOperation.DESCRIBE, g.group_id, log_if_denied=False)]
     return {"throttle_time_ms": 0, "error_code": code, "groups": [
         {"group_id": g.group_id, "protocol_type": g.protocol_type or "",
          "group_state": g.state.value} for g in groups]}

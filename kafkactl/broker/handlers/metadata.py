@@ -63,7 +63,8 @@ def handle_metadata(services: BrokerServices, ctx: RequestContext, request: dict
     requested = request.get("topics")
     if requested is None or (ctx.api_version == 0 and not requested):
         names = cache.topic_names()
-        hidden = unauthorized_topics(services, ctx, AclOperation.DESCRIBE, names)
+        hidden = unauthorized_topics(services, ctx, AclOperation.DESCRIBE, names,
+                                     log_if_denied=False)  # as Kafka: not audited
         names = [n for n in names if n not in hidden]
     else:
         names = []
@@ -88,7 +89,7 @@ def handle_metadata(services: BrokerServices, ctx: RequestContext, request: dict
             absent[name] = ErrorCode.INVALID_TOPIC_EXCEPTION
         elif not allow_auto:
             absent[name] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-        elif not (authorize_cluster(services, ctx, AclOperation.CREATE)
+        elif not (authorize_cluster(services, ctx, AclOperation.CREATE, log_if_denied=False)
                   or authorize_topic(services, ctx, AclOperation.CREATE, name)):
             absent[name] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
         else:

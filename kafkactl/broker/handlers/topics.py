@@ -43,7 +43,8 @@ async def handle_create_topics(services: BrokerServices, ctx: RequestContext,
     timeout_ms = request.get("timeout_ms", DEFAULT_TIMEOUT_MS)
     validate_only = request.get("validate_only", False)
     results = []
-    refused = set() if authorize_cluster(services, ctx, AclOperation.CREATE) else \
+    refused = set() if authorize_cluster(services, ctx, AclOperation.CREATE,
+                                         log_if_denied=False) else \
         unauthorized_topics(services, ctx, AclOperation.CREATE,
                             (t["name"] for t in request["topics"]))
     for t in request["topics"]:

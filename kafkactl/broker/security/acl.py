@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import IntEnum
 
+from kafkactl.cluster.zk_paths import znode_name_problem
+
 
 class ResourceType(IntEnum):
     UNKNOWN = 0
@@ -59,7 +61,8 @@ WILDCARD = "*"
 CLUSTER_NAME = "kafka-cluster"
 WILDCARD_PRINCIPAL = "User:*"
 
-# Operations each resource type supports (Kafka's AclEntry.supportedOperations).
+# Operations each resource type supports (Kafka's AclEntry.supportedOperations): what
+# Kafka's kafka-acls tool allows; the broker stores any operation on any type.
 SUPPORTED_OPERATIONS: dict[ResourceType, frozenset[AclOperation]] = {
     ResourceType.TOPIC: frozenset({
         AclOperation.READ, AclOperation.WRITE, AclOperation.CREATE, AclOperation.DESCRIBE,
@@ -107,8 +110,15 @@ class AclBinding:
 
     @classmethod
     def create(cls, resource_type: int, resource_name: str, pattern_type: int,
-               principal: str, host: str, operation: int, permission_type: int) -> AclBinding:
-        """A binding from the wire's codes; InvalidAcl as Kafka's CreateAcls checks."""
+               principal: str, host: str, operation: int, permission_type: int, *,
+               stored: bool = False) -> AclBinding:
+        """A binding from the wire's codes; InvalidAcl as Kafka's CreateAcls checks.
+
+        A new binding's resource name must be able to name a znode, in every mode (Kafka's
+        AclAuthorizer refuses '/'; ZooKeeper '.', '..' and control characters): kafkactl's
+        authorizer is Kafka's ZooKeeper-mode one, and a standalone data dir's ACLs move into
+        ZooKeeper when it joins a cluster. `stored`: a binding read back from a store,
+        which an older kafkactl may have written with such a name: loaded, not refused."""
         if resource_type not in ResourceType._value2member_map_ or resource_type in (
                 ResourceType.ANY, ResourceType.UNKNOWN):
             raise InvalidAcl(f"invalid resource type {_name(ResourceType, resource_type)}")
@@ -121,13 +131,17 @@ class AclBinding:
         if permission_type not in (AclPermissionType.ALLOW, AclPermissionType.DENY):
             raise InvalidAcl(f"invalid permission type "
                              f"{_name(AclPermissionType, permission_type)}")
+        # No check of the operation against the resource type: Kafka's broker takes any
+        # (WRITE on a GROUP is stored and never matches); only its kafka-acls tool checks.
         rtype, op = ResourceType(resource_type), AclOperation(operation)
-        if op != AclOperation.ALL and op not in SUPPORTED_OPERATIONS.get(rtype, frozenset()):
-            raise InvalidAcl(f"operation {op.name} is not supported on {rtype.name}")
         if not resource_name:
             raise InvalidAcl("the resource name must not be empty")
         if rtype == ResourceType.CLUSTER and resource_name != CLUSTER_NAME:
             raise InvalidAcl(f"the cluster resource must be named {CLUSTER_NAME}")
+        problem = None if stored else znode_name_problem(resource_name)
+        if problem is not None:
+            raise InvalidAcl(f"ACL binding contains invalid resource name: {resource_name!r} "
+                             f"({problem}: ACLs are kept in ZooKeeper under the name)")
         ptype, sep, pname = principal.partition(":")
         if not sep or not ptype or not pname:
             raise InvalidAcl(f"principal {principal!r} must look like User:NAME")
@@ -147,7 +161,7 @@ class AclBinding:
         return cls.create(ResourceType[str(d["resource_type"])], str(d["name"]),
                           PatternType[str(d["pattern_type"])], str(d["principal"]),
                           str(d["host"]), AclOperation[str(d["operation"])],
-                          AclPermissionType[str(d["permission_type"])])
+                          AclPermissionType[str(d["permission_type"])], stored=True)
 
 
 @dataclass(frozen=True, slots=True)

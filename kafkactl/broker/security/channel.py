@@ -10,6 +10,7 @@ import logging
 from collections.abc import Callable
 
 from kafkactl.broker.network import ConnectionInfo, ConnectionSetup
+from kafkactl.broker.peer_log import PeerLogLimiter
 from kafkactl.broker.security.credential_store import CredentialStore
 from kafkactl.broker.security.listeners import ListenerSecurity
 from kafkactl.broker.security.principal import (
@@ -19,6 +20,7 @@ from kafkactl.broker.security.principal import (
     distinguished_name,
 )
 from kafkactl.broker.security.sasl import SaslServerAuthenticator
+from kafkactl.broker.security.x500 import CertificateParseError
 
 log = logging.getLogger(__name__)
 
@@ -34,12 +36,12 @@ def channel_builder(sec: ListenerSecurity, credentials: CredentialStore) -> Conn
             info.authenticator = auth
             auth.start(info)
             return None
-        cert = transport.get_extra_info("peercert")
-        if cert:
-            dn = distinguished_name(cert)
+        if transport.get_extra_info("peercert"):  # a certificate, verified
+            ssl_object = transport.get_extra_info("ssl_object")
             try:
+                dn = distinguished_name(ssl_object.getpeercert(binary_form=True))
                 info.principal = KafkaPrincipal(USER_TYPE, sec.principal_mapper.principal_name(dn))
-            except NoMatchingRule as e:
+            except (NoMatchingRule, CertificateParseError) as e:
                 sec.failed_authentications += 1
                 return f"Failed authentication (SSL): {e}"
         sec.successful_authentications += 1
@@ -48,13 +50,27 @@ def channel_builder(sec: ListenerSecurity, credentials: CredentialStore) -> Conn
     return setup
 
 
+def handshake_failure(error: BaseException) -> str:
+    """Why a TLS handshake failed, in OpenSSL's words: the reason and, for a refused
+    certificate, what was wrong with it ("CERTIFICATE_VERIFY_FAILED: certificate has
+    expired", "...: unable to get local issuer certificate", "...: self-signed
+    certificate")."""
+    reason = getattr(error, "reason", None)
+    verify = getattr(error, "verify_message", None)
+    if reason and verify:
+        return f"{reason}: {verify}"
+    return str(reason or verify or error)
+
+
 def tls_failure_reporter(listeners: dict[str, ListenerSecurity],
                          count: Callable[[str], None] | None = None
                          ) -> Callable[[str, str, str, BaseException], None]:
     """What the socket server calls for a failed TLS handshake (a client with no or an
     untrusted certificate, or not speaking TLS): Kafka's "Failed authentication with /ip
-    (SSL handshake failed)", once per peer then a count a minute, and the listener's
+    (SSL handshake failed)", once per peer then a count a minute, under this module's
+    logger (the SASL failures have theirs), and the listener's
     failed-authentication-total."""
+    limiters: dict[str, PeerLogLimiter] = {}
 
     def failed(listener: str, host: str, peer: str, error: BaseException) -> None:
         sec = listeners.get(listener)
@@ -63,10 +79,13 @@ def tls_failure_reporter(listeners: dict[str, ListenerSecurity],
         if sec is None:
             return
         sec.failed_authentications += 1
-        reason = getattr(error, "reason", None) or getattr(error, "verify_message", None) \
-            or str(error)
-        sec.failure_log.event(
-            host, f"Failed authentication with {peer} (SSL handshake failed: {reason}) on "
-                  f"listener {sec.name} [{sec.failed_authentications} failed so far]")
+        limiter = limiters.get(listener)
+        if limiter is None:
+            limiter = limiters[listener] = PeerLogLimiter(log, logging.INFO,
+                                                          "failed TLS handshakes")
+        limiter.event(
+            host, f"Failed authentication with {peer} (SSL handshake failed: "
+                  f"{handshake_failure(error)}) on listener {sec.name} "
+                  f"[{sec.failed_authentications} failed so far]")
 
     return failed

@@ -20,13 +20,17 @@ if TYPE_CHECKING:
 
 
 def authorize(services: BrokerServices, ctx: RequestContext, operation: AclOperation,
-              resource_type: ResourceType, name: str) -> bool:
+              resource_type: ResourceType, name: str, *, log_if_allowed: bool = True,
+              log_if_denied: bool = True) -> bool:
+    """The authorizer's answer, audited as Kafka's Action says: `log_if_denied=False` for
+    the checks whose denial only narrows an answer (listing every topic, the cluster
+    check before the per-topic one), `log_if_allowed=False` for KIP-430's fields."""
     authorizer = services.authorizer
     if authorizer is None:
         return True
     conn = ctx.connection
     return authorizer.authorize(conn.principal, conn.client_host, operation, resource_type,
-                                name)
+                                name, ctx.api_key, None, log_if_allowed, log_if_denied)
 
 
 # The operations Kafka supports per resource type (AclEntry.supportedOperations).
@@ -50,38 +54,52 @@ def authorized_operations(services: BrokerServices, ctx: RequestContext,
     if not requested:
         return AUTHORIZED_OPERATIONS_OMITTED
     return sum(1 << op for op in SUPPORTED_OPERATIONS[resource_type]
-               if authorize(services, ctx, op, resource_type, name))
+               if authorize(services, ctx, op, resource_type, name, log_if_allowed=False,
+                            log_if_denied=False))
 
 
 def authorize_cluster(services: BrokerServices, ctx: RequestContext,
-                      operation: AclOperation) -> bool:
-    return authorize(services, ctx, operation, ResourceType.CLUSTER, CLUSTER_NAME)
+                      operation: AclOperation, *, log_if_denied: bool = True) -> bool:
+    return authorize(services, ctx, operation, ResourceType.CLUSTER, CLUSTER_NAME,
+                     log_if_denied=log_if_denied)
 
 
 def authorize_topic(services: BrokerServices, ctx: RequestContext, operation: AclOperation,
-                    topic: str) -> bool:
-    return authorize(services, ctx, operation, ResourceType.TOPIC, topic)
+                    topic: str, *, log_if_denied: bool = True) -> bool:
+    return authorize(services, ctx, operation, ResourceType.TOPIC, topic,
+                     log_if_denied=log_if_denied)
 
 
 def authorize_group(services: BrokerServices, ctx: RequestContext, operation: AclOperation,
-                    group: str) -> bool:
-    return authorize(services, ctx, operation, ResourceType.GROUP, group)
+                    group: str, *, log_if_denied: bool = True) -> bool:
+    return authorize(services, ctx, operation, ResourceType.GROUP, group,
+                     log_if_denied=log_if_denied)
 
 
 def unauthorized_topics(services: BrokerServices, ctx: RequestContext,
-                        operation: AclOperation, topics: Iterable[str]) -> set[str]:
+                        operation: AclOperation, topics: Iterable[str], *,
+                        log_if_denied: bool = True) -> set[str]:
     """The topics among `topics` the principal may not `operation` (empty without an
-    authorizer)."""
-    if services.authorizer is None:
+    authorizer); each asked once, audited with how many times `topics` names it (Kafka's
+    resourceRefCount)."""
+    authorizer = services.authorizer
+    if authorizer is None:
         return set()
-    return {t for t in set(topics) if not authorize_topic(services, ctx, operation, t)}
+    refs = topics if isinstance(topics, (list, tuple)) else list(topics)
+    conn = ctx.connection
+    principal, host, api_key = conn.principal, conn.client_host, ctx.api_key
+    return {t for t in set(refs)
+            if not authorizer.authorize(principal, host, operation, ResourceType.TOPIC, t,
+                                        api_key, refs, True, log_if_denied)}
 
 
 def authorize_idempotent_write(services: BrokerServices, ctx: RequestContext) -> bool:
-    """IdempotentWrite on the cluster, or Write on any topic (Kafka 2.8+)."""
+    """IdempotentWrite on the cluster (its denial not audited: Kafka's logIfDenied=false),
+    or Write on any topic (Kafka 2.8+: authorizeByResourceType)."""
     authorizer = services.authorizer
-    if authorizer is None or authorize_cluster(services, ctx, AclOperation.IDEMPOTENT_WRITE):
+    if authorizer is None or authorize_cluster(services, ctx, AclOperation.IDEMPOTENT_WRITE,
+                                               log_if_denied=False):
         return True
     conn = ctx.connection
     return authorizer.authorize_any(conn.principal, conn.client_host, AclOperation.WRITE,
-                                    ResourceType.TOPIC)
+                                    ResourceType.TOPIC, ctx.api_key)

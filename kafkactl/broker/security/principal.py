@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any
+
+from kafkactl.broker.security.x500 import subject_rfc2253
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,90 +31,130 @@ class KafkaPrincipal:
 USER_TYPE = "User"
 ANONYMOUS = KafkaPrincipal(USER_TYPE, "ANONYMOUS")
 
-# getpeercert() attribute names -> the short names Java's X500Principal.getName() uses.
-_SHORT_NAMES = {
-    "commonName": "CN", "organizationalUnitName": "OU", "organizationName": "O",
-    "localityName": "L", "stateOrProvinceName": "ST", "countryName": "C",
-    "streetAddress": "STREET", "domainComponent": "DC", "userId": "UID",
-    "emailAddress": "1.2.840.113549.1.9.1",
-}
-_RFC2253_SPECIAL = re.compile(r'([,+"\\<>;])')
-
-
-def _escape(value: str) -> str:
-    value = _RFC2253_SPECIAL.sub(r"\\\1", value)
-    if value.startswith(("#", " ")):
-        value = "\\" + value
-    if value.endswith(" ") and not value.endswith("\\ "):
-        value = value[:-1] + "\\ "
-    return value
-
-
-def distinguished_name(peercert: dict[str, Any]) -> str:
-    """The subject of `ssl.SSLSocket.getpeercert()` as RFC 2253 text (most specific RDN
-    first, as Java prints it)."""
-    rdns = []
-    for rdn in reversed(peercert.get("subject", ())):
-        rdns.append("+".join(f"{_SHORT_NAMES.get(k, k)}={_escape(v)}" for k, v in rdn))
-    return ",".join(rdns)
+def distinguished_name(cert_der: bytes) -> str:
+    """The subject of a peer certificate (`getpeercert(binary_form=True)`) as Java's
+    X500Principal.getName() writes it (RFC 2253, most specific RDN first): the name
+    Kafka's ssl.principal.mapping.rules see. CertificateParseError if unreadable."""
+    return subject_rfc2253(cert_der)
 
 
 class NoMatchingRule(Exception):
     """No ssl.principal.mapping.rules rule matched the distinguished name."""
 
 
-_RULE_LIST = re.compile(
-    r"\s*((DEFAULT)|RULE:((?:[^/\\]|\\.)*)/((?:[^/\\]|\\.)*)/([LU])?)\s*(?:,\s*|$)")
+# Kafka's SslPrincipalMapper regexes, with Java's `\s` and `.` spelled out (Python's
+# `\s` also takes Unicode spaces, its `.` also takes \r and \u0085 \u2028 \u2029). The
+# splitter cuts the list at commas (an entry may be empty: ",,DEFAULT,," is one rule);
+# the parser must then match each entry whole.
+_WS = "[ \t\n\x0b\f\r]"
+_ANY = "[^\n\r\u0085\u2028\u2029]"
+_RULE = (rf"(DEFAULT)|RULE:((\\{_ANY}|[^\\/])*)/((\\{_ANY}|[^\\/])*)/([LU]?){_ANY}*?"
+         rf"|({_ANY}*?)")
+_RULE_SPLITTER = re.compile(rf"{_WS}*({_RULE}){_WS}*(,{_WS}*|$)")
+_RULE_PARSER = re.compile(_RULE)
+_JAVA_TRIM = "".join(chr(c) for c in range(0x21))  # String.trim(): every char <= ' '
+
+
+def _split_rules(rules: str) -> list[str]:
+    return [m.group(1) for m in _RULE_SPLITTER.finditer(rules.strip(_JAVA_TRIM))]
+
+
+Replacement = list[str | int]  # literal text and group numbers
+
+
+def _java_replacement(text: str, groups: int) -> Replacement:
+    """A Java replacement string (`$n` a group, a backslash quotes the next character) as
+    text and group numbers. As Kafka (escapeLiteralBackReferences): `$n` naming no group is literal
+    text, after dropping trailing digits while n >= 10 names no group ($12 with one
+    group is group 1 then "2")."""
+    out: Replacement = []
+    i = 0
+    while i < len(text):
+        c = text[i]
+        if c == "\\" and i + 1 < len(text):
+            out.append(text[i + 1])
+            i += 2
+            continue
+        j = i + 1
+        while j < len(text) and text[j].isdigit() and text[j].isascii():
+            j += 1
+        if c != "$" or j == i + 1 or text[i + 1] == "0":
+            out.append(c)
+            i += 1
+            continue
+        ref, end = int(text[i + 1]), i + 2
+        while end < j and ref * 10 + int(text[end]) <= groups:
+            ref, end = ref * 10 + int(text[end]), end + 1
+        if ref > groups:
+            out.append(c)
+            i += 1
+            continue
+        out.append(ref)
+        i = end
+    return out
 
 
 @dataclass(frozen=True, slots=True)
 class _Rule:
     pattern: re.Pattern[str] | None  # None: DEFAULT
-    replacement: str
+    replacement: tuple[str | int, ...]
     case: str
+    text: str = "DEFAULT"  # as Kafka's Rule.toString writes it
+
+    def __str__(self) -> str:
+        return self.text
+
+    def apply(self, dn: str) -> str | None:
+        if self.pattern is None:
+            return dn
+        if self.pattern.fullmatch(dn) is None:
+            return None
+        parts = self.replacement
+        name = self.pattern.sub(lambda m: "".join(
+            p if isinstance(p, str) else (m.group(p) or "") for p in parts), dn)
+        if self.case == "L":
+            return name.lower()
+        if self.case == "U":
+            return name.upper()
+        return name
 
 
-def _java_replacement(text: str) -> str:
-    """Java's `$1` group references -> Python's `\\g<1>`."""
-    out = re.sub(r"\\(.)", lambda m: m.group(1), text)
-    out = out.replace("\\", "\\\\")
-    return re.sub(r"\$(\d+)", r"\\g<\1>", out)
+def _parse_rule(rule: str, rules: str) -> _Rule | None:
+    """One entry of the list; None for an empty one (ignored, as Kafka does)."""
+    m = _RULE_PARSER.match(rule)
+    if m is None or m.end() != len(rule):
+        rest = rule[m.end():] if m is not None else rule
+        raise ValueError(f"ssl.principal.mapping.rules={rules}: invalid rule {rule!r} "
+                         f"(cannot parse {rest!r}; write RULE:pattern/replacement/[LU] or "
+                         "DEFAULT, separated by commas)")
+    if m.group(1) is not None:
+        return _Rule(None, (), "")
+    if m.group(2) is None:
+        return None
+    try:
+        pattern = re.compile(m.group(2))
+    except re.error as e:
+        raise ValueError(f"ssl.principal.mapping.rules: {m.group(2)!r} is not a regular "
+                         f"expression: {e}") from None
+    case = m.group(6)
+    text = f"RULE:{m.group(2)}/{m.group(4)}" + (f"/{case}" if case else "")
+    return _Rule(pattern, tuple(_java_replacement(m.group(4), pattern.groups)), case, text)
 
 
 class SslPrincipalMapper:
-    """`ssl.principal.mapping.rules` (default `DEFAULT`: the DN unchanged)."""
+    """`ssl.principal.mapping.rules` (default `DEFAULT`: the DN unchanged). Empty entries
+    are ignored, as in Kafka (`,,RULE:...,,DEFAULT,,` is two rules; "" none at all)."""
 
     def __init__(self, rules: str = "DEFAULT") -> None:
-        self.rules: list[_Rule] = []
-        text = rules.strip() or "DEFAULT"
-        pos = 0
-        while pos < len(text):
-            m = _RULE_LIST.match(text, pos)
-            if m is None or m.end() == pos:
-                raise ValueError(f"ssl.principal.mapping.rules={rules}: cannot parse the "
-                                 f"rule at {text[pos:]!r} (use RULE:pattern/replacement/[LU] "
-                                 "or DEFAULT, separated by commas)")
-            if m.group(2):
-                self.rules.append(_Rule(None, "", ""))
-            else:
-                try:
-                    pattern = re.compile(m.group(3))
-                except re.error as e:
-                    raise ValueError(f"ssl.principal.mapping.rules: {m.group(3)!r} is not "
-                                     f"a regular expression: {e}") from None
-                self.rules.append(_Rule(pattern, _java_replacement(m.group(4)),
-                                        m.group(5) or ""))
-            pos = m.end()
+        parsed = (_parse_rule(r, rules) for r in _split_rules(rules))
+        self.rules: list[_Rule] = [r for r in parsed if r is not None]
+
+    def __str__(self) -> str:
+        return f"SslPrincipalMapper(rules = [{', '.join(map(str, self.rules))}])"
 
     def principal_name(self, dn: str) -> str:
         for rule in self.rules:
-            if rule.pattern is None:
-                return dn
-            if rule.pattern.fullmatch(dn):
-                name = rule.pattern.sub(rule.replacement, dn)
-                if rule.case == "L":
-                    name = name.lower()
-                elif rule.case == "U":
-                    name = name.upper()
+            name = rule.apply(dn)
+            if name is not None:
                 return name
         raise NoMatchingRule(f"no ssl.principal.mapping.rules rule matches {dn!r}")

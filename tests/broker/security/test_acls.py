@@ -154,8 +154,7 @@ def test_acl_apis_validate_like_kafka(acl_broker: SecureBroker) -> None:
         bad = [_acl(TOPIC, "t", LITERAL, "User:x", 99),  # unknown operation
                _acl(TOPIC, "t", 1, "User:x", READ),  # ANY pattern in a binding
                _acl(CLUSTER, "not-kafka-cluster", LITERAL, "User:x", DESCRIBE),
-               _acl(GROUP, "g", LITERAL, "alice", READ),  # no principal type
-               _acl(GROUP, "g", LITERAL, "User:x", WRITE)]  # Write is not a group op
+               _acl(GROUP, "g", LITERAL, "alice", READ)]  # no principal type
         r = w.request(ApiKey.CREATE_ACLS, 3, {"creations": bad})
         assert [x["error_code"] for x in r["results"]] == [42] * len(bad)
         flt = {"resource_type_filter": 1, "resource_name_filter": None,
