@@ -144,9 +144,14 @@ class BrokerMetrics:
     def __init__(self, broker_id: int, listeners: Iterable[str] = ()) -> None:
         self.broker_id = broker_id
         self.listeners = list(listeners)
+        # per topic; a deleted topic's go (remove_topic), as Kafka's BrokerTopicStats
         self.messages_in: dict[str, int] = {}
         self.bytes_in: dict[str, int] = {}
         self.bytes_out: dict[str, int] = {}
+        # all topics (the series without a topic label): kept when a topic's go
+        self.messages_in_all = 0
+        self.bytes_in_all = 0
+        self.bytes_out_all = 0
         # indexed by API key: None for a key we do not serve (never a label)
         self.apis: list[ApiStats | None] = [None] * (max(_VERSIONS) + 1)
         for key, (_lo, hi) in _VERSIONS.items():
@@ -211,8 +216,19 @@ class BrokerMetrics:
     def produced(self, topic: str, records: Any) -> None:
         """A successful append of a client's produce: messages and bytes in."""
         size = len(records)
+        count = record_count(records)
         self.bytes_in[topic] = self.bytes_in.get(topic, 0) + size
-        self.messages_in[topic] = self.messages_in.get(topic, 0) + record_count(records)
+        self.messages_in[topic] = self.messages_in.get(topic, 0) + count
+        self.bytes_in_all += size
+        self.messages_in_all += count
+
+    def remove_topic(self, topic: str) -> None:
+        """The last local partition of `topic` is gone (deleted, or moved away): its
+        per-topic counters go, so a topic created again under the name starts from zero
+        (Kafka's BrokerTopicStats.removeMetrics); the all-topics totals keep counting.
+        On the event loop, as the counting."""
+        for counts in (self.messages_in, self.bytes_in, self.bytes_out):
+            counts.pop(topic, None)
 
     # ---- scrape time ------------------------------------------------------------------------
     def snapshot(self) -> Snapshot | None:
@@ -305,6 +321,17 @@ def metrics_of(services: BrokerServices) -> BrokerMetrics | None:
     return _BY_SERVICES.get(id(services)) if _BY_SERVICES else None
 
 
+def remove_topic_metrics(store: object, topic: str) -> None:
+    """The PartitionStore `store` no longer hosts any partition of `topic`: the per-topic
+    metrics of its broker go (Kafka's ReplicaManager calls BrokerTopicStats.removeMetrics
+    once the last local partition of a topic is deleted). Per-partition gauges need
+    nothing: they are read from the hosted partitions at each scrape."""
+    for metrics in list(_BY_SERVICES.values()):
+        services = metrics.services
+        if services is not None and services.partitions is store:
+            metrics.remove_topic(topic)
+
+
 def count_fetched(services: BrokerServices, request: dict[str, Any],
                   topics: list[dict[str, Any]]) -> None:
     """A consumer fetch's answer: bytes out per topic (followers' fetches are replication,
@@ -321,6 +348,7 @@ def count_fetched(services: BrokerServices, request: dict[str, Any],
         if size:
             name = topic["topic"]
             out[name] = out.get(name, 0) + size
+            metrics.bytes_out_all += size
 
 
 def record_count(records: Any) -> int:
@@ -511,14 +539,15 @@ def _lag_text(offsets: dict[tuple[str, str, int], tuple[int, int]]) -> str:
     return "".join(lines)
 
 
-def _per_topic(name: str, doc: str, counts: dict[str, int]) -> Any:
+def _per_topic(name: str, doc: str, counts: dict[str, int], all_topics: int) -> Any:
     """A counter per topic plus the all-topics series without a topic label (the JMX
-    exporter's output for the MBean without `topic=`)."""
+    exporter's output for the MBean without `topic=`), which deleted topics still count
+    in, as Kafka's allTopicsStats."""
     from prometheus_client.core import Metric
 
     family = Metric(name, doc, "counter")
     values = dict(counts)
-    family.add_sample(name + "_total", {}, float(sum(values.values())))
+    family.add_sample(name + "_total", {}, float(all_topics))
     for topic, value in sorted(values.items()):
         family.add_sample(name + "_total", {"topic": topic}, float(value))
     return family
@@ -534,12 +563,13 @@ def families(metrics: BrokerMetrics) -> Iterator[Any]:
 
     yield _per_topic("kafka_server_brokertopicmetrics_messagesin",
                      "Messages appended by client produces (MessagesInPerSec)",
-                     metrics.messages_in)
+                     metrics.messages_in, metrics.messages_in_all)
     yield _per_topic("kafka_server_brokertopicmetrics_bytesin",
                      "Record bytes appended by client produces (BytesInPerSec)",
-                     metrics.bytes_in)
+                     metrics.bytes_in, metrics.bytes_in_all)
     yield _per_topic("kafka_server_brokertopicmetrics_bytesout",
-                     "Record bytes sent to consumers (BytesOutPerSec)", metrics.bytes_out)
+                     "Record bytes sent to consumers (BytesOutPerSec)", metrics.bytes_out,
+                     metrics.bytes_out_all)
     requests = CounterMetricFamily(
         "kafka_network_requestmetrics_requests", "Requests handled (RequestsPerSec)",
         labels=["request", "version"])

@@ -20,6 +20,7 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from kafkactl.broker.metrics import remove_topic_metrics
 from kafkactl.broker.partition import Partition
 from kafkactl.broker.purgatory import FetchPurgatory
 from kafkactl.log.checkpoint import CheckpointError, read_checkpoint, write_checkpoint
@@ -226,6 +227,7 @@ class PartitionStore:
 
     def forget_topic(self, topic: str) -> None:
         self.configs.overrides.pop(topic, None)
+        remove_topic_metrics(self, topic)  # no local partition left: Kafka drops its meters
 
     def zk_topic_config(self, topic: str, overrides: Mapping[str, str] | None,
                         zxid: int) -> dict[str, str] | None:
