@@ -22,6 +22,7 @@ _kafkactl() {
                 'serve:Run a Kafka broker in the foreground (Ctrl-C or SIGTERM stops it cleanly).'
                 'produce:Produce records read from stdin (or --file), one per line by default.'
                 'consume:Print records of the given topics to stdout (value per line by default).'
+                'delete-records:Delete the records of partitions below an offset (kafka-delete-records).'
                 'dump-log:Dump log segments and indexes like Kafka'\''s DumpLogSegments.'
                 'recover:Validate and repair log segments offline\: cut torn or corrupt tails, rebuild indexes.'
                 'rebalance:Members, their current assignment and the range assignment for the group; or, with --partitions / --preferred-leaders...'
@@ -44,6 +45,7 @@ _kafkactl() {
                 serve) _kafkactl_serve ;;
                 produce) _kafkactl_produce ;;
                 consume) _kafkactl_consume ;;
+                delete-records) _kafkactl_delete_records ;;
                 dump-log) _kafkactl_dump_log ;;
                 recover) _kafkactl_recover ;;
                 rebalance) _kafkactl_rebalance ;;
@@ -163,6 +165,25 @@ _kafkactl_consume() {
         '--isolation-level[read_uncommitted or read_committed\: only records of committed transactions, up to the last stable offset (-X isolatio...]:LEVEL: ' \
         '(-q --quiet)-q[No summary on stderr.]' \
         '(-q --quiet)--quiet[No summary on stderr.]' \
+        '(-h --help)-h[Show this message and exit.]' \
+        '(-h --help)--help[Show this message and exit.]'
+}
+
+_kafkactl_delete_records() {
+    _arguments -s -S \
+        '--offset-json-file[The offset per partition, in Kafka'\''s format\: {"partitions"\: \[{"topic"\: "t", "partition"\: 0, "offset"\: 10}\], "version"...]:FILE:_files' \
+        '(-t --topic)-t[The topic (instead of --offset-json-file).]:TOPIC: ' \
+        '(-t --topic)--topic[The topic (instead of --offset-json-file).]:TOPIC: ' \
+        '*-p[With --topic\: only these partitions (repeatable, or 0,2; default\: every partition of the topic).]:PARTITION: ' \
+        '*--partition[With --topic\: only these partitions (repeatable, or 0,2; default\: every partition of the topic).]:PARTITION: ' \
+        '--before[With --topic\: delete the records below this offset; end (or -1)\: below the high watermark, every record a consumer ca...]:OFFSET: ' \
+        '--timeout[Give up on a partition not done after this long (leader elections are waited out meanwhile). \[default\: 30.0; x>=1.0\]]:SECONDS: ' \
+        '--json[A JSON array, one object per partition.]' \
+        '(-b --bootstrap-server)-b[Broker(s) host\:port\[,host\:port\]; default $KAFKACTL_BOOTSTRAP or 127.0.0.1\:9092.]:BOOTSTRAP: ' \
+        '(-b --bootstrap-server)--bootstrap-server[Broker(s) host\:port\[,host\:port\]; default $KAFKACTL_BOOTSTRAP or 127.0.0.1\:9092.]:BOOTSTRAP: ' \
+        '*-X[Client property key=value, librdkafka'\''s names (repeatable)\: security.protocol, sasl.mechanism, sasl.username, sasl.pa...]:PROP: ' \
+        '*--property[Client property key=value, librdkafka'\''s names (repeatable)\: security.protocol, sasl.mechanism, sasl.username, sasl.pa...]:PROP: ' \
+        '--command-config[A properties file of client settings (Kafka'\''s tools'\'' flag); -X overrides it.]:FILE:_files' \
         '(-h --help)-h[Show this message and exit.]' \
         '(-h --help)--help[Show this message and exit.]'
 }

@@ -39,7 +39,8 @@ apply_help_rendering()
 # registers the command named like it (`dump_log` -> `dump-log`); a name here without its
 # module fails when the app is built, so a typo cannot drop a command silently.
 SUBCOMMAND_MODULES: tuple[str, ...] = (
-    "serve", "topics", "produce", "consume", "dump_log", "recover", "log_dirs",
+    "serve", "topics", "produce", "consume", "delete_records", "dump_log", "recover",
+    "log_dirs",
     "rebalance", "offsets", "mirror", "configs", "cluster", "top", "acls", "users", "quotas",
     "spark_load", "transactions",
 )
@@ -52,6 +53,8 @@ COMMAND_SUMMARIES: dict[str, str] = {
     "serve": "Run a Kafka broker in the foreground (Ctrl-C or SIGTERM stops it cleanly).",
     "produce": "Produce records read from stdin (or --file), one per line by default.",
     "consume": "Print records of the given topics to stdout (value per line by default).",
+    "delete-records": "Delete the records of partitions below an offset"
+                      " (kafka-delete-records).",
     "dump-log": "Dump log segments and indexes like Kafka's DumpLogSegments.",
     "recover": "Validate and repair log segments offline: cut torn or corrupt tails, rebuild"
                " indexes.",

@@ -215,6 +215,7 @@ SETUP: dict[str, list[str]] = {
                     "printf 'GET / 200\\n' | kafkactl produce -t logs.web -q"],
     "### offsets": ["seq 1 100 | kafkactl produce -t events -q",
                     "kafkactl consume -t events -G billing --from-beginning -c 10 > /dev/null"],
+    "### delete-records": ["seq 1 100 | kafkactl produce -t events -q"],
     "### rebalance": ["seq 1 100 | kafkactl produce -t events -q",
                       "kafkactl consume -t events -G billing --from-beginning -c 10 > /dev/null"],
     "### dump-log": ["seq 1 100 | kafkactl produce -t events -q"],
