@@ -97,6 +97,9 @@ class Partition:
         self.replicas: list[int] = []
         self.isr: list[int] = []
         self.partition_epoch = 0
+        # the log end when this leader's epoch began (Kafka's leaderEpochStartOffsetOpt):
+        # a follower joins the ISR only once it has all of the previous epochs
+        self.leader_epoch_start_offset = 0
         self.followers: dict[int, FollowerState] = {}
         # the ISR proposed to the controller and not yet answered (IsrChanger)
         self.pending_isr: list[int] | None = None
@@ -198,6 +201,7 @@ class Partition:
         if new_term:
             self.followers = {r: FollowerState(-1, now_ms if r in isr else 0.0)
                               for r in replicas if r != local_id}
+            self.leader_epoch_start_offset = self.log_end_offset
         if self.replicated:
             if self._hw is None:
                 known = self._hw_checkpoint if self._hw_checkpoint is not None else 0
@@ -290,11 +294,19 @@ class Partition:
                  "(LeaderOffsetIncremented)", self, new)
         return True
 
-    def isr_to_add(self) -> list[int]:
-        """Followers out of the ISR that have caught up to the high watermark."""
-        hw = self.high_watermark
-        return [r for r, f in self.followers.items()
-                if r not in self.isr and f.log_end_offset >= hw]
+    def needs_expand_isr(self, replica_id: int) -> bool:
+        """Whether follower `replica_id`, which has just fetched, should join the ISR
+        (Kafka's needsExpandIsr, asked for the fetching follower alone: one that stopped
+        fetching is never added on another's fetch): it is out of the ISR, no ISR change
+        is with the controller, and it is in sync (isFollowerInSync): its log end has
+        reached the high watermark and the start of this leader's epoch."""
+        if replica_id in self.isr or self.pending_isr is not None:
+            return False
+        state = self.followers.get(replica_id)
+        if state is None:
+            return False
+        end = state.log_end_offset
+        return end >= self.leader_epoch_start_offset and end >= self.high_watermark
 
     def isr_to_remove(self, now_ms: float, max_lag_ms: float) -> list[int]:
         """In-sync followers not caught up for longer than replica.lag.time.max.ms."""

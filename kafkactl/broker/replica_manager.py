@@ -107,9 +107,16 @@ class ReplicaManager:
         self.storage_errors: StorageErrorLog = partitions.log_manager.storage_errors
         # (topic, partition) -> the offset of the corrupt batch last logged
         self._corrupt_reported: dict[tuple[str, int], int] = {}
-        # ISR changes asked of the controller (IsrExpandsPerSec / IsrShrinksPerSec)
-        self.isr_expands = 0
-        self.isr_shrinks = 0
+
+    @property
+    def isr_expands(self) -> int:
+        """ISR expansions the controller accepted (IsrExpandsPerSec)."""
+        return self.isr_changes.expands if self.isr_changes is not None else 0
+
+    @property
+    def isr_shrinks(self) -> int:
+        """ISR shrinks the controller accepted (IsrShrinksPerSec)."""
+        return self.isr_changes.shrinks if self.isr_changes is not None else 0
 
     def partition_or_create(self, topic: str, partition: int) -> Partition | None:
         part = self.partitions.get_partition(topic, partition)
@@ -312,11 +319,11 @@ class ReplicaManager:
             self.high_watermark_moved(part)
         if self.delete_records_purgatory.waiting:  # one test while no DeleteRecords waits
             self.low_watermark_moved(part)
-        if self.isr_changes is not None and not part.isr_change_pending:
-            joining = part.isr_to_add()
-            if joining:
-                self.isr_changes.submit(part, sorted(set(part.isr) | set(joining)))
-                self.isr_expands += 1
+        # this follower alone may join (Kafka's maybeExpandIsr(followerReplica)); the
+        # usual fetch, from a follower in the ISR, stops at the first test
+        if replica_id not in part.isr and self.isr_changes is not None and \
+                part.needs_expand_isr(replica_id):
+            self.isr_changes.submit(part, sorted([*part.isr, replica_id]))
 
     def low_watermark(self, part: Partition) -> int:
         """The partition's low watermark: the smallest log start offset over its replicas
@@ -360,4 +367,3 @@ class ReplicaManager:
                 log.info("%s: followers %s are behind for more than %d ms; leaving the ISR",
                          part, lagging, max_lag_ms)
                 self.isr_changes.submit(part, [r for r in part.isr if r not in lagging])
-                self.isr_shrinks += 1

@@ -41,36 +41,60 @@ IsrResult = tuple[IsrChange, ErrorCode, PartitionState | None]
 
 def isr_changes(c: ControllerContext, broker_id: int, changes: list[IsrChange]
                 ) -> tuple[dict[TopicPartition, PartitionState], list[IsrResult]]:
-    """(states to write, refusals) for a leader's AlterPartition: it must lead at the
-    epoch it names, know the current partition epoch, and propose an ISR of its replicas
-    that keeps itself and adds only replicas that are online (a live broker, the replica's
-    log dir not offline there: else INELIGIBLE_REPLICA, as Kafka's KIP-841 check)."""
-    refused: list[IsrResult] = []
+    """(states to write, the answers of the others) for a leader's AlterPartition, checked
+    in the order of Kafka's KafkaController.processAlterPartition: the partition must be
+    led by `broker_id`; a leader epoch below the current one is FENCED_LEADER_EPOCH, a
+    leader or partition epoch above it NOT_CONTROLLER (this controller is behind, the
+    leader asks again); a request for the ISR the partition already has is answered with
+    the current state, whatever partition epoch it names (Kafka's
+    LeaderAndIsr.equalsAllowStalePartitionEpoch, checked before the partition epoch so
+    that a request applied once, whose answer was lost, gets the same answer when the
+    leader sends it again); otherwise the partition epoch must be the current one
+    (INVALID_UPDATE_VERSION), the ISR made of the partition's replicas with the leader in
+    it (INVALID_REQUEST), and a replica it adds online: a live broker, the replica's log
+    dir not offline there (else INELIGIBLE_REPLICA, as Kafka's KIP-841 check)."""
+    answered: list[IsrResult] = []
     writes: dict[TopicPartition, PartitionState] = {}
     for change in changes:
         tp = (change.topic, change.partition)
         state = c.view.states.get(tp)
         replicas = c.view.assignments.get(change.topic, {}).get(change.partition)
-        code = ErrorCode.NONE
         if state is None or replicas is None:
-            code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-        elif state.leader != broker_id:
-            code = ErrorCode.NOT_LEADER_OR_FOLLOWER
-        elif change.leader_epoch != state.leader_epoch:
-            code = ErrorCode.FENCED_LEADER_EPOCH
-        elif change.partition_epoch != state.zk_version:
-            code = ErrorCode.INVALID_UPDATE_VERSION
-        elif broker_id not in change.isr or not set(change.isr) <= set(replicas):
-            code = ErrorCode.INVALID_REQUEST
-        elif not (added := set(change.isr) - set(state.isr)) <= \
-                c.view.online_replicas(tp, added):
-            code = ErrorCode.INELIGIBLE_REPLICA
-        if code != ErrorCode.NONE or state is None:
-            refused.append((change, code, None))
+            answered.append((change, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, None))
             continue
-        writes[tp] = PartitionState(state.leader, state.leader_epoch, list(change.isr),
-                                    c.epoch, state.zk_version)
-    return writes, refused
+        already = sorted(change.isr) == sorted(state.isr)
+        code = _isr_change_error(c, tp, state, replicas, broker_id, change, already)
+        if code != ErrorCode.NONE:
+            answered.append((change, code, None))
+        elif already:
+            answered.append((change, ErrorCode.NONE, state))  # no write
+        else:
+            writes[tp] = PartitionState(state.leader, state.leader_epoch, list(change.isr),
+                                        c.epoch, state.zk_version)
+    return writes, answered
+
+
+def _isr_change_error(c: ControllerContext, tp: TopicPartition, state: PartitionState,
+                      replicas: list[int], broker_id: int, change: IsrChange,
+                      already: bool) -> ErrorCode:
+    """Why `change` is refused (NONE: it is not; also when it asks for the ISR the
+    partition `already` has, at a stale partition epoch too)."""
+    if state.leader != broker_id:
+        return ErrorCode.NOT_LEADER_OR_FOLLOWER
+    if change.leader_epoch < state.leader_epoch:
+        return ErrorCode.FENCED_LEADER_EPOCH
+    if change.leader_epoch > state.leader_epoch or change.partition_epoch > state.zk_version:
+        return ErrorCode.NOT_CONTROLLER
+    if already:  # before the partition epoch's fencing: idempotent
+        return ErrorCode.NONE
+    if change.partition_epoch < state.zk_version:
+        return ErrorCode.INVALID_UPDATE_VERSION
+    if broker_id not in change.isr or not set(change.isr) <= set(replicas):
+        return ErrorCode.INVALID_REQUEST
+    added = set(change.isr) - set(state.isr)
+    if not added <= c.view.online_replicas(tp, added):
+        return ErrorCode.INELIGIBLE_REPLICA
+    return ErrorCode.NONE
 
 
 def shutdown_moves(c: ControllerContext, broker_id: int

@@ -33,7 +33,7 @@ def test_a_follower_whose_join_is_in_flight_holds_the_high_watermark(tmp_path: P
     part.update_follower(F2, 10, part.log_end_offset, 1.0)
     part.update_follower(F3, 10, part.log_end_offset, 1.0)
     assert part.high_watermark == 10
-    assert part.isr_to_add() == [F3]
+    assert part.needs_expand_isr(F3) and not part.needs_expand_isr(F2)
     part.propose_isr([LEADER, F2, F3])  # what IsrChanger.submit does
     assert part.isr_change_pending
 
