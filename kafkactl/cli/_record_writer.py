@@ -98,6 +98,41 @@ class RecordWriter:
         # a group consumer on a pipe: consumed once read, not once written (settle())
         self.track_reads = False
         self.pending: deque[_Pending] = deque()
+        # (the fd, a non-blocking file description of that pipe of the writer's own): see
+        # _write_fd
+        self._own: tuple[int, int] | None = None
+
+    def _write_fd(self) -> int:
+        """Where writes go. For a pipe, a file description of it of the writer's own, opened
+        non-blocking (Linux: /proc/self/fd; the one shared with the shell stays as it is),
+        so that no write ever blocks: a pipe's room is pages (16 of them by default), not
+        bytes, and small writes (a poll of a few hundred short records) each take a page of
+        their own, so a write the byte count says fits may block, with the stop signals
+        held and no rebalance asked about. Without one, `fd` and the byte count (_room)."""
+        if not self.pipe:
+            return self.fd
+        own = self._own
+        if own is None or own[0] != self.fd:
+            self.close()
+            try:
+                fd = os.open(f"/proc/self/fd/{self.fd}",
+                             os.O_WRONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+            except OSError:
+                fd = -1
+            own = self._own = (self.fd, fd)
+        return own[1] if own[1] >= 0 else self.fd
+
+    def close(self) -> None:
+        """Close the writer's own file description of the pipe (the reader sees the end of
+        the output once the process's others are closed too)."""
+        own, self._own = self._own, None
+        if own is not None and own[1] >= 0:
+            with contextlib.suppress(OSError):
+                os.close(own[1])
+
+    def __del__(self) -> None:
+        with contextlib.suppress(Exception):  # (at interpreter exit the fd goes anyway)
+            self.close()
 
     def write(self, pieces: list[Piece], stop: Callable[[], bool] | None = None) -> int:
         """Write `pieces` (a poll's rendered records) in order; returns 0, or when `stop()`
@@ -121,10 +156,12 @@ class RecordWriter:
                 stopping, end = True, boundary
                 return False
 
-        with _signals_held():
+        fd = self._write_fd()
+        counted = fd == self.fd  # (no description of its own: count the room in bytes)
+        with _SignalsHeld():
             try:
                 while off < end:
-                    limit = self._room(end - off)
+                    limit = self._room(end - off) if counted else end - off
                     if limit == 0:
                         if wait(stop if end == total else None):
                             end = _record_boundary(pieces, off)
@@ -133,9 +170,10 @@ class RecordWriter:
                             break
                         limit = min(end - off, PIPE_BUF)
                     try:
-                        off += _write_range(self.fd, parts, off, limit)
-                    except BlockingIOError:  # a non-blocking stdout (shared with a parent)
-                        wait(None)
+                        off += _write_range(fd, parts, off, limit)
+                    except BlockingIOError:  # the pipe is full (or a non-blocking stdout)
+                        if wait(stop if end == total else None):
+                            end = _record_boundary(pieces, off)
                 if stopping:
                     raise KeyboardInterrupt
             except OSError as e:
@@ -210,7 +248,9 @@ class RecordWriter:
         """Before the last commit: wait while the reader is still taking what was written
         (until it has all, or has gone away, or took nothing for DRAIN_STALL_S), then
         settle. Ctrl-C or SIGTERM ends the wait: what is left is then printed again by the
-        next run rather than skipped."""
+        next run rather than skipped. No write follows: the writer's own description of the
+        pipe is closed first."""
+        self.close()
         if not self.pending:
             return
         poller = select.poll()
@@ -374,14 +414,21 @@ def _raise_kept() -> None:
         raise KeyboardInterrupt
 
 
-@contextlib.contextmanager
-def _signals_held() -> Iterator[None]:
-    _SignalState.deferring = True
-    try:
-        yield
-    finally:
+class _SignalsHeld:
+    """A write and its count: a stop signal is kept and raised after (a class: a
+    generator-based context manager costs several µs, and a group member writes every
+    max.poll.records records)."""
+
+    __slots__ = ()
+
+    def __enter__(self) -> None:
+        _SignalState.deferring = True
+
+    def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
         _SignalState.deferring = False
-    _raise_kept()
+        if exc_type is None:
+            _raise_kept()
+
 
 
 @contextlib.contextmanager

@@ -67,6 +67,8 @@ def parse_offset(spec: str) -> StartOffset:
     return StartOffset("timestamp", int(dt.astimezone(UTC).timestamp() * 1000))
 
 
+# A group member's max.poll.records unless -X gives one (Java's default)
+GROUP_MAX_POLL_RECORDS = 500
 # Kafka's console consumer's name for --null-literal (--property null.literal=STR)
 NULL_LITERAL_PROPERTY = "null.literal"
 
@@ -245,9 +247,10 @@ def consume(  # noqa: C901
     prop: list[str] = property_option(
         "Consumer property key=value (repeatable): librdkafka's or Java's names, e.g. "
         "fetch.wait.max.ms, max.partition.fetch.bytes, auto.offset.reset, group.id, "
-        "enable.auto.commit, session.timeout.ms, max.poll.interval.ms, isolation.level, "
-        "check.crcs=false, client.id; and the security properties (security.protocol, "
-        "sasl.*, ssl.*)."),
+        "enable.auto.commit, session.timeout.ms, max.poll.interval.ms, max.poll.records "
+        "(records a poll hands out; with -G 500 unless given, else no limit), "
+        "isolation.level, check.crcs=false, client.id; and the security properties "
+        "(security.protocol, sasl.*, ssl.*)."),
     command_config: Path | None = command_config_option(),
     zookeeper: str | None = typer.Option(
         None, "--zookeeper", metavar="HOST:PORT[/CHROOT]",
@@ -276,9 +279,11 @@ def consume(  # noqa: C901
     With -G/--group the consumer joins the group and commits the records its reader has
     taken: written to a file or terminal, or read out of the pipe (on exit, on
     Ctrl-C/SIGTERM, when the reader goes away, before a rebalance and every
-    auto.commit.interval.ms), never more. When the brokers go away it keeps
-    trying for max.poll.interval.ms (5 minutes; -X max.poll.interval.ms=...) before it
-    gives up with an error."""
+    auto.commit.interval.ms), never more. It polls again after writing at most
+    max.poll.records (500) records, so a slow reader does not keep it from polling for
+    max.poll.interval.ms (which makes it leave the group). When the brokers go away it
+    keeps trying for max.poll.interval.ms (5 minutes; -X max.poll.interval.ms=...) before
+    it gives up with an error."""
     from kafkactl.cli._properties import consumer_options
     from kafkactl.client.consumer import Consumer
     from kafkactl.client.errors import ClientError
@@ -406,6 +411,9 @@ def consume(  # noqa: C901
         elif group:  # the group assigns partitions, offsets committed
             from kafkactl.client.group import GroupConsumer
 
+            # Java's max.poll.records: a poll's output is written before the next poll,
+            # which must come within max.poll.interval.ms however slow the pipe's reader
+            consumer_kw.setdefault("max_poll_records", GROUP_MAX_POLL_RECORDS)
             # a member that lost its partitions (expelled) owns none: what its pipe still
             # holds of them is not its to commit, even if they come back to it
             consumer = group_consumer = GroupConsumer(
@@ -456,6 +464,7 @@ def consume(  # noqa: C901
         if consumer is not None:
             out.drain()
             consumer.close()
+        out.close()
     _summary(out.records, t0, quiet)
     if closed:
         raise StdoutClosed

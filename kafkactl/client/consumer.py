@@ -54,6 +54,13 @@ NO_PROGRESS_LIMIT = 3  # fetches in a row that return bytes but no whole batch
 OffsetResolver = Callable[[list[TopicPartition]], Mapping[TopicPartition, int]]
 
 
+def _position_after(pf: PartitionFetch) -> int:
+    """A partition's position once chunk `pf` is handed out: its next offset, or where a
+    batch header that cannot be framed stands (the reader of the chunk raises there)."""
+    damage = pf.damage_offset
+    return pf.next_offset() if damage is None else damage
+
+
 class _Apply(enum.Enum):
     """How a position found for a partition is applied: a seek (what was in flight is
     dropped), an auto.offset.reset, or the first one of a partition with no commit (it
@@ -301,7 +308,9 @@ class SimpleConsumer:
 
 class Consumer:
     """Iterates records of its assigned partitions, fetching ahead (one Fetch in flight per
-    leader while the caller processes the previous response)."""
+    leader while the caller processes the previous response). `max_poll_records`: at most
+    that many records a poll (Java's max.poll.records; None, the default: every chunk the
+    fetches brought)."""
 
     def __init__(self, *topics: str, bootstrap_servers: str | Iterable[str] | None = None,
                  pattern: str | None = None, exclude: str | None = None,
@@ -312,9 +321,12 @@ class Consumer:
                  isolation_level: int = 0, check_crcs: bool = True,
                  assignment_source: AssignmentSource | None = None,
                  request_timeout_ms: int = 30000,
-                 security: ClientSecurity | None = None) -> None:
+                 security: ClientSecurity | None = None,
+                 max_poll_records: int | None = None) -> None:
         if auto_offset_reset not in ("earliest", "latest", "none"):
             raise ValueError("auto_offset_reset must be earliest, latest or none")
+        if max_poll_records is not None and max_poll_records < 1:
+            raise ValueError("max_poll_records must be at least 1")
         self.simple = SimpleConsumer(
             bootstrap_servers, client_id=client_id, max_wait_ms=fetch_max_wait_ms,
             min_bytes=fetch_min_bytes, max_bytes=fetch_max_bytes,
@@ -337,7 +349,12 @@ class Consumer:
         self.before_commit: Callable[[], None] | None = None
         self.high_watermarks: dict[TopicPartition, int] = {}
         self._in_flight: dict[int, tuple[Any, Any, dict[TopicPartition, int]]] = {}
-        self._buffered: list[PartitionFetch] = []
+        # max.poll.records (None: a poll hands out every chunk fetched). What a poll cut
+        # off waits here, per partition, for the next polls, which hand it out before
+        # the partition is fetched again; the partition's position is where it starts
+        # (a seek elsewhere, or a partition lost, voids it)
+        self.max_poll_records = max_poll_records
+        self._buffered: dict[TopicPartition, PartitionFetch] = {}
         self._stalled: dict[TopicPartition, tuple[int, int]] = {}  # offset, answers
         # a fetch could not reach its broker: since when (a notice once per outage; group
         # consumers give their own)
@@ -549,7 +566,7 @@ class Consumer:
         assigned = self.assignment()
         # in `positions` order: a partition that got records went last (`_rotate`)
         wanted = {tp: off for tp, off in self.positions.items() if tp in assigned}
-        busy: set[TopicPartition] = set()
+        busy: set[TopicPartition] = set(self._buffered)
         for _c, _r, pos in self._in_flight.values():
             busy.update(pos)
         todo = {tp: off for tp, off in wanted.items() if tp not in busy}
@@ -594,13 +611,18 @@ class Consumer:
 
     def poll_fetches(self, timeout: float = 1.0) -> list[PartitionFetch]:
         """The next fetched partition chunks (positions already advanced past them), sending
-        the following Fetch before returning (prefetch)."""
+        the following Fetch before returning (prefetch). With max_poll_records, the chunks
+        hold that many records at most, across partitions (Java's max.poll.records): the
+        rest of a chunk is handed out by the next polls, before its partition is fetched
+        again, and a partition's position is the offset after what was handed out."""
         if self.source is not None:
             self.source.on_poll(self.client)
         self._init_positions()
         if self._buffered:
-            out, self._buffered = self._buffered, []
-            return out
+            out = self._limit(self._take_buffered())
+            if out:
+                self._send_fetches()
+                return out
         self._send_fetches()
         deadline = time.monotonic() + timeout
         results: list[PartitionFetch] = []
@@ -626,10 +648,45 @@ class Consumer:
                     self._handle(pf, results)
                     if len(pf.records):
                         self._rotate((pf.topic, pf.partition))
+            if results and self.max_poll_records is not None:
+                results = self._limit(results)  # (before the prefetch: what it keeps)
             self._send_fetches()  # prefetch the next chunk while the caller works
             if time.monotonic() >= deadline:
                 break
         return results
+
+    def _take_buffered(self) -> list[PartitionFetch]:
+        """What earlier polls cut off, of the partitions still assigned and positioned
+        where it starts."""
+        assigned = self.assignment()
+        positions = self.positions
+        kept = [pf for tp, pf in self._buffered.items()
+                if tp in assigned and positions.get(tp) == pf.fetch_offset]
+        self._buffered = {}
+        return kept
+
+    def _limit(self, chunks: list[PartitionFetch]) -> list[PartitionFetch]:
+        """The first max_poll_records records of `chunks`, in order (a chunk cut inside
+        keeps its first part); what is left of each partition waits in `_buffered`, its
+        position moved back to where that starts."""
+        left = self.max_poll_records
+        if left is None:
+            return chunks
+        out: list[PartitionFetch] = []
+        positions = self.positions
+        for pf in chunks:
+            tp = (pf.topic, pf.partition)
+            if left > 0:
+                head, rest, n = pf.split(left)
+                left -= n
+                out.append(head)
+                positions[tp] = _position_after(head)
+                if rest is None:
+                    continue
+                pf = rest
+            self._buffered[tp] = pf
+            positions[tp] = pf.fetch_offset
+        return out
 
     def _fetch_failed(self, node: int, error: BaseException,
                       tps: Iterable[TopicPartition] = ()) -> None:
@@ -692,8 +749,7 @@ class Consumer:
                    and pf.last_stable_offset >= 0 else pf.high_watermark)
             if end >= 0:
                 self.high_watermarks[tp] = end
-            damage = pf.damage_offset
-            nxt = pf.next_offset() if damage is None else damage
+            nxt = _position_after(pf)
             if tp in self._leaderless:
                 self._leaderless.discard(tp)
                 log.warning("partition %s-%d has a leader again", pf.topic, pf.partition)
@@ -701,7 +757,7 @@ class Consumer:
             # partition at the offset after the last complete batch: the chunk goes to the
             # caller, whose reading of it hands out the batches before the damage, then
             # raises there (Kafka's consumer: CorruptRecordException at that offset)
-            if nxt > pf.fetch_offset or damage is not None:
+            if nxt > pf.fetch_offset or pf.damaged:
                 self.positions[tp] = nxt
                 self._stalled.pop(tp, None)
                 results.append(pf)

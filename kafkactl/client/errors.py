@@ -91,5 +91,7 @@ COORDINATOR_RETRIABLE = _retriable(
     ErrorCode.NOT_COORDINATOR)
 
 # The group rebalanced under the member: join again (not retriable as such).
+# FENCED_INSTANCE_ID is not among them: another member took over the group.instance.id,
+# and joining again would only fence that one in turn (fatal, as in Java's consumer).
 REJOIN_GROUP = frozenset({ErrorCode.REBALANCE_IN_PROGRESS, ErrorCode.ILLEGAL_GENERATION,
-                          ErrorCode.UNKNOWN_MEMBER_ID, ErrorCode.FENCED_INSTANCE_ID})
+                          ErrorCode.UNKNOWN_MEMBER_ID})

@@ -17,6 +17,7 @@ zero-filled hole in the log, say) are damage; a response that ends inside a batc
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -91,9 +92,17 @@ class PartitionFetch:
     fetch_offset: int = 0
     # read_committed: (producer id, first offset) of each aborted transaction in the range
     aborted: list[tuple[int, int]] | None = None
+    # a chunk cut after a consumer's max.poll.records-th record (split()): the offset after
+    # that record, where its records end (the bytes end with the batch holding it); None:
+    # the records are every complete batch's
+    end_offset: int | None = None
     _next: int = -1  # next_offset(), once worked out
     # why the batch header after the last complete batch cannot be framed (next_offset())
     _damage: str | None = field(default=None, init=False, repr=False)
+    # split() cut inside a batch: what reading the part before left for this chunk's first
+    # batch, and where reading this chunk's part of its last batch leaves it (Carry)
+    _carry_in: Carry | None = field(default=None, init=False, repr=False)
+    _carry_out: Carry | None = field(default=None, init=False, repr=False)
 
     def batches(self) -> Iterator[Any]:
         """Complete batches (a truncated tail batch is dropped), control batches and, with
@@ -187,15 +196,18 @@ class PartitionFetch:
         `check_crcs`, a record that does not decode, a header that cannot be framed)
         raises CorruptFetchError after the records before it."""
         t, p, start = self.topic, self.partition, self.fetch_offset
+        stop = NO_END if self.end_offset is None else self.end_offset
         for b in self.batches():
             first = max(b.base_offset, start)
-            if check_crcs and not b.is_valid():
+            if check_crcs and self.carried(b) is None and not b.is_valid():
                 raise CorruptFetchError(
                     t, p, first, f"CRC mismatch in batch at offset {b.base_offset} of {t}-{p}")
             tstype = int(b.timestamp_type)
             try:
-                for r in b:
+                for r in self.batch_records(b):
                     if r.offset >= start:
+                        if r.offset >= stop:
+                            return
                         first = r.offset + 1
                         yield ConsumerRecord(t, p, r.offset, r.timestamp, tstype, r.key,
                                              r.value, r.headers)
@@ -203,6 +215,151 @@ class PartitionFetch:
                 raise CorruptFetchError(
                     t, p, first, f"{t}-{p}: the record at offset {first} (in the batch at "
                     f"offset {b.base_offset}) cannot be read: {e}") from None
+
+    def carried(self, b: Any) -> Carry | None:
+        """What reading the part of batch `b` before this chunk left (the chunk starts
+        inside `b`, after a cut), if anything: the batch was decoded and its CRC checked
+        then."""
+        c = self._carry_in
+        if (c is None or c.base_offset != b.base_offset or c.at != self.fetch_offset
+                or (c.records is None and c.rendered is None)):
+            return None
+        return c
+
+    def carry(self, b: Any) -> Carry | None:
+        """Where reading this chunk's part of batch `b` leaves what the next part goes on
+        from (the chunk ends inside `b`), else None."""
+        c = self._carry_out
+        return c if c is not None and c.base_offset == b.base_offset else None
+
+    def batch_records(self, b: Any) -> Iterable[Any]:
+        """Batch `b`'s records, for a caller that skips those before the fetch offset and
+        from end_offset on. A batch max.poll.records hands out over many polls is decoded
+        once: reading goes on from where reading the part before stopped (when it left its
+        records: carried), and leaves them to the next part when the chunk ends inside
+        `b`. The batch itself when no part of it is carried."""
+        if self._carry_in is None and self._carry_out is None:
+            return b
+        return self._carried_records(b)
+
+    def _carried_records(self, b: Any) -> Iterator[Any]:
+        start = self.fetch_offset
+        stop = NO_END if self.end_offset is None else self.end_offset
+        c = self.carried(b)
+        if c is not None and c.records is not None:
+            (following, rest), c.records = c.records, None  # (once: an iterator)
+            it: Iterator[Any] = itertools.chain((following,), rest)
+        else:
+            it = iter(b)
+        for r in it:
+            if r.offset < start:
+                continue
+            if r.offset >= stop:
+                out = self.carry(b)
+                if out is not None:
+                    out.records = (r, it)
+                return
+            yield r
+
+    def cuts(self, batch: Any) -> bool:
+        """True when the chunk ends inside `batch` (split(): its records from end_offset on
+        are the next poll's): the batch cannot be used whole."""
+        return self.end_offset is not None and batch.last_offset >= self.end_offset
+
+    def split(self, limit: int) -> tuple[PartitionFetch, PartitionFetch | None, int]:
+        """A consumer's max.poll.records (Java's CompletedFetch.fetchRecords): (the chunk
+        up to its `limit`-th record, the rest of it from the offset after that record or
+        None when no record follows, how many records the first holds). Records are
+        counted from the batch headers (a batch with compaction gaps, or of magic 0/1,
+        record by record); control batches and aborted transactions' batches hold none.
+        Damage ends the count: the chunk holds the records before it, and reading it
+        raises there as it would uncut."""
+        taken = 0
+        last: tuple[Any, int] | None = None  # the batch of the last record taken, after it
+        try:
+            for b in self.batches():
+                start = max(b.base_offset, self.fetch_offset)
+                if last is not None and taken == limit:
+                    n, _after, _more, damaged = _take(b, start, 1)
+                    if n or damaged:  # the next poll's (damage: it raises there)
+                        return (*self._cut(*last), taken)
+                    continue
+                n, after, more, damaged = _take(b, start, limit - taken)
+                if n:
+                    taken += n
+                    last = (b, after)
+                if more:
+                    return (*self._cut(b, after), taken)
+                if damaged:
+                    break
+        except CorruptRecordError:  # a header that cannot be framed: the chunk ends there
+            pass
+        return self, None, taken
+
+    def _cut(self, b: Any, after: int) -> tuple[PartitionFetch, PartitionFetch]:
+        """This chunk cut at offset `after`, inside or at the end of batch `b`: (its bytes
+        up to the end of `b`, ending at `after`; the bytes from `b` on (or from the batch
+        after it), starting at `after`). The rest of a read_committed chunk with aborted
+        transactions keeps every batch: the filter needs the markers before the cut."""
+        end = b.position + b.size
+        head = PartitionFetch(self.topic, self.partition, self.error_code,
+                              self.high_watermark, self.last_stable_offset,
+                              self.log_start_offset, self.records[:end], self.fetch_offset,
+                              self.aborted, after, after)
+        inside = after <= b.last_offset  # (else the cut is at the end of `b`)
+        tail = self.records if self.aborted else self.records[b.position if inside else end:]
+        rest = PartitionFetch(self.topic, self.partition, self.error_code,
+                              self.high_watermark, self.last_stable_offset,
+                              self.log_start_offset, tail, after, self.aborted,
+                              self.end_offset, self._next)
+        rest._damage = self._damage
+        head._carry_in = self._carry_in
+        if inside:
+            head._carry_out = rest._carry_in = Carry(b.base_offset, after)
+        rest._carry_out = self._carry_out
+        return head, rest
+
+
+class Carry:
+    """What reading the part of a batch one chunk holds leaves for the next chunk, which
+    holds the batch's next part (split() cut inside it, at offset `at`): the batch's
+    records decoded on from there (the first of them, and the iterator of the others), or
+    the whole batch rendered (a reader's own: `rendered`). So a batch that max.poll.records
+    hands out over many polls is decoded, and its CRC checked, once."""
+
+    __slots__ = ("at", "base_offset", "records", "rendered")
+
+    def __init__(self, base_offset: int, at: int) -> None:
+        self.base_offset = base_offset
+        self.at = at
+        self.records: tuple[Any, Iterator[Any]] | None = None
+        self.rendered: Any = None
+
+
+NO_END = 1 << 63  # past any offset
+
+
+def _take(b: Any, start: int, k: int) -> tuple[int, int, bool, bool]:
+    """Of batch `b`'s records from offset `start` on: how many of them, up to `k`, the
+    offset after the last of those (`start` for none), whether more records follow them,
+    and whether a record that does not decode ends them. A magic-2 batch whose offset
+    deltas leave no gap (last_offset_delta + 1 records) is counted from its header."""
+    if isinstance(b, RecordBatch) and b.last_offset_delta == b.record_count - 1:
+        total = max(0, b.last_offset - start + 1)
+        n = min(total, k)
+        return n, start + n, total > k, False
+    offsets: list[int] = []
+    damaged = False
+    try:
+        for r in b:
+            if r.offset >= start:
+                offsets.append(r.offset)
+                if len(offsets) > k:
+                    break
+    except CorruptRecordError:
+        damaged = True
+    n = min(len(offsets), k)
+    return n, offsets[n - 1] + 1 if n else start, len(offsets) > k, damaged
 
 
 ABORT_MARKER = 0

@@ -25,6 +25,7 @@ from kafkactl.client.consumer import Consumer
 from kafkactl.client.fetcher import (
     EARLIEST,
     LATEST,
+    NO_END,
     ConsumerRecord,
     CorruptFetchError,
     PartitionFetch,
@@ -291,7 +292,8 @@ class TopicReader:
             for pf in chunks:
                 try:
                     for b in pf.batches():
-                        if check_crcs and not b.is_valid():
+                        # (a batch an earlier poll handed out a part of: checked then)
+                        if check_crcs and pf.carried(b) is None and not b.is_valid():
                             corrupt = _crc_error(pf, b)
                             break
                         try:
@@ -363,16 +365,75 @@ def _unframable_error(error: UnframableFetchError) -> CorruptFetchError:
         f"{error} (the data is damaged; nothing from offset {error.offset} on is printed)")
 
 
+class _Ends:
+    """Where each record of a piece sliced out of a rendered batch ends in the piece's
+    bytes: the batch's `ends[lo:hi]`, less `at` (where the piece starts), read lazily (a
+    sequence for bisect)."""
+
+    __slots__ = ("at", "ends", "lo", "n")
+
+    def __init__(self, ends: Any, lo: int, hi: int, at: int) -> None:
+        self.ends, self.lo, self.n, self.at = ends, lo, hi - lo, at
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __getitem__(self, i: int) -> int:
+        if not 0 <= i < self.n:
+            raise IndexError(i)
+        return int(self.ends[self.lo + i]) - self.at
+
+
+def _render_part(b: Any, pf: PartitionFetch, start: int, stop: int,
+                 kernel_format: KernelFormat | None) -> Piece | None:
+    """Records [start, stop) of batch `b`, a part of it max.poll.records hands out, as one
+    piece sliced out of the batch the kernel renders once for all the polls that hand out
+    a part of it (it goes from chunk to chunk: Carry.rendered, (first offset, bytes,
+    ends)). None (the per-record path, which goes on decoding where the part before
+    stopped) without the kernel, or for a batch with offset gaps."""
+    if (kernel_format is None or not isinstance(b, RecordBatch)
+            or b.last_offset_delta != b.record_count - 1):
+        return None
+    carried = pf.carried(b)
+    whole = None if carried is None else carried.rendered
+    if whole is None or whole[0] > start:
+        made = kernel_format.render(b, start, pf.topic, pf.partition)
+        if made is None or made[1] != b.last_offset + 1 - start:
+            return None
+        whole = (start, made[0], made[2])
+    carry = pf.carry(b)
+    if carry is not None:
+        carry.rendered = whole
+    first, data, ends = whole  # (no gaps: the record at offset o ends at ends[o - first])
+    lo, hi = start - first, stop - first
+    at = int(ends[lo - 1]) if lo else 0
+    return Piece(data[at:int(ends[hi - 1])], hi - lo, (pf.topic, pf.partition), stop, b,
+                 start, _Ends(ends, lo, hi, at))
+
+
 def _render_batch(b: Any, pf: PartitionFetch, buf: list[Piece],
                   returned: dict[TopicPartition, int], remaining: int | None,
                   render: RecordRenderer, plain: bool, key_separator: bytes | None,
-                  batch_format: BatchFormat | None, kernel_format: KernelFormat | None) -> int:
-    """Append batch `b`'s records from the fetch offset on (at most `remaining`) to `buf`,
-    whole (one piece) when a fast path can and the limit does not cut it, else one piece per
-    record; note the offset after the last in `returned`. Returns how many."""
+                  batch_format: BatchFormat | None, kernel_format: KernelFormat | None
+                  ) -> int:
+    """Append batch `b`'s records from the fetch offset on (at most `remaining`, and
+    before the end max.poll.records cut the chunk at) to `buf`, whole (one piece) when a
+    fast path can and the limits do not cut it, or the part of it this poll hands out
+    (`_render_part`), else one piece per record; note the offset after the last in
+    `returned`. Returns how many."""
     tp = (pf.topic, pf.partition)
     start = max(b.base_offset, pf.fetch_offset)
-    whole = remaining is None or remaining > b.last_offset - start
+    cut = pf.cuts(b)
+    if cut or pf.carried(b) is not None:  # a batch handed out over several polls
+        stop = pf.end_offset if cut else b.last_offset + 1
+        assert stop is not None
+        if remaining is None or remaining >= stop - start:
+            piece = _render_part(b, pf, start, stop, kernel_format)
+            if piece is not None:
+                buf.append(piece)
+                returned[tp] = stop
+                return piece.records
+    whole = (remaining is None or remaining > b.last_offset - start) and not cut
     fast = None
     if whole:
         fast = _whole_batch(b, pf, plain, key_separator, batch_format, kernel_format)
@@ -382,11 +443,12 @@ def _render_batch(b: Any, pf: PartitionFetch, buf: list[Piece],
         returned[tp] = b.last_offset + 1
         return int(fast[1])
     n = 0
+    stop = NO_END if pf.end_offset is None else pf.end_offset  # (max.poll.records)
     tstype = int(b.timestamp_type)
-    for r in b:
+    for r in pf.batch_records(b):
         if r.offset < pf.fetch_offset:
             continue
-        if remaining is not None and n >= remaining:
+        if (remaining is not None and n >= remaining) or r.offset >= stop:
             break
         buf.append(Piece(render(ConsumerRecord(pf.topic, pf.partition, r.offset, r.timestamp,
                                                tstype, r.key, r.value, r.headers)),

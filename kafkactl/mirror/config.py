@@ -36,8 +36,10 @@ CONSUMER_PROPERTY_NAMES: dict[str, str] = {
     "max.poll.interval.ms": "rebalance_timeout_ms",
     "request.timeout.ms": "request_timeout_ms", "isolation.level": "isolation_level",
     "partition.assignment.strategy": "assignors", "check.crcs": "check_crcs",
-    "group.instance.id": "group_instance_id",
+    "group.instance.id": "group_instance_id", "max.poll.records": "max_poll_records",
 }
+# integers that must be positive
+_POSITIVE = {"max_poll_records"}
 _TEXT = {"auto_offset_reset", "client_id", "group_instance_id"}
 _ISOLATION = {"read_uncommitted": 0, "read_committed": 1}
 # Set by the mirror itself: the no-loss protocol needs them.
@@ -93,6 +95,9 @@ def consumer_kwargs(props: Mapping[str, str]) -> dict[str, Any]:
             except ValueError:
                 raise MirrorConfigError(f"consumer property {key} needs an integer "
                                         f"(got {value!r})") from None
+            if name in _POSITIVE and out[name] < 1:
+                raise MirrorConfigError(f"consumer property {key} must be at least 1 "
+                                        f"(got {value!r})")
     return _with_security(props, "consumer", out)
 
 

@@ -40,6 +40,7 @@ a fenced producer ends the stream.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
@@ -71,6 +72,7 @@ from kafkactl.mirror.stream import (
     MirrorStream,
     SendFailure,
     copy_sections,
+    is_fenced,
     is_transient,
     refusal_text,
 )
@@ -171,6 +173,7 @@ class ExactlyOnceStream(MirrorStream):
                     if not self._recover(e):
                         self.stop.wait(self.consumer.client.retry_backoff * 5)
         except Exception as e:
+            self.fenced = is_fenced(e)
             self.on_error(e)
         finally:
             self._shutdown()
@@ -276,14 +279,20 @@ class ExactlyOnceStream(MirrorStream):
         return consumer
 
     def _shutdown(self) -> None:
-        """Commit the open transaction, leave the group, close the producer."""
+        """Commit the open transaction (abort it when the stream's group member was
+        fenced: its partitions are another member's), leave the group, close the
+        producer."""
         consumer = self.consumer
         try:
             if consumer is not None and self.in_txn:
-                self.commit()  # (only records before a refused one stopped at)
+                if self.fenced:
+                    self._abort()
+                else:
+                    self.commit()  # (only records before a refused one stopped at)
         except Exception as e:  # aborted: the next owner reads it again
             log.warning("stream %d: final commit failed: %s", self.index, e)
-            self._abort()
+            with contextlib.suppress(ProducerFencedError):  # (its successor aborted it)
+                self._abort()
         if self.failure is not None:  # stopped before reaching it: still the mirror's end
             failure, self.failure = self.failure, None
             self.on_failure(failure)
@@ -626,7 +635,7 @@ class ExactlyOnceStream(MirrorStream):
             return None
         for b in batches:
             if (not isinstance(b, RecordBatch) or b.base_offset < pf.fetch_offset
-                    or b.timestamp_type != TimestampType.CREATE_TIME
+                    or pf.cuts(b) or b.timestamp_type != TimestampType.CREATE_TIME
                     or b.last_offset_delta != b.record_count - 1
                     or b.size + 100 > self.producer.max_request_size
                     or (self.consumer is not None and self.consumer.check_crcs

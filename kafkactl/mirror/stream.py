@@ -33,7 +33,7 @@ from kafkactl.mirror.config import MirrorConfig, consumer_kwargs
 from kafkactl.mirror.progress import CopiedBatch, ProgressTracker, SentChunk
 from kafkactl.mirror.subscription import SourceTopics
 from kafkactl.mirror.topics import TargetTopics
-from kafkactl.protocol.errors import RETRIABLE_CODES, KafkaError
+from kafkactl.protocol.errors import RETRIABLE_CODES, ErrorCode, KafkaError
 from kafkactl.record.batch import RecordBatch, TimestampType
 from kafkactl.record.codecs import decompress
 
@@ -70,11 +70,19 @@ def refusal_text(error: BaseException, abort_on_send_failure: bool = True) -> st
 
 
 def is_transient(error: BaseException) -> bool:
-    """An error the mirror waits out (a cluster restarting, a rebalance)."""
+    """An error the mirror waits out (a cluster restarting, a rebalance); not one that
+    fenced the stream's group member (FENCED_INSTANCE_ID: another member took over its
+    group.instance.id), which ends the mirror as it ends `kafkactl consume -G`."""
     if isinstance(error, TRANSIENT):
         return True
     return isinstance(error, KafkaError) and (error.code in RETRIABLE_CODES
                                               or error.code in REJOIN_GROUP)
+
+
+def is_fenced(error: BaseException | None) -> bool:
+    """The stream's group member was fenced: another member took over its
+    group.instance.id. The partitions are that member's now: nothing more is committed."""
+    return isinstance(error, KafkaError) and error.code == ErrorCode.FENCED_INSTANCE_ID
 
 
 @dataclass(frozen=True)
@@ -118,6 +126,7 @@ class MirrorStream:
         self.thread = threading.Thread(target=self.run, name=f"mirror-stream-{index}",
                                        daemon=True)
         self._next_commit = 0.0
+        self.fenced = False  # (is_fenced): nothing is committed any more
 
     # ---- lifecycle ----------------------------------------------------------------------
 
@@ -136,6 +145,7 @@ class MirrorStream:
                     log.warning("stream %d: %s; retrying", self.index, e)
                     self.stop.wait(self.consumer.client.retry_backoff * 5)
         except Exception as e:
+            self.fenced = is_fenced(e)
             self.on_error(e)
         finally:
             self._shutdown()
@@ -181,8 +191,12 @@ class MirrorStream:
             return
         try:
             # flushed, every batch has its answer: a partition stopped at a refused
-            # record commits up to it (a restart resumes there)
-            self.commit(settled=self.producer.flush(30.0))
+            # record commits up to it (a restart resumes there); a fenced stream's
+            # partitions are another member's: it commits nothing (the records it sent
+            # since its last commit are copied again by that member, as after a kill)
+            settled = self.producer.flush(30.0)
+            if not self.fenced:
+                self.commit(settled=settled)
         except Exception as e:  # the offsets stay where they were: duplicates, no loss
             log.warning("stream %d: final commit failed: %s", self.index, e)
         try:
@@ -260,17 +274,17 @@ class MirrorStream:
     def _copy_batches(self, pf: PartitionFetch, chunk: SentChunk, target: str) -> bool:
         """The fast path: every batch of the chunk copied byte for byte (records section)
         into the same target partition. False (nothing sent) when a batch needs records
-        decoded: a partial first batch, LogAppendTime, compaction gaps, magic 0/1; when
-        the batches are small (see COPY_MIN_RECORDS); or when one is, uncompressed, too
-        large for the producer to send as one batch (its records may each fit: the record
-        path sends them, and names any that does not)."""
+        decoded: a partial first batch, or a last one max.poll.records cut, LogAppendTime,
+        compaction gaps, magic 0/1; when the batches are small (see COPY_MIN_RECORDS); or
+        when one is, uncompressed, too large for the producer to send as one batch (its
+        records may each fit: the record path sends them, and names any that does not)."""
         batches = list(pf.batches())
         if batches and (sum(b.record_count for b in batches) < COPY_MIN_RECORDS * len(batches)
                         and len(pf.records) < COPY_MIN_BYTES * len(batches)):
             return False
         for b in batches:
             if (not isinstance(b, RecordBatch) or b.base_offset < pf.fetch_offset
-                    or b.timestamp_type != TimestampType.CREATE_TIME
+                    or pf.cuts(b) or b.timestamp_type != TimestampType.CREATE_TIME
                     or b.last_offset_delta != b.record_count - 1
                     or b.size + 100 > self.producer.max_request_size):
                 return False

@@ -61,6 +61,7 @@ CONSUMER_KEYS = {
     "isolation.level=read_committed": ("isolation_level", 1),
     "isolation.level=read_uncommitted": ("isolation_level", 0),
     "check.crcs=false": ("check_crcs", False),
+    "max.poll.records=3": ("max_poll_records", 3),
     "client.id=c": ("client_id", "c"),
     "socket.timeout.ms=3000": ("request_timeout_ms", 3000),
     "request.timeout.ms=4000": ("request_timeout_ms", 4000),
@@ -136,6 +137,9 @@ def test_the_later_of_two_names_wins_as_in_kcat() -> None:
     (["partition.assignment.strategy=cooperative-sticky"], parse_consumer_properties,
      "cooperative-sticky: kafkactl's groups assign with range or roundrobin"),
     (["check.crcs=perhaps"], parse_consumer_properties, "-X check.crcs=perhaps: must be"),
+    (["max.poll.records=0"], parse_consumer_properties, "-X max.poll.records=0: must be >= 1"),
+    (["max.poll.records=all"], parse_consumer_properties,
+     "-X max.poll.records=all: needs an integer"),
 ])
 def test_refusals_name_the_property_and_why(items: list[str], parse, message: str) -> None:
     with pytest.raises(PropertyError) as e:

@@ -70,6 +70,7 @@ def test_a_poll_through_a_slow_pipe_arrives_whole_and_counted() -> None:
         os.dup2(w, sys.stdout.fileno())
         writer = RecordWriter({})
         assert writer.write(pieces) == 0
+        writer.close()  # its own description of the pipe: the reader sees the end
     finally:
         os.dup2(saved, sys.stdout.fileno())
         os.close(saved)

@@ -5,6 +5,8 @@ group as the coordinator describes it, and every commit the group made, in order
 from __future__ import annotations
 
 import fcntl
+import os
+import select
 import signal
 import subprocess
 import sys
@@ -122,9 +124,18 @@ def unread(stream: IO[bytes]) -> int:
 
 
 def pipe_full(stream: IO[bytes]) -> bool:
-    """The writer filled the pipe: what it holds is within two pages of its size."""
+    """The writer filled the pipe: what it holds is within two pages of its size, or the
+    pipe takes no more (no write would go in: its pages are full, as they are with less
+    than its size when the writes are smaller than a page, a poll of 500 short lines).
+    Asked of a write description of the pipe of our own (Linux: /proc/self/fd)."""
     size = fcntl.fcntl(stream.fileno(), fcntl.F_GETPIPE_SZ)
-    return unread(stream) >= size - 3 * 4096
+    if unread(stream) >= size - 3 * 4096:
+        return True
+    fd = os.open(f"/proc/self/fd/{stream.fileno()}", os.O_WRONLY | os.O_NONBLOCK)
+    try:
+        return not select.select([], [fd], [], 0)[1]
+    finally:
+        os.close(fd)
 
 
 def read_file(path: Path) -> bytes:

@@ -14,9 +14,8 @@ import re
 import signal
 import subprocess
 import sys
-import termios
 from functools import partial
-from typing import IO, Any
+from typing import Any
 
 from tests.groups.helpers import (
     FAST,
@@ -26,6 +25,7 @@ from tests.groups.helpers import (
     read_lines,
     wait_until,
 )
+from tests.groups.rejoin_helpers import pipe_full
 
 SUMMARY = re.compile(r"Processed a total of ([\d,]+) messages")
 
@@ -98,7 +98,7 @@ def test_signal_with_a_slow_reader(broker_factory: Any) -> None:
         got = [p.stdout.readline() for _ in range(1000)]  # a slow reader: then it stops
         assert got[0] == b"1\n"
         # the consumer is blocked on the full pipe (400,000 lines do not fit in it)
-        wait_until(partial(_pipe_full, p.stdout), 30, "the consumer filling the pipe",
+        wait_until(partial(pipe_full, p.stdout), 30, "the consumer filling the pipe",
                    interval=0.1)
         p.send_signal(sig)
         rest: list[bytes] = []
@@ -111,15 +111,6 @@ def test_signal_with_a_slow_reader(broker_factory: Any) -> None:
         assert _printed(err) == lines, (group, err)
         assert _committed(b.bootstrap, group, "slow") == lines
         assert _first_line_of_next_run(b.bootstrap, "slow", group) == b"%d\n" % (lines + 1)
-
-
-def _pipe_full(stream: IO[bytes]) -> bool:
-    """The pipe holds as much as the writer puts in it (its size less a few pages): the
-    writer waits for room."""
-    fd = stream.fileno()
-    size = fcntl.fcntl(fd, fcntl.F_GETPIPE_SZ)
-    unread = int.from_bytes(fcntl.ioctl(fd, termios.FIONREAD, b"\0" * 4), sys.byteorder)
-    return unread >= size - 3 * os.sysconf("SC_PAGE_SIZE")
 
 
 def test_max_messages(broker_factory: Any) -> None:
@@ -158,7 +149,7 @@ def test_rebalance_mid_stream(broker_factory: Any) -> None:
     assert first.stdout is not None and first.stderr is not None
     pipe_size = fcntl.fcntl(first.stdout.fileno(), fcntl.F_GETPIPE_SZ)
     outs: list[list[bytes]] = [[first.stdout.readline()], []]
-    wait_until(lambda: _pipe_full(first.stdout), 30, "the first member filling the pipe",
+    wait_until(lambda: pipe_full(first.stdout), 30, "the first member filling the pipe",
                interval=0.1)
     second = _consume(b.bootstrap, "moved", "gr", "-f", "%p %s\n")
     assert second.stdout is not None and second.stderr is not None

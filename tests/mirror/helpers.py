@@ -117,6 +117,27 @@ def read_topic(bootstrap: str, topic: str, *, read_committed: bool = False
         return out
 
 
+def committed_offset(bootstrap: str, group: str, topic: str, partition: int = 0) -> int:
+    """`group`'s committed offset of the partition (-1: none) in the cluster of
+    `bootstrap` (the target's, for --exactly-once)."""
+    from kafkactl.client.group import GroupAdmin
+    from kafkactl.client.kafka_client import KafkaClient
+
+    client = KafkaClient(bootstrap)
+    try:
+        return GroupAdmin(client).fetch_offsets(group, [(topic, partition)])[(topic, partition)]
+    finally:
+        client.close()
+
+
+def copied(bootstrap: str, topic: str, at_least: int) -> bool:
+    """The topic holds `at_least` records (False while the mirror has not made it yet)."""
+    try:
+        return count(bootstrap, topic) >= at_least
+    except Exception:  # the mirror has not made the target topic yet
+        return False
+
+
 def count(bootstrap: str, topic: str) -> int:
     with Consumer(bootstrap_servers=bootstrap) as c:
         parts = c.simple.partitions_for(topic)

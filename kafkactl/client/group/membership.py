@@ -108,7 +108,9 @@ class ConsumerCoordinator:
         self.assignment_continuous = False
         self._last_poll = time.monotonic()  # the caller's last poll (max.poll.interval.ms)
         self._heard_at = time.monotonic()  # the coordinator's last word that we are a member
-        self._fatal: KafkaError | None = None  # FENCED_INSTANCE_ID seen by the heartbeat
+        # FENCED_INSTANCE_ID, whichever request was answered it: every later join, poll
+        # and commit raises it (nothing is committed after it)
+        self._fatal: KafkaError | None = None
 
     # ---- coordinator connection ---------------------------------------------------------
     def _coordinator(self) -> BrokerConnection:
@@ -214,7 +216,8 @@ class ConsumerCoordinator:
         if code == ErrorCode.REBALANCE_IN_PROGRESS:
             return False
         if code == ErrorCode.FENCED_INSTANCE_ID:
-            raise fenced_error(self.group_id, self.group_instance_id)
+            self._fatal = fenced_error(self.group_id, self.group_instance_id)
+            raise self._fatal
         if code:
             raise error_for(code)(f"JoinGroup {self.group_id!r}: {ErrorCode(code).name}")
         self.member_id = resp["member_id"]
@@ -232,7 +235,8 @@ class ConsumerCoordinator:
             "assignments": assignments})
         code = sync["error_code"]
         if code == ErrorCode.FENCED_INSTANCE_ID:
-            raise fenced_error(self.group_id, self.group_instance_id)
+            self._fatal = fenced_error(self.group_id, self.group_instance_id)
+            raise self._fatal
         if code in REJOIN_GROUP or code in COORDINATOR_RETRIABLE:
             if code == ErrorCode.UNKNOWN_MEMBER_ID:
                 self._reset_generation("SyncGroup answered UNKNOWN_MEMBER_ID", member_id=True)
