@@ -459,7 +459,8 @@ class Partition:
                     elif b.base_sequence >= 0:
                         self.producer_state.update(
                             b.producer_id, b.producer_epoch, b.base_sequence,
-                            (b.base_sequence + b.record_count - 1) % INT32_MOD, b.base_offset,
+                            (b.base_sequence + b.last_offset - b.base_offset) % INT32_MOD,
+                            b.base_offset,
                             b.last_offset, b.max_timestamp, bool(attrs & _TRANSACTIONAL_FLAG))
                 pos += b.size
             for epoch, base in _batch_epochs(records[:size]):

@@ -577,6 +577,12 @@ class KafkaServer:
                                     log_manager.checkpoint_values())
             await partitions.checkpoint_high_watermarks_off_loop(log_io.run)
 
+        def expire_producers() -> None:
+            # on the loop, as the produce path that also changes the producer state
+            # (Kafka's removeExpiredProducers, scheduled over every log)
+            for part in list(partitions.partitions.values()):
+                part.producer_state.remove_expired_producers()
+
         self.log_cleaner = LogCleaner()
         self._tasks = [
             loop.create_task(self.log_cleaner.run_periodically(
@@ -589,6 +595,9 @@ class KafkaServer:
             loop.create_task(self._every(
                 cfg.get_int("log.flush.offset.checkpoint.interval.ms") / 1000, checkpoint,
                 "checkpoint")),
+            loop.create_task(self._every(
+                cfg.get_int("producer.id.expiration.check.interval.ms") / 1000,
+                expire_producers, "producer id expiration")),
         ]
         if self.cluster is not None:
             max_lag = cfg.get_int("replica.lag.time.max.ms")

@@ -59,6 +59,20 @@ COMMIT whose records were all compacted away) gets KIP-534's delete horizon (now
 fetched the transaction's records still finds its marker. The .txnindex of each cleaned
 segment is rewritten with the aborted transactions that still have records (what recovery
 would rebuild from the cleaned log).
+
+Active producers (Kafka's isBatchLastRecordOfProducer over lastRecordsOfActiveProducers):
+the batch holding an active producer's last record stays. A replica rebuilt from the log (a
+replaced disk, lost .snapshot files) must still know the producer's last sequence and epoch,
+or the producer's retry of its last acknowledged batch is appended twice. Which producers
+are active, and their last entries, is read from the log's batch headers by the producer
+state's replay rules (cleaner_producers; not expired: producer.id.expiration.ms). A data
+batch that holds one and keeps no record is written empty (RETAIN_EMPTY: its header only,
+record count 0, same offsets, producer id, epoch and base sequence); a batch of an aborted
+transaction too, and its marker and .txnindex entry then stay with it (the transaction still
+has a batch). When the producer's last entry is a marker of a newer epoch, that marker stays
+whole past its delete horizon (Kafka keeps its header only, which a rebuild ignores). An
+empty batch that no longer holds a producer's last record goes. Every rewritten batch keeps
+its original last offset (Kafka's overrideLastOffset), and with it its last sequence.
 """
 
 from __future__ import annotations
@@ -71,16 +85,18 @@ from pathlib import Path
 from typing import Any
 
 from kafkactl.log.checkpoint import CLEANER_OFFSET_CHECKPOINT, read_checkpoint, write_checkpoint
+from kafkactl.log.cleaner_producers import empty_batch, holds_last_record, log_producers
 from kafkactl.log.errors import CheckpointError
 from kafkactl.log.offset_index import INT32_MAX
-from kafkactl.log.producer_state import mark_snapshots_for_deletion
+from kafkactl.log.producer_state import LastRecord, mark_snapshots_for_deletion
 from kafkactl.log.segment import CLEANED_SUFFIX, SWAP_SUFFIX, LogSegment
 from kafkactl.log.txn_index import (
     AbortedTxn,
     TxnTracker,
     buffer_txn_events,
     parse_marker,
-    segment_txn_events,
+    reconcile_entries,
+    tracker_at,
 )
 from kafkactl.record.batch import Record
 from kafkactl.record.batch_header import DELETE_HORIZON_FLAG, TimestampType
@@ -193,8 +209,10 @@ def _build_batch(batch: RecordBatch, keep: list[Record], horizon_ms: int | None)
         attributes |= DELETE_HORIZON_FLAG
     max_ts = (batch.max_timestamp if batch.timestamp_type == TimestampType.LOG_APPEND_TIME
               else max(rec.timestamp for rec in keep))
+    # the original last offset stays (Kafka's overrideLastOffset): with it the producer's
+    # last sequence (base sequence + last offset delta) survives the cleaning
     return assemble_batch(
-        records, attributes=attributes, last_offset_delta=keep[-1].offset - batch.base_offset,
+        records, attributes=attributes, last_offset_delta=batch.last_offset_delta,
         base_timestamp=base_ts, max_timestamp=max_ts, producer_id=batch.producer_id,
         producer_epoch=batch.producer_epoch, base_sequence=batch.base_sequence,
         record_count=len(keep), base_offset=batch.base_offset,
@@ -273,20 +291,6 @@ def _fsync_dir(d: Path) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
-
-
-def _transactions(segments: Any) -> tuple[list[AbortedTxn], int | None]:
-    """(the aborted transactions that still have records, the first offset of the
-    earliest open transaction or None) read from the batch headers of the whole log."""
-    tracker = TxnTracker()
-    aborted: list[AbortedTxn] = []
-    for seg in segments:
-        for event in segment_txn_events(seg):
-            entry = tracker.feed(event)
-            if entry is not None:
-                aborted.append(entry)
-    first = min(tracker.ongoing.values()) if tracker.ongoing else None
-    return aborted, first
 
 
 def _cleanable(every: Any, first_unstable: int | None, first_uncleanable: int
@@ -491,15 +495,17 @@ class LogCleaner:
         if not force and (rng.cleanable_bytes == 0
                           or not rng.due(lg.config.min_cleanable_dirty_ratio)):
             return None  # decided before reading the log's transactions
-        aborted, first_unstable = _transactions(every)
-        segments, end = _cleanable(every, first_unstable, rng.first_uncleanable)
+        state = log_producers(every, now)
+        segments, end = _cleanable(every, state.first_unstable, rng.first_uncleanable)
         if not segments or (not force and first_dirty >= end):
             return None
         stats = CleanerStats(lg.topic, lg.partition, first_dirty, end)
-        offset_map = _build_offset_map(segments, first_dirty, aborted, lg)
+        offset_map = _build_offset_map(segments, first_dirty, state.aborted, lg)
         swaps = []
-        txns = TxnFilter(aborted)
-        kept = TxnTracker()
+        txns = TxnFilter(state.aborted)
+        # the .txnindex entries of the kept bytes, read from the first segment's base with
+        # the transactions its producer snapshot says were open there
+        kept = tracker_at(Path(lg.dir), every[0].base_offset, every[0].base_offset)[0]
         keep_first = every[0]  # the log start stays: its segment is never deleted
         # magic 0/1 tombstones: Kafka's legacyDeleteHorizonMs (the last segment below the
         # first dirty offset, its last-modified time less delete.retention.ms)
@@ -509,14 +515,16 @@ class LogCleaner:
         for group in _group_by_size(segments, lg.config, end):
             swap = self._clean_group(group, offset_map, now, lg, txns, kept,
                                      keep_empty=group[0] is keep_first,
-                                     legacy_horizon_ms=legacy_horizon)
+                                     legacy_horizon_ms=legacy_horizon,
+                                     last_records=state.last_records)
             if swap is not None:
                 swaps.append(swap)
         return stats, swaps
 
     def _clean_group(self, group: list[LogSegment], offset_map: dict[bytes, int],
                      now_ms: int, lg: Any, txns: TxnFilter, kept: TxnTracker, *,
-                     keep_empty: bool = True, legacy_horizon_ms: int = 0
+                     keep_empty: bool = True, legacy_horizon_ms: int = 0,
+                     last_records: dict[int, LastRecord] | None = None
                      ) -> SegmentSwap | None:
         """The group rewritten into one segment without superseded records; None when
         nothing changes. A batch whose records cannot be parsed is kept byte for byte
@@ -529,7 +537,7 @@ class LogCleaner:
             try:
                 seg_changed, seg_in, seg_out = self._rewrite_segment(
                     seg, offset_map, now_ms, lg, txns, kept, parts, entries,
-                    legacy_horizon_ms=legacy_horizon_ms)
+                    legacy_horizon_ms=legacy_horizon_ms, last_records=last_records or {})
             except RecordError as e:
                 log.warning("cleaner: leaving segment(s) %s of %s as they are: %s",
                             ", ".join(str(s.base_offset) for s in group),
@@ -539,6 +547,9 @@ class LogCleaner:
             rin += seg_in
             rout += seg_out
         first = group[0]
+        # what the log cannot contradict below its first segment (no snapshot there) stays
+        entries = reconcile_entries([e for seg in group for e in seg.txn_index.entries],
+                                    entries, kept)
         if not changed:
             if entries != first.txn_index.entries:
                 first.txn_index.replace_entries(entries)  # only the index is stale
@@ -563,11 +574,16 @@ class LogCleaner:
     def _rewrite_segment(  # noqa: C901
             self, seg: LogSegment, offset_map: dict[bytes, int], now_ms: int, lg: Any,
             txns: TxnFilter, kept: TxnTracker, parts: list[bytes | memoryview],
-            entries: list[AbortedTxn], *, legacy_horizon_ms: int = 0) -> tuple[bool, int, int]:
+            entries: list[AbortedTxn], *, legacy_horizon_ms: int = 0,
+            last_records: dict[int, LastRecord] | None = None) -> tuple[bool, int, int]:
         """Append what survives of `seg` to `parts` (and the aborted transactions it keeps
         to `entries`); (whether anything changed, records in, records out).
         `legacy_horizon_ms`: magic 0/1 tombstones stay when the segment was modified after
-        it (Kafka's retainLegacyDeletesAndTxnMarkers)."""
+        it (Kafka's retainLegacyDeletesAndTxnMarkers). `last_records`: the active
+        producers' last entries (Kafka's lastRecordsOfActiveProducers): the batch holding
+        one stays, emptied of its records if none is kept (RETAIN_EMPTY), a marker whole;
+        an empty batch that holds none any more goes."""
+        last_records = last_records or {}
         if not seg.size:
             return False, 0, 0
         data = memoryview(seg.read_bytes(0, seg.size))
@@ -609,16 +625,27 @@ class LogCleaner:
                             raw = memoryview(_build_batch(batch, markers,
                                                           now_ms + retention_ms))
                             changed = True
-                    elif horizon_ms <= now_ms:
+                    elif horizon_ms <= now_ms and not holds_last_record(batch, last_records):
                         changed = True  # the horizon passed: the marker goes
                         rin += 1
                         continue
+                    # else the producer's last entry, the only record of its epoch: kept
+                    # whole (Kafka keeps its header only, which a rebuild ignores)
                 parts.append(raw)
                 keep_events(raw)
                 continue
-            if txns.data_batch(batch):
-                changed = True  # a record of an aborted transaction
+            if txns.data_batch(batch):  # a batch of an aborted transaction
                 rin += batch.record_count
+                if holds_last_record(batch, last_records):
+                    # its header stays (the producer's sequence) and with it the
+                    # transaction's marker and .txnindex entry (TxnFilter saw a batch)
+                    if batch.record_count:
+                        raw = memoryview(empty_batch(batch))
+                        changed = True
+                    parts.append(raw)
+                    keep_events(raw)
+                else:
+                    changed = True
                 continue
             parsed = _records_or_none(batch, lg)
             if parsed is None:
@@ -642,12 +669,19 @@ class LogCleaner:
                         continue  # its delete horizon passed
                 keep.append(rec)
             rout += len(keep)
-            if len(keep) == len(records) and not needs_horizon:
+            if not keep and holds_last_record(batch, last_records):
+                if records:  # RETAIN_EMPTY: the producer's last sequence survives
+                    raw = memoryview(empty_batch(batch))
+                    changed = True
+                parts.append(raw)
+                keep_events(raw)
+                continue
+            if len(keep) == len(records) and not needs_horizon and records:
                 parts.append(raw)
                 keep_events(raw)
                 continue
             changed = True
-            if not keep:
+            if not keep:  # (an empty batch no longer its producer's last goes too)
                 continue
             built = _build_batch(batch, keep, now_ms + retention_ms if needs_horizon
                                  else horizon)

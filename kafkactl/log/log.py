@@ -166,6 +166,10 @@ class Log:
         # the partition's leader-epoch cache (attach_leader_epoch_cache): trimmed here
         # when the log start moves up, cleared when the log is truncated fully
         self._epoch_cache: LeaderEpochCache | None = None
+        # called (outside the lock) with the new log start after delete_records_before
+        # moved it: the log manager writes the log-start-offset checkpoint at once, so a
+        # crash does not bring deleted records back
+        self.on_log_start_moved: Callable[[int], None] | None = None
 
     # ----------------------------------------------------------------- properties
     def _now_ms(self) -> int:
@@ -631,7 +635,9 @@ class Log:
 
     # ----------------------------------------------------------------- retention
     def delete_records_before(self, offset: int) -> int:
-        """DeleteRecords: advance the log start offset; returns the new log start."""
+        """DeleteRecords (and a follower following its leader's log start): advance the log
+        start offset; returns the new log start. When it moved, `on_log_start_moved` is
+        called before this returns (the checkpoint is written before the answer)."""
         with self._lock:
             if offset > self._log_end_offset or offset < 0:
                 raise OffsetOutOfRange(
@@ -640,9 +646,14 @@ class Log:
                     log_start_offset=self._log_start_offset,
                     log_end_offset=self._log_end_offset,
                 )
+            before = self._log_start_offset
             self._advance_log_start(offset)
             self._delete_segments_below_start()
-            return self._log_start_offset
+            start = self._log_start_offset
+        hook = self.on_log_start_moved
+        if start > before and hook is not None:
+            hook(start)
+        return start
 
     def _delete_segments_below_start(self) -> int:
         n = segments_below_start(self._segs.segments, self._log_start_offset)

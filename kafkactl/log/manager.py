@@ -7,7 +7,8 @@ the same dir fails with LogDirInUseError), the clean-shutdown marker `.kafka_cle
 
 `flush_dirty()`, `run_retention()` and `checkpoint()` are plain methods the broker
 schedules (flush/retention may run on a worker thread); `shutdown()` flushes, closes
-(trimming indexes), checkpoints and writes the marker.
+(trimming indexes), checkpoints and writes the marker. A DeleteRecords that moves a log's
+start writes the checkpoints at once (Log.on_log_start_moved), before it is answered.
 
 Disk errors (a full disk: ENOSPC; EIO): Kafka marks the log dir offline on its first I/O
 error and stops serving its partitions until a restart. A cluster's broker does too
@@ -270,6 +271,7 @@ class LogManager:
                 needs_recovery=not clean, time=self._time,
                 log_start_offset=start_offsets.get(tp, 0),
             )
+            lg.on_log_start_moved = self._log_start_moved
             self._logs[tp] = lg
             self._log_dir_of[tp] = d
             self._logs_per_dir[d] = self._logs_per_dir.get(d, 0) + 1
@@ -316,6 +318,7 @@ class LogManager:
         try:
             log = Log(d / f"{topic}-{partition}", config or self.config_for(topic),
                       needs_recovery=False, time=self._time)
+            log.on_log_start_moved = self._log_start_moved
         except BaseException:
             with self._lock:
                 counts[d] -= 1
@@ -359,6 +362,7 @@ class LogManager:
             if old is not None:
                 new_log.on_roll = old.on_roll
                 new_log.attach_leader_epoch_cache(old.leader_epoch_cache)
+            new_log.on_log_start_moved = self._log_start_moved
             old_dir = self._log_dir_of.get(tp)
             if old_dir is not None:
                 self._logs_per_dir[old_dir] -= 1
@@ -433,6 +437,14 @@ class LogManager:
         whose files cannot be written keeps its previous ones (reported, retried next
         time); returns the dirs that failed."""
         return self.write_checkpoints(self.checkpoint_values())
+
+    def _log_start_moved(self, _offset: int) -> None:
+        """A log's start moved by DeleteRecords (a request or a follower following its
+        leader's): the checkpoints are written now, on the caller's thread, not at the next
+        log.flush.offset.checkpoint.interval.ms (Kafka's window, in which a crash brings the
+        deleted records back). DeleteRecords is rare; a write that fails is reported and
+        retried by the next periodic checkpoint."""
+        self.checkpoint()
 
     def checkpoint_values(self) -> CheckpointValues:
         """What `checkpoint` writes, per dir and file: cheap, taken on the thread that

@@ -10,15 +10,20 @@ directory, in Kafka's layout (producer_snapshot.py); after an unclean stop the b
 between the snapshot and the log end are replayed from their headers. A snapshot goes with
 the segment at whose base offset it was taken (retention, DeleteRecords, compaction) and so
 does any below the log's first segment; a full truncation takes them all (the log calls
-`mark_snapshots_for_deletion`, as Kafka's UnifiedLog does). The one at the base of the
-first segment stays while that segment does: recovery rebuilds its `.txnindex` from it.
+`mark_snapshots_for_deletion`, as Kafka's UnifiedLog does). A snapshot at a segment's base
+stays while that segment does (others: the two newest): recovery and `kafkactl recover`
+check the first segment's `.txnindex` from it (the transactions open there).
 
 Bounded (KIP-854): a producer id whose last batch timestamp is `producer.id.expiration.ms`
 (default one day) in the past is forgotten, checked every
-`producer.id.expiration.check.interval.ms` (on the produce path and at each snapshot) and on
-load, unless it has a transaction open (Kafka keeps those). Each entry keeps its last
-batches packed in one bytes object (32 bytes a batch, at most 5), so a producer costs
-~0.2 KB rather than a deque and objects per batch.
+`producer.id.expiration.check.interval.ms` (the broker's scheduled task over every
+partition, as Kafka's removeExpiredProducers; also on the produce path and at each
+snapshot) and on load, unless it has a transaction open (Kafka keeps those). The cleaner
+keeps each active producer's last batch (`LastRecordsReplay`: the replay's rules folded for
+a scan of the whole log), so that a state rebuilt from the log alone still has it.
+
+Each entry keeps its last batches packed in one bytes object (32 bytes a batch, at most 5),
+so a producer costs ~0.2 KB rather than a deque and objects per batch.
 
 Transactions (KIP-98): a transactional batch of a producer with no transaction open starts
 one at its first offset (`ongoing`: producer id -> that offset); a non-transactional batch
@@ -43,6 +48,7 @@ import time
 from collections.abc import Callable, Container, Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 from kafkactl.log.producer_snapshot import (
     SNAPSHOT_ENTRY,
@@ -54,7 +60,7 @@ from kafkactl.log.producer_snapshot import (
     iter_snapshot_entries,
     read_snapshot_header,
 )
-from kafkactl.log.segment import DELETED_SUFFIX
+from kafkactl.log.segment import DELETED_SUFFIX, LOG_SUFFIX
 from kafkactl.protocol.errors import ErrorCode, KafkaError
 
 log = logging.getLogger(__name__)
@@ -91,6 +97,14 @@ class BatchMetadata:
     first_offset: int
     last_offset: int
     timestamp: int
+
+
+class LastRecord(NamedTuple):
+    """An active producer's last entry in the log (Kafka's LastRecord): the last offset of
+    its last data batch (None: its last entry is a marker of a newer epoch), and its epoch."""
+
+    last_data_offset: int | None
+    producer_epoch: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -216,6 +230,17 @@ class ProducerStateManager:
         if doomed:
             log.debug("%s: expired %d idle producer id(s)", self.directory.name, len(doomed))
         return len(doomed)
+
+    def last_records_of_active_producers(self) -> dict[int, LastRecord]:
+        """Producer id -> its last entry, for every producer not expired (Kafka's
+        UnifiedLog.lastRecordsOfActiveProducers): the cleaner keeps the batch holding it,
+        empty if need be, so that a replica rebuilt from the log still knows the
+        producer's last sequence and epoch."""
+        out: dict[int, LastRecord] = {}
+        for pid, entry in self.producers.items():
+            last = entry.last_batch
+            out[pid] = LastRecord(last.last_offset if last is not None else None, entry.epoch)
+        return out
 
     def _maybe_expire(self) -> None:
         if self._time_ms() - self._last_expiry_check >= _expiration["check_ms"]:
@@ -345,9 +370,12 @@ class ProducerStateManager:
 
     def write_snapshot(self, log_end_offset: int, data: bytes, *, sync: bool = True) -> Path:
         """Write `data` as the snapshot at `log_end_offset` (fsynced unless `sync` is
-        False, renamed into place) and drop all but the two newest and those at or above
-        `retain_from` (thread-safe for one writer per directory). An unsynced snapshot
-        lost or torn by a crash fails its CRC and is skipped."""
+        False, renamed into place) and drop all but the two newest, those at or above
+        `retain_from` and those at a segment's base offset (a `.log` of that offset is in
+        the directory: they go with their segment, as Kafka's; the first segment's tells
+        recovery and `recover` which transactions were open there) (thread-safe for one
+        writer per directory). An unsynced snapshot lost or torn by a crash fails its CRC
+        and is skipped."""
         path = snapshot_path(self.directory, log_end_offset)
         tmp = path.with_suffix(".snapshot.tmp")
         with open(tmp, "wb") as f:
@@ -357,15 +385,18 @@ class ProducerStateManager:
                 os.fsync(f.fileno())
         os.replace(tmp, path)
         self.last_snapshot_offset = log_end_offset
-        for old in self.list_snapshots()[:-2]:
-            try:
-                at = int(old.name[: -len(SNAPSHOT_SUFFIX)])
-            except ValueError:
-                at = -1
-            if at >= self.retain_from >= 0:
+        try:
+            names = os.listdir(self.directory)
+        except OSError:
+            return path
+        snapshots = sorted(n for n in names if n.endswith(SNAPSHOT_SUFFIX))
+        bases = {n[: -len(LOG_SUFFIX)] for n in names if n.endswith(LOG_SUFFIX)}
+        for name in snapshots[:-2]:
+            stem = name[: -len(SNAPSHOT_SUFFIX)]
+            if stem in bases or (stem.isdigit() and int(stem) >= self.retain_from >= 0):
                 continue
             with contextlib.suppress(OSError):
-                old.unlink()
+                os.unlink(self.directory / name)
         return path
 
     def list_snapshots(self) -> list[Path]:
@@ -430,6 +461,54 @@ class ProducerStateManager:
                         transactional)
         self.remove_expired_producers()
         return completed
+
+
+class LastRecordsReplay:
+    """ProducerStateManager.replay(events).last_records_of_active_producers() without the
+    entries: the same rules (a data batch of another epoch starts a new entry, a marker of
+    a newer epoch one without a batch; an open transaction never expires;
+    producer.id.expiration.ms from the last batch's or marker's timestamp), folded into four
+    numbers a producer, for the cleaner's scan of a whole log's batch headers."""
+
+    __slots__ = ("_state",)
+
+    def __init__(self) -> None:
+        # pid -> [epoch, last data offset (-1: none), its batch's timestamp, the newest
+        # marker's timestamp, a transaction open (0/1)]
+        self._state: dict[int, list[int]] = {}
+
+    def feed(self, event: tuple[int, ...]) -> None:
+        """One event as `replay` takes it."""
+        pid, epoch, base_seq, _first, last_offset, max_ts = event[:6]
+        if pid < 0:
+            return
+        transactional = len(event) > 6 and event[6]
+        marker = event[7] if len(event) > 7 else -1
+        e = self._state.get(pid)
+        if marker >= 0:  # complete_txn
+            if e is None or epoch > e[0]:
+                e = self._state[pid] = [epoch, -1, -1, -1, 0]
+            if max_ts > e[3]:
+                e[3] = max_ts
+            e[4] = 0
+            return
+        if base_seq < 0 and not transactional:
+            return
+        if e is None or epoch != e[0]:  # update: a new entry keeps an open transaction
+            e = self._state[pid] = [epoch, -1, -1, -1, e[4] if e is not None else 0]
+        if base_seq >= 0:
+            e[1], e[2] = last_offset, max_ts
+        elif max_ts > e[3]:
+            e[3] = max_ts
+        if transactional:
+            e[4] = 1
+
+    def last_records(self, now_ms: int) -> dict[int, LastRecord]:
+        """The last entries of the producers not expired at `now_ms`."""
+        horizon = now_ms - _expiration["ms"]
+        return {pid: LastRecord(e[1] if e[1] >= 0 else None, e[0])
+                for pid, e in self._state.items()
+                if e[4] or max(e[2] if e[1] >= 0 else -1, e[3]) > horizon}
 
 
 def _snapshot_entry(entry: ProducerStateEntry) -> SnapshotEntry:

@@ -3,10 +3,12 @@
 The broker's own segment recovery (kafkactl.log.recovery) applied to every segment of
 every partition found under a path: each .log is cut at its first invalid byte and stale
 indexes are rebuilt (the .txnindex files from the transaction markers of the whole
-partition, as the broker's recovery rebuilds them). When a segment is cut short (or a
-segment in the middle is empty although its indexes say it held offsets, or its .log is
-missing), every later segment is deleted, as Kafka's loader does: the log stays
-contiguous (CutReport names the segments and the offsets lost); `salvage` keeps them
+partition, as the broker's recovery rebuilds them: from the producer snapshot at the first
+segment's base, which says which transactions were open there; without one, an entry's
+offsets below that base cannot be contradicted by the log and are kept). When a segment
+is cut short (or a segment in the middle is empty although its indexes say it held
+offsets, or its .log is missing), every later segment is deleted, as Kafka's loader does:
+the log stays contiguous (CutReport names the segments and the offsets lost); `salvage` keeps them
 instead (the log then has a gap), except after a damaged batch whose header says it is a
 transaction marker: salvage never skips one (the producer's later records would join its
 next transaction and take its outcome), it cuts there as a plain recovery does.
@@ -57,9 +59,10 @@ from kafkactl.log.segment import (
 from kafkactl.log.txn_index import (
     TXN_INDEX_SUFFIX,
     TransactionIndex,
-    TxnTracker,
     expected_txn_entries,
+    reconcile_entries,
     scan_entries,
+    tracker_at,
 )
 
 
@@ -334,7 +337,10 @@ def _check_txn_indexes(d: Path, segments: list[tuple[int, Path]],
                            else r.valid_bytes)
             nxt = r.last_offset + 1 if r.last_offset is not None else base
             files.append(_SegmentFile(fd, size, base, nxt))
-        expected = expected_txn_entries(files, 0, TxnTracker(), segments[0][0],
+        # the transactions open at the first segment's base: its producer snapshot's
+        # (without one, what the log cannot contradict below it is accepted)
+        tracker, start = tracker_at(d, segments[0][0], segments[0][0])
+        expected = expected_txn_entries(files, 0, tracker, start,
                                         use_mmap=True)  # the log dir is locked
     finally:
         for f in files:
@@ -347,7 +353,8 @@ def _check_txn_indexes(d: Path, segments: list[tuple[int, Path]],
             data: bytes | None = txn_path.read_bytes()
         except FileNotFoundError:
             data = None
-        want = expected.get(base, [])
+        stored = scan_entries(data)[0] if data is not None else []
+        want = reconcile_entries(stored, expected.get(base, []), tracker)
         problems = txn_index_problems(want, data)
         if not problems:
             continue

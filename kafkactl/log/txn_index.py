@@ -11,7 +11,9 @@ The file exists only once a transaction was aborted in the segment (Kafka create
 lazily too). A read_committed Fetch collects the entries overlapping what it returns
 (`collect_aborted`, Kafka's collectAbortedTxns): the consumer drops those producers'
 records from `firstOffset` until their marker. Recovery rebuilds the file from the log
-(`rebuild_txn_indexes`), and so does every start when it is not whole version-0 entries or
+(`rebuild_txn_indexes`, from the newest producer snapshot at or below the first segment it
+recovers; with none, offsets below the first segment's base are taken as the file has them:
+`reconcile_entries`), and so does every start when it is not whole version-0 entries or
 its entries do not fit the segment (TransactionIndex.sanity_check, Kafka's sanityCheck);
 the cleaner writes the entries whose markers it keeps.
 """
@@ -275,8 +277,8 @@ def parse_marker(batch_bytes: bytes | memoryview) -> tuple[int, int] | None:
     return None
 
 
-def segment_txn_events(seg: Any, start_offset: int = -1, *, use_mmap: bool = False
-                       ) -> Iterator[tuple[int, ...]]:
+def segment_txn_events(seg: Any, start_offset: int = -1, *, use_mmap: bool = False,
+                       idempotent: bool = False) -> Iterator[tuple[int, ...]]:
     """The transaction events of a segment's magic-2 batches from `start_offset` (its
     transactional and control batches; plain and idempotent ones start or end nothing),
     as ProducerStateManager.replay takes them: (pid, epoch, base sequence, first offset,
@@ -285,7 +287,9 @@ def segment_txn_events(seg: Any, start_offset: int = -1, *, use_mmap: bool = Fal
     control batches; stops at a torn tail. `use_mmap` (recovery, a repair: nothing
     truncates the file meanwhile, or reading a cut page would be a SIGBUS) reads the
     headers through a read-only mmap, with no system call per batch; otherwise they are
-    read in 4 KiB chunks (with big batches, only their headers)."""
+    read in 4 KiB chunks (with big batches, only their headers). `idempotent`: the plain
+    idempotent batches too (transactional 0, marker -1: a TxnTracker ignores them), for
+    what the producer state would replay (the cleaner's active producers)."""
     size: int = seg.size
     pos = 0
     if start_offset > seg.base_offset:
@@ -298,7 +302,7 @@ def segment_txn_events(seg: Any, start_offset: int = -1, *, use_mmap: bool = Fal
     if use_mmap:
         mm = mmap.mmap(seg.fd, size, access=mmap.ACCESS_READ)
         try:  # the mmap itself, not a memoryview of it: slices are copies, close() works
-            yield from buffer_txn_events(mm, pos, start_offset)
+            yield from buffer_txn_events(mm, pos, start_offset, idempotent=idempotent)
         finally:
             mm.close()
         return
@@ -315,7 +319,8 @@ def segment_txn_events(seg: Any, start_offset: int = -1, *, use_mmap: bool = Fal
         if length <= 0:
             return
         total = 12 + length
-        if magic == 2 and pid >= 0 and attrs & _TXN_OR_CONTROL and base + delta >= start_offset:
+        if (magic == 2 and pid >= 0 and (idempotent or attrs & _TXN_OR_CONTROL)
+                and base + delta >= start_offset):
             marker = -1
             if attrs & _CONTROL:
                 parsed = parse_marker(os.pread(fd, total, pos))
@@ -329,8 +334,8 @@ def segment_txn_events(seg: Any, start_offset: int = -1, *, use_mmap: bool = Fal
 
 
 def buffer_txn_events(buf: bytes | memoryview | mmap.mmap, pos: int = 0,
-                      start_offset: int = -1, end: int | None = None
-                      ) -> Iterator[tuple[int, ...]]:
+                      start_offset: int = -1, end: int | None = None, *,
+                      idempotent: bool = False) -> Iterator[tuple[int, ...]]:
     """segment_txn_events over whole batches in memory, from byte `pos` to `end`."""
     end = len(buf) if end is None else end
     unpack = _HEAD.unpack_from
@@ -339,7 +344,8 @@ def buffer_txn_events(buf: bytes | memoryview | mmap.mmap, pos: int = 0,
         if length <= 0:
             return
         total = 12 + length
-        if magic == 2 and pid >= 0 and attrs & _TXN_OR_CONTROL and base + delta >= start_offset:
+        if (magic == 2 and pid >= 0 and (idempotent or attrs & _TXN_OR_CONTROL)
+                and base + delta >= start_offset):
             marker = -1
             if attrs & _CONTROL:
                 parsed = parse_marker(buf[pos:pos + total])
@@ -354,30 +360,92 @@ def buffer_txn_events(buf: bytes | memoryview | mmap.mmap, pos: int = 0,
 
 class TxnTracker:
     """Open transactions while reading a log in order: what the .txnindex entries of the
-    ABORT markers are (the same rule as ProducerStateManager, without the epochs)."""
+    ABORT markers are (the same rule as ProducerStateManager, without the epochs).
 
-    def __init__(self, ongoing: dict[int, int] | None = None) -> None:
+    `ongoing`: the transactions open where the reading starts (a producer snapshot's).
+    Without a snapshot, `floor` is where the reading starts knowing nothing of what was
+    open there (the first segment's base): a producer's first transaction seen from there
+    may have begun below it, and so may another transaction open at any marker; what a
+    stored entry says about offsets below the floor cannot be contradicted by the log
+    (`reconcile_entries`). `unsure_first`: the marker offsets of entries whose first offset
+    may be below the floor; `maybe`: marker offset -> the entry of an ABORT that may have
+    ended a transaction begun below the floor (its first offset unknown: -1)."""
+
+    def __init__(self, ongoing: dict[int, int] | None = None, *,
+                 floor: int | None = None) -> None:
         self.ongoing: dict[int, int] = dict(ongoing or {})
+        self.floor = floor
+        self.unsure_first: set[int] = set()
+        self.maybe: dict[int, AbortedTxn] = {}
+        self._seen: set[int] = set()  # producers with an event since the floor
+        self._unsure: set[int] = set()  # ... whose open transaction began at their first
 
     def feed(self, event: tuple[int, ...]) -> AbortedTxn | None:
         pid, _epoch, _seq, first, last = event[:5]
         transactional = bool(event[6]) if len(event) > 6 else False
         marker = event[7] if len(event) > 7 else -1
+        floor = self.floor
         if marker < 0:
             if transactional and pid not in self.ongoing:
                 self.ongoing[pid] = first
+                if floor is not None and pid not in self._seen:
+                    self._unsure.add(pid)
+            if floor is not None:
+                self._seen.add(pid)
             return None
         started = self.ongoing.pop(pid, None)
-        if started is None or marker & 1:
+        unsure = new = False
+        if floor is not None:
+            unsure, new = pid in self._unsure, pid not in self._seen
+            self._unsure.discard(pid)
+            self._seen.add(pid)
+        if marker & 1:
             return None
         lso = min(self.ongoing.values()) if self.ongoing else last + 1
+        if started is None:
+            if new:  # the producer's first event: its transaction may predate the floor
+                self.maybe[last] = AbortedTxn(pid, -1, last, lso)
+            return None
+        if unsure:
+            self.unsure_first.add(last)
         return AbortedTxn(pid, started, last, lso)
+
+
+def reconcile_entries(stored: Sequence[AbortedTxn], expected: list[AbortedTxn],
+                      tracker: TxnTracker) -> list[AbortedTxn]:
+    """`expected` (a segment's entries as `tracker` read them from the log) with, in their
+    place, the `stored` ones the log cannot contradict: read from a floor with no snapshot
+    (`tracker.floor`), an entry whose transaction may have begun below it keeps a stored
+    first offset below the floor, any entry keeps a stored last stable offset below the
+    floor (a transaction open there may have been open at its marker), and an ABORT that may
+    have ended a transaction begun below the floor keeps its stored entry. With a known
+    start (a snapshot), `expected` as it is."""
+    floor = tracker.floor
+    if floor is None or not stored:
+        return expected
+    by_marker = {s.last_offset: s for s in stored}
+
+    def lso_fits(s: AbortedTxn, e: AbortedTxn) -> bool:
+        return s.last_stable_offset == e.last_stable_offset or 0 <= s.last_stable_offset < floor
+
+    out: list[AbortedTxn] = []
+    for e in expected:
+        s = by_marker.get(e.last_offset)
+        if (s is not None and s.producer_id == e.producer_id and lso_fits(s, e)
+                and (s.first_offset == e.first_offset or (
+                    e.last_offset in tracker.unsure_first and 0 <= s.first_offset < floor))):
+            e = s
+        out.append(e)
+    extra = [s for s in stored if (m := tracker.maybe.get(s.last_offset)) is not None
+             and s.producer_id == m.producer_id and 0 <= s.first_offset < floor
+             and lso_fits(s, m)]
+    return sorted(out + extra, key=lambda e: e.last_offset) if extra else out
 
 
 def tracker_at(directory: Path, offset: int, log_start: int) -> tuple[TxnTracker, int]:
     """A tracker with the transactions open at the newest producer snapshot at or below
-    `offset` (and not below `log_start`), and that snapshot's offset; without one, an empty
-    tracker from `log_start`."""
+    `offset` (and not below `log_start`), and that snapshot's offset; without one, a
+    tracker from `log_start` knowing nothing of what was open there (its floor)."""
     from kafkactl.log.producer_snapshot import SNAPSHOT_SUFFIX
     from kafkactl.log.producer_state import read_snapshot
 
@@ -398,7 +466,7 @@ def tracker_at(directory: Path, offset: int, log_start: int) -> tuple[TxnTracker
             continue
         return TxnTracker({pid: e.current_txn_first_offset for pid, e in producers.items()
                            if e.current_txn_first_offset >= 0}), at
-    return TxnTracker(), log_start
+    return TxnTracker(floor=log_start), log_start
 
 
 def expected_txn_entries(segments: Sequence[Any], first: int, tracker: TxnTracker,
@@ -441,7 +509,7 @@ def rebuild_txn_indexes(segments: Sequence[Any], first: int, directory: Path,
     changed = 0
     for seg in segments[first:]:
         index: TransactionIndex = seg.txn_index
-        want = expected.get(index.base_offset, [])
+        want = reconcile_entries(index.entries, expected.get(index.base_offset, []), tracker)
         if want != index.entries or index.damage is not None:
             index.replace_entries(want)
             changed += 1
