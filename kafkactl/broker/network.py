@@ -298,12 +298,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         (Kafka's Processor closing a connection over max.connections); its slot is given
         back when its transport is gone (connection_lost)."""
         self._closed = self._evicted = True
-        if self._delayed_close is not None:
-            self._delayed_close.cancel()
-            self._delayed_close = None
-        if self._muted is not None:
-            self._muted.cancel()
-            self._muted = None
+        self._cancel_timers()
         transport = self.transport or self._raw
         if transport is not None:
             transport.abort()
@@ -722,16 +717,20 @@ class KafkaConnection(asyncio.BufferedProtocol):
             if pending is not None:
                 await pending
 
-    def close(self, reason: str | None) -> None:
-        if reason:
-            # one line per peer and kind of reason per interval, then a count (peer_log)
-            self.server.bad_connection_log.event(self.ip, f"{self.info.peer}: {reason}")
+    def _cancel_timers(self) -> None:
+        """Stop a pending delayed close and a quota's throttle: the connection is closing."""
         if self._delayed_close is not None:
             self._delayed_close.cancel()
             self._delayed_close = None
         if self._muted is not None:
             self._muted.cancel()
             self._muted = None
+
+    def close(self, reason: str | None) -> None:
+        if reason:
+            # one line per peer and kind of reason per interval, then a count (peer_log)
+            self.server.bad_connection_log.event(self.ip, f"{self.info.peer}: {reason}")
+        self._cancel_timers()
         if not self._closed and self.transport is not None:
             self._closed = True
             self._release_memory()
