@@ -4,6 +4,16 @@
 # or install it for a user: cp completions/kafkactl.bash \
 #     ~/.local/share/bash-completion/completions/kafkactl
 
+# COMPREPLY: compgen's words one per line (a file name with spaces stays one word).
+_kafkactl_reply() {
+    mapfile -t COMPREPLY < <(compgen "$@" -- "$cur")
+}
+
+_kafkactl_files() {
+    compopt -o filenames 2>/dev/null
+    _kafkactl_reply -f
+}
+
 # Sets _kc_subs, _kc_opts, _kc_vopts (options taking a value), _kc_args (argument
 # choices) and _kc_afiles (arguments are paths) for one command path.
 _kafkactl_spec() {
@@ -92,68 +102,90 @@ _kafkactl() {
     done
     if [[ " $_kc_vopts " == *" $prev "* ]]; then
         case "$path|$prev" in
-        "serve|-c"|"serve|--config") compopt -o filenames 2>/dev/null; COMPREPLY=($(compgen -f -- "$cur")); return 0 ;;
-        "serve|-d"|"serve|--data-dir") compopt -o filenames 2>/dev/null; COMPREPLY=($(compgen -f -- "$cur")); return 0 ;;
-        "produce|-f"|"produce|--file") compopt -o filenames 2>/dev/null; COMPREPLY=($(compgen -f -- "$cur")); return 0 ;;
-        "produce|--command-config") compopt -o filenames 2>/dev/null; COMPREPLY=($(compgen -f -- "$cur")); return 0 ;;
-        "produce|--failed-file") compopt -o filenames 2>/dev/null; COMPREPLY=($(compgen -f -- "$cur")); return 0 ;;
-        "consume|--command-config") compopt -o filenames 2>/dev/null; COMPREPLY=($(compgen -f -- "$cur")); return 0 ;;
-        "delete-records|--offset-json-file") compopt -o filenames 2>/dev/null; COMPREPLY=($(compgen -f -- "$cur")); return 0 ;;
-        "delete-records|--command-config") compopt -o filenames 2>/dev/null; COMPREPLY=($(compgen -f -- "$cur")); return 0 ;;
-        "rebalance|--plan-out") compopt -o filenames 2>/dev/null; COMPREPLY=($(compgen -f -- "$cur")); return 0 ;;
-        "rebalance|--plan-in") compopt -o filenames 2>/dev/null; COMPREPLY=($(compgen -f -- "$cur")); return 0 ;;
-        "rebalance|--command-config") compopt -o filenames 2>/dev/null; COMPREPLY=($(compgen -f -- "$cur")); return 0 ;;
-        "mirror|--consumer.config") compopt -o filenames 2>/dev/null; COMPREPLY=($(compgen -f -- "$cur")); return 0 ;;
-        "mirror|--producer.config") compopt -o filenames 2>/dev/null; COMPREPLY=($(compgen -f -- "$cur")); return 0 ;;
-        "mirror|--command-config") compopt -o filenames 2>/dev/null; COMPREPLY=($(compgen -f -- "$cur")); return 0 ;;
-        "mirror|--json-status") compopt -o filenames 2>/dev/null; COMPREPLY=($(compgen -f -- "$cur")); return 0 ;;
-        "top|--command-config") compopt -o filenames 2>/dev/null; COMPREPLY=($(compgen -f -- "$cur")); return 0 ;;
-        "spark-load|--command-config") compopt -o filenames 2>/dev/null; COMPREPLY=($(compgen -f -- "$cur")); return 0 ;;
-        "topics create|--command-config") compopt -o filenames 2>/dev/null; COMPREPLY=($(compgen -f -- "$cur")); return 0 ;;
-        "topics list|--command-config") compopt -o filenames 2>/dev/null; COMPREPLY=($(compgen -f -- "$cur")); return 0 ;;
-        "topics describe|--command-config") compopt -o filenames 2>/dev/null; COMPREPLY=($(compgen -f -- "$cur")); return 0 ;;
-        "topics offsets|--command-config") compopt -o filenames 2>/dev/null; COMPREPLY=($(compgen -f -- "$cur")); return 0 ;;
-        "topics delete|--command-config") compopt -o filenames 2>/dev/null; COMPREPLY=($(compgen -f -- "$cur")); return 0 ;;
-        "topics alter|--command-config") compopt -o filenames 2>/dev/null; COMPREPLY=($(compgen -f -- "$cur")); return 0 ;;
-        "log-dirs describe|--command-config") compopt -o filenames 2>/dev/null; COMPREPLY=($(compgen -f -- "$cur")); return 0 ;;
-        "log-dirs move|--command-config") compopt -o filenames 2>/dev/null; COMPREPLY=($(compgen -f -- "$cur")); return 0 ;;
-        "offsets list|--command-config") compopt -o filenames 2>/dev/null; COMPREPLY=($(compgen -f -- "$cur")); return 0 ;;
-        "offsets show|--command-config") compopt -o filenames 2>/dev/null; COMPREPLY=($(compgen -f -- "$cur")); return 0 ;;
-        "offsets reset|--command-config") compopt -o filenames 2>/dev/null; COMPREPLY=($(compgen -f -- "$cur")); return 0 ;;
-        "offsets delete|--command-config") compopt -o filenames 2>/dev/null; COMPREPLY=($(compgen -f -- "$cur")); return 0 ;;
-        "offsets migrate|--command-config") compopt -o filenames 2>/dev/null; COMPREPLY=($(compgen -f -- "$cur")); return 0 ;;
-        "configs describe|--command-config") compopt -o filenames 2>/dev/null; COMPREPLY=($(compgen -f -- "$cur")); return 0 ;;
-        "configs alter|--command-config") compopt -o filenames 2>/dev/null; COMPREPLY=($(compgen -f -- "$cur")); return 0 ;;
-        "cluster describe|--command-config") compopt -o filenames 2>/dev/null; COMPREPLY=($(compgen -f -- "$cur")); return 0 ;;
-        "cluster verify-replicas|--command-config") compopt -o filenames 2>/dev/null; COMPREPLY=($(compgen -f -- "$cur")); return 0 ;;
-        "cluster health|--command-config") compopt -o filenames 2>/dev/null; COMPREPLY=($(compgen -f -- "$cur")); return 0 ;;
-        "acls add|--command-config") compopt -o filenames 2>/dev/null; COMPREPLY=($(compgen -f -- "$cur")); return 0 ;;
-        "acls list|--command-config") compopt -o filenames 2>/dev/null; COMPREPLY=($(compgen -f -- "$cur")); return 0 ;;
-        "acls remove|--command-config") compopt -o filenames 2>/dev/null; COMPREPLY=($(compgen -f -- "$cur")); return 0 ;;
-        "users add|--command-config") compopt -o filenames 2>/dev/null; COMPREPLY=($(compgen -f -- "$cur")); return 0 ;;
-        "users list|--command-config") compopt -o filenames 2>/dev/null; COMPREPLY=($(compgen -f -- "$cur")); return 0 ;;
-        "users delete|--command-config") compopt -o filenames 2>/dev/null; COMPREPLY=($(compgen -f -- "$cur")); return 0 ;;
-        "quotas add|--command-config") compopt -o filenames 2>/dev/null; COMPREPLY=($(compgen -f -- "$cur")); return 0 ;;
-        "quotas remove|--command-config") compopt -o filenames 2>/dev/null; COMPREPLY=($(compgen -f -- "$cur")); return 0 ;;
-        "quotas list|--command-config") compopt -o filenames 2>/dev/null; COMPREPLY=($(compgen -f -- "$cur")); return 0 ;;
-        "transactions list|--command-config") compopt -o filenames 2>/dev/null; COMPREPLY=($(compgen -f -- "$cur")); return 0 ;;
-        "transactions describe|--command-config") compopt -o filenames 2>/dev/null; COMPREPLY=($(compgen -f -- "$cur")); return 0 ;;
-        "transactions describe-producers|--command-config") compopt -o filenames 2>/dev/null; COMPREPLY=($(compgen -f -- "$cur")); return 0 ;;
-        "transactions find-hanging|--command-config") compopt -o filenames 2>/dev/null; COMPREPLY=($(compgen -f -- "$cur")); return 0 ;;
-        "transactions abort|--command-config") compopt -o filenames 2>/dev/null; COMPREPLY=($(compgen -f -- "$cur")); return 0 ;;
+        "serve|-c"|"serve|--config") _kafkactl_files; return 0 ;;
+        "serve|-d"|"serve|--data-dir") _kafkactl_files; return 0 ;;
+        "serve|--log-level") _kafkactl_reply -W "debug info warning error"; return 0 ;;
+        "serve|--log-format") _kafkactl_reply -W "text json"; return 0 ;;
+        "produce|-f"|"produce|--file") _kafkactl_files; return 0 ;;
+        "produce|-z"|"produce|--compression") _kafkactl_reply -W "none gzip snappy lz4 zstd"; return 0 ;;
+        "produce|--acks") _kafkactl_reply -W "0 1 all"; return 0 ;;
+        "produce|--partitioner") _kafkactl_reply -W "murmur2 crc32 random roundrobin"; return 0 ;;
+        "produce|--command-config") _kafkactl_files; return 0 ;;
+        "produce|--failed-file") _kafkactl_files; return 0 ;;
+        "consume|-o"|"consume|--offset") _kafkactl_reply -W "earliest latest"; return 0 ;;
+        "consume|--command-config") _kafkactl_files; return 0 ;;
+        "consume|--offsets-storage") _kafkactl_reply -W "zookeeper kafka"; return 0 ;;
+        "consume|--isolation-level") _kafkactl_reply -W "read_uncommitted read_committed"; return 0 ;;
+        "delete-records|--offset-json-file") _kafkactl_files; return 0 ;;
+        "delete-records|--command-config") _kafkactl_files; return 0 ;;
+        "rebalance|--plan-out") _kafkactl_files; return 0 ;;
+        "rebalance|--plan-in") _kafkactl_files; return 0 ;;
+        "rebalance|--command-config") _kafkactl_files; return 0 ;;
+        "mirror|--consumer.config") _kafkactl_files; return 0 ;;
+        "mirror|--producer.config") _kafkactl_files; return 0 ;;
+        "mirror|--command-config") _kafkactl_files; return 0 ;;
+        "mirror|--json-status") _kafkactl_files; return 0 ;;
+        "top|-s"|"top|--sort") _kafkactl_reply -W "in out lag name"; return 0 ;;
+        "top|--command-config") _kafkactl_files; return 0 ;;
+        "spark-load|--partition-by") _kafkactl_reply -W "partition date"; return 0 ;;
+        "spark-load|--isolation-level") _kafkactl_reply -W "read_uncommitted read_committed"; return 0 ;;
+        "spark-load|--command-config") _kafkactl_files; return 0 ;;
+        "topics create|--command-config") _kafkactl_files; return 0 ;;
+        "topics list|--command-config") _kafkactl_files; return 0 ;;
+        "topics describe|--command-config") _kafkactl_files; return 0 ;;
+        "topics offsets|--time") _kafkactl_reply -W "earliest latest max-timestamp"; return 0 ;;
+        "topics offsets|--command-config") _kafkactl_files; return 0 ;;
+        "topics delete|--command-config") _kafkactl_files; return 0 ;;
+        "topics alter|--command-config") _kafkactl_files; return 0 ;;
+        "log-dirs describe|--command-config") _kafkactl_files; return 0 ;;
+        "log-dirs move|--command-config") _kafkactl_files; return 0 ;;
+        "offsets list|--state") _kafkactl_reply -W "PreparingRebalance CompletingRebalance Stable Dead Empty"; return 0 ;;
+        "offsets list|--command-config") _kafkactl_files; return 0 ;;
+        "offsets show|--command-config") _kafkactl_files; return 0 ;;
+        "offsets reset|--command-config") _kafkactl_files; return 0 ;;
+        "offsets delete|--command-config") _kafkactl_files; return 0 ;;
+        "offsets migrate|--command-config") _kafkactl_files; return 0 ;;
+        "configs describe|--entity-type") _kafkactl_reply -W "topics brokers broker-loggers"; return 0 ;;
+        "configs describe|--command-config") _kafkactl_files; return 0 ;;
+        "configs alter|--entity-type") _kafkactl_reply -W "topics brokers broker-loggers"; return 0 ;;
+        "configs alter|--command-config") _kafkactl_files; return 0 ;;
+        "cluster describe|--command-config") _kafkactl_files; return 0 ;;
+        "cluster verify-replicas|--command-config") _kafkactl_files; return 0 ;;
+        "cluster health|--command-config") _kafkactl_files; return 0 ;;
+        "acls add|--operation") _kafkactl_reply -W "All Read Write Create Delete Alter Describe ClusterAction DescribeConfigs AlterConfigs IdempotentWrite"; return 0 ;;
+        "acls add|--resource-pattern-type") _kafkactl_reply -W "literal prefixed"; return 0 ;;
+        "acls add|--command-config") _kafkactl_files; return 0 ;;
+        "acls list|--resource-pattern-type") _kafkactl_reply -W "any match literal prefixed"; return 0 ;;
+        "acls list|--command-config") _kafkactl_files; return 0 ;;
+        "acls remove|--operation") _kafkactl_reply -W "All Read Write Create Delete Alter Describe ClusterAction DescribeConfigs AlterConfigs IdempotentWrite"; return 0 ;;
+        "acls remove|--resource-pattern-type") _kafkactl_reply -W "any match literal prefixed"; return 0 ;;
+        "acls remove|--command-config") _kafkactl_files; return 0 ;;
+        "users add|--mechanism") _kafkactl_reply -W "SCRAM-SHA-256 SCRAM-SHA-512"; return 0 ;;
+        "users add|--command-config") _kafkactl_files; return 0 ;;
+        "users list|--command-config") _kafkactl_files; return 0 ;;
+        "users delete|--mechanism") _kafkactl_reply -W "SCRAM-SHA-256 SCRAM-SHA-512"; return 0 ;;
+        "users delete|--command-config") _kafkactl_files; return 0 ;;
+        "quotas add|--command-config") _kafkactl_files; return 0 ;;
+        "quotas remove|--command-config") _kafkactl_files; return 0 ;;
+        "quotas list|--command-config") _kafkactl_files; return 0 ;;
+        "transactions list|--state") _kafkactl_reply -W "Empty Ongoing PrepareCommit PrepareAbort CompleteCommit CompleteAbort"; return 0 ;;
+        "transactions list|--command-config") _kafkactl_files; return 0 ;;
+        "transactions describe|--command-config") _kafkactl_files; return 0 ;;
+        "transactions describe-producers|--command-config") _kafkactl_files; return 0 ;;
+        "transactions find-hanging|--command-config") _kafkactl_files; return 0 ;;
+        "transactions abort|--command-config") _kafkactl_files; return 0 ;;
         esac
         COMPREPLY=()
         return 0
     fi
     if [[ "$cur" == -* ]]; then
-        COMPREPLY=($(compgen -W "$_kc_opts" -- "$cur"))
+        _kafkactl_reply -W "$_kc_opts"
     elif [ -n "$_kc_subs" ]; then
-        COMPREPLY=($(compgen -W "$_kc_subs" -- "$cur"))
+        _kafkactl_reply -W "$_kc_subs"
     elif [ -n "$_kc_args" ]; then
-        COMPREPLY=($(compgen -W "$_kc_args" -- "$cur"))
+        _kafkactl_reply -W "$_kc_args"
     elif [ -n "$_kc_afiles" ]; then
-        compopt -o filenames 2>/dev/null
-        COMPREPLY=($(compgen -f -- "$cur"))
+        _kafkactl_files
     else
         COMPREPLY=()
     fi

@@ -77,8 +77,8 @@ _kafkactl_serve() {
         '(-d --data-dir)--data-dir[Log directory (default ./kafkactl-data).]:DATA_DIR:_files' \
         '--broker-id[broker.id (default 0).]:BROKER_ID: ' \
         '--zookeeper[zookeeper.connect\: register this broker, its cluster id and its topics in ZooKeeper (default\: standalone, no ZooKeeper).]:HOST\:PORT\[/CHROOT\]: ' \
-        '--log-level[debug, info, warning or error. \[default\: info\]]:LOG_LEVEL: ' \
-        '--log-format[text, or json\: one JSON object per line (time, level, logger, message, and the request a line was written for) for lo...]:LOG_FORMAT: ' \
+        '--log-level[debug, info, warning or error. \[default\: info\]]:LOG_LEVEL:(debug info warning error)' \
+        '--log-format[text, or json\: one JSON object per line (time, level, logger, message, and the request a line was written for) for lo...]:LOG_FORMAT:(text json)' \
         '--metrics[metrics.listen\: serve Prometheus /metrics, /health and /ready over HTTP on HOST\:PORT (default\: off).]:HOST\:PORT: ' \
         '(-h --help)-h[Show this message and exit.]' \
         '(-h --help)--help[Show this message and exit.]'
@@ -103,18 +103,18 @@ _kafkactl_produce() {
         '--null-marker[Send a value (with -K, a key) exactly equal to STR as null, and an -H value equal to it (Kafka'\''s console producer'\''s n...]:STR: ' \
         '(-p --partition)-p[Write every record to this partition.]:PARTITION: ' \
         '(-p --partition)--partition[Write every record to this partition.]:PARTITION: ' \
-        '(-z --compression)-z[none, gzip, snappy, lz4 or zstd (-X compression.type, compression.codec). \[default\: (none)\]]:COMPRESSION: ' \
-        '(-z --compression)--compression[none, gzip, snappy, lz4 or zstd (-X compression.type, compression.codec). \[default\: (none)\]]:COMPRESSION: ' \
-        '--acks[0, 1 or all (-X acks, request.required.acks). \[default\: (all)\]]:ACKS: ' \
+        '(-z --compression)-z[none, gzip, snappy, lz4 or zstd (-X compression.type, compression.codec). \[default\: (none)\]]:COMPRESSION:(none gzip snappy lz4 zstd)' \
+        '(-z --compression)--compression[none, gzip, snappy, lz4 or zstd (-X compression.type, compression.codec). \[default\: (none)\]]:COMPRESSION:(none gzip snappy lz4 zstd)' \
+        '--acks[0, 1 or all (-X acks, request.required.acks). \[default\: (all)\]]:ACKS:(0 1 all)' \
         '--batch-size[Max bytes per batch (-X batch.size). \[default\: (1000000)\]]:BATCH_SIZE: ' \
         '--linger-ms[Wait up to this long to fill a batch (-X linger.ms, queue.buffering.max.ms). \[default\: (5)\]]:LINGER_MS: ' \
         '--sync[Send each record and wait for its ack.]' \
-        '--partitioner[murmur2 (Java client), crc32 (librdkafka consistent), random, roundrobin, or module\:function (-X partitioner, partiti...]:PARTITIONER: ' \
-        '(-b --bootstrap-server)-b[Broker(s) host\:port\[,host\:port\]; default $KAFKACTL_BOOTSTRAP or 127.0.0.1\:9092.]:BOOTSTRAP: ' \
-        '(-b --bootstrap-server)--bootstrap-server[Broker(s) host\:port\[,host\:port\]; default $KAFKACTL_BOOTSTRAP or 127.0.0.1\:9092.]:BOOTSTRAP: ' \
+        '--partitioner[murmur2 (Java client), crc32 (librdkafka consistent), random, roundrobin, or module\:function (-X partitioner, partiti...]:PARTITIONER:(murmur2 crc32 random roundrobin)' \
+        '(-b --bootstrap-server)-b[Broker(s) host\:port\[,host\:port\]; default\: bootstrap.servers of --command-config, else $KAFKACTL_BOOTSTRAP, else 127.0...]:BOOTSTRAP: ' \
+        '(-b --bootstrap-server)--bootstrap-server[Broker(s) host\:port\[,host\:port\]; default\: bootstrap.servers of --command-config, else $KAFKACTL_BOOTSTRAP, else 127.0...]:BOOTSTRAP: ' \
         '*-X[Producer property key=value (repeatable), Java'\''s or librdkafka'\''s name\: client.id, request.timeout.ms (socket.timeout....]:PROP: ' \
         '*--property[Producer property key=value (repeatable), Java'\''s or librdkafka'\''s name\: client.id, request.timeout.ms (socket.timeout....]:PROP: ' \
-        '--command-config[A properties file of client settings (Kafka'\''s tools'\'' flag); -X overrides it.]:FILE:_files' \
+        '--command-config[A properties file of client settings (Kafka'\''s tools'\'' flag)\: the keys -X takes, checked as -X checks them, and bootstr...]:FILE:_files' \
         '--zookeeper[Find the brokers in ZooKeeper'\''s registry (/brokers/ids) and follow it; -b/--bootstrap-server is the static alternative.]:HOST\:PORT\[/CHROOT\]: ' \
         '(-q --quiet)-q[No progress or summary.]' \
         '(-q --quiet)--quiet[No progress or summary.]' \
@@ -133,36 +133,36 @@ _kafkactl_consume() {
         '--exclude-pattern[Blacklist\: skip topics whose whole name matches this.]:EXCLUDE_PATTERN: ' \
         '*-p[Only this partition (repeatable).]:PARTITION: ' \
         '*--partition[Only this partition (repeatable).]:PARTITION: ' \
-        '(-o --offset)-o[earliest | latest | N | -N (N before the end) | @<ms timestamp> | ISO date.]:OFFSET: ' \
-        '(-o --offset)--offset[earliest | latest | N | -N (N before the end) | @<ms timestamp> | ISO date.]:OFFSET: ' \
+        '(-o --offset)-o[earliest | latest | N | -N (N before the end) | @<ms timestamp> | ISO date. Default\: latest, the records produced fro...]:OFFSET:(earliest latest)' \
+        '(-o --offset)--offset[earliest | latest | N | -N (N before the end) | @<ms timestamp> | ISO date. Default\: latest, the records produced fro...]:OFFSET:(earliest latest)' \
         '--from-beginning[Start at the earliest offset.]' \
         '(-c --max-messages)-c[Exit after this many records.]:MAX_MESSAGES: ' \
         '(-c --max-messages)--max-messages[Exit after this many records.]:MAX_MESSAGES: ' \
         '(-e --exit-at-end)-e[Exit when every partition is read to its end.]' \
         '(-e --exit-at-end)--exit-at-end[Exit when every partition is read to its end.]' \
-        '(-f --format)-f[kcat tokens %t %p %o %k %s %T %h %K %S; \\n \\t.]:FMT: ' \
-        '(-f --format)--format[kcat tokens %t %p %o %k %s %T %h %K %S; \\n \\t.]:FMT: ' \
-        '(-J --json)-J[One JSON object per record.]' \
-        '(-J --json)--json[One JSON object per record.]' \
+        '(-f --format)-f[kcat tokens %t %p %o %k %s %T %h %K %S; \\n \\t. Not with -J, -K or --print-offsets (%k and %o say where the key and of...]:FMT: ' \
+        '(-f --format)--format[kcat tokens %t %p %o %k %s %T %h %K %S; \\n \\t. Not with -J, -K or --print-offsets (%k and %o say where the key and of...]:FMT: ' \
+        '(-J --json)-J[One JSON object per record (not with -f, -K or --print-offsets).]' \
+        '(-J --json)--json[One JSON object per record (not with -f, -K or --print-offsets).]' \
         '(-K --key-separator)-K[Print key SEP value.]:KEY_SEPARATOR: ' \
         '(-K --key-separator)--key-separator[Print key SEP value.]:KEY_SEPARATOR: ' \
-        '--print-offsets[Prefix each record with its offset.]' \
+        '--print-offsets[Prefix each record with its offset and -K'\''s SEP (a tab without -K)\: OFFSET SEP KEY SEP VALUE, as kafka-console-consum...]' \
         '(-Z --print-null)-Z[Print a null key or value (a tombstone'\''s) as NULL, not as nothing (kcat'\''s -Z, for null only\: kcat prints an empty val...]' \
         '(-Z --print-null)--print-null[Print a null key or value (a tombstone'\''s) as NULL, not as nothing (kcat'\''s -Z, for null only\: kcat prints an empty val...]' \
         '--null-literal[Print a null key or value as STR, taken literally (kafka-console-consumer'\''s null.literal; also -X null.literal=STR).]:STR: ' \
         '(-G -g --group)-G[Consume as a member of this consumer group\: the group assigns the partitions and the consumed offsets are committed.]:GROUP: ' \
         '(-G -g --group)-g[Consume as a member of this consumer group\: the group assigns the partitions and the consumed offsets are committed.]:GROUP: ' \
         '(-G -g --group)--group[Consume as a member of this consumer group\: the group assigns the partitions and the consumed offsets are committed.]:GROUP: ' \
-        '(-b --bootstrap-server)-b[Broker(s) host\:port\[,host\:port\]; default $KAFKACTL_BOOTSTRAP or 127.0.0.1\:9092.]:BOOTSTRAP: ' \
-        '(-b --bootstrap-server)--bootstrap-server[Broker(s) host\:port\[,host\:port\]; default $KAFKACTL_BOOTSTRAP or 127.0.0.1\:9092.]:BOOTSTRAP: ' \
+        '(-b --bootstrap-server)-b[Broker(s) host\:port\[,host\:port\]; default\: bootstrap.servers of --command-config, else $KAFKACTL_BOOTSTRAP, else 127.0...]:BOOTSTRAP: ' \
+        '(-b --bootstrap-server)--bootstrap-server[Broker(s) host\:port\[,host\:port\]; default\: bootstrap.servers of --command-config, else $KAFKACTL_BOOTSTRAP, else 127.0...]:BOOTSTRAP: ' \
         '*-X[Consumer property key=value (repeatable)\: librdkafka'\''s or Java'\''s names, e.g. fetch.wait.max.ms, max.partition.fetch.b...]:PROP: ' \
         '*--property[Consumer property key=value (repeatable)\: librdkafka'\''s or Java'\''s names, e.g. fetch.wait.max.ms, max.partition.fetch.b...]:PROP: ' \
-        '--command-config[A properties file of client settings (Kafka'\''s tools'\'' flag); -X overrides it.]:FILE:_files' \
+        '--command-config[A properties file of client settings (Kafka'\''s tools'\'' flag)\: the keys -X takes, checked as -X checks them, and bootstr...]:FILE:_files' \
         '--zookeeper[With --group\: a ZooKeeper-coordinated group (the seed'\''s consumer\: members, partition owners and offsets under /consum...]:HOST\:PORT\[/CHROOT\]: ' \
-        '--offsets-storage[With --zookeeper\: where offsets are kept, zookeeper or kafka (the broker). \[default\: (zookeeper)\]]:OFFSETS_STORAGE: ' \
+        '--offsets-storage[With --zookeeper\: where offsets are kept, zookeeper or kafka (the broker). \[default\: (zookeeper)\]]:OFFSETS_STORAGE:(zookeeper kafka)' \
         '--dual-commit[With --offsets-storage kafka\: commit to ZooKeeper too (the migration step).]' \
         '--timeout-ms[Exit when no record arrived for this long (kafka-console-consumer'\''s). \[x>=1\]]:TIMEOUT_MS: ' \
-        '--isolation-level[read_uncommitted or read_committed\: only records of committed transactions, up to the last stable offset (-X isolatio...]:LEVEL: ' \
+        '--isolation-level[read_uncommitted or read_committed\: only records of committed transactions, up to the last stable offset (-X isolatio...]:LEVEL:(read_uncommitted read_committed)' \
         '(-q --quiet)-q[No summary on stderr.]' \
         '(-q --quiet)--quiet[No summary on stderr.]' \
         '(-h --help)-h[Show this message and exit.]' \
@@ -179,11 +179,11 @@ _kafkactl_delete_records() {
         '--before[With --topic\: delete the records below this offset; end (or -1)\: below the high watermark, every record a consumer ca...]:OFFSET: ' \
         '--timeout[Give up on a partition not done after this long (leader elections are waited out meanwhile). \[default\: 30.0; x>=1.0\]]:SECONDS: ' \
         '--json[A JSON array, one object per partition.]' \
-        '(-b --bootstrap-server)-b[Broker(s) host\:port\[,host\:port\]; default $KAFKACTL_BOOTSTRAP or 127.0.0.1\:9092.]:BOOTSTRAP: ' \
-        '(-b --bootstrap-server)--bootstrap-server[Broker(s) host\:port\[,host\:port\]; default $KAFKACTL_BOOTSTRAP or 127.0.0.1\:9092.]:BOOTSTRAP: ' \
+        '(-b --bootstrap-server)-b[Broker(s) host\:port\[,host\:port\]; default\: bootstrap.servers of --command-config, else $KAFKACTL_BOOTSTRAP, else 127.0...]:BOOTSTRAP: ' \
+        '(-b --bootstrap-server)--bootstrap-server[Broker(s) host\:port\[,host\:port\]; default\: bootstrap.servers of --command-config, else $KAFKACTL_BOOTSTRAP, else 127.0...]:BOOTSTRAP: ' \
         '*-X[Client property key=value, librdkafka'\''s names (repeatable)\: security.protocol, sasl.mechanism, sasl.username, sasl.pa...]:PROP: ' \
         '*--property[Client property key=value, librdkafka'\''s names (repeatable)\: security.protocol, sasl.mechanism, sasl.username, sasl.pa...]:PROP: ' \
-        '--command-config[A properties file of client settings (Kafka'\''s tools'\'' flag); -X overrides it.]:FILE:_files' \
+        '--command-config[A properties file of client settings (Kafka'\''s tools'\'' flag)\: the keys -X takes, checked as -X checks them, and bootstr...]:FILE:_files' \
         '(-h --help)-h[Show this message and exit.]' \
         '(-h --help)--help[Show this message and exit.]'
 }
@@ -240,11 +240,11 @@ _kafkactl_rebalance() {
         '--trigger[Force the group to rebalance.]' \
         '--dry-run[Only show (with --trigger\: do nothing).]' \
         '--timeout[Seconds to wait for a triggered rebalance. \[default\: 60.0\]]:TIMEOUT: ' \
-        '(-b --bootstrap-server)-b[Broker(s) host\:port\[,host\:port\]; default $KAFKACTL_BOOTSTRAP or 127.0.0.1\:9092.]:BOOTSTRAP: ' \
-        '(-b --bootstrap-server)--bootstrap-server[Broker(s) host\:port\[,host\:port\]; default $KAFKACTL_BOOTSTRAP or 127.0.0.1\:9092.]:BOOTSTRAP: ' \
+        '(-b --bootstrap-server)-b[Broker(s) host\:port\[,host\:port\]; default\: bootstrap.servers of --command-config, else $KAFKACTL_BOOTSTRAP, else 127.0...]:BOOTSTRAP: ' \
+        '(-b --bootstrap-server)--bootstrap-server[Broker(s) host\:port\[,host\:port\]; default\: bootstrap.servers of --command-config, else $KAFKACTL_BOOTSTRAP, else 127.0...]:BOOTSTRAP: ' \
         '*-X[Client property key=value, librdkafka'\''s names (repeatable)\: security.protocol, sasl.mechanism, sasl.username, sasl.pa...]:PROP: ' \
         '*--property[Client property key=value, librdkafka'\''s names (repeatable)\: security.protocol, sasl.mechanism, sasl.username, sasl.pa...]:PROP: ' \
-        '--command-config[A properties file of client settings (Kafka'\''s tools'\'' flag); -X overrides it.]:FILE:_files' \
+        '--command-config[A properties file of client settings (Kafka'\''s tools'\'' flag)\: the keys -X takes, checked as -X checks them, and bootstr...]:FILE:_files' \
         '--zookeeper[A ZooKeeper-coordinated group (consume --zookeeper)\: members, owners and the seed'\''s plan from /consumers/GROUP.]:HOST\:PORT\[/CHROOT\]: ' \
         '(-h --help)-h[Show this message and exit.]' \
         '(-h --help)--help[Show this message and exit.]'
@@ -268,7 +268,7 @@ _kafkactl_mirror() {
         '--producer.config[Target producer properties file (MirrorMaker'\''s flag), security ones too; --producer-property overrides it.]:FILE:_files' \
         '*-X[Client security property key=value for both clusters, librdkafka'\''s names (repeatable); the consumer and producer prop...]:PROP: ' \
         '*--property[Client security property key=value for both clusters, librdkafka'\''s names (repeatable); the consumer and producer prop...]:PROP: ' \
-        '--command-config[A properties file of client settings (Kafka'\''s tools'\'' flag); -X overrides it.]:FILE:_files' \
+        '--command-config[A properties file of client settings (Kafka'\''s tools'\'' flag)\: the keys -X takes, checked as -X checks them, and bootstr...]:FILE:_files' \
         '(--abort-on-send-failure --no-abort-on-send-failure)--abort-on-send-failure[Stop at a record the target refuses (default), or skip and count it. \[default\: abort-on-send-failure\]]' \
         '(--abort-on-send-failure --no-abort-on-send-failure)--no-abort-on-send-failure[Stop at a record the target refuses (default), or skip and count it. \[default\: abort-on-send-failure\]]' \
         '*--rename[Write source topic SRC into target topic DST.]:SRC\:DST: ' \
@@ -289,18 +289,18 @@ _kafkactl_top() {
     _arguments -s -S \
         '--once[Print one snapshot and exit (two looks --interval seconds apart, for the rates).]' \
         '--json[JSON instead of tables (with --once\: one document; live\: one document a line per refresh).]' \
-        '(-s --sort)-s[Order topics by in rate, out rate or name; groups by lag (or name). \[default\: in\]]:in|out|lag|name: ' \
-        '(-s --sort)--sort[Order topics by in rate, out rate or name; groups by lag (or name). \[default\: in\]]:in|out|lag|name: ' \
+        '(-s --sort)-s[Order topics by in rate, out rate or name; groups by lag (or name). \[default\: in\]]:in|out|lag|name:(in out lag name)' \
+        '(-s --sort)--sort[Order topics by in rate, out rate or name; groups by lag (or name). \[default\: in\]]:in|out|lag|name:(in out lag name)' \
         '(-i --interval)-i[Seconds between refreshes. \[default\: 2.0; x>=0.1\]]:SECONDS: ' \
         '(-i --interval)--interval[Seconds between refreshes. \[default\: 2.0; x>=0.1\]]:SECONDS: ' \
         '*--metrics[A broker'\''s metrics endpoint (http\://HOST\:PORT/metrics; repeat once per broker)\: read it instead of the Kafka protocol.]:URL: ' \
         '--metrics-port[With the Kafka protocol\: every broker'\''s metrics listener port (on the broker'\''s advertised host), for per-broker CPU,...]:PORT: ' \
         '*--broker-metrics[With the Kafka protocol\: broker ID'\''s metrics endpoint (HOST\:PORT or a URL; repeatable), for its CPU, memory and conne...]:ID=URL: ' \
-        '(-b --bootstrap-server)-b[Broker(s) host\:port\[,host\:port\]; default $KAFKACTL_BOOTSTRAP or 127.0.0.1\:9092.]:BOOTSTRAP: ' \
-        '(-b --bootstrap-server)--bootstrap-server[Broker(s) host\:port\[,host\:port\]; default $KAFKACTL_BOOTSTRAP or 127.0.0.1\:9092.]:BOOTSTRAP: ' \
+        '(-b --bootstrap-server)-b[Broker(s) host\:port\[,host\:port\]; default\: bootstrap.servers of --command-config, else $KAFKACTL_BOOTSTRAP, else 127.0...]:BOOTSTRAP: ' \
+        '(-b --bootstrap-server)--bootstrap-server[Broker(s) host\:port\[,host\:port\]; default\: bootstrap.servers of --command-config, else $KAFKACTL_BOOTSTRAP, else 127.0...]:BOOTSTRAP: ' \
         '*-X[Client property key=value, librdkafka'\''s names (repeatable)\: security.protocol, sasl.mechanism, sasl.username, sasl.pa...]:PROP: ' \
         '*--property[Client property key=value, librdkafka'\''s names (repeatable)\: security.protocol, sasl.mechanism, sasl.username, sasl.pa...]:PROP: ' \
-        '--command-config[A properties file of client settings (Kafka'\''s tools'\'' flag); -X overrides it.]:FILE:_files' \
+        '--command-config[A properties file of client settings (Kafka'\''s tools'\'' flag)\: the keys -X takes, checked as -X checks them, and bootstr...]:FILE:_files' \
         '(-h --help)-h[Show this message and exit.]' \
         '(-h --help)--help[Show this message and exit.]'
 }
@@ -318,18 +318,18 @@ _kafkactl_spark_load() {
         '(--fail-on-data-loss --skip-data-loss)--skip-data-loss[Fail (exit 5) when a start offset was deleted, or skip what is gone. \[default\: fail-on-data-loss\]]' \
         '--allow-empty[Exit 0 when a --topic does not exist or the --pattern matches no topic (default\: exit 6, nothing loaded).]' \
         '--max-records-per-partition[Split bigger ranges into tasks.]:MAX_RECORDS_PER_PARTITION: ' \
-        '--partition-by[Output directories topic=T/partition=P, or topic=T/date=YYYY-MM-DD (the records'\'' UTC date) with '\''date'\''. \[default\: par...]:PARTITION_BY: ' \
-        '--isolation-level[read_committed\: only committed transactions'\'' records; each run ends at the last stable offset, so an open transaction...]:LEVEL: ' \
+        '--partition-by[Output directories topic=T/partition=P, or topic=T/date=YYYY-MM-DD (the records'\'' UTC date) with '\''date'\''. \[default\: par...]:PARTITION_BY:(partition date)' \
+        '--isolation-level[read_committed\: only committed transactions'\'' records; each run ends at the last stable offset, so an open transaction...]:LEVEL:(read_uncommitted read_committed)' \
         '--master[Spark master\: local\[*\], spark\://host\:7077, yarn... \[default\: local\[*\]\]]:MASTER: ' \
         '*-c[Extra spark-submit --conf key=value.]:CONF: ' \
         '*--conf[Extra spark-submit --conf key=value.]:CONF: ' \
         '--py-files[Ship this zip/wheel instead of kafkactl'\''s own sources.]:PY_FILES: ' \
         '--print-command[Print the spark-submit line, run nothing.]' \
-        '(-b --bootstrap-server)-b[Broker(s) host\:port\[,host\:port\]; default $KAFKACTL_BOOTSTRAP or 127.0.0.1\:9092.]:BOOTSTRAP: ' \
-        '(-b --bootstrap-server)--bootstrap-server[Broker(s) host\:port\[,host\:port\]; default $KAFKACTL_BOOTSTRAP or 127.0.0.1\:9092.]:BOOTSTRAP: ' \
+        '(-b --bootstrap-server)-b[Broker(s) host\:port\[,host\:port\]; default\: bootstrap.servers of --command-config, else $KAFKACTL_BOOTSTRAP, else 127.0...]:BOOTSTRAP: ' \
+        '(-b --bootstrap-server)--bootstrap-server[Broker(s) host\:port\[,host\:port\]; default\: bootstrap.servers of --command-config, else $KAFKACTL_BOOTSTRAP, else 127.0...]:BOOTSTRAP: ' \
         '*-X[Client property key=value, librdkafka'\''s names (repeatable)\: security.protocol, sasl.mechanism, sasl.username, sasl.pa...]:PROP: ' \
         '*--property[Client property key=value, librdkafka'\''s names (repeatable)\: security.protocol, sasl.mechanism, sasl.username, sasl.pa...]:PROP: ' \
-        '--command-config[A properties file of client settings (Kafka'\''s tools'\'' flag); -X overrides it.]:FILE:_files' \
+        '--command-config[A properties file of client settings (Kafka'\''s tools'\'' flag)\: the keys -X takes, checked as -X checks them, and bootstr...]:FILE:_files' \
         '(-h --help)-h[Show this message and exit.]' \
         '(-h --help)--help[Show this message and exit.]'
 }
@@ -375,11 +375,11 @@ _kafkactl_topics_create() {
         '--replica-assignment[Each partition'\''s replicas, as kafka-topics takes them\: partitions separated by commas, broker ids by colons, the firs...]:B\:B,B\:B,...: ' \
         '*--config[Topic config k=v (repeatable).]:CONFIG: ' \
         '--if-not-exists[No error if the topic exists.]' \
-        '(-b --bootstrap-server)-b[Broker(s) host\:port\[,host\:port\]; default $KAFKACTL_BOOTSTRAP or 127.0.0.1\:9092.]:BOOTSTRAP: ' \
-        '(-b --bootstrap-server)--bootstrap-server[Broker(s) host\:port\[,host\:port\]; default $KAFKACTL_BOOTSTRAP or 127.0.0.1\:9092.]:BOOTSTRAP: ' \
+        '(-b --bootstrap-server)-b[Broker(s) host\:port\[,host\:port\]; default\: bootstrap.servers of --command-config, else $KAFKACTL_BOOTSTRAP, else 127.0...]:BOOTSTRAP: ' \
+        '(-b --bootstrap-server)--bootstrap-server[Broker(s) host\:port\[,host\:port\]; default\: bootstrap.servers of --command-config, else $KAFKACTL_BOOTSTRAP, else 127.0...]:BOOTSTRAP: ' \
         '*-X[Client property key=value, librdkafka'\''s names (repeatable)\: security.protocol, sasl.mechanism, sasl.username, sasl.pa...]:PROP: ' \
         '*--property[Client property key=value, librdkafka'\''s names (repeatable)\: security.protocol, sasl.mechanism, sasl.username, sasl.pa...]:PROP: ' \
-        '--command-config[A properties file of client settings (Kafka'\''s tools'\'' flag); -X overrides it.]:FILE:_files' \
+        '--command-config[A properties file of client settings (Kafka'\''s tools'\'' flag)\: the keys -X takes, checked as -X checks them, and bootstr...]:FILE:_files' \
         '(-h --help)-h[Show this message and exit.]' \
         '(-h --help)--help[Show this message and exit.]'
 }
@@ -388,11 +388,11 @@ _kafkactl_topics_list() {
     _arguments -s -S \
         '--exclude-internal[Leave out internal topics (__consumer_offsets).]' \
         '--json[A JSON array of names.]' \
-        '(-b --bootstrap-server)-b[Broker(s) host\:port\[,host\:port\]; default $KAFKACTL_BOOTSTRAP or 127.0.0.1\:9092.]:BOOTSTRAP: ' \
-        '(-b --bootstrap-server)--bootstrap-server[Broker(s) host\:port\[,host\:port\]; default $KAFKACTL_BOOTSTRAP or 127.0.0.1\:9092.]:BOOTSTRAP: ' \
+        '(-b --bootstrap-server)-b[Broker(s) host\:port\[,host\:port\]; default\: bootstrap.servers of --command-config, else $KAFKACTL_BOOTSTRAP, else 127.0...]:BOOTSTRAP: ' \
+        '(-b --bootstrap-server)--bootstrap-server[Broker(s) host\:port\[,host\:port\]; default\: bootstrap.servers of --command-config, else $KAFKACTL_BOOTSTRAP, else 127.0...]:BOOTSTRAP: ' \
         '*-X[Client property key=value, librdkafka'\''s names (repeatable)\: security.protocol, sasl.mechanism, sasl.username, sasl.pa...]:PROP: ' \
         '*--property[Client property key=value, librdkafka'\''s names (repeatable)\: security.protocol, sasl.mechanism, sasl.username, sasl.pa...]:PROP: ' \
-        '--command-config[A properties file of client settings (Kafka'\''s tools'\'' flag); -X overrides it.]:FILE:_files' \
+        '--command-config[A properties file of client settings (Kafka'\''s tools'\'' flag)\: the keys -X takes, checked as -X checks them, and bootstr...]:FILE:_files' \
         '(-h --help)-h[Show this message and exit.]' \
         '(-h --help)--help[Show this message and exit.]'
 }
@@ -407,11 +407,11 @@ _kafkactl_topics_describe() {
         '--at-min-isr-partitions[Only partitions with exactly min.insync.replicas in-sync replicas.]' \
         '--exclude-internal[Without --topic, skip internal topics.]' \
         '--json[One JSON document.]' \
-        '(-b --bootstrap-server)-b[Broker(s) host\:port\[,host\:port\]; default $KAFKACTL_BOOTSTRAP or 127.0.0.1\:9092.]:BOOTSTRAP: ' \
-        '(-b --bootstrap-server)--bootstrap-server[Broker(s) host\:port\[,host\:port\]; default $KAFKACTL_BOOTSTRAP or 127.0.0.1\:9092.]:BOOTSTRAP: ' \
+        '(-b --bootstrap-server)-b[Broker(s) host\:port\[,host\:port\]; default\: bootstrap.servers of --command-config, else $KAFKACTL_BOOTSTRAP, else 127.0...]:BOOTSTRAP: ' \
+        '(-b --bootstrap-server)--bootstrap-server[Broker(s) host\:port\[,host\:port\]; default\: bootstrap.servers of --command-config, else $KAFKACTL_BOOTSTRAP, else 127.0...]:BOOTSTRAP: ' \
         '*-X[Client property key=value, librdkafka'\''s names (repeatable)\: security.protocol, sasl.mechanism, sasl.username, sasl.pa...]:PROP: ' \
         '*--property[Client property key=value, librdkafka'\''s names (repeatable)\: security.protocol, sasl.mechanism, sasl.username, sasl.pa...]:PROP: ' \
-        '--command-config[A properties file of client settings (Kafka'\''s tools'\'' flag); -X overrides it.]:FILE:_files' \
+        '--command-config[A properties file of client settings (Kafka'\''s tools'\'' flag)\: the keys -X takes, checked as -X checks them, and bootstr...]:FILE:_files' \
         '(-h --help)-h[Show this message and exit.]' \
         '(-h --help)--help[Show this message and exit.]'
 }
@@ -423,14 +423,14 @@ _kafkactl_topics_offsets() {
         '*-p[Only these partitions (repeatable, or 0,2).]:PARTITION: ' \
         '*--partition[Only these partitions (repeatable, or 0,2).]:PARTITION: ' \
         '*--partitions[Only these partitions (repeatable, or 0,2).]:PARTITION: ' \
-        '--time[earliest, latest, max-timestamp, a timestamp in ms or an ISO date (2024-05-01T12\:00\:00)\: the first offset whose recor...]:TIME: ' \
+        '--time[earliest, latest, max-timestamp, a timestamp in ms or an ISO date (2024-05-01T12\:00\:00)\: the first offset whose recor...]:TIME:(earliest latest max-timestamp)' \
         '--exclude-internal[Without --topic, skip internal topics.]' \
         '--json[A JSON array, one object per partition.]' \
-        '(-b --bootstrap-server)-b[Broker(s) host\:port\[,host\:port\]; default $KAFKACTL_BOOTSTRAP or 127.0.0.1\:9092.]:BOOTSTRAP: ' \
-        '(-b --bootstrap-server)--bootstrap-server[Broker(s) host\:port\[,host\:port\]; default $KAFKACTL_BOOTSTRAP or 127.0.0.1\:9092.]:BOOTSTRAP: ' \
+        '(-b --bootstrap-server)-b[Broker(s) host\:port\[,host\:port\]; default\: bootstrap.servers of --command-config, else $KAFKACTL_BOOTSTRAP, else 127.0...]:BOOTSTRAP: ' \
+        '(-b --bootstrap-server)--bootstrap-server[Broker(s) host\:port\[,host\:port\]; default\: bootstrap.servers of --command-config, else $KAFKACTL_BOOTSTRAP, else 127.0...]:BOOTSTRAP: ' \
         '*-X[Client property key=value, librdkafka'\''s names (repeatable)\: security.protocol, sasl.mechanism, sasl.username, sasl.pa...]:PROP: ' \
         '*--property[Client property key=value, librdkafka'\''s names (repeatable)\: security.protocol, sasl.mechanism, sasl.username, sasl.pa...]:PROP: ' \
-        '--command-config[A properties file of client settings (Kafka'\''s tools'\'' flag); -X overrides it.]:FILE:_files' \
+        '--command-config[A properties file of client settings (Kafka'\''s tools'\'' flag)\: the keys -X takes, checked as -X checks them, and bootstr...]:FILE:_files' \
         '(-h --help)-h[Show this message and exit.]' \
         '(-h --help)--help[Show this message and exit.]'
 }
@@ -440,11 +440,11 @@ _kafkactl_topics_delete() {
         '*-t[Topic (repeatable). \[required\]]:TOPIC: ' \
         '*--topic[Topic (repeatable). \[required\]]:TOPIC: ' \
         '--if-exists[No error if it is absent.]' \
-        '(-b --bootstrap-server)-b[Broker(s) host\:port\[,host\:port\]; default $KAFKACTL_BOOTSTRAP or 127.0.0.1\:9092.]:BOOTSTRAP: ' \
-        '(-b --bootstrap-server)--bootstrap-server[Broker(s) host\:port\[,host\:port\]; default $KAFKACTL_BOOTSTRAP or 127.0.0.1\:9092.]:BOOTSTRAP: ' \
+        '(-b --bootstrap-server)-b[Broker(s) host\:port\[,host\:port\]; default\: bootstrap.servers of --command-config, else $KAFKACTL_BOOTSTRAP, else 127.0...]:BOOTSTRAP: ' \
+        '(-b --bootstrap-server)--bootstrap-server[Broker(s) host\:port\[,host\:port\]; default\: bootstrap.servers of --command-config, else $KAFKACTL_BOOTSTRAP, else 127.0...]:BOOTSTRAP: ' \
         '*-X[Client property key=value, librdkafka'\''s names (repeatable)\: security.protocol, sasl.mechanism, sasl.username, sasl.pa...]:PROP: ' \
         '*--property[Client property key=value, librdkafka'\''s names (repeatable)\: security.protocol, sasl.mechanism, sasl.username, sasl.pa...]:PROP: ' \
-        '--command-config[A properties file of client settings (Kafka'\''s tools'\'' flag); -X overrides it.]:FILE:_files' \
+        '--command-config[A properties file of client settings (Kafka'\''s tools'\'' flag)\: the keys -X takes, checked as -X checks them, and bootstr...]:FILE:_files' \
         '(-h --help)-h[Show this message and exit.]' \
         '(-h --help)--help[Show this message and exit.]'
 }
@@ -456,11 +456,11 @@ _kafkactl_topics_alter() {
         '--partitions[Grow the topic to this many partitions.]:PARTITIONS: ' \
         '*--config[Set k=v (repeatable).]:CONFIG: ' \
         '*--delete-config[Remove an override (repeatable).]:DELETE_CONFIG: ' \
-        '(-b --bootstrap-server)-b[Broker(s) host\:port\[,host\:port\]; default $KAFKACTL_BOOTSTRAP or 127.0.0.1\:9092.]:BOOTSTRAP: ' \
-        '(-b --bootstrap-server)--bootstrap-server[Broker(s) host\:port\[,host\:port\]; default $KAFKACTL_BOOTSTRAP or 127.0.0.1\:9092.]:BOOTSTRAP: ' \
+        '(-b --bootstrap-server)-b[Broker(s) host\:port\[,host\:port\]; default\: bootstrap.servers of --command-config, else $KAFKACTL_BOOTSTRAP, else 127.0...]:BOOTSTRAP: ' \
+        '(-b --bootstrap-server)--bootstrap-server[Broker(s) host\:port\[,host\:port\]; default\: bootstrap.servers of --command-config, else $KAFKACTL_BOOTSTRAP, else 127.0...]:BOOTSTRAP: ' \
         '*-X[Client property key=value, librdkafka'\''s names (repeatable)\: security.protocol, sasl.mechanism, sasl.username, sasl.pa...]:PROP: ' \
         '*--property[Client property key=value, librdkafka'\''s names (repeatable)\: security.protocol, sasl.mechanism, sasl.username, sasl.pa...]:PROP: ' \
-        '--command-config[A properties file of client settings (Kafka'\''s tools'\'' flag); -X overrides it.]:FILE:_files' \
+        '--command-config[A properties file of client settings (Kafka'\''s tools'\'' flag)\: the keys -X takes, checked as -X checks them, and bootstr...]:FILE:_files' \
         '(-h --help)-h[Show this message and exit.]' \
         '(-h --help)--help[Show this message and exit.]'
 }
@@ -495,11 +495,11 @@ _kafkactl_log_dirs_describe() {
         '*--topic[Only the replicas of this topic (repeatable).]:TOPIC: ' \
         '*--broker[Only this broker (repeatable; default\: every broker).]:BROKER: ' \
         '--json[JSON output.]' \
-        '(-b --bootstrap-server)-b[Broker(s) host\:port\[,host\:port\]; default $KAFKACTL_BOOTSTRAP or 127.0.0.1\:9092.]:BOOTSTRAP: ' \
-        '(-b --bootstrap-server)--bootstrap-server[Broker(s) host\:port\[,host\:port\]; default $KAFKACTL_BOOTSTRAP or 127.0.0.1\:9092.]:BOOTSTRAP: ' \
+        '(-b --bootstrap-server)-b[Broker(s) host\:port\[,host\:port\]; default\: bootstrap.servers of --command-config, else $KAFKACTL_BOOTSTRAP, else 127.0...]:BOOTSTRAP: ' \
+        '(-b --bootstrap-server)--bootstrap-server[Broker(s) host\:port\[,host\:port\]; default\: bootstrap.servers of --command-config, else $KAFKACTL_BOOTSTRAP, else 127.0...]:BOOTSTRAP: ' \
         '*-X[Client property key=value, librdkafka'\''s names (repeatable)\: security.protocol, sasl.mechanism, sasl.username, sasl.pa...]:PROP: ' \
         '*--property[Client property key=value, librdkafka'\''s names (repeatable)\: security.protocol, sasl.mechanism, sasl.username, sasl.pa...]:PROP: ' \
-        '--command-config[A properties file of client settings (Kafka'\''s tools'\'' flag); -X overrides it.]:FILE:_files' \
+        '--command-config[A properties file of client settings (Kafka'\''s tools'\'' flag)\: the keys -X takes, checked as -X checks them, and bootstr...]:FILE:_files' \
         '(-h --help)-h[Show this message and exit.]' \
         '(-h --help)--help[Show this message and exit.]'
 }
@@ -514,11 +514,11 @@ _kafkactl_log_dirs_move() {
         '--broker[The broker whose replicas move. \[required\]]:BROKER: ' \
         '--wait[Wait until every move is done.]' \
         '--timeout[With --wait\: give up after this long. \[default\: 300.0\]]:SECONDS: ' \
-        '(-b --bootstrap-server)-b[Broker(s) host\:port\[,host\:port\]; default $KAFKACTL_BOOTSTRAP or 127.0.0.1\:9092.]:BOOTSTRAP: ' \
-        '(-b --bootstrap-server)--bootstrap-server[Broker(s) host\:port\[,host\:port\]; default $KAFKACTL_BOOTSTRAP or 127.0.0.1\:9092.]:BOOTSTRAP: ' \
+        '(-b --bootstrap-server)-b[Broker(s) host\:port\[,host\:port\]; default\: bootstrap.servers of --command-config, else $KAFKACTL_BOOTSTRAP, else 127.0...]:BOOTSTRAP: ' \
+        '(-b --bootstrap-server)--bootstrap-server[Broker(s) host\:port\[,host\:port\]; default\: bootstrap.servers of --command-config, else $KAFKACTL_BOOTSTRAP, else 127.0...]:BOOTSTRAP: ' \
         '*-X[Client property key=value, librdkafka'\''s names (repeatable)\: security.protocol, sasl.mechanism, sasl.username, sasl.pa...]:PROP: ' \
         '*--property[Client property key=value, librdkafka'\''s names (repeatable)\: security.protocol, sasl.mechanism, sasl.username, sasl.pa...]:PROP: ' \
-        '--command-config[A properties file of client settings (Kafka'\''s tools'\'' flag); -X overrides it.]:FILE:_files' \
+        '--command-config[A properties file of client settings (Kafka'\''s tools'\'' flag)\: the keys -X takes, checked as -X checks them, and bootstr...]:FILE:_files' \
         '(-h --help)-h[Show this message and exit.]' \
         '(-h --help)--help[Show this message and exit.]'
 }
@@ -555,13 +555,13 @@ _kafkactl_offsets() {
 
 _kafkactl_offsets_list() {
     _arguments -s -S \
-        '*--state[Only groups in this state (repeatable or comma-separated\: Stable, Empty, PreparingRebalance, CompletingRebalance, Dea...]:STATE: ' \
+        '*--state[Only groups in this state (repeatable or comma-separated\: Stable, Empty, PreparingRebalance, CompletingRebalance, Dea...]:STATE:(PreparingRebalance CompletingRebalance Stable Dead Empty)' \
         '--json[A JSON array of groups.]' \
-        '(-b --bootstrap-server)-b[Broker(s) host\:port\[,host\:port\]; default $KAFKACTL_BOOTSTRAP or 127.0.0.1\:9092.]:BOOTSTRAP: ' \
-        '(-b --bootstrap-server)--bootstrap-server[Broker(s) host\:port\[,host\:port\]; default $KAFKACTL_BOOTSTRAP or 127.0.0.1\:9092.]:BOOTSTRAP: ' \
+        '(-b --bootstrap-server)-b[Broker(s) host\:port\[,host\:port\]; default\: bootstrap.servers of --command-config, else $KAFKACTL_BOOTSTRAP, else 127.0...]:BOOTSTRAP: ' \
+        '(-b --bootstrap-server)--bootstrap-server[Broker(s) host\:port\[,host\:port\]; default\: bootstrap.servers of --command-config, else $KAFKACTL_BOOTSTRAP, else 127.0...]:BOOTSTRAP: ' \
         '*-X[Client property key=value, librdkafka'\''s names (repeatable)\: security.protocol, sasl.mechanism, sasl.username, sasl.pa...]:PROP: ' \
         '*--property[Client property key=value, librdkafka'\''s names (repeatable)\: security.protocol, sasl.mechanism, sasl.username, sasl.pa...]:PROP: ' \
-        '--command-config[A properties file of client settings (Kafka'\''s tools'\'' flag); -X overrides it.]:FILE:_files' \
+        '--command-config[A properties file of client settings (Kafka'\''s tools'\'' flag)\: the keys -X takes, checked as -X checks them, and bootstr...]:FILE:_files' \
         '(-h --help)-h[Show this message and exit.]' \
         '(-h --help)--help[Show this message and exit.]'
 }
@@ -573,11 +573,11 @@ _kafkactl_offsets_show() {
         '*--group[Group (repeatable).]:GROUP: ' \
         '--all[Every group.]' \
         '--json[JSON output.]' \
-        '(-b --bootstrap-server)-b[Broker(s) host\:port\[,host\:port\]; default $KAFKACTL_BOOTSTRAP or 127.0.0.1\:9092.]:BOOTSTRAP: ' \
-        '(-b --bootstrap-server)--bootstrap-server[Broker(s) host\:port\[,host\:port\]; default $KAFKACTL_BOOTSTRAP or 127.0.0.1\:9092.]:BOOTSTRAP: ' \
+        '(-b --bootstrap-server)-b[Broker(s) host\:port\[,host\:port\]; default\: bootstrap.servers of --command-config, else $KAFKACTL_BOOTSTRAP, else 127.0...]:BOOTSTRAP: ' \
+        '(-b --bootstrap-server)--bootstrap-server[Broker(s) host\:port\[,host\:port\]; default\: bootstrap.servers of --command-config, else $KAFKACTL_BOOTSTRAP, else 127.0...]:BOOTSTRAP: ' \
         '*-X[Client property key=value, librdkafka'\''s names (repeatable)\: security.protocol, sasl.mechanism, sasl.username, sasl.pa...]:PROP: ' \
         '*--property[Client property key=value, librdkafka'\''s names (repeatable)\: security.protocol, sasl.mechanism, sasl.username, sasl.pa...]:PROP: ' \
-        '--command-config[A properties file of client settings (Kafka'\''s tools'\'' flag); -X overrides it.]:FILE:_files' \
+        '--command-config[A properties file of client settings (Kafka'\''s tools'\'' flag)\: the keys -X takes, checked as -X checks them, and bootstr...]:FILE:_files' \
         '(-h --help)-h[Show this message and exit.]' \
         '(-h --help)--help[Show this message and exit.]'
 }
@@ -596,11 +596,11 @@ _kafkactl_offsets_reset() {
         '--shift-by[By N (negative\: back).]:SHIFT_BY: ' \
         '--execute[Commit the new offsets (default\: dry run).]' \
         '--json[JSON output.]' \
-        '(-b --bootstrap-server)-b[Broker(s) host\:port\[,host\:port\]; default $KAFKACTL_BOOTSTRAP or 127.0.0.1\:9092.]:BOOTSTRAP: ' \
-        '(-b --bootstrap-server)--bootstrap-server[Broker(s) host\:port\[,host\:port\]; default $KAFKACTL_BOOTSTRAP or 127.0.0.1\:9092.]:BOOTSTRAP: ' \
+        '(-b --bootstrap-server)-b[Broker(s) host\:port\[,host\:port\]; default\: bootstrap.servers of --command-config, else $KAFKACTL_BOOTSTRAP, else 127.0...]:BOOTSTRAP: ' \
+        '(-b --bootstrap-server)--bootstrap-server[Broker(s) host\:port\[,host\:port\]; default\: bootstrap.servers of --command-config, else $KAFKACTL_BOOTSTRAP, else 127.0...]:BOOTSTRAP: ' \
         '*-X[Client property key=value, librdkafka'\''s names (repeatable)\: security.protocol, sasl.mechanism, sasl.username, sasl.pa...]:PROP: ' \
         '*--property[Client property key=value, librdkafka'\''s names (repeatable)\: security.protocol, sasl.mechanism, sasl.username, sasl.pa...]:PROP: ' \
-        '--command-config[A properties file of client settings (Kafka'\''s tools'\'' flag); -X overrides it.]:FILE:_files' \
+        '--command-config[A properties file of client settings (Kafka'\''s tools'\'' flag)\: the keys -X takes, checked as -X checks them, and bootstr...]:FILE:_files' \
         '(-h --help)-h[Show this message and exit.]' \
         '(-h --help)--help[Show this message and exit.]'
 }
@@ -614,11 +614,11 @@ _kafkactl_offsets_delete() {
         '*--topic[Only this topic'\''s offsets (T or T\:P,P).]:TOPIC: ' \
         '--execute[Delete (default\: dry run, show what would go).]' \
         '--json[JSON output.]' \
-        '(-b --bootstrap-server)-b[Broker(s) host\:port\[,host\:port\]; default $KAFKACTL_BOOTSTRAP or 127.0.0.1\:9092.]:BOOTSTRAP: ' \
-        '(-b --bootstrap-server)--bootstrap-server[Broker(s) host\:port\[,host\:port\]; default $KAFKACTL_BOOTSTRAP or 127.0.0.1\:9092.]:BOOTSTRAP: ' \
+        '(-b --bootstrap-server)-b[Broker(s) host\:port\[,host\:port\]; default\: bootstrap.servers of --command-config, else $KAFKACTL_BOOTSTRAP, else 127.0...]:BOOTSTRAP: ' \
+        '(-b --bootstrap-server)--bootstrap-server[Broker(s) host\:port\[,host\:port\]; default\: bootstrap.servers of --command-config, else $KAFKACTL_BOOTSTRAP, else 127.0...]:BOOTSTRAP: ' \
         '*-X[Client property key=value, librdkafka'\''s names (repeatable)\: security.protocol, sasl.mechanism, sasl.username, sasl.pa...]:PROP: ' \
         '*--property[Client property key=value, librdkafka'\''s names (repeatable)\: security.protocol, sasl.mechanism, sasl.username, sasl.pa...]:PROP: ' \
-        '--command-config[A properties file of client settings (Kafka'\''s tools'\'' flag); -X overrides it.]:FILE:_files' \
+        '--command-config[A properties file of client settings (Kafka'\''s tools'\'' flag)\: the keys -X takes, checked as -X checks them, and bootstr...]:FILE:_files' \
         '(-h --help)-h[Show this message and exit.]' \
         '(-h --help)--help[Show this message and exit.]'
 }
@@ -635,11 +635,11 @@ _kafkactl_offsets_migrate() {
         '--delete-source[After every partition of a group verified, delete its ZooKeeper offsets.]' \
         '--skip-deleted-topics[Offsets of a topic the broker does not have (deleted since\: Kafka left its ZooKeeper offsets) count as done, not migr...]' \
         '--json[JSON output.]' \
-        '(-b --bootstrap-server)-b[Broker(s) host\:port\[,host\:port\]; default $KAFKACTL_BOOTSTRAP or 127.0.0.1\:9092.]:BOOTSTRAP: ' \
-        '(-b --bootstrap-server)--bootstrap-server[Broker(s) host\:port\[,host\:port\]; default $KAFKACTL_BOOTSTRAP or 127.0.0.1\:9092.]:BOOTSTRAP: ' \
+        '(-b --bootstrap-server)-b[Broker(s) host\:port\[,host\:port\]; default\: bootstrap.servers of --command-config, else $KAFKACTL_BOOTSTRAP, else 127.0...]:BOOTSTRAP: ' \
+        '(-b --bootstrap-server)--bootstrap-server[Broker(s) host\:port\[,host\:port\]; default\: bootstrap.servers of --command-config, else $KAFKACTL_BOOTSTRAP, else 127.0...]:BOOTSTRAP: ' \
         '*-X[Client property key=value, librdkafka'\''s names (repeatable)\: security.protocol, sasl.mechanism, sasl.username, sasl.pa...]:PROP: ' \
         '*--property[Client property key=value, librdkafka'\''s names (repeatable)\: security.protocol, sasl.mechanism, sasl.username, sasl.pa...]:PROP: ' \
-        '--command-config[A properties file of client settings (Kafka'\''s tools'\'' flag); -X overrides it.]:FILE:_files' \
+        '--command-config[A properties file of client settings (Kafka'\''s tools'\'' flag)\: the keys -X takes, checked as -X checks them, and bootstr...]:FILE:_files' \
         '(-h --help)-h[Show this message and exit.]' \
         '(-h --help)--help[Show this message and exit.]'
 }
@@ -670,25 +670,25 @@ _kafkactl_configs() {
 
 _kafkactl_configs_describe() {
     _arguments -s -S \
-        '--entity-type[topics, brokers or broker-loggers (a broker'\''s log levels).]:ENTITY_TYPE: ' \
+        '--entity-type[topics, brokers or broker-loggers (a broker'\''s log levels).]:ENTITY_TYPE:(topics brokers broker-loggers)' \
         '--entity-name[Topic name or broker id.]:ENTITY_NAME: ' \
         '--entity-default[The cluster-wide default broker configs.]' \
         '--topic[Same as --entity-type topics --entity-name.]:TOPIC: ' \
         '--broker[Same as --entity-type brokers --entity-name.]:BROKER: ' \
         '--broker-defaults[Same as --entity-type brokers --entity-default.]' \
         '--all[Every config, not only the dynamic ones.]' \
-        '(-b --bootstrap-server)-b[Broker(s) host\:port\[,host\:port\]; default $KAFKACTL_BOOTSTRAP or 127.0.0.1\:9092.]:BOOTSTRAP: ' \
-        '(-b --bootstrap-server)--bootstrap-server[Broker(s) host\:port\[,host\:port\]; default $KAFKACTL_BOOTSTRAP or 127.0.0.1\:9092.]:BOOTSTRAP: ' \
+        '(-b --bootstrap-server)-b[Broker(s) host\:port\[,host\:port\]; default\: bootstrap.servers of --command-config, else $KAFKACTL_BOOTSTRAP, else 127.0...]:BOOTSTRAP: ' \
+        '(-b --bootstrap-server)--bootstrap-server[Broker(s) host\:port\[,host\:port\]; default\: bootstrap.servers of --command-config, else $KAFKACTL_BOOTSTRAP, else 127.0...]:BOOTSTRAP: ' \
         '*-X[Client property key=value, librdkafka'\''s names (repeatable)\: security.protocol, sasl.mechanism, sasl.username, sasl.pa...]:PROP: ' \
         '*--property[Client property key=value, librdkafka'\''s names (repeatable)\: security.protocol, sasl.mechanism, sasl.username, sasl.pa...]:PROP: ' \
-        '--command-config[A properties file of client settings (Kafka'\''s tools'\'' flag); -X overrides it.]:FILE:_files' \
+        '--command-config[A properties file of client settings (Kafka'\''s tools'\'' flag)\: the keys -X takes, checked as -X checks them, and bootstr...]:FILE:_files' \
         '(-h --help)-h[Show this message and exit.]' \
         '(-h --help)--help[Show this message and exit.]'
 }
 
 _kafkactl_configs_alter() {
     _arguments -s -S \
-        '--entity-type[topics, brokers or broker-loggers (a broker'\''s log levels).]:ENTITY_TYPE: ' \
+        '--entity-type[topics, brokers or broker-loggers (a broker'\''s log levels).]:ENTITY_TYPE:(topics brokers broker-loggers)' \
         '--entity-name[Topic name or broker id.]:ENTITY_NAME: ' \
         '--entity-default[The cluster-wide default broker configs.]' \
         '--topic[Same as --entity-type topics --entity-name.]:TOPIC: ' \
@@ -696,11 +696,11 @@ _kafkactl_configs_alter() {
         '--broker-defaults[Same as --entity-type brokers --entity-default.]' \
         '--add-config[Configs to set\: '\''k1=v1,k2=\[v1,v2\],k3=v3'\''.]:ADD_CONFIG: ' \
         '--delete-config[Configs to remove\: '\''k1,k2'\''.]:DELETE_CONFIG: ' \
-        '(-b --bootstrap-server)-b[Broker(s) host\:port\[,host\:port\]; default $KAFKACTL_BOOTSTRAP or 127.0.0.1\:9092.]:BOOTSTRAP: ' \
-        '(-b --bootstrap-server)--bootstrap-server[Broker(s) host\:port\[,host\:port\]; default $KAFKACTL_BOOTSTRAP or 127.0.0.1\:9092.]:BOOTSTRAP: ' \
+        '(-b --bootstrap-server)-b[Broker(s) host\:port\[,host\:port\]; default\: bootstrap.servers of --command-config, else $KAFKACTL_BOOTSTRAP, else 127.0...]:BOOTSTRAP: ' \
+        '(-b --bootstrap-server)--bootstrap-server[Broker(s) host\:port\[,host\:port\]; default\: bootstrap.servers of --command-config, else $KAFKACTL_BOOTSTRAP, else 127.0...]:BOOTSTRAP: ' \
         '*-X[Client property key=value, librdkafka'\''s names (repeatable)\: security.protocol, sasl.mechanism, sasl.username, sasl.pa...]:PROP: ' \
         '*--property[Client property key=value, librdkafka'\''s names (repeatable)\: security.protocol, sasl.mechanism, sasl.username, sasl.pa...]:PROP: ' \
-        '--command-config[A properties file of client settings (Kafka'\''s tools'\'' flag); -X overrides it.]:FILE:_files' \
+        '--command-config[A properties file of client settings (Kafka'\''s tools'\'' flag)\: the keys -X takes, checked as -X checks them, and bootstr...]:FILE:_files' \
         '(-h --help)-h[Show this message and exit.]' \
         '(-h --help)--help[Show this message and exit.]'
 }
@@ -734,11 +734,11 @@ _kafkactl_cluster() {
 _kafkactl_cluster_describe() {
     _arguments -s -S \
         '--json[One JSON document.]' \
-        '(-b --bootstrap-server)-b[Broker(s) host\:port\[,host\:port\]; default $KAFKACTL_BOOTSTRAP or 127.0.0.1\:9092.]:BOOTSTRAP: ' \
-        '(-b --bootstrap-server)--bootstrap-server[Broker(s) host\:port\[,host\:port\]; default $KAFKACTL_BOOTSTRAP or 127.0.0.1\:9092.]:BOOTSTRAP: ' \
+        '(-b --bootstrap-server)-b[Broker(s) host\:port\[,host\:port\]; default\: bootstrap.servers of --command-config, else $KAFKACTL_BOOTSTRAP, else 127.0...]:BOOTSTRAP: ' \
+        '(-b --bootstrap-server)--bootstrap-server[Broker(s) host\:port\[,host\:port\]; default\: bootstrap.servers of --command-config, else $KAFKACTL_BOOTSTRAP, else 127.0...]:BOOTSTRAP: ' \
         '*-X[Client property key=value, librdkafka'\''s names (repeatable)\: security.protocol, sasl.mechanism, sasl.username, sasl.pa...]:PROP: ' \
         '*--property[Client property key=value, librdkafka'\''s names (repeatable)\: security.protocol, sasl.mechanism, sasl.username, sasl.pa...]:PROP: ' \
-        '--command-config[A properties file of client settings (Kafka'\''s tools'\'' flag); -X overrides it.]:FILE:_files' \
+        '--command-config[A properties file of client settings (Kafka'\''s tools'\'' flag)\: the keys -X takes, checked as -X checks them, and bootstr...]:FILE:_files' \
         '(-h --help)-h[Show this message and exit.]' \
         '(-h --help)--help[Show this message and exit.]'
 }
@@ -748,11 +748,11 @@ _kafkactl_cluster_verify_replicas() {
         '*-t[Topic (repeatable; default\: every topic).]:TOPIC: ' \
         '*--topic[Topic (repeatable; default\: every topic).]:TOPIC: ' \
         '--json[One JSON document.]' \
-        '(-b --bootstrap-server)-b[Broker(s) host\:port\[,host\:port\]; default $KAFKACTL_BOOTSTRAP or 127.0.0.1\:9092.]:BOOTSTRAP: ' \
-        '(-b --bootstrap-server)--bootstrap-server[Broker(s) host\:port\[,host\:port\]; default $KAFKACTL_BOOTSTRAP or 127.0.0.1\:9092.]:BOOTSTRAP: ' \
+        '(-b --bootstrap-server)-b[Broker(s) host\:port\[,host\:port\]; default\: bootstrap.servers of --command-config, else $KAFKACTL_BOOTSTRAP, else 127.0...]:BOOTSTRAP: ' \
+        '(-b --bootstrap-server)--bootstrap-server[Broker(s) host\:port\[,host\:port\]; default\: bootstrap.servers of --command-config, else $KAFKACTL_BOOTSTRAP, else 127.0...]:BOOTSTRAP: ' \
         '*-X[Client property key=value, librdkafka'\''s names (repeatable)\: security.protocol, sasl.mechanism, sasl.username, sasl.pa...]:PROP: ' \
         '*--property[Client property key=value, librdkafka'\''s names (repeatable)\: security.protocol, sasl.mechanism, sasl.username, sasl.pa...]:PROP: ' \
-        '--command-config[A properties file of client settings (Kafka'\''s tools'\'' flag); -X overrides it.]:FILE:_files' \
+        '--command-config[A properties file of client settings (Kafka'\''s tools'\'' flag)\: the keys -X takes, checked as -X checks them, and bootstr...]:FILE:_files' \
         '(-h --help)-h[Show this message and exit.]' \
         '(-h --help)--help[Show this message and exit.]'
 }
@@ -765,11 +765,11 @@ _kafkactl_cluster_health() {
         '--interval[Seconds between checks with --watch. \[default\: 2.0; x>=0.1\]]:SECONDS: ' \
         '(-e --exit-when-healthy)-e[With --watch\: stop (exit 0) at the first healthy check.]' \
         '(-e --exit-when-healthy)--exit-when-healthy[With --watch\: stop (exit 0) at the first healthy check.]' \
-        '(-b --bootstrap-server)-b[Broker(s) host\:port\[,host\:port\]; default $KAFKACTL_BOOTSTRAP or 127.0.0.1\:9092.]:BOOTSTRAP: ' \
-        '(-b --bootstrap-server)--bootstrap-server[Broker(s) host\:port\[,host\:port\]; default $KAFKACTL_BOOTSTRAP or 127.0.0.1\:9092.]:BOOTSTRAP: ' \
+        '(-b --bootstrap-server)-b[Broker(s) host\:port\[,host\:port\]; default\: bootstrap.servers of --command-config, else $KAFKACTL_BOOTSTRAP, else 127.0...]:BOOTSTRAP: ' \
+        '(-b --bootstrap-server)--bootstrap-server[Broker(s) host\:port\[,host\:port\]; default\: bootstrap.servers of --command-config, else $KAFKACTL_BOOTSTRAP, else 127.0...]:BOOTSTRAP: ' \
         '*-X[Client property key=value, librdkafka'\''s names (repeatable)\: security.protocol, sasl.mechanism, sasl.username, sasl.pa...]:PROP: ' \
         '*--property[Client property key=value, librdkafka'\''s names (repeatable)\: security.protocol, sasl.mechanism, sasl.username, sasl.pa...]:PROP: ' \
-        '--command-config[A properties file of client settings (Kafka'\''s tools'\'' flag); -X overrides it.]:FILE:_files' \
+        '--command-config[A properties file of client settings (Kafka'\''s tools'\'' flag)\: the keys -X takes, checked as -X checks them, and bootstr...]:FILE:_files' \
         '(-h --help)-h[Show this message and exit.]' \
         '(-h --help)--help[Show this message and exit.]'
 }
@@ -806,17 +806,17 @@ _kafkactl_acls_add() {
         '*--deny-principal[Principal to deny (repeatable).]:DENY_PRINCIPAL: ' \
         '*--allow-host[Host the --allow-principal ACLs apply to (repeatable; default * = any host).]:ALLOW_HOST: ' \
         '*--deny-host[Host the --deny-principal ACLs apply to (repeatable; default * = any host).]:DENY_HOST: ' \
-        '*--operation[Read, Write, Create, Delete, Alter, Describe, ClusterAction, DescribeConfigs, AlterConfigs, IdempotentWrite or All (r...]:OPERATION: ' \
+        '*--operation[Read, Write, Create, Delete, Alter, Describe, ClusterAction, DescribeConfigs, AlterConfigs, IdempotentWrite or All (r...]:OPERATION:(All Read Write Create Delete Alter Describe ClusterAction DescribeConfigs AlterConfigs IdempotentWrite)' \
         '*--topic[Topic resource (repeatable; * = every topic).]:TOPIC: ' \
         '*--group[Consumer group resource (repeatable).]:GROUP: ' \
         '*--transactional-id[Transactional id resource (repeatable).]:TRANSACTIONAL_ID: ' \
         '--cluster[The cluster resource.]' \
-        '--resource-pattern-type[literal, prefixed (add/remove); any, match too (list). \[default\: literal\]]:RESOURCE_PATTERN_TYPE: ' \
-        '(-b --bootstrap-server)-b[Broker(s) host\:port\[,host\:port\]; default $KAFKACTL_BOOTSTRAP or 127.0.0.1\:9092.]:BOOTSTRAP: ' \
-        '(-b --bootstrap-server)--bootstrap-server[Broker(s) host\:port\[,host\:port\]; default $KAFKACTL_BOOTSTRAP or 127.0.0.1\:9092.]:BOOTSTRAP: ' \
+        '--resource-pattern-type[literal, prefixed (add/remove); any, match too (list). \[default\: literal\]]:RESOURCE_PATTERN_TYPE:(literal prefixed)' \
+        '(-b --bootstrap-server)-b[Broker(s) host\:port\[,host\:port\]; default\: bootstrap.servers of --command-config, else $KAFKACTL_BOOTSTRAP, else 127.0...]:BOOTSTRAP: ' \
+        '(-b --bootstrap-server)--bootstrap-server[Broker(s) host\:port\[,host\:port\]; default\: bootstrap.servers of --command-config, else $KAFKACTL_BOOTSTRAP, else 127.0...]:BOOTSTRAP: ' \
         '*-X[Client property key=value, librdkafka'\''s names (repeatable)\: security.protocol, sasl.mechanism, sasl.username, sasl.pa...]:PROP: ' \
         '*--property[Client property key=value, librdkafka'\''s names (repeatable)\: security.protocol, sasl.mechanism, sasl.username, sasl.pa...]:PROP: ' \
-        '--command-config[A properties file of client settings (Kafka'\''s tools'\'' flag); -X overrides it.]:FILE:_files' \
+        '--command-config[A properties file of client settings (Kafka'\''s tools'\'' flag)\: the keys -X takes, checked as -X checks them, and bootstr...]:FILE:_files' \
         '(-h --help)-h[Show this message and exit.]' \
         '(-h --help)--help[Show this message and exit.]'
 }
@@ -828,12 +828,12 @@ _kafkactl_acls_list() {
         '*--group[Consumer group resource (repeatable).]:GROUP: ' \
         '*--transactional-id[Transactional id resource (repeatable).]:TRANSACTIONAL_ID: ' \
         '--cluster[The cluster resource.]' \
-        '--resource-pattern-type[literal, prefixed (add/remove); any, match too (list). \[default\: any\]]:RESOURCE_PATTERN_TYPE: ' \
-        '(-b --bootstrap-server)-b[Broker(s) host\:port\[,host\:port\]; default $KAFKACTL_BOOTSTRAP or 127.0.0.1\:9092.]:BOOTSTRAP: ' \
-        '(-b --bootstrap-server)--bootstrap-server[Broker(s) host\:port\[,host\:port\]; default $KAFKACTL_BOOTSTRAP or 127.0.0.1\:9092.]:BOOTSTRAP: ' \
+        '--resource-pattern-type[literal, prefixed (add/remove); any, match too (list). \[default\: any\]]:RESOURCE_PATTERN_TYPE:(any match literal prefixed)' \
+        '(-b --bootstrap-server)-b[Broker(s) host\:port\[,host\:port\]; default\: bootstrap.servers of --command-config, else $KAFKACTL_BOOTSTRAP, else 127.0...]:BOOTSTRAP: ' \
+        '(-b --bootstrap-server)--bootstrap-server[Broker(s) host\:port\[,host\:port\]; default\: bootstrap.servers of --command-config, else $KAFKACTL_BOOTSTRAP, else 127.0...]:BOOTSTRAP: ' \
         '*-X[Client property key=value, librdkafka'\''s names (repeatable)\: security.protocol, sasl.mechanism, sasl.username, sasl.pa...]:PROP: ' \
         '*--property[Client property key=value, librdkafka'\''s names (repeatable)\: security.protocol, sasl.mechanism, sasl.username, sasl.pa...]:PROP: ' \
-        '--command-config[A properties file of client settings (Kafka'\''s tools'\'' flag); -X overrides it.]:FILE:_files' \
+        '--command-config[A properties file of client settings (Kafka'\''s tools'\'' flag)\: the keys -X takes, checked as -X checks them, and bootstr...]:FILE:_files' \
         '(-h --help)-h[Show this message and exit.]' \
         '(-h --help)--help[Show this message and exit.]'
 }
@@ -845,17 +845,17 @@ _kafkactl_acls_remove() {
         '*--allow-host[Host the --allow-principal ACLs apply to (repeatable; default * = any host).]:ALLOW_HOST: ' \
         '*--deny-host[Host the --deny-principal ACLs apply to (repeatable; default * = any host).]:DENY_HOST: ' \
         '*--principal[Every ACL of this principal\: allow or deny, any host and operation unless --operation (repeatable); of every resource...]:PRINCIPAL: ' \
-        '*--operation[Read, Write, Create, Delete, Alter, Describe, ClusterAction, DescribeConfigs, AlterConfigs, IdempotentWrite or All (r...]:OPERATION: ' \
+        '*--operation[Read, Write, Create, Delete, Alter, Describe, ClusterAction, DescribeConfigs, AlterConfigs, IdempotentWrite or All (r...]:OPERATION:(All Read Write Create Delete Alter Describe ClusterAction DescribeConfigs AlterConfigs IdempotentWrite)' \
         '*--topic[Topic resource (repeatable; * = every topic).]:TOPIC: ' \
         '*--group[Consumer group resource (repeatable).]:GROUP: ' \
         '*--transactional-id[Transactional id resource (repeatable).]:TRANSACTIONAL_ID: ' \
         '--cluster[The cluster resource.]' \
-        '--resource-pattern-type[literal (the default with a resource), prefixed, any (the default with --principal alone), match.]:RESOURCE_PATTERN_TYPE: ' \
-        '(-b --bootstrap-server)-b[Broker(s) host\:port\[,host\:port\]; default $KAFKACTL_BOOTSTRAP or 127.0.0.1\:9092.]:BOOTSTRAP: ' \
-        '(-b --bootstrap-server)--bootstrap-server[Broker(s) host\:port\[,host\:port\]; default $KAFKACTL_BOOTSTRAP or 127.0.0.1\:9092.]:BOOTSTRAP: ' \
+        '--resource-pattern-type[literal (the default with a resource), prefixed, any (the default with --principal alone), match.]:RESOURCE_PATTERN_TYPE:(any match literal prefixed)' \
+        '(-b --bootstrap-server)-b[Broker(s) host\:port\[,host\:port\]; default\: bootstrap.servers of --command-config, else $KAFKACTL_BOOTSTRAP, else 127.0...]:BOOTSTRAP: ' \
+        '(-b --bootstrap-server)--bootstrap-server[Broker(s) host\:port\[,host\:port\]; default\: bootstrap.servers of --command-config, else $KAFKACTL_BOOTSTRAP, else 127.0...]:BOOTSTRAP: ' \
         '*-X[Client property key=value, librdkafka'\''s names (repeatable)\: security.protocol, sasl.mechanism, sasl.username, sasl.pa...]:PROP: ' \
         '*--property[Client property key=value, librdkafka'\''s names (repeatable)\: security.protocol, sasl.mechanism, sasl.username, sasl.pa...]:PROP: ' \
-        '--command-config[A properties file of client settings (Kafka'\''s tools'\'' flag); -X overrides it.]:FILE:_files' \
+        '--command-config[A properties file of client settings (Kafka'\''s tools'\'' flag)\: the keys -X takes, checked as -X checks them, and bootstr...]:FILE:_files' \
         '(-h --help)-h[Show this message and exit.]' \
         '(-h --help)--help[Show this message and exit.]'
 }
@@ -889,13 +889,13 @@ _kafkactl_users() {
 _kafkactl_users_add() {
     _arguments -s -S \
         '--password[The password (default\: prompted for on a terminal, else the first line of stdin).]:PASSWORD: ' \
-        '*--mechanism[SCRAM-SHA-256 and/or SCRAM-SHA-512 (both).]:MECHANISM: ' \
+        '*--mechanism[SCRAM-SHA-256 and/or SCRAM-SHA-512 (both).]:MECHANISM:(SCRAM-SHA-256 SCRAM-SHA-512)' \
         '--iterations[SCRAM iterations (4096-16384). \[default\: 4096; 4096<=x<=16384\]]:ITERATIONS: ' \
-        '(-b --bootstrap-server)-b[Broker(s) host\:port\[,host\:port\]; default $KAFKACTL_BOOTSTRAP or 127.0.0.1\:9092.]:BOOTSTRAP: ' \
-        '(-b --bootstrap-server)--bootstrap-server[Broker(s) host\:port\[,host\:port\]; default $KAFKACTL_BOOTSTRAP or 127.0.0.1\:9092.]:BOOTSTRAP: ' \
+        '(-b --bootstrap-server)-b[Broker(s) host\:port\[,host\:port\]; default\: bootstrap.servers of --command-config, else $KAFKACTL_BOOTSTRAP, else 127.0...]:BOOTSTRAP: ' \
+        '(-b --bootstrap-server)--bootstrap-server[Broker(s) host\:port\[,host\:port\]; default\: bootstrap.servers of --command-config, else $KAFKACTL_BOOTSTRAP, else 127.0...]:BOOTSTRAP: ' \
         '*-X[Client property key=value, librdkafka'\''s names (repeatable)\: security.protocol, sasl.mechanism, sasl.username, sasl.pa...]:PROP: ' \
         '*--property[Client property key=value, librdkafka'\''s names (repeatable)\: security.protocol, sasl.mechanism, sasl.username, sasl.pa...]:PROP: ' \
-        '--command-config[A properties file of client settings (Kafka'\''s tools'\'' flag); -X overrides it.]:FILE:_files' \
+        '--command-config[A properties file of client settings (Kafka'\''s tools'\'' flag)\: the keys -X takes, checked as -X checks them, and bootstr...]:FILE:_files' \
         '--zookeeper[Write/read /config/users in this ZooKeeper (HOST\:PORT\[/chroot\]) instead of through a broker\: the brokers'\'' own SCRAM u...]:HOST\:PORT\[/CHROOT\]: ' \
         '(-h --help)-h[Show this message and exit.]' \
         '(-h --help)--help[Show this message and exit.]' \
@@ -904,11 +904,11 @@ _kafkactl_users_add() {
 
 _kafkactl_users_list() {
     _arguments -s -S \
-        '(-b --bootstrap-server)-b[Broker(s) host\:port\[,host\:port\]; default $KAFKACTL_BOOTSTRAP or 127.0.0.1\:9092.]:BOOTSTRAP: ' \
-        '(-b --bootstrap-server)--bootstrap-server[Broker(s) host\:port\[,host\:port\]; default $KAFKACTL_BOOTSTRAP or 127.0.0.1\:9092.]:BOOTSTRAP: ' \
+        '(-b --bootstrap-server)-b[Broker(s) host\:port\[,host\:port\]; default\: bootstrap.servers of --command-config, else $KAFKACTL_BOOTSTRAP, else 127.0...]:BOOTSTRAP: ' \
+        '(-b --bootstrap-server)--bootstrap-server[Broker(s) host\:port\[,host\:port\]; default\: bootstrap.servers of --command-config, else $KAFKACTL_BOOTSTRAP, else 127.0...]:BOOTSTRAP: ' \
         '*-X[Client property key=value, librdkafka'\''s names (repeatable)\: security.protocol, sasl.mechanism, sasl.username, sasl.pa...]:PROP: ' \
         '*--property[Client property key=value, librdkafka'\''s names (repeatable)\: security.protocol, sasl.mechanism, sasl.username, sasl.pa...]:PROP: ' \
-        '--command-config[A properties file of client settings (Kafka'\''s tools'\'' flag); -X overrides it.]:FILE:_files' \
+        '--command-config[A properties file of client settings (Kafka'\''s tools'\'' flag)\: the keys -X takes, checked as -X checks them, and bootstr...]:FILE:_files' \
         '--zookeeper[Write/read /config/users in this ZooKeeper (HOST\:PORT\[/chroot\]) instead of through a broker\: the brokers'\'' own SCRAM u...]:HOST\:PORT\[/CHROOT\]: ' \
         '(-h --help)-h[Show this message and exit.]' \
         '(-h --help)--help[Show this message and exit.]'
@@ -916,12 +916,12 @@ _kafkactl_users_list() {
 
 _kafkactl_users_delete() {
     _arguments -s -S \
-        '*--mechanism[Only this mechanism'\''s credential (default\: all).]:MECHANISM: ' \
-        '(-b --bootstrap-server)-b[Broker(s) host\:port\[,host\:port\]; default $KAFKACTL_BOOTSTRAP or 127.0.0.1\:9092.]:BOOTSTRAP: ' \
-        '(-b --bootstrap-server)--bootstrap-server[Broker(s) host\:port\[,host\:port\]; default $KAFKACTL_BOOTSTRAP or 127.0.0.1\:9092.]:BOOTSTRAP: ' \
+        '*--mechanism[Only this mechanism'\''s credential (default\: all).]:MECHANISM:(SCRAM-SHA-256 SCRAM-SHA-512)' \
+        '(-b --bootstrap-server)-b[Broker(s) host\:port\[,host\:port\]; default\: bootstrap.servers of --command-config, else $KAFKACTL_BOOTSTRAP, else 127.0...]:BOOTSTRAP: ' \
+        '(-b --bootstrap-server)--bootstrap-server[Broker(s) host\:port\[,host\:port\]; default\: bootstrap.servers of --command-config, else $KAFKACTL_BOOTSTRAP, else 127.0...]:BOOTSTRAP: ' \
         '*-X[Client property key=value, librdkafka'\''s names (repeatable)\: security.protocol, sasl.mechanism, sasl.username, sasl.pa...]:PROP: ' \
         '*--property[Client property key=value, librdkafka'\''s names (repeatable)\: security.protocol, sasl.mechanism, sasl.username, sasl.pa...]:PROP: ' \
-        '--command-config[A properties file of client settings (Kafka'\''s tools'\'' flag); -X overrides it.]:FILE:_files' \
+        '--command-config[A properties file of client settings (Kafka'\''s tools'\'' flag)\: the keys -X takes, checked as -X checks them, and bootstr...]:FILE:_files' \
         '--zookeeper[Write/read /config/users in this ZooKeeper (HOST\:PORT\[/chroot\]) instead of through a broker\: the brokers'\'' own SCRAM u...]:HOST\:PORT\[/CHROOT\]: ' \
         '(-h --help)-h[Show this message and exit.]' \
         '(-h --help)--help[Show this message and exit.]' \
@@ -964,11 +964,11 @@ _kafkactl_quotas_add() {
         '--client-default[The default client id (<default>).]' \
         '--ip[The client IP address (its quota\: connection_creation_rate; not with --user or --client-id).]:IP: ' \
         '--ip-default[The default IP address (<default>)\: for every address without a quota of its own.]' \
-        '(-b --bootstrap-server)-b[Broker(s) host\:port\[,host\:port\]; default $KAFKACTL_BOOTSTRAP or 127.0.0.1\:9092.]:BOOTSTRAP: ' \
-        '(-b --bootstrap-server)--bootstrap-server[Broker(s) host\:port\[,host\:port\]; default $KAFKACTL_BOOTSTRAP or 127.0.0.1\:9092.]:BOOTSTRAP: ' \
+        '(-b --bootstrap-server)-b[Broker(s) host\:port\[,host\:port\]; default\: bootstrap.servers of --command-config, else $KAFKACTL_BOOTSTRAP, else 127.0...]:BOOTSTRAP: ' \
+        '(-b --bootstrap-server)--bootstrap-server[Broker(s) host\:port\[,host\:port\]; default\: bootstrap.servers of --command-config, else $KAFKACTL_BOOTSTRAP, else 127.0...]:BOOTSTRAP: ' \
         '*-X[Client property key=value, librdkafka'\''s names (repeatable)\: security.protocol, sasl.mechanism, sasl.username, sasl.pa...]:PROP: ' \
         '*--property[Client property key=value, librdkafka'\''s names (repeatable)\: security.protocol, sasl.mechanism, sasl.username, sasl.pa...]:PROP: ' \
-        '--command-config[A properties file of client settings (Kafka'\''s tools'\'' flag); -X overrides it.]:FILE:_files' \
+        '--command-config[A properties file of client settings (Kafka'\''s tools'\'' flag)\: the keys -X takes, checked as -X checks them, and bootstr...]:FILE:_files' \
         '(-h --help)-h[Show this message and exit.]' \
         '(-h --help)--help[Show this message and exit.]'
 }
@@ -985,11 +985,11 @@ _kafkactl_quotas_remove() {
         '--client-default[The default client id (<default>).]' \
         '--ip[The client IP address (its quota\: connection_creation_rate; not with --user or --client-id).]:IP: ' \
         '--ip-default[The default IP address (<default>)\: for every address without a quota of its own.]' \
-        '(-b --bootstrap-server)-b[Broker(s) host\:port\[,host\:port\]; default $KAFKACTL_BOOTSTRAP or 127.0.0.1\:9092.]:BOOTSTRAP: ' \
-        '(-b --bootstrap-server)--bootstrap-server[Broker(s) host\:port\[,host\:port\]; default $KAFKACTL_BOOTSTRAP or 127.0.0.1\:9092.]:BOOTSTRAP: ' \
+        '(-b --bootstrap-server)-b[Broker(s) host\:port\[,host\:port\]; default\: bootstrap.servers of --command-config, else $KAFKACTL_BOOTSTRAP, else 127.0...]:BOOTSTRAP: ' \
+        '(-b --bootstrap-server)--bootstrap-server[Broker(s) host\:port\[,host\:port\]; default\: bootstrap.servers of --command-config, else $KAFKACTL_BOOTSTRAP, else 127.0...]:BOOTSTRAP: ' \
         '*-X[Client property key=value, librdkafka'\''s names (repeatable)\: security.protocol, sasl.mechanism, sasl.username, sasl.pa...]:PROP: ' \
         '*--property[Client property key=value, librdkafka'\''s names (repeatable)\: security.protocol, sasl.mechanism, sasl.username, sasl.pa...]:PROP: ' \
-        '--command-config[A properties file of client settings (Kafka'\''s tools'\'' flag); -X overrides it.]:FILE:_files' \
+        '--command-config[A properties file of client settings (Kafka'\''s tools'\'' flag)\: the keys -X takes, checked as -X checks them, and bootstr...]:FILE:_files' \
         '(-h --help)-h[Show this message and exit.]' \
         '(-h --help)--help[Show this message and exit.]'
 }
@@ -1003,11 +1003,11 @@ _kafkactl_quotas_list() {
         '--ip[The client IP address (its quota\: connection_creation_rate; not with --user or --client-id).]:IP: ' \
         '--ip-default[The default IP address (<default>)\: for every address without a quota of its own.]' \
         '--json[JSON output.]' \
-        '(-b --bootstrap-server)-b[Broker(s) host\:port\[,host\:port\]; default $KAFKACTL_BOOTSTRAP or 127.0.0.1\:9092.]:BOOTSTRAP: ' \
-        '(-b --bootstrap-server)--bootstrap-server[Broker(s) host\:port\[,host\:port\]; default $KAFKACTL_BOOTSTRAP or 127.0.0.1\:9092.]:BOOTSTRAP: ' \
+        '(-b --bootstrap-server)-b[Broker(s) host\:port\[,host\:port\]; default\: bootstrap.servers of --command-config, else $KAFKACTL_BOOTSTRAP, else 127.0...]:BOOTSTRAP: ' \
+        '(-b --bootstrap-server)--bootstrap-server[Broker(s) host\:port\[,host\:port\]; default\: bootstrap.servers of --command-config, else $KAFKACTL_BOOTSTRAP, else 127.0...]:BOOTSTRAP: ' \
         '*-X[Client property key=value, librdkafka'\''s names (repeatable)\: security.protocol, sasl.mechanism, sasl.username, sasl.pa...]:PROP: ' \
         '*--property[Client property key=value, librdkafka'\''s names (repeatable)\: security.protocol, sasl.mechanism, sasl.username, sasl.pa...]:PROP: ' \
-        '--command-config[A properties file of client settings (Kafka'\''s tools'\'' flag); -X overrides it.]:FILE:_files' \
+        '--command-config[A properties file of client settings (Kafka'\''s tools'\'' flag)\: the keys -X takes, checked as -X checks them, and bootstr...]:FILE:_files' \
         '(-h --help)-h[Show this message and exit.]' \
         '(-h --help)--help[Show this message and exit.]'
 }
@@ -1044,15 +1044,15 @@ _kafkactl_transactions() {
 
 _kafkactl_transactions_list() {
     _arguments -s -S \
-        '*--state[Only transactions in this state (repeatable)\: Empty, Ongoing, PrepareCommit, PrepareAbort, CompleteCommit, CompleteAb...]:STATE: ' \
+        '*--state[Only transactions in this state (repeatable)\: Empty, Ongoing, PrepareCommit, PrepareAbort, CompleteCommit, CompleteAb...]:STATE:(Empty Ongoing PrepareCommit PrepareAbort CompleteCommit CompleteAbort)' \
         '*--producer-id[Only the transactions of this producer id (repeatable).]:PRODUCER_ID: ' \
         '--duration-filter[Only transactions running longer than this many ms. \[default\: -1\]]:DURATION_MS: ' \
         '--json[JSON output.]' \
-        '(-b --bootstrap-server)-b[Broker(s) host\:port\[,host\:port\]; default $KAFKACTL_BOOTSTRAP or 127.0.0.1\:9092.]:BOOTSTRAP: ' \
-        '(-b --bootstrap-server)--bootstrap-server[Broker(s) host\:port\[,host\:port\]; default $KAFKACTL_BOOTSTRAP or 127.0.0.1\:9092.]:BOOTSTRAP: ' \
+        '(-b --bootstrap-server)-b[Broker(s) host\:port\[,host\:port\]; default\: bootstrap.servers of --command-config, else $KAFKACTL_BOOTSTRAP, else 127.0...]:BOOTSTRAP: ' \
+        '(-b --bootstrap-server)--bootstrap-server[Broker(s) host\:port\[,host\:port\]; default\: bootstrap.servers of --command-config, else $KAFKACTL_BOOTSTRAP, else 127.0...]:BOOTSTRAP: ' \
         '*-X[Client property key=value, librdkafka'\''s names (repeatable)\: security.protocol, sasl.mechanism, sasl.username, sasl.pa...]:PROP: ' \
         '*--property[Client property key=value, librdkafka'\''s names (repeatable)\: security.protocol, sasl.mechanism, sasl.username, sasl.pa...]:PROP: ' \
-        '--command-config[A properties file of client settings (Kafka'\''s tools'\'' flag); -X overrides it.]:FILE:_files' \
+        '--command-config[A properties file of client settings (Kafka'\''s tools'\'' flag)\: the keys -X takes, checked as -X checks them, and bootstr...]:FILE:_files' \
         '(-h --help)-h[Show this message and exit.]' \
         '(-h --help)--help[Show this message and exit.]'
 }
@@ -1062,11 +1062,11 @@ _kafkactl_transactions_describe() {
         '(-t --transactional-id)-t[The transactional id. \[required\]]:TRANSACTIONAL_ID: ' \
         '(-t --transactional-id)--transactional-id[The transactional id. \[required\]]:TRANSACTIONAL_ID: ' \
         '--json[JSON output.]' \
-        '(-b --bootstrap-server)-b[Broker(s) host\:port\[,host\:port\]; default $KAFKACTL_BOOTSTRAP or 127.0.0.1\:9092.]:BOOTSTRAP: ' \
-        '(-b --bootstrap-server)--bootstrap-server[Broker(s) host\:port\[,host\:port\]; default $KAFKACTL_BOOTSTRAP or 127.0.0.1\:9092.]:BOOTSTRAP: ' \
+        '(-b --bootstrap-server)-b[Broker(s) host\:port\[,host\:port\]; default\: bootstrap.servers of --command-config, else $KAFKACTL_BOOTSTRAP, else 127.0...]:BOOTSTRAP: ' \
+        '(-b --bootstrap-server)--bootstrap-server[Broker(s) host\:port\[,host\:port\]; default\: bootstrap.servers of --command-config, else $KAFKACTL_BOOTSTRAP, else 127.0...]:BOOTSTRAP: ' \
         '*-X[Client property key=value, librdkafka'\''s names (repeatable)\: security.protocol, sasl.mechanism, sasl.username, sasl.pa...]:PROP: ' \
         '*--property[Client property key=value, librdkafka'\''s names (repeatable)\: security.protocol, sasl.mechanism, sasl.username, sasl.pa...]:PROP: ' \
-        '--command-config[A properties file of client settings (Kafka'\''s tools'\'' flag); -X overrides it.]:FILE:_files' \
+        '--command-config[A properties file of client settings (Kafka'\''s tools'\'' flag)\: the keys -X takes, checked as -X checks them, and bootstr...]:FILE:_files' \
         '(-h --help)-h[Show this message and exit.]' \
         '(-h --help)--help[Show this message and exit.]'
 }
@@ -1077,11 +1077,11 @@ _kafkactl_transactions_describe_producers() {
         '--partition[The partition. \[required\]]:PARTITION: ' \
         '--broker-id[Ask this broker, which must host a replica of the partition (a follower answers from its own log); by default the lea...]:BROKER_ID: ' \
         '--json[JSON output.]' \
-        '(-b --bootstrap-server)-b[Broker(s) host\:port\[,host\:port\]; default $KAFKACTL_BOOTSTRAP or 127.0.0.1\:9092.]:BOOTSTRAP: ' \
-        '(-b --bootstrap-server)--bootstrap-server[Broker(s) host\:port\[,host\:port\]; default $KAFKACTL_BOOTSTRAP or 127.0.0.1\:9092.]:BOOTSTRAP: ' \
+        '(-b --bootstrap-server)-b[Broker(s) host\:port\[,host\:port\]; default\: bootstrap.servers of --command-config, else $KAFKACTL_BOOTSTRAP, else 127.0...]:BOOTSTRAP: ' \
+        '(-b --bootstrap-server)--bootstrap-server[Broker(s) host\:port\[,host\:port\]; default\: bootstrap.servers of --command-config, else $KAFKACTL_BOOTSTRAP, else 127.0...]:BOOTSTRAP: ' \
         '*-X[Client property key=value, librdkafka'\''s names (repeatable)\: security.protocol, sasl.mechanism, sasl.username, sasl.pa...]:PROP: ' \
         '*--property[Client property key=value, librdkafka'\''s names (repeatable)\: security.protocol, sasl.mechanism, sasl.username, sasl.pa...]:PROP: ' \
-        '--command-config[A properties file of client settings (Kafka'\''s tools'\'' flag); -X overrides it.]:FILE:_files' \
+        '--command-config[A properties file of client settings (Kafka'\''s tools'\'' flag)\: the keys -X takes, checked as -X checks them, and bootstr...]:FILE:_files' \
         '(-h --help)-h[Show this message and exit.]' \
         '(-h --help)--help[Show this message and exit.]'
 }
@@ -1093,11 +1093,11 @@ _kafkactl_transactions_find_hanging() {
         '--partition[Only this partition of --topic.]:PARTITION: ' \
         '--max-transaction-timeout[The brokers'\'' transaction.max.timeout.ms, in minutes\: an open transaction older than that is a candidate. \[default\: 15\]]:MAX_TIMEOUT_MIN: ' \
         '--json[JSON output.]' \
-        '(-b --bootstrap-server)-b[Broker(s) host\:port\[,host\:port\]; default $KAFKACTL_BOOTSTRAP or 127.0.0.1\:9092.]:BOOTSTRAP: ' \
-        '(-b --bootstrap-server)--bootstrap-server[Broker(s) host\:port\[,host\:port\]; default $KAFKACTL_BOOTSTRAP or 127.0.0.1\:9092.]:BOOTSTRAP: ' \
+        '(-b --bootstrap-server)-b[Broker(s) host\:port\[,host\:port\]; default\: bootstrap.servers of --command-config, else $KAFKACTL_BOOTSTRAP, else 127.0...]:BOOTSTRAP: ' \
+        '(-b --bootstrap-server)--bootstrap-server[Broker(s) host\:port\[,host\:port\]; default\: bootstrap.servers of --command-config, else $KAFKACTL_BOOTSTRAP, else 127.0...]:BOOTSTRAP: ' \
         '*-X[Client property key=value, librdkafka'\''s names (repeatable)\: security.protocol, sasl.mechanism, sasl.username, sasl.pa...]:PROP: ' \
         '*--property[Client property key=value, librdkafka'\''s names (repeatable)\: security.protocol, sasl.mechanism, sasl.username, sasl.pa...]:PROP: ' \
-        '--command-config[A properties file of client settings (Kafka'\''s tools'\'' flag); -X overrides it.]:FILE:_files' \
+        '--command-config[A properties file of client settings (Kafka'\''s tools'\'' flag)\: the keys -X takes, checked as -X checks them, and bootstr...]:FILE:_files' \
         '(-h --help)-h[Show this message and exit.]' \
         '(-h --help)--help[Show this message and exit.]'
 }
@@ -1111,11 +1111,11 @@ _kafkactl_transactions_abort() {
         '--producer-epoch[The producer epoch.]:PRODUCER_EPOCH: ' \
         '--coordinator-epoch[The coordinator epoch.]:COORDINATOR_EPOCH: ' \
         '--json[JSON output.]' \
-        '(-b --bootstrap-server)-b[Broker(s) host\:port\[,host\:port\]; default $KAFKACTL_BOOTSTRAP or 127.0.0.1\:9092.]:BOOTSTRAP: ' \
-        '(-b --bootstrap-server)--bootstrap-server[Broker(s) host\:port\[,host\:port\]; default $KAFKACTL_BOOTSTRAP or 127.0.0.1\:9092.]:BOOTSTRAP: ' \
+        '(-b --bootstrap-server)-b[Broker(s) host\:port\[,host\:port\]; default\: bootstrap.servers of --command-config, else $KAFKACTL_BOOTSTRAP, else 127.0...]:BOOTSTRAP: ' \
+        '(-b --bootstrap-server)--bootstrap-server[Broker(s) host\:port\[,host\:port\]; default\: bootstrap.servers of --command-config, else $KAFKACTL_BOOTSTRAP, else 127.0...]:BOOTSTRAP: ' \
         '*-X[Client property key=value, librdkafka'\''s names (repeatable)\: security.protocol, sasl.mechanism, sasl.username, sasl.pa...]:PROP: ' \
         '*--property[Client property key=value, librdkafka'\''s names (repeatable)\: security.protocol, sasl.mechanism, sasl.username, sasl.pa...]:PROP: ' \
-        '--command-config[A properties file of client settings (Kafka'\''s tools'\'' flag); -X overrides it.]:FILE:_files' \
+        '--command-config[A properties file of client settings (Kafka'\''s tools'\'' flag)\: the keys -X takes, checked as -X checks them, and bootstr...]:FILE:_files' \
         '(-h --help)-h[Show this message and exit.]' \
         '(-h --help)--help[Show this message and exit.]'
 }

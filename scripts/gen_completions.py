@@ -7,11 +7,16 @@ The scripts are static: the command tree (subcommands, options, option choices, 
 values are paths) is written into them, so pressing TAB never starts Python or unpacks
 the one-file binary. That is why they must be regenerated whenever the app changes
 (tests/distribution/test_completions.py fails until they are).
+
+kafkactl's options with a fixed set of values are plain strings that the commands check
+themselves (case-insensitively, with aliases: `-X` shares their parsers), not
+click.Choice: their values come from VALUE_CHOICES, built from the commands' own tables.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import re
 import sys
 from pathlib import Path
@@ -38,6 +43,68 @@ def _all_names(opt: OptionSpec) -> list[str]:
     return [*opt.names, *opt.secondary]
 
 
+def value_choices() -> dict[tuple[tuple[str, ...], str], tuple[str, ...]]:
+    """(command path, long option) -> the values to complete, for the options whose values
+    are a fixed set the command checks itself (the canonical spellings: aliases such as
+    acks -1 or librdkafka's partitioner names are accepted but not offered)."""
+    from kafkactl.cli import _properties as props
+    from kafkactl.cli.acls import OPERATION_NAMES, PATTERN_TYPES
+    from kafkactl.cli.configs import ENTITY_TYPES
+    from kafkactl.cli.offsets import GROUP_STATES
+    from kafkactl.cli.serve import LOG_FORMATS, LOG_LEVELS
+    from kafkactl.cli.top import SORT_KEYS
+    from kafkactl.cli.topics import TIME_WORDS
+    from kafkactl.cli.users import MECHANISMS
+
+    def canonical(table: dict[str, str]) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(table.values()))
+
+    levels = tuple(props.ISOLATION_LEVELS)
+    operations = tuple(OPERATION_NAMES[k] for k in sorted(OPERATION_NAMES))
+    patterns = tuple(PATTERN_TYPES)
+    return {
+        (("serve",), "--log-level"): LOG_LEVELS,
+        (("serve",), "--log-format"): LOG_FORMATS,
+        (("produce",), "--compression"): tuple(props.COMPRESSION),
+        (("produce",), "--acks"): ("0", "1", "all"),
+        (("produce",), "--partitioner"): canonical(props.PARTITIONERS),
+        (("consume",), "--offset"): ("earliest", "latest"),
+        (("consume",), "--offsets-storage"): ("zookeeper", "kafka"),
+        (("consume",), "--isolation-level"): levels,
+        (("top",), "--sort"): SORT_KEYS,
+        (("spark-load",), "--partition-by"): ("partition", "date"),
+        (("spark-load",), "--isolation-level"): levels,
+        (("topics", "offsets"), "--time"): tuple(TIME_WORDS),
+        (("offsets", "list"), "--state"): GROUP_STATES,
+        (("configs", "describe"), "--entity-type"): tuple(ENTITY_TYPES),
+        (("configs", "alter"), "--entity-type"): tuple(ENTITY_TYPES),
+        (("acls", "add"), "--operation"): operations,
+        (("acls", "add"), "--resource-pattern-type"): ("literal", "prefixed"),
+        (("acls", "list"), "--resource-pattern-type"): patterns,
+        (("acls", "remove"), "--operation"): operations,
+        (("acls", "remove"), "--resource-pattern-type"): patterns,
+        (("users", "add"), "--mechanism"): tuple(MECHANISMS),
+        (("users", "delete"), "--mechanism"): tuple(MECHANISMS),
+        (("transactions", "list"), "--state"): ("Empty", "Ongoing", "PrepareCommit",
+                                                "PrepareAbort", "CompleteCommit",
+                                                "CompleteAbort"),
+    }
+
+
+def with_value_choices(tree: CommandSpec,
+                       choices: dict[tuple[tuple[str, ...], str], tuple[str, ...]]
+                       ) -> CommandSpec:
+    """`tree` with `choices` set on the options they name (those of a parameter type of
+    their own, click.Choice or an enum, keep theirs)."""
+    for cmd in tree.walk():
+        cmd.options = [
+            dataclasses.replace(o, choices=choices[(cmd.path, o.names[-1])])
+            if not o.choices and (cmd.path, o.names[-1]) in choices else o
+            for o in cmd.options
+        ]
+    return tree
+
+
 # --- bash ---------------------------------------------------------------------------------
 
 
@@ -59,15 +126,25 @@ def bash_script(tree: CommandSpec) -> str:
                 continue
             pattern = "|".join(f'"{key}|{n}"' for n in o.names)
             if o.choices:
-                action = f'COMPREPLY=($(compgen -W "{_words(list(o.choices))}" -- "$cur"))'
+                action = f'_{PROG}_reply -W "{_words(list(o.choices))}"'
             else:
-                action = 'compopt -o filenames 2>/dev/null; COMPREPLY=($(compgen -f -- "$cur"))'
+                action = f"_{PROG}_files"
             values.append(f"        {pattern}) {action}; return 0 ;;")
     return f"""# bash completion for {PROG}
 # {HEADER}
 # Load it in this shell:    source completions/{PROG}.bash
 # or install it for a user: cp completions/{PROG}.bash \\
 #     ~/.local/share/bash-completion/completions/{PROG}
+
+# COMPREPLY: compgen's words one per line (a file name with spaces stays one word).
+_{PROG}_reply() {{
+    mapfile -t COMPREPLY < <(compgen "$@" -- "$cur")
+}}
+
+_{PROG}_files() {{
+    compopt -o filenames 2>/dev/null
+    _{PROG}_reply -f
+}}
 
 # Sets _kc_subs, _kc_opts, _kc_vopts (options taking a value), _kc_args (argument
 # choices) and _kc_afiles (arguments are paths) for one command path.
@@ -112,14 +189,13 @@ _{PROG}() {{
         return 0
     fi
     if [[ "$cur" == -* ]]; then
-        COMPREPLY=($(compgen -W "$_kc_opts" -- "$cur"))
+        _{PROG}_reply -W "$_kc_opts"
     elif [ -n "$_kc_subs" ]; then
-        COMPREPLY=($(compgen -W "$_kc_subs" -- "$cur"))
+        _{PROG}_reply -W "$_kc_subs"
     elif [ -n "$_kc_args" ]; then
-        COMPREPLY=($(compgen -W "$_kc_args" -- "$cur"))
+        _{PROG}_reply -W "$_kc_args"
     elif [ -n "$_kc_afiles" ]; then
-        compopt -o filenames 2>/dev/null
-        COMPREPLY=($(compgen -f -- "$cur"))
+        _{PROG}_files
     else
         COMPREPLY=()
     fi
@@ -298,7 +374,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--check", action="store_true", help="only report stale files")
     parser.add_argument("--out", type=Path, default=REPO / "completions")
     args = parser.parse_args(argv)
-    return write_outputs(render(command_tree(), args.out), args.check)
+    tree = with_value_choices(command_tree(), value_choices())
+    return write_outputs(render(tree, args.out), args.check)
 
 
 if __name__ == "__main__":

@@ -11,12 +11,72 @@ from typing import Any
 
 import typer
 
-BOOTSTRAP_HELP = "Broker(s) host:port[,host:port]; default $KAFKACTL_BOOTSTRAP or 127.0.0.1:9092."
+BOOTSTRAP_ENV = "KAFKACTL_BOOTSTRAP"
+BOOTSTRAP_HELP = ("Broker(s) host:port[,host:port]; default: bootstrap.servers of "
+                  "--command-config, else $KAFKACTL_BOOTSTRAP, else 127.0.0.1:9092.")
+# the file keys that name the brokers (Java's, librdkafka's)
+BOOTSTRAP_KEYS = ("bootstrap.servers", "metadata.broker.list")
 
 
 def bootstrap_option() -> str | None:
     return typer.Option(None, "--bootstrap-server", "-b", help=BOOTSTRAP_HELP,
-                        envvar="KAFKACTL_BOOTSTRAP", show_envvar=False)
+                        envvar=BOOTSTRAP_ENV, show_envvar=False, callback=_resolve_bootstrap)
+
+
+def bootstrap_problem(servers: str) -> str | None:
+    """What is wrong with a `host:port[,host:port]` list (None: nothing). A port is
+    required, as Kafka's clients require it: `-b 24092` is no host named 24092."""
+    entries = [e.strip() for e in servers.split(",") if e.strip()]
+    if not entries:
+        return "no broker given: expected host:port[,host:port]"
+    for entry in entries:
+        rest = entry.split("://", 1)[1] if "://" in entry else entry
+        if rest.startswith("["):  # [ipv6]:port
+            host, _, port = rest[1:].partition("]")
+            port = port[1:] if port.startswith(":") else ""
+        elif rest.count(":") == 1:
+            host, port = rest.split(":")
+        elif rest.count(":") > 1:
+            return f"{entry!r}: write an IPv6 address as [address]:port"
+        else:
+            host, port = rest, ""
+        if not port and host.isdigit():
+            return f"{entry!r} has no host: expected host:port, e.g. 127.0.0.1:{host}"
+        if not port:
+            return f"{entry!r} has no port: expected host:port, e.g. {host}:9092"
+        if not port.isdigit() or not 0 < int(port) < 65536:
+            return f"{entry!r}: expected host:port, the port a number from 1 to 65535"
+    return None  # (an empty host is this one's, as the client takes it: `:9092`)
+
+
+def _resolve_bootstrap(ctx: typer.Context, param: typer.CallbackParam,
+                       value: str | None) -> str | None:
+    """-b's value: -b itself, else bootstrap.servers of --command-config (a file named on
+    the command line, its credentials meant for those brokers), else $KAFKACTL_BOOTSTRAP,
+    else None (the client's default, 127.0.0.1:9092); each checked for host:port (exit 2).
+    Click processes the options given before those that are not, so --command-config has
+    been read when -b was not given."""
+    source = ctx.get_parameter_source(param.name or "")
+    if value is not None and getattr(source, "name", "") == "COMMANDLINE":
+        problem = bootstrap_problem(value)
+        if problem:
+            raise typer.BadParameter(problem)
+        return value
+    config = ctx.params.get("command_config")
+    if config is not None:
+        path = Path(config)
+        props = read_command_config(path)
+        key = next((k for k in BOOTSTRAP_KEYS if k in props), None)
+        if key is not None:
+            problem = bootstrap_problem(props[key])
+            if problem:
+                raise fail(f"--command-config {path}: {key}={props[key]}: {problem}", 2)
+            return props[key]
+    if value is not None:  # $KAFKACTL_BOOTSTRAP
+        problem = bootstrap_problem(value)
+        if problem:
+            raise fail(f"{BOOTSTRAP_ENV}={value}: {problem}", 2)
+    return value
 
 
 def unescape(text: str) -> bytes:
@@ -84,15 +144,25 @@ def connect_zookeeper(connect: str) -> Any:
 
 
 # ---- security: librdkafka's -X names (as kcat takes them) and Kafka tools' --command-config.
-# Every command that talks to a broker takes both, with this meaning: the file's security
-# properties, overlaid by -X. -X names are checked (a typo is an error); other keys in the
-# file are ignored, as Kafka's tools ignore what they do not use.
+# Every command that talks to a broker takes both, with this meaning: the file's
+# properties, overlaid by -X, and the command's flags over both. The producing and
+# consuming commands read every key of the file as the same -X would be read
+# (kafkactl.cli._properties). The others take only security properties through -X (a
+# typo is an error); of the file they take those and bootstrap.servers, warn about any
+# other client setting (they have no use for it) and refuse a key no Kafka client has.
 SECURITY_PROPERTIES = ("security.protocol, sasl.mechanism, sasl.username, sasl.password, "
                        "ssl.ca.location, ssl.certificate.location, ssl.key.location")
 SECURITY_HELP = ("Client property key=value, librdkafka's names (repeatable): "
                  f"{SECURITY_PROPERTIES}.")
-COMMAND_CONFIG_HELP = ("A properties file of client settings (Kafka's tools' flag); -X "
-                       "overrides it.")
+COMMAND_CONFIG_HELP = ("A properties file of client settings (Kafka's tools' flag): the "
+                       "keys -X takes, checked as -X checks them, and bootstrap.servers "
+                       "(used without -b); -X and the command's flags override it.")
+
+
+class _Invocation:
+    """What the running command is: set when its --command-config option is processed."""
+
+    takes_bootstrap = True  # it has -b/--bootstrap-server
 
 
 def property_option(help_text: str = SECURITY_HELP) -> list[str]:
@@ -101,40 +171,80 @@ def property_option(help_text: str = SECURITY_HELP) -> list[str]:
 
 def command_config_option() -> Any:
     return typer.Option(None, "--command-config", metavar="FILE", exists=True,
-                        dir_okay=False, help=COMMAND_CONFIG_HELP)
+                        dir_okay=False, help=COMMAND_CONFIG_HELP,
+                        callback=_command_config_seen)
+
+
+def _command_config_seen(ctx: typer.Context, value: Path | None) -> Path | None:
+    _Invocation.takes_bootstrap = any(p.name == "bootstrap" for p in ctx.command.params)
+    return value
+
+
+def read_command_config(path: Path | None) -> dict[str, str]:
+    """The properties of a --command-config file ({} for None); exit 2 when unreadable."""
+    from kafkactl.protocol.properties import parse_properties
+
+    if path is None:
+        return {}
+    try:
+        return parse_properties(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError) as e:
+        raise fail(f"--command-config {path}: {getattr(e, 'strerror', None) or e}",
+                   2) from None
+
+
+def _file_security(path: Path | None) -> dict[str, str]:
+    """The security properties of a --command-config file of a command that takes no
+    other client setting: another setting Kafka's clients know is warned about (unused),
+    a key no client knows is refused (exit 2) with the closest name."""
+    from kafkactl.cli._properties import (
+        CONSUMER_TABLE,
+        PRODUCER_TABLE,
+        SECURITY_KEYS,
+        unknown_key_hint,
+    )
+
+    out: dict[str, str] = {}
+    for key, value in read_command_config(path).items():
+        if key in SECURITY_KEYS:
+            out[key] = value
+        elif key in BOOTSTRAP_KEYS and _Invocation.takes_bootstrap:
+            continue  # -b's (see _resolve_bootstrap)
+        elif key in BOOTSTRAP_KEYS or key in PRODUCER_TABLE or key in CONSUMER_TABLE:
+            used = "the security properties" + (" and bootstrap.servers"
+                                                if _Invocation.takes_bootstrap else "")
+            typer.echo(f"warning: --command-config {path}: {key}: not used by this command "
+                       f"(it takes {used} from the file)", err=True)
+        else:
+            known = [*SECURITY_KEYS, *BOOTSTRAP_KEYS, *PRODUCER_TABLE, *CONSUMER_TABLE]
+            raise fail(f"--command-config {path}: {key}: not a client property kafkactl "
+                       f"knows{unknown_key_hint(key, known, '')}", 2)
+    return out
 
 
 def client_properties(props: list[str], command_config: Path | None, *,
                       check: bool = True) -> dict[str, str]:
     """The security properties of `--command-config FILE` overlaid by `-X key=value`;
     with `check`, an -X name that is no security property is an error (exit 2)."""
-    from kafkactl.client.security import SECURITY_KEYS
-    from kafkactl.protocol.properties import parse_properties
+    from kafkactl.cli._properties import SECURITY_KEYS
 
-    merged: dict[str, str] = {}
     try:
-        if command_config is not None:
-            merged.update((k, v) for k, v in parse_properties(command_config.read_text())
-                          .items() if k in SECURITY_KEYS)
         given = parse_key_values(props, "property")
-    except (OSError, typer.BadParameter) as e:
+    except typer.BadParameter as e:
         raise fail(str(e), 2) from None
     unknown = sorted(k for k in given if k not in SECURITY_KEYS)
     if check and unknown:
         raise fail(f"-X {unknown[0]}: not a client property this command takes (use "
                    f"{SECURITY_PROPERTIES}, ...)", 2)
+    merged = _file_security(command_config)
     merged.update(given)
     return merged
 
 
-def client_security_from(given: dict[str, str], command_config: Path | None) -> Any:
-    """The ClientSecurity of `--command-config FILE`'s security properties overlaid by
-    `given` (the security properties of -X, already split from the others: see
-    kafkactl.cli._properties); a one-line error (exit 2) for a bad one."""
+def security_of(props: dict[str, str]) -> Any:
+    """The ClientSecurity of security properties; a one-line error (exit 2) for a bad one."""
     from kafkactl.client.security import ClientSecurity, SecurityConfigError
 
-    props = client_properties([], command_config)
-    props.update(given)
     try:
         return ClientSecurity.from_properties(props)
     except SecurityConfigError as e:
@@ -144,9 +254,4 @@ def client_security_from(given: dict[str, str], command_config: Path | None) -> 
 def client_security(props: list[str], command_config: Path | None) -> Any:
     """The ClientSecurity of `--command-config FILE` overlaid by `-X key=value`; a
     one-line error (exit 2) for a bad one."""
-    from kafkactl.client.security import ClientSecurity, SecurityConfigError
-
-    try:
-        return ClientSecurity.from_properties(client_properties(props, command_config))
-    except SecurityConfigError as e:
-        raise fail(str(e), 2) from None
+    return security_of(client_properties(props, command_config))

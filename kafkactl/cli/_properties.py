@@ -19,6 +19,12 @@ name this command takes (or, when it is the other role's property, saying so).
 
 The same key given twice (or two names of one setting): the later one wins, as in kcat.
 Parsing imports nothing from the client packages, so `--help` stays fast.
+
+`--command-config FILE` (Kafka's tools' --command-config / --producer.config /
+--consumer.config) is read by the same tables: a key of the file is checked as the same
+-X item would be, the error naming the file; -X overrides the file, and a command's own
+flags override both (producer_options, consumer_options). bootstrap.servers of the file
+is taken by -b's resolution (kafkactl.cli._client_options.bootstrap_option).
 """
 
 from __future__ import annotations
@@ -269,19 +275,29 @@ CONSUMER_TABLE: dict[str, Setting] = _table(
 # ---------------------------------------------------------------------------- settings
 
 
+_META_FIELDS = ("given_as", "from_file", "config_file")
+
+
 @dataclass
 class _Settings:
-    """Fields are None unless given; `given_as[field]` is the -X name the user wrote."""
+    """Fields are None unless given; `given_as[field]` is the -X name the user wrote,
+    `from_file[field]` the name in --command-config `config_file` of a setting -X did not
+    give (a flag may override those; a flag and -X must agree)."""
 
     given_as: dict[str, str] = field(default_factory=dict, repr=False)
+    from_file: dict[str, str] = field(default_factory=dict, repr=False)
+    config_file: str = field(default="", repr=False)
 
     def given(self) -> dict[str, Any]:
-        """field -> value of every setting given."""
+        """field -> value of every setting given (by -X or the file)."""
         return {f.name: getattr(self, f.name) for f in fields(self)
-                if f.name != "given_as" and getattr(self, f.name) is not None}
+                if f.name not in _META_FIELDS and getattr(self, f.name) is not None}
 
     def option(self, name: str) -> str:
-        """How the user wrote the setting of field `name`: `-X linger.ms`."""
+        """How the user wrote the setting of field `name`: `-X linger.ms`, or
+        `linger.ms (--command-config FILE)`."""
+        if name not in self.given_as and name in self.from_file:
+            return f"{self.from_file[name]} (--command-config {self.config_file})"
         return f"-X {self.given_as.get(name, name)}"
 
 
@@ -379,11 +395,21 @@ def split_key_value(item: str) -> tuple[str, str]:
     return key, value
 
 
-def closest_name(key: str, names: Iterable[str]) -> str:
-    """The known name nearest to `key` (difflib's ratio; there always is one)."""
-    pool = sorted(set(names))
-    best = difflib.get_close_matches(key, pool, n=1, cutoff=0.0)
-    return best[0] if best else pool[0]
+CLOSE_ENOUGH = 0.75  # difflib's ratio a name must reach to be suggested for a typo
+
+
+def closest_name(key: str, names: Iterable[str]) -> str | None:
+    """The known name nearest to `key`, if it is near enough to be the one meant (difflib's
+    ratio >= CLOSE_ENOUGH: `lingr.ms` -> linger.ms, `foo.bar` -> None)."""
+    best = difflib.get_close_matches(key, sorted(set(names)), n=1, cutoff=CLOSE_ENOUGH)
+    return best[0] if best else None
+
+
+def unknown_key_hint(key: str, names: Iterable[str],
+                     otherwise: str = " (--help lists them)") -> str:
+    """`; the closest is NAME` for a near miss, else `otherwise`."""
+    near = closest_name(key, names)
+    return f"; the closest is {near}" if near else otherwise
 
 
 def parse_properties(items: Iterable[str], table: Mapping[str, Setting], role: str,
@@ -392,28 +418,39 @@ def parse_properties(items: Iterable[str], table: Mapping[str, Setting], role: s
     """(security properties, field -> value, field -> the name given) of `key=value` items
     for a `role` ("producer", "consumer") whose settings are `table`; `other` is the other
     role's (name, table), named in the error for a key that belongs there."""
+    return parse_pairs([split_key_value(item) for item in items], table, role, other)
+
+
+def parse_pairs(pairs: Iterable[tuple[str, str]], table: Mapping[str, Setting], role: str,
+                other: tuple[str, Mapping[str, Setting]] | None = None,
+                config_file: Path | None = None,
+                ) -> tuple[dict[str, str], dict[str, Any], dict[str, str]]:
+    """parse_properties of (key, value) pairs: -X's, or with `config_file` the keys of
+    that --command-config file (errors name it; bootstrap.servers is left to -b's
+    resolution)."""
+    where = "-X " if config_file is None else f"--command-config {config_file}: "
     security: dict[str, str] = {}
     values: dict[str, Any] = {}
     given_as: dict[str, str] = {}
-    for item in items:
-        key, raw = split_key_value(item)
+    for key, raw in pairs:
         if key in SECURITY_KEYS:
             security[key] = raw
             continue
         setting = table.get(key)
         if setting is None and key in FLAG_ONLY:
-            raise PropertyError(f"-X {key}: give it as {FLAG_ONLY[key]}")
+            if config_file is not None:
+                continue
+            raise PropertyError(f"{where}{key}: give it as {FLAG_ONLY[key]}")
         if setting is None:
             if other is not None and key in other[1]:
-                raise PropertyError(f"-X {key}: a {other[0]} property; {role} settings are "
-                                    f"e.g. {', '.join(list(table)[:4])}")
-            near = closest_name(key, [*table, *SECURITY_KEYS])
-            raise PropertyError(f"-X {key}: not a {role} property kafkactl knows; the "
-                                f"closest is {near}")
+                raise PropertyError(f"{where}{key}: a {other[0]} property; {role} settings "
+                                    f"are e.g. {', '.join(list(table)[:4])}")
+            raise PropertyError(f"{where}{key}: not a {role} property kafkactl knows"
+                                + unknown_key_hint(key, [*table, *SECURITY_KEYS]))
         try:
             values[setting.field] = setting.parse(raw)
         except ValueError as e:
-            raise PropertyError(f"-X {key}={raw}: {e}") from None
+            raise PropertyError(f"{where}{key}={raw}: {e}") from None
         given_as[setting.field] = key
     return security, values, given_as
 
@@ -442,27 +479,47 @@ def names_help(table: Mapping[str, Setting]) -> str:
 # ---------------------------------------------------------------------------- for commands
 
 
+def _with_command_config(items: list[str], command_config: Path | None,
+                         table: Mapping[str, Setting], role: str, other_role: str,
+                         other: Mapping[str, Setting],
+                         ) -> tuple[dict[str, str], dict[str, Any]]:
+    """(security properties, settings keywords) of -X `items` over the keys of
+    `command_config`; a one-line error and exit 2 for a bad one, naming where it is."""
+    from kafkactl.cli._client_options import fail, read_command_config
+
+    file_pairs = read_command_config(command_config).items()
+    try:
+        fsecurity, fvalues, fnames = parse_pairs(file_pairs, table, role, (other_role, other),
+                                                 config_file=command_config)
+        security, values, given_as = parse_properties(items, table, role, (other_role, other))
+    except PropertyError as e:
+        raise fail(str(e), 2) from None
+    keywords: dict[str, Any] = {**fvalues, **values, "given_as": given_as,
+                                "from_file": {k: v for k, v in fnames.items()
+                                              if k not in given_as},
+                                "config_file": str(command_config or "")}
+    return {**fsecurity, **security}, keywords
+
+
 def producer_options(props: list[str], command_config: Path | None,
                      ) -> tuple[ClientSecurity, ProducerSettings]:
     """-X items and --command-config of a producing command: (its ClientSecurity, its
-    ProducerSettings), or a one-line error and exit 2."""
-    from kafkactl.cli._client_options import client_security_from, fail
+    ProducerSettings: the file's settings overlaid by -X's; `given_as` names only -X's),
+    or a one-line error and exit 2."""
+    from kafkactl.cli._client_options import security_of
 
-    try:
-        security, settings = parse_producer_properties(props)
-    except PropertyError as e:
-        raise fail(str(e), 2) from None
-    return client_security_from(security, command_config), settings
+    security, keywords = _with_command_config(props, command_config, PRODUCER_TABLE,
+                                              "producer", "consumer", CONSUMER_TABLE)
+    return security_of(security), ProducerSettings(**keywords)
 
 
 def consumer_options(props: list[str], command_config: Path | None,
                      ) -> tuple[ClientSecurity, ConsumerSettings]:
     """-X items and --command-config of a consuming command: (its ClientSecurity, its
-    ConsumerSettings), or a one-line error and exit 2."""
-    from kafkactl.cli._client_options import client_security_from, fail
+    ConsumerSettings: the file's settings overlaid by -X's; `given_as` names only -X's),
+    or a one-line error and exit 2."""
+    from kafkactl.cli._client_options import security_of
 
-    try:
-        security, settings = parse_consumer_properties(props)
-    except PropertyError as e:
-        raise fail(str(e), 2) from None
-    return client_security_from(security, command_config), settings
+    security, keywords = _with_command_config(props, command_config, CONSUMER_TABLE,
+                                              "consumer", "producer", PRODUCER_TABLE)
+    return security_of(security), ConsumerSettings(**keywords)

@@ -6,6 +6,7 @@ the group commits) only for records whose bytes all reached the file descriptor.
 that exactly also when the write is cut short:
 
 - the reader goes away (`| head`): EPIPE after k bytes, the records wholly inside them;
+- the write fails otherwise (a full disk, /dev/full: StdoutFailed), the same way;
 - Ctrl-C or SIGTERM while a slow reader keeps the pipe full. The handlers that
   `install_signal_handlers()` sets raise KeyboardInterrupt at once, except while a write
   runs and its bytes are counted: then the signal is kept and raised right after, so it
@@ -45,6 +46,7 @@ and the caller puts the consumer back at the first of them.
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import os
 import select
@@ -58,7 +60,7 @@ from collections import deque
 from collections.abc import Callable, Collection, Iterator
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from kafkactl.cli._output import StdoutClosed, is_epipe
+from kafkactl.cli._output import StdoutClosed, StdoutFailed, flush_stdout, is_epipe
 
 if TYPE_CHECKING:
     from kafkactl.client.topic_reader import Piece, TopicPartition
@@ -85,8 +87,10 @@ class RecordWriter:
     full (`records`) and marks each partition's consumed offset in `consumed`."""
 
     def __init__(self, consumed: dict[TopicPartition, int] | None = None) -> None:
-        sys.stdout.flush()
-        self.fd = sys.stdout.fileno()
+        if not flush_stdout():  # what print() left in Python's buffer met a closed pipe
+            raise StdoutClosed
+        self.fd = sys.stdout.fileno() if sys.stdout is not None else 1
+        _check_writable(self.fd)
         self.records = 0
         self.consumed: dict[TopicPartition, int] = consumed if consumed is not None else {}
         mode = os.fstat(self.fd).st_mode
@@ -179,7 +183,7 @@ class RecordWriter:
             except OSError as e:
                 self._account(pieces, off)
                 if not is_epipe(e):
-                    raise
+                    raise StdoutFailed(e) from None
                 raise StdoutClosed from None
             except BaseException:
                 self._account(pieces, off)
@@ -306,6 +310,17 @@ class RecordWriter:
                     return False
             if stop is not None and stop():
                 return True
+
+
+def _check_writable(fd: int) -> None:
+    """StdoutFailed(EBADF) at once for a stdout that cannot be written (closed, or open
+    read-only), before any record is fetched for it."""
+    try:
+        writable = fcntl.fcntl(fd, fcntl.F_GETFL) & os.O_ACCMODE != os.O_RDONLY
+    except OSError as e:
+        raise StdoutFailed(e) from None
+    if not writable:
+        raise StdoutFailed(OSError(errno.EBADF, os.strerror(errno.EBADF)))
 
 
 def _records_within(piece: Piece, n: int) -> int:

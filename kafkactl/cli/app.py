@@ -5,8 +5,9 @@ Each subcommand lives in its own module under `kafkactl.cli` and exposes
 options, call the library and render; they hold no protocol or storage logic.
 
 Two rules hold for every command and live here, once: a closed stdout (EPIPE) ends the
-command quietly (kafkactl.cli._output), and every error line, ours and the usage errors of
-the option parser alike, starts with `error: `.
+command quietly, another failed write to stdout with one error line and exit status 1
+(kafkactl.cli._output), and every error line, ours and the usage errors of the option
+parser alike, starts with `error: `.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from typer.core import TyperGroup
 
 from kafkactl import __version__
 from kafkactl.cli._help import apply_help_rendering
-from kafkactl.cli._output import EPIPE_EXIT, flush_stdout, stdout_guard
+from kafkactl.cli._output import finish_stdout, reserve_standard_streams, stdout_guard
 
 
 class KafkactlGroup(TyperGroup):
@@ -184,6 +185,7 @@ def _show_usage_error(e: Any) -> None:
 def run(args: Sequence[str] | None = None) -> int:
     """Run kafkactl with `args` (default: sys.argv[1:]); returns the exit status."""
     argv = list(sys.argv[1:] if args is None else args)
+    reserve_standard_streams()  # before anything opens a file or socket
     try:
         code = app_for(argv)(args=argv, prog_name="kafkactl", standalone_mode=False)
     except CLICK_EXCEPTION as e:
@@ -196,9 +198,7 @@ def run(args: Sequence[str] | None = None) -> int:
         typer.echo("error: aborted", err=True)
         code = 1
     code = code if isinstance(code, int) else 0
-    if not flush_stdout() and code == 0:  # output still buffered met a closed pipe
-        code = EPIPE_EXIT
-    return code
+    return finish_stdout(code)  # output still buffered may meet a closed pipe, a full disk
 
 
 def main() -> None:

@@ -24,7 +24,7 @@ from kafkactl.cli._client_options import (
     property_option,
     unescape,
 )
-from kafkactl.cli._output import StdoutClosed
+from kafkactl.cli._output import StdoutClosed, StdoutFailed
 from kafkactl.cli._record_writer import RecordWriter, install_signal_handlers, shutting_down
 
 if TYPE_CHECKING:  # the client is imported when a command runs, so --help stays fast
@@ -216,20 +216,30 @@ def consume(  # noqa: C901
                                         help="Only this partition (repeatable)."),
     offset: str | None = typer.Option(
         None, "--offset", "-o",
-        help="earliest | latest | N | -N (N before the end) | @<ms timestamp> | ISO date."),
+        help="earliest | latest | N | -N (N before the end) | @<ms timestamp> | ISO date. "
+             "Default: latest, the records produced from now on, as kafka-console-consumer "
+             "(kcat's default is the beginning: -o earliest), or -X auto.offset.reset's; "
+             "with -G, the group's committed offsets, and that where it has none."),
     from_beginning: bool = typer.Option(False, "--from-beginning",
                                         help="Start at the earliest offset."),
     max_messages: int | None = typer.Option(None, "--max-messages", "-c",
                                             help="Exit after this many records."),
     exit_at_end: bool = typer.Option(False, "--exit-at-end", "-e",
                                      help="Exit when every partition is read to its end."),
-    fmt: str | None = typer.Option(None, "--format", "-f",
-                                   help="kcat tokens %t %p %o %k %s %T %h %K %S; \\n \\t."),
-    as_json: bool = typer.Option(False, "--json", "-J", help="One JSON object per record."),
+    fmt: str | None = typer.Option(
+        None, "--format", "-f",
+        help="kcat tokens %t %p %o %k %s %T %h %K %S; \\n \\t. Not with -J, -K or "
+             "--print-offsets (%k and %o say where the key and offset go)."),
+    as_json: bool = typer.Option(False, "--json", "-J",
+                                 help="One JSON object per record (not with -f, -K or "
+                                      "--print-offsets)."),
     key_separator: str | None = typer.Option(None, "--key-separator", "-K",
                                              help="Print key SEP value."),
-    print_offsets: bool = typer.Option(False, "--print-offsets",
-                                       help="Prefix each record with its offset."),
+    print_offsets: bool = typer.Option(
+        False, "--print-offsets",
+        help="Prefix each record with its offset and -K's SEP (a tab without -K): "
+             "OFFSET SEP KEY SEP VALUE, as kafka-console-consumer's print.offset separates "
+             "its fields with key.separator."),
     print_null: bool = typer.Option(
         False, "--print-null", "-Z",
         help="Print a null key or value (a tombstone's) as NULL, not as nothing (kcat's "
@@ -283,7 +293,13 @@ def consume(  # noqa: C901
     max.poll.records (500) records, so a slow reader does not keep it from polling for
     max.poll.interval.ms (which makes it leave the group). When the brokers go away it
     keeps trying for max.poll.interval.ms (5 minutes; -X max.poll.interval.ms=...) before
-    it gives up with an error."""
+    it gives up with an error.
+
+    Exit status: 0 when it stops at -e, -c, --timeout-ms, on Ctrl-C or SIGTERM (as kcat:
+    the output up to there is whole, and a group commits what was written), and when the
+    reader of stdout goes away (`| head`); 1 on an error, among them stdout that cannot be
+    written (a full disk: what was written is committed, nothing after it); 2 for a usage
+    error."""
     from kafkactl.cli._properties import consumer_options
     from kafkactl.client.consumer import Consumer
     from kafkactl.client.errors import ClientError
@@ -298,13 +314,16 @@ def consume(  # noqa: C901
 
     null_literal, prop = _null_literal(null_literal, prop)
     security, settings = consumer_options(prop, command_config)
-    if settings.group_id is not None:
+    if "group_id" in settings.given_as:  # -X group.id: -G must agree
         if group is not None and group != settings.group_id:
             raise fail(f"-G {group} and -X {settings.given_as['group_id']}="
                        f"{settings.group_id} name two groups: give one", 2)
         group = settings.group_id
+    elif group is None:  # --command-config's group.id, unless -G overrides it
+        group = settings.group_id
     if not topic and not topic_pattern:
         raise fail("give -t/--topic (repeatable) or --topic-pattern", 2)
+    _check_output_options(fmt, as_json, key_separator, print_offsets)
     if zookeeper and not group:
         raise fail("--zookeeper needs -G/--group (a ZooKeeper consumer group)", 2)
     if offsets_storage not in (None, "zookeeper", "kafka"):
@@ -394,6 +413,7 @@ def consume(  # noqa: C901
     consumer: Consumer | None = None
     group_consumer: GroupConsumer | None = None
     closed = False
+    failed: StdoutFailed | None = None
     try:
         if zookeeper:  # the seed's ZooKeeper-coordinated group
             from kafkactl.client.zookeeper_consumer import ZookeeperConsumer
@@ -455,6 +475,8 @@ def consume(  # noqa: C901
         pass
     except StdoutClosed:
         closed = True  # the reader went away: the EPIPE rule, after the summary
+    except StdoutFailed as e:  # what was written is counted (and committed), no more
+        failed = e
     except (ClientError, KafkaError, RecordError, ValueError, ZooKeeperUnavailable) as e:
         if out.records:  # what was printed before the error (never a bare "0 messages")
             _summary(out.records, t0, quiet)
@@ -465,9 +487,31 @@ def consume(  # noqa: C901
             out.drain()
             consumer.close()
         out.close()
+    if failed is not None:  # the summary (never a bare "0 messages"), then the error
+        if out.records:
+            _summary(out.records, t0, quiet)
+        raise fail(failed.message)
     _summary(out.records, t0, quiet)
     if closed:
         raise StdoutClosed
+
+
+def _check_output_options(fmt: str | None, as_json: bool, key_separator: str | None,
+                          print_offsets: bool) -> None:
+    """-f and -J each say all of how a record prints, -K and --print-offsets shape the
+    default output: any two of -f, -J and a shaping option together are refused (exit 2)
+    rather than one silently ignored."""
+    if fmt is not None and as_json:
+        raise fail("-f/--format and -J/--json both say how a record prints: give one", 2)
+    if fmt is not None and key_separator is not None:
+        raise fail("-K/--key-separator does not go with -f/--format: the format says where "
+                   "the key goes (-f '%k SEP%s\\n')", 2)
+    if fmt is not None and print_offsets:
+        raise fail("--print-offsets does not go with -f/--format: put %o in the format", 2)
+    if as_json and (key_separator is not None or print_offsets):
+        name = "-K/--key-separator" if key_separator is not None else "--print-offsets"
+        raise fail(f"{name} does not go with -J/--json: its objects have the key and the "
+                   "offset", 2)
 
 
 def _summary(records: int, t0: float, quiet: bool) -> None:

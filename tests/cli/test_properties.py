@@ -189,9 +189,15 @@ def test_consumer_settings_are_consumer_and_group_keywords() -> None:
         "group_id", "max_poll_interval_ms", "partition_assignment_strategy"}
 
 
-def test_unknown_keys_always_get_a_closest_name() -> None:
-    with pytest.raises(PropertyError, match="the closest is "):
-        parse_producer_properties(["zzz=1"])
+def test_only_a_near_miss_gets_a_closest_name() -> None:
+    with pytest.raises(PropertyError) as e:
+        parse_producer_properties(["lingr.ms=1"])
+    assert str(e.value).endswith("; the closest is linger.ms")
+    for far in ("zzz", "foo.bar"):  # (difflib's nearest were batch.size, fetch.min.bytes)
+        with pytest.raises(PropertyError) as e:
+            parse_consumer_properties([f"{far}=1"])
+        assert str(e.value) == (f"-X {far}: not a consumer property kafkactl knows "
+                                "(--help lists them)")
 
 
 def test_produce_flags_and_x_must_agree() -> None:
