@@ -109,7 +109,7 @@ _kafkactl() {
         "produce|-f"|"produce|--file") _kafkactl_files; return 0 ;;
         "produce|-z"|"produce|--compression") _kafkactl_reply -W "none gzip snappy lz4 zstd"; return 0 ;;
         "produce|--acks") _kafkactl_reply -W "0 1 all"; return 0 ;;
-        "produce|--partitioner") _kafkactl_reply -W "murmur2 crc32 random roundrobin"; return 0 ;;
+        "produce|--partitioner") _kafkactl_reply -W "murmur2 crc32 consistent_random fnv1a fnv1a_random random roundrobin"; return 0 ;;
         "produce|--command-config") _kafkactl_files; return 0 ;;
         "produce|--failed-file") _kafkactl_files; return 0 ;;
         "consume|-o"|"consume|--offset") _kafkactl_reply -W "earliest latest"; return 0 ;;

@@ -109,7 +109,7 @@ _kafkactl_produce() {
         '--batch-size[Max bytes per batch (-X batch.size). \[default\: (1000000)\]]:BATCH_SIZE: ' \
         '--linger-ms[Wait up to this long to fill a batch (-X linger.ms, queue.buffering.max.ms). \[default\: (5)\]]:LINGER_MS: ' \
         '--sync[Send each record and wait for its ack.]' \
-        '--partitioner[murmur2 (Java client), crc32 (librdkafka consistent), random, roundrobin, or module\:function (-X partitioner, partiti...]:PARTITIONER:(murmur2 crc32 random roundrobin)' \
+        '--partitioner[murmur2 (the Java client'\''s, librdkafka'\''s murmur2_random), crc32 (librdkafka'\''s consistent\: empty and null keys to part...]:PARTITIONER:(murmur2 crc32 consistent_random fnv1a fnv1a_random random roundrobin)' \
         '(-b --bootstrap-server)-b[Broker(s) host\:port\[,host\:port\]; default\: bootstrap.servers of --command-config, else $KAFKACTL_BOOTSTRAP, else 127.0...]:BOOTSTRAP: ' \
         '(-b --bootstrap-server)--bootstrap-server[Broker(s) host\:port\[,host\:port\]; default\: bootstrap.servers of --command-config, else $KAFKACTL_BOOTSTRAP, else 127.0...]:BOOTSTRAP: ' \
         '*-X[Producer property key=value (repeatable), Java'\''s or librdkafka'\''s name\: client.id, request.timeout.ms (socket.timeout....]:PROP: ' \
@@ -118,7 +118,7 @@ _kafkactl_produce() {
         '--zookeeper[Find the brokers in ZooKeeper'\''s registry (/brokers/ids) and follow it; -b/--bootstrap-server is the static alternative.]:HOST\:PORT\[/CHROOT\]: ' \
         '(-q --quiet)-q[No progress or summary.]' \
         '(-q --quiet)--quiet[No progress or summary.]' \
-        '--failed-file[Write records that were not acknowledged here.]:FAILED_FILE:_files' \
+        '--failed-file[At the end, replace FILE with the records of this run that were not acknowledged, each with its delimiter (written be...]:FILE:_files' \
         '--transactional-id[Write in transactions (-X transactional.id)\: read_committed consumers see all of a transaction or none of it; on an e...]:ID: ' \
         '--transaction-records[With --transactional-id\: commit every N input records (default\: one transaction for the whole input). \[x>=1\]]:N: ' \
         '(-h --help)-h[Show this message and exit.]' \

@@ -152,7 +152,8 @@ PARTITIONERS = {
     "murmur2": "murmur2", "murmur2_random": "murmur2",
     "org.apache.kafka.clients.producer.internals.defaultpartitioner": "murmur2",
     "org.apache.kafka.clients.producer.uniformstickypartitioner": "murmur2",
-    "crc32": "crc32", "consistent": "crc32", "consistent_random": "crc32",
+    "crc32": "crc32", "consistent": "crc32", "consistent_random": "consistent_random",
+    "fnv1a": "fnv1a", "fnv1a_random": "fnv1a_random",
     "random": "random", "roundrobin": "roundrobin",
     "org.apache.kafka.clients.producer.roundrobinpartitioner": "roundrobin",
 }
@@ -165,9 +166,10 @@ def partitioner_name(text: str) -> str:
         return known
     if ":" in value and "." not in value.split(":", 1)[1]:
         return value  # module:function
-    raise ValueError("must be murmur2 (murmur2_random), crc32 (consistent, "
-                     "consistent_random), random, roundrobin, Java's DefaultPartitioner, "
-                     "UniformStickyPartitioner or RoundRobinPartitioner, or module:function")
+    raise ValueError("must be murmur2 (murmur2_random), crc32 (consistent), "
+                     "consistent_random, fnv1a, fnv1a_random, random, roundrobin, Java's "
+                     "DefaultPartitioner, UniformStickyPartitioner or RoundRobinPartitioner, "
+                     "or module:function")
 
 
 AUTO_OFFSET_RESET = {

@@ -37,8 +37,10 @@ from kafkactl.cli._properties import (
 )
 
 if TYPE_CHECKING:  # the client is imported when a command runs, so --help stays fast
-    from kafkactl.client.delimited import Block
+    from kafkactl.cli._failed_file import FailedFile
+    from kafkactl.client.delimited import Block, Limit, LongRecord
     from kafkactl.client.line_producer import DeliveryStats, LineProducer, RunOutcome
+    from kafkactl.client.producer import RecordSizeError
     from kafkactl.client.transactional_lines import TransactionOutcome
 
 
@@ -73,13 +75,23 @@ TRANSACTION_TIMEOUT_MS = 900_000
 # and the exit status is 128 + the signal's number (130, 143)
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
+# librdkafka's partitioners kafkactl has under their own names only (the others are mapped
+# by _properties.partitioner_name: consistent is crc32, murmur2_random murmur2)
+LIBRDKAFKA_PARTITIONERS = ("consistent_random", "fnv1a", "fnv1a_random")
+
+
+def _partitioner(text: str) -> str:
+    name = text.strip().lower()
+    return name if name in LIBRDKAFKA_PARTITIONERS else partitioner_name(text)
+
+
 # flag -> (the Producer keyword it sets, the parser of its value, as -X's)
 FLAG_SETTINGS: dict[str, tuple[str, Callable[[Any], Any] | None]] = {
     "--compression": ("compression_type", one_of(COMPRESSION)),
     "--acks": ("acks", one_of(ACKS)),
     "--batch-size": ("batch_size", None),
     "--linger-ms": ("linger_ms", None),
-    "--partitioner": ("partitioner", partitioner_name),
+    "--partitioner": ("partitioner", _partitioner),
     "--transactional-id": ("transactional_id", None),
 }
 
@@ -96,18 +108,24 @@ def _producer_kwargs(settings: ProducerSettings, flags: dict[str, Any]) -> dict[
         if raw is None:
             continue
         name, parse = FLAG_SETTINGS[flag]
+        shown = _shown(raw)
         try:
             value = parse(raw) if parse is not None else raw
         except ValueError as e:
-            raise fail(f"{flag} {raw}: {e}", 2) from None
+            raise fail(f"{flag} {shown}: {e}", 2) from None
         if name in settings.given_as and _differ(getattr(settings, name), value):
-            raise fail(f"{flag} {raw} and {settings.option(name)}={getattr(settings, name)} "
-                       "disagree: give one", 2)
+            raise fail(f"{flag} {shown} and {settings.option(name)}="
+                       f"{_shown(getattr(settings, name))} disagree: give one", 2)
         kwargs[name] = value
     batch = kwargs["batch_size"]
     kwargs.setdefault("max_request_size", max(1048576, batch + 1024))
     kwargs.setdefault("buffer_memory", max(64 << 20, 4 * batch, kwargs["max_request_size"]))
     return kwargs
+
+
+def _shown(value: Any) -> Any:
+    """A flag's value as given: --linger-ms 10 (a float option) is 10, not 10.0."""
+    return f"{value:g}" if isinstance(value, float) else value
 
 
 def _differ(a: Any, b: Any) -> bool:
@@ -186,8 +204,11 @@ def produce(
     sync: bool = typer.Option(False, "--sync", help="Send each record and wait for its ack."),
     partitioner: str | None = typer.Option(
         None, "--partitioner", show_default="murmur2",
-        help="murmur2 (Java client), crc32 (librdkafka consistent), random, roundrobin, "
-             "or module:function (-X partitioner, partitioner.class)."),
+        help="murmur2 (the Java client's, librdkafka's murmur2_random), crc32 (librdkafka's "
+             "consistent: empty and null keys to partition 0), consistent_random "
+             "(librdkafka's default, kcat's: empty and null keys spread), fnv1a, "
+             "fnv1a_random, random, roundrobin, or module:function (-X partitioner, "
+             "partitioner.class)."),
     bootstrap: str | None = bootstrap_option(),
     prop: list[str] = property_option(PROPERTY_HELP),
     command_config: Path | None = command_config_option(),
@@ -197,7 +218,12 @@ def produce(
              "-b/--bootstrap-server is the static alternative."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress or summary."),
     failed_file: Path | None = typer.Option(
-        None, "--failed-file", help="Write records that were not acknowledged here."),
+        None, "--failed-file", metavar="FILE",
+        help="At the end, replace FILE with the records of this run that were not "
+             "acknowledged, each with its delimiter (written beside it, then renamed: "
+             "empty when every record was, so a retry never resends an earlier run's). "
+             "A record too long to send is streamed there as it is read, not held in "
+             "memory. FILE may not be the input."),
     transactional_id: str | None = typer.Option(
         None, "--transactional-id", metavar="ID",
         help="Write in transactions (-X transactional.id): read_committed consumers see "
@@ -230,6 +256,7 @@ def produce(
         "--linger-ms": linger_ms, "--partitioner": partitioner,
         "--transactional-id": transactional_id})
     transactional = _check_transactional(kwargs, transaction_records, failed_file)
+    failed = _failed_file(failed_file, file)
     kwargs.update(bootstrap_servers=bootstrap, sync=sync, security=security)
     t0 = time.monotonic()  # the summary's time includes connecting
     discovery = None
@@ -257,9 +284,13 @@ def produce(
         usage = isinstance(e, ValueError) and not isinstance(e, ChrootError)
         raise fail(str(e), 2 if usage else 1) from None
     lp = LineProducer(producer, topic, partition=partition, key_separator=ksep,
-                      headers=headers, keep_failed=failed_file is not None,
+                      headers=headers, keep_failed=failed is not None,
                       null_empty=null_empty, null_marker=marker)
     lp.stats.start = t0
+    if not quiet:
+        from kafkactl.client.outage import OutageNotices
+
+        OutageNotices(producer, _say)
     stop = threading.Event()
     progress = None
     if not quiet and stderr_is_tty():
@@ -268,7 +299,8 @@ def produce(
     stop_signals = _StopSignals()
     stop_signals.install()
     blocks = lp.takes_blocks and len(delim) == 1 and not transactional
-    outcome = _run(lp, _input(file, delim, blocks), transactional, transaction_records)
+    limit = lp.limit(failed.spill if failed is not None else None)
+    outcome = _run(lp, _input(file, delim, blocks, limit), transactional, transaction_records)
     if discovery is not None:
         discovery.close()
     stop.set()
@@ -277,8 +309,37 @@ def produce(
     if not isinstance(outcome, RunOutcome):
         _report_transactions(lp, topic, quiet, outcome, stop_signals.exit_code)
         return
-    _report(lp, topic, delim, failed_file, quiet, outcome.interrupted, outcome.error,
+    _report(lp, topic, delim, failed, quiet, outcome.interrupted, outcome.error,
             "sent" if kwargs["acks"] == "0" else "acknowledged", stop_signals.exit_code)
+
+
+def _say(line: str) -> None:
+    """A line on stderr from another thread (the sender's), above the progress line."""
+    print(line, file=sys.stderr, flush=True)
+
+
+def _failed_file(path: Path | None, file: Path | None) -> FailedFile | None:
+    """--failed-file's FailedFile (its spill made now: exit 2 when FILE's directory cannot
+    take it); exit 2 when FILE is the input itself, which a run that stops early would
+    replace with the records it read and not the ones after."""
+    if path is None:
+        return None
+    from kafkactl.cli._failed_file import FailedFile
+
+    try:
+        failed = FailedFile(path)
+    except OSError as e:
+        raise fail(f"--failed-file {path}: {e.strerror or e}", 2) from None
+    try:
+        given = os.fstat(sys.stdin.fileno()) if file is None else os.stat(file)
+    except (OSError, ValueError):
+        given = None
+    if given is not None and failed.same_as(given):
+        failed.spill.close()
+        raise fail(f"--failed-file {path} is the input: a run stopped early would replace "
+                   "the records it did not read; give another file (and produce from it "
+                   "next time)", 2)
+    return failed
 
 
 def _null_marker(flag: str | None, prop: list[str]) -> tuple[bytes | None, list[str]]:
@@ -330,8 +391,9 @@ def _record_shape(delimiter: str, null_delimited: bool, key_separator: str | Non
     return delim, ksep, headers
 
 
-def _run(lp: LineProducer, chunks: Iterator[list[bytes]] | Iterator[Block],
-         transactional: bool, every: int | None) -> RunOutcome | TransactionOutcome:
+def _run(lp: LineProducer, chunks: Iterator[list[bytes] | LongRecord]
+         | Iterator[Block | LongRecord], transactional: bool, every: int | None,
+         ) -> RunOutcome | TransactionOutcome:
     if not transactional:
         return lp.run(chunks)
     from kafkactl.client.transactional_lines import run_in_transactions
@@ -361,54 +423,78 @@ def _check_transactional(kwargs: dict[str, Any], transaction_records: int | None
     return transactional
 
 
-def _input(file: Path | None, delimiter: bytes, blocks: bool = False
-           ) -> Iterator[list[bytes]] | Iterator[Block]:
+def _input(file: Path | None, delimiter: bytes, blocks: bool = False,
+           limit: Limit | None = None,
+           ) -> Iterator[list[bytes] | LongRecord] | Iterator[Block | LongRecord]:
     """The records of --file or stdin, a chunk at a time: lists of records, or with
-    `blocks` delimited.Blocks, whole records left in the buffer they were read into (opened
-    when first read, so that an error opening the file is the run's error like any
-    other)."""
+    `blocks` delimited.Blocks, whole records left in the buffer they were read into; a
+    record longer than `limit` allows, a LongRecord (opened when first read, so that an
+    error opening the file is the run's error like any other)."""
     from kafkactl.client.delimited import read_blocks, read_records
 
-    read: Callable[[IO[bytes], bytes], Iterator[Any]] = read_blocks if blocks else read_records
+    read: Callable[[IO[bytes], bytes, Limit | None], Iterator[Any]] = (
+        read_blocks if blocks else read_records)
     if file is None:
-        yield from read(sys.stdin.buffer, delimiter)
+        yield from read(sys.stdin.buffer, delimiter, limit)
         return
     with open(file, "rb") as stream:
-        yield from read(stream, delimiter)
+        yield from read(stream, delimiter, limit)
 
 
 def _cause(e: BaseException) -> str:
-    from kafkactl.client.errors import ClientError
+    """The words of an error that stopped records, without a final period (more may
+    follow): a record too large with the size that was compared (as Java's "when
+    serialized"), a missing topic with how to create it."""
+    from kafkactl.client.errors import ClientError, UnknownTopicError
+    from kafkactl.client.producer import RecordSizeError
     from kafkactl.protocol.errors import KafkaError
 
-    if isinstance(e, (ClientError, KafkaError, ValueError, OSError)):
-        return str(e)
-    return f"{type(e).__name__}: {e} (a bug in kafkactl: please report it)"
+    if isinstance(e, RecordSizeError):
+        return _too_large(e)
+    if not isinstance(e, (ClientError, KafkaError, ValueError, OSError)):
+        return f"{type(e).__name__}: {e} (a bug in kafkactl: please report it)"
+    text = str(e).rstrip(".")
+    if isinstance(e, UnknownTopicError) and text.endswith("does not exist"):
+        text += " (create it with `kafkactl topics create`)"
+    return text
 
 
-def _report(lp: LineProducer, topic: str, delim: bytes, failed_file: Path | None,
+def _too_large(e: RecordSizeError) -> str:
+    """A RecordSizeError's words with the size compared with the setting: the key's and
+    value's bytes and the framing the producer counts (RECORD_OVERHEAD)."""
+    from kafkactl.client.producer import RECORD_OVERHEAD
+
+    what = ("a record" if e.records == 1 else f"a batch of {e.records} records")
+    return (f"{what} is {e.size + RECORD_OVERHEAD} bytes when serialized (key and value "
+            f"{e.size}), larger than {e.setting} ({e.limit})")
+
+
+def _report(lp: LineProducer, topic: str, delim: bytes, failed: FailedFile | None,
             quiet: bool, interrupted: bool, error: BaseException | None,
             done: str = "acknowledged", stopped: int = 130) -> None:
     """One line: the summary when every record read was acknowledged, else one `error:`
     line with how many were and were not; exit 1 on failure, `stopped` on Ctrl-C (130) or
     SIGTERM (143). `done` is what happened to a record that made it: "acknowledged", or
     "sent" with --acks 0 (the broker answers nothing: a record counts once it is written
-    to the connection)."""
+    to the connection). --failed-file's FILE is replaced in any case (empty: none
+    failed)."""
     stats = lp.stats
     unsent = lp.unsent()
     read = lp.read
     acked = stats.acked
     not_acked = read - acked
     kept_in = ""
-    if failed_file is not None and not_acked:
+    if failed is not None:
         try:
-            with open(failed_file, "wb") as f:
-                for raw in lp.failed_records():
-                    f.write(raw + delim)
-            kept_in = (f"; it is in {failed_file}" if not_acked == 1
-                       else f"; all {not_acked:,} are in {failed_file}")
+            failed.write(lp.failed_records() if not_acked else (), delim)
+            kept_in = (f"; it is in {failed.path}" if not_acked == 1
+                       else f"; all {not_acked:,} are in {failed.path}")
         except OSError as e:
-            kept_in = f"; they could NOT be written to {failed_file}: {e.strerror or e}"
+            kept_in = f"; they could NOT be written to {failed.path}: {e.strerror or e}"
+            if not not_acked:  # (nothing to keep, but FILE still tells an earlier run)
+                typer.echo(f"error: --failed-file {failed.path} could not be emptied: "
+                           f"{e.strerror or e}", err=True)
+                raise typer.Exit(1) from None
     if error is None and not not_acked:
         if interrupted and read == 0:
             raise typer.Exit(stopped)  # stopped before anything was read: nothing to say
@@ -430,7 +516,7 @@ def _report(lp: LineProducer, topic: str, delim: bytes, failed_file: Path | None
     if unsent:
         line += f" ({len(unsent):,} read but never sent)"
     line += f": {why}"
-    if failed_file is not None:
+    if failed is not None:
         line += kept_in
     else:
         line += " (--failed-file FILE keeps them)"
@@ -454,7 +540,10 @@ def _report_transactions(lp: LineProducer, topic: str, quiet: bool,
             typer.echo(f"{done} ({stats.bytes / 1e6:,.1f} MB) in {dt:.2f} s "
                        f"({outcome.committed / dt:,.0f} records/s)", err=True)
         return
-    why = _cause(outcome.error).rstrip(".") if outcome.error is not None else "interrupted"
+    why = _cause(outcome.error) if outcome.error is not None else "interrupted"
+    first = stats.first_error
+    if _is_too_large(first):  # (the transaction's error quotes the record's)
+        why = why.replace(str(first), _too_large(first))  # type: ignore[arg-type]
     line = f"error: {why}; " if outcome.error is not None else "interrupted: "
     if outcome.aborted or lp.read > outcome.committed:
         records = f"{outcome.aborted:,} record{'s' if outcome.aborted != 1 else ''}"
@@ -471,6 +560,12 @@ def _report_transactions(lp: LineProducer, topic: str, quiet: bool,
         line += f"; resume from input record {outcome.committed + 1:,}"
     typer.echo(line, err=True)
     raise typer.Exit(1 if outcome.error is not None else stopped)
+
+
+def _is_too_large(error: BaseException | None) -> bool:
+    from kafkactl.client.producer import RecordSizeError
+
+    return isinstance(error, RecordSizeError)
 
 
 def _fenced(error: BaseException) -> bool:

@@ -2,12 +2,21 @@
 a chunk of records at a time, as LineProducer takes them: lists of records
 (`read_records`), or, for a one-byte delimiter, `Block`s of whole records left in the
 buffer they were read into (`read_blocks`), which the compiled line encoder turns into
-records without a Python object per line."""
+records without a Python object per line.
+
+With a `Limit`, a record longer than any the producer can send is not held: once longer
+than `Limit.longest` its bytes go on to `Limit.spill` as they are read (--failed-file keeps
+it whole), or are dropped, and the reader yields a `LongRecord` in its place (a chunk of
+its own): its length, where its bytes went, and what the producer's size check needs to
+know of it (where the first key separator is, its first and last bytes). So a 300 MB line
+costs a read buffer, not 300 MB, and is refused like any record too large.
+"""
 
 from __future__ import annotations
 
 import select
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import IO
 
 # Read size: big enough that a call per chunk costs nothing, small enough that a chunk's
@@ -45,22 +54,172 @@ def read_chunks(stream: IO[bytes]) -> Iterator[bytes]:
         yield chunk
 
 
-def read_records(stream: IO[bytes], delimiter: bytes) -> Iterator[list[bytes]]:
+@dataclass(frozen=True)
+class Limit:
+    """A record longer than `longest` bytes is never held whole: its bytes go to `spill`
+    (dropped without one). Of such a record the reader notes where the first
+    `separator` is, and keeps its first and last `ends` bytes."""
+
+    longest: int
+    spill: IO[bytes] | None = None
+    separator: bytes | None = None
+    ends: int = 0
+
+
+class LongRecord:
+    """A record longer than its reader's Limit.longest, in place of its bytes: `length`
+    bytes (its delimiter not counted), at offset `spilled` of the Limit's spill (-1:
+    dropped); `separator_at`, where the first key separator begins (-1: none, or none
+    asked); `head` and `tail`, its first and last bytes (Limit.ends of each). A chunk of
+    one record (len() 1)."""
+
+    __slots__ = ("length", "spilled", "separator_at", "head", "tail")
+
+    def __init__(self, length: int, spilled: int, separator_at: int, head: bytes,
+                 tail: bytes) -> None:
+        self.length = length
+        self.spilled = spilled
+        self.separator_at = separator_at
+        self.head = head
+        self.tail = tail
+
+    def __len__(self) -> int:
+        return 1
+
+    def records(self) -> list[LongRecord]:
+        return [self]
+
+    def __repr__(self) -> str:
+        return f"LongRecord({self.length} bytes)"
+
+
+class _Streaming:
+    """The long record being read: its bytes go to the spill as they come, except the
+    last len(delimiter) - 1, which may be the start of a delimiter split across reads."""
+
+    def __init__(self, limit: Limit, delimiter: bytes, start: bytes) -> None:
+        self.limit = limit
+        self.spill = limit.spill
+        self.delimiter = delimiter
+        self.length = 0
+        self.spilled = self.spill.tell() if self.spill is not None else -1
+        self.separator_at = -1
+        self.sep_edge = b""  # the record's last len(separator) - 1 bytes, while not found
+        self.head = b""
+        self.tail = b""
+        k = len(delimiter) - 1
+        self.carry = start[len(start) - k:] if k else b""  # (no delimiter in `start`)
+        self._add(start[:len(start) - k] if k else start)
+
+    def _add(self, piece: bytes) -> None:
+        if not piece:
+            return
+        limit = self.limit
+        if self.spill is not None:
+            self.spill.write(piece)
+        sep = limit.separator
+        if sep is not None and self.separator_at < 0:
+            edge = self.sep_edge + piece[:len(sep) - 1]
+            i = edge.find(sep) if self.sep_edge else -1
+            if i < 0:
+                i = piece.find(sep)
+                if i >= 0:
+                    i += len(self.sep_edge)
+            if i >= 0:
+                self.separator_at = self.length - len(self.sep_edge) + i
+            elif len(sep) > 1:
+                self.sep_edge = (self.sep_edge + piece)[-(len(sep) - 1):] \
+                    if len(piece) < len(sep) else piece[len(piece) - len(sep) + 1:]
+        ends = limit.ends
+        if ends:
+            if len(self.head) < ends:
+                self.head += piece[:ends - len(self.head)]
+            self.tail = (self.tail + piece)[-ends:] if len(piece) < ends \
+                else piece[len(piece) - ends:]
+        self.length += len(piece)
+
+    def feed(self, chunk: bytes) -> bytes | None:
+        """Take the next bytes read: None while the record goes on; at its end, what of
+        `chunk` follows its delimiter."""
+        d = self.delimiter
+        carry = self.carry
+        if carry:  # a delimiter begun in the bytes held back
+            i = (carry + chunk[:len(d) - 1]).find(d)
+            if i >= 0:
+                self._add(carry[:i])
+                self.carry = b""
+                return chunk[i + len(d) - len(carry):]
+        i = chunk.find(d)
+        if i >= 0:
+            self._add(carry)
+            self._add(chunk[:i])
+            self.carry = b""
+            return chunk[i + len(d):]
+        k = len(d) - 1
+        if not k:
+            self._add(chunk)
+            return None
+        if len(chunk) >= k:
+            self._add(carry)
+            self._add(chunk[:len(chunk) - k])
+            self.carry = chunk[len(chunk) - k:]
+        else:
+            both = carry + chunk
+            self._add(both[:len(both) - k])
+            self.carry = both[len(both) - k:]
+        return None
+
+    def end(self) -> LongRecord:
+        """The record, once its delimiter (or the end of the input) came."""
+        self._add(self.carry)
+        self.carry = b""
+        return LongRecord(self.length, self.spilled, self.separator_at, self.head,
+                          self.tail)
+
+
+def read_records(stream: IO[bytes], delimiter: bytes, limit: Limit | None = None,
+                 ) -> Iterator[list[bytes] | LongRecord]:
     """Yield lists of records split on `delimiter` (a trailing delimiter ends the last one;
-    an unterminated last record is still a record)."""
+    an unterminated last record is still a record); with a `limit`, a LongRecord (a chunk
+    of its own) in place of each record longer than limit.longest."""
     pending: list[bytes] = []  # the start of a record longer than the chunks so far
+    size = 0  # its length so far
+    # (the last len(delimiter) - 1 bytes of an unfinished record may begin its delimiter)
+    longest = limit.longest + len(delimiter) - 1 if limit is not None else -1
+    streaming: _Streaming | None = None
     single = len(delimiter) == 1  # a longer delimiter may straddle two chunks
     for chunk in read_chunks(stream):
+        if streaming is not None:
+            after = streaming.feed(chunk)
+            if after is None:
+                continue
+            yield streaming.end()
+            streaming = None
+            if not after:
+                continue
+            chunk = after
         if single and pending and delimiter not in chunk:
             pending.append(chunk)  # a huge record: join once, not once per chunk
+            size += len(chunk)
+            if 0 <= longest < size:
+                assert limit is not None
+                streaming = _Streaming(limit, delimiter, b"".join(pending))
+                pending, size = [], 0
             continue
         data = b"".join((*pending, chunk)) if pending else chunk
         parts = data.split(delimiter)
         rest = parts.pop()
         pending = [rest] if rest else []
+        size = len(rest)
         if parts:
             yield parts
-    if pending:
+        if 0 <= longest < size:
+            assert limit is not None
+            streaming = _Streaming(limit, delimiter, rest)
+            pending, size = [], 0
+    if streaming is not None:
+        yield streaming.end()
+    elif pending:
         yield [b"".join(pending)]
 
 
@@ -91,17 +250,36 @@ class Block:
         return parts
 
 
-def read_blocks(stream: IO[bytes], delimiter: bytes) -> Iterator[Block]:
+def read_blocks(stream: IO[bytes], delimiter: bytes, limit: Limit | None = None,
+                ) -> Iterator[Block | LongRecord]:
     """The records of `stream` (as read_records gives them) in Blocks: each chunk read is
     one block of its whole records, without a copy; a record begun in an earlier chunk is
-    a block of its own. One-byte delimiters only (a longer one could straddle chunks)."""
+    a block of its own (with a `limit`, a LongRecord when longer than limit.longest).
+    One-byte delimiters only (a longer one could straddle chunks)."""
     if len(delimiter) != 1:
         raise ValueError("read_blocks takes a one-byte delimiter (read_records any)")
     pending: list[bytes] = []  # the start of a record that began in an earlier chunk
+    size = 0  # its length so far
+    longest = limit.longest if limit is not None else -1
+    streaming: _Streaming | None = None
     for chunk in read_chunks(stream):
+        if streaming is not None:
+            after = streaming.feed(chunk)
+            if after is None:
+                continue
+            yield streaming.end()
+            streaming = None
+            if not after:
+                continue
+            chunk = after
         last = chunk.rfind(delimiter)
         if last < 0:
             pending.append(chunk)  # a huge record: join once, not once per chunk
+            size += len(chunk)
+            if 0 <= longest < size:
+                assert limit is not None
+                streaming = _Streaming(limit, delimiter, b"".join(pending))
+                pending, size = [], 0
             continue
         start = 0
         if pending:
@@ -109,9 +287,15 @@ def read_blocks(stream: IO[bytes], delimiter: bytes) -> Iterator[Block]:
             pending.append(chunk[:start])
             head = b"".join(pending)
             yield Block(head, 0, len(head), delimiter)
-        pending = [chunk[last + 1:]] if last + 1 < len(chunk) else []
+        if last + 1 < len(chunk):
+            pending = [chunk[last + 1:]]
+            size = len(chunk) - last - 1
+        else:
+            pending, size = [], 0
         if start <= last:
             yield Block(chunk, start, last + 1, delimiter)
-    if pending:
+    if streaming is not None:
+        yield streaming.end()
+    elif pending:
         rest = b"".join((*pending, delimiter))
         yield Block(rest, 0, len(rest), delimiter)

@@ -22,6 +22,13 @@ other, nulls and all, in input order (record.columns encodes None as Kafka's nul
 -1, byte for byte as the record-by-record path does). Without a key separator and with
 keep_failed, a chunk with a null value goes over send_key_values with null keys: its
 entries must be the raw records, not the values (send_values keeps the values).
+
+A record longer than any the producer can send (`limit()`: max.request.size and
+buffer.memory less the record overhead, plus what a key separator or a null field can take
+off) is read as a delimited.LongRecord, its bytes not held (spilled to a file with
+keep_failed, else dropped): refused as the producer refuses one too large, with the same
+error (its key and value size reckoned as send() would from the LongRecord's notes),
+counted failed, and kept (the LongRecord, whose bytes are in the spill) with keep_failed.
 """
 
 from __future__ import annotations
@@ -30,10 +37,11 @@ import threading
 import time
 from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import IO, TYPE_CHECKING, Any, Protocol
 
-from kafkactl.client.delimited import Block
+from kafkactl.client.delimited import Block, Limit, LongRecord
 from kafkactl.client.errors import RecordTooLargeError
+from kafkactl.client.producer import RECORD_OVERHEAD
 from kafkactl.record._accel import kernels
 
 if TYPE_CHECKING:
@@ -118,9 +126,10 @@ def null_positions(nulls: Collection[bytes], values: Sequence[bytes | None],
     return sorted(found)
 
 
-def entry_bytes(entry: Any) -> bytes:
-    """A kept entry is the raw input record, or (sequence number, raw record) where the
-    order of hand-over is not the input order (the keyed path over several partitions)."""
+def entry_bytes(entry: Any) -> Any:
+    """A kept entry is the raw input record (a LongRecord for one too long to hold), or
+    (sequence number, raw record) where the order of hand-over is not the input order (the
+    keyed path over several partitions)."""
     return entry[1] if isinstance(entry, tuple) else entry
 
 
@@ -204,12 +213,37 @@ class LineProducer:
         self.takes_blocks = (not sync and not self.keep and kernels is not None
                              and not self.nulls)
         # the chunk being handed over; [] between chunks
-        self.chunk: list[bytes] | Block = []
+        self.chunk: list[bytes] | Block | LongRecord = []
         self.chunk_base = 0  # stats.sent when it was read
         self.tagged: list[tuple[int, bytes]] | None = None
         self.input_done = False
 
-    def run(self, chunks: Iterable[list[bytes]] | Iterable[Block]) -> RunOutcome:
+    def limit(self, spill: IO[bytes] | None = None) -> Limit:
+        """The reader's Limit for this producer: a record longer than `longest` is refused
+        whatever its key and value (not held whole: its bytes go to `spill`)."""
+        producer = self.producer
+        most = min(producer.max_request_size, producer.buffer_memory) - RECORD_OVERHEAD
+        ends = max(map(len, self.nulls), default=0)
+        if self.ksep is None:  # (a value equal to a null spelling is null: size 0)
+            longest = max(most, ends)
+        else:  # key SEP value: SEP is not counted, nor one of them when null
+            longest = max(most + len(self.ksep) + ends, len(self.ksep) + 2 * ends)
+        return Limit(longest, spill, self.ksep, ends)
+
+    def long_size(self, record: LongRecord) -> int:
+        """The size send() counts for a LongRecord's key and value."""
+        ksep, nulls = self.ksep, self.nulls
+        at = record.separator_at
+        if ksep is None or at < 0:
+            return record.length  # (no null: longer than any null spelling)
+        vlen = record.length - at - len(ksep)
+        key_null = at <= len(record.head) and record.head[:at] in nulls
+        tail = record.tail
+        value_null = vlen <= len(tail) and tail[len(tail) - vlen:] in nulls
+        return (0 if key_null else at) + (0 if value_null else vlen)
+
+    def run(self, chunks: Iterable[list[bytes] | LongRecord]
+            | Iterable[Block | LongRecord]) -> RunOutcome:
         """Send every chunk, then flush (30 s at most after Ctrl-C or an error) and abort
         the producer: afterwards every record read was acknowledged, failed or is unsent.
         Ctrl-C and errors (of the input too) end the run and are returned, not raised."""
@@ -231,7 +265,8 @@ class LineProducer:
         self.producer.abort()
         return outcome
 
-    def send_all(self, chunks: Iterable[list[bytes]] | Iterable[Block]) -> None:
+    def send_all(self, chunks: Iterable[list[bytes] | LongRecord]
+                 | Iterable[Block | LongRecord]) -> None:
         """Hand every chunk to the producer (without waiting for acknowledgements)."""
         stats = self.stats
         for records in chunks:
@@ -240,11 +275,27 @@ class LineProducer:
             self.tagged = None
             if isinstance(records, Block):
                 stats.sent = self.chunk_base + self._send_block(records)
+            elif isinstance(records, LongRecord):
+                self._refuse_long(records)
+                stats.sent = self.chunk_base + 1
             else:
                 self._send(records)
                 stats.sent = self.chunk_base + len(records)
             self.chunk = []
         self.input_done = True
+
+    def _refuse_long(self, record: LongRecord) -> None:
+        """A record too long to send, as send() and the bulk paths refuse one too large:
+        counted failed (kept with keep_failed), or with --sync the run's error."""
+        producer = self.producer
+        error = producer.record_too_large(self.long_size(record))
+        if error is None:  # (never: longer than limit() allows whatever its key)
+            raise AssertionError(f"{record!r} is not too large to send")
+        if producer.sync:
+            raise error
+        self.stats.bytes += record.length
+        producer.accumulator.refuse(self.topic, -1 if self.partition is None
+                                    else self.partition, error, [record] if self.keep else ())
 
     def _send_block(self, block: Block) -> int:
         if not self.takes_blocks:
@@ -327,13 +378,14 @@ class LineProducer:
             stats.sent += 1
             stats.bytes += len(raw)
 
-    def unsent(self) -> list[bytes]:
+    def unsent(self) -> list[bytes] | list[LongRecord]:
         """Records of the interrupted chunk the producer never got; call after abort(),
         when every record it got was acknowledged or failed."""
         if not self.chunk:
             return []
         stats = self.stats
-        chunk = self.chunk.records() if isinstance(self.chunk, Block) else self.chunk
+        chunk = (self.chunk.records() if isinstance(self.chunk, Block | LongRecord)
+                 else self.chunk)
         if self.tagged is not None:
             with stats.lock:
                 got = {e[0] for batch in stats.recent_acked or () for e in batch
@@ -344,9 +396,10 @@ class LineProducer:
         handed = min(max(stats.handed_and_done - self.chunk_base, 0), len(chunk))
         return chunk[handed:]
 
-    def failed_records(self) -> Iterator[bytes]:
+    def failed_records(self) -> Iterator[bytes | LongRecord]:
         """Every record read and not acknowledged, after run(): those of failed batches
-        (kept with keep_failed), then the unsent ones."""
+        (kept with keep_failed), then the unsent ones (a LongRecord for each one too long
+        to hold: its bytes are in the spill of the reader's Limit)."""
         for entry in self.stats.failed_entries:
             yield entry_bytes(entry)
         yield from self.unsent()

@@ -4,11 +4,22 @@ Names follow librdkafka's `partitioner` property where they overlap:
 
 * ``murmur2`` (default for keyed records): ``toPositive(murmur2(key)) % n``, exactly the Java
   client's DefaultPartitioner, so a key lands on the same partition as with the Java client.
-* ``crc32``: librdkafka's "consistent" partitioner, ``crc32(key) % n`` (a null key hashes as
-  the empty string).
+  (librdkafka's ``murmur2_random`` is the same, its name here too; librdkafka's own
+  ``murmur2`` differs in null keys only, which it sends to murmur2("")'s partition.)
+* ``crc32`` (also ``consistent``): librdkafka's "consistent" partitioner,
+  ``crc32(key) % n`` for every record: an empty and a null key hash as the empty string
+  (partition 0).
+* ``consistent_random``: librdkafka's default (kcat's): ``crc32(key) % n``, and an empty or
+  null key a random (sticky) partition.
+* ``fnv1a``: librdkafka's (Sarama's hash), ``fnv1a(key) % n`` for every record (a null key
+  hashes as the empty string); ``fnv1a_random``: the same, a null key a random (sticky)
+  partition.
 * ``random`` and ``roundrobin``: ignore the key.
-* null keys under murmur2/crc32 are "sticky": one partition is used until the batch being
-  filled for it is sent, then another is chosen (KIP-480), which keeps batches large.
+* null keys under murmur2, consistent_random and fnv1a_random (an empty key too under
+  consistent_random) are "sticky": one partition is used until the batch being filled for
+  it is sent, then another is chosen at random (KIP-480; librdkafka's
+  sticky.partitioning.linger.ms moves on after a time instead), which keeps batches
+  large.
 * null keys, ``random`` and ``roundrobin`` choose among the partitions that have a leader
   when the producer says only some do (``available``), as Kafka's partitioners use the
   available partitions; a non-null key under murmur2/crc32 always maps over all of them
@@ -76,6 +87,30 @@ def murmur2_partition(key: bytes, num_partitions: int) -> int:
 
 def crc32_partition(key: bytes | None, num_partitions: int) -> int:
     return zlib.crc32(key or b"") % num_partitions
+
+
+def fnv1a(data: bytes) -> int:
+    """librdkafka's rd_fnv1a (Sarama's NewHashPartitioner): 32-bit FNV-1a, its absolute
+    value as an int32 (INT32_MIN stays as it is), unsigned."""
+    h = 0x811C9DC5
+    for b in data:
+        h = ((h ^ b) * 0x01000193) & _MASK
+    if h & 0x80000000:
+        h = -(h - 0x100000000) & _MASK
+    return h
+
+
+def fnv1a_partition(key: bytes | None, num_partitions: int) -> int:
+    return fnv1a(key or b"") % num_partitions
+
+
+# librdkafka's names for partitioners kafkactl has under another name
+ALIASES = {"consistent": "crc32", "murmur2_random": "murmur2"}
+# null keys (and an empty one under consistent_random) go to the sticky partition
+STICKY = ("murmur2", "consistent_random", "fnv1a_random")
+# key -> partition by a hash, null keys too for crc32 and fnv1a
+HASHED = {"crc32": crc32_partition, "consistent_random": crc32_partition,
+          "fnv1a": fnv1a_partition, "fnv1a_random": fnv1a_partition}
 
 
 # Records grouped by partition: partition -> (keys, values, entries or None), input order.
@@ -171,7 +206,8 @@ def load_user_partitioner(spec: str) -> UserPartitioner:
     signature)."""
     module_name, sep, attr = spec.partition(":")
     if not sep or not module_name or not attr:
-        raise ValueError(f"partitioner {spec!r} must be 'murmur2', 'crc32', 'random', "
+        raise ValueError(f"partitioner {spec!r} must be 'murmur2', 'crc32', "
+                         "'consistent_random', 'fnv1a', 'fnv1a_random', 'random', "
                          "'roundrobin' or 'module:function'")
     try:
         module = importlib.import_module(module_name)
@@ -198,9 +234,11 @@ def load_user_partitioner(spec: str) -> UserPartitioner:
 class Partitioner:
     """Chooses a partition for (topic, key). Sticky for null keys unless random/roundrobin."""
 
-    BUILTIN = ("murmur2", "crc32", "random", "roundrobin")
+    BUILTIN = ("murmur2", "crc32", "consistent_random", "fnv1a", "fnv1a_random", "random",
+               "roundrobin")
 
     def __init__(self, name: str = "murmur2") -> None:
+        name = ALIASES.get(name, name)
         self.name = name
         self._user: UserPartitioner | None = None
         if name not in self.BUILTIN:
@@ -231,10 +269,11 @@ class Partitioner:
             return available[p % len(available)] if available else p % num_partitions
         if name == "random":
             return random.choice(available) if available else random.randrange(num_partitions)
-        if key is None:
+        if key is None or (not key and name == "consistent_random"):
             return self.sticky_partition(topic, num_partitions, available)
-        if name == "crc32":
-            return crc32_partition(key, num_partitions)
+        hashed = HASHED.get(name)
+        if hashed is not None:
+            return hashed(key, num_partitions)
         return to_positive(murmur2(key)) % num_partitions
 
     def spread(self, topic: str, values: Sequence[bytes], num_partitions: int,
@@ -268,7 +307,9 @@ class Partitioner:
     def sticky_partition(self, topic: str, num_partitions: int,
                          available: Sequence[int] | None = None) -> int:
         """The partition null keys go to now; another one (of `available`, when given)
-        once it has no leader."""
+        once it has no leader. crc32 and fnv1a send them where the empty key goes."""
+        if self.name in ("crc32", "fnv1a"):
+            return HASHED[self.name](None, num_partitions)
         p = self._sticky.get(topic)
         if p is None or p >= num_partitions or (available and p not in available):
             p = random.choice(available) if available else random.randrange(num_partitions)
@@ -287,9 +328,10 @@ class Partitioner:
 
     @property
     def is_sticky(self) -> bool:
-        return self._user is None and self.name in ("murmur2", "crc32")
+        return self._user is None and self.name in STICKY
 
     @property
     def is_deterministic(self) -> bool:
-        """A non-null key always maps to the same partition (for a given count)."""
-        return self._user is None and self.name in ("murmur2", "crc32")
+        """A non-null key always maps to the same partition (for a given count; an empty
+        one under consistent_random: the sticky partition of the moment)."""
+        return self._user is None and (self.name == "murmur2" or self.name in HASHED)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import defaultdict
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from kafkactl.client.accumulator import RecordAccumulator, TopicPartition
@@ -101,6 +102,9 @@ class Sender(threading.Thread):
         self.wanted_topics: set[str] = set()
         self.topic_errors: dict[str, BaseException] = {}
         self._need_metadata = False
+        # told (in this thread) of each connection-level failure as it happens, before the
+        # retry: (the broker's node id, -1 when no broker answered at all; the error)
+        self.on_connection_error: Callable[[int, BaseException | None], None] | None = None
 
     # -- API for the producer's thread -------------------------------------------------------
 
@@ -131,6 +135,7 @@ class Sender(threading.Thread):
         self.client.close()
 
     def _on_no_brokers(self, e: BaseException) -> None:
+        self._tell_connection_error(-1, e)
         with self.metadata_cond:
             for t in self.wanted_topics:
                 self.topic_errors[t] = e
@@ -331,6 +336,7 @@ class Sender(threading.Thread):
             # Connection-level failure: every batch of the request is retried, in order,
             # to the leader the next metadata names (the partitions of the broker that
             # failed have none until then).
+            self._tell_connection_error(node, err)
             if node >= 0:
                 self.client.cluster.invalidate_node(node)
             else:
@@ -382,6 +388,13 @@ class Sender(threading.Thread):
             else:
                 named = _named(code, r.get("error_message"))
                 self._retry_or_fail(b, code, error_for(code)(named))
+
+    def _tell_connection_error(self, node: int, err: BaseException | None) -> None:
+        if self.on_connection_error is not None:
+            try:
+                self.on_connection_error(node, err)
+            except Exception:  # (a listener's bug never stops the sender)
+                _log_exception("connection error listener failed")
 
     def _retry_or_fail(self, batch: ProducerBatch, code: int, err: BaseException | None) -> None:
         self._remove_in_flight(batch)

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from types import FrameType
 from typing import TYPE_CHECKING, Any
 
+from kafkactl.client.delimited import LongRecord
 from kafkactl.client.errors import ClientError
 
 if TYPE_CHECKING:
@@ -82,7 +83,16 @@ class _Deferred:
             self._old[self.hit](self.hit, None)
 
 
-def run_in_transactions(lp: LineProducer, chunks: Iterable[list[bytes]],
+def _cut(chunk: list[bytes] | LongRecord, room: int,
+         ) -> tuple[list[bytes] | LongRecord, list[bytes]]:
+    """The first `room` records of a chunk (at least 1), and the rest; a LongRecord (one
+    record, refused as one too large) whole."""
+    if isinstance(chunk, LongRecord):
+        return chunk, []
+    return chunk[:room], chunk[room:]
+
+
+def run_in_transactions(lp: LineProducer, chunks: Iterable[list[bytes] | LongRecord],
                         every: int | None = None, *,
                         abort_timeout: float = 30.0) -> TransactionOutcome:
     """Send the records of `chunks` through `lp` in transactions of `every` records (None:
@@ -103,17 +113,24 @@ def run_in_transactions(lp: LineProducer, chunks: Iterable[list[bytes]],
         deferred.deliver()
         producer.begin_transaction()
 
-    def pieces() -> Iterator[list[bytes]]:
+    def pieces() -> Iterator[list[bytes] | LongRecord]:
         nonlocal open_records
         for chunk in chunks:
             while chunk:
                 room = len(chunk) if every is None else every - open_records
-                piece, chunk = chunk[:room], chunk[room:]
+                piece, chunk = _cut(chunk, room)
                 yield piece
                 open_records += len(piece)
                 if every is not None and open_records >= every:
                     commit()
 
+    txn = producer.transactions
+    if txn is not None:
+        # a record refused before it was sent (too large: the sender never saw it) fails
+        # the transaction as one the broker refused does: it can only be aborted now, as
+        # Java's producer makes a send error abortable (committing would drop the record)
+        producer.add_batch_callback(
+            lambda _batch, _offset, error: None if error is None else txn.fail(error))
     begun = False
     try:
         producer.init_transactions()

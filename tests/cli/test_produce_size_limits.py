@@ -74,7 +74,10 @@ def _landed(broker: BrokerProcess, topic: str, keyed: bool) -> list[bytes]:
 
 
 def _refusal(size: int) -> str:
-    return f"a record of {size} bytes is larger than max.request.size ({LIMIT})"
+    """The error of a record whose key and value take `size` bytes: the size compared
+    with the limit is told (as Java's "when serialized"), the framing counted in."""
+    return (f"a record is {size + 100} bytes when serialized (key and value {size}), "
+            f"larger than max.request.size ({LIMIT})")
 
 
 @pytest.mark.parametrize("batch_size", [None, "16384"])
@@ -113,7 +116,7 @@ def test_refused_records_go_to_the_failed_file(broker: BrokerProcess, tmp_path: 
     assert code == 1, err
     n = len(lines)
     # (the first refused one is the error told; over partitions, either)
-    first = _refusal(LIMIT - 99) if partitions == 1 else "a record of "
+    first = _refusal(LIMIT - 99) if partitions == 1 else "a record is "
     assert (f"error: {n - 2} of {n} records acknowledged, 2 not: {first}") in err, err
     assert (_refusal(LIMIT - 99) in err) != (_refusal(LIMIT) in err), err
     assert err.rstrip().endswith(f"; all 2 are in {failed}"), err
@@ -150,8 +153,8 @@ def test_a_record_over_buffer_memory_is_refused(broker: BrokerProcess, path: str
     code, err = _produce(broker, topic, lines, "-X", "buffer.memory=200000",
                          "--batch-size", "16384", "-X", "max.request.size=1000000", *args)
     assert code == 1, err
-    assert ("error: 6 of 7 records acknowledged, 1 not: a record of 300000 bytes is "
-            "larger than buffer.memory (200000)") in err, err
+    assert ("error: 6 of 7 records acknowledged, 1 not: a record is 300100 bytes when "
+            "serialized (key and value 300000), larger than buffer.memory (200000)") in err, err
     assert _landed(broker, topic, args[:1] == ["-K"]) == sorted([*SMALL, b"last"])
 
 
@@ -174,8 +177,9 @@ def test_a_110_megabyte_line_is_refused_at_once(broker: BrokerProcess,
                     "-X", "delivery.timeout.ms=10000"], timeout=120)
     err = r.stderr.decode()
     assert r.returncode == 1, err
-    assert ("error: 0 of 1 records acknowledged, 1 not: a record of 110000000 bytes is "
-            "larger than max.request.size (1048576)") in err, err
+    assert ("error: 0 of 1 records acknowledged, 1 not: a record is 110000100 bytes when "
+            "serialized (key and value 110000000), larger than max.request.size (1048576)"
+            ) in err, err
 
 
 def test_a_request_over_socket_request_max_bytes_is_not_sent_again(

@@ -191,6 +191,8 @@ def test_sigterm_while_a_commit_is_under_way_waits_for_it() -> None:
 class _AbortInterruptedProducer:
     """A transactional producer whose abort is cut short by a second Ctrl-C/SIGTERM."""
 
+    transactions = None  # (no manager to tell of a refused record)
+
     def init_transactions(self) -> None: ...
     def begin_transaction(self) -> None: ...
     def commit_transaction(self) -> None: ...
@@ -206,7 +208,7 @@ class _StoppedLines:
     def __init__(self) -> None:
         self.producer = _AbortInterruptedProducer()
         self.read = 0
-        self.stats = type("Stats", (), {"start": 0.0, "bytes": 0})()
+        self.stats = type("Stats", (), {"start": 0.0, "bytes": 0, "first_error": None})()
 
     def send_all(self, pieces: Any) -> None:
         for piece in pieces:

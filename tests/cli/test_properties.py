@@ -37,7 +37,8 @@ PRODUCER_KEYS = {
     "queue.buffering.max.kbytes=1024": ("buffer_memory", 1 << 20),
     "enable.idempotence=false": ("enable_idempotence", False),
     "message.send.max.retries=3": ("retries", 3),
-    "partitioner=consistent_random": ("partitioner", "crc32"),
+    "partitioner=consistent_random": ("partitioner", "consistent_random"),
+    "partitioner=fnv1a_random": ("partitioner", "fnv1a_random"),
     "partitioner.class=org.apache.kafka.clients.producer.RoundRobinPartitioner":
         ("partitioner", "roundrobin"),
 }
@@ -131,7 +132,7 @@ def test_the_later_of_two_names_wins_as_in_kcat() -> None:
     (["linger.ms=soon"], parse_producer_properties, "needs a number of milliseconds"),
     (["message.max.bytes=x"], parse_producer_properties, "needs an integer"),
     (["enable.idempotence=maybe"], parse_producer_properties, "must be true or false"),
-    (["partitioner=fnv1a"], parse_producer_properties, "-X partitioner=fnv1a: must be"),
+    (["partitioner=fnv1b"], parse_producer_properties, "-X partitioner=fnv1b: must be"),
     (["isolation.level=serializable"], parse_consumer_properties,
      "must be one of read_uncommitted, read_committed"),
     (["partition.assignment.strategy=cooperative-sticky"], parse_consumer_properties,
