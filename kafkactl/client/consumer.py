@@ -545,6 +545,19 @@ class Consumer:
             # resumes there instead of resetting again past what arrived meanwhile)
             self._reset(rest, first=True)
 
+    def _out_of_range(self, tp: TopicPartition, offset: int) -> None:
+        """A fetch position the partition no longer (or not yet) has: reset it by
+        auto.offset.reset, saying so (Java's consumer logs it; records may be skipped), or,
+        with none, fail naming the offset (Java's OffsetOutOfRangeException)."""
+        if self.auto_offset_reset == "none":
+            raise OffsetOutOfRangeError(
+                f"fetch position {offset} is out of range for {tp[0]}-{tp[1]} and "
+                "auto.offset.reset=none")
+        log.warning("fetch position %d is out of range for %s-%d (deleted by retention or "
+                    "DeleteRecords, or past the end): resetting to the %s offset "
+                    "(auto.offset.reset)", offset, tp[0], tp[1], self.auto_offset_reset)
+        self._reset([tp])
+
     def _reset(self, tps: list[TopicPartition], *, first: bool = False) -> None:
         if self.auto_offset_reset == "none":
             raise OffsetOutOfRangeError(
@@ -764,7 +777,7 @@ class Consumer:
             elif len(pf.records) and len(pf.records) < self.simple.max_partition_bytes:
                 self._no_progress(pf)
         elif pf.error_code == ErrorCode.OFFSET_OUT_OF_RANGE:  # -> auto.offset.reset
-            self._reset([tp])
+            self._out_of_range(tp, pf.fetch_offset)
         elif pf.error_code in STALE_LEADER:
             self.client.cluster.invalidate(pf.topic, pf.partition)
         elif pf.error_code == ErrorCode.CORRUPT_MESSAGE:

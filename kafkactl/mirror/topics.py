@@ -52,14 +52,26 @@ class TargetTopics:
         self.created: list[str] = []
 
     def get(self, source_topic: str, source_partitions: int) -> TargetTopic:
+        """The target of `source_topic`, made when missing. A source that gained
+        partitions since (the target keeps its count) is copied by key from then on, as a
+        mirror started now would copy it: source partition p -> p would name a partition
+        the target does not have."""
         found = self._topics.get(source_topic)
-        if found is not None:
+        if found is not None and (not found.keep_partition
+                                  or source_partitions <= found.partitions):
             return found
         with self._lock:
             found = self._topics.get(source_topic)
             if found is None:
                 found = self._topics[source_topic] = self._ensure(source_topic,
                                                                   source_partitions)
+            elif found.keep_partition and source_partitions > found.partitions:
+                log.warning("source topic %s has %d partitions now, its target %s %d: its "
+                            "records are partitioned by key from now on (add partitions to "
+                            "the target with `kafkactl topics alter` to keep partitions)",
+                            source_topic, source_partitions, found.name, found.partitions)
+                found = self._topics[source_topic] = TargetTopic(found.name, found.partitions,
+                                                                 False)
             return found
 
     def _ensure(self, source_topic: str, source_partitions: int) -> TargetTopic:
