@@ -121,6 +121,7 @@ class MirrorStream:
         self.on_skip = on_skip
         self.on_error = on_error
         self.subscribed: list[str] | None = None
+        self.subscribed_layout: tuple[tuple[str, int], ...] | None = None
         self.consumer: GroupConsumer | None = None
         self.owned: set[TopicPartition] = set()
         self.thread = threading.Thread(target=self.run, name=f"mirror-stream-{index}",
@@ -167,10 +168,11 @@ class MirrorStream:
         assert consumer is not None
         if self.subscribed is None:  # no fetch to wait on yet: wait for the topics
             self.source_topics.known.wait(0.2)
-        wanted = self.source_topics.wanted
-        if wanted is not None and wanted != self.subscribed:
-            consumer.subscribe(wanted)
-            self.subscribed = wanted
+        wanted, layout = self.source_topics.wanted, self.source_topics.layout
+        if wanted is not None and (wanted != self.subscribed
+                                   or layout != self.subscribed_layout):
+            consumer.subscribe(wanted)  # rejoins: new topics, or partitions added
+            self.subscribed, self.subscribed_layout = wanted, layout
         fetches = consumer.poll_fetches(0.2)
         self._fetched(fetches)
         for pf in fetches:

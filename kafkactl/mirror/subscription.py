@@ -35,6 +35,10 @@ class SourceTopics:
         self.is_transient = is_transient
         self.on_error = on_error
         self.wanted: list[str] | None = None
+        # (topic, partition count) of `wanted`: a stream rejoins its group when it changes,
+        # so the leader assigns partitions added to a source topic (Java's consumer rejoins
+        # when a subscribed topic's partition count changes)
+        self.layout: tuple[tuple[str, int], ...] | None = None
         self.known = threading.Event()  # set once `wanted` is
         self.thread = threading.Thread(target=self.run, name="mirror-topics", daemon=True)
 
@@ -51,7 +55,10 @@ class SourceTopics:
             self.targets.get(t, len(cluster.topics[t].partitions))
         if self.wanted is not None and wanted != self.wanted:
             log.info("topics now %s", ", ".join(wanted) or "none")
-        self.wanted = wanted
+        layout = tuple((t, len(cluster.topics[t].partitions)) for t in wanted)
+        if self.layout is not None and wanted == self.wanted and layout != self.layout:
+            log.info("partitions now %s", ", ".join(f"{t}: {n}" for t, n in layout))
+        self.wanted, self.layout = wanted, layout
         self.known.set()
         return wanted
 
