@@ -63,16 +63,18 @@ def test_a_limit_that_is_no_count_of_records_is_refused(value: str, why: str) ->
 
 
 def test_a_slow_reader_keeps_its_member_in_the_group(broker_factory: Any) -> None:
-    """10 MB in one partition (a fetch brings 8 MiB of it), max.poll.interval.ms 3 s, and a
-    reader taking 32 KiB every 0.2 s: the member polls after each 500 records written, so
-    it never goes 3 s without a poll: it stays the same member, and never leaves the
-    group (with the whole fetch written before the next poll, it would leave after 3 s and
-    rejoin, again and again). What it committed is what the reader took."""
+    """10 MB in one partition (a fetch brings 8 MiB of it), max.poll.interval.ms 6 s, and a
+    reader taking 32 KiB every 0.2 s: the member polls after each 100 records (~11 KB, less
+    than one read takes) written, so it polls at every read and never goes 6 s without a
+    poll however slow the machine: it stays the same member, and never leaves the group
+    (with the whole fetch written before the next poll, 256 reads, it would leave after 6 s
+    and rejoin, again and again). What it committed is what the reader took."""
     b = broker_factory(**FAST)
     create_topic(b.bootstrap, "slowly", 1)
     produce(b.bootstrap, "slowly", 0, 0, 100_000, 100)
     a = member(b.bootstrap, "sr", "slowly", "a", "-f", "%p %o %s\\n",
-               "-X", "max.poll.interval.ms=3000", "-X", "session.timeout.ms=6000",
+               "-X", "max.poll.records=100", "-X", "max.poll.interval.ms=6000",
+               "-X", "session.timeout.ms=6000",
                "-X", "heartbeat.interval.ms=500")
     assert a.stdout is not None and a.stderr is not None
     taken = bytearray()
@@ -80,7 +82,7 @@ def test_a_slow_reader_keeps_its_member_in_the_group(broker_factory: Any) -> Non
         wait_until(lambda: holds(b.bootstrap, "sr", "a"), 60, "the member joining")
         first = describe(b.bootstrap, "sr")[1]["a"][0]
         fd = a.stdout.fileno()
-        until = time.monotonic() + 12
+        until = time.monotonic() + 15
         while time.monotonic() < until:
             taken += os.read(fd, 32768)
             time.sleep(0.2)
