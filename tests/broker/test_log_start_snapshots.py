@@ -17,6 +17,7 @@ from kafkactl.protocol.api_keys import ApiKey
 from kafkactl.protocol.errors import ErrorCode
 from tests.polling import wait_until
 
+from .txn_helpers import add_partition
 from .wire import Wire, batch
 
 TOPIC = "trimmed"
@@ -53,17 +54,7 @@ class Transactional:
         self.pid, self.epoch, self.seq = int(r["producer_id"]), int(r["producer_epoch"]), 0
 
     def transaction(self, w: Wire, commit: bool) -> None:
-        def added() -> bool:
-            r = w.request(ApiKey.ADD_PARTITIONS_TO_TXN, 3, {
-                "v3_and_below_transactional_id": TXN_ID,
-                "v3_and_below_producer_id": self.pid,
-                "v3_and_below_producer_epoch": self.epoch,
-                "v3_and_below_topics": [{"name": TOPIC, "partitions": [0]}]})
-            code = r["results_by_topic_v3_and_below"][0]["results_by_partition"][0][
-                "partition_error_code"]
-            assert code in (0, ErrorCode.CONCURRENT_TRANSACTIONS), r
-            return code == 0
-        wait_until(added, 20, "AddPartitionsToTxn")
+        add_partition(w, TXN_ID, self.pid, self.epoch, TOPIC)
         r = w.request(ApiKey.PRODUCE, 9, {
             "transactional_id": TXN_ID, "acks": 1, "timeout_ms": 5000,
             "topic_data": [{"name": TOPIC, "partition_data": [{"index": 0, "records": batch(

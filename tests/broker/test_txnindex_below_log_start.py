@@ -17,11 +17,10 @@ from kafkactl.log.checkpoint import RECOVERY_POINT_CHECKPOINT
 from kafkactl.log.manager import CLEAN_SHUTDOWN_MARKER
 from kafkactl.log.txn_index import parse_entries
 from kafkactl.protocol.api_keys import ApiKey
-from kafkactl.protocol.errors import ErrorCode
 from tests.groups.helpers import kafkactl
 from tests.polling import wait_until
 
-from .txn_helpers import wait_markers
+from .txn_helpers import add_partition, wait_markers
 from .wire import Wire, batch
 
 TOPIC = "trimmed-txns"
@@ -43,17 +42,7 @@ class Txn:
 
     def send(self, w: Wire) -> int:
         if not self.added:
-            def add() -> bool:
-                r = w.request(ApiKey.ADD_PARTITIONS_TO_TXN, 3, {
-                    "v3_and_below_transactional_id": self.txn_id,
-                    "v3_and_below_producer_id": self.pid,
-                    "v3_and_below_producer_epoch": self.epoch,
-                    "v3_and_below_topics": [{"name": TOPIC, "partitions": [0]}]})
-                code = r["results_by_topic_v3_and_below"][0]["results_by_partition"][0][
-                    "partition_error_code"]
-                assert code in (0, ErrorCode.CONCURRENT_TRANSACTIONS), r
-                return code == 0
-            wait_until(add, 20, "AddPartitionsToTxn")
+            add_partition(w, self.txn_id, self.pid, self.epoch, TOPIC)
             self.added = True
         r = w.request(ApiKey.PRODUCE, 9, {
             "transactional_id": self.txn_id, "acks": 1, "timeout_ms": 5000,

@@ -11,7 +11,10 @@ from typing import Any
 
 from kafkactl.broker.coordinator.group_metadata_manager import partition_for
 from kafkactl.broker.coordinator.transaction_state_manager import TXN_TOPIC, decode_txn_record
+from kafkactl.protocol.api_keys import ApiKey
+from kafkactl.protocol.errors import ErrorCode
 from kafkactl.record.batch import RecordBatch
+from tests.polling import wait_until
 
 STATES = {0: "Empty", 1: "Ongoing", 2: "PrepareCommit", 3: "PrepareAbort",
           4: "CompleteCommit", 5: "CompleteAbort", 6: "Dead", 7: "PrepareEpochFence"}
@@ -133,3 +136,22 @@ def wait_markers(data_dir: Path, topic: str, count: int, timeout: float = 20.0,
 
     wait_until(enough, timeout, f"{count} marker(s) on {topic}-{partition}")
     return found
+
+
+def add_partition(w: Any, transactional_id: str, producer_id: int, producer_epoch: int,
+                  topic: str, partition: int = 0) -> None:
+    """AddPartitionsToTxn v3 over the raw connection `w` (tests/broker/wire.py's Wire),
+    asked again while the previous transaction's markers are on their way
+    (CONCURRENT_TRANSACTIONS), until the partition is in the transaction."""
+    def added() -> bool:
+        r = w.request(ApiKey.ADD_PARTITIONS_TO_TXN, 3, {
+            "v3_and_below_transactional_id": transactional_id,
+            "v3_and_below_producer_id": producer_id,
+            "v3_and_below_producer_epoch": producer_epoch,
+            "v3_and_below_topics": [{"name": topic, "partitions": [partition]}]})
+        code = r["results_by_topic_v3_and_below"][0]["results_by_partition"][0][
+            "partition_error_code"]
+        assert code in (0, ErrorCode.CONCURRENT_TRANSACTIONS), r
+        return code == 0
+
+    wait_until(added, 20, "AddPartitionsToTxn")
