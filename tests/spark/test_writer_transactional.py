@@ -242,8 +242,8 @@ rows = spark.sparkContext.parallelize([(i,) for i in range(2000)], 2).toDF("i in
 @pytest.mark.slow  # a Spark process of its own (local[2,2]): ~20 s
 def test_a_retried_task_lands_once(spark_installed: None, broker: Any, tmp_path: Path) -> None:
     """Task 1's first attempt sends some of its rows and fails at its 900th; its second
-    attempt sends all 1,000. read_committed sees each row once; read_uncommitted shows the
-    first attempt's rows too, aborted."""
+    attempt sends all 1,000. read_committed sees each row once; read_uncommitted shows
+    nothing else (the first attempt's rows, aborted, when they were sent before it failed)."""
     import subprocess
     import sys
 
@@ -261,7 +261,10 @@ def test_a_retried_task_lands_once(spark_installed: None, broker: Any, tmp_path:
     want = sorted(f"v{i:04d}" for i in range(2000))
     assert values(b, "txw-retry", "read_committed") == want
     every = values(b, "txw-retry", "read_uncommitted")
-    assert set(every) == set(want) and len(every) > len(want)  # the failed attempt's, aborted
+    # the failed attempt's rows show here (aborted) only if its batches went out before it
+    # failed: its producer may still hold them then (a race of the sender thread, red once
+    # in CI); what read_committed shows above is the point
+    assert set(every) == set(want) and len(every) >= len(want)
     after = states(b, "retried")
     assert after["retried-1-1"] == "CompleteCommit" and after["retried-0-0"] == "CompleteCommit"
     assert after["retried-1-0"] in ("Empty", "CompleteAbort")
