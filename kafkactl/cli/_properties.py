@@ -263,6 +263,7 @@ CONSUMER_TABLE: dict[str, Setting] = _table(
     Setting(("isolation.level",), "isolation_level", one_of(ISOLATION_LEVELS)),
     Setting(("check.crcs",), "check_crcs", boolean),
     Setting(("max.poll.records",), "max_poll_records", integer(1)),
+    Setting(("metadata.max.age.ms",), "metadata_max_age_ms", integer(1)),
     Setting(("group.id",), "group_id", text_value),
     Setting(("group.instance.id",), "group_instance_id", text_value),
     Setting(("enable.auto.commit",), "enable_auto_commit", boolean),
@@ -352,6 +353,7 @@ class ConsumerSettings(_Settings):
     isolation_level: int | None = None  # 0 read_uncommitted, 1 read_committed
     check_crcs: bool | None = None
     max_poll_records: int | None = None
+    metadata_max_age_ms: int | None = None
     group_id: str | None = None
     group_instance_id: str | None = None
     enable_auto_commit: bool | None = None
@@ -363,12 +365,13 @@ class ConsumerSettings(_Settings):
 
     _CONSUMER = ("client_id", "request_timeout_ms", "fetch_max_wait_ms", "fetch_min_bytes",
                  "fetch_max_bytes", "max_partition_fetch_bytes", "auto_offset_reset",
-                 "isolation_level", "check_crcs", "max_poll_records")
+                 "isolation_level", "check_crcs", "max_poll_records", "metadata_max_age_ms")
 
     def consumer_kwargs(self) -> dict[str, Any]:
         """Consumer(...) keywords of the settings given: client_id, request_timeout_ms,
         fetch_max_wait_ms, fetch_min_bytes, fetch_max_bytes, max_partition_fetch_bytes,
-        auto_offset_reset, isolation_level, check_crcs, max_poll_records."""
+        auto_offset_reset, isolation_level, check_crcs, max_poll_records,
+        metadata_max_age_ms."""
         return {k: v for k, v in self.given().items() if k in self._CONSUMER}
 
     def group_kwargs(self) -> dict[str, Any]:

@@ -104,6 +104,8 @@ class AssignmentSource(Protocol):
 
     def on_poll(self, client: KafkaClient) -> None: ...
 
+    def born_since_start(self, tps: list[TopicPartition]) -> list[TopicPartition]: ...
+
     def close(self, client: KafkaClient) -> None: ...
 
 
@@ -147,6 +149,9 @@ class StaticAssignment:
     def on_poll(self, client: KafkaClient) -> None:
         return None
 
+    def born_since_start(self, tps: list[TopicPartition]) -> list[TopicPartition]:
+        return []
+
     def close(self, client: KafkaClient) -> None:
         return None
 
@@ -160,9 +165,11 @@ class SimpleConsumer:
                  min_bytes: int = 1, max_bytes: int = 52428800,
                  max_partition_bytes: int = 1048576, isolation_level: int = 0,
                  request_timeout_ms: int = 30000, client: KafkaClient | None = None,
-                 security: ClientSecurity | None = None) -> None:
+                 security: ClientSecurity | None = None,
+                 metadata_max_age_ms: int = 300000) -> None:
         self.client = client or KafkaClient(bootstrap_servers, client_id=client_id,
                                             request_timeout_ms=request_timeout_ms,
+                                            metadata_max_age_ms=metadata_max_age_ms,
                                             security=security)
         self.max_wait_ms = max_wait_ms
         self.min_bytes = min_bytes
@@ -322,7 +329,8 @@ class Consumer:
                  assignment_source: AssignmentSource | None = None,
                  request_timeout_ms: int = 30000,
                  security: ClientSecurity | None = None,
-                 max_poll_records: int | None = None) -> None:
+                 max_poll_records: int | None = None,
+                 metadata_max_age_ms: int = 300000) -> None:
         if auto_offset_reset not in ("earliest", "latest", "none"):
             raise ValueError("auto_offset_reset must be earliest, latest or none")
         if max_poll_records is not None and max_poll_records < 1:
@@ -331,7 +339,8 @@ class Consumer:
             bootstrap_servers, client_id=client_id, max_wait_ms=fetch_max_wait_ms,
             min_bytes=fetch_min_bytes, max_bytes=fetch_max_bytes,
             max_partition_bytes=max_partition_fetch_bytes, isolation_level=isolation_level,
-            request_timeout_ms=request_timeout_ms, security=security)
+            request_timeout_ms=request_timeout_ms, security=security,
+            metadata_max_age_ms=metadata_max_age_ms)
         self.client = self.simple.client
         self.auto_offset_reset = auto_offset_reset
         self.check_crcs = check_crcs
@@ -539,6 +548,17 @@ class Consumer:
             if off >= 0:
                 self.positions[tp] = off
         rest = [tp for tp in need if tp not in self.positions]
+        if rest and self.auto_offset_reset == "latest" and self.source is not None:
+            # a partition made after this consumer first saw its topic (partitions added,
+            # a new topic matching the pattern) holds nothing older than this consumer:
+            # it is read from its start, not from whatever its end is by the time the
+            # group assigns it (Java's consumer would skip what was written meanwhile)
+            born = self.source.born_since_start(rest)
+            if born:
+                log.info("reading %s from the start: made after this consumer started",
+                         ", ".join(f"{t}-{p}" for t, p in sorted(born)))
+                self._position(born, self._offsets_at(EARLIEST), _Apply.FIRST_RESET)
+                rest = [tp for tp in rest if tp not in born]
         if rest:
             # where auto.offset.reset puts a partition with no commit is consumed already,
             # as in Kafka's client: a group that read nothing yet commits it (a later run

@@ -73,6 +73,9 @@ class _ZkSource:
     def on_poll(self, client: KafkaClient) -> None:
         self.consumer.maybe_rebalance()
 
+    def born_since_start(self, tps: list[TopicPartition]) -> list[TopicPartition]:
+        return []  # the seed's consumer keeps auto.offset.reset for every partition
+
     def close(self, client: KafkaClient) -> None:
         return None
 

@@ -63,6 +63,7 @@ CONSUMER_KEYS = {
     "isolation.level=read_uncommitted": ("isolation_level", 0),
     "check.crcs=false": ("check_crcs", False),
     "max.poll.records=3": ("max_poll_records", 3),
+    "metadata.max.age.ms=2000": ("metadata_max_age_ms", 2000),
     "client.id=c": ("client_id", "c"),
     "socket.timeout.ms=3000": ("request_timeout_ms", 3000),
     "request.timeout.ms=4000": ("request_timeout_ms", 4000),

@@ -79,6 +79,9 @@ class _GroupSource:
     def on_poll(self, client: KafkaClient) -> None:
         self.consumer.maybe_rebalance()
 
+    def born_since_start(self, tps: list[TopicPartition]) -> list[TopicPartition]:
+        return self.consumer.coordinator.watch.born_since_start(tps)
+
     def close(self, client: KafkaClient) -> None:
         return None
 
@@ -127,6 +130,7 @@ class GroupConsumer(Consumer):
             return  # Consumer.__init__ has no topics to hand over
         coordinator.topics = tuple(topics)
         coordinator.pattern = re.compile(pattern) if pattern else None
+        coordinator.watch.restart()
         coordinator.rejoin_needed = True
 
     def assign(self, partitions: Iterable[TopicPartition]) -> None:
@@ -161,6 +165,8 @@ class GroupConsumer(Consumer):
             return
         coordinator = self.coordinator
         coordinator.raise_if_fatal()
+        if not coordinator.rejoin_needed and coordinator.subscription_changed():
+            coordinator.rejoin_needed = True
         if coordinator.rejoin_needed:
             revoked = False
             if coordinator.partitions_lost:

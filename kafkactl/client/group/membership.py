@@ -39,6 +39,7 @@ from kafkactl.client.errors import (
 )
 from kafkactl.client.group.assignors import MemberSubscription, assign
 from kafkactl.client.group.group_admin import GroupAdmin
+from kafkactl.client.group.subscription_watch import SubscriptionWatch, layout_of, matching
 from kafkactl.client.kafka_client import KafkaClient
 from kafkactl.protocol.api_keys import ApiKey
 from kafkactl.protocol.data import ASSIGNMENT, SUBSCRIPTION, decode_data, encode_data
@@ -82,6 +83,7 @@ class ConsumerCoordinator:
         self.heartbeat_interval = heartbeat_interval_ms / 1000
         self.group_instance_id = group_instance_id
         self.admin = GroupAdmin(client)
+        self.watch = SubscriptionWatch(client)  # topics changed since the join: rejoin
         self.member_id = ""
         self.generation = -1
         self.protocol: str | None = None
@@ -150,9 +152,17 @@ class ConsumerCoordinator:
     def subscribed_topics(self) -> list[str]:
         if self.pattern is None:
             return sorted(self.topics)
-        cluster = self.client.refresh_metadata(None)
-        return sorted(t for t, tm in cluster.topics.items()
-                      if not tm.is_internal and self.pattern.fullmatch(t))
+        return matching(self.client.refresh_metadata(None), self.pattern)
+
+    def subscription_changed(self) -> bool:
+        """Whether the topics this member subscribed, or (its leader) assigned, changed
+        since the join (looked at every metadata.max.age.ms): then it must rejoin."""
+        if not self._in_generation():
+            return False
+        why = self.watch.changed(self.pattern)
+        if why:
+            log.info("group %s: rejoining, %s", self.group_id, why)
+        return bool(why)
 
     def _metadata(self, topics: list[str]) -> bytes:
         return encode_data(SUBSCRIPTION, 1, {
@@ -194,6 +204,7 @@ class ConsumerCoordinator:
         topics = self.subscribed_topics()
         if self.topics and self.pattern is None:
             self.client.ensure_topics(topics, allow_auto_create=False)
+        self.watch.joining(topics)
         meta = self._metadata(topics)
         resp = self._request(ApiKey.JOIN_GROUP, {
             "group_id": self.group_id, "session_timeout_ms": self.session_timeout_ms,
@@ -276,6 +287,7 @@ class ConsumerCoordinator:
         cluster = self.client.refresh_metadata(topics) if topics else self.client.cluster
         partitions = {t: sorted(cluster.topics[t].partitions) for t in topics
                       if t in cluster.topics and cluster.topics[t].partitions}
+        self.watch.leading(layout_of(cluster, topics))
         plan = assign(self.protocol or "range", partitions, subs)
         return [{"member_id": mid, "assignment": encode_data(ASSIGNMENT, 0, {
             "assigned_partitions": _by_topic(tps, key="topic"), "user_data": None})}
