@@ -86,7 +86,10 @@ class MirrorWorkers:
             # --exactly-once)
             request = json.dumps({
                 "config": replace(self.config, num_streams=1,
-                                  stream_base=self.config.stream_base + i).to_json(),
+                                  stream_base=self.config.stream_base + i,
+                                  consumer_properties=stream_properties(
+                                      self.config.consumer_properties,
+                                      self.config.stream_base + i)).to_json(),
                 "status_interval": min(self.status_interval, 1.0)})
             assert proc.stdin is not None
             proc.stdin.write(request + "\n")
@@ -171,6 +174,16 @@ def _close(stream: IO[str] | None) -> None:
     if stream is not None:
         with contextlib.suppress(OSError):
             stream.close()
+
+
+def stream_properties(props: dict[str, str], stream: int) -> dict[str, str]:
+    """The consumer properties of stream `stream` of several: a group.instance.id is
+    suffixed with the stream's number (`ID-0`, `ID-1`, ...: each stream is a member of
+    its own, as Kafka Streams' threads are), or the streams would fence each other."""
+    instance = props.get("group.instance.id")
+    if not instance:
+        return props
+    return {**props, "group.instance.id": f"{instance}-{stream}"}
 
 
 def new_mirror(config: MirrorConfig, status_interval: float = 1.0) -> MirrorMaker | MirrorWorkers:

@@ -113,3 +113,38 @@ def test_a_fenced_exactly_once_mirror_aborts_its_open_transaction(
     # a read_committed reader would see nothing past 300)
     assert_same(read_topic(source.bootstrap, "fz"),
                 read_topic(target.bootstrap, "fz", read_committed=True))
+
+
+def test_streams_of_one_mirror_do_not_fence_each_other(broker_factory: Any,
+                                                       tmp_path: Path) -> None:
+    """--num-streams 2 with one group.instance.id: each stream joins as ID-0 / ID-1 (two
+    static members, sharing the partitions) instead of the second fencing the first: both
+    hold partitions, the mirror copies everything and SIGTERM ends it with 0."""
+    from kafkactl.client.group import GroupAdmin
+    from kafkactl.client.kafka_client import KafkaClient
+
+    source, target = broker_factory(**FAST), broker_factory(**FAST)
+    create_topics(source.bootstrap, {"fz": 4})
+    produce(source.bootstrap, "fz", 0, 400, partitions=4)
+    m = start_mirror(tmp_path, source.bootstrap, target.bootstrap, *STATIC,
+                     "--num-streams", "2", name="m")
+    try:
+        def two_static_members() -> bool:
+            client = KafkaClient(source.bootstrap)
+            try:
+                desc = GroupAdmin(client).describe_group(GROUP)
+            finally:
+                client.close()
+            return desc.state == "Stable" and sorted(
+                m.group_instance_id for m in desc.members if m.assignment) == [
+                "mirror-1-0", "mirror-1-1"]
+
+        wait_until(two_static_members, 60, f"two members sharing fz:\n{m.log()}")
+        wait_until(lambda: sum(committed_offset(source.bootstrap, GROUP, "fz", p)
+                               for p in range(4)) == 400, 60,
+                   f"everything committed:\n{m.log()}")
+        assert SAID not in m.log(), m.log()
+        assert m.terminate() == 0, m.log()
+    finally:
+        _stop(m)
+    assert_same(read_topic(source.bootstrap, "fz"), read_topic(target.bootstrap, "fz"))
