@@ -4,7 +4,8 @@ kafka-acls' flags: `--allow-principal` / `--deny-principal` (User:NAME, repeatab
 `--allow-host` / `--deny-host` (repeatable, default *, each for its kind of principal),
 `--operation` (Read, Write, Create, Delete, Alter, Describe, ClusterAction,
 DescribeConfigs, AlterConfigs, IdempotentWrite, All; repeatable), the resource `--topic`,
-`--group`, `--transactional-id` or `--cluster`, and `--resource-pattern-type` (literal,
+`--group`, `--transactional-id` or `--cluster` (an operation the resource type lacks is
+refused, as kafka-acls), and `--resource-pattern-type` (literal,
 prefixed; for list and remove also any, match).
 """
 
@@ -36,6 +37,10 @@ OPERATION_NAMES = {3: "Read", 4: "Write", 5: "Create", 6: "Delete", 7: "Alter", 
                    12: "IdempotentWrite", 2: "All"}
 RESOURCE_NAMES = {2: "Topic", 3: "Group", 4: "Cluster", 5: "TransactionalId"}
 PATTERN_NAMES = {3: "LITERAL", 4: "PREFIXED"}
+# the operations an ACL of each resource type can grant (Kafka's AclEntry.supportedOperations,
+# All besides): kafka-acls refuses others
+VALID_OPERATIONS = {2: (3, 4, 5, 8, 6, 7, 10, 11), 3: (3, 8, 6),
+                    4: (5, 9, 10, 11, 12, 7, 8), 5: (8, 4)}
 
 
 def _resources(topic: list[str], group: list[str], transactional_id: list[str],
@@ -56,6 +61,18 @@ def _operations(operation: list[str], default: str) -> list[int]:
                        f"{', '.join(OPERATION_NAMES.values())})", 2)
         ops.append(code)
     return ops
+
+
+def _check_operations(resources: list[tuple[int, str]], ops: list[int]) -> None:
+    """Refuse an operation a resource type has no use for (as kafka-acls: an ACL granting
+    Write on a group would be stored and never mean anything)."""
+    for rt in sorted({rt for rt, _name in resources}):
+        valid = VALID_OPERATIONS[rt]
+        wrong = [op for op in ops if op != 2 and op not in valid]
+        if wrong:
+            names = ", ".join(OPERATION_NAMES[op] for op in (*valid, 2))
+            raise fail(f"--operation {OPERATION_NAMES[wrong[0]]}: ResourceType "
+                       f"{RESOURCE_NAMES[rt]} only supports operations {names}", 2)
 
 
 def _pattern(value: str, allowed: tuple[str, ...]) -> int:
@@ -165,6 +182,7 @@ def add(
     _hosts_need_principals(allow_principal, allow_host, deny_principal, deny_host)
     ptype = _pattern(resource_pattern_type, ("literal", "prefixed"))
     ops = _operations(operation, "all")
+    _check_operations(resources, ops)
     entries = [AclEntry(rt, name, ptype, p, host, op, perm)
                for perm, principals, hosts in ((3, allow_principal, allow_host),
                                                (2, deny_principal, deny_host))
