@@ -219,7 +219,7 @@ class RecordWriter:
             self.pending.append(_Pending(start, piece, written))
             return
         after = _offset_within(piece, written)
-        if after is not None:
+        if after is not None and after > self.consumed.get(piece.tp, -1):
             self.consumed[piece.tp] = after
 
     def settle(self) -> None:
@@ -235,7 +235,9 @@ class RecordWriter:
             if got < 0 or (got == 0 and written):
                 break
             after = _offset_within(piece, min(got, written))
-            if after is not None:
+            # (never back: a reset past what the pipe still holds, auto.offset.reset's
+            # after the log start moved, stays what is committed)
+            if after is not None and after > consumed.get(piece.tp, -1):
                 consumed[piece.tp] = after
             if got < written:
                 break

@@ -479,6 +479,12 @@ class Consumer:
             self.positions[tp] = off
             if how is _Apply.FIRST_RESET:
                 self.consumed.setdefault(tp, off)
+            elif how is _Apply.RESET:
+                # where auto.offset.reset moved a position no longer in the log is consumed
+                # (Java commits every valid position): a group run that reads nothing
+                # after it commits it, and the next run does not reset again past what
+                # arrived meanwhile
+                self.consumed[tp] = off
 
     def _resolve_deferred(self) -> None:
         """Try again the positions that waited for a leader (a failure to reach the

@@ -25,6 +25,17 @@ class NoBrokersAvailable(ClientError):
     """None of the bootstrap servers answered."""
 
 
+SERVE_ADVICE = ("Is `kafkactl serve` running there? Use -b/--bootstrap-server or "
+                "KAFKACTL_BOOTSTRAP to point elsewhere.")
+
+
+def without_advice(error: BaseException) -> str:
+    """The error's text without the advice on where to point the client (SERVE_ADVICE):
+    for a cluster that answered before (an outage, not a wrong address), and for
+    commands without -b (mirror's --source/--target)."""
+    return str(error).replace(". " + SERVE_ADVICE, "").replace(SERVE_ADVICE, "").rstrip()
+
+
 class KafkaTimeoutError(ClientError):
     """An operation did not complete within its timeout."""
 

@@ -18,6 +18,7 @@ from kafkactl.client.cluster import ClusterMetadata
 from kafkactl.client.connection import CLOSED_EARLY_HINT, BrokerConnection
 from kafkactl.client.errors import (
     METADATA_NOT_READY,
+    SERVE_ADVICE,
     KafkaConnectionError,
     KafkaTimeoutError,
     NoBrokersAvailable,
@@ -134,9 +135,7 @@ class KafkaClient:
                 f"no broker answered at {servers} ({'; '.join(errors)}). The broker's TLS "
                 f"certificate was not trusted: {_tls_trust_hint(errors)}")
         raise NoBrokersAvailable(
-            f"no broker answered at {servers} ({'; '.join(errors)}). Is `kafkactl serve` "
-            "running there? Use -b/--bootstrap-server or KAFKACTL_BOOTSTRAP to point "
-            "elsewhere.")
+            f"no broker answered at {servers} ({'; '.join(errors)}). {SERVE_ADVICE}")
 
     def connection(self, node_id: int) -> BrokerConnection:
         """The (lazily connected) connection to broker `node_id`."""

@@ -74,7 +74,14 @@ class OutageNotices:
 
     def on_batch(self, batch: ProducerBatch, _base_offset: int,
                  error: BaseException | None) -> None:
-        if error is not None or batch.attempts <= 1 or self.down_since is None:
+        if error is not None or batch.attempts <= 1:
+            return
+        self.recovered()
+
+    def recovered(self) -> None:
+        """The cluster answered again (a retried batch was acknowledged, or the caller
+        saw a request through): the outage is over."""
+        if self.down_since is None:
             return
         with self.lock:
             if self.down_since is None:

@@ -76,6 +76,7 @@ from kafkactl.mirror.stream import (
     is_transient,
     refusal_text,
 )
+from kafkactl.mirror.target_outage import TargetOutage
 from kafkactl.mirror.topics import TargetTopic
 from kafkactl.protocol.api_keys import ApiKey
 from kafkactl.protocol.errors import ErrorCode, KafkaError, error_for
@@ -155,6 +156,7 @@ class ExactlyOnceStream(MirrorStream):
         try:
             self.producer = self._new_producer()
             self.producer.add_batch_callback(self._on_batch)
+            self.outage = TargetOutage(self.producer)
             # fence the stream's previous incarnation (its open transaction is aborted)
             # before reading anything
             self.producer.init_transactions()
@@ -170,6 +172,8 @@ class ExactlyOnceStream(MirrorStream):
                 except Exception as e:
                     if not is_transient(e) and not isinstance(e, TransactionError):
                         raise
+                    if self.outage is not None:
+                        self.outage.failed(e)  # (said once, reminded: not every retry)
                     if not self._recover(e):
                         self.stop.wait(self.consumer.client.retry_backoff * 5)
         except Exception as e:
@@ -201,8 +205,9 @@ class ExactlyOnceStream(MirrorStream):
                 if offset > self.careful.get(tp, -1):
                     self.careful[tp] = offset
                     careful = True
-        log.warning("stream %d: %s; aborting the transaction and %s", self.index, error,
-                    "copying its records again one per batch" if careful else "retrying")
+        if self.outage is None or not self.outage.unreachable():
+            log.warning("stream %d: %s; aborting the transaction and %s", self.index, error,
+                        "copying its records again one per batch" if careful else "retrying")
         return careful
 
     def _refuse(self, tp: TopicPartition, offset: int, target: str, error: str) -> None:
@@ -283,8 +288,19 @@ class ExactlyOnceStream(MirrorStream):
         fenced: its partitions are another member's), leave the group, close the
         producer."""
         consumer = self.consumer
+        down = self.outage is not None and self.outage.unreachable()
         try:
-            if consumer is not None and self.in_txn:
+            if consumer is not None and down:
+                # neither a commit nor an abort can reach the target: a transaction open
+                # there stays so until the next run's InitProducerId aborts it (or its
+                # timeout does); nothing of it is visible to read_committed readers, and
+                # the offsets in it are not committed: the next run copies it again
+                self.on_error(ConnectionError(
+                    f"stream {self.index} stopped with what it read since its last commit "
+                    f"not committed ({self.outage.where() if self.outage else 'the target'}"
+                    " did not answer); the next run aborts an open transaction and copies "
+                    "those records again"))
+            elif consumer is not None and self.in_txn:
                 if self.fenced:
                     self._abort()
                 else:
@@ -303,7 +319,10 @@ class ExactlyOnceStream(MirrorStream):
                 log.warning("stream %d: leaving the group failed: %s", self.index, e)
         producer = getattr(self, "producer", None)
         if producer is not None:
-            producer.close(10.0)
+            if down:
+                producer.abort()
+            else:
+                producer.close(10.0)
         if self.offsets_admin is not None:
             self.offsets_admin.close()
             self.offsets_admin.client.close()
@@ -432,6 +451,8 @@ class ExactlyOnceStream(MirrorStream):
                 "or it left after max.poll.interval.ms): the transaction is aborted and "
                 "its records copied again by the partitions' owner")
         self.producer.commit_transaction()
+        if self.outage is not None:
+            self.outage.reached()
         self.in_txn = False
         self.committed_positions.update(offsets)
         for tp, off in offsets.items():
@@ -457,7 +478,8 @@ class ExactlyOnceStream(MirrorStream):
             except ProducerFencedError:
                 raise
             except Exception as e:
-                log.warning("stream %d: abort failed: %s", self.index, e)
+                if self.outage is None or not self.outage.failed(e):
+                    log.warning("stream %d: abort failed: %s", self.index, e)
         self.in_txn = False
         self.txn_counts = {}
         self.txn_positions.clear()

@@ -17,7 +17,12 @@ import time
 from typing import Any
 
 from kafkactl.client.admin import AdminClient
-from kafkactl.client.errors import KafkaTimeoutError, NoBrokersAvailable, UnknownTopicError
+from kafkactl.client.errors import (
+    KafkaConnectionError,
+    KafkaTimeoutError,
+    NoBrokersAvailable,
+    UnknownTopicError,
+)
 from kafkactl.client.producer import Producer
 from kafkactl.client.producer_batch import ProducerBatch
 from kafkactl.mirror.config import MirrorConfig, producer_kwargs
@@ -25,6 +30,7 @@ from kafkactl.mirror.progress import Entry, acknowledge, first_record, refuse
 from kafkactl.mirror.status import MirrorStatus, RateMeter, TopicStatus
 from kafkactl.mirror.stream import MirrorStream, SendFailure, is_transient
 from kafkactl.mirror.subscription import SourceTopics
+from kafkactl.mirror.target_outage import TargetOutage
 from kafkactl.mirror.topics import TargetTopics
 
 log = logging.getLogger("kafkactl.mirror")
@@ -59,6 +65,11 @@ class MirrorMaker:
         self._admins: list[AdminClient] = []
         self._rates = RateMeter()
         self._state = "starting"
+        self.outage: TargetOutage | None = None
+        # the producer is being closed: a batch failing now was not delivered before the
+        # stop (its offsets stay uncommitted), not refused
+        self._closing = False
+        self.undelivered = 0
 
     # ---- lifecycle ----------------------------------------------------------------------
 
@@ -90,11 +101,13 @@ class MirrorMaker:
             kwargs.update(producer_kwargs(self.config.producer_properties))
             self.producer = Producer(self.config.target, **kwargs)
             self.producer.add_batch_callback(self._on_batch)
+            self.outage = TargetOutage(self.producer)
             for i in range(self.config.num_streams):
                 self.streams.append(MirrorStream(
                     i, self.config, self.producer, self.topics, self.source_topics,
                     self.lock, self.stopping, self._on_failure, self._on_skip,
                     self._on_error))
+                self.streams[-1].outage = self.outage
         self._state = "running"
         self.source_topics.start()
         for stream in self.streams:
@@ -158,7 +171,9 @@ class MirrorMaker:
         if self.streams:
             self.stopped.wait(60.0)
         if self.producer is not None:
-            self.producer.close(10.0)
+            self._closing = True
+            down = self.outage is not None and self.outage.unreachable()
+            self.producer.close(0.0 if down else 10.0)
         for admin in self._admins:
             admin.close()
 
@@ -170,13 +185,18 @@ class MirrorMaker:
         entries: list[Entry] = batch.entries
         if not entries:
             return
+        if error is not None and self._closing:
+            with self.lock:
+                self.undelivered += len(entries)
+            return
         if error is not None and self.config.abort_on_send_failure:
             with self.lock:  # the source offsets stop there (committed up to it at the stop)
                 refuse(entries, batch.first_index)
             chunk, offset = first_record(entries, batch.first_index)
             topic, partition = chunk.partition.tp
-            self._on_failure(SendFailure(topic, partition, offset, batch.topic,
-                                         f"{type(error).__name__}: {error}"))
+            self._on_failure(SendFailure(
+                topic, partition, offset, batch.topic, f"{type(error).__name__}: {error}",
+                undelivered=isinstance(error, (KafkaTimeoutError, KafkaConnectionError))))
             return
         counts = self.skipped if error is not None else self.mirrored
         with self.lock:
@@ -243,6 +263,11 @@ class MirrorMaker:
             out.error = self.failure.message()
         elif self.error is not None:
             out.error = str(self.error)
+        elif self.undelivered:
+            where = self.outage.where() if self.outage is not None else "the target"
+            out.error = (f"stopped with {self.undelivered} record(s) not delivered to the "
+                         f"target ({where} did not answer); their source offsets are not "
+                         "committed: the next run copies them")
         return out
 
 

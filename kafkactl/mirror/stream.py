@@ -32,6 +32,7 @@ from kafkactl.client.producer import RECORD_OVERHEAD, Producer, RecordSizeError
 from kafkactl.mirror.config import MirrorConfig, consumer_kwargs
 from kafkactl.mirror.progress import CopiedBatch, ProgressTracker, SentChunk
 from kafkactl.mirror.subscription import SourceTopics
+from kafkactl.mirror.target_outage import TargetOutage, settle
 from kafkactl.mirror.topics import TargetTopics
 from kafkactl.protocol.errors import RETRIABLE_CODES, ErrorCode, KafkaError
 from kafkactl.record.batch import RecordBatch, TimestampType
@@ -94,9 +95,11 @@ class SendFailure:
     offset: int
     target_topic: str
     error: str
+    undelivered: bool = False  # not refused: the target could not be reached in time
 
     def message(self) -> str:
-        return (f"the target refused the record at offset {self.offset} of "
+        what = "could not deliver" if self.undelivered else "the target refused"
+        return (f"{what} the record at offset {self.offset} of "
                 f"{self.topic}-{self.partition} (target topic {self.target_topic}): "
                 f"{self.error}")
 
@@ -128,6 +131,7 @@ class MirrorStream:
                                        daemon=True)
         self._next_commit = 0.0
         self.fenced = False  # (is_fenced): nothing is committed any more
+        self.outage: TargetOutage | None = None  # the target's reachability (the maker's)
 
     # ---- lifecycle ----------------------------------------------------------------------
 
@@ -196,7 +200,7 @@ class MirrorStream:
             # record commits up to it (a restart resumes there); a fenced stream's
             # partitions are another member's: it commits nothing (the records it sent
             # since its last commit are copied again by that member, as after a kill)
-            settled = self.producer.flush(30.0)
+            settled = settle(self.producer, 30.0, self.outage)
             if not self.fenced:
                 self.commit(settled=settled)
         except Exception as e:  # the offsets stay where they were: duplicates, no loss

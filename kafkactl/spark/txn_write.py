@@ -179,16 +179,28 @@ def fence_leftovers(target: TxnTarget) -> list[str]:
     return fenced
 
 
+def is_attempt_of(prefix: str, transactional_id: str) -> bool:
+    """`transactional_id` is one of a write's with `prefix` (`PREFIX-PARTITION-ATTEMPT`),
+    not merely an id that starts with the prefix: another producer's (`orders-mirror`) or
+    another job's (`orders-nightly-0-0`) is never fenced, as Kafka fences only an id's own
+    earlier instances."""
+    rest = transactional_id[len(prefix) + 1:]
+    if not transactional_id.startswith(prefix + "-"):
+        return False
+    partition, sep, attempt = rest.partition("-")
+    return bool(sep) and partition.isdecimal() and attempt.isdecimal() and partition.isascii() \
+        and attempt.isascii()
+
+
 def abort_stragglers(target: TxnTarget, admin: TransactionAdmin,
                      keep: Collection[str | None]) -> list[str]:
     """Fence this write's attempts that are not in `keep` and whose transaction is open
     (Ongoing) or about to be (Empty: initialized, no partition added yet): an InitProducerId
     on the id aborts its transaction, and the attempt, which may still be running, can add
     nothing to it any more. Returns their ids."""
-    mine = f"{target.prefix}-"
     out = []
     for t in admin.list_transactions(states=["Ongoing", "Empty"]):
-        if t.transactional_id.startswith(mine) and t.transactional_id not in keep:
+        if is_attempt_of(target.prefix, t.transactional_id) and t.transactional_id not in keep:
             with _manager(target, t.transactional_id) as tm:
                 tm.init()
             out.append(t.transactional_id)

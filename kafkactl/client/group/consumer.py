@@ -47,6 +47,7 @@ from kafkactl.client.errors import (
     KafkaConnectionError,
     KafkaTimeoutError,
     NoBrokersAvailable,
+    without_advice,
 )
 from kafkactl.client.fetcher import PartitionFetch
 from kafkactl.client.group.membership import (
@@ -265,7 +266,8 @@ class GroupConsumer(Consumer):
         now = time.monotonic()
         if self._unreachable_since is None:
             if self.coordinator.unreachable_since is None:
-                log.warning(LOST_CLUSTER, self.group_id, error, self.reconnect_timeout)
+                log.warning(LOST_CLUSTER, self.group_id, without_advice(error),
+                            self.reconnect_timeout)
             self._unreachable_since = self.coordinator.unreachable_since or now
         elif now - self._unreachable_since >= self.reconnect_timeout:
             raise ClientError(

@@ -36,6 +36,7 @@ from kafkactl.client.errors import (
     KafkaConnectionError,
     KafkaTimeoutError,
     NoBrokersAvailable,
+    without_advice,
 )
 from kafkactl.client.group.assignors import MemberSubscription, assign
 from kafkactl.client.group.group_admin import GroupAdmin
@@ -192,7 +193,8 @@ class ConsumerCoordinator:
                 if self.unreachable_since is None:
                     self.unreachable_since = now
                     log.warning(NO_CLUSTER_YET if first_contact else LOST_CLUSTER,
-                                self.group_id, e, self.reconnect_timeout)
+                                self.group_id, e if first_contact else without_advice(e),
+                                self.reconnect_timeout)
                 elif now - self.unreachable_since >= self.reconnect_timeout:
                     raise
             if time.monotonic() >= deadline:
