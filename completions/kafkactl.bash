@@ -42,8 +42,8 @@ _kafkactl_spec() {
         "log-dirs move") _kc_subs=""; _kc_opts="-t --topic -p --partition --dir --broker --wait --timeout -b --bootstrap-server -X --property --command-config -h --help"; _kc_vopts="-t --topic -p --partition --dir --broker --timeout -b --bootstrap-server -X --property --command-config"; _kc_args=""; _kc_afiles="" ;;
         "offsets") _kc_subs="list show reset delete migrate"; _kc_opts="-h --help"; _kc_vopts=""; _kc_args=""; _kc_afiles="" ;;
         "offsets list") _kc_subs=""; _kc_opts="--state --json -b --bootstrap-server -X --property --command-config -h --help"; _kc_vopts="--state -b --bootstrap-server -X --property --command-config"; _kc_args=""; _kc_afiles="" ;;
-        "offsets show") _kc_subs=""; _kc_opts="-G -g --group --all --json -b --bootstrap-server -X --property --command-config -h --help"; _kc_vopts="-G -g --group -b --bootstrap-server -X --property --command-config"; _kc_args=""; _kc_afiles="" ;;
-        "offsets reset") _kc_subs=""; _kc_opts="-G -g --group -t --topic --to-earliest --to-latest --to-offset --to-datetime --shift-by --execute --json -b --bootstrap-server -X --property --command-config -h --help"; _kc_vopts="-G -g --group -t --topic --to-offset --to-datetime --shift-by -b --bootstrap-server -X --property --command-config"; _kc_args=""; _kc_afiles="" ;;
+        "offsets show") _kc_subs=""; _kc_opts="-G -g --group --all --state --members --verbose --json -b --bootstrap-server -X --property --command-config -h --help"; _kc_vopts="-G -g --group -b --bootstrap-server -X --property --command-config"; _kc_args=""; _kc_afiles="" ;;
+        "offsets reset") _kc_subs=""; _kc_opts="-G -g --group -t --topic --all-topics --to-earliest --to-latest --to-current --to-offset --to-datetime --by-duration --shift-by --from-file --execute --dry-run --export --json -b --bootstrap-server -X --property --command-config -h --help"; _kc_vopts="-G -g --group -t --topic --to-offset --to-datetime --by-duration --shift-by --from-file -b --bootstrap-server -X --property --command-config"; _kc_args=""; _kc_afiles="" ;;
         "offsets delete") _kc_subs=""; _kc_opts="-G -g --group -t --topic --execute --json -b --bootstrap-server -X --property --command-config -h --help"; _kc_vopts="-G -g --group -t --topic -b --bootstrap-server -X --property --command-config"; _kc_args=""; _kc_afiles="" ;;
         "offsets migrate") _kc_subs=""; _kc_opts="--zookeeper -G -g --group --all-groups --dry-run --overwrite --delete-source --skip-deleted-topics --json -b --bootstrap-server -X --property --command-config -h --help"; _kc_vopts="--zookeeper -G -g --group -b --bootstrap-server -X --property --command-config"; _kc_args=""; _kc_afiles="" ;;
         "configs") _kc_subs="describe alter"; _kc_opts="-h --help"; _kc_vopts=""; _kc_args=""; _kc_afiles="" ;;
@@ -142,6 +142,7 @@ _kafkactl() {
         "offsets list|--state") _kafkactl_reply -W "PreparingRebalance CompletingRebalance Stable Dead Empty"; return 0 ;;
         "offsets list|--command-config") _kafkactl_files; return 0 ;;
         "offsets show|--command-config") _kafkactl_files; return 0 ;;
+        "offsets reset|--from-file") _kafkactl_files; return 0 ;;
         "offsets reset|--command-config") _kafkactl_files; return 0 ;;
         "offsets delete|--command-config") _kafkactl_files; return 0 ;;
         "offsets migrate|--command-config") _kafkactl_files; return 0 ;;

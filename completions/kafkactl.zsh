@@ -536,7 +536,7 @@ _kafkactl_offsets() {
             local -a commands
             commands=(
                 'list:The consumer groups'\'' names, from every broker (kafka-consumer-groups --list).'
-                'show:Per partition\: committed offset, log end offset and lag (plus the owning member).'
+                'show:Per partition\: committed offset, log end offset and lag (plus the owning member); or, with --state / --members, the g...'
                 'reset:Reset a group'\''s offsets (dry run unless --execute; the group must be inactive).'
                 'delete:Delete a group'\''s offsets for a topic, or (without --topic) the whole inactive group (dry run unless --execute).'
                 'migrate:Move consumer offsets from ZooKeeper into the broker and verify them.'
@@ -572,6 +572,9 @@ _kafkactl_offsets_show() {
         '*-g[Group (repeatable).]:GROUP: ' \
         '*--group[Group (repeatable).]:GROUP: ' \
         '--all[Every group.]' \
+        '--state[One line per group\: coordinator, assignment strategy, state and number of members.]' \
+        '--members[One line per member\: id, host, client id and number of partitions.]' \
+        '--verbose[With --members\: each member'\''s assignment too.]' \
         '--json[JSON output.]' \
         '(-b --bootstrap-server)-b[Broker(s) host\:port\[,host\:port\]; default\: bootstrap.servers of --command-config, else $KAFKACTL_BOOTSTRAP, else 127.0...]:BOOTSTRAP: ' \
         '(-b --bootstrap-server)--bootstrap-server[Broker(s) host\:port\[,host\:port\]; default\: bootstrap.servers of --command-config, else $KAFKACTL_BOOTSTRAP, else 127.0...]:BOOTSTRAP: ' \
@@ -589,12 +592,18 @@ _kafkactl_offsets_reset() {
         '(-G -g --group)--group[The group. \[required\]]:GROUP: ' \
         '*-t[T or T\:P,P (repeatable); default\: every partition the group has offsets for.]:TOPIC: ' \
         '*--topic[T or T\:P,P (repeatable); default\: every partition the group has offsets for.]:TOPIC: ' \
+        '--all-topics[Every partition the group has committed offsets for (the default scope).]' \
         '--to-earliest[To each partition'\''s earliest offset.]' \
         '--to-latest[To each partition'\''s end offset.]' \
+        '--to-current[To the committed offset (the end offset where none is committed).]' \
         '--to-offset[To this offset (clamped to the log).]:TO_OFFSET: ' \
         '--to-datetime[YYYY-MM-DDTHH\:mm\:SS\[.sss\]]:TO_DATETIME: ' \
+        '--by-duration[To the offsets at now minus this ISO-8601 duration (e.g. PT1H30M).]:PnDTnHnMnS: ' \
         '--shift-by[By N (negative\: back).]:SHIFT_BY: ' \
+        '--from-file[To the offsets of a CSV of TOPIC,PARTITION,OFFSET lines (what --export writes).]:CSV:_files' \
         '--execute[Commit the new offsets (default\: dry run).]' \
+        '--dry-run[Only show the new offsets (the default).]' \
+        '--export[Print the new offsets as CSV (TOPIC,PARTITION,OFFSET, for --from-file) instead of a table.]' \
         '--json[JSON output.]' \
         '(-b --bootstrap-server)-b[Broker(s) host\:port\[,host\:port\]; default\: bootstrap.servers of --command-config, else $KAFKACTL_BOOTSTRAP, else 127.0...]:BOOTSTRAP: ' \
         '(-b --bootstrap-server)--bootstrap-server[Broker(s) host\:port\[,host\:port\]; default\: bootstrap.servers of --command-config, else $KAFKACTL_BOOTSTRAP, else 127.0...]:BOOTSTRAP: ' \

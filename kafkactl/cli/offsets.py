@@ -125,6 +125,18 @@ def _warn_stale(group: str, stale: Iterable[TopicPartition], what: str) -> None:
                    f"-G {group} --topic {t} --execute` removes them", err=True)
 
 
+def _warn_assigned_stale(group: str, stale: Iterable[TopicPartition]) -> None:
+    """One warning per topic that does not exist but a member is still assigned."""
+    by_topic: dict[str, list[int]] = {}
+    for t, p in sorted(stale):
+        by_topic.setdefault(t, []).append(p)
+    for t, ps in by_topic.items():
+        typer.echo(f"warning: group {group}: topic {t!r} does not exist (deleted?): its "
+                   f"partitions have no log end offset but are still assigned to a member "
+                   f"({', '.join(f'{t}-{p}' for p in ps)}) until the group rebalances",
+                   err=True)
+
+
 def group_offsets_rows(admin: GroupAdmin, simple: SimpleConsumer,
                        group: str) -> list[dict[str, Any]]:
     """The group's rows (kafka-consumer-groups --describe): a committed offset of a topic
@@ -149,9 +161,13 @@ def group_offsets_rows(admin: GroupAdmin, simple: SimpleConsumer,
     if desc is not None and desc.state == "Dead" and not committed:
         raise GroupNotFound(group)
     tps = sorted(set(committed) | set(owners))
-    stale = missing_partitions(simple, committed)
-    if stale:
-        _warn_stale(group, stale, "its committed offsets have no log end offset")
+    # a topic deleted since: its committed offsets, and the partitions a member is still
+    # assigned until the group rebalances, have no log end offset (LAG "-")
+    stale = missing_partitions(simple, tps)
+    if stale & set(committed):
+        _warn_stale(group, stale & set(committed),
+                    "its committed offsets have no log end offset")
+    _warn_assigned_stale(group, stale - set(committed))
     ends: dict[TopicPartition, int] = {}
     live = [tp for tp in tps if tp not in stale]
     if live:
@@ -262,18 +278,42 @@ def list_groups(
     _print_table(table)
 
 
+def _print_offsets(rows: list[dict[str, Any]]) -> None:
+    table = _table("GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET",
+                   "LAG", "CONSUMER-ID", "HOST", "CLIENT-ID")
+    for r in rows:
+        table.add_row(r["group"], _dash(r["topic"]), _dash(r["partition"]),
+                      _dash(r["current_offset"]), _dash(r["log_end_offset"]),
+                      _dash(r["lag"]), _dash(r["consumer_id"]), _dash(r["host"]),
+                      _dash(r["client_id"]))
+    _print_table(table)
+
+
 @offsets_app.command("show")
 def show(group: list[str] = typer.Option([], "--group", "-G", "-g", help="Group (repeatable)."),
          all_groups: bool = typer.Option(False, "--all", help="Every group."),
+         state: bool = typer.Option(False, "--state",
+                                    help="One line per group: coordinator, assignment "
+                                         "strategy, state and number of members."),
+         members: bool = typer.Option(False, "--members",
+                                      help="One line per member: id, host, client id and "
+                                           "number of partitions."),
+         verbose: bool = typer.Option(False, "--verbose",
+                                      help="With --members: each member's assignment too."),
          as_json: bool = typer.Option(False, "--json", help="JSON output."),
          bootstrap: str | None = bootstrap_option(),
          prop: list[str] = property_option(),
          command_config: Path | None = command_config_option()) -> None:
-    """Per partition: committed offset, log end offset and lag (plus the owning member)."""
+    """Per partition: committed offset, log end offset and lag (plus the owning member);
+    or, with --state / --members, the group's state or its members."""
     if not group and not all_groups:
         raise fail("give --group G (repeatable) or --all", 2)
     if group and all_groups:
         raise fail("give --group G (repeatable) or --all, not both", 2)
+    from kafkactl.cli import offsets_describe as od
+
+    rows_of = od.rows_of(state=state, members=members, verbose=verbose,
+                         offsets=group_offsets_rows)
 
     def go(client: KafkaClient, admin: GroupAdmin, simple: SimpleConsumer
            ) -> tuple[list[Any], list[str]]:
@@ -286,7 +326,7 @@ def show(group: list[str] = typer.Option([], "--group", "-G", "-g", help="Group 
         for g in names:
             # one group's failure is said, and the others are shown
             try:
-                rows.extend(group_offsets_rows(admin, simple, g))
+                rows.extend(rows_of(admin, simple, g))
             except GroupNotFound as e:
                 if not all_groups:  # (one --all listed a moment ago is gone since)
                     errors.append(str(e))
@@ -299,15 +339,10 @@ def show(group: list[str] = typer.Option([], "--group", "-G", "-g", help="Group 
     rows, errors = _run(bootstrap, prop, command_config, go)
     if as_json:
         typer.echo(json.dumps(rows, indent=1))
+    elif state or members:
+        od.print_rows(rows, state=state, verbose=verbose)
     elif rows:
-        table = _table("GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET",
-                       "LAG", "CONSUMER-ID", "HOST", "CLIENT-ID")
-        for r in rows:
-            table.add_row(r["group"], _dash(r["topic"]), _dash(r["partition"]),
-                          _dash(r["current_offset"]), _dash(r["log_end_offset"]),
-                          _dash(r["lag"]), _dash(r["consumer_id"]), _dash(r["host"]),
-                          _dash(r["client_id"]))
-        _print_table(table)
+        _print_offsets(rows)
     elif not errors:
         typer.echo("No committed offsets.", err=True)
     for e in errors:
@@ -316,106 +351,73 @@ def show(group: list[str] = typer.Option([], "--group", "-G", "-g", help="Group 
         raise typer.Exit(1)
 
 
-def plan_reset(client: KafkaClient, admin: GroupAdmin, simple: SimpleConsumer, group: str,
-               topics: list[tuple[str, list[int] | None]], spec: tuple[str, int]
-               ) -> dict[TopicPartition, int]:
-    from kafkactl.client.fetcher import EARLIEST, LATEST
-
-    committed = admin.fetch_offsets(group)
-    if topics:
-        cluster = client.ensure_topics(sorted({t for t, _ in topics}), allow_auto_create=False)
-        tps = []
-        for t, parts in topics:
-            known = sorted(cluster.topics[t].partitions)
-            for p in parts if parts is not None else known:
-                if p not in known:
-                    raise ValueError(f"topic {t} has no partition {p}")
-                tps.append((t, p))
-    else:
-        tps = sorted(tp for tp, o in committed.items() if o >= 0)
-        stale = missing_partitions(simple, tps)
-        if stale:  # a deleted topic's offsets: nothing to reset them to
-            _warn_stale(group, stale, "its committed offsets are not reset")
-            tps = [tp for tp in tps if tp not in stale]
-            if not tps:
-                raise ValueError(f"group {group!r} has committed offsets only of topics "
-                                 "that do not exist")
-    if not tps:
-        raise ValueError(f"group {group!r} has no committed offsets; name the partitions "
-                         "with --topic")
-    lo = {tp: v[0] for tp, v in simple.list_offsets({tp: EARLIEST for tp in tps}).items()}
-    hi = {tp: v[0] for tp, v in simple.list_offsets({tp: LATEST for tp in tps}).items()}
-    kind, value = spec
-    out: dict[TopicPartition, int] = {}
-    if kind == "datetime":
-        found = simple.list_offsets({tp: value for tp in tps})
-    for tp in tps:
-        if kind == "earliest":
-            new = lo[tp]
-        elif kind == "latest":
-            new = hi[tp]
-        elif kind == "offset":
-            new = value
-        elif kind == "shift":
-            cur = committed.get(tp, -1)
-            if cur < 0:
-                raise ValueError(f"{tp[0]}-{tp[1]} has no committed offset to shift")
-            new = cur + value
-        else:
-            new = found[tp][0] if found[tp][0] >= 0 else hi[tp]
-        out[tp] = _in_range(tp, new, lo[tp], hi[tp], warn=kind in ("offset", "shift"))
-    return out
-
-
-def _in_range(tp: TopicPartition, offset: int, lo: int, hi: int, *, warn: bool) -> int:
-    """`offset` clamped to the log, saying so as Kafka's checkOffsetsRange does (for an
-    offset given or shifted to)."""
-    if offset > hi:
-        if warn:
-            typer.echo(f"warning: New offset ({offset}) is higher than latest offset for "
-                       f"topic partition {tp[0]}-{tp[1]}. Value will be set to {hi}", err=True)
-        return hi
-    if offset < lo:
-        if warn:
-            typer.echo(f"warning: New offset ({offset}) is lower than earliest offset for "
-                       f"topic partition {tp[0]}-{tp[1]}. Value will be set to {lo}", err=True)
-        return lo
-    return offset
-
-
 @offsets_app.command("reset")
 def reset(group: str = typer.Option(..., "--group", "-G", "-g", help="The group."),
           topic: list[str] = typer.Option([], "--topic", "-t",
                                           help="T or T:P,P (repeatable); default: every "
                                                "partition the group has offsets for."),
+          all_topics: bool = typer.Option(False, "--all-topics",
+                                          help="Every partition the group has committed "
+                                               "offsets for (the default scope)."),
           to_earliest: bool = typer.Option(False, "--to-earliest",
                                            help="To each partition's earliest offset."),
           to_latest: bool = typer.Option(False, "--to-latest",
                                          help="To each partition's end offset."),
+          to_current: bool = typer.Option(False, "--to-current",
+                                          help="To the committed offset (the end offset "
+                                               "where none is committed)."),
           to_offset: int | None = typer.Option(None, "--to-offset",
                                                help="To this offset (clamped to the log)."),
           to_datetime: str | None = typer.Option(None, "--to-datetime",
                                                  help="YYYY-MM-DDTHH:mm:SS[.sss]"),
+          by_duration: str | None = typer.Option(None, "--by-duration", metavar="PnDTnHnMnS",
+                                                 help="To the offsets at now minus this "
+                                                      "ISO-8601 duration (e.g. PT1H30M)."),
           shift_by: int | None = typer.Option(None, "--shift-by", help="By N (negative: back)."),
+          from_file: Path | None = typer.Option(None, "--from-file", metavar="CSV",
+                                                dir_okay=False,
+                                                help="To the offsets of a CSV of "
+                                                     "TOPIC,PARTITION,OFFSET lines (what "
+                                                     "--export writes)."),
           execute: bool = typer.Option(False, "--execute",
                                        help="Commit the new offsets (default: dry run)."),
+          dry_run: bool = typer.Option(False, "--dry-run",
+                                       help="Only show the new offsets (the default)."),
+          export: bool = typer.Option(False, "--export",
+                                      help="Print the new offsets as CSV (TOPIC,PARTITION,"
+                                           "OFFSET, for --from-file) instead of a table."),
           as_json: bool = typer.Option(False, "--json", help="JSON output."),
           bootstrap: str | None = bootstrap_option(),
           prop: list[str] = property_option(),
           command_config: Path | None = command_config_option()) -> None:
     """Reset a group's offsets (dry run unless --execute; the group must be inactive)."""
+    from kafkactl.cli import offsets_reset_plan as rp
+
     specs = [s for s, on in (("earliest", to_earliest), ("latest", to_latest),
-                             ("offset", to_offset is not None),
+                             ("current", to_current), ("offset", to_offset is not None),
                              ("datetime", to_datetime is not None),
-                             ("shift", shift_by is not None)) if on]
+                             ("duration", by_duration is not None),
+                             ("shift", shift_by is not None),
+                             ("file", from_file is not None)) if on]
     if len(specs) != 1:
-        raise fail("give exactly one of --to-earliest, --to-latest, --to-offset N, "
-                   "--to-datetime ISO, --shift-by N", 2)
+        raise fail("give exactly one of --to-earliest, --to-latest, --to-current, "
+                   "--to-offset N, --to-datetime ISO, --by-duration PnDTnHnMnS, "
+                   "--shift-by N, --from-file CSV", 2)
+    for clash, why in (((execute, dry_run), "--execute and --dry-run"),
+                       ((export, as_json), "--export and --json"),
+                       ((all_topics, bool(topic)), "--all-topics and --topic"),
+                       ((from_file is not None, all_topics or bool(topic)),
+                        "--from-file (it names the partitions) and --topic / --all-topics")):
+        if all(clash):
+            raise fail(f"give only one of {why}", 2)
+    kind = specs[0]
     try:
         topics = [parse_topic_spec(t) for t in topic]
-        kind = specs[0]
         value = {"offset": to_offset, "shift": shift_by,
-                 "datetime": parse_datetime(to_datetime) if to_datetime else None}.get(kind)
+                 "datetime": parse_datetime(to_datetime) if to_datetime else None,
+                 "duration": rp.duration_timestamp(rp.parse_duration(by_duration))
+                 if by_duration else None}.get(kind)
+        plan_in = rp.read_plan_csv(from_file, group) if from_file is not None else None
     except typer.BadParameter as e:
         raise fail(str(e), 2) from None
 
@@ -425,7 +427,8 @@ def reset(group: str = typer.Option(..., "--group", "-G", "-g", help="The group.
             raise ValueError(f"Assignments can only be reset if the group '{group}' is "
                              f"inactive, but the current state is {state}. Stop its "
                              "consumers first.")
-        plan = plan_reset(client, admin, simple, group, topics, (kind, value or 0))
+        plan = rp.plan_reset(client, admin, simple, group, topics, (kind, value or 0),
+                             plan_in)
         errors = admin.commit_offsets(group, plan) if execute else {}
         return plan, errors
 
@@ -438,13 +441,15 @@ def reset(group: str = typer.Option(..., "--group", "-G", "-g", help="The group.
             {"topic": t, "partition": p, "new_offset": o,
              "error": error_name(failed[(t, p)]) if (t, p) in failed else None}
             for (t, p), o in sorted(plan.items())]}, indent=1))
+    elif export:
+        typer.echo(rp.export_csv(plan), nl=False)
     else:
         table = _table("GROUP", "TOPIC", "PARTITION", "NEW-OFFSET")
         for (t, p), o in sorted(plan.items()):
             table.add_row(group, t, str(p), str(o))
         _print_table(table)
-        if not execute:
-            typer.echo("Dry run: nothing was committed; add --execute to apply.", err=True)
+    if not execute and not as_json:
+        typer.echo("Dry run: nothing was committed; add --execute to apply.", err=True)
     _exit_on_errors(failed)
 
 

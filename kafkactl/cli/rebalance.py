@@ -158,10 +158,11 @@ def _group_rebalance(group: str, bootstrap: str | None, security: Any, *, as_jso
     from kafkactl.client.kafka_client import KafkaClient
     from kafkactl.protocol.errors import KafkaError
 
-    client = KafkaClient(bootstrap, client_id="kafkactl-rebalance", security=security)
+    client = KafkaClient(bootstrap, client_id=TRANSIENT_CLIENT_ID, security=security)
     admin = GroupAdmin(client)
     triggered = None
     was_rebalancing = False
+    settled = True
     try:
         desc = admin.describe_group(group)
         if desc.state == "Dead":
@@ -171,10 +172,14 @@ def _group_rebalance(group: str, bootstrap: str | None, security: Any, *, as_jso
             if desc.state in ("PreparingRebalance", "CompletingRebalance"):
                 typer.echo(f"Group {group} is rebalancing already ({desc.state}): waiting "
                            "for that rebalance to end.", err=True)
+            started = time.monotonic()
             triggered = admin.trigger_rebalance(desc, timeout)
             was_rebalancing = triggered is None
-            time.sleep(0.2)
-            desc = admin.describe_group(group)
+            # every member rejoined once within `took`; after kafkactl's member left they
+            # rejoin once more, on their next heartbeat (3 s by default) or poll
+            took = time.monotonic() - started
+            desc, settled = _settled(admin, group, started + min(
+                timeout, took + took + SETTLE_SLACK_S))
             plan = admin.range_plan(desc)
     except (ClientError, KafkaError, ValueError) as e:
         raise fail(str(e)) from None
@@ -190,7 +195,9 @@ def _group_rebalance(group: str, bootstrap: str | None, security: Any, *, as_jso
     if as_json:
         typer.echo(json.dumps({"group": group, "state": desc.state,
                                "protocol": desc.protocol, "triggered_generation": triggered,
-                               "members": rows}, indent=1))
+                               "settled": settled, "members": rows}, indent=1))
+        if not settled:
+            _say_unsettled(group, desc.state)
         return
     table = Table("MEMBER", "GROUP-INSTANCE-ID", "CLIENT-ID", "HOST", "SUBSCRIPTION",
                   "CURRENT", "RANGE",
@@ -201,13 +208,46 @@ def _group_rebalance(group: str, bootstrap: str | None, security: Any, *, as_jso
                       " ".join(r["current"]) or "-", " ".join(r["range"]) or "-")
     print_table(table)
     if triggered is not None:
-        typer.echo(f"Rebalance triggered: the group reached generation {triggered}.")
+        typer.echo(f"Rebalance triggered: the group reached generation {triggered}"
+                   + (", and is Stable again since kafkactl's member left (shown above)."
+                      if settled and desc.state == "Stable" else "."))
     elif was_rebalancing:
         typer.echo("The group was rebalancing already; that rebalance has ended.")
     elif trigger:
         typer.echo("Dry run: no rebalance was triggered.", err=True)
+    if not settled:
+        _say_unsettled(group, desc.state)
 
 
+def _settled(admin: Any, group: str, deadline: float) -> tuple[Any, bool]:
+    """The group once it has settled after a triggered rebalance, and whether it did by
+    `deadline`. kafkactl's transient member joined generation N and left, which starts one
+    more rebalance (the coordinator moves the group to PreparingRebalance before it answers
+    LeaveGroup): the group has settled when it is Stable (or Empty) without that member,
+    so in a generation after N, with the assignment its members synced."""
+    while True:
+        desc = admin.describe_group(group)
+        if desc.state in ("Stable", "Empty", "Dead") and not any(
+                m.client_id == TRANSIENT_CLIENT_ID and not m.subscription
+                for m in desc.members):
+            return desc, True
+        if time.monotonic() >= deadline:
+            return desc, False
+        time.sleep(min(0.1, max(deadline - time.monotonic(), 0)))
+
+
+def _say_unsettled(group: str, state: str) -> None:
+    typer.echo(f"warning: group {group} has not settled after the rebalance: it is still "
+               f"{state} (its members have not all rejoined since kafkactl's member left), "
+               "and the members are shown as they are now; `kafkactl rebalance -G "
+               f"{group}` shows them later", err=True)
+
+
+# how much longer than the triggered rebalance took the one after it (kafkactl's member
+# leaving) may take before the group is shown unsettled, with a warning
+SETTLE_SLACK_S = 10.0
+# the client id of kafkactl's connections here, and so of its transient member
+TRANSIENT_CLIENT_ID = "kafkactl-rebalance"
 # the longest rebalance timeout JoinGroup carries (an int32 of milliseconds)
 MAX_TIMEOUT_S = (2**31 - 1) // 1000
 # the shortest for --trigger: every member must rejoin, on its next heartbeat (3 s by
