@@ -145,6 +145,8 @@ BROKER_DEFAULTS.update({
     # new connections a second on all listeners but the inter-broker one (KIP-612; also
     # listener.name.<listener>.max.connection.creation.rate): Kafka's default, unbounded
     "max.connection.creation.rate": str(2**31 - 1),
+    # the log cleaner runs (Kafka's default); false: compacted topics are not cleaned
+    "log.cleaner.enable": "true",
 })
 
 

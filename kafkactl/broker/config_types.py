@@ -144,6 +144,7 @@ BROKER_KEY_TYPES: dict[str, KeyType] = {
     "compression.zstd.level": INT(-131072, 22),
     "unclean.leader.election.enable": BOOLEAN,
     # the log cleaner
+    "log.cleaner.enable": BOOLEAN,
     "log.cleaner.backoff.ms": LONG(0), "log.cleaner.threads": INT(0),
     "log.cleaner.dedupe.buffer.size": LONG(0), "log.cleaner.io.buffer.size": INT(0),
     "log.cleaner.io.buffer.load.factor": DOUBLE(),

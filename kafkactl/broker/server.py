@@ -585,9 +585,6 @@ class KafkaServer:
 
         self.log_cleaner = LogCleaner()
         self._tasks = [
-            loop.create_task(self.log_cleaner.run_periodically(
-                lambda: log_manager.logs.values(),
-                int(cfg.get("log.cleaner.backoff.ms") or 15000) / 1000)),
             loop.create_task(self._every(FLUSH_CHECK_INTERVAL_S, flush, "flush")),
             loop.create_task(self._every(
                 cfg.get_int("log.retention.check.interval.ms") / 1000, retention,
@@ -599,6 +596,13 @@ class KafkaServer:
                 cfg.get_int("producer.id.expiration.check.interval.ms") / 1000,
                 expire_producers, "producer id expiration")),
         ]
+        if cfg.get_bool("log.cleaner.enable"):
+            self._tasks.append(loop.create_task(self.log_cleaner.run_periodically(
+                lambda: log_manager.logs.values(),
+                int(cfg.get("log.cleaner.backoff.ms") or 15000) / 1000)))
+        else:  # (Kafka's: compacted topics, __consumer_offsets too, are not compacted)
+            log.warning("log.cleaner.enable=false: compacted topics (__consumer_offsets "
+                        "included) are not cleaned and grow without bound")
         if self.cluster is not None:
             max_lag = cfg.get_int("replica.lag.time.max.ms")
             self._tasks.append(loop.create_task(self._every(

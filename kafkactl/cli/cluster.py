@@ -89,6 +89,23 @@ def describe(
             typer.echo(f"  {name}: {','.join(map(str, parts))}")
 
 
+def _compacted(bootstrap: str | None, security: Any, topics: list[str]) -> set[str]:
+    """The topics whose cleanup.policy has compact (their replicas are compared by record:
+    each broker's cleaner rewrites its own copy at its own time)."""
+    from kafkactl.client.admin import AdminClient
+
+    admin = AdminClient(bootstrap, client_id="kafkactl-verify-replicas", security=security)
+    try:
+        out = set()
+        for t in topics:
+            entry = admin.describe_configs(t, ["cleanup.policy"]).get("cleanup.policy")
+            if entry is not None and "compact" in (entry.value or ""):
+                out.add(t)
+        return out
+    finally:
+        admin.close()
+
+
 @cluster_app.command("verify-replicas")
 def verify_replicas(
     topic: list[str] = typer.Option([], "--topic", "-t", help="Topic (repeatable; "
@@ -100,7 +117,9 @@ def verify_replicas(
 ) -> None:
     """Compare every replica's committed log (batch offsets and CRCs), from the largest
     log start offset among the replicas to the smallest high watermark, and report where
-    replicas differ (Kafka's ReplicaVerificationTool). Without --topic every topic is
+    replicas differ (Kafka's ReplicaVerificationTool); a compacted topic's replicas record
+    by record (each broker cleans its own copy: an offset one has cleaned away is no
+    divergence). Without --topic every topic is
     checked, internal ones (__consumer_offsets, __transaction_state) included. Exit 1 on
     any divergence or replica that cannot be read; a single-replica partition has nothing
     to compare (exit 0)."""
@@ -115,10 +134,12 @@ def verify_replicas(
         try:
             cluster = (client.ensure_topics(list(topic), allow_auto_create=False) if topic
                        else client.refresh_metadata(None))
-            checks = [verify_partition(client, name, p, list(part.replicas))
-                      for name, t in sorted(cluster.topics.items())
-                      if not topic or name in topic
-                      for p, part in sorted(t.partitions.items())]
+            names = sorted(n for n in cluster.topics if not topic or n in topic)
+            compacted = _compacted(bootstrap, security, names)
+            checks = [verify_partition(client, name, p, list(part.replicas),
+                                       compacted=name in compacted)
+                      for name in names
+                      for p, part in sorted(cluster.topics[name].partitions.items())]
         finally:
             client.close()
     except (ClientError, KafkaError, ValueError) as e:

@@ -3,10 +3,20 @@ each replica's committed batches from its own broker (Fetch with replica_id -2, 
 follower also answers), and compare their offsets and CRCs from the largest log start
 offset among them (every replica has what is compared: logs cut by retention or
 DeleteRecords start later than 0) up to the smallest high watermark among them. Reads batch
-headers only; the records stay undecoded."""
+headers only; the records stay undecoded.
+
+A compacted topic's replicas are cleaned each by its own broker's cleaner, at its own
+time: one may have dropped superseded records another still holds, and rewritten batches
+differ in boundaries and CRCs (a tombstone's delete horizon is stamped in its batch). So
+for those the records are compared instead: every offset present in every replica must hold
+the same record (timestamp, key, value, headers); an offset one replica cleaned away is
+no divergence.
+"""
 
 from __future__ import annotations
 
+import struct
+import zlib
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -14,6 +24,7 @@ from kafkactl.client.connection import BrokerConnection
 from kafkactl.client.kafka_client import KafkaClient
 from kafkactl.protocol.api_keys import ApiKey
 from kafkactl.protocol.errors import ErrorCode
+from kafkactl.record.batch import RecordBatch
 from kafkactl.record.memory_records import iter_batches
 
 DEBUGGING_CONSUMER_ID = -2
@@ -21,6 +32,7 @@ CHUNK_BYTES = 1 << 20
 PROBE_BYTES = 1  # the log start offset probe: one batch at most (the broker's minimum)
 
 Batch = tuple[int, int, int]  # base offset, last offset, CRC
+Digests = dict[int, int]  # offset -> CRC-32 of its record's content (compacted topics)
 
 
 class ReplicaReadError(Exception):
@@ -77,10 +89,27 @@ def _log_start(client: KafkaClient, broker: int, topic: str, partition: int) -> 
     raise ReplicaReadError(ErrorCode(code).name)
 
 
+def _digest(batch: Any, out: Digests) -> None:
+    """Each record of `batch` by offset: a CRC-32 of its timestamp, key, value and headers
+    (and whether it is a control record); a magic 0/1 entry by its message CRC."""
+    if not isinstance(batch, RecordBatch):
+        out[batch.base_offset] = getattr(batch, "crc", 0)
+        return
+    control = int(batch.is_control)
+    for r in batch:
+        h = zlib.crc32(struct.pack(">qBi", r.timestamp, control, len(r.headers)))
+        for part in (r.key, r.value, *(x for name, v in r.headers
+                                         for x in (name.encode(), v))):
+            h = zlib.crc32(b"\xff" if part is None else b"\x00%d:" % len(part), h)
+            if part is not None:
+                h = zlib.crc32(part, h)
+        out[r.offset] = h
+
+
 def _read_replica(client: KafkaClient, broker: int, topic: str, partition: int,
-                  start: int = 0) -> tuple[list[Batch], int]:
+                  start: int = 0, digests: Digests | None = None) -> tuple[list[Batch], int]:
     """(batches, high watermark) of one replica's committed log from offset `start` (the
-    batch holding `start` is the first)."""
+    batch holding `start` is the first); with `digests`, its records' digests too."""
     conn = client.connection(broker)
     offset, hw, out = start, -1, []
     while True:
@@ -94,6 +123,8 @@ def _read_replica(client: KafkaClient, broker: int, topic: str, partition: int,
             if b.last_offset < offset:
                 continue
             out.append((b.base_offset, b.last_offset, getattr(b, "crc", 0)))
+            if digests is not None:
+                _digest(b, digests)
             offset = b.last_offset + 1
             progressed = True
         if offset >= hw or not progressed:
@@ -109,7 +140,9 @@ def _why(e: Exception) -> str:
 
 
 def verify_partition(client: KafkaClient, topic: str, partition: int,
-                     replicas: list[int]) -> PartitionCheck:
+                     replicas: list[int], compacted: bool = False) -> PartitionCheck:
+    """Compare the replicas of one partition; `compacted` (cleanup.policy has compact):
+    by record, as the module doc says."""
     check = PartitionCheck(topic, partition, list(replicas))
     if check.single_replica:
         return check  # nothing to read: no other copy to compare it with
@@ -123,9 +156,13 @@ def verify_partition(client: KafkaClient, topic: str, partition: int,
         return check
     start = max(starts.values())  # every replica has the offsets from here
     logs: dict[int, tuple[list[Batch], int]] = {}
+    digests: dict[int, Digests] = {}
     for broker in starts:
         try:
-            logs[broker] = _read_replica(client, broker, topic, partition, start)
+            mine: Digests | None = {} if compacted else None
+            logs[broker] = _read_replica(client, broker, topic, partition, start, mine)
+            if mine is not None:
+                digests[broker] = mine
         except Exception as e:
             check.errors[broker] = _why(e)
     if len(logs) < 2:
@@ -137,10 +174,24 @@ def verify_partition(client: KafkaClient, topic: str, partition: int,
     views = {b: [x for x in batches if x[1] < upto] for b, (batches, _hw) in logs.items()}
     reference = next(iter(views.values()))
     check.batches = len(reference)
+    if compacted:
+        check.diverged_at = _first_record_difference(
+            [{o: d for o, d in mine.items() if start <= o < upto}
+             for b, mine in digests.items() if b in logs])
+        return check
     differences = [d for d in (_first_difference(reference, other)
                                for other in views.values()) if d is not None]
     check.diverged_at = min(differences) if differences else None
     return check
+
+
+def _first_record_difference(replicas: list[Digests]) -> int | None:
+    """The first offset every replica holds whose record is not the same in all (None:
+    they agree wherever they all hold one)."""
+    common = set.intersection(*(set(d) for d in replicas))
+    first = replicas[0]
+    wrong = [o for o in common if any(d[o] != first[o] for d in replicas[1:])]
+    return min(wrong) if wrong else None
 
 
 def _first_difference(a: list[Batch], b: list[Batch]) -> int | None:
