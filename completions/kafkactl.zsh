@@ -314,8 +314,8 @@ _kafkactl_spark_load() {
         '(-p --pattern)-p[Regex of topic names (fully matched).]:PATTERN: ' \
         '(-p --pattern)--pattern[Regex of topic names (fully matched).]:PATTERN: ' \
         '--commit-group[Commit end offsets to this consumer group (and start from its offsets) instead of the output'\''s offsets manifest.]:COMMIT_GROUP: ' \
-        '(--fail-on-data-loss --skip-data-loss)--fail-on-data-loss[Fail (exit 5) when a start offset was deleted, or skip what is gone. \[default\: fail-on-data-loss\]]' \
-        '(--fail-on-data-loss --skip-data-loss)--skip-data-loss[Fail (exit 5) when a start offset was deleted, or skip what is gone. \[default\: fail-on-data-loss\]]' \
+        '(--fail-on-data-loss --skip-data-loss)--fail-on-data-loss[Fail (exit 5) when offsets to load were deleted (or their topic), or skip what is gone. \[default\: fail-on-data-loss\]]' \
+        '(--fail-on-data-loss --skip-data-loss)--skip-data-loss[Fail (exit 5) when offsets to load were deleted (or their topic), or skip what is gone. \[default\: fail-on-data-loss\]]' \
         '--allow-empty[Exit 0 when a --topic does not exist or the --pattern matches no topic (default\: exit 6, nothing loaded).]' \
         '--max-records-per-partition[Split bigger ranges into tasks.]:MAX_RECORDS_PER_PARTITION: ' \
         '--partition-by[Output directories topic=T/partition=P, or topic=T/date=YYYY-MM-DD (the records'\'' UTC date) with '\''date'\''. \[default\: par...]:PARTITION_BY:(partition date)' \
@@ -643,6 +643,7 @@ _kafkactl_offsets_migrate() {
         '--overwrite[Also replace newer offsets the broker holds and take offsets past the log end or before the log start.]' \
         '--delete-source[After every partition of a group verified, delete its ZooKeeper offsets.]' \
         '--skip-deleted-topics[Offsets of a topic the broker does not have (deleted since\: Kafka left its ZooKeeper offsets) count as done, not migr...]' \
+        '--zookeeper-timeout[How long ZooKeeper may not answer a request (retried across lost connections) before the run stops, saying how far it...]:SECONDS: ' \
         '--json[JSON output.]' \
         '(-b --bootstrap-server)-b[Broker(s) host\:port\[,host\:port\]; default\: bootstrap.servers of --command-config, else $KAFKACTL_BOOTSTRAP, else 127.0...]:BOOTSTRAP: ' \
         '(-b --bootstrap-server)--bootstrap-server[Broker(s) host\:port\[,host\:port\]; default\: bootstrap.servers of --command-config, else $KAFKACTL_BOOTSTRAP, else 127.0...]:BOOTSTRAP: ' \

@@ -44,6 +44,10 @@ def migrate(
         help="Offsets of a topic the broker does not have (deleted since: Kafka left its "
              "ZooKeeper offsets) count as done, not migrated; not when the broker has no "
              "topic of the group at all."),
+    zookeeper_timeout: float = typer.Option(
+        30.0, "--zookeeper-timeout", metavar="SECONDS", min=0.1,
+        help="How long ZooKeeper may not answer a request (retried across lost "
+             "connections) before the run stops, saying how far it got; default 30."),
     as_json: bool = typer.Option(False, "--json", help="JSON output."),
     bootstrap: str | None = bootstrap_option(),
     prop: list[str] = property_option(),
@@ -54,7 +58,7 @@ def migrate(
     from kafkactl.client.consumer import SimpleConsumer
     from kafkactl.client.errors import ClientError
     from kafkactl.client.group.group_admin import GroupAdmin
-    from kafkactl.cluster import consumer_registry, zk_paths
+    from kafkactl.cluster import zk_paths
     from kafkactl.cluster import zookeeper as zkconn
     from kafkactl.protocol.errors import KafkaError
 
@@ -64,27 +68,40 @@ def migrate(
         raise fail("--dry-run deletes nothing: drop --delete-source or --dry-run", 2)
     security = client_security(prop, command_config)
     zk = connect_existing_chroot(zookeeper, require=zk_paths.CONSUMERS)
+    stopped: str | None = None
+    zookeeper_stalled = False
     try:
-        groups = (consumer_registry.groups(zk) if all_groups
-                  else list(dict.fromkeys(group)))
         simple = SimpleConsumer(bootstrap, client_id="kafkactl-offsets-migrate",
                                 security=security)
         try:
-            results = migration.migrate(zk, GroupAdmin(simple.client), simple, groups,
-                                        dry_run=dry_run, overwrite=overwrite,
-                                        delete_source=delete_source,
-                                        skip_deleted_topics=skip_deleted_topics)
+            # each group is printed as soon as it is done: a long run that stops still
+            # says what it did (JSON: one document, at the end)
+            results = migration.migrate(
+                zk, GroupAdmin(simple.client), simple,
+                None if all_groups else list(dict.fromkeys(group)),
+                dry_run=dry_run, overwrite=overwrite, delete_source=delete_source,
+                skip_deleted_topics=skip_deleted_topics,
+                on_result=None if as_json else lambda r: _render_now(r, dry_run),
+                zookeeper_timeout_s=zookeeper_timeout,
+                zookeeper_name=f"ZooKeeper at {zookeeper}")
+        except migration.MigrationStopped as e:
+            results, stopped, zookeeper_stalled = e.done, str(e), e.zookeeper
         finally:
             simple.close()
     except (ClientError, KafkaError) as e:
         raise fail(str(e)) from None
     finally:
-        zkconn.close(zk)
+        if zookeeper_stalled:  # (a graceful close would wait for the server too)
+            _close_within(zk, 1.0)
+        else:
+            zkconn.close(zk)
     if as_json:
-        typer.echo(json.dumps({"dry_run": dry_run, "groups": [_doc(r) for r in results]},
-                              indent=1))
-    else:
-        _render(results, dry_run)
+        doc: dict[str, Any] = {"dry_run": dry_run, "groups": [_doc(r) for r in results]}
+        if stopped is not None:
+            doc["error"] = stopped
+        typer.echo(json.dumps(doc, indent=1))
+    if stopped is not None:
+        raise fail(stopped)
     if not all(r.error is None and all(row.ok for row in r.rows) for r in results):
         raise typer.Exit(1)
 
@@ -93,6 +110,8 @@ def connect_existing_chroot(zookeeper: str, require: str | None = None) -> Any:
     """A kazoo client for a `--zookeeper` option whose chroot exists (a mistyped one is not
     created) and has `require` under it (consumer_registry.connect_existing), or a one-line
     error (exit 1)."""
+    from kazoo.exceptions import KazooException
+
     from kafkactl.cluster import consumer_registry
     from kafkactl.cluster.zookeeper import ZooKeeperUnavailable
 
@@ -100,6 +119,21 @@ def connect_existing_chroot(zookeeper: str, require: str | None = None) -> Any:
         return consumer_registry.connect_existing(zookeeper, require=require)
     except (ZooKeeperUnavailable, ValueError) as e:
         raise fail(str(e)) from None
+    except KazooException as e:  # (lost again right after connecting)
+        raise fail(f"ZooKeeper at {zookeeper} ({type(e).__name__}): it did not answer "
+                   "after the connection was made") from None
+
+
+def _close_within(zk: Any, seconds: float) -> None:
+    """Close the kazoo client, waiting at most `seconds`: a server that stopped answering
+    would hold a graceful close for its connect timeout (kazoo's threads are daemons)."""
+    import threading
+
+    from kafkactl.cluster import zookeeper as zkconn
+
+    closing = threading.Thread(target=zkconn.close, args=(zk,), daemon=True)
+    closing.start()
+    closing.join(seconds)
 
 
 def _none_if_negative(offset: int) -> int | None:
@@ -107,12 +141,21 @@ def _none_if_negative(offset: int) -> int | None:
 
 
 def _doc(r: GroupResult) -> dict[str, Any]:
-    return {"group": r.group, "error": r.error, "partitions": [
+    return {"group": r.group, "error": r.error, "warning": r.warning, "partitions": [
         {"topic": x.topic, "partition": x.partition, "znode": x.path,
          "zookeeper": x.zookeeper, "broker_before": _none_if_negative(x.broker_before),
          "broker_after": _none_if_negative(x.broker_after),
          "status": x.status, "note": x.note, "deleted_from_zookeeper": x.deleted}
         for x in r.rows]}
+
+
+def _render_now(result: GroupResult, dry_run: bool) -> None:
+    """One group's report, out at once (not left in a buffer)."""
+    from kafkactl.cli._output import StdoutClosed, flush_stdout
+
+    _render([result], dry_run)
+    if not flush_stdout():
+        raise StdoutClosed
 
 
 def _render(results: list[GroupResult], dry_run: bool) -> None:
@@ -137,5 +180,7 @@ def _render(results: list[GroupResult], dry_run: bool) -> None:
         nothing = "nothing to migrate" + (f" ({r.note})" if r.note else "")
         if summary or not r.error:  # (a group that is not there: its error alone)
             typer.echo(f"group {r.group}: {summary or nothing}")
+        if r.warning:
+            typer.echo(f"warning: group {r.group}: {r.warning}", err=True)
         if r.error:
             typer.echo(f"error: group {r.group}: {r.error}", err=True)

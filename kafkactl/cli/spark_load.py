@@ -133,14 +133,15 @@ def driver_runs_here(confs: list[str]) -> bool:
 
 
 def check_local_broker(servers: str, security: dict[str, str],
-                       topics: list[str] | None = None) -> None:
+                       topics: list[str] | None = None,
+                       commit_group: str | None = None) -> None:
     """With a local master the driver runs here: a broker it cannot reach (or that refuses
-    the credentials, or a --topic to them) fails now, not after the JVM started (~5 s),
-    with the driver's line and exit code."""
+    the credentials, or a --topic to them), or a --commit-group with active members, fails
+    now, not after the JVM started (~5 s), with the driver's line and exit code."""
     from kafkactl.spark import load
 
     try:
-        load.check_broker(servers, security, topics or ())
+        load.check_broker(servers, security, topics or (), commit_group)
     except Exception as e:  # noqa: BLE001 - mapped to one line and an exit code
         reason, code = load.failure(e)
         typer.echo(f"kafkactl spark-load: error: {reason}", err=True)
@@ -188,7 +189,8 @@ def register(app: typer.Typer) -> None:
             "start from its offsets) instead of the output's offsets manifest."),
         fail_on_data_loss: bool = typer.Option(
             True, "--fail-on-data-loss/--skip-data-loss",
-            help="Fail (exit 5) when a start offset was deleted, or skip what is gone."),
+            help="Fail (exit 5) when offsets to load were deleted (or their topic), or "
+            "skip what is gone."),
         allow_empty: bool = typer.Option(
             False, "--allow-empty", help="Exit 0 when a --topic does not exist or the "
             "--pattern matches no topic (default: exit 6, nothing loaded)."),
@@ -225,10 +227,12 @@ def register(app: typer.Typer) -> None:
 
         Exit codes: 0 loaded (or nothing new), 1 the Spark job failed,
         2 bad arguments, 3 broker unreachable (or refusing the credentials),
-        4 output not writable (or locked by another loader), 5 offsets out of
-        range (with --fail-on-data-loss), 6 nothing to load from: a --topic
-        that does not exist or a --pattern that matches no topic (without
-        --allow-empty).
+        4 output not writable (or locked by another loader, or a
+        --commit-group with active members), 5 data lost or damaged: offsets
+        out of range or a topic deleted while it was read (with
+        --fail-on-data-loss), or a batch that fails its CRC check, 6 nothing
+        to load from: a --topic that does not exist or a --pattern that
+        matches no topic (without --allow-empty).
         """
         if bool(topic) == bool(pattern):
             raise fail("give either --topic (repeatable) or --pattern", 2)
@@ -264,7 +268,7 @@ def register(app: typer.Typer) -> None:
         if master.startswith("local") or driver_runs_here(conf):
             check_output(output)
         if master.startswith("local"):
-            check_local_broker(servers, security, topic)
+            check_local_broker(servers, security, topic, commit_group)
         with tempfile.TemporaryDirectory(prefix="kafkactl-spark-load-") as tmp:
             status = Path(tmp) / "status"
             if security:  # a file only this user reads, not the command line

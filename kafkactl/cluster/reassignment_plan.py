@@ -243,12 +243,14 @@ def plan_reassignment(assignments: Mapping[str, Mapping[int, Sequence[int]]],
             shown = ", ".join(map(str, sorted(live))) or "none"
             lowering = (f"its replication factor is {rf}" if replication_factor is None else
                         f"replication factor {rf} was asked for")
+            why = ("that would lower its replication factor" if replication_factor is None
+                   else "a partition cannot have more replicas than live brokers")
             plan.refused[name] = (
                 f"topic {name!r}: {lowering} but only {len(live)} broker(s) are live "
-                f"({shown}); it is not planned (that would lower its replication factor): "
-                "start the missing brokers"
+                f"({shown}); it is not planned ({why}): start the missing brokers"
                 + (", or lower it on purpose with --replication-factor"
-                   if replication_factor is None else ""))
+                   if replication_factor is None else
+                   f", or ask for {len(live)} or fewer"))
             continue
         _plan_topic(name, parts, live, rf, plan)
     return plan

@@ -12,10 +12,13 @@ the last stable offset, so an open transaction's records wait for a later run.
 
 Exit codes: 0 loaded (or nothing new), 1 the Spark job failed, 2 bad arguments, 3 broker
 unreachable (or refusing the credentials), 4 output not writable (or locked by another
-loader), 5 offsets out of range (without --skip-data-loss), 6 nothing to load from: a
---topic that does not exist or a --pattern that matches no topic (without --allow-empty).
-A failure prints one line `kafkactl spark-load: error: ...` (written to --status-file
-instead when one is given: the caller prints it).
+loader, or a --commit-group with active members), 5 data lost or damaged: offsets out of
+range or a topic deleted while it was read (without --skip-data-loss), or a batch that
+fails its CRC check (always), 6 nothing to load from: a --topic that does not exist or a
+--pattern that matches no topic (without --allow-empty). A failure prints one line
+`kafkactl spark-load: error: ...` (written to --status-file instead when one is given: the
+caller prints it); Spark's own ERROR log of the failed tasks is kept off the terminal
+(QUIET_LOGGERS).
 """
 
 from __future__ import annotations
@@ -41,7 +44,7 @@ from kafkactl.client.errors import (  # noqa: E402
     NoBrokersAvailable,
 )
 from kafkactl.client.security import SECURITY_KEYS, ClientSecurity  # noqa: E402
-from kafkactl.protocol.errors import KafkaError  # noqa: E402
+from kafkactl.protocol.errors import ErrorCode, KafkaError, error_name  # noqa: E402
 from kafkactl.spark.manifest import OutputDir, OutputError, StagedRun, new_run_id  # noqa: E402
 from kafkactl.spark.options import (  # noqa: E402
     DATA_LOSS_HINT,
@@ -52,6 +55,12 @@ from kafkactl.spark.options import (  # noqa: E402
     UnauthorizedTopicError,
     UnknownTopicError,
     security_from,
+)
+from kafkactl.spark.partition_reader import (  # noqa: E402
+    CHECK_CRCS_HINT,
+    DamagedDataError,
+    FetchRefusedError,
+    TopicDeletedError,
 )
 from kafkactl.spark.planner import resolve_offsets, topic_partitions  # noqa: E402
 
@@ -65,6 +74,20 @@ GROUP_METADATA = "kafkactl-spark-load"
 # Fault injection for the tests of the commit protocol: crash (SIGKILL) at this point.
 CRASH_ENV = "KAFKACTL_SPARK_LOAD_CRASH_AT"
 CRASH_POINTS = ("staged", "committed", "published-one")
+# The states of a group --commit-group may commit to (kafka-consumer-groups' "inactive"
+# groups: no member whose own commits the loader's would overwrite, or be overwritten by;
+# a group that does not exist is Dead)
+INACTIVE_GROUP_STATES = ("Empty", "Dead")
+# What OffsetCommit answers a commit without a generation when the group has members
+GROUP_ACTIVE_CODES = frozenset({ErrorCode.UNKNOWN_MEMBER_ID, ErrorCode.ILLEGAL_GENERATION,
+                                ErrorCode.REBALANCE_IN_PROGRESS, ErrorCode.FENCED_INSTANCE_ID})
+# Spark's loggers that log a failed task's exception with its Java stack trace (each task
+# several times over): the loader reports the failure itself, in one line. Turned off in
+# the loader's session (the driver; with a local master the executors too).
+QUIET_LOGGERS = ("org.apache.spark.executor.Executor",
+                 "org.apache.spark.scheduler.TaskSetManager",
+                 "org.apache.spark.sql.execution.datasources.FileFormatWriter",
+                 "org.apache.spark.util.Utils")
 
 log = logging.getLogger("kafkactl.spark")
 
@@ -149,6 +172,28 @@ def group_offsets(bootstrap: str, group: str, tps: list[TopicPartition] | None,
     return {tp: off for tp, off in got.items() if off >= 0}
 
 
+def check_commit_group(bootstrap: str, group: str,
+                       security: ClientSecurity | None = None) -> None:
+    """Refuse (LoadError, exit 4) a --commit-group that has active members, before any
+    record is read: the loader commits without a generation, which the coordinator refuses
+    (UNKNOWN_MEMBER_ID) while the group has members, and which would fight their own
+    commits. kafka-consumer-groups refuses to reset such a group's offsets the same way."""
+    from kafkactl.client.group.group_admin import GroupAdmin
+    from kafkactl.client.kafka_client import KafkaClient
+
+    client = KafkaClient(bootstrap, client_id="kafkactl-spark-load", security=security)
+    try:
+        desc = GroupAdmin(client).describe_group(group)
+    finally:
+        client.close()
+    if desc.state not in INACTIVE_GROUP_STATES:
+        members = len(desc.members)
+        raise LoadError(EXIT_OUTPUT, f"--commit-group {group}: offsets can only be committed "
+                        f"if the group '{group}' is inactive, but the current state is "
+                        f"{desc.state} ({members} member{'' if members == 1 else 's'}). "
+                        "Stop its consumers first, or use another group; nothing loaded")
+
+
 def commit_group(bootstrap: str, group: str, offsets: dict[TopicPartition, int],
                  run: str, security: ClientSecurity | None = None) -> None:
     from kafkactl.client.group.group_admin import GroupAdmin
@@ -162,8 +207,19 @@ def commit_group(bootstrap: str, group: str, offsets: dict[TopicPartition, int],
         client.close()
     bad = {tp: c for tp, c in errors.items() if c}
     if bad:
-        raise LoadError(EXIT_FAILED, f"committing offsets to group {group!r} failed: "
-                        + ", ".join(f"{t}-{p}: error {c}" for (t, p), c in sorted(bad.items())))
+        codes = set(bad.values())
+        why, code = "", EXIT_FAILED
+        if codes <= GROUP_ACTIVE_CODES:
+            why, code = (f"; the group '{group}' got active members during the run (it must "
+                         "be inactive: stop its consumers first, or use another group)",
+                         EXIT_OUTPUT)
+        elif all(error_name(c).endswith("_AUTHORIZATION_FAILED") for c in codes):
+            code = EXIT_BROKER
+        raise LoadError(code, f"committing offsets to group {group!r} failed: "
+                        + ", ".join(f"{t}-{p}: {error_name(c)} (error {c})"
+                                    for (t, p), c in sorted(bad.items()))
+                        + why + ("; nothing committed" if len(bad) == len(errors)
+                                 else "; the other partitions' offsets were committed"))
 
 
 # -- the run ------------------------------------------------------------------------------------
@@ -282,7 +338,23 @@ def spark_session() -> Any:
     spark = (SparkSession.builder.appName("kafkactl-spark-load")
              .config("spark.ui.showConsoleProgress", "false").getOrCreate())
     spark.sparkContext.setLogLevel("ERROR")
+    quiet_task_failures(spark)
     return spark
+
+
+def quiet_task_failures(spark: Any) -> None:
+    """Turn QUIET_LOGGERS off: a failed task's error (a data loss, a damaged batch, a
+    broker gone) is otherwise logged with its Java stack trace by each of them, hundreds
+    of lines before the loader's own one-line reason. (Spark 4 logs with log4j2; with
+    another logging backend nothing changes.)"""
+    import contextlib
+
+    jvm = spark.sparkContext._jvm
+    with contextlib.suppress(Exception):  # py4j: no such class (not log4j2)
+        configurator = jvm.org.apache.logging.log4j.core.config.Configurator
+        off = jvm.org.apache.logging.log4j.Level.OFF
+        for name in QUIET_LOGGERS:
+            configurator.setLevel(name, off)
 
 
 def write_staging(spark: Any, args: argparse.Namespace, out: OutputDir,
@@ -332,6 +404,7 @@ def run(args: argparse.Namespace, spark: Any = None,
     t0 = time.monotonic()
     with out.locked():
         if args.commit_group:
+            check_commit_group(args.bootstrap, args.commit_group, security)
             committed = group_offsets(args.bootstrap, args.commit_group, None, security)
         else:
             committed = out.committed_offsets()
@@ -397,6 +470,12 @@ def failure(e: Exception) -> tuple[str, int]:
         return f"{e.code.name}: {e}", EXIT_BROKER  # e.g. --commit-group's group
     if isinstance(e, OutputError):
         return str(e), EXIT_OUTPUT
+    if isinstance(e, DamagedDataError):
+        return damaged_line(str(e)), EXIT_DATA_LOSS
+    if isinstance(e, FetchRefusedError):
+        return refused_line(str(e))
+    if isinstance(e, TopicDeletedError):
+        return f"data loss: {loader_hint(str(e))}", EXIT_DATA_LOSS
     if isinstance(e, DataLossError):
         return f"offsets out of range: {loader_hint(str(e))}", EXIT_DATA_LOSS
     if isinstance(e, OptionError):
@@ -405,11 +484,13 @@ def failure(e: Exception) -> tuple[str, int]:
 
 
 def check_broker(bootstrap: str, security_properties: dict[str, str],
-                 topics: Sequence[str] = ()) -> None:
+                 topics: Sequence[str] = (), commit_group: str | None = None) -> None:
     """Connect (and authenticate) to the bootstrap servers as the driver will, and ask for
     the metadata of `topics` (a --topic list): raises what `failure` maps to exit 3 (2 for
     a bad security property), UnauthorizedTopicError for a topic these credentials may not
-    Describe. (A topic that does not exist is left to the driver: --allow-empty.)"""
+    Describe; and a LoadError (exit 4) for a `commit_group` with active members
+    (check_commit_group). (A topic that does not exist is left to the driver:
+    --allow-empty.)"""
     from kafkactl.client.kafka_client import KafkaClient
     from kafkactl.spark.planner import refuse_unauthorized
 
@@ -421,6 +502,8 @@ def check_broker(bootstrap: str, security_properties: dict[str, str],
             refuse_unauthorized(client.refresh_metadata(list(topics)).topics, topics)
     finally:
         client.close()
+    if commit_group:
+        check_commit_group(bootstrap, commit_group, security_from(security_properties))
 
 
 def loader_hint(message: str) -> str:
@@ -429,11 +512,25 @@ def loader_hint(message: str) -> str:
     return message if at < 0 else f"{message[:at]}; {SKIP_HINT}"
 
 
+def damaged_line(message: str) -> str:
+    """A damaged data message (DamagedDataError) as the loader says it: without the data
+    source's kafka.check.crcs hint (the loader has no such option)."""
+    at = message.find("; " + CHECK_CRCS_HINT)
+    return f"{message if at < 0 else message[:at]}; nothing loaded"
+
+
+def refused_line(message: str) -> tuple[str, int]:
+    """(reason, exit code) of a FetchRefusedError: the broker answered an error code; exit 3
+    for an authorization failure (refused credentials), else 1."""
+    return message, EXIT_BROKER if "_AUTHORIZATION_FAILED (" in message else EXIT_FAILED
+
+
 # The Python errors a failed Spark job's text may relay (a traceback from a Python worker:
 # the data source's reader, planned again in a worker, or a task), by class name: the
 # prefix of the loader's line and the exit code.
 PYTHON_ERRORS = {
     "DataLossError": ("offsets out of range: ", EXIT_DATA_LOSS),
+    "TopicDeletedError": ("data loss: ", EXIT_DATA_LOSS),
     "FetchError": ("broker unreachable: ", EXIT_BROKER),
     "NoBrokersAvailable": ("broker unreachable: ", EXIT_BROKER),
     "KafkaConnectionError": ("broker unreachable: ", EXIT_BROKER),
@@ -483,6 +580,11 @@ def task_failure(e: Exception) -> tuple[str, int]:
         first = lines[0] if lines else ""
         return f"load failed: {type(e).__name__}: {first[:MAX_REASON]}", EXIT_FAILED
     name, message = found
+    if name == DamagedDataError.__name__:
+        return damaged_line(message)[:MAX_REASON], EXIT_DATA_LOSS
+    if name == FetchRefusedError.__name__:
+        reason, code = refused_line(message)
+        return reason[:MAX_REASON], code
     known = PYTHON_ERRORS.get(name)
     if known is not None:
         prefix, code = known

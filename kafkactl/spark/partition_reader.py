@@ -3,7 +3,9 @@
 A range is complete only when every offset in [start, end) has been fetched: a broker that
 dies, a log that ends early or a leader that moved past the range's start makes the task
 fail (Spark retries it), never end short. The one exception is failOnDataLoss=false, which
-skips deleted records with a warning, as Spark's connector does.
+skips deleted records (and a deleted topic's) with a warning, as Spark's connector does.
+Damaged data (a batch that fails its CRC check) fails the task whatever failOnDataLoss
+says, as Kafka's consumer raises CorruptRecordException: DamagedDataError.
 """
 
 from __future__ import annotations
@@ -25,10 +27,13 @@ from kafkactl.client.errors import (
 from kafkactl.client.fetcher import (
     EARLIEST,
     LATEST,
+    CorruptFetchError,
     PartitionFetch,
     parse_fetch_response,
     uniform_columns,
 )
+from kafkactl.protocol.errors import ErrorCode, error_name
+from kafkactl.record.errors import RecordError
 from kafkactl.spark.options import DATA_LOSS_HINT, DataLossError, ReadOptions
 from kafkactl.spark.planner import OffsetRange
 
@@ -40,7 +45,33 @@ SHORT_LOG_RETRIES = 5
 
 
 class FetchError(ClientError):
-    """A Fetch for a range failed in a way a retry of the task may fix (or not)."""
+    """A Fetch for a range failed in a way a retry of the task may fix (or not): the
+    leader could not be reached for kafkaConsumer.pollTimeoutMs."""
+
+
+class FetchRefusedError(FetchError):
+    """The leader answers the range's Fetch with an error code (named in the message, as
+    ErrorCode names it) that no retry fixes, or for kafkaConsumer.pollTimeoutMs: the
+    broker is reachable, it refuses."""
+
+
+class DamagedDataError(ClientError):
+    """The range's data is damaged: a batch that fails its CRC check, a record that does
+    not decode, a batch header that cannot be framed, or the leader's CORRUPT_MESSAGE.
+    The message names the topic, partition and offset. Not data loss: failOnDataLoss=false
+    does not skip it (Kafka's consumer raises CorruptRecordException)."""
+
+
+class TopicDeletedError(DataLossError):
+    """The topic was deleted while its range was read (failOnDataLoss=true)."""
+
+
+CHECK_CRCS_HINT = "kafka.check.crcs=false reads it unchecked"
+
+
+class _TopicGone(Exception):
+    """The range's topic (or partition) is not in the cluster's metadata any more (an
+    internal signal of RangeReader: it ends the range or raises TopicDeletedError)."""
 
 
 def arrow_schema(include_headers: bool = True) -> Any:
@@ -116,12 +147,32 @@ def records_of(pf: PartitionFetch, start: int, end: int,
     keys: list[Any] = []
     values: list[Any] = []
     headers: list[Any] = []
+    try:
+        _take(pf, start, end, check_crcs, offsets, timestamps, tstypes, keys, values,
+              headers)
+    except CorruptFetchError as e:  # a header that cannot be framed
+        raise DamagedDataError(f"topic {pf.topic} partition {pf.partition}: damaged data "
+                               f"at offset {e.offset}: {e}") from None
+    except RecordError as e:  # a record that does not decode
+        at = max(offsets[-1] + 1 if offsets else start, start)
+        raise DamagedDataError(f"topic {pf.topic} partition {pf.partition}: damaged record "
+                               f"at offset {at}: {e}") from None
+    return offsets, timestamps, tstypes, keys, values, headers
+
+
+def _take(pf: PartitionFetch, start: int, end: int, check_crcs: bool,
+          offsets: list[int], timestamps: list[int], tstypes: list[int], keys: list[Any],
+          values: list[Any], headers: list[Any]) -> None:
+    """records_of's loop: appends the columns of the records in [start, end)."""
     for b in pf.batches():
         if b.base_offset >= end:
             break
         if check_crcs and not b.is_valid():
-            raise FetchError(f"CRC mismatch in the batch at offset {b.base_offset} of "
-                             f"{pf.topic}-{pf.partition}")
+            first = max(b.base_offset, start)
+            raise DamagedDataError(
+                f"topic {pf.topic} partition {pf.partition}: damaged batch at offset "
+                f"{b.base_offset} (CRC mismatch): nothing from offset {first} on can be "
+                f"read; {CHECK_CRCS_HINT}")
         tstype = int(b.timestamp_type)
         fast = uniform_columns(b, start)
         if fast is not None:  # null keys, no headers, contiguous offsets, one timestamp
@@ -147,7 +198,6 @@ def records_of(pf: PartitionFetch, start: int, end: int,
             keys.append(r.key)
             values.append(r.value)
             headers.append(r.headers)
-    return offsets, timestamps, tstypes, keys, values, headers
 
 
 class RangeReader:
@@ -171,6 +221,8 @@ class RangeReader:
         node = self.sc._leaders([self.tp])
         leader = next(iter(node))
         if leader < 0:
+            if self._topic_gone():
+                raise _TopicGone()
             raise KafkaConnectionError(f"no leader for {self.tp[0]}-{self.tp[1]}")
         conn, req = self.sc.send_fetch(leader, {self.tp: offset})
         self._pending = (conn, req, offset)
@@ -193,15 +245,37 @@ class RangeReader:
         first = self.sc.list_offsets({self.tp: EARLIEST})[self.tp][0]
         return first, self.sc.list_offsets({self.tp: LATEST})[self.tp][0]
 
-    def _missing(self, pos: int, message: str) -> None:
+    def _topic_gone(self) -> bool:
+        """Whether the range's topic-partition is absent from the metadata, asked again
+        now (a broker answers UNKNOWN_TOPIC_OR_PARTITION for a partition it does not
+        lead or host yet too: only the metadata says the topic is gone)."""
+        t, p = self.tp
+        tm = self.sc.client.refresh_metadata([t]).topics.get(t)
+        return (tm is None or tm.error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                or (not tm.error_code and p not in tm.partitions))
+
+    def _missing(self, pos: int, message: str,
+                 error: type[DataLossError] = DataLossError) -> None:
         t, p = self.tp
         text = (f"topic {t} partition {p}: offsets {pos}..{self.rng.end - 1} of the planned "
                 f"range {self.rng.start}..{self.rng.end - 1} cannot be read: {message}")
         if self.ro.fail_on_data_loss:
-            raise DataLossError(f"{text}; {DATA_LOSS_HINT} them")
+            raise error(f"{text}; {DATA_LOSS_HINT} them")
         log.warning("%s; skipped (failOnDataLoss=false)", text)
 
-    # C901: the read loop's exits (end, data loss, poll timeout, no progress) together
+    def _deleted(self, pos: int) -> None:
+        """The topic was deleted: data loss (Spark's connector: failOnDataLoss covers a
+        deleted topic), the range ends here (what was read is kept) or the task fails."""
+        self._missing(pos, f"the topic {self.tp[0]} was deleted", TopicDeletedError)
+
+    def _refused(self, pos: int, code: int, detail: str = "") -> FetchRefusedError:
+        t, p = self.tp
+        return FetchRefusedError(
+            f"reading {t}-{p} at offset {pos} (range {self.rng.start}..{self.rng.end - 1}): "
+            f"the broker answers {error_name(code)} (error code {code}){detail}")
+
+    # C901: the read loop's exits (end, data loss, a deleted topic, damage, broker error
+    # codes, poll timeout, no progress) together
     def batches(self) -> Iterator[Any]:  # noqa: C901
         t, p = self.tp
         pos, end = self.rng.start, self.rng.end
@@ -212,6 +286,9 @@ class RangeReader:
             while pos < end:
                 try:
                     pf = self._receive(pos)
+                except _TopicGone:
+                    self._deleted(pos)
+                    return
                 except (KafkaConnectionError, KafkaTimeoutError, NoBrokersAvailable) as e:
                     self._pending = None
                     self.sc.client.cluster.invalidate(t)
@@ -238,17 +315,26 @@ class RangeReader:
                     self.sc.client.cluster.invalidate(t)  # a stale leader? ask again
                     time.sleep(self.sc.client.retry_backoff)
                     continue
+                if code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION and self._topic_gone():
+                    self._deleted(pos)
+                    return
                 if code in STALE_LEADER:
                     self.sc.client.cluster.invalidate(t)
                     if time.monotonic() - last_progress > timeout:
-                        raise FetchError(f"reading {t}-{p} at offset {pos}: broker error "
-                                         f"code {code} for {timeout:.0f} s")
+                        raise self._refused(pos, code, f" for {timeout:.0f} s")
                     time.sleep(self.sc.client.retry_backoff)
                     continue
+                if code == ErrorCode.CORRUPT_MESSAGE:  # the leader's log is damaged there
+                    raise DamagedDataError(f"topic {t} partition {p}: damaged data at offset "
+                                           f"{pos}: the broker answers CORRUPT_MESSAGE (its "
+                                           "log is damaged at that offset)")
                 if code:
-                    raise FetchError(f"reading {t}-{p} at offset {pos}: broker error code "
-                                     f"{code}")
-                nxt = pf.next_offset()
+                    raise self._refused(pos, code)
+                try:
+                    nxt = pf.next_offset()
+                except CorruptFetchError as e:  # a header that cannot be framed, at pos
+                    raise DamagedDataError(f"topic {t} partition {p}: damaged data at offset "
+                                           f"{e.offset}: {e}") from None
                 if nxt <= pos:
                     empty += 1
                     if 0 <= pf.high_watermark <= pos:  # the log ends before the range does:
@@ -266,7 +352,8 @@ class RangeReader:
                 if nxt < end:  # the next Fetch travels while this chunk converts
                     try:
                         self._send(nxt)
-                    except (KafkaConnectionError, KafkaTimeoutError, NoBrokersAvailable):
+                    except (KafkaConnectionError, KafkaTimeoutError, NoBrokersAvailable,
+                            _TopicGone):
                         self._pending = None  # _receive sends it again (and retries)
                 offsets, stamps, types, keys, values, headers = records_of(
                     pf, pos, end, self.ro.check_crcs)

@@ -174,6 +174,17 @@ def resolve_offsets(sc: SimpleConsumer, ro: ReadOptions,  # noqa: C901
                else pick(ro.ending, LATEST))
     for tp in tps:
         t, p = tp
+        asked = start[tp]
+        if asked <= end[tp] < earliest[tp]:
+            # the whole range was deleted (or is empty): with failOnDataLoss=false nothing of
+            # it is left to read (zero rows, as Spark's connector returns), not an error in
+            # the options (the start moved up past the end)
+            if asked < end[tp]:
+                lost_data(ro, f"topic {t} partition {p}: offsets {asked}..{end[tp] - 1} are "
+                          f"all below the log start offset {earliest[tp]} (the whole range "
+                          "is gone)")
+            start[tp] = end[tp] = earliest[tp]
+            continue
         if start[tp] < earliest[tp]:
             lost_data(ro, f"topic {t} partition {p}: starting offset {start[tp]} is below the log "
                       f"start offset {earliest[tp]} (records {start[tp]}..{earliest[tp] - 1} "

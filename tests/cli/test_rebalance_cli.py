@@ -70,6 +70,10 @@ def test_one_broker_refuses_a_higher_replication_factor_and_verifies_nothing(
                     "--replication-factor", "2", "--plan-out", str(out)], text=True, timeout=60)
     assert r.returncode == 1
     assert "replication factor 2 was asked for but only 1 broker(s) are live" in r.stderr
+    # (raising it is not lowering it: the reason and the way out fit the request)
+    assert "would lower" not in r.stderr, r.stderr
+    assert ("a partition cannot have more replicas than live brokers): start the missing "
+            "brokers, or ask for 1 or fewer") in r.stderr, r.stderr
     assert r.stdout == "Nothing to move in the topics that could be planned.\n"
     assert json.loads(out.read_text()) == {"version": 1, "partitions": []}
     r = zygote.run(["rebalance", "--partitions", "-b", b, "--verify"], text=True, timeout=60)
