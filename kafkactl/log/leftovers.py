@@ -5,7 +5,11 @@ plan_leftovers decides, changing nothing: `.deleted` files are queued for deleti
 `.cleaned` and `.tmp` files removed, a `<base>.log.swap` (a finished compaction, maybe of a
 group of segments) renamed into place once it checks as whole valid batches (a `.swap`
 that does not is deleted and the segment it would replace kept), orphan index files
-removed (a missing `.log`). settle_leftovers carries it out. clean_snapshots deletes the
+removed (a missing `.log`), and a segment whose name is above its first batch's offset
+(but after the previous segment) renamed to that offset, its indexes rebuilt: Kafka's loader
+rewrites such a segment into ones named by their real offsets (splitOverflowedSegment)
+instead of taking its records for damage and cutting the log there.
+settle_leftovers carries it out. clean_snapshots deletes the
 producer snapshots above a log end and the unreadable ones; truncate_leader_epochs cuts
 the leader-epoch checkpoint at a log end.
 """
@@ -98,6 +102,7 @@ def plan_leftovers(directory: Path, names: list[str]) -> list[FileAction]:
                 renamed.add(action.target.name)
                 gone.update(action.also_delete)
             actions.append(action)
+    actions += _misnamed_segments(directory, names, renamed)
     for name in names:
         for suffix in _INDEX_SUFFIXES:
             if name.endswith(suffix) and (base := offset_from_filename(name)) is not None:
@@ -152,6 +157,77 @@ def _swap_action(directory: Path, name: str, names: list[str]) -> FileAction:
     return FileAction(path, f"not a valid segment ({why}) but the only copy of "
                       f"{target_name}: renamed into place and recovered", RENAME, target,
                       indexes)
+
+
+_V2_LAST_DELTA = 23  # a magic-2 batch: lastOffsetDelta's position from the batch start
+
+
+def _first_and_last(path: Path, *, last: bool) -> tuple[int | None, int | None]:
+    """(first batch's base offset, last batch's last offset) of a .log, from the batch
+    headers only (a magic 0/1 entry's offset is its last inner one: a lower bound of the
+    first offset is not needed, the check below takes it as the first). None when the
+    file holds no whole header."""
+    first = end = None
+    try:
+        with open(path, "rb") as f:
+            size = os.fstat(f.fileno()).st_size
+            pos = 0
+            while pos + 17 <= size:
+                head = os.pread(f.fileno(), 27, pos)
+                if len(head) < 17:
+                    break
+                offset = int.from_bytes(head[0:8], "big", signed=True)
+                length = int.from_bytes(head[8:12], "big", signed=True)
+                if length <= 0 or pos + 12 + length > size:
+                    break
+                if head[16] == 2 and len(head) == 27:
+                    delta = int.from_bytes(head[_V2_LAST_DELTA:27], "big", signed=True)
+                    batch_last = offset + delta
+                else:
+                    batch_last = offset
+                if first is None:
+                    first = offset
+                    if not last:
+                        return first, None
+                end = batch_last
+                pos += 12 + length
+    except OSError:
+        return None, None
+    return first, end
+
+
+def _misnamed_segments(directory: Path, names: list[str], renamed: set[str]
+                       ) -> list[FileAction]:
+    """Segments named above their first batch's offset, that begin after the previous
+    segment ends: renamed to that offset (their indexes, relative to the name, go: rebuilt).
+    Only the first batch is read of a segment that is named right."""
+    logs = sorted((b, n) for n in names if n.endswith(LOG_SUFFIX)
+                  and (b := offset_from_filename(n)) is not None)
+    present = set(names) | renamed
+    out: list[FileAction] = []
+    for i, (base, name) in enumerate(logs):
+        first, _ = _first_and_last(directory / name, last=False)
+        if first is None or first >= base or first < 0:
+            continue
+        prev_end = None
+        if i:
+            _, prev_end = _first_and_last(directory / logs[i - 1][1], last=True)
+            if prev_end is None:
+                prev_end = logs[i - 1][0] - 1
+        if prev_end is not None and first <= prev_end:
+            continue  # overlaps the previous segment: damage, for recovery to judge
+        target = filename_prefix(first) + LOG_SUFFIX
+        if target in present:
+            continue
+        stem = name[: -len(LOG_SUFFIX)]
+        out.append(FileAction(
+            directory / name, f"named {base} but its first batch starts at offset {first}, "
+            f"after the previous segment ({'none' if prev_end is None else prev_end}): "
+            f"renamed to {target}, its indexes rebuilt", RENAME, directory / target,
+            also_delete=[directory / (stem + s) for s in _INDEX_SUFFIXES
+                         if stem + s in present]))
+        renamed.add(target)
+    return out
 
 
 def settle_leftovers(directory: Path) -> tuple[list[Path], list[str], list[int]]:
