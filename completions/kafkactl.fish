@@ -129,7 +129,7 @@ complete -c kafkactl -n '__fish_seen_subcommand_from rebalance' -l throttle -x -
 complete -c kafkactl -n '__fish_seen_subcommand_from rebalance' -l json -d 'JSON output.'
 complete -c kafkactl -n '__fish_seen_subcommand_from rebalance' -l trigger -d 'Force the group to rebalance.'
 complete -c kafkactl -n '__fish_seen_subcommand_from rebalance' -l dry-run -d 'Only show (with --trigger: do nothing).'
-complete -c kafkactl -n '__fish_seen_subcommand_from rebalance' -l timeout -x -d 'Seconds to wait for a triggered rebalance. [default: 60.0]'
+complete -c kafkactl -n '__fish_seen_subcommand_from rebalance' -l timeout -x -d 'Seconds to wait for a triggered rebalance, or for the moves of --partitions --execute (they go on after it: --verify)...'
 complete -c kafkactl -n '__fish_seen_subcommand_from rebalance' -s b -l bootstrap-server -x -d 'Broker(s) host:port[,host:port]; default: bootstrap.servers of --command-config, else $KAFKACTL_BOOTSTRAP, else 127.0...'
 complete -c kafkactl -n '__fish_seen_subcommand_from rebalance' -s X -l property -x -d 'Client property key=value, librdkafka\'s names (repeatable): security.protocol, sasl.mechanism, sasl.username, sasl.pa...'
 complete -c kafkactl -n '__fish_seen_subcommand_from rebalance' -l command-config -r -F -d 'A properties file of client settings (Kafka\'s tools\' flag): the keys -X takes, checked as -X checks them, and bootstr...'

@@ -239,7 +239,7 @@ _kafkactl_rebalance() {
         '--json[JSON output.]' \
         '--trigger[Force the group to rebalance.]' \
         '--dry-run[Only show (with --trigger\: do nothing).]' \
-        '--timeout[Seconds to wait for a triggered rebalance. \[default\: 60.0\]]:TIMEOUT: ' \
+        '--timeout[Seconds to wait for a triggered rebalance, or for the moves of --partitions --execute (they go on after it\: --verify)...]:TIMEOUT: ' \
         '(-b --bootstrap-server)-b[Broker(s) host\:port\[,host\:port\]; default\: bootstrap.servers of --command-config, else $KAFKACTL_BOOTSTRAP, else 127.0...]:BOOTSTRAP: ' \
         '(-b --bootstrap-server)--bootstrap-server[Broker(s) host\:port\[,host\:port\]; default\: bootstrap.servers of --command-config, else $KAFKACTL_BOOTSTRAP, else 127.0...]:BOOTSTRAP: ' \
         '*-X[Client property key=value, librdkafka'\''s names (repeatable)\: security.protocol, sasl.mechanism, sasl.username, sasl.pa...]:PROP: ' \

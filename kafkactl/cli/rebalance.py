@@ -92,7 +92,9 @@ def rebalance(group: str | None = typer.Option(None, "--group", "-G", "-g",
                                            help="Only show (with --trigger: do nothing)."),
               timeout: float = typer.Option(60.0, "--timeout",
                                             help="Seconds to wait for a triggered "
-                                                 "rebalance."),
+                                                 "rebalance, or for the moves of "
+                                                 "--partitions --execute (they go on "
+                                                 "after it: --verify)."),
               bootstrap: str | None = bootstrap_option(),
               prop: list[str] = property_option(),
               command_config: Path | None = command_config_option(),

@@ -21,6 +21,7 @@ removes them all once every reassignment is complete."""
 from __future__ import annotations
 
 import json
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -292,16 +293,19 @@ def _verify_or_cancel(bootstrap: str | None, topics: list[str], plan_in: Path | 
                          security=security) as admin:
             ongoing = {tp: r for tp, r in admin.list_partition_reassignments().items()
                        if not topics or tp[0] in topics}
+            cleared: tuple[list[int], list[str]] | None = None
             if cancel:
                 chosen = sorted(set(ongoing) & set(wanted) if wanted is not None
                                 else ongoing)
                 results = admin.alter_partition_reassignments(dict.fromkeys(chosen)) \
                     if chosen else {}
-                cluster = None
+                # as kafka-reassign-partitions --cancel (unless --preserve-throttles): the
+                # replication throttles go with the moves
+                cluster = admin.client.refresh_metadata(None)
+                _clear_throttles(admin, cluster, sorted({t for t, _ in chosen}))
             else:
                 cluster = admin.client.refresh_metadata(None)
                 rows = _verify_rows(cluster, wanted, ongoing)
-                cleared: tuple[list[int], list[str]] | None = None
                 if all(r["status"] == "completed" for r in rows):
                     names = sorted({tp[0] for tp in wanted}) if wanted is not None \
                         else _topics(cluster, topics)
@@ -390,21 +394,27 @@ def _report_verify(rows: list[dict[str, Any]], cleared: tuple[list[int], list[st
 
 def _wait(admin: AdminClient, moving: set[TopicPartition], timeout: float, *,
           quiet: bool) -> None:
-    """Until the moves are done, showing how many are (progress on stderr)."""
+    """Until the moves are done or `timeout` passed, showing how many are (progress on a
+    terminal's stderr, redrawn; one line at the end otherwise). Moves still going then
+    are no failure (kafka-reassign-partitions does not wait at all): said, exit 0."""
     deadline = time.monotonic() + timeout
     total = len(moving)
+    live = sys.stderr.isatty()
     while moving:
         ongoing = set(admin.list_partition_reassignments())
         moving &= ongoing
-        if not quiet:
+        if not quiet and (live or not moving):
             typer.echo(f"\r{total - len(moving)} of {total} partition(s) moved", err=True,
                        nl=not moving)
         if not moving:
             return
         if time.monotonic() >= deadline:
-            raise ValueError(f"{len(moving)} move(s) still in progress after {timeout:g} s "
-                             "(they go on: --partitions --verify shows them, --partitions --cancel "
-                             "undoes them)")
+            if not quiet:
+                typer.echo(("\n" if live else "") + f"{len(moving)} of {total} move(s) still "
+                           f"in progress after {timeout:g} s: they go on "
+                           "(`rebalance --partitions --verify` shows them and removes the "
+                           "throttle once they are done; `--cancel` undoes them)", err=True)
+            return
         time.sleep(0.5)
 
 

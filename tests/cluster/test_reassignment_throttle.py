@@ -130,3 +130,36 @@ def test_throttle_needs_execute(broker_factory: Any, zookeeper: ZooKeeperServer)
     r = _kafkactl("rebalance", "--partitions", "--execute", "--throttle", "0",
                   "-b", "127.0.0.1:1", ok=False)
     assert r.returncode == 2 and "at least 1 byte/s" in r.stderr
+
+
+def test_a_move_outlasting_the_timeout_is_no_error_and_cancel_unthrottles(
+        broker_factory: Any, zookeeper: ZooKeeperServer, tmp_path: Path) -> None:
+    """--execute waits --timeout (1 s here) for a throttled move that takes ~15 s: the move
+    going on is said, exit 0 (kafka-reassign-partitions does not wait at all; it said
+    "error:" and exited 1); --cancel then undoes it and removes the throttles, as
+    kafka-reassign-partitions --cancel does (they stayed until a --verify)."""
+    cluster = start_cluster(broker_factory, zookeeper, (1, 2, 3), **OVERRIDES)
+    _kafkactl("topics", "create", "-t", "moving", "--partitions", "1",
+              "--replication-factor", "1", "-b", cluster.bootstrap)
+    source = cluster.wait_for_leaders("moving", 1)[0]
+    target = next(b for b in sorted(cluster.brokers) if b != source)
+    data = tmp_path / "records.txt"
+    data.write_bytes(b"".join(b"%06d" % i + b"x" * (RECORD_BYTES - 6) + b"\n"
+                              for i in range(RECORDS)))
+    _kafkactl("produce", "-t", "moving", "-q", "-f", str(data), "--batch-size", "16384",
+              "-b", cluster.bootstrap)
+    plan = tmp_path / "plan.json"
+    plan.write_text(json.dumps({"version": 1, "partitions": [
+        {"topic": "moving", "partition": 0, "replicas": [target]}]}))
+    r = _kafkactl("rebalance", "--partitions", "--plan-in", str(plan), "--execute",
+                  "--throttle", str(RATE), "--timeout", "1", "-b", cluster.bootstrap)
+    assert "1 of 1 move(s) still in progress after 1 s: they go on" in r.stderr, r.stderr
+    assert "error:" not in r.stderr and "\r" not in r.stderr, r.stderr  # (not a terminal)
+    assert _topic_throttles(cluster)  # the move runs, throttled
+    r = _kafkactl("rebalance", "--partitions", "--cancel", "--plan-in", str(plan),
+                  "-b", cluster.bootstrap)
+    assert "Successfully cancelled partition reassignment for: moving-0" in r.stdout
+    assert _topic_throttles(cluster) == {}
+    for b in cluster.brokers:
+        wait_until(lambda b=b: _broker_rates(cluster, b) == {}, 10,  # type: ignore[misc]
+                   f"broker {b}'s rates removed")
