@@ -338,8 +338,24 @@ class BrokerConnection:
 
     def _with_hint(self, message: str) -> str:
         """`message` (the broker closed or reset the connection), with CLOSED_EARLY_HINT
-        when nothing but ApiVersions was answered on it."""
-        return message if self._answered else f"{message}; {CLOSED_EARLY_HINT}"
+        when nothing but ApiVersions was answered on it and the broker still takes
+        connections (one that no longer does was stopped or killed: no hint to check
+        the security settings)."""
+        if self._answered:
+            return message
+        if not self._still_listening():
+            return f"{message}; it no longer accepts connections (stopped or restarting)"
+        return f"{message}; {CLOSED_EARLY_HINT}"
+
+    def _still_listening(self) -> bool:
+        """Whether a TCP connection to the broker's address opens (a short probe, a moment
+        after the close: a killed process's connections close before its listener)."""
+        time.sleep(0.1)
+        try:
+            with socket.create_connection((self.host, self.port), timeout=0.5):
+                return True
+        except OSError:
+            return False
 
     def _process_frames(self) -> int:
         """Complete the requests whose responses are whole in the read buffer; a large
