@@ -175,6 +175,43 @@ def topic_replication_factor(partitions: Mapping[int, Sequence[int]]) -> int:
     return max((len(r) for r in partitions.values()), default=0)
 
 
+def _keep_leaders(current: list[list[int]], sets: list[list[int]]) -> list[list[int]]:
+    """Among replica sets of as few moves, prefer those that keep current leaders: where
+    partition p lost its leader L and another partition q holds L as a follower, and p
+    holds an x that q lacks, swap them (p gets L back, q gets x) when that copies no more
+    replicas. Every broker keeps its count (the balance holds) and each swap keeps one
+    more leader, so this ends."""
+    sets = [list(s) for s in sets]
+
+    def moves(i: int, chosen: list[int]) -> int:
+        return len(set(chosen) - set(current[i]))
+
+    swapped = True
+    while swapped:
+        swapped = False
+        for p, old in enumerate(current):
+            lead = old[0] if old else None
+            if lead is None or lead in sets[p]:
+                continue
+            for q, other in enumerate(sets):
+                if q == p or lead not in other or (current[q] and current[q][0] == lead):
+                    continue
+                for x in sets[p]:
+                    if x in other:
+                        continue
+                    new_p = [b for b in sets[p] if b != x] + [lead]
+                    new_q = [b for b in other if b != lead] + [x]
+                    if moves(p, new_p) + moves(q, new_q) <= moves(p, sets[p]) + moves(q, other):
+                        sets[p], sets[q] = new_p, new_q
+                        swapped = True
+                        break
+                if swapped:
+                    break
+            if swapped:
+                break
+    return sets
+
+
 def _plan_topic(name: str, partitions: Mapping[int, Sequence[int]], live: list[int],
                 rf: int, plan: Plan) -> None:
     ids = sorted(partitions)
@@ -185,6 +222,7 @@ def _plan_topic(name: str, partitions: Mapping[int, Sequence[int]], live: list[i
     if sets is None:  # impossible with rf <= len(live); kept as a guard
         plan.refused[name] = f"topic {name!r}: no balanced assignment was found"
         return
+    sets = _keep_leaders(current, sets)
     # the leaders: each partition's current first replica, when balance allows
     first = [[c[0]] if c and c[0] in s else [] for c, s in zip(current, sets, strict=True)]
     leaders = None
