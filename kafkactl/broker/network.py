@@ -1073,10 +1073,18 @@ class SocketServer:
 
     def _loop_exception(self, loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
         """Errors asyncio reports from inside its own callbacks (e.g. accept() failing on a
-        connection the peer already reset): one line, no traceback; the loop carries on."""
+        connection the peer already reset): one line, the loop carries on. An exception a
+        task raised that nobody retrieved is a bug somewhere: its task (which coroutine)
+        and traceback are logged too, or it could not be traced."""
         exc = context.get("exception")
-        log.warning("event loop: %s%s", context.get("message", "error"),
-                    f": {exc.__class__.__name__}: {exc}" if exc is not None else "")
+        task = context.get("task") or context.get("future")
+        where = f" in {task.get_coro()!r}" if isinstance(task, asyncio.Task) else ""
+        line = (f"{context.get('message', 'error')}{where}"
+                + (f": {exc.__class__.__name__}: {exc}" if exc is not None else ""))
+        if isinstance(exc, OSError) and not where:
+            log.warning("event loop: %s", line)
+        else:
+            log.warning("event loop: %s", line, exc_info=exc if exc is not None else None)
 
     async def start(self, host: str, port: int, *, listener: str = "PLAINTEXT",
                     ssl_context: ssl.SSLContext | None = None,

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import ssl
 from dataclasses import dataclass
 from typing import Any
 
@@ -38,6 +39,7 @@ from kafkactl.broker.zk_metadata_cache import ZkMetadataCache
 from kafkactl.cluster.broker_connection import (
     CONNECTION_ERRORS,
     PLAINTEXT,
+    AuthenticationFailed,
     BrokerConnection,
     InterBrokerSecurity,
 )
@@ -137,6 +139,10 @@ class ReplicaFetcher:
         self._wakeup = asyncio.Event()
         self._connection: BrokerConnection | None = None
         self.stale_dropped = 0  # response parts dropped: their partition changed meanwhile
+        # a leader this broker cannot authenticate to (credentials, certificates) stops
+        # replication until fixed: said at ERROR at once, then every minute, as Kafka's
+        # NetworkClient logs a failed authentication (other fetch errors stay at DEBUG)
+        self._auth_errors = RepeatedErrorLog(log, repeat_s=60.0)
         self._task = asyncio.get_running_loop().create_task(self._run())
 
     def add(self, part: Partition) -> None:
@@ -165,11 +171,21 @@ class ReplicaFetcher:
                 if truncating:
                     await self._truncate(conn, truncating)
                 await self._fetch(conn)
+                if self._auth_errors.failing:
+                    self._auth_errors.recovered(
+                        self.source_id, "replica fetcher: authenticated to broker %d again",
+                        self.source_id)
             except asyncio.CancelledError:
                 raise
             except FETCH_ERRORS as e:
-                log.debug("fetch from broker %d failed: %s: %s", self.source_id,
-                          type(e).__name__, e)
+                if isinstance(e, (AuthenticationFailed, ssl.SSLError)):
+                    self._auth_errors.failed(
+                        self.source_id, "replica fetcher: connection to broker %d failed "
+                        "authentication (%s); the partitions it leads are not replicated "
+                        "here until this is fixed", self.source_id, e)
+                else:
+                    log.debug("fetch from broker %d failed: %s: %s", self.source_id,
+                              type(e).__name__, e)
                 await asyncio.sleep(settings.backoff_ms / 1000)
             except Exception:
                 log.exception("replica fetcher for broker %d failed; retrying", self.source_id)
