@@ -474,8 +474,12 @@ class KafkaServer:
             listener_security, None if self.metrics is None else self.metrics.count_failed_auth)
         warn_if_exposed(cfg, listener_security)
         # dynamic TLS settings reach the listeners' new connections (acceptors: as started)
-        ListenerTlsReconfigurer(listener_security, self.socket_server.acceptors).register(
-            dynamic_config)
+        # and, the inter-broker listener's, this broker's new connections to the others
+        ListenerTlsReconfigurer(
+            listener_security, self.socket_server.acceptors,
+            inter_broker_listener=inter_broker_listener_name(cfg, listener_security,
+                                                             inter_broker),
+            inter_broker=inter_broker).register(dynamic_config)
         for ep in endpoints:
             sec = listener_security[ep.listener]
             try:

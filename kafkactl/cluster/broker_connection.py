@@ -9,7 +9,8 @@ kernel (a StreamReader appended each read to its buffer, then copied the frame o
 shifted the rest: three copies, a quarter of a follower's CPU at full ingest).
 
 On a secured inter-broker listener (`InterBrokerSecurity`) the connection is TLS (the
-broker's keystore as client certificate, its truststore to check the peer) and/or
+broker's keystore as client certificate, its truststore to check the peer: the context
+current when the connection is made, `InterBrokerTls`) and/or
 authenticated with SASL PLAIN or SCRAM (SaslHandshake v1, SaslAuthenticate v1) before the
 first request, as Kafka's brokers do with `inter.broker.listener.name`."""
 
@@ -42,17 +43,38 @@ class AuthenticationFailed(OSError):
     """The other broker refused this broker's TLS or SASL credentials."""
 
 
+class InterBrokerTls:
+    """The client TLS context of this broker's connections to the others. A dynamic change
+    of the inter-broker listener's keystore or truststore replaces it (Kafka registers its
+    inter-broker channel builders, the controller's and the replica fetchers', as
+    reconfigurable): every connection made afterwards (controller requests, follower
+    fetches, AlterPartition, transaction markers) uses the new context; an open connection
+    keeps the one it was made with, as in Kafka."""
+
+    def __init__(self, context: ssl.SSLContext) -> None:
+        self.context = context
+
+    def replace(self, context: ssl.SSLContext) -> None:
+        self.context = context
+
+
 @dataclass(frozen=True)
 class InterBrokerSecurity:
     """How this broker connects to the others: the inter-broker listener's name and
-    protocol, the SASL mechanism and credentials, the client TLS context."""
+    protocol, the SASL mechanism and credentials, the client TLS context (`tls`, read when
+    a connection is made: it follows the dynamic configs)."""
 
     listener: str = "PLAINTEXT"
     protocol: str = "PLAINTEXT"
     mechanism: str = ""
     username: str = ""
     password: str = field(default="", repr=False)
-    ssl_context: ssl.SSLContext | None = None
+    tls: InterBrokerTls | None = None
+
+    @property
+    def ssl_context(self) -> ssl.SSLContext | None:
+        """The client TLS context for a connection made now (None: no TLS)."""
+        return None if self.tls is None else self.tls.context
 
     @property
     def uses_sasl(self) -> bool:

@@ -9,16 +9,20 @@
   `listener.name.<l>.<mechanism>.sasl.jaas.config`, `listener.name.<l>.sasl.jaas.config`,
   `sasl.jaas.config`).
 - TLS: the broker's keystore as client certificate, its truststore to check the others
-  (`ssl.endpoint.identification.algorithm` empty turns the host name check off).
+  (`ssl.endpoint.identification.algorithm` empty turns the host name check off); the
+  context is replaced when the listener's keystore or truststore changes at run time, for
+  the connections made from then on.
 """
 
 from __future__ import annotations
+
+import ssl
 
 from kafkactl.broker.config import BrokerConfig
 from kafkactl.broker.security.jaas import JaasConfigError, parse_jaas_config
 from kafkactl.broker.security.listeners import ListenerSecurity, SecurityConfigError
 from kafkactl.broker.security.ssl_context import SslConfigError, client_context
-from kafkactl.cluster.broker_connection import InterBrokerSecurity
+from kafkactl.cluster.broker_connection import InterBrokerSecurity, InterBrokerTls
 
 HOSTNAME_KEY = "ssl.endpoint.identification.algorithm"
 
@@ -88,15 +92,23 @@ def inter_broker_security(cfg: BrokerConfig,
                 f"inter-broker listener {name} (sasl.enabled.mechanisms="
                 f"{','.join(sec.sasl_mechanisms)})")
         username, password = _jaas_credentials(cfg, name, mechanism)
-    ctx = None
-    if sec.uses_tls:
-        prefix = f"listener.name.{name.lower()}."
+    tls = InterBrokerTls(client_tls_context(cfg, name)) if sec.uses_tls else None
+    return InterBrokerSecurity(name, sec.protocol, mechanism, username, password, tls)
 
-        def get(key: str) -> str:
-            return (cfg.props.get(prefix + key) or cfg.get(key) or "").strip()
 
-        try:
-            ctx = client_context(get, name, check_hostname=_check_hostname(cfg, name))
-        except SslConfigError as e:
-            raise SecurityConfigError(str(e)) from None
-    return InterBrokerSecurity(name, sec.protocol, mechanism, username, password, ctx)
+def client_tls_context(cfg: BrokerConfig, listener: str, *,
+                       check_hostname: bool | None = None) -> ssl.SSLContext:
+    """The context this broker connects to the others' TLS `listener` with, from `cfg`
+    (at start, and again when the listener's keystore or truststore changes at run time:
+    kafkactl.broker.security.listener_reconfig); `check_hostname` None: from
+    ssl.endpoint.identification.algorithm. SecurityConfigError for what cannot be loaded."""
+    prefix = f"listener.name.{listener.lower()}."
+
+    def get(key: str) -> str:
+        return (cfg.props.get(prefix + key) or cfg.get(key) or "").strip()
+
+    try:
+        return client_context(get, listener, check_hostname=_check_hostname(cfg, listener)
+                              if check_hostname is None else check_hostname)
+    except SslConfigError as e:
+        raise SecurityConfigError(str(e)) from None

@@ -82,7 +82,8 @@ def start_tls_broker(tmp: Path, certs: Certs, **extra: str) -> tuple[BrokerProce
 @pytest.fixture
 def tls_broker(certs: Certs, tmp_path: Path) -> Iterator[tuple[BrokerProcess, int]]:
     b, tls_port = start_tls_broker(tmp_path, certs,
-                                   **{"password.encoder.secret": "encoder-secret-1"})
+                                   **{"password.encoder.secret": "encoder-secret-1",
+                                      "ssl.allow.dn.changes": "true"})
     yield b, tls_port
     b.kill()
 
