@@ -12,6 +12,7 @@ straight into the batch's own buffer behind room for the header (`lines_buffer`)
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -30,6 +31,7 @@ from kafkactl.record.columns import (
     encode_values,
 )
 
+log = logging.getLogger(__name__)
 _HEADER_ROOM = bytes(RECORD_BATCH_OVERHEAD)
 
 
@@ -271,7 +273,10 @@ class ProducerBatch:
             else:
                 fut.set_exception(error)
         for cb in self.callbacks:
-            cb(self, base_offset, error)
+            try:
+                cb(self, base_offset, error)
+            except Exception:  # one callback raising leaves the others to run
+                log.exception("a batch callback raised for %s-%d", self.topic, self.partition)
         self.entries = []
         self.futures = []
         self.callbacks = []
