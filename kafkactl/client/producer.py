@@ -219,7 +219,10 @@ class Producer:
             transactions=self.transactions)
         self.accumulator._on_full_batch = self.sender.wakeup
         self.accumulator.on_new_batch = self._on_new_batch
-        self._partition_counts: dict[str, int] = {}
+        # topic -> (metadata version, partition count): read again when the metadata
+        # changed (a topic that grew gets records in its new partitions, as Java's
+        # producer partitions with the current metadata on every send)
+        self._partition_counts: dict[str, tuple[int, int]] = {}
         # topic -> (metadata version, the partitions with a leader when only some have one)
         self._available: dict[str, tuple[int, list[int] | None]] = {}
         self._closed = False
@@ -245,7 +248,7 @@ class Producer:
         """Partition ids of `topic`, waiting (max.block.ms) for metadata; auto-creates."""
         parts = self.client.cluster.partitions_for(topic)
         if parts is not None:
-            self._partition_counts[topic] = len(parts)
+            self._partition_counts[topic] = (self.client.cluster.version, len(parts))
             return parts
         self.sender.request_topic(topic)
         deadline = time.monotonic() + self.max_block
@@ -254,7 +257,8 @@ class Producer:
             while True:
                 parts = self.client.cluster.partitions_for(topic)
                 if parts is not None:
-                    self._partition_counts[topic] = len(parts)
+                    self._partition_counts[topic] = (self.client.cluster.version,
+                                                     len(parts))
                     return parts
                 err = self.sender.topic_errors.get(topic)
                 if err is not None:
@@ -265,8 +269,21 @@ class Producer:
                         f"no metadata for topic {topic!r} within {self.max_block:g} s")
                 cond.wait(min(remaining, 0.2))
 
+    def _known_count(self, topic: str) -> int | None:
+        """`topic`'s partition count in the current metadata (cheap when it has not
+        changed since the last look); None when it is not known yet."""
+        cached = self._partition_counts.get(topic)
+        cluster = self.client.cluster
+        if cached is not None and cached[0] == cluster.version:
+            return cached[1]
+        parts = cluster.partitions_for(topic)
+        if parts is None:  # (forgotten for now: the count known before holds)
+            return cached[1] if cached is not None else None
+        self._partition_counts[topic] = (cluster.version, len(parts))
+        return len(parts)
+
     def _num_partitions(self, topic: str) -> int:
-        n = self._partition_counts.get(topic)
+        n = self._known_count(topic)
         if n is None:
             n = len(self.partitions_for(topic))
         return n
@@ -287,7 +304,7 @@ class Producer:
         return out
 
     def _on_new_batch(self, topic: str, partition: int) -> None:
-        n = self._partition_counts.get(topic)
+        n = self._known_count(topic)
         if n and self.partitioner.is_sticky:
             self.partitioner.on_new_batch(topic, partition, n,
                                           self._available_partitions(topic, n))
@@ -295,7 +312,7 @@ class Producer:
     def _check_partition(self, topic: str, partition: int) -> None:
         """An explicit partition must exist, on every send (as the Java producer checks):
         past the known count the metadata is asked again, since the topic may have grown."""
-        n = self._partition_counts.get(topic)
+        n = self._known_count(topic)
         if n is not None and 0 <= partition < n:
             return
         n = len(self.partitions_for(topic))

@@ -153,7 +153,10 @@ class Sender(threading.Thread):
         # A topic asked for is looked up now; else at most once per retry.backoff.ms (a
         # partition with no leader, or a leader that is dead and not replaced yet, is
         # looked up again at that pace, never in a busy loop).
-        if (self._need_metadata or (self.client.cluster.stale and self.acc.batches)) and \
+        # ... and every metadata.max.age.ms (Java's periodic refresh: partitions added to
+        # a topic get records, new leaders are learnt before a request fails)
+        if (self._need_metadata or (self.client.cluster.stale and self.acc.batches)
+                or self._metadata_aged()) and \
                 (self._new_topic_wanted() or self.client.metadata_backoff() <= 0):
             self._update_metadata()
         if (self.txn is None and self.idempotent and self.state.producer_id < 0
@@ -245,6 +248,11 @@ class Sender(threading.Thread):
             state.acked.get(tp) == (state.producer_id, state.epoch)
 
     # -- metadata and producer id --------------------------------------------------------------
+
+    def _metadata_aged(self) -> bool:
+        client = self.client
+        return bool(self.wanted_topics) and \
+            time.monotonic() - client.cluster.updated_at >= client.metadata_max_age
 
     def _update_metadata(self) -> None:
         with self.metadata_cond:
