@@ -86,7 +86,8 @@ def test_a_forked_command_sees_its_environment_and_directory(tmp_path: Path) -> 
     assert here.returncode == 0 and "Dumping 00000000000000000000.log" in here.stdout
     (tmp_path / "plugin_here.py").write_text("def partition(*args):\n    return 0\n")
     produce = ["produce", "-b", "127.0.0.1:1", "-t", "t", "--partitioner",
-               "plugin_here:partition", "-X", "delivery.timeout.ms=300"]
+               "plugin_here:partition", "-X", "delivery.timeout.ms=300",
+               "-X", "request.timeout.ms=200"]
     unseen = zygote.run(produce, input="v\n", text=True, timeout=60)
     assert unseen.returncode == 2 and "cannot import partitioner module 'plugin_here'" \
         in unseen.stderr

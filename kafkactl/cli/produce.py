@@ -117,6 +117,15 @@ def _producer_kwargs(settings: ProducerSettings, flags: dict[str, Any]) -> dict[
             raise fail(f"{flag} {shown} and {settings.option(name)}="
                        f"{_shown(getattr(settings, name))} disagree: give one", 2)
         kwargs[name] = value
+    if "delivery_timeout_ms" in settings.given_as or "delivery_timeout_ms" in \
+            settings.from_file:
+        # (Java's KafkaProducer refuses it when set: a record could expire before its
+        # first request had the chance to be answered)
+        least = int(kwargs.get("linger_ms", 0)) + int(kwargs.get("request_timeout_ms", 30000))
+        if kwargs["delivery_timeout_ms"] < least:
+            raise fail(f"{settings.option('delivery_timeout_ms')}="
+                       f"{kwargs['delivery_timeout_ms']}: delivery.timeout.ms should be "
+                       f"equal to or larger than linger.ms + request.timeout.ms ({least})", 2)
     batch = kwargs["batch_size"]
     kwargs.setdefault("max_request_size", max(1048576, batch + 1024))
     kwargs.setdefault("buffer_memory", max(64 << 20, 4 * batch, kwargs["max_request_size"]))
@@ -507,8 +516,16 @@ def _report(lp: LineProducer, topic: str, delim: bytes, failed: FailedFile | Non
         if interrupted:
             raise typer.Exit(stopped)
         return
+    from kafkactl.client.errors import ClosedBeforeDelivery
+
     cause = error or stats.first_error
     why = _cause(cause) if cause is not None else "interrupted"
+    # stopped (Ctrl-C, SIGTERM) while records waited for a broker that did not answer:
+    # the stop, not a failure, is what ended them (exit 130 or 143, as a stop)
+    stop_only = interrupted and error is None and isinstance(stats.first_error,
+                                                              ClosedBeforeDelivery)
+    if stop_only:
+        why = "interrupted before the broker acknowledged them"
     if read == 0:
         typer.echo(f"error: {why}", err=True)
         raise typer.Exit(1 if error is not None or not interrupted else stopped)
@@ -523,7 +540,8 @@ def _report(lp: LineProducer, topic: str, delim: bytes, failed: FailedFile | Non
     if error is not None and not lp.input_done:
         line += f"; stopped reading the input after record {read:,}"
     typer.echo(line, err=True)
-    raise typer.Exit(stopped if interrupted and error is None and not stats.failed else 1)
+    raise typer.Exit(stopped if interrupted and error is None and (not stats.failed
+                                                                   or stop_only) else 1)
 
 
 def _report_transactions(lp: LineProducer, topic: str, quiet: bool,

@@ -15,6 +15,11 @@ class KafkaConnectionError(ClientError):
     """A broker connection could not be made or was lost."""
 
 
+class ClosedBeforeDelivery(KafkaConnectionError):
+    """The producer was closed (a stop, close's timeout) while the record waited for the
+    broker's answer: not known to be written, not refused either."""
+
+
 class AuthenticationFailedError(ClientError):
     """The broker refused the SASL mechanism or the credentials (Kafka's
     SaslAuthenticationException): fatal, so no connection error the clients retry; the

@@ -17,6 +17,7 @@ from kafkactl.client.errors import (
     PRODUCE_REFRESH_METADATA,
     PRODUCE_RETRIABLE,
     AuthenticationFailedError,
+    ClosedBeforeDelivery,
     KafkaConnectionError,
     KafkaTimeoutError,
     NoBrokersAvailable,
@@ -131,7 +132,7 @@ class Sender(threading.Thread):
             except Exception as e:  # keep the thread alive; fail what cannot proceed
                 _log_exception("producer sender error")
                 self._on_no_brokers(e)
-        self._fail_all(KafkaConnectionError("the producer was closed before delivery"))
+        self._fail_all(ClosedBeforeDelivery("the producer was closed before delivery"))
         self.client.close()
 
     def _on_no_brokers(self, e: BaseException) -> None:

@@ -174,7 +174,8 @@ def test_a_110_megabyte_line_is_refused_at_once(broker: BrokerProcess,
     create_topics(broker.bootstrap, {"limit-110m": 1}, {"max.message.bytes": "100000000"})
     huge = _huge_line(tmp_path)
     r = zygote.run(["produce", "-b", broker.bootstrap, "-t", "limit-110m", "-f", str(huge),
-                    "-X", "delivery.timeout.ms=10000"], timeout=120)
+                    "-X", "delivery.timeout.ms=10000", "-X", "request.timeout.ms=5000"],
+                   timeout=120)
     err = r.stderr.decode()
     assert r.returncode == 1, err
     assert ("error: 0 of 1 records acknowledged, 1 not: a record is 110000100 bytes when "
@@ -192,7 +193,8 @@ def test_a_request_over_socket_request_max_bytes_is_not_sent_again(
     huge = _huge_line(tmp_path)
     r = zygote.run(["produce", "-b", broker.bootstrap, "-t", "limit-socket", "-f",
                     str(huge), "-X", "max.request.size=200000000",
-                    "-X", "delivery.timeout.ms=20000"], timeout=120)
+                    "-X", "delivery.timeout.ms=20000", "-X", "request.timeout.ms=15000"],
+                   timeout=120)
     err = r.stderr.decode()
     assert r.returncode == 1, err
     assert "error: 0 of 1 records acknowledged, 1 not: the broker closed the connection" \
