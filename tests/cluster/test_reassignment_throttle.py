@@ -63,9 +63,10 @@ def _log_size(cluster: Cluster, broker_id: int) -> int:
     return sum(p.stat().st_size for p in d.glob("*.log")) if d.exists() else 0
 
 
-def test_a_throttled_move_copies_at_about_the_rate(broker_factory: Any,
-                                                   zookeeper: ZooKeeperServer,
-                                                   tmp_path: Path) -> None:
+def _moving(broker_factory: Any, zookeeper: ZooKeeperServer, tmp_path: Path
+            ) -> tuple[Cluster, int, int]:
+    """Three brokers; topic `moving` (one partition, one replica) with RECORDS records;
+    (the cluster, the broker holding it, another one to move it to)."""
     cluster = start_cluster(broker_factory, zookeeper, (1, 2, 3), **OVERRIDES)
     _kafkactl("topics", "create", "-t", "moving", "--partitions", "1",
               "--replication-factor", "1", "-b", cluster.bootstrap)
@@ -76,6 +77,13 @@ def test_a_throttled_move_copies_at_about_the_rate(broker_factory: Any,
                               for i in range(RECORDS)))
     _kafkactl("produce", "-t", "moving", "-q", "-f", str(data), "--batch-size", "16384",
               "-b", cluster.bootstrap)
+    return cluster, source, target
+
+
+def test_a_throttled_move_copies_at_about_the_rate(broker_factory: Any,
+                                                   zookeeper: ZooKeeperServer,
+                                                   tmp_path: Path) -> None:
+    cluster, source, target = _moving(broker_factory, zookeeper, tmp_path)
     size = _log_size(cluster, source)
     assert size >= RECORDS * RECORD_BYTES
     plan = tmp_path / "plan.json"
@@ -138,16 +146,7 @@ def test_a_move_outlasting_the_timeout_is_no_error_and_cancel_unthrottles(
     going on is said, exit 0 (kafka-reassign-partitions does not wait at all; it said
     "error:" and exited 1); --cancel then undoes it and removes the throttles, as
     kafka-reassign-partitions --cancel does (they stayed until a --verify)."""
-    cluster = start_cluster(broker_factory, zookeeper, (1, 2, 3), **OVERRIDES)
-    _kafkactl("topics", "create", "-t", "moving", "--partitions", "1",
-              "--replication-factor", "1", "-b", cluster.bootstrap)
-    source = cluster.wait_for_leaders("moving", 1)[0]
-    target = next(b for b in sorted(cluster.brokers) if b != source)
-    data = tmp_path / "records.txt"
-    data.write_bytes(b"".join(b"%06d" % i + b"x" * (RECORD_BYTES - 6) + b"\n"
-                              for i in range(RECORDS)))
-    _kafkactl("produce", "-t", "moving", "-q", "-f", str(data), "--batch-size", "16384",
-              "-b", cluster.bootstrap)
+    cluster, source, target = _moving(broker_factory, zookeeper, tmp_path)
     plan = tmp_path / "plan.json"
     plan.write_text(json.dumps({"version": 1, "partitions": [
         {"topic": "moving", "partition": 0, "replicas": [target]}]}))
