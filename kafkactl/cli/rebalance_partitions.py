@@ -205,6 +205,19 @@ def _set_throttles(admin: AdminClient, plan: dict[TopicPartition, list[int]],
                    "completes, to ensure the throttle is removed.", err=True)
 
 
+def _throttled(admin: AdminClient, cluster: ClusterMetadata, topics: list[str]) -> bool:
+    """Whether any of `topics` has throttled-replicas configs (a throttled move's)."""
+    from kafkactl.broker.replication_quota import FOLLOWER_REPLICAS, LEADER_REPLICAS
+
+    for topic in topics:
+        if topic not in cluster.topics or cluster.topics[topic].error_code:
+            continue
+        entries = admin.describe_configs(topic, [LEADER_REPLICAS, FOLLOWER_REPLICAS])
+        if any(e.value and not e.is_default for e in entries.values()):
+            return True
+    return False
+
+
 def _clear_throttles(admin: AdminClient, cluster: ClusterMetadata,
                      topics: list[str]) -> tuple[list[int], list[str]]:
     """Remove the two rates from the live brokers and the throttled-replicas configs
@@ -300,9 +313,12 @@ def _verify_or_cancel(bootstrap: str | None, topics: list[str], plan_in: Path | 
                 results = admin.alter_partition_reassignments(dict.fromkeys(chosen)) \
                     if chosen else {}
                 # as kafka-reassign-partitions --cancel (unless --preserve-throttles): the
-                # replication throttles go with the moves
+                # replication throttles go with the moves (when the moves had some: a
+                # broker that does not answer is no reason to wait for an unthrottled one)
                 cluster = admin.client.refresh_metadata(None)
-                _clear_throttles(admin, cluster, sorted({t for t, _ in chosen}))
+                names = sorted({t for t, _ in chosen})
+                if _throttled(admin, cluster, names):
+                    _clear_throttles(admin, cluster, names)
             else:
                 cluster = admin.client.refresh_metadata(None)
                 rows = _verify_rows(cluster, wanted, ongoing)

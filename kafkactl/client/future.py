@@ -5,7 +5,6 @@ when someone actually blocks on an unfinished future."""
 
 from __future__ import annotations
 
-import logging
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -15,7 +14,6 @@ from kafkactl.client.errors import KafkaTimeoutError
 
 T = TypeVar("T")
 _lock = threading.Lock()
-log = logging.getLogger(__name__)
 
 
 class Future(Generic[T]):
@@ -54,7 +52,10 @@ class Future(Generic[T]):
                     cb(self)
                 except Exception:  # a caller's callback: the others, and the rest of the
                     # batch's futures, still complete (Java's ProducerBatch does the same)
-                    log.exception("a callback of a produced record's future raised")
+                    import logging  # (not at start-up: a plain produce logs nothing)
+
+                    logging.getLogger(__name__).exception(
+                        "a callback of a produced record's future raised")
 
     def add_done_callback(self, fn: Callable[[Future[T]], None]) -> None:
         with _lock:

@@ -12,7 +12,6 @@ straight into the batch's own buffer behind room for the header (`lines_buffer`)
 
 from __future__ import annotations
 
-import logging
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -31,7 +30,6 @@ from kafkactl.record.columns import (
     encode_values,
 )
 
-log = logging.getLogger(__name__)
 _HEADER_ROOM = bytes(RECORD_BATCH_OVERHEAD)
 
 
@@ -276,7 +274,10 @@ class ProducerBatch:
             try:
                 cb(self, base_offset, error)
             except Exception:  # one callback raising leaves the others to run
-                log.exception("a batch callback raised for %s-%d", self.topic, self.partition)
+                import logging  # (not at start-up: a plain produce logs nothing)
+
+                logging.getLogger(__name__).exception(
+                    "a batch callback raised for %s-%d", self.topic, self.partition)
         self.entries = []
         self.futures = []
         self.callbacks = []

@@ -208,8 +208,9 @@ def test_cancel_undoes_a_reassignment_that_cannot_finish(broker_factory, zookeep
     try:
         started = rebalance(others, "--plan-in", str(plan_file), "--execute",
                             "--timeout", "0.5")
-        assert started.returncode == 1, started.stderr  # still in progress at the timeout
-        assert "1 move(s) still in progress" in started.stderr, started.stderr
+        # still in progress at the timeout: said, no error (it goes on)
+        assert started.returncode == 0, started.stderr
+        assert "1 of 1 move(s) still in progress" in started.stderr, started.stderr
         assert "--verify" in started.stderr
         busy = rebalance(others, "--verify", "--plan-in", str(plan_file))
         assert busy.returncode == 1
