@@ -47,7 +47,19 @@ class OutageNotices:
         self.last_said = float("-inf")
         self.timeout_s = producer.sender.delivery_timeout
         producer.sender.on_connection_error = self.on_connection_error
+        producer.sender.on_topic_error = self.on_topic_error
         producer.add_batch_callback(self.on_batch)
+        self.gone_topics: set[str] = set()  # said: they do not exist (once each)
+
+    def on_topic_error(self, topic: str, error: BaseException) -> None:
+        """A topic with records waiting does not exist any more (deleted while producing):
+        said once, as Java's client logs UNKNOWN_TOPIC_OR_PARTITION at each refresh."""
+        with self.lock:
+            if topic in self.gone_topics:
+                return
+            self.gone_topics.add(topic)
+        self.say(f"{self.prefix}: topic {topic} does not exist (deleted?): its records wait "
+                 f"for delivery.timeout.ms ({self.timeout_s:g} s), then fail")
 
     def on_connection_error(self, node: int, error: BaseException | None) -> None:
         if not self.producer.client.metadata_seen:

@@ -106,6 +106,9 @@ class Sender(threading.Thread):
         # told (in this thread) of each connection-level failure as it happens, before the
         # retry: (the broker's node id, -1 when no broker answered at all; the error)
         self.on_connection_error: Callable[[int, BaseException | None], None] | None = None
+        # told (in this thread) when a metadata refresh finds a topic the producer has
+        # records for does not exist (deleted while producing, with auto-create off)
+        self.on_topic_error: Callable[[str, BaseException], None] | None = None
 
     # -- API for the producer's thread -------------------------------------------------------
 
@@ -275,6 +278,11 @@ class Sender(threading.Thread):
         with self.metadata_cond:
             self.topic_errors.update(errors)
             self.metadata_cond.notify_all()
+        if errors and self.on_topic_error is not None:
+            pending = {tp[0] for tp in self.acc.batches}
+            for topic, error in errors.items():
+                if topic in pending and isinstance(error, UnknownTopicError):
+                    self.on_topic_error(topic, error)
 
     def _init_producer_id(self) -> None:
         conn = self.client.any_connection()
