@@ -205,29 +205,27 @@ def _set_throttles(admin: AdminClient, plan: dict[TopicPartition, list[int]],
                    "completes, to ensure the throttle is removed.", err=True)
 
 
-def _throttled(admin: AdminClient, cluster: ClusterMetadata, topics: list[str]) -> bool:
-    """Whether any of `topics` has throttled-replicas configs (a throttled move's)."""
+def _topic_throttles(admin: AdminClient, cluster: ClusterMetadata, topic: str) -> list[str]:
+    """The throttled-replicas configs `topic` has (a throttled move's), none when it is
+    not in the cluster."""
     from kafkactl.broker.replication_quota import FOLLOWER_REPLICAS, LEADER_REPLICAS
 
-    for topic in topics:
-        if topic not in cluster.topics or cluster.topics[topic].error_code:
-            continue
-        entries = admin.describe_configs(topic, [LEADER_REPLICAS, FOLLOWER_REPLICAS])
-        if any(e.value and not e.is_default for e in entries.values()):
-            return True
-    return False
+    if topic not in cluster.topics or cluster.topics[topic].error_code:
+        return []
+    entries = admin.describe_configs(topic, [LEADER_REPLICAS, FOLLOWER_REPLICAS])
+    return [k for k, e in entries.items() if e.value and not e.is_default]
+
+
+def _throttled(admin: AdminClient, cluster: ClusterMetadata, topics: list[str]) -> bool:
+    """Whether any of `topics` has throttled-replicas configs (a throttled move's)."""
+    return any(_topic_throttles(admin, cluster, t) for t in topics)
 
 
 def _clear_throttles(admin: AdminClient, cluster: ClusterMetadata,
                      topics: list[str]) -> tuple[list[int], list[str]]:
     """Remove the two rates from the live brokers and the throttled-replicas configs
     from `topics` that have them: (those brokers, those topics)."""
-    from kafkactl.broker.replication_quota import (
-        FOLLOWER_RATE,
-        FOLLOWER_REPLICAS,
-        LEADER_RATE,
-        LEADER_REPLICAS,
-    )
+    from kafkactl.broker.replication_quota import FOLLOWER_RATE, LEADER_RATE
     from kafkactl.client.admin import BROKER_RESOURCE
 
     brokers = []
@@ -240,10 +238,7 @@ def _clear_throttles(admin: AdminClient, cluster: ClusterMetadata,
             brokers.append(broker)
     cleared = []
     for topic in topics:
-        if topic not in cluster.topics or cluster.topics[topic].error_code:
-            continue
-        entries = admin.describe_configs(topic, [LEADER_REPLICAS, FOLLOWER_REPLICAS])
-        present = [k for k, e in entries.items() if e.value and not e.is_default]
+        present = _topic_throttles(admin, cluster, topic)
         if present:
             admin.alter_configs(topic, {}, present)
             cleared.append(topic)

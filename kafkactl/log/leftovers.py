@@ -21,6 +21,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from kafkactl.log.batch_header import read_header
 from kafkactl.log.producer_snapshot import SNAPSHOT_SUFFIX, snapshot_problem
 from kafkactl.log.recovery import validate_file
 from kafkactl.log.segment import (
@@ -34,6 +35,7 @@ from kafkactl.log.segment import (
     offset_from_filename,
 )
 from kafkactl.log.txn_index import TXN_INDEX_SUFFIX
+from kafkactl.record.batch_header import LOG_OVERHEAD
 
 log = logging.getLogger(__name__)
 
@@ -159,38 +161,24 @@ def _swap_action(directory: Path, name: str, names: list[str]) -> FileAction:
                       indexes)
 
 
-_V2_LAST_DELTA = 23  # a magic-2 batch: lastOffsetDelta's position from the batch start
-
-
 def _first_and_last(path: Path, *, last: bool) -> tuple[int | None, int | None]:
-    """(first batch's base offset, last batch's last offset) of a .log, from the batch
-    headers only (a magic 0/1 entry's offset is its last inner one: a lower bound of the
-    first offset is not needed, the check below takes it as the first). None when the
-    file holds no whole header."""
+    """(first batch's base offset, with `last` the last batch's last offset) of a .log,
+    from the batch headers only (log.batch_header: a magic 0/1 entry's offset is its last
+    inner one). None when the file holds no whole header."""
     first = end = None
     try:
         with open(path, "rb") as f:
-            size = os.fstat(f.fileno()).st_size
+            fd = f.fileno()
+            size = os.fstat(fd).st_size
             pos = 0
-            while pos + 17 <= size:
-                head = os.pread(f.fileno(), 27, pos)
-                if len(head) < 17:
-                    break
-                offset = int.from_bytes(head[0:8], "big", signed=True)
-                length = int.from_bytes(head[8:12], "big", signed=True)
-                if length <= 0 or pos + 12 + length > size:
-                    break
-                if head[16] == 2 and len(head) == 27:
-                    delta = int.from_bytes(head[_V2_LAST_DELTA:27], "big", signed=True)
-                    batch_last = offset + delta
-                else:
-                    batch_last = offset
+            while (h := read_header(fd, pos)) is not None and pos + h.size <= size \
+                    and h.size > LOG_OVERHEAD:
                 if first is None:
-                    first = offset
+                    first = h.base_offset
                     if not last:
-                        return first, None
-                end = batch_last
-                pos += 12 + length
+                        break
+                end = h.last_offset
+                pos += h.size
     except OSError:
         return None, None
     return first, end
