@@ -427,11 +427,12 @@ def claimed_offset(fd: int, position: int, base_offset: int) -> int | None:
 
 
 def inspect_segment(log_path: Path, *, index_interval_bytes: int = 4096,
-                    next_base_offset: int | None = None, salvage: bool = False
-                    ) -> SegmentRecoveryReport:
+                    next_base_offset: int | None = None, salvage: bool = False,
+                    base_offset: int | None = None) -> SegmentRecoveryReport:
     """What `recover_segment` (or, with `salvage`, salvage_segment_file and then
-    recover_segment) would do, without changing any byte (dry run)."""
-    base = base_offset_from_path(log_path)
+    recover_segment) would do, without changing any byte (dry run). `base_offset`: the
+    segment's base when it is not its file name's (a file a dry run would rename)."""
+    base = base_offset_from_path(log_path) if base_offset is None else base_offset
     fd = os.open(log_path, os.O_RDONLY)
     cut_offset = None
     past: list[PastDamage] = []

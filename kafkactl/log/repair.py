@@ -37,7 +37,14 @@ from kafkactl.log.checkpoint import (
 from kafkactl.log.config import LogConfig
 from kafkactl.log.errors import LogError
 from kafkactl.log.index_check import MISSING
-from kafkactl.log.leftovers import TRUNCATE, FileAction, clean_snapshots, plan_leftovers
+from kafkactl.log.leftovers import (
+    DELETE,
+    RENAME,
+    TRUNCATE,
+    FileAction,
+    clean_snapshots,
+    plan_leftovers,
+)
 from kafkactl.log.log import parse_topic_partition
 from kafkactl.log.manager import CLEAN_SHUTDOWN_MARKER, is_partition_dir
 from kafkactl.log.recovery import (
@@ -100,6 +107,25 @@ def segment_files(d: Path) -> list[tuple[int, Path]]:
     return sorted(out)
 
 
+def _planned_segments(segments: list[tuple[int, Path]], actions: list[FileAction]
+                      ) -> list[tuple[int, Path]]:
+    """The segments as they will be once `actions` are applied (a dry run's view): a
+    renamed file (a .swap or a misnamed segment) counted at its target's base offset, the
+    files its rename or a deletion removes left out."""
+    by_path = {path: base for base, path in segments}
+    for a in actions:
+        for p in a.also_delete:
+            by_path.pop(p, None)
+        if a.action == RENAME and a.target is not None and a.target.name.endswith(LOG_SUFFIX):
+            by_path.pop(a.target, None)
+            by_path.pop(a.path, None)
+            if (base := offset_from_filename(a.target.name)) is not None:
+                by_path[a.path] = base
+        elif a.action == DELETE:
+            by_path.pop(a.path, None)
+    return sorted((base, path) for path, base in by_path.items())
+
+
 @dataclass
 class PartitionRepair:
     """What recovering one partition dir found and did (or, in a dry run, would do)."""
@@ -142,14 +168,14 @@ def repair_partition(  # noqa: C901
             a.apply(delete_queued=True)
         if actions:
             fsync_dir(d)
-    segments = segment_files(d)
+    segments = _planned_segments(segment_files(d), actions) if dry_run else segment_files(d)
     reports: list[SegmentRecoveryReport] = []
     cut_at: int | None = None
     reason: str | None = None
     for i, (base, path) in enumerate(segments):
         nxt = segments[i + 1][0] if i + 1 < len(segments) else None
         found = inspect_segment(path, index_interval_bytes=config.index_interval_bytes,
-                                next_base_offset=nxt, salvage=salvage)
+                                next_base_offset=nxt, salvage=salvage, base_offset=base)
         if cut_at is not None:
             found.deleted = True
             reports.append(found)

@@ -8,6 +8,7 @@ is still damage for recovery (not renamed). Real broker processes, real CLI."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -74,6 +75,12 @@ def test_recover_renames_it_and_loses_nothing(broker: Any) -> None:
     r = _kafkactl("recover", "--dry-run", str(broker.data_dir))
     assert f"{named:020d}.log" in r.stdout and "renamed to" in r.stdout, r.stdout
     assert (part / f"{named:020d}.log").exists()  # a dry run changes nothing
+    # the dry run predicts what the repair does: the rename, no cut, nothing deleted
+    r = _kafkactl("recover", "--dry-run", "--json", str(broker.data_dir))
+    doc = json.loads(r.stdout)
+    assert doc["cuts"] == [], doc["cuts"]
+    assert not [s for s in doc["segments"] if s.get("deleted") or s.get("bytes_truncated")], \
+        doc["segments"]
     r = _kafkactl("recover", str(broker.data_dir))
     assert r.returncode == 0, r.stdout + r.stderr
     assert "deleted" not in r.stdout.lower(), r.stdout
