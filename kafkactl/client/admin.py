@@ -41,6 +41,13 @@ class ConfigEntry:
     synonyms: list[tuple[str, str | None, int]] = field(default_factory=list)
 
 
+# what a controller request lost with its connection may have done before the answer that
+# came instead (the topic created, deleted, its partitions added)
+_DONE_BY_A_LOST_REQUEST = frozenset({ErrorCode.TOPIC_ALREADY_EXISTS,
+                                     ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                                     ErrorCode.INVALID_PARTITIONS})
+
+
 class AdminClient:
     def __init__(self, bootstrap_servers: str | Iterable[str] | None = None, *,
                  client_id: str = "kafkactl-admin", request_timeout_ms: int = 30000,
@@ -63,17 +70,53 @@ class AdminClient:
                             ) -> dict[str, Any]:
         """Send a controller-only request (CreateTopics, DeleteTopics, CreatePartitions),
         again to the new controller while every row answers NOT_CONTROLLER (a controller
-        move, or a cluster still electing one), until the request timeout."""
+        move, or a cluster still electing one) or the controller cannot be reached (killed:
+        asked again once the metadata names another, as Java's admin client retries a
+        disconnected call), until the request timeout. A row answered by a request sent
+        again after a lost connection that says what the lost one may have done itself
+        (the topic exists, is gone, has the partitions) says so in its message."""
+        def moved(resp: dict[str, Any]) -> bool:
+            codes = [r["error_code"] for r in resp.get(rows) or ()]
+            return bool(codes) and all(c == ErrorCode.NOT_CONTROLLER for c in codes)
+
+        def send(conn: Any) -> dict[str, Any]:
+            body, version = build(conn)
+            return conn.request(api_key, body, version=version)
+
+        resp, resent = self._to_controller(send, moved)
+        if resent:
+            for r in resp.get(rows) or ():
+                if r["error_code"] in _DONE_BY_A_LOST_REQUEST:
+                    r["error_message"] = (
+                        (r.get("error_message") or error_for(r["error_code"]).code.name)
+                        + " (sent again after the connection to the controller was lost: "
+                        "the lost request may have done it)")
+        return resp
+
+    def _to_controller(self, send: Callable[[Any], dict[str, Any]],
+                       moved: Callable[[dict[str, Any]], bool]) -> tuple[dict[str, Any], bool]:
+        """send(controller connection) until its answer is not `moved` (NOT_CONTROLLER) and
+        it reached a controller, backing off, until the request timeout; (the answer,
+        whether a connection was lost on the way)."""
         deadline = time.monotonic() + self.timeout_ms / 1000
         backoff = 0.05
+        lost = False
         while True:
-            conn = self._controller()
-            body, version = build(conn)
-            resp = conn.request(api_key, body, version=version)
-            codes = [r["error_code"] for r in resp.get(rows) or ()]
-            moved = bool(codes) and all(c == ErrorCode.NOT_CONTROLLER for c in codes)
-            if not moved or time.monotonic() + backoff >= deadline:
-                return resp
+            try:
+                resp = send(self._controller())
+            except (KafkaConnectionError, KafkaTimeoutError, NoBrokersAvailable):
+                if time.monotonic() + backoff >= deadline:
+                    raise
+                lost = True
+                node = self.client.cluster.controller_id
+                if node >= 0:
+                    self.client.drop_connection(node)
+                    self.client.cluster.invalidate_node(node)
+                time.sleep(backoff)
+                backoff = min(backoff * 2, 1.0)
+                continue
+            if not moved(resp) or time.monotonic() + backoff >= deadline:
+                return resp, lost
             time.sleep(backoff)
             backoff = min(backoff * 2, 1.0)
 
@@ -199,29 +242,13 @@ class AdminClient:
         Java's admin client looks for it in the answer's error counts). Its requests
         (ElectLeaders, Alter/ListPartitionReassignments) may be sent again, so a controller
         that cannot be reached (killed) is also retried, once the metadata names another."""
-        deadline = time.monotonic() + self.timeout_ms / 1000
-        backoff = 0.05
-        while True:
-            try:
-                resp = self._controller().request(api_key, body)
-            except (KafkaConnectionError, KafkaTimeoutError, NoBrokersAvailable):
-                if time.monotonic() + backoff >= deadline:
-                    raise
-                node = self.client.cluster.controller_id
-                if node >= 0:
-                    self.client.drop_connection(node)
-                    self.client.cluster.invalidate_node(node)
-                time.sleep(backoff)
-                backoff = min(backoff * 2, 1.0)
-                continue
-            moved = resp.get("error_code") == ErrorCode.NOT_CONTROLLER or (
+        def moved(resp: dict[str, Any]) -> bool:
+            return resp.get("error_code") == ErrorCode.NOT_CONTROLLER or (
                 row_codes is not None and ErrorCode.NOT_CONTROLLER in row_codes(resp))
-            if not moved or time.monotonic() + backoff >= deadline:
-                self._check(resp.get("error_code", 0), resp.get("error_message"),
-                            api_key.name.lower())
-                return resp
-            time.sleep(backoff)
-            backoff = min(backoff * 2, 1.0)
+
+        resp, _lost = self._to_controller(lambda conn: conn.request(api_key, body), moved)
+        self._check(resp.get("error_code", 0), resp.get("error_message"), api_key.name.lower())
+        return resp
 
     def elect_preferred_leaders(self, partitions: Iterable[TopicPartition] | None = None
                                 ) -> dict[TopicPartition, KafkaError | None]:

@@ -268,3 +268,18 @@ def test_admin_requests_to_the_controller_follow_a_killed_controller(
         assert admin.list_partition_reassignments() == {}  # no error: retried
         new = admin.client.cluster.controller_id
     assert new != old and new in cluster.brokers
+
+
+def test_topics_create_follows_a_killed_controller(cluster: Cluster) -> None:
+    """`topics create` right after the controller is SIGKILLed (the metadata still names
+    it until its ZooKeeper session expires): asked again of the new controller, as Java's
+    admin client retries a disconnected call, instead of failing with "cannot connect"."""
+    old = cluster.controller()
+    cluster.brokers[old].kill()
+    bootstrap = ",".join(b.bootstrap for b in cluster.live())
+    r = subprocess.run([sys.executable, "-m", "kafkactl", "topics", "create", "-t", "after",
+                        "--partitions", "2", "--replication-factor", "2", "-b", bootstrap],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert cluster.controller() not in (old, -1)
+    assert set(cluster.wait_for_leaders("after", 2)) == {0, 1}
