@@ -448,6 +448,8 @@ def main(argv: Sequence[str] | None = None, spark: Any = None) -> int:
         return EXIT_OK
     except Exception as e:  # noqa: BLE001 - every failure ends as one line and an exit code
         reason, code = failure(e)
+        if code == EXIT_FAILED:  # unexpected: the quieted loggers' stack traces are kept
+            reason += f" (the whole error: {save_error(e)})"
     line = f"kafkactl spark-load: error: {reason}"
     if args.status_file:  # the caller (kafkactl spark-load) prints it: once
         write_status(args.status_file, line)
@@ -590,6 +592,22 @@ def task_failure(e: Exception) -> tuple[str, int]:
         prefix, code = known
         return prefix + loader_hint(message)[:MAX_REASON], code
     return f"load failed: {name}: {message[:MAX_REASON]}", EXIT_FAILED
+
+
+def save_error(e: BaseException) -> str:
+    """Write an unexpected failure's whole text (the Python traceback and the Java stack
+    traces it relays, which QUIET_LOGGERS keep off the terminal) to a file of its own in
+    the temp dir; its path (or why there is none)."""
+    import tempfile
+    import traceback
+
+    try:
+        fd, path = tempfile.mkstemp(prefix="kafkactl-spark-load-", suffix=".log")
+        with os.fdopen(fd, "w", encoding="utf-8", errors="replace") as f:
+            f.write("".join(traceback.format_exception(e)))
+    except OSError as err:
+        return f"not saved: {err.strerror or err}"
+    return path
 
 
 def write_status(path: str | None, line: str) -> None:

@@ -392,3 +392,27 @@ def test_transactions_read_committed_by_default(spark: Any, broker: Any,
     # the next run starts at the offset of the transaction open before: its records and
     # the one after them are loaded now
     assert load.plan_run(args(b, out), committed) == (committed, {("load.txn", 0): 11})
+
+
+def test_an_unexpected_failure_keeps_its_whole_error_in_a_file(
+        spark: Any, broker: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A failure the loader does not know (here Parquet's codec refused at write time): one
+    line on stderr, which names a file holding the whole error, the Java stack trace the
+    quieted Spark loggers keep off the terminal included."""
+    b, out = broker.bootstrap, tmp_path / "out"
+    create_topic(b, "load.u", 1)
+    fill(b, "load.u", 1, 3, "r1")
+    spark.conf.set("spark.sql.parquet.compression.codec", "lzo")
+    try:
+        code = load.main(["--bootstrap", b, "--topic", "load.u", "--output", str(out)], spark)
+    finally:
+        spark.conf.unset("spark.sql.parquet.compression.codec")
+    assert code == load.EXIT_FAILED
+    line = capsys.readouterr().err.strip().splitlines()[-1]
+    assert line.startswith("kafkactl spark-load: error: load failed: "), line
+    saved = Path(line.rsplit("(the whole error: ", 1)[1].rstrip(")"))
+    try:
+        text = saved.read_text()
+        assert "lzo" in text.lower() and "\tat org.apache." in text, text[:2000]
+    finally:
+        saved.unlink()
