@@ -259,6 +259,7 @@ def consume(  # noqa: C901
         "fetch.wait.max.ms, max.partition.fetch.bytes, auto.offset.reset, group.id, "
         "enable.auto.commit, session.timeout.ms, max.poll.interval.ms, max.poll.records "
         "(records a poll hands out; with -G 500 unless given, else no limit), "
+        "metadata.max.age.ms (how often -G looks for new partitions and topics), "
         "isolation.level, check.crcs=false, client.id; and the security properties "
         "(security.protocol, sasl.*, ssl.*)."),
     command_config: Path | None = command_config_option(),
