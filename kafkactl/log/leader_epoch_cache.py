@@ -119,6 +119,13 @@ class LeaderEpochCache:
     def latest_epoch(self) -> int:
         return self.epochs[-1] if self.epochs else UNDEFINED_EPOCH
 
+    def epoch_for_offset(self, offset: int) -> int:
+        """The epoch whose leader wrote `offset` (the last entry starting at or below it);
+        -1 when it predates every entry (ListOffsets' leader_epoch, as Kafka's
+        epochForOffset)."""
+        at = bisect.bisect_right(self.offsets, offset) - 1
+        return self.epochs[at] if at >= 0 else UNDEFINED_EPOCH
+
     def end_offset_for(self, epoch: int, log_end_offset: int) -> tuple[int, int]:
         """OffsetForLeaderEpoch's answer for `epoch`: the latest epoch ends at the log end;
         an older one at the start of the next epoch, reported with the largest known epoch

@@ -26,6 +26,7 @@ from tests.cluster.test_replication import OVERRIDES, create, full_isr
 from tests.polling import wait_until
 
 TOPIC = "epoch-trim"
+LATEST, EARLIEST, MAX_TIMESTAMP = -1, -2, -3
 BATCHES = 10  # a batch of one record each, per leader epoch
 
 
@@ -54,6 +55,16 @@ def _end_offset_for(cluster: Cluster, broker: int, epoch: int) -> tuple[int, int
     p: dict[str, Any] = resp["topics"][0]["partitions"][0]
     assert p["error_code"] == ErrorCode.NONE, p
     return p["leader_epoch"], p["end_offset"]
+
+
+def _list_offset(cluster: Cluster, broker: int, timestamp: int) -> tuple[int, int]:
+    """ListOffsets v7 of partition 0 at `timestamp`: (offset, leader_epoch)."""
+    resp = request(cluster.brokers[broker].port, ApiKey.LIST_OFFSETS, 7, {
+        "replica_id": -1, "isolation_level": 0, "topics": [{"name": TOPIC, "partitions": [
+            {"partition_index": 0, "current_leader_epoch": -1, "timestamp": timestamp}]}]})
+    p: dict[str, Any] = resp["topics"][0]["partitions"][0]
+    assert p["error_code"] == ErrorCode.NONE, p
+    return p["offset"], p["leader_epoch"]
 
 
 def _new_leader(cluster: Cluster) -> int:
@@ -85,6 +96,12 @@ def test_every_replica_trims_its_leader_epochs_with_the_log_start(broker_factory
     wait_until(lambda: all(_epochs(cluster, b) == full for b in cluster.brokers), 30,
                "every replica's epochs")
     assert _end_offset_for(cluster, leader, 0) == (0, BATCHES)
+    # ListOffsets names the epoch that wrote the offset it answers (Kafka's), the leader's
+    # own only for the log end
+    assert _list_offset(cluster, leader, EARLIEST) == (0, 0)
+    assert _list_offset(cluster, leader, 1) == (0, 0)  # the first record at or after 1 ms
+    assert _list_offset(cluster, leader, MAX_TIMESTAMP) == (3 * BATCHES - 1, 2)
+    assert _list_offset(cluster, leader, LATEST) == (3 * BATCHES, 2)
 
     start = BATCHES + 5  # inside epoch 1
     resp = request(cluster.brokers[leader].port, ApiKey.DELETE_RECORDS, 2, {
@@ -100,6 +117,7 @@ def test_every_replica_trims_its_leader_epochs_with_the_log_start(broker_factory
     assert _end_offset_for(cluster, leader, 0) == (0, start)
     assert _end_offset_for(cluster, leader, 1) == (1, 2 * BATCHES)
     assert _end_offset_for(cluster, leader, 2) == (2, 3 * BATCHES)
+    assert _list_offset(cluster, leader, EARLIEST) == (start, 1)
 
     # the leader dies: the next one answers from its own (trimmed) cache; the old one
     # restarts with its checkpoint as it was

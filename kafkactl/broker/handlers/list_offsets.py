@@ -150,7 +150,10 @@ def _lookup(services: BrokerServices, topic: str, p: dict[str, Any], *, client: 
     if found is not None:
         out["offset"], out["timestamp"] = found
         out["old_style_offsets"] = [found[0]]
-        out["leader_epoch"] = part.leader_epoch
+        # latest: the leader's epoch; a record's offset (earliest, by time, max timestamp):
+        # the epoch that wrote it, as Kafka's (a client checks its position against it)
+        out["leader_epoch"] = part.leader_epoch if ts == LATEST \
+            else part.epochs.epoch_for_offset(found[0])
     return out
 
 
