@@ -35,18 +35,28 @@ ResponseParts = Sequence[Any]  # bytes-like parts and FileRegion parts, size pre
 
 
 class _RegionFile:
-    """The minimal file object loop.sendfile() needs around a raw descriptor."""
+    """The minimal file object loop.sendfile() needs around a raw descriptor: fileno and
+    seek for os.sendfile; readinto for asyncio's copying fallback, which it takes when the
+    first os.sendfile fails (a peer gone mid-fetch: it used to end in an AttributeError
+    logged with a traceback)."""
 
     mode = "rb"
 
     def __init__(self, fd: int) -> None:
         self._fd = fd
+        self._position = 0
 
     def fileno(self) -> int:
         return self._fd
 
     def seek(self, offset: int, whence: int = 0) -> int:
+        self._position = offset
         return offset
+
+    def readinto(self, buffer: memoryview | bytearray) -> int:
+        n = os.preadv(self._fd, [buffer], self._position)
+        self._position += n
+        return n
 
 
 def _wake(future: asyncio.Future[None]) -> None:

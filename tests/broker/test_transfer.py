@@ -112,3 +112,34 @@ def test_sendfile_now_reports_a_file_shorter_than_the_region(tmp_path: Path) -> 
         os.close(fd)
         ours.close()
         theirs.close()
+
+
+def test_asyncios_copying_fallback_reads_the_region(tmp_path: Path) -> None:
+    """When the first os.sendfile fails (a consumer gone mid-fetch), loop.sendfile falls
+    back to copying through the file object's readinto: the region file reads the region
+    (it had no readinto: an AttributeError, logged with a traceback for every such peer)."""
+    data = os.urandom(100_000)
+    path = tmp_path / "seg"
+    path.write_bytes(data)
+    fd = os.open(path, os.O_RDONLY)
+
+    async def run() -> tuple[int, bytes]:
+        loop = asyncio.get_running_loop()
+        ours, theirs = socket.socketpair()
+        transport, _ = await loop.connect_accepted_socket(asyncio.Protocol, ours)
+        received = bytearray()
+        reader = _drain_into(theirs, received, 60_000)
+        try:
+            sent = await loop._sendfile_fallback(  # type: ignore[attr-defined]
+                transport, transfer._RegionFile(fd), 1_000, 60_000)
+            await asyncio.to_thread(reader.join, 10)
+        finally:
+            transport.close()
+            theirs.close()
+        return sent, bytes(received)
+
+    try:
+        sent, received = asyncio.run(run())
+    finally:
+        os.close(fd)
+    assert sent == 60_000 and received == data[1_000:61_000]
