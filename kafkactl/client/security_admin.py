@@ -1,10 +1,11 @@
 """Admin calls for security, over the protocol: ACLs (Describe/Create/DeleteAcls) and SCRAM
 users (Describe/AlterUserScramCredentials, the salted password computed here, so the
-password never leaves the client)."""
+password never leaves the client; AlterUserScramCredentials goes to the controller)."""
 
 from __future__ import annotations
 
 import secrets
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -39,6 +40,30 @@ def _check(code: int, message: str | None, what: str) -> None:
 
 def _request(client: KafkaClient, api_key: ApiKey, body: dict[str, Any]) -> dict[str, Any]:
     return client.any_connection().request(api_key, body)
+
+
+def _controller_request(client: KafkaClient, api_key: ApiKey,
+                        body: dict[str, Any]) -> dict[str, Any]:
+    """Send to the controller the Metadata names (only it alters SCRAM credentials in a
+    ZooKeeper cluster, as in Kafka's), again while every result says NOT_CONTROLLER (the
+    controller moved, or none is elected yet), backing off, until the request timeout: as
+    Java's admin client does with its ControllerNodeProvider."""
+    from kafkactl.protocol.errors import ErrorCode
+
+    deadline = time.monotonic() + client.request_timeout
+    backoff = 0.05
+    while True:
+        cluster = client.refresh_metadata([])
+        node = cluster.controller_id
+        conn = client.connection(node) if node >= 0 and node in cluster.brokers \
+            else client.any_connection()
+        r = conn.request(api_key, body)
+        codes = [res["error_code"] for res in r["results"]]
+        moved = bool(codes) and all(c == ErrorCode.NOT_CONTROLLER for c in codes)
+        if not moved or time.monotonic() + backoff >= deadline:
+            return r
+        time.sleep(backoff)
+        backoff = min(backoff * 2, 1.0)
 
 
 def describe_acls(client: KafkaClient, flt: AclEntry) -> list[AclEntry]:
@@ -98,6 +123,6 @@ def alter_user(client: KafkaClient, user: str, *, password: str | None,
         body["upsertions"].append({
             "name": user, "mechanism": mech.type_code, "iterations": iterations,
             "salt": salt, "salted_password": mech.salted_password(password, salt, iterations)})
-    r = _request(client, ApiKey.ALTER_USER_SCRAM_CREDENTIALS, body)
+    r = _controller_request(client, ApiKey.ALTER_USER_SCRAM_CREDENTIALS, body)
     for res in r["results"]:
         _check(res["error_code"], res["error_message"], f"AlterUserScramCredentials {user}")

@@ -13,6 +13,13 @@ change of the dynamic broker configs (/config/brokers/[id] or <default>).
 Broker logger resources (KIP-412, resource name = this broker's id) are the log levels of
 this broker's Python loggers (kafkactl.broker.broker_loggers): described, and changed by
 IncrementalAlterConfigs only, on this broker only and until it stops, as in Kafka.
+
+Both alter APIs first refuse, as Kafka's ConfigAdminManager.preprocess (3.2 and later),
+with INVALID_REQUEST and before any authorization: every copy of a resource named twice
+("Each resource must appear at most once."), a resource with a config key given twice
+("Error due to duplicate config keys") or a null value other than an incremental DELETE's
+("Null value not supported for : <keys>"). The default topic resource (named "") is
+INVALID_REQUEST too ("Default topic resources are not allowed.").
 """
 
 from __future__ import annotations
@@ -231,13 +238,37 @@ async def handle_describe_configs(services: BrokerServices, ctx: RequestContext,
     return {"throttle_time_ms": 0, "results": results}
 
 
+def _malformed(r: dict[str, Any], incremental: bool) -> str | None:
+    """What Kafka's ConfigAdminManager.preprocess refuses in a resource of either API
+    (INVALID_REQUEST, before authorization): a config key given twice, or a null value on
+    anything but an incremental DELETE."""
+    names = [c["name"] for c in r["configs"]]
+    if len(set(names)) != len(names):
+        return "Error due to duplicate config keys"
+    nulls = [c["name"] for c in r["configs"] if c["value"] is None
+             and not (incremental and c["config_operation"] == DELETE)]
+    if nulls:
+        return "Null value not supported for : " + ", ".join(nulls)
+    return None
+
+
 async def _alter(services: BrokerServices, ctx: RequestContext, request: dict[str, Any],
                  incremental: bool) -> dict[str, Any]:
     responses = []
+    seen: dict[tuple[int, str], int] = {}
+    for r in request["resources"]:
+        key = (r["resource_type"], r["resource_name"])
+        seen[key] = seen.get(key, 0) + 1
     for r in request["resources"]:
         rtype, rname = r["resource_type"], r["resource_name"]
         res: dict[str, Any] = {"resource_type": rtype, "resource_name": rname,
                                "error_code": ErrorCode.NONE, "error_message": None}
+        malformed = "Each resource must appear at most once." \
+            if seen[(rtype, rname)] > 1 else _malformed(r, incremental)
+        if malformed is not None:  # every copy of a repeated resource is refused, as Kafka
+            res.update(error_code=ErrorCode.INVALID_REQUEST, error_message=malformed)
+            responses.append(res)
+            continue
         if rtype == BROKER_LOGGER and not incremental:  # as Kafka: a KIP-412 level only
             res.update(error_code=ErrorCode.INVALID_REQUEST,  # through the incremental API
                        error_message="AlterConfigs does not support the resource type "
@@ -262,6 +293,9 @@ async def _alter(services: BrokerServices, ctx: RequestContext, request: dict[st
             if rtype != TOPIC:
                 raise TopicError(ErrorCode.INVALID_REQUEST,
                                  f"resource type {rtype} cannot be altered")
+            if rname == "":  # as Kafka's ZkAdminManager (and its KRaft controller)
+                raise TopicError(ErrorCode.INVALID_REQUEST,
+                                 "Default topic resources are not allowed.")
             state = services.topic_admin.topic(rname)
             if state is None:
                 raise TopicError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,

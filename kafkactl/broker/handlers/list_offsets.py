@@ -11,6 +11,11 @@ it from its own log (its log start, log end and time index). current_leader_epoc
 none) is checked against the replica's leader epoch as Kafka's checkCurrentLeaderEpoch:
 older is FENCED_LEADER_EPOCH, newer UNKNOWN_LEADER_EPOCH.
 
+As Kafka (3.9) answers a partition before looking it up: INVALID_REQUEST for a partition
+named twice in the request (every copy; version 1 and later), UNSUPPORTED_VERSION for a
+special timestamp the request's version cannot ask for (MAX_TIMESTAMP needs version 7;
+version 0 knows only LATEST and EARLIEST; any other negative timestamp is never supported).
+
 Version 0 is the seed's getOffsetsBefore, answered as Kafka's legacyFetchOffsetsBefore
 (_legacy_offsets): a list of up to max_num_offsets offsets, newest first, from the log's
 segments (their base offsets and .log files' last-modified times) and its end.
@@ -33,6 +38,33 @@ from kafkactl.record.memory_records import iter_batches
 
 LATEST, EARLIEST, MAX_TIMESTAMP = -1, -2, -3
 CONSUMER_REPLICA_ID = -1
+# Kafka's timestampMinSupportedVersion (KafkaApis, 3.9): the first version that may ask for
+# each special (negative) timestamp; any other negative one is never supported. Version 0
+# knows only LATEST and EARLIEST.
+TIMESTAMP_MIN_VERSION = {EARLIEST: 1, LATEST: 1, MAX_TIMESTAMP: 7}
+
+
+def _unsupported(ts: int, version: int) -> bool:
+    """Kafka's isListOffsetsTimestampUnsupported (UNSUPPORTED_VERSION for the partition)."""
+    if version == 0:
+        return ts < EARLIEST
+    return ts < 0 and version < TIMESTAMP_MIN_VERSION.get(ts, 1 << 15)
+
+
+def _duplicates(topics: list[dict[str, Any]]) -> set[tuple[str, int]]:
+    """The partitions named more than once in the request (Kafka's duplicatePartitions)."""
+    seen: set[tuple[str, int]] = set()
+    dups: set[tuple[str, int]] = set()
+    for t in topics:
+        for p in t["partitions"]:
+            tp = (t["name"], p["partition_index"])
+            (dups if tp in seen else seen).add(tp)
+    return dups
+
+
+def _error(p: dict[str, Any], code: int) -> dict[str, Any]:
+    return {"partition_index": p["partition_index"], "error_code": code,
+            "old_style_offsets": [], "timestamp": -1, "offset": -1, "leader_epoch": -1}
 
 
 def _record_with_max_timestamp(log: Any) -> tuple[int, int] | None:
@@ -137,10 +169,7 @@ def _lookup(services: BrokerServices, topic: str, p: dict[str, Any], *, client: 
         found = (part.log_start_offset, -1)
     elif ts == MAX_TIMESTAMP:
         found = _record_with_max_timestamp(part.log)
-    elif ts < 0:
-        out["error_code"] = ErrorCode.INVALID_REQUEST
-        return out
-    else:
+    else:  # a timestamp (other negative ones are refused by _unsupported)
         found = part.log.fetch_offset_by_timestamp(ts)
         if found is not None and found[0] < part.log_start_offset:
             found = (part.log_start_offset, found[1])
@@ -164,23 +193,27 @@ def handle_list_offsets(services: BrokerServices, ctx: RequestContext,
     client = replica_id == CONSUMER_REPLICA_ID  # else no isolation level applies
     leader_only = replica_id != DEBUGGING_CONSUMER_ID  # Kafka's fetchOnlyFromLeader
     read_committed = client and request.get("isolation_level", 0) == 1
+    version = ctx.api_version
     refused = unauthorized_topics(services, ctx, AclOperation.DESCRIBE,
                                   (t["name"] for t in request["topics"]))
+    # as Kafka: version 0 has no check of repeated partitions, each is answered
+    duplicates = _duplicates(request["topics"]) if version > 0 else set()
     for t in request["topics"]:
         if t["name"] in refused:  # Describe on the topic, as Kafka checks
             topics.append({"name": t["name"], "partitions": [
-                {"partition_index": p["partition_index"],
-                 "error_code": ErrorCode.TOPIC_AUTHORIZATION_FAILED, "old_style_offsets": [],
-                 "timestamp": -1, "offset": -1, "leader_epoch": -1}
-                for p in t["partitions"]]})
+                _error(p, ErrorCode.TOPIC_AUTHORIZATION_FAILED) for p in t["partitions"]]})
             continue
-        if ctx.api_version == 0:
-            topics.append({"name": t["name"], "partitions": [
-                _lookup_v0(services, t["name"], p, client, leader_only)
-                for p in t["partitions"]]})
-            continue
-        topics.append({"name": t["name"], "partitions": [
-            _lookup(services, t["name"], p, client=client, leader_only=leader_only,
-                    read_committed=read_committed)
-            for p in t["partitions"]]})
+        partitions = []
+        for p in t["partitions"]:
+            if (t["name"], p["partition_index"]) in duplicates:
+                partitions.append(_error(p, ErrorCode.INVALID_REQUEST))
+            elif _unsupported(p["timestamp"], version):
+                partitions.append(_error(p, ErrorCode.UNSUPPORTED_VERSION))
+            elif version == 0:
+                partitions.append(_lookup_v0(services, t["name"], p, client, leader_only))
+            else:
+                partitions.append(_lookup(services, t["name"], p, client=client,
+                                          leader_only=leader_only,
+                                          read_committed=read_committed))
+        topics.append({"name": t["name"], "partitions": partitions})
     return {"throttle_time_ms": 0, "topics": topics}

@@ -4,7 +4,9 @@ The client sends the salted password (Hi(password, salt, iterations)); the broke
 the salt, StoredKey, ServerKey and iterations. Describe needs Describe on the cluster, Alter
 needs Alter on the cluster (CLUSTER_AUTHORIZATION_FAILED otherwise). Per-user errors as
 Kafka: RESOURCE_NOT_FOUND, DUPLICATE_RESOURCE, UNSUPPORTED_SASL_MECHANISM,
-UNACCEPTABLE_CREDENTIAL.
+UNACCEPTABLE_CREDENTIAL. In a ZooKeeper cluster only the controller alters credentials:
+any other broker answers NOT_CONTROLLER for every user, as Kafka's ZooKeeper mode (clients
+send it to the controller named by Metadata); a standalone broker is its own controller.
 """
 
 from __future__ import annotations
@@ -22,6 +24,8 @@ from kafkactl.protocol.errors import ErrorCode
 # Kafka's message of ClusterAuthorizationException, which its error responses carry: a null
 # message with an error made librdkafka's DescribeUserScramCredentials abort the process.
 CLUSTER_DENIED = "Cluster authorization failed."
+# the message of Kafka's NotControllerException (Errors.NOT_CONTROLLER's default)
+NOT_CONTROLLER_MESSAGE = "This is not the correct controller for this cluster."
 
 
 def handle_describe_user_scram_credentials(services: BrokerServices, ctx: RequestContext,
@@ -89,6 +93,13 @@ async def handle_alter_user_scram_credentials(services: BrokerServices,
     deletions, upsertions = request["deletions"], request["upsertions"]
     store = services.credentials
     names = [c["name"] for c in (*deletions, *upsertions)]
+    cluster = services.cluster
+    if cluster is not None and not cluster.controller.active:
+        # Kafka's ZooKeeper mode: only the controller alters credentials (before any
+        # authorization); its getErrorResponse names each user once, sorted
+        return {"throttle_time_ms": 0, "results": [
+            {"user": n, "error_code": ErrorCode.NOT_CONTROLLER,
+             "error_message": NOT_CONTROLLER_MESSAGE} for n in sorted(set(names))]}
     if not authorize_cluster(services, ctx, AclOperation.ALTER) or store is None:
         return {"throttle_time_ms": 0, "results": [
             {"user": n, "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
