@@ -2,9 +2,12 @@
 partition have a leader and a full ISR? Exit 0 when so, 1 when not (saying what is wrong),
 2 when no broker answers.
 
-Through the Kafka protocol only (one Metadata request): a client cannot see ZooKeeper's
+Through the Kafka protocol only (a Metadata request): a client cannot see ZooKeeper's
 /brokers/ids, so the brokers expected are those named as a replica of some partition (or
-as offline replicas); one missing from Metadata's broker list is down.
+as offline replicas); one missing from Metadata's broker list is down. So is one the
+Metadata still lists that does not answer a request of its own within the request timeout
+(`nodes_not_answering`): a killed broker stays listed until its ZooKeeper session expires,
+a frozen one for as long as its session lives.
 """
 
 from __future__ import annotations
@@ -31,10 +34,13 @@ EXIT_UNHEALTHY = 1
 EXIT_UNREACHABLE = 2
 
 
-def health_document(cluster: ClusterMetadata) -> dict[str, Any]:
-    """The health of `cluster` (one Metadata response) as a JSON-ready dict."""
-    up = sorted(cluster.brokers)
-    expected: set[int] = set(up)
+def health_document(cluster: ClusterMetadata, not_answering: list[int] | None = None
+                    ) -> dict[str, Any]:
+    """The health of `cluster` (one Metadata response) as a JSON-ready dict;
+    `not_answering`: listed brokers that did not answer (probe)."""
+    silent = sorted(not_answering or ())
+    up = sorted(set(cluster.brokers) - set(silent))
+    expected: set[int] = set(cluster.brokers)
     leaderless: dict[str, list[int]] = {}
     under: dict[str, list[int]] = {}
     for name, topic in sorted(cluster.topics.items()):
@@ -62,6 +68,7 @@ def health_document(cluster: ClusterMetadata) -> dict[str, Any]:
         "controller_id": cluster.controller_id,
         "all_nodes": sorted(expected),
         "nodes_down": down,
+        "nodes_not_answering": silent,
         "leaderless_partitions": leaderless,
         "leaderless_count": sum(len(v) for v in leaderless.values()),
         "under_replicated_partitions": under,
@@ -97,7 +104,35 @@ def render(doc: dict[str, Any]) -> str:
 
 
 def check(client: Any) -> dict[str, Any]:
-    return health_document(client.refresh_metadata(None))
+    cluster = client.refresh_metadata(None)
+    return health_document(cluster, probe(client, sorted(cluster.brokers)))
+
+
+def probe(client: Any, nodes: list[int]) -> list[int]:
+    """The brokers among `nodes` that do not answer a Metadata request (of no topic) on a
+    connection of their own within the client's request timeout, asked all at once."""
+    from kafkactl.client.errors import ClientError
+    from kafkactl.protocol.api_keys import ApiKey
+
+    deadline = time.monotonic() + client.request_timeout
+    silent: list[int] = []
+    asked = []
+    for node in nodes:
+        try:
+            conn = client.connection(node)
+            version = conn.version_for(ApiKey.METADATA)
+            body = client.metadata_request_body(version, [], False)
+            asked.append((node, conn, conn.send(ApiKey.METADATA, body, version=version)))
+        except (ClientError, OSError):
+            silent.append(node)
+            client.drop_connection(node)
+    for node, conn, req in asked:
+        try:
+            conn.wait(req, max(0.1, deadline - time.monotonic()))
+        except (ClientError, OSError):
+            silent.append(node)
+            client.drop_connection(node)
+    return sorted(silent)
 
 
 def health(

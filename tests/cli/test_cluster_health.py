@@ -11,6 +11,7 @@ through a test-only Typer app holding just it; test_real_cli_cluster_health runs
 from __future__ import annotations
 
 import json
+import signal
 from typing import Any
 
 import pytest
@@ -127,3 +128,25 @@ def test_cluster_with_a_broker_down(cluster: Cluster) -> None:
     assert doc["under_replicated"] >= 3
     assert any(t["topic"] == "spread" for t in doc["topics"])
 
+
+
+def test_a_frozen_broker_still_listed_is_down(broker_factory: Any,
+                                               zookeeper: Any) -> None:  # noqa: F811
+    """A broker that stopped answering (SIGSTOP) stays in every broker's metadata while its
+    ZooKeeper session lives (30 s here): health asks each listed broker itself and reports
+    it down (it said "healthy" until the session expired)."""
+    cluster = start_cluster(broker_factory, zookeeper, zookeeper_session_timeout_ms="30000")
+    victim = 3 if cluster.controller() != 3 else 2
+    frozen = cluster.brokers[victim]
+    live = ",".join(b.bootstrap for b in cluster.live() if b is not frozen)
+    assert frozen.proc is not None
+    frozen.proc.send_signal(signal.SIGSTOP)
+    try:
+        r = health("-b", live, "--json")
+        doc = json.loads(r.output)
+        assert len(metadata(cluster.brokers[1 if victim != 1 else 2].port, [])["brokers"]) == 3
+    finally:
+        frozen.proc.send_signal(signal.SIGCONT)
+    assert r.exit_code == 1, r.output
+    assert doc["nodes_down"] == [victim] and doc["nodes_not_answering"] == [victim], doc
+    assert "nodes_down" in doc["unhealthy_reasons"]
