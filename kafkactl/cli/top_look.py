@@ -131,8 +131,13 @@ def snapshot(now: Look, before: Look | None, source: str, sort: str = "in") -> d
         change = None if prev is None else gauge_change(lags, prev, elapsed)
         trend = None if change is None else ("growing" if change > 0 else
                                              "shrinking" if change < 0 else "steady")
+        unknown = g.get("lag_unknown_partitions", 0)
+        # a lag that leaves out partitions (their leader did not answer) is a lower bound,
+        # flagged; with none known it is not known at all (it read 0)
+        lag = None if unknown and not lags else int(sum(lags.values()))
         group = {"group": name, "state": g.get("state"), "members": g.get("members"),
-                 "lag": int(sum(lags.values())), "lag_change_per_s": change, "trend": trend}
+                 "lag": lag, "lag_unknown_partitions": unknown,
+                 "lag_change_per_s": change, "trend": trend}
         if "error" in g:
             group["error"] = g["error"]
         groups.append(group)
@@ -172,4 +177,4 @@ def _sort(topics: list[dict[str, Any]], groups: list[dict[str, Any]], sort: str)
     if sort == "out" and all(t[key] is None for t in topics):
         key = "consumed_msgs_per_s"
     topics.sort(key=lambda t: (-(t[key] or 0), t["topic"]))
-    groups.sort(key=lambda g: (-g["lag"], g["group"]))
+    groups.sort(key=lambda g: (-(g["lag"] or 0), g["group"]))

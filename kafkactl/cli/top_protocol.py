@@ -307,11 +307,15 @@ def _add_groups(look: Look, answered: Mapping[int, BrokerAnswer],
             if "error" in g:
                 entry["error"] = g["error"]
             lags = look.lags[group_id]
+            unknown = 0  # partitions whose leader did not answer: no end offset, no lag
             for tp, offset in g["committed"].items():
                 if tp in ends:
                     lags[tp] = max(ends[tp] - offset, 0)
+                else:
+                    unknown += 1
                 if tp[0] in look.topics:
                     look.count(tp[0], "consumed_msgs", (group_id, tp[1]), offset)
+            entry["lag_unknown_partitions"] = unknown
 
 
 def _end_offsets(cluster: ClusterMetadata, answered: Mapping[int, BrokerAnswer]

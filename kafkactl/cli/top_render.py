@@ -103,7 +103,10 @@ def _groups(doc: dict[str, Any]) -> Any:
         groups.add_column(col, justify=justify)  # type: ignore[arg-type]
     for g in doc["groups"]:
         trend = g["trend"] or "-"
-        groups.add_row(g["group"], g["state"] or "-", _fmt(g["members"]), _fmt(g["lag"]),
+        lag = _fmt(g["lag"])
+        if g.get("lag_unknown_partitions") and g["lag"] is not None:
+            lag += "+"  # at least: some partitions' leaders did not answer
+        groups.add_row(g["group"], g["state"] or "-", _fmt(g["members"]), lag,
                        _fmt(g["lag_change_per_s"]),
                        Text(trend, style="red" if trend == "growing" else ""))
     return groups

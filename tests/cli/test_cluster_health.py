@@ -19,8 +19,9 @@ import typer
 from typer.testing import CliRunner
 
 from kafkactl.cli.cluster_health import register
+from kafkactl.protocol.api_keys import ApiKey
 from tests import zygote
-from tests.cluster.cluster_helpers import Cluster, metadata, start_cluster
+from tests.cluster.cluster_helpers import Cluster, metadata, request, start_cluster
 from tests.cluster.conftest import zookeeper  # noqa: F401 - the fixture, for the cluster test
 from tests.conftest import BrokerProcess, free_port
 from tests.polling import wait_until
@@ -150,3 +151,46 @@ def test_a_frozen_broker_still_listed_is_down(broker_factory: Any,
     assert r.exit_code == 1, r.output
     assert doc["nodes_down"] == [victim] and doc["nodes_not_answering"] == [victim], doc
     assert "nodes_down" in doc["unhealthy_reasons"]
+
+
+def test_top_does_not_show_a_lag_it_could_not_see(broker_factory: Any,
+                                                  zookeeper: Any) -> None:  # noqa: F811
+    """A group's only partition led by a broker that does not answer (SIGSTOP, still
+    registered): `top` has no end offset for it, so the group's lag is unknown (null, `-`),
+    not 0; a group with one of two such partitions shows its known lag flagged partial."""
+    cluster = start_cluster(broker_factory, zookeeper, zookeeper_session_timeout_ms="30000")
+    b = cluster.bootstrap
+    def coordinator(group: str) -> int | None:
+        node = request(cluster.brokers[1].port, ApiKey.FIND_COORDINATOR, 1,
+                       {"key": group, "key_type": 0})["node_id"]
+        return node if node >= 0 else None
+
+    lost = wait_until(lambda: coordinator("g-lost"), 60, "__consumer_offsets led")
+    half = next(g for n in range(200) if coordinator(g := f"g-half-{n}") == lost)
+    victim = next(i for i in (3, 2, 1) if i not in (lost, cluster.controller()))
+    other = next(i for i in (1, 2, 3) if i != victim)
+    for args in (["topics", "create", "-t", "lost", "--replica-assignment", f"{victim}"],
+                 ["topics", "create", "-t", "half", "--replica-assignment",
+                  f"{victim},{other}"]):
+        r = zygote.run([*args, "-b", b], text=True, timeout=60)
+        assert r.returncode == 0, r.stderr
+    for topic, group in (("lost", "g-lost"), ("half", half)):
+        r = zygote.run(["produce", "-t", topic, "-b", b], input="a\nb\nc\nd\n", text=True,
+                       timeout=60)
+        assert r.returncode == 0, r.stderr
+        r = zygote.run(["offsets", "reset", "-G", group, "-t", topic, "--to-offset", "1",
+                        "--execute", "-b", b], text=True, timeout=60)
+        assert r.returncode == 0, r.stderr
+    before = {g["group"]: g for g in _top(b)["groups"]}
+    assert before["g-lost"]["lag"] == 3 and before["g-lost"]["lag_unknown_partitions"] == 0
+    frozen = cluster.brokers[victim]
+    assert frozen.proc is not None
+    live = ",".join(x.bootstrap for x in cluster.live() if x is not frozen)
+    frozen.proc.send_signal(signal.SIGSTOP)
+    try:
+        groups = {g["group"]: g for g in _top(live)["groups"]}
+    finally:
+        frozen.proc.send_signal(signal.SIGCONT)
+    assert groups["g-lost"]["lag"] is None and groups["g-lost"]["lag_unknown_partitions"] == 1
+    partial = groups[half]
+    assert partial["lag_unknown_partitions"] == 1 and partial["lag"] is not None, partial
