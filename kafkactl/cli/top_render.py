@@ -85,7 +85,10 @@ def _topics(doc: dict[str, Any]) -> Any:
     for col, justify in (("topic", "left"), ("partitions", "right"), ("in msg/s", "right"),
                          ("in B/s", "right"), ("out B/s", "right"),
                          ("consumed msg/s", "right")):
-        topics.add_column(col, justify=justify)  # type: ignore[arg-type]
+        # a name too long for the terminal folds onto more lines: cut to "orders.eu-…",
+        # names differing at the end looked alike
+        topics.add_column(col, justify=justify,  # type: ignore[arg-type]
+                          overflow="fold" if col == "topic" else "ellipsis")
     for t in doc["topics"]:
         topics.add_row(t["topic"], _fmt(t["partitions"]), _fmt(t["in_msgs_per_s"]),
                        _fmt(t["in_bytes_per_s"]), _fmt(t["out_bytes_per_s"]),
@@ -100,7 +103,8 @@ def _groups(doc: dict[str, Any]) -> Any:
     groups = Table(title="Consumer groups", title_justify="left")
     for col, justify in (("group", "left"), ("state", "left"), ("members", "right"),
                          ("lag", "right"), ("lag/s", "right"), ("trend", "left")):
-        groups.add_column(col, justify=justify)  # type: ignore[arg-type]
+        groups.add_column(col, justify=justify,  # type: ignore[arg-type]
+                          overflow="fold" if col == "group" else "ellipsis")
     for g in doc["groups"]:
         trend = g["trend"] or "-"
         lag = _fmt(g["lag"])

@@ -148,3 +148,25 @@ def test_unreachable_cluster_is_one_sentence() -> None:
     assert r.returncode == 1
     assert "cannot reach the cluster" in r.stderr
     assert "Traceback" not in r.stderr
+
+
+def test_long_names_fold_in_a_narrow_terminal(module_broker: BrokerProcess) -> None:
+    """In a terminal too narrow for the tables, a long topic or group name folds onto more
+    lines instead of being cut to an ellipsis, where names differing at their end (v1, v2)
+    looked alike."""
+    from rich.console import Console
+
+    from kafkactl.cli.top_render import render
+
+    names = [f"orders.eu-west-1.payments.settlement.{v}" for v in ("v1", "v2")]
+    for name in names:
+        produce(module_broker.bootstrap, name, 1)
+        commit(module_broker.bootstrap, f"{name}-reader", name, 0)
+    doc = _once("-b", module_broker.bootstrap, "--sort", "name")
+    console = Console(width=60, color_system=None, force_terminal=False)
+    with console.capture() as cap:
+        console.print(render(doc))
+    first_cells = "".join(line.split("│")[1].strip() for line in cap.get().splitlines()
+                          if line.count("│") > 2)
+    for name in names:
+        assert name in first_cells and f"{name}-reader" in first_cells, cap.get()
