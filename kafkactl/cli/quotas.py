@@ -131,14 +131,22 @@ def _num(v: float) -> str:
     return str(int(v)) if v == int(v) else f"{v:g}"
 
 
+def _name(value: str | None) -> str:
+    """An entity's name as shown: <default> for the default entity; a name that reads the
+    same (a user literally named "<default>") quoted, so the two are told apart."""
+    if value is None or value == "":
+        return "<default>"
+    return f"'{value}'" if value == "<default>" else value
+
+
 def _shown(entity: dict[str, str | None]) -> str:
     parts = []
     if "user" in entity:
-        parts.append(f"user {entity['user'] or '<default>'}")
+        parts.append(f"user {_name(entity['user'])}")
     if "client-id" in entity:
-        parts.append(f"client-id {entity['client-id'] or '<default>'}")
+        parts.append(f"client-id {_name(entity['client-id'])}")
     if "ip" in entity:
-        parts.append(f"ip {entity['ip'] or '<default>'}")
+        parts.append(f"ip {_name(entity['ip'])}")
     return ", ".join(parts)
 
 
@@ -239,8 +247,8 @@ def list_quotas(
         table = Table("USER", "CLIENT-ID", *(k.upper() for k in KEYS), box=None)
         for e in clients:
             table.add_row(
-                "-" if "user" not in e.entity else (e.entity["user"] or "<default>"),
-                "-" if "client-id" not in e.entity else (e.entity["client-id"] or "<default>"),
+                "-" if "user" not in e.entity else _name(e.entity["user"]),
+                "-" if "client-id" not in e.entity else _name(e.entity["client-id"]),
                 *(_num(e.values[k]) if k in e.values else "-" for k in KEYS))
         print_table(table)
     if ips:
@@ -248,7 +256,7 @@ def list_quotas(
             write_line("")
         table = Table("IP", *(k.upper() for k in IP_KEYS), box=None)
         for e in ips:
-            table.add_row(e.entity["ip"] or "<default>",
+            table.add_row(_name(e.entity["ip"]),
                           *(_num(e.values[k]) if k in e.values else "-" for k in IP_KEYS))
         print_table(table)
 
