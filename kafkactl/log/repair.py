@@ -78,7 +78,10 @@ class RepairError(Exception):
 
 
 def partition_dirs(path: Path) -> tuple[Path, list[Path]]:
-    """(the log dir holding the `.lock`, the partition dirs to recover) for PATH."""
+    """(the log dir holding the `.lock`, the partition dirs to recover) for PATH (made
+    absolute first: "." or "x/.." has no name of its own to tell a partition dir by, nor
+    the parent that holds the lock)."""
+    path = Path(os.path.abspath(path))
     if not path.exists():
         raise RepairError(f"{path} does not exist.")
     if not path.is_dir():

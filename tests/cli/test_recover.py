@@ -132,6 +132,30 @@ def test_refuses_while_a_broker_holds_the_dir(tmp_path: Path) -> None:
         m.shutdown()
 
 
+@pytest.mark.parametrize("given", [".", "../orders-0", "./"])
+def test_a_partition_dir_given_relatively_is_locked_and_read_right(
+        tmp_path: Path, given: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`cd logs/orders-0 && kafkactl recover .`: "." has no name, so its log dir was taken
+    to be "." itself: the lock was looked for in the partition dir (a live broker's
+    partition repaired) and its leader-epoch-checkpoint read as a log dir checkpoint and
+    emptied ("malformed line '0 0'")."""
+    root, part = _make_log_dir(tmp_path)
+    (part / "leader-epoch-checkpoint").write_text("0\n1\n0 0\n")
+    monkeypatch.chdir(part)
+    m = LogManager([root], CFG)
+    m.load()
+    try:
+        before = _snapshot(part)
+        r = runner.invoke(app, ["recover", given])
+        assert r.exit_code == 2 and "in use by another process" in r.output, r.output
+        assert _snapshot(part) == before
+    finally:
+        m.shutdown()
+    r = runner.invoke(app, ["recover", given])
+    assert r.exit_code == 0, r.output
+    assert (part / "leader-epoch-checkpoint").read_text() == "0\n1\n0 0\n", r.output
+
+
 @pytest.mark.parametrize("name", ["missing", "file"])
 def test_bad_paths_are_sentences(tmp_path: Path, name: str) -> None:
     p = tmp_path / name
