@@ -9,8 +9,7 @@ from typing import Any
 
 from kafkactl.broker.advertised import brokers_on_listener
 from kafkactl.broker.request_handler import RequestContext
-from kafkactl.broker.security.acl import CLUSTER_NAME, ResourceType
-from kafkactl.broker.security.checks import authorized_operations
+from kafkactl.broker.security.checks import cluster_authorized_operations
 from kafkactl.broker.services import BrokerServices
 from kafkactl.protocol.errors import ErrorCode
 
@@ -24,7 +23,7 @@ def handle_describe_cluster(services: BrokerServices, ctx: RequestContext,
         "controller_id": cache.controller_id(),
         "brokers": [{"broker_id": b.node_id, "host": host, "port": port, "rack": b.rack}
                     for b, host, port in brokers_on_listener(services, ctx)],
-        "cluster_authorized_operations": authorized_operations(
-            services, ctx, ResourceType.CLUSTER, CLUSTER_NAME,
-            bool(request.get("include_cluster_authorized_operations"))),
+        # 0 without Describe on the cluster (Kafka's computeDescribeClusterResponse)
+        "cluster_authorized_operations": cluster_authorized_operations(
+            services, ctx, bool(request.get("include_cluster_authorized_operations"))),
     }

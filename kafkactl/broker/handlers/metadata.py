@@ -23,11 +23,13 @@ from typing import Any
 from kafkactl.broker.advertised import brokers_on_listener
 from kafkactl.broker.metadata_cache import MetadataCache
 from kafkactl.broker.request_handler import RequestContext
-from kafkactl.broker.security.acl import CLUSTER_NAME, AclOperation, ResourceType
+from kafkactl.broker.security.acl import AclOperation, ResourceType
 from kafkactl.broker.security.checks import (
+    AUTHORIZED_OPERATIONS_OMITTED,
     authorize_cluster,
     authorize_topic,
     authorized_operations,
+    cluster_authorized_operations,
     unauthorized_topics,
 )
 from kafkactl.broker.services import BrokerServices
@@ -139,10 +141,14 @@ def _response(services: BrokerServices, ctx: RequestContext, request: dict[str, 
             topics.append(_no_topic(name, code))
         else:
             topics.append(_topic_entry(cache, name))
+    # as Kafka: only the topics the principal may see (and create) get their operations;
+    # one refused with TOPIC_AUTHORIZATION_FAILED keeps the sentinel
     include_topic_ops = bool(request.get("include_topic_authorized_operations"))
     for t in topics:
-        t["topic_authorized_operations"] = authorized_operations(
-            services, ctx, ResourceType.TOPIC, t["name"], include_topic_ops)
+        t["topic_authorized_operations"] = AUTHORIZED_OPERATIONS_OMITTED \
+            if t["error_code"] == ErrorCode.TOPIC_AUTHORIZATION_FAILED \
+            else authorized_operations(services, ctx, ResourceType.TOPIC, t["name"],
+                                       include_topic_ops)
     return {
         "throttle_time_ms": 0,
         "brokers": [{"node_id": b.node_id, "host": host, "port": port, "rack": b.rack}
@@ -150,9 +156,9 @@ def _response(services: BrokerServices, ctx: RequestContext, request: dict[str, 
         "cluster_id": cache.cluster_id,
         "controller_id": cache.controller_id(),
         "topics": topics,
-        "cluster_authorized_operations": authorized_operations(
-            services, ctx, ResourceType.CLUSTER, CLUSTER_NAME,
-            bool(request.get("include_cluster_authorized_operations"))),
+        # 0 without Describe on the cluster, as Kafka (v8-v10 ask for it)
+        "cluster_authorized_operations": cluster_authorized_operations(
+            services, ctx, bool(request.get("include_cluster_authorized_operations"))),
     }
 
 

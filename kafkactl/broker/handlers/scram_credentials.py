@@ -33,8 +33,15 @@ def handle_describe_user_scram_credentials(services: BrokerServices, ctx: Reques
     response: dict[str, Any] = {"throttle_time_ms": 0, "error_code": 0,
                                 "error_message": None, "results": []}
     if not authorize_cluster(services, ctx, AclOperation.DESCRIBE):
+        # Kafka's DescribeUserScramCredentialsRequest.getErrorResponse: the error, and one
+        # result per requested user carrying it (their user field left at its default,
+        # ""); none when every user was asked for (null or empty list)
         response.update(error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
                         error_message=CLUSTER_DENIED)
+        response["results"] = [
+            {"user": "", "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+             "error_message": CLUSTER_DENIED, "credential_infos": []}
+            for _ in request.get("users") or ()]
         return response
     store = services.credentials
     users = store.users() if store is not None else {}

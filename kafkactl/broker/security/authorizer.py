@@ -9,6 +9,12 @@
    an operation implying this one (Read/Write/Delete/Alter imply Describe, AlterConfigs
    implies DescribeConfigs), allows; otherwise the request is refused.
 
+Hosts are compared as Kafka compares them: the ACL's host string against Java's
+InetAddress.getHostAddress() of the client, which writes an IPv6 address uncompressed and
+without leading zeros (`0:0:0:0:0:0:0:1`, with `%<scope id>` for a scoped one) and an
+IPv4-mapped one as IPv4 (`java_host_address`). An ACL whose host is written otherwise
+(`::1`) matches no client, as in Kafka; adding one logs a warning.
+
 Every decision goes to the audit logger `kafkactl.authorizer` (Kafka's
 kafka.authorizer.logger) in Kafka's words: denials at INFO, allowed requests at DEBUG (a
 level check, nothing formatted, when DEBUG is off). ACLs added and removed are logged at
@@ -17,7 +23,11 @@ INFO by this module's logger.
 
 from __future__ import annotations
 
+import contextlib
+import functools
+import ipaddress
 import logging
+import socket
 from collections.abc import Iterable, Sequence
 
 from kafkactl.broker.security.acl import (
@@ -52,6 +62,34 @@ def parse_super_users(value: str) -> frozenset[str]:
     return frozenset(users)
 
 
+@functools.lru_cache(maxsize=4096)
+def java_host_address(host: str) -> str:
+    """The client address as Kafka's authorizer and audit log see it, Java's
+    InetAddress.getHostAddress(): an IPv4 address as is; an IPv6 one as eight hex groups
+    without leading zeros or `::` (`::1` -> `0:0:0:0:0:0:0:1`), lower case, with `%` and
+    the numeric scope id when it has one (`fe80::1%eth0` -> `fe80:0:0:0:0:0:0:1%2`, 2
+    being eth0's index); an IPv4-mapped one (a dual-stack listener's IPv4 client) as the
+    IPv4 address, as Java's sockets give it. Anything else is returned unchanged."""
+    if ":" not in host:
+        return host
+    address, percent, scope = host.partition("%")
+    try:
+        ip = ipaddress.IPv6Address(address)
+    except ValueError:
+        return host
+    if ip.ipv4_mapped is not None:
+        return str(ip.ipv4_mapped)
+    packed = ip.packed
+    text = ":".join(f"{packed[i] << 8 | packed[i + 1]:x}" for i in range(0, 16, 2))
+    if percent and scope:
+        if not scope.isdigit():  # an interface's name: its index, as Java's socket has it
+            with contextlib.suppress(OSError):  # (no such interface here: the name)
+                scope = str(socket.if_nametoindex(scope))
+        if scope != "0":  # Java sets no scope for 0
+            text += f"%{scope}"
+    return text
+
+
 class AclAuthorizer:
     def __init__(self, store: AclStore, *, super_users: frozenset[str] = frozenset(),
                  allow_if_no_acl: bool = False) -> None:
@@ -67,8 +105,11 @@ class AclAuthorizer:
         The answer goes to the audit log (kafkactl.authorizer) as Kafka's does: a denial at
         INFO when `log_if_denied`, an allowed request at DEBUG when `log_if_allowed`, with
         the request's `api_key` and how many times `refs` (the request's resource names;
-        None: once) names the resource (Kafka's resourceRefCount)."""
+        None: once) names the resource (Kafka's resourceRefCount). `host` is the client's
+        address, compared and logged in Java's form (java_host_address)."""
         who = str(principal)
+        if ":" in host:  # IPv6 (an IPv4 address is already Java's form)
+            host = java_host_address(host)
         if who in self.super_users:
             allowed = True
         else:
@@ -114,6 +155,8 @@ class AclAuthorizer:
         AclAuthorizer.authorizeByResourceType, which lets an idempotent producer with Write
         on any topic in)? Audited as Kafka does, on the resource `Type:UNKNOWN:NONE`."""
         who = str(principal)
+        if ":" in host:  # IPv6 (an IPv4 address is already Java's form)
+            host = java_host_address(host)
         allowed = who in self.super_users or by_resource_type(
             self.store.bindings(), who, host, operation, resource_type, self.allow_if_no_acl)
         if audit_log.isEnabledFor(logging.DEBUG if allowed else logging.INFO):
@@ -130,12 +173,22 @@ class AclAuthorizer:
         self.store.add(new)
         for b in new:
             log.info("Added ACL %s", describe_binding(b))
+            if b.host != WILDCARD and java_host_address(b.host) != b.host:
+                log.warning("ACL host %s matches no client: Kafka compares a client's "
+                            "address written as Java writes it (%s)", b.host,
+                            java_host_address(b.host))
 
     def delete(self, filters: list[AclBindingFilter]) -> list[list[AclBinding]]:
-        """The bindings each filter removed (all removed in one store write)."""
-        current = self.store.bindings()
-        matched = [[b for b in current if f.matches(b)] for f in filters]
-        removed = {b for group in matched for b in group}
+        """The bindings each filter removed (all removed in one store write). A binding
+        several filters match is reported once, under the first of them, as Kafka's
+        AclAuthorizer.deleteAcls does."""
+        matched: list[list[AclBinding]] = [[] for _ in filters]
+        removed: set[AclBinding] = set()
+        for b in self.store.bindings():
+            first = next((i for i, f in enumerate(filters) if f.matches(b)), None)
+            if first is not None:
+                matched[first].append(b)
+                removed.add(b)
         self.store.remove(removed)
         for b in removed:
             log.info("Removed ACL %s", describe_binding(b))

@@ -5,6 +5,9 @@ host, do `operation` on this resource? Everything is allowed without an authoriz
 `authorized_operations` answers KIP-430's fields (Metadata, DescribeCluster,
 DescribeGroups): a 32-bit field of 1 << AclOperation for each operation Kafka supports on
 the resource type that the principal may do; Kafka's sentinel when the request did not ask.
+The cluster's field (`cluster_authorized_operations`) is 0 for a principal that may not
+Describe the cluster, as Kafka answers (KafkaApis.handleTopicMetadataRequest,
+AuthHelper.computeDescribeClusterResponse).
 """
 
 from __future__ import annotations
@@ -56,6 +59,18 @@ def authorized_operations(services: BrokerServices, ctx: RequestContext,
     return sum(1 << op for op in SUPPORTED_OPERATIONS[resource_type]
                if authorize(services, ctx, op, resource_type, name, log_if_allowed=False,
                             log_if_denied=False))
+
+
+def cluster_authorized_operations(services: BrokerServices, ctx: RequestContext,
+                                  requested: bool) -> int:
+    """The cluster's KIP-430 field: Kafka's sentinel when not asked; 0 when the principal
+    may not Describe the cluster (that check audited as Kafka's is, a denial at INFO);
+    else the operations on the cluster it may do."""
+    if not requested:
+        return AUTHORIZED_OPERATIONS_OMITTED
+    if not authorize_cluster(services, ctx, AclOperation.DESCRIBE):
+        return 0
+    return authorized_operations(services, ctx, ResourceType.CLUSTER, CLUSTER_NAME, True)
 
 
 def authorize_cluster(services: BrokerServices, ctx: RequestContext,

@@ -97,7 +97,9 @@ def test_topic_operations_per_principal(ops_broker: SecureBroker, user: str,
 
 
 @pytest.mark.parametrize(("user", "expected"), [
-    ("alice", {"DESCRIBE_CONFIGS"}),
+    # alice may DescribeConfigs the cluster but not Describe it: Kafka answers 0 then
+    # (AuthHelper.computeDescribeClusterResponse), no operation at all
+    ("alice", set()),
     ("carol", set()),
     ("admin", CLUSTER_ALL),
 ])
