@@ -23,6 +23,7 @@ from kafkactl.broker.coordinator.transaction_coordinator import TransactionCoord
 from kafkactl.broker.coordinator.transaction_state_manager import TXN_TOPIC
 from kafkactl.broker.request_handler import RequestContext
 from kafkactl.broker.security.acl import AclOperation, ResourceType
+from kafkactl.broker.security.authorizer import java_host_address
 from kafkactl.broker.security.checks import (
     authorize,
     authorize_cluster,
@@ -37,9 +38,13 @@ TRANSACTION_KEY_TYPE = 1
 
 
 def _client_host(ctx: RequestContext) -> str:
-    peer = str(ctx.connection.peer or "")
-    host = peer.rsplit(":", 1)[0] if peer.count(":") == 1 else peer
-    return "/" + host.strip("[]")
+    """A member's host as Kafka's coordinator gives it: "/" and the client's address in
+    Java's form (an IPv6 one uncompressed; it was the address with the port)."""
+    host = getattr(ctx.connection, "client_host", "")
+    if not host:
+        peer = str(ctx.connection.peer or "")
+        host = peer.rsplit(":", 1)[0].strip("[]") if peer else ""
+    return "/" + java_host_address(host)
 
 
 def _may_describe(services: BrokerServices, ctx: RequestContext, key: str,
