@@ -44,6 +44,7 @@ from kafkactl.broker.topic_admin import (
     plan_added_partitions,
     plan_new_topic,
     requested_overrides,
+    validate_topic_name,
 )
 from kafkactl.cluster.metadata_store import LocalMetadataStore, TopicExistsError
 from kafkactl.cluster.topic_state import TopicAssignment
@@ -201,15 +202,16 @@ class StandaloneTopicAdmin:
 
     def _create(self, name: str, num_partitions: int, configs: dict[str, str], *,
                 validate_only: bool = False) -> TopicState:
-        check_new_name(name, self.metadata.topics)
-        if name in self.metadata.topics:
-            raise TopicError(ErrorCode.TOPIC_ALREADY_EXISTS, f"topic {name!r} already exists")
+        # as Kafka's AdminZkClient.validateTopicCreate: a valid name, not being deleted,
+        # not existing, then not colliding with another topic's
+        validate_topic_name(name)
         if name in self._deleting:
             raise TopicError(ErrorCode.TOPIC_ALREADY_EXISTS,
                              f"topic {name!r} is being deleted; retry once that is done")
         if name in self.metadata.deleting:
             raise TopicError(ErrorCode.TOPIC_ALREADY_EXISTS,
                              f"topic {name!r} is marked for deletion; retry after a restart")
+        check_new_name(name, self.metadata.topics)
         if num_partitions < 1:
             raise TopicError(ErrorCode.INVALID_PARTITIONS,
                              "the number of partitions must be at least 1")
@@ -218,8 +220,8 @@ class StandaloneTopicAdmin:
         assignment = TopicAssignment(name, {p: [self.broker_id] for p in range(num_partitions)},
                                      uuid.uuid4())
         state = TopicState(name, assignment.topic_id or uuid.uuid4(), num_partitions, configs)
-        if validate_only:
-            return state
+        if validate_only:  # nothing made: no topic id (Kafka answers the zero UUID)
+            return TopicState(name, uuid.UUID(int=0), num_partitions, configs)
         # Decided durably first: a restart makes whatever partition is missing.
         try:
             self.metadata.create_topic(assignment, configs)

@@ -280,13 +280,27 @@ def plan_added_partitions(name: str, current: Mapping[int, list[int]], count: in
     return assign(ordered, count - have, rf, first=have, start_index=start)
 
 
+def has_collision_chars(name: str) -> bool:
+    """Whether `name` may collide with another topic's (Kafka's Topic.hasCollisionChars)."""
+    return "." in name or "_" in name
+
+
 def check_new_name(name: str, existing: Iterable[str]) -> None:
-    """A valid name, not a collision with an existing topic's ('.' and '_' are one in
-    metric names); whether the topic itself exists is the caller's check."""
+    """A valid name of no existing topic (TOPIC_ALREADY_EXISTS), not colliding with an
+    existing topic's ('.' and '_' are one in metric names: INVALID_TOPIC_EXCEPTION), in
+    the order of Kafka's AdminZkClient.validateTopicCreate. `existing`: every topic name
+    (the caller says first whether the topic is being deleted)."""
     validate_topic_name(name)
+    names = existing if isinstance(existing, (set, frozenset, dict)) else set(existing)
+    if name in names:
+        raise TopicError(ErrorCode.TOPIC_ALREADY_EXISTS, f"topic {name!r} already exists")
+    if not has_collision_chars(name):
+        return
     norm = name.replace(".", "_")
-    for other in existing:
-        if other != name and other.replace(".", "_") == norm:
-            raise TopicError(ErrorCode.INVALID_TOPIC_EXCEPTION,
-                             f"topic {name!r} collides with existing topic {other!r} "
-                             "('.' and '_' are interchangeable in metric names)")
+    colliding = sorted(other for other in names if other.replace(".", "_") == norm)
+    if colliding:
+        raise TopicError(ErrorCode.INVALID_TOPIC_EXCEPTION,
+                         f"topic {name!r} collides with existing "
+                         f"topic{'s' if len(colliding) > 1 else ''} "
+                         f"{', '.join(map(repr, colliding))} ('.' and '_' are "
+                         "interchangeable in metric names)")

@@ -16,6 +16,7 @@ import asyncio
 import contextlib
 import functools
 import logging
+import threading
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -33,6 +34,7 @@ from kafkactl.broker.topic_admin import (
     check_config_changes,
     check_new_name,
     check_replication_factor,
+    has_collision_chars,
     plan_added_partitions,
     plan_new_topic,
     requested_overrides,
@@ -47,6 +49,7 @@ from kafkactl.cluster.topic_state import (
     check_assignment_size,
     check_topic_size,
     min_topic_znode_bytes,
+    topic_names,
 )
 from kafkactl.cluster.zk_metadata_store import ZkMetadataStore
 from kafkactl.cluster.zookeeper import WRITE_MAX_BYTES, ZnodeTooLargeError
@@ -100,6 +103,10 @@ class ZkTopicAdmin:
         # broker's metadata has them all: `settled` waits for them (Kafka's
         # DelayedCreatePartitions), not only for the partitions the topic had before
         self._growing: dict[str, tuple[uuid.UUID | None, int]] = {}
+        # held from a new topic's name checks to its znodes' write, so that two creations
+        # on this broker (CreateTopics on the two zk-admin threads, auto-creation) never
+        # both pass the '.'/'_' collision check
+        self._creation = threading.Lock()
 
     def topic(self, name: str) -> TopicState | None:
         meta = self.cache.topic(name)
@@ -123,9 +130,11 @@ class ZkTopicAdmin:
         try:
             return await asyncio.wait_for(asyncio.shield(job), wait)
         except TimeoutError:
+            what = getattr(method, "__name__", "").lstrip("_")
             outcome = "nothing was changed; retry once it is reachable" \
-                if getattr(method, "__name__", "") in READ_ONLY else \
-                "the change may still be made"
+                if what in READ_ONLY else "the change may still be made"
+            # nobody awaits the job any more: its outcome is logged here, once
+            job.add_done_callback(functools.partial(_log_late_outcome, what, args))
             raise TopicError(ErrorCode.REQUEST_TIMED_OUT,
                              f"ZooKeeper did not answer within {wait:.0f} s; {outcome}"
                              ) from None
@@ -157,20 +166,29 @@ class ZkTopicAdmin:
         return [b.node_id for b in self.cache.brokers()]
 
     def _check_new_name(self, name: str) -> None:
-        check_new_name(name, self.cache.topic_names())
+        """Kafka's AdminZkClient.validateTopicCreate, from ZooKeeper: a valid name; a topic
+        that is marked for deletion or exists is TOPIC_ALREADY_EXISTS; then a name that
+        collides with an existing topic's ('.' and '_') is INVALID_TOPIC_EXCEPTION. Every
+        topic written so far counts (one made a moment ago, or earlier in the same batch,
+        that the controller has not announced yet)."""
+        validate_topic_name(name)
         found = self.metadata.read_assignment(name)
-        if self.cache.topic(name) is None and found is None:
-            return
-        if self.metadata.marked_for_deletion(name):
-            raise TopicError(ErrorCode.TOPIC_ALREADY_EXISTS, self._pending_deletion(name, found))
-        raise TopicError(ErrorCode.TOPIC_ALREADY_EXISTS, f"topic {name!r} already exists")
+        if self.cache.topic(name) is not None or found is not None:
+            if self.metadata.marked_for_deletion(name):
+                raise TopicError(ErrorCode.TOPIC_ALREADY_EXISTS,
+                                 self._pending_deletion(name, found))
+            raise TopicError(ErrorCode.TOPIC_ALREADY_EXISTS, f"topic {name!r} already exists")
+        if has_collision_chars(name):
+            check_new_name(name, set(topic_names(self.zk)))
 
     def _pending_deletion(self, name: str, found: TopicAssignment | None) -> str:
         """Why a topic being deleted is not gone yet (Kafka: "Topic 'T' is marked for
         deletion."): the brokers its replicas wait for."""
         replicas = {b for r in found.partitions.values() for b in r} if found else set()
         waiting = sorted(replicas - set(self._live_brokers()))
-        if waiting:
+        if self.controller.deletions.waits_for_reassignment(name):
+            why = "it waits for the reassignment of its partitions to finish"
+        elif waiting:
             brokers = ", ".join(map(str, waiting))
             why = f"it waits for broker{'s' if len(waiting) > 1 else ''} {brokers} " \
                   f"(not live) to delete {'their' if len(waiting) > 1 else 'its'} replicas"
@@ -239,7 +257,8 @@ class ZkTopicAdmin:
                      configs: Sequence[tuple[str, str | None]], *,
                      validate_only: bool = False) -> TopicState:
         self._require_controller("CreateTopics")
-        with zookeeper_errors(f"creating topic {name!r}", ErrorCode.NOT_CONTROLLER):
+        with zookeeper_errors(f"creating topic {name!r}", ErrorCode.NOT_CONTROLLER), \
+                self._creation:
             return self._create_topic(name, num_partitions, replication_factor, assignments,
                                       configs, validate_only=validate_only)
 
@@ -268,7 +287,8 @@ class ZkTopicAdmin:
     def auto_create(self, name: str, num_partitions: int | None = None,
                     configs: Mapping[str, str] | None = None) -> TopicState:
         """Any broker: written to ZooKeeper unless it exists; the controller makes it."""
-        with zookeeper_errors(f"creating topic {name!r}", ErrorCode.LEADER_NOT_AVAILABLE):
+        with zookeeper_errors(f"creating topic {name!r}", ErrorCode.LEADER_NOT_AVAILABLE), \
+                self._creation:
             return self._auto_create(name, num_partitions, configs)
 
     def _auto_create(self, name: str, num_partitions: int | None,
@@ -283,6 +303,11 @@ class ZkTopicAdmin:
         if found is not None:  # created, not yet propagated
             return TopicState(name, found.topic_id or uuid.UUID(int=0), len(found.partitions),
                               dict(configs or {}), 1)
+        if has_collision_chars(name):  # as CreateTopics (Kafka auto-creates through it)
+            names = set(topic_names(self.zk))
+            if name in names:  # its znode is being written: made by another request
+                return TopicState(name, uuid.UUID(int=0), count, dict(configs or {}), 1)
+            check_new_name(name, names)
         key = "offsets.topic.replication.factor" if name == OFFSETS_TOPIC \
             else "transaction.state.log.replication.factor" if name == "__transaction_state" \
             else "default.replication.factor"
@@ -320,9 +345,20 @@ class ZkTopicAdmin:
     def _add_partitions(self, name: str, count: int, assignments: list[list[int]], *,
                         validate_only: bool) -> None:
         current = self.metadata.read_assignment(name)
+        # Kafka's KafkaApis.handleCreatePartitionsRequest, then ZkAdminManager.createPartitions
+        if current is not None and self.metadata.marked_for_deletion(name):
+            raise TopicError(ErrorCode.INVALID_TOPIC_EXCEPTION,
+                             "The topic is queued for deletion.")
         if current is None or self.cache.topic(name) is None:
             raise TopicError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                              f"topic {name!r} does not exist")
+        moving = any(t == name for t, _p in list(self.controller.reassignments))
+        if moving or any(current.adding.values()) or any(current.removing.values()):
+            # ZooKeeper's reassignment state, and this controller's (it writes that a
+            # moment later): the new partitions would copy a replica list being changed
+            raise TopicError(ErrorCode.REASSIGNMENT_IN_PROGRESS,
+                             f"A partition reassignment is in progress for the topic "
+                             f"{name!r}; add partitions once it is done (or cancelled).")
         have, rf = len(current.partitions), len(current.partitions[0])
         added = plan_added_partitions(
             name, current.partitions, count, assignments, live=self._live_brokers(),
@@ -417,3 +453,20 @@ class ZkTopicAdmin:
             return False
         self._growing.pop(name, None)
         return True
+
+
+def _log_late_outcome(what: str, args: tuple[Any, ...], job: asyncio.Future[Any]) -> None:
+    """The outcome of a zk-admin job whose request was answered REQUEST_TIMED_OUT, in one
+    line (it would otherwise be "Future exception was never retrieved")."""
+    if job.cancelled():
+        return
+    subject = f" of {args[0]!r}" if args and isinstance(args[0], str) else ""
+    error = job.exception()
+    if error is None:
+        log.info("%s%s, answered REQUEST_TIMED_OUT, was done after all", what, subject)
+    elif isinstance(error, TopicError):
+        log.warning("%s%s, answered REQUEST_TIMED_OUT, failed afterwards: %s (%s)", what,
+                    subject, error, error.code.name)
+    else:
+        log.error("%s%s, answered REQUEST_TIMED_OUT, failed afterwards", what, subject,
+                  exc_info=error)

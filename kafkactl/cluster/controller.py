@@ -288,10 +288,12 @@ class KafkaController(BrokerNotices):
                 _answer(future, await self._controlled_shutdown(broker_id))
             case AlterPartition(broker_id=broker_id, changes=changes, future=future):
                 _answer(future, await self._alter_partition(broker_id, changes))
+                self._resume_deletions()
             case ElectLeaders(partitions=partitions, election_type=election, future=future):
                 _answer(future, await controller_admin.elect_leaders(self, partitions, election))
             case Reassign(targets=targets, future=future):
                 _answer(future, await controller_admin.reassign(self, targets))
+                self._resume_deletions()
             case AutoRebalance():
                 imbalanced = controller_admin.imbalanced_partitions(self, self.imbalance_percent)
                 if imbalanced:
@@ -668,8 +670,16 @@ class KafkaController(BrokerNotices):
         log.info("topic %s now has %d partitions", topic, len(known))
         self.announce(started, is_new=True, metadata=added)
 
+    def _resume_deletions(self) -> None:
+        """A reassignment may have completed: the deletions that waited for it start
+        (Kafka's resumeDeletionForTopics), as an event of their own (retried on failure)."""
+        if self.deletions.resumable():
+            self._enqueue(TopicDeletion())
+
     def forget_topic(self, name: str) -> None:
         self.view.remove_topic(name)  # the next UpdateMetadata announces it deleted
+        for tp in [tp for tp in self.reassignments if tp[0] == name]:
+            del self.reassignments[tp]  # no move of a topic that is gone
 
     # ---- controlled shutdown -----------------------------------------------------------------
     async def controlled_shutdown(self, broker_id: int) -> list[TopicPartition]:

@@ -217,6 +217,9 @@ def check_target(c: ControllerContext, tp: TopicPartition,
                  target: list[int] | None) -> tuple[ErrorCode, str]:
     if c.view.assignments.get(tp[0], {}).get(tp[1]) is None:
         return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "no such partition"
+    if tp[0] in c.deletions:  # Kafka's maybeTriggerPartitionReassignment
+        return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, \
+            "the topic is queued for deletion: its partitions are not moved"
     if target is None:
         return ErrorCode.NONE, ""
     if not target or len(set(target)) != len(target):

@@ -5,6 +5,12 @@ forgets the topic (the next UpdateMetadata announces it deleted, leader -2), sen
 StopReplica with deletion to every broker holding a replica, and removes the topic's
 znodes once each of them has confirmed. A broker that was down is asked again when it
 rejoins; a new controller starts over from the requests still in ZooKeeper.
+
+A topic with a partition reassignment in progress is not deleted yet (Kafka's
+markTopicIneligibleForDeletion, "topic reassignment in progress"): it stays queued, served
+as before (but no longer moved elsewhere: controller_admin.check_target), until its last
+reassignment completes, then its deletion starts (Kafka's resumeDeletionForTopics).
+Deleting it at once would leave the controller moving replicas of a topic that is gone.
 """
 
 from __future__ import annotations
@@ -27,29 +33,55 @@ class TopicDeletionManager:
         self.controller = controller
         # topic -> (partitions, brokers that have not confirmed the deletion yet)
         self._pending: dict[str, tuple[dict[int, list[int]], set[int]]] = {}
+        # topics queued for deletion that wait for their reassignments to complete
+        self._ineligible: set[str] = set()
 
     def __contains__(self, name: str) -> bool:
-        """A deletion of `name` is under way."""
-        return name in self._pending
+        """`name` is queued for deletion: under way, or waiting for its reassignments
+        (Kafka's isTopicQueuedUpForDeletion)."""
+        return name in self._pending or name in self._ineligible
+
+    def waits_for_reassignment(self, name: str) -> bool:
+        """`name` is queued for deletion until its partition reassignments complete (any
+        thread: a set lookup)."""
+        return name in self._ineligible
 
     def clear(self) -> None:
         """Forget every deletion under way (this broker is no longer the controller)."""
         self._pending.clear()
+        self._ineligible.clear()
+
+    def _reassigning(self, name: str) -> bool:
+        return any(t == name for t, _p in self.controller.reassignments)
+
+    def resumable(self) -> bool:
+        """A topic queued for deletion waited for reassignments that are all done now: the
+        next `on_requests` starts its deletion."""
+        return any(not self._reassigning(n) for n in self._ineligible)
 
     async def on_requests(self) -> None:
         """The deletion requests in ZooKeeper changed: start the new ones."""
         c = self.controller
         names = await asyncio.to_thread(zk_topics.topics_to_delete, c.zk)
         c.check_active()
+        self._ineligible.intersection_update(names)  # a request withdrawn meanwhile
         for name in names:
             if name in self._pending:
                 continue
             parts = c.view.assignments.get(name)
             if parts is None:  # nothing to delete (or gone already): drop the request
+                self._ineligible.discard(name)
                 await asyncio.to_thread(controller_zk.remove_topic, c.zk, c.epoch_zk_version,
                                         name)
                 c.check_active()
                 continue
+            if self._reassigning(name):
+                if name not in self._ineligible:
+                    self._ineligible.add(name)
+                    log.info("topic %s is queued for deletion: it is deleted once the "
+                             "reassignment of its partitions completes", name)
+                continue
+            self._ineligible.discard(name)
             replicas = {r for reps in parts.values() for r in reps}
             self._pending[name] = (dict(parts), set(replicas))
             c.forget_topic(name)

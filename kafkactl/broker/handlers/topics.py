@@ -6,6 +6,7 @@ the topic (TOPIC_AUTHORIZATION_FAILED otherwise)."""
 from __future__ import annotations
 
 import uuid
+from collections import Counter
 from typing import Any
 
 from kafkactl.broker.handlers.configs import topic_config_entries
@@ -25,16 +26,25 @@ DEFAULT_TIMEOUT_MS = 30000  # a request without timeout_ms
 async def _settle(services: BrokerServices, rows: list[dict[str, Any]], key: str, *,
                   created: bool, timeout_ms: int) -> None:
     """Wait for the controller to carry out what succeeded (a cluster); rows it did not
-    finish in time get REQUEST_TIMED_OUT, as Kafka's delayed topic operations answer."""
+    finish in time get REQUEST_TIMED_OUT, as Kafka's delayed topic operations answer. A
+    timeout_ms of 0 or less does not wait at all: every row that succeeded is answered
+    REQUEST_TIMED_OUT (the work still goes on), as Kafka's ZkAdminManager createTopics,
+    deleteTopics and createPartitions do ("if (timeout <= 0 ...)")."""
     done = [r[key] for r in rows if r.get("error_code") == ErrorCode.NONE and r[key]]
     if not done:
         return
-    late = await services.topic_admin.settled(done if created else [],
-                                              [] if created else done, timeout_ms)
+    if timeout_ms <= 0:
+        late = dict.fromkeys(done, ErrorCode.REQUEST_TIMED_OUT)
+    else:
+        late = await services.topic_admin.settled(done if created else [],
+                                                  [] if created else done, timeout_ms)
     for r in rows:
         if r[key] in late:
             r.update(error_code=late[r[key]],
-                     error_message="the controller has not finished it within timeout_ms")
+                     error_message=None if timeout_ms <= 0 else
+                     "the controller has not finished it within timeout_ms")
+            if "num_partitions" in r:  # CreateTopics: as of any failed entry (KafkaApis)
+                r.update(num_partitions=-1, replication_factor=-1, configs=None)
 
 
 async def handle_create_topics(services: BrokerServices, ctx: RequestContext,
@@ -47,10 +57,16 @@ async def handle_create_topics(services: BrokerServices, ctx: RequestContext,
                                          log_if_denied=False) else \
         unauthorized_topics(services, ctx, AclOperation.CREATE,
                             (t["name"] for t in request["topics"]))
+    named = Counter(t["name"] for t in request["topics"])
     for t in request["topics"]:
         name = t["name"]
         res: dict[str, Any] = {"name": name, "topic_id": NULL_UUID, "num_partitions": -1,
                                "replication_factor": -1, "configs": None}
+        if named[name] > 1:  # Kafka's KafkaApis: every entry of it, none created
+            res.update(error_code=ErrorCode.INVALID_REQUEST,
+                       error_message="Found multiple entries for this topic.")
+            results.append(res)
+            continue
         if name in refused:
             res.update(error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED,
                        error_message="Authorization failed.")
@@ -123,7 +139,14 @@ async def handle_create_partitions(services: BrokerServices, ctx: RequestContext
     admin = services.topic_admin
     timeout_ms = request.get("timeout_ms", DEFAULT_TIMEOUT_MS)
     results = []
+    named = Counter(t["name"] for t in request["topics"])
+    for name in [n for n, times in named.items() if times > 1]:
+        # Kafka's KafkaApis: one result for a topic named twice or more, nothing done
+        results.append({"name": name, "error_code": ErrorCode.INVALID_REQUEST,
+                        "error_message": "Duplicate topic in request."})
     for t in request["topics"]:
+        if named[t["name"]] > 1:
+            continue
         res: dict[str, Any] = {"name": t["name"], "error_message": None}
         if unauthorized_topics(services, ctx, AclOperation.ALTER, [t["name"]]):
             res.update(error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED,
