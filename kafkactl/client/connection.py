@@ -9,7 +9,13 @@ version both sides speak.
 
 Security (kafkactl.client.security): on SSL / SASL_SSL the socket is wrapped in TLS before
 ApiVersions; on SASL_* the SASL exchange (SaslHandshake v1, SaslAuthenticate) follows
-ApiVersions, before any other request.
+ApiVersions, before any other request. When the broker's SaslAuthenticate answers a
+session lifetime (its `connections.max.reauth.ms`), the first request sent past a random
+85-95 % of it re-authenticates first, as Kafka's clients do (KIP-368,
+SaslClientAuthenticator): the responses in flight are read (their handlers run), then
+SaslHandshake + SaslAuthenticate go again on the same connection, then the request; the
+broker would otherwise close the connection at the session's end. What it costs a request
+otherwise: one comparison (two with a session lifetime).
 
 Not thread-safe: one thread owns a connection (the producer's sender thread, or the caller
 of a consumer/admin client).
@@ -105,6 +111,8 @@ class BrokerConnection:
         self._answered = 0
         # what a non-blocking read raises when there is nothing to read (TLS adds its own)
         self._would_block: tuple[type[OSError], ...] = (BlockingIOError,)
+        # time.monotonic() past which the next send re-authenticates first (KIP-368)
+        self._reauth_at: float | None = None
 
     def __repr__(self) -> str:
         return f"<BrokerConnection node={self.node_id} {self.host}:{self.port}>"
@@ -150,15 +158,51 @@ class BrokerConnection:
         self._frame = None
         self._closed_error = None
         self._answered = 0
+        self._reauth_at = None
         try:
             self._negotiate_versions()
             if self.security.uses_sasl:
-                sasl_authenticate(self.request, self.security, f"{self.host}:{self.port}")
+                self._login()
         except (KafkaConnectionError, AuthenticationFailedError) as e:
             self.close(e)
             raise
         except BaseException:
             self.close(KafkaConnectionError(f"ApiVersions failed on {self.host}:{self.port}"))
+            raise
+
+    def _login(self) -> None:
+        """The SASL exchange; with a session lifetime, when to re-authenticate: at a
+        random 85-95 % of it (Kafka's SaslClientAuthenticator: room for latency, and the
+        connections of many clients do not all re-authenticate at once)."""
+        self._reauth_at = None
+        lifetime_ms = sasl_authenticate(self.request, self.security,
+                                        f"{self.host}:{self.port}")
+        if lifetime_ms > 0:
+            import random
+
+            self._reauth_at = time.monotonic() + \
+                lifetime_ms * random.uniform(0.85, 0.95) / 1000
+
+    def _reauthenticate(self) -> None:
+        """Re-authenticate on this connection (its session is about to expire): the
+        requests in flight are answered first (the broker takes nothing but SaslHandshake
+        and SaslAuthenticate until the exchange completes; requests their handlers send
+        meanwhile go out at once and are waited for too), then the SASL exchange. Raises
+        what a send raises, the connection closed."""
+        self._reauth_at = None
+        while self._in_flight and self.sock is not None:
+            self.poll(1.0)  # closes the connection past request_timeout
+        if self.sock is None:
+            raise self._closed_error or KafkaConnectionError(
+                f"connection to {self.host}:{self.port} closed")
+        try:
+            self._login()
+        except (KafkaConnectionError, AuthenticationFailedError) as e:
+            self.close(e)
+            raise
+        except BaseException:
+            self.close(KafkaConnectionError(
+                f"SASL re-authentication with {self.host}:{self.port} failed"))
             raise
 
     def _negotiate_versions(self) -> None:
@@ -183,6 +227,7 @@ class BrokerConnection:
     def close(self, error: BaseException | None = None) -> None:
         """Close the socket; every in-flight request fails with `error`."""
         sock, self.sock = self.sock, None
+        self._reauth_at = None
         if sock is not None:
             with contextlib.suppress(OSError):
                 sock.close()
@@ -232,6 +277,14 @@ class BrokerConnection:
         if self.sock is None:
             raise self._closed_error or KafkaConnectionError(
                 f"not connected to {self.host}:{self.port}")
+        if self._reauth_at is not None and time.monotonic() >= self._reauth_at:
+            try:
+                self._reauthenticate()
+            except Exception as e:
+                # as a failed write: the request's handler learns it, then the caller
+                if handler is not None and expect_response:
+                    InFlightRequest(0, int(api_key), version or 0, handler).complete(None, e)
+                raise
         if version is None:
             version = self.version_for(api_key)
         self._correlation_id = (self._correlation_id + 1) & 0x7FFFFFFF

@@ -4,7 +4,9 @@ them (`security.protocol`, `sasl.mechanism(s)`, `sasl.username`, `sasl.password`
 `enable.ssl.certificate.verification`, `ssl.endpoint.identification.algorithm`), or the
 Java client's (`ssl.truststore.location` of a PEM file, `sasl.jaas.config` with
 username="..." password="..."), and the SASL exchange over a connection (SaslHandshake v1,
-SaslAuthenticate): PLAIN and SCRAM-SHA-256/512.
+SaslAuthenticate): PLAIN and SCRAM-SHA-256/512. sasl_authenticate returns the session
+lifetime the broker answers (`connections.max.reauth.ms`), which the connection
+re-authenticates within (kafkactl.client.connection, KIP-368).
 """
 
 from __future__ import annotations
@@ -104,9 +106,11 @@ def split_properties(props: Mapping[str, str]) -> tuple[ClientSecurity, dict[str
 Request = Callable[..., dict[str, Any]]
 
 
-def sasl_authenticate(request: Request, security: ClientSecurity, where: str) -> None:
-    """Run the SASL exchange with `request(api_key, body, version=...)`; raises
-    KafkaConnectionError with the broker's message when it refuses."""
+def sasl_authenticate(request: Request, security: ClientSecurity, where: str) -> int:
+    """Run the SASL exchange with `request(api_key, body, version=...)` and return the
+    session lifetime in ms of the last SaslAuthenticate response (0: the session does not
+    expire); raises KafkaConnectionError with the broker's message when it refuses."""
+    lifetime = 0
     resp = request(ApiKey.SASL_HANDSHAKE, {"mechanism": security.mechanism}, version=1)
     if resp["error_code"]:
         raise AuthenticationFailedError(
@@ -115,17 +119,19 @@ def sasl_authenticate(request: Request, security: ClientSecurity, where: str) ->
             f"{', '.join(resp['mechanisms']) or 'none'})")
 
     def step(token: bytes) -> bytes:
+        nonlocal lifetime
         r = request(ApiKey.SASL_AUTHENTICATE, {"auth_bytes": token}, version=1)
         if r["error_code"]:
             message = r["error_message"]
             raise AuthenticationFailedError(
                 f"SASL authentication with {where} failed: {error_name(r['error_code'])}"
                 + (f": {message}" if message else ""))
+        lifetime = int(r.get("session_lifetime_ms") or 0)
         return bytes(r["auth_bytes"] or b"")
 
     if security.mechanism == "PLAIN":
         step(b"\x00" + security.username.encode() + b"\x00" + security.password.encode())
-        return
+        return lifetime
     from kafkactl.protocol import scram  # hashlib, secrets: only a SCRAM login needs them
 
     exchange = scram.ScramClientExchange(scram.MECHANISMS[security.mechanism],
@@ -134,3 +140,4 @@ def sasl_authenticate(request: Request, security: ClientSecurity, where: str) ->
         exchange.verify(step(exchange.final(step(exchange.first()))))
     except scram.ScramError as e:
         raise KafkaConnectionError(f"SCRAM with {where}: {e}") from None
+    return lifetime

@@ -1,7 +1,13 @@
 """Each listener's security, from Kafka's keys: `listeners`, `listener.security.protocol.map`,
 `ssl.*` and `sasl.*` (each also as `listener.name.<listener>.<key>`, the listener-specific
 value winning), `sasl.enabled.mechanisms`, the PLAIN users of
-`listener.name.<listener>.plain.sasl.jaas.config`, `connections.max.reauth.ms`.
+`listener.name.<listener>.plain.sasl.jaas.config`, `connections.max.reauth.ms` (also
+per mechanism: `listener.name.<listener>.<mechanism>.connections.max.reauth.ms`).
+
+`ssl.client.auth` set broker-wide applies to SSL listeners only; a SASL_SSL listener asks
+for client certificates only with `listener.name.<listener>.ssl.client.auth` (KIP-684,
+Kafka's ChannelBuilders), and the broker-wide key set with SASL_SSL listeners is warned
+about, as Kafka does.
 
 What this broker cannot honour is a start-up error naming the key (SecurityConfigError),
 never a silent downgrade: JKS/PKCS12 stores, GSSAPI and OAUTHBEARER, custom callback
@@ -50,7 +56,10 @@ class ListenerSecurity:
     principal_mapper: SslPrincipalMapper = field(default_factory=SslPrincipalMapper)
     sasl_mechanisms: tuple[str, ...] = ()
     plain_users: dict[str, str] = field(default_factory=dict, repr=False)
-    reauth_ms: int = 0
+    reauth_ms: int = 0  # the listener's connections.max.reauth.ms
+    # each enabled mechanism's session lifetime (listener.name.<l>.<mechanism>.
+    # connections.max.reauth.ms over the listener's): what SaslAuthenticate answers
+    reauth_ms_by_mechanism: dict[str, int] = field(default_factory=dict)
     max_receive_before_auth: int = SASL_MAX_RECEIVE_DEFAULT
     failed_authentications: int = 0  # Kafka's failed-authentication-total, per listener
     successful_authentications: int = 0
@@ -59,6 +68,10 @@ class ListenerSecurity:
     failure_log: PeerLogLimiter = field(default_factory=lambda: PeerLogLimiter(
         logging.getLogger("kafkactl.broker.security.sasl"), logging.INFO,
         "failed authentications"), repr=False, compare=False)
+
+    def reauth_ms_for(self, mechanism: str) -> int:
+        """The session lifetime of a client authenticated with `mechanism` (0: none)."""
+        return self.reauth_ms_by_mechanism.get(mechanism, self.reauth_ms)
 
     @property
     def uses_tls(self) -> bool:
@@ -97,18 +110,58 @@ def listener_protocol(key: str, value: str, name: str, pmap: dict[str, str]) -> 
     return protocol
 
 
-class ListenerKeys:
-    """A listener's view of the broker's keys: `listener.name.<l>.<key>` over `<key>`."""
+CLIENT_AUTH_KEY = "ssl.client.auth"
 
-    def __init__(self, cfg: BrokerConfig, listener: str) -> None:
+
+def _protocol_of(cfg: BrokerConfig, listener: str) -> str:
+    """`listener`'s security protocol ('' when the protocol map does not say)."""
+    try:
+        pmap = protocol_map(cfg)
+    except SecurityConfigError:  # reported by listener_securities
+        pmap = {}
+    name = listener.upper()
+    return pmap.get(name, name if name in SECURITY_PROTOCOLS else "")
+
+
+class ListenerKeys:
+    """A listener's view of the broker's keys: `listener.name.<l>.<key>` over `<key>`;
+    except `ssl.client.auth` of a SASL_SSL listener, which is only the listener's own
+    (KIP-684: the broker-wide key applies to SSL listeners only)."""
+
+    def __init__(self, cfg: BrokerConfig, listener: str, protocol: str | None = None) -> None:
         self.cfg = cfg
         self.prefix = f"listener.name.{listener.lower()}."
+        self.protocol = _protocol_of(cfg, listener) if protocol is None else protocol
 
     def key_of(self, key: str) -> str:
         return self.prefix + key if self.cfg.props.get(self.prefix + key) else key
 
     def get(self, key: str) -> str:
-        return (self.cfg.props.get(self.prefix + key) or self.cfg.get(key) or "").strip()
+        own = self.cfg.props.get(self.prefix + key)
+        if key == CLIENT_AUTH_KEY and self.protocol == "SASL_SSL":
+            return (own or "").strip()
+        return (own or self.cfg.get(key) or "").strip()
+
+    def broker_wide_client_auth_ignored(self) -> str:
+        """The broker-wide ssl.client.auth (other than none) this SASL_SSL listener does
+        not apply, for Kafka's warning ('' when there is none)."""
+        if self.protocol != "SASL_SSL" or self.cfg.props.get(self.prefix + CLIENT_AUTH_KEY):
+            return ""
+        value = (self.cfg.get(CLIENT_AUTH_KEY) or "").strip()
+        return "" if value.lower() in ("", "none") else value
+
+
+REAUTH_KEY = "connections.max.reauth.ms"
+
+
+def _reauth_ms(cfg: BrokerConfig, key: str, default: int) -> int:
+    raw = cfg.props.get(key, "").strip()
+    if not raw:
+        return default
+    try:
+        return max(0, int(raw))
+    except ValueError:
+        raise SecurityConfigError(f"{key}={raw}: not a number of milliseconds") from None
 
 
 def _sasl(keys: ListenerKeys, cfg: BrokerConfig, sec: ListenerSecurity) -> None:
@@ -140,9 +193,18 @@ def _sasl(keys: ListenerKeys, cfg: BrokerConfig, sec: ListenerSecurity) -> None:
             sec.plain_users = plain_users(cfg.props[key])
         except JaasConfigError as e:
             raise SecurityConfigError(f"{key}=(value not shown): {e}") from None
-    sec.reauth_ms = max(0, cfg.get_int_or(keys.key_of("connections.max.reauth.ms"), 0))
+    # Kafka's precedence (SaslChannelBuilder.createConnectionsMaxReauthMsMap over the
+    # listener-prefixed configs): listener.name.<l>.<mechanism>.connections.max.reauth.ms,
+    # then listener.name.<l>.connections.max.reauth.ms, then connections.max.reauth.ms
+    sec.reauth_ms = _reauth_ms(cfg, keys.key_of(REAUTH_KEY), 0)
+    sec.reauth_ms_by_mechanism = {
+        m: _reauth_ms(cfg, f"{keys.prefix}{m.lower()}.{REAUTH_KEY}", sec.reauth_ms)
+        for m in mechanisms}
     sec.max_receive_before_auth = cfg.get_int_or("sasl.server.max.receive.size",
                                                  SASL_MAX_RECEIVE_DEFAULT)
+
+
+_WARNED_CLIENT_AUTH: set[tuple[str, str]] = set()
 
 
 def listener_securities(cfg: BrokerConfig) -> dict[str, ListenerSecurity]:
@@ -161,7 +223,15 @@ def listener_securities(cfg: BrokerConfig) -> dict[str, ListenerSecurity]:
                     f"{key}={value}: listener {name} is not one of listeners="
                     f"{cfg.get('listeners')}; advertise only listeners the broker has")
     for name, sec in out.items():
-        keys = ListenerKeys(cfg, name)
+        keys = ListenerKeys(cfg, name, sec.protocol)
+        ignored = keys.broker_wide_client_auth_ignored()
+        if ignored and (name, ignored) not in _WARNED_CLIENT_AUTH:  # once, not per check
+            _WARNED_CLIENT_AUTH.add((name, ignored))
+            log.warning(
+                "Broker configuration 'ssl.client.auth=%s' is applied only to SSL "
+                "listeners, not to SASL_SSL listener %s (KIP-684): set "
+                "%sssl.client.auth=%s to require client certificates on it too",
+                ignored, name, keys.prefix, ignored)
         if sec.uses_tls:
             try:
                 sec.ssl_context = server_context(keys.get, name)

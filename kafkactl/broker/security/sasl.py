@@ -13,9 +13,10 @@ written, both after `connection.failed.authentication.delay.ms` (the network lay
 kafkactl.broker.network), as Kafka does, so that guessing passwords is slow. A
 SaslHandshake-v0 client (raw tokens, no answer on failure) gets the same delay before the
 close (Kafka closes those at once; the delay is the point, whichever handshake a guesser
-picks). With `connections.max.reauth.ms`, the session lasts that long (SaslAuthenticate v1+
-tells the client); past it any request but a re-authentication closes the connection, and a
-re-authentication must keep the mechanism and the principal.
+picks). With `connections.max.reauth.ms` (the mechanism's own,
+`listener.name.<l>.<mechanism>.connections.max.reauth.ms`, first), the session lasts that
+long (SaslAuthenticate v1+ tells the client); past it any request but a re-authentication
+closes the connection, and a re-authentication must keep the mechanism and the principal.
 """
 
 from __future__ import annotations
@@ -155,8 +156,9 @@ class SaslServerAuthenticator:
             self.authenticated, self.reauthenticating = True, False
             self._exchange = None
             self.listener.successful_authentications += 1
-            if self.listener.reauth_ms > 0:
-                lifetime = self.listener.reauth_ms
+            reauth_ms = self.listener.reauth_ms_for(self.mechanism)
+            if reauth_ms > 0:
+                lifetime = reauth_ms
                 self.expires_at = time.monotonic() + lifetime / 1000
             log.debug("%s authenticated as %s with %s", conn.peer, principal, self.mechanism)
         return {"error_code": ErrorCode.NONE, "error_message": None, "auth_bytes": reply,

@@ -59,7 +59,9 @@ def _check_type(get: Callable[[str], str], key: str) -> None:
 
 def server_context(get: Callable[[str], str], listener: str) -> ssl.SSLContext:
     """The TLS context of `listener`; `get(key)` returns the listener's value of an
-    ssl.* key ('' when unset)."""
+    ssl.* key ('' when unset). For a SASL_SSL listener `get("ssl.client.auth")` is only
+    its listener-prefixed value (ListenerKeys, KIP-684): unset, no client certificate is
+    asked for."""
     _check_type(get, "ssl.keystore.type")
     _check_type(get, "ssl.truststore.type")
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
