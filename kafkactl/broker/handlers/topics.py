@@ -58,10 +58,17 @@ async def handle_create_topics(services: BrokerServices, ctx: RequestContext,
         unauthorized_topics(services, ctx, AclOperation.CREATE,
                             (t["name"] for t in request["topics"]))
     named = Counter(t["name"] for t in request["topics"])
+    # KIP-525: a created topic's configs and counts only for a principal that may
+    # DescribeConfigs it, else topic_config_error_code (KafkaApis, ZkAdminManager)
+    no_configs = unauthorized_topics(services, ctx, AclOperation.DESCRIBE_CONFIGS,
+                                     list(named), log_if_denied=False) \
+        if ctx.api_version >= 5 else set()
     for t in request["topics"]:
         name = t["name"]
         res: dict[str, Any] = {"name": name, "topic_id": NULL_UUID, "num_partitions": -1,
                                "replication_factor": -1, "configs": None}
+        if name in no_configs:
+            res["topic_config_error_code"] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
         if named[name] > 1:  # Kafka's KafkaApis: every entry of it, none created
             res.update(error_code=ErrorCode.INVALID_REQUEST,
                        error_message="Found multiple entries for this topic.")
@@ -79,10 +86,11 @@ async def handle_create_topics(services: BrokerServices, ctx: RequestContext,
             state = await admin.call(admin.create_topic, name, t["num_partitions"],
                                      t["replication_factor"], assignments, configs,
                                      validate_only=validate_only, timeout_s=timeout_ms / 1000)
-            res.update(error_code=ErrorCode.NONE, error_message=None, topic_id=state.topic_id,
-                       num_partitions=state.num_partitions,
-                       replication_factor=state.replication_factor)
-            if ctx.api_version >= 5:
+            res.update(error_code=ErrorCode.NONE, error_message=None, topic_id=state.topic_id)
+            if name not in no_configs:
+                res.update(num_partitions=state.num_partitions,
+                           replication_factor=state.replication_factor)
+            if ctx.api_version >= 5 and name not in no_configs:
                 cfg = services.partitions.configs.log_config_for(state.configs)
                 res["configs"] = [
                     {"name": e["name"], "value": e["value"], "read_only": False,
@@ -117,6 +125,12 @@ async def handle_delete_topics(services: BrokerServices, ctx: RequestContext,
                 responses.append(res)
                 continue
             name = meta.name
+            if unauthorized_topics(services, ctx, AclOperation.DESCRIBE, [name]):
+                # asked by id without Describe: its name stays unsaid (KafkaApis)
+                res.update(name=None, error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                           error_message="Authorization failed.")
+                responses.append(res)
+                continue
             res["name"] = name
         if unauthorized_topics(services, ctx, AclOperation.DELETE, [name or ""]):
             res.update(error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED,

@@ -33,7 +33,7 @@ JAAS = ('org.apache.kafka.common.security.plain.PlainLoginModule required '
 OMITTED = -(1 << 31)
 CLUSTER_AUTHORIZATION_FAILED, TOPIC_AUTHORIZATION_FAILED = 31, 29
 # AclOperation codes
-CREATE, DESCRIBE, DESCRIBE_CONFIGS = 7, 8, 10
+DELETE, CREATE, DESCRIBE, DESCRIBE_CONFIGS = 6, 7, 8, 10
 
 
 def _ipv6_loopback() -> bool:
@@ -98,7 +98,7 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Broker]:
 
 
 def _acl(resource_type: str, name: str, principal: str, operation: str, *,
-         host: str = "*", pattern: str = "LITERAL") -> Any:
+         host: str = "*", pattern: str = "LITERAL", permission: str = "ALLOW") -> Any:
     from confluent_kafka.admin import (
         AclBinding,
         AclOperation,
@@ -109,7 +109,7 @@ def _acl(resource_type: str, name: str, principal: str, operation: str, *,
 
     return AclBinding(getattr(ResourceType, resource_type), name,
                       getattr(ResourcePatternType, pattern), principal, host,
-                      getattr(AclOperation, operation), AclPermissionType.ALLOW)
+                      getattr(AclOperation, operation), getattr(AclPermissionType, permission))
 
 
 def _create_acls(b: Broker, *acls: Any) -> None:
@@ -183,7 +183,7 @@ def test_an_ipv6_clients_host_is_compared_as_java_writes_it(broker: Broker) -> N
 def _wire_acls(b: Broker, *acls: tuple[int, str, int, int]) -> None:
     """(resource type, name, pattern type, operation) ALLOW bindings for User:ANONYMOUS."""
     _create_acls(b, *(_acl({2: "TOPIC", 4: "BROKER"}[rt], name, "User:ANONYMOUS",
-                           {CREATE: "CREATE", DESCRIBE: "DESCRIBE",
+                           {CREATE: "CREATE", DESCRIBE: "DESCRIBE", DELETE: "DELETE",
                             DESCRIBE_CONFIGS: "DESCRIBE_CONFIGS"}[op],
                            pattern={3: "LITERAL", 4: "PREFIXED"}[pt])
                       for rt, name, pt, op in acls))
@@ -296,3 +296,40 @@ def test_describe_scram_credentials_refused_names_each_requested_user(
             == [("", CLUSTER_AUTHORIZATION_FAILED, [])] * 2
         r = w.request(ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, 0, {"users": None})
         assert r["error_code"] == CLUSTER_AUTHORIZATION_FAILED and r["results"] == []
+
+
+def test_created_topics_configs_need_describe_configs_and_ids_need_describe(
+        broker: Broker) -> None:
+    """KIP-525: CreateTopics v5+ returns a created topic's configs and counts only to a
+    principal that may DescribeConfigs it, else topic_config_error_code 29 (KafkaApis);
+    DeleteTopics by topic id without Describe (denied; Delete would imply it) keeps the
+    name unsaid and answers 29, the topic kept."""
+    try:
+        _wire_acls(broker, (2, "kip525-", 4, CREATE), (2, "kip525-seen", 3, DESCRIBE_CONFIGS),
+                   (2, "kip525-", 4, DELETE))
+        _create_acls(broker, _acl("TOPIC", "kip525-hidden", "User:ANONYMOUS", "DESCRIBE",
+                                  permission="DENY"))
+        with Wire(broker.plaintext) as w:  # User:ANONYMOUS
+            r = w.request(ApiKey.CREATE_TOPICS, 7, {"topics": [
+                {"name": n, "num_partitions": 1, "replication_factor": 1, "assignments": [],
+                 "configs": []} for n in ("kip525-hidden", "kip525-seen")],
+                "timeout_ms": 10000, "validate_only": False})
+            got = {t["name"]: t for t in r["topics"]}
+            hidden, seen = got["kip525-hidden"], got["kip525-seen"]
+            assert (hidden["error_code"], hidden.get("topic_config_error_code"),
+                    hidden["num_partitions"], hidden["configs"] or []) == (0, 29, -1, [])
+            assert (seen["error_code"], seen.get("topic_config_error_code", 0),
+                    seen["num_partitions"]) == (0, 0, 1) and seen["configs"]
+            r = w.request(ApiKey.DELETE_TOPICS, 6, {"topics": [
+                {"name": None, "topic_id": hidden["topic_id"]}], "timeout_ms": 10000})
+            (row,) = r["responses"]
+            assert (row["name"], row["error_code"]) == (None, TOPIC_AUTHORIZATION_FAILED)
+        _delete_acls_of(broker, "User:ANONYMOUS")
+        _wire_acls(broker, (2, "kip525-", 4, DELETE))
+        with Wire(broker.plaintext) as w:
+            r = w.request(ApiKey.DELETE_TOPICS, 6, {"topics": [
+                {"name": None, "topic_id": hidden["topic_id"]}], "timeout_ms": 10000})
+            (row,) = r["responses"]
+            assert (row["name"], row["error_code"]) == ("kip525-hidden", 0), row
+    finally:
+        _delete_acls_of(broker, "User:ANONYMOUS")
