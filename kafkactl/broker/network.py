@@ -498,7 +498,13 @@ class KafkaConnection(asyncio.BufferedProtocol):
                 return
             appended = info.produce_appended
             info.produce_appended = False
-            if result is not None and not self._answer(result, appended):
+            if result is None:
+                # no response (an acks=0 Produce): a quota's throttle mutes the connection
+                # all the same, as Kafka does ("the channel may be throttled due to
+                # bandwidth quota violation")
+                if info.throttle_ms > 0:
+                    self._mute_if_throttled()
+            elif not self._answer(result, appended):
                 return
         if self._backlog_full and self._backlog_bytes <= MAX_BACKLOG_BYTES // 2:
             # The read deadline does not run while we hold the client back.

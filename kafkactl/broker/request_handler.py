@@ -32,7 +32,9 @@ from typing import Any
 
 from kafkactl.broker.log_context import current_request
 from kafkactl.broker.network import CloseConnection, ConnectionInfo, HandlerResult
-from kafkactl.broker.quota_manager import throttle_for
+from kafkactl.broker.quota_manager import MUTATIONS, RequestQuota
+from kafkactl.broker.security.acl import AclOperation
+from kafkactl.broker.security.checks import authorize_cluster, unauthorized_topics
 from kafkactl.broker.services import BrokerServices
 from kafkactl.protocol import codec
 from kafkactl.protocol.api_keys import ApiKey
@@ -53,6 +55,9 @@ class RequestContext:
     correlation_id: int
     client_id: str | None
     connection: ConnectionInfo
+    # the client's quotas while quotas are enforced (a Fetch decides its throttle with it,
+    # a topic handler records its mutations): kafkactl.broker.quota_manager.RequestQuota
+    quota: RequestQuota | None = None
 
 
 Handler = Callable[[BrokerServices, RequestContext, dict[str, Any]],
@@ -112,36 +117,75 @@ class KafkaApis:
                                      client_id, conn))
         quotas = self.services.quotas
         enforcing = quotas is not None and not quotas.store.empty()  # no quota: no clock
-        started = time.perf_counter() if enforcing else 0.0
+        original = request
+        meter: _Meter | None = None
+        if enforcing:
+            assert quotas is not None
+            meter = _Meter()
+            ctx.quota = RequestQuota(quotas, conn.principal.name, client_id or "",
+                                     meter.so_far)
+            if api_key in MUTATIONS:
+                request = ctx.quota.before_mutation(
+                    api_key, api_version, request, self._partition_count, self._topic_name,
+                    lambda name: self._mutates(ctx, name),
+                    handler_records=getattr(route[2], "records_mutations", False))
+            meter.step_started = time.perf_counter()
+        elif quotas is not None and not quotas.idle():
+            quotas.maybe_sweep()  # what quotas since removed left is forgotten in time
         try:
             body = route[2](self.services, ctx, request)
         finally:
             current_request.reset(token)
         if body is not None and body.__class__ is not dict and inspect.isawaitable(body):
-            if not enforcing:
+            if meter is None:
                 return self._finish(ctx, body, None, len(frame), codecs[1])
-            return self._finish(ctx, _Busy(body, time.perf_counter() - started), request,
-                                len(frame), codecs[1])
-        if enforcing:
-            self._throttle(ctx, request, body, len(frame), time.perf_counter() - started)
+            meter.stop()
+            return self._finish(ctx, _Busy(body, meter), (request, original), len(frame),
+                                codecs[1])
+        if meter is not None:
+            meter.stop()
+            self._throttle(ctx, request, original, body, len(frame), meter.busy_s)
         if body is None:
             return None
         return codecs[1](correlation_id, body)
 
     def _throttle(self, ctx: RequestContext, request: dict[str, Any],
-                  body: dict[str, Any] | None, size: int, busy_s: float) -> None:
+                  original: dict[str, Any], body: dict[str, Any] | None, size: int,
+                  busy_s: float) -> None:
         """Client quotas: a client over one gets the throttle time in its response and its
-        connection muted that long once the response is sent (KIP-219)."""
-        quotas = self.services.quotas
-        assert quotas is not None
-        ms = throttle_for(quotas, ctx.api_key, ctx.connection.principal.name,
-                          ctx.client_id or "", request, body, size, busy_s,
-                          self._partition_count)
+        connection muted that long once the response is sent (KIP-219; an acks=0 Produce,
+        with no response, is muted all the same)."""
+        quota = ctx.quota
+        assert quota is not None
+        ms = quota.finish(ctx.api_key, request, body, size, busy_s, self._partition_count,
+                          original)
         if ms <= 0:
             return
         if body is not None and "throttle_time_ms" in body:
             body["throttle_time_ms"] = max(int(body["throttle_time_ms"] or 0), ms)
         ctx.connection.throttle_ms = max(ctx.connection.throttle_ms, ms)
+
+    def _topic_name(self, topic_id: Any) -> str | None:
+        found = self.services.metadata_cache.topic_by_id(topic_id)
+        return None if found is None else found.name
+
+    def _mutates(self, ctx: RequestContext, name: str) -> bool:
+        """Would the handler create (CreateTopics), grow or delete this topic, all else
+        being right: it does not exist yet / it exists, and the principal may (a refusal
+        is the handler's to answer, ahead of the quota's, as in Kafka)."""
+        exists = self.services.metadata_cache.topic(name) is not None
+        if ctx.api_key == ApiKey.CREATE_TOPICS:
+            if exists:
+                return False
+            op = AclOperation.CREATE
+            if authorize_cluster(self.services, ctx, op, log_if_denied=False):
+                return True
+        else:
+            if not exists:
+                return False
+            op = AclOperation.DELETE if ctx.api_key == ApiKey.DELETE_TOPICS else \
+                AclOperation.ALTER
+        return not unauthorized_topics(self.services, ctx, op, [name], log_if_denied=False)
 
     def _partition_count(self, topic: str) -> int:
         found = self.services.metadata_cache.topic(topic)
@@ -172,48 +216,77 @@ class KafkaApis:
             f"{ApiKey(api_key).name} v{api_version} is not supported (v{lo}-v{hi}); closing")
 
     async def _finish(self, ctx: RequestContext, pending: Awaitable[dict[str, Any] | None],
-                      request: dict[str, Any] | None, size: int,
+                      requests: tuple[dict[str, Any], dict[str, Any]] | None, size: int,
                       encode: Callable[[int, Any], list[Any]]) -> list[Any] | None:
-        """The awaited rest of a handler; `request` is given when quotas are enforced."""
+        """The awaited rest of a handler; `requests` (as handled, as it came) is given when
+        quotas are enforced."""
         token = current_request.set((_API_NAMES[ctx.api_key], ctx.api_version,
                                      ctx.correlation_id, ctx.client_id, ctx.connection))
         try:
             body = await pending
         finally:
             current_request.reset(token)
-        if request is not None and isinstance(pending, _Busy):
-            self._throttle(ctx, request, body, size, pending.busy_s)
+        if requests is not None and isinstance(pending, _Busy):
+            self._throttle(ctx, requests[0], requests[1], body, size, pending.busy_s)
         if body is None:
             return None
         return encode(ctx.correlation_id, body)
 
 
+class _Meter:
+    """A handler's busy time (what a request_percentage quota charges): the time its steps
+    run, not the waits between them; `so_far` counts the step running now too."""
+
+    __slots__ = ("busy_s", "step_started")
+
+    def __init__(self) -> None:
+        self.busy_s = 0.0
+        self.step_started: float | None = None
+
+    def stop(self) -> None:
+        if self.step_started is not None:
+            self.busy_s += time.perf_counter() - self.step_started
+            self.step_started = None
+
+    def so_far(self) -> float:
+        started = self.step_started
+        return self.busy_s + (0.0 if started is None else time.perf_counter() - started)
+
+
 class _Busy:
-    """A handler's awaitable that adds up the time its steps run (`busy_s`, from the time
-    the handler took before returning it): what a request_percentage quota charges. The
-    waits between the steps (acks=all, a long poll, a transaction marker) are not busy
+    """A handler's awaitable that adds up the time its steps run into `meter` (from the
+    time the handler took before returning it): what a request_percentage quota charges.
+    The waits between the steps (acks=all, a long poll, a transaction marker) are not busy
     time; the work before and after them (the append, the read of a completed fetch) is,
     as Kafka charges its handler threads' time."""
 
-    __slots__ = ("inner", "busy_s")
+    __slots__ = ("inner", "meter")
 
-    def __init__(self, inner: Awaitable[Any], busy_s: float) -> None:
+    def __init__(self, inner: Awaitable[Any], busy: _Meter | float) -> None:
         self.inner = inner
-        self.busy_s = busy_s
+        if not isinstance(busy, _Meter):  # the time the handler took, seconds
+            busy_s, busy = busy, _Meter()
+            busy.busy_s = busy_s
+        self.meter = busy
+
+    @property
+    def busy_s(self) -> float:
+        return self.meter.busy_s
 
     def __await__(self) -> Generator[Any, Any, Any]:
         steps = self.inner.__await__()
         sent: Any = None
         thrown: BaseException | None = None
         clock = time.perf_counter
+        meter = self.meter
         while True:
-            started = clock()
+            meter.step_started = clock()
             try:
                 yielded = steps.send(sent) if thrown is None else steps.throw(thrown)
             except StopIteration as done:
-                self.busy_s += clock() - started
+                meter.stop()
                 return done.value
-            self.busy_s += clock() - started
+            meter.stop()
             try:
                 sent, thrown = (yield yielded), None
             except GeneratorExit:

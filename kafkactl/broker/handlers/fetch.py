@@ -17,7 +17,9 @@ v10 a zstd topic or batch gets UNSUPPORTED_COMPRESSION_TYPE for that partition, 
 With an authorizer a consumer needs Read on each topic (TOPIC_AUTHORIZATION_FAILED per
 partition otherwise) and a follower (replica_id >= 0) ClusterAction on the cluster. A follower's
 throttled partition gets no records while the leader's replication quota is exceeded
-(kafkactl/broker/replication_quota.py); the fetch still tells where the follower is.
+(kafkactl/broker/replication_quota.py); the fetch still tells where the follower is. A
+consumer with a consumer_byte_rate fetches at most what its quota windows let through, and
+over its quota gets an answer with no partitions and the throttle time, as in Kafka.
 """
 
 from __future__ import annotations
@@ -53,7 +55,7 @@ def _read_all(services: BrokerServices, ctx: RequestContext, request: dict[str, 
     remaining = request.get("max_bytes", 0x7FFFFFFF)
     if remaining <= 0:
         remaining = 0x7FFFFFFF
-    remaining = min(remaining, rm.fetch_max_bytes)  # the broker's fetch.max.bytes (KIP-541)
+    remaining = min(remaining, _max_bytes(services, ctx, request))
     read_committed = request.get("isolation_level", 0) == 1
     replica_id = request.get("replica_id", -1)
     hard_limit = version <= 2  # Kafka's hardMaxBytesLimit: no KIP-74 first batch
@@ -183,18 +185,41 @@ def _response(topics: list[dict[str, Any]], error: int = 0) -> dict[str, Any]:
     return {"throttle_time_ms": 0, "error_code": error, "session_id": 0, "responses": topics}
 
 
+def _max_bytes(services: BrokerServices, ctx: RequestContext, request: dict[str, Any]) -> int:
+    """The most a fetch takes: the broker's fetch.max.bytes (KIP-541) and, for a consumer
+    with a consumer_byte_rate, what that lets through in the quota windows (Kafka's
+    getMaxValueInQuotaWindow: more would be throttled for sure)."""
+    most = services.replica_manager.fetch_max_bytes
+    if ctx.quota is not None and request.get("replica_id", -1) < 0:
+        in_window = ctx.quota.fetch_max_bytes()
+        if in_window is not None:
+            most = min(most, in_window)
+    return most
+
+
+def _answer(services: BrokerServices, ctx: RequestContext, request: dict[str, Any],
+            topics: list[dict[str, Any]]) -> dict[str, Any]:
+    """The fetch's response; a consumer over its consumer_byte_rate (or request_percentage)
+    gets no partitions and the throttle time, its bytes not counted, as Kafka answers
+    (getThrottledResponse): the records are fetched again once the throttle is over."""
+    if ctx.quota is not None and request.get("replica_id", -1) < 0 and \
+            ctx.quota.fetch_throttle(topics) > 0:
+        return _response([])
+    count_fetched(services, request, topics)
+    return _response(topics)
+
+
 def handle_fetch(services: BrokerServices, ctx: RequestContext, request: dict[str, Any]
                  ) -> dict[str, Any] | Awaitable[dict[str, Any]]:
     if request.get("session_id", 0) != 0 and request.get("session_epoch", -1) > 0:
         return _response([], FETCH_SESSION_ID_NOT_FOUND)
     topics, total, errors = _read_all(services, ctx, request)
     max_wait = request.get("max_wait_ms", 0)
-    # as Kafka: no more than fetch.max.bytes is waited for
-    min_bytes = min(request.get("min_bytes", 0), services.replica_manager.fetch_max_bytes)
+    # as Kafka: no more than the fetch may take (fetch.max.bytes, a quota) is waited for
+    min_bytes = min(request.get("min_bytes", 0), _max_bytes(services, ctx, request))
     keys = [(t["topic"], p["partition"]) for t in request["topics"] for p in t["partitions"]]
     if errors or max_wait <= 0 or total >= min_bytes or not keys:
-        count_fetched(services, request, topics)
-        return _response(topics)
+        return _answer(services, ctx, request, topics)
     # Register now, not in the coroutine: its first step runs only on a later loop
     # iteration, and an append handled before then must still wake this fetch.
     purgatory = services.fetch_purgatory
@@ -210,7 +235,7 @@ async def _long_poll(services: BrokerServices, ctx: RequestContext, request: dic
     purgatory = services.fetch_purgatory
     loop = asyncio.get_running_loop()
     deadline = loop.time() + max_wait / 1000.0
-    min_bytes = min(request.get("min_bytes", 0), services.replica_manager.fetch_max_bytes)
+    min_bytes = min(request.get("min_bytes", 0), _max_bytes(services, ctx, request))
     while True:
         await purgatory.wait_for(op, max(deadline - loop.time(), 0.0))
         topics, total, errors = _read_all(services, ctx, request)
@@ -220,5 +245,4 @@ async def _long_poll(services: BrokerServices, ctx: RequestContext, request: dic
         # read_committed woken by records above the LSO (an open transaction's): Kafka's
         # DelayedFetch counts only what is below the LSO, so wait on, registered now
         op = purgatory.watch(op.keys, min_bytes=min_bytes, accumulated=total)
-    count_fetched(services, request, topics)
-    return _response(topics)
+    return _answer(services, ctx, request, topics)
