@@ -10,6 +10,7 @@ from collections import Counter
 from typing import Any
 
 from kafkactl.broker.handlers.configs import topic_config_entries
+from kafkactl.broker.quota_manager import ThrottlingQuotaExceeded, records_mutations
 from kafkactl.broker.request_handler import RequestContext
 from kafkactl.broker.security.acl import AclOperation
 from kafkactl.broker.security.checks import authorize_cluster, unauthorized_topics
@@ -47,9 +48,11 @@ async def _settle(services: BrokerServices, rows: list[dict[str, Any]], key: str
                 r.update(num_partitions=-1, replication_factor=-1, configs=None)
 
 
+@records_mutations
 async def handle_create_topics(services: BrokerServices, ctx: RequestContext,
                                request: dict[str, Any]) -> dict[str, Any]:
     admin = services.topic_admin
+    quota = ctx.quota.mutation if ctx.quota is not None else None  # controller_mutation_rate
     timeout_ms = request.get("timeout_ms", DEFAULT_TIMEOUT_MS)
     validate_only = request.get("validate_only", False)
     results = []
@@ -79,13 +82,20 @@ async def handle_create_topics(services: BrokerServices, ctx: RequestContext,
                        error_message="Authorization failed.")
             results.append(res)
             continue
+        # KIP-599: a topic to be made is refused while a strict quota is exhausted
+        counted = quota if not validate_only and services.metadata_cache.topic(name) is None \
+            else None
         try:
+            if counted is not None:
+                counted.check()
             assignments = [(a["partition_index"], a["broker_ids"])
                            for a in t.get("assignments") or []]
             configs = [(c["name"], c["value"]) for c in t.get("configs") or []]
             state = await admin.call(admin.create_topic, name, t["num_partitions"],
                                      t["replication_factor"], assignments, configs,
                                      validate_only=validate_only, timeout_s=timeout_ms / 1000)
+            if counted is not None:
+                counted.record(state.num_partitions, checked=False)
             res.update(error_code=ErrorCode.NONE, error_message=None, topic_id=state.topic_id)
             if name not in no_configs:
                 res.update(num_partitions=state.num_partitions,
@@ -96,6 +106,8 @@ async def handle_create_topics(services: BrokerServices, ctx: RequestContext,
                     {"name": e["name"], "value": e["value"], "read_only": False,
                      "config_source": e["config_source"], "is_sensitive": False}
                     for e in topic_config_entries(services, cfg, state.configs)]
+        except ThrottlingQuotaExceeded as e:
+            res.update(error_code=e.code, error_message=str(e))
         except TopicError as e:
             res.update(error_code=e.code, error_message=str(e))
         results.append(res)
@@ -105,8 +117,10 @@ async def handle_create_topics(services: BrokerServices, ctx: RequestContext,
     return {"throttle_time_ms": 0, "topics": results}
 
 
+@records_mutations
 async def handle_delete_topics(services: BrokerServices, ctx: RequestContext,
                                request: dict[str, Any]) -> dict[str, Any]:
+    quota = ctx.quota.mutation if ctx.quota is not None else None  # controller_mutation_rate
     wanted: list[tuple[str | None, Any]] = []
     if ctx.api_version >= 6:
         wanted = [(t.get("name"), t.get("topic_id")) for t in request["topics"]]
@@ -137,9 +151,17 @@ async def handle_delete_topics(services: BrokerServices, ctx: RequestContext,
                        error_message="Authorization failed.")
             responses.append(res)
             continue
+        meta = services.metadata_cache.topic(name or "")
+        counted = quota if meta is not None else None
         try:
+            if counted is not None:
+                counted.check()
             state = await admin.call(admin.delete_topic, name or "", timeout_s=timeout_ms / 1000)
+            if counted is not None and meta is not None:
+                counted.record(len(meta.partitions), checked=False)
             res.update(error_code=ErrorCode.NONE, topic_id=state.topic_id, error_message=None)
+        except ThrottlingQuotaExceeded as e:
+            res.update(error_code=e.code, error_message=str(e))
         except TopicError as e:
             res.update(error_code=e.code, error_message=str(e))
         responses.append(res)
@@ -148,9 +170,11 @@ async def handle_delete_topics(services: BrokerServices, ctx: RequestContext,
     return {"throttle_time_ms": 0, "responses": responses}
 
 
+@records_mutations
 async def handle_create_partitions(services: BrokerServices, ctx: RequestContext,
                                    request: dict[str, Any]) -> dict[str, Any]:
     admin = services.topic_admin
+    quota = ctx.quota.mutation if ctx.quota is not None else None  # controller_mutation_rate
     timeout_ms = request.get("timeout_ms", DEFAULT_TIMEOUT_MS)
     results = []
     named = Counter(t["name"] for t in request["topics"])
@@ -167,12 +191,21 @@ async def handle_create_partitions(services: BrokerServices, ctx: RequestContext
                        error_message="Authorization failed.")
             results.append(res)
             continue
+        meta = services.metadata_cache.topic(t["name"])
+        grows = 0 if meta is None or request.get("validate_only", False) else \
+            max(0, t["count"] - len(meta.partitions))
         try:
+            if quota is not None and grows:
+                quota.check()
             await admin.call(admin.add_partitions, t["name"], t["count"],
                              [a["broker_ids"] for a in t.get("assignments") or []],
                              validate_only=request.get("validate_only", False),
                              timeout_s=timeout_ms / 1000)
+            if quota is not None and grows:
+                quota.record(grows, checked=False)
             res["error_code"] = ErrorCode.NONE
+        except ThrottlingQuotaExceeded as e:
+            res.update(error_code=e.code, error_message=str(e))
         except TopicError as e:
             res.update(error_code=e.code, error_message=str(e))
         results.append(res)
