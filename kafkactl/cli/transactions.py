@@ -59,8 +59,9 @@ def _json_option() -> Any:
 @transactions_app.command("list")
 def list_transactions(
     state: list[str] = typer.Option(
-        [], "--state", help="Only transactions in this state (repeatable): Empty, Ongoing, "
-        "PrepareCommit, PrepareAbort, CompleteCommit, CompleteAbort."),
+        [], "--state", help="Only transactions in this state (repeatable, any case): Empty, "
+        "Ongoing, PrepareCommit, PrepareAbort, CompleteCommit, CompleteAbort, "
+        "PrepareEpochFence."),
     producer_id: list[int] = typer.Option(
         [], "--producer-id", help="Only the transactions of this producer id (repeatable)."),
     duration_ms: int = typer.Option(
@@ -70,8 +71,21 @@ def list_transactions(
     command_config: Path | None = command_config_option(),
 ) -> None:
     """The transactional ids every coordinator knows, with producer id and state."""
+    from kafkactl.client.transaction_admin import TRANSACTION_STATES, transaction_state
+
+    states = []
+    for name in state:
+        known = transaction_state(name)
+        if known is None:
+            raise fail(f"unknown transaction state {name!r} for --state: one of "
+                       f"{', '.join(TRANSACTION_STATES)}", 2)
+        states.append(known)
     admin = _admin(bootstrap, prop, command_config)
-    rows = _run(admin, lambda: admin.list_transactions(state, producer_id, duration_ms))
+    rows, unknown = _run(admin, lambda: admin.list_transactions_and_unknown_states(
+        states, producer_id, duration_ms))
+    if unknown:  # a broker that does not know a state kafkactl does: say so, list nothing
+        raise fail("the brokers did not know these --state filters: " + "; ".join(
+            f"broker {node}: {', '.join(names)}" for node, names in sorted(unknown.items())))
     if as_json:
         write_line(json.dumps([{"transactional_id": t.transactional_id,
                                 "coordinator": t.coordinator, "producer_id": t.producer_id,
@@ -172,7 +186,8 @@ def describe_producers(
 @transactions_app.command("find-hanging")
 def find_hanging(
     broker_id: int | None = typer.Option(
-        None, "--broker-id", help="Look at the partitions this broker hosts."),
+        None, "--broker-id", help="Look at the partitions this broker hosts (of --topic, if "
+        "given), as this broker's replicas see them, leader or follower."),
     topic: str | None = typer.Option(None, "--topic", help="Look at this topic."),
     partition: int | None = typer.Option(
         None, "--partition", help="Only this partition of --topic."),
@@ -184,10 +199,11 @@ def find_hanging(
     bootstrap: str | None = bootstrap_option(), prop: list[str] = property_option(),
     command_config: Path | None = command_config_option(),
 ) -> None:
-    """Open transactions their coordinator does not know as ongoing on that partition (they
-    hold the last stable offset back: read_committed consumers stall)."""
-    if (broker_id is None) == (topic is None):
-        raise fail("give --broker-id or --topic (with an optional --partition)", 2)
+    """Open transactions their coordinator does not list on that partition, ongoing or
+    still to be marked (they hold the last stable offset back: read_committed consumers
+    stall)."""
+    if broker_id is None and topic is None:
+        raise fail("give --broker-id or --topic (with an optional --partition), or both", 2)
     if partition is not None and topic is None:
         raise fail("--partition needs --topic", 2)
     if max_timeout_min < 0:
@@ -196,7 +212,11 @@ def find_hanging(
 
     def work() -> list[Any]:
         parts = admin.partitions_of(topic, partition, broker_id)
-        return admin.find_hanging(parts, max_timeout_min * 60000) if parts else []
+        if not parts:
+            return []
+        if broker_id is None:
+            return admin.find_hanging(parts, max_timeout_min * 60000)
+        return admin.find_hanging(parts, max_timeout_min * 60000, broker_id=broker_id)
 
     _producer_rows(_run(admin, work), as_json, with_duration=True)
 
@@ -211,8 +231,10 @@ def abort(
     producer_id: int | None = typer.Option(None, "--producer-id", help="The producer id."),
     producer_epoch: int | None = typer.Option(None, "--producer-epoch",
                                               help="The producer epoch."),
-    coordinator_epoch: int | None = typer.Option(None, "--coordinator-epoch",
-                                                 help="The coordinator epoch."),
+    coordinator_epoch: int | None = typer.Option(
+        None, "--coordinator-epoch", help="The coordinator epoch (find-hanging's "
+        "CoordinatorEpoch; a negative one, a producer no coordinator has marked yet, is "
+        "taken as 0)."),
     as_json: bool = _json_option(),
     bootstrap: str | None = bootstrap_option(), prop: list[str] = property_option(),
     command_config: Path | None = command_config_option(),
@@ -220,10 +242,17 @@ def abort(
     """Abort a hanging transaction on one partition (an ABORT marker written by its leader;
     needs ClusterAction with an authorizer)."""
     explicit = (producer_id, producer_epoch, coordinator_epoch)
-    if start_offset is None and None in explicit:
-        raise fail("give --start-offset, or --producer-id, --producer-epoch and "
-                   "--coordinator-epoch", 2)
-    if start_offset is not None and any(v is not None for v in explicit):
+    if start_offset is None:
+        # kafka-transactions' checks, in its order (it exits 1; kafkactl's usage errors 2)
+        if producer_id is None:
+            raise fail("the transaction to abort must be identified either with "
+                       "--start-offset or with --producer-id, --producer-epoch and "
+                       "--coordinator-epoch", 2)
+        if producer_epoch is None:
+            raise fail("Missing required argument --producer-epoch", 2)
+        if coordinator_epoch is None:
+            raise fail("Missing required argument --coordinator-epoch", 2)
+    elif any(v is not None for v in explicit):
         raise fail("give --start-offset or the producer's ids, not both", 2)
     admin = _admin(bootstrap, prop, command_config)
     if start_offset is not None:
@@ -234,10 +263,12 @@ def abort(
     else:
         assert producer_id is not None and producer_epoch is not None
         assert coordinator_epoch is not None
-        _run(admin, lambda: admin.abort(topic, partition, producer_id, producer_epoch,
-                                        coordinator_epoch))
+        # -1 is what DescribeProducers gives for a producer whose transaction became
+        # hanging before any marker: Kafka's tool then uses 0, which no leader refuses
+        epoch = max(coordinator_epoch, 0)
+        _run(admin, lambda: admin.abort(topic, partition, producer_id, producer_epoch, epoch))
         aborted = {"producer_id": producer_id, "producer_epoch": producer_epoch,
-                   "coordinator_epoch": coordinator_epoch}
+                   "coordinator_epoch": epoch}
     if as_json:
         write_line(json.dumps({"topic": topic, "partition": partition, **aborted,
                                "start_offset": start_offset}))

@@ -1,7 +1,8 @@
 """Transactions through the Kafka protocol, as Kafka's Admin client and kafka-transactions
 tool do them (KIP-664): ListTransactions (every broker), DescribeTransactions (the id's
-coordinator, from FindCoordinator key type 1), DescribeProducers (each partition's leader),
-hanging transactions (open on a partition, unknown to or finished by their coordinator) and
+coordinator, from FindCoordinator key type 1), DescribeProducers (each partition's leader,
+or a broker named), hanging transactions (open on a partition their coordinator does not
+list among the transaction's partitions, as kafka-transactions find-hanging decides) and
 their abort (WriteTxnMarkers ABORT to the partition's leader, with the producer's epoch and
 coordinator epoch, as Admin.abortTransaction does).
 """
@@ -25,6 +26,15 @@ from kafkactl.protocol.errors import ErrorCode
 
 TRANSACTION_KEY_TYPE = 1
 DEFAULT_MAX_TRANSACTION_TIMEOUT_MS = 15 * 60 * 1000  # transaction.max.timeout.ms default
+# The states a ListTransactions state filter may name (Kafka's admin TransactionState, less
+# its client-side UNKNOWN; Dead ids are never listed).
+TRANSACTION_STATES = ("Empty", "Ongoing", "PrepareCommit", "PrepareAbort", "CompleteCommit",
+                      "CompleteAbort", "PrepareEpochFence")
+
+
+def transaction_state(name: str) -> str | None:
+    """The state `name` names, spelled as the brokers know it (any case), or None."""
+    return next((s for s in TRANSACTION_STATES if s.lower() == name.lower()), None)
 
 
 @dataclass(frozen=True)
@@ -66,6 +76,10 @@ class ProducerState:
 
 class _CoordinatorMoving(ClientError):
     """NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE, COORDINATOR_LOAD_IN_PROGRESS: ask again."""
+
+
+class TransactionalIdNotFound(ClientError):
+    """DescribeTransactions' TRANSACTIONAL_ID_NOT_FOUND: the coordinator has no such id."""
 
 
 def _check(code: int, what: str, message: str | None = None) -> None:
@@ -110,18 +124,29 @@ class TransactionAdmin:
              min_duration_ms: int = -1) -> list[TransactionListing]:
         """Every broker's transactions (each coordinates those of the __transaction_state
         partitions it leads)."""
+        return self.list_transactions_and_unknown_states(states, producer_ids,
+                                                         min_duration_ms)[0]
+
+    def list_transactions_and_unknown_states(
+            self, states: Iterable[str] = (), producer_ids: Iterable[int] = (),
+            min_duration_ms: int = -1) -> tuple[list[TransactionListing], dict[int, list[str]]]:
+        """list_transactions, and the state filters each broker did not know (its
+        unknown_state_filters: it matched no transaction with them)."""
         body = {"state_filters": list(states), "producer_id_filters": list(producer_ids),
                 "duration_filter": min_duration_ms}
 
-        def listing() -> list[TransactionListing]:
+        def listing() -> tuple[list[TransactionListing], dict[int, list[str]]]:
             out: list[TransactionListing] = []
+            unknown: dict[int, list[str]] = {}
             for node in self._brokers():
                 resp = self.client.connection(node).request(ApiKey.LIST_TRANSACTIONS, body)
                 _check(resp["error_code"], f"list transactions on broker {node}")
+                if resp.get("unknown_state_filters"):
+                    unknown[node] = list(resp["unknown_state_filters"])
                 out.extend(TransactionListing(t["transactional_id"], node, t["producer_id"],
                                               t["transaction_state"])
                            for t in resp.get("transaction_states") or ())
-            return sorted(out, key=lambda t: t.transactional_id)
+            return sorted(out, key=lambda t: t.transactional_id), unknown
 
         return self._retrying(listing)
 
@@ -153,6 +178,9 @@ class TransactionAdmin:
             raise KafkaConnectionError(f"the coordinator of {transactional_id}, broker "
                                        f"{node}: {e}") from None
         t = resp["transaction_states"][0]
+        if t["error_code"] == ErrorCode.TRANSACTIONAL_ID_NOT_FOUND:
+            raise TransactionalIdNotFound(f"describe transaction {transactional_id}: "
+                                          "TRANSACTIONAL_ID_NOT_FOUND")
         _check(t["error_code"], f"describe transaction {transactional_id}")
         return TransactionDescription(
             transactional_id, node, t["transaction_state"], t["producer_id"],
@@ -194,56 +222,62 @@ class TransactionAdmin:
 
     def partitions_of(self, topic: str | None, partition: int | None,
                       broker_id: int | None) -> list[tuple[str, int]]:
-        """The partitions named (a topic, one partition of it) or those a broker hosts."""
+        """The partitions named (a topic, one partition of it) or those a broker hosts (of the
+        topic given, if one is): as kafka-transactions find-hanging picks them, a partition
+        named is taken whether or not `broker_id` hosts it (the broker then refuses)."""
         cluster = self.client.refresh_metadata([topic] if topic else None)
         out = []
+        named = False  # the topic (and partition) given exist
         for name, t in cluster.topics.items():
             if topic is not None and name != topic:
                 continue
             for p, meta in t.partitions.items():
                 if partition is not None and p != partition:
                     continue
-                if broker_id is not None and broker_id not in meta.replicas:
+                named = True
+                if broker_id is not None and partition is None and \
+                        broker_id not in meta.replicas:
                     continue
                 out.append((name, p))
-        if topic is not None and not out:
+        if topic is not None and not named:
             raise ClientError(f"unknown topic or partition {topic}"
                               + ("" if partition is None else f"-{partition}"))
         return sorted(out)
 
     # ---- hanging transactions -------------------------------------------------------------
     def find_hanging(self, partitions: Iterable[tuple[str, int]],
-                     max_transaction_timeout_ms: int = DEFAULT_MAX_TRANSACTION_TIMEOUT_MS
-                     ) -> list[ProducerState]:
-        """Open transactions older than the longest allowed transaction whose coordinator
-        does not have them ongoing on that partition (Kafka's FindHangingTransactions)."""
+                     max_transaction_timeout_ms: int = DEFAULT_MAX_TRANSACTION_TIMEOUT_MS,
+                     broker_id: int | None = None) -> list[ProducerState]:
+        """Open transactions older than the longest allowed transaction (their producer's
+        last write) whose coordinator does not list that partition among the transaction's,
+        as kafka-transactions find-hanging decides (filterHangingTransactions): the
+        partitions DescribeTransactions gives are those of an Ongoing transaction and,
+        PrepareCommit / PrepareAbort, those still waiting for their marker, whatever the
+        producer epoch. A producer id no coordinator lists, or whose transactional id its
+        coordinator does not know, is hanging. The partitions' producers are asked of their
+        leaders, or all of broker `broker_id` (Kafka's DescribeProducersOptions.brokerId)."""
         now = int(time.time() * 1000)
-        candidates = [s for s in self.producers(partitions)
+        candidates = [s for s in self.producers(partitions, broker_id)
                       if s.current_txn_start_offset >= 0 and
                       now - s.last_timestamp > max_transaction_timeout_ms]
         if not candidates:
             return []
-        listed = self.list_transactions(producer_ids={s.producer_id for s in candidates})
-        ids_by_producer: dict[int, list[str]] = {}
-        for t in listed:
-            ids_by_producer.setdefault(t.producer_id, []).append(t.transactional_id)
+        producer_ids = {s.producer_id for s in candidates}
+        txn_ids: dict[int, str] = {}
+        for t in self.list_transactions(producer_ids=producer_ids):
+            if t.producer_id in producer_ids:
+                txn_ids[t.producer_id] = t.transactional_id
         described: dict[str, TransactionDescription | None] = {}
+        for txn_id in sorted(set(txn_ids.values())):
+            try:
+                described[txn_id] = self.describe(txn_id)
+            except TransactionalIdNotFound:
+                described[txn_id] = None  # (any other failure ends the search, as Kafka's)
         hanging = []
         for s in candidates:
-            ok = False
-            for txn_id in ids_by_producer.get(s.producer_id, ()):
-                if txn_id not in described:
-                    try:
-                        described[txn_id] = self.describe(txn_id)
-                    except ClientError:
-                        described[txn_id] = None
-                d = described[txn_id]
-                if d is not None and d.state == "Ongoing" and \
-                        d.producer_id == s.producer_id and \
-                        d.producer_epoch == s.producer_epoch and \
-                        (s.topic, s.partition) in d.partitions:
-                    ok = True
-            if not ok:
+            known_id = txn_ids.get(s.producer_id)
+            d = None if known_id is None else described[known_id]
+            if d is None or (s.topic, s.partition) not in d.partitions:
                 hanging.append(s)
         return hanging
 

@@ -54,7 +54,8 @@ def test_list_describe_and_producers_of_an_open_transaction(broker: BrokerProces
     assert tid in {t["transactional_id"] for t in _json("list", "--state", "Ongoing", "-b", b)}
     assert tid not in {t["transactional_id"]
                        for t in _json("list", "--state", "CompleteCommit", "-b", b)}
-    assert _json("list", "--state", "NoSuchState", "-b", b) == []
+    r = kafkactl("transactions", "list", "--state", "NoSuchState", "-b", b)
+    assert r.returncode == 2 and "'NoSuchState'" in r.stderr, r.stderr
     assert [t["transactional_id"] for t in _json("list", "--producer-id", str(pid), "-b", b)] \
         == [tid]
 
