@@ -80,11 +80,18 @@ def _resolve_bootstrap(ctx: typer.Context, param: typer.CallbackParam,
 
 
 def unescape(text: str) -> bytes:
-    r"""`\n`, `\t`, `\r`, `\0`, `\xNN`, `\\` -> bytes."""
+    r"""`\n`, `\t`, `\r`, `\0`, `\xNN`, `\\` -> bytes; the other characters are the
+    argument's own bytes, whatever the locale's encoding (os.fsencode undoes the
+    surrogateescape decoding of the command line: é in a Latin-1 terminal is the byte E9,
+    and a byte that is not UTF-8 in a UTF-8 one is itself)."""
     try:
-        return codecs.escape_decode(text.encode("utf-8"))[0]
+        raw = os.fsencode(text)
+    except UnicodeEncodeError:  # (not from the command line: a character of no locale's)
+        raw = text.encode("utf-8", "surrogateescape")
+    try:
+        return codecs.escape_decode(raw)[0]
     except ValueError as e:
-        raise typer.BadParameter(f"bad escape in {text!r}: {e}") from None
+        raise typer.BadParameter(f"bad escape in '{text}': {e}") from None
 
 
 def parse_key_values(items: Iterable[str], what: str) -> dict[str, str]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gc
 import os
+import re
 import signal
 import sys
 import threading
@@ -159,10 +160,15 @@ def _progress(stats: DeliveryStats, stop: threading.Event) -> None:
 class _StopSignals:
     """SIGINT's and SIGTERM's handler in the main thread: KeyboardInterrupt, whichever came
     (LineProducer and run_in_transactions end a run on it), noting which for the exit
-    status."""
+    status (the last one). Once the run is finishing (`finish()`: the producer stopped, the
+    summary and --failed-file being written) a signal is only noted: what is left is
+    finished, then the exit status is the signal's; a second one gives it up (a
+    --failed-file FIFO that nobody reads, say)."""
 
     def __init__(self) -> None:
-        self.signum = int(signal.SIGINT)
+        self.signum: int | None = None
+        self.finishing = False
+        self.late = False  # a signal came while finishing
 
     def install(self) -> None:
         for sig in STOP_SIGNALS:
@@ -170,11 +176,17 @@ class _StopSignals:
 
     def _stop(self, signum: int, _frame: FrameType | None) -> None:
         self.signum = signum
-        raise KeyboardInterrupt
+        if self.finishing and not self.late:
+            self.late = True
+            return
+        raise KeyboardInterrupt  # (a second one while finishing gives the rest up)
+
+    def finish(self) -> None:
+        self.finishing = True
 
     @property
     def exit_code(self) -> int:
-        return 128 + self.signum
+        return 128 + (self.signum if self.signum is not None else int(signal.SIGINT))
 
 
 def produce(
@@ -198,8 +210,10 @@ def produce(
         help="Send a value (with -K, a key) exactly equal to STR as null, and an -H value "
              "equal to it (Kafka's console producer's null.marker; also -X null.marker=STR). "
              "Taken literally, no escapes."),
-    partition: int | None = typer.Option(None, "--partition", "-p",
-                                         help="Write every record to this partition."),
+    partition: int | None = typer.Option(
+        None, "--partition", "-p",
+        help="Write every record to this partition (-1: the partitioner picks, as kcat's "
+             "-p -1)."),
     compression: str | None = typer.Option(
         None, "--compression", "-z", show_default="none",
         help="none, gzip, snappy, lz4 or zstd (-X compression.type, compression.codec)."),
@@ -256,6 +270,8 @@ def produce(
     # the collector does not walk them again, at exit either (~25 ms of every run's exit)
     gc.freeze()
 
+    _check_topic(topic)
+    partition = _partition(partition)
     marker, prop = _null_marker(null_marker, prop)
     delim, ksep, headers = _record_shape(delimiter, null_delimited, key_separator, header,
                                          marker)
@@ -264,6 +280,7 @@ def produce(
         "--compression": compression, "--acks": acks, "--batch-size": batch_size,
         "--linger-ms": linger_ms, "--partitioner": partitioner,
         "--transactional-id": transactional_id})
+    _check_strings(kwargs, settings)
     transactional = _check_transactional(kwargs, transaction_records, failed_file)
     failed = _failed_file(failed_file, file)
     kwargs.update(bootstrap_servers=bootstrap, sync=sync, security=security)
@@ -309,17 +326,54 @@ def produce(
     stop_signals.install()
     blocks = lp.takes_blocks and len(delim) == 1 and not transactional
     limit = lp.limit(failed.spill if failed is not None else None)
-    outcome = _run(lp, _input(file, delim, blocks, limit), transactional, transaction_records)
-    if discovery is not None:
-        discovery.close()
-    stop.set()
-    if progress is not None:
-        progress.join(1.0)
-    if not isinstance(outcome, RunOutcome):
-        _report_transactions(lp, topic, quiet, outcome, stop_signals.exit_code)
-        return
-    _report(lp, topic, delim, failed, quiet, outcome.interrupted, outcome.error,
-            "sent" if kwargs["acks"] == "0" else "acknowledged", stop_signals.exit_code)
+    outcome = _run(lp, _input(file, delim, blocks, limit), transactional, transaction_records,
+                   stop_signals.finish)
+    # (from here on a SIGINT or SIGTERM cuts nothing short: the summary and --failed-file
+    # are written whole, then the exit status is the signal's)
+    code = 0
+    try:
+        if discovery is not None:
+            discovery.close()
+        stop.set()
+        if progress is not None:
+            progress.join(1.0)
+        if not isinstance(outcome, RunOutcome):
+            _report_transactions(lp, topic, quiet, outcome, stop_signals.exit_code)
+        else:
+            _report(lp, topic, delim, failed, quiet, outcome.interrupted, outcome.error,
+                    "sent" if kwargs["acks"] == "0" else "acknowledged",
+                    stop_signals.exit_code)
+    except typer.Exit as e:
+        code = e.exit_code
+    except KeyboardInterrupt:  # a second signal while finishing
+        typer.echo("error: stopped again while finishing: no summary"
+                   + (f", and --failed-file {failed.path} may not hold this run's records"
+                      if failed is not None else ""), err=True)
+    raise typer.Exit(stop_signals.exit_code if stop_signals.late else code)
+
+
+def _check_strings(kwargs: dict[str, Any], settings: ProducerSettings) -> None:
+    """Exit 2 for a client.id or transactional.id that is not text (a byte the locale
+    could not decode): strings in Kafka's requests, which could not be sent."""
+    for name in ("client_id", "transactional_id"):
+        value = kwargs.get(name)
+        if isinstance(value, str) and not _is_text(value):
+            shown = (settings.option(name) if name in settings.given_as
+                     or name in settings.from_file else "--transactional-id")
+            raise fail(f"{shown}='{_printable(value)}': not text in this locale's encoding "
+                       f"({sys.getfilesystemencoding()}); it is a UTF-8 string in Kafka's "
+                       "requests", 2)
+
+
+def _partition(given: int | None) -> int | None:
+    """-p/--partition: -1 is kcat's RD_KAFKA_PARTITION_UA, "the partitioner picks" (None);
+    below it, exit 2 before anything is read."""
+    if given == -1:
+        return None
+    if given is not None and given < 0:
+        raise fail(f"-p/--partition {given}: a partition is 0 or more (-1: the "
+                   "partitioner picks)", 2)
+    return given
 
 
 def _say(line: str) -> None:
@@ -389,25 +443,70 @@ def _record_shape(delimiter: str, null_delimited: bool, key_separator: str | Non
     headers: list[tuple[str, bytes | None]] = []
     for h in header:
         k, sep, v = h.partition("=")
+        shown = _printable(h)
         if not k:
-            raise fail(f"header {h!r} must look like key=value", 2)
+            raise fail(f"header '{shown}' must look like key=value", 2)
         if null_marker is not None and os.fsencode(k) == null_marker:
-            raise fail(f"header {h!r}: a header key cannot be the null marker (a key is "
+            raise fail(f"header '{shown}': a header key cannot be the null marker (a key is "
                        "never null)", 2)
-        value = v.encode() if sep else None
-        headers.append((k, None if value is not None and os.fsencode(v) == null_marker
-                        else value))
+        if not _is_text(k):
+            raise fail(f"header '{shown}': the key is not text in this locale's encoding "
+                       f"({sys.getfilesystemencoding()}); a header key is a UTF-8 string "
+                       "in Kafka (the value may be any bytes)", 2)
+        # (the value's bytes are the argument's, whatever the locale: os.fsencode)
+        value = os.fsencode(v) if sep else None
+        headers.append((k, None if value is not None and value == null_marker else value))
     return delim, ksep, headers
+
+
+def _is_text(arg: str) -> bool:
+    """An argument decoded without surrogateescape's stand-ins for undecodable bytes."""
+    try:
+        arg.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+# Kafka's rule for a topic name (Topic.validate): these characters, at most 249 of them,
+# and neither "." nor ".."
+TOPIC_CHARS = re.compile(r"[a-zA-Z0-9._-]+")
+TOPIC_MAX_LENGTH = 249
+
+
+def _check_topic(topic: str) -> None:
+    """Exit 2 for a topic name Kafka does not allow, before anything is read."""
+    if topic in ("", ".", ".."):
+        why = "is empty" if not topic else f"may not be {topic!r}"
+    elif len(topic) > TOPIC_MAX_LENGTH:
+        why = f"is {len(topic)} characters long, more than {TOPIC_MAX_LENGTH}"
+    elif not TOPIC_CHARS.fullmatch(topic):
+        bad = sorted({c for c in topic if not TOPIC_CHARS.fullmatch(c)})
+        why = ("has characters a topic name may not have: "
+               + " ".join(f"'{_printable(c)}'" for c in bad))
+    else:
+        return
+    raise fail(f"-t/--topic '{_printable(topic)}': the name {why}; a topic name is "
+               f"letters, digits, '.', '_' and '-' (at most {TOPIC_MAX_LENGTH})", 2)
+
+
+def _printable(arg: str) -> str:
+    r"""An argument as typed: a byte the locale could not decode (surrogateescape's stand-in)
+    as \xNN."""
+    return "".join(f"\\x{ord(c) - 0xDC00:02x}" if 0xDC80 <= ord(c) <= 0xDCFF else c
+                   for c in arg)
 
 
 def _run(lp: LineProducer, chunks: Iterator[list[bytes] | LongRecord]
          | Iterator[Block | LongRecord], transactional: bool, every: int | None,
+         finishing: Callable[[], None],
          ) -> RunOutcome | TransactionOutcome:
     if not transactional:
-        return lp.run(chunks)
+        return lp.run(chunks, finishing)
     from kafkactl.client.transactional_lines import run_in_transactions
 
-    return run_in_transactions(lp, chunks, every)  # type: ignore[arg-type]  # lists there
+    return run_in_transactions(lp, chunks, every,  # type: ignore[arg-type]  # lists there
+                               finishing=finishing)
 
 
 def _check_transactional(kwargs: dict[str, Any], transaction_records: int | None,

@@ -14,6 +14,7 @@ costs a read buffer, not 300 MB, and is refused like any record too large.
 
 from __future__ import annotations
 
+import os
 import select
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -29,15 +30,20 @@ def read_chunks(stream: IO[bytes]) -> Iterator[bytes]:
     """Chunks of up to CHUNK bytes as they arrive: a slow writer (`tail -f file |`) gets
     each line sent as soon as it is read, while a fast one (`seq 1 1e7 |`, a file) still
     fills whole chunks: after a short read, more is taken only while the descriptor has
-    bytes ready."""
+    bytes ready. A descriptor in non-blocking mode (O_NONBLOCK, set on a pipe shared with
+    a supervisor or a sibling: the flag is the open file's, not ours to change) is read to
+    its end all the same: read1's b"" is then "nothing yet" as much as the end, so what
+    follows is read with os.read, which tells them apart, waiting for bytes in select."""
     read1 = getattr(stream, "read1", None)
     try:
         fd: int | None = stream.fileno()
     except (OSError, ValueError, AttributeError):
         fd = None
     if read1 is None or fd is None:
-        while chunk := stream.read(CHUNK):
+        while chunk := stream.read(CHUNK):  # (None: O_NONBLOCK's "nothing yet")
             yield chunk
+        if fd is not None and not _blocking(fd):
+            yield from _read_nonblocking(fd)
         return
     while chunk := read1(CHUNK):
         if len(chunk) < CHUNK:
@@ -52,6 +58,46 @@ def read_chunks(stream: IO[bytes]) -> Iterator[bytes]:
             if len(parts) > 1:
                 chunk = b"".join(parts)
         yield chunk
+    # b"": the end of the input, or with O_NONBLOCK perhaps only no bytes yet (checked
+    # once, here: the loop above costs nothing more for the usual blocking descriptor)
+    if not _blocking(fd):
+        yield from _read_nonblocking(fd)
+
+
+def _blocking(fd: int) -> bool:
+    try:
+        return os.get_blocking(fd)
+    except OSError:
+        return True
+
+
+def _read_nonblocking(fd: int) -> Iterator[bytes]:
+    """The rest of a non-blocking descriptor, to its end (read() gives b""), in chunks as
+    read_chunks makes them; waiting in select while it has no bytes (EAGAIN). The
+    BufferedReader before it holds nothing more: its read1 gave b"" (it gives what it holds
+    first)."""
+    eof = False
+    while not eof:
+        try:
+            chunk = os.read(fd, CHUNK)
+        except BlockingIOError:
+            select.select([fd], [], [])
+            continue
+        if not chunk:
+            return
+        parts = [chunk]
+        size = len(chunk)
+        while size < CHUNK:
+            try:
+                more = os.read(fd, CHUNK - size)
+            except BlockingIOError:
+                break
+            if not more:
+                eof = True
+                break
+            parts.append(more)
+            size += len(more)
+        yield chunk if len(parts) == 1 else b"".join(parts)
 
 
 @dataclass(frozen=True)

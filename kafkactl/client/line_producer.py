@@ -48,6 +48,17 @@ if TYPE_CHECKING:
     from kafkactl.client.producer import Producer
     from kafkactl.client.producer_batch import ProducerBatch
 
+# After Ctrl-C (or SIGTERM) the records in flight get STOP_FLUSH s to be acknowledged (a
+# broker that answers does in milliseconds; one that does not, not before request.timeout.ms,
+# 30 s), then the producer's sender STOP_ABORT s to stop: one stuck in a call to a broker
+# that does not answer is left behind and its batches fail (as Java's producer's
+# close(timeout) aborts the incomplete batches). Together well within the 10 s a container
+# runtime (docker stop) waits between SIGTERM and SIGKILL, with time left for the summary
+# and --failed-file. After an error (of the input, say) the flush waits ERROR_FLUSH s.
+STOP_FLUSH = 5.0
+STOP_ABORT = 1.0
+ERROR_FLUSH = 30.0
+
 # Called from the sender thread with the raw records of a failed batch and its error.
 FailedRecordsCallback = Callable[[list[bytes], BaseException], None]
 
@@ -173,6 +184,19 @@ class DeliveryStats:
             return self.acked + self.failed
 
 
+def call_finishing(finishing: Callable[[], None] | None) -> bool:
+    """Call `finishing()` (the caller's signal handler stops raising KeyboardInterrupt
+    there), whatever KeyboardInterrupt comes before it takes effect; True if one came."""
+    came = False
+    while finishing is not None:
+        try:
+            finishing()
+            break
+        except KeyboardInterrupt:
+            came = True
+    return came
+
+
 @dataclass
 class RunOutcome:
     """How LineProducer.run ended: Ctrl-C, or the first error that stopped it."""
@@ -243,10 +267,17 @@ class LineProducer:
         return (0 if key_null else at) + (0 if value_null else vlen)
 
     def run(self, chunks: Iterable[list[bytes] | LongRecord]
-            | Iterable[Block | LongRecord]) -> RunOutcome:
-        """Send every chunk, then flush (30 s at most after Ctrl-C or an error) and abort
-        the producer: afterwards every record read was acknowledged, failed or is unsent.
-        Ctrl-C and errors (of the input too) end the run and are returned, not raised."""
+            | Iterable[Block | LongRecord],
+            finishing: Callable[[], None] | None = None) -> RunOutcome:
+        """Send every chunk, then flush and abort the producer: afterwards every record read
+        was acknowledged, failed or is unsent. Ctrl-C and errors (of the input too) end the
+        run and are returned, not raised. After an error the flush waits ERROR_FLUSH s at
+        most; after Ctrl-C (a KeyboardInterrupt: SIGTERM too, in `kafkactl produce`)
+        STOP_FLUSH s, and a second one ends the wait; the producer then stops at once
+        (STOP_ABORT s for its sender), failing what a broker did not answer for.
+        `finishing()` is called before the producer is stopped, KeyboardInterrupt or not:
+        the caller's signal handler stops raising it there (the rest must not be cut
+        short)."""
         outcome = RunOutcome()
         try:
             self.send_all(chunks)
@@ -256,13 +287,21 @@ class LineProducer:
             outcome.error = e
         # What the producer was given is flushed whatever stopped the run: acknowledged
         # records stay acknowledged; the rest are counted (and kept with keep_failed).
-        try:
-            self.producer.flush(30.0 if outcome.interrupted or outcome.error else None)
-        except KeyboardInterrupt:
+        while True:
+            try:
+                self.producer.flush(STOP_FLUSH if outcome.interrupted
+                                    else ERROR_FLUSH if outcome.error else None)
+                break
+            except KeyboardInterrupt:
+                if outcome.interrupted:  # a second stop: no more waiting
+                    break
+                outcome.interrupted = True
+            except Exception as e:  # noqa: BLE001
+                outcome.error = outcome.error or e
+                break
+        if call_finishing(finishing):
             outcome.interrupted = True
-        except Exception as e:  # noqa: BLE001
-            outcome.error = outcome.error or e
-        self.producer.abort()
+        self.producer.abort(STOP_ABORT if outcome.interrupted else 10.0)
         return outcome
 
     def send_all(self, chunks: Iterable[list[bytes] | LongRecord]

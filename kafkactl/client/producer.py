@@ -22,12 +22,14 @@ read_committed consumers all together when it commits, or never:
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
 from kafkactl.client.accumulator import RecordAccumulator
 from kafkactl.client.errors import (
+    ClosedBeforeDelivery,
     ConfigError,
     KafkaTimeoutError,
     ProducerClosedError,
@@ -226,6 +228,13 @@ class Producer:
         # topic -> (metadata version, the partitions with a leader when only some have one)
         self._available: dict[str, tuple[int, list[int] | None]] = {}
         self._closed = False
+        # the batch callbacks, run by _dispatch (the one callback of every batch): each
+        # batch's once, whether the sender completes it or _take_over does (a sender stuck
+        # in a call to a broker that does not answer, when the producer is stopped)
+        self._batch_callbacks: list[BatchCallback] = []
+        self._completion_lock = threading.Lock()
+        self._completed: set[ProducerBatch] = set()  # (pruned: see _dispatch)
+        self._taken_over: set[ProducerBatch] = set()
         self.sender.start()
 
     @classmethod
@@ -595,9 +604,34 @@ class Producer:
         self.init_transactions()
 
     def add_batch_callback(self, callback: BatchCallback) -> None:
-        """Call `callback(batch, base_offset, error)` for every completed batch (from the
-        sender thread): the cheap way to count acknowledgements in bulk."""
-        self.accumulator.batch_callbacks.append(callback)
+        """Call `callback(batch, base_offset, error)` for every completed batch, once (from
+        the sender thread; from abort()'s or close()'s when they take the batches of a
+        stuck sender over): the cheap way to count acknowledgements in bulk."""
+        with self._completion_lock:
+            if not self._batch_callbacks:
+                self.accumulator.batch_callbacks.append(self._dispatch)
+            self._batch_callbacks.append(callback)
+
+    def _dispatch(self, batch: ProducerBatch, base_offset: int,
+                  error: BaseException | None) -> None:
+        """The batch callbacks of a completed batch, unless it was completed already (a
+        batch _take_over failed, which the stuck sender completes when its call returns)."""
+        acc = self.accumulator
+        with self._completion_lock:
+            if batch in self._taken_over:
+                return
+            self._completed.add(batch)
+            if len(self._completed) > 1024:  # (only those still incomplete can be taken)
+                with acc.lock:
+                    self._completed = {b for b in self._completed if b in acc.incomplete}
+            for cb in self._batch_callbacks:
+                try:
+                    cb(batch, base_offset, error)
+                except Exception:  # one callback raising leaves the others to run
+                    import logging
+
+                    logging.getLogger(__name__).exception(
+                        "a batch callback raised for %s-%d", batch.topic, batch.partition)
 
     def flush(self, timeout: float | None = None) -> bool:
         """Send everything buffered and wait for the outcome; False on timeout."""
@@ -609,19 +643,53 @@ class Producer:
             return
         self._closed = True
         self.flush(timeout)
+        self._stop_sender(10.0)
+
+    def abort(self, timeout: float = 10.0) -> None:
+        """Stop without waiting for the brokers: undelivered batches fail (their callbacks
+        run) before it returns. The sender is given `timeout` s to stop; one stuck longer
+        in a call to a broker that does not answer (up to request.timeout.ms) is left
+        behind, a daemon thread, and the batches it has not completed are failed here
+        (ClosedBeforeDelivery: a batch in flight may have been written, as with Java's
+        producer closed with a timeout)."""
+        self._closed = True
+        self._stop_sender(timeout)
+
+    def _stop_sender(self, timeout: float) -> None:
+        # (the connections the stop closes under requests in flight are no outage to tell)
+        self.sender.on_connection_error = None
         self.sender.running = False
         self.sender.force_close = True
         self.sender.wakeup()
-        self.sender.join(10.0)
+        self.sender.join(timeout)
+        self._take_over(ClosedBeforeDelivery("the producer was closed before delivery"))
         if self.transactions is not None:
             self.transactions.close()
 
-    def abort(self) -> None:
-        """Stop without waiting: undelivered batches fail (their callbacks run)."""
-        self._closed = True
-        self.sender.running = False
-        self.sender.force_close = True
-        self.sender.wakeup()
-        self.sender.join(10.0)
-        if self.transactions is not None:
-            self.transactions.close()
+    def _take_over(self, error: BaseException) -> None:
+        """Fail every batch the sender has not completed (none once it has stopped: its
+        last act is failing them), each once (_dispatch), and release flush()'s waiters."""
+        acc = self.accumulator
+        with acc.lock:
+            left = sorted(acc.incomplete, key=lambda b: b.order)
+            acc.batches.clear()
+        if not left:
+            return
+        with self._completion_lock:
+            left = [b for b in left if b not in self._completed]
+            self._taken_over.update(left)
+            callbacks = list(self._batch_callbacks)
+        for batch in left:
+            # (the futures too: a future completes once, so the sender's later completion
+            # of the batch changes nothing)
+            for _index, fut in list(batch.futures):
+                fut.set_exception(error)
+            for cb in callbacks:
+                try:
+                    cb(batch, -1, error)
+                except Exception:  # one callback raising leaves the others to run
+                    import logging
+
+                    logging.getLogger(__name__).exception(
+                        "a batch callback raised for %s-%d", batch.topic, batch.partition)
+            acc.done(batch)

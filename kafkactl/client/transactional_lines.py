@@ -94,9 +94,12 @@ def _cut(chunk: list[bytes] | LongRecord, room: int,
 
 def run_in_transactions(lp: LineProducer, chunks: Iterable[list[bytes] | LongRecord],
                         every: int | None = None, *,
-                        abort_timeout: float = 30.0) -> TransactionOutcome:
+                        abort_timeout: float = 30.0,
+                        finishing: Callable[[], None] | None = None) -> TransactionOutcome:
     """Send the records of `chunks` through `lp` in transactions of `every` records (None:
-    one transaction), then stop the producer. Ctrl-C and errors are returned, not raised."""
+    one transaction), then stop the producer. Ctrl-C and errors are returned, not raised.
+    `finishing()` is called before the producer is stopped, KeyboardInterrupt or not (the
+    caller's signal handler stops raising it there)."""
     if every is not None and every <= 0:
         raise ValueError("--transaction-records must be at least 1")
     producer = lp.producer
@@ -153,5 +156,8 @@ def run_in_transactions(lp: LineProducer, chunks: Iterable[list[bytes] | LongRec
                 out.abort_error = AbortInterrupted("interrupted")
             except Exception as e:  # noqa: BLE001
                 out.abort_error = e
+    from kafkactl.client.line_producer import call_finishing
+
+    out.interrupted = call_finishing(finishing) or out.interrupted
     producer.abort()  # stop the sender: nothing is left to deliver
     return out
