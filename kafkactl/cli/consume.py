@@ -140,7 +140,9 @@ def compile_format(fmt: str, null: bytes = b"") -> Any:
             elif c == b"K":
                 out.append(b"%d" % (-1 if r.key is None else len(r.key)))
             elif c == b"h":
-                out.append(b",".join(k.encode() + b"=" + _b(v, b"NULL") for k, v in r.headers))
+                # a key's own bytes, as kcat prints it (not UTF-8 ones too: record.batch)
+                out.append(b",".join(k.encode("utf-8", "surrogateescape") + b"=" + _b(v, b"NULL")
+                                     for k, v in r.headers))
             else:
                 out.append(b"%")
             out.append(lit)
@@ -166,7 +168,7 @@ def compile_kernel_format(fmt: str, null: bytes = b"") -> KernelFormat | None:
                                 null)
 
 
-def _text(v: memoryview | None) -> tuple[Any, bool]:
+def _text(v: bytes | memoryview | None) -> tuple[Any, bool]:
     if v is None:
         return None, False
     b = bytes(v)
@@ -179,9 +181,12 @@ def _text(v: memoryview | None) -> tuple[Any, bool]:
 def json_renderer(broker_of: Callable[[str, int], int]) -> Callable[[ConsumerRecord], bytes]:
     """kcat -J's object per record: topic, partition, offset, tstype, ts, broker (the
     leader it was read from, `broker_of(topic, partition)`), headers (kcat's flat
-    [name, value, ...] list, only when there are headers), key, payload. Keys, values and
-    header values that are not UTF-8 are base64, flagged by key_encoding /
-    payload_encoding (kcat would print them raw, making the line invalid JSON)."""
+    [name, value, ...] list, only when there are headers), key, payload. Keys, values,
+    header names and header values that are not UTF-8 are base64 (kcat prints them raw,
+    making the line invalid JSON), flagged: the key by key_encoding, the value by
+    payload_encoding, a header name or value by headers_encoding, a list beside headers
+    (only when one of them is base64) whose item i is "base64" when headers[i] is, else
+    null."""
     def render(r: ConsumerRecord) -> bytes:
         key, kb64 = _text(r.key)
         payload, vb64 = _text(r.value)
@@ -191,7 +196,11 @@ def json_renderer(broker_of: Callable[[str, int], int]) -> Callable[[ConsumerRec
             "broker": broker_of(r.topic, r.partition),
         }
         if r.headers:
-            d["headers"] = [x for k, v in r.headers for x in (k, _text(v)[0])]
+            texts = [_text(x) for k, v in r.headers
+                     for x in (k.encode("utf-8", "surrogateescape"), v)]
+            d["headers"] = [t for t, _b64 in texts]
+            if any(b64 for _t, b64 in texts):
+                d["headers_encoding"] = ["base64" if b64 else None for _t, b64 in texts]
         d["key"] = key
         d["payload"] = payload
         if kb64:
@@ -222,8 +231,10 @@ def consume(  # noqa: C901
              "with -G, the group's committed offsets, and that where it has none."),
     from_beginning: bool = typer.Option(False, "--from-beginning",
                                         help="Start at the earliest offset."),
-    max_messages: int | None = typer.Option(None, "--max-messages", "-c",
-                                            help="Exit after this many records."),
+    max_messages: int | None = typer.Option(
+        None, "--max-messages", "-c",
+        help="Exit after this many records; -1: no limit (the default, as "
+             "kafka-console-consumer's and kcat's -1)."),
     exit_at_end: bool = typer.Option(False, "--exit-at-end", "-e",
                                      help="Exit when every partition is read to its end."),
     fmt: str | None = typer.Option(
@@ -238,8 +249,9 @@ def consume(  # noqa: C901
     print_offsets: bool = typer.Option(
         False, "--print-offsets",
         help="Prefix each record with its offset and -K's SEP (a tab without -K): "
-             "OFFSET SEP KEY SEP VALUE, as kafka-console-consumer's print.offset separates "
-             "its fields with key.separator."),
+             "OFFSET SEP KEY SEP VALUE, the bare offset (kafka-console-consumer's "
+             "print.offset writes Offset:OFFSET; -f 'Offset:%o\\t%s\\n' does), its fields "
+             "separated by key.separator as there."),
     print_null: bool = typer.Option(
         False, "--print-null", "-Z",
         help="Print a null key or value (a tombstone's) as NULL, not as nothing (kcat's "
@@ -340,6 +352,10 @@ def consume(  # noqa: C901
         raise fail("a ZooKeeper consumer takes -t/--topic or --topic-pattern, not both", 2)
     if offset is not None and from_beginning:
         raise fail("--offset and --from-beginning are mutually exclusive", 2)
+    if max_messages is not None and max_messages < -1:
+        raise fail(f"-c/--max-messages {max_messages}: give a count, or -1 for no limit", 2)
+    if max_messages == -1:  # kafka-console-consumer's default (and kcat's -c -1): no limit
+        max_messages = None
     if group and partition:
         raise fail("-p/--partition and -G/--group cannot be given together: the group assigns "
                    "the partitions (read one partition without -G)", 2)
@@ -383,11 +399,14 @@ def consume(  # noqa: C901
             batch_format = compile_batch_format(fmt, null)
             kernel_format = compile_kernel_format(fmt, null)
         elif not as_json:
+            # -K's SEP goes into a -f format: a % in it is a literal %, not a token
+            literal_sep = (key_separator.replace("%", "%%") if key_separator is not None
+                           else None)
             parts = []
             if print_offsets:
-                parts.append("%o" + (key_separator if key_separator is not None else "\\t"))
-            if sep is not None:
-                parts.append("%k" + key_separator)  # type: ignore[operator]
+                parts.append("%o" + (literal_sep if literal_sep is not None else "\\t"))
+            if literal_sep is not None:
+                parts.append("%k" + literal_sep)
             parts.append("%s\\n")
             render = compile_format("".join(parts), null)
             kernel_format = compile_kernel_format("".join(parts), null)

@@ -55,6 +55,7 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Dump log segments and indexes like Kafka's DumpLogSegments."""
         from kafkactl.log.dump import Options, Output, dump_files
+        from kafkactl.record.batch import header_key_text
 
         class CountingOutput(Output):
             """Output that counts the files dumped and turns a closed stdout into the
@@ -65,6 +66,15 @@ def register(app: typer.Typer) -> None:
             def line(self, text: str, obj: dict[str, Any]) -> None:
                 if obj.get("type") == "file":
                     self.dumped += 1
+                if obj.get("header_keys"):
+                    # a header key that is not UTF-8 prints as DumpLogSegments prints it
+                    # (Java's lenient decode: U+FFFD), as keys and payloads do here
+                    keys = obj["header_keys"]
+                    shown = [header_key_text(k) for k in keys]
+                    if shown != keys:
+                        text = text.replace(f"headerKeys: [{','.join(keys)}]",
+                                            f"headerKeys: [{','.join(shown)}]", 1)
+                        obj = {**obj, "header_keys": shown}
                 super().line(text, obj)
 
             def error(self, text: str, obj: dict[str, Any]) -> None:

@@ -18,6 +18,7 @@ batch becomes its output in one call (client.record_format.KernelFormat), plain,
 from __future__ import annotations
 
 import functools
+import logging
 from collections.abc import Callable, Iterator
 from typing import Any, NamedTuple
 
@@ -33,11 +34,13 @@ from kafkactl.client.fetcher import (
     UnframableFetchError,
 )
 from kafkactl.client.record_format import BatchFormat, KernelFormat
+from kafkactl.protocol.errors import OffsetOutOfRangeError
 from kafkactl.record.batch import RecordBatch
 from kafkactl.record.errors import CorruptRecordError
 from kafkactl.record.value_scan import fast_key_values, fast_values
 
 RecordRenderer = Callable[[ConsumerRecord], bytes]
+log = logging.getLogger(__name__)
 
 
 class Piece(NamedTuple):
@@ -81,9 +84,11 @@ START_KINDS = ("earliest", "latest", "absolute", "relative", "timestamp")
 
 class StartOffset(NamedTuple):
     """Where reading starts in every partition: `earliest`, `latest`, `absolute` (offset
-    `value`, clamped to the log), `relative` (`value` < 0 records before the end, clamped to
-    the log start) or `timestamp` (the first offset at or after `value` ms; the end when no
-    record is that new)."""
+    `value`; one the partition does not have, before its log start or past its end, goes
+    where the consumer's auto.offset.reset says, as in Kafka's consumer and kcat: the
+    earliest or latest offset, or with none an OffsetOutOfRangeError), `relative` (`value`
+    < 0 records before the end, clamped to the log start) or `timestamp` (the first offset
+    at or after `value` ms; the end when no record is that new)."""
 
     kind: str
     value: int
@@ -118,8 +123,26 @@ def start_offsets(consumer: Consumer, start: StartOffset, tps: list[TopicPartiti
         return {tp: hi[tp] if off < 0 else off for tp, off in found.items() if tp in hi}
     lo = offsets(EARLIEST)
     if kind == "absolute":
-        return {tp: min(max(value, lo[tp]), hi[tp]) for tp in lo if tp in hi}
+        return {tp: _absolute(consumer, tp, value, lo[tp], hi[tp]) for tp in lo if tp in hi}
     return {tp: max(lo[tp], hi[tp] + value) for tp in lo if tp in hi}  # relative
+
+
+def _absolute(consumer: Consumer, tp: TopicPartition, offset: int, lo: int, hi: int) -> int:
+    """An explicit offset of a partition whose log is [lo, hi]: itself when the partition
+    has it (hi, the end, is where the next record goes), else where auto.offset.reset puts
+    it, as Kafka's consumer does when its fetch at the offset is OFFSET_OUT_OF_RANGE (kcat
+    the same): earliest (lo), latest (hi), or with none an OffsetOutOfRangeError (Java's
+    OffsetOutOfRangeException)."""
+    if lo <= offset <= hi:
+        return offset
+    reset = getattr(consumer, "auto_offset_reset", "latest")
+    if reset == "none":
+        raise OffsetOutOfRangeError(
+            f"offset {offset} is out of range for {tp[0]}-{tp[1]} (its log is {lo}..{hi}) "
+            "and auto.offset.reset=none")
+    log.warning("offset %d is out of range for %s-%d (its log is %d..%d): starting at the "
+                "%s offset (auto.offset.reset)", offset, tp[0], tp[1], lo, hi, reset)
+    return lo if reset == "earliest" else hi
 
 
 def plain_lines(batch: Any, fetch_offset: int, sep: bytes | None, limit: int | None

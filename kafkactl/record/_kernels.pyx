@@ -953,8 +953,8 @@ cdef Py_ssize_t _record(const unsigned char *d, Py_ssize_t pos, Py_ssize_t end,
         while h < r.nh:
             h += 1
             p = _vi(d, p, end, &hk)
-            if p < 0 or hk < 0 or hk > rec_end - p or not _utf8(d + p, hk):
-                return -1
+            if p < 0 or hk < 0 or hk > rec_end - p:  # any bytes: Kafka's key, as the
+                return -1  # reference reads it (not UTF-8 ones too)
             p += hk
             p = _vi(d, p, end, &v)
             if p < 0:
@@ -969,12 +969,29 @@ cdef Py_ssize_t _record(const unsigned char *d, Py_ssize_t pos, Py_ssize_t end,
     return rec_end
 
 
+cdef bint _base64_text(const unsigned char *s, Py_ssize_t n) noexcept nogil:
+    """Whether _put_json_text writes s[:n] (not null) as base64: it is not UTF-8."""
+    cdef Py_ssize_t plain = _unescaped(s, n, True)
+    return plain != n and not _utf8(s + plain, n - plain)
+
+
+cdef inline int _put_encoding(_Out *o, bint b64) except -1:
+    if b64:
+        _put(o, <const unsigned char *>b'"base64"', 8)
+    else:
+        _put(o, <const unsigned char *>b"null", 4)
+    return 0
+
+
 cdef int _put_headers(_Out *o, const unsigned char *d, const _Rec *r, bint json
                       ) except -1:
-    """%h (`key=value,...`, a null value as NULL) or, for -J, `,"headers":[k,v,...]` when
-    there are any. The record's headers were checked by _record."""
+    """%h (`key=value,...`, the key's bytes as they are, a null value as NULL) or, for -J,
+    `,"headers":[k,v,...]` when there are any, each name and value as consume._text's JSON,
+    then `,"headers_encoding":[...]` ("base64" or null for each) when one is base64. The
+    record's headers were checked by _record."""
     cdef Py_ssize_t p = r.headers, h = 0
     cdef long long hk = 0, hv = 0
+    cdef bint b64 = False
     if json:
         if r.nh == 0:
             return 0
@@ -987,7 +1004,7 @@ cdef int _put_headers(_Out *o, const unsigned char *d, const _Rec *r, bint json
         if p < 0:  # _record checked them: never
             raise ValueError("a header that _record did not check")
         if json:
-            _put_json_str(o, d + p, hk)
+            b64 |= _put_json_text(o, d + p, hk, False)
             _put(o, <const unsigned char *>b",", 1)
         else:
             _put(o, d + p, hk)
@@ -997,16 +1014,40 @@ cdef int _put_headers(_Out *o, const unsigned char *d, const _Rec *r, bint json
         if p < 0:
             raise ValueError("a header that _record did not check")
         if json:
-            _put_json_text(o, d + p, hv if hv > 0 else 0, hv < 0)
+            b64 |= _put_json_text(o, d + p, hv if hv > 0 else 0, hv < 0)
         elif hv < 0:
             _put(o, <const unsigned char *>b"NULL", 4)
         else:
             _put(o, d + p, hv)
         if hv > 0:
             p += hv
-    if json:
-        _put(o, <const unsigned char *>b"]", 1)
+    if not json:
+        return 0
+    _put(o, <const unsigned char *>b"]", 1)
+    if not b64:
+        return 0
+    _put(o, <const unsigned char *>b',"headers_encoding":[', 21)
+    p = r.headers
+    h = 0
+    while h < r.nh:
+        if h:
+            _put(o, <const unsigned char *>b",", 1)
+        h += 1
+        p = _vi(d, p, r.end, &hk)
+        if p < 0:
+            raise ValueError("a header that _record did not check")
+        _put_encoding(o, _base64_text(d + p, hk))
+        _put(o, <const unsigned char *>b",", 1)
+        p += hk
+        p = _vi(d, p, r.end, &hv)
+        if p < 0:
+            raise ValueError("a header that _record did not check")
+        _put_encoding(o, hv > 0 and _base64_text(d + p, hv))
+        if hv > 0:
+            p += hv
+    _put(o, <const unsigned char *>b"]", 1)
     return 0
+
 
 
 DEF MAX_TOKENS = 64
@@ -1025,7 +1066,8 @@ def render(data, Py_ssize_t count, long long base_offset, long long base_ts, bin
     Tokens (one byte each): s k (value, key; null as `null`), S K (their length, -1 for
     null), R (the value's length, 4 bytes big-endian), o T (offset, timestamp), h (kcat's
     headers: key=value,...), and for -J: v j (value, key as consume._text's JSON), H (a
-    `,"headers":[...]` member when there are headers), E (the `,"key_encoding":"base64"`
+    `,"headers":[...]` member when there are headers, and `,"headers_encoding":[...]`
+    when one of their names or values is base64), E (the `,"key_encoding":"base64"`
     and `,"payload_encoding":"base64"` members of the record's base64 fields)."""
     cdef Py_ssize_t m = len(tokens)
     if m > MAX_TOKENS or len(literals) != m + 1:

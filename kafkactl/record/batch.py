@@ -61,6 +61,7 @@ __all__ = [
     "PRODUCER_ID_OFFSET", "RECORDS_COUNT_OFFSET", "RECORDS_OFFSET", "RECORD_BATCH_OVERHEAD",
     "Record", "RecordBatch", "RecordBatchBuilder", "TIMESTAMP_TYPE_MASK",
     "TRANSACTIONAL_FLAG", "TimestampType", "assemble_batch", "encode_record",
+    "header_key_bytes", "header_key_text",
     "set_base_offset", "set_log_append_time", "set_partition_leader_epoch",
     "set_producer_state",
 ]
@@ -69,7 +70,10 @@ Buf = bytes | bytearray | memoryview
 
 
 class Record:
-    """One record. For uncompressed batches `key`/`value` are slices of the caller's buffer."""
+    """One record. For uncompressed batches `key`/`value` are slices of the caller's buffer.
+    A header key is its UTF-8 text; bytes of it that are not UTF-8 (Kafka takes any) are
+    surrogateescape's U+DC80..U+DCFF, so `key.encode("utf-8", "surrogateescape")` is the
+    key's bytes (header_key_bytes)."""
 
     __slots__ = ("attributes", "headers", "key", "offset", "timestamp", "value")
 
@@ -303,6 +307,17 @@ def _iter_records(
         raise CorruptRecordError(f"{end - pos} unexpected bytes after the last record")
 
 
+def header_key_bytes(key: str) -> bytes:
+    """A header key's bytes as the record holds them (see Record)."""
+    return key.encode("utf-8", "surrogateescape")
+
+
+def header_key_text(key: str) -> str:
+    """A header key as Java's consumer reads it (Utils.utf8): bytes that are not UTF-8
+    become U+FFFD, for output that must be text (Arrow strings, dump-log)."""
+    return key.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+
+
 def _decode_headers(mv: memoryview, pos: int) -> tuple[list[tuple[str, memoryview | None]], int]:
     dv = decode_varint
     nh, pos = dv(mv, pos)
@@ -315,10 +330,10 @@ def _decode_headers(mv: memoryview, pos: int) -> tuple[list[tuple[str, memoryvie
             raise CorruptRecordError("null header key")
         if pos + hklen > len(mv):
             raise CorruptRecordError("header key overruns the record")
-        try:
-            hkey = str(mv[pos:pos + hklen], "utf-8")
-        except UnicodeDecodeError as e:
-            raise CorruptRecordError(f"header key is not UTF-8: {e}") from None
+        # Kafka reads any bytes as the key (Utils.utf8: a lenient decode, never an error);
+        # surrogateescape keeps bytes that are not UTF-8 as U+DC80..U+DCFF, so that
+        # key.encode("utf-8", "surrogateescape") gives them back (builder.encode_headers)
+        hkey = str(mv[pos:pos + hklen], "utf-8", "surrogateescape")
         pos += hklen
         hvlen, pos = dv(mv, pos)
         if hvlen < 0:

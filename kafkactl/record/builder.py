@@ -219,7 +219,9 @@ def encode_headers(headers: Iterable[tuple[str, bytes | None]]) -> bytes:
     parts = []
     n = 0
     for hkey, hval in headers:
-        kb = hkey.encode("utf-8") if isinstance(hkey, str) else bytes(hkey)
+        # a key read from a record whose key is not UTF-8 (record.batch) has those bytes
+        # as surrogateescape's U+DC80..U+DCFF: they go back as they came
+        kb = hkey.encode("utf-8", "surrogateescape") if isinstance(hkey, str) else bytes(hkey)
         k = len(kb)
         parts.append(cache[k << 1] if k < 8192 else encode_varint(k))
         parts.append(kb)

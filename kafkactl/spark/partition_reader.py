@@ -33,6 +33,7 @@ from kafkactl.client.fetcher import (
     uniform_columns,
 )
 from kafkactl.protocol.errors import ErrorCode, error_name
+from kafkactl.record.batch import header_key_text
 from kafkactl.record.errors import RecordError
 from kafkactl.spark.options import DATA_LOSS_HINT, DataLossError, ReadOptions
 from kafkactl.spark.planner import OffsetRange
@@ -130,7 +131,10 @@ def to_arrow(topic: str, partition: int, offsets: list[int], timestamps: list[in
     if headers is not None:
         hdr_type = schema.field("headers").type
         if any(headers):
-            columns.append(pa.array([[(k, None if v is None else bytes(v)) for k, v in h]
+            # a key column is a string: a header key that is not UTF-8 is read as Spark
+            # reads it (Java's lenient decode, U+FFFD), not refused by Arrow
+            columns.append(pa.array([[(k if k.isascii() else header_key_text(k),
+                                       None if v is None else bytes(v)) for k, v in h]
                                      for h in headers], hdr_type))
         else:
             columns.append(pa.array([[]] * n, hdr_type))
