@@ -91,6 +91,8 @@ class Partition:
         if not self.epochs.load():
             self.epochs.rebuild(self._epochs_in_log())
         log_.attach_leader_epoch_cache(self.epochs)  # trimmed as the log start moves
+        # retention deletes no segment above the high watermark (Kafka's deletableSegments)
+        log_.high_watermark_source = lambda: self.high_watermark
         # replication (a cluster): set by the controller's LeaderAndIsr
         self.local_id = -1
         self.leader_id = -1

@@ -4,6 +4,9 @@ from typing import Any
 
 API: int
 
+def records_max_timestamp(data: bytes | bytearray | memoryview, start: int, stop: int,
+                          count: int, first_ts: int) -> int | None: ...
+
 class BatchValidator:
     def __init__(self, reference: Callable[..., list[Any]], batch_info: type,
                  check_records: Callable[..., Any], prove: Callable[..., Any] | None,

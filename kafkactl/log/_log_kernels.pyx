@@ -12,12 +12,19 @@ attribute, sequence, a compressed batch, a timestamp check (message.timestamp.di
 .max.ms set), records whose framing fails or that need renumbering, a null key on a
 compacted topic. So it never raises on bad input and has no error message of its own.
 Every read is checked against the buffer's end first (the bytes come from the network).
+
+On a CreateTime topic the twin also reads every record's timestamp (Kafka's LogValidator
+takes the batch's max timestamp from its records, not from the producer's header): a
+batch whose header says otherwise, or that carries the LogAppendTime bit, is declined,
+and the reference rewrites its header (or refuses it). `records_max_timestamp` is the
+compiled twin of validator.py's `records_max_timestamp_py` (the same walk, for the
+reference's compressed and multi-batch cases).
 """
 
 from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
 from libc.stdint cimport int64_t, uint8_t, uint32_t, uint64_t
 
-API = 1  # log/kernels.py refuses a module built from another version of this file
+API = 2  # log/kernels.py refuses a module built from another version of this file
 
 DEF RECORDS_OFFSET = 61  # record/batch_header.py's offsets, checked by the parity tests
 DEF LENGTH_OFFSET = 8
@@ -34,6 +41,8 @@ DEF RECORDS_COUNT_OFFSET = 57
 DEF COMPRESSION_MASK = 0x07
 DEF TRANSACTIONAL_FLAG = 0x10
 DEF CONTROL_FLAG = 0x20
+DEF TIMESTAMP_TYPE_FLAG = 0x08
+DEF NO_TIMESTAMP = -1
 
 
 cdef inline int64_t _be(const uint8_t *d, int width) noexcept:
@@ -46,6 +55,82 @@ cdef inline int64_t _be(const uint8_t *d, int width) noexcept:
         v -= (<uint64_t>1) << (8 * width)
     return <int64_t>v
 
+
+cdef inline Py_ssize_t _uvarint(const uint8_t *d, Py_ssize_t pos, Py_ssize_t stop,
+                                int max_bytes, uint64_t *out) noexcept:
+    """The unsigned varint at pos (at most `max_bytes` bytes, before `stop`): the position
+    after it, or -1."""
+    cdef uint64_t v = 0
+    cdef int shift = 0
+    cdef int k
+    cdef uint8_t b
+    for k in range(max_bytes):
+        if pos >= stop:
+            return -1
+        b = d[pos]
+        pos += 1
+        v |= (<uint64_t>(b & 0x7F)) << shift
+        if not b & 0x80:
+            out[0] = v
+            return pos
+        shift += 7
+    return -1
+
+
+cdef int _max_timestamp(const uint8_t *d, Py_ssize_t pos, Py_ssize_t stop, int64_t count,
+                        int64_t first_ts, int64_t *best) noexcept:
+    """max(NO_TIMESTAMP, first_ts + each record's timestamp delta (a Java long: wraps)) of
+    the `count` records from pos into best[0]: 0, or -1 when the records do not frame."""
+    cdef int64_t i, length, delta, ts
+    cdef int64_t m = NO_TIMESTAMP
+    cdef uint64_t z
+    cdef Py_ssize_t p, end
+    for i in range(count):
+        if pos + 2 < stop and d[pos] < 0x80:  # one- and two-byte varints inline
+            z = d[pos]
+            p = pos + 1
+        elif pos + 2 < stop and d[pos + 1] < 0x80:
+            z = (d[pos] & 0x7F) | (<uint64_t>d[pos + 1] << 7)
+            p = pos + 2
+        else:
+            p = _uvarint(d, pos, stop, 5, &z)
+            if p < 0:
+                return -1
+        length = <int64_t>(z >> 1) ^ -(<int64_t>(z & 1))
+        if length < 2 or length > stop - p:
+            return -1
+        end = p + length
+        if d[p + 1] < 0x80:  # (p + 1 < end: length >= 2)
+            z = d[p + 1]
+        else:
+            if _uvarint(d, p + 1, end, 10, &z) < 0:  # after the attributes byte
+                return -1
+        delta = <int64_t>(z >> 1) ^ -(<int64_t>(z & 1))
+        ts = <int64_t>(<uint64_t>first_ts + <uint64_t>delta)
+        if ts > m:
+            m = ts
+        pos = end
+    best[0] = m
+    return 0
+
+
+def records_max_timestamp(object data, Py_ssize_t start, Py_ssize_t stop, long long count,
+                          long long first_ts):
+    """validator.records_max_timestamp_py's twin: the batch's max timestamp as Kafka's
+    LogValidator takes it from `count` records in data[start:stop] (framing proven), or
+    None when they do not frame (the reference then names nothing either: it is not
+    called on such records)."""
+    cdef Py_buffer view
+    cdef int64_t best = NO_TIMESTAMP
+    cdef int ok
+    PyObject_GetBuffer(data, &view, PyBUF_SIMPLE)
+    try:
+        if start < 0 or stop > view.len or start > stop:
+            return None
+        ok = _max_timestamp(<const uint8_t *>view.buf, start, stop, count, first_ts, &best)
+    finally:
+        PyBuffer_Release(&view)
+    return best if ok == 0 else None
 
 
 cdef class BatchValidator:
@@ -67,9 +152,9 @@ cdef class BatchValidator:
     def validate(self, object buf, *, object max_message_bytes, object timestamp_type,
                  object max_timestamp_difference_ms, object now_ms, object produce_version,
                  object single_batch, object compacted=False, object topic_partition=""):
-        got = self.fast(buf, max_message_bytes, max_timestamp_difference_ms, compacted) \
-            if timestamp_type != "CreateTime" or max_timestamp_difference_ms == 2**63 - 1 \
-            else None
+        cdef bint create_time = timestamp_type == "CreateTime"
+        got = self.fast(buf, max_message_bytes, compacted, create_time) \
+            if not create_time or max_timestamp_difference_ms == 2**63 - 1 else None
         if got is not None:
             return got
         return self.reference(
@@ -78,14 +163,15 @@ cdef class BatchValidator:
             produce_version=produce_version, single_batch=single_batch, compacted=compacted,
             topic_partition=topic_partition)
 
-    cdef object fast(self, object buf, object max_message_bytes, object max_difference,
-                     object compacted):
-        """[BatchInfo] of the one plain batch in buf, or None (decline)."""
+    cdef object fast(self, object buf, object max_message_bytes, object compacted,
+                     bint create_time):
+        """[BatchInfo] of the one plain batch in buf, or None (decline). On a CreateTime
+        topic, only when the header's max timestamp is its records' (see above)."""
         cdef Py_buffer view
         cdef const uint8_t *d
         cdef Py_ssize_t n
-        cdef int64_t size, count, last_delta, pid, base_seq, first_ts, max_ts
-        cdef int attributes, pepoch
+        cdef int64_t size, count, last_delta, pid, base_seq, first_ts, max_ts, best
+        cdef int attributes, pepoch, ok
         cdef uint32_t crc
         if not isinstance(buf, memoryview):
             return None
@@ -113,7 +199,7 @@ cdef class BatchValidator:
             return None
         if count <= 0 or last_delta != count - 1:
             return None
-        if attributes & (CONTROL_FLAG | COMPRESSION_MASK):
+        if attributes & (CONTROL_FLAG | COMPRESSION_MASK | TIMESTAMP_TYPE_FLAG):
             return None
         if pid >= 0 and base_seq < 0:
             return None
@@ -133,5 +219,16 @@ cdef class BatchValidator:
                 return None
             if not check.sequential or check.keyless:
                 return None
+        if create_time:  # Kafka's maxBatchTimestamp: every record's timestamp
+            PyObject_GetBuffer(buf, &view, PyBUF_SIMPLE)
+            try:
+                if view.len != size:
+                    return None
+                ok = _max_timestamp(<const uint8_t *>view.buf, RECORDS_OFFSET, size, count,
+                                    first_ts, &best)
+            finally:
+                PyBuffer_Release(&view)
+            if ok != 0 or best != max_ts:
+                return None  # the reference rewrites the header
         return [self.batch_info(0, size, pid, pepoch, base_seq, count, first_ts, max_ts, 0,
                                 bool(attributes & TRANSACTIONAL_FLAG), False)]

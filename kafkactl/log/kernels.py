@@ -17,7 +17,7 @@ from kafkactl.record._accel import load_extension
 
 __all__ = ["REASON", "STATUS", "log_kernels"]
 
-API = 1  # must equal _log_kernels.pyx's API: a module built from an older .pyx is not used
+API = 2  # must equal _log_kernels.pyx's API: a module built from an older .pyx is not used
 
 
 log_kernels, REASON = load_extension("kafkactl.log._log_kernels", API)

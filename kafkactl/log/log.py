@@ -170,6 +170,9 @@ class Log:
         # moved it: the log manager writes the log-start-offset checkpoint at once, so a
         # crash does not bring deleted records back
         self.on_log_start_moved: Callable[[int], None] | None = None
+        # the partition's high watermark (broker/partition.py sets it): retention deletes
+        # no segment above it (Kafka's deletableSegments); None: the log end (no bound)
+        self.high_watermark_source: Callable[[], int] | None = None
 
     # ----------------------------------------------------------------- properties
     def _now_ms(self) -> int:
@@ -676,14 +679,18 @@ class Log:
 
     def delete_old_segments(self, now_ms: int | None = None) -> int:
         """Retention: delete whole segments past retention.ms / retention.bytes or below
-        the log start offset. Returns how many segments were deleted."""
+        the log start offset, none above the high watermark (`high_watermark_source`).
+        Returns how many segments were deleted."""
         now = self._now_ms() if now_ms is None else now_ms
+        source = self.high_watermark_source
+        high_watermark = None if source is None else source()  # (outside the lock)
         with self._lock:
             deleted = self._delete_segments_below_start()
             if not self.config.delete:
                 return deleted
             segs = self._segs.segments
-            doomed = segments_past_retention(segs, self.config, now)
+            doomed = segments_past_retention(segs, self.config, now, high_watermark,
+                                             self._log_end_offset)
             if doomed == 0:
                 return deleted
             if doomed >= len(segs):

@@ -361,6 +361,7 @@ class LogManager:
             old = self._logs.get(tp)
             if old is not None:
                 new_log.on_roll = old.on_roll
+                new_log.high_watermark_source = old.high_watermark_source
                 new_log.attach_leader_epoch_cache(old.leader_epoch_cache)
             new_log.on_log_start_moved = self._log_start_moved
             old_dir = self._log_dir_of.get(tp)
