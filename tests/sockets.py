@@ -1,5 +1,6 @@
 """What the kernel holds for a test's sockets (Linux's /proc/net/tcp*), for waits that
-must not depend on timing: e.g. how many of a broker's connections have unread requests."""
+must not depend on timing: e.g. how many of a broker's connections have unread requests;
+and a partition's end offset, for waits on what a broker took."""
 
 from __future__ import annotations
 
@@ -20,3 +21,31 @@ def queued_requests(port: int) -> int:
             if local_port == port and rx_queue > 0:
                 n += 1
     return n
+
+
+def queued_bytes(port: int) -> int:
+    """Bytes sent to the broker listening on `port` that it has not read yet."""
+    n = 0
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        path = Path(table)
+        if not path.exists():
+            continue
+        for line in path.read_text().splitlines()[1:]:
+            fields = line.split()
+            if int(fields[1].rsplit(":", 1)[1], 16) == port:
+                n += int(fields[4].split(":")[1], 16)
+    return n
+
+
+def end_offset(bootstrap: str, topic: str) -> int:
+    """Partition 0's log end offset as a kafka-python consumer sees it (-1: not yet)."""
+    from kafka import KafkaConsumer, TopicPartition
+
+    c = KafkaConsumer(bootstrap_servers=bootstrap)
+    try:
+        tp = TopicPartition(topic, 0)
+        return int(c.end_offsets([tp]).get(tp) or 0)
+    except Exception:  # noqa: BLE001 - not there yet
+        return -1
+    finally:
+        c.close()

@@ -43,7 +43,7 @@ from kafkactl.client.partitioner import (
     murmur2_groups,
     murmur2_scatter,
 )
-from kafkactl.client.producer_batch import ProducerBatch
+from kafkactl.client.producer_batch import ProducerBatch, run_batch_callbacks
 from kafkactl.client.security import ClientSecurity, split_properties
 from kafkactl.client.sender import Sender
 from kafkactl.record.builder import encode_headers
@@ -624,14 +624,7 @@ class Producer:
             if len(self._completed) > 1024:  # (only those still incomplete can be taken)
                 with acc.lock:
                     self._completed = {b for b in self._completed if b in acc.incomplete}
-            for cb in self._batch_callbacks:
-                try:
-                    cb(batch, base_offset, error)
-                except Exception:  # one callback raising leaves the others to run
-                    import logging
-
-                    logging.getLogger(__name__).exception(
-                        "a batch callback raised for %s-%d", batch.topic, batch.partition)
+            run_batch_callbacks(self._batch_callbacks, batch, base_offset, error)
 
     def flush(self, timeout: float | None = None) -> bool:
         """Send everything buffered and wait for the outcome; False on timeout."""

@@ -270,14 +270,21 @@ class ProducerBatch:
                     self, base_offset + index if base_offset >= 0 else -1, index, log_append_time)
             else:
                 fut.set_exception(error)
-        for cb in self.callbacks:
-            try:
-                cb(self, base_offset, error)
-            except Exception:  # one callback raising leaves the others to run
-                import logging  # (not at start-up: a plain produce logs nothing)
-
-                logging.getLogger(__name__).exception(
-                    "a batch callback raised for %s-%d", self.topic, self.partition)
+        run_batch_callbacks(self.callbacks, self, base_offset, error)
         self.entries = []
         self.futures = []
         self.callbacks = []
+
+
+def run_batch_callbacks(callbacks: list[Any], batch: ProducerBatch, base_offset: int,
+                        error: BaseException | None) -> None:
+    """Each of `callbacks(batch, base_offset, error)`; one raising (logged) leaves the
+    others to run, as Java's ProducerBatch does."""
+    for cb in callbacks:
+        try:
+            cb(batch, base_offset, error)
+        except Exception:
+            import logging  # (not at start-up: a plain produce logs nothing)
+
+            logging.getLogger(__name__).exception(
+                "a batch callback raised for %s-%d", batch.topic, batch.partition)

@@ -22,6 +22,7 @@ import pytest
 
 from tests.conftest import BrokerProcess
 from tests.polling import wait_until
+from tests.sockets import end_offset
 
 KAFKACTL = [sys.executable, "-m", "kafkactl"]
 
@@ -57,19 +58,6 @@ def _records(bootstrap: str, topic: str, n: int) -> list[tuple[Any, Any, Any]]:
         c.close()
 
 
-def _end_offset(bootstrap: str, topic: str) -> int:
-    from kafka import KafkaConsumer, TopicPartition
-
-    c = KafkaConsumer(bootstrap_servers=bootstrap)
-    try:
-        tp = TopicPartition(topic, 0)
-        return int(c.end_offsets([tp]).get(tp) or 0)
-    except Exception:  # noqa: BLE001 - not there yet
-        return -1
-    finally:
-        c.close()
-
-
 def test_a_non_blocking_stdin_is_read_to_its_end(broker: BrokerProcess) -> None:
     r, w = os.pipe()
     os.set_blocking(r, False)  # (the open pipe's flag: kafkactl's stdin has it too)
@@ -79,7 +67,7 @@ def test_a_non_blocking_stdin_is_read_to_its_end(broker: BrokerProcess) -> None:
     try:
         os.write(w, b"first\n")
         # kafkactl has read it and waits for more (it stopped reading here, exit 0)
-        wait_until(lambda: proc.poll() is not None or _end_offset(broker.bootstrap,
+        wait_until(lambda: proc.poll() is not None or end_offset(broker.bootstrap,
                                                                   "nb") == 1,
                    60, "the first record")
         with contextlib.suppress(BrokenPipeError):  # (gone: the old end of input)

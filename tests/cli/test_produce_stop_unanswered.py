@@ -29,36 +29,9 @@ import pytest
 from tests.conftest import BrokerProcess
 from tests.groups.helpers import read_lines
 from tests.polling import wait_until
-from tests.sockets import queued_requests
+from tests.sockets import end_offset, queued_bytes, queued_requests
 
 KAFKACTL = [sys.executable, "-m", "kafkactl"]
-
-
-def _end_offset(bootstrap: str, topic: str) -> int:
-    from kafka import KafkaConsumer, TopicPartition
-
-    c = KafkaConsumer(bootstrap_servers=bootstrap)
-    try:
-        tp = TopicPartition(topic, 0)
-        return int(c.end_offsets([tp]).get(tp) or 0)
-    except Exception:  # noqa: BLE001 - not there yet
-        return -1
-    finally:
-        c.close()
-
-
-def _queued_bytes(port: int) -> int:
-    """Bytes sent to the broker listening on `port` that it has not read (/proc/net/tcp)."""
-    n = 0
-    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
-        path = Path(table)
-        if not path.exists():
-            continue
-        for line in path.read_text().splitlines()[1:]:
-            fields = line.split()
-            if int(fields[1].rsplit(":", 1)[1], 16) == port:
-                n += int(fields[4].split(":")[1], 16)
-    return n
 
 
 def _values(bootstrap: str, topic: str) -> list[bytes]:
@@ -87,7 +60,7 @@ def test_ctrl_c_while_the_broker_does_not_answer_keeps_every_record(
     try:
         proc.stdin.write(b"".join(r + b"\n" for r in pre))
         proc.stdin.flush()
-        wait_until(lambda: _end_offset(broker.bootstrap, "out") == 10, 60,
+        wait_until(lambda: end_offset(broker.bootstrap, "out") == 10, 60,
                    "the first 10 records")
         wait_until(lambda: queued_requests(broker.port) == 0, 20,
                    "the broker read every request")
@@ -96,9 +69,9 @@ def test_ctrl_c_while_the_broker_does_not_answer_keeps_every_record(
             # (one write of less than PIPE_BUF: read at once, before anything is sent)
             proc.stdin.write(b"".join(r + b"\n" for r in during))
             proc.stdin.close()
-            first = wait_until(lambda: _queued_bytes(broker.port), 60,
+            first = wait_until(lambda: queued_bytes(broker.port), 60,
                                "the records' request waiting at the stopped broker")
-            wait_until(lambda: _queued_bytes(broker.port) > first, 60,
+            wait_until(lambda: queued_bytes(broker.port) > first, 60,
                        "the metadata refresh waiting behind it (the sender blocked in it)")
             proc.send_signal(signal.SIGINT)
             rc = proc.wait(120)
