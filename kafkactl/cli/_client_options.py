@@ -133,6 +133,34 @@ def fail(message: str, code: int = 1) -> typer.Exit:
     return typer.Exit(code)
 
 
+def is_text(arg: str) -> bool:
+    """An argument decoded without surrogateescape's stand-ins for undecodable bytes."""
+    try:
+        arg.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def printable(arg: str) -> str:
+    r"""An argument as typed: a byte the locale could not decode (surrogateescape's stand-in)
+    as \xNN."""
+    return "".join(f"\\x{ord(c) - 0xDC00:02x}" if 0xDC80 <= ord(c) <= 0xDCFF else c
+                   for c in arg)
+
+
+def check_text(given: Iterable[tuple[str, str | None]]) -> None:
+    """Exit 2 for a setting that is not text (a byte the locale could not decode), before
+    anything is sent: `given` is (the option as the user gave it, its value) pairs of
+    settings that are strings in Kafka's requests (client.id, transactional.id, a group's
+    id), which could not be sent."""
+    for shown, value in given:
+        if isinstance(value, str) and not is_text(value):
+            raise fail(f"{shown}='{printable(value)}': not text in this locale's encoding "
+                       f"({sys.getfilesystemencoding()}); it is a UTF-8 string in Kafka's "
+                       "requests", 2)
+
+
 def stderr_is_tty() -> bool:
     try:
         return os.isatty(sys.stderr.fileno())

@@ -18,6 +18,7 @@ import typer
 
 from kafkactl.cli._client_options import (
     bootstrap_option,
+    check_text,
     command_config_option,
     fail,
     flag_or_property,
@@ -327,13 +328,19 @@ def consume(  # noqa: C901
 
     null_literal, prop = _null_literal(null_literal, prop)
     security, settings = consumer_options(prop, command_config)
+    group_option = "-G/--group"
     if "group_id" in settings.given_as:  # -X group.id: -G must agree
         if group is not None and group != settings.group_id:
             raise fail(f"-G {group} and -X {settings.given_as['group_id']}="
                        f"{settings.group_id} name two groups: give one", 2)
         group = settings.group_id
+        group_option = settings.option("group_id")
     elif group is None:  # --command-config's group.id, unless -G overrides it
         group = settings.group_id
+        group_option = settings.option("group_id")
+    # strings of Kafka's requests: one that is not text is refused before anything is sent
+    check_text([(settings.option("client_id"), settings.client_id), (group_option, group),
+                (settings.option("group_instance_id"), settings.group_instance_id)])
     if not topic and not topic_pattern:
         raise fail("give -t/--topic (repeatable) or --topic-pattern", 2)
     _check_output_options(fmt, as_json, key_separator, print_offsets)

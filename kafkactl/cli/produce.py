@@ -19,9 +19,12 @@ import typer
 from kafkactl.cli._client_options import (
     SECURITY_PROPERTIES,
     bootstrap_option,
+    check_text,
     command_config_option,
     fail,
     flag_or_property,
+    is_text,
+    printable,
     property_option,
     stderr_is_tty,
     unescape,
@@ -355,14 +358,9 @@ def produce(
 def _check_strings(kwargs: dict[str, Any], settings: ProducerSettings) -> None:
     """Exit 2 for a client.id or transactional.id that is not text (a byte the locale
     could not decode): strings in Kafka's requests, which could not be sent."""
-    for name in ("client_id", "transactional_id"):
-        value = kwargs.get(name)
-        if isinstance(value, str) and not _is_text(value):
-            shown = (settings.option(name) if name in settings.given_as
-                     or name in settings.from_file else "--transactional-id")
-            raise fail(f"{shown}='{_printable(value)}': not text in this locale's encoding "
-                       f"({sys.getfilesystemencoding()}); it is a UTF-8 string in Kafka's "
-                       "requests", 2)
+    check_text((settings.option(name) if name in settings.given_as
+                or name in settings.from_file else "--transactional-id", kwargs.get(name))
+               for name in ("client_id", "transactional_id"))
 
 
 def _partition(given: int | None) -> int | None:
@@ -459,13 +457,7 @@ def _record_shape(delimiter: str, null_delimited: bool, key_separator: str | Non
     return delim, ksep, headers
 
 
-def _is_text(arg: str) -> bool:
-    """An argument decoded without surrogateescape's stand-ins for undecodable bytes."""
-    try:
-        arg.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
+_is_text = is_text
 
 
 # Kafka's rule for a topic name (Topic.validate): these characters, at most 249 of them,
@@ -490,11 +482,7 @@ def _check_topic(topic: str) -> None:
                f"letters, digits, '.', '_' and '-' (at most {TOPIC_MAX_LENGTH})", 2)
 
 
-def _printable(arg: str) -> str:
-    r"""An argument as typed: a byte the locale could not decode (surrogateescape's stand-in)
-    as \xNN."""
-    return "".join(f"\\x{ord(c) - 0xDC00:02x}" if 0xDC80 <= ord(c) <= 0xDCFF else c
-                   for c in arg)
+_printable = printable
 
 
 def _run(lp: LineProducer, chunks: Iterator[list[bytes] | LongRecord]
@@ -646,8 +634,10 @@ def _report(lp: LineProducer, topic: str, delim: bytes, failed: FailedFile | Non
 def _report_transactions(lp: LineProducer, topic: str, quiet: bool,
                          outcome: TransactionOutcome, stopped: int = 130) -> None:
     """The summary of a transactional run: what was committed, and when it stopped early,
-    what was aborted and the input record to resume from; exit 1 on an error, `stopped` on
-    Ctrl-C (130) or SIGTERM (143)."""
+    what became of the open transaction (the records sent in it: aborted, left open, or a
+    commit whose outcome is unknown) and the input record to resume from; exit `stopped`
+    on Ctrl-C (130) or SIGTERM (143), also when an error came with it, else 1 on an
+    error."""
     stats = lp.stats
     done = (f"{outcome.committed:,} records committed to {topic} in "
             f"{outcome.transactions:,} transaction{'s' if outcome.transactions != 1 else ''}")
@@ -662,21 +652,52 @@ def _report_transactions(lp: LineProducer, topic: str, quiet: bool,
     if _is_too_large(first):  # (the transaction's error quotes the record's)
         why = why.replace(str(first), _too_large(first))  # type: ignore[arg-type]
     line = f"error: {why}; " if outcome.error is not None else "interrupted: "
-    if outcome.aborted or lp.read > outcome.committed:
-        records = f"{outcome.aborted:,} record{'s' if outcome.aborted != 1 else ''}"
-        if outcome.abort_error is not None and not _fenced(outcome.abort_error):
+    txn = getattr(lp.producer, "transactions", None)
+    records = sent = f"{outcome.aborted:,} record{'s' if outcome.aborted != 1 else ''}"
+    unsent = (f"; {outcome.read_unsent:,} more read but never sent" if outcome.read_unsent
+              else "")
+    records += unsent
+    resume = f"resume from input record {outcome.committed + 1:,}"
+    if outcome.commit_unknown:
+        line += (f"the commit of the last transaction ({sent}) was sent but not "
+                 "answered: it may or may not be committed"
+                 + (f" (`kafkactl transactions describe -t {_printable(txn.transactional_id)}`"
+                    " says CompleteCommit if it was)" if txn is not None else "")
+                 + (f" ({outcome.read_unsent:,} more read after it were never sent)"
+                    if outcome.read_unsent else "")
+                 + f"; {done} before it")
+        resume += f" (or {outcome.committed + outcome.aborted + 1:,} if it was committed)"
+    elif outcome.aborted or outcome.read_unsent or outcome.abort_error is not None:
+        if outcome.abort_error is None or _fenced(outcome.abort_error):
+            line += f"the open transaction ({records}) was aborted"
+        elif outcome.abort_unanswered:
+            line += (f"the abort of the open transaction ({records}) was not answered "
+                     f"({_cause(outcome.abort_error)}): its coordinator may yet abort it, "
+                     "else it does when transaction.timeout.ms passes" + _left_open(txn))
+        else:
             line += (f"the open transaction ({records}) was not aborted "
                      f"({_cause(outcome.abort_error)}): its coordinator aborts it when "
-                     "transaction.timeout.ms passes")
-        else:
-            line += f"the open transaction ({records}) was aborted"
+                     "transaction.timeout.ms passes" + _left_open(txn))
         line += f"; {done}"
     else:
         line += done
-    if outcome.committed:
-        line += f"; resume from input record {outcome.committed + 1:,}"
+    if outcome.committed or outcome.commit_unknown:
+        line += f"; {resume}"
     typer.echo(line, err=True)
-    raise typer.Exit(1 if outcome.error is not None else stopped)
+    raise typer.Exit(stopped if outcome.interrupted else 1)
+
+
+def _left_open(txn: Any) -> str:
+    """How long a transaction left open holds read_committed consumers back, and how to end
+    it sooner: a producer of its transactional.id aborts it when it starts
+    (InitProducerId)."""
+    if txn is None:
+        return ""
+    tid = _printable(txn.transactional_id)
+    return (f" ({txn.transaction_timeout_ms:,} ms), holding read_committed consumers of "
+            f"its partitions back until then; to end it sooner, start a producer of "
+            f"transactional.id '{tid}' (`kafkactl produce --transactional-id {tid}` aborts "
+            "it as it starts)")
 
 
 def _is_too_large(error: BaseException | None) -> bool:
