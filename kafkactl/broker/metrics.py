@@ -11,14 +11,35 @@ for one snapshot of plain numbers (`BrokerMetrics.snapshot`), then formats it of
 What is counted, and where:
 - requests per API and version, and their total and queue time: `MeteredHandler`, wrapped
   around the broker's request handler when metrics are on (nothing at all when off);
-- messages and bytes in per topic (successful appends of client produces):
-  `BrokerMetrics.produced` from handlers/produce.py (which looks the metrics up once per
-  request with `metrics_of`); bytes out per topic (consumer fetches, not followers'):
-  `count_fetched` from handlers/fetch.py;
+- messages and bytes in per topic, and produce requests (total and failed) per topic: every
+  local append as leader, as Kafka's ReplicaManager.appendRecords counts them: client
+  produces and the coordinators' own writes (offset commits and group metadata to
+  __consumer_offsets, __transaction_state, transaction markers), each partition of a
+  request once (`ReplicaManager.append` and `count_append`, through `BrokerMetrics.appended`);
+  fetch requests (total and failed) per topic: each partition read, consumers' and
+  followers' (`ReplicaManager.read`); bytes out per topic (consumer fetches, not
+  followers'): `count_fetched` from handlers/fetch.py; replication bytes out (what followers
+  were sent, `ReplicaManager.replicated`) and in (what this broker's fetchers got:
+  kafkactl.broker.replica_fetcher, read at the scrape with the fetchers' largest lag);
+- errors per request and error code (Kafka's RequestMetrics ErrorsPerSec): every error code
+  of each response, NONE included (Kafka's errorCounts), by `count_errors`, which the
+  request handler calls with each response it encodes;
 - failed authentications per listener: `MeteredHandler`, from the connection's
   `failed_authentication` mark;
 - event-loop idle ratio: the loop's selector is timed (time spent waiting in select() is idle
   time), on asyncio's own selector loops.
+
+Consumer lag (kafka-lag-exporter's names) is reported by each group's coordinator for every
+partition the group committed: the partition's high watermark (what ListOffsets LATEST
+answers a read_uncommitted consumer, the "log end" of `offsets show` and kafka-consumer-groups)
+minus the committed offset. A partition this broker leads gives its own high watermark; any
+other's leader is asked (ListOffsets over the inter-broker listener, one request per leader,
+at most once a second whatever the number of scrapers; a scrape waits at most LAG_WAIT_S for
+the answers, and never for a leader whose last ask failed). A leader that does not answer
+leaves its partitions at the last answer it gave, for LAG_MAX_AGE_S; a partition with no
+answer that recent (no leader, a leader down or silent since) is left out of the lag series
+and counted in `kafkactl_consumergroup_lag_unknown_partitions{group}`. Offsets of topics
+that no longer exist are left out (nothing to lag behind).
 """
 
 from __future__ import annotations
@@ -36,11 +57,15 @@ from collections.abc import Awaitable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from kafkactl.protocol.errors import ErrorCode
 from kafkactl.protocol.versions import SUPPORTED_VERSIONS
 
 if TYPE_CHECKING:
     from kafkactl.broker.network import ConnectionInfo, HandlerResult, RequestHandler
+    from kafkactl.broker.replica_manager import ProduceResult
     from kafkactl.broker.services import BrokerServices
+    from kafkactl.broker.zk_cluster import ZkCluster
+    from kafkactl.cluster.broker_connection import BrokerConnection
 
 log = logging.getLogger(__name__)
 
@@ -52,6 +77,20 @@ TIME_BUCKETS_MS: tuple[float, ...] = (
 SNAPSHOT_TIMEOUT_S = 5.0
 # The idle ratios are averaged over windows of this many seconds.
 IDLE_WINDOW_S = 5.0
+# Consumer lag of partitions led elsewhere (module doc): how long a scrape waits for their
+# leaders' answers, how often a leader is asked at most, how long one request may take, and
+# how long a leader's last answer stands in when it gives none.
+LAG_WAIT_S = 1.0
+LAG_ASK_MIN_S = 1.0
+LAG_REQUEST_TIMEOUT_S = 10.0
+LAG_MAX_AGE_S = 300.0
+LIST_OFFSETS_VERSION = 7
+# Produce errors Kafka's appendToLocalLog does not count as failed produce requests (the
+# partition is not here to append to, or the records are refused as too large or corrupt).
+_NOT_FAILED_PRODUCE = frozenset({
+    ErrorCode.NONE, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.NOT_LEADER_OR_FOLLOWER,
+    ErrorCode.MESSAGE_TOO_LARGE, ErrorCode.RECORD_LIST_TOO_LARGE, ErrorCode.CORRUPT_MESSAGE,
+    ErrorCode.KAFKA_STORAGE_ERROR})
 
 _HEADER = struct.Struct(">hh")
 _INT32 = struct.Struct(">i")
@@ -134,8 +173,13 @@ class Snapshot:
     accept_throttle_ms: dict[str, int] = field(default_factory=dict)
     # client quotas: throttle time given, ms, per (quota kind, user, client id)
     throttle_ms: dict[tuple[str, str, str], float] = field(default_factory=dict)
-    # (group, topic, partition) -> (committed offset, log end offset)
+    # (group, topic, partition) -> (committed offset, the partition's high watermark)
     group_offsets: dict[tuple[str, str, int], tuple[int, int]] = field(default_factory=dict)
+    # group -> its committed partitions whose high watermark is not known (left out)
+    lag_unknown: dict[str, int] = field(default_factory=dict)
+    # the replica fetchers: bytes they got, and their largest lag in records
+    replication_bytes_in: int = 0
+    max_lag: int = 0
 
 
 class BrokerMetrics:
@@ -152,6 +196,23 @@ class BrokerMetrics:
         self.messages_in_all = 0
         self.bytes_in_all = 0
         self.bytes_out_all = 0
+        # produce and fetch requests per partition read or append, per topic (Kafka's
+        # Total/FailedProduceRequestsPerSec, Total/FailedFetchRequestsPerSec) and all topics
+        self.total_produce: dict[str, int] = {}
+        self.failed_produce: dict[str, int] = {}
+        self.total_fetch: dict[str, int] = {}
+        self.failed_fetch: dict[str, int] = {}
+        self.total_produce_all = 0
+        self.failed_produce_all = 0
+        self.total_fetch_all = 0
+        self.failed_fetch_all = 0
+        self.replication_bytes_out = 0  # sent to followers (ReplicationBytesOutPerSec)
+        # api key -> error code -> responses' error codes (ErrorsPerSec)
+        self.errors: dict[int, dict[int, int]] = {}
+        self._error_plans: dict[int, _ErrorPlan | None] = {}  # by api key << 16 | version
+        # consumer lag of partitions led elsewhere: their leaders' answers (a cluster)
+        self.leader_ends: LeaderEndOffsets | None = None
+        self._finishing: set[asyncio.Task[None]] = set()  # snapshots awaiting leaders
         # indexed by API key: None for a key we do not serve (never a label)
         self.apis: list[ApiStats | None] = [None] * (max(_VERSIONS) + 1)
         for key, (_lo, hi) in _VERSIONS.items():
@@ -181,12 +242,22 @@ class BrokerMetrics:
         self.socket_server = socket_server
         self.loop = asyncio.get_running_loop()
         _BY_SERVICES[id(services)] = self
+        services.replica_manager.metrics = self
+        if services.cluster is not None:
+            self.leader_ends = LeaderEndOffsets(services.broker_id, services.cluster)
         self._idle_meter = _SelectorIdleMeter.install(self.loop)
         self._idle_task = self.loop.create_task(self._measure_idle())
 
     def detach(self) -> None:
         if self.services is not None:
             _BY_SERVICES.pop(id(self.services), None)
+            if self.services.replica_manager.metrics is self:
+                self.services.replica_manager.metrics = None
+        if self.leader_ends is not None:
+            self.leader_ends.close()
+            self.leader_ends = None
+        for task in list(self._finishing):
+            task.cancel()
         if self._idle_task is not None:
             self._idle_task.cancel()
             self._idle_task = None
@@ -213,21 +284,67 @@ class BrokerMetrics:
             last_time = now
 
     # ---- the request path (event loop) -------------------------------------------------------
-    def produced(self, topic: str, records: Any) -> None:
-        """A successful append of a client's produce: messages and bytes in."""
-        size = len(records)
-        count = record_count(records)
+    def appended(self, topic: str, size: int, messages: int, code: int,
+                 known: bool = True) -> None:
+        """One partition of a produce (a client's or a coordinator's) appended, or refused
+        with `code`: produce requests, failed ones, and messages and bytes in (`size`: the
+        request's record bytes, Kafka's records.sizeInBytes; `messages`: the records
+        appended). `known`: the topic exists (else only the all-topics series count)."""
+        self.total_produce_all += 1
+        if known:
+            self.total_produce[topic] = self.total_produce.get(topic, 0) + 1
+        if code:
+            if code not in _NOT_FAILED_PRODUCE:
+                self.failed_produce_all += 1
+                if known:
+                    self.failed_produce[topic] = self.failed_produce.get(topic, 0) + 1
+            return
         self.bytes_in[topic] = self.bytes_in.get(topic, 0) + size
-        self.messages_in[topic] = self.messages_in.get(topic, 0) + count
+        self.messages_in[topic] = self.messages_in.get(topic, 0) + messages
         self.bytes_in_all += size
-        self.messages_in_all += count
+        self.messages_in_all += messages
+
+    def produce_result(self, topic: str, records: Any, result: ProduceResult) -> None:
+        """ReplicaManager.append's outcome for one partition."""
+        code = result.error
+        self.appended(topic, len(records) if records is not None and not code else 0,
+                      result.appended_records, code,
+                      code != ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+
+    def fetched(self, topic: str, failed: bool, known: bool) -> None:
+        """One partition read for a fetch (a consumer's or a follower's)."""
+        self.total_fetch_all += 1
+        if known:
+            self.total_fetch[topic] = self.total_fetch.get(topic, 0) + 1
+        if failed:
+            self.failed_fetch_all += 1
+            if known:
+                self.failed_fetch[topic] = self.failed_fetch.get(topic, 0) + 1
+
+    def count_errors(self, api_key: int, version: int, body: Any) -> None:
+        """Every error code of one response (NONE too), as Kafka's errorCounts: the
+        request handler calls this with each response body it encodes."""
+        key = api_key << 16 | version
+        plan = self._error_plans.get(key, _UNPLANNED)
+        if plan is _UNPLANNED:
+            plan = self._error_plans[key] = _error_plan(api_key, version)
+        if plan is None or body.__class__ is not dict:
+            return
+        counts = self.errors.get(api_key)
+        if counts is None:
+            counts = self.errors[api_key] = {}
+        try:
+            _count_errors(plan, body, counts)
+        except (AttributeError, TypeError):  # a body not shaped as its schema: not counted
+            return
 
     def remove_topic(self, topic: str) -> None:
         """The last local partition of `topic` is gone (deleted, or moved away): its
         per-topic counters go, so a topic created again under the name starts from zero
         (Kafka's BrokerTopicStats.removeMetrics); the all-topics totals keep counting.
         On the event loop, as the counting."""
-        for counts in (self.messages_in, self.bytes_in, self.bytes_out):
+        for counts in (self.messages_in, self.bytes_in, self.bytes_out, self.total_produce,
+                       self.failed_produce, self.total_fetch, self.failed_fetch):
             counts.pop(topic, None)
 
     # ---- scrape time ------------------------------------------------------------------------
@@ -242,6 +359,10 @@ class BrokerMetrics:
         def take() -> None:
             if fut.set_running_or_notify_cancel():
                 try:
+                    asks = self.ask_leaders()
+                    if asks:  # a cluster's lag: the leaders' answers first (module doc)
+                        self._finish_after(asks, fut)
+                        return
                     fut.set_result(self.take_snapshot())
                 except Exception as e:  # reported by the scrape, the loop carries on
                     fut.set_exception(e)
@@ -257,6 +378,49 @@ class BrokerMetrics:
         except RuntimeError:  # the loop closed meanwhile
             return None
 
+    def _finish_after(self, asks: list[asyncio.Task[None]],
+                      fut: concurrent.futures.Future[Snapshot]) -> None:
+        """On the event loop: the snapshot once `asks` are answered, or LAG_WAIT_S passed."""
+
+        async def finish() -> None:
+            try:
+                await asyncio.wait(asks, timeout=LAG_WAIT_S)
+                fut.set_result(self.take_snapshot())
+            except asyncio.CancelledError:  # the broker stops: the scrape has counters only
+                if not fut.done():
+                    fut.set_exception(RuntimeError("the broker is stopping"))
+                raise
+            except Exception as e:
+                if not fut.done():
+                    fut.set_exception(e)
+
+        assert self.loop is not None
+        task = self.loop.create_task(finish())
+        self._finishing.add(task)
+        task.add_done_callback(self._finishing.discard)
+
+    def ask_leaders(self) -> list[asyncio.Task[None]]:
+        """On the event loop, in a cluster: ask the leaders of the partitions the groups
+        coordinated here committed, but this broker does not lead, for their high
+        watermarks; the asks a scrape should wait for (module doc)."""
+        ends = self.leader_ends
+        services = self.services
+        if ends is None or services is None:
+            return []
+        cache = services.metadata_cache
+        hosted = services.partitions.partitions
+        me = services.broker_id
+        by_leader: dict[int, set[tuple[str, int]]] = {}
+        for group in list(services.group_coordinator.groups.values()):
+            for tp in list(group.offsets):
+                part = hosted.get(tp)
+                if part is not None and _leads(part, True):
+                    continue
+                state = cache.partition(*tp)
+                if state is not None and state.leader >= 0 and state.leader != me:
+                    by_leader.setdefault(state.leader, set()).add(tp)
+        return ends.ask(by_leader) if by_leader else []
+
     # C901: one pass over the partitions, groups and connections, each a few branches
     def take_snapshot(self) -> Snapshot:  # noqa: C901
         """On the event loop: every gauge's value."""
@@ -270,9 +434,7 @@ class BrokerMetrics:
             snap.partitions.append(PartitionState(
                 part.topic, part.partition, int(log_.size_in_bytes), part.log_start_offset,
                 part.log_end_offset))
-            leads = part.is_leader if cluster is None else (
-                part.role_set and part.leader_id == part.local_id and part.is_leader)
-            if not leads:
+            if not _leads(part, cluster is not None):
                 continue
             snap.leader_count += 1
             if part.replicas and len(part.isr) < len(part.replicas):
@@ -300,17 +462,197 @@ class BrokerMetrics:
                 snap.connections[listener] = snap.connections.get(listener, 0) + 1
             snap.accept_throttle_ms = dict.fromkeys(self.listeners, 0)
             snap.accept_throttle_ms.update(self.socket_server.quotas.accept_throttle_ms)
-        hosted = services.partitions.partitions
-        for group_id, group in list(services.group_coordinator.groups.items()):
-            for (topic_name, partition), committed in list(group.offsets.items()):
-                hosted_part = hosted.get((topic_name, partition))
-                if hosted_part is None:
-                    continue  # not hosted here: its log end is another broker's to know
-                snap.group_offsets[(group_id, topic_name, partition)] = (
-                    committed.offset, hosted_part.high_watermark)
+        self._group_offsets(snap)
+        fetchers = getattr(cluster, "fetchers", None)
+        if fetchers is not None:
+            snap.replication_bytes_in = fetchers.replication_bytes_in
+            snap.max_lag = fetchers.max_lag()
         if services.quotas is not None:
             snap.throttle_ms = dict(services.quotas.throttle_ms_total)
         return snap
+
+    def _group_offsets(self, snap: Snapshot) -> None:
+        """Each group's committed offsets with their partitions' high watermarks: this
+        broker's own for the partitions it leads, else their leaders' last answers (module
+        doc); the partitions with neither are counted per group in `snap.lag_unknown`."""
+        services = self.services
+        assert services is not None
+        clustered = services.cluster is not None
+        hosted = services.partitions.partitions
+        offline = services.partitions.offline
+        cache = services.metadata_cache
+        remote = self.leader_ends.known() if self.leader_ends is not None else {}
+        offsets = snap.group_offsets
+        for group_id, group in list(services.group_coordinator.groups.items()):
+            unknown = 0
+            for tp, committed in list(group.offsets.items()):
+                part = hosted.get(tp)
+                if part is not None and _leads(part, clustered):
+                    offsets[(group_id, *tp)] = (committed.offset, part.high_watermark)
+                    continue
+                end = remote.get(tp)
+                if end is not None:
+                    offsets[(group_id, *tp)] = (committed.offset, end)
+                elif part is not None or tp in offline or (
+                        clustered and cache.partition(*tp) is not None):
+                    unknown += 1  # it exists, but its high watermark is not known here
+            if unknown or group.offsets:
+                snap.lag_unknown[group_id] = unknown
+
+
+def _leads(part: Any, clustered: bool) -> bool:
+    """This broker leads `part` (in a cluster: the controller's word made it so)."""
+    if not clustered:
+        return bool(part.is_leader)
+    return bool(part.role_set and part.leader_id == part.local_id and part.is_leader)
+
+
+class LeaderEndOffsets:
+    """The high watermarks of partitions a cluster broker's groups committed but it does not
+    lead, asked of their leaders (ListOffsets LATEST, read_uncommitted), one request per
+    leader at a time, and kept for the scrapes (module doc). On the event loop only."""
+
+    def __init__(self, broker_id: int, cluster: ZkCluster) -> None:
+        self.broker_id = broker_id
+        self.cluster = cluster
+        # (topic, partition) -> (high watermark, time.monotonic() of the answer)
+        self.ends: dict[tuple[str, int], tuple[int, float]] = {}
+        self._asks: dict[int, asyncio.Task[None]] = {}
+        self._asked_at: dict[int, float] = {}
+        self._failing: set[int] = set()  # leaders whose last ask failed: not waited for
+        self._connections: dict[int, BrokerConnection] = {}
+
+    def known(self) -> dict[tuple[str, int], int]:
+        """The high watermarks answered within LAG_MAX_AGE_S (older ones are dropped)."""
+        oldest = time.monotonic() - LAG_MAX_AGE_S
+        stale = [tp for tp, (_end, at) in self.ends.items() if at < oldest]
+        for tp in stale:
+            del self.ends[tp]
+        return {tp: end for tp, (end, _at) in self.ends.items()}
+
+    def ask(self, by_leader: dict[int, set[tuple[str, int]]]) -> list[asyncio.Task[None]]:
+        """Ask each leader for its partitions' high watermarks, unless a request to it is
+        still out or it was asked less than LAG_ASK_MIN_S ago; returns the asks to wait
+        for (not those to a leader whose last ask failed)."""
+        now = time.monotonic()
+        loop = asyncio.get_running_loop()
+        waiting = []
+        for leader, tps in by_leader.items():
+            running = self._asks.get(leader)
+            if running is not None and not running.done():
+                continue
+            if now - self._asked_at.get(leader, -math.inf) < LAG_ASK_MIN_S:
+                continue
+            self._asked_at[leader] = now
+            task = self._asks[leader] = loop.create_task(self._ask(leader, sorted(tps)))
+            if leader not in self._failing:
+                waiting.append(task)
+        return waiting
+
+    async def _ask(self, leader: int, tps: list[tuple[str, int]]) -> None:
+        try:
+            answers = await self._list_offsets(leader, tps)
+        except Exception as e:  # connection errors, timeouts, an answer that did not decode
+            if leader not in self._failing:
+                log.info("metrics: broker %d did not answer for the consumer lag of the "
+                         "%d partition(s) it leads (%s: %s); their last answers stand for "
+                         "%.0f s", leader, len(tps), type(e).__name__, e, LAG_MAX_AGE_S)
+                self._failing.add(leader)
+            return
+        if leader in self._failing:
+            log.info("metrics: broker %d answers for the consumer lag again", leader)
+            self._failing.discard(leader)
+        now = time.monotonic()
+        for tp, end in answers.items():
+            self.ends[tp] = (end, now)
+
+    async def _list_offsets(self, leader: int, tps: list[tuple[str, int]]
+                            ) -> dict[tuple[str, int], int]:
+        from kafkactl.cluster.broker_connection import BrokerConnection
+        from kafkactl.protocol.api_keys import ApiKey
+
+        security = self.cluster.inter_broker
+        broker = self.cluster.cache.broker(leader)
+        address = broker.endpoint(security.listener) if broker is not None else None
+        if address is None:
+            raise LookupError(f"broker {leader} is not live on listener {security.listener}")
+        conn = self._connections.get(leader)
+        if conn is None or (conn.host, conn.port) != address:
+            if conn is not None:
+                conn.close()
+            conn = self._connections[leader] = BrokerConnection(
+                *address, client_id=f"kafkactl-metrics-{self.broker_id}", security=security)
+        topics: dict[str, list[dict[str, Any]]] = {}
+        for topic, p in tps:
+            topics.setdefault(topic, []).append(
+                {"partition_index": p, "current_leader_epoch": -1, "timestamp": -1})
+        resp = await conn.request(ApiKey.LIST_OFFSETS, LIST_OFFSETS_VERSION, {
+            "replica_id": -1, "isolation_level": 0,
+            "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()]},
+            LAG_REQUEST_TIMEOUT_S)
+        out: dict[tuple[str, int], int] = {}
+        for t in resp.get("topics") or ():
+            for p in t.get("partitions") or ():
+                if p.get("error_code", 0) == 0 and p.get("offset", -1) >= 0:
+                    out[(t["name"], p["partition_index"])] = p["offset"]
+        return out
+
+    def close(self) -> None:
+        for task in self._asks.values():
+            task.cancel()
+        self._asks.clear()
+        for conn in self._connections.values():
+            conn.close()
+        self._connections.clear()
+
+
+# A response's error codes: (the names of the error code fields of a struct, and its fields
+# holding structs with some: (name, an array?, their plan)).
+_ErrorPlan = tuple[tuple[str, ...], tuple[tuple[str, bool, Any], ...]]
+_UNPLANNED: Any = object()
+
+
+def _error_plan(api_key: int, version: int) -> _ErrorPlan | None:
+    """Where the error codes of a response are (None: it has none)."""
+    from kafkactl.protocol.messages import RESPONSES
+
+    message = RESPONSES.get(api_key)
+    if message is None:
+        return None
+
+    def plan(fields: Iterable[Any]) -> _ErrorPlan | None:
+        codes = []
+        children = []
+        for f in fields:
+            if not f.present_in(version):
+                continue
+            if f.fields:
+                sub = plan(f.fields)
+                if sub is not None:
+                    children.append((f.name, f.is_array, sub))
+            elif f.type == "int16" and (f.name == "error_code" or
+                                        f.name.endswith("_error_code")):
+                codes.append(f.name)
+        return (tuple(codes), tuple(children)) if codes or children else None
+
+    return plan(message.fields)
+
+
+def _count_errors(plan: _ErrorPlan, body: dict[str, Any], counts: dict[int, int]) -> None:
+    codes, children = plan
+    for name in codes:
+        code = body.get(name)
+        if code is not None:
+            counts[code] = counts.get(code, 0) + 1
+    for name, many, sub in children:
+        value = body.get(name)
+        if not value:
+            continue
+        if many:
+            for item in value:
+                _count_errors(sub, item, counts)
+        else:
+            _count_errors(sub, value, counts)
 
 
 # Each running broker's metrics, by id(services): the handlers reach them through services.
@@ -377,6 +719,13 @@ class MeteredHandler:
         self.inner = inner
         self.metrics = metrics
         self.apis = metrics.apis
+        # the request handler (KafkaApis, maybe behind an authentication gate) counts each
+        # response's error codes
+        target: Any = inner
+        while target is not None and not hasattr(target, "count_errors"):
+            target = getattr(target, "inner", None)
+        if target is not None:
+            target.count_errors = metrics.count_errors
         # the loop's clock: the network layer stamps arrivals (received_at) with it
         self.clock = asyncio.get_running_loop().time
 
@@ -462,7 +811,7 @@ def exposition(metrics: BrokerMetrics) -> str:
     if snap is not None:
         parts.extend(_format(family) for family in _state_families(snap))
         parts.append(_log_text(snap.partitions))
-        parts.append(_lag_text(snap.group_offsets))
+        parts.append(_lag_text(snap.group_offsets, snap.lag_unknown))
     return "".join(parts)
 
 
@@ -514,11 +863,14 @@ def _log_text(partitions: list[PartitionState]) -> str:
     return "".join(lines)
 
 
-def _lag_text(offsets: dict[tuple[str, str, int], tuple[int, int]]) -> str:
+def _lag_text(offsets: dict[tuple[str, str, int], tuple[int, int]],
+              unknown: dict[str, int] | None = None) -> str:
     """kafka-lag-exporter's names: lag and committed offset per group/topic/partition, the
-    largest and total lag per group."""
-    lag = ["# HELP kafka_consumergroup_group_lag Log end offset minus the group's committed "
-           "offset\n# TYPE kafka_consumergroup_group_lag gauge\n"]
+    largest and total lag per group (of the partitions whose high watermark is known); and
+    per group the committed partitions left out, their high watermark not known."""
+    lag = ["# HELP kafka_consumergroup_group_lag The partition's high watermark (its leader's "
+           "latest offset) minus the group's committed offset\n"
+           "# TYPE kafka_consumergroup_group_lag gauge\n"]
     offset = ["# HELP kafka_consumergroup_group_offset The group's committed offset\n"
               "# TYPE kafka_consumergroup_group_offset gauge\n"]
     per_group: dict[str, list[int]] = {}
@@ -536,6 +888,13 @@ def _lag_text(offsets: dict[tuple[str, str, int], tuple[int, int]]) -> str:
         lines.append(f"# HELP {name} {doc}\n# TYPE {name} gauge\n")
         lines.extend(f'{name}{{group="{_escape(group)}"}} {fn(lags)}\n'
                      for group, lags in per_group.items())
+    if unknown:
+        name = "kafkactl_consumergroup_lag_unknown_partitions"
+        lines.append(f"# HELP {name} The group's committed partitions left out of its lag: "
+                     "no high watermark known (no leader, or the leader has not answered)\n"
+                     f"# TYPE {name} gauge\n")
+        lines.extend(f'{name}{{group="{_escape(group)}"}} {n}\n'
+                     for group, n in sorted(unknown.items()))
     return "".join(lines)
 
 
@@ -570,6 +929,27 @@ def families(metrics: BrokerMetrics) -> Iterator[Any]:
     yield _per_topic("kafka_server_brokertopicmetrics_bytesout",
                      "Record bytes sent to consumers (BytesOutPerSec)", metrics.bytes_out,
                      metrics.bytes_out_all)
+    for suffix, doc, per_topic, all_topics in (
+            ("totalproducerequests", "Partitions of produce requests appended to here, "
+             "clients' and coordinators' (TotalProduceRequestsPerSec)",
+             metrics.total_produce, metrics.total_produce_all),
+            ("failedproducerequests", "Partitions of produce requests whose append failed "
+             "(FailedProduceRequestsPerSec)",
+             {**dict.fromkeys(metrics.total_produce, 0), **metrics.failed_produce},
+             metrics.failed_produce_all),
+            ("totalfetchrequests", "Partitions of fetch requests read, consumers' and "
+             "followers' (TotalFetchRequestsPerSec)", metrics.total_fetch,
+             metrics.total_fetch_all),
+            ("failedfetchrequests", "Partitions of fetch requests whose read failed "
+             "(FailedFetchRequestsPerSec)",
+             {**dict.fromkeys(metrics.total_fetch, 0), **metrics.failed_fetch},
+             metrics.failed_fetch_all)):
+        yield _per_topic("kafka_server_brokertopicmetrics_" + suffix, doc, per_topic,
+                         all_topics)
+    yield CounterMetricFamily(
+        "kafka_server_brokertopicmetrics_replicationbytesout",
+        "Record bytes sent to followers (ReplicationBytesOutPerSec)",
+        value=metrics.replication_bytes_out)
     requests = CounterMetricFamily(
         "kafka_network_requestmetrics_requests", "Requests handled (RequestsPerSec)",
         labels=["request", "version"])
@@ -593,6 +973,21 @@ def families(metrics: BrokerMetrics) -> Iterator[Any]:
         total.add_metric([name], stats.total_time.buckets(), stats.total_time.total)
         queue.add_metric([name], stats.queue_time.buckets(), stats.queue_time.total)
     yield from (requests, total, queue)
+    errors = CounterMetricFamily(
+        "kafka_network_requestmetrics_errors",
+        "Error codes in responses, NONE included, per request and error (ErrorsPerSec)",
+        labels=["request", "error"])
+    for key, by_code in sorted(dict(metrics.errors).items()):
+        request = _API_NAMES.get(key)
+        if request is None:
+            continue
+        named: dict[str, int] = {}  # codes Kafka does not know are one UNKNOWN_SERVER_ERROR
+        for code, n in dict(by_code).items():
+            error = _error_name(code)
+            named[error] = named.get(error, 0) + n
+        for error, n in sorted(named.items()):
+            errors.add_metric([request, error], n)
+    yield errors
     failed = CounterMetricFamily(
         "kafka_server_socket_server_metrics_failed_authentication",
         "Failed authentications per listener (failed-authentication-total)",
@@ -612,6 +1007,15 @@ def families(metrics: BrokerMetrics) -> Iterator[Any]:
     yield GaugeMetricFamily("kafkactl_broker_ready",
                             "1 once logs are loaded and, in a cluster, the broker is "
                             "registered", value=1 if metrics.ready else 0)
+
+
+def _error_name(code: int) -> str:
+    """Kafka's name of an error code (Errors.forCode: an unknown code is
+    UNKNOWN_SERVER_ERROR)."""
+    try:
+        return ErrorCode(code).name
+    except ValueError:
+        return ErrorCode.UNKNOWN_SERVER_ERROR.name
 
 
 def _state_families(snap: Snapshot) -> Iterator[Any]:
@@ -645,6 +1049,15 @@ def _state_families(snap: Snapshot) -> Iterator[Any]:
              snap.isr_expands)):
         if count is not None:
             yield CounterMetricFamily(name, doc, value=count)
+    yield CounterMetricFamily("kafka_server_brokertopicmetrics_replicationbytesin",
+                              "Record bytes fetched from leaders (ReplicationBytesInPerSec)",
+                              value=snap.replication_bytes_in)
+    max_lag = GaugeMetricFamily(
+        "kafka_server_replicafetchermanager_maxlag",
+        "The largest lag, in records, of a partition this broker follows behind its leader's "
+        "high watermark, at the last fetch (MaxLag)", labels=["clientid"])
+    max_lag.add_metric(["Replica"], snap.max_lag)
+    yield max_lag
     purgatory = GaugeMetricFamily(
         "kafka_server_delayedoperationpurgatory_purgatorysize",
         "Requests waiting in a purgatory", labels=["delayedoperation"])

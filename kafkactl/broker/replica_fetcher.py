@@ -75,6 +75,7 @@ class _Followed:
     part: Partition
     truncate_first: bool = True
     in_sync: bool = False  # caught up to the leader's high watermark at the last response
+    lag: int = 0  # records behind the leader's high watermark at the last response
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,6 +107,8 @@ class ReplicaFetcherManager:
         self.append_errors = RepeatedErrorLog(log)
         # a disk error in a follower's append takes its dir offline (a cluster's brokers)
         self.storage_errors: StorageErrorLog | None = None
+        # record bytes fetched from leaders (the metrics' ReplicationBytesInPerSec)
+        self.replication_bytes_in = 0
 
     def follow(self, part: Partition) -> None:
         """Fetch `part` from its leader (after truncating to where the leader agrees)."""
@@ -121,6 +124,12 @@ class ReplicaFetcherManager:
     def unfollow(self, key: TopicPartition) -> None:
         for fetcher in self.fetchers.values():
             fetcher.remove(key)
+
+    def max_lag(self) -> int:
+        """The largest lag of a followed partition behind its leader's high watermark at
+        the last fetch, in records (Kafka's ReplicaFetcherManager MaxLag)."""
+        return max((f.lag for fetcher in list(self.fetchers.values())
+                    for f in list(fetcher.partitions.values())), default=0)
 
     def following(self) -> dict[TopicPartition, int]:
         return {key: source for source, f in self.fetchers.items() for key in f.partitions}
@@ -292,6 +301,7 @@ class ReplicaFetcher:
         code = r["error_code"]
         if code == ErrorCode.NONE:
             records = r.get("records") or b""
+            self.manager.replication_bytes_in += len(records)
             errors = self.manager.append_errors
             try:
                 size = part.append_as_follower(memoryview(records), r["high_watermark"])
@@ -300,7 +310,8 @@ class ReplicaFetcher:
                 return False
             if errors.failing:
                 _append_worked(errors, part)
-            f.in_sync = part.log_end_offset >= r["high_watermark"]
+            f.lag = max(r["high_watermark"] - part.log_end_offset, 0)
+            f.in_sync = f.lag == 0
             # the leader's log start moved (DeleteRecords, retention): one comparison when not
             leader_start = r["log_start_offset"]
             if leader_start > part.log_start_offset:

@@ -38,6 +38,7 @@ from kafkactl.record.codecs import Compression
 
 if TYPE_CHECKING:
     from kafkactl.broker.isr_changer import IsrChanger
+    from kafkactl.broker.metrics import BrokerMetrics
     from kafkactl.broker.replication_quota import ReplicationQuota
 
 log = logging.getLogger(__name__)
@@ -46,6 +47,7 @@ DEFAULT_FETCH_MAX_BYTES = 55 * 1024 * 1024  # Kafka's fetch.max.bytes
 # a Fetch's or ListOffsets' replica_id that may read followers (Kafka's
 # DEBUGGING_REPLICA_ID: replica verification, debugging tools)
 DEBUGGING_CONSUMER_ID = -2
+MARKER_BYTES = 78  # one transaction marker's batch (a control record)
 
 
 def _check_rebuilt_sizes(batches: list[Any], max_message_bytes: int, topic: str,
@@ -74,6 +76,7 @@ class ProduceResult:
     record_errors: tuple[tuple[int, str], ...] = ()  # (index in batch, message), v8+
     # acks=all: the offset the high watermark must reach first (-1: acknowledged now)
     required_high_watermark: int = -1
+    appended_records: int = 0  # records appended (0: none, or a retried batch's offsets)
 
 
 @dataclass(slots=True)
@@ -107,6 +110,8 @@ class ReplicaManager:
         self.storage_errors: StorageErrorLog = partitions.log_manager.storage_errors
         # (topic, partition) -> the offset of the corrupt batch last logged
         self._corrupt_reported: dict[tuple[str, int], int] = {}
+        # metrics.listen: counts each append and read here (BrokerMetrics.attach sets it)
+        self.metrics: BrokerMetrics | None = None
 
     @property
     def isr_expands(self) -> int:
@@ -156,6 +161,22 @@ class ReplicaManager:
 
     def append(self, topic: str, partition: int, records: memoryview | None, *,
                produce_version: int, acks: int = 1) -> ProduceResult:
+        """Append a produce's records to a partition this broker leads: a client's (the
+        produce handler) or a coordinator's (offsets, transaction state). Counted in the
+        metrics here, whoever appends, as Kafka's appendToLocalLog counts."""
+        result = self._append(topic, partition, records, produce_version=produce_version,
+                              acks=acks)
+        if self.metrics is not None:
+            self.metrics.produce_result(topic, records, result)
+        return result
+
+    def count_append(self, topic: str, size: int, records: int) -> None:
+        """An append as leader made without `append` (a transaction marker), counted."""
+        if self.metrics is not None:
+            self.metrics.appended(topic, size, records, ErrorCode.NONE)
+
+    def _append(self, topic: str, partition: int, records: memoryview | None, *,
+                produce_version: int, acks: int) -> ProduceResult:
         part = self.partition_or_create(topic, partition)
         if part is None or not part.is_leader:
             _, code = self.leader_partition(topic, partition)
@@ -216,11 +237,13 @@ class ReplicaManager:
             if part.maybe_advance_high_watermark():  # an ISR of one: committed at once
                 self.high_watermark_moved(part)
         required = result.last_offset + 1
+        appended = required - result.first_offset if result.appended_bytes else 0
         if acks == -1 and part.high_watermark < required:
             return ProduceResult(ErrorCode.NONE, result.first_offset, result.log_append_time,
-                                 part.log_start_offset, required_high_watermark=required)
+                                 part.log_start_offset, required_high_watermark=required,
+                                 appended_records=appended)
         return ProduceResult(ErrorCode.NONE, result.first_offset, result.log_append_time,
-                             part.log_start_offset)
+                             part.log_start_offset, appended_records=appended)
 
     @staticmethod
     def _up_convert(buf: memoryview) -> memoryview:
@@ -240,6 +263,7 @@ class ReplicaManager:
         ProducerStateError (fenced) or KafkaStorageError as the partition does."""
         offset = part.append_control_batch(producer_id, producer_epoch, coordinator_epoch,
                                            commit)
+        self.count_append(part.topic, MARKER_BYTES, 1)
         self.purgatory.notify_append((part.topic, part.partition), 1,
                                      consumers=not part.replicated)
         if part.maybe_advance_high_watermark():
@@ -263,6 +287,22 @@ class ReplicaManager:
         by `max_bytes` is sent as the fragment (the client reports it too large); v3+
         (Kafka's checkFetchDataInfo) sends an empty record set instead, so the consumer
         fetches the partition again, first in line, and gets the whole batch (KIP-74)."""
+        result = self._read(topic, partition, offset, max_bytes, min_one_batch=min_one_batch,
+                            current_leader_epoch=current_leader_epoch, replica_id=replica_id,
+                            read_committed=read_committed, log_start_offset=log_start_offset,
+                            hard_max_bytes_limit=hard_max_bytes_limit)
+        if self.metrics is not None:
+            code = result.error
+            # failed as Kafka's readFromLocalLog counts it: not for a partition not here,
+            # a stale epoch, an offset out of range or a storage error
+            self.metrics.fetched(topic, code == ErrorCode.CORRUPT_MESSAGE,
+                                 code != ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        return result
+
+    def _read(self, topic: str, partition: int, offset: int, max_bytes: int, *,
+              min_one_batch: bool, current_leader_epoch: int, replica_id: int,
+              read_committed: bool, log_start_offset: int,
+              hard_max_bytes_limit: bool) -> FetchResult:
         from kafkactl.log.errors import CorruptRecordError, OffsetOutOfRange
 
         part, code = self.leader_partition(topic, partition)
@@ -349,9 +389,12 @@ class ReplicaManager:
                                                           replica_id in part.isr)
 
     def replicated(self, topic: str, partition: int, size: int) -> None:
-        """`size` bytes of (topic, partition) go to a follower: counted by the quota."""
+        """`size` bytes of (topic, partition) go to a follower: counted by the quota and
+        the metrics (ReplicationBytesOutPerSec)."""
         if self.leader_quota is not None:
             self.leader_quota.record(topic, partition, size)
+        if self.metrics is not None:
+            self.metrics.replication_bytes_out += size
 
     def shrink_isrs(self, max_lag_ms: float) -> None:
         """Drop from the ISR the followers not caught up for `max_lag_ms` (Kafka's

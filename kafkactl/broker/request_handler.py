@@ -97,6 +97,9 @@ class KafkaApis:
         # decoder, response encoder) as they are first used): one lookup per request
         self._routes: dict[int, tuple[int, int, Handler, dict[int, _Codecs]]] = {
             int(k): (*SUPPORTED_VERSIONS[k], h, {}) for k, h in handlers.items()}
+        # metrics.listen: (api key, version, response body) for each response encoded, to
+        # count its error codes (set by kafkactl.broker.metrics.MeteredHandler)
+        self.count_errors: Callable[[int, int, dict[str, Any]], None] | None = None
 
     # ---- the network layer's entry point ----------------------------------------------------
     def handle(self, conn: ConnectionInfo, frame: bytearray) -> HandlerResult:
@@ -147,6 +150,8 @@ class KafkaApis:
             self._throttle(ctx, request, original, body, len(frame), meter.busy_s)
         if body is None:
             return None
+        if self.count_errors is not None:
+            self.count_errors(api_key, api_version, body)
         return codecs[1](correlation_id, body)
 
     def _throttle(self, ctx: RequestContext, request: dict[str, Any],
@@ -230,6 +235,8 @@ class KafkaApis:
             self._throttle(ctx, requests[0], requests[1], body, size, pending.busy_s)
         if body is None:
             return None
+        if self.count_errors is not None:
+            self.count_errors(ctx.api_key, ctx.api_version, body)
         return encode(ctx.correlation_id, body)
 
 

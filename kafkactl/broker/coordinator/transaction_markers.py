@@ -116,6 +116,7 @@ class MarkerWriter:
                 results[tp] = ErrorCode(e.code)
                 continue
             results[tp] = ErrorCode.NONE
+            rm.count_append(tp[0], MARKER_BYTES, 1)  # messages and bytes in, as Kafka
             rm.purgatory.notify_append(tp, MARKER_BYTES, consumers=not part.replicated)
             if part.maybe_advance_high_watermark():
                 rm.high_watermark_moved(part)

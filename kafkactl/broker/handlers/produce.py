@@ -23,7 +23,6 @@ from collections.abc import Awaitable, Collection
 from typing import Any
 
 from kafkactl.broker import txn_verification
-from kafkactl.broker.metrics import metrics_of
 from kafkactl.broker.request_handler import RequestContext
 from kafkactl.broker.security.acl import AclOperation, ResourceType
 from kafkactl.broker.security.checks import authorize, unauthorized_topics
@@ -136,7 +135,6 @@ def _produce(services: BrokerServices, ctx: RequestContext, request: dict[str, A
     txn_refused = _txn_refusal(services, ctx, request) if transactional else None
     # the refusals that do not depend on the topic: none applies to most requests
     check = txn_refused is not None or bool(refused) or acks not in _ACKS or bool(unverified)
-    metrics = metrics_of(services)
     for topic in request["topic_data"]:
         name = topic["name"]
         parts = []
@@ -160,12 +158,9 @@ def _produce(services: BrokerServices, ctx: RequestContext, request: dict[str, A
                     entry["record_errors"] = [
                         {"batch_index": i, "batch_index_error_message": m}
                         for i, m in r.record_errors]
-            else:
-                if metrics is not None and records is not None:
-                    metrics.produced(name, records)
-                if r.required_high_watermark >= 0:
-                    waiting[(name, index)] = r.required_high_watermark
-                    entries[(name, index)] = entry
+            elif r.required_high_watermark >= 0:
+                waiting[(name, index)] = r.required_high_watermark
+                entries[(name, index)] = entry
             parts.append(entry)
         responses.append({"name": name, "partition_responses": parts})
     if acks == 0:
