@@ -101,8 +101,8 @@ _kafkactl_produce() {
         '(-Z --null-empty)-Z[Send an empty value (with -K, an empty key too) as null\: a tombstone (kcat'\''s -Z). Headers are left as they are.]' \
         '(-Z --null-empty)--null-empty[Send an empty value (with -K, an empty key too) as null\: a tombstone (kcat'\''s -Z). Headers are left as they are.]' \
         '--null-marker[Send a value (with -K, a key) exactly equal to STR as null, and an -H value equal to it (Kafka'\''s console producer'\''s n...]:STR: ' \
-        '(-p --partition)-p[Write every record to this partition.]:PARTITION: ' \
-        '(-p --partition)--partition[Write every record to this partition.]:PARTITION: ' \
+        '(-p --partition)-p[Write every record to this partition (-1\: the partitioner picks, as kcat'\''s -p -1).]:PARTITION: ' \
+        '(-p --partition)--partition[Write every record to this partition (-1\: the partitioner picks, as kcat'\''s -p -1).]:PARTITION: ' \
         '(-z --compression)-z[none, gzip, snappy, lz4 or zstd (-X compression.type, compression.codec). \[default\: (none)\]]:COMPRESSION:(none gzip snappy lz4 zstd)' \
         '(-z --compression)--compression[none, gzip, snappy, lz4 or zstd (-X compression.type, compression.codec). \[default\: (none)\]]:COMPRESSION:(none gzip snappy lz4 zstd)' \
         '--acks[0, 1 or all (-X acks, request.required.acks). \[default\: (all)\]]:ACKS:(0 1 all)' \
@@ -136,8 +136,8 @@ _kafkactl_consume() {
         '(-o --offset)-o[earliest | latest | N | -N (N before the end) | @<ms timestamp> | ISO date. Default\: latest, the records produced fro...]:OFFSET:(earliest latest)' \
         '(-o --offset)--offset[earliest | latest | N | -N (N before the end) | @<ms timestamp> | ISO date. Default\: latest, the records produced fro...]:OFFSET:(earliest latest)' \
         '--from-beginning[Start at the earliest offset.]' \
-        '(-c --max-messages)-c[Exit after this many records.]:MAX_MESSAGES: ' \
-        '(-c --max-messages)--max-messages[Exit after this many records.]:MAX_MESSAGES: ' \
+        '(-c --max-messages)-c[Exit after this many records; -1\: no limit (the default, as kafka-console-consumer'\''s and kcat'\''s -1).]:MAX_MESSAGES: ' \
+        '(-c --max-messages)--max-messages[Exit after this many records; -1\: no limit (the default, as kafka-console-consumer'\''s and kcat'\''s -1).]:MAX_MESSAGES: ' \
         '(-e --exit-at-end)-e[Exit when every partition is read to its end.]' \
         '(-e --exit-at-end)--exit-at-end[Exit when every partition is read to its end.]' \
         '(-f --format)-f[kcat tokens %t %p %o %k %s %T %h %K %S; \\n \\t. Not with -J, -K or --print-offsets (%k and %o say where the key and of...]:FMT: ' \
@@ -146,7 +146,7 @@ _kafkactl_consume() {
         '(-J --json)--json[One JSON object per record (not with -f, -K or --print-offsets).]' \
         '(-K --key-separator)-K[Print key SEP value.]:KEY_SEPARATOR: ' \
         '(-K --key-separator)--key-separator[Print key SEP value.]:KEY_SEPARATOR: ' \
-        '--print-offsets[Prefix each record with its offset and -K'\''s SEP (a tab without -K)\: OFFSET SEP KEY SEP VALUE, as kafka-console-consum...]' \
+        '--print-offsets[Prefix each record with its offset and -K'\''s SEP (a tab without -K)\: OFFSET SEP KEY SEP VALUE, the bare offset (kafka-...]' \
         '(-Z --print-null)-Z[Print a null key or value (a tombstone'\''s) as NULL, not as nothing (kcat'\''s -Z, for null only\: kcat prints an empty val...]' \
         '(-Z --print-null)--print-null[Print a null key or value (a tombstone'\''s) as NULL, not as nothing (kcat'\''s -Z, for null only\: kcat prints an empty val...]' \
         '--null-literal[Print a null key or value as STR, taken literally (kafka-console-consumer'\''s null.literal; also -X null.literal=STR).]:STR: ' \
@@ -1037,7 +1037,7 @@ _kafkactl_transactions() {
                 'list:The transactional ids every coordinator knows, with producer id and state.'
                 'describe:A transactional id'\''s state, producer, timeout and partitions (from its coordinator).'
                 'describe-producers:A partition'\''s active producers and their open transactions (from its leader, or the replica on --broker-id).'
-                'find-hanging:Open transactions their coordinator does not know as ongoing on that partition (they hold the last stable offset back...'
+                'find-hanging:Open transactions their coordinator does not list on that partition, ongoing or still to be marked (they hold the las...'
                 'abort:Abort a hanging transaction on one partition (an ABORT marker written by its leader; needs ClusterAction with an auth...'
             )
             _describe -t commands 'kafkactl command' commands ;;
@@ -1054,7 +1054,7 @@ _kafkactl_transactions() {
 
 _kafkactl_transactions_list() {
     _arguments -s -S \
-        '*--state[Only transactions in this state (repeatable)\: Empty, Ongoing, PrepareCommit, PrepareAbort, CompleteCommit, CompleteAb...]:STATE:(Empty Ongoing PrepareCommit PrepareAbort CompleteCommit CompleteAbort)' \
+        '*--state[Only transactions in this state (repeatable, any case)\: Empty, Ongoing, PrepareCommit, PrepareAbort, CompleteCommit,...]:STATE:(Empty Ongoing PrepareCommit PrepareAbort CompleteCommit CompleteAbort)' \
         '*--producer-id[Only the transactions of this producer id (repeatable).]:PRODUCER_ID: ' \
         '--duration-filter[Only transactions running longer than this many ms. \[default\: -1\]]:DURATION_MS: ' \
         '--json[JSON output.]' \
@@ -1098,7 +1098,7 @@ _kafkactl_transactions_describe_producers() {
 
 _kafkactl_transactions_find_hanging() {
     _arguments -s -S \
-        '--broker-id[Look at the partitions this broker hosts.]:BROKER_ID: ' \
+        '--broker-id[Look at the partitions this broker hosts (of --topic, if given), as this broker'\''s replicas see them, leader or follower.]:BROKER_ID: ' \
         '--topic[Look at this topic.]:TOPIC: ' \
         '--partition[Only this partition of --topic.]:PARTITION: ' \
         '--max-transaction-timeout[The brokers'\'' transaction.max.timeout.ms, in minutes\: an open transaction older than that is a candidate. \[default\: 15\]]:MAX_TIMEOUT_MIN: ' \
@@ -1119,7 +1119,7 @@ _kafkactl_transactions_abort() {
         '--start-offset[The offset the open transaction starts at (find-hanging'\''s StartOffset).]:START_OFFSET: ' \
         '--producer-id[The producer id.]:PRODUCER_ID: ' \
         '--producer-epoch[The producer epoch.]:PRODUCER_EPOCH: ' \
-        '--coordinator-epoch[The coordinator epoch.]:COORDINATOR_EPOCH: ' \
+        '--coordinator-epoch[The coordinator epoch (find-hanging'\''s CoordinatorEpoch; a negative one, a producer no coordinator has marked yet, is...]:COORDINATOR_EPOCH: ' \
         '--json[JSON output.]' \
         '(-b --bootstrap-server)-b[Broker(s) host\:port\[,host\:port\]; default\: bootstrap.servers of --command-config, else $KAFKACTL_BOOTSTRAP, else 127.0...]:BOOTSTRAP: ' \
         '(-b --bootstrap-server)--bootstrap-server[Broker(s) host\:port\[,host\:port\]; default\: bootstrap.servers of --command-config, else $KAFKACTL_BOOTSTRAP, else 127.0...]:BOOTSTRAP: ' \
