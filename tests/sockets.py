@@ -4,6 +4,7 @@ and a partition's end offset, for waits on what a broker took."""
 
 from __future__ import annotations
 
+import socket
 from pathlib import Path
 
 
@@ -49,3 +50,13 @@ def end_offset(bootstrap: str, topic: str) -> int:
         return -1
     finally:
         c.close()
+
+
+def ipv6_loopback() -> bool:
+    """Whether this machine can bind ::1 (a test of IPv6 clients skips without it)."""
+    try:
+        with socket.socket(socket.AF_INET6) as s:
+            s.bind(("::1", 0))
+        return True
+    except OSError:
+        return False

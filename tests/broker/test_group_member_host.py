@@ -5,7 +5,6 @@ listener, real confluent-kafka consumers."""
 
 from __future__ import annotations
 
-import socket
 import uuid
 from pathlib import Path
 from typing import Any
@@ -14,18 +13,10 @@ import pytest
 
 from tests.conftest import BrokerProcess, free_port
 from tests.polling import wait_until
+from tests.sockets import ipv6_loopback
 
 
-def _ipv6_loopback() -> bool:
-    try:
-        with socket.socket(socket.AF_INET6) as s:
-            s.bind(("::1", 0))
-        return True
-    except OSError:
-        return False
-
-
-@pytest.mark.skipif(not _ipv6_loopback(), reason="no IPv6 loopback here")
+@pytest.mark.skipif(not ipv6_loopback(), reason="no IPv6 loopback here")
 def test_member_hosts_are_written_as_kafka_writes_them(tmp_path: Path) -> None:
     from confluent_kafka import Consumer
     from confluent_kafka.admin import AdminClient, NewTopic

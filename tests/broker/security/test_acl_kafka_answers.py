@@ -25,6 +25,7 @@ from kafkactl.protocol.api_keys import ApiKey
 from tests.broker.wire import Wire
 from tests.conftest import BrokerProcess, free_port
 from tests.polling import wait_until
+from tests.sockets import ipv6_loopback
 
 pytest.importorskip("confluent_kafka")
 
@@ -34,15 +35,6 @@ OMITTED = -(1 << 31)
 CLUSTER_AUTHORIZATION_FAILED, TOPIC_AUTHORIZATION_FAILED = 31, 29
 # AclOperation codes
 DELETE, CREATE, DESCRIBE, DESCRIBE_CONFIGS = 6, 7, 8, 10
-
-
-def _ipv6_loopback() -> bool:
-    try:
-        with socket.socket(socket.AF_INET6) as s:
-            s.bind(("::1", 0))
-        return True
-    except OSError:
-        return False
 
 
 class Broker:
@@ -67,7 +59,7 @@ class Broker:
 
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Broker]:
-    v6 = _ipv6_loopback()
+    v6 = ipv6_loopback()
     data = tmp_path_factory.mktemp("acl-answers") / "data"
     data.mkdir()
     port, sasl_port, v6_port = free_port(), free_port(), free_port()
