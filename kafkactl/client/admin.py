@@ -48,6 +48,14 @@ _DONE_BY_A_LOST_REQUEST = frozenset({ErrorCode.TOPIC_ALREADY_EXISTS,
                                      ErrorCode.INVALID_PARTITIONS})
 
 
+def _only_topics(body: dict[str, Any], names: set[str]) -> None:
+    """Keep in a CreateTopics/DeleteTopics/CreatePartitions body only the topics `names`."""
+    if "topics" in body:
+        body["topics"] = [t for t in body["topics"] if t.get("name") in names]
+    if "topic_names" in body:
+        body["topic_names"] = [n for n in body["topic_names"] if n in names]
+
+
 class AdminClient:
     def __init__(self, bootstrap_servers: str | Iterable[str] | None = None, *,
                  client_id: str = "kafkactl-admin", request_timeout_ms: int = 30000,
@@ -79,19 +87,35 @@ class AdminClient:
             codes = [r["error_code"] for r in resp.get(rows) or ()]
             return bool(codes) and all(c == ErrorCode.NOT_CONTROLLER for c in codes)
 
+        deadline = time.monotonic() + self.timeout_ms / 1000
+        again: set[str] | None = None  # the topics to ask for again (None: every one)
+        answers: dict[str, dict[str, Any]] = {}
+
         def send(conn: Any) -> dict[str, Any]:
             body, version = build(conn)
+            if again is not None:
+                _only_topics(body, again)
             return conn.request(api_key, body, version=version)
 
-        resp, resent = self._to_controller(send, moved)
-        if resent:
+        while True:
+            resp, resent = self._to_controller(send, moved)
             for r in resp.get(rows) or ():
-                if r["error_code"] in _DONE_BY_A_LOST_REQUEST:
+                if resent and r["error_code"] in _DONE_BY_A_LOST_REQUEST:
                     r["error_message"] = (
                         (r.get("error_message") or error_for(r["error_code"]).code.name)
                         + " (sent again after the connection to the controller was lost: "
                         "the lost request may have done it)")
-        return resp
+                answers[r["name"]] = r
+            # KIP-599: topics refused for the controller mutation quota are asked for
+            # again after the throttle time, as Java's admin client (retryOnQuotaViolation)
+            throttled = {r["name"] for r in resp.get(rows) or ()
+                         if r["error_code"] == ErrorCode.THROTTLING_QUOTA_EXCEEDED}
+            wait = max(resp.get("throttle_time_ms") or 0, 50) / 1000
+            if not throttled or time.monotonic() + wait >= deadline:
+                resp[rows] = list(answers.values())
+                return resp
+            time.sleep(wait)
+            again = throttled
 
     def _to_controller(self, send: Callable[[Any], dict[str, Any]],
                        moved: Callable[[dict[str, Any]], bool]) -> tuple[dict[str, Any], bool]:
