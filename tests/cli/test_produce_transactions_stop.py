@@ -22,7 +22,6 @@ from __future__ import annotations
 import signal
 import subprocess
 import sys
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -30,7 +29,7 @@ import pytest
 from tests.conftest import BrokerProcess
 from tests.groups.helpers import read_lines
 from tests.polling import wait_until
-from tests.sockets import end_offset, queued_bytes, queued_requests
+from tests.sockets import all_answered, end_offset, queued_bytes, queued_requests
 
 KAFKACTL = [sys.executable, "-m", "kafkactl"]
 # short timeouts: the old code's commit gave up after delivery.timeout.ms (exit 1) instead
@@ -175,21 +174,6 @@ def test_the_open_transaction_counts_what_was_sent(broker_factory: Any) -> None:
         "committed to txn-count in 0 transactions"), err
 
 
-def _answered(port: int) -> bool:
-    """Every connection to the broker on `port` has nothing queued either way: its
-    answers were read by the client."""
-    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
-        path = Path(table)
-        if not path.exists():
-            continue
-        for line in path.read_text().splitlines()[1:]:
-            fields = line.split()
-            ends = {int(fields[1].rsplit(":", 1)[1], 16), int(fields[2].rsplit(":", 1)[1], 16)}
-            if port in ends and fields[4] != "00000000:00000000":
-                return False
-    return True
-
-
 def test_a_commit_not_answered_is_unknown_not_aborted(broker_factory: Any) -> None:
     """SIGTERM while the last commit's EndTxn waits at a SIGSTOPped broker (its records
     acknowledged): after 5 s the summary says its outcome is unknown (exit 143), not that
@@ -208,7 +192,7 @@ def test_a_commit_not_answered_is_unknown_not_aborted(broker_factory: Any) -> No
         # two transactions committed, the third one's 50 records written and acknowledged
         wait_until(lambda: end_offset(broker.bootstrap, topic) >= 252, 60,
                    "two committed transactions and the open one's records")
-        wait_until(lambda: _answered(broker.port), 20, "every answer read")
+        wait_until(lambda: all_answered(broker.port), 20, "every answer read")
         broker.proc.send_signal(signal.SIGSTOP)
         try:
             proc.stdin.close()  # the end of the input: the last commit, EndTxn only
