@@ -39,11 +39,10 @@ from __future__ import annotations
 
 import os
 import time
-import uuid
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any
 
 from kafkactl.broker.client_quotas import (
     CLIENT_ID,
@@ -354,7 +353,7 @@ class MutationQuota:
     the request is not throttled. Permissive (older versions): it records, and the request
     is throttled while the bucket is below zero. `throttle_ms` is the response's."""
 
-    __slots__ = ("manager", "key", "bound", "strict", "recorded", "_throttle_ms", "_at")
+    __slots__ = ("manager", "key", "bound", "strict", "_throttle_ms", "_at")
 
     def __init__(self, manager: QuotaManager, key: tuple[str, str], bound: float,
                  strict: bool) -> None:
@@ -362,7 +361,6 @@ class MutationQuota:
         self.key = key
         self.bound = bound
         self.strict = strict
-        self.recorded = False  # the handler recorded (else the request handler does)
         self._throttle_ms = 0
         self._at = 0.0
 
@@ -375,17 +373,12 @@ class MutationQuota:
         tokens = self.manager._bucket(self.key, now).refill(self.bound, self._burst(), now)
         return self._throttle_of(tokens) if tokens < 0 else 0
 
-    def is_exceeded(self) -> bool:
-        """Strict, and a mutation of this request was refused."""
-        return self.strict and self._throttle_ms > 0
-
     def check(self) -> None:
         """Strict: ThrottlingQuotaExceeded while the bucket is below zero (then answer the
         topic THROTTLING_QUOTA_EXCEEDED and leave it be); else nothing. For a handler that
         learns a topic's partitions only once it is made: `check()` before, then
         `record(partitions, checked=False)` once made (Kafka's record checks and counts
         at once)."""
-        self.recorded = True
         if not self.strict:
             return
         throttle = self.exhausted_ms()
@@ -396,7 +389,6 @@ class MutationQuota:
     def record(self, partitions: float, *, checked: bool = True) -> None:
         """Count `partitions` mutated; strict (and `checked`): ThrottlingQuotaExceeded
         instead while the bucket is below zero."""
-        self.recorded = True
         manager = self.manager
         now = manager.clock()
         bucket = manager._bucket(self.key, now)
@@ -428,25 +420,9 @@ class MutationQuota:
         return int(-tokens / self.bound * 1000 + 0.5)  # Kafka: Math.round(-value/bound*1000)
 
 
-_H = TypeVar("_H", bound=Callable[..., Any])
-
-
-def records_mutations(handler: _H) -> _H:
-    """Mark a CreateTopics, DeleteTopics or CreatePartitions handler that records each
-    topic's mutation into `ctx.quota.mutation` itself (`check` before it, `record` after):
-    the request handler then leaves the strict quota's refusals to it, per topic, as
-    Kafka's ZkAdminManager decides them (after the topic's own checks). Unmarked, the
-    request handler refuses before the handler runs every topic a request asks while the
-    client's quota is already exhausted, and counts what the answer says was done."""
-    setattr(handler, "records_mutations", True)  # noqa: B010 - a mark on a function
-    return handler
-
-
 # the first version of each whose controller_mutation_rate is strict (KIP-599)
 STRICT_SINCE = {ApiKey.CREATE_TOPICS: 6, ApiKey.CREATE_PARTITIONS: 3, ApiKey.DELETE_TOPICS: 5}
 MUTATIONS = frozenset(STRICT_SINCE)
-NULL_UUID = uuid.UUID(int=0)
-_DONE = (0, 7)  # NONE, REQUEST_TIMED_OUT (done, not yet carried out): mutations made
 
 
 # ---------------------------------------------------------------- what a request counts for
@@ -459,7 +435,7 @@ class RequestQuota:
     mutation (`mutation`, a MutationQuota, None when the client has no
     controller_mutation_rate)."""
 
-    __slots__ = ("quotas", "user", "client_id", "busy", "mutation", "_sizes", "_held",
+    __slots__ = ("quotas", "user", "client_id", "busy", "mutation",
                  "_decided")
 
     def __init__(self, quotas: QuotaManager, user: str, client_id: str,
@@ -469,8 +445,6 @@ class RequestQuota:
         self.client_id = client_id
         self.busy = busy  # the handler's busy time so far, seconds
         self.mutation: MutationQuota | None = None
-        self._sizes: dict[str, int] = {}  # topic -> partitions it mutates (before it runs)
-        self._held: list[tuple[int, dict[str, Any]]] = []  # (request index, refusal)
         self._decided: tuple[int, str, float] | None = None  # (ms, kind, busy then)
 
     # ---- Fetch
@@ -498,74 +472,21 @@ class RequestQuota:
         return ms
 
     # ---- CreateTopics, CreatePartitions, DeleteTopics
-    def before_mutation(self, api_key: int, api_version: int, request: dict[str, Any],
-                        partition_count: Callable[[str], int],
-                        resolve: Callable[[Any], str | None],
-                        mutates: Callable[[str], bool], *,
-                        handler_records: bool = False) -> dict[str, Any]:
-        """Before a mutation request is handled: its MutationQuota, strict from Kafka's
-        versions, and what each topic would mutate. A strict quota already exhausted
-        refuses every topic that would be mutated (`mutates`: exists or not as the request
-        needs, authorized) with THROTTLING_QUOTA_EXCEEDED: they are taken out of the
-        request the handler gets (returned) and put back in its answer by `finish`.
-        `resolve`: a DeleteTopics v6 entry's topic id to its name; `handler_records`: the
-        handler records (and refuses) each topic itself (`records_mutations`)."""
-        quota = self.quotas.mutation_quota(self.user, self.client_id,
-                                           strict=api_version >= STRICT_SINCE[ApiKey(api_key)])
-        if quota is None:
-            return request
-        self.mutation = quota
-        entries = _mutation_entries(api_key, request)
-        names = [_entry_name(api_key, e, resolve) for e in entries]
-        self._sizes = _partitions_asked(api_key, entries, names, partition_count)
-        if handler_records or not quota.strict or request.get("validate_only"):
-            return request  # validate_only mutates nothing: nothing counted, refused
-        throttle = quota.exhausted_ms()
-        if throttle <= 0:
-            return request
-        seen: dict[str, int] = {}
-        for n in names:
-            if n is not None:
-                seen[n] = seen.get(n, 0) + 1
-        kept = []
-        for i, (entry, name) in enumerate(zip(entries, names, strict=True)):
-            if name is not None and seen[name] == 1 and mutates(name):
-                self._held.append((i, _refusal_row(api_key, entry, name)))
-            else:  # the handler answers it (a duplicate, unknown, refused otherwise)
-                kept.append(entry)
-        if not self._held:
-            return request
-        quota.refused(throttle)
-        reduced = dict(request)
-        reduced["topic_names" if "topic_names" in request and not request.get("topics")
-                else "topics"] = kept
-        return reduced
-
-    def _merge_held(self, api_key: int, request: dict[str, Any],
-                    body: dict[str, Any]) -> None:
-        """Put the topics refused before the handler back into its answer, in the
-        request's order."""
-        rows_key = {ApiKey.CREATE_TOPICS: "topics", ApiKey.DELETE_TOPICS: "responses",
-                    ApiKey.CREATE_PARTITIONS: "results"}[ApiKey(api_key)]
-        order: dict[Any, int] = {}
-        for i, e in enumerate(_mutation_entries(api_key, request)):
-            for key in ((e,) if isinstance(e, str) else (e.get("name"), e.get("topic_id"))):
-                if key is not None:
-                    order.setdefault(key, i)
-        rows = [(order.get(r.get("name"), order.get(r.get("topic_id"), len(order))), r)
-                for r in body.get(rows_key) or ()]
-        rows.extend(self._held)
-        rows.sort(key=lambda x: x[0])
-        body[rows_key] = [r for _, r in rows]
+    def before_mutation(self, api_key: int, api_version: int) -> None:
+        """Before a CreateTopics, CreatePartitions or DeleteTopics is handled: its
+        MutationQuota (`mutation`), strict from Kafka's versions (STRICT_SINCE), which
+        the handler checks and records topic by topic (handlers/topics.py); none when the
+        client has no controller_mutation_rate."""
+        self.mutation = self.quotas.mutation_quota(
+            self.user, self.client_id, strict=api_version >= STRICT_SINCE[ApiKey(api_key)])
 
     # ---- the handler is done
     def finish(self, api_key: int, request: dict[str, Any], body: dict[str, Any] | None,
-               request_bytes: int, busy_s: float, partition_count: Callable[[str], int],
-               original: dict[str, Any] | None = None) -> int:
+               request_bytes: int, busy_s: float) -> int:
         """Record a handled request against its client's quotas; the throttle time in ms
         (the largest of the quotas it exceeds, counted into the metric). Followers' fetches
         (replica_id >= 0) are exempt, and acks=0 Produces from request_percentage, as in
-        Kafka. `original`: the request as it came, when quotas took topics out of it."""
+        Kafka."""
         if request.get("replica_id", -1) >= 0:
             return 0
         quotas, user, client = self.quotas, self.user, self.client_id
@@ -587,13 +508,6 @@ class RequestQuota:
                 quotas.unrecord("fetch", user, client, size)
                 body["responses"] = []
         elif self.mutation is not None and api_key in MUTATIONS:
-            if body is not None:
-                if not self.mutation.recorded:  # the handler did not: what it made
-                    made = self._mutated(api_key, request, body, partition_count)
-                    if made:
-                        self.mutation.record(made, checked=False)
-                if self._held:
-                    self._merge_held(api_key, original or request, body)
             throttles["mutation"] = self.mutation.throttle_ms()
         if not throttles:
             return 0
@@ -602,72 +516,6 @@ class RequestQuota:
         if ms > 0:
             quotas.throttled(kind, user, client, ms)
         return ms
-
-    def _mutated(self, api_key: int, request: dict[str, Any], body: dict[str, Any],
-                 partition_count: Callable[[str], int]) -> int:
-        """The partitions the handler created or deleted, from its answer: each topic
-        answered NONE (or REQUEST_TIMED_OUT: done, not yet carried out), as asked."""
-        if request.get("validate_only"):
-            return 0
-        total = 0
-        if api_key == ApiKey.CREATE_TOPICS:
-            for r in body.get("topics") or ():
-                if r.get("error_code") in _DONE:
-                    n = r.get("num_partitions") or -1
-                    total += n if n > 0 else self._sizes.get(r.get("name") or "") or \
-                        max(partition_count(r.get("name") or ""), 1)
-            return total
-        rows = body.get("responses" if api_key == ApiKey.DELETE_TOPICS else "results") or ()
-        return sum(self._sizes.get(r.get("name") or "", 0) for r in rows
-                   if r.get("error_code") in _DONE)
-
-
-def _mutation_entries(api_key: int, request: dict[str, Any]) -> list[Any]:
-    if api_key == ApiKey.DELETE_TOPICS and not request.get("topics"):
-        return list(request.get("topic_names") or ())
-    return list(request.get("topics") or ())
-
-
-def _entry_name(api_key: int, entry: Any, resolve: Callable[[Any], str | None]) -> str | None:
-    if isinstance(entry, str):
-        return entry
-    name = entry.get("name")
-    if name is None and entry.get("topic_id") is not None:
-        return resolve(entry["topic_id"])
-    return str(name) if name is not None else None
-
-
-def _partitions_asked(api_key: int, entries: list[Any], names: list[str | None],
-                      partition_count: Callable[[str], int]) -> dict[str, int]:
-    """What each topic of the request would mutate, measured before it is handled (a
-    deleted topic's partitions are not known after)."""
-    sizes: dict[str, int] = {}
-    for entry, name in zip(entries, names, strict=True):
-        if name is None:
-            continue
-        if api_key == ApiKey.CREATE_TOPICS:
-            assignments = entry.get("assignments") or ()
-            sizes[name] = len(assignments) if assignments else \
-                max(int(entry.get("num_partitions", 1)), 0)
-        elif api_key == ApiKey.CREATE_PARTITIONS:
-            sizes[name] = max(0, int(entry.get("count", 0)) - partition_count(name))
-        else:
-            sizes[name] = partition_count(name)
-    return sizes
-
-
-def _refusal_row(api_key: int, entry: Any, name: str) -> dict[str, Any]:
-    """A topic's answer THROTTLING_QUOTA_EXCEEDED, in its API's shape (as Kafka's
-    KafkaApis answers a failed entry)."""
-    row: dict[str, Any] = {"name": name, "error_code": THROTTLING_QUOTA_EXCEEDED,
-                           "error_message": THROTTLED_MESSAGE}
-    if api_key == ApiKey.CREATE_TOPICS:
-        row.update(topic_id=NULL_UUID, num_partitions=-1, replication_factor=-1,
-                   configs=None)
-    elif api_key == ApiKey.DELETE_TOPICS:
-        topic_id = None if isinstance(entry, str) else entry.get("topic_id")
-        row["topic_id"] = topic_id or NULL_UUID
-    return row
 
 
 def records_bytes(topics: Any) -> int:

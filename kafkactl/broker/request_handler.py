@@ -33,8 +33,6 @@ from typing import Any
 from kafkactl.broker.log_context import current_request
 from kafkactl.broker.network import CloseConnection, ConnectionInfo, HandlerResult
 from kafkactl.broker.quota_manager import MUTATIONS, RequestQuota
-from kafkactl.broker.security.acl import AclOperation
-from kafkactl.broker.security.checks import authorize_cluster, unauthorized_topics
 from kafkactl.broker.services import BrokerServices
 from kafkactl.protocol import codec
 from kafkactl.protocol.api_keys import ApiKey
@@ -120,18 +118,14 @@ class KafkaApis:
                                      client_id, conn))
         quotas = self.services.quotas
         enforcing = quotas is not None and not quotas.store.empty()  # no quota: no clock
-        original = request
         meter: _Meter | None = None
         if enforcing:
             assert quotas is not None
             meter = _Meter()
             ctx.quota = RequestQuota(quotas, conn.principal.name, client_id or "",
                                      meter.so_far)
-            if api_key in MUTATIONS:
-                request = ctx.quota.before_mutation(
-                    api_key, api_version, request, self._partition_count, self._topic_name,
-                    lambda name: self._mutates(ctx, name),
-                    handler_records=getattr(route[2], "records_mutations", False))
+            if api_key in MUTATIONS:  # the topic handlers check and record it per topic
+                ctx.quota.before_mutation(api_key, api_version)
             meter.step_started = time.perf_counter()
         elif quotas is not None and not quotas.idle():
             quotas.maybe_sweep()  # what quotas since removed left is forgotten in time
@@ -143,11 +137,10 @@ class KafkaApis:
             if meter is None:
                 return self._finish(ctx, body, None, len(frame), codecs[1])
             meter.stop()
-            return self._finish(ctx, _Busy(body, meter), (request, original), len(frame),
-                                codecs[1])
+            return self._finish(ctx, _Busy(body, meter), request, len(frame), codecs[1])
         if meter is not None:
             meter.stop()
-            self._throttle(ctx, request, original, body, len(frame), meter.busy_s)
+            self._throttle(ctx, request, body, len(frame), meter.busy_s)
         if body is None:
             return None
         if self.count_errors is not None:
@@ -155,46 +148,18 @@ class KafkaApis:
         return codecs[1](correlation_id, body)
 
     def _throttle(self, ctx: RequestContext, request: dict[str, Any],
-                  original: dict[str, Any], body: dict[str, Any] | None, size: int,
-                  busy_s: float) -> None:
+                  body: dict[str, Any] | None, size: int, busy_s: float) -> None:
         """Client quotas: a client over one gets the throttle time in its response and its
         connection muted that long once the response is sent (KIP-219; an acks=0 Produce,
         with no response, is muted all the same)."""
         quota = ctx.quota
         assert quota is not None
-        ms = quota.finish(ctx.api_key, request, body, size, busy_s, self._partition_count,
-                          original)
+        ms = quota.finish(ctx.api_key, request, body, size, busy_s)
         if ms <= 0:
             return
         if body is not None and "throttle_time_ms" in body:
             body["throttle_time_ms"] = max(int(body["throttle_time_ms"] or 0), ms)
         ctx.connection.throttle_ms = max(ctx.connection.throttle_ms, ms)
-
-    def _topic_name(self, topic_id: Any) -> str | None:
-        found = self.services.metadata_cache.topic_by_id(topic_id)
-        return None if found is None else found.name
-
-    def _mutates(self, ctx: RequestContext, name: str) -> bool:
-        """Would the handler create (CreateTopics), grow or delete this topic, all else
-        being right: it does not exist yet / it exists, and the principal may (a refusal
-        is the handler's to answer, ahead of the quota's, as in Kafka)."""
-        exists = self.services.metadata_cache.topic(name) is not None
-        if ctx.api_key == ApiKey.CREATE_TOPICS:
-            if exists:
-                return False
-            op = AclOperation.CREATE
-            if authorize_cluster(self.services, ctx, op, log_if_denied=False):
-                return True
-        else:
-            if not exists:
-                return False
-            op = AclOperation.DELETE if ctx.api_key == ApiKey.DELETE_TOPICS else \
-                AclOperation.ALTER
-        return not unauthorized_topics(self.services, ctx, op, [name], log_if_denied=False)
-
-    def _partition_count(self, topic: str) -> int:
-        found = self.services.metadata_cache.topic(topic)
-        return 0 if found is None else len(found.partitions)
 
     def _refuse(self, conn: ConnectionInfo, api_key: int, api_version: int,
                 correlation_id: int) -> HandlerResult:
@@ -221,18 +186,17 @@ class KafkaApis:
             f"{ApiKey(api_key).name} v{api_version} is not supported (v{lo}-v{hi}); closing")
 
     async def _finish(self, ctx: RequestContext, pending: Awaitable[dict[str, Any] | None],
-                      requests: tuple[dict[str, Any], dict[str, Any]] | None, size: int,
+                      request: dict[str, Any] | None, size: int,
                       encode: Callable[[int, Any], list[Any]]) -> list[Any] | None:
-        """The awaited rest of a handler; `requests` (as handled, as it came) is given when
-        quotas are enforced."""
+        """The awaited rest of a handler; `request` is given when quotas are enforced."""
         token = current_request.set((_API_NAMES[ctx.api_key], ctx.api_version,
                                      ctx.correlation_id, ctx.client_id, ctx.connection))
         try:
             body = await pending
         finally:
             current_request.reset(token)
-        if requests is not None and isinstance(pending, _Busy):
-            self._throttle(ctx, requests[0], requests[1], body, size, pending.busy_s)
+        if request is not None and isinstance(pending, _Busy):
+            self._throttle(ctx, request, body, size, pending.busy_s)
         if body is None:
             return None
         if self.count_errors is not None:

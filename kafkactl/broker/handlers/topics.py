@@ -10,7 +10,7 @@ from collections import Counter
 from typing import Any
 
 from kafkactl.broker.handlers.configs import topic_config_entries
-from kafkactl.broker.quota_manager import ThrottlingQuotaExceeded, records_mutations
+from kafkactl.broker.quota_manager import ThrottlingQuotaExceeded
 from kafkactl.broker.request_handler import RequestContext
 from kafkactl.broker.security.acl import AclOperation
 from kafkactl.broker.security.checks import authorize_cluster, unauthorized_topics
@@ -48,7 +48,6 @@ async def _settle(services: BrokerServices, rows: list[dict[str, Any]], key: str
                 r.update(num_partitions=-1, replication_factor=-1, configs=None)
 
 
-@records_mutations
 async def handle_create_topics(services: BrokerServices, ctx: RequestContext,
                                request: dict[str, Any]) -> dict[str, Any]:
     admin = services.topic_admin
@@ -117,7 +116,6 @@ async def handle_create_topics(services: BrokerServices, ctx: RequestContext,
     return {"throttle_time_ms": 0, "topics": results}
 
 
-@records_mutations
 async def handle_delete_topics(services: BrokerServices, ctx: RequestContext,
                                request: dict[str, Any]) -> dict[str, Any]:
     quota = ctx.quota.mutation if ctx.quota is not None else None  # controller_mutation_rate
@@ -170,7 +168,6 @@ async def handle_delete_topics(services: BrokerServices, ctx: RequestContext,
     return {"throttle_time_ms": 0, "responses": responses}
 
 
-@records_mutations
 async def handle_create_partitions(services: BrokerServices, ctx: RequestContext,
                                    request: dict[str, Any]) -> dict[str, Any]:
     admin = services.topic_admin
