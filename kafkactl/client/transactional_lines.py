@@ -26,12 +26,10 @@ caller waits for, so a coordinator or broker that does not answer cannot hold th
 
 from __future__ import annotations
 
-import signal
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from types import FrameType
 from typing import TYPE_CHECKING, Any
 
 from kafkactl.client.delimited import LongRecord
@@ -66,42 +64,6 @@ class TransactionOutcome:
 
 class AbortNotAnswered(ClientError):  # noqa: N818 - named for what happened
     """The abort did not end within the time a stop gives it."""
-
-
-# the signals that stop a run, when the caller handles them in Python (Ctrl-C's
-# KeyboardInterrupt; `kafkactl produce` treats SIGTERM alike)
-STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
-
-
-class _Deferred:
-    """Hold off Ctrl-C (and SIGTERM, when it has a Python handler) while a commit is on its
-    way (main thread only); `deliver()` then hands the first one that came to its handler."""
-
-    def __init__(self) -> None:
-        self.hit: int | None = None  # the first signal held off
-        self._old: dict[int, Callable[[int, FrameType | None], Any]] = {}
-
-    def __enter__(self) -> _Deferred:
-        if threading.current_thread() is threading.main_thread():
-            for sig in STOP_SIGNALS:
-                old = signal.getsignal(sig)
-                if callable(old):  # (SIG_DFL and SIG_IGN act outside Python: left alone)
-                    signal.signal(sig, self._note)
-                    self._old[sig] = old
-        return self
-
-    def _note(self, signum: int, _frame: FrameType | None) -> None:
-        if self.hit is None:
-            self.hit = signum
-
-    def __exit__(self, *exc: object) -> None:
-        for sig, old in self._old.items():
-            signal.signal(sig, old)
-
-    def deliver(self) -> None:
-        """Run the handler of the signal held off (Ctrl-C's raises KeyboardInterrupt)."""
-        if self.hit is not None:
-            self._old[self.hit](self.hit, None)
 
 
 def _cut(chunk: list[bytes] | LongRecord, room: int,

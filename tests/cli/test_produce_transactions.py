@@ -164,30 +164,6 @@ def test_sigterm_mid_pipe_aborts_the_open_transaction(module_broker: Any) -> Non
         assert _kcat(b, "txn-sigterm", "read_committed") == lines[:200]
 
 
-def test_sigterm_while_a_commit_is_under_way_waits_for_it() -> None:
-    """The commit's deferral holds SIGTERM as it holds Ctrl-C (when SIGTERM has a Python
-    handler, as produce's does), then hands it to that handler: never half-committed."""
-    from kafkactl.client.transactional_lines import _Deferred
-
-    got: list[int] = []
-
-    def handler(signum: int, _frame: Any) -> None:
-        got.append(signum)
-        raise KeyboardInterrupt
-
-    old = signal.signal(signal.SIGTERM, handler)
-    try:
-        with _Deferred() as deferred:
-            signal.raise_signal(signal.SIGTERM)  # (its Python handler runs before this returns)
-            assert got == [] and deferred.hit == signal.SIGTERM
-        assert signal.getsignal(signal.SIGTERM) is handler
-        with pytest.raises(KeyboardInterrupt):
-            deferred.deliver()
-        assert got == [signal.SIGTERM]
-    finally:
-        signal.signal(signal.SIGTERM, old)
-
-
 class _AbortInterruptedProducer:
     """A transactional producer whose abort is cut short by a second Ctrl-C/SIGTERM."""
 
