@@ -56,6 +56,46 @@ def _only_topics(body: dict[str, Any], names: set[str]) -> None:
         body["topic_names"] = [n for n in body["topic_names"] if n in names]
 
 
+def controller_connection(client: KafkaClient) -> Any:
+    """A connection to the controller the metadata names (else to any broker)."""
+    cluster = client.refresh_metadata([])
+    if cluster.controller_id >= 0 and cluster.controller_id in cluster.brokers:
+        return client.connection(cluster.controller_id)
+    return client.any_connection()
+
+
+def to_controller(client: KafkaClient, send: Callable[[Any], dict[str, Any]],
+                  moved: Callable[[dict[str, Any]], bool], timeout_s: float, *,
+                  resend_lost: bool = True, connect: Callable[[], Any] | None = None
+                  ) -> tuple[dict[str, Any], bool]:
+    """send(controller connection: `connect()`, else controller_connection) until its
+    answer is not `moved` (NOT_CONTROLLER) and it reached a controller, backing off, until
+    `timeout_s`; with `resend_lost`, a
+    controller that cannot be reached (killed) is asked again once the metadata names
+    another. (The answer, whether a connection was lost on the way.)"""
+    deadline = time.monotonic() + timeout_s
+    backoff = 0.05
+    lost = False
+    while True:
+        try:
+            resp = send(connect() if connect is not None else controller_connection(client))
+        except (KafkaConnectionError, KafkaTimeoutError, NoBrokersAvailable):
+            if not resend_lost or time.monotonic() + backoff >= deadline:
+                raise
+            lost = True
+            node = client.cluster.controller_id
+            if node >= 0:
+                client.drop_connection(node)
+                client.cluster.invalidate_node(node)
+            time.sleep(backoff)
+            backoff = min(backoff * 2, 1.0)
+            continue
+        if not moved(resp) or time.monotonic() + backoff >= deadline:
+            return resp, lost
+        time.sleep(backoff)
+        backoff = min(backoff * 2, 1.0)
+
+
 class AdminClient:
     def __init__(self, bootstrap_servers: str | Iterable[str] | None = None, *,
                  client_id: str = "kafkactl-admin", request_timeout_ms: int = 30000,
@@ -68,10 +108,7 @@ class AdminClient:
         self.operation_timeout_ms = request_timeout_ms - min(5000, request_timeout_ms // 5)
 
     def _controller(self) -> Any:
-        cluster = self.client.refresh_metadata([])
-        if cluster.controller_id >= 0 and cluster.controller_id in cluster.brokers:
-            return self.client.connection(cluster.controller_id)
-        return self.client.any_connection()
+        return controller_connection(self.client)
 
     def _controller_request(self, api_key: ApiKey, rows: str,
                             build: Callable[[Any], tuple[dict[str, Any], int | None]]
@@ -119,30 +156,8 @@ class AdminClient:
 
     def _to_controller(self, send: Callable[[Any], dict[str, Any]],
                        moved: Callable[[dict[str, Any]], bool]) -> tuple[dict[str, Any], bool]:
-        """send(controller connection) until its answer is not `moved` (NOT_CONTROLLER) and
-        it reached a controller, backing off, until the request timeout; (the answer,
-        whether a connection was lost on the way)."""
-        deadline = time.monotonic() + self.timeout_ms / 1000
-        backoff = 0.05
-        lost = False
-        while True:
-            try:
-                resp = send(self._controller())
-            except (KafkaConnectionError, KafkaTimeoutError, NoBrokersAvailable):
-                if time.monotonic() + backoff >= deadline:
-                    raise
-                lost = True
-                node = self.client.cluster.controller_id
-                if node >= 0:
-                    self.client.drop_connection(node)
-                    self.client.cluster.invalidate_node(node)
-                time.sleep(backoff)
-                backoff = min(backoff * 2, 1.0)
-                continue
-            if not moved(resp) or time.monotonic() + backoff >= deadline:
-                return resp, lost
-            time.sleep(backoff)
-            backoff = min(backoff * 2, 1.0)
+        return to_controller(self.client, send, moved, self.timeout_ms / 1000,
+                             connect=self._controller)
 
     @staticmethod
     def _check(code: int, message: str | None, what: str) -> None:

@@ -5,7 +5,6 @@ password never leaves the client; AlterUserScramCredentials goes to the controll
 from __future__ import annotations
 
 import secrets
-import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -46,24 +45,19 @@ def _controller_request(client: KafkaClient, api_key: ApiKey,
                         body: dict[str, Any]) -> dict[str, Any]:
     """Send to the controller the Metadata names (only it alters SCRAM credentials in a
     ZooKeeper cluster, as in Kafka's), again while every result says NOT_CONTROLLER (the
-    controller moved, or none is elected yet), backing off, until the request timeout: as
-    Java's admin client does with its ControllerNodeProvider."""
+    controller moved, or none is elected yet), until the request timeout: as Java's admin
+    client does with its ControllerNodeProvider. A lost connection is not resent (a
+    deletion sent again would answer that the user does not exist)."""
+    from kafkactl.client.admin import to_controller
     from kafkactl.protocol.errors import ErrorCode
 
-    deadline = time.monotonic() + client.request_timeout
-    backoff = 0.05
-    while True:
-        cluster = client.refresh_metadata([])
-        node = cluster.controller_id
-        conn = client.connection(node) if node >= 0 and node in cluster.brokers \
-            else client.any_connection()
-        r = conn.request(api_key, body)
+    def moved(r: dict[str, Any]) -> bool:
         codes = [res["error_code"] for res in r["results"]]
-        moved = bool(codes) and all(c == ErrorCode.NOT_CONTROLLER for c in codes)
-        if not moved or time.monotonic() + backoff >= deadline:
-            return r
-        time.sleep(backoff)
-        backoff = min(backoff * 2, 1.0)
+        return bool(codes) and all(c == ErrorCode.NOT_CONTROLLER for c in codes)
+
+    resp, _lost = to_controller(client, lambda conn: conn.request(api_key, body), moved,
+                                client.request_timeout, resend_lost=False)
+    return resp
 
 
 def describe_acls(client: KafkaClient, flt: AclEntry) -> list[AclEntry]:
