@@ -185,8 +185,10 @@ def test_records_max_timestamp_twins_agree() -> None:
     firsts = [TS, 0, -1, LONG_MAX, LONG_MIN, LONG_MAX - 63, LONG_MIN + 64, LONG_MAX - 64,
               LONG_MIN + 63]
     for n in range(1000):
-        count = rng.choice([1, 2, 3, 64, 65, 200])
-        shape = rng.choice(["fixed", "mixed", "wide", "huge", "two+", "two-", "two+-"])
+        # counts one below / at / one above the column run (MIN_COLUMN_RUN, 16)
+        count = rng.choice([1, 2, 3, 15, 16, 17, 64, 65, 200])
+        shape = rng.choice(["fixed", "mixed", "wide", "huge", "two+", "two-", "two+-",
+                            "runs"])
         if shape == "huge":
             deltas = [rng.choice([0, 1, -1, 2**62, -(2**62), LONG_MAX, LONG_MIN])
                       for _ in range(count)]
@@ -195,13 +197,19 @@ def test_records_max_timestamp_twins_agree() -> None:
                                  [1 if shape == "two+" else -1]) * rng.randint(65, 8191)
                       for _ in range(count)]
         else:
-            span = {"fixed": 50, "mixed": 63, "wide": 10**6}[shape]
+            span = {"fixed": 50, "mixed": 63, "wide": 10**6, "runs": 50}[shape]
             deltas = [rng.randint(-span, span) for _ in range(count)]
+        # "runs": records in runs of one size, short (1, 3) and at the column edge (15-17),
+        # so the walk switches between columns and records, and past MAX_SHORT_RUNS (4)
+        sizes: list[int] = []
+        while len(sizes) < count:
+            sizes += [len(sizes) % 2 * 5 + 5] * rng.choice([1, 3, 15, 16, 17])
         deltas[0] = 0
         first = rng.choice(firsts)
         b = RecordBatchBuilder()
         for i in range(count):
-            size = rng.randint(0, 30) if shape in ("mixed", "wide") else 10
+            size = rng.randint(0, 30) if shape in ("mixed", "wide") else \
+                sizes[i] if shape == "runs" else 10
             b.append_at(i, TS, None, b"x" * size)
         buf = bytearray(b.build())
         _set_deltas(buf, deltas)
