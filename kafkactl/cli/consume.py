@@ -10,7 +10,7 @@ import select
 import sys
 import time
 from collections.abc import Callable
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -38,6 +38,7 @@ if TYPE_CHECKING:  # the client is imported when a command runs, so --help stays
 TOKEN = re.compile(rb"%[tpokKsSThR%]")
 ANY_TOKEN = re.compile(rb"%(.?)", re.DOTALL)
 TOKENS_HELP = "%t %p %o %k %K %s %S %R %T %h %%"
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 def parse_offset(spec: str) -> StartOffset:
@@ -63,9 +64,9 @@ def parse_offset(spec: str) -> StartOffset:
         raise typer.BadParameter(
             f"--offset {spec!r}: use earliest, latest, N, -N (from the end), @<ms timestamp> "
             "or an ISO date such as 2024-05-01T12:00:00") from None
-    if dt.tzinfo is None:
-        dt = dt.astimezone()  # local time, like the shell tools
-    return StartOffset("timestamp", int(dt.astimezone(UTC).timestamp() * 1000))
+    if dt.tzinfo is None:  # UTC, as Kafka's tools read a time without a zone
+        dt = dt.replace(tzinfo=UTC)
+    return StartOffset("timestamp", (dt - _EPOCH) // timedelta(milliseconds=1))
 
 
 # A group member's max.poll.records unless -X gives one (Java's default)
@@ -226,7 +227,8 @@ def consume(  # noqa: C901
                                         help="Only this partition (repeatable)."),
     offset: str | None = typer.Option(
         None, "--offset", "-o",
-        help="earliest | latest | N | -N (N before the end) | @<ms timestamp> | ISO date. "
+        help="earliest | latest | N | -N (N before the end) | @<ms timestamp> | ISO date "
+             "(UTC without a zone, as Kafka's tools read it). "
              "Default: latest, the records produced from now on, as kafka-console-consumer "
              "(kcat's default is the beginning: -o earliest), or -X auto.offset.reset's; "
              "with -G, the group's committed offsets, and that where it has none."),

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterable
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -34,6 +34,7 @@ offsets_app = typer.Typer(help="List groups; show, reset, delete and migrate con
 T = TypeVar("T")
 TopicPartition = tuple[str, int]
 INACTIVE = ("Empty", "Dead")
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 def _run(bootstrap: str | None, prop: list[str], command_config: Path | None,
@@ -77,15 +78,18 @@ def parse_topic_spec(spec: str) -> tuple[str, list[int] | None]:
 
 
 def parse_datetime(text: str, option: str = "--to-datetime") -> int:
-    """ISO-8601 (`2024-05-01T12:00:00.000`, optional zone; local time if none) -> ms."""
+    """ISO-8601 (`2024-05-01T12:00:00.000`, optional zone: `Z`, `+05:00`, `+0500`, `+05`)
+    -> ms since the epoch. Without a zone the time is UTC, never the machine's local time:
+    as Kafka's tools read it (Utils.getDateTime appends `Z` to a time with no zone)."""
     try:
         dt = datetime.fromisoformat(text.replace("Z", "+00:00"))
     except ValueError:
         raise typer.BadParameter(f"bad {option} {text!r}: expected "
-                                 "YYYY-MM-DDTHH:mm:SS[.sss][+HH:MM]") from None
+                                 "YYYY-MM-DDTHH:mm:SS[.sss][Z|+HH:MM] (UTC without a "
+                                 "zone)") from None
     if dt.tzinfo is None:
-        dt = dt.astimezone()
-    return int(dt.astimezone(UTC).timestamp() * 1000)
+        dt = dt.replace(tzinfo=UTC)
+    return (dt - _EPOCH) // timedelta(milliseconds=1)  # (exact: no float rounding)
 
 
 class GroupNotFound(ValueError):
@@ -369,7 +373,9 @@ def reset(group: str = typer.Option(..., "--group", "-G", "-g", help="The group.
           to_offset: int | None = typer.Option(None, "--to-offset",
                                                help="To this offset (clamped to the log)."),
           to_datetime: str | None = typer.Option(None, "--to-datetime",
-                                                 help="YYYY-MM-DDTHH:mm:SS[.sss]"),
+                                                 help="YYYY-MM-DDTHH:mm:SS[.sss][Z|+HH:MM]; "
+                                                      "without a zone: UTC, as Kafka's "
+                                                      "tools read it."),
           by_duration: str | None = typer.Option(None, "--by-duration", metavar="PnDTnHnMnS",
                                                  help="To the offsets at now minus this "
                                                       "ISO-8601 duration (e.g. PT1H30M)."),

@@ -34,7 +34,9 @@ def migrate(
                                  help="Show what would move; write nothing anywhere."),
     overwrite: bool = typer.Option(
         False, "--overwrite",
-        help="Also replace newer offsets the broker holds and take offsets past the log "
+        help="ZooKeeper's offsets win: also replace newer offsets the broker holds "
+             "(rewinding the group; without it a newer broker offset is kept and counts "
+             "as migrated, as Kafka resumes from the larger) and take offsets past the log "
              "end or before the log start."),
     delete_source: bool = typer.Option(
         False, "--delete-source",
@@ -47,7 +49,8 @@ def migrate(
     zookeeper_timeout: float = typer.Option(
         30.0, "--zookeeper-timeout", metavar="SECONDS", min=0.1,
         help="How long ZooKeeper may not answer a request (retried across lost "
-             "connections) before the run stops, saying how far it got; default 30."),
+             "connections), or take to connect, before the run stops, saying how far it "
+             "got; default 30."),
     as_json: bool = typer.Option(False, "--json", help="JSON output."),
     bootstrap: str | None = bootstrap_option(),
     prop: list[str] = property_option(),
@@ -67,7 +70,8 @@ def migrate(
     if dry_run and delete_source:
         raise fail("--dry-run deletes nothing: drop --delete-source or --dry-run", 2)
     security = client_security(prop, command_config)
-    zk = connect_existing_chroot(zookeeper, require=zk_paths.CONSUMERS)
+    zk = connect_existing_chroot(zookeeper, require=zk_paths.CONSUMERS,
+                                 timeout_s=zookeeper_timeout)
     stopped: str | None = None
     zookeeper_stalled = False
     try:
@@ -106,17 +110,21 @@ def migrate(
         raise typer.Exit(1)
 
 
-def connect_existing_chroot(zookeeper: str, require: str | None = None) -> Any:
+def connect_existing_chroot(zookeeper: str, require: str | None = None,
+                            timeout_s: float | None = None) -> Any:
     """A kazoo client for a `--zookeeper` option whose chroot exists (a mistyped one is not
-    created) and has `require` under it (consumer_registry.connect_existing), or a one-line
-    error (exit 1)."""
+    created) and has `require` under it (consumer_registry.connect_existing), connected
+    within `timeout_s` (default: connect_existing's), or a one-line error (exit 1)."""
     from kazoo.exceptions import KazooException
 
     from kafkactl.cluster import consumer_registry
     from kafkactl.cluster.zookeeper import ZooKeeperUnavailable
 
     try:
-        return consumer_registry.connect_existing(zookeeper, require=require)
+        if timeout_s is None:
+            return consumer_registry.connect_existing(zookeeper, require=require)
+        return consumer_registry.connect_existing(zookeeper, require=require,
+                                                  timeout_s=timeout_s)
     except (ZooKeeperUnavailable, ValueError) as e:
         raise fail(str(e)) from None
     except KazooException as e:  # (lost again right after connecting)
@@ -158,7 +166,18 @@ def _render_now(result: GroupResult, dry_run: bool) -> None:
         raise StdoutClosed
 
 
+def _cell(text: str) -> str:
+    """`text` for a table cell: quoted and escaped (repr) when it would not show as it is
+    (a newline, which breaks the row, other control characters, blanks at an end, or
+    nothing at all), and never read as rich markup."""
+    from rich.markup import escape
+
+    plain = text != "" and text.isprintable() and text.strip() == text
+    return escape(text if plain else repr(text))
+
+
 def _render(results: list[GroupResult], dry_run: bool) -> None:
+    from rich.markup import escape
     from rich.table import Table
 
     for r in results:
@@ -166,11 +185,13 @@ def _render(results: list[GroupResult], dry_run: bool) -> None:
         table = Table("TOPIC", "PARTITION", "ZOOKEEPER", "BROKER BEFORE", "BROKER AFTER",
                       "STATUS", "NOTE", title=title, box=None)
         for x in r.rows:
-            table.add_row(x.topic, repr(x.name) if x.partition is None else str(x.partition),
-                          x.zookeeper,
+            table.add_row(escape(x.topic),
+                          escape(repr(x.name)) if x.partition is None else str(x.partition),
+                          _cell(x.zookeeper),
                           "-" if x.broker_before < 0 else str(x.broker_before),
                           "-" if x.broker_after < 0 else str(x.broker_after),
-                          x.status + (" (source deleted)" if x.deleted else ""), x.note)
+                          x.status + (" (source deleted)" if x.deleted else ""),
+                          escape(x.note))
         if r.rows:
             print_table(table)
         counts: dict[str, int] = {}

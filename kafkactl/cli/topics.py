@@ -295,13 +295,14 @@ TIME_WORDS = {"earliest": -2, "latest": -1, "max-timestamp": -3}
 
 def parse_time(text: str) -> int:
     """kafka-get-offsets' --time: earliest (-2), latest (-1), max-timestamp (-3), a
-    timestamp in ms, or an ISO-8601 date (local time without a zone)."""
+    timestamp in ms, or an ISO-8601 date (UTC without a zone, as Kafka's tools read it)."""
     word = TIME_WORDS.get(text.strip().lower())
     if word is not None:
         return word
     bad = typer.BadParameter(
         f"bad --time {text!r}: use earliest (-2), latest (-1), max-timestamp (-3), a "
-        "timestamp in ms or an ISO date (YYYY-MM-DDTHH:mm:SS[.sss][+HH:MM])")
+        "timestamp in ms or an ISO date (YYYY-MM-DDTHH:mm:SS[.sss][Z|+HH:MM], UTC "
+        "without a zone)")
     try:
         value = int(text)
     except ValueError:
@@ -334,8 +335,9 @@ def offsets(
                                         help="Only these partitions (repeatable, or 0,2)."),
     time: str = typer.Option("latest", "--time",
                              help="earliest, latest, max-timestamp, a timestamp in ms or an "
-                                  "ISO date (2024-05-01T12:00:00): the first offset whose "
-                                  "record is at least that new."),
+                                  "ISO date (2024-05-01T12:00:00[Z|+HH:MM], UTC "
+                                  "without a zone): the first offset whose record is at "
+                                  "least that new."),
     exclude_internal: bool = typer.Option(False, "--exclude-internal",
                                           help="Without --topic, skip internal topics."),
     as_json: bool = typer.Option(False, "--json", help="A JSON array, one object per "

@@ -4,13 +4,20 @@ offsets from ZooKeeper to Kafka").
 For each group: read /consumers/[group]/offsets, check every partition against the broker
 (topic and partition exist, offset within the log), compare with what the broker already
 holds, commit the ones to move with OffsetCommit, read them back with OffsetFetch, and only
-then (with delete_source) remove the verified znodes. Idempotent: a run interrupted at any
-point and run again ends with every partition migrated once with the ZooKeeper value.
+then (with delete_source) remove the verified znodes. A broker offset newer than
+ZooKeeper's means the partition was migrated already (the group committed to the broker
+since, as Kafka's dual-commit migration leaves it): the broker's is kept and counts as
+verified, as Kafka's consumer resumes from the larger of the two
+(ZookeeperConsumerConnector.fetchOffsets: zkOffset.max(kafkaOffset)); only `overwrite`
+rewinds it to ZooKeeper's. An older broker offset is replaced by ZooKeeper's. Idempotent: a
+run interrupted at any point and run again ends with every partition migrated once.
 
 Every znode under /consumers/[group]/offsets/[topic] is reported: a partition name or an
 offset that is not what Kafka wrote (consumer_registry.parse_offset, as the ZooKeeper
-consumer reads them: Long.parseLong's plain ASCII decimal, the name as Kafka spells the
-partition number) is "invalid", never skipped or read leniently. A group whose broker group
+consumer reads them: what Long.parseLong reads, the name as Kafka spells the partition
+number) is "invalid", never skipped or read leniently; a negative offset is "no offset"
+(Kafka's consumer reset it with auto.offset.reset): nothing to migrate, and done (deleted
+with the others by delete_source). A group whose broker group
 has members is left alone (Kafka's tools change only an inactive group's offsets); one whose
 ZooKeeper consumers are still registered (/consumers/[group]/ids) is refused for
 delete_source and warned about otherwise (its ZooKeeper offsets are still moving).
@@ -45,20 +52,21 @@ log = logging.getLogger("kafkactl.offsets")
 
 TopicPartition = tuple[str, int]
 
-# Row statuses. MIGRATED/EQUAL/OVERWRITTEN are done; the others were left as they were.
+# Row statuses. Those in DONE are done; the others were left as they were.
 MIGRATED = "migrated"
 EQUAL = "already equal"
+AHEAD = "already migrated"  # the broker holds a newer offset: kept (Kafka takes the larger)
 OVERWRITTEN = "overwritten"
+NO_OFFSET = "no offset"  # a negative offset in ZooKeeper: no position, nothing to migrate
 WOULD_MIGRATE = "would migrate"
 WOULD_OVERWRITE = "would overwrite"
-CONFLICT = "conflict"
 INVALID = "invalid"
 BEYOND_END = "beyond log end"
 BELOW_START = "below log start"
 UNKNOWN = "unknown partition"
 SKIPPED = "skipped (topic deleted)"
 FAILED = "failed"
-DONE = {MIGRATED, EQUAL, OVERWRITTEN, SKIPPED}
+DONE = {MIGRATED, EQUAL, AHEAD, OVERWRITTEN, NO_OFFSET, SKIPPED}
 
 INACTIVE = ("Empty", "Dead")
 # OffsetCommit answers for a simple (generation -1) commit into a group with members
@@ -199,14 +207,18 @@ def _stopped(why: str, results: list[GroupResult], names: list[str]) -> str:
 def read_znodes(zk: KazooClient | PatientZooKeeper, group: str
                 ) -> list[tuple[Row, int | None]]:
     """A row per znode under /consumers/GROUP/offsets/TOPIC with its offset parsed, or
-    (None) status INVALID and what is wrong with the znode in `note`."""
+    (None) status NO_OFFSET (a negative offset) or INVALID, and why in `note`."""
     from kafkactl.client.zookeeper_patience import PatientZooKeeper
 
     pzk = zk if isinstance(zk, PatientZooKeeper) else PatientZooKeeper(zk, ZOOKEEPER_TIMEOUT_S)
     rows: list[tuple[Row, int | None]] = []
     for stored in _offset_znodes(pzk, group):
         row = Row(group, stored.topic, stored.partition, stored.raw, -1, "", name=stored.name)
-        if stored.error is not None:
+        if stored.no_offset:
+            row.status = NO_OFFSET
+            row.note = (f"{stored.error}: no position to migrate (Kafka's consumer resets "
+                        "it: auto.offset.reset)")
+        elif stored.error is not None:
             row.status, row.note = INVALID, stored.error
         rows.append((row, stored.offset))
     return rows
@@ -240,7 +252,7 @@ def _live_members_note(group: str, ids: list[str]) -> str:
             f"{shown}): they still commit to ZooKeeper, so its offsets there keep moving")
 
 
-# C901: one decision per partition (equal/beyond end/conflict), then commit+verify
+# C901: the group's rows, its live members, then delete_source's verdict
 def _migrate_group(run: _Run, group: str) -> GroupResult:  # noqa: C901
     from kafkactl.client.zookeeper_patience import ZooKeeperStalled
 
@@ -285,22 +297,23 @@ def _migrate_group(run: _Run, group: str) -> GroupResult:  # noqa: C901
                             else f"not migrated: {why}")
         result.error = _join(result.error, why)
     for row in rows.values():
-        if row.status == EQUAL:
+        if row.status in (EQUAL, AHEAD):
             row.broker_after = row.broker_before
 
     if run.delete_source and not run.dry_run:
         if refuse_delete is not None:
             result.error = _join(result.error, refuse_delete)
         elif all(r.status in DONE for r in result.rows):
+            # (every row is a partition's then: a valid offset, or a negative one)
             try:
-                for tp, row in rows.items():
-                    run.zk.delete(zk_paths.offset(group, *tp))
+                for row in result.rows:
+                    run.zk.delete(row.path)
                     row.deleted = True
             except ZooKeeperStalled as e:
                 result.error = _join(result.error, (
                     "ZooKeeper stopped answering while its verified offsets were being "
-                    f"deleted: {sum(r.deleted for r in result.rows)} of {len(rows)} deleted "
-                    "(the rest are kept; run it again)"))
+                    f"deleted: {sum(r.deleted for r in result.rows)} of {len(result.rows)} "
+                    "deleted (the rest are kept; run it again)"))
                 result.stopped = e
         else:
             invalid = [r.path for r in result.rows if r.status == INVALID]
@@ -317,7 +330,7 @@ def _join(first: str | None, then: str) -> str:
     return then if first is None else f"{first}; {then}"
 
 
-# C901: one decision per partition (equal/beyond end/conflict), then commit+verify
+# C901: one decision per partition (equal/ahead/beyond end...), then commit+verify
 def _check_and_commit(  # noqa: C901
         run: _Run, group: str, rows: dict[TopicPartition, Row],
         valid: dict[TopicPartition, int], result: GroupResult,
@@ -371,6 +384,13 @@ def _check_and_commit(  # noqa: C901
         start = starts.get(tp, -1)
         if row.broker_before == off:
             row.status = EQUAL
+        elif row.broker_before > off and not run.overwrite:
+            # committed to the broker since (Kafka's dual commit, then broker only): where
+            # Kafka's consumer resumes (the larger of the two), so kept, never rewound
+            row.status = AHEAD
+            row.note = (f"the broker holds a newer offset {row.broker_before}: kept (Kafka "
+                        "resumes from the larger); --overwrite would rewind it to "
+                        "ZooKeeper's")
         elif off > end >= 0 and not run.overwrite:
             row.status = BEYOND_END
             row.note = f"log end offset is {end}; --overwrite commits it anyway"
@@ -378,12 +398,12 @@ def _check_and_commit(  # noqa: C901
             row.status = BELOW_START
             row.note = (f"log start offset is {start} (the records before it are gone); "
                         "--overwrite commits it anyway")
-        elif row.broker_before > off and not run.overwrite:
-            row.status = CONFLICT
-            row.note = (f"the broker holds a newer offset {row.broker_before}; --overwrite "
-                        "replaces it")
         else:
             row.status = (WOULD_OVERWRITE if row.broker_before >= 0 else WOULD_MIGRATE)
+            if row.broker_before > off:  # (--overwrite: ZooKeeper's wins, as asked)
+                row.note = (f"rewinds the broker's newer offset {row.broker_before} "
+                            f"(--overwrite): {row.broker_before - off} record(s) to "
+                            "consume again")
             to_commit[tp] = off
 
     if to_commit and refuse is not None and not run.dry_run:

@@ -55,7 +55,7 @@ class ConsumerRebalanceFailedError(ClientError):
 
 
 class MalformedOffsetError(ClientError):
-    """An offsets znode holds no number Long.parseLong reads (`1_000`, `+5`, ` 7`, empty):
+    """An offsets znode holds no number Long.parseLong reads (`1_000`, ` 7`, `7\\n`, empty):
     Kafka's ZooKeeper consumer failed on it too, rather than guess or reset."""
 
 

@@ -8,7 +8,7 @@ member registration, the seed's rebalancing algorithm, partition ownership and o
 
 Pure ZooKeeper: the consumer that fetches records is kafkactl.client.zookeeper_consumer.
 It and `kafkactl offsets migrate` share what is strict here: an offsets znode is read as
-Kafka read it (parse_offset: Long.parseLong's plain ASCII decimal, or flagged), and
+Kafka read it (parse_offset: what Long.parseLong reads, or flagged), and
 connect_existing refuses a mistyped chroot (missing, or without /consumers or /brokers).
 """
 
@@ -219,18 +219,21 @@ def release(zk: KazooClient, group: str, tp: TopicPartition, thread_id: str) -> 
 
 # ---- offsets ---------------------------------------------------------------------------------
 # An offsets znode holds what Kafka's consumers wrote: Long.toString of the next offset. It is
-# read as Kafka read it, with Long.parseLong, ASCII only: an optional '-' and digits, nothing
-# else (no sign '+', no '_', no spaces, no other script's digits), within 64 bits; its name is
-# the partition number as Kafka spells it (no leading zero).
+# read as Kafka read it (`offsetString.toLong`), with Long.parseLong: an optional ASCII sign
+# ('-' or '+') and decimal digits (Character.digit's: any script's, as Python's \d), nothing
+# else (no '_', no spaces, no newline), within 64 bits; a negative value is a number but no
+# position (Kafka's consumer reset it: auto.offset.reset). Its name is the partition number as
+# Kafka spells it (ASCII, no sign, no leading zero).
 
-_DECIMAL = re.compile(r"-?[0-9]+")
+_DECIMAL = re.compile(r"[-+]?\d+")
 _INT32_MAX = 2**31 - 1
 _INT64_MAX = 2**63 - 1
 
 
 def parse_decimal(text: str) -> int | None:
-    """`text` as Long.parseLong reads it, ASCII only (None: it is not a plain decimal)."""
-    if not _DECIMAL.fullmatch(text):
+    """`text` as Long.parseLong reads it, range aside (None: Long.parseLong refuses it; it
+    reads UTF-16 units one by one, so a digit past U+FFFF is none to it)."""
+    if not _DECIMAL.fullmatch(text) or max(text) > "\uffff":
         return None
     return int(text)
 
@@ -248,7 +251,8 @@ class StoredOffset:
     """An offsets znode as found: `offset` when its name is a partition number and its text
     a non-negative offset, else `error` says what is wrong. `malformed`: the text is no
     number Long.parseLong reads (Kafka's consumer failed on it); a negative offset is a
-    number, but no position (Kafka's consumer reset it with auto.offset.reset)."""
+    number, but no position (`no_offset`: Kafka's consumer reset it with
+    auto.offset.reset)."""
     group: str
     topic: str
     name: str  # the znode's name under /consumers/GROUP/offsets/TOPIC
@@ -261,6 +265,12 @@ class StoredOffset:
     @property
     def path(self) -> str:
         return f"{zk_paths.offsets(self.group, self.topic)}/{self.name}"
+
+    @property
+    def no_offset(self) -> bool:
+        """A partition's znode holding a negative offset: no position, as a missing znode
+        (Kafka's consumer and kafkactl's ZooKeeper consumer apply auto.offset.reset)."""
+        return self.partition is not None and self.error is not None and not self.malformed
 
 
 def parse_offset(group: str, topic: str, name: str, data: bytes | None) -> StoredOffset:
