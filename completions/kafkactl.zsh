@@ -133,8 +133,8 @@ _kafkactl_consume() {
         '--exclude-pattern[Blacklist\: skip topics whose whole name matches this.]:EXCLUDE_PATTERN: ' \
         '*-p[Only this partition (repeatable).]:PARTITION: ' \
         '*--partition[Only this partition (repeatable).]:PARTITION: ' \
-        '(-o --offset)-o[earliest | latest | N | -N (N before the end) | @<ms timestamp> | ISO date. Default\: latest, the records produced fro...]:OFFSET:(earliest latest)' \
-        '(-o --offset)--offset[earliest | latest | N | -N (N before the end) | @<ms timestamp> | ISO date. Default\: latest, the records produced fro...]:OFFSET:(earliest latest)' \
+        '(-o --offset)-o[earliest | latest | N | -N (N before the end) | @<ms timestamp> | ISO date (UTC without a zone, as Kafka'\''s tools read...]:OFFSET:(earliest latest)' \
+        '(-o --offset)--offset[earliest | latest | N | -N (N before the end) | @<ms timestamp> | ISO date (UTC without a zone, as Kafka'\''s tools read...]:OFFSET:(earliest latest)' \
         '--from-beginning[Start at the earliest offset.]' \
         '(-c --max-messages)-c[Exit after this many records; -1\: no limit (the default, as kafka-console-consumer'\''s and kcat'\''s -1).]:MAX_MESSAGES: ' \
         '(-c --max-messages)--max-messages[Exit after this many records; -1\: no limit (the default, as kafka-console-consumer'\''s and kcat'\''s -1).]:MAX_MESSAGES: ' \
@@ -236,6 +236,7 @@ _kafkactl_rebalance() {
         '--verify[With --partitions\: is each reassignment (of --plan-in, or in progress) complete? Exit 0 only when all are.]' \
         '--cancel[With --partitions\: cancel the reassignments in progress (of --plan-in'\''s partitions, or all).]' \
         '--throttle[With --partitions --execute\: copy the moving replicas at most this fast (Kafka'\''s replication throttle configs; --veri...]:BYTES_PER_S: ' \
+        '--additional[With --partitions --execute\: start the moves in addition to the reassignments in progress (without it --execute is re...]' \
         '--json[JSON output.]' \
         '--trigger[Force the group to rebalance.]' \
         '--dry-run[Only show (with --trigger\: do nothing).]' \
@@ -423,7 +424,7 @@ _kafkactl_topics_offsets() {
         '*-p[Only these partitions (repeatable, or 0,2).]:PARTITION: ' \
         '*--partition[Only these partitions (repeatable, or 0,2).]:PARTITION: ' \
         '*--partitions[Only these partitions (repeatable, or 0,2).]:PARTITION: ' \
-        '--time[earliest, latest, max-timestamp, a timestamp in ms or an ISO date (2024-05-01T12\:00\:00)\: the first offset whose recor...]:TIME:(earliest latest max-timestamp)' \
+        '--time[earliest, latest, max-timestamp, a timestamp in ms or an ISO date (2024-05-01T12\:00\:00\[Z|+HH\:MM\], UTC without a zone)...]:TIME:(earliest latest max-timestamp)' \
         '--exclude-internal[Without --topic, skip internal topics.]' \
         '--json[A JSON array, one object per partition.]' \
         '(-b --bootstrap-server)-b[Broker(s) host\:port\[,host\:port\]; default\: bootstrap.servers of --command-config, else $KAFKACTL_BOOTSTRAP, else 127.0...]:BOOTSTRAP: ' \
@@ -597,7 +598,7 @@ _kafkactl_offsets_reset() {
         '--to-latest[To each partition'\''s end offset.]' \
         '--to-current[To the committed offset (the end offset where none is committed).]' \
         '--to-offset[To this offset (clamped to the log).]:TO_OFFSET: ' \
-        '--to-datetime[YYYY-MM-DDTHH\:mm\:SS\[.sss\]]:TO_DATETIME: ' \
+        '--to-datetime[YYYY-MM-DDTHH\:mm\:SS\[.sss\]\[Z|+HH\:MM\]; without a zone\: UTC, as Kafka'\''s tools read it.]:TO_DATETIME: ' \
         '--by-duration[To the offsets at now minus this ISO-8601 duration (e.g. PT1H30M).]:PnDTnHnMnS: ' \
         '--shift-by[By N (negative\: back).]:SHIFT_BY: ' \
         '--from-file[To the offsets of a CSV of TOPIC,PARTITION,OFFSET lines (what --export writes).]:CSV:_files' \
@@ -640,10 +641,10 @@ _kafkactl_offsets_migrate() {
         '*--group[A group to migrate (repeatable).]:GROUP: ' \
         '--all-groups[Every group under /consumers.]' \
         '--dry-run[Show what would move; write nothing anywhere.]' \
-        '--overwrite[Also replace newer offsets the broker holds and take offsets past the log end or before the log start.]' \
+        '--overwrite[ZooKeeper'\''s offsets win\: also replace newer offsets the broker holds (rewinding the group; without it a newer broker...]' \
         '--delete-source[After every partition of a group verified, delete its ZooKeeper offsets.]' \
         '--skip-deleted-topics[Offsets of a topic the broker does not have (deleted since\: Kafka left its ZooKeeper offsets) count as done, not migr...]' \
-        '--zookeeper-timeout[How long ZooKeeper may not answer a request (retried across lost connections) before the run stops, saying how far it...]:SECONDS: ' \
+        '--zookeeper-timeout[How long ZooKeeper may not answer a request (retried across lost connections), or take to connect, before the run sto...]:SECONDS: ' \
         '--json[JSON output.]' \
         '(-b --bootstrap-server)-b[Broker(s) host\:port\[,host\:port\]; default\: bootstrap.servers of --command-config, else $KAFKACTL_BOOTSTRAP, else 127.0...]:BOOTSTRAP: ' \
         '(-b --bootstrap-server)--bootstrap-server[Broker(s) host\:port\[,host\:port\]; default\: bootstrap.servers of --command-config, else $KAFKACTL_BOOTSTRAP, else 127.0...]:BOOTSTRAP: ' \

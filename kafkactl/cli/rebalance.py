@@ -85,6 +85,13 @@ def rebalance(group: str | None = typer.Option(None, "--group", "-G", "-g",
                   help="With --partitions --execute: copy the moving replicas at most this "
                        "fast (Kafka's replication throttle configs; --verify removes them "
                        "once the moves are complete)."),
+              additional: bool = typer.Option(
+                  False, "--additional",
+                  help="With --partitions --execute: start the moves in addition to the "
+                       "reassignments in progress (without it --execute is refused while "
+                       "any is, as kafka-reassign-partitions does); --throttle then "
+                       "covers those too, so resubmitting the --plan-in plan in progress "
+                       "with --additional --throttle changes its throttle."),
               as_json: bool = typer.Option(False, "--json", help="JSON output."),
               do_trigger: bool = typer.Option(False, "--trigger",
                                               help="Force the group to rebalance."),
@@ -111,7 +118,7 @@ def rebalance(group: str | None = typer.Option(None, "--group", "-G", "-g",
                 topic=bool(topic), partition=bool(partition), all_partitions=all_partitions,
                 execute=execute, plan_out=plan_out, plan_in=plan_in,
                 replication_factor=replication_factor, verify=verify, cancel=cancel,
-                throttle=throttle)
+                throttle=throttle, additional=additional)
     security = client_security(prop, command_config)
     if cluster_mode:
         from kafkactl.cli import rebalance_partitions as rp
@@ -121,7 +128,8 @@ def rebalance(group: str | None = typer.Option(None, "--group", "-G", "-g",
                                     as_json=as_json, timeout=timeout, security=security,
                                     plan_out=plan_out, plan_in=plan_in,
                                     replication_factor=replication_factor, verify=verify,
-                                    cancel=cancel, throttle=throttle)
+                                    cancel=cancel, throttle=throttle,
+                                    additional=additional)
             return
         numbers = _partition_numbers(partition)
         if unclean_leaders:
@@ -274,7 +282,7 @@ def _check_mode(*, group: str | None, partitions: bool, preferred_leaders: bool,
                 partition: bool, all_partitions: bool, execute: bool,
                 plan_out: Path | None, plan_in: Path | None,
                 replication_factor: int | None, verify: bool, cancel: bool,
-                throttle: int | None) -> None:
+                throttle: int | None, additional: bool = False) -> None:
     """A flag of one mode (a group's members: -G; replicas: --partitions /
     --preferred-leaders / --unclean-leaders) given in the other is refused rather than
     ignored."""
@@ -282,7 +290,8 @@ def _check_mode(*, group: str | None, partitions: bool, preferred_leaders: bool,
         ("--execute", execute), ("--plan-out", plan_out is not None),
         ("--plan-in", plan_in is not None),
         ("--replication-factor", replication_factor is not None), ("--verify", verify),
-        ("--cancel", cancel), ("--throttle", throttle is not None)) if on]
+        ("--cancel", cancel), ("--throttle", throttle is not None),
+        ("--additional", additional)) if on]
     modes = [name for name, on in (("--partitions", partitions),
                                    ("--preferred-leaders", preferred_leaders),
                                    ("--unclean-leaders", unclean_leaders)) if on]

@@ -12,18 +12,27 @@ status is then 1, so a script never takes a partial plan for a whole one. `--pla
 `--plan-in` write and read plans in kafka-reassign-partitions' JSON; `--verify` and
 `--cancel` answer and act as that tool's options do (the same sentences).
 
+`--execute` prints the current replicas of the partitions it moves first, in that JSON
+(Kafka's "Save this to use as the --reassignment-json-file option during rollback": here
+`--plan-in`). As kafka-reassign-partitions, it refuses to start while any reassignment is
+in progress unless `--additional` is given; a move that could not finish (a partition
+without a live leader) is never planned, and a --plan-in plan with one is refused, as one
+naming a broker that is not live.
+
 `--throttle BYTES_PER_S` with `--execute` throttles the copying as kafka-reassign-partitions
 does: before the moves start it sets the moving partitions' `leader.replication.throttled.
 replicas` / `follower.replication.throttled.replicas` topic configs and the brokers'
-`leader.replication.throttled.rate` / `follower.replication.throttled.rate`; `--verify`
-removes them all once every reassignment is complete."""
+`leader.replication.throttled.rate` / `follower.replication.throttled.rate` (with
+`--additional`: over the moves in progress too, so none of them loses its throttle);
+`--verify` removes them all once every reassignment is complete (while other
+reassignments are still in progress it keeps those that the moves in progress use)."""
 
 from __future__ import annotations
 
 import json
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -37,7 +46,15 @@ if TYPE_CHECKING:
     from kafkactl.client.cluster import ClusterMetadata
 
 TopicPartition = tuple[str, int]
+# ListPartitionReassignments: partition -> (replicas, adding, removing)
+Reassignments = dict[TopicPartition, tuple[list[int], list[int], list[int]]]
 NO_SUCH_PARTITION = "no such partition"
+# kafka-reassign-partitions --execute while a reassignment is in progress, word for word
+CANNOT_EXECUTE_BECAUSE_OF_EXISTING_MESSAGE = (
+    "Cannot execute because there is an existing partition assignment.  Use --additional "
+    "to override this and create a new partition assignment in addition to the existing "
+    "one. The --additional flag can also be used to change the throttle by resubmitting "
+    "the current reassignment.")
 DYNAMIC_BROKER = 2  # DescribeConfigs' config_source of a broker's own dynamic config
 
 
@@ -60,7 +77,10 @@ def _name(tp: TopicPartition) -> str:
 
 def _check_options(*, execute: bool, plan_out: Path | None, plan_in: Path | None,
                    replication_factor: int | None, verify: bool, cancel: bool,
-                   throttle: int | None = None) -> None:
+                   throttle: int | None = None, additional: bool = False) -> None:
+    if additional and (not execute or verify or cancel):
+        raise fail("--additional goes with --execute (it starts the plan's moves in "
+                   "addition to the reassignments in progress)", 2)
     if throttle is not None and (not execute or verify or cancel):
         raise fail("--throttle goes with --execute (--verify removes the throttle once the "
                    "moves are complete)", 2)
@@ -93,9 +113,15 @@ def _read_plan(path: Path, topics: list[str]) -> dict[TopicPartition, list[int]]
 
 
 def _plan_from_file(cluster: ClusterMetadata, wanted: dict[TopicPartition, list[int]],
-                    ongoing: set[TopicPartition], errors: dict[str, str]
-                    ) -> dict[TopicPartition, list[int]]:
-    """The partitions of a --plan-in plan that change (errors for the ones that cannot)."""
+                    ongoing: set[TopicPartition], errors: dict[str, str], *,
+                    additional: bool = False) -> dict[TopicPartition, list[int]]:
+    """The partitions of a --plan-in plan that change (errors for the ones that cannot);
+    with `additional`, those in `ongoing` too, resubmitted as they are (that is how
+    kafka-reassign-partitions --additional changes a running move's target or throttle).
+    A move that could not finish (stranded_moves) is refused as one to a broker that is
+    not live: it too would wait for a broker to come back."""
+    from kafkactl.cluster.reassignment_plan import stranded_moves
+
     out: dict[TopicPartition, list[int]] = {}
     for tp, target in sorted(wanted.items()):
         t = cluster.topics.get(tp[0])
@@ -107,8 +133,15 @@ def _plan_from_file(cluster: ClusterMetadata, wanted: dict[TopicPartition, list[
             errors[_name(tp)] = (f"broker {unknown[0]} is not live (live brokers: "
                                  f"{', '.join(map(str, sorted(cluster.brokers)))})")
         elif tp in ongoing:
-            errors[_name(tp)] = ("a reassignment of it is in progress: wait for it "
-                                 "(--verify) or cancel it (--cancel) first")
+            if additional:
+                out[tp] = target
+            else:
+                errors[_name(tp)] = ("a reassignment of it is in progress: wait for it "
+                                     "(--verify), cancel it (--cancel), or replace it "
+                                     "with --execute --additional")
+        elif stuck := stranded_moves({tp: target}, {tp: part.replicas}, cluster.brokers,
+                                     {tp: part.leader}):
+            errors[_name(tp)] = f"not moved: {stuck[tp]}"
         elif list(part.replicas) != target:
             out[tp] = target
             if len(target) != len(part.replicas):
@@ -121,7 +154,8 @@ def rebalance_partitions(bootstrap: str | None, topics: list[str], *, execute: b
                          as_json: bool, timeout: float, security: Any = None,
                          plan_out: Path | None = None, plan_in: Path | None = None,
                          replication_factor: int | None = None, verify: bool = False,
-                         cancel: bool = False, throttle: int | None = None) -> None:
+                         cancel: bool = False, throttle: int | None = None,
+                         additional: bool = False) -> None:
     from kafkactl.client.admin import AdminClient
     from kafkactl.client.errors import ClientError
     from kafkactl.cluster.reassignment_plan import plan_reassignment, to_reassignment_json
@@ -129,33 +163,51 @@ def rebalance_partitions(bootstrap: str | None, topics: list[str], *, execute: b
 
     _check_options(execute=execute, plan_out=plan_out, plan_in=plan_in,
                    replication_factor=replication_factor, verify=verify, cancel=cancel,
-                   throttle=throttle)
+                   throttle=throttle, additional=additional)
     if verify or cancel:
         _verify_or_cancel(bootstrap, topics, plan_in, cancel=cancel, as_json=as_json,
                           security=security)
         return
     errors: dict[str, str] = {}
     refused: dict[str, str] = {}
+    stranded: dict[str, str] = {}
+    rollback: dict[TopicPartition, list[int]] | None = None
     try:
         wanted = _read_plan(plan_in, topics) if plan_in is not None else None
         with AdminClient(bootstrap, client_id="kafkactl-rebalance",
                          security=security) as admin:
             cluster = admin.client.refresh_metadata(None)
-            ongoing = set(admin.list_partition_reassignments())
+            reassigning = admin.list_partition_reassignments()
+            ongoing = set(reassigning)
+            if execute and ongoing and not additional:
+                # kafka-reassign-partitions' executeAssignment: a second plan must say it
+                # goes with the first (its throttles are then set over both)
+                raise ValueError(f"{CANNOT_EXECUTE_BECAUSE_OF_EXISTING_MESSAGE} In progress: "
+                                 f"{_names(ongoing)} (`kafkactl rebalance --partitions "
+                                 "--verify` shows them).")
             if wanted is not None:
-                plan = _plan_from_file(cluster, wanted, ongoing, errors)
+                plan = _plan_from_file(cluster, wanted, ongoing, errors,
+                                       additional=additional)
             else:
                 planned = plan_reassignment(
                     _assignments(cluster), cluster.brokers, topics=_topics(cluster, topics),
-                    replication_factor=replication_factor, in_progress=ongoing)
+                    replication_factor=replication_factor, in_progress=ongoing,
+                    leaders=_leaders(cluster))
                 plan, refused = planned.targets, planned.refused
-            current = {tp: list(cluster.topics[tp[0]].partitions[tp[1]].replicas)
-                       for tp in plan}
+                stranded = {_name(tp): why for tp, why in sorted(planned.stranded.items())}
+            current = {tp: _before(cluster, reassigning, tp) for tp in plan}
             if plan_out is not None:
                 _write(plan_out, to_reassignment_json(plan) + "\n")
+            if not execute and ongoing and not as_json:
+                typer.echo(f"note: reassignments are in progress ({_names(ongoing)}): "
+                           "--execute needs --additional to start more", err=True)
             if execute and plan and not errors:
+                rollback = current
+                if not as_json:  # (--json: in the document, "rollback")
+                    typer.echo(_rollback_text(current))
                 if throttle is not None:
-                    _set_throttles(admin, plan, current, throttle, quiet=as_json)
+                    _set_throttles(admin, plan, current, throttle, reassigning,
+                                   quiet=as_json)
                 results = admin.alter_partition_reassignments(plan)
                 errors = {_name(tp): str(e) for tp, e in results.items() if e}
                 _wait(admin, set(plan) - {tp for tp, e in results.items() if e}, timeout,
@@ -163,7 +215,7 @@ def rebalance_partitions(bootstrap: str | None, topics: list[str], *, execute: b
     except (ClientError, KafkaError, ValueError) as e:
         raise fail(str(e)) from None
     _show_plan(plan, current, execute=execute and not errors, as_json=as_json,
-               refused=refused, errors=errors)
+               refused=refused, errors=errors, stranded=stranded, rollback=rollback)
     new_leaders = sum(current[tp][:1] != target[:1] for tp, target in plan.items())
     if execute and new_leaders and not errors and not as_json:
         typer.echo(f"{new_leaders} partition(s) have a new preferred leader: "
@@ -171,17 +223,50 @@ def rebalance_partitions(bootstrap: str | None, topics: list[str], *, execute: b
                    "controller does too, with auto.leader.rebalance.enable).", err=True)
     for why in refused.values():
         typer.echo(f"error: {why}", err=True)
+    for name, why in stranded.items():
+        typer.echo(f"error: {name}: not planned: {why}", err=True)
     for name, why in errors.items():
         typer.echo(f"error: {name}: {why}", err=True)
-    if errors or refused:
+    if errors or refused or stranded:
         raise typer.Exit(1)
 
 
+def _names(tps: set[TopicPartition]) -> str:
+    return ", ".join(map(_name, sorted(tps)))
+
+
+def _leaders(cluster: ClusterMetadata) -> dict[TopicPartition, int]:
+    return {(name, p): part.leader for name, t in cluster.topics.items() if not t.error_code
+            for p, part in t.partitions.items()}
+
+
+def _before(cluster: ClusterMetadata, reassigning: Reassignments,
+            tp: TopicPartition) -> list[int]:
+    """A partition's replicas before its move: while one is in progress (a resubmitted
+    plan, --additional) the replicas it began from (the listed ones but the adding ones),
+    which are what a rollback goes back to; else its replicas."""
+    if tp in reassigning:
+        replicas, adding, _removing = reassigning[tp]
+        return [b for b in replicas if b not in adding]
+    return list(cluster.topics[tp[0]].partitions[tp[1]].replicas)
+
+
+def _rollback_text(current: dict[TopicPartition, list[int]]) -> str:
+    """kafka-reassign-partitions --execute's first lines: the current replicas of the
+    partitions to move, as a plan that moves them back (here that plan is --plan-in's)."""
+    from kafkactl.cluster.reassignment_plan import to_reassignment_json
+
+    return (f"Current partition replica assignment\n\n{to_reassignment_json(current)}\n\n"
+            "Save this to use as the --plan-in option during rollback")
+
+
 def _set_throttles(admin: AdminClient, plan: dict[TopicPartition, list[int]],
-                   current: dict[TopicPartition, list[int]], rate: int, *,
-                   quiet: bool) -> None:
+                   current: dict[TopicPartition, list[int]], rate: int,
+                   reassigning: Reassignments, *, quiet: bool) -> None:
     """The throttled-replicas topic configs of the moving replicas, then the two rates on
-    every broker involved (kafka-reassign-partitions --execute --throttle)."""
+    every broker involved (kafka-reassign-partitions --execute --throttle), over the
+    plan's moves and the `reassigning` ones in progress (--additional): a topic's configs
+    are replaced whole, and must keep naming the replicas of the moves already running."""
     from kafkactl.broker.replication_quota import (
         FOLLOWER_RATE,
         FOLLOWER_REPLICAS,
@@ -191,7 +276,7 @@ def _set_throttles(admin: AdminClient, plan: dict[TopicPartition, list[int]],
     from kafkactl.client.admin import BROKER_RESOURCE
     from kafkactl.cluster.reassignment_plan import reassignment_throttles
 
-    throttles = reassignment_throttles(plan, current)
+    throttles = reassignment_throttles(plan, current, reassigning)
     for topic in sorted(set(throttles.leader) | set(throttles.follower)):
         configs = {k: v for k, v in ((LEADER_REPLICAS, throttles.leader.get(topic)),
                                      (FOLLOWER_REPLICAS, throttles.follower.get(topic))) if v}
@@ -221,15 +306,20 @@ def _throttled(admin: AdminClient, cluster: ClusterMetadata, topics: list[str]) 
     return any(_topic_throttles(admin, cluster, t) for t in topics)
 
 
-def _clear_throttles(admin: AdminClient, cluster: ClusterMetadata,
-                     topics: list[str]) -> tuple[list[int], list[str]]:
+def _clear_throttles(admin: AdminClient, cluster: ClusterMetadata, topics: list[str],
+                     still_moving: Collection[TopicPartition] = ()
+                     ) -> tuple[list[int], list[str]]:
     """Remove the two rates from the live brokers and the throttled-replicas configs
-    from `topics` that have them: (those brokers, those topics)."""
+    from `topics` that have them: (those brokers, those topics). While reassignments are
+    `still_moving` (other plans', started with --additional) the throttles they copy under
+    stay: the rates (the same on every broker), and the configs of their topics."""
     from kafkactl.broker.replication_quota import FOLLOWER_RATE, LEADER_RATE
     from kafkactl.client.admin import BROKER_RESOURCE
 
-    brokers = []
-    for broker in sorted(cluster.brokers):
+    brokers: list[int] = []
+    moving_topics = {t for t, _ in still_moving}
+    topics = [t for t in topics if t not in moving_topics]
+    for broker in [] if still_moving else sorted(cluster.brokers):
         entries = admin.describe_configs(str(broker), [LEADER_RATE, FOLLOWER_RATE],
                                          resource_type=BROKER_RESOURCE)
         present = [k for k, e in entries.items() if e.value and e.source == DYNAMIC_BROKER]
@@ -255,20 +345,26 @@ def _write(path: Path, text: str) -> None:
 
 def _show_plan(plan: dict[TopicPartition, list[int]], current: dict[TopicPartition, list[int]],
                *, execute: bool, as_json: bool, refused: dict[str, str],
-               errors: dict[str, str]) -> None:
+               errors: dict[str, str], stranded: dict[str, str] | None = None,
+               rollback: dict[TopicPartition, list[int]] | None = None) -> None:
     rows: list[dict[str, Any]] = [
         {"partition": _name(tp), "current": current[tp], "target": target}
         for tp, target in sorted(plan.items())]
     moves = sum(len(set(plan[tp]) - set(current[tp])) for tp in plan)
     leaders = sum(not current[tp] or current[tp][0] != plan[tp][0] for tp in plan)
     if as_json:
-        typer.echo(json.dumps({"executed": execute, "moves": rows, "replica_moves": moves,
+        from kafkactl.cluster.reassignment_plan import to_reassignment_json
+
+        doc: dict[str, Any] = {"executed": execute, "moves": rows, "replica_moves": moves,
                                "leader_changes": leaders, "refused": refused,
-                               "errors": errors}, indent=1))
+                               "stranded": stranded or {}, "errors": errors}
+        if rollback is not None:
+            doc["rollback"] = json.loads(to_reassignment_json(rollback))
+        typer.echo(json.dumps(doc, indent=1))
     elif not rows:
         if not errors:  # a refused --plan-in plan moves nothing: only its errors are said
             typer.echo("Nothing to move: every partition's replicas are spread evenly over "
-                       "the live brokers already." if not refused else
+                       "the live brokers already." if not refused and not stranded else
                        "Nothing to move in the topics that could be planned.")
     else:
         from rich.table import Table
@@ -299,9 +395,12 @@ def _verify_or_cancel(bootstrap: str | None, topics: list[str], plan_in: Path | 
         wanted = _read_plan(plan_in, topics) if plan_in is not None else None
         with AdminClient(bootstrap, client_id="kafkactl-rebalance",
                          security=security) as admin:
-            ongoing = {tp: r for tp, r in admin.list_partition_reassignments().items()
+            everything = admin.list_partition_reassignments()
+            ongoing = {tp: r for tp, r in everything.items()
                        if not topics or tp[0] in topics}
             cleared: tuple[list[int], list[str]] | None = None
+            kept: set[TopicPartition] = set()
+            names: list[str] = []
             if cancel:
                 chosen = sorted(set(ongoing) & set(wanted) if wanted is not None
                                 else ongoing)
@@ -312,21 +411,24 @@ def _verify_or_cancel(bootstrap: str | None, topics: list[str], plan_in: Path | 
                 # broker that does not answer is no reason to wait for an unthrottled one)
                 cluster = admin.client.refresh_metadata(None)
                 names = sorted({t for t, _ in chosen})
+                kept = set(everything) - {tp for tp in chosen if not results.get(tp)}
                 if _throttled(admin, cluster, names):
-                    _clear_throttles(admin, cluster, names)
+                    _clear_throttles(admin, cluster, names, kept)
             else:
                 cluster = admin.client.refresh_metadata(None)
                 rows = _verify_rows(cluster, wanted, ongoing)
                 if all(r["status"] == "completed" for r in rows):
                     names = sorted({tp[0] for tp in wanted}) if wanted is not None \
                         else _topics(cluster, topics)
-                    cleared = _clear_throttles(admin, cluster, names)
+                    # another plan's moves still running keep their throttles
+                    kept = set(everything)
+                    cleared = _clear_throttles(admin, cluster, names, kept)
     except (ClientError, KafkaError, ValueError) as e:
         raise fail(str(e)) from None
     if cancel:
         _report_cancel(chosen, results, as_json=as_json)
     else:
-        _report_verify(rows, cleared, as_json=as_json)
+        _report_verify(rows, cleared, as_json=as_json, kept=kept, verified_topics=names)
 
 
 def _report_cancel(chosen: list[TopicPartition], results: dict[TopicPartition, Any], *,
@@ -378,12 +480,19 @@ def _verify_rows(cluster: ClusterMetadata, wanted: dict[TopicPartition, list[int
 
 
 def _report_verify(rows: list[dict[str, Any]], cleared: tuple[list[int], list[str]] | None,
-                   *, as_json: bool) -> None:
+                   *, as_json: bool, kept: Collection[TopicPartition] = (),
+                   verified_topics: Collection[str] = ()) -> None:
+    """The status lines; when every one is complete, the throttles removed, and those
+    `kept` for the reassignments still in progress (of other plans; their topics among
+    `verified_topics` keep their throttled-replicas configs)."""
+    keeping = cleared is not None and bool(kept)
     if as_json:
         out: dict[str, Any] = {"partitions": [{k: v for k, v in r.items() if k != "line"}
                                               for r in rows]}
         if cleared is not None and (cleared[0] or cleared[1]):
             out["throttles_cleared"] = {"brokers": cleared[0], "topics": cleared[1]}
+        if keeping:
+            out["throttles_kept_for"] = [_name(tp) for tp in sorted(kept)]
         typer.echo(json.dumps(out, indent=1))
     else:
         if not rows:
@@ -399,6 +508,13 @@ def _report_verify(rows: list[dict[str, Any]], cleared: tuple[list[int], list[st
             if cleared[1]:
                 typer.echo(f"Clearing topic-level throttles on topic(s) "
                            f"{','.join(cleared[1])}")
+            if keeping:
+                ones = sorted({t for t, _ in kept} & set(verified_topics))
+                typer.echo("Keeping the broker-level throttles"
+                           + (f" and the topic-level ones of {','.join(ones)}" if ones else "")
+                           + f": other reassignments are still in progress "
+                           f"({_names(set(kept))}); --verify removes them once those are "
+                           "complete")
     if any(r["status"] != "completed" for r in rows):
         raise typer.Exit(1)
 

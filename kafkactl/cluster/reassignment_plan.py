@@ -51,6 +51,8 @@ class Plan:
     refused: dict[str, str] = field(default_factory=dict)
     replica_moves: int = 0
     leader_changes: int = 0
+    # partition -> why its move was left out: it could not finish (stranded_moves)
+    stranded: dict[TopicPartition, str] = field(default_factory=dict)
 
 
 # ---- minimum-cost flow -----------------------------------------------------------------
@@ -213,7 +215,7 @@ def _keep_leaders(current: list[list[int]], sets: list[list[int]]) -> list[list[
 
 
 def _plan_topic(name: str, partitions: Mapping[int, Sequence[int]], live: list[int],
-                rf: int, plan: Plan) -> None:
+                rf: int, plan: Plan, leader_of: Mapping[TopicPartition, int] | None) -> None:
     ids = sorted(partitions)
     current = [list(dict.fromkeys(partitions[p])) for p in ids]
     # the replica sets: each partition keeps what it can of its live replicas
@@ -237,6 +239,11 @@ def _plan_topic(name: str, partitions: Mapping[int, Sequence[int]], live: list[i
             [b for b in live if b in new_set and b not in old and b != leader]
         target = [leader, *rest]
         if target != list(partitions[p]):
+            stuck = {} if leader_of is None else stranded_moves(
+                {(name, p): target}, {(name, p): partitions[p]}, live, leader_of)
+            if stuck:
+                plan.stranded.update(stuck)
+                continue
             plan.targets[(name, p)] = target
             plan.replica_moves += len(set(target) - set(old))
             plan.leader_changes += int(not old or old[0] != leader)
@@ -245,11 +252,15 @@ def _plan_topic(name: str, partitions: Mapping[int, Sequence[int]], live: list[i
 def plan_reassignment(assignments: Mapping[str, Mapping[int, Sequence[int]]],
                       live_brokers: Iterable[int], *, topics: Iterable[str] | None = None,
                       replication_factor: int | None = None,
-                      in_progress: Iterable[TopicPartition] = ()) -> Plan:
+                      in_progress: Iterable[TopicPartition] = (),
+                      leaders: Mapping[TopicPartition, int] | None = None) -> Plan:
     """Plan `topics` (default: every topic of `assignments`, the whole cluster's replica
     sets) over `live_brokers`. `replication_factor` sets the replication factor of every
     planned topic; partitions in `in_progress` (reassignments not finished) make their
-    topic refused."""
+    topic refused. Given `leaders` (each partition's leader, -1 for none: the cluster as it
+    is, not only its replica sets), a move that could not finish (stranded_moves) is left
+    out of the targets and said in `stranded`: the rest of its topic is still planned (as
+    the other topics are when one is refused)."""
     load: dict[int, int] = {b: 0 for b in live_brokers}
     for parts in assignments.values():
         for replicas in parts.values():
@@ -290,8 +301,45 @@ def plan_reassignment(assignments: Mapping[str, Mapping[int, Sequence[int]]],
                    if replication_factor is None else
                    f", or ask for {len(live)} or fewer"))
             continue
-        _plan_topic(name, parts, live, rf, plan)
+        _plan_topic(name, parts, live, rf, plan, leaders)
     return plan
+
+
+def stranded_moves(targets: Mapping[TopicPartition, Sequence[int]],
+                   current: Mapping[TopicPartition, Sequence[int]],
+                   live_brokers: Iterable[int],
+                   leaders: Mapping[TopicPartition, int] | None = None
+                   ) -> dict[TopicPartition, str]:
+    """The moves of `targets` that could not finish while the brokers stay as they are,
+    each with the reason: a reassignment completes once every target replica is in sync,
+    and a new replica gets in sync by fetching from the partition's leader. A partition
+    without a live leader (`leaders` not given: none of its `current` replicas on a live
+    broker) has nothing to copy from, so its move would stay in progress (and keep its
+    topic from being planned again) until a replica that can lead is back."""
+    live = set(live_brokers)
+    out: dict[TopicPartition, str] = {}
+    for tp, target in targets.items():
+        now = list(current.get(tp, ()))
+        if list(target) == now:
+            continue
+        up = [b for b in now if b in live]
+        if (leaders.get(tp, -1) in live) if leaders is not None else bool(up):
+            continue
+        down = [b for b in now if b not in live]
+        start = (f"start broker {down[0]}" if len(down) == 1 else
+                 f"start one of brokers {', '.join(map(str, down))}")
+        if not up:
+            out[tp] = (f"its replicas ({','.join(map(str, now))}) are all on brokers that "
+                       "are not live: a new replica would have nothing to copy from, so the "
+                       f"move could not finish until one of them is back ({start} first)")
+        else:
+            out[tp] = (f"it has no leader (its live replicas {','.join(map(str, up))} are "
+                       "not in sync): a new replica would have nothing to copy from, so "
+                       "the move could not finish until an in-sync replica is back ("
+                       + (f"{start} first, or " if down else "")
+                       + "elect an out-of-sync leader with `kafkactl rebalance "
+                       "--unclean-leaders`, which may lose records)")
+    return out
 
 
 def is_balanced(partitions: Mapping[int, Sequence[int]], live_brokers: Iterable[int],
@@ -318,11 +366,12 @@ class PlanFormatError(ValueError):
 
 def to_reassignment_json(targets: Mapping[TopicPartition, Sequence[int]]) -> str:
     """{"version":1,"partitions":[{"topic","partition","replicas","log_dirs"}]}, sorted by
-    topic and partition (kafka-reassign-partitions' layout)."""
+    topic and partition, without spaces (kafka-reassign-partitions' layout, byte for
+    byte)."""
     return json.dumps({"version": 1, "partitions": [
         {"topic": t, "partition": p, "replicas": list(targets[(t, p)]),
          "log_dirs": [ANY_LOG_DIR] * len(targets[(t, p)])}
-        for t, p in sorted(targets)]})
+        for t, p in sorted(targets)]}, separators=(",", ":"))
 
 
 def _int(value: object, what: str) -> int:
@@ -401,7 +450,7 @@ def parse_reassignment_json(text: str) -> dict[TopicPartition, list[int]]:
 @dataclass
 class Throttles:
     """What `--throttle` sets for a plan, as Kafka's tool computes it: per topic, the
-    `leader.replication.throttled.replicas` (every current replica of each moving partition:
+    `leader.replication.throttled.replicas` (every source replica of each moving partition:
     whichever leads sends the copies) and `follower.replication.throttled.replicas` (each
     new replica: it fetches them); and the brokers on which the two rates are set (every
     broker holding or receiving a replica of a moving partition)."""
@@ -411,20 +460,40 @@ class Throttles:
     brokers: list[int] = field(default_factory=list)
 
 
+# a reassignment in progress, as ListPartitionReassignments lists it: (replicas, adding,
+# removing)
+Ongoing = tuple[Sequence[int], Sequence[int], Sequence[int]]
+
+
 def reassignment_throttles(targets: Mapping[TopicPartition, Sequence[int]],
-                           current: Mapping[TopicPartition, Sequence[int]]) -> Throttles:
+                           current: Mapping[TopicPartition, Sequence[int]],
+                           ongoing: Mapping[TopicPartition, Ongoing] | None = None
+                           ) -> Throttles:
+    """The throttles of the moves `targets` (from `current`) together with the
+    reassignments `ongoing` (kafka-reassign-partitions' calculateProposedMoveMap): the
+    configs of a topic are set whole, so they must name the replicas of the moves already
+    running too, or those would copy unthrottled from then on. A partition in both keeps
+    the sources of its running move (its replicas before that move began)."""
+    sources: dict[TopicPartition, set[int]] = {}
+    destinations: dict[TopicPartition, set[int]] = {}
+    for tp, (replicas, adding, _removing) in (ongoing or {}).items():
+        sources[tp] = set(replicas) - set(adding)
+        destinations[tp] = set(adding)
+    for tp, target in targets.items():
+        now = list(current.get(tp, ()))
+        if tp not in sources and list(target) == now:
+            continue
+        from_ = sources.get(tp, set(now))
+        sources[tp] = from_
+        destinations[tp] = set(target) - from_
     leader: dict[str, dict[int, set[int]]] = {}
     follower: dict[str, dict[int, set[int]]] = {}
     brokers: set[int] = set()
-    for (topic, p), target in sorted(targets.items()):
-        now = list(current.get((topic, p), ()))
-        if list(target) == now:
-            continue
-        leader.setdefault(topic, {})[p] = set(now)
-        new = set(target) - set(now)
-        if new:
-            follower.setdefault(topic, {})[p] = new
-        brokers |= set(now) | set(target)
+    for (topic, p), from_ in sorted(sources.items()):
+        leader.setdefault(topic, {})[p] = from_
+        if destinations[(topic, p)]:
+            follower.setdefault(topic, {})[p] = destinations[(topic, p)]
+        brokers |= from_ | destinations[(topic, p)]
 
     def fmt(replicas: dict[int, set[int]]) -> str:
         return ",".join(f"{p}:{b}" for p in sorted(replicas) for b in sorted(replicas[p]))
