@@ -14,6 +14,8 @@ from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from kafkactl.protocol.internal_topics import is_internal
+
 
 @dataclass(frozen=True)
 class BrokerEndpoint:
@@ -116,7 +118,7 @@ class StandaloneMetadataCache(MetadataCache):
                  for p in range(num_partitions)}
         for p in offline:
             parts[p] = PartitionMetadata(p, -1, leader_epoch, [me], [me], [me])
-        meta = TopicMetadata(name, topic_id, parts, is_internal=name.startswith("__"))
+        meta = TopicMetadata(name, topic_id, parts, is_internal=is_internal(name))
         self._topics[name] = meta
         self._by_id[topic_id] = meta
 

@@ -29,6 +29,7 @@ from kafkactl.broker.metadata_cache import (
     TopicMetadata,
     tell_deleted,
 )
+from kafkactl.protocol.internal_topics import is_internal
 
 NULL_UUID = uuid.UUID(int=0)
 LEADER_DURING_DELETE = -2
@@ -119,7 +120,7 @@ class ZkMetadataCache(MetadataCache):
                 topic_id = current.topic_id
             if parts:
                 topics[name] = TopicMetadata(name, topic_id, parts,
-                                             is_internal=name.startswith("__"))
+                                             is_internal=is_internal(name))
             elif same:
                 topics.pop(name, None)
         self._brokers = brokers or {self._me.node_id: self._me}

@@ -14,6 +14,7 @@ import typer
 
 from kafkactl.cli._client_options import fail
 from kafkactl.cli._output import print_table
+from kafkactl.protocol.internal_topics import is_internal
 
 
 def zookeeper_rebalance(group: str, zookeeper: str, *, as_json: bool, trigger: bool,
@@ -33,7 +34,7 @@ def zookeeper_rebalance(group: str, zookeeper: str, *, as_json: bool, trigger: b
             topics = registered_topics(zk)
             parts = {t: sorted(p) for t, p in topics.items()
                      if any(m.streams_for(t) for m in members)
-                     and (not t.startswith("__") or any(m.pattern == "static"
+                     and (not is_internal(t) or any(m.pattern == "static"
                                                         for m in members))}
             plan = registry.range_assignment(parts, members)
             owners = registry.owners(zk, group)

@@ -20,6 +20,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from kafkactl.protocol.internal_topics import is_internal
+
 # one counter's value per series (a broker's endpoint, a partition, a group's partition)
 Series = dict[Hashable, float]
 
@@ -60,7 +62,7 @@ class Look:
 
     def topic(self, name: str) -> dict[str, Any]:
         return self.topics.setdefault(name, {"partitions": 0,
-                                             "internal": name.startswith("__")})
+                                             "internal": is_internal(name)})
 
     def count(self, topic: str, counter: str, series: Hashable, value: float) -> None:
         """One series' value of a topic's counter."""

@@ -39,6 +39,7 @@ from kafkactl.cluster import zk_paths
 from kafkactl.cluster import zookeeper as zkconn
 from kafkactl.cluster.broker_registry import registered_topics
 from kafkactl.protocol.errors import KafkaError
+from kafkactl.protocol.internal_topics import is_internal
 
 if TYPE_CHECKING:
     from kafkactl.client.group.group_admin import GroupAdmin
@@ -186,7 +187,7 @@ class ZookeeperConsumer(Consumer):
         topics = registered_topics(self.zk)
         return {t: sorted(parts) for t, parts in topics.items()
                 if (t in self.static_topics if self.static_topics
-                    else not t.startswith("__") and self.member.matches(t))}
+                    else not is_internal(t) and self.member.matches(t))}
 
     def _rebalance(self) -> None:
         """The seed's steps 1-9: compute our share, release what we own, claim the share

@@ -28,9 +28,8 @@ from kafkactl.broker.security.acl import AclOperation, ResourceType
 from kafkactl.broker.security.checks import authorize, unauthorized_topics
 from kafkactl.broker.services import BrokerServices
 from kafkactl.protocol.errors import ErrorCode
+from kafkactl.protocol.internal_topics import INTERNAL_TOPICS
 
-# Kafka's Topic.INTERNAL_TOPICS
-INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
 _ACKS = frozenset({0, 1, -1})
 _NO_TOPICS: frozenset[str] = frozenset()
 

@@ -19,19 +19,16 @@ from typing import TYPE_CHECKING, Any
 
 from kafkactl.broker.coordinator.group_metadata_manager import OFFSETS_TOPIC
 from kafkactl.broker.coordinator.transaction_metadata import TopicPartition, TxnMetadata
-from kafkactl.broker.coordinator.transaction_state_manager import TXN_TOPIC
 from kafkactl.broker.eager import eager
 from kafkactl.broker.request_handler import RequestContext
 from kafkactl.broker.security.acl import AclOperation, ResourceType
 from kafkactl.broker.security.checks import authorize, authorize_cluster, authorize_topic
 from kafkactl.broker.services import BrokerServices
 from kafkactl.protocol.errors import ErrorCode
+from kafkactl.protocol.internal_topics import INTERNAL_TOPICS
 
 if TYPE_CHECKING:
     from kafkactl.broker.partition import Partition
-
-INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC, TXN_TOPIC})
-
 
 def fenced_code(code: ErrorCode, version: int, first_version: int) -> ErrorCode:
     """PRODUCER_FENCED as INVALID_PRODUCER_EPOCH before the version that knows it."""
