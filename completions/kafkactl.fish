@@ -93,6 +93,7 @@ complete -c kafkactl -n '__fish_seen_subcommand_from delete-records' -s b -l boo
 complete -c kafkactl -n '__fish_seen_subcommand_from delete-records' -s X -l property -x -d 'Client property key=value, librdkafka\'s names (repeatable): security.protocol, sasl.mechanism, sasl.username, sasl.pa...'
 complete -c kafkactl -n '__fish_seen_subcommand_from delete-records' -l command-config -r -F -d 'A properties file of client settings (Kafka\'s tools\' flag): the keys -X takes, checked as -X checks them, and bootstr...'
 complete -c kafkactl -n '__fish_seen_subcommand_from delete-records' -s h -l help -d 'Show this message and exit.'
+complete -c kafkactl -n '__fish_seen_subcommand_from dump-log' -l files -x -d 'The files to dump, comma-separated, as DumpLogSegments takes them (repeatable; dumped after the files given as argume...'
 complete -c kafkactl -n '__fish_seen_subcommand_from dump-log' -l print-data-log -d 'Print keys and payloads (implies --deep-iteration).'
 complete -c kafkactl -n '__fish_seen_subcommand_from dump-log' -l deep-iteration -d 'Print one line per record.'
 complete -c kafkactl -n '__fish_seen_subcommand_from dump-log' -l skip-record-metadata -d 'Record lines without offset, timestamp and sizes.'
@@ -102,6 +103,8 @@ complete -c kafkactl -n '__fish_seen_subcommand_from dump-log' -l max-bytes -x -
 complete -c kafkactl -n '__fish_seen_subcommand_from dump-log' -l max-message-size -x -d 'Accepted for DumpLogSegments\' scripts; index checks read whole batches (the rules of `kafkactl recover`). [default: 5...'
 complete -c kafkactl -n '__fish_seen_subcommand_from dump-log' -l offsets-decoder -d 'Decode __consumer_offsets records: offset commits and group metadata as JSON (implies --print-data-log).'
 complete -c kafkactl -n '__fish_seen_subcommand_from dump-log' -l transaction-log-decoder -d 'Decode __transaction_state records: each transactional id\'s state, producer and partitions as JSON (implies --print-d...'
+complete -c kafkactl -n '__fish_seen_subcommand_from dump-log' -l key-decoder-class -x -d 'How keys print (implies --print-data-log): one of the decoders Kafka ships, org.apache.kafka.tools.api.StringDecoder...'
+complete -c kafkactl -n '__fish_seen_subcommand_from dump-log' -l value-decoder-class -x -d 'How payloads print (implies --print-data-log); the decoders of --key-decoder-class.'
 complete -c kafkactl -n '__fish_seen_subcommand_from dump-log' -l json -d 'One JSON object per line.'
 complete -c kafkactl -n '__fish_seen_subcommand_from dump-log' -s h -l help -d 'Show this message and exit.'
 complete -c kafkactl -n '__fish_seen_subcommand_from dump-log' -F

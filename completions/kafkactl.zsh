@@ -190,6 +190,7 @@ _kafkactl_delete_records() {
 
 _kafkactl_dump_log() {
     _arguments -s -S \
+        '*--files[The files to dump, comma-separated, as DumpLogSegments takes them (repeatable; dumped after the files given as argume...]:FILE1,FILE2,...: ' \
         '--print-data-log[Print keys and payloads (implies --deep-iteration).]' \
         '--deep-iteration[Print one line per record.]' \
         '--skip-record-metadata[Record lines without offset, timestamp and sizes.]' \
@@ -199,6 +200,8 @@ _kafkactl_dump_log() {
         '--max-message-size[Accepted for DumpLogSegments'\'' scripts; index checks read whole batches (the rules of `kafkactl recover`). \[default\: 5...]:MAX_MESSAGE_SIZE: ' \
         '--offsets-decoder[Decode __consumer_offsets records\: offset commits and group metadata as JSON (implies --print-data-log).]' \
         '--transaction-log-decoder[Decode __transaction_state records\: each transactional id'\''s state, producer and partitions as JSON (implies --print-d...]' \
+        '--key-decoder-class[How keys print (implies --print-data-log)\: one of the decoders Kafka ships, org.apache.kafka.tools.api.StringDecoder...]:CLASS: ' \
+        '--value-decoder-class[How payloads print (implies --print-data-log); the decoders of --key-decoder-class.]:CLASS: ' \
         '--json[One JSON object per line.]' \
         '(-h --help)-h[Show this message and exit.]' \
         '(-h --help)--help[Show this message and exit.]' \

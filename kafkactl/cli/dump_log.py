@@ -20,9 +20,13 @@ INT32_MAX = 2**31 - 1
 def register(app: typer.Typer) -> None:
     @app.command("dump-log")
     def dump_log_command(
-        files: list[Path] = typer.Argument(..., help=".log, .index, .timeindex, .txnindex or "
+        files: list[Path] = typer.Argument(None, help=".log, .index, .timeindex, .txnindex or "
                                            ".snapshot files (comma-separated lists work "
                                            "too)."),
+        files_opt: list[str] = typer.Option(
+            [], "--files", metavar="FILE1,FILE2,...",
+            help="The files to dump, comma-separated, as DumpLogSegments takes them "
+                 "(repeatable; dumped after the files given as arguments)."),
         print_data_log: bool = typer.Option(False, "--print-data-log",
                                             help="Print keys and payloads (implies "
                                                  "--deep-iteration)."),
@@ -51,10 +55,21 @@ def register(app: typer.Typer) -> None:
             False, "--transaction-log-decoder",
             help="Decode __transaction_state records: each transactional id's state, "
                  "producer and partitions as JSON (implies --print-data-log)."),
+        key_decoder_class: str | None = typer.Option(
+            None, "--key-decoder-class", metavar="CLASS",
+            help="How keys print (implies --print-data-log): one of the decoders Kafka "
+                 "ships, org.apache.kafka.tools.api.StringDecoder (the default), "
+                 "IntegerDecoder, LongDecoder (a big-endian number) or DefaultDecoder (hex); "
+                 "Kafka 3.x's kafka.serializer names too."),
+        value_decoder_class: str | None = typer.Option(
+            None, "--value-decoder-class", metavar="CLASS",
+            help="How payloads print (implies --print-data-log); the decoders of "
+                 "--key-decoder-class."),
         as_json: bool = typer.Option(False, "--json", help="One JSON object per line."),
     ) -> None:
         """Dump log segments and indexes like Kafka's DumpLogSegments."""
         from kafkactl.log.dump import Options, Output, dump_files
+        from kafkactl.log.dump_output import KAFKA_DECODERS
         from kafkactl.record.batch import header_key_text
 
         class CountingOutput(Output):
@@ -85,15 +100,36 @@ def register(app: typer.Typer) -> None:
         if offsets_decoder and txn_log_decoder:
             error("--offsets-decoder and --transaction-log-decoder: give one")
             raise typer.Exit(2)
-        print_data_log = print_data_log or offsets_decoder or txn_log_decoder
+        decoders = {}
+        for flag, name in (("--key-decoder-class", key_decoder_class),
+                           ("--value-decoder-class", value_decoder_class)):
+            if name is None:
+                continue
+            if name not in KAFKA_DECODERS:
+                error(f"{flag} {name}: not a decoder Kafka ships (kafkactl cannot load "
+                      f"Java classes); give one of {', '.join(KAFKA_DECODERS)}")
+                raise typer.Exit(2)
+            if offsets_decoder or txn_log_decoder:
+                error(f"{flag} and --{'offsets' if offsets_decoder else 'transaction-log'}"
+                      "-decoder: give one")
+                raise typer.Exit(2)
+            decoders[flag] = KAFKA_DECODERS[name]
+        print_data_log = (print_data_log or offsets_decoder or txn_log_decoder
+                          or bool(decoders))
         opts = Options(
             print_data=print_data_log, deep=deep_iteration or print_data_log,
             skip_metadata=skip_record_metadata, verify_only=verify_index_only,
             sanity_only=index_sanity_check, max_bytes=max_bytes,
             max_message_size=max_message_size, as_json=as_json,
             offsets_decoder=offsets_decoder, txn_log_decoder=txn_log_decoder,
+            key_decoder=decoders.get("--key-decoder-class", "string"),
+            value_decoder=decoders.get("--value-decoder-class", "string"),
         )
-        paths = [Path(p) for f in files for p in str(f).split(",") if p]
+        paths = [Path(p) for f in [*map(str, files or []), *files_opt]
+                 for p in f.split(",") if p]
+        if not paths:
+            error("no files: give them as arguments or with --files FILE1,FILE2,...")
+            raise typer.Exit(2)
         out = CountingOutput(opts, out=write_line)
         code = dump_files(paths, opts, out)
         if out.dumped == 0:

@@ -17,6 +17,7 @@ from kafkactl.log.dump_index import dump_offset_index, dump_time_index
 from kafkactl.log.dump_output import INT32_MAX, Options, Output
 from kafkactl.log.dump_output import close_file as _close
 from kafkactl.log.dump_output import read_file as _read_file
+from kafkactl.log.errors import CorruptIndexError
 from kafkactl.log.offsets_decoder import decode_offsets_record
 from kafkactl.log.producer_snapshot import (
     iter_snapshot_entries,
@@ -38,6 +39,30 @@ def _jbool(b: bool) -> str:
 
 def _text(b: memoryview | None) -> str:
     return "" if b is None else bytes(b).decode("utf-8", errors="replace")
+
+
+class DecoderError(ValueError):
+    """A key or payload too short for --key-decoder-class / --value-decoder-class
+    (IntegerDecoder, LongDecoder: Kafka's tool dies with a BufferUnderflowException)."""
+
+
+_NUMBER_DECODERS = {"integer": (">i", "IntegerDecoder"), "long": (">q", "LongDecoder")}
+
+
+def _decode(kind: str, b: memoryview, what: str, offset: int) -> str | int:
+    """A key or payload as the Kafka decoder `kind` (a KAFKA_DECODERS value) turns it into
+    the object DumpLogSegments prints."""
+    if kind == "string":
+        return _text(b)
+    if kind == "bytes":
+        return bytes(b).hex()
+    fmt, name = _NUMBER_DECODERS[kind]
+    need = struct.calcsize(fmt)
+    if len(b) < need:
+        raise DecoderError(f"the {what} of the record at offset {offset} is {len(b)} "
+                           f"byte(s), {name} reads {need}")
+    value: int = struct.unpack_from(fmt, b)[0]
+    return value
 
 
 def _base_offset(path: Path) -> int:
@@ -160,11 +185,13 @@ def _record_lines(
                 obj.update(decoded)
             else:
                 if rec.key is not None:
-                    text += f"{prefix}key: {_text(rec.key)}"
-                    obj["key"] = _text(rec.key)
+                    key = _decode(opts.key_decoder, rec.key, "key", rec.offset)
+                    text += f"{prefix}key: {key}"
+                    obj["key"] = key
                 if rec.value is not None:
-                    text += f" payload: {_text(rec.value)}"
-                    obj["payload"] = _text(rec.value)
+                    payload = _decode(opts.value_decoder, rec.value, "payload", rec.offset)
+                    text += f" payload: {payload}"
+                    obj["payload"] = payload
         lines.append((text, obj, rec.offset))
     return lines
 
@@ -219,7 +246,8 @@ def dump_log(path: Path, opts: Options, out: Output) -> bool:
                       {"type": "non_consecutive_offsets", "file": str(path.resolve()),
                        "pairs": gaps})
             if not opts.as_json:
-                for a, b in gaps:
+                # DumpLogSegments prepends each pair to a list: the last one prints first
+                for a, b in reversed(gaps):
                     out.err(f"  {a} is followed by {b}")
         return ok
     finally:
@@ -326,6 +354,10 @@ def dump_files(paths: list[Path], opts: Options, out: Output) -> int:
     for path in paths:
         dumper = _DUMPERS.get(path.suffix)
         if dumper is None:
+            if not opts.as_json:
+                # DumpLogSegments prints it for every file, then the note; not counted as
+                # a file dumped (Output.line would count it)
+                out.out(f"Dumping {path}")
             out.error(f"Ignoring unknown file {path}",
                       {"type": "ignored", "file": str(path)})
             continue
@@ -337,8 +369,12 @@ def dump_files(paths: list[Path], opts: Options, out: Output) -> int:
             out.error(f"Cannot dump {path}: file not found ({e.filename}).",
                       {"type": "error", "file": str(path), "message": "file not found"})
             code = 2
+        except CorruptIndexError as e:  # a damaged index: damage found, not a bad argument
+            out.error(f"Cannot dump {path}: {e}",
+                      {"type": "error", "file": str(path), "message": str(e)})
+            code = max(code, 1)
         except Exception as e:  # never a traceback at the CLI edge: one clear sentence
-            # OSError (permissions, mmap), RecordError, the log package's CorruptIndexError
+            # OSError (permissions, mmap), RecordError, DecoderError
             out.error(f"Cannot dump {path}: {e}",
                       {"type": "error", "file": str(path), "message": str(e)})
             code = 2

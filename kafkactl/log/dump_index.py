@@ -16,6 +16,7 @@ from typing import Any
 
 from kafkactl.log.batch_header import BatchHeader
 from kafkactl.log.dump_output import Options, Output
+from kafkactl.log.errors import CorruptIndexError
 from kafkactl.log.index_check import (
     MISMATCH,
     NOT_FOUND,
@@ -30,12 +31,12 @@ from kafkactl.log.recovery import validate_file
 from kafkactl.log.time_index import TimeIndex
 
 
-def segment_headers(log_path: Path, base_offset: int) -> list[BatchHeader]:
-    """The valid batches of a segment, as recovery finds them (none if there is no .log)."""
+def segment_headers(log_path: Path, base_offset: int) -> list[BatchHeader] | None:
+    """The valid batches of a segment, as recovery finds them (None: there is no .log)."""
     try:
         fd = os.open(log_path, os.O_RDONLY)
     except FileNotFoundError:
-        return []
+        return None
     try:
         size = os.fstat(fd).st_size
         return validate_file(fd, size, base_offset, next_segment_base(log_path)).headers
@@ -45,6 +46,18 @@ def segment_headers(log_path: Path, base_offset: int) -> list[BatchHeader]:
 
 def _log_path(path: Path) -> Path:
     return path.with_name(path.name.split(".", 1)[0] + ".log")
+
+
+def _no_log(path: Path, out: Output) -> bool:
+    """An index without its segment's .log cannot be checked: say so (DumpLogSegments
+    stops there with java.nio.file.NoSuchFileException naming the .log) rather than
+    report every entry as pointing nowhere. False: the segment is damaged."""
+    log_path = _log_path(path).resolve()
+    out.error(f"Cannot check {path} against its log: {log_path} does not exist "
+              f"(NoSuchFileException)",
+              {"type": "error", "file": str(path), "log_file": str(log_path),
+               "message": "log file not found"})
+    return False
 
 
 def dump_offset_index(path: Path, opts: Options, out: Output) -> bool:
@@ -58,10 +71,7 @@ def dump_offset_index(path: Path, opts: Options, out: Output) -> bool:
         if opts.sanity_only:
             log_path = _log_path(path)
             log_size = log_path.stat().st_size if log_path.exists() else None
-            index.sanity_check(log_size)
-            out.line(f"{path} passed sanity check.",
-                     {"type": "sanity_check", "file": str(path), "passed": True})
-            return True
+            return _sanity_check(path, out, lambda: index.sanity_check(log_size))
         if not opts.verify_only:
             for offset, position in index.entries():
                 out.line(f"offset: {offset} position: {position}",
@@ -69,7 +79,10 @@ def dump_offset_index(path: Path, opts: Options, out: Output) -> bool:
         base = index.base_offset
     finally:
         index.close()
-    problems = offset_index_file_problems(path, base, segment_headers(_log_path(path), base))
+    headers = segment_headers(_log_path(path), base)
+    if headers is None:
+        return _no_log(path, out)
+    problems = offset_index_file_problems(path, base, headers)
     _report(path, opts, out, problems)
     return not problems
 
@@ -78,10 +91,7 @@ def dump_time_index(path: Path, opts: Options, out: Output) -> bool:
     index = TimeIndex.open_readonly(path)
     try:
         if opts.sanity_only:
-            index.sanity_check()
-            out.line(f"{path} passed sanity check.",
-                     {"type": "sanity_check", "file": str(path), "passed": True})
-            return True
+            return _sanity_check(path, out, index.sanity_check)
         if not opts.verify_only:
             for ts, offset in index.entries():
                 out.line(f"timestamp: {ts} offset: {offset}",
@@ -89,9 +99,28 @@ def dump_time_index(path: Path, opts: Options, out: Output) -> bool:
         base = index.base_offset
     finally:
         index.close()
-    problems = time_index_file_problems(path, base, segment_headers(_log_path(path), base))
+    headers = segment_headers(_log_path(path), base)
+    if headers is None:
+        return _no_log(path, out)
+    problems = time_index_file_problems(path, base, headers)
     _report(path, opts, out, problems)
     return not problems
+
+
+def _sanity_check(path: Path, out: Output, check: Callable[[], None]) -> bool:
+    """DumpLogSegments' --index-sanity-check: "<file> passed sanity check.", or (where
+    Kafka's tool dies with the broker's CorruptIndexException) why it failed, on stderr.
+    False: the index is damaged (exit 1, as any damage found)."""
+    try:
+        check()
+    except CorruptIndexError as e:
+        out.error(f"{path} failed sanity check: {e}",
+                  {"type": "sanity_check", "file": str(path), "passed": False,
+                   "message": str(e)})
+        return False
+    out.line(f"{path} passed sanity check.",
+             {"type": "sanity_check", "file": str(path), "passed": True})
+    return True
 
 
 # DumpLogSegments' groups: (which problems, the JSON error name, title, one line each)
@@ -104,7 +133,8 @@ _TIME_GROUPS: list[_Group] = [
     (lambda p: p.kind == MISMATCH and p.log_timestamp != p.timestamp, "timestamp mismatch",
      "Found timestamp mismatch in :{file}",
      lambda p: f"  Index timestamp: {p.timestamp}, log timestamp: {p.log_timestamp}"),
-    (lambda p: p.kind == OUT_OF_ORDER, "out of order timestamp",
+    (lambda p: p.kind == OUT_OF_ORDER and p.previous_timestamp is not None,
+     "out of order timestamp",
      "Found out of order timestamp in :{file}",
      lambda p: f"  Index timestamp: {p.timestamp}, Previously indexed timestamp: "
                f"{p.previous_timestamp}"),
@@ -116,8 +146,8 @@ _TIME_GROUPS: list[_Group] = [
 
 def _report(path: Path, opts: Options, out: Output, problems: list[IndexProblem]) -> None:
     """Every problem, grouped as DumpLogSegments prints them; what it has no words for
-    (an entry at the first batch, offsets out of order, a partial entry) under "Found
-    invalid index entries in"."""
+    (an entry at the first batch, offsets out of order, a partial entry, a time entry
+    Kafka's two checks pass but no broker writes) under "Found invalid index entries in"."""
     if not problems:
         return
     abs_path = str(path.resolve())

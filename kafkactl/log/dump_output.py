@@ -28,6 +28,25 @@ class Options:
     as_json: bool = False
     offsets_decoder: bool = False  # decode __consumer_offsets keys and values
     txn_log_decoder: bool = False  # decode __transaction_state keys and values
+    # how keys and payloads print (--key-decoder-class, --value-decoder-class): a value
+    # of KAFKA_DECODERS
+    key_decoder: str = "string"
+    value_decoder: str = "string"
+
+
+# The decoders Kafka ships (DumpLogSegments' --key-decoder-class and --value-decoder-class
+# load any class implementing org.apache.kafka.tools.api.Decoder; kafkactl cannot load Java
+# classes, so it takes these names): StringDecoder is `new String(bytes, UTF_8)` (Kafka's
+# default), IntegerDecoder and LongDecoder read a big-endian int / long from the first 4 /
+# 8 bytes, DefaultDecoder returns the bytes (Kafka prints the JVM's array reference,
+# `[B@1b6d3586`; kafkactl prints them as hex). Kafka 3.x's kafka.serializer names are the
+# same decoders (3.8 and 3.9 convert them to the new ones, 4.0 removed them).
+KAFKA_DECODERS: dict[str, str] = {
+    f"{package}.{name}Decoder": kind
+    for package in ("org.apache.kafka.tools.api", "kafka.serializer")
+    for name, kind in (("String", "string"), ("Integer", "integer"), ("Long", "long"),
+                       ("Default", "bytes"))
+}
 
 
 def _stdout_line(text: str) -> None:

@@ -57,8 +57,10 @@ class IndexProblem:
     position: int | None = None  # offset index: the entry's position
     timestamp: int | None = None  # time index: the entry's timestamp
     log_offset: int | None = None  # the last offset of the batch the log holds there (-1: none)
-    log_timestamp: int | None = None  # time index: the largest timestamp up to that batch
-    previous_timestamp: int | None = None  # time index, out of order: the previous entry's
+    log_timestamp: int | None = None  # time index: the largest timestamp of that batch
+    # time index, out of order: the previous entry's timestamp (None: only the offset
+    # went back)
+    previous_timestamp: int | None = None
 
     def to_dict(self) -> dict[str, object]:
         return {k: v for k, v in asdict(self).items() if v is not None}
@@ -97,37 +99,61 @@ def offset_index_problems(headers: Sequence[BatchHeader],
 
 def time_index_problems(headers: Sequence[BatchHeader],
                         entries: Iterable[tuple[int, int]]) -> list[IndexProblem]:
-    """The wrong entries of a time index over these (valid) batches."""
-    # per batch last offset: (the largest timestamp up to it, the offset where it was reached)
-    running: dict[int, tuple[int, int]] = {}
+    """The wrong entries of a time index over these (valid) batches.
+
+    DumpLogSegments' two checks are made independently, so one entry can be both: its
+    timestamp is not the largest of its own batch (MISMATCH, `log_timestamp` that batch's)
+    and it does not increase over the previous entry's (OUT_OF_ORDER, `previous_timestamp`).
+    An entry neither catches can still be one no broker writes (its offsets go back, or
+    its timestamp is its batch's but not the largest up to it, or that largest was first
+    reached at an earlier batch): MISMATCH or OUT_OF_ORDER with only the message to say
+    why, as `kafkactl recover` judges it."""
+    # per batch last offset: (its own largest timestamp, the largest up to it, the offset
+    # where that was first reached)
+    batch: dict[int, tuple[int, int, int]] = {}
     max_ts, max_off = NO_TIMESTAMP, -1
     for h in headers:
         if h.max_timestamp > max_ts:
             max_ts, max_off = h.max_timestamp, h.last_offset
-        running[h.last_offset] = (max_ts, max_off)
+        batch[h.last_offset] = (h.max_timestamp, max_ts, max_off)
     lasts = [h.last_offset for h in headers]
     problems: list[IndexProblem] = []
     prev_ts, prev_off = NO_TIMESTAMP - 1, -1
     for n, (ts, off) in enumerate(entries):
         where = f"time index entry {n} (timestamp {ts}, offset {off})"
-        up_to = running.get(off)
-        if up_to is None:
+        found = batch.get(off)
+        if found is None:
             reach = next((last for last in lasts if last >= off), -1)
             problems.append(IndexProblem(
                 TIME, n, NOT_FOUND, f"{where}: no valid batch ends at offset {off}",
                 offset=off, timestamp=ts, log_offset=reach))
-        elif up_to != (ts, off):
-            log_ts, reached = up_to
-            why = (f"the largest timestamp up to that offset is {log_ts}" if log_ts != ts
+            prev_ts, prev_off = ts, off
+            continue
+        own, up_to, reached = found
+        flagged = False
+        if ts != own:
+            flagged = True
+            problems.append(IndexProblem(
+                TIME, n, MISMATCH, f"{where}: the largest timestamp of the batch ending "
+                f"there is {own}", offset=off, timestamp=ts, log_offset=off,
+                log_timestamp=own))
+        if ts <= prev_ts:
+            flagged = True
+            problems.append(IndexProblem(
+                TIME, n, OUT_OF_ORDER, f"{where}: its timestamp does not increase over the "
+                f"previous entry's (timestamp {prev_ts}, offset {prev_off})", offset=off,
+                timestamp=ts, log_offset=off, log_timestamp=own, previous_timestamp=prev_ts))
+        if not flagged and off < prev_off:
+            problems.append(IndexProblem(
+                TIME, n, OUT_OF_ORDER, f"{where}: its offset goes back from the previous "
+                f"entry's (timestamp {prev_ts}, offset {prev_off})", offset=off,
+                timestamp=ts, log_offset=off, log_timestamp=own))
+        elif not flagged and (up_to, reached) != (ts, off):
+            why = (f"the largest timestamp up to that offset is {up_to}" if up_to != ts
                    else f"timestamp {ts} was first reached at offset {reached}")
             problems.append(IndexProblem(
                 TIME, n, MISMATCH, f"{where}: {why}", offset=off, timestamp=ts,
-                log_offset=off, log_timestamp=log_ts))
-        elif ts <= prev_ts or off < prev_off:
-            problems.append(IndexProblem(
-                TIME, n, OUT_OF_ORDER, f"{where}: does not increase over the previous entry "
-                f"(timestamp {prev_ts}, offset {prev_off})", offset=off, timestamp=ts,
-                log_offset=off, log_timestamp=ts, previous_timestamp=prev_ts))
+                log_offset=off, log_timestamp=own))
         prev_ts, prev_off = ts, off
     return problems
 

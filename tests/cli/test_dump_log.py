@@ -286,7 +286,7 @@ def test_nothing_dumped_is_an_error(tmp_path: Path) -> None:
         assert r.returncode == 2, (target, r.stderr)
         assert f"Ignoring unknown file {target}" in r.stderr
         assert "error: nothing was dumped" in r.stderr
-        assert r.stdout == ""
+        assert r.stdout == f"Dumping {target}\n"
     r = run(str(tmp_path))
     assert f"{tmp_path / '*.log'}" in r.stderr  # a directory: how to name its files
 
