@@ -5,11 +5,14 @@ every batch is validated
 (length inside the file, magic, CRC, increasing offsets), each .log is cut at its first
 invalid byte and stale indexes are rebuilt; each .txnindex is compared with the aborted
 transactions the partition's markers say it holds and rewritten when it differs (the
-rebuild a broker's recovery does). When a segment is cut (or one in the middle lost its
-bytes or its .log), the later segments are deleted as Kafka's loader deletes them (the log
-stays contiguous; `--salvage` keeps them, but never skips a damaged transaction marker: it
-cuts there as without it): the report names them and the offsets lost, and says when the cut
-batch is a transaction marker (its producer's transaction is then left open: hanging).
+rebuild a broker's recovery does). When a segment is cut, the later segments are deleted
+as Kafka's loader deletes them (the log stays contiguous; `--salvage` keeps them, but never
+skips a damaged transaction marker: it cuts there as without it): the report names them and
+the offsets lost, and says when the cut batch is a transaction marker (its producer's
+transaction is then left open: hanging). A segment that lost its .log or its bytes loses
+only its own offsets (a gap; the later segments are kept, as Kafka keeps them): the report
+names them. A log left ending below its log-start-offset checkpoint is restarted empty
+there (as Kafka's loader does), so no offset is handed out twice.
 Leftover .deleted/.cleaned/.swap/.tmp files, orphan index files, unreadable producer
 snapshots and those above the log end are removed, and epochs, recovery points and high
 watermarks above the log end lowered. The report
@@ -75,13 +78,15 @@ def _lost_marker(part: str, r: SegmentRecoveryReport, dry_run: bool, salvage: bo
     m = r.lost_marker or {}
     topic, _sep, number = part.rpartition("-")
     kind = m.get("marker")
+    pid, epoch = m.get("producer_id"), m.get("producer_epoch")
+    producer = (f"producer {pid} (epoch {epoch if epoch is not None else 'cut off'})"
+                if pid is not None else "a producer whose id is cut off with the header")
     what = f"an {kind} marker" if kind == "ABORT" else (
         f"a {kind} marker" if kind else "a transaction marker (its type cannot be read)")
     cut, left = ("would be cut", "would be left") if dry_run else ("was cut", "is left")
     text = (f"{part}: the damaged batch at position {m.get('position')} of "
-            f"{Path(r.path).name} (offset {m.get('offset')}) is {what} of producer "
-            f"{m.get('producer_id')} (epoch {m.get('producer_epoch')}): it {cut} with "
-            f"everything after it")
+            f"{Path(r.path).name} (offset {m.get('offset')}) is {what} of {producer}: it "
+            f"{cut} with everything after it")
     if salvage:
         text += (", not skipped (skipped, it would leave the producer's later records in "
                  "its next transaction, committed or aborted with it)")
@@ -191,6 +196,8 @@ def recover_command(  # noqa: C901
     needs = any(p.needs_repair for p in parts) or bool(checkpoints)
     shown = rows if show_all else [(p, r) for p, r in rows if needs_repair(r)]
     cuts = [p.cut for p in parts if p.cut is not None]
+    lost = [lo for p in parts for lo in p.lost]
+    resets = [p.reset for p in parts if p.reset is not None]
     files = [(p.partition, f) for p in parts for f in p.files]
     if as_json:
         doc = {
@@ -200,6 +207,8 @@ def recover_command(  # noqa: C901
             "segments_checked": len(rows),
             "segments": [{"partition": p, **r.to_dict()} for p, r in shown],
             "cuts": [c.to_dict() for c in cuts],
+            "lost_segments": [lo.to_dict() for lo in lost],
+            "log_start_resets": [r.to_dict() for r in resets],
             "files": [{"partition": p, **f.to_dict(dry_run=dry_run)} for p, f in files],
             "checkpoints": [c.to_dict() for c in checkpoints],
         }
@@ -210,6 +219,10 @@ def recover_command(  # noqa: C901
         typer.echo(_summary(rows, len(shown)))
         for cut in cuts:
             typer.echo(cut.sentence())
+        for gone in lost:
+            typer.echo(gone.sentence())
+        for reset in resets:
+            typer.echo(reset.sentence())
         for repaired in parts:
             if repaired.tail_loss is not None:
                 typer.echo(repaired.tail_loss)
@@ -219,8 +232,10 @@ def recover_command(  # noqa: C901
         for part_name, f in files:
             done = f.to_dict(dry_run=dry_run)
             target = f" to {Path(str(done['target'])).name}" if done["target"] else ""
+            routine = (" (housekeeping: the broker's start-up does it too; no repair)"
+                       if f.housekeeping else "")
             typer.echo(f"{part_name}: {f.path.name}: {f.problem}. "
-                       f"{str(done['action']).capitalize()} it{target}.")
+                       f"{str(done['action']).capitalize()} it{target}{routine}.")
         for c in checkpoints:
             if c.lowered:
                 typer.echo(f"{c.problem} {'Lowered' if c.rewritten else 'Would lower'} "
@@ -236,6 +251,9 @@ def recover_command(  # noqa: C901
             typer.echo("Repaired: the log is consistent now" + (
                 f"; {hanging} transaction{'s are' if hanging != 1 else ' is'} left open "
                 "(see above)." if hanging else "."))
+        elif files:
+            typer.echo("The log is consistent; nothing to repair (only the housekeeping "
+                       "above).")
         else:
             typer.echo("The log is consistent; nothing to repair.")
     if dry_run and needs:

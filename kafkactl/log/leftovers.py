@@ -4,7 +4,10 @@ leaves behind (shared by the broker's start-up, loader.py, and `kafkactl recover
 plan_leftovers decides, changing nothing: `.deleted` files are queued for deletion,
 `.cleaned` and `.tmp` files removed, a `<base>.log.swap` (a finished compaction, maybe of a
 group of segments) renamed into place once it checks as whole valid batches (a `.swap`
-that does not is deleted and the segment it would replace kept), orphan index files
+that does not is deleted and the segment it would replace kept; so is every `.swap` at or
+above the offset of a `.cleaned` file, as Kafka's loader deletes it (KAFKA-6264: the
+replacement was not finished), the originals kept); a renamed `.swap` takes with it every
+file of the segments it covers, their producer snapshots too (as Kafka's), orphan index files
 removed (a missing `.log`), and a segment whose name is above its first batch's offset
 (but after the previous segment) renamed to that offset, its indexes rebuilt: Kafka's loader
 rewrites such a segment into ones named by their real offsets (splitOverflowedSegment)
@@ -60,6 +63,10 @@ class FileAction:
     # files of the segments a cleaned group's .swap covers
     also_delete: list[Path] = field(default_factory=list)
     missing_segment: int | None = None  # an orphan index file: the base of the lost .log
+    # routine: the broker's start-up does it on a healthy log too (a queued .deleted file,
+    # a leader epoch starting at the log end), so it is no repair
+    housekeeping: bool = False
+    covers_to: int | None = None  # a valid .log.swap: the offset after its last batch
 
     def apply(self, *, delete_queued: bool = False) -> None:
         if (self.action == QUEUE and not delete_queued) or self.action == TRUNCATE:
@@ -78,7 +85,8 @@ class FileAction:
         return {"path": str(self.path), "problem": self.problem,
                 "action": verbs[0 if dry_run else 1],
                 "target": str(self.target) if self.target is not None else None,
-                "also_removed": [str(p) for p in self.also_delete]}
+                "also_removed": [str(p) for p in self.also_delete],
+                "housekeeping": self.housekeeping}
 
 
 def plan_leftovers(directory: Path, names: list[str]) -> list[FileAction]:
@@ -89,17 +97,30 @@ def plan_leftovers(directory: Path, names: list[str]) -> list[FileAction]:
     present = set(names)
     renamed: set[str] = set()  # .log names a .swap will create
     gone: set[Path] = set()  # files a .swap's rename removes
+    # Kafka's removeTempFilesAndCollectSwapFiles: a .swap at or above the lowest .cleaned
+    # file's offset belongs to a replacement that did not finish (KAFKA-6264)
+    min_cleaned = min((off for n in names if n.endswith(CLEANED_SUFFIX)
+                       and (off := offset_from_filename(n)) is not None), default=None)
     for name in names:
         path = directory / name
         if name.endswith(DELETED_SUFFIX):
-            actions.append(FileAction(path, "left by an interrupted segment deletion", QUEUE))
+            actions.append(FileAction(path, "left by an interrupted segment deletion", QUEUE,
+                                      housekeeping=True))
         elif name.endswith(CLEANED_SUFFIX):
             actions.append(FileAction(path, "left by an interrupted compaction", DELETE))
         elif name.endswith(".tmp"):
             actions.append(FileAction(path, "a temporary file left by an interrupted write",
                                       DELETE))
         elif name.endswith(SWAP_SUFFIX):
+            off = offset_from_filename(name)
             action = _swap_action(directory, name, names)
+            if (min_cleaned is not None and off is not None and off >= min_cleaned
+                    and action.action == RENAME and _originals_whole(action, names)):
+                actions.append(FileAction(
+                    path, f"a .swap file of an unfinished segment replacement (a .cleaned "
+                    f"file at offset {min_cleaned} is left, at or below it): the original "
+                    f"segments are kept, as Kafka's loader keeps them", DELETE))
+                continue
             if action.action == RENAME and action.target is not None:
                 renamed.add(action.target.name)
                 gone.update(action.also_delete)
@@ -145,13 +166,13 @@ def _swap_action(directory: Path, name: str, names: list[str]) -> FileAction:
     if vp.valid_bytes == size:
         nxt = max(base + 1, vp.headers[-1].last_offset + 1) if vp.headers else base + 1
         covered = sorted(directory / n for n in names
-                         if n.endswith(_SEGMENT_SUFFIXES)
+                         if n.endswith((*_SEGMENT_SUFFIXES, SNAPSHOT_SUFFIX))
                          and (off := offset_from_filename(n)) is not None and base < off < nxt)
         logs = ", ".join(p.name for p in covered if p.name.endswith(LOG_SUFFIX))
         return FileAction(path, f"a compacted segment left by an interrupted swap: it "
                           f"replaces {target_name}"
                           + (f" and the segments it covers ({logs})" if logs else ""),
-                          RENAME, target, indexes + covered)
+                          RENAME, target, indexes + covered, covers_to=nxt)
     why = f"{vp.error or 'invalid bytes'} at position {vp.valid_bytes}"
     if target_name in present:
         return FileAction(path, f"not a valid segment ({why}): {target_name} is kept",
@@ -159,6 +180,19 @@ def _swap_action(directory: Path, name: str, names: list[str]) -> FileAction:
     return FileAction(path, f"not a valid segment ({why}) but the only copy of "
                       f"{target_name}: renamed into place and recovered", RENAME, target,
                       indexes)
+
+
+def _originals_whole(action: FileAction, names: list[str]) -> bool:
+    """The segment a `.swap` replaces is there and none of those it covers was deleted yet
+    (no `.deleted` file in its range): deleting the `.swap` loses nothing. (Kafka deletes
+    such a `.swap` without looking: its replacement deletes the originals only after every
+    `.cleaned` file became a `.swap`.)"""
+    if action.target is None or action.target.name not in names or action.covers_to is None:
+        return False
+    base = offset_from_filename(action.target.name)
+    return base is not None and not any(
+        n.endswith(DELETED_SUFFIX) and (off := offset_from_filename(n)) is not None
+        and base <= off < action.covers_to for n in names)
 
 
 def _first_and_last(path: Path, *, last: bool) -> tuple[int | None, int | None]:

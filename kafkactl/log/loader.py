@@ -15,13 +15,20 @@ never half-read: the entries after the damage are aborted transactions. After a 
 stop the active segment's tail (from its last index entry) is still validated, and the
 segment recovered if it is torn. Every truncation is logged at WARNING.
 
-When recovery cuts a segment short (or a segment in the middle is empty although its
-index entries say it held offsets, or its `.log` is missing), every later segment is
-deleted, as
-Kafka's LogLoader.recoverLog does: the log must stay contiguous. The WARNING names the
-deleted segments and the offsets lost. Then producer snapshots above the log end, below
-the first segment (of deleted segments) and unreadable ones are deleted (a corrupt one is
-logged once), and the leader-epoch checkpoint is cut at the log end.
+When recovery cuts a segment short, every later segment is deleted, as Kafka's
+LogLoader.recoverLog does: the log must stay contiguous. The WARNING names the deleted
+segments and the offsets lost. A segment whose `.log` is missing (its orphan index files
+are deleted) or empty although its index entries say it held offsets (its indexes are
+rebuilt) truncates no byte: as in Kafka's loader the later segments are kept and only
+that segment's offsets are lost, a gap in the log (fetches skip it as they skip a
+compaction's gaps); a WARNING names the segment and the offsets lost (LostSegmentReport).
+When the log then ends below the log start offset (its checkpoint: a DeleteRecords, then a
+crash tore the tail), every segment is deleted and the log restarts empty at the log start
+(Kafka's deleteSegmentsIfLogStartGreaterThanLogEnd; LogStartReset), with its producer
+snapshots and leader epochs: the offsets below it were handed out already. Then producer
+snapshots above the log end, below the first segment (of deleted segments) and unreadable
+ones are deleted (a corrupt one is logged once), and the leader-epoch checkpoint is cut at
+the log end.
 """
 
 from __future__ import annotations
@@ -35,10 +42,14 @@ from pathlib import Path
 from kafkactl.log.config import LogConfig
 from kafkactl.log.errors import CorruptIndexError
 from kafkactl.log.leftovers import clean_snapshots, settle_leftovers, truncate_leader_epochs
+from kafkactl.log.producer_snapshot import SNAPSHOT_SUFFIX
 from kafkactl.log.recovery import (
     CutReport,
+    LogStartReset,
+    LostSegmentReport,
     SegmentRecoveryReport,
     lost_data_reason,
+    lost_segments,
     recover_segment,
     validate_log_bytes,
 )
@@ -62,6 +73,8 @@ class LoadedSegments:
     # base offset -> the transaction events recovery read from that segment
     txn_events: dict[int, list[tuple[int, ...]]] = field(default_factory=dict)
     cut: CutReport | None = None  # later segments deleted after a cut (see the module doc)
+    lost: list[LostSegmentReport] = field(default_factory=list)  # missing/emptied segments
+    reset: LogStartReset | None = None  # the log restarted at its log start offset
 
 
 # C901: LogLoader's order: leftovers, index checks, recovery point, truncation
@@ -82,7 +95,7 @@ def load_segments(  # noqa: C901
     )
     segments: list[LogSegment] = []
     broken: dict[int, str] = {}  # base offset -> why its indexes are rebuilt
-    emptied: set[int] = set()  # empty segments in the middle whose indexes say they held data
+    emptied: set[int] = set()  # empty segments whose indexes say they held data
     try:
         for i, base in enumerate(bases):
             stem = f"{base:020d}"
@@ -93,9 +106,11 @@ def load_segments(  # noqa: C901
             # evidence of lost bytes: index entries. Missing index files are none: a
             # compaction's swap leaves its (maybe empty) segment without them (the first
             # segment of a group that compacted to nothing is kept, empty)
-            if seg.size == 0 and i < len(bases) - 1 and not missing and (
+            if seg.size == 0 and not missing and (
                     seg.offset_index.entry_count or seg.time_index.entry_count):
                 emptied.add(base)
+                broken[base] = "the segment is empty but its index files hold entries"
+                continue
             if missing:
                 broken[base] = "an index file is missing"
                 continue
@@ -139,22 +154,37 @@ def load_segments(  # noqa: C901
                 seg.log_path.name,
                 bytes_truncated=report.bytes_truncated if report else 0,
                 valid_bytes=report.valid_bytes if report else seg.size,
-                error=report.error if report else None,
-                empty_with_index_evidence=seg.base_offset in emptied,
-                missing_after=next((m for m in missing_logs
-                                    if seg.base_offset < m < nxt), None))
+                error=report.error if report else None)
             if reason:
                 result.cut = cut_later_segments(directory.name, segments, i, reason)
                 break
             seg.on_become_inactive()
+        if segments:
+            kept = [s.base_offset for s in segments]
+            result.lost = lost_segments(
+                directory.name, kept,  # (above a cut: the cut's report says it)
+                [m for m in missing_logs if result.cut is None or m < kept[-1]],
+                sorted(b for b in emptied if b in kept), segments[-1].next_offset)
+            for lost in result.lost:
+                log.warning("Recovery of %s", lost.sentence())
+            if segments[-1].next_offset < log_start_offset:
+                result.reset = reset_to_log_start(directory.name, segments, log_start_offset)
+                result.txn_events.clear()
         if not segments:
             seg = LogSegment(directory, max(0, log_start_offset), config, created_ms=now_ms,
                              create=True)
             segments.append(seg)
         log_end = segments[-1].next_offset
-        clean_snapshots(directory, log_end, names=names,
-                        first_base=segments[0].base_offset)
-        if result.cut is not None or any(r.bytes_truncated for r in result.reports):
+        if result.reset is not None:
+            for name in os.listdir(directory):
+                if name.endswith(SNAPSHOT_SUFFIX):
+                    (directory / name).unlink(missing_ok=True)
+            clear_leader_epochs(directory)
+        else:
+            clean_snapshots(directory, log_end, names=names,
+                            first_base=segments[0].base_offset)
+        if (result.cut is not None or result.lost
+                or any(r.bytes_truncated for r in result.reports)):
             truncate_leader_epochs(directory, log_end)
         return result
     except BaseException:
@@ -183,6 +213,29 @@ def cut_later_segments(partition: str, segments: list[LogSegment], i: int, reaso
     return cut
 
 
+def reset_to_log_start(partition: str, segments: list[LogSegment], log_start_offset: int
+                       ) -> LogStartReset:
+    """The log ends below `log_start_offset`: delete every segment (`segments` is emptied;
+    the caller opens a new one there) and say so at WARNING (see LogStartReset)."""
+    reset = LogStartReset(partition, log_start_offset, segments[-1].next_offset,
+                          [s.log_path.name for s in segments])
+    for s in segments:
+        s.delete_files()
+    segments.clear()
+    log.warning("Recovery of %s", reset.sentence())
+    return reset
+
+
+def clear_leader_epochs(directory: Path) -> None:
+    """Empty the leader-epoch checkpoint (Kafka's clearAndFlush): the log restarted."""
+    from kafkactl.log.leader_epoch_cache import LeaderEpochCache
+
+    cache = LeaderEpochCache(directory)
+    if cache.path.exists():
+        cache.load()
+        cache.clear()
+
+
 def tail_problem(seg: LogSegment) -> str | None:
     """Why the bytes of `seg` from its last offset-index entry on are not whole, valid
     batches (None: they are). Cheap: at most index.interval.bytes plus one batch."""
@@ -204,9 +257,14 @@ def log_truncation(partition: str, r: SegmentRecoveryReport) -> None:
             else "no valid batch kept")
     claims = (f", the first cut batch claims offset {r.cut_first_offset}"
               if r.cut_first_offset is not None else "")
+    m = r.lost_marker
+    marker = "" if m is None else (
+        f" The cut batch is a transaction marker ({m.get('marker') or 'type unreadable'}) of "
+        f"producer {m.get('producer_id') if m.get('producer_id') is not None else '(id cut off)'}"
+        ": its transaction is left open (hanging) until `kafkactl transactions abort` ends it.")
     log.warning(
         "Recovery of %s truncated segment %s at position %d: %d of %d bytes cut (%s%s); "
-        "%s, the segment now ends at offset %d.",
+        "%s, the segment now ends at offset %d.%s",
         partition, Path(r.path).name, r.valid_bytes, r.bytes_truncated, r.original_bytes,
         r.error or "invalid bytes", claims, kept,
-        (r.last_offset + 1) if r.last_offset is not None else r.base_offset)
+        (r.last_offset + 1) if r.last_offset is not None else r.base_offset, marker)

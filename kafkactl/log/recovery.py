@@ -31,33 +31,51 @@ from kafkactl.record.batch import LOG_OVERHEAD, MAGIC_OFFSET, RECORD_BATCH_OVERH
 from kafkactl.record.memory_records import scan
 
 _OFFSET_LENGTH = struct.Struct(">qi")
-# a magic-2 header: base offset, length, magic, attributes, producer id, producer epoch
-_V2_MARKER_FIELDS = struct.Struct(">qi4xb4xh4x8x8xqh")
 _TXN_MARKER_ATTRS = 0x30  # transactional | control: an end-transaction marker's batch
 
 
 @dataclass
 class LostMarker:
     """A batch recovery cuts (or a salvage would skip) whose header says it is a
-    transaction marker: magic 2, the transactional and control attribute bits and a
-    producer id. Its CRC failed, so the header is taken at its word when it reads as a
-    marker's; losing the batch loses the end of that producer's transaction."""
+    transaction marker: magic 2, the transactional and control attribute bits (and a
+    producer id, when that much of the header is on disk). Its CRC failed (or the batch is
+    torn), so the header is taken at its word when it reads as a marker's; losing the batch
+    loses the end of that producer's transaction."""
 
     position: int
     offset: int  # the base offset its header claims
-    producer_id: int
-    producer_epoch: int
+    producer_id: int | None  # None: the header is cut before it
+    producer_epoch: int | None  # None: the header is cut before it
     marker: str | None  # "ABORT"/"COMMIT" as its damaged record reads; None: unreadable
+
+
+# how much of a magic-2 header tells a transaction marker: up to the attributes, and
+# the producer id and epoch (the rest of the 61-byte header is not needed)
+_ATTRS_END = 23
+_PRODUCER_ID = struct.Struct(">q")
+_PRODUCER_ID_AT, _PRODUCER_EPOCH_AT = 43, 51
+_PRODUCER_EPOCH = struct.Struct(">h")
 
 
 def damaged_marker_at(buf: memoryview | bytes | mmap.mmap, pos: int, end: int
                       ) -> LostMarker | None:
-    """The transaction marker whose header starts at `pos` (see LostMarker), or None."""
-    if end - pos < RECORD_BATCH_OVERHEAD:
+    """The transaction marker whose header starts at `pos` (see LostMarker), or None. A
+    torn header is read as far as it goes: its attributes (the first 23 bytes) tell a
+    marker, the producer id and epoch are None when cut off."""
+    if end - pos < _ATTRS_END:
         return None
-    base, length, magic, attrs, pid, epoch = _V2_MARKER_FIELDS.unpack_from(buf, pos)
-    if magic != 2 or attrs & _TXN_MARKER_ATTRS != _TXN_MARKER_ATTRS or pid < 0:
+    base, length = _OFFSET_LENGTH.unpack_from(buf, pos)
+    magic = buf[pos + MAGIC_OFFSET]
+    attrs = struct.unpack_from(">h", buf, pos + _ATTRS_END - 2)[0]
+    if magic != 2 or attrs & _TXN_MARKER_ATTRS != _TXN_MARKER_ATTRS:
         return None
+    pid = epoch = None
+    if end - pos >= _PRODUCER_EPOCH_AT:
+        pid = _PRODUCER_ID.unpack_from(buf, pos + _PRODUCER_ID_AT)[0]
+        if pid < 0:
+            return None  # no producer: not a marker (garbage that read as one)
+    if end - pos >= _PRODUCER_EPOCH_AT + _PRODUCER_EPOCH.size:
+        epoch = _PRODUCER_EPOCH.unpack_from(buf, pos + _PRODUCER_EPOCH_AT)[0]
     kind = None
     size = LOG_OVERHEAD + length
     if size >= RECORD_BATCH_OVERHEAD and pos + size <= end:
@@ -178,24 +196,108 @@ def salvage_hint(batches: int, dry_run: bool) -> str:
 
 
 def lost_data_reason(name: str, *, bytes_truncated: int, valid_bytes: int,
-                     error: str | None, empty_with_index_evidence: bool,
-                     missing_after: int | None) -> str | None:
-    """Why the log must be cut after the segment `name` (not the last one), or None:
-    its tail was cut; it is empty although its index entries say it held offsets (the
-    file lost its bytes; missing index files are no evidence: a compaction's swap leaves
-    its segment, maybe empty, without them); or the segment after it has no .log
-    (`missing_after`: its base offset). Kafka's loader cuts at a truncated segment; an
-    empty or missing segment file in the middle is treated the same way (the offsets it
-    held are gone)."""
+                     error: str | None, dry_run: bool = False) -> str | None:
+    """Why the log must be cut after the segment `name` (not the last one), or None: its
+    tail was (in a dry run: would be) cut. Kafka's loader deletes the later segments only
+    then (LogLoader.recoverLog: bytes truncated); a segment whose `.log` is missing or
+    empty truncates no byte: its offsets are lost (LostSegmentReport), the later segments
+    kept."""
     if bytes_truncated > 0:
-        return (f"segment {name} was truncated at position {valid_bytes} "
-                f"({error or 'invalid bytes'})")
-    if empty_with_index_evidence:
-        return (f"segment {name} is empty but its index files say it held offsets (its "
-                f"bytes are lost)")
-    if missing_after is not None:
-        return f"segment {missing_after:020d}.log is missing (its index files were left)"
+        return (f"segment {name} {'would be' if dry_run else 'was'} truncated at position "
+                f"{valid_bytes} ({error or 'invalid bytes'})")
     return None
+
+
+MISSING_LOG = "is missing (its index files were left)"
+EMPTIED_LOG = "is empty but its index files say it held offsets (its bytes are lost)"
+
+
+@dataclass
+class LostSegmentReport:
+    """A segment lost its bytes: its `.log` is missing (orphan index files are left) or
+    empty although its index entries say it held offsets. As Kafka's loader, nothing else
+    goes: the orphan index files are deleted (an empty segment's indexes rebuilt) and the
+    later segments kept, so only this segment's offsets are lost (a gap in the log, which
+    fetches skip as they skip a compaction's gaps)."""
+
+    partition: str
+    segment: str  # the .log file name
+    reason: str  # MISSING_LOG or EMPTIED_LOG
+    first_lost_offset: int  # the segment's base offset
+    last_lost_offset: int | None  # below the next segment's base (None: it was the last)
+    log_end_offset: int  # the log end once loaded
+    dry_run: bool = False
+
+    def to_dict(self) -> dict[str, object]:
+        return asdict(self)
+
+    @property
+    def lost_range(self) -> str:
+        if self.last_lost_offset is None:
+            return f"offsets from {self.first_lost_offset} on"
+        if self.last_lost_offset == self.first_lost_offset:
+            return f"offset {self.first_lost_offset}"
+        return f"offsets {self.first_lost_offset}..{self.last_lost_offset}"
+
+    def sentence(self) -> str:
+        """One line for the broker's WARNING and recover's text report."""
+        lost = "would be lost" if self.dry_run else "are lost"
+        if self.last_lost_offset is None:
+            after = (f"the log {'would end' if self.dry_run else 'now ends'} at offset "
+                     f"{self.log_end_offset}")
+        else:
+            after = (f"the later segments {'would be' if self.dry_run else 'are'} kept, as "
+                     f"Kafka's loader keeps them: the log has a gap there, which consumers "
+                     f"skip")
+        return (f"{self.partition}: segment {self.segment} {self.reason}: {self.lost_range} "
+                f"{lost}; {after}.")
+
+
+def lost_segments(partition: str, bases: list[int], missing: list[int],
+                  emptied: list[int], log_end: int, *, dry_run: bool = False
+                  ) -> list[LostSegmentReport]:
+    """The reports of the segments whose `.log` is `missing` and of those `emptied` (base
+    offsets), among the segments at `bases` (the `.log` files there, emptied ones too):
+    each lost the offsets from its base to the next segment's (a missing or an existing
+    one)."""
+    every = sorted(set(bases) | set(missing))
+    out = []
+    for base, reason in sorted([(m, MISSING_LOG) for m in missing]
+                               + [(e, EMPTIED_LOG) for e in emptied]):
+        i = every.index(base)
+        last = every[i + 1] - 1 if i + 1 < len(every) else None
+        out.append(LostSegmentReport(partition, f"{base:020d}.log", reason, base, last,
+                                     log_end, dry_run))
+    return out
+
+
+@dataclass
+class LogStartReset:
+    """Recovery left the log end below the log start offset (its checkpoint: records up to
+    there were deleted, a DeleteRecords say, before a crash tore the tail). As Kafka's
+    LogLoader.deleteSegmentsIfLogStartGreaterThanLogEnd: every segment is deleted and the
+    log restarts empty at the log start, so offsets already handed out are never given
+    again; the leader-epoch cache and producer snapshots go with the segments."""
+
+    partition: str
+    log_start_offset: int  # the checkpoint's: the log restarts there
+    log_end_found: int  # the log end recovery left
+    deleted_segments: list[str]  # the file names of the deleted segments' .log files
+    dry_run: bool = False
+
+    def to_dict(self) -> dict[str, object]:
+        return asdict(self)
+
+    def sentence(self) -> str:
+        deleted = ", ".join(self.deleted_segments) or "none"
+        return (f"{self.partition}: the log ends at offset {self.log_end_found} after "
+                f"recovery, below its log start offset {self.log_start_offset} (the "
+                f"log-start-offset checkpoint: the records below it were deleted already); "
+                f"{'would delete' if self.dry_run else 'deleted'} all "
+                f"{len(self.deleted_segments)} segment(s) ({deleted}) and "
+                f"{'would restart' if self.dry_run else 'restarted'} the log empty at "
+                f"offset {self.log_start_offset}, as Kafka's loader does, so no offset is "
+                f"handed out twice.")
 
 
 @dataclass

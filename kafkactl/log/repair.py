@@ -7,11 +7,16 @@ partition, as the broker's recovery rebuilds them: from the producer snapshot at
 segment's base, which says which transactions were open there; without one, an entry's
 offsets below that base cannot be contradicted by the log and are kept). When a segment
 is cut short (or a segment in the middle is empty although its indexes say it held
-offsets, or its .log is missing), every later segment is deleted, as Kafka's loader does:
-the log stays contiguous (CutReport names the segments and the offsets lost); `salvage` keeps them
+is cut short, every later segment is deleted, as Kafka's loader does: the log stays
+contiguous (CutReport names the segments and the offsets lost); `salvage` keeps them
 instead (the log then has a gap), except after a damaged batch whose header says it is a
 transaction marker: salvage never skips one (the producer's later records would join its
-next transaction and take its outcome), it cuts there as a plain recovery does.
+next transaction and take its outcome), it cuts there as a plain recovery does. A segment
+in the middle whose .log is missing or empty although its indexes say it held offsets
+truncates no byte: as in Kafka's loader only its offsets are lost (a gap;
+LostSegmentReport), the later segments are kept. A log that then ends below its
+log-start-offset checkpoint is deleted and restarted empty there (LogStartReset), as the
+broker's loader does.
 Leftovers of interrupted operations (.deleted, .cleaned, .tmp, .swap, orphan index files)
 are settled as the broker's loader settles them, unreadable producer snapshots and those
 above the log end removed, and the leader-epoch checkpoint and the log dir's
@@ -27,6 +32,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from kafkactl.log.checkpoint import (
+    LOG_START_OFFSET_CHECKPOINT,
     RECOVERY_POINT_CHECKPOINT,
     REPLICATION_OFFSET_CHECKPOINT,
     checkpoint_problem,
@@ -36,7 +42,7 @@ from kafkactl.log.checkpoint import (
 )
 from kafkactl.log.config import LogConfig
 from kafkactl.log.errors import LogError
-from kafkactl.log.index_check import MISSING
+from kafkactl.log.index_check import MISSING, OFFSET, TIME, IndexProblem
 from kafkactl.log.leftovers import (
     DELETE,
     RENAME,
@@ -47,11 +53,15 @@ from kafkactl.log.leftovers import (
 )
 from kafkactl.log.log import parse_topic_partition
 from kafkactl.log.manager import CLEAN_SHUTDOWN_MARKER, is_partition_dir
+from kafkactl.log.producer_snapshot import SNAPSHOT_SUFFIX
 from kafkactl.log.recovery import (
     CutReport,
+    LogStartReset,
+    LostSegmentReport,
     SegmentRecoveryReport,
     inspect_segment,
     lost_data_reason,
+    lost_segments,
     recover_segment,
     salvage_hint,
     salvage_segment_file,
@@ -61,6 +71,7 @@ from kafkactl.log.segment import (
     LOG_SUFFIX,
     TIME_INDEX_SUFFIX,
     LogSegment,
+    filename_prefix,
     offset_from_filename,
 )
 from kafkactl.log.txn_index import (
@@ -141,11 +152,15 @@ class PartitionRepair:
     # without --salvage, the last segment cut before valid batches past its damage: what
     # that loses (see tail_loss; a cut in an earlier segment says it in `cut`)
     tail_loss: str | None = None
+    # segments whose .log is missing or lost its bytes: their offsets (a gap)
+    lost: list[LostSegmentReport] = field(default_factory=list)
+    reset: LogStartReset | None = None  # the log ended below its log start: restarted
 
     @property
     def needs_repair(self) -> bool:
-        return (any(needs_repair(r) for r in self.segments) or bool(self.files)
-                or self.cut is not None)
+        return (any(needs_repair(r) for r in self.segments)
+                or any(not f.housekeeping for f in self.files)
+                or self.cut is not None or bool(self.lost) or self.reset is not None)
 
 
 def recover_partition(d: Path, *, dry_run: bool, config: LogConfig, salvage: bool = False
@@ -172,13 +187,20 @@ def repair_partition(  # noqa: C901
         if actions:
             fsync_dir(d)
     segments = _planned_segments(segment_files(d), actions) if dry_run else segment_files(d)
+    # (dry run) the files a rename will put in place, and the files the actions remove
+    renamed = {a.path for a in actions if dry_run and a.action == RENAME
+               and a.target is not None and a.target.name.endswith(LOG_SUFFIX)}
+    gone = {p for a in actions for p in a.also_delete}
     reports: list[SegmentRecoveryReport] = []
     cut_at: int | None = None
     reason: str | None = None
+    emptied: list[int] = []  # empty segments whose index entries say they held offsets
     for i, (base, path) in enumerate(segments):
         nxt = segments[i + 1][0] if i + 1 < len(segments) else None
         found = inspect_segment(path, index_interval_bytes=config.index_interval_bytes,
                                 next_base_offset=nxt, salvage=salvage, base_offset=base)
+        if path in renamed:
+            _predict_indexes_after_rename(d, base, found, gone)
         if cut_at is not None:
             found.deleted = True
             reports.append(found)
@@ -188,6 +210,10 @@ def repair_partition(  # noqa: C901
             prev_end = prev.last_offset + 1 if prev.last_offset is not None else prev.base_offset
             if prev_end < base:
                 found.gap_before = [prev_end, base - 1]
+        if found.original_bytes == 0 and any(
+                p.get("index") != "transaction" and p.get("kind") != MISSING
+                for p in found.index_problems):
+            emptied.append(base)
         report = found
         if not (dry_run or (found.bytes_truncated == 0 and not found.indexes_rebuilt)):
             report = _repair_segment(d, base, path, nxt, found, config, salvage)
@@ -202,11 +228,7 @@ def repair_partition(  # noqa: C901
         elif nxt is not None and not salvage:
             reason = lost_data_reason(
                 path.name, bytes_truncated=found.bytes_truncated,
-                valid_bytes=found.valid_bytes, error=found.error,
-                empty_with_index_evidence=found.original_bytes == 0 and any(
-                    p.get("index") != "transaction" and p.get("kind") != MISSING
-                    for p in found.index_problems),
-                missing_after=next((m for m in missing if base < m < nxt), None))
+                valid_bytes=found.valid_bytes, error=found.error, dry_run=dry_run)
             if reason:
                 cut_at = i
     cut = None
@@ -226,17 +248,92 @@ def repair_partition(  # noqa: C901
                        salvage=salvage)
     files = list(actions)
     log_end = None
+    lost: list[LostSegmentReport] = []
+    reset = None
     if segments_kept:
         last = reports[len(segments_kept) - 1]
         log_end = last.last_offset + 1 if last.last_offset is not None else last.base_offset
-        files += clean_snapshots(d, log_end, dry_run=dry_run, warn=False)  # (reported)
-        epochs = _leader_epochs_above(d, log_end, dry_run=dry_run)
-        if epochs is not None:
-            files.append(epochs)
+        bases = [b for b, _p in segments_kept]
+        lost = lost_segments(d.name, bases,  # (above a cut: the cut's report says it)
+                             [m for m in missing if cut is None or m < bases[-1]],
+                             [b for b in emptied if b in bases], log_end, dry_run=dry_run)
+        start = _log_start_checkpoint(d)
+        if start is not None and log_end < start:
+            reset = LogStartReset(d.name, start, log_end,
+                                  [p.name for _b, p in segments_kept], dry_run)
+            files += _reset_to_log_start(d, segments_kept, start, config, dry_run=dry_run)
+            log_end = start
+        else:
+            files += clean_snapshots(d, log_end, dry_run=dry_run, warn=False)  # (reported)
+            epochs = _leader_epochs_above(d, log_end, dry_run=dry_run)
+            if epochs is not None:
+                files.append(epochs)
     tail = None
     if cut is None and not salvage and reports:
         tail = tail_loss(d.name, reports[-1], dry_run)
-    return PartitionRepair(d.name, reports, files, cut, log_end, tail)
+    return PartitionRepair(d.name, reports, files, cut, log_end, tail, lost, reset)
+
+
+def _predict_indexes_after_rename(d: Path, base: int, found: SegmentRecoveryReport,
+                                  gone: set[Path]) -> None:
+    """(dry run) A file renamed into place as segment `base` (a .swap, a misnamed segment)
+    finds the index files at its new name, those the rename does not remove: an index
+    file missing there is reported missing, as the real run reports it (rebuilt)."""
+    stem = filename_prefix(base)
+    problems: list[dict[str, object]] = []
+    for index, suffix in ((OFFSET, INDEX_SUFFIX), (TIME, TIME_INDEX_SUFFIX)):
+        target = d / (stem + suffix)
+        if target.exists() and target not in gone:
+            problems += [p for p in found.index_problems if p.get("index") == index]
+        else:
+            problems.append(IndexProblem(index, -1, MISSING,
+                                         f"{target.name} is missing").to_dict())
+    problems += [p for p in found.index_problems if p.get("index") not in (OFFSET, TIME)]
+    found.index_problems = problems
+    found.indexes_rebuilt = found.indexes_rebuilt or any(
+        p.get("kind") == MISSING for p in problems)
+
+
+def _log_start_checkpoint(d: Path) -> int | None:
+    """The partition's log start offset in its log dir's log-start-offset-checkpoint (its
+    readable lines), None when there is none."""
+    path = d.parent / LOG_START_OFFSET_CHECKPOINT
+    try:
+        tp = parse_topic_partition(d.name)
+        return salvage_checkpoint(path).get(tp) if path.is_file() else None
+    except (LogError, OSError):
+        return None
+
+
+def _reset_to_log_start(d: Path, segments: list[tuple[int, Path]], start: int,
+                        config: LogConfig, *, dry_run: bool) -> list[FileAction]:
+    """Delete every segment of a log that ends below its log start offset `start`, open an
+    empty one there, delete the producer snapshots and clear the leader epochs (unless
+    `dry_run`): the broker's loader does the same (LogStartReset). Returns the snapshot
+    and epoch actions (the segments are in the LogStartReset)."""
+    from kafkactl.log.leader_epoch_cache import LeaderEpochCache
+
+    why = f"of the log deleted below its log start offset {start}"
+    files = [FileAction(d / n, f"a producer snapshot {why}", DELETE)
+             for n in sorted(os.listdir(d)) if n.endswith(SNAPSHOT_SUFFIX)]
+    cache = LeaderEpochCache(d)
+    if cache.path.exists() and cache.load() and cache.epochs:
+        files.append(FileAction(cache.path, "leader epochs " + ", ".join(
+            f"{e}@{o}" for e, o in zip(cache.epochs, cache.offsets, strict=True))
+            + f" {why}", TRUNCATE))
+    if dry_run:
+        return files
+    for _base, path in segments:
+        stem = path.name[: -len(LOG_SUFFIX)]
+        for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX):
+            path.with_name(stem + suffix).unlink(missing_ok=True)
+    for f in files:
+        f.apply()
+    if cache.path.exists():
+        cache.clear()
+    LogSegment(d, start, config, created_ms=0, create=True).close()
+    fsync_dir(d)
+    return files
 
 
 def _repair_segment(d: Path, base: int, path: Path, nxt: int | None,
@@ -331,8 +428,12 @@ def _leader_epochs_above(d: Path, log_end: int, *, dry_run: bool) -> FileAction 
     above = [(e, o) for e, o in zip(cache.epochs, cache.offsets, strict=True) if o >= log_end]
     if not above:
         return None
+    # one starting at the log end is routine (Kafka's loader drops it at every start: a
+    # leader of an empty log assigned it); one above the end is damage
+    at_end = all(o == log_end for _e, o in above)
     action = FileAction(cache.path, f"leader epochs {', '.join(f'{e}@{o}' for e, o in above)} "
-                        f"start at or above the log end offset {log_end}", TRUNCATE)
+                        f"start {'at' if at_end else 'at or above'} the log end offset "
+                        f"{log_end}", TRUNCATE, housekeeping=at_end)
     if not dry_run:
         cache.truncate_from_end(log_end)
     return action
