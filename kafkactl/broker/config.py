@@ -93,6 +93,9 @@ BROKER_DEFAULTS: dict[str, str] = {
     "fetch.max.bytes": "57671680",
     "replica.fetch.backoff.ms": "1000",
     "replica.lag.time.max.ms": "30000",
+    # incremental fetch sessions (KIP-227, kafkactl.broker.fetch_session): 0 slots, none
+    "max.incremental.fetch.session.cache.slots": "1000",
+    "min.incremental.fetch.session.eviction.ms": "120000",
     # replication throttling (kafkactl.broker.replication_quota): rates over num samples
     # of size seconds, as Kafka measures them
     "replication.quota.window.num": "11",

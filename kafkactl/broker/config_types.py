@@ -159,6 +159,8 @@ BROKER_KEY_TYPES: dict[str, KeyType] = {
     "replica.fetch.max.bytes": INT(0), "replica.fetch.response.max.bytes": INT(0),
     "fetch.max.bytes": INT(1024),
     "replica.fetch.backoff.ms": INT(0),
+    "max.incremental.fetch.session.cache.slots": INT(0),
+    "min.incremental.fetch.session.eviction.ms": INT(0),
     "auto.leader.rebalance.enable": BOOLEAN,
     "leader.imbalance.check.interval.seconds": LONG(1),
     "leader.imbalance.per.broker.percentage": INT(),

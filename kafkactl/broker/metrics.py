@@ -164,6 +164,10 @@ class Snapshot:
     active_controller: int = 0
     fetch_purgatory: int = 0
     produce_purgatory: int = 0
+    # the fetch session cache (KIP-227): sessions, partitions over them, evictions so far
+    fetch_sessions: int = 0
+    fetch_session_partitions: int = 0
+    fetch_session_evictions: int = 0
     # ReplicaManager's ISR change counts (None until the replica manager keeps them)
     isr_shrinks: int | None = None
     isr_expands: int | None = None
@@ -451,6 +455,11 @@ class BrokerMetrics:
                     snap.offline += sum(1 for p in topic.partitions.values() if p.leader < 0)
         snap.offline_log_dirs = len(services.log_manager.offline_dirs())
         snap.fetch_purgatory = services.fetch_purgatory.size
+        sessions = services.fetch_sessions
+        if sessions is not None:
+            snap.fetch_sessions = len(sessions.sessions)
+            snap.fetch_session_partitions = sessions.num_partitions
+            snap.fetch_session_evictions = sessions.evictions
         snap.isr_shrinks = getattr(services.replica_manager, "isr_shrinks", None)
         snap.isr_expands = getattr(services.replica_manager, "isr_expands", None)
         watchers = getattr(services.replica_manager.produce_purgatory, "_watchers", {})
@@ -1058,6 +1067,18 @@ def _state_families(snap: Snapshot) -> Iterator[Any]:
         "high watermark, at the last fetch (MaxLag)", labels=["clientid"])
     max_lag.add_metric(["Replica"], snap.max_lag)
     yield max_lag
+    yield GaugeMetricFamily(
+        "kafka_server_fetchsessioncache_numincrementalfetchsessions",
+        "Incremental fetch sessions cached (NumIncrementalFetchSessions)",
+        value=snap.fetch_sessions)
+    yield GaugeMetricFamily(
+        "kafka_server_fetchsessioncache_numincrementalfetchpartitionscached",
+        "Partitions over the cached fetch sessions (NumIncrementalFetchPartitionsCached)",
+        value=snap.fetch_session_partitions)
+    yield CounterMetricFamily(
+        "kafka_server_fetchsessioncache_incrementalfetchsessionevictions",
+        "Fetch sessions evicted for new ones (IncrementalFetchSessionEvictionsPerSec)",
+        value=snap.fetch_session_evictions)
     purgatory = GaugeMetricFamily(
         "kafka_server_delayedoperationpurgatory_purgatorysize",
         "Requests waiting in a purgatory", labels=["delayedoperation"])

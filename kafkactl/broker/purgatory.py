@@ -29,7 +29,7 @@ def _unwatch(watchers: dict[TopicPartition, set[Any]], op: object,
 
 
 class DelayedFetch:
-    __slots__ = ("future", "min_bytes", "accumulated", "keys", "replica")
+    __slots__ = ("future", "min_bytes", "accumulated", "keys", "replica", "touched")
 
     def __init__(self, future: asyncio.Future[None], min_bytes: int, accumulated: int,
                  keys: list[TopicPartition], replica: bool = False) -> None:
@@ -38,6 +38,10 @@ class DelayedFetch:
         self.accumulated = accumulated
         self.keys = keys
         self.replica = replica  # a follower's fetch: it reads up to the log end
+        # the watched partitions that had an append, a high-watermark move or a wake while
+        # it waited (a follower's incremental fetch re-reads only these and the ones its
+        # first read could not settle: kafkactl/broker/handlers/fetch.py)
+        self.touched: set[TopicPartition] = set()
 
     def complete(self) -> None:
         if not self.future.done():
@@ -101,6 +105,7 @@ class FetchPurgatory:
                 watchers.discard(op)
                 self._all.discard(op)
                 continue
+            op.touched.add(key)
             if not consumers and not op.replica:
                 continue
             op.accumulated += nbytes
@@ -111,12 +116,14 @@ class FetchPurgatory:
         """Committed records for consumers: their fetches on `key` answer now (followers'
         fetches keep waiting for appends)."""
         for op in list(self._watchers.get(key, ())):
+            op.touched.add(key)
             if not op.replica:
                 op.complete()
 
     def wake(self, key: TopicPartition) -> None:
         """Complete every fetch watching `key` now (the partition was deleted or truncated)."""
         for op in list(self._watchers.get(key, ())):
+            op.touched.add(key)
             op.complete()
 
     def shutdown(self) -> None:

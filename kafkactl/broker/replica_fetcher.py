@@ -19,6 +19,15 @@ response part for a partition that has changed meanwhile (removed, re-added for 
 leader epoch, made leader, truncated) is dropped, never appended (Kafka's
 AbstractFetcherThread checks the same before processing a partition's data).
 
+Each fetcher keeps a fetch session with its leader (KIP-227, Kafka's FetchSessionHandler):
+a full fetch first (session 0, epoch 0) lists every partition; once the leader has given a
+session id, each fetch of the session lists only the partitions added or whose fetch offset,
+log start offset, leader epoch or max bytes changed, and forgets the ones no longer fetched
+(unfollowed, being truncated, throttled); the leader answers only the partitions with
+something new. An answer FETCH_SESSION_ID_NOT_FOUND or INVALID_FETCH_SESSION_EPOCH (the
+leader restarted or evicted the session), session id 0, or a failed request starts over
+with a full fetch.
+
 With `follower.replication.throttled.rate` set, a throttled partition (this broker's replica
 in its topic's `follower.replication.throttled.replicas`) that is not in sync is left out of
 the fetch while the follower quota is exceeded (kafkactl/broker/replication_quota.py).
@@ -76,21 +85,119 @@ class _Followed:
     truncate_first: bool = True
     in_sync: bool = False  # caught up to the leader's high watermark at the last response
     lag: int = 0  # records behind the leader's high watermark at the last response
+    key: TopicPartition = ("", -1)  # (topic, partition), set from `part`
+
+    def __post_init__(self) -> None:
+        self.key = (self.part.topic, self.part.partition)
 
 
 @dataclass(frozen=True, slots=True)
 class _Sent:
-    """What one partition of a fetch was sent for."""
+    """What one partition of a fetch was sent for (and, in a fetch session, what the
+    leader's session holds for it: the fetch told it, or an earlier one)."""
 
     followed: _Followed
     leader_epoch: int
     fetch_offset: int
+    log_start_offset: int = -1
+    max_bytes: int = 0
+
+    def request(self) -> dict[str, Any]:
+        part = self.followed.part
+        return {"partition": part.partition, "current_leader_epoch": self.leader_epoch,
+                "fetch_offset": self.fetch_offset, "last_fetched_epoch": -1,
+                "log_start_offset": self.log_start_offset,
+                "partition_max_bytes": self.max_bytes}
 
     def still_current(self, now: _Followed | None) -> bool:
         part = self.followed.part
         return (now is self.followed and not now.truncate_first and not part.is_leader
                 and part.leader_epoch == self.leader_epoch
                 and part.log_end_offset == self.fetch_offset)
+
+
+INVALID_SESSION_ID, INITIAL_EPOCH = 0, 0
+FETCH_SESSION_ERRORS = (ErrorCode.FETCH_SESSION_ID_NOT_FOUND,
+                        ErrorCode.INVALID_FETCH_SESSION_EPOCH)
+
+
+class FetchSessionHandler:
+    """The follower's side of one fetch session with a leader (Kafka's
+    FetchSessionHandler): what the leader's session holds, and the next request's id and
+    epoch (epoch 0: a full fetch, which also closes the session named, if any)."""
+
+    def __init__(self, source_id: int = -1) -> None:
+        self.source_id = source_id  # the leader broker
+        self.session_id = INVALID_SESSION_ID
+        self.epoch = INITIAL_EPOCH
+        self.partitions: dict[TopicPartition, _Sent] = {}
+        self.full_fetches = 0  # sent (the first, and each start-over)
+        self.incremental_fetches = 0
+
+    def build(self, ready: list[_Followed], max_bytes: int
+              ) -> tuple[dict[TopicPartition, _Sent], list[_Sent],
+                         dict[str, list[int]], bool]:
+        """The next fetch: (every partition it fetches, as sent; the ones to list; the
+        ones to forget, by topic; whether it is a full fetch)."""
+        full = self.epoch == INITIAL_EPOCH
+        previous = self.partitions
+        session: dict[TopicPartition, _Sent] = {}
+        listed: list[_Sent] = []
+        for f in ready:
+            part = f.part
+            key = f.key
+            log_ = part.log
+            offset, start = log_.log_end_offset, log_.log_start_offset
+            sent = previous.get(key)
+            if sent is None or sent.followed is not f or sent.fetch_offset != offset or \
+                    sent.leader_epoch != part.leader_epoch or \
+                    sent.log_start_offset != start or sent.max_bytes != max_bytes:
+                sent = _Sent(f, part.leader_epoch, offset, start, max_bytes)
+                listed.append(sent)
+            elif full:
+                listed.append(sent)
+            session[key] = sent
+        forgotten: dict[str, list[int]] = {}
+        if not full:
+            for topic, partition in previous.keys() - session.keys():
+                forgotten.setdefault(topic, []).append(partition)
+        return session, listed, forgotten, full
+
+    def sent(self, session: dict[TopicPartition, _Sent], full: bool) -> None:
+        if full:
+            self.full_fetches += 1
+        else:
+            self.incremental_fetches += 1
+
+    def answered(self, resp: dict[str, Any], session: dict[TopicPartition, _Sent],
+                 full: bool) -> bool:
+        """The leader answered the fetch built as `session`: the next one's id and epoch.
+        False when the answer is a session error (no partition data in it)."""
+        code = resp.get("error_code", ErrorCode.NONE)
+        if code != ErrorCode.NONE:
+            # INFO as Kafka's FetchSessionHandler.handleError: a leader restarted or
+            # evicted the session (rare; each costs one full fetch)
+            log.info("fetch session %d (epoch %d) with broker %d: the leader answered %s; "
+                     "starting over with a full fetch", self.session_id, self.epoch,
+                     self.source_id, ErrorCode(code).name)
+            if code in FETCH_SESSION_ERRORS:
+                self.session_id = INVALID_SESSION_ID
+            self.epoch = INITIAL_EPOCH
+            return False
+        new_id = resp.get("session_id", INVALID_SESSION_ID)
+        if new_id == INVALID_SESSION_ID:  # no session (no slot, or it was closed)
+            self.session_id, self.epoch = INVALID_SESSION_ID, INITIAL_EPOCH
+        elif full or new_id != self.session_id:
+            self.session_id, self.epoch = new_id, 1
+        else:
+            self.epoch = 1 if self.epoch == 2**31 - 1 else self.epoch + 1
+        self.partitions = session
+        return True
+
+    def failed(self) -> None:
+        """The request failed (connection lost, timed out): whether the leader saw it is
+        unknown, so the next fetch is a full one closing this session."""
+        self.epoch = INITIAL_EPOCH
 
 
 class ReplicaFetcherManager:
@@ -152,6 +259,7 @@ class ReplicaFetcher:
         # replication until fixed: said at ERROR at once, then every minute, as Kafka's
         # NetworkClient logs a failed authentication (other fetch errors stay at DEBUG)
         self._auth_errors = RepeatedErrorLog(log, repeat_s=60.0)
+        self.session = FetchSessionHandler(source_id)
         self._task = asyncio.get_running_loop().create_task(self._run())
 
     def add(self, part: Partition) -> None:
@@ -249,30 +357,38 @@ class ReplicaFetcher:
     async def _fetch(self, conn: BrokerConnection) -> None:
         settings = self.manager.settings
         quota = self.manager.quota
-        ready = [f for f in self.partitions.values() if not f.truncate_first and (
-            quota is None or not quota.should_throttle(f.part.topic, f.part.partition,
-                                                       f.in_sync))]
+        if quota is None or quota.bound() is None:  # no throttling: one test a partition
+            ready = [f for f in self.partitions.values() if not f.truncate_first]
+        else:
+            ready = [f for f in self.partitions.values() if not f.truncate_first and
+                     not quota.should_throttle(f.part.topic, f.part.partition, f.in_sync)]
         if not ready:
             await asyncio.sleep(settings.backoff_ms / 1000)
             return
+        handler = self.session
+        sent, listed, forgotten, full = handler.build(ready, settings.partition_max_bytes)
         topics: dict[str, list[dict[str, Any]]] = {}
-        sent: dict[TopicPartition, _Sent] = {}
-        for item in ready:
-            part = item.part
-            sent[(part.topic, part.partition)] = _Sent(item, part.leader_epoch,
-                                                       part.log_end_offset)
-            topics.setdefault(part.topic, []).append({
-                "partition": part.partition, "current_leader_epoch": part.leader_epoch,
-                "fetch_offset": part.log_end_offset, "last_fetched_epoch": -1,
-                "log_start_offset": part.log_start_offset,
-                "partition_max_bytes": settings.partition_max_bytes})
+        for item in listed:
+            topics.setdefault(item.followed.part.topic, []).append(item.request())
         body = {"replica_id": self.manager.broker_id, "max_wait_ms": settings.max_wait_ms,
                 "min_bytes": settings.min_bytes, "max_bytes": settings.max_bytes,
-                "isolation_level": 0, "session_id": 0, "session_epoch": -1,
+                "isolation_level": 0, "session_id": handler.session_id,
+                "session_epoch": handler.epoch,
                 "topics": [{"topic": t, "partitions": ps} for t, ps in topics.items()],
-                "forgotten_topics_data": [], "rack_id": ""}
-        resp = await conn.request(ApiKey.FETCH, FETCH_VERSION, body,
-                                  settings.max_wait_ms / 1000 + 30)
+                "forgotten_topics_data": [{"topic": t, "partitions": ps}
+                                          for t, ps in forgotten.items()],
+                "rack_id": ""}
+        handler.sent(sent, full)
+        try:
+            resp = await conn.request(ApiKey.FETCH, FETCH_VERSION, body,
+                                      settings.max_wait_ms / 1000 + 30)
+        except BaseException:
+            handler.failed()
+            raise
+        if not handler.answered(resp, sent, full):
+            if resp.get("error_code") not in FETCH_SESSION_ERRORS:
+                await asyncio.sleep(settings.backoff_ms / 1000)
+            return
         backoff = False
         for t in resp["responses"]:
             for r in t["partitions"]:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -37,6 +38,7 @@ from kafkactl.protocol.errors import ErrorCode
 from kafkactl.record.codecs import Compression
 
 if TYPE_CHECKING:
+    from kafkactl.broker.fetch_session import CachedPartition
     from kafkactl.broker.isr_changer import IsrChanger
     from kafkactl.broker.metrics import BrokerMetrics
     from kafkactl.broker.replication_quota import ReplicationQuota
@@ -364,6 +366,50 @@ class ReplicaManager:
         if replica_id not in part.isr and self.isr_changes is not None and \
                 part.needs_expand_isr(replica_id):
             self.isr_changes.submit(part, sorted([*part.isr, replica_id]))
+
+    def follower_session_scan(self, cached: Iterable[CachedPartition], replica_id: int
+                              ) -> list[CachedPartition]:
+        """An incremental fetch's fast path over a follower's session
+        (kafkactl/broker/fetch_session.py): the partitions that must be read the usual way
+        (`read`, which also does the follower's bookkeeping). The others are settled here:
+        the follower is in the ISR, caught up to the log end, at the position and log start
+        it last told, the high watermark and log start offset are the ones it was last
+        sent, so its answer would carry nothing; only its caught-up time moves (Kafka's
+        updateFollowerFetchState with the same offsets changes nothing else), and the
+        partition counts as read in the metrics."""
+        if self.delete_records_purgatory.waiting:  # its low watermark check: the usual way
+            return list(cached)
+        hosted = self.partitions.partitions
+        now = time.time() * 1000
+        rest: list[CachedPartition] = []
+        settled: dict[str, int] = {}
+        for cp in cached:
+            part = hosted.get(cp.key)
+            if part is None or not part.is_leader or cp.high_watermark < 0:
+                rest.append(cp)
+                continue
+            log_ = part.log
+            end = log_.log_end_offset
+            epoch = cp.current_leader_epoch
+            if cp.fetch_offset != end or log_.log_start_offset != cp.log_start_offset or \
+                    (epoch >= 0 and epoch != part.leader_epoch):
+                rest.append(cp)
+                continue
+            state = part.followers.get(replica_id)
+            if state is None or state.log_end_offset != end or \
+                    state.log_start_offset != cp.fetcher_log_start or \
+                    replica_id not in part.isr or part.high_watermark != cp.high_watermark:
+                rest.append(cp)
+                continue
+            state.last_caught_up_ms = now
+            settled[cp.topic] = settled.get(cp.topic, 0) + 1
+        metrics = self.metrics
+        if metrics is not None and settled:
+            counts = metrics.total_fetch
+            for topic, n in settled.items():
+                counts[topic] = counts.get(topic, 0) + n
+                metrics.total_fetch_all += n
+        return rest
 
     def low_watermark(self, part: Partition) -> int:
         """The partition's low watermark: the smallest log start offset over its replicas

@@ -13,6 +13,7 @@ from kafkactl.broker.config import BrokerConfig
 from kafkactl.broker.coordinator.group_coordinator import GroupCoordinator
 from kafkactl.broker.coordinator.transaction_coordinator import TransactionCoordinator
 from kafkactl.broker.dynamic_config import DynamicBrokerConfig
+from kafkactl.broker.fetch_session import FetchSessionCache
 from kafkactl.broker.metadata_cache import MetadataCache
 from kafkactl.broker.partition_store import PartitionStore
 from kafkactl.broker.producer_id_manager import ProducerIdManager
@@ -49,3 +50,11 @@ class BrokerServices:
     quotas: QuotaManager | None = None  # client quotas (DescribeClientQuotas, throttling)
     # This broker's advertised (host, port) per listener name (filled in as ports bind).
     listener_endpoints: dict[str, tuple[str, int]] = field(default_factory=dict)
+    # incremental fetch sessions (KIP-227): built from the config unless given
+    fetch_sessions: FetchSessionCache | None = None
+
+    def __post_init__(self) -> None:
+        if self.fetch_sessions is None:
+            object.__setattr__(self, "fetch_sessions", FetchSessionCache(
+                self.config.get_int("max.incremental.fetch.session.cache.slots"),
+                self.config.get_int("min.incremental.fetch.session.eviction.ms")))

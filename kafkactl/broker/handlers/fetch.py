@@ -12,7 +12,10 @@ that fit, unconverted (Kafka's FileRecords.downConvert returns them as they are 
 whole batch converts): the client reads an incomplete message and reports it too large.
 If fewer than `min_bytes` are available, the request waits in the purgatory until appends
 bring enough or `max_wait_ms` passes. Fetch v0-3 (magic 0/1 clients) get down-converted
-bytes. Fetch sessions are not kept: every answer has session_id 0 (full fetches). Below
+bytes. From v7, fetch sessions (KIP-227, kafkactl/broker/fetch_session.py): a full fetch
+asking for one (session 0, epoch 0) gets a session id; an incremental fetch of the session
+lists only changed partitions and is answered only the partitions with something to say,
+and its long poll wakes on an append to any partition of the session. Below
 v10 a zstd topic or batch gets UNSUPPORTED_COMPRESSION_TYPE for that partition, as in Kafka.
 With an authorizer a consumer needs Read on each topic (TOPIC_AUTHORIZATION_FAILED per
 partition otherwise) and a follower (replica_id >= 0) ClusterAction on the cluster. A follower's
@@ -29,6 +32,8 @@ import os
 from collections.abc import Awaitable
 from typing import Any
 
+from kafkactl.broker import fetch_session
+from kafkactl.broker.fetch_session import FetchContext, FetchSession
 from kafkactl.broker.metrics import count_fetched
 from kafkactl.broker.purgatory import DelayedFetch
 from kafkactl.broker.request_handler import RequestContext
@@ -42,14 +47,17 @@ from kafkactl.record.errors import RecordError
 
 log = logging.getLogger(__name__)
 
-FETCH_SESSION_ID_NOT_FOUND = 70
+FETCH_SESSION_ID_NOT_FOUND = fetch_session.FETCH_SESSION_ID_NOT_FOUND
+SESSION_MIN_FETCH_VERSION = 7  # KIP-227
 ZSTD_MIN_FETCH_VERSION = 10  # KIP-110: older fetchers cannot decode zstd
 # v2 header up to attributes: baseOffset 8, length 4, epoch 4, magic 1, crc 4, attributes 2
 _ATTRIBUTES_END = 23
 
 
-def _read_all(services: BrokerServices, ctx: RequestContext, request: dict[str, Any]
-              ) -> tuple[list[dict[str, Any]], int, bool]:
+def _read_all(services: BrokerServices, ctx: RequestContext, request: dict[str, Any],
+              wanted: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], int, bool]:
+    """Read `wanted` (the request's topics, or the partitions of an incremental fetch's
+    session that the fast path did not settle)."""
     rm = services.replica_manager
     version = ctx.api_version
     remaining = request.get("max_bytes", 0x7FFFFFFF)
@@ -62,7 +70,7 @@ def _read_all(services: BrokerServices, ctx: RequestContext, request: dict[str, 
     total = 0
     errors = False
     topics = []
-    names = [t["topic"] for t in request["topics"]]
+    names = [t["topic"] for t in wanted]
     # a follower needs ClusterAction, a consumer Read on each topic; either way what is
     # refused is answered TOPIC_AUTHORIZATION_FAILED per partition (Kafka's KafkaApis)
     denied = ErrorCode.TOPIC_AUTHORIZATION_FAILED
@@ -71,7 +79,7 @@ def _read_all(services: BrokerServices, ctx: RequestContext, request: dict[str, 
             else set(names)
     else:
         refused = unauthorized_topics(services, ctx, AclOperation.READ, names)
-    for topic in request["topics"]:
+    for topic in wanted:
         name = topic["topic"]
         parts = []
         for p in topic["partitions"]:
@@ -181,8 +189,10 @@ def _down_convert(fs: Any, magic: int) -> bytes:
     return bytes(down_convert(memoryview(fs.read_bytes()), magic))
 
 
-def _response(topics: list[dict[str, Any]], error: int = 0) -> dict[str, Any]:
-    return {"throttle_time_ms": 0, "error_code": error, "session_id": 0, "responses": topics}
+def _response(topics: list[dict[str, Any]], error: int = 0, session_id: int = 0
+              ) -> dict[str, Any]:
+    return {"throttle_time_ms": 0, "error_code": error, "session_id": session_id,
+            "responses": topics}
 
 
 def _max_bytes(services: BrokerServices, ctx: RequestContext, request: dict[str, Any]) -> int:
@@ -198,38 +208,143 @@ def _max_bytes(services: BrokerServices, ctx: RequestContext, request: dict[str,
 
 
 def _answer(services: BrokerServices, ctx: RequestContext, request: dict[str, Any],
-            topics: list[dict[str, Any]]) -> dict[str, Any]:
+            topics: list[dict[str, Any]], fctx: FetchContext | None) -> dict[str, Any]:
     """The fetch's response; a consumer over its consumer_byte_rate (or request_percentage)
     gets no partitions and the throttle time, its bytes not counted, as Kafka answers
-    (getThrottledResponse): the records are fetched again once the throttle is over."""
+    (getThrottledResponse): the records are fetched again once the throttle is over.
+    A full fetch asking for a session creates it now, from what it answers; an incremental
+    one answers only the partitions its session says must be (Kafka's
+    IncrementalFetchContext.updateAndGenerateResponseData)."""
+    session = fctx.session if fctx is not None else None
+    cache = services.fetch_sessions
+    if fctx is not None and session is not None and not fctx.still_current():
+        # a later fetch of the session came first: this one's view is out of date
+        return _response([], fetch_session.INVALID_FETCH_SESSION_EPOCH, session.id)
     if ctx.quota is not None and request.get("replica_id", -1) < 0 and \
             ctx.quota.fetch_throttle(topics) > 0:
-        return _response([])
+        return _response([], 0, session.id if session is not None else 0)
+    if session is not None:
+        topics = _incremental_answer(session, topics)
+        count_fetched(services, request, topics)
+        return _response(topics, 0, session.id)
     count_fetched(services, request, topics)
-    return _response(topics)
+    session_id = 0
+    if fctx is not None and fctx.kind == fetch_session.FULL and cache is not None:
+        parts = fetch_session.session_partitions(request)
+        for t in topics:
+            for r in t["partitions"]:
+                cached = parts.get((t["topic"], r["partition_index"]))
+                if cached is not None:
+                    cached.must_respond(r, True)
+        session_id = cache.maybe_create_session(cache.now_ms(), fctx.privileged, parts)
+        log.debug("fetch session %d created for client %s (%s, %d partitions)", session_id,
+                  ctx.client_id, "follower" if fctx.privileged else "consumer", len(parts))
+    return _response(topics, 0, session_id)
+
+
+def _incremental_answer(session: FetchSession, topics: list[dict[str, Any]]
+                        ) -> list[dict[str, Any]]:
+    """The partitions read for an incremental fetch that its answer must carry (records,
+    an error, new watermarks), remembered as sent; the ones with records go to the end of
+    the session. The others (and the ones the fast path settled) are left out."""
+    cached = session.partitions
+    out = []
+    moved = []
+    for t in topics:
+        name = t["topic"]
+        kept = []
+        for r in t["partitions"]:
+            key = (name, r["partition_index"])
+            cp = cached.get(key)
+            if cp is None or cp.must_respond(r, True):
+                kept.append(r)
+                records = r["records"]
+                if records is not None and (records.length if hasattr(records, "length")
+                                            else len(records)) > 0:
+                    moved.append(key)
+        if kept:
+            out.append({"topic": name, "partitions": kept})
+    for key in moved:
+        session.move_to_end(key)
+    return out
+
+
+def _context(services: BrokerServices, ctx: RequestContext, request: dict[str, Any]
+             ) -> FetchContext | None:
+    """The fetch's session context (None: a fetch before v7, sessionless)."""
+    cache = services.fetch_sessions
+    if ctx.api_version < SESSION_MIN_FETCH_VERSION or cache is None:
+        if request.get("session_id", 0) != 0 and request.get("session_epoch", -1) > 0:
+            return FetchContext(fetch_session.ERROR, error=FETCH_SESSION_ID_NOT_FOUND)
+        return None
+    return fetch_session.new_context(cache, request,
+                                     privileged=request.get("replica_id", -1) >= 0)
+
+
+def _wanted(services: BrokerServices, request: dict[str, Any], fctx: FetchContext | None,
+            only: set[tuple[str, int]] | None = None) -> list[dict[str, Any]]:
+    """What to read: the request's topics, or for an incremental fetch the partitions of
+    its session (or of them, `only` these), in the session's order, less those a
+    follower's fast path settles (ReplicaManager.follower_session_scan: in sync, caught
+    up, nothing new to tell)."""
+    session = fctx.session if fctx is not None else None
+    if session is None:
+        return request["topics"]
+    replica_id = request.get("replica_id", -1)
+    cached: Any = session.partitions.values()
+    if only is not None:
+        cached = [cp for key, cp in session.partitions.items() if key in only]
+    rest = services.replica_manager.follower_session_scan(cached, replica_id) \
+        if replica_id >= 0 else cached
+    wanted: list[dict[str, Any]] = []
+    last = None
+    parts: list[dict[str, Any]] = []
+    for cp in rest:
+        if cp.topic != last:
+            last = cp.topic
+            parts = []
+            wanted.append({"topic": last, "partitions": parts})
+        parts.append(cp.as_request())
+    return wanted
+
+
+def _watched(request: dict[str, Any], fctx: FetchContext | None) -> list[tuple[str, int]]:
+    session = fctx.session if fctx is not None else None
+    if session is not None:
+        return list(session.partitions)
+    return [(t["topic"], p["partition"]) for t in request["topics"] for p in t["partitions"]]
 
 
 def handle_fetch(services: BrokerServices, ctx: RequestContext, request: dict[str, Any]
                  ) -> dict[str, Any] | Awaitable[dict[str, Any]]:
-    if request.get("session_id", 0) != 0 and request.get("session_epoch", -1) > 0:
-        return _response([], FETCH_SESSION_ID_NOT_FOUND)
-    topics, total, errors = _read_all(services, ctx, request)
+    fctx = _context(services, ctx, request)
+    if fctx is not None and fctx.kind == fetch_session.ERROR:
+        return _response([], fctx.error)
+    wanted = _wanted(services, request, fctx)
+    topics, total, errors = _read_all(services, ctx, request, wanted)
     max_wait = request.get("max_wait_ms", 0)
     # as Kafka: no more than the fetch may take (fetch.max.bytes, a quota) is waited for
     min_bytes = min(request.get("min_bytes", 0), _max_bytes(services, ctx, request))
-    keys = [(t["topic"], p["partition"]) for t in request["topics"] for p in t["partitions"]]
+    keys = _watched(request, fctx)
     if errors or max_wait <= 0 or total >= min_bytes or not keys:
-        return _answer(services, ctx, request, topics)
+        return _answer(services, ctx, request, topics, fctx)
     # Register now, not in the coroutine: its first step runs only on a later loop
     # iteration, and an append handled before then must still wake this fetch.
     purgatory = services.fetch_purgatory
     op = purgatory.watch(keys, min_bytes=min_bytes, accumulated=total,
                          replica=request.get("replica_id", -1) >= 0)
-    return _long_poll(services, ctx, request, op, max_wait)
+    # a follower's incremental fetch: what its first read settled (in sync, caught up,
+    # nothing to tell) is read again only if an append, a high-watermark move or a wake
+    # touched it meanwhile (the next fetch's first read sees anything else)
+    unsettled = {(t["topic"], p["partition"]) for t in wanted for p in t["partitions"]} \
+        if fctx is not None and fctx.session is not None and \
+        request.get("replica_id", -1) >= 0 else None
+    return _long_poll(services, ctx, request, op, max_wait, fctx, unsettled)
 
 
 async def _long_poll(services: BrokerServices, ctx: RequestContext, request: dict[str, Any],
-                     op: DelayedFetch, max_wait: int) -> dict[str, Any]:
+                     op: DelayedFetch, max_wait: int, fctx: FetchContext | None,
+                     unsettled: set[tuple[str, int]] | None = None) -> dict[str, Any]:
     import asyncio
 
     purgatory = services.fetch_purgatory
@@ -238,11 +353,15 @@ async def _long_poll(services: BrokerServices, ctx: RequestContext, request: dic
     min_bytes = min(request.get("min_bytes", 0), _max_bytes(services, ctx, request))
     while True:
         await purgatory.wait_for(op, max(deadline - loop.time(), 0.0))
-        topics, total, errors = _read_all(services, ctx, request)
+        if fctx is not None and fctx.session is not None and not fctx.still_current():
+            return _answer(services, ctx, request, [], fctx)  # INVALID_FETCH_SESSION_EPOCH
+        only = unsettled | op.touched if unsettled is not None else None
+        topics, total, errors = _read_all(services, ctx, request,
+                                          _wanted(services, request, fctx, only))
         if (request.get("isolation_level", 0) != 1 or errors or purgatory.closed
                 or total >= min_bytes or loop.time() >= deadline):
             break
         # read_committed woken by records above the LSO (an open transaction's): Kafka's
         # DelayedFetch counts only what is below the LSO, so wait on, registered now
         op = purgatory.watch(op.keys, min_bytes=min_bytes, accumulated=total)
-    return _answer(services, ctx, request, topics)
+    return _answer(services, ctx, request, topics, fctx)
