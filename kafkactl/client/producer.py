@@ -99,6 +99,18 @@ class RecordSizeError(RecordTooLargeError):
         self.records = records
 
 
+class PartitionNotFoundError(ValueError):
+    """A record sent to a partition its topic does not have (as the metadata says after
+    a refresh): the topic has `count` partitions."""
+
+    def __init__(self, topic: str, partition: int, count: int) -> None:
+        super().__init__(f"topic {topic!r} has partitions 0..{count - 1}; "
+                         f"partition {partition} does not exist")
+        self.topic = topic
+        self.partition = partition
+        self.count = count
+
+
 def parse_acks(acks: str | int) -> int:
     s = str(acks).strip().lower()
     if s in ("all", "-1"):
@@ -320,14 +332,41 @@ class Producer:
 
     def _check_partition(self, topic: str, partition: int) -> None:
         """An explicit partition must exist, on every send (as the Java producer checks):
-        past the known count the metadata is asked again, since the topic may have grown."""
+        past the known count the metadata is asked again (the topic may have grown since,
+        or been deleted and created again with fewer partitions): PartitionNotFoundError
+        when it still does not have it."""
         n = self._known_count(topic)
         if n is not None and 0 <= partition < n:
             return
-        n = len(self.partitions_for(topic))
+        n = self._fresh_count(topic) if partition >= 0 else len(self.partitions_for(topic))
         if not 0 <= partition < n:
-            raise ValueError(f"topic {topic!r} has partitions 0..{n - 1}; "
-                             f"partition {partition} does not exist")
+            raise PartitionNotFoundError(topic, partition, n)
+
+    def _fresh_count(self, topic: str) -> int:
+        """`topic`'s partition count after a metadata refresh that asked for it (waiting
+        up to max.block.ms for one; the count known before when none came)."""
+        cluster = self.client.cluster
+        if cluster.partitions_for(topic) is None:
+            return len(self.partitions_for(topic))
+        seen = cluster.updated_at
+        self.sender.request_topic(topic)
+        deadline = time.monotonic() + self.max_block
+        cond = self.sender.metadata_cond
+        with cond:
+            while self.client.cluster.updated_at == seen:
+                err = self.sender.topic_errors.get(topic)
+                if err is not None:
+                    raise err
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    break
+                cond.wait(min(remaining, 0.2))
+        cluster = self.client.cluster
+        parts = cluster.partitions_for(topic)
+        if parts is None:
+            return len(self.partitions_for(topic))
+        self._partition_counts[topic] = (cluster.version, len(parts))
+        return len(parts)
 
     # -- sending ---------------------------------------------------------------------------------
 

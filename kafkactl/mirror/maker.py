@@ -17,6 +17,7 @@ import time
 from typing import Any
 
 from kafkactl.client.admin import AdminClient
+from kafkactl.client.consumer import TopicFilter
 from kafkactl.client.errors import (
     KafkaConnectionError,
     KafkaTimeoutError,
@@ -25,17 +26,69 @@ from kafkactl.client.errors import (
 )
 from kafkactl.client.producer import Producer
 from kafkactl.client.producer_batch import ProducerBatch
-from kafkactl.mirror.config import MirrorConfig, producer_kwargs
+from kafkactl.mirror.config import MirrorConfig, MirrorConfigError, producer_kwargs
 from kafkactl.mirror.progress import Entry, acknowledge, first_record, refuse
 from kafkactl.mirror.status import MirrorStatus, RateMeter, TopicStatus
 from kafkactl.mirror.stream import MirrorStream, SendFailure, is_transient
 from kafkactl.mirror.subscription import SourceTopics
 from kafkactl.mirror.target_outage import TargetOutage
-from kafkactl.mirror.topics import TargetTopics
+from kafkactl.mirror.topics import TargetTopicChanged, TargetTopics
+from kafkactl.protocol.errors import ErrorCode, KafkaError, error_for
 
 log = logging.getLogger("kafkactl.mirror")
 
-__all__ = ["ClusterUnreachable", "MirrorMaker", "SendFailure"]
+__all__ = ["ClusterUnreachable", "MirrorLoopError", "MirrorMaker", "SendFailure"]
+
+
+class MirrorLoopError(MirrorConfigError):
+    """The source and the target are one cluster, and a topic mirrored would be read back:
+    copied onto itself, or into a topic the mirror also reads."""
+
+
+class OneClusterFilter(TopicFilter):
+    """The topic selection (`inner`) of a mirror whose source and target are one cluster:
+    a topic is mirrored only under another name (--rename), and the topics it is renamed
+    to are the mirror's output, never read back (MirrorMaker 2 never loops either: its
+    remote topics are named after the source cluster, and it skips the ones of its
+    target)."""
+
+    def __init__(self, inner: TopicFilter, renames: dict[str, str]) -> None:
+        super().__init__(inner.topics, inner.pattern, inner.exclude, inner.include_internal)
+        self.inner = inner
+        self.renames = dict(renames)
+        self._outputs = set(renames.values())
+        self._told: set[str] = set()
+
+    def matches(self, topic: str, internal: bool = False) -> bool:
+        if topic in self._outputs or not self.inner.matches(topic, internal):
+            return False
+        if self.renames.get(topic, topic) == topic:
+            if topic not in self._told:  # (a new topic the whitelist matches)
+                self._told.add(topic)
+                log.warning("not mirroring topic %s: the source and the target are one "
+                            "cluster, and it has no --rename (it would be copied onto "
+                            "itself)", topic)
+            return False
+        return True
+
+
+def same_cluster(source: AdminClient, target: AdminClient) -> str | None:
+    """The cluster id (or the brokers) when `source` and `target` reach one cluster
+    (whatever the bootstrap addresses they were given), else None."""
+    s, t = source.client.cluster, target.client.cluster
+    if s.cluster_id and t.cluster_id:
+        return f"cluster id {s.cluster_id}" if s.cluster_id == t.cluster_id else None
+    s_brokers = {(b.host, b.port) for b in s.brokers.values()}
+    shared = s_brokers & {(b.host, b.port) for b in t.brokers.values()}
+    return ("brokers " + ", ".join(f"{h}:{p}" for h, p in sorted(shared))) if shared else None
+
+
+def producer_id_refused(error: BaseException) -> bool:
+    """The target refused the mirror's producer an id (InitProducerId:
+    CLUSTER_AUTHORIZATION_FAILED)."""
+    return (isinstance(error, KafkaError)
+            and error.code == ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+            and "InitProducerId" in str(error))
 
 
 class ClusterUnreachable(ConnectionError):
@@ -70,6 +123,7 @@ class MirrorMaker:
         # stop (its offsets stay uncommitted), not refused
         self._closing = False
         self.undelivered = 0
+        self._abandon = False  # (TargetTopicChanged) a stop does not wait for the target
 
     # ---- lifecycle ----------------------------------------------------------------------
 
@@ -78,11 +132,19 @@ class MirrorMaker:
         then start the streams."""
         source = self._connect("source")
         target = self._connect("target")
+        one_cluster = self._check_no_loop(source, target)
         self._check_named_topics(source)
         self.topics = TargetTopics(target, source, self.config.target_topic,
-                                   copy_configs=self.config.copy_topic_configs)
+                                   copy_configs=self.config.copy_topic_configs,
+                                   recheck_s=self.config.topic_refresh_ms / 1000,
+                                   target_label=f"the target cluster {self.config.target}",
+                                   principal=self.config.producer_properties.get(
+                                       "sasl.username") or "NAME")
+        topic_filter = self.config.topic_filter()
+        if one_cluster:
+            topic_filter = OneClusterFilter(topic_filter, self.config.renames)
         self.source_topics = SourceTopics(
-            self._connect("source"), self.config.topic_filter(),
+            self._connect("source"), topic_filter,
             self.topics, self.config.topic_refresh_ms / 1000, self.stopping, is_transient,
             self._on_error)
         # linger 1 ms: re-batched small source batches wait less (p50 10 -> 7 ms, p99 19 ->
@@ -119,7 +181,8 @@ class MirrorMaker:
         disconnect: a parent of worker processes does this before starting them."""
         try:
             source = self._connect("source")
-            self._connect("target")
+            target = self._connect("target")
+            self._check_no_loop(source, target)
             self._check_named_topics(source)
         finally:
             for admin in self._admins:
@@ -142,13 +205,65 @@ class MirrorMaker:
         return admin
 
     def _check_named_topics(self, source: AdminClient) -> None:
+        """The topics named (--topic) exist in the source, and the mirror may read them
+        (a topic the principal may not Describe is left out of a listing of all topics:
+        asked for by name, the broker says TOPIC_AUTHORIZATION_FAILED)."""
         if not self.config.topics:
             return
-        present = source.list_topics()
-        missing = [t for t in self.config.topics if t not in present]
+        names = list(dict.fromkeys(self.config.topics))
+        found = source.client.refresh_metadata(names).topics
+        denied = [t for t in names if t in found
+                  and found[t].error_code == ErrorCode.TOPIC_AUTHORIZATION_FAILED]
+        if denied:
+            who = self.config.consumer_properties.get("sasl.username")
+            raise error_for(ErrorCode.TOPIC_AUTHORIZATION_FAILED)(
+                f"not authorized to describe topic {', '.join(map(repr, denied))} in the "
+                f"source cluster {self.config.source} (TOPIC_AUTHORIZATION_FAILED): the "
+                "mirror's consumer principal needs Describe and Read on it, and Read on "
+                f"group {self.config.group} (kafkactl acls add -b {self.config.source} "
+                "--allow-principal "
+                f"User:{who or 'NAME'} --operation Describe --operation Read --topic "
+                f"{denied[0]})")
+        missing = [t for t in names if t not in found
+                   or found[t].error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION]
         if missing and self.config.whitelist is None:
             raise UnknownTopicError(f"topic {', '.join(map(repr, missing))} does not exist in the "
                            f"source cluster {self.config.source}")
+
+    def _check_no_loop(self, source: AdminClient, target: AdminClient) -> bool:
+        """True when the source and the target are one cluster (compared by cluster id,
+        not by address); MirrorLoopError when a topic mirrored would be read back: copied
+        onto itself, or named (--topic) though another topic is renamed to it."""
+        which = same_cluster(source, target)
+        if which is None:
+            return False
+        config = self.config
+        outputs = {dst: src for src, dst in config.renames.items()}
+        problem, remedy = None, ""
+        for t in config.topics:
+            if t in outputs and outputs[t] != t:
+                problem = (f"topic {t} is where it copies topic {outputs[t]} (--rename "
+                           f"{outputs[t]}:{t}), so it would read its own copies back")
+                remedy = f"do not name topic {t} with --topic, or "
+                break
+        if problem is None:
+            topic_filter = config.topic_filter()
+            selected = list(dict.fromkeys(config.topics)) + [
+                t for t, tm in source.list_topics().items()
+                if tm.partitions and t not in config.topics and t not in outputs
+                and topic_filter.matches(t, tm.is_internal)]
+            onto = [t for t in selected if config.target_topic(t) == t]
+            if onto:
+                problem = (f"topic {', '.join(onto)} would be copied onto itself, its "
+                           "copies read back and copied again without end")
+                remedy = (f"give each topic mirrored another name in it (e.g. --rename "
+                          f"{onto[0]}:{onto[0]}.copy; the topics renamed to are never read), "
+                          "or ")
+        if problem is None:
+            return True
+        raise MirrorLoopError(
+            f"--source and --target are the same cluster ({which}): {problem}. "
+            f"{remedy[:1].upper()}{remedy[1:]}mirror into another cluster")
 
     def _watch(self) -> None:
         for stream in self.streams:
@@ -172,7 +287,7 @@ class MirrorMaker:
             self.stopped.wait(60.0)
         if self.producer is not None:
             self._closing = True
-            down = self.outage is not None and self.outage.unreachable()
+            down = self._abandon or (self.outage is not None and self.outage.unreachable())
             self.producer.close(0.0 if down else 10.0)
         for admin in self._admins:
             admin.close()
@@ -194,8 +309,10 @@ class MirrorMaker:
                 refuse(entries, batch.first_index)
             chunk, offset = first_record(entries, batch.first_index)
             topic, partition = chunk.partition.tp
+            text = (self._producer_id_advice() if producer_id_refused(error)
+                    else f"{type(error).__name__}: {error}")
             self._on_failure(SendFailure(
-                topic, partition, offset, batch.topic, f"{type(error).__name__}: {error}",
+                topic, partition, offset, batch.topic, text,
                 undelivered=isinstance(error, (KafkaTimeoutError, KafkaConnectionError))))
             return
         counts = self.skipped if error is not None else self.mirrored
@@ -224,9 +341,31 @@ class MirrorMaker:
             self.skipped[topic] = self.skipped.get(topic, 0) + n
 
     def _on_error(self, error: BaseException) -> None:
+        if producer_id_refused(error):
+            error = error_for(ErrorCode.CLUSTER_AUTHORIZATION_FAILED)(
+                self._producer_id_advice())
+        if isinstance(error, TargetTopicChanged):
+            # the records in flight to the partitions that are gone are never answered: a
+            # stop does not wait for them (their source offsets stay uncommitted)
+            self._abandon = True
+            for stream in self.streams:
+                stream.settle_timeout = 0.0
         if self.error is None:
             self.error = error
         self.stopping.set()
+
+    def _producer_id_advice(self) -> str:
+        """What to do when the target refused the producer an id: the mirror needs an
+        idempotent producer, so the ACL, not enable.idempotence=false."""
+        who = self.config.producer_properties.get("sasl.username")
+        return (f"the target cluster {self.config.target} refused the mirror's producer "
+                "an id (InitProducerId: CLUSTER_AUTHORIZATION_FAILED): the mirror writes "
+                "with an idempotent producer (it loses nothing on retries, so "
+                "enable.idempotence stays true), which needs Write on the target topics, or "
+                "IdempotentWrite on the target cluster, for the producer's principal: "
+                f"kafkactl acls add -b {self.config.target} --allow-principal "
+                f"User:{who or 'NAME'} --operation Write --topic TOPIC (or --operation "
+                "IdempotentWrite --cluster)")
 
     # ---- status -------------------------------------------------------------------------
 
@@ -237,6 +376,9 @@ class MirrorMaker:
         high: dict[tuple[str, int], int] = {}
         owned: set[tuple[str, int]] = set()
         for stream in self.streams:
+            # a partition nothing was copied from since it was assigned (an idle one after
+            # a rebalance): the target has everything before where it started
+            acked.update(stream.start_offsets)
             acked.update(stream.tracker.acked_offsets())
             owned |= stream.owned
             consumer = stream.consumer

@@ -28,7 +28,12 @@ from kafkactl.client.errors import (
 )
 from kafkactl.client.fetcher import PartitionFetch
 from kafkactl.client.group import CommitFailedError, GroupConsumer
-from kafkactl.client.producer import RECORD_OVERHEAD, Producer, RecordSizeError
+from kafkactl.client.producer import (
+    RECORD_OVERHEAD,
+    PartitionNotFoundError,
+    Producer,
+    RecordSizeError,
+)
 from kafkactl.mirror.config import MirrorConfig, consumer_kwargs
 from kafkactl.mirror.progress import CopiedBatch, ProgressTracker, SentChunk
 from kafkactl.mirror.subscription import SourceTopics
@@ -132,6 +137,12 @@ class MirrorStream:
         self._next_commit = 0.0
         self.fenced = False  # (is_fenced): nothing is committed any more
         self.outage: TargetOutage | None = None  # the target's reachability (the maker's)
+        # how long a stop waits for the target's answers (0: records in flight cannot be
+        # delivered, e.g. their target partitions are gone)
+        self.settle_timeout = 30.0
+        # where each owned partition with nothing copied since it was assigned stands (its
+        # committed offset, or auto.offset.reset's): the status's lag of an idle partition
+        self.start_offsets: dict[TopicPartition, int] = {}
 
     # ---- lifecycle ----------------------------------------------------------------------
 
@@ -177,14 +188,29 @@ class MirrorStream:
                                    or layout != self.subscribed_layout):
             consumer.subscribe(wanted)  # rejoins: new topics, or partitions added
             self.subscribed, self.subscribed_layout = wanted, layout
+        if len(self.tracker.partitions) < len(self.owned):
+            self._note_start_offsets(consumer)
         fetches = consumer.poll_fetches(0.2)
         self._fetched(fetches)
         for pf in fetches:
-            self._copy(pf)
+            try:
+                self._copy(pf)
+            except PartitionNotFoundError:
+                # the target topic lost partitions (deleted, created again): the stream
+                # stops saying so (TargetTopicChanged), not with the producer's words
+                self.topics.verify(pf.topic)
+                raise
             if self.stop.is_set():
                 break
         if time.monotonic() >= self._next_commit:
             self.commit()
+
+    def _note_start_offsets(self, consumer: GroupConsumer) -> None:
+        """The positions of the owned partitions nothing was copied from yet, noted before
+        a poll (which moves a position as it fetches, before the records are copied)."""
+        positions, known = consumer.positions, self.tracker.partitions
+        self.start_offsets = {tp: positions[tp] for tp in self.owned
+                              if tp in positions and tp not in known}
 
     def _fetched(self, fetches: list[PartitionFetch]) -> None:
         """What a poll returned, before any of it is copied (ExactlyOnceStream notes where
@@ -200,7 +226,7 @@ class MirrorStream:
             # record commits up to it (a restart resumes there); a fenced stream's
             # partitions are another member's: it commits nothing (the records it sent
             # since its last commit are copied again by that member, as after a kill)
-            settled = settle(self.producer, 30.0, self.outage)
+            settled = settle(self.producer, self.settle_timeout, self.outage)
             if not self.fenced:
                 self.commit(settled=settled)
         except Exception as e:  # the offsets stay where they were: duplicates, no loss
@@ -223,12 +249,14 @@ class MirrorStream:
             log.warning("stream %d: commit before rebalance failed: %s", self.index, e)
         self.tracker.forget(tps)
         self.owned -= tps
+        self.start_offsets = {}  # (noted again before the next poll)
 
     def _on_lost(self, tps: set[TopicPartition]) -> None:
         """The stream is no longer in the group: nothing of `tps` is committed (another
         member may have copied and committed them meanwhile); forget them."""
         self.tracker.forget(tps)
         self.owned -= tps
+        self.start_offsets = {}
 
     def commit(self, tps: set[TopicPartition] | None = None, *, settled: bool = False) -> None:
         """Commit each partition's offset up to which the target acknowledged everything
@@ -249,7 +277,11 @@ class MirrorStream:
         tp = (pf.topic, pf.partition)
         source_topic = consumer.client.cluster.topics.get(pf.topic)
         n_source = len(source_topic.partitions) if source_topic is not None else 0
-        target = self.topics.get(pf.topic, n_source or pf.partition + 1)
+        try:
+            target = self.topics.get(pf.topic, n_source or pf.partition + 1, recheck=False)
+        except Exception:
+            consumer.seek(tp, pf.fetch_offset)  # nothing of the chunk sent: fetched again
+            raise
         partition = pf.partition if target.keep_partition else None
         chunk = self.tracker.open_chunk(tp, pf.fetch_offset, pf.next_offset())
         if partition is not None and self._copy_batches(pf, chunk, target.name):
