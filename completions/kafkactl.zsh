@@ -258,10 +258,10 @@ _kafkactl_mirror() {
     _arguments -s -S \
         '--source[Bootstrap servers of the cluster to copy from (or bootstrap.servers in --consumer.config).]:HOST\:PORT\[,...\]: ' \
         '--target[Bootstrap servers of the cluster to copy into (or bootstrap.servers in --producer.config).]:HOST\:PORT\[,...\]: ' \
-        '--whitelist[Mirror every topic whose whole name matches (new ones too, while running).]:REGEX: ' \
+        '--whitelist[Mirror every topic whose whole name matches (new ones too, while running); a comma separates alternatives, as in Mirr...]:REGEX: ' \
         '*-t[A topic to mirror (repeatable).]:TOPIC: ' \
         '*--topic[A topic to mirror (repeatable).]:TOPIC: ' \
-        '--blacklist[Skip topics whose whole name matches.]:REGEX: ' \
+        '--blacklist[Skip topics whose whole name matches (commas as in --whitelist).]:REGEX: ' \
         '(-G --group)-G[Consumer group in the source\: mirrors in one group share the partitions and take over from each other (default\: group...]:GROUP: ' \
         '(-G --group)--group[Consumer group in the source\: mirrors in one group share the partitions and take over from each other (default\: group...]:GROUP: ' \
         '--num-streams[Group members; above 1, each is a worker process of its own (auto\: one per CPU, at most 4). \[default\: 1\]]:N|auto: ' \

@@ -18,7 +18,8 @@ name this command takes (or, when it is the other role's property, saying so).
     settings.group_kwargs()      # the group-only keywords of GroupConsumer
 
 The same key given twice (or two names of one setting): the later one wins, as in kcat.
-Parsing imports nothing from the client packages, so `--help` stays fast.
+Loading this module imports nothing from the client packages, so `--help` stays fast
+(partition.assignment.strategy's names are the client's, imported when one is parsed).
 
 `--command-config FILE` (Kafka's tools' --command-config / --producer.config /
 --consumer.config) is read by the same tables: a key of the file is checked as the same
@@ -179,22 +180,19 @@ AUTO_OFFSET_RESET = {
 }
 ISOLATION_LEVELS = {"read_uncommitted": 0, "read_committed": 1}
 
-# librdkafka's assignor names and Java's classes -> kafkactl's group assignors
-# (kafkactl.client.group.assignors: range, roundrobin).
-ASSIGNORS = {
-    "range": "range", "org.apache.kafka.clients.consumer.rangeassignor": "range",
-    "roundrobin": "roundrobin", "org.apache.kafka.clients.consumer.roundrobinassignor":
-        "roundrobin",
-}
-
 
 def assignors(text: str) -> tuple[str, ...]:
+    """librdkafka's assignor names and Java's classes -> kafkactl's group assignors
+    (kafkactl.client.group.assignors.ASSIGNOR_NAMES, which the mirror reads too; imported
+    here, when the property is given, so that --help loads no client module)."""
+    from kafkactl.client.group.assignors import ASSIGNOR_NAMES
+
     names = [n.strip() for n in text.split(",") if n.strip()]
     if not names:
         raise ValueError("needs range and/or roundrobin")
     out: list[str] = []
     for n in names:
-        known = ASSIGNORS.get(n.lower())
+        known = ASSIGNOR_NAMES.get(n.lower())
         if known is None:
             raise ValueError(f"{n}: kafkactl's groups assign with range or roundrobin "
                              "(Java's RangeAssignor, RoundRobinAssignor)")

@@ -41,10 +41,12 @@ def mirror(
              "--producer.config)."),
     whitelist: str | None = typer.Option(
         None, "--whitelist", metavar="REGEX",
-        help="Mirror every topic whose whole name matches (new ones too, while running)."),
+        help="Mirror every topic whose whole name matches (new ones too, while running); "
+             "a comma separates alternatives, as in MirrorMaker (a,b is a|b)."),
     topic: list[str] = typer.Option([], "--topic", "-t", help="A topic to mirror (repeatable)."),
-    blacklist: str | None = typer.Option(None, "--blacklist", metavar="REGEX",
-                                         help="Skip topics whose whole name matches."),
+    blacklist: str | None = typer.Option(
+        None, "--blacklist", metavar="REGEX",
+        help="Skip topics whose whole name matches (commas as in --whitelist)."),
     group: str | None = typer.Option(
         None, "--group", "-G",
         help="Consumer group in the source: mirrors in one group share the partitions and "
@@ -149,6 +151,8 @@ def mirror(
         config.validate()
     except MirrorConfigError as e:
         raise fail(str(e), 2) from None
+    if json_status is not None:
+        _check_status_path(json_status)
     if source_zookeeper is not None:
         config.source = _discover_source(source_zookeeper)
     _log_warnings()
@@ -167,37 +171,66 @@ def _read_config(path: Path | None, option: str) -> dict[str, str]:
         raise fail(f"{option} {path}: {getattr(e, 'strerror', None) or e}", 2) from None
 
 
+def _check_status_path(path: Path) -> None:
+    """--json-status must be a file the mirror can replace (write_status_file renames a
+    file written next to it over it): a mistyped directory is an error now (exit 2), not
+    one line per status interval of a mirror that runs on without its status."""
+    import tempfile
+
+    if path.is_dir():
+        raise fail(f"--json-status {path} is a directory", 2)
+    try:
+        with tempfile.NamedTemporaryFile(dir=path.parent, prefix=f".{path.name}.",
+                                         suffix=".tmp"):
+            pass
+    except OSError as e:
+        raise fail(f"--json-status {path}: cannot write in {path.parent}: "
+                   f"{e.strerror or e}", 2) from None
+
+
 def _log_warnings() -> None:
     """The library's warnings (retries, skipped records) as `warning: ...` lines."""
-    import logging
+    from kafkactl.mirror.worker import log_warnings
 
-    handler = logging.StreamHandler()
-    handler.setFormatter(logging.Formatter("warning: %(message)s"))
-    logger = logging.getLogger("kafkactl.mirror")
-    logger.addHandler(handler)
-    logger.setLevel(logging.WARNING)
-    logger.propagate = False
+    log_warnings()
 
 
 def _discover_source(connect: str) -> str:
-    from kafkactl.cli._client_options import connect_zookeeper
+    """The source's bootstrap list from the brokers registered in ZooKeeper (the chroot
+    must exist and hold /brokers: nothing is created there), or an error naming
+    --source-zookeeper (exit 1)."""
+    from kazoo.exceptions import KazooException
+
     from kafkactl.client.errors import NoBrokersAvailable
     from kafkactl.client.zookeeper_discovery import discover_bootstrap
+    from kafkactl.cluster import zk_paths
+    from kafkactl.cluster.consumer_registry import connect_existing
+    from kafkactl.cluster.zookeeper import ZooKeeperUnavailable, close
 
-    zk = connect_zookeeper(connect)
+    try:
+        zk = connect_existing(connect, require=zk_paths.BROKERS, what="--source-zookeeper")
+    except (ZooKeeperUnavailable, ValueError) as e:
+        raise fail(str(e)) from None
+    except KazooException as e:  # (lost again right after connecting)
+        raise fail(f"ZooKeeper at {connect} (--source-zookeeper, {type(e).__name__}): it "
+                   "did not answer after the connection was made") from None
     try:
         return discover_bootstrap(zk, connect)
     except NoBrokersAvailable as e:
         raise fail(f"--source-zookeeper: {e}") from None
+    except KazooException as e:
+        raise fail(f"ZooKeeper at {connect} (--source-zookeeper, {type(e).__name__}): "
+                   "reading /brokers/ids failed") from None
     finally:
-        zk.stop()
-        zk.close()
+        close(zk)
 
 
 def _run(config: MirrorConfig, json_status: Path | None, wait: bool, interval: float,
          quiet: bool) -> int:
     from kafkactl.client.errors import ClientError
+    from kafkactl.mirror import MirrorConfigError
     from kafkactl.mirror.maker import ClusterUnreachable
+    from kafkactl.mirror.worker import mirror_advice
     from kafkactl.protocol.errors import KafkaError
 
     stop_requested = False
@@ -225,14 +258,17 @@ def _run(config: MirrorConfig, json_status: Path | None, wait: bool, interval: f
             typer.echo(f"mirrored {final.mirrored} records ({final.skipped} skipped) of "
                        f"{len(final.topics)} topic(s)", err=True)
         if final.error is not None:
-            typer.echo(f"error: {final.error}", err=True)
+            typer.echo(f"error: {mirror_advice(final.error)}", err=True)
             return 1
         return 0
     except ClusterUnreachable as e:
         typer.echo(f"error: {e}", err=True)
         return 1
-    except (ClientError, KafkaError, OSError, ValueError) as e:
+    except MirrorConfigError as e:  # MirrorLoopError: a topic copied onto itself
         typer.echo(f"error: {e}", err=True)
+        return 2
+    except (ClientError, KafkaError, OSError, ValueError) as e:
+        typer.echo(f"error: {mirror_advice(str(e))}", err=True)
         return 1
     finally:
         signal.signal(signal.SIGTERM, previous)

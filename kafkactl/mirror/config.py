@@ -14,7 +14,8 @@ from typing import Any
 
 from kafkactl.client.consumer import TopicFilter
 from kafkactl.client.errors import ConfigError
-from kafkactl.client.producer import properties_to_kwargs
+from kafkactl.client.group.assignors import ASSIGNOR_NAMES
+from kafkactl.client.producer import parse_compression, properties_to_kwargs
 from kafkactl.client.security import (
     SECURITY_KEYS,
     ClientSecurity,
@@ -40,11 +41,20 @@ CONSUMER_PROPERTY_NAMES: dict[str, str] = {
 }
 # integers that must be positive
 _POSITIVE = {"max_poll_records"}
-_TEXT = {"auto_offset_reset", "client_id", "group_instance_id"}
+_TEXT = {"client_id", "group_instance_id"}
 _ISOLATION = {"read_uncommitted": 0, "read_committed": 1}
-# Set by the mirror itself: the no-loss protocol needs them.
-_FIXED_CONSUMER = {"enable.auto.commit", "group.id", "bootstrap.servers"}
+_OFFSET_RESET = ("earliest", "latest", "none")
+_BOOLEAN = {"true": True, "false": False}
+# Options of the mirror, not of a consumer: give them as such.
+_FIXED_CONSUMER = {"group.id", "bootstrap.servers"}
 _FIXED_PRODUCER = {"acks": "all", "enable.idempotence": "true"}
+# Kafka's MirrorMaker consumer properties the mirror reads itself (not GroupConsumer
+# arguments): exclude.internal.topics (true by default: a --whitelist never selects an
+# internal topic such as __consumer_offsets; false: it may, as Java's consumer subscribes to
+# a pattern), and enable.auto.commit, which MirrorMaker sets to false: false is what the
+# mirror does anyway (it commits a source offset once the target has acknowledged the
+# records before it); true is refused, as it would commit records the target may not have.
+MIRROR_CONSUMER_PROPERTIES = ("exclude.internal.topics", "enable.auto.commit")
 
 
 class MirrorConfigError(ValueError):
@@ -67,9 +77,88 @@ def _with_security(props: Mapping[str, str], which: str,
     return out
 
 
+def _boolean(key: str, value: str) -> bool:
+    try:
+        return _BOOLEAN[value.strip().lower()]
+    except KeyError:
+        raise MirrorConfigError(f"consumer property {key} must be true or false "
+                                f"(got {value!r})") from None
+
+
+def _assignors(key: str, value: str) -> tuple[str, ...]:
+    """partition.assignment.strategy: librdkafka's names or Java's classes, as the group
+    assignors of kafkactl.client.group (range, roundrobin)."""
+    out: list[str] = []
+    for name in (n.strip() for n in value.split(",")):
+        if not name:
+            continue
+        known = ASSIGNOR_NAMES.get(name.lower())
+        if known is None:
+            raise MirrorConfigError(
+                f"consumer property {key}: {name} is not an assignor kafkactl has (range or "
+                "roundrobin, Java's org.apache.kafka.clients.consumer.RangeAssignor or "
+                "RoundRobinAssignor)")
+        if known not in out:
+            out.append(known)
+    if not out:
+        raise MirrorConfigError(f"consumer property {key} needs range and/or roundrobin")
+    return tuple(out)
+
+
+def exclude_internal_topics(props: Mapping[str, str]) -> bool:
+    """exclude.internal.topics (true unless given): whether internal topics stay out of
+    what a --whitelist selects."""
+    if "exclude.internal.topics" not in props:
+        return True
+    return _boolean("exclude.internal.topics", props["exclude.internal.topics"])
+
+
+def _mirror_property(key: str, value: str) -> None:
+    """Check one of MIRROR_CONSUMER_PROPERTIES."""
+    if key == "exclude.internal.topics":
+        _boolean(key, value)
+    elif _boolean(key, value):  # enable.auto.commit
+        raise MirrorConfigError(
+            "consumer property enable.auto.commit=true could lose records: when to commit "
+            "is set by the mirror itself (a source offset once the target has acknowledged "
+            "the records before it); leave it out, or set it to false")
+
+
+def _consumer_value(key: str, name: str, value: str) -> Any:
+    """The GroupConsumer argument `name` of consumer property `key`."""
+    if name in _TEXT:
+        return value
+    if name == "auto_offset_reset":
+        reset = value.strip().lower()
+        if reset not in _OFFSET_RESET:
+            raise MirrorConfigError(f"consumer property {key} must be earliest, latest or "
+                                    f"none (got {value!r})")
+        return reset
+    if name == "assignors":
+        return _assignors(key, value)
+    if name == "check_crcs":
+        return value.strip().lower() in ("true", "1", "yes")
+    if name == "isolation_level":
+        level = _ISOLATION.get(value.strip().lower())
+        if level is None:
+            raise MirrorConfigError(f"consumer property {key} must be read_committed or "
+                                    f"read_uncommitted (got {value!r})")
+        return level
+    try:
+        number = int(value)
+    except ValueError:
+        raise MirrorConfigError(f"consumer property {key} needs an integer "
+                                f"(got {value!r})") from None
+    if name in _POSITIVE and number < 1:
+        raise MirrorConfigError(f"consumer property {key} must be at least 1 "
+                                f"(got {value!r})")
+    return number
+
+
 def consumer_kwargs(props: Mapping[str, str]) -> dict[str, Any]:
     """Kafka consumer properties (`fetch.min.bytes=1024`, `security.protocol=SSL`) ->
-    GroupConsumer arguments."""
+    GroupConsumer arguments; MirrorMaker's exclude.internal.topics and
+    enable.auto.commit=false are checked and left to the mirror (MIRROR_CONSUMER_PROPERTIES)."""
     out: dict[str, Any] = {}
     for key, value in props.items():
         if key in SECURITY_KEYS:
@@ -77,27 +166,15 @@ def consumer_kwargs(props: Mapping[str, str]) -> dict[str, Any]:
         if key in _FIXED_CONSUMER:
             raise MirrorConfigError(f"consumer property {key} is set by the mirror itself "
                                     "(use --group and --source)")
+        if key in MIRROR_CONSUMER_PROPERTIES:
+            _mirror_property(key, value)
+            continue
         name = CONSUMER_PROPERTY_NAMES.get(key)
         if name is None:
+            known = sorted([*CONSUMER_PROPERTY_NAMES, *MIRROR_CONSUMER_PROPERTIES])
             raise MirrorConfigError(f"unknown consumer property {key!r} (known: "
-                                    f"{', '.join(sorted(CONSUMER_PROPERTY_NAMES))})")
-        if name in _TEXT:
-            out[name] = value
-        elif name == "assignors":
-            out[name] = tuple(a.strip() for a in value.split(",") if a.strip())
-        elif name == "check_crcs":
-            out[name] = value.strip().lower() in ("true", "1", "yes")
-        elif name == "isolation_level" and value in _ISOLATION:
-            out[name] = _ISOLATION[value]
-        else:
-            try:
-                out[name] = int(value)
-            except ValueError:
-                raise MirrorConfigError(f"consumer property {key} needs an integer "
-                                        f"(got {value!r})") from None
-            if name in _POSITIVE and out[name] < 1:
-                raise MirrorConfigError(f"consumer property {key} must be at least 1 "
-                                        f"(got {value!r})")
+                                    f"{', '.join(known)})")
+        out[name] = _consumer_value(key, name, value)
     return _with_security(props, "consumer", out)
 
 
@@ -116,6 +193,11 @@ def producer_kwargs(props: Mapping[str, str]) -> dict[str, Any]:
                                     if k not in SECURITY_KEYS and k not in txn_keys})
     except ConfigError as e:
         raise MirrorConfigError(str(e)) from None
+    if "compression_type" in out:  # checked here, not when the producer starts (exit 1)
+        try:
+            parse_compression(out["compression_type"])
+        except ConfigError as e:
+            raise MirrorConfigError(f"producer property compression.type: {e}") from None
     if "transaction.timeout.ms" in props:
         try:
             out["transaction_timeout_ms"] = int(props["transaction.timeout.ms"])
@@ -153,6 +235,21 @@ def parse_num_streams(text: str) -> int:
     return n
 
 
+# a `{m,n}` quantifier (whose comma stays), or a comma (an alternative, as MirrorMaker's)
+_QUANTIFIER_OR_COMMA = re.compile(r"\{\d*,\d*\}|,")
+
+
+def topic_regex(raw: str) -> str:
+    """A --whitelist/--blacklist as Kafka's MirrorMaker read one (kafka.utils.TopicFilter):
+    trimmed, spaces dropped, a comma as `|` (`orders,payments` is `orders|payments`), and
+    the quotes around it that a properties file may bring stripped. The comma of a `{m,n}`
+    quantifier stays one: no topic name has a comma, a space or a quote, so this changes
+    the meaning of no regex that could match one."""
+    regex = raw.strip().replace(" ", "")
+    regex = _QUANTIFIER_OR_COMMA.sub(lambda m: "|" if m.group() == "," else m.group(), regex)
+    return re.sub(r"""["']+$""", "", re.sub(r"""^["']+""", "", regex))
+
+
 def check_regex(pattern: str | None, option: str) -> None:
     if pattern is None:
         return
@@ -186,9 +283,18 @@ class MirrorConfig:
     exactly_once: bool = False
     stream_base: int = 0  # this process's first stream number (worker processes)
 
+    def __post_init__(self) -> None:
+        # MirrorMaker's --whitelist 'orders,payments' (topic_regex): the regexes as used
+        if self.whitelist is not None:
+            self.whitelist = topic_regex(self.whitelist)
+        if self.blacklist is not None:
+            self.blacklist = topic_regex(self.blacklist)
+
     def validate(self) -> None:
         if not self.topics and self.whitelist is None:
             raise MirrorConfigError("name the topics to mirror: --whitelist REGEX or --topic T")
+        if self.whitelist == "":
+            raise MirrorConfigError("--whitelist must not be empty (it would match no topic)")
         check_regex(self.whitelist, "--whitelist")
         check_regex(self.blacklist, "--blacklist")
         if self.num_streams < 1:
@@ -221,7 +327,12 @@ class MirrorConfig:
         return cls(**fields)
 
     def topic_filter(self) -> TopicFilter:
-        return TopicFilter(tuple(self.topics), self.whitelist, self.blacklist)
+        """--topic names, or --whitelist minus --blacklist; internal topics only by name,
+        unless consumer property exclude.internal.topics=false lets --whitelist select
+        them (as Java's consumer subscribed to MirrorMaker's pattern)."""
+        return TopicFilter(tuple(self.topics), self.whitelist, self.blacklist,
+                           include_internal=not exclude_internal_topics(
+                               self.consumer_properties))
 
     def target_topic(self, source_topic: str) -> str:
         return self.renames.get(source_topic, source_topic)

@@ -20,9 +20,36 @@ import threading
 from types import FrameType
 from typing import IO, Any
 
+from kafkactl.client.errors import SERVE_ADVICE
 from kafkactl.mirror.config import MirrorConfig
 from kafkactl.mirror.maker import MirrorMaker
 from kafkactl.mirror.status import MirrorStatus
+
+# The client's advice on where to point it names -b/--bootstrap-server, which mirror does
+# not take: its warnings and errors name the mirror's options instead.
+MIRROR_ADVICE = ("Is `kafkactl serve` running there? Check --source and --target (or "
+                 "--source-zookeeper)")
+
+
+def mirror_advice(text: str) -> str:
+    """A client error's text with the mirror's options in its advice (MIRROR_ADVICE)."""
+    return text.replace(SERVE_ADVICE, MIRROR_ADVICE)
+
+
+class _WarningFormatter(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        return mirror_advice(super().format(record))
+
+
+def log_warnings() -> None:
+    """The mirror's warnings (retries, skipped records) as `warning: ...` lines on stderr,
+    naming the mirror's options where a client error advises -b/--bootstrap-server."""
+    handler = logging.StreamHandler()
+    handler.setFormatter(_WarningFormatter("warning: %(message)s"))
+    logger = logging.getLogger("kafkactl.mirror")
+    logger.addHandler(handler)
+    logger.setLevel(logging.WARNING)
+    logger.propagate = False
 
 
 class StatusWriter:
@@ -81,12 +108,7 @@ def run(stdin: IO[str], stdout: IO[str]) -> int:
 
 
 def main() -> int:
-    handler = logging.StreamHandler()
-    handler.setFormatter(logging.Formatter("warning: %(message)s"))
-    logger = logging.getLogger("kafkactl.mirror")
-    logger.addHandler(handler)
-    logger.setLevel(logging.WARNING)
-    logger.propagate = False
+    log_warnings()
     return run(sys.stdin, sys.stdout)
 
 

@@ -26,6 +26,7 @@ from kafkactl.mirror.maker import MirrorMaker
 from kafkactl.mirror.status import MirrorStatus, TopicStatus
 
 WORKER_MODULE = "kafkactl.mirror.worker"
+CLIENT_ID = "kafkactl-mirror"  # a stream's consumer is CLIENT_ID-N (mirror/stream.py)
 
 
 class Worker:
@@ -179,11 +180,15 @@ def _close(stream: IO[str] | None) -> None:
 def stream_properties(props: dict[str, str], stream: int) -> dict[str, str]:
     """The consumer properties of stream `stream` of several: a group.instance.id is
     suffixed with the stream's number (`ID-0`, `ID-1`, ...: each stream is a member of
-    its own, as Kafka Streams' threads are), or the streams would fence each other."""
+    its own, as Kafka Streams' threads are), or the streams would fence each other; so is
+    the client.id (kafkactl-mirror-0, -1, ... by default), as Kafka's MirrorMaker named
+    each stream's consumer GROUP-0, GROUP-1, ...: each worker's is its own in the group's
+    description, the brokers' logs and quotas."""
+    out = {**props, "client.id": f"{props.get('client.id') or CLIENT_ID}-{stream}"}
     instance = props.get("group.instance.id")
-    if not instance:
-        return props
-    return {**props, "group.instance.id": f"{instance}-{stream}"}
+    if instance:
+        out["group.instance.id"] = f"{instance}-{stream}"
+    return out
 
 
 def new_mirror(config: MirrorConfig, status_interval: float = 1.0) -> MirrorMaker | MirrorWorkers:

@@ -75,6 +75,16 @@ def roundrobin_assign(partitions: Mapping[str, Sequence[int]],
 
 ASSIGNORS = {"range": range_assign, "roundrobin": roundrobin_assign}
 
+# partition.assignment.strategy names, lowercased -> the assignor of ASSIGNORS that does the
+# same: librdkafka's names and the Java client's classes (Kafka's MirrorMaker recommended
+# `partition.assignment.strategy=org.apache.kafka.clients.consumer.RoundRobinAssignor`).
+# The -X parser (kafkactl.cli._properties) and the mirror's consumer properties read it.
+ASSIGNOR_NAMES = {
+    "range": "range", "org.apache.kafka.clients.consumer.rangeassignor": "range",
+    "roundrobin": "roundrobin", "org.apache.kafka.clients.consumer.roundrobinassignor":
+        "roundrobin",
+}
+
 
 def assign(name: str, partitions: Mapping[str, Sequence[int]],
            members: Sequence[MemberSubscription]) -> Assignment:
