@@ -7,13 +7,16 @@ from __future__ import annotations
 
 import contextlib
 import importlib.util
+import io
 import os
 import re
 import shlex
 import signal
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 import typer
 
@@ -22,9 +25,32 @@ from kafkactl.cli._client_options import (
     bootstrap_option,
     client_properties,
     command_config_option,
-    fail,
     property_option,
 )
+
+T = TypeVar("T")
+
+# every failure of spark-load says which command it is, as the driver's line does
+# (load.py: `kafkactl spark-load: error: ...`, often after pages of Spark's output)
+PREFIX = "kafkactl spark-load: "
+
+
+def fail(message: str, code: int = 1) -> typer.Exit:
+    """Print `kafkactl spark-load: error: MESSAGE` on stderr and return an Exit to raise."""
+    typer.echo(f"{PREFIX}error: {message}", err=True)
+    return typer.Exit(code)
+
+
+def prefixed_errors(call: Callable[[], T]) -> T:
+    """`call()`, a shared option helper that reports a bad option as `error: ...` on
+    stderr (and raises typer.Exit): its lines say `kafkactl spark-load: error: ...`."""
+    buf = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(buf):
+            return call()
+    finally:
+        for line in buf.getvalue().splitlines():
+            typer.echo(PREFIX + line if line.startswith("error: ") else line, err=True)
 
 
 def spark_submit_path() -> str:
@@ -123,8 +149,7 @@ def check_output(output: str) -> None:
             pass
     except Exception as e:  # noqa: BLE001 - mapped to one line and an exit code
         reason, code = load.failure(e)
-        typer.echo(f"kafkactl spark-load: error: {reason}", err=True)
-        raise typer.Exit(code) from None
+        raise fail(reason, code) from None
 
 
 def driver_runs_here(confs: list[str]) -> bool:
@@ -144,8 +169,7 @@ def check_local_broker(servers: str, security: dict[str, str],
         load.check_broker(servers, security, topics or (), commit_group)
     except Exception as e:  # noqa: BLE001 - mapped to one line and an exit code
         reason, code = load.failure(e)
-        typer.echo(f"kafkactl spark-load: error: {reason}", err=True)
-        raise typer.Exit(code) from None
+        raise fail(reason, code) from None
 
 
 # Spark's master URLs (SparkSubmit and SparkContext take these forms, and refuse others)
@@ -243,7 +267,7 @@ def register(app: typer.Typer) -> None:
         if problem:
             raise fail(problem, 2)
         level, prop = isolation_of(prop, isolation_level)
-        security = client_properties(prop, command_config)
+        security = prefixed_errors(lambda: client_properties(prop, command_config))
         if any("\n" in v or "\r" in v for v in security.values()):
             raise fail("a -X value must be one line", 2)
         if print_command and prop:

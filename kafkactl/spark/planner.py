@@ -191,17 +191,39 @@ def resolve_offsets(sc: SimpleConsumer, ro: ReadOptions,  # noqa: C901
                       "are gone)")
             start[tp] = earliest[tp]
         if start[tp] > latest[tp]:
-            lost_data(ro, f"topic {t} partition {p}: starting offset {start[tp]} is past the log "
-                      f"end offset {latest[tp]}")
+            lost_data(ro, f"topic {t} partition {p}: starting offset {start[tp]} is past the "
+                      f"{_end_of_log(sc, tp, start[tp], latest[tp])}")
             start[tp] = latest[tp]
         if end[tp] > latest[tp]:
-            lost_data(ro, f"topic {t} partition {p}: ending offset {end[tp]} is past the log end "
-                      f"offset {latest[tp]}")
+            lost_data(ro, f"topic {t} partition {p}: ending offset {end[tp]} is past the "
+                      f"{_end_of_log(sc, tp, end[tp], latest[tp])}")
             end[tp] = latest[tp]
         if end[tp] < start[tp]:
             raise OptionError(f"topic {t} partition {p}: ending offset {end[tp]} is before the "
                               f"starting offset {start[tp]}")
     return start, end
+
+
+def _end_of_log(sc: SimpleConsumer, tp: TopicPartition, offset: int, latest: int) -> str:
+    """What `latest` (ListOffsets LATEST) is, for an error about `offset` past it: the log
+    end offset (the high watermark) reading read_uncommitted; reading read_committed the
+    last stable offset, which an open transaction holds below the high watermark (asked
+    for here, on this error's path only)."""
+    if sc.isolation_level != 1:
+        return f"log end offset {latest}"
+    level, sc.isolation_level = sc.isolation_level, 0  # the high watermark
+    try:
+        high = sc.list_offsets({tp: LATEST})[tp][0]
+    finally:
+        sc.isolation_level = level
+    if latest < high and offset <= high:
+        return (f"last stable offset {latest} (a transaction is open on the partition: "
+                "read_committed reads stop before its first record until it commits or "
+                f"aborts; the log end offset is {high})")
+    if latest < high:
+        return (f"log end offset {high} (read_committed reads stop earlier, at the last "
+                f"stable offset {latest}: a transaction is open on the partition)")
+    return f"log end offset {latest}"
 
 
 def split_ranges(start: dict[TopicPartition, int], end: dict[TopicPartition, int],

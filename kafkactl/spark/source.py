@@ -28,7 +28,17 @@ from pyspark.sql.datasource import (
     DataSourceWriter,
     InputPartition,
 )
-from pyspark.sql.types import StructType
+from pyspark.sql.types import (
+    ArrayType,
+    BinaryType,
+    DataType,
+    IntegerType,
+    LongType,
+    StringType,
+    StructField,
+    StructType,
+    TimestampType,
+)
 
 from kafkactl.spark.options import OptionError, parse_bool, parse_read_options
 from kafkactl.spark.partition_reader import read_range
@@ -37,6 +47,32 @@ from kafkactl.spark.planner import OffsetRange, plan
 SCHEMA = ("key binary, value binary, topic string, partition int, offset long, "
           "timestamp timestamp, timestampType int")
 HEADERS = "headers array<struct<key string, value binary>>"
+
+
+def fixed_schema(headers: bool) -> StructType:
+    """SCHEMA (and HEADERS) as a StructType, made without a JVM (the planning worker has
+    none to parse DDL with)."""
+    columns: list[tuple[str, DataType]] = [
+        ("key", BinaryType()), ("value", BinaryType()), ("topic", StringType()),
+        ("partition", IntegerType()), ("offset", LongType()), ("timestamp", TimestampType()),
+        ("timestampType", IntegerType())]
+    if headers:
+        columns.append(("headers", ArrayType(StructType([
+            StructField("key", StringType()), StructField("value", BinaryType())]))))
+    return StructType([StructField(n, t) for n, t in columns])
+
+
+def refuse_custom_schema(schema: StructType, options: Any) -> None:
+    """Spark's Kafka source refuses a user-specified schema before it reads
+    (KafkaSourceProvider); a Python data source is handed it instead of its own: one that
+    differs from the fixed schema is refused here, on the driver, before the broker is
+    asked anything (it failed in the tasks, DATA_SOURCE_RETURN_SCHEMA_MISMATCH)."""
+    want = fixed_schema(include_headers(options))
+    if schema.simpleString() != want.simpleString():  # (nullability aside)
+        raise OptionError(
+            "the kafkactl source has a fixed schema and cannot be set with a custom one "
+            f"(got {schema.simpleString()}): drop .schema(...) and select or cast the "
+            f"columns of {want.simpleString()} instead (includeHeaders=true adds headers)")
 
 
 class RangePartition(InputPartition):
@@ -81,6 +117,7 @@ class KafkactlDataSource(DataSource):
         return f"{SCHEMA}, {HEADERS}" if include_headers(self.options) else SCHEMA
 
     def reader(self, schema: StructType) -> DataSourceReader:
+        refuse_custom_schema(schema, self.options)
         return KafkactlReader(dict(self.options))
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
@@ -97,6 +134,7 @@ class KafkactlDataSource(DataSource):
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
         from kafkactl.spark.stream import KafkactlStreamReader
 
+        refuse_custom_schema(schema, self.options)
         return KafkactlStreamReader(dict(self.options))
 
 

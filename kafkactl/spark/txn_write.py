@@ -46,6 +46,10 @@ DEFAULT_TIMEOUT_MS = DEFAULT_MAX_TRANSACTION_TIMEOUT_MS
 # (or committing) already, by an earlier call (a retried EndTxn succeeds, as in Kafka)
 COMMITTABLE = ("Ongoing", "PrepareCommit", "CompleteCommit")
 CLIENT_ID = "kafkactl-spark-writer"
+# a transaction holding partitions back (read_committed consumers stop before it)
+OPEN = ("Ongoing",)
+# ... or one an attempt still running has initialized and is about to add partitions to
+OPEN_OR_ABOUT_TO_BE = ("Ongoing", "Empty")
 
 log = logging.getLogger(__name__)
 
@@ -172,7 +176,10 @@ def fence_leftovers(target: TxnTarget) -> list[str]:
     run of it left open (its driver died before it committed or aborted them), which would
     otherwise hold read_committed consumers back until their timeout."""
     with _admin(target) as admin:
-        fenced = abort_stragglers(target, admin, keep=())
+        # only what is open: an earlier run's failed attempts were fenced by that run (its
+        # own sweep), which leaves their ids Empty, no partition in them: nothing to abort
+        # (fencing them again, each run, would report them as left open each run)
+        fenced = abort_stragglers(target, admin, keep=(), states=OPEN)
     if fenced:
         log.warning("aborted %d transaction(s) an earlier run of prefix %s left open: %s",
                     len(fenced), target.prefix, ", ".join(fenced))
@@ -193,13 +200,15 @@ def is_attempt_of(prefix: str, transactional_id: str) -> bool:
 
 
 def abort_stragglers(target: TxnTarget, admin: TransactionAdmin,
-                     keep: Collection[str | None]) -> list[str]:
-    """Fence this write's attempts that are not in `keep` and whose transaction is open
-    (Ongoing) or about to be (Empty: initialized, no partition added yet): an InitProducerId
-    on the id aborts its transaction, and the attempt, which may still be running, can add
-    nothing to it any more. Returns their ids."""
+                     keep: Collection[str | None],
+                     states: Sequence[str] = OPEN_OR_ABOUT_TO_BE) -> list[str]:
+    """Fence this write's attempts that are not in `keep` and whose transaction is in one
+    of `states`: by default open (Ongoing) or about to be (Empty: initialized, no partition
+    added yet: an attempt of this job still running). An InitProducerId on the id aborts its
+    transaction, and the attempt, which may still be running, can add nothing to it any
+    more. Returns their ids."""
     out = []
-    for t in admin.list_transactions(states=["Ongoing", "Empty"]):
+    for t in admin.list_transactions(states=list(states)):
         if is_attempt_of(target.prefix, t.transactional_id) and t.transactional_id not in keep:
             with _manager(target, t.transactional_id) as tm:
                 tm.init()

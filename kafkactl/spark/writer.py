@@ -4,7 +4,10 @@ kafkactl's Producer.
 Columns, as Spark's Kafka sink takes them: `value` (binary or string, required), `key`
 (optional), `topic` (optional when the `topic` option is set; the option, when set,
 overrides the column, as in Spark), `partition` (optional int; else the key's partition),
-`headers` (optional array<struct<key string, value binary>>). Other columns are ignored. A
+`headers` (optional array<struct<key string, value binary>>), `timestamp` (optional timestamp,
+or double: seconds since the epoch; the record's CreateTime, null for the producer's
+current time: Spark 4's Kafka sink, SPARK-50160). A column of another type is refused on
+the driver, before any task runs, as Spark refuses it. Other columns are ignored. A
 task reports success only after every record it sent is acknowledged (acks=all by default);
 like Spark's Kafka sink the write is at-least-once (a retried task sends its rows again).
 Only mode("append") writes: Spark refuses the ErrorIfExists (default) and Ignore modes for
@@ -22,10 +25,19 @@ import hashlib
 import uuid
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from pyspark.sql.datasource import DataSourceStreamWriter, DataSourceWriter, WriterCommitMessage
-from pyspark.sql.types import BinaryType, IntegerType, StringType, StructType
+from pyspark.sql.types import (
+    BinaryType,
+    DataType,
+    DoubleType,
+    IntegerType,
+    StringType,
+    StructType,
+    TimestampType,
+)
 
 from kafkactl.client.producer import Producer, parse_acks, properties_to_kwargs
 from kafkactl.client.security import SECURITY_KEYS
@@ -52,8 +64,23 @@ class WriteResult(WriterCommitMessage):
     records: int
 
 
+# the one type of the headers column (Spark's KafkaRecordToRowConverter.headersType), as
+# DataType.simpleString() spells it (nullability aside, as Spark's DataTypeUtils.sameType)
+HEADERS_TYPE = "array<struct<key:string,value:binary>>"
+# a Kafka record's timestamp is an int64 of milliseconds, and never negative
+MAX_TIMESTAMP_MS = 2**63 - 1
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+class RecordError(ValueError):
+    """A row cannot be made a Kafka record (a null header key, a negative timestamp)."""
+
+
 def _check_schema(schema: StructType, default_topic: str | None) -> None:
-    fields = {f.name: f.dataType for f in schema.fields}
+    """Spark's KafkaWriter.validateQuery: every column the sink takes, of a type it takes,
+    checked on the driver before a task writes a row (a wrong type found in a task would
+    fail it after its earlier rows were written)."""
+    fields: dict[str, DataType] = {f.name: f.dataType for f in schema.fields}
     if "value" not in fields:
         raise OptionError("writing to kafkactl needs a value column (binary or string)")
     for name in ("key", "value", "topic"):
@@ -62,8 +89,55 @@ def _check_schema(schema: StructType, default_topic: str | None) -> None:
                               f"(got {fields[name].simpleString()})")
     if "partition" in fields and not isinstance(fields["partition"], IntegerType):
         raise OptionError("column partition must be int")
+    if "headers" in fields and fields["headers"].simpleString() != HEADERS_TYPE:
+        raise OptionError(f"column headers must be {HEADERS_TYPE} (got "
+                          f"{fields['headers'].simpleString()}), as Spark's Kafka sink takes it")
+    if "timestamp" in fields and not isinstance(fields["timestamp"], TimestampType | DoubleType):
+        raise OptionError("column timestamp must be timestamp, or double (seconds since "
+                          f"1970-01-01T00:00:00Z) (got {fields['timestamp'].simpleString()})")
     if "topic" not in fields and not default_topic:
         raise OptionError("writing to kafkactl needs a topic column or the topic option")
+
+
+def _headers(items: Any, row: int) -> list[tuple[str, bytes | None]] | None:
+    """A row's headers column as the producer's (key, value) pairs. `row` counts the task's
+    rows from 1, for the error: Kafka refuses a header without a key (Java's RecordHeader
+    throws on a null key)."""
+    if not items:
+        return None
+    out = []
+    for i, h in enumerate(items):
+        if h is None or h["key"] is None:
+            what = "a null header" if h is None else "a header with a null key"
+            raise RecordError(f"row {row} of the task has {what} (headers[{i}]): a Kafka "
+                              "header needs a key; fix or filter out such rows")
+        out.append((h["key"], _bytes(h["value"])))
+    return out
+
+
+def _timestamp_ms(v: Any, row: int) -> int | None:
+    """A row's timestamp column as the record's CreateTime in milliseconds, as Spark's sink
+    makes it (the column cast to a timestamp, its microseconds divided by 1000): a double
+    is seconds since the epoch. None (null) leaves the producer's current time. PySpark
+    hands a timestamp to Python as a naive datetime in the worker's local time zone."""
+    if v is None:
+        return None
+    try:
+        if isinstance(v, datetime):
+            micros = ((v if v.tzinfo is not None else v.astimezone()) - EPOCH) \
+                // timedelta(microseconds=1)
+        else:
+            micros = int(v * 1_000_000)  # (truncated, as Spark's cast of a double)
+    except (OverflowError, ValueError, OSError):  # NaN, infinity, out of the OS's range
+        raise RecordError(f"row {row} of the task has timestamp {v!r}: not a time a Kafka "
+                          "record can carry; null takes the current time") from None
+    ms = micros // 1000 if micros >= 0 else -(-micros // 1000)  # (Java's long division)
+    if not 0 <= ms <= MAX_TIMESTAMP_MS:
+        where = "before 1970-01-01T00:00:00Z" if ms < 0 else "past the largest Kafka timestamp"
+        raise RecordError(f"row {row} of the task has timestamp {v!r}, {where}: a Kafka "
+                          "record's timestamp is 0..2^63-1 ms since then; null takes the "
+                          "current time")
+    return ms
 
 
 def _bytes(v: Any) -> bytes | None:
@@ -131,14 +205,14 @@ class KafkactlWriter(DataSourceWriter):
                 topic = self.topic or (row["topic"] if "topic" in has else None)
                 if not topic:
                     raise OptionError("a row has a null topic and no topic option is set")
-                headers = None
-                if "headers" in has and row["headers"]:
-                    headers = [(h["key"], _bytes(h["value"])) for h in row["headers"]]
                 producer.send(
                     topic if isinstance(topic, str) else topic.decode("utf-8"),
                     _bytes(row["value"]), _bytes(row["key"]) if "key" in has else None,
                     partition=row["partition"] if "partition" in has else None,
-                    headers=headers, on_delivery=on_delivery)
+                    headers=_headers(row["headers"], n + 1) if "headers" in has else None,
+                    timestamp_ms=(_timestamp_ms(row["timestamp"], n + 1)
+                                  if "timestamp" in has else None),
+                    on_delivery=on_delivery)
                 n += 1
                 if errors:
                     break

@@ -80,7 +80,8 @@ def test_isolation_level_read_committed_unless_asked(tmp_path: Path) -> None:
         r = zygote.run(["spark-load", "-b", "h:1", "-t", "ev", "-o", "out", *extra,
                         "--print-command"], env=env, text=True, timeout=60)
         assert r.returncode == 2, (extra, r.stdout, r.stderr)
-        assert r.stderr.strip().startswith(f"error: {reason}"), (extra, r.stderr)
+        assert r.stderr.strip().startswith(f"kafkactl spark-load: error: {reason}"), \
+            (extra, r.stderr)
     help_text = " ".join(zygote.run(["spark-load", "--help"], env=dict(env, COLUMNS="200"),
                                     text=True, timeout=60, check=True).stdout.split())
     assert "Reads read_committed by default" in help_text

@@ -101,7 +101,8 @@ def test_bad_arguments_are_exit_2_before_spark(acl_broker: SecureBroker, tmp_pat
                        env=_no_spark_env(tmp_path), text=True, timeout=120)
         assert r.returncode == 2, (args, r.stdout, r.stderr)
         lines = r.stderr.strip().splitlines()
-        assert len(lines) == 1 and lines[0].startswith(f"error: {reason}"), (args, lines)
+        assert len(lines) == 1 and \
+            lines[0].startswith(f"kafkactl spark-load: error: {reason}"), (args, lines)
     for r in ("local", "local[*]", "local[4]", "local[2, 3]", "local-cluster[2,1,1024]",
               "yarn", "spark://h:7077", "k8s://https://h:6443"):
         done = zygote.run(["spark-load", "-b", b, "-o", out, "-t", "empty", "--master", r,
