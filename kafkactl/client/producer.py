@@ -409,6 +409,8 @@ class Producer:
                 if key is None or partitioner.name in ("roundrobin", "random") else None)
         else:
             self._check_partition(topic, partition)
+        if timestamp_ms is None:  # the time it is sent, as Kafka's KafkaProducer.doSend
+            timestamp_ms = int(time.time() * 1000)
         fut = FutureRecordMetadata(timestamp_ms)
         if on_delivery is not None:
             fut.add_done_callback(lambda f: on_delivery(

@@ -54,7 +54,7 @@ class ProducerBatch:
         "topic", "partition", "batch_size", "created_ms", "base_timestamp", "max_timestamp",
         "parts", "size", "record_count", "entries", "futures", "callbacks", "closed",
         "producer_id", "producer_epoch", "base_sequence", "attempts", "built", "retry_at",
-        "drained_ms", "order", "first_index", "buf",
+        "drained_ms", "order", "first_index", "buf", "clock_stamped",
     )
 
     def __init__(self, topic: str, partition: int, batch_size: int,
@@ -84,6 +84,9 @@ class ProducerBatch:
         self.first_index = 0  # of its first record in the batch first appended (split())
         # the header room and records of a batch of lines (append_lines), else None
         self.buf: bytearray | None = None
+        # the batch timestamp is the clock reading of the bulk call that began the batch
+        # (`_takes_stamp`), not a timestamp a record was sent with (`append`)
+        self.clock_stamped = False
 
     # -- appending -----------------------------------------------------------------------
 
@@ -91,7 +94,11 @@ class ProducerBatch:
                headers: Sequence[tuple[str, bytes | None]] = (), *,
                force: bool = False) -> int | None:
         """Encode one record; return its offset delta, or None if the batch is full
-        (`force`: append even past batch.size, for split())."""
+        (`force`: append even past batch.size, for split()). `timestamp` None: the batch
+        timestamp (timestamp delta 0, as the bulk encoders write). Records sent without a
+        timestamp are stamped before this with the time they were sent (Producer.send, as
+        Kafka's KafkaProducer.doSend; the bulk paths once per call): a batch's timestamp
+        is its first record's, never an earlier record's for a later one."""
         klen = -1 if key is None else len(key)
         vlen = -1 if value is None else len(value)
         estimate = klen + vlen + 24 + sum(len(k) + len(v or b"") + 6 for k, v in headers)
@@ -99,9 +106,17 @@ class ProducerBatch:
                 self.record_count and self.size + estimate > self.batch_size and not force):
             return None
         delta = self.record_count
-        ts_delta = 0 if timestamp is None else timestamp - self.base_timestamp
-        if timestamp is not None and timestamp > self.max_timestamp:
-            self.max_timestamp = timestamp
+        if timestamp is None:
+            ts_delta = 0
+        else:
+            if not delta:
+                # the batch's timestamp is its first record's; later ones are deltas from it
+                # (negative for an older explicit timestamp: a zig-zag varlong, as Kafka's)
+                self.base_timestamp = self.max_timestamp = timestamp
+                self.clock_stamped = False
+            elif timestamp > self.max_timestamp:
+                self.max_timestamp = timestamp
+            ts_delta = timestamp - self.base_timestamp
         record = encode_record(delta, ts_delta, key, value, headers)
         self.parts.append(record)
         self.size += len(record)
@@ -109,11 +124,15 @@ class ProducerBatch:
         return delta
 
     def append_values(self, values: Sequence[bytes | None], start: int = 0) -> int:
-        """Fast path: null-key, header-less records sharing the batch timestamp (a None
-        value: null), encoded a run at a time (record.columns). Appends values[start:]
-        until the batch is full (of bytes, or of MAX_DELTA records: see `_table_full`);
-        returns the index after the last value appended (== start when nothing fit)."""
+        """Fast path: null-key, header-less records (a None value: null) at the batch
+        timestamp, the clock reading of the bulk call that began the batch (`_takes_stamp`),
+        encoded a run at a time (record.columns). Appends values[start:] until the batch is
+        full (of bytes, or of MAX_DELTA records: see `_table_full`); returns the index
+        after the last value appended (== start when nothing fit)."""
         if self.closed or self.buf is not None:
+            return start
+        now = now_ms()
+        if not self._takes_stamp(now):
             return start
         parts, i, used = encode_values(values, start, self.record_count,
                                        self.batch_size - self.size)
@@ -122,8 +141,35 @@ class ProducerBatch:
                 i == start or klen_of(values[i]) > MAX_FIELDS):
             # A value past the tables, or a first record bigger than the batch: the
             # general encoder takes values until the batch is full.
-            while i < len(values) and self.append(None, None, values[i]) is not None:
-                i += 1
+            i = self._append_each(None, values, i)
+        return i
+
+    def _takes_stamp(self, now: int) -> bool:
+        """Whether a bulk call reading the clock at `now` appends to this batch: the bulk
+        encoders (record.columns and its compiled twins) write timestamp delta 0, the
+        batch timestamp. An empty batch takes now as its timestamp (its first record's, as
+        Kafka's); a batch a bulk call began keeps the first call's reading for the records
+        of later calls too (the encoders take no timestamp of their own: a batch per call
+        would cost the hot path its batch sizes). A batch begun by a record sent with a
+        timestamp (or stamped by Producer.send) takes bulk records only at that very
+        millisecond: else the next batch, begun now, takes them (never an earlier
+        record's explicit timestamp, as Kafka's KafkaProducer.doSend)."""
+        if not self.record_count:
+            self.base_timestamp = self.max_timestamp = now
+            self.clock_stamped = True
+            return True
+        return self.clock_stamped or now == self.base_timestamp
+
+    def _append_each(self, keys: Sequence[bytes | None] | None,
+                     values: Sequence[bytes | None], start: int) -> int:
+        """Records from `start` at the batch timestamp, as the bulk encoders write them, by
+        the general encoder until the batch is full; returns the index after the last one
+        appended."""
+        i = start
+        n = len(values)
+        while i < n and self.append(None, None if keys is None else keys[i],
+                                    values[i]) is not None:
+            i += 1
         return i
 
     def _table_full(self) -> bool:
@@ -136,24 +182,31 @@ class ProducerBatch:
 
     def append_key_values(self, keys: Sequence[bytes | None], values: Sequence[bytes | None],
                           start: int = 0) -> int:
-        """Fast path for keyed lines: (key or None, value or None) pairs, no headers, the batch
-        timestamp. Appends from `start` until the batch is full; returns the index after the
-        last pair appended (== start when nothing fit)."""
+        """Fast path for keyed lines: (key or None, value or None) pairs, no headers,
+        stamped as `append_values` stamps them. Appends from `start` until the batch is
+        full; returns the index after the last pair appended (== start when nothing fit)."""
         if self.closed or self.buf is not None:
+            return start
+        now = now_ms()
+        if not self._takes_stamp(now):
             return start
         parts, i, used = encode_key_values(keys, values, start, self.record_count,
                                            self.batch_size - self.size)
         self._took(parts, i - start, used)
         if i < len(values) and not self._table_full() and (
                 i == start or max(klen_of(keys[i]), klen_of(values[i])) > MAX_FIELDS // 2):
-            while i < len(values) and self.append(None, keys[i], values[i]) is not None:
-                i += 1
+            i = self._append_each(keys, values, i)
         return i
 
     def takes_lines(self) -> bool:
         """Whether lines can be encoded into this batch: a batch of lines, or an empty one
-        (records of the other paths and lines do not share a batch)."""
-        return self.buf is not None or self.record_count == 0
+        (records of the other paths and lines do not share a batch), which takes now as its
+        timestamp (the lines encoder writes the batch timestamp: `_takes_stamp`)."""
+        if not self.record_count:
+            self.base_timestamp = self.max_timestamp = now_ms()
+            self.clock_stamped = True
+            return True
+        return self.buf is not None
 
     def lines_buffer(self, need: int = 0, spare: list[bytearray] | None = None) -> bytearray:
         """The buffer lines are encoded into at `size` (record.columns.encode_lines_into):
