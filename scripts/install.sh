@@ -11,6 +11,7 @@
 #
 #   ./scripts/install.sh && .venv/bin/kafkactl serve
 set -euo pipefail
+called_from="$PWD"
 cd "$(dirname "$0")/.."
 SCRIPT_NAME=install.sh
 # shellcheck source=scripts/venv.sh
@@ -37,7 +38,9 @@ ensure_venv
 ensure_build_tools
 venv_install .
 bin="$KAFKACTL_VENV/bin"
-[ "$KAFKACTL_VENV" = "$PWD/.venv" ] && bin=".venv/bin"
 kernels="$("$bin/kafkactl" --version | sed -n 2p)"
 say "$kernels"
-say "installed: run '$bin/kafkactl serve' (or put $KAFKACTL_VENV/bin on your PATH)"
+# the command as the caller types it: relative only from the checkout itself
+shown="$bin"
+[ "$KAFKACTL_VENV" = "$PWD/.venv" ] && [ "$called_from" = "$PWD" ] && shown=".venv/bin"
+say "installed: run '$shown/kafkactl serve' (or put $KAFKACTL_VENV/bin on your PATH)"

@@ -103,11 +103,14 @@ EDITABLE_MODE=compat
 
 # install_digest: what an install depends on: pyproject.toml (the dependencies and the
 # entry point), kafkactl/__init__.py (the version), setup.py and the compiled kernels'
-# sources (kafkactl/*/*.pyx: the editable install compiles them in place), the
-# editable mode, this checkout's path and the venv's python. Other source changes need no
-# reinstall.
+# sources (kafkactl/*/*.pyx: the editable install compiles them in place), whether the
+# kernels can be built (the build tools missing, KAFKACTL_NO_EXTENSIONS: a pure-Python
+# install is redone once a compiler is there), the editable mode, this checkout's path and
+# the venv's python. Other source changes need no reinstall.
 install_digest() {
     { cat pyproject.toml kafkactl/__init__.py setup.py kafkactl/*/*.pyx 2>/dev/null
+      echo "missing=$(build_tools_missing | tr '\n' ' ')"
+      echo "no_extensions=${KAFKACTL_NO_EXTENSIONS:-}"
       echo "editable_mode=$EDITABLE_MODE"; echo "$PWD"; "$VENV_PY" -V 2>&1; } \
         | sha256sum | cut -c1-16
 }

@@ -145,3 +145,31 @@ def test_install_sh_makes_a_venv_and_never_runs_the_system_pythons_pip(tmp_path:
     calls = log.read_text().splitlines()
     assert any(c.startswith("-m venv ") for c in calls), calls
     assert not [c for c in calls if "pip" in c.split()[:2]], calls
+
+
+def test_the_install_digest_changes_when_the_kernels_can_be_built(tmp_path: Path) -> None:
+    """A pure-Python install (no C compiler, or KAFKACTL_NO_EXTENSIONS) is not "up to date"
+    once a compiler is there: install.sh run again builds the kernels."""
+    real = Path(getattr(sys, "_base_executable", sys.executable))
+    bare = tmp_path / "bare"  # the tools install_digest uses, and no cc/gcc
+    bare.mkdir()
+    for tool in ("bash", "cat", "sha256sum", "cut", "tr"):
+        found = shutil.which(tool)
+        assert found is not None, tool
+        (bare / tool).symlink_to(found)
+    (bare / "python3").symlink_to(real)
+    if shutil.which("gcc") is None and shutil.which("cc") is None:
+        pytest.skip("no C compiler here to compare with")
+
+    def digest(path: str, **extra: str) -> str:
+        env = {"PATH": path, "HOME": str(tmp_path), **extra}
+        r = subprocess.run(["bash", "-c", f'. scripts/venv.sh; VENV_PY="{real}"; '
+                            "install_digest"], cwd=REPO, env=env, capture_output=True,
+                           text=True, timeout=60)
+        assert r.returncode == 0, r.stderr
+        return r.stdout.strip()
+
+    with_compiler = digest(os.environ["PATH"])
+    assert digest(os.environ["PATH"]) == with_compiler  # stable
+    assert digest(str(bare)) != with_compiler
+    assert digest(os.environ["PATH"], KAFKACTL_NO_EXTENSIONS="1") != with_compiler
