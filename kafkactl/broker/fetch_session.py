@@ -42,6 +42,14 @@ def next_epoch(epoch: int) -> int:
     return 1 if epoch == INT32_MAX else epoch + 1
 
 
+def has_records(r: dict[str, Any]) -> bool:
+    """Whether a partition's read `r` carries records (bytes, or a FileRegion's length)."""
+    records = r["records"]
+    if records is None:
+        return False
+    return (records.length if hasattr(records, "length") else len(records)) > 0
+
+
 class CachedPartition:
     """One partition of a session: what the fetcher asked for last, and what the leader
     told it last (-1: nothing yet, so the next answer includes the partition)."""
@@ -75,11 +83,7 @@ class CachedPartition:
     def must_respond(self, r: dict[str, Any], update: bool) -> bool:
         """Whether an incremental answer must carry this partition's read `r` (Kafka's
         maybeUpdateResponseData); with `update`, remember what it says as sent."""
-        respond = False
-        records = r["records"]
-        if records is not None and (records.length if hasattr(records, "length")
-                                    else len(records)) > 0:
-            respond = True  # new data is always sent
+        respond = has_records(r)  # new data is always sent
         if r["high_watermark"] != self.high_watermark:
             respond = True
             if update:

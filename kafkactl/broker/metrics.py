@@ -315,11 +315,12 @@ class BrokerMetrics:
                       result.appended_records, code,
                       code != ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
 
-    def fetched(self, topic: str, failed: bool, known: bool) -> None:
-        """One partition read for a fetch (a consumer's or a follower's)."""
-        self.total_fetch_all += 1
+    def fetched(self, topic: str, failed: bool, known: bool, n: int = 1) -> None:
+        """`n` partition reads of `topic` for fetches (a consumer's or a follower's; the
+        failed ones one at a time)."""
+        self.total_fetch_all += n
         if known:
-            self.total_fetch[topic] = self.total_fetch.get(topic, 0) + 1
+            self.total_fetch[topic] = self.total_fetch.get(topic, 0) + n
         if failed:
             self.failed_fetch_all += 1
             if known:

@@ -403,12 +403,9 @@ class ReplicaManager:
                 continue
             state.last_caught_up_ms = now
             settled[cp.topic] = settled.get(cp.topic, 0) + 1
-        metrics = self.metrics
-        if metrics is not None and settled:
-            counts = metrics.total_fetch
+        if self.metrics is not None:
             for topic, n in settled.items():
-                counts[topic] = counts.get(topic, 0) + n
-                metrics.total_fetch_all += n
+                self.metrics.fetched(topic, False, True, n)
         return rest
 
     def low_watermark(self, part: Partition) -> int:

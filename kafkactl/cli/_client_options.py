@@ -127,6 +127,19 @@ def flag_or_property(flag: str | None, prop: list[str], key: str, flag_name: str
     return (flag if flag is not None else given), rest
 
 
+def iso_datetime_ms(text: str) -> int:
+    """An ISO-8601 date and time (`2024-05-01T12:00:00.000`, optional zone: `Z`, `+05:00`,
+    `+0500`, `+05`) -> ms since the epoch, exact (no float rounding). Without a zone the
+    time is UTC, never the machine's local time: as Kafka's tools read it
+    (Utils.getDateTime appends `Z` to a time with no zone). ValueError when it is none."""
+    from datetime import UTC, datetime, timedelta
+
+    dt = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    if dt.tzinfo is None:
+        dt = dt.replace(tzinfo=UTC)
+    return (dt - datetime(1970, 1, 1, tzinfo=UTC)) // timedelta(milliseconds=1)
+
+
 def fail(message: str, code: int = 1) -> typer.Exit:
     """Print a clear error on stderr and return an Exit to raise."""
     typer.echo(f"error: {message}", err=True)

@@ -10,7 +10,6 @@ import select
 import sys
 import time
 from collections.abc import Callable
-from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -22,6 +21,7 @@ from kafkactl.cli._client_options import (
     command_config_option,
     fail,
     flag_or_property,
+    iso_datetime_ms,
     property_option,
     unescape,
 )
@@ -38,7 +38,6 @@ if TYPE_CHECKING:  # the client is imported when a command runs, so --help stays
 TOKEN = re.compile(rb"%[tpokKsSThR%]")
 ANY_TOKEN = re.compile(rb"%(.?)", re.DOTALL)
 TOKENS_HELP = "%t %p %o %k %K %s %S %R %T %h %%"
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 def parse_offset(spec: str) -> StartOffset:
@@ -59,14 +58,11 @@ def parse_offset(spec: str) -> StartOffset:
     if s.startswith("@") and re.fullmatch(r"@\d+", s):
         return StartOffset("timestamp", int(s[1:]))
     try:
-        dt = datetime.fromisoformat(s.replace("Z", "+00:00"))
+        return StartOffset("timestamp", iso_datetime_ms(s))  # (UTC without a zone)
     except ValueError:
         raise typer.BadParameter(
             f"--offset {spec!r}: use earliest, latest, N, -N (from the end), @<ms timestamp> "
             "or an ISO date such as 2024-05-01T12:00:00") from None
-    if dt.tzinfo is None:  # UTC, as Kafka's tools read a time without a zone
-        dt = dt.replace(tzinfo=UTC)
-    return StartOffset("timestamp", (dt - _EPOCH) // timedelta(milliseconds=1))
 
 
 # A group member's max.poll.records unless -X gives one (Java's default)

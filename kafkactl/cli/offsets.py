@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterable
-from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -17,6 +16,7 @@ from kafkactl.cli._client_options import (
     client_security,
     command_config_option,
     fail,
+    iso_datetime_ms,
     property_option,
 )
 from kafkactl.cli._output import print_table
@@ -34,7 +34,6 @@ offsets_app = typer.Typer(help="List groups; show, reset, delete and migrate con
 T = TypeVar("T")
 TopicPartition = tuple[str, int]
 INACTIVE = ("Empty", "Dead")
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 def _run(bootstrap: str | None, prop: list[str], command_config: Path | None,
@@ -82,14 +81,11 @@ def parse_datetime(text: str, option: str = "--to-datetime") -> int:
     -> ms since the epoch. Without a zone the time is UTC, never the machine's local time:
     as Kafka's tools read it (Utils.getDateTime appends `Z` to a time with no zone)."""
     try:
-        dt = datetime.fromisoformat(text.replace("Z", "+00:00"))
+        return iso_datetime_ms(text)
     except ValueError:
         raise typer.BadParameter(f"bad {option} {text!r}: expected "
                                  "YYYY-MM-DDTHH:mm:SS[.sss][Z|+HH:MM] (UTC without a "
                                  "zone)") from None
-    if dt.tzinfo is None:
-        dt = dt.replace(tzinfo=UTC)
-    return (dt - _EPOCH) // timedelta(milliseconds=1)  # (exact: no float rounding)
 
 
 class GroupNotFound(ValueError):

@@ -271,24 +271,33 @@ class Producer:
         if parts is not None:
             self._partition_counts[topic] = (self.client.cluster.version, len(parts))
             return parts
+        self._await_metadata(topic, lambda: self.client.cluster.partitions_for(topic)
+                             is not None)
+        cluster = self.client.cluster
+        parts = cluster.partitions_for(topic)
+        if parts is None:
+            raise KafkaTimeoutError(
+                f"no metadata for topic {topic!r} within {self.max_block:g} s")
+        self._partition_counts[topic] = (cluster.version, len(parts))
+        return parts
+
+    def _await_metadata(self, topic: str, ready: Callable[[], bool]) -> bool:
+        """Ask the sender for `topic`'s metadata and wait, up to max.block.ms, until
+        `ready()`: False when it did not come; the topic's error (the broker's answer for
+        it) is raised."""
         self.sender.request_topic(topic)
         deadline = time.monotonic() + self.max_block
         cond = self.sender.metadata_cond
         with cond:
-            while True:
-                parts = self.client.cluster.partitions_for(topic)
-                if parts is not None:
-                    self._partition_counts[topic] = (self.client.cluster.version,
-                                                     len(parts))
-                    return parts
+            while not ready():
                 err = self.sender.topic_errors.get(topic)
                 if err is not None:
                     raise err
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
-                    raise KafkaTimeoutError(
-                        f"no metadata for topic {topic!r} within {self.max_block:g} s")
+                    return False
                 cond.wait(min(remaining, 0.2))
+        return True
 
     def _known_count(self, topic: str) -> int | None:
         """`topic`'s partition count in the current metadata (cheap when it has not
@@ -349,18 +358,7 @@ class Producer:
         if cluster.partitions_for(topic) is None:
             return len(self.partitions_for(topic))
         seen = cluster.updated_at
-        self.sender.request_topic(topic)
-        deadline = time.monotonic() + self.max_block
-        cond = self.sender.metadata_cond
-        with cond:
-            while self.client.cluster.updated_at == seen:
-                err = self.sender.topic_errors.get(topic)
-                if err is not None:
-                    raise err
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    break
-                cond.wait(min(remaining, 0.2))
+        self._await_metadata(topic, lambda: self.client.cluster.updated_at != seen)
         cluster = self.client.cluster
         parts = cluster.partitions_for(topic)
         if parts is None:

@@ -258,9 +258,7 @@ def _incremental_answer(session: FetchSession, topics: list[dict[str, Any]]
             cp = cached.get(key)
             if cp is None or cp.must_respond(r, True):
                 kept.append(r)
-                records = r["records"]
-                if records is not None and (records.length if hasattr(records, "length")
-                                            else len(records)) > 0:
+                if fetch_session.has_records(r):
                     moved.append(key)
         if kept:
             out.append({"topic": name, "partitions": kept})
