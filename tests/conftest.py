@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 import os
-import random
 import signal
 import socket
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -16,57 +14,14 @@ from pathlib import Path
 
 import pytest
 
-from tests import hypothesis_profiles, zygote
+from tests import hypothesis_profiles, ports, zygote
 
 # Before any test module is imported: @settings(...) objects inherit the profile loaded
 # when they are made. Derandomized unless HYPOTHESIS_PROFILE=random (tests/hypothesis_profiles.py).
 hypothesis_profiles.load()
 
 
-# Ports for brokers and ZooKeeper come from below the kernel's ephemeral range
-# (net.ipv4.ip_local_port_range), so no client socket is given one between the test picking
-# it and the server binding it, and each pytest-xdist worker has a slice of its own.
-PORTS_LOW = 20000
-
-
-def _ephemeral_low() -> int:
-    try:
-        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
-    except (OSError, ValueError, IndexError):
-        return 32768
-
-
-_next_port: dict[tuple[int, int], int] = {}  # per slice: the port to try next
-_port_lock = threading.Lock()
-
-
-def free_port() -> int:
-    """A loopback port nothing listens on now, for a server a test is about to start, and
-    one this process has not handed out lately: a test often picks several ports (a
-    broker's listeners, a cluster's brokers) before anything binds them, so a free port is
-    not enough. The worker's slice is walked in order from a random start, so a port comes
-    back only after the whole slice (~2,000 ports) has been handed out."""
-    high = _ephemeral_low()
-    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
-    count = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1") or 1)
-    index = int(worker[2:]) if worker.startswith("gw") and worker[2:].isdigit() else 0
-    width = (high - PORTS_LOW) // max(count, 1)
-    if width >= 100:
-        low = PORTS_LOW + (index % count) * width
-        with _port_lock:
-            offset = _next_port.setdefault((low, width), random.SystemRandom().randrange(width))
-            for step in range(width):
-                port = low + (offset + step) % width
-                with socket.socket() as s:
-                    try:
-                        s.bind(("127.0.0.1", port))
-                    except OSError:
-                        continue
-                _next_port[(low, width)] = (offset + step + 1) % width
-                return port
-    with socket.socket() as s:  # no room below the ephemeral range: any free port
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+free_port = ports.free_port  # one allocator for both copies of this module (tests/ports.py)
 
 
 @dataclass
