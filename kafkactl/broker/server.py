@@ -529,6 +529,13 @@ class KafkaServer:
             host, port = parse_listen(value)
         except ValueError as e:
             raise ConfigError(str(e)) from None
+        wildcard = ("", "0.0.0.0", "::")
+        for ep in self.config.listeners:
+            if port and ep.port == port and (
+                    host == ep.host or host in wildcard or ep.host in wildcard):
+                raise ConfigError(
+                    f"metrics.listen={value!r} is the address of the {ep.listener} listener "
+                    f"({ep.host or '*'}:{ep.port}): give the metrics endpoint a port of its own")
         self.metrics = BrokerMetrics(self.config.broker_id,
                                      [e.listener for e in self.config.listeners])
         try:

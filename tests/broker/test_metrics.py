@@ -161,6 +161,19 @@ def test_metrics_port_in_use_is_a_clear_error(broker_factory: Any, tmp_path: Pat
             broker_factory(extra_args=["--metrics", f"127.0.0.1:{port}"])
 
 
+def test_metrics_on_the_brokers_own_listener_is_refused_before_binding(tmp_path: Path) -> None:
+    # the endpoint used to take the port first, then the listener failed with "address
+    # already in use; is another broker running?" (itself), after the broker had listened
+    port = free_port()
+    data = tmp_path / "data"
+    data.mkdir()
+    b = BrokerProcess(data, port, {"metrics.listen": f"127.0.0.1:{port}"})
+    with pytest.raises(RuntimeError, match=(
+            r"metrics.listen='127.0.0.1:\d+' is the address of the PLAINTEXT listener")):
+        b.start()
+    assert b.proc is not None and b.proc.returncode == 1
+
+
 def test_record_count_reads_batch_headers() -> None:
     from kafkactl.record.builder import RecordBatchBuilder
 
