@@ -27,7 +27,7 @@ if [ "${KAFKACTL_SKIP_GO:-0}" != "1" ]; then
     if [ ${#need[@]} -gt 0 ]; then
         if command -v apt-get >/dev/null; then
             $SUDO apt-get update -qq
-            DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need[@]}"
+            DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${need[@]}"
         else
             echo "install_test_clients: no apt-get; the Sarama tests will skip" >&2
         fi

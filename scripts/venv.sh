@@ -31,15 +31,20 @@ as_root() {
     fi
 }
 
-# apt_install PACKAGE...: Debian packages, non-interactively.
+# apt_install PACKAGE...: Debian packages, non-interactively, without their recommended
+# packages (prometheus alone would bring node-exporter and its services, ~2 GB in all).
 apt_install() {
     if ! command -v apt-get >/dev/null; then
         say "cannot install $* without apt-get: install them with your system's package manager"
         return 1
     fi
+    if [ "$(id -u)" -ne 0 ] && ! command -v sudo >/dev/null; then
+        say "root is needed to install the Debian packages $* (and there is no sudo): install them as root, then run this again"
+        return 1
+    fi
     say "installing Debian packages: $*"
     as_root apt-get update -qq
-    as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@"
+    as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$@"
 }
 
 # base_python: print the interpreter that makes the environment, or say why there is none.

@@ -19,6 +19,7 @@ machine with cores to spare and many partitions.
 - `maker.py`: MirrorMaker, the streams, the producer and the status snapshot.
 - `workers.py`: MirrorWorkers, a mirror as N worker processes (`worker.py`), one group.
 - `status.py`: MirrorStatus, records/s and lag per topic, and its JSON file.
+- `retry.py`: retries backing off as Kafka's clients' (KIP-580), said without a line each.
 """
 
 from kafkactl.mirror.config import (

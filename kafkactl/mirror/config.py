@@ -24,6 +24,7 @@ from kafkactl.client.security import (
 )
 
 DEFAULT_GROUP = "kafkactl-mirror"
+CLIENT_ID = "kafkactl-mirror"  # a stream's clients are CLIENT_ID-N (stream_client_id)
 AUTO_STREAMS_MAX = 4
 
 # Kafka consumer property -> GroupConsumer keyword argument (integers unless listed below).
@@ -207,6 +208,23 @@ def producer_kwargs(props: Mapping[str, str]) -> dict[str, Any]:
     out["acks"] = "all"
     out["enable_idempotence"] = True
     return _with_security(props, "producer", out)
+
+
+def stream_client_id(props: Mapping[str, str], stream: int, streams: int) -> str:
+    """The client.id of stream number `stream`'s clients (its consumer; its producer too
+    with --exactly-once) in a process of `streams` streams, given a side's properties: the
+    client.id given there, suffixed with the stream's number when the process has several
+    (`ID-0`, `ID-1`, ...), else CLIENT_ID-N. Each stream's own, as Kafka's MirrorMaker
+    named each stream's consumer GROUP-0, GROUP-1, ... and Connect each task's clients:
+    brokers tell clients apart by it in their logs, quotas and group descriptions (a
+    worker process, one stream, gets properties with its suffix already: workers.py)."""
+    given = props.get("client.id")
+    return given if given and streams == 1 else suffixed_client_id(props, stream)
+
+
+def suffixed_client_id(props: Mapping[str, str], stream: int) -> str:
+    """The client.id given in a side's properties (else CLIENT_ID), `-stream` appended."""
+    return f"{props.get('client.id') or CLIENT_ID}-{stream}"
 
 
 def parse_renames(items: Iterable[str]) -> dict[str, str]:

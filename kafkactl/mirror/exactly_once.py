@@ -67,6 +67,7 @@ from kafkactl.mirror.config import (
     producer_kwargs,
 )
 from kafkactl.mirror.progress import PartitionProgress
+from kafkactl.mirror.retry import ExponentialBackoff
 from kafkactl.mirror.stream import (
     COPY_MIN_RECORDS,
     MirrorStream,
@@ -161,12 +162,16 @@ class ExactlyOnceStream(MirrorStream):
             # before reading anything
             self.producer.init_transactions()
             self.offsets_admin = GroupAdmin(KafkaClient(
-                self.config.target, client_id=f"kafkactl-mirror-{self.index}",
+                self.config.target, client_id=self.client_id(self.config.producer_properties),
                 security=self.config.target_security()))
             self.consumer = self._new_consumer()
+            # waits between retries grow as Kafka's clients' (100 ms doubling to 1 s)
+            backoff = ExponentialBackoff(self.consumer.client.retry_backoff)
+            failures = 0  # in a row
             while not self.stop.is_set():
                 try:
                     self._step()
+                    failures = 0
                 except ProducerFencedError:
                     raise
                 except Exception as e:
@@ -175,7 +180,8 @@ class ExactlyOnceStream(MirrorStream):
                     if self.outage is not None:
                         self.outage.failed(e)  # (said once, reminded: not every retry)
                     if not self._recover(e):
-                        self.stop.wait(self.consumer.client.retry_backoff * 5)
+                        self.stop.wait(backoff.backoff(failures))
+                        failures += 1
         except Exception as e:
             self.fenced = is_fenced(e)
             self.on_error(e)
@@ -265,16 +271,18 @@ class ExactlyOnceStream(MirrorStream):
                 self.committed_positions.setdefault(tp, pf.fetch_offset)
 
     def _new_producer(self) -> Producer:
-        kwargs: dict[str, Any] = {"client_id": f"kafkactl-mirror-{self.index}",
-                                  "linger_ms": 5, "batch_size": 262144}
+        # each stream's producer has a client.id of its own (so has each worker process's)
+        # as it has a transactional.id of its own
+        kwargs: dict[str, Any] = {"linger_ms": 5, "batch_size": 262144}
         kwargs.update(producer_kwargs(self.config.producer_properties))
+        kwargs["client_id"] = self.client_id(self.config.producer_properties)
         kwargs["transactional_id"] = transactional_id(self.config, self.index)
         return Producer(self.config.target, **kwargs)
 
     def _new_consumer(self) -> GroupConsumer:
-        kwargs: dict[str, Any] = {"auto_offset_reset": "earliest", "isolation_level": 1,
-                                  "client_id": f"kafkactl-mirror-{self.index}"}
+        kwargs: dict[str, Any] = {"auto_offset_reset": "earliest", "isolation_level": 1}
         kwargs.update(consumer_kwargs(self.config.consumer_properties))
+        kwargs["client_id"] = self.client_id(self.config.consumer_properties)
         consumer = GroupConsumer(
             *self.config.topics, group_id=self.config.group,
             bootstrap_servers=self.config.source, pattern=self.config.whitelist,

@@ -401,6 +401,11 @@ class MirrorMaker:
         out.records_per_sec = round(sum(t.records_per_sec for t in out.topics.values()), 1)
         lags = [t.lag for t in out.topics.values() if t.lag is not None]
         out.lag = sum(lags) if lags else None
+        if self.source_topics is not None:
+            retries = self.source_topics.retries
+            with retries.lock:
+                out.source_lookup_failures = retries.attempts
+                out.source_lookup_error = retries.last_error
         if self.failure is not None:
             out.error = self.failure.message()
         elif self.error is not None:

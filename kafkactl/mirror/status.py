@@ -38,6 +38,10 @@ class MirrorStatus:
     lag: int | None = None
     error: str | None = None
     updated_ms: int = 0
+    # failed lookups of the source topics in a row (the source cluster does not answer,
+    # say; 0 once one succeeds) and the latest one's error: the mirror retries them
+    source_lookup_failures: int = 0
+    source_lookup_error: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         out = asdict(self)

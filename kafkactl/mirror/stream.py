@@ -34,8 +34,9 @@ from kafkactl.client.producer import (
     Producer,
     RecordSizeError,
 )
-from kafkactl.mirror.config import MirrorConfig, consumer_kwargs
+from kafkactl.mirror.config import MirrorConfig, consumer_kwargs, stream_client_id
 from kafkactl.mirror.progress import CopiedBatch, ProgressTracker, SentChunk
+from kafkactl.mirror.retry import ExponentialBackoff, RetryNotices
 from kafkactl.mirror.subscription import SourceTopics
 from kafkactl.mirror.target_outage import TargetOutage, settle
 from kafkactl.mirror.topics import TargetTopics
@@ -152,14 +153,18 @@ class MirrorStream:
     def run(self) -> None:
         try:
             self.consumer = self._new_consumer()
+            # (backing off as Kafka's clients do, said once, then every 30 s)
+            retries = RetryNotices(f"stream {self.index}",
+                                   ExponentialBackoff(self.consumer.client.retry_backoff))
             while not self.stop.is_set():
                 try:
                     self._step()
                 except Exception as e:
                     if not is_transient(e):
                         raise
-                    log.warning("stream %d: %s; retrying", self.index, e)
-                    self.stop.wait(self.consumer.client.retry_backoff * 5)
+                    self.stop.wait(retries.failed(e))
+                else:
+                    retries.succeeded()
         except Exception as e:
             self.fenced = is_fenced(e)
             self.on_error(e)
@@ -167,9 +172,9 @@ class MirrorStream:
             self._shutdown()
 
     def _new_consumer(self) -> GroupConsumer:
-        kwargs: dict[str, Any] = {"auto_offset_reset": "earliest",
-                                  "client_id": f"kafkactl-mirror-{self.index}"}
+        kwargs: dict[str, Any] = {"auto_offset_reset": "earliest"}
         kwargs.update(consumer_kwargs(self.config.consumer_properties))
+        kwargs["client_id"] = self.client_id(self.config.consumer_properties)
         consumer = GroupConsumer(
             *self.config.topics, group_id=self.config.group,
             bootstrap_servers=self.config.source, pattern=self.config.whitelist,
@@ -177,6 +182,11 @@ class MirrorStream:
             on_lost=self._on_lost, **kwargs)
         consumer.subscribe(())  # nothing until SourceTopics says what matches
         return consumer
+
+    def client_id(self, props: dict[str, str]) -> str:
+        """This stream's client.id, given a side's properties (stream_client_id)."""
+        return stream_client_id(props, self.config.stream_base + self.index,
+                                self.config.num_streams)
 
     def _step(self) -> None:
         consumer = self.consumer

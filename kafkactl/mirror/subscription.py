@@ -15,6 +15,7 @@ from collections.abc import Callable
 
 from kafkactl.client.admin import AdminClient
 from kafkactl.client.consumer import TopicFilter
+from kafkactl.mirror.retry import ExponentialBackoff, RetryNotices
 from kafkactl.mirror.topics import TargetTopics
 
 log = logging.getLogger("kafkactl.mirror")
@@ -40,6 +41,10 @@ class SourceTopics:
         # when a subscribed topic's partition count changes)
         self.layout: tuple[tuple[str, int], ...] | None = None
         self.known = threading.Event()  # set once `wanted` is
+        # failed lookups back off (100 ms doubling to 1 s, as Kafka's clients) and are
+        # said once, then every 30 s with their count, and once they succeed again
+        self.retries = RetryNotices("looking up source topics",
+                                    ExponentialBackoff(source.client.retry_backoff))
         self.thread = threading.Thread(target=self.run, name="mirror-topics", daemon=True)
 
     def start(self) -> None:
@@ -63,15 +68,15 @@ class SourceTopics:
         return wanted
 
     def run(self) -> None:
-        backoff = self.source.client.retry_backoff * 5
         while not self.stop.is_set():
             try:
                 self.refresh()
-                wait = self.interval_s
             except Exception as e:
                 if not self.is_transient(e):
                     self.on_error(e)
                     return
-                log.warning("looking up source topics: %s; retrying", e)
-                wait = backoff
+                wait = self.retries.failed(e)
+            else:
+                self.retries.succeeded()
+                wait = self.interval_s
             self.stop.wait(wait)

@@ -21,12 +21,11 @@ import time
 from dataclasses import replace
 from typing import IO
 
-from kafkactl.mirror.config import MirrorConfig
+from kafkactl.mirror.config import MirrorConfig, suffixed_client_id
 from kafkactl.mirror.maker import MirrorMaker
 from kafkactl.mirror.status import MirrorStatus, TopicStatus
 
 WORKER_MODULE = "kafkactl.mirror.worker"
-CLIENT_ID = "kafkactl-mirror"  # a stream's consumer is CLIENT_ID-N (mirror/stream.py)
 
 
 class Worker:
@@ -84,13 +83,14 @@ class MirrorWorkers:
                                   bufsize=1) for _ in range(self.processes)]
         for i, proc in enumerate(procs):
             # each worker is stream i of the mirror (its transactional.id with
-            # --exactly-once)
+            # --exactly-once), its consumer and its producer with client.ids of their own
+            stream = self.config.stream_base + i
             request = json.dumps({
-                "config": replace(self.config, num_streams=1,
-                                  stream_base=self.config.stream_base + i,
+                "config": replace(self.config, num_streams=1, stream_base=stream,
                                   consumer_properties=stream_properties(
-                                      self.config.consumer_properties,
-                                      self.config.stream_base + i)).to_json(),
+                                      self.config.consumer_properties, stream),
+                                  producer_properties=stream_producer_properties(
+                                      self.config.producer_properties, stream)).to_json(),
                 "status_interval": min(self.status_interval, 1.0)})
             assert proc.stdin is not None
             proc.stdin.write(request + "\n")
@@ -159,6 +159,10 @@ class MirrorWorkers:
         out.records_per_sec = round(sum(t.records_per_sec for t in out.topics.values()), 1)
         known = [t.lag for t in out.topics.values() if t.lag is not None]
         out.lag = sum(known) if known else None
+        failing = max(reports, key=lambda st: st.source_lookup_failures, default=None)
+        if failing is not None and failing.source_lookup_failures:
+            out.source_lookup_failures = failing.source_lookup_failures
+            out.source_lookup_error = failing.source_lookup_error
         out.error = next((f for f in (w.failure() for w in self.workers if w.done())
                           if f is not None), None)
         if self._done.is_set():
@@ -184,11 +188,18 @@ def stream_properties(props: dict[str, str], stream: int) -> dict[str, str]:
     the client.id (kafkactl-mirror-0, -1, ... by default), as Kafka's MirrorMaker named
     each stream's consumer GROUP-0, GROUP-1, ...: each worker's is its own in the group's
     description, the brokers' logs and quotas."""
-    out = {**props, "client.id": f"{props.get('client.id') or CLIENT_ID}-{stream}"}
+    out = {**props, "client.id": suffixed_client_id(props, stream)}
     instance = props.get("group.instance.id")
     if instance:
         out["group.instance.id"] = f"{instance}-{stream}"
     return out
+
+
+def stream_producer_properties(props: dict[str, str], stream: int) -> dict[str, str]:
+    """The producer properties of worker process `stream`: its client.id suffixed as its
+    consumer's (kafkactl-mirror-0, -1, ... by default), each worker's producer its own in
+    the target brokers' logs and quotas, as each Connect task's producer is."""
+    return {**props, "client.id": suffixed_client_id(props, stream)}
 
 
 def new_mirror(config: MirrorConfig, status_interval: float = 1.0) -> MirrorMaker | MirrorWorkers:

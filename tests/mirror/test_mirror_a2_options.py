@@ -16,6 +16,7 @@ import pytest
 from kafkactl.client.group import GroupAdmin
 from kafkactl.client.kafka_client import KafkaClient
 from kafkactl.mirror.workers import stream_properties
+from tests.cluster.conftest import zookeeper  # noqa: F401 - the fixture
 from tests.conftest import BrokerProcess, free_port
 from tests.mirror.helpers import FAST, create_topics, mirrored, produce, run_mirror, start_mirror
 from tests.polling import wait_until
@@ -73,21 +74,8 @@ def test_an_unreachable_source_zookeeper_is_named(clusters: tuple[str, str]) -> 
     assert "--zookeeper)" not in r.stderr
 
 
-@pytest.fixture(scope="module")
-def zookeeper(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    from tests.cluster.zk import ZooKeeperServer, available
-
-    reason = available()
-    if reason is not None:
-        pytest.skip(reason)
-    server = ZooKeeperServer(tmp_path_factory.mktemp("zookeeper"))
-    server.start()
-    yield server
-    server.stop()
-
-
 def test_a_missing_source_zookeeper_chroot_is_an_error_without_a_python_warning(
-        clusters: tuple[str, str], zookeeper: Any) -> None:
+        clusters: tuple[str, str], zookeeper: Any) -> None:  # noqa: F811 - the fixture
     connect = f"127.0.0.1:{zookeeper.port}/no-such-chroot"
     r = run_mirror("--source-zookeeper", connect, "--target", clusters[1], "--whitelist", "x",
                    timeout=120)

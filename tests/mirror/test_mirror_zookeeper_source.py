@@ -1,20 +1,15 @@
-"""A 3-broker ZooKeeper cluster as the source, found through `--source-zookeeper`.
-
-Needs the cluster mode's test helper (tests/cluster/cluster_helpers.py,
-`start_cluster(broker_factory, zookeeper) -> Cluster` with `.zookeeper_connect`); skipped
-with that reason until it is on the branch."""
+"""A 3-broker ZooKeeper cluster as the source, found through `--source-zookeeper` (the
+cluster tests' ZooKeeper server and start_cluster)."""
 
 from __future__ import annotations
 
-import importlib
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import pytest
-
+from tests.cluster.cluster_helpers import start_cluster
+from tests.cluster.conftest import zookeeper  # noqa: F401 - the fixture
 from tests.mirror.helpers import (
     MirrorProcess,
     assert_same,
@@ -25,30 +20,10 @@ from tests.mirror.helpers import (
 )
 from tests.polling import wait_until
 
-HELPERS = Path(__file__).resolve().parents[1] / "cluster" / "cluster_helpers.py"
-pytestmark = pytest.mark.skipif(
-    not HELPERS.exists(),
-    reason="tests/cluster/cluster_helpers.py (the ZooKeeper cluster mode) is not here yet")
 
-
-@pytest.fixture(scope="module")
-def zookeeper(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    from tests.cluster.zk import ZooKeeperServer, available
-
-    reason = available()
-    if reason is not None:
-        pytest.skip(reason)
-    server = ZooKeeperServer(tmp_path_factory.mktemp("zookeeper"))
-    server.start()
-    yield server
-    server.stop()
-
-
-def test_mirror_from_a_zookeeper_cluster(broker_factory: Any, zookeeper: Any,
+def test_mirror_from_a_zookeeper_cluster(broker_factory: Any, zookeeper: Any,  # noqa: F811
                                          tmp_path: Path) -> None:
-    helpers = importlib.import_module("tests.cluster.cluster_helpers")
-    cluster = helpers.start_cluster(broker_factory, zookeeper,
-                                    group_initial_rebalance_delay_ms="0")
+    cluster = start_cluster(broker_factory, zookeeper, group_initial_rebalance_delay_ms="0")
     target = broker_factory(group_initial_rebalance_delay_ms="0")
     topics = {"zk.orders": 3, "zk.clicks": 2, "zk.audit": 1}
     create_topics(cluster.bootstrap, topics)
