@@ -16,9 +16,10 @@ import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import typer
+from typer.core import TyperCommand
 
 from kafkactl.cli._client_options import (
     SECURITY_PROPERTIES,
@@ -51,6 +52,25 @@ def prefixed_errors(call: Callable[[], T]) -> T:
     finally:
         for line in buf.getvalue().splitlines():
             typer.echo(PREFIX + line if line.startswith("error: ") else line, err=True)
+
+
+class SparkLoadCommand(TyperCommand):
+    """spark-load's command: the argument errors found while its arguments are parsed
+    (click's usage errors, -b's host:port check, and the `error: ...` lines of the shared
+    -b / --command-config callbacks: a bad bootstrap.servers in the file, a bad
+    $KAFKACTL_BOOTSTRAP) say `kafkactl spark-load: error: ...` too, as its own do; the
+    shared helpers, and so the other commands' lines, stay as they are."""
+
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        from kafkactl.cli.app import CLICK_EXCEPTION, _show_usage_error
+
+        parse = super().parse_args
+        try:
+            return prefixed_errors(lambda: parse(ctx, args))
+        except CLICK_EXCEPTION as e:  # usage, hint and the error line, as app.run shows them
+            error = e
+        prefixed_errors(lambda: _show_usage_error(error))
+        raise typer.Exit(int(getattr(error, "exit_code", 2)))
 
 
 def spark_submit_path() -> str:
@@ -201,7 +221,7 @@ def argument_problem(*, pattern: str | None, max_records_per_partition: int | No
 
 
 def register(app: typer.Typer) -> None:
-    @app.command("spark-load")
+    @app.command("spark-load", cls=SparkLoadCommand)
     def spark_load(
         output: str = typer.Option(..., "--output", "-o", help="Output directory (Parquet, "
                                    "partitioned by topic and partition)."),

@@ -192,11 +192,11 @@ def resolve_offsets(sc: SimpleConsumer, ro: ReadOptions,  # noqa: C901
             start[tp] = earliest[tp]
         if start[tp] > latest[tp]:
             lost_data(ro, f"topic {t} partition {p}: starting offset {start[tp]} is past the "
-                      f"{_end_of_log(sc, tp, start[tp], latest[tp])}")
+                      f"{end_of_log(sc, tp, start[tp], latest[tp])}")
             start[tp] = latest[tp]
         if end[tp] > latest[tp]:
             lost_data(ro, f"topic {t} partition {p}: ending offset {end[tp]} is past the "
-                      f"{_end_of_log(sc, tp, end[tp], latest[tp])}")
+                      f"{end_of_log(sc, tp, end[tp], latest[tp])}")
             end[tp] = latest[tp]
         if end[tp] < start[tp]:
             raise OptionError(f"topic {t} partition {p}: ending offset {end[tp]} is before the "
@@ -204,11 +204,12 @@ def resolve_offsets(sc: SimpleConsumer, ro: ReadOptions,  # noqa: C901
     return start, end
 
 
-def _end_of_log(sc: SimpleConsumer, tp: TopicPartition, offset: int, latest: int) -> str:
+def end_of_log(sc: SimpleConsumer, tp: TopicPartition, offset: int, latest: int) -> str:
     """What `latest` (ListOffsets LATEST) is, for an error about `offset` past it: the log
     end offset (the high watermark) reading read_uncommitted; reading read_committed the
     last stable offset, which an open transaction holds below the high watermark (asked
-    for here, on this error's path only)."""
+    for here, on this error's path only). The batch planner's and the streaming reader's
+    (kafkactl.spark.stream) words for the bound."""
     if sc.isolation_level != 1:
         return f"log end offset {latest}"
     level, sc.isolation_level = sc.isolation_level, 0  # the high watermark

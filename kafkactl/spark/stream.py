@@ -31,6 +31,7 @@ from kafkactl.spark.options import ReadOptions, TopicPartition, parse_read_optio
 from kafkactl.spark.partition_reader import read_range
 from kafkactl.spark.planner import (
     OffsetRange,
+    end_of_log,
     lost_data,
     resolve_offsets,
     split_ranges,
@@ -136,13 +137,14 @@ class KafkactlStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         sc = self._client()
         try:
             first, latest = self._bounds(sc)
+            for tp in latest:
+                begin.setdefault(tp, first[tp])  # a partition that appeared since: log start
+                if latest[tp] < begin[tp]:
+                    lost_data(self.ro, f"topic {tp[0]} partition {tp[1]}: the query's offset "
+                              f"{begin[tp]} is past the "
+                              f"{end_of_log(sc, tp, begin[tp], latest[tp])}")
         finally:
             sc.close()
-        for tp in latest:
-            begin.setdefault(tp, first[tp])  # a partition that appeared since: log start
-            if latest[tp] < begin[tp]:
-                lost_data(self.ro, f"topic {tp[0]} partition {tp[1]}: the log ends at offset "
-                                   f"{latest[tp]}, before the query's offset {begin[tp]}")
         if self._hold_back(begin, latest):
             return start
         if self._target is not None:  # AvailableNow: never past the offsets it started at
@@ -158,24 +160,24 @@ class KafkactlStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def partitions(self, start: OffsetJson, end: OffsetJson) -> Sequence[InputPartition]:
         begin, stop = from_json(start), from_json(end)
         sc = self._client()
+        ranges_from: dict[TopicPartition, int] = {}
         try:
             first, latest = self._bounds(sc)
+            for tp, e in stop.items():
+                s = begin.get(tp, first.get(tp, 0))
+                if tp in first and s < first[tp]:
+                    lost_data(self.ro, f"topic {tp[0]} partition {tp[1]}: offset {s} is below "
+                                       f"the log start offset {first[tp]}")
+                    s = first[tp]
+                if tp in latest and e > latest[tp]:
+                    lost_data(self.ro, f"topic {tp[0]} partition {tp[1]}: offset {e} is past "
+                                       f"the {end_of_log(sc, tp, e, latest[tp])}")
+                    e = latest[tp]
+                if tp in first and e > s:
+                    ranges_from[tp] = s
+                    stop[tp] = e
         finally:
             sc.close()
-        ranges_from: dict[TopicPartition, int] = {}
-        for tp, e in stop.items():
-            s = begin.get(tp, first.get(tp, 0))
-            if tp in first and s < first[tp]:
-                lost_data(self.ro, f"topic {tp[0]} partition {tp[1]}: offset {s} is below the "
-                                   f"log start offset {first[tp]}")
-                s = first[tp]
-            if tp in latest and e > latest[tp]:
-                lost_data(self.ro, f"topic {tp[0]} partition {tp[1]}: offset {e} is past the "
-                                   f"log end offset {latest[tp]}")
-                e = latest[tp]
-            if tp in first and e > s:
-                ranges_from[tp] = s
-                stop[tp] = e
         return [StreamPartition(r) for r in split_ranges(
             ranges_from, {tp: stop[tp] for tp in ranges_from},
             self.ro.max_records_per_partition, self.ro.min_partitions)]
