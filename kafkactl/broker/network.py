@@ -51,7 +51,9 @@ package's: the TLS principal, the SASL authenticator). A connection whose Connec
 has `max_receive` set (before SASL authentication) refuses larger frames, and one marked
 `close_after_response` closes once its answer is written; after a failed authentication
 (`failed_authentication`) the answer and the close wait `connection.failed.authentication.
-delay.ms` on a timer, the connection muted meanwhile, as Kafka delays them.
+delay.ms` on a timer, the connection muted meanwhile, as Kafka delays them. A TLS
+handshake that fails (a client certificate refused) sends the client its TLS alert before
+the connection closes (kafkactl.broker.tls_handshake), as Kafka flushes it.
 
 Logging: the reason a bad connection is closed is a WARNING line, aggregated per peer
 address (kafkactl.broker.peer_log): the first of each kind in full, then one line a minute
@@ -80,6 +82,7 @@ from kafkactl.broker.connection_quotas import ConnectionQuotas
 from kafkactl.broker.memory_pool import RequestMemoryPool
 from kafkactl.broker.peer_log import PeerLogLimiter
 from kafkactl.broker.security.principal import ANONYMOUS, KafkaPrincipal
+from kafkactl.broker.tls_handshake import start_tls_server
 from kafkactl.broker.transfer import ResponseParts
 
 log = logging.getLogger(__name__)
@@ -1048,7 +1051,8 @@ class SocketServer:
                   context: ssl.SSLContext) -> None:
         """Make a TLS connection's handshake (the server's own, not asyncio's create_server
         TLS, whose failures nobody hears of): a failure is a failed authentication, told
-        to `tls_failed` (Kafka: "Failed authentication with /ip (SSL handshake failed)")."""
+        to `tls_failed` (Kafka: "Failed authentication with /ip (SSL handshake failed)"),
+        and the client gets the TLS alert saying why (kafkactl.broker.tls_handshake)."""
         task = self.loop.create_task(self._handshake(conn, raw, context))
         self._handshakes.add(task)
         task.add_done_callback(self._handshakes.discard)
@@ -1056,8 +1060,8 @@ class SocketServer:
     async def _handshake(self, conn: KafkaConnection, raw: asyncio.Transport,
                          context: ssl.SSLContext) -> None:
         try:
-            tls = await self.loop.start_tls(raw, conn, context, server_side=True,
-                                            ssl_handshake_timeout=self.read_timeout)
+            # (loop.start_tls, writing out the TLS alert of a failed handshake first)
+            tls = await start_tls_server(self.loop, raw, conn, context, self.read_timeout)
         except (TimeoutError, OSError, EOFError) as e:
             raw.close()
             conn.release_slot()

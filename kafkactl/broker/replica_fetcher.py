@@ -13,6 +13,12 @@ replica's log start offset, which the leader's DeleteRecords waits on. A fetch o
 the leader's log start (OFFSET_OUT_OF_RANGE: this replica was away while the leader's log
 start passed its end) starts this replica's log over at the leader's start.
 
+A partition error the leader answers that is not a leadership change's moment (its
+authorizer refusing this broker, a deleted topic, a disk error) is logged, as Kafka's
+AbstractFetcherThread does ("Retrying leaderEpoch request for partition ...", "Error for
+partition ... at offset ..."): the first of each kind (topic and error) per leader at once,
+then a count a minute (kafkactl.broker.peer_log), however often it is retried.
+
 Each fetch remembers, per partition, what it was sent for: the entry it was sent for
 (re-added by a LeaderAndIsr: a new entry), the leader epoch and the fetch offset. A
 response part for a partition that has changed meanwhile (removed, re-added for a new
@@ -43,6 +49,7 @@ from typing import Any
 
 from kafkactl.broker import log_io
 from kafkactl.broker.partition import Partition
+from kafkactl.broker.peer_log import PeerLogLimiter
 from kafkactl.broker.replication_quota import ReplicationQuota
 from kafkactl.broker.zk_metadata_cache import ZkMetadataCache
 from kafkactl.cluster.broker_connection import (
@@ -56,7 +63,7 @@ from kafkactl.log.errors import KafkaStorageError, LogError
 from kafkactl.log.leader_epoch_cache import UNDEFINED_EPOCH, UNDEFINED_OFFSET
 from kafkactl.log.log_dir_failure import RepeatedErrorLog, StorageErrorLog
 from kafkactl.protocol.api_keys import ApiKey
-from kafkactl.protocol.errors import ErrorCode, KafkaError
+from kafkactl.protocol.errors import ErrorCode, KafkaError, error_name
 
 log = logging.getLogger(__name__)
 
@@ -66,6 +73,20 @@ LIST_OFFSETS_VERSION = 7
 LATEST, EARLIEST = -1, -2
 TopicPartition = tuple[str, int]
 FETCH_ERRORS: tuple[type[BaseException], ...] = (*CONNECTION_ERRORS, KafkaError, LookupError)
+# A partition error of the leader's that a leadership change makes for a moment (the leader
+# has not taken the partition's new state yet, or this replica has not): retried quietly.
+# Any other (an authorizer's refusal, a deleted topic, a disk error on the leader) is told
+# in the log (see ReplicaFetcher._refused).
+TRANSIENT_ERRORS = frozenset((
+    ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.FENCED_LEADER_EPOCH,
+    ErrorCode.UNKNOWN_LEADER_EPOCH, ErrorCode.LEADER_NOT_AVAILABLE))
+# ... and OffsetForLeaderEpoch's before a fetch: the leader may not know the partition yet
+TRANSIENT_TRUNCATE_ERRORS = TRANSIENT_ERRORS | {ErrorCode.UNKNOWN_TOPIC_OR_PARTITION}
+# Fetch errors Kafka's AbstractFetcherThread says at WARNING (the topic is gone or was
+# re-created); every other one at ERROR ("Error for partition ... at offset ...")
+WARNED_FETCH_ERRORS = frozenset((
+    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.UNKNOWN_TOPIC_ID,
+    ErrorCode.INCONSISTENT_TOPIC_ID))
 
 
 @dataclass
@@ -259,6 +280,11 @@ class ReplicaFetcher:
         # replication until fixed: said at ERROR at once, then every minute, as Kafka's
         # NetworkClient logs a failed authentication (other fetch errors stay at DEBUG)
         self._auth_errors = RepeatedErrorLog(log, repeat_s=60.0)
+        # partition errors the leader answers (an authorizer refusing this broker, ...):
+        # the first of each kind (topic and error) at once, then a count a minute, so a
+        # refusal repeated every fetch backoff for every partition does not flood the log
+        self._refusals = PeerLogLimiter(log, logging.WARNING,
+                                        "partition errors from the leader")
         self.session = FetchSessionHandler(source_id)
         self._task = asyncio.get_running_loop().create_task(self._run())
 
@@ -273,6 +299,14 @@ class ReplicaFetcher:
         self._task.cancel()
         if self._connection is not None:
             self._connection.close()
+        self._refusals.close()
+
+    def _refused(self, message: str, level: int) -> None:
+        """A partition error of the leader's that is not a leadership change's moment
+        (Kafka's AbstractFetcherThread: "Retrying leaderEpoch request for partition ... as
+        the leader reported an error", "Error for partition ... at offset ..."): logged at
+        `level`, aggregated per kind by kafkactl.broker.peer_log."""
+        self._refusals.event(f"broker {self.source_id}", message, level)
 
     # ---- the loop ----------------------------------------------------------------------------
     async def _run(self) -> None:
@@ -341,8 +375,18 @@ class ReplicaFetcher:
                 f = self.partitions.get((t["topic"], r["partition"]))
                 if f is None or not f.truncate_first:
                     continue
-                if r["error_code"] != ErrorCode.NONE:
-                    continue  # the leader is not ready yet: asked again next round
+                code = r["error_code"]
+                if code != ErrorCode.NONE:  # asked again next round
+                    if code not in TRANSIENT_TRUNCATE_ERRORS:
+                        self._refused(
+                            f"replica fetcher: retrying the leader epoch request for "
+                            f"partition {t['topic']}-{r['partition']} as the leader (broker "
+                            f"{self.source_id}) reported an error: {error_name(code)}; the "
+                            "partition is not replicated here meanwhile", logging.WARNING)
+                    else:
+                        log.debug("%s-%d: the leader (broker %d) is not ready: %s",
+                                  t["topic"], r["partition"], self.source_id, error_name(code))
+                    continue
                 part = f.part
                 epoch, end = r["leader_epoch"], r["end_offset"]
                 if epoch == UNDEFINED_EPOCH or end == UNDEFINED_OFFSET:
@@ -442,8 +486,15 @@ class ReplicaFetcher:
         if code == ErrorCode.OFFSET_OUT_OF_RANGE:
             await self._reset_out_of_range(conn, part)
             return True
-        log.debug("%s: fetch from broker %d answered %s", part, self.source_id,
-                  ErrorCode(code).name)
+        if code in TRANSIENT_ERRORS:
+            log.debug("%s: fetch from broker %d answered %s", part, self.source_id,
+                      error_name(code))
+        else:
+            self._refused(
+                f"replica fetcher: error for partition {part.topic}-{part.partition} at "
+                f"offset {part.log_end_offset}: the leader (broker {self.source_id}) "
+                f"answered {error_name(code)}; retrying",
+                logging.WARNING if code in WARNED_FETCH_ERRORS else logging.ERROR)
         return False
 
     async def _reset_out_of_range(self, conn: BrokerConnection, part: Partition) -> None:

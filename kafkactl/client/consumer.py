@@ -54,6 +54,37 @@ NO_PROGRESS_LIMIT = 3  # fetches in a row that return bytes but no whole batch
 OffsetResolver = Callable[[list[TopicPartition]], Mapping[TopicPartition, int]]
 
 
+# What a partition error of a Fetch answer means, said to the user with its name (Kafka's
+# consumer: "Not authorized to access topics: [orders]", Errors' descriptions); `{topic}`
+# is the partition's topic. A code not here: _FETCH_REFUSED.
+_FETCH_ERRORS: dict[int, str] = {
+    ErrorCode.TOPIC_AUTHORIZATION_FAILED: "not authorized to read topic {topic}",
+    ErrorCode.CLUSTER_AUTHORIZATION_FAILED: "not authorized on the cluster",
+    ErrorCode.UNKNOWN_TOPIC_ID: "the broker does not host topic {topic} under the topic ID "
+                                "asked (deleted, or deleted and created again?)",
+    ErrorCode.INCONSISTENT_TOPIC_ID: "the topic ID of {topic} asked does not match the "
+                                     "partition's log (deleted and created again?)",
+    ErrorCode.KAFKA_STORAGE_ERROR: "the broker has a disk error on the partition's log",
+    ErrorCode.UNSUPPORTED_COMPRESSION_TYPE: "the broker will not send this client the "
+                                            "partition's compression type",
+    ErrorCode.REPLICA_NOT_AVAILABLE: "the replica is not available",
+    ErrorCode.OFFSET_NOT_AVAILABLE: "the offset is not available yet",
+    ErrorCode.OFFSET_MOVED_TO_TIERED_STORAGE: "the offset has moved to tiered storage",
+    ErrorCode.UNKNOWN_SERVER_ERROR: "the broker had an unexpected error",
+    ErrorCode.UNSUPPORTED_VERSION: "the broker does not support this fetch request version",
+    ErrorCode.INVALID_REQUEST: "the broker found the fetch request invalid",
+    ErrorCode.FETCH_SESSION_TOPIC_ID_ERROR: "the topic IDs of the fetch session do not "
+                                            "match the request's",
+    ErrorCode.POLICY_VIOLATION: "the broker's policy refused the fetch",
+}
+_FETCH_REFUSED = "the broker refused the fetch"
+
+
+def fetch_error_sentence(code: int, topic: str) -> str:
+    """What partition error `code` of a Fetch answer about `topic` means, in a few words."""
+    return _FETCH_ERRORS.get(code, _FETCH_REFUSED).format(topic=topic)
+
+
 def _position_after(pf: PartitionFetch) -> int:
     """A partition's position once chunk `pf` is handed out: its next offset, or where a
     batch header that cannot be framed stands (the reader of the chunk raises there)."""
@@ -815,7 +846,9 @@ class Consumer:
                 "answers CORRUPT_MESSAGE: its log is damaged at that offset")
         else:
             raise error_for(pf.error_code)(
-                f"fetch {pf.topic}-{pf.partition} at offset {pf.fetch_offset}")
+                f"fetch {pf.topic}-{pf.partition} at offset {pf.fetch_offset}: "
+                f"{fetch_error_sentence(pf.error_code, pf.topic)} "
+                f"({error_name(pf.error_code)})")
 
     def _no_progress(self, pf: PartitionFetch) -> None:
         """Bytes came back below the partition limit but not one whole batch: the log is

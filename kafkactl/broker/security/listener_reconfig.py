@@ -239,7 +239,7 @@ class ListenerTlsReconfigurer:
         if self._checked is not None and self._checked.key == key:
             return self._checked
         try:
-            built = check_broker_security(cfg)
+            built = check_broker_security(cfg, self_handshake=False)
         except SecurityConfigError as e:
             raise ConfigError(f"Invalid dynamic configuration: {e}") from None
         checked = _Checked(key, built)

@@ -310,8 +310,11 @@ def _check_unusable_keys(cfg: BrokerConfig, listeners: dict[str, ListenerSecurit
         log.warning("%s is ignored: no listener uses %s", key, what)
 
 
-def check_broker_security(cfg: BrokerConfig) -> dict[str, ListenerSecurity]:
-    """All start-up checks of the security keys; returns the listeners' security."""
+def check_broker_security(cfg: BrokerConfig, *,
+                          self_handshake: bool = True) -> dict[str, ListenerSecurity]:
+    """All start-up checks of the security keys; returns the listeners' security.
+    `self_handshake`: the inter-broker listener's TLS settings complete a handshake with
+    themselves (_check_inter_broker_handshake; a dynamic change has checks of its own)."""
     listeners = listener_securities(cfg)
     inter = cfg.get("security.inter.broker.protocol").strip().upper()
     if inter and inter not in SECURITY_PROTOCOLS:
@@ -339,7 +342,43 @@ def check_broker_security(cfg: BrokerConfig) -> dict[str, ListenerSecurity]:
     for name in ("allow.everyone.if.no.acl.found",):
         if cfg.get(name) and cfg.get(name).strip().lower() not in ("true", "false"):
             raise SecurityConfigError(f"{name}={cfg.get(name)} must be true or false")
+    if self_handshake and (cfg.get("zookeeper.connect") or inter_name or inter):
+        _check_inter_broker_handshake(cfg, listeners)
     return listeners
+
+
+def _check_inter_broker_handshake(cfg: BrokerConfig,
+                                  listeners: dict[str, ListenerSecurity]) -> None:
+    """A TLS inter-broker listener whose own client cannot complete a handshake with its
+    own server (its certificate expired, of a CA its truststore does not hold) is a
+    start-up error, as Kafka's SslFactory.configure refuses it ("A client SSLEngine
+    created with the provided settings can't connect to a server SSLEngine created with
+    those settings."): else the broker would start and fail every inter-broker request.
+    Checked in a cluster, or when the inter-broker listener is named, as Kafka has one."""
+    # (inter_broker imports this module)
+    from kafkactl.broker.security.inter_broker import client_tls_context, inter_broker_listener
+    from kafkactl.broker.security.tls_reconfig_checks import (
+        HandshakeRefused,
+        ensure_self_handshake,
+    )
+
+    try:
+        name = inter_broker_listener(cfg, listeners)
+    except SecurityConfigError:
+        if cfg.get("zookeeper.connect"):
+            raise
+        return  # standalone: no inter-broker listener (the server does without one)
+    sec = listeners.get(name)
+    if sec is None or sec.ssl_context is None:
+        return
+    client = client_tls_context(cfg, name, check_hostname=False)
+    try:
+        ensure_self_handshake(sec.ssl_context, client)
+    except HandshakeRefused as e:
+        raise SecurityConfigError(
+            f"the inter-broker listener {name} cannot complete a TLS handshake with "
+            f"itself: {e} (a client SSLEngine created with its settings can't connect to a "
+            "server SSLEngine created with those settings)") from None
 
 
 def is_loopback(host: str) -> bool:

@@ -12,6 +12,8 @@ time (SslFactory.validateReconfiguration), for kafkactl.broker.security.listener
   names not checked), so a keystore the broker's own truststore does not trust (expired, of
   another CA, no chain) or a truststore that does not trust the broker's own certificate is
   refused before the other brokers meet it;
+- `ensure_self_handshake` (Kafka's SslFactory.configure, at start-up, for the inter-broker
+  listener): a client and a server with the listener's own settings complete a handshake;
 - `store_digests`: the contents of the keystore and truststore files, so a file replaced in
   place is seen (and reloaded when an alter re-sends its config, Kafka's
   reloadUpdatedFilesWithoutConfigChange).
@@ -206,6 +208,22 @@ def ensure_handshakes(*, current_server: ssl.SSLContext, current_client: ssl.SSL
         if side == "client":
             raise HandshakeRefused(f"{server_cert} is not trusted by {client_trust}: {why}")
         raise HandshakeRefused(f"{client_cert} is not trusted by {server_trust}: {why}")
+
+
+def ensure_self_handshake(server: ssl.SSLContext, client: ssl.SSLContext) -> None:
+    """HandshakeRefused unless a client with a listener's settings completes a handshake
+    with a server with the same settings (Kafka's SslFactory.configure of the inter-broker
+    listener: SslEngineValidator.validate(builder, builder)), so a broker whose own
+    certificate its truststore refuses (expired, of another CA) does not start."""
+    failed = _handshake(server, client)
+    if failed is None:
+        return
+    side, _, why = failed.partition(":")
+    if side == "client":
+        raise HandshakeRefused(f"its keystore's certificate is not trusted by its "
+                               f"truststore: {why}")
+    raise HandshakeRefused(f"its keystore's certificate (as client) is not trusted by its "
+                           f"truststore: {why}")
 
 
 def store_digests(get: Callable[[str], str]) -> dict[str, str | None]:
