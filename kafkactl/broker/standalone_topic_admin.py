@@ -49,6 +49,7 @@ from kafkactl.broker.topic_admin import (
 from kafkactl.cluster.metadata_store import LocalMetadataStore, TopicExistsError
 from kafkactl.cluster.topic_state import TopicAssignment
 from kafkactl.log.config import LogConfig
+from kafkactl.log.config_def import validate_topic_config_values
 from kafkactl.log.errors import LogDirOfflineError, LogError
 from kafkactl.log.log_dir_failure import describe_os_error
 from kafkactl.protocol.errors import ErrorCode
@@ -345,10 +346,14 @@ class StandaloneTopicAdmin:
         await asyncio.gather(*tasks, return_exceptions=True)
 
     def _log_config(self, configs: Mapping[str, str]) -> LogConfig:
+        """The effective config of a topic with `configs` (its overrides over the broker
+        defaults), its values checked across keys too (Kafka's LogConfig.validateValues)."""
         try:
-            return self.store.configs.log_config_for(configs)
+            config = self.store.configs.log_config_for(configs)
+            validate_topic_config_values(config)
         except ValueError as e:
             raise TopicError(ErrorCode.INVALID_CONFIG, str(e)) from e
+        return config
 
     # ---- delete / partitions ---------------------------------------------------------------
     def delete_topic(self, name: str) -> TopicState:

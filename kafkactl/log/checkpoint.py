@@ -4,12 +4,18 @@ Format (shared by `recovery-point-offset-checkpoint`, `log-start-offset-checkpoi
 `replication-offset-checkpoint`, `cleaner-offset-checkpoint`): line 1 the version `0`,
 line 2 the entry count N, then N lines `<topic> <partition> <offset>`. Written to
 `<name>.tmp`, fsynced, then atomically renamed over the old file.
+
+Every write of a checkpoint file holds that file's lock (`checkpoint_lock`), one per path in
+the process: two writers (the log manager's, the cleaner's, the high-watermark one) never
+share a `.tmp`, and `update_checkpoint`'s read-modify-write (a partition's entry dropped when
+its log is deleted, the cleaner's entry of one log) loses no other writer's update.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+import threading
+from collections.abc import Collection, Mapping
 from pathlib import Path
 
 from kafkactl.log.errors import CheckpointError
@@ -21,6 +27,19 @@ CLEANER_OFFSET_CHECKPOINT = "cleaner-offset-checkpoint"
 CHECKPOINT_VERSION = 0
 
 TopicPartition = tuple[str, int]
+
+_locks: dict[str, threading.RLock] = {}
+_locks_lock = threading.Lock()
+
+
+def checkpoint_lock(path: Path) -> threading.RLock:
+    """The lock every writer of the checkpoint file `path` holds (one per path)."""
+    key = os.path.abspath(path)
+    with _locks_lock:
+        lock = _locks.get(key)
+        if lock is None:
+            lock = _locks[key] = threading.RLock()
+        return lock
 
 
 def read_checkpoint(path: Path) -> dict[TopicPartition, int]:
@@ -68,7 +87,33 @@ def write_checkpoint(path: Path, entries: Mapping[TopicPartition, int]) -> None:
     lines = [str(CHECKPOINT_VERSION), str(len(entries))]
     lines += [f"{t} {p} {o}" for (t, p), o in sorted(entries.items())]
     data = ("\n".join(lines) + "\n").encode("utf-8")
-    write_atomically(path, data)
+    with checkpoint_lock(path):
+        write_atomically(path, data)
+
+
+def update_checkpoint(path: Path, *, remove: Collection[TopicPartition] = (),
+                      keep_only: Collection[TopicPartition] | None = None,
+                      update: Mapping[TopicPartition, int] | None = None) -> bool:
+    """Read-modify-write of one checkpoint file under its lock: the entries of `remove`
+    (and, with `keep_only`, of every partition not in it) dropped, then `update` set.
+    Written only when that changes something (an absent file stays absent when nothing is
+    set); True when written. A file that cannot be read is rewritten from nothing when
+    `update` sets entries, else left as it is (its readers treat it as empty anyway).
+    OSError when the write fails."""
+    with checkpoint_lock(path):
+        try:
+            entries = read_checkpoint(path)
+        except CheckpointError:
+            if not update:
+                return False
+            entries = {}
+        new = {tp: o for tp, o in entries.items() if tp not in remove and
+               (keep_only is None or tp in keep_only)}
+        new.update(update or {})
+        if new == entries:
+            return False
+        write_checkpoint(path, new)
+        return True
 
 
 def write_atomically(path: Path, data: bytes) -> None:

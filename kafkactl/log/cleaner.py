@@ -19,7 +19,8 @@ segment keeps the last-modified time of the last segment it replaces, as Kafka's
 What may be cleaned (Kafka's LogCleanerManager.cleanableOffsets): segments below the
 active one, below the first open transaction, and below the first dirty segment whose
 largest timestamp is newer than now - `min.compaction.lag.ms`. A log is cleaned when its
-dirty ratio reaches `min.cleanable.dirty.ratio`, or, whatever the ratio, when a dirty
+dirty ratio is above `min.cleanable.dirty.ratio` (strictly, as Kafka's: 1.0 never cleans
+on the ratio alone), or, whatever the ratio, when a dirty
 segment's first batch is older than now - `max.compaction.lag.ms` (KIP-354); such logs go
 first in a pass.
 
@@ -84,7 +85,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kafkactl.log.checkpoint import CLEANER_OFFSET_CHECKPOINT, read_checkpoint, write_checkpoint
+from kafkactl.log.checkpoint import CLEANER_OFFSET_CHECKPOINT, read_checkpoint, update_checkpoint
 from kafkactl.log.cleaner_producers import empty_batch, holds_last_record, log_producers
 from kafkactl.log.errors import CheckpointError
 from kafkactl.log.offset_index import INT32_MAX
@@ -400,7 +401,9 @@ class CleanableRange:
         return self.compaction_delay_ms > 0 and self.cleanable_bytes > 0
 
     def due(self, min_ratio: float) -> bool:
-        return self.needs_compaction_now or (self.ratio > 0 and self.ratio >= min_ratio)
+        """Kafka's grabFilthiestCompactedLog test: needCompactionNow, or a cleanable ratio
+        strictly above min.cleanable.dirty.ratio."""
+        return self.needs_compaction_now or (self.ratio > 0 and self.ratio > min_ratio)
 
 
 class LogCleaner:
@@ -427,13 +430,10 @@ class LogCleaner:
         return max(offset, lg.log_start_offset)
 
     def _save_checkpoint(self, lg: Any, offset: int) -> None:
-        path = self.checkpoint_path(lg)
-        try:
-            entries = read_checkpoint(path)
-        except CheckpointError:
-            entries = {}
-        entries[(lg.topic, lg.partition)] = offset
-        write_checkpoint(path, entries)
+        """Under the log's lock, the log open: a deletion (LogManager.delete_log closes
+        the log, then drops its entry) never sees the entry written back after it. The
+        file's other entries are read and written under the file's lock."""
+        update_checkpoint(self.checkpoint_path(lg), update={(lg.topic, lg.partition): offset})
 
     # ---- deciding ---------------------------------------------------------------------------
     def cleanable_range(self, lg: Any, now_ms: int | None = None) -> CleanableRange:
@@ -477,7 +477,10 @@ class LogCleaner:
     # ---- cleaning -----------------------------------------------------------------------------
     def clean(self, lg: Any, *, force: bool = False) -> CleanerStats | None:
         """Compact the cleanable segments of `lg` (prepare + commit). None: nothing to do.
-        `force` cleans whatever the dirty ratio; min.compaction.lag.ms still holds."""
+        `force` cleans whatever the dirty ratio; min.compaction.lag.ms still holds. A log
+        closed (deleted) is skipped, as Kafka aborts the cleaning of a log being deleted."""
+        if getattr(lg, "_closed", False):
+            return None
         plan = self.prepare(lg, force=force)
         if plan is None:
             return None
@@ -713,7 +716,9 @@ class LogCleaner:
                 stats.records_out += swap.records_out
                 stats.bytes_in += swap.bytes_in
                 stats.bytes_out += swap.bytes_out
-        self._save_checkpoint(lg, stats.end_offset)
+            # still under the log's lock: a deletion closes the log first (then drops the
+            # entry), so a pass never writes a deleted log's entry back
+            self._save_checkpoint(lg, stats.end_offset)
         log.info("cleaned %s-%d up to offset %d: %d segment(s), %d -> %d records, "
                  "%d -> %d bytes", stats.topic, stats.partition, stats.end_offset,
                  stats.segments, stats.records_in, stats.records_out, stats.bytes_in,
@@ -783,6 +788,10 @@ class LogCleaner:
             try:
                 stats = self.clean(lg, force=force)
             except Exception:
+                if getattr(lg, "_closed", False):  # deleted (or moved) during the pass
+                    log.debug("cleaning %s-%d stopped: the log was closed", lg.topic,
+                              lg.partition, exc_info=True)
+                    continue
                 log.exception("cleaning %s-%d failed; it will be retried", lg.topic,
                               lg.partition)
                 continue

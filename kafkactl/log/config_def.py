@@ -141,6 +141,16 @@ def validate_topic_configs(props: Mapping[str, str | None]) -> None:
         d.validate(value)
 
 
+def validate_topic_config_values(config: LogConfig) -> None:
+    """The checks across keys of a topic's effective config (its overrides over the broker
+    defaults), as Kafka's LogConfig.validateValues: ConfigError (INVALID_CONFIG) when
+    min.compaction.lag.ms is above max.compaction.lag.ms."""
+    low, high = config.min_compaction_lag_ms, config.max_compaction_lag_ms
+    if low > high:
+        raise ConfigError(f"conflict topic config setting min.compaction.lag.ms ({low}) > "
+                          f"max.compaction.lag.ms ({high})")
+
+
 def describe_values(config: LogConfig) -> dict[str, str]:
     """Every topic key -> its effective value (LogConfig's, else a stored override or the
     definition's default), in the table's order."""

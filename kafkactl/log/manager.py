@@ -10,6 +10,17 @@ schedules (flush/retention may run on a worker thread); `shutdown()` flushes, cl
 (trimming indexes), checkpoints and writes the marker. A DeleteRecords that moves a log's
 start writes the checkpoints at once (Log.on_log_start_moved), before it is answered.
 
+A deleted log's entries leave its dir's per-partition checkpoints (Kafka's asyncDelete), so
+that a topic made again under the same name never inherits the old log's start offset,
+recovery point, cleaned offset or high watermark, even after a kill -9 before the next
+periodic checkpoint: `delete_log` drops its cleaner-offset-checkpoint and
+replication-offset-checkpoint entries, and notes it (`_deleted`) for the recovery-point and
+log-start-offset checkpoints, which the next write of them leaves out; a log made again
+before that (`create_log`) writes them first. (Kafka writes these two at each deletion, or
+once per dir for a batch; noted, a topic of many partitions is deleted with one write per
+dir, not one per partition.) `load` drops the entries that a crash in the middle of a
+deletion left for partitions that have no log any more.
+
 Disk errors (a full disk: ENOSPC; EIO): Kafka marks the log dir offline on its first I/O
 error and stops serving its partitions until a restart. A cluster's broker does too
 (`take_dir_offline`, driven by kafkactl.broker.log_dir_failure_handler through
@@ -41,10 +52,13 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from kafkactl.log.checkpoint import (
+    CLEANER_OFFSET_CHECKPOINT,
     LOG_START_OFFSET_CHECKPOINT,
     RECOVERY_POINT_CHECKPOINT,
+    REPLICATION_OFFSET_CHECKPOINT,
     fsync_dir,
     read_checkpoint,
+    update_checkpoint,
     write_atomically,
     write_checkpoint,
 )
@@ -143,6 +157,9 @@ class LogManager:
         self._values_taken = 0  # generations of checkpoint_values, taken / written
         self._values_written = 0
         self._pending_dir_deletes: list[Path] = []
+        # deleted logs whose entries the dir's recovery-point and log-start checkpoints may
+        # still hold: dir -> (topic, partition) -> the checkpoint_values generation then
+        self._deleted: dict[Path, dict[TopicPartition, int]] = {}
         self.had_clean_shutdown: dict[Path, bool] = {}
         self.offline: dict[Path, str] = {}  # offline dirs -> why (KIP-112)
         self.went_offline: set[Path] = set()  # ... of them, those taken offline at runtime
@@ -176,6 +193,7 @@ class LogManager:
                     self._load_dir(d)
                 except OSError as e:
                     self._take_offline(d, e)
+            self._drop_stale_entries()
         except BaseException:
             self._close_logs(clean=False)
             self._release_locks()
@@ -301,6 +319,13 @@ class LogManager:
             existing = self._logs.get(tp)
             if existing is not None:
                 return existing
+            deleted = [x for x, tps in self._deleted.items() if tp in tps]
+        for x in deleted:
+            self._write_without_deleted(x, tp)
+        with self._lock:
+            existing = self._logs.get(tp)
+            if existing is not None:
+                return existing
             if not is_new and self.offline:
                 raise LogDirOfflineError(
                     f"cannot create the log of {topic}-{partition}: it may be in the "
@@ -333,10 +358,22 @@ class LogManager:
             self._log_dir_of[tp] = d
             return log
 
+    def _write_without_deleted(self, d: Path, tp: TopicPartition) -> None:
+        """Before a log of `tp` is made again: dir `d`'s recovery-point and log-start
+        checkpoints, which may still hold the deleted log's entries, are written without
+        them (and without those of the other logs deleted there since). LogError
+        (KAFKA_STORAGE_ERROR) when they cannot be: no new log over a stale log start."""
+        if d in self.write_checkpoints(self.checkpoint_values(only=d)):
+            raise LogError(
+                f"cannot create the log of {tp[0]}-{tp[1]}: the checkpoints of {d} still "
+                f"hold the entries of its deleted log and cannot be written (see the "
+                f"storage error above)")
+
     def delete_log(self, topic: str, partition: int) -> bool:
         """Close the log and rename its dir to Kafka's `<topic>-<partition>.<uuid>-delete`
         (the topic cut so the name fits 255 bytes), fsynced; the dir is removed later.
-        After the rename a restart can no longer open the log."""
+        After the rename a restart can no longer open the log. Its checkpoint entries go
+        (see the module doc): a log made again under its name inherits none of them."""
         tp = (topic, partition)
         with self._lock:
             lg = self._logs.pop(tp, None)
@@ -345,12 +382,55 @@ class LogManager:
                 self._logs_per_dir[owner] -= 1
         if lg is None:
             return False
-        lg.close()
+        lg.close()  # waits for a cleaner commit under way; later ones see it closed
+        d = owner if owner is not None else lg.dir.parent
+        # as Kafka's asyncDelete: the cleaner's entry first (cleaner.updateCheckpoints),
+        # then the rename, then the dir's recovery-point and log-start checkpoints (noted:
+        # left out of their next write, made before a log of the same name)
+        self._drop_entries(d, CLEANER_OFFSET_CHECKPOINT, remove={tp})
         target = lg.dir.with_name(delete_dir_name(topic, partition))
         os.replace(lg.dir, target)
         fsync_dir(target.parent)
         self._pending_dir_deletes.append(target)
+        with self._lock:
+            self._deleted.setdefault(d, {})[tp] = self._values_taken
+        self._drop_entries(d, REPLICATION_OFFSET_CHECKPOINT, remove={tp})
         return True
+
+    def _drop_entries(self, d: Path, name: str, *,
+                      remove: frozenset[TopicPartition] | set[TopicPartition] = frozenset(),
+                      keep_only: set[TopicPartition] | None = None) -> None:
+        """Drop entries of the checkpoint file `name` of dir `d` (see update_checkpoint);
+        a write that fails is reported, not raised (the file keeps the entries: their
+        log is gone, and the next start drops them)."""
+        try:
+            update_checkpoint(d / name, remove=remove, keep_only=keep_only)
+        except OSError as e:
+            self._remove_tmp(d / name)
+            self.storage_errors.failed(d, f"cannot write {d / name}: {describe_os_error(e)}")
+
+    def _drop_stale_entries(self) -> None:
+        """At load: the checkpoint entries of partitions that have no log (a deletion a
+        crash interrupted between its rename and its checkpoint writes) are dropped now,
+        before a topic of the same name can be made again and inherit them. Recovery
+        points, log starts and cleaned offsets are the dir's own logs'; high watermarks
+        are kept for any log of the broker (a log moved between dirs)."""
+        with self._lock:
+            owners = list(self._log_dir_of.items())
+        every = {tp for tp, _d in owners}
+        for d in self.online_dirs:
+            mine = {tp for tp, owner in owners if owner == d}
+            stale: set[TopicPartition] = set()
+            for name in (RECOVERY_POINT_CHECKPOINT, LOG_START_OFFSET_CHECKPOINT):
+                with contextlib.suppress(CheckpointError):  # the load warned about it
+                    stale |= set(read_checkpoint(d / name)) - mine
+            if stale:  # as deleted logs: should this write fail, create_log retries it
+                with self._lock:
+                    self._deleted.setdefault(d, {}).update(
+                        dict.fromkeys(stale, self._values_taken))
+                self.write_checkpoints(self.checkpoint_values(only=d))
+            self._drop_entries(d, CLEANER_OFFSET_CHECKPOINT, keep_only=mine)
+            self._drop_entries(d, REPLICATION_OFFSET_CHECKPOINT, keep_only=every)
 
     def replace_log(self, tp: TopicPartition, new_log: Log, log_dir: Path) -> Log | None:
         """`new_log` (in `log_dir`) is now tp's log: a move between log dirs
@@ -447,9 +527,10 @@ class LogManager:
         retried by the next periodic checkpoint."""
         self.checkpoint()
 
-    def checkpoint_values(self) -> CheckpointValues:
+    def checkpoint_values(self, *, only: Path | None = None) -> CheckpointValues:
         """What `checkpoint` writes, per dir and file: cheap, taken on the thread that
-        changes the logs; `write_checkpoints` (formatting, fsync) may then run on another."""
+        changes the logs; `write_checkpoints` (formatting, fsync) may then run on another.
+        `only`: that dir's alone (a deleted log's dir)."""
         with self._lock:
             owners = list(self._log_dir_of.items())
             logs = dict(self._logs)
@@ -457,6 +538,8 @@ class LogManager:
             generation = self._values_taken
         out: dict[Path, dict[str, dict[TopicPartition, int]]] = {}
         for d in self.online_dirs:
+            if only is not None and d != only:
+                continue
             mine = [(tp, logs[tp]) for tp, owner in owners if owner == d and tp in logs]
             out[d] = {RECOVERY_POINT_CHECKPOINT: {tp: lg.recovery_point for tp, lg in mine},
                       LOG_START_OFFSET_CHECKPOINT: {tp: lg.log_start_offset for tp, lg in mine}}
@@ -478,7 +561,21 @@ class LogManager:
                             d, f"cannot write {d / name}: {describe_os_error(e)}")
                         failed.append(d)
                         break
+                else:
+                    self._written_without_deleted(d, values.generation)
         return failed
+
+    def _written_without_deleted(self, d: Path, generation: int) -> None:
+        """Dir `d`'s checkpoints were written with values of `generation`: the logs deleted
+        before those values were taken are no longer in them."""
+        with self._lock:
+            deleted = self._deleted.get(d)
+            if not deleted:
+                return
+            for tp in [tp for tp, taken in deleted.items() if taken < generation]:
+                del deleted[tp]
+            if not deleted:
+                del self._deleted[d]
 
     @staticmethod
     def _remove_tmp(path: Path) -> None:

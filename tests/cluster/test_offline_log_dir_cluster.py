@@ -108,7 +108,7 @@ def test_replicas_in_an_offline_log_dir_lose_leadership_and_isr_then_return(
     # /ready: not ready, and why: the replicas there are not "catching up" (they cannot).
     # The controller may move them before broker 2 has finished starting or heard from
     # the controller (then /ready says that)
-    wait_until(lambda: not ready(metrics_port)[1].startswith(
+    wait_until(lambda: not ready(metrics_port)[1].removeprefix("not ready: ").startswith(
         ("loading logs", "no metadata from the controller")), 30, "broker 2 through its start")
     code, text = ready(metrics_port)
     assert code == 503 and "catching up" not in text, text
