@@ -165,7 +165,8 @@ class RecordAccumulator:
                      ) -> int:
         """Append the delimited lines of data[start:end] (record.columns.encode_lines_into:
         null keys, or `key SEP value`, every record with the header section `headers`
-        (builder.encode_headers), the batch timestamp); returns how many there were. The
+        (builder.encode_headers), stamped with a reading of the clock per batch they go
+        into: ProducerBatch.lines_stamp); returns how many there were. The
         lines are encoded straight into the open batch's buffer, by one caller at a time
         (`lines_lock`) but without `lock` (and without the GIL: the compiled encoder), so
         the sender builds and sends
@@ -193,12 +194,16 @@ class RecordAccumulator:
             with self.lock:
                 dq = self._open_deque(tp)
                 batch = dq[-1] if dq else None
-                if batch is None or batch.closed or not batch.takes_lines():
+                now = None if batch is None or batch.closed else batch.lines_stamp()
+                if batch is None or now is None:
                     batch = self._new_batch(tp, dq, None)
+                    now = batch.lines_stamp()  # (an empty batch: its timestamp)
+                    assert now is not None
                 buf = batch.lines_buffer(need, self.spare_buffers)
                 first, size = batch.record_count, batch.size
+                ts_delta = now - batch.base_timestamp
             after, took, used = encode_lines_into(data, pos, end, delimiter, key_separator,
-                                                  first, buf, size, headers)
+                                                  first, buf, size, headers, ts_delta)
             with self.lock:
                 if self.closed:
                     raise RuntimeError("the producer is closed")
@@ -206,7 +211,7 @@ class RecordAccumulator:
                         or batch.record_count != first):
                     continue  # sent or appended to meanwhile: encode for the open one
                 if took:
-                    batch.took_lines(took, used)
+                    batch.took_lines(took, used, now)
                     count += took
                     pos = after
                     need = 0

@@ -95,10 +95,10 @@ class ProducerBatch:
                force: bool = False) -> int | None:
         """Encode one record; return its offset delta, or None if the batch is full
         (`force`: append even past batch.size, for split()). `timestamp` None: the batch
-        timestamp (timestamp delta 0, as the bulk encoders write). Records sent without a
-        timestamp are stamped before this with the time they were sent (Producer.send, as
-        Kafka's KafkaProducer.doSend; the bulk paths once per call): a batch's timestamp
-        is its first record's, never an earlier record's for a later one."""
+        timestamp (timestamp delta 0). Records sent without a timestamp are stamped before
+        this with the time they were sent (Producer.send, as Kafka's KafkaProducer.doSend;
+        the bulk paths once per call): a batch's timestamp is its first record's, never an
+        earlier record's for a later one."""
         klen = -1 if key is None else len(key)
         vlen = -1 if value is None else len(value)
         estimate = klen + vlen + 24 + sum(len(k) + len(v or b"") + 6 for k, v in headers)
@@ -124,36 +124,35 @@ class ProducerBatch:
         return delta
 
     def append_values(self, values: Sequence[bytes | None], start: int = 0) -> int:
-        """Fast path: null-key, header-less records (a None value: null) at the batch
-        timestamp, the clock reading of the bulk call that began the batch (`_takes_stamp`),
-        encoded a run at a time (record.columns). Appends values[start:] until the batch is
-        full (of bytes, or of MAX_DELTA records: see `_table_full`); returns the index
-        after the last value appended (== start when nothing fit)."""
+        """Fast path: null-key, header-less records (a None value: null) stamped with the
+        call's clock reading (`_takes_stamp`), encoded a run at a time (record.columns:
+        the reading's timestamp delta from the batch timestamp). Appends values[start:]
+        until the batch is full (of bytes, or of MAX_DELTA records: see `_table_full`);
+        returns the index after the last value appended (== start when nothing fit)."""
         if self.closed or self.buf is not None:
             return start
         now = now_ms()
         if not self._takes_stamp(now):
             return start
         parts, i, used = encode_values(values, start, self.record_count,
-                                       self.batch_size - self.size)
-        self._took(parts, i - start, used)
+                                       self.batch_size - self.size, now - self.base_timestamp)
+        self._took(parts, i - start, used, now)
         if i < len(values) and not self._table_full() and (
                 i == start or klen_of(values[i]) > MAX_FIELDS):
             # A value past the tables, or a first record bigger than the batch: the
             # general encoder takes values until the batch is full.
-            i = self._append_each(None, values, i)
+            i = self._append_each(None, values, i, now)
         return i
 
     def _takes_stamp(self, now: int) -> bool:
-        """Whether a bulk call reading the clock at `now` appends to this batch: the bulk
-        encoders (record.columns and its compiled twins) write timestamp delta 0, the
-        batch timestamp. An empty batch takes now as its timestamp (its first record's, as
-        Kafka's); a batch a bulk call began keeps the first call's reading for the records
-        of later calls too (the encoders take no timestamp of their own: a batch per call
-        would cost the hot path its batch sizes). A batch begun by a record sent with a
-        timestamp (or stamped by Producer.send) takes bulk records only at that very
-        millisecond: else the next batch, begun now, takes them (never an earlier
-        record's explicit timestamp, as Kafka's KafkaProducer.doSend)."""
+        """Whether a bulk call reading the clock at `now` appends to this batch (its
+        records stamped `now`: the bulk encoders, record.columns and its compiled twins,
+        write it as the timestamp delta from the batch timestamp, as Kafka's producer
+        stamps each record with its send time, KafkaProducer.doSend). An empty batch takes
+        now as its timestamp (its first record's, as Kafka's); a batch a bulk call began
+        takes the records of later calls too, at their own readings. A batch begun by a
+        record sent with a timestamp (or stamped by Producer.send) takes bulk records only
+        at that very millisecond: else the next batch, begun now, takes them."""
         if not self.record_count:
             self.base_timestamp = self.max_timestamp = now
             self.clock_stamped = True
@@ -161,13 +160,16 @@ class ProducerBatch:
         return self.clock_stamped or now == self.base_timestamp
 
     def _append_each(self, keys: Sequence[bytes | None] | None,
-                     values: Sequence[bytes | None], start: int) -> int:
-        """Records from `start` at the batch timestamp, as the bulk encoders write them, by
-        the general encoder until the batch is full; returns the index after the last one
-        appended."""
+                     values: Sequence[bytes | None], start: int, now: int) -> int:
+        """Records from `start` stamped `now` (`_takes_stamp`), as the bulk encoders write
+        them, by the general encoder until the batch is full; returns the index after the
+        last one appended."""
+        # at the batch timestamp: None (an explicit timestamp for the first record would
+        # make the batch one a record sent with a timestamp began: `_takes_stamp`)
+        timestamp = None if now == self.base_timestamp else now
         i = start
         n = len(values)
-        while i < n and self.append(None, None if keys is None else keys[i],
+        while i < n and self.append(timestamp, None if keys is None else keys[i],
                                     values[i]) is not None:
             i += 1
         return i
@@ -191,22 +193,30 @@ class ProducerBatch:
         if not self._takes_stamp(now):
             return start
         parts, i, used = encode_key_values(keys, values, start, self.record_count,
-                                           self.batch_size - self.size)
-        self._took(parts, i - start, used)
+                                           self.batch_size - self.size,
+                                           now - self.base_timestamp)
+        self._took(parts, i - start, used, now)
         if i < len(values) and not self._table_full() and (
                 i == start or max(klen_of(keys[i]), klen_of(values[i])) > MAX_FIELDS // 2):
-            i = self._append_each(keys, values, i)
+            i = self._append_each(keys, values, i, now)
         return i
 
     def takes_lines(self) -> bool:
-        """Whether lines can be encoded into this batch: a batch of lines, or an empty one
-        (records of the other paths and lines do not share a batch), which takes now as its
-        timestamp (the lines encoder writes the batch timestamp: `_takes_stamp`)."""
+        """Whether lines can be encoded into this batch (`lines_stamp`)."""
+        return self.lines_stamp() is not None
+
+    def lines_stamp(self) -> int | None:
+        """The timestamp of lines encoded into this batch now (a reading of the clock,
+        which the lines encoder writes as the timestamp delta from the batch timestamp,
+        as `_takes_stamp`), or None when it takes no lines: it takes them when it is a
+        batch of lines, or an empty one (records of the other paths and lines do not share
+        a batch), which takes the reading as its timestamp (its first record's)."""
+        now = now_ms()
         if not self.record_count:
-            self.base_timestamp = self.max_timestamp = now_ms()
+            self.base_timestamp = self.max_timestamp = now
             self.clock_stamped = True
-            return True
-        return self.buf is not None
+            return now
+        return now if self.buf is not None else None
 
     def lines_buffer(self, need: int = 0, spare: list[bytearray] | None = None) -> bytearray:
         """The buffer lines are encoded into at `size` (record.columns.encode_lines_into):
@@ -225,16 +235,21 @@ class ProducerBatch:
         buf, self.buf, self.built = self.buf, None, None
         return buf
 
-    def took_lines(self, count: int, size: int) -> None:
-        """`count` records of `size` bytes were encoded into the buffer at `size`."""
+    def took_lines(self, count: int, size: int, timestamp: int | None = None) -> None:
+        """`count` records of `size` bytes were encoded into the buffer at `size`, stamped
+        `timestamp` (`lines_stamp`; None: the batch timestamp)."""
         self.size += size
         self.record_count += count
+        if count and timestamp is not None and timestamp > self.max_timestamp:
+            self.max_timestamp = timestamp
 
-    def _took(self, parts: list[bytes], count: int, size: int) -> None:
+    def _took(self, parts: list[bytes], count: int, size: int, timestamp: int) -> None:
         if count:
             self.parts += parts
             self.size += size
             self.record_count += count
+            if timestamp > self.max_timestamp:
+                self.max_timestamp = timestamp
 
     # -- building --------------------------------------------------------------------------
 

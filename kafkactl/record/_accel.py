@@ -17,7 +17,7 @@ from types import ModuleType
 
 __all__ = ["ACCELERATED", "NO_EXTENSIONS", "REASON", "STATUS", "kernels", "load_extension"]
 
-API = 13  # must equal _kernels.pyx's API: a module built from an older .pyx is not used
+API = 14  # must equal _kernels.pyx's API: a module built from an older .pyx is not used
 
 NO_EXTENSIONS = os.environ.get("KAFKACTL_NO_EXTENSIONS", "") not in ("", "0")
 

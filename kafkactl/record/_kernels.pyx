@@ -10,6 +10,8 @@ error class and error message as its reference on the same input, malformed or n
   `murmur2_scatter_py` (keyed records, or keyed lines still in their buffer, by partition).
 - `encode_values`, `encode_key_values`: record/columns.py's `encode_values_py` and
   `encode_key_values_py` (the producer's records of lines, keyed or not).
+- `encode_lines_into`: record/columns.py's `encode_lines_into_py` (the producer's records of
+  delimited lines, straight from the input buffer).
 - `split_keys`, `null_values`: client/line_producer.py's `split_keys_py` (`produce -K`'s
   key SEP value) and `null_values_py` (-Z's and --null-marker's null fields).
 - `render`: `kafkactl consume`'s output of a whole batch (client/record_format.py's
@@ -44,8 +46,9 @@ from libc.stdlib cimport free, malloc
 from libc.string cimport memchr, memcmp, memcpy
 
 from kafkactl.record.errors import InvalidRecordError
+from kafkactl.record.varint import encode_varlong
 
-API = 13  # record/_accel.py refuses a module built from another version of this file
+API = 14  # record/_accel.py refuses a module built from another version of this file
 
 DEF MIN_RECORD_SIZE = 7
 DEF MAX_HEADS = 16384  # framing.MAX_HEADS: records the reference's fast path covers
@@ -478,24 +481,29 @@ cdef char *_put_field(char *out, object field, Py_ssize_t size) except NULL:
         PyBuffer_Release(&view)
 
 
-def encode_values(values, Py_ssize_t start, Py_ssize_t first_delta, Py_ssize_t room):
+def encode_values(values, Py_ssize_t start, Py_ssize_t first_delta, Py_ssize_t room,
+                  ts_delta=0):
     """columns.encode_values_py's twin: the same records (one part holding them all), the
     same index after them and the same size."""
-    return _encode(None, values, start, first_delta, room, MAX_FIELDS)
+    return _encode(None, values, start, first_delta, room, MAX_FIELDS, ts_delta)
 
 
 def encode_key_values(keys, values, Py_ssize_t start, Py_ssize_t first_delta,
-                      Py_ssize_t room):
+                      Py_ssize_t room, ts_delta=0):
     """columns.encode_key_values_py's twin, as encode_values."""
-    return _encode(keys, values, start, first_delta, room, MAX_FIELDS // 2)
+    return _encode(keys, values, start, first_delta, room, MAX_FIELDS // 2, ts_delta)
 
 
 cdef tuple _encode(object keys, object values, Py_ssize_t start, Py_ssize_t first_delta,
-                   Py_ssize_t room, Py_ssize_t longest):
+                   Py_ssize_t room, Py_ssize_t longest, object ts_delta):
     """Records for values[start:] (null keys, or keys[i]; a None key or value is null)
-    from offset delta first_delta while they fit in room (the first of a batch, delta 0,
-    always does), stopping before a key or value longer than `longest` and at offset delta
-    MAX_DELTA."""
+    from offset delta first_delta with timestamp delta ts_delta while they fit in room
+    (the first of a batch, delta 0, always does), stopping before a key or value longer
+    than `longest` and at offset delta MAX_DELTA."""
+    # the timestamp delta's zigzag varlong: its size (the reference's encode_varlong, and
+    # its error out of int64 range) and the unsigned value it encodes
+    cdef Py_ssize_t tsz = len(encode_varlong(ts_delta))
+    cdef uint64_t tz = (ts_delta << 1) ^ (ts_delta >> 63)
     cdef Py_ssize_t n = len(values)
     cdef Py_ssize_t i = start, delta = first_delta, used = 0
     cdef Py_ssize_t vlen, klen, kfield, vfield, length, size, j
@@ -518,8 +526,8 @@ cdef tuple _encode(object keys, object values, Py_ssize_t start, Py_ssize_t firs
                 if klen > longest:
                     break
                 kfield = _zz_size(klen) + klen
-        # attributes, timestamp delta 0, offset delta, key, value, header count 0
-        length = 3 + _zz_size(delta) + kfield + vfield
+        # attributes, timestamp delta, offset delta, key, value, header count 0
+        length = 2 + tsz + _zz_size(delta) + kfield + vfield
         size = _zz_size(length) + length
         if used + size > room and delta != 0:
             break
@@ -542,13 +550,13 @@ cdef tuple _encode(object keys, object values, Py_ssize_t start, Py_ssize_t firs
             raise ValueError("the keys or values changed while they were encoded")
         kfield = 1 if k is None else _zz_size(klen) + klen
         vfield = 1 if v is None else _zz_size(vlen) + vlen
-        length = 3 + _zz_size(delta) + kfield + vfield
+        length = 2 + tsz + _zz_size(delta) + kfield + vfield
         if _zz_size(length) + length > end - p:
             raise ValueError("the keys or values changed while they were encoded")
         p = _put_zz(p, length)
         p[0] = 0  # attributes
-        p[1] = 0  # timestamp delta
-        p = _put_zz(p + 2, delta)
+        p = _put_uv(p + 1, tz)  # timestamp delta
+        p = _put_zz(p, delta)
         if k is None:
             p[0] = 1  # null key
             p += 1
@@ -1434,9 +1442,10 @@ cdef struct _Line:
 
 cdef inline void _line(const char *d, Py_ssize_t p, Py_ssize_t end, const char *dl,
                        Py_ssize_t dn, const char *ks, Py_ssize_t kn, Py_ssize_t delta,
-                       Py_ssize_t hn, _Line *r) noexcept nogil:
+                       Py_ssize_t tsz, Py_ssize_t hn, _Line *r) noexcept nogil:
     """The record starting at p (to the next delimiter, or to `end`) as offset delta `delta`,
-    split into key SEP value when ks is not NULL, with a header section of hn bytes."""
+    split into key SEP value when ks is not NULL, with a timestamp delta of tsz bytes and a
+    header section of hn bytes."""
     cdef Py_ssize_t q = _find(d + p, end - p, dl, dn)
     cdef Py_ssize_t stop, k
     if q < 0:
@@ -1455,15 +1464,16 @@ cdef inline void _line(const char *d, Py_ssize_t p, Py_ssize_t end, const char *
             r.klen = k
             r.vstart = p + k + kn
             r.vlen = stop - r.vstart
-    # attributes, timestamp delta 0, offset delta, key, value, header section
-    r.length = (2 + hn + _uv_size(<uint64_t>delta << 1)
+    # attributes, timestamp delta, offset delta, key, value, header section
+    r.length = (1 + tsz + hn + _uv_size(<uint64_t>delta << 1)
                 + (1 if r.klen < 0 else _uv_size(<uint64_t>r.klen << 1) + r.klen)
                 + _uv_size(<uint64_t>r.vlen << 1) + r.vlen)
     r.size = _uv_size(<uint64_t>r.length << 1) + r.length
 
 
 def encode_lines_into(data, Py_ssize_t pos, Py_ssize_t end, delimiter, key_separator,
-                      Py_ssize_t first_delta, out, Py_ssize_t offset, headers=b"\x00"):
+                      Py_ssize_t first_delta, out, Py_ssize_t offset, headers=b"\x00",
+                      ts_delta=0):
     """columns.encode_lines_into_py's twin: the same records written into out[offset:], the
     same position after them, count and size. One pass without the GIL: each line's
     record is sized, then written where it goes when it fits."""
@@ -1471,6 +1481,8 @@ def encode_lines_into(data, Py_ssize_t pos, Py_ssize_t end, delimiter, key_separ
     cdef bytes section = bytes(headers)
     cdef const char *hs = PyBytes_AS_STRING(section)
     cdef Py_ssize_t hn = PyBytes_GET_SIZE(section)
+    cdef Py_ssize_t tsz
+    cdef uint64_t tz
     cdef bint have_key = key_separator is not None
     cdef Py_ssize_t p, delta, used = 0, count = 0, big = 0, room
     cdef const char *d
@@ -1498,6 +1510,10 @@ def encode_lines_into(data, Py_ssize_t pos, Py_ssize_t end, delimiter, key_separ
                     if not 0 <= offset <= oview.len:
                         raise ValueError(f"offset {offset} must satisfy "
                                          f"0 <= offset <= len(out) ({oview.len})")
+                    # the timestamp delta's zigzag varlong: its size (the reference's
+                    # encode_varlong, and its error) and the unsigned value it encodes
+                    tsz = len(encode_varlong(ts_delta))
+                    tz = (ts_delta << 1) ^ (ts_delta >> 63)
                     d = <const char *>view.buf
                     dl = <const char *>dview.buf
                     dn = dview.len
@@ -1510,7 +1526,7 @@ def encode_lines_into(data, Py_ssize_t pos, Py_ssize_t end, delimiter, key_separ
                         p = pos
                         delta = first_delta
                         while p < end:
-                            _line(d, p, end, dl, dn, ks, kn, delta, hn, &r)
+                            _line(d, p, end, dl, dn, ks, kn, delta, tsz, hn, &r)
                             # what the reference's int32 varints refuse, in its order
                             big = (delta if delta > INT32 else r.klen if r.klen > INT32 else
                                    r.vlen if r.vlen > INT32 else
@@ -1523,8 +1539,12 @@ def encode_lines_into(data, Py_ssize_t pos, Py_ssize_t end, delimiter, key_separ
                                 break
                             o = _put_uv(o, <uint64_t>r.length << 1)
                             o[0] = 0  # attributes
-                            o[1] = 0  # timestamp delta
-                            o = _put_uv(o + 2, <uint64_t>delta << 1)
+                            if tsz == 1:  # timestamp delta (most often one byte)
+                                o[1] = <char>tz
+                                o += 2
+                            else:
+                                o = _put_uv(o + 1, tz)
+                            o = _put_uv(o, <uint64_t>delta << 1)
                             if r.klen < 0:
                                 o[0] = 1  # null key
                                 o += 1

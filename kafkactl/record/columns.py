@@ -1,20 +1,24 @@
 """Columnar encoding of header-less v2 records: a list of values (or of keys and values) of
 any lengths into the records section's bytes, without a Python loop per record.
 
-What line producers write: attributes 0, timestamp delta 0 (the batch's timestamp),
-offset delta = the record's index in the batch, no headers. A record is then
+What line producers write: attributes 0, the timestamp delta of the call (`ts_delta`: the
+clock reading of the producer's call against the batch's timestamp, 0 for the call that
+began the batch), offset delta = the record's index in the batch, no headers. A record is
+then
 
-    length | 00 | 00 | offset delta | key length (01: null) | key | value length | value | 00
+    length | 00 | timestamp delta | offset delta | key length (01: null) | key
+           | value length | value | 00
 
 A key or value may be None: null, its length varint -1 (01) and no bytes (a tombstone's
 value: `kafkactl produce -Z`, --null-marker). Its record is as long as one with an empty
 field (length 0: 00), so the tables count it as one; its two parts are patched after.
 
-and everything but the key and value is a function of the key length, the value length and
-the offset delta: tables by those (built on demand) give the parts, `map` looks them up for
-a whole run of records, slice assignment interleaves them with the keys and values (a
-record's header count goes with the next record's head: four parts a null-key record, six
-a keyed one), and
+and everything but the key and value is a function of the key length, the value length,
+the offset delta and the call's timestamp delta: tables by those lengths and the widths of
+the two deltas' varints (built on demand) give the parts, `map` looks them up for a whole
+run of records, slice assignment interleaves them with the timestamp delta, the keys and
+values (a record's header count goes with the next record's head: five parts a null-key
+record, seven a keyed one), and
 `bytes.join` assembles the section once per batch. Sizes come from the same tables, summed
 with `itertools.accumulate`, so a batch is filled to exactly the record that would not fit.
 The bytes are those of `encode_record` (tests/record/test_columns.py compares them).
@@ -35,7 +39,7 @@ from typing import TypeVar
 
 from kafkactl.record._accel import kernels
 from kafkactl.record.builder import encode_record
-from kafkactl.record.varint import _UNSIGNED_CACHE
+from kafkactl.record.varint import _UNSIGNED_CACHE, encode_varlong
 
 T = TypeVar("T")
 Buffer = bytes | bytearray | memoryview
@@ -50,7 +54,7 @@ NULL_LENGTH = b"\x01"  # a null key's or value's length varint (-1)
 NULL_KEY = NULL_LENGTH
 NULL_KEY_NULL_VALUE = NULL_KEY + NULL_LENGTH
 NO_HEADERS = b"\x00"
-ATTRIBUTES_AND_TIMESTAMP = b"\x00\x00"  # attributes 0, timestamp delta 0
+ATTRIBUTES = b"\x00"  # attributes 0 (then the timestamp delta, the call's)
 
 # Offset deltas by the width of their varint: [start, end) and width.
 _DELTA_CLASSES = ((0, 64, 1), (64, 8192, 2), (8192, MAX_DELTA, 3))
@@ -70,11 +74,11 @@ _NULL_KEY_VALUE_LENGTH: list[bytes] = []
 
 
 class _Tables:
-    """For records whose offset delta varint is `width` bytes long, by an index x: `head[x]`
-    (record length varint, attributes, timestamp delta), `after[x]` (the same after the
-    previous record's header count) and `size[x]` (the whole record's bytes). Null-key
-    records (`keyed` False) are indexed by the value length; keyed ones by the bytes of key
-    and value with their length varints."""
+    """For records whose timestamp delta and offset delta varints are `width` bytes long
+    together, by an index x: `head[x]` (record length varint, attributes), `after[x]` (the
+    same after the previous record's header count) and `size[x]` (the whole record's
+    bytes). Null-key records (`keyed` False) are indexed by the value length; keyed ones by
+    the bytes of key and value with their length varints."""
 
     __slots__ = ("width", "keyed", "head", "after", "size")
 
@@ -92,10 +96,10 @@ class _Tables:
         field = _grow(_FIELD, top, _field_size)
         for x in range(len(self.head), top + 1):
             # attributes + timestamp delta + offset delta + key + value + header count
-            length = 3 + self.width + (x if self.keyed else 1 + field[x])
+            length = 2 + self.width + (x if self.keyed else 1 + field[x])
             lv = ZIGZAG[length]
-            self.head.append(lv + ATTRIBUTES_AND_TIMESTAMP)
-            self.after.append(NO_HEADERS + lv + ATTRIBUTES_AND_TIMESTAMP)
+            self.head.append(lv + ATTRIBUTES)
+            self.after.append(NO_HEADERS + lv + ATTRIBUTES)
             self.size.append(len(lv) + length)
 
 
@@ -107,8 +111,16 @@ def _null_key_value_length(n: int) -> bytes:
     return NULL_KEY + ZIGZAG[n]
 
 
-_VALUE_TABLES = {w: _Tables(w, False) for _, _, w in _DELTA_CLASSES}
-_KEYED_TABLES = {w: _Tables(w, True) for _, _, w in _DELTA_CLASSES}
+# by the width of both deltas' varints (2 to 13 bytes), made on first use
+_VALUE_TABLES: dict[int, _Tables] = {}
+_KEYED_TABLES: dict[int, _Tables] = {}
+
+
+def _tables(tables: dict[int, _Tables], width: int) -> _Tables:
+    table = tables.get(width)
+    if table is None:
+        table = tables[width] = _Tables(width, tables is _KEYED_TABLES)
+    return table
 
 
 def _delta_class(delta: int) -> tuple[int, int, int] | None:
@@ -153,18 +165,20 @@ def _fit(totals: list[int], room: int, first_in_batch: bool) -> int:
     return 1 if k == 0 and first_in_batch and totals else k
 
 
-def encode_values_py(values: Sequence[bytes | None], start: int, first_delta: int, room: int
-                     ) -> tuple[list[bytes], int, int]:
+def encode_values_py(values: Sequence[bytes | None], start: int, first_delta: int, room: int,
+                     ts_delta: int = 0) -> tuple[list[bytes], int, int]:
     """Null-key records holding values[start:] (None: a null value), from offset delta
-    `first_delta`, while they fit in `room` bytes (the first record of a batch, delta 0,
+    `first_delta`, with timestamp delta `ts_delta` (the call's time against the batch
+    timestamp), while they fit in `room` bytes (the first record of a batch, delta 0,
     always fits). Returns the parts to join, the index after the last value encoded and
     the bytes they take. Stops early at a value longer than MAX_FIELDS or at offset delta
     MAX_DELTA: the caller encodes that record some other way."""
+    ts = encode_varlong(ts_delta)
     parts: list[bytes] = []
     i, delta, used = start, first_delta, 0
     n = len(values)
     while i < n and (cls := _delta_class(delta)) is not None:
-        table = _VALUE_TABLES[cls[2]]
+        table = _tables(_VALUE_TABLES, len(ts) + cls[2])
         run = values[i:i + min(RUN, cls[1] - delta)]
         lengths, top, nulls = _lengths(run, MAX_FIELDS)
         if not lengths:
@@ -177,17 +191,18 @@ def encode_values_py(values: Sequence[bytes | None], start: int, first_delta: in
         full = k < len(lengths)
         if k < len(run):
             lengths, run = lengths[:k], run[:k]
-        out: list[bytes | None] = [NO_HEADERS] * (4 * k + 1)  # the last: the header count
-        out[0:-1:4] = _heads(table, lengths)
-        out[1::4] = ZIGZAG[delta:delta + k]
-        out[2::4] = map(_grow(_NULL_KEY_VALUE_LENGTH, top, _null_key_value_length).__getitem__,
+        out: list[bytes | None] = [NO_HEADERS] * (5 * k + 1)  # the last: the header count
+        out[0:-1:5] = _heads(table, lengths)
+        out[1::5] = [ts] * k
+        out[2::5] = ZIGZAG[delta:delta + k]
+        out[3::5] = map(_grow(_NULL_KEY_VALUE_LENGTH, top, _null_key_value_length).__getitem__,
                         lengths)
-        out[3::4] = run
+        out[4::5] = run
         for j in nulls:  # null values: length -1 and no bytes
             if j >= k:
                 break
-            out[4 * j + 2] = NULL_KEY_NULL_VALUE
-            out[4 * j + 3] = b""
+            out[5 * j + 3] = NULL_KEY_NULL_VALUE
+            out[5 * j + 4] = b""
         parts += out  # type: ignore[arg-type]  # no None is left
         used += totals[k - 1]
         delta += k
@@ -198,14 +213,15 @@ def encode_values_py(values: Sequence[bytes | None], start: int, first_delta: in
 
 
 def encode_key_values_py(keys: Sequence[bytes | None], values: Sequence[bytes | None],
-                         start: int, first_delta: int, room: int
+                         start: int, first_delta: int, room: int, ts_delta: int = 0
                          ) -> tuple[list[bytes], int, int]:
     """As encode_values, for (key or None, value or None) pairs from index `start`."""
+    ts = encode_varlong(ts_delta)
     parts: list[bytes] = []
     i, delta, used = start, first_delta, 0
     n = len(values)
     while i < n and (cls := _delta_class(delta)) is not None:
-        table = _KEYED_TABLES[cls[2]]
+        table = _tables(_KEYED_TABLES, len(ts) + cls[2])
         end = i + min(RUN, cls[1] - delta)
         run, krun = values[i:end], keys[i:end]
         lengths, top, nulls = _lengths(run, MAX_FIELDS // 2)
@@ -223,19 +239,20 @@ def encode_key_values_py(keys: Sequence[bytes | None], values: Sequence[bytes | 
         if k == 0:
             break
         full = k < m
-        out: list[bytes | None] = [NO_HEADERS] * (6 * k + 1)  # the last: header count
-        out[0:-1:6] = _heads(table, sizes[:k])
-        out[1::6] = ZIGZAG[delta:delta + k]
-        out[2::6] = map(ZIGZAG.__getitem__, klengths[:k])
-        out[3::6] = krun[:k]
-        out[4::6] = map(ZIGZAG.__getitem__, lengths[:k])
-        out[5::6] = run[:k]
-        for column, at in ((2, knulls), (4, nulls)):  # null keys, values: -1 and no bytes
+        out: list[bytes | None] = [NO_HEADERS] * (7 * k + 1)  # the last: header count
+        out[0:-1:7] = _heads(table, sizes[:k])
+        out[1::7] = [ts] * k
+        out[2::7] = ZIGZAG[delta:delta + k]
+        out[3::7] = map(ZIGZAG.__getitem__, klengths[:k])
+        out[4::7] = krun[:k]
+        out[5::7] = map(ZIGZAG.__getitem__, lengths[:k])
+        out[6::7] = run[:k]
+        for column, at in ((3, knulls), (5, nulls)):  # null keys, values: -1 and no bytes
             for j in at:
                 if j >= k:
                     break
-                out[6 * j + column] = NULL_LENGTH  # as long as an empty field's length 0
-                out[6 * j + column + 1] = b""
+                out[7 * j + column] = NULL_LENGTH  # as long as an empty field's length 0
+                out[7 * j + column + 1] = b""
         parts += out  # type: ignore[arg-type]  # no None is left
         used += totals[k - 1]
         delta += k
@@ -248,7 +265,8 @@ def encode_key_values_py(keys: Sequence[bytes | None], values: Sequence[bytes | 
 def encode_lines_into_py(data: Buffer, pos: int, end: int, delimiter: Buffer,
                          key_separator: Buffer | None, first_delta: int,
                          out: bytearray | memoryview, offset: int,
-                         headers: Buffer = NO_HEADERS) -> tuple[int, int, int]:
+                         headers: Buffer = NO_HEADERS, ts_delta: int = 0
+                         ) -> tuple[int, int, int]:
     """The records of delimited lines straight from the input buffer into `out`: the lines
     of data[pos:end], each ending at a delimiter or at `end` (a delimiter at `end` ends the
     last line: no empty line follows it), as records with offset deltas from
@@ -257,8 +275,9 @@ def encode_lines_into_py(data: Buffer, pos: int, end: int, delimiter: Buffer,
     while they fit in it. Returns the position after the last line encoded (its delimiter
     included), how many and their size in bytes; when not even the first line fits, (pos,
     0, the bytes its record needs). `headers`: every record's header section, encoded
-    (builder.encode_headers; the default is none). No table limits: any line length and
-    offset delta (`encode_record`'s int32 varints)."""
+    (builder.encode_headers; the default is none). `ts_delta`: every record's timestamp
+    delta (the call's time against the batch timestamp). No table limits: any line length
+    and offset delta (`encode_record`'s int32 varints)."""
     with memoryview(out) as view:
         if view.readonly:
             raise BufferError("Object is not writable.")
@@ -272,6 +291,7 @@ def encode_lines_into_py(data: Buffer, pos: int, end: int, delimiter: Buffer,
         if not 0 <= offset <= view.nbytes:
             raise ValueError(f"offset {offset} must satisfy "
                              f"0 <= offset <= len(out) ({view.nbytes})")
+        encode_varlong(ts_delta)  # out of int64 range: its error before any line
         room = view.nbytes - offset
         block = bytes(data[pos:end])
         delim = bytes(delimiter)
@@ -288,7 +308,7 @@ def encode_lines_into_py(data: Buffer, pos: int, end: int, delimiter: Buffer,
                 k, sep, v = line.partition(ksep)
                 if sep:
                     key, value = k, v
-            record = encode_record(delta, 0, key, value, header_section=section)
+            record = encode_record(delta, ts_delta, key, value, header_section=section)
             if used + len(record) > room:
                 if delta == first_delta:
                     used = len(record)  # what the first line needs
@@ -300,13 +320,16 @@ def encode_lines_into_py(data: Buffer, pos: int, end: int, delimiter: Buffer,
     return pos + p, delta - first_delta, used
 
 
-EncodeValues = Callable[[Sequence[bytes | None], int, int, int], tuple[list[bytes], int, int]]
-EncodeKeyValues = Callable[[Sequence[bytes | None], Sequence[bytes | None], int, int, int],
+# (values, start, first_delta, room, ts_delta)
+EncodeValues = Callable[[Sequence[bytes | None], int, int, int, int],
+                        tuple[list[bytes], int, int]]
+EncodeKeyValues = Callable[[Sequence[bytes | None], Sequence[bytes | None], int, int, int, int],
                            tuple[list[bytes], int, int]]
 encode_values: EncodeValues = encode_values_py if kernels is None else kernels.encode_values
 encode_key_values: EncodeKeyValues = (encode_key_values_py if kernels is None
                                       else kernels.encode_key_values)
+# (data, pos, end, delimiter, key_separator, first_delta, out, offset, headers, ts_delta)
 EncodeLinesInto = Callable[[Buffer, int, int, Buffer, Buffer | None, int,
-                            bytearray | memoryview, int, Buffer], tuple[int, int, int]]
+                            bytearray | memoryview, int, Buffer, int], tuple[int, int, int]]
 encode_lines_into: EncodeLinesInto = (encode_lines_into_py if kernels is None
                                       else kernels.encode_lines_into)

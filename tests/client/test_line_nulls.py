@@ -149,6 +149,14 @@ def in_bulk(lp: LineProducer) -> bool:
     return "send" not in calls(lp)
 
 
+@pytest.fixture(autouse=True)
+def one_millisecond(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every bulk call at one clock reading, TS: the bulk encoders stamp each call's
+    records with its own reading (a timestamp delta from the batch timestamp), and the
+    general encoder's batches compared here have timestamp delta 0."""
+    monkeypatch.setattr(producer_batch, "now_ms", lambda: TS)
+
+
 @pytest.fixture(params=["compiled", "pure"])
 def twin(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
     """The compiled encoders and key split, or their pure-Python twins (record.columns'

@@ -170,7 +170,7 @@ def test_bulk_records_never_take_an_explicit_timestamp(broker: BrokerProcess,
                                                        path: str) -> None:
     """Bulk records after a record sent with an old timestamp (one linger, one batch were
     they allowed to share it): stamped by their own call's clock reading, in a batch of
-    their own; later calls' records no earlier (one reading per batch: see below)."""
+    their own; later calls' records no earlier (each its own call's: see below)."""
     rows, brackets = bulk_rows(broker.bootstrap, f"ts-bulk-{path.replace('_', '-')}", path)
     first_lo, first_hi, _ = brackets[0]
     assert rows[1][0] != rows[0][0], "the bulk records began a batch of their own"
@@ -189,18 +189,21 @@ def test_bulk_records_never_take_an_explicit_timestamp(broker: BrokerProcess,
         assert (first, mx) == (mine[0], max(mine))
 
 
-@pytest.mark.xfail(strict=True, reason="the bulk encoders (record/_kernels.pyx encode_values, "
-                   "encode_key_values, encode_lines_into) write timestamp delta 0: bulk calls "
-                   "into one batch share its first call's clock reading")
 @pytest.mark.parametrize("path", list(BULK))
 def test_bulk_calls_across_a_linger_get_their_own_times(broker: BrokerProcess,
                                                         path: str) -> None:
+    """Three bulk calls at three milliseconds into one batch: each call's records have
+    that call's clock reading (the bulk encoders' timestamp delta from the batch's), the
+    batch timestamp is the first call's, its max timestamp the last call's."""
     rows, brackets = bulk_rows(broker.bootstrap, f"ts-bulk-own-{path.replace('_', '-')}",
                                path)
     at = 1
     for lo, hi, values in brackets:
         assert all(lo <= r[3] <= hi for r in rows[at:at + len(values)]), (lo, hi)
         at += len(values)
+    assert len({r[0] for r in rows[1:]}) == 1, "the bulk calls shared one batch"
+    stamps = [r[3] for r in rows[1:]]
+    assert rows[1][1:3] == (stamps[0], stamps[-1]) and stamps[0] < stamps[-1]
 
 
 # -- the bulk encoders against the general encoder, at batch.size's edges -------------------------
@@ -245,10 +248,10 @@ def test_bulk_paths_match_the_general_path_at_the_edges(clock: Clock, path: str,
     more); calls at later milliseconds, and records with explicit timestamps (older,
     newer, at the clock) are mixed in, on two partitions. Every batch is the general
     encoder's batch of its records byte for byte; explicit timestamps are kept; a bulk
-    record has the clock reading of the bulk call that began its batch (its own call's,
-    or an earlier one's into the same batch: the encoders write the batch timestamp), or
-    its own call's in a batch an explicit timestamp began at that millisecond; never an
-    earlier record's explicit timestamp."""
+    record has its own call's clock reading (the encoders write it as the timestamp delta
+    from the batch's: 0, 1 and 71 ms, a two-byte varint), in a batch a bulk call began or
+    one an explicit timestamp began at that millisecond; never an earlier record's
+    explicit timestamp."""
     keyed = path.startswith("key_values")
     lines = path.endswith("lines")
     unit = [(b"k%d" % (i % 3) if keyed else None, b"v%03d" % i) for i in range(3 * n + 5)]
@@ -312,8 +315,8 @@ def test_bulk_paths_match_the_general_path_at_the_edges(clock: Clock, path: str,
             for (ts, _, _), (explicit_ts, at_clock, _, _) in zip(rows, mine, strict=True):
                 if explicit_ts is not None:
                     assert ts == explicit_ts
-                elif first_explicit is None:  # a batch a bulk call began: its reading
-                    assert ts == first_clock <= at_clock
+                elif first_explicit is None:  # a batch a bulk call began: its own reading
+                    assert ts == at_clock and first_clock <= at_clock
                 else:  # a batch an explicit timestamp began: only at that millisecond
                     assert ts == at_clock == first_explicit
             at += len(rows)

@@ -508,17 +508,17 @@ def test_murmur2_scatter_twins_agree_on_odd_inputs(data: object, start: object, 
 # ---- the producer's record encoding (record/columns.py) -----------------------------------------
 
 def _encodes(keys: list[bytes | None] | None, values: list[bytes] | list[bytes | None],
-             start: int, first_delta: int, room: int) -> None:
+             start: int, first_delta: int, room: int, ts_delta: int = 0) -> None:
     """The twins take the same records (the same bytes, index after them and size)."""
     assert kernels is not None
     if keys is None:
-        py = columns.encode_values_py(values, start, first_delta, room)
-        c = kernels.encode_values(values, start, first_delta, room)
+        py = columns.encode_values_py(values, start, first_delta, room, ts_delta)
+        c = kernels.encode_values(values, start, first_delta, room, ts_delta)
     else:
-        py = columns.encode_key_values_py(keys, values, start, first_delta, room)
-        c = kernels.encode_key_values(keys, values, start, first_delta, room)
+        py = columns.encode_key_values_py(keys, values, start, first_delta, room, ts_delta)
+        c = kernels.encode_key_values(keys, values, start, first_delta, room, ts_delta)
     assert (b"".join(c[0]), c[1], c[2]) == (b"".join(py[0]), py[1], py[2]), \
-        (start, first_delta, room)
+        (start, first_delta, room, ts_delta)
 
 
 ENCODE_DELTAS = [0, 1, 62, 63, 64, 65, 8190, 8191, 8192, 8193, columns.MAX_DELTA - 2,
@@ -530,6 +530,9 @@ encode_field = st.binary(max_size=200) | st.sampled_from(ENCODE_LENGTHS).map(lam
 encode_key = st.none() | st.binary(max_size=30) | st.sampled_from(
     [0, 63, 64, columns.MAX_FIELDS // 2, columns.MAX_FIELDS // 2 + 1]).map(lambda n: b"k" * n)
 room = st.integers(0, 4000) | st.sampled_from([1 << 20, 1 << 40])
+# the call's timestamp delta (tests/record/test_ts_delta_encoders.py: its edges in detail)
+encode_ts = st.sampled_from([0, 1, 63, 64, -1, -64, -65, 8191, 8192, -8193, 1 << 20,
+                             -(1 << 63), (1 << 63) - 1]) | st.integers(-(1 << 40), 1 << 40)
 
 
 @compiled
@@ -549,13 +552,14 @@ def test_encode_twins_agree_on_piped_lines(kind: str, first_delta: int) -> None:
 @compiled
 @settings(max_examples=examples(300))
 @given(st.lists(st.tuples(encode_key, st.none() | encode_field), max_size=40),
-       st.integers(0, 3), st.sampled_from(ENCODE_DELTAS), room, st.booleans())
+       st.integers(0, 3), st.sampled_from(ENCODE_DELTAS), room, st.booleans(), encode_ts)
 def test_encode_twins_agree(pairs: list[tuple[bytes | None, bytes | None]], start: int,
-                            first_delta: int, room: int, keyed: bool) -> None:
-    """Any keys and values, None ones (null: length -1) anywhere: first, last, all."""
+                            first_delta: int, room: int, keyed: bool, ts_delta: int) -> None:
+    """Any keys and values, None ones (null: length -1) anywhere: first, last, all; any
+    timestamp delta of the call."""
     values = [v for _, v in pairs]
     _encodes([k for k, _ in pairs] if keyed else None, values, min(start, len(values)),
-             first_delta, room)
+             first_delta, room, ts_delta)
 
 
 @compiled
