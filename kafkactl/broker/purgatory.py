@@ -1,13 +1,16 @@
 """Delayed operations (Kafka's purgatory): a long-poll Fetch waits here until appends to the
-partitions it watches bring `min_bytes`, or `max_wait_ms` passes; an acks=all Produce waits
-until the high watermark passes what it appended; a DeleteRecords waits until the low
-watermark (the smallest log start offset over the live replicas) reaches the requested
-offset. Appends, high-watermark advances and followers' fetches wake them directly (no
-polling loop); the event loop's timer handles the deadline."""
+partitions it watches bring `min_bytes` (a consumer's, on a replicated partition: until the
+high watermark passes that many appended bytes, as Kafka's DelayedFetch counts), or
+`max_wait_ms` passes; an acks=all Produce waits until the high watermark passes what it
+appended; a DeleteRecords waits until the low watermark (the smallest log start offset over
+the live replicas) reaches the requested offset. Appends, high-watermark advances and
+followers' fetches wake them directly (no polling loop); the event loop's timer handles the
+deadline."""
 
 from __future__ import annotations
 
 import asyncio
+from collections import deque
 from collections.abc import Iterable
 from typing import Any, Generic, TypeVar
 
@@ -15,6 +18,9 @@ from kafkactl.protocol.errors import ErrorCode
 
 TopicPartition = tuple[str, int]
 Outcome = TypeVar("Outcome")
+# the most appends above the high watermark a partition remembers one by one; later ones
+# are merged into the last (counted for consumers once the high watermark passes them all)
+MAX_UNCOMMITTED_APPENDS = 1024
 
 
 def _unwatch(watchers: dict[TopicPartition, set[Any]], op: object,
@@ -29,15 +35,23 @@ def _unwatch(watchers: dict[TopicPartition, set[Any]], op: object,
 
 
 class DelayedFetch:
-    __slots__ = ("future", "min_bytes", "accumulated", "keys", "replica", "touched")
+    __slots__ = ("future", "min_bytes", "accumulated", "keys", "replica", "read_committed",
+                 "forced", "touched")
 
     def __init__(self, future: asyncio.Future[None], min_bytes: int, accumulated: int,
-                 keys: list[TopicPartition], replica: bool = False) -> None:
+                 keys: list[TopicPartition], replica: bool = False,
+                 read_committed: bool = False) -> None:
         self.future = future
         self.min_bytes = min_bytes
         self.accumulated = accumulated
         self.keys = keys
         self.replica = replica  # a follower's fetch: it reads up to the log end
+        # a read_committed consumer: it reads below the LSO, which a high-watermark move
+        # or a transaction marker may move by any amount (it reads again to count)
+        self.read_committed = read_committed
+        # woken by wake() (a partition deleted, truncated, led elsewhere): it answers now,
+        # whatever it reads
+        self.forced = False
         # the watched partitions that had an append, a high-watermark move or a wake while
         # it waited (a follower's incremental fetch re-reads only these and the ones its
         # first read could not settle: kafkactl/broker/handlers/fetch.py)
@@ -48,10 +62,48 @@ class DelayedFetch:
             self.future.set_result(None)
 
 
+class _Uncommitted:
+    """The appends of a replicated partition above its high watermark: [end offset, bytes],
+    oldest first (at most MAX_UNCOMMITTED_APPENDS: later ones merge into the last), and
+    where the last one ended (a high watermark past it passed records not seen here)."""
+
+    __slots__ = ("appends", "end")
+
+    def __init__(self, end_offset: int, nbytes: int) -> None:
+        self.appends: deque[list[int]] = deque([[end_offset, nbytes]])
+        self.end = end_offset
+
+    def add(self, end_offset: int, nbytes: int) -> None:
+        appends = self.appends
+        if end_offset <= self.end:  # the log was cut back since: those records are gone
+            appends.clear()
+        if len(appends) >= MAX_UNCOMMITTED_APPENDS:
+            last = appends[-1]
+            last[0] = end_offset
+            last[1] += nbytes
+        else:
+            appends.append([end_offset, nbytes])
+        self.end = end_offset
+
+    def committed(self, high_watermark: int) -> int | None:
+        """The bytes of the appends `high_watermark` now passes (counted once: forgotten);
+        None when it passes records not seen here (their size is not known)."""
+        appends = self.appends
+        committed = 0
+        while appends and appends[0][0] <= high_watermark:
+            committed += appends.popleft()[1]
+        return None if high_watermark > self.end else committed
+
+
 class FetchPurgatory:
     def __init__(self) -> None:
         self._watchers: dict[TopicPartition, set[DelayedFetch]] = {}
         self._all: set[DelayedFetch] = set()
+        # replicated partitions: [end offset, bytes] of the appends above the high
+        # watermark, oldest first; a high-watermark move counts those it passes for the
+        # consumers' fetches (Kafka's DelayedFetch: the bytes between the fetch offset and
+        # the high watermark), as an append counts for them on a partition of one replica
+        self._uncommitted: dict[TopicPartition, _Uncommitted] = {}
         self.closed = False
 
     @property
@@ -59,7 +111,8 @@ class FetchPurgatory:
         return len(self._all)
 
     def watch(self, keys: Iterable[TopicPartition], *, min_bytes: int,
-              accumulated: int, replica: bool = False) -> DelayedFetch:
+              accumulated: int, replica: bool = False,
+              read_committed: bool = False) -> DelayedFetch:
         """Register a delayed fetch now, synchronously, in the same step that read the log.
 
         This must happen before the event loop runs anything else: an append handled between
@@ -67,7 +120,8 @@ class FetchPurgatory:
         out its whole max_wait_ms with data available.
         """
         loop = asyncio.get_running_loop()
-        op = DelayedFetch(loop.create_future(), min_bytes, accumulated, list(keys), replica)
+        op = DelayedFetch(loop.create_future(), min_bytes, accumulated, list(keys), replica,
+                          read_committed)
         if self.closed:
             op.complete()
             return op
@@ -93,10 +147,13 @@ class FetchPurgatory:
         await self.wait_for(op, timeout_s)
 
     def notify_append(self, key: TopicPartition, nbytes: int, *,
-                      consumers: bool = True) -> None:
-        """`nbytes` appended to `key`: followers' fetches count them; consumers' only when
-        `consumers` (the records are committed at once: one replica), else they wait for
-        the high watermark (`high_watermark_moved`)."""
+                      consumers: bool = True, end_offset: int | None = None) -> None:
+        """`nbytes` appended to `key`, ending before `end_offset`: followers' fetches count
+        them; consumers' at once when `consumers` (the records are committed at once: one
+        replica), else once the high watermark passes `end_offset`
+        (`high_watermark_moved`; an append with no `end_offset` is not counted for them)."""
+        if not consumers and end_offset is not None:
+            self._above_high_watermark(key, end_offset, nbytes)
         watchers = self._watchers.get(key)
         if not watchers:
             return
@@ -112,18 +169,43 @@ class FetchPurgatory:
             if op.accumulated >= op.min_bytes:
                 op.complete()
 
-    def high_watermark_moved(self, key: TopicPartition) -> None:
-        """Committed records for consumers: their fetches on `key` answer now (followers'
-        fetches keep waiting for appends)."""
+    def _above_high_watermark(self, key: TopicPartition, end_offset: int, nbytes: int) -> None:
+        appends = self._uncommitted.get(key)
+        if appends is None:
+            self._uncommitted[key] = _Uncommitted(end_offset, nbytes)
+        else:
+            appends.add(end_offset, nbytes)
+
+    def high_watermark_moved(self, key: TopicPartition,
+                             high_watermark: int | None = None) -> None:
+        """The high watermark of `key` moved to `high_watermark` (None: it did not, but the
+        LSO may have: a transaction marker). A consumer's fetch counts the appended bytes
+        it passed and answers once it has `min_bytes` (Kafka's DelayedFetch.tryComplete);
+        when it passed records whose size is not known here (appended before this broker
+        led, a marker), or the fetch is read_committed (the LSO moves by any amount), the
+        fetch wakes to read again (it waits on if it has less than `min_bytes`). Followers'
+        fetches keep waiting for appends."""
+        committed: int | None = 0
+        if high_watermark is not None:
+            appends = self._uncommitted.get(key)
+            committed = appends.committed(high_watermark) if appends is not None else None
         for op in list(self._watchers.get(key, ())):
             op.touched.add(key)
-            if not op.replica:
+            if op.replica:
+                continue
+            if op.read_committed or committed is None:
                 op.complete()
+            elif committed:
+                op.accumulated += committed
+                if op.accumulated >= op.min_bytes:
+                    op.complete()
 
     def wake(self, key: TopicPartition) -> None:
         """Complete every fetch watching `key` now (the partition was deleted or truncated)."""
+        self._uncommitted.pop(key, None)  # (its log may be cut back, or led elsewhere)
         for op in list(self._watchers.get(key, ())):
             op.touched.add(key)
+            op.forced = True
             op.complete()
 
     def shutdown(self) -> None:

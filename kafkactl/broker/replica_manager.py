@@ -235,7 +235,8 @@ class ReplicaManager:
             self.storage_errors.succeeded(part.log.dir.parent, f"append to {topic}-{partition}")
         if result.appended_bytes:
             self.purgatory.notify_append((topic, partition), result.appended_bytes,
-                                         consumers=not part.replicated)
+                                         consumers=not part.replicated,
+                                         end_offset=result.last_offset + 1)
             if part.maybe_advance_high_watermark():  # an ISR of one: committed at once
                 self.high_watermark_moved(part)
         required = result.last_offset + 1
@@ -267,7 +268,7 @@ class ReplicaManager:
                                            commit)
         self.count_append(part.topic, MARKER_BYTES, 1)
         self.purgatory.notify_append((part.topic, part.partition), 1,
-                                     consumers=not part.replicated)
+                                     consumers=not part.replicated, end_offset=offset + 1)
         if part.maybe_advance_high_watermark():
             self.high_watermark_moved(part)
         return offset
@@ -278,7 +279,7 @@ class ReplicaManager:
         enough = not part.replicated or \
             len(part.isr) >= part.log.config.min_insync_replicas
         self.produce_purgatory.high_watermark(key, part.high_watermark, enough_replicas=enough)
-        self.purgatory.high_watermark_moved(key)
+        self.purgatory.high_watermark_moved(key, part.high_watermark)
 
     # ---- fetch -----------------------------------------------------------------------------
     def read(self, topic: str, partition: int, offset: int, max_bytes: int, *,

@@ -41,7 +41,7 @@ from kafkactl.broker.topic_admin import (
     validate_topic_name,
 )
 from kafkactl.broker.zk_metadata_cache import ZkMetadataCache
-from kafkactl.cluster import config_changes
+from kafkactl.cluster import config_changes, zk_paths
 from kafkactl.cluster.controller import KafkaController
 from kafkactl.cluster.metadata_store import ConcurrentChangeError, TopicExistsError
 from kafkactl.cluster.topic_state import (
@@ -53,6 +53,7 @@ from kafkactl.cluster.topic_state import (
 )
 from kafkactl.cluster.zk_metadata_store import ZkMetadataStore
 from kafkactl.cluster.zookeeper import WRITE_MAX_BYTES, ZnodeTooLargeError
+from kafkactl.log.config_def import validate_topic_config_values
 from kafkactl.protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
@@ -229,17 +230,31 @@ class ZkTopicAdmin:
             f"{WRITE_MAX_BYTES:,} (jute.maxbuffer); use fewer partitions or replicas")
 
     def _log_config_check(self, configs: Mapping[str, str]) -> None:
+        """The effective config of a topic with `configs` (its overrides over the broker
+        defaults) builds, its values checked across keys too (Kafka's
+        LogConfig.validateValues)."""
         try:
-            self.store.configs.log_config_for(configs)
+            validate_topic_config_values(self.store.configs.log_config_for(configs))
         except ValueError as e:
             raise TopicError(ErrorCode.INVALID_CONFIG, str(e)) from e
 
     def _write_new_topic(self, name: str, partitions: dict[int, list[int]],
                          configs: Mapping[str, str]) -> TopicState:
+        from kazoo.exceptions import RolledBackError
+
         topic_id = uuid.uuid4()
         try:
             self.metadata.create_topic(TopicAssignment(name, partitions, topic_id), configs)
         except TopicExistsError:
+            raise TopicError(ErrorCode.TOPIC_ALREADY_EXISTS,
+                             f"topic {name!r} already exists") from None
+        except RolledBackError:
+            # the transaction's config write, rolled back because its topic znode write
+            # failed: written meanwhile by another broker (creating the same topic, as
+            # every broker creates the internal topics on first use), a lost race that
+            # Kafka sees as TopicExistsException; anything else is raised as it is
+            if not self.zk.exists(zk_paths.topic(name)):
+                raise
             raise TopicError(ErrorCode.TOPIC_ALREADY_EXISTS,
                              f"topic {name!r} already exists") from None
         except ZnodeTooLargeError as e:  # checked before anything was sent
@@ -318,6 +333,7 @@ class ZkTopicAdmin:
             return self._write_new_topic(name, assign(live, count, rf), dict(configs or {}))
         except TopicError as e:
             if e.code == ErrorCode.TOPIC_ALREADY_EXISTS:  # another broker won the race
+                log.debug("topic %s was created by another broker meanwhile", name)
                 return TopicState(name, uuid.UUID(int=0), count, dict(configs or {}), 1)
             raise
 

@@ -330,7 +330,8 @@ def handle_fetch(services: BrokerServices, ctx: RequestContext, request: dict[st
     # iteration, and an append handled before then must still wake this fetch.
     purgatory = services.fetch_purgatory
     op = purgatory.watch(keys, min_bytes=min_bytes, accumulated=total,
-                         replica=request.get("replica_id", -1) >= 0)
+                         replica=request.get("replica_id", -1) >= 0,
+                         read_committed=request.get("isolation_level", 0) == 1)
     # a follower's incremental fetch: what its first read settled (in sync, caught up,
     # nothing to tell) is read again only if an append, a high-watermark move or a wake
     # touched it meanwhile (the next fetch's first read sees anything else)
@@ -356,10 +357,13 @@ async def _long_poll(services: BrokerServices, ctx: RequestContext, request: dic
         only = unsettled | op.touched if unsettled is not None else None
         topics, total, errors = _read_all(services, ctx, request,
                                           _wanted(services, request, fctx, only))
-        if (request.get("isolation_level", 0) != 1 or errors or purgatory.closed
-                or total >= min_bytes or loop.time() >= deadline):
+        if (op.replica or op.forced or errors or purgatory.closed or total >= min_bytes
+                or loop.time() >= deadline):
             break
-        # read_committed woken by records above the LSO (an open transaction's): Kafka's
-        # DelayedFetch counts only what is below the LSO, so wait on, registered now
-        op = purgatory.watch(op.keys, min_bytes=min_bytes, accumulated=total)
+        # a consumer woken with less than min_bytes to read (read_committed: records above
+        # the LSO, an open transaction's; a high watermark past records whose size the
+        # purgatory did not know): Kafka's DelayedFetch counts only what is below the high
+        # watermark (the LSO), so wait on, registered now
+        op = purgatory.watch(op.keys, min_bytes=min_bytes, accumulated=total,
+                             read_committed=op.read_committed)
     return _answer(services, ctx, request, topics, fctx)
