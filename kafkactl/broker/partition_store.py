@@ -137,6 +137,9 @@ class PartitionStore:
         part = self.partitions.pop((topic, partition), None)
         self.offline.discard((topic, partition))
         self.purgatory.wake((topic, partition))
+        # a partition of the same name made again in this run starts without the deleted
+        # log's high watermark (the checkpoint file drops it too: LogManager.delete_log)
+        self.checkpointed_high_watermarks.pop((topic, partition), None)
         if part is not None:
             self.log_manager.delete_log(topic, partition)
 
@@ -161,6 +164,7 @@ class PartitionStore:
         renamed, with the error."""
         failed: list[tuple[int, OSError]] = []
         for p in partitions:
+            self.checkpointed_high_watermarks.pop((topic, p), None)  # (remove_partition)
             try:
                 self.log_manager.delete_log(topic, p)
             except OSError as e:
