@@ -559,7 +559,7 @@ _kafkactl_offsets() {
 
 _kafkactl_offsets_list() {
     _arguments -s -S \
-        '*--state[Only groups in this state (repeatable or comma-separated\: Stable, Empty, PreparingRebalance, CompletingRebalance, Dea...]:STATE:(PreparingRebalance CompletingRebalance Stable Dead Empty)' \
+        '*--state[Prints GROUP and STATE; with a value, only the groups in that state (repeatable or comma-separated\: Stable, Empty, Pr...]:STATE:(PreparingRebalance CompletingRebalance Stable Dead Empty)' \
         '--json[A JSON array of groups.]' \
         '(-b --bootstrap-server)-b[Broker(s) host\:port\[,host\:port\]; default\: bootstrap.servers of --command-config, else $KAFKACTL_BOOTSTRAP, else 127.0...]:BOOTSTRAP: ' \
         '(-b --bootstrap-server)--bootstrap-server[Broker(s) host\:port\[,host\:port\]; default\: bootstrap.servers of --command-config, else $KAFKACTL_BOOTSTRAP, else 127.0...]:BOOTSTRAP: ' \

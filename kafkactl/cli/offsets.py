@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import typer
+from typer.core import TyperCommand
 
 from kafkactl.cli._client_options import (
     bootstrap_option,
@@ -244,12 +245,33 @@ def _states(values: list[str]) -> set[str]:
     return out
 
 
-@offsets_app.command("list")
+class _OptionalStateCommand(TyperCommand):
+    """`offsets list`, whose --state takes an optional value, as kafka-consumer-groups'
+    `--list --state` (joptsimple's withOptionalArg): a --state followed by nothing or by
+    another option is given as `--state=` (every group, with its state). Click has no
+    option with an optional value here, so the arguments are rewritten before parsing."""
+
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        out = []
+        for i, arg in enumerate(args):
+            if arg == "--":
+                out += args[i:]
+                break
+            following = args[i + 1] if i + 1 < len(args) else None
+            if arg == "--state" and (following is None or
+                                     (following.startswith("-") and len(following) > 1)):
+                arg = "--state="
+            out.append(arg)
+        return super().parse_args(ctx, out)
+
+
+@offsets_app.command("list", cls=_OptionalStateCommand)
 def list_groups(
     state: list[str] = typer.Option(
         [], "--state",
-        help="Only groups in this state (repeatable or comma-separated: Stable, Empty, "
-             "PreparingRebalance, CompletingRebalance, Dead); prints GROUP and STATE."),
+        help="Prints GROUP and STATE; with a value, only the groups in that state "
+             "(repeatable or comma-separated: Stable, Empty, PreparingRebalance, "
+             "CompletingRebalance, Dead); without one, every group."),
     as_json: bool = typer.Option(False, "--json", help="A JSON array of groups."),
     bootstrap: str | None = bootstrap_option(),
     prop: list[str] = property_option(),
@@ -265,11 +287,11 @@ def list_groups(
         typer.echo(json.dumps([{"group": g, "protocol_type": t, "state": st}
                                for g, t, st in groups], indent=1))
         return
-    if not wanted:
+    if not state:  # without --state: the names only
         for g, _t, _st in groups:
             typer.echo(g)
         return
-    if not groups:
+    if wanted and not groups:
         typer.echo("No groups in state " + ", ".join(sorted(wanted)) + ".", err=True)
         return
     table = _table("GROUP", "STATE")

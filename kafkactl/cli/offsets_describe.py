@@ -31,7 +31,27 @@ def rows_of(*, state: bool, members: bool, verbose: bool, offsets: RowsOf) -> Ro
         return lambda admin, _simple, group: state_rows(admin, group)
     if members:
         return lambda admin, _simple, group: member_rows(admin, group)
-    return offsets
+
+    def offsets_rows(admin: GroupAdmin, simple: SimpleConsumer,
+                     group: str) -> list[dict[str, Any]]:
+        rows = offsets(admin, simple, group)
+        # the partitions' view says an Empty or rebalancing group too, as kafka-consumer-
+        # groups --describe does before its table (printOffsets, shouldPrintMemberState)
+        states = {r["state"] for r in rows if r.get("state")}
+        if len(states) == 1:
+            state_note(group, states.pop())
+        return rows
+
+    return offsets_rows
+
+
+def state_note(group: str, state: str) -> None:
+    """kafka-consumer-groups' note on stderr for an Empty group, or one rebalancing (any
+    state but Empty, Stable and Dead: PreparingRebalance, CompletingRebalance)."""
+    if state == "Empty":
+        typer.echo(f"Consumer group '{group}' has no active members.", err=True)
+    elif state not in ("Stable", "Dead"):
+        typer.echo(f"Warning: Consumer group '{group}' is rebalancing.", err=True)
 
 
 def _described(admin: GroupAdmin, group: str) -> GroupDescription:
@@ -41,10 +61,7 @@ def _described(admin: GroupAdmin, group: str) -> GroupDescription:
     desc = admin.describe_group(group)
     if desc.state == "Dead":
         raise GroupNotFound(group)
-    if desc.state == "Empty":  # (kafka-consumer-groups' notes, on stderr)
-        typer.echo(f"Consumer group '{group}' has no active members.", err=True)
-    elif desc.state != "Stable":
-        typer.echo(f"Warning: Consumer group '{group}' is rebalancing.", err=True)
+    state_note(group, desc.state)
     return desc
 
 

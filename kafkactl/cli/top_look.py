@@ -46,7 +46,7 @@ class Look:
     topics: dict[str, dict[str, Any]] = field(default_factory=dict)
     # topic -> counter (COUNTERS) -> its series
     counters: dict[str, dict[str, Series]] = field(default_factory=dict)
-    # group -> {"state", "members"[, "error"]}
+    # group -> {"state", "members"[, "error"][, "unanswered": its coordinator did not answer]}
     groups: dict[str, dict[str, Any]] = field(default_factory=dict)
     # group -> its lag per series (a partition)
     lags: dict[str, Series] = field(default_factory=dict)
@@ -130,13 +130,15 @@ def snapshot(now: Look, before: Look | None, source: str, sort: str = "in") -> d
     for name, g in now.groups.items():
         lags = now.lags.get(name, {})
         prev = before.lags.get(name) if before is not None and name in before.groups else None
-        change = None if prev is None else gauge_change(lags, prev, elapsed)
+        # a group whose coordinator did not answer this look: nothing of it is known
+        unanswered = bool(g.get("unanswered"))
+        change = None if prev is None or unanswered else gauge_change(lags, prev, elapsed)
         trend = None if change is None else ("growing" if change > 0 else
                                              "shrinking" if change < 0 else "steady")
         unknown = g.get("lag_unknown_partitions", 0)
         # a lag that leaves out partitions (their leader did not answer) is a lower bound,
         # flagged; with none known it is not known at all (it read 0)
-        lag = None if unknown and not lags else int(sum(lags.values()))
+        lag = None if unanswered or (unknown and not lags) else int(sum(lags.values()))
         group = {"group": name, "state": g.get("state"), "members": g.get("members"),
                  "lag": lag, "lag_unknown_partitions": unknown,
                  "lag_change_per_s": change, "trend": trend}

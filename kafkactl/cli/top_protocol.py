@@ -6,9 +6,9 @@ offsets' growth), ListGroups for the groups it coordinates, then DescribeGroups 
 OffsetFetch for them (lag, and the consumed rate as their committed progress).
 
 A broker that is registered but does not answer in time (paused, stuck, cut off while it
-keeps its ZooKeeper session) is shown not answering in that look, its partitions' rates and
-its groups left out, instead of the whole view waiting for it; a broker no longer
-registered is down, as its metadata says.
+keeps its ZooKeeper session) is shown not answering in that look, its partitions' rates
+left out and the groups it coordinates shown with their figures not known, instead of the
+whole view waiting for it; a broker no longer registered is down, as its metadata says.
 """
 
 from __future__ import annotations
@@ -50,6 +50,8 @@ class BrokerAnswer:
     ends: dict[TopicPartition, int] = field(default_factory=dict)
     # group -> {"state", "members", "committed": {tp: offset}[, "error"]}
     groups: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # False: it could not list its groups (ListGroups refused: still loading them)
+    groups_known: bool = True
 
 
 class BrokerProbe:
@@ -93,7 +95,9 @@ class BrokerProbe:
                 dict.fromkeys(led, LATEST))))
             answer.ends = {tp: off for tp, (code, off, _ts) in found.items()
                            if code == 0 and off >= 0}
-        answer.groups = self._groups(conn, request)
+        groups = self._groups(conn, request)
+        answer.groups = groups or {}
+        answer.groups_known = groups is not None
         return answer
 
     def close(self) -> None:
@@ -114,12 +118,12 @@ class BrokerProbe:
 
     @staticmethod
     def _groups(conn: BrokerConnection, request: Callable[..., dict[str, Any]]
-                ) -> dict[str, dict[str, Any]]:
-        """The groups this broker coordinates: state, members, committed offsets. A broker
-        that cannot list them (still loading them) shows none this look."""
+                ) -> dict[str, dict[str, Any]] | None:
+        """The groups this broker coordinates: state, members, committed offsets; None
+        from a broker that cannot list them (still loading them)."""
         listed = request(ApiKey.LIST_GROUPS, {"states_filter": []})
         if listed.get("error_code", 0):
-            return {}
+            return None
         out: dict[str, dict[str, Any]] = {
             g["group_id"]: {"state": g.get("group_state") or None, "members": None,
                             "committed": {}} for g in listed.get("groups") or ()}
@@ -168,6 +172,8 @@ class ClusterProbe:
         self.broker_metrics = dict(broker_metrics or {})
         self.asker = asker or Asker()
         self.brokers: dict[int, BrokerProbe] = {}  # by node id
+        # the groups seen so far: group -> (its coordinator, its partitions committed)
+        self.groups_seen: dict[str, tuple[int, int]] = {}
 
     def look(self) -> Look:
         """One look; ClusterUnreachable when no broker answered it (the message says why),
@@ -192,6 +198,7 @@ class ClusterProbe:
         look = build_look(answered, {b: why(answers, ("broker", b), self.timeout)
                                      for b in probes if b not in answered},
                           at if at is not None else self.asker.clock())
+        self.groups_seen = keep_unanswered_groups(look, answered, self.groups_seen)
         for broker in look.brokers:
             url = urls.get(broker["id"])
             if url is not None:
@@ -316,6 +323,30 @@ def _add_groups(look: Look, answered: Mapping[int, BrokerAnswer],
                 if tp[0] in look.topics:
                     look.count(tp[0], "consumed_msgs", (group_id, tp[1]), offset)
             entry["lag_unknown_partitions"] = unknown
+
+
+def keep_unanswered_groups(look: Look, answered: Mapping[int, BrokerAnswer],
+                           seen: Mapping[str, tuple[int, int]]) -> dict[str, tuple[int, int]]:
+    """The groups seen in earlier looks whose coordinator did not answer this one (paused,
+    cut off, still loading its groups) stay in `look`, their figures not known, rather than
+    vanish; a group is forgotten once its coordinator lists its groups without it (deleted,
+    or moved: then the new one lists it), or once every registered broker did and none
+    listed it. Returns what is seen now: group -> (coordinator, partitions committed)."""
+    cluster = _chosen(answered)
+    listing = {b for b, a in answered.items() if a.groups_known}
+    everyone = set(cluster.brokers) <= listing
+    now: dict[str, tuple[int, int]] = {}
+    for b in sorted(answered):
+        for group_id, g in answered[b].groups.items():
+            now.setdefault(group_id, (b, len(g["committed"])))
+    for group_id, (coordinator, partitions) in sorted(seen.items()):
+        if group_id in now or coordinator in listing or everyone:
+            continue
+        entry = look.group(group_id)
+        entry.update(unanswered=True, lag_unknown_partitions=partitions,
+                     error=f"its coordinator (broker {coordinator}) did not answer")
+        now[group_id] = (coordinator, partitions)
+    return now
 
 
 def _end_offsets(cluster: ClusterMetadata, answered: Mapping[int, BrokerAnswer]

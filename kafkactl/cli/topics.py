@@ -207,6 +207,16 @@ def replication_factor(partitions: Iterable[Any]) -> int:
     return len(first.replicas) if first is not None else 0
 
 
+def kafka_uuid(value: Any) -> str | None:
+    """A topic id as Kafka's Uuid.toString prints it: its 16 bytes in URL-safe base64
+    without padding; None for no id (absent, or the all-zero id of an old broker)."""
+    import base64
+    raw = getattr(value, "bytes", None)
+    if not raw or raw == bytes(16):
+        return None
+    return base64.urlsafe_b64encode(raw).rstrip(b"=").decode("ascii")
+
+
 # C901: one option per kafka-topics filter, then the two layouts
 @topics_app.command("describe")
 def describe(  # noqa: C901
@@ -262,10 +272,13 @@ def describe(  # noqa: C901
                 continue
             docs.append({
                 "topic": name,
+                "topic_id": kafka_uuid(t.topic_id),
                 "partition_count": len(t.partitions),
                 "replication_factor": replication_factor(t.partitions.values()),
+                # as kafka-topics: every entry not at its default (ConfigEntry.isDefault), so
+                # broker-level settings (static or dynamic) show besides the topic's own
                 "configs": {k: c.value for k, c in sorted(configs.items())
-                            if not c.is_default and c.source == 1},
+                            if not c.is_default},
                 "partitions": parts,
             })
         return docs
@@ -277,8 +290,10 @@ def describe(  # noqa: C901
     for d in docs:
         if not wanted:  # kafka-topics prints the topic line only without a filter
             overrides = ",".join(f"{k}={v}" for k, v in d["configs"].items())
-            typer.echo(f"Topic: {d['topic']}\tPartitionCount: {d['partition_count']}\t"
-                       f"ReplicationFactor: {d['replication_factor']}\tConfigs: {overrides}")
+            topic_id = f"\tTopicId: {d['topic_id']}" if d["topic_id"] else ""
+            typer.echo(f"Topic: {d['topic']}{topic_id}\tPartitionCount: "
+                       f"{d['partition_count']}\tReplicationFactor: "
+                       f"{d['replication_factor']}\tConfigs: {overrides}")
         for p in d["partitions"]:
             leader = p["leader"] if p["leader"] >= 0 else "none"
             line = (f"\tTopic: {d['topic']}\tPartition: {p['partition']}\t"
