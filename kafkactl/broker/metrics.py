@@ -10,7 +10,9 @@ for one snapshot of plain numbers (`BrokerMetrics.snapshot`), then formats it of
 
 What is counted, and where:
 - requests per API and version, and their total and queue time: `MeteredHandler`, wrapped
-  around the broker's request handler when metrics are on (nothing at all when off);
+  around the broker's request handler when metrics are on (nothing at all when off); a
+  Fetch is counted as `Fetch` and again as `FetchConsumer` or `FetchFollower` (replica id
+  >= 0), as Kafka's RequestChannel records it under both names;
 - messages and bytes in per topic, and produce requests (total and failed) per topic: every
   local append as leader, as Kafka's ReplicaManager.appendRecords counts them: client
   produces and the coordinators' own writes (offset commits and group metadata to
@@ -35,9 +37,12 @@ answers a read_uncommitted consumer, the "log end" of `offsets show` and kafka-c
 minus the committed offset. A partition this broker leads gives its own high watermark; any
 other's leader is asked (ListOffsets over the inter-broker listener, one request per leader,
 at most once a second whatever the number of scrapers; a scrape waits at most LAG_WAIT_S for
-the answers, and never for a leader whose last ask failed). A leader that does not answer
-leaves its partitions at the last answer it gave, for LAG_MAX_AGE_S; a partition with no
-answer that recent (no leader, a leader down or silent since) is left out of the lag series
+the answers it asked for, a leader's whose last ask failed too: the first scrape after that
+leader recovers has its fresh answer). A leader slow to answer (a request out, not failed
+yet) leaves its partitions at the last answer it gave, for LAG_MAX_AGE_S; once an ask to it
+fails (refused, timed out after LAG_REQUEST_TIMEOUT_S), what it answered before is not served
+as its partitions' high watermarks until it answers again. A partition with no usable answer
+(no leader for LAG_MAX_AGE_S, a leader down or failing since) is left out of the lag series
 and counted in `kafkactl_consumergroup_lag_unknown_partitions{group}`. Offsets of topics
 that no longer exist are left out (nothing to lag behind).
 """
@@ -57,7 +62,8 @@ from collections.abc import Awaitable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from kafkactl.protocol.errors import ErrorCode
+from kafkactl.protocol.codec import decode_request_header
+from kafkactl.protocol.errors import ErrorCode, KafkaError
 from kafkactl.protocol.versions import SUPPORTED_VERSIONS
 
 if TYPE_CHECKING:
@@ -94,6 +100,12 @@ _NOT_FAILED_PRODUCE = frozenset({
 
 _HEADER = struct.Struct(">hh")
 _INT32 = struct.Struct(">i")
+_FETCH = 1  # ApiKey.FETCH
+# Kafka's RequestMetrics names of a Fetch from a consumer and from a follower
+FETCH_CONSUMER = "FetchConsumer"
+FETCH_FOLLOWER = "FetchFollower"
+# Fetch versions whose body starts with replica_id (v15 moved it to a tagged ReplicaState)
+_FETCH_REPLICA_ID_UNTIL = 14
 
 # A fuzzer's requests must not create series: only APIs and versions we serve are labels.
 _API_NAMES: dict[int, str] = {int(k): k.spec_name for k in SUPPORTED_VERSIONS}
@@ -221,6 +233,11 @@ class BrokerMetrics:
         self.apis: list[ApiStats | None] = [None] * (max(_VERSIONS) + 1)
         for key, (_lo, hi) in _VERSIONS.items():
             self.apis[key] = ApiStats(hi)
+        # Fetch requests again, split as consumers' and followers' (Kafka's FetchConsumer,
+        # FetchFollower)
+        fetch_hi = _VERSIONS.get(_FETCH, (0, 0))[1]
+        self.fetch_consumer = ApiStats(fetch_hi)
+        self.fetch_follower = ApiStats(fetch_hi)
         self.failed_authentications: dict[str, int] = {}
         self.handler_busy_s = 0.0
         # idle ratios over the last window (None: not measured yet, or not measurable)
@@ -525,25 +542,30 @@ class LeaderEndOffsets:
     def __init__(self, broker_id: int, cluster: ZkCluster) -> None:
         self.broker_id = broker_id
         self.cluster = cluster
-        # (topic, partition) -> (high watermark, time.monotonic() of the answer)
-        self.ends: dict[tuple[str, int], tuple[int, float]] = {}
+        # (topic, partition) -> (high watermark, time.monotonic() of the answer, the
+        # leader that answered)
+        self.ends: dict[tuple[str, int], tuple[int, float, int]] = {}
         self._asks: dict[int, asyncio.Task[None]] = {}
         self._asked_at: dict[int, float] = {}
-        self._failing: set[int] = set()  # leaders whose last ask failed: not waited for
+        # leaders whose last ask failed: what they answered before is not served (known)
+        self._failing: set[int] = set()
         self._connections: dict[int, BrokerConnection] = {}
 
     def known(self) -> dict[tuple[str, int], int]:
-        """The high watermarks answered within LAG_MAX_AGE_S (older ones are dropped)."""
+        """The high watermarks answered within LAG_MAX_AGE_S (older ones are dropped) by a
+        leader whose last ask did not fail (a failing leader's are kept, unserved, until it
+        answers again or they age out)."""
         oldest = time.monotonic() - LAG_MAX_AGE_S
-        stale = [tp for tp, (_end, at) in self.ends.items() if at < oldest]
+        stale = [tp for tp, (_end, at, _by) in self.ends.items() if at < oldest]
         for tp in stale:
             del self.ends[tp]
-        return {tp: end for tp, (end, _at) in self.ends.items()}
+        failing = self._failing
+        return {tp: end for tp, (end, _at, by) in self.ends.items() if by not in failing}
 
     def ask(self, by_leader: dict[int, set[tuple[str, int]]]) -> list[asyncio.Task[None]]:
         """Ask each leader for its partitions' high watermarks, unless a request to it is
-        still out or it was asked less than LAG_ASK_MIN_S ago; returns the asks to wait
-        for (not those to a leader whose last ask failed)."""
+        still out or it was asked less than LAG_ASK_MIN_S ago; returns the asks made, to
+        wait for (a leader's whose last ask failed too: it may be back)."""
         now = time.monotonic()
         loop = asyncio.get_running_loop()
         waiting = []
@@ -555,8 +577,7 @@ class LeaderEndOffsets:
                 continue
             self._asked_at[leader] = now
             task = self._asks[leader] = loop.create_task(self._ask(leader, sorted(tps)))
-            if leader not in self._failing:
-                waiting.append(task)
+            waiting.append(task)
         return waiting
 
     async def _ask(self, leader: int, tps: list[tuple[str, int]]) -> None:
@@ -565,8 +586,8 @@ class LeaderEndOffsets:
         except Exception as e:  # connection errors, timeouts, an answer that did not decode
             if leader not in self._failing:
                 log.info("metrics: broker %d did not answer for the consumer lag of the "
-                         "%d partition(s) it leads (%s: %s); their last answers stand for "
-                         "%.0f s", leader, len(tps), type(e).__name__, e, LAG_MAX_AGE_S)
+                         "%d partition(s) it leads (%s: %s); they are counted as unknown "
+                         "until it answers", leader, len(tps), type(e).__name__, e)
                 self._failing.add(leader)
             return
         if leader in self._failing:
@@ -574,7 +595,7 @@ class LeaderEndOffsets:
             self._failing.discard(leader)
         now = time.monotonic()
         for tp, end in answers.items():
-            self.ends[tp] = (end, now)
+            self.ends[tp] = (end, now, leader)
 
     async def _list_offsets(self, leader: int, tps: list[tuple[str, int]]
                             ) -> dict[tuple[str, int], int]:
@@ -755,27 +776,49 @@ class MeteredHandler:
         if stats is None or not 0 <= version < len(stats.per_version):
             return result  # refused (an API or version we do not serve): no series for it
         received = conn.received_at or started
+        split = self._fetch_split(frame, version) if api_key == _FETCH else None
         if result is not None and result.__class__ is not list and inspect.isawaitable(result):
-            return self._finish(result, stats, version, received, started)
+            return self._finish(result, stats, version, received, started, split)
         stats.per_version[version] += 1
         total = stats.total_time
-        ms = (now - received) * 1000
-        total.counts[_bucket(TIME_BUCKETS_MS, ms)] += 1
-        total.total += ms
+        total_ms = (now - received) * 1000
+        total.counts[_bucket(TIME_BUCKETS_MS, total_ms)] += 1
+        total.total += total_ms
         queue = stats.queue_time
-        ms = (started - received) * 1000 if started > received else 0.0
-        queue.counts[_bucket(TIME_BUCKETS_MS, ms)] += 1
-        queue.total += ms
+        queue_ms = (started - received) * 1000 if started > received else 0.0
+        queue.counts[_bucket(TIME_BUCKETS_MS, queue_ms)] += 1
+        queue.total += queue_ms
+        if split is not None:
+            split.per_version[version] += 1
+            split.total_time.observe(total_ms)
+            split.queue_time.observe(queue_ms)
         return result
 
+    def _fetch_split(self, frame: bytearray, version: int) -> ApiStats | None:
+        """A Fetch's second name (Kafka's RequestChannel: FetchFollower when its replica id
+        is >= 0, else FetchConsumer); None when the frame does not say."""
+        if version > _FETCH_REPLICA_ID_UNTIL:
+            return None
+        try:
+            _header, pos = decode_request_header(frame)
+            (replica_id,) = _INT32.unpack_from(frame, pos)
+        except (KafkaError, struct.error, IndexError, ValueError):
+            return None
+        metrics = self.metrics
+        return metrics.fetch_follower if replica_id >= 0 else metrics.fetch_consumer
+
     async def _finish(self, pending: Awaitable[Any], stats: ApiStats, version: int,
-                      received: float, started: float) -> Any:
+                      received: float, started: float, split: ApiStats | None = None) -> Any:
         try:
             return await pending
         finally:
-            stats.per_version[version] += 1
-            stats.total_time.observe((self.clock() - received) * 1000)
-            stats.queue_time.observe(max(started - received, 0.0) * 1000)
+            total_ms = (self.clock() - received) * 1000
+            queue_ms = max(started - received, 0.0) * 1000
+            for counted in (stats, split):
+                if counted is not None:
+                    counted.per_version[version] += 1
+                    counted.total_time.observe(total_ms)
+                    counted.queue_time.observe(queue_ms)
 
 
 class _SelectorIdleMeter:
@@ -970,13 +1013,10 @@ def families(metrics: BrokerMetrics) -> Iterator[Any]:
         "kafka_network_requestmetrics_requestqueuetimems",
         "Time in ms a request waited before its handler ran (RequestQueueTimeMs)",
         labels=["request"])
-    for key, stats in enumerate(metrics.apis):
-        if stats is None:
-            continue
+    for name, stats in _request_stats(metrics):
         counts = list(stats.per_version)
         if not any(counts):
             continue  # an API nobody called: no series
-        name = _API_NAMES[key]
         for version, n in enumerate(counts):
             if n:
                 requests.add_metric([name, str(version)], n)
@@ -1017,6 +1057,19 @@ def families(metrics: BrokerMetrics) -> Iterator[Any]:
     yield GaugeMetricFamily("kafkactl_broker_ready",
                             "1 once logs are loaded and, in a cluster, the broker is "
                             "registered", value=1 if metrics.ready else 0)
+
+
+def _request_stats(metrics: BrokerMetrics) -> Iterator[tuple[str, ApiStats]]:
+    """Each request name's stats: the APIs served, Fetch followed by FetchConsumer and
+    FetchFollower (its requests again, split as Kafka's RequestChannel records them; the
+    errors per request stay under Fetch only, as Kafka's updateErrorMetrics keeps them)."""
+    for key, stats in enumerate(metrics.apis):
+        if stats is None:
+            continue
+        yield _API_NAMES[key], stats
+        if key == _FETCH:
+            yield FETCH_CONSUMER, metrics.fetch_consumer
+            yield FETCH_FOLLOWER, metrics.fetch_follower
 
 
 def _error_name(code: int) -> str:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import logging
+import sys
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import TYPE_CHECKING, Any
@@ -62,6 +63,26 @@ class _Server(ThreadingHTTPServer):
             super().process_request_thread(request, client_address)
         finally:
             self.slots.release()
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """An exception out of a request's handling. socketserver prints its traceback on
+        stderr, past the broker's logging (--log-format json): a client gone mid-request or
+        mid-answer (a scraper that timed out, closed or reset) is a DEBUG line here, anything
+        else an ERROR with its traceback, both through the broker's logging."""
+        error = sys.exc_info()[1]
+        if isinstance(error, (ConnectionError, TimeoutError)):
+            log.debug("metrics %s: the client went away (%s: %s)", _peer(client_address),
+                      type(error).__name__, error)
+        else:
+            log.error("metrics %s: error answering the request", _peer(client_address),
+                      exc_info=error)
+
+
+def _peer(client_address: Any) -> str:
+    try:
+        return f"{client_address[0]}:{client_address[1]}"
+    except (TypeError, IndexError):
+        return str(client_address)
 
 
 class _Handler(BaseHTTPRequestHandler):
