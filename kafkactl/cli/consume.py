@@ -27,6 +27,7 @@ from kafkactl.cli._client_options import (
 )
 from kafkactl.cli._output import StdoutClosed, StdoutFailed
 from kafkactl.cli._record_writer import RecordWriter, install_signal_handlers, shutting_down
+from kafkactl.cli._topic_name import check_topic
 
 if TYPE_CHECKING:  # the client is imported when a command runs, so --help stays fast
     from kafkactl.client.consumer import Consumer
@@ -341,6 +342,8 @@ def consume(  # noqa: C901
                 (settings.option("group_instance_id"), settings.group_instance_id)])
     if not topic and not topic_pattern:
         raise fail("give -t/--topic (repeatable) or --topic-pattern", 2)
+    for name in topic:  # (a name Kafka refuses is told before anything is sent)
+        check_topic(name)
     _check_output_options(fmt, as_json, key_separator, print_offsets)
     if zookeeper and not group:
         raise fail("--zookeeper needs -G/--group (a ZooKeeper consumer group)", 2)

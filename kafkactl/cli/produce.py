@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import gc
 import os
-import re
 import signal
 import sys
 import threading
@@ -39,6 +38,7 @@ from kafkactl.cli._properties import (
     partitioner_name,
     producer_options,
 )
+from kafkactl.cli._topic_name import check_topic
 
 if TYPE_CHECKING:  # the client is imported when a command runs, so --help stays fast
     from kafkactl.cli._failed_file import FailedFile
@@ -273,7 +273,7 @@ def produce(
     # the collector does not walk them again, at exit either (~25 ms of every run's exit)
     gc.freeze()
 
-    _check_topic(topic)
+    check_topic(topic)
     partition = _partition(partition)
     marker, prop = _null_marker(null_marker, prop)
     delim, ksep, headers = _record_shape(delimiter, null_delimited, key_separator, header,
@@ -458,28 +458,6 @@ def _record_shape(delimiter: str, null_delimited: bool, key_separator: str | Non
 
 
 _is_text = is_text
-
-
-# Kafka's rule for a topic name (Topic.validate): these characters, at most 249 of them,
-# and neither "." nor ".."
-TOPIC_CHARS = re.compile(r"[a-zA-Z0-9._-]+")
-TOPIC_MAX_LENGTH = 249
-
-
-def _check_topic(topic: str) -> None:
-    """Exit 2 for a topic name Kafka does not allow, before anything is read."""
-    if topic in ("", ".", ".."):
-        why = "is empty" if not topic else f"may not be {topic!r}"
-    elif len(topic) > TOPIC_MAX_LENGTH:
-        why = f"is {len(topic)} characters long, more than {TOPIC_MAX_LENGTH}"
-    elif not TOPIC_CHARS.fullmatch(topic):
-        bad = sorted({c for c in topic if not TOPIC_CHARS.fullmatch(c)})
-        why = ("has characters a topic name may not have: "
-               + " ".join(f"'{_printable(c)}'" for c in bad))
-    else:
-        return
-    raise fail(f"-t/--topic '{_printable(topic)}': the name {why}; a topic name is "
-               f"letters, digits, '.', '_' and '-' (at most {TOPIC_MAX_LENGTH})", 2)
 
 
 _printable = printable

@@ -11,6 +11,7 @@ from typing import Any
 
 from kafkactl.client.errors import KafkaTimeoutError
 from kafkactl.client.producer_batch import ProducerBatch, klen_of
+from kafkactl.record.batch import RECORD_BATCH_OVERHEAD
 from kafkactl.record.columns import NO_HEADERS, encode_lines_into
 
 TopicPartition = tuple[str, int]
@@ -44,6 +45,10 @@ class RecordAccumulator:
         self.on_new_batch: Callable[[str, int], None] | None = None
         self.batch_callbacks: list[Callable[[ProducerBatch, int, BaseException | None], None]] = []
         self._next_order = 0  # batches are sent, and re-sent, in this order per partition
+        # the earliest creation time (time.monotonic() s, as created_ms / 1000) of a batch
+        # put back in a queue (reenqueue) since the sender last looked for expired
+        # batches: the sender's hint of the earliest expiry is no later than it
+        self.requeued_created = float("inf")
 
     # -- appending (caller's thread) ---------------------------------------------------------
 
@@ -63,10 +68,26 @@ class RecordAccumulator:
             self.lock.wait(min(remaining, 0.5))
         self.used_memory += nbytes
 
+    def _charge(self, batch: ProducerBatch) -> None:
+        """Charge buffer.memory with what `batch` takes beyond what it was charged so far
+        (with the lock): batch.size, or the bytes of its records and header when more (a
+        record larger than batch.size, alone in its batch; a tiny batch.size), or of its
+        lines buffer, as Kafka's BufferPool allocates max(batch.size, the record's size).
+        Its records are in already, so this never blocks: the next batch waits (_reserve)."""
+        buf = batch.buf
+        real = max(self.batch_size, batch.size, 0 if buf is None else len(buf))
+        if real > batch.reserved:
+            self.used_memory += real - batch.reserved
+            batch.reserved = real
+
     def _new_batch(self, tp: TopicPartition, dq: deque[ProducerBatch],
                    timestamp: int | None) -> ProducerBatch:
-        self._reserve(self.batch_size)
+        # (a batch takes its header at least, whatever batch.size: a tiny batch.size does
+        # not let the queue outgrow buffer.memory)
+        reserved = max(self.batch_size, RECORD_BATCH_OVERHEAD)
+        self._reserve(reserved)
         batch = ProducerBatch(tp[0], tp[1], self.batch_size, timestamp)
+        batch.reserved = reserved
         batch.order = (self._next_order,)
         self._next_order += 1
         if self.batch_callbacks:
@@ -95,7 +116,7 @@ class RecordAccumulator:
         empty = dq.pop()
         empty.closed = True
         self.incomplete.discard(empty)
-        self.used_memory -= self.batch_size
+        self.used_memory -= empty.reserved
         self._keep_buffer(empty)
 
     def refuse(self, topic: str, partition: int, error: BaseException,
@@ -133,6 +154,7 @@ class RecordAccumulator:
                 delta = batch.append(timestamp, key, value, headers)
                 assert delta is not None
             assert batch is not None
+            self._charge(batch)
             if entry is not None:
                 batch.entries.append(entry)
             if future is not None:
@@ -200,6 +222,7 @@ class RecordAccumulator:
                     now = batch.lines_stamp()  # (an empty batch: its timestamp)
                     assert now is not None
                 buf = batch.lines_buffer(need, self.spare_buffers)
+                self._charge(batch)
                 first, size = batch.record_count, batch.size
                 ts_delta = now - batch.base_timestamp
             after, took, used = encode_lines_into(data, pos, end, delimiter, key_separator,
@@ -212,6 +235,7 @@ class RecordAccumulator:
                     continue  # sent or appended to meanwhile: encode for the open one
                 if took:
                     batch.took_lines(took, used, now)
+                    self._charge(batch)
                     count += took
                     pos = after
                     need = 0
@@ -250,6 +274,7 @@ class RecordAccumulator:
             batch.record_count = record_count
             batch.max_timestamp = max(max_timestamp, base_timestamp)
             batch.closed = True
+            self._charge(batch)
             if entries is not None:
                 batch.entries.extend(entries)
 
@@ -284,8 +309,10 @@ class RecordAccumulator:
                             i += 1
                             continue
                     j = i if batch is None else append(batch, i)
-                    if batch is not None and entries is not None:
-                        batch.entries.extend(entries[i:j])
+                    if batch is not None and j != i:
+                        self._charge(batch)
+                        if entries is not None:
+                            batch.entries.extend(entries[i:j])
                     if j == i:
                         if too_large is not None and i != checked:
                             checked = i
@@ -346,9 +373,11 @@ class RecordAccumulator:
             return batch
 
     def reenqueue(self, batch: ProducerBatch) -> None:
-        """Put a batch back for retry, in front of every batch that came after it."""
+        """Put a batch back for retry, in front of every batch that came after it (and so
+        behind every batch made before it: a queue stays in creation order)."""
         tp = (batch.topic, batch.partition)
         with self.lock:
+            self.requeued_created = min(self.requeued_created, batch.created_ms / 1000.0)
             dq = self.batches.setdefault(tp, deque())
             pos = 0
             while pos < len(dq) and dq[pos].order < batch.order:
@@ -361,7 +390,7 @@ class RecordAccumulator:
         halves = batch.split()
         with self.lock:
             for half in halves:
-                self.used_memory += self.batch_size
+                self._charge(half)
                 self.incomplete.add(half)
         for half in halves:
             self.reenqueue(half)
@@ -372,7 +401,7 @@ class RecordAccumulator:
             self._keep_buffer(batch)
             if batch in self.incomplete:
                 self.incomplete.discard(batch)
-                self.used_memory -= self.batch_size
+                self.used_memory -= batch.reserved
                 self.lock.notify_all()
 
     def _keep_buffer(self, batch: ProducerBatch) -> None:

@@ -54,7 +54,7 @@ class ProducerBatch:
         "topic", "partition", "batch_size", "created_ms", "base_timestamp", "max_timestamp",
         "parts", "size", "record_count", "entries", "futures", "callbacks", "closed",
         "producer_id", "producer_epoch", "base_sequence", "attempts", "built", "retry_at",
-        "drained_ms", "order", "first_index", "buf", "clock_stamped",
+        "drained_ms", "order", "first_index", "buf", "clock_stamped", "reserved",
     )
 
     def __init__(self, topic: str, partition: int, batch_size: int,
@@ -87,6 +87,8 @@ class ProducerBatch:
         # the batch timestamp is the clock reading of the bulk call that began the batch
         # (`_takes_stamp`), not a timestamp a record was sent with (`append`)
         self.clock_stamped = False
+        # the bytes of buffer.memory the accumulator charged for it (RecordAccumulator._charge)
+        self.reserved = 0
 
     # -- appending -----------------------------------------------------------------------
 
@@ -298,7 +300,10 @@ class ProducerBatch:
     def split(self) -> list[ProducerBatch]:
         """Two batches holding this built batch's records, first half and second half, each
         with its records' futures, entries and the batch callbacks (Kafka's producer splits
-        a batch the broker refused as too large, until single records are left)."""
+        a batch the broker refused as too large, until single records are left). They keep
+        its creation time, as Kafka's ProducerBatch.split: delivery.timeout.ms counts from
+        the records' send, and a partition's queue stays in creation order (the sender's
+        expiry walks it only up to its first batch not expired)."""
         assert self.built is not None and self.record_count > 1
         from kafkactl.record.batch import RecordBatch
 
@@ -311,6 +316,7 @@ class ProducerBatch:
             half = ProducerBatch(self.topic, self.partition, self.batch_size,
                                  self.base_timestamp)
             half.order = (*self.order, n)
+            half.created_ms = self.created_ms
             half.first_index = self.first_index + first
             for i, r in enumerate(part):
                 half.append(r.timestamp, None if r.key is None else bytes(r.key),

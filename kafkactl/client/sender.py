@@ -109,6 +109,9 @@ class Sender(threading.Thread):
         # told (in this thread) when a metadata refresh finds a topic the producer has
         # records for does not exist (deleted while producing, with auto-create off)
         self.on_topic_error: Callable[[str, BaseException], None] | None = None
+        # no queued batch was made before this (time.monotonic() s, as created_ms / 1000):
+        # none expires while now - it <= delivery.timeout.ms (_expire_batches)
+        self._earliest_created = float("-inf")
 
     # -- API for the producer's thread -------------------------------------------------------
 
@@ -475,23 +478,52 @@ class Sender(threading.Thread):
             self.acc.done(batch)
 
     def _expire_batches(self, now: float) -> None:
-        for batch in self.acc.all_batches():
-            if now - batch.created_ms / 1000.0 > self.delivery_timeout and \
-                    batch not in self.in_flight.get((batch.topic, batch.partition), ()):
-                with self.acc.lock:
-                    dq = self.acc.batches.get((batch.topic, batch.partition))
-                    if dq is not None and batch in dq:
-                        dq.remove(batch)
-                cluster, tp = self.client.cluster, (batch.topic, batch.partition)
-                why = ""
-                if cluster.reported_leaderless(*tp):
-                    why = f": partition {tp[0]}-{tp[1]} has no leader"
-                elif cluster.leader_for(*tp) < 0:
-                    why = f": the leader of {tp[0]}-{tp[1]} could not be reached"
-                self._complete(batch, -1, KafkaTimeoutError(
-                    f"{batch.record_count} records for {batch.topic}-{batch.partition} "
-                    f"expired after {self.delivery_timeout:g} s (delivery.timeout.ms)"
-                    f"{why}"))
+        """Fail the queued batches made more than delivery.timeout.ms before `now`, as
+        Kafka's RecordAccumulator.expiredBatches: a partition's queue is in creation
+        order (a retried batch goes back in its place, split halves keep their batch's
+        creation time), so each queue is read from its head only up to its first batch
+        not expired, and none at all before the earliest creation time this found (or a
+        batch put back since, `requeued_created`) has expired: a pass costs one look per
+        partition at most, not one per queued batch."""
+        acc = self.acc
+        timeout = self.delivery_timeout
+        expired: list[ProducerBatch] = []
+        with acc.lock:
+            earliest = min(self._earliest_created, acc.requeued_created)
+            if now - earliest <= timeout:
+                return  # (the same test as a batch's below, so never a batch missed)
+            acc.requeued_created = float("inf")
+            # a batch made from now on (under this lock) is made at `now` or later, as the
+            # batch test reads its created_ms
+            earliest = (now * 1000.0) / 1000.0
+            for tp, dq in acc.batches.items():
+                flying = self.in_flight.get(tp, ())
+                i = 0
+                while i < len(dq):
+                    batch = dq[i]
+                    created = batch.created_ms / 1000.0
+                    if not now - created > timeout:
+                        earliest = min(earliest, created)
+                        break
+                    if batch in flying:  # (looked at again next time)
+                        earliest = min(earliest, created)
+                        i += 1
+                        continue
+                    del dq[i]
+                    expired.append(batch)
+            self._earliest_created = earliest
+        cluster = self.client.cluster
+        for batch in expired:
+            tp = (batch.topic, batch.partition)
+            why = ""
+            if cluster.reported_leaderless(*tp):
+                why = f": partition {tp[0]}-{tp[1]} has no leader"
+            elif cluster.leader_for(*tp) < 0:
+                why = f": the leader of {tp[0]}-{tp[1]} could not be reached"
+            self._complete(batch, -1, KafkaTimeoutError(
+                f"{batch.record_count} records for {batch.topic}-{batch.partition} "
+                f"expired after {self.delivery_timeout:g} s (delivery.timeout.ms)"
+                f"{why}"))
 
     def _fail_all(self, err: BaseException) -> None:
         for batch in self.acc.all_batches():
