@@ -220,10 +220,14 @@ class Partition:
     def become_follower(self, local_id: int, leader_id: int, epoch: int, isr: list[int],
                         replicas: list[int], partition_epoch: int) -> None:
         if self._hw is None:
-            # none checkpointed (a new replica, a topic made again): the log start, as Kafka
-            # (the leader's fetch answers raise it); never the log end, which may hold
-            # records the ISR does not have, were this replica to lead before a fetch
-            known = self._hw_checkpoint if self._hw_checkpoint is not None else 0
+            if self.role_set:  # it was the only replica: its whole log is committed
+                known = self.log_end_offset
+            else:
+                # just hosted, none checkpointed (a new replica, a topic made again): the
+                # log start, as Kafka (the leader's fetch answers raise it); never the log
+                # end, which may hold records the ISR does not have, were this replica to
+                # lead before a fetch
+                known = self._hw_checkpoint if self._hw_checkpoint is not None else 0
             self._hw = max(self.log_start_offset, min(known, self.log_end_offset))
         self._set_replicas(local_id, leader_id, epoch, isr, replicas, partition_epoch)
         self.is_leader = False

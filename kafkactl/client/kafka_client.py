@@ -38,6 +38,25 @@ MISSING_ATTEMPTS = 5
 # answered (CLOSED_EARLY_HINT: a SASL listener's way with a plaintext client) before a
 # client that never had metadata gives up rather than retrying out its timeout.
 EARLY_CLOSE_ATTEMPTS = 3
+# Kafka's reconnect.backoff.ms and reconnect.backoff.max.ms: after a broker could not be
+# reached, or a connection to it failed or timed out, it is not chosen as "any broker"
+# again for this long, doubled per failure in a row up to the maximum (and after that, the
+# brokers tried longest ago come first).
+RECONNECT_BACKOFF = 0.05
+RECONNECT_BACKOFF_MAX = 1.0
+Address = tuple[str, int]
+
+
+class _Attempts:
+    """How connecting to one address went: when it was last tried, the failures in a row
+    since it last worked, and until when it is in reconnect backoff."""
+
+    __slots__ = ("last_attempt", "failures", "backoff_until")
+
+    def __init__(self) -> None:
+        self.last_attempt = float("-inf")
+        self.failures = 0
+        self.backoff_until = float("-inf")
 
 
 def default_bootstrap() -> str:
@@ -93,6 +112,7 @@ class KafkaClient:
         self._conns: dict[int, BrokerConnection] = {}
         self._bootstrap_conn: BrokerConnection | None = None
         self._next_bootstrap = 0
+        self._attempts: dict[Address, _Attempts] = {}
         self._wake_r, self._wake_w = socket.socketpair()
         self._wake_r.setblocking(False)
         self._wake_w.setblocking(False)
@@ -110,17 +130,74 @@ class KafkaClient:
                                 request_timeout=self.request_timeout,
                                 security=self.security)
 
-    def bootstrap(self) -> BrokerConnection:
-        """A connection to the first bootstrap server that answers."""
+    # reconnect backoff, per address (Kafka's ClusterConnectionStates)
+
+    def _tried(self, address: Address) -> _Attempts:
+        a = self._attempts.get(address)
+        if a is None:
+            a = self._attempts[address] = _Attempts()
+        return a
+
+    def _failed(self, address: Address) -> None:
+        """A connection to `address` could not be made, or failed or timed out: in
+        reconnect backoff for a while, and counted as tried now (Kafka's
+        ClusterConnectionStates.disconnected), so that the brokers tried longest ago are
+        picked before it after that."""
+        a = self._tried(address)
+        a.failures += 1
+        a.last_attempt = now = time.monotonic()
+        a.backoff_until = now + min(
+            RECONNECT_BACKOFF * 2 ** min(a.failures - 1, 16), RECONNECT_BACKOFF_MAX)
+
+    def in_backoff(self, address: Address) -> bool:
+        """Whether `address` failed a moment ago (reconnect backoff)."""
+        a = self._attempts.get(address)
+        return a is not None and time.monotonic() < a.backoff_until
+
+    def _connect(self, conn: BrokerConnection, timeout: float | None) -> None:
+        """conn.connect(), its setup (TCP connect, TLS, ApiVersions, SASL) given at most
+        `timeout` s when that is less than the request timeout: a broker that takes the
+        connection but does not answer (paused, overloaded) costs the caller no more. A
+        failure puts the address in reconnect backoff."""
+        address = (conn.host, conn.port)
+        self._tried(address).last_attempt = time.monotonic()
+        if timeout is not None and timeout < self.request_timeout:
+            conn.request_timeout = max(timeout, 0.1)
+            conn.connect_timeout = min(self.connect_timeout, conn.request_timeout)
+        try:
+            conn.connect()
+        except (KafkaConnectionError, KafkaTimeoutError):
+            self._failed(address)
+            raise
+        finally:
+            conn.request_timeout = self.request_timeout
+            conn.connect_timeout = self.connect_timeout
+            if conn.sock is not None:
+                conn.sock.settimeout(self.request_timeout)
+        a = self._tried(address)
+        a.failures = 0
+        a.backoff_until = float("-inf")
+
+    def bootstrap(self, timeout: float | None = None) -> BrokerConnection:
+        """A connection to the first bootstrap server that answers (those in reconnect
+        backoff last). With `timeout`, all of them are tried within it, each given half of
+        what is left while another is left to try."""
         if self._bootstrap_conn is not None and self._bootstrap_conn.connected:
             return self._bootstrap_conn
+        deadline = None if timeout is None else time.monotonic() + timeout
         errors = []
         n = len(self.bootstrap_servers)
-        for i in range(n):
+        order = sorted(range(n), key=lambda i: self.in_backoff(
+            self.bootstrap_servers[(self._next_bootstrap + i) % n]))
+        for k, i in enumerate(order):
             host, port = self.bootstrap_servers[(self._next_bootstrap + i) % n]
+            budget = None
+            if deadline is not None:
+                left = deadline - time.monotonic()
+                budget = left / 2 if k < n - 1 else left
             conn = self._new_conn(host, port, -1)
             try:
-                conn.connect()
+                self._connect(conn, budget)
             except (KafkaConnectionError, KafkaTimeoutError) as e:
                 errors.append(str(e))
                 continue
@@ -137,8 +214,9 @@ class KafkaClient:
         raise NoBrokersAvailable(
             f"no broker answered at {servers} ({'; '.join(errors)}). {SERVE_ADVICE}")
 
-    def connection(self, node_id: int) -> BrokerConnection:
-        """The (lazily connected) connection to broker `node_id`."""
+    def connection(self, node_id: int, timeout: float | None = None) -> BrokerConnection:
+        """The (lazily connected) connection to broker `node_id`; a new one's setup given
+        at most `timeout` s (else the request timeout)."""
         conn = self._conns.get(node_id)
         if conn is not None and conn.connected:
             return conn
@@ -154,20 +232,59 @@ class KafkaClient:
             return bc
         conn = self._new_conn(broker.host, broker.port, node_id)
         self._conns[node_id] = conn
-        conn.connect()
+        try:
+            self._connect(conn, timeout)
+        except BaseException:
+            if self._conns.get(node_id) is conn:
+                del self._conns[node_id]
+            raise
         return conn
 
-    def any_connection(self) -> BrokerConnection:
-        """The least loaded live connection, else any known broker, else bootstrap."""
-        live = [c for c in self._conns.values() if c.connected]
+    def _forget_closed(self) -> None:
+        """Drop the connections that closed since (a broker closed them, a request on
+        them timed out, a send failed): their brokers go into reconnect backoff, as
+        Kafka's clients disconnect a node whose request timed out."""
+        for nid, c in list(self._conns.items()):
+            if not c.connected:
+                del self._conns[nid]
+                self._failed((c.host, c.port))
+        bc = self._bootstrap_conn
+        if bc is not None and not bc.connected:
+            self._bootstrap_conn = None
+            self._failed((bc.host, bc.port))
+
+    def any_connection(self, timeout: float | None = None) -> BrokerConnection:
+        """A connection to the least loaded broker, as Kafka's NetworkClient.leastLoadedNode
+        picks it for requests any broker answers (Metadata, FindCoordinator, ...): a live
+        connection, the bootstrap one included, with the fewest requests in flight (none,
+        at best); else a new connection to a broker of the metadata that is not in
+        reconnect backoff, the one tried longest ago first; else a bootstrap server. All
+        within `timeout` (default: the request timeout): a broker that takes connections
+        but does not answer is given half of what is left while another broker can be
+        tried."""
+        self._forget_closed()
+        live = self.connections()
         if live:
-            return min(live, key=lambda c: c.in_flight_count)
-        for node_id in list(self.cluster.brokers):
+            return min(live, key=lambda c: (c.in_flight_count,
+                                            self._tried((c.host, c.port)).failures))
+        deadline = time.monotonic() + (self.request_timeout if timeout is None else timeout)
+        brokers = [b for b in self.cluster.brokers.values()
+                   if not self.in_backoff((b.host, b.port))]
+        brokers.sort(key=lambda b: (self._tried((b.host, b.port)).last_attempt, b.node_id))
+        last: BaseException | None = None
+        for b in brokers:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                break
             try:
-                return self.connection(node_id)
-            except KafkaConnectionError:
-                continue
-        return self.bootstrap()
+                # the bootstrap servers are left to try after the last broker
+                return self.connection(b.node_id, left / 2)
+            except (KafkaConnectionError, KafkaTimeoutError) as e:
+                last = e
+        left = deadline - time.monotonic()
+        if left <= 0 and last is not None:
+            raise last
+        return self.bootstrap(max(left, 0.1))
 
     def connections(self) -> list[BrokerConnection]:
         out = [c for c in self._conns.values() if c.connected]
@@ -176,9 +293,12 @@ class KafkaClient:
         return out
 
     def drop_connection(self, node_id: int, error: BaseException | None = None) -> None:
+        """Close the connection to `node_id` (it failed, or its broker could not be
+        reached): the broker goes into reconnect backoff."""
         conn = self._conns.pop(node_id, None)
         if conn is not None:
             conn.close(error)
+            self._failed((conn.host, conn.port))
 
     def poll(self, timeout: float = 0.0) -> int:
         """Read responses on every connection with requests in flight; returns early on
@@ -218,18 +338,29 @@ class KafkaClient:
     def refresh_metadata(self, topics: list[str] | None = None, *,
                          allow_auto_create: bool = False,
                          timeout: float | None = None) -> ClusterMetadata:
-        """Fetch metadata for `topics` (None = all); retries other brokers until `timeout`."""
+        """Fetch metadata for `topics` (None = all) from the least loaded broker
+        (any_connection); one that fails or does not answer in time is in reconnect
+        backoff, and another is asked, until `timeout` (default: the request timeout).
+
+        As Kafka's clients give each attempt request.timeout.ms within the call's
+        default.api.timeout.ms (twice as long), an attempt is given at most the request
+        timeout and, while the cluster has another broker to ask, half of what is left:
+        a broker that takes the request but does not answer (paused, hung) leaves time to
+        ask another. A single-broker cluster's one broker gets all of it."""
         deadline = time.monotonic() + (self.request_timeout if timeout is None else timeout)
         last: BaseException | None = None
         early = 0  # closed unanswered in a row (CLOSED_EARLY_HINT)
         while True:
-            self._metadata_tried_at = time.monotonic()
+            self._metadata_tried_at = start = time.monotonic()
+            left = deadline - start
+            attempt = min(self.request_timeout,
+                          left / 2 if len(self.cluster.brokers) > 1 else left)
             try:
-                conn = self.any_connection()
+                conn = self.any_connection(attempt)
                 version = conn.version_for(ApiKey.METADATA)
                 body = self.metadata_request_body(version, topics, allow_auto_create)
                 resp = conn.request(ApiKey.METADATA, body, version=version,
-                                    timeout=max(0.1, deadline - time.monotonic()))
+                                    timeout=max(0.1, start + attempt - time.monotonic()))
                 self.cluster.update(resp, all_topics=topics is None)
                 self.metadata_seen = True
                 return self.cluster
@@ -241,9 +372,7 @@ class KafkaClient:
                 if early >= EARLY_CLOSE_ATTEMPTS and not self.metadata_seen:
                     # the same refusal each time: most likely the wrong security.protocol
                     raise NoBrokersAvailable(f"metadata request failed: {e}") from None
-                for nid, c in list(self._conns.items()):
-                    if not c.connected:
-                        self._conns.pop(nid, None)
+                self._forget_closed()
             if time.monotonic() + self.retry_backoff >= deadline:
                 raise KafkaTimeoutError(f"metadata request failed: {last}")
             time.sleep(self.retry_backoff)
