@@ -11,11 +11,8 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
-
-import pytest
 
 from kafkactl.log.checkpoint import (
     CLEANER_OFFSET_CHECKPOINT,
@@ -26,6 +23,7 @@ from kafkactl.protocol.api_keys import ApiKey
 from kafkactl.protocol.errors import ErrorCode
 from kafkactl.record.batch import RecordBatchBuilder
 from kafkactl.record.memory_records import RecordBatch, iter_batches
+from tests.cluster.conftest import own_zookeeper  # noqa: F401 - the fixture
 from tests.polling import wait_until
 
 from .wire import Wire, batch
@@ -212,25 +210,12 @@ def test_min_compaction_lag_checked_against_the_broker_default_max(
             "error_code"] == 0
 
 
-@pytest.fixture
-def zk_server(tmp_path: Path) -> Iterator[Any]:
-    from tests.cluster.zk import ZooKeeperServer, available
-
-    reason = available()
-    if reason is not None:
-        pytest.skip(reason)
-    server = ZooKeeperServer(tmp_path / "zk")
-    server.start()
-    yield server
-    server.stop()
-
-
 def test_min_compaction_lag_above_max_is_refused_in_zookeeper_mode(
-        broker_factory: Any, zk_server: Any) -> None:
+        broker_factory: Any, own_zookeeper: Any) -> None:  # noqa: F811 - the fixture
     """The same refusals from a ZooKeeper-mode controller (ZkTopicAdmin)."""
     from tests.cluster.cluster_helpers import start_cluster
 
-    cluster = start_cluster(broker_factory, zk_server, ids=(1,))
+    cluster = start_cluster(broker_factory, own_zookeeper, ids=(1,))
     with Wire(cluster.brokers[1].bootstrap) as w:
         r = w.create_topic("lags", configs={"min.compaction.lag.ms": "5000",
                                             "max.compaction.lag.ms": "1000"})
