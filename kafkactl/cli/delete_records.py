@@ -19,6 +19,7 @@ from kafkactl.cli._client_options import (
     property_option,
 )
 from kafkactl.cli._output import write_line
+from kafkactl.cli._topic_name import check_topic
 
 if TYPE_CHECKING:  # the client is imported when the command runs, so --help stays fast
     from kafkactl.client.kafka_client import KafkaClient
@@ -147,6 +148,8 @@ def delete_records_command(
         raise fail("give either --offset-json-file FILE or --topic TOPIC with --before", 2)
     if topic is None and (partition or before is not None):
         raise fail("--partition and --before go with --topic, not --offset-json-file", 2)
+    if topic is not None:
+        check_topic(topic, "--topic")  # a name Kafka does not allow: said before connecting
     if topic is not None and before is None:
         raise fail("--topic needs --before OFFSET (or --before end)", 2)
     parts = _parse_partitions(partition) if partition else None

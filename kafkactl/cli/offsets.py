@@ -21,6 +21,7 @@ from kafkactl.cli._client_options import (
     property_option,
 )
 from kafkactl.cli._output import print_table
+from kafkactl.cli._topic_name import check_topic
 
 if TYPE_CHECKING:  # the client is imported when a command runs, so --help stays fast
     from rich.table import Table
@@ -65,6 +66,7 @@ def parse_topic_spec(spec: str) -> tuple[str, list[int] | None]:
     topic, sep, parts = spec.partition(":")
     if not topic:
         raise typer.BadParameter(f"bad --topic {spec!r}: expected TOPIC or TOPIC:P,P")
+    check_topic(topic, "--topic")  # a name Kafka does not allow: said before connecting
     if not sep:
         return topic, None
     try:

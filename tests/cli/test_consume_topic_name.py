@@ -49,3 +49,18 @@ def test_a_name_kafka_allows_is_read(module_broker: BrokerProcess) -> None:
     r = zygote.run(["consume", "-b", module_broker.bootstrap, "-t", name, "-e",
                     "--from-beginning"], text=True, timeout=60)
     assert (r.returncode, r.stdout) == (0, "v\n"), r.stderr
+
+
+@pytest.mark.parametrize("args", [
+    ["offsets", "reset", "-G", "g", "--to-earliest", "-t"],
+    ["offsets", "reset", "-G", "g", "--to-earliest", "-t", "fine-topic", "-t"],
+    ["offsets", "delete", "-G", "g", "-t"],
+    ["delete-records", "--before", "end", "-t"],
+], ids=["offsets-reset", "offsets-reset-two", "offsets-delete", "delete-records"])
+def test_other_commands_taking_a_topic_say_the_same(module_broker: BrokerProcess,
+                                                    args: list[str]) -> None:
+    # they printed the broker's INVALID_TOPIC_EXCEPTION (exit 1)
+    r = zygote.run([*args, "bad topic!", "-b", module_broker.bootstrap], text=True,
+                   timeout=60)
+    assert (r.returncode, r.stderr) == (
+        2, f"error: --topic 'bad topic!': {NAMES['bad topic!']}{RULE}\n"), r.stderr
