@@ -479,7 +479,7 @@ class LogCleaner:
         """Compact the cleanable segments of `lg` (prepare + commit). None: nothing to do.
         `force` cleans whatever the dirty ratio; min.compaction.lag.ms still holds. A log
         closed (deleted) is skipped, as Kafka aborts the cleaning of a log being deleted."""
-        if getattr(lg, "_closed", False):
+        if lg.closed:
             return None
         plan = self.prepare(lg, force=force)
         if plan is None:
@@ -697,7 +697,7 @@ class LogCleaner:
         """Swap the cleaned segments in (see the module doc for the crash-safe order).
         `stop_after` (tests) stops after that step of the first swap, as a crash would."""
         with lg._lock:
-            if getattr(lg, "_closed", False):
+            if lg.closed:
                 for swap in swaps:
                     if swap.cleaned_path is not None:
                         swap.cleaned_path.unlink(missing_ok=True)
@@ -788,7 +788,7 @@ class LogCleaner:
             try:
                 stats = self.clean(lg, force=force)
             except Exception:
-                if getattr(lg, "_closed", False):  # deleted (or moved) during the pass
+                if lg.closed:  # deleted (or moved) during the pass
                     log.debug("cleaning %s-%d stopped: the log was closed", lg.topic,
                               lg.partition, exc_info=True)
                     continue

@@ -722,6 +722,11 @@ class Log:
         return len(due)
 
     # ----------------------------------------------------------------- lifecycle
+    @property
+    def closed(self) -> bool:
+        """Closed (deleted, moved, or the broker stopping): the cleaner leaves it."""
+        return self._closed
+
     def close(self) -> None:
         """Clean close: final time-index entries, trimmed indexes, files closed."""
         with self._flush_lock, self._lock:
