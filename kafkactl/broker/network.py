@@ -694,18 +694,9 @@ class KafkaConnection(asyncio.BufferedProtocol):
             await pending
 
     def _write_parts(self, parts: ResponseParts) -> Awaitable[None] | None:
-        """Write a response. Returns an awaitable only if a sendfile must wait for the socket.
-        A connection whose transport is closing (its peer gone: a write failed, the loop has
-        not called connection_lost yet) gets nothing: the answer is dropped, as Kafka drops
-        the responses of a closed channel, and the connection closes now, so the requests
-        behind it are not handled. asyncio's transport would log "socket.send() raised
-        exception." for every write after the fifth, thousands of lines when a client
-        reset a connection with requests pipelined (a broker resumed after a freeze)."""
+        """Write a response. Returns an awaitable only if a sendfile must wait for the socket."""
         transport = self.transport
         if transport is None or self._closed:
-            return None
-        if transport.is_closing():
-            self.close(None)
             return None
         if len(parts) == 1 and parts[0].__class__ is bytes:  # most responses: one bytes
             transport.write(parts[0])
@@ -725,9 +716,6 @@ class KafkaConnection(asyncio.BufferedProtocol):
                                 rest: ResponseParts) -> None:
         transport = self.transport
         if transport is None or self._closed:
-            return
-        if transport.is_closing():  # the peer is gone (_write_parts)
-            self.close(None)
             return
         sent = await transfer.send_region(self.loop, transport, self._sock_fd, fd, position,
                                           length, self.server.native_sendfile)
