@@ -123,10 +123,27 @@ class BrokerConnection:
     def connected(self) -> bool:
         return self.sock is not None
 
-    def connect(self) -> None:
-        """Open the socket and negotiate API versions; raises KafkaConnectionError."""
+    def connect(self, timeout: float | None = None) -> None:
+        """Open the socket and negotiate API versions; raises KafkaConnectionError. With
+        `timeout` below the request timeout, the whole setup (TCP connect, TLS, ApiVersions,
+        SASL) is given at most that long: a broker that takes the connection but does not
+        answer costs the caller no more; the connection's own timeouts apply afterwards."""
         if self.sock is not None:
             return
+        if timeout is None or timeout >= self.request_timeout:
+            self._connect()
+            return
+        request_timeout, connect_timeout = self.request_timeout, self.connect_timeout
+        self.request_timeout = max(timeout, 0.1)
+        self.connect_timeout = min(connect_timeout, self.request_timeout)
+        try:
+            self._connect()
+        finally:
+            self.request_timeout, self.connect_timeout = request_timeout, connect_timeout
+            if self.sock is not None:
+                self.sock.settimeout(request_timeout)
+
+    def _connect(self) -> None:
         try:
             # an ASCII host name goes as bytes: getaddrinfo encodes a str one with the idna
             # codec, whose import (encodings.idna, stringprep, unicodedata: ~2 ms) nothing

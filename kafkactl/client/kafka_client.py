@@ -155,25 +155,15 @@ class KafkaClient:
         return a is not None and time.monotonic() < a.backoff_until
 
     def _connect(self, conn: BrokerConnection, timeout: float | None) -> None:
-        """conn.connect(), its setup (TCP connect, TLS, ApiVersions, SASL) given at most
-        `timeout` s when that is less than the request timeout: a broker that takes the
-        connection but does not answer (paused, overloaded) costs the caller no more. A
-        failure puts the address in reconnect backoff."""
+        """conn.connect(timeout) (its setup given at most `timeout` s); a failure puts the
+        address in reconnect backoff."""
         address = (conn.host, conn.port)
         self._tried(address).last_attempt = time.monotonic()
-        if timeout is not None and timeout < self.request_timeout:
-            conn.request_timeout = max(timeout, 0.1)
-            conn.connect_timeout = min(self.connect_timeout, conn.request_timeout)
         try:
-            conn.connect()
+            conn.connect(timeout)
         except (KafkaConnectionError, KafkaTimeoutError):
             self._failed(address)
             raise
-        finally:
-            conn.request_timeout = self.request_timeout
-            conn.connect_timeout = self.connect_timeout
-            if conn.sock is not None:
-                conn.sock.settimeout(self.request_timeout)
         a = self._tried(address)
         a.failures = 0
         a.backoff_until = float("-inf")
